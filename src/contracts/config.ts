@@ -1,0 +1,38 @@
+import { z } from 'zod';
+
+export const DEFAULT_COMPACTION_PROMPT =
+  'Summarise the conversation so far for your own later use. Keep every fact, decision, open task, ' +
+  'tool result and user preference that later turns may need; drop pleasantries and repetition. ' +
+  'Write plain prose, at most a few hundred words.';
+
+const posInt = z.number().int().positive();
+
+/** The seed's LoopConfig, with DESIGN §6 defaults. */
+export const LoopConfig = z.object({
+  contextWindow: posInt.default(128_000),
+  outputReserve: z.number().int().nonnegative().default(4096),
+  maxParallelTools: posInt.default(4),
+  maxProtocolCorrections: z.number().int().nonnegative().default(2),
+  maxProviderAttempts: posInt.default(3),
+  retryBackoffMs: z.number().nonnegative().default(100),
+  approvalTimeoutMs: z.number().nonnegative().default(3_600_000),
+  compactionPrompt: z.string().min(1).default(DEFAULT_COMPACTION_PROMPT),
+  /** How long a cancelled tool may ignore its signal before it is recorded uncertain-hanging. */
+  cancelGraceMs: z.number().nonnegative().default(2000),
+});
+export type LoopConfig = z.output<typeof LoopConfig>;
+export type LoopConfigInput = z.input<typeof LoopConfig>;
+
+const Decimal = z.string().regex(/^\d+(\.\d+)?$/, 'a non-negative decimal string such as "0.25"');
+
+/** The seed's LoopBudget, checked after every step. */
+export const LoopBudget = z.object({
+  maxSteps: posInt.default(20),
+  maxToolCalls: posInt.optional(),
+  maxOutputTokens: posInt.optional(),
+  maxCost: Decimal.optional(),
+  maxRecoveries: z.number().int().nonnegative().default(3),
+  maxDurationMs: posInt.optional(),
+});
+export type LoopBudget = z.output<typeof LoopBudget>;
+export type LoopBudgetInput = z.input<typeof LoopBudget>;

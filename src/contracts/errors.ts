@@ -1,0 +1,287 @@
+/**
+ * actorloop's own failures, as classes. Failures of the outside world (model, tool) are data:
+ * events and results with a status. Each class has `name`, a readonly `code` discriminant and an
+ * `isX(e)` guard that works across module copies (it checks `code`, not `instanceof`).
+ */
+
+type ErrorCode =
+  | 'stale_writer'
+  | 'sequence_conflict'
+  | 'invariant_violation'
+  | 'corrupt_log'
+  | 'unknown_schema_version'
+  | 'capacity'
+  | 'protocol_exhausted'
+  | 'provider'
+  | 'execution_busy'
+  | 'session_steering_conflict'
+  | 'budget_exhausted'
+  | 'validation'
+  | 'cancelled'
+  | 'store_closed';
+
+/** Base class of every error actorloop throws on purpose. */
+export abstract class ActorloopError extends Error {
+  abstract readonly code: ErrorCode;
+}
+
+function hasCode(e: unknown, code: ErrorCode): boolean {
+  return typeof e === 'object' && e !== null && (e as { code?: unknown }).code === code && e instanceof Error;
+}
+
+/**
+ * An append or attach carried a writer epoch older than the session's current one: another
+ * writer has taken the session over (fencing).
+ * @example
+ * try { await store.append(id, oldEpoch, 5, drafts) } catch (e) { if (isStaleWriterError(e)) stop() }
+ */
+export class StaleWriterError extends ActorloopError {
+  readonly code = 'stale_writer' as const;
+  override readonly name = 'StaleWriterError';
+  constructor(
+    readonly sessionId: string,
+    readonly writerEpoch: number,
+    readonly currentEpoch: number,
+  ) {
+    super(`session ${sessionId}: writer epoch ${writerEpoch} is stale (current epoch is ${currentEpoch})`);
+  }
+}
+export const isStaleWriterError = (e: unknown): e is StaleWriterError => hasCode(e, 'stale_writer');
+
+/**
+ * `expectedSeq` was not the session's tail + 1.
+ * @example
+ * if (isSequenceConflictError(e)) console.log(e.expectedSeq, e.actualNextSeq)
+ */
+export class SequenceConflictError extends ActorloopError {
+  readonly code = 'sequence_conflict' as const;
+  override readonly name = 'SequenceConflictError';
+  constructor(
+    readonly sessionId: string,
+    readonly expectedSeq: number,
+    readonly actualNextSeq: number,
+  ) {
+    super(`session ${sessionId}: expected seq ${expectedSeq} but the next seq is ${actualNextSeq}`);
+  }
+}
+export const isSequenceConflictError = (e: unknown): e is SequenceConflictError => hasCode(e, 'sequence_conflict');
+
+/**
+ * Something that must never happen did: an event id reused with different content, a log that
+ * contradicts itself. Never retried automatically.
+ * @example
+ * if (isInvariantViolation(e)) alertOperator(e.message)
+ */
+export class InvariantViolation extends ActorloopError {
+  readonly code = 'invariant_violation' as const;
+  override readonly name = 'InvariantViolation';
+  constructor(message: string, readonly details: Record<string, unknown> = {}) {
+    super(message);
+  }
+}
+export const isInvariantViolation = (e: unknown): e is InvariantViolation => hasCode(e, 'invariant_violation');
+
+/**
+ * A record on disk could not be decoded or failed its schema: never skipped silently.
+ * @example
+ * if (isCorruptLogError(e)) console.error(`corrupt record ${e.sessionId}#${e.seq}: ${e.reason}`)
+ */
+export class CorruptLogError extends ActorloopError {
+  readonly code = 'corrupt_log' as const;
+  override readonly name = 'CorruptLogError';
+  constructor(
+    readonly sessionId: string,
+    readonly seq: number,
+    readonly reason: string,
+  ) {
+    super(`corrupt log record: session ${sessionId}, seq ${seq}: ${reason}`);
+  }
+}
+export const isCorruptLogError = (e: unknown): e is CorruptLogError => hasCode(e, 'corrupt_log');
+
+/**
+ * A record was written by a schema version this build does not know (a newer actorloop).
+ * @example
+ * if (isUnknownSchemaVersionError(e)) console.error(`upgrade actorloop: log uses schema ${e.schemaVersion}`)
+ */
+export class UnknownSchemaVersionError extends ActorloopError {
+  readonly code = 'unknown_schema_version' as const;
+  override readonly name = 'UnknownSchemaVersionError';
+  constructor(
+    readonly sessionId: string,
+    readonly seq: number,
+    readonly schemaVersion: string,
+  ) {
+    super(
+      `session ${sessionId}, seq ${seq}: record has schemaVersion ${JSON.stringify(schemaVersion)}, ` +
+        `which this version of actorloop does not know (it reads "1"); upgrade actorloop to read this log`,
+    );
+  }
+}
+export const isUnknownSchemaVersionError = (e: unknown): e is UnknownSchemaVersionError =>
+  hasCode(e, 'unknown_schema_version');
+
+/**
+ * The context does not fit the model's window even after compaction.
+ * @example
+ * if (isCapacityError(result.error?.cause)) shortenPrompt()
+ */
+export class CapacityError extends ActorloopError {
+  readonly code = 'capacity' as const;
+  override readonly name = 'CapacityError';
+  constructor(
+    readonly estimatedTokens: number,
+    readonly limitTokens: number,
+  ) {
+    super(`context of ~${estimatedTokens} tokens does not fit the limit of ${limitTokens} tokens, even after compaction`);
+  }
+}
+export const isCapacityError = (e: unknown): e is CapacityError => hasCode(e, 'capacity');
+
+/**
+ * The model produced invalid tool calls more often than `maxProtocolCorrections` allows.
+ * @example
+ * if (isProtocolExhaustedError(result.error?.cause)) console.log(result.error.cause.corrections)
+ */
+export class ProtocolExhaustedError extends ActorloopError {
+  readonly code = 'protocol_exhausted' as const;
+  override readonly name = 'ProtocolExhaustedError';
+  constructor(readonly corrections: number) {
+    super(`the model needed more than ${corrections} protocol corrections in one run`);
+  }
+}
+export const isProtocolExhaustedError = (e: unknown): e is ProtocolExhaustedError => hasCode(e, 'protocol_exhausted');
+
+/**
+ * A model call failed. `retryable` says whether another attempt may succeed; `partialOutput`
+ * says whether output had already streamed when it broke.
+ * @example
+ * throw new ProviderError('rate limited', { retryable: true, code: 'rate_limit', retryAfterMs: 2000 })
+ */
+export class ProviderError extends ActorloopError {
+  readonly code = 'provider' as const;
+  override readonly name = 'ProviderError';
+  readonly retryable: boolean;
+  readonly partialOutput: boolean;
+  /** Provider-neutral reason: 'rate_limit', 'server', 'timeout', 'connection', 'auth', 'bad_request', … */
+  readonly providerCode: string;
+  readonly status?: number;
+  readonly retryAfterMs?: number;
+  constructor(
+    message: string,
+    options: { retryable: boolean; code: string; partialOutput?: boolean; status?: number; retryAfterMs?: number; cause?: unknown },
+  ) {
+    super(message, { cause: options.cause });
+    this.retryable = options.retryable;
+    this.partialOutput = options.partialOutput ?? false;
+    this.providerCode = options.code;
+    if (options.status !== undefined) this.status = options.status;
+    if (options.retryAfterMs !== undefined) this.retryAfterMs = options.retryAfterMs;
+  }
+}
+export const isProviderError = (e: unknown): e is ProviderError => hasCode(e, 'provider');
+
+/**
+ * An attempt is already executing on this session.
+ * @example
+ * if (isExecutionBusy(e)) await session.waitForIdle()
+ */
+export class ExecutionBusy extends ActorloopError {
+  readonly code = 'execution_busy' as const;
+  override readonly name = 'ExecutionBusy';
+  constructor(
+    readonly sessionId: string,
+    readonly activeRunId: string,
+  ) {
+    super(`session ${sessionId} is busy executing run ${activeRunId}`);
+  }
+}
+export const isExecutionBusy = (e: unknown): e is ExecutionBusy => hasCode(e, 'execution_busy');
+
+/**
+ * A steering request named the wrong session instance, interaction or run epoch, or reused an
+ * idempotency key for a different request.
+ * @example
+ * if (isSessionSteeringConflict(e)) console.log(e.field)
+ */
+export class SessionSteeringConflict extends ActorloopError {
+  readonly code = 'session_steering_conflict' as const;
+  override readonly name = 'SessionSteeringConflict';
+  constructor(
+    readonly field: string,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+export const isSessionSteeringConflict = (e: unknown): e is SessionSteeringConflict =>
+  hasCode(e, 'session_steering_conflict');
+
+/**
+ * A budget ran out; the run ends `budget_exhausted` and this error names the budget.
+ * @example
+ * if (isBudgetExhaustedError(e)) console.log(e.budget, e.limit, e.used)
+ */
+export class BudgetExhaustedError extends ActorloopError {
+  readonly code = 'budget_exhausted' as const;
+  override readonly name = 'BudgetExhaustedError';
+  constructor(
+    readonly budget: string,
+    readonly limit: string,
+    readonly used: string,
+  ) {
+    super(`budget ${budget} exhausted: used ${used} of ${limit}`);
+  }
+}
+export const isBudgetExhaustedError = (e: unknown): e is BudgetExhaustedError => hasCode(e, 'budget_exhausted');
+
+/** One problem found by input validation. */
+export interface ValidationIssue {
+  path: (string | number)[];
+  message: string;
+}
+
+/**
+ * Bad input to a public function, found by its zod schema. Nothing was changed.
+ * @example
+ * if (isValidationError(e)) for (const i of e.issues) console.log(i.path.join('.'), i.message)
+ */
+export class ValidationError extends ActorloopError {
+  readonly code = 'validation' as const;
+  override readonly name = 'ValidationError';
+  constructor(
+    readonly where: string,
+    readonly issues: ValidationIssue[],
+  ) {
+    super(`invalid input to ${where}: ${issues.map((i) => `${i.path.join('.') || '(root)'}: ${i.message}`).join('; ')}`);
+  }
+}
+export const isValidationError = (e: unknown): e is ValidationError => hasCode(e, 'validation');
+
+/**
+ * An operation was cancelled through its AbortSignal (not a failure of the outside world).
+ * @example
+ * if (isCancelledError(e)) return 'cancelled'
+ */
+export class CancelledError extends ActorloopError {
+  readonly code = 'cancelled' as const;
+  override readonly name = 'CancelledError';
+  constructor(message = 'cancelled') {
+    super(message);
+  }
+}
+export const isCancelledError = (e: unknown): e is CancelledError => hasCode(e, 'cancelled');
+
+/**
+ * The store (or runtime) was closed; nothing more can be written through it.
+ * @example
+ * if (isStoreClosedError(e)) reopen()
+ */
+export class StoreClosedError extends ActorloopError {
+  readonly code = 'store_closed' as const;
+  override readonly name = 'StoreClosedError';
+  constructor(what = 'store') {
+    super(`${what} is closed`);
+  }
+}
+export const isStoreClosedError = (e: unknown): e is StoreClosedError => hasCode(e, 'store_closed');

@@ -1,0 +1,170 @@
+import { z } from 'zod';
+import { FinishReason, Message, Usage } from './message.js';
+import { ToolMode, ToolOutcome } from './tools.js';
+
+/** The only schema version this build writes; see docs/event-log.md for migration rules. */
+export const SCHEMA_VERSION = '1' as const;
+export const KNOWN_SCHEMA_VERSIONS: readonly string[] = [SCHEMA_VERSION];
+
+export const SurfaceOp = z.enum(['none', 'append', 'epoch']);
+export type SurfaceOp = z.infer<typeof SurfaceOp>;
+
+const id = z.string().min(1);
+const RequestDigest = z.string().regex(/^[0-9a-f]{64}$/);
+const CallRef = z.object({ callId: id, name: z.string(), arguments: z.unknown() });
+
+export const PendingRequest = z.discriminatedUnion('kind', [
+  z.object({ kind: z.literal('approval'), questionId: id, calls: z.array(CallRef), expiresAt: z.number().optional() }),
+  z.object({
+    kind: z.literal('question'),
+    questionId: id,
+    callId: id,
+    question: z.string(),
+    schema: z.record(z.string(), z.unknown()).optional(),
+  }),
+]);
+export type PendingRequest = z.infer<typeof PendingRequest>;
+
+const ErrorInfo = z.looseObject({ name: z.string().optional(), message: z.string(), code: z.string().optional() });
+
+/**
+ * Payload schema of every event type, and the surface op each type is always written with.
+ * Lifecycle payloads are loose objects: until the first release they may gain optional fields.
+ */
+export const EventPayloads = {
+  'session/attached': z.looseObject({ sessionInstanceId: id, writerEpoch: z.number().int().positive() }),
+  'input/accepted': z.looseObject({
+    inputId: id,
+    mode: z.enum(['steer', 'follow_up']),
+    messages: z.array(Message).min(1),
+  }),
+  'input/cancelled': z.looseObject({ inputId: id }),
+  'run/start': z.looseObject({
+    runId: id,
+    attemptId: id,
+    runEpoch: z.number().int().positive(),
+    kind: z.enum(['prompt', 'respond', 'continue', 'follow_up']),
+    executionProfileFingerprint: z.string(),
+  }),
+  'step/start': z.looseObject({}),
+  'user/message': z.looseObject({ message: Message, inputId: id.optional() }),
+  'assistant/attempt': z.looseObject({
+    attemptNumber: z.number().int().positive(),
+    requestDigest: RequestDigest,
+    latencyMs: z.number().nonnegative(),
+    error: ErrorInfo.extend({ retryable: z.boolean(), partialOutput: z.boolean() }),
+  }),
+  'assistant/message': z.looseObject({
+    message: Message,
+    usage: Usage.optional(),
+    finishReason: FinishReason,
+    latencyMs: z.number().nonnegative(),
+    requestDigest: RequestDigest.optional(),
+  }),
+  'tool/call': z.looseObject({
+    callId: id,
+    name: z.string(),
+    arguments: z.unknown(),
+    mode: ToolMode,
+    resources: z.array(z.string()),
+    idempotencyKey: id,
+  }),
+  'tool/result': z.looseObject({
+    callId: id,
+    name: z.string(),
+    outcome: ToolOutcome,
+    startedAt: z.number().optional(),
+    endedAt: z.number().optional(),
+  }),
+  'tool/batch-rejected': z.looseObject({
+    issues: z.array(z.object({ callId: z.string(), name: z.string(), message: z.string() })).min(1),
+  }),
+  'approval/requested': z.looseObject({ pendingRequest: PendingRequest }),
+  'approval/decided': z.looseObject({
+    questionId: id,
+    decisions: z.record(z.string(), z.enum(['approve', 'deny'])),
+    timedOut: z.boolean(),
+  }),
+  'question/asked': z.looseObject({ pendingRequest: PendingRequest }),
+  'verification/rejected': z.looseObject({
+    target: z.enum(['tool', 'final']),
+    callId: z.string().optional(),
+    reason: z.string(),
+    message: Message,
+  }),
+  'steering/accepted': z.looseObject({ request: z.record(z.string(), z.unknown()), receipt: z.record(z.string(), z.unknown()) }),
+  compaction: z.looseObject({ summary: Message, replacedThroughSeq: z.number().int().nonnegative() }),
+  'checkpoint/loaded': z.looseObject({ messages: z.array(Message), stateContext: z.unknown().optional() }),
+  'state/updated': z.looseObject({ stateContext: z.unknown() }),
+  'cancellation/requested': z.looseObject({ reason: z.string() }),
+  'final/message': z.looseObject({ finalMessageId: id, runId: id, content: z.string() }),
+  'step/end': z.looseObject({ usage: Usage.optional() }),
+  'run/suspended': z.looseObject({ pendingRequest: PendingRequest }),
+  'run/end': z.looseObject({
+    runId: id,
+    attemptId: id,
+    status: z.string(),
+    outcome: z.string(),
+    usage: Usage.optional(),
+    error: ErrorInfo.optional(),
+    result: z.record(z.string(), z.unknown()).optional(),
+  }),
+  'delivery/committed': z.looseObject({ finalMessageId: id }),
+  'delivery/unknown': z.looseObject({ finalMessageId: id, reason: z.string() }),
+  'resources/released': z.looseObject({ keys: z.array(z.string()).min(1) }),
+} as const;
+
+export type EventType = keyof typeof EventPayloads;
+export const EVENT_TYPES = Object.keys(EventPayloads) as EventType[];
+export const EventType = z.enum(EVENT_TYPES as [EventType, ...EventType[]]);
+export type PayloadOf<T extends EventType> = z.infer<(typeof EventPayloads)[T]>;
+
+/** Model-visible events append to the surface; compaction-like events start a new surface epoch. */
+export const SURFACE_OPS: Record<EventType, SurfaceOp> = Object.fromEntries(
+  EVENT_TYPES.map((t) => [t, 'none' as SurfaceOp]),
+) as Record<EventType, SurfaceOp>;
+for (const t of ['user/message', 'assistant/message', 'tool/result', 'tool/batch-rejected', 'verification/rejected'] as const) {
+  SURFACE_OPS[t] = 'append';
+}
+SURFACE_OPS.compaction = 'epoch';
+SURFACE_OPS['checkpoint/loaded'] = 'epoch';
+
+const nonNegInt = z.number().int().nonnegative();
+
+/** What a writer hands to `append`. A missing `eventId` gets a fresh one. */
+export const EventDraft = z.object({
+  eventId: id.optional(),
+  type: EventType,
+  turn: nonNegInt,
+  step: nonNegInt,
+  attempt: nonNegInt,
+  surfaceOp: SurfaceOp,
+  payload: z.record(z.string(), z.unknown()),
+});
+export type EventDraft = z.input<typeof EventDraft>;
+
+/** One stored record (DESIGN §2): every backend stores exactly these fields. */
+export const EventRecord = z.object({
+  sessionId: id,
+  seq: z.number().int().positive(),
+  turn: nonNegInt,
+  step: nonNegInt,
+  attempt: nonNegInt,
+  writerEpoch: z.number().int().positive(),
+  eventId: id,
+  type: EventType,
+  surfaceOp: SurfaceOp,
+  payload: z.record(z.string(), z.unknown()),
+  occurredAt: z.string(),
+  schemaVersion: z.literal(SCHEMA_VERSION),
+});
+export type EventRecord = z.infer<typeof EventRecord>;
+/** DESIGN calls a stored record an `Event`. */
+export type Event = EventRecord;
+
+/** Narrowed view of a record of a known type. */
+export type TypedEvent<T extends EventType> = Omit<EventRecord, 'type' | 'payload'> & { type: T; payload: PayloadOf<T> };
+
+export function isEventOf<T extends EventType>(e: EventRecord, type: T): e is EventRecord & TypedEvent<T> {
+  return e.type === type;
+}

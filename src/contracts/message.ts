@@ -1,0 +1,47 @@
+import { z } from 'zod';
+
+/** Provider-specific data kept verbatim and sent back on the next request (e.g. thinking blocks). */
+export const ProviderData = z.record(z.string(), z.unknown());
+export type ProviderData = z.infer<typeof ProviderData>;
+
+/** One tool call the model asked for. `arguments` is the raw JSON text, validated by the runtime. */
+export const ToolCall = z.object({
+  id: z.string().min(1),
+  name: z.string(),
+  arguments: z.string(),
+});
+export type ToolCall = z.infer<typeof ToolCall>;
+
+/** A chat message (the seed's `Message`, camelCased). */
+export const Message = z.object({
+  role: z.enum(['system', 'user', 'assistant', 'tool']),
+  content: z.string(),
+  toolCalls: z.array(ToolCall).optional(),
+  toolCallId: z.string().optional(),
+  name: z.string().optional(),
+  providerData: ProviderData.optional(),
+});
+export type Message = z.infer<typeof Message>;
+
+/** Token usage of one model call (or a sum of several). */
+export const Usage = z.object({
+  inputTokens: z.number().int().nonnegative(),
+  outputTokens: z.number().int().nonnegative(),
+  cachedInputTokens: z.number().int().nonnegative().optional(),
+});
+export type Usage = z.infer<typeof Usage>;
+
+export const FinishReason = z.enum(['stop', 'tool_calls', 'length', 'content_filter', 'refusal', 'error']);
+export type FinishReason = z.infer<typeof FinishReason>;
+
+/** Adds two usages (missing counts are 0). */
+export function addUsage(a: Usage, b: Usage | undefined): Usage {
+  if (!b) return a;
+  return {
+    inputTokens: a.inputTokens + b.inputTokens,
+    outputTokens: a.outputTokens + b.outputTokens,
+    cachedInputTokens: (a.cachedInputTokens ?? 0) + (b.cachedInputTokens ?? 0),
+  };
+}
+
+export const zeroUsage = (): Usage => ({ inputTokens: 0, outputTokens: 0, cachedInputTokens: 0 });

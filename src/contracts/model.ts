@@ -1,0 +1,43 @@
+import type { FinishReason, Message, Usage } from './message.js';
+import type { ToolSpec } from './tools.js';
+
+/** What the run engine asks a model for. `messages` starts with the system message, if any. */
+export interface ModelRequest {
+  messages: readonly Message[];
+  tools: readonly ToolSpec[];
+  /** Upper bound for this call's output, when the run has one. */
+  maxOutputTokens?: number;
+  signal: AbortSignal;
+}
+
+/** Live output while a model call streams; only the whole message is logged. */
+export type ModelStreamEvent =
+  | { type: 'text_delta'; text: string }
+  | { type: 'thinking_delta'; text: string }
+  | { type: 'toolcall_delta'; index: number; callId?: string; name?: string; argumentsDelta: string };
+
+/** One finished model call, mapped into the project's own shape. */
+export interface ModelResponse {
+  /** role `assistant`; tool calls carry their raw JSON argument text. */
+  message: Message;
+  usage?: Usage;
+  finishReason: FinishReason;
+  /** The refusal text, when the provider refused. */
+  refusal?: string;
+}
+
+/**
+ * A model behind one wire API.
+ *
+ * Contract: `call` resolves with the whole response, calling `onEvent` for live deltas as they
+ * arrive. It throws `ProviderError` for every failure of the provider (never an untyped error),
+ * and `CancelledError` when `request.signal` aborts. It never retries on its own: the runtime
+ * owns every retry and logs each attempt.
+ * @example
+ * const res = await model.call({ messages, tools, signal }, (e) => e.type === 'text_delta' && write(e.text))
+ */
+export interface ModelProvider {
+  /** The model id, used in the execution-profile fingerprint and passed to `pricing`. */
+  readonly modelId: string;
+  call(request: ModelRequest, onEvent: (event: ModelStreamEvent) => void): Promise<ModelResponse>;
+}

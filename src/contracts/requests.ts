@@ -1,0 +1,109 @@
+import { z } from 'zod';
+import { Message, Usage } from './message.js';
+import { PendingRequest } from './events.js';
+
+const id = z.string().min(1);
+
+/** A prompt's message: a string (one user message), one message, or several. */
+export const PromptMessage = z.union([z.string(), Message, z.array(Message).min(1)]);
+export type PromptMessage = z.infer<typeof PromptMessage>;
+
+/** `session.execute` input (DESIGN §6). */
+export const ExecutionRequest = z.discriminatedUnion('kind', [
+  z.object({ kind: z.literal('prompt'), runId: id, attemptId: id, message: PromptMessage }),
+  z.object({ kind: z.literal('respond'), runId: id, attemptId: id, questionId: id, answer: z.unknown() }),
+  z.object({ kind: z.literal('continue'), runId: id, attemptId: id }),
+]);
+export type ExecutionRequest = z.infer<typeof ExecutionRequest>;
+
+export const RunStatus = z.enum([
+  'succeeded',
+  'suspended',
+  'cancelled',
+  'stopped',
+  'budget_exhausted',
+  'blocked',
+  'detached',
+  'fenced',
+  'failed',
+  'delivery_unknown',
+]);
+export type RunStatus = z.infer<typeof RunStatus>;
+
+export const Outcome = z.enum(['completed', 'suspended', 'cancelled', 'failed', 'incomplete']);
+export type Outcome = z.infer<typeof Outcome>;
+
+export const DeliveryErrorInfo = z.object({
+  consumer: z.string(),
+  seq: z.number().int(),
+  reason: z.enum(['closed', 'error', 'timeout']),
+  message: z.string().optional(),
+});
+export type DeliveryErrorInfo = z.infer<typeof DeliveryErrorInfo>;
+
+/** What `execute` resolves with: every run failure is a result, not a rejection. */
+export const ExecutionResult = z.object({
+  runId: z.string(),
+  attemptId: z.string(),
+  outcome: Outcome,
+  status: RunStatus,
+  finalMessage: z.string().optional(),
+  finalMessageId: z.string().optional(),
+  pendingRequest: PendingRequest.optional(),
+  error: z
+    .object({
+      kind: z.enum(['cancelled', 'execution', 'finalization', 'inconsistent']),
+      message: z.string(),
+      /** The typed error (e.g. ProviderError) in-process; its name and fields after a reload. */
+      cause: z.unknown().optional(),
+    })
+    .optional(),
+  /** The budget that ran out (status budget_exhausted). */
+  budget: z.string().optional(),
+  /** The held resource locks that blocked the run (status blocked). */
+  blockedBy: z.array(z.string()).optional(),
+  checkpointCommitted: z.boolean(),
+  historyConsistent: z.boolean(),
+  deliveryErrors: z.array(DeliveryErrorInfo),
+  usage: Usage,
+  steps: z.number().int().nonnegative(),
+});
+export type ExecutionResult = z.infer<typeof ExecutionResult>;
+
+/** `session.submitInput` input. */
+export const InputEnvelope = z.object({
+  inputId: id,
+  message: PromptMessage,
+  mode: z.enum(['steer', 'follow_up']),
+});
+export type InputEnvelope = z.infer<typeof InputEnvelope>;
+
+export const InputReceipt = z.object({
+  inputId: z.string(),
+  status: z.enum(['accepted', 'consumed', 'cancelled']),
+  durability: z.enum(['durable']),
+});
+export type InputReceipt = z.infer<typeof InputReceipt>;
+
+/** `session.stopAfterCurrentToolRound` input (DESIGN §4 item 10). */
+export const StopRequest = z.object({
+  sessionId: id,
+  sessionInstanceId: id,
+  interactionId: id,
+  expectedRunEpoch: z.number().int().positive(),
+  idempotencyKey: id,
+});
+export type StopRequest = z.infer<typeof StopRequest>;
+
+export const StopReceipt = z.object({
+  schemaVersion: z.literal(1),
+  request: StopRequest,
+  executionProfileFingerprint: z.string().regex(/^[0-9a-f]{64}$/),
+});
+export type StopReceipt = z.infer<typeof StopReceipt>;
+
+/** Converts a prompt message into the user messages it stands for. */
+export function toMessages(m: PromptMessage): Message[] {
+  if (typeof m === 'string') return [{ role: 'user', content: m }];
+  return Array.isArray(m) ? m : [m];
+}

@@ -1,0 +1,44 @@
+import { z } from 'zod';
+import { Message } from './message.js';
+
+/** `parallel` tools are side-effect free and may run concurrently; `exclusive` tools run alone. */
+export const ToolMode = z.enum(['parallel', 'exclusive']);
+export type ToolMode = z.infer<typeof ToolMode>;
+
+const Completed = z.object({
+  kind: z.literal('completed'),
+  content: z.string(),
+  isError: z.boolean().default(false),
+  concludesTurn: z.boolean().default(false),
+  structured: z.unknown().optional(),
+  /** Resource keys whose uncertain-hanging locks this result releases. */
+  releaseResources: z.array(z.string()).default([]),
+  additionalMessages: z.array(Message).optional(),
+});
+const Skipped = z.object({ kind: z.literal('skipped'), reason: z.string() });
+const Cancelled = z.object({
+  kind: z.literal('cancelled'),
+  settled: z.boolean(),
+  partialContent: z.string().optional(),
+  resourceLocks: z.array(z.string()).default([]),
+});
+const UncertainSettled = z.object({ kind: z.literal('uncertain-settled'), content: z.string() });
+const UncertainHanging = z.object({
+  kind: z.literal('uncertain-hanging'),
+  content: z.string(),
+  resourceLocks: z.array(z.string()).default([]),
+});
+
+/** The outcome of one tool call (DESIGN §4 item 5). */
+export const ToolOutcome = z.discriminatedUnion('kind', [Completed, Skipped, Cancelled, UncertainSettled, UncertainHanging]);
+export type ToolOutcome = z.output<typeof ToolOutcome>;
+/** What a tool's `execute` / `reconcile` may return before defaults are applied. */
+export type ToolOutcomeInput = z.input<typeof ToolOutcome>;
+
+/** A tool definition as providers see it: name, description, JSON Schema of the arguments. */
+export const ToolSpec = z.object({
+  name: z.string(),
+  description: z.string(),
+  parameters: z.record(z.string(), z.unknown()),
+});
+export type ToolSpec = z.infer<typeof ToolSpec>;

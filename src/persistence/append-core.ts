@@ -1,0 +1,72 @@
+import { InvariantViolation, SequenceConflictError, StaleWriterError } from '../contracts/errors.js';
+import type { EventRecord } from '../contracts/events.js';
+import { sameContent, toRecord, type PreparedDraft } from './codec.js';
+import { advanceHead, newHead, type SessionHead } from './head.js';
+import type { AttachResult } from './event-store.js';
+
+/**
+ * The storage a backend exposes inside one write transaction. Every method is synchronous:
+ * nothing is awaited while a transaction is open (an LMDB write lock is process-wide).
+ */
+export interface LogTxn {
+  head(sessionId: string): SessionHead | undefined;
+  seqOfEventId(sessionId: string, eventId: string): number | undefined;
+  event(sessionId: string, seq: number): EventRecord;
+  putHead(head: SessionHead): void;
+  putEvent(record: EventRecord): void;
+  putEventId(sessionId: string, eventId: string, seq: number): void;
+}
+
+export function applyAttach(txn: LogTxn, sessionId: string): AttachResult {
+  const head = txn.head(sessionId) ?? newHead(sessionId);
+  const next = { ...head, writerEpoch: head.writerEpoch + 1 };
+  txn.putHead(next);
+  return { writerEpoch: next.writerEpoch, lastSeq: next.lastSeq, lastTurn: next.lastTurn };
+}
+
+/** The shared append algorithm (DESIGN §2): checks in the contract's order, then writes. */
+export function applyAppend(
+  txn: LogTxn,
+  sessionId: string,
+  writerEpoch: number,
+  expectedSeq: number,
+  drafts: readonly PreparedDraft[],
+  occurredAt: string,
+): { records: EventRecord[]; head: SessionHead; written: boolean } {
+  const head = txn.head(sessionId) ?? newHead(sessionId);
+  if (head.writerEpoch !== writerEpoch) throw new StaleWriterError(sessionId, writerEpoch, head.writerEpoch);
+
+  let stored = 0;
+  const storedRecords: EventRecord[] = [];
+  const seen = new Set<string>();
+  for (const d of drafts) {
+    if (seen.has(d.eventId)) throw new InvariantViolation(`eventId ${d.eventId} appears twice in one batch`, { sessionId });
+    seen.add(d.eventId);
+    if (!d.callerId) continue;
+    const seq = txn.seqOfEventId(sessionId, d.eventId);
+    if (seq === undefined) continue;
+    const existing = txn.event(sessionId, seq);
+    if (!sameContent(d, existing)) {
+      throw new InvariantViolation(`eventId ${d.eventId} is already stored at seq ${seq} with different content`, {
+        sessionId,
+        seq,
+      });
+    }
+    stored++;
+    storedRecords.push(existing);
+  }
+  if (drafts.length > 0 && stored === drafts.length) return { records: storedRecords, head, written: false };
+  if (stored > 0) {
+    throw new InvariantViolation(`batch mixes ${stored} already-stored eventIds with new ones`, { sessionId });
+  }
+  if (expectedSeq !== head.lastSeq + 1) throw new SequenceConflictError(sessionId, expectedSeq, head.lastSeq + 1);
+
+  const records = drafts.map((d, i) => toRecord(sessionId, expectedSeq + i, writerEpoch, d, occurredAt));
+  for (const r of records) {
+    txn.putEvent(r);
+    txn.putEventId(sessionId, r.eventId, r.seq);
+  }
+  const next = advanceHead(head, records);
+  txn.putHead(next);
+  return { records, head: next, written: records.length > 0 };
+}

@@ -1,0 +1,123 @@
+import { randomUUID } from 'node:crypto';
+import { z } from 'zod';
+import { CorruptLogError, InvariantViolation, UnknownSchemaVersionError } from '../contracts/errors.js';
+import {
+  EventDraft,
+  EventPayloads,
+  EventRecord,
+  KNOWN_SCHEMA_VERSIONS,
+  SCHEMA_VERSION,
+  SURFACE_OPS,
+  type EventType,
+} from '../contracts/events.js';
+import { parseInput } from '../contracts/validate.js';
+
+/** A draft after validation: payload parsed by its schema and made plain JSON. */
+export interface PreparedDraft {
+  eventId: string;
+  /** Whether the caller chose the id (only then can it already be stored). */
+  callerId: boolean;
+  type: EventType;
+  turn: number;
+  step: number;
+  attempt: number;
+  surfaceOp: EventRecord['surfaceOp'];
+  payload: Record<string, unknown>;
+}
+
+const Drafts = z.array(EventDraft);
+
+/** Validates drafts at the store boundary (ValidationError on bad input). */
+export function prepareDrafts(drafts: readonly unknown[], where: string): PreparedDraft[] {
+  const parsed = parseInput(Drafts, drafts, where);
+  return parsed.map((d, i) => {
+    const op = SURFACE_OPS[d.type];
+    if (d.surfaceOp !== op) {
+      parseInput(z.never(), undefined, `${where}: drafts[${i}] (${d.type} is always written with surfaceOp "${op}", got "${d.surfaceOp}")`);
+    }
+    const payload = parseInput(EventPayloads[d.type], d.payload, `${where}: drafts[${i}].payload (${d.type})`) as Record<string, unknown>;
+    return {
+      eventId: d.eventId ?? randomUUID(),
+      callerId: d.eventId !== undefined,
+      type: d.type,
+      turn: d.turn,
+      step: d.step,
+      attempt: d.attempt,
+      surfaceOp: d.surfaceOp,
+      payload: JSON.parse(JSON.stringify(payload)) as Record<string, unknown>,
+    };
+  });
+}
+
+/** Stable JSON (sorted keys) used to compare a retried draft with the stored event. */
+export function canonicalJson(value: unknown): string {
+  if (value === null || typeof value !== 'object') return JSON.stringify(value) ?? 'null';
+  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
+  const keys = Object.keys(value as object)
+    .filter((k) => (value as Record<string, unknown>)[k] !== undefined)
+    .sort();
+  return `{${keys.map((k) => `${JSON.stringify(k)}:${canonicalJson((value as Record<string, unknown>)[k])}`).join(',')}}`;
+}
+
+export function sameContent(d: PreparedDraft, e: EventRecord): boolean {
+  return (
+    d.type === e.type &&
+    d.turn === e.turn &&
+    d.step === e.step &&
+    d.attempt === e.attempt &&
+    d.surfaceOp === e.surfaceOp &&
+    canonicalJson(d.payload) === canonicalJson(e.payload)
+  );
+}
+
+export function toRecord(sessionId: string, seq: number, writerEpoch: number, d: PreparedDraft, occurredAt: string): EventRecord {
+  return {
+    sessionId,
+    seq,
+    turn: d.turn,
+    step: d.step,
+    attempt: d.attempt,
+    writerEpoch,
+    eventId: d.eventId,
+    type: d.type,
+    surfaceOp: d.surfaceOp,
+    payload: d.payload,
+    occurredAt,
+    schemaVersion: SCHEMA_VERSION,
+  };
+}
+
+export const encodeRecord = (r: EventRecord): string => JSON.stringify(r);
+
+/**
+ * Decodes and validates one stored record. Anything wrong is a CorruptLogError naming session
+ * and seq; a newer schema version an UnknownSchemaVersionError naming it.
+ */
+export function decodeRecord(sessionId: string, seq: number, raw: unknown): EventRecord {
+  if (typeof raw !== 'string') throw new CorruptLogError(sessionId, seq, `stored value is ${raw === undefined ? 'missing' : typeof raw}, not JSON text`);
+  let obj: unknown;
+  try {
+    obj = JSON.parse(raw);
+  } catch (e) {
+    throw new CorruptLogError(sessionId, seq, `undecodable record (${(e as Error).message}; ${raw.length} bytes)`);
+  }
+  const version = (obj as { schemaVersion?: unknown } | null)?.schemaVersion;
+  if (typeof version === 'string' && !KNOWN_SCHEMA_VERSIONS.includes(version)) {
+    throw new UnknownSchemaVersionError(sessionId, seq, version);
+  }
+  const rec = EventRecord.safeParse(obj);
+  if (!rec.success) throw new CorruptLogError(sessionId, seq, `record fails its schema: ${rec.error.issues[0]?.message ?? 'invalid'}`);
+  const r = rec.data;
+  if (r.sessionId !== sessionId || r.seq !== seq) {
+    throw new CorruptLogError(sessionId, seq, `record is stored under the wrong key (says ${r.sessionId}#${r.seq})`);
+  }
+  const payload = EventPayloads[r.type].safeParse(r.payload);
+  if (!payload.success) {
+    throw new CorruptLogError(sessionId, seq, `${r.type} payload fails its schema: ${payload.error.issues[0]?.message ?? 'invalid'}`);
+  }
+  return r;
+}
+
+export function invariant(cond: unknown, message: string, details: Record<string, unknown> = {}): asserts cond {
+  if (!cond) throw new InvariantViolation(message, details);
+}

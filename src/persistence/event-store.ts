@@ -1,0 +1,43 @@
+import type { Observable } from 'rxjs';
+import type { EventDraft, EventRecord } from '../contracts/events.js';
+import type { SessionHead } from './head.js';
+
+/** What `attachWriter` returns: the new epoch and where the log stands. */
+export interface AttachResult {
+  writerEpoch: number;
+  lastSeq: number;
+  lastTurn: number;
+}
+
+export interface ReadRange {
+  fromSeq?: number;
+  toSeq?: number;
+}
+
+/**
+ * The append-only, per-session event log (DESIGN §2). Every backend passes
+ * `test/conformance/event-store.contract.ts`.
+ * @example
+ * const { writerEpoch, lastSeq } = await store.attachWriter('s1')
+ * await store.append('s1', writerEpoch, lastSeq + 1, [{ type: 'step/start', turn: 1, step: 1, attempt: 1, surfaceOp: 'none', payload: {} }])
+ */
+export interface EventStore {
+  /** Atomically increments the session's writer epoch (fencing every older writer). */
+  attachWriter(sessionId: string): Promise<AttachResult>;
+  /**
+   * Appends drafts all-or-nothing; resolves once they are durable on disk (flushed).
+   * Contract: throws StaleWriterError, InvariantViolation, SequenceConflictError (checked in that
+   * order), ValidationError for malformed drafts; an identical retry returns the stored events.
+   */
+  append(sessionId: string, writerEpoch: number, expectedSeq: number, drafts: readonly EventDraft[]): Promise<EventRecord[]>;
+  /** Events in seq order, read lazily in pages: constant memory whatever the log's length. */
+  readEvents(sessionId: string, range?: ReadRange): AsyncIterable<EventRecord>;
+  /** Events from the last surface epoch on whose surfaceOp is not `none`. */
+  loadSurface(sessionId: string): Promise<EventRecord[]>;
+  /** The per-session head record (O(1): never reads history), or undefined for an unknown session. */
+  getHead(sessionId: string): Promise<SessionHead | undefined>;
+  listSessions(): Promise<string[]>;
+  /** Replays the log from `fromSeq`, then follows appends made through this store object. */
+  events$(sessionId: string, options?: { fromSeq?: number }): Observable<EventRecord>;
+  close(): Promise<void>;
+}

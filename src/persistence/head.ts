@@ -1,0 +1,54 @@
+import { z } from 'zod';
+import type { EventRecord } from '../contracts/events.js';
+
+/** Statuses after which a run is settled; other run/end statuses leave it resumable. */
+export const UNSETTLED_END_STATUSES: ReadonlySet<string> = new Set(['detached', 'fenced']);
+
+const RunPointer = z.object({
+  runId: z.string(),
+  turn: z.number().int().nonnegative(),
+  startSeq: z.number().int().positive(),
+  endSeq: z.number().int().positive().optional(),
+});
+
+/**
+ * The per-session head record, updated in the same transaction as every append, so that
+ * attaching, recovery and `loadSurface` never scan completed history.
+ */
+export const SessionHead = z.object({
+  sessionId: z.string(),
+  writerEpoch: z.number().int().nonnegative(),
+  lastSeq: z.number().int().nonnegative(),
+  lastTurn: z.number().int().nonnegative(),
+  /** Seq of the newest surface epoch event (compaction, checkpoint), or 1. */
+  surfaceStartSeq: z.number().int().positive(),
+  /** The run started and not yet settled (its first run/start), if any. */
+  openRun: RunPointer.nullable(),
+  /** The most recently settled run. */
+  lastSettledRun: RunPointer.nullable(),
+});
+export type SessionHead = z.infer<typeof SessionHead>;
+
+export function newHead(sessionId: string): SessionHead {
+  return { sessionId, writerEpoch: 0, lastSeq: 0, lastTurn: 0, surfaceStartSeq: 1, openRun: null, lastSettledRun: null };
+}
+
+/** Folds newly appended records into the head (pure; the caller stores the result). */
+export function advanceHead(head: SessionHead, records: readonly EventRecord[]): SessionHead {
+  const next: SessionHead = { ...head };
+  for (const r of records) {
+    next.lastSeq = r.seq;
+    if (r.turn > next.lastTurn) next.lastTurn = r.turn;
+    if (r.surfaceOp === 'epoch') next.surfaceStartSeq = r.seq;
+    if (r.type === 'run/start') {
+      const runId = String(r.payload.runId);
+      if (next.openRun?.runId !== runId) next.openRun = { runId, turn: r.turn, startSeq: r.seq };
+    } else if (r.type === 'run/end' && next.openRun && next.openRun.runId === r.payload.runId) {
+      if (!UNSETTLED_END_STATUSES.has(String(r.payload.status))) {
+        next.lastSettledRun = { ...next.openRun, endSeq: r.seq };
+        next.openRun = null;
+      }
+    }
+  }
+  return next;
+}

@@ -1,0 +1,248 @@
+import { mkdirSync } from 'node:fs';
+import { open, type Database, type RootDatabase } from 'lmdb';
+import type { Observable } from 'rxjs';
+import { z } from 'zod';
+import { CorruptLogError, StoreClosedError } from '../contracts/errors.js';
+import type { EventDraft, EventRecord } from '../contracts/events.js';
+import { parseInput } from '../contracts/validate.js';
+import { applyAppend, applyAttach, type LogTxn } from './append-core.js';
+import { decodeRecord, encodeRecord, prepareDrafts, type PreparedDraft } from './codec.js';
+import type { AttachResult, EventStore, ReadRange } from './event-store.js';
+import { SessionHead } from './head.js';
+import { LiveAppends } from './live.js';
+import { assertAppendArgs, assertSessionId, readRange, surfaceOf } from './store-input.js';
+
+export const LmdbStoreOptions = z.object({
+  /** Directory of the LMDB environment; created if missing. */
+  path: z.string().min(1).default('./.actorloop'),
+  /**
+   * `flushed` (default): an append resolves after its commit is fsync'd — durable against power
+   * loss. `committed`: resolves at commit (survives a killed process, not a power cut); for
+   * benchmarks and throwaway data only.
+   */
+  durability: z.enum(['flushed', 'committed']).default('flushed'),
+  /** Events per page when reading; bounds the memory of `readEvents`. */
+  readPageSize: z.number().int().positive().default(512),
+});
+export type LmdbStoreOptions = z.input<typeof LmdbStoreOptions>;
+
+/**
+ * The default EventStore: one LMDB environment (one file) holding every session's log, the
+ * per-session head records and the event-id index. Appends from all sessions that are in flight
+ * together share one write transaction and one disk flush (group commit).
+ *
+ * LMDB serialises writers across processes with one lock, so a process paused inside a write
+ * transaction blocks every other writer of the file: transactions here are short and
+ * synchronous, and nothing is awaited inside one.
+ * @example
+ * const store = lmdbStore({ path: './.actorloop' })
+ */
+export function lmdbStore(options: LmdbStoreOptions = {}): EventStore & LmdbStats {
+  return new LmdbEventStore(parseInput(LmdbStoreOptions, options, 'lmdbStore'));
+}
+
+/** Counters for benchmarks: how many write transactions (commit points) and flushes ran. */
+export interface LmdbStats {
+  readonly stats: { commits: number; flushes: number; appends: number };
+}
+
+interface Op {
+  run(txn: LmdbTxn): unknown;
+  resolve(v: unknown): void;
+  reject(e: unknown): void;
+  result?: unknown;
+  error?: unknown;
+  publish?: EventRecord[];
+}
+
+class LmdbTxn implements LogTxn {
+  /** Set once the current op has written: an error after that must abort the whole transaction. */
+  dirty = false;
+  constructor(
+    private readonly events: Database<string, [string, number]>,
+    private readonly heads: Database<string, string>,
+    private readonly ids: Database<number, [string, string]>,
+  ) {}
+  head(sessionId: string): SessionHead | undefined {
+    return readHead(this.heads, sessionId);
+  }
+  seqOfEventId(sessionId: string, eventId: string): number | undefined {
+    return this.ids.get([sessionId, eventId]);
+  }
+  event(sessionId: string, seq: number): EventRecord {
+    return decodeRecord(sessionId, seq, this.events.get([sessionId, seq]));
+  }
+  putHead(head: SessionHead): void {
+    this.dirty = true;
+    this.heads.putSync(head.sessionId, JSON.stringify(head));
+  }
+  putEvent(record: EventRecord): void {
+    this.dirty = true;
+    this.events.putSync([record.sessionId, record.seq], encodeRecord(record));
+  }
+  putEventId(sessionId: string, eventId: string, seq: number): void {
+    this.dirty = true;
+    this.ids.putSync([sessionId, eventId], seq);
+  }
+}
+
+function readHead(heads: Database<string, string>, sessionId: string): SessionHead | undefined {
+  const raw = heads.get(sessionId);
+  if (raw === undefined) return undefined;
+  try {
+    return SessionHead.parse(JSON.parse(raw));
+  } catch (e) {
+    throw new CorruptLogError(sessionId, 0, `head record is unreadable: ${(e as Error).message}`);
+  }
+}
+
+class LmdbEventStore implements EventStore, LmdbStats {
+  readonly stats = { commits: 0, flushes: 0, appends: 0 };
+  private readonly env: RootDatabase;
+  private readonly events: Database<string, [string, number]>;
+  private readonly heads: Database<string, string>;
+  private readonly ids: Database<number, [string, string]>;
+  private readonly live = new LiveAppends();
+  private queue: Op[] = [];
+  private draining: Promise<void> | null = null;
+  private closed = false;
+
+  constructor(private readonly options: z.output<typeof LmdbStoreOptions>) {
+    mkdirSync(options.path, { recursive: true });
+    // overlappingSync (lmdb-js's Linux default) is kept: commits do not hold the write lock
+    // during the flush, and we wait for `flushed` before acknowledging.
+    this.env = open({ path: options.path, maxDbs: 8 });
+    this.events = this.env.openDB({ name: 'events', encoding: 'string' });
+    this.heads = this.env.openDB({ name: 'heads', encoding: 'string' });
+    this.ids = this.env.openDB({ name: 'ids' });
+  }
+
+  async attachWriter(sessionId: string): Promise<AttachResult> {
+    this.assertOpen();
+    assertSessionId(sessionId, 'attachWriter');
+    return this.enqueue<AttachResult>({ run: (txn) => applyAttach(txn, sessionId) });
+  }
+
+  async append(sessionId: string, writerEpoch: number, expectedSeq: number, drafts: readonly EventDraft[]): Promise<EventRecord[]> {
+    this.assertOpen();
+    assertAppendArgs(sessionId, writerEpoch, expectedSeq);
+    const prepared: PreparedDraft[] = prepareDrafts(drafts, 'append');
+    const op: Op = {
+      run: (txn) => {
+        const out = applyAppend(txn, sessionId, writerEpoch, expectedSeq, prepared, new Date().toISOString());
+        if (out.written) op.publish = out.records;
+        return out.records;
+      },
+      resolve: () => {},
+      reject: () => {},
+    };
+    return this.enqueue<EventRecord[]>(op).then((records) => {
+      if (op.publish) this.live.publish(sessionId, op.publish);
+      return records;
+    });
+  }
+
+  private enqueue<T>(partial: Pick<Op, 'run'> & Partial<Op>): Promise<T> {
+    return new Promise<T>((resolve, reject) => {
+      const op = partial as Op;
+      op.resolve = resolve as (v: unknown) => void;
+      op.reject = reject;
+      this.queue.push(op);
+      if (!this.draining) this.draining = this.drain();
+    });
+  }
+
+  /** Group commit: everything queued while the previous flush ran goes into one transaction. */
+  private async drain(): Promise<void> {
+    await Promise.resolve(); // let appends issued in the same tick join this batch
+    try {
+      while (this.queue.length > 0) {
+        const ops = this.queue;
+        this.queue = [];
+        let fatal: unknown;
+        try {
+          const txn = new LmdbTxn(this.events, this.heads, this.ids);
+          this.env.transactionSync(() => {
+            for (const op of ops) {
+              txn.dirty = false;
+              try {
+                op.result = op.run(txn);
+              } catch (e) {
+                if (txn.dirty) throw e; // a half-written op: abort the whole transaction
+                op.error = e;
+              }
+            }
+          });
+          this.stats.commits++;
+          this.stats.appends += ops.length;
+          if (this.options.durability === 'flushed') {
+            await this.env.flushed;
+            this.stats.flushes++;
+          }
+        } catch (e) {
+          fatal = e;
+        }
+        for (const op of ops) {
+          if (fatal !== undefined) op.reject(fatal);
+          else if (op.error !== undefined) op.reject(op.error);
+          else op.resolve(op.result);
+        }
+      }
+    } finally {
+      this.draining = null;
+    }
+  }
+
+  async *readEvents(sessionId: string, range: ReadRange = {}): AsyncIterable<EventRecord> {
+    this.assertOpen();
+    const { fromSeq, toSeq } = readRange(sessionId, range);
+    const page = this.options.readPageSize;
+    let next = fromSeq;
+    while (next <= toSeq) {
+      const end = Math.min(toSeq, next + page - 1);
+      const batch: EventRecord[] = [];
+      for (const { key, value } of this.events.getRange({ start: [sessionId, next], end: [sessionId, end + 1] })) {
+        const seq = key[1];
+        if (seq !== next) throw new CorruptLogError(sessionId, next, `record missing (next stored seq is ${seq})`);
+        batch.push(decodeRecord(sessionId, seq, value));
+        next++;
+      }
+      for (const e of batch) yield e;
+      if (next <= end) return; // the log ends inside this page
+      if (this.closed) return;
+    }
+  }
+
+  async loadSurface(sessionId: string): Promise<EventRecord[]> {
+    const head = await this.getHead(sessionId);
+    return head ? surfaceOf(this.readEvents(sessionId, { fromSeq: head.surfaceStartSeq, toSeq: head.lastSeq })) : [];
+  }
+
+  async getHead(sessionId: string): Promise<SessionHead | undefined> {
+    this.assertOpen();
+    assertSessionId(sessionId, 'getHead');
+    return readHead(this.heads, sessionId);
+  }
+
+  async listSessions(): Promise<string[]> {
+    this.assertOpen();
+    return [...this.heads.getKeys()].map(String);
+  }
+
+  events$(sessionId: string, options: { fromSeq?: number } = {}): Observable<EventRecord> {
+    assertSessionId(sessionId, 'events$');
+    return this.live.follow(sessionId, options.fromSeq ?? 1, (r) => this.readEvents(sessionId, r));
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    while (this.draining) await this.draining;
+    this.live.complete();
+    await this.env.close();
+  }
+
+  private assertOpen(): void {
+    if (this.closed) throw new StoreClosedError(`LMDB store at ${this.options.path}`);
+  }
+}

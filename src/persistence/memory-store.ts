@@ -1,0 +1,130 @@
+import type { Observable } from 'rxjs';
+import { StoreClosedError } from '../contracts/errors.js';
+import type { EventDraft, EventRecord } from '../contracts/events.js';
+import { applyAppend, applyAttach, type LogTxn } from './append-core.js';
+import { prepareDrafts } from './codec.js';
+import type { AttachResult, EventStore, ReadRange } from './event-store.js';
+import type { SessionHead } from './head.js';
+import { LiveAppends } from './live.js';
+import { assertAppendArgs, assertSessionId, readRange, surfaceOf } from './store-input.js';
+
+/** Stages writes; they reach the maps only when the whole operation succeeded (all or nothing). */
+class MemoryTxn implements LogTxn {
+  readonly heads = new Map<string, SessionHead>();
+  readonly events: EventRecord[] = [];
+  readonly ids: [string, string, number][] = [];
+  constructor(private readonly sessions: Map<string, SessionData>) {}
+  head(sid: string) {
+    return this.heads.get(sid) ?? this.sessions.get(sid)?.head;
+  }
+  seqOfEventId(sid: string, id: string) {
+    return this.sessions.get(sid)?.ids.get(id);
+  }
+  event(sid: string, seq: number) {
+    return this.sessions.get(sid)!.events[seq - 1]!;
+  }
+  putHead(h: SessionHead) {
+    this.heads.set(h.sessionId, h);
+  }
+  putEvent(r: EventRecord) {
+    this.events.push(r);
+  }
+  putEventId(sid: string, id: string, seq: number) {
+    this.ids.push([sid, id, seq]);
+  }
+}
+
+interface SessionData {
+  head: SessionHead;
+  events: EventRecord[];
+  ids: Map<string, number>;
+}
+
+/**
+ * An in-memory EventStore with exactly the LMDB store's semantics (same append algorithm),
+ * minus durability. For tests and throwaway agents.
+ * @example
+ * const runtime = createRuntime({ store: memoryStore(), model })
+ */
+export function memoryStore(): EventStore {
+  return new MemoryEventStore();
+}
+
+class MemoryEventStore implements EventStore {
+  private readonly sessions = new Map<string, SessionData>();
+  private readonly live = new LiveAppends();
+  private closed = false;
+
+  private txn(): MemoryTxn {
+    return new MemoryTxn(this.sessions);
+  }
+
+  async attachWriter(sessionId: string): Promise<AttachResult> {
+    this.assertOpen();
+    assertSessionId(sessionId, 'attachWriter');
+    const t = this.txn();
+    const res = applyAttach(t, sessionId);
+    this.commit(t);
+    return res;
+  }
+
+  async append(sessionId: string, writerEpoch: number, expectedSeq: number, drafts: readonly EventDraft[]): Promise<EventRecord[]> {
+    this.assertOpen();
+    assertAppendArgs(sessionId, writerEpoch, expectedSeq);
+    const prepared = prepareDrafts(drafts, 'append');
+    const t = this.txn();
+    const { records, written } = applyAppend(t, sessionId, writerEpoch, expectedSeq, prepared, new Date().toISOString());
+    this.commit(t);
+    if (written) this.live.publish(sessionId, records);
+    return records.map((r) => structuredClone(r));
+  }
+
+  private commit(t: MemoryTxn): void {
+    for (const [sid, head] of t.heads) {
+      const cur = this.sessions.get(sid);
+      if (cur) cur.head = head;
+      else this.sessions.set(sid, { head, events: [], ids: new Map() });
+    }
+    for (const r of t.events) this.sessions.get(r.sessionId)!.events.push(structuredClone(r));
+    for (const [sid, id, seq] of t.ids) this.sessions.get(sid)!.ids.set(id, seq);
+  }
+
+  async *readEvents(sessionId: string, range: ReadRange = {}): AsyncIterable<EventRecord> {
+    this.assertOpen();
+    const { fromSeq, toSeq } = readRange(sessionId, range);
+    const s = this.sessions.get(sessionId);
+    if (!s) return;
+    for (let seq = fromSeq; seq <= Math.min(toSeq, s.events.length); seq++) yield structuredClone(s.events[seq - 1]!);
+  }
+
+  async loadSurface(sessionId: string): Promise<EventRecord[]> {
+    const head = await this.getHead(sessionId);
+    return head ? surfaceOf(this.readEvents(sessionId, { fromSeq: head.surfaceStartSeq })) : [];
+  }
+
+  async getHead(sessionId: string): Promise<SessionHead | undefined> {
+    this.assertOpen();
+    assertSessionId(sessionId, 'getHead');
+    const h = this.sessions.get(sessionId)?.head;
+    return h && structuredClone(h);
+  }
+
+  async listSessions(): Promise<string[]> {
+    this.assertOpen();
+    return [...this.sessions.keys()].sort();
+  }
+
+  events$(sessionId: string, options: { fromSeq?: number } = {}): Observable<EventRecord> {
+    assertSessionId(sessionId, 'events$');
+    return this.live.follow(sessionId, options.fromSeq ?? 1, (r) => this.readEvents(sessionId, r));
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    this.live.complete();
+  }
+
+  private assertOpen(): void {
+    if (this.closed) throw new StoreClosedError('memory store');
+  }
+}

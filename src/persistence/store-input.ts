@@ -1,0 +1,35 @@
+import { z } from 'zod';
+import type { EventRecord } from '../contracts/events.js';
+import { parseInput } from '../contracts/validate.js';
+
+const SessionId = z.string().min(1).max(400).refine((s) => !s.includes('\u0000'), 'must not contain NUL');
+const Range = z.object({
+  fromSeq: z.number().int().positive().optional(),
+  toSeq: z.number().int().nonnegative().optional(),
+});
+
+export function assertSessionId(sessionId: unknown, where: string): asserts sessionId is string {
+  parseInput(SessionId, sessionId, `${where}: sessionId`);
+}
+
+const Positive = z.number().int().positive();
+
+/** Validates append's scalar arguments (the drafts are validated by prepareDrafts). */
+export function assertAppendArgs(sessionId: unknown, writerEpoch: unknown, expectedSeq: unknown): void {
+  assertSessionId(sessionId, 'append');
+  parseInput(Positive, writerEpoch, 'append: writerEpoch');
+  parseInput(Positive, expectedSeq, 'append: expectedSeq');
+}
+
+export function readRange(sessionId: unknown, range: unknown): { fromSeq: number; toSeq: number } {
+  assertSessionId(sessionId, 'readEvents');
+  const r = parseInput(Range, range ?? {}, 'readEvents: range');
+  return { fromSeq: r.fromSeq ?? 1, toSeq: r.toSeq ?? Number.MAX_SAFE_INTEGER };
+}
+
+/** Collects the model-visible events of a read that starts at the surface epoch. */
+export async function surfaceOf(events: AsyncIterable<EventRecord>): Promise<EventRecord[]> {
+  const out: EventRecord[] = [];
+  for await (const e of events) if (e.surfaceOp !== 'none') out.push(e);
+  return out;
+}

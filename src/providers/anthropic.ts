@@ -1,0 +1,325 @@
+import type Anthropic from '@anthropic-ai/sdk';
+import { z } from 'zod';
+import { CancelledError, ProviderError, ValidationError } from '../contracts/errors.js';
+import type { FinishReason, Message, ToolCall, Usage } from '../contracts/message.js';
+import type { ModelProvider, ModelRequest, ModelResponse, ModelStreamEvent } from '../contracts/model.js';
+import type { ToolSpec } from '../contracts/tools.js';
+import { parseInput } from '../contracts/validate.js';
+import { asRecord, guardListener, sdkErrorClasses, throwIfAborted, toProviderError } from './shared.js';
+
+type Body = Anthropic.Messages.MessageCreateParamsStreaming;
+type Param = Anthropic.Messages.MessageParam;
+type Event = Anthropic.Messages.RawMessageStreamEvent;
+type Block = Record<string, unknown> & { type: string };
+
+const isClient = (c: unknown): boolean =>
+  typeof (c as { messages?: { create?: unknown } } | null)?.messages?.create === 'function';
+
+/**
+ * Options of `anthropicModel`, validated at the call (a bad option throws `ValidationError`).
+ * @example
+ * anthropicModel({ client: new Anthropic(), model: 'claude-sonnet-4-5', maxTokens: 8192, thinking: { type: 'enabled', budget_tokens: 4096 } })
+ */
+export const AnthropicModelOptions = z.object({
+  /** An `@anthropic-ai/sdk` client (`new Anthropic({ apiKey })`); its own retries are turned off per request. */
+  client: z.custom<Anthropic>(isClient, { message: 'expected an Anthropic client (new Anthropic({ apiKey }))' }),
+  model: z.string().min(1),
+  /** `max_tokens` of every call (required by the API); the run's `maxOutputTokens` lowers it further. */
+  maxTokens: z.number().int().positive().default(4096),
+  /** Extended thinking, e.g. `{ type: 'enabled', budget_tokens: 2048 }` or `{ type: 'adaptive' }`; sent as `thinking`. */
+  thinking: z
+    .custom<Anthropic.Messages.ThinkingConfigParam>((v) => typeof asRecord(v)?.type === 'string', { message: 'expected { type: … }' })
+    .optional(),
+  /** Extra body fields merged last (e.g. `temperature`, `tool_choice`, `cache_control`, `metadata`); `stream` stays on. */
+  extraBody: z.record(z.string(), z.unknown()).optional(),
+});
+export type AnthropicModelOptions = z.input<typeof AnthropicModelOptions>;
+
+/**
+ * The `providerData.anthropic` an assistant message gets from this adapter.
+ * @example
+ * const blocks = (res.message.providerData?.anthropic as AnthropicProviderData | undefined)?.content
+ */
+export interface AnthropicProviderData {
+  id?: string;
+  model?: string;
+  /** The raw `stop_reason` (`end_turn`, `pause_turn`, `refusal`, …), `stop_sequence` and `stop_details`. */
+  stopReason?: string | null;
+  stopSequence?: string | null;
+  stopDetails?: unknown;
+  /** The raw usage counters, as the API reported them. */
+  usage?: Record<string, unknown>;
+  /**
+   * Every content block in order, as streamed (thinking with its signature, redacted_thinking,
+   * text with citations, tool_use with its parsed input, server-tool blocks). Present when the
+   * message holds anything `content` and `toolCalls` cannot express; replayed verbatim.
+   */
+  content?: Block[];
+}
+
+/** Parses tool-call arguments into the object `tool_use.input` needs; `{}` when not a JSON object. */
+function parseToolInput(text: string): Record<string, unknown> {
+  try {
+    return asRecord(JSON.parse(text)) ?? {};
+  } catch {
+    return {};
+  }
+}
+
+/** The assistant message's content blocks: verbatim from providerData when it still matches the message. */
+function assistantBlocks(m: Message): Block[] {
+  const calls = m.toolCalls ?? [];
+  const stored = asRecord(m.providerData?.anthropic)?.content;
+  const raw = Array.isArray(stored) ? (stored.filter((b) => typeof asRecord(b)?.type === 'string') as Block[]) : [];
+  const rawText = raw.filter((b) => b.type === 'text').map((b) => String(b.text ?? '')).join('');
+  const rawCalls = raw.filter((b) => b.type === 'tool_use');
+  const matches =
+    raw.length > 0 &&
+    rawText === m.content &&
+    rawCalls.length === calls.length &&
+    rawCalls.every((b, i) => b.id === calls[i].id && b.name === calls[i].name);
+  if (matches) {
+    return raw
+      .filter((b) => !(b.type === 'text' && b.text === ''))
+      .map((b) => (b.type === 'text' && b.citations == null ? { type: 'text', text: b.text } : b));
+  }
+  // The message was changed since: keep the thinking blocks, rebuild the rest from the message.
+  const blocks: Block[] = raw.filter((b) => b.type === 'thinking' || b.type === 'redacted_thinking');
+  if (m.content) blocks.push({ type: 'text', text: m.content });
+  for (const c of calls) blocks.push({ type: 'tool_use', id: c.id, name: c.name, input: parseToolInput(c.arguments) });
+  return blocks;
+}
+
+/**
+ * Maps actorloop messages to the Messages API: system messages join the `system` param; tool
+ * results become `tool_result` blocks in a user message (placed first); consecutive same-role
+ * messages merge so that user and assistant alternate.
+ * @example
+ * toAnthropicMessages([{ role: 'system', content: 'Be brief.' }, { role: 'user', content: 'Hi' }])
+ * // { system: 'Be brief.', messages: [{ role: 'user', content: [{ type: 'text', text: 'Hi' }] }] }
+ */
+export function toAnthropicMessages(messages: readonly Message[]): { system?: string; messages: Param[] } {
+  const system: string[] = [];
+  const out: { role: 'user' | 'assistant'; content: Block[] }[] = [];
+  const push = (role: 'user' | 'assistant', blocks: Block[]) => {
+    if (blocks.length === 0) return;
+    const last = out.at(-1);
+    if (last?.role === role) last.content.push(...blocks);
+    else out.push({ role, content: blocks });
+  };
+  for (const m of messages) {
+    if (m.role === 'system') system.push(m.content);
+    else if (m.role === 'user') push('user', m.content ? [{ type: 'text', text: m.content }] : []);
+    else if (m.role === 'assistant') push('assistant', assistantBlocks(m));
+    else {
+      if (!m.toolCallId) throw new ProviderError('anthropic: a tool message has no toolCallId', { retryable: false, code: 'bad_request' });
+      push('user', [{ type: 'tool_result', tool_use_id: m.toolCallId, ...(m.content ? { content: m.content } : {}) }]);
+    }
+  }
+  for (const msg of out) {
+    if (msg.role === 'user') msg.content = [...msg.content.filter((b) => b.type === 'tool_result'), ...msg.content.filter((b) => b.type !== 'tool_result')];
+  }
+  return { ...(system.length ? { system: system.join('\n\n') } : {}), messages: out as unknown as Param[] };
+}
+
+/**
+ * Maps tool specs to `{ name, description, input_schema }`.
+ * @example
+ * toAnthropicTools([{ name: 'add', description: 'Adds', parameters: { type: 'object' } }])
+ */
+export const toAnthropicTools = (tools: readonly ToolSpec[]) =>
+  tools.map((t) => ({ name: t.name, description: t.description, input_schema: t.parameters as Anthropic.Messages.Tool.InputSchema }));
+
+/**
+ * Maps `stop_reason`: end_turn/stop_sequence/pause_turn → stop, tool_use → tool_calls,
+ * max_tokens/model_context_window_exceeded → length, refusal → refusal.
+ * @example
+ * mapAnthropicStop('max_tokens', true) // 'length'
+ */
+export function mapAnthropicStop(raw: string | null | undefined, hasToolCalls: boolean): FinishReason {
+  switch (raw) {
+    case 'tool_use': return 'tool_calls';
+    case 'max_tokens':
+    case 'model_context_window_exceeded': return 'length';
+    case 'refusal': return 'refusal';
+    case 'end_turn':
+    case 'stop_sequence':
+    case 'pause_turn': return 'stop';
+    default: return hasToolCalls ? 'tool_calls' : 'stop';
+  }
+}
+
+interface BlockState { raw: Block; json?: string; ordinal?: number }
+
+/** Folds raw stream events into one response, emitting deltas as they arrive. */
+function accumulator(emit: (e: ModelStreamEvent) => void) {
+  const blocks = new Map<number, BlockState>();
+  const usage: Record<string, unknown> = {};
+  const meta: { id?: string; model?: string; stopReason?: string | null; stopSequence?: string | null; stopDetails?: unknown } = {};
+  let tools = 0;
+  let finished = false;
+  const mergeUsage = (u: unknown) => {
+    for (const [k, v] of Object.entries(asRecord(u) ?? {})) if (v != null) usage[k] = v;
+  };
+  return {
+    get finished() { return finished; },
+    push(event: Event) {
+      const ev = event as unknown as Record<string, any>;
+      switch (ev.type) {
+        case 'message_start':
+          meta.id = ev.message?.id;
+          meta.model = ev.message?.model;
+          mergeUsage(ev.message?.usage);
+          return;
+        case 'content_block_start': {
+          const raw = { ...ev.content_block } as Block;
+          const b: BlockState = { raw };
+          blocks.set(ev.index, b);
+          if ('input' in raw) b.json = '';
+          if (raw.type === 'tool_use') {
+            b.ordinal = tools++;
+            emit({ type: 'toolcall_delta', index: b.ordinal, callId: String(raw.id), name: String(raw.name), argumentsDelta: '' });
+          } else if (raw.type === 'text' && raw.text) emit({ type: 'text_delta', text: String(raw.text) });
+          else if (raw.type === 'thinking' && raw.thinking) emit({ type: 'thinking_delta', text: String(raw.thinking) });
+          return;
+        }
+        case 'content_block_delta': {
+          const b = blocks.get(ev.index);
+          const d = ev.delta ?? {};
+          if (!b) return;
+          if (d.type === 'text_delta') {
+            b.raw.text = String(b.raw.text ?? '') + d.text;
+            emit({ type: 'text_delta', text: d.text });
+          } else if (d.type === 'thinking_delta') {
+            b.raw.thinking = String(b.raw.thinking ?? '') + d.thinking;
+            emit({ type: 'thinking_delta', text: d.thinking });
+          } else if (d.type === 'signature_delta') b.raw.signature = d.signature;
+          else if (d.type === 'citations_delta') b.raw.citations = [...((b.raw.citations as unknown[] | null) ?? []), d.citation];
+          else if (d.type === 'input_json_delta' && b.json !== undefined) {
+            b.json += d.partial_json;
+            if (b.ordinal !== undefined) emit({ type: 'toolcall_delta', index: b.ordinal, argumentsDelta: d.partial_json });
+          }
+          return;
+        }
+        case 'content_block_stop': {
+          const b = blocks.get(ev.index);
+          if (b?.json) b.raw.input = parseToolInput(b.json);
+          return;
+        }
+        case 'message_delta':
+          meta.stopReason = ev.delta?.stop_reason ?? null;
+          meta.stopSequence = ev.delta?.stop_sequence ?? null;
+          if (ev.delta?.stop_details != null) meta.stopDetails = ev.delta.stop_details;
+          mergeUsage(ev.usage);
+          return;
+        case 'message_stop':
+          finished = true;
+          return;
+      }
+    },
+    result(): ModelResponse {
+      const states = [...blocks.entries()].sort(([a], [b]) => a - b).map(([, s]) => s);
+      const content = states.filter((s) => s.raw.type === 'text').map((s) => String(s.raw.text ?? '')).join('');
+      // The streamed partial_json, verbatim; "{}" when the call streamed no input.
+      const argumentsOf = (s: BlockState) => s.json || (Object.keys(asRecord(s.raw.input) ?? {}).length ? JSON.stringify(s.raw.input) : '{}');
+      const toolCalls: ToolCall[] = states
+        .filter((s) => s.raw.type === 'tool_use')
+        .map((s) => ({ id: String(s.raw.id), name: String(s.raw.name), arguments: argumentsOf(s) }));
+      const special = states.some((s) => !['text', 'tool_use'].includes(s.raw.type) || (s.raw.type === 'text' && s.raw.citations != null));
+      const data: AnthropicProviderData = { ...meta, usage: { ...usage }, ...(special ? { content: states.map((s) => s.raw) } : {}) };
+      const n = (k: string) => (typeof usage[k] === 'number' ? (usage[k] as number) : 0);
+      const u: Usage = {
+        inputTokens: n('input_tokens') + n('cache_read_input_tokens') + n('cache_creation_input_tokens'),
+        outputTokens: n('output_tokens'),
+        cachedInputTokens: n('cache_read_input_tokens'),
+      };
+      const finishReason = mapAnthropicStop(meta.stopReason, toolCalls.length > 0);
+      const message: Message = {
+        role: 'assistant',
+        content,
+        ...(toolCalls.length ? { toolCalls } : {}),
+        providerData: { anthropic: JSON.parse(JSON.stringify(data)) as Record<string, unknown> },
+      };
+      const explanation = asRecord(meta.stopDetails)?.explanation;
+      const refusal = finishReason === 'refusal' ? content || (typeof explanation === 'string' ? explanation : 'the model refused to answer') : undefined;
+      return { message, usage: u, finishReason, ...(refusal !== undefined ? { refusal } : {}) };
+    },
+  };
+}
+
+/**
+ * A `ModelProvider` on the Anthropic Messages API, streaming. Text, thinking and `input_json_delta`
+ * deltas go to `onEvent`; tool calls are assembled per content block; thinking blocks (with their
+ * signatures) are kept in `providerData.anthropic.content` and sent back verbatim when the message
+ * is replayed. Failures become `ProviderError`, an abort `CancelledError`; the SDK's own retries
+ * are off (`maxRetries: 0`).
+ *
+ * Contract: `call`'s `onEvent` is called synchronously, in stream order, once per delta; if it
+ * throws, the stream is closed and `call` rejects with that same error (not a `ProviderError`).
+ * @example
+ * import Anthropic from '@anthropic-ai/sdk'
+ * const model = anthropicModel({ client: new Anthropic(), model: 'claude-sonnet-4-5', maxTokens: 8192 })
+ * const res = await model.call({ messages, tools: [], signal }, (e) => e.type === 'text_delta' && process.stdout.write(e.text))
+ */
+export function anthropicModel(options: AnthropicModelOptions): ModelProvider {
+  const o = parseInput(AnthropicModelOptions, options, 'anthropicModel');
+  const classes = sdkErrorClasses(o.client);
+  return {
+    modelId: o.model,
+    async call(request: ModelRequest, onEvent: (event: ModelStreamEvent) => void): Promise<ModelResponse> {
+      throwIfAborted(request.signal, 'anthropic');
+      const { system, messages } = toAnthropicMessages(request.messages);
+      const body = {
+        model: o.model,
+        max_tokens: Math.min(o.maxTokens, request.maxOutputTokens ?? Infinity),
+        messages,
+        ...(system !== undefined ? { system } : {}),
+        ...(request.tools.length ? { tools: toAnthropicTools(request.tools) } : {}),
+        ...(o.thinking ? { thinking: o.thinking } : {}),
+        ...o.extraBody,
+        stream: true,
+      } as Body;
+      const out = guardListener(onEvent);
+      const acc = accumulator(out.emit);
+      try {
+        const stream = await o.client.messages.create(body, { signal: request.signal, maxRetries: 0 });
+        for await (const event of stream) acc.push(event);
+      } catch (e) {
+        const own = out.unwrap(e);
+        if (own) throw own.listenerError;
+        throw toProviderError(e, { provider: 'anthropic', signal: request.signal, partialOutput: out.emitted, classes });
+      }
+      // The SDK ends the iteration quietly when the signal aborts mid-stream.
+      if (request.signal.aborted) throw new CancelledError('anthropic call cancelled');
+      if (!acc.finished) {
+        throw new ProviderError('anthropic: the stream ended before message_stop', {
+          retryable: true,
+          code: 'stream_interrupted',
+          partialOutput: out.emitted,
+        });
+      }
+      return acc.result();
+    },
+  };
+}
+
+/**
+ * `anthropicModel` with a client built from `ANTHROPIC_API_KEY` and `ANTHROPIC_BASE_URL`
+ * (optional); imports the optional `@anthropic-ai/sdk` package on demand.
+ * @example
+ * const model = await anthropicModelFromEnv({ model: 'claude-sonnet-4-5' })
+ */
+export async function anthropicModelFromEnv(options: Omit<AnthropicModelOptions, 'client'>): Promise<ModelProvider> {
+  const apiKey = process.env.ANTHROPIC_API_KEY;
+  if (!apiKey) throw new ValidationError('anthropicModelFromEnv', [{ path: ['ANTHROPIC_API_KEY'], message: 'environment variable is not set' }]);
+  let mod: typeof import('@anthropic-ai/sdk');
+  try {
+    mod = await import('@anthropic-ai/sdk');
+  } catch {
+    throw new ValidationError('anthropicModelFromEnv', [
+      { path: ['@anthropic-ai/sdk'], message: "the optional peer dependency '@anthropic-ai/sdk' is not installed (npm install @anthropic-ai/sdk)" },
+    ]);
+  }
+  const client = new mod.default({ apiKey, baseURL: process.env.ANTHROPIC_BASE_URL || undefined, maxRetries: 0 });
+  return anthropicModel({ ...options, client });
+}

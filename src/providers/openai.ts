@@ -1,0 +1,235 @@
+import { randomUUID } from 'node:crypto';
+import type OpenAI from 'openai';
+import { z } from 'zod';
+import { CancelledError, ProviderError, ValidationError } from '../contracts/errors.js';
+import type { FinishReason, Message, ToolCall, Usage } from '../contracts/message.js';
+import type { ModelProvider, ModelRequest, ModelResponse, ModelStreamEvent } from '../contracts/model.js';
+import type { ToolSpec } from '../contracts/tools.js';
+import { parseInput } from '../contracts/validate.js';
+import { asRecord, guardListener, sdkErrorClasses, throwIfAborted, toProviderError } from './shared.js';
+
+type Body = OpenAI.Chat.Completions.ChatCompletionCreateParamsStreaming;
+type Param = OpenAI.Chat.Completions.ChatCompletionMessageParam;
+type Chunk = OpenAI.Chat.Completions.ChatCompletionChunk;
+
+const isClient = (c: unknown): boolean =>
+  typeof (c as { chat?: { completions?: { create?: unknown } } } | null)?.chat?.completions?.create === 'function';
+
+/**
+ * Options of `openaiModel`, validated at the call (a bad option throws `ValidationError`).
+ * @example
+ * openaiModel({ client: new OpenAI(), model: 'o4-mini', systemRole: 'developer', extraBody: { reasoning_effort: 'low' } })
+ */
+export const OpenAIModelOptions = z.object({
+  /** An `openai` SDK client (`new OpenAI({ apiKey, baseURL })`); its own retries are turned off per request. */
+  client: z.custom<OpenAI>(isClient, { message: 'expected an OpenAI client (new OpenAI({ apiKey }))' }),
+  model: z.string().min(1),
+  temperature: z.number().min(0).max(2).optional(),
+  /** Output cap for every call; the run's `maxOutputTokens` lowers it further. */
+  maxTokens: z.number().int().positive().optional(),
+  /** Which body field carries the cap: `max_completion_tokens` (OpenAI) or `max_tokens` (older compatible servers). */
+  maxTokensParam: z.enum(['max_completion_tokens', 'max_tokens']).default('max_completion_tokens'),
+  /** Role for system messages: `developer` for o-series reasoning models. */
+  systemRole: z.enum(['system', 'developer']).default('system'),
+  /** Extra body fields merged last (e.g. `reasoning_effort`, `parallel_tool_calls`, `seed`); `stream` stays on. */
+  extraBody: z.record(z.string(), z.unknown()).optional(),
+});
+export type OpenAIModelOptions = z.input<typeof OpenAIModelOptions>;
+
+/**
+ * The `providerData.openai` an assistant message gets from this adapter.
+ * @example
+ * const refusal = (res.message.providerData?.openai as OpenAIProviderData | undefined)?.refusal
+ */
+export interface OpenAIProviderData {
+  id?: string;
+  model?: string;
+  /** The raw `finish_reason`. */
+  finishReason?: string;
+  /** Refusal text; sent back as the assistant message's `refusal` when the message is replayed. */
+  refusal?: string;
+  /** Reasoning text streamed by compatible servers (`reasoning_content` / `reasoning`); not sent back. */
+  reasoning?: string;
+}
+
+/**
+ * Maps actorloop messages to Chat Completions messages (system, user, assistant + tool_calls, tool).
+ * @example
+ * toOpenAIMessages([{ role: 'tool', toolCallId: 'call_1', content: 'sunny' }]) // [{ role: 'tool', tool_call_id: 'call_1', content: 'sunny' }]
+ */
+export function toOpenAIMessages(messages: readonly Message[], systemRole: 'system' | 'developer' = 'system'): Param[] {
+  return messages.map((m): Param => {
+    switch (m.role) {
+      case 'system':
+        return { role: systemRole, content: m.content };
+      case 'user':
+        return { role: 'user', content: m.content, ...(m.name ? { name: m.name } : {}) };
+      case 'tool':
+        if (!m.toolCallId) throw new ProviderError('openai: a tool message has no toolCallId', { retryable: false, code: 'bad_request' });
+        return { role: 'tool', tool_call_id: m.toolCallId, content: m.content };
+      case 'assistant': {
+        const calls = m.toolCalls ?? [];
+        const refusal = asRecord(m.providerData?.openai)?.refusal;
+        return {
+          role: 'assistant',
+          content: m.content === '' && (calls.length > 0 || typeof refusal === 'string') ? null : m.content,
+          ...(calls.length ? { tool_calls: calls.map((c) => ({ id: c.id, type: 'function' as const, function: { name: c.name, arguments: c.arguments } })) } : {}),
+          ...(typeof refusal === 'string' ? { refusal } : {}),
+          ...(m.name ? { name: m.name } : {}),
+        };
+      }
+    }
+  });
+}
+
+/**
+ * Maps tool specs to `{ type: 'function', function: { name, description, parameters } }`.
+ * @example
+ * toOpenAITools([{ name: 'add', description: 'Adds', parameters: { type: 'object' } }])
+ */
+export const toOpenAITools = (tools: readonly ToolSpec[]) =>
+  tools.map((t) => ({ type: 'function' as const, function: { name: t.name, description: t.description, parameters: t.parameters } }));
+
+/**
+ * Maps `finish_reason`; a refusal wins, and `stop` with tool calls (some compatible servers) is `tool_calls`.
+ * @example
+ * mapOpenAIFinish('length', true, false) // 'length'
+ */
+export function mapOpenAIFinish(raw: string, hasToolCalls: boolean, refused: boolean): FinishReason {
+  if (refused) return 'refusal';
+  if (raw === 'length') return 'length';
+  if (raw === 'content_filter') return 'content_filter';
+  if (raw === 'tool_calls' || raw === 'function_call' || hasToolCalls) return 'tool_calls';
+  return 'stop';
+}
+
+interface Slot { ordinal: number; id: string; name: string; args: string }
+
+/** Folds streamed chunks into one response, emitting deltas as they arrive. */
+function accumulator(emit: (e: ModelStreamEvent) => void) {
+  const st = { text: '', refusal: '', reasoning: '', id: undefined as string | undefined, model: undefined as string | undefined };
+  let finish: string | undefined;
+  let usage: Usage | undefined;
+  const slots = new Map<number, Slot>();
+  return {
+    get finished() { return finish !== undefined; },
+    push(chunk: Chunk) {
+      st.id ??= chunk.id;
+      st.model ??= chunk.model;
+      if (chunk.usage) {
+        const cached = chunk.usage.prompt_tokens_details?.cached_tokens;
+        usage = { inputTokens: chunk.usage.prompt_tokens, outputTokens: chunk.usage.completion_tokens, ...(cached !== undefined ? { cachedInputTokens: cached } : {}) };
+      }
+      const choice = chunk.choices?.find((c) => c.index === 0);
+      if (!choice) return;
+      const d = choice.delta ?? {};
+      if (d.content) { st.text += d.content; emit({ type: 'text_delta', text: d.content }); }
+      if (d.refusal) st.refusal += d.refusal;
+      const extra = d as Record<string, unknown>;
+      const reasoning = typeof extra.reasoning_content === 'string' ? extra.reasoning_content : typeof extra.reasoning === 'string' ? extra.reasoning : '';
+      if (reasoning) { st.reasoning += reasoning; emit({ type: 'thinking_delta', text: reasoning }); }
+      for (const tc of d.tool_calls ?? []) {
+        let s = slots.get(tc.index);
+        if (!s) slots.set(tc.index, (s = { ordinal: slots.size, id: '', name: '', args: '' }));
+        if (tc.id) s.id = tc.id;
+        const name = tc.function?.name;
+        if (name && name !== s.name) s.name += name;
+        const args = tc.function?.arguments ?? '';
+        s.args += args;
+        emit({ type: 'toolcall_delta', index: s.ordinal, ...(tc.id ? { callId: tc.id } : {}), ...(name ? { name } : {}), argumentsDelta: args });
+      }
+      if (choice.finish_reason) finish = choice.finish_reason;
+    },
+    result(): ModelResponse {
+      const toolCalls: ToolCall[] = [...slots.values()]
+        .sort((a, b) => a.ordinal - b.ordinal)
+        .map((s) => ({ id: s.id || `call_${randomUUID()}`, name: s.name, arguments: s.args }));
+      const data: OpenAIProviderData = { id: st.id, model: st.model, finishReason: finish };
+      if (st.refusal) data.refusal = st.refusal;
+      if (st.reasoning) data.reasoning = st.reasoning;
+      const message: Message = {
+        role: 'assistant',
+        content: st.text,
+        ...(toolCalls.length ? { toolCalls } : {}),
+        providerData: { openai: JSON.parse(JSON.stringify(data)) as Record<string, unknown> },
+      };
+      const finishReason = mapOpenAIFinish(finish ?? 'stop', toolCalls.length > 0, st.refusal !== '');
+      return { message, finishReason, ...(usage ? { usage } : {}), ...(st.refusal ? { refusal: st.refusal } : {}) };
+    },
+  };
+}
+
+/**
+ * A `ModelProvider` on the OpenAI Chat Completions API (or any compatible server), streaming with
+ * `stream_options.include_usage`. Text, reasoning (`reasoning_content`) and tool-call deltas go to
+ * `onEvent`; parallel tool calls are assembled by `index`; failures become `ProviderError`, an
+ * abort `CancelledError`. The SDK's own retries are off (`maxRetries: 0`).
+ *
+ * Contract: `call`'s `onEvent` is called synchronously, in stream order, once per delta; if it
+ * throws, the stream is closed and `call` rejects with that same error (not a `ProviderError`).
+ * @example
+ * import OpenAI from 'openai'
+ * const model = openaiModel({ client: new OpenAI(), model: 'gpt-4.1-mini', temperature: 0 })
+ * const res = await model.call({ messages, tools: [], signal }, (e) => e.type === 'text_delta' && process.stdout.write(e.text))
+ */
+export function openaiModel(options: OpenAIModelOptions): ModelProvider {
+  const o = parseInput(OpenAIModelOptions, options, 'openaiModel');
+  const classes = sdkErrorClasses(o.client);
+  return {
+    modelId: o.model,
+    async call(request: ModelRequest, onEvent: (event: ModelStreamEvent) => void): Promise<ModelResponse> {
+      throwIfAborted(request.signal, 'openai');
+      const cap = [o.maxTokens, request.maxOutputTokens].filter((n): n is number => n !== undefined);
+      const extra = o.extraBody ?? {};
+      const body = {
+        model: o.model,
+        messages: toOpenAIMessages(request.messages, o.systemRole),
+        ...(request.tools.length ? { tools: toOpenAITools(request.tools) } : {}),
+        ...(o.temperature !== undefined ? { temperature: o.temperature } : {}),
+        ...(cap.length ? { [o.maxTokensParam]: Math.min(...cap) } : {}),
+        ...extra,
+        stream: true,
+        stream_options: { include_usage: true, ...asRecord(extra.stream_options) },
+      } as Body;
+      const out = guardListener(onEvent);
+      const acc = accumulator(out.emit);
+      try {
+        const stream = await o.client.chat.completions.create(body, { signal: request.signal, maxRetries: 0 });
+        for await (const chunk of stream) acc.push(chunk);
+      } catch (e) {
+        const own = out.unwrap(e);
+        if (own) throw own.listenerError;
+        throw toProviderError(e, { provider: 'openai', signal: request.signal, partialOutput: out.emitted, classes });
+      }
+      // The SDK ends the iteration quietly when the signal aborts mid-stream.
+      if (request.signal.aborted) throw new CancelledError('openai call cancelled');
+      if (!acc.finished) {
+        throw new ProviderError('openai: the stream ended before a finish_reason', {
+          retryable: true,
+          code: 'stream_interrupted',
+          partialOutput: out.emitted,
+        });
+      }
+      return acc.result();
+    },
+  };
+}
+
+/**
+ * `openaiModel` with a client built from `OPENAI_API_KEY` and `OPENAI_BASE_URL` (optional);
+ * imports the optional `openai` package on demand.
+ * @example
+ * const model = await openaiModelFromEnv({ model: 'gpt-4.1-mini' })
+ */
+export async function openaiModelFromEnv(options: Omit<OpenAIModelOptions, 'client'>): Promise<ModelProvider> {
+  const apiKey = process.env.OPENAI_API_KEY;
+  if (!apiKey) throw new ValidationError('openaiModelFromEnv', [{ path: ['OPENAI_API_KEY'], message: 'environment variable is not set' }]);
+  let mod: typeof import('openai');
+  try {
+    mod = await import('openai');
+  } catch {
+    throw new ValidationError('openaiModelFromEnv', [{ path: ['openai'], message: "the optional peer dependency 'openai' is not installed (npm install openai)" }]);
+  }
+  const client = new mod.default({ apiKey, baseURL: process.env.OPENAI_BASE_URL || undefined, maxRetries: 0 });
+  return openaiModel({ ...options, client });
+}

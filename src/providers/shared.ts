@@ -1,0 +1,220 @@
+import { CancelledError, ProviderError, isCancelledError, isProviderError } from '../contracts/errors.js';
+import type { ModelStreamEvent } from '../contracts/model.js';
+
+/**
+ * Helpers shared by the provider adapters: mapping SDK failures to `ProviderError`, parsing
+ * `retry-after`, and guarding the caller's `onEvent` listener.
+ */
+
+type Ctor = abstract new (...args: never[]) => unknown;
+
+/**
+ * The error classes a Stainless-generated SDK client exposes as statics (`OpenAI.APIError`, …).
+ * @example
+ * const { APIError } = sdkErrorClasses(client)
+ */
+export interface SdkErrorClasses {
+  APIError?: Ctor;
+  APIConnectionError?: Ctor;
+  APIConnectionTimeoutError?: Ctor;
+  APIUserAbortError?: Ctor;
+}
+
+/**
+ * Reads the SDK's error classes from the client the user passed in, so that `instanceof` checks
+ * use that SDK copy without importing it at run time (the SDKs are optional peer dependencies).
+ * @example
+ * const classes = sdkErrorClasses(client) // client.constructor.APIError, …
+ */
+export function sdkErrorClasses(client: object): SdkErrorClasses {
+  const c = (client as { constructor?: Partial<Record<keyof SdkErrorClasses, unknown>> }).constructor ?? {};
+  const pick = (k: keyof SdkErrorClasses) => (typeof c[k] === 'function' ? (c[k] as Ctor) : undefined);
+  return {
+    APIError: pick('APIError'),
+    APIConnectionError: pick('APIConnectionError'),
+    APIConnectionTimeoutError: pick('APIConnectionTimeoutError'),
+    APIUserAbortError: pick('APIUserAbortError'),
+  };
+}
+
+/** `instanceof` the SDK class when known, else a match on the class names in the prototype chain. */
+function is(e: unknown, cls: Ctor | undefined, name: string): boolean {
+  if (typeof e !== 'object' || e === null) return false;
+  if (cls && e instanceof cls) return true;
+  for (let p = Object.getPrototypeOf(e); p && p !== Object.prototype; p = Object.getPrototypeOf(p)) {
+    if ((p as { constructor?: { name?: string } }).constructor?.name === name) return true;
+  }
+  return false;
+}
+
+interface HeadersLike {
+  get(name: string): string | null;
+}
+
+/**
+ * Parses `retry-after-ms` (milliseconds) or `retry-after` (seconds or an HTTP date) into
+ * milliseconds; `undefined` when absent or unreadable.
+ * @example
+ * parseRetryAfter(new Headers({ 'retry-after': '2' })) // 2000
+ */
+export function parseRetryAfter(headers: HeadersLike | undefined, now = Date.now()): number | undefined {
+  if (!headers || typeof headers.get !== 'function') return undefined;
+  const ms = headers.get('retry-after-ms');
+  if (ms && Number.isFinite(Number(ms))) return Math.max(0, Number(ms));
+  const ra = headers.get('retry-after');
+  if (!ra) return undefined;
+  if (/^\s*\d+(\.\d+)?\s*$/.test(ra)) return Math.round(Number(ra) * 1000);
+  const at = Date.parse(ra);
+  return Number.isNaN(at) ? undefined : Math.max(0, at - now);
+}
+
+/**
+ * Retryability and a provider-neutral code for an HTTP status.
+ * @example
+ * classifyStatus(529) // { retryable: true, code: 'overloaded' }
+ */
+export function classifyStatus(status: number): { retryable: boolean; code: string } {
+  switch (status) {
+    case 400: return { retryable: false, code: 'bad_request' };
+    case 401: return { retryable: false, code: 'auth' };
+    case 403: return { retryable: false, code: 'permission' };
+    case 404: return { retryable: false, code: 'not_found' };
+    case 408: return { retryable: true, code: 'timeout' };
+    case 409: return { retryable: true, code: 'conflict' };
+    case 413: return { retryable: false, code: 'too_large' };
+    case 422: return { retryable: false, code: 'unprocessable' };
+    case 429: return { retryable: true, code: 'rate_limit' };
+    case 529: return { retryable: true, code: 'overloaded' };
+  }
+  if (status >= 500) return { retryable: true, code: 'server' };
+  return { retryable: false, code: `http_${status}` };
+}
+
+/** Error `type`/`code` strings sent inside a stream (Anthropic `event: error`, OpenAI `{ error }` chunk). */
+function classifyStreamErrorType(type: string): { retryable: boolean; code: string } {
+  if (/overloaded/.test(type)) return { retryable: true, code: 'overloaded' };
+  if (/invalid_request|request_too_large/.test(type)) return { retryable: false, code: 'bad_request' };
+  if (/authentication|invalid_api_key/.test(type)) return { retryable: false, code: 'auth' };
+  if (/permission|billing|insufficient_quota/.test(type)) return { retryable: false, code: 'permission' };
+  if (/not_found/.test(type)) return { retryable: false, code: 'not_found' };
+  if (/rate_limit|\brequests\b|\btokens\b/.test(type)) return { retryable: true, code: 'rate_limit' };
+  if (/timeout/.test(type)) return { retryable: true, code: 'timeout' };
+  return { retryable: true, code: 'server' };
+}
+
+/**
+ * What `toProviderError` needs to know about the call that failed.
+ * @example
+ * const ctx: FailureContext = { provider: 'openai', signal, partialOutput: false, classes: sdkErrorClasses(client) }
+ */
+export interface FailureContext {
+  provider: string;
+  signal: AbortSignal;
+  /** Whether any delta had reached `onEvent` before the failure. */
+  partialOutput: boolean;
+  classes: SdkErrorClasses;
+}
+
+/**
+ * Maps whatever an SDK call or its stream threw to `CancelledError` (the caller's signal aborted)
+ * or `ProviderError` (everything else). Already-typed errors pass through unchanged.
+ * @example
+ * try { … } catch (e) { throw toProviderError(e, { provider: 'openai', signal, partialOutput, classes }) }
+ */
+export function toProviderError(e: unknown, ctx: FailureContext): ProviderError | CancelledError {
+  if (isProviderError(e) || isCancelledError(e)) return e;
+  if (ctx.signal.aborted) return new CancelledError(`${ctx.provider} call cancelled`);
+  const { classes: k, partialOutput } = ctx;
+  const make = (what: string, o: { retryable: boolean; code: string; status?: number; retryAfterMs?: number }) =>
+    new ProviderError(`${ctx.provider}: ${what}`, { ...o, partialOutput, cause: e });
+  const message = e instanceof Error ? e.message : String(e);
+
+  if (is(e, k.APIUserAbortError, 'APIUserAbortError')) return make(`request aborted: ${message}`, { retryable: true, code: 'aborted' });
+  if (is(e, k.APIConnectionTimeoutError, 'APIConnectionTimeoutError')) return make(`request timed out: ${message}`, { retryable: true, code: 'timeout' });
+  if (is(e, k.APIConnectionError, 'APIConnectionError')) {
+    const cause = (e as { cause?: unknown }).cause;
+    const detail = cause instanceof Error ? ` (${cause.message})` : '';
+    return make(`connection failed: ${message}${detail}`, { retryable: true, code: partialOutput ? 'stream_interrupted' : 'connection' });
+  }
+  if (is(e, k.APIError, 'APIError')) {
+    const err = e as { status?: unknown; headers?: HeadersLike; type?: unknown; code?: unknown; error?: unknown };
+    if (typeof err.status === 'number') {
+      const c = classifyStatus(err.status);
+      const shouldRetry = err.headers?.get?.('x-should-retry');
+      const retryable = shouldRetry === 'true' ? true : shouldRetry === 'false' ? false : c.retryable;
+      return make(message, { retryable, code: c.code, status: err.status, retryAfterMs: parseRetryAfter(err.headers) });
+    }
+    const type = [err.type, err.code].filter((x) => typeof x === 'string').join(' ');
+    const c = classifyStreamErrorType(type);
+    return make(`error in stream: ${message}`, { retryable: c.retryable, code: c.code });
+  }
+  if (e instanceof SyntaxError) return make(`unreadable stream data: ${message}`, { retryable: true, code: 'bad_response' });
+  if (isNetworkError(e)) {
+    return make(`${partialOutput ? 'stream broken after output began' : 'connection failed'}: ${message}`, {
+      retryable: true,
+      code: partialOutput ? 'stream_interrupted' : 'connection',
+    });
+  }
+  return make(`unexpected failure: ${message}`, { retryable: false, code: 'unknown' });
+}
+
+const NETWORK_CODES = /^(ECONNRESET|ECONNREFUSED|ECONNABORTED|EPIPE|ETIMEDOUT|ENOTFOUND|EAI_AGAIN|ENETUNREACH|EHOSTUNREACH|UND_ERR_\w+)$/;
+
+/** undici's `TypeError: terminated` / `fetch failed`, or a socket error code, anywhere in the cause chain. */
+function isNetworkError(e: unknown): boolean {
+  for (let cur: unknown = e, depth = 0; cur && depth < 5; cur = (cur as { cause?: unknown }).cause, depth++) {
+    const { code, message, name } = cur as { code?: unknown; message?: unknown; name?: unknown };
+    if (typeof code === 'string' && NETWORK_CODES.test(code)) return true;
+    if (name === 'TypeError' && (message === 'terminated' || message === 'fetch failed')) return true;
+    if (name === 'SocketError' || name === 'AbortError') return true;
+  }
+  return false;
+}
+
+/** A throw from the caller's `onEvent`, carried through the SDK iteration and rethrown unchanged. */
+class ListenerFailure {
+  constructor(readonly error: unknown) {}
+}
+
+/**
+ * Wraps `onEvent` so that a throw from the listener stops the stream and is rethrown as it was,
+ * not mistaken for a provider failure. `emitted` tells whether output has begun.
+ * @example
+ * const out = guardListener(onEvent); out.emit({ type: 'text_delta', text }); out.emitted // true
+ */
+export function guardListener(onEvent: (event: ModelStreamEvent) => void) {
+  const state = {
+    emitted: false,
+    emit(event: ModelStreamEvent) {
+      state.emitted = true;
+      try {
+        onEvent(event);
+      } catch (err) {
+        throw new ListenerFailure(err);
+      }
+    },
+    /** Returns the listener's own error when `e` came from it. */
+    unwrap(e: unknown): { listenerError: unknown } | undefined {
+      return e instanceof ListenerFailure ? { listenerError: e.error } : undefined;
+    },
+  };
+  return state;
+}
+
+/**
+ * Throws `CancelledError` when the signal has already aborted.
+ * @example
+ * throwIfAborted(request.signal, 'openai')
+ */
+export function throwIfAborted(signal: AbortSignal, provider: string): void {
+  if (signal.aborted) throw new CancelledError(`${provider} call cancelled`);
+}
+
+/**
+ * A JSON object (not an array or null) or `undefined`.
+ * @example
+ * asRecord(message.providerData?.anthropic)?.content
+ */
+export function asRecord(v: unknown): Record<string, unknown> | undefined {
+  return typeof v === 'object' && v !== null && !Array.isArray(v) ? (v as Record<string, unknown>) : undefined;
+}
