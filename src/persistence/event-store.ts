@@ -36,6 +36,8 @@ export interface EventStore {
   loadSurface(sessionId: string): Promise<EventRecord[]>;
   /** The per-session head record (O(1): never reads history), or undefined for an unknown session. */
   getHead(sessionId: string): Promise<SessionHead | undefined>;
+  /** The stored event with this id, or undefined (an indexed look-up, not a scan). */
+  getEventById(sessionId: string, eventId: string): Promise<EventRecord | undefined>;
   listSessions(): Promise<string[]>;
   /** Replays the log from `fromSeq`, then follows appends made through this store object. */
   events$(sessionId: string, options?: { fromSeq?: number }): Observable<EventRecord>;

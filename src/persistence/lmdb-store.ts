@@ -224,6 +224,13 @@ class LmdbEventStore implements EventStore, LmdbStats {
     return readHead(this.heads, sessionId);
   }
 
+  async getEventById(sessionId: string, eventId: string): Promise<EventRecord | undefined> {
+    this.assertOpen();
+    assertSessionId(sessionId, 'getEventById');
+    const seq = this.ids.get([sessionId, eventId]);
+    return seq === undefined ? undefined : decodeRecord(sessionId, seq, this.events.get([sessionId, seq]));
+  }
+
   async listSessions(): Promise<string[]> {
     this.assertOpen();
     return [...this.heads.getKeys()].map(String);

@@ -109,6 +109,14 @@ class MemoryEventStore implements EventStore {
     return h && structuredClone(h);
   }
 
+  async getEventById(sessionId: string, eventId: string): Promise<EventRecord | undefined> {
+    this.assertOpen();
+    assertSessionId(sessionId, 'getEventById');
+    const s = this.sessions.get(sessionId);
+    const seq = s?.ids.get(eventId);
+    return seq === undefined ? undefined : structuredClone(s!.events[seq - 1]);
+  }
+
   async listSessions(): Promise<string[]> {
     this.assertOpen();
     return [...this.sessions.keys()].sort();

@@ -1,0 +1,72 @@
+import { fromPromise } from 'xstate';
+import type { Usage } from '../contracts/message.js';
+import type { ToolCallOutput } from './tool-call.js';
+import type { RunEnv } from './run-env.js';
+import type { StepAt } from './model-step.js';
+
+export interface CommitResultsInput {
+  at: StepAt;
+  results: ToolCallOutput[];
+  usage?: Usage;
+}
+
+export interface CommitResultsOutput {
+  /** Content of a `concludesTurn` result: the run's final answer. */
+  concluded?: string;
+  rejections: number;
+}
+
+async function verdict(env: RunEnv, r: ToolCallOutput): Promise<string | undefined> {
+  if (!env.verifier) return undefined;
+  try {
+    return await env.verifier(r.outcome.kind === 'completed' ? r.outcome.content : r.outcome.kind, r.outcome);
+  } catch (e) {
+    return `verifier failed: ${(e as Error)?.message ?? e}`;
+  }
+}
+
+/**
+ * The step's second commit point: every tool result (with verifier rejections, additional
+ * messages and released locks) and `step/end`, in one append.
+ */
+export const commitResultsActor = (env: RunEnv) =>
+  fromPromise<CommitResultsOutput, CommitResultsInput>(async ({ input }) => {
+    const { at, results } = input;
+    let concluded: string | undefined;
+    let rejections = 0;
+    const verdicts = await Promise.all(results.map((r) => verdict(env, r)));
+    results.forEach((r, i) => {
+      const o = r.outcome;
+      const callName = r.name;
+      env.writer.stage('tool/result', at, {
+        callId: r.callId,
+        name: callName,
+        outcome: o,
+        ...(o.kind === 'skipped' ? {} : { startedAt: r.startedAt, endedAt: r.endedAt }),
+      });
+      const rejection = verdicts[i];
+      if (rejection !== undefined) {
+        rejections++;
+        env.writer.stage('verification/rejected', at, {
+          target: 'tool',
+          callId: r.callId,
+          reason: rejection,
+          message: { role: 'user', content: `The result of tool call ${r.callId} (${callName}) was rejected by verification: ${rejection}` },
+        });
+        return;
+      }
+      if (o.kind === 'completed') {
+        for (const m of o.additionalMessages ?? []) env.writer.stage('user/message', at, { message: m });
+        if (o.concludesTurn && concluded === undefined) concluded = o.content;
+      }
+    });
+    env.writer.stage('step/end', at, input.usage ? { usage: input.usage } : {});
+    const records = await env.writer.commit();
+    for (const rec of records) {
+      if (rec.type !== 'tool/result') continue;
+      const p = rec.payload as { callId: string; name: string; outcome: ToolCallOutput['outcome'] };
+      env.emit({ type: 'tool_end', callId: p.callId, name: p.name, outcome: p.outcome }, rec.seq);
+    }
+    env.emit({ type: 'step_end', step: at.step, ...(input.usage ? { usage: input.usage } : {}) });
+    return { ...(concluded !== undefined && rejections === 0 ? { concluded } : {}), rejections };
+  });

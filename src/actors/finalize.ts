@@ -1,0 +1,65 @@
+import { fromPromise } from 'xstate';
+import type { Usage } from '../contracts/message.js';
+import type { StepAt } from './model-step.js';
+import type { RunEnv } from './run-env.js';
+
+export interface FinalizeInput {
+  runId: string;
+  at: StepAt;
+  content: string;
+  /** Usage of the step that produced the answer (for step/end); absent for concludesTurn. */
+  usage?: Usage;
+  /** Whether this step's step/end is still to be written (a model answer) or already is (concludesTurn). */
+  closeStep: boolean;
+}
+
+export type FinalizeOutput =
+  | { kind: 'rejected'; reason: string }
+  | { kind: 'delivered'; finalMessageId: string }
+  | { kind: 'delivery_unknown'; finalMessageId: string; reason: string };
+
+/**
+ * The final answer (DESIGN §4 item 6): `finalVerifier`, then `final/message` committed, then
+ * `delivery.deliver(final)`; its outcome is staged for the run's closing commit.
+ */
+export const finalizeActor = (env: RunEnv) =>
+  fromPromise<FinalizeOutput, FinalizeInput>(async ({ input }) => {
+    const { at, content, runId } = input;
+    let rejection: string | undefined;
+    if (env.finalVerifier) {
+      try {
+        rejection = await env.finalVerifier(content);
+      } catch (e) {
+        rejection = `final verifier failed: ${(e as Error)?.message ?? e}`;
+      }
+    }
+    if (rejection !== undefined) {
+      env.writer.stage('verification/rejected', at, {
+        target: 'final',
+        reason: rejection,
+        message: { role: 'user', content: `Your final answer was rejected by verification: ${rejection}. Please revise it.` },
+      });
+      if (input.closeStep) env.writer.stage('step/end', at, input.usage ? { usage: input.usage } : {});
+      await env.writer.commit();
+      if (input.closeStep) env.emit({ type: 'step_end', step: at.step, ...(input.usage ? { usage: input.usage } : {}) });
+      return { kind: 'rejected', reason: rejection };
+    }
+    const finalMessageId = `${runId}/final/${at.attempt}.${at.step}`;
+    env.writer.stage('final/message', at, { finalMessageId, runId, content });
+    if (input.closeStep) env.writer.stage('step/end', at, input.usage ? { usage: input.usage } : {});
+    await env.writer.commit();
+    if (input.closeStep) env.emit({ type: 'step_end', step: at.step, ...(input.usage ? { usage: input.usage } : {}) });
+    if (!env.delivery) {
+      env.writer.stage('delivery/committed', at, { finalMessageId, owner: 'result' });
+      return { kind: 'delivered', finalMessageId };
+    }
+    try {
+      await env.delivery.deliver({ finalMessageId, sessionId: env.sessionId, runId, turn: at.turn, step: at.step, content });
+      env.writer.stage('delivery/committed', at, { finalMessageId });
+      return { kind: 'delivered', finalMessageId };
+    } catch (e) {
+      const reason = `delivery owner threw: ${(e as Error)?.message ?? e}`;
+      env.writer.stage('delivery/unknown', at, { finalMessageId, reason });
+      return { kind: 'delivery_unknown', finalMessageId, reason };
+    }
+  });

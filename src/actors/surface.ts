@@ -1,0 +1,99 @@
+import { createHash } from 'node:crypto';
+import type { EventRecord } from '../contracts/events.js';
+import type { Message } from '../contracts/message.js';
+import type { ToolOutcome } from '../contracts/tools.js';
+
+/** The text a model reads for a tool outcome. */
+export function outcomeText(o: ToolOutcome): string {
+  switch (o.kind) {
+    case 'completed':
+      return o.isError ? `Error: ${o.content}` : o.content;
+    case 'skipped':
+      return `Skipped: ${o.reason}`;
+    case 'cancelled':
+      return `Cancelled${o.settled ? '' : ' (may still be running)'}${o.partialContent ? `: ${o.partialContent}` : ''}`;
+    case 'uncertain-settled':
+      return `Outcome uncertain (settled): ${o.content}`;
+    case 'uncertain-hanging':
+      return `Outcome uncertain: ${o.content} The resources ${o.resourceLocks.join(', ') || '(none)'} stay locked until released.`;
+  }
+}
+
+/** Model-visible messages of one surface event (DESIGN §2: the surface is the model's view). */
+export function surfaceMessages(e: EventRecord): Message[] {
+  const p = e.payload as Record<string, any>;
+  switch (e.type) {
+    case 'user/message':
+    case 'assistant/message':
+      return [p.message as Message];
+    case 'tool/result':
+      return [{ role: 'tool', toolCallId: p.callId, name: p.name, content: outcomeText(p.outcome as ToolOutcome) }];
+    case 'tool/batch-rejected':
+      return (p.issues as { callId: string; name: string; message: string }[]).map((i) => ({
+        role: 'tool' as const,
+        toolCallId: i.callId,
+        name: i.name,
+        content: `Error: this tool call was rejected and did not run: ${i.message}`,
+      }));
+    case 'verification/rejected':
+      return [p.message as Message];
+    case 'compaction':
+      return [p.summary as Message];
+    case 'checkpoint/loaded':
+      return p.messages as Message[];
+    default:
+      return [];
+  }
+}
+
+/** Rough token estimate (4 characters a token), kept as a running sum. */
+export function estimateTokens(m: Message): number {
+  let chars = m.content.length + 8;
+  for (const c of m.toolCalls ?? []) chars += c.name.length + c.arguments.length + 8;
+  return Math.ceil(chars / 4);
+}
+
+/**
+ * The session's in-memory view of the surface: messages since the last epoch, a running token
+ * estimate, and the chained request digest (DESIGN §4 item 2), all updated in O(new events).
+ */
+export class Surface {
+  messages: Message[] = [];
+  tokens = 0;
+  /** Seq of the last surface event applied. */
+  lastSeq = 0;
+  private digest = '';
+  private digestCovered = 0;
+
+  apply(records: readonly EventRecord[]): void {
+    for (const r of records) {
+      if (r.surfaceOp === 'none') continue;
+      if (r.surfaceOp === 'epoch') {
+        this.messages = [];
+        this.tokens = 0;
+        this.digest = '';
+        this.digestCovered = 0;
+      }
+      for (const m of surfaceMessages(r)) {
+        this.messages.push(m);
+        this.tokens += estimateTokens(m);
+      }
+      this.lastSeq = r.seq;
+    }
+  }
+
+  /**
+   * Digest of the canonical request [prefix..., ...surface] with the tool catalog: chained, so it
+   * costs O(messages added since the previous call), not O(history).
+   */
+  requestDigest(prefixDigest: string, toolCatalogDigest: string): string {
+    const h = createHash('sha256');
+    h.update(this.digest || prefixDigest);
+    for (let i = this.digestCovered; i < this.messages.length; i++) h.update(JSON.stringify(this.messages[i]));
+    this.digest = h.digest('hex');
+    this.digestCovered = this.messages.length;
+    return createHash('sha256').update(this.digest).update(toolCatalogDigest).digest('hex');
+  }
+}
+
+export const sha256 = (s: string): string => createHash('sha256').update(s).digest('hex');

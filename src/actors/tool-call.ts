@@ -1,0 +1,108 @@
+import { fromPromise } from 'xstate';
+import { ToolOutcome, type ToolOutcomeInput } from '../contracts/tools.js';
+import type { CallDescr } from './model-step.js';
+import type { RunEnv } from './run-env.js';
+
+export interface ToolCallInput {
+  call: CallDescr;
+  runId: string;
+}
+
+export interface ToolCallOutput {
+  callId: string;
+  name: string;
+  outcome: ToolOutcome;
+  startedAt: number;
+  endedAt: number;
+}
+
+export function normalizeOutcome(v: string | ToolOutcomeInput | undefined | unknown): ToolOutcome {
+  if (typeof v === 'string') return { kind: 'completed', content: v, isError: false, concludesTurn: false, releaseResources: [] };
+  const parsed = ToolOutcome.safeParse(v);
+  if (parsed.success) return parsed.data;
+  return {
+    kind: 'completed',
+    content: `tool returned an invalid outcome: ${parsed.error.issues[0]?.message ?? 'unknown shape'}`,
+    isError: true,
+    concludesTurn: false,
+    releaseResources: [],
+  };
+}
+
+const errorOutcome = (e: unknown): ToolOutcome => ({
+  kind: 'completed',
+  content: e instanceof Error ? e.message : String(e),
+  isError: true,
+  concludesTurn: false,
+  releaseResources: [],
+});
+
+/**
+ * Runs one tool call (its `tool/call` intent is already durable). The tool's signal aborts on
+ * timeout, cancellation and when the actor stops; a tool that does not settle within
+ * `cancelGraceMs` after the abort is recorded `uncertain-hanging`, its resources staying locked.
+ */
+export const toolCallActor = (env: RunEnv) =>
+  fromPromise<ToolCallOutput, ToolCallInput>(async ({ input, signal: actorSignal }) => {
+    const { call, runId } = input;
+    const tool = env.tools.get(call.name)!;
+    const ac = new AbortController();
+    const onAbort = () => ac.abort(actorSignal.aborted ? actorSignal.reason : env.cancelSignal.reason);
+    actorSignal.addEventListener('abort', onAbort, { once: true });
+    env.cancelSignal.addEventListener('abort', onAbort, { once: true });
+    if (env.cancelSignal.aborted) onAbort();
+    let timedOut = false;
+    const timeout = tool.timeoutMs
+      ? setTimeout(() => {
+          timedOut = true;
+          ac.abort(new Error(`timed out after ${tool.timeoutMs} ms`));
+        }, tool.timeoutMs)
+      : undefined;
+    const startedAt = Date.now();
+    env.emit({ type: 'tool_start', callId: call.callId, name: call.name, arguments: call.arguments });
+    const work = (async () => {
+      try {
+        return normalizeOutcome(
+          await tool.execute(call.arguments, {
+            signal: ac.signal,
+            idempotencyKey: call.idempotencyKey,
+            sessionId: env.sessionId,
+            runId,
+            callId: call.callId,
+            emit: (update) => env.emit({ type: 'tool_update', callId: call.callId, name: call.name, update }),
+          }),
+        );
+      } catch (e) {
+        if (ac.signal.aborted) {
+          return { kind: 'cancelled', settled: true, partialContent: timedOut ? `timed out after ${tool.timeoutMs} ms` : `cancelled: ${(e as Error)?.message ?? e}`, resourceLocks: [] } as ToolOutcome;
+        }
+        return errorOutcome(e);
+      }
+    })();
+    // After an abort, wait at most cancelGraceMs for the tool to settle.
+    let graceTimer: NodeJS.Timeout | undefined;
+    const hanging = new Promise<ToolOutcome>((resolve) => {
+      const arm = () => {
+        graceTimer = setTimeout(
+          () =>
+            resolve({
+              kind: 'uncertain-hanging',
+              content: `the tool did not stop within ${env.config.cancelGraceMs} ms after it was ${timedOut ? 'timed out' : 'cancelled'}; it may still be running`,
+              resourceLocks: call.resources,
+            }),
+          env.config.cancelGraceMs,
+        );
+      };
+      if (ac.signal.aborted) arm();
+      else ac.signal.addEventListener('abort', arm, { once: true });
+    });
+    try {
+      const outcome = await Promise.race([work, hanging]);
+      return { callId: call.callId, name: call.name, outcome, startedAt, endedAt: Date.now() };
+    } finally {
+      clearTimeout(timeout);
+      clearTimeout(graceTimer);
+      actorSignal.removeEventListener('abort', onAbort);
+      env.cancelSignal.removeEventListener('abort', onAbort);
+    }
+  });

@@ -1,0 +1,80 @@
+// Public API of actorloop (DESIGN §6). Explicit named exports only.
+export { createRuntime } from './actors/runtime.js';
+export type { Runtime } from './actors/runtime.js';
+export type { RuntimeOptions } from './actors/runtime-options.js';
+export { ExecutionSession } from './actors/execution-session.js';
+export type { SessionSnapshot, TurnContext } from './actors/execution-session.js';
+export type { DeliveryOwner, FinalAnswer, FinalVerifier, Pricing, ToolVerifier } from './actors/run-env.js';
+
+export { lmdbStore, LmdbStoreOptions } from './persistence/lmdb-store.js';
+export { memoryStore } from './persistence/memory-store.js';
+export type { AttachResult, EventStore, ReadRange } from './persistence/event-store.js';
+export { SessionHead } from './persistence/head.js';
+
+export { defineTool } from './tools/define-tool.js';
+export type { ToolContext, ToolDefinition, ToolOptions } from './tools/define-tool.js';
+
+export { scriptedModel } from './providers/scripted.js';
+export type { ScriptedModel, ScriptedStep } from './providers/scripted.js';
+export { openaiModel, openaiModelFromEnv, OpenAIModelOptions } from './providers/openai.js';
+export type { OpenAIProviderData } from './providers/openai.js';
+export { anthropicModel, anthropicModelFromEnv, AnthropicModelOptions } from './providers/anthropic.js';
+export type { AnthropicProviderData } from './providers/anthropic.js';
+
+export { runMachine } from './machines/run.machine.js';
+export type { RunContext, RunEvent, RunInput } from './machines/run.machine.js';
+export { sessionMachine } from './machines/session.machine.js';
+export type { SessionContext, SessionEvent, SessionInput } from './machines/session.machine.js';
+export { toolBatchMachine } from './machines/tool-batch.machine.js';
+export type { ToolBatchContext, ToolBatchInput } from './machines/tool-batch.machine.js';
+
+export { EnvelopeStream } from './streams/envelopes.js';
+export type { Envelope, LiveEvent } from './streams/envelopes.js';
+
+export { LoopBudget, LoopConfig, DEFAULT_COMPACTION_PROMPT } from './contracts/config.js';
+export { EventDraft, EventPayloads, EventRecord, EventType, PendingRequest, SCHEMA_VERSION, SurfaceOp } from './contracts/events.js';
+export type { Event, PayloadOf } from './contracts/events.js';
+export { FinishReason, Message, ToolCall, Usage } from './contracts/message.js';
+export type { ModelProvider, ModelRequest, ModelResponse, ModelStreamEvent } from './contracts/model.js';
+export {
+  ExecutionRequest,
+  ExecutionResult,
+  InputEnvelope,
+  InputReceipt,
+  Outcome,
+  RunStatus,
+  StopReceipt,
+  StopRequest,
+} from './contracts/requests.js';
+export { ToolMode, ToolOutcome, ToolSpec } from './contracts/tools.js';
+export {
+  ActorloopError,
+  BudgetExhaustedError,
+  CancelledError,
+  CapacityError,
+  CorruptLogError,
+  ExecutionBusy,
+  InvariantViolation,
+  ProtocolExhaustedError,
+  ProviderError,
+  SequenceConflictError,
+  SessionSteeringConflict,
+  StaleWriterError,
+  StoreClosedError,
+  UnknownSchemaVersionError,
+  ValidationError,
+  isBudgetExhaustedError,
+  isCancelledError,
+  isCapacityError,
+  isCorruptLogError,
+  isExecutionBusy,
+  isInvariantViolation,
+  isProtocolExhaustedError,
+  isProviderError,
+  isSequenceConflictError,
+  isSessionSteeringConflict,
+  isStaleWriterError,
+  isStoreClosedError,
+  isUnknownSchemaVersionError,
+  isValidationError,
+} from './contracts/errors.js';

@@ -1,0 +1,80 @@
+import { assign, emit, sendTo, setup } from 'xstate';
+import type { ExecutionResult } from '../contracts/requests.js';
+import { runMachine, type RunInput } from './run.machine.js';
+
+export interface SessionInput {
+  sessionId: string;
+  sessionInstanceId: string;
+  writerEpoch: number;
+}
+
+export interface SessionContext extends SessionInput {
+  activeRunId?: string;
+  activeAttemptId?: string;
+  lastResult?: ExecutionResult;
+}
+
+export type SessionEvent =
+  | { type: 'EXECUTE'; run: RunInput }
+  | { type: 'STOP_AFTER_ROUND' }
+  | { type: 'CLOSE' };
+
+export type SessionEmitted = { type: 'run.finished'; result: ExecutionResult };
+
+/**
+ * One live incarnation of a session (DESIGN §3): `idle → executing → idle`, `fenced` once another
+ * writer took over, `closed`. It invokes one run machine per attempt and emits `run.finished`.
+ * @example
+ * const actor = createActor(sessionMachine.provide({ actors: { run: runMachine.provide(...) } }), { input })
+ */
+export const sessionMachine = setup({
+  types: {
+    input: {} as SessionInput,
+    context: {} as SessionContext,
+    events: {} as SessionEvent,
+    emitted: {} as SessionEmitted,
+  },
+  actors: { run: runMachine },
+  guards: {
+    wasFenced: ({ event }) => (event as unknown as { output: ExecutionResult }).output.status === 'fenced',
+  },
+}).createMachine({
+  id: 'session',
+  context: ({ input }) => ({ ...input }),
+  initial: 'idle',
+  states: {
+    idle: {
+      on: {
+        EXECUTE: {
+          target: 'executing',
+          actions: assign(({ event }) => ({ activeRunId: event.run.runId, activeAttemptId: event.run.attemptId })),
+        },
+        CLOSE: 'closed',
+      },
+    },
+    executing: {
+      invoke: {
+        id: 'run',
+        src: 'run',
+        input: ({ event }) => (event as Extract<SessionEvent, { type: 'EXECUTE' }>).run,
+        onDone: [
+          {
+            guard: 'wasFenced',
+            target: 'fenced',
+            actions: [assign({ lastResult: ({ event }) => event.output, activeRunId: undefined }), emit(({ event }) => ({ type: 'run.finished' as const, result: event.output }))],
+          },
+          {
+            target: 'idle',
+            actions: [assign({ lastResult: ({ event }) => event.output, activeRunId: undefined }), emit(({ event }) => ({ type: 'run.finished' as const, result: event.output }))],
+          },
+        ],
+      },
+      on: {
+        STOP_AFTER_ROUND: { actions: sendTo('run', { type: 'STOP_AFTER_ROUND' }) },
+        CLOSE: 'closed',
+      },
+    },
+    fenced: { on: { CLOSE: 'closed' } },
+    closed: { type: 'final' },
+  },
+});

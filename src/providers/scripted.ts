@@ -1,0 +1,90 @@
+import { CancelledError, ProviderError } from '../contracts/errors.js';
+import type { FinishReason, Usage } from '../contracts/message.js';
+import type { ModelProvider, ModelRequest, ModelResponse, ModelStreamEvent } from '../contracts/model.js';
+
+/** One scripted model turn: a text answer, tool calls, or an error to throw. */
+export type ScriptedStep =
+  | string
+  | {
+      text?: string;
+      toolCalls?: { id?: string; name: string; arguments: unknown }[];
+      finishReason?: FinishReason;
+      usage?: Usage;
+      /** Milliseconds to wait before answering (honours the abort signal). */
+      delayMs?: number;
+    }
+  | { error: { message: string; retryable: boolean; code?: string; partialOutput?: boolean } }
+  | ((request: ModelRequest) => ScriptedStep);
+
+export interface ScriptedModel extends ModelProvider {
+  /** Every request received, by reference (recording costs nothing per step). */
+  readonly requests: ModelRequest[];
+  /** How many steps are left. */
+  readonly remaining: number;
+}
+
+/**
+ * A deterministic model for tests and the offline demo: each call consumes the next step.
+ * Tool-call arguments given as objects are sent as JSON text; strings are sent verbatim (so a
+ * test can send broken JSON). Running out of steps is a non-retryable ProviderError.
+ * @example
+ * const model = scriptedModel([{ toolCalls: [{ name: 'add', arguments: { a: 1, b: 2 } }] }, 'It is 3.'])
+ */
+export function scriptedModel(steps: readonly ScriptedStep[], options: { modelId?: string; loop?: boolean } = {}): ScriptedModel {
+  const requests: ModelRequest[] = [];
+  let i = 0;
+  let calls = 0;
+  return {
+    modelId: options.modelId ?? 'scripted',
+    requests,
+    get remaining() {
+      return options.loop ? Infinity : steps.length - i;
+    },
+    async call(request: ModelRequest, onEvent: (e: ModelStreamEvent) => void): Promise<ModelResponse> {
+      requests.push(request);
+      calls++;
+      if (request.signal.aborted) throw new CancelledError('model call cancelled');
+      if (i >= steps.length) {
+        if (!options.loop || steps.length === 0) throw new ProviderError('scripted model has no steps left', { retryable: false, code: 'script_exhausted' });
+        i = 0;
+      }
+      let step = steps[i++]!;
+      while (typeof step === 'function') step = step(request);
+      if (typeof step === 'string') step = { text: step };
+      if ('error' in step) {
+        throw new ProviderError(step.error.message, {
+          retryable: step.error.retryable,
+          code: step.error.code ?? 'scripted',
+          partialOutput: step.error.partialOutput ?? false,
+        });
+      }
+      if (step.delayMs) await sleep(step.delayMs, request.signal);
+      const text = step.text ?? '';
+      if (text) onEvent({ type: 'text_delta', text });
+      const toolCalls = (step.toolCalls ?? []).map((c, k) => ({
+        id: c.id ?? `call_${calls}_${k}`,
+        name: c.name,
+        arguments: typeof c.arguments === 'string' ? c.arguments : JSON.stringify(c.arguments ?? {}),
+      }));
+      return {
+        message: { role: 'assistant', content: text, ...(toolCalls.length ? { toolCalls } : {}) },
+        usage: step.usage ?? { inputTokens: 10, outputTokens: Math.max(1, Math.ceil(text.length / 4)) },
+        finishReason: step.finishReason ?? (toolCalls.length ? 'tool_calls' : 'stop'),
+      };
+    },
+  };
+}
+
+function sleep(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const t = setTimeout(() => {
+      signal.removeEventListener('abort', onAbort);
+      resolve();
+    }, ms);
+    const onAbort = () => {
+      clearTimeout(t);
+      reject(new CancelledError('model call cancelled'));
+    };
+    signal.addEventListener('abort', onAbort, { once: true });
+  });
+}

@@ -1,0 +1,55 @@
+import { Subject, type Observable } from 'rxjs';
+import type { Message } from '../contracts/message.js';
+import type { ToolOutcome } from '../contracts/tools.js';
+import type { PendingRequest } from '../contracts/events.js';
+import type { ExecutionResult } from '../contracts/requests.js';
+import type { Usage } from '../contracts/message.js';
+
+/** The live events of DESIGN §6's envelope table. */
+export type LiveEvent =
+  | { type: 'run_start'; sessionInstanceId: string; runId: string; attemptId: string; runEpoch: number; turn: number }
+  | { type: 'step_start'; step: number }
+  | { type: 'step_end'; step: number; usage?: Usage }
+  | { type: 'message_start'; role: Message['role'] }
+  | { type: 'message_delta'; role: Message['role']; text: string }
+  | { type: 'message_end'; role: Message['role']; message: Message }
+  | { type: 'tool_start'; callId: string; name: string; arguments: unknown }
+  | { type: 'tool_update'; callId: string; name: string; update: unknown }
+  | { type: 'tool_end'; callId: string; name: string; outcome: ToolOutcome }
+  | { type: 'input_committed'; inputId: string; durability: 'durable' }
+  | { type: 'approval_requested'; pendingRequest: PendingRequest }
+  | { type: 'question_asked'; pendingRequest: PendingRequest }
+  | { type: 'execution_finished'; result: ExecutionResult };
+
+export interface Envelope {
+  runId: string;
+  attemptId: string;
+  /** Counts this session's envelopes, live-only ones included. */
+  seq: number;
+  /** The log seq, for envelopes of committed log events. */
+  logSeq?: number;
+  event: LiveEvent;
+}
+
+/**
+ * The one module that turns the machines' emissions into RxJS: every envelope of a session goes
+ * through `publish` and out of `events$`.
+ */
+export class EnvelopeStream {
+  private readonly subject = new Subject<Envelope>();
+  private seq = 0;
+  runId = '';
+  attemptId = '';
+  readonly events$: Observable<Envelope> = this.subject.asObservable();
+
+  publish(event: LiveEvent, logSeq?: number): Envelope {
+    const env: Envelope = { runId: this.runId, attemptId: this.attemptId, seq: ++this.seq, event };
+    if (logSeq !== undefined) env.logSeq = logSeq;
+    this.subject.next(env);
+    return env;
+  }
+
+  complete(): void {
+    this.subject.complete();
+  }
+}

@@ -1,0 +1,77 @@
+import { z } from 'zod';
+import type { ToolMode, ToolOutcomeInput, ToolSpec } from '../contracts/tools.js';
+import { parseInput } from '../contracts/validate.js';
+
+/** What a tool's `execute` and `reconcile` receive besides the arguments. */
+export interface ToolContext {
+  /** Aborted on timeout, cancellation or kill switch: pass it on to any I/O. */
+  signal: AbortSignal;
+  /** Stable across recovery: the same call keeps the same key in every attempt. */
+  idempotencyKey: string;
+  sessionId: string;
+  runId: string;
+  callId: string;
+  /** Sends a live `tool_update` to subscribers (not logged). */
+  emit(update: unknown): void;
+}
+
+/** A tool the model may call. */
+export interface ToolDefinition<A = unknown> {
+  name: string;
+  description: string;
+  parameters: z.ZodType<A>;
+  mode: ToolMode;
+  resources: string[] | ((args: A) => string[]);
+  timeoutMs?: number;
+  needsApproval?: boolean | ((args: A) => boolean);
+  /**
+   * Contract: called after `tool/call` is durable; may throw (recorded as a completed result with
+   * `isError: true`); must honour `ctx.signal`.
+   */
+  execute(args: A, ctx: ToolContext): Promise<string | ToolOutcomeInput> | string | ToolOutcomeInput;
+  /**
+   * Contract: called on recovery for an exclusive call whose result was never committed; returns
+   * the outcome if it can tell what happened (using `ctx.idempotencyKey`), or undefined.
+   */
+  reconcile?(args: A, ctx: ToolContext): Promise<ToolOutcomeInput | undefined> | ToolOutcomeInput | undefined;
+  /** JSON Schema of `parameters`, computed once. */
+  readonly spec: ToolSpec;
+}
+
+const ToolOptions = z.object({
+  name: z.string().regex(/^[a-zA-Z0-9_-]{1,64}$/, 'letters, digits, _ and -, at most 64'),
+  description: z.string(),
+  parameters: z.custom<z.ZodType>((v) => v instanceof z.ZodType, 'a zod schema'),
+  mode: z.enum(['parallel', 'exclusive']).default('exclusive'),
+  resources: z.union([z.array(z.string()), z.custom<(a: unknown) => string[]>((v) => typeof v === 'function')]).default([]),
+  timeoutMs: z.number().positive().optional(),
+  needsApproval: z.union([z.boolean(), z.custom<(a: unknown) => boolean>((v) => typeof v === 'function')]).optional(),
+  execute: z.custom<ToolDefinition['execute']>((v) => typeof v === 'function', 'a function'),
+  reconcile: z.custom<NonNullable<ToolDefinition['reconcile']>>((v) => typeof v === 'function').optional(),
+});
+
+export type ToolOptions<A> = Omit<ToolDefinition<A>, 'spec' | 'mode' | 'resources'> & {
+  mode?: ToolMode;
+  resources?: string[] | ((args: A) => string[]);
+};
+
+/**
+ * Defines a tool. `mode` defaults to `exclusive` (runs alone, in order); declare `parallel` only
+ * for side-effect-free tools. `resources` name what the call locks.
+ * @example
+ * const add = defineTool({
+ *   name: 'add', description: 'Adds two numbers', mode: 'parallel',
+ *   parameters: z.object({ a: z.number(), b: z.number() }),
+ *   execute: ({ a, b }) => String(a + b),
+ * })
+ */
+export function defineTool<A>(options: ToolOptions<A>): ToolDefinition<A> {
+  const o = parseInput(ToolOptions, options, 'defineTool') as unknown as ToolDefinition<A>;
+  const schema = z.toJSONSchema(options.parameters as z.ZodType, { io: 'input', unrepresentable: 'any' }) as Record<string, unknown>;
+  delete schema.$schema;
+  return { ...o, execute: options.execute, reconcile: options.reconcile, spec: { name: o.name, description: o.description, parameters: schema } };
+}
+
+export function resourcesOf(tool: ToolDefinition, args: unknown): string[] {
+  return typeof tool.resources === 'function' ? tool.resources(args) : tool.resources;
+}

@@ -1,0 +1,61 @@
+import type { FinishReason, ToolCall } from '../contracts/message.js';
+import type { ToolDefinition } from './define-tool.js';
+
+export interface ValidCall {
+  callId: string;
+  name: string;
+  arguments: unknown;
+  tool: ToolDefinition;
+}
+
+export interface CallIssue {
+  callId: string;
+  name: string;
+  message: string;
+}
+
+/**
+ * Checks the tool calls of one assistant message (DESIGN §4 item 3): unknown tool, invalid JSON,
+ * schema failure, calls cut by `finish_reason=length`. One issue per bad call; any issue rejects
+ * the whole batch (no call of it runs).
+ */
+export function validateToolCalls(
+  calls: readonly ToolCall[],
+  tools: ReadonlyMap<string, ToolDefinition>,
+  finishReason: FinishReason,
+): { calls: ValidCall[]; issues: CallIssue[] } {
+  const valid: ValidCall[] = [];
+  const issues: CallIssue[] = [];
+  const ids = new Set<string>();
+  for (const c of calls) {
+    if (ids.has(c.id)) {
+      issues.push({ callId: c.id, name: c.name, message: `duplicate tool call id ${c.id}` });
+      continue;
+    }
+    ids.add(c.id);
+    if (finishReason === 'length') {
+      issues.push({ callId: c.id, name: c.name, message: 'the response was cut off (output token limit) before this tool call was complete; call it again' });
+      continue;
+    }
+    const tool = tools.get(c.name);
+    if (!tool) {
+      issues.push({ callId: c.id, name: c.name, message: `unknown tool "${c.name}"; available: ${[...tools.keys()].join(', ') || 'none'}` });
+      continue;
+    }
+    let args: unknown;
+    try {
+      args = c.arguments.trim() === '' ? {} : JSON.parse(c.arguments);
+    } catch (e) {
+      issues.push({ callId: c.id, name: c.name, message: `arguments are not valid JSON: ${(e as Error).message}` });
+      continue;
+    }
+    const parsed = tool.parameters.safeParse(args);
+    if (!parsed.success) {
+      const detail = parsed.error.issues.map((i) => `${i.path.join('.') || '(root)'}: ${i.message}`).join('; ');
+      issues.push({ callId: c.id, name: c.name, message: `arguments do not match the schema: ${detail}` });
+      continue;
+    }
+    valid.push({ callId: c.id, name: c.name, arguments: parsed.data, tool });
+  }
+  return { calls: issues.length ? [] : valid, issues };
+}
