@@ -12,7 +12,7 @@ export type { AttachResult, EventStore, ReadRange } from './persistence/event-st
 export { SessionHead } from './persistence/head.js';
 
 export { defineTool } from './tools/define-tool.js';
-export type { ToolContext, ToolDefinition, ToolOptions } from './tools/define-tool.js';
+export type { AnyTool, ToolContext, ToolDefinition, ToolOptions } from './tools/define-tool.js';
 
 export { scriptedModel } from './providers/scripted.js';
 export type { ScriptedModel, ScriptedStep } from './providers/scripted.js';

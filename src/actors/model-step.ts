@@ -25,6 +25,8 @@ export interface CallDescr {
 
 export interface ModelStepInput {
   runId: string;
+  /** Seq of this attempt's run/start: compaction keeps everything from here on. */
+  runStartSeq: number;
   at: StepAt;
   corrections: number;
 }
@@ -83,7 +85,7 @@ export const modelStepActor = (env: RunEnv) =>
     const signal = AbortSignal.any([actorSignal, env.cancelSignal]);
     const limit = env.config.contextWindow - env.config.outputReserve;
     if (env.prefixTokens + env.surface.tokens > limit) {
-      await compact(env, at, signal);
+      await compact(env, at, input.runStartSeq, signal);
       const size = env.prefixTokens + env.surface.tokens;
       if (size > limit) throw new CapacityError(size, limit);
     }

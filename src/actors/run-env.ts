@@ -2,7 +2,7 @@ import type { LoopBudget, LoopConfig } from '../contracts/config.js';
 import type { Message, Usage } from '../contracts/message.js';
 import type { ModelProvider } from '../contracts/model.js';
 import type { ToolOutcome, ToolSpec } from '../contracts/tools.js';
-import type { ToolDefinition } from '../tools/define-tool.js';
+import type { AnyTool } from '../tools/define-tool.js';
 import type { LogWriter } from './log-writer.js';
 import type { Surface } from './surface.js';
 import type { LiveEvent } from '../streams/envelopes.js';
@@ -48,7 +48,7 @@ export interface RunEnv {
   writer: LogWriter;
   surface: Surface;
   model: ModelProvider;
-  tools: ReadonlyMap<string, ToolDefinition>;
+  tools: ReadonlyMap<string, AnyTool>;
   toolSpecs: ToolSpec[];
   toolCatalogDigest: string;
   /** System prompt and bootstrap messages, before the surface. */

@@ -19,7 +19,7 @@ export const runEndEventId = (runId: string, attemptId: string) => `run-end:${ru
 
 /** The run's first commit point: `run/start` with the prompt's user messages. */
 export const startRunActor = (env: RunEnv) =>
-  fromPromise<void, StartRunInput>(async ({ input }) => {
+  fromPromise<number, StartRunInput>(async ({ input }) => {
     const at = { turn: input.turn, step: 0, attempt: input.runEpoch };
     env.writer.stage(
       'run/start',
@@ -34,7 +34,7 @@ export const startRunActor = (env: RunEnv) =>
       runStartEventId(input.runId, input.attemptId),
     );
     for (const m of input.messages) env.writer.stage('user/message', at, { message: m });
-    await env.writer.commit();
+    const records = await env.writer.commit();
     env.emit({
       type: 'run_start',
       sessionInstanceId: env.sessionInstanceId,
@@ -43,6 +43,7 @@ export const startRunActor = (env: RunEnv) =>
       runEpoch: input.runEpoch,
       turn: input.turn,
     });
+    return records[0]!.seq;
   });
 
 export interface EndRunInput {

@@ -3,7 +3,7 @@ import { LoopBudget, LoopConfig } from '../contracts/config.js';
 import { Message } from '../contracts/message.js';
 import type { ModelProvider } from '../contracts/model.js';
 import type { EventStore } from '../persistence/event-store.js';
-import type { ToolDefinition } from '../tools/define-tool.js';
+import type { AnyTool } from '../tools/define-tool.js';
 import type { DeliveryOwner, FinalVerifier, Pricing, ToolVerifier } from './run-env.js';
 import type { InspectionEvent } from 'xstate';
 
@@ -13,7 +13,7 @@ export const RuntimeOptions = z.object({
   store: z.custom<EventStore>((v) => typeof v === 'object' && v !== null && typeof (v as EventStore).append === 'function', 'an EventStore').optional(),
   model: z.custom<ModelProvider>((v) => typeof v === 'object' && v !== null && typeof (v as ModelProvider).call === 'function', 'a ModelProvider (e.g. openaiModel(...), scriptedModel(...))'),
   tools: z
-    .array(z.custom<ToolDefinition>((v) => typeof v === 'object' && v !== null && 'spec' in v, 'a tool made with defineTool'))
+    .array(z.custom<AnyTool>((v) => typeof v === 'object' && v !== null && 'spec' in v, 'a tool made with defineTool'))
     .default([])
     .refine((ts) => new Set(ts.map((t) => t.name)).size === ts.length, 'tool names must be unique'),
   systemPrompt: z.string().optional(),

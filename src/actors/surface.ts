@@ -59,6 +59,8 @@ export function estimateTokens(m: Message): number {
  */
 export class Surface {
   messages: Message[] = [];
+  /** The surface events behind `messages`, in order (compaction keeps the current run's). */
+  entries: EventRecord[] = [];
   tokens = 0;
   /** Seq of the last surface event applied. */
   lastSeq = 0;
@@ -70,10 +72,12 @@ export class Surface {
       if (r.surfaceOp === 'none') continue;
       if (r.surfaceOp === 'epoch') {
         this.messages = [];
+        this.entries = [];
         this.tokens = 0;
         this.digest = '';
         this.digestCovered = 0;
       }
+      this.entries.push(r);
       for (const m of surfaceMessages(r)) {
         this.messages.push(m);
         this.tokens += estimateTokens(m);

@@ -27,6 +27,7 @@ export interface RunInput {
 
 export interface RunContext extends Omit<RunInput, 'messages'> {
   messages: Message[];
+  runStartSeq: number;
   step: number;
   usage: Usage;
   stepUsage?: Usage;
@@ -77,7 +78,7 @@ export const runMachine = setup({
     output: {} as ExecutionResult,
   },
   actors: {
-    startRun: notProvided<void, StartRunInput>('startRun'),
+    startRun: notProvided<number, StartRunInput>('startRun'),
     modelStep: notProvided<ModelStepOutput & { cost?: string }, ModelStepInput>('modelStep'),
     toolBatch: toolBatchMachine,
     commitResults: notProvided<CommitResultsOutput, CommitResultsInput>('commitResults'),
@@ -95,6 +96,7 @@ export const runMachine = setup({
   id: 'run',
   context: ({ input }) => ({
     ...input,
+    runStartSeq: 0,
     step: 0,
     usage: zeroUsage(),
     cost: '0',
@@ -120,7 +122,7 @@ export const runMachine = setup({
           messages: c.messages,
           executionProfileFingerprint: c.executionProfileFingerprint,
         }),
-        onDone: { target: 'stepping', actions: assign({ messages: [] }) },
+        onDone: { target: 'stepping', actions: assign({ messages: [], runStartSeq: ({ event }) => event.output }) },
         onError: { target: 'ending', actions: 'failWith' },
       },
     },
@@ -128,7 +130,7 @@ export const runMachine = setup({
       entry: assign({ step: ({ context }) => context.step + 1 }),
       invoke: {
         src: 'modelStep',
-        input: ({ context: c }) => ({ runId: c.runId, at: at(c), corrections: c.corrections }),
+        input: ({ context: c }) => ({ runId: c.runId, runStartSeq: c.runStartSeq, at: at(c), corrections: c.corrections }),
         onDone: [
           {
             guard: ({ event }) => event.output.kind === 'tools',

@@ -38,6 +38,10 @@ export interface ToolDefinition<A = unknown> {
   readonly spec: ToolSpec;
 }
 
+/** A tool of any argument type (what runtimes and catalogs hold). */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+export type AnyTool = ToolDefinition<any>;
+
 const ToolOptions = z.object({
   name: z.string().regex(/^[a-zA-Z0-9_-]{1,64}$/, 'letters, digits, _ and -, at most 64'),
   description: z.string(),
@@ -72,6 +76,6 @@ export function defineTool<A>(options: ToolOptions<A>): ToolDefinition<A> {
   return { ...o, execute: options.execute, reconcile: options.reconcile, spec: { name: o.name, description: o.description, parameters: schema } };
 }
 
-export function resourcesOf(tool: ToolDefinition, args: unknown): string[] {
+export function resourcesOf(tool: AnyTool, args: unknown): string[] {
   return typeof tool.resources === 'function' ? tool.resources(args) : tool.resources;
 }

@@ -1,11 +1,11 @@
 import type { FinishReason, ToolCall } from '../contracts/message.js';
-import type { ToolDefinition } from './define-tool.js';
+import type { AnyTool } from './define-tool.js';
 
 export interface ValidCall {
   callId: string;
   name: string;
   arguments: unknown;
-  tool: ToolDefinition;
+  tool: AnyTool;
 }
 
 export interface CallIssue {
@@ -21,7 +21,7 @@ export interface CallIssue {
  */
 export function validateToolCalls(
   calls: readonly ToolCall[],
-  tools: ReadonlyMap<string, ToolDefinition>,
+  tools: ReadonlyMap<string, AnyTool>,
   finishReason: FinishReason,
 ): { calls: ValidCall[]; issues: CallIssue[] } {
   const valid: ValidCall[] = [];

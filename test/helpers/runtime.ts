@@ -1,0 +1,56 @@
+import { afterEach } from 'vitest';
+import { createRuntime, lmdbStore, type EventStore, type Runtime, type RuntimeOptions } from '../../src/index.js';
+import type { EventRecord } from '../../src/contracts/events.js';
+import { collect } from './drafts.js';
+import { tempDir } from './tmp.js';
+
+/** An EventStore wrapper counting appends (commit points). */
+export function countingStore(inner: EventStore): EventStore & { appends: number } {
+  const s: EventStore & { appends: number } = {
+    appends: 0,
+    attachWriter: (id) => inner.attachWriter(id),
+    append: (...args) => {
+      s.appends++;
+      return inner.append(...args);
+    },
+    readEvents: (id, r) => inner.readEvents(id, r),
+    loadSurface: (id) => inner.loadSurface(id),
+    getHead: (id) => inner.getHead(id),
+    getEventById: (id, e) => inner.getEventById(id, e),
+    listSessions: () => inner.listSessions(),
+    events$: (id, o) => inner.events$(id, o),
+    close: () => inner.close(),
+  };
+  return s;
+}
+
+const open: (() => Promise<void>)[] = [];
+afterEach(async () => {
+  for (const c of open.splice(0)) await c();
+});
+
+/** A runtime on a fresh real LMDB file in a temp dir, closed and removed after the test. */
+export function lmdbRuntime(options: Omit<RuntimeOptions, 'store'>): { runtime: Runtime; store: EventStore & { appends: number }; path: string } {
+  const dir = tempDir();
+  const store = countingStore(lmdbStore({ path: dir.path }));
+  const runtime = createRuntime({ ...options, store });
+  open.push(async () => {
+    await runtime.close();
+    await dir.cleanup();
+  });
+  return { runtime, store, path: dir.path };
+}
+
+export async function logOf(store: EventStore, sessionId: string): Promise<EventRecord[]> {
+  return collect(store.readEvents(sessionId));
+}
+
+export const typesOf = (events: EventRecord[]) => events.map((e) => e.type);
+
+export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+let n = 0;
+export const ids = () => {
+  n++;
+  return { runId: `run-${n}`, attemptId: `att-${n}` };
+};
