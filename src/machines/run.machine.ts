@@ -122,7 +122,11 @@ export const runMachine = setup({
           messages: c.messages,
           executionProfileFingerprint: c.executionProfileFingerprint,
         }),
-        onDone: { target: 'stepping', actions: assign({ messages: [], runStartSeq: ({ event }) => event.output }) },
+        onDone: [
+          // a stop accepted before any model call: stop now, starting none
+          { guard: 'stopRequested', target: 'ending', actions: assign({ messages: [], runStartSeq: ({ event }) => event.output, end: ended('stopped', 'incomplete') }) },
+          { target: 'stepping', actions: assign({ messages: [], runStartSeq: ({ event }) => event.output }) },
+        ],
         onError: { target: 'ending', actions: 'failWith' },
       },
     },
@@ -226,7 +230,7 @@ export const runMachine = setup({
           at: at(c),
           content: c.pendingFinal!.content,
           closeStep: c.pendingFinal!.closeStep,
-          ...(c.stepUsage ? { usage: c.stepUsage } : {}),
+          ...(c.stepUsage && c.pendingFinal!.closeStep ? { usage: c.stepUsage } : {}),
         }),
         onDone: [
           {

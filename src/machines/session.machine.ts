@@ -19,6 +19,22 @@ export type SessionEvent =
   | { type: 'STOP_AFTER_ROUND' }
   | { type: 'CLOSE' };
 
+/** A result for an attempt the session could not run at all (fenced, or the run actor crashed). */
+function unrunResult(run: RunInput, status: 'fenced' | 'failed', message: string): ExecutionResult {
+  return {
+    runId: run.runId,
+    attemptId: run.attemptId,
+    outcome: status === 'fenced' ? 'incomplete' : 'failed',
+    status,
+    error: { kind: status === 'fenced' ? 'inconsistent' : 'execution', message },
+    checkpointCommitted: false,
+    historyConsistent: status !== 'failed',
+    deliveryErrors: [],
+    usage: { inputTokens: 0, outputTokens: 0, cachedInputTokens: 0 },
+    steps: 0,
+  };
+}
+
 export type SessionEmitted = { type: 'run.finished'; result: ExecutionResult };
 
 /**
@@ -61,20 +77,44 @@ export const sessionMachine = setup({
           {
             guard: 'wasFenced',
             target: 'fenced',
-            actions: [assign({ lastResult: ({ event }) => event.output, activeRunId: undefined }), emit(({ event }) => ({ type: 'run.finished' as const, result: event.output }))],
+            actions: [assign({ lastResult: ({ event }) => event.output, activeRunId: undefined, activeAttemptId: undefined }), emit(({ event }) => ({ type: 'run.finished' as const, result: event.output }))],
           },
           {
             target: 'idle',
-            actions: [assign({ lastResult: ({ event }) => event.output, activeRunId: undefined }), emit(({ event }) => ({ type: 'run.finished' as const, result: event.output }))],
+            actions: [assign({ lastResult: ({ event }) => event.output, activeRunId: undefined, activeAttemptId: undefined }), emit(({ event }) => ({ type: 'run.finished' as const, result: event.output }))],
           },
         ],
+        onError: {
+          target: 'idle',
+          actions: [
+            assign({ activeRunId: undefined, activeAttemptId: undefined }),
+            emit(({ context, event }) => ({
+              type: 'run.finished' as const,
+              result: unrunResult(
+                { runId: context.activeRunId ?? 'unknown', attemptId: context.activeAttemptId ?? 'unknown' } as RunInput,
+                'failed',
+                `run machine crashed: ${(event.error as Error)?.message ?? String(event.error)}`,
+              ),
+            })),
+          ],
+        },
       },
       on: {
         STOP_AFTER_ROUND: { actions: sendTo('run', { type: 'STOP_AFTER_ROUND' }) },
         CLOSE: 'closed',
       },
     },
-    fenced: { on: { CLOSE: 'closed' } },
+    fenced: {
+      on: {
+        EXECUTE: {
+          actions: emit(({ event }) => ({
+            type: 'run.finished' as const,
+            result: unrunResult(event.run, 'fenced', 'this session instance was fenced: another writer attached to the session; open it again'),
+          })),
+        },
+        CLOSE: 'closed',
+      },
+    },
     closed: { type: 'final' },
   },
 });

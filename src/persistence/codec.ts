@@ -25,25 +25,43 @@ export interface PreparedDraft {
   payload: Record<string, unknown>;
 }
 
-const Drafts = z.array(EventDraft);
+const isNonNegInt = (v: unknown): v is number => typeof v === 'number' && Number.isInteger(v) && v >= 0;
 
-/** Validates drafts at the store boundary (ValidationError on bad input). */
+/**
+ * Validates drafts at the store boundary (ValidationError on bad input). The envelope is checked
+ * by hand (it is on every append's hot path); each payload is parsed once by its type's schema.
+ */
 export function prepareDrafts(drafts: readonly unknown[], where: string): PreparedDraft[] {
-  const parsed = parseInput(Drafts, drafts, where);
-  return parsed.map((d, i) => {
-    const op = SURFACE_OPS[d.type];
-    if (d.surfaceOp !== op) {
-      parseInput(z.never(), undefined, `${where}: drafts[${i}] (${d.type} is always written with surfaceOp "${op}", got "${d.surfaceOp}")`);
+  if (!Array.isArray(drafts)) parseInput(z.array(EventDraft), drafts, where);
+  return drafts.map((raw, i) => {
+    const d = raw as Partial<EventDraft> | null;
+    const ok =
+      d !== null &&
+      typeof d === 'object' &&
+      typeof d.type === 'string' &&
+      Object.hasOwn(EventPayloads, d.type) &&
+      isNonNegInt(d.turn) &&
+      isNonNegInt(d.step) &&
+      isNonNegInt(d.attempt) &&
+      (d.eventId === undefined || (typeof d.eventId === 'string' && d.eventId.length > 0)) &&
+      typeof d.payload === 'object' &&
+      d.payload !== null &&
+      !Array.isArray(d.payload);
+    if (!ok) parseInput(EventDraft, raw, `${where}: drafts[${i}]`); // throws with the precise issues
+    const type = d!.type as EventType;
+    const op = SURFACE_OPS[type];
+    if (d!.surfaceOp !== op) {
+      parseInput(z.never(), undefined, `${where}: drafts[${i}] (${type} is always written with surfaceOp "${op}", got "${String(d!.surfaceOp)}")`);
     }
-    const payload = parseInput(EventPayloads[d.type], d.payload, `${where}: drafts[${i}].payload (${d.type})`) as Record<string, unknown>;
+    const payload = parseInput(EventPayloads[type], d!.payload, `${where}: drafts[${i}].payload (${type})`) as Record<string, unknown>;
     return {
-      eventId: d.eventId ?? randomUUID(),
-      callerId: d.eventId !== undefined,
-      type: d.type,
-      turn: d.turn,
-      step: d.step,
-      attempt: d.attempt,
-      surfaceOp: d.surfaceOp,
+      eventId: d!.eventId ?? randomUUID(),
+      callerId: d!.eventId !== undefined,
+      type,
+      turn: d!.turn!,
+      step: d!.step!,
+      attempt: d!.attempt!,
+      surfaceOp: op,
       payload: JSON.parse(JSON.stringify(payload)) as Record<string, unknown>,
     };
   });

@@ -85,7 +85,7 @@ class MemoryEventStore implements EventStore {
       if (cur) cur.head = head;
       else this.sessions.set(sid, { head, events: [], ids: new Map() });
     }
-    for (const r of t.events) this.sessions.get(r.sessionId)!.events.push(structuredClone(r));
+    for (const r of t.events) this.sessions.get(r.sessionId)!.events.push(r); // built fresh by applyAppend: owned here
     for (const [sid, id, seq] of t.ids) this.sessions.get(sid)!.ids.set(id, seq);
   }
 
