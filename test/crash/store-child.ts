@@ -1,0 +1,222 @@
+/**
+ * Child program for the crash, fencing and multi-process tests: a real process writing to an
+ * LMDB event store, so the parent can SIGKILL or SIGSTOP it at any instant.
+ *
+ *   node --import tsx test/crash/store-child.ts <mode> <path> ...
+ *
+ * Modes (every line it prints is one protocol line on stdout):
+ * - `append <path> <s1,s2,…> [--batches=N]`: attaches a writer to each session (`ATTACHED <s>
+ *   <epoch> <lastSeq>`), then appends batches of 1..5 drafts to all sessions concurrently, and
+ *   prints `ACK <s> <firstSeq> <lastSeq> <batchId>` only after the append promise resolved. Runs
+ *   until killed, or prints `DONE` after N batches per session.
+ * - `fence-a <path> <s> [--batches=K]`: attaches, appends K batches, prints `PAUSE_OK` (outside any
+ *   write transaction) and waits for `GO` on stdin; then appends with its old epoch, first at its
+ *   own tail, then at the current tail: prints `REFUSED <ErrorName> <currentEpoch>` or `LEAKED`.
+ * - `race <path> <s> [--attaches=M] [--rounds=R]`: opens the store (`OPEN`); then R times: waits
+ *   for `GO`, attaches M times (`ATTACHED …` each, then `ATTACH_DONE`), waits for `GO2`, appends
+ *   one batch with its last epoch at the current tail (`ACK …` or `REFUSED <ErrorName>
+ *   <currentEpoch>`), prints `ROUND_DONE`.
+ * - `strace <path> <n> [--ack-early] [--durability=flushed|committed]`: for i in 1..n writes
+ *   `BEGIN i`, appends one batch, writes `ACK i` (with --ack-early: before awaiting the append —
+ *   a deliberately broken writer, the negative control of the strace test).
+ * - `strace-nosync <path> <n>`: the same loop over raw lmdb opened with `noSync` (no fsync at all).
+ *
+ * With `--wait-go` (any mode) it prints `READY` once loaded and starts only on `GO`, so that the
+ * parent can pre-spawn the next child (loading takes about a second of CPU) while one runs.
+ *
+ * On any unexpected error it prints `ERROR <name> <message>` and exits 1.
+ */
+import { writeSync } from 'node:fs';
+import { open } from 'lmdb';
+import { isStaleWriterError } from '../../src/contracts/errors.js';
+import { lmdbStore } from '../../src/persistence/lmdb-store.js';
+import { batchDrafts, batchIdOf, randomBatchSize } from './child-util.js';
+
+/** One protocol line, written with a synchronous write(2) so that it is out before the next step. */
+function say(line: string): void {
+  let buf = Buffer.from(`${line}\n`);
+  while (buf.length > 0) {
+    try {
+      buf = buf.subarray(writeSync(1, buf));
+    } catch (e) {
+      // A full non-blocking pipe: wait a moment for the parent to read, then retry.
+      if ((e as NodeJS.ErrnoException).code !== 'EAGAIN') throw e;
+      Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 2);
+    }
+  }
+}
+
+const [mode, path, ...rest] = process.argv.slice(2);
+const positional = rest.filter((a) => !a.startsWith('--'));
+const flags = new Map(
+  rest
+    .filter((a) => a.startsWith('--'))
+    .map((a) => {
+      const [k, v] = a.slice(2).split('=');
+      return [k!, v ?? 'true'] as const;
+    }),
+);
+const intFlag = (name: string, fallback: number): number => (flags.has(name) ? Number(flags.get(name)) : fallback);
+
+/** Resolves when a line equal to `cue` arrives on stdin (each line is one cue, used once). */
+const cues = new Map<string, number>();
+let stdinOn = false;
+async function waitForCue(cue: string): Promise<void> {
+  if (!stdinOn) {
+    stdinOn = true;
+    let buf = '';
+    process.stdin.setEncoding('utf8');
+    process.stdin.on('data', (chunk: string) => {
+      buf += chunk;
+      const parts = buf.split('\n');
+      buf = parts.pop()!;
+      for (const p of parts) cues.set(p.trim(), (cues.get(p.trim()) ?? 0) + 1);
+    });
+  }
+  // A short timer loop: the process sits here, outside any transaction, until its cue.
+  while (!cues.get(cue)) await new Promise((r) => setTimeout(r, 5));
+  cues.set(cue, cues.get(cue)! - 1);
+}
+
+async function appendMode(): Promise<void> {
+  const sessions = positional[0]!.split(',');
+  const max = intFlag('batches', Infinity);
+  const store = lmdbStore({ path: path! });
+  await Promise.all(
+    sessions.map(async (s) => {
+      const { writerEpoch, lastSeq } = await store.attachWriter(s);
+      say(`ATTACHED ${s} ${writerEpoch} ${lastSeq}`);
+      let next = lastSeq + 1;
+      for (let n = 1; n <= max; n++) {
+        const size = randomBatchSize();
+        const id = batchIdOf(writerEpoch, n);
+        const stored = await store.append(s, writerEpoch, next, batchDrafts(s, id, next, size));
+        say(`ACK ${s} ${stored[0]!.seq} ${stored[stored.length - 1]!.seq} ${id}`);
+        next += size;
+      }
+    }),
+  );
+  await store.close();
+  say('DONE');
+}
+
+/** Appends one batch of 2; a writer that expected to be fenced reports `LEAKED` if it was not. */
+async function tryAppend(store: ReturnType<typeof lmdbStore>, s: string, epoch: number, seq: number, id: string, expectFenced: boolean): Promise<void> {
+  try {
+    const stored = await store.append(s, epoch, seq, batchDrafts(s, id, seq, 2));
+    say(`ACK ${s} ${stored[0]!.seq} ${stored[stored.length - 1]!.seq} ${id}`);
+    if (expectFenced) say('LEAKED');
+  } catch (e) {
+    if (!(e instanceof Error)) throw e;
+    say(`REFUSED ${e.name} ${isStaleWriterError(e) ? e.currentEpoch : '-'}`);
+  }
+}
+
+async function fenceAMode(): Promise<void> {
+  const s = positional[0]!;
+  const store = lmdbStore({ path: path! });
+  const { writerEpoch, lastSeq } = await store.attachWriter(s);
+  say(`ATTACHED ${s} ${writerEpoch} ${lastSeq}`);
+  let next = lastSeq + 1;
+  const before = intFlag('batches', 3);
+  for (let n = 1; n <= before; n++) {
+    const size = randomBatchSize();
+    const id = batchIdOf(writerEpoch, n);
+    await store.append(s, writerEpoch, next, batchDrafts(s, id, next, size));
+    say(`ACK ${s} ${next} ${next + size - 1} ${id}`);
+    next += size;
+  }
+  say('PAUSE_OK');
+  await waitForCue('GO');
+  // A stale writer that does not know it was fenced: first at its own tail …
+  await tryAppend(store, s, writerEpoch, next, batchIdOf(writerEpoch, before + 1), true);
+  // … then one that re-read the tail (but not the epoch): the epoch check must still refuse it.
+  const head = await store.getHead(s);
+  await tryAppend(store, s, writerEpoch, head!.lastSeq + 1, batchIdOf(writerEpoch, before + 2), true);
+  await store.close();
+  say('DONE');
+}
+
+async function raceMode(): Promise<void> {
+  const s = positional[0]!;
+  const store = lmdbStore({ path: path! });
+  say('OPEN');
+  for (let round = 1; round <= intFlag('rounds', 1); round++) {
+    await waitForCue('GO');
+    let last = { writerEpoch: 0, lastSeq: 0 };
+    for (let i = 0; i < intFlag('attaches', 1); i++) {
+      last = await store.attachWriter(s);
+      say(`ATTACHED ${s} ${last.writerEpoch} ${last.lastSeq}`);
+    }
+    say('ATTACH_DONE');
+    await waitForCue('GO2');
+    const head = await store.getHead(s);
+    await tryAppend(store, s, last.writerEpoch, head!.lastSeq + 1, batchIdOf(last.writerEpoch, 1), false);
+    say('ROUND_DONE');
+  }
+  await store.close();
+  say('DONE');
+}
+
+async function straceMode(): Promise<void> {
+  const n = Number(positional[0]);
+  const durability = flags.get('durability') === 'committed' ? 'committed' : 'flushed';
+  const ackEarly = flags.has('ack-early');
+  const store = lmdbStore({ path: path!, durability });
+  const s = 'traced';
+  const { writerEpoch, lastSeq } = await store.attachWriter(s);
+  let next = lastSeq + 1;
+  for (let i = 1; i <= n; i++) {
+    say(`BEGIN ${i}`);
+    const p = store.append(s, writerEpoch, next, batchDrafts(s, batchIdOf(writerEpoch, i), next, 2));
+    if (ackEarly) say(`ACK ${i}`);
+    await p;
+    if (!ackEarly) say(`ACK ${i}`);
+    next += 2;
+  }
+  await store.close();
+  say('DONE');
+}
+
+async function straceNoSyncMode(): Promise<void> {
+  const n = Number(positional[0]);
+  const env = open({ path: path!, noSync: true });
+  for (let i = 1; i <= n; i++) {
+    say(`BEGIN ${i}`);
+    await env.put(`k${i}`, `value ${i}`);
+    say(`ACK ${i}`);
+  }
+  await env.close();
+  say('DONE');
+}
+
+const modes: Record<string, () => Promise<void>> = {
+  append: appendMode,
+  'fence-a': fenceAMode,
+  race: raceMode,
+  strace: straceMode,
+  'strace-nosync': straceNoSyncMode,
+};
+
+const run = modes[mode ?? ''];
+if (!run || !path) {
+  say(`ERROR Usage unknown mode ${String(mode)} or missing path`);
+  process.exit(2);
+}
+async function main(mode: () => Promise<void>): Promise<void> {
+  if (flags.has('wait-go')) {
+    // Pre-spawned by the parent: the imports are done; the store is opened only on cue.
+    say('READY');
+    await waitForCue('GO');
+  }
+  await mode();
+}
+
+main(run).then(
+  () => process.exit(0),
+  (e: unknown) => {
+    const err = e instanceof Error ? e : new Error(String(e));
+    say(`ERROR ${err.name} ${err.message.replace(/\n/g, ' ')}`);
+    process.exit(1);
+  },
+);
