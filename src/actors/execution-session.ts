@@ -1,17 +1,31 @@
-import { createActor, type Actor } from 'xstate';
+import { createStore } from '@xstate/store';
 import type { Observable } from 'rxjs';
-import { ExecutionBusy, StoreClosedError, ValidationError } from '../contracts/errors.js';
+import { createActor, type Actor } from 'xstate';
+import { z } from 'zod';
+import { ExecutionBusy, SessionSteeringConflict, StoreClosedError, ValidationError } from '../contracts/errors.js';
 import type { EventRecord } from '../contracts/events.js';
-import type { Message } from '../contracts/message.js';
-import { ExecutionRequest, toMessages, type ExecutionResult } from '../contracts/requests.js';
-import { parseInput } from '../contracts/validate.js';
+import { Message } from '../contracts/message.js';
+import {
+  ExecutionRequest,
+  InputEnvelope,
+  StopRequest,
+  toMessages,
+  type ExecutionResult,
+  type InputReceipt,
+  type StopReceipt,
+} from '../contracts/requests.js';
 import type { ToolOutcome } from '../contracts/tools.js';
+import { parseInput } from '../contracts/validate.js';
+import type { RunInput, ResumeInput } from '../machines/run.machine.js';
+import { canonicalJson } from '../persistence/codec.js';
 import type { EventStore } from '../persistence/event-store.js';
+import { foldOpenRun, type OpenRunState } from '../persistence/open-run.js';
+import type { Envelope, EnvelopeStream } from '../streams/envelopes.js';
 import { boundSessionMachine } from './run-actors.js';
 import type { RunEnv } from './run-env.js';
 import { runEndEventId, runStartEventId } from './run-lifecycle.js';
 import type { ResolvedRuntimeOptions } from './runtime-options.js';
-import type { EnvelopeStream, Envelope } from '../streams/envelopes.js';
+import { InputQueue, type QueuedInput } from './session-inputs.js';
 
 /** The frozen context a run was started with (DESIGN §6 `turnContexts`). */
 export interface TurnContext {
@@ -34,9 +48,32 @@ export interface SessionSnapshot {
   tokens: number;
   cost: string;
   recoveries: number;
+  usage?: ExecutionResult['usage'];
   pending?: unknown;
   lastError?: { kind: string; message: string };
 }
+
+/** What `openSession` hands a new ExecutionSession. */
+export interface SessionDeps {
+  sessionId: string;
+  sessionInstanceId: string;
+  writerEpoch: number;
+  lastTurn: number;
+  env: RunEnv;
+  store: EventStore;
+  options: ResolvedRuntimeOptions;
+  stream: EnvelopeStream;
+  fingerprint: string;
+  openRun?: OpenRunState;
+  inputs: QueuedInput[];
+  stateContext: unknown;
+  isKilled(): boolean;
+}
+
+const JsonValue = z.json();
+const ApprovalAnswer = z.object({ decisions: z.record(z.string(), z.enum(['approve', 'deny'])) });
+const Checkpoint = z.object({ messages: z.array(Message), stateContext: JsonValue.optional() });
+const key = (runId: string, attemptId: string) => `${runId}\u0000${attemptId}`;
 
 /**
  * One open session: the durable conversation's live writer (DESIGN §6). Made by
@@ -45,39 +82,49 @@ export interface SessionSnapshot {
  * const result = await session.execute({ kind: 'prompt', runId: 'r1', attemptId: 'a1', message: 'hi' })
  */
 export class ExecutionSession {
+  readonly sessionId: string;
+  readonly sessionInstanceId: string;
   readonly actor: Actor<ReturnType<typeof boundSessionMachine>>;
   readonly turnContexts = new Map<string, TurnContext>();
-  stateContext: unknown = undefined;
+  private readonly env: RunEnv;
+  private readonly store: EventStore;
+  private readonly options: ResolvedRuntimeOptions;
+  private readonly stream: EnvelopeStream;
+  private readonly fingerprint: string;
+  private readonly isKilled: () => boolean;
+  private readonly inputs: InputQueue;
+  private readonly waiters = new Map<string, (r: ExecutionResult) => void>();
+  private readonly steering = new Map<string, { request: string; receipt: StopReceipt }>();
+  private idleWaiters: (() => void)[] = [];
   private busy = false;
   private lastTurn: number;
   private lastResult?: ExecutionResult;
-  private waiters = new Map<string, (r: ExecutionResult) => void>();
+  private current?: { runId: string; attemptId: string; runEpoch: number };
+  private openRun?: OpenRunState;
+  private cancelController = new AbortController();
+  private state: unknown;
   private closed = false;
+  private viewStore?: ReturnType<typeof makeView>;
 
-  constructor(
-    readonly sessionId: string,
-    readonly sessionInstanceId: string,
-    private readonly env: RunEnv,
-    private readonly store: EventStore,
-    private readonly options: ResolvedRuntimeOptions,
-    private readonly stream: EnvelopeStream,
-    private readonly fingerprint: string,
-    lastTurn: number,
-    writerEpoch: number,
-  ) {
-    this.lastTurn = lastTurn;
-    this.actor = createActor(boundSessionMachine(env), {
-      input: { sessionId, sessionInstanceId, writerEpoch },
-      ...(options.inspect ? { inspect: options.inspect } : {}),
+  constructor(d: SessionDeps) {
+    this.sessionId = d.sessionId;
+    this.sessionInstanceId = d.sessionInstanceId;
+    this.env = d.env;
+    this.store = d.store;
+    this.options = d.options;
+    this.stream = d.stream;
+    this.fingerprint = d.fingerprint;
+    this.isKilled = d.isKilled;
+    this.lastTurn = d.lastTurn;
+    this.state = d.stateContext;
+    this.inputs = new InputQueue(d.inputs);
+    if (d.openRun) this.openRun = d.openRun;
+    this.env.takeSteers = () => this.inputs.takeSteers().map((i) => ({ inputId: i.inputId, messages: i.messages }));
+    this.actor = createActor(boundSessionMachine(d.env), {
+      input: { sessionId: d.sessionId, sessionInstanceId: d.sessionInstanceId, writerEpoch: d.writerEpoch },
+      ...(d.options.inspect ? { inspect: d.options.inspect } : {}),
     });
-    this.actor.on('run.finished', ({ result }) => {
-      this.lastResult = result;
-      this.busy = false;
-      const w = this.waiters.get(`${result.runId}\u0000${result.attemptId}`);
-      this.waiters.delete(`${result.runId}\u0000${result.attemptId}`);
-      this.stream.publish({ type: 'execution_finished', result });
-      w?.(result);
-    });
+    this.actor.on('run.finished', ({ result }) => void this.onRunFinished(result));
     this.actor.start();
   }
 
@@ -86,63 +133,287 @@ export class ExecutionSession {
     return this.stream.events$;
   }
 
+  /** App JSON persisted with the session (`setStateContext` writes it). */
+  get stateContext(): unknown {
+    return this.state;
+  }
+
+  /** What the open (unsettled) run is waiting for, if anything. */
+  get pendingRequest() {
+    return this.openRun?.pending?.pendingRequest;
+  }
+
   /**
    * Runs one attempt. Rejects only for bad input (ValidationError) or a busy session
    * (ExecutionBusy); everything that happens while running comes back as the result.
    */
   async execute(request: ExecutionRequest): Promise<ExecutionResult> {
     const req = parseInput(ExecutionRequest, request, 'session.execute');
-    if (this.closed) throw new StoreClosedError(`session ${this.sessionId}`);
-    if (this.busy) throw new ExecutionBusy(this.sessionId, String(this.actor.getSnapshot().context.activeRunId ?? 'unknown'));
+    this.assertOpen();
+    if (this.busy) throw new ExecutionBusy(this.sessionId, this.current?.runId ?? 'unknown');
     this.busy = true;
+    let input: RunInput;
     try {
       const recorded = await this.recordedResult(req.runId, req.attemptId);
       if (recorded) {
-        this.busy = false;
+        this.settleIdle();
         return recorded;
       }
-      if (req.kind !== 'prompt') {
-        throw new ValidationError('session.execute', [{ path: ['kind'], message: `kind "${req.kind}" is not supported by this version yet (prompt only)` }]);
+      if (this.isKilled()) {
+        this.settleIdle();
+        return this.unrun(req.runId, req.attemptId, 'cancelled', 'the kill switch is set: no new attempt starts');
       }
+      input = this.runInputFor(req);
     } catch (e) {
-      this.busy = false;
+      this.settleIdle();
       throw e;
     }
-    const turn = ++this.lastTurn;
-    const messages = toMessages(req.message);
+    return this.start(input);
+  }
+
+  private runInputFor(req: ExecutionRequest): RunInput {
+    const base = {
+      runId: req.runId,
+      attemptId: req.attemptId,
+      executionProfileFingerprint: this.fingerprint,
+      budget: this.options.budget,
+      maxProtocolCorrections: this.options.config.maxProtocolCorrections,
+      maxParallelTools: this.options.config.maxParallelTools,
+      startedAt: Date.now(),
+    };
+    const open = this.openRun;
+    if (req.kind === 'prompt') {
+      if (open) throw new ExecutionBusy(this.sessionId, open.runId);
+      return { ...base, runEpoch: 1, turn: this.lastTurn + 1, kind: 'prompt', messages: toMessages(req.message) };
+    }
+    if (!open || open.runId !== req.runId) {
+      throw new ValidationError('session.execute', [{ path: ['runId'], message: `run ${req.runId} is not open in this session (nothing to ${req.kind})` }]);
+    }
+    if (req.kind === 'respond') {
+      const pending = open.pending;
+      if (!pending || pending.pendingRequest.questionId !== req.questionId) {
+        throw new ValidationError('session.execute', [{ path: ['questionId'], message: `run ${req.runId} has no pending request ${req.questionId}` }]);
+      }
+      const pr = pending.pendingRequest;
+      if (pr.kind === 'approval') parseInput(ApprovalAnswer, req.answer, 'session.execute: answer');
+      else if (pr.schema) parseInput(z.fromJSONSchema(pr.schema as never), req.answer, 'session.execute: answer');
+      else parseInput(JsonValue, req.answer, 'session.execute: answer');
+      const resume: ResumeInput = {
+        step: pending.step,
+        batch: pending.batch,
+        pendingRequest: pr,
+        answer: req.answer,
+        timedOut: pr.kind === 'approval' && pr.expiresAt !== undefined && Date.now() > pr.expiresAt,
+      };
+      return { ...base, runEpoch: open.runEpoch + 1, turn: open.turn, kind: 'respond', messages: [], resume };
+    }
+    if (open.pending) {
+      throw new ValidationError('session.execute', [{ path: ['kind'], message: `run ${req.runId} waits for an answer to ${open.pending.pendingRequest.questionId}: respond to it` }]);
+    }
+    if (open.unresolvedCalls.length > 0 || open.undeliveredFinals.length > 0) {
+      throw new ValidationError('session.execute', [
+        { path: ['kind'], message: `run ${req.runId} was interrupted with tool calls or a delivery in flight; continuing such a run is not supported by this version yet` },
+      ]);
+    }
+    return { ...base, runEpoch: open.runEpoch + 1, turn: open.turn, kind: 'continue', messages: [], ...(open.step > 0 ? { startStep: open.step } : {}) };
+  }
+
+  private start(input: RunInput): Promise<ExecutionResult> {
+    this.current = { runId: input.runId, attemptId: input.attemptId, runEpoch: input.runEpoch };
+    if (input.kind === 'prompt' || input.kind === 'follow_up') this.lastTurn = input.turn;
+    this.cancelController = new AbortController();
+    this.env.cancelSignal = this.cancelController.signal;
     this.turnContexts.set(
-      req.runId,
+      input.runId,
       Object.freeze({
-        runId: req.runId,
-        turn,
+        runId: input.runId,
+        turn: input.turn,
         modelId: this.env.model.modelId,
         ...(this.options.systemPrompt !== undefined ? { systemPrompt: this.options.systemPrompt } : {}),
-        messages: Object.freeze([...this.env.prefix, ...this.env.surface.messages, ...messages]),
+        messages: Object.freeze([...this.env.prefix, ...this.env.surface.messages, ...input.messages]),
         tools: Object.freeze([...this.env.tools.keys()]),
         policyRevision: this.fingerprint,
       }),
     );
-    this.stream.runId = req.runId;
-    this.stream.attemptId = req.attemptId;
+    this.stream.runId = input.runId;
+    this.stream.attemptId = input.attemptId;
     return new Promise<ExecutionResult>((resolve) => {
-      this.waiters.set(`${req.runId}\u0000${req.attemptId}`, resolve);
-      this.actor.send({
-        type: 'EXECUTE',
-        run: {
-          runId: req.runId,
-          attemptId: req.attemptId,
-          runEpoch: 1,
-          turn,
-          kind: 'prompt',
-          messages,
-          executionProfileFingerprint: this.fingerprint,
-          budget: this.options.budget,
-          maxProtocolCorrections: this.options.config.maxProtocolCorrections,
-          maxParallelTools: this.options.config.maxParallelTools,
-          startedAt: Date.now(),
-        },
-      });
+      this.waiters.set(key(input.runId, input.attemptId), resolve);
+      this.actor.send({ type: 'EXECUTE', run: input });
     });
+  }
+
+  private async onRunFinished(result: ExecutionResult): Promise<void> {
+    this.lastResult = result;
+    this.current = undefined;
+    if (['suspended', 'detached', 'fenced'].includes(result.status) || !result.checkpointCommitted) {
+      this.openRun = await this.loadOpenRun().catch(() => this.openRun);
+    } else {
+      this.openRun = undefined;
+    }
+    this.stream.publish({ type: 'execution_finished', result });
+    const w = this.waiters.get(key(result.runId, result.attemptId));
+    this.waiters.delete(key(result.runId, result.attemptId));
+    w?.(result);
+    if (!this.startFollowUp()) this.settleIdle();
+  }
+
+  private async loadOpenRun(): Promise<OpenRunState | undefined> {
+    const head = await this.store.getHead(this.sessionId);
+    if (!head?.openRun) return undefined;
+    const events: EventRecord[] = [];
+    for await (const e of this.store.readEvents(this.sessionId, { fromSeq: head.openRun.startSeq })) events.push(e);
+    return foldOpenRun(events);
+  }
+
+  /** Starts the next follow-up run when the session is free; true if one started. */
+  private startFollowUp(): boolean {
+    if (this.closed || this.openRun || this.isKilled() || this.actor.getSnapshot().value === 'fenced') return false;
+    const f = this.inputs.takeFollowUp();
+    if (!f) return false;
+    this.busy = true;
+    void this.start({
+      runId: f.inputId,
+      attemptId: f.inputId,
+      runEpoch: 1,
+      turn: this.lastTurn + 1,
+      kind: 'follow_up',
+      inputId: f.inputId,
+      messages: f.messages,
+      executionProfileFingerprint: this.fingerprint,
+      budget: this.options.budget,
+      maxProtocolCorrections: this.options.config.maxProtocolCorrections,
+      maxParallelTools: this.options.config.maxParallelTools,
+      startedAt: Date.now(),
+    });
+    return true;
+  }
+
+  private settleIdle(): void {
+    this.busy = false;
+    for (const w of this.idleWaiters.splice(0)) w();
+  }
+
+  /** Resolves when nothing executes and no follow-up waits to start. */
+  waitForIdle(): Promise<void> {
+    if (!this.busy && !(this.inputs.hasFollowUp && !this.openRun)) return Promise.resolve();
+    return new Promise((resolve) => this.idleWaiters.push(resolve));
+  }
+
+  /**
+   * Accepts an input durably (`input/accepted` committed before the receipt). `steer` inputs
+   * join the running run before its next model call; `follow_up` inputs start a new run when the
+   * current one settles (at once when idle). The same inputId again returns the same receipt.
+   */
+  async submitInput(envelope: InputEnvelope): Promise<InputReceipt> {
+    const e = parseInput(InputEnvelope, envelope, 'session.submitInput');
+    this.assertOpen();
+    const known = this.inputs.get(e.inputId);
+    if (known) return this.inputs.receipt(known);
+    const stored = await this.store.getEventById(this.sessionId, `input:${e.inputId}`);
+    if (stored) {
+      const again = this.inputs.get(e.inputId);
+      if (again) return this.inputs.receipt(again);
+      return { inputId: e.inputId, status: 'consumed', durability: 'durable' };
+    }
+    const messages = toMessages(e.message);
+    const draft = this.env.writer.draft('input/accepted', { turn: 0, step: 0, attempt: 0 }, { inputId: e.inputId, mode: e.mode, messages }, `input:${e.inputId}`);
+    await this.env.writer.appendNow([draft]);
+    const queued = this.inputs.get(e.inputId) ?? { inputId: e.inputId, mode: e.mode, messages, status: 'accepted' as const };
+    if (!this.inputs.get(e.inputId)) this.inputs.add(queued);
+    if (e.mode === 'follow_up' && !this.busy) this.startFollowUp();
+    return this.inputs.receipt(queued);
+  }
+
+  /** Withdraws an input not yet consumed (`input/cancelled`); its receipt says what became of it. */
+  async cancelInput(inputId: string): Promise<InputReceipt> {
+    parseInput(z.string().min(1), inputId, 'session.cancelInput');
+    this.assertOpen();
+    const q = this.inputs.get(inputId);
+    if (!q) throw new ValidationError('session.cancelInput', [{ path: ['inputId'], message: `no input ${inputId} in this session` }]);
+    if (q.status === 'accepted' && this.inputs.cancel(inputId)) {
+      await this.env.writer.appendNow([this.env.writer.draft('input/cancelled', { turn: 0, step: 0, attempt: 0 }, { inputId })]);
+    }
+    return this.inputs.receipt(q);
+  }
+
+  /**
+   * Cancels the running attempt: the model call is aborted, running tools are signalled, and
+   * the run ends `cancelled` once they settle. Resolves true if an attempt was running.
+   */
+  async requestCancel(reason = 'requestCancel'): Promise<boolean> {
+    if (!this.current || this.closed) return false;
+    const at = { turn: 0, step: 0, attempt: this.current.runEpoch };
+    await this.env.writer.appendNow([this.env.writer.draft('cancellation/requested', at, { reason })]).catch(() => undefined);
+    this.actor.send({ type: 'CANCEL' });
+    this.cancelController.abort(new Error(reason));
+    return true;
+  }
+
+  /** Stops driving the run at its next safe point (after the current step), leaving it resumable. */
+  requestDetach(): boolean {
+    if (!this.current || this.closed) return false;
+    this.actor.send({ type: 'DETACH' });
+    return true;
+  }
+
+  /**
+   * DESIGN §4 item 10: accepted only for this session, this instance, the running interaction and
+   * its run epoch; durable (`steering/accepted`) before the receipt is returned.
+   */
+  async stopAfterCurrentToolRound(request: StopRequest): Promise<StopReceipt> {
+    const req = parseInput(StopRequest, request, 'session.stopAfterCurrentToolRound');
+    this.assertOpen();
+    const canonical = canonicalJson(req);
+    const seen = this.steering.get(req.idempotencyKey);
+    if (seen) {
+      if (seen.request !== canonical) throw new SessionSteeringConflict('idempotencyKey', `idempotency key ${req.idempotencyKey} was used for a different request`);
+      return seen.receipt;
+    }
+    const stored = await this.store.getEventById(this.sessionId, `steer:${req.idempotencyKey}`);
+    if (stored) {
+      if (canonicalJson(stored.payload.request) !== canonical) throw new SessionSteeringConflict('idempotencyKey', `idempotency key ${req.idempotencyKey} was used for a different request`);
+      return stored.payload.receipt as StopReceipt;
+    }
+    if (req.sessionId !== this.sessionId) throw new SessionSteeringConflict('sessionId', `request names session ${req.sessionId}, this is ${this.sessionId}`);
+    if (req.sessionInstanceId !== this.sessionInstanceId) {
+      throw new SessionSteeringConflict('sessionInstanceId', `request names session instance ${req.sessionInstanceId}, the current one is ${this.sessionInstanceId}`);
+    }
+    const cur = this.current;
+    if (!cur || cur.runId !== req.interactionId) {
+      throw new SessionSteeringConflict('interactionId', `interaction ${req.interactionId} is not running (running: ${cur?.runId ?? 'none'})`);
+    }
+    if (cur.runEpoch !== req.expectedRunEpoch) {
+      throw new SessionSteeringConflict('expectedRunEpoch', `run ${cur.runId} is at epoch ${cur.runEpoch}, not ${req.expectedRunEpoch}`);
+    }
+    const receipt: StopReceipt = { schemaVersion: 1, request: req, executionProfileFingerprint: this.fingerprint };
+    const draft = this.env.writer.draft('steering/accepted', { turn: 0, step: 0, attempt: cur.runEpoch }, { request: req, receipt }, `steer:${req.idempotencyKey}`);
+    await this.env.writer.appendNow([draft]);
+    this.steering.set(req.idempotencyKey, { request: canonical, receipt });
+    this.actor.send({ type: 'STOP_AFTER_ROUND' });
+    return receipt;
+  }
+
+  /** Persists app JSON with the session (`state/updated`). */
+  async setStateContext(value: unknown): Promise<void> {
+    const v = parseInput(JsonValue, value, 'session.setStateContext');
+    this.assertOpen();
+    await this.env.writer.appendNow([this.env.writer.draft('state/updated', { turn: 0, step: 0, attempt: 0 }, { stateContext: v })]);
+    this.state = v;
+  }
+
+  /**
+   * While idle: installs `messages` as a new surface base (a `checkpoint/loaded` epoch event) and,
+   * if given, the stateContext.
+   */
+  async loadCheckpoint(checkpoint: { messages: Message[]; stateContext?: unknown }): Promise<void> {
+    const c = parseInput(Checkpoint, checkpoint, 'session.loadCheckpoint');
+    this.assertOpen();
+    if (this.busy) throw new ExecutionBusy(this.sessionId, this.current?.runId ?? 'unknown');
+    if (this.openRun) throw new ExecutionBusy(this.sessionId, this.openRun.runId);
+    await this.env.writer.appendNow([this.env.writer.draft('checkpoint/loaded', { turn: 0, step: 0, attempt: 0 }, c)]);
+    if (c.stateContext !== undefined) this.state = c.stateContext;
+    this.refreshView();
   }
 
   /** The result recorded for this attempt, if it ran before (nothing runs again). */
@@ -151,12 +422,16 @@ export class ExecutionSession {
     if (end) return end.payload.result as ExecutionResult;
     const start = await this.store.getEventById(this.sessionId, runStartEventId(runId, attemptId));
     if (!start) return undefined;
+    return this.unrun(runId, attemptId, 'detached', `attempt ${attemptId} of run ${runId} was interrupted before it settled; continue the run with a new attempt`);
+  }
+
+  private unrun(runId: string, attemptId: string, status: 'cancelled' | 'detached', message: string): ExecutionResult {
     return {
       runId,
       attemptId,
-      outcome: 'incomplete',
-      status: 'detached',
-      error: { kind: 'inconsistent', message: `attempt ${attemptId} of run ${runId} was interrupted before it settled; continue the run with a new attempt` },
+      outcome: status === 'cancelled' ? 'cancelled' : 'incomplete',
+      status,
+      error: { kind: status === 'cancelled' ? 'cancelled' : 'inconsistent', message },
       checkpointCommitted: false,
       historyConsistent: true,
       deliveryErrors: [],
@@ -170,19 +445,34 @@ export class ExecutionSession {
     const snap = this.actor.getSnapshot();
     const run = snap.children.run?.getSnapshot() as { value: unknown; context: { step: number; toolCalls: number; cost: string; recoveries: number } } | undefined;
     const r = this.lastResult;
+    const status = this.openRun?.pending ? 'suspended' : this.openRun ? 'detached' : String(snap.value);
     return {
       sessionId: this.sessionId,
-      status: String(snap.value),
-      phase: run ? String(run.value) : String(snap.value),
+      status,
+      phase: run ? String(run.value) : status,
       messages: [...this.env.surface.messages],
       step: run?.context.step ?? r?.steps ?? 0,
       toolCalls: run?.context.toolCalls ?? 0,
       tokens: this.env.prefixTokens + this.env.surface.tokens,
       cost: run?.context.cost ?? '0',
       recoveries: run?.context.recoveries ?? 0,
-      ...(r?.pendingRequest ? { pending: r.pendingRequest } : {}),
+      ...(r ? { usage: r.usage } : {}),
+      ...(this.openRun?.pending ? { pending: this.openRun.pending.pendingRequest } : {}),
       ...(r?.error ? { lastError: { kind: r.error.kind, message: r.error.message } } : {}),
     };
+  }
+
+  /** An `@xstate/store` store holding `snapshot()`, kept current from the session's envelopes. */
+  get view(): ReturnType<typeof makeView> {
+    if (!this.viewStore) {
+      this.viewStore = makeView(this.snapshot());
+      this.stream.events$.subscribe(() => this.refreshView());
+    }
+    return this.viewStore;
+  }
+
+  private refreshView(): void {
+    this.viewStore?.trigger.sync({ snapshot: this.snapshot() });
   }
 
   /** Applies committed records to the in-memory views (surface, resource locks). */
@@ -203,8 +493,21 @@ export class ExecutionSession {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    this.cancelController.abort(new Error('session closed'));
     this.actor.send({ type: 'CLOSE' });
     this.actor.stop();
     this.stream.complete();
+    for (const w of this.idleWaiters.splice(0)) w();
   }
+
+  private assertOpen(): void {
+    if (this.closed) throw new StoreClosedError(`session ${this.sessionId}`);
+  }
+}
+
+function makeView(initial: SessionSnapshot) {
+  return createStore({
+    context: initial,
+    on: { sync: (_ctx: SessionSnapshot, e: { snapshot: SessionSnapshot }) => e.snapshot },
+  });
 }

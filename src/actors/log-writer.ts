@@ -30,15 +30,7 @@ export class LogWriter {
 
   /** Stages one event for the next commit point. */
   stage<T extends EventType>(type: T, at: { turn: number; step: number; attempt: number }, payload: PayloadOf<T>, eventId?: string): void {
-    this.staged.push({
-      ...(eventId ? { eventId } : {}),
-      type,
-      turn: at.turn,
-      step: at.step,
-      attempt: at.attempt,
-      surfaceOp: SURFACE_OPS[type],
-      payload: payload as Record<string, unknown>,
-    });
+    this.staged.push(this.draft(type, at, payload, eventId));
   }
 
   get hasStaged(): boolean {
@@ -51,19 +43,43 @@ export class LogWriter {
   }
 
   /** Appends everything staged as one all-or-nothing batch; resolves once it is durable. */
-  async commit(): Promise<EventRecord[]> {
-    if (this.fencedError !== undefined) throw this.fencedError;
-    if (this.staged.length === 0) return [];
+  commit(): Promise<EventRecord[]> {
     const drafts = this.staged;
     this.staged = [];
-    try {
-      const records = await this.store.append(this.sessionId, this.writerEpoch, this.nextSeq, drafts);
-      this.nextSeq += records.length;
-      this.onCommitted(records);
-      return records;
-    } catch (e) {
-      if (isStaleWriterError(e)) this.fencedError = e;
-      throw e;
-    }
+    return this.enqueue(drafts);
+  }
+
+  /**
+   * Appends `drafts` on their own (an input, a steering receipt), without what a run has staged:
+   * serialised with the run's commits, never mixed into its commit points.
+   */
+  appendNow(drafts: EventDraft[]): Promise<EventRecord[]> {
+    return this.enqueue(drafts);
+  }
+
+  /** Builds a draft with the type's surface op. */
+  draft<T extends EventType>(type: T, at: { turn: number; step: number; attempt: number }, payload: PayloadOf<T>, eventId?: string): EventDraft {
+    return { ...(eventId ? { eventId } : {}), type, turn: at.turn, step: at.step, attempt: at.attempt, surfaceOp: SURFACE_OPS[type], payload: payload as Record<string, unknown> };
+  }
+
+  private tail: Promise<unknown> = Promise.resolve();
+
+  private enqueue(drafts: EventDraft[]): Promise<EventRecord[]> {
+    const run = async (): Promise<EventRecord[]> => {
+      if (this.fencedError !== undefined) throw this.fencedError;
+      if (drafts.length === 0) return [];
+      try {
+        const records = await this.store.append(this.sessionId, this.writerEpoch, this.nextSeq, drafts);
+        this.nextSeq += records.length;
+        this.onCommitted(records);
+        return records;
+      } catch (e) {
+        if (isStaleWriterError(e)) this.fencedError = e;
+        throw e;
+      }
+    };
+    const p = this.tail.then(run, run);
+    this.tail = p.catch(() => undefined);
+    return p;
   }
 }

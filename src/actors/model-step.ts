@@ -3,7 +3,9 @@ import { CancelledError, CapacityError, isCancelledError, isProviderError, Provi
 import type { Message, Usage } from '../contracts/message.js';
 import type { ModelResponse } from '../contracts/model.js';
 import { resourcesOf } from '../tools/define-tool.js';
-import { validateToolCalls } from '../tools/validate-calls.js';
+import { validateToolCalls, type CallIssue } from '../tools/validate-calls.js';
+import { ASK_USER_TOOL, matchesApprovalFor } from '../tools/ask-user.js';
+import type { PendingRequest } from '../contracts/events.js';
 import { compact } from './compaction.js';
 import type { RunEnv } from './run-env.js';
 
@@ -36,6 +38,7 @@ export type ModelStepOutput = { usage?: Usage; cost?: string } & (
   | { kind: 'final'; content: string }
   | { kind: 'rejected' }
   | { kind: 'blocked'; locks: string[] }
+  | { kind: 'suspend'; pendingRequest: PendingRequest }
 );
 
 const sleep = (ms: number, signal: AbortSignal) =>
@@ -83,6 +86,7 @@ export const modelStepActor = (env: RunEnv) =>
   fromPromise<ModelStepOutput, ModelStepInput>(async ({ input, signal: actorSignal }) => {
     const { at, runId } = input;
     const signal = AbortSignal.any([actorSignal, env.cancelSignal]);
+    await consumeSteers(env, at);
     const limit = env.config.contextWindow - env.config.outputReserve;
     if (env.prefixTokens + env.surface.tokens > limit) {
       await compact(env, at, input.runStartSeq, signal);
@@ -135,7 +139,56 @@ export const modelStepActor = (env: RunEnv) =>
       await env.writer.commit();
       return { kind: 'blocked', locks: held, usage, ...priced };
     }
+    const asks = descrs.filter((d) => d.name === ASK_USER_TOOL);
+    if (asks.length > 0 && descrs.length > 1) {
+      const issues: CallIssue[] = descrs.map((d) => ({
+        callId: d.callId,
+        name: d.name,
+        message: `${ASK_USER_TOOL} must be the only tool call of its message; ask first, then call the other tools`,
+      }));
+      env.writer.stage('tool/batch-rejected', at, { issues });
+      env.writer.stage('step/end', at, usage ? { usage } : {});
+      await env.writer.commit();
+      return { kind: 'rejected', usage, ...priced };
+    }
+    const ask = asks[0];
+    const needing = ask ? [] : valid.filter((c) => needsApproval(env, c.tool, c.name, c.arguments));
+    if (ask || needing.length > 0) {
+      const pendingRequest: PendingRequest = ask
+        ? {
+            kind: 'question',
+            questionId: `question-${ask.callId}`,
+            callId: ask.callId,
+            question: (ask.arguments as { question: string }).question,
+            ...((ask.arguments as { schema?: Record<string, unknown> }).schema ? { schema: (ask.arguments as { schema: Record<string, unknown> }).schema } : {}),
+          }
+        : {
+            kind: 'approval',
+            questionId: `approval-${needing[0]!.callId}`,
+            calls: needing.map((c) => ({ callId: c.callId, name: c.name, arguments: c.arguments })),
+            expiresAt: Date.now() + env.config.approvalTimeoutMs,
+          };
+      env.writer.stage(ask ? 'question/asked' : 'approval/requested', at, { pendingRequest, batch: descrs });
+      env.writer.stage('run/suspended', at, { pendingRequest });
+      await env.writer.commit();
+      env.emit(ask ? { type: 'question_asked', pendingRequest } : { type: 'approval_requested', pendingRequest });
+      return { kind: 'suspend', pendingRequest, usage, ...priced };
+    }
     for (const d of descrs) env.writer.stage('tool/call', at, { ...d });
     await env.writer.commit();
     return { kind: 'tools', calls: descrs, usage, ...priced };
   });
+
+function needsApproval(env: RunEnv, tool: { needsApproval?: boolean | ((a: never) => boolean) }, name: string, args: unknown): boolean {
+  const own = typeof tool.needsApproval === 'function' ? tool.needsApproval(args as never) : tool.needsApproval === true;
+  return own || matchesApprovalFor(env.approvalFor, name);
+}
+
+/** Steer inputs become user messages after the batch that settled and before this model call. */
+async function consumeSteers(env: RunEnv, at: StepAt): Promise<void> {
+  const steers = env.takeSteers();
+  if (steers.length === 0) return;
+  for (const s of steers) for (const message of s.messages) env.writer.stage('user/message', at, { message, inputId: s.inputId });
+  await env.writer.commit();
+  for (const s of steers) env.emit({ type: 'input_committed', inputId: s.inputId, durability: 'durable' });
+}

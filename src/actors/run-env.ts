@@ -63,7 +63,11 @@ export interface RunEnv {
   finalVerifier?: FinalVerifier;
   /** Resource keys held by uncertain-hanging or unsettled cancelled calls. */
   heldLocks: Set<string>;
-  /** Aborted by requestCancel and the kill switch. */
+  /** Aborted by requestCancel and the kill switch (a new signal for every attempt). */
   cancelSignal: AbortSignal;
+  /** Glob patterns (`name` or `tool:<name>`) of calls that need approval. */
+  approvalFor: readonly string[];
+  /** Steer inputs accepted and not yet consumed, taken (removed) by the next model step. */
+  takeSteers(): { inputId: string; messages: Message[] }[];
   emit(event: LiveEvent, logSeq?: number): void;
 }

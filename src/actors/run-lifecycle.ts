@@ -2,6 +2,9 @@ import { fromPromise } from 'xstate';
 import { isStaleWriterError } from '../contracts/errors.js';
 import type { Message } from '../contracts/message.js';
 import type { ExecutionResult } from '../contracts/requests.js';
+import type { ResumeInput, StartRunOutput } from '../machines/run.machine.js';
+import type { CallDescr } from './model-step.js';
+import type { ToolCallOutput } from './tool-call.js';
 import type { RunEnv } from './run-env.js';
 
 export interface StartRunInput {
@@ -12,15 +15,56 @@ export interface StartRunInput {
   kind: 'prompt' | 'respond' | 'continue' | 'follow_up';
   messages: Message[];
   executionProfileFingerprint: string;
+  /** The follow-up input this run consumes. */
+  inputId?: string;
+  resume?: ResumeInput;
 }
 
 export const runStartEventId = (runId: string, attemptId: string) => `run-start:${runId}:${attemptId}`;
 export const runEndEventId = (runId: string, attemptId: string) => `run-end:${runId}:${attemptId}`;
 
-/** The run's first commit point: `run/start` with the prompt's user messages. */
+const denied = (c: CallDescr, why: string): ToolCallOutput => ({
+  callId: c.callId,
+  name: c.name,
+  outcome: { kind: 'completed', content: why, isError: true, concludesTurn: false, releaseResources: [] },
+  startedAt: Date.now(),
+  endedAt: Date.now(),
+});
+
+/**
+ * A respond attempt's decisions: approvals (a call left out, or an answer after the deadline,
+ * is denied) or the question's answer as the askUser call's result. Stages what it decides.
+ */
+function stageResume(env: RunEnv, r: ResumeInput, at: { turn: number; step: number; attempt: number }): NonNullable<StartRunOutput['resumed']> {
+  const preset: ToolCallOutput[] = [];
+  const calls: CallDescr[] = [];
+  const pr = r.pendingRequest;
+  if (pr.kind === 'question') {
+    const content = typeof r.answer === 'string' ? r.answer : JSON.stringify(r.answer);
+    for (const c of r.batch) {
+      preset.push(c.callId === pr.callId ? { callId: c.callId, name: c.name, outcome: { kind: 'completed', content, isError: false, concludesTurn: false, releaseResources: [] }, startedAt: Date.now(), endedAt: Date.now() } : denied(c, 'not run: asked alongside a question'));
+    }
+    return { calls, preset };
+  }
+  const given = r.timedOut ? {} : ((r.answer as { decisions?: Record<string, 'approve' | 'deny'> }).decisions ?? {});
+  const decisions: Record<string, 'approve' | 'deny'> = {};
+  for (const c of pr.calls) decisions[c.callId] = given[c.callId] === 'approve' ? 'approve' : 'deny';
+  env.writer.stage('approval/decided', at, { questionId: pr.questionId, decisions, timedOut: r.timedOut });
+  for (const c of r.batch) {
+    if (decisions[c.callId] === 'deny') {
+      preset.push(denied(c, r.timedOut ? 'The approval request expired (no answer in time); this call was not run.' : 'The user denied this tool call; it was not run.'));
+    } else {
+      calls.push(c);
+      env.writer.stage('tool/call', at, { ...c });
+    }
+  }
+  return { calls, preset };
+}
+
+/** The run's first commit point: `run/start` with the prompt's user messages (or a respond's decisions). */
 export const startRunActor = (env: RunEnv) =>
-  fromPromise<number, StartRunInput>(async ({ input }) => {
-    const at = { turn: input.turn, step: 0, attempt: input.runEpoch };
+  fromPromise<StartRunOutput, StartRunInput>(async ({ input }) => {
+    const at = { turn: input.turn, step: input.resume?.step ?? 0, attempt: input.runEpoch };
     env.writer.stage(
       'run/start',
       at,
@@ -30,10 +74,12 @@ export const startRunActor = (env: RunEnv) =>
         runEpoch: input.runEpoch,
         kind: input.kind,
         executionProfileFingerprint: input.executionProfileFingerprint,
+        ...(input.inputId ? { inputId: input.inputId } : {}),
       },
       runStartEventId(input.runId, input.attemptId),
     );
     for (const m of input.messages) env.writer.stage('user/message', at, { message: m });
+    const resumed = input.resume ? stageResume(env, input.resume, at) : undefined;
     const records = await env.writer.commit();
     env.emit({
       type: 'run_start',
@@ -43,7 +89,8 @@ export const startRunActor = (env: RunEnv) =>
       runEpoch: input.runEpoch,
       turn: input.turn,
     });
-    return records[0]!.seq;
+    if (input.inputId) env.emit({ type: 'input_committed', inputId: input.inputId, durability: 'durable' });
+    return { runStartSeq: records[0]!.seq, ...(resumed ? { resumed } : {}) };
   });
 
 export interface EndRunInput {

@@ -7,6 +7,11 @@ import { lmdbStore } from '../persistence/lmdb-store.js';
 import type { EventStore } from '../persistence/event-store.js';
 import { EnvelopeStream } from '../streams/envelopes.js';
 import { ExecutionSession } from './execution-session.js';
+import { foldOpenRun } from '../persistence/open-run.js';
+import type { QueuedInput } from './session-inputs.js';
+import { askUserTool } from '../tools/ask-user.js';
+import { isObservable } from 'rxjs';
+import type { EventRecord } from '../contracts/events.js';
 import { LogWriter } from './log-writer.js';
 import type { RunEnv } from './run-env.js';
 import { RuntimeOptions, type ResolvedRuntimeOptions } from './runtime-options.js';
@@ -34,14 +39,30 @@ export interface Runtime {
 export function createRuntime(options: RuntimeOptions): Runtime {
   const o = parseInput(RuntimeOptions, options, 'createRuntime');
   const store = o.store ?? lmdbStore({ path: './.actorloop' });
-  const toolSpecs = o.tools.map((t) => t.spec);
-  const toolCatalog = o.tools.map((t) => ({ ...t.spec, mode: t.mode, resources: Array.isArray(t.resources) ? t.resources : 'dynamic' }));
+  const tools = o.askUser ? [...o.tools.filter((t) => t.name !== askUserTool.name), askUserTool] : o.tools;
+  const toolSpecs = tools.map((t) => t.spec);
+  const toolCatalog = tools.map((t) => ({ ...t.spec, mode: t.mode, resources: Array.isArray(t.resources) ? t.resources : 'dynamic' }));
   const prefix: Message[] = [...(o.systemPrompt !== undefined ? [{ role: 'system' as const, content: o.systemPrompt }] : []), ...o.bootstrapMessages];
   const fingerprint = sha256(
     canonicalJson({ modelId: o.model.modelId, systemPrompt: o.systemPrompt ?? null, bootstrapMessages: o.bootstrapMessages, tools: toolCatalog, config: o.config, budget: o.budget }),
   );
   const sessions = new Set<ExecutionSession>();
   let closed = false;
+  let killed = false;
+  const kill = (on: boolean) => {
+    killed = on;
+    if (on) for (const s of sessions) void s.requestCancel('kill switch');
+  };
+  const ks = o.killSwitch;
+  let killSub: { unsubscribe(): void } | undefined;
+  if (ks instanceof AbortSignal) {
+    if (ks.aborted) killed = true;
+    else ks.addEventListener('abort', () => kill(true), { once: true });
+  } else if (isObservable(ks)) {
+    killSub = ks.subscribe({ next: (v) => kill(v !== false && v !== null && v !== undefined) });
+  } else if (ks !== undefined) {
+    parseInput(z.never(), ks, 'createRuntime: killSwitch (an AbortSignal or an RxJS Observable)');
+  }
 
   return {
     store,
@@ -53,6 +74,19 @@ export function createRuntime(options: RuntimeOptions): Runtime {
       const sessionInstanceId = randomUUID();
       const surface = new Surface();
       surface.apply(await store.loadSurface(sessionId));
+      const head = await store.getHead(sessionId);
+      const openRunEvents: EventRecord[] = [];
+      if (head?.openRun) for await (const e of store.readEvents(sessionId, { fromSeq: head.openRun.startSeq })) openRunEvents.push(e);
+      const openRun = foldOpenRun(openRunEvents);
+      const inputs: QueuedInput[] = [];
+      for (const p of head?.pendingInputs ?? []) {
+        const e = await store.getEventById(sessionId, `input:${p.inputId}`);
+        if (e) inputs.push({ inputId: p.inputId, mode: p.mode, messages: e.payload.messages as Message[], status: 'accepted' });
+      }
+      let stateContext: unknown;
+      if (head && head.stateContextSeq > 0) {
+        for await (const e of store.readEvents(sessionId, { fromSeq: head.stateContextSeq, toSeq: head.stateContextSeq })) stateContext = e.payload.stateContext;
+      }
       const stream = new EnvelopeStream();
       let session: ExecutionSession | undefined;
       const writer = new LogWriter(store, sessionId, attach.writerEpoch, attach.lastSeq + 1, (records) => session?.onCommitted(records));
@@ -62,7 +96,7 @@ export function createRuntime(options: RuntimeOptions): Runtime {
         writer,
         surface,
         model: o.model,
-        tools: new Map(o.tools.map((t) => [t.name, t])),
+        tools: new Map(tools.map((t) => [t.name, t])),
         toolSpecs,
         toolCatalogDigest: sha256(canonicalJson(toolCatalog)),
         prefix,
@@ -76,11 +110,27 @@ export function createRuntime(options: RuntimeOptions): Runtime {
         ...(o.finalVerifier ? { finalVerifier: o.finalVerifier } : {}),
         heldLocks: new Set(),
         cancelSignal: new AbortController().signal,
+        approvalFor: o.approvalFor,
+        takeSteers: () => [],
         emit: (event, logSeq) => stream.publish(event, logSeq),
       };
       writer.stage('session/attached', { turn: 0, step: 0, attempt: 0 }, { sessionInstanceId, writerEpoch: attach.writerEpoch });
       await writer.commit();
-      session = new ExecutionSession(sessionId, sessionInstanceId, env, store, o as ResolvedRuntimeOptions, stream, fingerprint, attach.lastTurn, attach.writerEpoch);
+      session = new ExecutionSession({
+        sessionId,
+        sessionInstanceId,
+        writerEpoch: attach.writerEpoch,
+        lastTurn: attach.lastTurn,
+        env,
+        store,
+        options: o as ResolvedRuntimeOptions,
+        stream,
+        fingerprint,
+        ...(openRun ? { openRun } : {}),
+        inputs,
+        stateContext,
+        isKilled: () => killed,
+      });
       sessions.add(session);
       const close = session.close.bind(session);
       session.close = async () => {
@@ -92,6 +142,7 @@ export function createRuntime(options: RuntimeOptions): Runtime {
     async close() {
       if (closed) return;
       closed = true;
+      killSub?.unsubscribe();
       for (const s of [...sessions]) await s.close();
       await store.close();
     },

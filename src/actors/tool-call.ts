@@ -47,10 +47,11 @@ export const toolCallActor = (env: RunEnv) =>
     const { call, runId } = input;
     const tool = env.tools.get(call.name)!;
     const ac = new AbortController();
-    const onAbort = () => ac.abort(actorSignal.aborted ? actorSignal.reason : env.cancelSignal.reason);
+    const cancel = env.cancelSignal;
+    const onAbort = () => ac.abort(actorSignal.aborted ? actorSignal.reason : cancel.reason);
     actorSignal.addEventListener('abort', onAbort, { once: true });
-    env.cancelSignal.addEventListener('abort', onAbort, { once: true });
-    if (env.cancelSignal.aborted) onAbort();
+    cancel.addEventListener('abort', onAbort, { once: true });
+    if (cancel.aborted) onAbort();
     let timedOut = false;
     const timeout = tool.timeoutMs
       ? setTimeout(() => {
@@ -103,6 +104,6 @@ export const toolCallActor = (env: RunEnv) =>
       clearTimeout(timeout);
       clearTimeout(graceTimer);
       actorSignal.removeEventListener('abort', onAbort);
-      env.cancelSignal.removeEventListener('abort', onAbort);
+      cancel.removeEventListener('abort', onAbort);
     }
   });

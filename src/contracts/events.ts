@@ -45,6 +45,8 @@ export const EventPayloads = {
     runEpoch: z.number().int().positive(),
     kind: z.enum(['prompt', 'respond', 'continue', 'follow_up']),
     executionProfileFingerprint: z.string(),
+    /** The follow-up input this run consumes. */
+    inputId: id.optional(),
   }),
   'step/start': z.looseObject({}),
   'user/message': z.looseObject({ message: Message, inputId: id.optional() }),

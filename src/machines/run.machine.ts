@@ -7,6 +7,7 @@ import { addDecimal, spentBudget } from '../actors/budget.js';
 import type { CommitResultsInput, CommitResultsOutput } from '../actors/commit-results.js';
 import type { FinalizeInput, FinalizeOutput } from '../actors/finalize.js';
 import type { CallDescr, ModelStepInput, ModelStepOutput } from '../actors/model-step.js';
+import type { PendingRequest } from '../contracts/events.js';
 import type { EndRunInput, StartRunInput } from '../actors/run-lifecycle.js';
 import type { ToolCallOutput } from '../actors/tool-call.js';
 import { toolBatchMachine, type ToolBatchInput } from './tool-batch.machine.js';
@@ -23,6 +24,27 @@ export interface RunInput {
   maxProtocolCorrections: number;
   maxParallelTools: number;
   startedAt: number;
+  /** Set for a `respond` attempt: the suspended batch and the answer to it. */
+  resume?: ResumeInput;
+  /** The follow-up input this run consumes (runId = inputId). */
+  inputId?: string;
+  /** The last step number already written by earlier attempts (a `continue` goes on after it). */
+  startStep?: number;
+}
+
+/** What a `respond` attempt resumes: the batch held back by an approval or a question. */
+export interface ResumeInput {
+  step: number;
+  batch: CallDescr[];
+  pendingRequest: PendingRequest;
+  answer: unknown;
+  timedOut: boolean;
+}
+
+/** startRun's output: the run/start seq and, for a respond attempt, what to run or record. */
+export interface StartRunOutput {
+  runStartSeq: number;
+  resumed?: { calls: CallDescr[]; preset: ToolCallOutput[] };
 }
 
 export interface RunContext extends Omit<RunInput, 'messages'> {
@@ -37,13 +59,20 @@ export interface RunContext extends Omit<RunInput, 'messages'> {
   corrections: number;
   calls: CallDescr[];
   results: ToolCallOutput[];
+  /** Results decided without running (denied approvals, answered questions), merged by call order. */
+  presetResults: ToolCallOutput[];
+  /** Call ids of the batch in the model's order. */
+  order: string[];
   pendingFinal?: { content: string; closeStep: boolean };
   stopRequested: boolean;
+  cancelRequested: boolean;
+  detachRequested: boolean;
+  pendingRequest?: PendingRequest;
   end?: Pick<ExecutionResult, 'status' | 'outcome' | 'error' | 'budget' | 'blockedBy' | 'finalMessage' | 'finalMessageId'>;
   result?: ExecutionResult;
 }
 
-export type RunEvent = { type: 'STOP_AFTER_ROUND' } | { type: 'NOW'; now: number };
+export type RunEvent = { type: 'STOP_AFTER_ROUND' } | { type: 'CANCEL' } | { type: 'DETACH' };
 
 const notProvided = <O, I>(name: string) =>
   fromPromise<O, I>(async () => {
@@ -78,7 +107,7 @@ export const runMachine = setup({
     output: {} as ExecutionResult,
   },
   actors: {
-    startRun: notProvided<number, StartRunInput>('startRun'),
+    startRun: notProvided<StartRunOutput, StartRunInput>('startRun'),
     modelStep: notProvided<ModelStepOutput & { cost?: string }, ModelStepInput>('modelStep'),
     toolBatch: toolBatchMachine,
     commitResults: notProvided<CommitResultsOutput, CommitResultsInput>('commitResults'),
@@ -87,6 +116,8 @@ export const runMachine = setup({
   },
   guards: {
     stopRequested: ({ context }) => context.stopRequested,
+    cancelRequested: ({ context }) => context.cancelRequested,
+    detachRequested: ({ context }) => context.detachRequested,
     budgetSpent: ({ context }) => spentBudget(context.budget, budgetUse(context), Date.now()) !== undefined,
   },
   actions: {
@@ -97,7 +128,7 @@ export const runMachine = setup({
   context: ({ input }) => ({
     ...input,
     runStartSeq: 0,
-    step: 0,
+    step: input.startStep ?? 0,
     usage: zeroUsage(),
     cost: '0',
     toolCalls: 0,
@@ -105,9 +136,17 @@ export const runMachine = setup({
     corrections: 0,
     calls: [],
     results: [],
+    presetResults: [],
+    order: [],
     stopRequested: false,
+    cancelRequested: false,
+    detachRequested: false,
   }),
-  on: { STOP_AFTER_ROUND: { actions: assign({ stopRequested: true }) } },
+  on: {
+    STOP_AFTER_ROUND: { actions: assign({ stopRequested: true }) },
+    CANCEL: { actions: assign({ cancelRequested: true }) },
+    DETACH: { actions: assign({ detachRequested: true }) },
+  },
   initial: 'starting',
   states: {
     starting: {
@@ -121,11 +160,25 @@ export const runMachine = setup({
           kind: c.kind,
           messages: c.messages,
           executionProfileFingerprint: c.executionProfileFingerprint,
+          ...(c.resume ? { resume: c.resume } : {}),
+          ...(c.inputId ? { inputId: c.inputId } : {}),
         }),
         onDone: [
-          // a stop accepted before any model call: stop now, starting none
-          { guard: 'stopRequested', target: 'ending', actions: assign({ messages: [], runStartSeq: ({ event }) => event.output, end: ended('stopped', 'incomplete') }) },
-          { target: 'stepping', actions: assign({ messages: [], runStartSeq: ({ event }) => event.output }) },
+          // a respond attempt: run (or record) the batch that was held back, in its own step
+          {
+            guard: ({ event }) => (event.output.resumed?.calls.length ?? 0) > 0,
+            target: 'runningTools',
+            actions: assign(({ context, event }) => resumedContext(context, event.output)),
+          },
+          {
+            guard: ({ event }) => event.output.resumed !== undefined,
+            target: 'committingResults',
+            actions: assign(({ context, event }) => resumedContext(context, event.output)),
+          },
+          // a stop, cancel or detach before any model call: end now, starting none
+          { guard: 'cancelRequested', target: 'ending', actions: assign({ messages: [], runStartSeq: ({ event }) => event.output.runStartSeq, end: ended('cancelled', 'cancelled', { error: { kind: 'cancelled', message: 'cancelled before the first model call' } }) }) },
+          { guard: 'stopRequested', target: 'ending', actions: assign({ messages: [], runStartSeq: ({ event }) => event.output.runStartSeq, end: ended('stopped', 'incomplete') }) },
+          { target: 'stepping', actions: assign({ messages: [], runStartSeq: ({ event }) => event.output.runStartSeq }) },
         ],
         onError: { target: 'ending', actions: 'failWith' },
       },
@@ -142,6 +195,8 @@ export const runMachine = setup({
             actions: assign(({ context, event }) => ({
               ...addStepUsage(context, event.output),
               calls: (event.output as { calls: CallDescr[] }).calls,
+              order: (event.output as { calls: CallDescr[] }).calls.map((c) => c.callId),
+              presetResults: [],
               toolCalls: context.toolCalls + (event.output as { calls: CallDescr[] }).calls.length,
             })),
           },
@@ -170,6 +225,15 @@ export const runMachine = setup({
             actions: assign(({ context, event }) => ({ ...addStepUsage(context, event.output), corrections: context.corrections + 1 })),
           },
           {
+            guard: ({ event }) => event.output.kind === 'suspend',
+            target: 'ending',
+            actions: assign(({ context, event }) => ({
+              ...addStepUsage(context, event.output),
+              pendingRequest: (event.output as { pendingRequest: PendingRequest }).pendingRequest,
+              end: ended('suspended', 'suspended'),
+            })),
+          },
+          {
             target: 'ending',
             actions: assign(({ context, event }) => ({
               ...addStepUsage(context, event.output),
@@ -191,7 +255,7 @@ export const runMachine = setup({
     committingResults: {
       invoke: {
         src: 'commitResults',
-        input: ({ context: c }) => ({ at: at(c), results: c.results, ...(c.stepUsage ? { usage: c.stepUsage } : {}) }),
+        input: ({ context: c }) => ({ at: at(c), results: inCallOrder(c), ...(c.stepUsage ? { usage: c.stepUsage } : {}) }),
         onDone: [
           {
             guard: ({ event }) => event.output.concluded !== undefined,
@@ -199,13 +263,14 @@ export const runMachine = setup({
             actions: assign(({ context, event }) => ({
               calls: [],
               results: [],
+              presetResults: [],
               pendingFinal: { content: event.output.concluded!, closeStep: false },
               recoveries: context.recoveries + event.output.rejections,
             })),
           },
           {
             target: 'checkingBudget',
-            actions: assign(({ context, event }) => ({ calls: [], results: [], recoveries: context.recoveries + event.output.rejections })),
+            actions: assign(({ context, event }) => ({ calls: [], results: [], presetResults: [], recoveries: context.recoveries + event.output.rejections })),
           },
         ],
         onError: { target: 'ending', actions: 'failWith' },
@@ -213,6 +278,8 @@ export const runMachine = setup({
     },
     checkingBudget: {
       always: [
+        { guard: 'cancelRequested', target: 'ending', actions: assign({ end: ended('cancelled', 'cancelled', { error: { kind: 'cancelled', message: 'cancelled (requestCancel or kill switch)' } }) }) },
+        { guard: 'detachRequested', target: 'ending', actions: assign({ end: ended('detached', 'incomplete') }) },
         { guard: 'stopRequested', target: 'ending', actions: assign({ end: ended('stopped', 'incomplete') }) },
         {
           guard: 'budgetSpent',
@@ -274,6 +341,26 @@ export const runMachine = setup({
 
 export type RunActorRef = ActorRefFrom<typeof runMachine>;
 
+function resumedContext(c: RunContext, out: StartRunOutput) {
+  const r = out.resumed!;
+  return {
+    messages: [],
+    runStartSeq: out.runStartSeq,
+    step: c.resume!.step,
+    calls: r.calls,
+    presetResults: r.preset,
+    order: c.resume!.batch.map((b) => b.callId),
+    toolCalls: c.toolCalls + r.calls.length,
+  };
+}
+
+/** Batch results and preset results, in the order the model asked for the calls. */
+function inCallOrder(c: RunContext): ToolCallOutput[] {
+  const all = [...c.presetResults, ...c.results];
+  const pos = new Map(c.order.map((id, i) => [id, i]));
+  return all.sort((a, b) => (pos.get(a.callId) ?? 0) - (pos.get(b.callId) ?? 0));
+}
+
 function at(c: RunContext) {
   return { turn: c.turn, step: c.step, attempt: c.runEpoch };
 }
@@ -302,6 +389,7 @@ function resultOf(c: RunContext): ExecutionResult {
     ...(end.error ? { error: end.error } : {}),
     ...(end.budget ? { budget: end.budget } : {}),
     ...(end.blockedBy ? { blockedBy: end.blockedBy } : {}),
+    ...(c.pendingRequest && end.status === 'suspended' ? { pendingRequest: c.pendingRequest } : {}),
     checkpointCommitted: true,
     historyConsistent: true,
     deliveryErrors: [],

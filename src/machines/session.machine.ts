@@ -17,6 +17,8 @@ export interface SessionContext extends SessionInput {
 export type SessionEvent =
   | { type: 'EXECUTE'; run: RunInput }
   | { type: 'STOP_AFTER_ROUND' }
+  | { type: 'CANCEL' }
+  | { type: 'DETACH' }
   | { type: 'CLOSE' };
 
 /** A result for an attempt the session could not run at all (fenced, or the run actor crashed). */
@@ -101,6 +103,8 @@ export const sessionMachine = setup({
       },
       on: {
         STOP_AFTER_ROUND: { actions: sendTo('run', { type: 'STOP_AFTER_ROUND' }) },
+        CANCEL: { actions: sendTo('run', { type: 'CANCEL' }) },
+        DETACH: { actions: sendTo('run', { type: 'DETACH' }) },
         CLOSE: 'closed',
       },
     },

@@ -2,7 +2,7 @@ import { z } from 'zod';
 import type { EventRecord } from '../contracts/events.js';
 
 /** Statuses after which a run is settled; other run/end statuses leave it resumable. */
-export const UNSETTLED_END_STATUSES: ReadonlySet<string> = new Set(['detached', 'fenced']);
+export const UNSETTLED_END_STATUSES: ReadonlySet<string> = new Set(['suspended', 'detached', 'fenced']);
 
 const RunPointer = z.object({
   runId: z.string(),
@@ -26,11 +26,15 @@ export const SessionHead = z.object({
   openRun: RunPointer.nullable(),
   /** The most recently settled run. */
   lastSettledRun: RunPointer.nullable(),
+  /** Inputs accepted and neither consumed nor cancelled, in acceptance order. */
+  pendingInputs: z.array(z.object({ inputId: z.string(), seq: z.number().int().positive(), mode: z.enum(['steer', 'follow_up']) })).default([]),
+  /** Seq of the newest event carrying the app's stateContext (0: none). */
+  stateContextSeq: z.number().int().nonnegative().default(0),
 });
 export type SessionHead = z.infer<typeof SessionHead>;
 
 export function newHead(sessionId: string): SessionHead {
-  return { sessionId, writerEpoch: 0, lastSeq: 0, lastTurn: 0, surfaceStartSeq: 1, openRun: null, lastSettledRun: null };
+  return { sessionId, writerEpoch: 0, lastSeq: 0, lastTurn: 0, surfaceStartSeq: 1, openRun: null, lastSettledRun: null, pendingInputs: [], stateContextSeq: 0 };
 }
 
 /** Folds newly appended records into the head (pure; the caller stores the result). */
@@ -40,6 +44,12 @@ export function advanceHead(head: SessionHead, records: readonly EventRecord[]):
     next.lastSeq = r.seq;
     if (r.turn > next.lastTurn) next.lastTurn = r.turn;
     if (r.surfaceOp === 'epoch') next.surfaceStartSeq = r.seq;
+    if (r.type === 'input/accepted') {
+      next.pendingInputs = [...next.pendingInputs, { inputId: String(r.payload.inputId), seq: r.seq, mode: r.payload.mode as 'steer' | 'follow_up' }];
+    } else if ((r.type === 'input/cancelled' || r.type === 'user/message' || r.type === 'run/start') && typeof r.payload.inputId === 'string') {
+      next.pendingInputs = next.pendingInputs.filter((i) => i.inputId !== r.payload.inputId);
+    }
+    if ((r.type === 'state/updated' || r.type === 'checkpoint/loaded') && r.payload.stateContext !== undefined) next.stateContextSeq = r.seq;
     if (r.type === 'run/start') {
       const runId = String(r.payload.runId);
       if (next.openRun?.runId !== runId) next.openRun = { runId, turn: r.turn, startSeq: r.seq };

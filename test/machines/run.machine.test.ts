@@ -9,7 +9,7 @@ import { LoopBudget, type LoopBudgetInput } from '../../src/contracts/config.js'
 import { CancelledError, isProtocolExhaustedError, StaleWriterError } from '../../src/contracts/errors.js';
 import type { ExecutionResult } from '../../src/contracts/requests.js';
 import { toolBatchMachine } from '../../src/machines/tool-batch.machine.js';
-import { runMachine, type RunInput } from '../../src/machines/run.machine.js';
+import { runMachine, type RunInput, type StartRunOutput } from '../../src/machines/run.machine.js';
 import type { ToolBatchInput, ToolBatchOutput } from '../../src/machines/tool-batch.machine.js';
 import { deferred } from '../helpers/drafts.js';
 
@@ -85,11 +85,11 @@ function fakes(script: Script) {
     return v;
   };
   const actors = {
-    startRun: fromPromise<number, StartRunInput>(async ({ input }) => {
+    startRun: fromPromise<StartRunOutput, StartRunInput>(async ({ input }) => {
       log.push('startRun');
       inputs.startRun.push(input);
       if (script.startError) throw script.startError;
-      return 2; // seq of run/start
+      return { runStartSeq: 2 };
     }),
     modelStep: fromPromise<ModelStepOutput & { cost?: string }, ModelStepInput>(async ({ input }) => {
       log.push(`modelStep ${input.at.step}`);
@@ -408,14 +408,14 @@ describe('runMachine', () => {
     // while the run is still `starting` (run/start being committed, no model call or batch under
     // way): the run ends `stopped` without calling the model.
     it('while starting: starts no model call', async () => {
-      const gate = deferred<number>();
+      const gate = deferred<StartRunOutput>();
       const f = fakes({ steps: [tools('a'), final('never')] });
-      const startRun = fromPromise<number, StartRunInput>(async () => gate.promise);
+      const startRun = fromPromise<StartRunOutput, StartRunInput>(async () => gate.promise);
       const actor = createActor(runMachine.provide({ actors: { ...f.actors, startRun } }), { input: runInput() });
       actor.start();
       expect(actor.getSnapshot().value).toBe('starting');
       actor.send({ type: 'STOP_AFTER_ROUND' });
-      gate.resolve(2);
+      gate.resolve({ runStartSeq: 2 });
       const snap = await waitFor(actor, (s) => s.status === 'done');
       expect(snap.output!.status).toBe('stopped');
       expect(f.inputs.modelStep).toHaveLength(0);

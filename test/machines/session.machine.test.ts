@@ -6,7 +6,7 @@ import type { ModelStepInput, ModelStepOutput } from '../../src/actors/model-ste
 import type { EndRunInput, StartRunInput } from '../../src/actors/run-lifecycle.js';
 import { LoopBudget } from '../../src/contracts/config.js';
 import type { ExecutionResult } from '../../src/contracts/requests.js';
-import { runMachine, type RunActorRef, type RunInput } from '../../src/machines/run.machine.js';
+import { runMachine, type RunActorRef, type RunInput, type StartRunOutput } from '../../src/machines/run.machine.js';
 import { toolBatchMachine } from '../../src/machines/tool-batch.machine.js';
 import { sessionMachine } from '../../src/machines/session.machine.js';
 import type { ToolBatchInput, ToolBatchOutput } from '../../src/machines/tool-batch.machine.js';
@@ -174,7 +174,7 @@ describe('sessionMachine', () => {
     const commits: CommitResultsInput[] = [];
     const run = runMachine.provide({
       actors: {
-        startRun: fromPromise<number, StartRunInput>(async () => 2),
+        startRun: fromPromise<StartRunOutput, StartRunInput>(async () => ({ runStartSeq: 2 })),
         modelStep: fromPromise<ModelStepOutput, ModelStepInput>(async ({ input }) => steps[modelSteps.push(input) - 1]!),
         toolBatch: fromPromise<ToolBatchOutput, ToolBatchInput>(async () => batchGate.promise) as unknown as typeof toolBatchMachine,
         commitResults: fromPromise<CommitResultsOutput, CommitResultsInput>(async ({ input }) => (commits.push(input), { rejections: 0 })),

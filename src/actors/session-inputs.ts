@@ -1,0 +1,60 @@
+import type { Message } from '../contracts/message.js';
+import type { InputReceipt } from '../contracts/requests.js';
+
+export interface QueuedInput {
+  inputId: string;
+  mode: 'steer' | 'follow_up';
+  messages: Message[];
+  status: InputReceipt['status'];
+}
+
+/** The session's inputs: accepted ones in order, and every receipt given (for idempotency). */
+export class InputQueue {
+  private readonly byId = new Map<string, QueuedInput>();
+  private pending: QueuedInput[] = [];
+
+  constructor(initial: QueuedInput[] = []) {
+    for (const i of initial) this.add(i);
+  }
+
+  get(inputId: string): QueuedInput | undefined {
+    return this.byId.get(inputId);
+  }
+
+  add(input: QueuedInput): void {
+    this.byId.set(input.inputId, input);
+    if (input.status === 'accepted') this.pending.push(input);
+  }
+
+  /** Removes and returns every pending steer input, marking them consumed. */
+  takeSteers(): QueuedInput[] {
+    const steers = this.pending.filter((i) => i.mode === 'steer');
+    this.pending = this.pending.filter((i) => i.mode !== 'steer');
+    for (const s of steers) s.status = 'consumed';
+    return steers;
+  }
+
+  /** Removes and returns the oldest pending follow-up, marking it consumed. */
+  takeFollowUp(): QueuedInput | undefined {
+    const i = this.pending.findIndex((x) => x.mode === 'follow_up');
+    if (i < 0) return undefined;
+    const [f] = this.pending.splice(i, 1);
+    f!.status = 'consumed';
+    return f;
+  }
+
+  get hasFollowUp(): boolean {
+    return this.pending.some((x) => x.mode === 'follow_up');
+  }
+
+  cancel(inputId: string): boolean {
+    const i = this.pending.findIndex((x) => x.inputId === inputId);
+    if (i < 0) return false;
+    this.pending.splice(i, 1)[0]!.status = 'cancelled';
+    return true;
+  }
+
+  receipt(i: QueuedInput): InputReceipt {
+    return { inputId: i.inputId, status: i.status, durability: 'durable' };
+  }
+}

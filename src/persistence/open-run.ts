@@ -1,0 +1,83 @@
+import type { EventRecord, PendingRequest } from '../contracts/events.js';
+import type { CallDescr } from '../actors/model-step.js';
+
+/** What the log says about the run that is open (started, not settled). */
+export interface OpenRunState {
+  runId: string;
+  turn: number;
+  startSeq: number;
+  /** Run epoch of the newest attempt. */
+  runEpoch: number;
+  attemptId: string;
+  /** The newest step number written. */
+  step: number;
+  /** An approval or question still waiting for its answer, with the batch it holds back. */
+  pending?: { pendingRequest: PendingRequest; batch: CallDescr[]; step: number; seq: number };
+  /** Status of the newest attempt's run/end, if it wrote one (suspended, detached, fenced). */
+  lastEndStatus?: string;
+  /** Accepted stop requests (steering/accepted) for this run. */
+  stopAccepted: boolean;
+  /** tool/call intents without a tool/result. */
+  unresolvedCalls: CallDescr[];
+  /** final/message ids without a delivery event. */
+  undeliveredFinals: { finalMessageId: string; content: string; step: number }[];
+}
+
+/**
+ * Folds the events of the open run (read from its start seq, so O(run), not O(history)) into
+ * what resuming it needs.
+ */
+export function foldOpenRun(events: readonly EventRecord[]): OpenRunState | undefined {
+  let st: OpenRunState | undefined;
+  const calls = new Map<string, CallDescr>();
+  const finals = new Map<string, { finalMessageId: string; content: string; step: number }>();
+  for (const e of events) {
+    const p = e.payload as Record<string, any>;
+    if (e.type === 'run/start') {
+      if (!st || st.runId !== p.runId) {
+        st = { runId: p.runId, turn: e.turn, startSeq: e.seq, runEpoch: p.runEpoch, attemptId: p.attemptId, step: 0, stopAccepted: false, unresolvedCalls: [], undeliveredFinals: [] };
+      } else {
+        st.runEpoch = p.runEpoch;
+        st.attemptId = p.attemptId;
+        delete st.lastEndStatus;
+      }
+      continue;
+    }
+    if (!st) continue;
+    if (e.step > st.step) st.step = e.step;
+    switch (e.type) {
+      case 'approval/requested':
+      case 'question/asked':
+        st.pending = { pendingRequest: p.pendingRequest, batch: (p.batch ?? []) as CallDescr[], step: e.step, seq: e.seq };
+        break;
+      case 'approval/decided':
+        if (st.pending?.pendingRequest.questionId === p.questionId) delete st.pending;
+        break;
+      case 'tool/call':
+        calls.set(p.callId, p as CallDescr);
+        break;
+      case 'tool/result':
+        calls.delete(p.callId);
+        if (st.pending?.pendingRequest.kind === 'question' && st.pending.pendingRequest.callId === p.callId) delete st.pending;
+        break;
+      case 'steering/accepted':
+        if ((p.request as { interactionId?: string }).interactionId === st.runId) st.stopAccepted = true;
+        break;
+      case 'final/message':
+        finals.set(p.finalMessageId, { finalMessageId: p.finalMessageId, content: p.content, step: e.step });
+        break;
+      case 'delivery/committed':
+      case 'delivery/unknown':
+        finals.delete(p.finalMessageId);
+        break;
+      case 'run/end':
+        st.lastEndStatus = p.status;
+        break;
+    }
+  }
+  if (st) {
+    st.unresolvedCalls = [...calls.values()];
+    st.undeliveredFinals = [...finals.values()];
+  }
+  return st;
+}
