@@ -291,7 +291,11 @@ export class ExecutionSession {
 
   private settleIdle(): void {
     this.busy = false;
-    for (const w of this.idleWaiters.splice(0)) w();
+    // after the attempt's own promise has settled for its caller
+    setImmediate(() => {
+      if (this.busy) return;
+      for (const w of this.idleWaiters.splice(0)) w();
+    });
   }
 
   /** Resolves when nothing executes and no follow-up waits to start. */
