@@ -68,5 +68,6 @@ export const commitResultsActor = (env: RunEnv) =>
       env.emit({ type: 'tool_end', callId: p.callId, name: p.name, outcome: p.outcome }, rec.seq);
     }
     env.emit({ type: 'step_end', step: at.step, ...(input.usage ? { usage: input.usage } : {}) });
+    await env.backpressure();
     return { ...(concluded !== undefined && rejections === 0 ? { concluded } : {}), rejections };
   });

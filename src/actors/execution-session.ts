@@ -21,6 +21,7 @@ import { canonicalJson } from '../persistence/codec.js';
 import type { EventStore } from '../persistence/event-store.js';
 import { foldOpenRun, type OpenRunState } from '../persistence/open-run.js';
 import type { Envelope, EnvelopeStream } from '../streams/envelopes.js';
+import { SubscriberHub, type SubscribeOptions, type SubscriberListener, type Unsubscribe } from '../streams/subscribers.js';
 import { boundSessionMachine } from './run-actors.js';
 import type { RunEnv } from './run-env.js';
 import { runEndEventId, runStartEventId } from './run-lifecycle.js';
@@ -105,6 +106,7 @@ export class ExecutionSession {
   private state: unknown;
   private closed = false;
   private viewStore?: ReturnType<typeof makeView>;
+  private readonly hub = new SubscriberHub();
 
   constructor(d: SessionDeps) {
     this.sessionId = d.sessionId;
@@ -120,6 +122,8 @@ export class ExecutionSession {
     this.inputs = new InputQueue(d.inputs);
     if (d.openRun) this.openRun = d.openRun;
     this.env.takeSteers = () => this.inputs.takeSteers().map((i) => ({ inputId: i.inputId, messages: i.messages }));
+    this.hub.attach(this.stream.events$);
+    this.env.backpressure = () => this.hub.whenWritable();
     this.actor = createActor(boundSessionMachine(d.env), {
       input: { sessionId: d.sessionId, sessionInstanceId: d.sessionInstanceId, writerEpoch: d.writerEpoch },
       ...(d.options.inspect ? { inspect: d.options.inspect } : {}),
@@ -131,6 +135,20 @@ export class ExecutionSession {
   /** Every envelope of this session, live (RxJS). */
   get events$(): Observable<Envelope> {
     return this.stream.events$;
+  }
+
+  /**
+   * Subscribes to this session's envelopes through a bounded queue (DESIGN §6): a non-required
+   * subscriber never slows a run (overflow closes it, reported as a DeliveryError); a required one
+   * receives every envelope in order and the run waits for room in its queue (checked at the
+   * run's await points, so its queue may briefly exceed `capacity` by one step's envelopes).
+   * Contract: `listener` may return a promise; delivery to it waits at most `deliveryTimeoutMs`.
+   * @example
+   * const off = session.subscribe((env) => console.log(env.event.type), { name: 'ui' })
+   */
+  subscribe(listener: SubscriberListener, options: SubscribeOptions = {}): Unsubscribe {
+    this.assertOpen();
+    return this.hub.subscribe(listener, options);
   }
 
   /** App JSON persisted with the session (`setStateContext` writes it). */
@@ -243,7 +261,8 @@ export class ExecutionSession {
     });
   }
 
-  private async onRunFinished(result: ExecutionResult): Promise<void> {
+  private async onRunFinished(finished: ExecutionResult): Promise<void> {
+    const result: ExecutionResult = { ...finished, deliveryErrors: [...finished.deliveryErrors, ...this.hub.takeErrors({ runId: finished.runId, attemptId: finished.attemptId })] };
     this.lastResult = result;
     this.current = undefined;
     if (['suspended', 'detached', 'fenced'].includes(result.status) || !result.checkpointCommitted) {
@@ -501,6 +520,7 @@ export class ExecutionSession {
     this.actor.send({ type: 'CLOSE' });
     this.actor.stop();
     this.stream.complete();
+    this.hub.close();
     for (const w of this.idleWaiters.splice(0)) w();
   }
 

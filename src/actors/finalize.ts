@@ -49,6 +49,7 @@ export const finalizeActor = (env: RunEnv) =>
     if (input.closeStep) env.writer.stage('step/end', at, input.usage ? { usage: input.usage } : {});
     await env.writer.commit();
     if (input.closeStep) env.emit({ type: 'step_end', step: at.step, ...(input.usage ? { usage: input.usage } : {}) });
+    await env.backpressure();
     if (!env.delivery) {
       env.writer.stage('delivery/committed', at, { finalMessageId, owner: 'result' });
       return { kind: 'delivered', finalMessageId };

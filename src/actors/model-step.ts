@@ -95,6 +95,7 @@ export const modelStepActor = (env: RunEnv) =>
     }
     env.writer.stage('step/start', at, {});
     env.emit({ type: 'step_start', step: at.step });
+    await env.backpressure();
 
     const { res, latencyMs, digest } = await callWithRetries(env, at, signal);
     const message: Message = { ...res.message, role: 'assistant' };

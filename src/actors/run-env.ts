@@ -70,4 +70,6 @@ export interface RunEnv {
   /** Steer inputs accepted and not yet consumed, taken (removed) by the next model step. */
   takeSteers(): { inputId: string; messages: Message[] }[];
   emit(event: LiveEvent, logSeq?: number): void;
+  /** Resolves when every required subscriber has room again (the run's backpressure point). */
+  backpressure(): Promise<void>;
 }

@@ -112,6 +112,7 @@ export function createRuntime(options: RuntimeOptions): Runtime {
         cancelSignal: new AbortController().signal,
         approvalFor: o.approvalFor,
         takeSteers: () => [],
+        backpressure: async () => {},
         emit: (event, logSeq) => stream.publish(event, logSeq),
       };
       writer.stage('session/attached', { turn: 0, step: 0, attempt: 0 }, { sessionInstanceId, writerEpoch: attach.writerEpoch });

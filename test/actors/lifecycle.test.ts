@@ -294,3 +294,32 @@ describe('read model, stateContext, checkpoints', () => {
     expect(seen.length).toBeGreaterThan(3);
   });
 });
+
+describe('subscribers on a session', () => {
+  it('a required subscriber makes the run wait; a failing non-required one is listed in deliveryErrors', async () => {
+    const { runtime } = lmdbRuntime({ model: scriptedModel([{ toolCalls: [{ name: 'echo', arguments: { t: 'x' } }] }, 'final']), tools: [echo] });
+    const s = await runtime.openSession('s');
+    const gate = deferred();
+    const got: string[] = [];
+    s.subscribe(
+      async (e) => {
+        got.push(e.event.type);
+        if (got.length === 1) await gate.promise;
+      },
+      { required: true, name: 'audit', capacity: 1, deliveryTimeoutMs: 10_000 },
+    );
+    s.subscribe(() => { throw new Error('listener bug'); }, { name: 'buggy' });
+    let done = false;
+    const running = s.execute({ kind: 'prompt', ...ids(), message: 'go' }).then((r) => ((done = true), r));
+    await sleep(100);
+    expect(done).toBe(false); // held back by the required subscriber
+    expect(s.snapshot().step).toBeLessThanOrEqual(1);
+    gate.resolve();
+    const r = await running;
+    expect(r.status).toBe('succeeded');
+    expect(r.deliveryErrors).toEqual([expect.objectContaining({ consumer: 'buggy', reason: 'error', seq: 1 })]);
+    await sleep(10);
+    expect(got.slice(0, 3)).toEqual(['run_start', 'step_start', 'message_end']);
+    expect(got).toContain('execution_finished');
+  });
+});

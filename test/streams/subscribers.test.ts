@@ -1,0 +1,383 @@
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { Subject } from 'rxjs';
+import { isStoreClosedError, isValidationError } from '../../src/contracts/errors.js';
+import type { Envelope } from '../../src/streams/envelopes.js';
+import { SubscriberHub, type DeliveryError } from '../../src/streams/subscribers.js';
+import { deferred } from '../helpers/drafts.js';
+
+const env = (seq: number, runId = 'r1', attemptId = 'a1'): Envelope => ({ runId, attemptId, seq, event: { type: 'step_start', step: seq } });
+
+/** Lets queued microtasks and promise callbacks run (setImmediate is never faked here). */
+const settle = () => new Promise<void>((r) => setImmediate(r));
+
+/** Tracks whether a promise has settled, without awaiting it. */
+function track(p: Promise<void>) {
+  const t = { done: false };
+  void p.then(() => (t.done = true));
+  return t;
+}
+
+/** A listener whose deliveries finish only when the test says so. */
+function gatedListener() {
+  const seen: number[] = [];
+  const gates: Array<ReturnType<typeof deferred<void>>> = [];
+  let inFlight = 0;
+  let maxInFlight = 0;
+  const listener = (e: Envelope) => {
+    seen.push(e.seq);
+    inFlight++;
+    maxInFlight = Math.max(maxInFlight, inFlight);
+    const d = deferred<void>();
+    gates.push(d);
+    return d.promise.finally(() => inFlight--);
+  };
+  return { listener, seen, gates, maxInFlight: () => maxInFlight };
+}
+
+afterEach(() => {
+  vi.useRealTimers();
+});
+
+describe('SubscriberHub: options', () => {
+  it('rejects bad options and listeners with a ValidationError', () => {
+    const hub = new SubscriberHub();
+    const fails = (f: () => unknown) => {
+      try {
+        f();
+      } catch (e) {
+        return isValidationError(e) ? e.issues.map((i) => i.path.join('.')) : 'other';
+      }
+      return 'none';
+    };
+    expect(fails(() => hub.subscribe(() => {}, { capacity: 0 }))).toEqual(['capacity']);
+    expect(fails(() => hub.subscribe(() => {}, { deliveryTimeoutMs: 1.5 }))).toEqual(['deliveryTimeoutMs']);
+    expect(fails(() => hub.subscribe(() => {}, { name: '' }))).toEqual(['name']);
+    expect(fails(() => hub.subscribe(() => {}, { capcity: 3 } as never))).toEqual(['']);
+    expect(fails(() => hub.subscribe('nope' as never))).toEqual(['']);
+    expect(fails(() => new SubscriberHub({ maxErrors: -1 }))).toEqual(['maxErrors']);
+    expect(hub.size).toBe(0);
+  });
+
+  it('refuses subscribers after close', () => {
+    const hub = new SubscriberHub();
+    hub.close();
+    let thrown: unknown;
+    try {
+      hub.subscribe(() => {});
+    } catch (e) {
+      thrown = e;
+    }
+    expect(isStoreClosedError(thrown)).toBe(true);
+  });
+});
+
+describe('SubscriberHub: non-required subscribers', () => {
+  it('delivers in order, one at a time, waiting for a returned promise', async () => {
+    const hub = new SubscriberHub();
+    const g = gatedListener();
+    hub.subscribe(g.listener, { name: 'ui' });
+    for (let i = 1; i <= 3; i++) await hub.publish(env(i));
+    await settle();
+    expect(g.seen).toEqual([1]);
+    g.gates[0]!.resolve();
+    await settle();
+    expect(g.seen).toEqual([1, 2]);
+    g.gates[1]!.resolve();
+    await settle();
+    g.gates[2]!.resolve();
+    await hub.whenIdle();
+    expect(g.seen).toEqual([1, 2, 3]);
+    expect(g.maxInFlight()).toBe(1);
+    expect(hub.takeErrors()).toEqual([]);
+  });
+
+  it('closes on overflow with reason closed and the seq that did not fit', async () => {
+    const hub = new SubscriberHub();
+    const g = gatedListener();
+    hub.subscribe(g.listener, { name: 'slow', capacity: 2 });
+    // seq 1 is in flight, 2 and 3 fill the queue, 4 does not fit.
+    for (let i = 1; i <= 6; i++) await hub.publish(env(i));
+    expect(hub.size).toBe(0);
+    const errors = hub.takeErrors();
+    expect(errors).toHaveLength(1);
+    expect(errors[0]).toMatchObject({ consumer: 'slow', seq: 4, reason: 'closed', runId: 'r1', attemptId: 'a1' });
+    g.gates[0]!.reject(new Error('late failure is not reported'));
+    await settle();
+    expect(g.seen).toEqual([1]);
+    expect(hub.takeErrors()).toEqual([]);
+  });
+
+  it('a synchronous throw is an error and closes the subscriber', async () => {
+    const hub = new SubscriberHub();
+    const seen: number[] = [];
+    hub.subscribe(
+      (e) => {
+        seen.push(e.seq);
+        if (e.seq === 2) throw new Error('boom');
+      },
+      { name: 'thrower' },
+    );
+    for (let i = 1; i <= 4; i++) await hub.publish(env(i));
+    await hub.whenIdle();
+    expect(seen).toEqual([1, 2]);
+    expect(hub.takeErrors()).toEqual([{ consumer: 'thrower', seq: 2, reason: 'error', message: 'boom', runId: 'r1', attemptId: 'a1' }]);
+    expect(hub.size).toBe(0);
+  });
+
+  it('a rejected promise is an error and closes the subscriber', async () => {
+    const hub = new SubscriberHub();
+    const seen: number[] = [];
+    hub.subscribe(
+      async (e) => {
+        seen.push(e.seq);
+        if (e.seq === 1) throw new Error('rejected');
+      },
+      { name: 'rejecter' },
+    );
+    await hub.publish(env(1));
+    await hub.publish(env(2));
+    await hub.whenIdle();
+    expect(seen).toEqual([1]);
+    expect(hub.takeErrors()).toMatchObject([{ consumer: 'rejecter', seq: 1, reason: 'error', message: 'rejected' }]);
+  });
+
+  it('a listener slower than deliveryTimeoutMs times out and is closed', async () => {
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'Date'] });
+    const hub = new SubscriberHub();
+    const g = gatedListener();
+    hub.subscribe(g.listener, { name: 'sluggish', deliveryTimeoutMs: 500 });
+    await hub.publish(env(1));
+    await hub.publish(env(2));
+    await vi.advanceTimersByTimeAsync(499);
+    expect(hub.takeErrors()).toEqual([]);
+    await vi.advanceTimersByTimeAsync(1);
+    expect(hub.takeErrors()).toMatchObject([{ consumer: 'sluggish', seq: 1, reason: 'timeout' }]);
+    expect(hub.size).toBe(0);
+    g.gates[0]!.resolve();
+    await settle();
+    expect(g.seen).toEqual([1]);
+  });
+
+  it('a slow subscriber never delays publish', async () => {
+    const hub = new SubscriberHub();
+    const stuck = gatedListener();
+    const fast: number[] = [];
+    hub.subscribe(stuck.listener, { name: 'stuck', capacity: 4 });
+    hub.subscribe((e) => void fast.push(e.seq), { name: 'fast' });
+    for (let i = 1; i <= 100; i++) {
+      const t = track(hub.publish(env(i)));
+      await Promise.resolve();
+      expect(t.done).toBe(true);
+    }
+    await hub.whenIdle();
+    expect(fast).toHaveLength(100);
+    expect(hub.takeErrors()).toMatchObject([{ consumer: 'stuck', seq: 6, reason: 'closed' }]);
+  });
+
+  it('unsubscribe during a delivery stops deliveries and reports nothing', async () => {
+    const hub = new SubscriberHub();
+    const g = gatedListener();
+    const off = hub.subscribe(g.listener, { name: 'leaver', deliveryTimeoutMs: 50 });
+    await hub.publish(env(1));
+    await hub.publish(env(2));
+    await settle();
+    expect(g.seen).toEqual([1]);
+    off();
+    off();
+    g.gates[0]!.reject(new Error('ignored'));
+    await hub.publish(env(3));
+    await new Promise((r) => setTimeout(r, 80));
+    expect(g.seen).toEqual([1]);
+    expect(hub.takeErrors()).toEqual([]);
+    expect(hub.size).toBe(0);
+  });
+
+  it('a listener may unsubscribe itself', async () => {
+    const hub = new SubscriberHub();
+    const seen: number[] = [];
+    const off = hub.subscribe((e) => {
+      seen.push(e.seq);
+      if (e.seq === 2) off();
+    });
+    for (let i = 1; i <= 4; i++) await hub.publish(env(i));
+    await hub.whenIdle();
+    expect(seen).toEqual([1, 2]);
+    expect(hub.takeErrors()).toEqual([]);
+  });
+});
+
+describe('SubscriberHub: required subscribers', () => {
+  it('makes publish wait for room and delivers every envelope in order', async () => {
+    const hub = new SubscriberHub();
+    const g = gatedListener();
+    hub.subscribe(g.listener, { name: 'audit', required: true, capacity: 2 });
+    await hub.publish(env(1)); // in flight
+    await hub.publish(env(2)); // queued
+    await hub.publish(env(3)); // queued: the queue is full
+    const p4 = track(hub.publish(env(4)));
+    const p5 = track(hub.publish(env(5)));
+    await settle();
+    expect(p4.done).toBe(false);
+    expect(p5.done).toBe(false);
+    expect(g.seen).toEqual([1]);
+
+    g.gates[0]!.resolve(); // 2 goes in flight: room for 4
+    await settle();
+    expect(p4.done).toBe(true);
+    expect(p5.done).toBe(false);
+
+    for (let i = 1; i <= 4; i++) {
+      g.gates[i]!.resolve();
+      await settle();
+    }
+    expect(p5.done).toBe(true);
+    await hub.whenIdle();
+    expect(g.seen).toEqual([1, 2, 3, 4, 5]);
+    expect(g.maxInFlight()).toBe(1);
+    expect(hub.takeErrors()).toEqual([]);
+  });
+
+  it('a non-required subscriber keeps receiving while a required one holds publish', async () => {
+    const hub = new SubscriberHub();
+    const g = gatedListener();
+    const other: number[] = [];
+    hub.subscribe(g.listener, { required: true, capacity: 1 });
+    hub.subscribe((e) => void other.push(e.seq));
+    await hub.publish(env(1));
+    await hub.publish(env(2));
+    const p3 = track(hub.publish(env(3)));
+    await settle();
+    expect(p3.done).toBe(false);
+    expect(other).toEqual([1, 2]);
+    g.gates[0]!.resolve();
+    await settle();
+    expect(p3.done).toBe(true);
+    expect(other).toEqual([1, 2, 3]);
+  });
+
+  it('reports a throwing or timed-out required listener and keeps delivering to it', async () => {
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'Date'] });
+    const hub = new SubscriberHub();
+    const seen: number[] = [];
+    const hang = deferred();
+    hub.subscribe(
+      (e) => {
+        seen.push(e.seq);
+        if (e.seq === 1) throw new Error('bad one');
+        if (e.seq === 2) return hang.promise;
+      },
+      { name: 'ledger', required: true, capacity: 8, deliveryTimeoutMs: 100 },
+    );
+    for (let i = 1; i <= 4; i++) await hub.publish(env(i));
+    await settle();
+    expect(seen).toEqual([1, 2]);
+    await vi.advanceTimersByTimeAsync(100);
+    await hub.whenIdle();
+    expect(seen).toEqual([1, 2, 3, 4]);
+    hang.reject(new Error('too late'));
+    await settle();
+    expect(hub.size).toBe(1);
+    expect(hub.takeErrors().map((e) => [e.consumer, e.seq, e.reason])).toEqual([
+      ['ledger', 1, 'error'],
+      ['ledger', 2, 'timeout'],
+    ]);
+  });
+
+  it('unsubscribing a full required subscriber releases a waiting publish', async () => {
+    const hub = new SubscriberHub();
+    const g = gatedListener();
+    const off = hub.subscribe(g.listener, { required: true, capacity: 1 });
+    await hub.publish(env(1));
+    await hub.publish(env(2));
+    const p3 = track(hub.publish(env(3)));
+    await settle();
+    expect(p3.done).toBe(false);
+    off();
+    await settle();
+    expect(p3.done).toBe(true);
+    expect(g.seen).toEqual([1]);
+    expect(hub.takeErrors()).toEqual([]);
+  });
+
+  it('close releases a waiting publish and drops subscribers silently', async () => {
+    const hub = new SubscriberHub();
+    const g = gatedListener();
+    hub.subscribe(g.listener, { required: true, capacity: 1 });
+    await hub.publish(env(1));
+    await hub.publish(env(2));
+    const p3 = track(hub.publish(env(3)));
+    hub.close();
+    await settle();
+    expect(p3.done).toBe(true);
+    expect(hub.size).toBe(0);
+    expect(g.seen).toEqual([1]);
+    expect(hub.takeErrors()).toEqual([]);
+  });
+
+  it('offer from an attached source queues for required subscribers and whenWritable waits for room', async () => {
+    const hub = new SubscriberHub();
+    const source = new Subject<Envelope>();
+    const g = gatedListener();
+    hub.subscribe(g.listener, { required: true, capacity: 1 });
+    hub.attach(source);
+    for (let i = 1; i <= 3; i++) source.next(env(i)); // a synchronous source cannot wait
+    const writable = track(hub.whenWritable());
+    await settle();
+    expect(writable.done).toBe(false);
+    for (let i = 0; i < 3; i++) {
+      g.gates[i]!.resolve();
+      await settle();
+    }
+    expect(writable.done).toBe(true);
+    await hub.whenIdle();
+    expect(g.seen).toEqual([1, 2, 3]);
+    hub.close();
+    source.next(env(4));
+    await settle();
+    expect(g.seen).toEqual([1, 2, 3]);
+  });
+});
+
+describe('SubscriberHub: collecting delivery errors', () => {
+  it('takes the errors of one attempt, leaves the others, and emits each on errors$', async () => {
+    const hub = new SubscriberHub();
+    const emitted: DeliveryError[] = [];
+    hub.errors$.subscribe((e) => emitted.push(e));
+    hub.subscribe(
+      (e) => {
+        if (e.seq === 1) throw new Error('first');
+      },
+      { name: 'a' },
+    );
+    hub.subscribe(
+      (e) => {
+        if (e.seq === 2) throw new Error('second');
+      },
+      { name: 'b' },
+    );
+    await hub.publish(env(1, 'r1', 'a1'));
+    await hub.publish(env(2, 'r1', 'a2'));
+    await hub.whenIdle();
+    expect(emitted.map((e) => e.consumer)).toEqual(['a', 'b']);
+    expect(hub.takeErrors({ runId: 'r1', attemptId: 'a2' })).toEqual([
+      { consumer: 'b', seq: 2, reason: 'error', message: 'second', runId: 'r1', attemptId: 'a2' },
+    ]);
+    expect(hub.takeErrors({ runId: 'r1', attemptId: 'a2' })).toEqual([]);
+    expect(hub.takeErrors().map((e) => e.consumer)).toEqual(['a']);
+  });
+
+  it('keeps at most maxErrors, dropping the oldest', async () => {
+    const hub = new SubscriberHub({ maxErrors: 2 });
+    for (let i = 0; i < 3; i++)
+      hub.subscribe(
+        () => {
+          throw new Error(`e${i}`);
+        },
+        { name: `s${i}` },
+      );
+    await hub.publish(env(1));
+    await hub.whenIdle();
+    expect(hub.takeErrors().map((e) => e.consumer)).toEqual(['s1', 's2']);
+    expect(hub.droppedErrors).toBe(1);
+  });
+});
