@@ -19,7 +19,7 @@ export interface CommitResultsOutput {
 async function verdict(env: RunEnv, r: ToolCallOutput): Promise<string | undefined> {
   if (!env.verifier) return undefined;
   try {
-    return await env.verifier(r.outcome.kind === 'completed' ? r.outcome.content : r.outcome.kind, r.outcome);
+    return await env.verifier(r.name, r.outcome);
   } catch (e) {
     return `verifier failed: ${(e as Error)?.message ?? e}`;
   }
@@ -35,15 +35,19 @@ export const commitResultsActor = (env: RunEnv) =>
     let concluded: string | undefined;
     let rejections = 0;
     const verdicts = await Promise.all(results.map((r) => verdict(env, r)));
-    results.forEach((r, i) => {
+    // Every tool result first (providers need them right after the assistant message), then the
+    // verifier feedback and additional messages.
+    for (const r of results) {
       const o = r.outcome;
-      const callName = r.name;
       env.writer.stage('tool/result', at, {
         callId: r.callId,
-        name: callName,
+        name: r.name,
         outcome: o,
         ...(o.kind === 'skipped' ? {} : { startedAt: r.startedAt, endedAt: r.endedAt }),
       });
+    }
+    results.forEach((r, i) => {
+      const o = r.outcome;
       const rejection = verdicts[i];
       if (rejection !== undefined) {
         rejections++;
@@ -51,7 +55,7 @@ export const commitResultsActor = (env: RunEnv) =>
           target: 'tool',
           callId: r.callId,
           reason: rejection,
-          message: { role: 'user', content: `The result of tool call ${r.callId} (${callName}) was rejected by verification: ${rejection}` },
+          message: { role: 'user', content: `The result of tool call ${r.callId} (${r.name}) was rejected by verification: ${rejection}` },
         });
         return;
       }

@@ -73,7 +73,7 @@ async function callWithRetries(env: RunEnv, at: StepAt, signal: AbortSignal): Pr
         error: { name: pe.name, message: pe.message, code: pe.providerCode, retryable: pe.retryable, partialOutput: pe.partialOutput },
       });
       if (!pe.retryable || n >= env.config.maxProviderAttempts) throw pe;
-      await sleep(pe.retryAfterMs ?? env.config.retryBackoffMs * 2 ** (n - 1), signal);
+      await sleep(Math.min(env.config.maxRetryDelayMs, pe.retryAfterMs ?? env.config.retryBackoffMs * 2 ** (n - 1)), signal);
     }
   }
 }

@@ -15,6 +15,8 @@ export const LoopConfig = z.object({
   maxProtocolCorrections: z.number().int().nonnegative().default(2),
   maxProviderAttempts: posInt.default(3),
   retryBackoffMs: z.number().nonnegative().default(100),
+  /** Upper bound of one retry wait, also for a provider's retry-after. */
+  maxRetryDelayMs: z.number().nonnegative().default(30_000),
   approvalTimeoutMs: z.number().nonnegative().default(3_600_000),
   compactionPrompt: z.string().min(1).default(DEFAULT_COMPACTION_PROMPT),
   /** How long a cancelled tool may ignore its signal before it is recorded uncertain-hanging. */

@@ -107,3 +107,40 @@ export function toMessages(m: PromptMessage): Message[] {
   if (typeof m === 'string') return [{ role: 'user', content: m }];
   return Array.isArray(m) ? m : [m];
 }
+
+/** What opening a session found in its log (DESIGN §5). */
+export const RecoveryOutcome = z.object({
+  sessionId: z.string(),
+  writerEpoch: z.number().int().positive(),
+  /** Runs started and not settled: resumable with `continue` (or `respond` when suspended). */
+  interruptedRuns: z.array(
+    z.object({
+      runId: z.string(),
+      turn: z.number().int(),
+      runEpoch: z.number().int(),
+      attemptId: z.string(),
+      /** run/end status of the newest attempt when it wrote one (suspended, detached, fenced). */
+      lastStatus: z.string().optional(),
+      pendingRequest: z.unknown().optional(),
+      stopAccepted: z.boolean(),
+    }),
+  ),
+  /** Final ids of the open and the last settled run whose delivery is committed. */
+  deliveredFinalIds: z.array(z.string()),
+  /** Final ids whose delivery outcome is unknown (delivery/unknown written, or interrupted). */
+  deliveryUnknownFinalIds: z.array(z.string()),
+  /** Resource keys locked by uncertain calls, until released. */
+  activeResourceLocks: z.array(z.string()),
+  /** Tool calls whose intent is logged without a result, and what recovery does about them. */
+  uncertainToolCalls: z.array(
+    z.object({
+      runId: z.string(),
+      callId: z.string(),
+      name: z.string(),
+      mode: z.enum(['parallel', 'exclusive']),
+      idempotencyKey: z.string(),
+      resolution: z.enum(['rerun', 'reconcile', 'uncertain-hanging']),
+    }),
+  ),
+});
+export type RecoveryOutcome = z.infer<typeof RecoveryOutcome>;

@@ -57,5 +57,11 @@ export function validateToolCalls(
     }
     valid.push({ callId: c.id, name: c.name, arguments: parsed.data, tool });
   }
-  return { calls: issues.length ? [] : valid, issues };
+  if (issues.length === 0) return { calls: valid, issues };
+  // One error per call: the calls that were fine are not run either, and say why (every tool call
+  // of the assistant message needs its answer, or the providers refuse the next request).
+  for (const v of valid) issues.push({ callId: v.callId, name: v.name, message: 'not run: another tool call of this message was rejected; call it again if still needed' });
+  const order = new Map(calls.map((c, i) => [c.id, i]));
+  issues.sort((a, b) => (order.get(a.callId) ?? 0) - (order.get(b.callId) ?? 0));
+  return { calls: [], issues };
 }

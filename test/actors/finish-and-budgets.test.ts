@@ -11,7 +11,7 @@ describe('verification, delivery and budgets (real LMDB)', () => {
     const { runtime, store } = lmdbRuntime({
       model: scriptedModel([{ toolCalls: [{ name: 'echo', arguments: { t: 'bad' } }] }, { toolCalls: [{ name: 'echo', arguments: { t: 'good' } }] }, 'ok']),
       tools: [echo],
-      verifier: (_name, outcome) => (outcome.kind === 'completed' && outcome.content === 'bad' ? 'content must not be bad' : undefined),
+      verifier: (name, outcome) => (name === 'echo' && outcome.kind === 'completed' && outcome.content === 'bad' ? 'content must not be bad' : undefined),
     });
     const s = await runtime.openSession('s');
     expect((await s.execute({ kind: 'prompt', ...ids(), message: 'go' })).status).toBe('succeeded');

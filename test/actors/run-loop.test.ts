@@ -154,13 +154,14 @@ describe('the turn loop (real LMDB)', () => {
     expect(isProtocolExhaustedError(r.error!.cause)).toBe(true);
     const rejected = (await logOf(store, 's')).filter((e) => e.type === 'tool/batch-rejected').map((e) => e.payload.issues as { callId: string; message: string }[]);
     expect(rejected).toHaveLength(3);
-    expect(rejected[0]!.map((i) => i.callId)).toEqual(['c1']);
+    expect(rejected[0]!.map((i) => i.callId)).toEqual(['c1', 'c2']);
     expect(rejected[0]![0]!.message).toContain('unknown tool');
+    expect(rejected[0]![1]!.message).toContain('not run');
     expect(rejected[1]![0]!.message).toContain('not valid JSON');
     expect(rejected[2]![0]!.message).toContain('schema');
     // the model saw the rejection as tool messages paired with its calls
     const second = model.requests[1]!.messages;
-    expect(second.filter((m) => m.role === 'tool').map((m) => m.toolCallId)).toEqual(['c1']);
+    expect(second.filter((m) => m.role === 'tool').map((m) => m.toolCallId)).toEqual(['c1', 'c2']);
     expect(typesOf(await logOf(store, 's'))).not.toContain('tool/call');
   });
 

@@ -1,0 +1,332 @@
+import OpenAI from 'openai';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import { defineTool, isProviderError, openaiModel, type Envelope, type RuntimeOptions } from '../../src/index.js';
+import { ids, lmdbRuntime, logOf, typesOf } from '../helpers/runtime.js';
+import { oa, startOpenAIServer } from './openai-server.js';
+import type { ScriptedServer } from './sse-server.js';
+
+/**
+ * Whole runs through `session.execute` with the real `openai` SDK client against the local
+ * Chat Completions wire-format server: the engine's surface messages → adapter → HTTP body, and
+ * the streamed chunks → adapter → log / live envelopes.
+ */
+
+let server: ScriptedServer;
+beforeAll(async () => void (server = await startOpenAIServer()));
+afterAll(() => server.close());
+beforeEach(() => server.reset());
+
+const SYSTEM = 'You are a terse weather bot.';
+
+/** A client with the SDK's default retries: only the adapter's per-request `maxRetries: 0` applies. */
+const model = () => openaiModel({ client: new OpenAI({ apiKey: 'test', baseURL: server.baseURL }), model: 'gpt-test' });
+
+/** The weather tool; every `execute` call's parsed arguments are recorded. */
+function weatherTool() {
+  const calls: unknown[] = [];
+  const tool = defineTool({
+    name: 'get_weather',
+    description: 'Current weather in a city',
+    mode: 'parallel',
+    parameters: z.object({ city: z.string().describe('City name'), days: z.number().int().optional() }),
+    execute: (args) => {
+      calls.push(args);
+      return `sunny in ${args.city}`;
+    },
+  });
+  return { tool, calls };
+}
+
+function setup(extra: Partial<Omit<RuntimeOptions, 'store' | 'model'>> = {}) {
+  const { tool, calls } = weatherTool();
+  const { runtime, store } = lmdbRuntime({ model: model(), tools: [tool], systemPrompt: SYSTEM, ...extra });
+  return { runtime, store, calls };
+}
+
+/** Opens a session and records every envelope it publishes. */
+async function openRecorded(runtime: ReturnType<typeof setup>['runtime'], id = 's') {
+  const session = await runtime.openSession(id);
+  const envelopes: Envelope[] = [];
+  session.events$.subscribe((e) => envelopes.push(e));
+  return { session, envelopes };
+}
+
+const deltas = (envs: Envelope[]) => envs.flatMap((e) => (e.event.type === 'message_delta' ? [e.event.text] : []));
+
+/** The JSON Schema `defineTool` derives from the zod parameters, as the server must receive it. */
+const expectedTool = {
+  type: 'function',
+  function: {
+    name: 'get_weather',
+    description: 'Current weather in a city',
+    parameters: expect.objectContaining({
+      type: 'object',
+      properties: { city: { type: 'string', description: 'City name' }, days: expect.objectContaining({ type: 'integer' }) },
+      required: ['city'],
+    }),
+  },
+};
+
+describe('openaiModel in a full run (real SDK, local server)', () => {
+  it('tool call, then a streamed final answer: result, tool args, live deltas, log and the second request body', async () => {
+    server.reply(
+      oa.stream([
+        oa.role(),
+        oa.tool(0, '', { id: 'call_abc', name: 'get_weather' }),
+        oa.tool(0, '{"ci'),
+        oa.tool(0, 'ty": "Paris"}'),
+        oa.finish('tool_calls'),
+        oa.usage(40, 12),
+      ]),
+      oa.textReply(['It is ', 'sunny in ', 'Paris.'], 'stop', [60, 7, 10]),
+    );
+    const { runtime, store, calls } = setup();
+    const { session, envelopes } = await openRecorded(runtime);
+    const r = await session.execute({ kind: 'prompt', ...ids(), message: 'Weather in Paris?' });
+
+    expect(r).toMatchObject({ status: 'succeeded', outcome: 'completed', finalMessage: 'It is sunny in Paris.', steps: 2 });
+    expect(r.usage).toMatchObject({ inputTokens: 100, outputTokens: 19 });
+    expect(calls).toEqual([{ city: 'Paris' }]);
+
+    // live text deltas, one envelope per streamed chunk, in order
+    expect(deltas(envelopes)).toEqual(['It is ', 'sunny in ', 'Paris.']);
+    const final = envelopes.find((e) => e.event.type === 'execution_finished')!;
+    expect(envelopes.indexOf(final)).toBeGreaterThan(envelopes.findIndex((e) => e.event.type === 'message_delta'));
+
+    // the log
+    const log = await logOf(store, 's');
+    const types = typesOf(log);
+    expect(types.indexOf('tool/call')).toBeGreaterThan(-1);
+    expect(types.indexOf('tool/call')).toBeLessThan(types.indexOf('tool/result'));
+    const call = log.find((e) => e.type === 'tool/call')!;
+    expect(call.payload).toMatchObject({ callId: 'call_abc', name: 'get_weather', arguments: { city: 'Paris' } });
+    const result = log.find((e) => e.type === 'tool/result')!;
+    expect(result.payload).toMatchObject({ callId: 'call_abc', outcome: { kind: 'completed', content: 'sunny in Paris' } });
+    const assistants = log.filter((e) => e.type === 'assistant/message').map((e) => e.payload);
+    expect(assistants).toMatchObject([
+      {
+        message: { role: 'assistant', content: '', toolCalls: [{ id: 'call_abc', name: 'get_weather', arguments: '{"city": "Paris"}' }] },
+        usage: { inputTokens: 40, outputTokens: 12, cachedInputTokens: 0 },
+        finishReason: 'tool_calls',
+      },
+      { message: { role: 'assistant', content: 'It is sunny in Paris.' }, usage: { inputTokens: 60, outputTokens: 7, cachedInputTokens: 10 }, finishReason: 'stop' },
+    ]);
+    expect(types.filter((t) => t === 'assistant/attempt')).toEqual([]);
+
+    // the requests
+    expect(server.requests).toHaveLength(2);
+    for (const req of server.requests) {
+      expect(req.path).toBe('/v1/chat/completions');
+      expect(req.body).toMatchObject({ model: 'gpt-test', stream: true, stream_options: { include_usage: true } });
+      expect(req.body.tools).toEqual([expectedTool]);
+    }
+    expect(server.requests[0]!.body.messages).toEqual([
+      { role: 'system', content: SYSTEM },
+      { role: 'user', content: 'Weather in Paris?' },
+    ]);
+    expect(server.requests[1]!.body.messages).toEqual([
+      { role: 'system', content: SYSTEM },
+      { role: 'user', content: 'Weather in Paris?' },
+      {
+        role: 'assistant',
+        content: null,
+        tool_calls: [{ id: 'call_abc', type: 'function', function: { name: 'get_weather', arguments: '{"city": "Paris"}' } }],
+      },
+      { role: 'tool', tool_call_id: 'call_abc', content: 'sunny in Paris' },
+    ]);
+  });
+
+  it('two parallel tool calls interleaved in one response: both run, each result pairs with its call id', async () => {
+    server.reply(
+      oa.stream([
+        oa.role(),
+        oa.tool(0, '', { id: 'call_a', name: 'get_weather' }),
+        oa.tool(1, '', { id: 'call_b', name: 'get_weather' }),
+        oa.tool(0, '{"city":'),
+        oa.tool(1, '{"city":"Ro'),
+        oa.tool(0, '"Paris","days":2}'),
+        oa.tool(1, 'me"}'),
+        oa.finish('tool_calls'),
+        oa.usage(40, 20),
+      ]),
+      oa.textReply(['Sunny ', 'in both.']),
+    );
+    const { runtime, store, calls } = setup();
+    const { session, envelopes } = await openRecorded(runtime);
+    const r = await session.execute({ kind: 'prompt', ...ids(), message: 'Paris and Rome?' });
+
+    expect(r).toMatchObject({ status: 'succeeded', finalMessage: 'Sunny in both.' });
+    expect(calls).toHaveLength(2);
+    expect(calls).toEqual(expect.arrayContaining([{ city: 'Paris', days: 2 }, { city: 'Rome' }]));
+    expect(deltas(envelopes).join('')).toBe('Sunny in both.');
+
+    const log = await logOf(store, 's');
+    const callRecs = log.filter((e) => e.type === 'tool/call');
+    const resultRecs = log.filter((e) => e.type === 'tool/result');
+    expect(callRecs.map((e) => e.payload.callId)).toEqual(['call_a', 'call_b']);
+    expect(Math.max(...callRecs.map((e) => e.seq))).toBeLessThan(Math.min(...resultRecs.map((e) => e.seq)));
+    expect(Object.fromEntries(resultRecs.map((e) => [e.payload.callId, (e.payload.outcome as { content: string }).content]))).toEqual({
+      call_a: 'sunny in Paris',
+      call_b: 'sunny in Rome',
+    });
+    expect(log.find((e) => e.type === 'assistant/message')!.payload.usage).toMatchObject({ inputTokens: 40, outputTokens: 20 });
+
+    expect(server.requests).toHaveLength(2);
+    const msgs = server.requests[1]!.body.messages as any[];
+    expect(msgs[0]).toEqual({ role: 'system', content: SYSTEM });
+    expect(msgs[2]).toEqual({
+      role: 'assistant',
+      content: null,
+      tool_calls: [
+        { id: 'call_a', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Paris","days":2}' } },
+        { id: 'call_b', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Rome"}' } },
+      ],
+    });
+    const toolMsgs = msgs.slice(3);
+    expect(toolMsgs).toHaveLength(2);
+    expect(toolMsgs).toEqual(
+      expect.arrayContaining([
+        { role: 'tool', tool_call_id: 'call_a', content: 'sunny in Paris' },
+        { role: 'tool', tool_call_id: 'call_b', content: 'sunny in Rome' },
+      ]),
+    );
+  });
+
+  it('429 with retry-after: 0 once: one retryable assistant/attempt, two requests in all, then success', async () => {
+    server.reply(oa.error(429, 'Rate limit reached', 'requests', { 'retry-after': '0' }), oa.textReply(['Hello', ' again.']));
+    const { runtime, store } = setup({ config: { retryBackoffMs: 1 } });
+    const { session, envelopes } = await openRecorded(runtime);
+    const r = await session.execute({ kind: 'prompt', ...ids(), message: 'hi' });
+
+    expect(r).toMatchObject({ status: 'succeeded', finalMessage: 'Hello again.' });
+    expect(server.requests).toHaveLength(2); // the SDK did not retry on its own
+    expect(server.requests[1]!.body).toEqual(server.requests[0]!.body);
+    const log = await logOf(store, 's');
+    const attempts = log.filter((e) => e.type === 'assistant/attempt');
+    expect(attempts).toHaveLength(1);
+    expect(attempts[0]!.payload).toMatchObject({ attemptNumber: 1, error: { retryable: true, code: 'rate_limit', partialOutput: false } });
+    expect(log.filter((e) => e.type === 'assistant/message')).toHaveLength(1);
+    expect(deltas(envelopes)).toEqual(['Hello', ' again.']);
+  });
+
+  it('a stream broken after output began is retried: partialOutput attempt logged, the retried stream starts a new message', async () => {
+    server.reply(oa.stream([oa.role(), oa.text('Hel'), oa.text('lo'), oa.finish('stop'), oa.usage(5, 5)], { cutAfter: 2 }), oa.textReply(['Hello', ' world.']));
+    const { runtime, store } = setup({ config: { retryBackoffMs: 1 } });
+    const { session, envelopes } = await openRecorded(runtime);
+    const r = await session.execute({ kind: 'prompt', ...ids(), message: 'hi' });
+
+    expect(r).toMatchObject({ status: 'succeeded', finalMessage: 'Hello world.' });
+    expect(server.requests).toHaveLength(2);
+    const log = await logOf(store, 's');
+    expect(log.filter((e) => e.type === 'assistant/attempt').map((e) => e.payload)).toMatchObject([
+      { attemptNumber: 1, error: { retryable: true, code: 'stream_interrupted', partialOutput: true } },
+    ]);
+    expect(log.filter((e) => e.type === 'assistant/message').map((e) => (e.payload.message as { content: string }).content)).toEqual(['Hello world.']);
+    // The broken attempt's deltas were already published (no retraction event exists); the retry
+    // opens a new message_start, and what follows it is exactly the logged message.
+    const starts = envelopes.flatMap((e, i) => (e.event.type === 'message_start' ? [i] : []));
+    expect(starts).toHaveLength(2);
+    expect(deltas(envelopes.slice(0, starts[1]))).toEqual(['Hel']);
+    expect(deltas(envelopes.slice(starts[1]))).toEqual(['Hello', ' world.']);
+  });
+
+  it('500 three times with maxProviderAttempts 3: failed with a ProviderError, three attempts, three requests', async () => {
+    const err = () => oa.error(500, 'The server had an error', 'server_error');
+    server.reply(err(), err(), err());
+    const { runtime, store } = setup({ config: { retryBackoffMs: 1, maxProviderAttempts: 3 } });
+    const session = await runtime.openSession('s');
+    const r = await session.execute({ kind: 'prompt', ...ids(), message: 'hi' });
+
+    expect(r).toMatchObject({ status: 'failed', outcome: 'failed', error: { kind: 'execution' } });
+    expect(isProviderError(r.error!.cause)).toBe(true);
+    expect(r.error!.cause).toMatchObject({ retryable: true, providerCode: 'server', status: 500 });
+    expect(server.requests).toHaveLength(3);
+    const log = await logOf(store, 's');
+    const attempts = log.filter((e) => e.type === 'assistant/attempt');
+    expect(attempts.map((a) => a.payload)).toMatchObject([
+      { attemptNumber: 1, error: { retryable: true, code: 'server' } },
+      { attemptNumber: 2, error: { retryable: true, code: 'server' } },
+      { attemptNumber: 3, error: { retryable: true, code: 'server' } },
+    ]);
+    expect(log.filter((e) => e.type === 'run/end').map((e) => e.payload.status)).toEqual(['failed']);
+  });
+});
+
+/**
+ * Engine ↔ Chat Completions mapping bugs. The local server accepts any body; the real API answers
+ * 400 to both shapes below (every `tool_calls[].id` needs a `role: 'tool'` reply, and the tool
+ * replies must directly follow the assistant message), so the run would fail there with a
+ * non-retryable `ProviderError { code: 'bad_request' }`.
+ */
+describe('openaiModel in a full run: engine mapping bugs', () => {
+  /** Ids of the assistant's tool_calls, and of the tool messages that directly follow it. */
+  function pairing(messages: any[]) {
+    const i = messages.findIndex((m) => m.role === 'assistant' && m.tool_calls);
+    const calls = (messages[i].tool_calls as { id: string }[]).map((c) => c.id);
+    const following: string[] = [];
+    for (const m of messages.slice(i + 1)) {
+      if (m.role !== 'tool') break;
+      following.push(m.tool_call_id);
+    }
+    return { calls, following, after: messages.slice(i + 1).map((m) => m.role) };
+  }
+
+  // A rejected batch answers every call of the message: the bad ones with their error, the
+  // valid ones as not run (the providers refuse a request with an unanswered tool call).
+  it('a rejected batch with one valid and one unknown call answers every tool_call id', async () => {
+    server.reply(
+      oa.stream([
+        oa.role(),
+        oa.tool(0, '{"city":"Paris"}', { id: 'call_a', name: 'get_weather' }),
+        oa.tool(1, '{}', { id: 'call_b', name: 'get_forecast' }),
+        oa.finish('tool_calls'),
+        oa.usage(10, 10),
+      ]),
+      oa.textReply(['ok']),
+    );
+    const { runtime, store, calls } = setup();
+    const session = await runtime.openSession('s');
+    const r = await session.execute({ kind: 'prompt', ...ids(), message: 'hi' });
+    expect(r.status).toBe('succeeded'); // only because the local server does not validate
+    expect(calls).toEqual([]); // no call of a rejected batch runs
+    const rejected = (await logOf(store, 's')).find((e) => e.type === 'tool/batch-rejected')!;
+    expect((rejected.payload.issues as { callId: string }[]).map((i) => i.callId)).toEqual(['call_a', 'call_b']);
+
+    const { calls: callIds, following } = pairing(server.requests[1]!.body.messages);
+    expect(callIds).toEqual(['call_a', 'call_b']);
+    expect([...following].sort()).toEqual(['call_a', 'call_b']);
+  });
+
+  // Chat Completions needs the tool messages contiguous right after the assistant message: all
+  // tool results are staged before any additional or verifier message.
+  it("a tool result's additionalMessages do not split the tool messages of a parallel batch", async () => {
+    server.reply(
+      oa.stream([
+        oa.role(),
+        oa.tool(0, '{"city":"Paris"}', { id: 'call_a', name: 'get_weather' }),
+        oa.tool(1, '{"city":"Rome"}', { id: 'call_b', name: 'get_weather' }),
+        oa.finish('tool_calls'),
+        oa.usage(10, 10),
+      ]),
+      oa.textReply(['ok']),
+    );
+    const tool = defineTool({
+      name: 'get_weather',
+      description: 'Current weather in a city',
+      mode: 'parallel',
+      parameters: z.object({ city: z.string() }),
+      execute: ({ city }) =>
+        city === 'Paris'
+          ? { kind: 'completed' as const, content: 'sunny in Paris', additionalMessages: [{ role: 'user' as const, content: 'Note: the Paris data is an hour old.' }] }
+          : `sunny in ${city}`,
+    });
+    const { runtime } = lmdbRuntime({ model: model(), tools: [tool], systemPrompt: SYSTEM });
+    const session = await runtime.openSession('s');
+    expect((await session.execute({ kind: 'prompt', ...ids(), message: 'hi' })).status).toBe('succeeded');
+
+    const { following, after } = pairing(server.requests[1]!.body.messages);
+    expect(after).toEqual(['tool', 'tool', 'user']); // actual: ['tool', 'user', 'tool']
+    expect(following).toEqual(['call_a', 'call_b']);
+  });
+});
