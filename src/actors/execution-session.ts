@@ -12,6 +12,7 @@ import {
   toMessages,
   type ExecutionResult,
   type InputReceipt,
+  type RecoveryOutcome,
   type StopReceipt,
 } from '../contracts/requests.js';
 import type { ToolOutcome } from '../contracts/tools.js';
@@ -19,7 +20,8 @@ import { parseInput } from '../contracts/validate.js';
 import type { RunInput, ResumeInput } from '../machines/run.machine.js';
 import { canonicalJson } from '../persistence/codec.js';
 import type { EventStore } from '../persistence/event-store.js';
-import { foldOpenRun, type OpenRunState } from '../persistence/open-run.js';
+import type { OpenRunState } from '../persistence/open-run.js';
+import { loadOpenRun } from './recovery.js';
 import type { Envelope, EnvelopeStream } from '../streams/envelopes.js';
 import { SubscriberHub, type SubscribeOptions, type SubscriberListener, type Unsubscribe } from '../streams/subscribers.js';
 import { boundSessionMachine } from './run-actors.js';
@@ -66,6 +68,7 @@ export interface SessionDeps {
   stream: EnvelopeStream;
   fingerprint: string;
   openRun?: OpenRunState;
+  recovery: RecoveryOutcome;
   inputs: QueuedInput[];
   stateContext: unknown;
   isKilled(): boolean;
@@ -87,6 +90,8 @@ export class ExecutionSession {
   readonly sessionInstanceId: string;
   readonly actor: Actor<ReturnType<typeof boundSessionMachine>>;
   readonly turnContexts = new Map<string, TurnContext>();
+  /** What opening the session found in the log (DESIGN §5). */
+  readonly recovery: RecoveryOutcome;
   private readonly env: RunEnv;
   private readonly store: EventStore;
   private readonly options: ResolvedRuntimeOptions;
@@ -103,6 +108,8 @@ export class ExecutionSession {
   private current?: { runId: string; attemptId: string; runEpoch: number };
   private openRun?: OpenRunState;
   private cancelController = new AbortController();
+  /** A detach asked for while an execute was still preparing its attempt. */
+  private detachPending = false;
   private state: unknown;
   private closed = false;
   private viewStore?: ReturnType<typeof makeView>;
@@ -120,6 +127,7 @@ export class ExecutionSession {
     this.lastTurn = d.lastTurn;
     this.state = d.stateContext;
     this.inputs = new InputQueue(d.inputs);
+    this.recovery = d.recovery;
     if (d.openRun) this.openRun = d.openRun;
     this.env.takeSteers = () => this.inputs.takeSteers().map((i) => ({ inputId: i.inputId, messages: i.messages }));
     this.hub.attach(this.stream.events$);
@@ -177,6 +185,10 @@ export class ExecutionSession {
         this.settleIdle();
         return recorded;
       }
+      if (this.actor.getSnapshot().value === 'fenced' || this.env.writer.fenced) {
+        this.settleIdle();
+        return this.unrun(req.runId, req.attemptId, 'fenced', 'this session instance was fenced: another writer attached to the session; open it again');
+      }
       if (this.isKilled()) {
         this.settleIdle();
         return this.unrun(req.runId, req.attemptId, 'cancelled', 'the kill switch is set: no new attempt starts');
@@ -217,6 +229,7 @@ export class ExecutionSession {
       else if (pr.schema) parseInput(z.fromJSONSchema(pr.schema as never), req.answer, 'session.execute: answer');
       else parseInput(JsonValue, req.answer, 'session.execute: answer');
       const resume: ResumeInput = {
+        kind: 'answer',
         step: pending.step,
         batch: pending.batch,
         pendingRequest: pr,
@@ -228,15 +241,22 @@ export class ExecutionSession {
     if (open.pending) {
       throw new ValidationError('session.execute', [{ path: ['kind'], message: `run ${req.runId} waits for an answer to ${open.pending.pendingRequest.questionId}: respond to it` }]);
     }
-    if (open.unresolvedCalls.length > 0 || open.undeliveredFinals.length > 0) {
-      throw new ValidationError('session.execute', [
-        { path: ['kind'], message: `run ${req.runId} was interrupted with tool calls or a delivery in flight; continuing such a run is not supported by this version yet` },
-      ]);
-    }
-    return { ...base, runEpoch: open.runEpoch + 1, turn: open.turn, kind: 'continue', messages: [], ...(open.step > 0 ? { startStep: open.step } : {}) };
+    return {
+      ...base,
+      runEpoch: open.runEpoch + 1,
+      turn: open.turn,
+      kind: 'continue',
+      messages: [],
+      stopRequested: open.stopAccepted,
+      ...(open.unresolvedCalls.length > 0
+        ? { resume: { kind: 'recover' as const, step: open.step, batch: open.unresolvedCalls } }
+        : { startStep: open.step }),
+    };
   }
 
   private start(input: RunInput): Promise<ExecutionResult> {
+    if (this.detachPending) input = { ...input, detachRequested: true };
+    this.detachPending = false;
     this.current = { runId: input.runId, attemptId: input.attemptId, runEpoch: input.runEpoch };
     if (input.kind === 'prompt' || input.kind === 'follow_up') this.lastTurn = input.turn;
     this.cancelController = new AbortController();
@@ -278,11 +298,7 @@ export class ExecutionSession {
   }
 
   private async loadOpenRun(): Promise<OpenRunState | undefined> {
-    const head = await this.store.getHead(this.sessionId);
-    if (!head?.openRun) return undefined;
-    const events: EventRecord[] = [];
-    for await (const e of this.store.readEvents(this.sessionId, { fromSeq: head.openRun.startSeq })) events.push(e);
-    return foldOpenRun(events);
+    return loadOpenRun(this.store, this.sessionId, await this.store.getHead(this.sessionId));
   }
 
   /** Starts the next follow-up run when the session is free; true if one started. */
@@ -310,6 +326,7 @@ export class ExecutionSession {
 
   private settleIdle(): void {
     this.busy = false;
+    this.detachPending = false;
     // after the attempt's own promise has settled for its caller
     setImmediate(() => {
       if (this.busy) return;
@@ -375,8 +392,9 @@ export class ExecutionSession {
 
   /** Stops driving the run at its next safe point (after the current step), leaving it resumable. */
   requestDetach(): boolean {
-    if (!this.current || this.closed) return false;
-    this.actor.send({ type: 'DETACH' });
+    if (this.closed || !this.busy) return false;
+    if (!this.current) this.detachPending = true;
+    else this.actor.send({ type: 'DETACH' });
     return true;
   }
 
@@ -417,6 +435,21 @@ export class ExecutionSession {
     return receipt;
   }
 
+  /**
+   * Releases resource locks held by uncertain calls (`resources/released`), once the app has
+   * checked what really happened.
+   */
+  async releaseResources(keys: string[]): Promise<void> {
+    const k = parseInput(z.array(z.string().min(1)).min(1), keys, 'session.releaseResources');
+    this.assertOpen();
+    await this.env.writer.appendNow([this.env.writer.draft('resources/released', { turn: 0, step: 0, attempt: 0 }, { keys: k })]);
+  }
+
+  /** Resource keys currently locked by uncertain calls. */
+  get activeResourceLocks(): string[] {
+    return [...this.env.heldLocks];
+  }
+
   /** Persists app JSON with the session (`state/updated`). */
   async setStateContext(value: unknown): Promise<void> {
     const v = parseInput(JsonValue, value, 'session.setStateContext');
@@ -448,7 +481,7 @@ export class ExecutionSession {
     return this.unrun(runId, attemptId, 'detached', `attempt ${attemptId} of run ${runId} was interrupted before it settled; continue the run with a new attempt`);
   }
 
-  private unrun(runId: string, attemptId: string, status: 'cancelled' | 'detached', message: string): ExecutionResult {
+  private unrun(runId: string, attemptId: string, status: 'cancelled' | 'detached' | 'fenced', message: string): ExecutionResult {
     return {
       runId,
       attemptId,

@@ -1,4 +1,4 @@
-import { isStaleWriterError } from '../contracts/errors.js';
+import { isStaleWriterError, StaleWriterError } from '../contracts/errors.js';
 import type { EventDraft, EventRecord, EventType, PayloadOf } from '../contracts/events.js';
 import { SURFACE_OPS } from '../contracts/events.js';
 import type { EventStore } from '../persistence/event-store.js';
@@ -21,6 +21,17 @@ export class LogWriter {
   ) {}
 
   get fenced(): boolean {
+    return this.fencedError !== undefined;
+  }
+
+  /**
+   * Looks at the session's current writer epoch (one read, no write): true if another writer has
+   * taken over, after which every commit fails. Called before a side-effecting tool starts.
+   */
+  async checkFenced(): Promise<boolean> {
+    if (this.fencedError !== undefined) return true;
+    const head = await this.store.getHead(this.sessionId);
+    if (head && head.writerEpoch !== this.writerEpoch) this.fencedError = new StaleWriterError(this.sessionId, this.writerEpoch, head.writerEpoch);
     return this.fencedError !== undefined;
   }
 

@@ -4,7 +4,8 @@ import type { Message } from '../contracts/message.js';
 import type { ExecutionResult } from '../contracts/requests.js';
 import type { ResumeInput, StartRunOutput } from '../machines/run.machine.js';
 import type { CallDescr } from './model-step.js';
-import type { ToolCallOutput } from './tool-call.js';
+import { normalizeOutcome, type ToolCallOutput } from './tool-call.js';
+import type { ToolOutcome } from '../contracts/tools.js';
 import type { RunEnv } from './run-env.js';
 
 export interface StartRunInput {
@@ -35,7 +36,8 @@ const denied = (c: CallDescr, why: string): ToolCallOutput => ({
  * A respond attempt's decisions: approvals (a call left out, or an answer after the deadline,
  * is denied) or the question's answer as the askUser call's result. Stages what it decides.
  */
-function stageResume(env: RunEnv, r: ResumeInput, at: { turn: number; step: number; attempt: number }): NonNullable<StartRunOutput['resumed']> {
+async function stageResume(env: RunEnv, r: ResumeInput, at: { turn: number; step: number; attempt: number }, runId: string): Promise<NonNullable<StartRunOutput['resumed']>> {
+  if (r.kind === 'recover') return recoverCalls(env, r.batch, runId);
   const preset: ToolCallOutput[] = [];
   const calls: CallDescr[] = [];
   const pr = r.pendingRequest;
@@ -61,6 +63,47 @@ function stageResume(env: RunEnv, r: ResumeInput, at: { turn: number; step: numb
   return { calls, preset };
 }
 
+/**
+ * DESIGN §5: calls whose intent was logged but whose result never was. A `parallel` (side-effect
+ * free) call runs again; an `exclusive` one is never silently re-executed: its `reconcile` is
+ * asked (with the same idempotencyKey), and without an answer it becomes `uncertain-hanging`,
+ * its resources staying locked until released.
+ */
+async function recoverCalls(env: RunEnv, batch: CallDescr[], runId: string): Promise<NonNullable<StartRunOutput['resumed']>> {
+  const calls: CallDescr[] = [];
+  const preset: ToolCallOutput[] = [];
+  for (const c of batch) {
+    const tool = env.tools.get(c.name);
+    if (c.mode === 'parallel' && tool) {
+      calls.push(c);
+      continue;
+    }
+    let outcome: ToolOutcome | undefined;
+    if (tool?.reconcile) {
+      try {
+        const got = await tool.reconcile(c.arguments, {
+          signal: env.cancelSignal,
+          idempotencyKey: c.idempotencyKey,
+          sessionId: env.sessionId,
+          runId,
+          callId: c.callId,
+          emit: () => {},
+        });
+        if (got !== undefined) outcome = normalizeOutcome(got);
+      } catch {
+        outcome = undefined;
+      }
+    }
+    outcome ??= {
+      kind: 'uncertain-hanging',
+      content: `the process stopped while ${c.name} was running; whether it took effect is unknown${tool?.reconcile ? ' (reconcile could not tell)' : ''}`,
+      resourceLocks: c.resources,
+    };
+    preset.push({ callId: c.callId, name: c.name, outcome, startedAt: Date.now(), endedAt: Date.now() });
+  }
+  return { calls, preset };
+}
+
 /** The run's first commit point: `run/start` with the prompt's user messages (or a respond's decisions). */
 export const startRunActor = (env: RunEnv) =>
   fromPromise<StartRunOutput, StartRunInput>(async ({ input }) => {
@@ -79,7 +122,7 @@ export const startRunActor = (env: RunEnv) =>
       runStartEventId(input.runId, input.attemptId),
     );
     for (const m of input.messages) env.writer.stage('user/message', at, { message: m });
-    const resumed = input.resume ? stageResume(env, input.resume, at) : undefined;
+    const resumed = input.resume ? await stageResume(env, input.resume, at, input.runId) : undefined;
     const records = await env.writer.commit();
     env.emit({
       type: 'run_start',

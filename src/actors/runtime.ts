@@ -7,11 +7,10 @@ import { lmdbStore } from '../persistence/lmdb-store.js';
 import type { EventStore } from '../persistence/event-store.js';
 import { EnvelopeStream } from '../streams/envelopes.js';
 import { ExecutionSession } from './execution-session.js';
-import { foldOpenRun } from '../persistence/open-run.js';
+import { loadOpenRun, recoveryOutcome, settleInterruptedFinal } from './recovery.js';
 import type { QueuedInput } from './session-inputs.js';
 import { askUserTool } from '../tools/ask-user.js';
 import { isObservable } from 'rxjs';
-import type { EventRecord } from '../contracts/events.js';
 import { LogWriter } from './log-writer.js';
 import type { RunEnv } from './run-env.js';
 import { RuntimeOptions, type ResolvedRuntimeOptions } from './runtime-options.js';
@@ -75,9 +74,7 @@ export function createRuntime(options: RuntimeOptions): Runtime {
       const surface = new Surface();
       surface.apply(await store.loadSurface(sessionId));
       const head = await store.getHead(sessionId);
-      const openRunEvents: EventRecord[] = [];
-      if (head?.openRun) for await (const e of store.readEvents(sessionId, { fromSeq: head.openRun.startSeq })) openRunEvents.push(e);
-      const openRun = foldOpenRun(openRunEvents);
+      let openRun = await loadOpenRun(store, sessionId, head);
       const inputs: QueuedInput[] = [];
       for (const p of head?.pendingInputs ?? []) {
         const e = await store.getEventById(sessionId, `input:${p.inputId}`);
@@ -108,7 +105,7 @@ export function createRuntime(options: RuntimeOptions): Runtime {
         ...(o.delivery ? { delivery: o.delivery } : {}),
         ...(o.verifier ? { verifier: o.verifier } : {}),
         ...(o.finalVerifier ? { finalVerifier: o.finalVerifier } : {}),
-        heldLocks: new Set(),
+        heldLocks: new Set(head?.heldLocks ?? []),
         cancelSignal: new AbortController().signal,
         approvalFor: o.approvalFor,
         takeSteers: () => [],
@@ -117,6 +114,15 @@ export function createRuntime(options: RuntimeOptions): Runtime {
       };
       writer.stage('session/attached', { turn: 0, step: 0, attempt: 0 }, { sessionInstanceId, writerEpoch: attach.writerEpoch });
       await writer.commit();
+      const settled = { delivered: [] as string[], unknown: [] as string[] };
+      if (openRun && openRun.undeliveredFinals.length > 0) {
+        const before = { d: openRun.deliveredFinalIds.length, u: openRun.deliveryUnknownFinalIds.length };
+        const probe = openRun;
+        openRun = await settleInterruptedFinal(env, openRun);
+        settled.delivered.push(...probe.deliveredFinalIds.slice(before.d));
+        settled.unknown.push(...probe.deliveryUnknownFinalIds.slice(before.u));
+      }
+      const recovery = await recoveryOutcome(store, env, head, openRun, settled);
       session = new ExecutionSession({
         sessionId,
         sessionInstanceId,
@@ -128,6 +134,7 @@ export function createRuntime(options: RuntimeOptions): Runtime {
         stream,
         fingerprint,
         ...(openRun ? { openRun } : {}),
+        recovery,
         inputs,
         stateContext,
         isKilled: () => killed,

@@ -46,6 +46,10 @@ export const toolCallActor = (env: RunEnv) =>
   fromPromise<ToolCallOutput, ToolCallInput>(async ({ input, signal: actorSignal }) => {
     const { call, runId } = input;
     const tool = env.tools.get(call.name)!;
+    if (call.mode === 'exclusive' && (await env.writer.checkFenced())) {
+      const now = Date.now();
+      return { callId: call.callId, name: call.name, outcome: { kind: 'skipped', reason: 'not run: another writer took over the session (fenced)' }, startedAt: now, endedAt: now };
+    }
     const ac = new AbortController();
     const cancel = env.cancelSignal;
     const onAbort = () => ac.abort(actorSignal.aborted ? actorSignal.reason : cancel.reason);

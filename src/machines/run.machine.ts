@@ -30,16 +30,20 @@ export interface RunInput {
   inputId?: string;
   /** The last step number already written by earlier attempts (a `continue` goes on after it). */
   startStep?: number;
+  /** A stop accepted before this attempt (it survives recovery). */
+  stopRequested?: boolean;
+  /** A detach or cancel asked for before the attempt had started. */
+  detachRequested?: boolean;
+  cancelRequested?: boolean;
 }
 
-/** What a `respond` attempt resumes: the batch held back by an approval or a question. */
-export interface ResumeInput {
-  step: number;
-  batch: CallDescr[];
-  pendingRequest: PendingRequest;
-  answer: unknown;
-  timedOut: boolean;
-}
+/**
+ * What a `respond` attempt resumes (the batch held back by an approval or a question), or what a
+ * `continue` after a crash resolves (`recover`: tool calls whose intent is logged without result).
+ */
+export type ResumeInput =
+  | { kind: 'answer'; step: number; batch: CallDescr[]; pendingRequest: PendingRequest; answer: unknown; timedOut: boolean }
+  | { kind: 'recover'; step: number; batch: CallDescr[] };
 
 /** startRun's output: the run/start seq and, for a respond attempt, what to run or record. */
 export interface StartRunOutput {
@@ -138,9 +142,9 @@ export const runMachine = setup({
     results: [],
     presetResults: [],
     order: [],
-    stopRequested: false,
-    cancelRequested: false,
-    detachRequested: false,
+    stopRequested: input.stopRequested ?? false,
+    cancelRequested: input.cancelRequested ?? false,
+    detachRequested: input.detachRequested ?? false,
   }),
   on: {
     STOP_AFTER_ROUND: { actions: assign({ stopRequested: true }) },
@@ -177,6 +181,7 @@ export const runMachine = setup({
           },
           // a stop, cancel or detach before any model call: end now, starting none
           { guard: 'cancelRequested', target: 'ending', actions: assign({ messages: [], runStartSeq: ({ event }) => event.output.runStartSeq, end: ended('cancelled', 'cancelled', { error: { kind: 'cancelled', message: 'cancelled before the first model call' } }) }) },
+          { guard: 'detachRequested', target: 'ending', actions: assign({ messages: [], runStartSeq: ({ event }) => event.output.runStartSeq, end: ended('detached', 'incomplete') }) },
           { guard: 'stopRequested', target: 'ending', actions: assign({ messages: [], runStartSeq: ({ event }) => event.output.runStartSeq, end: ended('stopped', 'incomplete') }) },
           { target: 'stepping', actions: assign({ messages: [], runStartSeq: ({ event }) => event.output.runStartSeq }) },
         ],

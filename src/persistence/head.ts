@@ -28,13 +28,15 @@ export const SessionHead = z.object({
   lastSettledRun: RunPointer.nullable(),
   /** Inputs accepted and neither consumed nor cancelled, in acceptance order. */
   pendingInputs: z.array(z.object({ inputId: z.string(), seq: z.number().int().positive(), mode: z.enum(['steer', 'follow_up']) })).default([]),
+  /** Resource keys locked by uncertain tool calls and not yet released. */
+  heldLocks: z.array(z.string()).default([]),
   /** Seq of the newest event carrying the app's stateContext (0: none). */
   stateContextSeq: z.number().int().nonnegative().default(0),
 });
 export type SessionHead = z.infer<typeof SessionHead>;
 
 export function newHead(sessionId: string): SessionHead {
-  return { sessionId, writerEpoch: 0, lastSeq: 0, lastTurn: 0, surfaceStartSeq: 1, openRun: null, lastSettledRun: null, pendingInputs: [], stateContextSeq: 0 };
+  return { sessionId, writerEpoch: 0, lastSeq: 0, lastTurn: 0, surfaceStartSeq: 1, openRun: null, lastSettledRun: null, pendingInputs: [], heldLocks: [], stateContextSeq: 0 };
 }
 
 /** Folds newly appended records into the head (pure; the caller stores the result). */
@@ -48,6 +50,17 @@ export function advanceHead(head: SessionHead, records: readonly EventRecord[]):
       next.pendingInputs = [...next.pendingInputs, { inputId: String(r.payload.inputId), seq: r.seq, mode: r.payload.mode as 'steer' | 'follow_up' }];
     } else if ((r.type === 'input/cancelled' || r.type === 'user/message' || r.type === 'run/start') && typeof r.payload.inputId === 'string') {
       next.pendingInputs = next.pendingInputs.filter((i) => i.inputId !== r.payload.inputId);
+    }
+    if (r.type === 'tool/result') {
+      const o = r.payload.outcome as { kind: string; settled?: boolean; resourceLocks?: string[]; releaseResources?: string[] };
+      if (o.kind === 'uncertain-hanging' || (o.kind === 'cancelled' && o.settled === false)) {
+        next.heldLocks = [...new Set([...next.heldLocks, ...(o.resourceLocks ?? [])])];
+      } else if (o.kind === 'completed' && o.releaseResources?.length) {
+        next.heldLocks = next.heldLocks.filter((k) => !o.releaseResources!.includes(k));
+      }
+    } else if (r.type === 'resources/released') {
+      const keys = r.payload.keys as string[];
+      next.heldLocks = next.heldLocks.filter((k) => !keys.includes(k));
     }
     if ((r.type === 'state/updated' || r.type === 'checkpoint/loaded') && r.payload.stateContext !== undefined) next.stateContextSeq = r.seq;
     if (r.type === 'run/start') {

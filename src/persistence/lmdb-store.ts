@@ -112,8 +112,9 @@ class LmdbEventStore implements EventStore, LmdbStats {
     mkdirSync(options.path, { recursive: true });
     // Commits use transactionSync, which in lmdb-js 3.x writes the data pages, fdatasyncs them and
     // writes the meta page through an O_DSYNC descriptor before it returns (strace-verified in
-    // test/crash/store-strace.test.ts): the flush happens inside the write transaction, on this
-    // thread, while LMDB's cross-process writer lock is held. Group commit amortises it.
+    // test/crash/store-strace.test.ts): both flushes happen inside the write transaction, on this
+    // thread, while LMDB's cross-process writer lock is held. Group commit amortises them.
+    // (`env.flushed` does not track transactionSync commits, so durability rests on this.)
     this.env = open({ path: options.path, maxDbs: 8, ...(options.durability === 'committed' ? { noSync: true } : {}) });
     this.events = this.env.openDB({ name: 'events', encoding: 'string' });
     this.heads = this.env.openDB({ name: 'heads', encoding: 'string' });
@@ -178,11 +179,7 @@ class LmdbEventStore implements EventStore, LmdbStats {
           });
           this.stats.commits++;
           this.stats.appends += ops.length;
-          if (this.options.durability === 'flushed') {
-            // Already flushed by transactionSync; `flushed` guards against an lmdb-js that defers it.
-            await this.env.flushed;
-            this.stats.flushes++;
-          }
+          if (this.options.durability === 'flushed') this.stats.flushes++; // flushed inside transactionSync
         } catch (e) {
           fatal = e;
         }
@@ -230,6 +227,9 @@ class LmdbEventStore implements EventStore, LmdbStats {
   async getHead(sessionId: string): Promise<SessionHead | undefined> {
     this.assertOpen();
     assertSessionId(sessionId, 'getHead');
+    // lmdb-js reuses one read snapshot within an event turn; the head must be current (fencing
+    // checks read it to see another process's attach).
+    this.env.resetReadTxn();
     return readHead(this.heads, sessionId);
   }
 

@@ -21,6 +21,8 @@ export interface OpenRunState {
   unresolvedCalls: CallDescr[];
   /** final/message ids without a delivery event. */
   undeliveredFinals: { finalMessageId: string; content: string; step: number }[];
+  deliveredFinalIds: string[];
+  deliveryUnknownFinalIds: string[];
 }
 
 /**
@@ -35,7 +37,7 @@ export function foldOpenRun(events: readonly EventRecord[]): OpenRunState | unde
     const p = e.payload as Record<string, any>;
     if (e.type === 'run/start') {
       if (!st || st.runId !== p.runId) {
-        st = { runId: p.runId, turn: e.turn, startSeq: e.seq, runEpoch: p.runEpoch, attemptId: p.attemptId, step: 0, stopAccepted: false, unresolvedCalls: [], undeliveredFinals: [] };
+        st = { runId: p.runId, turn: e.turn, startSeq: e.seq, runEpoch: p.runEpoch, attemptId: p.attemptId, step: 0, stopAccepted: false, unresolvedCalls: [], undeliveredFinals: [], deliveredFinalIds: [], deliveryUnknownFinalIds: [] };
       } else {
         st.runEpoch = p.runEpoch;
         st.attemptId = p.attemptId;
@@ -67,8 +69,12 @@ export function foldOpenRun(events: readonly EventRecord[]): OpenRunState | unde
         finals.set(p.finalMessageId, { finalMessageId: p.finalMessageId, content: p.content, step: e.step });
         break;
       case 'delivery/committed':
+        finals.delete(p.finalMessageId);
+        st.deliveredFinalIds.push(p.finalMessageId);
+        break;
       case 'delivery/unknown':
         finals.delete(p.finalMessageId);
+        st.deliveryUnknownFinalIds.push(p.finalMessageId);
         break;
       case 'run/end':
         st.lastEndStatus = p.status;

@@ -1,0 +1,122 @@
+import type { EventRecord } from '../contracts/events.js';
+import type { ExecutionResult, RecoveryOutcome } from '../contracts/requests.js';
+import type { EventStore } from '../persistence/event-store.js';
+import type { SessionHead } from '../persistence/head.js';
+import { foldOpenRun, type OpenRunState } from '../persistence/open-run.js';
+import type { RunEnv } from './run-env.js';
+import { causeInfo, runEndEventId } from './run-lifecycle.js';
+
+async function readRange(store: EventStore, sessionId: string, fromSeq: number, toSeq?: number): Promise<EventRecord[]> {
+  const out: EventRecord[] = [];
+  for await (const e of store.readEvents(sessionId, toSeq === undefined ? { fromSeq } : { fromSeq, toSeq })) out.push(e);
+  return out;
+}
+
+/** The open run's fold, read from its start (O(run), never the whole history). */
+export async function loadOpenRun(store: EventStore, sessionId: string, head: SessionHead | undefined): Promise<OpenRunState | undefined> {
+  return head?.openRun ? foldOpenRun(await readRange(store, sessionId, head.openRun.startSeq)) : undefined;
+}
+
+/**
+ * DESIGN §5, finals: a `final/message` without a delivery event is redelivered when the owner is
+ * idempotent (it gets the same finalMessageId), else recorded `delivery/unknown`; either way the
+ * run is settled with its `run/end`. Returns the open run left to resume (undefined if settled).
+ */
+export async function settleInterruptedFinal(env: RunEnv, open: OpenRunState): Promise<OpenRunState | undefined> {
+  const final = open.undeliveredFinals.at(-1);
+  if (!final) return open;
+  const at = { turn: open.turn, step: final.step, attempt: open.runEpoch };
+  let status: 'succeeded' | 'delivery_unknown' = 'delivery_unknown';
+  let reason = 'the process stopped after the final answer was committed and before its delivery was recorded';
+  if (env.delivery?.idempotent) {
+    try {
+      await env.delivery.deliver({ finalMessageId: final.finalMessageId, sessionId: env.sessionId, runId: open.runId, turn: open.turn, step: final.step, content: final.content });
+      status = 'succeeded';
+    } catch (e) {
+      reason = `redelivery after recovery failed: ${(e as Error)?.message ?? e}`;
+    }
+  } else if (!env.delivery) {
+    status = 'succeeded'; // the result itself was the delivery, and it is in the log
+  }
+  if (status === 'succeeded') {
+    env.writer.stage('delivery/committed', at, { finalMessageId: final.finalMessageId, ...(env.delivery ? { redelivered: true } : { owner: 'result' }) });
+    open.deliveredFinalIds.push(final.finalMessageId);
+  } else {
+    env.writer.stage('delivery/unknown', at, { finalMessageId: final.finalMessageId, reason });
+    open.deliveryUnknownFinalIds.push(final.finalMessageId);
+  }
+  const result: ExecutionResult = {
+    runId: open.runId,
+    attemptId: open.attemptId,
+    outcome: status === 'succeeded' ? 'completed' : 'failed',
+    status,
+    finalMessage: final.content,
+    finalMessageId: final.finalMessageId,
+    ...(status === 'delivery_unknown' ? { error: { kind: 'finalization' as const, message: reason } } : {}),
+    checkpointCommitted: true,
+    historyConsistent: true,
+    deliveryErrors: [],
+    usage: { inputTokens: 0, outputTokens: 0, cachedInputTokens: 0 },
+    steps: final.step,
+  };
+  env.writer.stage(
+    'run/end',
+    at,
+    {
+      runId: open.runId,
+      attemptId: open.attemptId,
+      status,
+      outcome: result.outcome,
+      usage: result.usage,
+      ...(result.error ? { error: { message: result.error.message, code: 'finalization' } } : {}),
+      result: JSON.parse(JSON.stringify({ ...result, error: result.error ? { ...result.error, cause: causeInfo(result.error.cause) } : undefined })),
+    },
+    runEndEventId(open.runId, open.attemptId),
+  );
+  await env.writer.commit();
+  return undefined;
+}
+
+/** DESIGN §5's RecoveryOutcome, from the head, the open run and the last settled run. */
+export async function recoveryOutcome(
+  store: EventStore,
+  env: RunEnv,
+  head: SessionHead | undefined,
+  open: OpenRunState | undefined,
+  settledFinals: { delivered: string[]; unknown: string[] },
+): Promise<RecoveryOutcome> {
+  let last = { delivered: [] as string[], unknown: [] as string[] };
+  if (head?.lastSettledRun?.endSeq) {
+    const f = foldOpenRun(await readRange(store, env.sessionId, head.lastSettledRun.startSeq, head.lastSettledRun.endSeq));
+    if (f) last = { delivered: f.deliveredFinalIds, unknown: f.deliveryUnknownFinalIds };
+  }
+  const uniq = (xs: string[]) => [...new Set(xs)];
+  return {
+    sessionId: env.sessionId,
+    writerEpoch: env.writer.writerEpoch,
+    interruptedRuns: open
+      ? [
+          {
+            runId: open.runId,
+            turn: open.turn,
+            runEpoch: open.runEpoch,
+            attemptId: open.attemptId,
+            ...(open.lastEndStatus ? { lastStatus: open.lastEndStatus } : {}),
+            ...(open.pending ? { pendingRequest: open.pending.pendingRequest } : {}),
+            stopAccepted: open.stopAccepted,
+          },
+        ]
+      : [],
+    deliveredFinalIds: uniq([...settledFinals.delivered, ...last.delivered, ...(open?.deliveredFinalIds ?? [])]),
+    deliveryUnknownFinalIds: uniq([...settledFinals.unknown, ...last.unknown, ...(open?.deliveryUnknownFinalIds ?? [])]),
+    activeResourceLocks: [...env.heldLocks],
+    uncertainToolCalls: (open?.unresolvedCalls ?? []).map((c) => ({
+      runId: open!.runId,
+      callId: c.callId,
+      name: c.name,
+      mode: c.mode,
+      idempotencyKey: c.idempotencyKey,
+      resolution: c.mode === 'parallel' ? ('rerun' as const) : env.tools.get(c.name)?.reconcile ? ('reconcile' as const) : ('uncertain-hanging' as const),
+    })),
+  };
+}

@@ -1,0 +1,55 @@
+import { existsSync, statSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { z } from 'zod';
+import type { EventRecord } from '../contracts/events.js';
+import type { EventStore } from '../persistence/event-store.js';
+import type { SessionHead } from '../persistence/head.js';
+import { lmdbStore } from '../persistence/lmdb-store.js';
+import { CliError, EXIT, parseArg } from './errors.js';
+
+export const DEFAULT_DATA_DIR = './.actorloop';
+
+export const SessionId = z.string().min(1, 'a session id is required').max(400, 'at most 400 characters');
+
+/** The absolute data dir for `--data` (default ./.actorloop). */
+export const dataDirOf = (flag: string | undefined): string => resolve(flag ?? DEFAULT_DATA_DIR);
+
+/**
+ * Opens the LMDB store of an existing data dir. Read-only commands use this: they never create a
+ * data dir, and a folder without an LMDB file is refused (exit 4).
+ */
+export function openExistingStore(dir: string): EventStore {
+  if (!existsSync(dir)) {
+    throw new CliError(`no actorloop data at ${dir}: run \`actorloop demo\` first, or pass --data DIR`, EXIT.notFound);
+  }
+  if (!statSync(dir).isDirectory() || !existsSync(join(dir, 'data.mdb'))) {
+    throw new CliError(`${dir} is not an actorloop data dir (it has no data.mdb)`, EXIT.notFound);
+  }
+  return lmdbStore({ path: dir });
+}
+
+/** The session's head, or a clear "unknown session" error (exit 4). */
+export async function requireSession(store: EventStore, dir: string, sessionId: string): Promise<SessionHead> {
+  const id = parseArg(SessionId, sessionId, 'session');
+  const head = await store.getHead(id);
+  if (!head || head.lastSeq === 0) {
+    throw new CliError(`unknown session ${JSON.stringify(id)} in ${dir}: \`actorloop sessions --data ${dir}\` lists the sessions`, EXIT.notFound);
+  }
+  return head;
+}
+
+/** Reads a session's events into memory (for `view`; `log` streams instead). */
+export async function readAll(store: EventStore, sessionId: string, fromSeq = 1): Promise<EventRecord[]> {
+  const out: EventRecord[] = [];
+  for await (const e of store.readEvents(sessionId, { fromSeq })) out.push(e);
+  return out;
+}
+
+/** Runs `fn` with the store, closing it afterwards whatever happens. */
+export async function withStore<T>(store: EventStore, fn: (s: EventStore) => Promise<T>): Promise<T> {
+  try {
+    return await fn(store);
+  } finally {
+    await store.close().catch(() => undefined);
+  }
+}

@@ -1,0 +1,146 @@
+import { randomUUID } from 'node:crypto';
+import { z } from 'zod';
+import type { ExecutionSession } from '../actors/execution-session.js';
+import { createRuntime } from '../actors/runtime.js';
+import { isExecutionBusy, isValidationError } from '../contracts/errors.js';
+import type { ExecutionRequest, ExecutionResult } from '../contracts/requests.js';
+import { lmdbStore } from '../persistence/lmdb-store.js';
+import { DEFAULT_DATA_DIR, SessionId, dataDirOf } from './data.js';
+import { DEMO_PROMPT, DEMO_SYSTEM_PROMPT, Provider, chooseProvider, demoModel } from './demo-agent.js';
+import { demoPaths, demoTools, prepareDemoFiles } from './demo-tools.js';
+import { EXIT, parseArg } from './errors.js';
+import { Progress, styles, type Sink } from './progress.js';
+import { describeRecovery, recoveryOf } from './recovery.js';
+
+export const DemoOptions = z.object({
+  session: SessionId.optional(),
+  data: z.string().min(1).optional(),
+  provider: Provider.optional(),
+  /** Scales the demo's delays (tests run it faster); ACTORLOOP_DEMO_PACE. */
+  pace: z.coerce.number().positive().max(10).default(1),
+});
+export type DemoOptions = z.input<typeof DemoOptions>;
+
+export interface DemoIO {
+  out: Sink;
+  tty: boolean;
+  color: boolean;
+  /** Registers the Ctrl-C handler; returns its removal. */
+  onInterrupt(handler: () => void): () => void;
+  /** Leaves at once (second Ctrl-C). */
+  exitNow(code: number): void;
+}
+
+/** `demo-20250611-101112`: sortable, readable, typed back easily. */
+export function newSessionId(now = new Date()): string {
+  const p = (n: number) => String(n).padStart(2, '0');
+  return `demo-${now.getFullYear()}${p(now.getMonth() + 1)}${p(now.getDate())}-${p(now.getHours())}${p(now.getMinutes())}${p(now.getSeconds())}`;
+}
+
+const shortId = () => randomUUID().slice(0, 8);
+
+/**
+ * `actorloop demo`: the demo agent on the LMDB data dir. A new session runs the demo prompt; an
+ * existing one resumes its interrupted run (`continue` with a new attempt) or, when none is open,
+ * runs the prompt again. Returns the exit code.
+ */
+export async function runDemo(options: DemoOptions, io: DemoIO): Promise<number> {
+  const o = parseArg(DemoOptions, options, 'demo');
+  const s = styles(io.color);
+  const say = (t: string) => io.out.write(`${t}\n`);
+  const dataDir = dataDirOf(o.data);
+  const provider = chooseProvider(o.provider);
+  const model = await demoModel(provider, o.pace);
+  const paths = demoPaths(dataDir);
+  prepareDemoFiles(paths);
+  const tools = demoTools(paths, o.pace);
+  const store = lmdbStore({ path: dataDir });
+
+  let sessionId = o.session ?? newSessionId();
+  if (!o.session) for (let n = 2; (await store.getHead(sessionId))?.lastSeq; n++) sessionId = `${newSessionId()}-${n}`;
+  const existed = ((await store.getHead(sessionId))?.lastSeq ?? 0) > 0;
+  const dataFlag = o.data && dataDirOf(o.data) !== dataDirOf(DEFAULT_DATA_DIR) ? ` --data ${o.data}` : '';
+  const resumeHint = `actorloop demo --session ${sessionId}${dataFlag}`;
+
+  const runtime = createRuntime({
+    store,
+    model,
+    tools,
+    systemPrompt: DEMO_SYSTEM_PROMPT,
+    // Printing is harmless to repeat, so a final answer left undelivered by a crash is redelivered.
+    delivery: { idempotent: true, deliver: async (final) => say(`${s.green('delivered')} final answer ${s.dim(final.finalMessageId)}`) },
+  });
+  say(`${s.bold('actorloop demo')} · session ${s.bold(sessionId)} · model ${model.modelId} (${provider}) · data ${dataDir}`);
+  if (!existed) say(s.dim(`resume or continue it later with: ${resumeHint}`));
+
+  let session: ExecutionSession | undefined;
+  let progress: Progress | undefined;
+  let interrupts = 0;
+  const offInterrupt = io.onInterrupt(() => {
+    interrupts++;
+    if (interrupts === 1 && session?.requestDetach()) {
+      progress?.line(s.yellow(`Ctrl-C: detaching after the current step (Ctrl-C again to stop at once); resume with: ${resumeHint}`));
+      return;
+    }
+    io.out.write(`\nstopped; the run is resumable with: ${resumeHint}\n`);
+    io.exitNow(EXIT.interrupted);
+  });
+
+  try {
+    session = await runtime.openSession(sessionId);
+    const recovered = await recoveryOf(session, store, tools);
+    if (existed) for (const l of describeRecovery(recovered)) say(l);
+    progress = new Progress(io.out, { tty: io.tty, color: io.color, modes: new Map(tools.map((t) => [t.name, t.mode])) });
+    const p = progress;
+    session.subscribe((env) => p.onEnvelope(env), { name: 'cli-progress', capacity: 4096 });
+
+    const open = recovered.recovery.interruptedRuns[0];
+    let request: ExecutionRequest;
+    if (open?.pendingRequest) {
+      say(`run ${open.runId} waits for an answer (${JSON.stringify(open.pendingRequest)}); the demo agent asks no questions, so answer it from your own code with execute({ kind: 'respond', … }).`);
+      return EXIT.failure;
+    } else if (open) {
+      request = { kind: 'continue', runId: open.runId, attemptId: `a-${shortId()}` };
+      say(`continuing run ${open.runId} with a new attempt ${request.attemptId}`);
+    } else {
+      request = { kind: 'prompt', runId: `r-${shortId()}`, attemptId: `a-${shortId()}`, message: DEMO_PROMPT };
+      say(`${s.cyan('user')}: ${DEMO_PROMPT}`);
+    }
+
+    let result: ExecutionResult;
+    try {
+      result = await session.execute(request);
+    } catch (e) {
+      if (isValidationError(e) || isExecutionBusy(e)) {
+        progress.stop();
+        say(`${s.red('cannot run')}: ${e.message}`);
+        say(`session: ${sessionId}`);
+        return EXIT.failure;
+      }
+      throw e;
+    }
+    progress.stop();
+    say(summaryLine(result, s));
+    if (result.error) say(`${s.red('error')} (${result.error.kind}): ${result.error.message}`);
+    if (result.outcome !== 'completed') say(`resume with: ${resumeHint}`);
+    say(`session: ${sessionId}`);
+    if (result.outcome === 'completed') return EXIT.ok;
+    return result.status === 'detached' && interrupts > 0 ? EXIT.interrupted : EXIT.failure;
+  } finally {
+    offInterrupt();
+    progress?.stop();
+    await runtime.close();
+  }
+}
+
+function summaryLine(r: ExecutionResult, s: ReturnType<typeof styles>): string {
+  const colour = r.outcome === 'completed' ? s.green : r.outcome === 'failed' ? s.red : s.yellow;
+  const extra = [
+    `status ${r.status}`,
+    `${r.steps} step${r.steps === 1 ? '' : 's'}`,
+    `${r.usage.inputTokens} in / ${r.usage.outputTokens} out tokens`,
+    ...(r.budget ? [`budget ${r.budget}`] : []),
+    ...(r.blockedBy?.length ? [`blocked by ${r.blockedBy.join(', ')}`] : []),
+  ];
+  return `outcome: ${colour(r.outcome)} (${extra.join(', ')})`;
+}

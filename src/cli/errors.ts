@@ -1,0 +1,52 @@
+import type { z } from 'zod';
+import { isCorruptLogError, isUnknownSchemaVersionError, isValidationError } from '../contracts/errors.js';
+
+/** The CLI's exit codes (docs/cli.md). */
+export const EXIT = {
+  ok: 0,
+  /** The run did not complete, or an unexpected error. */
+  failure: 1,
+  /** Bad arguments. */
+  usage: 2,
+  /** The log cannot be read: a corrupt record or a newer schema version. */
+  corrupt: 3,
+  /** No data dir, or no such session in it. */
+  notFound: 4,
+  /** Stopped by Ctrl-C (the run is left resumable). */
+  interrupted: 130,
+} as const;
+
+/**
+ * An error the CLI reports as one clear line and exits with `exitCode`.
+ * @example
+ * throw new CliError('unknown session s9', EXIT.notFound)
+ */
+export class CliError extends Error {
+  override readonly name = 'CliError';
+  constructor(
+    message: string,
+    readonly exitCode: number,
+  ) {
+    super(message);
+  }
+}
+
+/** Parses a command-line value with a zod schema; a bad value is a usage error naming `what`. */
+export function parseArg<T extends z.ZodType>(schema: T, value: unknown, what: string): z.output<T> {
+  const r = schema.safeParse(value);
+  if (!r.success) throw new CliError(`${what}: ${r.error.issues.map((i) => i.message).join('; ')} (got ${JSON.stringify(value)})`, EXIT.usage);
+  return r.data;
+}
+
+/** The message and exit code for anything a command threw. */
+export function describeFailure(e: unknown): { message: string; exitCode: number } {
+  if (e instanceof CliError) return { message: e.message, exitCode: e.exitCode };
+  if (isCorruptLogError(e)) {
+    return { message: `corrupt log: session ${e.sessionId}, seq ${e.seq}: ${e.reason}. The records before seq ${e.seq} are intact; nothing was changed.`, exitCode: EXIT.corrupt };
+  }
+  if (isUnknownSchemaVersionError(e)) {
+    return { message: `session ${e.sessionId}, seq ${e.seq} was written by a newer actorloop (schema version ${e.schemaVersion}): upgrade actorloop to read it.`, exitCode: EXIT.corrupt };
+  }
+  if (isValidationError(e)) return { message: e.message, exitCode: EXIT.usage };
+  return { message: e instanceof Error ? (e.stack ?? e.message) : String(e), exitCode: EXIT.failure };
+}
