@@ -21,7 +21,7 @@ class MemoryTxn implements LogTxn {
     return this.sessions.get(sid)?.ids.get(id);
   }
   event(sid: string, seq: number) {
-    return this.sessions.get(sid)!.events[seq - 1]!;
+    return JSON.parse(this.sessions.get(sid)!.events[seq - 1]!) as EventRecord;
   }
   putHead(h: SessionHead) {
     this.heads.set(h.sessionId, h);
@@ -36,7 +36,8 @@ class MemoryTxn implements LogTxn {
 
 interface SessionData {
   head: SessionHead;
-  events: EventRecord[];
+  /** Records as JSON text, like the LMDB store: nothing stored is shared with a caller. */
+  events: string[];
   ids: Map<string, number>;
 }
 
@@ -76,7 +77,7 @@ class MemoryEventStore implements EventStore {
     const { records, written } = applyAppend(t, sessionId, writerEpoch, expectedSeq, prepared, new Date().toISOString());
     this.commit(t);
     if (written) this.live.publish(sessionId, records);
-    return records.map((r) => structuredClone(r));
+    return records; // built fresh by applyAppend; the store keeps its own JSON copy
   }
 
   private commit(t: MemoryTxn): void {
@@ -85,7 +86,7 @@ class MemoryEventStore implements EventStore {
       if (cur) cur.head = head;
       else this.sessions.set(sid, { head, events: [], ids: new Map() });
     }
-    for (const r of t.events) this.sessions.get(r.sessionId)!.events.push(r); // built fresh by applyAppend: owned here
+    for (const r of t.events) this.sessions.get(r.sessionId)!.events.push(JSON.stringify(r));
     for (const [sid, id, seq] of t.ids) this.sessions.get(sid)!.ids.set(id, seq);
   }
 
@@ -94,7 +95,7 @@ class MemoryEventStore implements EventStore {
     const { fromSeq, toSeq } = readRange(sessionId, range);
     const s = this.sessions.get(sessionId);
     if (!s) return;
-    for (let seq = fromSeq; seq <= Math.min(toSeq, s.events.length); seq++) yield structuredClone(s.events[seq - 1]!);
+    for (let seq = fromSeq; seq <= Math.min(toSeq, s.events.length); seq++) yield JSON.parse(s.events[seq - 1]!) as EventRecord;
   }
 
   async loadSurface(sessionId: string): Promise<EventRecord[]> {
@@ -106,7 +107,7 @@ class MemoryEventStore implements EventStore {
     this.assertOpen();
     assertSessionId(sessionId, 'getHead');
     const h = this.sessions.get(sessionId)?.head;
-    return h && structuredClone(h);
+    return h && { ...h, pendingInputs: [...h.pendingInputs], heldLocks: [...h.heldLocks] };
   }
 
   async getEventById(sessionId: string, eventId: string): Promise<EventRecord | undefined> {
@@ -114,7 +115,7 @@ class MemoryEventStore implements EventStore {
     assertSessionId(sessionId, 'getEventById');
     const s = this.sessions.get(sessionId);
     const seq = s?.ids.get(eventId);
-    return seq === undefined ? undefined : structuredClone(s!.events[seq - 1]);
+    return seq === undefined ? undefined : (JSON.parse(s!.events[seq - 1]!) as EventRecord);
   }
 
   async listSessions(): Promise<string[]> {
