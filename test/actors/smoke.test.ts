@@ -14,7 +14,12 @@ describe('smoke', () => {
     expect(r).toMatchObject({ outcome: 'completed', status: 'succeeded', finalMessage: 'It is 3.' });
     expect(delivered).toEqual(['It is 3.']);
     const events = await collect(store.readEvents('s1'));
-    console.log(events.map((e) => `${e.seq} ${e.type} t${e.turn} s${e.step}`).join('\n'));
+    expect(events.map((e) => e.type)).toEqual([
+      'session/attached', 'run/start', 'user/message',
+      'step/start', 'assistant/message', 'tool/call', 'tool/result', 'step/end',
+      'step/start', 'assistant/message', 'final/message', 'step/end',
+      'delivery/committed', 'run/end',
+    ]);
     const again = await s.execute({ kind: 'prompt', runId: 'r1', attemptId: 'a1', message: 'what is 1+2?' });
     expect(again.finalMessage).toBe('It is 3.');
     await runtime.close();
