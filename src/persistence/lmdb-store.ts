@@ -97,6 +97,29 @@ function readHead(heads: Database<string, string>, sessionId: string): SessionHe
   }
 }
 
+/**
+ * Opens the environment and its three databases. Opening races another process that is growing
+ * the same file can fail inside lmdb-js with MDB's "No transaction to renew" (seen under heavy
+ * load in test/persistence/lmdb-multiprocess.test.ts); that open is retried a few times.
+ */
+function openEnv(options: z.output<typeof LmdbStoreOptions>) {
+  for (let attempt = 1; ; attempt++) {
+    let env: RootDatabase | undefined;
+    try {
+      env = open({ path: options.path, maxDbs: 8, ...(options.durability === 'committed' ? { noSync: true } : {}) });
+      return {
+        env,
+        events: env.openDB<string, [string, number]>({ name: 'events', encoding: 'string' }),
+        heads: env.openDB<string, string>({ name: 'heads', encoding: 'string' }),
+        ids: env.openDB<number, [string, string]>({ name: 'ids' }),
+      };
+    } catch (e) {
+      void env?.close();
+      if (attempt >= 5 || !/No transaction to renew/.test(String((e as Error)?.message))) throw e;
+    }
+  }
+}
+
 class LmdbEventStore implements EventStore, LmdbStats {
   readonly stats = { commits: 0, flushes: 0, appends: 0 };
   private readonly env: RootDatabase;
@@ -115,10 +138,11 @@ class LmdbEventStore implements EventStore, LmdbStats {
     // test/crash/store-strace.test.ts): both flushes happen inside the write transaction, on this
     // thread, while LMDB's cross-process writer lock is held. Group commit amortises them.
     // (`env.flushed` does not track transactionSync commits, so durability rests on this.)
-    this.env = open({ path: options.path, maxDbs: 8, ...(options.durability === 'committed' ? { noSync: true } : {}) });
-    this.events = this.env.openDB({ name: 'events', encoding: 'string' });
-    this.heads = this.env.openDB({ name: 'heads', encoding: 'string' });
-    this.ids = this.env.openDB({ name: 'ids' });
+    const opened = openEnv(options);
+    this.env = opened.env;
+    this.events = opened.events;
+    this.heads = opened.heads;
+    this.ids = opened.ids;
   }
 
   async attachWriter(sessionId: string): Promise<AttachResult> {
