@@ -29,6 +29,12 @@ export { toolBatchMachine } from './machines/tool-batch.machine.js';
 export type { ToolBatchContext, ToolBatchInput } from './machines/tool-batch.machine.js';
 
 export { EnvelopeStream } from './streams/envelopes.js';
+export { SubscriberHub, SubscribeOptions } from './streams/subscribers.js';
+export type { DeliveryError, SubscriberListener, Unsubscribe } from './streams/subscribers.js';
+export { renderTimeline } from './cli/timeline.js';
+export type { TimelineOptions } from './cli/timeline.js';
+export { foldOpenRun } from './persistence/open-run.js';
+export type { OpenRunState } from './persistence/open-run.js';
 export type { Envelope, LiveEvent } from './streams/envelopes.js';
 
 export { LoopBudget, LoopConfig, DEFAULT_COMPACTION_PROMPT } from './contracts/config.js';
@@ -42,6 +48,7 @@ export {
   InputEnvelope,
   InputReceipt,
   Outcome,
+  RecoveryOutcome,
   RunStatus,
   StopReceipt,
   StopRequest,

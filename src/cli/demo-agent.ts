@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { CancelledError, ValidationError } from '../contracts/errors.js';
+import { CancelledError } from '../contracts/errors.js';
 import type { Message } from '../contracts/message.js';
 import type { ModelProvider, ModelRequest, ModelStreamEvent } from '../contracts/model.js';
 import { anthropicModelFromEnv } from '../providers/anthropic.js';
@@ -38,13 +38,13 @@ export async function demoModel(provider: Provider, pace = 1): Promise<ModelProv
   return paced(scriptedModel([demoPolicy], { modelId: 'scripted-demo', loop: true }), pace);
 }
 
-/** The tool messages answering the current prompt (after its last user message). */
-function toolResultsOfTurn(messages: readonly Message[]): Message[] {
+/** The messages answering the current prompt (after its last user message). */
+function turnMessages(messages: readonly Message[]): Message[] {
   let start = 0;
   messages.forEach((m, i) => {
     if (m.role === 'user') start = i + 1;
   });
-  return messages.slice(start).filter((m) => m.role === 'tool');
+  return messages.slice(start);
 }
 
 const isDeployed = (m: Message) => m.name === 'deploy' && m.content.startsWith('deployed ');
@@ -56,18 +56,22 @@ const isDeployed = (m: Message) => m.name === 'deploy' && m.content.startsWith('
  * was interrupted; step 3 answers.
  */
 export function demoPolicy(request: ModelRequest): ScriptedStep {
-  const results = toolResultsOfTurn(request.messages);
+  const turn = turnMessages(request.messages);
+  const results = turn.filter((m) => m.role === 'tool');
+  // Call ids unique in the run even when a resumed run's model starts afresh in a new process.
+  const step = turn.filter((m) => m.role === 'assistant').length + 1;
+  const ids = <T extends object>(calls: T[]) => calls.map((c, k) => ({ id: `c${step}_${k}`, ...c }));
   const deploys = results.filter((m) => m.name === 'deploy');
   const usage = { inputTokens: request.messages.reduce((n, m) => n + Math.ceil(m.content.length / 4), 0), outputTokens: 40 };
   if (results.length === 0) {
     return {
       text: 'Reading the release notes and service config, and doing the arithmetic in parallel.',
-      toolCalls: [
+      toolCalls: ids([
         { name: 'read_file', arguments: { path: 'release-notes.md' } },
         { name: 'read_file', arguments: { path: 'service.json' } },
         { name: 'calculate', arguments: { expression: '(1 - 0.999) * 30 * 24 * 60' } },
         { name: 'calculate', arguments: { expression: '40 * 0.1' } },
-      ],
+      ]),
       usage,
     };
   }
@@ -76,7 +80,7 @@ export function demoPolicy(request: ModelRequest): ScriptedStep {
     const again = deploys.length > 0;
     return {
       text: again ? 'The first deploy was interrupted before it took effect; deploying again.' : 'Release notes look good; deploying checkout 2.4.0 to staging.',
-      toolCalls: [{ name: 'deploy', arguments: { service: 'checkout', version: '2.4.0', environment: 'staging' } }],
+      toolCalls: ids([{ name: 'deploy', arguments: { service: 'checkout', version: '2.4.0', environment: 'staging' } }]),
       usage,
     };
   }
@@ -113,10 +117,4 @@ export function paced(inner: ModelProvider, pace: number): ModelProvider {
       return res;
     },
   };
-}
-
-export function assertProvider(value: string): Provider {
-  const r = Provider.safeParse(value);
-  if (!r.success) throw new ValidationError('--provider', [{ path: ['provider'], message: `must be one of ${Provider.options.join(', ')}` }]);
-  return r.data;
 }

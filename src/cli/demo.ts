@@ -10,7 +10,7 @@ import { DEMO_PROMPT, DEMO_SYSTEM_PROMPT, Provider, chooseProvider, demoModel } 
 import { demoPaths, demoTools, prepareDemoFiles } from './demo-tools.js';
 import { EXIT, parseArg } from './errors.js';
 import { Progress, styles, type Sink } from './progress.js';
-import { describeRecovery, recoveryOf } from './recovery.js';
+import { describeRecovery } from './recovery.js';
 
 export const DemoOptions = z.object({
   session: SessionId.optional(),
@@ -47,7 +47,7 @@ const shortId = () => randomUUID().slice(0, 8);
 export async function runDemo(options: DemoOptions, io: DemoIO): Promise<number> {
   const o = parseArg(DemoOptions, options, 'demo');
   const s = styles(io.color);
-  const say = (t: string) => io.out.write(`${t}\n`);
+  const say = (t: string): void => void io.out.write(`${t}\n`);
   const dataDir = dataDirOf(o.data);
   const provider = chooseProvider(o.provider);
   const model = await demoModel(provider, o.pace);
@@ -68,7 +68,7 @@ export async function runDemo(options: DemoOptions, io: DemoIO): Promise<number>
     tools,
     systemPrompt: DEMO_SYSTEM_PROMPT,
     // Printing is harmless to repeat, so a final answer left undelivered by a crash is redelivered.
-    delivery: { idempotent: true, deliver: async (final) => say(`${s.green('delivered')} final answer ${s.dim(final.finalMessageId)}`) },
+    delivery: { idempotent: true, deliver: async (final) => void say(`${s.green('delivered')} final answer ${s.dim(final.finalMessageId)}`) },
   });
   say(`${s.bold('actorloop demo')} · session ${s.bold(sessionId)} · model ${model.modelId} (${provider}) · data ${dataDir}`);
   if (!existed) say(s.dim(`resume or continue it later with: ${resumeHint}`));
@@ -88,13 +88,12 @@ export async function runDemo(options: DemoOptions, io: DemoIO): Promise<number>
 
   try {
     session = await runtime.openSession(sessionId);
-    const recovered = await recoveryOf(session, store, tools);
-    if (existed) for (const l of describeRecovery(recovered)) say(l);
+    if (existed) for (const l of describeRecovery(session.recovery)) say(l);
     progress = new Progress(io.out, { tty: io.tty, color: io.color, modes: new Map(tools.map((t) => [t.name, t.mode])) });
     const p = progress;
     session.subscribe((env) => p.onEnvelope(env), { name: 'cli-progress', capacity: 4096 });
 
-    const open = recovered.recovery.interruptedRuns[0];
+    const open = session.recovery.interruptedRuns[0];
     let request: ExecutionRequest;
     if (open?.pendingRequest) {
       say(`run ${open.runId} waits for an answer (${JSON.stringify(open.pendingRequest)}); the demo agent asks no questions, so answer it from your own code with execute({ kind: 'respond', … }).`);

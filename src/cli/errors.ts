@@ -48,5 +48,7 @@ export function describeFailure(e: unknown): { message: string; exitCode: number
     return { message: `session ${e.sessionId}, seq ${e.seq} was written by a newer actorloop (schema version ${e.schemaVersion}): upgrade actorloop to read it.`, exitCode: EXIT.corrupt };
   }
   if (isValidationError(e)) return { message: e.message, exitCode: EXIT.usage };
-  return { message: e instanceof Error ? (e.stack ?? e.message) : String(e), exitCode: EXIT.failure };
+  // a file system error (ENOENT, EACCES, …) says enough in its message; anything else is a bug: its stack helps
+  const isSystemError = e instanceof Error && typeof (e as NodeJS.ErrnoException).syscall === 'string';
+  return { message: e instanceof Error ? (isSystemError ? e.message : (e.stack ?? e.message)) : String(e), exitCode: EXIT.failure };
 }

@@ -51,6 +51,8 @@ export function summarize(e: EventRecord): string {
       return `${p.name} ${p.callId} ${outcomeSummary(p.outcome as ToolOutcome, 60)}${p.startedAt && p.endedAt ? ` (${p.endedAt - p.startedAt} ms)` : ''}`;
     case 'tool/batch-rejected':
       return `batch rejected: ${(p.issues as { name: string; message: string }[]).map((i) => `${i.name}: ${i.message}`).join('; ')}`;
+    case 'run/suspended':
+      return `suspended: ${p.pendingRequest?.kind} ${p.pendingRequest?.questionId}`;
     case 'approval/requested':
     case 'question/asked':
       return `${p.pendingRequest?.kind} ${p.pendingRequest?.questionId}${p.pendingRequest?.question ? `: ${clip(p.pendingRequest.question, 60)}` : ''}`;

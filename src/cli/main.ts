@@ -1,16 +1,21 @@
 #!/usr/bin/env node
 /**
- * The `actorloop` command. Subcommands arrive with the run engine (demo) and the CLI issue.
+ * The `actorloop` command: the offline demo agent, and tools to look into a data dir's sessions.
+ * docs/cli.md documents every command and exit code; src/cli/program.ts builds them.
  */
-const [, , command] = process.argv;
-const known = ['demo', 'sessions', 'log', 'tail', 'recover', 'view'];
-if (!command || command === '--help' || command === '-h') {
-  console.log(`usage: actorloop <command>\n\ncommands (in progress): ${known.join(', ')}`);
-  process.exit(0);
-}
-if (known.includes(command)) {
-  console.error(`actorloop ${command}: not available yet in this version (the run engine is still being built).`);
-  process.exit(2);
-}
-console.error(`actorloop: unknown command ${JSON.stringify(command)}; try actorloop --help`);
-process.exit(2);
+import { runCli } from './program.js';
+
+const code = await runCli(process.argv, {
+  out: process.stdout,
+  err: process.stderr,
+  tty: Boolean(process.stdout.isTTY),
+  env: process.env,
+  onInterrupt: (handler) => {
+    process.on('SIGINT', handler);
+    return () => void process.off('SIGINT', handler);
+  },
+  exitNow: (code) => process.exit(code),
+});
+// flush what is buffered, then leave even if a handle (a timer, a socket) is still open
+await new Promise<void>((resolve) => process.stdout.write('', () => resolve()));
+process.exit(code);

@@ -105,10 +105,8 @@ export class Progress {
         break;
       }
       case 'tool_end': {
-        const r = this.running.get(e.callId);
         this.running.delete(e.callId);
-        const ms = r ? ` ${dim(`(${Date.now() - r.since} ms)`)}` : '';
-        this.line(`  tool end   ${cyan(e.name)} ${dim(e.callId)} ${this.colourOutcome(outcomeSummary(e.outcome, 70), e.outcome.kind)}${ms}`);
+        this.line(`  tool end   ${cyan(e.name)} ${dim(e.callId)} ${this.colourOutcome(outcomeSummary(e.outcome, 70), e.outcome.kind)}`);
         break;
       }
       case 'approval_requested':
@@ -147,7 +145,7 @@ export class Progress {
     if (parts.length === 0 && this.waitingSince !== undefined) parts.push(`waiting for the model ${((now - this.waitingSince) / 1000).toFixed(1)} s`);
     if (parts.length === 0) return this.clearStatus();
     const text = `${SPINNER[this.frame++ % SPINNER.length]} ${parts.join(' · ')}`;
-    this.out.write(`\r\x1b[K${this.s.dim(clip(text, Math.max(20, (process.stdout.columns ?? 100) - 2)))}`);
+    this.out.write(`\r\x1b[K${this.s.dim(clip(text, Math.max(20, (process.stdout.columns || 100) - 2)))}`);
     this.status = text;
   }
 }

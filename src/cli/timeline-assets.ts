@@ -16,9 +16,11 @@ h1 code { font-size: 16px; }
 svg.timeline { display: block; font-size: 11px; }
 .rowlabel { fill: var(--muted); font-size: 11px; }
 .rowline { stroke: #eef1f5; }
+.tick, .rowline, .restart { pointer-events: none; }
 .tick line { stroke: #e6e9ef; }
 .tick text { fill: var(--muted); font-size: 10px; }
 .clock { fill: var(--fg); font-size: 10px; font-weight: 600; }
+.gap { pointer-events: none; }
 .gap rect { fill: url(#gap-hatch); }
 .gap text { fill: var(--muted); font-size: 10px; }
 .bar { cursor: pointer; }

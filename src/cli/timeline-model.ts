@@ -106,7 +106,8 @@ export function buildTimeline(sessionId: string, events: readonly EventRecord[])
   const attempts = new Map<string, { runId: string; start: number; seqs: number[]; end?: number; status?: string; turn: number; epoch: number; kind: string }>();
   // Steps, model calls, tool calls.
   const steps = new Map<string, { start: number; end?: number; last: number; seqs: number[]; step: number; turn: number }>();
-  const calls = new Map<string, { call: EventRecord; result?: EventRecord }>();
+  const calls: { call: EventRecord; result?: EventRecord }[] = [];
+  const openCalls = new Map<string, { call: EventRecord; result?: EventRecord }>(); // `${turn}:${callId}`
   const failedAttempts: EventRecord[] = [];
   const modelStart = new Map<string, number>(); // step key → start of its earliest model call drawn
 
@@ -119,7 +120,8 @@ export function buildTimeline(sessionId: string, events: readonly EventRecord[])
       marks.push({ at: t, kind: mark.kind, label: mark.label, classes: [mark.kind, ...(mark.extra ? [mark.extra] : [])], seqs: [e.seq], title: `${e.type}${extra}: ${summarize(e)}` });
     }
     const stepKey = `${e.turn}:${e.attempt}:${e.step}`;
-    if (e.turn > 0 && e.step > 0 && (steps.has(stepKey) || e.type === 'step/start')) {
+    // A step of an attempt begins with its first event (a resumed attempt's begins at run/start).
+    if (e.turn > 0 && e.step > 0) {
       const st = steps.get(stepKey) ?? { start: t, last: t, seqs: [], step: e.step, turn: e.turn };
       st.last = Math.max(st.last, t);
       st.seqs.push(e.seq);
@@ -164,11 +166,15 @@ export function buildTimeline(sessionId: string, events: readonly EventRecord[])
       case 'assistant/attempt':
         failedAttempts.push(e);
         break;
-      case 'tool/call':
-        calls.set(`${e.turn}:${p.callId}`, { call: e });
+      case 'tool/call': {
+        const entry = { call: e };
+        calls.push(entry);
+        openCalls.set(`${e.turn}:${p.callId}`, entry);
         break;
+      }
       case 'tool/result': {
-        const c = calls.get(`${e.turn}:${p.callId}`);
+        const c = openCalls.get(`${e.turn}:${p.callId}`);
+        openCalls.delete(`${e.turn}:${p.callId}`);
         if (c) c.result = e;
         break;
       }
@@ -225,20 +231,22 @@ export function buildTimeline(sessionId: string, events: readonly EventRecord[])
     });
   }
   const toolSpans: Span[] = [];
-  for (const { call, result } of calls.values()) {
+  for (const { call, result } of calls) {
     const p = call.payload as Record<string, any>;
     const r = result?.payload as Record<string, any> | undefined;
     const outcome = r?.outcome as ToolOutcome | undefined;
-    const start = typeof r?.startedAt === 'number' ? r.startedAt : ms(call);
-    const end = result ? (typeof r?.endedAt === 'number' ? r.endedAt : ms(result)) : Math.max(ms(call), attemptEnd.get(`${call.turn}:${call.attempt}`) ?? ms(call));
+    // A result written by a later attempt (recovery: rerun, reconcile) spans the restart.
+    const recovered = result !== undefined && result.attempt !== call.attempt;
+    const start = !recovered && typeof r?.startedAt === 'number' ? r.startedAt : ms(call);
+    const end = result ? (!recovered && typeof r?.endedAt === 'number' ? r.endedAt : ms(result)) : Math.max(ms(call), attemptEnd.get(`${call.turn}:${call.attempt}`) ?? ms(call));
     toolSpans.push({
       row: 'tool',
       start,
       end: Math.max(start, end),
       label: `${p.name}${outcome ? '' : ' ?'}`,
-      classes: [`mode-${p.mode}`, ...outcomeClasses(outcome)],
+      classes: [`mode-${p.mode}`, ...outcomeClasses(outcome), ...(recovered ? ['recovered'] : [])],
       seqs: [call.seq, ...(result ? [result.seq] : [])],
-      title: `${summarize(call)}${result ? ` → ${summarize(result)}` : ' → no result: the process stopped while it ran'}`,
+      title: `${summarize(call)}${result ? ` → ${summarize(result)}${recovered ? ` (resolved by recovery, attempt ${result.attempt})` : ''}` : ' → no result: the process stopped while it ran'}`,
     });
   }
   const toolLanes = pack(toolSpans);

@@ -33,7 +33,6 @@ export interface ScriptedModel extends ModelProvider {
 export function scriptedModel(steps: readonly ScriptedStep[], options: { modelId?: string; loop?: boolean } = {}): ScriptedModel {
   const requests: ModelRequest[] = [];
   let i = 0;
-  let calls = 0;
   return {
     modelId: options.modelId ?? 'scripted',
     requests,
@@ -42,7 +41,6 @@ export function scriptedModel(steps: readonly ScriptedStep[], options: { modelId
     },
     async call(request: ModelRequest, onEvent: (e: ModelStreamEvent) => void): Promise<ModelResponse> {
       requests.push(request);
-      calls++;
       if (request.signal.aborted) throw new CancelledError('model call cancelled');
       if (i >= steps.length) {
         if (!options.loop || steps.length === 0) throw new ProviderError('scripted model has no steps left', { retryable: false, code: 'script_exhausted' });
@@ -62,7 +60,9 @@ export function scriptedModel(steps: readonly ScriptedStep[], options: { modelId
       const text = step.text ?? '';
       if (text) onEvent({ type: 'text_delta', text });
       const toolCalls = (step.toolCalls ?? []).map((c, k) => ({
-        id: c.id ?? `call_${calls}_${k}`,
+        // deterministic, and unique within a conversation even across processes (a resumed run
+        // continues with more messages than any earlier request had)
+        id: c.id ?? `call_${request.messages.length}_${k}`,
         name: c.name,
         arguments: typeof c.arguments === 'string' ? c.arguments : JSON.stringify(c.arguments ?? {}),
       }));

@@ -1,0 +1,99 @@
+/**
+ * Watching the live machines with the Stately inspector (`@statelyai/inspect`). The runtime's
+ * `inspect` option receives XState inspection events from every actor: the session machine, each
+ * run machine and each toolBatch machine (and the promise actors they invoke).
+ *
+ *   npx tsx examples/inspector.ts [events.jsonl]   # offline: a local adapter writes JSON lines
+ *   npx tsx examples/inspector.ts --serve          # live: the Stately inspector in your browser
+ *
+ * `--serve` starts the package's local WebSocket bridge (createInspectorServer, port 8080) and
+ * connects with createWebSocketInspector; the page it opens embeds the inspector UI from
+ * stately.ai, so that browser needs the network. The default mode needs nothing but this process.
+ */
+import { appendFileSync, writeFileSync } from 'node:fs';
+import { pathToFileURL } from 'node:url';
+import { createInspector, createWebSocketInspector, type StatelyInspectionEvent } from '@statelyai/inspect';
+import type { InspectionEvent } from 'xstate';
+import { z } from 'zod';
+import { createRuntime, defineTool, memoryStore, scriptedModel } from '../src/index.js';
+
+/** The machine id in an `@xstate.actor` event's definition (its config as JSON), if any. */
+function machineId(definition: string | undefined): string | undefined {
+  try {
+    const id = definition ? (JSON.parse(definition) as { id?: unknown }).id : undefined;
+    return typeof id === 'string' ? id : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * An inspector adapter that keeps every event in a local sink: a JSON-lines file (if given) and
+ * per-machine counts. Snapshot events name the actor by its sessionId, so the machine id each
+ * `@xstate.actor` event announces (session, run, toolBatch; an invoked promise actor's id) is
+ * remembered.
+ */
+export function localAdapter(file?: string) {
+  const names = new Map<string, string>();
+  const snapshotsByMachine = new Map<string, number>();
+  if (file) writeFileSync(file, '');
+  return {
+    snapshotsByMachine,
+    send(event: StatelyInspectionEvent): void {
+      if (event.type === '@xstate.actor') names.set(event.sessionId, machineId(event.definition) ?? event.name);
+      if (event.type === '@xstate.snapshot') {
+        const name = names.get(event.sessionId) ?? event.sessionId;
+        snapshotsByMachine.set(name, (snapshotsByMachine.get(name) ?? 0) + 1);
+      }
+      if (file) appendFileSync(file, `${JSON.stringify(event)}\n`);
+    },
+  };
+}
+
+/** Runs a two-step agent (a parallel tool batch, then an answer) with `inspect` attached. */
+export async function runInspectedAgent(inspect: (e: InspectionEvent) => void): Promise<string> {
+  const lookup = defineTool({
+    name: 'lookup',
+    description: 'Looks a word up',
+    parameters: z.object({ word: z.string() }),
+    mode: 'parallel',
+    execute: async ({ word }) => `${word}: a word`,
+  });
+  const model = scriptedModel([
+    { toolCalls: [{ name: 'lookup', arguments: { word: 'actor' } }, { name: 'lookup', arguments: { word: 'loop' } }] },
+    'An actor loop, looked up.',
+  ]);
+  const runtime = createRuntime({ store: memoryStore(), model, tools: [lookup], inspect });
+  const session = await runtime.openSession('inspected');
+  const result = await session.execute({ kind: 'prompt', runId: 'r1', attemptId: 'a1', message: 'Look up actor and loop' });
+  await runtime.close();
+  return result.outcome;
+}
+
+async function main(): Promise<void> {
+  const serve = process.argv.includes('--serve');
+  if (serve) {
+    const { createInspectorServer } = await import('@statelyai/inspect/server');
+    const server = createInspectorServer({ port: 8080 });
+    const inspector = createWebSocketInspector({ url: 'ws://localhost:8080' });
+    console.log('inspector bridge on http://localhost:8080 — running the agent; Ctrl-C to stop');
+    await runInspectedAgent((e) => inspector.inspect.next?.(e));
+    process.on('SIGINT', () => {
+      inspector.stop();
+      server.stop();
+      process.exit(0);
+    });
+    return;
+  }
+  const file = process.argv[2] ?? 'inspector-events.jsonl';
+  const adapter = localAdapter(file);
+  const inspector = createInspector(adapter);
+  const outcome = await runInspectedAgent((e) => inspector.inspect.next?.(e));
+  await new Promise((r) => setTimeout(r, 50)); // the inspector converts events on the next tick
+  inspector.stop();
+  console.log(`outcome: ${outcome}`);
+  for (const [name, n] of adapter.snapshotsByMachine) console.log(`snapshots of ${name}: ${n}`);
+  console.log(`inspection events written to ${file}`);
+}
+
+if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) await main();

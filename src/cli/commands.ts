@@ -1,0 +1,174 @@
+import { writeFileSync } from 'node:fs';
+import { resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { z } from 'zod';
+import type { FinalAnswer } from '../actors/run-env.js';
+import { createRuntime } from '../actors/runtime.js';
+import { isCorruptLogError } from '../contracts/errors.js';
+import type { EventRecord } from '../contracts/events.js';
+import type { EventStore } from '../persistence/event-store.js';
+import { scriptedModel } from '../providers/scripted.js';
+import { SessionId, dataDirOf, openExistingStore, readAll, requireSession, withStore } from './data.js';
+import { demoPaths, demoTools } from './demo-tools.js';
+import { EXIT, parseArg } from './errors.js';
+import { formatLine } from './format.js';
+import type { Sink } from './progress.js';
+import { describeRecovery } from './recovery.js';
+import { renderTimeline } from './timeline.js';
+
+export interface CommandIO {
+  out: Sink;
+  err: Sink;
+  /** Registers a Ctrl-C handler; returns its removal. */
+  onInterrupt(handler: () => void): () => void;
+}
+
+const Seq = z.string().regex(/^\d+$/, 'a whole number such as 12').transform(Number).pipe(z.number().int().positive('1 or more'));
+const say = (io: CommandIO, text: string) => io.out.write(`${text}\n`);
+
+/** `actorloop sessions`: every session with its head (events, turns, writer epoch, open run). */
+export async function sessionsCommand(opts: { data?: string; json?: boolean }, io: CommandIO): Promise<number> {
+  const dir = dataDirOf(opts.data);
+  return withStore(openExistingStore(dir), async (store) => {
+    const rows = [];
+    for (const id of await store.listSessions()) {
+      const h = await store.getHead(id);
+      if (!h) continue;
+      rows.push({
+        sessionId: id,
+        events: h.lastSeq,
+        turns: h.lastTurn,
+        writerEpoch: h.writerEpoch,
+        openRun: h.openRun?.runId ?? null,
+        pendingInputs: h.pendingInputs.length,
+      });
+    }
+    if (opts.json) {
+      say(io, JSON.stringify(rows));
+      return EXIT.ok;
+    }
+    if (rows.length === 0) {
+      say(io, `no sessions in ${dir}`);
+      return EXIT.ok;
+    }
+    const w = Math.max(7, ...rows.map((r) => r.sessionId.length));
+    say(io, `${'session'.padEnd(w)}  events  turns  epoch  state`);
+    for (const r of rows) {
+      const state = r.openRun ? `open run ${r.openRun} (resumable)` : 'idle';
+      say(io, `${r.sessionId.padEnd(w)}  ${String(r.events).padStart(6)}  ${String(r.turns).padStart(5)}  ${String(r.writerEpoch).padStart(5)}  ${state}${r.pendingInputs ? `, ${r.pendingInputs} queued input(s)` : ''}`);
+    }
+    return EXIT.ok;
+  });
+}
+
+/** `actorloop log <session>`: the log from `--from`, one line per event or JSON lines. */
+export async function logCommand(sessionId: string, opts: { data?: string; from?: string; json?: boolean }, io: CommandIO): Promise<number> {
+  const dir = dataDirOf(opts.data);
+  const from = opts.from === undefined ? 1 : parseArg(Seq, opts.from, '--from');
+  return withStore(openExistingStore(dir), async (store) => {
+    await requireSession(store, dir, sessionId);
+    await printFrom(store, sessionId, from, opts.json ?? false, io);
+    return EXIT.ok;
+  });
+}
+
+/**
+ * `actorloop tail <session>`: prints the last events, then follows appends made by any process
+ * by polling `readEvents` from the last seq seen. Stops on Ctrl-C (exit 0).
+ */
+export async function tailCommand(
+  sessionId: string,
+  opts: { data?: string; from?: string; json?: boolean; intervalMs?: number },
+  io: CommandIO,
+): Promise<number> {
+  const dir = dataDirOf(opts.data);
+  const explicitFrom = opts.from === undefined ? undefined : parseArg(Seq, opts.from, '--from');
+  const interval = opts.intervalMs ?? 200;
+  return withStore(openExistingStore(dir), async (store) => {
+    const head = await requireSession(store, dir, sessionId);
+    let next = explicitFrom ?? Math.max(1, head.lastSeq - 9);
+    let stopped = false;
+    let wake: (() => void) | undefined;
+    const off = io.onInterrupt(() => {
+      stopped = true;
+      wake?.();
+    });
+    try {
+      io.err.write(`following ${sessionId} in ${dir} (Ctrl-C to stop)\n`);
+      while (!stopped) {
+        next = await printFrom(store, sessionId, next, opts.json ?? false, io);
+        await new Promise<void>((res) => {
+          wake = res;
+          setTimeout(res, interval);
+        });
+      }
+      return EXIT.ok;
+    } finally {
+      off();
+    }
+  });
+}
+
+/**
+ * Prints the events from `fromSeq` on and returns the next seq. At a corrupt record, the intact
+ * records before it (which the store reads a page at a time) are printed before the error.
+ */
+async function printFrom(store: EventStore, sessionId: string, fromSeq: number, json: boolean, io: CommandIO): Promise<number> {
+  let next = fromSeq;
+  const print = (e: EventRecord) => {
+    say(io, json ? JSON.stringify(e) : formatLine(e));
+    next = e.seq + 1;
+  };
+  try {
+    for await (const e of store.readEvents(sessionId, { fromSeq })) print(e);
+  } catch (err) {
+    if (isCorruptLogError(err) && err.sessionId === sessionId && err.seq > next) {
+      for await (const e of store.readEvents(sessionId, { fromSeq: next, toSeq: err.seq - 1 })) print(e);
+    }
+    throw err;
+  }
+  return next;
+}
+
+/**
+ * `actorloop recover <session>`: opens the session (attaching a writer, which fences any other
+ * live writer of it) and prints what recovery found, as JSON. Runs no tool and no model call. The
+ * CLI knows the demo agent's tools, so reconcile-able calls are those of the demo.
+ */
+export async function recoverCommand(sessionId: string, opts: { data?: string }, io: CommandIO): Promise<number> {
+  const dir = dataDirOf(opts.data);
+  const store = openExistingStore(dir);
+  try {
+    await requireSession(store, dir, sessionId);
+  } catch (e) {
+    await store.close();
+    throw e;
+  }
+  const tools = demoTools(demoPaths(dir));
+  // Opening settles a final answer committed but never delivered: like the demo, the CLI is its
+  // (idempotent) delivery owner and prints it.
+  const delivery = { idempotent: true, deliver: async (f: FinalAnswer) => void io.err.write(`redelivered final answer ${f.finalMessageId}: ${f.content}\n`) };
+  const runtime = createRuntime({ store, model: scriptedModel([], { modelId: 'none' }), tools, delivery });
+  try {
+    const session = await runtime.openSession(sessionId);
+    say(io, JSON.stringify(session.recovery, null, 2));
+    for (const l of describeRecovery(session.recovery)) io.err.write(`${l}\n`);
+    return EXIT.ok;
+  } finally {
+    await runtime.close();
+  }
+}
+
+/** `actorloop view <session>`: writes the session's timeline as one self-contained HTML file. */
+export async function viewCommand(sessionId: string, opts: { data?: string; output?: string }, io: CommandIO): Promise<number> {
+  const dir = dataDirOf(opts.data);
+  const id = parseArg(SessionId, sessionId, 'session');
+  const output = resolve(opts.output ?? `${id.replace(/[^A-Za-z0-9._-]/g, '_')}.timeline.html`);
+  return withStore(openExistingStore(dir), async (store) => {
+    await requireSession(store, dir, id);
+    const events = await readAll(store, id);
+    writeFileSync(output, renderTimeline(events, { sessionId: id }));
+    say(io, `wrote ${output} (${events.length} events): open ${pathToFileURL(output).href} in a browser`);
+    return EXIT.ok;
+  });
+}

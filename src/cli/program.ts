@@ -1,0 +1,112 @@
+import { readFileSync } from 'node:fs';
+import { Command, CommanderError, Option } from 'commander';
+import { logCommand, recoverCommand, sessionsCommand, tailCommand, viewCommand, type CommandIO } from './commands.js';
+import { DEFAULT_DATA_DIR } from './data.js';
+import { Provider } from './demo-agent.js';
+import { runDemo } from './demo.js';
+import { EXIT, describeFailure } from './errors.js';
+
+const version = (JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }).version;
+
+/** Everything a command touches of its process: output, Ctrl-C, the terminal, the environment. */
+export interface CliIO extends CommandIO {
+  tty: boolean;
+  env: NodeJS.ProcessEnv;
+  /** Leaves at once (the demo's second Ctrl-C). */
+  exitNow(code: number): void;
+}
+
+const dataOption = () => new Option('-d, --data <dir>', 'data dir (the LMDB event log)').default(undefined, DEFAULT_DATA_DIR);
+
+/** Builds the command tree; each action hands its exit code's promise to `run`. */
+export function buildProgram(io: CliIO, run: (code: Promise<number>) => void): Command {
+  const program = new Command('actorloop')
+    .description('Durable LLM agent loops as XState actors over an append-only event log.')
+    .version(version)
+    .exitOverride()
+    .configureOutput({ writeOut: (s) => void io.out.write(s), writeErr: (s) => void io.err.write(s) })
+    .showHelpAfterError('(actorloop --help lists the commands)');
+
+  program
+    .command('demo')
+    .description('run the demo agent (offline unless an API key is set); --session resumes or continues a session')
+    .option('-s, --session <id>', 'session id (default: a new demo-<time> id); an existing session is resumed')
+    .addOption(dataOption())
+    .addOption(new Option('-p, --provider <name>', 'model provider (default: openai or anthropic when its API key is set, else scripted)').choices(Provider.options))
+    .action((opts: { session?: string; data?: string; provider?: Provider }) => {
+      const pace = io.env.ACTORLOOP_DEMO_PACE;
+      run(runDemo({ ...opts, ...(pace ? { pace } : {}) }, { out: io.out, tty: io.tty, color: io.tty && !io.env.NO_COLOR, onInterrupt: io.onInterrupt, exitNow: io.exitNow }));
+    });
+
+  program
+    .command('sessions')
+    .description('list the sessions of a data dir')
+    .addOption(dataOption())
+    .option('--json', 'one JSON array')
+    .action((opts: { data?: string; json?: boolean }) => run(sessionsCommand(opts, io)));
+
+  program
+    .command('log')
+    .description("print a session's event log")
+    .argument('<session>', 'session id')
+    .addOption(dataOption())
+    .option('-f, --from <seq>', 'first seq to print')
+    .option('--json', 'one JSON record per line')
+    .action((session: string, opts: { data?: string; from?: string; json?: boolean }) => run(logCommand(session, opts, io)));
+
+  program
+    .command('tail')
+    .description('print the last events of a session, then follow appends by any process (Ctrl-C stops)')
+    .argument('<session>', 'session id')
+    .addOption(dataOption())
+    .option('-f, --from <seq>', 'first seq to print (default: the last 10 events)')
+    .option('--json', 'one JSON record per line')
+    .action((session: string, opts: { data?: string; from?: string; json?: boolean }) => run(tailCommand(session, opts, io)));
+
+  program
+    .command('recover')
+    .description('open a session (attaching a writer) and print what recovery found, as JSON; runs nothing')
+    .argument('<session>', 'session id')
+    .addOption(dataOption())
+    .action((session: string, opts: { data?: string }) => run(recoverCommand(session, opts, io)));
+
+  program
+    .command('view')
+    .description('write the session timeline as one self-contained HTML file')
+    .argument('<session>', 'session id')
+    .addOption(dataOption())
+    .option('-o, --output <file>', 'HTML file to write (default: <session>.timeline.html)')
+    .action((session: string, opts: { data?: string; output?: string }) => run(viewCommand(session, opts, io)));
+
+  return program;
+}
+
+/**
+ * Runs one command line (`argv` as in process.argv: node, script, args…) and resolves with its
+ * exit code (docs/cli.md); failures are reported on `io.err` as one `actorloop: …` line.
+ * @example
+ * process.exitCode = await runCli(process.argv, io)
+ */
+export async function runCli(argv: readonly string[], io: CliIO): Promise<number> {
+  let pending: Promise<number> | undefined;
+  // handled at once: a command may fail before parseAsync returns
+  const settle = (p: Promise<number>) =>
+    p.catch((e: unknown) => {
+      const { message, exitCode } = describeFailure(e);
+      io.err.write(`actorloop: ${message}\n`);
+      return exitCode;
+    });
+  const program = buildProgram(io, (p) => (pending = settle(p)));
+  try {
+    await program.parseAsync([...argv]);
+  } catch (e) {
+    // help and --version exit 0; every other parse error is a usage error
+    if (e instanceof CommanderError) return e.exitCode === 0 ? EXIT.ok : EXIT.usage;
+    throw e;
+  }
+  if (!pending) {
+    program.outputHelp({ error: true });
+    return EXIT.usage;
+  }
+  return pending;
+}

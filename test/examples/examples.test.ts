@@ -1,0 +1,52 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { REPO_ROOT, killAllChildren, spawnTs } from '../crash/child-util.js';
+import { tempDir } from '../helpers/tmp.js';
+
+/** Every example runs with `npx tsx` (here: node --import tsx) and prints what its comments promise. */
+const dir = tempDir('actorloop-examples-');
+afterEach(async () => {
+  await killAllChildren();
+});
+afterAll(async () => {
+  await dir.cleanup();
+});
+
+async function run(example: string, args: string[]): Promise<string> {
+  const child = spawnTs(`examples/${example}`, args, { label: example });
+  const exit = await child.waitExit(30_000);
+  expect(exit.code, child.describe()).toBe(0);
+  return child.lines.join('\n');
+}
+
+describe('examples/', () => {
+  it('basic.ts: an agent with a tool, on LMDB', async () => {
+    expect(await run('basic.ts', [join(dir.path, 'basic')])).toBe('completed The answer is 42.');
+  });
+
+  it('approval.ts: suspends for approval, then runs (or not) on the answer', async () => {
+    const [approved, denied] = await Promise.all([run('approval.ts', [join(dir.path, 'approve'), 'approve']), run('approval.ts', [join(dir.path, 'deny'), 'deny'])]);
+    expect(approved).toContain('first attempt: suspended suspended');
+    expect(approved).toContain('needs approval: transfer({"to":"ACME","amount":250}) [t1]');
+    expect(approved).toContain('after respond: completed succeeded - Paid ACME 250.');
+    expect(denied).toContain('after respond: completed succeeded - The transfer was not approved; nothing was paid.');
+  });
+
+  it('inspector.ts: the @statelyai/inspect adapter sees the session, run and toolBatch machines', async () => {
+    const file = join(dir.path, 'inspect.jsonl');
+    const out = await run('inspector.ts', [file]);
+    expect(out).toContain('outcome: completed');
+    for (const m of ['session', 'run', 'toolBatch']) expect(out).toMatch(new RegExp(`^snapshots of ${m}: [1-9]\\d*$`, 'm'));
+    const events = readFileSync(file, 'utf8').trim().split('\n').map((l) => JSON.parse(l) as { type: string });
+    expect(events.filter((e) => e.type === '@xstate.snapshot').length).toBeGreaterThan(10);
+  });
+
+  it("the README's example is examples/basic.ts, importing from the package", () => {
+    const readme = readFileSync(join(REPO_ROOT, 'README.md'), 'utf8');
+    const block = /## An agent with a tool\n\n```ts\n([\s\S]*?)```/.exec(readme)?.[1];
+    const basic = readFileSync(join(REPO_ROOT, 'examples/basic.ts'), 'utf8').replace("from '../src/index.js'", "from 'actorloop'");
+    expect(block).toBe(basic);
+    expect(block!.trim().split('\n').length).toBeLessThanOrEqual(20);
+  });
+});
