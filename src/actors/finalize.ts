@@ -44,7 +44,8 @@ export const finalizeActor = (env: RunEnv) =>
       if (input.closeStep) env.emit({ type: 'step_end', step: at.step, ...(input.usage ? { usage: input.usage } : {}) });
       return { kind: 'rejected', reason: rejection };
     }
-    const finalMessageId = `${runId}/final/${at.attempt}.${at.step}`;
+    // unique across sessions, so an idempotent owner may de-duplicate on it alone
+    const finalMessageId = `${env.sessionId}/${runId}/final/${at.attempt}.${at.step}`;
     env.writer.stage('final/message', at, { finalMessageId, runId, content });
     if (input.closeStep) env.writer.stage('step/end', at, input.usage ? { usage: input.usage } : {});
     await env.writer.commit();

@@ -96,7 +96,7 @@ async function recoverCalls(env: RunEnv, batch: CallDescr[], runId: string): Pro
     }
     outcome ??= {
       kind: 'uncertain-hanging',
-      content: `the process stopped while ${c.name} was running; whether it took effect is unknown${tool?.reconcile ? ' (reconcile could not tell)' : ''}`,
+      content: `the process stopped after this ${c.name} call was announced and before its result was recorded; whether it ran or took effect is unknown${tool?.reconcile ? ' (reconcile could not tell)' : ''}`,
       resourceLocks: c.resources,
     };
     preset.push({ callId: c.callId, name: c.name, outcome, startedAt: Date.now(), endedAt: Date.now() });
