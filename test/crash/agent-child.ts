@@ -48,6 +48,7 @@ import { lmdbStore } from '../../src/persistence/lmdb-store.js';
 import { scriptedModel, type ScriptedStep } from '../../src/providers/scripted.js';
 import type { ModelRequest } from '../../src/contracts/model.js';
 import { defineTool, type AnyTool, type ToolContext } from '../../src/tools/define-tool.js';
+import { say } from './child-util.js';
 import {
   FENCE_PROMPT_RE,
   fenceScript,
@@ -72,19 +73,6 @@ import {
 // ---------------------------------------------------------------------------------------------
 // Output, input, kills
 
-/** One protocol line, written with a synchronous write(2) so that it is out before the next step. */
-function say(line: string): void {
-  let buf = Buffer.from(`${line}\n`);
-  while (buf.length > 0) {
-    try {
-      buf = buf.subarray(writeSync(1, buf));
-    } catch (e) {
-      // A full non-blocking pipe: wait a moment for the parent to read, then retry.
-      if ((e as NodeJS.ErrnoException).code !== 'EAGAIN') throw e;
-      Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 2);
-    }
-  }
-}
 
 const inbox: string[] = [];
 let inboxWaiters: (() => void)[] = [];

@@ -6,6 +6,7 @@
  * This module must not import vitest: the child imports it too.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
+import { writeSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { EventDraft, EventRecord } from '../../src/contracts/events.js';
@@ -281,4 +282,18 @@ export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeou
 export function crashRounds(fallback: number): number {
   const n = Number(process.env.ACTORLOOP_CRASH_ROUNDS);
   return Number.isInteger(n) && n > 0 ? n : fallback;
+}
+
+/** One protocol line, written with a synchronous write(2) so that it is out before the next step. */
+export function say(line: string): void {
+  let buf = Buffer.from(`${line}\n`);
+  while (buf.length > 0) {
+    try {
+      buf = buf.subarray(writeSync(1, buf));
+    } catch (e) {
+      // A full non-blocking pipe: wait a moment for the parent to read, then retry.
+      if ((e as NodeJS.ErrnoException).code !== 'EAGAIN') throw e;
+      Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 2);
+    }
+  }
 }

@@ -30,21 +30,8 @@ import { writeSync } from 'node:fs';
 import { open } from 'lmdb';
 import { isStaleWriterError } from '../../src/contracts/errors.js';
 import { lmdbStore } from '../../src/persistence/lmdb-store.js';
-import { batchDrafts, batchIdOf, randomBatchSize } from './child-util.js';
+import { batchDrafts, batchIdOf, randomBatchSize, say } from './child-util.js';
 
-/** One protocol line, written with a synchronous write(2) so that it is out before the next step. */
-function say(line: string): void {
-  let buf = Buffer.from(`${line}\n`);
-  while (buf.length > 0) {
-    try {
-      buf = buf.subarray(writeSync(1, buf));
-    } catch (e) {
-      // A full non-blocking pipe: wait a moment for the parent to read, then retry.
-      if ((e as NodeJS.ErrnoException).code !== 'EAGAIN') throw e;
-      Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 2);
-    }
-  }
-}
 
 const [mode, path, ...rest] = process.argv.slice(2);
 const positional = rest.filter((a) => !a.startsWith('--'));
