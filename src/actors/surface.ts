@@ -26,14 +26,18 @@ export function surfaceMessages(e: EventRecord): Message[] {
     case 'user/message':
     case 'assistant/message':
       return [p.message as Message];
-    case 'tool/result':
-      return [{ role: 'tool', toolCallId: p.callId, name: p.name, content: outcomeText(p.outcome as ToolOutcome) }];
+    case 'tool/result': {
+      const o = p.outcome as ToolOutcome;
+      const isError = o.kind === 'completed' ? o.isError : o.kind !== 'uncertain-settled';
+      return [{ role: 'tool', toolCallId: p.callId, name: p.name, content: outcomeText(o), ...(isError ? { isError } : {}) }];
+    }
     case 'tool/batch-rejected':
       return (p.issues as { callId: string; name: string; message: string }[]).map((i) => ({
         role: 'tool' as const,
         toolCallId: i.callId,
         name: i.name,
         content: `Error: this tool call was rejected and did not run: ${i.message}`,
+        isError: true,
       }));
     case 'verification/rejected':
       return [p.message as Message];

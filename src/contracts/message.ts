@@ -19,6 +19,8 @@ export const Message = z.object({
   toolCalls: z.array(ToolCall).optional(),
   toolCallId: z.string().optional(),
   name: z.string().optional(),
+  /** On a `tool` message: the result is an error (Anthropic sends it as `is_error`). */
+  isError: z.boolean().optional(),
   providerData: ProviderData.optional(),
 });
 export type Message = z.infer<typeof Message>;

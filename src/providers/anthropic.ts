@@ -113,7 +113,7 @@ export function toAnthropicMessages(messages: readonly Message[]): { system?: st
     else if (m.role === 'assistant') push('assistant', assistantBlocks(m));
     else {
       if (!m.toolCallId) throw new ProviderError('anthropic: a tool message has no toolCallId', { retryable: false, code: 'bad_request' });
-      push('user', [{ type: 'tool_result', tool_use_id: m.toolCallId, ...(m.content ? { content: m.content } : {}) }]);
+      push('user', [{ type: 'tool_result', tool_use_id: m.toolCallId, ...(m.content ? { content: m.content } : {}), ...(m.isError ? { is_error: true } : {}) }]);
     }
   }
   for (const msg of out) {
