@@ -1,6 +1,6 @@
 import { CapacityError } from '../contracts/errors.js';
 import type { Message } from '../contracts/message.js';
-import type { EventRecord, EventType } from '../contracts/events.js';
+import type { EventRecord } from '../contracts/events.js';
 import type { RunEnv } from './run-env.js';
 import type { StepAt } from './model-step.js';
 import { surfaceMessages } from './surface.js';
@@ -32,4 +32,3 @@ export async function compact(env: RunEnv, at: StepAt, runStartSeq: number, sign
   await env.writer.commit();
 }
 
-export type { EventType };

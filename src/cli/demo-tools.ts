@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, realpathSync, renameSync, statSync, writeFileSync } from 'node:fs';
-import { isAbsolute, join, relative, resolve, sep } from 'node:path';
+import { isAbsolute, join, resolve, sep } from 'node:path';
 import { z } from 'zod';
 import type { ToolOutcomeInput } from '../contracts/tools.js';
 import { defineTool, type AnyTool } from '../tools/define-tool.js';

@@ -39,7 +39,6 @@
  * `ERROR <message>` (then exit 1).
  */
 import { closeSync, existsSync, fsyncSync, openSync, readFileSync, writeSync } from 'node:fs';
-import { join } from 'node:path';
 import { z } from 'zod';
 import { createRuntime, type Runtime } from '../../src/actors/runtime.js';
 import type { ExecutionResult } from '../../src/contracts/requests.js';

@@ -26,7 +26,6 @@
  *
  * On any unexpected error it prints `ERROR <name> <message>` and exits 1.
  */
-import { writeSync } from 'node:fs';
 import { open } from 'lmdb';
 import { isStaleWriterError } from '../../src/contracts/errors.js';
 import { lmdbStore } from '../../src/persistence/lmdb-store.js';
