@@ -68,8 +68,18 @@ export const commitResultsActor = (env: RunEnv) =>
     const records = await env.writer.commit();
     for (const rec of records) {
       if (rec.type !== 'tool/result') continue;
-      const p = rec.payload as { callId: string; name: string; outcome: ToolCallOutput['outcome'] };
-      env.emit({ type: 'tool_end', callId: p.callId, name: p.name, outcome: p.outcome }, rec.seq);
+      const p = rec.payload as { callId: string; name: string; outcome: ToolCallOutput['outcome']; startedAt?: number; endedAt?: number };
+      env.emit(
+        {
+          type: 'tool_end',
+          callId: p.callId,
+          name: p.name,
+          outcome: p.outcome,
+          ...(p.startedAt !== undefined ? { startedAt: p.startedAt } : {}),
+          ...(p.endedAt !== undefined ? { endedAt: p.endedAt } : {}),
+        },
+        rec.seq,
+      );
     }
     env.emit({ type: 'step_end', step: at.step, ...(input.usage ? { usage: input.usage } : {}) });
     await env.backpressure();

@@ -15,7 +15,7 @@ export type LiveEvent =
   | { type: 'message_end'; role: Message['role']; message: Message }
   | { type: 'tool_start'; callId: string; name: string; arguments: unknown }
   | { type: 'tool_update'; callId: string; name: string; update: unknown }
-  | { type: 'tool_end'; callId: string; name: string; outcome: ToolOutcome }
+  | { type: 'tool_end'; callId: string; name: string; outcome: ToolOutcome; startedAt?: number; endedAt?: number }
   | { type: 'input_committed'; inputId: string; durability: 'durable' }
   | { type: 'approval_requested'; pendingRequest: PendingRequest }
   | { type: 'question_asked'; pendingRequest: PendingRequest }

@@ -130,7 +130,11 @@ describe('tool batches (real LMDB)', () => {
     const { runtime, store } = lmdbRuntime({ model: scriptedModel([{ toolCalls: calls }, 'ok']), tools: [kinds] });
     const s = await runtime.openSession('s');
     const updates: unknown[] = [];
-    s.events$.subscribe((e) => e.event.type === 'tool_update' && updates.push(e.event.update));
+    const ends: { logSeq?: number; startedAt?: number; endedAt?: number }[] = [];
+    s.events$.subscribe((e) => {
+      if (e.event.type === 'tool_update') updates.push(e.event.update);
+      if (e.event.type === 'tool_end') ends.push({ logSeq: e.logSeq, startedAt: e.event.startedAt, endedAt: e.event.endedAt });
+    });
     const id = ids();
     await s.execute({ kind: 'prompt', ...id, message: 'go' });
     const outcomes = (await logOf(store, 's')).filter((e) => e.type === 'tool/result').map((e) => (e.payload.outcome as { kind: string }).kind);
@@ -142,6 +146,10 @@ describe('tool batches (real LMDB)', () => {
       expect(ctx.idempotencyKey).toBe(`s/${id.runId}/${ctx.callId}`);
     }
     expect(updates).toHaveLength(5);
+    // tool_end comes with the committed result: its log seq and the call's timings
+    expect(ends).toHaveLength(5);
+    for (const e of ends) expect(e.logSeq).toBeGreaterThan(0);
+    expect(ends.filter((e) => e.startedAt !== undefined && e.endedAt! >= e.startedAt)).toHaveLength(4); // skipped has none
   });
 
   it('concludesTurn ends the run with that content; additionalMessages join the surface', async () => {
