@@ -4,7 +4,7 @@ import type { EventStore } from '../persistence/event-store.js';
 import type { SessionHead } from '../persistence/head.js';
 import { foldOpenRun, type OpenRunState } from '../persistence/open-run.js';
 import type { RunEnv } from './run-env.js';
-import { causeInfo, runEndEventId } from './run-lifecycle.js';
+import { stageRunEnd } from './run-lifecycle.js';
 
 async function readRange(store: EventStore, sessionId: string, fromSeq: number, toSeq?: number): Promise<EventRecord[]> {
   const out: EventRecord[] = [];
@@ -59,20 +59,7 @@ export async function settleInterruptedFinal(env: RunEnv, open: OpenRunState): P
     usage: { inputTokens: 0, outputTokens: 0, cachedInputTokens: 0 },
     steps: final.step,
   };
-  env.writer.stage(
-    'run/end',
-    at,
-    {
-      runId: open.runId,
-      attemptId: open.attemptId,
-      status,
-      outcome: result.outcome,
-      usage: result.usage,
-      ...(result.error ? { error: { message: result.error.message, code: 'finalization' } } : {}),
-      result: JSON.parse(JSON.stringify({ ...result, error: result.error ? { ...result.error, cause: causeInfo(result.error.cause) } : undefined })),
-    },
-    runEndEventId(open.runId, open.attemptId),
-  );
+  stageRunEnd(env, at, result);
   await env.writer.commit();
   return undefined;
 }

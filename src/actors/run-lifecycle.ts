@@ -155,21 +155,7 @@ export const endRunActor = (env: RunEnv) =>
       env.writer.discard();
       return { ...r, checkpointCommitted: false };
     }
-    const storable = { ...r, error: r.error ? { kind: r.error.kind, message: r.error.message, cause: causeInfo(r.error.cause) } : undefined };
-    env.writer.stage(
-      'run/end',
-      at,
-      {
-        runId: r.runId,
-        attemptId: r.attemptId,
-        status: r.status,
-        outcome: r.outcome,
-        usage: r.usage,
-        ...(r.error ? { error: { message: r.error.message, code: r.error.kind } } : {}),
-        result: JSON.parse(JSON.stringify(storable)) as Record<string, unknown>,
-      },
-      runEndEventId(r.runId, r.attemptId),
-    );
+    stageRunEnd(env, at, r);
     try {
       await env.writer.commit();
       return r;
@@ -181,6 +167,28 @@ export const endRunActor = (env: RunEnv) =>
       return { ...r, checkpointCommitted: false, historyConsistent: false };
     }
   });
+
+/**
+ * Stages an attempt's `run/end`, carrying its whole result (the typed error cause as JSON), under
+ * the attempt's deterministic event id — so executing that attempt again returns it.
+ */
+export function stageRunEnd(env: RunEnv, at: { turn: number; step: number; attempt: number }, r: ExecutionResult): void {
+  const storable = { ...r, error: r.error ? { kind: r.error.kind, message: r.error.message, cause: causeInfo(r.error.cause) } : undefined };
+  env.writer.stage(
+    'run/end',
+    at,
+    {
+      runId: r.runId,
+      attemptId: r.attemptId,
+      status: r.status,
+      outcome: r.outcome,
+      usage: r.usage,
+      ...(r.error ? { error: { message: r.error.message, code: r.error.kind } } : {}),
+      result: JSON.parse(JSON.stringify(storable)) as Record<string, unknown>,
+    },
+    runEndEventId(r.runId, r.attemptId),
+  );
+}
 
 /** A JSON form of an error cause: its name, message and own scalar fields. */
 export function causeInfo(cause: unknown): Record<string, unknown> | undefined {

@@ -114,13 +114,11 @@ export function createRuntime(options: RuntimeOptions): Runtime {
       };
       writer.stage('session/attached', { turn: 0, step: 0, attempt: 0 }, { sessionInstanceId, writerEpoch: attach.writerEpoch });
       await writer.commit();
-      const settled = { delivered: [] as string[], unknown: [] as string[] };
+      let settled = { delivered: [] as string[], unknown: [] as string[] };
       if (openRun && openRun.undeliveredFinals.length > 0) {
-        const before = { d: openRun.deliveredFinalIds.length, u: openRun.deliveryUnknownFinalIds.length };
-        const probe = openRun;
+        const settledRun = openRun; // settling records its final ids on it
         openRun = await settleInterruptedFinal(env, openRun);
-        settled.delivered.push(...probe.deliveredFinalIds.slice(before.d));
-        settled.unknown.push(...probe.deliveryUnknownFinalIds.slice(before.u));
+        settled = { delivered: settledRun.deliveredFinalIds, unknown: settledRun.deliveryUnknownFinalIds };
       }
       const recovery = await recoveryOutcome(store, env, head, openRun, settled);
       session = new ExecutionSession({
