@@ -8,6 +8,7 @@ import { Message } from '../contracts/message.js';
 import {
   ExecutionRequest,
   InputEnvelope,
+  notRunResult,
   StopRequest,
   toMessages,
   type ExecutionResult,
@@ -187,11 +188,11 @@ export class ExecutionSession {
       }
       if (this.actor.getSnapshot().value === 'fenced' || this.env.writer.fenced) {
         this.settleIdle();
-        return this.unrun(req.runId, req.attemptId, 'fenced', 'this session instance was fenced: another writer attached to the session; open it again');
+        return notRunResult(req, 'fenced', 'this session instance was fenced: another writer attached to the session; open it again');
       }
       if (this.isKilled()) {
         this.settleIdle();
-        return this.unrun(req.runId, req.attemptId, 'cancelled', 'the kill switch is set: no new attempt starts');
+        return notRunResult(req, 'cancelled', 'the kill switch is set: no new attempt starts');
       }
       input = this.runInputFor(req);
     } catch (e) {
@@ -478,23 +479,9 @@ export class ExecutionSession {
     if (end) return end.payload.result as ExecutionResult;
     const start = await this.store.getEventById(this.sessionId, runStartEventId(runId, attemptId));
     if (!start) return undefined;
-    return this.unrun(runId, attemptId, 'detached', `attempt ${attemptId} of run ${runId} was interrupted before it settled; continue the run with a new attempt`);
+    return notRunResult({ runId, attemptId }, 'detached', `attempt ${attemptId} of run ${runId} was interrupted before it settled; continue the run with a new attempt`);
   }
 
-  private unrun(runId: string, attemptId: string, status: 'cancelled' | 'detached' | 'fenced', message: string): ExecutionResult {
-    return {
-      runId,
-      attemptId,
-      outcome: status === 'cancelled' ? 'cancelled' : 'incomplete',
-      status,
-      error: { kind: status === 'cancelled' ? 'cancelled' : 'inconsistent', message },
-      checkpointCommitted: false,
-      historyConsistent: true,
-      deliveryErrors: [],
-      usage: { inputTokens: 0, outputTokens: 0 },
-      steps: 0,
-    };
-  }
 
   /** JSON state for UIs and debugging. */
   snapshot(): SessionSnapshot {

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { Message, Usage } from './message.js';
+import { Message, Usage, zeroUsage } from './message.js';
 import { PendingRequest } from './events.js';
 
 const id = z.string().min(1);
@@ -69,6 +69,25 @@ export const ExecutionResult = z.object({
   steps: z.number().int().nonnegative(),
 });
 export type ExecutionResult = z.infer<typeof ExecutionResult>;
+
+/**
+ * The result for an attempt that did not run at all: the session was fenced, the kill switch is
+ * set, an earlier attempt was interrupted (`detached`), or the run actor itself crashed (`failed`).
+ */
+export function notRunResult(ids: { runId: string; attemptId: string }, status: 'cancelled' | 'detached' | 'fenced' | 'failed', message: string): ExecutionResult {
+  return {
+    runId: ids.runId,
+    attemptId: ids.attemptId,
+    outcome: status === 'cancelled' ? 'cancelled' : status === 'failed' ? 'failed' : 'incomplete',
+    status,
+    error: { kind: status === 'cancelled' ? 'cancelled' : status === 'failed' ? 'execution' : 'inconsistent', message },
+    checkpointCommitted: false,
+    historyConsistent: status !== 'failed',
+    deliveryErrors: [],
+    usage: zeroUsage(),
+    steps: 0,
+  };
+}
 
 /** `session.submitInput` input. */
 export const InputEnvelope = z.object({

@@ -1,5 +1,5 @@
 import { assign, emit, sendTo, setup } from 'xstate';
-import type { ExecutionResult } from '../contracts/requests.js';
+import { notRunResult, type ExecutionResult } from '../contracts/requests.js';
 import { runMachine, type RunInput } from './run.machine.js';
 
 export interface SessionInput {
@@ -20,22 +20,6 @@ export type SessionEvent =
   | { type: 'CANCEL' }
   | { type: 'DETACH' }
   | { type: 'CLOSE' };
-
-/** A result for an attempt the session could not run at all (fenced, or the run actor crashed). */
-function unrunResult(run: RunInput, status: 'fenced' | 'failed', message: string): ExecutionResult {
-  return {
-    runId: run.runId,
-    attemptId: run.attemptId,
-    outcome: status === 'fenced' ? 'incomplete' : 'failed',
-    status,
-    error: { kind: status === 'fenced' ? 'inconsistent' : 'execution', message },
-    checkpointCommitted: false,
-    historyConsistent: status !== 'failed',
-    deliveryErrors: [],
-    usage: { inputTokens: 0, outputTokens: 0, cachedInputTokens: 0 },
-    steps: 0,
-  };
-}
 
 export type SessionEmitted = { type: 'run.finished'; result: ExecutionResult };
 
@@ -89,15 +73,16 @@ export const sessionMachine = setup({
         onError: {
           target: 'idle',
           actions: [
-            assign({ activeRunId: undefined, activeAttemptId: undefined }),
+            // emit first: it names the attempt, which the assign then clears
             emit(({ context, event }) => ({
               type: 'run.finished' as const,
-              result: unrunResult(
-                { runId: context.activeRunId ?? 'unknown', attemptId: context.activeAttemptId ?? 'unknown' } as RunInput,
+              result: notRunResult(
+                { runId: context.activeRunId ?? 'unknown', attemptId: context.activeAttemptId ?? 'unknown' },
                 'failed',
                 `run machine crashed: ${(event.error as Error)?.message ?? String(event.error)}`,
               ),
             })),
+            assign({ activeRunId: undefined, activeAttemptId: undefined }),
           ],
         },
       },
@@ -113,7 +98,7 @@ export const sessionMachine = setup({
         EXECUTE: {
           actions: emit(({ event }) => ({
             type: 'run.finished' as const,
-            result: unrunResult(event.run, 'fenced', 'this session instance was fenced: another writer attached to the session; open it again'),
+            result: notRunResult(event.run, 'fenced', 'this session instance was fenced: another writer attached to the session; open it again'),
           })),
         },
         CLOSE: 'closed',

@@ -208,10 +208,15 @@ describe('sessionMachine', () => {
     });
     const actor = createActor(sessionMachine.provide({ actors: { run: run as unknown as typeof runMachine } }), { input: { sessionId: 's1', sessionInstanceId: 'i1', writerEpoch: 1 } });
     actor.subscribe({ error: () => {} });
+    const finished: ExecutionResult[] = [];
+    actor.on('run.finished', ({ result }) => finished.push(result));
     actor.start();
-    actor.send({ type: 'EXECUTE', run: runInput() });
+    const input = runInput();
+    actor.send({ type: 'EXECUTE', run: input });
     await new Promise<void>((resolve) => setImmediate(resolve));
     expect(actor.getSnapshot().status).toBe('active');
     expect(actor.getSnapshot().value).toBe('idle');
+    // the failed result names the attempt, so the caller waiting for it is answered
+    expect(finished).toEqual([expect.objectContaining({ runId: input.runId, attemptId: input.attemptId, status: 'failed', outcome: 'failed' })]);
   });
 });
