@@ -297,3 +297,31 @@ export function say(line: string): void {
     }
   }
 }
+
+const inbox: string[] = [];
+let inboxWaiters: (() => void)[] = [];
+let stdinOn = false;
+/** Resolves with (and consumes) the first stdin line matching `pred`. Exits if stdin closes first. */
+export async function nextLine(pred: (line: string) => boolean): Promise<string> {
+  if (!stdinOn) {
+    stdinOn = true;
+    let buf = '';
+    process.stdin.setEncoding('utf8');
+    process.stdin.on('data', (chunk: string) => {
+      buf += chunk;
+      const parts = buf.split('\n');
+      buf = parts.pop()!;
+      inbox.push(...parts.map((p) => p.trim()));
+      const ws = inboxWaiters;
+      inboxWaiters = [];
+      for (const w of ws) w();
+    });
+    // The parent is gone: nobody will ever send the cue, do not linger as an orphan.
+    process.stdin.on('end', () => process.exit(3));
+  }
+  for (;;) {
+    const i = inbox.findIndex(pred);
+    if (i >= 0) return inbox.splice(i, 1)[0]!;
+    await new Promise<void>((r) => inboxWaiters.push(r));
+  }
+}

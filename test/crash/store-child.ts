@@ -29,7 +29,7 @@
 import { open } from 'lmdb';
 import { isStaleWriterError } from '../../src/contracts/errors.js';
 import { lmdbStore } from '../../src/persistence/lmdb-store.js';
-import { batchDrafts, batchIdOf, randomBatchSize, say } from './child-util.js';
+import { batchDrafts, batchIdOf, nextLine, randomBatchSize, say } from './child-util.js';
 
 
 const [mode, path, ...rest] = process.argv.slice(2);
@@ -45,24 +45,7 @@ const flags = new Map(
 const intFlag = (name: string, fallback: number): number => (flags.has(name) ? Number(flags.get(name)) : fallback);
 
 /** Resolves when a line equal to `cue` arrives on stdin (each line is one cue, used once). */
-const cues = new Map<string, number>();
-let stdinOn = false;
-async function waitForCue(cue: string): Promise<void> {
-  if (!stdinOn) {
-    stdinOn = true;
-    let buf = '';
-    process.stdin.setEncoding('utf8');
-    process.stdin.on('data', (chunk: string) => {
-      buf += chunk;
-      const parts = buf.split('\n');
-      buf = parts.pop()!;
-      for (const p of parts) cues.set(p.trim(), (cues.get(p.trim()) ?? 0) + 1);
-    });
-  }
-  // A short timer loop: the process sits here, outside any transaction, until its cue.
-  while (!cues.get(cue)) await new Promise((r) => setTimeout(r, 5));
-  cues.set(cue, cues.get(cue)! - 1);
-}
+const waitForCue = (cue: string): Promise<string> => nextLine((line) => line === cue);
 
 async function appendMode(): Promise<void> {
   const sessions = positional[0]!.split(',');
