@@ -6,7 +6,7 @@ import { foldOpenRun, type OpenRunState } from '../persistence/open-run.js';
 import type { RunEnv } from './run-env.js';
 import { stageRunEnd } from './run-lifecycle.js';
 
-async function readRange(store: EventStore, sessionId: string, fromSeq: number, toSeq?: number): Promise<EventRecord[]> {
+async function collectEvents(store: EventStore, sessionId: string, fromSeq: number, toSeq?: number): Promise<EventRecord[]> {
   const out: EventRecord[] = [];
   for await (const e of store.readEvents(sessionId, toSeq === undefined ? { fromSeq } : { fromSeq, toSeq })) out.push(e);
   return out;
@@ -14,7 +14,7 @@ async function readRange(store: EventStore, sessionId: string, fromSeq: number, 
 
 /** The open run's fold, read from its start (O(run), never the whole history). */
 export async function loadOpenRun(store: EventStore, sessionId: string, head: SessionHead | undefined): Promise<OpenRunState | undefined> {
-  return head?.openRun ? foldOpenRun(await readRange(store, sessionId, head.openRun.startSeq)) : undefined;
+  return head?.openRun ? foldOpenRun(await collectEvents(store, sessionId, head.openRun.startSeq)) : undefined;
 }
 
 /**
@@ -74,7 +74,7 @@ export async function recoveryOutcome(
 ): Promise<RecoveryOutcome> {
   let last = { delivered: [] as string[], unknown: [] as string[] };
   if (head?.lastSettledRun?.endSeq) {
-    const f = foldOpenRun(await readRange(store, env.sessionId, head.lastSettledRun.startSeq, head.lastSettledRun.endSeq));
+    const f = foldOpenRun(await collectEvents(store, env.sessionId, head.lastSettledRun.startSeq, head.lastSettledRun.endSeq));
     if (f) last = { delivered: f.deliveredFinalIds, unknown: f.deliveryUnknownFinalIds };
   }
   const uniq = (xs: string[]) => [...new Set(xs)];
