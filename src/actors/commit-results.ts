@@ -1,4 +1,3 @@
-import { fromPromise } from 'xstate';
 import type { Usage } from '../contracts/message.js';
 import type { ToolCallOutput } from './tool-call.js';
 import type { RunEnv } from './run-env.js';
@@ -29,8 +28,9 @@ async function verdict(env: RunEnv, r: ToolCallOutput): Promise<string | undefin
  * The step's second commit point: every tool result (with verifier rejections, additional
  * messages and released locks) and `step/end`, in one append.
  */
-export const commitResultsActor = (env: RunEnv) =>
-  fromPromise<CommitResultsOutput, CommitResultsInput>(async ({ input }) => {
+export const commitResultsOp =
+  (env: RunEnv) =>
+  async (input: CommitResultsInput): Promise<CommitResultsOutput> => {
     const { at, results } = input;
     let concluded: string | undefined;
     let rejections = 0;
@@ -84,4 +84,4 @@ export const commitResultsActor = (env: RunEnv) =>
     env.emit({ type: 'step_end', step: at.step, ...(input.usage ? { usage: input.usage } : {}) });
     await env.backpressure();
     return { ...(concluded !== undefined && rejections === 0 ? { concluded } : {}), rejections };
-  });
+  };

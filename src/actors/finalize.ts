@@ -1,4 +1,3 @@
-import { fromPromise } from 'xstate';
 import type { Usage } from '../contracts/message.js';
 import type { StepAt } from './model-step.js';
 import type { RunEnv } from './run-env.js';
@@ -22,8 +21,9 @@ export type FinalizeOutput =
  * The final answer (DESIGN §4 item 6): `finalVerifier`, then `final/message` committed, then
  * `delivery.deliver(final)`; its outcome is staged for the run's closing commit.
  */
-export const finalizeActor = (env: RunEnv) =>
-  fromPromise<FinalizeOutput, FinalizeInput>(async ({ input }) => {
+export const finalizeOp =
+  (env: RunEnv) =>
+  async (input: FinalizeInput): Promise<FinalizeOutput> => {
     const { at, content, runId } = input;
     let rejection: string | undefined;
     if (env.finalVerifier) {
@@ -64,4 +64,4 @@ export const finalizeActor = (env: RunEnv) =>
       env.writer.stage('delivery/unknown', at, { finalMessageId, reason });
       return { kind: 'delivery_unknown', finalMessageId, reason };
     }
-  });
+  };

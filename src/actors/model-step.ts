@@ -1,4 +1,3 @@
-import { fromPromise } from 'xstate';
 import { CancelledError, CapacityError, isCancelledError, isProviderError, ProviderError } from '../contracts/errors.js';
 import type { Message, Usage } from '../contracts/message.js';
 import type { ModelResponse } from '../contracts/model.js';
@@ -82,10 +81,16 @@ async function callWithRetries(env: RunEnv, at: StepAt, signal: AbortSignal): Pr
  * One model step up to the tool batch: context (compacting when needed), the model call with
  * retries, validation, and the step's first commit point (assistant message + tool-call intents).
  */
-export const modelStepActor = (env: RunEnv) =>
-  fromPromise<ModelStepOutput, ModelStepInput>(async ({ input, signal: actorSignal }) => {
+export const modelStepOp = (env: RunEnv) => {
+  let joined: { run: AbortSignal; cancel: AbortSignal; any: AbortSignal } | undefined;
+  // one joined signal per attempt (the run's and the cancel signal), not one per step
+  const signalFor = (run: AbortSignal) => {
+    if (joined?.run !== run || joined.cancel !== env.cancelSignal) joined = { run, cancel: env.cancelSignal, any: AbortSignal.any([run, env.cancelSignal]) };
+    return joined.any;
+  };
+  return async (input: ModelStepInput, runSignal: AbortSignal): Promise<ModelStepOutput> => {
     const { at, runId } = input;
-    const signal = AbortSignal.any([actorSignal, env.cancelSignal]);
+    const signal = signalFor(runSignal);
     await consumeSteers(env, at);
     const limit = env.config.contextWindow - env.config.outputReserve;
     if (env.prefixTokens + env.surface.tokens > limit) {
@@ -178,7 +183,8 @@ export const modelStepActor = (env: RunEnv) =>
     for (const d of descrs) env.writer.stage('tool/call', at, { ...d });
     await env.writer.commit();
     return { kind: 'tools', calls: descrs, usage, ...priced };
-  });
+  };
+};
 
 function needsApproval(env: RunEnv, tool: { needsApproval?: boolean | ((a: never) => boolean) }, name: string, args: unknown): boolean {
   const own = typeof tool.needsApproval === 'function' ? tool.needsApproval(args as never) : tool.needsApproval === true;

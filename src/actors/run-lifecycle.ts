@@ -1,4 +1,3 @@
-import { fromPromise } from 'xstate';
 import { isStaleWriterError } from '../contracts/errors.js';
 import type { Message } from '../contracts/message.js';
 import type { ExecutionResult } from '../contracts/requests.js';
@@ -105,8 +104,9 @@ async function recoverCalls(env: RunEnv, batch: CallDescr[], runId: string): Pro
 }
 
 /** The run's first commit point: `run/start` with the prompt's user messages (or a respond's decisions). */
-export const startRunActor = (env: RunEnv) =>
-  fromPromise<StartRunOutput, StartRunInput>(async ({ input }) => {
+export const startRunOp =
+  (env: RunEnv) =>
+  async (input: StartRunInput): Promise<StartRunOutput> => {
     const at = { turn: input.turn, step: input.resume?.step ?? 0, attempt: input.runEpoch };
     env.writer.stage(
       'run/start',
@@ -134,7 +134,7 @@ export const startRunActor = (env: RunEnv) =>
     });
     if (input.inputId) env.emit({ type: 'input_committed', inputId: input.inputId, durability: 'durable' });
     return { runStartSeq: records[0]!.seq, ...(resumed ? { resumed } : {}) };
-  });
+  };
 
 export interface EndRunInput {
   turn: number;
@@ -147,8 +147,9 @@ export interface EndRunInput {
  * The run's closing commit: `run/end` (with the delivery outcome staged before it). A fenced
  * writer cannot commit: the result then says so (`checkpointCommitted: false`).
  */
-export const endRunActor = (env: RunEnv) =>
-  fromPromise<ExecutionResult, EndRunInput>(async ({ input }) => {
+export const endRunOp =
+  (env: RunEnv) =>
+  async (input: EndRunInput): Promise<ExecutionResult> => {
     const r = input.result;
     const at = { turn: input.turn, step: input.step, attempt: input.attempt };
     if (env.writer.fenced) {
@@ -166,7 +167,7 @@ export const endRunActor = (env: RunEnv) =>
       }
       return { ...r, checkpointCommitted: false, historyConsistent: false };
     }
-  });
+  };
 
 /**
  * Stages an attempt's `run/end`, carrying its whole result (the typed error cause as JSON), under

@@ -1,4 +1,4 @@
-import { fromPromise } from 'xstate';
+import { fromCallback } from 'xstate';
 import { ToolOutcome, type ToolOutcomeInput } from '../contracts/tools.js';
 import type { CallDescr } from './model-step.js';
 import type { RunEnv } from './run-env.js';
@@ -7,6 +7,9 @@ export interface ToolCallInput {
   call: CallDescr;
   runId: string;
 }
+
+/** What a tool-call actor reports to its batch. */
+export type ToolCallReply = { type: 'call.done'; output: ToolCallOutput } | { type: 'call.failed'; callId: string; error: unknown };
 
 export interface ToolCallOutput {
   callId: string;
@@ -38,76 +41,89 @@ const errorOutcome = (e: unknown): ToolOutcome => ({
 });
 
 /**
- * Runs one tool call (its `tool/call` intent is already durable). The tool's signal aborts on
- * timeout, cancellation and when the actor stops; a tool that does not settle within
- * `cancelGraceMs` after the abort is recorded `uncertain-hanging`, its resources staying locked.
+ * Runs one tool call (its `tool/call` intent is already durable) and reports `call.done` to its
+ * batch. The tool's signal aborts on timeout, cancellation and when the actor stops; a tool that
+ * does not settle within `cancelGraceMs` after the abort is recorded `uncertain-hanging`, its
+ * resources staying locked. A callback actor: no promise-actor machinery per call.
  */
-export const toolCallActor = (env: RunEnv) =>
-  fromPromise<ToolCallOutput, ToolCallInput>(async ({ input, signal: actorSignal }) => {
-    const { call, runId } = input;
-    const tool = env.tools.get(call.name)!;
-    if (call.mode === 'exclusive' && (await env.writer.checkFenced())) {
-      const now = Date.now();
-      return { callId: call.callId, name: call.name, outcome: { kind: 'skipped', reason: 'not run: another writer took over the session (fenced)' }, startedAt: now, endedAt: now };
-    }
+export const toolCallActor = (env: RunEnv) => callActor((input, ac) => runToolCall(env, input, ac));
+
+/**
+ * A tool-call actor from an async function: reports `call.done` (or `call.failed` if the function
+ * itself throws) to the batch; stopping the actor aborts the controller it was given.
+ */
+export const callActor = (run: (input: ToolCallInput, ac: AbortController) => Promise<ToolCallOutput>) =>
+  fromCallback<{ type: string }, ToolCallInput>(({ input, sendBack }) => {
     const ac = new AbortController();
-    const cancel = env.cancelSignal;
-    const onAbort = () => ac.abort(actorSignal.aborted ? actorSignal.reason : cancel.reason);
-    actorSignal.addEventListener('abort', onAbort, { once: true });
-    cancel.addEventListener('abort', onAbort, { once: true });
-    if (cancel.aborted) onAbort();
-    let timedOut = false;
-    const timeout = tool.timeoutMs
-      ? setTimeout(() => {
-          timedOut = true;
-          ac.abort(new Error(`timed out after ${tool.timeoutMs} ms`));
-        }, tool.timeoutMs)
-      : undefined;
-    const startedAt = Date.now();
-    env.emit({ type: 'tool_start', callId: call.callId, name: call.name, arguments: call.arguments });
-    const work = (async () => {
-      try {
-        return normalizeOutcome(
-          await tool.execute(call.arguments, {
-            signal: ac.signal,
-            idempotencyKey: call.idempotencyKey,
-            sessionId: env.sessionId,
-            runId,
-            callId: call.callId,
-            emit: (update) => env.emit({ type: 'tool_update', callId: call.callId, name: call.name, update }),
-          }),
-        );
-      } catch (e) {
-        if (ac.signal.aborted) {
-          return { kind: 'cancelled', settled: true, partialContent: timedOut ? `timed out after ${tool.timeoutMs} ms` : `cancelled: ${(e as Error)?.message ?? e}`, resourceLocks: [] } as ToolOutcome;
-        }
-        return errorOutcome(e);
-      }
-    })();
-    // After an abort, wait at most cancelGraceMs for the tool to settle.
-    let graceTimer: NodeJS.Timeout | undefined;
-    const hanging = new Promise<ToolOutcome>((resolve) => {
-      const arm = () => {
-        graceTimer = setTimeout(
-          () =>
-            resolve({
-              kind: 'uncertain-hanging',
-              content: `the tool did not stop within ${env.config.cancelGraceMs} ms after it was ${timedOut ? 'timed out' : 'cancelled'}; it may still be running`,
-              resourceLocks: call.resources,
-            }),
-          env.config.cancelGraceMs,
-        );
-      };
-      if (ac.signal.aborted) arm();
-      else ac.signal.addEventListener('abort', arm, { once: true });
-    });
-    try {
-      const outcome = await Promise.race([work, hanging]);
-      return { callId: call.callId, name: call.name, outcome, startedAt, endedAt: Date.now() };
-    } finally {
-      clearTimeout(timeout);
-      clearTimeout(graceTimer);
-      actorSignal.removeEventListener('abort', onAbort);
-      cancel.removeEventListener('abort', onAbort);
-    }
+    run(input, ac).then(
+      (output) => sendBack({ type: 'call.done', output } satisfies ToolCallReply),
+      (error: unknown) => sendBack({ type: 'call.failed', callId: input.call.callId, error } satisfies ToolCallReply),
+    );
+    return () => ac.abort(new Error('the tool batch stopped'));
   });
+
+async function runToolCall(env: RunEnv, input: ToolCallInput, ac: AbortController): Promise<ToolCallOutput> {
+  const { call, runId } = input;
+  const tool = env.tools.get(call.name)!;
+  if (call.mode === 'exclusive' && (await env.writer.checkFenced())) {
+    const now = Date.now();
+    return { callId: call.callId, name: call.name, outcome: { kind: 'skipped', reason: 'not run: another writer took over the session (fenced)' }, startedAt: now, endedAt: now };
+  }
+  const cancel = env.cancelSignal;
+  const onAbort = () => ac.abort(cancel.reason);
+  cancel.addEventListener('abort', onAbort, { once: true });
+  if (cancel.aborted) onAbort();
+  let timedOut = false;
+  const timeout = tool.timeoutMs
+    ? setTimeout(() => {
+        timedOut = true;
+        ac.abort(new Error(`timed out after ${tool.timeoutMs} ms`));
+      }, tool.timeoutMs)
+    : undefined;
+  const startedAt = Date.now();
+  env.emit({ type: 'tool_start', callId: call.callId, name: call.name, arguments: call.arguments });
+  const work = (async () => {
+    try {
+      return normalizeOutcome(
+        await tool.execute(call.arguments, {
+          signal: ac.signal,
+          idempotencyKey: call.idempotencyKey,
+          sessionId: env.sessionId,
+          runId,
+          callId: call.callId,
+          emit: (update) => env.emit({ type: 'tool_update', callId: call.callId, name: call.name, update }),
+        }),
+      );
+    } catch (e) {
+      if (ac.signal.aborted) {
+        return { kind: 'cancelled', settled: true, partialContent: timedOut ? `timed out after ${tool.timeoutMs} ms` : `cancelled: ${(e as Error)?.message ?? e}`, resourceLocks: [] } as ToolOutcome;
+      }
+      return errorOutcome(e);
+    }
+  })();
+  // After an abort, wait at most cancelGraceMs for the tool to settle.
+  let graceTimer: NodeJS.Timeout | undefined;
+  const hanging = new Promise<ToolOutcome>((resolve) => {
+    const arm = () => {
+      graceTimer = setTimeout(
+        () =>
+          resolve({
+            kind: 'uncertain-hanging',
+            content: `the tool did not stop within ${env.config.cancelGraceMs} ms after it was ${timedOut ? 'timed out' : 'cancelled'}; it may still be running`,
+            resourceLocks: call.resources,
+          }),
+        env.config.cancelGraceMs,
+      );
+    };
+    if (ac.signal.aborted) arm();
+    else ac.signal.addEventListener('abort', arm, { once: true });
+  });
+  try {
+    const outcome = await Promise.race([work, hanging]);
+    return { callId: call.callId, name: call.name, outcome, startedAt, endedAt: Date.now() };
+  } finally {
+    clearTimeout(timeout);
+    clearTimeout(graceTimer);
+    cancel.removeEventListener('abort', onAbort);
+  }
+}

@@ -1,14 +1,13 @@
-import { assign, fromPromise, setup, type ActorRefFrom } from 'xstate';
+import { assign, fromCallback, sendTo, setup, type ActorRefFrom } from 'xstate';
 import { isCancelledError, isStaleWriterError, ProtocolExhaustedError } from '../contracts/errors.js';
 import type { LoopBudget } from '../contracts/config.js';
 import { addUsage, zeroUsage, type Message, type Usage } from '../contracts/message.js';
 import type { ExecutionResult, Outcome, RunStatus } from '../contracts/requests.js';
 import { addDecimal, spentBudget } from '../actors/budget.js';
-import type { CommitResultsInput, CommitResultsOutput } from '../actors/commit-results.js';
-import type { FinalizeInput, FinalizeOutput } from '../actors/finalize.js';
-import type { CallDescr, ModelStepInput, ModelStepOutput } from '../actors/model-step.js';
+import type { CallDescr } from '../actors/model-step.js';
+import { effect, type EffectReply, type EffectRequest } from '../actors/run-effects.js';
 import type { PendingRequest } from '../contracts/events.js';
-import type { EndRunInput, StartRunInput } from '../actors/run-lifecycle.js';
+import type { StartRunInput } from '../actors/run-lifecycle.js';
 import type { ToolCallOutput } from '../actors/tool-call.js';
 import { toolBatchMachine, type ToolBatchInput } from './tool-batch.machine.js';
 
@@ -78,11 +77,6 @@ export interface RunContext extends Omit<RunInput, 'messages'> {
 
 export type RunEvent = { type: 'STOP_AFTER_ROUND' } | { type: 'CANCEL' } | { type: 'DETACH' };
 
-const notProvided = <O, I>(name: string) =>
-  fromPromise<O, I>(async () => {
-    throw new Error(`${name} actor not provided`);
-  });
-
 function endFor(error: unknown): NonNullable<RunContext['end']> {
   if (isCancelledError(error)) return { status: 'cancelled', outcome: 'cancelled', error: { kind: 'cancelled', message: (error as Error).message } };
   if (isStaleWriterError(error))
@@ -107,16 +101,15 @@ export const runMachine = setup({
   types: {
     input: {} as RunInput,
     context: {} as RunContext,
-    events: {} as RunEvent,
+    events: {} as RunEvent | EffectReply,
     output: {} as ExecutionResult,
   },
   actors: {
-    startRun: notProvided<StartRunOutput, StartRunInput>('startRun'),
-    modelStep: notProvided<ModelStepOutput & { cost?: string }, ModelStepInput>('modelStep'),
+    // provided with runEffectsActor(ops): one long-lived actor per run performs every effect
+    effects: fromCallback<EffectRequest>(({ sendBack }) => {
+      sendBack({ type: 'startRun.error', error: new Error('effects actor not provided') });
+    }),
     toolBatch: toolBatchMachine,
-    commitResults: notProvided<CommitResultsOutput, CommitResultsInput>('commitResults'),
-    finalize: notProvided<FinalizeOutput, FinalizeInput>('finalize'),
-    endRun: notProvided<ExecutionResult, EndRunInput>('endRun'),
   },
   guards: {
     stopRequested: ({ context }) => context.stopRequested,
@@ -125,10 +118,13 @@ export const runMachine = setup({
     budgetSpent: ({ context }) => spentBudget(context.budget, budgetUse(context), Date.now()) !== undefined,
   },
   actions: {
+    /** Asks the run's effects actor for one operation (its reply is `<op>.done` or `<op>.error`). */
+    request: sendTo('effects', (_, params: EffectRequest) => params),
     failWith: assign(({ event }) => ({ end: endFor((event as { error?: unknown }).error) })),
   },
 }).createMachine({
   id: 'run',
+  invoke: { id: 'effects', src: 'effects' },
   context: ({ input }) => ({
     ...input,
     runStartSeq: 0,
@@ -154,9 +150,7 @@ export const runMachine = setup({
   initial: 'starting',
   states: {
     starting: {
-      invoke: {
-        src: 'startRun',
-        input: ({ context: c }) => ({
+      entry: { type: 'request', params: ({ context: c }) => effect('startRun', ({
           runId: c.runId,
           attemptId: c.attemptId,
           runEpoch: c.runEpoch,
@@ -166,8 +160,9 @@ export const runMachine = setup({
           executionProfileFingerprint: c.executionProfileFingerprint,
           ...(c.resume ? { resume: c.resume } : {}),
           ...(c.inputId ? { inputId: c.inputId } : {}),
-        }),
-        onDone: [
+        })) },
+      on: {
+        'startRun.done': [
           // a respond attempt: run (or record) the batch that was held back, in its own step
           {
             guard: ({ event }) => (event.output.resumed?.calls.length ?? 0) > 0,
@@ -185,15 +180,16 @@ export const runMachine = setup({
           { guard: 'stopRequested', target: 'ending', actions: assign({ messages: [], runStartSeq: ({ event }) => event.output.runStartSeq, end: ended('stopped', 'incomplete') }) },
           { target: 'stepping', actions: assign({ messages: [], runStartSeq: ({ event }) => event.output.runStartSeq }) },
         ],
-        onError: { target: 'ending', actions: 'failWith' },
+        'startRun.error': { target: 'ending', actions: 'failWith' },
       },
     },
     stepping: {
-      entry: assign({ step: ({ context }) => context.step + 1 }),
-      invoke: {
-        src: 'modelStep',
-        input: ({ context: c }) => ({ runId: c.runId, runStartSeq: c.runStartSeq, at: at(c), corrections: c.corrections }),
-        onDone: [
+      entry: [
+        assign({ step: ({ context }) => context.step + 1 }),
+        { type: 'request', params: ({ context: c }) => effect('modelStep', ({ runId: c.runId, runStartSeq: c.runStartSeq, at: at(c), corrections: c.corrections })) },
+      ],
+      on: {
+        'modelStep.done': [
           {
             guard: ({ event }) => event.output.kind === 'tools',
             target: 'runningTools',
@@ -246,7 +242,7 @@ export const runMachine = setup({
             })),
           },
         ],
-        onError: { target: 'ending', actions: 'failWith' },
+        'modelStep.error': { target: 'ending', actions: 'failWith' },
       },
     },
     runningTools: {
@@ -258,10 +254,9 @@ export const runMachine = setup({
       },
     },
     committingResults: {
-      invoke: {
-        src: 'commitResults',
-        input: ({ context: c }) => ({ at: at(c), results: inCallOrder(c), ...(c.stepUsage ? { usage: c.stepUsage } : {}) }),
-        onDone: [
+      entry: { type: 'request', params: ({ context: c }) => effect('commitResults', ({ at: at(c), results: inCallOrder(c), ...(c.stepUsage ? { usage: c.stepUsage } : {}) })) },
+      on: {
+        'commitResults.done': [
           {
             guard: ({ event }) => event.output.concluded !== undefined,
             target: 'finalizing',
@@ -278,7 +273,7 @@ export const runMachine = setup({
             actions: assign(({ context, event }) => ({ calls: [], results: [], presetResults: [], recoveries: context.recoveries + event.output.rejections })),
           },
         ],
-        onError: { target: 'ending', actions: 'failWith' },
+        'commitResults.error': { target: 'ending', actions: 'failWith' },
       },
     },
     checkingBudget: {
@@ -295,16 +290,15 @@ export const runMachine = setup({
       ],
     },
     finalizing: {
-      invoke: {
-        src: 'finalize',
-        input: ({ context: c }) => ({
+      entry: { type: 'request', params: ({ context: c }) => effect('finalize', ({
           runId: c.runId,
           at: at(c),
           content: c.pendingFinal!.content,
           closeStep: c.pendingFinal!.closeStep,
           ...(c.stepUsage && c.pendingFinal!.closeStep ? { usage: c.stepUsage } : {}),
-        }),
-        onDone: [
+        })) },
+      on: {
+        'finalize.done': [
           {
             guard: ({ event }) => event.output.kind === 'rejected',
             target: 'checkingBudget',
@@ -328,15 +322,14 @@ export const runMachine = setup({
             })),
           },
         ],
-        onError: { target: 'ending', actions: 'failWith' },
+        'finalize.error': { target: 'ending', actions: 'failWith' },
       },
     },
     ending: {
-      invoke: {
-        src: 'endRun',
-        input: ({ context: c }) => ({ turn: c.turn, step: c.step, attempt: c.runEpoch, result: resultOf(c) }),
-        onDone: { target: 'done', actions: assign({ result: ({ event }) => event.output }) },
-        onError: { target: 'done', actions: assign(({ context }) => ({ result: { ...resultOf(context), checkpointCommitted: false } })) },
+      entry: { type: 'request', params: ({ context: c }) => effect('endRun', ({ turn: c.turn, step: c.step, attempt: c.runEpoch, result: resultOf(c) })) },
+      on: {
+        'endRun.done': { target: 'done', actions: assign({ result: ({ event }) => event.output }) },
+        'endRun.error': { target: 'done', actions: assign(({ context }) => ({ result: { ...resultOf(context), checkpointCommitted: false } })) },
       },
     },
     done: { type: 'final' },

@@ -1,7 +1,7 @@
-import { assign, enqueueActions, fromPromise, setup } from 'xstate';
+import { assign, enqueueActions, setup } from 'xstate';
 import type { ToolOutcome } from '../contracts/tools.js';
 import type { CallDescr } from '../actors/model-step.js';
-import type { ToolCallInput, ToolCallOutput } from '../actors/tool-call.js';
+import { callActor, type ToolCallOutput, type ToolCallReply } from '../actors/tool-call.js';
 
 export interface ToolBatchInput {
   runId: string;
@@ -18,7 +18,7 @@ export interface ToolBatchContext extends ToolBatchInput {
   truncatedBy?: string;
 }
 
-export type ToolBatchEvent = { type: `xstate.done.actor.${string}`; output: ToolCallOutput };
+export type ToolBatchEvent = ToolCallReply;
 export type ToolBatchOutput = ToolCallOutput[];
 
 const overlaps = (a: string[], b: string[]) => a.some((r) => b.includes(r));
@@ -66,7 +66,7 @@ export const toolBatchMachine = setup({
     output: {} as ToolBatchOutput,
   },
   actors: {
-    toolCall: fromPromise<ToolCallOutput, ToolCallInput>(async () => {
+    toolCall: callActor(async () => {
       throw new Error('toolCall actor not provided');
     }),
   },
@@ -81,7 +81,7 @@ export const toolBatchMachine = setup({
       });
     }),
     record: assign(({ context, event }) => {
-      const out = event.output;
+      const out = (event as Extract<ToolBatchEvent, { type: 'call.done' }>).output;
       const call = context.calls.find((c) => c.callId === out.callId)!;
       const truncatedBy = context.truncatedBy ?? (call.mode === 'exclusive' && failed(out.outcome) ? call.callId : undefined);
       return {
@@ -104,7 +104,13 @@ export const toolBatchMachine = setup({
       entry: 'launch',
       always: { guard: 'allSettled', target: 'settled' },
       on: {
-        'xstate.done.actor.*': { actions: ['record', 'launch'] },
+        'call.done': { actions: ['record', 'launch'] },
+        // a call actor that failed outside its tool (tool errors are outcomes): the batch errors
+        'call.failed': {
+          actions: ({ event }) => {
+            throw event.error;
+          },
+        },
       },
     },
     settled: { type: 'final' },

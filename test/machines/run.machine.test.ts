@@ -4,6 +4,7 @@ import type { CommitResultsInput, CommitResultsOutput } from '../../src/actors/c
 import type { FinalizeInput, FinalizeOutput } from '../../src/actors/finalize.js';
 import type { CallDescr, ModelStepInput, ModelStepOutput } from '../../src/actors/model-step.js';
 import type { EndRunInput, StartRunInput } from '../../src/actors/run-lifecycle.js';
+import { runEffectsActor, type RunEffectOps } from '../../src/actors/run-effects.js';
 import type { ToolCallOutput } from '../../src/actors/tool-call.js';
 import { LoopBudget, type LoopBudgetInput } from '../../src/contracts/config.js';
 import { CancelledError, isProtocolExhaustedError, StaleWriterError } from '../../src/contracts/errors.js';
@@ -84,47 +85,48 @@ function fakes(script: Script) {
     if (v instanceof Error) throw v;
     return v;
   };
-  const actors = {
-    startRun: fromPromise<StartRunOutput, StartRunInput>(async ({ input }) => {
+  const ops: RunEffectOps = {
+    startRun: async (input: StartRunInput): Promise<StartRunOutput> => {
       log.push('startRun');
       inputs.startRun.push(input);
       if (script.startError) throw script.startError;
       return { runStartSeq: 2 };
-    }),
-    modelStep: fromPromise<ModelStepOutput & { cost?: string }, ModelStepInput>(async ({ input }) => {
+    },
+    modelStep: async (input: ModelStepInput): Promise<ModelStepOutput & { cost?: string }> => {
       log.push(`modelStep ${input.at.step}`);
       const s = take(script.steps, inputs.modelStep.length, 'model step')!;
       inputs.modelStep.push(input);
       return typeof s === 'function' ? s() : orThrow(s);
-    }),
-    // a promise actor standing in for the toolBatch machine (same input and output)
-    toolBatch: fromPromise<ToolBatchOutput, ToolBatchInput>(async ({ input }) => {
-      log.push('toolBatch');
-      inputs.toolBatch.push(input);
-      return script.batch ? script.batch(input) : input.calls.map((c) => resultFor(c));
-    }) as unknown as typeof toolBatchMachine,
-    commitResults: fromPromise<CommitResultsOutput, CommitResultsInput>(async ({ input }) => {
+    },
+    commitResults: async (input: CommitResultsInput): Promise<CommitResultsOutput> => {
       log.push(`commitResults ${input.at.step}`);
       const c = script.commits ? take(script.commits, inputs.commitResults.length, 'commit')! : { rejections: 0 };
       inputs.commitResults.push(input);
       return orThrow(c);
-    }),
-    finalize: fromPromise<FinalizeOutput, FinalizeInput>(async ({ input }) => {
+    },
+    finalize: async (input: FinalizeInput): Promise<FinalizeOutput> => {
       log.push(`finalize ${input.at.step}`);
       const f = script.finals
         ? take(script.finals, inputs.finalize.length, 'finalize')!
         : ({ kind: 'delivered', finalMessageId: `${input.runId}/final/${input.at.attempt}.${input.at.step}` } as const);
       inputs.finalize.push(input);
       return orThrow(f);
-    }),
-    endRun: fromPromise<ExecutionResult, EndRunInput>(async ({ input }) => {
+    },
+    endRun: async (input: EndRunInput): Promise<ExecutionResult> => {
       log.push('endRun');
       inputs.endRun.push(input);
       if (script.endError) throw script.endError;
       return input.result;
-    }),
+    },
   };
-  return { actors, inputs, log };
+  // a promise actor standing in for the toolBatch machine (same input and output)
+  const toolBatch = fromPromise<ToolBatchOutput, ToolBatchInput>(async ({ input }) => {
+      log.push('toolBatch');
+      inputs.toolBatch.push(input);
+      return script.batch ? script.batch(input) : input.calls.map((c) => resultFor(c));
+    }) as unknown as typeof toolBatchMachine;
+  const actors = { effects: runEffectsActor(ops), toolBatch };
+  return { actors, ops, inputs, log };
 }
 
 /** Runs the machine to its end; returns the result, the fakes' records and the states walked. */
@@ -410,8 +412,8 @@ describe('runMachine', () => {
     it('while starting: starts no model call', async () => {
       const gate = deferred<StartRunOutput>();
       const f = fakes({ steps: [tools('a'), final('never')] });
-      const startRun = fromPromise<StartRunOutput, StartRunInput>(async () => gate.promise);
-      const actor = createActor(runMachine.provide({ actors: { ...f.actors, startRun } }), { input: runInput() });
+      const effects = runEffectsActor({ ...f.ops, startRun: async () => gate.promise });
+      const actor = createActor(runMachine.provide({ actors: { ...f.actors, effects } }), { input: runInput() });
       actor.start();
       expect(actor.getSnapshot().value).toBe('starting');
       actor.send({ type: 'STOP_AFTER_ROUND' });

@@ -1,12 +1,11 @@
 import { describe, expect, it } from 'vitest';
 import { createActor, fromPromise, waitFor } from 'xstate';
-import type { CommitResultsInput, CommitResultsOutput } from '../../src/actors/commit-results.js';
-import type { FinalizeInput, FinalizeOutput } from '../../src/actors/finalize.js';
+import type { CommitResultsInput } from '../../src/actors/commit-results.js';
 import type { ModelStepInput, ModelStepOutput } from '../../src/actors/model-step.js';
-import type { EndRunInput, StartRunInput } from '../../src/actors/run-lifecycle.js';
+import { runEffectsActor } from '../../src/actors/run-effects.js';
 import { LoopBudget } from '../../src/contracts/config.js';
 import type { ExecutionResult } from '../../src/contracts/requests.js';
-import { runMachine, type RunActorRef, type RunInput, type StartRunOutput } from '../../src/machines/run.machine.js';
+import { runMachine, type RunActorRef, type RunInput } from '../../src/machines/run.machine.js';
 import { toolBatchMachine } from '../../src/machines/tool-batch.machine.js';
 import { sessionMachine } from '../../src/machines/session.machine.js';
 import type { ToolBatchInput, ToolBatchOutput } from '../../src/machines/tool-batch.machine.js';
@@ -174,12 +173,14 @@ describe('sessionMachine', () => {
     const commits: CommitResultsInput[] = [];
     const run = runMachine.provide({
       actors: {
-        startRun: fromPromise<StartRunOutput, StartRunInput>(async () => ({ runStartSeq: 2 })),
-        modelStep: fromPromise<ModelStepOutput, ModelStepInput>(async ({ input }) => steps[modelSteps.push(input) - 1]!),
+        effects: runEffectsActor({
+          startRun: async () => ({ runStartSeq: 2 }),
+          modelStep: async (input) => steps[modelSteps.push(input) - 1]!,
+          commitResults: async (input) => (commits.push(input), { rejections: 0 }),
+          finalize: async () => ({ kind: 'delivered', finalMessageId: 'f' }),
+          endRun: async (input) => input.result,
+        }),
         toolBatch: fromPromise<ToolBatchOutput, ToolBatchInput>(async () => batchGate.promise) as unknown as typeof toolBatchMachine,
-        commitResults: fromPromise<CommitResultsOutput, CommitResultsInput>(async ({ input }) => (commits.push(input), { rejections: 0 })),
-        finalize: fromPromise<FinalizeOutput, FinalizeInput>(async () => ({ kind: 'delivered', finalMessageId: 'f' })),
-        endRun: fromPromise<ExecutionResult, EndRunInput>(async ({ input }) => input.result),
       },
     });
     const actor = createActor(sessionMachine.provide({ actors: { run: run as unknown as typeof runMachine } }), { input: { sessionId: 's1', sessionInstanceId: 'i1', writerEpoch: 1 } });

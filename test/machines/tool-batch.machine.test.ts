@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { createActor, fromPromise, waitFor } from 'xstate';
+import { createActor, waitFor } from 'xstate';
 import type { CallDescr } from '../../src/actors/model-step.js';
-import type { ToolCallInput, ToolCallOutput } from '../../src/actors/tool-call.js';
+import { callActor, type ToolCallOutput } from '../../src/actors/tool-call.js';
 import type { ToolOutcome } from '../../src/contracts/tools.js';
 import { runnableCalls, toolBatchMachine, type ToolBatchContext } from '../../src/machines/tool-batch.machine.js';
 import { deferred } from '../helpers/drafts.js';
@@ -37,7 +37,7 @@ function harness() {
   const overlapped = new Map<string, Set<string>>();
   let maxConcurrent = 0;
 
-  const toolCall = fromPromise<ToolCallOutput, ToolCallInput>(async ({ input }) => {
+  const toolCall = callActor(async (input) => {
     const id = input.call.callId;
     started.push(id);
     overlapped.set(id, new Set(running));
@@ -228,7 +228,7 @@ describe('toolBatchMachine', () => {
   });
 
   it('errors (rather than hanging) when a toolCall actor rejects, so the run can end on it', async () => {
-    const toolCall = fromPromise<ToolCallOutput, ToolCallInput>(async () => {
+    const toolCall = callActor(async () => {
       throw new Error('tool actor crashed');
     });
     const actor = createActor(toolBatchMachine.provide({ actors: { toolCall } }), { input: { runId: 'r1', calls: [call('a')], maxParallel: 4 } });
