@@ -50,16 +50,25 @@ export const toolCallActor = (env: RunEnv) => callActor((input, ac) => runToolCa
 
 /**
  * A tool-call actor from an async function: reports `call.done` (or `call.failed` if the function
- * itself throws) to the batch; stopping the actor aborts the controller it was given.
+ * itself throws) to the batch; stopping the actor before that aborts the controller it was given.
  */
 export const callActor = (run: (input: ToolCallInput, ac: AbortController) => Promise<ToolCallOutput>) =>
   fromCallback<{ type: string }, ToolCallInput>(({ input, sendBack }) => {
     const ac = new AbortController();
+    let settled = false;
     run(input, ac).then(
-      (output) => sendBack({ type: 'call.done', output } satisfies ToolCallReply),
-      (error: unknown) => sendBack({ type: 'call.failed', callId: input.call.callId, error } satisfies ToolCallReply),
+      (output) => {
+        settled = true;
+        sendBack({ type: 'call.done', output } satisfies ToolCallReply);
+      },
+      (error: unknown) => {
+        settled = true;
+        sendBack({ type: 'call.failed', callId: input.call.callId, error } satisfies ToolCallReply);
+      },
     );
-    return () => ac.abort(new Error('the tool batch stopped'));
+    return () => {
+      if (!settled) ac.abort(new Error('the tool batch stopped'));
+    };
   });
 
 async function runToolCall(env: RunEnv, input: ToolCallInput, ac: AbortController): Promise<ToolCallOutput> {
@@ -103,8 +112,9 @@ async function runToolCall(env: RunEnv, input: ToolCallInput, ac: AbortControlle
   })();
   // After an abort, wait at most cancelGraceMs for the tool to settle.
   let graceTimer: NodeJS.Timeout | undefined;
+  let arm: () => void;
   const hanging = new Promise<ToolOutcome>((resolve) => {
-    const arm = () => {
+    arm = () => {
       graceTimer = setTimeout(
         () =>
           resolve({
@@ -124,6 +134,7 @@ async function runToolCall(env: RunEnv, input: ToolCallInput, ac: AbortControlle
   } finally {
     clearTimeout(timeout);
     clearTimeout(graceTimer);
+    ac.signal.removeEventListener('abort', arm!);
     cancel.removeEventListener('abort', onAbort);
   }
 }
