@@ -1,7 +1,8 @@
 /**
  * Watching the live machines with the Stately inspector (`@statelyai/inspect`). The runtime's
  * `inspect` option receives XState inspection events from every actor: the session machine, each
- * run machine and each toolBatch machine (and the promise actors they invoke).
+ * run machine, its toolBatch machine, and the callback actors they talk to (the run's effects
+ * actor, one per tool call).
  *
  *   npx tsx examples/inspector.ts [events.jsonl]   # offline: a local adapter writes JSON lines
  *   npx tsx examples/inspector.ts --serve          # live: the Stately inspector in your browser
@@ -30,7 +31,7 @@ function machineId(definition: string | undefined): string | undefined {
 /**
  * An inspector adapter that keeps every event in a local sink: a JSON-lines file (if given) and
  * per-machine counts. Snapshot events name the actor by its sessionId, so the machine id each
- * `@xstate.actor` event announces (session, run, toolBatch; an invoked promise actor's id) is
+ * `@xstate.actor` event announces (session, run, toolBatch; a callback actor's id) is
  * remembered.
  */
 export function localAdapter(file?: string) {

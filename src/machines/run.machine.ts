@@ -9,7 +9,7 @@ import { effect, type EffectReply, type EffectRequest } from '../actors/run-effe
 import type { PendingRequest } from '../contracts/events.js';
 import type { StartRunInput } from '../actors/run-lifecycle.js';
 import type { ToolCallOutput } from '../actors/tool-call.js';
-import { toolBatchMachine, type ToolBatchInput } from './tool-batch.machine.js';
+import { toolBatchMachine, type ToolBatchDone, type ToolBatchInput } from './tool-batch.machine.js';
 
 export interface RunInput {
   runId: string;
@@ -101,7 +101,7 @@ export const runMachine = setup({
   types: {
     input: {} as RunInput,
     context: {} as RunContext,
-    events: {} as RunEvent | EffectReply,
+    events: {} as RunEvent | EffectReply | ToolBatchDone,
     output: {} as ExecutionResult,
   },
   actors: {
@@ -124,7 +124,10 @@ export const runMachine = setup({
   },
 }).createMachine({
   id: 'run',
-  invoke: { id: 'effects', src: 'effects' },
+  invoke: [
+    { id: 'effects', src: 'effects' },
+    { id: 'toolBatch', src: 'toolBatch', input: ({ context: c }): ToolBatchInput => ({ runId: c.runId, maxParallel: c.maxParallelTools }) },
+  ],
   context: ({ input }) => ({
     ...input,
     runStartSeq: 0,
@@ -246,11 +249,10 @@ export const runMachine = setup({
       },
     },
     runningTools: {
-      invoke: {
-        src: 'toolBatch',
-        input: ({ context: c }): ToolBatchInput => ({ runId: c.runId, calls: c.calls, maxParallel: c.maxParallelTools }),
-        onDone: { target: 'committingResults', actions: assign({ results: ({ event }) => event.output }) },
-        onError: { target: 'ending', actions: 'failWith' },
+      entry: sendTo('toolBatch', ({ context }) => ({ type: 'batch.run' as const, calls: context.calls })),
+      on: {
+        'batch.done': { target: 'committingResults', actions: assign({ results: ({ event }) => event.results }) },
+        'xstate.error.actor.toolBatch': { target: 'ending', actions: 'failWith' },
       },
     },
     committingResults: {

@@ -1,15 +1,16 @@
-import { assign, enqueueActions, setup } from 'xstate';
+import { assign, enqueueActions, sendParent, setup } from 'xstate';
 import type { ToolOutcome } from '../contracts/tools.js';
 import type { CallDescr } from '../actors/model-step.js';
 import { callActor, type ToolCallOutput, type ToolCallReply } from '../actors/tool-call.js';
 
 export interface ToolBatchInput {
   runId: string;
-  calls: CallDescr[];
   maxParallel: number;
 }
 
 export interface ToolBatchContext extends ToolBatchInput {
+  /** The batch being run (empty between batches). */
+  calls: CallDescr[];
   /** Call ids started, in start order. */
   started: string[];
   running: string[];
@@ -18,8 +19,10 @@ export interface ToolBatchContext extends ToolBatchInput {
   truncatedBy?: string;
 }
 
-export type ToolBatchEvent = ToolCallReply;
+/** `batch.run` starts a batch; the batch answers its parent with `batch.done`. */
+export type ToolBatchEvent = { type: 'batch.run'; calls: CallDescr[] } | ToolCallReply;
 export type ToolBatchOutput = ToolCallOutput[];
+export type ToolBatchDone = { type: 'batch.done'; results: ToolBatchOutput };
 
 const overlaps = (a: string[], b: string[]) => a.some((r) => b.includes(r));
 
@@ -52,18 +55,32 @@ export function runnableCalls(ctx: ToolBatchContext): CallDescr[] {
 
 const failed = (o: ToolOutcome) => o.kind !== 'completed' || o.isError;
 
+/** Every call's outcome in call order, skipped ones included. */
+function outputOf(context: ToolBatchContext): ToolBatchOutput {
+  return context.calls.map(
+    (c) =>
+      context.results[c.callId] ?? {
+        callId: c.callId,
+        name: c.name,
+        outcome: { kind: 'skipped', reason: `not run: the exclusive call ${context.truncatedBy} failed before it` },
+        startedAt: Date.now(),
+        endedAt: Date.now(),
+      },
+  );
+}
+
 /**
- * Runs one tool batch: spawns one tool-call actor per call, as the scheduling rules allow, and
- * finishes with every call's outcome in call order (skipped ones included).
+ * A run's tool batches, one after another: one long-lived actor per run. `batch.run` starts a
+ * batch; it spawns one tool-call actor per call as the scheduling rules allow and answers its
+ * parent with `batch.done` and every call's outcome in call order (skipped ones included).
  * @example
- * createActor(toolBatchMachine.provide({ actors: { toolCall: toolCallActor(env) } }), { input })
+ * runMachine.provide({ actors: { toolBatch: toolBatchMachine.provide({ actors: { toolCall: toolCallActor(env) } }) } })
  */
 export const toolBatchMachine = setup({
   types: {
     input: {} as ToolBatchInput,
     context: {} as ToolBatchContext,
     events: {} as ToolBatchEvent,
-    output: {} as ToolBatchOutput,
   },
   actors: {
     toolCall: callActor(async () => {
@@ -80,16 +97,18 @@ export const toolBatchMachine = setup({
         running: [...context.running, ...next.map((c) => c.callId)],
       });
     }),
-    record: assign(({ context, event }) => {
+    record: enqueueActions(({ context, event, enqueue }) => {
       const out = (event as Extract<ToolBatchEvent, { type: 'call.done' }>).output;
       const call = context.calls.find((c) => c.callId === out.callId)!;
       const truncatedBy = context.truncatedBy ?? (call.mode === 'exclusive' && failed(out.outcome) ? call.callId : undefined);
-      return {
+      enqueue.stopChild(out.callId);
+      enqueue.assign({
         results: { ...context.results, [out.callId]: out },
         running: context.running.filter((id) => id !== out.callId),
         ...(truncatedBy ? { truncatedBy } : {}),
-      };
+      });
     }),
+    report: sendParent(({ context }): ToolBatchDone => ({ type: 'batch.done', results: outputOf(context) })),
   },
   guards: {
     allSettled: ({ context }) =>
@@ -97,12 +116,20 @@ export const toolBatchMachine = setup({
   },
 }).createMachine({
   id: 'toolBatch',
-  context: ({ input }) => ({ ...input, started: [], running: [], results: {} }),
-  initial: 'running',
+  context: ({ input }) => ({ ...input, calls: [], started: [], running: [], results: {} }),
+  initial: 'idle',
   states: {
+    idle: {
+      on: {
+        'batch.run': {
+          target: 'running',
+          actions: assign(({ event }) => ({ calls: event.calls, started: [], running: [], results: {}, truncatedBy: undefined })),
+        },
+      },
+    },
     running: {
       entry: 'launch',
-      always: { guard: 'allSettled', target: 'settled' },
+      always: { guard: 'allSettled', target: 'idle', actions: 'report' },
       on: {
         'call.done': { actions: ['record', 'launch'] },
         // a call actor that failed outside its tool (tool errors are outcomes): the batch errors
@@ -113,17 +140,5 @@ export const toolBatchMachine = setup({
         },
       },
     },
-    settled: { type: 'final' },
   },
-  output: ({ context }) =>
-    context.calls.map(
-      (c) =>
-        context.results[c.callId] ?? {
-          callId: c.callId,
-          name: c.name,
-          outcome: { kind: 'skipped', reason: `not run: the exclusive call ${context.truncatedBy} failed before it` },
-          startedAt: Date.now(),
-          endedAt: Date.now(),
-        },
-    ),
 });

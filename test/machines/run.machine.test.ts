@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { createActor, fromPromise, waitFor, type AnyActorRef, type InspectionEvent } from 'xstate';
+import { createActor, waitFor, type AnyActorRef, type InspectionEvent } from 'xstate';
 import type { CommitResultsInput, CommitResultsOutput } from '../../src/actors/commit-results.js';
 import type { FinalizeInput, FinalizeOutput } from '../../src/actors/finalize.js';
 import type { CallDescr, ModelStepInput, ModelStepOutput } from '../../src/actors/model-step.js';
@@ -9,10 +9,10 @@ import type { ToolCallOutput } from '../../src/actors/tool-call.js';
 import { LoopBudget, type LoopBudgetInput } from '../../src/contracts/config.js';
 import { CancelledError, isProtocolExhaustedError, StaleWriterError } from '../../src/contracts/errors.js';
 import type { ExecutionResult } from '../../src/contracts/requests.js';
-import { toolBatchMachine } from '../../src/machines/tool-batch.machine.js';
 import { runMachine, type RunInput, type StartRunOutput } from '../../src/machines/run.machine.js';
-import type { ToolBatchInput, ToolBatchOutput } from '../../src/machines/tool-batch.machine.js';
+import type { ToolBatchOutput } from '../../src/machines/tool-batch.machine.js';
 import { deferred } from '../helpers/drafts.js';
+import { fakeBatch, type BatchRequest } from '../helpers/fake-batch.js';
 
 const call = (callId: string): CallDescr => ({
   callId,
@@ -57,7 +57,7 @@ interface Script {
   /** One entry per model step, in order; an Error is thrown. */
   steps: Step[];
   /** The batch's output; defaults to one completed result per call. */
-  batch?: (input: ToolBatchInput) => Promise<ToolBatchOutput> | ToolBatchOutput;
+  batch?: (input: BatchRequest) => Promise<ToolBatchOutput> | ToolBatchOutput;
   /** One entry per commit; defaults to `{ rejections: 0 }`. */
   commits?: (CommitResultsOutput | Error)[];
   /** One entry per finalize; defaults to delivered. */
@@ -72,7 +72,7 @@ function fakes(script: Script) {
   const inputs = {
     startRun: [] as StartRunInput[],
     modelStep: [] as ModelStepInput[],
-    toolBatch: [] as ToolBatchInput[],
+    toolBatch: [] as BatchRequest[],
     commitResults: [] as CommitResultsInput[],
     finalize: [] as FinalizeInput[],
     endRun: [] as EndRunInput[],
@@ -119,12 +119,12 @@ function fakes(script: Script) {
       return input.result;
     },
   };
-  // a promise actor standing in for the toolBatch machine (same input and output)
-  const toolBatch = fromPromise<ToolBatchOutput, ToolBatchInput>(async ({ input }) => {
-      log.push('toolBatch');
-      inputs.toolBatch.push(input);
-      return script.batch ? script.batch(input) : input.calls.map((c) => resultFor(c));
-    }) as unknown as typeof toolBatchMachine;
+  // a callback actor standing in for the toolBatch machine (same events in and out)
+  const toolBatch = fakeBatch(async (batch) => {
+    log.push('toolBatch');
+    inputs.toolBatch.push(batch);
+    return script.batch ? script.batch(batch) : batch.calls.map((c) => resultFor(c));
+  });
   const actors = { effects: runEffectsActor(ops), toolBatch };
   return { actors, ops, inputs, log };
 }

@@ -6,9 +6,9 @@ import { runEffectsActor } from '../../src/actors/run-effects.js';
 import { LoopBudget } from '../../src/contracts/config.js';
 import type { ExecutionResult } from '../../src/contracts/requests.js';
 import { runMachine, type RunActorRef, type RunInput } from '../../src/machines/run.machine.js';
-import { toolBatchMachine } from '../../src/machines/tool-batch.machine.js';
 import { sessionMachine } from '../../src/machines/session.machine.js';
-import type { ToolBatchInput, ToolBatchOutput } from '../../src/machines/tool-batch.machine.js';
+import type { ToolBatchOutput } from '../../src/machines/tool-batch.machine.js';
+import { fakeBatch } from '../helpers/fake-batch.js';
 import { deferred } from '../helpers/drafts.js';
 
 const runInput = (runId = 'r1', attemptId = 'a1'): RunInput => ({
@@ -180,7 +180,7 @@ describe('sessionMachine', () => {
           finalize: async () => ({ kind: 'delivered', finalMessageId: 'f' }),
           endRun: async (input) => input.result,
         }),
-        toolBatch: fromPromise<ToolBatchOutput, ToolBatchInput>(async () => batchGate.promise) as unknown as typeof toolBatchMachine,
+        toolBatch: fakeBatch(() => batchGate.promise),
       },
     });
     const actor = createActor(sessionMachine.provide({ actors: { run: run as unknown as typeof runMachine } }), { input: { sessionId: 's1', sessionInstanceId: 'i1', writerEpoch: 1 } });

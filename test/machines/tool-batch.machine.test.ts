@@ -1,9 +1,9 @@
 import { describe, expect, it } from 'vitest';
-import { createActor, waitFor } from 'xstate';
+import { assign, createActor, sendTo, setup, waitFor } from 'xstate';
 import type { CallDescr } from '../../src/actors/model-step.js';
 import { callActor, type ToolCallOutput } from '../../src/actors/tool-call.js';
 import type { ToolOutcome } from '../../src/contracts/tools.js';
-import { runnableCalls, toolBatchMachine, type ToolBatchContext } from '../../src/machines/tool-batch.machine.js';
+import { runnableCalls, toolBatchMachine, type ToolBatchContext, type ToolBatchDone } from '../../src/machines/tool-batch.machine.js';
 import { deferred } from '../helpers/drafts.js';
 
 const call = (callId: string, mode: CallDescr['mode'] = 'parallel', resources: string[] = []): CallDescr => ({
@@ -17,6 +17,28 @@ const call = (callId: string, mode: CallDescr['mode'] = 'parallel', resources: s
 
 const ok = (content = 'ok'): ToolOutcome => ({ kind: 'completed', content, isError: false, concludesTurn: false, releaseResources: [] });
 const toolError = (content = 'boom'): ToolOutcome => ({ kind: 'completed', content, isError: true, concludesTurn: false, releaseResources: [] });
+
+/**
+ * Runs one batch the way a run does: a parent invokes the long-lived batch actor, sends it
+ * `batch.run` and finishes (output = the results) when the batch answers `batch.done`.
+ */
+function startBatch(toolCall: ReturnType<typeof callActor>, calls: CallDescr[], maxParallel: number) {
+  const parent = setup({
+    types: { context: {} as { results?: ToolCallOutput[] }, events: {} as ToolBatchDone, output: {} as ToolCallOutput[] },
+    actors: { toolBatch: toolBatchMachine.provide({ actors: { toolCall } }) },
+  }).createMachine({
+    context: {},
+    invoke: { id: 'batch', src: 'toolBatch', input: { runId: 'r1', maxParallel } },
+    entry: sendTo('batch', { type: 'batch.run', calls }),
+    initial: 'running',
+    states: {
+      running: { on: { 'batch.done': { target: 'done', actions: assign({ results: ({ event }) => event.results }) } } },
+      done: { type: 'final' },
+    },
+    output: ({ context }) => context.results!,
+  });
+  return createActor(parent).start();
+}
 
 /** Lets every pending promise reaction and actor event run. */
 const settle = () => new Promise<void>((resolve) => setImmediate(resolve));
@@ -52,11 +74,7 @@ function harness() {
     }
   });
 
-  const start = (calls: CallDescr[], maxParallel: number) => {
-    const actor = createActor(toolBatchMachine.provide({ actors: { toolCall } }), { input: { runId: 'r1', calls, maxParallel } });
-    actor.start();
-    return actor;
-  };
+  const start = (calls: CallDescr[], maxParallel: number) => startBatch(toolCall, calls, maxParallel);
 
   /** Finishes a running call and lets the batch react. */
   const finish = async (id: string, outcome: ToolOutcome = ok(id)) => {
@@ -231,10 +249,9 @@ describe('toolBatchMachine', () => {
     const toolCall = callActor(async () => {
       throw new Error('tool actor crashed');
     });
-    const actor = createActor(toolBatchMachine.provide({ actors: { toolCall } }), { input: { runId: 'r1', calls: [call('a')], maxParallel: 4 } });
     const errors: unknown[] = [];
+    const actor = startBatch(toolCall, [call('a')], 4);
     actor.subscribe({ error: (e) => errors.push(e) });
-    actor.start();
     await settle();
     expect(actor.getSnapshot().status).toBe('error');
     expect((errors[0] as Error).message).toBe('tool actor crashed');

@@ -1,0 +1,35 @@
+import { assign, fromPromise, sendParent, setup } from 'xstate';
+import type { CallDescr } from '../../src/actors/model-step.js';
+import type { toolBatchMachine, ToolBatchInput, ToolBatchOutput } from '../../src/machines/tool-batch.machine.js';
+
+/** One batch as the run asks for it: the batch actor's input with the `batch.run` calls. */
+export type BatchRequest = ToolBatchInput & { calls: CallDescr[] };
+
+/**
+ * A stand-in for the long-lived toolBatch actor: answers each `batch.run` with `run`'s results
+ * (`batch.done`), and errors like the real batch when `run` throws.
+ */
+export function fakeBatch(run: (batch: BatchRequest) => Promise<ToolBatchOutput> | ToolBatchOutput) {
+  return setup({
+    types: { input: {} as ToolBatchInput, context: {} as BatchRequest, events: {} as { type: 'batch.run'; calls: CallDescr[] } },
+    actors: { work: fromPromise<ToolBatchOutput, BatchRequest>(async ({ input }) => run(input)) },
+  }).createMachine({
+    context: ({ input }) => ({ ...input, calls: [] }),
+    initial: 'idle',
+    states: {
+      idle: { on: { 'batch.run': { target: 'working', actions: assign({ calls: ({ event }) => event.calls }) } } },
+      working: {
+        invoke: {
+          src: 'work',
+          input: ({ context }) => context,
+          onDone: { target: 'idle', actions: sendParent(({ event }) => ({ type: 'batch.done', results: event.output })) },
+          onError: {
+            actions: ({ event }) => {
+              throw event.error;
+            },
+          },
+        },
+      },
+    },
+  }) as unknown as typeof toolBatchMachine;
+}
