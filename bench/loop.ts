@@ -8,7 +8,14 @@ import { mkdtempSync, openSync, writeSync, fdatasyncSync, closeSync, rmSync } fr
 import { join } from 'node:path';
 import { tmpdir } from 'node:os';
 import { z } from 'zod';
+import { createActor, waitFor } from 'xstate';
 import { createRuntime, defineTool, lmdbStore, memoryStore, scriptedModel, type EventStore } from '../src/index.js';
+import { runEffectsActor } from '../src/actors/run-effects.js';
+import { callActor } from '../src/actors/tool-call.js';
+import { LoopBudget } from '../src/contracts/config.js';
+import type { EventDraft } from '../src/contracts/events.js';
+import { runMachine } from '../src/machines/run.machine.js';
+import { toolBatchMachine } from '../src/machines/tool-batch.machine.js';
 import { median, printTable, fmt } from './table.js';
 
 const root = () => process.env.ACTORLOOP_BENCH_TMP ?? tmpdir();
@@ -48,6 +55,80 @@ async function runLoop(store: EventStore, k: number, sessionId: string): Promise
   return us;
 }
 
+/**
+ * Where the time goes, part 1: the run and tool-batch machines alone, every effect an instant
+ * fake (no store, no model, no tools) — the same actors and events per step as the real loop.
+ */
+async function machinesOnly(k: number): Promise<number> {
+  const calls = (i: number) => [
+    { callId: `p${i}`, name: 'lookup', arguments: { i }, mode: 'parallel' as const, resources: [], idempotencyKey: `p${i}` },
+    { callId: `x${i}`, name: 'write', arguments: { i }, mode: 'exclusive' as const, resources: [], idempotencyKey: `x${i}` },
+  ];
+  let n = 0;
+  const machine = runMachine.provide({
+    actors: {
+      effects: runEffectsActor({
+        startRun: async () => ({ runStartSeq: 2 }),
+        modelStep: async () => (++n < k ? { kind: 'tools', calls: calls(n), usage: { inputTokens: 1, outputTokens: 1 } } : { kind: 'final', content: 'done' }),
+        commitResults: async () => ({ rejections: 0 }),
+        finalize: async () => ({ kind: 'delivered', finalMessageId: 'f' }),
+        endRun: async (input) => input.result,
+      }),
+      toolBatch: toolBatchMachine.provide({
+        actors: {
+          toolCall: callActor(async ({ call }) => ({
+            callId: call.callId,
+            name: call.name,
+            outcome: { kind: 'completed', content: 'ok', isError: false, concludesTurn: false, releaseResources: [] },
+            startedAt: 0,
+            endedAt: 0,
+          })),
+        },
+      }),
+    },
+  });
+  const input = {
+    runId: 'r', attemptId: 'a', runEpoch: 1, turn: 1, kind: 'prompt' as const, messages: [], executionProfileFingerprint: 'f',
+    budget: LoopBudget.parse({ maxSteps: k + 1 }), maxProtocolCorrections: 2, maxParallelTools: 4, startedAt: Date.now(),
+  };
+  const t0 = performance.now();
+  const actor = createActor(machine, { input }).start();
+  const snap = await waitFor(actor, (s) => s.status === 'done', { timeout: 600_000 });
+  if (snap.output?.status !== 'succeeded') throw new Error(`machines-only run ended ${snap.output?.status}`);
+  return ((performance.now() - t0) * 1000) / k;
+}
+
+/** Where the time goes, part 2: the memory store alone, appending what one step commits (7 events, 2 appends). */
+async function storeOnly(k: number): Promise<number> {
+  const store = memoryStore();
+  const { writerEpoch, lastSeq } = await store.attachWriter('s');
+  let seq = lastSeq + 1;
+  const ev = (type: EventDraft['type'], step: number, surfaceOp: EventDraft['surfaceOp'], payload: Record<string, unknown>): EventDraft => ({ type, turn: 1, step, attempt: 1, surfaceOp, payload });
+  const outcome = (content: string) => ({ kind: 'completed', content, isError: false, concludesTurn: false, releaseResources: [] });
+  const t0 = performance.now();
+  for (let i = 1; i <= k; i++) {
+    const intent = [
+      ev('step/start', i, 'none', {}),
+      ev('assistant/message', i, 'append', {
+        message: { role: 'assistant', content: '', toolCalls: [{ id: `p${i}`, name: 'lookup', arguments: `{"i":${i}}` }, { id: `x${i}`, name: 'write', arguments: `{"i":${i}}` }] },
+        usage: { inputTokens: 1, outputTokens: 1 }, finishReason: 'tool_calls', latencyMs: 0.1, requestDigest: '0'.repeat(64),
+      }),
+      ev('tool/call', i, 'none', { callId: `p${i}`, name: 'lookup', arguments: { i }, mode: 'parallel', resources: [], idempotencyKey: `s/r/p${i}` }),
+      ev('tool/call', i, 'none', { callId: `x${i}`, name: 'write', arguments: { i }, mode: 'exclusive', resources: [], idempotencyKey: `s/r/x${i}` }),
+    ];
+    seq += (await store.append('s', writerEpoch, seq, intent)).length;
+    const results = [
+      ev('tool/result', i, 'append', { callId: `p${i}`, name: 'lookup', outcome: outcome(`v${i}`), startedAt: 1, endedAt: 1 }),
+      ev('tool/result', i, 'append', { callId: `x${i}`, name: 'write', outcome: outcome(`w${i}`), startedAt: 1, endedAt: 1 }),
+      ev('step/end', i, 'none', { usage: { inputTokens: 1, outputTokens: 1 } }),
+    ];
+    seq += (await store.append('s', writerEpoch, seq, results)).length;
+  }
+  const us = ((performance.now() - t0) * 1000) / k;
+  await store.close();
+  return us;
+}
+
 /** The same loop as plain function calls, for reference. */
 function handLoop(k: number): number {
   const history: { role: string; content: string }[] = [{ role: 'user', content: 'go' }];
@@ -75,6 +156,8 @@ export async function benchLoop(): Promise<void> {
     const floor = fsyncFloorUs(dir);
     // warm the JIT: the first runs of a process are several times slower
     for (let i = 0; i < 3; i++) await runLoop(memoryStore(), 200, `warm${i}`);
+    for (let i = 0; i < 3; i++) await machinesOnly(200);
+    await storeOnly(200);
     const us: Record<string, number> = {};
     const rows: (string | number)[][] = [];
     let n = 0;
@@ -91,17 +174,24 @@ export async function benchLoop(): Promise<void> {
         return t;
       });
       const hand = await medianOf(async () => handLoop(k));
+      const machines = await medianOf(() => machinesOnly(k));
+      const storeUs = await medianOf(() => storeOnly(k));
       us[`lmdb${k}`] = lm;
       us[`mem${k}`] = mem;
       rows.push([`K=${k} LMDB durable`, fmt(lm), `${fmt(lm / floor, 2)}× floor`, fmt(stats.commits / stats.steps, 2), fmt(stats.flushes / stats.steps, 2)]);
       rows.push([`K=${k} memory store`, fmt(mem), '', '', '']);
       rows.push([`K=${k} hand-written loop`, fmt(hand, 2), '', '', '']);
+      rows.push([`K=${k}  of which: machines alone`, fmt(machines), `${fmt((100 * machines) / mem)}% of memory`, '', '']);
+      rows.push([`K=${k}  of which: memory store alone`, fmt(storeUs), `${fmt((100 * storeUs) / mem)}% of memory`, '', '']);
     }
     console.log(`\nbench/loop — steps with 2 tool calls (1 parallel, 1 exclusive); median of ${REPEATS}; fsync floor ${fmt(floor)} µs`);
     printTable(['workload', 'µs/step', 'ratio', 'commits/step', 'flushes/step'], rows, ['left']);
     console.log(`growth K=50→200: LMDB ${fmt(us.lmdb200! / us.lmdb50!, 2)}×, memory ${fmt(us.mem200! / us.mem50!, 2)}× (target ≤ 1.3×)`);
     console.log('targets: durable ≤ 5× floor per step, ≤ 2 disk flushes per step; memory store ≤ 250 µs per step');
     console.log('commits/step counts the run\'s open and close commits too (2 per run), hence slightly over 2.');
+    console.log('"machines alone": the run + toolBatch machines with instant fake effects (same actors and events per step);');
+    console.log('"memory store alone": the 2 appends (7 events) one step commits. The rest of the memory row is the effects');
+    console.log('themselves (model step, tool calls, surface, envelopes) and garbage collection.');
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

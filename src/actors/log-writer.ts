@@ -70,7 +70,9 @@ export class LogWriter {
 
   /** Builds a draft with the type's surface op. */
   draft<T extends EventType>(type: T, at: { turn: number; step: number; attempt: number }, payload: PayloadOf<T>, eventId?: string): EventDraft {
-    return { ...(eventId ? { eventId } : {}), type, turn: at.turn, step: at.step, attempt: at.attempt, surfaceOp: SURFACE_OPS[type], payload: payload as Record<string, unknown> };
+    const d: EventDraft = { type, turn: at.turn, step: at.step, attempt: at.attempt, surfaceOp: SURFACE_OPS[type], payload: payload as Record<string, unknown> };
+    if (eventId) d.eventId = eventId;
+    return d;
   }
 
   private tail: Promise<unknown> = Promise.resolve();

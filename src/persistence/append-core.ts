@@ -1,6 +1,6 @@
 import { InvariantViolation, SequenceConflictError, StaleWriterError } from '../contracts/errors.js';
 import type { EventRecord } from '../contracts/events.js';
-import { sameContent, toRecord, type PreparedDraft } from './codec.js';
+import { encodeRecord, sameContent, toRecord, type PreparedDraft } from './codec.js';
 import { advanceHead, newHead, type SessionHead } from './head.js';
 import type { AttachResult } from './event-store.js';
 
@@ -13,7 +13,8 @@ export interface LogTxn {
   seqOfEventId(sessionId: string, eventId: string): number | undefined;
   event(sessionId: string, seq: number): EventRecord;
   putHead(head: SessionHead): void;
-  putEvent(record: EventRecord): void;
+  /** Stores `record`, whose JSON text is `text`. */
+  putEvent(record: EventRecord, text: string): void;
   putEventId(sessionId: string, eventId: string, seq: number): void;
 }
 
@@ -62,10 +63,10 @@ export function applyAppend(
   if (expectedSeq !== head.lastSeq + 1) throw new SequenceConflictError(sessionId, expectedSeq, head.lastSeq + 1);
 
   const records = drafts.map((d, i) => toRecord(sessionId, expectedSeq + i, writerEpoch, d, occurredAt));
-  for (const r of records) {
-    txn.putEvent(r);
+  records.forEach((r, i) => {
+    txn.putEvent(r, encodeRecord(r, drafts[i]!.payloadJson));
     txn.putEventId(sessionId, r.eventId, r.seq);
-  }
+  });
   const next = advanceHead(head, records);
   txn.putHead(next);
   return { records, head: next, written: records.length > 0 };

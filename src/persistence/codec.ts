@@ -23,6 +23,8 @@ export interface PreparedDraft {
   attempt: number;
   surfaceOp: EventRecord['surfaceOp'];
   payload: Record<string, unknown>;
+  /** The payload as JSON text: encoded once, reused for the stored record. */
+  payloadJson: string;
 }
 
 const isNonNegInt = (v: unknown): v is number => typeof v === 'number' && Number.isInteger(v) && v >= 0;
@@ -53,7 +55,7 @@ export function prepareDrafts(drafts: readonly unknown[], where: string): Prepar
     if (d!.surfaceOp !== op) {
       parseInput(z.never(), undefined, `${where}: drafts[${i}] (${type} is always written with surfaceOp "${op}", got "${String(d!.surfaceOp)}")`);
     }
-    const payload = parseInput(EventPayloads[type], d!.payload, `${where}: drafts[${i}].payload (${type})`) as Record<string, unknown>;
+    const payloadJson = JSON.stringify(parseInput(EventPayloads[type], d!.payload, `${where}: drafts[${i}].payload (${type})`));
     return {
       eventId: d!.eventId ?? randomUUID(),
       callerId: d!.eventId !== undefined,
@@ -62,7 +64,9 @@ export function prepareDrafts(drafts: readonly unknown[], where: string): Prepar
       step: d!.step!,
       attempt: d!.attempt!,
       surfaceOp: op,
-      payload: JSON.parse(JSON.stringify(payload)) as Record<string, unknown>,
+      // plain JSON, exactly what a later read returns (and shared with no caller)
+      payload: JSON.parse(payloadJson) as Record<string, unknown>,
+      payloadJson,
     };
   });
 }
@@ -105,7 +109,15 @@ export function toRecord(sessionId: string, seq: number, writerEpoch: number, d:
   };
 }
 
-export const encodeRecord = (r: EventRecord): string => JSON.stringify(r);
+/**
+ * A record's stored JSON text. The payload's text is passed in when the append already has it
+ * (it is most of the record); decodeRecord validates the whole record on the way back.
+ */
+export const encodeRecord = (r: EventRecord, payloadJson: string = JSON.stringify(r.payload)): string =>
+  `{"sessionId":${JSON.stringify(r.sessionId)},"seq":${r.seq},"turn":${r.turn},"step":${r.step},"attempt":${r.attempt},` +
+  `"writerEpoch":${r.writerEpoch},"eventId":${JSON.stringify(r.eventId)},"type":${JSON.stringify(r.type)},` +
+  `"surfaceOp":${JSON.stringify(r.surfaceOp)},"payload":${payloadJson},"occurredAt":${JSON.stringify(r.occurredAt)},` +
+  `"schemaVersion":${JSON.stringify(r.schemaVersion)}}`;
 
 /**
  * Decodes and validates one stored record. Anything wrong is a CorruptLogError naming session

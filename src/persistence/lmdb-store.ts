@@ -6,7 +6,7 @@ import { CorruptLogError, StoreClosedError } from '../contracts/errors.js';
 import type { EventDraft, EventRecord } from '../contracts/events.js';
 import { parseInput } from '../contracts/validate.js';
 import { applyAppend, applyAttach, type LogTxn } from './append-core.js';
-import { decodeRecord, encodeRecord, prepareDrafts, type PreparedDraft } from './codec.js';
+import { decodeRecord, prepareDrafts, type PreparedDraft } from './codec.js';
 import type { AttachResult, EventStore, ReadRange } from './event-store.js';
 import { SessionHead } from './head.js';
 import { LiveAppends } from './live.js';
@@ -77,9 +77,9 @@ class LmdbTxn implements LogTxn {
     this.dirty = true;
     this.heads.putSync(head.sessionId, JSON.stringify(head));
   }
-  putEvent(record: EventRecord): void {
+  putEvent(record: EventRecord, text: string): void {
     this.dirty = true;
-    this.events.putSync([record.sessionId, record.seq], encodeRecord(record));
+    this.events.putSync([record.sessionId, record.seq], text);
   }
   putEventId(sessionId: string, eventId: string, seq: number): void {
     this.dirty = true;

@@ -11,7 +11,7 @@ import { assertAppendArgs, assertSessionId, readRange, surfaceOf } from './store
 /** Stages writes; they reach the maps only when the whole operation succeeded (all or nothing). */
 class MemoryTxn implements LogTxn {
   readonly heads = new Map<string, SessionHead>();
-  readonly events: EventRecord[] = [];
+  readonly events: { sessionId: string; text: string }[] = [];
   readonly ids: [string, string, number][] = [];
   constructor(private readonly sessions: Map<string, SessionData>) {}
   head(sid: string) {
@@ -26,8 +26,8 @@ class MemoryTxn implements LogTxn {
   putHead(h: SessionHead) {
     this.heads.set(h.sessionId, h);
   }
-  putEvent(r: EventRecord) {
-    this.events.push(r);
+  putEvent(r: EventRecord, text: string) {
+    this.events.push({ sessionId: r.sessionId, text });
   }
   putEventId(sid: string, id: string, seq: number) {
     this.ids.push([sid, id, seq]);
@@ -86,7 +86,7 @@ class MemoryEventStore implements EventStore {
       if (cur) cur.head = head;
       else this.sessions.set(sid, { head, events: [], ids: new Map() });
     }
-    for (const r of t.events) this.sessions.get(r.sessionId)!.events.push(JSON.stringify(r));
+    for (const e of t.events) this.sessions.get(e.sessionId)!.events.push(e.text);
     for (const [sid, id, seq] of t.ids) this.sessions.get(sid)!.ids.set(id, seq);
   }
 
