@@ -1,6 +1,6 @@
 import { InvariantViolation, SequenceConflictError, StaleWriterError } from '../contracts/errors.js';
 import type { EventRecord } from '../contracts/events.js';
-import { encodeRecord, sameContent, toRecord, type PreparedDraft } from './codec.js';
+import { encodeRecord, findEventSeq, sameContent, toRecord, type PreparedDraft } from './codec.js';
 import { advanceHead, newHead, type SessionHead } from './head.js';
 import type { AttachResult } from './event-store.js';
 
@@ -10,6 +10,7 @@ import type { AttachResult } from './event-store.js';
  */
 export interface LogTxn {
   head(sessionId: string): SessionHead | undefined;
+  /** The index of caller-chosen event ids. */
   seqOfEventId(sessionId: string, eventId: string): number | undefined;
   event(sessionId: string, seq: number): EventRecord;
   putHead(head: SessionHead): void;
@@ -41,10 +42,14 @@ export function applyAppend(
   const storedRecords: EventRecord[] = [];
   const seen = new Set<string>();
   for (const d of drafts) {
+    if (!d.callerId) continue; // a generated id is new by construction
     if (seen.has(d.eventId)) throw new InvariantViolation(`eventId ${d.eventId} appears twice in one batch`, { sessionId });
     seen.add(d.eventId);
-    if (!d.callerId) continue;
-    const seq = txn.seqOfEventId(sessionId, d.eventId);
+    const seq = findEventSeq(
+      d.eventId,
+      (id) => txn.seqOfEventId(sessionId, id),
+      (n) => (n <= head.lastSeq ? txn.event(sessionId, n).eventId : undefined),
+    );
     if (seq === undefined) continue;
     const existing = txn.event(sessionId, seq);
     if (!sameContent(d, existing)) {
@@ -65,7 +70,7 @@ export function applyAppend(
   const records = drafts.map((d, i) => toRecord(sessionId, expectedSeq + i, writerEpoch, d, occurredAt));
   records.forEach((r, i) => {
     txn.putEvent(r, encodeRecord(r, drafts[i]!.payloadJson));
-    txn.putEventId(sessionId, r.eventId, r.seq);
+    if (drafts[i]!.callerId) txn.putEventId(sessionId, r.eventId, r.seq);
   });
   const next = advanceHead(head, records);
   txn.putHead(next);

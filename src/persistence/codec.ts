@@ -57,7 +57,7 @@ export function prepareDrafts(drafts: readonly unknown[], where: string): Prepar
     }
     const payloadJson = JSON.stringify(parseInput(EventPayloads[type], d!.payload, `${where}: drafts[${i}].payload (${type})`));
     return {
-      eventId: d!.eventId ?? randomUUID(),
+      eventId: d!.eventId ?? '', // generated with its seq, in toRecord
       callerId: d!.eventId !== undefined,
       type,
       turn: d!.turn!,
@@ -92,6 +92,28 @@ export function sameContent(d: PreparedDraft, e: EventRecord): boolean {
   );
 }
 
+/**
+ * Event ids the store generates carry their seq (`<seq>-<uuid>`), so they are found without an
+ * index entry: only caller-chosen ids — the ones idempotency rests on — are indexed. An index
+ * entry per event would be a random B-tree insert, more dirty pages in every commit.
+ */
+export const generatedEventId = (seq: number): string => `${seq}-${randomUUID()}`;
+
+const GENERATED = /^([1-9][0-9]{0,15})-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+
+/**
+ * Seq of the event stored with `eventId`: from the index (caller-chosen ids), else from the id
+ * itself when it has the generated form and the event at that seq carries it.
+ */
+export function findEventSeq(eventId: string, indexed: (id: string) => number | undefined, eventIdAt: (seq: number) => string | undefined): number | undefined {
+  const seq = indexed(eventId);
+  if (seq !== undefined) return seq;
+  const m = GENERATED.exec(eventId);
+  if (!m) return undefined;
+  const n = Number(m[1]);
+  return eventIdAt(n) === eventId ? n : undefined;
+}
+
 export function toRecord(sessionId: string, seq: number, writerEpoch: number, d: PreparedDraft, occurredAt: string): EventRecord {
   return {
     sessionId,
@@ -100,7 +122,7 @@ export function toRecord(sessionId: string, seq: number, writerEpoch: number, d:
     step: d.step,
     attempt: d.attempt,
     writerEpoch,
-    eventId: d.eventId,
+    eventId: d.callerId ? d.eventId : generatedEventId(seq),
     type: d.type,
     surfaceOp: d.surfaceOp,
     payload: d.payload,

@@ -2,7 +2,7 @@ import type { Observable } from 'rxjs';
 import { StoreClosedError } from '../contracts/errors.js';
 import type { EventDraft, EventRecord } from '../contracts/events.js';
 import { applyAppend, applyAttach, type LogTxn } from './append-core.js';
-import { prepareDrafts } from './codec.js';
+import { findEventSeq, prepareDrafts } from './codec.js';
 import type { AttachResult, EventStore, ReadRange } from './event-store.js';
 import type { SessionHead } from './head.js';
 import { LiveAppends } from './live.js';
@@ -114,8 +114,10 @@ class MemoryEventStore implements EventStore {
     this.assertOpen();
     assertSessionId(sessionId, 'getEventById');
     const s = this.sessions.get(sessionId);
-    const seq = s?.ids.get(eventId);
-    return seq === undefined ? undefined : (JSON.parse(s!.events[seq - 1]!) as EventRecord);
+    if (!s) return undefined;
+    const read = (n: number) => (s.events[n - 1] === undefined ? undefined : (JSON.parse(s.events[n - 1]!) as EventRecord));
+    const seq = findEventSeq(eventId, (id) => s.ids.get(id), (n) => read(n)?.eventId);
+    return seq === undefined ? undefined : read(seq);
   }
 
   async listSessions(): Promise<string[]> {

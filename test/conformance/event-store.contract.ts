@@ -73,6 +73,28 @@ export function eventStoreContract(name: string, make: () => Promise<{ store: Ev
       expect(await collect(store.readEvents('s'))).toHaveLength(2);
     });
 
+    it('finds events by id, generated ids included (they carry their seq; only caller-chosen ids are indexed)', async () => {
+      const { writerEpoch } = await store.attachWriter('s');
+      const [gen1, gen2] = await store.append('s', writerEpoch, 1, [userMsg('a'), stepStart()]);
+      const [own] = await store.append('s', writerEpoch, 3, [{ ...userMsg('b'), eventId: 'mine' }]);
+      expect(gen1!.eventId).toMatch(/^1-[0-9a-f-]{36}$/);
+      expect(gen2!.eventId).not.toBe(gen1!.eventId);
+      expect(await store.getEventById('s', gen1!.eventId)).toEqual(gen1);
+      expect(await store.getEventById('s', gen2!.eventId)).toEqual(gen2);
+      expect(await store.getEventById('s', 'mine')).toEqual(own);
+      // the generated form with a seq that holds another id, or a seq past the tail: not found
+      expect(await store.getEventById('s', gen1!.eventId.replace(/^1-/, '2-'))).toBeUndefined();
+      expect(await store.getEventById('s', gen1!.eventId.replace(/^1-/, '9-'))).toBeUndefined();
+      expect(await store.getEventById('other', gen1!.eventId)).toBeUndefined();
+      // a retry that names the generated ids it got back is recognised as the same batch
+      const again = await store.append('s', writerEpoch, 99, [
+        { ...userMsg('a'), eventId: gen1!.eventId },
+        { ...stepStart(), eventId: gen2!.eventId },
+      ]);
+      expect(again).toEqual([gen1, gen2]);
+      expect(await collect(store.readEvents('s'))).toHaveLength(3);
+    });
+
     it('refuses a wrong expectedSeq with SequenceConflictError and writes nothing', async () => {
       const { writerEpoch } = await store.attachWriter('s');
       await store.append('s', writerEpoch, 1, [userMsg('a')]);
