@@ -4,8 +4,9 @@
  * store, next to the same loop written by hand. Reports µs per step, commits and disk flushes
  * per step, and K=50 vs K=200 (cost must not grow with history).
  */
-import { mkdtempSync, openSync, writeSync, fdatasyncSync, closeSync, rmSync } from 'node:fs';
-import { join } from 'node:path';
+import { mkdtempSync, mkdirSync, openSync, writeSync, fdatasyncSync, closeSync, rmSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { tmpdir } from 'node:os';
 import { z } from 'zod';
 import { createActor, waitFor } from 'xstate';
@@ -16,7 +17,12 @@ import { LoopBudget } from '../src/contracts/config.js';
 import type { EventDraft } from '../src/contracts/events.js';
 import { runMachine } from '../src/machines/run.machine.js';
 import { toolBatchMachine } from '../src/machines/tool-batch.machine.js';
+import { MARK_END, MARK_START, straceAvailable, straceChildRun, syncDetail, totalSyncs, TRACED } from './strace.js';
 import { median, printTable, fmt } from './table.js';
+
+const THIS_FILE = fileURLToPath(import.meta.url);
+const CHILD_FLAG = '--strace-child';
+const STRACE_K = 100;
 
 const root = () => process.env.ACTORLOOP_BENCH_TMP ?? tmpdir();
 
@@ -150,6 +156,34 @@ async function medianOf(f: () => Promise<number>): Promise<number> {
   return median(xs);
 }
 
+/** Disk syncs per step of the durable loop, counted by strace in a child process. */
+function straceLoop(dir: string): string {
+  if (!straceAvailable()) return 'strace not installed: disk syncs per step not counted';
+  const c = straceChildRun(THIS_FILE, [CHILD_FLAG, join(dir, 'strace-db')], join(dir, 'strace'), dirname(dirname(THIS_FILE)));
+  if (typeof c === 'string') return `strace could not count syncs (${c})`;
+  return (
+    `strace (\`strace -f -e ${TRACED}\`, K=${STRACE_K} durable steps in a child process): ` +
+    `${fmt(totalSyncs(c) / c.ops, 2)} disk syncs per step — ${syncDetail(c).replace('per op: ', '')} per step; ` +
+    `fdatasync alone (what \`strace -c -e trace=fdatasync,fsync\` counts): ${fmt((c.fdatasync + c.fsync) / c.ops, 2)}`
+  );
+}
+
+/** The child side: one durable K-step loop between two marker opens; prints `{ pid, ops }`. */
+async function straceChild(dir: string): Promise<void> {
+  mkdirSync(dir, { recursive: true });
+  const mark = (name: string) => closeSync(openSync(join(dir, name), 'w'));
+  const store = lmdbStore({ path: join(dir, 'db') });
+  const runtime = createRuntime({ store, model: scriptedModel(script(STRACE_K)), tools: [par, exc], budget: { maxSteps: STRACE_K + 1 }, config: { contextWindow: 10_000_000 } });
+  const s = await runtime.openSession('traced');
+  mark(MARK_START);
+  const r = await s.execute({ kind: 'prompt', runId: 'r', attemptId: 'a', message: 'go' });
+  mark(MARK_END);
+  if (r.status !== 'succeeded') throw new Error(`traced run ended ${r.status}`);
+  await s.close();
+  await store.close();
+  console.log(JSON.stringify({ pid: process.pid, ops: STRACE_K }));
+}
+
 export async function benchLoop(): Promise<void> {
   const dir = mkdtempSync(join(root(), 'loop-'));
   try {
@@ -186,6 +220,7 @@ export async function benchLoop(): Promise<void> {
     }
     console.log(`\nbench/loop — steps with 2 tool calls (1 parallel, 1 exclusive); median of ${REPEATS}; fsync floor ${fmt(floor)} µs`);
     printTable(['workload', 'µs/step', 'ratio', 'commits/step', 'flushes/step'], rows, ['left']);
+    console.log(straceLoop(dir));
     console.log(`growth K=50→200: LMDB ${fmt(us.lmdb200! / us.lmdb50!, 2)}×, memory ${fmt(us.mem200! / us.mem50!, 2)}× (target ≤ 1.3×)`);
     console.log('targets: durable ≤ 5× floor per step, ≤ 2 disk flushes per step; memory store ≤ 250 µs per step');
     console.log('commits/step counts the run\'s open and close commits too (2 per run), hence slightly over 2.');
@@ -195,4 +230,9 @@ export async function benchLoop(): Promise<void> {
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
+}
+
+// Child entry point: `tsx bench/loop.ts --strace-child <dir>` (spawned under strace).
+if (process.argv[2] === CHILD_FLAG && resolve(process.argv[1] ?? '') === THIS_FILE) {
+  await straceChild(process.argv[3]!);
 }

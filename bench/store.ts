@@ -11,9 +11,8 @@
  * `strace -f` and the disk syncs it issues per operation are counted (fdatasync / fsync calls
  * and writes to file descriptors opened with O_DSYNC, which is how LMDB syncs its meta page).
  */
-import { spawnSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { closeSync, fdatasyncSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, statSync, statfsSync, writeSync } from 'node:fs';
+import { closeSync, fdatasyncSync, mkdirSync, mkdtempSync, openSync, rmSync, statSync, statfsSync, writeSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -23,6 +22,7 @@ import { lmdbStore } from '../src/persistence/lmdb-store.js';
 import { memoryStore } from '../src/persistence/memory-store.js';
 import type { EventStore } from '../src/persistence/event-store.js';
 import { stepStart, userMsg } from '../test/helpers/drafts.js';
+import { MARK_END, MARK_START, straceAvailable, straceChildRun, syncCell, syncDetail, totalSyncs, TRACED, type SyncCount } from './strace.js';
 import { fmt, median, percentile, printTable, type Cell } from './table.js';
 
 const THIS_FILE = fileURLToPath(import.meta.url);
@@ -359,112 +359,10 @@ async function measureConcurrent(dir: string, sessions: number, perSession: numb
 }
 
 // ---------------------------------------------------------------------------------------------
-// strace: count disk syncs per operation in a child process
-
-interface SyncCount {
-  ops: number;
-  fdatasync: number;
-  fsync: number;
-  dsyncWrites: number;
-  msync: number;
-  /** Of all the syncs above, those issued by the process's main (JS) thread. */
-  onJsThread: number;
-}
-
-const TRACED = 'trace=openat,fdatasync,fsync,pwrite64,pwritev,pwritev2,write,writev,msync,sync_file_range';
-const MARK_START = 'STRACE-MARK-start';
-const MARK_END = 'STRACE-MARK-end';
-
-function straceAvailable(): boolean {
-  const r = spawnSync('strace', ['-V'], { encoding: 'utf8' });
-  return r.status === 0;
-}
-
-function childExecArgv(): string[] {
-  return process.execArgv.some((a) => a.includes('tsx')) ? process.execArgv : ['--import', 'tsx'];
-}
+// strace: count disk syncs per operation in a child process (helpers in bench/strace.ts)
 
 function straceCase(caseId: string, dir: string): SyncCount | string {
-  mkdirSync(dir, { recursive: true });
-  const out = join(dir, 'strace.txt');
-  const r = spawnSync(
-    'strace',
-    ['-f', '-o', out, '-e', TRACED, process.execPath, ...childExecArgv(), THIS_FILE, CHILD_FLAG, caseId, join(dir, 'db')],
-    { encoding: 'utf8', timeout: 60_000, cwd: REPO },
-  );
-  if (r.error) return `strace failed: ${r.error.message}`;
-  if (r.status !== 0) return `strace exit ${r.status}: ${(r.stderr || '').trim().split('\n')[0] ?? ''}`;
-  const last = r.stdout.trim().split('\n').pop() ?? '';
-  let info: { pid: number; ops: number };
-  try {
-    info = JSON.parse(last) as { pid: number; ops: number };
-  } catch {
-    return `unexpected child output: ${last.slice(0, 80)}`;
-  }
-  return parseStrace(readFileSync(out, 'utf8'), String(info.pid), info.ops);
-}
-
-/** Counts sync syscalls between the two marker opens (all threads of the child). */
-export function parseStrace(text: string, mainPid: string, ops: number): SyncCount {
-  const count: SyncCount = { ops, fdatasync: 0, fsync: 0, dsyncWrites: 0, msync: 0, onJsThread: 0 };
-  const syncFds = new Set<string>();
-  const pendingOpen = new Map<string, boolean>();
-  let inWindow = false;
-  const setFd = (fd: string | undefined, sync: boolean | undefined) => {
-    if (fd === undefined) return;
-    if (sync) syncFds.add(fd);
-    else syncFds.delete(fd);
-  };
-  for (const line of text.split('\n')) {
-    const m = /^(\d+)\s+(.*)$/.exec(line);
-    if (!m) continue;
-    const pid = m[1]!;
-    const rest = m[2]!;
-    if (rest.startsWith('openat(')) {
-      if (rest.includes(MARK_START)) inWindow = true;
-      if (rest.includes(MARK_END)) break;
-      const sync = /\bO_(D)?SYNC\b/.test(rest);
-      if (rest.includes('<unfinished')) pendingOpen.set(pid, sync);
-      else setFd(/\)\s+=\s+(\d+)/.exec(rest)?.[1], sync);
-      continue;
-    }
-    if (rest.startsWith('<... openat resumed>')) {
-      setFd(/=\s+(\d+)/.exec(rest)?.[1], pendingOpen.get(pid));
-      continue;
-    }
-    if (!inWindow) continue;
-    const call = /^(\w+)\((\d+)?/.exec(rest);
-    if (!call) continue;
-    const [, name, fd] = call;
-    let kind: 'fdatasync' | 'fsync' | 'msync' | 'dsyncWrites' | undefined;
-    if (name === 'fdatasync' || name === 'fsync') kind = name;
-    else if (name === 'msync' && rest.includes('MS_SYNC')) kind = 'msync';
-    else if (name !== undefined && /^p?writev?(64|2)?$/.test(name) && fd !== undefined && syncFds.has(fd)) kind = 'dsyncWrites';
-    if (kind === undefined) continue;
-    count[kind]++;
-    if (pid === mainPid) count.onJsThread++;
-  }
-  return count;
-}
-
-const totalSyncs = (c: SyncCount) => c.fdatasync + c.fsync + c.dsyncWrites + c.msync;
-
-function syncCell(c: SyncCount | string | undefined): string {
-  if (c === undefined) return '-';
-  if (typeof c === 'string') return 'n/a';
-  const per = (x: number) => fmt(x / c.ops, 2);
-  return `${per(totalSyncs(c))} (${per(c.onJsThread)} JS thr)`;
-}
-
-function syncDetail(c: SyncCount | string | undefined): string {
-  if (c === undefined || typeof c === 'string') return '';
-  const parts: string[] = [];
-  const per = (x: number) => fmt(x / c.ops, 2);
-  if (c.fdatasync) parts.push(`fdatasync ${per(c.fdatasync)}`);
-  if (c.fsync) parts.push(`fsync ${per(c.fsync)}`);
-  if (c.dsyncWrites) parts.push(`O_DSYNC write ${per(c.dsyncWrites)}`);
-  if (c.msync) parts.push(`msync ${per(c.msync)}`);
-  return parts.length ? `per op: ${parts.join(' + ')}` : 'no sync syscalls';
+  return straceChildRun(THIS_FILE, [CHILD_FLAG, caseId, join(dir, 'db')], dir, REPO);
 }
 
 /** The child side: run one case between two marker opens, print `{ pid, ops }`. */
