@@ -110,10 +110,12 @@ async function runToolCall(env: RunEnv, input: ToolCallInput, ac: AbortControlle
       return errorOutcome(e);
     }
   })();
-  // After an abort, wait at most cancelGraceMs for the tool to settle.
+  // The tool's outcome — or, once it was aborted and has not settled within cancelGraceMs,
+  // uncertain-hanging (it may still be running).
   let graceTimer: NodeJS.Timeout | undefined;
-  let arm: () => void;
-  const hanging = new Promise<ToolOutcome>((resolve) => {
+  let arm = () => {};
+  const settled = new Promise<ToolOutcome>((resolve) => {
+    void work.then(resolve);
     arm = () => {
       graceTimer = setTimeout(
         () =>
@@ -129,12 +131,12 @@ async function runToolCall(env: RunEnv, input: ToolCallInput, ac: AbortControlle
     else ac.signal.addEventListener('abort', arm, { once: true });
   });
   try {
-    const outcome = await Promise.race([work, hanging]);
+    const outcome = await settled;
     return { callId: call.callId, name: call.name, outcome, startedAt, endedAt: Date.now() };
   } finally {
     clearTimeout(timeout);
     clearTimeout(graceTimer);
-    ac.signal.removeEventListener('abort', arm!);
+    ac.signal.removeEventListener('abort', arm);
     cancel.removeEventListener('abort', onAbort);
   }
 }
