@@ -43,8 +43,9 @@ export type ModelStepOutput = { usage?: Usage; cost?: string } & (
 const sleep = (ms: number, signal: AbortSignal) =>
   new Promise<void>((resolve, reject) => {
     if (signal.aborted) return reject(new CancelledError());
-    const t = setTimeout(resolve, ms);
-    signal.addEventListener('abort', () => (clearTimeout(t), reject(new CancelledError())), { once: true });
+    const onAbort = () => (clearTimeout(t), reject(new CancelledError()));
+    const t = setTimeout(() => (signal.removeEventListener('abort', onAbort), resolve()), ms);
+    signal.addEventListener('abort', onAbort, { once: true });
   });
 
 /** Calls the model with the runtime's retries; each failed attempt is staged as `assistant/attempt`. */
@@ -81,16 +82,12 @@ async function callWithRetries(env: RunEnv, at: StepAt, signal: AbortSignal): Pr
  * One model step up to the tool batch: context (compacting when needed), the model call with
  * retries, validation, and the step's first commit point (assistant message + tool-call intents).
  */
-export const modelStepOp = (env: RunEnv) => {
-  let joined: { run: AbortSignal; cancel: AbortSignal; any: AbortSignal } | undefined;
-  // one joined signal per attempt (the run's and the cancel signal), not one per step
-  const signalFor = (run: AbortSignal) => {
-    if (joined?.run !== run || joined.cancel !== env.cancelSignal) joined = { run, cancel: env.cancelSignal, any: AbortSignal.any([run, env.cancelSignal]) };
-    return joined.any;
-  };
-  return async (input: ModelStepInput, runSignal: AbortSignal): Promise<ModelStepOutput> => {
+export const modelStepOp =
+  (env: RunEnv) =>
+  async (input: ModelStepInput, runSignal: AbortSignal): Promise<ModelStepOutput> => {
     const { at, runId } = input;
-    const signal = signalFor(runSignal);
+    // a signal of its own per step: whatever listeners the provider leaves on it go with it
+    const signal = AbortSignal.any([runSignal, env.cancelSignal]);
     await consumeSteers(env, at);
     const limit = env.config.contextWindow - env.config.outputReserve;
     if (env.prefixTokens + env.surface.tokens > limit) {
@@ -184,7 +181,6 @@ export const modelStepOp = (env: RunEnv) => {
     await env.writer.commit();
     return { kind: 'tools', calls: descrs, usage, ...priced };
   };
-};
 
 function needsApproval(env: RunEnv, tool: { needsApproval?: boolean | ((a: never) => boolean) }, name: string, args: unknown): boolean {
   const own = typeof tool.needsApproval === 'function' ? tool.needsApproval(args as never) : tool.needsApproval === true;

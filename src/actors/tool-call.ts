@@ -67,7 +67,7 @@ export const callActor = (run: (input: ToolCallInput, ac: AbortController) => Pr
       },
     );
     return () => {
-      if (!settled) ac.abort(new Error('the tool batch stopped'));
+      if (!settled) ac.abort(new DOMException('the tool batch stopped', 'AbortError'));
     };
   });
 
@@ -77,6 +77,11 @@ async function runToolCall(env: RunEnv, input: ToolCallInput, ac: AbortControlle
   if (call.mode === 'exclusive' && (await env.writer.checkFenced())) {
     const now = Date.now();
     return { callId: call.callId, name: call.name, outcome: { kind: 'skipped', reason: 'not run: another writer took over the session (fenced)' }, startedAt: now, endedAt: now };
+  }
+  if (ac.signal.aborted) {
+    // stopped while the fence was checked: the tool never starts
+    const now = Date.now();
+    return { callId: call.callId, name: call.name, outcome: { kind: 'skipped', reason: 'not run: the run stopped before the call started' }, startedAt: now, endedAt: now };
   }
   const cancel = env.cancelSignal;
   const onAbort = () => ac.abort(cancel.reason);

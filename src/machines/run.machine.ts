@@ -1,4 +1,4 @@
-import { assign, fromCallback, sendTo, setup, type ActorRefFrom } from 'xstate';
+import { and, assign, fromCallback, not, sendTo, setup, stateIn, type ActorRefFrom } from 'xstate';
 import { isCancelledError, isStaleWriterError, ProtocolExhaustedError } from '../contracts/errors.js';
 import type { LoopBudget } from '../contracts/config.js';
 import { addUsage, zeroUsage, type Message, type Usage } from '../contracts/message.js';
@@ -106,8 +106,8 @@ export const runMachine = setup({
   },
   actors: {
     // provided with runEffectsActor(ops): one long-lived actor per run performs every effect
-    effects: fromCallback<EffectRequest>(({ sendBack }) => {
-      sendBack({ type: 'startRun.error', error: new Error('effects actor not provided') });
+    effects: fromCallback<EffectRequest>(({ receive, sendBack }) => {
+      receive((req) => sendBack({ type: `${req.op}.error`, error: new Error('effects actor not provided') } as EffectReply));
     }),
     toolBatch: toolBatchMachine,
   },
@@ -146,6 +146,8 @@ export const runMachine = setup({
     detachRequested: input.detachRequested ?? false,
   }),
   on: {
+    // the batch actor errors only while it runs a batch; anywhere but while ending, the run ends on it
+    'xstate.error.actor.toolBatch': { guard: and([not(stateIn('ending')), not(stateIn('done'))]), target: '.ending', actions: 'failWith' },
     STOP_AFTER_ROUND: { actions: assign({ stopRequested: true }) },
     CANCEL: { actions: assign({ cancelRequested: true }) },
     DETACH: { actions: assign({ detachRequested: true }) },
@@ -252,7 +254,6 @@ export const runMachine = setup({
       entry: sendTo('toolBatch', ({ context }) => ({ type: 'batch.run' as const, calls: context.calls })),
       on: {
         'batch.done': { target: 'committingResults', actions: assign({ results: ({ event }) => event.results }) },
-        'xstate.error.actor.toolBatch': { target: 'ending', actions: 'failWith' },
       },
     },
     committingResults: {

@@ -260,9 +260,11 @@ class LmdbEventStore implements EventStore, LmdbStats {
   async getEventById(sessionId: string, eventId: string): Promise<EventRecord | undefined> {
     this.assertOpen();
     assertSessionId(sessionId, 'getEventById');
+    let last: EventRecord | undefined;
     const read = (n: number) => {
+      if (last?.seq === n) return last;
       const raw = this.events.get([sessionId, n]);
-      return raw === undefined ? undefined : decodeRecord(sessionId, n, raw);
+      return (last = raw === undefined ? undefined : decodeRecord(sessionId, n, raw));
     };
     const seq = findEventSeq(eventId, (id) => this.ids.get([sessionId, id]) as number | undefined, (n) => read(n)?.eventId);
     return seq === undefined ? undefined : read(seq);

@@ -115,7 +115,11 @@ class MemoryEventStore implements EventStore {
     assertSessionId(sessionId, 'getEventById');
     const s = this.sessions.get(sessionId);
     if (!s) return undefined;
-    const read = (n: number) => (s.events[n - 1] === undefined ? undefined : (JSON.parse(s.events[n - 1]!) as EventRecord));
+    let last: EventRecord | undefined;
+    const read = (n: number) => {
+      if (last?.seq === n) return last;
+      return (last = s.events[n - 1] === undefined ? undefined : (JSON.parse(s.events[n - 1]!) as EventRecord));
+    };
     const seq = findEventSeq(eventId, (id) => s.ids.get(id), (n) => read(n)?.eventId);
     return seq === undefined ? undefined : read(seq);
   }

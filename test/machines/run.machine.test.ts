@@ -151,6 +151,12 @@ const final = (content: string): ModelStepOutput => ({ kind: 'final', content, u
 const rejected = (): ModelStepOutput => ({ kind: 'rejected', usage: usage(3) });
 
 describe('runMachine', () => {
+  it('without effects provided, ends failed (every request is answered with an error) instead of hanging', async () => {
+    const actor = createActor(runMachine, { input: runInput() }).start();
+    const snap = await waitFor(actor, (s) => s.status === 'done', { timeout: 2000 });
+    expect(snap.output).toMatchObject({ status: 'failed', checkpointCommitted: false, error: { message: 'effects actor not provided' } });
+  });
+
   it('walks a two-step run (tools, then a final answer) and succeeds with the final message', async () => {
     const { result, states, inputs, log } = await run({ steps: [tools('c1', 'c2'), final('It is 3.')] });
     expect(states).toEqual(['starting', 'stepping', 'runningTools', 'committingResults', 'checkingBudget', 'stepping', 'finalizing', 'ending', 'done']);

@@ -259,6 +259,31 @@ describe('openaiModel in a full run (real SDK, local server)', () => {
  * replies must directly follow the assistant message), so the run would fail there with a
  * non-retryable `ProviderError { code: 'bad_request' }`.
  */
+describe('openaiModel in a long run', () => {
+  // The SDK adds an abort listener to the request's signal for every call and never removes it:
+  // a signal shared by the steps of a run would collect one per step (MaxListenersExceededWarning
+  // after 10). Each model step has a signal of its own.
+  it('13 model calls in one run leave no abort listeners behind (no MaxListenersExceededWarning)', async () => {
+    const warnings: string[] = [];
+    const onWarning = (w: Error) => warnings.push(`${w.name}: ${w.message}`);
+    process.on('warning', onWarning);
+    try {
+      for (let i = 0; i < 12; i++) {
+        server.reply(oa.stream([oa.role(), oa.tool(0, '{"city":"Paris"}', { id: `call_${i}`, name: 'get_weather' }), oa.finish('tool_calls'), oa.usage(1, 1)]));
+      }
+      server.reply(oa.textReply(['done']));
+      const { runtime } = setup();
+      const session = await runtime.openSession('s');
+      const r = await session.execute({ kind: 'prompt', ...ids(), message: 'weather, twelve times' });
+      expect(r).toMatchObject({ status: 'succeeded', steps: 13 });
+      await new Promise((resolve) => setTimeout(resolve, 20)); // warnings are emitted on a later tick
+      expect(warnings.filter((w) => w.includes('MaxListenersExceeded'))).toEqual([]);
+    } finally {
+      process.off('warning', onWarning);
+    }
+  });
+});
+
 describe('openaiModel in a full run: engine mapping bugs', () => {
   /** Ids of the assistant's tool_calls, and of the tool messages that directly follow it. */
   function pairing(messages: any[]) {

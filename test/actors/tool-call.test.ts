@@ -1,0 +1,42 @@
+import { describe, expect, it } from 'vitest';
+import { createActor } from 'xstate';
+import type { RunEnv } from '../../src/actors/run-env.js';
+import { toolCallActor } from '../../src/actors/tool-call.js';
+import { deferred } from '../helpers/drafts.js';
+
+/** Just what a tool-call actor reaches of the session's environment. */
+function fakeEnv(checkFenced: () => Promise<boolean>, execute: (args: unknown, ctx: { signal: AbortSignal }) => Promise<string>) {
+  const tool = { name: 'pay', mode: 'exclusive', execute };
+  return {
+    sessionId: 's1',
+    tools: new Map([['pay', tool]]),
+    writer: { checkFenced },
+    cancelSignal: new AbortController().signal,
+    config: { cancelGraceMs: 50 },
+    emit: () => {},
+  } as unknown as RunEnv;
+}
+
+const input = { runId: 'r1', call: { callId: 'c1', name: 'pay', arguments: {}, mode: 'exclusive' as const, resources: [], idempotencyKey: 's1/r1/c1' } };
+
+describe('toolCallActor', () => {
+  it('a call stopped while its fence check is pending never starts its tool', async () => {
+    const fence = deferred<boolean>();
+    const started: unknown[] = [];
+    const actor = createActor(toolCallActor(fakeEnv(() => fence.promise, async (a) => (started.push(a), 'paid'))), { input }).start();
+    actor.stop();
+    fence.resolve(false);
+    await new Promise((r) => setTimeout(r, 10));
+    expect(started).toEqual([]);
+  });
+
+  it('a stopped call aborts its running tool with an AbortError', async () => {
+    const reason = deferred<unknown>();
+    const execute = (_: unknown, { signal }: { signal: AbortSignal }) =>
+      new Promise<string>((_, reject) => signal.addEventListener('abort', () => (reason.resolve(signal.reason), reject(signal.reason)), { once: true }));
+    const actor = createActor(toolCallActor(fakeEnv(async () => false, execute)), { input }).start();
+    await new Promise((r) => setTimeout(r, 5));
+    actor.stop();
+    expect(await reason.promise).toMatchObject({ name: 'AbortError' });
+  });
+});
