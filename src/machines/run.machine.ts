@@ -155,17 +155,21 @@ export const runMachine = setup({
   initial: 'starting',
   states: {
     starting: {
-      entry: { type: 'request', params: ({ context: c }) => effect('startRun', ({
-          runId: c.runId,
-          attemptId: c.attemptId,
-          runEpoch: c.runEpoch,
-          turn: c.turn,
-          kind: c.kind,
-          messages: c.messages,
-          executionProfileFingerprint: c.executionProfileFingerprint,
-          ...(c.resume ? { resume: c.resume } : {}),
-          ...(c.inputId ? { inputId: c.inputId } : {}),
-        })) },
+      entry: {
+        type: 'request',
+        params: ({ context: c }) =>
+          effect('startRun', {
+            runId: c.runId,
+            attemptId: c.attemptId,
+            runEpoch: c.runEpoch,
+            turn: c.turn,
+            kind: c.kind,
+            messages: c.messages,
+            executionProfileFingerprint: c.executionProfileFingerprint,
+            ...(c.resume ? { resume: c.resume } : {}),
+            ...(c.inputId ? { inputId: c.inputId } : {}),
+          }),
+      },
       on: {
         'startRun.done': [
           // a respond attempt: run (or record) the batch that was held back, in its own step
@@ -191,7 +195,7 @@ export const runMachine = setup({
     stepping: {
       entry: [
         assign({ step: ({ context }) => context.step + 1 }),
-        { type: 'request', params: ({ context: c }) => effect('modelStep', ({ runId: c.runId, runStartSeq: c.runStartSeq, at: at(c), corrections: c.corrections })) },
+        { type: 'request', params: ({ context: c }) => effect('modelStep', { runId: c.runId, runStartSeq: c.runStartSeq, at: at(c), corrections: c.corrections }) },
       ],
       on: {
         'modelStep.done': [
@@ -257,7 +261,7 @@ export const runMachine = setup({
       },
     },
     committingResults: {
-      entry: { type: 'request', params: ({ context: c }) => effect('commitResults', ({ at: at(c), results: inCallOrder(c), ...(c.stepUsage ? { usage: c.stepUsage } : {}) })) },
+      entry: { type: 'request', params: ({ context: c }) => effect('commitResults', { at: at(c), results: inCallOrder(c), ...(c.stepUsage ? { usage: c.stepUsage } : {}) }) },
       on: {
         'commitResults.done': [
           {
@@ -293,13 +297,17 @@ export const runMachine = setup({
       ],
     },
     finalizing: {
-      entry: { type: 'request', params: ({ context: c }) => effect('finalize', ({
-          runId: c.runId,
-          at: at(c),
-          content: c.pendingFinal!.content,
-          closeStep: c.pendingFinal!.closeStep,
-          ...(c.stepUsage && c.pendingFinal!.closeStep ? { usage: c.stepUsage } : {}),
-        })) },
+      entry: {
+        type: 'request',
+        params: ({ context: c }) =>
+          effect('finalize', {
+            runId: c.runId,
+            at: at(c),
+            content: c.pendingFinal!.content,
+            closeStep: c.pendingFinal!.closeStep,
+            ...(c.stepUsage && c.pendingFinal!.closeStep ? { usage: c.stepUsage } : {}),
+          }),
+      },
       on: {
         'finalize.done': [
           {
@@ -329,7 +337,7 @@ export const runMachine = setup({
       },
     },
     ending: {
-      entry: { type: 'request', params: ({ context: c }) => effect('endRun', ({ turn: c.turn, step: c.step, attempt: c.runEpoch, result: resultOf(c) })) },
+      entry: { type: 'request', params: ({ context: c }) => effect('endRun', { turn: c.turn, step: c.step, attempt: c.runEpoch, result: resultOf(c) }) },
       on: {
         'endRun.done': { target: 'done', actions: assign({ result: ({ event }) => event.output }) },
         'endRun.error': { target: 'done', actions: assign(({ context }) => ({ result: { ...resultOf(context), checkpointCommitted: false } })) },
