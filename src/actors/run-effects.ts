@@ -12,7 +12,8 @@ type Op<I, O> = (input: I, signal: AbortSignal) => Promise<O>;
 
 /**
  * The effects a run performs between its states, each an async operation of one session's
- * environment. They run in ONE long-lived actor per run (`runEffects`), reached by events: a step
+ * environment. They run in ONE long-lived actor per run (the run's `effects` child), reached by
+ * events: a step
  * creates no actor for them (an actor costs far more than an event, see docs/architecture.md).
  */
 export interface RunEffectOps {
@@ -56,13 +57,13 @@ export const runEffectsActor = (ops: RunEffectOps) =>
         pending = Promise.reject(e); // a sync throw is reported like a rejection
       }
       pending.then(
-          (output) => {
-            if (!ac.signal.aborted) sendBack({ type: `${req.op}.done`, output } as EffectReply);
-          },
-          (error: unknown) => {
-            if (!ac.signal.aborted) sendBack({ type: `${req.op}.error`, error } as EffectReply);
-          },
-        );
+        (output) => {
+          if (!ac.signal.aborted) sendBack({ type: `${req.op}.done`, output } as EffectReply);
+        },
+        (error: unknown) => {
+          if (!ac.signal.aborted) sendBack({ type: `${req.op}.error`, error } as EffectReply);
+        },
+      );
     });
     return () => ac.abort(new CancelledError('the run actor stopped'));
   });
