@@ -13,8 +13,8 @@ type Op<I, O> = (input: I, signal: AbortSignal) => Promise<O>;
 /**
  * The effects a run performs between its states, each an async operation of one session's
  * environment. They run in ONE long-lived actor per run (the run's `effects` child), reached by
- * events: a step
- * creates no actor for them (an actor costs far more than an event, see docs/architecture.md).
+ * events: a step creates no actor for them (an actor costs far more than an event, see
+ * docs/architecture.md).
  */
 export interface RunEffectOps {
   startRun: Op<StartRunInput, StartRunOutput>;
