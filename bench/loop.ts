@@ -150,12 +150,6 @@ function handLoop(k: number): number {
 
 const REPEATS = 5;
 
-async function medianOf(f: () => Promise<number>): Promise<number> {
-  const xs: number[] = [];
-  for (let i = 0; i < REPEATS; i++) xs.push(await f());
-  return median(xs);
-}
-
 /** Disk syncs per step of the durable loop, counted by strace in a child process. */
 function straceLoop(dir: string): string {
   if (!straceAvailable()) return 'strace not installed: disk syncs per step not counted';
@@ -187,41 +181,50 @@ async function straceChild(dir: string): Promise<void> {
 export async function benchLoop(): Promise<void> {
   const dir = mkdtempSync(join(root(), 'loop-'));
   try {
-    const floor = fsyncFloorUs(dir);
     // warm the JIT: the first runs of a process are several times slower
     for (let i = 0; i < 3; i++) await runLoop(memoryStore(), 200, `warm${i}`);
     for (let i = 0; i < 3; i++) await machinesOnly(200);
     await storeOnly(200);
-    const us: Record<string, number> = {};
-    const rows: (string | number)[][] = [];
+    // Interleaved: each repeat runs every workload at both K, so K=50 and K=200 (and the floor)
+    // see the same machine conditions; each figure is the median over the repeats.
+    const KS = [50, 200] as const;
+    const samples = new Map<string, number[]>();
+    const add = (key: string, v: number) => samples.set(key, [...(samples.get(key) ?? []), v]);
+    const stats = new Map(KS.map((k) => [k, { commits: 0, flushes: 0, steps: 0 }]));
     let n = 0;
-    for (const k of [50, 200]) {
-      const mem = await medianOf(() => runLoop(memoryStore(), k, `m${k}-${n++}`));
-      const stats = { commits: 0, flushes: 0, steps: 0 };
-      const lm = await medianOf(async () => {
+    for (let rep = 0; rep < REPEATS; rep++) {
+      add('floor', fsyncFloorUs(dir, 100));
+      for (const k of KS) {
+        add(`mem${k}`, await runLoop(memoryStore(), k, `m${k}-${n++}`));
         const store = lmdbStore({ path: join(dir, `lmdb-${k}-${n++}`) });
-        const t = await runLoop(store, k, `l${k}`);
-        stats.commits += store.stats.commits;
-        stats.flushes += store.stats.flushes;
-        stats.steps += k;
+        add(`lmdb${k}`, await runLoop(store, k, `l${k}`));
+        const st = stats.get(k)!;
+        st.commits += store.stats.commits;
+        st.flushes += store.stats.flushes;
+        st.steps += k;
         await store.close();
-        return t;
-      });
-      const hand = await medianOf(async () => handLoop(k));
-      const machines = await medianOf(() => machinesOnly(k));
-      const storeUs = await medianOf(() => storeOnly(k));
-      us[`lmdb${k}`] = lm;
-      us[`mem${k}`] = mem;
-      rows.push([`K=${k} LMDB durable`, fmt(lm), `${fmt(lm / floor, 2)}× floor`, fmt(stats.commits / stats.steps, 2), fmt(stats.flushes / stats.steps, 2)]);
-      rows.push([`K=${k} memory store`, fmt(mem), '', '', '']);
-      rows.push([`K=${k} hand-written loop`, fmt(hand, 2), '', '', '']);
-      rows.push([`K=${k}  of which: machines alone`, fmt(machines), `${fmt((100 * machines) / mem)}% of memory`, '', '']);
-      rows.push([`K=${k}  of which: memory store alone`, fmt(storeUs), `${fmt((100 * storeUs) / mem)}% of memory`, '', '']);
+        add(`hand${k}`, handLoop(k));
+        add(`machines${k}`, await machinesOnly(k));
+        add(`store${k}`, await storeOnly(k));
+      }
     }
-    console.log(`\nbench/loop — steps with 2 tool calls (1 parallel, 1 exclusive); median of ${REPEATS}; fsync floor ${fmt(floor)} µs`);
+    const us = (key: string) => median(samples.get(key)!);
+    const floor = us('floor');
+    const rows: (string | number)[][] = [];
+    for (const k of KS) {
+      const mem = us(`mem${k}`);
+      const lm = us(`lmdb${k}`);
+      const st = stats.get(k)!;
+      rows.push([`K=${k} LMDB durable`, fmt(lm), `${fmt(lm / floor, 2)}× floor`, fmt(st.commits / st.steps, 2), fmt(st.flushes / st.steps, 2)]);
+      rows.push([`K=${k} memory store`, fmt(mem), '', '', '']);
+      rows.push([`K=${k} hand-written loop`, fmt(us(`hand${k}`), 2), '', '', '']);
+      rows.push([`K=${k}  of which: machines alone`, fmt(us(`machines${k}`)), `${fmt((100 * us(`machines${k}`)) / mem)}% of memory`, '', '']);
+      rows.push([`K=${k}  of which: memory store alone`, fmt(us(`store${k}`)), `${fmt((100 * us(`store${k}`)) / mem)}% of memory`, '', '']);
+    }
+    console.log(`\nbench/loop — steps with 2 tool calls (1 parallel, 1 exclusive); median of ${REPEATS} interleaved repeats; fsync floor ${fmt(floor)} µs (median of ${REPEATS}×100)`);
     printTable(['workload', 'µs/step', 'ratio', 'commits/step', 'flushes/step'], rows, ['left']);
     console.log(straceLoop(dir));
-    console.log(`growth K=50→200: LMDB ${fmt(us.lmdb200! / us.lmdb50!, 2)}×, memory ${fmt(us.mem200! / us.mem50!, 2)}× (target ≤ 1.3×)`);
+    console.log(`growth K=50→200: LMDB ${fmt(us('lmdb200') / us('lmdb50'), 2)}×, memory ${fmt(us('mem200') / us('mem50'), 2)}× (target ≤ 1.3×)`);
     console.log('targets: durable ≤ 5× floor per step, ≤ 2 disk flushes per step; memory store ≤ 250 µs per step');
     console.log('commits/step counts the run\'s open and close commits too (2 per run), hence slightly over 2.');
     console.log('"machines alone": the run + toolBatch machines with instant fake effects (same actors and events per step);');
