@@ -55,16 +55,25 @@ async function callWithRetries(env: RunEnv, at: StepAt, signal: AbortSignal): Pr
   for (let n = 1; ; n++) {
     const t0 = performance.now();
     let started = false;
+    let streamed = '';
+    // what this attempt streamed is never committed: close it as discarded so clients drop it
+    const discard = (reason: string) => {
+      if (started) env.emit({ type: 'message_end', role: 'assistant', message: { role: 'assistant', content: streamed }, discarded: { reason } });
+    };
     try {
       const res = await env.model.call({ messages, tools: env.toolSpecs, signal }, (e) => {
         if (e.type !== 'text_delta') return;
         if (!started) env.emit({ type: 'message_start', role: 'assistant' });
         started = true;
+        streamed += e.text;
         env.emit({ type: 'message_delta', role: 'assistant', text: e.text });
       });
       return { res, latencyMs: performance.now() - t0, digest };
     } catch (e) {
-      if (signal.aborted || isCancelledError(e)) throw new CancelledError('model call cancelled');
+      if (signal.aborted || isCancelledError(e)) {
+        discard('model call cancelled');
+        throw new CancelledError('model call cancelled');
+      }
       const pe = isProviderError(e) ? e : new ProviderError(`model call failed: ${(e as Error)?.message ?? String(e)}`, { retryable: false, code: 'unknown', cause: e });
       env.writer.stage('assistant/attempt', at, {
         attemptNumber: n,
@@ -72,6 +81,7 @@ async function callWithRetries(env: RunEnv, at: StepAt, signal: AbortSignal): Pr
         latencyMs: performance.now() - t0,
         error: { name: pe.name, message: pe.message, code: pe.providerCode, retryable: pe.retryable, partialOutput: pe.partialOutput },
       });
+      discard(`model attempt ${n} failed: ${pe.message}${pe.retryable && n < env.config.maxProviderAttempts ? ' (retrying)' : ''}`);
       if (!pe.retryable || n >= env.config.maxProviderAttempts) throw pe;
       await sleep(Math.min(env.config.maxRetryDelayMs, pe.retryAfterMs ?? env.config.retryBackoffMs * 2 ** (n - 1)), signal);
     }

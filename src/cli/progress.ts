@@ -80,6 +80,13 @@ export class Progress {
         this.out.write(e.text);
         break;
       case 'message_end': {
+        if (e.discarded) {
+          if (this.streaming) this.out.write('\n');
+          this.streaming = false;
+          this.streamed = '';
+          this.line(`  ${dim(`(discarded: ${e.discarded.reason})`)}`);
+          break;
+        }
         const took = this.waitingSince ? ` ${dim(`(${((Date.now() - this.waitingSince) / 1000).toFixed(1)} s)`)}` : '';
         this.waitingSince = undefined;
         if (this.streaming) {

@@ -12,7 +12,11 @@ export type LiveEvent =
   | { type: 'step_end'; step: number; usage?: Usage }
   | { type: 'message_start'; role: Message['role'] }
   | { type: 'message_delta'; role: Message['role']; text: string }
-  | { type: 'message_end'; role: Message['role']; message: Message }
+  /**
+   * `discarded`: the text streamed since `message_start` belongs to a model attempt that failed
+   * (it is retried, or the step fails) and is never committed — a client drops what it showed.
+   */
+  | { type: 'message_end'; role: Message['role']; message: Message; discarded?: { reason: string } }
   | { type: 'tool_start'; callId: string; name: string; arguments: unknown }
   | { type: 'tool_update'; callId: string; name: string; update: unknown }
   | { type: 'tool_end'; callId: string; name: string; outcome: ToolOutcome; startedAt?: number; endedAt?: number }

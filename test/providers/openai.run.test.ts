@@ -223,11 +223,19 @@ describe('openaiModel in a full run (real SDK, local server)', () => {
       { attemptNumber: 1, error: { retryable: true, code: 'stream_interrupted', partialOutput: true } },
     ]);
     expect(log.filter((e) => e.type === 'assistant/message').map((e) => (e.payload.message as { content: string }).content)).toEqual(['Hello world.']);
-    // The broken attempt's deltas were already published (no retraction event exists); the retry
-    // opens a new message_start, and what follows it is exactly the logged message.
+    // The broken attempt's deltas were already published; its message_end says they are
+    // discarded, then the retry opens a new message_start, and what follows it is exactly the
+    // logged message.
     const starts = envelopes.flatMap((e, i) => (e.event.type === 'message_start' ? [i] : []));
     expect(starts).toHaveLength(2);
     expect(deltas(envelopes.slice(0, starts[1]))).toEqual(['Hel']);
+    const ends = envelopes.filter((e) => e.event.type === 'message_end').map((e) => e.event);
+    expect(ends).toMatchObject([
+      { message: { role: 'assistant', content: 'Hel' }, discarded: { reason: expect.stringContaining('model attempt 1 failed') } },
+      { message: { role: 'assistant', content: 'Hello world.' } },
+    ]);
+    expect(ends[1]).not.toHaveProperty('discarded');
+    expect(envelopes.findIndex((e) => e.event.type === 'message_end')).toBeLessThan(starts[1]!);
     expect(deltas(envelopes.slice(starts[1]))).toEqual(['Hello', ' world.']);
   });
 
