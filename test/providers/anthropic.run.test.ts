@@ -5,6 +5,7 @@ import { anthropicModel, defineTool, isProviderError, type AnthropicModelOptions
 import { ids, lmdbRuntime, logOf, typesOf } from '../helpers/runtime.js';
 import { an, startAnthropicServer } from './anthropic-server.js';
 import type { ScriptedServer } from './sse-server.js';
+import { deltas, expectDiscardedThenRetried } from './stream-envelopes.js';
 
 /**
  * Whole runs through `session.execute` with the real `@anthropic-ai/sdk` client against the local
@@ -53,7 +54,6 @@ async function openRecorded(runtime: ReturnType<typeof setup>['runtime'], id = '
   return { session, envelopes };
 }
 
-const deltas = (envs: Envelope[]) => envs.flatMap((e) => (e.event.type === 'message_delta' ? [e.event.text] : []));
 
 /** The JSON Schema `defineTool` derives from the zod parameters, as the server must receive it. */
 const expectedTool = {
@@ -280,18 +280,8 @@ describe('anthropicModel in a full run (real SDK, local server)', () => {
     ]);
     expect(log.filter((e) => e.type === 'assistant/message').map((e) => (e.payload.message as { content: string }).content)).toEqual(['Hello world.']);
     // The broken attempt's deltas were already published; its message_end says they are
-    // discarded, then the retry opens a new message_start, and what follows it is exactly the
-    // logged message.
-    const starts = envelopes.flatMap((e, i) => (e.event.type === 'message_start' ? [i] : []));
-    expect(starts).toHaveLength(2);
-    expect(deltas(envelopes.slice(0, starts[1]))).toEqual(['Hel']);
-    const ends = envelopes.filter((e) => e.event.type === 'message_end').map((e) => e.event);
-    expect(ends).toMatchObject([
-      { message: { role: 'assistant', content: 'Hel' }, discarded: { reason: expect.stringContaining('model attempt 1 failed') } },
-      { message: { role: 'assistant', content: 'Hello world.' } },
-    ]);
-    expect(envelopes.findIndex((e) => e.event.type === 'message_end')).toBeLessThan(starts[1]!);
-    expect(deltas(envelopes.slice(starts[1]))).toEqual(['Hello', ' world.']);
+    // discarded, then the retry opens a new message_start with exactly the logged message.
+    expectDiscardedThenRetried(envelopes, ['Hel'], ['Hello', ' world.']);
   });
 
   it('500 three times with maxProviderAttempts 3: failed with a ProviderError, three attempts, three requests', async () => {
