@@ -1,6 +1,6 @@
 import { InvariantViolation, SequenceConflictError, StaleWriterError } from '../contracts/errors.js';
 import type { EventRecord } from '../contracts/events.js';
-import { encodeRecord, findEventSeq, sameContent, toRecord, type PreparedDraft } from './codec.js';
+import { encodeRecord, findEvent, sameContent, toRecord, type PreparedDraft } from './codec.js';
 import { advanceHead, newHead, type SessionHead } from './head.js';
 import type { AttachResult } from './event-store.js';
 
@@ -45,13 +45,13 @@ export function applyAppend(
     if (!d.callerId) continue; // a generated id is new by construction
     if (seen.has(d.eventId)) throw new InvariantViolation(`eventId ${d.eventId} appears twice in one batch`, { sessionId });
     seen.add(d.eventId);
-    const seq = findEventSeq(
+    const existing = findEvent(
       d.eventId,
       (id) => txn.seqOfEventId(sessionId, id),
-      (n) => (n <= head.lastSeq ? txn.event(sessionId, n).eventId : undefined),
+      (n, indexed) => (indexed || n <= head.lastSeq ? txn.event(sessionId, n) : undefined),
     );
-    if (seq === undefined) continue;
-    const existing = txn.event(sessionId, seq);
+    if (existing === undefined) continue;
+    const seq = existing.seq;
     if (!sameContent(d, existing)) {
       throw new InvariantViolation(`eventId ${d.eventId} is already stored at seq ${seq} with different content`, {
         sessionId,

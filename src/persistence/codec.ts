@@ -102,16 +102,22 @@ export const generatedEventId = (seq: number): string => `${seq}-${randomUUID()}
 const GENERATED = /^([1-9][0-9]{0,15})-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 
 /**
- * Seq of the event stored with `eventId`: from the index (caller-chosen ids), else from the id
- * itself when it has the generated form and the event at that seq carries it.
+ * The event stored with `eventId`: at the seq the index gives (caller-chosen ids), else at the
+ * seq a generated id carries, if the event there has that id. Each event is read once.
+ * `eventAt(seq, indexed)`: an indexed seq must hold an event (a missing one is corruption: throw);
+ * a seq taken from an id may lie past the tail (undefined).
  */
-export function findEventSeq(eventId: string, indexed: (id: string) => number | undefined, eventIdAt: (seq: number) => string | undefined): number | undefined {
+export function findEvent(
+  eventId: string,
+  indexed: (id: string) => number | undefined,
+  eventAt: (seq: number, indexed: boolean) => EventRecord | undefined,
+): EventRecord | undefined {
   const seq = indexed(eventId);
-  if (seq !== undefined) return seq;
+  if (seq !== undefined) return eventAt(seq, true);
   const m = GENERATED.exec(eventId);
   if (!m) return undefined;
-  const n = Number(m[1]);
-  return eventIdAt(n) === eventId ? n : undefined;
+  const e = eventAt(Number(m[1]), false);
+  return e?.eventId === eventId ? e : undefined;
 }
 
 export function toRecord(sessionId: string, seq: number, writerEpoch: number, d: PreparedDraft, occurredAt: string): EventRecord {

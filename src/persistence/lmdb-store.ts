@@ -6,7 +6,7 @@ import { CorruptLogError, StoreClosedError } from '../contracts/errors.js';
 import type { EventDraft, EventRecord } from '../contracts/events.js';
 import { parseInput } from '../contracts/validate.js';
 import { applyAppend, applyAttach, type LogTxn } from './append-core.js';
-import { decodeRecord, findEventSeq, prepareDrafts, type PreparedDraft } from './codec.js';
+import { decodeRecord, findEvent, prepareDrafts, type PreparedDraft } from './codec.js';
 import type { AttachResult, EventStore, ReadRange } from './event-store.js';
 import { SessionHead } from './head.js';
 import { LiveAppends } from './live.js';
@@ -260,14 +260,14 @@ class LmdbEventStore implements EventStore, LmdbStats {
   async getEventById(sessionId: string, eventId: string): Promise<EventRecord | undefined> {
     this.assertOpen();
     assertSessionId(sessionId, 'getEventById');
-    let last: EventRecord | undefined;
-    const read = (n: number) => {
-      if (last?.seq === n) return last;
-      const raw = this.events.get([sessionId, n]);
-      return (last = raw === undefined ? undefined : decodeRecord(sessionId, n, raw));
-    };
-    const seq = findEventSeq(eventId, (id) => this.ids.get([sessionId, id]) as number | undefined, (n) => read(n)?.eventId);
-    return seq === undefined ? undefined : read(seq);
+    return findEvent(
+      eventId,
+      (id) => this.ids.get([sessionId, id]) as number | undefined,
+      (n, indexed) => {
+        const raw = this.events.get([sessionId, n]);
+        return raw === undefined && !indexed ? undefined : decodeRecord(sessionId, n, raw);
+      },
+    );
   }
 
   async listSessions(): Promise<string[]> {

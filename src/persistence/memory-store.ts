@@ -2,7 +2,7 @@ import type { Observable } from 'rxjs';
 import { StoreClosedError } from '../contracts/errors.js';
 import type { EventDraft, EventRecord } from '../contracts/events.js';
 import { applyAppend, applyAttach, type LogTxn } from './append-core.js';
-import { findEventSeq, prepareDrafts } from './codec.js';
+import { findEvent, prepareDrafts } from './codec.js';
 import type { AttachResult, EventStore, ReadRange } from './event-store.js';
 import type { SessionHead } from './head.js';
 import { LiveAppends } from './live.js';
@@ -115,13 +115,11 @@ class MemoryEventStore implements EventStore {
     assertSessionId(sessionId, 'getEventById');
     const s = this.sessions.get(sessionId);
     if (!s) return undefined;
-    let last: EventRecord | undefined;
-    const read = (n: number) => {
-      if (last?.seq === n) return last;
-      return (last = s.events[n - 1] === undefined ? undefined : (JSON.parse(s.events[n - 1]!) as EventRecord));
-    };
-    const seq = findEventSeq(eventId, (id) => s.ids.get(id), (n) => read(n)?.eventId);
-    return seq === undefined ? undefined : read(seq);
+    return findEvent(
+      eventId,
+      (id) => s.ids.get(id),
+      (n, indexed) => (s.events[n - 1] === undefined && !indexed ? undefined : (JSON.parse(s.events[n - 1]!) as EventRecord)),
+    );
   }
 
   async listSessions(): Promise<string[]> {
