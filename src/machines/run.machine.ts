@@ -128,8 +128,19 @@ export const runMachine = setup({
     { id: 'effects', src: 'effects' },
     { id: 'toolBatch', src: 'toolBatch', input: ({ context: c }): ToolBatchInput => ({ runId: c.runId, maxParallel: c.maxParallelTools }) },
   ],
+  // Every key the machine ever assigns is declared here, even when undefined: an assign that adds
+  // a key past V8's fast-property limit turns the context into a dictionary, and every later
+  // assign (a full copy of the context) then costs ≈ 10× more.
   context: ({ input }) => ({
     ...input,
+    resume: input.resume,
+    inputId: input.inputId,
+    startStep: input.startStep,
+    stepUsage: undefined,
+    pendingFinal: undefined,
+    pendingRequest: undefined,
+    end: undefined,
+    result: undefined,
     runStartSeq: 0,
     step: input.startStep ?? 0,
     usage: zeroUsage(),
