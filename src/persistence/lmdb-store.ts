@@ -1,5 +1,6 @@
 import { mkdirSync } from 'node:fs';
-import { open, type Database, type RootDatabase } from 'lmdb';
+import { join } from 'node:path';
+import type { Database, RootDatabase } from 'lmdb';
 import type { Observable } from 'rxjs';
 import { z } from 'zod';
 import { CorruptLogError, StoreClosedError } from '../contracts/errors.js';
@@ -9,6 +10,8 @@ import { applyAppend, applyAttach, type LogTxn } from './append-core.js';
 import { decodeRecord, findEvent, prepareDrafts, type PreparedDraft } from './codec.js';
 import type { AttachResult, EventStore, ReadRange } from './event-store.js';
 import { SessionHead } from './head.js';
+import { Journal, type JournalState } from './journal.js';
+import { currentBootId, openDbs, readState, recover, type JournalOp, type LogDbs } from './journal-recovery.js';
 import { LiveAppends } from './live.js';
 import { assertAppendArgs, assertSessionId, readRange, surfaceOf } from './store-input.js';
 
@@ -16,12 +19,18 @@ export const LmdbStoreOptions = z.object({
   /** Directory of the LMDB environment; created if missing. */
   path: z.string().min(1).default('./.actorloop'),
   /**
-   * `flushed` (default): an append resolves after its commit is fsync'd — durable against power
-   * loss. `committed`: the environment is opened with lmdb's `noSync`, so a commit reaches the
-   * page cache only (it survives a killed process, not a power cut or kernel crash); for
-   * benchmarks and throwaway data only. Every process opening one path must use the same mode.
+   * `flushed` (default): an append resolves after its commit's journal frame is fsync'd — durable
+   * against power loss. `committed`: no journal; a commit reaches the page cache only (it survives
+   * a killed process, not a power cut or kernel crash); for benchmarks and throwaway data only.
+   * Every process opening one path must use the same mode.
    */
   durability: z.enum(['flushed', 'committed']).default('flushed'),
+  /**
+   * The machine's boot identity, which decides whether the LMDB file must be rebuilt from the
+   * journal (docs/event-log.md). Defaults to the kernel's boot id; crash tests set it to
+   * simulate a restart of the machine.
+   */
+  bootId: z.string().min(1).optional(),
   /** Events per page when reading; bounds the memory of `readEvents`. */
   readPageSize: z.number().int().positive().default(512),
 });
@@ -59,11 +68,17 @@ interface Op {
 class LmdbTxn implements LogTxn {
   /** Set once the current op has written: an error after that must abort the whole transaction. */
   dirty = false;
-  constructor(
-    private readonly events: Database<string, [string, number]>,
-    private readonly heads: Database<string, string>,
-    private readonly ids: Database<number, [string, string]>,
-  ) {}
+  /** Every put of the transaction, for its journal frame (null: no journal). */
+  readonly ops: JournalOp[] | null;
+  private readonly events: Database<string, [string, number]>;
+  private readonly heads: Database<string, string>;
+  private readonly ids: Database<number, [string, string]>;
+  constructor(dbs: LogDbs, journaled: boolean) {
+    this.events = dbs.events;
+    this.heads = dbs.heads;
+    this.ids = dbs.ids;
+    this.ops = journaled ? [] : null;
+  }
   head(sessionId: string): SessionHead | undefined {
     return readHead(this.heads, sessionId);
   }
@@ -75,15 +90,19 @@ class LmdbTxn implements LogTxn {
   }
   putHead(head: SessionHead): void {
     this.dirty = true;
-    this.heads.putSync(head.sessionId, JSON.stringify(head));
+    const text = JSON.stringify(head);
+    this.heads.putSync(head.sessionId, text);
+    this.ops?.push(['h', head.sessionId, text]);
   }
   putEvent(record: EventRecord, text: string): void {
     this.dirty = true;
     this.events.putSync([record.sessionId, record.seq], text);
+    this.ops?.push(['e', record.sessionId, record.seq, text]);
   }
   putEventId(sessionId: string, eventId: string, seq: number): void {
     this.dirty = true;
     this.ids.putSync([sessionId, eventId], seq);
+    this.ops?.push(['i', sessionId, eventId, seq]);
   }
 }
 
@@ -98,23 +117,18 @@ function readHead(heads: Database<string, string>, sessionId: string): SessionHe
 }
 
 /**
- * Opens the environment and its three databases. Opening races another process that is growing
+ * Opens the environment and its databases. Opening races another process that is growing
  * the same file can fail inside lmdb-js with MDB's "No transaction to renew" (seen under heavy
  * load in test/persistence/lmdb-multiprocess.test.ts); that open is retried a few times.
  */
-function openEnv(options: z.output<typeof LmdbStoreOptions>) {
+function openEnv(path: string): LogDbs {
   for (let attempt = 1; ; attempt++) {
-    let env: RootDatabase | undefined;
+    let dbs: LogDbs | undefined;
     try {
-      env = open({ path: options.path, maxDbs: 8, ...(options.durability === 'committed' ? { noSync: true } : {}) });
-      return {
-        env,
-        events: env.openDB<string, [string, number]>({ name: 'events', encoding: 'string' }),
-        heads: env.openDB<string, string>({ name: 'heads', encoding: 'string' }),
-        ids: env.openDB<number, [string, string]>({ name: 'ids' }),
-      };
+      // Never flushed by LMDB: in 'flushed' mode the journal is what a commit flushes.
+      return (dbs = openDbs(path, true));
     } catch (e) {
-      void env?.close();
+      void dbs?.env.close();
       if (attempt >= 5 || !/No transaction to renew/.test(String((e as Error)?.message))) throw e;
     }
   }
@@ -123,9 +137,12 @@ function openEnv(options: z.output<typeof LmdbStoreOptions>) {
 class LmdbEventStore implements EventStore, LmdbStats {
   readonly stats = { commits: 0, flushes: 0, appends: 0 };
   private readonly env: RootDatabase;
+  private readonly dbs: LogDbs;
   private readonly events: Database<string, [string, number]>;
   private readonly heads: Database<string, string>;
   private readonly ids: Database<number, [string, string]>;
+  /** The write-ahead journal ('flushed' mode), or null ('committed'). */
+  private readonly journal: Journal | null;
   private readonly live = new LiveAppends();
   private queue: Op[] = [];
   private draining: Promise<void> | null = null;
@@ -133,16 +150,21 @@ class LmdbEventStore implements EventStore, LmdbStats {
 
   constructor(private readonly options: z.output<typeof LmdbStoreOptions>) {
     mkdirSync(options.path, { recursive: true });
-    // Commits use transactionSync, which in lmdb-js 3.x writes the data pages, fdatasyncs them and
-    // writes the meta page through an O_DSYNC descriptor before it returns (strace-verified in
-    // test/crash/store-strace.test.ts): both flushes happen inside the write transaction, on this
-    // thread, while LMDB's cross-process writer lock is held. Group commit amortises them.
-    // (`env.flushed` does not track transactionSync commits, so durability rests on this.)
-    const opened = openEnv(options);
-    this.env = opened.env;
-    this.events = opened.events;
-    this.heads = opened.heads;
-    this.ids = opened.ids;
+    // LMDB itself never flushes (noSync). In 'flushed' mode each write transaction ends by
+    // writing its journal frame and fdatasync-ing it, still inside transactionSync, so the frame
+    // is on disk before LMDB commits and before any append of the group resolves; recover()
+    // first rebuilds the LMDB file from the journal if the machine restarted since it was written.
+    if (options.durability === 'flushed') {
+      this.journal = new Journal(join(options.path, 'journal'));
+      recover(options.path, this.journal, options.bootId ?? currentBootId());
+    } else {
+      this.journal = null;
+    }
+    this.dbs = openEnv(options.path);
+    this.env = this.dbs.env;
+    this.events = this.dbs.events;
+    this.heads = this.dbs.heads;
+    this.ids = this.dbs.ids;
   }
 
   async attachWriter(sessionId: string): Promise<AttachResult> {
@@ -188,8 +210,9 @@ class LmdbEventStore implements EventStore, LmdbStats {
         const ops = this.queue;
         this.queue = [];
         let fatal: unknown;
+        let framed: JournalState | undefined;
         try {
-          const txn = new LmdbTxn(this.events, this.heads, this.ids);
+          const txn = new LmdbTxn(this.dbs, this.journal !== null);
           this.env.transactionSync(() => {
             for (const op of ops) {
               txn.dirty = false;
@@ -200,12 +223,19 @@ class LmdbEventStore implements EventStore, LmdbStats {
                 op.error = e;
               }
             }
+            if (this.journal && txn.ops!.length > 0) {
+              // Last thing in the transaction: the frame is flushed before LMDB commits.
+              const { at, next } = this.journal.write(readState(this.dbs), Buffer.from(JSON.stringify(txn.ops)));
+              framed = at;
+              this.dbs.journal.putSync('state', JSON.stringify(next));
+              this.stats.flushes++;
+            }
           });
           this.stats.commits++;
           this.stats.appends += ops.length;
-          if (this.options.durability === 'flushed') this.stats.flushes++; // flushed inside transactionSync
         } catch (e) {
           fatal = e;
+          if (framed) this.journal!.invalidate(framed); // its callers are told it failed
         }
         for (const op of ops) {
           if (fatal !== undefined) op.reject(fatal);
@@ -285,6 +315,7 @@ class LmdbEventStore implements EventStore, LmdbStats {
     this.closed = true;
     while (this.draining) await this.draining;
     this.live.complete();
+    this.journal?.close();
     await this.env.close();
   }
 

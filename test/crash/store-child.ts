@@ -19,13 +19,17 @@
  * - `strace <path> <n> [--ack-early] [--durability=flushed|committed]`: for i in 1..n writes
  *   `BEGIN i`, appends one batch, writes `ACK i` (with --ack-early: before awaiting the append —
  *   a deliberately broken writer, the negative control of the strace test).
- * - `strace-nosync <path> <n>`: the same loop over raw lmdb opened with `noSync` (no fsync at all).
+ * - `strace-nosync <path> <n>`: the same loop over raw lmdb opened with `noSync`, also writing
+ *   each value to a file named like a journal segment without flushing it (the negative control
+ *   for "every journal write is flushed before the ACK").
  *
  * With `--wait-go` (any mode) it prints `READY` once loaded and starts only on `GO`, so that the
  * parent can pre-spawn the next child (loading takes about a second of CPU) while one runs.
  *
  * On any unexpected error it prints `ERROR <name> <message>` and exits 1.
  */
+import { closeSync, mkdirSync, openSync, writeSync } from 'node:fs';
+import { join } from 'node:path';
 import { open } from 'lmdb';
 import { isStaleWriterError } from '../../src/contracts/errors.js';
 import { lmdbStore } from '../../src/persistence/lmdb-store.js';
@@ -150,11 +154,15 @@ async function straceMode(): Promise<void> {
 async function straceNoSyncMode(): Promise<void> {
   const n = Number(positional[0]);
   const env = open({ path: path!, noSync: true });
+  mkdirSync(join(path!, 'journal'), { recursive: true });
+  const fd = openSync(join(path!, 'journal', '0000000001.wal'), 'w');
   for (let i = 1; i <= n; i++) {
     say(`BEGIN ${i}`);
     await env.put(`k${i}`, `value ${i}`);
+    writeSync(fd, `value ${i}\n`);
     say(`ACK ${i}`);
   }
+  closeSync(fd);
   await env.close();
   say('DONE');
 }

@@ -1,3 +1,6 @@
+import { randomBytes } from 'node:crypto';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import type { EventRecord } from '../../src/contracts/events.js';
 import { lmdbStore } from '../../src/persistence/lmdb-store.js';
@@ -11,6 +14,11 @@ import { checkBatchLog, crashRounds, killAllChildren, type ChildRun, parseAck, p
  * the store and checks that every acknowledged batch is there with its exact content, that no
  * batch is partial and that seq is contiguous from 1; the next child attaches (a new epoch) and
  * carries on from the tail. ACTORLOOP_CRASH_ROUNDS raises the number of rounds.
+ *
+ * Every third round also simulates a machine restart (a power cut or kernel crash, after which
+ * LMDB's unflushed pages cannot be trusted): data.mdb is overwritten with garbage and the store is
+ * reopened under a new boot id, so it must rebuild the log from its journal alone — and every
+ * acknowledged batch must still be there. The next child, under the real boot id, rebuilds again.
  */
 const ROUNDS = crashRounds(20);
 const SESSIONS = ['alpha', 'beta'];
@@ -61,8 +69,10 @@ describe('LMDB store under SIGKILL', () => {
       const roundAcks = child.lines.map(parseAck).filter((a): a is Ack => a !== undefined);
       acks.push(...roundAcks);
 
-      const full = round % FULL_EVERY === 0 || round === ROUNDS;
-      const store = lmdbStore({ path: dir.path });
+      const restart = round % 3 === 0;
+      if (restart) writeFileSync(join(dir.path, 'data.mdb'), randomBytes(64 * 1024));
+      const full = restart || round % FULL_EVERY === 0 || round === ROUNDS;
+      const store = lmdbStore({ path: dir.path, ...(restart ? { bootId: `power-cut-${round}` } : {}) });
       try {
         for (const s of SESSIONS) {
           const from = full ? 1 : tails.get(s)! + 1;

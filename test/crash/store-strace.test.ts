@@ -7,16 +7,17 @@ import { killAllChildren, spawnTs, STORE_CHILD } from './child-util.js';
 
 /**
  * Durability before acknowledgement, proved at the system-call level: a child writes `BEGIN i`,
- * awaits one append, writes `ACK i`, under `strace -f`. Between the two writes, the commit's
- * writes to data.mdb must happen, and each of them must be on disk before `ACK i` starts: either
- * followed by a completed fdatasync/fsync of that file, or made through a descriptor opened with
- * O_DSYNC/O_SYNC (LMDB writes its meta page that way, after an fdatasync of the data pages, so
- * "an fdatasync after the last pwrite64" would be the wrong rule). Data pages go out with writev
- * as well as pwrite64, hence the wider filter; `-y` names each descriptor's file.
+ * awaits one append, writes `ACK i`, under `strace -f`. In 'flushed' mode a commit is durable
+ * through its journal frame (docs/event-log.md, "Durability"): between the two writes there must
+ * be a write to a journal segment (`journal/<n>.wal`), and each such write must be on disk before
+ * `ACK i` starts — followed by a completed fdatasync/fsync of that file (or made through an
+ * O_DSYNC/O_SYNC descriptor). LMDB's own writes to data.mdb are not flushed, by design: the
+ * journal rebuilds them after a machine restart (test/persistence/journal.test.ts). `-y` names
+ * each descriptor's file; writes go out with writev as well as pwrite64, hence the wide filter.
  *
- * Two deliberately broken writers show that the check can fail. `durability: 'committed'` cannot
- * serve as the negative control: lmdb-js commits a `transactionSync` synchronously (fdatasync,
- * then the O_DSYNC meta write, inside mdb_txn_commit), so that mode passes this check too.
+ * Three deliberately broken writers show that the check can fail: one acknowledges before
+ * awaiting the append, one runs the store with `durability: 'committed'` (no journal), one writes
+ * a journal-named file without flushing it.
  */
 const N = 50;
 const TRACED = ['fdatasync', 'fsync', 'pwrite64', 'pwritev', 'pwritev2', 'writev', 'write', 'openat'];
@@ -87,11 +88,11 @@ function parseStrace(text: string): { calls: Call[]; dsyncFds: Map<number, boole
  * For every i in 1..n: the problems that make "ACK i was written only after batch i was durable"
  * unproven by the trace. An empty list for every i is the property.
  */
-function checkDurableBeforeAck(text: string, dataFile: string, n: number): { failures: Map<number, string[]>; syncs: number; acks: number } {
+function checkDurableBeforeAck(text: string, n: number): { failures: Map<number, string[]>; syncs: number; acks: number } {
   const { calls, dsyncFds } = parseStrace(text);
   const marker = (kind: 'BEGIN' | 'ACK', i: number) =>
     calls.find((c) => c.name === 'write' && c.fd === 1 && new RegExp(`^1(<[^>]*>)?, "${kind} ${i}\\\\n"`).test(c.args));
-  const isData = (c: Call) => c.fdPath === dataFile;
+  const isData = (c: Call) => /\/journal\/\d{10}\.wal$/.test(c.fdPath ?? '');
   const dataWrites = calls.filter((c) => ['pwrite64', 'pwritev', 'pwritev2', 'writev', 'write'].includes(c.name) && isData(c));
   const syncs = calls.filter((c) => (c.name === 'fdatasync' || c.name === 'fsync') && isData(c) && c.ret === '0');
   const failures = new Map<number, string[]>();
@@ -106,7 +107,7 @@ function checkDurableBeforeAck(text: string, dataFile: string, n: number): { fai
     }
     acks++;
     const inWindow = dataWrites.filter((w) => w.start > begin.end && w.start < ack.start);
-    if (inWindow.length === 0) problems.push('no write to data.mdb between BEGIN and ACK (nothing committed before the ACK)');
+    if (inWindow.length === 0) problems.push('no write to a journal segment between BEGIN and ACK (nothing made durable before the ACK)');
     for (const w of inWindow) {
       if (w.end > ack.start) {
         problems.push(`${w.name} at line ${w.start + 1} had not returned when ACK was written`);
@@ -123,7 +124,6 @@ function checkDurableBeforeAck(text: string, dataFile: string, n: number): { fai
 
 interface Traced {
   text: string;
-  dataFile: string;
   stdout: string[];
 }
 
@@ -138,7 +138,7 @@ async function traced(mode: string, args: string[]): Promise<Traced> {
     });
     const exit = await child.waitExit(50_000);
     if (exit.code !== 0 || child.lines.at(-1) !== 'DONE') throw new Error(`traced child failed: ${child.describe()}`);
-    return { text: readFileSync(traceFile, 'utf8'), dataFile: join(dbPath, 'data.mdb'), stdout: child.lines };
+    return { text: readFileSync(traceFile, 'utf8'), stdout: child.lines };
   } finally {
     await dir.cleanup();
   }
@@ -170,28 +170,37 @@ describe('durability before acknowledgement (strace)', () => {
     run('flushed', 'strace', [String(N)]);
     run('ack-early', 'strace', [String(N), '--ack-early']);
     run('nosync', 'strace-nosync', [String(N)]);
+    run('committed', 'strace', [String(N), '--durability=committed']);
   });
 
   it(`flushes every append's commit before it is acknowledged (${N} appends)`, async () => {
-    const { text, dataFile, stdout } = await runs.flushed!;
+    const { text, stdout } = await runs.flushed!;
     expect(stdout.filter((l) => l.startsWith('ACK '))).toHaveLength(N);
-    const { failures, syncs, acks } = checkDurableBeforeAck(text, dataFile, N);
+    const { failures, syncs, acks } = checkDurableBeforeAck(text, N);
     expect(acks).toBe(N);
     expect(Object.fromEntries(failures)).toEqual({});
     expect(syncs).toBeGreaterThanOrEqual(N);
   });
 
   it('the check fails for a writer that acknowledges before awaiting the append', async () => {
-    const { text, dataFile } = await runs['ack-early']!;
-    const { failures, acks } = checkDurableBeforeAck(text, dataFile, N);
+    const { text } = await runs['ack-early']!;
+    const { failures, acks } = checkDurableBeforeAck(text, N);
     expect(acks).toBe(N);
     expect(failures.size).toBe(N);
-    expect(failures.get(1)!.join()).toMatch(/no write to data\.mdb between BEGIN and ACK/);
+    expect(failures.get(1)!.join()).toMatch(/no write to a journal segment between BEGIN and ACK/);
   });
 
-  it('the check fails for an LMDB environment opened with noSync (fewer syncs than acks)', async () => {
-    const { text, dataFile } = await runs.nosync!;
-    const { failures, syncs, acks } = checkDurableBeforeAck(text, dataFile, N);
+  it("the check fails for durability: 'committed' (no journal)", async () => {
+    const { text } = await runs.committed!;
+    const { failures, acks } = checkDurableBeforeAck(text, N);
+    expect(acks).toBe(N);
+    expect(failures.size).toBe(N);
+    expect(failures.get(1)!.join()).toMatch(/no write to a journal segment/);
+  });
+
+  it('the check fails for a journal written without flushing (fewer syncs than acks)', async () => {
+    const { text } = await runs.nosync!;
+    const { failures, syncs, acks } = checkDurableBeforeAck(text, N);
     expect(acks).toBe(N);
     expect(syncs).toBeLessThan(acks);
     expect(failures.size).toBe(N);

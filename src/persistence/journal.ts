@@ -1,0 +1,213 @@
+import { closeSync, existsSync, fdatasyncSync, fstatSync, fsyncSync, mkdirSync, openSync, readdirSync, readFileSync, readSync, renameSync, unlinkSync, writeSync } from 'node:fs';
+import { join } from 'node:path';
+import { crc32 } from 'node:zlib';
+import { z } from 'zod';
+
+/**
+ * The LMDB store's write-ahead journal (docs/event-log.md, "Durability"): the one file a commit
+ * flushes. Each LMDB write transaction appends one *frame* holding every put it made; the frame is
+ * written and `fdatasync`ed while the transaction still holds LMDB's writer lock, then LMDB
+ * commits without flushing. A commit therefore costs one device flush instead of LMDB's two
+ * (data pages, then the meta page), and the journal alone can rebuild the LMDB file after a power
+ * cut or kernel crash, which is the only case where LMDB's unflushed pages can be lost.
+ *
+ * Layout: `<path>/journal/<n>.wal` segments, numbered from 1, each created full of zeros and
+ * flushed before first use (overwriting flushed zeros needs no file-size update, so each commit's
+ * `fdatasync` flushes the frame's data block only). A frame is a 20-byte header — magic, payload
+ * length, frame number (consecutive from 1 across segments), CRC-32 of length, number and payload
+ * — followed by the payload. A frame that does not fit the rest of its segment starts the next one.
+ * Where the frames end is known from LMDB (the `journal` database's state, written in the same
+ * transaction), or, when rebuilding, from the first frame that does not check out.
+ */
+
+const MAGIC = 0x314a_4c41; // "ALJ1" little-endian
+const HEADER = 20;
+const MIN_SEGMENT = 256 * 1024;
+const MAX_SEGMENT = 16 * 1024 * 1024;
+
+/** Where the next frame goes; stored in LMDB by every transaction that writes a frame. */
+export const JournalState = z.object({
+  segment: z.number().int().positive(),
+  offset: z.number().int().nonnegative(),
+  nextFrame: z.number().int().positive(),
+});
+export type JournalState = z.infer<typeof JournalState>;
+
+export const INITIAL_STATE: JournalState = { segment: 1, offset: 0, nextFrame: 1 };
+
+/** Segment n's size: it doubles from 256 KiB up to 16 MiB, so a small store stays small. */
+export function segmentSize(n: number): number {
+  return Math.min(MAX_SEGMENT, MIN_SEGMENT * 2 ** Math.min(n - 1, 10));
+}
+
+const segmentName = (n: number) => `${String(n).padStart(10, '0')}.wal`;
+
+export function encodeFrame(frame: number, payload: Buffer): Buffer {
+  const buf = Buffer.allocUnsafe(HEADER + payload.length);
+  buf.writeUInt32LE(MAGIC, 0);
+  buf.writeUInt32LE(payload.length, 4);
+  buf.writeDoubleLE(frame, 8);
+  payload.copy(buf, HEADER);
+  buf.writeUInt32LE(crc32(buf.subarray(HEADER)), 16);
+  // the checksum covers length and number too: fold them in
+  buf.writeUInt32LE(crc32(buf.subarray(4, 16), buf.readUInt32LE(16)), 16);
+  return buf;
+}
+
+/** The payload of a valid frame numbered `frame` at `pos`, or undefined (end of the journal). */
+function decodeFrame(seg: Buffer, pos: number, frame: number): Buffer | undefined {
+  if (pos + HEADER > seg.length || seg.readUInt32LE(pos) !== MAGIC) return undefined;
+  const len = seg.readUInt32LE(pos + 4);
+  if (pos + HEADER + len > seg.length || seg.readDoubleLE(pos + 8) !== frame) return undefined;
+  const payload = seg.subarray(pos + HEADER, pos + HEADER + len);
+  const crc = crc32(seg.subarray(pos + 4, pos + 16), crc32(payload));
+  return crc === seg.readUInt32LE(pos + 16) ? payload : undefined;
+}
+
+export class Journal {
+  private fd: number | undefined;
+  private fdSegment = 0;
+
+  constructor(readonly dir: string) {}
+
+  /** Creates the directory and segment 1 (if missing); called before the first commit. */
+  init(): void {
+    mkdirSync(this.dir, { recursive: true });
+    if (!existsSync(join(this.dir, segmentName(1)))) this.createSegment(1, segmentSize(1));
+  }
+
+  /**
+   * Writes one frame at `state` and flushes it; returns the state after it. Called inside the
+   * LMDB write transaction (the writer lock serialises frames across processes).
+   */
+  write(state: JournalState, payload: Buffer): { next: JournalState; at: JournalState } {
+    const frame = encodeFrame(state.nextFrame, payload);
+    let at = state;
+    if (state.offset + frame.length > this.sizeOf(state.segment)) {
+      const n = state.segment + 1;
+      this.createSegment(n, Math.max(segmentSize(n), frame.length));
+      at = { segment: n, offset: 0, nextFrame: state.nextFrame };
+    }
+    const fd = this.open(at.segment);
+    writeFully(fd, frame, at.offset);
+    fdatasyncSync(fd);
+    return { at, next: { segment: at.segment, offset: at.offset + frame.length, nextFrame: at.nextFrame + 1 } };
+  }
+
+  /**
+   * Best effort after a transaction that wrote a frame failed to commit: breaks the frame's magic
+   * so that a rebuild cannot bring back what its callers were told had failed.
+   */
+  invalidate(at: JournalState): void {
+    try {
+      const fd = this.open(at.segment);
+      writeFully(fd, Buffer.alloc(4), at.offset);
+      fdatasyncSync(fd);
+    } catch {
+      // the next commit overwrites the frame anyway
+    }
+  }
+
+  /** Every valid frame in order, from frame 1 up to the first that does not check out. */
+  *frames(): Generator<Buffer, JournalState> {
+    let state = INITIAL_STATE;
+    for (let n = 1; existsSync(join(this.dir, segmentName(n))); n++) {
+      const seg = readFileSync(join(this.dir, segmentName(n)));
+      let pos = 0;
+      let payload: Buffer | undefined;
+      while ((payload = decodeFrame(seg, pos, state.nextFrame)) !== undefined) {
+        yield payload;
+        pos += HEADER + payload.length;
+        state = { segment: n, offset: pos, nextFrame: state.nextFrame + 1 };
+      }
+      // A segment the frames never reached ends them; otherwise they may go on in the next one.
+      if (pos === 0 && n > 1) break;
+    }
+    return state;
+  }
+
+  /** Removes segments after `last` (left over past the end a rebuild found). */
+  dropAfter(last: number): void {
+    for (const n of this.segments()) if (n > last) unlinkSync(join(this.dir, segmentName(n)));
+    syncDir(this.dir);
+  }
+
+  /** Whether frame 1 exists: the journal holds at least one commit. */
+  hasFrames(): boolean {
+    const head = readHead(join(this.dir, segmentName(1)));
+    return head !== undefined && head.length === HEADER && head.readUInt32LE(0) === MAGIC && head.readDoubleLE(8) === 1;
+  }
+
+  close(): void {
+    if (this.fd !== undefined) closeSync(this.fd);
+    this.fd = undefined;
+  }
+
+  private segments(): number[] {
+    if (!existsSync(this.dir)) return [];
+    return readdirSync(this.dir)
+      .map((f) => /^(\d{10})\.wal$/.exec(f)?.[1])
+      .filter((s): s is string => s !== undefined)
+      .map(Number)
+      .sort((a, b) => a - b);
+  }
+
+  private sizeOf(n: number): number {
+    if (n !== this.fdSegment) this.open(n);
+    return this.fdSize;
+  }
+
+  private fdSize = 0;
+
+  private open(n: number): number {
+    if (this.fd !== undefined && this.fdSegment === n) return this.fd;
+    this.close();
+    const path = join(this.dir, segmentName(n));
+    this.fd = openSync(path, 'r+');
+    this.fdSegment = n;
+    this.fdSize = fstatSync(this.fd).size;
+    return this.fd;
+  }
+
+  /** A fresh zero-filled segment, flushed, then renamed into place and the directory flushed. */
+  private createSegment(n: number, size: number): void {
+    const final = join(this.dir, segmentName(n));
+    const tmp = `${final}.${process.pid}.tmp`;
+    const fd = openSync(tmp, 'w');
+    try {
+      const zeros = Buffer.alloc(Math.min(size, 1024 * 1024));
+      for (let off = 0; off < size; off += zeros.length) writeFully(fd, zeros.subarray(0, Math.min(zeros.length, size - off)), off);
+      fsyncSync(fd);
+    } finally {
+      closeSync(fd);
+    }
+    if (this.fdSegment === n) this.close();
+    renameSync(tmp, final);
+    syncDir(this.dir);
+  }
+}
+
+function readHead(path: string): Buffer | undefined {
+  if (!existsSync(path)) return undefined;
+  const fd = openSync(path, 'r');
+  try {
+    const buf = Buffer.alloc(HEADER);
+    return buf.subarray(0, readSync(fd, buf, 0, HEADER, 0));
+  } finally {
+    closeSync(fd);
+  }
+}
+
+function writeFully(fd: number, buf: Buffer, pos: number): void {
+  let done = 0;
+  while (done < buf.length) done += writeSync(fd, buf, done, buf.length - done, pos + done);
+}
+
+export function syncDir(dir: string): void {
+  const fd = openSync(dir, 'r');
+  try {
+    fsyncSync(fd);
+  } finally {
+    closeSync(fd);
+  }
+}

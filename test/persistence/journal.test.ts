@@ -1,0 +1,190 @@
+import { randomBytes } from 'node:crypto';
+import { existsSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import type { EventRecord } from '../../src/contracts/events.js';
+import { INITIAL_STATE, Journal, segmentSize } from '../../src/persistence/journal.js';
+import { lmdbStore } from '../../src/persistence/lmdb-store.js';
+import { collect, stepStart, userMsg } from '../helpers/drafts.js';
+import { tempDir } from '../helpers/tmp.js';
+
+/**
+ * The LMDB store's write-ahead journal (docs/event-log.md, "Durability"): LMDB never flushes;
+ * each commit's frame is flushed instead, and after a machine restart (a new boot id) the LMDB
+ * file is deleted unread and rebuilt from the journal. These tests simulate the restart with
+ * the store's `bootId` option and a data.mdb overwritten with garbage.
+ */
+
+const dirs: { cleanup: () => Promise<void> }[] = [];
+afterEach(async () => {
+  for (const d of dirs.splice(0)) await d.cleanup();
+});
+function dir(): string {
+  const d = tempDir('actorloop-journal-');
+  dirs.push(d);
+  return d.path;
+}
+
+interface Dump {
+  sessions: string[];
+  heads: unknown[];
+  events: EventRecord[][];
+}
+
+async function dump(path: string, bootId: string): Promise<Dump> {
+  const store = lmdbStore({ path, bootId });
+  try {
+    const sessions = (await store.listSessions()).sort();
+    return {
+      sessions,
+      heads: await Promise.all(sessions.map((s) => store.getHead(s))),
+      events: await Promise.all(sessions.map((s) => collect(store.readEvents(s)))),
+    };
+  } finally {
+    await store.close();
+  }
+}
+
+/** Writes `batches` appends of `size`-character messages to each session; returns the last seq per session. */
+async function write(path: string, bootId: string, sessions: string[], batches: number, size = 100): Promise<void> {
+  const store = lmdbStore({ path, bootId });
+  try {
+    await Promise.all(
+      sessions.map(async (s) => {
+        const { writerEpoch, lastSeq } = await store.attachWriter(s);
+        let next = lastSeq + 1;
+        for (let b = 0; b < batches; b++) {
+          const drafts = [{ ...userMsg(`${s}-${next}-${'x'.repeat(size)}`), eventId: `caller-${s}-${next}` }, stepStart()];
+          await store.append(s, writerEpoch, next, drafts);
+          next += drafts.length;
+        }
+      }),
+    );
+  } finally {
+    await store.close();
+  }
+}
+
+const trash = (path: string) => writeFileSync(join(path, 'data.mdb'), randomBytes(128 * 1024));
+const segments = (path: string) => readdirSync(join(path, 'journal')).filter((f) => f.endsWith('.wal')).sort();
+
+describe('LMDB store journal', () => {
+  it('rebuilds the whole log — events, heads, caller and generated ids — from the journal after a restart', async () => {
+    const path = dir();
+    // ~3 KB events, 2 sessions × 150 batches: > 1 MiB, so segments 1 (256 KiB), 2 and 3 fill up
+    await write(path, 'boot-1', ['a', 'b'], 150, 3000);
+    expect(segments(path).length).toBeGreaterThanOrEqual(3);
+    const before = await dump(path, 'boot-1');
+    expect(before.events.map((e) => e.length)).toEqual([300, 300]);
+
+    trash(path);
+    const after = await dump(path, 'boot-2');
+    expect(after).toEqual(before);
+
+    const store = lmdbStore({ path, bootId: 'boot-2' });
+    try {
+      const generated = before.events[0]![1]!; // step/start: an id the store generated
+      expect(await store.getEventById('a', generated.eventId)).toEqual(generated);
+      expect((await store.getEventById('a', 'caller-a-3'))?.seq).toBe(3);
+      // the head (writer epoch included) came back: the next attach continues from it
+      const att = await store.attachWriter('a');
+      expect(att.writerEpoch).toBe((before.heads[0] as { writerEpoch: number }).writerEpoch + 1);
+      expect(att.lastSeq).toBe(300);
+    } finally {
+      await store.close();
+    }
+  });
+
+  it('a frame larger than a whole segment gets a segment of its own size', async () => {
+    const path = dir();
+    await write(path, 'boot-1', ['big'], 1, 10);
+    await write(path, 'boot-1', ['big'], 1, segmentSize(2) + 1000);
+    await write(path, 'boot-1', ['big'], 2, 10);
+    const segs = segments(path);
+    expect(segs).toEqual(['0000000001.wal', '0000000002.wal', '0000000003.wal']);
+    expect(statSync(join(path, 'journal', segs[1]!)).size).toBeGreaterThan(segmentSize(2));
+    const before = await dump(path, 'boot-1');
+    trash(path);
+    expect(await dump(path, 'boot-2')).toEqual(before);
+  });
+
+  it('under the same boot the LMDB file is trusted and the journal is not read; a new boot rebuilds from the journal', async () => {
+    const path = dir();
+    await write(path, 'boot-1', ['s'], 5);
+    // wipe the journal's frames (same size, all zeros)
+    const seg = join(path, 'journal', segments(path)[0]!);
+    writeFileSync(seg, Buffer.alloc(statSync(seg).size));
+    expect((await dump(path, 'boot-1')).events[0]).toHaveLength(10);
+    // the restart finds no frames: the rebuilt log is empty (what the journal said)
+    expect((await dump(path, 'boot-2')).sessions).toEqual([]);
+  });
+
+  it('a torn last frame ends the journal; later commits overwrite it and a second rebuild keeps them', async () => {
+    const path = dir();
+    await write(path, 'boot-1', ['s'], 4);
+    const journal = new Journal(join(path, 'journal'));
+    const gen = journal.frames();
+    let it = gen.next();
+    let frames = 0;
+    while (!it.done) {
+      frames++;
+      it = gen.next();
+    }
+    const end = it.value;
+    expect(frames).toBe(5); // attach + 4 appends
+    // tear the last frame: flip its last payload byte
+    const seg = join(path, 'journal', segments(path)[0]!);
+    const bytes = readFileSync(seg);
+    bytes[end.offset - 1] ^= 0xff;
+    writeFileSync(seg, bytes);
+
+    trash(path);
+    const torn = await dump(path, 'boot-2');
+    expect(torn.events[0]).toHaveLength(6); // the last append (2 events) is gone
+    await write(path, 'boot-2', ['s'], 2);
+    const continued = await dump(path, 'boot-2');
+    expect(continued.events[0]!.map((e) => e.seq)).toEqual(Array.from({ length: 10 }, (_, i) => i + 1));
+    trash(path);
+    expect(await dump(path, 'boot-3')).toEqual(continued);
+  });
+
+  it('adopts a store written without a journal (durability committed, or an older actorloop) as its first frames', async () => {
+    const path = dir();
+    const old = lmdbStore({ path, durability: 'committed' });
+    const { writerEpoch } = await old.attachWriter('legacy');
+    await old.append('legacy', writerEpoch, 1, [userMsg('from before'), stepStart()]);
+    await old.close();
+    expect(existsSync(join(path, 'journal'))).toBe(false);
+
+    const before = await dump(path, 'boot-1'); // migrates
+    expect(before.events[0]).toHaveLength(2);
+    await write(path, 'boot-1', ['legacy'], 1);
+    const grown = await dump(path, 'boot-1');
+    trash(path);
+    expect(await dump(path, 'boot-2')).toEqual(grown);
+  });
+
+  it('frames: an invalidated frame ends the journal there', () => {
+    const path = dir();
+    const journal = new Journal(join(path, 'journal'));
+    journal.init();
+    let state = INITIAL_STATE;
+    const ats = [];
+    for (const text of ['one', 'two', 'three']) {
+      const { at, next } = journal.write(state, Buffer.from(JSON.stringify([text])));
+      ats.push(at);
+      state = next;
+    }
+    journal.invalidate(ats[2]!);
+    const seen: string[] = [];
+    const gen = journal.frames();
+    let it = gen.next();
+    while (!it.done) {
+      seen.push(JSON.parse(it.value.toString())[0]);
+      it = gen.next();
+    }
+    journal.close();
+    expect(seen).toEqual(['one', 'two']);
+    expect(it.value).toEqual(ats[2]);
+  });
+});
