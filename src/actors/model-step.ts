@@ -89,108 +89,141 @@ async function callWithRetries(env: RunEnv, at: StepAt, signal: AbortSignal): Pr
 }
 
 /**
+ * A signal of its own for one step, aborted (with the source's reason) when either source aborts;
+ * `dispose` removes its listeners from the long-lived sources. Cheaper than `AbortSignal.any`,
+ * whose dependent-signal bookkeeping (weak refs, a finalization registry) costs several µs a step.
+ */
+function stepSignal(a: AbortSignal, b: AbortSignal): { signal: AbortSignal; dispose: () => void } {
+  const ac = new AbortController();
+  if (a.aborted || b.aborted) {
+    ac.abort(a.aborted ? a.reason : b.reason);
+    return { signal: ac.signal, dispose: () => {} };
+  }
+  const onAbort = function (this: AbortSignal) {
+    ac.abort(this.reason);
+  };
+  a.addEventListener('abort', onAbort, { once: true });
+  b.addEventListener('abort', onAbort, { once: true });
+  return {
+    signal: ac.signal,
+    dispose: () => {
+      a.removeEventListener('abort', onAbort);
+      b.removeEventListener('abort', onAbort);
+    },
+  };
+}
+
+/**
  * One model step up to the tool batch: context (compacting when needed), the model call with
  * retries, validation, and the step's first commit point (assistant message + tool-call intents).
  */
 export const modelStepOp =
   (env: RunEnv) =>
   async (input: ModelStepInput, runSignal: AbortSignal): Promise<ModelStepOutput> => {
-    const { at, runId } = input;
     // a signal of its own per step: whatever listeners the provider leaves on it go with it
-    const signal = AbortSignal.any([runSignal, env.cancelSignal]);
-    await consumeSteers(env, at);
-    const limit = env.config.contextWindow - env.config.outputReserve;
-    if (env.prefixTokens + env.surface.tokens > limit) {
-      await compact(env, at, input.runStartSeq, signal);
-      const size = env.prefixTokens + env.surface.tokens;
-      if (size > limit) throw new CapacityError(size, limit);
+    const step = stepSignal(runSignal, env.cancelSignal);
+    try {
+      return await modelStep(env, input, step.signal);
+    } finally {
+      step.dispose();
     }
-    env.writer.stage('step/start', at, {});
-    env.emit({ type: 'step_start', step: at.step });
-    await env.backpressure();
+  };
 
-    const { res, latencyMs, digest } = await callWithRetries(env, at, signal);
-    const message: Message = { ...res.message, role: 'assistant' };
-    env.writer.stage('assistant/message', at, {
-      message,
-      ...(res.usage ? { usage: res.usage } : {}),
-      finishReason: res.finishReason,
-      latencyMs,
-      requestDigest: digest,
-    });
-    env.emit({ type: 'message_end', role: 'assistant', message });
-    const usage = res.usage;
-    const priced = env.pricing && usage ? { cost: env.pricing(usage, env.model.modelId) } : {};
-    const calls = message.toolCalls ?? [];
-    if (calls.length === 0) return { kind: 'final', content: message.content, usage, ...priced };
+async function modelStep(env: RunEnv, input: ModelStepInput, signal: AbortSignal): Promise<ModelStepOutput> {
+  const { at, runId } = input;
+  await consumeSteers(env, at);
+  const limit = env.config.contextWindow - env.config.outputReserve;
+  if (env.prefixTokens + env.surface.tokens > limit) {
+    await compact(env, at, input.runStartSeq, signal);
+    const size = env.prefixTokens + env.surface.tokens;
+    if (size > limit) throw new CapacityError(size, limit);
+  }
+  env.writer.stage('step/start', at, {});
+  env.emit({ type: 'step_start', step: at.step });
+  await env.backpressure();
 
-    const { calls: valid, issues } = validateToolCalls(calls, env.tools, res.finishReason);
-    if (issues.length > 0) {
-      env.writer.stage('tool/batch-rejected', at, { issues });
-      env.writer.stage('step/end', at, usage ? { usage } : {});
-      await env.writer.commit();
-      return { kind: 'rejected', usage, ...priced };
-    }
-    const descrs: CallDescr[] = valid.map((c) => ({
-      callId: c.callId,
-      name: c.name,
-      arguments: c.arguments,
-      mode: c.tool.mode,
-      resources: resourcesOf(c.tool, c.arguments),
-      idempotencyKey: `${env.sessionId}/${runId}/${c.callId}`,
-    }));
-    const held = [...new Set(descrs.flatMap((d) => d.resources.filter((r) => env.heldLocks.has(r))))];
-    if (held.length > 0) {
-      for (const d of descrs) {
-        env.writer.stage('tool/result', at, {
-          callId: d.callId,
-          name: d.name,
-          outcome: { kind: 'skipped', reason: `blocked: resources ${held.join(', ')} are locked by an uncertain earlier call` },
-        });
-      }
-      env.writer.stage('step/end', at, usage ? { usage } : {});
-      await env.writer.commit();
-      return { kind: 'blocked', locks: held, usage, ...priced };
-    }
-    const asks = descrs.filter((d) => d.name === ASK_USER_TOOL);
-    if (asks.length > 0 && descrs.length > 1) {
-      const issues: CallIssue[] = descrs.map((d) => ({
+  const { res, latencyMs, digest } = await callWithRetries(env, at, signal);
+  const message: Message = { ...res.message, role: 'assistant' };
+  env.writer.stage('assistant/message', at, {
+    message,
+    ...(res.usage ? { usage: res.usage } : {}),
+    finishReason: res.finishReason,
+    latencyMs,
+    requestDigest: digest,
+  });
+  env.emit({ type: 'message_end', role: 'assistant', message });
+  const usage = res.usage;
+  const priced = env.pricing && usage ? { cost: env.pricing(usage, env.model.modelId) } : {};
+  const calls = message.toolCalls ?? [];
+  if (calls.length === 0) return { kind: 'final', content: message.content, usage, ...priced };
+
+  const { calls: valid, issues } = validateToolCalls(calls, env.tools, res.finishReason);
+  if (issues.length > 0) {
+    env.writer.stage('tool/batch-rejected', at, { issues });
+    env.writer.stage('step/end', at, usage ? { usage } : {});
+    await env.writer.commit();
+    return { kind: 'rejected', usage, ...priced };
+  }
+  const descrs: CallDescr[] = valid.map((c) => ({
+    callId: c.callId,
+    name: c.name,
+    arguments: c.arguments,
+    mode: c.tool.mode,
+    resources: resourcesOf(c.tool, c.arguments),
+    idempotencyKey: `${env.sessionId}/${runId}/${c.callId}`,
+  }));
+  const held = [...new Set(descrs.flatMap((d) => d.resources.filter((r) => env.heldLocks.has(r))))];
+  if (held.length > 0) {
+    for (const d of descrs) {
+      env.writer.stage('tool/result', at, {
         callId: d.callId,
         name: d.name,
-        message: `${ASK_USER_TOOL} must be the only tool call of its message; ask first, then call the other tools`,
-      }));
-      env.writer.stage('tool/batch-rejected', at, { issues });
-      env.writer.stage('step/end', at, usage ? { usage } : {});
-      await env.writer.commit();
-      return { kind: 'rejected', usage, ...priced };
+        outcome: { kind: 'skipped', reason: `blocked: resources ${held.join(', ')} are locked by an uncertain earlier call` },
+      });
     }
-    const ask = asks[0];
-    const needing = ask ? [] : valid.filter((c) => needsApproval(env, c.tool, c.name, c.arguments));
-    if (ask || needing.length > 0) {
-      const pendingRequest: PendingRequest = ask
-        ? {
-            kind: 'question',
-            questionId: `question-${ask.callId}`,
-            callId: ask.callId,
-            question: (ask.arguments as { question: string }).question,
-            ...((ask.arguments as { schema?: Record<string, unknown> }).schema ? { schema: (ask.arguments as { schema: Record<string, unknown> }).schema } : {}),
-          }
-        : {
-            kind: 'approval',
-            questionId: `approval-${needing[0]!.callId}`,
-            calls: needing.map((c) => ({ callId: c.callId, name: c.name, arguments: c.arguments })),
-            expiresAt: Date.now() + env.config.approvalTimeoutMs,
-          };
-      env.writer.stage(ask ? 'question/asked' : 'approval/requested', at, { pendingRequest, batch: descrs });
-      env.writer.stage('run/suspended', at, { pendingRequest });
-      await env.writer.commit();
-      env.emit(ask ? { type: 'question_asked', pendingRequest } : { type: 'approval_requested', pendingRequest });
-      return { kind: 'suspend', pendingRequest, usage, ...priced };
-    }
-    for (const d of descrs) env.writer.stage('tool/call', at, { ...d });
+    env.writer.stage('step/end', at, usage ? { usage } : {});
     await env.writer.commit();
-    return { kind: 'tools', calls: descrs, usage, ...priced };
-  };
+    return { kind: 'blocked', locks: held, usage, ...priced };
+  }
+  const asks = descrs.filter((d) => d.name === ASK_USER_TOOL);
+  if (asks.length > 0 && descrs.length > 1) {
+    const issues: CallIssue[] = descrs.map((d) => ({
+      callId: d.callId,
+      name: d.name,
+      message: `${ASK_USER_TOOL} must be the only tool call of its message; ask first, then call the other tools`,
+    }));
+    env.writer.stage('tool/batch-rejected', at, { issues });
+    env.writer.stage('step/end', at, usage ? { usage } : {});
+    await env.writer.commit();
+    return { kind: 'rejected', usage, ...priced };
+  }
+  const ask = asks[0];
+  const needing = ask ? [] : valid.filter((c) => needsApproval(env, c.tool, c.name, c.arguments));
+  if (ask || needing.length > 0) {
+    const pendingRequest: PendingRequest = ask
+      ? {
+          kind: 'question',
+          questionId: `question-${ask.callId}`,
+          callId: ask.callId,
+          question: (ask.arguments as { question: string }).question,
+          ...((ask.arguments as { schema?: Record<string, unknown> }).schema ? { schema: (ask.arguments as { schema: Record<string, unknown> }).schema } : {}),
+        }
+      : {
+          kind: 'approval',
+          questionId: `approval-${needing[0]!.callId}`,
+          calls: needing.map((c) => ({ callId: c.callId, name: c.name, arguments: c.arguments })),
+          expiresAt: Date.now() + env.config.approvalTimeoutMs,
+        };
+    env.writer.stage(ask ? 'question/asked' : 'approval/requested', at, { pendingRequest, batch: descrs });
+    env.writer.stage('run/suspended', at, { pendingRequest });
+    await env.writer.commit();
+    env.emit(ask ? { type: 'question_asked', pendingRequest } : { type: 'approval_requested', pendingRequest });
+    return { kind: 'suspend', pendingRequest, usage, ...priced };
+  }
+  for (const d of descrs) env.writer.stage('tool/call', at, { ...d });
+  await env.writer.commit();
+  return { kind: 'tools', calls: descrs, usage, ...priced };
+}
 
 function needsApproval(env: RunEnv, tool: { needsApproval?: boolean | ((a: never) => boolean) }, name: string, args: unknown): boolean {
   const own = typeof tool.needsApproval === 'function' ? tool.needsApproval(args as never) : tool.needsApproval === true;
