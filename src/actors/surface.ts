@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import type { EventRecord } from '../contracts/events.js';
 import type { Message } from '../contracts/message.js';
 import type { ToolOutcome } from '../contracts/tools.js';
@@ -95,13 +95,13 @@ export class Surface {
    * costs O(messages added since the previous call), not O(history).
    */
   requestDigest(prefixDigest: string, toolCatalogDigest: string): string {
-    const h = createHash('sha256');
-    h.update(this.digest || prefixDigest);
-    for (let i = this.digestCovered; i < this.messages.length; i++) h.update(JSON.stringify(this.messages[i]));
-    this.digest = h.digest('hex');
+    // one-shot hashes of the concatenated text: the same digests as hashing the parts in turn
+    let text = this.digest || prefixDigest;
+    for (let i = this.digestCovered; i < this.messages.length; i++) text += JSON.stringify(this.messages[i]);
+    this.digest = sha256(text);
     this.digestCovered = this.messages.length;
-    return createHash('sha256').update(this.digest).update(toolCatalogDigest).digest('hex');
+    return sha256(this.digest + toolCatalogDigest);
   }
 }
 
-export const sha256 = (s: string): string => createHash('sha256').update(s).digest('hex');
+export const sha256 = (s: string): string => hash('sha256', s, 'hex');
