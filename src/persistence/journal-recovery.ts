@@ -24,8 +24,34 @@ export function currentBootId(): string {
   }
 }
 
-/** One put of a write transaction, as the journal records it. */
-export type JournalOp = ['h', string, string] | ['e', string, number, string] | ['i', string, string, number];
+/**
+ * One put of a write transaction, as the journal records it. A head or record value is its JSON
+ * text embedded as JSON (what JSON.stringify wrote, so stringifying the parsed value gives the
+ * same text back); a migrated value that may not be JSON is embedded as a string.
+ */
+export type JournalOp = ['h', string, unknown] | ['e', string, number, unknown] | ['i', string, string, number];
+
+const text = (v: unknown) => (typeof v === 'string' ? v : JSON.stringify(v));
+
+/** The frame payload of a transaction's puts, built around the already-encoded JSON values. */
+export class FrameBuilder {
+  private parts: string[] = [];
+  get size(): number {
+    return this.parts.length;
+  }
+  head(sessionId: string, json: string): void {
+    this.parts.push(`["h",${JSON.stringify(sessionId)},${json}]`);
+  }
+  event(sessionId: string, seq: number, json: string): void {
+    this.parts.push(`["e",${JSON.stringify(sessionId)},${seq},${json}]`);
+  }
+  eventId(sessionId: string, eventId: string, seq: number): void {
+    this.parts.push(JSON.stringify(['i', sessionId, eventId, seq]));
+  }
+  payload(): string {
+    return `[${this.parts.join(',')}]`;
+  }
+}
 
 export interface LogDbs {
   env: RootDatabase;
@@ -48,8 +74,8 @@ export function openDbs(path: string, noSync: boolean): LogDbs {
 
 export function applyOps(dbs: LogDbs, ops: readonly JournalOp[]): void {
   for (const op of ops) {
-    if (op[0] === 'h') dbs.heads.putSync(op[1], op[2]);
-    else if (op[0] === 'e') dbs.events.putSync([op[1], op[2]], op[3]);
+    if (op[0] === 'h') dbs.heads.putSync(op[1], text(op[2]));
+    else if (op[0] === 'e') dbs.events.putSync([op[1], op[2]], text(op[3]));
     else dbs.ids.putSync([op[1], op[2]], op[3]);
   }
 }
@@ -122,7 +148,7 @@ function migrate(path: string, journal: Journal): void {
     let size = 0;
     const emit = () => {
       if (ops.length === 0) return;
-      state = journal.write(state, Buffer.from(JSON.stringify(ops))).next;
+      state = journal.write(state, JSON.stringify(ops)).next;
       ops = [];
       size = 0;
     };

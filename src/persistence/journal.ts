@@ -13,9 +13,9 @@ import { z } from 'zod';
  *
  * Layout: `<path>/journal/<n>.wal` segments, numbered from 1, each created full of zeros and
  * flushed before first use (overwriting flushed zeros needs no file-size update, so each commit's
- * `fdatasync` flushes the frame's data block only). A frame is a 20-byte header — magic, payload
- * length, frame number (consecutive from 1 across segments), CRC-32 of length, number and payload
- * — followed by the payload. A frame that does not fit the rest of its segment starts the next one.
+ * `fdatasync` flushes the frame's data block only). A frame is a 20-byte header — magic, CRC-32
+ * of the rest, payload length, frame number (consecutive from 1 across segments) — followed by
+ * the payload: the transaction's puts as JSON. A frame that does not fit the rest of its segment starts the next one.
  * Where the frames end is known from LMDB (the `journal` database's state, written in the same
  * transaction), or, when rebuilding, from the first frame that does not check out.
  */
@@ -42,26 +42,25 @@ export function segmentSize(n: number): number {
 
 const segmentName = (n: number) => `${String(n).padStart(10, '0')}.wal`;
 
-export function encodeFrame(frame: number, payload: Buffer): Buffer {
-  const buf = Buffer.allocUnsafe(HEADER + payload.length);
+/** Header: magic, CRC-32 of everything after it (length, number, payload), payload length, frame number. */
+export function encodeFrame(frame: number, payload: string): Buffer {
+  const len = Buffer.byteLength(payload);
+  const buf = Buffer.allocUnsafe(HEADER + len);
   buf.writeUInt32LE(MAGIC, 0);
-  buf.writeUInt32LE(payload.length, 4);
-  buf.writeDoubleLE(frame, 8);
-  payload.copy(buf, HEADER);
-  buf.writeUInt32LE(crc32(buf.subarray(HEADER)), 16);
-  // the checksum covers length and number too: fold them in
-  buf.writeUInt32LE(crc32(buf.subarray(4, 16), buf.readUInt32LE(16)), 16);
+  buf.writeUInt32LE(len, 8);
+  buf.writeDoubleLE(frame, 12);
+  buf.write(payload, HEADER, 'utf8');
+  buf.writeUInt32LE(crc32(buf.subarray(8)), 4);
   return buf;
 }
 
 /** The payload of a valid frame numbered `frame` at `pos`, or undefined (end of the journal). */
 function decodeFrame(seg: Buffer, pos: number, frame: number): Buffer | undefined {
   if (pos + HEADER > seg.length || seg.readUInt32LE(pos) !== MAGIC) return undefined;
-  const len = seg.readUInt32LE(pos + 4);
-  if (pos + HEADER + len > seg.length || seg.readDoubleLE(pos + 8) !== frame) return undefined;
-  const payload = seg.subarray(pos + HEADER, pos + HEADER + len);
-  const crc = crc32(seg.subarray(pos + 4, pos + 16), crc32(payload));
-  return crc === seg.readUInt32LE(pos + 16) ? payload : undefined;
+  const len = seg.readUInt32LE(pos + 8);
+  if (pos + HEADER + len > seg.length || seg.readDoubleLE(pos + 12) !== frame) return undefined;
+  if (crc32(seg.subarray(pos + 8, pos + HEADER + len)) !== seg.readUInt32LE(pos + 4)) return undefined;
+  return seg.subarray(pos + HEADER, pos + HEADER + len);
 }
 
 export class Journal {
@@ -80,7 +79,7 @@ export class Journal {
    * Writes one frame at `state` and flushes it; returns the state after it. Called inside the
    * LMDB write transaction (the writer lock serialises frames across processes).
    */
-  write(state: JournalState, payload: Buffer): { next: JournalState; at: JournalState } {
+  write(state: JournalState, payload: string): { next: JournalState; at: JournalState } {
     const frame = encodeFrame(state.nextFrame, payload);
     let at = state;
     if (state.offset + frame.length > this.sizeOf(state.segment)) {
@@ -135,7 +134,7 @@ export class Journal {
   /** Whether frame 1 exists: the journal holds at least one commit. */
   hasFrames(): boolean {
     const head = readHead(join(this.dir, segmentName(1)));
-    return head !== undefined && head.length === HEADER && head.readUInt32LE(0) === MAGIC && head.readDoubleLE(8) === 1;
+    return head !== undefined && head.length === HEADER && head.readUInt32LE(0) === MAGIC && head.readDoubleLE(12) === 1;
   }
 
   close(): void {

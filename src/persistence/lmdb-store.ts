@@ -11,7 +11,7 @@ import { decodeRecord, findEvent, prepareDrafts, type PreparedDraft } from './co
 import type { AttachResult, EventStore, ReadRange } from './event-store.js';
 import { SessionHead } from './head.js';
 import { Journal, type JournalState } from './journal.js';
-import { currentBootId, openDbs, readState, recover, type JournalOp, type LogDbs } from './journal-recovery.js';
+import { currentBootId, FrameBuilder, openDbs, readState, recover, type LogDbs } from './journal-recovery.js';
 import { LiveAppends } from './live.js';
 import { assertAppendArgs, assertSessionId, readRange, surfaceOf } from './store-input.js';
 
@@ -69,7 +69,7 @@ class LmdbTxn implements LogTxn {
   /** Set once the current op has written: an error after that must abort the whole transaction. */
   dirty = false;
   /** Every put of the transaction, for its journal frame (null: no journal). */
-  readonly ops: JournalOp[] | null;
+  readonly frame: FrameBuilder | null;
   private readonly events: Database<string, [string, number]>;
   private readonly heads: Database<string, string>;
   private readonly ids: Database<number, [string, string]>;
@@ -77,7 +77,7 @@ class LmdbTxn implements LogTxn {
     this.events = dbs.events;
     this.heads = dbs.heads;
     this.ids = dbs.ids;
-    this.ops = journaled ? [] : null;
+    this.frame = journaled ? new FrameBuilder() : null;
   }
   head(sessionId: string): SessionHead | undefined {
     return readHead(this.heads, sessionId);
@@ -92,17 +92,17 @@ class LmdbTxn implements LogTxn {
     this.dirty = true;
     const text = JSON.stringify(head);
     this.heads.putSync(head.sessionId, text);
-    this.ops?.push(['h', head.sessionId, text]);
+    this.frame?.head(head.sessionId, text);
   }
   putEvent(record: EventRecord, text: string): void {
     this.dirty = true;
     this.events.putSync([record.sessionId, record.seq], text);
-    this.ops?.push(['e', record.sessionId, record.seq, text]);
+    this.frame?.event(record.sessionId, record.seq, text);
   }
   putEventId(sessionId: string, eventId: string, seq: number): void {
     this.dirty = true;
     this.ids.putSync([sessionId, eventId], seq);
-    this.ops?.push(['i', sessionId, eventId, seq]);
+    this.frame?.eventId(sessionId, eventId, seq);
   }
 }
 
@@ -223,9 +223,9 @@ class LmdbEventStore implements EventStore, LmdbStats {
                 op.error = e;
               }
             }
-            if (this.journal && txn.ops!.length > 0) {
+            if (this.journal && txn.frame!.size > 0) {
               // Last thing in the transaction: the frame is flushed before LMDB commits.
-              const { at, next } = this.journal.write(readState(this.dbs), Buffer.from(JSON.stringify(txn.ops)));
+              const { at, next } = this.journal.write(readState(this.dbs), txn.frame!.payload());
               framed = at;
               this.dbs.journal.putSync('state', JSON.stringify(next));
               this.stats.flushes++;

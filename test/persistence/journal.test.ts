@@ -171,7 +171,7 @@ describe('LMDB store journal', () => {
     let state = INITIAL_STATE;
     const ats = [];
     for (const text of ['one', 'two', 'three']) {
-      const { at, next } = journal.write(state, Buffer.from(JSON.stringify([text])));
+      const { at, next } = journal.write(state, JSON.stringify([text]));
       ats.push(at);
       state = next;
     }
