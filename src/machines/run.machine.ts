@@ -61,7 +61,6 @@ export interface RunContext extends Omit<RunInput, 'messages'> {
   recoveries: number;
   corrections: number;
   calls: CallDescr[];
-  results: ToolCallOutput[];
   /** Results decided without running (denied approvals, answered questions), merged by call order. */
   presetResults: ToolCallOutput[];
   /** Call ids of the batch in the model's order. */
@@ -149,7 +148,6 @@ export const runMachine = setup({
     recoveries: 0,
     corrections: 0,
     calls: [],
-    results: [],
     presetResults: [],
     order: [],
     stopRequested: input.stopRequested ?? false,
@@ -198,16 +196,14 @@ export const runMachine = setup({
           { guard: 'cancelRequested', target: 'ending', actions: assign({ messages: [], runStartSeq: ({ event }) => event.output.runStartSeq, end: ended('cancelled', 'cancelled', { error: { kind: 'cancelled', message: 'cancelled before the first model call' } }) }) },
           { guard: 'detachRequested', target: 'ending', actions: assign({ messages: [], runStartSeq: ({ event }) => event.output.runStartSeq, end: ended('detached', 'incomplete') }) },
           { guard: 'stopRequested', target: 'ending', actions: assign({ messages: [], runStartSeq: ({ event }) => event.output.runStartSeq, end: ended('stopped', 'incomplete') }) },
-          { target: 'stepping', actions: assign({ messages: [], runStartSeq: ({ event }) => event.output.runStartSeq }) },
+          { target: 'stepping', actions: assign({ messages: [], runStartSeq: ({ event }) => event.output.runStartSeq, step: ({ context }) => context.step + 1 }) },
         ],
         'startRun.error': { target: 'ending', actions: 'failWith' },
       },
     },
+    // every transition into stepping counts the new step in its own assign (no entry assign)
     stepping: {
-      entry: [
-        assign({ step: ({ context }) => context.step + 1 }),
-        { type: 'request', params: ({ context: c }) => effect('modelStep', { runId: c.runId, runStartSeq: c.runStartSeq, at: at(c), corrections: c.corrections }) },
-      ],
+      entry: { type: 'request', params: ({ context: c }) => effect('modelStep', { runId: c.runId, runStartSeq: c.runStartSeq, at: at(c), corrections: c.corrections }) },
       on: {
         'modelStep.done': [
           {
@@ -268,11 +264,20 @@ export const runMachine = setup({
     runningTools: {
       entry: sendTo('toolBatch', ({ context }) => ({ type: 'batch.run' as const, calls: context.calls })),
       on: {
-        'batch.done': { target: 'committingResults', actions: assign({ results: ({ event }) => event.results }) },
+        // no assign: committingResults' entry reads the results from this event
+        'batch.done': { target: 'committingResults' },
       },
     },
     committingResults: {
-      entry: { type: 'request', params: ({ context: c }) => effect('commitResults', { at: at(c), results: inCallOrder(c), ...(c.stepUsage ? { usage: c.stepUsage } : {}) }) },
+      entry: {
+        type: 'request',
+        params: ({ context: c, event }) =>
+          effect('commitResults', {
+            at: at(c),
+            results: inCallOrder(c, event.type === 'batch.done' ? event.results : []),
+            ...(c.stepUsage ? { usage: c.stepUsage } : {}),
+          }),
+      },
       on: {
         'commitResults.done': [
           {
@@ -280,15 +285,21 @@ export const runMachine = setup({
             target: 'finalizing',
             actions: assign(({ context, event }) => ({
               calls: [],
-              results: [],
               presetResults: [],
               pendingFinal: { content: event.output.concluded!, closeStep: false },
               recoveries: context.recoveries + event.output.rejections,
             })),
           },
+          // a stop, cancel, detach or spent budget: checkingBudget says which (and ends the run)
           {
+            guard: ({ context, event }) => mustStop({ ...context, recoveries: context.recoveries + event.output.rejections }),
             target: 'checkingBudget',
-            actions: assign(({ context, event }) => ({ calls: [], results: [], presetResults: [], recoveries: context.recoveries + event.output.rejections })),
+            actions: assign(({ context, event }) => ({ calls: [], presetResults: [], recoveries: context.recoveries + event.output.rejections })),
+          },
+          // the usual case, straight to the next step: the checks of checkingBudget, without its microstep
+          {
+            target: 'stepping',
+            actions: assign(({ context, event }) => ({ calls: [], presetResults: [], recoveries: context.recoveries + event.output.rejections, step: context.step + 1 })),
           },
         ],
         'commitResults.error': { target: 'ending', actions: 'failWith' },
@@ -304,7 +315,7 @@ export const runMachine = setup({
           target: 'ending',
           actions: assign(({ context }) => ({ end: ended('budget_exhausted', 'incomplete', { budget: spentBudget(context.budget, budgetUse(context), Date.now())!.budget }) })),
         },
-        { target: 'stepping' },
+        { target: 'stepping', actions: assign({ step: ({ context }) => context.step + 1 }) },
       ],
     },
     finalizing: {
@@ -375,8 +386,10 @@ function resumedContext(c: RunContext, out: StartRunOutput) {
 }
 
 /** Batch results and preset results, in the order the model asked for the calls. */
-function inCallOrder(c: RunContext): ToolCallOutput[] {
-  const all = [...c.presetResults, ...c.results];
+function inCallOrder(c: RunContext, results: ToolCallOutput[]): ToolCallOutput[] {
+  // the usual case: no preset results, and the batch answered in call order already
+  if (c.presetResults.length === 0 && results.length === c.order.length && results.every((r, i) => r.callId === c.order[i])) return results;
+  const all = [...c.presetResults, ...results];
   const pos = new Map(c.order.map((id, i) => [id, i]));
   return all.sort((a, b) => (pos.get(a.callId) ?? 0) - (pos.get(b.callId) ?? 0));
 }
@@ -391,6 +404,11 @@ function addStepUsage(c: RunContext, out: { usage?: Usage; cost?: string }) {
     stepUsage: out.usage,
     cost: out.cost ? addDecimal(c.cost, out.cost) : c.cost,
   };
+}
+
+/** What checkingBudget would end the run on (a cancel, detach or stop request, a spent budget). */
+function mustStop(c: RunContext): boolean {
+  return c.cancelRequested || c.detachRequested || c.stopRequested || spentBudget(c.budget, budgetUse(c), Date.now()) !== undefined;
 }
 
 function budgetUse(c: RunContext) {

@@ -1,4 +1,4 @@
-import { assign, enqueueActions, sendParent, setup } from 'xstate';
+import { assign, sendParent, setup, stopChild } from 'xstate';
 import type { ToolOutcome } from '../contracts/tools.js';
 import type { CallDescr } from '../actors/model-step.js';
 import { callActor, type ToolCallOutput, type ToolCallReply } from '../actors/tool-call.js';
@@ -9,7 +9,7 @@ export interface ToolBatchInput {
 }
 
 export interface ToolBatchContext extends ToolBatchInput {
-  /** The batch being run (empty between batches). */
+  /** The batch being run (between batches, the last one). */
   calls: CallDescr[];
   /** Call ids started, in start order. */
   started: string[];
@@ -55,6 +55,26 @@ export function runnableCalls(ctx: ToolBatchContext): CallDescr[] {
 
 const failed = (o: ToolOutcome) => o.kind !== 'completed' || o.isError;
 
+/** The batch once `out` is recorded: its call no longer runs; a failed exclusive call truncates. */
+function recorded(context: ToolBatchContext, out: ToolCallOutput): ToolBatchContext {
+  const call = context.calls.find((c) => c.callId === out.callId)!;
+  return {
+    ...context,
+    results: { ...context.results, [out.callId]: out },
+    running: context.running.filter((id) => id !== out.callId),
+    truncatedBy: context.truncatedBy ?? (call.mode === 'exclusive' && failed(out.outcome) ? call.callId : undefined),
+  };
+}
+
+/** Every call has an outcome (or the batch was truncated) and nothing runs. */
+const allSettled = (c: ToolBatchContext) => c.running.length === 0 && (c.truncatedBy !== undefined || c.calls.every((call) => c.results[call.callId]));
+
+/** True when the call that reported `out` was the batch's last: nothing more may start. */
+function settles(context: ToolBatchContext, out: ToolCallOutput): boolean {
+  const next = recorded(context, out);
+  return allSettled(next) && runnableCalls(next).length === 0;
+}
+
 /** Every call's outcome in call order, skipped ones included. */
 function outputOf(context: ToolBatchContext): ToolBatchOutput {
   return context.calls.map(
@@ -67,6 +87,22 @@ function outputOf(context: ToolBatchContext): ToolBatchOutput {
         endedAt: Date.now(),
       },
   );
+}
+
+type CallDone = Extract<ToolBatchEvent, { type: 'call.done' }>;
+type Spawn = (src: 'toolCall', options: { id: string; input: { call: CallDescr; runId: string } }) => unknown;
+
+/**
+ * Spawns the calls of `next` that may start now and returns the context with them running.
+ * Spawning inside the `assign` costs one snapshot update for both (a step's XState cost is mostly
+ * the snapshot copies its actions make, see docs/architecture.md).
+ */
+function launched(next: ToolBatchContext, spawn: Spawn): ToolBatchContext {
+  const start = runnableCalls(next);
+  if (start.length === 0) return next;
+  const ids = start.map((c) => c.callId);
+  for (const call of start) spawn('toolCall', { id: call.callId, input: { call, runId: next.runId } });
+  return { ...next, started: [...next.started, ...ids], running: [...next.running, ...ids] };
 }
 
 /**
@@ -88,50 +124,40 @@ export const toolBatchMachine = setup({
     }),
   },
   actions: {
-    launch: enqueueActions(({ context, enqueue }) => {
-      const next = runnableCalls(context);
-      if (next.length === 0) return;
-      for (const call of next) enqueue.spawnChild('toolCall', { id: call.callId, input: { call, runId: context.runId } });
-      enqueue.assign({
-        started: [...context.started, ...next.map((c) => c.callId)],
-        running: [...context.running, ...next.map((c) => c.callId)],
-      });
+    /** Starts a batch: spawns the calls that may start at once. */
+    start: assign(({ context, event, spawn }) => {
+      const calls = (event as Extract<ToolBatchEvent, { type: 'batch.run' }>).calls;
+      return launched({ ...context, calls, started: [], running: [], results: {}, truncatedBy: undefined }, spawn as Spawn);
     }),
-    record: enqueueActions(({ context, event, enqueue }) => {
-      const out = (event as Extract<ToolBatchEvent, { type: 'call.done' }>).output;
-      const call = context.calls.find((c) => c.callId === out.callId)!;
-      const truncatedBy = context.truncatedBy ?? (call.mode === 'exclusive' && failed(out.outcome) ? call.callId : undefined);
-      enqueue.stopChild(out.callId);
-      enqueue.assign({
-        results: { ...context.results, [out.callId]: out },
-        running: context.running.filter((id) => id !== out.callId),
-        ...(truncatedBy ? { truncatedBy } : {}),
-      });
-    }),
-    report: sendParent(({ context }): ToolBatchDone => ({ type: 'batch.done', results: outputOf(context) })),
+    /** Records a finished call (its actor is stopped first) and spawns what may start now. */
+    advance: assign(({ context, event, spawn }) => launched(recorded(context, (event as CallDone).output), spawn as Spawn)),
+    stopCall: stopChild(({ event }) => (event as CallDone).output.callId),
+    /** Answers the batch, with the outcome of the call that just finished. */
+    report: sendParent(({ context, event }): ToolBatchDone => ({ type: 'batch.done', results: outputOf(recorded(context, (event as CallDone).output)) })),
   },
   guards: {
-    allSettled: ({ context }) =>
-      context.running.length === 0 && (context.truncatedBy !== undefined || context.calls.every((c) => context.results[c.callId])),
+    settles: ({ context, event }) => settles(context, (event as CallDone).output),
   },
 }).createMachine({
   id: 'toolBatch',
-  context: ({ input }) => ({ ...input, calls: [], started: [], running: [], results: {} }),
+  context: ({ input }) => ({ ...input, calls: [], started: [], running: [], results: {}, truncatedBy: undefined }),
   initial: 'idle',
   states: {
     idle: {
       on: {
-        'batch.run': {
-          target: 'running',
-          actions: assign(({ event }) => ({ calls: event.calls, started: [], running: [], results: {}, truncatedBy: undefined })),
-        },
+        'batch.run': [
+          { guard: ({ event }) => event.calls.length === 0, actions: sendParent((): ToolBatchDone => ({ type: 'batch.done', results: [] })) },
+          { target: 'running', actions: 'start' },
+        ],
       },
     },
     running: {
-      entry: 'launch',
-      always: { guard: 'allSettled', target: 'idle', actions: 'report' },
       on: {
-        'call.done': { actions: ['record', 'launch'] },
+        // one transition per finished call: the last one answers the batch (no eventless check)
+        'call.done': [
+          { guard: 'settles', target: 'idle', actions: ['stopCall', 'report'] },
+          { actions: ['stopCall', 'advance'] },
+        ],
         // a call actor that failed outside its tool (tool errors are outcomes): the batch errors
         'call.failed': {
           actions: ({ event }) => {
