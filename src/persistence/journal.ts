@@ -1,4 +1,6 @@
-import { closeSync, existsSync, fdatasyncSync, fstatSync, fsyncSync, mkdirSync, openSync, readdirSync, readFileSync, readSync, renameSync, unlinkSync, writeSync } from 'node:fs';
+import { closeSync, existsSync, fdatasyncSync, fstatSync, fsyncSync, mkdirSync, openSync, readdirSync, readFileSync, readSync, renameSync, statSync, unlinkSync, writeSync } from 'node:fs';
+import { randomUUID } from 'node:crypto';
+import * as fsp from 'node:fs/promises';
 import { join } from 'node:path';
 import { crc32 } from 'node:zlib';
 import { z } from 'zod';
@@ -66,6 +68,9 @@ function decodeFrame(seg: Buffer, pos: number, frame: number): Buffer | undefine
 export class Journal {
   private fd: number | undefined;
   private fdSegment = 0;
+  private preparing: Promise<void> | null = null;
+  /** The highest segment this process prepared (or found prepared). */
+  private prepared = 0;
 
   constructor(readonly dir: string) {}
 
@@ -84,13 +89,40 @@ export class Journal {
     let at = state;
     if (state.offset + frame.length > this.sizeOf(state.segment)) {
       const n = state.segment + 1;
-      this.createSegment(n, Math.max(segmentSize(n), frame.length));
+      const path = join(this.dir, segmentName(n));
+      // Prepared in the background (prepareNext) if all went well; its bytes are zeros, or at
+      // worst one frame of a commit that never happened, which this frame overwrites.
+      if (existsSync(path) && statSync(path).size >= frame.length) syncDir(this.dir);
+      else this.createSegment(n, Math.max(segmentSize(n), frame.length));
       at = { segment: n, offset: 0, nextFrame: state.nextFrame };
     }
     const fd = this.open(at.segment);
     writeFully(fd, frame, at.offset);
     fdatasyncSync(fd);
     return { at, next: { segment: at.segment, offset: at.offset + frame.length, nextFrame: at.nextFrame + 1 } };
+  }
+
+  /**
+   * After a commit: once the current segment is half full, the next one is zero-filled in the
+   * background, so that moving to it costs a directory flush instead of a zero-fill inside the
+   * write lock. Another process may prepare it too: the first to link it into place wins.
+   */
+  prepareNext(state: JournalState): void {
+    if (this.preparing || this.prepared > state.segment || state.offset < this.sizeOf(state.segment) / 2) return;
+    const n = state.segment + 1;
+    this.preparing = prepareSegment(this.dir, n, segmentSize(n))
+      .then(() => {
+        this.prepared = n;
+      })
+      .catch(() => {}) // write() creates it in the lock instead
+      .finally(() => {
+        this.preparing = null;
+      });
+  }
+
+  /** Waits for a background preparation (before closing). */
+  async settle(): Promise<void> {
+    await this.preparing;
   }
 
   /**
@@ -171,7 +203,7 @@ export class Journal {
   /** A fresh zero-filled segment, flushed, then renamed into place and the directory flushed. */
   private createSegment(n: number, size: number): void {
     const final = join(this.dir, segmentName(n));
-    const tmp = `${final}.${process.pid}.tmp`;
+    const tmp = `${final}.${randomUUID()}.tmp`;
     const fd = openSync(tmp, 'w');
     try {
       const zeros = Buffer.alloc(Math.min(size, 1024 * 1024));
@@ -194,6 +226,34 @@ function readHead(path: string): Buffer | undefined {
     return buf.subarray(0, readSync(fd, buf, 0, HEADER, 0));
   } finally {
     closeSync(fd);
+  }
+}
+
+/** createSegment's asynchronous twin, which never replaces an existing segment. */
+async function prepareSegment(dir: string, n: number, size: number): Promise<void> {
+  const final = join(dir, segmentName(n));
+  if (existsSync(final)) return;
+  const tmp = `${final}.${randomUUID()}.tmp`;
+  const fh = await fsp.open(tmp, 'w');
+  try {
+    const zeros = Buffer.alloc(Math.min(size, 1024 * 1024));
+    for (let off = 0; off < size; off += zeros.length) await fh.write(zeros, 0, Math.min(zeros.length, size - off), off);
+    await fh.sync();
+  } finally {
+    await fh.close();
+  }
+  try {
+    await fsp.link(tmp, final);
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw e;
+  } finally {
+    await fsp.unlink(tmp);
+  }
+  const dh = await fsp.open(dir, 'r');
+  try {
+    await dh.sync();
+  } finally {
+    await dh.close();
   }
 }
 

@@ -211,6 +211,7 @@ class LmdbEventStore implements EventStore, LmdbStats {
         this.queue = [];
         let fatal: unknown;
         let framed: JournalState | undefined;
+        let after: JournalState | undefined;
         try {
           const txn = new LmdbTxn(this.dbs, this.journal !== null);
           this.env.transactionSync(() => {
@@ -227,12 +228,14 @@ class LmdbEventStore implements EventStore, LmdbStats {
               // Last thing in the transaction: the frame is flushed before LMDB commits.
               const { at, next } = this.journal.write(readState(this.dbs), txn.frame!.payload());
               framed = at;
+              after = next;
               this.dbs.journal.putSync('state', JSON.stringify(next));
               this.stats.flushes++;
             }
           });
           this.stats.commits++;
           this.stats.appends += ops.length;
+          if (after) this.journal!.prepareNext(after);
         } catch (e) {
           fatal = e;
           if (framed) this.journal!.invalidate(framed); // its callers are told it failed
@@ -315,6 +318,7 @@ class LmdbEventStore implements EventStore, LmdbStats {
     this.closed = true;
     while (this.draining) await this.draining;
     this.live.complete();
+    await this.journal?.settle();
     this.journal?.close();
     await this.env.close();
   }

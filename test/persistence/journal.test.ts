@@ -108,6 +108,22 @@ describe('LMDB store journal', () => {
     expect(await dump(path, 'boot-2')).toEqual(before);
   });
 
+  it('prepares the next segment in the background once the current one is half full, and moves into it', async () => {
+    const path = dir();
+    // ~3.2 KB a commit: 50 commits ≈ 160 KB, past half of segment 1 (256 KiB), not past its end
+    await write(path, 'boot-1', ['s'], 50, 3000);
+    expect(segments(path)).toEqual(['0000000001.wal', '0000000002.wal']);
+    const prepared = readFileSync(join(path, 'journal', '0000000002.wal'));
+    expect(prepared.length).toBe(segmentSize(2));
+    expect(prepared.every((b) => b === 0)).toBe(true);
+    await write(path, 'boot-1', ['s'], 50, 3000); // crosses into segment 2
+    expect(readFileSync(join(path, 'journal', '0000000002.wal')).subarray(0, 4).equals(Buffer.alloc(4))).toBe(false);
+    const before = await dump(path, 'boot-1');
+    expect(before.events[0]).toHaveLength(200);
+    trash(path);
+    expect(await dump(path, 'boot-2')).toEqual(before);
+  });
+
   it('under the same boot the LMDB file is trusted and the journal is not read; a new boot rebuilds from the journal', async () => {
     const path = dir();
     await write(path, 'boot-1', ['s'], 5);
