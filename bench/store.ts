@@ -233,8 +233,8 @@ function rawCase(
   };
 }
 
-const STORE_1 = storeCase('store-1', "lmdbStore 'flushed', 1 event/append", 'yes', 'flushed', oneEvent);
-const STORE_2 = storeCase('store-2', "lmdbStore 'flushed', 2 events/append (user/message + step/start)", 'yes', 'flushed', twoEvents);
+const STORE_1 = storeCase('store-1', "lmdbStore 'flushed' (journal + LMDB noSync), 1 event/append", 'yes', 'flushed', oneEvent);
+const STORE_2 = storeCase('store-2', "lmdbStore 'flushed' (journal + LMDB noSync), 2 events/append (user/message + step/start)", 'yes', 'flushed', twoEvents);
 const STORE_COMMITTED = storeCase('store-committed', "lmdbStore 'committed', 1 event/append", 'no (kill-safe only)', 'committed', oneEvent);
 const FLOOR = floorCase();
 const RAW_CASES: SeqCase[] = [
@@ -529,7 +529,6 @@ function note(r: { floor: number; seq: Map<string, Samples>; conc: Concurrent; s
   const raw = r.seq.get('raw-txn-flushed')!;
   const rawMed = median(raw.samples);
   const raw3 = med('raw-txn-3db');
-  const raw3Inside = median(r.seq.get('raw-txn-3db')!.inside);
   const storeInside = r.seq.get(STORE_1.id)!.inside;
   const committed = med(STORE_COMMITTED.id);
   const diff = (s1 - committed) / s1;
@@ -540,7 +539,8 @@ function note(r: { floor: number; seq: Map<string, Samples>; conc: Concurrent; s
   const perFlush = r.conc.appends / Math.max(1, r.conc.flushes);
   const bullets = [
     `A power-loss-safe LMDB commit is two ORDERED flushes: the data pages (lseek+writev, then fdatasync), then the meta ` +
-      `page that points at them (a pwrite on a second descriptor opened O_DSYNC). ` +
+      `page that points at them (a pwrite on a second descriptor opened O_DSYNC). lmdbStore lets LMDB flush nothing (noSync): ` +
+      `each commit writes one journal frame and fdatasyncs it inside the transaction (docs/event-log.md). ` +
       (sc && typeof sc !== 'string'
         ? `strace: ${fmt(totalSyncs(sc) / sc.ops, 2)} syncs per sequential append (${syncDetail(sc).replace('per op: ', '')}), ` +
           `${fmt(sc.onJsThread / sc.ops, 2)} of them on the JS thread.`
@@ -549,11 +549,12 @@ function note(r: { floor: number; seq: Map<string, Samples>; conc: Concurrent; s
       `the same commit writing what the store writes (event + id index + head: 3 B-trees, more dirty pages) ${fmt(raw3)}\u00a0µs = ${x(raw3)}; ` +
       `lmdbStore append ${fmt(s1)}\u00a0µs = ${x(s1)}` +
       (storeInside.length
-        ? `: ${fmt(median(storeInside))}\u00a0µs inside transactionSync, under the write lock (the 3-DB commit's ${fmt(raw3Inside)}\u00a0µs plus ~${fmt(median(storeInside) - raw3Inside)}\u00a0µs ` +
-          `of store logic: head decode, checks, building and encoding records), ${fmt(s1 - median(storeInside))}\u00a0µs outside it ` +
+        ? `: ${fmt(median(storeInside))}\u00a0µs inside transactionSync, under the write lock (the journal frame's write and flush, ` +
+          `an LMDB commit without flush — a raw one costs ${fmt(med('raw-txn-nosync'))}\u00a0µs — and the store logic: head decode, checks, ` +
+          `building and encoding records), ${fmt(s1 - median(storeInside))}\u00a0µs outside it ` +
           `(draft validation, queueing, promises; the memory store's whole append takes ${fmt(med(MEMORY.id))}\u00a0µs). `
         : ` (the memory store's whole append takes ${fmt(med(MEMORY.id))}\u00a0µs). `) +
-      `A 2-event batch costs ${fmt(med(STORE_2.id))}\u00a0µs (${x(med(STORE_2.id))}): still one commit, the same two flushes.`,
+      `A 2-event batch costs ${fmt(med(STORE_2.id))}\u00a0µs (${x(med(STORE_2.id))}): still one commit, one flush.`,
     `transactionSync with its default flags flushes INSIDE the call, on the JS thread, holding the write lock: ` +
       `${fmt(median(raw.inside))} of ${fmt(rawMed)}\u00a0µs were spent inside it, so the \`await env.flushed\` that follows finds the ` +
       `flush done. overlappingSync (on by default) moves the flush off the JS thread only for lmdb-js's async writes ` +
@@ -566,7 +567,7 @@ function note(r: { floor: number; seq: Map<string, Samples>; conc: Concurrent; s
       (cc && typeof cc !== 'string' && sc && typeof sc !== 'string'
         ? `, ${fmt(totalSyncs(cc) / cc.ops, 2)} vs ${fmt(totalSyncs(sc) / sc.ops, 2)} syncs per append: ` +
           (totalSyncs(cc) / cc.ops < totalSyncs(sc) / sc.ops - 0.5
-            ? 'it skips the disk flushes, so an acknowledged append survives a killed process but not a power cut.'
+            ? 'it skips the journal and its flush, so an acknowledged append survives a killed process but not a power cut.'
             : Math.abs(diff) < 0.2
               ? "no real saving: the flush already happened inside transactionSync when 'committed' skips the wait."
               : 'it skips only the wait for the flush.')
@@ -575,7 +576,7 @@ function note(r: { floor: number; seq: Map<string, Samples>; conc: Concurrent; s
     `Group commit: ${SESSIONS} concurrent sessions reach ${fmt(concRate)} appends/s vs ${fmt(seqRate)}/s sequential ` +
       `(${fmt(concRate / seqRate, 1)}×) with ${fmt(perFlush, 1)} appends per flush. One group commit takes ` +
       `${fmt(r.conc.elapsedMs / Math.max(1, r.conc.commits), 1)} ms and each append ${fmt(r.conc.cpuUs / r.conc.n)}\u00a0µs of CPU, ` +
-      `against ~${fmt(raw3)}\u00a0µs for the two flushes: at this concurrency the store is CPU-bound, not disk-bound.`,
+      `against ~${fmt(s1)}\u00a0µs for a sequential append: at this concurrency the store is CPU-bound, not disk-bound.`,
   ];
   return ['', 'Where the time goes:', ...bullets.map((b) => wrap(b, 110, '- ', '  '))].join('\n');
 }
