@@ -5,6 +5,7 @@ import { resourcesOf } from '../tools/define-tool.js';
 import { validateToolCalls, type CallIssue } from '../tools/validate-calls.js';
 import { ASK_USER_TOOL, matchesApprovalFor } from '../tools/ask-user.js';
 import type { PendingRequest } from '../contracts/events.js';
+import { onAbort } from './abort.js';
 import { compact } from './compaction.js';
 import type { RunEnv } from './run-env.js';
 
@@ -90,7 +91,7 @@ async function callWithRetries(env: RunEnv, at: StepAt, signal: AbortSignal): Pr
 
 /**
  * A signal of its own for one step, aborted (with the source's reason) when either source aborts;
- * `dispose` removes its listeners from the long-lived sources. Cheaper than `AbortSignal.any`,
+ * `dispose` withdraws its hooks from the long-lived sources. Cheaper than `AbortSignal.any`,
  * whose dependent-signal bookkeeping (weak refs, a finalization registry) costs several µs a step.
  */
 function stepSignal(a: AbortSignal, b: AbortSignal): { signal: AbortSignal; dispose: () => void } {
@@ -99,16 +100,14 @@ function stepSignal(a: AbortSignal, b: AbortSignal): { signal: AbortSignal; disp
     ac.abort(a.aborted ? a.reason : b.reason);
     return { signal: ac.signal, dispose: () => {} };
   }
-  const onAbort = function (this: AbortSignal) {
-    ac.abort(this.reason);
-  };
-  a.addEventListener('abort', onAbort, { once: true });
-  b.addEventListener('abort', onAbort, { once: true });
+  const abort = (reason: unknown) => ac.abort(reason);
+  const offA = onAbort(a, abort);
+  const offB = onAbort(b, abort);
   return {
     signal: ac.signal,
     dispose: () => {
-      a.removeEventListener('abort', onAbort);
-      b.removeEventListener('abort', onAbort);
+      offA();
+      offB();
     },
   };
 }

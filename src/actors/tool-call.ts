@@ -1,5 +1,7 @@
 import { fromCallback } from 'xstate';
 import { ToolOutcome, type ToolOutcomeInput } from '../contracts/tools.js';
+import type { ToolContext } from '../tools/define-tool.js';
+import { CallAbort, onAbort } from './abort.js';
 import type { CallDescr } from './model-step.js';
 import type { RunEnv } from './run-env.js';
 
@@ -50,11 +52,12 @@ export const toolCallActor = (env: RunEnv) => callActor((input, ac) => runToolCa
 
 /**
  * A tool-call actor from an async function: reports `call.done` (or `call.failed` if the function
- * itself throws) to the batch; stopping the actor before that aborts the controller it was given.
+ * itself throws) to the batch; stopping the actor before that aborts the `CallAbort` it was given
+ * (an AbortController whose signal is made only if read).
  */
-export const callActor = (run: (input: ToolCallInput, ac: AbortController) => Promise<ToolCallOutput>) =>
+export const callActor = (run: (input: ToolCallInput, ac: CallAbort) => Promise<ToolCallOutput>) =>
   fromCallback<{ type: string }, ToolCallInput>(({ input, sendBack }) => {
-    const ac = new AbortController();
+    const ac = new CallAbort();
     let settled = false;
     run(input, ac).then(
       (output) => {
@@ -71,22 +74,21 @@ export const callActor = (run: (input: ToolCallInput, ac: AbortController) => Pr
     };
   });
 
-async function runToolCall(env: RunEnv, input: ToolCallInput, ac: AbortController): Promise<ToolCallOutput> {
+async function runToolCall(env: RunEnv, input: ToolCallInput, ac: CallAbort): Promise<ToolCallOutput> {
   const { call, runId } = input;
   const tool = env.tools.get(call.name)!;
   if (call.mode === 'exclusive' && (await env.writer.checkFenced())) {
     const now = Date.now();
     return { callId: call.callId, name: call.name, outcome: { kind: 'skipped', reason: 'not run: another writer took over the session (fenced)' }, startedAt: now, endedAt: now };
   }
-  if (ac.signal.aborted) {
+  if (ac.aborted) {
     // stopped while the fence was checked: the tool never starts
     const now = Date.now();
     return { callId: call.callId, name: call.name, outcome: { kind: 'skipped', reason: 'not run: the run stopped before the call started' }, startedAt: now, endedAt: now };
   }
   const cancel = env.cancelSignal;
-  const onAbort = () => ac.abort(cancel.reason);
-  cancel.addEventListener('abort', onAbort, { once: true });
-  if (cancel.aborted) onAbort();
+  const offCancel = onAbort(cancel, (reason) => ac.abort(reason));
+  if (cancel.aborted) ac.abort(cancel.reason);
   let timedOut = false;
   const timeout = tool.timeoutMs
     ? setTimeout(() => {
@@ -96,20 +98,22 @@ async function runToolCall(env: RunEnv, input: ToolCallInput, ac: AbortControlle
     : undefined;
   const startedAt = Date.now();
   env.emit({ type: 'tool_start', callId: call.callId, name: call.name, arguments: call.arguments });
+  const ctx: ToolContext = {
+    // read lazily: a tool that never looks at its signal costs no AbortController
+    get signal() {
+      return ac.signal;
+    },
+    idempotencyKey: call.idempotencyKey,
+    sessionId: env.sessionId,
+    runId,
+    callId: call.callId,
+    emit: (update) => env.emit({ type: 'tool_update', callId: call.callId, name: call.name, update }),
+  };
   const work = (async () => {
     try {
-      return normalizeOutcome(
-        await tool.execute(call.arguments, {
-          signal: ac.signal,
-          idempotencyKey: call.idempotencyKey,
-          sessionId: env.sessionId,
-          runId,
-          callId: call.callId,
-          emit: (update) => env.emit({ type: 'tool_update', callId: call.callId, name: call.name, update }),
-        }),
-      );
+      return normalizeOutcome(await tool.execute(call.arguments, ctx));
     } catch (e) {
-      if (ac.signal.aborted) {
+      if (ac.aborted) {
         return { kind: 'cancelled', settled: true, partialContent: timedOut ? `timed out after ${tool.timeoutMs} ms` : `cancelled: ${(e as Error)?.message ?? e}`, resourceLocks: [] } as ToolOutcome;
       }
       return errorOutcome(e);
@@ -118,10 +122,10 @@ async function runToolCall(env: RunEnv, input: ToolCallInput, ac: AbortControlle
   // The tool's outcome — or, once it was aborted and has not settled within cancelGraceMs,
   // uncertain-hanging (it may still be running).
   let graceTimer: NodeJS.Timeout | undefined;
-  let arm = () => {};
+  let offArm = () => {};
   const settled = new Promise<ToolOutcome>((resolve) => {
     void work.then(resolve);
-    arm = () => {
+    offArm = ac.onAbort(() => {
       graceTimer = setTimeout(
         () =>
           resolve({
@@ -131,9 +135,7 @@ async function runToolCall(env: RunEnv, input: ToolCallInput, ac: AbortControlle
           }),
         env.config.cancelGraceMs,
       );
-    };
-    if (ac.signal.aborted) arm();
-    else ac.signal.addEventListener('abort', arm, { once: true });
+    });
   });
   try {
     const outcome = await settled;
@@ -141,7 +143,7 @@ async function runToolCall(env: RunEnv, input: ToolCallInput, ac: AbortControlle
   } finally {
     clearTimeout(timeout);
     clearTimeout(graceTimer);
-    ac.signal.removeEventListener('abort', arm);
-    cancel.removeEventListener('abort', onAbort);
+    offArm();
+    offCancel();
   }
 }

@@ -40,3 +40,23 @@ describe('toolCallActor', () => {
     expect(await reason.promise).toMatchObject({ name: 'AbortError' });
   });
 });
+
+describe('toolCallActor signal', () => {
+  it('a tool that first reads its signal after the call was cancelled sees it aborted, with the reason', async () => {
+    const cancel = new AbortController();
+    const seen = deferred<{ aborted: boolean; reason: unknown }>();
+    const release = deferred<void>();
+    const execute = async (_: unknown, ctx: { signal: AbortSignal }) => {
+      await release.promise;
+      seen.resolve({ aborted: ctx.signal.aborted, reason: ctx.signal.reason });
+      return 'late';
+    };
+    const env = { ...fakeEnv(async () => false, execute), cancelSignal: cancel.signal } as RunEnv;
+    createActor(toolCallActor(env), { input }).start();
+    await new Promise((r) => setTimeout(r, 5));
+    const reason = new Error('requestCancel');
+    cancel.abort(reason);
+    release.resolve();
+    expect(await seen.promise).toEqual({ aborted: true, reason });
+  });
+});
