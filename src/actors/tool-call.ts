@@ -99,7 +99,8 @@ async function runToolCall(env: RunEnv, input: ToolCallInput, ac: CallAbort): Pr
   const startedAt = Date.now();
   env.emit({ type: 'tool_start', callId: call.callId, name: call.name, arguments: call.arguments });
   const ctx: ToolContext = {
-    // read lazily: a tool that never looks at its signal costs no AbortController
+    // read lazily: a tool that never looks at its signal costs no AbortController. An own
+    // enumerable getter (not a class's prototype getter), so that `{ ...ctx }` keeps the signal.
     get signal() {
       return ac.signal;
     },

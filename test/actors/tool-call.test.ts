@@ -60,3 +60,18 @@ describe('toolCallActor signal', () => {
     expect(await seen.promise).toEqual({ aborted: true, reason });
   });
 });
+
+describe('toolCallActor context', () => {
+  it('a tool that copies its context ({ ...ctx }) keeps a live signal', async () => {
+    const got = deferred<AbortSignal | undefined>();
+    const execute = async (_: unknown, ctx: { signal: AbortSignal }) => {
+      const copy = { ...ctx };
+      got.resolve(copy.signal);
+      return 'ok';
+    };
+    createActor(toolCallActor(fakeEnv(async () => false, execute)), { input }).start();
+    const signal = await got.promise;
+    expect(signal).toBeInstanceOf(AbortSignal);
+    expect(signal!.aborted).toBe(false);
+  });
+});
