@@ -126,7 +126,7 @@ function openEnv(path: string): LogDbs {
     let dbs: LogDbs | undefined;
     try {
       // Never flushed by LMDB: in 'flushed' mode the journal is what a commit flushes.
-      return (dbs = openDbs(path, true));
+      return (dbs = openDbs(path));
     } catch (e) {
       void dbs?.env.close();
       if (attempt >= 5 || !/No transaction to renew/.test(String((e as Error)?.message))) throw e;
