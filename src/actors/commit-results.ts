@@ -34,7 +34,7 @@ export const commitResultsOp =
     const { at, results } = input;
     let concluded: string | undefined;
     let rejections = 0;
-    const verdicts = await Promise.all(results.map((r) => verdict(env, r)));
+    const verdicts = env.verifier ? await Promise.all(results.map((r) => verdict(env, r))) : [];
     // Every tool result first (providers need them right after the assistant message), then the
     // verifier feedback and additional messages.
     for (const r of results) {

@@ -52,7 +52,8 @@ const sleep = (ms: number, signal: AbortSignal) =>
 /** Calls the model with the runtime's retries; each failed attempt is staged as `assistant/attempt`. */
 async function callWithRetries(env: RunEnv, at: StepAt, signal: AbortSignal): Promise<{ res: ModelResponse; latencyMs: number; digest: string }> {
   const digest = env.surface.requestDigest(env.prefixDigest, env.toolCatalogDigest);
-  const messages: Message[] = [...env.prefix, ...env.surface.messages];
+  // one exact-size copy (concat), not a spread's growing array: O(history) per step, but a memcpy
+  const messages: Message[] = env.prefix.concat(env.surface.messages);
   for (let n = 1; ; n++) {
     const t0 = performance.now();
     let started = false;
