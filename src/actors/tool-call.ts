@@ -110,14 +110,27 @@ async function runToolCall(env: RunEnv, input: ToolCallInput, ac: CallAbort): Pr
     callId: call.callId,
     emit: (update) => env.emit({ type: 'tool_update', callId: call.callId, name: call.name, update }),
   };
+  const failed = (e: unknown): ToolOutcome =>
+    ac.aborted
+      ? { kind: 'cancelled', settled: true, partialContent: timedOut ? `timed out after ${tool.timeoutMs} ms` : `cancelled: ${(e as Error)?.message ?? e}`, resourceLocks: [] }
+      : errorOutcome(e);
+  let value: unknown;
+  try {
+    value = tool.execute(call.arguments, ctx);
+  } catch (e) {
+    value = Promise.reject(e);
+  }
+  if (typeof (value as PromiseLike<unknown> | undefined)?.then !== 'function') {
+    // a synchronous tool: its outcome is known now, no promise, grace timer or abort hook needed
+    clearTimeout(timeout);
+    offCancel();
+    return { callId: call.callId, name: call.name, outcome: normalizeOutcome(value), startedAt, endedAt: Date.now() };
+  }
   const work = (async () => {
     try {
-      return normalizeOutcome(await tool.execute(call.arguments, ctx));
+      return normalizeOutcome(await value);
     } catch (e) {
-      if (ac.aborted) {
-        return { kind: 'cancelled', settled: true, partialContent: timedOut ? `timed out after ${tool.timeoutMs} ms` : `cancelled: ${(e as Error)?.message ?? e}`, resourceLocks: [] } as ToolOutcome;
-      }
-      return errorOutcome(e);
+      return failed(e);
     }
   })();
   // The tool's outcome — or, once it was aborted and has not settled within cancelGraceMs,
