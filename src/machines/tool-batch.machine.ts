@@ -33,24 +33,29 @@ const overlaps = (a: string[], b: string[]) => a.some((r) => b.includes(r));
  */
 export function runnableCalls(ctx: ToolBatchContext): CallDescr[] {
   if (ctx.truncatedBy) return [];
-  const byId = new Map(ctx.calls.map((c) => [c.callId, c]));
-  const running = ctx.running.map((id) => byId.get(id)!);
+  const running = ctx.running.map((id) => ctx.calls.find((c) => c.callId === id)!);
   if (running.some((c) => c.mode === 'exclusive')) return [];
   const out: CallDescr[] = [];
   let slots = ctx.maxParallel - running.length;
-  for (const c of ctx.calls) {
+  for (let i = 0; i < ctx.calls.length; i++) {
+    const c = ctx.calls[i]!;
     if (ctx.started.includes(c.callId)) continue;
     if (c.mode === 'exclusive') {
       // a barrier: only when everything before it is finished and nothing else runs
-      if (running.length === 0 && out.length === 0 && ctx.calls.slice(0, ctx.calls.indexOf(c)).every((p) => ctx.results[p.callId])) out.push(c);
+      if (running.length === 0 && out.length === 0 && allFinishedBefore(ctx, i)) out.push(c);
       break;
     }
     if (slots <= 0) break;
-    if (overlaps(c.resources, [...running, ...out].flatMap((r) => r.resources))) continue;
+    if (c.resources.length > 0 && overlaps(c.resources, [...running, ...out].flatMap((r) => r.resources))) continue;
     out.push(c);
     slots--;
   }
   return out;
+}
+
+function allFinishedBefore(ctx: ToolBatchContext, i: number): boolean {
+  for (let j = 0; j < i; j++) if (!ctx.results[ctx.calls[j]!.callId]) return false;
+  return true;
 }
 
 const failed = (o: ToolOutcome) => o.kind !== 'completed' || o.isError;
@@ -69,10 +74,24 @@ function recorded(context: ToolBatchContext, out: ToolCallOutput): ToolBatchCont
 /** Every call has an outcome (or the batch was truncated) and nothing runs. */
 const allSettled = (c: ToolBatchContext) => c.running.length === 0 && (c.truncatedBy !== undefined || c.calls.every((call) => c.results[call.callId]));
 
+let memo: { context: ToolBatchContext; out: ToolCallOutput; next: ToolBatchContext; start: CallDescr[] } | undefined;
+
+/**
+ * The batch after `out` is recorded and the calls that may start then. The `call.done` guard and
+ * the action it picks ask for the same (context, out): computed once (a one-entry memo keyed by
+ * identity; both are immutable).
+ */
+function afterCall(context: ToolBatchContext, out: ToolCallOutput): { next: ToolBatchContext; start: CallDescr[] } {
+  if (memo?.context === context && memo.out === out) return memo;
+  const next = recorded(context, out);
+  memo = { context, out, next, start: runnableCalls(next) };
+  return memo;
+}
+
 /** True when the call that reported `out` was the batch's last: nothing more may start. */
 function settles(context: ToolBatchContext, out: ToolCallOutput): boolean {
-  const next = recorded(context, out);
-  return allSettled(next) && runnableCalls(next).length === 0;
+  const { next, start } = afterCall(context, out);
+  return start.length === 0 && allSettled(next);
 }
 
 /** Every call's outcome in call order, skipped ones included. */
@@ -97,8 +116,7 @@ type Spawn = (src: 'toolCall', options: { id: string; input: { call: CallDescr; 
  * Spawning inside the `assign` costs one snapshot update for both (a step's XState cost is mostly
  * the snapshot copies its actions make, see docs/architecture.md).
  */
-function launched(next: ToolBatchContext, spawn: Spawn): ToolBatchContext {
-  const start = runnableCalls(next);
+function launched(next: ToolBatchContext, spawn: Spawn, start = runnableCalls(next)): ToolBatchContext {
   if (start.length === 0) return next;
   const ids = start.map((c) => c.callId);
   for (const call of start) spawn('toolCall', { id: call.callId, input: { call, runId: next.runId } });
@@ -130,10 +148,13 @@ export const toolBatchMachine = setup({
       return launched({ ...context, calls, started: [], running: [], results: {}, truncatedBy: undefined }, spawn as Spawn);
     }),
     /** Records a finished call (its actor is stopped first) and spawns what may start now. */
-    advance: assign(({ context, event, spawn }) => launched(recorded(context, (event as CallDone).output), spawn as Spawn)),
+    advance: assign(({ context, event, spawn }) => {
+      const { next, start } = afterCall(context, (event as CallDone).output);
+      return launched(next, spawn as Spawn, start);
+    }),
     stopCall: stopChild(({ event }) => (event as CallDone).output.callId),
     /** Answers the batch, with the outcome of the call that just finished. */
-    report: sendParent(({ context, event }): ToolBatchDone => ({ type: 'batch.done', results: outputOf(recorded(context, (event as CallDone).output)) })),
+    report: sendParent(({ context, event }): ToolBatchDone => ({ type: 'batch.done', results: outputOf(afterCall(context, (event as CallDone).output).next) })),
   },
   guards: {
     settles: ({ context, event }) => settles(context, (event as CallDone).output),
