@@ -74,6 +74,15 @@ export const callActor = (run: (input: ToolCallInput, ac: CallAbort) => Promise<
     };
   });
 
+const CALL_ABORT = Symbol('callAbort');
+const SIGNAL_GETTER: PropertyDescriptor = {
+  get(this: { [CALL_ABORT]: CallAbort }) {
+    return this[CALL_ABORT].signal;
+  },
+  enumerable: true,
+  configurable: true,
+};
+
 async function runToolCall(env: RunEnv, input: ToolCallInput, ac: CallAbort): Promise<ToolCallOutput> {
   const { call, runId } = input;
   const tool = env.tools.get(call.name)!;
@@ -98,25 +107,19 @@ async function runToolCall(env: RunEnv, input: ToolCallInput, ac: CallAbort): Pr
     : undefined;
   const startedAt = Date.now();
   env.emit({ type: 'tool_start', callId: call.callId, name: call.name, arguments: call.arguments });
-  const ctx: ToolContext = {
-    // read lazily: a tool that never looks at its signal costs no AbortController. An own
-    // enumerable getter (not a class's prototype getter), so that `{ ...ctx }` keeps the signal.
-    get signal() {
-      return ac.signal;
-    },
-    idempotencyKey: call.idempotencyKey,
-    sessionId: env.sessionId,
-    runId,
-    callId: call.callId,
-    emit: (update) => env.emit({ type: 'tool_update', callId: call.callId, name: call.name, update }),
-  };
+  // `signal` is read lazily (a tool that never looks at it costs no AbortController), through an
+  // own enumerable getter so that `{ ...ctx }` keeps it — defined with one shared descriptor:
+  // a getter written in the object literal would be a new closure per call, on V8's slow path.
+  const ctx = { [CALL_ABORT]: ac, idempotencyKey: call.idempotencyKey, sessionId: env.sessionId, runId, callId: call.callId, emit: (update: unknown) => env.emit({ type: 'tool_update', callId: call.callId, name: call.name, update }) };
+  Object.defineProperty(ctx, 'signal', SIGNAL_GETTER);
+  const toolCtx = ctx as typeof ctx & ToolContext;
   const failed = (e: unknown): ToolOutcome =>
     ac.aborted
       ? { kind: 'cancelled', settled: true, partialContent: timedOut ? `timed out after ${tool.timeoutMs} ms` : `cancelled: ${(e as Error)?.message ?? e}`, resourceLocks: [] }
       : errorOutcome(e);
   let value: unknown;
   try {
-    value = tool.execute(call.arguments, ctx);
+    value = tool.execute(call.arguments, toolCtx);
   } catch (e) {
     value = Promise.reject(e);
   }
