@@ -119,19 +119,18 @@ function stepSignal(a: AbortSignal, b: AbortSignal): { signal: AbortSignal; disp
  */
 export const modelStepOp =
   (env: RunEnv) =>
-  async (input: ModelStepInput, runSignal: AbortSignal): Promise<ModelStepOutput> => {
+  (input: ModelStepInput, runSignal: AbortSignal): Promise<ModelStepOutput> => {
     // a signal of its own per step: whatever listeners the provider leaves on it go with it
     const step = stepSignal(runSignal, env.cancelSignal);
-    try {
-      return await modelStep(env, input, step.signal);
-    } finally {
-      step.dispose();
-    }
+    const done = modelStep(env, input, step.signal);
+    done.then(step.dispose, step.dispose);
+    return done;
   };
 
 async function modelStep(env: RunEnv, input: ModelStepInput, signal: AbortSignal): Promise<ModelStepOutput> {
   const { at, runId } = input;
-  await consumeSteers(env, at);
+  const steers = env.takeSteers();
+  if (steers.length > 0) await commitSteers(env, at, steers);
   const limit = env.config.contextWindow - env.config.outputReserve;
   if (env.prefixTokens + env.surface.tokens > limit) {
     await compact(env, at, input.runStartSeq, signal);
@@ -172,7 +171,7 @@ async function modelStep(env: RunEnv, input: ModelStepInput, signal: AbortSignal
     resources: resourcesOf(c.tool, c.arguments),
     idempotencyKey: `${env.sessionId}/${runId}/${c.callId}`,
   }));
-  const held = [...new Set(descrs.flatMap((d) => d.resources.filter((r) => env.heldLocks.has(r))))];
+  const held = env.heldLocks.size === 0 ? [] : [...new Set(descrs.flatMap((d) => d.resources.filter((r) => env.heldLocks.has(r))))];
   if (held.length > 0) {
     for (const d of descrs) {
       env.writer.stage('tool/result', at, {
@@ -231,9 +230,7 @@ function needsApproval(env: RunEnv, tool: { needsApproval?: boolean | ((a: never
 }
 
 /** Steer inputs become user messages after the batch that settled and before this model call. */
-async function consumeSteers(env: RunEnv, at: StepAt): Promise<void> {
-  const steers = env.takeSteers();
-  if (steers.length === 0) return;
+async function commitSteers(env: RunEnv, at: StepAt, steers: ReturnType<RunEnv['takeSteers']>): Promise<void> {
   for (const s of steers) for (const message of s.messages) env.writer.stage('user/message', at, { message, inputId: s.inputId });
   await env.writer.commit();
   for (const s of steers) env.emit({ type: 'input_committed', inputId: s.inputId, durability: 'durable' });
