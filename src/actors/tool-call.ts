@@ -96,7 +96,6 @@ async function runToolCall(env: RunEnv, input: ToolCallInput, ac: CallAbort): Pr
     return { callId: call.callId, name: call.name, outcome: { kind: 'skipped', reason: 'not run: the run stopped before the call started' }, startedAt: now, endedAt: now };
   }
   const cancel = env.cancelSignal;
-  const offCancel = onAbort(cancel, (reason) => ac.abort(reason));
   if (cancel.aborted) ac.abort(cancel.reason);
   let timedOut = false;
   const timeout = tool.timeoutMs
@@ -113,10 +112,6 @@ async function runToolCall(env: RunEnv, input: ToolCallInput, ac: CallAbort): Pr
   const ctx = { [CALL_ABORT]: ac, idempotencyKey: call.idempotencyKey, sessionId: env.sessionId, runId, callId: call.callId, emit: (update: unknown) => env.emit({ type: 'tool_update', callId: call.callId, name: call.name, update }) };
   Object.defineProperty(ctx, 'signal', SIGNAL_GETTER);
   const toolCtx = ctx as typeof ctx & ToolContext;
-  const failed = (e: unknown): ToolOutcome =>
-    ac.aborted
-      ? { kind: 'cancelled', settled: true, partialContent: timedOut ? `timed out after ${tool.timeoutMs} ms` : `cancelled: ${(e as Error)?.message ?? e}`, resourceLocks: [] }
-      : errorOutcome(e);
   let value: unknown;
   try {
     value = tool.execute(call.arguments, toolCtx);
@@ -126,14 +121,20 @@ async function runToolCall(env: RunEnv, input: ToolCallInput, ac: CallAbort): Pr
   if (typeof (value as PromiseLike<unknown> | undefined)?.then !== 'function') {
     // a synchronous tool: its outcome is known now, no promise, grace timer or abort hook needed
     clearTimeout(timeout);
-    offCancel();
     return { callId: call.callId, name: call.name, outcome: normalizeOutcome(value), startedAt, endedAt: Date.now() };
   }
+  // From here on a cancel aborts the running tool (checked again: nothing awaited since the check
+  // above, but the tool's synchronous part may have cancelled the session).
+  if (cancel.aborted) ac.abort(cancel.reason);
+  const offCancel = onAbort(cancel, (reason) => ac.abort(reason));
   const work = (async () => {
     try {
       return normalizeOutcome(await value);
     } catch (e) {
-      return failed(e);
+      if (ac.aborted) {
+        return { kind: 'cancelled', settled: true, partialContent: timedOut ? `timed out after ${tool.timeoutMs} ms` : `cancelled: ${(e as Error)?.message ?? e}`, resourceLocks: [] } as ToolOutcome;
+      }
+      return errorOutcome(e);
     }
   })();
   // The tool's outcome — or, once it was aborted and has not settled within cancelGraceMs,
