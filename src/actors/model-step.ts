@@ -1,3 +1,4 @@
+import { getEventListeners } from 'node:events';
 import { CancelledError, CapacityError, isCancelledError, isProviderError, ProviderError } from '../contracts/errors.js';
 import type { Message, Usage } from '../contracts/message.js';
 import type { ModelResponse } from '../contracts/model.js';
@@ -90,25 +91,36 @@ async function callWithRetries(env: RunEnv, at: StepAt, signal: AbortSignal): Pr
   }
 }
 
+/** Each run's step controller, keyed by the run's effects signal (one per run actor). */
+const stepControllers = new WeakMap<AbortSignal, AbortController>();
+
 /**
- * A signal of its own for one step, aborted (with the source's reason) when either source aborts;
- * `dispose` withdraws its hooks from the long-lived sources. Cheaper than `AbortSignal.any`,
- * whose dependent-signal bookkeeping (weak refs, a finalization registry) costs several µs a step.
+ * The signal of one model step, aborted (with the source's reason) if the run stops or is
+ * cancelled while the step runs; `dispose` unhooks it when the step ends. A step gets a new
+ * controller when the provider left a listener on the last one (SDKs leave one per request: on a
+ * run-wide signal they would pile up), else it reuses it — an AbortController costs ≈ 2.5 µs on
+ * Node 20. The hooks on the sources are shared (`onAbort`): cheaper than `AbortSignal.any`,
+ * whose weak-ref bookkeeping costs several µs a step.
  */
-function stepSignal(a: AbortSignal, b: AbortSignal): { signal: AbortSignal; dispose: () => void } {
-  const ac = new AbortController();
-  if (a.aborted || b.aborted) {
-    ac.abort(a.aborted ? a.reason : b.reason);
+function stepSignal(run: AbortSignal, cancel: AbortSignal): { signal: AbortSignal; dispose: () => void } {
+  let ac = stepControllers.get(run);
+  if (!ac || ac.signal.aborted || getEventListeners(ac.signal, 'abort').length > 0) {
+    ac = new AbortController();
+    stepControllers.set(run, ac);
+  }
+  if (run.aborted || cancel.aborted) {
+    ac.abort(run.aborted ? run.reason : cancel.reason);
     return { signal: ac.signal, dispose: () => {} };
   }
-  const abort = (reason: unknown) => ac.abort(reason);
-  const offA = onAbort(a, abort);
-  const offB = onAbort(b, abort);
+  const controller = ac;
+  const abort = (reason: unknown) => controller.abort(reason);
+  const offRun = onAbort(run, abort);
+  const offCancel = onAbort(cancel, abort);
   return {
-    signal: ac.signal,
+    signal: controller.signal,
     dispose: () => {
-      offA();
-      offB();
+      offRun();
+      offCancel();
     },
   };
 }
@@ -120,7 +132,6 @@ function stepSignal(a: AbortSignal, b: AbortSignal): { signal: AbortSignal; disp
 export const modelStepOp =
   (env: RunEnv) =>
   (input: ModelStepInput, runSignal: AbortSignal): Promise<ModelStepOutput> => {
-    // a signal of its own per step: whatever listeners the provider leaves on it go with it
     const step = stepSignal(runSignal, env.cancelSignal);
     const done = modelStep(env, input, step.signal);
     done.then(step.dispose, step.dispose);
