@@ -1,9 +1,9 @@
-import { mkdirSync } from 'node:fs';
+import { existsSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Database, RootDatabase } from 'lmdb';
 import type { Observable } from 'rxjs';
 import { z } from 'zod';
-import { CorruptLogError, StoreClosedError } from '../contracts/errors.js';
+import { CorruptLogError, StoreClosedError, ValidationError } from '../contracts/errors.js';
 import type { EventDraft, EventRecord } from '../contracts/events.js';
 import { parseInput } from '../contracts/validate.js';
 import { applyAppend, applyAttach, type LogTxn } from './append-core.js';
@@ -158,6 +158,13 @@ class LmdbEventStore implements EventStore, LmdbStats {
       this.journal = new Journal(join(options.path, 'journal'));
       recover(options.path, this.journal, options.bootId ?? currentBootId());
     } else {
+      // Commits made without the journal would be missing from a rebuild: a journaled store
+      // refuses them (a store without a journal is adopted by its first 'flushed' open instead).
+      if (existsSync(join(options.path, 'journal'))) {
+        throw new ValidationError('lmdbStore', [
+          { path: ['durability'], message: `${options.path} has a journal (it was opened with durability 'flushed'); open it with 'flushed'` },
+        ]);
+      }
       this.journal = null;
     }
     this.dbs = openEnv(options.path);

@@ -180,6 +180,13 @@ describe('LMDB store journal', () => {
     expect(await dump(path, 'boot-2')).toEqual(grown);
   });
 
+  it("refuses durability 'committed' on a journaled store: its commits would be missing from a rebuild", async () => {
+    const path = dir();
+    await write(path, 'boot-1', ['s'], 1);
+    expect(() => lmdbStore({ path, durability: 'committed' })).toThrowError(/has a journal.*open it with 'flushed'/);
+    expect((await dump(path, 'boot-1')).events[0]).toHaveLength(2);
+  });
+
   it('frames: an invalidated frame ends the journal there', () => {
     const path = dir();
     const journal = new Journal(join(path, 'journal'));
