@@ -22,7 +22,7 @@ export const LmdbStoreOptions = z.object({
    * `flushed` (default): an append resolves after its commit's journal frame is fsync'd — durable
    * against power loss. `committed`: no journal; a commit reaches the page cache only (it survives
    * a killed process, not a power cut or kernel crash); for benchmarks and throwaway data only.
-   * Every process opening one path must use the same mode.
+   * A path with a journal refuses 'committed' (ValidationError).
    */
   durability: z.enum(['flushed', 'committed']).default('flushed'),
   /**
