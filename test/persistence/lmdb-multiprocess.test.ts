@@ -1,3 +1,6 @@
+import { randomBytes } from 'node:crypto';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { lmdbStore } from '../../src/persistence/lmdb-store.js';
 import { checkBatchLog, killAllChildren, parseAck, parseAttached, spawnStoreChild, type Ack, type ChildRun } from '../crash/child-util.js';
@@ -59,6 +62,20 @@ describe('LMDB store shared by several processes', () => {
     } finally {
       await store.close();
     }
+    // Both processes wrote their frames into one journal (serialised by LMDB's writer lock): after
+    // a simulated machine restart the rebuilt log is the same.
+    const snapshot = async (bootId?: string) => {
+      const s = lmdbStore({ path: dir.path, ...(bootId ? { bootId } : {}) });
+      try {
+        const ids = (await s.listSessions()).sort();
+        return { ids, heads: await Promise.all(ids.map((id) => s.getHead(id))), logs: await Promise.all(ids.map((id) => collect(s.readEvents(id)))) };
+      } finally {
+        await s.close();
+      }
+    };
+    const before = await snapshot();
+    writeFileSync(join(dir.path, 'data.mdb'), randomBytes(64 * 1024));
+    expect(await snapshot('after-a-restart')).toEqual(before);
   });
 
   it('racing attachWriter: epochs are distinct and strictly increasing, the fenced writer is refused', async () => {
