@@ -62,15 +62,13 @@ export interface LogDbs {
 }
 
 /**
- * Every open of a store's environment uses the same flags (LMDB forbids mixing WRITEMAP and
- * non-WRITEMAP processes on one file): `noSync` — the journal is what a commit flushes — and
- * `useWritemap`, which with `noSync` makes a commit a few memory writes instead of a `pwrite`
- * per dirty page (measured: an append's CPU 37 → 28 µs). The file is then as large as the
- * memory map (sparse); a stray write through the map could damage it, which is what the journal
- * rebuild is for after a machine restart.
+ * Every open of a store's environment uses the same flags: `noSync` — the journal is what a
+ * commit flushes. (Not `useWritemap`, although it makes a commit ~9 µs cheaper: with several
+ * processes growing the map, an open that maps the file at its own, smaller size truncates it
+ * under the others, which die of SIGBUS — test/persistence/lmdb-multiprocess.test.ts caught it.)
  */
 export function openDbs(path: string): LogDbs {
-  const env = open({ path, maxDbs: 8, noSync: true, useWritemap: true });
+  const env = open({ path, maxDbs: 8, noSync: true });
   return {
     env,
     events: env.openDB<string, [string, number]>({ name: 'events', encoding: 'string' }),

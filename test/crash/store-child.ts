@@ -54,7 +54,7 @@ const waitForCue = (cue: string): Promise<string> => nextLine((line) => line ===
 async function appendMode(): Promise<void> {
   const sessions = positional[0]!.split(',');
   const max = intFlag('batches', Infinity);
-  const store = lmdbStore({ path: path! });
+  const store = lmdbStore({ path: path!, ...bootOption });
   await Promise.all(
     sessions.map(async (s) => {
       const { writerEpoch, lastSeq } = await store.attachWriter(s);
@@ -87,7 +87,7 @@ async function tryAppend(store: ReturnType<typeof lmdbStore>, s: string, epoch: 
 
 async function fenceAMode(): Promise<void> {
   const s = positional[0]!;
-  const store = lmdbStore({ path: path! });
+  const store = lmdbStore({ path: path!, ...bootOption });
   const { writerEpoch, lastSeq } = await store.attachWriter(s);
   say(`ATTACHED ${s} ${writerEpoch} ${lastSeq}`);
   let next = lastSeq + 1;
@@ -112,7 +112,7 @@ async function fenceAMode(): Promise<void> {
 
 async function raceMode(): Promise<void> {
   const s = positional[0]!;
-  const store = lmdbStore({ path: path! });
+  const store = lmdbStore({ path: path!, ...bootOption });
   say('OPEN');
   for (let round = 1; round <= intFlag('rounds', 1); round++) {
     await waitForCue('GO');
@@ -166,6 +166,9 @@ async function straceNoSyncMode(): Promise<void> {
   await env.close();
   say('DONE');
 }
+
+/** ACTORLOOP_TEST_BOOT_ID (set by a test) stands for the machine's boot id: a simulated restart. */
+const bootOption = process.env.ACTORLOOP_TEST_BOOT_ID ? { bootId: process.env.ACTORLOOP_TEST_BOOT_ID } : {};
 
 const modes: Record<string, () => Promise<void>> = {
   append: appendMode,

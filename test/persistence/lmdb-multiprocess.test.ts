@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { lmdbStore } from '../../src/persistence/lmdb-store.js';
 import { checkBatchLog, killAllChildren, parseAck, parseAttached, spawnStoreChild, type Ack, type ChildRun } from '../crash/child-util.js';
-import { collect } from '../helpers/drafts.js';
+import { collect, userMsg } from '../helpers/drafts.js';
 import { tempDir } from '../helpers/tmp.js';
 
 /**
@@ -76,6 +76,38 @@ describe('LMDB store shared by several processes', () => {
     const before = await snapshot();
     writeFileSync(join(dir.path, 'data.mdb'), randomBytes(64 * 1024));
     expect(await snapshot('after-a-restart')).toEqual(before);
+  });
+
+  it('two processes opening after a machine restart: one rebuilds from the journal, the other waits for it', async () => {
+    const first = lmdbStore({ path: dir.path, bootId: 'boot-1' });
+    const { writerEpoch } = await first.attachWriter('before');
+    for (let seq = 1; seq <= 100; seq++) await first.append('before', writerEpoch, seq, [userMsg(`before ${seq}`)]);
+    await first.close();
+    const reader = lmdbStore({ path: dir.path, bootId: 'boot-1' });
+    const before = await collect(reader.readEvents('before'));
+    await reader.close();
+    writeFileSync(join(dir.path, 'data.mdb'), randomBytes(64 * 1024));
+
+    process.env.ACTORLOOP_TEST_BOOT_ID = 'boot-2';
+    const kids = [1, 2].map((i) => spawnStoreChild('append', [dir.path, `after-${i}`, '--batches=20', '--wait-go'], `process ${i}`));
+    delete process.env.ACTORLOOP_TEST_BOOT_ID;
+    await startTogether(kids); // both open the store at once: they race for recovery.lock
+    for (const k of kids) {
+      expect((await k.waitExit(45_000)).code, k.describe()).toBe(0);
+      expect(k.lines.at(-1)).toBe('DONE');
+    }
+    const store = lmdbStore({ path: dir.path, bootId: 'boot-2' });
+    try {
+      expect(await collect(store.readEvents('before'))).toEqual(before);
+      for (const [i, k] of kids.entries()) {
+        const s = `after-${i + 1}`;
+        const acks = acksOf(k);
+        expect(acks).toHaveLength(20);
+        expect(checkBatchLog(s, await collect(store.readEvents(s)), acks).problems).toEqual([]);
+      }
+    } finally {
+      await store.close();
+    }
   });
 
   it('racing attachWriter: epochs are distinct and strictly increasing, the fenced writer is refused', async () => {
