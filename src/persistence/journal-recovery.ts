@@ -1,4 +1,5 @@
-import { existsSync, openSync, readFileSync, renameSync, rmSync, unlinkSync, writeFileSync, closeSync, fsyncSync } from 'node:fs';
+import { randomUUID } from 'node:crypto';
+import { closeSync, existsSync, fsyncSync, linkSync, openSync, readFileSync, renameSync, rmSync, unlinkSync, writeFileSync } from 'node:fs';
 import { uptime } from 'node:os';
 import { join } from 'node:path';
 import { open, type Database, type RootDatabase } from 'lmdb';
@@ -198,36 +199,62 @@ function writeDurably(file: string, text: string): void {
 
 const sleeper = new Int32Array(new SharedArrayBuffer(4));
 
-/** A cross-process mutex: an exclusively created file naming its holder (boot id and pid). */
+/**
+ * A cross-process mutex: a file naming its holder (boot id, pid, a token), created with its
+ * content in one step (written aside, then hard-linked into place, which fails if it exists —
+ * so nobody ever reads a half-written lock). A lock whose holder is from another boot or dead is
+ * stale: it is moved aside and removed only if what was moved is what was judged stale.
+ */
 function withLock(lockPath: string, bootId: string, fn: () => void): void {
+  const mine = `${bootId} ${process.pid} ${randomUUID()}`;
   for (;;) {
+    const tmp = `${lockPath}.${randomUUID()}`;
+    writeFileSync(tmp, mine);
     try {
-      writeFileSync(lockPath, `${bootId} ${process.pid}`, { flag: 'wx' });
+      linkSync(tmp, lockPath);
       break;
     } catch (e) {
       if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw e;
-      if (isStale(lockPath, bootId)) {
-        rmSync(lockPath, { force: true });
-        continue;
-      }
-      Atomics.wait(sleeper, 0, 0, 20);
+    } finally {
+      unlinkSync(tmp);
     }
+    const held = readLock(lockPath);
+    if (held !== undefined && isStale(held, bootId)) {
+      const aside = `${lockPath}.stale.${randomUUID()}`;
+      try {
+        renameSync(lockPath, aside);
+      } catch {
+        continue; // gone meanwhile
+      }
+      if (readLock(aside) !== held) {
+        try {
+          linkSync(aside, lockPath); // a live holder's lock: put it back
+        } catch {
+          // taken meanwhile; the holder's release finds its token missing and leaves it
+        }
+      }
+      rmSync(aside, { force: true });
+      continue;
+    }
+    Atomics.wait(sleeper, 0, 0, 20);
   }
   try {
     fn();
   } finally {
-    unlinkSync(lockPath);
+    if (readLock(lockPath) === mine) unlinkSync(lockPath);
   }
 }
 
-function isStale(lockPath: string, bootId: string): boolean {
-  let text: string;
+function readLock(path: string): string | undefined {
   try {
-    text = readFileSync(lockPath, 'utf8');
+    return readFileSync(path, 'utf8');
   } catch {
-    return false; // just released
+    return undefined;
   }
-  const [boot, pid] = text.split(' ');
+}
+
+function isStale(held: string, bootId: string): boolean {
+  const [boot, pid] = held.split(' ');
   if (boot !== bootId) return true;
   try {
     process.kill(Number(pid), 0);

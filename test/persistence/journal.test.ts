@@ -187,6 +187,20 @@ describe('LMDB store journal', () => {
     expect((await dump(path, 'boot-1')).events[0]).toHaveLength(2);
   });
 
+  it('a recovery lock left by a process of an earlier boot, or by a dead one, does not block the rebuild', async () => {
+    const path = dir();
+    await write(path, 'boot-1', ['s'], 3);
+    const before = await dump(path, 'boot-1');
+    writeFileSync(join(path, 'recovery.lock'), 'boot-0 12345 token');
+    trash(path);
+    expect(await dump(path, 'boot-2')).toEqual(before);
+    // same boot, holder gone: a pid that cannot be alive (above pid_max)
+    writeFileSync(join(path, 'recovery.lock'), 'boot-3 4194305 token');
+    trash(path);
+    expect(await dump(path, 'boot-3')).toEqual(before);
+    expect(existsSync(join(path, 'recovery.lock'))).toBe(false);
+  });
+
   it('frames: an invalidated frame ends the journal there', () => {
     const path = dir();
     const journal = new Journal(join(path, 'journal'));
