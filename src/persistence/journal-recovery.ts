@@ -1,5 +1,5 @@
-import { randomUUID } from 'node:crypto';
-import { closeSync, existsSync, fsyncSync, linkSync, openSync, readFileSync, renameSync, rmSync, unlinkSync, writeFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { closeSync, existsSync, fsyncSync, openSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { uptime } from 'node:os';
 import { join } from 'node:path';
 import { open, type Database, type RootDatabase } from 'lmdb';
@@ -16,13 +16,25 @@ import { INITIAL_STATE, Journal, syncDir, type JournalState } from './journal.js
  * boot id means the file may be damaged: it is deleted, unread, and rebuilt from the journal.
  */
 
-/** The kernel's boot id (Linux); elsewhere the boot time to the minute. */
+/**
+ * The kernel's boot id: Linux's `boot_id`, macOS's `kern.bootsessionuuid`. Elsewhere, the boot
+ * time to the minute — a stepped clock can change it within one boot, which forces a rebuild
+ * (docs/event-log.md says so).
+ */
 export function currentBootId(): string {
   try {
     return readFileSync('/proc/sys/kernel/random/boot_id', 'utf8').trim();
   } catch {
-    return `boot-${Math.round((Date.now() / 1000 - uptime()) / 60)}`;
+    // not Linux
   }
+  if (process.platform === 'darwin') {
+    try {
+      return execFileSync('sysctl', ['-n', 'kern.bootsessionuuid'], { encoding: 'utf8' }).trim();
+    } catch {
+      // fall through
+    }
+  }
+  return `boot-${Math.round((Date.now() / 1000 - uptime()) / 60)}`;
 }
 
 /**
@@ -95,26 +107,38 @@ export function readState(dbs: LogDbs): JournalState {
 /**
  * Makes `<path>` safe to open without flushing: returns once the LMDB file is known whole for
  * this boot, rebuilding it from the journal first if needed. Concurrent openers of one path
- * serialise on `recovery.lock`.
+ * serialise on a lock the kernel releases if its holder dies (withLock).
  */
 export function recover(path: string, journal: Journal, bootId: string): void {
   const bootFile = join(journal.dir, 'BOOT');
   const stored = () => (existsSync(bootFile) ? readFileSync(bootFile, 'utf8') : undefined);
   if (stored() === bootId) return;
-  withLock(join(path, 'recovery.lock'), bootId, () => {
+  withLock(path, () => {
     if (stored() === bootId) return; // another process recovered it meanwhile
-    const legacy = stored() === undefined && !existsSync(journal.dir) && existsSync(join(path, 'data.mdb'));
+    const staging = `${journal.dir}.new`;
+    rmSync(staging, { recursive: true, force: true }); // an interrupted migration starts over
+    if (!existsSync(journal.dir) && existsSync(join(path, 'data.mdb'))) {
+      migrate(path, new Journal(staging), bootId);
+      renameSync(staging, journal.dir);
+      syncDir(path);
+      return;
+    }
     journal.init();
-    if (legacy) migrate(path, journal);
-    else rebuild(path, journal);
+    rebuild(path, journal);
     writeDurably(bootFile, bootId);
   });
 }
 
-/** Deletes the LMDB file unread and replays every journal frame into a new one. */
+/**
+ * Replays every journal frame into a new LMDB file, built aside (`<path>/rebuild/`) and moved
+ * over `data.mdb` only once the whole journal has been read and checked: the old file is never
+ * read, and never removed if the journal turns out damaged (CorruptLogError).
+ */
 function rebuild(path: string, journal: Journal): void {
-  for (const f of ['data.mdb', 'lock.mdb']) rmSync(join(path, f), { force: true });
-  const dbs = openDbs(path);
+  const aside = join(path, 'rebuild');
+  rmSync(aside, { recursive: true, force: true });
+  const dbs = openDbs(aside);
+  let end: JournalState;
   try {
     const frames = journal.frames();
     let batch: JournalOp[][] = [];
@@ -125,37 +149,44 @@ function rebuild(path: string, journal: Journal): void {
       batch = [];
       size = 0;
     };
-    for (;;) {
+    for (let n = 1; ; n++) {
       const it = frames.next();
       if (it.done) {
-        flush();
-        const end = it.value;
-        dbs.env.transactionSync(() => dbs.journal.putSync('state', JSON.stringify(end)));
-        journal.dropAfter(end.segment);
+        end = it.value;
         break;
       }
-      batch.push(parseFrame(it.value));
+      batch.push(parseFrame(it.value, n));
       size += it.value.length;
       if (size > 4 * 1024 * 1024) flush();
     }
+    flush();
+    const state = end;
+    dbs.env.transactionSync(() => dbs.journal.putSync('state', JSON.stringify(state)));
   } finally {
     void dbs.env.close();
   }
+  renameSync(join(aside, 'data.mdb'), join(path, 'data.mdb'));
+  rmSync(join(path, 'lock.mdb'), { force: true }); // from before the restart: nobody holds it
+  rmSync(aside, { recursive: true, force: true });
+  syncDir(path);
+  journal.dropAfter(end.segment);
 }
 
 /**
- * A store written before the journal existed (every commit flushed by LMDB itself): its whole
- * content becomes the journal's first frames, so that a later rebuild starts from it.
+ * A store without a journal (written by an older actorloop, or in 'committed' mode): its whole
+ * content becomes the first frames of a journal built in `journal.new/`, which becomes the
+ * journal only once complete (with its BOOT), so an interrupted migration is simply redone.
  */
-function migrate(path: string, journal: Journal): void {
+function migrate(path: string, staging: Journal, bootId: string): void {
+  staging.init();
   const dbs = openDbs(path);
   try {
-    let state = readState(dbs);
+    let state = INITIAL_STATE;
     let ops: JournalOp[] = [];
     let size = 0;
     const emit = () => {
       if (ops.length === 0) return;
-      state = journal.write(state, JSON.stringify(ops)).next;
+      state = staging.write(state, JSON.stringify(ops)).next;
       ops = [];
       size = 0;
     };
@@ -171,17 +202,30 @@ function migrate(path: string, journal: Journal): void {
     const end = state;
     dbs.env.transactionSync(() => dbs.journal.putSync('state', JSON.stringify(end)));
   } finally {
+    staging.close();
     void dbs.env.close();
   }
+  writeDurably(join(staging.dir, 'BOOT'), bootId);
 }
 
-function parseFrame(payload: Buffer): JournalOp[] {
+const isOp = (op: unknown): op is JournalOp =>
+  Array.isArray(op) &&
+  ((op[0] === 'h' && op.length === 3 && typeof op[1] === 'string') ||
+    (op[0] === 'e' && op.length === 4 && typeof op[1] === 'string' && Number.isInteger(op[2])) ||
+    (op[0] === 'i' && op.length === 4 && typeof op[1] === 'string' && typeof op[2] === 'string' && Number.isInteger(op[3])));
+
+function parseFrame(payload: Buffer, frame: number): JournalOp[] {
+  let ops: unknown;
   try {
-    return JSON.parse(payload.toString('utf8')) as JournalOp[];
+    ops = JSON.parse(payload.toString('utf8'));
   } catch (e) {
-    // the frame's checksum matched, so this is not a torn write: refuse to guess
-    throw new CorruptLogError('*', 0, `journal frame is not JSON: ${(e as Error).message}`);
+    ops = e;
   }
+  // the frame's checksum matched, so this is not a torn write: refuse to guess
+  if (!Array.isArray(ops) || !ops.every(isOp)) {
+    throw new CorruptLogError('(journal)', frame, `journal frame ${frame} checks out but does not hold a list of puts`);
+  }
+  return ops;
 }
 
 function writeDurably(file: string, text: string): void {
@@ -197,69 +241,16 @@ function writeDurably(file: string, text: string): void {
   syncDir(join(file, '..'));
 }
 
-const sleeper = new Int32Array(new SharedArrayBuffer(4));
-
 /**
- * A cross-process mutex: a file naming its holder (boot id, pid, a token), created with its
- * content in one step (written aside, then hard-linked into place, which fails if it exists —
- * so nobody ever reads a half-written lock). A lock whose holder is from another boot or dead is
- * stale: it is moved aside and removed only if what was moved is what was judged stale.
+ * A cross-process mutex the kernel releases if its holder dies: the write transaction of a tiny
+ * LMDB environment of its own (`<path>/recovery/`, whose writer mutex is robust), held while
+ * `fn` runs. No takeover logic, no process ids (which containers on one host do not share).
  */
-function withLock(lockPath: string, bootId: string, fn: () => void): void {
-  const mine = `${bootId} ${process.pid} ${randomUUID()}`;
-  for (;;) {
-    const tmp = `${lockPath}.${randomUUID()}`;
-    writeFileSync(tmp, mine);
-    try {
-      linkSync(tmp, lockPath);
-      break;
-    } catch (e) {
-      if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw e;
-    } finally {
-      unlinkSync(tmp);
-    }
-    const held = readLock(lockPath);
-    if (held !== undefined && isStale(held, bootId)) {
-      const aside = `${lockPath}.stale.${randomUUID()}`;
-      try {
-        renameSync(lockPath, aside);
-      } catch {
-        continue; // gone meanwhile
-      }
-      if (readLock(aside) !== held) {
-        try {
-          linkSync(aside, lockPath); // a live holder's lock: put it back
-        } catch {
-          // taken meanwhile; the holder's release finds its token missing and leaves it
-        }
-      }
-      rmSync(aside, { force: true });
-      continue;
-    }
-    Atomics.wait(sleeper, 0, 0, 20);
-  }
+function withLock(path: string, fn: () => void): void {
+  const env = open({ path: join(path, 'recovery'), maxDbs: 1, noSync: true });
   try {
-    fn();
+    env.transactionSync(fn);
   } finally {
-    if (readLock(lockPath) === mine) unlinkSync(lockPath);
-  }
-}
-
-function readLock(path: string): string | undefined {
-  try {
-    return readFileSync(path, 'utf8');
-  } catch {
-    return undefined;
-  }
-}
-
-function isStale(held: string, bootId: string): boolean {
-  const [boot, pid] = held.split(' ');
-  if (boot !== bootId) return true;
-  try {
-    process.kill(Number(pid), 0);
-    return false;
-  } catch (e) {
-    return (e as NodeJS.ErrnoException).code === 'ESRCH';
+    void env.close();
   }
 }

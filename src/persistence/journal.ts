@@ -1,9 +1,10 @@
-import { closeSync, existsSync, fdatasyncSync, fstatSync, fsyncSync, mkdirSync, openSync, readdirSync, readFileSync, readSync, renameSync, statSync, unlinkSync, writeSync } from 'node:fs';
+import { closeSync, existsSync, fdatasyncSync, fstatSync, fsyncSync, mkdirSync, openSync, readdirSync, readFileSync, readSync, renameSync, rmSync, statSync, unlinkSync, writeSync } from 'node:fs';
 import { randomUUID } from 'node:crypto';
 import * as fsp from 'node:fs/promises';
 import { join } from 'node:path';
 import { crc32 } from 'node:zlib';
 import { z } from 'zod';
+import { CorruptLogError } from '../contracts/errors.js';
 
 /**
  * The LMDB store's write-ahead journal (docs/event-log.md, "Durability"): the one file a commit
@@ -56,6 +57,19 @@ export function encodeFrame(frame: number, payload: string): Buffer {
   return buf;
 }
 
+const MAGIC_BYTES = (() => {
+  const b = Buffer.alloc(4);
+  b.writeUInt32LE(MAGIC, 0);
+  return b;
+})();
+
+/** The number of a frame at `pos` whose header and CRC check out, whatever its number. */
+function validFrameNumber(seg: Buffer, pos: number): number | undefined {
+  if (pos + HEADER > seg.length) return undefined;
+  const number = seg.readDoubleLE(pos + 12);
+  return decodeFrame(seg, pos, number) === undefined ? undefined : number;
+}
+
 /** The payload of a valid frame numbered `frame` at `pos`, or undefined (end of the journal). */
 function decodeFrame(seg: Buffer, pos: number, frame: number): Buffer | undefined {
   if (pos + HEADER > seg.length || seg.readUInt32LE(pos) !== MAGIC) return undefined;
@@ -74,9 +88,12 @@ export class Journal {
 
   constructor(readonly dir: string) {}
 
-  /** Creates the directory and segment 1 (if missing); called before the first commit. */
+  /** Creates the directory (flushed into its parent) and segment 1 (if missing). */
   init(): void {
-    mkdirSync(this.dir, { recursive: true });
+    if (!existsSync(this.dir)) {
+      mkdirSync(this.dir, { recursive: true });
+      syncDir(join(this.dir, '..'));
+    }
     if (!existsSync(join(this.dir, segmentName(1)))) this.createSegment(1, segmentSize(1));
   }
 
@@ -92,6 +109,15 @@ export class Journal {
       const path = join(this.dir, segmentName(n));
       // Prepared in the background (prepareNext) if all went well; its bytes are zeros, or at
       // worst one frame of a commit that never happened, which this frame overwrites.
+      // The end of this segment is marked first: a frame left at state.offset by a commit that
+      // never happened (its process killed after the flush) must not read as frame N, ahead of
+      // the real frame N in the next segment.
+      const rest = this.sizeOf(state.segment) - state.offset;
+      if (rest > 0) {
+        const fd = this.open(state.segment);
+        writeFully(fd, Buffer.alloc(Math.min(HEADER, rest)), state.offset);
+        fdatasyncSync(fd);
+      }
       if (existsSync(path) && statSync(path).size >= frame.length) syncDir(this.dir);
       else this.createSegment(n, Math.max(segmentSize(n), frame.length));
       at = { segment: n, offset: 0, nextFrame: state.nextFrame };
@@ -127,7 +153,8 @@ export class Journal {
 
   /**
    * Best effort after a transaction that wrote a frame failed to commit: breaks the frame's magic
-   * so that a rebuild cannot bring back what its callers were told had failed.
+   * so that a rebuild cannot bring back what its callers were told had failed. The caller holds
+   * the writer lock and has checked that no commit took the frame's place (lmdb-store.ts).
    */
   invalidate(at: JournalState): void {
     try {
@@ -139,7 +166,11 @@ export class Journal {
     }
   }
 
-  /** Every valid frame in order, from frame 1 up to the first that does not check out. */
+  /**
+   * Every valid frame in order, from frame 1 up to the first that does not check out. Only the
+   * last frame can be torn (each is flushed before the next is written), so a valid frame
+   * numbered past the first bad one means damage in the middle: CorruptLogError, nothing dropped.
+   */
   *frames(): Generator<Buffer, JournalState> {
     let state = INITIAL_STATE;
     for (let n = 1; existsSync(join(this.dir, segmentName(n))); n++) {
@@ -154,7 +185,27 @@ export class Journal {
       // A segment the frames never reached ends them; otherwise they may go on in the next one.
       if (pos === 0 && n > 1) break;
     }
+    this.assertNothingAfter(state);
     return state;
+  }
+
+  /** Throws if a valid frame numbered after `end.nextFrame` lies anywhere past `end`. */
+  private assertNothingAfter(end: JournalState): void {
+    for (const n of this.segments()) {
+      if (n < end.segment) continue;
+      const seg = readFileSync(join(this.dir, segmentName(n)));
+      for (let pos = seg.indexOf(MAGIC_BYTES, n === end.segment ? end.offset : 0); pos !== -1; pos = seg.indexOf(MAGIC_BYTES, pos + 1)) {
+        const number = validFrameNumber(seg, pos);
+        if (number !== undefined && number > end.nextFrame) {
+          throw new CorruptLogError(
+            `journal ${segmentName(end.segment)}`,
+            end.nextFrame,
+            `frame ${end.nextFrame} at offset ${end.offset} does not check out, but frame ${number} follows in ${segmentName(n)} at offset ${pos}: ` +
+              'the journal is damaged before its end, so the log cannot be rebuilt from it (nothing was changed)',
+          );
+        }
+      }
+    }
   }
 
   /** Removes segments after `last` (left over past the end a rebuild found). */
@@ -209,9 +260,12 @@ export class Journal {
       const zeros = Buffer.alloc(Math.min(size, 1024 * 1024));
       for (let off = 0; off < size; off += zeros.length) writeFully(fd, zeros.subarray(0, Math.min(zeros.length, size - off)), off);
       fsyncSync(fd);
-    } finally {
+    } catch (e) {
       closeSync(fd);
+      rmSync(tmp, { force: true });
+      throw e;
     }
+    closeSync(fd);
     if (this.fdSegment === n) this.close();
     renameSync(tmp, final);
     syncDir(this.dir);
@@ -239,6 +293,9 @@ async function prepareSegment(dir: string, n: number, size: number): Promise<voi
     const zeros = Buffer.alloc(Math.min(size, 1024 * 1024));
     for (let off = 0; off < size; off += zeros.length) await fh.write(zeros, 0, Math.min(zeros.length, size - off), off);
     await fh.sync();
+  } catch (e) {
+    await fsp.rm(tmp, { force: true });
+    throw e;
   } finally {
     await fh.close();
   }

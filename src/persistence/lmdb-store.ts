@@ -11,7 +11,7 @@ import { decodeRecord, findEvent, prepareDrafts, type PreparedDraft } from './co
 import type { AttachResult, EventStore, ReadRange } from './event-store.js';
 import { SessionHead } from './head.js';
 import { Journal, type JournalState } from './journal.js';
-import { currentBootId, FrameBuilder, openDbs, readState, recover, type LogDbs } from './journal-recovery.js';
+import { currentBootId, FrameBuilder, openDbs, recover, type LogDbs } from './journal-recovery.js';
 import { LiveAppends } from './live.js';
 import { assertAppendArgs, assertSessionId, readRange, surfaceOf } from './store-input.js';
 
@@ -106,6 +106,18 @@ class LmdbTxn implements LogTxn {
   }
 }
 
+const journaledPathError = (path: string) =>
+  new ValidationError('lmdbStore', [
+    { path: ['durability'], message: `${path} has a journal (it was opened with durability 'flushed'); open it with 'flushed'` },
+  ]);
+
+/** The journal's state; a journaled store always has one (recover() writes it before any commit). */
+function journalState(dbs: LogDbs, path: string): JournalState {
+  const raw = dbs.journal.get('state');
+  if (raw === undefined) throw new CorruptLogError('(journal)', 0, `the LMDB file at ${path} has no journal state: it is not the file the journal describes`);
+  return JSON.parse(raw) as JournalState;
+}
+
 function readHead(heads: Database<string, string>, sessionId: string): SessionHead | undefined {
   const raw = heads.get(sessionId);
   if (raw === undefined) return undefined;
@@ -160,11 +172,7 @@ class LmdbEventStore implements EventStore, LmdbStats {
     } else {
       // Commits made without the journal would be missing from a rebuild: a journaled store
       // refuses them (a store without a journal is adopted by its first 'flushed' open instead).
-      if (existsSync(join(options.path, 'journal'))) {
-        throw new ValidationError('lmdbStore', [
-          { path: ['durability'], message: `${options.path} has a journal (it was opened with durability 'flushed'); open it with 'flushed'` },
-        ]);
-      }
+      if (existsSync(join(options.path, 'journal'))) throw journaledPathError(options.path);
       this.journal = null;
     }
     this.dbs = openEnv(options.path);
@@ -231,9 +239,12 @@ class LmdbEventStore implements EventStore, LmdbStats {
                 op.error = e;
               }
             }
-            if (this.journal && txn.frame!.size > 0) {
+            if (!this.journal) {
+              // A 'committed' store opened before another process gave the path a journal.
+              if (this.dbs.journal.get('state') !== undefined) throw journaledPathError(this.options.path);
+            } else if (txn.frame!.size > 0) {
               // Last thing in the transaction: the frame is flushed before LMDB commits.
-              const { at, next } = this.journal.write(readState(this.dbs), txn.frame!.payload());
+              const { at, next } = this.journal.write(journalState(this.dbs, this.options.path), txn.frame!.payload());
               framed = at;
               after = next;
               this.dbs.journal.putSync('state', JSON.stringify(next));
@@ -245,7 +256,7 @@ class LmdbEventStore implements EventStore, LmdbStats {
           if (after) this.journal!.prepareNext(after);
         } catch (e) {
           fatal = e;
-          if (framed) this.journal!.invalidate(framed); // its callers are told it failed
+          if (framed) this.invalidate(framed);
         }
         for (const op of ops) {
           if (fatal !== undefined) op.reject(fatal);
@@ -255,6 +266,21 @@ class LmdbEventStore implements EventStore, LmdbStats {
       }
     } finally {
       this.draining = null;
+    }
+  }
+
+  /**
+   * After a transaction that wrote a frame failed to commit: its callers are told it failed, so
+   * the frame must not come back in a rebuild. Under the writer lock again, and only if no
+   * commit (of any process) has taken its place meanwhile, its header is overwritten.
+   */
+  private invalidate(at: JournalState): void {
+    try {
+      this.env.transactionSync(() => {
+        if (journalState(this.dbs, this.options.path).nextFrame === at.nextFrame) this.journal!.invalidate(at);
+      });
+    } catch {
+      // the next commit writes its own frame N over it anyway
     }
   }
 

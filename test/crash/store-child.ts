@@ -23,6 +23,9 @@
  *   each value to a file named like a journal segment without flushing it (the negative control
  *   for "every journal write is flushed before the ACK").
  *
+ * - `hold-recovery <path>`: takes the store's recovery lock (the write transaction of
+ *   `<path>/recovery/`), prints `LOCKED` and spins inside it until killed.
+ *
  * With `--wait-go` (any mode) it prints `READY` once loaded and starts only on `GO`, so that the
  * parent can pre-spawn the next child (loading takes about a second of CPU) while one runs.
  *
@@ -170,12 +173,21 @@ async function straceNoSyncMode(): Promise<void> {
 /** ACTORLOOP_TEST_BOOT_ID (set by a test) stands for the machine's boot id: a simulated restart. */
 const bootOption = process.env.ACTORLOOP_TEST_BOOT_ID ? { bootId: process.env.ACTORLOOP_TEST_BOOT_ID } : {};
 
+async function holdRecoveryMode(): Promise<void> {
+  const env = open({ path: join(path!, 'recovery'), maxDbs: 1, noSync: true });
+  env.transactionSync(() => {
+    say('LOCKED');
+    for (;;) Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 1000);
+  });
+}
+
 const modes: Record<string, () => Promise<void>> = {
   append: appendMode,
   'fence-a': fenceAMode,
   race: raceMode,
   strace: straceMode,
   'strace-nosync': straceNoSyncMode,
+  'hold-recovery': holdRecoveryMode,
 };
 
 const run = modes[mode ?? ''];

@@ -4,9 +4,11 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { EventRecord } from '../../src/contracts/events.js';
 import { INITIAL_STATE, Journal, segmentSize } from '../../src/persistence/journal.js';
+import { openDbs, readState } from '../../src/persistence/journal-recovery.js';
 import { lmdbStore } from '../../src/persistence/lmdb-store.js';
 import { collect, stepStart, userMsg } from '../helpers/drafts.js';
 import { tempDir } from '../helpers/tmp.js';
+import { killAllChildren, spawnStoreChild } from '../crash/child-util.js';
 
 /**
  * The LMDB store's write-ahead journal (docs/event-log.md, "Durability"): LMDB never flushes;
@@ -187,18 +189,115 @@ describe('LMDB store journal', () => {
     expect((await dump(path, 'boot-1')).events[0]).toHaveLength(2);
   });
 
-  it('a recovery lock left by a process of an earlier boot, or by a dead one, does not block the rebuild', async () => {
+  it('a process killed while holding the recovery lock does not block the next rebuild (the kernel releases it)', async () => {
     const path = dir();
     await write(path, 'boot-1', ['s'], 3);
     const before = await dump(path, 'boot-1');
-    writeFileSync(join(path, 'recovery.lock'), 'boot-0 12345 token');
+    const holder = spawnStoreChild('hold-recovery', [path], 'recovery lock holder');
+    try {
+      await holder.waitFor((l) => l === 'LOCKED', 30_000, 'LOCKED');
+      holder.signal('SIGKILL');
+      expect((await holder.waitExit(10_000)).signal).toBe('SIGKILL');
+    } finally {
+      await killAllChildren();
+    }
     trash(path);
     expect(await dump(path, 'boot-2')).toEqual(before);
-    // same boot, holder gone: a pid that cannot be alive (above pid_max)
-    writeFileSync(join(path, 'recovery.lock'), 'boot-3 4194305 token');
+  });
+
+  it('a frame left by a process killed before its commit is not replayed when the next commit moves to a new segment', async () => {
+    const path = dir();
+    const store = lmdbStore({ path, bootId: 'boot-1' });
+    const { writerEpoch } = await store.attachWriter('s');
+    let next = 1;
+    const append = async (size: number) => {
+      await store.append('s', writerEpoch, next, [userMsg('x'.repeat(size)), stepStart()]);
+      next += 2;
+    };
+    for (let i = 0; i < 3; i++) await append(100);
+    // another process writes and flushes its frame at the journal's end, then is killed before LMDB commits
+    const dbs = openDbs(path);
+    const ghost = new Journal(join(path, 'journal'));
+    ghost.write(readState(dbs), JSON.stringify([['h', 'ghost', { never: 'committed' }]]));
+    ghost.close();
+    await dbs.env.close();
+    await append(300 * 1024); // too large for the rest of segment 1: segment 2, same frame number
+    for (let i = 0; i < 5; i++) await append(100);
+    await store.close();
+    const before = await dump(path, 'boot-1');
+    expect(before.events[0]).toHaveLength(18);
     trash(path);
-    expect(await dump(path, 'boot-3')).toEqual(before);
-    expect(existsSync(join(path, 'recovery.lock'))).toBe(false);
+    expect(await dump(path, 'boot-2')).toEqual(before); // no ghost session, nothing lost
+  });
+
+  it('a damaged frame before the end of the journal is a CorruptLogError, and nothing is dropped', async () => {
+    const path = dir();
+    await write(path, 'boot-1', ['s'], 300, 2000); // segments 1–3
+    const segs = segments(path);
+    const seg1 = join(path, 'journal', segs[0]!);
+    const bytes = readFileSync(seg1);
+    bytes[5000] ^= 0x01; // bit rot inside an early frame
+    writeFileSync(seg1, bytes);
+    trash(path);
+    expect(() => lmdbStore({ path, bootId: 'boot-2' })).toThrowError(/damaged before its end/);
+    expect(segments(path)).toEqual(segs);
+    expect(readFileSync(join(path, 'data.mdb')).length).toBe(128 * 1024); // the old file, untouched
+  });
+
+  it('an interrupted migration is redone from the store, not rebuilt from its partial journal', async () => {
+    const path = dir();
+    const old = lmdbStore({ path, durability: 'committed' });
+    const { writerEpoch } = await old.attachWriter('legacy');
+    await old.append('legacy', writerEpoch, 1, [userMsg('from before'), stepStart()]);
+    await old.close();
+    // a migration killed half way: journal.new/ with a frame, no BOOT, no journal/
+    const partial = new Journal(join(path, 'journal.new'));
+    partial.init();
+    partial.write(INITIAL_STATE, JSON.stringify([['h', 'legacy', { partial: true }]]));
+    partial.close();
+    const migrated = await dump(path, 'boot-1');
+    expect(migrated.events[0]!.map((e) => e.type)).toEqual(['user/message', 'step/start']);
+    expect(existsSync(join(path, 'journal.new'))).toBe(false);
+    trash(path);
+    expect(await dump(path, 'boot-2')).toEqual(migrated);
+  });
+
+  it("a failed commit's frame is invalidated only if no other commit took its place meanwhile", async () => {
+    const path = dir();
+    const b = lmdbStore({ path, bootId: 'boot-1' });
+    const { writerEpoch } = await b.attachWriter('s');
+    await b.append('s', writerEpoch, 1, [userMsg('first'), stepStart()]);
+    // process A writes its frame at the end, then its commit fails and releases the writer lock
+    const dbs = openDbs(path);
+    const journalA = new Journal(join(path, 'journal'));
+    const { at } = journalA.write(readState(dbs), JSON.stringify([['h', 'a-session', {}]]));
+    journalA.close();
+    await dbs.env.close();
+    // B takes the lock first: its frame goes where A's was, and is acknowledged
+    for (let seq = 3; seq < 23; seq += 2) await b.append('s', writerEpoch, seq, [userMsg(`m${seq}`), stepStart()]);
+    // A's late invalidation (the store's own, which runs under the lock) must leave B's frame alone
+    const a = lmdbStore({ path, bootId: 'boot-1' });
+    (a as unknown as { invalidate(at: unknown): void }).invalidate(at);
+    await a.close();
+    await b.close();
+    const before = await dump(path, 'boot-1');
+    expect(before.events[0]).toHaveLength(22);
+    trash(path);
+    expect(await dump(path, 'boot-2')).toEqual(before);
+  });
+
+  it("a 'committed' store opened before another one gave the path a journal is refused at its next commit", async () => {
+    const path = dir();
+    const committed = lmdbStore({ path, durability: 'committed' });
+    const flushed = lmdbStore({ path, bootId: 'boot-1' }); // adopts the path: it has a journal now
+    await expect(committed.attachWriter('s')).rejects.toThrowError(/has a journal/);
+    const { writerEpoch } = await flushed.attachWriter('s');
+    await flushed.append('s', writerEpoch, 1, [userMsg('flushed'), stepStart()]);
+    await committed.close();
+    await flushed.close();
+    const before = await dump(path, 'boot-1');
+    trash(path);
+    expect(await dump(path, 'boot-2')).toEqual(before);
   });
 
   it('frames: an invalidated frame ends the journal there', () => {
