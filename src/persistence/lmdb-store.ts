@@ -114,7 +114,7 @@ const journaledPathError = (path: string) =>
 /** The journal's state; a journaled store always has one (recover() writes it before any commit). */
 function journalState(dbs: LogDbs, path: string): JournalState {
   const raw = dbs.journal.get('state');
-  if (raw === undefined) throw new CorruptLogError('(journal)', 0, `the LMDB file at ${path} has no journal state: it is not the file the journal describes`);
+  if (raw === undefined) throw new CorruptLogError('(journal)', 0, `the LMDB file at ${path} has no journal state: it is not the file the journal describes (delete ${path}/journal/BOOT to rebuild it from the journal)`);
   return JSON.parse(raw) as JournalState;
 }
 

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { existsSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { EventRecord } from '../../src/contracts/events.js';
@@ -298,6 +298,18 @@ describe('LMDB store journal', () => {
     const before = await dump(path, 'boot-1');
     trash(path);
     expect(await dump(path, 'boot-2')).toEqual(before);
+  });
+
+  it('an LMDB file replaced under the same boot is refused at the first commit, naming the way out', async () => {
+    const path = dir();
+    await write(path, 'boot-1', ['s'], 2);
+    const before = await dump(path, 'boot-1');
+    for (const f of ['data.mdb', 'lock.mdb']) rmSync(join(path, f));
+    const store = lmdbStore({ path, bootId: 'boot-1' });
+    await expect(store.attachWriter('t')).rejects.toThrowError(/no journal state.*delete .*BOOT to rebuild/);
+    await store.close();
+    rmSync(join(path, 'journal', 'BOOT'));
+    expect(await dump(path, 'boot-1')).toEqual(before);
   });
 
   it('frames: an invalidated frame ends the journal there', () => {
