@@ -67,6 +67,20 @@ async function write(path: string, bootId: string, sessions: string[], batches: 
   }
 }
 
+/** A store with no journal: written in 'committed' mode (like one from before the journal). */
+async function writeWithoutJournal(path: string): Promise<void> {
+  const old = lmdbStore({ path, durability: 'committed' });
+  const { writerEpoch } = await old.attachWriter('legacy');
+  await old.append('legacy', writerEpoch, 1, [userMsg('from before'), stepStart()]);
+  await old.close();
+}
+
+/** Simulates a machine restart (garbage data.mdb, a new boot id) and expects the rebuilt log to be `expected`. */
+async function expectRebuilt(path: string, bootId: string, expected: Dump): Promise<void> {
+  trash(path);
+  expect(await dump(path, bootId)).toEqual(expected);
+}
+
 const trash = (path: string) => writeFileSync(join(path, 'data.mdb'), randomBytes(128 * 1024));
 const segments = (path: string) => readdirSync(join(path, 'journal')).filter((f) => f.endsWith('.wal')).sort();
 
@@ -106,8 +120,7 @@ describe('LMDB store journal', () => {
     expect(segs).toEqual(['0000000001.wal', '0000000002.wal', '0000000003.wal']);
     expect(statSync(join(path, 'journal', segs[1]!)).size).toBeGreaterThan(segmentSize(2));
     const before = await dump(path, 'boot-1');
-    trash(path);
-    expect(await dump(path, 'boot-2')).toEqual(before);
+    await expectRebuilt(path, 'boot-2', before);
   });
 
   it('prepares the next segment in the background once the current one is half full, and moves into it', async () => {
@@ -122,8 +135,7 @@ describe('LMDB store journal', () => {
     expect(readFileSync(join(path, 'journal', '0000000002.wal')).subarray(0, 4).equals(Buffer.alloc(4))).toBe(false);
     const before = await dump(path, 'boot-1');
     expect(before.events[0]).toHaveLength(200);
-    trash(path);
-    expect(await dump(path, 'boot-2')).toEqual(before);
+    await expectRebuilt(path, 'boot-2', before);
   });
 
   it('under the same boot the LMDB file is trusted and the journal is not read; a new boot rebuilds from the journal', async () => {
@@ -162,24 +174,19 @@ describe('LMDB store journal', () => {
     await write(path, 'boot-2', ['s'], 2);
     const continued = await dump(path, 'boot-2');
     expect(continued.events[0]!.map((e) => e.seq)).toEqual(Array.from({ length: 10 }, (_, i) => i + 1));
-    trash(path);
-    expect(await dump(path, 'boot-3')).toEqual(continued);
+    await expectRebuilt(path, 'boot-3', continued);
   });
 
   it('adopts a store written without a journal (durability committed, or an older actorloop) as its first frames', async () => {
     const path = dir();
-    const old = lmdbStore({ path, durability: 'committed' });
-    const { writerEpoch } = await old.attachWriter('legacy');
-    await old.append('legacy', writerEpoch, 1, [userMsg('from before'), stepStart()]);
-    await old.close();
+    await writeWithoutJournal(path);
     expect(existsSync(join(path, 'journal'))).toBe(false);
 
     const before = await dump(path, 'boot-1'); // migrates
     expect(before.events[0]).toHaveLength(2);
     await write(path, 'boot-1', ['legacy'], 1);
     const grown = await dump(path, 'boot-1');
-    trash(path);
-    expect(await dump(path, 'boot-2')).toEqual(grown);
+    await expectRebuilt(path, 'boot-2', grown);
   });
 
   it("refuses durability 'committed' on a journaled store: its commits would be missing from a rebuild", async () => {
@@ -201,8 +208,7 @@ describe('LMDB store journal', () => {
     } finally {
       await killAllChildren();
     }
-    trash(path);
-    expect(await dump(path, 'boot-2')).toEqual(before);
+    await expectRebuilt(path, 'boot-2', before);
   });
 
   it('a frame left by a process killed before its commit is not replayed when the next commit moves to a new segment', async () => {
@@ -246,10 +252,7 @@ describe('LMDB store journal', () => {
 
   it('an interrupted migration is redone from the store, not rebuilt from its partial journal', async () => {
     const path = dir();
-    const old = lmdbStore({ path, durability: 'committed' });
-    const { writerEpoch } = await old.attachWriter('legacy');
-    await old.append('legacy', writerEpoch, 1, [userMsg('from before'), stepStart()]);
-    await old.close();
+    await writeWithoutJournal(path);
     // a migration killed half way: journal.new/ with a frame, no BOOT, no journal/
     const partial = new Journal(join(path, 'journal.new'));
     partial.init();
@@ -258,8 +261,7 @@ describe('LMDB store journal', () => {
     const migrated = await dump(path, 'boot-1');
     expect(migrated.events[0]!.map((e) => e.type)).toEqual(['user/message', 'step/start']);
     expect(existsSync(join(path, 'journal.new'))).toBe(false);
-    trash(path);
-    expect(await dump(path, 'boot-2')).toEqual(migrated);
+    await expectRebuilt(path, 'boot-2', migrated);
   });
 
   it("a failed commit's frame is invalidated only if no other commit took its place meanwhile", async () => {
@@ -282,8 +284,7 @@ describe('LMDB store journal', () => {
     await b.close();
     const before = await dump(path, 'boot-1');
     expect(before.events[0]).toHaveLength(22);
-    trash(path);
-    expect(await dump(path, 'boot-2')).toEqual(before);
+    await expectRebuilt(path, 'boot-2', before);
   });
 
   it("a 'committed' store opened before another one gave the path a journal is refused at its next commit", async () => {
@@ -296,8 +297,7 @@ describe('LMDB store journal', () => {
     await committed.close();
     await flushed.close();
     const before = await dump(path, 'boot-1');
-    trash(path);
-    expect(await dump(path, 'boot-2')).toEqual(before);
+    await expectRebuilt(path, 'boot-2', before);
   });
 
   it('an LMDB file replaced under the same boot is refused at the first commit, naming the way out', async () => {
