@@ -306,6 +306,7 @@ async function prepareSegment(dir: string, n: number, size: number): Promise<voi
   } finally {
     await fsp.unlink(tmp);
   }
+  if (process.platform === 'win32') return; // as in syncDir
   const dh = await fsp.open(dir, 'r');
   try {
     await dh.sync();
@@ -319,7 +320,12 @@ function writeFully(fd: number, buf: Buffer, pos: number): void {
   while (done < buf.length) done += writeSync(fd, buf, done, buf.length - done, pos + done);
 }
 
+/**
+ * Flushes a directory's entries (a new or renamed file survives a power cut only then). Windows
+ * cannot open a directory to flush it; NTFS journals its metadata, so there it is skipped.
+ */
 export function syncDir(dir: string): void {
+  if (process.platform === 'win32') return;
   const fd = openSync(dir, 'r');
   try {
     fsyncSync(fd);
