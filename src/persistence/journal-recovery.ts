@@ -4,7 +4,7 @@ import { uptime } from 'node:os';
 import { join } from 'node:path';
 import { open, type Database, type RootDatabase } from 'lmdb';
 import { CorruptLogError } from '../contracts/errors.js';
-import { INITIAL_STATE, Journal, syncDir, type JournalState } from './journal.js';
+import { INITIAL_STATE, Journal, JournalState, syncDir } from './journal.js';
 
 /**
  * When the LMDB file can be trusted, and how it is rebuilt from the journal when it cannot
@@ -99,9 +99,32 @@ export function applyOps(dbs: LogDbs, ops: readonly JournalOp[]): void {
   }
 }
 
-export function readState(dbs: LogDbs): JournalState {
+/**
+ * Where the journal's next frame goes, as this LMDB file records it. A journaled store always
+ * has it (the rebuild or migration writes it before any commit): a missing or unreadable state
+ * means the file is not the one the journal describes.
+ */
+export function readState(dbs: LogDbs, path: string): JournalState {
   const raw = dbs.journal.get('state');
-  return raw === undefined ? INITIAL_STATE : (JSON.parse(raw) as JournalState);
+  let state: ReturnType<typeof JournalState.safeParse> | undefined;
+  try {
+    state = raw === undefined ? undefined : JournalState.safeParse(JSON.parse(raw));
+  } catch {
+    state = undefined;
+  }
+  if (!state?.success) {
+    throw new CorruptLogError(
+      '(journal)',
+      0,
+      `the LMDB file at ${path} has no readable journal state: it is not the file the journal describes (delete ${path}/journal/BOOT to rebuild it from the journal)`,
+    );
+  }
+  return state.data;
+}
+
+/** Records where the journal's next frame goes; inside the write transaction that wrote the frame. */
+export function writeState(dbs: LogDbs, state: JournalState): void {
+  dbs.journal.putSync('state', JSON.stringify(state));
 }
 
 /**
@@ -161,7 +184,7 @@ function rebuild(path: string, journal: Journal): void {
     }
     flush();
     const state = end;
-    dbs.env.transactionSync(() => dbs.journal.putSync('state', JSON.stringify(state)));
+    dbs.env.transactionSync(() => writeState(dbs, state));
   } finally {
     void dbs.env.close();
   }
@@ -200,7 +223,7 @@ function migrate(path: string, staging: Journal, bootId: string): void {
     for (const { key, value } of dbs.ids.getRange()) add(['i', key[0], key[1], value], 64);
     emit();
     const end = state;
-    dbs.env.transactionSync(() => dbs.journal.putSync('state', JSON.stringify(end)));
+    dbs.env.transactionSync(() => writeState(dbs, end));
   } finally {
     staging.close();
     void dbs.env.close();

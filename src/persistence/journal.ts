@@ -18,7 +18,8 @@ import { CorruptLogError } from '../contracts/errors.js';
  * flushed before first use (overwriting flushed zeros needs no file-size update, so each commit's
  * `fdatasync` flushes the frame's data block only). A frame is a 20-byte header — magic, CRC-32
  * of the rest, payload length, frame number (consecutive from 1 across segments) — followed by
- * the payload: the transaction's puts as JSON. A frame that does not fit the rest of its segment starts the next one.
+ * the payload: the transaction's puts as JSON. A frame that does not fit the rest of its segment
+ * starts the next one.
  * Where the frames end is known from LMDB (the `journal` database's state, written in the same
  * transaction), or, when rebuilding, from the first frame that does not check out.
  */
@@ -107,8 +108,6 @@ export class Journal {
     if (state.offset + frame.length > this.sizeOf(state.segment)) {
       const n = state.segment + 1;
       const path = join(this.dir, segmentName(n));
-      // Prepared in the background (prepareNext) if all went well; its bytes are zeros, or at
-      // worst one frame of a commit that never happened, which this frame overwrites.
       // The end of this segment is marked first: a frame left at state.offset by a commit that
       // never happened (its process killed after the flush) must not read as frame N, ahead of
       // the real frame N in the next segment.
@@ -118,6 +117,8 @@ export class Journal {
         writeFully(fd, Buffer.alloc(Math.min(HEADER, rest)), state.offset);
         fdatasyncSync(fd);
       }
+      // The next segment was prepared in the background (prepareNext) if all went well; its bytes
+      // are zeros, or at worst one frame of a commit that never happened, which this overwrites.
       if (existsSync(path) && statSync(path).size >= frame.length) syncDir(this.dir);
       else this.createSegment(n, Math.max(segmentSize(n), frame.length));
       at = { segment: n, offset: 0, nextFrame: state.nextFrame };

@@ -11,7 +11,7 @@ import { decodeRecord, findEvent, prepareDrafts, type PreparedDraft } from './co
 import type { AttachResult, EventStore, ReadRange } from './event-store.js';
 import { SessionHead } from './head.js';
 import { Journal, type JournalState } from './journal.js';
-import { currentBootId, FrameBuilder, openDbs, recover, type LogDbs } from './journal-recovery.js';
+import { currentBootId, FrameBuilder, openDbs, readState, recover, writeState, type LogDbs } from './journal-recovery.js';
 import { LiveAppends } from './live.js';
 import { assertAppendArgs, assertSessionId, readRange, surfaceOf } from './store-input.js';
 
@@ -110,13 +110,6 @@ const journaledPathError = (path: string) =>
   new ValidationError('lmdbStore', [
     { path: ['durability'], message: `${path} has a journal (it was opened with durability 'flushed'); open it with 'flushed'` },
   ]);
-
-/** The journal's state; a journaled store always has one (recover() writes it before any commit). */
-function journalState(dbs: LogDbs, path: string): JournalState {
-  const raw = dbs.journal.get('state');
-  if (raw === undefined) throw new CorruptLogError('(journal)', 0, `the LMDB file at ${path} has no journal state: it is not the file the journal describes (delete ${path}/journal/BOOT to rebuild it from the journal)`);
-  return JSON.parse(raw) as JournalState;
-}
 
 function readHead(heads: Database<string, string>, sessionId: string): SessionHead | undefined {
   const raw = heads.get(sessionId);
@@ -244,10 +237,10 @@ class LmdbEventStore implements EventStore, LmdbStats {
               if (this.dbs.journal.get('state') !== undefined) throw journaledPathError(this.options.path);
             } else if (txn.frame!.size > 0) {
               // Last thing in the transaction: the frame is flushed before LMDB commits.
-              const { at, next } = this.journal.write(journalState(this.dbs, this.options.path), txn.frame!.payload());
+              const { at, next } = this.journal.write(readState(this.dbs, this.options.path), txn.frame!.payload());
               framed = at;
               after = next;
-              this.dbs.journal.putSync('state', JSON.stringify(next));
+              writeState(this.dbs, next);
               this.stats.flushes++;
             }
           });
@@ -277,7 +270,7 @@ class LmdbEventStore implements EventStore, LmdbStats {
   private invalidate(at: JournalState): void {
     try {
       this.env.transactionSync(() => {
-        if (journalState(this.dbs, this.options.path).nextFrame === at.nextFrame) this.journal!.invalidate(at);
+        if (readState(this.dbs, this.options.path).nextFrame === at.nextFrame) this.journal!.invalidate(at);
       });
     } catch {
       // the next commit writes its own frame N over it anyway

@@ -224,7 +224,7 @@ describe('LMDB store journal', () => {
     // another process writes and flushes its frame at the journal's end, then is killed before LMDB commits
     const dbs = openDbs(path);
     const ghost = new Journal(join(path, 'journal'));
-    ghost.write(readState(dbs), JSON.stringify([['h', 'ghost', { never: 'committed' }]]));
+    ghost.write(readState(dbs, path), JSON.stringify([['h', 'ghost', { never: 'committed' }]]));
     ghost.close();
     await dbs.env.close();
     await append(300 * 1024); // too large for the rest of segment 1: segment 2, same frame number
@@ -272,7 +272,7 @@ describe('LMDB store journal', () => {
     // process A writes its frame at the end, then its commit fails and releases the writer lock
     const dbs = openDbs(path);
     const journalA = new Journal(join(path, 'journal'));
-    const { at } = journalA.write(readState(dbs), JSON.stringify([['h', 'a-session', {}]]));
+    const { at } = journalA.write(readState(dbs, path), JSON.stringify([['h', 'a-session', {}]]));
     journalA.close();
     await dbs.env.close();
     // B takes the lock first: its frame goes where A's was, and is acknowledged
@@ -306,7 +306,7 @@ describe('LMDB store journal', () => {
     const before = await dump(path, 'boot-1');
     for (const f of ['data.mdb', 'lock.mdb']) rmSync(join(path, f));
     const store = lmdbStore({ path, bootId: 'boot-1' });
-    await expect(store.attachWriter('t')).rejects.toThrowError(/no journal state.*delete .*BOOT to rebuild/);
+    await expect(store.attachWriter('t')).rejects.toThrowError(/no readable journal state.*delete .*BOOT to rebuild/);
     await store.close();
     rmSync(join(path, 'journal', 'BOOT'));
     expect(await dump(path, 'boot-1')).toEqual(before);
