@@ -99,11 +99,18 @@ export class Journal {
   }
 
   /**
-   * Writes one frame at `state` and flushes it; returns the state after it. Called inside the
-   * LMDB write transaction (the writer lock serialises frames across processes).
+   * Writes one frame at `state` and flushes it; returns the state after it and the µs spent
+   * waiting in flushes. Called inside the LMDB write transaction (the writer lock serialises
+   * frames across processes).
    */
-  write(state: JournalState, payload: string): { next: JournalState; at: JournalState } {
+  write(state: JournalState, payload: string): { next: JournalState; at: JournalState; flushMicros: number } {
     const frame = encodeFrame(state.nextFrame, payload);
+    let flushMicros = 0;
+    const flush = (fd: number) => {
+      const t = performance.now();
+      fdatasyncSync(fd);
+      flushMicros += (performance.now() - t) * 1000;
+    };
     let at = state;
     if (state.offset + frame.length > this.sizeOf(state.segment)) {
       const n = state.segment + 1;
@@ -115,7 +122,7 @@ export class Journal {
       if (rest > 0) {
         const fd = this.open(state.segment);
         writeFully(fd, Buffer.alloc(Math.min(HEADER, rest)), state.offset);
-        fdatasyncSync(fd);
+        flush(fd);
       }
       // The next segment was prepared in the background (prepareNext) if all went well; its bytes
       // are zeros, or at worst one frame of a commit that never happened, which this overwrites.
@@ -125,8 +132,8 @@ export class Journal {
     }
     const fd = this.open(at.segment);
     writeFully(fd, frame, at.offset);
-    fdatasyncSync(fd);
-    return { at, next: { segment: at.segment, offset: at.offset + frame.length, nextFrame: at.nextFrame + 1 } };
+    flush(fd);
+    return { at, next: { segment: at.segment, offset: at.offset + frame.length, nextFrame: at.nextFrame + 1 }, flushMicros };
   }
 
   /**

@@ -312,6 +312,24 @@ describe('LMDB store journal', () => {
     expect(await dump(path, 'boot-1')).toEqual(before);
   });
 
+  it('counts commits, flushes and the time spent in flushes; a committed-mode store flushes nothing', async () => {
+    const flushed = lmdbStore({ path: dir() });
+    const committed = lmdbStore({ path: dir(), durability: 'committed' });
+    try {
+      for (const store of [flushed, committed]) {
+        const { writerEpoch } = await store.attachWriter('s');
+        await Promise.all([store.append('s', writerEpoch, 1, [userMsg('a')]), store.attachWriter('t')]); // one group commit
+        await store.append('s', writerEpoch, 2, [stepStart()]);
+      }
+      expect(flushed.stats).toMatchObject({ commits: 3, flushes: 3, appends: 4 });
+      expect(flushed.stats.flushMicros).toBeGreaterThan(0);
+      expect(committed.stats).toEqual({ commits: 3, flushes: 0, appends: 4, flushMicros: 0 });
+    } finally {
+      await flushed.close();
+      await committed.close();
+    }
+  });
+
   it('frames: an invalidated frame ends the journal there', () => {
     const path = dir();
     const journal = new Journal(join(path, 'journal'));
