@@ -27,7 +27,8 @@ import type { Envelope, EnvelopeStream } from '../streams/envelopes.js';
 import { SubscriberHub, type SubscribeOptions, type SubscriberListener, type Unsubscribe } from '../streams/subscribers.js';
 import { boundSessionMachine } from './run-actors.js';
 import type { RunEnv } from './run-env.js';
-import { runEndEventId, runStartEventId } from './run-lifecycle.js';
+import { runEndEventId, runOpenEventId, runStartEventId } from './run-lifecycle.js';
+import { UNSETTLED_END_STATUSES } from '../persistence/head.js';
 import type { ResolvedRuntimeOptions } from './runtime-options.js';
 import { InputQueue, type QueuedInput } from './session-inputs.js';
 
@@ -100,7 +101,7 @@ export class ExecutionSession {
   private readonly fingerprint: string;
   private readonly isKilled: () => boolean;
   private readonly inputs: InputQueue;
-  private readonly waiters = new Map<string, (r: ExecutionResult) => void>();
+  private readonly waiters = new Map<string, { runId: string; attemptId: string; resolve: (r: ExecutionResult) => void }>();
   private readonly steering = new Map<string, { request: string; receipt: StopReceipt }>();
   private idleWaiters: (() => void)[] = [];
   private busy = false;
@@ -186,6 +187,12 @@ export class ExecutionSession {
         this.settleIdle();
         return recorded;
       }
+      if (req.kind === 'prompt' && (await this.store.getEventById(this.sessionId, runOpenEventId(req.runId)))) {
+        // a run is one interaction: its id names its results, deliveries and final message ids
+        throw new ValidationError('session.execute', [
+          { path: ['runId'], message: `run ${req.runId} already exists in session ${this.sessionId}: a new prompt needs a new runId (continue or respond to resume that run)` },
+        ]);
+      }
       if (this.actor.getSnapshot().value === 'fenced' || this.env.writer.fenced) {
         this.settleIdle();
         return notRunResult(req, 'fenced', 'this session instance was fenced: another writer attached to the session; open it again');
@@ -237,7 +244,7 @@ export class ExecutionSession {
         answer: req.answer,
         timedOut: pr.kind === 'approval' && pr.expiresAt !== undefined && Date.now() > pr.expiresAt,
       };
-      return { ...base, runEpoch: open.runEpoch + 1, turn: open.turn, kind: 'respond', messages: [], resume };
+      return { ...base, runEpoch: open.runEpoch + 1, turn: open.turn, kind: 'respond', messages: [], resume, runFirstSeq: open.startSeq };
     }
     if (open.pending) {
       throw new ValidationError('session.execute', [{ path: ['kind'], message: `run ${req.runId} waits for an answer to ${open.pending.pendingRequest.questionId}: respond to it` }]);
@@ -248,6 +255,7 @@ export class ExecutionSession {
       turn: open.turn,
       kind: 'continue',
       messages: [],
+      runFirstSeq: open.startSeq,
       stopRequested: open.stopAccepted,
       ...(open.unresolvedCalls.length > 0
         ? { resume: { kind: 'recover' as const, step: open.step, batch: open.unresolvedCalls } }
@@ -277,7 +285,7 @@ export class ExecutionSession {
     this.stream.runId = input.runId;
     this.stream.attemptId = input.attemptId;
     return new Promise<ExecutionResult>((resolve) => {
-      this.waiters.set(key(input.runId, input.attemptId), resolve);
+      this.waiters.set(key(input.runId, input.attemptId), { runId: input.runId, attemptId: input.attemptId, resolve });
       this.actor.send({ type: 'EXECUTE', run: input });
     });
   }
@@ -294,7 +302,7 @@ export class ExecutionSession {
     this.stream.publish({ type: 'execution_finished', result });
     const w = this.waiters.get(key(result.runId, result.attemptId));
     this.waiters.delete(key(result.runId, result.attemptId));
-    w?.(result);
+    w?.resolve(result);
     if (!this.startFollowUp()) this.settleIdle();
   }
 
@@ -383,11 +391,15 @@ export class ExecutionSession {
    * the run ends `cancelled` once they settle. Resolves true if an attempt was running.
    */
   async requestCancel(reason = 'requestCancel'): Promise<boolean> {
-    if (!this.current || this.closed) return false;
-    const at = { turn: 0, step: 0, attempt: this.current.runEpoch };
+    const target = this.current;
+    if (!target || this.closed) return false;
+    const controller = this.cancelController;
+    const at = { turn: 0, step: 0, attempt: target.runEpoch };
     await this.env.writer.appendNow([this.env.writer.draft('cancellation/requested', at, { reason })]).catch(() => undefined);
+    // the attempt may have ended while the request was written: never cancel the one after it
+    if (this.current !== target) return false;
     this.actor.send({ type: 'CANCEL' });
-    this.cancelController.abort(new Error(reason));
+    controller.abort(new Error(reason));
     return true;
   }
 
@@ -474,14 +486,28 @@ export class ExecutionSession {
   }
 
   /** The result recorded for this attempt, if it ran before (nothing runs again). */
+  /**
+   * DESIGN §6: an attempt already recorded returns its result; an interrupted one returns the
+   * run's settled result if the run has settled since (through a later attempt), else an
+   * incomplete result naming the interruption.
+   */
   private async recordedResult(runId: string, attemptId: string): Promise<ExecutionResult | undefined> {
     const end = await this.store.getEventById(this.sessionId, runEndEventId(runId, attemptId));
     if (end) return end.payload.result as ExecutionResult;
-    const start = await this.store.getEventById(this.sessionId, runStartEventId(runId, attemptId));
+    let start = await this.store.getEventById(this.sessionId, runStartEventId(runId, attemptId));
+    if (!start) {
+      const opened = await this.store.getEventById(this.sessionId, runOpenEventId(runId));
+      if (opened?.payload.attemptId === attemptId) start = opened;
+    }
     if (!start) return undefined;
+    if (this.openRun?.runId !== runId) {
+      // the run is not open any more: the attempt that settled it comes after this one
+      for await (const e of this.store.readEvents(this.sessionId, { fromSeq: start.seq })) {
+        if (e.type === 'run/end' && e.payload.runId === runId && !UNSETTLED_END_STATUSES.has(String(e.payload.status))) return e.payload.result as ExecutionResult;
+      }
+    }
     return notRunResult({ runId, attemptId }, 'detached', `attempt ${attemptId} of run ${runId} was interrupted before it settled; continue the run with a new attempt`);
   }
-
 
   /** JSON state for UIs and debugging. */
   snapshot(): SessionSnapshot {
@@ -539,6 +565,11 @@ export class ExecutionSession {
     this.cancelController.abort(new Error('session closed'));
     this.actor.send({ type: 'CLOSE' });
     this.actor.stop();
+    // the stopped run never reports back: its execute still gets a result (DESIGN §6)
+    for (const w of this.waiters.values()) {
+      w.resolve(notRunResult(w, 'detached', `the session was closed while attempt ${w.attemptId} of run ${w.runId} ran; the run is left resumable: continue it with a new attempt`));
+    }
+    this.waiters.clear();
     this.stream.complete();
     this.hub.close();
     for (const w of this.idleWaiters.splice(0)) w();

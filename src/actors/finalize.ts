@@ -45,7 +45,8 @@ export const finalizeOp =
       return { kind: 'rejected', reason: rejection };
     }
     // unique across sessions, so an idempotent owner may de-duplicate on it alone
-    const finalMessageId = `${env.sessionId}/${runId}/final/${at.attempt}.${at.step}`;
+    // the turn keeps it unique even where an older log reused a runId
+    const finalMessageId = `${env.sessionId}/${runId}/final/${at.turn}.${at.attempt}.${at.step}`;
     env.writer.stage('final/message', at, { finalMessageId, runId, content });
     if (input.closeStep) env.writer.stage('step/end', at, input.usage ? { usage: input.usage } : {});
     await env.writer.commit();

@@ -3,7 +3,7 @@ import type { Message } from '../contracts/message.js';
 import type { ExecutionResult } from '../contracts/requests.js';
 import type { ResumeInput, StartRunOutput } from '../machines/run.machine.js';
 import type { CallDescr } from './model-step.js';
-import { normalizeOutcome, type ToolCallOutput } from './tool-call.js';
+import { normalizeOutcome, withCallLocks, type ToolCallOutput } from './tool-call.js';
 import type { ToolOutcome } from '../contracts/tools.js';
 import type { RunEnv } from './run-env.js';
 
@@ -18,10 +18,14 @@ export interface StartRunInput {
   /** The follow-up input this run consumes. */
   inputId?: string;
   resume?: ResumeInput;
+  /** Seq of the run's first run/start (a respond or continue attempt). */
+  runFirstSeq?: number;
 }
 
 export const runStartEventId = (runId: string, attemptId: string) => `run-start:${runId}:${attemptId}`;
 export const runEndEventId = (runId: string, attemptId: string) => `run-end:${runId}:${attemptId}`;
+/** The id of a run's first run/start (a prompt or follow-up): one per runId in a session. */
+export const runOpenEventId = (runId: string) => `run-open:${runId}`;
 
 const denied = (c: CallDescr, why: string): ToolCallOutput => ({
   callId: c.callId,
@@ -88,7 +92,7 @@ async function recoverCalls(env: RunEnv, batch: CallDescr[], runId: string): Pro
           callId: c.callId,
           emit: () => {},
         });
-        if (got !== undefined) outcome = normalizeOutcome(got);
+        if (got !== undefined) outcome = withCallLocks(normalizeOutcome(got), c);
       } catch {
         outcome = undefined;
       }
@@ -119,7 +123,7 @@ export const startRunOp =
         executionProfileFingerprint: input.executionProfileFingerprint,
         ...(input.inputId ? { inputId: input.inputId } : {}),
       },
-      runStartEventId(input.runId, input.attemptId),
+      input.kind === 'prompt' || input.kind === 'follow_up' ? runOpenEventId(input.runId) : runStartEventId(input.runId, input.attemptId),
     );
     for (const m of input.messages) env.writer.stage('user/message', at, { message: m });
     const resumed = input.resume ? await stageResume(env, input.resume, at, input.runId) : undefined;
@@ -133,7 +137,9 @@ export const startRunOp =
       turn: input.turn,
     });
     if (input.inputId) env.emit({ type: 'input_committed', inputId: input.inputId, durability: 'durable' });
-    return { runStartSeq: records[0]!.seq, ...(resumed ? { resumed } : {}) };
+    // compaction keeps the whole run, not only this attempt: an earlier attempt's tool calls and
+    // their results (e.g. an approved batch) must stay together
+    return { runStartSeq: input.runFirstSeq ?? records[0]!.seq, ...(resumed ? { resumed } : {}) };
   };
 
 export interface EndRunInput {

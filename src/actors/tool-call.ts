@@ -34,6 +34,14 @@ export function normalizeOutcome(v: string | ToolOutcomeInput | undefined | unkn
   };
 }
 
+/**
+ * DESIGN §2: an outcome's `resourceLocks` are always the call's declared resources, whatever the
+ * tool put there — an uncertain-hanging (or unsettled cancelled) call keeps exactly those locked.
+ */
+export function withCallLocks(o: ToolOutcome, call: { resources: string[] }): ToolOutcome {
+  return o.kind === 'cancelled' || o.kind === 'uncertain-hanging' ? { ...o, resourceLocks: call.resources } : o;
+}
+
 const errorOutcome = (e: unknown): ToolOutcome => ({
   kind: 'completed',
   content: e instanceof Error ? e.message : String(e),
@@ -96,7 +104,11 @@ async function runToolCall(env: RunEnv, input: ToolCallInput, ac: CallAbort): Pr
     return { callId: call.callId, name: call.name, outcome: { kind: 'skipped', reason: 'not run: the run stopped before the call started' }, startedAt: now, endedAt: now };
   }
   const cancel = env.cancelSignal;
-  if (cancel.aborted) ac.abort(cancel.reason);
+  if (cancel.aborted) {
+    // the run was cancelled before this (queued) call's turn came: it never starts
+    const now = Date.now();
+    return { callId: call.callId, name: call.name, outcome: { kind: 'skipped', reason: 'not run: the run was cancelled before the call started' }, startedAt: now, endedAt: now };
+  }
   let timedOut = false;
   const timeout = tool.timeoutMs
     ? setTimeout(() => {
@@ -121,7 +133,7 @@ async function runToolCall(env: RunEnv, input: ToolCallInput, ac: CallAbort): Pr
   if (typeof (value as PromiseLike<unknown> | undefined)?.then !== 'function') {
     // a synchronous tool: its outcome is known now, no promise, grace timer or abort hook needed
     clearTimeout(timeout);
-    return { callId: call.callId, name: call.name, outcome: normalizeOutcome(value), startedAt, endedAt: Date.now() };
+    return { callId: call.callId, name: call.name, outcome: withCallLocks(normalizeOutcome(value), call), startedAt, endedAt: Date.now() };
   }
   // From here on a cancel aborts the running tool (checked again: nothing awaited since the check
   // above, but the tool's synchronous part may have cancelled the session).
@@ -129,10 +141,10 @@ async function runToolCall(env: RunEnv, input: ToolCallInput, ac: CallAbort): Pr
   const offCancel = onAbort(cancel, (reason) => ac.abort(reason));
   const work = (async () => {
     try {
-      return normalizeOutcome(await value);
+      return withCallLocks(normalizeOutcome(await value), call);
     } catch (e) {
       if (ac.aborted) {
-        return { kind: 'cancelled', settled: true, partialContent: timedOut ? `timed out after ${tool.timeoutMs} ms` : `cancelled: ${(e as Error)?.message ?? e}`, resourceLocks: [] } as ToolOutcome;
+        return { kind: 'cancelled', settled: true, partialContent: timedOut ? `timed out after ${tool.timeoutMs} ms` : `cancelled: ${(e as Error)?.message ?? e}`, resourceLocks: call.resources } as ToolOutcome;
       }
       return errorOutcome(e);
     }

@@ -7,6 +7,11 @@ export const DEFAULT_COMPACTION_PROMPT =
 
 const posInt = z.number().int().positive();
 
+/** Node.js runs a longer timer at once (after 1 ms, with a warning): longer waits are refused. */
+export const MAX_TIMER_MS = 2_147_483_647;
+/** A duration the runtime waits with a timer. */
+export const timerMs = z.number().nonnegative().max(MAX_TIMER_MS, `at most ${MAX_TIMER_MS} ms (about 24.8 days), the longest timer Node.js can set`);
+
 /** The seed's LoopConfig, with DESIGN §6 defaults. */
 export const LoopConfig = z.object({
   contextWindow: posInt.default(128_000),
@@ -16,11 +21,11 @@ export const LoopConfig = z.object({
   maxProviderAttempts: posInt.default(3),
   retryBackoffMs: z.number().nonnegative().default(100),
   /** Upper bound of one retry wait, also for a provider's retry-after. */
-  maxRetryDelayMs: z.number().nonnegative().default(30_000),
+  maxRetryDelayMs: timerMs.default(30_000),
   approvalTimeoutMs: z.number().nonnegative().default(3_600_000),
   compactionPrompt: z.string().min(1).default(DEFAULT_COMPACTION_PROMPT),
   /** How long a cancelled tool may ignore its signal before it is recorded uncertain-hanging. */
-  cancelGraceMs: z.number().nonnegative().default(2000),
+  cancelGraceMs: timerMs.default(2000),
 });
 export type LoopConfig = z.output<typeof LoopConfig>;
 export type LoopConfigInput = z.input<typeof LoopConfig>;

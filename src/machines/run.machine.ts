@@ -29,6 +29,8 @@ export interface RunInput {
   inputId?: string;
   /** The last step number already written by earlier attempts (a `continue` goes on after it). */
   startStep?: number;
+  /** Seq of the run's first run/start, for a later attempt (compaction keeps the whole run). */
+  runFirstSeq?: number;
   /** A stop accepted before this attempt (it survives recovery). */
   stopRequested?: boolean;
   /** A detach or cancel asked for before the attempt had started. */
@@ -135,6 +137,7 @@ export const runMachine = setup({
     resume: input.resume,
     inputId: input.inputId,
     startStep: input.startStep,
+    runFirstSeq: input.runFirstSeq,
     stepUsage: undefined,
     pendingFinal: undefined,
     pendingRequest: undefined,
@@ -177,6 +180,7 @@ export const runMachine = setup({
             executionProfileFingerprint: c.executionProfileFingerprint,
             ...(c.resume ? { resume: c.resume } : {}),
             ...(c.inputId ? { inputId: c.inputId } : {}),
+            ...(c.runFirstSeq !== undefined ? { runFirstSeq: c.runFirstSeq } : {}),
           }),
       },
       on: {

@@ -39,7 +39,7 @@ export function runnableCalls(ctx: ToolBatchContext): CallDescr[] {
   let slots = ctx.maxParallel - running.length;
   for (let i = 0; i < ctx.calls.length; i++) {
     const c = ctx.calls[i]!;
-    if (ctx.started.includes(c.callId)) continue;
+    if (ctx.started.includes(c.callId) || ctx.results[c.callId]) continue;
     if (c.mode === 'exclusive') {
       // a barrier: only when everything before it is finished and nothing else runs
       if (running.length === 0 && out.length === 0 && allFinishedBefore(ctx, i)) out.push(c);
@@ -60,12 +60,29 @@ function allFinishedBefore(ctx: ToolBatchContext, i: number): boolean {
 
 const failed = (o: ToolOutcome) => o.kind !== 'completed' || o.isError;
 
-/** The batch once `out` is recorded: its call no longer runs; a failed exclusive call truncates. */
+/** An outcome after which the call may still be running: its resources stay locked. */
+const mayStillRun = (o: ToolOutcome) => o.kind === 'uncertain-hanging' || (o.kind === 'cancelled' && !o.settled);
+
+/**
+ * The batch once `out` is recorded: its call no longer runs; a failed exclusive call truncates.
+ * A call given up on while it may still run (uncertain-hanging, or cancelled unsettled) keeps its
+ * resources locked (DESIGN §4 item 5): the calls of the batch not yet started that name one of
+ * them are skipped, never run beside it.
+ */
 function recorded(context: ToolBatchContext, out: ToolCallOutput): ToolBatchContext {
   const call = context.calls.find((c) => c.callId === out.callId)!;
+  let results = { ...context.results, [out.callId]: out };
+  if (call.resources.length > 0 && mayStillRun(out.outcome)) {
+    for (const c of context.calls) {
+      if (results[c.callId] || context.started.includes(c.callId) || !overlaps(c.resources, call.resources)) continue;
+      const now = Date.now();
+      const held = c.resources.filter((r) => call.resources.includes(r));
+      results = { ...results, [c.callId]: { callId: c.callId, name: c.name, outcome: { kind: 'skipped', reason: `not run: ${held.join(', ')} stay locked by call ${call.callId}, which may still be running` }, startedAt: now, endedAt: now } };
+    }
+  }
   return {
     ...context,
-    results: { ...context.results, [out.callId]: out },
+    results,
     running: context.running.filter((id) => id !== out.callId),
     truncatedBy: context.truncatedBy ?? (call.mode === 'exclusive' && failed(out.outcome) ? call.callId : undefined),
   };

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import type { ToolMode, ToolOutcomeInput, ToolSpec } from '../contracts/tools.js';
 import { parseInput } from '../contracts/validate.js';
+import { timerMs } from '../contracts/config.js';
 
 /** What a tool's `execute` and `reconcile` receive besides the arguments. */
 export interface ToolContext {
@@ -48,7 +49,7 @@ const ToolOptions = z.object({
   parameters: z.custom<z.ZodType>((v) => v instanceof z.ZodType, 'a zod schema'),
   mode: z.enum(['parallel', 'exclusive']).default('exclusive'),
   resources: z.union([z.array(z.string()), z.custom<(a: unknown) => string[]>((v) => typeof v === 'function')]).default([]),
-  timeoutMs: z.number().positive().optional(),
+  timeoutMs: timerMs.positive().optional(),
   needsApproval: z.union([z.boolean(), z.custom<(a: unknown) => boolean>((v) => typeof v === 'function')]).optional(),
   execute: z.custom<ToolDefinition['execute']>((v) => typeof v === 'function', 'a function'),
   reconcile: z.custom<NonNullable<ToolDefinition['reconcile']>>((v) => typeof v === 'function').optional(),
