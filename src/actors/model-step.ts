@@ -1,5 +1,5 @@
 import { getEventListeners } from 'node:events';
-import { CancelledError, CapacityError, isCancelledError, isProviderError, ProviderError } from '../contracts/errors.js';
+import { CancelledError, CapacityError, isCancelledError, isProviderError, ProviderError, ValidationError } from '../contracts/errors.js';
 import type { Message, Usage } from '../contracts/message.js';
 import type { ModelResponse } from '../contracts/model.js';
 import { resourcesOf } from '../tools/define-tool.js';
@@ -49,6 +49,18 @@ const sleep = (ms: number, signal: AbortSignal) =>
     const t = setTimeout(() => (signal.removeEventListener('abort', onAbort), resolve()), ms);
     signal.addEventListener('abort', onAbort, { once: true });
   });
+
+/**
+ * The app's `pricing` for one model call, checked here (an effect): a price that is not a decimal
+ * string fails the run with a ValidationError naming it, and the run still ends with `run/end`.
+ */
+function priceOf(env: RunEnv, usage: Usage): string {
+  const cost: unknown = env.pricing!(usage, env.model.modelId);
+  if (typeof cost !== 'string' || !/^\d+(\.\d+)?$/.test(cost.trim())) {
+    throw new ValidationError('pricing', [{ path: [], message: `pricing returned ${JSON.stringify(cost) ?? String(cost)}, not a non-negative decimal string such as "0.25"` }]);
+  }
+  return cost;
+}
 
 /** Calls the model with the runtime's retries; each failed attempt is staged as `assistant/attempt`. */
 async function callWithRetries(env: RunEnv, at: StepAt, signal: AbortSignal): Promise<{ res: ModelResponse; latencyMs: number; digest: string }> {
@@ -163,7 +175,7 @@ async function modelStep(env: RunEnv, input: ModelStepInput, signal: AbortSignal
   });
   env.emit({ type: 'message_end', role: 'assistant', message });
   const usage = res.usage;
-  const priced = env.pricing && usage ? { cost: env.pricing(usage, env.model.modelId) } : {};
+  const priced = env.pricing && usage ? { cost: priceOf(env, usage) } : {};
   const calls = message.toolCalls ?? [];
   if (calls.length === 0) return { kind: 'final', content: message.content, usage, ...priced };
 

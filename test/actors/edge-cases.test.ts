@@ -224,4 +224,14 @@ describe('run engine edge cases (real LMDB)', () => {
     const again = await s2.execute({ kind: 'prompt', runId: 'r', attemptId: 'a1', message: 'hi' });
     expect(again).toMatchObject({ status: 'succeeded', finalMessage: 'the answer' });
   });
+
+  it('a pricing function returning something other than a decimal string fails the run as a result, with run/end written', async () => {
+    const { runtime, store } = lmdbRuntime({ model: scriptedModel([{ text: 'hi', usage: { inputTokens: 1, outputTokens: 1 } }]), pricing: () => '1e-7', budget: { maxCost: '1' } });
+    const s = await runtime.openSession('s');
+    const r = await s.execute({ kind: 'prompt', ...ids(), message: 'go' });
+    expect(r).toMatchObject({ status: 'failed', outcome: 'failed', error: { kind: 'execution' } });
+    expect(r.error!.message).toMatch(/pricing returned "1e-7"/);
+    const log = await logOf(store, 's');
+    expect(log.at(-1)).toMatchObject({ type: 'run/end', payload: { status: 'failed' } });
+  });
 });
