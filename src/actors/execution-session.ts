@@ -178,7 +178,13 @@ export class ExecutionSession {
   async execute(request: ExecutionRequest): Promise<ExecutionResult> {
     const req = parseInput(ExecutionRequest, request, 'session.execute');
     this.assertOpen();
-    if (this.busy) throw new ExecutionBusy(this.sessionId, this.current?.runId ?? 'unknown');
+    if (this.busy) {
+      // a recorded attempt runs nothing: its result is returned even while another attempt runs
+      const cur = this.current;
+      const recorded = cur?.runId === req.runId && cur.attemptId === req.attemptId ? undefined : await this.recordedResult(req.runId, req.attemptId);
+      if (recorded) return recorded;
+      throw new ExecutionBusy(this.sessionId, this.current?.runId ?? 'unknown');
+    }
     this.busy = true;
     let input: RunInput;
     try {

@@ -234,4 +234,18 @@ describe('run engine edge cases (real LMDB)', () => {
     const log = await logOf(store, 's');
     expect(log.at(-1)).toMatchObject({ type: 'run/end', payload: { status: 'failed' } });
   });
+
+  it('a recorded attempt executed again while another run is in progress returns its recorded result, not ExecutionBusy', async () => {
+    const { runtime } = lmdbRuntime({ model: scriptedModel(['first answer', { text: 'slow second', delayMs: 300 }]) });
+    const s = await runtime.openSession('s');
+    const first = await s.execute({ kind: 'prompt', runId: 'r1', attemptId: 'a1', message: 'one' });
+    const second = s.execute({ kind: 'prompt', runId: 'r2', attemptId: 'a1', message: 'two' });
+    await sleep(50);
+    // a retry of r1 (its caller lost the answer) runs nothing, so it need not wait for r2
+    expect(await s.execute({ kind: 'prompt', runId: 'r1', attemptId: 'a1', message: 'one' })).toEqual(first);
+    // the attempt in progress itself, or a new one, is still busy
+    await expect(s.execute({ kind: 'prompt', runId: 'r2', attemptId: 'a1', message: 'two' })).rejects.toThrow(/busy/i);
+    await expect(s.execute({ kind: 'prompt', runId: 'r3', attemptId: 'a1', message: 'three' })).rejects.toThrow(/busy/i);
+    expect(await second).toMatchObject({ status: 'succeeded', finalMessage: 'slow second' });
+  });
 });
