@@ -77,6 +77,18 @@ export interface SessionDeps {
 }
 
 const JsonValue = z.json();
+
+/**
+ * What a question's answer is checked against: its JSON Schema, or any JSON where that schema
+ * cannot be compiled (askUser refuses such schemas when asked; a log written before may hold one).
+ */
+function answerSchema(schema: unknown): z.ZodType {
+  try {
+    return z.fromJSONSchema(schema as never);
+  } catch {
+    return JsonValue;
+  }
+}
 const ApprovalAnswer = z.object({ decisions: z.record(z.string(), z.enum(['approve', 'deny'])) });
 const Checkpoint = z.object({ messages: z.array(Message), stateContext: JsonValue.optional() });
 const key = (runId: string, attemptId: string) => `${runId}\u0000${attemptId}`;
@@ -193,11 +205,11 @@ export class ExecutionSession {
         this.settleIdle();
         return recorded;
       }
-      if (req.kind === 'prompt' && (await this.store.getEventById(this.sessionId, runOpenEventId(req.runId)))) {
-        // a run is one interaction: its id names its results, deliveries and final message ids
-        throw new ValidationError('session.execute', [
-          { path: ['runId'], message: `run ${req.runId} already exists in session ${this.sessionId}: a new prompt needs a new runId (continue or respond to resume that run)` },
-        ]);
+      // a run is one interaction: its id names its results, deliveries and final message ids
+      if (req.kind === 'prompt') await this.assertNewRunId(req.runId, 'runId', 'session.execute');
+      if (this.closed) {
+        this.settleIdle();
+        return notRunResult(req, 'detached', 'the session was closed before the attempt started');
       }
       if (this.actor.getSnapshot().value === 'fenced' || this.env.writer.fenced) {
         this.settleIdle();
@@ -240,7 +252,7 @@ export class ExecutionSession {
       }
       const pr = pending.pendingRequest;
       if (pr.kind === 'approval') parseInput(ApprovalAnswer, req.answer, 'session.execute: answer');
-      else if (pr.schema) parseInput(z.fromJSONSchema(pr.schema as never), req.answer, 'session.execute: answer');
+      else if (pr.schema) parseInput(answerSchema(pr.schema), req.answer, 'session.execute: answer');
       else parseInput(JsonValue, req.answer, 'session.execute: answer');
       const resume: ResumeInput = {
         kind: 'answer',
@@ -250,7 +262,7 @@ export class ExecutionSession {
         answer: req.answer,
         timedOut: pr.kind === 'approval' && pr.expiresAt !== undefined && Date.now() > pr.expiresAt,
       };
-      return { ...base, runEpoch: open.runEpoch + 1, turn: open.turn, kind: 'respond', messages: [], resume, runFirstSeq: open.startSeq };
+      return { ...base, runEpoch: open.runEpoch + 1, turn: open.turn, kind: 'respond', messages: [], resume, runFirstSeq: open.startSeq, stopRequested: open.stopAccepted };
     }
     if (open.pending) {
       throw new ValidationError('session.execute', [{ path: ['kind'], message: `run ${req.runId} waits for an answer to ${open.pending.pendingRequest.questionId}: respond to it` }]);
@@ -270,6 +282,10 @@ export class ExecutionSession {
   }
 
   private start(input: RunInput): Promise<ExecutionResult> {
+    if (this.closed) {
+      this.settleIdle();
+      return Promise.resolve(notRunResult(input, 'detached', 'the session was closed before the attempt started'));
+    }
     if (this.detachPending) input = { ...input, detachRequested: true };
     this.detachPending = false;
     this.current = { runId: input.runId, attemptId: input.attemptId, runEpoch: input.runEpoch };
@@ -314,6 +330,16 @@ export class ExecutionSession {
 
   private async loadOpenRun(): Promise<OpenRunState | undefined> {
     return loadOpenRun(this.store, this.sessionId, await this.store.getHead(this.sessionId));
+  }
+
+  /**
+   * Starts a follow-up left waiting (accepted before a restart, or while the kill switch was set)
+   * if the session is idle. Called by the runtime after opening the session and when the kill
+   * switch clears.
+   * @internal
+   */
+  resumeFollowUps(): void {
+    if (!this.busy) this.startFollowUp();
   }
 
   /** Starts the next follow-up run when the session is free; true if one started. */
@@ -369,9 +395,11 @@ export class ExecutionSession {
     if (stored) {
       const again = this.inputs.get(e.inputId);
       if (again) return this.inputs.receipt(again);
-      return { inputId: e.inputId, status: 'consumed', durability: 'durable' };
+      return this.settledInputReceipt(e.inputId);
     }
+    if (e.mode === 'follow_up') await this.assertNewRunId(e.inputId, 'inputId', 'session.submitInput');
     const messages = toMessages(e.message);
+    this.assertOpen(); // closed while the log was read
     const draft = this.env.writer.draft('input/accepted', { turn: 0, step: 0, attempt: 0 }, { inputId: e.inputId, mode: e.mode, messages }, `input:${e.inputId}`);
     await this.env.writer.appendNow([draft]);
     const queued = this.inputs.get(e.inputId) ?? { inputId: e.inputId, mode: e.mode, messages, status: 'accepted' as const };
@@ -385,11 +413,32 @@ export class ExecutionSession {
     parseInput(z.string().min(1), inputId, 'session.cancelInput');
     this.assertOpen();
     const q = this.inputs.get(inputId);
-    if (!q) throw new ValidationError('session.cancelInput', [{ path: ['inputId'], message: `no input ${inputId} in this session` }]);
+    if (!q) {
+      // accepted by an earlier process and no longer pending: consumed or cancelled
+      if (await this.store.getEventById(this.sessionId, `input:${inputId}`)) return this.settledInputReceipt(inputId);
+      throw new ValidationError('session.cancelInput', [{ path: ['inputId'], message: `no input ${inputId} in this session` }]);
+    }
     if (q.status === 'accepted' && this.inputs.cancel(inputId)) {
-      await this.env.writer.appendNow([this.env.writer.draft('input/cancelled', { turn: 0, step: 0, attempt: 0 }, { inputId })]);
+      await this.env.writer.appendNow([this.env.writer.draft('input/cancelled', { turn: 0, step: 0, attempt: 0 }, { inputId }, `input-cancelled:${inputId}`)]);
     }
     return this.inputs.receipt(q);
+  }
+
+  /** The receipt of an input in the log that is no longer pending. */
+  private async settledInputReceipt(inputId: string): Promise<InputReceipt> {
+    const cancelled = await this.store.getEventById(this.sessionId, `input-cancelled:${inputId}`);
+    return { inputId, status: cancelled ? 'cancelled' : 'consumed', durability: 'durable' };
+  }
+
+  /** A run id names one run: refused if a run (or a follow-up waiting to start) already has it. */
+  private async assertNewRunId(runId: string, field: string, where: string): Promise<void> {
+    const queued = this.inputs.get(runId);
+    const taken = (queued?.mode === 'follow_up' && queued.status === 'accepted') || (await this.store.getEventById(this.sessionId, runOpenEventId(runId))) !== undefined;
+    if (taken) {
+      throw new ValidationError(where, [
+        { path: [field], message: `run ${runId} already exists in session ${this.sessionId}: a new run needs a new id (continue or respond to resume that run)` },
+      ]);
+    }
   }
 
   /**
@@ -450,7 +499,8 @@ export class ExecutionSession {
     const draft = this.env.writer.draft('steering/accepted', { turn: 0, step: 0, attempt: cur.runEpoch }, { request: req, receipt }, `steer:${req.idempotencyKey}`);
     await this.env.writer.appendNow([draft]);
     this.steering.set(req.idempotencyKey, { request: canonical, receipt });
-    this.actor.send({ type: 'STOP_AFTER_ROUND' });
+    // the run may have ended while the request was written: never stop the one after it
+    if (this.current === cur) this.actor.send({ type: 'STOP_AFTER_ROUND' });
     return receipt;
   }
 

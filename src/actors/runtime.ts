@@ -51,6 +51,7 @@ export function createRuntime(options: RuntimeOptions): Runtime {
   const kill = (on: boolean) => {
     killed = on;
     if (on) for (const s of sessions) void s.requestCancel('kill switch');
+    else for (const s of sessions) s.resumeFollowUps(); // follow-ups held back while it was set
   };
   const ks = o.killSwitch;
   let killSub: { unsubscribe(): void } | undefined;
@@ -58,7 +59,7 @@ export function createRuntime(options: RuntimeOptions): Runtime {
     if (ks.aborted) killed = true;
     else ks.addEventListener('abort', () => kill(true), { once: true });
   } else if (isObservable(ks)) {
-    killSub = ks.subscribe({ next: (v) => kill(v !== false && v !== null && v !== undefined) });
+    killSub = ks.subscribe({ next: (v) => kill(Boolean(v)) }); // truthy = set, falsy = cleared
   } else if (ks !== undefined) {
     parseInput(z.never(), ks, 'createRuntime: killSwitch (an AbortSignal or an RxJS Observable)');
   }
@@ -143,6 +144,7 @@ export function createRuntime(options: RuntimeOptions): Runtime {
         sessions.delete(session!);
         await close();
       };
+      session.resumeFollowUps(); // accepted before a restart: they run now, as if just submitted
       return session;
     },
     async close() {

@@ -3,6 +3,15 @@ import { defineTool } from './define-tool.js';
 
 export const ASK_USER_TOOL = 'askUser';
 
+function compiles(schema: Record<string, unknown>): boolean {
+  try {
+    z.fromJSONSchema(schema as never);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 /**
  * The built-in `askUser` tool (the seed's `hitl_builtin`), enabled with the runtime's `askUser`
  * option. The runtime never executes it: a call suspends the run with a `question` pending
@@ -17,7 +26,10 @@ export const askUserTool = defineTool({
   mode: 'exclusive',
   parameters: z.object({
     question: z.string().min(1),
-    schema: z.record(z.string(), z.unknown()).optional(),
+    schema: z
+      .record(z.string(), z.unknown())
+      .refine(compiles, 'not a JSON Schema the runtime can check an answer against (a zod-compilable JSON Schema, e.g. { "type": "string" })')
+      .optional(),
   }),
   execute: () => {
     throw new Error('askUser is answered through session.execute({ kind: "respond" }), never executed');
