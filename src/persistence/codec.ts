@@ -27,13 +27,30 @@ export interface PreparedDraft {
   payloadJson: string;
 }
 
-const isNonNegInt = (v: unknown): v is number => typeof v === 'number' && Number.isInteger(v) && v >= 0;
+// safe integers only, the same rule as the record and head schemas (zod's .int()): a turn of 1e20
+// would be stored and then fail to read back
+const isNonNegInt = (v: unknown): v is number => typeof v === 'number' && Number.isSafeInteger(v) && v >= 0;
+
+/**
+ * LMDB keys are at most 1,978 bytes; the id index's key is [sessionId, eventId]. Both stores
+ * refuse a pair longer than this (so that they agree), with a ValidationError.
+ */
+export const MAX_ID_KEY_BYTES = 1900;
+
+/** A ValidationError unless `[sessionId, eventId]` fits the id index. */
+export function assertEventIdFits(sessionId: string, eventId: string, where: string): void {
+  if (sessionId.length + eventId.length <= MAX_ID_KEY_BYTES / 3) return; // fits whatever the characters
+  const bytes = Buffer.byteLength(sessionId) + Buffer.byteLength(eventId);
+  if (bytes > MAX_ID_KEY_BYTES) {
+    parseInput(z.never(), undefined, `${where} (eventId and sessionId together take ${bytes} bytes in UTF-8; at most ${MAX_ID_KEY_BYTES})`);
+  }
+}
 
 /**
  * Validates drafts at the store boundary (ValidationError on bad input). The envelope is checked
  * by hand (it is on every append's hot path); each payload is parsed once by its type's schema.
  */
-export function prepareDrafts(drafts: readonly unknown[], where: string): PreparedDraft[] {
+export function prepareDrafts(drafts: readonly unknown[], where: string, sessionId?: string): PreparedDraft[] {
   if (!Array.isArray(drafts)) parseInput(z.array(EventDraft), drafts, where);
   return drafts.map((raw, i) => {
     const d = raw as Partial<EventDraft> | null;
@@ -50,12 +67,20 @@ export function prepareDrafts(drafts: readonly unknown[], where: string): Prepar
       d.payload !== null &&
       !Array.isArray(d.payload);
     if (!ok) parseInput(EventDraft, raw, `${where}: drafts[${i}]`); // throws with the precise issues
+    if (sessionId !== undefined && d!.eventId !== undefined) assertEventIdFits(sessionId, d!.eventId, `${where}: drafts[${i}].eventId`);
     const type = d!.type as EventType;
     const op = SURFACE_OPS[type];
     if (d!.surfaceOp !== op) {
       parseInput(z.never(), undefined, `${where}: drafts[${i}] (${type} is always written with surfaceOp "${op}", got "${String(d!.surfaceOp)}")`);
     }
-    const payloadJson = JSON.stringify(parseInput(EventPayloads[type], d!.payload, `${where}: drafts[${i}].payload (${type})`));
+    const parsed = parseInput(EventPayloads[type], d!.payload, `${where}: drafts[${i}].payload (${type})`);
+    let payloadJson: string;
+    try {
+      payloadJson = JSON.stringify(parsed);
+    } catch (e) {
+      // a BigInt or a cycle inside an unknown-typed field (tool arguments, stateContext)
+      return parseInput(z.never(), undefined, `${where}: drafts[${i}].payload (${type}) is not JSON: ${(e as Error).message}`);
+    }
     return {
       eventId: d!.eventId ?? '', // generated with its seq, in toRecord
       callerId: d!.eventId !== undefined,
@@ -113,7 +138,11 @@ export function findEvent(
   eventAt: (seq: number, indexed: boolean) => EventRecord | undefined,
 ): EventRecord | undefined {
   const seq = indexed(eventId);
-  if (seq !== undefined) return eventAt(seq, true);
+  if (seq !== undefined) {
+    const e = eventAt(seq, true);
+    if (e && e.eventId !== eventId) throw new CorruptLogError(e.sessionId, seq, `the id index sends ${JSON.stringify(eventId)} to seq ${seq}, which holds ${JSON.stringify(e.eventId)}`);
+    return e;
+  }
   const m = GENERATED.exec(eventId);
   if (!m) return undefined;
   const e = eventAt(Number(m[1]), false);

@@ -7,13 +7,13 @@ import { CorruptLogError, StoreClosedError, ValidationError } from '../contracts
 import type { EventDraft, EventRecord } from '../contracts/events.js';
 import { parseInput } from '../contracts/validate.js';
 import { applyAppend, applyAttach, type LogTxn } from './append-core.js';
-import { decodeRecord, findEvent, prepareDrafts, type PreparedDraft } from './codec.js';
+import { decodeRecord, findEvent, MAX_ID_KEY_BYTES, prepareDrafts, type PreparedDraft } from './codec.js';
 import type { AttachResult, EventStore, ReadRange } from './event-store.js';
 import { SessionHead } from './head.js';
 import { Journal, type JournalState } from './journal.js';
 import { currentBootId, FrameBuilder, openDbs, readState, recover, writeState, type LogDbs } from './journal-recovery.js';
 import { LiveAppends } from './live.js';
-import { assertAppendArgs, assertSessionId, readRange, surfaceOf } from './store-input.js';
+import { assertAppendArgs, assertEventId, assertSessionId, readRange, surfaceOf } from './store-input.js';
 
 export const LmdbStoreOptions = z.object({
   /** Directory of the LMDB environment; created if missing. */
@@ -185,7 +185,7 @@ class LmdbEventStore implements EventStore, LmdbStats {
   async append(sessionId: string, writerEpoch: number, expectedSeq: number, drafts: readonly EventDraft[]): Promise<EventRecord[]> {
     this.assertOpen();
     assertAppendArgs(sessionId, writerEpoch, expectedSeq);
-    const prepared: PreparedDraft[] = prepareDrafts(drafts, 'append');
+    const prepared: PreparedDraft[] = prepareDrafts(drafts, 'append', sessionId);
     const op: Op = {
       run: (txn) => {
         const out = applyAppend(txn, sessionId, writerEpoch, expectedSeq, prepared, new Date().toISOString());
@@ -300,7 +300,8 @@ class LmdbEventStore implements EventStore, LmdbStats {
       }
       for (const e of batch) yield e;
       if (next <= end) return; // the log ends inside this page
-      if (this.closed) return;
+      // closed mid-read: an error, never a silently shorter log
+      if (this.closed) throw new StoreClosedError(`LMDB store at ${this.options.path} (closed while ${sessionId} was read; stopped before seq ${next})`);
     }
   }
 
@@ -321,6 +322,8 @@ class LmdbEventStore implements EventStore, LmdbStats {
   async getEventById(sessionId: string, eventId: string): Promise<EventRecord | undefined> {
     this.assertOpen();
     assertSessionId(sessionId, 'getEventById');
+    assertEventId(eventId, 'getEventById');
+    if (Buffer.byteLength(sessionId) + Buffer.byteLength(eventId) > MAX_ID_KEY_BYTES) return undefined; // never storable
     return findEvent(
       eventId,
       (id) => this.ids.get([sessionId, id]) as number | undefined,

@@ -6,7 +6,7 @@ import { findEvent, prepareDrafts } from './codec.js';
 import type { AttachResult, EventStore, ReadRange } from './event-store.js';
 import type { SessionHead } from './head.js';
 import { LiveAppends } from './live.js';
-import { assertAppendArgs, assertSessionId, readRange, surfaceOf } from './store-input.js';
+import { assertAppendArgs, assertEventId, assertSessionId, readRange, surfaceOf } from './store-input.js';
 
 /** Stages writes; they reach the maps only when the whole operation succeeded (all or nothing). */
 class MemoryTxn implements LogTxn {
@@ -72,7 +72,7 @@ class MemoryEventStore implements EventStore {
   async append(sessionId: string, writerEpoch: number, expectedSeq: number, drafts: readonly EventDraft[]): Promise<EventRecord[]> {
     this.assertOpen();
     assertAppendArgs(sessionId, writerEpoch, expectedSeq);
-    const prepared = prepareDrafts(drafts, 'append');
+    const prepared = prepareDrafts(drafts, 'append', sessionId);
     const t = this.txn();
     const { records, written } = applyAppend(t, sessionId, writerEpoch, expectedSeq, prepared, new Date().toISOString());
     this.commit(t);
@@ -107,12 +107,13 @@ class MemoryEventStore implements EventStore {
     this.assertOpen();
     assertSessionId(sessionId, 'getHead');
     const h = this.sessions.get(sessionId)?.head;
-    return h && { ...h, pendingInputs: [...h.pendingInputs], heldLocks: [...h.heldLocks] };
+    return h && structuredClone(h); // nothing stored is shared with a caller (like LMDB's fresh decode)
   }
 
   async getEventById(sessionId: string, eventId: string): Promise<EventRecord | undefined> {
     this.assertOpen();
     assertSessionId(sessionId, 'getEventById');
+    assertEventId(eventId, 'getEventById');
     const s = this.sessions.get(sessionId);
     if (!s) return undefined;
     return findEvent(

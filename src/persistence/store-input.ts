@@ -14,6 +14,14 @@ export function assertSessionId(sessionId: unknown, where: string): asserts sess
   parseInput(SessionId, sessionId, `${where}: sessionId`);
 }
 
+const EventId = z.string().min(1);
+
+/** Validates getEventById's id (any non-empty string; one too long to be stored is simply not found). */
+export function assertEventId(eventId: unknown, where: string): asserts eventId is string {
+  if (typeof eventId === 'string' && eventId.length > 0) return;
+  parseInput(EventId, eventId, `${where}: eventId`);
+}
+
 const isPositiveInt = (v: unknown) => typeof v === 'number' && Number.isInteger(v) && v > 0;
 
 const Positive = z.number().int().positive();
