@@ -32,6 +32,8 @@ export interface ModelStepInput {
   runStartSeq: number;
   at: StepAt;
   corrections: number;
+  /** What the run's maxOutputTokens budget leaves (undefined: no such budget): caps the call. */
+  outputTokensLeft?: number;
 }
 
 export type ModelStepOutput = { usage?: Usage; cost?: string } & (
@@ -63,7 +65,7 @@ function priceOf(env: RunEnv, usage: Usage): string {
 }
 
 /** Calls the model with the runtime's retries; each failed attempt is staged as `assistant/attempt`. */
-async function callWithRetries(env: RunEnv, at: StepAt, signal: AbortSignal): Promise<{ res: ModelResponse; latencyMs: number; digest: string }> {
+async function callWithRetries(env: RunEnv, at: StepAt, signal: AbortSignal, maxOutputTokens?: number): Promise<{ res: ModelResponse; latencyMs: number; digest: string }> {
   const digest = env.surface.requestDigest(env.prefixDigest, env.toolCatalogDigest);
   // one exact-size copy (concat), not a spread's growing array: O(history) per step, but a memcpy
   const messages: Message[] = env.prefix.concat(env.surface.messages);
@@ -76,7 +78,8 @@ async function callWithRetries(env: RunEnv, at: StepAt, signal: AbortSignal): Pr
       if (started) env.emit({ type: 'message_end', role: 'assistant', message: { role: 'assistant', content: streamed }, discarded: { reason } });
     };
     try {
-      const res = await env.model.call({ messages, tools: env.toolSpecs, signal }, (e) => {
+      const request = maxOutputTokens === undefined ? { messages, tools: env.toolSpecs, signal } : { messages, tools: env.toolSpecs, signal, maxOutputTokens };
+      const res = await env.model.call(request, (e) => {
         if (e.type !== 'text_delta') return;
         if (!started) env.emit({ type: 'message_start', role: 'assistant' });
         started = true;
@@ -164,7 +167,7 @@ async function modelStep(env: RunEnv, input: ModelStepInput, signal: AbortSignal
   env.emit({ type: 'step_start', step: at.step });
   await env.backpressure();
 
-  const { res, latencyMs, digest } = await callWithRetries(env, at, signal);
+  const { res, latencyMs, digest } = await callWithRetries(env, at, signal, input.outputTokensLeft);
   const message: Message = { ...res.message, role: 'assistant' };
   env.writer.stage('assistant/message', at, {
     message,
@@ -177,7 +180,15 @@ async function modelStep(env: RunEnv, input: ModelStepInput, signal: AbortSignal
   const usage = res.usage;
   const priced = env.pricing && usage ? { cost: priceOf(env, usage) } : {};
   const calls = message.toolCalls ?? [];
-  if (calls.length === 0) return { kind: 'final', content: message.content, usage, ...priced };
+  if (calls.length === 0) {
+    // A refusal is the model's answer: its text is the final answer when there is no other text.
+    // An answer the provider's content filter removed entirely is no answer: the run fails, named.
+    const content = message.content || res.refusal || '';
+    if (!content && res.finishReason === 'content_filter') {
+      throw new ProviderError("the provider's content filter removed the model's answer", { retryable: false, code: 'content_filter' });
+    }
+    return { kind: 'final', content, usage, ...priced };
+  }
 
   const { calls: valid, issues } = validateToolCalls(calls, env.tools, res.finishReason);
   if (issues.length > 0) {

@@ -70,21 +70,15 @@ export function createRuntime(options: RuntimeOptions): Runtime {
     async openSession(sessionId: string) {
       parseInput(z.string().min(1).max(400), sessionId, 'openSession: sessionId');
       if (closed) throw new StoreClosedError('runtime');
+      // Everything opening reads is read before the writer attaches, so that a damaged log is
+      // reported (CorruptLogError) with nothing changed on disk; read again only if another
+      // writer appended between the read and the attach.
+      let view = await loadSessionView(store, sessionId);
       const attach = await store.attachWriter(sessionId);
+      if (attach.lastSeq !== (view.head?.lastSeq ?? 0)) view = await loadSessionView(store, sessionId);
+      const { surface, head, inputs, stateContext } = view;
+      let openRun = view.openRun;
       const sessionInstanceId = randomUUID();
-      const surface = new Surface();
-      surface.apply(await store.loadSurface(sessionId));
-      const head = await store.getHead(sessionId);
-      let openRun = await loadOpenRun(store, sessionId, head);
-      const inputs: QueuedInput[] = [];
-      for (const p of head?.pendingInputs ?? []) {
-        const e = await store.getEventById(sessionId, `input:${p.inputId}`);
-        if (e) inputs.push({ inputId: p.inputId, mode: p.mode, messages: e.payload.messages as Message[], status: 'accepted' });
-      }
-      let stateContext: unknown;
-      if (head && head.stateContextSeq > 0) {
-        for await (const e of store.readEvents(sessionId, { fromSeq: head.stateContextSeq, toSeq: head.stateContextSeq })) stateContext = e.payload.stateContext;
-      }
       const stream = new EnvelopeStream();
       let session: ExecutionSession | undefined;
       const writer = new LogWriter(store, sessionId, attach.writerEpoch, attach.lastSeq + 1, (records) => session?.onCommitted(records));
@@ -155,4 +149,22 @@ export function createRuntime(options: RuntimeOptions): Runtime {
       await store.close();
     },
   };
+}
+
+/** What opening a session reads from the log: surface, head, open run, pending inputs, stateContext. */
+async function loadSessionView(store: EventStore, sessionId: string) {
+  const surface = new Surface();
+  surface.apply(await store.loadSurface(sessionId));
+  const head = await store.getHead(sessionId);
+  const openRun = await loadOpenRun(store, sessionId, head);
+  const inputs: QueuedInput[] = [];
+  for (const p of head?.pendingInputs ?? []) {
+    const e = await store.getEventById(sessionId, `input:${p.inputId}`);
+    if (e) inputs.push({ inputId: p.inputId, mode: p.mode, messages: e.payload.messages as Message[], status: 'accepted' });
+  }
+  let stateContext: unknown;
+  if (head && head.stateContextSeq > 0) {
+    for await (const e of store.readEvents(sessionId, { fromSeq: head.stateContextSeq, toSeq: head.stateContextSeq })) stateContext = e.payload.stateContext;
+  }
+  return { surface, head, openRun, inputs, stateContext };
 }

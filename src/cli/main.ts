@@ -5,6 +5,14 @@
  */
 import { runCli } from './program.js';
 
+// A reader that stops early (`actorloop log s | head`) closes the pipe: end quietly, as Unix
+// tools do, instead of an unhandled EPIPE with a stack trace. A run in progress stays resumable.
+process.stdout.on('error', (e: NodeJS.ErrnoException) => {
+  if (e.code === 'EPIPE') process.exit(0);
+  process.stderr.write(`actorloop: cannot write to standard output: ${e.message}\n`);
+  process.exit(1);
+});
+
 const code = await runCli(process.argv, {
   out: process.stdout,
   err: process.stderr,

@@ -207,7 +207,17 @@ export const runMachine = setup({
     },
     // every transition into stepping counts the new step in its own assign (no entry assign)
     stepping: {
-      entry: { type: 'request', params: ({ context: c }) => effect('modelStep', { runId: c.runId, runStartSeq: c.runStartSeq, at: at(c), corrections: c.corrections }) },
+      entry: {
+        type: 'request',
+        params: ({ context: c }) =>
+          effect('modelStep', {
+            runId: c.runId,
+            runStartSeq: c.runStartSeq,
+            at: at(c),
+            corrections: c.corrections,
+            ...(c.budget.maxOutputTokens !== undefined ? { outputTokensLeft: Math.max(1, c.budget.maxOutputTokens - c.usage.outputTokens) } : {}),
+          }),
+      },
       on: {
         'modelStep.done': [
           {

@@ -1,3 +1,4 @@
+import { hash } from 'node:crypto';
 import { CancelledError, ProviderError } from '../contracts/errors.js';
 import type { FinishReason, Usage } from '../contracts/message.js';
 import type { ModelProvider, ModelRequest, ModelResponse, ModelStreamEvent } from '../contracts/model.js';
@@ -59,10 +60,12 @@ export function scriptedModel(steps: readonly ScriptedStep[], options: { modelId
       if (step.delayMs) await sleep(step.delayMs, request.signal);
       const text = step.text ?? '';
       if (text) onEvent({ type: 'text_delta', text });
+      // Deterministic ids, unique within a conversation also across processes and compactions: the
+      // request's length alone repeats once a compaction shrank it, so the last message (which
+      // names the previous call's id, or is new text) is folded in. O(1) per call.
+      const tag = step.toolCalls?.some((c) => c.id === undefined) ? callTag(request) : '';
       const toolCalls = (step.toolCalls ?? []).map((c, k) => ({
-        // deterministic, and unique within a conversation even across processes (a resumed run
-        // continues with more messages than any earlier request had)
-        id: c.id ?? `call_${request.messages.length}_${k}`,
+        id: c.id ?? `call_${request.messages.length}_${k}_${tag}`,
         name: c.name,
         arguments: typeof c.arguments === 'string' ? c.arguments : JSON.stringify(c.arguments ?? {}),
       }));
@@ -87,4 +90,9 @@ function sleep(ms: number, signal: AbortSignal): Promise<void> {
     };
     signal.addEventListener('abort', onAbort, { once: true });
   });
+}
+
+function callTag(request: ModelRequest): string {
+  const last = request.messages.at(-1);
+  return hash('sha256', `${request.messages.length}\u0000${last ? JSON.stringify(last) : ''}`, 'hex').slice(0, 10);
 }
