@@ -28,7 +28,8 @@ export async function compact(env: RunEnv, at: StepAt, runStartSeq: number, sign
   const res = await env.model.call({ messages: request, tools: [], signal }, () => {});
   const summary: Message = { role: 'user', content: `Summary of the conversation so far:\n${res.message.content}` };
   env.writer.stage('compaction', at, { summary, replacedThroughSeq: older.at(-1)!.seq });
-  for (const e of kept) env.writer.stage(e.type as 'user/message', { turn: e.turn, step: e.step, attempt: e.attempt }, e.payload as never);
+  // copies, marked: folds (locks, budgets) must not count them a second time
+  for (const e of kept) env.writer.stage(e.type as 'user/message', { turn: e.turn, step: e.step, attempt: e.attempt }, { ...e.payload, copiedFrom: e.payload.copiedFrom ?? e.seq } as never);
   await env.writer.commit();
 }
 

@@ -29,6 +29,7 @@ import { boundSessionMachine } from './run-actors.js';
 import type { RunEnv } from './run-env.js';
 import { runEndEventId, runOpenEventId, runStartEventId } from './run-lifecycle.js';
 import { UNSETTLED_END_STATUSES } from '../persistence/head.js';
+import { addDecimal } from './budget.js';
 import type { ResolvedRuntimeOptions } from './runtime-options.js';
 import { InputQueue, type QueuedInput } from './session-inputs.js';
 
@@ -262,7 +263,7 @@ export class ExecutionSession {
         answer: req.answer,
         timedOut: pr.kind === 'approval' && pr.expiresAt !== undefined && Date.now() > pr.expiresAt,
       };
-      return { ...base, runEpoch: open.runEpoch + 1, turn: open.turn, kind: 'respond', messages: [], resume, runFirstSeq: open.startSeq, stopRequested: open.stopAccepted };
+      return { ...base, runEpoch: open.runEpoch + 1, turn: open.turn, kind: 'respond', messages: [], resume, runFirstSeq: open.startSeq, stopRequested: open.stopAccepted, spent: this.spentBy(open) };
     }
     if (open.pending) {
       throw new ValidationError('session.execute', [{ path: ['kind'], message: `run ${req.runId} waits for an answer to ${open.pending.pendingRequest.questionId}: respond to it` }]);
@@ -274,11 +275,24 @@ export class ExecutionSession {
       kind: 'continue',
       messages: [],
       runFirstSeq: open.startSeq,
+      spent: this.spentBy(open),
       stopRequested: open.stopAccepted,
       ...(open.unresolvedCalls.length > 0
         ? { resume: { kind: 'recover' as const, step: open.step, batch: open.unresolvedCalls } }
         : { startStep: open.step }),
     };
+  }
+
+  /** The earlier attempts' spending, priced with today's pricing (DESIGN §4 item 8: budgets are per run). */
+  private spentBy(open: OpenRunState): NonNullable<RunInput['spent']> {
+    const { toolCalls, usage, modelUsages, recoveries, corrections } = open.spent;
+    let cost = '0';
+    const pricing = this.env.pricing;
+    if (pricing) for (const u of modelUsages) {
+      const c = pricing(u, this.env.model.modelId);
+      if (typeof c === 'string' && /^\d+(\.\d+)?$/.test(c.trim())) cost = addDecimal(cost, c);
+    }
+    return { toolCalls, usage, cost, recoveries, corrections };
   }
 
   private start(input: RunInput): Promise<ExecutionResult> {
@@ -570,19 +584,22 @@ export class ExecutionSession {
     const snap = this.actor.getSnapshot();
     const run = snap.children.run?.getSnapshot() as { value: unknown; context: { step: number; toolCalls: number; cost: string; recoveries: number } } | undefined;
     const r = this.lastResult;
-    const status = this.openRun?.pending ? 'suspended' : this.openRun ? 'detached' : String(snap.value);
+    // while an attempt runs (a respond or continue included) the session is executing, not
+    // waiting on the request that attempt is answering
+    const waiting = this.current ? undefined : this.openRun;
+    const status = waiting?.pending ? 'suspended' : waiting ? 'detached' : String(snap.value);
     return {
       sessionId: this.sessionId,
       status,
       phase: run ? String(run.value) : status,
       messages: [...this.env.surface.messages],
       step: run?.context.step ?? r?.steps ?? 0,
-      toolCalls: run?.context.toolCalls ?? 0,
+      toolCalls: run?.context.toolCalls ?? r?.toolCalls ?? 0,
       tokens: this.env.prefixTokens + this.env.surface.tokens,
-      cost: run?.context.cost ?? '0',
-      recoveries: run?.context.recoveries ?? 0,
+      cost: run?.context.cost ?? r?.cost ?? '0',
+      recoveries: run?.context.recoveries ?? r?.recoveries ?? 0,
       ...(r ? { usage: r.usage } : {}),
-      ...(this.openRun?.pending ? { pending: this.openRun.pending.pendingRequest } : {}),
+      ...(waiting?.pending ? { pending: waiting.pending.pendingRequest } : {}),
       ...(r?.error ? { lastError: { kind: r.error.kind, message: r.error.message } } : {}),
     };
   }
@@ -604,7 +621,7 @@ export class ExecutionSession {
   onCommitted(records: readonly EventRecord[]): void {
     this.env.surface.apply(records);
     for (const r of records) {
-      if (r.type === 'tool/result') {
+      if (r.type === 'tool/result' && r.payload.copiedFrom === undefined) {
         const o = r.payload.outcome as ToolOutcome;
         if (o.kind === 'uncertain-hanging' || (o.kind === 'cancelled' && !o.settled)) for (const k of o.resourceLocks) this.env.heldLocks.add(k);
         if (o.kind === 'completed') for (const k of o.releaseResources) this.env.heldLocks.delete(k);

@@ -1,3 +1,4 @@
+import { CancelledError } from '../contracts/errors.js';
 import type { Usage } from '../contracts/message.js';
 import type { StepAt } from './model-step.js';
 import type { RunEnv } from './run-env.js';
@@ -47,6 +48,12 @@ export const finalizeOp =
     // unique across sessions, so an idempotent owner may de-duplicate on it alone
     // the turn keeps it unique even where an older log reused a runId
     const finalMessageId = `${env.sessionId}/${runId}/final/${at.turn}.${at.attempt}.${at.step}`;
+    // a cancel that came while the answer was verified: no final is committed (once it is, it is
+    // delivered whatever happens next — the write-ahead rule)
+    if (env.cancelSignal.aborted) {
+      if (input.closeStep) env.writer.stage('step/end', at, input.usage ? { usage: input.usage } : {});
+      throw new CancelledError('cancelled before the final answer was committed');
+    }
     env.writer.stage('final/message', at, { finalMessageId, runId, content });
     if (input.closeStep) env.writer.stage('step/end', at, input.usage ? { usage: input.usage } : {});
     await env.writer.commit();

@@ -154,7 +154,7 @@ export const modelStepOp =
   };
 
 async function modelStep(env: RunEnv, input: ModelStepInput, signal: AbortSignal): Promise<ModelStepOutput> {
-  const { at, runId } = input;
+  const { at } = input;
   const steers = env.takeSteers();
   if (steers.length > 0) await commitSteers(env, at, steers);
   const limit = env.config.contextWindow - env.config.outputReserve;
@@ -169,6 +169,10 @@ async function modelStep(env: RunEnv, input: ModelStepInput, signal: AbortSignal
 
   const { res, latencyMs, digest } = await callWithRetries(env, at, signal, input.outputTokensLeft);
   const message: Message = { ...res.message, role: 'assistant' };
+  const usage = res.usage;
+  // the app's pricing may throw: before the message is staged, so a failed step leaves no
+  // assistant tool calls without results on the surface
+  const priced = env.pricing && usage ? { cost: priceOf(env, usage) } : {};
   env.writer.stage('assistant/message', at, {
     message,
     ...(res.usage ? { usage: res.usage } : {}),
@@ -177,8 +181,6 @@ async function modelStep(env: RunEnv, input: ModelStepInput, signal: AbortSignal
     requestDigest: digest,
   });
   env.emit({ type: 'message_end', role: 'assistant', message });
-  const usage = res.usage;
-  const priced = env.pricing && usage ? { cost: priceOf(env, usage) } : {};
   const calls = message.toolCalls ?? [];
   if (calls.length === 0) {
     // A refusal is the model's answer: its text is the final answer when there is no other text.
@@ -190,6 +192,30 @@ async function modelStep(env: RunEnv, input: ModelStepInput, signal: AbortSignal
     return { kind: 'final', content, usage, ...priced };
   }
 
+  try {
+    return await afterToolCalls(env, input, message, res, usage, priced);
+  } catch (e) {
+    // An app function (a tool's resources or needsApproval) threw before the step committed:
+    // the model's tool calls must not stay on the surface unanswered (providers refuse that).
+    if (env.writer.hasStaged) {
+      const why = `not run: the step failed (${(e as Error)?.message ?? String(e)})`;
+      for (const c of calls) env.writer.stage('tool/result', at, { callId: c.id, name: c.name, outcome: { kind: 'skipped', reason: why } });
+      env.writer.stage('step/end', at, usage ? { usage } : {});
+    }
+    throw e;
+  }
+}
+
+async function afterToolCalls(
+  env: RunEnv,
+  input: ModelStepInput,
+  message: Message,
+  res: ModelResponse,
+  usage: Usage | undefined,
+  priced: { cost?: string },
+): Promise<ModelStepOutput> {
+  const { at, runId } = input;
+  const calls = message.toolCalls!;
   const { calls: valid, issues } = validateToolCalls(calls, env.tools, res.finishReason);
   if (issues.length > 0) {
     env.writer.stage('tool/batch-rejected', at, { issues });

@@ -96,7 +96,12 @@ export async function recoveryOutcome(
       : [],
     deliveredFinalIds: uniq([...settledFinals.delivered, ...last.delivered, ...(open?.deliveredFinalIds ?? [])]),
     deliveryUnknownFinalIds: uniq([...settledFinals.unknown, ...last.unknown, ...(open?.deliveryUnknownFinalIds ?? [])]),
-    activeResourceLocks: [...env.heldLocks],
+    // locked now, and what the interrupted exclusive calls without reconcile will lock when the
+    // run continues (they become uncertain-hanging then; reconcile may still settle the others)
+    activeResourceLocks: uniq([
+      ...env.heldLocks,
+      ...(open?.unresolvedCalls ?? []).filter((c) => c.mode === 'exclusive' && !env.tools.get(c.name)?.reconcile).flatMap((c) => c.resources),
+    ]),
     uncertainToolCalls: (open?.unresolvedCalls ?? []).map((c) => ({
       runId: open!.runId,
       callId: c.callId,

@@ -57,7 +57,10 @@ async function stageResume(env: RunEnv, r: ResumeInput, at: { turn: number; step
   env.writer.stage('approval/decided', at, { questionId: pr.questionId, decisions, timedOut: r.timedOut });
   for (const c of r.batch) {
     if (decisions[c.callId] === 'deny') {
-      preset.push(denied(c, r.timedOut ? 'The approval request expired (no answer in time); this call was not run.' : 'The user denied this tool call; it was not run.'));
+      // committed with the decision (not with the batch's results): a crash before those must
+      // not leave the denied call without its result (the model reads it; providers need it)
+      const d = denied(c, r.timedOut ? 'The approval request expired (no answer in time); this call was not run.' : 'The user denied this tool call; it was not run.');
+      env.writer.stage('tool/result', at, { callId: d.callId, name: d.name, outcome: d.outcome, startedAt: d.startedAt, endedAt: d.endedAt });
     } else {
       calls.push(c);
       env.writer.stage('tool/call', at, { ...c });
@@ -75,10 +78,20 @@ async function stageResume(env: RunEnv, r: ResumeInput, at: { turn: number; step
 async function recoverCalls(env: RunEnv, batch: CallDescr[], runId: string): Promise<NonNullable<StartRunOutput['resumed']>> {
   const calls: CallDescr[] = [];
   const preset: ToolCallOutput[] = [];
+  // A parallel call runs again unless it names a resource an uncertain call keeps locked (DESIGN
+  // §4 item 5; skipping a side-effect-free call loses nothing). An exclusive call is never
+  // skipped here: the one before it may have finished before the crash and it may have run, so it
+  // gets its own resolution.
+  const locked = new Map<string, string>([...env.heldLocks].map((k) => [k, 'an earlier uncertain call']));
   for (const c of batch) {
     const tool = env.tools.get(c.name);
     if (c.mode === 'parallel' && tool) {
-      calls.push(c);
+      const held = c.resources.filter((r) => locked.has(r));
+      if (held.length === 0) calls.push(c);
+      else {
+        const reason = `not run: ${held.join(', ')} stay locked by ${locked.get(held[0]!)}, which may still be running`;
+        preset.push({ callId: c.callId, name: c.name, outcome: { kind: 'skipped', reason }, startedAt: Date.now(), endedAt: Date.now() });
+      }
       continue;
     }
     let outcome: ToolOutcome | undefined;
@@ -103,6 +116,7 @@ async function recoverCalls(env: RunEnv, batch: CallDescr[], runId: string): Pro
       resourceLocks: c.resources,
     };
     preset.push({ callId: c.callId, name: c.name, outcome, startedAt: Date.now(), endedAt: Date.now() });
+    if (outcome.kind === 'uncertain-hanging' || (outcome.kind === 'cancelled' && !outcome.settled)) for (const r of c.resources) locked.set(r, `call ${c.callId}`);
   }
   return { calls, preset };
 }
@@ -137,6 +151,12 @@ export const startRunOp =
       turn: input.turn,
     });
     if (input.inputId) env.emit({ type: 'input_committed', inputId: input.inputId, durability: 'durable' });
+    // denied calls' results, committed with the decision
+    for (const rec of records) {
+      if (rec.type !== 'tool/result') continue;
+      const p = rec.payload as { callId: string; name: string; outcome: ToolOutcome; startedAt?: number; endedAt?: number };
+      env.emit({ type: 'tool_end', callId: p.callId, name: p.name, outcome: p.outcome, ...(p.startedAt !== undefined ? { startedAt: p.startedAt, endedAt: p.endedAt! } : {}) }, rec.seq);
+    }
     // compaction keeps the whole run, not only this attempt: an earlier attempt's tool calls and
     // their results (e.g. an approved batch) must stay together
     return { runStartSeq: input.runFirstSeq ?? records[0]!.seq, ...(resumed ? { resumed } : {}) };

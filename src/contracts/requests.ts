@@ -67,6 +67,10 @@ export const ExecutionResult = z.object({
   deliveryErrors: z.array(DeliveryErrorInfo),
   usage: Usage,
   steps: z.number().int().nonnegative(),
+  /** The run's tool calls, cost (decimal string, with `pricing`) and recoveries so far (all attempts). */
+  toolCalls: z.number().int().nonnegative().optional(),
+  cost: z.string().optional(),
+  recoveries: z.number().int().nonnegative().optional(),
 });
 export type ExecutionResult = z.infer<typeof ExecutionResult>;
 

@@ -31,6 +31,8 @@ export interface RunInput {
   startStep?: number;
   /** Seq of the run's first run/start, for a later attempt (compaction keeps the whole run). */
   runFirstSeq?: number;
+  /** What the run's earlier attempts spent (a respond or continue): its budgets count per run. */
+  spent?: { toolCalls: number; usage: Usage; cost: string; recoveries: number; corrections: number };
   /** A stop accepted before this attempt (it survives recovery). */
   stopRequested?: boolean;
   /** A detach or cancel asked for before the attempt had started. */
@@ -138,6 +140,7 @@ export const runMachine = setup({
     inputId: input.inputId,
     startStep: input.startStep,
     runFirstSeq: input.runFirstSeq,
+    spent: input.spent,
     stepUsage: undefined,
     pendingFinal: undefined,
     pendingRequest: undefined,
@@ -145,11 +148,11 @@ export const runMachine = setup({
     result: undefined,
     runStartSeq: 0,
     step: input.startStep ?? 0,
-    usage: zeroUsage(),
-    cost: '0',
-    toolCalls: 0,
-    recoveries: 0,
-    corrections: 0,
+    usage: input.spent?.usage ?? zeroUsage(),
+    cost: input.spent?.cost ?? '0',
+    toolCalls: input.spent?.toolCalls ?? 0,
+    recoveries: input.spent?.recoveries ?? 0,
+    corrections: input.spent?.corrections ?? 0,
     calls: [],
     presetResults: [],
     order: [],
@@ -220,6 +223,16 @@ export const runMachine = setup({
       },
       on: {
         'modelStep.done': [
+          {
+            // a cancel during the model step: no final answer is committed and nothing suspends
+            // (tool calls go on to the batch, which skips every call not yet started)
+            guard: ({ context, event }) => context.cancelRequested && (event.output.kind === 'final' || event.output.kind === 'suspend'),
+            target: 'ending',
+            actions: assign(({ context, event }) => ({
+              ...addStepUsage(context, event.output),
+              end: ended('cancelled', 'cancelled', { error: { kind: 'cancelled', message: 'cancelled (requestCancel or kill switch)' } }),
+            })),
+          },
           {
             guard: ({ event }) => event.output.kind === 'tools',
             target: 'runningTools',
@@ -454,5 +467,8 @@ function resultOf(c: RunContext): ExecutionResult {
     deliveryErrors: [],
     usage: c.usage,
     steps: c.step,
+    toolCalls: c.toolCalls,
+    cost: c.cost,
+    recoveries: c.recoveries,
   };
 }

@@ -1,4 +1,4 @@
-import { assign, sendParent, setup, stopChild } from 'xstate';
+import { assign, enqueueActions, sendParent, setup, stopChild } from 'xstate';
 import type { ToolOutcome } from '../contracts/tools.js';
 import type { CallDescr } from '../actors/model-step.js';
 import { callActor, type ToolCallOutput, type ToolCallReply } from '../actors/tool-call.js';
@@ -20,7 +20,7 @@ export interface ToolBatchContext extends ToolBatchInput {
 }
 
 /** `batch.run` starts a batch; the batch answers its parent with `batch.done`. */
-export type ToolBatchEvent = { type: 'batch.run'; calls: CallDescr[] } | ToolCallReply;
+export type ToolBatchEvent = { type: 'batch.run'; calls: CallDescr[] } | ToolCallReply | { type: 'batch.error'; error: unknown };
 export type ToolBatchOutput = ToolCallOutput[];
 export type ToolBatchDone = { type: 'batch.done'; results: ToolBatchOutput };
 
@@ -196,8 +196,18 @@ export const toolBatchMachine = setup({
           { guard: 'settles', target: 'idle', actions: ['stopCall', 'report'] },
           { actions: ['stopCall', 'advance'] },
         ],
-        // a call actor that failed outside its tool (tool errors are outcomes): the batch errors
+        // a call actor that failed outside its tool (tool errors are outcomes): the batch errors,
+        // after stopping the calls still running (their tools are aborted: an erroring actor does
+        // not stop its children by itself)
         'call.failed': {
+          actions: enqueueActions(({ context, event, enqueue }) => {
+            for (const id of context.running) enqueue.stopChild(id);
+            enqueue.raise({ type: 'batch.error', error: event.error }, { delay: 0 });
+          }),
+        },
+        // raised in a macrostep of its own: the stops above have run by then (XState defers a
+        // stop to the end of its macrostep, and drops what is deferred if an action throws)
+        'batch.error': {
           actions: ({ event }) => {
             throw event.error;
           },

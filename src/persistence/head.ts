@@ -51,7 +51,8 @@ export function advanceHead(head: SessionHead, records: readonly EventRecord[]):
     } else if ((r.type === 'input/cancelled' || r.type === 'user/message' || r.type === 'run/start') && typeof r.payload.inputId === 'string') {
       next.pendingInputs = next.pendingInputs.filter((i) => i.inputId !== r.payload.inputId);
     }
-    if (r.type === 'tool/result') {
+    if (r.type === 'tool/result' && r.payload.copiedFrom === undefined) {
+      // (a compaction's copy of a result is not a new outcome: its locks were counted once)
       const o = r.payload.outcome as { kind: string; settled?: boolean; resourceLocks?: string[]; releaseResources?: string[] };
       if (o.kind === 'uncertain-hanging' || (o.kind === 'cancelled' && o.settled === false)) {
         next.heldLocks = [...new Set([...next.heldLocks, ...(o.resourceLocks ?? [])])];

@@ -1,4 +1,5 @@
 import type { EventRecord, PendingRequest } from '../contracts/events.js';
+import { addUsage, zeroUsage, type Usage } from '../contracts/message.js';
 import type { CallDescr } from '../actors/model-step.js';
 
 /** What the log says about the run that is open (started, not settled). */
@@ -23,6 +24,8 @@ export interface OpenRunState {
   undeliveredFinals: { finalMessageId: string; content: string; step: number }[];
   deliveredFinalIds: string[];
   deliveryUnknownFinalIds: string[];
+  /** What the run's earlier attempts spent, for its budgets (DESIGN §4 item 8: per run). */
+  spent: { toolCalls: number; usage: Usage; modelUsages: Usage[]; recoveries: number; corrections: number };
 }
 
 /**
@@ -37,7 +40,20 @@ export function foldOpenRun(events: readonly EventRecord[]): OpenRunState | unde
     const p = e.payload as Record<string, any>;
     if (e.type === 'run/start') {
       if (!st || st.runId !== p.runId) {
-        st = { runId: p.runId, turn: e.turn, startSeq: e.seq, runEpoch: p.runEpoch, attemptId: p.attemptId, step: 0, stopAccepted: false, unresolvedCalls: [], undeliveredFinals: [], deliveredFinalIds: [], deliveryUnknownFinalIds: [] };
+        st = {
+          runId: p.runId,
+          turn: e.turn,
+          startSeq: e.seq,
+          runEpoch: p.runEpoch,
+          attemptId: p.attemptId,
+          step: 0,
+          stopAccepted: false,
+          unresolvedCalls: [],
+          undeliveredFinals: [],
+          deliveredFinalIds: [],
+          deliveryUnknownFinalIds: [],
+          spent: { toolCalls: 0, usage: zeroUsage(), modelUsages: [], recoveries: 0, corrections: 0 },
+        };
       } else {
         st.runEpoch = p.runEpoch;
         st.attemptId = p.attemptId;
@@ -47,6 +63,7 @@ export function foldOpenRun(events: readonly EventRecord[]): OpenRunState | unde
     }
     if (!st) continue;
     if (e.step > st.step) st.step = e.step;
+    if (p.copiedFrom !== undefined) continue; // a compaction's copy: no new fact
     switch (e.type) {
       case 'approval/requested':
       case 'question/asked':
@@ -57,6 +74,19 @@ export function foldOpenRun(events: readonly EventRecord[]): OpenRunState | unde
         break;
       case 'tool/call':
         calls.set(p.callId, p as CallDescr);
+        st.spent.toolCalls++;
+        break;
+      case 'assistant/message':
+        if (p.usage) {
+          st.spent.usage = addUsage(st.spent.usage, p.usage as Usage);
+          st.spent.modelUsages.push(p.usage as Usage);
+        }
+        break;
+      case 'verification/rejected':
+        st.spent.recoveries++;
+        break;
+      case 'tool/batch-rejected':
+        st.spent.corrections++;
         break;
       case 'tool/result':
         calls.delete(p.callId);

@@ -253,6 +253,8 @@ describe('toolBatchMachine', () => {
     const actor = startBatch(toolCall, [call('a')], 4);
     actor.subscribe({ error: (e) => errors.push(e) });
     await settle();
+    // the error is raised one timer tick later, after the batch stopped its other calls
+    for (let i = 0; i < 50 && actor.getSnapshot().status !== 'error'; i++) await new Promise((r) => setTimeout(r, 1));
     expect(actor.getSnapshot().status).toBe('error');
     expect((errors[0] as Error).message).toBe('tool actor crashed');
   });
