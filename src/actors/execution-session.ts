@@ -115,6 +115,19 @@ export class ExecutionSession {
   private readonly isKilled: () => boolean;
   private readonly inputs: InputQueue;
   private readonly waiters = new Map<string, { runId: string; attemptId: string; resolve: (r: ExecutionResult) => void }>();
+  /** Results of attempts that ended, while the session state is brought up to date. */
+  private readonly finishing = new Map<string, ExecutionResult>();
+  /**
+   * The runId of a prompt between its checks and its start: taken synchronously, before any
+   * await, so that a prompt and a follow-up racing for one id cannot both pass their checks.
+   */
+  private claimed: string | undefined;
+  /** Inputs being accepted (registered before any await). */
+  private readonly inflightInputs = new Map<string, { mode: string; promise: Promise<InputReceipt> }>();
+
+  private runIdTaken(runId: string, field: string, where: string): ValidationError {
+    return new ValidationError(where, [{ path: [field], message: `run ${runId} already exists or is being started in session ${this.sessionId}: a new run needs a new id (continue or respond to resume that run)` }]);
+  }
   private readonly steering = new Map<string, { request: string; receipt: StopReceipt }>();
   private idleWaiters: (() => void)[] = [];
   private busy = false;
@@ -199,6 +212,13 @@ export class ExecutionSession {
       throw new ExecutionBusy(this.sessionId, this.current?.runId ?? 'unknown');
     }
     this.busy = true;
+    if (req.kind === 'prompt') {
+      if (this.inflightInputs.get(req.runId)?.mode === 'follow_up') {
+        this.settleIdle();
+        throw this.runIdTaken(req.runId, 'runId', 'session.execute');
+      }
+      this.claimed = req.runId;
+    }
     let input: RunInput;
     try {
       const recorded = await this.recordedResult(req.runId, req.attemptId);
@@ -296,6 +316,7 @@ export class ExecutionSession {
   }
 
   private start(input: RunInput): Promise<ExecutionResult> {
+    this.claimed = undefined; // from here on the run is this.current
     if (this.closed) {
       this.settleIdle();
       return Promise.resolve(notRunResult(input, 'detached', 'the session was closed before the attempt started'));
@@ -328,6 +349,7 @@ export class ExecutionSession {
 
   private async onRunFinished(finished: ExecutionResult): Promise<void> {
     const result: ExecutionResult = { ...finished, deliveryErrors: [...finished.deliveryErrors, ...this.hub.takeErrors({ runId: finished.runId, attemptId: finished.attemptId })] };
+    this.finishing.set(key(result.runId, result.attemptId), result); // close() answers with it
     this.lastResult = result;
     this.current = undefined;
     if (['suspended', 'detached', 'fenced'].includes(result.status) || !result.checkpointCommitted) {
@@ -338,6 +360,7 @@ export class ExecutionSession {
     this.stream.publish({ type: 'execution_finished', result });
     const w = this.waiters.get(key(result.runId, result.attemptId));
     this.waiters.delete(key(result.runId, result.attemptId));
+    this.finishing.delete(key(result.runId, result.attemptId));
     w?.resolve(result);
     if (!this.startFollowUp()) this.settleIdle();
   }
@@ -381,6 +404,7 @@ export class ExecutionSession {
 
   private settleIdle(): void {
     this.busy = false;
+    this.claimed = undefined;
     this.detachPending = false;
     // after the attempt's own promise has settled for its caller
     setImmediate(() => {
@@ -405,6 +429,21 @@ export class ExecutionSession {
     this.assertOpen();
     const known = this.inputs.get(e.inputId);
     if (known) return this.inputs.receipt(known);
+    // the same inputId submitted again while the first is being accepted: the same receipt
+    const inflight = this.inflightInputs.get(e.inputId);
+    if (inflight) return inflight.promise;
+    if (e.mode === 'follow_up' && this.claimed === e.inputId) throw this.runIdTaken(e.inputId, 'inputId', 'session.submitInput');
+    const entry = { mode: e.mode, promise: this.submitNew(e) };
+    this.inflightInputs.set(e.inputId, entry);
+    try {
+      return await entry.promise;
+    } finally {
+      this.inflightInputs.delete(e.inputId);
+    }
+  }
+
+  private async submitNew(e: InputEnvelope): Promise<InputReceipt> {
+    await Promise.resolve(); // registered as in flight by the caller first
     const stored = await this.store.getEventById(this.sessionId, `input:${e.inputId}`);
     if (stored) {
       const again = this.inputs.get(e.inputId);
@@ -440,19 +479,33 @@ export class ExecutionSession {
 
   /** The receipt of an input in the log that is no longer pending. */
   private async settledInputReceipt(inputId: string): Promise<InputReceipt> {
-    const cancelled = await this.store.getEventById(this.sessionId, `input-cancelled:${inputId}`);
+    let cancelled = (await this.store.getEventById(this.sessionId, `input-cancelled:${inputId}`)) !== undefined;
+    if (!cancelled) {
+      // a log from before input-cancelled ids: what came first after the input, its cancel or its use
+      const accepted = await this.store.getEventById(this.sessionId, `input:${inputId}`);
+      if (accepted) {
+        for await (const e of this.store.readEvents(this.sessionId, { fromSeq: accepted.seq + 1 })) {
+          if (e.payload.inputId !== inputId) continue;
+          if (e.type === 'input/cancelled') cancelled = true;
+          if (e.type === 'input/cancelled' || e.type === 'user/message' || e.type === 'run/start') break;
+        }
+      }
+    }
     return { inputId, status: cancelled ? 'cancelled' : 'consumed', durability: 'durable' };
   }
 
   /** A run id names one run: refused if a run (or a follow-up waiting to start) already has it. */
   private async assertNewRunId(runId: string, field: string, where: string): Promise<void> {
     const queued = this.inputs.get(runId);
-    const taken = (queued?.mode === 'follow_up' && queued.status === 'accepted') || (await this.store.getEventById(this.sessionId, runOpenEventId(runId))) !== undefined;
-    if (taken) {
-      throw new ValidationError(where, [
-        { path: [field], message: `run ${runId} already exists in session ${this.sessionId}: a new run needs a new id (continue or respond to resume that run)` },
-      ]);
-    }
+    const head = this.openRun ? undefined : await this.store.getHead(this.sessionId);
+    const taken =
+      (queued?.mode === 'follow_up' && queued.status === 'accepted') ||
+      this.current?.runId === runId ||
+      (field === 'inputId' && this.claimed === runId) ||
+      this.openRun?.runId === runId ||
+      head?.lastSettledRun?.runId === runId || // also in logs from before run-open ids
+      (await this.store.getEventById(this.sessionId, runOpenEventId(runId))) !== undefined;
+    if (taken) throw this.runIdTaken(runId, field, where);
   }
 
   /**
@@ -639,8 +692,10 @@ export class ExecutionSession {
     this.actor.send({ type: 'CLOSE' });
     this.actor.stop();
     // the stopped run never reports back: its execute still gets a result (DESIGN §6)
-    for (const w of this.waiters.values()) {
-      w.resolve(notRunResult(w, 'detached', `the session was closed while attempt ${w.attemptId} of run ${w.runId} ran; the run is left resumable: continue it with a new attempt`));
+    for (const [k, w] of this.waiters) {
+      const finished = this.finishing.get(k); // ended and recorded: its real result
+      if (finished) w.resolve(finished);
+      else w.resolve(notRunResult(w, 'detached', `the session was closed while attempt ${w.attemptId} of run ${w.runId} ran; the run is left resumable: continue it with a new attempt`));
     }
     this.waiters.clear();
     this.stream.complete();

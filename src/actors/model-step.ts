@@ -259,6 +259,8 @@ async function afterToolCalls(
   const ask = asks[0];
   const needing = ask ? [] : valid.filter((c) => needsApproval(env, c.tool, c.name, c.arguments));
   if (ask || needing.length > 0) {
+    // cancelled meanwhile: no suspension (the catch in modelStep answers the calls `skipped`)
+    if (env.cancelSignal.aborted) throw new CancelledError('cancelled before the run suspended for an answer');
     const pendingRequest: PendingRequest = ask
       ? {
           kind: 'question',

@@ -24,8 +24,12 @@ export function buildProgram(io: CliIO, run: (code: Promise<number>) => void): C
     .description('Durable LLM agent loops as XState actors over an append-only event log.')
     .version(version)
     .exitOverride()
-    .configureOutput({ writeOut: (s) => void io.out.write(s), writeErr: (s) => void io.err.write(s) })
-    .showHelpAfterError('(actorloop --help lists the commands)');
+    .configureOutput({
+      writeOut: (s) => void io.out.write(s),
+      writeErr: (s) => void io.err.write(s),
+      // docs/cli.md: an error is one line on stderr starting with `actorloop:`
+      outputError: (s, write) => write(`actorloop: ${s.replace(/^error: /, '').trim().replace(/\s*\n\s*/g, ' ')} (actorloop --help lists the commands)\n`),
+    });
 
   program
     .command('demo')

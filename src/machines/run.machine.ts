@@ -224,9 +224,10 @@ export const runMachine = setup({
       on: {
         'modelStep.done': [
           {
-            // a cancel during the model step: no final answer is committed and nothing suspends
-            // (tool calls go on to the batch, which skips every call not yet started)
-            guard: ({ context, event }) => context.cancelRequested && (event.output.kind === 'final' || event.output.kind === 'suspend'),
+            // a cancel during the model step: no final answer is committed (tool calls go on to
+            // the batch, which skips every call not yet started; the model step itself does not
+            // suspend once cancelled)
+            guard: ({ context, event }) => context.cancelRequested && event.output.kind === 'final',
             target: 'ending',
             actions: assign(({ context, event }) => ({
               ...addStepUsage(context, event.output),
@@ -415,7 +416,8 @@ function resumedContext(c: RunContext, out: StartRunOutput) {
     calls: r.calls,
     presetResults: r.preset,
     order: c.resume!.batch.map((b) => b.callId),
-    toolCalls: c.toolCalls + r.calls.length,
+    // approved calls are new; a recovered call's tool/call was counted with the run's spending
+    toolCalls: c.toolCalls + (c.resume!.kind === 'answer' ? r.calls.length : 0),
   };
 }
 

@@ -81,7 +81,9 @@ export interface LogDbs {
  * under the others, which die of SIGBUS — test/persistence/lmdb-multiprocess.test.ts caught it.)
  */
 export function openDbs(path: string): LogDbs {
-  const env = open({ path, maxDbs: 8, noSync: true });
+  // noSubdir: false — the path is a directory even when its name has a dot (lmdb-js would take
+  // `store.v1` for a file name)
+  const env = open({ path, maxDbs: 8, noSync: true, noSubdir: false });
   return {
     env,
     events: env.openDB<string, [string, number]>({ name: 'events', encoding: 'string' }),
@@ -204,6 +206,27 @@ function migrate(path: string, staging: Journal, bootId: string): void {
   staging.init();
   const dbs = openDbs(path);
   try {
+    // All in one write transaction: LMDB's writer lock keeps every other writer (a 'committed'
+    // store opened before) out until the state is recorded, so no commit can fall between the
+    // copy and the state that makes later commits refuse to go on without the journal.
+    dbs.env.transactionSync(() => copyIntoJournal(dbs, staging, path));
+  } finally {
+    staging.close();
+    void dbs.env.close();
+  }
+  writeDurably(join(staging.dir, 'BOOT'), bootId);
+}
+
+function copyIntoJournal(dbs: LogDbs, staging: Journal, path: string): void {
+  if (dbs.journal.get('state') !== undefined) {
+    // written with a journal that is gone: adopting the file would hide that its frames are lost
+    throw new CorruptLogError(
+      '(journal)',
+      0,
+      `the journal directory ${staging.dir.replace(/\.new$/, '')} is missing, but the LMDB file at ${path} was written with a journal: restore the journal directory (nothing was changed)`,
+    );
+  }
+  {
     let state = INITIAL_STATE;
     let ops: JournalOp[] = [];
     let size = 0;
@@ -222,13 +245,8 @@ function migrate(path: string, staging: Journal, bootId: string): void {
     for (const { key, value } of dbs.events.getRange()) add(['e', key[0], key[1], value], value.length);
     for (const { key, value } of dbs.ids.getRange()) add(['i', key[0], key[1], value], 64);
     emit();
-    const end = state;
-    dbs.env.transactionSync(() => writeState(dbs, end));
-  } finally {
-    staging.close();
-    void dbs.env.close();
+    writeState(dbs, state);
   }
-  writeDurably(join(staging.dir, 'BOOT'), bootId);
 }
 
 const isOp = (op: unknown): op is JournalOp =>
@@ -270,7 +288,7 @@ function writeDurably(file: string, text: string): void {
  * `fn` runs. No takeover logic, no process ids (which containers on one host do not share).
  */
 function withLock(path: string, fn: () => void): void {
-  const env = open({ path: join(path, 'recovery'), maxDbs: 1, noSync: true });
+  const env = open({ path: join(path, 'recovery'), maxDbs: 1, noSync: true, noSubdir: false });
   try {
     env.transactionSync(fn);
   } finally {

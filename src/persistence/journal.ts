@@ -131,8 +131,20 @@ export class Journal {
       at = { segment: n, offset: 0, nextFrame: state.nextFrame };
     }
     const fd = this.open(at.segment);
-    writeFully(fd, frame, at.offset);
-    flush(fd);
+    try {
+      writeFully(fd, frame, at.offset);
+      flush(fd);
+    } catch (e) {
+      // The caller is told the commit failed: a whole frame left behind (its flush failed, e.g.
+      // EIO, but it may still reach the disk) must not come back in a rebuild. Best effort.
+      try {
+        writeFully(fd, Buffer.alloc(4), at.offset);
+        fdatasyncSync(fd);
+      } catch {
+        // the next commit writes its own frame over it
+      }
+      throw e;
+    }
     return { at, next: { segment: at.segment, offset: at.offset + frame.length, nextFrame: at.nextFrame + 1 }, flushMicros };
   }
 

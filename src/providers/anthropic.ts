@@ -269,13 +269,15 @@ export function anthropicModel(options: AnthropicModelOptions): ModelProvider {
     async call(request: ModelRequest, onEvent: (event: ModelStreamEvent) => void): Promise<ModelResponse> {
       throwIfAborted(request.signal, 'anthropic');
       const { system, messages } = toAnthropicMessages(request.messages);
+      const maxTokens = Math.min(o.maxTokens, request.maxOutputTokens ?? Infinity);
+      const thinking = thinkingWithin(o.thinking, maxTokens);
       const body = {
         model: o.model,
-        max_tokens: Math.min(o.maxTokens, request.maxOutputTokens ?? Infinity),
+        max_tokens: maxTokens,
         messages,
         ...(system !== undefined ? { system } : {}),
         ...(request.tools.length ? { tools: toAnthropicTools(request.tools) } : {}),
-        ...(o.thinking ? { thinking: o.thinking } : {}),
+        ...(thinking ? { thinking } : {}),
         ...o.extraBody,
         stream: true,
       } as Body;
@@ -322,4 +324,16 @@ export async function anthropicModelFromEnv(options: Omit<AnthropicModelOptions,
   }
   const client = new mod.default({ apiKey, baseURL: process.env.ANTHROPIC_BASE_URL || undefined, maxRetries: 0 });
   return anthropicModel({ ...options, client });
+}
+
+/**
+ * The Messages API wants `max_tokens` above an enabled thinking budget (and a budget of at least
+ * 1024): when the run's output budget lowers `max_tokens` that far, the thinking budget is lowered
+ * with it, or thinking is left out of the call when not even 1024 tokens fit.
+ */
+function thinkingWithin<T>(thinking: T | undefined, maxTokens: number): T | undefined {
+  const t = thinking as { type?: string; budget_tokens?: number } | undefined;
+  if (!t || t.type !== 'enabled' || typeof t.budget_tokens !== 'number' || t.budget_tokens < maxTokens) return thinking;
+  if (maxTokens - 1 < 1024) return undefined;
+  return { ...t, budget_tokens: maxTokens - 1 } as T;
 }

@@ -114,7 +114,11 @@ describe('run and session machines: edge cases', () => {
     expect(asked.filter((id) => !answered.includes(id))).toEqual([]);
   });
 
-  it('a CANCEL received while the model step runs ends the run cancelled even if the step asks for an approval', async () => {
+  // The model step itself refuses to suspend once cancelled (test/actors/regressions.test.ts: the
+  // run ends cancelled with the calls answered skipped). A suspension it did commit before the
+  // CANCEL reached the machine stands: turning it into a cancelled run would leave the model's
+  // tool calls unanswered on the surface.
+  it('a suspension the model step committed before a CANCEL reached the machine stands (the attempt ends suspended)', async () => {
     const gate = deferred<ModelStepOutput>();
     const ended: string[] = [];
     const ops = {
@@ -130,7 +134,7 @@ describe('run and session machines: edge cases', () => {
     actor.send({ type: 'CANCEL' });
     gate.resolve({ kind: 'suspend', pendingRequest: { kind: 'approval', questionId: 'q', calls: [{ callId: 'c', name: 'pay', arguments: {} }], expiresAt: Date.now() + 1000 } as never });
     const snap = await waitFor(actor, (x) => x.status === 'done');
-    expect(snap.output!.status).toBe('cancelled');
+    expect(snap.output!.status).toBe('suspended');
   });
 
   it('snapshot() while a respond attempt runs reports the session executing, no longer suspended on the answered request', async () => {
