@@ -141,9 +141,17 @@ export function recover(path: string, journal: Journal, bootId: string): void {
   withLock(path, () => {
     if (stored() === bootId) return; // another process recovered it meanwhile
     const staging = `${journal.dir}.new`;
-    rmSync(staging, { recursive: true, force: true }); // an interrupted migration starts over
+    // an interrupted migration starts over (it may have recorded its state in LMDB already)
+    const interrupted = existsSync(staging);
+    rmSync(staging, { recursive: true, force: true });
     if (!existsSync(journal.dir) && existsSync(join(path, 'data.mdb'))) {
-      migrate(path, new Journal(staging), bootId);
+      try {
+        migrate(path, new Journal(staging), bootId, interrupted);
+      } catch (e) {
+        // a refused or failed migration leaves nothing that could pass for an interrupted one
+        rmSync(staging, { recursive: true, force: true });
+        throw e;
+      }
       renameSync(staging, journal.dir);
       syncDir(path);
       return;
@@ -202,14 +210,14 @@ function rebuild(path: string, journal: Journal): void {
  * content becomes the first frames of a journal built in `journal.new/`, which becomes the
  * journal only once complete (with its BOOT), so an interrupted migration is simply redone.
  */
-function migrate(path: string, staging: Journal, bootId: string): void {
+function migrate(path: string, staging: Journal, bootId: string, redo: boolean): void {
   staging.init();
   const dbs = openDbs(path);
   try {
     // All in one write transaction: LMDB's writer lock keeps every other writer (a 'committed'
     // store opened before) out until the state is recorded, so no commit can fall between the
     // copy and the state that makes later commits refuse to go on without the journal.
-    dbs.env.transactionSync(() => copyIntoJournal(dbs, staging, path));
+    dbs.env.transactionSync(() => copyIntoJournal(dbs, staging, path, redo));
   } finally {
     staging.close();
     void dbs.env.close();
@@ -217,8 +225,9 @@ function migrate(path: string, staging: Journal, bootId: string): void {
   writeDurably(join(staging.dir, 'BOOT'), bootId);
 }
 
-function copyIntoJournal(dbs: LogDbs, staging: Journal, path: string): void {
-  if (dbs.journal.get('state') !== undefined) {
+function copyIntoJournal(dbs: LogDbs, staging: Journal, path: string, redo: boolean): void {
+  // (a state left by this very migration, interrupted after its transaction, is not a lost journal)
+  if (!redo && dbs.journal.get('state') !== undefined) {
     // written with a journal that is gone: adopting the file would hide that its frames are lost
     throw new CorruptLogError(
       '(journal)',
