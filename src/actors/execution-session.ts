@@ -327,6 +327,14 @@ export class ExecutionSession {
     if (input.kind === 'prompt' || input.kind === 'follow_up') this.lastTurn = input.turn;
     this.cancelController = new AbortController();
     this.env.cancelSignal = this.cancelController.signal;
+    // `messages` is a view: the surface array is only ever appended to (a compaction replaces it),
+    // so a run's context keeps a reference and a length and copies on first read — memory grows
+    // with the conversation, not with runs × history
+    const prefix = this.env.prefix;
+    const surface = this.env.surface.messages;
+    const upTo = surface.length;
+    const extra = input.messages;
+    let messages: readonly Message[] | undefined;
     this.turnContexts.set(
       input.runId,
       Object.freeze({
@@ -334,7 +342,9 @@ export class ExecutionSession {
         turn: input.turn,
         modelId: this.env.model.modelId,
         ...(this.options.systemPrompt !== undefined ? { systemPrompt: this.options.systemPrompt } : {}),
-        messages: Object.freeze([...this.env.prefix, ...this.env.surface.messages, ...input.messages]),
+        get messages() {
+          return (messages ??= Object.freeze([...prefix, ...surface.slice(0, upTo), ...extra]));
+        },
         tools: Object.freeze([...this.env.tools.keys()]),
         policyRevision: this.fingerprint,
       }),
@@ -688,6 +698,7 @@ export class ExecutionSession {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    this.env.writer.close(new StoreClosedError(`session ${this.sessionId}`));
     this.cancelController.abort(new Error('session closed'));
     this.actor.send({ type: 'CLOSE' });
     this.actor.stop();

@@ -24,6 +24,13 @@ export class LogWriter {
     return this.fencedError !== undefined;
   }
 
+  private closedError: unknown;
+
+  /** The session closed: an effect still running (a model call that ignored its signal) commits nothing more. */
+  close(error: unknown): void {
+    this.closedError ??= error;
+  }
+
   /**
    * Looks at the session's current writer epoch (one read, no write): true if another writer has
    * taken over, after which every commit fails. Called before a side-effecting tool starts.
@@ -80,6 +87,7 @@ export class LogWriter {
   private enqueue(drafts: EventDraft[]): Promise<EventRecord[]> {
     const run = async (): Promise<EventRecord[]> => {
       if (this.fencedError !== undefined) throw this.fencedError;
+      if (this.closedError !== undefined) throw this.closedError;
       if (drafts.length === 0) return [];
       try {
         const records = await this.store.append(this.sessionId, this.writerEpoch, this.nextSeq, drafts);

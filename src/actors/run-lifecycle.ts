@@ -142,15 +142,20 @@ export const startRunOp =
     for (const m of input.messages) env.writer.stage('user/message', at, { message: m });
     const resumed = input.resume ? await stageResume(env, input.resume, at, input.runId) : undefined;
     const records = await env.writer.commit();
-    env.emit({
-      type: 'run_start',
-      sessionInstanceId: env.sessionInstanceId,
-      runId: input.runId,
-      attemptId: input.attemptId,
-      runEpoch: input.runEpoch,
-      turn: input.turn,
-    });
-    if (input.inputId) env.emit({ type: 'input_committed', inputId: input.inputId, durability: 'durable' });
+    // envelopes of committed events carry their logSeq (DESIGN §6)
+    const startSeq = records.find((r) => r.type === 'run/start')?.seq;
+    env.emit(
+      {
+        type: 'run_start',
+        sessionInstanceId: env.sessionInstanceId,
+        runId: input.runId,
+        attemptId: input.attemptId,
+        runEpoch: input.runEpoch,
+        turn: input.turn,
+      },
+      startSeq,
+    );
+    if (input.inputId) env.emit({ type: 'input_committed', inputId: input.inputId, durability: 'durable' }, startSeq);
     // denied calls' results, committed with the decision
     for (const rec of records) {
       if (rec.type !== 'tool/result') continue;

@@ -37,6 +37,11 @@ export interface Runtime {
  */
 export function createRuntime(options: RuntimeOptions): Runtime {
   const o = parseInput(RuntimeOptions, options, 'createRuntime');
+  const ks = o.killSwitch;
+  // every option checked before anything is opened
+  if (ks !== undefined && !(ks instanceof AbortSignal) && !isObservable(ks)) {
+    parseInput(z.never(), ks, 'createRuntime: killSwitch (an AbortSignal or an RxJS Observable)');
+  }
   const store = o.store ?? lmdbStore({ path: './.actorloop' });
   const tools = o.askUser ? [...o.tools.filter((t) => t.name !== askUserTool.name), askUserTool] : o.tools;
   const toolSpecs = tools.map((t) => t.spec);
@@ -53,16 +58,18 @@ export function createRuntime(options: RuntimeOptions): Runtime {
     if (on) for (const s of sessions) void s.requestCancel('kill switch');
     else for (const s of sessions) s.resumeFollowUps(); // follow-ups held back while it was set
   };
-  const ks = o.killSwitch;
   let killSub: { unsubscribe(): void } | undefined;
   if (ks instanceof AbortSignal) {
     if (ks.aborted) killed = true;
-    else ks.addEventListener('abort', () => kill(true), { once: true });
+    else {
+      const onKill = () => kill(true);
+      ks.addEventListener('abort', onKill, { once: true });
+      killSub = { unsubscribe: () => ks.removeEventListener('abort', onKill) }; // a shared signal keeps no closed runtime alive
+    }
   } else if (isObservable(ks)) {
     killSub = ks.subscribe({ next: (v) => kill(Boolean(v)) }); // truthy = set, falsy = cleared
-  } else if (ks !== undefined) {
-    parseInput(z.never(), ks, 'createRuntime: killSwitch (an AbortSignal or an RxJS Observable)');
   }
+  let closing: Promise<void> | undefined;
 
   return {
     store,
@@ -132,6 +139,11 @@ export function createRuntime(options: RuntimeOptions): Runtime {
         stateContext,
         isKilled: () => killed,
       });
+      if (closed) {
+        // the runtime closed while this session was opening: it never goes live
+        await session.close();
+        throw new StoreClosedError('runtime');
+      }
       sessions.add(session);
       const close = session.close.bind(session);
       session.close = async () => {
@@ -141,12 +153,15 @@ export function createRuntime(options: RuntimeOptions): Runtime {
       session.resumeFollowUps(); // accepted before a restart: they run now, as if just submitted
       return session;
     },
-    async close() {
-      if (closed) return;
-      closed = true;
-      killSub?.unsubscribe();
-      for (const s of [...sessions]) await s.close();
-      await store.close();
+    close() {
+      // every call resolves once the store is closed (a second call shares the first's work)
+      closing ??= (async () => {
+        closed = true;
+        killSub?.unsubscribe();
+        for (const s of [...sessions]) await s.close();
+        await store.close();
+      })();
+      return closing;
     },
   };
 }

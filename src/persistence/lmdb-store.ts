@@ -213,7 +213,9 @@ class LmdbEventStore implements EventStore, LmdbStats {
 
   /** Group commit: everything queued while the previous flush ran goes into one transaction. */
   private async drain(): Promise<void> {
-    await Promise.resolve(); // let appends issued in the same tick join this batch
+    // one turn of the event loop: appends that I/O callbacks ready in this poll phase issue (other
+    // sessions answered by their model meanwhile) join this batch and share its flush
+    await new Promise<void>((resolve) => setImmediate(resolve));
     try {
       while (this.queue.length > 0) {
         const ops = this.queue;
