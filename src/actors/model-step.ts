@@ -4,7 +4,7 @@ import type { Message, Usage } from '../contracts/message.js';
 import type { ModelResponse } from '../contracts/model.js';
 import { resourcesOf } from '../tools/define-tool.js';
 import { validateToolCalls, type CallIssue } from '../tools/validate-calls.js';
-import { ASK_USER_TOOL, matchesApprovalFor } from '../tools/ask-user.js';
+import { ASK_USER_TOOL, askUserTool, matchesApprovalFor } from '../tools/ask-user.js';
 import type { PendingRequest } from '../contracts/events.js';
 import { onAbort } from './abort.js';
 import { compact } from './compaction.js';
@@ -24,6 +24,11 @@ export interface CallDescr {
   mode: 'parallel' | 'exclusive';
   resources: string[];
   idempotencyKey: string;
+  /**
+   * The model's argument text. `arguments` holds the schema's parsed output, but what the log
+   * keeps of it is JSON: a call rebuilt from the log (approved, recovered) is parsed again from this.
+   */
+  rawArguments?: string;
 }
 
 export interface ModelStepInput {
@@ -230,6 +235,7 @@ async function afterToolCalls(
     mode: c.tool.mode,
     resources: resourcesOf(c.tool, c.arguments),
     idempotencyKey: `${env.sessionId}/${runId}/${c.callId}`,
+    rawArguments: calls.find((m) => m.id === c.callId)?.arguments ?? '',
   }));
   const held = env.heldLocks.size === 0 ? [] : [...new Set(descrs.flatMap((d) => d.resources.filter((r) => env.heldLocks.has(r))))];
   if (held.length > 0) {
@@ -244,7 +250,8 @@ async function afterToolCalls(
     await env.writer.commit();
     return { kind: 'blocked', locks: held, usage, ...priced };
   }
-  const asks = descrs.filter((d) => d.name === ASK_USER_TOOL);
+  // the built-in askUser (enabled by the option), not an app tool that happens to share the name
+  const asks = descrs.filter((d) => d.name === ASK_USER_TOOL && env.tools.get(d.name) === askUserTool);
   if (asks.length > 0 && descrs.length > 1) {
     const issues: CallIssue[] = descrs.map((d) => ({
       callId: d.callId,

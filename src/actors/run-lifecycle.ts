@@ -27,6 +27,21 @@ export const runEndEventId = (runId: string, attemptId: string) => `run-end:${ru
 /** The id of a run's first run/start (a prompt or follow-up): one per runId in a session. */
 export const runOpenEventId = (runId: string) => `run-open:${runId}`;
 
+/**
+ * A call rebuilt from the log gets what its tool's `execute` got on the direct path: the schema's
+ * parsed output (defaults, transforms), parsed again from the model's text — not the JSON copy.
+ */
+function withParsedArguments(env: RunEnv, c: CallDescr): CallDescr {
+  const tool = env.tools.get(c.name);
+  if (!tool || typeof c.rawArguments !== 'string') return c;
+  try {
+    const parsed = tool.parameters.safeParse(c.rawArguments.trim() === '' ? {} : JSON.parse(c.rawArguments));
+    return parsed.success ? { ...c, arguments: parsed.data } : c;
+  } catch {
+    return c;
+  }
+}
+
 const denied = (c: CallDescr, why: string): ToolCallOutput => ({
   callId: c.callId,
   name: c.name,
@@ -62,8 +77,8 @@ async function stageResume(env: RunEnv, r: ResumeInput, at: { turn: number; step
       const d = denied(c, r.timedOut ? 'The approval request expired (no answer in time); this call was not run.' : 'The user denied this tool call; it was not run.');
       env.writer.stage('tool/result', at, { callId: d.callId, name: d.name, outcome: d.outcome, startedAt: d.startedAt, endedAt: d.endedAt });
     } else {
-      calls.push(c);
       env.writer.stage('tool/call', at, { ...c });
+      calls.push(withParsedArguments(env, c));
     }
   }
   return { calls, preset };
@@ -83,7 +98,8 @@ async function recoverCalls(env: RunEnv, batch: CallDescr[], runId: string): Pro
   // skipped here: the one before it may have finished before the crash and it may have run, so it
   // gets its own resolution.
   const locked = new Map<string, string>([...env.heldLocks].map((k) => [k, 'an earlier uncertain call']));
-  for (const c of batch) {
+  for (const logged of batch) {
+    const c = withParsedArguments(env, logged);
     const tool = env.tools.get(c.name);
     if (c.mode === 'parallel' && tool) {
       const held = c.resources.filter((r) => locked.has(r));

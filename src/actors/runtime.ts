@@ -42,8 +42,11 @@ export function createRuntime(options: RuntimeOptions): Runtime {
   if (ks !== undefined && !(ks instanceof AbortSignal) && !isObservable(ks)) {
     parseInput(z.never(), ks, 'createRuntime: killSwitch (an AbortSignal or an RxJS Observable)');
   }
+  if (o.askUser && o.tools.some((t) => t.name === askUserTool.name)) {
+    parseInput(z.never(), undefined, `createRuntime: tools (a tool named ${askUserTool.name} beside the askUser option: the built-in would replace it; rename it or leave askUser off)`);
+  }
   const store = o.store ?? lmdbStore({ path: './.actorloop' });
-  const tools = o.askUser ? [...o.tools.filter((t) => t.name !== askUserTool.name), askUserTool] : o.tools;
+  const tools = o.askUser ? [...o.tools, askUserTool] : o.tools;
   const toolSpecs = tools.map((t) => t.spec);
   const toolCatalog = tools.map((t) => ({ ...t.spec, mode: t.mode, resources: Array.isArray(t.resources) ? t.resources : 'dynamic' }));
   const prefix: Message[] = [...(o.systemPrompt !== undefined ? [{ role: 'system' as const, content: o.systemPrompt }] : []), ...o.bootstrapMessages];

@@ -24,7 +24,18 @@ export interface ToolCallOutput {
 export function normalizeOutcome(v: string | ToolOutcomeInput | undefined | unknown): ToolOutcome {
   if (typeof v === 'string') return { kind: 'completed', content: v, isError: false, concludesTurn: false, releaseResources: [] };
   const parsed = ToolOutcome.safeParse(v);
-  if (parsed.success) return parsed.data;
+  if (parsed.success) {
+    // `structured` is free-form: an outcome the log cannot record (a BigInt, a cycle) would fail
+    // the step's commit and leave the call unanswered — it becomes an error result instead
+    if (parsed.data.kind === 'completed' && parsed.data.structured !== undefined) {
+      try {
+        JSON.stringify(parsed.data.structured);
+      } catch (e) {
+        return { kind: 'completed', content: `tool returned an outcome that is not JSON: ${messageOf(e)}`, isError: true, concludesTurn: false, releaseResources: [] };
+      }
+    }
+    return parsed.data;
+  }
   return {
     kind: 'completed',
     content: `tool returned an invalid outcome: ${parsed.error.issues[0]?.message ?? 'unknown shape'}`,
@@ -42,9 +53,18 @@ export function withCallLocks(o: ToolOutcome, call: { resources: string[] }): To
   return o.kind === 'cancelled' || o.kind === 'uncertain-hanging' ? { ...o, resourceLocks: call.resources } : o;
 }
 
+/** A thrown value's message, whatever was thrown (String() itself throws on some objects). */
+export function messageOf(e: unknown): string {
+  try {
+    return e instanceof Error ? e.message : String(e);
+  } catch {
+    return Object.prototype.toString.call(e);
+  }
+}
+
 const errorOutcome = (e: unknown): ToolOutcome => ({
   kind: 'completed',
-  content: e instanceof Error ? e.message : String(e),
+  content: messageOf(e),
   isError: true,
   concludesTurn: false,
   releaseResources: [],
@@ -121,7 +141,15 @@ async function runToolCall(env: RunEnv, input: ToolCallInput, ac: CallAbort): Pr
   // `signal` is read lazily (a tool that never looks at it costs no AbortController), through an
   // own enumerable getter so that `{ ...ctx }` keeps it — defined with one shared descriptor:
   // a getter written in the object literal would be a new closure per call, on V8's slow path.
-  const ctx = { [CALL_ABORT]: ac, idempotencyKey: call.idempotencyKey, sessionId: env.sessionId, runId, callId: call.callId, emit: (update: unknown) => env.emit({ type: 'tool_update', callId: call.callId, name: call.name, update }) };
+  let ended = false; // an update emitted after the call's outcome is known is dropped
+  const ctx = {
+    [CALL_ABORT]: ac,
+    idempotencyKey: call.idempotencyKey,
+    sessionId: env.sessionId,
+    runId,
+    callId: call.callId,
+    emit: (update: unknown) => void (ended || env.emit({ type: 'tool_update', callId: call.callId, name: call.name, update })),
+  };
   Object.defineProperty(ctx, 'signal', SIGNAL_GETTER);
   const toolCtx = ctx as typeof ctx & ToolContext;
   let value: unknown;
@@ -133,6 +161,7 @@ async function runToolCall(env: RunEnv, input: ToolCallInput, ac: CallAbort): Pr
   if (typeof (value as PromiseLike<unknown> | undefined)?.then !== 'function') {
     // a synchronous tool: its outcome is known now, no promise, grace timer or abort hook needed
     clearTimeout(timeout);
+    ended = true;
     return { callId: call.callId, name: call.name, outcome: withCallLocks(normalizeOutcome(value), call), startedAt, endedAt: Date.now() };
   }
   // From here on a cancel aborts the running tool (checked again: nothing awaited since the check
@@ -144,7 +173,7 @@ async function runToolCall(env: RunEnv, input: ToolCallInput, ac: CallAbort): Pr
       return withCallLocks(normalizeOutcome(await value), call);
     } catch (e) {
       if (ac.aborted) {
-        return { kind: 'cancelled', settled: true, partialContent: timedOut ? `timed out after ${tool.timeoutMs} ms` : `cancelled: ${(e as Error)?.message ?? e}`, resourceLocks: call.resources } as ToolOutcome;
+        return { kind: 'cancelled', settled: true, partialContent: timedOut ? `timed out after ${tool.timeoutMs} ms` : `cancelled: ${messageOf(e)}`, resourceLocks: call.resources } as ToolOutcome;
       }
       return errorOutcome(e);
     }
@@ -154,7 +183,7 @@ async function runToolCall(env: RunEnv, input: ToolCallInput, ac: CallAbort): Pr
   let graceTimer: NodeJS.Timeout | undefined;
   let offArm = () => {};
   const settled = new Promise<ToolOutcome>((resolve) => {
-    void work.then(resolve);
+    void work.then(resolve, (e: unknown) => resolve(errorOutcome(e)));
     offArm = ac.onAbort(() => {
       graceTimer = setTimeout(
         () =>
@@ -171,6 +200,7 @@ async function runToolCall(env: RunEnv, input: ToolCallInput, ac: CallAbort): Pr
     const outcome = await settled;
     return { callId: call.callId, name: call.name, outcome, startedAt, endedAt: Date.now() };
   } finally {
+    ended = true;
     clearTimeout(timeout);
     clearTimeout(graceTimer);
     offArm();

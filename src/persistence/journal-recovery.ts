@@ -1,4 +1,5 @@
 import { execFileSync } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
 import { closeSync, existsSync, fsyncSync, openSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { uptime } from 'node:os';
 import { join } from 'node:path';
@@ -141,17 +142,12 @@ export function recover(path: string, journal: Journal, bootId: string): void {
   withLock(path, () => {
     if (stored() === bootId) return; // another process recovered it meanwhile
     const staging = `${journal.dir}.new`;
-    // an interrupted migration starts over (it may have recorded its state in LMDB already)
-    const interrupted = existsSync(staging);
+    // An interrupted migration starts over. It may have recorded its state in LMDB already: its
+    // nonce, kept both in journal.new/MIGRATION and in LMDB, tells it from a journal that is lost.
+    const leftover = existsSync(join(staging, 'MIGRATION')) ? readFileSync(join(staging, 'MIGRATION'), 'utf8') : undefined;
     rmSync(staging, { recursive: true, force: true });
     if (!existsSync(journal.dir) && existsSync(join(path, 'data.mdb'))) {
-      try {
-        migrate(path, new Journal(staging), bootId, interrupted);
-      } catch (e) {
-        // a refused or failed migration leaves nothing that could pass for an interrupted one
-        rmSync(staging, { recursive: true, force: true });
-        throw e;
-      }
+      migrate(path, new Journal(staging), bootId, leftover);
       renameSync(staging, journal.dir);
       syncDir(path);
       return;
@@ -210,14 +206,16 @@ function rebuild(path: string, journal: Journal): void {
  * content becomes the first frames of a journal built in `journal.new/`, which becomes the
  * journal only once complete (with its BOOT), so an interrupted migration is simply redone.
  */
-function migrate(path: string, staging: Journal, bootId: string, redo: boolean): void {
+function migrate(path: string, staging: Journal, bootId: string, leftover: string | undefined): void {
   staging.init();
+  const nonce = randomUUID();
+  writeDurably(join(staging.dir, 'MIGRATION'), nonce);
   const dbs = openDbs(path);
   try {
     // All in one write transaction: LMDB's writer lock keeps every other writer (a 'committed'
     // store opened before) out until the state is recorded, so no commit can fall between the
     // copy and the state that makes later commits refuse to go on without the journal.
-    dbs.env.transactionSync(() => copyIntoJournal(dbs, staging, path, redo));
+    dbs.env.transactionSync(() => copyIntoJournal(dbs, staging, path, leftover, nonce));
   } finally {
     staging.close();
     void dbs.env.close();
@@ -225,8 +223,10 @@ function migrate(path: string, staging: Journal, bootId: string, redo: boolean):
   writeDurably(join(staging.dir, 'BOOT'), bootId);
 }
 
-function copyIntoJournal(dbs: LogDbs, staging: Journal, path: string, redo: boolean): void {
-  // (a state left by this very migration, interrupted after its transaction, is not a lost journal)
+function copyIntoJournal(dbs: LogDbs, staging: Journal, path: string, leftover: string | undefined, nonce: string): void {
+  // a state left by an interrupted migration (the same nonce in LMDB and in its leftover staging)
+  // is redone; any other state means the store was written with a journal that is now gone
+  const redo = leftover !== undefined && dbs.journal.get('migration') === leftover;
   if (!redo && dbs.journal.get('state') !== undefined) {
     // written with a journal that is gone: adopting the file would hide that its frames are lost
     throw new CorruptLogError(
@@ -255,6 +255,7 @@ function copyIntoJournal(dbs: LogDbs, staging: Journal, path: string, redo: bool
     for (const { key, value } of dbs.ids.getRange()) add(['i', key[0], key[1], value], 64);
     emit();
     writeState(dbs, state);
+    dbs.journal.putSync('migration', nonce);
   }
 }
 

@@ -1,4 +1,5 @@
 import { existsSync, mkdirSync } from 'node:fs';
+import { setImmediate as realSetImmediate } from 'node:timers';
 import { join } from 'node:path';
 import type { Database, RootDatabase } from 'lmdb';
 import type { Observable } from 'rxjs';
@@ -215,7 +216,8 @@ class LmdbEventStore implements EventStore, LmdbStats {
   private async drain(): Promise<void> {
     // one turn of the event loop: appends that I/O callbacks ready in this poll phase issue (other
     // sessions answered by their model meanwhile) join this batch and share its flush
-    await new Promise<void>((resolve) => setImmediate(resolve));
+    // (node:timers' own setImmediate: fake timers in an app's tests replace the global one)
+    await new Promise<void>((resolve) => realSetImmediate(resolve));
     try {
       while (this.queue.length > 0) {
         const ops = this.queue;

@@ -72,7 +72,18 @@ export type ToolOptions<A> = Omit<ToolDefinition<A>, 'spec' | 'mode' | 'resource
  */
 export function defineTool<A>(options: ToolOptions<A>): ToolDefinition<A> {
   const o = parseInput(ToolOptions, options, 'defineTool') as unknown as ToolDefinition<A>;
-  const schema = z.toJSONSchema(options.parameters as z.ZodType, { io: 'input', unrepresentable: 'any' }) as Record<string, unknown>;
+  // What the model is shown must be what validation accepts, in the shape both providers take:
+  // a JSON Schema of an object. A type JSON Schema cannot express (z.date(), z.bigint(), z.map())
+  // would be advertised as {} and then refused on every call.
+  let schema: Record<string, unknown>;
+  try {
+    schema = z.toJSONSchema(options.parameters as z.ZodType, { io: 'input', unrepresentable: 'throw' }) as Record<string, unknown>;
+  } catch (e) {
+    return parseInput(z.never(), undefined, `defineTool: parameters of ${o.name} (${(e as Error).message}; use types JSON Schema can express: strings, numbers, booleans, arrays, objects)`);
+  }
+  if (schema.type !== 'object') {
+    return parseInput(z.never(), undefined, `defineTool: parameters of ${o.name} must be an object schema (z.object(...)): providers take tool arguments as a JSON object`);
+  }
   delete schema.$schema;
   return { ...o, execute: options.execute, reconcile: options.reconcile, spec: { name: o.name, description: o.description, parameters: schema } };
 }

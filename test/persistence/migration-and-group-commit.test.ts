@@ -1,0 +1,124 @@
+import { spawnSync } from 'node:child_process';
+import { existsSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { lmdbStore } from '../../src/index.js';
+import { collect, stepStart, userMsg } from '../helpers/drafts.js';
+import { tempDir } from '../helpers/tmp.js';
+import { REPO_ROOT } from '../crash/child-util.js';
+
+const cleanups: (() => Promise<void>)[] = [];
+afterEach(async () => {
+  for (const c of cleanups.splice(0)) await c();
+});
+function dir(): string {
+  const d = tempDir('actorloop-third-look-');
+  cleanups.push(d.cleanup);
+  return d.path;
+}
+
+/** Runs `lmdbStore({ path, bootId })` in a child whose node:fs is patched by `patch` (JS source). */
+function childOpen(path: string, bootId: string, patch: string) {
+  const script = join(path, '..', `third-look-${process.pid}-${Date.now()}-${Math.random().toString(36).slice(2)}.mts`);
+  writeFileSync(
+    script,
+    `import fs from 'node:fs';
+import { syncBuiltinESMExports } from 'node:module';
+${patch}
+syncBuiltinESMExports();
+const { lmdbStore } = await import(${JSON.stringify(join(REPO_ROOT, 'src/persistence/lmdb-store.ts'))});
+try {
+  const s = lmdbStore({ path: ${JSON.stringify(path)}, bootId: ${JSON.stringify(bootId)} });
+  await s.close();
+  console.log('OPENED');
+} catch (e) {
+  console.log('FAILED ' + (e && e.code ? e.code + ' ' : '') + String(e && e.message));
+}
+`,
+  );
+  cleanups.push(async () => rmSync(script, { force: true }));
+  return spawnSync(process.execPath, ['--import', 'tsx', script], { cwd: REPO_ROOT, env: { ...process.env, NODE_OPTIONS: '' }, encoding: 'utf8', timeout: 60_000 });
+}
+
+function tryOpen(path: string, bootId: string): { store?: ReturnType<typeof lmdbStore>; error?: unknown } {
+  try {
+    return { store: lmdbStore({ path, bootId }) };
+  } catch (error) {
+    return { error };
+  }
+}
+
+async function committedStore(path: string): Promise<void> {
+  const old = lmdbStore({ path, durability: 'committed' });
+  const { writerEpoch } = await old.attachWriter('c');
+  await old.append('c', writerEpoch, 1, [userMsg('before the journal'), stepStart()]);
+  await old.close();
+}
+
+describe('journal migration and group commit edge cases (real LMDB)', () => {
+  it('journal: a migration whose BOOT write fails (disk full) after its LMDB transaction is redone at the next open, not refused as a lost journal', async () => {
+    const path = dir();
+    await committedStore(path);
+    // the first 'flushed' open migrates; the disk fills up while it writes journal.new/BOOT
+    // (after the write transaction that copied the store and recorded the journal state)
+    const child = childOpen(
+      path,
+      'boot-1',
+      `const real = fs.writeFileSync;
+fs.writeFileSync = (file, ...rest) => {
+  if (String(file).includes('journal.new') && String(file).includes('BOOT')) { const e = new Error('ENOSPC: no space left on device, write'); e.code = 'ENOSPC'; throw e; }
+  return real(file, ...rest);
+};`,
+    );
+    expect(child.stdout, child.stderr).toContain('FAILED ENOSPC');
+    expect(existsSync(join(path, 'journal'))).toBe(false);
+
+    // space freed: the store was never journaled by anyone but this failed migration, so opening
+    // it again must redo the migration (it is the same situation as a migration killed there)
+    const { store, error } = tryOpen(path, 'boot-1');
+    cleanups.push(async () => void (await store?.close()));
+    expect(error === undefined ? 'opened' : `refused: ${String((error as Error).message)}`).toBe('opened');
+    expect((await collect(store!.readEvents('c'))).map((e) => e.seq)).toEqual([1, 2]);
+  }, 90_000);
+
+  it('journal: a refused open leaves no staging that lets the next open adopt a store whose journal is lost', async () => {
+    const path = dir();
+    // a journaled store ('flushed'), then its journal directory is lost
+    const s = lmdbStore({ path, bootId: 'boot-1' });
+    const { writerEpoch } = await s.attachWriter('c');
+    await s.append('c', writerEpoch, 1, [userMsg('journaled'), stepStart()]);
+    await s.close();
+    rmSync(join(path, 'journal'), { recursive: true, force: true });
+
+    // an open is refused (as it must be); the journal.new it staged stays behind (as after a
+    // kill): it must not pass for an interrupted migration (its nonce is not the one in LMDB)
+    const first = tryOpen(path, 'boot-2');
+    expect((first.error as Error | undefined)?.name).toBe('CorruptLogError');
+    expect(existsSync(join(path, 'journal.new', 'MIGRATION'))).toBe(true);
+
+    // nothing was migrated: the journal is still lost and the store must still be refused
+    const { store, error } = tryOpen(path, 'boot-2');
+    cleanups.push(async () => void (await store?.close()));
+    expect(error === undefined ? 'adopted (journal silently recreated)' : (error as Error).name).toBe('CorruptLogError');
+  }, 90_000);
+
+  it('group commit: an append resolves under fake timers (vi.useFakeTimers() defaults): the drain uses node:timers own setImmediate', async () => {
+    const path = dir();
+    const store = lmdbStore({ path, durability: 'committed' });
+    cleanups.push(async () => store.close());
+    const { writerEpoch } = await store.attachWriter('s');
+    const realSetTimeout = globalThis.setTimeout;
+    // an application testing its approval timeouts with fake timers (a common setup)
+    vi.useFakeTimers();
+    try {
+      const outcome = await Promise.race([
+        store.append('s', writerEpoch, 1, [userMsg('hello')]).then(() => 'committed'),
+        new Promise<string>((resolve) => realSetTimeout(() => resolve('still waiting after 2 s'), 2000)),
+      ]);
+      expect(outcome).toBe('committed');
+    } finally {
+      vi.runOnlyPendingTimers(); // lets the stuck drain go before the store closes
+      vi.useRealTimers();
+    }
+  });
+});
