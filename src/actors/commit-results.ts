@@ -1,3 +1,4 @@
+import type { EventRecord } from '../contracts/events.js';
 import type { Usage } from '../contracts/message.js';
 import type { ToolCallOutput } from './tool-call.js';
 import type { RunEnv } from './run-env.js';
@@ -13,6 +14,25 @@ export interface CommitResultsOutput {
   /** Content of a `concludesTurn` result: the run's final answer. */
   concluded?: string;
   rejections: number;
+}
+
+/** A `tool_end` envelope (with its logSeq) for each committed `tool/result` among `records`. */
+export function emitToolEnds(env: RunEnv, records: readonly EventRecord[]): void {
+  for (const rec of records) {
+    if (rec.type !== 'tool/result') continue;
+    const p = rec.payload as { callId: string; name: string; outcome: ToolCallOutput['outcome']; startedAt?: number; endedAt?: number };
+    env.emit(
+      {
+        type: 'tool_end',
+        callId: p.callId,
+        name: p.name,
+        outcome: p.outcome,
+        ...(p.startedAt !== undefined ? { startedAt: p.startedAt } : {}),
+        ...(p.endedAt !== undefined ? { endedAt: p.endedAt } : {}),
+      },
+      rec.seq,
+    );
+  }
 }
 
 async function verdict(env: RunEnv, r: ToolCallOutput): Promise<string | undefined> {
@@ -65,22 +85,7 @@ export const commitResultsOp =
       }
     });
     env.writer.stage('step/end', at, input.usage ? { usage: input.usage } : {});
-    const records = await env.writer.commit();
-    for (const rec of records) {
-      if (rec.type !== 'tool/result') continue;
-      const p = rec.payload as { callId: string; name: string; outcome: ToolCallOutput['outcome']; startedAt?: number; endedAt?: number };
-      env.emit(
-        {
-          type: 'tool_end',
-          callId: p.callId,
-          name: p.name,
-          outcome: p.outcome,
-          ...(p.startedAt !== undefined ? { startedAt: p.startedAt } : {}),
-          ...(p.endedAt !== undefined ? { endedAt: p.endedAt } : {}),
-        },
-        rec.seq,
-      );
-    }
+    emitToolEnds(env, await env.writer.commit());
     env.emit({ type: 'step_end', step: at.step, ...(input.usage ? { usage: input.usage } : {}) });
     await env.backpressure();
     return { ...(concluded !== undefined && rejections === 0 ? { concluded } : {}), rejections };

@@ -30,6 +30,7 @@ import type { RunEnv } from './run-env.js';
 import { runEndEventId, runOpenEventId, runStartEventId } from './run-lifecycle.js';
 import { UNSETTLED_END_STATUSES } from '../persistence/head.js';
 import { addDecimal } from './budget.js';
+import { isDecimal } from '../contracts/config.js';
 import type { ResolvedRuntimeOptions } from './runtime-options.js';
 import { InputQueue, type QueuedInput } from './session-inputs.js';
 
@@ -310,7 +311,7 @@ export class ExecutionSession {
     const pricing = this.env.pricing;
     if (pricing) for (const u of modelUsages) {
       const c = pricing(u, this.env.model.modelId);
-      if (typeof c === 'string' && /^\d+(\.\d+)?$/.test(c.trim())) cost = addDecimal(cost, c);
+      if (isDecimal(c)) cost = addDecimal(cost, c);
     }
     return { toolCalls, usage, cost, recoveries, corrections };
   }

@@ -1,4 +1,5 @@
 import { getEventListeners } from 'node:events';
+import { isDecimal } from '../contracts/config.js';
 import { CancelledError, CapacityError, isCancelledError, isProviderError, ProviderError, ValidationError } from '../contracts/errors.js';
 import type { Message, Usage } from '../contracts/message.js';
 import type { ModelResponse } from '../contracts/model.js';
@@ -63,7 +64,7 @@ const sleep = (ms: number, signal: AbortSignal) =>
  */
 function priceOf(env: RunEnv, usage: Usage): string {
   const cost: unknown = env.pricing!(usage, env.model.modelId);
-  if (typeof cost !== 'string' || !/^\d+(\.\d+)?$/.test(cost.trim())) {
+  if (!isDecimal(cost)) {
     throw new ValidationError('pricing', [{ path: [], message: `pricing returned ${JSON.stringify(cost) ?? String(cost)}, not a non-negative decimal string such as "0.25"` }]);
   }
   return cost;

@@ -3,7 +3,8 @@ import type { Message } from '../contracts/message.js';
 import type { ExecutionResult } from '../contracts/requests.js';
 import type { ResumeInput, StartRunOutput } from '../machines/run.machine.js';
 import type { CallDescr } from './model-step.js';
-import { normalizeOutcome, withCallLocks, type ToolCallOutput } from './tool-call.js';
+import { normalizeOutcome, skippedOutput, withCallLocks, type ToolCallOutput } from './tool-call.js';
+import { emitToolEnds } from './commit-results.js';
 import type { ToolOutcome } from '../contracts/tools.js';
 import type { RunEnv } from './run-env.js';
 
@@ -106,7 +107,7 @@ async function recoverCalls(env: RunEnv, batch: CallDescr[], runId: string): Pro
       if (held.length === 0) calls.push(c);
       else {
         const reason = `not run: ${held.join(', ')} stay locked by ${locked.get(held[0]!)}, which may still be running`;
-        preset.push({ callId: c.callId, name: c.name, outcome: { kind: 'skipped', reason }, startedAt: Date.now(), endedAt: Date.now() });
+        preset.push(skippedOutput(c, reason));
       }
       continue;
     }
@@ -172,12 +173,7 @@ export const startRunOp =
       startSeq,
     );
     if (input.inputId) env.emit({ type: 'input_committed', inputId: input.inputId, durability: 'durable' }, startSeq);
-    // denied calls' results, committed with the decision
-    for (const rec of records) {
-      if (rec.type !== 'tool/result') continue;
-      const p = rec.payload as { callId: string; name: string; outcome: ToolOutcome; startedAt?: number; endedAt?: number };
-      env.emit({ type: 'tool_end', callId: p.callId, name: p.name, outcome: p.outcome, ...(p.startedAt !== undefined ? { startedAt: p.startedAt, endedAt: p.endedAt! } : {}) }, rec.seq);
-    }
+    emitToolEnds(env, records); // denied calls' results, committed with the decision
     // compaction keeps the whole run, not only this attempt: an earlier attempt's tool calls and
     // their results (e.g. an approved batch) must stay together
     return { runStartSeq: input.runFirstSeq ?? records[0]!.seq, ...(resumed ? { resumed } : {}) };

@@ -53,6 +53,12 @@ export function withCallLocks(o: ToolOutcome, call: { resources: string[] }): To
   return o.kind === 'cancelled' || o.kind === 'uncertain-hanging' ? { ...o, resourceLocks: call.resources } : o;
 }
 
+/** The output of a call that did not run (its reason is what the model reads). */
+export function skippedOutput(call: { callId: string; name: string }, reason: string): ToolCallOutput {
+  const now = Date.now();
+  return { callId: call.callId, name: call.name, outcome: { kind: 'skipped', reason }, startedAt: now, endedAt: now };
+}
+
 /** A thrown value's message, whatever was thrown (String() itself throws on some objects). */
 export function messageOf(e: unknown): string {
   try {
@@ -115,19 +121,16 @@ async function runToolCall(env: RunEnv, input: ToolCallInput, ac: CallAbort): Pr
   const { call, runId } = input;
   const tool = env.tools.get(call.name)!;
   if (call.mode === 'exclusive' && (await env.writer.checkFenced())) {
-    const now = Date.now();
-    return { callId: call.callId, name: call.name, outcome: { kind: 'skipped', reason: 'not run: another writer took over the session (fenced)' }, startedAt: now, endedAt: now };
+    return skippedOutput(call, 'not run: another writer took over the session (fenced)');
   }
   if (ac.aborted) {
     // stopped while the fence was checked: the tool never starts
-    const now = Date.now();
-    return { callId: call.callId, name: call.name, outcome: { kind: 'skipped', reason: 'not run: the run stopped before the call started' }, startedAt: now, endedAt: now };
+    return skippedOutput(call, 'not run: the run stopped before the call started');
   }
   const cancel = env.cancelSignal;
   if (cancel.aborted) {
     // the run was cancelled before this (queued) call's turn came: it never starts
-    const now = Date.now();
-    return { callId: call.callId, name: call.name, outcome: { kind: 'skipped', reason: 'not run: the run was cancelled before the call started' }, startedAt: now, endedAt: now };
+    return skippedOutput(call, 'not run: the run was cancelled before the call started');
   }
   let timedOut = false;
   const timeout = tool.timeoutMs

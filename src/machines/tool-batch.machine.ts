@@ -1,7 +1,7 @@
 import { assign, enqueueActions, sendParent, setup, stopChild } from 'xstate';
 import type { ToolOutcome } from '../contracts/tools.js';
 import type { CallDescr } from '../actors/model-step.js';
-import { callActor, type ToolCallOutput, type ToolCallReply } from '../actors/tool-call.js';
+import { callActor, skippedOutput, type ToolCallOutput, type ToolCallReply } from '../actors/tool-call.js';
 
 export interface ToolBatchInput {
   runId: string;
@@ -75,9 +75,8 @@ function recorded(context: ToolBatchContext, out: ToolCallOutput): ToolBatchCont
   if (call.resources.length > 0 && mayStillRun(out.outcome)) {
     for (const c of context.calls) {
       if (results[c.callId] || context.started.includes(c.callId) || !overlaps(c.resources, call.resources)) continue;
-      const now = Date.now();
       const held = c.resources.filter((r) => call.resources.includes(r));
-      results = { ...results, [c.callId]: { callId: c.callId, name: c.name, outcome: { kind: 'skipped', reason: `not run: ${held.join(', ')} stay locked by call ${call.callId}, which may still be running` }, startedAt: now, endedAt: now } };
+      results = { ...results, [c.callId]: skippedOutput(c, `not run: ${held.join(', ')} stay locked by call ${call.callId}, which may still be running`) };
     }
   }
   return {
@@ -115,13 +114,7 @@ function settles(context: ToolBatchContext, out: ToolCallOutput): boolean {
 function outputOf(context: ToolBatchContext): ToolBatchOutput {
   return context.calls.map(
     (c) =>
-      context.results[c.callId] ?? {
-        callId: c.callId,
-        name: c.name,
-        outcome: { kind: 'skipped', reason: `not run: the exclusive call ${context.truncatedBy} failed before it` },
-        startedAt: Date.now(),
-        endedAt: Date.now(),
-      },
+      context.results[c.callId] ?? skippedOutput(c, `not run: the exclusive call ${context.truncatedBy} failed before it`),
   );
 }
 
