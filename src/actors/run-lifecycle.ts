@@ -31,16 +31,26 @@ export const runOpenEventId = (runId: string) => `run-open:${runId}`;
 /**
  * A call rebuilt from the log gets what its tool's `execute` got on the direct path: the schema's
  * parsed output (defaults, transforms), parsed again from the model's text — not the JSON copy.
+ * `mismatch`: the text no longer fits the tool's schema (the tool changed since the call was
+ * logged): such a call must not run with it. A log from before `rawArguments` has only the JSON
+ * copy: it is parsed when it fits, else used as it is.
  */
-function withParsedArguments(env: RunEnv, c: CallDescr): CallDescr {
+function withParsedArguments(env: RunEnv, c: CallDescr): { call: CallDescr; mismatch?: string } {
   const tool = env.tools.get(c.name);
-  if (!tool || typeof c.rawArguments !== 'string') return c;
-  try {
-    const parsed = tool.parameters.safeParse(c.rawArguments.trim() === '' ? {} : JSON.parse(c.rawArguments));
-    return parsed.success ? { ...c, arguments: parsed.data } : c;
-  } catch {
-    return c;
+  if (!tool) return { call: c };
+  if (typeof c.rawArguments !== 'string') {
+    const legacy = tool.parameters.safeParse(c.arguments);
+    return { call: legacy.success ? { ...c, arguments: legacy.data } : c };
   }
+  let json: unknown;
+  try {
+    json = c.rawArguments.trim() === '' ? {} : JSON.parse(c.rawArguments);
+  } catch {
+    return { call: c, mismatch: 'its arguments are not JSON' };
+  }
+  const parsed = tool.parameters.safeParse(json);
+  if (parsed.success) return { call: { ...c, arguments: parsed.data } };
+  return { call: c, mismatch: `its arguments no longer match the ${c.name} tool's schema (${parsed.error.issues[0]?.message ?? 'invalid'})` };
 }
 
 const denied = (c: CallDescr, why: string): ToolCallOutput => ({
@@ -78,8 +88,15 @@ async function stageResume(env: RunEnv, r: ResumeInput, at: { turn: number; step
       const d = denied(c, r.timedOut ? 'The approval request expired (no answer in time); this call was not run.' : 'The user denied this tool call; it was not run.');
       env.writer.stage('tool/result', at, { callId: d.callId, name: d.name, outcome: d.outcome, startedAt: d.startedAt, endedAt: d.endedAt });
     } else {
+      const { call, mismatch } = withParsedArguments(env, c);
+      if (mismatch) {
+        // approved, but the tool has changed since: never run with arguments it does not accept
+        const d = denied(c, `This tool call was approved but not run: ${mismatch}.`);
+        env.writer.stage('tool/result', at, { callId: d.callId, name: d.name, outcome: d.outcome, startedAt: d.startedAt, endedAt: d.endedAt });
+        continue;
+      }
       env.writer.stage('tool/call', at, { ...c });
-      calls.push(withParsedArguments(env, c));
+      calls.push(call);
     }
   }
   return { calls, preset };
@@ -100,11 +117,13 @@ async function recoverCalls(env: RunEnv, batch: CallDescr[], runId: string): Pro
   // gets its own resolution.
   const locked = new Map<string, string>([...env.heldLocks].map((k) => [k, 'an earlier uncertain call']));
   for (const logged of batch) {
-    const c = withParsedArguments(env, logged);
+    // (reconcile is asked even when the arguments no longer fit: the call may have run)
+    const { call: c, mismatch } = withParsedArguments(env, logged);
     const tool = env.tools.get(c.name);
     if (c.mode === 'parallel' && tool) {
       const held = c.resources.filter((r) => locked.has(r));
-      if (held.length === 0) calls.push(c);
+      if (mismatch) preset.push(skippedOutput(c, `not run again: ${mismatch}`));
+      else if (held.length === 0) calls.push(c);
       else {
         const reason = `not run: ${held.join(', ')} stay locked by ${locked.get(held[0]!)}, which may still be running`;
         preset.push(skippedOutput(c, reason));

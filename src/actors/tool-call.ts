@@ -25,11 +25,12 @@ export function normalizeOutcome(v: string | ToolOutcomeInput | undefined | unkn
   if (typeof v === 'string') return { kind: 'completed', content: v, isError: false, concludesTurn: false, releaseResources: [] };
   const parsed = ToolOutcome.safeParse(v);
   if (parsed.success) {
-    // `structured` is free-form: an outcome the log cannot record (a BigInt, a cycle) would fail
-    // the step's commit and leave the call unanswered — it becomes an error result instead
-    if (parsed.data.kind === 'completed' && parsed.data.structured !== undefined) {
+    // free-form fields (`structured`, a message's providerData): an outcome the log cannot record
+    // (a BigInt, a cycle) would fail the step's commit and leave the call unanswered — it becomes
+    // an error result instead
+    if (parsed.data.kind === 'completed' && (parsed.data.structured !== undefined || parsed.data.additionalMessages !== undefined)) {
       try {
-        JSON.stringify(parsed.data.structured);
+        JSON.stringify(parsed.data);
       } catch (e) {
         return { kind: 'completed', content: `tool returned an outcome that is not JSON: ${messageOf(e)}`, isError: true, concludesTurn: false, releaseResources: [] };
       }

@@ -1,6 +1,6 @@
 import { execFileSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { closeSync, existsSync, fsyncSync, openSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { closeSync, existsSync, fsyncSync, openSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { uptime } from 'node:os';
 import { join } from 'node:path';
 import { open, type Database, type RootDatabase } from 'lmdb';
@@ -145,7 +145,9 @@ export function recover(path: string, journal: Journal, bootId: string): void {
     // An interrupted migration starts over. It may have recorded its state in LMDB already: its
     // nonce, kept both in journal.new/MIGRATION and in LMDB, tells it from a journal that is lost.
     const leftover = existsSync(join(staging, 'MIGRATION')) ? readFileSync(join(staging, 'MIGRATION'), 'utf8') : undefined;
-    rmSync(staging, { recursive: true, force: true });
+    // everything but its nonce, which a redo keeps (killed again mid-copy, it is still a redo)
+    if (leftover === undefined) rmSync(staging, { recursive: true, force: true });
+    else for (const f of readdirSync(staging)) if (f !== 'MIGRATION') rmSync(join(staging, f), { recursive: true, force: true });
     if (!existsSync(journal.dir) && existsSync(join(path, 'data.mdb'))) {
       migrate(path, new Journal(staging), bootId, leftover);
       renameSync(staging, journal.dir);
@@ -208,8 +210,8 @@ function rebuild(path: string, journal: Journal): void {
  */
 function migrate(path: string, staging: Journal, bootId: string, leftover: string | undefined): void {
   staging.init();
-  const nonce = randomUUID();
-  writeDurably(join(staging.dir, 'MIGRATION'), nonce);
+  const nonce = leftover ?? randomUUID();
+  if (leftover === undefined) writeDurably(join(staging.dir, 'MIGRATION'), nonce);
   const dbs = openDbs(path);
   try {
     // All in one write transaction: LMDB's writer lock keeps every other writer (a 'committed'

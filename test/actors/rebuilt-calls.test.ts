@@ -1,0 +1,186 @@
+import { spawnSync } from 'node:child_process';
+import { existsSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import { createRuntime, defineTool, lmdbStore, scriptedModel, type EventStore } from '../../src/index.js';
+import { collect, stepStart, userMsg } from '../helpers/drafts.js';
+import { tempDir } from '../helpers/tmp.js';
+import { ids, lmdbRuntime, logOf } from '../helpers/runtime.js';
+import { REPO_ROOT } from '../crash/child-util.js';
+
+const cleanups: (() => Promise<void>)[] = [];
+afterEach(async () => {
+  for (const c of cleanups.splice(0)) await c();
+});
+function dir(): string {
+  const d = tempDir('actorloop-final-look-');
+  cleanups.push(d.cleanup);
+  return d.path;
+}
+
+/** A store that writes what the version before rawArguments wrote (no rawArguments anywhere). */
+function oldWriter(inner: EventStore): EventStore {
+  const strip = (d: { type: string; payload: Record<string, unknown> }) => {
+    const p = { ...d.payload };
+    delete p.rawArguments;
+    if (Array.isArray(p.batch)) p.batch = p.batch.map((c: Record<string, unknown>) => {
+      const { rawArguments: _r, ...rest } = c;
+      return rest;
+    });
+    return { ...d, payload: p };
+  };
+  return {
+    attachWriter: (id) => inner.attachWriter(id),
+    // eslint-disable-next-line @typescript-eslint/no-explicit-any
+    append: ((id: string, epoch: number, seq: number, drafts: any[], ...rest: any[]) => (inner.append as any)(id, epoch, seq, drafts.map(strip), ...rest)) as EventStore['append'],
+    readEvents: (id, r) => inner.readEvents(id, r),
+    loadSurface: (id) => inner.loadSurface(id),
+    getHead: (id) => inner.getHead(id),
+    getEventById: (id, e) => inner.getEventById(id, e),
+    listSessions: () => inner.listSessions(),
+    events$: (id, o) => inner.events$(id, o),
+    close: () => inner.close(),
+  };
+}
+
+describe('calls rebuilt from the log and migrations: calls rebuilt from the log', () => {
+  it('an approved call from a log written before rawArguments still gets the parsed (transformed) arguments', async () => {
+    const path = dir();
+    const got: string[] = [];
+    const mk = () =>
+      defineTool({
+        name: 'gated', description: '', needsApproval: true,
+        parameters: z.object({ at: z.string().transform((s) => new Date(s)) }),
+        execute: (args) => (got.push(args.at instanceof Date ? 'Date' : typeof args.at), 'scheduled'),
+      });
+    // written by the previous version (suspended for approval), then the app upgrades
+    const rt1 = createRuntime({ model: scriptedModel([{ toolCalls: [{ id: 'p1', name: 'gated', arguments: { at: '2030-01-01T00:00:00Z' } }] }]), tools: [mk()], store: oldWriter(lmdbStore({ path })) });
+    const s1 = await rt1.openSession('s');
+    const r = await s1.execute({ kind: 'prompt', runId: 'r', attemptId: 'a1', message: 'go' });
+    expect(r.status).toBe('suspended');
+    await rt1.close();
+
+    const rt2 = createRuntime({ model: scriptedModel(['done']), tools: [mk()], store: lmdbStore({ path }) });
+    cleanups.unshift(async () => rt2.close());
+    const s2 = await rt2.openSession('s');
+    const r2 = await s2.execute({ kind: 'respond', runId: 'r', attemptId: 'a2', questionId: r.pendingRequest!.questionId, answer: { decisions: { p1: 'approve' } } });
+    expect(r2.status).toBe('succeeded');
+    // docs/guarantees.md: execute always gets the schema's parsed output, also for an approved call
+    expect(got).toEqual(['Date']);
+  });
+
+  it('an approved call whose arguments no longer match the tool schema (changed since the log was written) is not executed with them', async () => {
+    const path = dir();
+    const executed: unknown[] = [];
+    const v1 = defineTool({ name: 'transfer', description: '', needsApproval: true, parameters: z.object({ to: z.string(), amount: z.number() }), execute: () => 'paid' });
+    const rt1 = createRuntime({ model: scriptedModel([{ toolCalls: [{ id: 't1', name: 'transfer', arguments: { to: 'ACME', amount: 250 } }] }]), tools: [v1], store: lmdbStore({ path }) });
+    const s1 = await rt1.openSession('s');
+    const r = await s1.execute({ kind: 'prompt', runId: 'r', attemptId: 'a1', message: 'pay' });
+    expect(r.status).toBe('suspended');
+    await rt1.close();
+
+    // the app is redeployed with a new schema before the user approves
+    const v2 = defineTool({
+      name: 'transfer', description: '', needsApproval: true,
+      parameters: z.object({ recipient: z.string(), amountCents: z.number().int() }),
+      execute: (args) => (executed.push(args), `paid ${args.amountCents} to ${args.recipient}`),
+    });
+    const rt2 = createRuntime({ model: scriptedModel(['done']), tools: [v2], store: lmdbStore({ path }) });
+    cleanups.unshift(async () => rt2.close());
+    const s2 = await rt2.openSession('s');
+    await s2.execute({ kind: 'respond', runId: 'r', attemptId: 'a2', questionId: r.pendingRequest!.questionId, answer: { decisions: { t1: 'approve' } } });
+    // the re-parse saw the mismatch; execute must not get arguments its schema refuses
+    expect(executed.filter((a) => !v2.parameters.safeParse(a).success)).toEqual([]);
+  });
+});
+
+describe('calls rebuilt from the log and migrations: outcomes the log cannot record', () => {
+  it('a completed outcome whose additionalMessages carry a BigInt becomes an error result, not a failed run with the call unanswered', async () => {
+    const ran: string[] = [];
+    const t = defineTool({
+      name: 'lookup', description: '', parameters: z.object({}),
+      execute: () => (ran.push('x'), { kind: 'completed' as const, content: 'row 1', additionalMessages: [{ role: 'user' as const, content: 'row detail', providerData: { id: 2n ** 70n } }] }),
+    });
+    const model = scriptedModel([{ toolCalls: [{ id: 'l1', name: 'lookup', arguments: {} }] }, 'found it']);
+    const { runtime, store } = lmdbRuntime({ model, tools: [t] });
+    const s = await runtime.openSession('s');
+    const r = await s.execute({ kind: 'prompt', ...ids(), message: 'go' });
+    expect(ran).toEqual(['x']);
+    const results = (await logOf(store, 's')).filter((e) => e.type === 'tool/result').length;
+    expect({ status: r.status, results }).toEqual({ status: 'succeeded', results: 1 });
+  });
+});
+
+/** Runs `lmdbStore({ path, bootId })` in a child whose node:fs is patched by `patch` (JS source). */
+function childOpen(path: string, bootId: string, patch: string) {
+  const script = join(path, '..', `final-look-${process.pid}-${Date.now()}-${Math.random().toString(36).slice(2)}.mts`);
+  writeFileSync(
+    script,
+    `import fs from 'node:fs';
+import { syncBuiltinESMExports } from 'node:module';
+${patch}
+syncBuiltinESMExports();
+const { lmdbStore } = await import(${JSON.stringify(join(REPO_ROOT, 'src/persistence/lmdb-store.ts'))});
+try {
+  const s = lmdbStore({ path: ${JSON.stringify(path)}, bootId: ${JSON.stringify(bootId)} });
+  await s.close();
+  console.log('OPENED');
+} catch (e) {
+  console.log('FAILED ' + (e && e.code ? e.code + ' ' : '') + String(e && e.message));
+}
+`,
+  );
+  cleanups.push(async () => rmSync(script, { force: true }));
+  return spawnSync(process.execPath, ['--import', 'tsx', script], { cwd: REPO_ROOT, env: { ...process.env, NODE_OPTIONS: '' }, encoding: 'utf8', timeout: 60_000 });
+}
+
+describe('calls rebuilt from the log and migrations: journal migration nonce', () => {
+  it('a redone migration killed during its copy (after writing its own nonce) is redone again, not refused as a lost journal', async () => {
+    const path = dir();
+    const old = lmdbStore({ path, durability: 'committed' });
+    const { writerEpoch } = await old.attachWriter('c');
+    await old.append('c', writerEpoch, 1, [userMsg('before the journal'), stepStart()]);
+    await old.close();
+
+    // 1st migration: its transaction commits (state + nonce N1 in LMDB), then BOOT fails
+    const first = childOpen(
+      path,
+      'boot-1',
+      `const real = fs.writeFileSync;
+fs.writeFileSync = (file, ...rest) => {
+  if (String(file).includes('journal.new') && String(file).includes('BOOT')) { const e = new Error('ENOSPC'); e.code = 'ENOSPC'; throw e; }
+  return real(file, ...rest);
+};`,
+    );
+    expect(first.stdout, first.stderr).toContain('FAILED ENOSPC');
+
+    // 2nd open redoes it: it writes a fresh nonce N2 to journal.new/MIGRATION, then the process is
+    // killed while it copies the store into the staged journal (before its transaction commits)
+    const second = childOpen(
+      path,
+      'boot-1',
+      `const realOpen = fs.openSync, realWrite = fs.writeSync, realExists = fs.existsSync;
+const staged = new Set();
+fs.openSync = (file, ...rest) => { const fd = realOpen(file, ...rest); if (String(file).includes('journal.new')) staged.add(fd); return fd; };
+fs.writeSync = (fd, ...rest) => {
+  if (staged.has(fd) && realExists(${JSON.stringify(join(path, 'journal.new', 'MIGRATION'))})) process.kill(process.pid, 'SIGKILL');
+  return realWrite(fd, ...rest);
+};`,
+    );
+    expect(second.signal, second.stdout + second.stderr).toBe('SIGKILL');
+    expect(existsSync(join(path, 'journal'))).toBe(false);
+
+    // nothing but migrations ever touched this store: the next open must redo it
+    let store: ReturnType<typeof lmdbStore> | undefined;
+    let error: unknown;
+    try {
+      store = lmdbStore({ path, bootId: 'boot-1' });
+    } catch (e) {
+      error = e;
+    }
+    cleanups.unshift(async () => void (await store?.close()));
+    expect(error === undefined ? 'opened' : `refused: ${String((error as Error).message)}`).toBe('opened');
+    expect((await collect(store!.readEvents('c'))).map((e) => e.seq)).toEqual([1, 2]);
+  }, 120_000);
+});
