@@ -16,6 +16,9 @@ export interface CommitResultsOutput {
   rejections: number;
 }
 
+/** The seq of the first record of `type` among `records` (an envelope's logSeq). */
+export const seqOf = (records: readonly EventRecord[], type: EventRecord['type']): number | undefined => records.find((r) => r.type === type)?.seq;
+
 /** A `tool_end` envelope (with its logSeq) for each committed `tool/result` among `records`. */
 export function emitToolEnds(env: RunEnv, records: readonly EventRecord[]): void {
   for (const rec of records) {
@@ -85,8 +88,9 @@ export const commitResultsOp =
       }
     });
     env.writer.stage('step/end', at, input.usage ? { usage: input.usage } : {});
-    emitToolEnds(env, await env.writer.commit());
-    env.emit({ type: 'step_end', step: at.step, ...(input.usage ? { usage: input.usage } : {}) });
+    const records = await env.writer.commit();
+    emitToolEnds(env, records);
+    env.emit({ type: 'step_end', step: at.step, ...(input.usage ? { usage: input.usage } : {}) }, seqOf(records, 'step/end'));
     await env.backpressure();
     return { ...(concluded !== undefined && rejections === 0 ? { concluded } : {}), rejections };
   };

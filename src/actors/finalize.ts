@@ -1,4 +1,5 @@
 import { CancelledError } from '../contracts/errors.js';
+import { seqOf } from './commit-results.js';
 import type { Usage } from '../contracts/message.js';
 import type { StepAt } from './model-step.js';
 import type { RunEnv } from './run-env.js';
@@ -41,8 +42,8 @@ export const finalizeOp =
         message: { role: 'user', content: `Your final answer was rejected by verification: ${rejection}. Please revise it.` },
       });
       if (input.closeStep) env.writer.stage('step/end', at, input.usage ? { usage: input.usage } : {});
-      await env.writer.commit();
-      if (input.closeStep) env.emit({ type: 'step_end', step: at.step, ...(input.usage ? { usage: input.usage } : {}) });
+      const records = await env.writer.commit();
+      if (input.closeStep) env.emit({ type: 'step_end', step: at.step, ...(input.usage ? { usage: input.usage } : {}) }, seqOf(records, 'step/end'));
       return { kind: 'rejected', reason: rejection };
     }
     // unique across sessions, so an idempotent owner may de-duplicate on it alone
@@ -56,8 +57,8 @@ export const finalizeOp =
     }
     env.writer.stage('final/message', at, { finalMessageId, runId, content });
     if (input.closeStep) env.writer.stage('step/end', at, input.usage ? { usage: input.usage } : {});
-    await env.writer.commit();
-    if (input.closeStep) env.emit({ type: 'step_end', step: at.step, ...(input.usage ? { usage: input.usage } : {}) });
+    const records = await env.writer.commit();
+    if (input.closeStep) env.emit({ type: 'step_end', step: at.step, ...(input.usage ? { usage: input.usage } : {}) }, seqOf(records, 'step/end'));
     await env.backpressure();
     if (!env.delivery) {
       env.writer.stage('delivery/committed', at, { finalMessageId, owner: 'result' });

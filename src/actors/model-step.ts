@@ -9,6 +9,7 @@ import { ASK_USER_TOOL, askUserTool, matchesApprovalFor } from '../tools/ask-use
 import type { PendingRequest } from '../contracts/events.js';
 import { onAbort } from './abort.js';
 import { compact } from './compaction.js';
+import { seqOf } from './commit-results.js';
 import type { RunEnv } from './run-env.js';
 
 export interface StepAt {
@@ -285,8 +286,8 @@ async function afterToolCalls(
         };
     env.writer.stage(ask ? 'question/asked' : 'approval/requested', at, { pendingRequest, batch: descrs });
     env.writer.stage('run/suspended', at, { pendingRequest });
-    await env.writer.commit();
-    env.emit(ask ? { type: 'question_asked', pendingRequest } : { type: 'approval_requested', pendingRequest });
+    const records = await env.writer.commit();
+    env.emit(ask ? { type: 'question_asked', pendingRequest } : { type: 'approval_requested', pendingRequest }, seqOf(records, ask ? 'question/asked' : 'approval/requested'));
     return { kind: 'suspend', pendingRequest, usage, ...priced };
   }
   for (const d of descrs) env.writer.stage('tool/call', at, { ...d });
@@ -302,6 +303,9 @@ function needsApproval(env: RunEnv, tool: { needsApproval?: boolean | ((a: never
 /** Steer inputs become user messages after the batch that settled and before this model call. */
 async function commitSteers(env: RunEnv, at: StepAt, steers: ReturnType<RunEnv['takeSteers']>): Promise<void> {
   for (const s of steers) for (const message of s.messages) env.writer.stage('user/message', at, { message, inputId: s.inputId });
-  await env.writer.commit();
-  for (const s of steers) env.emit({ type: 'input_committed', inputId: s.inputId, durability: 'durable' });
+  const records = await env.writer.commit();
+  for (const s of steers) {
+    const seq = records.find((r) => r.type === 'user/message' && r.payload.inputId === s.inputId)?.seq;
+    env.emit({ type: 'input_committed', inputId: s.inputId, durability: 'durable' }, seq);
+  }
 }

@@ -1,5 +1,5 @@
 import { isStaleWriterError } from '../contracts/errors.js';
-import type { Message } from '../contracts/message.js';
+import type { Message, Usage } from '../contracts/message.js';
 import type { ExecutionResult } from '../contracts/requests.js';
 import type { ResumeInput, StartRunOutput } from '../machines/run.machine.js';
 import type { CallDescr } from './model-step.js';
@@ -220,7 +220,12 @@ export const endRunOp =
     }
     stageRunEnd(env, at, r);
     try {
-      await env.writer.commit();
+      const records = await env.writer.commit();
+      // what a failed step staged before the run ended (skipped results, its step/end) is
+      // committed here: its envelopes too
+      emitToolEnds(env, records);
+      const stepEnd = records.find((x) => x.type === 'step/end');
+      if (stepEnd) env.emit({ type: 'step_end', step: stepEnd.step, ...(stepEnd.payload.usage ? { usage: stepEnd.payload.usage as Usage } : {}) }, stepEnd.seq);
       return r;
     } catch (e) {
       env.writer.discard();

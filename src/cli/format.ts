@@ -27,6 +27,11 @@ export function outcomeSummary(o: ToolOutcome, max = 80): string {
 
 /** What one event says, in a few words (for `log`, `tail` and the timeline's tooltips). */
 export function summarize(e: EventRecord): string {
+  const copied = (e.payload as { copiedFrom?: unknown }).copiedFrom;
+  return copied === undefined ? describeEvent(e) : `${describeEvent(e)} (copy of seq ${String(copied)}, kept by a compaction)`;
+}
+
+function describeEvent(e: EventRecord): string {
   const p = e.payload as Record<string, any>;
   switch (e.type) {
     case 'session/attached':

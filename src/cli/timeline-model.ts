@@ -95,7 +95,7 @@ export function buildTimeline(sessionId: string, events: readonly EventRecord[])
   const attemptEnd = new Map<string, number>(); // `${turn}:${attempt}` → last event time
   for (const e of events) {
     if (e.type === 'run/start' && !runOfTurn.has(e.turn)) runOfTurn.set(e.turn, String(e.payload.runId));
-    if (e.turn > 0) {
+    if (e.turn > 0 && e.payload.copiedFrom === undefined) {
       const k = `${e.turn}:${e.attempt}`;
       attemptEnd.set(k, Math.max(attemptEnd.get(k) ?? 0, ms(e)));
     }
@@ -113,6 +113,9 @@ export function buildTimeline(sessionId: string, events: readonly EventRecord[])
 
   for (const e of events) {
     const p = e.payload as Record<string, any>;
+    // a compaction's copy of an earlier event is no new model call, result or step activity
+    // (the compaction itself is a mark; `log` names the copy's original)
+    if (p.copiedFrom !== undefined) continue;
     const t = ms(e);
     const mark = MARK_TYPES[e.type];
     if (mark) {

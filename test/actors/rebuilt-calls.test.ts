@@ -44,7 +44,7 @@ function oldWriter(inner: EventStore): EventStore {
   };
 }
 
-describe('calls rebuilt from the log and migrations: calls rebuilt from the log', () => {
+describe('calls rebuilt from the log', () => {
   it('an approved call from a log written before rawArguments still gets the parsed (transformed) arguments', async () => {
     const path = dir();
     const got: string[] = [];
@@ -95,7 +95,7 @@ describe('calls rebuilt from the log and migrations: calls rebuilt from the log'
   });
 });
 
-describe('calls rebuilt from the log and migrations: outcomes the log cannot record', () => {
+describe('outcomes the log cannot record', () => {
   it('a completed outcome whose additionalMessages carry a BigInt becomes an error result, not a failed run with the call unanswered', async () => {
     const ran: string[] = [];
     const t = defineTool({
@@ -135,7 +135,7 @@ try {
   return spawnSync(process.execPath, ['--import', 'tsx', script], { cwd: REPO_ROOT, env: { ...process.env, NODE_OPTIONS: '' }, encoding: 'utf8', timeout: 60_000 });
 }
 
-describe('calls rebuilt from the log and migrations: journal migration nonce', () => {
+describe('journal migration nonce', () => {
   it('a redone migration killed during its copy (after writing its own nonce) is redone again, not refused as a lost journal', async () => {
     const path = dir();
     const old = lmdbStore({ path, durability: 'committed' });
