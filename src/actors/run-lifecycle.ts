@@ -32,15 +32,16 @@ export const runOpenEventId = (runId: string) => `run-open:${runId}`;
  * A call rebuilt from the log gets what its tool's `execute` got on the direct path: the schema's
  * parsed output (defaults, transforms), parsed again from the model's text — not the JSON copy.
  * `mismatch`: the text no longer fits the tool's schema (the tool changed since the call was
- * logged): such a call must not run with it. A log from before `rawArguments` has only the JSON
- * copy: it is parsed when it fits, else used as it is.
+ * logged, or is gone): such a call must not run with it. A log from before `rawArguments` has only
+ * the JSON copy: it is parsed, and a copy the schema refuses is a mismatch too.
  */
 function withParsedArguments(env: RunEnv, c: CallDescr): { call: CallDescr; mismatch?: string } {
   const tool = env.tools.get(c.name);
-  if (!tool) return { call: c };
+  if (!tool) return { call: c, mismatch: `the ${c.name} tool is no longer registered` };
   if (typeof c.rawArguments !== 'string') {
     const legacy = tool.parameters.safeParse(c.arguments);
-    return { call: legacy.success ? { ...c, arguments: legacy.data } : c };
+    if (legacy.success) return { call: { ...c, arguments: legacy.data } };
+    return { call: c, mismatch: `its logged arguments no longer match the ${c.name} tool's schema (${legacy.error.issues[0]?.message ?? 'invalid'})` };
   }
   let json: unknown;
   try {
