@@ -1,9 +1,8 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { createRuntime, defineTool, lmdbStore, memoryStore, scriptedModel, ValidationError, type EventStore, type ExecutionSession } from '../../src/index.js';
-import type { EventDraft } from '../../src/contracts/events.js';
+import { createRuntime, defineTool, lmdbStore, memoryStore, scriptedModel, ValidationError, type ExecutionSession } from '../../src/index.js';
 import type { ExecutionResult } from '../../src/contracts/requests.js';
-import { ids, lmdbRuntime, logOf, sleep } from '../helpers/runtime.js';
+import { ids, lmdbRuntime, logOf, sleep, storeWithAppend } from '../helpers/runtime.js';
 import { tempDir } from '../helpers/tmp.js';
 
 const cleanups: (() => Promise<void>)[] = [];
@@ -125,24 +124,14 @@ describe('run engine edge cases (real LMDB)', () => {
     const inner = lmdbStore({ path: dir.path });
     let session: ExecutionSession | undefined;
     let fired = false;
-    const store: EventStore = {
-      attachWriter: (id) => inner.attachWriter(id),
-      append: (id, epoch, seq, drafts: EventDraft[]) => {
-        // the user cancels run A just as A's run/end is being committed
-        if (!fired && drafts.some((d) => d.type === 'run/end' && d.payload.runId === 'A')) {
-          fired = true;
-          void session!.requestCancel();
-        }
-        return inner.append(id, epoch, seq, drafts);
-      },
-      readEvents: (id, r) => inner.readEvents(id, r),
-      loadSurface: (id) => inner.loadSurface(id),
-      getHead: (id) => inner.getHead(id),
-      getEventById: (id, e) => inner.getEventById(id, e),
-      listSessions: () => inner.listSessions(),
-      events$: (id, o) => inner.events$(id, o),
-      close: () => inner.close(),
-    };
+    const store = storeWithAppend(inner, (id, epoch, seq, drafts) => {
+      // the user cancels run A just as A's run/end is being committed
+      if (!fired && drafts.some((d) => d.type === 'run/end' && d.payload.runId === 'A')) {
+        fired = true;
+        void session!.requestCancel();
+      }
+      return inner.append(id, epoch, seq, drafts);
+    });
     const runtime = createRuntime({ store, model: scriptedModel([{ text: 'answer A', delayMs: 100 }, { text: 'answer B', delayMs: 200 }]) });
     cleanups.push(async () => {
       await runtime.close();

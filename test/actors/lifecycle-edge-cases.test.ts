@@ -4,7 +4,7 @@ import { z } from 'zod';
 import { createRuntime, defineTool, isValidationError, lmdbStore, scriptedModel, type EventStore, type ExecutionSession, type RuntimeOptions } from '../../src/index.js';
 import type { EventDraft } from '../../src/contracts/events.js';
 import type { ExecutionResult } from '../../src/contracts/requests.js';
-import { logOf, sleep } from '../helpers/runtime.js';
+import { logOf, sleep, storeWithAppend } from '../helpers/runtime.js';
 import { tempDir } from '../helpers/tmp.js';
 
 const cleanups: (() => Promise<void>)[] = [];
@@ -35,20 +35,10 @@ function lmdbPath() {
 
 /** An EventStore wrapper whose append can be intercepted. */
 function hookedStore(inner: EventStore, onAppend: (drafts: EventDraft[]) => Promise<void> | void): EventStore {
-  return {
-    attachWriter: (id) => inner.attachWriter(id),
-    append: async (id, epoch, seq, drafts: EventDraft[]) => {
-      await onAppend(drafts);
-      return inner.append(id, epoch, seq, drafts);
-    },
-    readEvents: (id, r) => inner.readEvents(id, r),
-    loadSurface: (id) => inner.loadSurface(id),
-    getHead: (id) => inner.getHead(id),
-    getEventById: (id, e) => inner.getEventById(id, e),
-    listSessions: () => inner.listSessions(),
-    events$: (id, o) => inner.events$(id, o),
-    close: () => inner.close(),
-  };
+  return storeWithAppend(inner, async (id, epoch, seq, drafts) => {
+    await onAppend(drafts as EventDraft[]);
+    return inner.append(id, epoch, seq, drafts);
+  });
 }
 
 describe('lifecycle edge cases: inputs across processes', () => {

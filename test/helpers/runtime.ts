@@ -4,15 +4,11 @@ import type { EventRecord } from '../../src/contracts/events.js';
 import { collect } from './drafts.js';
 import { tempDir } from './tmp.js';
 
-/** An EventStore wrapper counting appends (commit points). */
-export function countingStore(inner: EventStore): EventStore & { appends: number } {
-  const s: EventStore & { appends: number } = {
-    appends: 0,
+/** An EventStore passing everything to `inner` but `append` (to watch, delay or alter what is written). */
+export function storeWithAppend(inner: EventStore, append: EventStore['append']): EventStore {
+  return {
     attachWriter: (id) => inner.attachWriter(id),
-    append: (...args) => {
-      s.appends++;
-      return inner.append(...args);
-    },
+    append,
     readEvents: (id, r) => inner.readEvents(id, r),
     loadSurface: (id) => inner.loadSurface(id),
     getHead: (id) => inner.getHead(id),
@@ -21,6 +17,17 @@ export function countingStore(inner: EventStore): EventStore & { appends: number
     events$: (id, o) => inner.events$(id, o),
     close: () => inner.close(),
   };
+}
+
+/** An EventStore wrapper counting appends (commit points). */
+export function countingStore(inner: EventStore): EventStore & { appends: number } {
+  const s = Object.assign(
+    storeWithAppend(inner, (...args) => {
+      s.appends++;
+      return inner.append(...args);
+    }),
+    { appends: 0 },
+  );
   return s;
 }
 
