@@ -285,10 +285,15 @@ export function anthropicModel(options: AnthropicModelOptions): ModelProvider {
       const acc = accumulator(out.emit);
       try {
         const stream = await o.client.messages.create(body, { signal: request.signal, maxRetries: 0 });
-        for await (const event of stream) acc.push(event);
+        for await (const event of stream) {
+          if (request.signal.aborted) break; // no delta reaches the listener after a cancel
+          acc.push(event);
+        }
       } catch (e) {
         const own = out.unwrap(e);
         if (own) throw own.listenerError;
+        // the connection dropped after message_stop: the answer is complete, keep it
+        if (acc.finished && !request.signal.aborted) return acc.result();
         throw toProviderError(e, { provider: 'anthropic', signal: request.signal, partialOutput: out.emitted, classes });
       }
       // The SDK ends the iteration quietly when the signal aborts mid-stream.

@@ -110,9 +110,12 @@ function accumulator(emit: (e: ModelStreamEvent) => void) {
   const st = { text: '', refusal: '', reasoning: '', id: undefined as string | undefined, model: undefined as string | undefined };
   let finish: string | undefined;
   let usage: Usage | undefined;
-  const slots = new Map<number, Slot>();
+  const slots = new Map<number, Slot>(); // the call being streamed at each wire index
+  const calls: Slot[] = [];
   return {
     get finished() { return finish !== undefined; },
+    /** The finish_reason and the usage chunk (always asked for) have both arrived: nothing is missing but [DONE]. */
+    get complete() { return finish !== undefined && usage !== undefined; },
     push(chunk: Chunk) {
       st.id ??= chunk.id;
       st.model ??= chunk.model;
@@ -129,8 +132,15 @@ function accumulator(emit: (e: ModelStreamEvent) => void) {
       const reasoning = typeof extra.reasoning_content === 'string' ? extra.reasoning_content : typeof extra.reasoning === 'string' ? extra.reasoning : '';
       if (reasoning) { st.reasoning += reasoning; emit({ type: 'thinking_delta', text: reasoning }); }
       for (const tc of d.tool_calls ?? []) {
-        let s = slots.get(tc.index);
-        if (!s) slots.set(tc.index, (s = { ordinal: slots.size, id: '', name: '', args: '' }));
+        // keyed by the wire index; a compatible server that omits it (Gemini streams each call
+        // whole) or repeats one index for several calls starts a new call with each new id
+        const k = typeof tc.index === 'number' ? tc.index : -1;
+        let s = slots.get(k);
+        if (!s || (tc.id && s.id && tc.id !== s.id)) {
+          s = { ordinal: calls.length, id: '', name: '', args: '' };
+          calls.push(s);
+          slots.set(k, s);
+        }
         if (tc.id) s.id = tc.id;
         const name = tc.function?.name;
         if (name && name !== s.name) s.name += name;
@@ -141,7 +151,7 @@ function accumulator(emit: (e: ModelStreamEvent) => void) {
       if (choice.finish_reason) finish = choice.finish_reason;
     },
     result(): ModelResponse {
-      const toolCalls: ToolCall[] = [...slots.values()]
+      const toolCalls: ToolCall[] = [...calls]
         .sort((a, b) => a.ordinal - b.ordinal)
         .map((s) => ({ id: s.id || `call_${randomUUID()}`, name: s.name, arguments: s.args }));
       const data: OpenAIProviderData = { id: st.id, model: st.model, finishReason: finish };
@@ -195,10 +205,15 @@ export function openaiModel(options: OpenAIModelOptions): ModelProvider {
       const acc = accumulator(out.emit);
       try {
         const stream = await o.client.chat.completions.create(body, { signal: request.signal, maxRetries: 0 });
-        for await (const chunk of stream) acc.push(chunk);
+        for await (const chunk of stream) {
+          if (request.signal.aborted) break; // no delta reaches the listener after a cancel
+          acc.push(chunk);
+        }
       } catch (e) {
         const own = out.unwrap(e);
         if (own) throw own.listenerError;
+        // the connection dropped after the answer was complete (only [DONE] missing): keep it
+        if (acc.finished && acc.complete && !request.signal.aborted) return acc.result();
         throw toProviderError(e, { provider: 'openai', signal: request.signal, partialOutput: out.emitted, classes });
       }
       // The SDK ends the iteration quietly when the signal aborts mid-stream.

@@ -91,8 +91,12 @@ export function classifyStatus(status: number): { retryable: boolean; code: stri
 }
 
 /** Error `type`/`code` strings sent inside a stream (Anthropic `event: error`, OpenAI `{ error }` chunk). */
-function classifyStreamErrorType(type: string): { retryable: boolean; code: string } {
+function classifyStreamErrorType(raw: string): { retryable: boolean; code: string } {
+  // snake_case (OpenAI, Anthropic) or class-style names (`BadRequestError`: vLLM, LiteLLM)
+  const type = raw.replace(/([a-z])([A-Z])/g, '$1_$2').toLowerCase();
   if (/overloaded/.test(type)) return { retryable: true, code: 'overloaded' };
+  if (/bad_request/.test(type)) return { retryable: false, code: 'bad_request' };
+  if (/unprocessable|context_length/.test(type)) return { retryable: false, code: 'bad_request' };
   if (/invalid_request|request_too_large/.test(type)) return { retryable: false, code: 'bad_request' };
   if (/authentication|invalid_api_key/.test(type)) return { retryable: false, code: 'auth' };
   if (/permission|billing|insufficient_quota/.test(type)) return { retryable: false, code: 'permission' };
@@ -143,6 +147,12 @@ export function toProviderError(e: unknown, ctx: FailureContext): ProviderError 
       const shouldRetry = err.headers?.get?.('x-should-retry');
       const retryable = shouldRetry === 'true' ? true : shouldRetry === 'false' ? false : c.retryable;
       return make(message, { retryable, code: c.code, status: err.status, retryAfterMs: parseRetryAfter(err.headers) });
+    }
+    // a numeric code inside the stream is an HTTP status (vLLM / LiteLLM send `code: 400`)
+    const numeric = [err.code, (err.error as { code?: unknown } | undefined)?.code].find((x): x is number => typeof x === 'number');
+    if (numeric !== undefined && numeric >= 400) {
+      const c = classifyStatus(numeric);
+      return make(`error in stream: ${message}`, { retryable: c.retryable, code: c.code });
     }
     const type = [err.type, err.code].filter((x) => typeof x === 'string').join(' ');
     const c = classifyStreamErrorType(type);
