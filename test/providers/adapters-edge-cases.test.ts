@@ -46,7 +46,7 @@ async function abortOnFirstDelta(model: ModelProvider) {
   return { error, seen };
 }
 
-describe('openaiModel, second pass', () => {
+describe('openaiModel: compatible servers and broken streams', () => {
   it('keeps parallel tool calls apart when a compatible server (Gemini) omits tool_calls[].index', async () => {
     // Gemini's OpenAI-compatible endpoint streams each call whole, with its own id, and no `index`.
     oaServer.reply(
@@ -89,7 +89,7 @@ describe('openaiModel, second pass', () => {
   });
 });
 
-describe('anthropicModel, second pass', () => {
+describe('anthropicModel: broken streams and aborts', () => {
   it('returns the response when the connection drops after message_stop', async () => {
     anServer.reply(
       an.stream([an.start(), an.textStart(0), an.text(0, 'Hello'), an.blockStop(0), an.messageDelta('end_turn', 2), an.stop()], { cutAfter: 6 }),
