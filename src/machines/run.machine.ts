@@ -203,6 +203,16 @@ export const runMachine = setup({
           { guard: 'cancelRequested', target: 'ending', actions: assign({ messages: [], runStartSeq: ({ event }) => event.output.runStartSeq, end: ended('cancelled', 'cancelled', { error: { kind: 'cancelled', message: 'cancelled before the first model call' } }) }) },
           { guard: 'detachRequested', target: 'ending', actions: assign({ messages: [], runStartSeq: ({ event }) => event.output.runStartSeq, end: ended('detached', 'incomplete') }) },
           { guard: 'stopRequested', target: 'ending', actions: assign({ messages: [], runStartSeq: ({ event }) => event.output.runStartSeq, end: ended('stopped', 'incomplete') }) },
+          // a later attempt inherits what the run spent: a spent budget calls no model again
+          {
+            guard: 'budgetSpent',
+            target: 'ending',
+            actions: assign(({ context, event }) => ({
+              messages: [],
+              runStartSeq: event.output.runStartSeq,
+              end: ended('budget_exhausted', 'incomplete', { budget: spentBudget(context.budget, budgetUse(context), Date.now())!.budget }),
+            })),
+          },
           { target: 'stepping', actions: assign({ messages: [], runStartSeq: ({ event }) => event.output.runStartSeq, step: ({ context }) => context.step + 1 }) },
         ],
         'startRun.error': { target: 'ending', actions: 'failWith' },
@@ -343,13 +353,14 @@ export const runMachine = setup({
     checkingBudget: {
       always: [
         { guard: 'cancelRequested', target: 'ending', actions: assign({ end: ended('cancelled', 'cancelled', { error: { kind: 'cancelled', message: 'cancelled (requestCancel or kill switch)' } }) }) },
-        { guard: 'detachRequested', target: 'ending', actions: assign({ end: ended('detached', 'incomplete') }) },
-        { guard: 'stopRequested', target: 'ending', actions: assign({ end: ended('stopped', 'incomplete') }) },
+        // a spent budget settles the run before a detach or stop could leave it resumable
         {
           guard: 'budgetSpent',
           target: 'ending',
           actions: assign(({ context }) => ({ end: ended('budget_exhausted', 'incomplete', { budget: spentBudget(context.budget, budgetUse(context), Date.now())!.budget }) })),
         },
+        { guard: 'detachRequested', target: 'ending', actions: assign({ end: ended('detached', 'incomplete') }) },
+        { guard: 'stopRequested', target: 'ending', actions: assign({ end: ended('stopped', 'incomplete') }) },
         { target: 'stepping', actions: assign({ step: ({ context }) => context.step + 1 }) },
       ],
     },

@@ -151,7 +151,7 @@ async function scenario(seed: number, actions = 6): Promise<string[]> {
       delivery: {
         idempotent,
         deliver: async (f) => {
-          if (slowDelivery) await sleep(r.int(30));
+          if (slowDelivery) await sleep(r.int(80));
           w.delivered.set(f.finalMessageId, (w.delivered.get(f.finalMessageId) ?? 0) + 1);
         },
       },
@@ -232,7 +232,9 @@ async function scenario(seed: number, actions = 6): Promise<string[]> {
         }
       } else if (a < 72) {
         // crash: abandon the runtime mid-run, open a new one on the same path
-        trace.push('crash');
+        const ms = r.int(60);
+        await sleep(ms);
+        trace.push(`crash after ${ms}`);
         rt = open();
         s = await rt.openSession('s');
         for (const run of s.recovery.interruptedRuns) {
@@ -264,6 +266,7 @@ async function scenario(seed: number, actions = 6): Promise<string[]> {
   await sleep(300); // let abandoned runtimes' slow tools finish
   const log = await logOf(rt.store, 's');
   check(w, log, budget.maxToolCalls, idempotent);
+  if (process.env.SCENARIO_DUMP) console.log(JSON.stringify(budget), log.map((e) => `${e.seq} ${e.type} t${e.turn}s${e.step}a${e.attempt} ${JSON.stringify(e.payload).slice(0, 160)}`).join('\n'));
   if (process.env.SCENARIO_STATS) {
     for (const e of log) stats.set(e.type, (stats.get(e.type) ?? 0) + 1);
     for (const e of log) if (e.type === 'tool/result') stats.set('outcome:' + (e.payload.outcome as { kind: string }).kind, (stats.get('outcome:' + (e.payload.outcome as { kind: string }).kind) ?? 0) + 1);
@@ -365,4 +368,43 @@ describe('randomized scenarios (seeded)', () => {
     if (process.env.SCENARIO_STATS) console.log(Object.fromEntries([...stats].sort()));
     expect(all).toEqual([]);
   }, Number(process.env.SCENARIO_COUNT ?? 30) * 5_000 + 60_000);
+});
+
+describe('reductions of violations found by the randomized scenarios', () => {
+  // found by seed 30066 (SCENARIO_SEED=30066 SCENARIO_COUNT=1): a detach landing in the step that
+  // spends maxToolCalls ends the attempt `detached` instead of `budget_exhausted`, and the
+  // `continue` then calls the model and runs more tools with the budget already spent.
+  it('a run that spent maxToolCalls settles budget_exhausted even when a detach came in the same step, and no continue calls the model again', async () => {
+    const dir = tempDir();
+    let started!: () => void;
+    const startedP = new Promise<void>((res) => (started = res));
+    const releases: (() => void)[] = [];
+    const look = defineTool({
+      name: 'look', description: '', mode: 'parallel', parameters: z.object({}),
+      execute: () => (started(), new Promise<string>((r) => releases.push(() => r('seen')))),
+    });
+    const tools = [look];
+    const model = scriptedModel([{ toolCalls: [{ id: 'c1', name: 'look', arguments: {} }] }, { toolCalls: [{ id: 'c2', name: 'look', arguments: {} }] }, 'done']);
+    const rt = createRuntime({ store: lmdbStore({ path: dir.path }), model, tools, budget: { maxToolCalls: 1 } });
+    const s = await rt.openSession('s');
+    const first = s.execute({ kind: 'prompt', runId: 'r', attemptId: 'a1', message: 'look' });
+    await startedP;
+    s.requestDetach(); // lands in the step that spends the budget
+    releases[0]!();
+    // the spent budget settles the run before the detach could leave it resumable
+    const res = await first;
+    await expect(s.execute({ kind: 'continue', runId: 'r', attemptId: 'a2' })).rejects.toThrow(/not open/);
+    for (const r of releases) r();
+    const log = await logOf(rt.store, 's');
+    const calls = log.filter((e) => e.type === 'tool/call').map((e) => e.payload.callId);
+    await rt.close();
+    await dir.cleanup();
+    // the run already made 1 of 1 allowed tool calls: the continue must end budget_exhausted
+    expect({ modelCalls: model.requests.length, calls, status: res.status, budget: res.budget }).toEqual({
+      modelCalls: 1,
+      calls: ['c1'],
+      status: 'budget_exhausted',
+      budget: 'maxToolCalls',
+    });
+  });
 });

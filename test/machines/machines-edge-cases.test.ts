@@ -179,4 +179,29 @@ describe('run and session machines: edge cases', () => {
     await sleep(20);
     expect(aborted).toEqual(['slow']);
   });
+
+  it('a continue that inherits a spent budget ends budget_exhausted without calling the model', async () => {
+    let modelCalls = 0;
+    const ops = {
+      startRun: async () => ({ runStartSeq: 9 }),
+      modelStep: async () => (modelCalls++, { kind: 'final' as const, content: 'x' }),
+      commitResults: async () => ({ rejections: 0 }),
+      finalize: async () => ({ kind: 'delivered' as const, finalMessageId: 'f' }),
+      endRun: async (i: { result: ExecutionResult }) => i.result,
+    };
+    const machine = runMachine.provide({ actors: { effects: runEffectsActor(ops as never) } });
+    const input = runInput({
+      kind: 'continue',
+      runEpoch: 2,
+      attemptId: 'a2',
+      messages: [],
+      startStep: 1,
+      budget: LoopBudget.parse({ maxToolCalls: 2 }),
+      spent: { toolCalls: 2, usage: { inputTokens: 0, outputTokens: 0, cachedInputTokens: 0 }, cost: '0', recoveries: 0, corrections: 0 },
+    });
+    const actor = createActor(machine, { input }).start();
+    const snap = await waitFor(actor, (x) => x.status === 'done');
+    expect(snap.output).toMatchObject({ status: 'budget_exhausted', budget: 'maxToolCalls' });
+    expect(modelCalls).toBe(0);
+  });
 });
