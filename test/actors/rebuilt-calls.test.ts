@@ -1,13 +1,8 @@
-import { spawnSync } from 'node:child_process';
-import { existsSync, rmSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { createRuntime, defineTool, lmdbStore, scriptedModel, type EventStore } from '../../src/index.js';
-import { collect, stepStart, userMsg } from '../helpers/drafts.js';
 import { tempDir } from '../helpers/tmp.js';
 import { ids, lmdbRuntime, logOf, storeWithAppend } from '../helpers/runtime.js';
-import { REPO_ROOT } from '../crash/child-util.js';
 
 const cleanups: (() => Promise<void>)[] = [];
 afterEach(async () => {
@@ -100,79 +95,6 @@ describe('outcomes the log cannot record', () => {
     const results = (await logOf(store, 's')).filter((e) => e.type === 'tool/result').length;
     expect({ status: r.status, results }).toEqual({ status: 'succeeded', results: 1 });
   });
-});
-
-/** Runs `lmdbStore({ path, bootId })` in a child whose node:fs is patched by `patch` (JS source). */
-function childOpen(path: string, bootId: string, patch: string) {
-  const script = join(path, '..', `final-look-${process.pid}-${Date.now()}-${Math.random().toString(36).slice(2)}.mts`);
-  writeFileSync(
-    script,
-    `import fs from 'node:fs';
-import { syncBuiltinESMExports } from 'node:module';
-${patch}
-syncBuiltinESMExports();
-const { lmdbStore } = await import(${JSON.stringify(join(REPO_ROOT, 'src/persistence/lmdb-store.ts'))});
-try {
-  const s = lmdbStore({ path: ${JSON.stringify(path)}, bootId: ${JSON.stringify(bootId)} });
-  await s.close();
-  console.log('OPENED');
-} catch (e) {
-  console.log('FAILED ' + (e && e.code ? e.code + ' ' : '') + String(e && e.message));
-}
-`,
-  );
-  cleanups.push(async () => rmSync(script, { force: true }));
-  return spawnSync(process.execPath, ['--import', 'tsx', script], { cwd: REPO_ROOT, env: { ...process.env, NODE_OPTIONS: '' }, encoding: 'utf8', timeout: 60_000 });
-}
-
-describe('journal migration nonce', () => {
-  it('a redone migration killed during its copy (after writing its own nonce) is redone again, not refused as a lost journal', async () => {
-    const path = dir();
-    const old = lmdbStore({ path, durability: 'committed' });
-    const { writerEpoch } = await old.attachWriter('c');
-    await old.append('c', writerEpoch, 1, [userMsg('before the journal'), stepStart()]);
-    await old.close();
-
-    // 1st migration: its transaction commits (state + nonce N1 in LMDB), then BOOT fails
-    const first = childOpen(
-      path,
-      'boot-1',
-      `const real = fs.writeFileSync;
-fs.writeFileSync = (file, ...rest) => {
-  if (String(file).includes('journal.new') && String(file).includes('BOOT')) { const e = new Error('ENOSPC'); e.code = 'ENOSPC'; throw e; }
-  return real(file, ...rest);
-};`,
-    );
-    expect(first.stdout, first.stderr).toContain('FAILED ENOSPC');
-
-    // 2nd open redoes it: it writes a fresh nonce N2 to journal.new/MIGRATION, then the process is
-    // killed while it copies the store into the staged journal (before its transaction commits)
-    const second = childOpen(
-      path,
-      'boot-1',
-      `const realOpen = fs.openSync, realWrite = fs.writeSync, realExists = fs.existsSync;
-const staged = new Set();
-fs.openSync = (file, ...rest) => { const fd = realOpen(file, ...rest); if (String(file).includes('journal.new')) staged.add(fd); return fd; };
-fs.writeSync = (fd, ...rest) => {
-  if (staged.has(fd) && realExists(${JSON.stringify(join(path, 'journal.new', 'MIGRATION'))})) process.kill(process.pid, 'SIGKILL');
-  return realWrite(fd, ...rest);
-};`,
-    );
-    expect(second.signal, second.stdout + second.stderr).toBe('SIGKILL');
-    expect(existsSync(join(path, 'journal'))).toBe(false);
-
-    // nothing but migrations ever touched this store: the next open must redo it
-    let store: ReturnType<typeof lmdbStore> | undefined;
-    let error: unknown;
-    try {
-      store = lmdbStore({ path, bootId: 'boot-1' });
-    } catch (e) {
-      error = e;
-    }
-    cleanups.unshift(async () => void (await store?.close()));
-    expect(error === undefined ? 'opened' : `refused: ${String((error as Error).message)}`).toBe('opened');
-    expect((await collect(store!.readEvents('c'))).map((e) => e.seq)).toEqual([1, 2]);
-  }, 120_000);
 });
 
 describe('calls rebuilt from the log: arguments that no longer fit', () => {

@@ -5,8 +5,8 @@
  *
  * This module must not import vitest: the child imports it too.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
-import { writeSync } from 'node:fs';
+import { spawn, spawnSync, type ChildProcess, type SpawnSyncReturns } from 'node:child_process';
+import { rmSync, writeFileSync, writeSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { EventDraft, EventRecord } from '../../src/contracts/events.js';
@@ -323,5 +323,35 @@ export async function nextLine(pred: (line: string) => boolean): Promise<string>
     const i = inbox.findIndex(pred);
     if (i >= 0) return inbox.splice(i, 1)[0]!;
     await new Promise<void>((r) => inboxWaiters.push(r));
+  }
+}
+
+/**
+ * Runs `lmdbStore({ path, bootId })` in a child process whose `node:fs` is first patched by
+ * `patch` (JS source, with `fs` in scope), e.g. to SIGKILL itself at an exact write. Prints
+ * OPENED or FAILED <code> <message>; the script is written beside `path` and removed afterwards.
+ */
+export function childOpen(path: string, bootId: string, patch: string): SpawnSyncReturns<string> {
+  const script = join(path, '..', `child-open-${process.pid}-${Date.now()}-${Math.random().toString(36).slice(2)}.mts`);
+  writeFileSync(
+    script,
+    `import fs from 'node:fs';
+import { syncBuiltinESMExports } from 'node:module';
+${patch}
+syncBuiltinESMExports();
+const { lmdbStore } = await import(${JSON.stringify(join(REPO_ROOT, 'src/persistence/lmdb-store.ts'))});
+try {
+  const s = lmdbStore({ path: ${JSON.stringify(path)}, bootId: ${JSON.stringify(bootId)} });
+  await s.close();
+  console.log('OPENED');
+} catch (e) {
+  console.log('FAILED ' + (e && e.code ? e.code + ' ' : '') + String(e && e.message));
+}
+`,
+  );
+  try {
+    return spawnSync(process.execPath, ['--import', 'tsx', script], { cwd: REPO_ROOT, env: { ...process.env, NODE_OPTIONS: '' }, encoding: 'utf8', timeout: 60_000 });
+  } finally {
+    rmSync(script, { force: true });
   }
 }

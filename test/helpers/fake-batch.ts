@@ -1,6 +1,24 @@
 import { assign, fromPromise, sendParent, setup } from 'xstate';
 import type { CallDescr } from '../../src/actors/model-step.js';
 import type { toolBatchMachine, ToolBatchInput, ToolBatchOutput } from '../../src/machines/tool-batch.machine.js';
+import type { RunInput } from '../../src/machines/run.machine.js';
+import { LoopBudget } from '../../src/contracts/config.js';
+
+/** A prompt attempt's run-machine input (run r1, attempt a1), with `over` on top. */
+export const runInput = (over: Partial<RunInput> = {}): RunInput => ({
+  runId: 'r1',
+  attemptId: 'a1',
+  runEpoch: 1,
+  turn: 1,
+  kind: 'prompt',
+  messages: [{ role: 'user', content: 'hi' }],
+  executionProfileFingerprint: 'f'.repeat(64),
+  budget: LoopBudget.parse({}),
+  maxProtocolCorrections: 2,
+  maxParallelTools: 4,
+  startedAt: Date.now(),
+  ...over,
+});
 
 /** One batch as the run asks for it: the batch actor's input with the `batch.run` calls. */
 export type BatchRequest = ToolBatchInput & { calls: CallDescr[] };

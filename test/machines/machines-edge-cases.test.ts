@@ -7,24 +7,11 @@ import type { CallDescr, ModelStepOutput } from '../../src/actors/model-step.js'
 import { toolBatchMachine } from '../../src/machines/tool-batch.machine.js';
 import { deferred } from '../helpers/drafts.js';
 import { runEffectsActor } from '../../src/actors/run-effects.js';
-import { runMachine, type RunInput } from '../../src/machines/run.machine.js';
+import { runMachine } from '../../src/machines/run.machine.js';
+import { runInput } from '../helpers/fake-batch.js';
 import { LoopBudget } from '../../src/contracts/config.js';
 import type { ExecutionResult } from '../../src/contracts/requests.js';
 
-const runInput = (over: Partial<RunInput> = {}): RunInput => ({
-  runId: 'r1',
-  attemptId: 'a1',
-  runEpoch: 1,
-  turn: 1,
-  kind: 'prompt',
-  messages: [{ role: 'user', content: 'hi' }],
-  executionProfileFingerprint: 'f'.repeat(64),
-  budget: LoopBudget.parse({}),
-  maxProtocolCorrections: 2,
-  maxParallelTools: 4,
-  startedAt: Date.now(),
-  ...over,
-});
 import { ids, lmdbRuntime, logOf, sleep, typesOf } from '../helpers/runtime.js';
 
 const echo = defineTool({ name: 'echo', description: '', mode: 'parallel', parameters: z.object({ t: z.string() }), execute: ({ t }) => t });

@@ -3,27 +3,12 @@ import { createActor, fromPromise, waitFor } from 'xstate';
 import type { CommitResultsInput } from '../../src/actors/commit-results.js';
 import type { ModelStepInput, ModelStepOutput } from '../../src/actors/model-step.js';
 import { runEffectsActor } from '../../src/actors/run-effects.js';
-import { LoopBudget } from '../../src/contracts/config.js';
 import type { ExecutionResult } from '../../src/contracts/requests.js';
 import { runMachine, type RunActorRef, type RunInput } from '../../src/machines/run.machine.js';
 import { sessionMachine } from '../../src/machines/session.machine.js';
 import type { ToolBatchOutput } from '../../src/machines/tool-batch.machine.js';
-import { fakeBatch } from '../helpers/fake-batch.js';
+import { fakeBatch, runInput } from '../helpers/fake-batch.js';
 import { deferred } from '../helpers/drafts.js';
-
-const runInput = (runId = 'r1', attemptId = 'a1'): RunInput => ({
-  runId,
-  attemptId,
-  runEpoch: 1,
-  turn: 1,
-  kind: 'prompt',
-  messages: [{ role: 'user', content: 'hi' }],
-  executionProfileFingerprint: 'f'.repeat(64),
-  budget: LoopBudget.parse({}),
-  maxProtocolCorrections: 2,
-  maxParallelTools: 4,
-  startedAt: Date.now(),
-});
 
 const resultOf = (input: RunInput, over: Partial<ExecutionResult> = {}): ExecutionResult => ({
   runId: input.runId,
@@ -86,11 +71,11 @@ describe('sessionMachine', () => {
   it('runs one attempt after another, emitting run.finished for each', async () => {
     const fake = fakeRun();
     const { actor, finished } = startSession(fake.run);
-    actor.send({ type: 'EXECUTE', run: runInput('r1') });
+    actor.send({ type: 'EXECUTE', run: runInput({ runId: 'r1' }) });
     await waitFor(actor, () => fake.runs.length === 1);
     fake.runs[0]!.finish();
     await waitFor(actor, (s) => s.matches('idle'));
-    actor.send({ type: 'EXECUTE', run: runInput('r2') });
+    actor.send({ type: 'EXECUTE', run: runInput({ runId: 'r2' }) });
     await waitFor(actor, () => fake.runs.length === 2);
     expect(fake.runs[1]!.input.runId).toBe('r2');
     fake.runs[1]!.finish({ status: 'failed', outcome: 'failed' });
@@ -104,9 +89,9 @@ describe('sessionMachine', () => {
   it('ignores an EXECUTE while a run is executing (one run at a time)', async () => {
     const fake = fakeRun();
     const { actor } = startSession(fake.run);
-    actor.send({ type: 'EXECUTE', run: runInput('r1') });
+    actor.send({ type: 'EXECUTE', run: runInput({ runId: 'r1' }) });
     await waitFor(actor, () => fake.runs.length === 1);
-    actor.send({ type: 'EXECUTE', run: runInput('r2') });
+    actor.send({ type: 'EXECUTE', run: runInput({ runId: 'r2' }) });
     await new Promise<void>((resolve) => setImmediate(resolve));
     expect(fake.runs).toHaveLength(1);
     expect(actor.getSnapshot().context.activeRunId).toBe('r1');
@@ -131,11 +116,11 @@ describe('sessionMachine', () => {
   it('answers an EXECUTE sent while fenced instead of dropping it', async () => {
     const fake = fakeRun();
     const { actor, finished } = startSession(fake.run);
-    actor.send({ type: 'EXECUTE', run: runInput('r1') });
+    actor.send({ type: 'EXECUTE', run: runInput({ runId: 'r1' }) });
     await waitFor(actor, () => fake.runs.length === 1);
     fake.runs[0]!.finish({ status: 'fenced', outcome: 'incomplete' });
     await waitFor(actor, (s) => s.matches('fenced'));
-    actor.send({ type: 'EXECUTE', run: runInput('r2') });
+    actor.send({ type: 'EXECUTE', run: runInput({ runId: 'r2' }) });
     await new Promise<void>((resolve) => setImmediate(resolve));
     expect(finished.map((r) => r.runId)).toEqual(['r1', 'r2']);
     expect(finished[1]!.status).toBe('fenced');

@@ -1,11 +1,10 @@
-import { spawnSync } from 'node:child_process';
-import { existsSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { lmdbStore } from '../../src/index.js';
 import { collect, stepStart, userMsg } from '../helpers/drafts.js';
 import { tempDir } from '../helpers/tmp.js';
-import { REPO_ROOT } from '../crash/child-util.js';
+import { childOpen } from '../crash/child-util.js';
 
 const cleanups: (() => Promise<void>)[] = [];
 afterEach(async () => {
@@ -15,29 +14,6 @@ function dir(): string {
   const d = tempDir('actorloop-third-look-');
   cleanups.push(d.cleanup);
   return d.path;
-}
-
-/** Runs `lmdbStore({ path, bootId })` in a child whose node:fs is patched by `patch` (JS source). */
-function childOpen(path: string, bootId: string, patch: string) {
-  const script = join(path, '..', `third-look-${process.pid}-${Date.now()}-${Math.random().toString(36).slice(2)}.mts`);
-  writeFileSync(
-    script,
-    `import fs from 'node:fs';
-import { syncBuiltinESMExports } from 'node:module';
-${patch}
-syncBuiltinESMExports();
-const { lmdbStore } = await import(${JSON.stringify(join(REPO_ROOT, 'src/persistence/lmdb-store.ts'))});
-try {
-  const s = lmdbStore({ path: ${JSON.stringify(path)}, bootId: ${JSON.stringify(bootId)} });
-  await s.close();
-  console.log('OPENED');
-} catch (e) {
-  console.log('FAILED ' + (e && e.code ? e.code + ' ' : '') + String(e && e.message));
-}
-`,
-  );
-  cleanups.push(async () => rmSync(script, { force: true }));
-  return spawnSync(process.execPath, ['--import', 'tsx', script], { cwd: REPO_ROOT, env: { ...process.env, NODE_OPTIONS: '' }, encoding: 'utf8', timeout: 60_000 });
 }
 
 function tryOpen(path: string, bootId: string): { store?: ReturnType<typeof lmdbStore>; error?: unknown } {
@@ -121,4 +97,75 @@ fs.writeFileSync = (file, ...rest) => {
       vi.useRealTimers();
     }
   });
+});
+
+describe('journal migration nonce', () => {
+  it('a redone migration killed during its copy (after writing its own nonce) is redone again, not refused as a lost journal', async () => {
+    const path = dir();
+    const old = lmdbStore({ path, durability: 'committed' });
+    const { writerEpoch } = await old.attachWriter('c');
+    await old.append('c', writerEpoch, 1, [userMsg('before the journal'), stepStart()]);
+    await old.close();
+
+    // 1st migration: its transaction commits (state + nonce N1 in LMDB), then BOOT fails
+    const first = childOpen(
+      path,
+      'boot-1',
+      `const real = fs.writeFileSync;
+fs.writeFileSync = (file, ...rest) => {
+  if (String(file).includes('journal.new') && String(file).includes('BOOT')) { const e = new Error('ENOSPC'); e.code = 'ENOSPC'; throw e; }
+  return real(file, ...rest);
+};`,
+    );
+    expect(first.stdout, first.stderr).toContain('FAILED ENOSPC');
+
+    // 2nd open redoes it: it writes a fresh nonce N2 to journal.new/MIGRATION, then the process is
+    // killed while it copies the store into the staged journal (before its transaction commits)
+    const second = childOpen(
+      path,
+      'boot-1',
+      `const realOpen = fs.openSync, realWrite = fs.writeSync, realExists = fs.existsSync;
+const staged = new Set();
+fs.openSync = (file, ...rest) => { const fd = realOpen(file, ...rest); if (String(file).includes('journal.new')) staged.add(fd); return fd; };
+fs.writeSync = (fd, ...rest) => {
+  if (staged.has(fd) && realExists(${JSON.stringify(join(path, 'journal.new', 'MIGRATION'))})) process.kill(process.pid, 'SIGKILL');
+  return realWrite(fd, ...rest);
+};`,
+    );
+    expect(second.signal, second.stdout + second.stderr).toBe('SIGKILL');
+    expect(existsSync(join(path, 'journal'))).toBe(false);
+
+    // nothing but migrations ever touched this store: the next open must redo it
+    const { store, error } = tryOpen(path, 'boot-1');
+    cleanups.unshift(async () => void (await store?.close()));
+    expect(error === undefined ? 'opened' : `refused: ${String((error as Error).message)}`).toBe('opened');
+    expect((await collect(store!.readEvents('c'))).map((e) => e.seq)).toEqual([1, 2]);
+  }, 120_000);
+});
+
+describe('journal: adopting a store without one', () => {
+  it('a migration killed after its LMDB transaction committed (before journal.new became journal/) is redone, not refused as a lost journal', async () => {
+    const path = dir();
+    await committedStore(path);
+    // A real process opens it 'flushed' and is SIGKILLed during the migration, after the LMDB
+    // write transaction that copied the store and recorded the journal state committed, while it
+    // writes journal.new/BOOT (before journal.new/ is renamed to journal/).
+    const child = childOpen(
+      path,
+      'boot-1',
+      `const real = fs.writeFileSync;
+fs.writeFileSync = (file, ...rest) => {
+  if (String(file).includes('journal.new') && String(file).includes('BOOT')) process.kill(process.pid, 'SIGKILL');
+  return real(file, ...rest);
+};`,
+    );
+    expect(child.signal, child.stdout + child.stderr).toBe('SIGKILL');
+    expect(existsSync(join(path, 'journal.new'))).toBe(true);
+    expect(existsSync(join(path, 'journal'))).toBe(false);
+    // "an interrupted migration is simply redone"
+    const { store, error } = tryOpen(path, 'boot-1');
+    cleanups.unshift(async () => void (await store?.close()));
+    expect(error === undefined ? 'opened' : `refused: ${String((error as Error).message)}`).toBe('opened');
+    expect((await collect(store!.readEvents('c'))).map((e) => e.seq)).toEqual([1, 2]);
+  }, 90_000);
 });
