@@ -4,7 +4,7 @@
  * store, next to the same loop written by hand. Reports µs per step, commits and disk flushes
  * per step, and K=50 vs K=200 (cost must not grow with history).
  */
-import { mkdtempSync, mkdirSync, openSync, writeSync, fdatasyncSync, closeSync, rmSync } from 'node:fs';
+import { mkdtempSync, mkdirSync, openSync, writeSync, fdatasyncSync, fsyncSync, closeSync, rmSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { tmpdir } from 'node:os';
@@ -135,6 +135,65 @@ async function storeOnly(k: number): Promise<number> {
   return us;
 }
 
+/**
+ * A flush target like the journal's: a file pre-filled with zeros and flushed, so that writing
+ * into it and `fdatasync`-ing needs no file-size update (the cheapest durable write there is).
+ */
+class FlushFile {
+  private readonly fd: number;
+  private offset = 0;
+  static readonly SIZE = 16 * 1024 * 1024;
+  constructor(path: string) {
+    this.fd = openSync(path, 'w+');
+    const zeros = Buffer.alloc(1024 * 1024);
+    for (let off = 0; off < FlushFile.SIZE; off += zeros.length) writeSync(this.fd, zeros, 0, zeros.length, off);
+    fsyncSync(this.fd);
+  }
+  /** Writes `buf` after the previous write (wrapping at the end) and flushes it. */
+  write(buf: Buffer): void {
+    if (this.offset + buf.length > FlushFile.SIZE) this.offset = 0;
+    writeSync(this.fd, buf, 0, buf.length, this.offset);
+    this.offset += buf.length;
+    fdatasyncSync(this.fd);
+  }
+  close(): void {
+    closeSync(this.fd);
+  }
+}
+
+/**
+ * Lower bound 1: the memory store, plus one write + fdatasync of the commit's records (as JSON)
+ * per append — what a durable store would cost if LMDB and the journal took no CPU at all.
+ */
+function memoryPlusFlush(file: FlushFile): EventStore {
+  const store = memoryStore();
+  const append: EventStore['append'] = async (...args) => {
+    const records = await store.append(...args);
+    file.write(Buffer.from(JSON.stringify(records)));
+    return records;
+  };
+  return new Proxy(store, {
+    get: (target, prop) => (prop === 'append' ? append : Reflect.get(target, prop, target)),
+  });
+}
+
+/** Lower bound 2: the hand-written loop with two writes + fdatasyncs per step (no runtime at all). */
+function handLoopFlushed(k: number, file: FlushFile): number {
+  const history: { role: string; content: string }[] = [{ role: 'user', content: 'go' }];
+  const steps = script(k);
+  const intent = Buffer.alloc(1500, 0x61);
+  const results = Buffer.alloc(700, 0x62);
+  const t0 = performance.now();
+  for (let i = 0; i < k; i++) {
+    const step = steps[i]!;
+    history.push({ role: 'assistant', content: step.text ?? '' });
+    file.write(intent);
+    for (const c of step.toolCalls ?? []) history.push({ role: 'tool', content: c.name === 'lookup' ? `v${c.arguments.i}` : `w${c.arguments.i}` });
+    file.write(results);
+  }
+  return ((performance.now() - t0) * 1000) / k;
+}
+
 /** The same loop as plain function calls, for reference. */
 function handLoop(k: number): number {
   const history: { role: string; content: string }[] = [{ role: 'user', content: 'go' }];
@@ -182,6 +241,7 @@ async function straceChild(dir: string): Promise<void> {
 
 export async function benchLoop(): Promise<void> {
   const dir = mkdtempSync(join(root(), 'loop-'));
+  const file = new FlushFile(join(dir, 'lower-bound'));
   try {
     // Warm the JIT: on this 2-core machine V8 needs about 2,500 steps before the loop's hot code
     // is optimised (a fresh process's first 200-step run costs 3–5× the steady state). The
@@ -198,6 +258,8 @@ export async function benchLoop(): Promise<void> {
       await committed.close();
       await machinesOnly(200);
       await storeOnly(200);
+      await runLoop(memoryPlusFlush(file), 200, `warm${i}`);
+      handLoopFlushed(200, file);
     }
     // Interleaved: each repeat runs every workload at both K, so K=50 and K=200 (and the floor)
     // see the same machine conditions; each figure is the median over the repeats.
@@ -224,6 +286,8 @@ export async function benchLoop(): Promise<void> {
         add(`hand${k}`, handLoop(k));
         add(`machines${k}`, await machinesOnly(k));
         add(`store${k}`, await storeOnly(k));
+        add(`memflush${k}`, await runLoop(memoryPlusFlush(file), k, `f${k}-${n++}`));
+        add(`handflush${k}`, handLoopFlushed(k, file));
       }
     }
     const us = (key: string) => median(samples.get(key)!);
@@ -238,6 +302,8 @@ export async function benchLoop(): Promise<void> {
       const perFlush = st.flushMicros / st.flushes;
       rows.push([`K=${k}  of which: waiting in flushes (mean)`, fmt(inFlush), `${fmt(perFlush)} µs a flush = ${fmt(perFlush / floor, 2)}× floor`, '', '']);
       rows.push([`K=${k}  of which: the rest (CPU)`, fmt(lm - inFlush), `${fmt((lm - inFlush) / floor, 2)}× floor`, '', '']);
+      rows.push([`K=${k} lower bound: memory store + 1 write & fdatasync per commit`, fmt(us(`memflush${k}`)), `${fmt(us(`memflush${k}`) / floor, 2)}× floor`, '', '']);
+      rows.push([`K=${k} lower bound: hand-written loop + 2 writes & fdatasyncs`, fmt(us(`handflush${k}`)), `${fmt(us(`handflush${k}`) / floor, 2)}× floor`, '', '']);
       rows.push([`K=${k} LMDB 'committed' (no journal, no flush)`, fmt(us(`committed${k}`)), `${fmt(us(`committed${k}`) / floor, 2)}× floor`, '', '']);
       rows.push([`K=${k} memory store`, fmt(mem), '', '', '']);
       rows.push([`K=${k} hand-written loop`, fmt(us(`hand${k}`), 2), '', '', '']);
@@ -258,7 +324,10 @@ export async function benchLoop(): Promise<void> {
     console.log('"waiting in flushes": time inside the journal\'s fdatasync calls (mean over all repeats; the rows above are');
     console.log('medians, so "the rest" is approximate). A flush inside the loop costs more than the idle floor: the vCPU');
     console.log('halts while the disk works and the code after it runs with cold caches (docs/architecture.md, Performance).');
+    console.log('Lower bounds: the memory-store loop plus one plain write + fdatasync per commit (what a durable store with no');
+    console.log('CPU of its own would cost: no LMDB, no journal), and the hand-written loop plus two of them per step.');
   } finally {
+    file.close();
     rmSync(dir, { recursive: true, force: true });
   }
 }
