@@ -141,6 +141,7 @@ export class ExecutionSession {
   private detachPending = false;
   private state: unknown;
   private closed = false;
+  private closing?: Promise<void>;
   private viewStore?: ReturnType<typeof makeView>;
   private readonly hub = new SubscriberHub();
 
@@ -695,9 +696,15 @@ export class ExecutionSession {
     }
   }
 
-  /** Stops the session actor. A run in progress is abandoned where it stands (resumable). */
-  async close(): Promise<void> {
-    if (this.closed) return;
+  /**
+   * Stops the session actor. A run in progress is abandoned where it stands (resumable). Resolves
+   * once required subscribers have the envelopes queued for them; a second call shares the first's.
+   */
+  close(): Promise<void> {
+    return (this.closing ??= this.closeOnce());
+  }
+
+  private async closeOnce(): Promise<void> {
     this.closed = true;
     this.env.writer.close(new StoreClosedError(`session ${this.sessionId}`));
     this.cancelController.abort(new Error('session closed'));
@@ -711,6 +718,9 @@ export class ExecutionSession {
     }
     this.waiters.clear();
     this.stream.complete();
+    // a required subscriber gets every envelope (DESIGN §6): what is queued for it is delivered
+    // before the hub drops its subscribers
+    await this.hub.whenRequiredDrained();
     this.hub.close();
     for (const w of this.idleWaiters.splice(0)) w();
   }

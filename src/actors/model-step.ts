@@ -6,10 +6,10 @@ import type { ModelResponse } from '../contracts/model.js';
 import { resourcesOf } from '../tools/define-tool.js';
 import { validateToolCalls, type CallIssue } from '../tools/validate-calls.js';
 import { ASK_USER_TOOL, askUserTool, matchesApprovalFor } from '../tools/ask-user.js';
-import type { PendingRequest } from '../contracts/events.js';
+import type { EventRecord, PendingRequest } from '../contracts/events.js';
 import { onAbort } from './abort.js';
 import { compact } from './compaction.js';
-import { seqOf } from './commit-results.js';
+import { emitToolEnds, seqOf } from './commit-results.js';
 import type { RunEnv } from './run-env.js';
 
 export interface StepAt {
@@ -227,7 +227,7 @@ async function afterToolCalls(
   if (issues.length > 0) {
     env.writer.stage('tool/batch-rejected', at, { issues });
     env.writer.stage('step/end', at, usage ? { usage } : {});
-    await env.writer.commit();
+    emitStepEnd(env, at, usage, await env.writer.commit());
     return { kind: 'rejected', usage, ...priced };
   }
   const descrs: CallDescr[] = valid.map((c) => ({
@@ -249,7 +249,7 @@ async function afterToolCalls(
       });
     }
     env.writer.stage('step/end', at, usage ? { usage } : {});
-    await env.writer.commit();
+    emitStepEnd(env, at, usage, await env.writer.commit());
     return { kind: 'blocked', locks: held, usage, ...priced };
   }
   // the built-in askUser (enabled by the option), not an app tool that happens to share the name
@@ -262,7 +262,7 @@ async function afterToolCalls(
     }));
     env.writer.stage('tool/batch-rejected', at, { issues });
     env.writer.stage('step/end', at, usage ? { usage } : {});
-    await env.writer.commit();
+    emitStepEnd(env, at, usage, await env.writer.commit());
     return { kind: 'rejected', usage, ...priced };
   }
   const ask = asks[0];
@@ -293,6 +293,12 @@ async function afterToolCalls(
   for (const d of descrs) env.writer.stage('tool/call', at, { ...d });
   await env.writer.commit();
   return { kind: 'tools', calls: descrs, usage, ...priced };
+}
+
+/** A step that ends at its own commit (rejected or blocked): the envelopes of what it committed. */
+function emitStepEnd(env: RunEnv, at: StepAt, usage: Usage | undefined, records: readonly EventRecord[]): void {
+  emitToolEnds(env, records);
+  env.emit({ type: 'step_end', step: at.step, ...(usage ? { usage } : {}) }, seqOf(records, 'step/end'));
 }
 
 function needsApproval(env: RunEnv, tool: { needsApproval?: boolean | ((a: never) => boolean) }, name: string, args: unknown): boolean {

@@ -79,7 +79,7 @@ interface Sub {
   running: boolean;
   /** Id of the in-flight asynchronous delivery; 0 for none. */
   delivery: number;
-  /** The envelope in flight and when its delivery started (Date.now()). */
+  /** The envelope being delivered (its listener call or returned promise) and when its delivery started (Date.now()). */
   current: Envelope | undefined;
   startedAt: number;
   /** The watchdog (see `arm`); at most one per subscriber. */
@@ -100,9 +100,10 @@ interface Sub {
  *   for all of it; one bad envelope should not.
  * - Every delivery error is kept (up to `maxErrors`) for `takeErrors` and emitted on `errors$`.
  *
- * Memory: one queue of at most `capacity` envelope references per subscriber (envelopes are
- * shared, not copied). A required queue can exceed `capacity` only through `offer`/`attach`,
- * whose producer skipped `whenWritable`.
+ * Memory: one queue of at most `capacity` + 1 envelope references per subscriber (`capacity`
+ * waiting, plus the next one when none is being delivered; envelopes are shared, not copied). A
+ * required queue can exceed that only through `offer`/`attach`, whose producer skipped
+ * `whenWritable`.
  * @example
  * const hub = new SubscriberHub()
  * const off = hub.subscribe((env) => console.log(env.seq, env.event.type), { name: 'log' })
@@ -124,6 +125,7 @@ export class SubscriberHub {
   private tail: Promise<void> = RESOLVED;
   private roomGate: Deferred | undefined;
   private idleGate: Deferred | undefined;
+  private drainGate: Deferred | undefined;
   private closed = false;
   private dropped = 0;
   /** Every delivery error as it happens; completes on `close()`. */
@@ -195,7 +197,7 @@ export class SubscriberHub {
   offer(envelope: Envelope): void {
     if (this.closed) return;
     for (const s of this.subs) {
-      if (!s.required && s.queue.length >= s.capacity) {
+      if (!s.required && isFull(s)) {
         this.fail(s, envelope, 'closed', `queue of ${s.capacity} envelopes was full`);
         continue;
       }
@@ -240,6 +242,22 @@ export class SubscriberHub {
     if (this.active === 0) return RESOLVED;
     this.idleGate ??= deferred();
     return this.idleGate.promise;
+  }
+
+  /**
+   * Resolves when every envelope queued for a required subscriber has been handed to its
+   * listener (a delivery may still be in flight, e.g. a listener awaiting the session's close):
+   * what a producer that stops (a session closing) awaits before `close()`, so that required
+   * subscribers get every envelope published before it. Each delivery is still bounded by
+   * `deliveryTimeoutMs`.
+   * @example
+   * await hub.whenRequiredDrained(); hub.close()
+   */
+  whenRequiredDrained(): Promise<void> {
+    if (!this.requiredQueued()) return RESOLVED;
+    this.drainGate ??= deferred();
+    for (const s of this.requiredSubs) s.timer?.ref?.(); // a hung listener's timeout keeps the process up to finish the drain
+    return this.drainGate.promise;
   }
 
   /**
@@ -296,15 +314,18 @@ export class SubscriberHub {
     while (s.open) {
       const env = s.queue.shift();
       if (env === undefined) break;
+      s.current = env; // being delivered: no longer counted against `capacity`
       if (s.required) this.checkRoom();
       let r: unknown;
       try {
         r = s.listener(env);
       } catch (e) {
+        s.current = undefined;
         this.fail(s, env, 'error', e);
         continue;
       }
       if (isThenable(r)) return this.await(s, env, r);
+      s.current = undefined;
     }
     this.stop(s);
   }
@@ -346,7 +367,7 @@ export class SubscriberHub {
       if (left > 0) this.arm(s, left);
       else this.settle(s, s.delivery, 'timeout', `no answer within ${s.timeoutMs} ms`);
     }, ms);
-    s.timer.unref?.();
+    if (!(s.required && this.drainGate)) s.timer.unref?.();
   }
 
   private fail(s: Sub, env: Envelope, reason: DeliveryError['reason'], cause: unknown): void {
@@ -385,19 +406,39 @@ export class SubscriberHub {
     }
   }
 
+  private requiredQueued(): boolean {
+    for (const s of this.requiredSubs) if (s.queue.length > 0) return true;
+    return false;
+  }
+
   private hasRoom(): boolean {
     if (this.closed) return true;
-    for (const s of this.requiredSubs) if (s.queue.length >= s.capacity) return false;
+    for (const s of this.requiredSubs) if (isFull(s)) return false;
     return true;
   }
 
+  /** Called when a required queue shrinks: releases `whenWritable` and `whenRequiredDrained`. */
   private checkRoom(): void {
     if (this.roomGate && this.hasRoom()) {
       const g = this.roomGate;
       this.roomGate = undefined;
       g.resolve();
     }
+    if (this.drainGate && !this.requiredQueued()) {
+      const g = this.drainGate;
+      this.drainGate = undefined;
+      g.resolve();
+    }
   }
+}
+
+/**
+ * True when `capacity` envelopes wait besides the one being delivered. With no delivery in flight
+ * the head of the queue is that one (it goes out at the next flush), so a subscriber that keeps up
+ * is never closed for a burst of envelopes published together.
+ */
+function isFull(s: Sub): boolean {
+  return s.queue.length - (s.current === undefined ? 1 : 0) >= s.capacity;
 }
 
 function isThenable(v: unknown): v is PromiseLike<unknown> {
