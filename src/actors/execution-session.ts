@@ -4,7 +4,7 @@ import { createActor, type Actor } from 'xstate';
 import { z } from 'zod';
 import { ExecutionBusy, SessionSteeringConflict, StoreClosedError, ValidationError } from '../contracts/errors.js';
 import type { EventRecord } from '../contracts/events.js';
-import { Message } from '../contracts/message.js';
+import { InputMessage, type Message } from '../contracts/message.js';
 import {
   ExecutionRequest,
   InputEnvelope,
@@ -27,7 +27,7 @@ import type { Envelope, EnvelopeStream } from '../streams/envelopes.js';
 import { SubscriberHub, type SubscribeOptions, type SubscriberListener, type Unsubscribe } from '../streams/subscribers.js';
 import { boundSessionMachine } from './run-actors.js';
 import type { RunEnv } from './run-env.js';
-import { runEndEventId, runOpenEventId, runStartEventId } from './run-lifecycle.js';
+import { assertRunIdsFit, runEndEventId, runOpenEventId, runStartEventId } from './run-lifecycle.js';
 import { UNSETTLED_END_STATUSES } from '../persistence/head.js';
 import { addDecimal } from './budget.js';
 import { isDecimal } from '../contracts/config.js';
@@ -92,7 +92,7 @@ function answerSchema(schema: unknown): z.ZodType {
   }
 }
 const ApprovalAnswer = z.object({ decisions: z.record(z.string(), z.enum(['approve', 'deny'])) });
-const Checkpoint = z.object({ messages: z.array(Message), stateContext: JsonValue.optional() });
+const Checkpoint = z.strictObject({ messages: z.array(InputMessage), stateContext: JsonValue.optional() });
 const key = (runId: string, attemptId: string) => `${runId}\u0000${attemptId}`;
 
 /**
@@ -205,6 +205,7 @@ export class ExecutionSession {
    */
   async execute(request: ExecutionRequest): Promise<ExecutionResult> {
     const req = parseInput(ExecutionRequest, request, 'session.execute');
+    assertRunIdsFit(this.sessionId, req.runId, req.attemptId, 'session.execute', ['runId', 'attemptId']);
     this.assertOpen();
     if (this.busy) {
       // a recorded attempt runs nothing: its result is returned even while another attempt runs
@@ -276,7 +277,8 @@ export class ExecutionSession {
       const pr = pending.pendingRequest;
       if (pr.kind === 'approval') parseInput(ApprovalAnswer, req.answer, 'session.execute: answer');
       else if (pr.schema) parseInput(answerSchema(pr.schema), req.answer, 'session.execute: answer');
-      else parseInput(JsonValue, req.answer, 'session.execute: answer');
+      // whatever its schema allows, an answer is logged: it must be JSON (no BigInt, function, undefined)
+      if (pr.kind !== 'approval') parseInput(JsonValue, req.answer, 'session.execute: answer');
       const resume: ResumeInput = {
         kind: 'answer',
         step: pending.step,
@@ -438,6 +440,8 @@ export class ExecutionSession {
    */
   async submitInput(envelope: InputEnvelope): Promise<InputReceipt> {
     const e = parseInput(InputEnvelope, envelope, 'session.submitInput');
+    // a follow-up runs as runId = attemptId = inputId
+    if (e.mode === 'follow_up') assertRunIdsFit(this.sessionId, e.inputId, e.inputId, 'session.submitInput', ['inputId', 'inputId']);
     this.assertOpen();
     const known = this.inputs.get(e.inputId);
     if (known) return this.inputs.receipt(known);

@@ -2,7 +2,7 @@ import type { EventRecord } from '../contracts/events.js';
 import type { ExecutionResult, RecoveryOutcome } from '../contracts/requests.js';
 import type { EventStore } from '../persistence/event-store.js';
 import type { SessionHead } from '../persistence/head.js';
-import { foldOpenRun, type OpenRunState } from '../persistence/open-run.js';
+import { foldRunEvents, type OpenRunState } from '../persistence/open-run.js';
 import type { RunEnv } from './run-env.js';
 import { stageRunEnd } from './run-lifecycle.js';
 
@@ -14,7 +14,7 @@ async function collectEvents(store: EventStore, sessionId: string, fromSeq: numb
 
 /** The open run's fold, read from its start (O(run), never the whole history). */
 export async function loadOpenRun(store: EventStore, sessionId: string, head: SessionHead | undefined): Promise<OpenRunState | undefined> {
-  return head?.openRun ? foldOpenRun(await collectEvents(store, sessionId, head.openRun.startSeq)) : undefined;
+  return head?.openRun ? foldRunEvents(await collectEvents(store, sessionId, head.openRun.startSeq)) : undefined;
 }
 
 /**
@@ -74,7 +74,7 @@ export async function recoveryOutcome(
 ): Promise<RecoveryOutcome> {
   let last = { delivered: [] as string[], unknown: [] as string[] };
   if (head?.lastSettledRun?.endSeq) {
-    const f = foldOpenRun(await collectEvents(store, env.sessionId, head.lastSettledRun.startSeq, head.lastSettledRun.endSeq));
+    const f = foldRunEvents(await collectEvents(store, env.sessionId, head.lastSettledRun.startSeq, head.lastSettledRun.endSeq));
     if (f) last = { delivered: f.deliveredFinalIds, unknown: f.deliveryUnknownFinalIds };
   }
   const uniq = (xs: string[]) => [...new Set(xs)];

@@ -1,4 +1,5 @@
-import { isStaleWriterError } from '../contracts/errors.js';
+import { isStaleWriterError, ValidationError } from '../contracts/errors.js';
+import { MAX_ID_KEY_BYTES } from '../persistence/codec.js';
 import type { Message, Usage } from '../contracts/message.js';
 import type { ExecutionResult } from '../contracts/requests.js';
 import type { ResumeInput, StartRunOutput } from '../machines/run.machine.js';
@@ -27,6 +28,25 @@ export const runStartEventId = (runId: string, attemptId: string) => `run-start:
 export const runEndEventId = (runId: string, attemptId: string) => `run-end:${runId}:${attemptId}`;
 /** The id of a run's first run/start (a prompt or follow-up): one per runId in a session. */
 export const runOpenEventId = (runId: string) => `run-open:${runId}`;
+
+/**
+ * Refuses, before anything is written, a runId/attemptId pair whose run events' ids would not fit
+ * the store's id key with the session id (MAX_ID_KEY_BYTES): such a run could start and deliver,
+ * then fail to write its run/end and stay open for ever. `fields` names what the caller passed.
+ */
+export function assertRunIdsFit(sessionId: string, runId: string, attemptId: string, where: string, fields: readonly [string, string]): void {
+  const id = runEndEventId(runId, attemptId); // the longest id a run writes
+  if (sessionId.length + id.length <= MAX_ID_KEY_BYTES / 3) return; // fits whatever the characters
+  const bytes = Buffer.byteLength(sessionId) + Buffer.byteLength(id);
+  if (bytes <= MAX_ID_KEY_BYTES) return;
+  const field = Buffer.byteLength(attemptId) > Buffer.byteLength(runId) ? fields[1] : fields[0];
+  throw new ValidationError(where, [
+    {
+      path: [field],
+      message: `too long: the run's event ids (run-end:<${fields[0]}>:<${fields[1]}>) and the session id would take ${bytes} bytes in UTF-8; the store takes at most ${MAX_ID_KEY_BYTES}`,
+    },
+  ]);
+}
 
 /**
  * A call rebuilt from the log gets what its tool's `execute` got on the direct path: the schema's

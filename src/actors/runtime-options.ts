@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { LoopBudget, LoopConfig } from '../contracts/config.js';
-import { Message } from '../contracts/message.js';
+import { InputMessage } from '../contracts/message.js';
 import type { ModelProvider } from '../contracts/model.js';
 import type { EventStore } from '../persistence/event-store.js';
 import type { AnyTool } from '../tools/define-tool.js';
@@ -9,15 +9,36 @@ import type { InspectionEvent } from 'xstate';
 
 const fn = <T>(what: string) => z.custom<T>((v) => typeof v === 'function', `${what} must be a function`);
 
-export const RuntimeOptions = z.object({
-  store: z.custom<EventStore>((v) => typeof v === 'object' && v !== null && typeof (v as EventStore).append === 'function', 'an EventStore').optional(),
+const STORE_METHODS = ['attachWriter', 'append', 'readEvents', 'loadSurface', 'getHead', 'getEventById', 'listSessions', 'events$', 'close'] as const;
+const isStore = (v: unknown): v is EventStore =>
+  typeof v === 'object' && v !== null && STORE_METHODS.every((m) => typeof (v as Record<string, unknown>)[m] === 'function');
+
+/** What defineTool returns (a tool built by hand, or spread and changed, must keep this shape). */
+const isTool = (v: unknown): v is AnyTool => {
+  if (typeof v !== 'object' || v === null) return false;
+  const t = v as Partial<AnyTool>;
+  return (
+    typeof t.name === 'string' &&
+    typeof t.execute === 'function' &&
+    (t.mode === 'parallel' || t.mode === 'exclusive') &&
+    (Array.isArray(t.resources) || typeof t.resources === 'function') &&
+    t.parameters instanceof z.ZodType &&
+    typeof t.spec === 'object' &&
+    t.spec !== null &&
+    t.spec.name === t.name
+  );
+};
+
+/** Unknown keys are refused: a misspelt option (aprovalFor) must not quietly become its default. */
+export const RuntimeOptions = z.strictObject({
+  store: z.custom<EventStore>(isStore, `an EventStore (an object with ${STORE_METHODS.join(', ')}), e.g. lmdbStore(...) or memoryStore()`).optional(),
   model: z.custom<ModelProvider>((v) => typeof v === 'object' && v !== null && typeof (v as ModelProvider).call === 'function', 'a ModelProvider (e.g. openaiModel(...), scriptedModel(...))'),
   tools: z
-    .array(z.custom<AnyTool>((v) => typeof v === 'object' && v !== null && 'spec' in v, 'a tool made with defineTool'))
+    .array(z.custom<AnyTool>(isTool, 'a tool made with defineTool'))
     .default([])
     .refine((ts) => new Set(ts.map((t) => t.name)).size === ts.length, 'tool names must be unique'),
   systemPrompt: z.string().optional(),
-  bootstrapMessages: z.array(Message).default([]),
+  bootstrapMessages: z.array(InputMessage).default([]),
   config: LoopConfig.default(LoopConfig.parse({})),
   budget: LoopBudget.default(LoopBudget.parse({})),
   pricing: fn<Pricing>('pricing').optional(),

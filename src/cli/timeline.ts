@@ -1,4 +1,6 @@
-import type { EventRecord } from '../contracts/events.js';
+import { z } from 'zod';
+import { EventRecord } from '../contracts/events.js';
+import { parseInput } from '../contracts/validate.js';
 import { summarize } from './format.js';
 import { TIMELINE_CSS, TIMELINE_JS } from './timeline-assets.js';
 import { buildTimeline, type Mark, type Span, type TimelineModel } from './timeline-model.js';
@@ -211,7 +213,15 @@ const LEGEND: [string, string][] = [
  * @example
  * writeFileSync('s1.html', renderTimeline(events, { sessionId: 's1' }))
  */
+const TimelineOptionsSchema = z.strictObject({
+  sessionId: z.string().min(1),
+  generatedAt: z.date().optional(),
+  width: z.number().int().positive().optional(),
+});
+
 export function renderTimeline(events: readonly EventRecord[], options: TimelineOptions): string {
+  events = parseInput(z.array(EventRecord), events, 'renderTimeline: events');
+  options = parseInput(TimelineOptionsSchema, options, 'renderTimeline: options');
   const model = buildTimeline(options.sessionId, events);
   const runs = model.spans.filter((s) => s.row === 'run');
   const tools = model.spans.filter((s) => s.row === 'tool');

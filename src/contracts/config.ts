@@ -12,8 +12,11 @@ export const MAX_TIMER_MS = 2_147_483_647;
 /** A duration the runtime waits with a timer. */
 export const timerMs = z.number().nonnegative().max(MAX_TIMER_MS, `at most ${MAX_TIMER_MS} ms (about 24.8 days), the longest timer Node.js can set`);
 
-/** The seed's LoopConfig, with DESIGN §6 defaults. */
-export const LoopConfig = z.object({
+/**
+ * The seed's LoopConfig, with DESIGN §6 defaults. Unknown keys are refused (as in every option
+ * object): a misspelt option must not quietly become its default.
+ */
+export const LoopConfig = z.strictObject({
   contextWindow: posInt.default(128_000),
   outputReserve: z.number().int().nonnegative().default(4096),
   maxParallelTools: posInt.default(4),
@@ -26,6 +29,9 @@ export const LoopConfig = z.object({
   compactionPrompt: z.string().min(1).default(DEFAULT_COMPACTION_PROMPT),
   /** How long a cancelled tool may ignore its signal before it is recorded uncertain-hanging. */
   cancelGraceMs: timerMs.default(2000),
+}).refine((c) => c.outputReserve < c.contextWindow, {
+  path: ['outputReserve'],
+  message: 'must be smaller than contextWindow (the context gets contextWindow − outputReserve tokens)',
 });
 export type LoopConfig = z.output<typeof LoopConfig>;
 export type LoopConfigInput = z.input<typeof LoopConfig>;
@@ -36,7 +42,7 @@ export const isDecimal = (v: unknown): v is string => typeof v === 'string' && D
 const Decimal = z.string().regex(DECIMAL, 'a non-negative decimal string such as "0.25"');
 
 /** The seed's LoopBudget, checked after every step. */
-export const LoopBudget = z.object({
+export const LoopBudget = z.strictObject({
   maxSteps: posInt.default(20),
   maxToolCalls: posInt.optional(),
   maxOutputTokens: posInt.optional(),

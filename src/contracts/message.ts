@@ -25,6 +25,23 @@ export const Message = z.object({
 });
 export type Message = z.infer<typeof Message>;
 
+/** Provider data given by an app: it is logged, so it must be JSON (no BigInt, function, undefined). */
+const JsonProviderData = z.record(z.string(), z.json());
+
+/** A message an app hands in (bootstrap messages, checkpoints): a Message that is all JSON. */
+export const InputMessage = Message.extend({ providerData: JsonProviderData.optional() });
+
+/**
+ * A message a prompt or an input carries: logged as a `user/message`, so only a user's message
+ * (no tool calls, no tool result), and all JSON.
+ */
+export const UserMessage = z.strictObject({
+  role: z.literal('user', 'a prompt or input message must have role "user" (it is logged as a user/message)'),
+  content: z.string(),
+  name: z.string().optional(),
+  providerData: JsonProviderData.optional(),
+});
+
 /** Token usage of one model call (or a sum of several). */
 export const Usage = z.object({
   inputTokens: z.number().int().nonnegative(),

@@ -1,11 +1,11 @@
 import { z } from 'zod';
-import { Message, Usage, zeroUsage } from './message.js';
+import { UserMessage, Usage, zeroUsage, type Message } from './message.js';
 import { PendingRequest } from './events.js';
 
 const id = z.string().min(1);
 
-/** A prompt's message: a string (one user message), one message, or several. */
-export const PromptMessage = z.union([z.string(), Message, z.array(Message).min(1)]);
+/** A prompt's message: a string (one user message), one user message, or several. */
+export const PromptMessage = z.union([z.string(), UserMessage, z.array(UserMessage).min(1)]);
 export type PromptMessage = z.infer<typeof PromptMessage>;
 
 /** `session.execute` input (DESIGN §6). */

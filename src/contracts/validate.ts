@@ -3,15 +3,64 @@ import { ValidationError } from './errors.js';
 
 /**
  * Parses `input` with `schema` at a public boundary; a failure becomes a `ValidationError` naming
- * `where` and every issue.
+ * `where` and every issue. Input whose getters throw while it is read (a proxy, an accessor) is
+ * a ValidationError too, naming the property, never the getter's own error.
  * @example
  * const opts = parseInput(StoreOptions, raw, 'lmdbStore')
  */
 export function parseInput<S extends z.ZodType>(schema: S, input: unknown, where: string): z.output<S> {
-  const r = schema.safeParse(input);
-  if (r.success) return r.data;
-  throw new ValidationError(
-    where,
-    r.error.issues.map((i) => ({ path: i.path.map((p) => (typeof p === 'symbol' ? String(p) : p)), message: i.message })),
-  );
+  let r: ReturnType<S['safeParse']>;
+  try {
+    r = schema.safeParse(input) as ReturnType<S['safeParse']>;
+  } catch (e) {
+    throw unreadable(input, where, e);
+  }
+  if (r.success) return r.data as z.output<S>;
+  throw new ValidationError(where, r.error!.issues.flatMap((i) => issuesOf(i as Issue, [])));
+}
+
+type Issue = { code?: string; path: PropertyKey[]; message: string; errors?: Issue[][] };
+type Path = (string | number)[];
+
+/**
+ * An issue as the caller reads it. A union that matched no option reports the issues of the
+ * option that got furthest into the input (a message with a wrong role: "role: …", not "Invalid
+ * input").
+ */
+function issuesOf(issue: Issue, prefix: Path): { path: Path; message: string }[] {
+  const path = [...prefix, ...issue.path.map((p) => (typeof p === 'symbol' ? String(p) : p))];
+  if (issue.code === 'invalid_union' && issue.errors?.length) {
+    const depth = (errs: Issue[]) => Math.max(0, ...errs.map((e) => e.path.length));
+    const best = issue.errors.reduce((a, b) => (depth(b) > depth(a) ? b : a));
+    if (depth(best) > 0) return best.flatMap((e) => issuesOf(e, path));
+  }
+  return [{ path, message: issue.message }];
+}
+
+/** The ValidationError for input that threw while it was read, naming the first property that throws. */
+export function unreadable(input: unknown, where: string, error: unknown): ValidationError {
+  const path = throwingPath(input, 0) ?? [];
+  return new ValidationError(where, [{ path, message: `reading it threw: ${error instanceof Error ? error.message : String(error)}` }]);
+}
+
+/** The path of the first property whose read throws, searched a few levels deep. */
+function throwingPath(value: unknown, depth: number): (string | number)[] | undefined {
+  if (depth > 6 || value === null || (typeof value !== 'object' && typeof value !== 'function')) return undefined;
+  let keys: string[];
+  try {
+    keys = Object.keys(value as object);
+  } catch {
+    return []; // a proxy whose ownKeys trap throws: the value itself
+  }
+  for (const k of keys) {
+    let v: unknown;
+    try {
+      v = (value as Record<string, unknown>)[k];
+    } catch {
+      return [Array.isArray(value) ? Number(k) : k];
+    }
+    const inner = throwingPath(v, depth + 1);
+    if (inner) return [Array.isArray(value) ? Number(k) : k, ...inner];
+  }
+  return undefined;
 }

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
-import { CorruptLogError, InvariantViolation, UnknownSchemaVersionError } from '../contracts/errors.js';
+import { CorruptLogError, InvariantViolation, UnknownSchemaVersionError, ValidationError } from '../contracts/errors.js';
 import {
   EventDraft,
   EventPayloads,
@@ -10,7 +10,7 @@ import {
   SURFACE_OPS,
   type EventType,
 } from '../contracts/events.js';
-import { parseInput } from '../contracts/validate.js';
+import { parseInput, unreadable } from '../contracts/validate.js';
 
 /** A draft after validation: payload parsed by its schema and made plain JSON. */
 export interface PreparedDraft {
@@ -53,47 +53,56 @@ export function assertEventIdFits(sessionId: string, eventId: string, where: str
 export function prepareDrafts(drafts: readonly unknown[], where: string, sessionId?: string): PreparedDraft[] {
   if (!Array.isArray(drafts)) parseInput(z.array(EventDraft), drafts, where);
   return drafts.map((raw, i) => {
-    const d = raw as Partial<EventDraft> | null;
-    const ok =
-      d !== null &&
-      typeof d === 'object' &&
-      typeof d.type === 'string' &&
-      Object.hasOwn(EventPayloads, d.type) &&
-      isNonNegInt(d.turn) &&
-      isNonNegInt(d.step) &&
-      isNonNegInt(d.attempt) &&
-      (d.eventId === undefined || (typeof d.eventId === 'string' && d.eventId.length > 0)) &&
-      typeof d.payload === 'object' &&
-      d.payload !== null &&
-      !Array.isArray(d.payload);
-    if (!ok) parseInput(EventDraft, raw, `${where}: drafts[${i}]`); // throws with the precise issues
-    if (sessionId !== undefined && d!.eventId !== undefined) assertEventIdFits(sessionId, d!.eventId, `${where}: drafts[${i}].eventId`);
-    const type = d!.type as EventType;
-    const op = SURFACE_OPS[type];
-    if (d!.surfaceOp !== op) {
-      parseInput(z.never(), undefined, `${where}: drafts[${i}] (${type} is always written with surfaceOp "${op}", got "${String(d!.surfaceOp)}")`);
-    }
-    const parsed = parseInput(EventPayloads[type], d!.payload, `${where}: drafts[${i}].payload (${type})`);
-    let payloadJson: string;
     try {
-      payloadJson = JSON.stringify(parsed);
+      return prepareDraft(raw, i, where, sessionId);
     } catch (e) {
-      // a BigInt or a cycle inside an unknown-typed field (tool arguments, stateContext)
-      return parseInput(z.never(), undefined, `${where}: drafts[${i}].payload (${type}) is not JSON: ${(e as Error).message}`);
+      // a getter that throws while the draft is read: a ValidationError naming it
+      throw e instanceof ValidationError ? e : unreadable(raw, `${where}: drafts[${i}]`, e);
     }
-    return {
-      eventId: d!.eventId ?? '', // generated with its seq, in toRecord
-      callerId: d!.eventId !== undefined,
-      type,
-      turn: d!.turn!,
-      step: d!.step!,
-      attempt: d!.attempt!,
-      surfaceOp: op,
-      // plain JSON, exactly what a later read returns (and shared with no caller)
-      payload: JSON.parse(payloadJson) as Record<string, unknown>,
-      payloadJson,
-    };
   });
+}
+
+function prepareDraft(raw: unknown, i: number, where: string, sessionId: string | undefined): PreparedDraft {
+  const d = raw as Partial<EventDraft> | null;
+  const ok =
+    d !== null &&
+    typeof d === 'object' &&
+    typeof d.type === 'string' &&
+    Object.hasOwn(EventPayloads, d.type) &&
+    isNonNegInt(d.turn) &&
+    isNonNegInt(d.step) &&
+    isNonNegInt(d.attempt) &&
+    (d.eventId === undefined || (typeof d.eventId === 'string' && d.eventId.length > 0)) &&
+    typeof d.payload === 'object' &&
+    d.payload !== null &&
+    !Array.isArray(d.payload);
+  if (!ok) parseInput(EventDraft, raw, `${where}: drafts[${i}]`); // throws with the precise issues
+  if (sessionId !== undefined && d!.eventId !== undefined) assertEventIdFits(sessionId, d!.eventId, `${where}: drafts[${i}].eventId`);
+  const type = d!.type as EventType;
+  const op = SURFACE_OPS[type];
+  if (d!.surfaceOp !== op) {
+    parseInput(z.never(), undefined, `${where}: drafts[${i}] (${type} is always written with surfaceOp "${op}", got "${String(d!.surfaceOp)}")`);
+  }
+  const parsed = parseInput(EventPayloads[type], d!.payload, `${where}: drafts[${i}].payload (${type})`);
+  let payloadJson: string;
+  try {
+    payloadJson = JSON.stringify(parsed);
+  } catch (e) {
+    // a BigInt or a cycle inside an unknown-typed field (tool arguments, stateContext)
+    return parseInput(z.never(), undefined, `${where}: drafts[${i}].payload (${type}) is not JSON: ${(e as Error).message}`);
+  }
+  return {
+    eventId: d!.eventId ?? '', // generated with its seq, in toRecord
+    callerId: d!.eventId !== undefined,
+    type,
+    turn: d!.turn!,
+    step: d!.step!,
+    attempt: d!.attempt!,
+    surfaceOp: op,
+    // plain JSON, exactly what a later read returns (and shared with no caller)
+    payload: JSON.parse(payloadJson) as Record<string, unknown>,
+    payloadJson,
+  };
 }
 
 /** Stable JSON (sorted keys) used to compare a retried draft with the stored event. */

@@ -14,9 +14,9 @@ import { SessionHead } from './head.js';
 import { Journal, type JournalState } from './journal.js';
 import { currentBootId, FrameBuilder, openDbs, readState, recover, writeState, type LogDbs } from './journal-recovery.js';
 import { LiveAppends } from './live.js';
-import { assertAppendArgs, assertEventId, assertSessionId, readRange, surfaceOf } from './store-input.js';
+import { assertAppendArgs, followFrom, assertEventId, assertSessionId, readRange, surfaceOf } from './store-input.js';
 
-export const LmdbStoreOptions = z.object({
+export const LmdbStoreOptions = z.strictObject({
   /** Directory of the LMDB environment; created if missing. */
   path: z.string().min(1).default('./.actorloop'),
   /**
@@ -343,9 +343,8 @@ class LmdbEventStore implements EventStore, LmdbStats {
     return [...this.heads.getKeys()].map(String);
   }
 
-  events$(sessionId: string, options: { fromSeq?: number } = {}): Observable<EventRecord> {
-    assertSessionId(sessionId, 'events$');
-    return this.live.follow(sessionId, options.fromSeq ?? 1, (r) => this.readEvents(sessionId, r));
+  events$(sessionId: string, options?: { fromSeq?: number }): Observable<EventRecord> {
+    return this.live.follow(sessionId, followFrom(sessionId, options), (r) => this.readEvents(sessionId, r));
   }
 
   async close(): Promise<void> {

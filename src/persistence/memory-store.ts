@@ -6,7 +6,7 @@ import { findEvent, prepareDrafts } from './codec.js';
 import type { AttachResult, EventStore, ReadRange } from './event-store.js';
 import type { SessionHead } from './head.js';
 import { LiveAppends } from './live.js';
-import { assertAppendArgs, assertEventId, assertSessionId, readRange, surfaceOf } from './store-input.js';
+import { assertAppendArgs, followFrom, assertEventId, assertSessionId, readRange, surfaceOf } from './store-input.js';
 
 /** Stages writes; they reach the maps only when the whole operation succeeded (all or nothing). */
 class MemoryTxn implements LogTxn {
@@ -128,9 +128,8 @@ class MemoryEventStore implements EventStore {
     return [...this.sessions.keys()].sort();
   }
 
-  events$(sessionId: string, options: { fromSeq?: number } = {}): Observable<EventRecord> {
-    assertSessionId(sessionId, 'events$');
-    return this.live.follow(sessionId, options.fromSeq ?? 1, (r) => this.readEvents(sessionId, r));
+  events$(sessionId: string, options?: { fromSeq?: number }): Observable<EventRecord> {
+    return this.live.follow(sessionId, followFrom(sessionId, options), (r) => this.readEvents(sessionId, r));
   }
 
   async close(): Promise<void> {

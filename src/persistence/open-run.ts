@@ -1,4 +1,6 @@
-import type { EventRecord, PendingRequest } from '../contracts/events.js';
+import { z } from 'zod';
+import { EventRecord, type PendingRequest } from '../contracts/events.js';
+import { parseInput } from '../contracts/validate.js';
 import { addUsage, zeroUsage, type Usage } from '../contracts/message.js';
 import type { CallDescr } from '../actors/model-step.js';
 
@@ -33,6 +35,11 @@ export interface OpenRunState {
  * what resuming it needs.
  */
 export function foldOpenRun(events: readonly EventRecord[]): OpenRunState | undefined {
+  return foldRunEvents(parseInput(z.array(EventRecord), events, 'foldOpenRun: events'));
+}
+
+/** foldOpenRun for records read from a store (already checked there). */
+export function foldRunEvents(events: readonly EventRecord[]): OpenRunState | undefined {
   let st: OpenRunState | undefined;
   const calls = new Map<string, CallDescr>();
   const finals = new Map<string, { finalMessageId: string; content: string; step: number }>();

@@ -3,7 +3,7 @@ import type { EventRecord } from '../contracts/events.js';
 import { parseInput } from '../contracts/validate.js';
 
 const SessionId = z.string().min(1).max(400).refine((s) => !s.includes('\u0000'), 'must not contain NUL');
-const Range = z.object({
+const Range = z.strictObject({
   fromSeq: z.number().int().positive().optional(),
   toSeq: z.number().int().nonnegative().optional(),
 });
@@ -37,6 +37,14 @@ export function readRange(sessionId: unknown, range: unknown): { fromSeq: number
   assertSessionId(sessionId, 'readEvents');
   const r = parseInput(Range, range ?? {}, 'readEvents: range');
   return { fromSeq: r.fromSeq ?? 1, toSeq: r.toSeq ?? Number.MAX_SAFE_INTEGER };
+}
+
+const FollowOptions = z.strictObject({ fromSeq: z.number().int().positive().optional() });
+
+/** Validates events$'s arguments; returns the seq to follow from. */
+export function followFrom(sessionId: unknown, options: unknown): number {
+  assertSessionId(sessionId, 'events$');
+  return parseInput(FollowOptions, options === undefined ? {} : options, 'events$: options').fromSeq ?? 1;
 }
 
 /** Collects the model-visible events of a read that starts at the surface epoch. */

@@ -1,6 +1,8 @@
 import { hash } from 'node:crypto';
+import { z } from 'zod';
 import { CancelledError, ProviderError } from '../contracts/errors.js';
-import type { FinishReason, Usage } from '../contracts/message.js';
+import { FinishReason, Usage } from '../contracts/message.js';
+import { parseInput } from '../contracts/validate.js';
 import type { ModelProvider, ModelRequest, ModelResponse, ModelStreamEvent } from '../contracts/model.js';
 
 /** One scripted model turn: a text answer, tool calls, or an error to throw. */
@@ -17,6 +19,20 @@ export type ScriptedStep =
   | { error: { message: string; retryable: boolean; code?: string; partialOutput?: boolean } }
   | ((request: ModelRequest) => ScriptedStep);
 
+const StepObject = z.strictObject({
+  text: z.string().optional(),
+  toolCalls: z.array(z.strictObject({ id: z.string().min(1).optional(), name: z.string(), arguments: z.unknown() })).optional(),
+  finishReason: FinishReason.optional(),
+  usage: Usage.optional(),
+  delayMs: z.number().nonnegative().optional(),
+});
+const StepError = z.strictObject({
+  error: z.strictObject({ message: z.string(), retryable: z.boolean(), code: z.string().optional(), partialOutput: z.boolean().optional() }),
+});
+/** A ScriptedStep (a function step is checked when it returns its step). */
+const Step = z.union([z.string(), z.custom<(r: ModelRequest) => ScriptedStep>((v) => typeof v === 'function'), StepError, StepObject]);
+const ScriptedOptions = z.strictObject({ modelId: z.string().min(1).optional(), loop: z.boolean().optional() });
+
 export interface ScriptedModel extends ModelProvider {
   /** Every request received, by reference (recording costs nothing per step). */
   readonly requests: ModelRequest[];
@@ -32,6 +48,9 @@ export interface ScriptedModel extends ModelProvider {
  * const model = scriptedModel([{ toolCalls: [{ name: 'add', arguments: { a: 1, b: 2 } }] }, 'It is 3.'])
  */
 export function scriptedModel(steps: readonly ScriptedStep[], options: { modelId?: string; loop?: boolean } = {}): ScriptedModel {
+  // checked, not copied: the steps array is used as given (a test may append steps later)
+  parseInput(z.array(Step), steps, 'scriptedModel: steps');
+  parseInput(ScriptedOptions, options, 'scriptedModel: options');
   const requests: ModelRequest[] = [];
   let i = 0;
   return {
@@ -47,8 +66,13 @@ export function scriptedModel(steps: readonly ScriptedStep[], options: { modelId
         if (!options.loop || steps.length === 0) throw new ProviderError('scripted model has no steps left', { retryable: false, code: 'script_exhausted' });
         i = 0;
       }
+      const n = i;
       let step = steps[i++]!;
+      const computed = typeof step === 'function';
       while (typeof step === 'function') step = step(request);
+      // the array was checked when the model was made; a function's step is checked now
+      const checked = computed ? Step.safeParse(step) : undefined;
+      if (checked && !checked.success) throw new ProviderError(`scripted step ${n} is not a ScriptedStep: ${checked.error.issues[0]?.message ?? 'invalid'}`, { retryable: false, code: 'script_invalid' });
       if (typeof step === 'string') step = { text: step };
       if ('error' in step) {
         throw new ProviderError(step.error.message, {

@@ -43,7 +43,8 @@ export interface ToolDefinition<A = unknown> {
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 export type AnyTool = ToolDefinition<any>;
 
-const ToolOptions = z.object({
+/** Unknown keys are refused: a misspelt option (needApproval) must not quietly become its default. */
+const ToolOptions = z.strictObject({
   name: z.string().regex(/^[a-zA-Z0-9_-]{1,64}$/, 'letters, digits, _ and -, at most 64'),
   description: z.string(),
   parameters: z.custom<z.ZodType>((v) => v instanceof z.ZodType, 'a zod schema'),
@@ -53,6 +54,8 @@ const ToolOptions = z.object({
   needsApproval: z.union([z.boolean(), z.custom<(a: unknown) => boolean>((v) => typeof v === 'function')]).optional(),
   execute: z.custom<ToolDefinition['execute']>((v) => typeof v === 'function', 'a function'),
   reconcile: z.custom<NonNullable<ToolDefinition['reconcile']>>((v) => typeof v === 'function').optional(),
+  /** A defined tool spread into defineTool (`{ ...tool, timeoutMs }`) brings its spec: recomputed. */
+  spec: z.unknown().optional(),
 });
 
 export type ToolOptions<A> = Omit<ToolDefinition<A>, 'spec' | 'mode' | 'resources'> & {
