@@ -2,7 +2,7 @@ import { createStore } from '@xstate/store';
 import type { Observable } from 'rxjs';
 import { createActor, type Actor } from 'xstate';
 import { z } from 'zod';
-import { ExecutionBusy, SessionSteeringConflict, StoreClosedError, ValidationError } from '../contracts/errors.js';
+import { ExecutionBusy, isStoreClosedError, SessionSteeringConflict, StoreClosedError, ValidationError } from '../contracts/errors.js';
 import type { EventRecord } from '../contracts/events.js';
 import { InputMessage, type Message } from '../contracts/message.js';
 import {
@@ -22,7 +22,7 @@ import type { RunInput, ResumeInput } from '../machines/run.machine.js';
 import { canonicalJson } from '../persistence/codec.js';
 import type { EventStore } from '../persistence/event-store.js';
 import type { OpenRunState } from '../persistence/open-run.js';
-import { loadOpenRun } from './recovery.js';
+import { loadOpenRun, settleInterruptedFinal } from './recovery.js';
 import type { Envelope, EnvelopeStream } from '../streams/envelopes.js';
 import { SubscriberHub, type SubscribeOptions, type SubscriberListener, type Unsubscribe } from '../streams/subscribers.js';
 import { boundSessionMachine } from './run-actors.js';
@@ -139,6 +139,7 @@ export class ExecutionSession {
   private cancelController = new AbortController();
   /** A detach asked for while an execute was still preparing its attempt. */
   private detachPending = false;
+  private cancelPending = false;
   private state: unknown;
   private closed = false;
   private closing?: Promise<void>;
@@ -243,9 +244,30 @@ export class ExecutionSession {
         this.settleIdle();
         return notRunResult(req, 'cancelled', 'the kill switch is set: no new attempt starts');
       }
+      // a final committed by an attempt whose closing commit failed: settled as after a restart
+      // (DESIGN §5: redelivered to an idempotent owner, else delivery/unknown), never a new answer
+      const open = this.openRun;
+      if (req.kind === 'continue' && open?.runId === req.runId && open.undeliveredFinals.length > 0) {
+        let settled: OpenRunState | undefined;
+        try {
+          settled = await settleInterruptedFinal(this.env, { ...open, attemptId: req.attemptId });
+        } catch (e) {
+          this.settleIdle();
+          return { ...notRunResult(req, 'failed', `settling the run's committed final failed: ${(e as Error)?.message ?? e}; continue it again`), historyConsistent: true };
+        }
+        if (settled === undefined) {
+          this.openRun = undefined;
+          const result = (await this.recordedResult(req.runId, req.attemptId)) ?? notRunResult(req, 'failed', 'the interrupted final was settled but its run/end cannot be read back');
+          this.lastResult = result;
+          this.settleIdle();
+          return result;
+        }
+      }
       input = this.runInputFor(req);
     } catch (e) {
       this.settleIdle();
+      // closed (or its store closed) while the attempt was still being prepared: not an input error
+      if (this.closed || isStoreClosedError(e)) return notRunResult(req, 'detached', 'the session was closed before the attempt started');
       throw e;
     }
     return this.start(input);
@@ -303,7 +325,7 @@ export class ExecutionSession {
       stopRequested: open.stopAccepted,
       ...(open.unresolvedCalls.length > 0
         ? { resume: { kind: 'recover' as const, step: open.step, batch: open.unresolvedCalls } }
-        : { startStep: open.step }),
+        : { startStep: open.step, ...(open.concluded !== undefined ? { concluded: open.concluded } : {}) }),
     };
   }
 
@@ -326,7 +348,9 @@ export class ExecutionSession {
       return Promise.resolve(notRunResult(input, 'detached', 'the session was closed before the attempt started'));
     }
     if (this.detachPending) input = { ...input, detachRequested: true };
+    if (this.cancelPending) input = { ...input, cancelRequested: true };
     this.detachPending = false;
+    this.cancelPending = false;
     this.current = { runId: input.runId, attemptId: input.attemptId, runEpoch: input.runEpoch };
     if (input.kind === 'prompt' || input.kind === 'follow_up') this.lastTurn = input.turn;
     this.cancelController = new AbortController();
@@ -339,7 +363,8 @@ export class ExecutionSession {
     const upTo = surface.length;
     const extra = input.messages;
     let messages: readonly Message[] | undefined;
-    this.turnContexts.set(
+    // the context a run *started* from: a respond or continue attempt keeps its run's entry
+    if (input.kind === 'prompt' || input.kind === 'follow_up' || !this.turnContexts.has(input.runId)) this.turnContexts.set(
       input.runId,
       Object.freeze({
         runId: input.runId,
@@ -376,7 +401,7 @@ export class ExecutionSession {
     this.waiters.delete(key(result.runId, result.attemptId));
     this.finishing.delete(key(result.runId, result.attemptId));
     w?.resolve(result);
-    if (!this.startFollowUp()) this.settleIdle();
+    this.settleIdle();
   }
 
   private async loadOpenRun(): Promise<OpenRunState | undefined> {
@@ -420,6 +445,9 @@ export class ExecutionSession {
     this.busy = false;
     this.claimed = undefined;
     this.detachPending = false;
+    this.cancelPending = false;
+    // a follow-up accepted while this attempt ran or prepared (even one that ran nothing) starts now
+    if (this.startFollowUp()) return;
     // after the attempt's own promise has settled for its caller
     setImmediate(() => {
       if (this.busy) return;
@@ -429,6 +457,7 @@ export class ExecutionSession {
 
   /** Resolves when nothing executes and no follow-up waits to start. */
   waitForIdle(): Promise<void> {
+    if (this.closed) return Promise.resolve(); // nothing runs or starts on a closed session
     if (!this.busy && !(this.inputs.hasFollowUp && !this.openRun)) return Promise.resolve();
     return new Promise((resolve) => this.idleWaiters.push(resolve));
   }
@@ -530,7 +559,13 @@ export class ExecutionSession {
    */
   async requestCancel(reason = 'requestCancel'): Promise<boolean> {
     const target = this.current;
-    if (!target || this.closed) return false;
+    if (this.closed) return false;
+    if (!target) {
+      // an execute still preparing its attempt: that attempt starts cancelled (as requestDetach)
+      if (!this.busy) return false;
+      this.cancelPending = true;
+      return true;
+    }
     const controller = this.cancelController;
     const at = { turn: 0, step: 0, attempt: target.runEpoch };
     await this.env.writer.appendNow([this.env.writer.draft('cancellation/requested', at, { reason })]).catch(() => undefined);
@@ -714,9 +749,11 @@ export class ExecutionSession {
     this.cancelController.abort(new Error('session closed'));
     this.actor.send({ type: 'CLOSE' });
     this.actor.stop();
-    // the stopped run never reports back: its execute still gets a result (DESIGN §6)
+    // the stopped run never reports back: its execute still gets a result (DESIGN §6) — the one
+    // the log holds if its closing commit was already under way and landed, else `detached`
+    if (this.waiters.size > 0) await settledWithin(this.env.writer.settled(), CLOSE_COMMIT_WAIT_MS);
     for (const [k, w] of this.waiters) {
-      const finished = this.finishing.get(k); // ended and recorded: its real result
+      const finished = this.finishing.get(k) ?? (await this.recordedResult(w.runId, w.attemptId).catch(() => undefined)); // ended and recorded: its real result
       if (finished) w.resolve(finished);
       else w.resolve(notRunResult(w, 'detached', `the session was closed while attempt ${w.attemptId} of run ${w.runId} ran; the run is left resumable: continue it with a new attempt`));
     }
@@ -732,6 +769,15 @@ export class ExecutionSession {
   private assertOpen(): void {
     if (this.closed) throw new StoreClosedError(`session ${this.sessionId}`);
   }
+}
+
+/** How long close() waits for a commit already under way, to answer its execute with what the log holds. */
+const CLOSE_COMMIT_WAIT_MS = 2000;
+
+/** Resolves when `p` settles or after `ms`, whichever is first. */
+function settledWithin(p: Promise<unknown>, ms: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  return Promise.race([p.then(() => undefined, () => undefined), new Promise<void>((resolve) => (timer = setTimeout(resolve, ms)))]).finally(() => clearTimeout(timer));
 }
 
 function makeView(initial: SessionSnapshot) {

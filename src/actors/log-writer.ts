@@ -68,6 +68,23 @@ export class LogWriter {
   }
 
   /**
+   * commit() for drafts that answer effects already done (tool results): if the append fails and
+   * the writer can still write (not fenced, not closed), they stay staged, ahead of anything
+   * staged since, so the run's closing commit writes them with its run/end — a tool that ran is
+   * never left without its result on a settled run.
+   */
+  async commitKeeping(): Promise<EventRecord[]> {
+    const drafts = this.staged;
+    this.staged = [];
+    try {
+      return await this.enqueue(drafts);
+    } catch (e) {
+      if (this.fencedError === undefined && this.closedError === undefined) this.staged = [...drafts, ...this.staged];
+      throw e;
+    }
+  }
+
+  /**
    * Appends `drafts` on their own (an input, a steering receipt), without what a run has staged:
    * serialised with the run's commits, never mixed into its commit points.
    */
@@ -83,6 +100,11 @@ export class LogWriter {
   }
 
   private tail: Promise<unknown> = Promise.resolve();
+
+  /** Resolves when every append already asked for has settled (committed or failed). */
+  settled(): Promise<void> {
+    return this.tail.then(() => undefined);
+  }
 
   private enqueue(drafts: EventDraft[]): Promise<EventRecord[]> {
     const run = async (): Promise<EventRecord[]> => {

@@ -33,6 +33,11 @@ export interface RunInput {
   runFirstSeq?: number;
   /** What the run's earlier attempts spent (a respond or continue): its budgets count per run. */
   spent?: { toolCalls: number; usage: Usage; cost: string; recoveries: number; corrections: number };
+  /**
+   * A `concludesTurn` result committed by an earlier attempt that stopped before its final/message:
+   * a `continue` finalizes with its content (DESIGN §4 item 5), calling no model.
+   */
+  concluded?: string;
   /** A stop accepted before this attempt (it survives recovery). */
   stopRequested?: boolean;
   /** A detach or cancel asked for before the attempt had started. */
@@ -141,6 +146,7 @@ export const runMachine = setup({
     startStep: input.startStep,
     runFirstSeq: input.runFirstSeq,
     spent: input.spent,
+    concluded: input.concluded,
     stepUsage: undefined,
     pendingFinal: undefined,
     pendingRequest: undefined,
@@ -212,6 +218,16 @@ export const runMachine = setup({
               runStartSeq: event.output.runStartSeq,
               end: ended('budget_exhausted', 'incomplete', { budget: spentBudget(context.budget, budgetUse(context), Date.now())!.budget }),
             })),
+          },
+          // the run's answer was concluded by a tool before the attempt stopped: finalize with it
+          {
+            guard: ({ context }) => context.concluded !== undefined,
+            target: 'finalizing',
+            actions: assign({
+              messages: [],
+              runStartSeq: ({ event }) => event.output.runStartSeq,
+              pendingFinal: ({ context }) => ({ content: context.concluded!, closeStep: false }),
+            }),
           },
           { target: 'stepping', actions: assign({ messages: [], runStartSeq: ({ event }) => event.output.runStartSeq, step: ({ context }) => context.step + 1 }) },
         ],

@@ -26,6 +26,11 @@ export interface OpenRunState {
   undeliveredFinals: { finalMessageId: string; content: string; step: number }[];
   deliveredFinalIds: string[];
   deliveryUnknownFinalIds: string[];
+  /**
+   * Content of a `concludesTurn` result (not rejected by verification, DESIGN §4 item 5) whose
+   * step ended with no final/message and no later model step: the run's answer, still to finalize.
+   */
+  concluded?: string;
   /** What the run's earlier attempts spent, for its budgets (DESIGN §4 item 8: per run). */
   spent: { toolCalls: number; usage: Usage; modelUsages: Usage[]; recoveries: number; corrections: number };
 }
@@ -43,6 +48,8 @@ export function foldRunEvents(events: readonly EventRecord[]): OpenRunState | un
   let st: OpenRunState | undefined;
   const calls = new Map<string, CallDescr>();
   const finals = new Map<string, { finalMessageId: string; content: string; step: number }>();
+  // the newest step's concludesTurn content, and whether a verifier rejected any of its results
+  let concluding: { step: number; content?: string; rejected: boolean } | undefined;
   for (const e of events) {
     const p = e.payload as Record<string, any>;
     if (e.type === 'run/start') {
@@ -71,6 +78,7 @@ export function foldRunEvents(events: readonly EventRecord[]): OpenRunState | un
     if (!st) continue;
     if (e.step > st.step) st.step = e.step;
     if (p.copiedFrom !== undefined) continue; // a compaction's copy: no new fact
+    if (concluding && e.step !== concluding.step && e.type !== 'run/end' && e.type !== 'session/attached') concluding = undefined;
     switch (e.type) {
       case 'approval/requested':
       case 'question/asked':
@@ -91,18 +99,24 @@ export function foldRunEvents(events: readonly EventRecord[]): OpenRunState | un
         break;
       case 'verification/rejected':
         st.spent.recoveries++;
+        if (concluding?.step === e.step) concluding.rejected = true;
         break;
       case 'tool/batch-rejected':
         st.spent.corrections++;
         break;
-      case 'tool/result':
+      case 'tool/result': {
         calls.delete(p.callId);
+        const o = p.outcome as { kind: string; concludesTurn?: boolean; content?: string };
+        if (concluding?.step !== e.step) concluding = { step: e.step, rejected: false };
+        if (o.kind === 'completed' && o.concludesTurn && concluding.content === undefined) concluding.content = o.content;
         if (st.pending?.pendingRequest.kind === 'question' && st.pending.pendingRequest.callId === p.callId) delete st.pending;
         break;
+      }
       case 'steering/accepted':
         if ((p.request as { interactionId?: string }).interactionId === st.runId) st.stopAccepted = true;
         break;
       case 'final/message':
+        concluding = undefined;
         finals.set(p.finalMessageId, { finalMessageId: p.finalMessageId, content: p.content, step: e.step });
         break;
       case 'delivery/committed':
@@ -119,6 +133,7 @@ export function foldRunEvents(events: readonly EventRecord[]): OpenRunState | un
     }
   }
   if (st) {
+    if (concluding?.content !== undefined && !concluding.rejected && calls.size === 0 && !st.pending) st.concluded = concluding.content;
     st.unresolvedCalls = [...calls.values()];
     st.undeliveredFinals = [...finals.values()];
   }
