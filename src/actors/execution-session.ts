@@ -140,6 +140,8 @@ export class ExecutionSession {
   /** A detach asked for while an execute was still preparing its attempt. */
   private detachPending = false;
   private cancelPending = false;
+  /** The newest committed run/end: execution_finished's logSeq. */
+  private lastRunEnd?: { key: string; seq: number };
   private state: unknown;
   private closed = false;
   private closing?: Promise<void>;
@@ -396,7 +398,8 @@ export class ExecutionSession {
     } else {
       this.openRun = undefined;
     }
-    this.stream.publish({ type: 'execution_finished', result });
+    const end = this.lastRunEnd;
+    this.stream.publish({ type: 'execution_finished', result }, end?.key === key(result.runId, result.attemptId) ? end.seq : undefined);
     const w = this.waiters.get(key(result.runId, result.attemptId));
     this.waiters.delete(key(result.runId, result.attemptId));
     this.finishing.delete(key(result.runId, result.attemptId));
@@ -721,16 +724,24 @@ export class ExecutionSession {
     this.viewStore?.trigger.sync({ snapshot: this.snapshot() });
   }
 
-  /** Applies committed records to the in-memory views (surface, resource locks). */
+  /** Applies committed records to the in-memory views (surface, resource locks) and announces the model's messages. */
   onCommitted(records: readonly EventRecord[]): void {
     this.env.surface.apply(records);
     for (const r of records) {
-      if (r.type === 'tool/result' && r.payload.copiedFrom === undefined) {
+      if (r.type === 'tool/call') {
+        this.env.callSeqs.set(r.payload.callId as string, r.seq);
+      } else if (r.type === 'tool/result' && r.payload.copiedFrom === undefined) {
+        this.env.callSeqs.delete(r.payload.callId as string);
         const o = r.payload.outcome as ToolOutcome;
         if (o.kind === 'uncertain-hanging' || (o.kind === 'cancelled' && !o.settled)) for (const k of o.resourceLocks) this.env.heldLocks.add(k);
         if (o.kind === 'completed') for (const k of o.releaseResources) this.env.heldLocks.delete(k);
       } else if (r.type === 'resources/released') {
         for (const k of r.payload.keys as string[]) this.env.heldLocks.delete(k);
+      } else if (r.type === 'run/end') {
+        this.lastRunEnd = { key: key(r.payload.runId as string, r.payload.attemptId as string), seq: r.seq };
+      } else if (r.type === 'assistant/message' && r.payload.copiedFrom === undefined) {
+        // a subscriber sees the model's whole message once it is in the log, never before
+        this.env.emit({ type: 'message_end', role: 'assistant', message: r.payload.message as Message }, r.seq);
       }
     }
   }

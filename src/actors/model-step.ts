@@ -187,7 +187,7 @@ async function modelStep(env: RunEnv, input: ModelStepInput, signal: AbortSignal
     latencyMs,
     requestDigest: digest,
   });
-  env.emit({ type: 'message_end', role: 'assistant', message });
+  // message_end goes out when the message is committed (ExecutionSession.onCommitted), with its logSeq
   const calls = message.toolCalls ?? [];
   if (calls.length === 0) {
     // A refusal is the model's answer: its text is the final answer when there is no other text.

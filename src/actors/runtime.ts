@@ -111,6 +111,7 @@ export function createRuntime(options: RuntimeOptions): Runtime {
         ...(o.verifier ? { verifier: o.verifier } : {}),
         ...(o.finalVerifier ? { finalVerifier: o.finalVerifier } : {}),
         heldLocks: new Set(head?.heldLocks ?? []),
+        callSeqs: new Map(),
         cancelSignal: new AbortController().signal,
         approvalFor: o.approvalFor,
         takeSteers: () => [],

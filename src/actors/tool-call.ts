@@ -141,7 +141,7 @@ async function runToolCall(env: RunEnv, input: ToolCallInput, ac: CallAbort): Pr
       }, tool.timeoutMs)
     : undefined;
   const startedAt = Date.now();
-  env.emit({ type: 'tool_start', callId: call.callId, name: call.name, arguments: call.arguments });
+  env.emit({ type: 'tool_start', callId: call.callId, name: call.name, arguments: call.arguments }, env.callSeqs.get(call.callId));
   // `signal` is read lazily (a tool that never looks at it costs no AbortController), through an
   // own enumerable getter so that `{ ...ctx }` keeps it — defined with one shared descriptor:
   // a getter written in the object literal would be a new closure per call, on V8's slow path.

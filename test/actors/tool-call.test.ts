@@ -14,6 +14,7 @@ function fakeEnv(checkFenced: () => Promise<boolean>, execute: (args: unknown, c
     cancelSignal: new AbortController().signal,
     config: { cancelGraceMs: 50 },
     emit: () => {},
+    callSeqs: new Map(),
   } as unknown as RunEnv;
 }
 

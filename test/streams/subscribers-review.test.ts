@@ -3,7 +3,7 @@ import { z } from 'zod';
 import { createRuntime, defineTool, memoryStore, scriptedModel, type Envelope } from '../../src/index.js';
 import { SubscriberHub } from '../../src/streams/subscribers.js';
 import { deferred } from '../helpers/drafts.js';
-import { ids, lmdbRuntime, logOf, sleep } from '../helpers/runtime.js';
+import { ids, lmdbRuntime, logOf, sleep, storeWithAppend } from '../helpers/runtime.js';
 
 const env = (seq: number): Envelope => ({ runId: 'r1', attemptId: 'a1', seq, event: { type: 'step_start', step: seq } });
 const settle = () => new Promise<void>((r) => setImmediate(r));
@@ -132,5 +132,59 @@ describe('close review: a required subscriber gets every envelope published befo
     await rt.close();
     expect(seen).toEqual(all);
     expect(seen.at(-1)).toBe('execution_finished');
+  });
+});
+
+describe('envelope review: message_end announces a committed message', () => {
+  // DESIGN §6: "an envelope for a committed log event also carries logSeq"; the product rule:
+  // every transition is written to the log before its effect becomes visible
+  it('message_end comes after its assistant/message is committed and carries its logSeq', async () => {
+    const rt = createRuntime({ store: memoryStore(), model: scriptedModel([{ toolCalls: [{ name: 'echo', arguments: { t: 'x' } }] }, 'final']), tools: [echo] });
+    const s = await rt.openSession('s');
+    const ends: Envelope[] = [];
+    s.subscribe((e) => void (e.event.type === 'message_end' && ends.push(e)), { name: 'ends' });
+    await s.execute({ kind: 'prompt', ...ids(), message: 'go' });
+    await sleep(5);
+    const messages = (await logOf(rt.store, 's')).filter((e) => e.type === 'assistant/message');
+    expect(ends.map((e) => e.logSeq)).toEqual(messages.map((m) => m.seq));
+    await rt.close();
+  });
+
+  it('a message whose commit fails is never announced as a message_end', async () => {
+    const inner = memoryStore();
+    let failed = false;
+    const store = storeWithAppend(inner, async (id, epoch, seq, drafts) => {
+      if (!failed && drafts.some((d) => d.type === 'assistant/message')) {
+        failed = true;
+        throw new Error('disk hiccup');
+      }
+      return inner.append(id, epoch, seq, drafts);
+    });
+    const rt = createRuntime({ store, model: scriptedModel(['the answer']) });
+    const s = await rt.openSession('s');
+    const seen: string[] = [];
+    s.subscribe((e) => void seen.push(e.event.type), { name: 'all' });
+    const r = await s.execute({ kind: 'prompt', ...ids(), message: 'go' });
+    await sleep(5);
+    expect(r.status).toBe('failed');
+    expect(seen).not.toContain('message_end');
+    await rt.close();
+  });
+});
+
+describe('envelope review: logSeq on tool_start and execution_finished', () => {
+  it('tool_start carries the seq of its tool/call, execution_finished the seq of its run/end', async () => {
+    const rt = createRuntime({ store: memoryStore(), model: scriptedModel([{ toolCalls: [{ name: 'echo', arguments: { t: 'x' } }] }, 'final']), tools: [echo] });
+    const s = await rt.openSession('s');
+    const seen: Envelope[] = [];
+    s.subscribe((e) => void seen.push(e), { name: 'all' });
+    await s.execute({ kind: 'prompt', ...ids(), message: 'go' });
+    await sleep(5);
+    const log = await logOf(rt.store, 's');
+    const call = log.find((e) => e.type === 'tool/call')!;
+    const end = log.find((e) => e.type === 'run/end')!;
+    expect(seen.find((e) => e.event.type === 'tool_start')?.logSeq).toBe(call.seq);
+    expect(seen.find((e) => e.event.type === 'execution_finished')?.logSeq).toBe(end.seq);
+    await rt.close();
   });
 });
