@@ -2,7 +2,7 @@ import { getEventListeners } from 'node:events';
 import { isDecimal } from '../contracts/config.js';
 import { CancelledError, CapacityError, isCancelledError, isProviderError, ProviderError, ValidationError } from '../contracts/errors.js';
 import type { Message, Usage } from '../contracts/message.js';
-import type { ModelResponse } from '../contracts/model.js';
+import { ModelResponseSchema, type ModelResponse } from '../contracts/model.js';
 import { resourcesOf } from '../tools/define-tool.js';
 import { validateToolCalls, type CallIssue } from '../tools/validate-calls.js';
 import { ASK_USER_TOOL, askUserTool, matchesApprovalFor } from '../tools/ask-user.js';
@@ -93,6 +93,11 @@ async function callWithRetries(env: RunEnv, at: StepAt, signal: AbortSignal, max
         streamed += e.text;
         env.emit({ type: 'message_delta', role: 'assistant', text: e.text });
       });
+      const checked = ModelResponseSchema.safeParse(res);
+      if (!checked.success) {
+        const issue = checked.error.issues[0];
+        throw new ProviderError(`the model provider returned an invalid response: ${issue ? `${issue.path.join('.') || '(root)'}: ${issue.message}` : 'invalid'}`, { retryable: false, code: 'invalid_response' });
+      }
       return { res, latencyMs: performance.now() - t0, digest };
     } catch (e) {
       if (signal.aborted || isCancelledError(e)) {

@@ -1,4 +1,5 @@
-import type { FinishReason, Message, Usage } from './message.js';
+import { z } from 'zod';
+import { FinishReason, Message, Usage } from './message.js';
 import type { ToolSpec } from './tools.js';
 
 /** What the run engine asks a model for. `messages` starts with the system message, if any. */
@@ -25,6 +26,18 @@ export interface ModelResponse {
   /** The refusal text, when the provider refused. */
   refusal?: string;
 }
+
+/**
+ * What a ModelProvider's `call` must resolve with: checked by the runtime on every call, so that a
+ * custom provider's bad response fails its model call with a named ProviderError
+ * (`invalid_response`), never deeper in the run.
+ */
+export const ModelResponseSchema = z.object({
+  message: Message.extend({ role: z.literal('assistant') }),
+  usage: Usage.optional(),
+  finishReason: FinishReason,
+  refusal: z.string().optional(),
+});
 
 /**
  * A model behind one wire API.

@@ -297,3 +297,23 @@ describe('API boundary review: objects whose getters throw', () => {
     expect(await logOf(store, 's1')).toEqual([]);
   });
 });
+
+describe('API boundary review: a custom ModelProvider is checked too', () => {
+  it('a response with a BigInt usage fails the model call with a named ProviderError (invalid_response), and the run ends', async () => {
+    const model = {
+      modelId: 'custom',
+      call: async () => ({ message: { role: 'assistant', content: 'hi' }, usage: { inputTokens: 1n, outputTokens: 1 }, finishReason: 'stop' }),
+    };
+    const { runtime, store } = memRuntime({ model: model as never });
+    const s = await runtime.openSession('s1');
+    const r = await s.execute({ kind: 'prompt', runId: 'r1', attemptId: 'a1', message: 'hi' });
+    expect(r.status).toBe('failed');
+    expect(r.error?.message).toContain('invalid response');
+    expect((r.error?.cause as { providerCode?: string }).providerCode).toBe('invalid_response');
+    const log = await logOf(store, 's1');
+    expect(typesOf(log)).toContain('assistant/attempt');
+    expect(log.at(-1)?.type).toBe('run/end');
+    // the run is settled: the session stays usable (the next prompt runs, and fails the same way)
+    expect((await s.execute({ kind: 'prompt', runId: 'r2', attemptId: 'a2', message: 'hi' })).status).toBe('failed');
+  });
+});
