@@ -21,16 +21,14 @@ import { parseInput } from '../contracts/validate.js';
 import type { RunInput, ResumeInput } from '../machines/run.machine.js';
 import { canonicalJson } from '../persistence/codec.js';
 import type { EventStore } from '../persistence/event-store.js';
-import type { OpenRunState } from '../persistence/open-run.js';
-import { loadOpenRun, settleInterruptedFinal } from './recovery.js';
+import { releaseFor, type OpenRunState } from '../persistence/open-run.js';
+import { loadOpenRun, settleInterruptedFinal, spentOf } from './recovery.js';
 import type { Envelope, EnvelopeStream } from '../streams/envelopes.js';
 import { SubscriberHub, type SubscribeOptions, type SubscriberListener, type Unsubscribe } from '../streams/subscribers.js';
 import { boundSessionMachine } from './run-actors.js';
 import type { RunEnv } from './run-env.js';
 import { assertRunIdsFit, runEndEventId, runOpenEventId, runStartEventId } from './run-lifecycle.js';
 import { UNSETTLED_END_STATUSES } from '../persistence/head.js';
-import { addDecimal } from './budget.js';
-import { isDecimal } from '../contracts/config.js';
 import type { ResolvedRuntimeOptions } from './runtime-options.js';
 import { InputQueue, type QueuedInput } from './session-inputs.js';
 
@@ -326,21 +324,14 @@ export class ExecutionSession {
       spent: this.spentBy(open),
       stopRequested: open.stopAccepted,
       ...(open.unresolvedCalls.length > 0
-        ? { resume: { kind: 'recover' as const, step: open.step, batch: open.unresolvedCalls } }
+        ? { resume: { kind: 'recover' as const, step: open.step, batch: open.unresolvedCalls, released: open.releasedAfterIntent } }
         : { startStep: open.step, ...(open.concluded !== undefined ? { concluded: open.concluded } : {}) }),
     };
   }
 
   /** The earlier attempts' spending, priced with today's pricing (DESIGN §4 item 8: budgets are per run). */
   private spentBy(open: OpenRunState): NonNullable<RunInput['spent']> {
-    const { toolCalls, usage, modelUsages, recoveries, corrections } = open.spent;
-    let cost = '0';
-    const pricing = this.env.pricing;
-    if (pricing) for (const u of modelUsages) {
-      const c = pricing(u, this.env.model.modelId);
-      if (isDecimal(c)) cost = addDecimal(cost, c);
-    }
-    return { toolCalls, usage, cost, recoveries, corrections };
+    return spentOf(this.env, open);
   }
 
   private start(input: RunInput): Promise<ExecutionResult> {
@@ -633,6 +624,9 @@ export class ExecutionSession {
     const k = parseInput(z.array(z.string().min(1)).min(1), keys, 'session.releaseResources');
     this.assertOpen();
     await this.env.writer.appendNow([this.env.writer.draft('resources/released', { turn: 0, step: 0, attempt: 0 }, { keys: k })]);
+    // an interrupted call that continue will record uncertain does not take them again
+    const open = this.openRun;
+    if (open) for (const c of open.unresolvedCalls) releaseFor(open, c, k);
   }
 
   /** Resource keys currently locked by uncertain calls. */

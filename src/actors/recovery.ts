@@ -3,8 +3,12 @@ import type { ExecutionResult, RecoveryOutcome } from '../contracts/requests.js'
 import type { EventStore } from '../persistence/event-store.js';
 import type { SessionHead } from '../persistence/head.js';
 import { foldRunEvents, type OpenRunState } from '../persistence/open-run.js';
+import type { Usage } from '../contracts/message.js';
+import { isDecimal } from '../contracts/config.js';
+import { addDecimal } from './budget.js';
 import type { RunEnv } from './run-env.js';
-import { stageRunEnd } from './run-lifecycle.js';
+import { stageRunEnd, withParsedArguments } from './run-lifecycle.js';
+import type { CallDescr } from './model-step.js';
 
 async function collectEvents(store: EventStore, sessionId: string, fromSeq: number, toSeq?: number): Promise<EventRecord[]> {
   const out: EventRecord[] = [];
@@ -18,6 +22,27 @@ export async function loadOpenRun(store: EventStore, sessionId: string, head: Se
 }
 
 /**
+ * What the open run's attempts spent (DESIGN §4 item 8: budgets and results are per run), cost
+ * re-priced with today's `pricing` (a price that throws or is not a decimal counts nothing).
+ */
+export function spentOf(env: RunEnv, open: OpenRunState): { toolCalls: number; usage: Usage; cost: string; recoveries: number; corrections: number } {
+  const { toolCalls, usage, modelUsages, recoveries, corrections } = open.spent;
+  let cost = '0';
+  if (env.pricing) {
+    for (const u of modelUsages) {
+      let c: unknown;
+      try {
+        c = env.pricing(u, env.model.modelId);
+      } catch {
+        continue;
+      }
+      if (isDecimal(c)) cost = addDecimal(cost, c);
+    }
+  }
+  return { toolCalls, usage, cost, recoveries, corrections };
+}
+
+/**
  * DESIGN §5, finals: a `final/message` without a delivery event is redelivered when the owner is
  * idempotent (it gets the same finalMessageId), else recorded `delivery/unknown`; either way the
  * run is settled with its `run/end`. Returns the open run left to resume (undefined if settled).
@@ -26,6 +51,7 @@ export async function settleInterruptedFinal(env: RunEnv, open: OpenRunState): P
   const final = open.undeliveredFinals.at(-1);
   if (!final) return open;
   const at = { turn: open.turn, step: final.step, attempt: open.runEpoch };
+  const spent = spentOf(env, open);
   let status: 'succeeded' | 'delivery_unknown' = 'delivery_unknown';
   let reason = 'the process stopped after the final answer was committed and before its delivery was recorded';
   if (env.delivery?.idempotent) {
@@ -56,12 +82,38 @@ export async function settleInterruptedFinal(env: RunEnv, open: OpenRunState): P
     checkpointCommitted: true,
     historyConsistent: true,
     deliveryErrors: [],
-    usage: { inputTokens: 0, outputTokens: 0, cachedInputTokens: 0 },
+    // the run's own figures, as any settled result carries them
+    usage: spent.usage,
     steps: final.step,
+    toolCalls: spent.toolCalls,
+    recoveries: spent.recoveries,
+    ...(env.pricing ? { cost: spent.cost } : {}),
   };
   stageRunEnd(env, at, result);
   await env.writer.commit();
   return undefined;
+}
+
+type Resolution = 'rerun' | 'skipped' | 'reconcile' | 'uncertain-hanging';
+
+/**
+ * What `continue` will do with each interrupted call, decided as recoverCalls (run-lifecycle.ts)
+ * decides it: a parallel call runs again unless its arguments no longer fit its tool or a
+ * resource it names is locked (held, or locked by an earlier call of the batch that becomes
+ * uncertain-hanging); an exclusive call (or one whose tool is gone) goes to reconcile, else is
+ * uncertain-hanging. A reconcile is assumed to settle its call (it cannot be known before).
+ */
+function resolutions(env: RunEnv, calls: readonly CallDescr[], released: Readonly<Record<string, string[]>>): Resolution[] {
+  const locked = new Set(env.heldLocks);
+  return calls.map((c) => {
+    const tool = env.tools.get(c.name);
+    if (c.mode === 'parallel' && tool) {
+      return withParsedArguments(env, c).mismatch !== undefined || c.resources.some((r) => locked.has(r)) ? 'skipped' : 'rerun';
+    }
+    if (tool?.reconcile) return 'reconcile';
+    for (const r of c.resources) if (!released[c.callId]?.includes(r)) locked.add(r);
+    return 'uncertain-hanging';
+  });
 }
 
 /** DESIGN §5's RecoveryOutcome, from the head, the open run and the last settled run. */
@@ -78,6 +130,9 @@ export async function recoveryOutcome(
     if (f) last = { delivered: f.deliveredFinalIds, unknown: f.deliveryUnknownFinalIds };
   }
   const uniq = (xs: string[]) => [...new Set(xs)];
+  const unresolved = open?.unresolvedCalls ?? [];
+  const released = open?.releasedAfterIntent ?? {};
+  const resolved = resolutions(env, unresolved, released);
   return {
     sessionId: env.sessionId,
     writerEpoch: env.writer.writerEpoch,
@@ -100,15 +155,15 @@ export async function recoveryOutcome(
     // run continues (they become uncertain-hanging then; reconcile may still settle the others)
     activeResourceLocks: uniq([
       ...env.heldLocks,
-      ...(open?.unresolvedCalls ?? []).filter((c) => c.mode === 'exclusive' && !env.tools.get(c.name)?.reconcile).flatMap((c) => c.resources),
+      ...unresolved.filter((_, i) => resolved[i] === 'uncertain-hanging').flatMap((c) => c.resources.filter((r) => !released[c.callId]?.includes(r))),
     ]),
-    uncertainToolCalls: (open?.unresolvedCalls ?? []).map((c) => ({
+    uncertainToolCalls: unresolved.map((c, i) => ({
       runId: open!.runId,
       callId: c.callId,
       name: c.name,
       mode: c.mode,
       idempotencyKey: c.idempotencyKey,
-      resolution: c.mode === 'parallel' ? ('rerun' as const) : env.tools.get(c.name)?.reconcile ? ('reconcile' as const) : ('uncertain-hanging' as const),
+      resolution: resolved[i]!,
     })),
   };
 }

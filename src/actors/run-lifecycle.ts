@@ -55,7 +55,7 @@ export function assertRunIdsFit(sessionId: string, runId: string, attemptId: str
  * logged, or is gone): such a call must not run with it. A log from before `rawArguments` has only
  * the JSON copy: it is parsed, and a copy the schema refuses is a mismatch too.
  */
-function withParsedArguments(env: RunEnv, c: CallDescr): { call: CallDescr; mismatch?: string } {
+export function withParsedArguments(env: RunEnv, c: CallDescr): { call: CallDescr; mismatch?: string } {
   const tool = env.tools.get(c.name);
   if (!tool) return { call: c, mismatch: `the ${c.name} tool is no longer registered` };
   if (typeof c.rawArguments !== 'string') {
@@ -87,7 +87,7 @@ const denied = (c: CallDescr, why: string): ToolCallOutput => ({
  * is denied) or the question's answer as the askUser call's result. Stages what it decides.
  */
 async function stageResume(env: RunEnv, r: ResumeInput, at: { turn: number; step: number; attempt: number }, runId: string): Promise<NonNullable<StartRunOutput['resumed']>> {
-  if (r.kind === 'recover') return recoverCalls(env, r.batch, runId);
+  if (r.kind === 'recover') return recoverCalls(env, r.batch, runId, r.released ?? {});
   const preset: ToolCallOutput[] = [];
   const calls: CallDescr[] = [];
   const pr = r.pendingRequest;
@@ -129,7 +129,7 @@ async function stageResume(env: RunEnv, r: ResumeInput, at: { turn: number; step
  * asked (with the same idempotencyKey), and without an answer it becomes `uncertain-hanging`,
  * its resources staying locked until released.
  */
-async function recoverCalls(env: RunEnv, batch: CallDescr[], runId: string): Promise<NonNullable<StartRunOutput['resumed']>> {
+async function recoverCalls(env: RunEnv, batch: CallDescr[], runId: string, released: Readonly<Record<string, string[]>>): Promise<NonNullable<StartRunOutput['resumed']>> {
   const calls: CallDescr[] = [];
   const preset: ToolCallOutput[] = [];
   // A parallel call runs again unless it names a resource an uncertain call keeps locked (DESIGN
@@ -167,13 +167,15 @@ async function recoverCalls(env: RunEnv, batch: CallDescr[], runId: string): Pro
         outcome = undefined;
       }
     }
+    // resources the app released since the intent (after checking them) are not locked again
+    const locks = released[c.callId] ? c.resources.filter((r) => !released[c.callId]!.includes(r)) : c.resources;
     outcome ??= {
       kind: 'uncertain-hanging',
       content: `the process stopped after this ${c.name} call was announced and before its result was recorded; whether it ran or took effect is unknown${tool?.reconcile ? ' (reconcile could not tell)' : ''}`,
-      resourceLocks: c.resources,
+      resourceLocks: locks,
     };
     preset.push({ callId: c.callId, name: c.name, outcome, startedAt: Date.now(), endedAt: Date.now() });
-    if (outcome.kind === 'uncertain-hanging' || (outcome.kind === 'cancelled' && !outcome.settled)) for (const r of c.resources) locked.set(r, `call ${c.callId}`);
+    if (outcome.kind === 'uncertain-hanging' || (outcome.kind === 'cancelled' && !outcome.settled)) for (const r of locks) locked.set(r, `call ${c.callId}`);
   }
   return { calls, preset };
 }

@@ -14,7 +14,12 @@ export function describeRecovery(r: RecoveryOutcome): string[] {
     lines.push(`  interrupted run ${run.runId} (turn ${run.turn}, attempt ${run.attemptId}, run epoch ${run.runEpoch}): ${why}${run.stopAccepted ? '; a stop request is accepted' : ''}`);
   }
   for (const c of r.uncertainToolCalls) {
-    const what = { rerun: 'side-effect free: will run again', reconcile: 'exclusive: its reconcile() decides what happened', 'uncertain-hanging': 'exclusive, no reconcile: recorded uncertain, its locks stay held' }[c.resolution];
+    const what = {
+      rerun: 'side-effect free: will run again',
+      skipped: 'side-effect free: will not run again (its arguments no longer fit, or a resource it names stays locked)',
+      reconcile: "its tool's reconcile() decides what happened",
+      'uncertain-hanging': 'no reconcile: recorded uncertain, its locks stay held',
+    }[c.resolution];
     lines.push(`  tool call without a result: ${c.name} ${c.callId} [${c.mode}] → ${c.resolution} (${what})`);
   }
   if (r.activeResourceLocks.length) lines.push(`  resource locks held: ${r.activeResourceLocks.join(', ')}`);

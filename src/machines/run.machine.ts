@@ -51,7 +51,7 @@ export interface RunInput {
  */
 export type ResumeInput =
   | { kind: 'answer'; step: number; batch: CallDescr[]; pendingRequest: PendingRequest; answer: unknown; timedOut: boolean }
-  | { kind: 'recover'; step: number; batch: CallDescr[] };
+  | { kind: 'recover'; step: number; batch: CallDescr[]; released?: Record<string, string[]> };
 
 /** startRun's output: the run/start seq and, for a respond attempt, what to run or record. */
 export interface StartRunOutput {
@@ -205,6 +205,17 @@ export const runMachine = setup({
             target: 'committingResults',
             actions: assign(({ context, event }) => resumedContext(context, event.output)),
           },
+          // the run's answer was concluded by a tool before the attempt stopped: finalize with it, as the
+          // live run does (a concluded answer goes to finalizing before any stop, cancel or budget check)
+          {
+            guard: ({ context }) => context.concluded !== undefined,
+            target: 'finalizing',
+            actions: assign({
+              messages: [],
+              runStartSeq: ({ event }) => event.output.runStartSeq,
+              pendingFinal: ({ context }) => ({ content: context.concluded!, closeStep: false }),
+            }),
+          },
           // a stop, cancel or detach before any model call: end now, starting none
           { guard: 'cancelRequested', target: 'ending', actions: assign({ messages: [], runStartSeq: ({ event }) => event.output.runStartSeq, end: ended('cancelled', 'cancelled', { error: { kind: 'cancelled', message: 'cancelled before the first model call' } }) }) },
           { guard: 'detachRequested', target: 'ending', actions: assign({ messages: [], runStartSeq: ({ event }) => event.output.runStartSeq, end: ended('detached', 'incomplete') }) },
@@ -218,16 +229,6 @@ export const runMachine = setup({
               runStartSeq: event.output.runStartSeq,
               end: ended('budget_exhausted', 'incomplete', { budget: spentBudget(context.budget, budgetUse(context), Date.now())!.budget }),
             })),
-          },
-          // the run's answer was concluded by a tool before the attempt stopped: finalize with it
-          {
-            guard: ({ context }) => context.concluded !== undefined,
-            target: 'finalizing',
-            actions: assign({
-              messages: [],
-              runStartSeq: ({ event }) => event.output.runStartSeq,
-              pendingFinal: ({ context }) => ({ content: context.concluded!, closeStep: false }),
-            }),
           },
           { target: 'stepping', actions: assign({ messages: [], runStartSeq: ({ event }) => event.output.runStartSeq, step: ({ context }) => context.step + 1 }) },
         ],

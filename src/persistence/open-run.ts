@@ -22,6 +22,11 @@ export interface OpenRunState {
   stopAccepted: boolean;
   /** tool/call intents without a tool/result. */
   unresolvedCalls: CallDescr[];
+  /**
+   * Resources an unresolved call names that the app released (`resources/released`) after the
+   * call's intent, by callId: when `continue` records the call uncertain, it does not lock them again.
+   */
+  releasedAfterIntent: Record<string, string[]>;
   /** final/message ids without a delivery event. */
   undeliveredFinals: { finalMessageId: string; content: string; step: number }[];
   deliveredFinalIds: string[];
@@ -63,6 +68,7 @@ export function foldRunEvents(events: readonly EventRecord[]): OpenRunState | un
           step: 0,
           stopAccepted: false,
           unresolvedCalls: [],
+          releasedAfterIntent: {},
           undeliveredFinals: [],
           deliveredFinalIds: [],
           deliveryUnknownFinalIds: [],
@@ -78,7 +84,8 @@ export function foldRunEvents(events: readonly EventRecord[]): OpenRunState | un
     if (!st) continue;
     if (e.step > st.step) st.step = e.step;
     if (p.copiedFrom !== undefined) continue; // a compaction's copy: no new fact
-    if (concluding && e.step !== concluding.step && e.type !== 'run/end' && e.type !== 'session/attached') concluding = undefined;
+    // a later step of the run (not a session-level event: inputs, state, releases are step 0)
+    if (concluding && e.step > concluding.step) concluding = undefined;
     switch (e.type) {
       case 'approval/requested':
       case 'question/asked':
@@ -130,12 +137,22 @@ export function foldRunEvents(events: readonly EventRecord[]): OpenRunState | un
       case 'run/end':
         st.lastEndStatus = p.status;
         break;
+      case 'resources/released':
+        for (const c of calls.values()) releaseFor(st, c, p.keys as string[]);
+        break;
     }
   }
   if (st) {
+    for (const id of Object.keys(st.releasedAfterIntent)) if (!calls.has(id)) delete st.releasedAfterIntent[id];
     if (concluding?.content !== undefined && !concluding.rejected && calls.size === 0 && !st.pending) st.concluded = concluding.content;
     st.unresolvedCalls = [...calls.values()];
     st.undeliveredFinals = [...finals.values()];
   }
   return st;
+}
+
+/** Records that `keys` were released after the intent of `call` (those it names). */
+export function releaseFor(st: OpenRunState, call: CallDescr, keys: readonly string[]): void {
+  const hit = call.resources.filter((r) => keys.includes(r));
+  if (hit.length > 0) st.releasedAfterIntent[call.callId] = [...new Set([...(st.releasedAfterIntent[call.callId] ?? []), ...hit])];
 }
