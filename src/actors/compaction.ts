@@ -1,9 +1,10 @@
 import { CapacityError } from '../contracts/errors.js';
-import type { Message } from '../contracts/message.js';
+import type { Message, Usage } from '../contracts/message.js';
 import type { EventRecord } from '../contracts/events.js';
 import type { RunEnv } from './run-env.js';
 import type { StepAt } from './model-step.js';
-import { surfaceMessages } from './surface.js';
+import { callWithRetries } from './model-step.js';
+import { estimateTokens, sha256, surfaceMessages } from './surface.js';
 
 const line = (m: Message) =>
   `${m.role}${m.name ? ` (${m.name})` : ''}: ${m.content}${m.toolCalls?.length ? ` [tool calls: ${m.toolCalls.map((c) => `${c.name}(${c.arguments})`).join(', ')}]` : ''}`;
@@ -12,24 +13,58 @@ const line = (m: Message) =>
  * Summarises the part of the surface older than the current run with the model (using
  * `compactionPrompt`) and commits a `compaction` event (surfaceOp `epoch`), followed by copies of
  * the current run's surface events so that the new surface is [summary, ...current run].
- * Nothing older to summarise → CapacityError (the current run alone does not fit).
+ * Nothing older to summarise, or a summary request that would not fit the context itself →
+ * CapacityError. The summary call is a model call like any other: the runtime's retries, each
+ * failed attempt an `assistant/attempt`, its response checked, its usage recorded on the
+ * `compaction` event (and returned: the step counts it).
  */
-export async function compact(env: RunEnv, at: StepAt, runStartSeq: number, signal: AbortSignal): Promise<void> {
+export async function compact(env: RunEnv, at: StepAt, runStartSeq: number, signal: AbortSignal): Promise<{ usage?: Usage }> {
   const older: EventRecord[] = env.surface.entries.filter((e) => e.seq < runStartSeq);
   const kept: EventRecord[] = env.surface.entries.filter((e) => e.seq >= runStartSeq);
   const limit = env.config.contextWindow - env.config.outputReserve;
   if (older.length === 0 || (older.length === 1 && older[0]!.type === 'compaction')) {
     throw new CapacityError(env.prefixTokens + env.surface.tokens, limit);
   }
-  const request: Message[] = [
-    { role: 'system', content: env.config.compactionPrompt },
-    { role: 'user', content: older.flatMap(surfaceMessages).map(line).join('\n') },
-  ];
-  const res = await env.model.call({ messages: request, tools: [], signal }, () => {});
+  const system: Message = { role: 'system', content: env.config.compactionPrompt };
+  // the summary request must itself fit: overly long messages are cut in the middle (marked)
+  const lines = older.flatMap(surfaceMessages).map(line);
+  const transcript = fitLines(lines, (limit - estimateTokens(system)) * 4 - 8);
+  if (transcript === undefined) throw new CapacityError(estimateTokens(system) + Math.ceil(lines.reduce((n, l) => n + l.length + 1, 0) / 4), limit);
+  const request: Message[] = [system, { role: 'user', content: transcript }];
+  const { res, latencyMs } = await callWithRetries(env, at, signal, { messages: request, tools: [], digest: sha256(JSON.stringify(request)), live: false });
   const summary: Message = { role: 'user', content: `Summary of the conversation so far:\n${res.message.content}` };
-  env.writer.stage('compaction', at, { summary, replacedThroughSeq: older.at(-1)!.seq });
+  env.writer.stage('compaction', at, { summary, replacedThroughSeq: older.at(-1)!.seq, ...(res.usage ? { usage: res.usage } : {}), latencyMs });
   // copies, marked: folds (locks, budgets) must not count them a second time
   for (const e of kept) env.writer.stage(e.type as 'user/message', { turn: e.turn, step: e.step, attempt: e.attempt }, { ...e.payload, copiedFrom: e.payload.copiedFrom ?? e.seq } as never);
   await env.writer.commit();
+  return res.usage ? { usage: res.usage } : {};
 }
 
+/** The shortest a line is cut to (what remains of each overly long message, marker included). */
+const MIN_LINE = 120;
+const MARKER_ROOM = 40;
+
+/**
+ * The lines joined by newlines in at most `maxChars`: unchanged if they fit, else every line longer
+ * than the largest cap that fits is cut to it — its head and tail kept around a marker saying how
+ * much was cut. Undefined when even MIN_LINE characters a line do not fit (too many messages).
+ */
+export function fitLines(lines: readonly string[], maxChars: number): string | undefined {
+  const size = (cap: number) => lines.reduce((n, l) => n + Math.min(l.length, cap) + 1, 0);
+  if (size(Infinity) <= maxChars + 1) return lines.join('\n');
+  if (size(MIN_LINE) > maxChars + 1) return undefined;
+  let lo = MIN_LINE;
+  let hi = Math.max(...lines.map((l) => l.length));
+  while (lo < hi) {
+    const mid = Math.ceil((lo + hi) / 2);
+    if (size(mid) <= maxChars + 1) lo = mid;
+    else hi = mid - 1;
+  }
+  return lines.map((l) => (l.length <= lo ? l : cutMiddle(l, lo))).join('\n');
+}
+
+function cutMiddle(l: string, cap: number): string {
+  const keep = cap - MARKER_ROOM;
+  const head = Math.ceil(keep / 2);
+  return `${l.slice(0, head)} [… ${l.length - keep} characters cut …] ${l.slice(l.length - (keep - head))}`;
+}

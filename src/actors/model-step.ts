@@ -1,7 +1,8 @@
 import { getEventListeners } from 'node:events';
 import { isDecimal } from '../contracts/config.js';
 import { CancelledError, CapacityError, isCancelledError, isProviderError, ProviderError, ValidationError } from '../contracts/errors.js';
-import type { Message, Usage } from '../contracts/message.js';
+import { addUsage, type Message, type Usage } from '../contracts/message.js';
+import { addDecimal } from './budget.js';
 import { ModelResponseSchema, type ModelResponse } from '../contracts/model.js';
 import { resourcesOf } from '../tools/define-tool.js';
 import { validateToolCalls, type CallIssue } from '../tools/validate-calls.js';
@@ -71,11 +72,23 @@ function priceOf(env: RunEnv, usage: Usage): string {
   return cost;
 }
 
-/** Calls the model with the runtime's retries; each failed attempt is staged as `assistant/attempt`. */
-async function callWithRetries(env: RunEnv, at: StepAt, signal: AbortSignal, maxOutputTokens?: number): Promise<{ res: ModelResponse; latencyMs: number; digest: string }> {
-  const digest = env.surface.requestDigest(env.prefixDigest, env.toolCatalogDigest);
-  // one exact-size copy (concat), not a spread's growing array: O(history) per step, but a memcpy
-  const messages: Message[] = env.prefix.concat(env.surface.messages);
+/** One model request as callWithRetries sends it. */
+export interface CallSpec {
+  messages: readonly Message[];
+  tools: RunEnv['toolSpecs'];
+  digest: string;
+  maxOutputTokens?: number;
+  /** Stream the answer's deltas to subscribers (the step's own call; not a compaction's summary). */
+  live: boolean;
+}
+
+/**
+ * Calls the model with the runtime's retries (DESIGN §4 item 2): each failed attempt is staged as
+ * `assistant/attempt`, and every response is checked (a bad one is a non-retryable ProviderError).
+ * The step's call and a compaction's summary call both go through here.
+ */
+export async function callWithRetries(env: RunEnv, at: StepAt, signal: AbortSignal, spec: CallSpec): Promise<{ res: ModelResponse; latencyMs: number; digest: string }> {
+  const { messages, digest, live } = spec;
   for (let n = 1; ; n++) {
     const t0 = performance.now();
     let started = false;
@@ -85,9 +98,9 @@ async function callWithRetries(env: RunEnv, at: StepAt, signal: AbortSignal, max
       if (started) env.emit({ type: 'message_end', role: 'assistant', message: { role: 'assistant', content: streamed }, discarded: { reason } });
     };
     try {
-      const request = maxOutputTokens === undefined ? { messages, tools: env.toolSpecs, signal } : { messages, tools: env.toolSpecs, signal, maxOutputTokens };
+      const request = spec.maxOutputTokens === undefined ? { messages, tools: spec.tools, signal } : { messages, tools: spec.tools, signal, maxOutputTokens: spec.maxOutputTokens };
       const res = await env.model.call(request, (e) => {
-        if (e.type !== 'text_delta') return;
+        if (e.type !== 'text_delta' || !live) return;
         if (!started) env.emit({ type: 'message_start', role: 'assistant' });
         started = true;
         streamed += e.text;
@@ -170,8 +183,9 @@ async function modelStep(env: RunEnv, input: ModelStepInput, signal: AbortSignal
   const steers = env.takeSteers();
   if (steers.length > 0) await commitSteers(env, at, steers);
   const limit = env.config.contextWindow - env.config.outputReserve;
+  let compacted: { usage?: Usage } | undefined;
   if (env.prefixTokens + env.surface.tokens > limit) {
-    await compact(env, at, input.runStartSeq, signal);
+    compacted = await compact(env, at, input.runStartSeq, signal);
     const size = env.prefixTokens + env.surface.tokens;
     if (size > limit) throw new CapacityError(size, limit);
   }
@@ -179,12 +193,20 @@ async function modelStep(env: RunEnv, input: ModelStepInput, signal: AbortSignal
   env.emit({ type: 'step_start', step: at.step });
   await env.backpressure();
 
-  const { res, latencyMs, digest } = await callWithRetries(env, at, signal, input.outputTokensLeft);
+  // one exact-size copy (concat), not a spread's growing array: O(history) per step, but a memcpy
+  const { res, latencyMs, digest } = await callWithRetries(env, at, signal, {
+    messages: env.prefix.concat(env.surface.messages),
+    tools: env.toolSpecs,
+    digest: env.surface.requestDigest(env.prefixDigest, env.toolCatalogDigest),
+    live: true,
+    ...(input.outputTokensLeft !== undefined ? { maxOutputTokens: input.outputTokensLeft } : {}),
+  });
   const message: Message = { ...res.message, role: 'assistant' };
-  const usage = res.usage;
+  // the step's usage and cost include its compaction's summary call (DESIGN §4 item 8)
+  const usage = compacted?.usage ? addUsage(compacted.usage, res.usage) : res.usage;
   // the app's pricing may throw: before the message is staged, so a failed step leaves no
   // assistant tool calls without results on the surface
-  const priced = env.pricing && usage ? { cost: priceOf(env, usage) } : {};
+  const priced = env.pricing && usage ? { cost: compacted?.usage ? addDecimal(priceOf(env, compacted.usage), res.usage ? priceOf(env, res.usage) : '0') : priceOf(env, usage) } : {};
   env.writer.stage('assistant/message', at, {
     message,
     ...(res.usage ? { usage: res.usage } : {}),

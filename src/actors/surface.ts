@@ -91,16 +91,17 @@ export class Surface {
   }
 
   /**
-   * Digest of the canonical request [prefix..., ...surface] with the tool catalog: chained, so it
-   * costs O(messages added since the previous call), not O(history).
+   * Digest of the canonical request [prefix..., ...surface] with the tool catalog, chained one
+   * message at a time (each link = sha256(previous link + the message's JSON), from the prefix
+   * digest): O(messages added since the previous call), and the same for the same request in any
+   * process — one that reopened the session and hashes the surface in one go included.
    */
   requestDigest(prefixDigest: string, toolCatalogDigest: string): string {
-    // one-shot hashes of the concatenated text: the same digests as hashing the parts in turn
-    let text = this.digest || prefixDigest;
-    for (let i = this.digestCovered; i < this.messages.length; i++) text += JSON.stringify(this.messages[i]);
-    this.digest = sha256(text);
+    let link = this.digest || prefixDigest;
+    for (let i = this.digestCovered; i < this.messages.length; i++) link = sha256(link + JSON.stringify(this.messages[i]));
+    this.digest = link;
     this.digestCovered = this.messages.length;
-    return sha256(this.digest + toolCatalogDigest);
+    return sha256(link + toolCatalogDigest);
   }
 }
 

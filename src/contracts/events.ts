@@ -95,7 +95,13 @@ export const EventPayloads = {
     message: Message,
   }),
   'steering/accepted': z.looseObject({ request: z.record(z.string(), z.unknown()), receipt: z.record(z.string(), z.unknown()) }),
-  compaction: z.looseObject({ summary: Message, replacedThroughSeq: z.number().int().nonnegative() }),
+  compaction: z.looseObject({
+    summary: Message,
+    replacedThroughSeq: z.number().int().nonnegative(),
+    /** The summary call's usage (counted in the run's usage, cost and budgets). */
+    usage: Usage.optional(),
+    latencyMs: z.number().nonnegative().optional(),
+  }),
   'checkpoint/loaded': z.looseObject({ messages: z.array(Message), stateContext: z.unknown().optional() }),
   'state/updated': z.looseObject({ stateContext: z.unknown() }),
   'cancellation/requested': z.looseObject({ reason: z.string() }),

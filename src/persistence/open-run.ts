@@ -99,6 +99,7 @@ export function foldRunEvents(events: readonly EventRecord[]): OpenRunState | un
         st.spent.toolCalls++;
         break;
       case 'assistant/message':
+      case 'compaction': // its summary call's usage counts too
         if (p.usage) {
           st.spent.usage = addUsage(st.spent.usage, p.usage as Usage);
           st.spent.modelUsages.push(p.usage as Usage);
