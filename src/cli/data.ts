@@ -1,4 +1,4 @@
-import { existsSync, statSync } from 'node:fs';
+import { closeSync, existsSync, openSync, readSync, statSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { z } from 'zod';
 import type { EventRecord } from '../contracts/events.js';
@@ -25,7 +25,25 @@ export function openExistingStore(dir: string): EventStore {
   if (!statSync(dir).isDirectory() || !existsSync(join(dir, 'data.mdb'))) {
     throw new CliError(`${dir} is not an actorloop data dir (it has no data.mdb)`, EXIT.notFound);
   }
-  return lmdbStore({ path: dir });
+  // lmdb-js crashes the process (SIGSEGV) on a file that is not an LMDB environment: checked first
+  if (!isLmdbFile(join(dir, 'data.mdb'))) {
+    throw new CliError(`${dir}/data.mdb is not an LMDB data file (no LMDB meta page): it is damaged or not actorloop's; nothing was changed`, EXIT.corrupt);
+  }
+  // a store written without a journal (durability 'committed') is read as it is: a 'flushed' open
+  // would give it a journal, after which the app's own 'committed' opens are refused
+  return lmdbStore({ path: dir, durability: existsSync(join(dir, 'journal')) ? 'flushed' : 'committed' });
+}
+
+/** LMDB's magic number (0xBEEFC0DE) in the first meta page, where this build or stock LMDB puts it. */
+function isLmdbFile(path: string): boolean {
+  const fd = openSync(path, 'r');
+  try {
+    const head = Buffer.alloc(32);
+    const n = readSync(fd, head, 0, 32, 0);
+    return (n >= 20 && head.readUInt32LE(16) === 0xbeefc0de) || (n >= 28 && head.readUInt32LE(24) === 0xbeefc0de);
+  } finally {
+    closeSync(fd);
+  }
 }
 
 /** The session's head, or a clear "unknown session" error (exit 4). */

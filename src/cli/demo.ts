@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
 import type { ExecutionSession } from '../actors/execution-session.js';
 import { createRuntime } from '../actors/runtime.js';
-import { isExecutionBusy, isValidationError } from '../contracts/errors.js';
+import { isExecutionBusy, isStaleWriterError, isValidationError } from '../contracts/errors.js';
 import type { ExecutionRequest, ExecutionResult } from '../contracts/requests.js';
 import { lmdbStore } from '../persistence/lmdb-store.js';
 import { DEFAULT_DATA_DIR, SessionId, dataDirOf } from './data.js';
@@ -31,10 +31,13 @@ export interface DemoIO {
   exitNow(code: number): void;
 }
 
-/** `demo-20250611-101112`: sortable, readable, typed back easily. */
+/**
+ * `demo-20250611-101112-3f9a`: sortable, readable, typed back easily; the random tail keeps two
+ * demos started in the same second (several processes may share a data dir) off each other's session.
+ */
 export function newSessionId(now = new Date()): string {
   const p = (n: number) => String(n).padStart(2, '0');
-  return `demo-${now.getFullYear()}${p(now.getMonth() + 1)}${p(now.getDate())}-${p(now.getHours())}${p(now.getMinutes())}${p(now.getSeconds())}`;
+  return `demo-${now.getFullYear()}${p(now.getMonth() + 1)}${p(now.getDate())}-${p(now.getHours())}${p(now.getMinutes())}${p(now.getSeconds())}-${randomUUID().slice(0, 4)}`;
 }
 
 const shortId = () => randomUUID().slice(0, 8);
@@ -57,7 +60,7 @@ export async function runDemo(options: DemoOptions, io: DemoIO): Promise<number>
   const store = lmdbStore({ path: dataDir });
 
   let sessionId = o.session ?? newSessionId();
-  if (!o.session) for (let n = 2; (await store.getHead(sessionId))?.lastSeq; n++) sessionId = `${newSessionId()}-${n}`;
+  if (!o.session) while ((await store.getHead(sessionId))?.lastSeq) sessionId = newSessionId();
   const existed = ((await store.getHead(sessionId))?.lastSeq ?? 0) > 0;
   const dataFlag = o.data && dataDirOf(o.data) !== dataDirOf(DEFAULT_DATA_DIR) ? ` --data ${o.data}` : '';
   const resumeHint = `actorloop demo --session ${sessionId}${dataFlag}`;
@@ -87,7 +90,13 @@ export async function runDemo(options: DemoOptions, io: DemoIO): Promise<number>
   });
 
   try {
-    session = await runtime.openSession(sessionId);
+    try {
+      session = await runtime.openSession(sessionId);
+    } catch (e) {
+      if (!isStaleWriterError(e)) throw e;
+      say(`${s.red('cannot run')}: another process opened session ${sessionId} at the same moment and is its writer now; run it again when that one is done`);
+      return EXIT.failure;
+    }
     if (existed) for (const l of describeRecovery(session.recovery)) say(l);
     progress = new Progress(io.out, { tty: io.tty, color: io.color, modes: new Map(tools.map((t) => [t.name, t.mode])) });
     const p = progress;

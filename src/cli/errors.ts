@@ -42,12 +42,18 @@ export function parseArg<T extends z.ZodType>(schema: T, value: unknown, what: s
 export function describeFailure(e: unknown): { message: string; exitCode: number } {
   if (e instanceof CliError) return { message: e.message, exitCode: e.exitCode };
   if (isCorruptLogError(e)) {
-    return { message: `corrupt log: session ${e.sessionId}, seq ${e.seq}: ${e.reason}. The records before seq ${e.seq} are intact; nothing was changed.`, exitCode: EXIT.corrupt };
+    // seq 0 is not a record: the session's head (or the store's own state) is unreadable
+    const intact = e.seq > 0 ? ` The records before seq ${e.seq} are intact;` : '';
+    return { message: `corrupt log: session ${e.sessionId}${e.seq > 0 ? `, seq ${e.seq}` : ''}: ${e.reason}.${intact} nothing was changed.`, exitCode: EXIT.corrupt };
   }
   if (isUnknownSchemaVersionError(e)) {
     return { message: `session ${e.sessionId}, seq ${e.seq} was written by a newer actorloop (schema version ${e.schemaVersion}): upgrade actorloop to read it.`, exitCode: EXIT.corrupt };
   }
   if (isValidationError(e)) return { message: e.message, exitCode: EXIT.usage };
+  // LMDB's own checks of its pages (lmdb-js throws them as plain Errors)
+  if (e instanceof Error && /MDB_CORRUPTED|MDB_PAGE_NOTFOUND|MDB_INVALID|MDB_VERSION_MISMATCH/.test(e.message)) {
+    return { message: `the data file is damaged (${e.message.split('\n')[0]}); nothing was changed`, exitCode: EXIT.corrupt };
+  }
   // a file system error (ENOENT, EACCES, …) says enough in its message; anything else is a bug: its stack helps
   const isSystemError = e instanceof Error && typeof (e as NodeJS.ErrnoException).syscall === 'string';
   return { message: e instanceof Error ? (isSystemError ? e.message : (e.stack ?? e.message)) : String(e), exitCode: EXIT.failure };

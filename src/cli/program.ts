@@ -4,7 +4,7 @@ import { logCommand, recoverCommand, sessionsCommand, tailCommand, viewCommand, 
 import { DEFAULT_DATA_DIR } from './data.js';
 import { Provider } from './demo-agent.js';
 import { runDemo } from './demo.js';
-import { EXIT, describeFailure } from './errors.js';
+import { CliError, EXIT, describeFailure } from './errors.js';
 
 const version = (JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }).version;
 
@@ -39,6 +39,10 @@ export function buildProgram(io: CliIO, run: (code: Promise<number>) => void): C
     .addOption(new Option('-p, --provider <name>', 'model provider (default: openai or anthropic when its API key is set, else scripted)').choices(Provider.options))
     .action((opts: { session?: string; data?: string; provider?: Provider }) => {
       const pace = io.env.ACTORLOOP_DEMO_PACE;
+      if (pace !== undefined && pace !== '' && !(Number(pace) >= 0)) {
+        run(Promise.reject(new CliError(`ACTORLOOP_DEMO_PACE must be a non-negative number (a factor for the demo's delays), got ${JSON.stringify(pace)}`, EXIT.usage)));
+        return;
+      }
       run(runDemo({ ...opts, ...(pace ? { pace } : {}) }, { out: io.out, tty: io.tty, color: io.tty && !io.env.NO_COLOR, onInterrupt: io.onInterrupt, exitNow: io.exitNow }));
     });
 

@@ -133,7 +133,7 @@ describe('the offline demo agent', () => {
     expect(chooseProvider(undefined, { ANTHROPIC_API_KEY: 'k' })).toBe('anthropic');
     expect(chooseProvider(undefined, { OPENAI_API_KEY: 'k', ANTHROPIC_API_KEY: 'k' })).toBe('openai');
     expect(chooseProvider('scripted', { OPENAI_API_KEY: 'k' })).toBe('scripted');
-    expect(newSessionId(new Date(2026, 0, 2, 3, 4, 5))).toBe('demo-20260102-030405');
+    expect(newSessionId(new Date(2026, 0, 2, 3, 4, 5))).toMatch(/^demo-20260102-030405-[0-9a-f]{4}$/);
   });
 });
 
