@@ -83,11 +83,31 @@ const JsonValue = z.json();
  * cannot be compiled (askUser refuses such schemas when asked; a log written before may hold one).
  */
 function answerSchema(schema: unknown): z.ZodType {
+  let compiled: z.ZodType;
   try {
-    return z.fromJSONSchema(schema as never);
+    compiled = z.fromJSONSchema(schema as never);
   } catch {
     return JsonValue;
   }
+  // zod's conversion drops `required` keys that `properties` does not list: checked here too
+  return compiled.superRefine((value, ctx) => {
+    for (const path of missingRequired(schema, value, [])) ctx.addIssue({ code: 'custom', path, message: 'required by the question\'s schema' });
+  });
+}
+
+/** Paths of keys a JSON Schema's `required` lists (at any depth of `properties` / `items`) that `value` lacks. */
+function missingRequired(schema: unknown, value: unknown, at: (string | number)[]): (string | number)[][] {
+  if (typeof schema !== 'object' || schema === null || typeof value !== 'object' || value === null) return [];
+  const s = schema as { required?: unknown; properties?: Record<string, unknown>; items?: unknown };
+  const out: (string | number)[][] = [];
+  if (Array.isArray(value)) {
+    value.forEach((v, i) => out.push(...missingRequired(s.items, v, [...at, i])));
+    return out;
+  }
+  const obj = value as Record<string, unknown>;
+  if (Array.isArray(s.required)) for (const k of s.required) if (typeof k === 'string' && !Object.hasOwn(obj, k)) out.push([...at, k]);
+  for (const [k, sub] of Object.entries(s.properties ?? {})) if (Object.hasOwn(obj, k)) out.push(...missingRequired(sub, obj[k], [...at, k]));
+  return out;
 }
 const ApprovalAnswer = z.object({ decisions: z.record(z.string(), z.enum(['approve', 'deny'])) });
 const Checkpoint = z.strictObject({ messages: z.array(InputMessage), stateContext: JsonValue.optional() });
@@ -345,6 +365,7 @@ export class ExecutionSession {
     this.detachPending = false;
     this.cancelPending = false;
     this.current = { runId: input.runId, attemptId: input.attemptId, runEpoch: input.runEpoch };
+    this.env.stopAcceptedFor = undefined; // an attempt's stop is its own (a recovered one comes in its input)
     if (input.kind === 'prompt' || input.kind === 'follow_up') this.lastTurn = input.turn;
     this.cancelController = new AbortController();
     this.env.cancelSignal = this.cancelController.signal;
@@ -504,6 +525,9 @@ export class ExecutionSession {
   async cancelInput(inputId: string): Promise<InputReceipt> {
     parseInput(z.string().min(1), inputId, 'session.cancelInput');
     this.assertOpen();
+    // its submitInput still being written: cancelled once it is accepted (never let through)
+    const inflight = this.inflightInputs.get(inputId);
+    if (inflight) await inflight.promise.catch(() => undefined);
     const q = this.inputs.get(inputId);
     if (!q) {
       // accepted by an earlier process and no longer pending: consumed or cancelled
@@ -586,6 +610,24 @@ export class ExecutionSession {
     const req = parseInput(StopRequest, request, 'session.stopAfterCurrentToolRound');
     this.assertOpen();
     const canonical = canonicalJson(req);
+    // the same key again while the first is being written (a client's retry): the same answer
+    const inflight = this.inflightStops.get(req.idempotencyKey);
+    if (inflight) {
+      if (inflight.request !== canonical) throw new SessionSteeringConflict('idempotencyKey', `idempotency key ${req.idempotencyKey} was used for a different request`);
+      return inflight.promise;
+    }
+    const promise = this.acceptStop(req, canonical);
+    this.inflightStops.set(req.idempotencyKey, { request: canonical, promise });
+    try {
+      return await promise;
+    } finally {
+      this.inflightStops.delete(req.idempotencyKey);
+    }
+  }
+
+  private readonly inflightStops = new Map<string, { request: string; promise: Promise<StopReceipt> }>();
+
+  private async acceptStop(req: StopRequest, canonical: string): Promise<StopReceipt> {
     const seen = this.steering.get(req.idempotencyKey);
     if (seen) {
       if (seen.request !== canonical) throw new SessionSteeringConflict('idempotencyKey', `idempotency key ${req.idempotencyKey} was used for a different request`);
@@ -612,7 +654,10 @@ export class ExecutionSession {
     await this.env.writer.appendNow([draft]);
     this.steering.set(req.idempotencyKey, { request: canonical, receipt });
     // the run may have ended while the request was written: never stop the one after it
-    if (this.current === cur) this.actor.send({ type: 'STOP_AFTER_ROUND' });
+    if (this.current === cur) {
+      this.env.stopAcceptedFor = cur.runId;
+      this.actor.send({ type: 'STOP_AFTER_ROUND' });
+    }
     return receipt;
   }
 

@@ -113,7 +113,10 @@ export class LogWriter {
       if (drafts.length === 0) return [];
       try {
         const records = await this.store.append(this.sessionId, this.writerEpoch, this.nextSeq, drafts);
-        this.nextSeq += records.length;
+        // an idempotent retry returns the events already stored (at earlier seqs): the tail stays
+        const last = records.at(-1);
+        if (last === undefined || last.seq < this.nextSeq) return records;
+        this.nextSeq = last.seq + 1;
         this.onCommitted(records);
         return records;
       } catch (e) {

@@ -50,6 +50,8 @@ export type ModelStepOutput = { usage?: Usage; cost?: string } & (
   | { kind: 'rejected' }
   | { kind: 'blocked'; locks: string[] }
   | { kind: 'suspend'; pendingRequest: PendingRequest }
+  /** A stop accepted before this step's model call started (e.g. while it compacted): none starts. */
+  | { kind: 'stopped' }
 );
 
 const sleep = (ms: number, signal: AbortSignal) =>
@@ -188,6 +190,13 @@ async function modelStep(env: RunEnv, input: ModelStepInput, signal: AbortSignal
     compacted = await compact(env, at, input.runStartSeq, signal);
     const size = env.prefixTokens + env.surface.tokens;
     if (size > limit) throw new CapacityError(size, limit);
+    // steers accepted while the summary call ran go before this step's model call too
+    const late = env.takeSteers();
+    if (late.length > 0) await commitSteers(env, at, late);
+  }
+  // DESIGN §4 item 10: a stop accepted before this step's model call starts no new model call
+  if (env.stopAcceptedFor === input.runId) {
+    return { kind: 'stopped', ...(compacted?.usage ? { usage: compacted.usage, ...(env.pricing ? { cost: priceOf(env, compacted.usage) } : {}) } : {}) };
   }
   env.writer.stage('step/start', at, {});
   env.emit({ type: 'step_start', step: at.step });

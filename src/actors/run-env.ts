@@ -61,6 +61,8 @@ export interface RunEnv {
   delivery?: DeliveryOwner;
   verifier?: ToolVerifier;
   finalVerifier?: FinalVerifier;
+  /** The run whose running attempt has an accepted stopAfterCurrentToolRound (set by the session). */
+  stopAcceptedFor?: string;
   /** Seq of each committed `tool/call` whose result is not committed yet: its tool_start's logSeq. */
   callSeqs: Map<string, number>;
   /** Resource keys held by uncertain-hanging or unsettled cancelled calls. */

@@ -304,6 +304,11 @@ export const runMachine = setup({
             actions: assign(({ context, event }) => ({ ...addStepUsage(context, event.output), corrections: context.corrections + 1 })),
           },
           {
+            guard: ({ event }) => event.output.kind === 'stopped',
+            target: 'ending',
+            actions: assign(({ context, event }) => ({ ...addStepUsage(context, event.output), end: ended('stopped', 'incomplete') })),
+          },
+          {
             guard: ({ event }) => event.output.kind === 'suspend',
             target: 'ending',
             actions: assign(({ context, event }) => ({
