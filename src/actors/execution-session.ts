@@ -158,6 +158,8 @@ export class ExecutionSession {
   /** A detach asked for while an execute was still preparing its attempt. */
   private detachPending = false;
   private cancelPending = false;
+  /** An execute is preparing its attempt (reading the log): a cancel or detach now applies to it. */
+  private preparing = false;
   /** The newest committed run/end: execution_finished's logSeq. */
   private lastRunEnd?: { key: string; seq: number };
   private state: unknown;
@@ -236,6 +238,7 @@ export class ExecutionSession {
       throw new ExecutionBusy(this.sessionId, this.current?.runId ?? 'unknown');
     }
     this.busy = true;
+    this.preparing = true;
     if (req.kind === 'prompt') {
       if (this.inflightInputs.get(req.runId)?.mode === 'follow_up') {
         this.settleIdle();
@@ -273,6 +276,7 @@ export class ExecutionSession {
           settled = await settleInterruptedFinal(this.env, { ...open, attemptId: req.attemptId });
         } catch (e) {
           this.settleIdle();
+          if (this.closed || isStoreClosedError(e)) return notRunResult(req, 'detached', 'the session was closed before the attempt started');
           return { ...notRunResult(req, 'failed', `settling the run's committed final failed: ${(e as Error)?.message ?? e}; continue it again`), historyConsistent: true };
         }
         if (settled === undefined) {
@@ -356,6 +360,7 @@ export class ExecutionSession {
 
   private start(input: RunInput): Promise<ExecutionResult> {
     this.claimed = undefined; // from here on the run is this.current
+    this.preparing = false;
     if (this.closed) {
       this.settleIdle();
       return Promise.resolve(notRunResult(input, 'detached', 'the session was closed before the attempt started'));
@@ -458,6 +463,7 @@ export class ExecutionSession {
 
   private settleIdle(): void {
     this.busy = false;
+    this.preparing = false;
     this.claimed = undefined;
     this.detachPending = false;
     this.cancelPending = false;
@@ -579,8 +585,9 @@ export class ExecutionSession {
     const target = this.current;
     if (this.closed) return false;
     if (!target) {
-      // an execute still preparing its attempt: that attempt starts cancelled (as requestDetach)
-      if (!this.busy) return false;
+      // an execute still preparing its attempt: that attempt starts cancelled (as requestDetach);
+      // not one whose attempt has ended (its result still being settled)
+      if (!this.preparing) return false;
       this.cancelPending = true;
       return true;
     }
@@ -597,7 +604,10 @@ export class ExecutionSession {
   /** Stops driving the run at its next safe point (after the current step), leaving it resumable. */
   requestDetach(): boolean {
     if (this.closed || !this.busy) return false;
-    if (!this.current) this.detachPending = true;
+    if (!this.current) {
+      if (!this.preparing) return false; // the attempt has ended: nothing to detach
+      this.detachPending = true;
+    }
     else this.actor.send({ type: 'DETACH' });
     return true;
   }

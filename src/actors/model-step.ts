@@ -1,6 +1,6 @@
 import { getEventListeners } from 'node:events';
 import { isDecimal } from '../contracts/config.js';
-import { CancelledError, CapacityError, isCancelledError, isProviderError, ProviderError, ValidationError } from '../contracts/errors.js';
+import { STEP_SPENT, CancelledError, CapacityError, isCancelledError, isProviderError, ProviderError, ValidationError } from '../contracts/errors.js';
 import { addUsage, type Message, type Usage } from '../contracts/message.js';
 import { addDecimal } from './budget.js';
 import { ModelResponseSchema, type ModelResponse } from '../contracts/model.js';
@@ -185,15 +185,33 @@ async function modelStep(env: RunEnv, input: ModelStepInput, signal: AbortSignal
   const steers = env.takeSteers();
   if (steers.length > 0) await commitSteers(env, at, steers);
   const limit = env.config.contextWindow - env.config.outputReserve;
-  let compacted: { usage?: Usage } | undefined;
-  if (env.prefixTokens + env.surface.tokens > limit) {
-    compacted = await compact(env, at, input.runStartSeq, signal);
+  if (env.prefixTokens + env.surface.tokens <= limit) return stepAfterContext(env, input, signal, undefined);
+  const compacted = await compact(env, at, input.runStartSeq, signal);
+  try {
     const size = env.prefixTokens + env.surface.tokens;
     if (size > limit) throw new CapacityError(size, limit);
     // steers accepted while the summary call ran go before this step's model call too
     const late = env.takeSteers();
     if (late.length > 0) await commitSteers(env, at, late);
+    return await stepAfterContext(env, input, signal, compacted);
+  } catch (e) {
+    // the summary call's usage is in the log (the compaction event): the run's result counts it too
+    if (compacted.usage && e !== null && typeof e === 'object' && !(STEP_SPENT in e)) {
+      let cost: string | undefined;
+      try {
+        cost = env.pricing ? priceOf(env, compacted.usage) : undefined;
+      } catch {
+        cost = undefined;
+      }
+      Object.defineProperty(e, STEP_SPENT, { value: { usage: compacted.usage, ...(cost !== undefined ? { cost } : {}) } satisfies { usage: Usage; cost?: string } });
+    }
+    throw e;
   }
+}
+
+/** The step once its context fits: the stop check, the model call, validation and the first commit point. */
+async function stepAfterContext(env: RunEnv, input: ModelStepInput, signal: AbortSignal, compacted: { usage?: Usage } | undefined): Promise<ModelStepOutput> {
+  const { at } = input;
   // DESIGN §4 item 10: a stop accepted before this step's model call starts no new model call
   if (env.stopAcceptedFor === input.runId) {
     return { kind: 'stopped', ...(compacted?.usage ? { usage: compacted.usage, ...(env.pricing ? { cost: priceOf(env, compacted.usage) } : {}) } : {}) };

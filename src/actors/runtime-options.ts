@@ -42,8 +42,16 @@ export const RuntimeOptions = z.strictObject({
   config: LoopConfig.default(LoopConfig.parse({})),
   budget: LoopBudget.default(LoopBudget.parse({})),
   pricing: fn<Pricing>('pricing').optional(),
+  // kept by reference (not a parsed copy): a class instance's deliver keeps its `this`
   delivery: z
-    .object({ deliver: fn<DeliveryOwner['deliver']>('delivery.deliver'), idempotent: z.boolean().optional() })
+    .custom<DeliveryOwner>(
+      (v) =>
+        typeof v === 'object' &&
+        v !== null &&
+        typeof (v as DeliveryOwner).deliver === 'function' &&
+        ((v as DeliveryOwner).idempotent === undefined || typeof (v as DeliveryOwner).idempotent === 'boolean'),
+      'a delivery owner: { deliver(final): Promise<void>, idempotent?: boolean }',
+    )
     .optional(),
   verifier: fn<ToolVerifier>('verifier').optional(),
   finalVerifier: fn<FinalVerifier>('finalVerifier').optional(),

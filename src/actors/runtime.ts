@@ -118,6 +118,8 @@ export function createRuntime(options: RuntimeOptions): Runtime {
         backpressure: async () => {},
         emit: (event, logSeq) => stream.publish(event, logSeq),
       };
+      // calls a continue will run again: their tool_start carries the seq of the tool/call logged before
+      for (const [callId, seq] of Object.entries(openRun?.callSeqs ?? {})) env.callSeqs.set(callId, seq);
       writer.stage('session/attached', { turn: 0, step: 0, attempt: 0 }, { sessionInstanceId, writerEpoch: attach.writerEpoch });
       await writer.commit();
       let settled = { delivered: [] as string[], unknown: [] as string[] };

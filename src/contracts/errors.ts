@@ -285,3 +285,10 @@ export class StoreClosedError extends ActorloopError {
   }
 }
 export const isStoreClosedError = (e: unknown): e is StoreClosedError => hasCode(e, 'store_closed');
+
+/**
+ * Set (non-enumerable) on an error a run step throws after it already spent model usage that the
+ * log records (a committed compaction's summary call): `{ usage, cost? }`, counted in the run's result.
+ * @internal
+ */
+export const STEP_SPENT: unique symbol = Symbol('actorloop.stepSpent');

@@ -40,6 +40,10 @@ export const UserMessage = z.strictObject({
   content: z.string(),
   name: z.string().optional(),
   providerData: JsonProviderData.optional(),
+  // a Message-typed object may carry these keys unset
+  toolCalls: z.undefined('a user message carries no tool calls').optional(),
+  toolCallId: z.undefined('a user message is not a tool result').optional(),
+  isError: z.undefined('a user message is not a tool result').optional(),
 });
 
 /** Token usage of one model call (or a sum of several). */

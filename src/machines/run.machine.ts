@@ -1,5 +1,5 @@
 import { and, assign, fromCallback, not, sendTo, setup, stateIn, type ActorRefFrom } from 'xstate';
-import { isCancelledError, isStaleWriterError, ProtocolExhaustedError } from '../contracts/errors.js';
+import { isCancelledError, isStaleWriterError, ProtocolExhaustedError, STEP_SPENT } from '../contracts/errors.js';
 import type { LoopBudget } from '../contracts/config.js';
 import { addUsage, zeroUsage, type Message, type Usage } from '../contracts/message.js';
 import type { ExecutionResult, Outcome, RunStatus } from '../contracts/requests.js';
@@ -128,7 +128,12 @@ export const runMachine = setup({
   actions: {
     /** Asks the run's effects actor for one operation (its reply is `<op>.done` or `<op>.error`). */
     request: sendTo('effects', (_, params: EffectRequest) => params),
-    failWith: assign(({ event }) => ({ end: endFor((event as { error?: unknown }).error) })),
+    failWith: assign(({ context, event }) => {
+      const error = (event as { error?: unknown }).error;
+      // what the failed effect had spent and logged (a compaction's summary call) still counts
+      const spent = error !== null && typeof error === 'object' ? (error as { [STEP_SPENT]?: { usage: Usage; cost?: string } })[STEP_SPENT] : undefined;
+      return spent ? { ...addStepUsage(context, spent), end: endFor(error) } : { end: endFor(error) };
+    }),
   },
 }).createMachine({
   id: 'run',

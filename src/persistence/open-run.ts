@@ -27,6 +27,8 @@ export interface OpenRunState {
    * call's intent, by callId: when `continue` records the call uncertain, it does not lock them again.
    */
   releasedAfterIntent: Record<string, string[]>;
+  /** The seq of each unresolved call's `tool/call` (the logSeq of its tool_start when it runs again). */
+  callSeqs: Record<string, number>;
   /** final/message ids without a delivery event. */
   undeliveredFinals: { finalMessageId: string; content: string; step: number }[];
   deliveredFinalIds: string[];
@@ -69,6 +71,7 @@ export function foldRunEvents(events: readonly EventRecord[]): OpenRunState | un
           stopAccepted: false,
           unresolvedCalls: [],
           releasedAfterIntent: {},
+          callSeqs: {},
           undeliveredFinals: [],
           deliveredFinalIds: [],
           deliveryUnknownFinalIds: [],
@@ -96,6 +99,7 @@ export function foldRunEvents(events: readonly EventRecord[]): OpenRunState | un
         break;
       case 'tool/call':
         calls.set(p.callId, p as CallDescr);
+        st.callSeqs[p.callId] = e.seq;
         st.spent.toolCalls++;
         break;
       case 'assistant/message':
@@ -145,6 +149,7 @@ export function foldRunEvents(events: readonly EventRecord[]): OpenRunState | un
   }
   if (st) {
     for (const id of Object.keys(st.releasedAfterIntent)) if (!calls.has(id)) delete st.releasedAfterIntent[id];
+    for (const id of Object.keys(st.callSeqs)) if (!calls.has(id)) delete st.callSeqs[id];
     if (concluding?.content !== undefined && !concluding.rejected && calls.size === 0 && !st.pending) st.concluded = concluding.content;
     st.unresolvedCalls = [...calls.values()];
     st.undeliveredFinals = [...finals.values()];

@@ -120,8 +120,10 @@ function accumulator(emit: (e: ModelStreamEvent) => void) {
       st.id ??= chunk.id;
       st.model ??= chunk.model;
       if (chunk.usage) {
-        const cached = chunk.usage.prompt_tokens_details?.cached_tokens;
-        usage = { inputTokens: chunk.usage.prompt_tokens, outputTokens: chunk.usage.completion_tokens, ...(cached !== undefined ? { cachedInputTokens: cached } : {}) };
+        // OpenAI-compatible servers send null for counts they do not keep (LiteLLM: cached_tokens)
+        const count = (v: unknown) => (typeof v === 'number' && Number.isSafeInteger(v) && v >= 0 ? v : undefined);
+        const cached = count(chunk.usage.prompt_tokens_details?.cached_tokens);
+        usage = { inputTokens: count(chunk.usage.prompt_tokens) ?? 0, outputTokens: count(chunk.usage.completion_tokens) ?? 0, ...(cached !== undefined ? { cachedInputTokens: cached } : {}) };
       }
       const choice = chunk.choices?.find((c) => c.index === 0);
       if (!choice) return;
