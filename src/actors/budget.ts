@@ -1,23 +1,44 @@
 import type { LoopBudget } from '../contracts/config.js';
 import type { Usage } from '../contracts/message.js';
 
-const SCALE = 10n ** 18n;
+/** An exact decimal: `digits / 10^scale`. */
+interface Dec {
+  digits: bigint;
+  scale: number;
+}
 
-/** Exact decimal strings as scaled bigints (18 places), so cost budgets never drift. */
-export function parseDecimal(s: string): bigint {
+/** Exact decimal strings at any number of places, so cost budgets never drift or round. */
+function parseDecimal(s: string): Dec {
   const m = /^(\d+)(?:\.(\d+))?$/.exec(s.trim());
   if (!m) throw new Error(`not a decimal string: ${JSON.stringify(s)}`);
-  const frac = (m[2] ?? '').slice(0, 18).padEnd(18, '0');
-  return BigInt(m[1]!) * SCALE + BigInt(frac);
+  const frac = m[2] ?? '';
+  return { digits: BigInt(m[1]! + frac), scale: frac.length };
 }
 
-export function formatDecimal(v: bigint): string {
-  const whole = v / SCALE;
-  const frac = (v % SCALE).toString().padStart(18, '0').replace(/0+$/, '');
-  return frac ? `${whole}.${frac}` : `${whole}`;
+/** Both at the larger scale. */
+function aligned(a: Dec, b: Dec): [bigint, bigint, number] {
+  const scale = Math.max(a.scale, b.scale);
+  return [a.digits * 10n ** BigInt(scale - a.scale), b.digits * 10n ** BigInt(scale - b.scale), scale];
 }
 
-export const addDecimal = (a: string, b: string): string => formatDecimal(parseDecimal(a) + parseDecimal(b));
+function formatDecimal(digits: bigint, scale: number): string {
+  if (scale === 0) return digits.toString();
+  const text = digits.toString().padStart(scale + 1, '0');
+  const whole = text.slice(0, text.length - scale);
+  const frac = text.slice(text.length - scale).replace(/0+$/, '');
+  return frac ? `${whole}.${frac}` : whole;
+}
+
+export const addDecimal = (a: string, b: string): string => {
+  const [x, y, scale] = aligned(parseDecimal(a), parseDecimal(b));
+  return formatDecimal(x + y, scale);
+};
+
+/** a ≥ b, exactly. */
+export const decimalAtLeast = (a: string, b: string): boolean => {
+  const [x, y] = aligned(parseDecimal(a), parseDecimal(b));
+  return x >= y;
+};
 
 export interface BudgetUse {
   steps: number;
@@ -35,7 +56,7 @@ export function spentBudget(b: LoopBudget, u: BudgetUse, now: number): { budget:
     return { budget: 'maxToolCalls', limit: String(b.maxToolCalls), used: String(u.toolCalls) };
   if (b.maxOutputTokens !== undefined && u.usage.outputTokens >= b.maxOutputTokens)
     return { budget: 'maxOutputTokens', limit: String(b.maxOutputTokens), used: String(u.usage.outputTokens) };
-  if (b.maxCost !== undefined && parseDecimal(u.cost) >= parseDecimal(b.maxCost)) return { budget: 'maxCost', limit: b.maxCost, used: u.cost };
+  if (b.maxCost !== undefined && decimalAtLeast(u.cost, b.maxCost)) return { budget: 'maxCost', limit: b.maxCost, used: u.cost };
   if (u.recoveries > b.maxRecoveries) return { budget: 'maxRecoveries', limit: String(b.maxRecoveries), used: String(u.recoveries) };
   if (b.maxDurationMs !== undefined && now - u.startedAt >= b.maxDurationMs)
     return { budget: 'maxDurationMs', limit: String(b.maxDurationMs), used: String(now - u.startedAt) };

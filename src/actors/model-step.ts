@@ -290,7 +290,8 @@ async function afterToolCalls(
     arguments: c.arguments,
     mode: c.tool.mode,
     resources: resourcesOf(c.tool, c.arguments),
-    idempotencyKey: `${env.sessionId}/${runId}/${c.callId}`,
+    // the step too: a provider may number call ids per message (call_0 in every step)
+    idempotencyKey: `${env.sessionId}/${runId}/${at.step}/${c.callId}`,
     rawArguments: calls.find((m) => m.id === c.callId)?.arguments ?? '',
   }));
   const held = env.heldLocks.size === 0 ? [] : [...new Set(descrs.flatMap((d) => d.resources.filter((r) => env.heldLocks.has(r))))];

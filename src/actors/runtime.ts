@@ -42,6 +42,9 @@ export function createRuntime(options: RuntimeOptions): Runtime {
   if (ks !== undefined && !(ks instanceof AbortSignal) && !isObservable(ks)) {
     parseInput(z.never(), ks, 'createRuntime: killSwitch (an AbortSignal or an RxJS Observable)');
   }
+  if (o.budget.maxCost !== undefined && !o.pricing) {
+    parseInput(z.never(), undefined, 'createRuntime: budget.maxCost (a cost budget needs a pricing function to price model calls; without one it could never be reached)');
+  }
   if (o.askUser && o.tools.some((t) => t.name === askUserTool.name)) {
     parseInput(z.never(), undefined, `createRuntime: tools (a tool named ${askUserTool.name} beside the askUser option: the built-in would replace it; rename it or leave askUser off)`);
   }

@@ -28,6 +28,11 @@ export function normalizeOutcome(v: string | ToolOutcomeInput | undefined | unkn
     // free-form fields (`structured`, a message's providerData): an outcome the log cannot record
     // (a BigInt, a cycle) would fail the step's commit and leave the call unanswered — it becomes
     // an error result instead
+    // additional messages are logged as user/message: a user's message, never a tool call or result
+    // that would sit unanswered (or unasked) on the surface
+    if (parsed.data.kind === 'completed' && parsed.data.additionalMessages?.some((m) => m.role !== 'user' || m.toolCalls !== undefined || m.toolCallId !== undefined)) {
+      return { kind: 'completed', content: 'tool returned additionalMessages that are not plain user messages (role user, no tool calls or tool results)', isError: true, concludesTurn: false, releaseResources: [] };
+    }
     if (parsed.data.kind === 'completed' && (parsed.data.structured !== undefined || parsed.data.additionalMessages !== undefined)) {
       try {
         JSON.stringify(parsed.data);
@@ -121,8 +126,15 @@ const SIGNAL_GETTER: PropertyDescriptor = {
 async function runToolCall(env: RunEnv, input: ToolCallInput, ac: CallAbort): Promise<ToolCallOutput> {
   const { call, runId } = input;
   const tool = env.tools.get(call.name)!;
-  if (call.mode === 'exclusive' && (await env.writer.checkFenced())) {
-    return skippedOutput(call, 'not run: another writer took over the session (fenced)');
+  if (call.mode === 'exclusive') {
+    let fenced: boolean;
+    try {
+      fenced = await env.writer.checkFenced();
+    } catch (e) {
+      // the writer check could not read the store: the side-effecting call is not started
+      return skippedOutput(call, `not run: whether another writer took over the session could not be checked (${messageOf(e)})`);
+    }
+    if (fenced) return skippedOutput(call, 'not run: another writer took over the session (fenced)');
   }
   if (ac.aborted) {
     // stopped while the fence was checked: the tool never starts
@@ -166,7 +178,13 @@ async function runToolCall(env: RunEnv, input: ToolCallInput, ac: CallAbort): Pr
     // a synchronous tool: its outcome is known now, no promise, grace timer or abort hook needed
     clearTimeout(timeout);
     ended = true;
-    return { callId: call.callId, name: call.name, outcome: withCallLocks(normalizeOutcome(value), call), startedAt, endedAt: Date.now() };
+    let outcome: ToolOutcome;
+    try {
+      outcome = withCallLocks(normalizeOutcome(value), call);
+    } catch (e) {
+      outcome = errorOutcome(e); // a returned value that throws when read (a getter, a proxy)
+    }
+    return { callId: call.callId, name: call.name, outcome, startedAt, endedAt: Date.now() };
   }
   // From here on a cancel aborts the running tool (checked again: nothing awaited since the check
   // above, but the tool's synchronous part may have cancelled the session).

@@ -347,8 +347,14 @@ class LmdbEventStore implements EventStore, LmdbStats {
     return this.live.follow(sessionId, followFrom(sessionId, options), (r) => this.readEvents(sessionId, r));
   }
 
-  async close(): Promise<void> {
-    if (this.closed) return;
+  private closing?: Promise<void>;
+
+  /** Waits for the appends queued before it; every call resolves only once the store is closed. */
+  close(): Promise<void> {
+    return (this.closing ??= this.closeOnce());
+  }
+
+  private async closeOnce(): Promise<void> {
     this.closed = true;
     while (this.draining) await this.draining;
     this.live.complete();

@@ -95,12 +95,17 @@ class MemoryEventStore implements EventStore {
     const { fromSeq, toSeq } = readRange(sessionId, range);
     const s = this.sessions.get(sessionId);
     if (!s) return;
-    for (let seq = fromSeq; seq <= Math.min(toSeq, s.events.length); seq++) yield JSON.parse(s.events[seq - 1]!) as EventRecord;
+    for (let seq = fromSeq; seq <= Math.min(toSeq, s.events.length); seq++) {
+      // closed mid-read: an error, never a silently shorter (or longer) log — as the LMDB store
+      if (this.closed) throw new StoreClosedError(`memory store (closed while ${sessionId} was read; stopped before seq ${seq})`);
+      yield JSON.parse(s.events[seq - 1]!) as EventRecord;
+    }
   }
 
   async loadSurface(sessionId: string): Promise<EventRecord[]> {
     const head = await this.getHead(sessionId);
-    return head ? surfaceOf(this.readEvents(sessionId, { fromSeq: head.surfaceStartSeq })) : [];
+    // up to the head it read: an append made meanwhile (a new epoch) is not mixed in
+    return head ? surfaceOf(this.readEvents(sessionId, { fromSeq: head.surfaceStartSeq, toSeq: head.lastSeq })) : [];
   }
 
   async getHead(sessionId: string): Promise<SessionHead | undefined> {

@@ -23,7 +23,7 @@ describe('a suspended run survives its process', () => {
     expect(existsSync(join(dir.path, 'ledger'))).toBe(false);
     const second = await run(['respond', dir.path, first.result.pendingRequest.questionId]);
     expect(second.result).toMatchObject({ status: 'succeeded', finalMessage: 'payment done' });
-    expect(readFileSync(join(dir.path, 'ledger'), 'utf8')).toBe('shop/order/p1 42\n');
+    expect(readFileSync(join(dir.path, 'ledger'), 'utf8')).toBe('shop/order/1/p1 42\n');
     const store = lmdbStore({ path: dir.path });
     const types = (await collect(store.readEvents('shop'))).map((e) => e.type);
     expect(types.filter((t) => t === 'session/attached')).toHaveLength(2);

@@ -38,7 +38,7 @@ describe('recovery after an interruption', () => {
     expect(s2.recovery).toMatchObject({
       writerEpoch: 2,
       interruptedRuns: [{ runId: 'r', runEpoch: 1 }],
-      uncertainToolCalls: [{ callId: 'c1', name: 'charge', mode: 'exclusive', resolution: 'uncertain-hanging', idempotencyKey: 's/r/c1' }],
+      uncertainToolCalls: [{ callId: 'c1', name: 'charge', mode: 'exclusive', resolution: 'uncertain-hanging', idempotencyKey: 's/r/1/c1' }],
     });
     const r = await s2.execute({ kind: 'continue', runId: 'r', attemptId: 'a2' });
     expect(r).toMatchObject({ status: 'succeeded', finalMessage: 'I could not confirm the charge.' });
@@ -70,7 +70,7 @@ describe('recovery after an interruption', () => {
     const s2 = await rt2.openSession('s');
     expect(s2.recovery.uncertainToolCalls[0]!.resolution).toBe('reconcile');
     await s2.execute({ kind: 'continue', runId: 'r', attemptId: 'a2' });
-    expect(keys).toEqual(['s/r/c1', 'reconcile:s/r/c1']);
+    expect(keys).toEqual(['s/r/1/c1', 'reconcile:s/r/1/c1']);
     expect((await logOf(rt2.store, 's')).find((e) => e.type === 'tool/result')!.payload.outcome).toMatchObject({ kind: 'completed', content: 'it was sent' });
     await rt2.close();
     await dir.cleanup();

@@ -143,7 +143,7 @@ describe('tool batches (real LMDB)', () => {
     for (const ctx of seen) {
       expect(ctx.signal).toBeInstanceOf(AbortSignal);
       expect(ctx).toMatchObject({ sessionId: 's', runId: id.runId });
-      expect(ctx.idempotencyKey).toBe(`s/${id.runId}/${ctx.callId}`);
+      expect(ctx.idempotencyKey).toBe(`s/${id.runId}/1/${ctx.callId}`); // session/run/step/call
     }
     expect(updates).toHaveLength(5);
     // tool_end comes with the committed result: its log seq and the call's timings

@@ -42,6 +42,6 @@ describe('the torture checks (negative control)', () => {
     // first charge (after its ledger write) is enough for the next process to run it twice.
     const f = await runTorture({ kills: 1, modes: ['tool-inside'], killP: 1, sessions: 1, runs: 1, broken: 'reexecute' });
     expect(f.kills).toBe(1);
-    expect(f.violations.some((v) => /exclusive call s0\/run-1\/c1-0 executed 2 times/.test(v)), f.violations.join('\n')).toBe(true);
+    expect(f.violations.some((v) => /exclusive call s0\/run-1\/1\/c1-0 executed 2 times/.test(v)), f.violations.join('\n')).toBe(true);
   }, 60_000);
 });

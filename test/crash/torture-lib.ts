@@ -423,6 +423,7 @@ export async function checkTrial(dir: string, plan: { sessions: number; runs: nu
     results: EventRecord[];
   }
   const calls = new Map<string, Call>(); // by idempotencyKey
+  const keyOfCall = new Map<string, string>(); // session/run/callId → idempotencyKey
   const finals = new Map<string, { sessionId: string; event: EventRecord; deliveries: EventRecord[] }>();
   for (const s of sessionIds) {
     const events = logs.get(s)!;
@@ -442,13 +443,16 @@ export async function checkTrial(dir: string, plan: { sessions: number; runs: nu
         const runId = String(p.runId);
         ends.set(runId, [...(ends.get(runId) ?? []), e]);
       } else if (e.type === 'tool/call') {
-        const key = String(p.idempotencyKey);
         const runId = runOfTurn.get(e.turn) ?? '?';
-        if (key !== `${s}/${runId}/${String(p.callId)}`) v(`${fmtEvent(e)}: idempotencyKey ${key} is not ${s}/${runId}/${String(p.callId)}`);
+        const key = String(p.idempotencyKey);
+        const expected = `${s}/${runId}/${e.step}/${String(p.callId)}`;
+        if (key !== expected) v(`${fmtEvent(e)}: idempotencyKey ${key} is not ${expected}`);
+        keyOfCall.set(`${s}/${runId}/${String(p.callId)}`, key); // (call ids are unique within a run here)
         if (calls.has(key)) v(`${fmtEvent(e)}: tool/call ${key} logged twice (first at seq ${calls.get(key)!.event.seq})`);
         else calls.set(key, { sessionId: s, runId, event: e, results: [] });
       } else if (e.type === 'tool/result') {
-        const key = `${s}/${runOfTurn.get(e.turn) ?? '?'}/${String(p.callId)}`;
+        const callOf = `${s}/${runOfTurn.get(e.turn) ?? '?'}/${String(p.callId)}`;
+        const key = keyOfCall.get(callOf) ?? callOf;
         const c = calls.get(key);
         if (!c) v(`${fmtEvent(e)}: tool/result for ${key} without its tool/call`);
         else c.results.push(e);
