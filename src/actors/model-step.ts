@@ -99,8 +99,18 @@ export async function callWithRetries(env: RunEnv, at: StepAt, signal: AbortSign
     const discard = (reason: string) => {
       if (started) env.emit({ type: 'message_end', role: 'assistant', message: { role: 'assistant', content: streamed }, discarded: { reason } });
     };
+    // a retry gets a signal of its own (following the step's): an SDK that leaves its abort
+    // listener on the request's signal must not pile one up per attempt
+    let attempt: AbortController | undefined;
+    let offAttempt = () => {};
+    if (n > 1) {
+      const own = new AbortController();
+      attempt = own;
+      offAttempt = onAbort(signal, (reason) => own.abort(reason));
+    }
+    const callSignal = attempt?.signal ?? signal;
     try {
-      const request = spec.maxOutputTokens === undefined ? { messages, tools: spec.tools, signal } : { messages, tools: spec.tools, signal, maxOutputTokens: spec.maxOutputTokens };
+      const request = spec.maxOutputTokens === undefined ? { messages, tools: spec.tools, signal: callSignal } : { messages, tools: spec.tools, signal: callSignal, maxOutputTokens: spec.maxOutputTokens };
       const res = await env.model.call(request, (e) => {
         if (e.type !== 'text_delta' || !live) return;
         if (!started) env.emit({ type: 'message_start', role: 'assistant' });
@@ -113,8 +123,10 @@ export async function callWithRetries(env: RunEnv, at: StepAt, signal: AbortSign
         const issue = checked.error.issues[0];
         throw new ProviderError(`the model provider returned an invalid response: ${issue ? `${issue.path.join('.') || '(root)'}: ${issue.message}` : 'invalid'}`, { retryable: false, code: 'invalid_response' });
       }
+      offAttempt();
       return { res, latencyMs: performance.now() - t0, digest };
     } catch (e) {
+      offAttempt();
       if (signal.aborted || isCancelledError(e)) {
         discard('model call cancelled');
         throw new CancelledError('model call cancelled');

@@ -281,7 +281,7 @@ export function anthropicModel(options: AnthropicModelOptions): ModelProvider {
         ...o.extraBody,
         stream: true,
       } as Body;
-      const out = guardListener(onEvent);
+      const out = guardListener(onEvent, request.signal);
       const acc = accumulator(out.emit);
       try {
         const stream = await o.client.messages.create(body, { signal: request.signal, maxRetries: 0 });

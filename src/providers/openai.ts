@@ -129,6 +129,9 @@ function accumulator(emit: (e: ModelStreamEvent) => void) {
       if (!choice) return;
       const d = choice.delta ?? {};
       if (d.content) { st.text += d.content; emit({ type: 'text_delta', text: d.content }); }
+      // an audio answer (modalities ['text', 'audio']) carries its text as the audio's transcript
+      const transcript = (d as { audio?: { transcript?: unknown } }).audio?.transcript;
+      if (typeof transcript === 'string' && transcript) { st.text += transcript; emit({ type: 'text_delta', text: transcript }); }
       if (d.refusal) st.refusal += d.refusal;
       const extra = d as Record<string, unknown>;
       const reasoning = typeof extra.reasoning_content === 'string' ? extra.reasoning_content : typeof extra.reasoning === 'string' ? extra.reasoning : '';
@@ -203,7 +206,7 @@ export function openaiModel(options: OpenAIModelOptions): ModelProvider {
         stream: true,
         stream_options: { include_usage: true, ...asRecord(extra.stream_options) },
       } as Body;
-      const out = guardListener(onEvent);
+      const out = guardListener(onEvent, request.signal);
       const acc = accumulator(out.emit);
       try {
         const stream = await o.client.chat.completions.create(body, { signal: request.signal, maxRetries: 0 });

@@ -143,7 +143,9 @@ export function toProviderError(e: unknown, ctx: FailureContext): ProviderError 
   if (is(e, k.APIError, 'APIError')) {
     const err = e as { status?: unknown; headers?: HeadersLike; type?: unknown; code?: unknown; error?: unknown };
     if (typeof err.status === 'number') {
-      const c = classifyStatus(err.status);
+      // OpenAI sends "out of credits" as a 429: waiting does not help (as the same error in a stream)
+      const kind = [err.type, err.code, (err.error as { type?: unknown; code?: unknown } | undefined)?.type, (err.error as { code?: unknown } | undefined)?.code].filter((x) => typeof x === 'string').join(' ');
+      const c = err.status === 429 && /insufficient_quota|billing/.test(kind) ? { retryable: false, code: 'permission' } : classifyStatus(err.status);
       const shouldRetry = err.headers?.get?.('x-should-retry');
       const retryable = shouldRetry === 'true' ? true : shouldRetry === 'false' ? false : c.retryable;
       return make(message, { retryable, code: c.code, status: err.status, retryAfterMs: parseRetryAfter(err.headers) });
@@ -192,10 +194,11 @@ class ListenerFailure {
  * @example
  * const out = guardListener(onEvent); out.emit({ type: 'text_delta', text }); out.emitted // true
  */
-export function guardListener(onEvent: (event: ModelStreamEvent) => void) {
+export function guardListener(onEvent: (event: ModelStreamEvent) => void, signal?: AbortSignal) {
   const state = {
     emitted: false,
     emit(event: ModelStreamEvent) {
+      if (signal?.aborted) return; // no delta after a cancel, even from the rest of a chunk
       state.emitted = true;
       try {
         onEvent(event);
