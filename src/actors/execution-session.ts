@@ -2,7 +2,7 @@ import { createStore } from '@xstate/store';
 import type { Observable } from 'rxjs';
 import { createActor, type Actor } from 'xstate';
 import { z } from 'zod';
-import { ExecutionBusy, isStoreClosedError, SessionSteeringConflict, StoreClosedError, ValidationError } from '../contracts/errors.js';
+import { ExecutionBusy, isExecutionBusy, isStoreClosedError, isValidationError, SessionSteeringConflict, StoreClosedError, ValidationError } from '../contracts/errors.js';
 import type { EventRecord } from '../contracts/events.js';
 import { InputMessage, type Message } from '../contracts/message.js';
 import {
@@ -158,6 +158,10 @@ export class ExecutionSession {
   /** A detach asked for while an execute was still preparing its attempt. */
   private detachPending = false;
   private cancelPending = false;
+  /** The open run could not be read back after an attempt: read it again before the next one. */
+  private openRunStale = false;
+  /** Runs with a stop accepted after their attempt ended (still open): their next attempt stops. */
+  private readonly stopAcceptedRuns = new Set<string>();
   /** An execute is preparing its attempt (reading the log): a cancel or detach now applies to it. */
   private preparing = false;
   /** The newest committed run/end: execution_finished's logSeq. */
@@ -233,7 +237,8 @@ export class ExecutionSession {
     if (this.busy) {
       // a recorded attempt runs nothing: its result is returned even while another attempt runs
       const cur = this.current;
-      const recorded = cur?.runId === req.runId && cur.attemptId === req.attemptId ? undefined : await this.recordedResult(req.runId, req.attemptId);
+      // (a log that cannot be read now: the session is busy all the same)
+      const recorded = cur?.runId === req.runId && cur.attemptId === req.attemptId ? undefined : await this.recordedResult(req.runId, req.attemptId).catch(() => undefined);
       if (recorded) return recorded;
       throw new ExecutionBusy(this.sessionId, this.current?.runId ?? 'unknown');
     }
@@ -287,12 +292,19 @@ export class ExecutionSession {
           return result;
         }
       }
+      if (this.openRunStale) {
+        this.openRun = await this.loadOpenRun();
+        this.openRunStale = false;
+      }
       input = this.runInputFor(req);
     } catch (e) {
       this.settleIdle();
       // closed (or its store closed) while the attempt was still being prepared: not an input error
       if (this.closed || isStoreClosedError(e)) return notRunResult(req, 'detached', 'the session was closed before the attempt started');
-      throw e;
+      if (isValidationError(e) || isExecutionBusy(e)) throw e;
+      // the log could not be read (a store error): nothing started, nothing was written — a
+      // result, not a rejection (DESIGN §6); the same request can be executed again
+      return { ...notRunResult(req, 'failed', `the attempt did not start: reading the session's log failed (${(e as Error)?.message ?? String(e)}); execute it again`), historyConsistent: true };
     }
     return this.start(input);
   }
@@ -333,7 +345,7 @@ export class ExecutionSession {
         answer: req.answer,
         timedOut: pr.kind === 'approval' && pr.expiresAt !== undefined && Date.now() > pr.expiresAt,
       };
-      return { ...base, runEpoch: open.runEpoch + 1, turn: open.turn, kind: 'respond', messages: [], resume, runFirstSeq: open.startSeq, stopRequested: open.stopAccepted, spent: this.spentBy(open) };
+      return { ...base, runEpoch: open.runEpoch + 1, turn: open.turn, kind: 'respond', messages: [], resume, runFirstSeq: open.startSeq, stopRequested: open.stopAccepted || this.stopAcceptedRuns.has(open.runId), spent: this.spentBy(open) };
     }
     if (open.pending) {
       throw new ValidationError('session.execute', [{ path: ['kind'], message: `run ${req.runId} waits for an answer to ${open.pending.pendingRequest.questionId}: respond to it` }]);
@@ -346,7 +358,7 @@ export class ExecutionSession {
       messages: [],
       runFirstSeq: open.startSeq,
       spent: this.spentBy(open),
-      stopRequested: open.stopAccepted,
+      stopRequested: open.stopAccepted || this.stopAcceptedRuns.has(open.runId),
       ...(open.unresolvedCalls.length > 0
         ? { resume: { kind: 'recover' as const, step: open.step, batch: open.unresolvedCalls, released: open.releasedAfterIntent } }
         : { startStep: open.step, ...(open.concluded !== undefined ? { concluded: open.concluded } : {}) }),
@@ -411,9 +423,18 @@ export class ExecutionSession {
     this.lastResult = result;
     this.current = undefined;
     if (['suspended', 'detached', 'fenced'].includes(result.status) || !result.checkpointCommitted) {
-      this.openRun = await this.loadOpenRun().catch(() => this.openRun);
+      try {
+        this.openRun = await this.loadOpenRun();
+        this.openRunStale = false;
+      } catch {
+        // the log could not be read back: what is open is unknown until it can be (the next
+        // execute reads it again); no follow-up starts over a run that may still be open
+        this.openRunStale = true;
+      }
     } else {
       this.openRun = undefined;
+      this.openRunStale = false;
+      this.stopAcceptedRuns.delete(result.runId);
     }
     const end = this.lastRunEnd;
     this.stream.publish({ type: 'execution_finished', result }, end?.key === key(result.runId, result.attemptId) ? end.seq : undefined);
@@ -440,7 +461,7 @@ export class ExecutionSession {
 
   /** Starts the next follow-up run when the session is free; true if one started. */
   private startFollowUp(): boolean {
-    if (this.closed || this.openRun || this.isKilled() || this.actor.getSnapshot().value === 'fenced') return false;
+    if (this.closed || this.openRun || this.openRunStale || this.isKilled() || this.actor.getSnapshot().value === 'fenced') return false;
     const f = this.inputs.takeFollowUp();
     if (!f) return false;
     this.busy = true;
@@ -479,7 +500,7 @@ export class ExecutionSession {
   /** Resolves when nothing executes and no follow-up waits to start. */
   waitForIdle(): Promise<void> {
     if (this.closed) return Promise.resolve(); // nothing runs or starts on a closed session
-    if (!this.busy && !(this.inputs.hasFollowUp && !this.openRun)) return Promise.resolve();
+    if (!this.busy && !(this.inputs.hasFollowUp && !this.openRun && !this.openRunStale)) return Promise.resolve();
     return new Promise((resolve) => this.idleWaiters.push(resolve));
   }
 
@@ -667,6 +688,11 @@ export class ExecutionSession {
     if (this.current === cur) {
       this.env.stopAcceptedFor = cur.runId;
       this.actor.send({ type: 'STOP_AFTER_ROUND' });
+    } else {
+      // the attempt ended while the request was written: if its run is still open (suspended,
+      // detached), the run's next attempt honours the stop, as one in a new process would
+      this.stopAcceptedRuns.add(cur.runId);
+      if (this.openRun?.runId === cur.runId) this.openRun.stopAccepted = true;
     }
     return receipt;
   }

@@ -226,6 +226,12 @@ export interface EndRunInput {
   step: number;
   attempt: number;
   result: ExecutionResult;
+  /**
+   * Whether the attempt's first commit (run/start) landed. If not, the attempt wrote nothing and
+   * writes no run/end either: the log stays as before it (a suspended run still waits for its
+   * answer, a new run was never recorded) — as after a crash before run/start.
+   */
+  started?: boolean;
 }
 
 /**
@@ -237,6 +243,10 @@ export const endRunOp =
   async (input: EndRunInput): Promise<ExecutionResult> => {
     const r = input.result;
     const at = { turn: input.turn, step: input.step, attempt: input.attempt };
+    if (input.started === false) {
+      env.writer.discard();
+      return { ...r, checkpointCommitted: false };
+    }
     if (env.writer.fenced) {
       env.writer.discard();
       return { ...r, checkpointCommitted: false };

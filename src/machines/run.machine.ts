@@ -432,7 +432,7 @@ export const runMachine = setup({
       },
     },
     ending: {
-      entry: { type: 'request', params: ({ context: c }) => effect('endRun', { turn: c.turn, step: c.step, attempt: c.runEpoch, result: resultOf(c) }) },
+      entry: { type: 'request', params: ({ context: c }) => effect('endRun', { turn: c.turn, step: c.step, attempt: c.runEpoch, result: resultOf(c), started: c.runStartSeq > 0 }) },
       on: {
         'endRun.done': { target: 'done', actions: assign({ result: ({ event }) => event.output }) },
         'endRun.error': { target: 'done', actions: assign(({ context }) => ({ result: { ...resultOf(context), checkpointCommitted: false } })) },
