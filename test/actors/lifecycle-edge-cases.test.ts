@@ -1,11 +1,10 @@
 import { BehaviorSubject, Subject } from 'rxjs';
 import { afterEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { createRuntime, defineTool, isValidationError, lmdbStore, scriptedModel, type EventStore, type ExecutionSession, type RuntimeOptions } from '../../src/index.js';
-import type { EventDraft } from '../../src/contracts/events.js';
+import { defineTool, isValidationError, lmdbStore, scriptedModel, type ExecutionSession } from '../../src/index.js';
 import type { ExecutionResult } from '../../src/contracts/requests.js';
-import { logOf, sleep, storeWithAppend } from '../helpers/runtime.js';
-import { tempDir } from '../helpers/tmp.js';
+import { logOf, sleep } from '../helpers/runtime.js';
+import { lmdbPath as lmdbPathFor, hookedStore } from '../helpers/lmdb-path.js';
 
 const cleanups: (() => Promise<void>)[] = [];
 afterEach(async () => {
@@ -15,31 +14,8 @@ afterEach(async () => {
 /** Resolves with `p`, or with 'still pending' after `ms`. */
 const within = <T>(p: Promise<T>, ms: number) => Promise.race([p, sleep(ms).then(() => 'still pending' as const)]);
 
-/** A temp LMDB path; runtimes made with `rt` are closed (once) and the dir removed after the test. */
-function lmdbPath() {
-  const dir = tempDir();
-  const runtimes: ReturnType<typeof createRuntime>[] = [];
-  cleanups.push(async () => {
-    for (const r of runtimes) await r.close().catch(() => undefined);
-    await dir.cleanup();
-  });
-  return {
-    path: dir.path,
-    rt(options: Omit<RuntimeOptions, 'store'>, store: EventStore = lmdbStore({ path: dir.path })) {
-      const r = createRuntime({ ...options, store });
-      runtimes.push(r);
-      return r;
-    },
-  };
-}
+const lmdbPath = () => lmdbPathFor(cleanups);
 
-/** An EventStore wrapper whose append can be intercepted. */
-function hookedStore(inner: EventStore, onAppend: (drafts: EventDraft[]) => Promise<void> | void): EventStore {
-  return storeWithAppend(inner, async (id, epoch, seq, drafts) => {
-    await onAppend(drafts as EventDraft[]);
-    return inner.append(id, epoch, seq, drafts);
-  });
-}
 
 describe('lifecycle edge cases: inputs across processes', () => {
   it('a cancelled input submitted again from a new process gets its cancelled receipt, not consumed', async () => {

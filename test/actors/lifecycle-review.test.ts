@@ -1,9 +1,8 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { createRuntime, defineTool, lmdbStore, memoryStore, scriptedModel, type EventStore, type RuntimeOptions } from '../../src/index.js';
-import type { EventDraft } from '../../src/contracts/events.js';
+import { createRuntime, defineTool, lmdbStore, memoryStore, scriptedModel, type EventStore } from '../../src/index.js';
 import { logOf, sleep, storeWithAppend } from '../helpers/runtime.js';
-import { tempDir } from '../helpers/tmp.js';
+import { lmdbPath as lmdbPathFor, hookedStore } from '../helpers/lmdb-path.js';
 
 const cleanups: (() => Promise<void>)[] = [];
 afterEach(async () => {
@@ -13,31 +12,8 @@ afterEach(async () => {
 /** Resolves with `p`, or with 'still pending' after `ms`. */
 const within = <T>(p: Promise<T>, ms: number) => Promise.race([p, sleep(ms).then(() => 'still pending' as const)]);
 
-/** A temp LMDB path; runtimes made with `rt` are closed (once) and the dir removed after the test. */
-function lmdbPath() {
-  const dir = tempDir();
-  const runtimes: ReturnType<typeof createRuntime>[] = [];
-  cleanups.push(async () => {
-    for (const r of runtimes) await r.close().catch(() => undefined);
-    await dir.cleanup();
-  });
-  return {
-    path: dir.path,
-    rt(options: Omit<RuntimeOptions, 'store'>, store: EventStore = lmdbStore({ path: dir.path })) {
-      const r = createRuntime({ ...options, store });
-      runtimes.push(r);
-      return r;
-    },
-  };
-}
+const lmdbPath = () => lmdbPathFor(cleanups);
 
-/** An EventStore wrapper whose append can be intercepted (delayed, failed, or hung). */
-function hookedStore(inner: EventStore, onAppend: (drafts: EventDraft[]) => Promise<void> | void): EventStore {
-  return storeWithAppend(inner, async (id, epoch, seq, drafts) => {
-    await onAppend(drafts as EventDraft[]);
-    return inner.append(id, epoch, seq, drafts);
-  });
-}
 
 /** An EventStore wrapper whose getEventById can be delayed (a slow read). */
 function slowReads(inner: EventStore, delay: (eventId: string) => Promise<void> | void): EventStore {

@@ -4,8 +4,8 @@ import OpenAI from 'openai';
 import { createRuntime, defineTool, lmdbStore, memoryStore, openaiModel, scriptedModel, type Envelope, type EventStore, type RuntimeOptions } from '../../src/index.js';
 import type { EventDraft } from '../../src/contracts/events.js';
 import { logOf, sleep, storeWithAppend } from '../helpers/runtime.js';
-import { tempDir } from '../helpers/tmp.js';
 import { oa, startOpenAIServer } from '../providers/openai-server.js';
+import { lmdbPath as lmdbPathFor } from '../helpers/lmdb-path.js';
 
 /**
  * Review of 4b6952d..HEAD (src): boundary validation, session lifecycle, concluded answers,
@@ -18,22 +18,7 @@ afterEach(async () => {
   for (const c of cleanups.splice(0).reverse()) await c();
 });
 
-function lmdbPath() {
-  const dir = tempDir();
-  const runtimes: ReturnType<typeof createRuntime>[] = [];
-  cleanups.push(async () => {
-    for (const r of runtimes) await r.close().catch(() => undefined);
-    await dir.cleanup();
-  });
-  return {
-    path: dir.path,
-    rt(options: Omit<RuntimeOptions, 'store'>, store: EventStore = lmdbStore({ path: dir.path })) {
-      const r = createRuntime({ ...options, store });
-      runtimes.push(r);
-      return r;
-    },
-  };
-}
+const lmdbPath = () => lmdbPathFor(cleanups);
 
 function memRt(options: Omit<RuntimeOptions, 'store'>, store: EventStore = memoryStore()) {
   const r = createRuntime({ ...options, store });

@@ -1,10 +1,10 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { createRuntime, defineTool, lmdbStore, scriptedModel, type EventStore, type RuntimeOptions } from '../../src/index.js';
+import { createRuntime, defineTool, lmdbStore, scriptedModel, type RuntimeOptions } from '../../src/index.js';
 import type { EventDraft, EventRecord } from '../../src/contracts/events.js';
 import { deferred } from '../helpers/drafts.js';
 import { logOf, sleep, storeWithAppend } from '../helpers/runtime.js';
-import { tempDir } from '../helpers/tmp.js';
+import { lmdbPath as lmdbPathFor } from '../helpers/lmdb-path.js';
 
 /**
  * Crash points the existing crash tests do not cover. A "crash" is simulated in-process as the
@@ -23,19 +23,10 @@ const never = () => new Promise<never>(() => {});
 
 /** A temp LMDB path; runtimes made with `rt` are closed after the test (abandoned ones are not). */
 function lmdbPath() {
-  const dir = tempDir();
-  const runtimes: ReturnType<typeof createRuntime>[] = [];
-  cleanups.push(async () => {
-    for (const r of runtimes) await r.close().catch(() => undefined);
-    await dir.cleanup();
-  });
+  const base = lmdbPathFor(cleanups);
+  const dir = { path: base.path };
   return {
-    path: dir.path,
-    rt(options: Omit<RuntimeOptions, 'store'>, store: EventStore = lmdbStore({ path: dir.path })) {
-      const r = createRuntime({ ...options, store });
-      runtimes.push(r);
-      return r;
-    },
+    ...base,
     /** A runtime that "dies" at the first append for which `when(drafts)` holds (before or after it is durable). */
     dying(options: Omit<RuntimeOptions, 'store'>, when: (drafts: EventDraft[]) => boolean, point: 'before' | 'after', died?: () => void) {
       const inner = lmdbStore({ path: dir.path });
