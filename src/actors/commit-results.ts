@@ -89,7 +89,7 @@ export const commitResultsOp =
     });
     env.writer.stage('step/end', at, input.usage ? { usage: input.usage } : {});
     // the tools have run: if this commit fails, the run's end commits their results with run/end
-    const records = await env.writer.commitKeeping();
+    const records = await env.writer.commit({ keepOnFailure: true });
     emitToolEnds(env, records);
     env.emit({ type: 'step_end', step: at.step, ...(input.usage ? { usage: input.usage } : {}) }, seqOf(records, 'step/end'));
     await env.backpressure();

@@ -60,28 +60,22 @@ export class LogWriter {
     this.staged = [];
   }
 
-  /** Appends everything staged as one all-or-nothing batch; resolves once it is durable. */
-  commit(): Promise<EventRecord[]> {
-    const drafts = this.staged;
-    this.staged = [];
-    return this.enqueue(drafts);
-  }
-
   /**
-   * commit() for drafts that answer effects already done (tool results): if the append fails and
-   * the writer can still write (not fenced, not closed), they stay staged, ahead of anything
+   * Appends everything staged as one all-or-nothing batch; resolves once it is durable. With
+   * `keepOnFailure` (drafts that answer effects already done: tool results), a failed append
+   * while the writer can still write (not fenced, not closed) leaves them staged, ahead of anything
    * staged since, so the run's closing commit writes them with its run/end — a tool that ran is
    * never left without its result on a settled run.
    */
-  async commitKeeping(): Promise<EventRecord[]> {
+  commit(options: { keepOnFailure?: boolean } = {}): Promise<EventRecord[]> {
     const drafts = this.staged;
     this.staged = [];
-    try {
-      return await this.enqueue(drafts);
-    } catch (e) {
+    const done = this.enqueue(drafts);
+    if (!options.keepOnFailure) return done;
+    return done.catch((e: unknown) => {
       if (this.fencedError === undefined && this.closedError === undefined) this.staged = [...drafts, ...this.staged];
       throw e;
-    }
+    });
   }
 
   /**
