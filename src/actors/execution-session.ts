@@ -345,7 +345,7 @@ export class ExecutionSession {
         answer: req.answer,
         timedOut: pr.kind === 'approval' && pr.expiresAt !== undefined && Date.now() > pr.expiresAt,
       };
-      return { ...base, runEpoch: open.runEpoch + 1, turn: open.turn, kind: 'respond', messages: [], resume, runFirstSeq: open.startSeq, stopRequested: open.stopAccepted || this.stopAcceptedRuns.has(open.runId), spent: this.spentBy(open) };
+      return { ...base, runEpoch: open.runEpoch + 1, turn: open.turn, kind: 'respond', messages: [], resume, runFirstSeq: open.startSeq, stopRequested: open.stopAccepted, spent: spentOf(this.env, open) };
     }
     if (open.pending) {
       throw new ValidationError('session.execute', [{ path: ['kind'], message: `run ${req.runId} waits for an answer to ${open.pending.pendingRequest.questionId}: respond to it` }]);
@@ -357,17 +357,12 @@ export class ExecutionSession {
       kind: 'continue',
       messages: [],
       runFirstSeq: open.startSeq,
-      spent: this.spentBy(open),
-      stopRequested: open.stopAccepted || this.stopAcceptedRuns.has(open.runId),
+      spent: spentOf(this.env, open),
+      stopRequested: open.stopAccepted,
       ...(open.unresolvedCalls.length > 0
         ? { resume: { kind: 'recover' as const, step: open.step, batch: open.unresolvedCalls, released: open.releasedAfterIntent } }
         : { startStep: open.step, ...(open.concluded !== undefined ? { concluded: open.concluded } : {}) }),
     };
-  }
-
-  /** The earlier attempts' spending, priced with today's pricing (DESIGN §4 item 8: budgets are per run). */
-  private spentBy(open: OpenRunState): NonNullable<RunInput['spent']> {
-    return spentOf(this.env, open);
   }
 
   private start(input: RunInput): Promise<ExecutionResult> {
@@ -446,7 +441,10 @@ export class ExecutionSession {
   }
 
   private async loadOpenRun(): Promise<OpenRunState | undefined> {
-    return loadOpenRun(this.store, this.sessionId, await this.store.getHead(this.sessionId));
+    const open = await loadOpenRun(this.store, this.sessionId, await this.store.getHead(this.sessionId));
+    // a stop accepted while this read ran (just as its attempt ended) may not be in what it read
+    if (open && this.stopAcceptedRuns.has(open.runId)) open.stopAccepted = true;
+    return open;
   }
 
   /**
