@@ -1,10 +1,10 @@
 // Public API of actorloop (DESIGN §6). Explicit named exports only.
-export { createRuntime } from './actors/runtime.js';
-export type { Runtime } from './actors/runtime.js';
-export type { RuntimeOptions } from './actors/runtime-options.js';
-export { ExecutionSession } from './actors/execution-session.js';
-export type { SessionSnapshot, TurnContext } from './actors/execution-session.js';
-export type { DeliveryOwner, FinalAnswer, FinalVerifier, Pricing, ToolVerifier } from './actors/run-env.js';
+export { createRuntime } from './runtime/runtime.js';
+export type { Runtime } from './runtime/runtime.js';
+export type { RuntimeOptions } from './runtime/options.js';
+export { ExecutionSession } from './runtime/execution-session.js';
+export type { SessionSnapshot, TurnContext } from './runtime/execution-session.js';
+export type { DeliveryOwner, FinalAnswer, FinalVerifier, Pricing, ToolVerifier } from './contracts/hooks.js';
 
 export { lmdbStore, LmdbStoreOptions } from './persistence/lmdb-store.js';
 export { memoryStore } from './persistence/memory-store.js';

@@ -1,11 +1,11 @@
+import type { ToolCallOutput } from '../contracts/calls.js';
+import type { StepPosition } from '../contracts/calls.js';
 import type { EventRecord } from '../contracts/events.js';
 import type { Usage } from '../contracts/message.js';
-import type { ToolCallOutput } from './tool-call.js';
-import type { RunEnv } from './run-env.js';
-import type { StepAt } from './model-step.js';
+import type { SessionServices } from './session-services.js';
 
 export interface CommitResultsInput {
-  at: StepAt;
+  at: StepPosition;
   results: ToolCallOutput[];
   usage?: Usage;
 }
@@ -20,7 +20,7 @@ export interface CommitResultsOutput {
 export const seqOf = (records: readonly EventRecord[], type: EventRecord['type']): number | undefined => records.find((r) => r.type === type)?.seq;
 
 /** A `tool_end` envelope (with its logSeq) for each committed `tool/result` among `records`. */
-export function emitToolEnds(env: RunEnv, records: readonly EventRecord[]): void {
+export function emitToolEnds(env: SessionServices, records: readonly EventRecord[]): void {
   for (const rec of records) {
     if (rec.type !== 'tool/result') continue;
     const p = rec.payload as { callId: string; name: string; outcome: ToolCallOutput['outcome']; startedAt?: number; endedAt?: number };
@@ -38,7 +38,7 @@ export function emitToolEnds(env: RunEnv, records: readonly EventRecord[]): void
   }
 }
 
-async function verdict(env: RunEnv, r: ToolCallOutput): Promise<string | undefined> {
+async function verdict(env: SessionServices, r: ToolCallOutput): Promise<string | undefined> {
   if (!env.verifier) return undefined;
   try {
     return await env.verifier(r.name, r.outcome);
@@ -52,7 +52,7 @@ async function verdict(env: RunEnv, r: ToolCallOutput): Promise<string | undefin
  * messages and released locks) and `step/end`, in one append.
  */
 export const commitResultsOp =
-  (env: RunEnv) =>
+  (env: SessionServices) =>
   async (input: CommitResultsInput): Promise<CommitResultsOutput> => {
     const { at, results } = input;
     let concluded: string | undefined;

@@ -1,10 +1,10 @@
+import type { StepPosition } from '../contracts/calls.js';
 import { CapacityError } from '../contracts/errors.js';
 import type { Message, Usage } from '../contracts/message.js';
 import type { EventRecord } from '../contracts/events.js';
-import type { RunEnv } from './run-env.js';
-import type { StepAt } from './model-step.js';
+import type { SessionServices } from './session-services.js';
 import { callWithRetries } from './model-step.js';
-import { estimateTokens, sha256, surfaceMessages } from './surface.js';
+import { estimateTokens, sha256, surfaceMessages } from '../persistence/surface.js';
 
 const line = (m: Message) =>
   `${m.role}${m.name ? ` (${m.name})` : ''}: ${m.content}${m.toolCalls?.length ? ` [tool calls: ${m.toolCalls.map((c) => `${c.name}(${c.arguments})`).join(', ')}]` : ''}`;
@@ -18,7 +18,7 @@ const line = (m: Message) =>
  * failed attempt an `assistant/attempt`, its response checked, its usage recorded on the
  * `compaction` event (and returned: the step counts it).
  */
-export async function compact(env: RunEnv, at: StepAt, runStartSeq: number, signal: AbortSignal): Promise<{ usage?: Usage }> {
+export async function compact(env: SessionServices, at: StepPosition, runStartSeq: number, signal: AbortSignal): Promise<{ usage?: Usage }> {
   const older: EventRecord[] = env.surface.entries.filter((e) => e.seq < runStartSeq);
   const kept: EventRecord[] = env.surface.entries.filter((e) => e.seq >= runStartSeq);
   const limit = env.config.contextWindow - env.config.outputReserve;

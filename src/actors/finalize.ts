@@ -1,12 +1,12 @@
+import type { StepPosition } from '../contracts/calls.js';
 import { CancelledError } from '../contracts/errors.js';
 import { seqOf } from './commit-results.js';
 import type { Usage } from '../contracts/message.js';
-import type { StepAt } from './model-step.js';
-import type { RunEnv } from './run-env.js';
+import type { SessionServices } from './session-services.js';
 
 export interface FinalizeInput {
   runId: string;
-  at: StepAt;
+  at: StepPosition;
   content: string;
   /** Usage of the step that produced the answer (for step/end); absent for concludesTurn. */
   usage?: Usage;
@@ -24,7 +24,7 @@ export type FinalizeOutput =
  * `delivery.deliver(final)`; its outcome is staged for the run's closing commit.
  */
 export const finalizeOp =
-  (env: RunEnv) =>
+  (env: SessionServices) =>
   async (input: FinalizeInput): Promise<FinalizeOutput> => {
     const { at, content, runId } = input;
     let rejection: string | undefined;

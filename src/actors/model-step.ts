@@ -1,51 +1,33 @@
+import type { StepPosition, ToolCallIntent } from '../contracts/calls.js';
 import { getEventListeners } from 'node:events';
 import { isDecimal } from '../contracts/config.js';
 import { STEP_SPENT, CancelledError, CapacityError, isCancelledError, isProviderError, ProviderError, ValidationError } from '../contracts/errors.js';
 import { addUsage, type Message, type Usage } from '../contracts/message.js';
-import { addDecimal } from './budget.js';
+import { addDecimal } from '../contracts/budget.js';
 import { ModelResponseSchema, type ModelResponse } from '../contracts/model.js';
 import { resourcesOf } from '../tools/define-tool.js';
 import { validateToolCalls, type CallIssue } from '../tools/validate-calls.js';
 import { ASK_USER_TOOL, askUserTool, matchesApprovalFor } from '../tools/ask-user.js';
 import type { EventRecord, PendingRequest } from '../contracts/events.js';
-import { onAbort } from './abort.js';
+import { onAbort } from '../contracts/abort.js';
 import { compact } from './compaction.js';
 import { emitToolEnds, seqOf } from './commit-results.js';
-import type { RunEnv } from './run-env.js';
+import type { SessionServices } from './session-services.js';
 
-export interface StepAt {
-  turn: number;
-  step: number;
-  attempt: number;
-}
 
-/** A call whose intent (`tool/call`) is committed: everything the batch needs, serializable. */
-export interface CallDescr {
-  callId: string;
-  name: string;
-  arguments: unknown;
-  mode: 'parallel' | 'exclusive';
-  resources: string[];
-  idempotencyKey: string;
-  /**
-   * The model's argument text. `arguments` holds the schema's parsed output, but what the log
-   * keeps of it is JSON: a call rebuilt from the log (approved, recovered) is parsed again from this.
-   */
-  rawArguments?: string;
-}
 
 export interface ModelStepInput {
   runId: string;
   /** Seq of this attempt's run/start: compaction keeps everything from here on. */
   runStartSeq: number;
-  at: StepAt;
+  at: StepPosition;
   corrections: number;
   /** What the run's maxOutputTokens budget leaves (undefined: no such budget): caps the call. */
   outputTokensLeft?: number;
 }
 
 export type ModelStepOutput = { usage?: Usage; cost?: string } & (
-  | { kind: 'tools'; calls: CallDescr[] }
+  | { kind: 'tools'; calls: ToolCallIntent[] }
   | { kind: 'final'; content: string }
   | { kind: 'rejected' }
   | { kind: 'blocked'; locks: string[] }
@@ -66,7 +48,7 @@ const sleep = (ms: number, signal: AbortSignal) =>
  * The app's `pricing` for one model call, checked here (an effect): a price that is not a decimal
  * string fails the run with a ValidationError naming it, and the run still ends with `run/end`.
  */
-function priceOf(env: RunEnv, usage: Usage): string {
+function priceOf(env: SessionServices, usage: Usage): string {
   const cost: unknown = env.pricing!(usage, env.model.modelId);
   if (!isDecimal(cost)) {
     throw new ValidationError('pricing', [{ path: [], message: `pricing returned ${JSON.stringify(cost) ?? String(cost)}, not a non-negative decimal string such as "0.25"` }]);
@@ -77,7 +59,7 @@ function priceOf(env: RunEnv, usage: Usage): string {
 /** One model request as callWithRetries sends it. */
 export interface CallSpec {
   messages: readonly Message[];
-  tools: RunEnv['toolSpecs'];
+  tools: SessionServices['toolSpecs'];
   digest: string;
   maxOutputTokens?: number;
   /** Stream the answer's deltas to subscribers (the step's own call; not a compaction's summary). */
@@ -89,7 +71,7 @@ export interface CallSpec {
  * `assistant/attempt`, and every response is checked (a bad one is a non-retryable ProviderError).
  * The step's call and a compaction's summary call both go through here.
  */
-export async function callWithRetries(env: RunEnv, at: StepAt, signal: AbortSignal, spec: CallSpec): Promise<{ res: ModelResponse; latencyMs: number; digest: string }> {
+export async function callWithRetries(env: SessionServices, at: StepPosition, signal: AbortSignal, spec: CallSpec): Promise<{ res: ModelResponse; latencyMs: number; digest: string }> {
   const { messages, digest, live } = spec;
   for (let n = 1; ; n++) {
     const t0 = performance.now();
@@ -184,7 +166,7 @@ function stepSignal(run: AbortSignal, cancel: AbortSignal): { signal: AbortSigna
  * retries, validation, and the step's first commit point (assistant message + tool-call intents).
  */
 export const modelStepOp =
-  (env: RunEnv) =>
+  (env: SessionServices) =>
   (input: ModelStepInput, runSignal: AbortSignal): Promise<ModelStepOutput> => {
     const step = stepSignal(runSignal, env.cancelSignal);
     const done = modelStep(env, input, step.signal);
@@ -192,7 +174,7 @@ export const modelStepOp =
     return done;
   };
 
-async function modelStep(env: RunEnv, input: ModelStepInput, signal: AbortSignal): Promise<ModelStepOutput> {
+async function modelStep(env: SessionServices, input: ModelStepInput, signal: AbortSignal): Promise<ModelStepOutput> {
   const { at } = input;
   const steers = env.takeSteers();
   if (steers.length > 0) await commitSteers(env, at, steers);
@@ -222,7 +204,7 @@ async function modelStep(env: RunEnv, input: ModelStepInput, signal: AbortSignal
 }
 
 /** The step once its context fits: the stop check, the model call, validation and the first commit point. */
-async function stepAfterContext(env: RunEnv, input: ModelStepInput, signal: AbortSignal, compacted: { usage?: Usage } | undefined): Promise<ModelStepOutput> {
+async function stepAfterContext(env: SessionServices, input: ModelStepInput, signal: AbortSignal, compacted: { usage?: Usage } | undefined): Promise<ModelStepOutput> {
   const { at } = input;
   // DESIGN §4 item 10: a stop accepted before this step's model call starts no new model call
   if (env.stopAcceptedFor === input.runId) {
@@ -280,7 +262,7 @@ async function stepAfterContext(env: RunEnv, input: ModelStepInput, signal: Abor
 }
 
 async function afterToolCalls(
-  env: RunEnv,
+  env: SessionServices,
   input: ModelStepInput,
   message: Message,
   res: ModelResponse,
@@ -296,7 +278,7 @@ async function afterToolCalls(
     emitStepEnd(env, at, usage, await env.writer.commit());
     return { kind: 'rejected', usage, ...priced };
   }
-  const descrs: CallDescr[] = valid.map((c) => ({
+  const descrs: ToolCallIntent[] = valid.map((c) => ({
     callId: c.callId,
     name: c.name,
     arguments: c.arguments,
@@ -363,18 +345,18 @@ async function afterToolCalls(
 }
 
 /** A step that ends at its own commit (rejected or blocked): the envelopes of what it committed. */
-function emitStepEnd(env: RunEnv, at: StepAt, usage: Usage | undefined, records: readonly EventRecord[]): void {
+function emitStepEnd(env: SessionServices, at: StepPosition, usage: Usage | undefined, records: readonly EventRecord[]): void {
   emitToolEnds(env, records);
   env.emit({ type: 'step_end', step: at.step, ...(usage ? { usage } : {}) }, seqOf(records, 'step/end'));
 }
 
-function needsApproval(env: RunEnv, tool: { needsApproval?: boolean | ((a: never) => boolean) }, name: string, args: unknown): boolean {
+function needsApproval(env: SessionServices, tool: { needsApproval?: boolean | ((a: never) => boolean) }, name: string, args: unknown): boolean {
   const own = typeof tool.needsApproval === 'function' ? tool.needsApproval(args as never) : tool.needsApproval === true;
   return own || matchesApprovalFor(env.approvalFor, name);
 }
 
 /** Steer inputs become user messages after the batch that settled and before this model call. */
-async function commitSteers(env: RunEnv, at: StepAt, steers: ReturnType<RunEnv['takeSteers']>): Promise<void> {
+async function commitSteers(env: SessionServices, at: StepPosition, steers: ReturnType<SessionServices['takeSteers']>): Promise<void> {
   for (const s of steers) for (const message of s.messages) env.writer.stage('user/message', at, { message, inputId: s.inputId });
   const records = await env.writer.commit();
   for (const s of steers) {

@@ -1,13 +1,14 @@
+import type { ToolCallOutput } from '../contracts/calls.js';
+import type { ToolCallIntent } from '../contracts/calls.js';
 import { isStaleWriterError, ValidationError } from '../contracts/errors.js';
 import { MAX_ID_KEY_BYTES } from '../persistence/codec.js';
 import type { Message, Usage } from '../contracts/message.js';
 import type { ExecutionResult } from '../contracts/requests.js';
 import type { ResumeInput, StartRunOutput } from '../machines/run.machine.js';
-import type { CallDescr } from './model-step.js';
-import { normalizeOutcome, skippedOutput, withCallLocks, type ToolCallOutput } from './tool-call.js';
+import { normalizeOutcome, skippedOutput, withCallLocks } from './tool-call.js';
 import { emitToolEnds } from './commit-results.js';
 import type { ToolOutcome } from '../contracts/tools.js';
-import type { RunEnv } from './run-env.js';
+import type { SessionServices } from './session-services.js';
 
 export interface StartRunInput {
   runId: string;
@@ -55,7 +56,7 @@ export function assertRunIdsFit(sessionId: string, runId: string, attemptId: str
  * logged, or is gone): such a call must not run with it. A log from before `rawArguments` has only
  * the JSON copy: it is parsed, and a copy the schema refuses is a mismatch too.
  */
-export function withParsedArguments(env: RunEnv, c: CallDescr): { call: CallDescr; mismatch?: string } {
+export function withParsedArguments(env: SessionServices, c: ToolCallIntent): { call: ToolCallIntent; mismatch?: string } {
   const tool = env.tools.get(c.name);
   if (!tool) return { call: c, mismatch: `the ${c.name} tool is no longer registered` };
   if (typeof c.rawArguments !== 'string') {
@@ -74,7 +75,7 @@ export function withParsedArguments(env: RunEnv, c: CallDescr): { call: CallDesc
   return { call: c, mismatch: `its arguments no longer match the ${c.name} tool's schema (${parsed.error.issues[0]?.message ?? 'invalid'})` };
 }
 
-const denied = (c: CallDescr, why: string): ToolCallOutput => ({
+const denied = (c: ToolCallIntent, why: string): ToolCallOutput => ({
   callId: c.callId,
   name: c.name,
   outcome: { kind: 'completed', content: why, isError: true, concludesTurn: false, releaseResources: [] },
@@ -86,10 +87,10 @@ const denied = (c: CallDescr, why: string): ToolCallOutput => ({
  * A respond attempt's decisions: approvals (a call left out, or an answer after the deadline,
  * is denied) or the question's answer as the askUser call's result. Stages what it decides.
  */
-async function stageResume(env: RunEnv, r: ResumeInput, at: { turn: number; step: number; attempt: number }, runId: string): Promise<NonNullable<StartRunOutput['resumed']>> {
+async function stageResume(env: SessionServices, r: ResumeInput, at: { turn: number; step: number; attempt: number }, runId: string): Promise<NonNullable<StartRunOutput['resumed']>> {
   if (r.kind === 'recover') return recoverCalls(env, r.batch, runId, r.released ?? {});
   const preset: ToolCallOutput[] = [];
-  const calls: CallDescr[] = [];
+  const calls: ToolCallIntent[] = [];
   const pr = r.pendingRequest;
   if (pr.kind === 'question') {
     const content = typeof r.answer === 'string' ? r.answer : JSON.stringify(r.answer);
@@ -129,8 +130,8 @@ async function stageResume(env: RunEnv, r: ResumeInput, at: { turn: number; step
  * asked (with the same idempotencyKey), and without an answer it becomes `uncertain-hanging`,
  * its resources staying locked until released.
  */
-async function recoverCalls(env: RunEnv, batch: CallDescr[], runId: string, released: Readonly<Record<string, string[]>>): Promise<NonNullable<StartRunOutput['resumed']>> {
-  const calls: CallDescr[] = [];
+async function recoverCalls(env: SessionServices, batch: ToolCallIntent[], runId: string, released: Readonly<Record<string, string[]>>): Promise<NonNullable<StartRunOutput['resumed']>> {
+  const calls: ToolCallIntent[] = [];
   const preset: ToolCallOutput[] = [];
   // A parallel call runs again unless it names a resource an uncertain call keeps locked (DESIGN
   // §4 item 5; skipping a side-effect-free call loses nothing). An exclusive call is never
@@ -182,7 +183,7 @@ async function recoverCalls(env: RunEnv, batch: CallDescr[], runId: string, rele
 
 /** The run's first commit point: `run/start` with the prompt's user messages (or a respond's decisions). */
 export const startRunOp =
-  (env: RunEnv) =>
+  (env: SessionServices) =>
   async (input: StartRunInput): Promise<StartRunOutput> => {
     const at = { turn: input.turn, step: input.resume?.step ?? 0, attempt: input.runEpoch };
     env.writer.stage(
@@ -239,7 +240,7 @@ export interface EndRunInput {
  * writer cannot commit: the result then says so (`checkpointCommitted: false`).
  */
 export const endRunOp =
-  (env: RunEnv) =>
+  (env: SessionServices) =>
   async (input: EndRunInput): Promise<ExecutionResult> => {
     const r = input.result;
     const at = { turn: input.turn, step: input.step, attempt: input.attempt };
@@ -273,7 +274,7 @@ export const endRunOp =
  * Stages an attempt's `run/end`, carrying its whole result (the typed error cause as JSON), under
  * the attempt's deterministic event id — so executing that attempt again returns it.
  */
-export function stageRunEnd(env: RunEnv, at: { turn: number; step: number; attempt: number }, r: ExecutionResult): void {
+export function stageRunEnd(env: SessionServices, at: { turn: number; step: number; attempt: number }, r: ExecutionResult): void {
   const storable = { ...r, error: r.error ? { kind: r.error.kind, message: r.error.message, cause: causeInfo(r.error.cause) } : undefined };
   env.writer.stage(
     'run/end',

@@ -1,25 +1,19 @@
+import type { ToolCallOutput } from '../contracts/calls.js';
+import type { ToolCallIntent } from '../contracts/calls.js';
 import { fromCallback } from 'xstate';
 import { ToolOutcome, type ToolOutcomeInput } from '../contracts/tools.js';
 import type { ToolContext } from '../tools/define-tool.js';
-import { CallAbort, onAbort } from './abort.js';
-import type { CallDescr } from './model-step.js';
-import type { RunEnv } from './run-env.js';
+import { CallAbort, onAbort } from '../contracts/abort.js';
+import type { SessionServices } from './session-services.js';
 
 export interface ToolCallInput {
-  call: CallDescr;
+  call: ToolCallIntent;
   runId: string;
 }
 
 /** What a tool-call actor reports to its batch. */
 export type ToolCallReply = { type: 'call.done'; output: ToolCallOutput } | { type: 'call.failed'; callId: string; error: unknown };
 
-export interface ToolCallOutput {
-  callId: string;
-  name: string;
-  outcome: ToolOutcome;
-  startedAt: number;
-  endedAt: number;
-}
 
 export function normalizeOutcome(v: string | ToolOutcomeInput | undefined | unknown): ToolOutcome {
   if (typeof v === 'string') return { kind: 'completed', content: v, isError: false, concludesTurn: false, releaseResources: [] };
@@ -88,7 +82,7 @@ const errorOutcome = (e: unknown): ToolOutcome => ({
  * does not settle within `cancelGraceMs` after the abort is recorded `uncertain-hanging`, its
  * resources staying locked. A callback actor: no promise-actor machinery per call.
  */
-export const toolCallActor = (env: RunEnv) => callActor((input, ac) => runToolCall(env, input, ac));
+export const toolCallActor = (env: SessionServices) => callActor((input, ac) => runToolCall(env, input, ac));
 
 /**
  * A tool-call actor from an async function: reports `call.done` (or `call.failed` if the function
@@ -123,7 +117,7 @@ const SIGNAL_GETTER: PropertyDescriptor = {
   configurable: true,
 };
 
-async function runToolCall(env: RunEnv, input: ToolCallInput, ac: CallAbort): Promise<ToolCallOutput> {
+async function runToolCall(env: SessionServices, input: ToolCallInput, ac: CallAbort): Promise<ToolCallOutput> {
   const { call, runId } = input;
   const tool = env.tools.get(call.name)!;
   if (call.mode === 'exclusive') {

@@ -1,9 +1,9 @@
+import type { FinalAnswer } from '../contracts/hooks.js';
 import { writeFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { z } from 'zod';
-import type { FinalAnswer } from '../actors/run-env.js';
-import { createRuntime } from '../actors/runtime.js';
+import { createRuntime } from '../runtime/runtime.js';
 import { isCorruptLogError } from '../contracts/errors.js';
 import type { EventRecord } from '../contracts/events.js';
 import type { EventStore } from '../persistence/event-store.js';

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
-import type { ExecutionSession } from '../actors/execution-session.js';
-import { createRuntime } from '../actors/runtime.js';
+import type { ExecutionSession } from '../runtime/execution-session.js';
+import { createRuntime } from '../runtime/runtime.js';
 import { isExecutionBusy, isStaleWriterError, isValidationError } from '../contracts/errors.js';
 import type { ExecutionRequest, ExecutionResult } from '../contracts/requests.js';
 import { lmdbStore } from '../persistence/lmdb-store.js';

@@ -1,14 +1,14 @@
+import type { ToolCallOutput } from '../contracts/calls.js';
+import type { ToolCallIntent } from '../contracts/calls.js';
 import { and, assign, fromCallback, not, sendTo, setup, stateIn, type ActorRefFrom } from 'xstate';
 import { isCancelledError, isStaleWriterError, ProtocolExhaustedError, STEP_SPENT } from '../contracts/errors.js';
 import type { LoopBudget } from '../contracts/config.js';
 import { addUsage, zeroUsage, type Message, type Usage } from '../contracts/message.js';
 import type { ExecutionResult, Outcome, RunStatus } from '../contracts/requests.js';
-import { addDecimal, spentBudget } from '../actors/budget.js';
-import type { CallDescr } from '../actors/model-step.js';
+import { addDecimal, spentBudget } from '../contracts/budget.js';
 import { effect, type EffectReply, type EffectRequest } from '../actors/run-effects.js';
 import type { PendingRequest } from '../contracts/events.js';
 import type { StartRunInput } from '../actors/run-lifecycle.js';
-import type { ToolCallOutput } from '../actors/tool-call.js';
 import { toolBatchMachine, type ToolBatchDone, type ToolBatchInput } from './tool-batch.machine.js';
 
 export interface RunInput {
@@ -50,13 +50,13 @@ export interface RunInput {
  * `continue` after a crash resolves (`recover`: tool calls whose intent is logged without result).
  */
 export type ResumeInput =
-  | { kind: 'answer'; step: number; batch: CallDescr[]; pendingRequest: PendingRequest; answer: unknown; timedOut: boolean }
-  | { kind: 'recover'; step: number; batch: CallDescr[]; released?: Record<string, string[]> };
+  | { kind: 'answer'; step: number; batch: ToolCallIntent[]; pendingRequest: PendingRequest; answer: unknown; timedOut: boolean }
+  | { kind: 'recover'; step: number; batch: ToolCallIntent[]; released?: Record<string, string[]> };
 
 /** startRun's output: the run/start seq and, for a respond attempt, what to run or record. */
 export interface StartRunOutput {
   runStartSeq: number;
-  resumed?: { calls: CallDescr[]; preset: ToolCallOutput[] };
+  resumed?: { calls: ToolCallIntent[]; preset: ToolCallOutput[] };
 }
 
 export interface RunContext extends Omit<RunInput, 'messages'> {
@@ -69,7 +69,7 @@ export interface RunContext extends Omit<RunInput, 'messages'> {
   toolCalls: number;
   recoveries: number;
   corrections: number;
-  calls: CallDescr[];
+  calls: ToolCallIntent[];
   /** Results decided without running (denied approvals, answered questions), merged by call order. */
   presetResults: ToolCallOutput[];
   /** Call ids of the batch in the model's order. */
@@ -272,7 +272,7 @@ export const runMachine = setup({
             // every field written out: `{ ...addStepUsage(), calls, … }` (a spread followed by new
             // keys) takes V8's slow object-literal path, ≈ 3 µs here
             actions: assign(({ context, event }) => {
-              const out = event.output as { calls: CallDescr[]; usage?: Usage; cost?: string };
+              const out = event.output as { calls: ToolCallIntent[]; usage?: Usage; cost?: string };
               return {
                 usage: addUsage(context.usage, out.usage),
                 stepUsage: out.usage,

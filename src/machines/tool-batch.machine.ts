@@ -1,7 +1,8 @@
+import type { ToolCallOutput } from '../contracts/calls.js';
+import type { ToolCallIntent } from '../contracts/calls.js';
 import { assign, enqueueActions, sendParent, setup, stopChild } from 'xstate';
 import type { ToolOutcome } from '../contracts/tools.js';
-import type { CallDescr } from '../actors/model-step.js';
-import { callActor, skippedOutput, type ToolCallOutput, type ToolCallReply } from '../actors/tool-call.js';
+import { callActor, skippedOutput, type ToolCallReply } from '../actors/tool-call.js';
 
 export interface ToolBatchInput {
   runId: string;
@@ -10,7 +11,7 @@ export interface ToolBatchInput {
 
 export interface ToolBatchContext extends ToolBatchInput {
   /** The batch being run (between batches, the last one). */
-  calls: CallDescr[];
+  calls: ToolCallIntent[];
   /** Call ids started, in start order. */
   started: string[];
   running: string[];
@@ -20,7 +21,7 @@ export interface ToolBatchContext extends ToolBatchInput {
 }
 
 /** `batch.run` starts a batch; the batch answers its parent with `batch.done`. */
-export type ToolBatchEvent = { type: 'batch.run'; calls: CallDescr[] } | ToolCallReply | { type: 'batch.error'; error: unknown };
+export type ToolBatchEvent = { type: 'batch.run'; calls: ToolCallIntent[] } | ToolCallReply | { type: 'batch.error'; error: unknown };
 export type ToolBatchOutput = ToolCallOutput[];
 export type ToolBatchDone = { type: 'batch.done'; results: ToolBatchOutput };
 
@@ -31,11 +32,11 @@ const overlaps = (a: string[], b: string[]) => a.some((r) => b.includes(r));
  * barriers; parallel calls run concurrently up to the cap; calls naming the same resources never
  * overlap.
  */
-export function runnableCalls(ctx: ToolBatchContext): CallDescr[] {
+export function runnableCalls(ctx: ToolBatchContext): ToolCallIntent[] {
   if (ctx.truncatedBy) return [];
   const running = ctx.running.map((id) => ctx.calls.find((c) => c.callId === id)!);
   if (running.some((c) => c.mode === 'exclusive')) return [];
-  const out: CallDescr[] = [];
+  const out: ToolCallIntent[] = [];
   let slots = ctx.maxParallel - running.length;
   for (let i = 0; i < ctx.calls.length; i++) {
     const c = ctx.calls[i]!;
@@ -90,14 +91,14 @@ function recorded(context: ToolBatchContext, out: ToolCallOutput): ToolBatchCont
 /** Every call has an outcome (or the batch was truncated) and nothing runs. */
 const allSettled = (c: ToolBatchContext) => c.running.length === 0 && (c.truncatedBy !== undefined || c.calls.every((call) => c.results[call.callId]));
 
-let memo: { context: ToolBatchContext; out: ToolCallOutput; next: ToolBatchContext; start: CallDescr[] } | undefined;
+let memo: { context: ToolBatchContext; out: ToolCallOutput; next: ToolBatchContext; start: ToolCallIntent[] } | undefined;
 
 /**
  * The batch after `out` is recorded and the calls that may start then. The `call.done` guard and
  * the action it picks ask for the same (context, out): computed once (a one-entry memo keyed by
  * identity; both are immutable).
  */
-function afterCall(context: ToolBatchContext, out: ToolCallOutput): { next: ToolBatchContext; start: CallDescr[] } {
+function afterCall(context: ToolBatchContext, out: ToolCallOutput): { next: ToolBatchContext; start: ToolCallIntent[] } {
   if (memo?.context === context && memo.out === out) return memo;
   const next = recorded(context, out);
   memo = { context, out, next, start: runnableCalls(next) };
@@ -119,7 +120,7 @@ function outputOf(context: ToolBatchContext): ToolBatchOutput {
 }
 
 type CallDone = Extract<ToolBatchEvent, { type: 'call.done' }>;
-type Spawn = (src: 'toolCall', options: { id: string; input: { call: CallDescr; runId: string } }) => unknown;
+type Spawn = (src: 'toolCall', options: { id: string; input: { call: ToolCallIntent; runId: string } }) => unknown;
 
 /**
  * Spawns the calls of `next` that may start now and returns the context with them running.

@@ -1,8 +1,8 @@
+import type { ToolCallIntent } from '../contracts/calls.js';
 import { z } from 'zod';
 import { EventRecord, type PendingRequest } from '../contracts/events.js';
 import { parseInput } from '../contracts/validate.js';
 import { addUsage, zeroUsage, type Usage } from '../contracts/message.js';
-import type { CallDescr } from '../actors/model-step.js';
 
 /** What the log says about the run that is open (started, not settled). */
 export interface OpenRunState {
@@ -15,13 +15,13 @@ export interface OpenRunState {
   /** The newest step number written. */
   step: number;
   /** An approval or question still waiting for its answer, with the batch it holds back. */
-  pending?: { pendingRequest: PendingRequest; batch: CallDescr[]; step: number; seq: number };
+  pending?: { pendingRequest: PendingRequest; batch: ToolCallIntent[]; step: number; seq: number };
   /** Status of the newest attempt's run/end, if it wrote one (suspended, detached, fenced). */
   lastEndStatus?: string;
   /** Accepted stop requests (steering/accepted) for this run. */
   stopAccepted: boolean;
   /** tool/call intents without a tool/result. */
-  unresolvedCalls: CallDescr[];
+  unresolvedCalls: ToolCallIntent[];
   /**
    * Resources an unresolved call names that the app released (`resources/released`) after the
    * call's intent, by callId: when `continue` records the call uncertain, it does not lock them again.
@@ -53,7 +53,7 @@ export function foldOpenRun(events: readonly EventRecord[]): OpenRunState | unde
 /** foldOpenRun for records read from a store (already checked there). */
 export function foldRunEvents(events: readonly EventRecord[]): OpenRunState | undefined {
   let st: OpenRunState | undefined;
-  const calls = new Map<string, CallDescr>();
+  const calls = new Map<string, ToolCallIntent>();
   const finals = new Map<string, { finalMessageId: string; content: string; step: number }>();
   // the newest step's concludesTurn content, and whether a verifier rejected any of its results
   let concluding: { step: number; content?: string; rejected: boolean } | undefined;
@@ -92,13 +92,13 @@ export function foldRunEvents(events: readonly EventRecord[]): OpenRunState | un
     switch (e.type) {
       case 'approval/requested':
       case 'question/asked':
-        st.pending = { pendingRequest: p.pendingRequest, batch: (p.batch ?? []) as CallDescr[], step: e.step, seq: e.seq };
+        st.pending = { pendingRequest: p.pendingRequest, batch: (p.batch ?? []) as ToolCallIntent[], step: e.step, seq: e.seq };
         break;
       case 'approval/decided':
         if (st.pending?.pendingRequest.questionId === p.questionId) delete st.pending;
         break;
       case 'tool/call':
-        calls.set(p.callId, p as CallDescr);
+        calls.set(p.callId, p as ToolCallIntent);
         st.callSeqs[p.callId] = e.seq;
         st.spent.toolCalls++;
         break;
@@ -158,7 +158,7 @@ export function foldRunEvents(events: readonly EventRecord[]): OpenRunState | un
 }
 
 /** Records that `keys` were released after the intent of `call` (those it names). */
-export function releaseFor(st: OpenRunState, call: CallDescr, keys: readonly string[]): void {
+export function releaseFor(st: OpenRunState, call: ToolCallIntent, keys: readonly string[]): void {
   const hit = call.resources.filter((r) => keys.includes(r));
   if (hit.length > 0) st.releasedAfterIntent[call.callId] = [...new Set([...(st.releasedAfterIntent[call.callId] ?? []), ...hit])];
 }

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { CallAbort, onAbort } from '../../src/actors/abort.js';
+import { CallAbort, onAbort } from '../../src/contracts/abort.js';
 
 describe('CallAbort', () => {
   it('a signal read before the abort is aborted with its reason', () => {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { createActor } from 'xstate';
-import type { RunEnv } from '../../src/actors/run-env.js';
+import type { SessionServices } from '../../src/actors/session-services.js';
 import { toolCallActor } from '../../src/actors/tool-call.js';
 import { deferred } from '../helpers/drafts.js';
 
@@ -15,7 +15,7 @@ function fakeEnv(checkFenced: () => Promise<boolean>, execute: (args: unknown, c
     config: { cancelGraceMs: 50 },
     emit: () => {},
     callSeqs: new Map(),
-  } as unknown as RunEnv;
+  } as unknown as SessionServices;
 }
 
 const input = { runId: 'r1', call: { callId: 'c1', name: 'pay', arguments: {}, mode: 'exclusive' as const, resources: [], idempotencyKey: 's1/r1/c1' } };
@@ -52,7 +52,7 @@ describe('toolCallActor signal', () => {
       seen.resolve({ aborted: ctx.signal.aborted, reason: ctx.signal.reason });
       return 'late';
     };
-    const env = { ...fakeEnv(async () => false, execute), cancelSignal: cancel.signal } as RunEnv;
+    const env = { ...fakeEnv(async () => false, execute), cancelSignal: cancel.signal } as SessionServices;
     createActor(toolCallActor(env), { input }).start();
     await new Promise((r) => setTimeout(r, 5));
     const reason = new Error('requestCancel');

@@ -40,7 +40,7 @@
  */
 import { closeSync, existsSync, fsyncSync, openSync, readFileSync, writeSync } from 'node:fs';
 import { z } from 'zod';
-import { createRuntime, type Runtime } from '../../src/actors/runtime.js';
+import { createRuntime, type Runtime } from '../../src/runtime/runtime.js';
 import type { ExecutionResult } from '../../src/contracts/requests.js';
 import type { EventStore } from '../../src/persistence/event-store.js';
 import { lmdbStore } from '../../src/persistence/lmdb-store.js';

@@ -15,7 +15,7 @@
 import { closeSync, fsyncSync, openSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 import { z } from 'zod';
-import { createRuntime } from '../../src/actors/runtime.js';
+import { createRuntime } from '../../src/runtime/runtime.js';
 import type { ModelRequest } from '../../src/contracts/model.js';
 import type { ExecutionResult } from '../../src/contracts/requests.js';
 import type { EventStore } from '../../src/persistence/event-store.js';

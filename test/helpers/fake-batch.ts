@@ -1,5 +1,5 @@
+import type { ToolCallIntent } from '../../src/contracts/calls.js';
 import { assign, fromPromise, sendParent, setup } from 'xstate';
-import type { CallDescr } from '../../src/actors/model-step.js';
 import type { toolBatchMachine, ToolBatchInput, ToolBatchOutput } from '../../src/machines/tool-batch.machine.js';
 import type { RunInput } from '../../src/machines/run.machine.js';
 import { LoopBudget } from '../../src/contracts/config.js';
@@ -21,7 +21,7 @@ export const runInput = (over: Partial<RunInput> = {}): RunInput => ({
 });
 
 /** One batch as the run asks for it: the batch actor's input with the `batch.run` calls. */
-export type BatchRequest = ToolBatchInput & { calls: CallDescr[] };
+export type BatchRequest = ToolBatchInput & { calls: ToolCallIntent[] };
 
 /**
  * A stand-in for the long-lived toolBatch actor: answers each `batch.run` with `run`'s results
@@ -29,7 +29,7 @@ export type BatchRequest = ToolBatchInput & { calls: CallDescr[] };
  */
 export function fakeBatch(run: (batch: BatchRequest) => Promise<ToolBatchOutput> | ToolBatchOutput) {
   return setup({
-    types: { input: {} as ToolBatchInput, context: {} as BatchRequest, events: {} as { type: 'batch.run'; calls: CallDescr[] } },
+    types: { input: {} as ToolBatchInput, context: {} as BatchRequest, events: {} as { type: 'batch.run'; calls: ToolCallIntent[] } },
     actors: { work: fromPromise<ToolBatchOutput, BatchRequest>(async ({ input }) => run(input)) },
   }).createMachine({
     context: ({ input }) => ({ ...input, calls: [] }),

@@ -1,9 +1,11 @@
+import type { ToolCallIntent } from '../../src/contracts/calls.js';
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { createActor, waitFor } from 'xstate';
 import { defineTool, scriptedModel } from '../../src/index.js';
-import { callActor, type ToolCallOutput } from '../../src/actors/tool-call.js';
-import type { CallDescr, ModelStepOutput } from '../../src/actors/model-step.js';
+import { callActor } from '../../src/actors/tool-call.js';
+import type { ToolCallOutput } from '../../src/contracts/calls.js';
+import type { ModelStepOutput } from '../../src/actors/model-step.js';
 import { toolBatchMachine } from '../../src/machines/tool-batch.machine.js';
 import { deferred } from '../helpers/drafts.js';
 import { runEffectsActor } from '../../src/actors/run-effects.js';
@@ -151,7 +153,7 @@ describe('run and session machines: edge cases', () => {
       await new Promise<void>((resolve) => ac.onAbort(() => (aborted.push(input.call.callId), resolve())));
       return { callId: input.call.callId, name: input.call.name, outcome: { kind: 'cancelled', settled: true, partialContent: '', resourceLocks: [] }, startedAt: 1, endedAt: 2 } as ToolCallOutput;
     });
-    const calls: CallDescr[] = ['slow', 'bad'].map((id) => ({ callId: id, name: 'echo', arguments: {}, mode: 'parallel', resources: [], idempotencyKey: `s/r/${id}` }));
+    const calls: ToolCallIntent[] = ['slow', 'bad'].map((id) => ({ callId: id, name: 'echo', arguments: {}, mode: 'parallel', resources: [], idempotencyKey: `s/r/${id}` }));
     const ops = {
       startRun: async () => ({ runStartSeq: 1 }),
       modelStep: async () => ({ kind: 'tools' as const, calls }),

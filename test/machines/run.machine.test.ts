@@ -1,11 +1,12 @@
+import type { ToolCallIntent } from '../../src/contracts/calls.js';
 import { describe, expect, it } from 'vitest';
 import { createActor, waitFor, type AnyActorRef, type InspectionEvent } from 'xstate';
 import type { CommitResultsInput, CommitResultsOutput } from '../../src/actors/commit-results.js';
 import type { FinalizeInput, FinalizeOutput } from '../../src/actors/finalize.js';
-import type { CallDescr, ModelStepInput, ModelStepOutput } from '../../src/actors/model-step.js';
+import type { ModelStepInput, ModelStepOutput } from '../../src/actors/model-step.js';
 import type { EndRunInput, StartRunInput } from '../../src/actors/run-lifecycle.js';
 import { runEffectsActor, type RunEffectOps } from '../../src/actors/run-effects.js';
-import type { ToolCallOutput } from '../../src/actors/tool-call.js';
+import type { ToolCallOutput } from '../../src/contracts/calls.js';
 import { LoopBudget, type LoopBudgetInput } from '../../src/contracts/config.js';
 import { CancelledError, isProtocolExhaustedError, StaleWriterError } from '../../src/contracts/errors.js';
 import type { ExecutionResult } from '../../src/contracts/requests.js';
@@ -14,7 +15,7 @@ import type { ToolBatchOutput } from '../../src/machines/tool-batch.machine.js';
 import { deferred } from '../helpers/drafts.js';
 import { fakeBatch, type BatchRequest } from '../helpers/fake-batch.js';
 
-const call = (callId: string): CallDescr => ({
+const call = (callId: string): ToolCallIntent => ({
   callId,
   name: 'echo',
   arguments: { text: callId },
@@ -23,7 +24,7 @@ const call = (callId: string): CallDescr => ({
   idempotencyKey: `s1/r1/${callId}`,
 });
 
-const resultFor = (c: CallDescr, content = `done ${c.callId}`): ToolCallOutput => ({
+const resultFor = (c: ToolCallIntent, content = `done ${c.callId}`): ToolCallOutput => ({
   callId: c.callId,
   name: c.name,
   outcome: { kind: 'completed', content, isError: false, concludesTurn: false, releaseResources: [] },

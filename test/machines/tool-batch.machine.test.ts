@@ -1,12 +1,13 @@
+import type { ToolCallIntent } from '../../src/contracts/calls.js';
 import { describe, expect, it } from 'vitest';
 import { assign, createActor, sendTo, setup, waitFor } from 'xstate';
-import type { CallDescr } from '../../src/actors/model-step.js';
-import { callActor, type ToolCallOutput } from '../../src/actors/tool-call.js';
+import { callActor } from '../../src/actors/tool-call.js';
+import type { ToolCallOutput } from '../../src/contracts/calls.js';
 import type { ToolOutcome } from '../../src/contracts/tools.js';
 import { runnableCalls, toolBatchMachine, type ToolBatchContext, type ToolBatchDone } from '../../src/machines/tool-batch.machine.js';
 import { deferred } from '../helpers/drafts.js';
 
-const call = (callId: string, mode: CallDescr['mode'] = 'parallel', resources: string[] = []): CallDescr => ({
+const call = (callId: string, mode: ToolCallIntent['mode'] = 'parallel', resources: string[] = []): ToolCallIntent => ({
   callId,
   name: `tool_${callId}`,
   arguments: {},
@@ -22,7 +23,7 @@ const toolError = (content = 'boom'): ToolOutcome => ({ kind: 'completed', conte
  * Runs one batch the way a run does: a parent invokes the long-lived batch actor, sends it
  * `batch.run` and finishes (output = the results) when the batch answers `batch.done`.
  */
-function startBatch(toolCall: ReturnType<typeof callActor>, calls: CallDescr[], maxParallel: number) {
+function startBatch(toolCall: ReturnType<typeof callActor>, calls: ToolCallIntent[], maxParallel: number) {
   const parent = setup({
     types: { context: {} as { results?: ToolCallOutput[] }, events: {} as ToolBatchDone, output: {} as ToolCallOutput[] },
     actors: { toolBatch: toolBatchMachine.provide({ actors: { toolCall } }) },
@@ -74,7 +75,7 @@ function harness() {
     }
   });
 
-  const start = (calls: CallDescr[], maxParallel: number) => startBatch(toolCall, calls, maxParallel);
+  const start = (calls: ToolCallIntent[], maxParallel: number) => startBatch(toolCall, calls, maxParallel);
 
   /** Finishes a running call and lets the batch react. */
   const finish = async (id: string, outcome: ToolOutcome = ok(id)) => {
@@ -261,7 +262,7 @@ describe('toolBatchMachine', () => {
 });
 
 describe('runnableCalls', () => {
-  const ctx = (calls: CallDescr[], over: Partial<ToolBatchContext> = {}): ToolBatchContext => ({
+  const ctx = (calls: ToolCallIntent[], over: Partial<ToolBatchContext> = {}): ToolBatchContext => ({
     runId: 'r1',
     calls,
     maxParallel: 4,
@@ -272,7 +273,7 @@ describe('runnableCalls', () => {
   });
   const done = (...ids: string[]): Record<string, ToolCallOutput> =>
     Object.fromEntries(ids.map((id) => [id, { callId: id, name: `tool_${id}`, outcome: ok(), startedAt: 1, endedAt: 2 }]));
-  const ids = (cs: CallDescr[]) => cs.map((c) => c.callId);
+  const ids = (cs: ToolCallIntent[]) => cs.map((c) => c.callId);
 
   it('returns the first maxParallel parallel calls', () => {
     expect(ids(runnableCalls(ctx([call('a'), call('b'), call('c')], { maxParallel: 2 })))).toEqual(['a', 'b']);

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { toAnthropicMessages } from '../../src/providers/anthropic.js';
 import { toOpenAIMessages } from '../../src/providers/openai.js';
-import { surfaceMessages } from '../../src/actors/surface.js';
+import { surfaceMessages } from '../../src/persistence/surface.js';
 import type { EventRecord } from '../../src/contracts/events.js';
 
 const result = (outcome: unknown): EventRecord => ({

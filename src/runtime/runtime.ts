@@ -7,14 +7,14 @@ import { lmdbStore } from '../persistence/lmdb-store.js';
 import type { EventStore } from '../persistence/event-store.js';
 import { EnvelopeStream } from '../streams/envelopes.js';
 import { ExecutionSession } from './execution-session.js';
-import { loadOpenRun, recoveryOutcome, settleInterruptedFinal } from './recovery.js';
-import type { QueuedInput } from './session-inputs.js';
+import { loadOpenRun, recoveryOutcome, settleInterruptedFinal } from './recovery-outcome.js';
+import type { QueuedInput } from './input-queue.js';
 import { askUserTool } from '../tools/ask-user.js';
 import { isObservable } from 'rxjs';
-import { LogWriter } from './log-writer.js';
-import type { RunEnv } from './run-env.js';
-import { RuntimeOptions, type ResolvedRuntimeOptions } from './runtime-options.js';
-import { estimateTokens, sha256, Surface } from './surface.js';
+import { LogWriter } from '../persistence/log-writer.js';
+import type { SessionServices } from '../actors/session-services.js';
+import { RuntimeOptions, type ResolvedRuntimeOptions } from './options.js';
+import { estimateTokens, sha256, Surface } from '../persistence/surface.js';
 import type { Message } from '../contracts/message.js';
 
 export interface Runtime {
@@ -95,7 +95,7 @@ export function createRuntime(options: RuntimeOptions): Runtime {
       const stream = new EnvelopeStream();
       let session: ExecutionSession | undefined;
       const writer = new LogWriter(store, sessionId, attach.writerEpoch, attach.lastSeq + 1, (records) => session?.onCommitted(records));
-      const env: RunEnv = {
+      const env: SessionServices = {
         sessionId,
         sessionInstanceId,
         writer,

@@ -1,10 +1,13 @@
+import type { ToolVerifier } from '../contracts/hooks.js';
+import type { Pricing } from '../contracts/hooks.js';
+import type { FinalVerifier } from '../contracts/hooks.js';
+import type { DeliveryOwner } from '../contracts/hooks.js';
 import { z } from 'zod';
 import { LoopBudget, LoopConfig } from '../contracts/config.js';
 import { InputMessage } from '../contracts/message.js';
 import type { ModelProvider } from '../contracts/model.js';
 import type { EventStore } from '../persistence/event-store.js';
 import type { AnyTool } from '../tools/define-tool.js';
-import type { DeliveryOwner, FinalVerifier, Pricing, ToolVerifier } from './run-env.js';
 import type { InspectionEvent } from 'xstate';
 
 const fn = <T>(what: string) => z.custom<T>((v) => typeof v === 'function', `${what} must be a function`);

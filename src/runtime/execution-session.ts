@@ -22,15 +22,15 @@ import type { RunInput, ResumeInput } from '../machines/run.machine.js';
 import { canonicalJson } from '../persistence/codec.js';
 import type { EventStore } from '../persistence/event-store.js';
 import { releaseFor, type OpenRunState } from '../persistence/open-run.js';
-import { loadOpenRun, settleInterruptedFinal, spentOf } from './recovery.js';
+import { loadOpenRun, settleInterruptedFinal, spentOf } from './recovery-outcome.js';
 import type { Envelope, EnvelopeStream } from '../streams/envelopes.js';
 import { SubscriberHub, type SubscribeOptions, type SubscriberListener, type Unsubscribe } from '../streams/subscribers.js';
-import { boundSessionMachine } from './run-actors.js';
-import type { RunEnv } from './run-env.js';
-import { assertRunIdsFit, runEndEventId, runOpenEventId, runStartEventId } from './run-lifecycle.js';
+import { boundSessionMachine } from './session-actors.js';
+import type { SessionServices } from '../actors/session-services.js';
+import { assertRunIdsFit, runEndEventId, runOpenEventId, runStartEventId } from '../actors/run-lifecycle.js';
 import { UNSETTLED_END_STATUSES } from '../persistence/head.js';
-import type { ResolvedRuntimeOptions } from './runtime-options.js';
-import { InputQueue, type QueuedInput } from './session-inputs.js';
+import type { ResolvedRuntimeOptions } from './options.js';
+import { InputQueue, type QueuedInput } from './input-queue.js';
 
 /** The frozen context a run was started with (DESIGN §6 `turnContexts`). */
 export interface TurnContext {
@@ -64,7 +64,7 @@ export interface SessionDeps {
   sessionInstanceId: string;
   writerEpoch: number;
   lastTurn: number;
-  env: RunEnv;
+  env: SessionServices;
   store: EventStore;
   options: ResolvedRuntimeOptions;
   stream: EnvelopeStream;
@@ -126,7 +126,7 @@ export class ExecutionSession {
   readonly turnContexts = new Map<string, TurnContext>();
   /** What opening the session found in the log (DESIGN §5). */
   readonly recovery: RecoveryOutcome;
-  private readonly env: RunEnv;
+  private readonly env: SessionServices;
   private readonly store: EventStore;
   private readonly options: ResolvedRuntimeOptions;
   private readonly stream: EnvelopeStream;

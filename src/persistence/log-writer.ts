@@ -1,7 +1,7 @@
 import { isStaleWriterError, StaleWriterError } from '../contracts/errors.js';
 import type { EventDraft, EventRecord, EventType, PayloadOf } from '../contracts/events.js';
 import { SURFACE_OPS } from '../contracts/events.js';
-import type { EventStore } from '../persistence/event-store.js';
+import type { EventStore } from './event-store.js';
 
 /**
  * The session's single writer: stages drafts and commits them in batches (commit points), so a

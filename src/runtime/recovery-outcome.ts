@@ -1,3 +1,4 @@
+import type { ToolCallIntent } from '../contracts/calls.js';
 import type { EventRecord } from '../contracts/events.js';
 import type { ExecutionResult, RecoveryOutcome } from '../contracts/requests.js';
 import type { EventStore } from '../persistence/event-store.js';
@@ -5,10 +6,9 @@ import type { SessionHead } from '../persistence/head.js';
 import { foldRunEvents, type OpenRunState } from '../persistence/open-run.js';
 import type { Usage } from '../contracts/message.js';
 import { isDecimal } from '../contracts/config.js';
-import { addDecimal } from './budget.js';
-import type { RunEnv } from './run-env.js';
-import { stageRunEnd, withParsedArguments } from './run-lifecycle.js';
-import type { CallDescr } from './model-step.js';
+import { addDecimal } from '../contracts/budget.js';
+import type { SessionServices } from '../actors/session-services.js';
+import { stageRunEnd, withParsedArguments } from '../actors/run-lifecycle.js';
 
 async function collectEvents(store: EventStore, sessionId: string, fromSeq: number, toSeq?: number): Promise<EventRecord[]> {
   const out: EventRecord[] = [];
@@ -25,7 +25,7 @@ export async function loadOpenRun(store: EventStore, sessionId: string, head: Se
  * What the open run's attempts spent (DESIGN §4 item 8: budgets and results are per run), cost
  * re-priced with today's `pricing` (a price that throws or is not a decimal counts nothing).
  */
-export function spentOf(env: RunEnv, open: OpenRunState): { toolCalls: number; usage: Usage; cost: string; recoveries: number; corrections: number } {
+export function spentOf(env: SessionServices, open: OpenRunState): { toolCalls: number; usage: Usage; cost: string; recoveries: number; corrections: number } {
   const { toolCalls, usage, modelUsages, recoveries, corrections } = open.spent;
   let cost = '0';
   if (env.pricing) {
@@ -47,7 +47,7 @@ export function spentOf(env: RunEnv, open: OpenRunState): { toolCalls: number; u
  * idempotent (it gets the same finalMessageId), else recorded `delivery/unknown`; either way the
  * run is settled with its `run/end`. Returns the open run left to resume (undefined if settled).
  */
-export async function settleInterruptedFinal(env: RunEnv, open: OpenRunState): Promise<OpenRunState | undefined> {
+export async function settleInterruptedFinal(env: SessionServices, open: OpenRunState): Promise<OpenRunState | undefined> {
   const final = open.undeliveredFinals.at(-1);
   if (!final) return open;
   const at = { turn: open.turn, step: final.step, attempt: open.runEpoch };
@@ -103,7 +103,7 @@ type Resolution = 'rerun' | 'skipped' | 'reconcile' | 'uncertain-hanging';
  * uncertain-hanging); an exclusive call (or one whose tool is gone) goes to reconcile, else is
  * uncertain-hanging. A reconcile is assumed to settle its call (it cannot be known before).
  */
-function resolutions(env: RunEnv, calls: readonly CallDescr[], released: Readonly<Record<string, string[]>>): Resolution[] {
+function resolutions(env: SessionServices, calls: readonly ToolCallIntent[], released: Readonly<Record<string, string[]>>): Resolution[] {
   const locked = new Set(env.heldLocks);
   return calls.map((c) => {
     const tool = env.tools.get(c.name);
@@ -119,7 +119,7 @@ function resolutions(env: RunEnv, calls: readonly CallDescr[], released: Readonl
 /** DESIGN §5's RecoveryOutcome, from the head, the open run and the last settled run. */
 export async function recoveryOutcome(
   store: EventStore,
-  env: RunEnv,
+  env: SessionServices,
   head: SessionHead | undefined,
   open: OpenRunState | undefined,
   settledFinals: { delivered: string[]; unknown: string[] },

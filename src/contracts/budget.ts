@@ -1,5 +1,5 @@
-import type { LoopBudget } from '../contracts/config.js';
-import type { Usage } from '../contracts/message.js';
+import type { LoopBudget } from './config.js';
+import type { Usage } from './message.js';
 
 /** An exact decimal: `digits / 10^scale`. */
 interface Dec {

@@ -1,0 +1,32 @@
+import type { ToolOutcome } from './tools.js';
+
+/** Where a record sits in its run: the `turn`, `step` and `attempt` fields every record carries. */
+export interface StepPosition {
+  turn: number;
+  step: number;
+  attempt: number;
+}
+
+/** A call whose intent (`tool/call`) is committed: everything the batch needs, serializable. */
+export interface ToolCallIntent {
+  callId: string;
+  name: string;
+  arguments: unknown;
+  mode: 'parallel' | 'exclusive';
+  resources: string[];
+  idempotencyKey: string;
+  /**
+   * The model's argument text. `arguments` holds the schema's parsed output, but what the log
+   * keeps of it is JSON: a call rebuilt from the log (approved, recovered) is parsed again from this.
+   */
+  rawArguments?: string;
+}
+
+/** What one tool call came to: its outcome and when it ran. */
+export interface ToolCallOutput {
+  callId: string;
+  name: string;
+  outcome: ToolOutcome;
+  startedAt: number;
+  endedAt: number;
+}
