@@ -9,9 +9,12 @@ import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { tmpdir } from 'node:os';
 import { z } from 'zod';
-import { createActor, waitFor } from 'xstate';
+import { createActor, fromPromise, waitFor } from 'xstate';
 import { createRuntime, defineTool, lmdbStore, memoryStore, scriptedModel, type EventStore } from '../src/index.js';
-import { runEffectsActor } from '../src/actors/run-effects.js';
+import type { CallModelInput, CallModelOutput } from '../src/actors/call-model.js';
+import type { CommitIntentInput, CommitIntentOutput } from '../src/actors/commit-intent.js';
+import type { EndRunInput } from '../src/actors/end-run.js';
+import type { DeliverFinalInput, DeliverFinalOutput, FinalAnswerInput, VerifyFinalOutput } from '../src/actors/final-answer.js';
 import { callActor } from '../src/actors/tool-call.js';
 import { LoopBudget } from '../src/contracts/config.js';
 import type { EventDraft } from '../src/contracts/events.js';
@@ -73,13 +76,17 @@ async function machinesOnly(k: number): Promise<number> {
   let n = 0;
   const machine = runMachine.provide({
     actors: {
-      effects: runEffectsActor({
-        startRun: async () => ({ runStartSeq: 2 }),
-        modelStep: async () => (++n < k ? { kind: 'tools', calls: calls(n), usage: { inputTokens: 1, outputTokens: 1 } } : { kind: 'final', content: 'done' }),
-        commitResults: async () => ({ rejections: 0 }),
-        finalize: async () => ({ kind: 'delivered', finalMessageId: 'f' }),
-        endRun: async (input) => input.result,
-      }),
+      startRun: fromPromise(async () => ({ runStartSeq: 2 })),
+      prepareContext: fromPromise(async () => ({})),
+      callModel: fromPromise<CallModelOutput, CallModelInput>(async () =>
+        ++n < k ? { kind: 'toolCalls' as const, toolCalls: [], finishReason: 'tool_calls' as const, usage: { inputTokens: 1, outputTokens: 1 } } : { kind: 'answer' as const, content: 'done' },
+      ),
+      commitIntent: fromPromise<CommitIntentOutput, CommitIntentInput>(async () => ({ kind: 'intents', calls: calls(n) })),
+      commitResults: fromPromise(async () => ({ rejections: 0 })),
+      verifyFinal: fromPromise<VerifyFinalOutput, FinalAnswerInput>(async () => ({ kind: 'accepted' })),
+      commitFinal: fromPromise(async () => ({ finalMessageId: 'f' })),
+      deliverFinal: fromPromise<DeliverFinalOutput, DeliverFinalInput>(async () => ({ kind: 'delivered' })),
+      endRun: fromPromise(async ({ input }: { input: EndRunInput }) => input.result),
       toolBatch: toolBatchMachine.provide({
         actors: {
           toolCall: callActor(async ({ call }) => ({

@@ -3,7 +3,7 @@ import { CapacityError } from '../contracts/errors.js';
 import type { Message, Usage } from '../contracts/message.js';
 import type { EventRecord } from '../contracts/events.js';
 import type { SessionServices } from './session-services.js';
-import { callWithRetries } from './model-step.js';
+import { callWithRetries } from './call-model.js';
 import { estimateTokens, sha256, surfaceMessages } from '../persistence/surface.js';
 
 const line = (m: Message) =>

@@ -1,3 +1,4 @@
+import type { Clock } from '../contracts/clock.js';
 import type { DeliveryOwner, FinalVerifier, Pricing, ToolVerifier } from '../contracts/hooks.js';
 import type { LoopBudget, LoopConfig } from '../contracts/config.js';
 import type { Message } from '../contracts/message.js';
@@ -16,7 +17,8 @@ export interface SessionServices {
   sessionId: string;
   sessionInstanceId: string;
   writer: LogWriter;
-  surface: Surface;
+  /** The model-visible surface: the writer's projection, kept current as appends commit. */
+  readonly surface: Surface;
   model: ModelProvider;
   tools: ReadonlyMap<string, AnyTool>;
   toolSpecs: ToolSpec[];
@@ -31,18 +33,17 @@ export interface SessionServices {
   delivery?: DeliveryOwner;
   verifier?: ToolVerifier;
   finalVerifier?: FinalVerifier;
-  /** The run whose running attempt has an accepted stopAfterCurrentToolRound (set by the session). */
-  stopAcceptedFor?: string;
-  /** Seq of each committed `tool/call` whose result is not committed yet: its tool_start's logSeq. */
-  callSeqs: Map<string, number>;
-  /** Resource keys held by uncertain-hanging or unsettled cancelled calls. */
-  heldLocks: Set<string>;
-  /** Aborted by requestCancel and the kill switch (a new signal for every attempt). */
-  cancelSignal: AbortSignal;
+  /** Seq of each committed `tool/call` whose result is not committed yet (its tool_start's logSeq): the writer's projection. */
+  readonly callSeqs: ReadonlyMap<string, number>;
+  /** Resource keys held by uncertain-hanging or unsettled cancelled calls: the writer's projection. */
+  readonly heldLocks: ReadonlySet<string>;
+  /** The runtime's clock: every timer, deadline, backoff and timeout of the session's actors. */
+  clock: Clock;
   /** Glob patterns (`name` or `tool:<name>`) of calls that need approval. */
   approvalFor: readonly string[];
   /** Steer inputs accepted and not yet consumed, taken (removed) by the next model step. */
   takeSteers(): { inputId: string; messages: Message[] }[];
+  /** Publishes a live-only envelope (deltas, starts, updates); committed records announce themselves. */
   emit(event: LiveEvent, logSeq?: number): void;
   /** Resolves when every required subscriber has room again (the run's backpressure point). */
   backpressure(): Promise<void>;

@@ -1,18 +1,23 @@
-import type { ToolCallOutput } from '../contracts/calls.js';
-import type { ToolCallIntent } from '../contracts/calls.js';
 import { fromCallback } from 'xstate';
+import { CallAbort } from '../contracts/abort.js';
+import type { ToolCallIntent, ToolCallOutput } from '../contracts/calls.js';
+import { CancelledError, isCancelledError } from '../contracts/errors.js';
 import { ToolOutcome, type ToolOutcomeInput } from '../contracts/tools.js';
 import type { ToolContext } from '../tools/define-tool.js';
-import { CallAbort, onAbort } from '../contracts/abort.js';
 import type { SessionServices } from './session-services.js';
 
 export interface ToolCallInput {
   call: ToolCallIntent;
   runId: string;
+  /** The call's place in its batch: how the batch knows its reply (call ids come from the model). */
+  index: number;
 }
 
 /** What a tool-call actor reports to its batch. */
-export type ToolCallReply = { type: 'call.done'; output: ToolCallOutput } | { type: 'call.failed'; callId: string; error: unknown };
+export type ToolCallReply = { type: 'call.done'; index: number; output: ToolCallOutput } | { type: 'call.failed'; index: number; callId: string; error: unknown };
+
+/** What a batch sends a running tool-call actor: the run was cancelled (its tool's signal aborts). */
+export type ToolCallCancel = { type: 'CANCEL'; reason: string };
 
 
 export function normalizeOutcome(v: string | ToolOutcomeInput | undefined | unknown): ToolOutcome {
@@ -55,8 +60,8 @@ export function withCallLocks(o: ToolOutcome, call: { resources: string[] }): To
 
 /** The output of a call that did not run (its reason is what the model reads). */
 export function skippedOutput(call: { callId: string; name: string }, reason: string): ToolCallOutput {
-  const now = Date.now();
-  return { callId: call.callId, name: call.name, outcome: { kind: 'skipped', reason }, startedAt: now, endedAt: now };
+  // a call that never ran has no run times (its tool/result records none)
+  return { callId: call.callId, name: call.name, outcome: { kind: 'skipped', reason }, startedAt: 0, endedAt: 0 };
 }
 
 /** A thrown value's message, whatever was thrown (String() itself throws on some objects). */
@@ -86,21 +91,24 @@ export const toolCallActor = (env: SessionServices) => callActor((input, ac) => 
 
 /**
  * A tool-call actor from an async function: reports `call.done` (or `call.failed` if the function
- * itself throws) to the batch; stopping the actor before that aborts the `CallAbort` it was given
- * (an AbortController whose signal is made only if read).
+ * itself throws) to the batch; a `CANCEL` from the batch, or stopping the actor before that,
+ * aborts the `CallAbort` it was given (an AbortController whose signal is made only if read).
  */
 export const callActor = (run: (input: ToolCallInput, ac: CallAbort) => Promise<ToolCallOutput>) =>
-  fromCallback<{ type: string }, ToolCallInput>(({ input, sendBack }) => {
+  fromCallback<ToolCallCancel, ToolCallInput>(({ input, sendBack, receive }) => {
     const ac = new CallAbort();
     let settled = false;
+    receive((e) => {
+      if (e.type === 'CANCEL' && !settled) ac.abort(new CancelledError(e.reason));
+    });
     run(input, ac).then(
       (output) => {
         settled = true;
-        sendBack({ type: 'call.done', output } satisfies ToolCallReply);
+        sendBack({ type: 'call.done', index: input.index, output } satisfies ToolCallReply);
       },
       (error: unknown) => {
         settled = true;
-        sendBack({ type: 'call.failed', callId: input.call.callId, error } satisfies ToolCallReply);
+        sendBack({ type: 'call.failed', index: input.index, callId: input.call.callId, error } satisfies ToolCallReply);
       },
     );
     return () => {
@@ -131,22 +139,18 @@ async function runToolCall(env: SessionServices, input: ToolCallInput, ac: CallA
     if (fenced) return skippedOutput(call, 'not run: another writer took over the session (fenced)');
   }
   if (ac.aborted) {
-    // stopped while the fence was checked: the tool never starts
-    return skippedOutput(call, 'not run: the run stopped before the call started');
+    // cancelled or stopped while the fence was checked: the tool never starts
+    return skippedOutput(call, isCancelledError(ac.reason) ? 'not run: the run was cancelled before the call started' : 'not run: the run stopped before the call started');
   }
-  const cancel = env.cancelSignal;
-  if (cancel.aborted) {
-    // the run was cancelled before this (queued) call's turn came: it never starts
-    return skippedOutput(call, 'not run: the run was cancelled before the call started');
-  }
+  const clock = env.clock;
   let timedOut = false;
   const timeout = tool.timeoutMs
-    ? setTimeout(() => {
+    ? clock.setTimeout(() => {
         timedOut = true;
         ac.abort(new Error(`timed out after ${tool.timeoutMs} ms`));
       }, tool.timeoutMs)
     : undefined;
-  const startedAt = Date.now();
+  const startedAt = clock.now();
   env.emit({ type: 'tool_start', callId: call.callId, name: call.name, arguments: call.arguments }, env.callSeqs.get(call.callId));
   // `signal` is read lazily (a tool that never looks at it costs no AbortController), through an
   // own enumerable getter so that `{ ...ctx }` keeps it — defined with one shared descriptor:
@@ -170,7 +174,7 @@ async function runToolCall(env: SessionServices, input: ToolCallInput, ac: CallA
   }
   if (typeof (value as PromiseLike<unknown> | undefined)?.then !== 'function') {
     // a synchronous tool: its outcome is known now, no promise, grace timer or abort hook needed
-    clearTimeout(timeout);
+    if (timeout !== undefined) clock.clearTimeout(timeout);
     ended = true;
     let outcome: ToolOutcome;
     try {
@@ -178,12 +182,8 @@ async function runToolCall(env: SessionServices, input: ToolCallInput, ac: CallA
     } catch (e) {
       outcome = errorOutcome(e); // a returned value that throws when read (a getter, a proxy)
     }
-    return { callId: call.callId, name: call.name, outcome, startedAt, endedAt: Date.now() };
+    return { callId: call.callId, name: call.name, outcome, startedAt, endedAt: clock.now() };
   }
-  // From here on a cancel aborts the running tool (checked again: nothing awaited since the check
-  // above, but the tool's synchronous part may have cancelled the session).
-  if (cancel.aborted) ac.abort(cancel.reason);
-  const offCancel = onAbort(cancel, (reason) => ac.abort(reason));
   const work = (async () => {
     try {
       return withCallLocks(normalizeOutcome(await value), call);
@@ -196,12 +196,12 @@ async function runToolCall(env: SessionServices, input: ToolCallInput, ac: CallA
   })();
   // The tool's outcome — or, once it was aborted and has not settled within cancelGraceMs,
   // uncertain-hanging (it may still be running).
-  let graceTimer: NodeJS.Timeout | undefined;
+  let graceTimer: unknown;
   let offArm = () => {};
   const settled = new Promise<ToolOutcome>((resolve) => {
     void work.then(resolve, (e: unknown) => resolve(errorOutcome(e)));
     offArm = ac.onAbort(() => {
-      graceTimer = setTimeout(
+      graceTimer = clock.setTimeout(
         () =>
           resolve({
             kind: 'uncertain-hanging',
@@ -214,12 +214,11 @@ async function runToolCall(env: SessionServices, input: ToolCallInput, ac: CallA
   });
   try {
     const outcome = await settled;
-    return { callId: call.callId, name: call.name, outcome, startedAt, endedAt: Date.now() };
+    return { callId: call.callId, name: call.name, outcome, startedAt, endedAt: clock.now() };
   } finally {
     ended = true;
-    clearTimeout(timeout);
-    clearTimeout(graceTimer);
+    if (timeout !== undefined) clock.clearTimeout(timeout);
+    if (graceTimer !== undefined) clock.clearTimeout(graceTimer);
     offArm();
-    offCancel();
   }
 }

@@ -1,149 +1,161 @@
+import { assign, fromPromise, sendTo, setup, type ActorRefFrom } from 'xstate';
 import type { ToolCallOutput } from '../contracts/calls.js';
-import type { ToolCallIntent } from '../contracts/calls.js';
-import { and, assign, fromCallback, not, sendTo, setup, stateIn, type ActorRefFrom } from 'xstate';
-import { isCancelledError, isStaleWriterError, ProtocolExhaustedError, STEP_SPENT } from '../contracts/errors.js';
-import type { LoopBudget } from '../contracts/config.js';
-import { addUsage, zeroUsage, type Message, type Usage } from '../contracts/message.js';
-import type { ExecutionResult, Outcome, RunStatus } from '../contracts/requests.js';
-import { addDecimal, spentBudget } from '../contracts/budget.js';
-import { effect, type EffectReply, type EffectRequest } from '../actors/run-effects.js';
-import type { PendingRequest } from '../contracts/events.js';
-import type { StartRunInput } from '../actors/run-lifecycle.js';
-import { toolBatchMachine, type ToolBatchDone, type ToolBatchInput } from './tool-batch.machine.js';
+import { CapacityError, ProtocolExhaustedError } from '../contracts/errors.js';
+import type { ExecutionResult } from '../contracts/requests.js';
+import type { CallModelInput, CallModelOutput } from '../actors/call-model.js';
+import type { CommitIntentInput, CommitIntentOutput } from '../actors/commit-intent.js';
+import type { CommitResultsInput, CommitResultsOutput } from '../actors/commit-results.js';
+import type { EndRunInput } from '../actors/end-run.js';
+import type { DeliverFinalInput, DeliverFinalOutput, FinalAnswerInput, VerifyFinalOutput } from '../actors/final-answer.js';
+import type { PrepareContextInput, PrepareContextOutput } from '../actors/prepare-context.js';
+import type { StartRunInput, StartRunOutput } from '../actors/start-run.js';
+import { toolBatchMachine, type ToolBatchInput } from './tool-batch.machine.js';
+import type { RunContext, RunEvent, RunInput } from './run-context.js';
+import { endFor, errorOf, outputOf, ended, inCallOrder, positionOf, resultOf, spentNow, withStepUsage } from './run-decisions.js';
 
-export interface RunInput {
-  runId: string;
-  attemptId: string;
-  runEpoch: number;
-  turn: number;
-  kind: StartRunInput['kind'];
-  messages: Message[];
-  executionProfileFingerprint: string;
-  budget: LoopBudget;
-  maxProtocolCorrections: number;
-  maxParallelTools: number;
-  startedAt: number;
-  /** Set for a `respond` attempt: the suspended batch and the answer to it. */
-  resume?: ResumeInput;
-  /** The follow-up input this run consumes (runId = inputId). */
-  inputId?: string;
-  /** The last step number already written by earlier attempts (a `continue` goes on after it). */
-  startStep?: number;
-  /** Seq of the run's first run/start, for a later attempt (compaction keeps the whole run). */
-  runFirstSeq?: number;
-  /** What the run's earlier attempts spent (a respond or continue): its budgets count per run. */
-  spent?: { toolCalls: number; usage: Usage; cost: string; recoveries: number; corrections: number };
-  /**
-   * A `concludesTurn` result committed by an earlier attempt that stopped before its final/message:
-   * a `continue` finalizes with its content (DESIGN §4 item 5), calling no model.
-   */
-  concluded?: string;
-  /** A stop accepted before this attempt (it survives recovery). */
-  stopRequested?: boolean;
-  /** A detach or cancel asked for before the attempt had started. */
-  detachRequested?: boolean;
-  cancelRequested?: boolean;
-}
+export type { ResumeInput, StartRunOutput } from '../actors/start-run.js';
+export type { RunContext, RunEvent, RunInput } from './run-context.js';
+
+const notProvided = (name: string) => async (): Promise<never> => {
+  throw new Error(`the ${name} actor is not provided`);
+};
 
 /**
- * What a `respond` attempt resumes (the batch held back by an approval or a question), or what a
- * `continue` after a crash resolves (`recover`: tool calls whose intent is logged without result).
- */
-export type ResumeInput =
-  | { kind: 'answer'; step: number; batch: ToolCallIntent[]; pendingRequest: PendingRequest; answer: unknown; timedOut: boolean }
-  | { kind: 'recover'; step: number; batch: ToolCallIntent[]; released?: Record<string, string[]> };
-
-/** startRun's output: the run/start seq and, for a respond attempt, what to run or record. */
-export interface StartRunOutput {
-  runStartSeq: number;
-  resumed?: { calls: ToolCallIntent[]; preset: ToolCallOutput[] };
-}
-
-export interface RunContext extends Omit<RunInput, 'messages'> {
-  messages: Message[];
-  runStartSeq: number;
-  step: number;
-  usage: Usage;
-  stepUsage?: Usage;
-  cost: string;
-  toolCalls: number;
-  recoveries: number;
-  corrections: number;
-  calls: ToolCallIntent[];
-  /** Results decided without running (denied approvals, answered questions), merged by call order. */
-  presetResults: ToolCallOutput[];
-  /** Call ids of the batch in the model's order. */
-  order: string[];
-  pendingFinal?: { content: string; closeStep: boolean };
-  stopRequested: boolean;
-  cancelRequested: boolean;
-  detachRequested: boolean;
-  pendingRequest?: PendingRequest;
-  end?: Pick<ExecutionResult, 'status' | 'outcome' | 'error' | 'budget' | 'blockedBy' | 'finalMessage' | 'finalMessageId'>;
-  result?: ExecutionResult;
-}
-
-export type RunEvent = { type: 'STOP_AFTER_ROUND' } | { type: 'CANCEL' } | { type: 'DETACH' };
-
-function endFor(error: unknown): NonNullable<RunContext['end']> {
-  if (isCancelledError(error)) return { status: 'cancelled', outcome: 'cancelled', error: { kind: 'cancelled', message: (error as Error).message } };
-  if (isStaleWriterError(error))
-    return { status: 'fenced', outcome: 'incomplete', error: { kind: 'inconsistent', message: (error as Error).message, cause: error } };
-  return {
-    status: 'failed',
-    outcome: 'failed',
-    error: { kind: 'execution', message: (error as Error)?.message ?? String(error), cause: error },
-  };
-}
-
-const ended = (status: RunStatus, outcome: Outcome, extra: Partial<NonNullable<RunContext['end']>> = {}) => ({ status, outcome, ...extra });
-
-/**
- * One attempt of one run (DESIGN §3, §4): start → step loop (model step → tool batch → results)
- * → budget check → next step | final answer → delivery → run/end. Effects live in the actors
- * it invokes; the context holds ids, counters and the current batch's call descriptors.
+ * One attempt of one run (DESIGN §3, §4), one named actor per phase: `startRun` → step loop
+ * (`prepareContext` → `callModel` → `commitIntent` → `toolBatch` → `commitResults`) → budget
+ * check → next step | `verifyFinal` → `commitFinal` → `deliverFinal` → `endRun`; `suspended`
+ * outcomes (approvals, questions) end the attempt. Each actor is registered here and swapped with
+ * `.provide({ actors })`; guards and actions are named, decisions are the pure functions of
+ * run-decisions.ts. Cancel, stop and detach come in as events: a cancel stops the model call under
+ * way (its actor's signal aborts) and reaches the tool batch's calls; a stop or detach is honoured
+ * at the next safe point.
  * @example
- * createActor(runMachine.provide({ actors: runActors(env) }), { input }).start()
+ * createActor(runMachine.provide({ actors: { callModel: callModelActor(services), … } }), { input }).start()
  */
 export const runMachine = setup({
   types: {
     input: {} as RunInput,
     context: {} as RunContext,
-    events: {} as RunEvent | EffectReply | ToolBatchDone,
+    events: {} as RunEvent,
     output: {} as ExecutionResult,
   },
   actors: {
-    // provided with runEffectsActor(ops): one long-lived actor per run performs every effect
-    effects: fromCallback<EffectRequest>(({ receive, sendBack }) => {
-      receive((req) => sendBack({ type: `${req.op}.error`, error: new Error('effects actor not provided') } as EffectReply));
-    }),
+    startRun: fromPromise<StartRunOutput, StartRunInput>(notProvided('startRun')),
+    prepareContext: fromPromise<PrepareContextOutput, PrepareContextInput>(notProvided('prepareContext')),
+    callModel: fromPromise<CallModelOutput, CallModelInput>(notProvided('callModel')),
+    commitIntent: fromPromise<CommitIntentOutput, CommitIntentInput>(notProvided('commitIntent')),
     toolBatch: toolBatchMachine,
+    commitResults: fromPromise<CommitResultsOutput, CommitResultsInput>(notProvided('commitResults')),
+    verifyFinal: fromPromise<VerifyFinalOutput, FinalAnswerInput>(notProvided('verifyFinal')),
+    commitFinal: fromPromise<{ finalMessageId: string }, FinalAnswerInput>(notProvided('commitFinal')),
+    deliverFinal: fromPromise<DeliverFinalOutput, DeliverFinalInput>(notProvided('deliverFinal')),
+    endRun: fromPromise<ExecutionResult, EndRunInput>(notProvided('endRun')),
+    /** Resolves (with the time) when maxDurationMs runs out, on the runtime's clock; never without that budget. */
+    deadline: fromPromise<number, { at?: number }>(() => new Promise<number>(() => {})),
   },
   guards: {
     stopRequested: ({ context }) => context.stopRequested,
     cancelRequested: ({ context }) => context.cancelRequested,
     detachRequested: ({ context }) => context.detachRequested,
-    budgetSpent: ({ context }) => spentBudget(context.budget, budgetUse(context), Date.now()) !== undefined,
+    budgetSpent: ({ context }) => spentNow(context) !== undefined,
+    /** A stop, cancel, detach or spent budget would end the run at the budget check. */
+    mustStop: ({ context }) => context.cancelRequested || context.detachRequested || context.stopRequested || spentNow(context) !== undefined,
+    resumedWithCalls: ({ event }) => (outputOf<StartRunOutput>(event).resumed?.calls.length ?? 0) > 0,
+    resumedWithResultsOnly: ({ event }) => outputOf<StartRunOutput>(event).resumed !== undefined,
+    concludedBefore: ({ context }) => context.concluded !== undefined,
+    pricingFailed: ({ event }) => outputOf<PrepareContextOutput>(event).pricingError !== undefined,
+    contextTooLarge: ({ event }) => outputOf<PrepareContextOutput>(event).overflow !== undefined,
+    askedForTools: ({ event }) => outputOf<CallModelOutput>(event).kind === 'toolCalls',
+    intentRejected: ({ event }) => outputOf<CommitIntentOutput>(event).kind === 'rejected',
+    correctionsExhausted: ({ context }) => context.corrections > context.maxProtocolCorrections,
+    intentBlocked: ({ event }) => outputOf<CommitIntentOutput>(event).kind === 'blocked',
+    intentSuspended: ({ event }) => outputOf<CommitIntentOutput>(event).kind === 'suspended',
+    toolConcluded: ({ event }) => outputOf<CommitResultsOutput>(event).concluded !== undefined,
+    finalRejected: ({ event }) => outputOf<VerifyFinalOutput>(event).kind === 'rejected',
+    delivered: ({ event }) => outputOf<DeliverFinalOutput>(event).kind === 'delivered',
   },
   actions: {
-    /** Asks the run's effects actor for one operation (its reply is `<op>.done` or `<op>.error`). */
-    request: sendTo('effects', (_, params: EffectRequest) => params),
-    failWith: assign(({ context, event }) => {
-      const error = (event as { error?: unknown }).error;
-      // what the failed effect had spent and logged (a compaction's summary call) still counts
-      const spent = error !== null && typeof error === 'object' ? (error as { [STEP_SPENT]?: { usage: Usage; cost?: string } })[STEP_SPENT] : undefined;
-      return spent ? { ...addStepUsage(context, spent), end: endFor(error) } : { end: endFor(error) };
+    failWith: assign(({ event }) => ({ end: endFor(errorOf(event)) })),
+    endCancelled: assign({ end: () => ended('cancelled', 'cancelled', { error: { kind: 'cancelled', message: 'cancelled (requestCancel or kill switch)' } }) }),
+    endStopped: assign({ end: () => ended('stopped', 'incomplete') }),
+    endDetached: assign({ end: () => ended('detached', 'incomplete') }),
+    endBudgetSpent: assign({ end: ({ context }) => ended('budget_exhausted', 'incomplete', { budget: spentNow(context)!.budget }) }),
+    requestStop: assign({ stopRequested: true }),
+    requestCancel: assign({ cancelRequested: true }),
+    requestDetach: assign({ detachRequested: true }),
+    cancelBatch: sendTo('toolBatch', ({ event }) => ({ type: 'CANCEL' as const, reason: (event as { reason?: string }).reason ?? 'cancelled' })),
+    recordStart: assign(({ event }) => ({ messages: [], runStartSeq: outputOf<StartRunOutput>(event).runStartSeq })),
+    resumeBatch: assign(({ context, event }) => {
+      const out = outputOf<StartRunOutput>(event);
+      const r = out.resumed!;
+      return {
+        messages: [],
+        runStartSeq: out.runStartSeq,
+        step: context.resume!.step,
+        calls: r.calls,
+        presetResults: r.preset,
+        order: context.resume!.batch.map((b) => b.callId),
+        // approved calls are new; a recovered call's tool/call was counted with the run's spending
+        toolCalls: context.toolCalls + (context.resume!.kind === 'answer' ? r.calls.length : 0),
+      };
     }),
+    finalizeConcluded: assign({ pendingFinal: ({ context }) => ({ content: context.concluded!, closeStep: false }) }),
+    nextStep: assign({ step: ({ context }) => context.step + 1, stepUsage: undefined }),
+    countCompaction: assign(({ context, event }) => withStepUsage(context, outputOf<PrepareContextOutput>(event))),
+    failPricing: assign({ end: ({ event }) => endFor(outputOf<PrepareContextOutput>(event).pricingError) }),
+    failCapacity: assign({
+      end: ({ event }) => {
+        const { size, limit } = outputOf<PrepareContextOutput>(event).overflow!;
+        return endFor(new CapacityError(size, limit));
+      },
+    }),
+    countModelCall: assign(({ context, event }) => withStepUsage(context, outputOf<CallModelOutput>(event))),
+    keepToolCalls: assign({
+      asked: ({ event }) => {
+        const out = outputOf<Extract<CallModelOutput, { kind: 'toolCalls' }>>(event);
+        return { toolCalls: out.toolCalls, finishReason: out.finishReason };
+      },
+    }),
+    keepAnswer: assign({ pendingFinal: ({ event }) => ({ content: outputOf<Extract<CallModelOutput, { kind: 'answer' }>>(event).content, closeStep: true }) }),
+    endModelCallCancelled: assign({ end: () => ended('cancelled', 'cancelled', { error: { kind: 'cancelled', message: 'model call cancelled' } }) }),
+    countCorrection: assign({ corrections: ({ context }) => context.corrections + 1, asked: undefined }),
+    endProtocolExhausted: assign(({ context }) => {
+      const e = new ProtocolExhaustedError(context.maxProtocolCorrections);
+      return { end: ended('failed', 'failed', { error: { kind: 'execution', message: e.message, cause: e } }) };
+    }),
+    endBlocked: assign({ end: ({ event }) => ended('blocked', 'incomplete', { blockedBy: outputOf<Extract<CommitIntentOutput, { kind: 'blocked' }>>(event).locks }) }),
+    endSuspended: assign(({ event }) => ({
+      pendingRequest: outputOf<Extract<CommitIntentOutput, { kind: 'suspended' }>>(event).pendingRequest,
+      end: ended('suspended', 'suspended'),
+    })),
+    keepIntents: assign(({ context, event }) => {
+      const calls = outputOf<Extract<CommitIntentOutput, { kind: 'intents' }>>(event).calls;
+      return { asked: undefined, calls, order: calls.map((c) => c.callId), presetResults: [], toolCalls: context.toolCalls + calls.length };
+    }),
+    keepBatchResults: assign({ batchResults: ({ event }) => outputOf<ToolCallOutput[]>(event) }),
+    countRejections: assign(({ context, event }) => ({
+      calls: [],
+      presetResults: [],
+      batchResults: [],
+      recoveries: context.recoveries + outputOf<CommitResultsOutput>(event).rejections,
+    })),
+    finalizeConcludedByTool: assign({ pendingFinal: ({ event }) => ({ content: outputOf<CommitResultsOutput>(event).concluded!, closeStep: false }) }),
+    countFinalRejection: assign({ recoveries: ({ context }) => context.recoveries + 1, pendingFinal: undefined }),
+    keepFinalMessageId: assign({ pendingFinal: ({ context, event }) => ({ ...context.pendingFinal!, finalMessageId: outputOf<{ finalMessageId: string }>(event).finalMessageId }) }),
+    endDelivered: assign({ end: ({ context }) => ended('succeeded', 'completed', { finalMessage: context.pendingFinal!.content, finalMessageId: context.pendingFinal!.finalMessageId! }) }),
+    endDeliveryUnknown: assign({
+      end: ({ context, event }) =>
+        ended('delivery_unknown', 'failed', {
+          finalMessage: context.pendingFinal!.content,
+          finalMessageId: context.pendingFinal!.finalMessageId!,
+          error: { kind: 'finalization', message: outputOf<Extract<DeliverFinalOutput, { kind: 'delivery_unknown' }>>(event).reason },
+        }),
+    }),
+    keepResult: assign({ result: ({ event }) => outputOf<ExecutionResult>(event) }),
+    keepUncommittedResult: assign({ result: ({ context }) => ({ ...resultOf(context), checkpointCommitted: false }) }),
   },
 }).createMachine({
   id: 'run',
-  invoke: [
-    { id: 'effects', src: 'effects' },
-    { id: 'toolBatch', src: 'toolBatch', input: ({ context: c }): ToolBatchInput => ({ runId: c.runId, maxParallel: c.maxParallelTools }) },
-  ],
-  // Every key the machine ever assigns is declared here, even when undefined: an assign that adds
-  // a key past V8's fast-property limit turns the context into a dictionary, and every later
-  // assign (a full copy of the context) then costs ≈ 10× more.
   context: ({ input }) => ({
     ...input,
     resume: input.resume,
@@ -152,290 +164,205 @@ export const runMachine = setup({
     runFirstSeq: input.runFirstSeq,
     spent: input.spent,
     concluded: input.concluded,
-    stepUsage: undefined,
-    pendingFinal: undefined,
-    pendingRequest: undefined,
-    end: undefined,
-    result: undefined,
     runStartSeq: 0,
     step: input.startStep ?? 0,
-    usage: input.spent?.usage ?? zeroUsage(),
+    usage: input.spent?.usage ?? { inputTokens: 0, outputTokens: 0 },
+    stepUsage: undefined,
     cost: input.spent?.cost ?? '0',
     toolCalls: input.spent?.toolCalls ?? 0,
     recoveries: input.spent?.recoveries ?? 0,
     corrections: input.spent?.corrections ?? 0,
+    asked: undefined,
     calls: [],
     presetResults: [],
     order: [],
+    batchResults: [],
+    pendingFinal: undefined,
     stopRequested: input.stopRequested ?? false,
     cancelRequested: input.cancelRequested ?? false,
     detachRequested: input.detachRequested ?? false,
+    durationSpentAt: undefined,
+    pendingRequest: undefined,
+    end: undefined,
+    result: undefined,
   }),
   on: {
-    // the batch actor errors only while it runs a batch; anywhere but while ending, the run ends on it
-    'xstate.error.actor.toolBatch': { guard: and([not(stateIn('ending')), not(stateIn('done'))]), target: '.ending', actions: 'failWith' },
-    STOP_AFTER_ROUND: { actions: assign({ stopRequested: true }) },
-    CANCEL: { actions: assign({ cancelRequested: true }) },
-    DETACH: { actions: assign({ detachRequested: true }) },
+    STOP_AFTER_ROUND: { actions: 'requestStop' },
+    CANCEL: { actions: 'requestCancel' },
+    DETACH: { actions: 'requestDetach' },
+  },
+  // the maxDurationMs deadline, served by a timer actor on the runtime's clock
+  invoke: {
+    src: 'deadline',
+    input: ({ context }) => (context.budget.maxDurationMs === undefined ? {} : { at: context.startedAt + context.budget.maxDurationMs }),
+    onDone: { actions: assign({ durationSpentAt: ({ event }) => event.output }) },
   },
   initial: 'starting',
   states: {
     starting: {
-      entry: {
-        type: 'request',
-        params: ({ context: c }) =>
-          effect('startRun', {
-            runId: c.runId,
-            attemptId: c.attemptId,
-            runEpoch: c.runEpoch,
-            turn: c.turn,
-            kind: c.kind,
-            messages: c.messages,
-            executionProfileFingerprint: c.executionProfileFingerprint,
-            ...(c.resume ? { resume: c.resume } : {}),
-            ...(c.inputId ? { inputId: c.inputId } : {}),
-            ...(c.runFirstSeq !== undefined ? { runFirstSeq: c.runFirstSeq } : {}),
-          }),
-      },
-      on: {
-        'startRun.done': [
+      invoke: {
+        src: 'startRun',
+        input: ({ context: c }): StartRunInput => ({
+          runId: c.runId,
+          attemptId: c.attemptId,
+          runEpoch: c.runEpoch,
+          turn: c.turn,
+          kind: c.kind,
+          messages: c.messages,
+          executionProfileFingerprint: c.executionProfileFingerprint,
+          ...(c.resume ? { resume: c.resume } : {}),
+          ...(c.inputId ? { inputId: c.inputId } : {}),
+          ...(c.runFirstSeq !== undefined ? { runFirstSeq: c.runFirstSeq } : {}),
+        }),
+        onDone: [
           // a respond attempt: run (or record) the batch that was held back, in its own step
-          {
-            guard: ({ event }) => (event.output.resumed?.calls.length ?? 0) > 0,
-            target: 'runningTools',
-            actions: assign(({ context, event }) => resumedContext(context, event.output)),
-          },
-          {
-            guard: ({ event }) => event.output.resumed !== undefined,
-            target: 'committingResults',
-            actions: assign(({ context, event }) => resumedContext(context, event.output)),
-          },
-          // the run's answer was concluded by a tool before the attempt stopped: finalize with it, as the
-          // live run does (a concluded answer goes to finalizing before any stop, cancel or budget check)
-          {
-            guard: ({ context }) => context.concluded !== undefined,
-            target: 'finalizing',
-            actions: assign({
-              messages: [],
-              runStartSeq: ({ event }) => event.output.runStartSeq,
-              pendingFinal: ({ context }) => ({ content: context.concluded!, closeStep: false }),
-            }),
-          },
+          { guard: 'resumedWithCalls', target: 'runningTools', actions: 'resumeBatch' },
+          { guard: 'resumedWithResultsOnly', target: 'committingResults', actions: 'resumeBatch' },
+          // the run's answer was concluded by a tool before the attempt stopped: finalize with it, as
+          // the live run does (a concluded answer goes to finalizing before any stop, cancel or budget)
+          { guard: 'concludedBefore', target: 'verifyingFinal', actions: ['recordStart', 'finalizeConcluded'] },
           // a stop, cancel or detach before any model call: end now, starting none
-          { guard: 'cancelRequested', target: 'ending', actions: assign({ messages: [], runStartSeq: ({ event }) => event.output.runStartSeq, end: ended('cancelled', 'cancelled', { error: { kind: 'cancelled', message: 'cancelled before the first model call' } }) }) },
-          { guard: 'detachRequested', target: 'ending', actions: assign({ messages: [], runStartSeq: ({ event }) => event.output.runStartSeq, end: ended('detached', 'incomplete') }) },
-          { guard: 'stopRequested', target: 'ending', actions: assign({ messages: [], runStartSeq: ({ event }) => event.output.runStartSeq, end: ended('stopped', 'incomplete') }) },
+          { guard: 'cancelRequested', target: '#run.ending', actions: ['recordStart', assign({ end: () => ended('cancelled', 'cancelled', { error: { kind: 'cancelled', message: 'cancelled before the first model call' } }) })] },
+          { guard: 'detachRequested', target: '#run.ending', actions: ['recordStart', 'endDetached'] },
+          { guard: 'stopRequested', target: '#run.ending', actions: ['recordStart', 'endStopped'] },
           // a later attempt inherits what the run spent: a spent budget calls no model again
-          {
-            guard: 'budgetSpent',
-            target: 'ending',
-            actions: assign(({ context, event }) => ({
-              messages: [],
-              runStartSeq: event.output.runStartSeq,
-              end: ended('budget_exhausted', 'incomplete', { budget: spentBudget(context.budget, budgetUse(context), Date.now())!.budget }),
-            })),
-          },
-          { target: 'stepping', actions: assign({ messages: [], runStartSeq: ({ event }) => event.output.runStartSeq, step: ({ context }) => context.step + 1 }) },
+          { guard: 'budgetSpent', target: '#run.ending', actions: ['recordStart', 'endBudgetSpent'] },
+          { target: 'preparingContext', actions: ['recordStart', 'nextStep'] },
         ],
-        'startRun.error': { target: 'ending', actions: 'failWith' },
+        onError: { target: '#run.ending', actions: 'failWith' },
       },
     },
-    // every transition into stepping counts the new step in its own assign (no entry assign)
-    stepping: {
-      entry: {
-        type: 'request',
-        params: ({ context: c }) =>
-          effect('modelStep', {
-            runId: c.runId,
-            runStartSeq: c.runStartSeq,
-            at: at(c),
-            corrections: c.corrections,
-            ...(c.budget.maxOutputTokens !== undefined ? { outputTokensLeft: Math.max(1, c.budget.maxOutputTokens - c.usage.outputTokens) } : {}),
-          }),
-      },
-      on: {
-        'modelStep.done': [
-          {
-            // a cancel during the model step: no final answer is committed (tool calls go on to
-            // the batch, which skips every call not yet started; the model step itself does not
-            // suspend once cancelled)
-            guard: ({ context, event }) => context.cancelRequested && event.output.kind === 'final',
-            target: 'ending',
-            actions: assign(({ context, event }) => ({
-              ...addStepUsage(context, event.output),
-              end: ended('cancelled', 'cancelled', { error: { kind: 'cancelled', message: 'cancelled (requestCancel or kill switch)' } }),
-            })),
-          },
-          {
-            guard: ({ event }) => event.output.kind === 'tools',
-            target: 'runningTools',
-            // every field written out: `{ ...addStepUsage(), calls, … }` (a spread followed by new
-            // keys) takes V8's slow object-literal path, ≈ 3 µs here
-            actions: assign(({ context, event }) => {
-              const out = event.output as { calls: ToolCallIntent[]; usage?: Usage; cost?: string };
-              return {
-                usage: addUsage(context.usage, out.usage),
-                stepUsage: out.usage,
-                cost: out.cost ? addDecimal(context.cost, out.cost) : context.cost,
-                calls: out.calls,
-                order: out.calls.map((c) => c.callId),
-                presetResults: [],
-                toolCalls: context.toolCalls + out.calls.length,
-              };
-            }),
-          },
-          {
-            guard: ({ event }) => event.output.kind === 'final',
-            target: 'finalizing',
-            actions: assign(({ context, event }) => ({
-              ...addStepUsage(context, event.output),
-              pendingFinal: { content: (event.output as { content: string }).content, closeStep: true },
-            })),
-          },
-          {
-            guard: ({ context, event }) => event.output.kind === 'rejected' && context.corrections + 1 > context.maxProtocolCorrections,
-            target: 'ending',
-            actions: assign(({ context, event }) => ({
-              ...addStepUsage(context, event.output),
-              corrections: context.corrections + 1,
-              end: ended('failed', 'failed', {
-                error: { kind: 'execution', message: new ProtocolExhaustedError(context.maxProtocolCorrections).message, cause: new ProtocolExhaustedError(context.maxProtocolCorrections) },
-              }),
-            })),
-          },
-          {
-            guard: ({ event }) => event.output.kind === 'rejected',
-            target: 'checkingBudget',
-            actions: assign(({ context, event }) => ({ ...addStepUsage(context, event.output), corrections: context.corrections + 1 })),
-          },
-          {
-            guard: ({ event }) => event.output.kind === 'stopped',
-            target: 'ending',
-            actions: assign(({ context, event }) => ({ ...addStepUsage(context, event.output), end: ended('stopped', 'incomplete') })),
-          },
-          {
-            guard: ({ event }) => event.output.kind === 'suspend',
-            target: 'ending',
-            actions: assign(({ context, event }) => ({
-              ...addStepUsage(context, event.output),
-              pendingRequest: (event.output as { pendingRequest: PendingRequest }).pendingRequest,
-              end: ended('suspended', 'suspended'),
-            })),
-          },
-          {
-            target: 'ending',
-            actions: assign(({ context, event }) => ({
-              ...addStepUsage(context, event.output),
-              end: ended('blocked', 'incomplete', { blockedBy: (event.output as { locks: string[] }).locks }),
-            })),
-          },
+    preparingContext: {
+      invoke: {
+        src: 'prepareContext',
+        input: ({ context: c }): PrepareContextInput => ({ at: positionOf(c), runStartSeq: c.runStartSeq }),
+        onDone: [
+          { guard: 'pricingFailed', target: '#run.ending', actions: ['countCompaction', 'failPricing'] },
+          { guard: 'contextTooLarge', target: '#run.ending', actions: ['countCompaction', 'failCapacity'] },
+          // DESIGN §4 item 10: a stop accepted before this step's model call starts no new model call
+          { guard: 'stopRequested', target: '#run.ending', actions: ['countCompaction', 'endStopped'] },
+          { target: 'callingModel', actions: 'countCompaction' },
         ],
-        'modelStep.error': { target: 'ending', actions: 'failWith' },
+        onError: { target: '#run.ending', actions: 'failWith' },
       },
+      on: { CANCEL: { target: '#run.ending', actions: ['requestCancel', 'endModelCallCancelled'] } },
+    },
+    callingModel: {
+      invoke: {
+        src: 'callModel',
+        input: ({ context: c }): CallModelInput => ({
+          at: positionOf(c),
+          ...(c.budget.maxOutputTokens !== undefined ? { outputTokensLeft: Math.max(1, c.budget.maxOutputTokens - c.usage.outputTokens) } : {}),
+        }),
+        onDone: [
+          { guard: 'askedForTools', target: 'committingIntent', actions: ['countModelCall', 'keepToolCalls'] },
+          { target: 'verifyingFinal', actions: ['countModelCall', 'keepAnswer'] },
+        ],
+        onError: { target: '#run.ending', actions: 'failWith' },
+      },
+      // the model call is stopped (its signal aborts): no answer of it is committed
+      on: { CANCEL: { target: '#run.ending', actions: ['requestCancel', 'endModelCallCancelled'] } },
+    },
+    committingIntent: {
+      invoke: {
+        src: 'commitIntent',
+        input: ({ context: c }): CommitIntentInput => ({
+          runId: c.runId,
+          at: positionOf(c),
+          toolCalls: c.asked!.toolCalls,
+          finishReason: c.asked!.finishReason,
+          ...(c.stepUsage ? { usage: c.stepUsage } : {}),
+          cancelRequested: c.cancelRequested,
+        }),
+        onDone: [
+          { guard: 'intentRejected', target: 'checkingCorrections', actions: 'countCorrection' },
+          { guard: 'intentBlocked', target: '#run.ending', actions: 'endBlocked' },
+          { guard: 'intentSuspended', target: '#run.ending', actions: 'endSuspended' },
+          { target: 'runningTools', actions: 'keepIntents' },
+        ],
+        onError: { target: '#run.ending', actions: 'failWith' },
+      },
+    },
+    checkingCorrections: {
+      always: [{ guard: 'correctionsExhausted', target: '#run.ending', actions: 'endProtocolExhausted' }, { target: 'checkingBudget' }],
     },
     runningTools: {
-      entry: sendTo('toolBatch', ({ context }) => ({ type: 'batch.run' as const, calls: context.calls })),
-      on: {
-        // no assign: committingResults' entry reads the results from this event
-        'batch.done': { target: 'committingResults' },
+      invoke: {
+        id: 'toolBatch',
+        src: 'toolBatch',
+        input: ({ context: c }): ToolBatchInput => ({ runId: c.runId, maxParallel: c.maxParallelTools, calls: c.calls, cancelled: c.cancelRequested }),
+        onDone: { target: 'committingResults', actions: 'keepBatchResults' },
+        onError: { target: '#run.ending', actions: 'failWith' },
       },
+      on: { CANCEL: { actions: ['requestCancel', 'cancelBatch'] } },
     },
     committingResults: {
-      entry: {
-        type: 'request',
-        params: ({ context: c, event }) =>
-          effect('commitResults', {
-            at: at(c),
-            results: inCallOrder(c, event.type === 'batch.done' ? event.results : []),
-            ...(c.stepUsage ? { usage: c.stepUsage } : {}),
-          }),
-      },
-      on: {
-        'commitResults.done': [
-          {
-            guard: ({ event }) => event.output.concluded !== undefined,
-            target: 'finalizing',
-            actions: assign(({ context, event }) => ({
-              calls: [],
-              presetResults: [],
-              pendingFinal: { content: event.output.concluded!, closeStep: false },
-              recoveries: context.recoveries + event.output.rejections,
-            })),
-          },
-          // a stop, cancel, detach or spent budget: checkingBudget says which (and ends the run)
-          {
-            guard: ({ context, event }) => mustStop(context, context.recoveries + event.output.rejections),
-            target: 'checkingBudget',
-            actions: assign(({ context, event }) => ({ calls: [], presetResults: [], recoveries: context.recoveries + event.output.rejections })),
-          },
-          // the usual case, straight to the next step: the checks of checkingBudget, without its microstep
-          {
-            target: 'stepping',
-            actions: assign(({ context, event }) => ({ calls: [], presetResults: [], recoveries: context.recoveries + event.output.rejections, step: context.step + 1 })),
-          },
+      invoke: {
+        src: 'commitResults',
+        input: ({ context: c }): CommitResultsInput => ({ at: positionOf(c), results: inCallOrder(c.order, c.presetResults, c.batchResults), ...(c.stepUsage ? { usage: c.stepUsage } : {}) }),
+        onDone: [
+          { guard: 'toolConcluded', target: 'verifyingFinal', actions: ['countRejections', 'finalizeConcludedByTool'] },
+          { target: 'checkingBudget', actions: 'countRejections' },
         ],
-        'commitResults.error': { target: 'ending', actions: 'failWith' },
+        onError: { target: '#run.ending', actions: 'failWith' },
       },
     },
+    /** After every step (DESIGN §4 item 8): a cancel, a spent budget, a detach or a stop ends the run. */
     checkingBudget: {
       always: [
-        { guard: 'cancelRequested', target: 'ending', actions: assign({ end: ended('cancelled', 'cancelled', { error: { kind: 'cancelled', message: 'cancelled (requestCancel or kill switch)' } }) }) },
+        { guard: 'cancelRequested', target: '#run.ending', actions: 'endCancelled' },
         // a spent budget settles the run before a detach or stop could leave it resumable
-        {
-          guard: 'budgetSpent',
-          target: 'ending',
-          actions: assign(({ context }) => ({ end: ended('budget_exhausted', 'incomplete', { budget: spentBudget(context.budget, budgetUse(context), Date.now())!.budget }) })),
-        },
-        { guard: 'detachRequested', target: 'ending', actions: assign({ end: ended('detached', 'incomplete') }) },
-        { guard: 'stopRequested', target: 'ending', actions: assign({ end: ended('stopped', 'incomplete') }) },
-        { target: 'stepping', actions: assign({ step: ({ context }) => context.step + 1 }) },
+        { guard: 'budgetSpent', target: '#run.ending', actions: 'endBudgetSpent' },
+        { guard: 'detachRequested', target: '#run.ending', actions: 'endDetached' },
+        { guard: 'stopRequested', target: '#run.ending', actions: 'endStopped' },
+        { target: 'preparingContext', actions: 'nextStep' },
       ],
     },
-    finalizing: {
-      entry: {
-        type: 'request',
-        params: ({ context: c }) =>
-          effect('finalize', {
-            runId: c.runId,
-            at: at(c),
-            content: c.pendingFinal!.content,
-            closeStep: c.pendingFinal!.closeStep,
-            ...(c.stepUsage && c.pendingFinal!.closeStep ? { usage: c.stepUsage } : {}),
-          }),
-      },
-      on: {
-        'finalize.done': [
-          {
-            guard: ({ event }) => event.output.kind === 'rejected',
-            target: 'checkingBudget',
-            actions: assign(({ context }) => ({ recoveries: context.recoveries + 1, pendingFinal: undefined })),
-          },
-          {
-            guard: ({ event }) => event.output.kind === 'delivered',
-            target: 'ending',
-            actions: assign(({ context, event }) => ({
-              end: ended('succeeded', 'completed', { finalMessage: context.pendingFinal!.content, finalMessageId: (event.output as { finalMessageId: string }).finalMessageId }),
-            })),
-          },
-          {
-            target: 'ending',
-            actions: assign(({ context, event }) => ({
-              end: ended('delivery_unknown', 'failed', {
-                finalMessage: context.pendingFinal!.content,
-                finalMessageId: (event.output as { finalMessageId: string }).finalMessageId,
-                error: { kind: 'finalization', message: (event.output as { reason: string }).reason },
-              }),
-            })),
-          },
+    verifyingFinal: {
+      invoke: {
+        src: 'verifyFinal',
+        input: ({ context }) => finalInput(context),
+        onDone: [
+          { guard: 'finalRejected', target: 'checkingBudget', actions: 'countFinalRejection' },
+          // a cancel that came while the answer was verified: no final is committed (once it is, it
+          // is delivered whatever happens next — the write-ahead rule)
+          { guard: 'cancelRequested', target: '#run.ending', actions: assign({ end: () => ended('cancelled', 'cancelled', { error: { kind: 'cancelled', message: 'cancelled before the final answer was committed' } }) }) },
+          { target: 'committingFinal' },
         ],
-        'finalize.error': { target: 'ending', actions: 'failWith' },
+        onError: { target: '#run.ending', actions: 'failWith' },
+      },
+    },
+    committingFinal: {
+      invoke: {
+        src: 'commitFinal',
+        input: ({ context }) => finalInput(context),
+        onDone: { target: 'delivering', actions: 'keepFinalMessageId' },
+        onError: { target: '#run.ending', actions: 'failWith' },
+      },
+    },
+    delivering: {
+      invoke: {
+        src: 'deliverFinal',
+        input: ({ context: c }): DeliverFinalInput => ({ runId: c.runId, at: positionOf(c), content: c.pendingFinal!.content, finalMessageId: c.pendingFinal!.finalMessageId! }),
+        onDone: [
+          { guard: 'delivered', target: '#run.ending', actions: 'endDelivered' },
+          { target: '#run.ending', actions: 'endDeliveryUnknown' },
+        ],
+        onError: { target: '#run.ending', actions: 'failWith' },
       },
     },
     ending: {
-      entry: { type: 'request', params: ({ context: c }) => effect('endRun', { turn: c.turn, step: c.step, attempt: c.runEpoch, result: resultOf(c), started: c.runStartSeq > 0 }) },
-      on: {
-        'endRun.done': { target: 'done', actions: assign({ result: ({ event }) => event.output }) },
-        'endRun.error': { target: 'done', actions: assign(({ context }) => ({ result: { ...resultOf(context), checkpointCommitted: false } })) },
+      invoke: {
+        src: 'endRun',
+        input: ({ context: c }): EndRunInput => ({
+          at: positionOf(c),
+          result: resultOf(c),
+          started: c.runStartSeq > 0,
+          // a verified answer a cancel kept from being committed: its step still ends
+          ...(c.pendingFinal?.closeStep && c.pendingFinal.finalMessageId === undefined && c.end?.status === 'cancelled' ? { openStep: c.stepUsage ? { usage: c.stepUsage } : {} } : {}),
+        }),
+        onDone: { target: 'done', actions: 'keepResult' },
+        onError: { target: 'done', actions: 'keepUncommittedResult' },
       },
     },
     done: { type: 'final' },
@@ -445,70 +372,8 @@ export const runMachine = setup({
 
 export type RunActorRef = ActorRefFrom<typeof runMachine>;
 
-function resumedContext(c: RunContext, out: StartRunOutput) {
-  const r = out.resumed!;
-  return {
-    messages: [],
-    runStartSeq: out.runStartSeq,
-    step: c.resume!.step,
-    calls: r.calls,
-    presetResults: r.preset,
-    order: c.resume!.batch.map((b) => b.callId),
-    // approved calls are new; a recovered call's tool/call was counted with the run's spending
-    toolCalls: c.toolCalls + (c.resume!.kind === 'answer' ? r.calls.length : 0),
-  };
+function finalInput(c: RunContext): FinalAnswerInput {
+  const f = c.pendingFinal!;
+  return { runId: c.runId, at: positionOf(c), content: f.content, closeStep: f.closeStep, ...(c.stepUsage && f.closeStep ? { usage: c.stepUsage } : {}) };
 }
 
-/** Batch results and preset results, in the order the model asked for the calls. */
-function inCallOrder(c: RunContext, results: ToolCallOutput[]): ToolCallOutput[] {
-  // the usual case: no preset results, and the batch answered in call order already
-  if (c.presetResults.length === 0 && results.length === c.order.length && results.every((r, i) => r.callId === c.order[i])) return results;
-  const all = [...c.presetResults, ...results];
-  const pos = new Map(c.order.map((id, i) => [id, i]));
-  return all.sort((a, b) => (pos.get(a.callId) ?? 0) - (pos.get(b.callId) ?? 0));
-}
-
-function at(c: RunContext) {
-  return { turn: c.turn, step: c.step, attempt: c.runEpoch };
-}
-
-function addStepUsage(c: RunContext, out: { usage?: Usage; cost?: string }) {
-  return {
-    usage: addUsage(c.usage, out.usage),
-    stepUsage: out.usage,
-    cost: out.cost ? addDecimal(c.cost, out.cost) : c.cost,
-  };
-}
-
-/** Whether checkingBudget would end the run (a cancel, detach or stop request, a spent budget) once `recoveries` are counted. */
-function mustStop(c: RunContext, recoveries: number): boolean {
-  return c.cancelRequested || c.detachRequested || c.stopRequested || spentBudget(c.budget, budgetUse(c, recoveries), Date.now()) !== undefined;
-}
-
-function budgetUse(c: RunContext, recoveries = c.recoveries) {
-  return { steps: c.step, toolCalls: c.toolCalls, usage: c.usage, cost: c.cost, recoveries, startedAt: c.startedAt };
-}
-
-function resultOf(c: RunContext): ExecutionResult {
-  const end = c.end ?? { status: 'failed' as const, outcome: 'failed' as const };
-  return {
-    runId: c.runId,
-    attemptId: c.attemptId,
-    outcome: end.outcome,
-    status: end.status,
-    ...(end.finalMessage !== undefined ? { finalMessage: end.finalMessage } : {}),
-    ...(end.finalMessageId ? { finalMessageId: end.finalMessageId } : {}),
-    ...(end.error ? { error: end.error } : {}),
-    ...(end.budget ? { budget: end.budget } : {}),
-    ...(end.blockedBy ? { blockedBy: end.blockedBy } : {}),
-    ...(c.pendingRequest && end.status === 'suspended' ? { pendingRequest: c.pendingRequest } : {}),
-    checkpointCommitted: true,
-    historyConsistent: true,
-    deliveryErrors: [],
-    usage: c.usage,
-    steps: c.step,
-    toolCalls: c.toolCalls,
-    cost: c.cost,
-    recoveries: c.recoveries,
-  };
-}

@@ -17,7 +17,7 @@ export interface SessionContext extends SessionInput {
 export type SessionEvent =
   | { type: 'EXECUTE'; run: RunInput }
   | { type: 'STOP_AFTER_ROUND' }
-  | { type: 'CANCEL' }
+  | { type: 'CANCEL'; reason?: string }
   | { type: 'DETACH' }
   | { type: 'CLOSE' };
 
@@ -88,7 +88,7 @@ export const sessionMachine = setup({
       },
       on: {
         STOP_AFTER_ROUND: { actions: sendTo('run', { type: 'STOP_AFTER_ROUND' }) },
-        CANCEL: { actions: sendTo('run', { type: 'CANCEL' }) },
+        CANCEL: { actions: sendTo('run', ({ event }) => event) },
         DETACH: { actions: sendTo('run', { type: 'DETACH' }) },
         CLOSE: 'closed',
       },

@@ -1,151 +1,123 @@
-import type { ToolCallOutput } from '../contracts/calls.js';
-import type { ToolCallIntent } from '../contracts/calls.js';
-import { assign, enqueueActions, sendParent, setup, stopChild } from 'xstate';
+import { assign, enqueueActions, setup, stopChild } from 'xstate';
+import type { ToolCallIntent, ToolCallOutput } from '../contracts/calls.js';
+import { mayStillRun, overlaps } from '../contracts/locks.js';
 import type { ToolOutcome } from '../contracts/tools.js';
-import { callActor, skippedOutput, type ToolCallReply } from '../actors/tool-call.js';
+import { callActor, skippedOutput, type ToolCallInput, type ToolCallReply } from '../actors/tool-call.js';
 
 export interface ToolBatchInput {
   runId: string;
   maxParallel: number;
-}
-
-export interface ToolBatchContext extends ToolBatchInput {
-  /** The batch being run (between batches, the last one). */
+  /** The calls of one assistant message whose intents are committed, in the model's order. */
   calls: ToolCallIntent[];
-  /** Call ids started, in start order. */
-  started: string[];
-  running: string[];
-  results: Record<string, ToolCallOutput>;
-  /** Set when an exclusive call failed: every call not yet started is skipped. */
-  truncatedBy?: string;
+  /** The run was cancelled before the batch started: no call starts. */
+  cancelled?: boolean;
 }
 
-/** `batch.run` starts a batch; the batch answers its parent with `batch.done`. */
-export type ToolBatchEvent = { type: 'batch.run'; calls: ToolCallIntent[] } | ToolCallReply | { type: 'batch.error'; error: unknown };
-export type ToolBatchOutput = ToolCallOutput[];
-export type ToolBatchDone = { type: 'batch.done'; results: ToolBatchOutput };
+/** Where each call of the batch stands; indexes follow `calls` (call ids come from the model). */
+export type CallState = 'queued' | 'running' | 'done';
 
-const overlaps = (a: string[], b: string[]) => a.some((r) => b.includes(r));
+export interface ToolBatchContext {
+  runId: string;
+  maxParallel: number;
+  calls: ToolCallIntent[];
+  states: CallState[];
+  /** Each call's outcome once it has one (null before). */
+  results: (ToolCallOutput | null)[];
+  /** Set when an exclusive call failed: every call not yet started is skipped. */
+  truncatedBy: string | undefined;
+  cancelled: boolean;
+}
+
+export type ToolBatchEvent = ToolCallReply | { type: 'CANCEL'; reason?: string } | { type: 'batch.error'; error: unknown };
+export type ToolBatchOutput = ToolCallOutput[];
+
+const failed = (o: ToolOutcome) => o.kind !== 'completed' || o.isError;
 
 /**
- * Which calls may start now (DESIGN §4 item 5): exclusive calls run alone and in order, as
+ * Which queued calls may start now (DESIGN §4 item 5): exclusive calls run alone and in order, as
  * barriers; parallel calls run concurrently up to the cap; calls naming the same resources never
- * overlap.
+ * overlap. Nothing starts once the batch is cancelled or truncated.
  */
-export function runnableCalls(ctx: ToolBatchContext): ToolCallIntent[] {
-  if (ctx.truncatedBy) return [];
-  const running = ctx.running.map((id) => ctx.calls.find((c) => c.callId === id)!);
-  if (running.some((c) => c.mode === 'exclusive')) return [];
-  const out: ToolCallIntent[] = [];
+export function runnableCalls(ctx: ToolBatchContext): number[] {
+  if (ctx.truncatedBy !== undefined || ctx.cancelled) return [];
+  const running: number[] = [];
+  ctx.states.forEach((s, i) => s === 'running' && running.push(i));
+  if (running.some((i) => ctx.calls[i]!.mode === 'exclusive')) return [];
+  const out: number[] = [];
   let slots = ctx.maxParallel - running.length;
   for (let i = 0; i < ctx.calls.length; i++) {
+    if (ctx.states[i] !== 'queued') continue;
     const c = ctx.calls[i]!;
-    if (ctx.started.includes(c.callId) || ctx.results[c.callId]) continue;
     if (c.mode === 'exclusive') {
       // a barrier: only when everything before it is finished and nothing else runs
-      if (running.length === 0 && out.length === 0 && allFinishedBefore(ctx, i)) out.push(c);
+      if (running.length === 0 && out.length === 0 && ctx.states.slice(0, i).every((s) => s === 'done')) out.push(i);
       break;
     }
     if (slots <= 0) break;
-    if (c.resources.length > 0 && overlaps(c.resources, [...running, ...out].flatMap((r) => r.resources))) continue;
-    out.push(c);
+    const busy = [...running, ...out].flatMap((j) => ctx.calls[j]!.resources);
+    if (c.resources.length > 0 && overlaps(c.resources, busy)) continue;
+    out.push(i);
     slots--;
   }
   return out;
 }
 
-function allFinishedBefore(ctx: ToolBatchContext, i: number): boolean {
-  for (let j = 0; j < i; j++) if (!ctx.results[ctx.calls[j]!.callId]) return false;
-  return true;
-}
-
-const failed = (o: ToolOutcome) => o.kind !== 'completed' || o.isError;
-
-/** An outcome after which the call may still be running: its resources stay locked. */
-const mayStillRun = (o: ToolOutcome) => o.kind === 'uncertain-hanging' || (o.kind === 'cancelled' && !o.settled);
-
 /**
- * The batch once `out` is recorded: its call no longer runs; a failed exclusive call truncates.
- * A call given up on while it may still run (uncertain-hanging, or cancelled unsettled) keeps its
- * resources locked (DESIGN §4 item 5): the calls of the batch not yet started that name one of
- * them are skipped, never run beside it.
+ * The batch once call `index` reported `out`: it no longer runs; a failed exclusive call
+ * truncates. A call given up on while it may still run keeps its resources locked: the calls not
+ * yet started that name one of them are skipped, never run beside it.
  */
-function recorded(context: ToolBatchContext, out: ToolCallOutput): ToolBatchContext {
-  const call = context.calls.find((c) => c.callId === out.callId)!;
-  let results = { ...context.results, [out.callId]: out };
+export function recorded(context: ToolBatchContext, index: number, out: ToolCallOutput): ToolBatchContext {
+  const call = context.calls[index]!;
+  const states = context.states.slice();
+  const results = context.results.slice();
+  states[index] = 'done';
+  results[index] = out;
   if (call.resources.length > 0 && mayStillRun(out.outcome)) {
-    for (const c of context.calls) {
-      if (results[c.callId] || context.started.includes(c.callId) || !overlaps(c.resources, call.resources)) continue;
+    context.calls.forEach((c, i) => {
+      if (states[i] !== 'queued' || !overlaps(c.resources, call.resources)) return;
       const held = c.resources.filter((r) => call.resources.includes(r));
-      results = { ...results, [c.callId]: skippedOutput(c, `not run: ${held.join(', ')} stay locked by call ${call.callId}, which may still be running`) };
-    }
+      states[i] = 'done';
+      results[i] = skippedOutput(c, `not run: ${held.join(', ')} stay locked by call ${call.callId}, which may still be running`);
+    });
   }
-  return {
-    ...context,
-    results,
-    running: context.running.filter((id) => id !== out.callId),
-    truncatedBy: context.truncatedBy ?? (call.mode === 'exclusive' && failed(out.outcome) ? call.callId : undefined),
-  };
+  const truncatedBy = context.truncatedBy ?? (call.mode === 'exclusive' && failed(out.outcome) ? call.callId : undefined);
+  return { ...context, states, results, truncatedBy };
 }
 
-/** Every call has an outcome (or the batch was truncated) and nothing runs. */
-const allSettled = (c: ToolBatchContext) => c.running.length === 0 && (c.truncatedBy !== undefined || c.calls.every((call) => c.results[call.callId]));
-
-let memo: { context: ToolBatchContext; out: ToolCallOutput; next: ToolBatchContext; start: ToolCallIntent[] } | undefined;
-
-/**
- * The batch after `out` is recorded and the calls that may start then. The `call.done` guard and
- * the action it picks ask for the same (context, out): computed once (a one-entry memo keyed by
- * identity; both are immutable).
- */
-function afterCall(context: ToolBatchContext, out: ToolCallOutput): { next: ToolBatchContext; start: ToolCallIntent[] } {
-  if (memo?.context === context && memo.out === out) return memo;
-  const next = recorded(context, out);
-  memo = { context, out, next, start: runnableCalls(next) };
-  return memo;
-}
-
-/** True when the call that reported `out` was the batch's last: nothing more may start. */
-function settles(context: ToolBatchContext, out: ToolCallOutput): boolean {
-  const { next, start } = afterCall(context, out);
-  return start.length === 0 && allSettled(next);
-}
-
-/** Every call's outcome in call order, skipped ones included. */
-function outputOf(context: ToolBatchContext): ToolBatchOutput {
-  return context.calls.map(
-    (c) =>
-      context.results[c.callId] ?? skippedOutput(c, `not run: the exclusive call ${context.truncatedBy} failed before it`),
+/** Every call's outcome in call order; a call that never started is skipped, saying why. */
+function outputOf(c: ToolBatchContext): ToolBatchOutput {
+  return c.calls.map(
+    (call, i) =>
+      c.results[i] ??
+      skippedOutput(call, c.cancelled && c.truncatedBy === undefined ? 'not run: the run was cancelled before the call started' : `not run: the exclusive call ${c.truncatedBy} failed before it`),
   );
 }
 
-type CallDone = Extract<ToolBatchEvent, { type: 'call.done' }>;
-type Spawn = (src: 'toolCall', options: { id: string; input: { call: ToolCallIntent; runId: string } }) => unknown;
+const nothingRuns = (c: ToolBatchContext) => !c.states.includes('running');
+const isExclusive = (c: ToolBatchContext, i: number) => c.calls[i]!.mode === 'exclusive';
+
+type Spawn = (src: 'toolCall', options: { id: string; input: ToolCallInput }) => unknown;
+
+/** One tool call's actor id: its place in the batch (never a model-made call id). */
+const callActorId = (index: number) => `call-${index}`;
 
 /**
- * Spawns the calls of `next` that may start now and returns the context with them running.
- * Spawning inside the `assign` costs one snapshot update for both (a step's XState cost is mostly
- * the snapshot copies its actions make, see docs/architecture.md).
- */
-function launched(next: ToolBatchContext, spawn: Spawn, start = runnableCalls(next)): ToolBatchContext {
-  if (start.length === 0) return next;
-  const ids = start.map((c) => c.callId);
-  for (const call of start) spawn('toolCall', { id: call.callId, input: { call, runId: next.runId } });
-  return { ...next, started: [...next.started, ...ids], running: [...next.running, ...ids] };
-}
-
-/**
- * A run's tool batches, one after another: one long-lived actor per run. `batch.run` starts a
- * batch; it spawns one tool-call actor per call as the scheduling rules allow and answers its
- * parent with `batch.done` and every call's outcome in call order (skipped ones included).
+ * A run's tool batch (DESIGN §4 item 5), invoked once per step with its calls: it spawns one
+ * tool-call actor per call as the scheduling rules allow and ends with every call's outcome in
+ * call order. Its states show the schedule: `runningParallel` (parallel calls run, more may
+ * start), `awaitingBarrier` (an exclusive call is next; the parallel calls before it finish
+ * first), `runningExclusive` (one exclusive call runs alone), `draining` (cancelled or truncated:
+ * nothing new starts, running calls finish), `done`.
  * @example
- * runMachine.provide({ actors: { toolBatch: toolBatchMachine.provide({ actors: { toolCall: toolCallActor(env) } }) } })
+ * runMachine.provide({ actors: { toolBatch: toolBatchMachine.provide({ actors: { toolCall: toolCallActor(services) } }) } })
  */
 export const toolBatchMachine = setup({
   types: {
     input: {} as ToolBatchInput,
     context: {} as ToolBatchContext,
     events: {} as ToolBatchEvent,
+    output: {} as ToolBatchOutput,
   },
   actors: {
     toolCall: callActor(async () => {
@@ -153,60 +125,110 @@ export const toolBatchMachine = setup({
     }),
   },
   actions: {
-    /** Starts a batch: spawns the calls that may start at once. */
-    start: assign(({ context, event, spawn }) => {
-      const calls = (event as Extract<ToolBatchEvent, { type: 'batch.run' }>).calls;
-      return launched({ ...context, calls, started: [], running: [], results: {}, truncatedBy: undefined }, spawn as Spawn);
+    /** Spawns the calls that may start now. */
+    launch: assign(({ context, spawn }) => {
+      const start = runnableCalls(context);
+      if (start.length === 0) return {};
+      const states = context.states.slice();
+      for (const i of start) {
+        states[i] = 'running';
+        (spawn as Spawn)('toolCall', { id: callActorId(i), input: { call: context.calls[i]!, runId: context.runId, index: i } });
+      }
+      return { states };
     }),
-    /** Records a finished call (its actor is stopped first) and spawns what may start now. */
-    advance: assign(({ context, event, spawn }) => {
-      const { next, start } = afterCall(context, (event as CallDone).output);
-      return launched(next, spawn as Spawn, start);
+    /** Records a finished call (its actor is stopped first). */
+    record: assign(({ context, event }) => {
+      const e = event as Extract<ToolBatchEvent, { type: 'call.done' }>;
+      return recorded(context, e.index, e.output);
     }),
-    stopCall: stopChild(({ event }) => (event as CallDone).output.callId),
-    /** Answers the batch, with the outcome of the call that just finished. */
-    report: sendParent(({ context, event }): ToolBatchDone => ({ type: 'batch.done', results: outputOf(afterCall(context, (event as CallDone).output).next) })),
+    stopCall: stopChild(({ event }) => callActorId((event as Extract<ToolBatchEvent, { type: 'call.done' }>).index)),
+    /** The run was cancelled: running calls are told (their tools' signals abort), queued ones never start. */
+    cancel: enqueueActions(({ context, event, enqueue }) => {
+      enqueue.assign({ cancelled: true });
+      const reason = (event as { reason?: string }).reason ?? 'cancelled';
+      context.states.forEach((s, i) => s === 'running' && enqueue.sendTo(callActorId(i), { type: 'CANCEL', reason }));
+    }),
+    /**
+     * A call actor that failed outside its tool (tool errors are outcomes): the batch errors, after
+     * stopping the calls still running (their tools are aborted: an erroring actor does not stop its
+     * children by itself). Raised in a macrostep of its own: the stops have run by then.
+     */
+    fail: enqueueActions(({ context, event, enqueue }) => {
+      context.states.forEach((s, i) => s === 'running' && enqueue.stopChild(callActorId(i)));
+      enqueue.raise({ type: 'batch.error', error: (event as Extract<ToolBatchEvent, { type: 'call.failed' }>).error }, { delay: 0 });
+    }),
   },
   guards: {
-    settles: ({ context, event }) => settles(context, (event as CallDone).output),
+    settled: ({ context }) => nothingRuns(context) && (context.truncatedBy !== undefined || context.cancelled || context.states.every((s) => s === 'done')),
+    stopping: ({ context }) => context.truncatedBy !== undefined || context.cancelled,
+    /** What starts now (or runs) is an exclusive call. */
+    exclusiveNext: ({ context }) => {
+      const start = runnableCalls(context);
+      return start.some((i) => isExclusive(context, i)) || context.states.some((s, i) => s === 'running' && isExclusive(context, i));
+    },
+    /** Parallel calls run and the next queued call is exclusive: it waits for them. */
+    barrierAhead: ({ context }) => {
+      const next = context.states.indexOf('queued');
+      return next >= 0 && isExclusive(context, next) && runnableCalls(context).length === 0;
+    },
   },
 }).createMachine({
   id: 'toolBatch',
-  context: ({ input }) => ({ ...input, calls: [], started: [], running: [], results: {}, truncatedBy: undefined }),
-  initial: 'idle',
-  states: {
-    idle: {
-      on: {
-        'batch.run': [
-          { guard: ({ event }) => event.calls.length === 0, actions: sendParent((): ToolBatchDone => ({ type: 'batch.done', results: [] })) },
-          { target: 'running', actions: 'start' },
-        ],
-      },
-    },
-    running: {
-      on: {
-        // one transition per finished call: the last one answers the batch (no eventless check)
-        'call.done': [
-          { guard: 'settles', target: 'idle', actions: ['stopCall', 'report'] },
-          { actions: ['stopCall', 'advance'] },
-        ],
-        // a call actor that failed outside its tool (tool errors are outcomes): the batch errors,
-        // after stopping the calls still running (their tools are aborted: an erroring actor does
-        // not stop its children by itself)
-        'call.failed': {
-          actions: enqueueActions(({ context, event, enqueue }) => {
-            for (const id of context.running) enqueue.stopChild(id);
-            enqueue.raise({ type: 'batch.error', error: event.error }, { delay: 0 });
-          }),
-        },
-        // raised in a macrostep of its own: the stops above have run by then (XState defers a
-        // stop to the end of its macrostep, and drops what is deferred if an action throws)
-        'batch.error': {
-          actions: ({ event }) => {
-            throw event.error;
-          },
-        },
+  context: ({ input }) => ({
+    runId: input.runId,
+    maxParallel: input.maxParallel,
+    calls: input.calls,
+    states: input.calls.map(() => 'queued' as const),
+    results: input.calls.map(() => null),
+    truncatedBy: undefined,
+    cancelled: input.cancelled ?? false,
+  }),
+  initial: 'scheduling',
+  on: {
+    'call.failed': { actions: 'fail' },
+    'batch.error': {
+      actions: ({ event }) => {
+        throw event.error;
       },
     },
   },
+  states: {
+    /** Decides what runs next (a transient state: it never waits). */
+    scheduling: {
+      always: [
+        { guard: 'settled', target: 'done' },
+        { guard: 'stopping', target: 'draining' },
+        { guard: 'exclusiveNext', target: 'runningExclusive', actions: 'launch' },
+        { guard: 'barrierAhead', target: 'awaitingBarrier' },
+        { target: 'runningParallel', actions: 'launch' },
+      ],
+    },
+    runningParallel: {
+      on: {
+        'call.done': { target: 'scheduling', actions: ['stopCall', 'record'] },
+        CANCEL: { target: 'draining', actions: 'cancel' },
+      },
+    },
+    awaitingBarrier: {
+      on: {
+        'call.done': { target: 'scheduling', actions: ['stopCall', 'record'] },
+        CANCEL: { target: 'draining', actions: 'cancel' },
+      },
+    },
+    runningExclusive: {
+      on: {
+        'call.done': { target: 'scheduling', actions: ['stopCall', 'record'] },
+        CANCEL: { target: 'draining', actions: 'cancel' },
+      },
+    },
+    draining: {
+      always: { guard: 'settled', target: 'done' },
+      on: {
+        'call.done': { actions: ['stopCall', 'record'] },
+        CANCEL: { actions: 'cancel' },
+      },
+    },
+    done: { type: 'final' },
+  },
+  output: ({ context }) => outputOf(context),
 });

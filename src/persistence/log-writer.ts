@@ -2,11 +2,17 @@ import { isStaleWriterError, StaleWriterError } from '../contracts/errors.js';
 import type { EventDraft, EventRecord, EventType, PayloadOf } from '../contracts/events.js';
 import { SURFACE_OPS } from '../contracts/events.js';
 import type { EventStore } from './event-store.js';
+import type { SessionProjection } from './projection.js';
+
+/** Told of every append this writer commits, in commit order, after the projection is applied. */
+export type CommitListener = (records: readonly EventRecord[]) => void;
 
 /**
  * The session's single writer: stages drafts and commits them in batches (commit points), so a
  * step costs about two disk syncs, not one per event. Tracks the expected seq; a stale epoch
- * marks the writer fenced and every later commit fails the same way.
+ * marks the writer fenced and every later commit fails the same way. Each committed append is
+ * applied to the session's projection, then handed to the commit listener (the envelopes). Drafts
+ * it does not name get ids from `eventId` when given (else the store makes them).
  */
 export class LogWriter {
   private staged: EventDraft[] = [];
@@ -17,7 +23,9 @@ export class LogWriter {
     readonly sessionId: string,
     readonly writerEpoch: number,
     private nextSeq: number,
-    private readonly onCommitted: (records: EventRecord[]) => void,
+    /** Applied as each append commits: what the session's live state reads. */
+    readonly projection: SessionProjection,
+    private readonly options: { onCommitted?: CommitListener; eventId?: () => string } = {},
   ) {}
 
   get fenced(): boolean {
@@ -55,6 +63,11 @@ export class LogWriter {
     return this.staged.length > 0;
   }
 
+  /** What is staged for the next commit point, in order. */
+  get stagedDrafts(): readonly EventDraft[] {
+    return this.staged;
+  }
+
   /** Discards staged drafts (after a failed commit that will not be retried). */
   discard(): void {
     this.staged = [];
@@ -89,7 +102,8 @@ export class LogWriter {
   /** Builds a draft with the type's surface op. */
   draft<T extends EventType>(type: T, at: { turn: number; step: number; attempt: number }, payload: PayloadOf<T>, eventId?: string): EventDraft {
     const d: EventDraft = { type, turn: at.turn, step: at.step, attempt: at.attempt, surfaceOp: SURFACE_OPS[type], payload: payload as Record<string, unknown> };
-    if (eventId) d.eventId = eventId;
+    const id = eventId ?? this.options.eventId?.();
+    if (id) d.eventId = id;
     return d;
   }
 
@@ -111,7 +125,8 @@ export class LogWriter {
         const last = records.at(-1);
         if (last === undefined || last.seq < this.nextSeq) return records;
         this.nextSeq = last.seq + 1;
-        this.onCommitted(records);
+        this.projection.apply(records);
+        this.options.onCommitted?.(records);
         return records;
       } catch (e) {
         if (isStaleWriterError(e)) this.fencedError = e;

@@ -26,9 +26,9 @@ export interface OpenRunState {
    * Resources an unresolved call names that the app released (`resources/released`) after the
    * call's intent, by callId: when `continue` records the call uncertain, it does not lock them again.
    */
-  releasedAfterIntent: Record<string, string[]>;
+  releasedAfterIntent: Map<string, string[]>;
   /** The seq of each unresolved call's `tool/call` (the logSeq of its tool_start when it runs again). */
-  callSeqs: Record<string, number>;
+  callSeqs: Map<string, number>;
   /** final/message ids without a delivery event. */
   undeliveredFinals: { finalMessageId: string; content: string; step: number }[];
   deliveredFinalIds: string[];
@@ -70,8 +70,8 @@ export function foldRunEvents(events: readonly EventRecord[]): OpenRunState | un
           step: 0,
           stopAccepted: false,
           unresolvedCalls: [],
-          releasedAfterIntent: {},
-          callSeqs: {},
+          releasedAfterIntent: new Map(),
+          callSeqs: new Map(),
           undeliveredFinals: [],
           deliveredFinalIds: [],
           deliveryUnknownFinalIds: [],
@@ -99,7 +99,7 @@ export function foldRunEvents(events: readonly EventRecord[]): OpenRunState | un
         break;
       case 'tool/call':
         calls.set(p.callId, p as ToolCallIntent);
-        st.callSeqs[p.callId] = e.seq;
+        st.callSeqs.set(p.callId, e.seq);
         st.spent.toolCalls++;
         break;
       case 'assistant/message':
@@ -148,8 +148,8 @@ export function foldRunEvents(events: readonly EventRecord[]): OpenRunState | un
     }
   }
   if (st) {
-    for (const id of Object.keys(st.releasedAfterIntent)) if (!calls.has(id)) delete st.releasedAfterIntent[id];
-    for (const id of Object.keys(st.callSeqs)) if (!calls.has(id)) delete st.callSeqs[id];
+    for (const id of [...st.releasedAfterIntent.keys()]) if (!calls.has(id)) st.releasedAfterIntent.delete(id);
+    for (const id of [...st.callSeqs.keys()]) if (!calls.has(id)) st.callSeqs.delete(id);
     if (concluding?.content !== undefined && !concluding.rejected && calls.size === 0 && !st.pending) st.concluded = concluding.content;
     st.unresolvedCalls = [...calls.values()];
     st.undeliveredFinals = [...finals.values()];
@@ -160,5 +160,5 @@ export function foldRunEvents(events: readonly EventRecord[]): OpenRunState | un
 /** Records that `keys` were released after the intent of `call` (those it names). */
 export function releaseFor(st: OpenRunState, call: ToolCallIntent, keys: readonly string[]): void {
   const hit = call.resources.filter((r) => keys.includes(r));
-  if (hit.length > 0) st.releasedAfterIntent[call.callId] = [...new Set([...(st.releasedAfterIntent[call.callId] ?? []), ...hit])];
+  if (hit.length > 0) st.releasedAfterIntent.set(call.callId, [...new Set([...(st.releasedAfterIntent.get(call.callId) ?? []), ...hit])]);
 }

@@ -3,7 +3,6 @@ import type { Observable } from 'rxjs';
 import { createActor, type Actor } from 'xstate';
 import { z } from 'zod';
 import { ExecutionBusy, isExecutionBusy, isStoreClosedError, isValidationError, SessionSteeringConflict, StoreClosedError, ValidationError } from '../contracts/errors.js';
-import type { EventRecord } from '../contracts/events.js';
 import { InputMessage, type Message } from '../contracts/message.js';
 import {
   ExecutionRequest,
@@ -16,7 +15,6 @@ import {
   type RecoveryOutcome,
   type StopReceipt,
 } from '../contracts/requests.js';
-import type { ToolOutcome } from '../contracts/tools.js';
 import { parseInput } from '../contracts/validate.js';
 import type { RunInput, ResumeInput } from '../machines/run.machine.js';
 import { canonicalJson } from '../persistence/codec.js';
@@ -25,9 +23,9 @@ import { releaseFor, type OpenRunState } from '../persistence/open-run.js';
 import { loadOpenRun, settleInterruptedFinal, spentOf } from './recovery-outcome.js';
 import type { Envelope, EnvelopeStream } from '../streams/envelopes.js';
 import { SubscriberHub, type SubscribeOptions, type SubscriberListener, type Unsubscribe } from '../streams/subscribers.js';
-import { boundSessionMachine } from './session-actors.js';
+import { sessionMachineFor } from './session-actors.js';
 import type { SessionServices } from '../actors/session-services.js';
-import { assertRunIdsFit, runEndEventId, runOpenEventId, runStartEventId } from '../actors/run-lifecycle.js';
+import { assertRunIdsFit, runEndEventId, runOpenEventId, runStartEventId } from '../persistence/run-ids.js';
 import { UNSETTLED_END_STATUSES } from '../persistence/head.js';
 import type { ResolvedRuntimeOptions } from './options.js';
 import { InputQueue, type QueuedInput } from './input-queue.js';
@@ -122,7 +120,7 @@ const key = (runId: string, attemptId: string) => `${runId}\u0000${attemptId}`;
 export class ExecutionSession {
   readonly sessionId: string;
   readonly sessionInstanceId: string;
-  readonly actor: Actor<ReturnType<typeof boundSessionMachine>>;
+  readonly actor: Actor<ReturnType<typeof sessionMachineFor>>;
   readonly turnContexts = new Map<string, TurnContext>();
   /** What opening the session found in the log (DESIGN §5). */
   readonly recovery: RecoveryOutcome;
@@ -154,7 +152,6 @@ export class ExecutionSession {
   private lastResult?: ExecutionResult;
   private current?: { runId: string; attemptId: string; runEpoch: number };
   private openRun?: OpenRunState;
-  private cancelController = new AbortController();
   /** A detach asked for while an execute was still preparing its attempt. */
   private detachPending = false;
   private cancelPending = false;
@@ -164,8 +161,6 @@ export class ExecutionSession {
   private readonly stopAcceptedRuns = new Set<string>();
   /** An execute is preparing its attempt (reading the log): a cancel or detach now applies to it. */
   private preparing = false;
-  /** The newest committed run/end: execution_finished's logSeq. */
-  private lastRunEnd?: { key: string; seq: number };
   private state: unknown;
   private closed = false;
   private closing?: Promise<void>;
@@ -189,8 +184,9 @@ export class ExecutionSession {
     this.env.takeSteers = () => this.inputs.takeSteers().map((i) => ({ inputId: i.inputId, messages: i.messages }));
     this.hub.attach(this.stream.events$);
     this.env.backpressure = () => this.hub.whenWritable();
-    this.actor = createActor(boundSessionMachine(d.env), {
+    this.actor = createActor(sessionMachineFor(d.env), {
       input: { sessionId: d.sessionId, sessionInstanceId: d.sessionInstanceId, writerEpoch: d.writerEpoch },
+      clock: d.env.clock,
       ...(d.options.inspect ? { inspect: d.options.inspect } : {}),
     });
     this.actor.on('run.finished', ({ result }) => void this.onRunFinished(result));
@@ -317,7 +313,7 @@ export class ExecutionSession {
       budget: this.options.budget,
       maxProtocolCorrections: this.options.config.maxProtocolCorrections,
       maxParallelTools: this.options.config.maxParallelTools,
-      startedAt: Date.now(),
+      startedAt: this.env.clock.now(),
     };
     const open = this.openRun;
     if (req.kind === 'prompt') {
@@ -343,7 +339,7 @@ export class ExecutionSession {
         batch: pending.batch,
         pendingRequest: pr,
         answer: req.answer,
-        timedOut: pr.kind === 'approval' && pr.expiresAt !== undefined && Date.now() > pr.expiresAt,
+        timedOut: pr.kind === 'approval' && pr.expiresAt !== undefined && this.env.clock.now() > pr.expiresAt,
       };
       return { ...base, runEpoch: open.runEpoch + 1, turn: open.turn, kind: 'respond', messages: [], resume, runFirstSeq: open.startSeq, stopRequested: open.stopAccepted, spent: spentOf(this.env, open) };
     }
@@ -377,10 +373,7 @@ export class ExecutionSession {
     this.detachPending = false;
     this.cancelPending = false;
     this.current = { runId: input.runId, attemptId: input.attemptId, runEpoch: input.runEpoch };
-    this.env.stopAcceptedFor = undefined; // an attempt's stop is its own (a recovered one comes in its input)
     if (input.kind === 'prompt' || input.kind === 'follow_up') this.lastTurn = input.turn;
-    this.cancelController = new AbortController();
-    this.env.cancelSignal = this.cancelController.signal;
     // `messages` is a view: the surface array is only ever appended to (a compaction replaces it),
     // so a run's context keeps a reference and a length and copies on first read — memory grows
     // with the conversation, not with runs × history
@@ -431,8 +424,8 @@ export class ExecutionSession {
       this.openRunStale = false;
       this.stopAcceptedRuns.delete(result.runId);
     }
-    const end = this.lastRunEnd;
-    this.stream.publish({ type: 'execution_finished', result }, end?.key === key(result.runId, result.attemptId) ? end.seq : undefined);
+    const end = this.env.writer.projection.lastRunEnd;
+    this.stream.publish({ type: 'execution_finished', result }, end?.runId === result.runId && end.attemptId === result.attemptId ? end.seq : undefined);
     const w = this.waiters.get(key(result.runId, result.attemptId));
     this.waiters.delete(key(result.runId, result.attemptId));
     this.finishing.delete(key(result.runId, result.attemptId));
@@ -475,7 +468,7 @@ export class ExecutionSession {
       budget: this.options.budget,
       maxProtocolCorrections: this.options.config.maxProtocolCorrections,
       maxParallelTools: this.options.config.maxParallelTools,
-      startedAt: Date.now(),
+      startedAt: this.env.clock.now(),
     });
     return true;
   }
@@ -610,13 +603,11 @@ export class ExecutionSession {
       this.cancelPending = true;
       return true;
     }
-    const controller = this.cancelController;
     const at = { turn: 0, step: 0, attempt: target.runEpoch };
     await this.env.writer.appendNow([this.env.writer.draft('cancellation/requested', at, { reason })]).catch(() => undefined);
     // the attempt may have ended while the request was written: never cancel the one after it
     if (this.current !== target) return false;
-    this.actor.send({ type: 'CANCEL' });
-    controller.abort(new Error(reason));
+    this.actor.send({ type: 'CANCEL', reason });
     return true;
   }
 
@@ -684,7 +675,6 @@ export class ExecutionSession {
     this.steering.set(req.idempotencyKey, { request: canonical, receipt });
     // the run may have ended while the request was written: never stop the one after it
     if (this.current === cur) {
-      this.env.stopAcceptedFor = cur.runId;
       this.actor.send({ type: 'STOP_AFTER_ROUND' });
     } else {
       // the attempt ended while the request was written: if its run is still open (suspended,
@@ -797,28 +787,6 @@ export class ExecutionSession {
     this.viewStore?.trigger.sync({ snapshot: this.snapshot() });
   }
 
-  /** Applies committed records to the in-memory views (surface, resource locks) and announces the model's messages. */
-  onCommitted(records: readonly EventRecord[]): void {
-    this.env.surface.apply(records);
-    for (const r of records) {
-      if (r.type === 'tool/call') {
-        this.env.callSeqs.set(r.payload.callId as string, r.seq);
-      } else if (r.type === 'tool/result' && r.payload.copiedFrom === undefined) {
-        this.env.callSeqs.delete(r.payload.callId as string);
-        const o = r.payload.outcome as ToolOutcome;
-        if (o.kind === 'uncertain-hanging' || (o.kind === 'cancelled' && !o.settled)) for (const k of o.resourceLocks) this.env.heldLocks.add(k);
-        if (o.kind === 'completed') for (const k of o.releaseResources) this.env.heldLocks.delete(k);
-      } else if (r.type === 'resources/released') {
-        for (const k of r.payload.keys as string[]) this.env.heldLocks.delete(k);
-      } else if (r.type === 'run/end') {
-        this.lastRunEnd = { key: key(r.payload.runId as string, r.payload.attemptId as string), seq: r.seq };
-      } else if (r.type === 'assistant/message' && r.payload.copiedFrom === undefined) {
-        // a subscriber sees the model's whole message once it is in the log, never before
-        this.env.emit({ type: 'message_end', role: 'assistant', message: r.payload.message as Message }, r.seq);
-      }
-    }
-  }
-
   /**
    * Stops the session actor. A run in progress is abandoned where it stands (resumable). Resolves
    * once required subscribers have the envelopes queued for them; a second call shares the first's.
@@ -830,7 +798,6 @@ export class ExecutionSession {
   private async closeOnce(): Promise<void> {
     this.closed = true;
     this.env.writer.close(new StoreClosedError(`session ${this.sessionId}`));
-    this.cancelController.abort(new Error('session closed'));
     this.actor.send({ type: 'CLOSE' });
     this.actor.stop();
     // the stopped run never reports back: its execute still gets a result (DESIGN §6) — the one

@@ -9,6 +9,7 @@ import type { ModelProvider } from '../contracts/model.js';
 import type { EventStore } from '../persistence/event-store.js';
 import type { AnyTool } from '../tools/define-tool.js';
 import type { InspectionEvent } from 'xstate';
+import { systemClock, type Clock, type IdSource } from '../contracts/clock.js';
 
 const fn = <T>(what: string) => z.custom<T>((v) => typeof v === 'function', `${what} must be a function`);
 
@@ -62,6 +63,20 @@ export const RuntimeOptions = z.strictObject({
   askUser: z.boolean().default(false),
   killSwitch: z.unknown().optional(),
   inspect: fn<(e: InspectionEvent) => void>('inspect').optional(),
+  /** Every timer, deadline, backoff and timeout of the runtime (XState's SimulatedClock fits). */
+  clock: z
+    .custom<Clock>(
+      (v) => typeof v === 'object' && v !== null && ['now', 'setTimeout', 'clearTimeout'].every((m) => typeof (v as Record<string, unknown>)[m] === 'function'),
+      'a clock: { now(), setTimeout(fn, ms), clearTimeout(id) } (e.g. XState\'s SimulatedClock)',
+    )
+    .default(systemClock),
+  /** Session instance ids and the ids of events the runtime does not name itself. */
+  ids: z
+    .custom<IdSource>(
+      (v) => typeof v === 'object' && v !== null && typeof (v as IdSource).instanceId === 'function' && typeof (v as IdSource).eventId === 'function',
+      'an id source: { instanceId(), eventId() }',
+    )
+    .optional(),
 });
 export type RuntimeOptions = z.input<typeof RuntimeOptions>;
 export type ResolvedRuntimeOptions = z.output<typeof RuntimeOptions>;

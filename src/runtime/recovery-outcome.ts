@@ -8,7 +8,8 @@ import type { Usage } from '../contracts/message.js';
 import { isDecimal } from '../contracts/config.js';
 import { addDecimal } from '../contracts/budget.js';
 import type { SessionServices } from '../actors/session-services.js';
-import { stageRunEnd, withParsedArguments } from '../actors/run-lifecycle.js';
+import { stageRunEnd } from '../actors/end-run.js';
+import { withParsedArguments } from '../tools/logged-call.js';
 
 async function collectEvents(store: EventStore, sessionId: string, fromSeq: number, toSeq?: number): Promise<EventRecord[]> {
   const out: EventRecord[] = [];
@@ -89,7 +90,7 @@ export async function settleInterruptedFinal(env: SessionServices, open: OpenRun
     recoveries: spent.recoveries,
     ...(env.pricing ? { cost: spent.cost } : {}),
   };
-  stageRunEnd(env, at, result);
+  stageRunEnd(env.writer, at, result);
   await env.writer.commit();
   return undefined;
 }
@@ -103,15 +104,15 @@ type Resolution = 'rerun' | 'skipped' | 'reconcile' | 'uncertain-hanging';
  * uncertain-hanging); an exclusive call (or one whose tool is gone) goes to reconcile, else is
  * uncertain-hanging. A reconcile is assumed to settle its call (it cannot be known before).
  */
-function resolutions(env: SessionServices, calls: readonly ToolCallIntent[], released: Readonly<Record<string, string[]>>): Resolution[] {
+function resolutions(env: SessionServices, calls: readonly ToolCallIntent[], released: ReadonlyMap<string, readonly string[]>): Resolution[] {
   const locked = new Set(env.heldLocks);
   return calls.map((c) => {
     const tool = env.tools.get(c.name);
     if (c.mode === 'parallel' && tool) {
-      return withParsedArguments(env, c).mismatch !== undefined || c.resources.some((r) => locked.has(r)) ? 'skipped' : 'rerun';
+      return withParsedArguments(env.tools, c).mismatch !== undefined || c.resources.some((r) => locked.has(r)) ? 'skipped' : 'rerun';
     }
     if (tool?.reconcile) return 'reconcile';
-    for (const r of c.resources) if (!released[c.callId]?.includes(r)) locked.add(r);
+    for (const r of c.resources) if (!released.get(c.callId)?.includes(r)) locked.add(r);
     return 'uncertain-hanging';
   });
 }
@@ -131,7 +132,7 @@ export async function recoveryOutcome(
   }
   const uniq = (xs: string[]) => [...new Set(xs)];
   const unresolved = open?.unresolvedCalls ?? [];
-  const released = open?.releasedAfterIntent ?? {};
+  const released = open?.releasedAfterIntent ?? new Map<string, string[]>();
   const resolved = resolutions(env, unresolved, released);
   return {
     sessionId: env.sessionId,
@@ -155,7 +156,7 @@ export async function recoveryOutcome(
     // run continues (they become uncertain-hanging then; reconcile may still settle the others)
     activeResourceLocks: uniq([
       ...env.heldLocks,
-      ...unresolved.filter((_, i) => resolved[i] === 'uncertain-hanging').flatMap((c) => c.resources.filter((r) => !released[c.callId]?.includes(r))),
+      ...unresolved.filter((_, i) => resolved[i] === 'uncertain-hanging').flatMap((c) => c.resources.filter((r) => !released.get(c.callId)?.includes(r))),
     ]),
     uncertainToolCalls: unresolved.map((c, i) => ({
       runId: open!.runId,

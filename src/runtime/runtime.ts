@@ -12,6 +12,8 @@ import type { QueuedInput } from './input-queue.js';
 import { askUserTool } from '../tools/ask-user.js';
 import { isObservable } from 'rxjs';
 import { LogWriter } from '../persistence/log-writer.js';
+import { SessionProjection } from '../persistence/projection.js';
+import { committedEnvelopes } from '../streams/committed-envelopes.js';
 import type { SessionServices } from '../actors/session-services.js';
 import { RuntimeOptions, type ResolvedRuntimeOptions } from './options.js';
 import { estimateTokens, sha256, Surface } from '../persistence/surface.js';
@@ -91,15 +93,22 @@ export function createRuntime(options: RuntimeOptions): Runtime {
       if (attach.lastSeq !== (view.head?.lastSeq ?? 0)) view = await loadSessionView(store, sessionId);
       const { surface, head, inputs, stateContext } = view;
       let openRun = view.openRun;
-      const sessionInstanceId = randomUUID();
+      const sessionInstanceId = o.ids?.instanceId() ?? randomUUID();
       const stream = new EnvelopeStream();
-      let session: ExecutionSession | undefined;
-      const writer = new LogWriter(store, sessionId, attach.writerEpoch, attach.lastSeq + 1, (records) => session?.onCommitted(records));
+      const projection = new SessionProjection(surface, head?.heldLocks ?? []);
+      // calls a continue will run again: their tool_start carries the seq of the tool/call logged before
+      for (const [callId, seq] of openRun?.callSeqs ?? []) projection.callSeqs.set(callId, seq);
+      const writer = new LogWriter(store, sessionId, attach.writerEpoch, attach.lastSeq + 1, projection, {
+        onCommitted: (records) => {
+          for (const e of committedEnvelopes(records, sessionInstanceId)) stream.publish(e.event, e.logSeq);
+        },
+        ...(o.ids ? { eventId: () => o.ids!.eventId() } : {}),
+      });
       const env: SessionServices = {
         sessionId,
         sessionInstanceId,
         writer,
-        surface,
+        surface: projection.surface,
         model: o.model,
         tools: new Map(tools.map((t) => [t.name, t])),
         toolSpecs,
@@ -113,16 +122,14 @@ export function createRuntime(options: RuntimeOptions): Runtime {
         ...(o.delivery ? { delivery: o.delivery } : {}),
         ...(o.verifier ? { verifier: o.verifier } : {}),
         ...(o.finalVerifier ? { finalVerifier: o.finalVerifier } : {}),
-        heldLocks: new Set(head?.heldLocks ?? []),
-        callSeqs: new Map(),
-        cancelSignal: new AbortController().signal,
+        heldLocks: projection.heldLocks,
+        callSeqs: projection.callSeqs,
+        clock: o.clock,
         approvalFor: o.approvalFor,
         takeSteers: () => [],
         backpressure: async () => {},
         emit: (event, logSeq) => stream.publish(event, logSeq),
       };
-      // calls a continue will run again: their tool_start carries the seq of the tool/call logged before
-      for (const [callId, seq] of Object.entries(openRun?.callSeqs ?? {})) env.callSeqs.set(callId, seq);
       writer.stage('session/attached', { turn: 0, step: 0, attempt: 0 }, { sessionInstanceId, writerEpoch: attach.writerEpoch });
       await writer.commit();
       let settled = { delivered: [] as string[], unknown: [] as string[] };
@@ -132,7 +139,7 @@ export function createRuntime(options: RuntimeOptions): Runtime {
         settled = { delivered: settledRun.deliveredFinalIds, unknown: settledRun.deliveryUnknownFinalIds };
       }
       const recovery = await recoveryOutcome(store, env, head, openRun, settled);
-      session = new ExecutionSession({
+      const session = new ExecutionSession({
         sessionId,
         sessionInstanceId,
         writerEpoch: attach.writerEpoch,
@@ -156,7 +163,7 @@ export function createRuntime(options: RuntimeOptions): Runtime {
       sessions.add(session);
       const close = session.close.bind(session);
       session.close = async () => {
-        sessions.delete(session!);
+        sessions.delete(session);
         await close();
       };
       session.resumeFollowUps(); // accepted before a restart: they run now, as if just submitted

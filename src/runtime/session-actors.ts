@@ -1,27 +1,52 @@
-import { toolBatchMachine } from '../machines/tool-batch.machine.js';
+import { fromPromise } from 'xstate';
+import { callModelActor } from '../actors/call-model.js';
+import { commitIntentActor } from '../actors/commit-intent.js';
+import { commitResultsActor } from '../actors/commit-results.js';
+import { endRunActor } from '../actors/end-run.js';
+import { commitFinalActor, deliverFinalActor, verifyFinalActor } from '../actors/final-answer.js';
+import { prepareContextActor } from '../actors/prepare-context.js';
+import type { SessionServices } from '../actors/session-services.js';
+import { startRunActor } from '../actors/start-run.js';
+import { toolCallActor } from '../actors/tool-call.js';
+import type { Clock } from '../contracts/clock.js';
 import { runMachine } from '../machines/run.machine.js';
 import { sessionMachine } from '../machines/session.machine.js';
-import { commitResultsOp } from '../actors/commit-results.js';
-import { finalizeOp } from '../actors/finalize.js';
-import { modelStepOp } from '../actors/model-step.js';
-import type { SessionServices } from '../actors/session-services.js';
-import { runEffectsActor } from '../actors/run-effects.js';
-import { endRunOp, startRunOp } from '../actors/run-lifecycle.js';
-import { toolCallActor } from '../actors/tool-call.js';
+import { toolBatchMachine } from '../machines/tool-batch.machine.js';
 
-/** The session machine with the run's effects and tool calls bound to one session's environment. */
-export function boundSessionMachine(env: SessionServices) {
-  const run = runMachine.provide({
-    actors: {
-      effects: runEffectsActor({
-        startRun: startRunOp(env),
-        modelStep: modelStepOp(env),
-        commitResults: commitResultsOp(env),
-        finalize: finalizeOp(env),
-        endRun: endRunOp(env),
+/** A timer on `clock` that resolves with the time once `at` has passed; never without `at`. */
+export const deadlineActor = (clock: Clock) =>
+  fromPromise<number, { at?: number }>(
+    ({ input, signal }) =>
+      new Promise<number>((resolve) => {
+        if (input.at === undefined) return;
+        const t = clock.setTimeout(() => resolve(clock.now()), Math.max(0, input.at - clock.now()));
+        signal.addEventListener('abort', () => clock.clearTimeout(t), { once: true });
       }),
-      toolBatch: toolBatchMachine.provide({ actors: { toolCall: toolCallActor(env) } }),
+  );
+
+/**
+ * The run machine with every phase actor bound to one session's services (what
+ * `machine.provide({ actors })` swaps one by one in tests).
+ */
+export function runMachineFor(services: SessionServices) {
+  return runMachine.provide({
+    actors: {
+      startRun: startRunActor(services),
+      prepareContext: prepareContextActor(services),
+      callModel: callModelActor(services),
+      commitIntent: commitIntentActor(services),
+      toolBatch: toolBatchMachine.provide({ actors: { toolCall: toolCallActor(services) } }),
+      commitResults: commitResultsActor(services),
+      verifyFinal: verifyFinalActor(services),
+      commitFinal: commitFinalActor(services),
+      deliverFinal: deliverFinalActor(services),
+      endRun: endRunActor(services),
+      deadline: deadlineActor(services.clock),
     },
   });
-  return sessionMachine.provide({ actors: { run } });
+}
+
+/** The session machine whose runs are bound to one session's services. */
+export function sessionMachineFor(services: SessionServices) {
+  return sessionMachine.provide({ actors: { run: runMachineFor(services) } });
 }

@@ -3,6 +3,8 @@ import { createActor } from 'xstate';
 import type { SessionServices } from '../../src/actors/session-services.js';
 import { toolCallActor } from '../../src/actors/tool-call.js';
 import { deferred } from '../helpers/drafts.js';
+import { systemClock } from '../../src/contracts/clock.js';
+import { isCancelledError } from '../../src/contracts/errors.js';
 
 /** Just what a tool-call actor reaches of the session's environment. */
 function fakeEnv(checkFenced: () => Promise<boolean>, execute: (args: unknown, ctx: { signal: AbortSignal }) => Promise<string>) {
@@ -11,14 +13,14 @@ function fakeEnv(checkFenced: () => Promise<boolean>, execute: (args: unknown, c
     sessionId: 's1',
     tools: new Map([['pay', tool]]),
     writer: { checkFenced },
-    cancelSignal: new AbortController().signal,
+    clock: systemClock,
     config: { cancelGraceMs: 50 },
     emit: () => {},
     callSeqs: new Map(),
   } as unknown as SessionServices;
 }
 
-const input = { runId: 'r1', call: { callId: 'c1', name: 'pay', arguments: {}, mode: 'exclusive' as const, resources: [], idempotencyKey: 's1/r1/c1' } };
+const input = { runId: 'r1', index: 0, call: { callId: 'c1', name: 'pay', arguments: {}, mode: 'exclusive' as const, resources: [], idempotencyKey: 's1/r1/c1' } };
 
 describe('toolCallActor', () => {
   it('a call stopped while its fence check is pending never starts its tool', async () => {
@@ -44,7 +46,6 @@ describe('toolCallActor', () => {
 
 describe('toolCallActor signal', () => {
   it('a tool that first reads its signal after the call was cancelled sees it aborted, with the reason', async () => {
-    const cancel = new AbortController();
     const seen = deferred<{ aborted: boolean; reason: unknown }>();
     const release = deferred<void>();
     const execute = async (_: unknown, ctx: { signal: AbortSignal }) => {
@@ -52,13 +53,14 @@ describe('toolCallActor signal', () => {
       seen.resolve({ aborted: ctx.signal.aborted, reason: ctx.signal.reason });
       return 'late';
     };
-    const env = { ...fakeEnv(async () => false, execute), cancelSignal: cancel.signal } as SessionServices;
-    createActor(toolCallActor(env), { input }).start();
+    const actor = createActor(toolCallActor(fakeEnv(async () => false, execute)), { input }).start();
     await new Promise((r) => setTimeout(r, 5));
-    const reason = new Error('requestCancel');
-    cancel.abort(reason);
+    actor.send({ type: 'CANCEL', reason: 'requestCancel' });
     release.resolve();
-    expect(await seen.promise).toEqual({ aborted: true, reason });
+    const got = await seen.promise;
+    expect(got.aborted).toBe(true);
+    expect(isCancelledError(got.reason)).toBe(true);
+    expect((got.reason as Error).message).toBe('requestCancel');
   });
 });
 

@@ -5,16 +5,33 @@ import { createActor, waitFor } from 'xstate';
 import { defineTool, scriptedModel } from '../../src/index.js';
 import { callActor } from '../../src/actors/tool-call.js';
 import type { ToolCallOutput } from '../../src/contracts/calls.js';
-import type { ModelStepOutput } from '../../src/actors/model-step.js';
+import type { CommitIntentOutput } from '../../src/actors/commit-intent.js';
 import { toolBatchMachine } from '../../src/machines/tool-batch.machine.js';
 import { deferred } from '../helpers/drafts.js';
-import { runEffectsActor } from '../../src/actors/run-effects.js';
+import { fromPromise } from 'xstate';
 import { runMachine } from '../../src/machines/run.machine.js';
 import { runInput } from '../helpers/fake-batch.js';
 import { LoopBudget } from '../../src/contracts/config.js';
 import type { ExecutionResult } from '../../src/contracts/requests.js';
 
 import { ids, lmdbRuntime, logOf, sleep, typesOf } from '../helpers/runtime.js';
+
+/** Fake phase actors for the run machine: a model that asks for one tool call, the rest trivial; `over` replaces any. */
+function phaseActors(over: Record<string, unknown> = {}) {
+  const ok = <T>(v: T) => fromPromise(async () => v);
+  return {
+    startRun: ok({ runStartSeq: 1 }),
+    prepareContext: ok({}),
+    callModel: ok({ kind: 'toolCalls', toolCalls: [{ id: 'c', name: 'echo', arguments: '{}' }], finishReason: 'tool_calls' }),
+    commitIntent: ok({ kind: 'rejected' }),
+    commitResults: ok({ rejections: 0 }),
+    verifyFinal: ok({ kind: 'accepted' }),
+    commitFinal: ok({ finalMessageId: 'f' }),
+    deliverFinal: ok({ kind: 'delivered' }),
+    endRun: fromPromise(async ({ input }: { input: { result: ExecutionResult } }) => input.result),
+    ...over,
+  } as never;
+}
 
 const echo = defineTool({ name: 'echo', description: '', mode: 'parallel', parameters: z.object({ t: z.string() }), execute: ({ t }) => t });
 
@@ -103,25 +120,16 @@ describe('run and session machines: edge cases', () => {
     expect(asked.filter((id) => !answered.includes(id))).toEqual([]);
   });
 
-  // The model step itself refuses to suspend once cancelled (test/actors/regressions.test.ts: the
-  // run ends cancelled with the calls answered skipped). A suspension it did commit before the
-  // CANCEL reached the machine stands: turning it into a cancelled run would leave the model's
-  // tool calls unanswered on the surface.
-  it('a suspension the model step committed before a CANCEL reached the machine stands (the attempt ends suspended)', async () => {
-    const gate = deferred<ModelStepOutput>();
-    const ended: string[] = [];
-    const ops = {
-      startRun: async () => ({ runStartSeq: 1 }),
-      modelStep: async () => gate.promise,
-      commitResults: async () => ({ rejections: 0 }),
-      finalize: async () => ({ kind: 'delivered' as const, finalMessageId: 'f' }),
-      endRun: async (i: { result: ExecutionResult }) => (ended.push(i.result.status), i.result),
-    };
-    const machine = runMachine.provide({ actors: { effects: runEffectsActor(ops as never) } });
+  // The intent commit itself refuses to suspend once cancelled (the run ends cancelled with the
+  // calls answered skipped). A suspension being committed when the CANCEL reached the machine
+  // stands: turning it into a cancelled run would leave the model's tool calls unanswered.
+  it('a suspension being committed when a CANCEL reaches the machine stands (the attempt ends suspended)', async () => {
+    const gate = deferred<CommitIntentOutput>();
+    const machine = runMachine.provide({ actors: phaseActors({ commitIntent: fromPromise(async () => gate.promise) }) });
     const actor = createActor(machine, { input: runInput() }).start();
-    await waitFor(actor, (x) => x.matches('stepping'));
+    await waitFor(actor, (x) => x.matches('committingIntent'));
     actor.send({ type: 'CANCEL' });
-    gate.resolve({ kind: 'suspend', pendingRequest: { kind: 'approval', questionId: 'q', calls: [{ callId: 'c', name: 'pay', arguments: {} }], expiresAt: Date.now() + 1000 } as never });
+    gate.resolve({ kind: 'suspended', pendingRequest: { kind: 'approval', questionId: 'q', calls: [{ callId: 'c', name: 'pay', arguments: {} }], expiresAt: Date.now() + 1000 } as never });
     const snap = await waitFor(actor, (x) => x.status === 'done');
     expect(snap.output!.status).toBe('suspended');
   });
@@ -154,14 +162,9 @@ describe('run and session machines: edge cases', () => {
       return { callId: input.call.callId, name: input.call.name, outcome: { kind: 'cancelled', settled: true, partialContent: '', resourceLocks: [] }, startedAt: 1, endedAt: 2 } as ToolCallOutput;
     });
     const calls: ToolCallIntent[] = ['slow', 'bad'].map((id) => ({ callId: id, name: 'echo', arguments: {}, mode: 'parallel', resources: [], idempotencyKey: `s/r/${id}` }));
-    const ops = {
-      startRun: async () => ({ runStartSeq: 1 }),
-      modelStep: async () => ({ kind: 'tools' as const, calls }),
-      commitResults: async () => ({ rejections: 0 }),
-      finalize: async () => ({ kind: 'delivered' as const, finalMessageId: 'f' }),
-      endRun: async (i: { result: ExecutionResult }) => i.result,
-    };
-    const machine = runMachine.provide({ actors: { effects: runEffectsActor(ops as never), toolBatch: toolBatchMachine.provide({ actors: { toolCall } }) } });
+    const machine = runMachine.provide({
+      actors: phaseActors({ commitIntent: fromPromise(async () => ({ kind: 'intents', calls })), toolBatch: toolBatchMachine.provide({ actors: { toolCall } }) }),
+    });
     const actor = createActor(machine, { input: runInput() }).start();
     const snap = await waitFor(actor, (x) => x.status === 'done');
     expect(snap.output!.status).toBe('failed');
@@ -171,14 +174,9 @@ describe('run and session machines: edge cases', () => {
 
   it('a continue that inherits a spent budget ends budget_exhausted without calling the model', async () => {
     let modelCalls = 0;
-    const ops = {
-      startRun: async () => ({ runStartSeq: 9 }),
-      modelStep: async () => (modelCalls++, { kind: 'final' as const, content: 'x' }),
-      commitResults: async () => ({ rejections: 0 }),
-      finalize: async () => ({ kind: 'delivered' as const, finalMessageId: 'f' }),
-      endRun: async (i: { result: ExecutionResult }) => i.result,
-    };
-    const machine = runMachine.provide({ actors: { effects: runEffectsActor(ops as never) } });
+    const machine = runMachine.provide({
+      actors: phaseActors({ startRun: fromPromise(async () => ({ runStartSeq: 9 })), callModel: fromPromise(async () => (modelCalls++, { kind: 'answer', content: 'x' })) }),
+    });
     const input = runInput({
       kind: 'continue',
       runEpoch: 2,

@@ -1,16 +1,21 @@
 import type { ToolCallIntent } from '../../src/contracts/calls.js';
 import { describe, expect, it } from 'vitest';
 import { createActor, waitFor, type AnyActorRef, type InspectionEvent } from 'xstate';
+import { fromPromise } from 'xstate';
+import type { CallModelInput, CallModelOutput } from '../../src/actors/call-model.js';
+import type { CommitIntentInput, CommitIntentOutput } from '../../src/actors/commit-intent.js';
 import type { CommitResultsInput, CommitResultsOutput } from '../../src/actors/commit-results.js';
-import type { FinalizeInput, FinalizeOutput } from '../../src/actors/finalize.js';
-import type { ModelStepInput, ModelStepOutput } from '../../src/actors/model-step.js';
-import type { EndRunInput, StartRunInput } from '../../src/actors/run-lifecycle.js';
-import { runEffectsActor, type RunEffectOps } from '../../src/actors/run-effects.js';
+import type { EndRunInput } from '../../src/actors/end-run.js';
+import type { DeliverFinalInput, DeliverFinalOutput, FinalAnswerInput, VerifyFinalOutput } from '../../src/actors/final-answer.js';
+import type { PrepareContextInput, PrepareContextOutput } from '../../src/actors/prepare-context.js';
+import type { StartRunInput, StartRunOutput } from '../../src/actors/start-run.js';
 import type { ToolCallOutput } from '../../src/contracts/calls.js';
 import { LoopBudget, type LoopBudgetInput } from '../../src/contracts/config.js';
 import { CancelledError, isProtocolExhaustedError, StaleWriterError } from '../../src/contracts/errors.js';
+import type { PendingRequest } from '../../src/contracts/events.js';
 import type { ExecutionResult } from '../../src/contracts/requests.js';
-import { runMachine, type RunInput, type StartRunOutput } from '../../src/machines/run.machine.js';
+import type { Usage } from '../../src/contracts/message.js';
+import { runMachine, type RunInput } from '../../src/machines/run.machine.js';
 import type { ToolBatchOutput } from '../../src/machines/tool-batch.machine.js';
 import { deferred } from '../helpers/drafts.js';
 import { fakeBatch, type BatchRequest } from '../helpers/fake-batch.js';
@@ -52,30 +57,46 @@ function runInput(budget: LoopBudgetInput = {}, over: Partial<RunInput> = {}): R
   };
 }
 
-type Step = ModelStepOutput | Error | (() => Promise<ModelStepOutput>);
+/** What one step of the model does in a script: its answer as the intent commit decides it. */
+type StepScript = { usage?: Usage; cost?: string } & (
+  | { kind: 'tools'; calls: ToolCallIntent[] }
+  | { kind: 'final'; content: string }
+  | { kind: 'rejected' }
+  | { kind: 'blocked'; locks: string[] }
+  | { kind: 'suspend'; pendingRequest: PendingRequest }
+);
+type Step = StepScript | Error | (() => Promise<StepScript>);
+
+/** How a script's final answer goes: rejected by the verifier, delivered, delivery unknown, or a throw. */
+type FinalScript = { kind: 'rejected'; reason: string } | { kind: 'delivered'; finalMessageId: string } | { kind: 'delivery_unknown'; finalMessageId: string; reason: string };
 
 interface Script {
-  /** One entry per model step, in order; an Error is thrown. */
+  /** One entry per model step, in order; an Error is thrown by the model call. */
   steps: Step[];
   /** The batch's output; defaults to one completed result per call. */
   batch?: (input: BatchRequest) => Promise<ToolBatchOutput> | ToolBatchOutput;
   /** One entry per commit; defaults to `{ rejections: 0 }`. */
   commits?: (CommitResultsOutput | Error)[];
-  /** One entry per finalize; defaults to delivered. */
-  finals?: (FinalizeOutput | Error)[];
+  /** One entry per final answer; defaults to delivered. */
+  finals?: (FinalScript | Error)[];
   startError?: Error;
   endError?: Error;
+  /** startRun's output, when it should wait (a deferred promise). */
+  start?: () => Promise<StartRunOutput>;
 }
 
-/** Fake effect actors that play a script and record every input they get. */
+/** Fake phase actors that play a script and record every input they get. */
 function fakes(script: Script) {
   const log: string[] = [];
   const inputs = {
     startRun: [] as StartRunInput[],
-    modelStep: [] as ModelStepInput[],
+    prepareContext: [] as PrepareContextInput[],
+    callModel: [] as CallModelInput[],
+    commitIntent: [] as CommitIntentInput[],
     toolBatch: [] as BatchRequest[],
     commitResults: [] as CommitResultsInput[],
-    finalize: [] as FinalizeInput[],
+    finalize: [] as FinalAnswerInput[],
+    deliver: [] as DeliverFinalInput[],
     endRun: [] as EndRunInput[],
   };
   const take = <T>(list: T[] | undefined, n: number, name: string): T | undefined => {
@@ -86,48 +107,72 @@ function fakes(script: Script) {
     if (v instanceof Error) throw v;
     return v;
   };
-  const ops: RunEffectOps = {
-    startRun: async (input: StartRunInput): Promise<StartRunOutput> => {
+  const planned: StepScript[] = [];
+  const finals: FinalScript[] = [];
+  const actors = {
+    startRun: fromPromise<StartRunOutput, StartRunInput>(async ({ input }) => {
       log.push('startRun');
       inputs.startRun.push(input);
       if (script.startError) throw script.startError;
-      return { runStartSeq: 2 };
-    },
-    modelStep: async (input: ModelStepInput): Promise<ModelStepOutput & { cost?: string }> => {
-      log.push(`modelStep ${input.at.step}`);
-      const s = take(script.steps, inputs.modelStep.length, 'model step')!;
-      inputs.modelStep.push(input);
-      return typeof s === 'function' ? s() : orThrow(s);
-    },
-    commitResults: async (input: CommitResultsInput): Promise<CommitResultsOutput> => {
+      return script.start ? script.start() : { runStartSeq: 2 };
+    }),
+    prepareContext: fromPromise<PrepareContextOutput, PrepareContextInput>(async ({ input }) => {
+      inputs.prepareContext.push(input);
+      return {};
+    }),
+    callModel: fromPromise<CallModelOutput, CallModelInput>(async ({ input }) => {
+      log.push(`callModel ${input.at.step}`);
+      const s = take(script.steps, inputs.callModel.length, 'model step')!;
+      inputs.callModel.push(input);
+      const step = typeof s === 'function' ? await s() : orThrow(s);
+      const spent = { ...(step.usage ? { usage: step.usage } : {}), ...(step.cost ? { cost: step.cost } : {}) };
+      if (step.kind === 'final') return { kind: 'answer', content: step.content, ...spent };
+      planned.push(step);
+      return { kind: 'toolCalls', toolCalls: [{ id: 'x', name: 'echo', arguments: '{}' }], finishReason: 'tool_calls', ...spent };
+    }),
+    commitIntent: fromPromise<CommitIntentOutput, CommitIntentInput>(async ({ input }) => {
+      log.push(`commitIntent ${input.at.step}`);
+      inputs.commitIntent.push(input);
+      const step = planned.shift()!;
+      if (step.kind === 'tools') return { kind: 'intents', calls: step.calls };
+      if (step.kind === 'suspend') return { kind: 'suspended', pendingRequest: step.pendingRequest };
+      if (step.kind === 'blocked') return { kind: 'blocked', locks: step.locks };
+      return { kind: 'rejected' };
+    }),
+    toolBatch: fakeBatch(async (batch) => {
+      log.push('toolBatch');
+      inputs.toolBatch.push(batch);
+      return script.batch ? script.batch(batch) : batch.calls.map((c) => resultFor(c));
+    }),
+    commitResults: fromPromise<CommitResultsOutput, CommitResultsInput>(async ({ input }) => {
       log.push(`commitResults ${input.at.step}`);
       const c = script.commits ? take(script.commits, inputs.commitResults.length, 'commit')! : { rejections: 0 };
       inputs.commitResults.push(input);
       return orThrow(c);
-    },
-    finalize: async (input: FinalizeInput): Promise<FinalizeOutput> => {
+    }),
+    verifyFinal: fromPromise<VerifyFinalOutput, FinalAnswerInput>(async ({ input }) => {
       log.push(`finalize ${input.at.step}`);
-      const f = script.finals
-        ? take(script.finals, inputs.finalize.length, 'finalize')!
-        : ({ kind: 'delivered', finalMessageId: `${input.runId}/final/${input.at.attempt}.${input.at.step}` } as const);
+      const f = script.finals ? take(script.finals, inputs.finalize.length, 'finalize')! : ({ kind: 'delivered', finalMessageId: `${input.runId}/final/${input.at.attempt}.${input.at.step}` } as const);
       inputs.finalize.push(input);
-      return orThrow(f);
-    },
-    endRun: async (input: EndRunInput): Promise<ExecutionResult> => {
+      const planned = orThrow(f);
+      if (planned.kind === 'rejected') return planned;
+      finals.push(planned);
+      return { kind: 'accepted' };
+    }),
+    commitFinal: fromPromise<{ finalMessageId: string }, FinalAnswerInput>(async () => ({ finalMessageId: (finals[0] as { finalMessageId: string }).finalMessageId })),
+    deliverFinal: fromPromise<DeliverFinalOutput, DeliverFinalInput>(async ({ input }) => {
+      inputs.deliver.push(input);
+      const f = finals.shift()!;
+      return f.kind === 'delivery_unknown' ? { kind: 'delivery_unknown', reason: f.reason } : { kind: 'delivered' };
+    }),
+    endRun: fromPromise<ExecutionResult, EndRunInput>(async ({ input }) => {
       log.push('endRun');
       inputs.endRun.push(input);
       if (script.endError) throw script.endError;
       return input.result;
-    },
+    }),
   };
-  // a callback actor standing in for the toolBatch machine (same events in and out)
-  const toolBatch = fakeBatch(async (batch) => {
-    log.push('toolBatch');
-    inputs.toolBatch.push(batch);
-    return script.batch ? script.batch(batch) : batch.calls.map((c) => resultFor(c));
-  });
-  const actors = { effects: runEffectsActor(ops), toolBatch };
-  return { actors, ops, inputs, log };
+  return { actors, inputs, log };
 }
 
 /** Runs the machine to its end; returns the result, the fakes' records and the states walked. */
@@ -139,6 +184,7 @@ async function run(script: Script, input: RunInput = runInput()) {
     if (e.type !== '@xstate.snapshot' && e.type !== '@xstate.microstep') return;
     if ((e.actorRef as AnyActorRef).sessionId !== e.rootId) return;
     const v = String((e.snapshot as unknown as { value: unknown }).value);
+    if (v === 'checkingBudget' || v === 'checkingCorrections') return; // transient: decided in the same macrostep
     if (states[states.length - 1] !== v) states.push(v);
   };
   const actor = createActor(runMachine.provide({ actors: f.actors }), { input, inspect });
@@ -147,22 +193,36 @@ async function run(script: Script, input: RunInput = runInput()) {
   return { result: snap.output!, states, ...f, context: snap.context };
 }
 
-const tools = (...ids: string[]): ModelStepOutput => ({ kind: 'tools', calls: ids.map(call), usage: usage(5) });
-const final = (content: string): ModelStepOutput => ({ kind: 'final', content, usage: usage(7) });
-const rejected = (): ModelStepOutput => ({ kind: 'rejected', usage: usage(3) });
+const tools = (...ids: string[]): StepScript => ({ kind: 'tools', calls: ids.map(call), usage: usage(5) });
+const final = (content: string): StepScript => ({ kind: 'final', content, usage: usage(7) });
+const rejected = (): StepScript => ({ kind: 'rejected', usage: usage(3) });
 
 describe('runMachine', () => {
-  it('without effects provided, ends failed (every request is answered with an error) instead of hanging', async () => {
+  it('without its actors provided, ends failed naming the missing actor instead of hanging', async () => {
     const actor = createActor(runMachine, { input: runInput() }).start();
     const snap = await waitFor(actor, (s) => s.status === 'done', { timeout: 2000 });
-    expect(snap.output).toMatchObject({ status: 'failed', checkpointCommitted: false, error: { message: 'effects actor not provided' } });
+    expect(snap.output).toMatchObject({ status: 'failed', checkpointCommitted: false, error: { message: 'the startRun actor is not provided' } });
   });
 
   it('walks a two-step run (tools, then a final answer) and succeeds with the final message', async () => {
     const { result, states, inputs, log } = await run({ steps: [tools('c1', 'c2'), final('It is 3.')] });
-    // after a tool step with nothing to stop on, committingResults goes straight to the next step
-    expect(states).toEqual(['starting', 'stepping', 'runningTools', 'committingResults', 'stepping', 'finalizing', 'ending', 'done']);
-    expect(log).toEqual(['startRun', 'modelStep 1', 'toolBatch', 'commitResults 1', 'modelStep 2', 'finalize 2', 'endRun']);
+    // one named actor per phase, one state each
+    expect(states).toEqual([
+      'starting',
+      'preparingContext',
+      'callingModel',
+      'committingIntent',
+      'runningTools',
+      'committingResults',
+      'preparingContext',
+      'callingModel',
+      'verifyingFinal',
+      'committingFinal',
+      'delivering',
+      'ending',
+      'done',
+    ]);
+    expect(log).toEqual(['startRun', 'callModel 1', 'commitIntent 1', 'toolBatch', 'commitResults 1', 'callModel 2', 'finalize 2', 'endRun']);
     expect(result).toMatchObject({
       runId: 'r1',
       attemptId: 'a1',
@@ -177,17 +237,18 @@ describe('runMachine', () => {
     expect(result.usage).toMatchObject({ inputTokens: 20, outputTokens: 12 });
 
     expect(inputs.startRun[0]).toMatchObject({ runId: 'r1', attemptId: 'a1', runEpoch: 1, turn: 1, kind: 'prompt', messages: [{ role: 'user', content: 'what is 1+2?' }] });
-    expect(inputs.modelStep.map((i) => i.at.step)).toEqual([1, 2]);
-    expect(inputs.modelStep.map((i) => i.at)).toEqual([
+    expect(inputs.callModel.map((i) => i.at.step)).toEqual([1, 2]);
+    expect(inputs.prepareContext.map((i) => i.at)).toEqual(inputs.callModel.map((i) => i.at));
+    expect(inputs.callModel.map((i) => i.at)).toEqual([
       { turn: 1, step: 1, attempt: 1 },
       { turn: 1, step: 2, attempt: 1 },
     ]);
-    expect(inputs.toolBatch).toEqual([{ runId: 'r1', calls: [call('c1'), call('c2')], maxParallel: 4 }]);
+    expect(inputs.toolBatch).toEqual([{ runId: 'r1', calls: [call('c1'), call('c2')], maxParallel: 4, cancelled: false }]);
     expect(inputs.commitResults[0]!.at.step).toBe(1);
     expect(inputs.commitResults[0]!.results.map((r) => r.callId)).toEqual(['c1', 'c2']);
     expect(inputs.commitResults[0]!.usage).toEqual(usage(5));
     expect(inputs.finalize).toEqual([{ runId: 'r1', at: { turn: 1, step: 2, attempt: 1 }, content: 'It is 3.', closeStep: true, usage: usage(7) }]);
-    expect(inputs.endRun[0]).toMatchObject({ turn: 1, step: 2, attempt: 1 });
+    expect(inputs.endRun[0]).toMatchObject({ at: { turn: 1, step: 2, attempt: 1 }, started: true });
     expect(inputs.endRun[0]!.result.status).toBe('succeeded');
   });
 
@@ -200,18 +261,17 @@ describe('runMachine', () => {
 
   describe('protocol corrections', () => {
     it('counts a rejected model step as a correction and steps again', async () => {
-      const { result, inputs, log } = await run({ steps: [rejected(), final('fixed')] });
+      const { result, inputs, log, context } = await run({ steps: [rejected(), final('fixed')] });
       expect(result.status).toBe('succeeded');
-      expect(inputs.modelStep.map((i) => [i.at.step, i.corrections])).toEqual([
-        [1, 0],
-        [2, 1],
-      ]);
+      expect(inputs.callModel.map((i) => i.at.step)).toEqual([1, 2]);
+      expect(context.corrections).toBe(1);
       expect(log).not.toContain('toolBatch');
     });
 
     it('fails with ProtocolExhaustedError after more than maxProtocolCorrections', async () => {
-      const { result, inputs, log } = await run({ steps: [rejected(), rejected(), rejected(), final('never')] }, runInput({}, { maxProtocolCorrections: 2 }));
-      expect(inputs.modelStep.map((i) => i.corrections)).toEqual([0, 1, 2]);
+      const { result, inputs, log, context } = await run({ steps: [rejected(), rejected(), rejected(), final('never')] }, runInput({}, { maxProtocolCorrections: 2 }));
+      expect(inputs.callModel).toHaveLength(3);
+      expect(context.corrections).toBe(3);
       expect(result).toMatchObject({ status: 'failed', outcome: 'failed', steps: 3 });
       expect(result.error?.kind).toBe('execution');
       expect(isProtocolExhaustedError(result.error?.cause)).toBe(true);
@@ -222,7 +282,7 @@ describe('runMachine', () => {
 
     it('fails on the first rejection when maxProtocolCorrections is 0', async () => {
       const { result, inputs } = await run({ steps: [rejected()] }, runInput({}, { maxProtocolCorrections: 0 }));
-      expect(inputs.modelStep).toHaveLength(1);
+      expect(inputs.callModel).toHaveLength(1);
       expect(isProtocolExhaustedError(result.error?.cause)).toBe(true);
     });
   });
@@ -230,7 +290,7 @@ describe('runMachine', () => {
   describe('budgets', () => {
     it('ends budget_exhausted naming maxSteps when the steps are spent', async () => {
       const { result, inputs } = await run({ steps: [tools('a'), tools('b'), tools('c')] }, runInput({ maxSteps: 2 }));
-      expect(inputs.modelStep.map((i) => i.at.step)).toEqual([1, 2]);
+      expect(inputs.callModel.map((i) => i.at.step)).toEqual([1, 2]);
       expect(inputs.commitResults).toHaveLength(2);
       expect(result).toMatchObject({ status: 'budget_exhausted', outcome: 'incomplete', budget: 'maxSteps', steps: 2 });
       expect(inputs.finalize).toEqual([]);
@@ -253,7 +313,7 @@ describe('runMachine', () => {
     });
 
     it('ends budget_exhausted naming maxCost, summing step costs exactly', async () => {
-      const priced = (id: string): ModelStepOutput => ({ ...tools(id), cost: '0.1' });
+      const priced = (id: string): StepScript => ({ ...tools(id), cost: '0.1' });
       const { result, context } = await run({ steps: [priced('a'), priced('b'), priced('c'), final('never')] }, runInput({ maxCost: '0.3' }));
       expect(context.cost).toBe('0.3');
       expect(result).toMatchObject({ status: 'budget_exhausted', budget: 'maxCost', steps: 3 });
@@ -281,7 +341,7 @@ describe('runMachine', () => {
         runInput({ maxRecoveries: 2 }),
       );
       expect(inputs.finalize).toHaveLength(3);
-      expect(inputs.modelStep).toHaveLength(3);
+      expect(inputs.callModel).toHaveLength(3);
       expect(result).toMatchObject({ status: 'budget_exhausted', outcome: 'incomplete', budget: 'maxRecoveries' });
       expect(result.finalMessage).toBeUndefined();
     });
@@ -307,8 +367,8 @@ describe('runMachine', () => {
 
     it('goes straight to finalizing with closeStep false when a result concludes the turn', async () => {
       const { result, states, inputs } = await run({ steps: [tools('a')], commits: [{ concluded: 'the tool said so', rejections: 0 }] });
-      expect(states).toEqual(['starting', 'stepping', 'runningTools', 'committingResults', 'finalizing', 'ending', 'done']);
-      expect(inputs.modelStep).toHaveLength(1);
+      expect(states).toEqual(['starting', 'preparingContext', 'callingModel', 'committingIntent', 'runningTools', 'committingResults', 'verifyingFinal', 'committingFinal', 'delivering', 'ending', 'done']);
+      expect(inputs.callModel).toHaveLength(1);
       expect(inputs.finalize).toHaveLength(1);
       expect(inputs.finalize[0]).toMatchObject({ at: { step: 1 }, content: 'the tool said so', closeStep: false });
       expect(result).toMatchObject({ status: 'succeeded', finalMessage: 'the tool said so', steps: 1 });
@@ -323,17 +383,17 @@ describe('runMachine', () => {
     });
   });
 
-  it('ends blocked naming the held locks when the model step is blocked', async () => {
+  it('ends blocked naming the held locks when the intent commit finds the batch blocked', async () => {
     const { result, log } = await run({ steps: [{ kind: 'blocked', locks: ['file:a', 'db:b'] }] });
     expect(result).toMatchObject({ status: 'blocked', outcome: 'incomplete', blockedBy: ['file:a', 'db:b'], steps: 1 });
-    expect(log).toEqual(['startRun', 'modelStep 1', 'endRun']);
+    expect(log).toEqual(['startRun', 'callModel 1', 'commitIntent 1', 'endRun']);
   });
 
   describe('errors', () => {
     it('ends cancelled when an actor throws CancelledError', async () => {
       const { result, log } = await run({ steps: [new CancelledError('model call cancelled')] });
       expect(result).toMatchObject({ status: 'cancelled', outcome: 'cancelled', error: { kind: 'cancelled', message: 'model call cancelled' } });
-      expect(log).toEqual(['startRun', 'modelStep 1', 'endRun']);
+      expect(log).toEqual(['startRun', 'callModel 1', 'endRun']);
     });
 
     it('ends cancelled when the tool batch throws CancelledError', async () => {
@@ -384,30 +444,30 @@ describe('runMachine', () => {
       expect(actor.getSnapshot().value).toBe('runningTools');
       gate.resolve([resultFor(call('a')), resultFor(call('b'))]);
       const snap = await waitFor(actor, (s) => s.status === 'done');
-      expect(f.log).toEqual(['startRun', 'modelStep 1', 'toolBatch', 'commitResults 1', 'endRun']);
+      expect(f.log).toEqual(['startRun', 'callModel 1', 'commitIntent 1', 'toolBatch', 'commitResults 1', 'endRun']);
       expect(f.inputs.commitResults[0]!.results.map((r) => r.callId)).toEqual(['a', 'b']);
       expect(snap.output).toMatchObject({ status: 'stopped', outcome: 'incomplete', steps: 1 });
     });
 
-    it('during the model step: runs the batch it asks for, then stops', async () => {
-      const gate = deferred<ModelStepOutput>();
+    it('during the model call: runs the batch it asks for, then stops', async () => {
+      const gate = deferred<StepScript>();
       const f = fakes({ steps: [() => gate.promise, final('never')] });
       const actor = createActor(runMachine.provide({ actors: f.actors }), { input: runInput() });
       actor.start();
-      await waitFor(actor, (s) => s.matches('stepping'));
+      await waitFor(actor, (s) => s.matches('callingModel'));
       actor.send({ type: 'STOP_AFTER_ROUND' });
       gate.resolve(tools('a'));
       const snap = await waitFor(actor, (s) => s.status === 'done');
-      expect(f.log).toEqual(['startRun', 'modelStep 1', 'toolBatch', 'commitResults 1', 'endRun']);
+      expect(f.log).toEqual(['startRun', 'callModel 1', 'commitIntent 1', 'toolBatch', 'commitResults 1', 'endRun']);
       expect(snap.output!.status).toBe('stopped');
     });
 
     it('lets a final answer already under way finish and be delivered', async () => {
-      const gate = deferred<ModelStepOutput>();
+      const gate = deferred<StepScript>();
       const f = fakes({ steps: [() => gate.promise] });
       const actor = createActor(runMachine.provide({ actors: f.actors }), { input: runInput() });
       actor.start();
-      await waitFor(actor, (s) => s.matches('stepping'));
+      await waitFor(actor, (s) => s.matches('callingModel'));
       actor.send({ type: 'STOP_AFTER_ROUND' });
       gate.resolve(final('done anyway'));
       const snap = await waitFor(actor, (s) => s.status === 'done');
@@ -419,16 +479,15 @@ describe('runMachine', () => {
     // way): the run ends `stopped` without calling the model.
     it('while starting: starts no model call', async () => {
       const gate = deferred<StartRunOutput>();
-      const f = fakes({ steps: [tools('a'), final('never')] });
-      const effects = runEffectsActor({ ...f.ops, startRun: async () => gate.promise });
-      const actor = createActor(runMachine.provide({ actors: { ...f.actors, effects } }), { input: runInput() });
+      const f = fakes({ steps: [tools('a'), final('never')], start: () => gate.promise });
+      const actor = createActor(runMachine.provide({ actors: f.actors }), { input: runInput() });
       actor.start();
       expect(actor.getSnapshot().value).toBe('starting');
       actor.send({ type: 'STOP_AFTER_ROUND' });
       gate.resolve({ runStartSeq: 2 });
       const snap = await waitFor(actor, (s) => s.status === 'done');
       expect(snap.output!.status).toBe('stopped');
-      expect(f.inputs.modelStep).toHaveLength(0);
+      expect(f.inputs.callModel).toHaveLength(0);
     });
   });
 });

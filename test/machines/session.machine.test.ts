@@ -1,8 +1,10 @@
 import { describe, expect, it } from 'vitest';
 import { createActor, fromPromise, waitFor } from 'xstate';
 import type { CommitResultsInput } from '../../src/actors/commit-results.js';
-import type { ModelStepInput, ModelStepOutput } from '../../src/actors/model-step.js';
-import { runEffectsActor } from '../../src/actors/run-effects.js';
+import type { CallModelInput, CallModelOutput } from '../../src/actors/call-model.js';
+import type { ToolCallIntent } from '../../src/contracts/calls.js';
+import type { CommitIntentInput, CommitIntentOutput } from '../../src/actors/commit-intent.js';
+import type { EndRunInput } from '../../src/actors/end-run.js';
 import type { ExecutionResult } from '../../src/contracts/requests.js';
 import { runMachine, type RunActorRef, type RunInput } from '../../src/machines/run.machine.js';
 import { sessionMachine } from '../../src/machines/session.machine.js';
@@ -150,21 +152,21 @@ describe('sessionMachine', () => {
 
   it('forwards STOP_AFTER_ROUND to the run it executes', async () => {
     const batchGate = deferred<ToolBatchOutput>();
-    const steps: ModelStepOutput[] = [
-      { kind: 'tools', calls: [{ callId: 'c1', name: 'echo', arguments: {}, mode: 'parallel', resources: [], idempotencyKey: 's1/r1/c1' }] },
-      { kind: 'final', content: 'never' },
+    const calls: ToolCallIntent[] = [{ callId: 'c1', name: 'echo', arguments: {}, mode: 'parallel', resources: [], idempotencyKey: 's1/r1/c1' }];
+    const steps: CallModelOutput[] = [
+      { kind: 'toolCalls', toolCalls: [{ id: 'c1', name: 'echo', arguments: '{}' }], finishReason: 'tool_calls' },
+      { kind: 'answer', content: 'never' },
     ];
-    const modelSteps: ModelStepInput[] = [];
+    const modelSteps: CallModelInput[] = [];
     const commits: CommitResultsInput[] = [];
     const run = runMachine.provide({
       actors: {
-        effects: runEffectsActor({
-          startRun: async () => ({ runStartSeq: 2 }),
-          modelStep: async (input) => steps[modelSteps.push(input) - 1]!,
-          commitResults: async (input) => (commits.push(input), { rejections: 0 }),
-          finalize: async () => ({ kind: 'delivered', finalMessageId: 'f' }),
-          endRun: async (input) => input.result,
-        }),
+        startRun: fromPromise(async () => ({ runStartSeq: 2 })),
+        prepareContext: fromPromise(async () => ({})),
+        callModel: fromPromise<CallModelOutput, CallModelInput>(async ({ input }) => steps[modelSteps.push(input) - 1]!),
+        commitIntent: fromPromise<CommitIntentOutput, CommitIntentInput>(async () => ({ kind: 'intents', calls })),
+        commitResults: fromPromise<{ rejections: number }, CommitResultsInput>(async ({ input }) => (commits.push(input), { rejections: 0 })),
+        endRun: fromPromise<ExecutionResult, EndRunInput>(async ({ input }) => input.result),
         toolBatch: fakeBatch(() => batchGate.promise),
       },
     });

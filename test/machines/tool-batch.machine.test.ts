@@ -1,10 +1,10 @@
 import type { ToolCallIntent } from '../../src/contracts/calls.js';
 import { describe, expect, it } from 'vitest';
-import { assign, createActor, sendTo, setup, waitFor } from 'xstate';
+import { createActor, waitFor } from 'xstate';
 import { callActor } from '../../src/actors/tool-call.js';
 import type { ToolCallOutput } from '../../src/contracts/calls.js';
 import type { ToolOutcome } from '../../src/contracts/tools.js';
-import { runnableCalls, toolBatchMachine, type ToolBatchContext, type ToolBatchDone } from '../../src/machines/tool-batch.machine.js';
+import { runnableCalls, toolBatchMachine, type CallState, type ToolBatchContext } from '../../src/machines/tool-batch.machine.js';
 import { deferred } from '../helpers/drafts.js';
 
 const call = (callId: string, mode: ToolCallIntent['mode'] = 'parallel', resources: string[] = []): ToolCallIntent => ({
@@ -19,26 +19,9 @@ const call = (callId: string, mode: ToolCallIntent['mode'] = 'parallel', resourc
 const ok = (content = 'ok'): ToolOutcome => ({ kind: 'completed', content, isError: false, concludesTurn: false, releaseResources: [] });
 const toolError = (content = 'boom'): ToolOutcome => ({ kind: 'completed', content, isError: true, concludesTurn: false, releaseResources: [] });
 
-/**
- * Runs one batch the way a run does: a parent invokes the long-lived batch actor, sends it
- * `batch.run` and finishes (output = the results) when the batch answers `batch.done`.
- */
+/** Runs one batch the way a run does: invoked with its calls, its output is every call's result. */
 function startBatch(toolCall: ReturnType<typeof callActor>, calls: ToolCallIntent[], maxParallel: number) {
-  const parent = setup({
-    types: { context: {} as { results?: ToolCallOutput[] }, events: {} as ToolBatchDone, output: {} as ToolCallOutput[] },
-    actors: { toolBatch: toolBatchMachine.provide({ actors: { toolCall } }) },
-  }).createMachine({
-    context: {},
-    invoke: { id: 'batch', src: 'toolBatch', input: { runId: 'r1', maxParallel } },
-    entry: sendTo('batch', { type: 'batch.run', calls }),
-    initial: 'running',
-    states: {
-      running: { on: { 'batch.done': { target: 'done', actions: assign({ results: ({ event }) => event.results }) } } },
-      done: { type: 'final' },
-    },
-    output: ({ context }) => context.results!,
-  });
-  return createActor(parent).start();
+  return createActor(toolBatchMachine.provide({ actors: { toolCall } }), { input: { runId: 'r1', maxParallel, calls } }).start();
 }
 
 /** Lets every pending promise reaction and actor event run. */
@@ -262,26 +245,21 @@ describe('toolBatchMachine', () => {
 });
 
 describe('runnableCalls', () => {
-  const ctx = (calls: ToolCallIntent[], over: Partial<ToolBatchContext> = {}): ToolBatchContext => ({
-    runId: 'r1',
-    calls,
-    maxParallel: 4,
-    started: [],
-    running: [],
-    results: {},
-    ...over,
-  });
-  const done = (...ids: string[]): Record<string, ToolCallOutput> =>
-    Object.fromEntries(ids.map((id) => [id, { callId: id, name: `tool_${id}`, outcome: ok(), startedAt: 1, endedAt: 2 }]));
-  const ids = (cs: ToolCallIntent[]) => cs.map((c) => c.callId);
+  /** A batch context: `started` calls have run (or run, when also `running`); `results` have an outcome. */
+  const ctx = (calls: ToolCallIntent[], over: { maxParallel?: number; started?: string[]; running?: string[]; results?: Map<string, ToolCallOutput>; truncatedBy?: string } = {}): ToolBatchContext => {
+    const states: CallState[] = calls.map((c) => (over.running?.includes(c.callId) ? 'running' : over.started?.includes(c.callId) || over.results?.has(c.callId) ? 'done' : 'queued'));
+    return { runId: 'r1', calls, maxParallel: over.maxParallel ?? 4, states, results: calls.map((c) => over.results?.get(c.callId) ?? null), truncatedBy: over.truncatedBy, cancelled: false };
+  };
+  const done = (...ids: string[]): Map<string, ToolCallOutput> => new Map(ids.map((id) => [id, { callId: id, name: `tool_${id}`, outcome: ok(), startedAt: 1, endedAt: 2 }]));
+  const runnable = (c: ToolBatchContext) => runnableCalls(c).map((i) => c.calls[i]!.callId);
 
   it('returns the first maxParallel parallel calls', () => {
-    expect(ids(runnableCalls(ctx([call('a'), call('b'), call('c')], { maxParallel: 2 })))).toEqual(['a', 'b']);
+    expect(runnable(ctx([call('a'), call('b'), call('c')], { maxParallel: 2 }))).toEqual(['a', 'b']);
   });
 
   it('counts running calls against the cap', () => {
     const c = ctx([call('a'), call('b'), call('c'), call('d')], { maxParallel: 3, started: ['a', 'b'], running: ['a', 'b'] });
-    expect(ids(runnableCalls(c))).toEqual(['c']);
+    expect(runnable(c)).toEqual(['c']);
   });
 
   it('returns nothing while the cap is full', () => {
@@ -291,15 +269,15 @@ describe('runnableCalls', () => {
 
   it('never returns a started call', () => {
     const c = ctx([call('a'), call('b')], { started: ['a'], running: [], results: done('a') });
-    expect(ids(runnableCalls(c))).toEqual(['b']);
+    expect(runnable(c)).toEqual(['b']);
   });
 
   it('starts an exclusive call first in the batch alone', () => {
-    expect(ids(runnableCalls(ctx([call('x', 'exclusive'), call('a')])))).toEqual(['x']);
+    expect(runnable(ctx([call('x', 'exclusive'), call('a')]))).toEqual(['x']);
   });
 
   it('stops at an exclusive barrier: parallel calls before it run, none after it', () => {
-    expect(ids(runnableCalls(ctx([call('a'), call('b'), call('x', 'exclusive'), call('c')])))).toEqual(['a', 'b']);
+    expect(runnable(ctx([call('a'), call('b'), call('x', 'exclusive'), call('c')]))).toEqual(['a', 'b']);
   });
 
   it('holds an exclusive call while an earlier call runs', () => {
@@ -309,7 +287,7 @@ describe('runnableCalls', () => {
 
   it('releases an exclusive call once every earlier call has a result', () => {
     const c = ctx([call('a'), call('b'), call('x', 'exclusive'), call('c')], { started: ['a', 'b'], results: done('a', 'b') });
-    expect(ids(runnableCalls(c))).toEqual(['x']);
+    expect(runnable(c)).toEqual(['x']);
   });
 
   it('returns nothing while an exclusive call runs', () => {
@@ -319,12 +297,12 @@ describe('runnableCalls', () => {
 
   it('skips a call whose resources a running call holds, and takes later free ones', () => {
     const c = ctx([call('a', 'parallel', ['k']), call('b', 'parallel', ['k']), call('c', 'parallel', ['j'])], { started: ['a'], running: ['a'] });
-    expect(ids(runnableCalls(c))).toEqual(['c']);
+    expect(runnable(c)).toEqual(['c']);
   });
 
   it('does not pick two calls with a shared resource in the same round', () => {
     const c = ctx([call('a', 'parallel', ['k', 'j']), call('b', 'parallel', ['j']), call('c', 'parallel', ['m'])]);
-    expect(ids(runnableCalls(c))).toEqual(['a', 'c']);
+    expect(runnable(c)).toEqual(['a', 'c']);
   });
 
   it('returns nothing once the batch is truncated', () => {

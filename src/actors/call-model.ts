@@ -1,0 +1,137 @@
+import { fromPromise } from 'xstate';
+import type { StepPosition } from '../contracts/calls.js';
+import { sleepOn } from '../contracts/clock.js';
+import { CancelledError, isCancelledError, isProviderError, ProviderError } from '../contracts/errors.js';
+import type { FinishReason, Message, ToolCall, Usage } from '../contracts/message.js';
+import { ModelResponseSchema, type ModelResponse } from '../contracts/model.js';
+import { onAbort } from '../contracts/abort.js';
+import { priceOf } from './pricing.js';
+import type { SessionServices } from './session-services.js';
+
+/** One model request as callWithRetries sends it. */
+export interface CallSpec {
+  messages: readonly Message[];
+  tools: SessionServices['toolSpecs'];
+  digest: string;
+  maxOutputTokens?: number;
+  /** Stream the answer's deltas to subscribers (the step's own call; not a compaction's summary). */
+  live: boolean;
+}
+
+/**
+ * Calls the model with the runtime's retries (DESIGN §4 item 2): each failed attempt is staged as
+ * `assistant/attempt`, and every response is checked (a bad one is a non-retryable ProviderError).
+ * The step's call and a compaction's summary call both go through here.
+ */
+export async function callWithRetries(env: SessionServices, at: StepPosition, signal: AbortSignal, spec: CallSpec): Promise<{ res: ModelResponse; latencyMs: number; digest: string }> {
+  const { messages, digest, live } = spec;
+  for (let n = 1; ; n++) {
+    const t0 = performance.now();
+    let started = false;
+    let streamed = '';
+    // what this attempt streamed is never committed: close it as discarded so clients drop it
+    const discard = (reason: string) => {
+      if (started) env.emit({ type: 'message_end', role: 'assistant', message: { role: 'assistant', content: streamed }, discarded: { reason } });
+    };
+    // a retry gets a signal of its own (following the step's): an SDK that leaves its abort
+    // listener on the request's signal must not pile one up per attempt
+    let attempt: AbortController | undefined;
+    let offAttempt = () => {};
+    if (n > 1) {
+      const own = new AbortController();
+      attempt = own;
+      offAttempt = onAbort(signal, (reason) => own.abort(reason));
+    }
+    const callSignal = attempt?.signal ?? signal;
+    try {
+      const request = spec.maxOutputTokens === undefined ? { messages, tools: spec.tools, signal: callSignal } : { messages, tools: spec.tools, signal: callSignal, maxOutputTokens: spec.maxOutputTokens };
+      const res = await env.model.call(request, (e) => {
+        if (e.type !== 'text_delta' || !live || signal.aborted) return;
+        if (!started) env.emit({ type: 'message_start', role: 'assistant' });
+        started = true;
+        streamed += e.text;
+        env.emit({ type: 'message_delta', role: 'assistant', text: e.text });
+      });
+      // stopped while the provider answered (a cancel): nothing of this call is staged
+      if (signal.aborted) throw new CancelledError('model call cancelled');
+      const checked = ModelResponseSchema.safeParse(res);
+      if (!checked.success) {
+        const issue = checked.error.issues[0];
+        throw new ProviderError(`the model provider returned an invalid response: ${issue ? `${issue.path.join('.') || '(root)'}: ${issue.message}` : 'invalid'}`, { retryable: false, code: 'invalid_response' });
+      }
+      offAttempt();
+      return { res, latencyMs: performance.now() - t0, digest };
+    } catch (e) {
+      offAttempt();
+      if (signal.aborted || isCancelledError(e)) {
+        discard('model call cancelled');
+        throw new CancelledError('model call cancelled');
+      }
+      const pe = isProviderError(e) ? e : new ProviderError(`model call failed: ${(e as Error)?.message ?? String(e)}`, { retryable: false, code: 'unknown', cause: e });
+      env.writer.stage('assistant/attempt', at, {
+        attemptNumber: n,
+        requestDigest: digest,
+        latencyMs: performance.now() - t0,
+        error: { name: pe.name, message: pe.message, code: pe.providerCode, retryable: pe.retryable, partialOutput: pe.partialOutput },
+      });
+      discard(`model attempt ${n} failed: ${pe.message}${pe.retryable && n < env.config.maxProviderAttempts ? ' (retrying)' : ''}`);
+      if (!pe.retryable || n >= env.config.maxProviderAttempts) throw pe;
+      const delay = Math.min(env.config.maxRetryDelayMs, pe.retryAfterMs ?? env.config.retryBackoffMs * 2 ** (n - 1));
+      await sleepOn(env.clock, delay, signal, () => new CancelledError('model call cancelled'));
+    }
+  }
+}
+
+export interface CallModelInput {
+  at: StepPosition;
+  /** What the run's maxOutputTokens budget leaves (undefined: no such budget): caps the call. */
+  outputTokensLeft?: number;
+}
+
+/** The model's answer, staged as `assistant/message`: tool calls to plan, or the run's answer. */
+export type CallModelOutput = { usage?: Usage; cost?: string } & (
+  | { kind: 'toolCalls'; toolCalls: ToolCall[]; finishReason: FinishReason }
+  | { kind: 'answer'; content: string }
+);
+
+/**
+ * The step's model call (DESIGN §4 item 2): `step/start`, the call with retries over the surface
+ * (deltas streamed live), the response priced and staged as `assistant/message` for the step's
+ * first commit point. A refusal's text is the answer when there is no other; an answer the
+ * provider's content filter removed entirely fails the run by name.
+ */
+export async function callModel(env: SessionServices, input: CallModelInput, signal: AbortSignal): Promise<CallModelOutput> {
+  const { at } = input;
+  env.writer.stage('step/start', at, {});
+  env.emit({ type: 'step_start', step: at.step });
+  await env.backpressure();
+  if (signal.aborted) throw new CancelledError('model call cancelled');
+  // one exact-size copy (concat), not a spread's growing array: O(history) per step, but a memcpy
+  const { res, latencyMs, digest } = await callWithRetries(env, at, signal, {
+    messages: env.prefix.concat(env.surface.messages),
+    tools: env.toolSpecs,
+    digest: env.surface.requestDigest(env.prefixDigest, env.toolCatalogDigest),
+    live: true,
+    ...(input.outputTokensLeft !== undefined ? { maxOutputTokens: input.outputTokensLeft } : {}),
+  });
+  const message: Message = { ...res.message, role: 'assistant' };
+  // the app's pricing may throw: before the message is staged, so a failed step leaves no
+  // assistant tool calls without results on the surface
+  const priced = env.pricing && res.usage ? { cost: priceOf(env, res.usage) } : {};
+  const usage = res.usage ? { usage: res.usage } : {};
+  env.writer.stage('assistant/message', at, { message, ...usage, finishReason: res.finishReason, latencyMs, requestDigest: digest });
+  const toolCalls = message.toolCalls ?? [];
+  if (toolCalls.length > 0) return { kind: 'toolCalls', toolCalls, finishReason: res.finishReason, ...usage, ...priced };
+  const content = message.content || res.refusal || '';
+  if (!content && res.finishReason === 'content_filter') {
+    throw new ProviderError("the provider's content filter removed the model's answer", { retryable: false, code: 'content_filter' });
+  }
+  return { kind: 'answer', content, ...usage, ...priced };
+}
+
+/**
+ * The `callModel` actor of the run machine, bound to one session's services.
+ * @example
+ * runMachine.provide({ actors: { callModel: callModelActor(services) } })
+ */
+export const callModelActor = (env: SessionServices) => fromPromise<CallModelOutput, CallModelInput>(({ input, signal }) => callModel(env, input, signal));

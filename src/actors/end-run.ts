@@ -1,0 +1,98 @@
+import { fromPromise } from 'xstate';
+import type { StepPosition } from '../contracts/calls.js';
+import { isStaleWriterError } from '../contracts/errors.js';
+import type { Message, Usage } from '../contracts/message.js';
+import type { ExecutionResult } from '../contracts/requests.js';
+import type { LogWriter } from '../persistence/log-writer.js';
+import { runEndEventId } from '../persistence/run-ids.js';
+import type { SessionServices } from './session-services.js';
+
+export interface EndRunInput {
+  at: StepPosition;
+  result: ExecutionResult;
+  /**
+   * Whether the attempt's first commit (run/start) landed. If not, the attempt wrote nothing and
+   * writes no run/end either: the log stays as before it (a suspended run still waits for its
+   * answer, a new run was never recorded) — as after a crash before run/start.
+   */
+  started: boolean;
+  /** A step left open by a cancel (its answer was verified, never committed): its step/end, with its usage. */
+  openStep?: { usage?: Usage };
+}
+
+/**
+ * The run's closing commit: `run/end` (with what the attempt staged before it: a delivery outcome,
+ * a failed step's results). A fenced writer cannot commit: the result then says so
+ * (`checkpointCommitted: false`).
+ */
+export async function endRun(env: SessionServices, input: EndRunInput): Promise<ExecutionResult> {
+  const r = input.result;
+  if (!input.started || env.writer.fenced) {
+    env.writer.discard();
+    return { ...r, checkpointCommitted: false };
+  }
+  answerStagedCalls(env.writer, input.at);
+  if (input.openStep) env.writer.stage('step/end', input.at, input.openStep.usage ? { usage: input.openStep.usage } : {});
+  stageRunEnd(env.writer, input.at, r);
+  try {
+    await env.writer.commit();
+    return r;
+  } catch (e) {
+    env.writer.discard();
+    if (isStaleWriterError(e)) {
+      return { ...r, outcome: 'incomplete', status: 'fenced', error: { kind: 'inconsistent', message: e.message, cause: e }, checkpointCommitted: false };
+    }
+    return { ...r, checkpointCommitted: false, historyConsistent: false };
+  }
+}
+
+/**
+ * A run never ends with the model's tool calls unanswered on the surface (providers refuse a next
+ * request with such calls): an assistant message staged with tool calls that got neither a result
+ * nor an intent (the run was cancelled as the model answered) gets `skipped` results here.
+ */
+function answerStagedCalls(writer: LogWriter, at: StepPosition): void {
+  const staged = writer.stagedDrafts;
+  const answered = new Set<string>();
+  for (const d of staged) if (d.type === 'tool/result' || d.type === 'tool/call') answered.add(d.payload.callId as string);
+  const open = staged.flatMap((d) => (d.type === 'assistant/message' ? ((d.payload.message as Message).toolCalls ?? []) : [])).filter((c) => !answered.has(c.id));
+  for (const c of open) writer.stage('tool/result', at, { callId: c.id, name: c.name, outcome: { kind: 'skipped', reason: 'not run: the run was cancelled as the model answered' } });
+  if (open.length > 0 && !staged.some((d) => d.type === 'step/end')) writer.stage('step/end', at, {});
+}
+
+/**
+ * Stages an attempt's `run/end`, carrying its whole result (the typed error cause as JSON), under
+ * the attempt's deterministic event id — so executing that attempt again returns it.
+ */
+export function stageRunEnd(writer: LogWriter, at: StepPosition, r: ExecutionResult): void {
+  const storable = { ...r, error: r.error ? { kind: r.error.kind, message: r.error.message, cause: causeInfo(r.error.cause) } : undefined };
+  writer.stage(
+    'run/end',
+    at,
+    {
+      runId: r.runId,
+      attemptId: r.attemptId,
+      status: r.status,
+      outcome: r.outcome,
+      usage: r.usage,
+      ...(r.error ? { error: { message: r.error.message, code: r.error.kind } } : {}),
+      result: JSON.parse(JSON.stringify(storable)) as Record<string, unknown>,
+    },
+    runEndEventId(r.runId, r.attemptId),
+  );
+}
+
+/** A JSON form of an error cause: its name, message and own scalar fields. */
+export function causeInfo(cause: unknown): Record<string, unknown> | undefined {
+  if (!cause || typeof cause !== 'object') return undefined;
+  const out: Record<string, unknown> = { name: (cause as Error).name, message: (cause as Error).message };
+  for (const [k, v] of Object.entries(cause)) if (['string', 'number', 'boolean'].includes(typeof v)) out[k] = v;
+  return out;
+}
+
+/**
+ * The `endRun` actor of the run machine, bound to one session's services.
+ * @example
+ * runMachine.provide({ actors: { endRun: endRunActor(services) } })
+ */
+export const endRunActor = (env: SessionServices) => fromPromise<ExecutionResult, EndRunInput>(({ input }) => endRun(env, input));

@@ -1,0 +1,99 @@
+import { fromPromise } from 'xstate';
+import type { StepPosition } from '../contracts/calls.js';
+import type { Usage } from '../contracts/message.js';
+import type { SessionServices } from './session-services.js';
+
+export interface FinalAnswerInput {
+  runId: string;
+  at: StepPosition;
+  content: string;
+  /** Usage of the step that produced the answer (for step/end); absent for concludesTurn. */
+  usage?: Usage;
+  /** Whether this step's step/end is still to be written (a model answer) or already is (concludesTurn). */
+  closeStep: boolean;
+}
+
+export type VerifyFinalOutput = { kind: 'accepted' } | { kind: 'rejected'; reason: string };
+
+/**
+ * DESIGN §4 item 6, first half: the app's `finalVerifier` judges the answer. A rejection is
+ * committed (`verification/rejected`, the feedback the model reads, and the step's end): a
+ * recovery. An accepted answer commits nothing yet.
+ */
+export async function verifyFinal(env: SessionServices, input: FinalAnswerInput): Promise<VerifyFinalOutput> {
+  if (!env.finalVerifier) return { kind: 'accepted' };
+  const { at } = input;
+  let rejection: string | undefined;
+  try {
+    rejection = await env.finalVerifier(input.content);
+  } catch (e) {
+    rejection = `final verifier failed: ${(e as Error)?.message ?? e}`;
+  }
+  if (rejection === undefined) return { kind: 'accepted' };
+  env.writer.stage('verification/rejected', at, {
+    target: 'final',
+    reason: rejection,
+    message: { role: 'user', content: `Your final answer was rejected by verification: ${rejection}. Please revise it.` },
+  });
+  if (input.closeStep) env.writer.stage('step/end', at, input.usage ? { usage: input.usage } : {});
+  await env.writer.commit();
+  return { kind: 'rejected', reason: rejection };
+}
+
+/** The id of a run's final answer: unique across sessions (an idempotent owner may de-duplicate on it alone); the turn keeps it unique where an older log reused a runId. */
+export const finalMessageIdOf = (sessionId: string, runId: string, at: StepPosition) => `${sessionId}/${runId}/final/${at.turn}.${at.attempt}.${at.step}`;
+
+/**
+ * The write-ahead half of the final answer: `final/message` (with the step's end) is committed
+ * before anything is delivered. From here on the answer is delivered whatever happens next.
+ */
+export async function commitFinal(env: SessionServices, input: FinalAnswerInput): Promise<{ finalMessageId: string }> {
+  const { at } = input;
+  const finalMessageId = finalMessageIdOf(env.sessionId, input.runId, at);
+  env.writer.stage('final/message', at, { finalMessageId, runId: input.runId, content: input.content });
+  if (input.closeStep) env.writer.stage('step/end', at, input.usage ? { usage: input.usage } : {});
+  await env.writer.commit();
+  await env.backpressure();
+  return { finalMessageId };
+}
+
+export interface DeliverFinalInput {
+  runId: string;
+  at: StepPosition;
+  content: string;
+  finalMessageId: string;
+}
+
+export type DeliverFinalOutput = { kind: 'delivered' } | { kind: 'delivery_unknown'; reason: string };
+
+/**
+ * `delivery.deliver(final)` (DESIGN §4 item 6); its outcome (`delivery/committed` or
+ * `delivery/unknown`) is staged for the run's closing commit. Without a delivery owner the result
+ * itself carries the answer.
+ * Contract: the owner's `deliver` may throw; that is `delivery_unknown`, never a second delivery.
+ */
+export async function deliverFinal(env: SessionServices, input: DeliverFinalInput): Promise<DeliverFinalOutput> {
+  const { at, finalMessageId, runId } = input;
+  if (!env.delivery) {
+    env.writer.stage('delivery/committed', at, { finalMessageId, owner: 'result' });
+    return { kind: 'delivered' };
+  }
+  try {
+    await env.delivery.deliver({ finalMessageId, sessionId: env.sessionId, runId, turn: at.turn, step: at.step, content: input.content });
+    env.writer.stage('delivery/committed', at, { finalMessageId });
+    return { kind: 'delivered' };
+  } catch (e) {
+    const reason = `delivery owner threw: ${(e as Error)?.message ?? e}`;
+    env.writer.stage('delivery/unknown', at, { finalMessageId, reason });
+    return { kind: 'delivery_unknown', reason };
+  }
+}
+
+/**
+ * The run machine's final-answer actors, bound to one session's services.
+ * @example
+ * runMachine.provide({ actors: finalAnswerActors(services) })
+ */
+export const verifyFinalActor = (env: SessionServices) => fromPromise<VerifyFinalOutput, FinalAnswerInput>(({ input }) => verifyFinal(env, input));
+export const commitFinalActor = (env: SessionServices) => fromPromise<{ finalMessageId: string }, FinalAnswerInput>(({ input }) => commitFinal(env, input));
+export const deliverFinalActor = (env: SessionServices) => fromPromise<DeliverFinalOutput, DeliverFinalInput>(({ input }) => deliverFinal(env, input));

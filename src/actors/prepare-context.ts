@@ -1,0 +1,69 @@
+import { fromPromise } from 'xstate';
+import type { StepPosition } from '../contracts/calls.js';
+import { CancelledError, type ValidationError } from '../contracts/errors.js';
+import type { Usage } from '../contracts/message.js';
+import { compact } from './compaction.js';
+import { priceOf } from './pricing.js';
+import type { SessionServices } from './session-services.js';
+
+export interface PrepareContextInput {
+  at: StepPosition;
+  /** Seq of the run's first run/start: compaction keeps everything from here on. */
+  runStartSeq: number;
+}
+
+/**
+ * The step's context is ready for its model call. `usage`/`cost`: a compaction's summary call
+ * (the step counts it, also when the step then fails); `pricingError`: the app's pricing refused
+ * that usage (the run fails, the usage still counted).
+ */
+export interface PrepareContextOutput {
+  usage?: Usage;
+  cost?: string;
+  pricingError?: ValidationError;
+  /** Still too large after compacting: the run fails with CapacityError. */
+  overflow?: { size: number; limit: number };
+}
+
+/**
+ * DESIGN §4 item 1 and 9: steer inputs accepted since the last batch become user messages (one
+ * commit); then, when system prompt + bootstrap + surface exceed `contextWindow − outputReserve`,
+ * the older part is compacted (one summary call and one commit). Still too large → CapacityError.
+ */
+export async function prepareContext(env: SessionServices, input: PrepareContextInput, signal: AbortSignal): Promise<PrepareContextOutput> {
+  const { at } = input;
+  await commitSteers(env, at);
+  const limit = env.config.contextWindow - env.config.outputReserve;
+  if (env.prefixTokens + env.surface.tokens <= limit) return {};
+  const compacted = await compact(env, at, input.runStartSeq, signal);
+  if (signal.aborted) throw new CancelledError('model call cancelled');
+  let out: PrepareContextOutput = {};
+  if (compacted.usage) {
+    try {
+      out = { usage: compacted.usage, ...(env.pricing ? { cost: priceOf(env, compacted.usage) } : {}) };
+    } catch (e) {
+      out = { usage: compacted.usage, pricingError: e as ValidationError };
+    }
+  }
+  const size = env.prefixTokens + env.surface.tokens;
+  if (size > limit) return { ...out, overflow: { size, limit } };
+  // steers accepted while the summary call ran go before this step's model call too
+  await commitSteers(env, at);
+  return out;
+}
+
+/** Steer inputs become user messages after the batch that settled and before this model call. */
+async function commitSteers(env: SessionServices, at: StepPosition): Promise<void> {
+  const steers = env.takeSteers();
+  if (steers.length === 0) return;
+  for (const s of steers) for (const message of s.messages) env.writer.stage('user/message', at, { message, inputId: s.inputId });
+  await env.writer.commit();
+}
+
+/**
+ * The `prepareContext` actor of the run machine, bound to one session's services.
+ * @example
+ * runMachine.provide({ actors: { prepareContext: prepareContextActor(services) } })
+ */
+export const prepareContextActor = (env: SessionServices) =>
+  fromPromise<PrepareContextOutput, PrepareContextInput>(({ input, signal }) => prepareContext(env, input, signal));

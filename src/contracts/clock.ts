@@ -1,0 +1,38 @@
+/**
+ * The runtime's source of time (DESIGN: everything nondeterministic is injected): every timer,
+ * deadline, backoff and timeout of the runtime goes through one. XState's `SimulatedClock` fits
+ * it, so a test can drive a whole runtime's time by hand.
+ * Contract: `now()` is milliseconds since the epoch; `setTimeout` calls `fn` once after `ms`.
+ */
+export interface Clock {
+  now(): number;
+  setTimeout(fn: () => void, ms: number): unknown;
+  clearTimeout(id: unknown): void;
+}
+
+/** The machine's own clock: `Date.now` and the global timers. */
+export const systemClock: Clock = {
+  now: () => Date.now(),
+  setTimeout: (fn, ms) => setTimeout(fn, ms),
+  clearTimeout: (id) => clearTimeout(id as ReturnType<typeof setTimeout>),
+};
+
+/**
+ * Where the runtime's own ids come from: session instance ids and the event ids of records it does
+ * not name itself. Contract: every call returns a new id, unique across processes (for `eventId`,
+ * within its session at least).
+ */
+export interface IdSource {
+  instanceId(): string;
+  eventId(): string;
+}
+
+/** Sleeps `ms` on `clock`; rejects with `reason()` if `signal` aborts first. */
+export function sleepOn(clock: Clock, ms: number, signal: AbortSignal, reason: () => unknown): Promise<void> {
+  return new Promise<void>((resolve, reject) => {
+    if (signal.aborted) return reject(reason());
+    const onAbort = () => (clock.clearTimeout(t), reject(reason()));
+    const t = clock.setTimeout(() => (signal.removeEventListener('abort', onAbort), resolve()), ms);
+    signal.addEventListener('abort', onAbort, { once: true });
+  });
+}

@@ -1,0 +1,77 @@
+import type { ToolCallIntent, ToolCallOutput } from '../contracts/calls.js';
+import type { LoopBudget } from '../contracts/config.js';
+import type { PendingRequest } from '../contracts/events.js';
+import type { FinishReason, Message, ToolCall, Usage } from '../contracts/message.js';
+import type { ExecutionResult } from '../contracts/requests.js';
+import type { ResumeInput, StartRunInput } from '../actors/start-run.js';
+
+/** How an attempt ends: what its result will say. */
+export type RunEnd = Pick<ExecutionResult, 'status' | 'outcome' | 'error' | 'budget' | 'blockedBy' | 'finalMessage' | 'finalMessageId'>;
+
+export interface RunInput {
+  runId: string;
+  attemptId: string;
+  runEpoch: number;
+  turn: number;
+  kind: StartRunInput['kind'];
+  messages: Message[];
+  executionProfileFingerprint: string;
+  budget: LoopBudget;
+  maxProtocolCorrections: number;
+  maxParallelTools: number;
+  /** When the attempt started (the runtime's clock): maxDurationMs counts from here. */
+  startedAt: number;
+  /** Set for a `respond` attempt (the suspended batch and the answer) or a recovering `continue`. */
+  resume?: ResumeInput;
+  /** The follow-up input this run consumes (runId = inputId). */
+  inputId?: string;
+  /** The last step number already written by earlier attempts (a `continue` goes on after it). */
+  startStep?: number;
+  /** Seq of the run's first run/start, for a later attempt (compaction keeps the whole run). */
+  runFirstSeq?: number;
+  /** What the run's earlier attempts spent (a respond or continue): its budgets count per run. */
+  spent?: { toolCalls: number; usage: Usage; cost: string; recoveries: number; corrections: number };
+  /**
+   * A `concludesTurn` result committed by an earlier attempt that stopped before its final/message:
+   * a `continue` finalizes with its content (DESIGN §4 item 5), calling no model.
+   */
+  concluded?: string;
+  /** A stop accepted before this attempt (it survives recovery). */
+  stopRequested?: boolean;
+  /** A detach or cancel asked for before the attempt had started. */
+  detachRequested?: boolean;
+  cancelRequested?: boolean;
+}
+
+export interface RunContext extends Omit<RunInput, 'messages'> {
+  messages: Message[];
+  runStartSeq: number;
+  step: number;
+  usage: Usage;
+  /** The current step's usage (its compaction and model call): step/end carries it. */
+  stepUsage: Usage | undefined;
+  cost: string;
+  toolCalls: number;
+  recoveries: number;
+  corrections: number;
+  /** The model's tool calls of this step, until the intent commit plans them. */
+  asked: { toolCalls: ToolCall[]; finishReason: FinishReason } | undefined;
+  calls: ToolCallIntent[];
+  /** Results decided without running (denied approvals, answered questions), merged by call order. */
+  presetResults: ToolCallOutput[];
+  /** Call ids of the batch in the model's order. */
+  order: string[];
+  batchResults: ToolCallOutput[];
+  pendingFinal: { content: string; closeStep: boolean; finalMessageId?: string } | undefined;
+  stopRequested: boolean;
+  cancelRequested: boolean;
+  detachRequested: boolean;
+  /** When maxDurationMs ran out (the deadline timer fired), by the runtime's clock. */
+  durationSpentAt: number | undefined;
+  pendingRequest: PendingRequest | undefined;
+  end: RunEnd | undefined;
+  result: ExecutionResult | undefined;
+}
+
+/** What the session sends a run: stop after the current tool round, cancel, detach at the next safe point. */
+export type RunEvent = { type: 'STOP_AFTER_ROUND' } | { type: 'CANCEL'; reason?: string } | { type: 'DETACH' };

@@ -1,0 +1,76 @@
+import type { StepPosition, ToolCallOutput } from '../contracts/calls.js';
+import { addDecimal, spentBudget, type BudgetUse } from '../contracts/budget.js';
+import { isCancelledError, isStaleWriterError } from '../contracts/errors.js';
+import { addUsage, type Usage } from '../contracts/message.js';
+import type { ExecutionResult, Outcome, RunStatus } from '../contracts/requests.js';
+import type { RunContext, RunEnd } from './run-context.js';
+
+export type { RunEnd } from './run-context.js';
+
+/** The output of the actor whose done event `event` is. */
+export const outputOf = <T>(event: unknown): T => (event as { output: T }).output;
+/** The error of the actor whose error event `event` is. */
+export const errorOf = (event: unknown): unknown => (event as { error: unknown }).error;
+
+
+export const ended = (status: RunStatus, outcome: Outcome, extra: Partial<RunEnd> = {}): RunEnd => ({ status, outcome, ...extra });
+
+/** The end an effect's error leads to: a cancel, a fence (another writer took over), or a failure. */
+export function endFor(error: unknown): RunEnd {
+  if (isCancelledError(error)) return { status: 'cancelled', outcome: 'cancelled', error: { kind: 'cancelled', message: (error as Error).message } };
+  if (isStaleWriterError(error)) return { status: 'fenced', outcome: 'incomplete', error: { kind: 'inconsistent', message: (error as Error).message, cause: error } };
+  return { status: 'failed', outcome: 'failed', error: { kind: 'execution', message: (error as Error)?.message ?? String(error), cause: error } };
+}
+
+export const positionOf = (c: Pick<RunContext, 'turn' | 'step' | 'runEpoch'>): StepPosition => ({ turn: c.turn, step: c.step, attempt: c.runEpoch });
+
+/** A phase's usage and cost counted in the run's and in the current step's. */
+export function withStepUsage(c: Pick<RunContext, 'usage' | 'stepUsage' | 'cost'>, out: { usage?: Usage; cost?: string }): Pick<RunContext, 'usage' | 'stepUsage' | 'cost'> {
+  if (!out.usage && !out.cost) return { usage: c.usage, stepUsage: c.stepUsage, cost: c.cost };
+  return {
+    usage: addUsage(c.usage, out.usage),
+    stepUsage: out.usage ? (c.stepUsage ? addUsage(c.stepUsage, out.usage) : out.usage) : c.stepUsage,
+    cost: out.cost ? addDecimal(c.cost, out.cost) : c.cost,
+  };
+}
+
+export function budgetUse(c: RunContext): BudgetUse {
+  return { steps: c.step, toolCalls: c.toolCalls, usage: c.usage, cost: c.cost, recoveries: c.recoveries, startedAt: c.startedAt };
+}
+
+/** The first spent budget (DESIGN §4 item 8); time is what the deadline timer reported, never read here. */
+export const spentNow = (c: RunContext) => spentBudget(c.budget, budgetUse(c), c.durationSpentAt ?? c.startedAt);
+
+/** Batch results and preset results, in the order the model asked for the calls. */
+export function inCallOrder(order: readonly string[], preset: readonly ToolCallOutput[], results: readonly ToolCallOutput[]): ToolCallOutput[] {
+  // the usual case: no preset results, and the batch answered in call order already
+  if (preset.length === 0 && results.length === order.length && results.every((r, i) => r.callId === order[i])) return results as ToolCallOutput[];
+  const all = [...preset, ...results];
+  const pos = new Map(order.map((id, i) => [id, i]));
+  return all.sort((a, b) => (pos.get(a.callId) ?? 0) - (pos.get(b.callId) ?? 0));
+}
+
+/** The attempt's result as the run machine knows it (endRun commits it). */
+export function resultOf(c: RunContext): ExecutionResult {
+  const end = c.end ?? { status: 'failed' as const, outcome: 'failed' as const };
+  return {
+    runId: c.runId,
+    attemptId: c.attemptId,
+    outcome: end.outcome,
+    status: end.status,
+    ...(end.finalMessage !== undefined ? { finalMessage: end.finalMessage } : {}),
+    ...(end.finalMessageId ? { finalMessageId: end.finalMessageId } : {}),
+    ...(end.error ? { error: end.error } : {}),
+    ...(end.budget ? { budget: end.budget } : {}),
+    ...(end.blockedBy ? { blockedBy: end.blockedBy } : {}),
+    ...(c.pendingRequest && end.status === 'suspended' ? { pendingRequest: c.pendingRequest } : {}),
+    checkpointCommitted: true,
+    historyConsistent: true,
+    deliveryErrors: [],
+    usage: c.usage,
+    steps: c.step,
+    toolCalls: c.toolCalls,
+    cost: c.cost,
+    recoveries: c.recoveries,
+  };
+}
