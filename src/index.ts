@@ -5,6 +5,8 @@ export type { RuntimeOptions } from './runtime/options.js';
 export { ExecutionSession } from './runtime/execution-session.js';
 export type { SessionSnapshot, TurnContext } from './runtime/execution-session.js';
 export type { DeliveryOwner, FinalAnswer, FinalVerifier, Pricing, ToolVerifier } from './contracts/hooks.js';
+export { systemClock } from './contracts/clock.js';
+export type { Clock, IdSource } from './contracts/clock.js';
 
 export { lmdbStore, LmdbStoreOptions } from './persistence/lmdb-store.js';
 export { memoryStore } from './persistence/memory-store.js';
@@ -24,7 +26,7 @@ export type { AnthropicProviderData } from './providers/anthropic.js';
 export { runMachine } from './machines/run.machine.js';
 export type { RunContext, RunEvent, RunInput } from './machines/run.machine.js';
 export { sessionMachine } from './machines/session.machine.js';
-export type { SessionContext, SessionEvent, SessionInput } from './machines/session.machine.js';
+export type { SessionContext, SessionEvent, SessionInput, SessionRest } from './machines/session.machine.js';
 export { toolBatchMachine } from './machines/tool-batch.machine.js';
 export type { ToolBatchContext, ToolBatchInput } from './machines/tool-batch.machine.js';
 

@@ -1,9 +1,10 @@
 import { createStore } from '@xstate/store';
 import type { Observable } from 'rxjs';
-import { createActor, type Actor } from 'xstate';
+import { createActor, fromPromise, type Actor } from 'xstate';
+import type { SessionContext, SettleOutput } from '../machines/session.machine.js';
 import { z } from 'zod';
 import { ExecutionBusy, isExecutionBusy, isStoreClosedError, isValidationError, SessionSteeringConflict, StoreClosedError, ValidationError } from '../contracts/errors.js';
-import { InputMessage, type Message } from '../contracts/message.js';
+import type { Message } from '../contracts/message.js';
 import {
   ExecutionRequest,
   InputEnvelope,
@@ -29,6 +30,7 @@ import { assertRunIdsFit, runEndEventId, runOpenEventId, runStartEventId } from 
 import { UNSETTLED_END_STATUSES } from '../persistence/head.js';
 import type { ResolvedRuntimeOptions } from './options.js';
 import { InputQueue, type QueuedInput } from './input-queue.js';
+import { answerSchema, ApprovalAnswer, Checkpoint, JsonValue } from './answer-schema.js';
 
 /** The frozen context a run was started with (DESIGN §6 `turnContexts`). */
 export interface TurnContext {
@@ -74,42 +76,8 @@ export interface SessionDeps {
   isKilled(): boolean;
 }
 
-const JsonValue = z.json();
-
-/**
- * What a question's answer is checked against: its JSON Schema, or any JSON where that schema
- * cannot be compiled (askUser refuses such schemas when asked; a log written before may hold one).
- */
-function answerSchema(schema: unknown): z.ZodType {
-  let compiled: z.ZodType;
-  try {
-    compiled = z.fromJSONSchema(schema as never);
-  } catch {
-    return JsonValue;
-  }
-  // zod's conversion drops `required` keys that `properties` does not list: checked here too
-  return compiled.superRefine((value, ctx) => {
-    for (const path of missingRequired(schema, value, [])) ctx.addIssue({ code: 'custom', path, message: 'required by the question\'s schema' });
-  });
-}
-
-/** Paths of keys a JSON Schema's `required` lists (at any depth of `properties` / `items`) that `value` lacks. */
-function missingRequired(schema: unknown, value: unknown, at: (string | number)[]): (string | number)[][] {
-  if (typeof schema !== 'object' || schema === null || typeof value !== 'object' || value === null) return [];
-  const s = schema as { required?: unknown; properties?: Record<string, unknown>; items?: unknown };
-  const out: (string | number)[][] = [];
-  if (Array.isArray(value)) {
-    value.forEach((v, i) => out.push(...missingRequired(s.items, v, [...at, i])));
-    return out;
-  }
-  const obj = value as Record<string, unknown>;
-  if (Array.isArray(s.required)) for (const k of s.required) if (typeof k === 'string' && !Object.hasOwn(obj, k)) out.push([...at, k]);
-  for (const [k, sub] of Object.entries(s.properties ?? {})) if (Object.hasOwn(obj, k)) out.push(...missingRequired(sub, obj[k], [...at, k]));
-  return out;
-}
-const ApprovalAnswer = z.object({ decisions: z.record(z.string(), z.enum(['approve', 'deny'])) });
-const Checkpoint = z.strictObject({ messages: z.array(InputMessage), stateContext: JsonValue.optional() });
 const key = (runId: string, attemptId: string) => `${runId}\u0000${attemptId}`;
+const sameAttempt = (a: SessionContext['current'], b: SessionContext['current']) => a !== undefined && b !== undefined && a.runId === b.runId && a.attemptId === b.attemptId;
 
 /**
  * One open session: the durable conversation's live writer (DESIGN §6). Made by
@@ -134,11 +102,6 @@ export class ExecutionSession {
   private readonly waiters = new Map<string, { runId: string; attemptId: string; resolve: (r: ExecutionResult) => void }>();
   /** Results of attempts that ended, while the session state is brought up to date. */
   private readonly finishing = new Map<string, ExecutionResult>();
-  /**
-   * The runId of a prompt between its checks and its start: taken synchronously, before any
-   * await, so that a prompt and a follow-up racing for one id cannot both pass their checks.
-   */
-  private claimed: string | undefined;
   /** Inputs being accepted (registered before any await). */
   private readonly inflightInputs = new Map<string, { mode: string; promise: Promise<InputReceipt> }>();
 
@@ -147,22 +110,14 @@ export class ExecutionSession {
   }
   private readonly steering = new Map<string, { request: string; receipt: StopReceipt }>();
   private idleWaiters: (() => void)[] = [];
-  private busy = false;
   private lastTurn: number;
   private lastResult?: ExecutionResult;
-  private current?: { runId: string; attemptId: string; runEpoch: number };
   private openRun?: OpenRunState;
-  /** A detach asked for while an execute was still preparing its attempt. */
-  private detachPending = false;
-  private cancelPending = false;
   /** The open run could not be read back after an attempt: read it again before the next one. */
   private openRunStale = false;
   /** Runs with a stop accepted after their attempt ended (still open): their next attempt stops. */
   private readonly stopAcceptedRuns = new Set<string>();
-  /** An execute is preparing its attempt (reading the log): a cancel or detach now applies to it. */
-  private preparing = false;
   private state: unknown;
-  private closed = false;
   private closing?: Promise<void>;
   private viewStore?: ReturnType<typeof makeView>;
   private readonly hub = new SubscriberHub();
@@ -184,13 +139,41 @@ export class ExecutionSession {
     this.env.takeSteers = () => this.inputs.takeSteers().map((i) => ({ inputId: i.inputId, messages: i.messages }));
     this.hub.attach(this.stream.events$);
     this.env.backpressure = () => this.hub.whenWritable();
-    this.actor = createActor(sessionMachineFor(d.env), {
-      input: { sessionId: d.sessionId, sessionInstanceId: d.sessionInstanceId, writerEpoch: d.writerEpoch },
+    const machine = sessionMachineFor(d.env).provide({
+      actors: {
+        settleAttempt: fromPromise<SettleOutput, { result: ExecutionResult }>(({ input }) => this.settleAttempt(input.result)),
+        closeSession: fromPromise<void, void>(() => this.closeWork()),
+      },
+    });
+    const openRun = d.openRun ? (d.openRun.pending ? ('suspended' as const) : ('detached' as const)) : undefined;
+    this.actor = createActor(machine, {
+      input: { sessionId: d.sessionId, sessionInstanceId: d.sessionInstanceId, writerEpoch: d.writerEpoch, ...(openRun ? { openRun } : {}) },
       clock: d.env.clock,
       ...(d.options.inspect ? { inspect: d.options.inspect } : {}),
     });
-    this.actor.on('run.finished', ({ result }) => void this.onRunFinished(result));
+    this.actor.on('session.rested', ({ result }) => this.rested(result));
     this.actor.start();
+  }
+
+  /** The session machine's state: what the session is doing. */
+  private get phase(): string {
+    return String(this.actor.getSnapshot().value);
+  }
+
+  /** An attempt is being prepared, runs or is being settled. */
+  private get busy(): boolean {
+    const p = this.phase;
+    return p === 'preparing' || p === 'executing' || p === 'finalizing';
+  }
+
+  /** The attempt under way, from its start until it is settled. */
+  private get current(): SessionContext['current'] {
+    return this.actor.getSnapshot().context.current;
+  }
+
+  private get closed(): boolean {
+    const p = this.phase;
+    return p === 'closing' || p === 'closed';
   }
 
   /** Every envelope of this session, live (RxJS). */
@@ -238,34 +221,28 @@ export class ExecutionSession {
       if (recorded) return recorded;
       throw new ExecutionBusy(this.sessionId, this.current?.runId ?? 'unknown');
     }
-    this.busy = true;
-    this.preparing = true;
-    if (req.kind === 'prompt') {
-      if (this.inflightInputs.get(req.runId)?.mode === 'follow_up') {
-        this.settleIdle();
-        throw this.runIdTaken(req.runId, 'runId', 'session.execute');
-      }
-      this.claimed = req.runId;
-    }
+    if (req.kind === 'prompt' && this.inflightInputs.get(req.runId)?.mode === 'follow_up') throw this.runIdTaken(req.runId, 'runId', 'session.execute');
+    // claimed synchronously, before any await: a prompt and a follow-up racing for one id cannot both pass their checks
+    this.actor.send({ type: 'PREPARE', ...(req.kind === 'prompt' ? { claimedRunId: req.runId } : {}) });
     let input: RunInput;
     try {
       const recorded = await this.recordedResult(req.runId, req.attemptId);
       if (recorded) {
-        this.settleIdle();
+        this.abandon();
         return recorded;
       }
       // a run is one interaction: its id names its results, deliveries and final message ids
       if (req.kind === 'prompt') await this.assertNewRunId(req.runId, 'runId', 'session.execute');
       if (this.closed) {
-        this.settleIdle();
+        this.abandon();
         return notRunResult(req, 'detached', 'the session was closed before the attempt started');
       }
-      if (this.actor.getSnapshot().value === 'fenced' || this.env.writer.fenced) {
-        this.settleIdle();
+      if (this.env.writer.fenced) {
+        this.abandon();
         return notRunResult(req, 'fenced', 'this session instance was fenced: another writer attached to the session; open it again');
       }
       if (this.isKilled()) {
-        this.settleIdle();
+        this.abandon();
         return notRunResult(req, 'cancelled', 'the kill switch is set: no new attempt starts');
       }
       // a final committed by an attempt whose closing commit failed: settled as after a restart
@@ -276,7 +253,7 @@ export class ExecutionSession {
         try {
           settled = await settleInterruptedFinal(this.env, { ...open, attemptId: req.attemptId });
         } catch (e) {
-          this.settleIdle();
+          this.abandon();
           if (this.closed || isStoreClosedError(e)) return notRunResult(req, 'detached', 'the session was closed before the attempt started');
           return { ...notRunResult(req, 'failed', `settling the run's committed final failed: ${(e as Error)?.message ?? e}; continue it again`), historyConsistent: true };
         }
@@ -284,7 +261,7 @@ export class ExecutionSession {
           this.openRun = undefined;
           const result = (await this.recordedResult(req.runId, req.attemptId)) ?? notRunResult(req, 'failed', 'the interrupted final was settled but its run/end cannot be read back');
           this.lastResult = result;
-          this.settleIdle();
+          this.abandon();
           return result;
         }
       }
@@ -294,7 +271,7 @@ export class ExecutionSession {
       }
       input = this.runInputFor(req);
     } catch (e) {
-      this.settleIdle();
+      this.abandon();
       // closed (or its store closed) while the attempt was still being prepared: not an input error
       if (this.closed || isStoreClosedError(e)) return notRunResult(req, 'detached', 'the session was closed before the attempt started');
       if (isValidationError(e) || isExecutionBusy(e)) throw e;
@@ -362,17 +339,7 @@ export class ExecutionSession {
   }
 
   private start(input: RunInput): Promise<ExecutionResult> {
-    this.claimed = undefined; // from here on the run is this.current
-    this.preparing = false;
-    if (this.closed) {
-      this.settleIdle();
-      return Promise.resolve(notRunResult(input, 'detached', 'the session was closed before the attempt started'));
-    }
-    if (this.detachPending) input = { ...input, detachRequested: true };
-    if (this.cancelPending) input = { ...input, cancelRequested: true };
-    this.detachPending = false;
-    this.cancelPending = false;
-    this.current = { runId: input.runId, attemptId: input.attemptId, runEpoch: input.runEpoch };
+    if (this.closed) return Promise.resolve(notRunResult(input, 'detached', 'the session was closed before the attempt started'));
     if (input.kind === 'prompt' || input.kind === 'follow_up') this.lastTurn = input.turn;
     // `messages` is a view: the surface array is only ever appended to (a compaction replaces it),
     // so a run's context keeps a reference and a length and copies on first read — memory grows
@@ -401,15 +368,19 @@ export class ExecutionSession {
     this.stream.attemptId = input.attemptId;
     return new Promise<ExecutionResult>((resolve) => {
       this.waiters.set(key(input.runId, input.attemptId), { runId: input.runId, attemptId: input.attemptId, resolve });
-      this.actor.send({ type: 'EXECUTE', run: input });
+      this.actor.send({ type: 'START', run: input });
     });
   }
 
-  private async onRunFinished(finished: ExecutionResult): Promise<void> {
+  /**
+   * The session machine's `settleAttempt` actor: the attempt's result gets its delivery errors, the
+   * open run is read back when the run may still be open, `execution_finished` goes out; says where
+   * the session rests now. The attempt's caller is answered once the machine rests (rested()).
+   */
+  private async settleAttempt(finished: ExecutionResult): Promise<SettleOutput> {
     const result: ExecutionResult = { ...finished, deliveryErrors: [...finished.deliveryErrors, ...this.hub.takeErrors({ runId: finished.runId, attemptId: finished.attemptId })] };
     this.finishing.set(key(result.runId, result.attemptId), result); // close() answers with it
     this.lastResult = result;
-    this.current = undefined;
     if (['suspended', 'detached', 'fenced'].includes(result.status) || !result.checkpointCommitted) {
       try {
         this.openRun = await this.loadOpenRun();
@@ -426,11 +397,21 @@ export class ExecutionSession {
     }
     const end = this.env.writer.projection.lastRunEnd;
     this.stream.publish({ type: 'execution_finished', result }, end?.runId === result.runId && end.attemptId === result.attemptId ? end.seq : undefined);
-    const w = this.waiters.get(key(result.runId, result.attemptId));
-    this.waiters.delete(key(result.runId, result.attemptId));
-    this.finishing.delete(key(result.runId, result.attemptId));
-    w?.resolve(result);
-    this.settleIdle();
+    if (result.status === 'fenced') return { rest: 'fenced' };
+    const open = this.openRun;
+    return { rest: open?.pending ? 'suspended' : open || this.openRunStale ? 'detached' : 'idle' };
+  }
+
+  /** The machine rests: the settled attempt's caller gets its result, then a waiting follow-up starts. */
+  private rested(result: ExecutionResult | undefined): void {
+    if (result) {
+      const k = key(result.runId, result.attemptId);
+      const w = this.waiters.get(k);
+      this.waiters.delete(k);
+      this.finishing.delete(k);
+      w?.resolve(this.lastResult?.runId === result.runId && this.lastResult.attemptId === result.attemptId ? this.lastResult : result);
+    }
+    this.afterRest();
   }
 
   private async loadOpenRun(): Promise<OpenRunState | undefined> {
@@ -447,15 +428,14 @@ export class ExecutionSession {
    * @internal
    */
   resumeFollowUps(): void {
-    if (!this.busy) this.startFollowUp();
+    if (!this.busy && !this.closed) this.startFollowUp();
   }
 
   /** Starts the next follow-up run when the session is free; true if one started. */
   private startFollowUp(): boolean {
-    if (this.closed || this.openRun || this.openRunStale || this.isKilled() || this.actor.getSnapshot().value === 'fenced') return false;
+    if (this.closed || this.openRun || this.openRunStale || this.isKilled() || this.phase === 'fenced') return false;
     const f = this.inputs.takeFollowUp();
     if (!f) return false;
-    this.busy = true;
     void this.start({
       runId: f.inputId,
       attemptId: f.inputId,
@@ -473,12 +453,12 @@ export class ExecutionSession {
     return true;
   }
 
-  private settleIdle(): void {
-    this.busy = false;
-    this.preparing = false;
-    this.claimed = undefined;
-    this.detachPending = false;
-    this.cancelPending = false;
+  /** The attempt being prepared runs nothing: the session rests again (rested() follows). */
+  private abandon(): void {
+    if (this.phase === 'preparing') this.actor.send({ type: 'ABANDON' });
+  }
+
+  private afterRest(): void {
     // a follow-up accepted while this attempt ran or prepared (even one that ran nothing) starts now
     if (this.startFollowUp()) return;
     // after the attempt's own promise has settled for its caller
@@ -510,7 +490,7 @@ export class ExecutionSession {
     // the same inputId submitted again while the first is being accepted: the same receipt
     const inflight = this.inflightInputs.get(e.inputId);
     if (inflight) return inflight.promise;
-    if (e.mode === 'follow_up' && this.claimed === e.inputId) throw this.runIdTaken(e.inputId, 'inputId', 'session.submitInput');
+    if (e.mode === 'follow_up' && this.actor.getSnapshot().context.claimedRunId === e.inputId) throw this.runIdTaken(e.inputId, 'inputId', 'session.submitInput');
     const entry = { mode: e.mode, promise: this.submitNew(e) };
     this.inflightInputs.set(e.inputId, entry);
     try {
@@ -582,7 +562,7 @@ export class ExecutionSession {
     const taken =
       (queued?.mode === 'follow_up' && queued.status === 'accepted') ||
       this.current?.runId === runId ||
-      (field === 'inputId' && this.claimed === runId) ||
+      (field === 'inputId' && this.actor.getSnapshot().context.claimedRunId === runId) ||
       this.openRun?.runId === runId ||
       head?.lastSettledRun?.runId === runId || // also in logs from before run-open ids
       (await this.store.getEventById(this.sessionId, runOpenEventId(runId))) !== undefined;
@@ -599,26 +579,25 @@ export class ExecutionSession {
     if (!target) {
       // an execute still preparing its attempt: that attempt starts cancelled (as requestDetach);
       // not one whose attempt has ended (its result still being settled)
-      if (!this.preparing) return false;
-      this.cancelPending = true;
+      if (this.phase !== 'preparing') return false;
+      this.actor.send({ type: 'CANCEL', reason });
       return true;
     }
+    if (this.phase !== 'executing') return false; // ended: its result is being settled
     const at = { turn: 0, step: 0, attempt: target.runEpoch };
     await this.env.writer.appendNow([this.env.writer.draft('cancellation/requested', at, { reason })]).catch(() => undefined);
     // the attempt may have ended while the request was written: never cancel the one after it
-    if (this.current !== target) return false;
+    if (!sameAttempt(this.current, target) || this.phase !== 'executing') return false;
     this.actor.send({ type: 'CANCEL', reason });
     return true;
   }
 
   /** Stops driving the run at its next safe point (after the current step), leaving it resumable. */
   requestDetach(): boolean {
-    if (this.closed || !this.busy) return false;
-    if (!this.current) {
-      if (!this.preparing) return false; // the attempt has ended: nothing to detach
-      this.detachPending = true;
-    }
-    else this.actor.send({ type: 'DETACH' });
+    // preparing: the attempt starts detached; executing: the run detaches at its next safe point;
+    // an attempt that has ended (being settled) has nothing to detach
+    if (this.phase !== 'preparing' && this.phase !== 'executing') return false;
+    this.actor.send({ type: 'DETACH' });
     return true;
   }
 
@@ -674,7 +653,7 @@ export class ExecutionSession {
     await this.env.writer.appendNow([draft]);
     this.steering.set(req.idempotencyKey, { request: canonical, receipt });
     // the run may have ended while the request was written: never stop the one after it
-    if (this.current === cur) {
+    if (sameAttempt(this.current, cur) && this.phase === 'executing') {
       this.actor.send({ type: 'STOP_AFTER_ROUND' });
     } else {
       // the attempt ended while the request was written: if its run is still open (suspended,
@@ -795,11 +774,27 @@ export class ExecutionSession {
     return (this.closing ??= this.closeOnce());
   }
 
-  private async closeOnce(): Promise<void> {
-    this.closed = true;
+  private closeOnce(): Promise<void> {
     this.env.writer.close(new StoreClosedError(`session ${this.sessionId}`));
-    this.actor.send({ type: 'CLOSE' });
-    this.actor.stop();
+    return new Promise<void>((resolve) => {
+      this.closeDone = resolve;
+      // closing stops the run under way (its actors' signals abort); closeSession does the rest
+      this.actor.send({ type: 'CLOSE' });
+    });
+  }
+
+  private closeDone: () => void = () => {};
+
+  /** The session machine's `closeSession` actor. */
+  private async closeWork(): Promise<void> {
+    try {
+      await this.closeAnswering();
+    } finally {
+      this.closeDone();
+    }
+  }
+
+  private async closeAnswering(): Promise<void> {
     // the stopped run never reports back: its execute still gets a result (DESIGN §6) — the one
     // the log holds if its closing commit was already under way and landed, else `detached`
     if (this.waiters.size > 0) await settledWithin(this.env.writer.settled(), CLOSE_COMMIT_WAIT_MS);

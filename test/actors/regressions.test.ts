@@ -107,7 +107,7 @@ describe('run engine fixes: second look (real LMDB)', () => {
     const { runtime } = lmdbRuntime({ model: scriptedModel([{ toolCalls: [{ id: 'c1', name: 'deploy', arguments: {} }] }]), tools: [deploy] });
     const s = await runtime.openSession('s');
     // the runtime closes at the moment the attempt finished (e.g. runtime.close() on shutdown)
-    s.actor.on('run.finished', () => void s.close());
+    const sub = s.actor.subscribe((snap) => snap.matches('finalizing') && (sub.unsubscribe(), void s.close()));
     const r = await s.execute({ kind: 'prompt', runId: 'r', attemptId: 'a1', message: 'deploy' });
     const recorded = (await logOf(runtime.store, 's')).find((e) => e.type === 'run/end')!.payload.result as { status: string };
     expect(recorded.status).toBe('suspended');

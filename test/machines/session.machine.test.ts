@@ -7,7 +7,7 @@ import type { CommitIntentInput, CommitIntentOutput } from '../../src/actors/com
 import type { EndRunInput } from '../../src/actors/end-run.js';
 import type { ExecutionResult } from '../../src/contracts/requests.js';
 import { runMachine, type RunActorRef, type RunInput } from '../../src/machines/run.machine.js';
-import { sessionMachine } from '../../src/machines/session.machine.js';
+import { sessionMachine, type SessionInput, type SettleOutput } from '../../src/machines/session.machine.js';
 import type { ToolBatchOutput } from '../../src/machines/tool-batch.machine.js';
 import { fakeBatch, runInput } from '../helpers/fake-batch.js';
 import { deferred } from '../helpers/drafts.js';
@@ -37,10 +37,20 @@ function fakeRun() {
   return { run, runs };
 }
 
-function startSession(run: ReturnType<typeof fakeRun>['run']) {
-  const actor = createActor(sessionMachine.provide({ actors: { run: run as unknown as typeof runMachine } }), { input: { sessionId: 's1', sessionInstanceId: 'i1', writerEpoch: 1 } });
+/** Where a fake settle rests the session: as the real one would for the result's status. */
+const restFor = (r: ExecutionResult): SettleOutput => ({ rest: r.status === 'fenced' ? 'fenced' : r.status === 'suspended' ? 'suspended' : r.status === 'detached' ? 'detached' : 'idle' });
+
+function startSession(run: ReturnType<typeof fakeRun>['run'], input: Partial<SessionInput> = {}) {
+  const machine = sessionMachine.provide({
+    actors: {
+      run: run as unknown as typeof runMachine,
+      settleAttempt: fromPromise<SettleOutput, { result: ExecutionResult }>(async ({ input }) => restFor(input.result)),
+      closeSession: fromPromise<void, void>(async () => {}),
+    },
+  });
+  const actor = createActor(machine, { input: { sessionId: 's1', sessionInstanceId: 'i1', writerEpoch: 1, ...input } });
   const finished: ExecutionResult[] = [];
-  actor.on('run.finished', ({ result }) => finished.push(result));
+  actor.on('session.rested', ({ result }) => result && finished.push(result));
   actor.start();
   return { actor, finished };
 }
@@ -51,13 +61,50 @@ describe('sessionMachine', () => {
     expect(actor.getSnapshot().value).toBe('idle');
   });
 
-  it('EXECUTE moves idle → executing → idle and emits run.finished with the run result', async () => {
+  it('rests suspended or detached when opening found a run open', () => {
+    expect(startSession(fakeRun().run, { openRun: 'suspended' }).actor.getSnapshot().value).toBe('suspended');
+    expect(startSession(fakeRun().run, { openRun: 'detached' }).actor.getSnapshot().value).toBe('detached');
+  });
+
+  it('PREPARE → preparing; a cancel and a detach asked for meanwhile go with the attempt when it starts', async () => {
+    const fake = fakeRun();
+    const { actor } = startSession(fake.run);
+    actor.send({ type: 'PREPARE', claimedRunId: 'r1' });
+    expect(actor.getSnapshot().value).toBe('preparing');
+    expect(actor.getSnapshot().context.claimedRunId).toBe('r1');
+    actor.send({ type: 'CANCEL' });
+    actor.send({ type: 'DETACH' });
+    actor.send({ type: 'START', run: runInput() });
+    await waitFor(actor, () => fake.runs.length === 1);
+    expect(fake.runs[0]!.input).toMatchObject({ cancelRequested: true, detachRequested: true });
+    expect(actor.getSnapshot().context.claimedRunId).toBeUndefined();
+  });
+
+  it('an attempt that runs nothing (ABANDON) rests the session where it was, forgetting what was asked for it', () => {
+    const { actor } = startSession(fakeRun().run, { openRun: 'suspended' });
+    actor.send({ type: 'PREPARE' });
+    actor.send({ type: 'CANCEL' });
+    actor.send({ type: 'ABANDON' });
+    expect(actor.getSnapshot().value).toBe('suspended');
+    expect(actor.getSnapshot().context.cancelPending).toBe(false);
+  });
+
+  it('an attempt that ends suspended rests the session suspended (executing → finalizing → suspended)', async () => {
+    const fake = fakeRun();
+    const { actor } = startSession(fake.run);
+    actor.send({ type: 'START', run: runInput() });
+    await waitFor(actor, () => fake.runs.length === 1);
+    fake.runs[0]!.finish({ status: 'suspended', outcome: 'suspended' });
+    await waitFor(actor, (s) => s.matches('suspended'));
+  });
+
+  it('START moves idle → executing → finalizing → idle and announces the run result on resting', async () => {
     const fake = fakeRun();
     const { actor, finished } = startSession(fake.run);
     const input = runInput();
-    actor.send({ type: 'EXECUTE', run: input });
+    actor.send({ type: 'START', run: input });
     expect(actor.getSnapshot().value).toBe('executing');
-    expect(actor.getSnapshot().context).toMatchObject({ activeRunId: 'r1', activeAttemptId: 'a1' });
+    expect(actor.getSnapshot().context.current).toMatchObject({ runId: 'r1', attemptId: 'a1' });
     await waitFor(actor, () => fake.runs.length === 1);
     expect(fake.runs[0]!.input).toEqual(input);
     expect(finished).toEqual([]);
@@ -66,18 +113,17 @@ describe('sessionMachine', () => {
     const snap = await waitFor(actor, (s) => s.matches('idle'));
     expect(finished).toHaveLength(1);
     expect(finished[0]).toMatchObject({ runId: 'r1', attemptId: 'a1', status: 'succeeded', finalMessage: 'hello' });
-    expect(snap.context.lastResult).toEqual(finished[0]);
-    expect(snap.context.activeRunId).toBeUndefined();
+    expect(snap.context.current).toBeUndefined();
   });
 
-  it('runs one attempt after another, emitting run.finished for each', async () => {
+  it('runs one attempt after another, announcing each result', async () => {
     const fake = fakeRun();
     const { actor, finished } = startSession(fake.run);
-    actor.send({ type: 'EXECUTE', run: runInput({ runId: 'r1' }) });
+    actor.send({ type: 'START', run: runInput({ runId: 'r1' }) });
     await waitFor(actor, () => fake.runs.length === 1);
     fake.runs[0]!.finish();
     await waitFor(actor, (s) => s.matches('idle'));
-    actor.send({ type: 'EXECUTE', run: runInput({ runId: 'r2' }) });
+    actor.send({ type: 'START', run: runInput({ runId: 'r2' }) });
     await waitFor(actor, () => fake.runs.length === 2);
     expect(fake.runs[1]!.input.runId).toBe('r2');
     fake.runs[1]!.finish({ status: 'failed', outcome: 'failed' });
@@ -88,62 +134,60 @@ describe('sessionMachine', () => {
     ]);
   });
 
-  it('ignores an EXECUTE while a run is executing (one run at a time)', async () => {
+  it('ignores a START while a run is executing (one run at a time)', async () => {
     const fake = fakeRun();
     const { actor } = startSession(fake.run);
-    actor.send({ type: 'EXECUTE', run: runInput({ runId: 'r1' }) });
+    actor.send({ type: 'START', run: runInput({ runId: 'r1' }) });
     await waitFor(actor, () => fake.runs.length === 1);
-    actor.send({ type: 'EXECUTE', run: runInput({ runId: 'r2' }) });
+    actor.send({ type: 'START', run: runInput({ runId: 'r2' }) });
     await new Promise<void>((resolve) => setImmediate(resolve));
     expect(fake.runs).toHaveLength(1);
-    expect(actor.getSnapshot().context.activeRunId).toBe('r1');
+    expect(actor.getSnapshot().context.current?.runId).toBe('r1');
   });
 
-  it('moves to fenced when the run ends fenced, still emitting run.finished', async () => {
+  it('moves to fenced when the run ends fenced, still announcing its result', async () => {
     const fake = fakeRun();
     const { actor, finished } = startSession(fake.run);
-    actor.send({ type: 'EXECUTE', run: runInput() });
+    actor.send({ type: 'START', run: runInput() });
     await waitFor(actor, () => fake.runs.length === 1);
     fake.runs[0]!.finish({ status: 'fenced', outcome: 'incomplete', error: { kind: 'inconsistent', message: 'stale writer' } });
     const snap = await waitFor(actor, (s) => s.matches('fenced'));
     expect(finished.map((r) => r.status)).toEqual(['fenced']);
-    expect(snap.context.lastResult?.status).toBe('fenced');
+    expect(snap.value).toBe('fenced');
     actor.send({ type: 'CLOSE' });
+    await waitFor(actor, (s) => s.status === 'done');
     expect(actor.getSnapshot().value).toBe('closed');
-    expect(actor.getSnapshot().status).toBe('done');
   });
 
-  // A fenced session answers an EXECUTE at once with a `fenced` result (ExecutionSession.execute
-  // waits for 'run.finished', so a dropped EXECUTE would hang it).
-  it('answers an EXECUTE sent while fenced instead of dropping it', async () => {
+  it('starts no run once fenced (the facade answers such an attempt fenced)', async () => {
     const fake = fakeRun();
-    const { actor, finished } = startSession(fake.run);
-    actor.send({ type: 'EXECUTE', run: runInput({ runId: 'r1' }) });
+    const { actor } = startSession(fake.run);
+    actor.send({ type: 'START', run: runInput({ runId: 'r1' }) });
     await waitFor(actor, () => fake.runs.length === 1);
     fake.runs[0]!.finish({ status: 'fenced', outcome: 'incomplete' });
     await waitFor(actor, (s) => s.matches('fenced'));
-    actor.send({ type: 'EXECUTE', run: runInput({ runId: 'r2' }) });
+    actor.send({ type: 'START', run: runInput({ runId: 'r2' }) });
     await new Promise<void>((resolve) => setImmediate(resolve));
-    expect(finished.map((r) => r.runId)).toEqual(['r1', 'r2']);
-    expect(finished[1]!.status).toBe('fenced');
+    expect(fake.runs).toHaveLength(1);
+    expect(actor.getSnapshot().value).toBe('fenced');
   });
 
-  it('CLOSE moves idle → closed, a final state', () => {
+  it('CLOSE moves idle → closing → closed, a final state', async () => {
     const { actor } = startSession(fakeRun().run);
     actor.send({ type: 'CLOSE' });
-    const snap = actor.getSnapshot();
+    expect(actor.getSnapshot().value).toBe('closing');
+    const snap = await waitFor(actor, (s) => s.status === 'done');
     expect(snap.value).toBe('closed');
-    expect(snap.status).toBe('done');
   });
 
-  it('CLOSE while executing closes the session and aborts the run without emitting run.finished', async () => {
+  it('CLOSE while executing closes the session and aborts the run without announcing a result', async () => {
     const fake = fakeRun();
     const { actor, finished } = startSession(fake.run);
-    actor.send({ type: 'EXECUTE', run: runInput() });
+    actor.send({ type: 'START', run: runInput() });
     await waitFor(actor, () => fake.runs.length === 1);
     expect(fake.runs[0]!.signal.aborted).toBe(false);
     actor.send({ type: 'CLOSE' });
-    expect(actor.getSnapshot().value).toBe('closed');
+    expect(actor.getSnapshot().value).toBe('closing');
     expect(fake.runs[0]!.signal.aborted).toBe(true);
     fake.runs[0]!.finish();
     await new Promise<void>((resolve) => setImmediate(resolve));
@@ -170,11 +214,8 @@ describe('sessionMachine', () => {
         toolBatch: fakeBatch(() => batchGate.promise),
       },
     });
-    const actor = createActor(sessionMachine.provide({ actors: { run: run as unknown as typeof runMachine } }), { input: { sessionId: 's1', sessionInstanceId: 'i1', writerEpoch: 1 } });
-    const finished: ExecutionResult[] = [];
-    actor.on('run.finished', ({ result }) => finished.push(result));
-    actor.start();
-    actor.send({ type: 'EXECUTE', run: runInput() });
+    const { actor, finished } = startSession(run as never);
+    actor.send({ type: 'START', run: runInput() });
     const child = actor.getSnapshot().children.run as RunActorRef | undefined;
     expect(child).toBeDefined();
     await waitFor(child!, (s) => s.matches('runningTools'));
@@ -194,13 +235,10 @@ describe('sessionMachine', () => {
     const run = fromPromise<ExecutionResult, RunInput>(async () => {
       throw new Error('run machine crashed');
     });
-    const actor = createActor(sessionMachine.provide({ actors: { run: run as unknown as typeof runMachine } }), { input: { sessionId: 's1', sessionInstanceId: 'i1', writerEpoch: 1 } });
+    const { actor, finished } = startSession(run as never);
     actor.subscribe({ error: () => {} });
-    const finished: ExecutionResult[] = [];
-    actor.on('run.finished', ({ result }) => finished.push(result));
-    actor.start();
     const input = runInput();
-    actor.send({ type: 'EXECUTE', run: input });
+    actor.send({ type: 'START', run: input });
     await new Promise<void>((resolve) => setImmediate(resolve));
     expect(actor.getSnapshot().status).toBe('active');
     expect(actor.getSnapshot().value).toBe('idle');
