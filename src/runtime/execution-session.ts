@@ -1,9 +1,8 @@
-import { createStore } from '@xstate/store';
 import type { Observable } from 'rxjs';
 import { createActor, fromPromise, type Actor } from 'xstate';
 import type { SessionContext, SettleOutput } from '../machines/session.machine.js';
 import { z } from 'zod';
-import { ExecutionBusy, isExecutionBusy, isStoreClosedError, isValidationError, SessionSteeringConflict, StoreClosedError, ValidationError } from '../contracts/errors.js';
+import { ExecutionBusy, isExecutionBusy, isStoreClosedError, isValidationError, StoreClosedError, ValidationError } from '../contracts/errors.js';
 import type { Message } from '../contracts/message.js';
 import {
   ExecutionRequest,
@@ -17,8 +16,7 @@ import {
   type StopReceipt,
 } from '../contracts/requests.js';
 import { parseInput } from '../contracts/validate.js';
-import type { RunInput, ResumeInput } from '../machines/run.machine.js';
-import { canonicalJson } from '../persistence/codec.js';
+import type { RunInput } from '../machines/run.machine.js';
 import type { EventStore } from '../persistence/event-store.js';
 import { releaseFor, type OpenRunState } from '../persistence/open-run.js';
 import { loadOpenRun, settleInterruptedFinal, spentOf } from './recovery-outcome.js';
@@ -26,11 +24,16 @@ import type { Envelope, EnvelopeStream } from '../streams/envelopes.js';
 import { SubscriberHub, type SubscribeOptions, type SubscriberListener, type Unsubscribe } from '../streams/subscribers.js';
 import { sessionMachineFor } from './session-actors.js';
 import type { SessionServices } from '../actors/session-services.js';
-import { assertRunIdsFit, runEndEventId, runOpenEventId, runStartEventId } from '../persistence/run-ids.js';
-import { UNSETTLED_END_STATUSES } from '../persistence/head.js';
+import { assertRunIdsFit, runOpenEventId } from '../persistence/run-ids.js';
 import type { ResolvedRuntimeOptions } from './options.js';
 import { InputQueue, type QueuedInput } from './input-queue.js';
-import { answerSchema, ApprovalAnswer, Checkpoint, JsonValue } from './answer-schema.js';
+import { Checkpoint, JsonValue } from './answer-schema.js';
+import { attemptInput } from './attempt-input.js';
+import { StopRequests } from './stop-requests.js';
+import { recordedResult, settledInputReceipt } from './log-lookups.js';
+import { makeView, type SessionSnapshot } from './session-view.js';
+
+export type { SessionSnapshot } from './session-view.js';
 
 /** The frozen context a run was started with (DESIGN §6 `turnContexts`). */
 export interface TurnContext {
@@ -41,21 +44,6 @@ export interface TurnContext {
   messages: readonly Message[];
   tools: readonly string[];
   policyRevision: string;
-}
-
-export interface SessionSnapshot {
-  sessionId: string;
-  status: string;
-  phase: string;
-  messages: Message[];
-  step: number;
-  toolCalls: number;
-  tokens: number;
-  cost: string;
-  recoveries: number;
-  usage?: ExecutionResult['usage'];
-  pending?: unknown;
-  lastError?: { kind: string; message: string };
 }
 
 /** What `openSession` hands a new ExecutionSession. */
@@ -99,6 +87,7 @@ export class ExecutionSession {
   private readonly fingerprint: string;
   private readonly isKilled: () => boolean;
   private readonly inputs: InputQueue;
+  private readonly stops: StopRequests;
   private readonly waiters = new Map<string, { runId: string; attemptId: string; resolve: (r: ExecutionResult) => void }>();
   /** Results of attempts that ended, while the session state is brought up to date. */
   private readonly finishing = new Map<string, ExecutionResult>();
@@ -108,7 +97,6 @@ export class ExecutionSession {
   private runIdTaken(runId: string, field: string, where: string): ValidationError {
     return new ValidationError(where, [{ path: [field], message: `run ${runId} already exists or is being started in session ${this.sessionId}: a new run needs a new id (continue or respond to resume that run)` }]);
   }
-  private readonly steering = new Map<string, { request: string; receipt: StopReceipt }>();
   private idleWaiters: (() => void)[] = [];
   private lastTurn: number;
   private lastResult?: ExecutionResult;
@@ -134,6 +122,7 @@ export class ExecutionSession {
     this.lastTurn = d.lastTurn;
     this.state = d.stateContext;
     this.inputs = new InputQueue(d.inputs);
+    this.stops = new StopRequests(d.sessionId, d.sessionInstanceId, d.fingerprint, d.store, d.env.writer);
     this.recovery = d.recovery;
     if (d.openRun) this.openRun = d.openRun;
     this.env.takeSteers = () => this.inputs.takeSteers().map((i) => ({ inputId: i.inputId, messages: i.messages }));
@@ -217,7 +206,7 @@ export class ExecutionSession {
       // a recorded attempt runs nothing: its result is returned even while another attempt runs
       const cur = this.current;
       // (a log that cannot be read now: the session is busy all the same)
-      const recorded = cur?.runId === req.runId && cur.attemptId === req.attemptId ? undefined : await this.recordedResult(req.runId, req.attemptId).catch(() => undefined);
+      const recorded = cur?.runId === req.runId && cur.attemptId === req.attemptId ? undefined : await recordedResult(this.store, this.sessionId, req.runId, req.attemptId, this.openRun?.runId).catch(() => undefined);
       if (recorded) return recorded;
       throw new ExecutionBusy(this.sessionId, this.current?.runId ?? 'unknown');
     }
@@ -226,7 +215,7 @@ export class ExecutionSession {
     this.actor.send({ type: 'PREPARE', ...(req.kind === 'prompt' ? { claimedRunId: req.runId } : {}) });
     let input: RunInput;
     try {
-      const recorded = await this.recordedResult(req.runId, req.attemptId);
+      const recorded = await recordedResult(this.store, this.sessionId, req.runId, req.attemptId, this.openRun?.runId);
       if (recorded) {
         this.abandon();
         return recorded;
@@ -259,7 +248,7 @@ export class ExecutionSession {
         }
         if (settled === undefined) {
           this.openRun = undefined;
-          const result = (await this.recordedResult(req.runId, req.attemptId)) ?? notRunResult(req, 'failed', 'the interrupted final was settled but its run/end cannot be read back');
+          const result = (await recordedResult(this.store, this.sessionId, req.runId, req.attemptId, undefined)) ?? notRunResult(req, 'failed', 'the interrupted final was settled but its run/end cannot be read back');
           this.lastResult = result;
           this.abandon();
           return result;
@@ -269,7 +258,15 @@ export class ExecutionSession {
         this.openRun = await this.loadOpenRun();
         this.openRunStale = false;
       }
-      input = this.runInputFor(req);
+      input = attemptInput(req, {
+        sessionId: this.sessionId,
+        fingerprint: this.fingerprint,
+        options: this.options,
+        now: this.env.clock.now(),
+        openRun: this.openRun,
+        lastTurn: this.lastTurn,
+        spentOf: (open) => spentOf(this.env, open),
+      });
     } catch (e) {
       this.abandon();
       // closed (or its store closed) while the attempt was still being prepared: not an input error
@@ -280,62 +277,6 @@ export class ExecutionSession {
       return { ...notRunResult(req, 'failed', `the attempt did not start: reading the session's log failed (${(e as Error)?.message ?? String(e)}); execute it again`), historyConsistent: true };
     }
     return this.start(input);
-  }
-
-  private runInputFor(req: ExecutionRequest): RunInput {
-    const base = {
-      runId: req.runId,
-      attemptId: req.attemptId,
-      executionProfileFingerprint: this.fingerprint,
-      budget: this.options.budget,
-      maxProtocolCorrections: this.options.config.maxProtocolCorrections,
-      maxParallelTools: this.options.config.maxParallelTools,
-      startedAt: this.env.clock.now(),
-    };
-    const open = this.openRun;
-    if (req.kind === 'prompt') {
-      if (open) throw new ExecutionBusy(this.sessionId, open.runId);
-      return { ...base, runEpoch: 1, turn: this.lastTurn + 1, kind: 'prompt', messages: toMessages(req.message) };
-    }
-    if (!open || open.runId !== req.runId) {
-      throw new ValidationError('session.execute', [{ path: ['runId'], message: `run ${req.runId} is not open in this session (nothing to ${req.kind})` }]);
-    }
-    if (req.kind === 'respond') {
-      const pending = open.pending;
-      if (!pending || pending.pendingRequest.questionId !== req.questionId) {
-        throw new ValidationError('session.execute', [{ path: ['questionId'], message: `run ${req.runId} has no pending request ${req.questionId}` }]);
-      }
-      const pr = pending.pendingRequest;
-      if (pr.kind === 'approval') parseInput(ApprovalAnswer, req.answer, 'session.execute: answer');
-      else if (pr.schema) parseInput(answerSchema(pr.schema), req.answer, 'session.execute: answer');
-      // whatever its schema allows, an answer is logged: it must be JSON (no BigInt, function, undefined)
-      if (pr.kind !== 'approval') parseInput(JsonValue, req.answer, 'session.execute: answer');
-      const resume: ResumeInput = {
-        kind: 'answer',
-        step: pending.step,
-        batch: pending.batch,
-        pendingRequest: pr,
-        answer: req.answer,
-        timedOut: pr.kind === 'approval' && pr.expiresAt !== undefined && this.env.clock.now() > pr.expiresAt,
-      };
-      return { ...base, runEpoch: open.runEpoch + 1, turn: open.turn, kind: 'respond', messages: [], resume, runFirstSeq: open.startSeq, stopRequested: open.stopAccepted, spent: spentOf(this.env, open) };
-    }
-    if (open.pending) {
-      throw new ValidationError('session.execute', [{ path: ['kind'], message: `run ${req.runId} waits for an answer to ${open.pending.pendingRequest.questionId}: respond to it` }]);
-    }
-    return {
-      ...base,
-      runEpoch: open.runEpoch + 1,
-      turn: open.turn,
-      kind: 'continue',
-      messages: [],
-      runFirstSeq: open.startSeq,
-      spent: spentOf(this.env, open),
-      stopRequested: open.stopAccepted,
-      ...(open.unresolvedCalls.length > 0
-        ? { resume: { kind: 'recover' as const, step: open.step, batch: open.unresolvedCalls, released: open.releasedAfterIntent } }
-        : { startStep: open.step, ...(open.concluded !== undefined ? { concluded: open.concluded } : {}) }),
-    };
   }
 
   private start(input: RunInput): Promise<ExecutionResult> {
@@ -506,7 +447,7 @@ export class ExecutionSession {
     if (stored) {
       const again = this.inputs.get(e.inputId);
       if (again) return this.inputs.receipt(again);
-      return this.settledInputReceipt(e.inputId);
+      return settledInputReceipt(this.store, this.sessionId, e.inputId);
     }
     if (e.mode === 'follow_up') await this.assertNewRunId(e.inputId, 'inputId', 'session.submitInput');
     const messages = toMessages(e.message);
@@ -529,30 +470,13 @@ export class ExecutionSession {
     const q = this.inputs.get(inputId);
     if (!q) {
       // accepted by an earlier process and no longer pending: consumed or cancelled
-      if (await this.store.getEventById(this.sessionId, `input:${inputId}`)) return this.settledInputReceipt(inputId);
+      if (await this.store.getEventById(this.sessionId, `input:${inputId}`)) return settledInputReceipt(this.store, this.sessionId, inputId);
       throw new ValidationError('session.cancelInput', [{ path: ['inputId'], message: `no input ${inputId} in this session` }]);
     }
     if (q.status === 'accepted' && this.inputs.cancel(inputId)) {
       await this.env.writer.appendNow([this.env.writer.draft('input/cancelled', { turn: 0, step: 0, attempt: 0 }, { inputId }, `input-cancelled:${inputId}`)]);
     }
     return this.inputs.receipt(q);
-  }
-
-  /** The receipt of an input in the log that is no longer pending. */
-  private async settledInputReceipt(inputId: string): Promise<InputReceipt> {
-    let cancelled = (await this.store.getEventById(this.sessionId, `input-cancelled:${inputId}`)) !== undefined;
-    if (!cancelled) {
-      // a log from before input-cancelled ids: what came first after the input, its cancel or its use
-      const accepted = await this.store.getEventById(this.sessionId, `input:${inputId}`);
-      if (accepted) {
-        for await (const e of this.store.readEvents(this.sessionId, { fromSeq: accepted.seq + 1 })) {
-          if (e.payload.inputId !== inputId) continue;
-          if (e.type === 'input/cancelled') cancelled = true;
-          if (e.type === 'input/cancelled' || e.type === 'user/message' || e.type === 'run/start') break;
-        }
-      }
-    }
-    return { inputId, status: cancelled ? 'cancelled' : 'consumed', durability: 'durable' };
   }
 
   /** A run id names one run: refused if a run (or a follow-up waiting to start) already has it. */
@@ -608,60 +532,19 @@ export class ExecutionSession {
   async stopAfterCurrentToolRound(request: StopRequest): Promise<StopReceipt> {
     const req = parseInput(StopRequest, request, 'session.stopAfterCurrentToolRound');
     this.assertOpen();
-    const canonical = canonicalJson(req);
-    // the same key again while the first is being written (a client's retry): the same answer
-    const inflight = this.inflightStops.get(req.idempotencyKey);
-    if (inflight) {
-      if (inflight.request !== canonical) throw new SessionSteeringConflict('idempotencyKey', `idempotency key ${req.idempotencyKey} was used for a different request`);
-      return inflight.promise;
-    }
-    const promise = this.acceptStop(req, canonical);
-    this.inflightStops.set(req.idempotencyKey, { request: canonical, promise });
-    try {
-      return await promise;
-    } finally {
-      this.inflightStops.delete(req.idempotencyKey);
-    }
-  }
-
-  private readonly inflightStops = new Map<string, { request: string; promise: Promise<StopReceipt> }>();
-
-  private async acceptStop(req: StopRequest, canonical: string): Promise<StopReceipt> {
-    const seen = this.steering.get(req.idempotencyKey);
-    if (seen) {
-      if (seen.request !== canonical) throw new SessionSteeringConflict('idempotencyKey', `idempotency key ${req.idempotencyKey} was used for a different request`);
-      return seen.receipt;
-    }
-    const stored = await this.store.getEventById(this.sessionId, `steer:${req.idempotencyKey}`);
-    if (stored) {
-      if (canonicalJson(stored.payload.request) !== canonical) throw new SessionSteeringConflict('idempotencyKey', `idempotency key ${req.idempotencyKey} was used for a different request`);
-      return stored.payload.receipt as StopReceipt;
-    }
-    if (req.sessionId !== this.sessionId) throw new SessionSteeringConflict('sessionId', `request names session ${req.sessionId}, this is ${this.sessionId}`);
-    if (req.sessionInstanceId !== this.sessionInstanceId) {
-      throw new SessionSteeringConflict('sessionInstanceId', `request names session instance ${req.sessionInstanceId}, the current one is ${this.sessionInstanceId}`);
-    }
-    const cur = this.current;
-    if (!cur || cur.runId !== req.interactionId) {
-      throw new SessionSteeringConflict('interactionId', `interaction ${req.interactionId} is not running (running: ${cur?.runId ?? 'none'})`);
-    }
-    if (cur.runEpoch !== req.expectedRunEpoch) {
-      throw new SessionSteeringConflict('expectedRunEpoch', `run ${cur.runId} is at epoch ${cur.runEpoch}, not ${req.expectedRunEpoch}`);
-    }
-    const receipt: StopReceipt = { schemaVersion: 1, request: req, executionProfileFingerprint: this.fingerprint };
-    const draft = this.env.writer.draft('steering/accepted', { turn: 0, step: 0, attempt: cur.runEpoch }, { request: req, receipt }, `steer:${req.idempotencyKey}`);
-    await this.env.writer.appendNow([draft]);
-    this.steering.set(req.idempotencyKey, { request: canonical, receipt });
-    // the run may have ended while the request was written: never stop the one after it
-    if (sameAttempt(this.current, cur) && this.phase === 'executing') {
-      this.actor.send({ type: 'STOP_AFTER_ROUND' });
-    } else {
-      // the attempt ended while the request was written: if its run is still open (suspended,
-      // detached), the run's next attempt honours the stop, as one in a new process would
-      this.stopAcceptedRuns.add(cur.runId);
-      if (this.openRun?.runId === cur.runId) this.openRun.stopAccepted = true;
-    }
-    return receipt;
+    return this.stops.request(req, {
+      current: () => this.current,
+      // the run may have ended while the request was written: never stop the one after it
+      accepted: (cur) => {
+        if (sameAttempt(this.current, cur) && this.phase === 'executing') this.actor.send({ type: 'STOP_AFTER_ROUND' });
+        else {
+          // the attempt ended while the request was written: if its run is still open (suspended,
+          // detached), the run's next attempt honours the stop, as one in a new process would
+          this.stopAcceptedRuns.add(cur.runId);
+          if (this.openRun?.runId === cur.runId) this.openRun.stopAccepted = true;
+        }
+      },
+    });
   }
 
   /**
@@ -702,30 +585,6 @@ export class ExecutionSession {
     await this.env.writer.appendNow([this.env.writer.draft('checkpoint/loaded', { turn: 0, step: 0, attempt: 0 }, c)]);
     if (c.stateContext !== undefined) this.state = c.stateContext;
     this.refreshView();
-  }
-
-  /** The result recorded for this attempt, if it ran before (nothing runs again). */
-  /**
-   * DESIGN §6: an attempt already recorded returns its result; an interrupted one returns the
-   * run's settled result if the run has settled since (through a later attempt), else an
-   * incomplete result naming the interruption.
-   */
-  private async recordedResult(runId: string, attemptId: string): Promise<ExecutionResult | undefined> {
-    const end = await this.store.getEventById(this.sessionId, runEndEventId(runId, attemptId));
-    if (end) return end.payload.result as ExecutionResult;
-    let start = await this.store.getEventById(this.sessionId, runStartEventId(runId, attemptId));
-    if (!start) {
-      const opened = await this.store.getEventById(this.sessionId, runOpenEventId(runId));
-      if (opened?.payload.attemptId === attemptId) start = opened;
-    }
-    if (!start) return undefined;
-    if (this.openRun?.runId !== runId) {
-      // the run is not open any more: the attempt that settled it comes after this one
-      for await (const e of this.store.readEvents(this.sessionId, { fromSeq: start.seq })) {
-        if (e.type === 'run/end' && e.payload.runId === runId && !UNSETTLED_END_STATUSES.has(String(e.payload.status))) return e.payload.result as ExecutionResult;
-      }
-    }
-    return notRunResult({ runId, attemptId }, 'detached', `attempt ${attemptId} of run ${runId} was interrupted before it settled; continue the run with a new attempt`);
   }
 
   /** JSON state for UIs and debugging. */
@@ -799,7 +658,7 @@ export class ExecutionSession {
     // the log holds if its closing commit was already under way and landed, else `detached`
     if (this.waiters.size > 0) await settledWithin(this.env.writer.settled(), CLOSE_COMMIT_WAIT_MS);
     for (const [k, w] of this.waiters) {
-      const finished = this.finishing.get(k) ?? (await this.recordedResult(w.runId, w.attemptId).catch(() => undefined)); // ended and recorded: its real result
+      const finished = this.finishing.get(k) ?? (await recordedResult(this.store, this.sessionId, w.runId, w.attemptId, this.openRun?.runId).catch(() => undefined)); // ended and recorded: its real result
       if (finished) w.resolve(finished);
       else w.resolve(notRunResult(w, 'detached', `the session was closed while attempt ${w.attemptId} of run ${w.runId} ran; the run is left resumable: continue it with a new attempt`));
     }
@@ -824,11 +683,4 @@ const CLOSE_COMMIT_WAIT_MS = 2000;
 function settledWithin(p: Promise<unknown>, ms: number): Promise<void> {
   let timer: NodeJS.Timeout | undefined;
   return Promise.race([p.then(() => undefined, () => undefined), new Promise<void>((resolve) => (timer = setTimeout(resolve, ms)))]).finally(() => clearTimeout(timer));
-}
-
-function makeView(initial: SessionSnapshot) {
-  return createStore({
-    context: initial,
-    on: { sync: (_ctx: SessionSnapshot, e: { snapshot: SessionSnapshot }) => e.snapshot },
-  });
 }

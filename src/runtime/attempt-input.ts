@@ -1,0 +1,81 @@
+import { ExecutionBusy, ValidationError } from '../contracts/errors.js';
+import { toMessages, type ExecutionRequest } from '../contracts/requests.js';
+import { parseInput } from '../contracts/validate.js';
+import type { ResumeInput, RunInput } from '../machines/run.machine.js';
+import type { OpenRunState } from '../persistence/open-run.js';
+import { answerSchema, ApprovalAnswer, JsonValue } from './answer-schema.js';
+import type { ResolvedRuntimeOptions } from './options.js';
+
+/** What an attempt's run input is made from: the session's open run, last turn and options. */
+export interface AttemptSource {
+  sessionId: string;
+  fingerprint: string;
+  options: ResolvedRuntimeOptions;
+  /** The runtime clock's time now. */
+  now: number;
+  openRun: OpenRunState | undefined;
+  lastTurn: number;
+  spentOf(open: OpenRunState): NonNullable<RunInput['spent']>;
+}
+
+/**
+ * The run input of one execute request (DESIGN §6): a prompt opens turn lastTurn + 1 (refused
+ * while a run is open); a respond answers the open run's pending request (its answer checked
+ * against the request); a continue resumes the open run after its last step, resolving the calls
+ * whose intents have no result. Throws ValidationError or ExecutionBusy.
+ */
+export function attemptInput(req: ExecutionRequest, s: AttemptSource): RunInput {
+  const base = {
+    runId: req.runId,
+    attemptId: req.attemptId,
+    executionProfileFingerprint: s.fingerprint,
+    budget: s.options.budget,
+    maxProtocolCorrections: s.options.config.maxProtocolCorrections,
+    maxParallelTools: s.options.config.maxParallelTools,
+    startedAt: s.now,
+  };
+  const open = s.openRun;
+  if (req.kind === 'prompt') {
+    if (open) throw new ExecutionBusy(s.sessionId, open.runId);
+    return { ...base, runEpoch: 1, turn: s.lastTurn + 1, kind: 'prompt', messages: toMessages(req.message) };
+  }
+  if (!open || open.runId !== req.runId) {
+    throw new ValidationError('session.execute', [{ path: ['runId'], message: `run ${req.runId} is not open in this session (nothing to ${req.kind})` }]);
+  }
+  if (req.kind === 'respond') {
+    const pending = open.pending;
+    if (!pending || pending.pendingRequest.questionId !== req.questionId) {
+      throw new ValidationError('session.execute', [{ path: ['questionId'], message: `run ${req.runId} has no pending request ${req.questionId}` }]);
+    }
+    const pr = pending.pendingRequest;
+    if (pr.kind === 'approval') parseInput(ApprovalAnswer, req.answer, 'session.execute: answer');
+    else if (pr.schema) parseInput(answerSchema(pr.schema), req.answer, 'session.execute: answer');
+    // whatever its schema allows, an answer is logged: it must be JSON (no BigInt, function, undefined)
+    if (pr.kind !== 'approval') parseInput(JsonValue, req.answer, 'session.execute: answer');
+    const resume: ResumeInput = {
+      kind: 'answer',
+      step: pending.step,
+      batch: pending.batch,
+      pendingRequest: pr,
+      answer: req.answer,
+      timedOut: pr.kind === 'approval' && pr.expiresAt !== undefined && s.now > pr.expiresAt,
+    };
+    return { ...base, runEpoch: open.runEpoch + 1, turn: open.turn, kind: 'respond', messages: [], resume, runFirstSeq: open.startSeq, stopRequested: open.stopAccepted, spent: s.spentOf(open) };
+  }
+  if (open.pending) {
+    throw new ValidationError('session.execute', [{ path: ['kind'], message: `run ${req.runId} waits for an answer to ${open.pending.pendingRequest.questionId}: respond to it` }]);
+  }
+  return {
+    ...base,
+    runEpoch: open.runEpoch + 1,
+    turn: open.turn,
+    kind: 'continue',
+    messages: [],
+    runFirstSeq: open.startSeq,
+    spent: s.spentOf(open),
+    stopRequested: open.stopAccepted,
+    ...(open.unresolvedCalls.length > 0
+      ? { resume: { kind: 'recover' as const, step: open.step, batch: open.unresolvedCalls, released: open.releasedAfterIntent } }
+      : { startStep: open.step, ...(open.concluded !== undefined ? { concluded: open.concluded } : {}) }),
+  };
+}

@@ -1,0 +1,44 @@
+import { notRunResult, type ExecutionResult, type InputReceipt } from '../contracts/requests.js';
+import type { EventStore } from '../persistence/event-store.js';
+import { UNSETTLED_END_STATUSES } from '../persistence/head.js';
+import { runEndEventId, runOpenEventId, runStartEventId } from '../persistence/run-ids.js';
+
+/**
+ * DESIGN §6: an attempt already recorded returns its result; an interrupted one returns the
+ * run's settled result if the run has settled since (through a later attempt), else an
+ * incomplete result naming the interruption.
+ */
+export async function recordedResult(store: EventStore, sessionId: string, runId: string, attemptId: string, openRunId: string | undefined): Promise<ExecutionResult | undefined> {
+  const end = await store.getEventById(sessionId, runEndEventId(runId, attemptId));
+  if (end) return end.payload.result as ExecutionResult;
+  let start = await store.getEventById(sessionId, runStartEventId(runId, attemptId));
+  if (!start) {
+    const opened = await store.getEventById(sessionId, runOpenEventId(runId));
+    if (opened?.payload.attemptId === attemptId) start = opened;
+  }
+  if (!start) return undefined;
+  if (openRunId !== runId) {
+    // the run is not open any more: the attempt that settled it comes after this one
+    for await (const e of store.readEvents(sessionId, { fromSeq: start.seq })) {
+      if (e.type === 'run/end' && e.payload.runId === runId && !UNSETTLED_END_STATUSES.has(String(e.payload.status))) return e.payload.result as ExecutionResult;
+    }
+  }
+  return notRunResult({ runId, attemptId }, 'detached', `attempt ${attemptId} of run ${runId} was interrupted before it settled; continue the run with a new attempt`);
+}
+
+/** The receipt of an input in the log that is no longer pending. */
+export async function settledInputReceipt(store: EventStore, sessionId: string, inputId: string): Promise<InputReceipt> {
+  let cancelled = (await store.getEventById(sessionId, `input-cancelled:${inputId}`)) !== undefined;
+  if (!cancelled) {
+    // a log from before input-cancelled ids: what came first after the input, its cancel or its use
+    const accepted = await store.getEventById(sessionId, `input:${inputId}`);
+    if (accepted) {
+      for await (const e of store.readEvents(sessionId, { fromSeq: accepted.seq + 1 })) {
+        if (e.payload.inputId !== inputId) continue;
+        if (e.type === 'input/cancelled') cancelled = true;
+        if (e.type === 'input/cancelled' || e.type === 'user/message' || e.type === 'run/start') break;
+      }
+    }
+  }
+  return { inputId, status: cancelled ? 'cancelled' : 'consumed', durability: 'durable' };
+}
