@@ -9,7 +9,7 @@ import {
   InputEnvelope,
   notRunResult,
   StopRequest,
-  toMessages,
+
   type ExecutionResult,
   type InputReceipt,
   type RecoveryOutcome,
@@ -27,10 +27,11 @@ import type { SessionServices } from '../actors/session-services.js';
 import { assertRunIdsFit, runOpenEventId } from '../persistence/run-ids.js';
 import type { ResolvedRuntimeOptions } from './options.js';
 import { InputQueue, type QueuedInput } from './input-queue.js';
+import { InputDesk } from './input-desk.js';
 import { Checkpoint, JsonValue } from './answer-schema.js';
 import { attemptInput } from './attempt-input.js';
 import { StopRequests } from './stop-requests.js';
-import { recordedResult, settledInputReceipt } from './log-lookups.js';
+import { recordedResult } from './log-lookups.js';
 import { makeView, type SessionSnapshot } from './session-view.js';
 
 export type { SessionSnapshot } from './session-view.js';
@@ -87,12 +88,12 @@ export class ExecutionSession {
   private readonly fingerprint: string;
   private readonly isKilled: () => boolean;
   private readonly inputs: InputQueue;
+  private readonly desk: InputDesk;
   private readonly stops: StopRequests;
   private readonly waiters = new Map<string, { runId: string; attemptId: string; resolve: (r: ExecutionResult) => void }>();
   /** Results of attempts that ended, while the session state is brought up to date. */
   private readonly finishing = new Map<string, ExecutionResult>();
   /** Inputs being accepted (registered before any await). */
-  private readonly inflightInputs = new Map<string, { mode: string; promise: Promise<InputReceipt> }>();
 
   private runIdTaken(runId: string, field: string, where: string): ValidationError {
     return new ValidationError(where, [{ path: [field], message: `run ${runId} already exists or is being started in session ${this.sessionId}: a new run needs a new id (continue or respond to resume that run)` }]);
@@ -122,6 +123,7 @@ export class ExecutionSession {
     this.lastTurn = d.lastTurn;
     this.state = d.stateContext;
     this.inputs = new InputQueue(d.inputs);
+    this.desk = new InputDesk(d.sessionId, d.store, d.env.writer, this.inputs);
     this.stops = new StopRequests(d.sessionId, d.sessionInstanceId, d.fingerprint, d.store, d.env.writer);
     this.recovery = d.recovery;
     if (d.openRun) this.openRun = d.openRun;
@@ -210,7 +212,7 @@ export class ExecutionSession {
       if (recorded) return recorded;
       throw new ExecutionBusy(this.sessionId, this.current?.runId ?? 'unknown');
     }
-    if (req.kind === 'prompt' && this.inflightInputs.get(req.runId)?.mode === 'follow_up') throw this.runIdTaken(req.runId, 'runId', 'session.execute');
+    if (req.kind === 'prompt' && this.desk.submitting(req.runId) === 'follow_up') throw this.runIdTaken(req.runId, 'runId', 'session.execute');
     // claimed synchronously, before any await: a prompt and a follow-up racing for one id cannot both pass their checks
     this.actor.send({ type: 'PREPARE', ...(req.kind === 'prompt' ? { claimedRunId: req.runId } : {}) });
     let input: RunInput;
@@ -426,57 +428,23 @@ export class ExecutionSession {
     // a follow-up runs as runId = attemptId = inputId
     if (e.mode === 'follow_up') assertRunIdsFit(this.sessionId, e.inputId, e.inputId, 'session.submitInput', ['inputId', 'inputId']);
     this.assertOpen();
-    const known = this.inputs.get(e.inputId);
-    if (known) return this.inputs.receipt(known);
-    // the same inputId submitted again while the first is being accepted: the same receipt
-    const inflight = this.inflightInputs.get(e.inputId);
-    if (inflight) return inflight.promise;
-    if (e.mode === 'follow_up' && this.actor.getSnapshot().context.claimedRunId === e.inputId) throw this.runIdTaken(e.inputId, 'inputId', 'session.submitInput');
-    const entry = { mode: e.mode, promise: this.submitNew(e) };
-    this.inflightInputs.set(e.inputId, entry);
-    try {
-      return await entry.promise;
-    } finally {
-      this.inflightInputs.delete(e.inputId);
+    if (e.mode === 'follow_up' && this.inputs.get(e.inputId) === undefined && this.desk.submitting(e.inputId) === undefined && this.actor.getSnapshot().context.claimedRunId === e.inputId) {
+      throw this.runIdTaken(e.inputId, 'inputId', 'session.submitInput');
     }
-  }
-
-  private async submitNew(e: InputEnvelope): Promise<InputReceipt> {
-    await Promise.resolve(); // registered as in flight by the caller first
-    const stored = await this.store.getEventById(this.sessionId, `input:${e.inputId}`);
-    if (stored) {
-      const again = this.inputs.get(e.inputId);
-      if (again) return this.inputs.receipt(again);
-      return settledInputReceipt(this.store, this.sessionId, e.inputId);
-    }
-    if (e.mode === 'follow_up') await this.assertNewRunId(e.inputId, 'inputId', 'session.submitInput');
-    const messages = toMessages(e.message);
-    this.assertOpen(); // closed while the log was read
-    const draft = this.env.writer.draft('input/accepted', { turn: 0, step: 0, attempt: 0 }, { inputId: e.inputId, mode: e.mode, messages }, `input:${e.inputId}`);
-    await this.env.writer.appendNow([draft]);
-    const queued = this.inputs.get(e.inputId) ?? { inputId: e.inputId, mode: e.mode, messages, status: 'accepted' as const };
-    if (!this.inputs.get(e.inputId)) this.inputs.add(queued);
-    if (e.mode === 'follow_up' && !this.busy) this.startFollowUp();
-    return this.inputs.receipt(queued);
+    return this.desk.submit(e, {
+      checkNewRun: (inputId) => this.assertNewRunId(inputId, 'inputId', 'session.submitInput'),
+      assertOpen: () => this.assertOpen(),
+      accepted: (mode) => {
+        if (mode === 'follow_up' && !this.busy) this.startFollowUp();
+      },
+    });
   }
 
   /** Withdraws an input not yet consumed (`input/cancelled`); its receipt says what became of it. */
   async cancelInput(inputId: string): Promise<InputReceipt> {
     parseInput(z.string().min(1), inputId, 'session.cancelInput');
     this.assertOpen();
-    // its submitInput still being written: cancelled once it is accepted (never let through)
-    const inflight = this.inflightInputs.get(inputId);
-    if (inflight) await inflight.promise.catch(() => undefined);
-    const q = this.inputs.get(inputId);
-    if (!q) {
-      // accepted by an earlier process and no longer pending: consumed or cancelled
-      if (await this.store.getEventById(this.sessionId, `input:${inputId}`)) return settledInputReceipt(this.store, this.sessionId, inputId);
-      throw new ValidationError('session.cancelInput', [{ path: ['inputId'], message: `no input ${inputId} in this session` }]);
-    }
-    if (q.status === 'accepted' && this.inputs.cancel(inputId)) {
-      await this.env.writer.appendNow([this.env.writer.draft('input/cancelled', { turn: 0, step: 0, attempt: 0 }, { inputId }, `input-cancelled:${inputId}`)]);
-    }
-    return this.inputs.receipt(q);
+    return this.desk.cancel(inputId);
   }
 
   /** A run id names one run: refused if a run (or a follow-up waiting to start) already has it. */
