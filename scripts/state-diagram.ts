@@ -33,17 +33,24 @@ export function guardLabel(guard: GuardLike): string | undefined {
 /** Mermaid's state-diagram text stops at `#` and `;` (comments, statement ends). */
 const clean = (text: string) => text.replace(/[#;]/g, '').replace(/\s+/g, ' ').trim();
 
-/** The source of an invoked actor: its `src` name, else the machine id of inline logic, else the invoke id. */
-function invokeSrc(inv: AnyStateNode['invoke'][number]): string {
-  if (typeof inv.src === 'string') return inv.src;
-  const id = (inv.src as { id?: unknown; config?: { id?: unknown } }).config?.id ?? (inv.src as { id?: unknown }).id;
-  return typeof id === 'string' ? id : inv.id;
+/**
+ * The source of an invoked actor: its `src` name; for logic given in place, the machine id of an
+ * inline machine, else the invoke's own id when it was given one, else `inline`.
+ */
+function invokeSrc(node: AnyStateNode, inv: AnyStateNode['invoke'][number]): string {
+  const src = typeof inv.src === 'string' ? inv.src : undefined;
+  if (src !== undefined && !src.startsWith('xstate.invoke.')) return src;
+  // the definition names such logic `xstate.invoke.<id>`; the state's config still holds the logic
+  const configs = ([] as unknown[]).concat(node.config.invoke ?? []) as { src?: unknown }[];
+  const logic = configs[node.invoke.indexOf(inv)]?.src as { config?: { id?: unknown } } | undefined;
+  if (typeof logic?.config?.id === 'string') return logic.config.id;
+  return /^\d+\./.test(inv.id) ? 'inline' : inv.id;
 }
 
 /** Invokes visible from `node` (its own and its ancestors'), by invoke id. */
 function invokesAround(node: AnyStateNode): Map<string, string> {
   const out = new Map<string, string>();
-  for (let n: AnyStateNode | undefined = node; n; n = n.parent) for (const inv of n.invoke) if (!out.has(inv.id)) out.set(inv.id, invokeSrc(inv));
+  for (let n: AnyStateNode | undefined = node; n; n = n.parent) for (const inv of n.invoke) if (!out.has(inv.id)) out.set(inv.id, invokeSrc(n, inv));
   return out;
 }
 
@@ -200,7 +207,7 @@ export function machineDiagram(machine: AnyStateMachine): string {
     const out: string[] = [];
     if (node.description) out.push(clean(node.description));
     if (node.type === 'history') out.push(`history (${node.history === 'deep' ? 'deep' : 'shallow'})`);
-    for (const inv of node.invoke) out.push(`invokes ${clean(invokeSrc(inv))}`);
+    for (const inv of node.invoke) out.push(`invokes ${clean(invokeSrc(node, inv))}`);
     const s = stays.get(node) ?? [];
     if (s.length > 0) out.push(`stays on ${s.join(', ')}`);
     return out;
@@ -209,7 +216,7 @@ export function machineDiagram(machine: AnyStateMachine): string {
   block(root, 1);
   const note = [
     ...(root.description ? [clean(root.description)] : []),
-    ...root.invoke.map((inv) => `invokes ${clean(invokeSrc(inv))}`),
+    ...root.invoke.map((inv) => `invokes ${clean(invokeSrc(root, inv))}`),
     ...rootEdges.map((e) => `${e.label} → ${idOf(e.to)}`),
     ...((stays.get(root) ?? []).length > 0 ? [`stays on ${stays.get(root)!.join(', ')}`] : []),
   ];

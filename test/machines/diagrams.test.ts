@@ -1,5 +1,5 @@
 import { readFileSync } from 'node:fs';
-import { and, fromPromise, not, setup, stateIn } from 'xstate';
+import { and, createMachine, fromPromise, not, setup, stateIn } from 'xstate';
 import { describe, expect, it } from 'vitest';
 import { ARCHITECTURE_MD, DIAGRAMS, blockIn, diagramBlock, withDiagrams } from '../../scripts/machine-diagrams.js';
 import { guardLabel, machineDiagram } from '../../scripts/state-diagram.js';
@@ -122,6 +122,31 @@ describe('machineDiagram: a Mermaid stateDiagram-v2 from machine.root', () => {
       '  }',
       '  off --> on : POWER',
       '  on --> off : done',
+      '',
+    ]);
+  });
+
+  it('names an invoked actor by its src, an in-place machine by its id, other in-place logic inline', () => {
+    const child = createMachine({ id: 'child', initial: 'a', states: { a: { type: 'final' } } });
+    const steps = setup({ actors: { callModel: fromPromise(async () => 1) } }).createMachine({
+      id: 'steps',
+      initial: 'x',
+      states: {
+        x: { invoke: { src: 'callModel', onDone: 'y', onError: 'z' } },
+        y: { invoke: { src: child, onDone: 'z' } },
+        z: { invoke: { src: fromPromise(async () => 2), onDone: 'x' } },
+      },
+    });
+    expect(machineDiagram(steps).split('\n')).toEqual([
+      'stateDiagram-v2',
+      '  [*] --> x',
+      '  x : invokes callModel',
+      '  y : invokes child',
+      '  z : invokes inline',
+      '  x --> y : done: callModel',
+      '  x --> z : error: callModel',
+      '  y --> z : done: child',
+      '  z --> x : done: inline',
       '',
     ]);
   });
