@@ -330,7 +330,7 @@ export async function benchLoop(): Promise<void> {
     console.log('LMDB \'committed\': the same loop on the same store without its journal (not power-safe): LMDB\'s own CPU share.');
     console.log('"waiting in flushes": time inside the journal\'s fdatasync calls (mean over all repeats; the rows above are');
     console.log('medians, so "the rest" is approximate). A flush inside the loop costs more than the idle floor: the vCPU');
-    console.log('halts while the disk works and the code after it runs with cold caches (docs/architecture.md, Performance).');
+    console.log('halts while the disk works and the code after it runs with cold caches (docs/performance.md).');
     console.log('Lower bounds: the memory-store loop plus one plain write + fdatasync per commit (what a durable store with no');
     console.log('CPU of its own would cost: no LMDB, no journal), and the hand-written loop plus two of them per step.');
   } finally {
