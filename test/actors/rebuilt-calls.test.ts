@@ -1,8 +1,8 @@
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach,describe,expect,it } from 'vitest';
 import { z } from 'zod';
-import { createRuntime, defineTool, lmdbStore, scriptedModel, type EventStore } from '../../src/index.js';
+import { createRuntime,defineTool,lmdbStore,scriptedModel,type EventStore } from '../../src/index.js';
+import { ids,lmdbRuntime,logOf,storeWithAppend } from '../helpers/runtime.js';
 import { tempDir } from '../helpers/tmp.js';
-import { ids, lmdbRuntime, logOf, storeWithAppend } from '../helpers/runtime.js';
 
 const cleanups: (() => Promise<void>)[] = [];
 afterEach(async () => {
@@ -138,5 +138,33 @@ describe('calls rebuilt from the log: arguments that no longer fit', () => {
     const r2 = await s2.execute({ kind: 'respond', runId: 'r', attemptId: 'a2', questionId: r.pendingRequest!.questionId, answer: { decisions: { t1: 'approve' } } });
     const results = (await logOf(store, 's')).filter((e) => e.type === 'tool/result');
     expect({ status: r2.status, error: r2.error?.message, results: results.length }).toEqual({ status: 'succeeded', error: undefined, results: 1 });
+  });
+});
+
+describe('approved calls get parsed arguments', () => {
+  it('an approved call gets the same parsed (transformed) arguments as an unapproved one', async () => {
+    const got: { path: string; isDate: boolean; type: string }[] = [];
+    const params = z.object({ at: z.string().transform((s) => new Date(s)) });
+    const mk = (name: string, needsApproval: boolean) =>
+      defineTool({
+        name, description: '', parameters: params, needsApproval,
+        execute: (args) => (got.push({ path: name, isDate: args.at instanceof Date, type: typeof args.at }), 'scheduled'),
+      });
+    const model = scriptedModel([
+      { toolCalls: [{ id: 'p1', name: 'free', arguments: { at: '2030-01-01T00:00:00Z' } }] },
+      { toolCalls: [{ id: 'p2', name: 'gated', arguments: { at: '2030-01-01T00:00:00Z' } }] },
+      'done',
+    ]);
+    const { runtime } = lmdbRuntime({ model, tools: [mk('free', false), mk('gated', true)] });
+    const s = await runtime.openSession('s');
+    const r = await s.execute({ kind: 'prompt', runId: 'r', attemptId: 'a1', message: 'go' });
+    expect(r.status).toBe('suspended');
+    const r2 = await s.execute({ kind: 'respond', runId: 'r', attemptId: 'a2', questionId: r.pendingRequest!.questionId, answer: { decisions: { p2: 'approve' } } });
+    expect(r2.status).toBe('succeeded');
+    // without approval the tool sees a Date (zod's output); after approval it must see the same
+    expect(got).toEqual([
+      { path: 'free', isDate: true, type: 'object' },
+      { path: 'gated', isDate: true, type: 'object' },
+    ]);
   });
 });

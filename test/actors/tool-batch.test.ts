@@ -1,7 +1,8 @@
-import { describe, expect, it } from 'vitest';
+import { afterEach,describe,expect,it } from 'vitest';
 import { z } from 'zod';
-import { defineTool, scriptedModel, type ToolContext } from '../../src/index.js';
-import { ids, lmdbRuntime, logOf, sleep } from '../helpers/runtime.js';
+import { defineTool,scriptedModel,type ToolContext } from '../../src/index.js';
+import { ids,lmdbRuntime,logOf,memRuntime,sleep } from '../helpers/runtime.js';
+import { unansweredInLog,unansweredInRequest } from '../helpers/unanswered.js';
 
 function tracker() {
   let running = 0;
@@ -169,5 +170,139 @@ describe('tool batches (real LMDB)', () => {
     const i = log.findIndex((e) => e.type === 'tool/result');
     expect(log[i + 1]).toMatchObject({ type: 'user/message', payload: { message: { content: 'note: audited' } } });
     expect(s.snapshot().messages.at(-1)).toMatchObject({ content: 'note: audited' });
+  });
+});
+
+const cleanups: (() => Promise<void>)[] = [];
+afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c();
+});
+
+describe('resources and uncertain-hanging calls', () => {
+  it('an uncertain-hanging outcome returned by a tool locks the call\'s declared resources', async () => {
+    let runs = 0;
+    const deploy = defineTool({
+      name: 'deploy',
+      description: '',
+      resources: ['prod'],
+      parameters: z.object({}),
+      execute: () => {
+        runs++;
+        return { kind: 'uncertain-hanging' as const, content: 'the deploy API timed out; it may still be rolling out' };
+      },
+    });
+    const { runtime } = lmdbRuntime({
+      model: scriptedModel([{ toolCalls: [{ name: 'deploy', arguments: {} }] }, { toolCalls: [{ name: 'deploy', arguments: {} }] }, 'done']),
+      tools: [deploy],
+    });
+    const s = await runtime.openSession('s');
+    const r = await s.execute({ kind: 'prompt', ...ids(), message: 'deploy' });
+    // DESIGN §2: "resourceLocks are always the call's declared resources"; §4.5: a call needing a
+    // resource held by an uncertain-hanging lock is not run, the run ends `blocked`
+    expect(runs).toBe(1);
+    expect(r).toMatchObject({ status: 'blocked', blockedBy: ['prod'] });
+  });
+
+  it('calls naming the same resource never overlap, even when one of them hangs past its timeout', async () => {
+    let active = 0;
+    let maxActive = 0;
+    const write = defineTool({
+      name: 'write',
+      description: '',
+      mode: 'parallel',
+      resources: ['file'],
+      timeoutMs: 20,
+      parameters: z.object({ n: z.number() }),
+      // ignores its signal (e.g. a blocking client): keeps running for 300 ms
+      execute: async ({ n }) => {
+        active++;
+        maxActive = Math.max(maxActive, active);
+        await sleep(n === 1 ? 300 : 10);
+        active--;
+        return 'written';
+      },
+    });
+    const { runtime } = lmdbRuntime({
+      model: scriptedModel([{ toolCalls: [{ name: 'write', arguments: { n: 1 } }, { name: 'write', arguments: { n: 2 } }] }, 'done']),
+      tools: [write],
+      config: { cancelGraceMs: 20 },
+    });
+    const s = await runtime.openSession('s');
+    await s.execute({ kind: 'prompt', ...ids(), message: 'go' });
+    await sleep(350);
+    expect(maxActive).toBe(1);
+  });
+});
+
+describe('batch results', () => {
+  // guarantees.md, Tools: "Whatever a tool throws (even a value whose `String()` throws) becomes an
+  // error result, and an outcome the log cannot record ... becomes an error result too, so no call is
+  // left unanswered." A synchronous tool's return value is normalised outside any try: a value whose
+  // `kind` getter throws makes the call actor fail (`call.failed`), the batch errors, and the run ends
+  // `failed` with the tool/call (and the parallel sibling it aborted) never answered.
+  it('a sync tool returning a value whose getter throws gets an error result; no call of the batch is left unanswered', async () => {
+    let siblingRan = false;
+    const slow = defineTool({ name: 'slow', description: '', mode: 'parallel', parameters: z.object({}), execute: async () => (await sleep(30), (siblingRan = true), 'slow done') });
+    const bad = defineTool({
+      name: 'bad',
+      description: '',
+      mode: 'parallel',
+      parameters: z.object({}),
+      execute: () =>
+        ({
+          get kind(): 'completed' {
+            throw new Error('getter boom');
+          },
+        }) as never,
+    });
+    const model = scriptedModel([{ toolCalls: [{ name: 'slow', arguments: {} }, { name: 'bad', arguments: {} }] }, 'done']);
+    const { runtime, store } = memRuntime({ model, tools: [slow, bad] });
+    const s = await runtime.openSession('s');
+    const r = await s.execute({ kind: 'prompt', ...ids(), message: 'go' });
+    const log = await logOf(store, 's');
+    expect(unansweredInLog(log)).toEqual([]);
+    const badResult = log.find((e) => e.type === 'tool/result' && e.payload.name === 'bad');
+    expect(badResult?.payload.outcome).toMatchObject({ kind: 'completed', isError: true });
+    expect(r.status).toBe('succeeded');
+    expect(siblingRan).toBe(true);
+  });
+
+  // DESIGN §4 item 5: each call's context carries an `idempotencyKey` (stable across recovery);
+  // guarantees.md: exclusive calls are passed to `reconcile(args, ctx)` "with the same idempotencyKey".
+  // The key is `${sessionId}/${runId}/${callId}`: a provider that numbers its call ids per message
+  // (call_0, call_0, …) gives two different calls of one run the same key, so an idempotent backend
+  // (or reconcile looking the key up) treats the second charge as the first.
+  it('two different calls of one run get different idempotency keys even when the model reuses a call id', async () => {
+    const keys: string[] = [];
+    const charge = defineTool({ name: 'charge', description: '', parameters: z.object({ amount: z.number() }), execute: ({ amount }, ctx) => (keys.push(ctx.idempotencyKey), `charged ${amount}`) });
+    const model = scriptedModel([
+      { toolCalls: [{ id: 'call_0', name: 'charge', arguments: { amount: 1 } }] },
+      { toolCalls: [{ id: 'call_0', name: 'charge', arguments: { amount: 2 } }] },
+      'done',
+    ]);
+    const { runtime } = memRuntime({ model, tools: [charge] });
+    const s = await runtime.openSession('s');
+    expect((await s.execute({ kind: 'prompt', ...ids(), message: 'go' })).status).toBe('succeeded');
+    expect(keys).toHaveLength(2);
+    expect(keys[0]).not.toBe(keys[1]);
+  });
+
+  // guarantees.md: "no tool call is ever left unanswered on the surface"; a prompt's messages logged as
+  // user/message "must have role user (no tool calls, no tool result)". `completed.additionalMessages`
+  // are logged as user/message with no such check: an additional message carrying a tool call puts an
+  // assistant tool call nobody answers on the surface, and the next model request contains it.
+  it('additionalMessages cannot put an unanswered tool call on the surface', async () => {
+    const t = defineTool({
+      name: 't',
+      description: '',
+      parameters: z.object({}),
+      execute: () => ({ kind: 'completed', content: 'ok', additionalMessages: [{ role: 'assistant', content: '', toolCalls: [{ id: 'ghost', name: 't', arguments: '{}' }] }] }),
+    });
+    const model = scriptedModel([{ toolCalls: [{ name: 't', arguments: {} }] }, 'done']);
+    const { runtime } = memRuntime({ model, tools: [t] });
+    const s = await runtime.openSession('s');
+    await s.execute({ kind: 'prompt', ...ids(), message: 'go' });
+    expect(model.requests).toHaveLength(2);
+    expect(unansweredInRequest(model.requests[1]!.messages)).toEqual([]);
   });
 });

@@ -1,10 +1,13 @@
-import { describe, expect, it } from 'vitest';
+import { describe,expect,it } from 'vitest';
 import { createActor } from 'xstate';
+import { z } from 'zod';
 import type { SessionServices } from '../../src/actors/session-services.js';
 import { toolCallActor } from '../../src/actors/tool-call.js';
+import { defineTool,scriptedModel } from '../../src/index.js';
 import { deferred } from '../helpers/drafts.js';
 import { systemClock } from '../../src/contracts/clock.js';
 import { isCancelledError } from '../../src/contracts/errors.js';
+import { ids,lmdbRuntime,logOf,sleep,within } from '../helpers/runtime.js';
 
 /** Just what a tool-call actor reaches of the session's environment. */
 function fakeEnv(checkFenced: () => Promise<boolean>, execute: (args: unknown, ctx: { signal: AbortSignal }) => Promise<string>) {
@@ -76,5 +79,68 @@ describe('toolCallActor context', () => {
     const signal = await got.promise;
     expect(signal).toBeInstanceOf(AbortSignal);
     expect(signal!.aborted).toBe(false);
+  });
+});
+
+describe('what a tool may throw or return', () => {
+  it('a tool rejecting with a null-prototype object gets an error result (the run does not hang)', async () => {
+    const odd = defineTool({
+      name: 'odd', description: '', parameters: z.object({}),
+      // e.g. an error object built with Object.create(null) by a parser / RPC library
+      execute: async () => {
+        throw Object.assign(Object.create(null), { code: 'E_ODD' });
+      },
+    });
+    const model = scriptedModel([{ toolCalls: [{ id: 'o1', name: 'odd', arguments: {} }] }, 'sorry']);
+    const { runtime, store } = lmdbRuntime({ model, tools: [odd] });
+    const s = await runtime.openSession('s');
+    const r = await within(s.execute({ kind: 'prompt', ...ids(), message: 'go' }), 3000);
+    // DESIGN §4.5: a throw becomes `completed` with isError: true
+    expect(r).not.toBe('still pending');
+    const result = (await logOf(store, 's')).find((e) => e.type === 'tool/result');
+    expect(result?.payload.outcome).toMatchObject({ kind: 'completed', isError: true });
+  });
+
+  it('a completed outcome whose `structured` is not JSON is recorded and the call answered', async () => {
+    const ran: string[] = [];
+    const lookup = defineTool({
+      name: 'lookup', description: '', parameters: z.object({}),
+      execute: () => (ran.push('x'), { kind: 'completed', content: 'row 1', structured: { id: 2n ** 70n } }),
+    });
+    const model = scriptedModel([{ toolCalls: [{ id: 'l1', name: 'lookup', arguments: {} }] }, 'found it']);
+    const { runtime, store } = lmdbRuntime({ model, tools: [lookup] });
+    const s = await runtime.openSession('s');
+    const r = await s.execute({ kind: 'prompt', ...ids(), message: 'go' });
+    expect(ran).toEqual(['x']);
+    const log = await logOf(store, 's');
+    // the tool ran (its effect happened): its result must be committed and the run go on
+    const results = log.filter((e) => e.type === 'tool/result').length;
+    // and the session's surface must not keep an assistant tool call without its result (the
+    // providers refuse such a history with a 400 on every later request)
+    await s.execute({ kind: 'prompt', ...ids(), message: 'again' });
+    const sent = model.requests[1]!.messages;
+    const answered = new Set(sent.filter((m) => m.role === 'tool').map((m) => m.toolCallId));
+    const unanswered = sent.flatMap((m) => m.toolCalls ?? []).filter((c) => !answered.has(c.id)).map((c) => c.id);
+    expect({ status: r.status, results, unanswered }).toEqual({ status: 'succeeded', results: 1, unanswered: [] });
+  });
+});
+
+describe('ctx.emit', () => {
+  it('an emit after the call has ended publishes no tool_update after its tool_end', async () => {
+    let late: (() => void) | undefined;
+    const t = defineTool({
+      name: 't', description: '', mode: 'parallel', parameters: z.object({}),
+      // e.g. a progress callback of a client library that fires once more after the call resolved
+      execute: (_a, ctx) => ((late = () => ctx.emit({ progress: 100 })), 'ok'),
+    });
+    const model = scriptedModel([{ toolCalls: [{ id: 't1', name: 't', arguments: {} }] }, 'done']);
+    const { runtime } = lmdbRuntime({ model, tools: [t] });
+    const s = await runtime.openSession('s');
+    const seen: string[] = [];
+    s.events$.subscribe((e) => void (e.event.type.startsWith('tool_') || e.event.type === 'execution_finished' ? seen.push(e.event.type) : undefined));
+    await s.execute({ kind: 'prompt', ...ids(), message: 'go' });
+    late!();
+    await sleep(20);
+    expect(seen).toEqual(['tool_start', 'tool_end', 'execution_finished']);
   });
 });

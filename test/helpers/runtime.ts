@@ -1,5 +1,5 @@
 import { afterEach } from 'vitest';
-import { createRuntime, lmdbStore, type EventStore, type Runtime, type RuntimeOptions } from '../../src/index.js';
+import { createRuntime, lmdbStore, memoryStore, type EventStore, type Runtime, type RuntimeOptions } from '../../src/index.js';
 import type { EventRecord } from '../../src/contracts/events.js';
 import { collect } from './drafts.js';
 import { tempDir } from './tmp.js';
@@ -48,6 +48,13 @@ export function lmdbRuntime(options: Omit<RuntimeOptions, 'store'>): { runtime: 
   return { runtime, store, path: dir.path };
 }
 
+/** A runtime on a fresh memoryStore (or `store`), closed after the test. */
+export function memRuntime(options: Omit<RuntimeOptions, 'store'>, store: EventStore = memoryStore()): { runtime: Runtime; store: EventStore } {
+  const runtime = createRuntime({ ...options, store });
+  open.push(() => runtime.close().catch(() => undefined));
+  return { runtime, store };
+}
+
 export async function logOf(store: EventStore, sessionId: string): Promise<EventRecord[]> {
   return collect(store.readEvents(sessionId));
 }
@@ -55,6 +62,12 @@ export async function logOf(store: EventStore, sessionId: string): Promise<Event
 export const typesOf = (events: EventRecord[]) => events.map((e) => e.type);
 
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** Resolves with `p`, or with 'still pending' after `ms`. */
+export const within = <T>(p: Promise<T>, ms: number) => Promise.race([p, sleep(ms).then(() => 'still pending' as const)]);
+
+/** The statuses of a settled run (every run/end status but suspended, detached and interrupted). */
+export const SETTLED = new Set(['succeeded', 'cancelled', 'stopped', 'budget_exhausted', 'blocked', 'failed', 'delivery_unknown']);
 
 let n = 0;
 export const ids = () => {

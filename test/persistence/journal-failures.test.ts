@@ -11,7 +11,7 @@ import { tempDir } from '../helpers/tmp.js';
 import { killAllChildren, REPO_ROOT, spawnTs } from '../crash/child-util.js';
 
 /**
- * Review of the LMDB store's journal (docs/event-log.md, "Durability", "When the LMDB file is
+ * Failures and misuse of the LMDB store's journal (docs/event-log.md, "Durability", "When the LMDB file is
  * trusted, and the rebuild", "LMDB and several processes"). A machine restart is simulated as in
  * journal.test.ts: data.mdb overwritten with garbage and a new `bootId`.
  */

@@ -31,7 +31,7 @@ async function committedStore(path: string): Promise<void> {
   await old.close();
 }
 
-describe('journal migration and group commit edge cases (real LMDB)', () => {
+describe('journal migration and group commit (real LMDB)', () => {
   it('journal: a migration whose BOOT write fails (disk full) after its LMDB transaction is redone at the next open, not refused as a lost journal', async () => {
     const path = dir();
     await committedStore(path);

@@ -1,11 +1,11 @@
 import Anthropic from '@anthropic-ai/sdk';
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { afterAll,beforeAll,beforeEach,describe,expect,it } from 'vitest';
 import { z } from 'zod';
-import { anthropicModel, defineTool, isProviderError, type AnthropicModelOptions, type Envelope, type RuntimeOptions } from '../../src/index.js';
-import { ids, lmdbRuntime, logOf, typesOf } from '../helpers/runtime.js';
-import { an, startAnthropicServer } from './anthropic-server.js';
+import { anthropicModel,defineTool,isProviderError,type AnthropicModelOptions,type Envelope,type RuntimeOptions } from '../../src/index.js';
+import { ids,lmdbRuntime,logOf,typesOf } from '../helpers/runtime.js';
+import { an,startAnthropicServer } from './anthropic-server.js';
 import type { ScriptedServer } from './sse-server.js';
-import { deltas, expectDiscardedThenRetried } from './stream-envelopes.js';
+import { deltas,expectDiscardedThenRetried } from './stream-envelopes.js';
 
 /**
  * Whole runs through `session.execute` with the real `@anthropic-ai/sdk` client against the local
@@ -53,7 +53,6 @@ async function openRecorded(runtime: ReturnType<typeof setup>['runtime'], id = '
   session.events$.subscribe((e) => envelopes.push(e));
   return { session, envelopes };
 }
-
 
 /** The JSON Schema `defineTool` derives from the zod parameters, as the server must receive it. */
 const expectedTool = {
@@ -310,7 +309,7 @@ describe('anthropicModel in a full run (real SDK, local server)', () => {
  * ("tool_use ids were found without tool_result blocks immediately after"), so the run would fail
  * there with a non-retryable `ProviderError { code: 'bad_request' }`.
  */
-describe('anthropicModel in a full run: engine mapping bugs', () => {
+describe('anthropicModel in a full run: every tool_use gets its tool_result', () => {
   // A rejected batch answers every call of the message: the bad ones with their error, the
   // valid ones as not run (the providers refuse a request with an unanswered tool call).
   it('a rejected batch with one valid and one unknown call answers every tool_use id', async () => {
@@ -338,5 +337,23 @@ describe('anthropicModel in a full run: engine mapping bugs', () => {
     expect(msgs[1].content.map((b: { id: string }) => b.id)).toEqual(['toolu_a', 'toolu_b']);
     const answered = (msgs[2].content as { type: string; tool_use_id?: string }[]).filter((b) => b.type === 'tool_result').map((b) => b.tool_use_id);
     expect(answered.sort()).toEqual(['toolu_a', 'toolu_b']); // actual: ['toolu_b']
+  });
+});
+
+describe('anthropicModel in a run: output caps', () => {
+  it("keeps Anthropic's max_tokens above the thinking budget when the run's maxOutputTokens caps the call", async () => {
+    server.reply(an.textReply(['ok']));
+    const model = anthropicModel({
+      client: new Anthropic({ apiKey: 'test', baseURL: server.baseURL }),
+      model: 'claude-test',
+      maxTokens: 8192,
+      thinking: { type: 'enabled', budget_tokens: 4096 },
+    });
+    const { runtime } = lmdbRuntime({ model, budget: { maxOutputTokens: 2000 } });
+    const s = await runtime.openSession('s');
+    await s.execute({ kind: 'prompt', ...ids(), message: 'hi' });
+    const body = server.requests[0]!.body as { max_tokens: number; thinking: { budget_tokens: number } };
+    // the Messages API refuses a request whose max_tokens is not greater than thinking.budget_tokens
+    expect(body.max_tokens).toBeGreaterThan(body.thinking.budget_tokens);
   });
 });

@@ -1,11 +1,11 @@
 import Anthropic from '@anthropic-ai/sdk';
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
-import { isCancelledError, isProviderError, isValidationError } from '../../src/contracts/errors.js';
+import { afterAll,afterEach,beforeAll,beforeEach,describe,expect,it,vi } from 'vitest';
+import { isCancelledError,isProviderError,isValidationError } from '../../src/contracts/errors.js';
 import type { Message } from '../../src/contracts/message.js';
 import type { ToolSpec } from '../../src/contracts/tools.js';
-import { anthropicModel, anthropicModelFromEnv, type AnthropicModelOptions } from '../../src/providers/anthropic.js';
-import { an, startAnthropicServer } from './anthropic-server.js';
-import { callModel, failureOf, type ScriptedServer } from './sse-server.js';
+import { anthropicModel,anthropicModelFromEnv,type AnthropicModelOptions } from '../../src/providers/anthropic.js';
+import { an,startAnthropicServer } from './anthropic-server.js';
+import { abortOnFirstDelta,callModel,failureOf,type ScriptedServer } from './sse-server.js';
 
 let server: ScriptedServer;
 beforeAll(async () => void (server = await startAnthropicServer()));
@@ -293,5 +293,22 @@ describe('anthropicModel cancellation and options', () => {
     expect(server.lastBody().model).toBe('claude-env');
     vi.stubEnv('ANTHROPIC_API_KEY', '');
     expect(isValidationError(await failureOf(anthropicModelFromEnv({ model: 'x' })))).toBe(true);
+  });
+});
+
+describe('anthropicModel: broken streams and aborts', () => {
+  it('returns the response when the connection drops after message_stop', async () => {
+    server.reply(
+      an.stream([an.start(), an.textStart(0), an.text(0, 'Hello'), an.blockStop(0), an.messageDelta('end_turn', 2), an.stop()], { cutAfter: 6 }),
+    );
+    const res = await callModel(model()).response;
+    expect(res).toMatchObject({ finishReason: 'stop', message: { content: 'Hello' }, usage: { outputTokens: 2 } });
+  });
+
+  it('delivers no deltas to onEvent after the signal aborted between chunks', async () => {
+    server.reply(an.textReply(['a', 'b', 'c']));
+    const { error, seen } = await abortOnFirstDelta(model());
+    expect(isCancelledError(error)).toBe(true);
+    expect(seen).toEqual(['a']);
   });
 });

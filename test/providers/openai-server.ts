@@ -76,3 +76,17 @@ export const oa = {
     ...(headers ? { headers } : {}),
   }),
 };
+
+/** OpenAI's 429 body when the account has no credit left (https://platform.openai.com/docs/guides/error-codes). */
+export const quotaExceeded = () => ({
+  kind: 'status' as const,
+  status: 429,
+  body: {
+    error: {
+      message: 'You exceeded your current quota, please check your plan and billing details.',
+      type: 'insufficient_quota',
+      param: null,
+      code: 'insufficient_quota',
+    },
+  },
+});

@@ -1,11 +1,13 @@
+import { getEventListeners } from 'node:events';
 import OpenAI from 'openai';
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { afterAll,beforeAll,beforeEach,describe,expect,it } from 'vitest';
 import { z } from 'zod';
-import { defineTool, isProviderError, openaiModel, type Envelope, type RuntimeOptions } from '../../src/index.js';
-import { ids, lmdbRuntime, logOf, typesOf } from '../helpers/runtime.js';
-import { oa, startOpenAIServer } from './openai-server.js';
-import type { ScriptedServer } from './sse-server.js';
-import { deltas, expectDiscardedThenRetried } from './stream-envelopes.js';
+import { defineTool,isProviderError,type Envelope,type ModelProvider,type RuntimeOptions } from '../../src/index.js';
+import { openaiModel } from '../../src/providers/openai.js';
+import { ids,lmdbRuntime,logOf,memRuntime,typesOf } from '../helpers/runtime.js';
+import { oa,quotaExceeded,startOpenAIServer } from './openai-server.js';
+import { type ScriptedServer } from './sse-server.js';
+import { deltas,expectDiscardedThenRetried } from './stream-envelopes.js';
 
 /**
  * Whole runs through `session.execute` with the real `openai` SDK client against the local
@@ -52,7 +54,6 @@ async function openRecorded(runtime: ReturnType<typeof setup>['runtime'], id = '
   session.events$.subscribe((e) => envelopes.push(e));
   return { session, envelopes };
 }
-
 
 /** The JSON Schema `defineTool` derives from the zod parameters, as the server must receive it. */
 const expectedTool = {
@@ -281,7 +282,7 @@ describe('openaiModel in a long run', () => {
   });
 });
 
-describe('openaiModel in a full run: engine mapping bugs', () => {
+describe('openaiModel in a full run: every tool call gets its tool message', () => {
   /** Ids of the assistant's tool_calls, and of the tool messages that directly follow it. */
   function pairing(messages: any[]) {
     const i = messages.findIndex((m) => m.role === 'assistant' && m.tool_calls);
@@ -350,5 +351,114 @@ describe('openaiModel in a full run: engine mapping bugs', () => {
     const { following, after } = pairing(server.requests[1]!.body.messages);
     expect(after).toEqual(['tool', 'tool', 'user']); // actual: ['tool', 'user', 'tool']
     expect(following).toEqual(['call_a', 'call_b']);
+  });
+});
+
+describe('openaiModel in a run: caps, refusals and filtered answers', () => {
+  it("caps each model call's output at the run's maxOutputTokens budget (docs/providers.md: run cap)", async () => {
+    server.reply(oa.textReply(['ok']));
+    const { runtime } = lmdbRuntime({ model: model(), tools: [], budget: { maxOutputTokens: 50 } });
+    const s = await runtime.openSession('s');
+    await s.execute({ kind: 'prompt', ...ids(), message: 'hi' });
+    expect(server.requests).toHaveLength(1);
+    // the adapter lowers its cap to request.maxOutputTokens, but the runtime never sets it
+    expect(server.requests[0]!.body.max_completion_tokens).toBeLessThanOrEqual(50);
+  });
+
+  it('an OpenAI refusal is the final answer: the refusal text reaches the result', async () => {
+    server.reply(oa.stream([oa.role(), oa.delta({ refusal: "I can't help with that." }), oa.finish('stop'), oa.usage(9, 4)]));
+    const { runtime } = lmdbRuntime({ model: model(), tools: [] });
+    const s = await runtime.openSession('s');
+    const r = await s.execute({ kind: 'prompt', ...ids(), message: 'hi' });
+    // the refusal is the model's answer: it becomes the final answer (the log keeps finishReason 'refusal')
+    expect(r).toMatchObject({ status: 'succeeded', finalMessage: "I can't help with that." });
+  });
+
+  it('an answer the provider\'s content filter removed entirely fails the run, named (no empty final is delivered)', async () => {
+    server.reply(oa.stream([oa.role(), oa.finish('content_filter'), oa.usage(9, 0)]));
+    const delivered: string[] = [];
+    const { runtime } = lmdbRuntime({ model: model(), tools: [], delivery: { deliver: async (f) => void delivered.push(f.content) } });
+    const s = await runtime.openSession('s');
+    const r = await s.execute({ kind: 'prompt', ...ids(), message: 'hi' });
+    expect(r).toMatchObject({ status: 'failed', error: { kind: 'execution' } });
+    expect(r.error!.message).toMatch(/content filter/);
+    expect(delivered).toEqual([]);
+  });
+
+  // With `extraBody: { modalities: ['text', 'audio'], audio: {...} }` the Chat Completions stream
+  // carries the answer's text in `delta.audio.transcript` and `content` is null. The adapter
+  // ignores `delta.audio`, so the response is an empty message with finish 'stop' and the run
+  // delivers '' as a succeeded final answer — DESIGN.md: "no final answer silently lost";
+  // docs/providers.md fails an answer the content filter removed "instead of delivering an empty
+  // final answer". Either the transcript is the answer, or the call fails, named.
+  it('an answer streamed as audio (transcript only) is never delivered as an empty succeeded final answer', async () => {
+    server.reply(
+      oa.stream([
+        oa.delta({ role: 'assistant', content: null, refusal: null, audio: { id: 'audio_abc', transcript: 'Hel', data: 'UklGRg==', expires_at: 1_700_003_600 } }),
+        oa.delta({ audio: { transcript: 'lo.', data: 'AAAA' } }),
+        oa.finish('stop'),
+        oa.usage(12, 30),
+      ]),
+    );
+    const delivered: string[] = [];
+    const model = openaiModel({
+      client: new OpenAI({ apiKey: 'test', baseURL: server.baseURL, logLevel: 'off' }),
+      model: 'gpt-4o-audio-preview',
+      extraBody: { modalities: ['text', 'audio'], audio: { voice: 'alloy', format: 'pcm16' } },
+    });
+    const { runtime } = memRuntime({ model, tools: [], delivery: { deliver: async (f) => void delivered.push(f.content) } });
+    const s = await runtime.openSession('audio');
+    const r = await s.execute({ kind: 'prompt', ...ids(), message: 'Say hello' });
+    expect(server.lastBody()).toMatchObject({ modalities: ['text', 'audio'] });
+    expect(delivered).not.toEqual(['']);
+    expect(r.status === 'succeeded' && r.finalMessage === '').toBe(false);
+  });
+});
+
+describe('openaiModel in a run: retries', () => {
+  it('a run whose OpenAI account is out of quota fails after one request, not maxProviderAttempts', async () => {
+    server.reply(quotaExceeded(), quotaExceeded(), quotaExceeded());
+    const { runtime, store } = memRuntime({ model: model(), tools: [], config: { retryBackoffMs: 1 } });
+    const s = await runtime.openSession('quota');
+    const r = await s.execute({ kind: 'prompt', ...ids(), message: 'hi' });
+    expect(r).toMatchObject({ status: 'failed', error: { kind: 'execution' } });
+    const attempts = (await logOf(store, 'quota')).filter((e) => e.type === 'assistant/attempt');
+    expect(attempts.map((a) => (a.payload.error as { retryable: boolean }).retryable)).toEqual([false]);
+    expect(server.requests).toHaveLength(1);
+  });
+
+  // The openai SDK adds one `{ once: true }` abort listener to the request's signal per HTTP
+  // request and never removes it. docs/architecture.md: "the model step reuses its controller
+  // while the provider left no listener on it" — but all retries of one step share that step's
+  // signal, so every failed attempt leaves one more listener on it (0, 1, 2, … seen at each
+  // attempt). With maxProviderAttempts ≥ 11 (or fewer, when a compaction's summary call retried
+  // on the same signal first) Node warns of an EventTarget memory leak.
+  it('retries within one model step leave no SDK abort listeners piling up on the step signal', async () => {
+    const warnings: string[] = [];
+    const onWarning = (w: Error) => warnings.push(`${w.name}: ${w.message}`);
+    process.on('warning', onWarning);
+    try {
+      for (let i = 0; i < 11; i++) server.reply(oa.error(500, 'The server had an error', 'server_error'));
+      server.reply(oa.textReply(['ok']));
+      const inner = model();
+      const seen: number[] = [];
+      const watched: ModelProvider = {
+        modelId: inner.modelId,
+        call: (req, on) => {
+          seen.push(getEventListeners(req.signal, 'abort').length);
+          return inner.call(req, on);
+        },
+      };
+      const { runtime } = memRuntime({ model: watched, tools: [], config: { maxProviderAttempts: 12, retryBackoffMs: 0 } });
+      const s = await runtime.openSession('listeners');
+      const r = await s.execute({ kind: 'prompt', ...ids(), message: 'hi' });
+      expect(r.status).toBe('succeeded');
+      expect(server.requests).toHaveLength(12);
+      await new Promise((resolve) => setTimeout(resolve, 20)); // warnings are emitted on a later tick
+      expect(seen.every((c) => c === seen[0])).toBe(true); // each attempt starts with the listeners the first had
+      expect(warnings.filter((w) => w.includes('MaxListenersExceeded'))).toEqual([]);
+    } finally {
+      process.off('warning', onWarning);
+    }
   });
 });

@@ -1,11 +1,13 @@
 import OpenAI from 'openai';
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
-import { isCancelledError, isProviderError, isValidationError } from '../../src/contracts/errors.js';
+import { afterAll,afterEach,beforeAll,beforeEach,describe,expect,it,vi } from 'vitest';
+import { isCancelledError,isProviderError,isValidationError } from '../../src/contracts/errors.js';
 import type { Message } from '../../src/contracts/message.js';
+import type { ModelStreamEvent } from '../../src/contracts/model.js';
 import type { ToolSpec } from '../../src/contracts/tools.js';
-import { openaiModel, openaiModelFromEnv, type OpenAIModelOptions } from '../../src/providers/openai.js';
-import { oa, startOpenAIServer } from './openai-server.js';
-import { callModel, closedPort, failureOf, type ScriptedServer } from './sse-server.js';
+import { openaiModel,openaiModelFromEnv,type OpenAIModelOptions } from '../../src/providers/openai.js';
+import { memRuntime } from '../helpers/runtime.js';
+import { oa,quotaExceeded,startOpenAIServer } from './openai-server.js';
+import { abortOnFirstDelta,callModel,closedPort,failureOf,type ScriptedServer } from './sse-server.js';
 
 let server: ScriptedServer;
 beforeAll(async () => void (server = await startOpenAIServer()));
@@ -291,5 +293,117 @@ describe('openaiModel options', () => {
     expect(server.requests[0].headers.authorization).toBe('Bearer env-key');
     vi.stubEnv('OPENAI_API_KEY', '');
     expect(isValidationError(await failureOf(openaiModelFromEnv({ model: 'x' })))).toBe(true);
+  });
+});
+
+const cleanups: (() => Promise<void>)[] = [];
+afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c();
+});
+
+describe('openaiModel: compatible servers and broken streams', () => {
+  it('keeps parallel tool calls apart when a compatible server (Gemini) omits tool_calls[].index', async () => {
+    // Gemini's OpenAI-compatible endpoint streams each call whole, with its own id, and no `index`.
+    server.reply(
+      oa.stream([
+        oa.delta({ role: 'assistant', tool_calls: [{ id: 'function-call-1', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Paris"}' } }] }),
+        oa.delta({ tool_calls: [{ id: 'function-call-2', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Rome"}' } }] }),
+        oa.finish('stop'),
+      ]),
+    );
+    const res = await callModel(model()).response;
+    expect(res.finishReason).toBe('tool_calls');
+    expect(res.message.toolCalls).toEqual([
+      { id: 'function-call-1', name: 'get_weather', arguments: '{"city":"Paris"}' },
+      { id: 'function-call-2', name: 'get_weather', arguments: '{"city":"Rome"}' },
+    ]);
+  });
+
+  it('classifies an in-stream bad-request error chunk with a numeric code (vLLM / LiteLLM shape) as not retryable', async () => {
+    server.reply(
+      oa.stream([
+        oa.role(),
+        { error: { object: 'error', message: "This model's maximum context length is 4096 tokens", type: 'BadRequestError', param: null, code: 400 } },
+      ]),
+    );
+    const e = await failureOf(callModel(model()).response);
+    expect(e).toMatchObject({ name: 'ProviderError', retryable: false, providerCode: 'bad_request' });
+  });
+
+  it('returns the response when the connection drops after finish_reason and the usage chunk (only [DONE] missing)', async () => {
+    server.reply(oa.stream([oa.role(), oa.text('Hello'), oa.finish('stop'), oa.usage(10, 2)], { cutAfter: 4 }));
+    const res = await callModel(model()).response;
+    expect(res).toMatchObject({ finishReason: 'stop', message: { content: 'Hello' }, usage: { inputTokens: 10, outputTokens: 2 } });
+  });
+
+  // guarantees.md: the response check must fail only a *bad* response. The openai adapter maps
+  // cached_tokens: null to cachedInputTokens: null, which ModelResponseSchema (Usage) refuses: the run
+  // fails with a non-retryable invalid_response on an ordinary answer.
+  it('an OpenAI-compatible stream whose usage chunk has cached_tokens: null (LiteLLM-style) is a valid response, not invalid_response', async () => {
+        const nullCached = { ...oa.usage(20, 4), usage: { prompt_tokens: 20, completion_tokens: 4, total_tokens: 24, prompt_tokens_details: { cached_tokens: null, audio_tokens: null }, completion_tokens_details: null } };
+    server.reply(oa.stream([oa.role(), oa.text('Hello'), oa.finish('stop'), nullCached]));
+    const model = openaiModel({ client: new OpenAI({ apiKey: 'test', baseURL: server.baseURL }), model: 'gpt-test' });
+    const { runtime: rt } = memRuntime({ model });
+    const s = await rt.openSession('s');
+    const r = await s.execute({ kind: 'prompt', runId: 'r1', attemptId: 'a1', message: 'hi' });
+    expect(r.error?.message).toBeUndefined();
+    expect(r.status).toBe('succeeded');
+    expect(r.finalMessage).toBe('Hello');
+  });
+});
+
+describe('openaiModel: insufficient_quota', () => {
+  // OpenAI documents this 429 as "You have run out of credits or hit your maximum monthly spend —
+  // buy more credits": waiting does not fix it. The adapter already knows that: the same error
+  // inside a stream (classifyStreamErrorType) is `permission`, not retryable. Over HTTP it is
+  // classified by status alone, so the runtime retries it maxProviderAttempts times (each a
+  // logged rate_limit attempt) before the run fails.
+  it('an HTTP 429 insufficient_quota is a non-retryable ProviderError, like the same error inside a stream', async () => {
+    server.reply(quotaExceeded());
+    const http = await failureOf(callModel(model()).response);
+
+    server.reply(oa.stream([oa.role(), { error: quotaExceeded().body.error }]));
+    const inStream = await failureOf(callModel(model()).response);
+    expect(inStream).toMatchObject({ name: 'ProviderError', retryable: false, providerCode: 'permission' });
+
+    expect(http).toMatchObject({ name: 'ProviderError', status: 429, retryable: false });
+  });
+});
+
+describe('openaiModel: no delta after an abort', () => {
+  it('delivers no deltas to onEvent after the signal aborted between chunks', async () => {
+    server.reply(oa.textReply(['a', 'b', 'c']));
+    const { error, seen } = await abortOnFirstDelta(model());
+    expect(isCancelledError(error)).toBe(true);
+    expect(seen).toEqual(['a']);
+  });
+
+  // docs/providers.md: "Once the request's signal aborts, no further delta reaches onEvent."
+  // The adapter checks the signal once per chunk, but one chunk can carry several deltas
+  // (several tool_calls entries, as compatible servers that stream each call whole send them).
+  it('delivers no delta after the signal aborted inside an earlier delta of the same chunk', async () => {
+    server.reply(
+      oa.stream([
+        oa.role(),
+        oa.delta({
+          tool_calls: [
+            { index: 0, id: 'call_a', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Paris"}' } },
+            { index: 1, id: 'call_b', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Rome"}' } },
+          ],
+        }),
+        oa.finish('tool_calls'),
+        oa.usage(3, 3),
+      ]),
+    );
+    const ac = new AbortController();
+    const seen: ModelStreamEvent[] = [];
+    const error = await failureOf(
+      model().call({ messages: [{ role: 'user', content: 'hi' }], tools: [], signal: ac.signal }, (e) => {
+        seen.push(e);
+        ac.abort();
+      }),
+    );
+    expect(isCancelledError(error)).toBe(true);
+    expect(seen).toHaveLength(1);
   });
 });

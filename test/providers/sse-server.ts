@@ -152,3 +152,16 @@ export async function closedPort(): Promise<number> {
   await new Promise<void>((r) => s.close(() => r()));
   return port;
 }
+
+/** Calls `model`, aborting the signal from inside the first delta; returns the error and every text delta seen. */
+export async function abortOnFirstDelta(model: ModelProvider) {
+  const ac = new AbortController();
+  const seen: string[] = [];
+  const error = await failureOf(
+    model.call({ messages: [{ role: 'user', content: 'hi' }], tools: [], signal: ac.signal }, (e) => {
+      if (e.type === 'text_delta') seen.push(e.text);
+      ac.abort();
+    }),
+  );
+  return { error, seen };
+}

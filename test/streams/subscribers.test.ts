@@ -1,8 +1,8 @@
-import { afterEach, describe, expect, it, vi } from 'vitest';
 import { Subject } from 'rxjs';
-import { isStoreClosedError, isValidationError } from '../../src/contracts/errors.js';
-import type { Envelope } from '../../src/streams/envelopes.js';
-import { SubscriberHub, type DeliveryError } from '../../src/streams/subscribers.js';
+import { afterEach,describe,expect,it,vi } from 'vitest';
+import { isStoreClosedError,isValidationError } from '../../src/contracts/errors.js';
+import { type Envelope } from '../../src/index.js';
+import { SubscriberHub,type DeliveryError } from '../../src/streams/subscribers.js';
 import { deferred } from '../helpers/drafts.js';
 
 const env = (seq: number, runId = 'r1', attemptId = 'a1'): Envelope => ({ runId, attemptId, seq, event: { type: 'step_start', step: seq } });
@@ -379,5 +379,47 @@ describe('SubscriberHub: collecting delivery errors', () => {
     await hub.whenIdle();
     expect(hub.takeErrors().map((e) => e.consumer)).toEqual(['s1', 's2']);
     expect(hub.droppedErrors).toBe(1);
+  });
+});
+
+describe('SubscriberHub: capacity', () => {
+  it('an idle subscriber that keeps up is not closed by a burst of capacity + 1 envelopes', async () => {
+    const hub = new SubscriberHub();
+    const seen: number[] = [];
+    hub.subscribe((e) => void seen.push(e.seq), { name: 'fast', capacity: 1 });
+    // one synchronous burst (e.g. tool_end + step_end of one commit): 1 about to be delivered, 1 waiting
+    hub.offer(env(1));
+    hub.offer(env(2));
+    await hub.whenIdle();
+    expect(hub.takeErrors()).toEqual([]);
+    expect(seen).toEqual([1, 2]);
+    // the bound still holds: one more than that overflows
+    hub.offer(env(3));
+    hub.offer(env(4));
+    hub.offer(env(5));
+    expect(hub.takeErrors()).toMatchObject([{ consumer: 'fast', seq: 5, reason: 'closed' }]);
+  });
+});
+
+describe('SubscriberHub: whenRequiredDrained', () => {
+  it('whenRequiredDrained waits until required queues are handed to their listeners, not for optional ones', async () => {
+    const hub = new SubscriberHub();
+    const gate = deferred();
+    const stuck = deferred();
+    const got: number[] = [];
+    hub.subscribe(async (e) => { got.push(e.seq); await gate.promise; }, { required: true });
+    hub.subscribe(() => stuck.promise, { name: 'slow-optional', deliveryTimeoutMs: 60_000 });
+    hub.offer(env(1));
+    hub.offer(env(2));
+    let done = false;
+    void hub.whenRequiredDrained().then(() => (done = true));
+    await settle();
+    expect(got).toEqual([1]);
+    expect(done).toBe(false);
+    gate.resolve();
+    await settle();
+    expect(got).toEqual([1, 2]);
+    expect(done).toBe(true);
+    hub.close();
   });
 });

@@ -1,17 +1,18 @@
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach,describe,expect,it } from 'vitest';
 import { z } from 'zod';
-import { createRuntime, defineTool, lmdbStore, scriptedModel, type RuntimeOptions } from '../../src/index.js';
-import type { EventDraft, EventRecord } from '../../src/contracts/events.js';
+import type { EventDraft,EventRecord } from '../../src/contracts/events.js';
+import { createRuntime,defineTool,lmdbStore,scriptedModel,type RuntimeOptions } from '../../src/index.js';
 import { deferred } from '../helpers/drafts.js';
-import { logOf, sleep, storeWithAppend } from '../helpers/runtime.js';
-import { lmdbPath as lmdbPathFor } from '../helpers/lmdb-path.js';
+import { hookedStore,lmdbPath as lmdbPathFor } from '../helpers/lmdb-path.js';
+import { logOf,sleep,storeWithAppend } from '../helpers/runtime.js';
+import { tempDir } from '../helpers/tmp.js';
 
 /**
- * Crash points the existing crash tests do not cover. A "crash" is simulated in-process as the
- * existing tests do: the first runtime's store hangs forever on a chosen append (before it is
- * written: the commit never happened; or after it: the commit is durable and the process "dies"
- * before acting on it), the first runtime is abandoned (never closed), and a fresh runtime opens
- * the same LMDB path.
+ * continue after a crash: what the recovery outcome reports is what the continue does, and a
+ * committed answer or a spent budget survives the crash. A "crash" is simulated in-process: the
+ * first runtime's store hangs forever on a chosen append (before it is written: the commit never
+ * happened; or after it: the commit is durable and the process "dies" before acting on it), the
+ * first runtime is abandoned (never closed), and a fresh runtime opens the same LMDB path.
  */
 
 const cleanups: (() => Promise<void>)[] = [];
@@ -61,7 +62,6 @@ async function waitFor<T>(f: () => Promise<T | undefined> | T | undefined, ms = 
 const finishTool = () =>
   defineTool({ name: 'finish', description: '', parameters: z.object({}), execute: () => ({ kind: 'completed' as const, content: 'all done by tool', concludesTurn: true }) });
 
-
 /** Waits until the LMDB log at `path` holds an event for which `pred` holds. */
 async function logHas(path: string, pred: (e: EventRecord) => boolean): Promise<void> {
   const reader = lmdbStore({ path });
@@ -72,7 +72,33 @@ async function logHas(path: string, pred: (e: EventRecord) => boolean): Promise<
   }
 }
 
-describe('recovery review: a concludesTurn answer committed, then a crash before final/message', () => {
+describe('a concludesTurn answer committed, then a crash before final/message', () => {
+  // DESIGN §4 item 5: "`completed.concludesTurn` ends the run after this batch with that content as
+  // the final answer". A crash after the results commit (tool/result with concludesTurn + step/end)
+  // and before final/message: `continue` (startStep) asks the model for a new step instead of
+  // finalizing with the tool's content — an extra model call and a different final answer.
+  it('after a crash between a concludesTurn result commit and final/message, continue finalizes with the tool content, calling no model', async () => {
+    const db = lmdbPath();
+    const finish = defineTool({ name: 'finish', description: '', parameters: z.object({}), execute: () => ({ kind: 'completed' as const, content: 'all done by tool', concludesTurn: true }) });
+    const dies = new Promise<void>(() => {});
+    const store1 = hookedStore(lmdbStore({ path: db.path }), async (drafts) => {
+      if (drafts.some((d) => d.type === 'final/message')) await dies; // the process dies here
+    });
+    const rt1 = createRuntime({ model: scriptedModel([{ toolCalls: [{ id: 'c1', name: 'finish', arguments: {} }] }]), tools: [finish], store: store1 });
+    const s1 = await rt1.openSession('s');
+    void s1.execute({ kind: 'prompt', runId: 'r', attemptId: 'a1', message: 'go' });
+    const reader = lmdbStore({ path: db.path });
+    for (let i = 0; i < 100 && !(await logOf(reader, 's')).some((e) => e.type === 'step/end'); i++) await sleep(20);
+    await reader.close();
+    const model2 = scriptedModel(['model answer after crash']);
+    const rt2 = db.rt({ model: model2, tools: [finish] });
+    const s2 = await rt2.openSession('s');
+    expect(s2.recovery.interruptedRuns).toMatchObject([{ runId: 'r' }]);
+    const r = await s2.execute({ kind: 'continue', runId: 'r', attemptId: 'a2' });
+    expect(r).toMatchObject({ status: 'succeeded', finalMessage: 'all done by tool' });
+    expect(model2.requests).toHaveLength(0);
+  });
+
   // guarantees.md, "Recovery: each crash point": "after a concludesTurn result's commit, before
   // final/message | ... the concluded content is the run's answer (DESIGN §4 item 5) | continue
   // finalizes with it, calling no model". DESIGN §4 item 10: the stop lets the run "finish the tool
@@ -105,17 +131,17 @@ describe('recovery review: a concludesTurn answer committed, then a crash before
     const s2 = await rt2.openSession('s');
     expect(s2.recovery.interruptedRuns).toMatchObject([{ runId: 'r', stopAccepted: true }]);
     const r = await s2.execute({ kind: 'continue', runId: 'r', attemptId: 'a2' });
-    expect(r).toMatchObject({ status: 'succeeded', finalMessage: 'all done by tool' }); // observed: status 'stopped', no final
+    expect(r).toMatchObject({ status: 'succeeded', finalMessage: 'all done by tool' });
     expect(delivered).toEqual(['all done by tool']);
     expect(model2.requests).toHaveLength(0);
   });
 
   // Same crash point with a budget the concluding step used up (maxToolCalls 1, one call). Without
-  // a crash: `succeeded` with the tool's answer (test/actors/finish-and-budgets style). After the
+  // a crash: `succeeded` with the tool's answer (as test/actors/final-delivery.test.ts checks). After the
   // crash the continue inherits the spent budget and ends `budget_exhausted` before looking at the
   // concluded answer: the final answer is lost. guarantees.md only lets an inherited spent budget
   // stop a *model call* ("ends budget_exhausted before any model call"); finalizing calls none.
-  it('maxToolCalls used up by the concluding call: continue finalizes the concluded answer instead of ending budget_exhausted', async () => {
+  it('maxToolCalls used up by the concluding call: continue finalizes the concluded answer (not budget_exhausted)', async () => {
     const db = lmdbPath();
     const rt1 = db.dying({ model: scriptedModel([{ toolCalls: [{ id: 'c1', name: 'finish', arguments: {} }] }]), tools: [finishTool()], budget: { maxToolCalls: 1 } }, has('final/message'), 'before');
     const s1 = await rt1.openSession('s');
@@ -127,7 +153,7 @@ describe('recovery review: a concludesTurn answer committed, then a crash before
     const rt2 = db.rt({ model: model2, tools: [finishTool()], budget: { maxToolCalls: 1 }, delivery: { deliver: async (f) => void delivered.push(f.content) } });
     const s2 = await rt2.openSession('s');
     const r = await s2.execute({ kind: 'continue', runId: 'r', attemptId: 'a2' });
-    expect(r).toMatchObject({ status: 'succeeded', finalMessage: 'all done by tool' }); // observed: status 'budget_exhausted', no final
+    expect(r).toMatchObject({ status: 'succeeded', finalMessage: 'all done by tool' });
     expect(delivered).toEqual(['all done by tool']);
     expect(model2.requests).toHaveLength(0);
   });
@@ -162,20 +188,20 @@ describe('recovery review: a concludesTurn answer committed, then a crash before
     const s2 = await rt2.openSession('s');
     expect(s2.recovery.interruptedRuns).toMatchObject([{ runId: 'r' }]);
     const r = await s2.execute({ kind: 'continue', runId: 'r', attemptId: 'a2' });
-    expect(r).toMatchObject({ status: 'succeeded', finalMessage: 'all done by tool' }); // observed: 'model answer after crash'
+    expect(r).toMatchObject({ status: 'succeeded', finalMessage: 'all done by tool' });
     await s2.waitForIdle();
     expect(model2.requests).toHaveLength(1); // only the follow-up run's model call
   });
 });
 
-describe('recovery review: what recovery reports vs what continue does', () => {
+describe('what recovery reports is what continue does', () => {
   // DESIGN §5 / guarantees.md: "recovery.uncertainToolCalls names each call and its resolution
   // (rerun, reconcile, uncertain-hanging)" and "A parallel call naming a resource that an uncertain
   // call keeps locked is skipped instead of run again". Batch [look(a) parallel, pay exclusive on
   // 'card', look(card) parallel], crash while pay runs. The recovery outcome says p2 will be
   // `rerun`; the continue actually records it `skipped` (pay's uncertain-hanging lock on 'card'),
   // so the reported resolution is wrong for that call.
-  it('a parallel call that continue will skip (its resource is locked by an uncertain call of the batch) is not reported as rerun', async () => {
+  it('a parallel call that continue skips (its resource is locked by an uncertain call of the batch) is reported skipped, not rerun', async () => {
     const db = lmdbPath();
     const started = deferred();
     const mk = (hangPay: boolean) => [
@@ -197,7 +223,7 @@ describe('recovery review: what recovery reports vs what continue does', () => {
     expect(await s2.execute({ kind: 'continue', runId: 'r', attemptId: 'a2' })).toMatchObject({ status: 'succeeded' });
     const p2 = (await logOf(rt2.store, 's')).find((e) => e.type === 'tool/result' && e.payload.callId === 'p2')!;
     expect(p2.payload.outcome).toMatchObject({ kind: 'skipped' });
-    expect(reported.p2).not.toBe('rerun'); // observed: 'rerun'
+    expect(reported.p2).not.toBe('rerun');
   });
 
   // guarantees.md, Budgets: "the result's usage, toolCalls, cost and recoveries are the run's".
@@ -220,7 +246,7 @@ describe('recovery review: what recovery reports vs what continue does', () => {
     const rt2 = db.rt({ model: scriptedModel([]), tools: [look], delivery: { deliver: async () => {} } });
     const s2 = await rt2.openSession('s');
     const r = await s2.execute({ kind: 'prompt', runId: 'r', attemptId: 'a1', message: 'q' });
-    expect(r).toMatchObject({ status: 'delivery_unknown', usage: { inputTokens: 220, outputTokens: 12 }, toolCalls: 1 }); // observed: usage 0/0, no toolCalls
+    expect(r).toMatchObject({ status: 'delivery_unknown', usage: { inputTokens: 220, outputTokens: 12 }, toolCalls: 1 });
   });
 
   // guarantees.md: `releaseResources(keys)` "writes resources/released: the locks left by uncertain
@@ -243,6 +269,59 @@ describe('recovery review: what recovery reports vs what continue does', () => {
     expect(s2.recovery.activeResourceLocks).toEqual(['card']);
     await s2.releaseResources(['card']);
     await s2.execute({ kind: 'continue', runId: 'r', attemptId: 'a2' });
-    expect(s2.activeResourceLocks).toEqual([]); // observed: ['card']
+    expect(s2.activeResourceLocks).toEqual([]);
+  });
+});
+
+describe('continue after a crash', () => {
+  it('continue after a crash counts a re-run parallel call once against maxToolCalls', async () => {
+    const dir = (await import('../helpers/tmp.js')).tempDir();
+    cleanups.push(dir.cleanup);
+    let hang = true;
+    const fetchTool = defineTool({
+      name: 'fetch',
+      description: '',
+      mode: 'parallel',
+      parameters: z.object({}),
+      execute: () => (hang ? new Promise<string>(() => {}) : 'body'),
+    });
+    const a = createRuntime({
+      store: lmdbStore({ path: dir.path }),
+      model: scriptedModel([{ toolCalls: [{ id: 'f1', name: 'fetch', arguments: {} }] }]),
+      tools: [fetchTool],
+      budget: { maxToolCalls: 2 },
+    });
+    const s1 = await a.openSession('s');
+    void s1.execute({ kind: 'prompt', runId: 'r', attemptId: 'a1', message: 'go' });
+    while (!(await logOf(a.store, 's')).some((e) => e.type === 'tool/call')) await sleep(5);
+    await a.close(); // the process "dies" with the parallel call announced and unanswered
+    hang = false;
+    const b = createRuntime({ store: lmdbStore({ path: dir.path }), model: scriptedModel(['done']), tools: [fetchTool], budget: { maxToolCalls: 2 } });
+    cleanups.unshift(() => b.close());
+    const s2 = await b.openSession('s');
+    expect(s2.recovery.interruptedRuns.length).toBe(1);
+    const r = await s2.execute({ kind: 'continue', runId: 'r', attemptId: 'a2' });
+    // the model asked for one call; the run without a crash uses 1 of 2 and succeeds
+    expect({ status: r.status, toolCalls: r.toolCalls }).toEqual({ status: 'succeeded', toolCalls: 1 });
+  });
+
+  it('re-executing an interrupted attempt after the run settled through a continue returns the run\'s settled result', async () => {
+    const dir = tempDir();
+    const hangingModel = { modelId: 'm', call: () => new Promise<never>(() => {}) };
+    const rt1 = createRuntime({ model: hangingModel, store: lmdbStore({ path: dir.path }) });
+    const s1 = await rt1.openSession('s');
+    void s1.execute({ kind: 'prompt', runId: 'r', attemptId: 'a1', message: 'hi' });
+    await sleep(100); // run/start is durable, the model call hangs: rt1 is abandoned (a crash)
+    const rt2 = createRuntime({ model: scriptedModel(['the answer']), store: lmdbStore({ path: dir.path }) });
+    cleanups.push(async () => {
+      await rt2.close();
+      await dir.cleanup();
+    });
+    const s2 = await rt2.openSession('s');
+    expect(await s2.execute({ kind: 'continue', runId: 'r', attemptId: 'a2' })).toMatchObject({ status: 'succeeded', finalMessage: 'the answer' });
+    // DESIGN §6: "if that attempt was interrupted and the run has settled since (through a
+    // continue), the run's settled result"
+    const again = await s2.execute({ kind: 'prompt', runId: 'r', attemptId: 'a1', message: 'hi' });
+    expect(again).toMatchObject({ status: 'succeeded', finalMessage: 'the answer' });
   });
 });

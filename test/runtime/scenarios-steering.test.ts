@@ -1,17 +1,15 @@
-// An independent seeded randomized invariant test (review), complementing scenarios.test.ts with
-// actions it lacks: stopAfterCurrentToolRound (sometimes twice at once), steer / follow_up inputs
+// Seeded randomized runs that check the log invariants under steering, inputs, store faults and
+// restarts, complementing scenarios-runs.test.ts with actions it lacks: stopAfterCurrentToolRound (sometimes twice at once), steer / follow_up inputs
 // (sometimes cancelled at once), releaseResources, concludesTurn tools, uncertain-hanging /
 // cancelled outcomes, a tiny context window (frequent compaction), a flaky store (one append and
 // one read fail once), close/reopen and abandon/reopen (crash) on the same LMDB file, approvals with
 // random decisions, a random tool verifier and final verifier, budgets (maxSteps, maxToolCalls,
 // maxCost with pricing).
 //
-// Env: REVIEW_SEED (first seed, default 1), REVIEW_COUNT (default 20), REVIEW_ACTIONS (default 7),
-// REVIEW_DUMP=1 (print each log), REVIEW_STATS=1 (print event/outcome counts), REVIEW_VERBOSE=1.
+// Env: SCENARIO_SEED (first seed, default 1), SCENARIO_COUNT (default 20), SCENARIO_ACTIONS (default 7),
+// SCENARIO_DUMP=1 (print each log), SCENARIO_STATS=1 (print event/outcome counts), SCENARIO_VERBOSE=1.
+// The same knobs drive scenarios-runs.test.ts: name the file to run one harness.
 import { describe, expect, it } from 'vitest';
-// Seed numbers in the reductions below: 4, 79, 505 were found with an earlier draft of this file (before
-// the warm-up turns and the 360-token window were added) and by timing; they need not reproduce now —
-// the deterministic reductions do.
 import { z } from 'zod';
 import {
   createRuntime,
@@ -21,7 +19,6 @@ import {
   isExecutionBusy,
   isValidationError,
   DEFAULT_COMPACTION_PROMPT,
-  type EventStore,
   type ExecutionResult,
   type ExecutionSession,
   type ModelRequest,
@@ -30,10 +27,11 @@ import {
   type ScriptedStep,
 } from '../../src/index.js';
 import type { EventRecord } from '../../src/contracts/events.js';
-import { logOf, sleep } from '../helpers/runtime.js';
+import { flakyStore, type Flaky } from '../helpers/flaky-store.js';
+import { logOf, SETTLED, sleep } from '../helpers/runtime.js';
 import { tempDir } from '../helpers/tmp.js';
 
-/** xorshift32-based PRNG, independent of the one in scenarios.test.ts. */
+/** xorshift32-based PRNG, independent of the one in scenarios-runs.test.ts. */
 function prng(seed: number) {
   let x = (seed * 2654435761) >>> 0 || 0x9e3779b9;
   const next = () => {
@@ -64,46 +62,6 @@ const abortable = (ms: number, signal: AbortSignal) =>
     signal.addEventListener('abort', () => (clearTimeout(t), rej(new Error('aborted'))), { once: true });
   });
 
-const SETTLED = new Set(['succeeded', 'cancelled', 'stopped', 'budget_exhausted', 'blocked', 'failed', 'delivery_unknown']);
-
-/** A store wrapper whose next append / read can be made to fail once (a transient error). */
-interface Flaky {
-  failAppendIn: number; // fail the n-th append from now (0 = off)
-  failReadIn: number; // fail the n-th getHead/getEventById from now (0 = off)
-  appendFailures: number;
-  readFailures: number;
-}
-function flakyStore(inner: EventStore, f: Flaky): EventStore {
-  return {
-    attachWriter: (id) => inner.attachWriter(id),
-    append: async (...args) => {
-      if (f.failAppendIn > 0 && --f.failAppendIn === 0) {
-        f.appendFailures++;
-        throw new Error('transient: append failed (injected)');
-      }
-      return inner.append(...args);
-    },
-    readEvents: (id, r) => inner.readEvents(id, r),
-    loadSurface: (id) => inner.loadSurface(id),
-    getHead: async (id) => {
-      if (f.failReadIn > 0 && --f.failReadIn === 0) {
-        f.readFailures++;
-        throw new Error('transient: getHead failed (injected)');
-      }
-      return inner.getHead(id);
-    },
-    getEventById: async (id, e) => {
-      if (f.failReadIn > 0 && --f.failReadIn === 0) {
-        f.readFailures++;
-        throw new Error('transient: getEventById failed (injected)');
-      }
-      return inner.getEventById(id, e);
-    },
-    listSessions: () => inner.listSessions(),
-    events$: (id, o) => inner.events$(id, o),
-    close: () => inner.close(),
-  };
-}
 
 interface World {
   violations: string[];
@@ -221,7 +179,7 @@ const bump = (k: string, n = 1) => stats.set(k, (stats.get(k) ?? 0) + n);
 
 async function scenario(seed: number, actions = 7): Promise<string[]> {
   const r = prng(seed);
-  const dir = tempDir('actorloop-review-');
+  const dir = tempDir('actorloop-scenario-');
   const w: World = { violations: [], effects: new Map(), delivered: new Map(), models: [], pending: [], results: [], reportedUncertain: new Set(), reportedOpen: new Set(), acked: { inputs: new Set(), stops: new Set() } };
   const unhandled: unknown[] = [];
   const onUnhandled = (e: unknown) => unhandled.push(e);
@@ -435,8 +393,8 @@ async function scenario(seed: number, actions = 7): Promise<string[]> {
   }
   check(w, log, budget, idempotent);
   if (unhandled.length) w.violations.push(`unhandled rejections: ${unhandled.map((e) => String((e as Error)?.stack ?? e)).join('; ')}`);
-  if (process.env.REVIEW_DUMP) console.log(`seed ${seed}`, JSON.stringify({ budget, config, idempotent }), '\n' + trace.join('\n'), '\n' + log.map((e) => `${e.seq} ${e.type} t${e.turn}s${e.step}a${e.attempt} ${JSON.stringify(e.payload).slice(0, 200)}`).join('\n'));
-  if (process.env.REVIEW_STATS) {
+  if (process.env.SCENARIO_DUMP) console.log(`seed ${seed}`, JSON.stringify({ budget, config, idempotent }), '\n' + trace.join('\n'), '\n' + log.map((e) => `${e.seq} ${e.type} t${e.turn}s${e.step}a${e.attempt} ${JSON.stringify(e.payload).slice(0, 200)}`).join('\n'));
+  if (process.env.SCENARIO_STATS) {
     for (const e of log) bump(e.type);
     for (const e of log) if (e.type === 'tool/result') bump('outcome:' + (e.payload.outcome as { kind: string }).kind);
     for (const e of log) if (e.type === 'run/end') bump('end:' + e.payload.status);
@@ -575,212 +533,21 @@ function check(w: World, log: EventRecord[], budget: { maxToolCalls?: number }, 
   }
 }
 
-// Seeds 1..160 pass since the fixes of the violations below (each kept as a deterministic test);
-// before them seeds 38 54 64 65 66 69 107 133 154 hit "execute rejects with a store read error", 59 122
-// 127 "a respond whose first commit fails", and 4, 505, 79 timing-dependent stop and follow-up races.
-const BASE = Number(process.env.REVIEW_SEED ?? 1);
-const COUNT = Number(process.env.REVIEW_COUNT ?? 20);
-const ACTIONS = Number(process.env.REVIEW_ACTIONS ?? 7);
+// Each violation this harness can find is also kept as a deterministic test in the topic files
+// (stop-after-round, follow-ups, store-failures).
+const BASE = Number(process.env.SCENARIO_SEED ?? 1);
+const COUNT = Number(process.env.SCENARIO_COUNT ?? 20);
+const ACTIONS = Number(process.env.SCENARIO_ACTIONS ?? 7);
 
-describe('review: randomized scenarios with steering, inputs, faults and restarts (seeded)', () => {
+describe('randomized scenarios with steering, inputs, store faults and restarts (seeded)', () => {
   it(`${COUNT} seeds × ${ACTIONS} actions keep the invariants`, async () => {
     const all: string[] = [];
     for (let seed = BASE; seed < BASE + COUNT; seed++) {
       const out = await scenario(seed, ACTIONS);
-      if (process.env.REVIEW_VERBOSE && out.length) console.log(out.join('\n'));
+      if (process.env.SCENARIO_VERBOSE && out.length) console.log(out.join('\n'));
       all.push(...out);
     }
-    if (process.env.REVIEW_STATS) console.log(Object.fromEntries([...stats].sort()));
+    if (process.env.SCENARIO_STATS) console.log(Object.fromEntries([...stats].sort()));
     expect(all).toEqual([]);
   }, COUNT * 8_000 + 60_000);
 });
-
-describe('review: reductions of violations found by the randomized review scenarios', () => {
-  // Found by seed 4 (REVIEW_SEED=4 REVIEW_COUNT=1): a stop accepted for run r1 while its attempt was
-  // ending `detached` (the run stays open) is durable and its receipt returned, but the in-process
-  // `continue` of r1 ignores it: it calls the model and runs a new step. A fresh process on the same
-  // log reports `stopAccepted: true` for the run and would stop. guarantees.md:
-  // "stopAfterCurrentToolRound ... Survives recovery and suspension: a `continue` of that run stops
-  // after resolving its interrupted batch"; "if the run ended while the request was being written,
-  // the receipt is still returned and no later run is stopped" (a detached run has not ended: it
-  // "stays open: `continue` resumes it").
-  it('a stop accepted while the attempt detaches is honoured by the continue of that run in the same process', async () => {
-    const dir = tempDir();
-    let gate!: () => void;
-    const gateP = new Promise<void>((res) => (gate = res));
-    let started!: () => void;
-    const startedP = new Promise<void>((res) => (started = res));
-    const look = defineTool({ name: 'look', description: '', mode: 'parallel', parameters: z.object({}), execute: async () => (started(), await gateP, 'seen') });
-    // (a fresh process on this log would fold stopAccepted: true for r1 and end its continue stopped)
-    const model = scriptedModel([{ toolCalls: [{ id: 'c1', name: 'look', arguments: {} }] }, 'done'], { loop: true });
-    // the stop is sent just as the detached attempt writes its run/end (the attempt is still current)
-    let s!: ExecutionSession;
-    const { store, stop } = stopAtRunEnd(lmdbStore({ path: dir.path }), 'detached', () => s);
-    const rt = createRuntime({ store, model, tools: [look] });
-    s = await rt.openSession('s');
-    const first = s.execute({ kind: 'prompt', runId: 'r1', attemptId: 'a1', message: 'go' });
-    await startedP;
-    s.requestDetach();
-    gate();
-    const r1 = await first;
-    const receipt = (await stop()) as { schemaVersion: number }; // durable and acknowledged
-    const before = model.requests.length;
-    const cont = await s.execute({ kind: 'continue', runId: 'r1', attemptId: 'a2' });
-    const log = await logOf(rt.store, 's');
-    // what a fresh process reports for the same log
-    await rt.close();
-    await dir.cleanup();
-    expect(r1.status).toBe('detached');
-    expect(receipt.schemaVersion).toBe(1);
-    expect(log.some((e) => e.type === 'steering/accepted')).toBe(true);
-    expect({ status: cont.status, newModelCalls: model.requests.length - before }).toEqual({ status: 'stopped', newModelCalls: 0 });
-  });
-
-  // Found by seeds 2 and 19 (a getEventById that fails once, injected): `execute` (a respond) rejects
-  // with the store's error instead of resolving with a result. DESIGN §6: "`execute` rejects only
-  // for bad input (`ValidationError`) or a busy session (`ExecutionBusy`). Everything that happens
-  // while running comes back as a result"; guarantees.md: "`session.execute(request)` rejects only
-  // for bad input or a busy session; every run failure is a result".
-  it('execute does not reject with a transient store read error', async () => {
-    const dir = tempDir();
-    const f: Flaky = { failAppendIn: 0, failReadIn: 0, appendFailures: 0, readFailures: 0 };
-    const model = scriptedModel(['hello']);
-    const rt = createRuntime({ store: flakyStore(lmdbStore({ path: dir.path }), f), model });
-    const s = await rt.openSession('s');
-    f.failReadIn = 1; // the next getHead/getEventById fails once
-    const got = await s.execute({ kind: 'prompt', runId: 'r1', attemptId: 'a1', message: 'hi' }).then(
-      (res) => ({ resolved: true, isResult: typeof res.status === 'string' }),
-      (e: Error) => ({ rejected: `${e.name}: ${e.message}` }),
-    );
-    await rt.close();
-    await dir.cleanup();
-    expect(f.readFailures).toBe(1);
-    expect(got).toEqual({ resolved: true, isResult: true });
-  });
-});
-
-describe('review: reductions (2)', () => {
-  // Found by seed 79 (REVIEW_SEED=79 REVIEW_COUNT=1): run r1 suspends for an approval while a
-  // follow_up f1 waits; the read of the log after the attempt ends (getHead) fails once (a transient
-  // store error) and f1 starts at once although r1 is still open (suspended). f1's model request then
-  // holds r1's assistant tool call with no result, and r1 is orphaned (never settled, and no longer
-  // reported by recovery). guarantees.md: "follow_up: starts a new run (runId = inputId) when the
-  // current one settles"; "While another run of the session is open (suspended, detached,
-  // interrupted) a new prompt is refused with ExecutionBusy naming it: answer or continue it first";
-  // guarantees.md: "so no tool call is ever left unanswered on the surface".
-  it('a transient read error after a suspension does not start a waiting follow-up over the suspended run', async () => {
-    const dir = tempDir();
-    const wire = defineTool({ name: 'wire', description: '', needsApproval: true, parameters: z.object({}), execute: async () => 'wired' });
-    const model = scriptedModel([{ toolCalls: [{ id: 'c1', name: 'wire', arguments: {} }], delayMs: 30 }, 'follow-up answer', 'x', 'y']);
-    const inner = lmdbStore({ path: dir.path });
-    const f: Flaky = { failAppendIn: 0, failReadIn: 0, appendFailures: 0, readFailures: 0 };
-    const flaky = flakyStore(inner, f);
-    const store: EventStore = {
-      ...flaky,
-      append: async (id, ep, seq, drafts) => {
-        const out = await inner.append(id, ep, seq, drafts);
-        // the next read (the session's reload of the open run) fails once
-        if (drafts.some((d) => d.type === 'run/end' && (d.payload as { status?: string }).status === 'suspended')) f.failReadIn = 1;
-        return out;
-      },
-    };
-    const rt = createRuntime({ store, model, tools: [wire] });
-    const s = await rt.openSession('s');
-    const first = s.execute({ kind: 'prompt', runId: 'r1', attemptId: 'a1', message: 'pay' });
-    await sleep(5);
-    await s.submitInput({ inputId: 'f1', message: 'later', mode: 'follow_up' });
-    const res = await first;
-    await s.waitForIdle();
-    const log = await logOf(rt.store, 's');
-    await rt.close();
-    await dir.cleanup();
-    expect(res.status).toBe('suspended');
-    expect(f.readFailures).toBe(1);
-    const unanswered = model.requests.flatMap((q, i) =>
-      q.messages.flatMap((m, j) => (m.toolCalls ?? []).filter((c) => !q.messages.slice(j + 1).some((x) => x.role === 'tool' && x.toolCallId === c.id)).map((c) => `request ${i}: ${c.id}`)),
-    );
-    expect({
-      runsStarted: log.filter((e) => e.type === 'run/start').map((e) => e.payload.runId),
-      unanswered,
-    }).toEqual({ runsStarted: ['r1'], unanswered: [] });
-  });
-});
-
-describe('review: reductions (3)', () => {
-  // Found by seed 505 (REVIEW_SEED=505 REVIEW_COUNT=1), same root cause as the detach case above: a
-  // stop accepted while the attempt was ending `suspended` (steering/accepted right after its
-  // run/end) is ignored by the `respond` of that run, which calls the model 3 more times and
-  // succeeds. guarantees.md: "Survives recovery and suspension: ... a `respond` after running the
-  // approved batch" (ends `stopped`); DESIGN §4.10: "Acceptance is durable ... and survives recovery".
-  it('a stop accepted while the attempt suspends is honoured by the respond of that run', async () => {
-    const dir = tempDir();
-    const wire = defineTool({ name: 'wire', description: '', needsApproval: true, parameters: z.object({}), execute: async () => 'wired' });
-    const model = scriptedModel([{ toolCalls: [{ id: 'c1', name: 'wire', arguments: {} }] }, 'done'], { loop: true });
-    let s!: ExecutionSession;
-    const { store, stop } = stopAtRunEnd(lmdbStore({ path: dir.path }), 'suspended', () => s);
-    const rt = createRuntime({ store, model, tools: [wire] });
-    s = await rt.openSession('s');
-    const first = await s.execute({ kind: 'prompt', runId: 'r1', attemptId: 'a1', message: 'pay' });
-    const receipt = (await stop()) as { schemaVersion: number };
-    const before = model.requests.length;
-    const res = await s.execute({ kind: 'respond', runId: 'r1', attemptId: 'a2', questionId: first.pendingRequest!.questionId, answer: { decisions: { c1: 'approve' } } });
-    await rt.close();
-    await dir.cleanup();
-    expect(first.status).toBe('suspended');
-    expect(receipt.schemaVersion).toBe(1);
-    expect({ status: res.status, newModelCalls: model.requests.length - before }).toEqual({ status: 'stopped', newModelCalls: 0 });
-  });
-});
-
-describe('review: reductions (4)', () => {
-  // Found by seed 59 (REVIEW_SEED=59 REVIEW_COUNT=1; also seeds 90, 122, 127, 274 of other runs):
-  // a `respond` to a suspended approval whose first commit fails once (a transient append error)
-  // ends the run `failed` with a settled run/end, but the suspended batch's tool calls never get
-  // results: the next run's model request holds the assistant tool call with no tool result.
-  // guarantees.md: "so no tool call is ever left unanswered on the surface"; "Failed commits within
-  // a process: A commit that fails (a transient store error) ... is treated like the matching crash
-  // point" (a crash during a respond leaves the run open: "`continue` goes on; every call of the
-  // assistant message has a result").
-  it('a respond whose first commit fails leaves no tool call unanswered on the next model request', async () => {
-    const dir = tempDir();
-    const wire = defineTool({ name: 'wire', description: '', needsApproval: true, parameters: z.object({}), execute: async () => 'wired' });
-    const model = scriptedModel([{ toolCalls: [{ id: 'c1', name: 'wire', arguments: {} }] }, 'second run answer', 'x', 'y']);
-    const f: Flaky = { failAppendIn: 0, failReadIn: 0, appendFailures: 0, readFailures: 0 };
-    const rt = createRuntime({ store: flakyStore(lmdbStore({ path: dir.path }), f), model, tools: [wire] });
-    const s = await rt.openSession('s');
-    const first = await s.execute({ kind: 'prompt', runId: 'r1', attemptId: 'a1', message: 'pay' });
-    f.failAppendIn = 1; // the respond's first commit fails once
-    const res = await s.execute({ kind: 'respond', runId: 'r1', attemptId: 'a2', questionId: first.pendingRequest!.questionId, answer: { decisions: { c1: 'approve' } } });
-    let second: ExecutionResult | undefined;
-    second = await s.execute({ kind: 'prompt', runId: 'r2', attemptId: 'a3', message: 'next' }).catch(() => undefined);
-    const log = await logOf(rt.store, 's');
-    await rt.close();
-    await dir.cleanup();
-    expect(first.status).toBe('suspended');
-    expect(f.appendFailures).toBe(1);
-    const unanswered = model.requests.flatMap((q, i) =>
-      q.messages.flatMap((m, j) => (m.toolCalls ?? []).filter((c) => !q.messages.slice(j + 1).some((x) => x.role === 'tool' && x.toolCallId === c.id)).map((c) => `request ${i}: ${c.id}`)),
-    );
-    const c1Results = log.filter((e) => e.type === 'tool/result' && e.payload.callId === 'c1').length;
-    const r1Settled = log.some((e) => e.type === 'run/end' && e.payload.runId === 'r1' && SETTLED.has(String(e.payload.status)));
-    // either r1 stays open (second prompt refused) or, if it settled, c1 has its result
-    expect({ respond: res.status, unanswered, settledWithoutResult: r1Settled && c1Results === 0, second: second?.status }).toMatchObject({ unanswered: [], settledWithoutResult: false });
-  });
-});
-
-/** A store that sends a stop for r1 (key 'k') just as an attempt writes its run/end with `status`. */
-function stopAtRunEnd(inner: EventStore, status: string, session: () => ExecutionSession): { store: EventStore; stop: () => Promise<unknown> | undefined } {
-  let stop: Promise<unknown> | undefined;
-  const store: EventStore = {
-    ...flakyStore(inner, { failAppendIn: 0, failReadIn: 0, appendFailures: 0, readFailures: 0 }),
-    append: async (id, ep, seq, drafts) => {
-      if (!stop && drafts.some((d) => d.type === 'run/end' && (d.payload as { status?: string }).status === status)) {
-        const s = session();
-        stop = s.stopAfterCurrentToolRound({ sessionId: 's', sessionInstanceId: s.sessionInstanceId, interactionId: 'r1', expectedRunEpoch: 1, idempotencyKey: 'k' });
-        await sleep(20);
-      }
-      return inner.append(id, ep, seq, drafts);
-    },
-  };
-  return { store, stop: () => stop };
-}

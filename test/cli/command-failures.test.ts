@@ -18,7 +18,7 @@ function capture(): CommandIO & { out: { text: string }; err: { text: string } }
 }
 
 beforeAll(async () => {
-  dir = tempDir('actorloop-cli-edge-');
+  dir = tempDir('actorloop-cli-failures-');
   const store = lmdbStore({ path: dir.path });
   // a long session (≈ 400 KB of `log` output: more than a pipe buffer holds)
   {
@@ -44,7 +44,7 @@ afterAll(async () => {
   await dir.cleanup();
 });
 
-describe('cli edge cases', () => {
+describe('command failures', () => {
   it('`actorloop log` piped into a reader that stops early (| head) ends quietly, without an unhandled EPIPE stack trace', async () => {
     const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli/main.ts', 'log', 'long', '--data', dir.path], {
       cwd: REPO_ROOT,

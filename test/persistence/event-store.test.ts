@@ -1,15 +1,29 @@
 import { open } from 'lmdb';
-import { afterEach, describe, expect, it } from 'vitest';
-import { isCorruptLogError, isStoreClosedError, isValidationError } from '../../src/contracts/errors.js';
+import { afterEach,describe,expect,it } from 'vitest';
+import { isCorruptLogError,isStoreClosedError,isValidationError } from '../../src/contracts/errors.js';
 import type { EventDraft } from '../../src/contracts/events.js';
+import {
+scriptedModel,
+ValidationError
+} from '../../src/index.js';
 import { lmdbStore } from '../../src/persistence/lmdb-store.js';
 import { memoryStore } from '../../src/persistence/memory-store.js';
 import { userMsg } from '../helpers/drafts.js';
+import { lmdbRuntime,logOf } from '../helpers/runtime.js';
 import { tempDir } from '../helpers/tmp.js';
+import { expectValidation } from '../helpers/validation.js';
+
+// Both EventStore backends refuse input they could not store faithfully, and never return a
+// record other than the one asked for.
+
+const cleanups: (() => Promise<void>)[] = [];
+afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c();
+});
 
 const dirs: ReturnType<typeof tempDir>[] = [];
 const dir = () => {
-  const d = tempDir('actorloop-store-edge-');
+  const d = tempDir('actorloop-store-');
   dirs.push(d);
   return d;
 };
@@ -19,8 +33,8 @@ afterEach(async () => {
 
 const settle = <T>(p: Promise<T>): Promise<T | unknown> => p.then((v) => v, (e: unknown) => e);
 
-describe('event store edge cases', () => {
-  it('refuses a draft turn beyond Number.MAX_SAFE_INTEGER with ValidationError instead of bricking the LMDB session', async () => {
+describe('drafts the stores refuse', () => {
+  it('refuses a draft turn beyond Number.MAX_SAFE_INTEGER with ValidationError, and the LMDB session stays writable', async () => {
     const d = dir();
     const store = lmdbStore({ path: d.path });
     try {
@@ -71,6 +85,26 @@ describe('event store edge cases', () => {
     await store.close();
   });
 
+  it('store.append with a draft whose getter throws gives a ValidationError, with nothing written', async () => {
+    const store = memoryStore();
+    cleanups.push(() => store.close());
+    const { writerEpoch } = await store.attachWriter('s1');
+    const draft = {
+      type: 'step/start',
+      step: 1,
+      attempt: 1,
+      surfaceOp: 'none',
+      payload: {},
+      get turn(): number {
+        throw new Error('getter boom');
+      },
+    };
+    await expectValidation(store.append('s1', writerEpoch, 1, [draft as never]), 'turn');
+    expect(await logOf(store, 's1')).toEqual([]);
+  });
+});
+
+describe('reads', () => {
   it('getEventById refuses a non-string eventId with ValidationError', async () => {
     const d = dir();
     for (const store of [memoryStore(), lmdbStore({ path: d.path })]) {
@@ -81,6 +115,14 @@ describe('event store edge cases', () => {
         await store.close();
       }
     }
+  });
+
+  it('store.events$(sessionId, null) throws a ValidationError, not a TypeError (both stores)', async () => {
+    const store = memoryStore();
+    cleanups.push(() => store.close());
+    expect(() => store.events$('s1', null as never)).toThrow(ValidationError);
+    const { store: lmdb } = lmdbRuntime({ model: scriptedModel([]) });
+    expect(() => lmdb.events$('s1', null as never)).toThrow(ValidationError);
   });
 
   it('a readEvents interrupted by close() ends with StoreClosedError, never as a silently shorter log', async () => {

@@ -1,28 +1,28 @@
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach,describe,expect,it } from 'vitest';
 import { z } from 'zod';
 import {
-  createRuntime,
-  defineTool,
-  DEFAULT_COMPACTION_PROMPT,
-  isProviderError,
-  lmdbStore,
-  memoryStore,
-  scriptedModel,
-  type EventStore,
-  type Message,
-  type ModelProvider,
-  type ModelRequest,
-  type ScriptedStep,
+createRuntime,
+DEFAULT_COMPACTION_PROMPT,
+defineTool,
+isCapacityError,
+isProviderError,
+lmdbStore,
+memoryStore,
+scriptedModel,
+type EventStore,
+type Message,
+type ModelProvider,
+type ModelRequest,
+type ScriptedStep,
 } from '../../src/index.js';
-import type { EventRecord } from '../../src/contracts/events.js';
-import { collect } from '../helpers/drafts.js';
+import { ids,lmdbRuntime,logOf,memRuntime,typesOf } from '../helpers/runtime.js';
 import { tempDir } from '../helpers/tmp.js';
 
 /**
- * Review of compaction and the surface (DESIGN §2 loadSurface/epochs, §4 items 1 and 2;
+ * Compaction and the surface (DESIGN §2 loadSurface/epochs, §4 items 1 and 2;
  * docs/architecture.md "Compaction", "Request digests and token estimates").
  *
- * Shared setup: contextWindow 1500, outputReserve 200 (limit 1300 estimated tokens, 4 chars a
+ * `filledSession`: contextWindow 1500, outputReserve 200 (limit 1300 estimated tokens, 4 chars a
  * token). Run r0 (a 2000-char prompt and a 2000-char answer) and run r1 ('short', a 2000-char
  * answer) fill the surface; the first model call of run r2 must compact first.
  */
@@ -34,11 +34,9 @@ afterEach(async () => {
 
 const CFG = { contextWindow: 1500, outputReserve: 200 };
 const isCompaction = (r: ModelRequest) => r.tools.length === 0 && r.messages[0]?.content === DEFAULT_COMPACTION_PROMPT;
-const logOf = (store: EventStore, id = 's'): Promise<EventRecord[]> => collect(store.readEvents(id));
 const big = (c: string) => c.repeat(2000); // ≈ 500 estimated tokens
-/** The runtime's own estimate (src/actors/surface.ts): 4 characters a token, + 8 characters a message. */
+/** The runtime's own estimate (src/persistence/surface.ts): 4 characters a token, + 8 characters a message. */
 const estimate = (ms: readonly Message[]) => ms.reduce((n, m) => n + Math.ceil((m.content.length + 8 + (m.toolCalls ?? []).reduce((k, c) => k + c.name.length + c.arguments.length + 8, 0)) / 4), 0);
-
 const echo = defineTool({ name: 'echo', description: 'echoes', mode: 'parallel', parameters: z.object({ text: z.string() }), execute: ({ text }) => text });
 
 /** Runs r0 and r1 (which fill the surface) on a fresh memory-store session. */
@@ -52,15 +50,76 @@ async function filledSession(model: ModelProvider, extra: Record<string, unknown
   return { store, runtime, s };
 }
 
-describe('compaction review', () => {
+describe('compaction (real LMDB)', () => {
+  it('compacts with the model when the surface outgrows the window; loadSurface then starts at the epoch', async () => {
+    const big = 'x'.repeat(2000); // ~500 tokens each
+    const model = scriptedModel([big, big, 'SUMMARY', 'after compaction']);
+    const { runtime, store } = lmdbRuntime({ model, config: { contextWindow: 1500, outputReserve: 200 } });
+    const s = await runtime.openSession('s');
+    await s.execute({ kind: 'prompt', ...ids(), message: big });
+    const r = await s.execute({ kind: 'prompt', ...ids(), message: 'short' });
+    expect(r.finalMessage).toBe(big);
+    const r3 = await s.execute({ kind: 'prompt', ...ids(), message: 'third' });
+    expect(r3.finalMessage).toBe('after compaction');
+    const compactionReq = model.requests[2]!;
+    expect(compactionReq.messages[0]!.content).toContain('Summarise the conversation');
+    const log = await logOf(store, 's');
+    const comp = log.find((e) => e.type === 'compaction')!;
+    expect(comp).toMatchObject({ surfaceOp: 'epoch', payload: { summary: { content: expect.stringContaining('SUMMARY') } } });
+    const surface = await store.loadSurface('s');
+    expect(surface[0]!.seq).toBe(comp.seq);
+    expect(model.requests[3]!.messages.some((m) => m.content.includes('SUMMARY'))).toBe(true);
+    expect(model.requests[3]!.messages.some((m) => m.content === big)).toBe(false);
+    // the current run's prompt survives compaction, after the summary
+    expect(model.requests[3]!.messages.map((m) => m.content).slice(-1)).toEqual(['third']);
+    expect(surface.map((e) => e.type)).toEqual(['compaction', 'user/message', 'assistant/message']);
+  });
+
+  it('a context that still does not fit after compaction is a CapacityError', async () => {
+    const model = scriptedModel(['ok', 'SUMMARY']);
+    const { runtime, store } = lmdbRuntime({ model, config: { contextWindow: 300, outputReserve: 100 } });
+    const s = await runtime.openSession('s');
+    expect((await s.execute({ kind: 'prompt', ...ids(), message: 'small' })).status).toBe('succeeded');
+    // the new prompt alone is too large: compacting the older part cannot help
+    const r = await s.execute({ kind: 'prompt', ...ids(), message: 'y'.repeat(4000) });
+    expect(r.status).toBe('failed');
+    expect(isCapacityError(r.error!.cause)).toBe(true);
+    expect(model.requests).toHaveLength(2); // one answer + one compaction call
+    expect(typesOf(await logOf(store, 's'))).toContain('compaction');
+  });
+
+  it('compaction never leaves a tool result without the assistant message that called it', async () => {
+    const big = 'x'.repeat(2000); // ≈ 500 tokens
+    const deploy = defineTool({ name: 'deploy', description: '', parameters: z.object({}), needsApproval: true, execute: () => 'y'.repeat(4000) });
+    const model = scriptedModel(['ok', { toolCalls: [{ name: 'deploy', arguments: {} }] }, 'SUMMARY', 'deployed']);
+    const { runtime } = lmdbRuntime({ model, tools: [deploy], config: { contextWindow: 1500, outputReserve: 200 } });
+    const s = await runtime.openSession('s');
+    await s.execute({ kind: 'prompt', ...ids(), message: big });
+    const id = ids();
+    const r = await s.execute({ kind: 'prompt', ...id, message: 'deploy it' });
+    expect(r.status).toBe('suspended');
+    const pr = r.pendingRequest as { questionId: string; calls: { callId: string }[] };
+    const r2 = await s.execute({ kind: 'respond', runId: id.runId, attemptId: 'resp', questionId: pr.questionId, answer: { decisions: { [pr.calls[0]!.callId]: 'approve' } } });
+    expect(r2.status).toBe('succeeded');
+    expect(model.requests[2]!.messages[0]!.content).toContain('Summarise'); // a compaction happened
+    const after = model.requests[3]!.messages;
+    // every tool message follows an assistant message that asked for that call (providers refuse otherwise)
+    const asked = new Set<string>();
+    for (const m of after) {
+      for (const c of m.toolCalls ?? []) asked.add(c.id);
+      if (m.role === 'tool') expect(asked.has(m.toolCallId!)).toBe(true);
+    }
+  });
+});
+
+describe('the compaction model call', () => {
   it('the compaction model call gets the runtime retries: a retryable ProviderError is retried and logged as assistant/attempt', async () => {
     // DESIGN §4 item 2: "up to maxProviderAttempts attempts and exponential backoff ... each failed
     // attempt is an assistant/attempt event. The runtime owns every retry ... so no attempt goes unlogged."
     const model = scriptedModel([big('a'), big('b'), { error: { message: 'overloaded', retryable: true, code: 'server' } }, 'SUMMARY', 'after']);
     const { store, s } = await filledSession(model);
     const r = await s.execute({ kind: 'prompt', runId: 'r2', attemptId: 'a2', message: 'third' });
-    const log = await logOf(store);
-    // observed: the run fails at once with the first 'overloaded' error, and the log holds no assistant/attempt
+    const log = await logOf(store, 's');
     expect(log.filter((e) => e.type === 'assistant/attempt'), 'the failed compaction attempt is logged').toHaveLength(1);
     expect(r.status).toBe('succeeded');
     expect(r.finalMessage).toBe('after');
@@ -83,8 +142,7 @@ describe('compaction review', () => {
     };
     const { store, s } = await filledSession(model);
     const r = await s.execute({ kind: 'prompt', runId: 'r2', attemptId: 'a2', message: 'third' });
-    const comp = (await logOf(store)).find((e) => e.type === 'compaction');
-    // observed: the run succeeds and the history was replaced by "Summary of the conversation so far:\nundefined"
+    const comp = (await logOf(store, 's')).find((e) => e.type === 'compaction');
     expect((comp?.payload.summary as Message | undefined)?.content ?? '').not.toContain('undefined');
     expect(r.status).toBe('failed');
     expect(isProviderError(r.error?.cause)).toBe(true);
@@ -99,7 +157,6 @@ describe('compaction review', () => {
     const r = await s.execute({ kind: 'prompt', runId: 'r2', attemptId: 'a2', message: 'third' });
     expect(r.status).toBe('succeeded');
     expect(model.requests.filter(isCompaction)).toHaveLength(1);
-    // observed: usage { inputTokens: 10, outputTokens: 2 }, cost "12" — the compaction's 1000 + 300 are lost
     expect(r.usage).toMatchObject({ inputTokens: 1010, outputTokens: 302 });
     expect(r.cost).toBe('1312');
   });
@@ -116,8 +173,31 @@ describe('compaction review', () => {
     const { s } = await filledSession(model, { budget: { maxOutputTokens: 50 } });
     const r = await s.execute({ kind: 'prompt', runId: 'r2', attemptId: 'a2', message: 'third' });
     expect(model.requests.filter(isCompaction)).toHaveLength(1);
-    // observed: succeeded after a second model call, 301 output tokens spent against a budget of 50
     expect(r).toMatchObject({ status: 'budget_exhausted', budget: 'maxOutputTokens' });
+  });
+
+  // f9e40b0: "its usage counts in the step (result, cost, budgets, reopen)"; the fold counts the
+  // compaction's usage, but the live run adds it only when the step's model call succeeds.
+  it("a compaction's summary usage is in the result of a run whose step then fails", async () => {
+    const big = (c: string) => c.repeat(2000);
+    const model = scriptedModel([
+      big('a'),
+      big('b'),
+      { text: 'SUMMARY', usage: { inputTokens: 700, outputTokens: 30 } },
+      { error: { message: 'bad request', retryable: false, code: 'bad_request' } },
+    ]);
+    const store = memoryStore();
+    const { runtime: rt } = memRuntime({ model, config: { contextWindow: 1500, outputReserve: 200, retryBackoffMs: 1 } }, store);
+    const s = await rt.openSession('s');
+    expect((await s.execute({ kind: 'prompt', runId: 'r0', attemptId: 'a0', message: big('x') })).status).toBe('succeeded');
+    expect((await s.execute({ kind: 'prompt', runId: 'r1', attemptId: 'a1', message: 'short' })).status).toBe('succeeded');
+    const r = await s.execute({ kind: 'prompt', runId: 'r2', attemptId: 'a2', message: 'third' });
+    expect(r.status).toBe('failed');
+    const log = await logOf(store, 's');
+    const comp = log.find((e) => e.type === 'compaction');
+    expect(comp?.payload.usage).toEqual({ inputTokens: 700, outputTokens: 30 });
+    expect(r.usage.outputTokens).toBeGreaterThanOrEqual(30);
+    expect(r.usage.inputTokens).toBeGreaterThanOrEqual(700);
   });
 
   it('an identical request gets the same request digest in a process reopened after a compaction as in the live process', async () => {
@@ -154,9 +234,7 @@ describe('compaction review', () => {
     // the same request, message for message
     expect(m2.requests[0]!.messages).toEqual(liveModel.requests.at(-1)!.messages);
     expect(m2.requests[0]!.tools).toEqual(liveModel.requests.at(-1)!.tools);
-    const digest = async (st: EventStore) => (await logOf(st)).filter((e) => e.type === 'assistant/message' && e.payload.copiedFrom === undefined).at(-1)!.payload.requestDigest;
-    // observed: different digests — the reopened process hashes [prefix, summary, …] in one go,
-    // the live one chained it over its earlier calls since the epoch
+    const digest = async (st: EventStore) => (await logOf(st, 's')).filter((e) => e.type === 'assistant/message' && e.payload.copiedFrom === undefined).at(-1)!.payload.requestDigest;
     expect(await digest(store2)).toBe(await digest(liveStore));
   });
 
@@ -175,7 +253,6 @@ describe('compaction review', () => {
     await s.execute({ kind: 'prompt', runId: 'r1', attemptId: 'a1', message: 'next' });
     const limit = CFG.contextWindow - CFG.outputReserve;
     const sizes = model.requests.map((q) => estimate(q.messages));
-    // observed: the compaction request is ≈ 2030 estimated tokens, over the whole 1500-token window
     for (const [i, n] of sizes.entries()) expect(n, `request ${i} (${isCompaction(model.requests[i]!) ? 'compaction' : 'step'}) fits the window`).toBeLessThanOrEqual(limit);
   });
 });

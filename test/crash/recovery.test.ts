@@ -8,11 +8,11 @@ import { killAllChildren, REPO_ROOT, spawnTs, type ChildRun } from './child-util
 import { readText } from './torture-lib.js';
 
 /**
- * Crash recovery edge cases with real processes (test/crash/recovery-edge-child.ts): a child runs a
+ * Crash recovery with real processes (test/crash/recovery-child.ts): a child runs a
  * scripted agent on an LMDB log and SIGKILLs itself at an exact point; another child opens the
  * same log and continues the run; the test then reads the log and the tools' ledger.
  */
-const CHILD = join(REPO_ROOT, 'test/crash/recovery-edge-child.ts');
+const CHILD = join(REPO_ROOT, 'test/crash/recovery-child.ts');
 
 async function life(scenario: string, phase: 'first' | 'recover', dir: string, killAfter?: string): Promise<ChildRun> {
   const saved = process.env.KILL_AFTER;
@@ -20,7 +20,7 @@ async function life(scenario: string, phase: 'first' | 'recover', dir: string, k
   else delete process.env.KILL_AFTER;
   let child: ChildRun;
   try {
-    child = spawnTs(CHILD, [scenario, phase, dir], { label: `recovery-edge-child ${scenario} ${phase}` });
+    child = spawnTs(CHILD, [scenario, phase, dir], { label: `recovery-child ${scenario} ${phase}` });
   } finally {
     if (saved === undefined) delete process.env.KILL_AFTER;
     else process.env.KILL_AFTER = saved;
@@ -55,11 +55,11 @@ const ledgerOf = (dir: string) =>
       return { what: what!, pid: Number(pid), phase: phase! };
     });
 
-describe('crash recovery edge cases (real child processes, SIGKILL)', () => {
+describe('recovery after a SIGKILL (real child processes)', () => {
   afterEach(killAllChildren);
 
   it('a call denied in a respond keeps its denied result when the process dies before the batch result commit', async () => {
-    const dir = tempDir('actorloop-recovery-edge-');
+    const dir = tempDir('actorloop-recovery-');
     try {
       // life 1: prompt → suspended for approval of c1 (wire) and c2 (note); respond approves c1
       // and denies c2; the process dies right after the respond's first commit (approval/decided)
@@ -92,7 +92,7 @@ describe('crash recovery edge cases (real child processes, SIGKILL)', () => {
   }, 120_000);
 
   it('the maxToolCalls budget of a run still holds after a crash and a continue', async () => {
-    const dir = tempDir('actorloop-recovery-edge-');
+    const dir = tempDir('actorloop-recovery-');
     try {
       // life 1: maxToolCalls 2; the process dies right after step 1's results (1 call made)
       const first = await life('budget', 'first', dir.path, 'tool/result');
@@ -111,7 +111,7 @@ describe('crash recovery edge cases (real child processes, SIGKILL)', () => {
   }, 120_000);
 
   it('after a crash, a call of the interrupted batch that needs a resource locked by an uncertain-hanging call is not run', async () => {
-    const dir = tempDir('actorloop-recovery-edge-');
+    const dir = tempDir('actorloop-recovery-');
     try {
       // life 1: batch [charge (exclusive, acct), audit (parallel, acct)]: the process dies inside charge
       const first = await life('lock', 'first', dir.path);
@@ -133,7 +133,7 @@ describe('crash recovery edge cases (real child processes, SIGKILL)', () => {
   }, 120_000);
 
   it('a resource released after recovery stays released when a later compaction copies the run', async () => {
-    const dir = tempDir('actorloop-recovery-edge-');
+    const dir = tempDir('actorloop-recovery-');
     try {
       // life 1: run r0 (long), then run r: the process dies inside charge (exclusive, locks acct)
       const first = await life('relock', 'first', dir.path);
@@ -160,7 +160,7 @@ describe('crash recovery edge cases (real child processes, SIGKILL)', () => {
   }, 120_000);
 
   it('recovery.activeResourceLocks names the resources of an interrupted exclusive call that recovery leaves uncertain-hanging', async () => {
-    const dir = tempDir('actorloop-recovery-edge-');
+    const dir = tempDir('actorloop-recovery-');
     try {
       // life 1: the process dies inside charge (exclusive, no reconcile, resources ['acct'])
       const first = await life('lock', 'first', dir.path);

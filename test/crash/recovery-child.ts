@@ -1,8 +1,8 @@
 /**
- * Child program for test/crash/recovery-edge-cases.test.ts: one scripted agent on an LMDB log, in a
+ * Child program for test/crash/recovery.test.ts: one scripted agent on an LMDB log, in a
  * real process that SIGKILLs itself at an exact point.
  *
- *   node --import tsx test/crash/recovery-edge-child.ts <scenario> <phase> <dir>
+ *   node --import tsx test/crash/recovery-child.ts <scenario> <phase> <dir>
  *
  * Kill points: env KILL_AFTER=<event type> kills the process right after the first append that
  * contains an event of that type is durable (before the append's promise returns to the

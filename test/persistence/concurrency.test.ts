@@ -1,7 +1,6 @@
 /**
- * Concurrency and failure-handling review of the event stores (memory and LMDB): tests that
- * pin down defects found in review. Each test runs against both backends where the contract is
- * shared (the memory store must "behave the same" — docs/event-log.md: "Both implement
+ * Concurrent reads, appends and close on the event stores (memory and LMDB). Each test runs
+ * against both backends where the contract is shared (the memory store must "behave the same" — docs/event-log.md: "Both implement
  * `EventStore` … and pass one conformance suite").
  */
 import { afterEach, describe, expect, it } from 'vitest';
@@ -38,7 +37,7 @@ const ticks = async (n: number) => {
   for (let i = 0; i < n; i++) await Promise.resolve();
 };
 
-describe.each(backends)('concurrency review (%s store)', (_name, make) => {
+describe.each(backends)('reads, appends and close racing each other (%s store)', (_name, make) => {
   it('loadSurface racing a compaction append returns either the old surface or the new one, never a mix spanning the epoch', async () => {
     // DESIGN §2: "loadSurface(sessionId) — events from the last `epoch` on, `surfaceOp ≠ none`."
     // A reader must see all of an append or none of it; a surface that holds the messages the

@@ -8,10 +8,11 @@ import { killAllChildren, spawnTs } from '../crash/child-util.js';
 import { tempDir } from '../helpers/tmp.js';
 
 /**
- * Review of the newcomer path (README, docs/cli.md, the `actorloop` command). Each test quotes
- * the claim it checks; a failing test is a defect.
+ * The `actorloop` commands on a data dir: read-only commands leave it as it was, a damaged one is a
+ * clear error, and several demos share one. Each test quotes the claim of README / docs/cli.md it
+ * checks.
  */
-const dir = tempDir('actorloop-newcomer-review-');
+const dir = tempDir('actorloop-data-dir-');
 afterEach(async () => {
   await killAllChildren();
 });
@@ -155,7 +156,7 @@ describe('a corrupt data dir is a clear error, not a crash', () => {
   });
 });
 
-describe('actorloop demo', () => {
+describe('several demos in one data dir', () => {
   // docs/cli.md: "A new session (no `--session` …): the session id defaults to
   // `demo-<yyyymmdd-hhmmss>`"; "Several processes may open one data dir at once". Two demos
   // started in the same second both pick the same new id (the `-2` suffix check races the

@@ -1,0 +1,88 @@
+import Anthropic from '@anthropic-ai/sdk';
+import { afterAll,afterEach,beforeAll,beforeEach,describe,expect,it } from 'vitest';
+import { z } from 'zod';
+import { anthropicModel,createRuntime,defineTool,memoryStore,scriptedModel,ValidationError } from '../../src/index.js';
+import { ids,lmdbRuntime,logOf } from '../helpers/runtime.js';
+import { an,startAnthropicServer } from '../providers/anthropic-server.js';
+import type { ScriptedServer } from '../providers/sse-server.js';
+
+// defineTool: options are checked when the tool is defined; the JSON Schema sent to the provider
+// is one the provider accepts and the arguments can be checked against.
+
+const cleanups: (() => Promise<void>)[] = [];
+afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c();
+});
+
+describe('defineTool options', () => {
+  // src/streams/subscribers.ts already decides: "Unknown keys are rejected, so that a typo is not a
+  // silent default." The other option objects strip them instead.
+  it('defineTool with a misspelt needsApproval is refused', () => {
+    expect(() =>
+      defineTool({
+        name: 'deploy',
+        description: 'Deploys',
+        parameters: z.object({}),
+        needApproval: true, // typo of needsApproval
+        execute: () => 'deployed',
+      } as never),
+    ).toThrow(ValidationError);
+  });
+
+  it('a timeoutMs or cancelGraceMs longer than Node.js can time is refused with a ValidationError', async () => {
+    // Node.js runs a timer longer than 2^31−1 ms after 1 ms: such a timeout would abort the tool at once
+    const slow = { name: 'slow', description: '', timeoutMs: 2 ** 31, parameters: z.object({}), execute: () => 'finished' };
+    expect(() => defineTool(slow)).toThrow(ValidationError);
+    expect(() => defineTool(slow)).toThrow(/2147483647/);
+    expect(defineTool({ ...slow, timeoutMs: 2 ** 31 - 1 }).timeoutMs).toBe(2 ** 31 - 1);
+    expect(() => createRuntime({ store: memoryStore(), model: scriptedModel(['x']), config: { cancelGraceMs: 2 ** 31 } })).toThrow(ValidationError);
+  });
+});
+
+describe('the JSON Schema sent to the provider (real Anthropic SDK, local server)', () => {
+  let server: ScriptedServer;
+  beforeAll(async () => void (server = await startAnthropicServer()));
+  afterAll(() => server.close());
+  beforeEach(() => server.reset());
+  const model = () => anthropicModel({ client: new Anthropic({ apiKey: 'test', baseURL: server.baseURL }), model: 'claude-test' });
+
+  it('a tool whose parameters are not a z.object is refused, or sent with input_schema.type "object"', async () => {
+    // a discriminated union of actions: a natural zod schema, but not an object at the top
+    const params = z.discriminatedUnion('action', [
+      z.object({ action: z.literal('open'), path: z.string() }),
+      z.object({ action: z.literal('close'), path: z.string() }),
+    ]);
+    let tool;
+    try {
+      tool = defineTool({ name: 'file', description: 'open or close a file', parameters: params, execute: () => 'ok' });
+    } catch {
+      return; // refused at definition: fine
+    }
+    server.reply(an.textReply(['hi']));
+    const { runtime } = lmdbRuntime({ model: model(), tools: [tool] });
+    const s = await runtime.openSession('s');
+    await s.execute({ kind: 'prompt', ...ids(), message: 'go' });
+    // the Messages API requires input_schema.type === "object" (400 otherwise); OpenAI likewise
+    expect(server.lastBody().tools[0].input_schema.type).toBe('object');
+  });
+
+  it('a parameter JSON Schema cannot express (z.date()) is refused when the tool is defined', async () => {
+    const params = z.object({ when: z.date() });
+    let tool;
+    try {
+      tool = defineTool({ name: 'remind', description: 'set a reminder', parameters: params, execute: () => 'set' });
+    } catch {
+      return; // refused at definition: fine
+    }
+    // the model follows the advertised schema (`when: {}` admits any value, here the usual ISO string)
+    const call = an.stream([an.start(), an.toolStart(0, 'toolu_1', 'remind'), an.json(0, '{"when":"2030-01-01T09:00:00Z"}'), an.blockStop(0), an.messageDelta('tool_use'), an.stop()]);
+    server.reply(call, call, call, an.textReply(['gave up']));
+    const { runtime, store } = lmdbRuntime({ model: model(), tools: [tool] });
+    const s = await runtime.openSession('s');
+    const r = await s.execute({ kind: 'prompt', ...ids(), message: 'remind me' });
+    expect(server.requests[0]!.body.tools[0].input_schema.properties.when).toEqual({});
+    const rejected = (await logOf(store, 's')).filter((e) => e.type === 'tool/batch-rejected');
+    // a call matching the schema the model was given must not be a protocol error
+    expect({ rejected: rejected.length, status: r.status }).toEqual({ rejected: 0, status: 'succeeded' });
+  });
+});
