@@ -35,7 +35,7 @@ function phaseActors(over: Record<string, unknown> = {}) {
 
 const echo = defineTool({ name: 'echo', description: '', mode: 'parallel', parameters: z.object({ t: z.string() }), execute: ({ t }) => t });
 
-describe('run and session machines: edge cases', () => {
+describe('a run attempt: cancels, errors, budgets and snapshots across the machines', () => {
   it('a cancel accepted while the final answer is being verified ends the run cancelled, committing and delivering no final', async () => {
     const verifying = deferred();
     const release = deferred();
