@@ -18,6 +18,7 @@ import {
 } from '../contracts/requests.js';
 import type { ToolOutcome } from '../contracts/tools.js';
 import { parseInput } from '../contracts/validate.js';
+import { JsonValue, recordOf } from '../contracts/json.js';
 import type { RunInput, ResumeInput } from '../machines/run.machine.js';
 import { canonicalJson } from '../persistence/codec.js';
 import type { EventStore } from '../persistence/event-store.js';
@@ -76,8 +77,6 @@ export interface SessionDeps {
   isKilled(): boolean;
 }
 
-const JsonValue = z.json();
-
 /**
  * What a question's answer is checked against: its JSON Schema, or any JSON where that schema
  * cannot be compiled (askUser refuses such schemas when asked; a log written before may hold one).
@@ -109,7 +108,7 @@ function missingRequired(schema: unknown, value: unknown, at: (string | number)[
   for (const [k, sub] of Object.entries(s.properties ?? {})) if (Object.hasOwn(obj, k)) out.push(...missingRequired(sub, obj[k], [...at, k]));
   return out;
 }
-const ApprovalAnswer = z.object({ decisions: z.record(z.string(), z.enum(['approve', 'deny'])) });
+const ApprovalAnswer = z.object({ decisions: recordOf(z.enum(['approve', 'deny'])) });
 const Checkpoint = z.strictObject({ messages: z.array(InputMessage), stateContext: JsonValue.optional() });
 const key = (runId: string, attemptId: string) => `${runId}\u0000${attemptId}`;
 

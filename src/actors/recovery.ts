@@ -1,4 +1,5 @@
 import type { EventRecord } from '../contracts/events.js';
+import { own } from '../contracts/keyed.js';
 import type { ExecutionResult, RecoveryOutcome } from '../contracts/requests.js';
 import type { EventStore } from '../persistence/event-store.js';
 import type { SessionHead } from '../persistence/head.js';
@@ -111,7 +112,7 @@ function resolutions(env: RunEnv, calls: readonly CallDescr[], released: Readonl
       return withParsedArguments(env, c).mismatch !== undefined || c.resources.some((r) => locked.has(r)) ? 'skipped' : 'rerun';
     }
     if (tool?.reconcile) return 'reconcile';
-    for (const r of c.resources) if (!released[c.callId]?.includes(r)) locked.add(r);
+    for (const r of c.resources) if (!own(released, c.callId)?.includes(r)) locked.add(r);
     return 'uncertain-hanging';
   });
 }
@@ -155,7 +156,7 @@ export async function recoveryOutcome(
     // run continues (they become uncertain-hanging then; reconcile may still settle the others)
     activeResourceLocks: uniq([
       ...env.heldLocks,
-      ...unresolved.filter((_, i) => resolved[i] === 'uncertain-hanging').flatMap((c) => c.resources.filter((r) => !released[c.callId]?.includes(r))),
+      ...unresolved.filter((_, i) => resolved[i] === 'uncertain-hanging').flatMap((c) => c.resources.filter((r) => !own(released, c.callId)?.includes(r))),
     ]),
     uncertainToolCalls: unresolved.map((c, i) => ({
       runId: open!.runId,

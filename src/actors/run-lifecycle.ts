@@ -1,4 +1,5 @@
 import { isStaleWriterError, ValidationError } from '../contracts/errors.js';
+import { own, ownRecord } from '../contracts/keyed.js';
 import { MAX_ID_KEY_BYTES } from '../persistence/codec.js';
 import type { Message, Usage } from '../contracts/message.js';
 import type { ExecutionResult } from '../contracts/requests.js';
@@ -98,12 +99,12 @@ async function stageResume(env: RunEnv, r: ResumeInput, at: { turn: number; step
     }
     return { calls, preset };
   }
-  const given = r.timedOut ? {} : ((r.answer as { decisions?: Record<string, 'approve' | 'deny'> }).decisions ?? {});
-  const decisions: Record<string, 'approve' | 'deny'> = {};
-  for (const c of pr.calls) decisions[c.callId] = given[c.callId] === 'approve' ? 'approve' : 'deny';
+  const given = r.timedOut ? undefined : (r.answer as { decisions?: Record<string, 'approve' | 'deny'> }).decisions;
+  // keyed by the model's call ids: own entries only (a call named `constructor` is not approved by Object)
+  const decisions = ownRecord(pr.calls.map((c) => [c.callId, own(given, c.callId) === 'approve' ? 'approve' : 'deny'] as const));
   env.writer.stage('approval/decided', at, { questionId: pr.questionId, decisions, timedOut: r.timedOut });
   for (const c of r.batch) {
-    if (decisions[c.callId] === 'deny') {
+    if (own(decisions, c.callId) === 'deny') {
       // committed with the decision (not with the batch's results): a crash before those must
       // not leave the denied call without its result (the model reads it; providers need it)
       const d = denied(c, r.timedOut ? 'The approval request expired (no answer in time); this call was not run.' : 'The user denied this tool call; it was not run.');
@@ -168,7 +169,8 @@ async function recoverCalls(env: RunEnv, batch: CallDescr[], runId: string, rele
       }
     }
     // resources the app released since the intent (after checking them) are not locked again
-    const locks = released[c.callId] ? c.resources.filter((r) => !released[c.callId]!.includes(r)) : c.resources;
+    const releasedKeys = own(released, c.callId);
+    const locks = releasedKeys ? c.resources.filter((r) => !releasedKeys.includes(r)) : c.resources;
     outcome ??= {
       kind: 'uncertain-hanging',
       content: `the process stopped after this ${c.name} call was announced and before its result was recorded; whether it ran or took effect is unknown${tool?.reconcile ? ' (reconcile could not tell)' : ''}`,
@@ -294,7 +296,7 @@ export function stageRunEnd(env: RunEnv, at: { turn: number; step: number; attem
 /** A JSON form of an error cause: its name, message and own scalar fields. */
 export function causeInfo(cause: unknown): Record<string, unknown> | undefined {
   if (!cause || typeof cause !== 'object') return undefined;
-  const out: Record<string, unknown> = { name: (cause as Error).name, message: (cause as Error).message };
+  const out = ownRecord<unknown>([['name', (cause as Error).name], ['message', (cause as Error).message]]);
   for (const [k, v] of Object.entries(cause)) if (['string', 'number', 'boolean'].includes(typeof v)) out[k] = v;
   return out;
 }

@@ -1,4 +1,5 @@
 import { assign, enqueueActions, sendParent, setup, stopChild } from 'xstate';
+import { own, ownRecord, withEntry } from '../contracts/keyed.js';
 import type { ToolOutcome } from '../contracts/tools.js';
 import type { CallDescr } from '../actors/model-step.js';
 import { callActor, skippedOutput, type ToolCallOutput, type ToolCallReply } from '../actors/tool-call.js';
@@ -14,6 +15,7 @@ export interface ToolBatchContext extends ToolBatchInput {
   /** Call ids started, in start order. */
   started: string[];
   running: string[];
+  /** Outcomes by call id (a call id is the model's: read with `own`, never `results[id]`). */
   results: Record<string, ToolCallOutput>;
   /** Set when an exclusive call failed: every call not yet started is skipped. */
   truncatedBy?: string;
@@ -39,7 +41,7 @@ export function runnableCalls(ctx: ToolBatchContext): CallDescr[] {
   let slots = ctx.maxParallel - running.length;
   for (let i = 0; i < ctx.calls.length; i++) {
     const c = ctx.calls[i]!;
-    if (ctx.started.includes(c.callId) || ctx.results[c.callId]) continue;
+    if (ctx.started.includes(c.callId) || own(ctx.results, c.callId)) continue;
     if (c.mode === 'exclusive') {
       // a barrier: only when everything before it is finished and nothing else runs
       if (running.length === 0 && out.length === 0 && allFinishedBefore(ctx, i)) out.push(c);
@@ -54,7 +56,7 @@ export function runnableCalls(ctx: ToolBatchContext): CallDescr[] {
 }
 
 function allFinishedBefore(ctx: ToolBatchContext, i: number): boolean {
-  for (let j = 0; j < i; j++) if (!ctx.results[ctx.calls[j]!.callId]) return false;
+  for (let j = 0; j < i; j++) if (!own(ctx.results, ctx.calls[j]!.callId)) return false;
   return true;
 }
 
@@ -71,12 +73,12 @@ const mayStillRun = (o: ToolOutcome) => o.kind === 'uncertain-hanging' || (o.kin
  */
 function recorded(context: ToolBatchContext, out: ToolCallOutput): ToolBatchContext {
   const call = context.calls.find((c) => c.callId === out.callId)!;
-  let results = { ...context.results, [out.callId]: out };
+  let results = withEntry(context.results, out.callId, out);
   if (call.resources.length > 0 && mayStillRun(out.outcome)) {
     for (const c of context.calls) {
-      if (results[c.callId] || context.started.includes(c.callId) || !overlaps(c.resources, call.resources)) continue;
+      if (own(results, c.callId) || context.started.includes(c.callId) || !overlaps(c.resources, call.resources)) continue;
       const held = c.resources.filter((r) => call.resources.includes(r));
-      results = { ...results, [c.callId]: skippedOutput(c, `not run: ${held.join(', ')} stay locked by call ${call.callId}, which may still be running`) };
+      results = withEntry(results, c.callId, skippedOutput(c, `not run: ${held.join(', ')} stay locked by call ${call.callId}, which may still be running`));
     }
   }
   return {
@@ -88,7 +90,7 @@ function recorded(context: ToolBatchContext, out: ToolCallOutput): ToolBatchCont
 }
 
 /** Every call has an outcome (or the batch was truncated) and nothing runs. */
-const allSettled = (c: ToolBatchContext) => c.running.length === 0 && (c.truncatedBy !== undefined || c.calls.every((call) => c.results[call.callId]));
+const allSettled = (c: ToolBatchContext) => c.running.length === 0 && (c.truncatedBy !== undefined || c.calls.every((call) => own(c.results, call.callId)));
 
 let memo: { context: ToolBatchContext; out: ToolCallOutput; next: ToolBatchContext; start: CallDescr[] } | undefined;
 
@@ -114,9 +116,12 @@ function settles(context: ToolBatchContext, out: ToolCallOutput): boolean {
 function outputOf(context: ToolBatchContext): ToolBatchOutput {
   return context.calls.map(
     (c) =>
-      context.results[c.callId] ?? skippedOutput(c, `not run: the exclusive call ${context.truncatedBy} failed before it`),
+      own(context.results, c.callId) ?? skippedOutput(c, `not run: the exclusive call ${context.truncatedBy} failed before it`),
   );
 }
+
+/** A call's actor id: prefixed, so that no call id is read as a property of XState's children object. */
+const callChildId = (callId: string) => `call:${callId}`;
 
 type CallDone = Extract<ToolBatchEvent, { type: 'call.done' }>;
 type Spawn = (src: 'toolCall', options: { id: string; input: { call: CallDescr; runId: string } }) => unknown;
@@ -129,7 +134,7 @@ type Spawn = (src: 'toolCall', options: { id: string; input: { call: CallDescr; 
 function launched(next: ToolBatchContext, spawn: Spawn, start = runnableCalls(next)): ToolBatchContext {
   if (start.length === 0) return next;
   const ids = start.map((c) => c.callId);
-  for (const call of start) spawn('toolCall', { id: call.callId, input: { call, runId: next.runId } });
+  for (const call of start) spawn('toolCall', { id: callChildId(call.callId), input: { call, runId: next.runId } });
   return { ...next, started: [...next.started, ...ids], running: [...next.running, ...ids] };
 }
 
@@ -155,14 +160,14 @@ export const toolBatchMachine = setup({
     /** Starts a batch: spawns the calls that may start at once. */
     start: assign(({ context, event, spawn }) => {
       const calls = (event as Extract<ToolBatchEvent, { type: 'batch.run' }>).calls;
-      return launched({ ...context, calls, started: [], running: [], results: {}, truncatedBy: undefined }, spawn as Spawn);
+      return launched({ ...context, calls, started: [], running: [], results: ownRecord(), truncatedBy: undefined }, spawn as Spawn);
     }),
     /** Records a finished call (its actor is stopped first) and spawns what may start now. */
     advance: assign(({ context, event, spawn }) => {
       const { next, start } = afterCall(context, (event as CallDone).output);
       return launched(next, spawn as Spawn, start);
     }),
-    stopCall: stopChild(({ event }) => (event as CallDone).output.callId),
+    stopCall: stopChild(({ event }) => callChildId((event as CallDone).output.callId)),
     /** Answers the batch, with the outcome of the call that just finished. */
     report: sendParent(({ context, event }): ToolBatchDone => ({ type: 'batch.done', results: outputOf(afterCall(context, (event as CallDone).output).next) })),
   },
@@ -171,7 +176,7 @@ export const toolBatchMachine = setup({
   },
 }).createMachine({
   id: 'toolBatch',
-  context: ({ input }) => ({ ...input, calls: [], started: [], running: [], results: {}, truncatedBy: undefined }),
+  context: ({ input }) => ({ ...input, calls: [], started: [], running: [], results: ownRecord(), truncatedBy: undefined }),
   initial: 'idle',
   states: {
     idle: {
@@ -194,7 +199,7 @@ export const toolBatchMachine = setup({
         // not stop its children by itself)
         'call.failed': {
           actions: enqueueActions(({ context, event, enqueue }) => {
-            for (const id of context.running) enqueue.stopChild(id);
+            for (const id of context.running) enqueue.stopChild(callChildId(id));
             enqueue.raise({ type: 'batch.error', error: event.error }, { delay: 0 });
           }),
         },

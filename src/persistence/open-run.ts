@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { own, ownRecord } from '../contracts/keyed.js';
 import { EventRecord, type PendingRequest } from '../contracts/events.js';
 import { parseInput } from '../contracts/validate.js';
 import { addUsage, zeroUsage, type Usage } from '../contracts/message.js';
@@ -25,6 +26,7 @@ export interface OpenRunState {
   /**
    * Resources an unresolved call names that the app released (`resources/released`) after the
    * call's intent, by callId: when `continue` records the call uncertain, it does not lock them again.
+   * (Both records keyed by call ids have no prototype: read them with `Object.hasOwn`.)
    */
   releasedAfterIntent: Record<string, string[]>;
   /** The seq of each unresolved call's `tool/call` (the logSeq of its tool_start when it runs again). */
@@ -70,8 +72,8 @@ export function foldRunEvents(events: readonly EventRecord[]): OpenRunState | un
           step: 0,
           stopAccepted: false,
           unresolvedCalls: [],
-          releasedAfterIntent: {},
-          callSeqs: {},
+          releasedAfterIntent: ownRecord(),
+          callSeqs: ownRecord(),
           undeliveredFinals: [],
           deliveredFinalIds: [],
           deliveryUnknownFinalIds: [],
@@ -160,5 +162,5 @@ export function foldRunEvents(events: readonly EventRecord[]): OpenRunState | un
 /** Records that `keys` were released after the intent of `call` (those it names). */
 export function releaseFor(st: OpenRunState, call: CallDescr, keys: readonly string[]): void {
   const hit = call.resources.filter((r) => keys.includes(r));
-  if (hit.length > 0) st.releasedAfterIntent[call.callId] = [...new Set([...(st.releasedAfterIntent[call.callId] ?? []), ...hit])];
+  if (hit.length > 0) st.releasedAfterIntent[call.callId] = [...new Set([...(own(st.releasedAfterIntent, call.callId) ?? []), ...hit])];
 }
