@@ -12,6 +12,7 @@ import { onAbort } from './abort.js';
 import { compact } from './compaction.js';
 import { emitToolEnds, seqOf } from './commit-results.js';
 import type { RunEnv } from './run-env.js';
+import { messageOf } from './tool-call.js';
 
 export interface StepAt {
   turn: number;
@@ -118,13 +119,13 @@ export async function callWithRetries(env: RunEnv, at: StepAt, signal: AbortSign
         streamed += e.text;
         env.emit({ type: 'message_delta', role: 'assistant', text: e.text });
       });
-      const checked = ModelResponseSchema.safeParse(res);
+      const checked = checkedResponse(res);
       if (!checked.success) {
         const issue = checked.error.issues[0];
         throw new ProviderError(`the model provider returned an invalid response: ${issue ? `${issue.path.join('.') || '(root)'}: ${issue.message}` : 'invalid'}`, { retryable: false, code: 'invalid_response' });
       }
       offAttempt();
-      return { res, latencyMs: performance.now() - t0, digest };
+      return { res: checked.data as ModelResponse, latencyMs: performance.now() - t0, digest };
     } catch (e) {
       offAttempt();
       if (signal.aborted || isCancelledError(e)) {
@@ -380,5 +381,17 @@ async function commitSteers(env: RunEnv, at: StepAt, steers: ReturnType<RunEnv['
   for (const s of steers) {
     const seq = records.find((r) => r.type === 'user/message' && r.payload.inputId === s.inputId)?.seq;
     env.emit({ type: 'input_committed', inputId: s.inputId, durability: 'durable' }, seq);
+  }
+}
+
+/**
+ * A provider's response checked by ModelResponseSchema (its provider data must be JSON the log can
+ * hold: no BigInt, no cycle); a getter that throws while it is read is an issue too.
+ */
+function checkedResponse(res: unknown): { success: true; data: unknown } | { success: false; error: { issues: { path: PropertyKey[]; message: string }[] } } {
+  try {
+    return ModelResponseSchema.safeParse(res);
+  } catch (e) {
+    return { success: false, error: { issues: [{ path: [], message: `reading it threw: ${messageOf(e)}` }] } };
   }
 }
