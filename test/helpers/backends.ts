@@ -40,7 +40,7 @@ export const backends: Record<Backend['name'], () => Backend> = {
   memory: () => {
     const store = memoryStore();
     // a runtime's close closes its store: the memory store is shared, so only the last may
-    const shared: EventStore = { ...bind(store), close: async () => {} };
+    const shared = unclosable(store);
     return backend('memory', () => shared, () => store.close());
   },
   lmdb: () => {
@@ -48,6 +48,9 @@ export const backends: Record<Backend['name'], () => Backend> = {
     return backend('lmdb', () => lmdbStore({ path: dir.path }), () => dir.cleanup());
   },
 };
+
+/** `s` with a close that does nothing: runtimes sharing one memory store, one after another. */
+export const unclosable = (s: EventStore): EventStore => ({ ...bind(s), close: async () => {} });
 
 function bind(s: EventStore): EventStore {
   return {
