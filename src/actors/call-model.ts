@@ -6,6 +6,7 @@ import type { FinishReason, Message, ToolCall, Usage } from '../contracts/messag
 import { ModelResponseSchema, type ModelResponse } from '../contracts/model.js';
 import { onAbort } from '../contracts/abort.js';
 import { priceOf } from './pricing.js';
+import { messageOf } from './tool-call.js';
 import type { SessionServices } from './session-services.js';
 
 /** One model request as callWithRetries sends it. */
@@ -54,13 +55,13 @@ export async function callWithRetries(env: SessionServices, at: StepPosition, si
       });
       // stopped while the provider answered (a cancel): nothing of this call is staged
       if (signal.aborted) throw new CancelledError('model call cancelled');
-      const checked = ModelResponseSchema.safeParse(res);
+      const checked = checkedResponse(res);
       if (!checked.success) {
         const issue = checked.error.issues[0];
-        throw new ProviderError(`the model provider returned an invalid response: ${issue ? `${issue.path.join('.') || '(root)'}: ${issue.message}` : 'invalid'}`, { retryable: false, code: 'invalid_response' });
+        throw new ProviderError(`the model provider returned an invalid response: ${issue ? `${issue.path.map(String).join('.') || '(root)'}: ${issue.message}` : 'invalid'}`, { retryable: false, code: 'invalid_response' });
       }
       offAttempt();
-      return { res, latencyMs: performance.now() - t0, digest };
+      return { res: checked.data as ModelResponse, latencyMs: performance.now() - t0, digest };
     } catch (e) {
       offAttempt();
       if (signal.aborted || isCancelledError(e)) {
@@ -79,6 +80,18 @@ export async function callWithRetries(env: SessionServices, at: StepPosition, si
       const delay = Math.min(env.config.maxRetryDelayMs, pe.retryAfterMs ?? env.config.retryBackoffMs * 2 ** (n - 1));
       await sleepOn(env.clock, delay, signal, () => new CancelledError('model call cancelled'));
     }
+  }
+}
+
+/**
+ * A provider's response checked by ModelResponseSchema (its provider data must be JSON the log can
+ * hold: no BigInt, no cycle); a getter that throws while it is read is an issue too.
+ */
+function checkedResponse(res: unknown): { success: true; data: unknown } | { success: false; error: { issues: { path: PropertyKey[]; message: string }[] } } {
+  try {
+    return ModelResponseSchema.safeParse(res);
+  } catch (e) {
+    return { success: false, error: { issues: [{ path: [], message: `reading it threw: ${messageOf(e)}` }] } };
   }
 }
 

@@ -1,6 +1,7 @@
 import { fromPromise } from 'xstate';
 import type { StepPosition } from '../contracts/calls.js';
 import { isStaleWriterError } from '../contracts/errors.js';
+import { ownRecord } from '../contracts/keyed.js';
 import type { Message, Usage } from '../contracts/message.js';
 import type { ExecutionResult } from '../contracts/requests.js';
 import type { LogWriter } from '../persistence/log-writer.js';
@@ -85,7 +86,7 @@ export function stageRunEnd(writer: LogWriter, at: StepPosition, r: ExecutionRes
 /** A JSON form of an error cause: its name, message and own scalar fields. */
 export function causeInfo(cause: unknown): Record<string, unknown> | undefined {
   if (!cause || typeof cause !== 'object') return undefined;
-  const out: Record<string, unknown> = { name: (cause as Error).name, message: (cause as Error).message };
+  const out = ownRecord<unknown>([['name', (cause as Error).name], ['message', (cause as Error).message]]);
   for (const [k, v] of Object.entries(cause)) if (['string', 'number', 'boolean'].includes(typeof v)) out[k] = v;
   return out;
 }

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { recordOf } from './json.js';
 import { FinishReason, Message, Usage } from './message.js';
 import { ToolMode, ToolOutcome } from './tools.js';
 
@@ -84,7 +85,7 @@ export const EventPayloads = {
   'approval/requested': z.looseObject({ pendingRequest: PendingRequest }),
   'approval/decided': z.looseObject({
     questionId: id,
-    decisions: z.record(z.string(), z.enum(['approve', 'deny'])),
+    decisions: recordOf(z.enum(['approve', 'deny'])), // keyed by call ids: `__proto__` kept
     timedOut: z.boolean(),
   }),
   'question/asked': z.looseObject({ pendingRequest: PendingRequest }),

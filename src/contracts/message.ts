@@ -1,7 +1,11 @@
 import { z } from 'zod';
+import { JsonObject } from './json.js';
 
-/** Provider-specific data kept verbatim and sent back on the next request (e.g. thinking blocks). */
-export const ProviderData = z.record(z.string(), z.unknown());
+/**
+ * Provider-specific data kept verbatim and sent back on the next request (e.g. thinking blocks):
+ * a JSON object (a provider response whose data is not JSON is an `invalid_response`).
+ */
+export const ProviderData = JsonObject;
 export type ProviderData = z.infer<typeof ProviderData>;
 
 /** One tool call the model asked for. `arguments` is the raw JSON text, validated by the runtime. */
@@ -25,8 +29,8 @@ export const Message = z.object({
 });
 export type Message = z.infer<typeof Message>;
 
-/** Provider data given by an app: it is logged, so it must be JSON (no BigInt, function, undefined). */
-const JsonProviderData = z.record(z.string(), z.json());
+/** Provider data given by an app: it is logged, so it must be JSON (no BigInt, function, undefined, cycle). */
+const JsonProviderData = JsonObject;
 
 /** A message an app hands in (bootstrap messages, checkpoints): a Message that is all JSON. */
 export const InputMessage = Message.extend({ providerData: JsonProviderData.optional() });

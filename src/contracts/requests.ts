@@ -1,8 +1,11 @@
 import { z } from 'zod';
+import { JsonValue } from './json.js';
 import { UserMessage, Usage, zeroUsage, type Message } from './message.js';
 import { PendingRequest } from './events.js';
 
 const id = z.string().min(1);
+/** Checked as JSON at run time; typed `unknown` (an answer's shape is the question's). */
+const AnyJson: z.ZodType<unknown> = JsonValue;
 
 /** A prompt's message: a string (one user message), one user message, or several. */
 export const PromptMessage = z.union([z.string(), UserMessage, z.array(UserMessage).min(1)]);
@@ -11,7 +14,7 @@ export type PromptMessage = z.infer<typeof PromptMessage>;
 /** `session.execute` input (DESIGN §6). */
 export const ExecutionRequest = z.discriminatedUnion('kind', [
   z.object({ kind: z.literal('prompt'), runId: id, attemptId: id, message: PromptMessage }),
-  z.object({ kind: z.literal('respond'), runId: id, attemptId: id, questionId: id, answer: z.unknown() }),
+  z.object({ kind: z.literal('respond'), runId: id, attemptId: id, questionId: id, answer: AnyJson }),
   z.object({ kind: z.literal('continue'), runId: id, attemptId: id }),
 ]);
 export type ExecutionRequest = z.infer<typeof ExecutionRequest>;

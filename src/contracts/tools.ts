@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { JsonValue } from './json.js';
 import { Message } from './message.js';
 
 /** `parallel` tools are side-effect free and may run concurrently; `exclusive` tools run alone. */
@@ -10,7 +11,7 @@ const Completed = z.object({
   content: z.string(),
   isError: z.boolean().default(false),
   concludesTurn: z.boolean().default(false),
-  structured: z.unknown().optional(),
+  structured: JsonValue.optional(),
   /** Resource keys whose uncertain-hanging locks this result releases. */
   releaseResources: z.array(z.string()).default([]),
   additionalMessages: z.array(Message).optional(),

@@ -11,6 +11,7 @@ import {
   type EventType,
 } from '../contracts/events.js';
 import { parseInput, unreadable } from '../contracts/validate.js';
+import { assertJson } from '../contracts/json.js';
 
 /** A draft after validation: payload parsed by its schema and made plain JSON. */
 export interface PreparedDraft {
@@ -107,12 +108,17 @@ function prepareDraft(raw: unknown, i: number, where: string, sessionId: string 
 
 /** Stable JSON (sorted keys) used to compare a retried draft with the stored event. */
 export function canonicalJson(value: unknown): string {
+  assertJson(value, 'canonicalJson'); // a cycle or a BigInt: a ValidationError, never a stack overflow
+  return canonical(value);
+}
+
+function canonical(value: unknown): string {
   if (value === null || typeof value !== 'object') return JSON.stringify(value) ?? 'null';
-  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
+  if (Array.isArray(value)) return `[${value.map(canonical).join(',')}]`;
   const keys = Object.keys(value as object)
     .filter((k) => (value as Record<string, unknown>)[k] !== undefined)
     .sort();
-  return `{${keys.map((k) => `${JSON.stringify(k)}:${canonicalJson((value as Record<string, unknown>)[k])}`).join(',')}}`;
+  return `{${keys.map((k) => `${JSON.stringify(k)}:${canonical((value as Record<string, unknown>)[k])}`).join(',')}}`;
 }
 
 export function sameContent(d: PreparedDraft, e: EventRecord): boolean {

@@ -1,4 +1,5 @@
 import type Anthropic from '@anthropic-ai/sdk';
+import { ownRecord } from '../contracts/keyed.js';
 import { z } from 'zod';
 import { CancelledError, ProviderError, ValidationError } from '../contracts/errors.js';
 import type { FinishReason, Message, ToolCall, Usage } from '../contracts/message.js';
@@ -154,7 +155,7 @@ interface BlockState { raw: Block; json?: string; ordinal?: number }
 /** Folds raw stream events into one response, emitting deltas as they arrive. */
 function accumulator(emit: (e: ModelStreamEvent) => void) {
   const blocks = new Map<number, BlockState>();
-  const usage: Record<string, unknown> = {};
+  const usage = ownRecord<unknown>(); // keys from the wire
   const meta: { id?: string; model?: string; stopReason?: string | null; stopSequence?: string | null; stopDetails?: unknown } = {};
   let tools = 0;
   let finished = false;
@@ -226,8 +227,8 @@ function accumulator(emit: (e: ModelStreamEvent) => void) {
         .filter((s) => s.raw.type === 'tool_use')
         .map((s) => ({ id: String(s.raw.id), name: String(s.raw.name), arguments: argumentsOf(s) }));
       const special = states.some((s) => !['text', 'tool_use'].includes(s.raw.type) || (s.raw.type === 'text' && s.raw.citations != null));
-      const data: AnthropicProviderData = { ...meta, usage: { ...usage }, ...(special ? { content: states.map((s) => s.raw) } : {}) };
-      const n = (k: string) => (typeof usage[k] === 'number' ? (usage[k] as number) : 0);
+      const data: AnthropicProviderData = { ...meta, usage: ownRecord(Object.entries(usage)), ...(special ? { content: states.map((s) => s.raw) } : {}) };
+      const n = (k: string) => (typeof usage[k] === 'number' ? (usage[k] as number) : 0); // own: no prototype
       const u: Usage = {
         inputTokens: n('input_tokens') + n('cache_read_input_tokens') + n('cache_creation_input_tokens'),
         outputTokens: n('output_tokens'),

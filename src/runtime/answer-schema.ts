@@ -1,7 +1,8 @@
 import { z } from 'zod';
 import { InputMessage } from '../contracts/message.js';
+import { JsonValue, recordOf } from '../contracts/json.js';
 
-export const JsonValue = z.json();
+export { JsonValue } from '../contracts/json.js';
 
 /**
  * What a question's answer is checked against: its JSON Schema, or any JSON where that schema
@@ -34,5 +35,5 @@ function missingRequired(schema: unknown, value: unknown, at: (string | number)[
   for (const [k, sub] of Object.entries(s.properties ?? {})) if (Object.hasOwn(obj, k)) out.push(...missingRequired(sub, obj[k], [...at, k]));
   return out;
 }
-export const ApprovalAnswer = z.object({ decisions: z.record(z.string(), z.enum(['approve', 'deny'])) });
+export const ApprovalAnswer = z.object({ decisions: recordOf(z.enum(['approve', 'deny'])) });
 export const Checkpoint = z.strictObject({ messages: z.array(InputMessage), stateContext: JsonValue.optional() });
