@@ -1,3 +1,4 @@
+import { notProvided } from './not-provided.js';
 import { assign, fromPromise, sendTo, setup, type ActorRefFrom } from 'xstate';
 import type { ToolCallOutput } from '../contracts/calls.js';
 import { CapacityError, ProtocolExhaustedError } from '../contracts/errors.js';
@@ -15,10 +16,6 @@ import { endFor, errorOf, outputOf, ended, inCallOrder, positionOf, resultOf, sp
 
 export type { ResumeInput, StartRunOutput } from '../actors/start-run.js';
 export type { RunContext, RunEvent, RunInput } from './run-context.js';
-
-const notProvided = (name: string) => async (): Promise<never> => {
-  throw new Error(`the ${name} actor is not provided`);
-};
 
 /**
  * One attempt of one run (DESIGN §3, §4), one named actor per phase: `startRun` → step loop

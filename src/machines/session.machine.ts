@@ -1,3 +1,4 @@
+import { notProvided } from './not-provided.js';
 import { assign, emit, fromPromise, sendTo, setup } from 'xstate';
 import { notRunResult, type ExecutionResult } from '../contracts/requests.js';
 import { runMachine, type RunInput } from './run.machine.js';
@@ -47,10 +48,6 @@ export type SessionEmitted = { type: 'session.rested'; result: ExecutionResult |
 
 /** What the `settleAttempt` actor decides once an attempt ended: where the session rests now. */
 export type SettleOutput = { rest: SessionRest | 'fenced' };
-
-const notProvided = (name: string) => async (): Promise<never> => {
-  throw new Error(`the ${name} actor is not provided`);
-};
 
 /**
  * One live incarnation of a session (DESIGN §3): it rests `idle`, `suspended` (a run waits for an
