@@ -8,6 +8,9 @@ export type { DeliveryOwner, FinalAnswer, FinalVerifier, Pricing, ToolVerifier }
 
 export { lmdbStore, LmdbStoreOptions } from './persistence/lmdb-store.js';
 export { memoryStore } from './persistence/memory-store.js';
+export { postgresStore, PostgresStoreOptions } from './persistence/postgres/postgres-store.js';
+export type { PostgresStoreExtras } from './persistence/postgres/postgres-store.js';
+export type { PgPool, PgPoolClient, PgQuery, PgResult } from './persistence/postgres/pg-types.js';
 export type { AttachResult, EventStore, ReadRange } from './persistence/event-store.js';
 export { SessionHead } from './persistence/head.js';
 
@@ -68,6 +71,7 @@ export {
   SessionSteeringConflict,
   StaleWriterError,
   StoreClosedError,
+  StoreUnavailableError,
   UnknownSchemaVersionError,
   ValidationError,
   isBudgetExhaustedError,
@@ -82,6 +86,7 @@ export {
   isSessionSteeringConflict,
   isStaleWriterError,
   isStoreClosedError,
+  isStoreUnavailableError,
   isUnknownSchemaVersionError,
   isValidationError,
 } from './contracts/errors.js';
