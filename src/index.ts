@@ -8,7 +8,7 @@ export type { DeliveryOwner, FinalAnswer, FinalVerifier, Pricing, ToolVerifier }
 
 export { lmdbStore, LmdbStoreOptions } from './persistence/lmdb-store.js';
 export { memoryStore } from './persistence/memory-store.js';
-export { postgresStore, PostgresStoreOptions } from './persistence/postgres/postgres-store.js';
+export { migratePostgres, postgresStore, PostgresStoreOptions } from './persistence/postgres/postgres-store.js';
 export type { PostgresStoreExtras } from './persistence/postgres/postgres-store.js';
 export type { PgPool, PgPoolClient, PgQuery, PgResult } from './persistence/postgres/pg-types.js';
 export type { AttachResult, EventStore, ReadRange } from './persistence/event-store.js';

@@ -21,7 +21,12 @@ import { batchDrafts, batchIdOf, nextLine, randomBatchSize, say } from './child-
 
 const [mode, url, schema, ...rest] = process.argv.slice(2);
 const positional = rest.filter((a) => !a.startsWith('--'));
-const flags = new Map(rest.filter((a) => a.startsWith('--')).map((a) => a.slice(2).split('=') as [string, string?]));
+const flags = new Map<string, string>(
+  rest.filter((a) => a.startsWith('--')).map((a) => {
+    const [k, v] = a.slice(2).split('=');
+    return [k!, v ?? 'true'];
+  }),
+);
 const intFlag = (name: string, fallback: number): number => (flags.has(name) ? Number(flags.get(name)) : fallback);
 const waitForCue = (cue: string): Promise<string> => nextLine((line) => line === cue);
 /** The idle-in-transaction timeout, short so that a takeover from a frozen writer is quick. */

@@ -79,6 +79,26 @@ export function postgresStore(options: PostgresStoreOptions): EventStore & Postg
   return new PostgresEventStore(parseInput(PostgresStoreOptions, options, 'postgresStore'));
 }
 
+/**
+ * Applies the package's migrations to `schema` (what `actorloop migrate --postgres <url>` runs, for
+ * deployments whose stores are opened with `migrate: false`). Returns the versions before and after.
+ * @example
+ * const { from, to } = await migratePostgres({ connectionString: process.env.DATABASE_URL! })
+ */
+export async function migratePostgres(options: { connectionString: string; schema?: string }): Promise<{ from: number; to: number }> {
+  const o = parseInput(z.strictObject({ connectionString: z.string().min(1), schema: Common.schema }), options, 'migratePostgres');
+  const pg = await loadPg();
+  const pool = new pg.Pool({ connectionString: o.connectionString, max: 1 });
+  pool.on('error', () => undefined);
+  try {
+    return await migrate(pool, o.schema);
+  } catch (e) {
+    throw unavailable('migrate', e);
+  } finally {
+    await pool.end();
+  }
+}
+
 /** What the PostgreSQL store offers beyond EventStore. */
 export interface PostgresStoreExtras {
   /** Connects, checks the server and applies (or checks) the migrations; every method does this on first use. */
