@@ -42,6 +42,9 @@ export class PgProxy {
   private accept(client: Socket): void {
     const conn = ++this.conns;
     const upstream = connect(this.targetPort, this.targetHost);
+    // no Nagle: each message goes out at once (else delayed ACKs stall every round trip ~40 ms)
+    client.setNoDelay(true);
+    upstream.setNoDelay(true);
     this.sockets.add(client);
     this.sockets.add(upstream);
     let cut = false;
