@@ -91,6 +91,21 @@ if (db) {
       await pool.end();
     });
 
+    it('stores of two schemas share one pool, each with its own tables and prepared statements', async () => {
+      const pool = new pg.Pool({ connectionString: db.url, max: 1 }); // one connection: both stores' statements on it
+      const long = 'x'.repeat(30);
+      const [a, b] = [`${long}_a`, `${long}_b`].map((schema) => postgresStore({ pool, schema }));
+      for (const [store, n] of [[a!, 1], [b!, 2]] as const) {
+        const { writerEpoch } = await store.attachWriter('s');
+        await store.append('s', writerEpoch, 1, Array.from({ length: n }, (_, i) => userMsg(`m${i}`)));
+      }
+      expect((await collect(a!.readEvents('s'))).length).toBe(1);
+      expect((await collect(b!.readEvents('s'))).length).toBe(2);
+      await a!.close();
+      await b!.close();
+      await pool.end();
+    });
+
     it('events$ follows appends made by another process, woken by NOTIFY', async () => {
       const schema = freshSchema('tail');
       const store = postgresStore({ connectionString: db.url, schema, pollIntervalMs: 60_000 }); // no poll: only NOTIFY wakes it

@@ -28,7 +28,12 @@ export interface PgPoolClient {
   removeListener(event: 'error', listener: (err: Error) => void): unknown;
 }
 
-/** A connection pool (`new pg.Pool(config)`). */
+/**
+ * A connection pool (`new pg.Pool(config)`).
+ * @example
+ * import pg from 'pg'
+ * const store = postgresStore({ pool: new pg.Pool({ connectionString: process.env.DATABASE_URL }) })
+ */
 export interface PgPool {
   connect(): Promise<PgPoolClient>;
   end(): Promise<void>;

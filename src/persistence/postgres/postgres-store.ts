@@ -43,6 +43,12 @@ const Common = {
   beforeCommit: z.custom<(sessionId: string) => unknown>((v) => typeof v === 'function').optional(),
 };
 
+/**
+ * The options of `postgresStore`: `{ pool }` (the app's pg.Pool) or `{ connectionString }`, plus
+ * the settings in `Common` above.
+ * @example
+ * postgresStore({ connectionString: 'postgres://app@db:5432/app', schema: 'agents', migrate: false })
+ */
 export const PostgresStoreOptions = z.union([
   z.strictObject({ pool: z.custom<PgPool>(isPool, 'a pg.Pool (or an object with connect() and end())'), ...Common }),
   z.strictObject({
@@ -99,7 +105,12 @@ export async function migratePostgres(options: { connectionString: string; schem
   }
 }
 
-/** What the PostgreSQL store offers beyond EventStore. */
+/**
+ * What the PostgreSQL store offers beyond EventStore.
+ * @example
+ * const store = postgresStore({ connectionString })
+ * await store.ready() // fail fast at boot: server reachable, synchronous_commit, schema version
+ */
 export interface PostgresStoreExtras {
   /** Connects, checks the server and applies (or checks) the migrations; every method does this on first use. */
   ready(): Promise<void>;

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { CorruptLogError, InvariantViolation } from '../../contracts/errors.js';
 import type { EventRecord } from '../../contracts/events.js';
 import type { LogTxn } from '../append-core.js';
@@ -46,7 +47,9 @@ export function headOf(sessionId: string, raw: unknown): SessionHead {
 /** The statements of one schema, built once (names make them prepared statements per connection). */
 export function statements(schema: string) {
   const s = ident(schema);
-  const tag = (name: string) => `actorloop_${name}_${Buffer.from(schema).toString('hex').slice(0, 40)}`;
+  // prepared-statement names are per connection: one per schema, so stores of two schemas can share a pool
+  const id = createHash('sha256').update(schema).digest('hex').slice(0, 16);
+  const tag = (name: string) => `actorloop_${name}_${id}`;
   return {
     attach: {
       name: tag('attach'),
