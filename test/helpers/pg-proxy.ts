@@ -26,6 +26,8 @@ export class PgProxy {
   decide: (msg: PgMessage) => 'forward' | 'forward-then-drop' | 'drop' = () => 'forward';
   /** How many connections were cut. */
   cuts = 0;
+  /** While true, new connections are closed at once (the server looks unreachable). */
+  refuse = false;
 
   constructor(
     private readonly targetHost: string,
@@ -40,6 +42,10 @@ export class PgProxy {
   }
 
   private accept(client: Socket): void {
+    if (this.refuse) {
+      client.destroy();
+      return;
+    }
     const conn = ++this.conns;
     const upstream = connect(this.targetPort, this.targetHost);
     // no Nagle: each message goes out at once (else delayed ACKs stall every round trip ~40 ms)

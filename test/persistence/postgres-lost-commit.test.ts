@@ -57,6 +57,34 @@ if (db) {
       }
     });
 
+    it("when the server cannot be asked, the append fails with outcome 'unknown' — and the log later says it landed", async () => {
+      const store = open(freshSchema('unknown'));
+      try {
+        const { writerEpoch } = await store.attachWriter('u');
+        let armed = true;
+        proxy.decide = (m) => {
+          if (armed && m.from === 'client' && queryText(m) === 'COMMIT') {
+            armed = false;
+            proxy.refuse = true; // the server is gone for the store from here on
+            return 'forward-then-drop';
+          }
+          return 'forward';
+        };
+        const err = await store.append('u', writerEpoch, 1, [{ ...userMsg('maybe'), eventId: 'm1' }]).catch((e) => e);
+        expect(isStoreUnavailableError(err), String(err)).toBe(true);
+        expect(err.outcome).toBe('unknown');
+        proxy.refuse = false;
+        expect((await store.getEventById('u', 'm1'))?.payload.message).toMatchObject({ content: 'maybe' });
+        // the writer's retry of the same batch is recognised as done
+        const again = await store.append('u', writerEpoch, 1, [{ ...userMsg('maybe'), eventId: 'm1' }]);
+        expect(again.map((e) => e.seq)).toEqual([1]);
+      } finally {
+        proxy.refuse = false;
+        proxy.decide = () => 'forward';
+        await store.close();
+      }
+    });
+
     it('an append cut at a random message either lands once or not at all, and says which', async () => {
       const store = open(freshSchema('random'));
       try {

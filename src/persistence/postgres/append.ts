@@ -79,8 +79,8 @@ export async function appendTxn(
     }
     const out = applyAppend(txn, sessionId, writerEpoch, expectedSeq, batch, new Date().toISOString());
     if (!out.written) {
-      if (cached) heads.drop(sessionId); // (cannot happen from a cache: no stored ids are known there)
-      return { records: out.records, written: false };
+      // an idempotent retry — or the batch whose COMMIT reply was lost, found stored: new to followers
+      return { records: out.records, written: unknown };
     }
     const before = txn.head() ?? out.head;
     const result = await write(s, sessionId, writerEpoch, before, out.head, txn.events);
