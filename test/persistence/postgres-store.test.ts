@@ -2,7 +2,7 @@ import { join } from 'node:path';
 import pg from 'pg';
 import { firstValueFrom, take, toArray } from 'rxjs';
 import { afterEach, describe, expect, it } from 'vitest';
-import { isStaleWriterError, isStoreUnavailableError } from '../../src/contracts/errors.js';
+import { isCorruptLogError, isStaleWriterError, isStoreUnavailableError } from '../../src/contracts/errors.js';
 import { postgresStore } from '../../src/persistence/postgres/postgres-store.js';
 import { SCHEMA_VERSION_PG } from '../../src/persistence/postgres/schema.js';
 import { killAllChildren, parseAck, REPO_ROOT, spawnTs } from '../crash/child-util.js';
@@ -144,6 +144,46 @@ if (db) {
       } finally {
         await reader.close();
         await writer.close();
+      }
+    });
+
+    it('a damaged head row or record is a CorruptLogError naming the session, never retried into another error', async () => {
+      const schema = freshSchema('corrupt');
+      const store = postgresStore({ connectionString: db.url, schema });
+      try {
+        const { writerEpoch } = await store.attachWriter('s');
+        await store.append('s', writerEpoch, 1, [userMsg('a'), userMsg('b')]);
+        await admin((c) => c.query(`UPDATE "${schema}".events SET record = '{"truncated' WHERE seq = 2`));
+        const read = await collect(store.readEvents('s')).catch((e) => e);
+        expect(isCorruptLogError(read) && read.seq === 2 && read.sessionId === 's', String(read)).toBe(true);
+        await admin((c) => c.query(`UPDATE "${schema}".sessions SET pending_inputs = '"nope"'`));
+        const head = await store.getHead('s').catch((e) => e);
+        expect(isCorruptLogError(head), String(head)).toBe(true);
+        const other = postgresStore({ connectionString: db.url, schema }); // no cached head: the append reads the row
+        const append = await other.append('s', writerEpoch, 3, [userMsg('c')]).catch((e) => e);
+        expect(isCorruptLogError(append), String(append)).toBe(true);
+        await other.close();
+      } finally {
+        await store.close();
+      }
+    });
+
+    it('a beforeCommit hook that throws aborts its append, once, and nothing of it lands', async () => {
+      let calls = 0;
+      const boom = new Error('boom');
+      const store = postgresStore({ connectionString: db.url, schema: freshSchema('hook'), beforeCommit: () => {
+        calls++;
+        if (calls === 1) throw boom;
+      } });
+      try {
+        const { writerEpoch } = await store.attachWriter('s');
+        await expect(store.append('s', writerEpoch, 1, [userMsg('x')])).rejects.toBe(boom);
+        expect(calls).toBe(1);
+        expect(await collect(store.readEvents('s'))).toEqual([]);
+        await store.append('s', writerEpoch, 1, [userMsg('y')]);
+        expect((await collect(store.readEvents('s'))).map((e) => e.seq)).toEqual([1]);
+      } finally {
+        await store.close();
       }
     });
 

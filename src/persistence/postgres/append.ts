@@ -159,11 +159,18 @@ async function write(
       await c.query('ROLLBACK');
       return 'fence';
     }
-    await s.beforeCommit?.(sessionId);
+    try {
+      await s.beforeCommit?.(sessionId);
+    } catch (e) {
+      await c.query('ROLLBACK').catch(() => (broken = true));
+      throw Object.assign(new Error('beforeCommit threw'), { hookError: e });
+    }
     commitSent = true;
     await c.query('COMMIT');
     return 'committed';
   } catch (e) {
+    const hookError = (e as { hookError?: unknown }).hookError;
+    if (hookError !== undefined) throw hookError; // the hook's throw aborts the append, as it is
     broken = isConnectionError(e);
     if (commitSent) {
       broken = true;

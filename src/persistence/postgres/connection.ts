@@ -7,6 +7,7 @@ import { sqlStateOf, type PgPool, type PgPoolClient } from './pg-types.js';
  * down or killing the session (57P…, an idle-in-transaction timeout 25P03), too many connections.
  */
 export function isConnectionError(e: unknown): boolean {
+  if (e instanceof ActorloopError) return false; // our own (a corrupt row, a refused setting)
   const state = sqlStateOf(e);
   return state === undefined || state.startsWith('08') || state.startsWith('57P') || state === '25P03' || state === '53300';
 }
@@ -55,7 +56,8 @@ export class Connections {
         await this.check(client);
       } catch (e) {
         done(isConnectionError(e));
-        throw e;
+        if (!isConnectionError(e)) throw e;
+        throw new StoreUnavailableError(`PostgreSQL connection failed: ${(e as Error).message}`, 'not_written', { cause: e });
       }
       this.checked.add(client);
     }
