@@ -73,6 +73,10 @@ if (db) {
       const view = await run(['view', 'pg1', '--postgres', db.url, '-o', out]);
       expect(view.code, view.err).toBe(0);
       expect(readFileSync(out, 'utf8')).toContain('pg1');
+      const tail = spawnTs(CLI, ['tail', 'pg1', '--postgres', db.url], { label: 'tail on postgres' });
+      await tail.waitFor((l) => /run\/end/.test(l), 30_000, 'the last events');
+      tail.signal('SIGINT');
+      expect((await tail.waitExit(10_000)).code, tail.describe()).toBe(0);
       const unknown = await run(['log', 'nobody', '--postgres', db.url]);
       expect(unknown.code).toBe(4);
       expect(unknown.err).toContain('actorloop sessions --postgres');
