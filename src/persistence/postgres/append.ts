@@ -1,4 +1,4 @@
-import { StoreUnavailableError } from '../../contracts/errors.js';
+import { ActorloopError, StoreUnavailableError } from '../../contracts/errors.js';
 import type { EventRecord } from '../../contracts/events.js';
 import { applyAppend } from '../append-core.js';
 import type { PreparedDraft } from '../codec.js';
@@ -71,7 +71,16 @@ export async function appendTxn(
       try {
         txn = await snapshot(s, sessionId, batch, waitForRow);
       } catch (e) {
-        if (!isConnectionError(e)) throw e;
+        // a connection that broke or could not be made: ask again; anything else ends the append
+        const transient = isConnectionError(e) || (e instanceof StoreUnavailableError && e.outcome === 'not_written');
+        if (!transient) {
+          if (e instanceof ActorloopError && !(e instanceof StoreUnavailableError)) throw e; // a corrupt row, …
+          throw new StoreUnavailableError(
+            `session ${sessionId}: reading the session for an append failed: ${(e as Error).message}`,
+            unknown ? 'unknown' : e instanceof StoreUnavailableError ? e.outcome : 'not_written',
+            { cause: e, ...(sqlStateOf(e) ? { sqlState: sqlStateOf(e)! } : {}) },
+          );
+        }
         lastError = e;
         await backoff(tries);
         continue;
