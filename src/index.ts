@@ -10,6 +10,9 @@ export type { Clock, IdSource } from './contracts/clock.js';
 
 export { lmdbStore, LmdbStoreOptions } from './persistence/lmdb-store.js';
 export { memoryStore } from './persistence/memory-store.js';
+export { migratePostgres, postgresStore, PostgresStoreOptions } from './persistence/postgres/postgres-store.js';
+export type { PostgresStoreExtras } from './persistence/postgres/postgres-store.js';
+export type { PgPool, PgPoolClient, PgQuery, PgResult } from './persistence/postgres/pg-types.js';
 export type { AttachResult, EventStore, ReadRange } from './persistence/event-store.js';
 export { SessionHead } from './persistence/head.js';
 
@@ -70,6 +73,7 @@ export {
   SessionSteeringConflict,
   StaleWriterError,
   StoreClosedError,
+  StoreUnavailableError,
   UnknownSchemaVersionError,
   ValidationError,
   isBudgetExhaustedError,
@@ -84,6 +88,7 @@ export {
   isSessionSteeringConflict,
   isStaleWriterError,
   isStoreClosedError,
+  isStoreUnavailableError,
   isUnknownSchemaVersionError,
   isValidationError,
 } from './contracts/errors.js';

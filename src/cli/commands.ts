@@ -8,7 +8,7 @@ import { isCorruptLogError } from '../contracts/errors.js';
 import type { EventRecord } from '../contracts/events.js';
 import type { EventStore } from '../persistence/event-store.js';
 import { scriptedModel } from '../providers/scripted.js';
-import { SessionId, dataDirOf, openExistingStore, readAll, requireSession, withStore } from './data.js';
+import { SessionId, dataDirOf, openSource, readAll, requireSession, withStore } from './data.js';
 import { demoPaths, demoTools } from './demo-tools.js';
 import { EXIT, parseArg } from './errors.js';
 import { formatLine } from './format.js';
@@ -27,9 +27,10 @@ const Seq = z.string().regex(/^\d+$/, 'a whole number such as 12').transform(Num
 const say = (io: CommandIO, text: string) => io.out.write(`${text}\n`);
 
 /** `actorloop sessions`: every session with its head (events, turns, writer epoch, open run). */
-export async function sessionsCommand(opts: { data?: string; json?: boolean }, io: CommandIO): Promise<number> {
-  const dir = dataDirOf(opts.data);
-  return withStore(openExistingStore(dir), async (store) => {
+export async function sessionsCommand(opts: { data?: string; postgres?: string; json?: boolean }, io: CommandIO): Promise<number> {
+  const src = openSource(opts);
+  const dir = src.where;
+  return withStore(src.store, async (store) => {
     const rows = [];
     for (const id of await store.listSessions()) {
       const h = await store.getHead(id);
@@ -62,11 +63,11 @@ export async function sessionsCommand(opts: { data?: string; json?: boolean }, i
 }
 
 /** `actorloop log <session>`: the log from `--from`, one line per event or JSON lines. */
-export async function logCommand(sessionId: string, opts: { data?: string; from?: string; json?: boolean }, io: CommandIO): Promise<number> {
-  const dir = dataDirOf(opts.data);
+export async function logCommand(sessionId: string, opts: { data?: string; postgres?: string; from?: string; json?: boolean }, io: CommandIO): Promise<number> {
   const from = opts.from === undefined ? 1 : parseArg(Seq, opts.from, '--from');
-  return withStore(openExistingStore(dir), async (store) => {
-    await requireSession(store, dir, sessionId);
+  const src = openSource(opts);
+  return withStore(src.store, async (store) => {
+    await requireSession(store, src, sessionId);
     await printFrom(store, sessionId, from, opts.json ?? false, io);
     return EXIT.ok;
   });
@@ -78,14 +79,15 @@ export async function logCommand(sessionId: string, opts: { data?: string; from?
  */
 export async function tailCommand(
   sessionId: string,
-  opts: { data?: string; from?: string; json?: boolean; intervalMs?: number },
+  opts: { data?: string; postgres?: string; from?: string; json?: boolean; intervalMs?: number },
   io: CommandIO,
 ): Promise<number> {
-  const dir = dataDirOf(opts.data);
   const explicitFrom = opts.from === undefined ? undefined : parseArg(Seq, opts.from, '--from');
   const interval = opts.intervalMs ?? 200;
-  return withStore(openExistingStore(dir), async (store) => {
-    const head = await requireSession(store, dir, sessionId);
+  const src = openSource(opts);
+  const dir = src.where;
+  return withStore(src.store, async (store) => {
+    const head = await requireSession(store, src, sessionId);
     let next = explicitFrom ?? Math.max(1, head.lastSeq - 9);
     let stopped = false;
     let wake: (() => void) | undefined;
@@ -135,11 +137,13 @@ async function printFrom(store: EventStore, sessionId: string, fromSeq: number, 
  * live writer of it) and prints what recovery found, as JSON. Runs no tool and no model call. The
  * CLI knows the demo agent's tools, so reconcile-able calls are those of the demo.
  */
-export async function recoverCommand(sessionId: string, opts: { data?: string }, io: CommandIO): Promise<number> {
-  const dir = dataDirOf(opts.data);
-  const store = openExistingStore(dir);
+export async function recoverCommand(sessionId: string, opts: { data?: string; postgres?: string }, io: CommandIO): Promise<number> {
+  const src = openSource(opts);
+  // the demo's tools keep their files in the data dir (the default one beside a PostgreSQL log)
+  const dir = opts.postgres === undefined ? src.where : dataDirOf(undefined);
+  const store = src.store;
   try {
-    await requireSession(store, dir, sessionId);
+    await requireSession(store, src, sessionId);
   } catch (e) {
     await store.close();
     throw e;
@@ -160,12 +164,12 @@ export async function recoverCommand(sessionId: string, opts: { data?: string },
 }
 
 /** `actorloop view <session>`: writes the session's timeline as one self-contained HTML file. */
-export async function viewCommand(sessionId: string, opts: { data?: string; output?: string }, io: CommandIO): Promise<number> {
-  const dir = dataDirOf(opts.data);
+export async function viewCommand(sessionId: string, opts: { data?: string; postgres?: string; output?: string }, io: CommandIO): Promise<number> {
   const id = parseArg(SessionId, sessionId, 'session');
   const output = resolve(opts.output ?? `${id.replace(/[^A-Za-z0-9._-]/g, '_')}.timeline.html`);
-  return withStore(openExistingStore(dir), async (store) => {
-    await requireSession(store, dir, id);
+  const src = openSource(opts);
+  return withStore(src.store, async (store) => {
+    await requireSession(store, src, id);
     const events = await readAll(store, id);
     writeFileSync(output, renderTimeline(events, { sessionId: id }));
     say(io, `wrote ${output} (${events.length} events): open ${pathToFileURL(output).href} in a browser`);

@@ -5,6 +5,7 @@ import type { EventRecord } from '../contracts/events.js';
 import type { EventStore } from '../persistence/event-store.js';
 import type { SessionHead } from '../persistence/head.js';
 import { lmdbStore } from '../persistence/lmdb-store.js';
+import { postgresStore } from '../persistence/postgres/postgres-store.js';
 import { CliError, EXIT, parseArg } from './errors.js';
 
 export const DEFAULT_DATA_DIR = './.actorloop';
@@ -46,12 +47,51 @@ function isLmdbFile(path: string): boolean {
   }
 }
 
+/** The variable naming the PostgreSQL database when `--postgres` is not given. */
+export const DATABASE_URL_ENV = 'ACTORLOOP_DATABASE_URL';
+
+export const PostgresUrl = z
+  .string()
+  .regex(/^postgres(ql)?:\/\//, 'a postgres:// URL such as postgres://user@host:5432/db')
+  .refine((u) => URL.canParse(u), 'not a valid URL');
+
+/** Where a command's log lives: the LMDB data dir, or a PostgreSQL database (`--postgres`). */
+export interface StoreSource {
+  store: EventStore;
+  /** For messages: the data dir, or the database URL without its password. */
+  where: string;
+  /** The flag that names this source again, for hints (`--data DIR`, `--postgres URL`). */
+  flag: string;
+}
+
+/** A database URL with its password hidden, for messages. */
+export function redactUrl(url: string): string {
+  const u = new URL(url);
+  if (u.password) u.password = '***';
+  return u.toString();
+}
+
+/**
+ * Opens the store a read command names: `--postgres URL` (or ACTORLOOP_DATABASE_URL) — whose
+ * schema must already exist (read commands never migrate) — else the LMDB data dir.
+ */
+export function openSource(opts: { data?: string; postgres?: string }): StoreSource {
+  if (opts.postgres !== undefined) {
+    const url = parseArg(PostgresUrl, opts.postgres, '--postgres');
+    if (opts.data !== undefined) throw new CliError('--data and --postgres name two different logs: pass one of them', EXIT.usage);
+    return { store: postgresStore({ connectionString: url, migrate: false }), where: redactUrl(url), flag: `--postgres ${redactUrl(url)}` };
+  }
+  const dir = dataDirOf(opts.data);
+  return { store: openExistingStore(dir), where: dir, flag: `--data ${dir}` };
+}
+
 /** The session's head, or a clear "unknown session" error (exit 4). */
-export async function requireSession(store: EventStore, dir: string, sessionId: string): Promise<SessionHead> {
+export async function requireSession(store: EventStore, source: string | Omit<StoreSource, 'store'>, sessionId: string): Promise<SessionHead> {
+  const { where, flag } = typeof source === 'string' ? { where: source, flag: `--data ${source}` } : source;
   const id = parseArg(SessionId, sessionId, 'session');
   const head = await store.getHead(id);
   if (!head || head.lastSeq === 0) {
-    throw new CliError(`unknown session ${JSON.stringify(id)} in ${dir}: \`actorloop sessions --data ${dir}\` lists the sessions`, EXIT.notFound);
+    throw new CliError(`unknown session ${JSON.stringify(id)} in ${where}: \`actorloop sessions ${flag}\` lists the sessions`, EXIT.notFound);
   }
   return head;
 }

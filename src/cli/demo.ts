@@ -5,7 +5,8 @@ import { createRuntime } from '../runtime/runtime.js';
 import { isExecutionBusy, isStaleWriterError, isValidationError } from '../contracts/errors.js';
 import type { ExecutionRequest, ExecutionResult } from '../contracts/requests.js';
 import { lmdbStore } from '../persistence/lmdb-store.js';
-import { DEFAULT_DATA_DIR, SessionId, dataDirOf } from './data.js';
+import { postgresStore } from '../persistence/postgres/postgres-store.js';
+import { DEFAULT_DATA_DIR, PostgresUrl, SessionId, dataDirOf, redactUrl } from './data.js';
 import { DEMO_PROMPT, DEMO_SYSTEM_PROMPT, Provider, chooseProvider, demoModel } from './demo-agent.js';
 import { demoPaths, demoTools, prepareDemoFiles } from './demo-tools.js';
 import { EXIT, parseArg } from './errors.js';
@@ -15,6 +16,8 @@ import { describeRecovery } from './recovery.js';
 export const DemoOptions = z.object({
   session: SessionId.optional(),
   data: z.string().min(1).optional(),
+  /** The event log in PostgreSQL (the data dir still holds the demo tools' files). */
+  postgres: PostgresUrl.optional(),
   provider: Provider.optional(),
   /** Scales the demo's delays (tests run it faster); ACTORLOOP_DEMO_PACE. */
   pace: z.coerce.number().positive().max(10).default(1),
@@ -57,13 +60,14 @@ export async function runDemo(options: DemoOptions, io: DemoIO): Promise<number>
   const paths = demoPaths(dataDir);
   prepareDemoFiles(paths);
   const tools = demoTools(paths, o.pace);
-  const store = lmdbStore({ path: dataDir });
+  const store = o.postgres ? postgresStore({ connectionString: o.postgres }) : lmdbStore({ path: dataDir });
 
   let sessionId = o.session ?? newSessionId();
   if (!o.session) while ((await store.getHead(sessionId))?.lastSeq) sessionId = newSessionId();
   const existed = ((await store.getHead(sessionId))?.lastSeq ?? 0) > 0;
   const dataFlag = o.data && dataDirOf(o.data) !== dataDirOf(DEFAULT_DATA_DIR) ? ` --data ${o.data}` : '';
-  const resumeHint = `actorloop demo --session ${sessionId}${dataFlag}`;
+  const pgFlag = o.postgres ? ` --postgres ${redactUrl(o.postgres)}` : '';
+  const resumeHint = `actorloop demo --session ${sessionId}${dataFlag}${pgFlag}`;
 
   const runtime = createRuntime({
     store,
@@ -73,7 +77,7 @@ export async function runDemo(options: DemoOptions, io: DemoIO): Promise<number>
     // Printing is harmless to repeat, so a final answer left undelivered by a crash is redelivered.
     delivery: { idempotent: true, deliver: async (final) => void say(`${s.green('delivered')} final answer ${s.dim(final.finalMessageId)}`) },
   });
-  say(`${s.bold('actorloop demo')} · session ${s.bold(sessionId)} · model ${model.modelId} (${provider}) · data ${dataDir}`);
+  say(`${s.bold('actorloop demo')} · session ${s.bold(sessionId)} · model ${model.modelId} (${provider}) · data ${dataDir}${o.postgres ? ` · log ${redactUrl(o.postgres)}` : ''}`);
   if (!existed) say(s.dim(`resume or continue it later with: ${resumeHint}`));
 
   let session: ExecutionSession | undefined;

@@ -1,7 +1,8 @@
 import { readFileSync } from 'node:fs';
 import { Command, CommanderError, Option } from 'commander';
 import { logCommand, recoverCommand, sessionsCommand, tailCommand, viewCommand, type CommandIO } from './commands.js';
-import { DEFAULT_DATA_DIR } from './data.js';
+import { migrateCommand } from './migrate.js';
+import { DATABASE_URL_ENV, DEFAULT_DATA_DIR } from './data.js';
 import { Provider } from './demo-agent.js';
 import { runDemo } from './demo.js';
 import { CliError, EXIT, describeFailure } from './errors.js';
@@ -17,6 +18,11 @@ export interface CliIO extends CommandIO {
 }
 
 const dataOption = () => new Option('-d, --data <dir>', 'data dir (the LMDB event log)').default(undefined, DEFAULT_DATA_DIR);
+const postgresOption = () => new Option('--postgres <url>', `the PostgreSQL event log instead of a data dir (default: $${DATABASE_URL_ENV} when set and --data is not given)`);
+
+/** `--postgres`, else ACTORLOOP_DATABASE_URL unless `--data` names a data dir. */
+const withDatabase = <T extends { data?: string; postgres?: string }>(opts: T, env: NodeJS.ProcessEnv): T =>
+  opts.postgres === undefined && opts.data === undefined && env[DATABASE_URL_ENV] ? { ...opts, postgres: env[DATABASE_URL_ENV] } : opts;
 
 /** Builds the command tree; each action hands its exit code's promise to `run`. */
 export function buildProgram(io: CliIO, run: (code: Promise<number>) => void): Command {
@@ -36,8 +42,11 @@ export function buildProgram(io: CliIO, run: (code: Promise<number>) => void): C
     .description('run the demo agent (offline unless an API key is set); --session resumes or continues a session')
     .option('-s, --session <id>', 'session id (default: a new demo-<time> id); an existing session is resumed')
     .addOption(dataOption())
+    .addOption(postgresOption())
     .addOption(new Option('-p, --provider <name>', 'model provider (default: openai or anthropic when its API key is set, else scripted)').choices(Provider.options))
-    .action((opts: { session?: string; data?: string; provider?: Provider }) => {
+    .action((raw: { session?: string; data?: string; postgres?: string; provider?: Provider }) => {
+      // the demo keeps its tools' files in the data dir even when its log is in PostgreSQL
+      const opts = raw.postgres === undefined && io.env[DATABASE_URL_ENV] && raw.data === undefined ? { ...raw, postgres: io.env[DATABASE_URL_ENV] } : raw;
       const pace = io.env.ACTORLOOP_DEMO_PACE;
       if (pace !== undefined && pace !== '' && !(Number(pace) >= 0)) {
         run(Promise.reject(new CliError(`ACTORLOOP_DEMO_PACE must be a non-negative number (a factor for the demo's delays), got ${JSON.stringify(pace)}`, EXIT.usage)));
@@ -50,41 +59,53 @@ export function buildProgram(io: CliIO, run: (code: Promise<number>) => void): C
     .command('sessions')
     .description('list the sessions of a data dir')
     .addOption(dataOption())
+    .addOption(postgresOption())
     .option('--json', 'one JSON array')
-    .action((opts: { data?: string; json?: boolean }) => run(sessionsCommand(opts, io)));
+    .action((opts: { data?: string; postgres?: string; json?: boolean }) => run(sessionsCommand(withDatabase(opts, io.env), io)));
 
   program
     .command('log')
     .description("print a session's event log")
     .argument('<session>', 'session id')
     .addOption(dataOption())
+    .addOption(postgresOption())
     .option('-f, --from <seq>', 'first seq to print')
     .option('--json', 'one JSON record per line')
-    .action((session: string, opts: { data?: string; from?: string; json?: boolean }) => run(logCommand(session, opts, io)));
+    .action((session: string, opts: { data?: string; postgres?: string; from?: string; json?: boolean }) => run(logCommand(session, withDatabase(opts, io.env), io)));
 
   program
     .command('tail')
     .description('print the last events of a session, then follow appends by any process (Ctrl-C stops)')
     .argument('<session>', 'session id')
     .addOption(dataOption())
+    .addOption(postgresOption())
     .option('-f, --from <seq>', 'first seq to print (default: the last 10 events)')
     .option('--json', 'one JSON record per line')
-    .action((session: string, opts: { data?: string; from?: string; json?: boolean }) => run(tailCommand(session, opts, io)));
+    .action((session: string, opts: { data?: string; postgres?: string; from?: string; json?: boolean }) => run(tailCommand(session, withDatabase(opts, io.env), io)));
 
   program
     .command('recover')
     .description('open a session (attaching a writer) and print what recovery found, as JSON; runs nothing')
     .argument('<session>', 'session id')
     .addOption(dataOption())
-    .action((session: string, opts: { data?: string }) => run(recoverCommand(session, opts, io)));
+    .addOption(postgresOption())
+    .action((session: string, opts: { data?: string; postgres?: string }) => run(recoverCommand(session, withDatabase(opts, io.env), io)));
 
   program
     .command('view')
     .description('write the session timeline as one self-contained HTML file')
     .argument('<session>', 'session id')
     .addOption(dataOption())
+    .addOption(postgresOption())
     .option('-o, --output <file>', 'HTML file to write (default: <session>.timeline.html)')
-    .action((session: string, opts: { data?: string; output?: string }) => run(viewCommand(session, opts, io)));
+    .action((session: string, opts: { data?: string; postgres?: string; output?: string }) => run(viewCommand(session, withDatabase(opts, io.env), io)));
+
+  program
+    .command('migrate')
+    .description('create or upgrade the PostgreSQL schema (for deployments whose stores are opened with migrate: false)')
+    .addOption(postgresOption())
+    .option('--schema <name>', 'PostgreSQL schema holding the tables', 'actorloop')
+    .action((opts: { postgres?: string; schema: string }) => run(migrateCommand({ ...opts, postgres: opts.postgres ?? io.env[DATABASE_URL_ENV] }, io)));
 
   return program;
 }

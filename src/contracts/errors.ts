@@ -18,7 +18,8 @@ type ErrorCode =
   | 'budget_exhausted'
   | 'validation'
   | 'cancelled'
-  | 'store_closed';
+  | 'store_closed'
+  | 'store_unavailable';
 
 /** Base class of every error actorloop throws on purpose. */
 export abstract class ActorloopError extends Error {
@@ -285,6 +286,30 @@ export class StoreClosedError extends ActorloopError {
   }
 }
 export const isStoreClosedError = (e: unknown): e is StoreClosedError => hasCode(e, 'store_closed');
+
+/**
+ * The store's server could not be reached or refused the operation (a dropped connection, a lock
+ * or transaction timeout, a schema this version does not know). `outcome` says what became of
+ * the write: `not_written` — nothing of it is stored; `unknown` — its commit could not be
+ * confirmed or ruled out (the store tried to find out and could not reach the server).
+ * @example
+ * if (isStoreUnavailableError(e) && e.outcome === 'not_written') retryLater()
+ */
+export class StoreUnavailableError extends ActorloopError {
+  readonly code = 'store_unavailable' as const;
+  override readonly name = 'StoreUnavailableError';
+  constructor(
+    message: string,
+    readonly outcome: 'not_written' | 'unknown' | 'none',
+    options: { cause?: unknown; sqlState?: string } = {},
+  ) {
+    super(message, { cause: options.cause });
+    if (options.sqlState !== undefined) this.sqlState = options.sqlState;
+  }
+  /** The server's SQLSTATE, when it answered with one. */
+  readonly sqlState?: string;
+}
+export const isStoreUnavailableError = (e: unknown): e is StoreUnavailableError => hasCode(e, 'store_unavailable');
 
 /**
  * Set (non-enumerable) on an error a run step throws after it already spent model usage that the

@@ -1,0 +1,99 @@
+import { ActorloopError, StoreUnavailableError } from '../../contracts/errors.js';
+import { sqlStateOf, type PgPool, type PgPoolClient } from './pg-types.js';
+
+/**
+ * Failures that mean the connection (not the statement) broke: no SQLSTATE at all (a socket
+ * error, "Connection terminated unexpectedly"), connection exceptions (08…), the server shutting
+ * down or killing the session (57P…, an idle-in-transaction timeout 25P03), too many connections.
+ */
+export function isConnectionError(e: unknown): boolean {
+  if (e instanceof ActorloopError) return false; // our own (a corrupt row, a refused setting)
+  const state = sqlStateOf(e);
+  return state === undefined || state.startsWith('08') || state.startsWith('57P') || state === '25P03' || state === '53300';
+}
+
+/** synchronous_commit levels, weakest first. */
+const LEVELS = ['off', 'local', 'remote_write', 'on', 'remote_apply'];
+
+/** A connection checked out for one operation; `done(broken)` returns (or destroys) it. */
+export interface Conn {
+  client: PgPoolClient;
+  done(broken?: boolean): void;
+}
+
+/**
+ * Checks connections out of the pool. A connection is checked once, on its first use, for
+ * `synchronous_commit`: below `on`, an append could resolve before its commit is flushed, so it is
+ * refused unless the store was opened with durability 'committed'.
+ */
+export class Connections {
+  private readonly checked = new WeakSet<PgPoolClient>();
+  constructor(
+    private readonly pool: () => PgPool,
+    private readonly requireFlush: boolean,
+  ) {}
+
+  async acquire(): Promise<Conn> {
+    let client: PgPoolClient;
+    try {
+      client = await this.pool().connect();
+    } catch (e) {
+      throw new StoreUnavailableError(`cannot connect to PostgreSQL: ${(e as Error).message}`, 'not_written', { cause: e });
+    }
+    // an error while no query runs (the server ended the session) must not crash the process;
+    // the next query on this client fails and the caller handles that
+    const onError = () => undefined;
+    client.on('error', onError);
+    let released = false;
+    const done = (broken = false) => {
+      if (released) return;
+      released = true;
+      client.removeListener('error', onError);
+      client.release(broken ? true : undefined);
+    };
+    if (!this.checked.has(client)) {
+      try {
+        await this.check(client);
+      } catch (e) {
+        done(isConnectionError(e));
+        if (!isConnectionError(e)) throw e;
+        throw new StoreUnavailableError(`PostgreSQL connection failed: ${(e as Error).message}`, 'not_written', { cause: e });
+      }
+      this.checked.add(client);
+    }
+    return { client, done };
+  }
+
+  private async check(client: PgPoolClient): Promise<void> {
+    const r = await client.query(`SELECT current_setting('synchronous_commit') AS level`);
+    const level = String((r.rows[0] as { level: unknown }).level);
+    if (this.requireFlush && LEVELS.indexOf(level) < LEVELS.indexOf('on')) {
+      throw new StoreUnavailableError(
+        `PostgreSQL synchronous_commit is '${level}': an append could resolve before its commit is flushed. ` +
+          `Set it to 'on' (or stronger) for this role or database, or open the store with durability: 'committed' to accept it`,
+        'none',
+      );
+    }
+  }
+
+  /** Runs `fn` on a connection; a connection error destroys the connection. */
+  async with<T>(fn: (c: PgPoolClient) => Promise<T>): Promise<T> {
+    const conn = await this.acquire();
+    let broken = false;
+    try {
+      return await fn(conn.client);
+    } catch (e) {
+      broken = isConnectionError(e);
+      throw e;
+    } finally {
+      conn.done(broken);
+    }
+  }
+}
+
+/** A store-level error for a failed read or attach (nothing was written by it). */
+export function unavailable(what: string, e: unknown, outcome: 'not_written' | 'none' = 'none'): unknown {
+  if (e instanceof ActorloopError) return e;
+  const state = sqlStateOf(e);
+  return new StoreUnavailableError(`PostgreSQL ${what} failed: ${(e as Error).message}`, outcome, { cause: e, ...(state ? { sqlState: state } : {}) });
+}

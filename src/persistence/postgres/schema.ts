@@ -1,0 +1,106 @@
+import { StoreUnavailableError } from '../../contracts/errors.js';
+import type { PgPool, PgPoolClient } from './pg-types.js';
+
+/** A quoted SQL identifier (the schema name comes from the user's options). */
+export const ident = (name: string): string => `"${name.replace(/"/g, '""')}"`;
+
+/** The NOTIFY channel of a schema's appends (channels are per database, so it names the schema). */
+export const channelOf = (schema: string): string => `actorloop:${schema}`;
+
+/**
+ * Versioned migrations, applied in order; `SCHEMA_VERSION_PG` is the newest this build knows.
+ * `{s}` stands for the quoted schema name. Never edit a released migration: add the next one.
+ */
+const MIGRATIONS: readonly string[] = [
+  // 1: the log, the per-session head row, the event-id index
+  `CREATE TABLE {s}.sessions (
+     session_id        text   PRIMARY KEY,
+     writer_epoch      bigint NOT NULL,
+     head_seq          bigint NOT NULL,
+     last_turn         bigint NOT NULL,
+     surface_start_seq bigint NOT NULL,
+     state_context_seq bigint NOT NULL,
+     open_run          jsonb,
+     last_settled_run  jsonb,
+     pending_inputs    jsonb  NOT NULL,
+     held_locks        jsonb  NOT NULL
+   );
+   CREATE TABLE {s}.events (
+     session_id text   NOT NULL,
+     seq        bigint NOT NULL,
+     event_id   text   NOT NULL,
+     type       text   NOT NULL,
+     record     text   NOT NULL,
+     PRIMARY KEY (session_id, seq)
+   );
+   CREATE UNIQUE INDEX events_event_id ON {s}.events (session_id, event_id);`,
+];
+
+export const SCHEMA_VERSION_PG = MIGRATIONS.length;
+
+const versionTable = (s: string) => `${ident(s)}.actorloop_schema`;
+
+/** The schema's version (0: not created yet). */
+async function versionOf(c: PgPoolClient, schema: string): Promise<number> {
+  const exists = await c.query({ text: `SELECT to_regclass($1) IS NOT NULL AS ok`, values: [versionTable(schema)] });
+  if (!(exists.rows[0] as { ok: boolean }).ok) return 0;
+  const r = await c.query(`SELECT max(version) AS v FROM ${versionTable(schema)}`);
+  return Number((r.rows[0] as { v: unknown }).v ?? 0);
+}
+
+function refuseNewer(schema: string, version: number): void {
+  if (version > SCHEMA_VERSION_PG) {
+    throw new StoreUnavailableError(
+      `PostgreSQL schema ${JSON.stringify(schema)} is at version ${version}, which this version of actorloop does not know ` +
+        `(it knows versions up to ${SCHEMA_VERSION_PG}): upgrade actorloop to use this database`,
+      'none',
+    );
+  }
+}
+
+/**
+ * Brings `schema` to the newest version, in one transaction under an advisory lock (concurrent
+ * first uses wait for each other; the second finds the work done). Returns the version.
+ */
+export async function migrate(pool: PgPool, schema: string): Promise<{ from: number; to: number }> {
+  const c = await pool.connect();
+  try {
+    await c.query('BEGIN');
+    await c.query({ text: `SELECT pg_advisory_xact_lock(hashtext($1))`, values: [`actorloop-migrate:${schema}`] });
+    const from = await versionOf(c, schema);
+    refuseNewer(schema, from);
+    if (from < SCHEMA_VERSION_PG) {
+      await c.query(`CREATE SCHEMA IF NOT EXISTS ${ident(schema)}`);
+      await c.query(`CREATE TABLE IF NOT EXISTS ${versionTable(schema)} (version int PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())`);
+      for (let v = from + 1; v <= SCHEMA_VERSION_PG; v++) {
+        await c.query(MIGRATIONS[v - 1]!.replaceAll('{s}', ident(schema)));
+        await c.query({ text: `INSERT INTO ${versionTable(schema)} (version) VALUES ($1)`, values: [v] });
+      }
+    }
+    await c.query('COMMIT');
+    return { from, to: Math.max(from, SCHEMA_VERSION_PG) };
+  } catch (e) {
+    await c.query('ROLLBACK').catch(() => undefined);
+    throw e;
+  } finally {
+    c.release();
+  }
+}
+
+/** For `migrate: false`: the schema must already be at this build's version. */
+export async function checkSchema(pool: PgPool, schema: string): Promise<void> {
+  const c = await pool.connect();
+  try {
+    const v = await versionOf(c, schema);
+    refuseNewer(schema, v);
+    if (v < SCHEMA_VERSION_PG) {
+      throw new StoreUnavailableError(
+        `PostgreSQL schema ${JSON.stringify(schema)} is at version ${v}, this version of actorloop needs ${SCHEMA_VERSION_PG}: ` +
+          `run \`actorloop migrate --postgres <url>\` (or open the store with migrate: true)`,
+        'none',
+      );
+    }
+  } finally {
+    c.release();
+  }
+}
