@@ -8,6 +8,8 @@ export type { DeliveryOwner, FinalAnswer, FinalVerifier, Pricing, ToolVerifier }
 
 export { lmdbStore, LmdbStoreOptions } from './persistence/lmdb-store.js';
 export { memoryStore } from './persistence/memory-store.js';
+export { repairStore, StoreProblem, verifyStore, VerifyOptions, VerifyReport } from './persistence/verify.js';
+export type { RepairReport } from './persistence/verify.js';
 export type { AttachResult, EventStore, ReadRange } from './persistence/event-store.js';
 export { SessionHead } from './persistence/head.js';
 
@@ -68,6 +70,7 @@ export {
   SessionSteeringConflict,
   StaleWriterError,
   StoreClosedError,
+  StoreError,
   UnknownSchemaVersionError,
   ValidationError,
   isBudgetExhaustedError,
@@ -82,6 +85,7 @@ export {
   isSessionSteeringConflict,
   isStaleWriterError,
   isStoreClosedError,
+  isStoreError,
   isUnknownSchemaVersionError,
   isValidationError,
 } from './contracts/errors.js';

@@ -63,7 +63,7 @@ describe('LMDB store journal: failures and misuse', () => {
     const child = spawnTs(CHILD, ['eio-append', path, 'boot-1'], { label: 'eio-append' });
     expect((await child.waitExit(60_000)).code, child.describe()).toBe(0);
     // the caller of the second append was told it failed …
-    expect(child.lines).toEqual(['ACK s 1 1 ok-1', 'REJECTED EIO']);
+    expect(child.lines).toEqual(['ACK s 1 1 ok-1', 'REJECTED StoreError EIO']);
     // … and under the same boot the log indeed holds only the first one
     expect((await dump(path, 'boot-1')).s!.map((e) => e.eventId)).toEqual(['ok-1']);
     // after a machine restart, the failed append must not be resurrected from its frame

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { existsSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { copyFileSync, existsSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { EventRecord } from '../../src/contracts/events.js';
@@ -300,14 +300,26 @@ describe('LMDB store journal', () => {
     await expectRebuilt(path, 'boot-2', before);
   });
 
-  it('an LMDB file replaced under the same boot is refused at the first commit, naming the way out', async () => {
+  it('an LMDB file deleted under the same boot is rebuilt from the journal at open', async () => {
     const path = dir();
     await write(path, 'boot-1', ['s'], 2);
     const before = await dump(path, 'boot-1');
     for (const f of ['data.mdb', 'lock.mdb']) rmSync(join(path, f));
-    const store = lmdbStore({ path, bootId: 'boot-1' });
-    await expect(store.attachWriter('t')).rejects.toThrowError(/no readable journal state.*delete .*BOOT to rebuild/);
-    await store.close();
+    expect(await dump(path, 'boot-1')).toEqual(before);
+  });
+
+  it('an LMDB file replaced by another store\'s under the same boot is refused at the first commit, naming the way out', async () => {
+    const path = dir();
+    await write(path, 'boot-1', ['s'], 2);
+    const before = await dump(path, 'boot-1');
+    const other = dir();
+    await write(other, 'boot-1', ['x'], 1);
+    const o = openDbs(other);
+    o.env.transactionSync(() => void o.journal.removeSync('state'));
+    await o.env.close();
+    for (const f of ['data.mdb', 'lock.mdb']) rmSync(join(path, f));
+    copyFileSync(join(other, 'data.mdb'), join(path, 'data.mdb'));
+    expect(() => lmdbStore({ path, bootId: 'boot-1' })).toThrowError(/no readable journal state.*delete .*BOOT to rebuild/);
     rmSync(join(path, 'journal', 'BOOT'));
     expect(await dump(path, 'boot-1')).toEqual(before);
   });
