@@ -125,7 +125,7 @@ export function readState(dbs: LogDbs, path: string): JournalState {
     throw new CorruptLogError(
       '(journal)',
       0,
-      `the LMDB file at ${path} has no readable journal state: it is not the file the journal describes (delete ${path}/journal/BOOT to rebuild it from the journal)`,
+      `the LMDB file at ${path} has no readable journal state: it is not the file the journal describes (run \`actorloop repair ${path}\` to rebuild it from the journal)`,
     );
   }
   return state.data;

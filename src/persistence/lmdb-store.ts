@@ -221,7 +221,7 @@ class LmdbEventStore implements EventStore, LmdbStats {
           this.stats.appends += ops.length;
           if (after) this.journal!.prepareNext(after);
         } catch (e) {
-          fatal = storeFailure(e, { path: this.options.path });
+          fatal = storeFailure(e, { path: this.options.path, op: 'write' });
           if (framed) this.invalidate(framed);
         }
         for (const op of ops) {

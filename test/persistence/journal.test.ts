@@ -4,7 +4,8 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { EventRecord } from '../../src/contracts/events.js';
 import { INITIAL_STATE, Journal, segmentSize } from '../../src/persistence/journal.js';
-import { openDbs, readState } from '../../src/persistence/journal-recovery.js';
+import { currentBootId, openDbs, readState } from '../../src/persistence/journal-recovery.js';
+import { repairStore } from '../../src/persistence/verify.js';
 import { lmdbStore } from '../../src/persistence/lmdb-store.js';
 import { collect, stepStart, userMsg } from '../helpers/drafts.js';
 import { tempDir } from '../helpers/tmp.js';
@@ -319,9 +320,10 @@ describe('LMDB store journal', () => {
     await o.env.close();
     for (const f of ['data.mdb', 'lock.mdb']) rmSync(join(path, f));
     copyFileSync(join(other, 'data.mdb'), join(path, 'data.mdb'));
-    expect(() => lmdbStore({ path, bootId: 'boot-1' })).toThrowError(/no readable journal state.*delete .*BOOT to rebuild/);
-    rmSync(join(path, 'journal', 'BOOT'));
-    expect(await dump(path, 'boot-1')).toEqual(before);
+    expect(() => lmdbStore({ path, bootId: 'boot-1' })).toThrowError(/no readable journal state.*actorloop repair .* to rebuild it from the journal/);
+    const { repaired, after } = await repairStore(path);
+    expect({ repaired, ok: after.ok }).toEqual({ repaired: true, ok: true });
+    expect(await dump(path, currentBootId())).toEqual(before);
   });
 
   it('counts commits, flushes and the time spent in flushes; a committed-mode store flushes nothing', async () => {
