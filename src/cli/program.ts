@@ -5,6 +5,7 @@ import { DEFAULT_DATA_DIR } from './data.js';
 import { Provider } from './demo-agent.js';
 import { runDemo } from './demo.js';
 import { CliError, EXIT, describeFailure } from './errors.js';
+import { repairCommand, verifyCommand } from './store-commands.js';
 
 const version = (JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }).version;
 
@@ -85,6 +86,19 @@ export function buildProgram(io: CliIO, run: (code: Promise<number>) => void): C
     .addOption(dataOption())
     .option('-o, --output <file>', 'HTML file to write (default: <session>.timeline.html)')
     .action((session: string, opts: { data?: string; output?: string }) => run(viewCommand(session, opts, io)));
+
+  program
+    .command('verify')
+    .description('check every record and the journal of a data dir (in a child process); exit 3 if anything is damaged')
+    .argument('[dir]', 'data dir (default ./.actorloop)')
+    .option('--json', 'the report as one JSON object')
+    .action((dir: string | undefined, opts: { json?: boolean }) => run(verifyCommand(dir, opts, io)));
+
+  program
+    .command('repair')
+    .description('rebuild a damaged data.mdb from the journal (or a damaged journal from data.mdb); stop every process using the dir first')
+    .argument('[dir]', 'data dir (default ./.actorloop)')
+    .action((dir: string | undefined) => run(repairCommand(dir, io)));
 
   return program;
 }
