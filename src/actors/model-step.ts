@@ -12,6 +12,7 @@ import { onAbort } from './abort.js';
 import { compact } from './compaction.js';
 import { emitToolEnds, seqOf } from './commit-results.js';
 import type { RunEnv } from './run-env.js';
+import { redactSecrets } from '../providers/redact.js';
 
 export interface StepAt {
   turn: number;
@@ -131,12 +132,12 @@ export async function callWithRetries(env: RunEnv, at: StepAt, signal: AbortSign
         discard('model call cancelled');
         throw new CancelledError('model call cancelled');
       }
-      const pe = isProviderError(e) ? e : new ProviderError(`model call failed: ${(e as Error)?.message ?? String(e)}`, { retryable: false, code: 'unknown', cause: e });
+      const pe = isProviderError(e) ? e : new ProviderError(`model call failed: ${redactSecrets((e as Error)?.message ?? String(e))}`, { retryable: false, code: 'unknown', cause: e });
       env.writer.stage('assistant/attempt', at, {
         attemptNumber: n,
         requestDigest: digest,
         latencyMs: performance.now() - t0,
-        error: { name: pe.name, message: pe.message, code: pe.providerCode, retryable: pe.retryable, partialOutput: pe.partialOutput },
+        error: { name: pe.name, message: redactSecrets(pe.message), code: pe.providerCode, retryable: pe.retryable, partialOutput: pe.partialOutput },
       });
       discard(`model attempt ${n} failed: ${pe.message}${pe.retryable && n < env.config.maxProviderAttempts ? ' (retrying)' : ''}`);
       if (!pe.retryable || n >= env.config.maxProviderAttempts) throw pe;

@@ -8,6 +8,7 @@ import { normalizeOutcome, skippedOutput, withCallLocks, type ToolCallOutput } f
 import { emitToolEnds } from './commit-results.js';
 import type { ToolOutcome } from '../contracts/tools.js';
 import type { RunEnv } from './run-env.js';
+import { redactSecrets } from '../providers/redact.js';
 
 export interface StartRunInput {
   runId: string;
@@ -291,10 +292,10 @@ export function stageRunEnd(env: RunEnv, at: { turn: number; step: number; attem
   );
 }
 
-/** A JSON form of an error cause: its name, message and own scalar fields. */
+/** A JSON form of an error cause: its name, message and own scalar fields (header values and tokens redacted). */
 export function causeInfo(cause: unknown): Record<string, unknown> | undefined {
   if (!cause || typeof cause !== 'object') return undefined;
-  const out: Record<string, unknown> = { name: (cause as Error).name, message: (cause as Error).message };
-  for (const [k, v] of Object.entries(cause)) if (['string', 'number', 'boolean'].includes(typeof v)) out[k] = v;
+  const out: Record<string, unknown> = { name: (cause as Error).name, message: redactSecrets(String((cause as Error).message)) };
+  for (const [k, v] of Object.entries(cause)) if (['string', 'number', 'boolean'].includes(typeof v)) out[k] = typeof v === 'string' ? redactSecrets(v) : v;
   return out;
 }
