@@ -1,5 +1,5 @@
 import type { z } from 'zod';
-import { isCorruptLogError, isUnknownSchemaVersionError, isValidationError } from '../contracts/errors.js';
+import { isCorruptLogError, isStoreError, isUnknownSchemaVersionError, isValidationError } from '../contracts/errors.js';
 
 /** The CLI's exit codes (docs/cli.md). */
 export const EXIT = {
@@ -50,6 +50,8 @@ export function describeFailure(e: unknown): { message: string; exitCode: number
     return { message: `session ${e.sessionId}, seq ${e.seq} was written by a newer actorloop (schema version ${e.schemaVersion}): upgrade actorloop to read it.`, exitCode: EXIT.corrupt };
   }
   if (isValidationError(e)) return { message: e.message, exitCode: EXIT.usage };
+  // the store's files could not be used (a journal segment removed, an I/O error): its own words
+  if (isStoreError(e)) return { message: e.message, exitCode: EXIT.failure };
   // LMDB's own checks of its pages (lmdb-js throws them as plain Errors)
   if (e instanceof Error && /MDB_CORRUPTED|MDB_PAGE_NOTFOUND|MDB_INVALID|MDB_VERSION_MISMATCH/.test(e.message)) {
     return { message: `the data file is damaged (${e.message.split('\n')[0]}); nothing was changed`, exitCode: EXIT.corrupt };

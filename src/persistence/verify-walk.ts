@@ -153,6 +153,9 @@ function walkJournal(journal: Journal, recorded: JournalState | undefined, tails
   if (recorded && end.nextFrame < recorded.nextFrame) {
     problems.push({ where: 'journal', reason: `the journal ends after frame ${end.nextFrame - 1}, but the store recorded frames up to ${recorded.nextFrame - 1}: frames are missing` });
   }
+  // without a readable journal state data.mdb is not the file this journal describes (reported
+  // above): its sessions say nothing about the journal
+  if (!recorded) return;
   for (const [sessionId, tail] of tails) {
     const inJournal = journaled.get(sessionId) ?? 0;
     if (inJournal < tail) problems.push({ where: 'journal', sessionId, seq: inJournal + 1, reason: `the journal holds this session's events up to seq ${inJournal}, data.mdb up to ${tail}` });

@@ -309,7 +309,7 @@ describe('LMDB store journal', () => {
     expect(await dump(path, 'boot-1')).toEqual(before);
   });
 
-  it('an LMDB file replaced by another store\'s under the same boot is refused at the first commit, naming the way out', async () => {
+  it('an LMDB file replaced by another store\'s under the same boot is refused at open, and repair rebuilds it from the journal', async () => {
     const path = dir();
     await write(path, 'boot-1', ['s'], 2);
     const before = await dump(path, 'boot-1');
