@@ -27,9 +27,9 @@ afterEach(async () => {
   for (const d of dirs.splice(0)) await d.cleanup();
 });
 
-/** 2 × 80 events of ~6 KB: three segments (256 KiB, 512 KiB, 1 MiB). */
+/** 2 × 20 events of ~25 KB: three segments (256 KiB, 512 KiB, 1 MiB). */
 async function threeSegments(path: string) {
-  const expected = await writeStore(path, { size: 6000 });
+  const expected = await writeStore(path, { events: 20, size: 25_000 });
   expect(segmentFiles(path).map((f) => f.slice(-14))).toEqual(['0000000001.wal', '0000000002.wal', '0000000003.wal']);
   return expected;
 }
@@ -73,7 +73,7 @@ describe('journal shortfalls after a restart', () => {
     const expected = await threeSegments(path);
     const store = lmdbStore({ path });
     const { writerEpoch } = await store.attachWriter('b');
-    await store.append('b', writerEpoch, 81, [{ type: 'step/start', turn: 1, step: 2, attempt: 1, surfaceOp: 'none', payload: {} }]);
+    await store.append('b', writerEpoch, 21, [{ type: 'step/start', turn: 1, step: 2, attempt: 1, surfaceOp: 'none', payload: {} }]);
     await store.close();
     // the last frame (the append above) torn: its last byte never reached the disk
     const seg = segmentFiles(path)[2]!;
