@@ -2,6 +2,7 @@ import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { repairStore, verifyStore } from '../../src/index.js';
+import { openDbs, readState } from '../../src/persistence/journal-recovery.js';
 import { tempDir } from '../helpers/tmp.js';
 import { killAllChildren } from '../crash/child-util.js';
 import { changeByte, flipBits, flipPagesHolding, readInChild, segmentFiles, writeStore } from './fixtures/damage.js';
@@ -51,6 +52,23 @@ describe('verifyStore', () => {
     const report = await verifyStore(path);
     expect(report.ok).toBe(false);
     expect(!report.ok && report.problems).toContainEqual(expect.objectContaining({ where: 'journal/0000000002.wal', reason: expect.stringMatching(/missing/) }));
+  });
+
+  it('names frames missing from the end of the journal (fewer than the store recorded), and repair writes the journal again from data.mdb', async () => {
+    const path = dir();
+    const expected = await writeStore(path, { events: 20 });
+    const dbs = openDbs(path);
+    const state = readState(dbs, path);
+    await dbs.env.close();
+    const { openSync, writeSync, closeSync } = await import('node:fs');
+    const fd = openSync(segmentFiles(path)[state.segment - 1]!, 'r+');
+    writeSync(fd, Buffer.alloc(1500), 0, 1500, state.offset - 1500); // the last few frames' bytes gone
+    closeSync(fd);
+    const report = await verifyStore(path);
+    expect(!report.ok && report.problems).toContainEqual(expect.objectContaining({ where: 'journal', reason: expect.stringMatching(/store recorded frames up to \d+: frames are missing/) }));
+    const { repaired, after } = await repairStore(path);
+    expect({ repaired, ok: after.ok }).toEqual({ repaired: true, ok: true });
+    expect((await readInChild(path, 'after-restart')).read, 'the new journal alone rebuilds the log').toEqual(expected);
   });
 
   it('a B-tree page with a flipped flag kills a reader by a signal; verify reports that death as a problem, and repair restores every event', async () => {
