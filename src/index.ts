@@ -13,6 +13,8 @@ export { memoryStore } from './persistence/memory-store.js';
 export { migratePostgres, postgresStore, PostgresStoreOptions } from './persistence/postgres/postgres-store.js';
 export type { PostgresStoreExtras } from './persistence/postgres/postgres-store.js';
 export type { PgPool, PgPoolClient, PgQuery, PgResult } from './persistence/postgres/pg-types.js';
+export { repairStore, StoreProblem, verifyStore, VerifyOptions, VerifyReport } from './persistence/verify.js';
+export type { RepairReport } from './persistence/verify.js';
 export type { AttachResult, EventStore, ReadRange } from './persistence/event-store.js';
 export { SessionHead } from './persistence/head.js';
 
@@ -74,6 +76,7 @@ export {
   StaleWriterError,
   StoreClosedError,
   StoreUnavailableError,
+  StoreError,
   UnknownSchemaVersionError,
   ValidationError,
   isBudgetExhaustedError,
@@ -89,6 +92,7 @@ export {
   isStaleWriterError,
   isStoreClosedError,
   isStoreUnavailableError,
+  isStoreError,
   isUnknownSchemaVersionError,
   isValidationError,
 } from './contracts/errors.js';

@@ -5,6 +5,7 @@ import { CancelledError, isCancelledError, isProviderError, ProviderError } from
 import type { FinishReason, Message, ToolCall, Usage } from '../contracts/message.js';
 import { ModelResponseSchema, type ModelResponse } from '../contracts/model.js';
 import { onAbort } from '../contracts/abort.js';
+import { redactSecrets } from '../providers/redact.js';
 import { priceOf } from './pricing.js';
 import { messageOf } from './tool-call.js';
 import type { SessionServices } from './session-services.js';
@@ -68,12 +69,12 @@ export async function callWithRetries(env: SessionServices, at: StepPosition, si
         discard('model call cancelled');
         throw new CancelledError('model call cancelled');
       }
-      const pe = isProviderError(e) ? e : new ProviderError(`model call failed: ${(e as Error)?.message ?? String(e)}`, { retryable: false, code: 'unknown', cause: e });
+      const pe = isProviderError(e) ? e : new ProviderError(`model call failed: ${redactSecrets((e as Error)?.message ?? String(e))}`, { retryable: false, code: 'unknown', cause: e });
       env.writer.stage('assistant/attempt', at, {
         attemptNumber: n,
         requestDigest: digest,
         latencyMs: performance.now() - t0,
-        error: { name: pe.name, message: pe.message, code: pe.providerCode, retryable: pe.retryable, partialOutput: pe.partialOutput },
+        error: { name: pe.name, message: redactSecrets(pe.message), code: pe.providerCode, retryable: pe.retryable, partialOutput: pe.partialOutput },
       });
       discard(`model attempt ${n} failed: ${pe.message}${pe.retryable && n < env.config.maxProviderAttempts ? ' (retrying)' : ''}`);
       if (!pe.retryable || n >= env.config.maxProviderAttempts) throw pe;

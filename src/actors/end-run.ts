@@ -2,6 +2,7 @@ import { fromPromise } from 'xstate';
 import type { StepPosition } from '../contracts/calls.js';
 import { isStaleWriterError } from '../contracts/errors.js';
 import { ownRecord } from '../contracts/keyed.js';
+import { redactSecrets } from '../providers/redact.js';
 import type { Message, Usage } from '../contracts/message.js';
 import type { ExecutionResult } from '../contracts/requests.js';
 import type { LogWriter } from '../persistence/log-writer.js';
@@ -83,11 +84,11 @@ export function stageRunEnd(writer: LogWriter, at: StepPosition, r: ExecutionRes
   );
 }
 
-/** A JSON form of an error cause: its name, message and own scalar fields. */
+/** A JSON form of an error cause: its name, message and own scalar fields (header values and tokens redacted). */
 export function causeInfo(cause: unknown): Record<string, unknown> | undefined {
   if (!cause || typeof cause !== 'object') return undefined;
-  const out = ownRecord<unknown>([['name', (cause as Error).name], ['message', (cause as Error).message]]);
-  for (const [k, v] of Object.entries(cause)) if (['string', 'number', 'boolean'].includes(typeof v)) out[k] = v;
+  const out = ownRecord<unknown>([['name', (cause as Error).name], ['message', redactSecrets(String((cause as Error).message))]]);
+  for (const [k, v] of Object.entries(cause)) if (['string', 'number', 'boolean'].includes(typeof v)) out[k] = typeof v === 'string' ? redactSecrets(v) : v;
   return out;
 }
 

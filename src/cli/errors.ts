@@ -1,5 +1,5 @@
 import type { z } from 'zod';
-import { isCorruptLogError, isStoreUnavailableError, isUnknownSchemaVersionError, isValidationError } from '../contracts/errors.js';
+import { isCorruptLogError, isStoreError, isStoreUnavailableError, isUnknownSchemaVersionError, isValidationError } from '../contracts/errors.js';
 
 /** The CLI's exit codes (docs/cli.md). */
 export const EXIT = {
@@ -52,6 +52,8 @@ export function describeFailure(e: unknown): { message: string; exitCode: number
   if (isValidationError(e)) return { message: e.message, exitCode: EXIT.usage };
   // PostgreSQL unreachable, or a schema missing or newer than this version: its message says what to do
   if (isStoreUnavailableError(e)) return { message: e.message, exitCode: EXIT.failure };
+  // the store's files could not be used (a journal segment removed, an I/O error): its own words
+  if (isStoreError(e)) return { message: e.message, exitCode: EXIT.failure };
   // LMDB's own checks of its pages (lmdb-js throws them as plain Errors)
   if (e instanceof Error && /MDB_CORRUPTED|MDB_PAGE_NOTFOUND|MDB_INVALID|MDB_VERSION_MISMATCH/.test(e.message)) {
     return { message: `the data file is damaged (${e.message.split('\n')[0]}); nothing was changed`, exitCode: EXIT.corrupt };

@@ -6,6 +6,7 @@ import { DATABASE_URL_ENV, DEFAULT_DATA_DIR } from './data.js';
 import { Provider } from './demo-agent.js';
 import { runDemo } from './demo.js';
 import { CliError, EXIT, describeFailure } from './errors.js';
+import { repairCommand, verifyCommand } from './store-commands.js';
 
 const version = (JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }).version;
 
@@ -106,6 +107,19 @@ export function buildProgram(io: CliIO, run: (code: Promise<number>) => void): C
     .addOption(postgresOption())
     .option('--schema <name>', 'PostgreSQL schema holding the tables', 'actorloop')
     .action((opts: { postgres?: string; schema: string }) => run(migrateCommand({ ...opts, postgres: opts.postgres ?? io.env[DATABASE_URL_ENV] }, io)));
+
+  program
+    .command('verify')
+    .description('check every record and the journal of a data dir (in a child process); exit 3 if anything is damaged')
+    .argument('[dir]', 'data dir (default ./.actorloop)')
+    .option('--json', 'the report as one JSON object')
+    .action((dir: string | undefined, opts: { json?: boolean }) => run(verifyCommand(dir, opts, io)));
+
+  program
+    .command('repair')
+    .description('rebuild a damaged data.mdb from the journal (or a damaged journal from data.mdb); stop every process using the dir first')
+    .argument('[dir]', 'data dir (default ./.actorloop)')
+    .action((dir: string | undefined) => run(repairCommand(dir, io)));
 
   return program;
 }

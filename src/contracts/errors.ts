@@ -19,7 +19,8 @@ type ErrorCode =
   | 'validation'
   | 'cancelled'
   | 'store_closed'
-  | 'store_unavailable';
+  | 'store_unavailable'
+  | 'store';
 
 /** Base class of every error actorloop throws on purpose. */
 export abstract class ActorloopError extends Error {
@@ -312,8 +313,26 @@ export class StoreUnavailableError extends ActorloopError {
 export const isStoreUnavailableError = (e: unknown): e is StoreUnavailableError => hasCode(e, 'store_unavailable');
 
 /**
- * Set (non-enumerable) on an error a run step throws after it already spent model usage that the
- * log records (a committed compaction's summary call): `{ usage, cost? }`, counted in the run's result.
- * @internal
+ * The store's files could not be used: a journal segment or directory removed under an open
+ * store, an LMDB failure that is not damage to a record (`MDB_BAD_TXN`, a full map, …), a
+ * verification or repair that could not run. What it names is given as `where` (a file, or
+ * `session#seq`); nothing was committed by the call that failed with it.
+ * @example
+ * if (isStoreError(e)) console.error(`store trouble at ${e.where}: ${e.reason}`)
  */
-export const STEP_SPENT: unique symbol = Symbol('actorloop.stepSpent');
+export class StoreError extends ActorloopError {
+  readonly code = 'store' as const;
+  override readonly name = 'StoreError';
+  readonly sessionId?: string;
+  readonly seq?: number;
+  constructor(
+    readonly where: string,
+    readonly reason: string,
+    options: { sessionId?: string; seq?: number; cause?: unknown } = {},
+  ) {
+    super(`store error at ${where}: ${reason}`, options.cause === undefined ? undefined : { cause: options.cause });
+    if (options.sessionId !== undefined) this.sessionId = options.sessionId;
+    if (options.seq !== undefined) this.seq = options.seq;
+  }
+}
+export const isStoreError = (e: unknown): e is StoreError => hasCode(e, 'store');

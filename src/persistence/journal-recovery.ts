@@ -4,8 +4,11 @@ import { closeSync, existsSync, fsyncSync, openSync, readdirSync, readFileSync, 
 import { uptime } from 'node:os';
 import { join } from 'node:path';
 import { open, type Database, type RootDatabase } from 'lmdb';
-import { CorruptLogError } from '../contracts/errors.js';
+import { CorruptLogError, isCorruptLogError } from '../contracts/errors.js';
+import { seal } from './checksum.js';
+import { inspectDataFile } from './data-file.js';
 import { INITIAL_STATE, Journal, JournalState, syncDir } from './journal.js';
+import { FILE_MODE, ownerOnly } from './journal-files.js';
 
 /**
  * When the LMDB file can be trusted, and how it is rebuilt from the journal when it cannot
@@ -44,8 +47,6 @@ export function currentBootId(): string {
  * same text back); a migrated value that may not be JSON is embedded as a string.
  */
 export type JournalOp = ['h', string, unknown] | ['e', string, number, unknown] | ['i', string, string, number];
-
-const text = (v: unknown) => (typeof v === 'string' ? v : JSON.stringify(v));
 
 /** The frame payload of a transaction's puts, built around the already-encoded JSON values. */
 export class FrameBuilder {
@@ -94,10 +95,15 @@ export function openDbs(path: string): LogDbs {
   };
 }
 
+/**
+ * Replays puts into LMDB. A head or record embedded as JSON is sealed with its checksum
+ * (checksum.ts); one embedded as a string (copied by a migration) is stored as it was.
+ */
 export function applyOps(dbs: LogDbs, ops: readonly JournalOp[]): void {
+  const stored = (v: unknown) => (typeof v === 'string' ? v : seal(JSON.stringify(v)));
   for (const op of ops) {
-    if (op[0] === 'h') dbs.heads.putSync(op[1], text(op[2]));
-    else if (op[0] === 'e') dbs.events.putSync([op[1], op[2]], text(op[3]));
+    if (op[0] === 'h') dbs.heads.putSync(op[1], stored(op[2]));
+    else if (op[0] === 'e') dbs.events.putSync([op[1], op[2]], stored(op[3]));
     else dbs.ids.putSync([op[1], op[2]], op[3]);
   }
 }
@@ -119,7 +125,7 @@ export function readState(dbs: LogDbs, path: string): JournalState {
     throw new CorruptLogError(
       '(journal)',
       0,
-      `the LMDB file at ${path} has no readable journal state: it is not the file the journal describes (delete ${path}/journal/BOOT to rebuild it from the journal)`,
+      `the LMDB file at ${path} has no readable journal state: it is not the file the journal describes (run \`actorloop repair ${path}\` to rebuild it from the journal)`,
     );
   }
   return state.data;
@@ -138,9 +144,9 @@ export function writeState(dbs: LogDbs, state: JournalState): void {
 export function recover(path: string, journal: Journal, bootId: string): void {
   const bootFile = join(journal.dir, 'BOOT');
   const stored = () => (existsSync(bootFile) ? readFileSync(bootFile, 'utf8') : undefined);
-  if (stored() === bootId) return;
+  if (stored() === bootId && dataFileTrusted(path, journal)) return;
   withLock(path, () => {
-    if (stored() === bootId) return; // another process recovered it meanwhile
+    if (stored() === bootId && dataFileTrusted(path, journal)) return; // another process recovered it meanwhile
     const staging = `${journal.dir}.new`;
     // An interrupted migration starts over. It may have recorded its state in LMDB already: its
     // nonce, kept both in journal.new/MIGRATION and in LMDB, tells it from a journal that is lost.
@@ -149,26 +155,50 @@ export function recover(path: string, journal: Journal, bootId: string): void {
     if (leftover === undefined) rmSync(staging, { recursive: true, force: true });
     else for (const f of readdirSync(staging)) if (f !== 'MIGRATION') rmSync(join(staging, f), { recursive: true, force: true });
     if (!existsSync(journal.dir) && existsSync(join(path, 'data.mdb'))) {
+      const data = inspectDataFile(path);
+      if (data.state === 'damaged') throw new CorruptLogError('(store)', 0, `${path}/${data.reason}, and the store has no journal to rebuild it from`);
       migrate(path, new Journal(staging), bootId, leftover);
       renameSync(staging, journal.dir);
       syncDir(path);
       return;
     }
     journal.init();
-    rebuild(path, journal);
+    // the same boot, and yet rebuilt: data.mdb is damaged, missing or empty; kept aside if there
+    const damaged = stored() === bootId ? inspectDataFile(path) : undefined;
+    try {
+      rebuild(path, journal, damaged?.state === 'damaged' || damaged?.state === 'empty');
+    } catch (e) {
+      if (damaged?.state === 'damaged' && isCorruptLogError(e)) throw new CorruptLogError(e.sessionId, e.seq, `${path}/${damaged.reason}; rebuilding it failed: ${e.reason}`);
+      throw e;
+    }
     writeDurably(bootFile, bootId);
   });
 }
 
 /**
+ * Whether data.mdb can be opened as it is (the boot id matched): it is whole as far as a look
+ * from outside can tell (data-file.ts), or it is missing or empty while the journal holds no
+ * frame (a new store). Damaged with no frame to rebuild it from: CorruptLogError.
+ */
+function dataFileTrusted(path: string, journal: Journal): boolean {
+  const data = inspectDataFile(path);
+  if (data.state === 'sound') return true;
+  if (journal.hasFrames()) return false;
+  if (data.state === 'damaged') throw new CorruptLogError('(store)', 0, `${path}/${data.reason}, and the journal holds no frame to rebuild it from`);
+  return true;
+}
+
+/**
  * Replays every journal frame into a new LMDB file, built aside (`<path>/rebuild/`) and moved
  * over `data.mdb` only once the whole journal has been read and checked: the old file is never
- * read, and never removed if the journal turns out damaged (CorruptLogError).
+ * read, and never removed if the journal turns out damaged (CorruptLogError). With `keepOld`
+ * (a damaged file, kept for inspection) it is moved aside instead of replaced: returns where.
  */
-function rebuild(path: string, journal: Journal): void {
+export function rebuild(path: string, journal: Journal, keepOld = false): string | undefined {
   const aside = join(path, 'rebuild');
   rmSync(aside, { recursive: true, force: true });
   const dbs = openDbs(aside);
+  ownerOnly(aside);
   let end: JournalState;
   try {
     const frames = journal.frames();
@@ -196,11 +226,14 @@ function rebuild(path: string, journal: Journal): void {
   } finally {
     void dbs.env.close();
   }
+  const kept = keepOld && existsSync(join(path, 'data.mdb')) ? damagedName(path) : undefined;
+  if (kept) renameSync(join(path, 'data.mdb'), kept);
   renameSync(join(aside, 'data.mdb'), join(path, 'data.mdb'));
   rmSync(join(path, 'lock.mdb'), { force: true }); // from before the restart: nobody holds it
   rmSync(aside, { recursive: true, force: true });
   syncDir(path);
-  journal.dropAfter(end.segment);
+  journal.dropAfter(end);
+  return kept;
 }
 
 /**
@@ -281,9 +314,14 @@ function parseFrame(payload: Buffer, frame: number): JournalOp[] {
   return ops;
 }
 
-function writeDurably(file: string, text: string): void {
+/** Where a damaged data.mdb is kept: `data.mdb.damaged-<time>` beside it. */
+export function damagedName(path: string): string {
+  return join(path, `data.mdb.damaged-${new Date().toISOString().replace(/[:.]/g, '-')}`);
+}
+
+export function writeDurably(file: string, text: string): void {
   const tmp = `${file}.${process.pid}.tmp`;
-  writeFileSync(tmp, text);
+  writeFileSync(tmp, text, { mode: FILE_MODE });
   const fd = openSync(tmp, 'r');
   try {
     fsyncSync(fd);
@@ -299,8 +337,9 @@ function writeDurably(file: string, text: string): void {
  * LMDB environment of its own (`<path>/recovery/`, whose writer mutex is robust), held while
  * `fn` runs. No takeover logic, no process ids (which containers on one host do not share).
  */
-function withLock(path: string, fn: () => void): void {
+export function withLock(path: string, fn: () => void): void {
   const env = open({ path: join(path, 'recovery'), maxDbs: 1, noSync: true, noSubdir: false });
+  ownerOnly(join(path, 'recovery'));
   try {
     env.transactionSync(fn);
   } finally {

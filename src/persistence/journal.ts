@@ -1,10 +1,11 @@
-import { closeSync, existsSync, fdatasyncSync, fstatSync, fsyncSync, mkdirSync, openSync, readdirSync, readFileSync, readSync, renameSync, rmSync, statSync, unlinkSync, writeSync } from 'node:fs';
-import { randomUUID } from 'node:crypto';
-import * as fsp from 'node:fs/promises';
+import { closeSync, existsSync, fdatasyncSync, fstatSync, mkdirSync, openSync, readdirSync, readFileSync, statSync, unlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { crc32 } from 'node:zlib';
 import { z } from 'zod';
-import { CorruptLogError } from '../contracts/errors.js';
+import { CorruptLogError, StoreError } from '../contracts/errors.js';
+import { createZeroFile, DIR_MODE, prepareSegment, readStart, syncDir, writeFully } from './journal-files.js';
+
+export { syncDir } from './journal-files.js';
 
 /**
  * The LMDB store's write-ahead journal (docs/event-log.md, "Durability"): the one file a commit
@@ -19,12 +20,15 @@ import { CorruptLogError } from '../contracts/errors.js';
  * `fdatasync` flushes the frame's data block only). A frame is a 20-byte header — magic, CRC-32
  * of the rest, payload length, frame number (consecutive from 1 across segments) — followed by
  * the payload: the transaction's puts as JSON. A frame that does not fit the rest of its segment
- * starts the next one.
+ * starts the next one; the old segment then ends with a *continuation mark* (a header with its own
+ * magic, "ALJN", and the next frame's number), so that a next segment deleted or lost later is
+ * named as missing instead of ending the journal early.
  * Where the frames end is known from LMDB (the `journal` database's state, written in the same
  * transaction), or, when rebuilding, from the first frame that does not check out.
  */
 
 const MAGIC = 0x314a_4c41; // "ALJ1" little-endian
+const MAGIC_NEXT = 0x4e4a_4c41; // "ALJN": the frames go on in the next segment
 const HEADER = 20;
 const MIN_SEGMENT = 256 * 1024;
 const MAX_SEGMENT = 16 * 1024 * 1024;
@@ -44,13 +48,13 @@ export function segmentSize(n: number): number {
   return Math.min(MAX_SEGMENT, MIN_SEGMENT * 2 ** Math.min(n - 1, 10));
 }
 
-const segmentName = (n: number) => `${String(n).padStart(10, '0')}.wal`;
+export const segmentName = (n: number) => `${String(n).padStart(10, '0')}.wal`;
 
 /** Header: magic, CRC-32 of everything after it (length, number, payload), payload length, frame number. */
-export function encodeFrame(frame: number, payload: string): Buffer {
+export function encodeFrame(frame: number, payload: string, magic = MAGIC): Buffer {
   const len = Buffer.byteLength(payload);
   const buf = Buffer.allocUnsafe(HEADER + len);
-  buf.writeUInt32LE(MAGIC, 0);
+  buf.writeUInt32LE(magic, 0);
   buf.writeUInt32LE(len, 8);
   buf.writeDoubleLE(frame, 12);
   buf.write(payload, HEADER, 'utf8');
@@ -72,8 +76,8 @@ function validFrameNumber(seg: Buffer, pos: number): number | undefined {
 }
 
 /** The payload of a valid frame numbered `frame` at `pos`, or undefined (end of the journal). */
-function decodeFrame(seg: Buffer, pos: number, frame: number): Buffer | undefined {
-  if (pos + HEADER > seg.length || seg.readUInt32LE(pos) !== MAGIC) return undefined;
+function decodeFrame(seg: Buffer, pos: number, frame: number, magic = MAGIC): Buffer | undefined {
+  if (pos + HEADER > seg.length || seg.readUInt32LE(pos) !== magic) return undefined;
   const len = seg.readUInt32LE(pos + 8);
   if (pos + HEADER + len > seg.length || seg.readDoubleLE(pos + 12) !== frame) return undefined;
   if (crc32(seg.subarray(pos + 8, pos + HEADER + len)) !== seg.readUInt32LE(pos + 4)) return undefined;
@@ -89,13 +93,23 @@ export class Journal {
 
   constructor(readonly dir: string) {}
 
-  /** Creates the directory (flushed into its parent) and segment 1 (if missing). */
+  /**
+   * Creates the directory (flushed into its parent) and segment 1 (if missing). A journal that
+   * has been recovered once (it has a BOOT file) and has lost segment 1 is damaged, not new.
+   */
   init(): void {
     if (!existsSync(this.dir)) {
-      mkdirSync(this.dir, { recursive: true });
+      mkdirSync(this.dir, { recursive: true, mode: DIR_MODE });
       syncDir(join(this.dir, '..'));
     }
-    if (!existsSync(join(this.dir, segmentName(1)))) this.createSegment(1, segmentSize(1));
+    if (!existsSync(join(this.dir, segmentName(1)))) {
+      if (existsSync(join(this.dir, 'BOOT'))) throw this.missing(1, 'it holds the first frames');
+      this.createSegment(1, segmentSize(1));
+    }
+  }
+
+  private missing(n: number, why: string): CorruptLogError {
+    return new CorruptLogError(`journal ${segmentName(n)}`, 0, `journal segment ${join(this.dir, segmentName(n))} is missing (${why}): the log cannot be rebuilt from this journal (nothing was changed)`);
   }
 
   /**
@@ -104,6 +118,17 @@ export class Journal {
    * frames across processes).
    */
   write(state: JournalState, payload: string): { next: JournalState; at: JournalState; flushMicros: number } {
+    try {
+      return this.writeFrame(state, payload);
+    } catch (e) {
+      const code = (e as NodeJS.ErrnoException).code;
+      if (typeof code !== 'string') throw e;
+      throw new StoreError(`${this.dir}/${segmentName(state.segment)}`, `the journal could not be written (${(e as Error).message}); the commit was not made`, { cause: e });
+    }
+  }
+
+  private writeFrame(state: JournalState, payload: string): { next: JournalState; at: JournalState; flushMicros: number } {
+    this.assertLinked(state.segment);
     const frame = encodeFrame(state.nextFrame, payload);
     let flushMicros = 0;
     const flush = (fd: number) => {
@@ -115,22 +140,24 @@ export class Journal {
     if (state.offset + frame.length > this.sizeOf(state.segment)) {
       const n = state.segment + 1;
       const path = join(this.dir, segmentName(n));
-      // The end of this segment is marked first: a frame left at state.offset by a commit that
-      // never happened (its process killed after the flush) must not read as frame N, ahead of
-      // the real frame N in the next segment.
+      // The next segment was prepared in the background (prepareNext) if all went well; its bytes
+      // are zeros, or at worst one frame of a commit that never happened, which this overwrites.
+      // It exists before the mark below names it.
+      if (existsSync(path) && statSync(path).size >= frame.length) syncDir(this.dir);
+      else this.createSegment(n, Math.max(segmentSize(n), frame.length));
+      // The end of this segment is marked: a frame left at state.offset by a commit that never
+      // happened (its process killed after the flush) must not read as frame N, ahead of the real
+      // frame N in the next segment; the mark also says that the frames go on there.
       const rest = this.sizeOf(state.segment) - state.offset;
       if (rest > 0) {
         const fd = this.open(state.segment);
-        writeFully(fd, Buffer.alloc(Math.min(HEADER, rest)), state.offset);
+        writeFully(fd, rest >= HEADER ? encodeFrame(state.nextFrame, '', MAGIC_NEXT) : Buffer.alloc(rest), state.offset);
         flush(fd);
       }
-      // The next segment was prepared in the background (prepareNext) if all went well; its bytes
-      // are zeros, or at worst one frame of a commit that never happened, which this overwrites.
-      if (existsSync(path) && statSync(path).size >= frame.length) syncDir(this.dir);
-      else this.createSegment(n, Math.max(segmentSize(n), frame.length));
       at = { segment: n, offset: 0, nextFrame: state.nextFrame };
     }
     const fd = this.open(at.segment);
+    if (at !== state) this.assertLinked(at.segment);
     try {
       writeFully(fd, frame, at.offset);
       flush(fd);
@@ -156,7 +183,7 @@ export class Journal {
   prepareNext(state: JournalState): void {
     if (this.preparing || this.prepared > state.segment || state.offset < this.sizeOf(state.segment) / 2) return;
     const n = state.segment + 1;
-    this.preparing = prepareSegment(this.dir, n, segmentSize(n))
+    this.preparing = prepareSegment(this.dir, join(this.dir, segmentName(n)), segmentSize(n))
       .then(() => {
         this.prepared = n;
       })
@@ -188,12 +215,15 @@ export class Journal {
 
   /**
    * Every valid frame in order, from frame 1 up to the first that does not check out. Only the
-   * last frame can be torn (each is flushed before the next is written), so a valid frame
-   * numbered past the first bad one means damage in the middle: CorruptLogError, nothing dropped.
+   * last frame can be torn (each is flushed before the next is written), so anything else that
+   * cuts the journal short is a CorruptLogError and nothing is dropped: a valid frame numbered
+   * past the first bad one, a segment missing before the last one or cut short, segment 1
+   * missing, or a segment whose continuation mark names a next segment that is gone.
    */
   *frames(): Generator<Buffer, JournalState> {
+    const last = this.checkSegments();
     let state = INITIAL_STATE;
-    for (let n = 1; existsSync(join(this.dir, segmentName(n))); n++) {
+    for (let n = 1; n <= last; n++) {
       const seg = readFileSync(join(this.dir, segmentName(n)));
       let pos = 0;
       let payload: Buffer | undefined;
@@ -202,11 +232,44 @@ export class Journal {
         pos += HEADER + payload.length;
         state = { segment: n, offset: pos, nextFrame: state.nextFrame + 1 };
       }
+      if (n === last && pos > 0 && decodeFrame(seg, pos, state.nextFrame, MAGIC_NEXT) !== undefined) {
+        throw this.missing(n + 1, `${segmentName(n)} ends with a mark saying that frame ${state.nextFrame} and later ones are there`);
+      }
       // A segment the frames never reached ends them; otherwise they may go on in the next one.
       if (pos === 0 && n > 1) break;
     }
     this.assertNothingAfter(state);
     return state;
+  }
+
+  /**
+   * The segments are numbered 1…last without a gap, each at least as long as it was created
+   * (segments are zero-filled to their full size before use); returns the last one's number.
+   */
+  checkSegments(): number {
+    const present = this.segments();
+    if (present.length === 0) {
+      if (existsSync(join(this.dir, 'BOOT'))) throw this.missing(1, 'it holds the first frames');
+      return 0;
+    }
+    const last = present[present.length - 1]!;
+    for (let n = 1; n <= last; n++) {
+      if (present[n - 1] !== n) throw this.missing(n, `segment ${segmentName(last)} comes after it`);
+      const size = statSync(join(this.dir, segmentName(n))).size;
+      if (size < segmentSize(n)) {
+        throw new CorruptLogError(`journal ${segmentName(n)}`, 0, `journal segment ${join(this.dir, segmentName(n))} is ${size} bytes, but segments are created with ${segmentSize(n)}: it was cut short, and the log cannot be rebuilt from this journal (nothing was changed)`);
+      }
+    }
+    return last;
+  }
+
+  /**
+   * Throws unless the segments reach `state`, the end LMDB recorded: each segment up to
+   * state.segment exists, whole. (Cheap: a directory listing and a stat per segment, at open.)
+   */
+  assertReaches(state: JournalState): void {
+    const last = this.checkSegments();
+    if (last < state.segment) throw this.missing(state.segment, `the store recorded frames up to ${state.nextFrame - 1} in it`);
   }
 
   /** Throws if a valid frame numbered after `end.nextFrame` lies anywhere past `end`. */
@@ -228,15 +291,24 @@ export class Journal {
     }
   }
 
-  /** Removes segments after `last` (left over past the end a rebuild found). */
-  dropAfter(last: number): void {
-    for (const n of this.segments()) if (n > last) unlinkSync(join(this.dir, segmentName(n)));
+  /**
+   * Removes segments after `end`'s (left over past the end a rebuild found). A continuation mark
+   * at `end` (its commit failed) is cleared first, so it cannot name a removed segment as missing.
+   */
+  dropAfter(end: JournalState): void {
+    const seg = readStart(join(this.dir, segmentName(end.segment)), end.offset + HEADER);
+    if (seg && decodeFrame(seg, end.offset, end.nextFrame, MAGIC_NEXT) !== undefined) {
+      const fd = this.open(end.segment);
+      writeFully(fd, Buffer.alloc(HEADER), end.offset);
+      fdatasyncSync(fd);
+    }
+    for (const n of this.segments()) if (n > end.segment) unlinkSync(join(this.dir, segmentName(n)));
     syncDir(this.dir);
   }
 
   /** Whether frame 1 exists: the journal holds at least one commit. */
   hasFrames(): boolean {
-    const head = readHead(join(this.dir, segmentName(1)));
+    const head = readStart(join(this.dir, segmentName(1)), HEADER);
     return head !== undefined && head.length === HEADER && head.readUInt32LE(0) === MAGIC && head.readDoubleLE(12) === 1;
   }
 
@@ -271,85 +343,22 @@ export class Journal {
     return this.fd;
   }
 
+  /**
+   * A segment removed under the open store (by hand, or with the whole journal directory) would
+   * take every later frame with it: the commit is refused instead (one fstat per commit).
+   */
+  private assertLinked(n: number): void {
+    const fd = this.open(n);
+    if (fstatSync(fd).nlink === 0) {
+      this.close();
+      throw new StoreError(`${this.dir}/${segmentName(n)}`, 'the journal segment was removed while the store was open; the commit was not made. Close the store and run `actorloop verify` on it');
+    }
+  }
+
   /** A fresh zero-filled segment, flushed, then renamed into place and the directory flushed. */
   private createSegment(n: number, size: number): void {
-    const final = join(this.dir, segmentName(n));
-    const tmp = `${final}.${randomUUID()}.tmp`;
-    const fd = openSync(tmp, 'w');
-    try {
-      const zeros = Buffer.alloc(Math.min(size, 1024 * 1024));
-      for (let off = 0; off < size; off += zeros.length) writeFully(fd, zeros.subarray(0, Math.min(zeros.length, size - off)), off);
-      fsyncSync(fd);
-    } catch (e) {
-      closeSync(fd);
-      rmSync(tmp, { force: true });
-      throw e;
-    }
-    closeSync(fd);
     if (this.fdSegment === n) this.close();
-    renameSync(tmp, final);
+    createZeroFile(join(this.dir, segmentName(n)), size);
     syncDir(this.dir);
-  }
-}
-
-function readHead(path: string): Buffer | undefined {
-  if (!existsSync(path)) return undefined;
-  const fd = openSync(path, 'r');
-  try {
-    const buf = Buffer.alloc(HEADER);
-    return buf.subarray(0, readSync(fd, buf, 0, HEADER, 0));
-  } finally {
-    closeSync(fd);
-  }
-}
-
-/** createSegment's asynchronous twin, which never replaces an existing segment. */
-async function prepareSegment(dir: string, n: number, size: number): Promise<void> {
-  const final = join(dir, segmentName(n));
-  if (existsSync(final)) return;
-  const tmp = `${final}.${randomUUID()}.tmp`;
-  const fh = await fsp.open(tmp, 'w');
-  try {
-    const zeros = Buffer.alloc(Math.min(size, 1024 * 1024));
-    for (let off = 0; off < size; off += zeros.length) await fh.write(zeros, 0, Math.min(zeros.length, size - off), off);
-    await fh.sync();
-  } catch (e) {
-    await fsp.rm(tmp, { force: true });
-    throw e;
-  } finally {
-    await fh.close();
-  }
-  try {
-    await fsp.link(tmp, final);
-  } catch (e) {
-    if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw e;
-  } finally {
-    await fsp.unlink(tmp);
-  }
-  if (process.platform === 'win32') return; // as in syncDir
-  const dh = await fsp.open(dir, 'r');
-  try {
-    await dh.sync();
-  } finally {
-    await dh.close();
-  }
-}
-
-function writeFully(fd: number, buf: Buffer, pos: number): void {
-  let done = 0;
-  while (done < buf.length) done += writeSync(fd, buf, done, buf.length - done, pos + done);
-}
-
-/**
- * Flushes a directory's entries (a new or renamed file survives a power cut only then). Windows
- * cannot open a directory to flush it; NTFS journals its metadata, so there it is skipped.
- */
-export function syncDir(dir: string): void {
-  if (process.platform === 'win32') return;
-  const fd = openSync(dir, 'r');
-  try {
-    fsyncSync(fd);
-  } finally {
-    closeSync(fd);
   }
 }

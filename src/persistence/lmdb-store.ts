@@ -7,12 +7,16 @@ import { z } from 'zod';
 import { CorruptLogError, StoreClosedError, ValidationError } from '../contracts/errors.js';
 import type { EventDraft, EventRecord } from '../contracts/events.js';
 import { parseInput } from '../contracts/validate.js';
-import { applyAppend, applyAttach, type LogTxn } from './append-core.js';
-import { decodeRecord, findEvent, MAX_ID_KEY_BYTES, prepareDrafts, type PreparedDraft } from './codec.js';
+import { applyAppend, applyAttach } from './append-core.js';
+import { findEvent, MAX_ID_KEY_BYTES, prepareDrafts, type PreparedDraft } from './codec.js';
+import { inspectDataFile } from './data-file.js';
 import type { AttachResult, EventStore, ReadRange } from './event-store.js';
 import { SessionHead } from './head.js';
 import { Journal, type JournalState } from './journal.js';
-import { currentBootId, FrameBuilder, openDbs, readState, recover, writeState, type LogDbs } from './journal-recovery.js';
+import { currentBootId, openDbs, readState, recover, writeState, type LogDbs } from './journal-recovery.js';
+import { DIR_MODE, ownerOnly } from './journal-files.js';
+import { guarded, storeFailure } from './lmdb-errors.js';
+import { decodeStored, LmdbTxn, readHead } from './lmdb-txn.js';
 import { LiveAppends } from './live.js';
 import { assertAppendArgs, followFrom, assertEventId, assertSessionId, readRange, surfaceOf } from './store-input.js';
 
@@ -67,61 +71,10 @@ interface Op {
   publish?: EventRecord[];
 }
 
-class LmdbTxn implements LogTxn {
-  /** Set once the current op has written: an error after that must abort the whole transaction. */
-  dirty = false;
-  /** Every put of the transaction, for its journal frame (null: no journal). */
-  readonly frame: FrameBuilder | null;
-  private readonly events: Database<string, [string, number]>;
-  private readonly heads: Database<string, string>;
-  private readonly ids: Database<number, [string, string]>;
-  constructor(dbs: LogDbs, journaled: boolean) {
-    this.events = dbs.events;
-    this.heads = dbs.heads;
-    this.ids = dbs.ids;
-    this.frame = journaled ? new FrameBuilder() : null;
-  }
-  head(sessionId: string): SessionHead | undefined {
-    return readHead(this.heads, sessionId);
-  }
-  seqOfEventId(sessionId: string, eventId: string): number | undefined {
-    return this.ids.get([sessionId, eventId]);
-  }
-  event(sessionId: string, seq: number): EventRecord {
-    return decodeRecord(sessionId, seq, this.events.get([sessionId, seq]));
-  }
-  putHead(head: SessionHead): void {
-    this.dirty = true;
-    const text = JSON.stringify(head);
-    this.heads.putSync(head.sessionId, text);
-    this.frame?.head(head.sessionId, text);
-  }
-  putEvent(record: EventRecord, text: string): void {
-    this.dirty = true;
-    this.events.putSync([record.sessionId, record.seq], text);
-    this.frame?.event(record.sessionId, record.seq, text);
-  }
-  putEventId(sessionId: string, eventId: string, seq: number): void {
-    this.dirty = true;
-    this.ids.putSync([sessionId, eventId], seq);
-    this.frame?.eventId(sessionId, eventId, seq);
-  }
-}
-
 const journaledPathError = (path: string) =>
   new ValidationError('lmdbStore', [
     { path: ['durability'], message: `${path} has a journal (it was opened with durability 'flushed'); open it with 'flushed'` },
   ]);
-
-function readHead(heads: Database<string, string>, sessionId: string): SessionHead | undefined {
-  const raw = heads.get(sessionId);
-  if (raw === undefined) return undefined;
-  try {
-    return SessionHead.parse(JSON.parse(raw));
-  } catch (e) {
-    throw new CorruptLogError(sessionId, 0, `head record is unreadable: ${(e as Error).message}`);
-  }
-}
 
 /**
  * Opens the environment and its databases. Opening races another process that is growing
@@ -156,7 +109,7 @@ class LmdbEventStore implements EventStore, LmdbStats {
   private closed = false;
 
   constructor(private readonly options: z.output<typeof LmdbStoreOptions>) {
-    mkdirSync(options.path, { recursive: true });
+    mkdirSync(options.path, { recursive: true, mode: DIR_MODE });
     // LMDB itself never flushes (noSync). In 'flushed' mode each write transaction ends by
     // writing its journal frame and fdatasync-ing it, still inside transactionSync, so the frame
     // is on disk before LMDB commits and before any append of the group resolves; recover()
@@ -168,9 +121,23 @@ class LmdbEventStore implements EventStore, LmdbStats {
       // Commits made without the journal would be missing from a rebuild: a journaled store
       // refuses them (a store without a journal is adopted by its first 'flushed' open instead).
       if (existsSync(join(options.path, 'journal'))) throw journaledPathError(options.path);
+      const data = inspectDataFile(options.path);
+      if (data.state === 'damaged') throw new CorruptLogError('(store)', 0, `${options.path}/${data.reason}, and a store without a journal cannot be rebuilt`);
       this.journal = null;
     }
     this.dbs = openEnv(options.path);
+    ownerOnly(options.path);
+    // the journal's segments must reach the end this file recorded: a segment removed or cut
+    // short is named now, while the LMDB file still has everything (`actorloop repair` rebuilds
+    // the journal from it), not after the next restart, when the rebuild would need it
+    if (this.journal) {
+      try {
+        this.journal.assertReaches(readState(this.dbs, options.path));
+      } catch (e) {
+        void this.dbs.env.close();
+        throw e;
+      }
+    }
     this.env = this.dbs.env;
     this.events = this.dbs.events;
     this.heads = this.dbs.heads;
@@ -226,7 +193,7 @@ class LmdbEventStore implements EventStore, LmdbStats {
         let framed: JournalState | undefined;
         let after: JournalState | undefined;
         try {
-          const txn = new LmdbTxn(this.dbs, this.journal !== null);
+          const txn = new LmdbTxn(this.dbs, this.journal !== null, this.options.path);
           this.env.transactionSync(() => {
             for (const op of ops) {
               txn.dirty = false;
@@ -254,7 +221,7 @@ class LmdbEventStore implements EventStore, LmdbStats {
           this.stats.appends += ops.length;
           if (after) this.journal!.prepareNext(after);
         } catch (e) {
-          fatal = e;
+          fatal = storeFailure(e, { path: this.options.path, op: 'write' });
           if (framed) this.invalidate(framed);
         }
         for (const op of ops) {
@@ -288,15 +255,16 @@ class LmdbEventStore implements EventStore, LmdbStats {
     const { fromSeq, toSeq } = readRange(sessionId, range);
     const page = this.options.readPageSize;
     // Records up to the head's lastSeq must exist: a log shorter than its head is corrupt.
-    const mustExist = Math.min(toSeq, readHead(this.heads, sessionId)?.lastSeq ?? 0);
+    const mustExist = Math.min(toSeq, readHead(this.heads, sessionId, this.options.path)?.lastSeq ?? 0);
     let next = fromSeq;
     while (next <= toSeq) {
       const end = Math.min(toSeq, next + page - 1);
       const batch: EventRecord[] = [];
-      for (const { key, value } of this.events.getRange({ start: [sessionId, next], end: [sessionId, end + 1] })) {
+      const stored = guarded({ path: this.options.path, sessionId, seq: next }, () => [...this.events.getRange({ start: [sessionId, next], end: [sessionId, end + 1] })]);
+      for (const { key, value } of stored) {
         const seq = key[1];
         if (seq !== next) throw new CorruptLogError(sessionId, next, `record missing (next stored seq is ${seq})`);
-        batch.push(decodeRecord(sessionId, seq, value));
+        batch.push(decodeStored(sessionId, seq, value));
         next++;
       }
       if (next <= end && next <= mustExist) {
@@ -320,7 +288,7 @@ class LmdbEventStore implements EventStore, LmdbStats {
     // lmdb-js reuses one read snapshot within an event turn; the head must be current (fencing
     // checks read it to see another process's attach).
     this.env.resetReadTxn();
-    return readHead(this.heads, sessionId);
+    return readHead(this.heads, sessionId, this.options.path);
   }
 
   async getEventById(sessionId: string, eventId: string): Promise<EventRecord | undefined> {
@@ -330,17 +298,17 @@ class LmdbEventStore implements EventStore, LmdbStats {
     if (Buffer.byteLength(sessionId) + Buffer.byteLength(eventId) > MAX_ID_KEY_BYTES) return undefined; // never storable
     return findEvent(
       eventId,
-      (id) => this.ids.get([sessionId, id]) as number | undefined,
+      (id) => guarded({ path: this.options.path, sessionId, seq: 0 }, () => this.ids.get([sessionId, id]) as number | undefined),
       (n, indexed) => {
-        const raw = this.events.get([sessionId, n]);
-        return raw === undefined && !indexed ? undefined : decodeRecord(sessionId, n, raw);
+        const raw = guarded({ path: this.options.path, sessionId, seq: n }, () => this.events.get([sessionId, n]));
+        return raw === undefined && !indexed ? undefined : decodeStored(sessionId, n, raw);
       },
     );
   }
 
   async listSessions(): Promise<string[]> {
     this.assertOpen();
-    return [...this.heads.getKeys()].map(String);
+    return guarded({ path: this.options.path }, () => [...this.heads.getKeys()].map(String));
   }
 
   events$(sessionId: string, options?: { fromSeq?: number }): Observable<EventRecord> {

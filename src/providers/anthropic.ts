@@ -6,6 +6,7 @@ import type { FinishReason, Message, ToolCall, Usage } from '../contracts/messag
 import type { ModelProvider, ModelRequest, ModelResponse, ModelStreamEvent } from '../contracts/model.js';
 import type { ToolSpec } from '../contracts/tools.js';
 import { parseInput } from '../contracts/validate.js';
+import { clientSecrets } from './redact.js';
 import { asRecord, guardListener, sdkErrorClasses, throwIfAborted, toProviderError } from './shared.js';
 
 type Body = Anthropic.Messages.MessageCreateParamsStreaming;
@@ -265,6 +266,7 @@ function accumulator(emit: (e: ModelStreamEvent) => void) {
 export function anthropicModel(options: AnthropicModelOptions): ModelProvider {
   const o = parseInput(AnthropicModelOptions, options, 'anthropicModel');
   const classes = sdkErrorClasses(o.client);
+  const secrets = clientSecrets(o.client);
   return {
     modelId: o.model,
     async call(request: ModelRequest, onEvent: (event: ModelStreamEvent) => void): Promise<ModelResponse> {
@@ -295,7 +297,7 @@ export function anthropicModel(options: AnthropicModelOptions): ModelProvider {
         if (own) throw own.listenerError;
         // the connection dropped after message_stop: the answer is complete, keep it
         if (acc.finished && !request.signal.aborted) return acc.result();
-        throw toProviderError(e, { provider: 'anthropic', signal: request.signal, partialOutput: out.emitted, classes });
+        throw toProviderError(e, { provider: 'anthropic', signal: request.signal, partialOutput: out.emitted, classes, secrets });
       }
       // The SDK ends the iteration quietly when the signal aborts mid-stream.
       if (request.signal.aborted) throw new CancelledError('anthropic call cancelled');

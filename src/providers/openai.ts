@@ -6,6 +6,7 @@ import type { FinishReason, Message, ToolCall, Usage } from '../contracts/messag
 import type { ModelProvider, ModelRequest, ModelResponse, ModelStreamEvent } from '../contracts/model.js';
 import type { ToolSpec } from '../contracts/tools.js';
 import { parseInput } from '../contracts/validate.js';
+import { clientSecrets } from './redact.js';
 import { asRecord, guardListener, sdkErrorClasses, throwIfAborted, toProviderError } from './shared.js';
 
 type Body = OpenAI.Chat.Completions.ChatCompletionCreateParamsStreaming;
@@ -190,6 +191,7 @@ function accumulator(emit: (e: ModelStreamEvent) => void) {
 export function openaiModel(options: OpenAIModelOptions): ModelProvider {
   const o = parseInput(OpenAIModelOptions, options, 'openaiModel');
   const classes = sdkErrorClasses(o.client);
+  const secrets = clientSecrets(o.client);
   return {
     modelId: o.model,
     async call(request: ModelRequest, onEvent: (event: ModelStreamEvent) => void): Promise<ModelResponse> {
@@ -219,7 +221,7 @@ export function openaiModel(options: OpenAIModelOptions): ModelProvider {
         if (own) throw own.listenerError;
         // the connection dropped after the answer was complete (only [DONE] missing): keep it
         if (acc.finished && acc.complete && !request.signal.aborted) return acc.result();
-        throw toProviderError(e, { provider: 'openai', signal: request.signal, partialOutput: out.emitted, classes });
+        throw toProviderError(e, { provider: 'openai', signal: request.signal, partialOutput: out.emitted, classes, secrets });
       }
       // The SDK ends the iteration quietly when the signal aborts mid-stream.
       if (request.signal.aborted) throw new CancelledError('openai call cancelled');

@@ -1,5 +1,6 @@
 import { CancelledError, ProviderError, isCancelledError, isProviderError } from '../contracts/errors.js';
 import type { ModelStreamEvent } from '../contracts/model.js';
+import { redactSecrets } from './redact.js';
 
 /**
  * Helpers shared by the provider adapters: mapping SDK failures to `ProviderError`, parsing
@@ -35,6 +36,21 @@ export function sdkErrorClasses(client: object): SdkErrorClasses {
     APIConnectionTimeoutError: pick('APIConnectionTimeoutError'),
     APIUserAbortError: pick('APIUserAbortError'),
   };
+}
+
+/**
+ * The SDK's error, kept as the ProviderError's cause (apps check its class), with the secrets
+ * redacted from its message and stack in place: it was thrown to us, and it is what gets logged.
+ */
+function redactCause(e: unknown, redact: (text: string) => string): unknown {
+  if (!(e instanceof Error)) return e;
+  try {
+    e.message = redact(e.message);
+    if (typeof e.stack === 'string') e.stack = redact(e.stack);
+  } catch {
+    // a frozen error: its text stays out of the log anyway (the ProviderError's message is redacted)
+  }
+  return e;
 }
 
 /** `instanceof` the SDK class when known, else a match on the class names in the prototype chain. */
@@ -117,6 +133,8 @@ export interface FailureContext {
   /** Whether any delta had reached `onEvent` before the failure. */
   partialOutput: boolean;
   classes: SdkErrorClasses;
+  /** The client's credentials: redacted from the error's text (redact.ts). */
+  secrets?: readonly string[];
 }
 
 /**
@@ -129,8 +147,9 @@ export function toProviderError(e: unknown, ctx: FailureContext): ProviderError 
   if (isProviderError(e) || isCancelledError(e)) return e;
   if (ctx.signal.aborted) return new CancelledError(`${ctx.provider} call cancelled`);
   const { classes: k, partialOutput } = ctx;
+  const redact = (text: string) => redactSecrets(text, ctx.secrets);
   const make = (what: string, o: { retryable: boolean; code: string; status?: number; retryAfterMs?: number }) =>
-    new ProviderError(`${ctx.provider}: ${what}`, { ...o, partialOutput, cause: e });
+    new ProviderError(`${ctx.provider}: ${redact(what)}`, { ...o, partialOutput, cause: redactCause(e, redact) });
   const message = e instanceof Error ? e.message : String(e);
 
   if (is(e, k.APIUserAbortError, 'APIUserAbortError')) return make(`request aborted: ${message}`, { retryable: true, code: 'aborted' });

@@ -7,6 +7,7 @@ import type { EventDraft } from '../../src/contracts/events.js';
 import { lmdbStore } from '../../src/index.js';
 import { REPO_ROOT } from '../crash/child-util.js';
 import { tempDir } from '../helpers/tmp.js';
+import { scaled } from '../helpers/load.js';
 
 let dir: ReturnType<typeof tempDir>;
 const at = (turn: number, step: number) => ({ turn, step, attempt: turn ? 1 : 0 });
@@ -60,7 +61,7 @@ describe('command failures', () => {
     expect(stderr).not.toMatch(/Unhandled 'error' event|EPIPE\n\s+at /);
     expect(stderr.trim() === '' || /^actorloop: [^\n]*$/.test(stderr.trim())).toBe(true);
     expect(code).not.toBeNull();
-  }, 60_000);
+  }, scaled(60_000));
 
   it('`actorloop recover` on a corrupt log exits 3 and changes nothing on disk (the writer epoch stays)', async () => {
     const epoch = async () => {

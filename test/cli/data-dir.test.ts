@@ -6,6 +6,7 @@ import type { EventDraft } from '../../src/contracts/events.js';
 import { lmdbStore } from '../../src/index.js';
 import { killAllChildren, spawnTs } from '../crash/child-util.js';
 import { tempDir } from '../helpers/tmp.js';
+import { scaled } from '../helpers/load.js';
 
 /**
  * The `actorloop` commands on a data dir: read-only commands leave it as it was, a damaged one is a
@@ -73,7 +74,7 @@ describe('read-only commands leave the store as it was', () => {
     })();
     expect(again).not.toBeInstanceOf(Error);
     if (!(again instanceof Error)) await again.close();
-  }, 60_000);
+  }, scaled(60_000));
 
   // the same, while the app is running: its next append is refused because a read-only
   // `actorloop sessions` (another process) adopted the path into the journaled mode.
@@ -91,7 +92,7 @@ describe('read-only commands leave the store as it was', () => {
     } finally {
       await app.close().catch(() => undefined);
     }
-  }, 60_000);
+  }, scaled(60_000));
 });
 
 describe('a corrupt data dir is a clear error, not a crash', () => {
@@ -120,7 +121,7 @@ describe('a corrupt data dir is a clear error, not a crash', () => {
       expect(r.err).not.toMatch(/\n\s+at /);
       expect(r.code, r.child.describe()).toBe(3);
     }
-  }, 60_000);
+  }, scaled(60_000));
 
   // A data dir whose data.mdb is not an LMDB file at all (a truncated copy, a wrong file): the
   // command dies of SIGSEGV inside lmdb-js (exit 139, nothing on stderr), after creating
@@ -133,7 +134,7 @@ describe('a corrupt data dir is a clear error, not a crash', () => {
     expect(r.signal, r.child.describe()).toBeNull();
     expect(r.code, r.child.describe()).not.toBe(0);
     expectOneErrorLine(r.err);
-  }, 60_000);
+  }, scaled(60_000));
 
   // docs/cli.md: "A corrupt record is named by session and seq; … the records before it are intact."
   // An unreadable head record is reported as "seq 0 … The records before seq 0 are intact", a
@@ -171,7 +172,7 @@ describe('several demos in one data dir', () => {
     expect(idA).not.toBe(idB);
     expect([a.code, b.code], `${a.out}\n${a.err}\n---\n${b.out}\n${b.err}`).toEqual([0, 0]);
     expect(existsSync(data)).toBe(true);
-  }, 60_000);
+  }, scaled(60_000));
 
   // docs/cli.md: "a session has at most one live writer, the last to attach"; "Errors are one line
   // on stderr starting with `actorloop:`". Two demos resumed on the same --session at once: one is
@@ -184,5 +185,5 @@ describe('several demos in one data dir', () => {
     const runs = await Promise.all([cliHere(args, env), cliHere(args, env), cliHere(args, env)]);
     for (const r of runs) expect(r.err, `${r.out}\n${r.err}`).not.toMatch(/\n\s+at /);
     expect(runs.map((r) => r.code)).toContain(0);
-  }, 60_000);
+  }, scaled(60_000));
 });

@@ -8,6 +8,7 @@ import {
 } from '../../src/contracts/errors.js';
 import type { EventStore } from '../../src/persistence/event-store.js';
 import { collect, compaction, stepStart, userMsg } from '../helpers/drafts.js';
+import { scaled } from '../helpers/load.js';
 
 /** The one contract every EventStore backend passes (memory, LMDB, later PostgreSQL). */
 export function eventStoreContract(name: string, make: () => Promise<{ store: EventStore; reopen?: () => Promise<EventStore>; cleanup: () => Promise<void> }>) {
@@ -198,7 +199,7 @@ export function eventStoreContract(name: string, make: () => Promise<{ store: Ev
       expect(count).toBe(100_000);
       // 100k records of ~0.5 KB each would take > 60 MB if they were held; a paged read stays flat.
       expect(peak).toBeLessThan(25 * 1024 * 1024);
-    }, 120_000);
+    }, scaled(120_000));
 
     it('events$ replays the log, then follows live appends without gaps or repeats', async () => {
       const { writerEpoch } = await store.attachWriter('s');

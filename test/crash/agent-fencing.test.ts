@@ -6,6 +6,7 @@ import { collect } from '../helpers/drafts.js';
 import { tempDir } from '../helpers/tmp.js';
 import { crashRounds, killAllChildren, sleep, spawnTs, type ChildRun } from './child-util.js';
 import { AGENT_CHILD, parseLedger, procState, readText, trialPaths, type FenceJob } from './torture-lib.js';
+import { scaled } from '../helpers/load.js';
 
 /**
  * Session-level fencing with real processes (DESIGN §5, issue 5 item 5). Writer A (a child
@@ -146,5 +147,5 @@ describe('session-level fencing across processes (SIGSTOP / SIGCONT)', () => {
     // The last writer only took over: it finishes on its own.
     await a.waitFor((l) => l === 'DONE', 30_000, 'the last writer to finish');
     expect((await a.waitExit(15_000)).code, a.describe()).toBe(0);
-  }, 120_000);
+  }, scaled(120_000));
 });

@@ -1,6 +1,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { crashRounds, killAllChildren } from './child-util.js';
 import { figureRows, KILL_MODES, runTorture } from './torture-lib.js';
+import { scaled } from '../helpers/load.js';
 
 /**
  * The SIGKILL torture test (DESIGN §5, issue 5 item 3): scripted agents in a child process on a
@@ -31,7 +32,7 @@ describe('agent loops under SIGKILL (torture)', () => {
     expect(f.continues).toBeGreaterThan(0);
     expect(f.uncertainCalls + f.reconciledCalls).toBeGreaterThan(0);
     console.log(`torture: ${f.kills} kills, ${f.trials} trials, ${f.lives} processes; ${f.uncertainCalls} uncertain, ${f.reconciledCalls} reconciled, ${f.redeliveries} redelivered, ${f.deliveryUnknown} delivery unknown; 0 violations`);
-  }, 170_000);
+  }, scaled(170_000));
 });
 
 describe('the torture checks (negative control)', () => {
@@ -43,5 +44,5 @@ describe('the torture checks (negative control)', () => {
     const f = await runTorture({ kills: 1, modes: ['tool-inside'], killP: 1, sessions: 1, runs: 1, broken: 'reexecute' });
     expect(f.kills).toBe(1);
     expect(f.violations.some((v) => /exclusive call s0\/run-1\/1\/c1-0 executed 2 times/.test(v)), f.violations.join('\n')).toBe(true);
-  }, 60_000);
+  }, scaled(60_000));
 });

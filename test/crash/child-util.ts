@@ -11,6 +11,7 @@ import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { EventDraft, EventRecord } from '../../src/contracts/events.js';
 import { canonicalJson } from '../../src/persistence/codec.js';
+import { scaled } from '../helpers/load.js';
 
 export const REPO_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 export const STORE_CHILD = join(REPO_ROOT, 'test/crash/store-child.ts');
@@ -184,7 +185,8 @@ export class ChildRun {
     return `${this.label} (pid ${this.proc.pid}, exit ${JSON.stringify(this.exit ?? null)})\n--- last stdout lines ---\n${tail}\n--- stderr ---\n${this.stderr.slice(-4000)}`;
   }
 
-  waitFor(pred: (line: string) => boolean, timeoutMs: number, what: string, from = 0): Promise<string> {
+  waitFor(pred: (line: string) => boolean, quietTimeoutMs: number, what: string, from = 0): Promise<string> {
+    const timeoutMs = scaled(quietTimeoutMs); // the timeout on a quiet machine, stretched by the load (test/helpers/load.ts)
     return new Promise<string>((res, rej) => {
       const timer = setTimeout(() => {
         check.cancelled = true;
@@ -218,7 +220,8 @@ export class ChildRun {
   }
 
   /** Waits for the exit, SIGKILLing the child if it takes longer than `timeoutMs`. */
-  async waitExit(timeoutMs: number): Promise<ExitInfo> {
+  async waitExit(quietTimeoutMs: number): Promise<ExitInfo> {
+    const timeoutMs = scaled(quietTimeoutMs);
     let timer: NodeJS.Timeout | undefined;
     const killed = new Promise<'timeout'>((res) => {
       timer = setTimeout(() => res('timeout'), timeoutMs);
@@ -264,7 +267,8 @@ export async function killAllChildren(): Promise<void> {
   await Promise.all(runs.map((r) => r.exited));
 }
 
-export async function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
+export async function withTimeout<T>(p: Promise<T>, quietMs: number, what: string): Promise<T> {
+  const ms = scaled(quietMs);
   let timer: NodeJS.Timeout | undefined;
   const t = new Promise<never>((_, rej) => {
     timer = setTimeout(() => rej(new Error(`timed out after ${ms} ms: ${what}`)), ms);
@@ -350,7 +354,7 @@ try {
 `,
   );
   try {
-    return spawnSync(process.execPath, ['--import', 'tsx', script], { cwd: REPO_ROOT, env: { ...process.env, NODE_OPTIONS: '' }, encoding: 'utf8', timeout: 60_000 });
+    return spawnSync(process.execPath, ['--import', 'tsx', script], { cwd: REPO_ROOT, env: { ...process.env, NODE_OPTIONS: '' }, encoding: 'utf8', timeout: scaled(60_000) });
   } finally {
     rmSync(script, { force: true });
   }

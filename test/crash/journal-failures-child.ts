@@ -8,7 +8,7 @@
  * - `eio-append <path> <bootId>`: patches fs.fdatasyncSync so that the flush of the second
  *   append's journal frame fails with EIO (the frame's bytes were written: a transient EIO, or a
  *   flush that fails after the kernel took the write). Attaches `s`, appends `ok-1` (printing
- *   `ACK`), then appends `failed-2` and prints `REJECTED <code>` (or `ACKED` if it resolved), closes.
+ *   `ACK`), then appends `failed-2` and prints `REJECTED <error name> <cause's code>` (or `ACKED` if it resolved), closes.
  */
 import fs from 'node:fs';
 import { syncBuiltinESMExports } from 'node:module';
@@ -50,7 +50,7 @@ async function eioAppendMode(): Promise<void> {
     await store.append('s', writerEpoch, 2, [draft('failed-2')]);
     say('ACKED');
   } catch (e) {
-    say(`REJECTED ${String((e as NodeJS.ErrnoException).code)}`);
+    say(`REJECTED ${(e as Error).name} ${String(((e as Error).cause as NodeJS.ErrnoException | undefined)?.code)}`);
   }
   await store.close();
 }

@@ -6,6 +6,7 @@ import { collect } from '../helpers/drafts.js';
 import { tempDir } from '../helpers/tmp.js';
 import { killAllChildren, REPO_ROOT, spawnTs, type ChildRun } from './child-util.js';
 import { readText } from './torture-lib.js';
+import { scaled } from '../helpers/load.js';
 
 /**
  * Crash recovery with real processes (test/crash/recovery-child.ts): a child runs a
@@ -89,7 +90,7 @@ describe('recovery after a SIGKILL (real child processes)', () => {
     } finally {
       await dir.cleanup();
     }
-  }, 120_000);
+  }, scaled(120_000));
 
   it('the maxToolCalls budget of a run still holds after a crash and a continue', async () => {
     const dir = tempDir('actorloop-recovery-');
@@ -108,7 +109,7 @@ describe('recovery after a SIGKILL (real child processes)', () => {
     } finally {
       await dir.cleanup();
     }
-  }, 120_000);
+  }, scaled(120_000));
 
   it('after a crash, a call of the interrupted batch that needs a resource locked by an uncertain-hanging call is not run', async () => {
     const dir = tempDir('actorloop-recovery-');
@@ -130,7 +131,7 @@ describe('recovery after a SIGKILL (real child processes)', () => {
     } finally {
       await dir.cleanup();
     }
-  }, 120_000);
+  }, scaled(120_000));
 
   it('a resource released after recovery stays released when a later compaction copies the run', async () => {
     const dir = tempDir('actorloop-recovery-');
@@ -157,7 +158,7 @@ describe('recovery after a SIGKILL (real child processes)', () => {
     } finally {
       await dir.cleanup();
     }
-  }, 120_000);
+  }, scaled(120_000));
 
   it('recovery.activeResourceLocks names the resources of an interrupted exclusive call that recovery leaves uncertain-hanging', async () => {
     const dir = tempDir('actorloop-recovery-');
@@ -178,5 +179,5 @@ describe('recovery after a SIGKILL (real child processes)', () => {
     } finally {
       await dir.cleanup();
     }
-  }, 120_000);
+  }, scaled(120_000));
 });

@@ -9,6 +9,7 @@ import { lmdbStore } from '../../src/persistence/lmdb-store.js';
 import { collect, stepStart, userMsg } from '../helpers/drafts.js';
 import { tempDir } from '../helpers/tmp.js';
 import { killAllChildren, REPO_ROOT, spawnTs } from '../crash/child-util.js';
+import { scaled } from '../helpers/load.js';
 
 /**
  * Failures and misuse of the LMDB store's journal (docs/event-log.md, "Durability", "When the LMDB file is
@@ -63,13 +64,13 @@ describe('LMDB store journal: failures and misuse', () => {
     const child = spawnTs(CHILD, ['eio-append', path, 'boot-1'], { label: 'eio-append' });
     expect((await child.waitExit(60_000)).code, child.describe()).toBe(0);
     // the caller of the second append was told it failed …
-    expect(child.lines).toEqual(['ACK s 1 1 ok-1', 'REJECTED EIO']);
+    expect(child.lines).toEqual(['ACK s 1 1 ok-1', 'REJECTED StoreError EIO']);
     // … and under the same boot the log indeed holds only the first one
     expect((await dump(path, 'boot-1')).s!.map((e) => e.eventId)).toEqual(['ok-1']);
     // after a machine restart, the failed append must not be resurrected from its frame
     trash(path);
     expect((await dump(path, 'boot-2')).s!.map((e) => e.eventId)).toEqual(['ok-1']);
-  }, 90_000);
+  }, scaled(90_000));
 
   it("a 'committed' writer's commit made while a 'flushed' open migrates the store is not lost from the journal (the rebuilt log stays readable)", async () => {
     const path = dir();
@@ -114,7 +115,7 @@ describe('LMDB store journal: failures and misuse', () => {
     // machine restart: the log rebuilt from the journal must be the log that was acknowledged
     trash(path);
     expect(await dump(path, 'boot-2')).toEqual(before);
-  }, 90_000);
+  }, scaled(90_000));
 
   it('a journaled store whose journal directory was deleted is refused with a CorruptLogError, never adopted as if it had none', async () => {
     const path = dir();
@@ -130,5 +131,5 @@ describe('LMDB store journal: failures and misuse', () => {
     // after a machine restart too (a new boot id): a typed error naming the missing journal
     expect(() => lmdbStore({ path, bootId: 'boot-2' })).toThrow(/journal directory .* is missing/);
     expect(existsSync(join(path, 'journal'))).toBe(false);
-  }, 90_000);
+  }, scaled(90_000));
 });

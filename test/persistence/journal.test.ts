@@ -1,10 +1,11 @@
 import { randomBytes } from 'node:crypto';
-import { existsSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { copyFileSync, existsSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { EventRecord } from '../../src/contracts/events.js';
 import { INITIAL_STATE, Journal, segmentSize } from '../../src/persistence/journal.js';
-import { openDbs, readState } from '../../src/persistence/journal-recovery.js';
+import { currentBootId, openDbs, readState } from '../../src/persistence/journal-recovery.js';
+import { repairStore } from '../../src/persistence/verify.js';
 import { lmdbStore } from '../../src/persistence/lmdb-store.js';
 import { collect, stepStart, userMsg } from '../helpers/drafts.js';
 import { tempDir } from '../helpers/tmp.js';
@@ -300,16 +301,29 @@ describe('LMDB store journal', () => {
     await expectRebuilt(path, 'boot-2', before);
   });
 
-  it('an LMDB file replaced under the same boot is refused at the first commit, naming the way out', async () => {
+  it('an LMDB file deleted under the same boot is rebuilt from the journal at open', async () => {
     const path = dir();
     await write(path, 'boot-1', ['s'], 2);
     const before = await dump(path, 'boot-1');
     for (const f of ['data.mdb', 'lock.mdb']) rmSync(join(path, f));
-    const store = lmdbStore({ path, bootId: 'boot-1' });
-    await expect(store.attachWriter('t')).rejects.toThrowError(/no readable journal state.*delete .*BOOT to rebuild/);
-    await store.close();
-    rmSync(join(path, 'journal', 'BOOT'));
     expect(await dump(path, 'boot-1')).toEqual(before);
+  });
+
+  it('an LMDB file replaced by another store\'s under the same boot is refused at open, and repair rebuilds it from the journal', async () => {
+    const path = dir();
+    await write(path, 'boot-1', ['s'], 2);
+    const before = await dump(path, 'boot-1');
+    const other = dir();
+    await write(other, 'boot-1', ['x'], 1);
+    const o = openDbs(other);
+    o.env.transactionSync(() => void o.journal.removeSync('state'));
+    await o.env.close();
+    for (const f of ['data.mdb', 'lock.mdb']) rmSync(join(path, f));
+    copyFileSync(join(other, 'data.mdb'), join(path, 'data.mdb'));
+    expect(() => lmdbStore({ path, bootId: 'boot-1' })).toThrowError(/no readable journal state.*actorloop repair .* to rebuild it from the journal/);
+    const { repaired, after } = await repairStore(path);
+    expect({ repaired, ok: after.ok }).toEqual({ repaired: true, ok: true });
+    expect(await dump(path, currentBootId())).toEqual(before);
   });
 
   it('counts commits, flushes and the time spent in flushes; a committed-mode store flushes nothing', async () => {

@@ -5,6 +5,7 @@ import { lmdbStore } from '../../src/index.js';
 import { collect, stepStart, userMsg } from '../helpers/drafts.js';
 import { tempDir } from '../helpers/tmp.js';
 import { childOpen } from '../crash/child-util.js';
+import { scaled } from '../helpers/load.js';
 
 const cleanups: (() => Promise<void>)[] = [];
 afterEach(async () => {
@@ -55,7 +56,7 @@ fs.writeFileSync = (file, ...rest) => {
     cleanups.push(async () => void (await store?.close()));
     expect(error === undefined ? 'opened' : `refused: ${String((error as Error).message)}`).toBe('opened');
     expect((await collect(store!.readEvents('c'))).map((e) => e.seq)).toEqual([1, 2]);
-  }, 90_000);
+  }, scaled(90_000));
 
   it('journal: a refused open leaves no staging that lets the next open adopt a store whose journal is lost', async () => {
     const path = dir();
@@ -76,7 +77,7 @@ fs.writeFileSync = (file, ...rest) => {
     const { store, error } = tryOpen(path, 'boot-2');
     cleanups.push(async () => void (await store?.close()));
     expect(error === undefined ? 'adopted (journal silently recreated)' : (error as Error).name).toBe('CorruptLogError');
-  }, 90_000);
+  }, scaled(90_000));
 
   it('group commit: an append resolves under fake timers (vi.useFakeTimers() defaults): the drain uses node:timers own setImmediate', async () => {
     const path = dir();
@@ -140,7 +141,7 @@ fs.writeSync = (fd, ...rest) => {
     cleanups.unshift(async () => void (await store?.close()));
     expect(error === undefined ? 'opened' : `refused: ${String((error as Error).message)}`).toBe('opened');
     expect((await collect(store!.readEvents('c'))).map((e) => e.seq)).toEqual([1, 2]);
-  }, 120_000);
+  }, scaled(120_000));
 });
 
 describe('journal: adopting a store without one', () => {
@@ -167,5 +168,5 @@ fs.writeFileSync = (file, ...rest) => {
     cleanups.unshift(async () => void (await store?.close()));
     expect(error === undefined ? 'opened' : `refused: ${String((error as Error).message)}`).toBe('opened');
     expect((await collect(store!.readEvents('c'))).map((e) => e.seq)).toEqual([1, 2]);
-  }, 90_000);
+  }, scaled(90_000));
 });

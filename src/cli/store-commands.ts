@@ -1,0 +1,57 @@
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { repairStore, verifyStore, type StoreProblem, type VerifyReport } from '../persistence/verify.js';
+import type { CommandIO } from './commands.js';
+import { dataDirOf } from './data.js';
+import { CliError, EXIT } from './errors.js';
+
+/** `actorloop verify` and `actorloop repair` (docs/cli.md): the store's own check and repair. */
+
+const say = (io: CommandIO, text: string) => io.out.write(`${text}\n`);
+
+function requireStoreDir(dir: string): void {
+  if (!existsSync(dir)) throw new CliError(`no actorloop data at ${dir}`, EXIT.notFound);
+  if (!existsSync(join(dir, 'data.mdb')) && !existsSync(join(dir, 'journal'))) {
+    throw new CliError(`${dir} is not an actorloop data dir (no data.mdb, no journal/)`, EXIT.notFound);
+  }
+}
+
+const line = (p: StoreProblem) => `${p.where}${p.sessionId === undefined ? '' : `, session ${p.sessionId}`}${p.seq === undefined ? '' : `, seq ${p.seq}`}: ${p.reason}`;
+
+function printReport(io: CommandIO, dir: string, report: VerifyReport): void {
+  const checked = report.checked ? ` (${report.checked.sessions} sessions, ${report.checked.events} events, ${report.checked.frames} journal frames)` : '';
+  if (report.ok) say(io, `ok: ${dir}${checked}`);
+  else {
+    say(io, `damaged: ${dir}: ${report.problems.length} problem(s)${checked}`);
+    for (const p of report.problems) say(io, `  ${line(p)}`);
+  }
+}
+
+/** `actorloop verify [dir]`: every record and the journal, walked in a child process. */
+export async function verifyCommand(dirArg: string | undefined, opts: { json?: boolean }, io: CommandIO): Promise<number> {
+  const dir = dataDirOf(dirArg);
+  requireStoreDir(dir);
+  const report = await verifyStore(dir);
+  if (opts.json) say(io, JSON.stringify(report));
+  else {
+    printReport(io, dir, report);
+    if (!report.ok) say(io, `run \`actorloop repair ${dir}\` (with every process using it stopped) to rebuild what is damaged from what is whole`);
+  }
+  return report.ok ? EXIT.ok : EXIT.corrupt;
+}
+
+/** `actorloop repair [dir]`: rebuilds a damaged data.mdb from the journal, or a damaged journal from data.mdb. */
+export async function repairCommand(dirArg: string | undefined, io: CommandIO): Promise<number> {
+  const dir = dataDirOf(dirArg);
+  requireStoreDir(dir);
+  const { repaired, actions, before, after } = await repairStore(dir);
+  if (!repaired) {
+    printReport(io, dir, before);
+    say(io, 'nothing to repair');
+    return EXIT.ok;
+  }
+  printReport(io, dir, before);
+  for (const a of actions) say(io, `repair: ${a}`);
+  printReport(io, dir, after);
+  return after.ok ? EXIT.ok : EXIT.corrupt;
+}

@@ -1,0 +1,78 @@
+import type { Database } from 'lmdb';
+import { CorruptLogError } from '../contracts/errors.js';
+import type { EventRecord } from '../contracts/events.js';
+import type { LogTxn } from './append-core.js';
+import { seal, unseal } from './checksum.js';
+import { decodeRecord } from './codec.js';
+import { SessionHead } from './head.js';
+import { FrameBuilder, type LogDbs } from './journal-recovery.js';
+import { guarded } from './lmdb-errors.js';
+
+/**
+ * The LMDB store's reads and writes of single values: every value is sealed with its checksum on
+ * the way in and checked on the way out (checksum.ts), and LMDB's own errors become typed ones
+ * naming session and seq (lmdb-errors.ts). Journal frames carry the plain JSON text.
+ */
+
+export class LmdbTxn implements LogTxn {
+  /** Set once the current op has written: an error after that must abort the whole transaction. */
+  dirty = false;
+  /** Every put of the transaction, for its journal frame (null: no journal). */
+  readonly frame: FrameBuilder | null;
+  private readonly events: Database<string, [string, number]>;
+  private readonly heads: Database<string, string>;
+  private readonly ids: Database<number, [string, string]>;
+  constructor(dbs: LogDbs, journaled: boolean, private readonly path: string) {
+    this.events = dbs.events;
+    this.heads = dbs.heads;
+    this.ids = dbs.ids;
+    this.frame = journaled ? new FrameBuilder() : null;
+  }
+  head(sessionId: string): SessionHead | undefined {
+    return readHead(this.heads, sessionId, this.path);
+  }
+  seqOfEventId(sessionId: string, eventId: string): number | undefined {
+    return guarded({ path: this.path, sessionId, seq: 0 }, () => this.ids.get([sessionId, eventId]));
+  }
+  event(sessionId: string, seq: number): EventRecord {
+    return readRecord(this.events, sessionId, seq, this.path);
+  }
+  putHead(head: SessionHead): void {
+    this.dirty = true;
+    const text = JSON.stringify(head);
+    this.heads.putSync(head.sessionId, seal(text));
+    this.frame?.head(head.sessionId, text);
+  }
+  putEvent(record: EventRecord, text: string): void {
+    this.dirty = true;
+    this.events.putSync([record.sessionId, record.seq], seal(text));
+    this.frame?.event(record.sessionId, record.seq, text);
+  }
+  putEventId(sessionId: string, eventId: string, seq: number): void {
+    this.dirty = true;
+    this.ids.putSync([sessionId, eventId], seq);
+    this.frame?.eventId(sessionId, eventId, seq);
+  }
+}
+
+export function readHead(heads: Database<string, string>, sessionId: string, path: string): SessionHead | undefined {
+  const raw = guarded({ path, sessionId, seq: 0 }, () => heads.get(sessionId));
+  if (raw === undefined) return undefined;
+  const json = unseal(sessionId, 0, raw);
+  try {
+    return SessionHead.parse(JSON.parse(json as string));
+  } catch (e) {
+    throw new CorruptLogError(sessionId, 0, `head record is unreadable: ${(e as Error).message}`);
+  }
+}
+
+
+/** One stored record, checked and decoded (undefined stored value: CorruptLogError "missing"). */
+export function readRecord(events: Database<string, [string, number]>, sessionId: string, seq: number, path: string): EventRecord {
+  return decodeStored(sessionId, seq, guarded({ path, sessionId, seq }, () => events.get([sessionId, seq])));
+}
+
+/** A stored value (as LMDB returned it) checked against its checksum and decoded. */
+export function decodeStored(sessionId: string, seq: number, raw: unknown): EventRecord {
+  return decodeRecord(sessionId, seq, unseal(sessionId, seq, raw));
+}

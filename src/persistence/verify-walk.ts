@@ -1,0 +1,163 @@
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { open } from 'lmdb';
+import { isCorruptLogError, isUnknownSchemaVersionError } from '../contracts/errors.js';
+import { inspectDataFile } from './data-file.js';
+import { Journal, type JournalState } from './journal.js';
+import { readState, type JournalOp, type LogDbs } from './journal-recovery.js';
+import { storeFailure } from './lmdb-errors.js';
+import { decodeStored, readHead } from './lmdb-txn.js';
+import type { StoreProblem } from './verify.js';
+
+/**
+ * The walk `verifyStore` runs in a child process (verify-child.ts): every head, every record
+ * (checksum, JSON, schema, key, contiguity, the head's tail), every id-index entry, then every
+ * journal frame and the journal's end against the one LMDB recorded. It reads LMDB's pages, so a
+ * damaged B-tree page can kill the process that runs it: `progress` is told where the walk is
+ * before each step that may, so the parent can name the place.
+ */
+export interface WalkProgress {
+  (where: 'data.mdb' | 'journal', sessionId?: string, seq?: number): void;
+}
+
+export interface WalkResult {
+  problems: StoreProblem[];
+  checked: { sessions: number; events: number; frames: number };
+}
+
+const describe = (e: unknown) => (isCorruptLogError(e) ? e.reason : e instanceof Error ? e.message.split('\n')[0]! : String(e));
+
+export function walkStore(path: string, progress: WalkProgress): WalkResult {
+  const problems: StoreProblem[] = [];
+  const checked = { sessions: 0, events: 0, frames: 0 };
+  const journaled = existsSync(join(path, 'journal'));
+  const journal = journaled ? new Journal(join(path, 'journal')) : undefined;
+  const data = inspectDataFile(path);
+  let recorded: JournalState | undefined;
+  let tails = new Map<string, number>();
+  if (data.state === 'damaged') problems.push({ where: 'data.mdb', reason: data.reason });
+  else if (data.state !== 'sound') {
+    if (journal?.hasFrames()) problems.push({ where: 'data.mdb', reason: `data.mdb is ${data.state}, but the journal holds frames` });
+  } else {
+    progress('data.mdb');
+    const env = open({ path, maxDbs: 8, readOnly: true, noSubdir: false });
+    try {
+      const dbs: LogDbs = {
+        env,
+        events: env.openDB({ name: 'events', encoding: 'string' }),
+        heads: env.openDB({ name: 'heads', encoding: 'string' }),
+        ids: env.openDB({ name: 'ids' }),
+        journal: env.openDB({ name: 'journal', encoding: 'string' }),
+      };
+      tails = walkRecords(path, dbs, problems, checked, progress);
+      if (journal) {
+        try {
+          recorded = readState(dbs, path);
+        } catch (e) {
+          problems.push({ where: 'data.mdb', reason: describe(e) });
+        }
+      }
+    } catch (e) {
+      problems.push({ where: 'data.mdb', reason: describe(storeFailure(e, { path })) });
+    } finally {
+      void env.close();
+    }
+  }
+  if (journal) walkJournal(journal, recorded, tails, problems, checked, progress);
+  return { problems, checked };
+}
+
+function walkRecords(path: string, dbs: LogDbs, problems: StoreProblem[], checked: WalkResult['checked'], progress: WalkProgress): Map<string, number> {
+  const heads = new Map<string, number>();
+  for (const key of dbs.heads.getKeys()) {
+    const sessionId = String(key);
+    progress('data.mdb', sessionId, 0);
+    try {
+      heads.set(sessionId, readHead(dbs.heads, sessionId, path)?.lastSeq ?? 0);
+    } catch (e) {
+      problems.push({ where: 'data.mdb', sessionId, seq: 0, reason: describe(e) });
+    }
+  }
+  checked.sessions = heads.size;
+  const seen = new Map<string, number>(); // session → last seq read
+  let session: string | undefined;
+  let expected = 1;
+  const closeSession = () => {
+    if (session === undefined) return;
+    const head = heads.get(session);
+    if (head === undefined && !problems.some((p) => p.sessionId === session && p.seq === 0)) {
+      problems.push({ where: 'data.mdb', sessionId: session, reason: 'records without a head record' });
+    } else if (head !== undefined && expected - 1 < head) {
+      problems.push({ where: 'data.mdb', sessionId: session, seq: expected, reason: `record missing (the head says the log ends at seq ${head})` });
+    }
+    seen.set(session, expected - 1);
+  };
+  for (const { key, value } of dbs.events.getRange()) {
+    const [sessionId, seq] = key;
+    if (sessionId !== session) {
+      closeSession();
+      session = sessionId;
+      expected = 1;
+      progress('data.mdb', sessionId, seq);
+    } else if (seq % 256 === 0) progress('data.mdb', sessionId, seq);
+    if (seq !== expected) problems.push({ where: 'data.mdb', sessionId, seq: expected, reason: `record missing (next stored seq is ${seq})` });
+    expected = seq + 1;
+    checked.events++;
+    try {
+      decodeStored(sessionId, seq, value);
+    } catch (e) {
+      const reason = isUnknownSchemaVersionError(e) ? e.message : describe(e);
+      problems.push({ where: 'data.mdb', sessionId, seq, reason });
+    }
+  }
+  closeSession();
+  for (const [sessionId, lastSeq] of heads) {
+    if (lastSeq > 0 && !seen.has(sessionId)) problems.push({ where: 'data.mdb', sessionId, seq: 1, reason: `every record is missing (the head says the log ends at seq ${lastSeq})` });
+  }
+  for (const { key, value } of dbs.ids.getRange()) {
+    const [sessionId, eventId] = key;
+    progress('data.mdb', sessionId, value);
+    const raw = dbs.events.get([sessionId, value]);
+    let found: string | undefined;
+    try {
+      found = raw === undefined ? undefined : decodeStored(sessionId, value, raw).eventId;
+    } catch {
+      continue; // reported above
+    }
+    if (found !== eventId) problems.push({ where: 'data.mdb', sessionId, seq: value, reason: `the id index sends ${JSON.stringify(eventId)} to seq ${value}, which holds ${found === undefined ? 'nothing' : JSON.stringify(found)}` });
+  }
+  return seen;
+}
+
+function walkJournal(journal: Journal, recorded: JournalState | undefined, tails: Map<string, number>, problems: StoreProblem[], checked: WalkResult['checked'], progress: WalkProgress): void {
+  progress('journal');
+  const journaled = new Map<string, number>(); // session → highest seq the frames hold
+  let end: JournalState;
+  try {
+    const frames = journal.frames();
+    for (;;) {
+      const it = frames.next();
+      if (it.done) {
+        end = it.value;
+        break;
+      }
+      checked.frames++;
+      for (const op of JSON.parse(it.value.toString('utf8')) as JournalOp[]) {
+        if (op[0] === 'e') journaled.set(op[1], Math.max(journaled.get(op[1]) ?? 0, op[2]));
+      }
+    }
+  } catch (e) {
+    problems.push({ where: isCorruptLogError(e) && e.sessionId.startsWith('journal ') ? e.sessionId.replace('journal ', 'journal/') : 'journal', reason: describe(e) });
+    return;
+  }
+  if (recorded && end.nextFrame < recorded.nextFrame) {
+    problems.push({ where: 'journal', reason: `the journal ends after frame ${end.nextFrame - 1}, but the store recorded frames up to ${recorded.nextFrame - 1}: frames are missing` });
+  }
+  // without a readable journal state data.mdb is not the file this journal describes (reported
+  // above): its sessions say nothing about the journal
+  if (!recorded) return;
+  for (const [sessionId, tail] of tails) {
+    const inJournal = journaled.get(sessionId) ?? 0;
+    if (inJournal < tail) problems.push({ where: 'journal', sessionId, seq: inJournal + 1, reason: `the journal holds this session's events up to seq ${inJournal}, data.mdb up to ${tail}` });
+  }
+}

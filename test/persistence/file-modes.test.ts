@@ -1,0 +1,53 @@
+import { spawnSync } from 'node:child_process';
+import { readdirSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { tempDir } from '../helpers/tmp.js';
+import { REPO_ROOT } from '../crash/child-util.js';
+import { READER } from './fixtures/damage.js';
+
+/**
+ * A store holds whole conversations: every file it creates is 0600 and every directory 0700,
+ * whatever the umask (docs/guarantees.md). Each umask is set in a child process of its own
+ * (`sh -c 'umask …; exec node …'`), which writes a store, goes through a rebuild (another boot
+ * id) and reads it back.
+ */
+const dirs: { cleanup: () => Promise<void> }[] = [];
+afterEach(async () => {
+  for (const d of dirs.splice(0)) await d.cleanup();
+});
+
+function modes(root: string): Map<string, string> {
+  const out = new Map<string, string>();
+  const walk = (p: string, rel: string) => {
+    const st = statSync(p);
+    out.set(rel, (st.mode & 0o777).toString(8));
+    if (st.isDirectory()) for (const f of readdirSync(p)) walk(join(p, f), rel ? `${rel}/${f}` : f);
+  };
+  walk(root, '');
+  return out;
+}
+
+describe('file modes', () => {
+  for (const umask of ['000', '022']) {
+    it(`under umask ${umask}: files 0600, directories 0700, after writing and after a rebuild from the journal`, async () => {
+      const d = tempDir('actorloop-modes-');
+      dirs.push(d);
+      const path = join(d.path, 'store');
+      const script = join(REPO_ROOT, 'test/persistence/fixtures/write-store.ts');
+      const sh = (cmd: string) => spawnSync('sh', ['-c', cmd], { cwd: REPO_ROOT, encoding: 'utf8', env: { ...process.env, NODE_OPTIONS: '' }, timeout: 120_000 });
+      const node = `"${process.execPath}" --import tsx`;
+      const w = sh(`umask ${umask} && exec ${node} "${script}" "${path}"`);
+      expect(w.status, w.stderr).toBe(0);
+      const r = sh(`umask ${umask} && exec ${node} "${READER}" "${path}" another-boot`);
+      expect(r.status, r.stderr).toBe(0);
+      expect(r.stdout).toContain('"read"');
+      const all = modes(path);
+      expect([...all.keys()]).toEqual(expect.arrayContaining(['', 'data.mdb', 'lock.mdb', 'journal', 'journal/BOOT', 'journal/0000000001.wal', 'recovery', 'recovery/data.mdb']));
+      for (const [rel, mode] of all) {
+        const isDir = statSync(join(path, rel)).isDirectory();
+        expect(`${rel || '.'} ${mode}`).toBe(`${rel || '.'} ${isDir ? '700' : '600'}`);
+      }
+    });
+  }
+});

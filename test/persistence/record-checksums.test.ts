@@ -1,0 +1,104 @@
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { isCorruptLogError, type CorruptLogError } from '../../src/contracts/errors.js';
+import { openDbs } from '../../src/persistence/journal-recovery.js';
+import { lmdbStore } from '../../src/persistence/lmdb-store.js';
+import { collect } from '../helpers/drafts.js';
+import { tempDir } from '../helpers/tmp.js';
+import { killAllChildren } from '../crash/child-util.js';
+import { changeByte, readInChild, writeStore } from './fixtures/damage.js';
+
+/**
+ * Every record and head the LMDB store writes carries a CRC-32 of its JSON text, checked on every
+ * read (src/persistence/checksum.ts): a byte changed on disk is a CorruptLogError naming session
+ * and seq, never a changed message read back as the original. The damage here is done to the
+ * bytes of data.mdb itself, as a bad sector or a bit flip would.
+ */
+const dirs: { cleanup: () => Promise<void> }[] = [];
+const dir = () => {
+  const d = tempDir('actorloop-checksum-');
+  dirs.push(d);
+  return d.path;
+};
+afterEach(async () => {
+  await killAllChildren();
+  for (const d of dirs.splice(0)) await d.cleanup();
+});
+
+async function readError(path: string, sessionId: string): Promise<unknown> {
+  const store = lmdbStore({ path });
+  try {
+    await collect(store.readEvents(sessionId));
+    return undefined;
+  } catch (e) {
+    return e;
+  } finally {
+    await store.close();
+  }
+}
+
+describe('record checksums', () => {
+  it('a byte changed inside a stored message is a CorruptLogError naming session and seq, for every read path', async () => {
+    const path = dir();
+    await writeStore(path, { events: 20 });
+    changeByte(join(path, 'data.mdb'), 'a-17 x', 5, 'y'); // "a-17 xxx" → "a-17 yxx"
+    const e = (await readError(path, 'a')) as CorruptLogError;
+    expect(isCorruptLogError(e), String(e)).toBe(true);
+    expect({ sessionId: e.sessionId, seq: e.seq }).toEqual({ sessionId: 'a', seq: 17 });
+    expect(e.reason).toMatch(/checksum/);
+    const store = lmdbStore({ path });
+    try {
+      await expect(store.loadSurface('a')).rejects.toMatchObject({ code: 'corrupt_log', seq: 17 });
+      await expect(collect(store.readEvents('a', { fromSeq: 17, toSeq: 17 }))).rejects.toMatchObject({ code: 'corrupt_log', seq: 17 });
+      const id = (await collect(store.readEvents('a', { toSeq: 16 })))[0]!.eventId.replace(/^1-/, '17-');
+      await expect(store.getEventById('a', id)).rejects.toMatchObject({ code: 'corrupt_log', seq: 17 });
+      expect((await collect(store.readEvents('b'))).length, 'the other session reads cleanly').toBe(20);
+    } finally {
+      await store.close();
+    }
+  });
+
+  it('a byte changed inside a head record is a CorruptLogError with seq 0', async () => {
+    const path = dir();
+    await writeStore(path, { events: 3 });
+    // written through LMDB (the file holds older copies of the head in free pages, so the bytes
+    // of the current one are not found by a search): the head's text changed, its seal kept
+    const dbs = openDbs(path);
+    dbs.env.transactionSync(() => dbs.heads.putSync('b', dbs.heads.get('b')!.replace('"writerEpoch":1', '"writerEpoch":2')));
+    await dbs.env.close();
+    const store = lmdbStore({ path });
+    try {
+      await expect(store.getHead('b')).rejects.toMatchObject({ code: 'corrupt_log', sessionId: 'b', seq: 0, reason: expect.stringMatching(/checksum/) });
+      await expect(store.attachWriter('b')).rejects.toMatchObject({ code: 'corrupt_log', sessionId: 'b', seq: 0 });
+    } finally {
+      await store.close();
+    }
+  });
+
+  it('a record written before checksums (plain JSON) still reads back; the rebuild from the journal seals it', async () => {
+    const path = dir();
+    await writeStore(path, { events: 3 });
+    const dbs = openDbs(path);
+    const sealed = dbs.events.get(['a', 2])!;
+    expect(sealed).toMatch(/^#[0-9a-f]{8}\{/);
+    dbs.env.transactionSync(() => dbs.events.putSync(['a', 2], sealed.slice(9))); // as an older actorloop stored it
+    await dbs.env.close();
+    const before = await readInChild(path);
+    expect(before.read?.a?.[1]).toBe('2:a-2 ' + 'x'.repeat(40));
+    // a restart rebuilds data.mdb from the journal, whose frames hold the plain JSON: sealed again
+    expect((await readInChild(path, 'another-boot')).read).toEqual(before.read);
+    const after = openDbs(path);
+    expect(after.events.get(['a', 2])).toBe(sealed);
+    await after.env.close();
+  });
+
+  it('a changed byte inside a plain-JSON record (no checksum to catch it) still fails its JSON or schema check where it can', async () => {
+    const path = dir();
+    await writeStore(path, { events: 3 });
+    const dbs = openDbs(path);
+    dbs.env.transactionSync(() => dbs.events.putSync(['a', 2], dbs.events.get(['a', 2])!.slice(9).replace('"seq":2', '"seq":"2"')));
+    await dbs.env.close();
+    const e = await readError(path, 'a');
+    expect(e).toMatchObject({ code: 'corrupt_log', sessionId: 'a', seq: 2 });
+  });
+});
