@@ -350,9 +350,11 @@ export class ExecutionSession {
     if (result) {
       const k = key(result.runId, result.attemptId);
       const w = this.waiters.get(k);
+      // the settled result (with its delivery errors), as settleAttempt recorded it
+      const settled = this.finishing.get(k) ?? result;
       this.waiters.delete(k);
       this.finishing.delete(k);
-      w?.resolve(this.lastResult?.runId === result.runId && this.lastResult.attemptId === result.attemptId ? this.lastResult : result);
+      w?.resolve(settled);
     }
     this.afterRest();
   }
