@@ -3,7 +3,7 @@ export { createRuntime } from './runtime/runtime.js';
 export type { Runtime } from './runtime/runtime.js';
 export type { RuntimeOptions } from './runtime/options.js';
 export { ExecutionSession } from './runtime/execution-session.js';
-export type { SessionSnapshot, TurnContext } from './runtime/execution-session.js';
+export type { SessionSnapshot, SessionStatus, TurnContext } from './runtime/execution-session.js';
 export type { DeliveryOwner, FinalAnswer, FinalVerifier, Pricing, ToolVerifier } from './contracts/hooks.js';
 export { systemClock } from './contracts/clock.js';
 export type { Clock, IdSource } from './contracts/clock.js';
@@ -19,7 +19,8 @@ export type { AttachResult, EventStore, ReadRange } from './persistence/event-st
 export { SessionHead } from './persistence/head.js';
 
 export { defineTool } from './tools/define-tool.js';
-export type { AnyTool, ToolContext, ToolDefinition, ToolOptions } from './tools/define-tool.js';
+export type { AnyTool, ToolContext, ToolDefinition, ToolOptions, ToolReturn } from './tools/define-tool.js';
+export type { JsonValue } from './contracts/json.js';
 
 export { scriptedModel } from './providers/scripted.js';
 export type { ScriptedModel, ScriptedStep } from './providers/scripted.js';
@@ -59,6 +60,8 @@ export {
   RunStatus,
   StopReceipt,
   StopRequest,
+  UncertainCall,
+  UncertainResolution,
 } from './contracts/requests.js';
 export { ToolMode, ToolOutcome, ToolSpec } from './contracts/tools.js';
 export {

@@ -29,12 +29,12 @@ import type { ResolvedRuntimeOptions } from './options.js';
 import { InputQueue, type QueuedInput } from './input-queue.js';
 import { InputDesk } from './input-desk.js';
 import { Checkpoint, JsonValue } from './answer-schema.js';
-import { attemptInput } from './attempt-input.js';
+import { attemptInput, openRunBusy } from './attempt-input.js';
 import { StopRequests } from './stop-requests.js';
 import { recordedResult } from './log-lookups.js';
-import { makeView, type SessionSnapshot } from './session-view.js';
+import { makeView, type SessionSnapshot, type SessionStatus } from './session-view.js';
 
-export type { SessionSnapshot } from './session-view.js';
+export type { SessionSnapshot, SessionStatus } from './session-view.js';
 
 /** The frozen context a run was started with (DESIGN §6 `turnContexts`). */
 export interface TurnContext {
@@ -551,7 +551,7 @@ export class ExecutionSession {
     const c = parseInput(Checkpoint, checkpoint, 'session.loadCheckpoint');
     this.assertOpen();
     if (this.busy) throw new ExecutionBusy(this.sessionId, this.current?.runId ?? 'unknown');
-    if (this.openRun) throw new ExecutionBusy(this.sessionId, this.openRun.runId);
+    if (this.openRun) throw openRunBusy(this.sessionId, this.openRun);
     await this.env.writer.appendNow([this.env.writer.draft('checkpoint/loaded', { turn: 0, step: 0, attempt: 0 }, c)]);
     if (c.stateContext !== undefined) this.state = c.stateContext;
     this.refreshView();
@@ -565,7 +565,7 @@ export class ExecutionSession {
     // while an attempt runs (a respond or continue included) the session is executing, not
     // waiting on the request that attempt is answering
     const waiting = this.current ? undefined : this.openRun;
-    const status = waiting?.pending ? 'suspended' : waiting ? 'detached' : String(snap.value);
+    const status: SessionStatus = waiting?.pending ? 'suspended' : waiting ? 'detached' : (String(snap.value) as SessionStatus);
     return {
       sessionId: this.sessionId,
       status,

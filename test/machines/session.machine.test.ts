@@ -21,6 +21,7 @@ const resultOf = (input: RunInput, over: Partial<ExecutionResult> = {}): Executi
   checkpointCommitted: true,
   historyConsistent: true,
   deliveryErrors: [],
+  uncertainCalls: [],
   usage: { inputTokens: 1, outputTokens: 1 },
   steps: 1,
   ...over,
