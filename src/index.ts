@@ -4,6 +4,7 @@ export type { Runtime } from './runtime/runtime.js';
 export type { RuntimeOptions } from './runtime/options.js';
 export { ExecutionSession } from './runtime/execution-session.js';
 export type { SessionSnapshot, SessionStatus, TurnContext } from './runtime/execution-session.js';
+export type { RunHandle } from './runtime/run-handle.js';
 export type { DeliveryOwner, FinalAnswer, FinalVerifier, Pricing, ToolVerifier } from './contracts/hooks.js';
 export { systemClock } from './contracts/clock.js';
 export type { Clock, IdSource } from './contracts/clock.js';
@@ -57,6 +58,7 @@ export {
   InputReceipt,
   Outcome,
   RecoveryOutcome,
+  RunRequest,
   RunStatus,
   StopReceipt,
   StopRequest,

@@ -12,13 +12,27 @@ const AnyJson: z.ZodType<unknown> = JsonValue;
 export const PromptMessage = z.union([z.string(), UserMessage, z.array(UserMessage).min(1)]);
 export type PromptMessage = z.infer<typeof PromptMessage>;
 
-/** `session.execute` input (DESIGN §6). */
-export const ExecutionRequest = z.discriminatedUnion('kind', [
-  z.object({ kind: z.literal('prompt'), runId: id, attemptId: id, message: PromptMessage }),
-  z.object({ kind: z.literal('respond'), runId: id, attemptId: id, questionId: id, answer: AnyJson }),
-  z.object({ kind: z.literal('continue'), runId: id, attemptId: id }),
-]);
+const Respond = z.object({ kind: z.literal('respond'), runId: id.optional(), attemptId: id.optional(), questionId: id, answer: AnyJson });
+const Continue = z.object({ kind: z.literal('continue'), runId: id.optional(), attemptId: id.optional() });
+
+/**
+ * `session.execute` input (DESIGN §6). A prompt names its run and attempt; a respond or continue
+ * may leave them out: the open run's id is taken and a new attempt id generated.
+ */
+export const ExecutionRequest = z.discriminatedUnion('kind', [z.object({ kind: z.literal('prompt'), runId: id, attemptId: id, message: PromptMessage }), Respond, Continue]);
 export type ExecutionRequest = z.infer<typeof ExecutionRequest>;
+/** An execute request with both its ids, given or generated. */
+export type IdentifiedRequest = ExecutionRequest & { runId: string; attemptId: string };
+
+/**
+ * `session.run` input: a message (string, user message or several) to prompt with, or an execute
+ * request whose `runId` / `attemptId` may be left out (then generated, or the open run's).
+ */
+export const RunRequest = z.union([
+  PromptMessage,
+  z.discriminatedUnion('kind', [z.object({ kind: z.literal('prompt'), runId: id.optional(), attemptId: id.optional(), message: PromptMessage }), Respond, Continue]),
+]);
+export type RunRequest = z.input<typeof RunRequest>;
 
 export const RunStatus = z.enum([
   'succeeded',

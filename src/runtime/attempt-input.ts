@@ -1,5 +1,5 @@
 import { ExecutionBusy, ValidationError } from '../contracts/errors.js';
-import { toMessages, type ExecutionRequest } from '../contracts/requests.js';
+import { toMessages, type IdentifiedRequest } from '../contracts/requests.js';
 import { parseInput } from '../contracts/validate.js';
 import type { ResumeInput, RunInput } from '../machines/run.machine.js';
 import type { OpenRunState } from '../persistence/open-run.js';
@@ -29,7 +29,7 @@ export function openRunBusy(sessionId: string, open: OpenRunState): ExecutionBus
  * against the request); a continue resumes the open run after its last step, resolving the calls
  * whose intents have no result. Throws ValidationError or ExecutionBusy.
  */
-export function attemptInput(req: ExecutionRequest, s: AttemptSource): RunInput {
+export function attemptInput(req: IdentifiedRequest, s: AttemptSource): RunInput {
   const base = {
     runId: req.runId,
     attemptId: req.attemptId,

@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import type { Observable } from 'rxjs';
 import { createActor, fromPromise, type Actor } from 'xstate';
 import type { SessionContext, SettleOutput } from '../machines/session.machine.js';
@@ -7,6 +8,8 @@ import type { Message } from '../contracts/message.js';
 import {
   ExecutionRequest,
   InputEnvelope,
+  RunRequest,
+  type IdentifiedRequest,
   notRunResult,
   StopRequest,
 
@@ -32,6 +35,7 @@ import { Checkpoint, JsonValue } from './answer-schema.js';
 import { attemptInput, openRunBusy } from './attempt-input.js';
 import { StopRequests } from './stop-requests.js';
 import { recordedResult } from './log-lookups.js';
+import { runHandle, type RunHandle } from './run-handle.js';
 import { makeView, type SessionSnapshot, type SessionStatus } from './session-view.js';
 
 export type { SessionSnapshot, SessionStatus } from './session-view.js';
@@ -201,7 +205,7 @@ export class ExecutionSession {
    * (ExecutionBusy); everything that happens while running comes back as the result.
    */
   async execute(request: ExecutionRequest): Promise<ExecutionResult> {
-    const req = parseInput(ExecutionRequest, request, 'session.execute');
+    const req = await this.identified(parseInput(ExecutionRequest, request, 'session.execute'), 'session.execute');
     assertRunIdsFit(this.sessionId, req.runId, req.attemptId, 'session.execute', ['runId', 'attemptId']);
     this.assertOpen();
     if (this.busy) {
@@ -279,6 +283,44 @@ export class ExecutionSession {
       return { ...notRunResult(req, 'failed', `the attempt did not start: reading the session's log failed (${(e as Error)?.message ?? String(e)}); execute it again`), historyConsistent: true };
     }
     return this.start(input);
+  }
+
+  /**
+   * Runs one attempt like `execute`, returning at once a handle with its text deltas
+   * (`textStream`), its envelopes (`events`) and its `result`. `input` is a message to prompt with
+   * or a request whose ids may be left out (generated).
+   * @example
+   * const run = session.run('What is 2 + 2?')
+   * for await (const text of run.textStream) process.stdout.write(text)
+   * console.log((await run.result).status)
+   */
+  run(input: RunRequest): RunHandle {
+    const request = parseInput(RunRequest, input, 'session.run');
+    // the ids are known before the attempt starts (its envelopes are matched by them); a respond
+    // or continue without a runId takes the open run's (execute refuses it when none is open)
+    const req: IdentifiedRequest =
+      typeof request === 'string' || Array.isArray(request) || !('kind' in request)
+        ? { kind: 'prompt', runId: this.newId(), attemptId: this.newId(), message: request }
+        : { ...request, runId: request.runId ?? (request.kind === 'prompt' ? this.newId() : (this.openRun?.runId ?? this.current?.runId ?? '')), attemptId: request.attemptId ?? this.newId() };
+    return runHandle(this.stream.events$, req, (r) => this.execute(r.runId === '' ? { ...r, runId: undefined } as ExecutionRequest : r));
+  }
+
+  private newId(): string {
+    return this.options.ids?.runId?.() ?? randomUUID();
+  }
+
+  /** A respond or continue without ids takes the open run's and a new attempt id. */
+  private async identified(req: ExecutionRequest, where: string): Promise<IdentifiedRequest> {
+    if (req.runId !== undefined && req.attemptId !== undefined) return req as IdentifiedRequest;
+    let runId = req.runId;
+    if (runId === undefined) {
+      if (this.openRunStale && !this.busy) {
+        this.openRun = await this.loadOpenRun().catch(() => this.openRun);
+      }
+      runId = this.openRun?.runId ?? this.current?.runId;
+      if (runId === undefined) throw new ValidationError(where, [{ path: ['runId'], message: `no run is open in session ${this.sessionId}: nothing to ${req.kind}` }]);
+    }
+    return { ...req, runId, attemptId: req.attemptId ?? this.newId() };
   }
 
   private start(input: RunInput): Promise<ExecutionResult> {
