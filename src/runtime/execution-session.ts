@@ -205,7 +205,9 @@ export class ExecutionSession {
    * (ExecutionBusy); everything that happens while running comes back as the result.
    */
   async execute(request: ExecutionRequest): Promise<ExecutionResult> {
-    const req = await this.identified(parseInput(ExecutionRequest, request, 'session.execute'), 'session.execute');
+    const parsed = parseInput(ExecutionRequest, request, 'session.execute');
+    // (no await when the request names its ids: a prompt claims its run id before any await)
+    const req = parsed.runId !== undefined && parsed.attemptId !== undefined ? (parsed as IdentifiedRequest) : await this.identified(parsed, 'session.execute');
     assertRunIdsFit(this.sessionId, req.runId, req.attemptId, 'session.execute', ['runId', 'attemptId']);
     this.assertOpen();
     if (this.busy) {
@@ -311,7 +313,6 @@ export class ExecutionSession {
 
   /** A respond or continue without ids takes the open run's and a new attempt id. */
   private async identified(req: ExecutionRequest, where: string): Promise<IdentifiedRequest> {
-    if (req.runId !== undefined && req.attemptId !== undefined) return req as IdentifiedRequest;
     let runId = req.runId;
     if (runId === undefined) {
       if (this.openRunStale && !this.busy) {
