@@ -35,3 +35,36 @@ export function makeView(initial: SessionSnapshot) {
     on: { sync: (_ctx: SessionSnapshot, e: { snapshot: SessionSnapshot }) => e.snapshot },
   });
 }
+
+/** What a snapshot is made from. */
+export interface SnapshotSource {
+  sessionId: string;
+  /** The session machine's state value, and its run child's state and figures if one runs. */
+  sessionState: string;
+  run: { value: unknown; context: { step: number; toolCalls: number; cost: string; recoveries: number } } | undefined;
+  lastResult: ExecutionResult | undefined;
+  /** The open run the session waits on (none while an attempt runs). */
+  waiting: { pending?: { pendingRequest: PendingRequest } } | undefined;
+  messages: readonly Message[];
+  tokens: number;
+}
+
+/** `session.snapshot()`: JSON state for UIs and debugging. */
+export function snapshotOf(s: SnapshotSource): SessionSnapshot {
+  const { run, lastResult: r, waiting } = s;
+  const status: SessionStatus = waiting?.pending ? 'suspended' : waiting ? 'detached' : (s.sessionState as SessionStatus);
+  return {
+    sessionId: s.sessionId,
+    status,
+    phase: run ? String(run.value) : status,
+    messages: [...s.messages],
+    step: run?.context.step ?? r?.steps ?? 0,
+    toolCalls: run?.context.toolCalls ?? r?.toolCalls ?? 0,
+    tokens: s.tokens,
+    cost: run?.context.cost ?? r?.cost ?? '0',
+    recoveries: run?.context.recoveries ?? r?.recoveries ?? 0,
+    ...(r ? { usage: r.usage } : {}),
+    ...(waiting?.pending ? { pending: waiting.pending.pendingRequest } : {}),
+    ...(r?.error ? { lastError: { kind: r.error.kind, message: r.error.message } } : {}),
+  };
+}
