@@ -38,3 +38,10 @@ export function sleepOn(clock: Clock, ms: number, signal: AbortSignal, reason: (
     signal.addEventListener('abort', onAbort, { once: true });
   });
 }
+
+/** Resolves when `p` settles or after `ms` on `clock`, whichever is first. */
+export function settledWithin(clock: Clock, p: Promise<unknown>, ms: number): Promise<void> {
+  let timer: unknown;
+  const late = new Promise<void>((resolve) => (timer = clock.setTimeout(resolve, ms)));
+  return Promise.race([p.then(() => undefined, () => undefined), late]).finally(() => clock.clearTimeout(timer));
+}

@@ -33,6 +33,8 @@ export const RunRequest = z.union([
   z.discriminatedUnion('kind', [z.object({ kind: z.literal('prompt'), runId: id.optional(), attemptId: id.optional(), message: PromptMessage }), Respond, Continue]),
 ]);
 export type RunRequest = z.input<typeof RunRequest>;
+/** A RunRequest as checked (defaults applied). */
+export type CheckedRunRequest = z.output<typeof RunRequest>;
 
 export const RunStatus = z.enum([
   'succeeded',

@@ -1,4 +1,8 @@
-import type { ExecutionResult } from '../contracts/requests.js';
+import { settledWithin, type Clock } from '../contracts/clock.js';
+import { notRunResult, type ExecutionResult } from '../contracts/requests.js';
+
+/** How long close() waits for a commit already under way, to answer its execute with what the log holds. */
+const CLOSE_COMMIT_WAIT_MS = 2000;
 
 interface Caller {
   resolve(r: ExecutionResult): void;
@@ -16,6 +20,7 @@ export class AttemptCallers {
   private lastToken = 0;
   private readonly preparing = new Map<number, Caller & { runId: string; attemptId: string }>();
   private readonly running = new Map<string, Caller & { runId: string; attemptId: string }>();
+  private readonly idleWaiters: (() => void)[] = [];
   /** Results of attempts that ended, while the session state is brought up to date. */
   private readonly finishing = new Map<string, ExecutionResult>();
 
@@ -37,11 +42,20 @@ export class AttemptCallers {
     this.preparing.delete(token);
   }
 
-  /** The attempt starts: its caller (the preparing one, or `caller`) now waits for its run's result. */
-  started(runId: string, attemptId: string, token?: number, caller?: Caller): void {
-    const waiting = token === undefined ? caller : this.preparing.get(token);
+  /** The attempt starts: its caller (the one preparing it under `token`, if any) now waits for its run's result. */
+  started(runId: string, attemptId: string, token?: number): void {
+    const waiting = token === undefined ? undefined : this.preparing.get(token);
     if (token !== undefined) this.preparing.delete(token);
     if (waiting) this.running.set(key(runId, attemptId), { runId, attemptId, resolve: waiting.resolve, reject: waiting.reject });
+  }
+
+  /** Waits for the session to be idle (`idle()`). */
+  whenIdle(): Promise<void> {
+    return new Promise((resolve) => this.idleWaiters.push(resolve));
+  }
+
+  idle(): void {
+    for (const w of this.idleWaiters.splice(0)) w();
   }
 
   /** The attempt's settled result, kept until the session rests (close answers with it too). */
@@ -57,22 +71,20 @@ export class AttemptCallers {
     this.finishing.delete(k);
   }
 
-  get anyRunning(): boolean {
-    return this.running.size > 0;
-  }
-
   /**
-   * The session closed: every caller gets a result — a preparing one `detached`, a running one
-   * the result settled or recorded for it (`recorded`), else `detached`.
+   * The session closed: every caller gets a result (DESIGN §6) — a preparing one `detached`; a
+   * stopped run never reports back, so its caller gets the result settled or recorded for it
+   * (`recorded`, once a closing commit already under way has landed: `writes`), else `detached`.
    */
-  async closeAll(recorded: (ids: { runId: string; attemptId: string }) => Promise<ExecutionResult | undefined>, detached: (ids: { runId: string; attemptId: string }, running: boolean) => ExecutionResult): Promise<void> {
+  async closeAll(writes: Promise<unknown>, clock: Clock, recorded: (ids: { runId: string; attemptId: string }) => Promise<ExecutionResult | undefined>): Promise<void> {
     for (const [token, c] of this.preparing) {
       this.preparing.delete(token);
-      c.resolve(detached(c, false));
+      c.resolve(notRunResult(c, 'detached', 'the session was closed before the attempt started'));
     }
+    if (this.running.size > 0) await settledWithin(clock, writes, CLOSE_COMMIT_WAIT_MS);
     for (const [k, c] of this.running) {
       const finished = this.finishing.get(k) ?? (await recorded(c).catch(() => undefined));
-      c.resolve(finished ?? detached(c, true));
+      c.resolve(finished ?? notRunResult(c, 'detached', `the session was closed while attempt ${c.attemptId} of run ${c.runId} ran; the run is left resumable: continue it with a new attempt`));
     }
     this.running.clear();
     this.finishing.clear();

@@ -85,3 +85,21 @@ export function attemptInput(req: IdentifiedRequest, s: AttemptSource): RunInput
       : { startStep: open.step, ...(open.concluded !== undefined ? { concluded: open.concluded } : {}) }),
   };
 }
+
+/** The run of a follow-up input (runId = attemptId = inputId), the turn after `lastTurn`. */
+export function followUpInput(f: { inputId: string; messages: RunInput['messages'] }, s: Pick<AttemptSource, 'fingerprint' | 'options' | 'now' | 'lastTurn'>): RunInput {
+  return {
+    runId: f.inputId,
+    attemptId: f.inputId,
+    runEpoch: 1,
+    turn: s.lastTurn + 1,
+    kind: 'follow_up',
+    inputId: f.inputId,
+    messages: f.messages,
+    executionProfileFingerprint: s.fingerprint,
+    budget: s.options.budget,
+    maxProtocolCorrections: s.options.config.maxProtocolCorrections,
+    maxParallelTools: s.options.config.maxParallelTools,
+    startedAt: s.now,
+  };
+}

@@ -1,57 +1,40 @@
 import { randomUUID } from 'node:crypto';
 import type { Observable } from 'rxjs';
-import { createActor, fromPromise, type Actor } from 'xstate';
 import { z } from 'zod';
-import { ExecutionBusy, StoreClosedError, ValidationError } from '../contracts/errors.js';
+import { ExecutionBusy, StoreClosedError } from '../contracts/errors.js';
 import type { Message } from '../contracts/message.js';
 import { ExecutionRequest, InputEnvelope, notRunResult, RunRequest, StopRequest, type ExecutionResult, type IdentifiedRequest, type InputReceipt, type RecoveryOutcome, type StopReceipt } from '../contracts/requests.js';
 import { parseInput } from '../contracts/validate.js';
 import type { SessionServices } from '../actors/session-services.js';
-import type { PrepareInput, PrepareOutput, SessionContext, SettleOutput } from '../machines/session.machine.js';
+import type { PrepareInput, PrepareOutput, SessionContext } from '../machines/session.machine.js';
 import type { RunInput } from '../machines/run.machine.js';
 import type { EventStore } from '../persistence/event-store.js';
-import { releaseFor, type OpenRunState } from '../persistence/open-run.js';
 import { assertRunIdsFit } from '../persistence/run-ids.js';
 import type { Envelope, EnvelopeStream } from '../streams/envelopes.js';
 import { SubscriberHub, type SubscribeOptions, type SubscriberListener, type Unsubscribe } from '../streams/subscribers.js';
 import { Checkpoint, JsonValue } from './answer-schema.js';
-import { openRunBusy } from './attempt-input.js';
+import { followUpInput } from './attempt-input.js';
 import { AttemptCallers } from './attempt-callers.js';
 import { InputDesk } from './input-desk.js';
-import { InputQueue, type QueuedInput } from './input-queue.js';
+import { InputQueue } from './input-queue.js';
+import type { SessionDeps } from './session-deps.js';
 import { recordedResult } from './log-lookups.js';
 import { OpenRunTracker } from './open-run-tracker.js';
 import type { ResolvedRuntimeOptions } from './options.js';
 import { prepareAttempt, type AttemptSession } from './prepare-attempt.js';
 import { assertNewRunId, runIdTaken } from './run-claims.js';
-import { runHandle, type RunHandle } from './run-handle.js';
-import { sessionMachineFor } from './session-actors.js';
-import { makeView, snapshotOf, type SessionSnapshot } from './session-view.js';
+import { identifiedRequest, identifiedRun, runHandle, type RunHandle } from './run-handle.js';
+import { createSessionActor } from './session-actors.js';
+import { LiveView, snapshotOf, type SessionSnapshot } from './session-view.js';
 import { StopRequests } from './stop-requests.js';
+import { RunControl } from './run-control.js';
+import { SessionRecords } from './session-records.js';
+import { settleAttempt } from './settle-attempt.js';
 import { turnContextOf, type TurnContext } from './turn-context.js';
 
 export type { SessionSnapshot, SessionStatus } from './session-view.js';
 export type { TurnContext } from './turn-context.js';
-
-/** What `openSession` hands a new ExecutionSession. */
-export interface SessionDeps {
-  sessionId: string;
-  sessionInstanceId: string;
-  writerEpoch: number;
-  lastTurn: number;
-  env: SessionServices;
-  store: EventStore;
-  options: ResolvedRuntimeOptions;
-  stream: EnvelopeStream;
-  fingerprint: string;
-  openRun?: OpenRunState;
-  recovery: RecoveryOutcome;
-  inputs: QueuedInput[];
-  stateContext: unknown;
-  isKilled(): boolean;
-}
-
-const sameAttempt = (a: SessionContext['current'], b: SessionContext['current']) => a !== undefined && b !== undefined && a.runId === b.runId && a.attemptId === b.attemptId;
+export type { SessionDeps } from './session-deps.js';
 
 /**
  * One open session: the durable conversation's live writer (DESIGN §6). Made by
@@ -62,7 +45,7 @@ const sameAttempt = (a: SessionContext['current'], b: SessionContext['current'])
 export class ExecutionSession {
   readonly sessionId: string;
   readonly sessionInstanceId: string;
-  readonly actor: Actor<ReturnType<typeof sessionMachineFor>>;
+  readonly actor: ReturnType<typeof createSessionActor>;
   readonly turnContexts = new Map<string, TurnContext>();
   /** What opening the session found in the log (DESIGN §5). */
   readonly recovery: RecoveryOutcome;
@@ -74,15 +57,15 @@ export class ExecutionSession {
   private readonly isKilled: () => boolean;
   private readonly inputs: InputQueue;
   private readonly desk: InputDesk;
-  private readonly stops: StopRequests;
+  private readonly control: RunControl;
   private readonly callers = new AttemptCallers();
   private readonly runs: OpenRunTracker;
-  private idleWaiters: (() => void)[] = [];
   private lastTurn: number;
   private lastResult?: ExecutionResult;
-  private state: unknown;
+  private readonly records: SessionRecords;
+  private readonly attemptSession: AttemptSession;
   private closing?: Promise<void>;
-  private viewStore?: ReturnType<typeof makeView>;
+  private readonly liveView = new LiveView(() => this.snapshot(), () => this.stream.events$);
   private readonly hub = new SubscriberHub();
 
   constructor(d: SessionDeps) {
@@ -95,48 +78,28 @@ export class ExecutionSession {
     this.fingerprint = d.fingerprint;
     this.isKilled = d.isKilled;
     this.lastTurn = d.lastTurn;
-    this.state = d.stateContext;
     this.inputs = new InputQueue(d.inputs);
     this.desk = new InputDesk(d.sessionId, d.store, d.env.writer, this.inputs);
-    this.stops = new StopRequests(d.sessionId, d.sessionInstanceId, d.fingerprint, d.store, d.env.writer);
     this.recovery = d.recovery;
     this.runs = new OpenRunTracker(d.store, d.sessionId, d.openRun);
-    this.attemptSession = {
-      sessionId: d.sessionId,
-      store: d.store,
-      env: d.env,
-      options: d.options,
-      fingerprint: d.fingerprint,
-      runs: this.runs,
-      lastTurn: () => this.lastTurn,
-      closed: () => this.closed,
-      isKilled: () => this.isKilled(),
-      assertNewRunId: (runId) => this.assertNewRunId(runId, 'runId', 'session.execute'),
-      settledResult: (r) => (this.lastResult = r),
-    };
+    this.records = new SessionRecords(d.sessionId, d.env, this.runs, d.stateContext);
+    const { sessionId, store, env, options, fingerprint } = d;
+    this.attemptSession = { sessionId, store, env, options, fingerprint, runs: this.runs, lastTurn: () => this.lastTurn, closed: () => this.closed, isKilled: () => this.isKilled(), assertNewRunId: (runId) => this.assertNewRunId(runId, 'runId', 'session.execute'), settledResult: (r) => (this.lastResult = r) };
     this.env.takeSteers = () => this.inputs.takeSteers().map((i) => ({ inputId: i.inputId, messages: i.messages }));
     this.hub.attach(this.stream.events$);
     this.env.backpressure = () => this.hub.whenWritable();
-    const machine = sessionMachineFor(d.env).provide({
-      actors: {
-        prepareAttempt: fromPromise<PrepareOutput, PrepareInput>(({ input }) => this.prepare(input)),
-        settleAttempt: fromPromise<SettleOutput, { result: ExecutionResult }>(({ input }) => this.settleAttempt(input.result)),
-        closeSession: fromPromise<void, void>(() => this.closeWork()),
-      },
-    });
     const openRun = d.openRun ? (d.openRun.pending ? ('suspended' as const) : ('detached' as const)) : undefined;
-    this.actor = createActor(machine, {
-      input: { sessionId: d.sessionId, sessionInstanceId: d.sessionInstanceId, writerEpoch: d.writerEpoch, ...(openRun ? { openRun } : {}) },
-      clock: d.env.clock,
-      ...(d.options.inspect ? { inspect: d.options.inspect } : {}),
-    });
+    const settling = { hub: this.hub, callers: this.callers, runs: this.runs, writer: d.env.writer, stream: d.stream, settled: (r: ExecutionResult) => (this.lastResult = r) };
+    const work = { prepare: (i: PrepareInput) => this.prepare(i), settle: (r: ExecutionResult) => settleAttempt(settling, r), close: () => this.closeWork() };
+    this.actor = createSessionActor(d.env, work, { sessionId: d.sessionId, sessionInstanceId: d.sessionInstanceId, writerEpoch: d.writerEpoch, ...(openRun ? { openRun } : {}) }, d.options.inspect);
+    const stops = new StopRequests(d.sessionId, d.sessionInstanceId, d.fingerprint, d.store, d.env.writer);
+    this.control = new RunControl({ phase: () => this.phase, current: () => this.current, send: (e) => this.actor.send(e) }, d.env.writer, stops, this.runs);
     this.actor.on('session.rested', ({ result }) => this.rested(result));
     this.actor.on('attempt.answered', ({ token, result }) => this.callers.answer(token, result));
     this.actor.on('attempt.refused', ({ token, error }) => this.callers.refuse(token, error));
     this.actor.start();
   }
 
-  /** The session machine's state: what the session is doing. */
   private get phase(): string {
     return String(this.actor.getSnapshot().value);
   }
@@ -157,7 +120,7 @@ export class ExecutionSession {
     return p === 'closing' || p === 'closed';
   }
 
-  /** Every envelope of this session, live (RxJS). */
+  /** Every envelope of this session, live (RxJS, unbounded: see `subscribe`). */
   get events$(): Observable<Envelope> {
     return this.stream.events$;
   }
@@ -178,7 +141,7 @@ export class ExecutionSession {
 
   /** App JSON persisted with the session (`setStateContext` writes it). */
   get stateContext(): unknown {
-    return this.state;
+    return this.records.stateContext;
   }
 
   /** What the open (unsettled) run is waiting for, if anything. */
@@ -193,7 +156,8 @@ export class ExecutionSession {
   async execute(request: ExecutionRequest): Promise<ExecutionResult> {
     const parsed = parseInput(ExecutionRequest, request, 'session.execute');
     // (no await when the request names its ids: a prompt claims its run id before any await)
-    const req = parsed.runId !== undefined && parsed.attemptId !== undefined ? (parsed as IdentifiedRequest) : await this.identified(parsed, 'session.execute');
+    if (parsed.runId === undefined && this.runs.stale && !this.busy) await this.runs.reload().catch(() => undefined);
+    const req = parsed.runId !== undefined && parsed.attemptId !== undefined ? (parsed as IdentifiedRequest) : identifiedRequest(parsed, this.runs.open?.runId ?? this.current?.runId, () => this.newId(), this.sessionId);
     assertRunIdsFit(this.sessionId, req.runId, req.attemptId, 'session.execute', ['runId', 'attemptId']);
     this.assertOpen();
     if (this.busy) {
@@ -221,45 +185,25 @@ export class ExecutionSession {
     return out;
   }
 
-  private readonly attemptSession: AttemptSession;
-
   /**
-   * Runs one attempt like `execute`, returning at once a handle with its text deltas
-   * (`textStream`), its envelopes (`events`) and its `result`. `input` is a message to prompt with
-   * or a request whose ids may be left out (generated).
+   * Runs one attempt like `execute`, returning at once its `textStream`, `events` and `result`;
+   * `input` is a message or a request whose ids may be left out (docs/streaming.md).
    * @example
    * const run = session.run('What is 2 + 2?')
    * for await (const text of run.textStream) process.stdout.write(text)
    * console.log((await run.result).status)
    */
   run(input: RunRequest): RunHandle {
-    const request = parseInput(RunRequest, input, 'session.run');
-    // the ids are known before the attempt starts (its envelopes are matched by them); a respond
-    // or continue without a runId takes the open run's (execute refuses it when none is open)
-    const req: IdentifiedRequest =
-      typeof request === 'string' || Array.isArray(request) || !('kind' in request)
-        ? { kind: 'prompt', runId: this.newId(), attemptId: this.newId(), message: request }
-        : { ...request, runId: request.runId ?? (request.kind === 'prompt' ? this.newId() : (this.runs.open?.runId ?? this.current?.runId ?? '')), attemptId: request.attemptId ?? this.newId() };
-    return runHandle(this.stream.events$, req, (r) => this.execute(r.runId === '' ? { ...r, runId: undefined } as ExecutionRequest : r));
+    const req = identifiedRun(parseInput(RunRequest, input, 'session.run'), () => this.newId(), this.runs.open?.runId ?? this.current?.runId);
+    return runHandle(this.stream.events$, req, (r) => this.execute(r.runId === '' ? ({ ...r, runId: undefined } as ExecutionRequest) : r));
   }
 
   private newId(): string {
     return this.options.ids?.runId?.() ?? randomUUID();
   }
 
-  /** A respond or continue without ids takes the open run's and a new attempt id. */
-  private async identified(req: ExecutionRequest, where: string): Promise<IdentifiedRequest> {
-    let runId = req.runId;
-    if (runId === undefined) {
-      if (this.runs.stale && !this.busy) await this.runs.reload().catch(() => undefined);
-      runId = this.runs.open?.runId ?? this.current?.runId;
-      if (runId === undefined) throw new ValidationError(where, [{ path: ['runId'], message: `no run is open in session ${this.sessionId}: nothing to ${req.kind}` }]);
-    }
-    return { ...req, runId, attemptId: req.attemptId ?? this.newId() };
-  }
-
   /** The attempt `input` starts: its turn context, its stream ids, its caller (`token`'s, or `caller`). */
-  private begin(input: RunInput, token?: number, caller?: { resolve(r: ExecutionResult): void; reject(e: unknown): void }): void {
+  private begin(input: RunInput, token?: number): void {
     if (input.kind === 'prompt' || input.kind === 'follow_up') this.lastTurn = input.turn;
     // the context a run *started* from: a respond or continue attempt keeps its run's entry
     if (input.kind === 'prompt' || input.kind === 'follow_up' || !this.turnContexts.has(input.runId)) {
@@ -267,24 +211,7 @@ export class ExecutionSession {
     }
     this.stream.runId = input.runId;
     this.stream.attemptId = input.attemptId;
-    this.callers.started(input.runId, input.attemptId, token, caller);
-  }
-
-  /**
-   * The session machine's `settleAttempt` actor: the attempt's result gets its delivery errors, the
-   * open run is read back when the run may still be open, `execution_finished` goes out; says where
-   * the session rests now. The attempt's caller is answered once the machine rests (rested()).
-   */
-  private async settleAttempt(finished: ExecutionResult): Promise<SettleOutput> {
-    const result: ExecutionResult = { ...finished, deliveryErrors: [...finished.deliveryErrors, ...this.hub.takeErrors({ runId: finished.runId, attemptId: finished.attemptId })] };
-    this.callers.settled(result); // close() answers with it
-    this.lastResult = result;
-    if (['suspended', 'detached', 'fenced'].includes(result.status) || !result.checkpointCommitted) await this.runs.afterAttempt();
-    else this.runs.settled(result.runId);
-    const end = this.env.writer.projection.lastRunEnd;
-    this.stream.publish({ type: 'execution_finished', result }, end?.runId === result.runId && end.attemptId === result.attemptId ? end.seq : undefined);
-    if (result.status === 'fenced') return { rest: 'fenced' };
-    return { rest: this.runs.open?.pending ? 'suspended' : this.runs.blocking ? 'detached' : 'idle' };
+    this.callers.started(input.runId, input.attemptId, token);
   }
 
   /** The machine rests: the settled attempt's caller gets its result, then a waiting follow-up starts. */
@@ -293,12 +220,7 @@ export class ExecutionSession {
     this.afterRest();
   }
 
-  /**
-   * Starts a follow-up left waiting (accepted before a restart, or while the kill switch was set)
-   * if the session is idle. Called by the runtime after opening the session and when the kill
-   * switch clears.
-   * @internal
-   */
+  /** @internal Starts a follow-up left waiting (from before a restart, or the kill switch) if idle. */
   resumeFollowUps(): void {
     if (!this.busy && !this.closed) this.startFollowUp();
   }
@@ -308,44 +230,24 @@ export class ExecutionSession {
     if (this.closed || this.runs.blocking || this.isKilled() || this.phase === 'fenced') return false;
     const f = this.inputs.takeFollowUp();
     if (!f) return false;
-    this.startRun({
-      runId: f.inputId,
-      attemptId: f.inputId,
-      runEpoch: 1,
-      turn: this.lastTurn + 1,
-      kind: 'follow_up',
-      inputId: f.inputId,
-      messages: f.messages,
-      executionProfileFingerprint: this.fingerprint,
-      budget: this.options.budget,
-      maxProtocolCorrections: this.options.config.maxProtocolCorrections,
-      maxParallelTools: this.options.config.maxParallelTools,
-      startedAt: this.env.clock.now(),
-    });
+    const run = followUpInput(f, { fingerprint: this.fingerprint, options: this.options, now: this.env.clock.now(), lastTurn: this.lastTurn });
+    this.begin(run);
+    this.actor.send({ type: 'START', run });
     return true;
-  }
-
-  /** A follow-up's run starts (no caller waits on it). */
-  private startRun(input: RunInput): void {
-    this.begin(input);
-    this.actor.send({ type: 'START', run: input });
   }
 
   private afterRest(): void {
     // a follow-up accepted while this attempt ran or prepared (even one that ran nothing) starts now
     if (this.startFollowUp()) return;
     // after the attempt's own promise has settled for its caller
-    setImmediate(() => {
-      if (this.busy) return;
-      for (const w of this.idleWaiters.splice(0)) w();
-    });
+    setImmediate(() => this.busy || this.callers.idle());
   }
 
   /** Resolves when nothing executes and no follow-up waits to start. */
   waitForIdle(): Promise<void> {
     if (this.closed) return Promise.resolve(); // nothing runs or starts on a closed session
     if (!this.busy && !(this.inputs.hasFollowUp && !this.runs.blocking)) return Promise.resolve();
-    return new Promise((resolve) => this.idleWaiters.push(resolve));
+    return this.callers.whenIdle();
   }
 
   /**
@@ -358,12 +260,10 @@ export class ExecutionSession {
     // a follow-up runs as runId = attemptId = inputId
     if (e.mode === 'follow_up') assertRunIdsFit(this.sessionId, e.inputId, e.inputId, 'session.submitInput', ['inputId', 'inputId']);
     this.assertOpen();
-    if (e.mode === 'follow_up' && this.inputs.get(e.inputId) === undefined && this.desk.submitting(e.inputId) === undefined && this.actor.getSnapshot().context.claimedRunId === e.inputId) {
-      throw runIdTaken(this.sessionId, e.inputId, 'inputId', 'session.submitInput');
-    }
     return this.desk.submit(e, {
       checkNewRun: (inputId) => this.assertNewRunId(inputId, 'inputId', 'session.submitInput'),
       assertOpen: () => this.assertOpen(),
+      claimedRunId: () => this.actor.getSnapshot().context.claimedRunId,
       accepted: (mode) => {
         if (mode === 'follow_up' && !this.busy) this.startFollowUp();
       },
@@ -387,32 +287,13 @@ export class ExecutionSession {
    * Cancels the running attempt: the model call is aborted, running tools are signalled, and
    * the run ends `cancelled` once they settle. Resolves true if an attempt was running.
    */
-  async requestCancel(reason = 'requestCancel'): Promise<boolean> {
-    const target = this.current;
-    if (this.closed) return false;
-    if (!target) {
-      // an execute still preparing its attempt: that attempt starts cancelled (as requestDetach);
-      // not one whose attempt has ended (its result still being settled)
-      if (this.phase !== 'preparing') return false;
-      this.actor.send({ type: 'CANCEL', reason });
-      return true;
-    }
-    if (this.phase !== 'executing') return false; // ended: its result is being settled
-    const at = { turn: 0, step: 0, attempt: target.runEpoch };
-    await this.env.writer.appendNow([this.env.writer.draft('cancellation/requested', at, { reason })]).catch(() => undefined);
-    // the attempt may have ended while the request was written: never cancel the one after it
-    if (!sameAttempt(this.current, target) || this.phase !== 'executing') return false;
-    this.actor.send({ type: 'CANCEL', reason });
-    return true;
+  requestCancel(reason = 'requestCancel'): Promise<boolean> {
+    return this.closed ? Promise.resolve(false) : this.control.cancel(reason);
   }
 
   /** Stops driving the run at its next safe point (after the current step), leaving it resumable. */
   requestDetach(): boolean {
-    // preparing: the attempt starts detached; executing: the run detaches at its next safe point;
-    // an attempt that has ended (being settled) has nothing to detach
-    if (this.phase !== 'preparing' && this.phase !== 'executing') return false;
-    this.actor.send({ type: 'DETACH' });
-    return true;
+    return this.control.detach();
   }
 
   /**
@@ -422,18 +303,7 @@ export class ExecutionSession {
   async stopAfterCurrentToolRound(request: StopRequest): Promise<StopReceipt> {
     const req = parseInput(StopRequest, request, 'session.stopAfterCurrentToolRound');
     this.assertOpen();
-    return this.stops.request(req, {
-      current: () => this.current,
-      // the run may have ended while the request was written: never stop the one after it
-      accepted: (cur) => {
-        if (sameAttempt(this.current, cur) && this.phase === 'executing') this.actor.send({ type: 'STOP_AFTER_ROUND' });
-        else {
-          // the attempt ended while the request was written: if its run is still open (suspended,
-          // detached), the run's next attempt honours the stop, as one in a new process would
-          this.runs.stopAccepted(cur.runId);
-        }
-      },
-    });
+    return this.control.stopAfterRound(req);
   }
 
   /**
@@ -443,10 +313,7 @@ export class ExecutionSession {
   async releaseResources(keys: string[]): Promise<void> {
     const k = parseInput(z.array(z.string().min(1)).min(1), keys, 'session.releaseResources');
     this.assertOpen();
-    await this.env.writer.appendNow([this.env.writer.draft('resources/released', { turn: 0, step: 0, attempt: 0 }, { keys: k })]);
-    // an interrupted call that continue will record uncertain does not take them again
-    const open = this.runs.open;
-    if (open) for (const c of open.unresolvedCalls) releaseFor(open, c, k);
+    await this.records.release(k);
   }
 
   /** Resource keys currently locked by uncertain calls. */
@@ -458,8 +325,7 @@ export class ExecutionSession {
   async setStateContext(value: unknown): Promise<void> {
     const v = parseInput(JsonValue, value, 'session.setStateContext');
     this.assertOpen();
-    await this.env.writer.appendNow([this.env.writer.draft('state/updated', { turn: 0, step: 0, attempt: 0 }, { stateContext: v })]);
-    this.state = v;
+    await this.records.setState(v);
   }
 
   /**
@@ -469,11 +335,8 @@ export class ExecutionSession {
   async loadCheckpoint(checkpoint: { messages: Message[]; stateContext?: unknown }): Promise<void> {
     const c = parseInput(Checkpoint, checkpoint, 'session.loadCheckpoint');
     this.assertOpen();
-    if (this.busy) throw new ExecutionBusy(this.sessionId, this.current?.runId ?? 'unknown');
-    if (this.runs.open) throw openRunBusy(this.sessionId, this.runs.open);
-    await this.env.writer.appendNow([this.env.writer.draft('checkpoint/loaded', { turn: 0, step: 0, attempt: 0 }, c)]);
-    if (c.stateContext !== undefined) this.state = c.stateContext;
-    this.refreshView();
+    await this.records.loadCheckpoint(c, this.busy ? (this.current?.runId ?? 'unknown') : undefined);
+    this.liveView.refresh();
   }
 
   /** JSON state for UIs and debugging. */
@@ -493,16 +356,8 @@ export class ExecutionSession {
   }
 
   /** An `@xstate/store` store holding `snapshot()`, kept current from the session's envelopes. */
-  get view(): ReturnType<typeof makeView> {
-    if (!this.viewStore) {
-      this.viewStore = makeView(this.snapshot());
-      this.stream.events$.subscribe(() => this.refreshView());
-    }
-    return this.viewStore;
-  }
-
-  private refreshView(): void {
-    this.viewStore?.trigger.sync({ snapshot: this.snapshot() });
+  get view(): LiveView['store'] {
+    return this.liveView.store;
   }
 
   /**
@@ -510,58 +365,32 @@ export class ExecutionSession {
    * once required subscribers have the envelopes queued for them; a second call shares the first's.
    */
   close(): Promise<void> {
-    return (this.closing ??= this.closeOnce());
-  }
-
-  private closeOnce(): Promise<void> {
-    this.env.writer.close(new StoreClosedError(`session ${this.sessionId}`));
-    return new Promise<void>((resolve) => {
+    return (this.closing ??= new Promise<void>((resolve) => {
       this.closeDone = resolve;
+      this.env.writer.close(new StoreClosedError(`session ${this.sessionId}`));
       // closing stops the run under way (its actors' signals abort); closeSession does the rest
       this.actor.send({ type: 'CLOSE' });
-    });
+    }));
   }
 
   private closeDone: () => void = () => {};
 
-  /** The session machine's `closeSession` actor. */
+  /** The session machine's `closeSession` actor: every caller answered, subscribers drained. */
   private async closeWork(): Promise<void> {
     try {
-      await this.closeAnswering();
+      await this.callers.closeAll(this.env.writer.settled(), this.env.clock, (w) => recordedResult(this.store, this.sessionId, w.runId, w.attemptId, this.runs.open?.runId));
+      this.stream.complete();
+      // a required subscriber gets every envelope (DESIGN §6): what is queued for it is delivered
+      // before the hub drops its subscribers
+      await this.hub.whenRequiredDrained();
+      this.hub.close();
+      this.callers.idle();
     } finally {
       this.closeDone();
     }
   }
 
-  private async closeAnswering(): Promise<void> {
-    // the stopped run never reports back: its execute still gets a result (DESIGN §6) — the one
-    // the log holds if its closing commit was already under way and landed, else `detached`
-    if (this.callers.anyRunning) await settledWithin(this.env.writer.settled(), CLOSE_COMMIT_WAIT_MS);
-    await this.callers.closeAll(
-      (w) => recordedResult(this.store, this.sessionId, w.runId, w.attemptId, this.runs.open?.runId), // ended and recorded: its real result
-      (w, running) =>
-        running
-          ? notRunResult(w, 'detached', `the session was closed while attempt ${w.attemptId} of run ${w.runId} ran; the run is left resumable: continue it with a new attempt`)
-          : notRunResult(w, 'detached', 'the session was closed before the attempt started'),
-    );
-    this.stream.complete();
-    // a required subscriber gets every envelope (DESIGN §6): what is queued for it is delivered
-    // before the hub drops its subscribers
-    await this.hub.whenRequiredDrained();
-    this.hub.close();
-    for (const w of this.idleWaiters.splice(0)) w();
-  }
-
   private assertOpen(): void {
     if (this.closed) throw new StoreClosedError(`session ${this.sessionId}`);
   }
-}
-
-/** How long close() waits for a commit already under way, to answer its execute with what the log holds. */
-const CLOSE_COMMIT_WAIT_MS = 2000;
-
-/** Resolves when `p` settles or after `ms`, whichever is first. */
-function settledWithin(p: Promise<unknown>, ms: number): Promise<void> {
-  let timer: NodeJS.Timeout | undefined;
-  return Promise.race([p.then(() => undefined, () => undefined), new Promise<void>((resolve) => (timer = setTimeout(resolve, ms)))]).finally(() => clearTimeout(timer));
 }

@@ -4,6 +4,7 @@ import type { EventStore } from '../persistence/event-store.js';
 import type { LogWriter } from '../persistence/log-writer.js';
 import type { InputQueue } from './input-queue.js';
 import { settledInputReceipt } from './log-lookups.js';
+import { runIdTaken } from './run-claims.js';
 
 /** What accepting an input asks of its session. */
 export interface InputHooks {
@@ -13,6 +14,8 @@ export interface InputHooks {
   assertOpen(): void;
   /** The input is durable and queued. */
   accepted(mode: InputEnvelope['mode']): void;
+  /** The run id a prompt being prepared has claimed, if any. */
+  claimedRunId(): string | undefined;
 }
 
 /**
@@ -36,6 +39,10 @@ export class InputDesk {
   }
 
   async submit(e: InputEnvelope, hooks: InputHooks): Promise<InputReceipt> {
+    // a follow-up runs as runId = inputId: not one a prompt being prepared has claimed
+    if (e.mode === 'follow_up' && this.inputs.get(e.inputId) === undefined && !this.inflight.has(e.inputId) && hooks.claimedRunId() === e.inputId) {
+      throw runIdTaken(this.sessionId, e.inputId, 'inputId', 'session.submitInput');
+    }
     const known = this.inputs.get(e.inputId);
     if (known) return this.inputs.receipt(known);
     // the same inputId submitted again while the first is being accepted: the same receipt

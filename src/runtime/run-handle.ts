@@ -1,5 +1,6 @@
 import type { Observable } from 'rxjs';
-import type { ExecutionRequest, ExecutionResult } from '../contracts/requests.js';
+import { ValidationError } from '../contracts/errors.js';
+import type { ExecutionRequest, ExecutionResult, IdentifiedRequest, CheckedRunRequest } from '../contracts/requests.js';
 import type { Envelope } from '../streams/envelopes.js';
 
 /**
@@ -109,4 +110,21 @@ export function runHandle(events$: Observable<Envelope>, req: ExecutionRequest &
     (e: unknown) => finish({ e }),
   );
   return { runId: req.runId, attemptId: req.attemptId, textStream: text, events, result };
+}
+
+/**
+ * `session.run`'s request with its ids, known before the attempt starts (its envelopes are
+ * matched by them): a message is a prompt; a prompt's missing ids are generated; a respond or
+ * continue without a runId takes the open run's (`openRunId`; '' when none: execute refuses it).
+ */
+export function identifiedRun(request: CheckedRunRequest, newId: () => string, openRunId: string | undefined): IdentifiedRequest {
+  if (typeof request === 'string' || Array.isArray(request) || !('kind' in request)) return { kind: 'prompt', runId: newId(), attemptId: newId(), message: request };
+  return { ...request, runId: request.runId ?? (request.kind === 'prompt' ? newId() : (openRunId ?? '')), attemptId: request.attemptId ?? newId() } as IdentifiedRequest;
+}
+
+/** An execute request with its ids: a respond or continue without them takes `openRunId` and a new attempt id. */
+export function identifiedRequest(req: ExecutionRequest, openRunId: string | undefined, newId: () => string, sessionId: string): IdentifiedRequest {
+  const runId = req.runId ?? openRunId;
+  if (runId === undefined || runId === '') throw new ValidationError('session.execute', [{ path: ['runId'], message: `no run is open in session ${sessionId}: nothing to ${req.kind}` }]);
+  return { ...req, runId, attemptId: req.attemptId ?? newId() };
 }

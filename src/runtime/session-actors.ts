@@ -1,4 +1,4 @@
-import { fromPromise } from 'xstate';
+import { createActor, fromPromise, type InspectionEvent } from 'xstate';
 import { callModelActor } from '../actors/call-model.js';
 import { commitIntentActor } from '../actors/commit-intent.js';
 import { commitResultsActor } from '../actors/commit-results.js';
@@ -10,7 +10,8 @@ import { startRunActor } from '../actors/start-run.js';
 import { toolCallActor } from '../actors/tool-call.js';
 import type { Clock } from '../contracts/clock.js';
 import { runMachine } from '../machines/run.machine.js';
-import { sessionMachine } from '../machines/session.machine.js';
+import { sessionMachine, type PrepareInput, type PrepareOutput, type SessionInput, type SettleOutput } from '../machines/session.machine.js';
+import type { ExecutionResult } from '../contracts/requests.js';
 import { toolBatchMachine } from '../machines/tool-batch.machine.js';
 
 /** A timer on `clock` that resolves with the time once `at` has passed; never without `at`. */
@@ -49,4 +50,23 @@ export function runMachineFor(services: SessionServices) {
 /** The session machine whose runs are bound to one session's services. */
 export function sessionMachineFor(services: SessionServices) {
   return sessionMachine.provide({ actors: { run: runMachineFor(services) } });
+}
+
+/** What the facade does for the session machine's own actors. */
+export interface SessionWork {
+  prepare(input: PrepareInput): Promise<PrepareOutput>;
+  settle(result: ExecutionResult): Promise<SettleOutput>;
+  close(): Promise<void>;
+}
+
+/** The live session actor of one session: its machine bound to the services and the facade's work. */
+export function createSessionActor(services: SessionServices, work: SessionWork, input: SessionInput, inspect?: (e: InspectionEvent) => void) {
+  const machine = sessionMachineFor(services).provide({
+    actors: {
+      prepareAttempt: fromPromise<PrepareOutput, PrepareInput>(({ input }) => work.prepare(input)),
+      settleAttempt: fromPromise<SettleOutput, { result: ExecutionResult }>(({ input }) => work.settle(input.result)),
+      closeSession: fromPromise<void, void>(() => work.close()),
+    },
+  });
+  return createActor(machine, { input, clock: services.clock, ...(inspect ? { inspect } : {}) });
 }

@@ -1,4 +1,5 @@
 import { createStore } from '@xstate/store';
+import type { Observable } from 'rxjs';
 import type { ExecutionResult } from '../contracts/requests.js';
 import type { Message } from '../contracts/message.js';
 import type { PendingRequest } from '../contracts/events.js';
@@ -67,4 +68,26 @@ export function snapshotOf(s: SnapshotSource): SessionSnapshot {
     ...(waiting?.pending ? { pending: waiting.pending.pendingRequest } : {}),
     ...(r?.error ? { lastError: { kind: r.error.kind, message: r.error.message } } : {}),
   };
+}
+
+/** The session's `view`: made on first use, then kept current from the session's envelopes. */
+export class LiveView {
+  private made?: ReturnType<typeof makeView>;
+
+  constructor(
+    private readonly snapshot: () => SessionSnapshot,
+    private readonly events$: () => Observable<unknown>,
+  ) {}
+
+  get store(): ReturnType<typeof makeView> {
+    if (!this.made) {
+      this.made = makeView(this.snapshot());
+      this.events$().subscribe(() => this.refresh());
+    }
+    return this.made;
+  }
+
+  refresh(): void {
+    this.made?.trigger.sync({ snapshot: this.snapshot() });
+  }
 }

@@ -1,0 +1,68 @@
+import type { StopReceipt, StopRequest } from '../contracts/requests.js';
+import type { SessionContext, SessionEvent } from '../machines/session.machine.js';
+import type { LogWriter } from '../persistence/log-writer.js';
+import type { OpenRunTracker } from './open-run-tracker.js';
+import type { StopRequests } from './stop-requests.js';
+
+/** What run control reads of the session actor. */
+export interface ControlledSession {
+  /** The session machine's state value. */
+  phase(): string;
+  current(): SessionContext['current'];
+  send(event: SessionEvent): void;
+}
+
+const sameAttempt = (a: SessionContext['current'], b: SessionContext['current']) => a !== undefined && b !== undefined && a.runId === b.runId && a.attemptId === b.attemptId;
+
+/**
+ * Cancel, detach and stop-after-round for one session (DESIGN §4 items 9–10): each goes to the
+ * session machine as an event, and only to the attempt it was asked for — never to one that
+ * started while the request was being written.
+ */
+export class RunControl {
+  constructor(
+    private readonly session: ControlledSession,
+    private readonly writer: LogWriter,
+    private readonly stops: StopRequests,
+    private readonly runs: OpenRunTracker,
+  ) {}
+
+  async cancel(reason: string): Promise<boolean> {
+    const target = this.session.current();
+    if (!target) {
+      // an execute still preparing its attempt: that attempt starts cancelled (as detach);
+      // not one whose attempt has ended (its result still being settled)
+      if (this.session.phase() !== 'preparing') return false;
+      this.session.send({ type: 'CANCEL', reason });
+      return true;
+    }
+    if (this.session.phase() !== 'executing') return false; // ended: its result is being settled
+    const at = { turn: 0, step: 0, attempt: target.runEpoch };
+    await this.writer.appendNow([this.writer.draft('cancellation/requested', at, { reason })]).catch(() => undefined);
+    // the attempt may have ended while the request was written: never cancel the one after it
+    if (!sameAttempt(this.session.current(), target) || this.session.phase() !== 'executing') return false;
+    this.session.send({ type: 'CANCEL', reason });
+    return true;
+  }
+
+  detach(): boolean {
+    // preparing: the attempt starts detached; executing: the run detaches at its next safe point;
+    // an attempt that has ended (being settled) has nothing to detach
+    const phase = this.session.phase();
+    if (phase !== 'preparing' && phase !== 'executing') return false;
+    this.session.send({ type: 'DETACH' });
+    return true;
+  }
+
+  stopAfterRound(req: StopRequest): Promise<StopReceipt> {
+    return this.stops.request(req, {
+      current: () => this.session.current(),
+      accepted: (cur) => {
+        if (sameAttempt(this.session.current(), cur) && this.session.phase() === 'executing') this.session.send({ type: 'STOP_AFTER_ROUND' });
+        // the attempt ended while the request was written: if its run is still open (suspended,
+        // detached), the run's next attempt honours the stop, as one in a new process would
+        else this.runs.stopAccepted(cur.runId);
+      },
+    });
+  }
+}
