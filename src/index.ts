@@ -19,6 +19,9 @@ export type { AttachResult, EventStore, ReadRange } from './persistence/event-st
 export { SessionHead } from './persistence/head.js';
 
 export { defineTool } from './tools/define-tool.js';
+export { mcpTools, IDEMPOTENCY_META_KEY } from './tools/mcp-tools.js';
+export type { McpToolsOptions, McpReconcileCall } from './tools/mcp-tools.js';
+export type { McpClientLike, McpToolInfo, McpCallResult, McpRequestOptions, JsonSchemaValidatorLike } from './tools/mcp-client.js';
 export type { AnyTool, ToolContext, ToolDefinition, ToolOptions } from './tools/define-tool.js';
 
 export { scriptedModel } from './providers/scripted.js';

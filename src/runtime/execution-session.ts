@@ -57,7 +57,8 @@ export interface SessionDeps {
   store: EventStore;
   options: ResolvedRuntimeOptions;
   stream: EnvelopeStream;
-  fingerprint: string;
+  /** The execution-profile fingerprint now (it follows the tools' revisions, e.g. an MCP server's list). */
+  fingerprint: () => string;
   openRun?: OpenRunState;
   recovery: RecoveryOutcome;
   inputs: QueuedInput[];
@@ -85,7 +86,10 @@ export class ExecutionSession {
   private readonly store: EventStore;
   private readonly options: ResolvedRuntimeOptions;
   private readonly stream: EnvelopeStream;
-  private readonly fingerprint: string;
+  private readonly profile: () => string;
+  private get fingerprint(): string {
+    return this.profile();
+  }
   private readonly isKilled: () => boolean;
   private readonly inputs: InputQueue;
   private readonly desk: InputDesk;
@@ -118,7 +122,7 @@ export class ExecutionSession {
     this.store = d.store;
     this.options = d.options;
     this.stream = d.stream;
-    this.fingerprint = d.fingerprint;
+    this.profile = d.fingerprint;
     this.isKilled = d.isKilled;
     this.lastTurn = d.lastTurn;
     this.state = d.stateContext;

@@ -55,9 +55,13 @@ export function createRuntime(options: RuntimeOptions): Runtime {
   const toolSpecs = tools.map((t) => t.spec);
   const toolCatalog = tools.map((t) => ({ ...t.spec, mode: t.mode, resources: Array.isArray(t.resources) ? t.resources : 'dynamic' }));
   const prefix: Message[] = [...(o.systemPrompt !== undefined ? [{ role: 'system' as const, content: o.systemPrompt }] : []), ...o.bootstrapMessages];
-  const fingerprint = sha256(
+  const baseFingerprint = sha256(
     canonicalJson({ modelId: o.model.modelId, systemPrompt: o.systemPrompt ?? null, bootstrapMessages: o.bootstrapMessages, tools: toolCatalog, config: o.config, budget: o.budget }),
   );
+  // tools whose provider can change what it offers (an MCP server's list): their revisions now
+  const revisioned = tools.filter((t) => typeof t.revision === 'function');
+  const fingerprint = () =>
+    revisioned.length === 0 ? baseFingerprint : sha256(canonicalJson({ profile: baseFingerprint, revisions: revisioned.map((t) => [t.name, t.revision!()]) }));
   const sessions = new Set<ExecutionSession>();
   let closed = false;
   let killed = false;
@@ -81,7 +85,9 @@ export function createRuntime(options: RuntimeOptions): Runtime {
 
   return {
     store,
-    executionProfileFingerprint: fingerprint,
+    get executionProfileFingerprint() {
+      return fingerprint();
+    },
     async openSession(sessionId: string) {
       parseInput(z.string().min(1).max(400), sessionId, 'openSession: sessionId');
       if (closed) throw new StoreClosedError('runtime');
