@@ -19,10 +19,7 @@ export class McpConnection {
   catalog = new Map<string, McpToolInfo>();
   revision = '';
 
-  constructor(
-    private readonly source: McpClientLike | (() => Promise<McpClientLike>),
-    private readonly onCatalog: (tools: McpToolInfo[]) => void,
-  ) {}
+  constructor(private readonly source: McpClientLike | (() => Promise<McpClientLike>)) {}
 
   get reconnects(): boolean {
     return typeof this.source === 'function';
@@ -46,10 +43,11 @@ export class McpConnection {
     void old.client.close().catch(() => {});
   }
 
+  /** Closes a client the factory made (a client passed in stays its owner's). */
   async close(): Promise<void> {
     const l = this.link;
     this.link = undefined;
-    if (l) await l.client.close().catch(() => {});
+    if (l && this.reconnects) await l.client.close().catch(() => {});
   }
 
   private async open(): Promise<Link> {
@@ -61,7 +59,6 @@ export class McpConnection {
     const tools = await listAll(client);
     this.catalog = new Map(tools.map((t) => [t.name, t]));
     this.revision = catalogRevision(tools);
-    this.onCatalog(tools);
     this.link = link;
     return link;
   }

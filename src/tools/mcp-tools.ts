@@ -86,9 +86,8 @@ export async function mcpTools(client: McpClientLike | (() => Promise<McpClientL
   }
   const o = parseInput(Options, options, 'mcpTools');
   const validator = o.validator ?? (await defaultValidator());
-  const conn = new McpConnection(client, () => {});
-  const first = await conn.get();
-  void first;
+  const conn = new McpConnection(client);
+  await conn.get();
   const listed = [...conn.catalog.values()].filter((t) => o.include === undefined || o.include.includes(t.name));
   const missing = (o.include ?? []).filter((n) => !conn.catalog.has(n));
   const issues: { path: (string | number)[]; message: string }[] = missing.map((n) => ({ path: ['include'], message: `the server lists no tool named ${n}` }));
