@@ -124,6 +124,19 @@ describe('OpenTelemetry spans', () => {
     await runtime.close();
   });
 
+  it("a failed run's attempt span records the error", async () => {
+    const t = memoryTracing();
+    const runtime = createRuntime({ store: memoryStore(), model: scriptedModel([{ error: { message: 'bad key', retryable: false, code: 'auth' } }]), tracing: { tracerProvider: t.provider } });
+    const session = await runtime.openSession('s1');
+    expect((await session.execute({ kind: 'prompt', runId: 'r1', attemptId: 'a1', message: 'hi' })).status).toBe('failed');
+    await runtime.close();
+    const attempt = t.spans().find((s) => s.name === 'invoke_agent actorloop')!;
+    expect(attempt.status).toMatchObject({ code: 2 });
+    expect(attempt.attributes).toMatchObject({ 'actorloop.run.status': 'failed', 'error.type': 'execution' });
+    // the typed cause itself (its readonly `code` discriminant is what the SDK reports as the type)
+    expect(attempt.events.map((e) => [e.name, e.attributes?.['exception.type'], String(e.attributes?.['exception.message'])])).toEqual([['exception', 'provider', 'bad key']]);
+  });
+
   it('is a no-op when no tracer provider is registered, and off with tracing: false', async () => {
     for (const tracing of [undefined, false] as const) {
       const store = memoryStore();

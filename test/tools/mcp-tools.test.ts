@@ -179,6 +179,23 @@ describe('mcpTools over stdio (a real SDK server in a child process)', () => {
   });
 });
 
+describe('mcpTools and the run\'s cancel', () => {
+  it('a cancel aborts the request: the server stops, the exclusive call is cancelled, not settled', async () => {
+    const file = journal();
+    const client = await stdio({ MCP_TEST_JOURNAL: file });
+    const store = memoryStore();
+    const runtime = createRuntime({ store, model: scriptedModel([{ toolCalls: [{ id: 's1', name: 'slow', arguments: { ms: 60_000 } }] }, 'done']), tools: await mcpTools(client) });
+    const session = await runtime.openSession('s1');
+    const running = session.execute({ kind: 'prompt', runId: 'r1', attemptId: 'a1', message: 'go' });
+    await until(() => journalOf(file).some((l) => l.startsWith('started')), 'the slow call to start');
+    await session.requestCancel();
+    expect((await running).status).toBe('cancelled');
+    expect(resultOf(await events(store), 's1')).toMatchObject({ kind: 'cancelled', settled: false });
+    await until(() => journalOf(file).some((l) => l.startsWith('finished')), 'the server to stop the call');
+    await runtime.close();
+  });
+});
+
 describe('mcpTools over Streamable HTTP on loopback', () => {
   it('a call killed mid-call is uncertain; after the server restarts, the adapter starts a new session and the next call runs once', async () => {
     const file = journal();
