@@ -10,7 +10,8 @@ import { fileURLToPath } from 'node:url';
 import { tmpdir } from 'node:os';
 import { z } from 'zod';
 import { createActor, fromPromise, waitFor } from 'xstate';
-import { createRuntime, defineTool, lmdbStore, memoryStore, scriptedModel, type EventStore } from '../src/index.js';
+import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
+import { createRuntime, defineTool, lmdbStore, memoryStore, scriptedModel, type EventStore, type RuntimeOptions } from '../src/index.js';
 import type { CallModelInput, CallModelOutput } from '../src/actors/call-model.js';
 import type { CommitIntentInput, CommitIntentOutput } from '../src/actors/commit-intent.js';
 import type { EndRunInput } from '../src/actors/end-run.js';
@@ -53,14 +54,19 @@ function script(k: number) {
   return steps;
 }
 
-async function runLoop(store: EventStore, k: number, sessionId: string): Promise<number> {
-  const runtime = createRuntime({ store, model: scriptedModel(script(k)), tools: [par, exc], budget: { maxSteps: k + 1 }, config: { contextWindow: 10_000_000 } });
+/** Spans recorded and kept in memory (reset after every run), for the tracing-on rows. */
+const spans = new InMemorySpanExporter();
+const tracingOn: RuntimeOptions['tracing'] = { tracerProvider: new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(spans)] }) };
+
+async function runLoop(store: EventStore, k: number, sessionId: string, tracing?: RuntimeOptions['tracing']): Promise<number> {
+  const runtime = createRuntime({ store, model: scriptedModel(script(k)), tools: [par, exc], budget: { maxSteps: k + 1 }, config: { contextWindow: 10_000_000 }, ...(tracing !== undefined ? { tracing } : {}) });
   const s = await runtime.openSession(sessionId);
   const t0 = performance.now();
   const r = await s.execute({ kind: 'prompt', runId: 'r', attemptId: 'a', message: 'go' });
   const us = ((performance.now() - t0) * 1000) / k;
   if (r.status !== 'succeeded' || r.steps !== k) throw new Error(`bench run did not succeed: ${r.status} after ${r.steps} steps`);
   await s.close();
+  spans.reset();
   return us;
 }
 
@@ -257,6 +263,8 @@ export async function benchLoop(): Promise<void> {
     const cold = await runLoop(memoryStore(), 200, 'cold');
     for (let i = 0; i < WARMUP_RUNS; i++) {
       await runLoop(memoryStore(), 200, `warm${i}`);
+      await runLoop(memoryStore(), 200, `warm${i}`, false);
+      await runLoop(memoryStore(), 200, `warm${i}`, tracingOn);
       const store = lmdbStore({ path: join(dir, `warm-${i}`) });
       await runLoop(store, 200, `warm${i}`);
       await store.close();
@@ -279,6 +287,8 @@ export async function benchLoop(): Promise<void> {
       add('floor', fsyncFloorUs(dir, 100));
       for (const k of KS) {
         add(`mem${k}`, await runLoop(memoryStore(), k, `m${k}-${n++}`));
+        add(`memoff${k}`, await runLoop(memoryStore(), k, `mo${k}-${n++}`, false));
+        add(`memtraced${k}`, await runLoop(memoryStore(), k, `mt${k}-${n++}`, tracingOn));
         const store = lmdbStore({ path: join(dir, `lmdb-${k}-${n++}`) });
         add(`lmdb${k}`, await runLoop(store, k, `l${k}`));
         const st = stats.get(k)!;
@@ -312,7 +322,9 @@ export async function benchLoop(): Promise<void> {
       rows.push([`K=${k} lower bound: memory store + 1 write & fdatasync per commit`, fmt(us(`memflush${k}`)), `${fmt(us(`memflush${k}`) / floor, 2)}× floor`, '', '']);
       rows.push([`K=${k} lower bound: hand-written loop + 2 writes & fdatasyncs`, fmt(us(`handflush${k}`)), `${fmt(us(`handflush${k}`) / floor, 2)}× floor`, '', '']);
       rows.push([`K=${k} LMDB 'committed' (no journal, no flush)`, fmt(us(`committed${k}`)), `${fmt(us(`committed${k}`) / floor, 2)}× floor`, '', '']);
-      rows.push([`K=${k} memory store`, fmt(mem), '', '', '']);
+      rows.push([`K=${k} memory store (tracing default: @opentelemetry/api installed, no provider: no-op)`, fmt(mem), '', '', '']);
+      rows.push([`K=${k} memory store, tracing off (tracing: false)`, fmt(us(`memoff${k}`)), '', '', '']);
+      rows.push([`K=${k} memory store, tracing on (spans recorded, in-memory exporter)`, fmt(us(`memtraced${k}`)), `+${fmt(us(`memtraced${k}`) - us(`memoff${k}`))} µs over off`, '', '']);
       rows.push([`K=${k} hand-written loop`, fmt(us(`hand${k}`), 2), '', '', '']);
       rows.push([`K=${k}  of which: machines alone`, fmt(us(`machines${k}`)), `${fmt((100 * us(`machines${k}`)) / mem)}% of memory`, '', '']);
       rows.push([`K=${k}  of which: memory store alone`, fmt(us(`store${k}`)), `${fmt((100 * us(`store${k}`)) / mem)}% of memory`, '', '']);

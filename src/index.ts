@@ -22,6 +22,9 @@ export { SessionHead } from './persistence/head.js';
 export { defineTool } from './tools/define-tool.js';
 export type { AnyTool, ToolContext, ToolDefinition, ToolOptions, ToolReturn } from './tools/define-tool.js';
 export type { JsonValue } from './contracts/json.js';
+export { mcpTools, IDEMPOTENCY_META_KEY } from './tools/mcp-tools.js';
+export type { McpToolsOptions, McpReconcileCall } from './tools/mcp-tools.js';
+export type { McpClientLike, McpToolInfo, McpCallResult, McpRequestOptions, JsonSchemaValidatorLike } from './tools/mcp-client.js';
 
 export { scriptedModel } from './providers/scripted.js';
 export type { ScriptedModel, ScriptedStep } from './providers/scripted.js';

@@ -4,6 +4,7 @@ import type { LoopBudget, LoopConfig } from '../contracts/config.js';
 import type { Message } from '../contracts/message.js';
 import type { ModelProvider } from '../contracts/model.js';
 import type { ToolSpec } from '../contracts/tools.js';
+import type { RunTracer } from '../contracts/tracing.js';
 import type { AnyTool } from '../tools/define-tool.js';
 import type { LogWriter } from '../persistence/log-writer.js';
 import type { Surface } from '../persistence/surface.js';
@@ -47,4 +48,6 @@ export interface SessionServices {
   emit(event: LiveEvent, logSeq?: number): void;
   /** Resolves when every required subscriber has room again (the run's backpressure point). */
   backpressure(): Promise<void>;
+  /** The session's OpenTelemetry tracer, when tracing is on. */
+  tracer?: RunTracer;
 }

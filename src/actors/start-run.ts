@@ -166,6 +166,7 @@ async function recoverCalls(
 /** The run's first commit point: `run/start` with the prompt's user messages (or a respond's decisions). */
 export async function startRun(env: SessionServices, input: StartRunInput, signal: AbortSignal): Promise<StartRunOutput> {
   const at = { turn: input.turn, step: input.resume?.step ?? 0, attempt: input.runEpoch };
+  const trace = env.tracer ? await env.tracer.attemptStarting(input) : undefined;
   env.writer.stage(
     'run/start',
     at,
@@ -176,6 +177,7 @@ export async function startRun(env: SessionServices, input: StartRunInput, signa
       kind: input.kind,
       executionProfileFingerprint: input.executionProfileFingerprint,
       ...(input.inputId ? { inputId: input.inputId } : {}),
+      ...(trace ? { trace } : {}),
     },
     input.kind === 'prompt' || input.kind === 'follow_up' ? runOpenEventId(input.runId) : runStartEventId(input.runId, input.attemptId),
   );

@@ -179,7 +179,7 @@ async function runToolCall(env: SessionServices, input: ToolCallInput, ac: CallA
   const toolCtx = ctx as typeof ctx & ToolContext;
   let value: unknown;
   try {
-    value = tool.execute(call.arguments, toolCtx);
+    value = env.tracer ? env.tracer.inToolCall(call.callId, () => tool.execute(call.arguments, toolCtx)) : tool.execute(call.arguments, toolCtx);
   } catch (e) {
     value = Promise.reject(e);
   }

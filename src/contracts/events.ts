@@ -48,6 +48,8 @@ export const EventPayloads = {
     executionProfileFingerprint: z.string(),
     /** The follow-up input this run consumes. */
     inputId: id.optional(),
+    /** The attempt's OpenTelemetry span (when tracing recorded it): a later attempt links to it. */
+    trace: z.object({ traceId: z.string(), spanId: z.string() }).optional(),
   }),
   'step/start': z.looseObject({}),
   'user/message': z.looseObject({ message: Message, inputId: id.optional() }),

@@ -53,7 +53,11 @@ export class ExecutionSession {
   private readonly store: EventStore;
   private readonly options: ResolvedRuntimeOptions;
   private readonly stream: EnvelopeStream;
-  private readonly fingerprint: string;
+  private readonly profile: () => string;
+  /** The execution-profile fingerprint now (it follows the tools' revisions, e.g. an MCP server's list). */
+  private get fingerprint(): string {
+    return this.profile();
+  }
   private readonly isKilled: () => boolean;
   private readonly inputs: InputQueue;
   private readonly desk: InputDesk;
@@ -75,7 +79,7 @@ export class ExecutionSession {
     this.store = d.store;
     this.options = d.options;
     this.stream = d.stream;
-    this.fingerprint = d.fingerprint;
+    this.profile = d.fingerprint;
     this.isKilled = d.isKilled;
     this.lastTurn = d.lastTurn;
     this.inputs = new InputQueue(d.inputs);
@@ -83,8 +87,8 @@ export class ExecutionSession {
     this.recovery = d.recovery;
     this.runs = new OpenRunTracker(d.store, d.sessionId, d.openRun);
     this.records = new SessionRecords(d.sessionId, d.env, this.runs, d.stateContext);
-    const { sessionId, store, env, options, fingerprint } = d;
-    this.attemptSession = { sessionId, store, env, options, fingerprint, runs: this.runs, lastTurn: () => this.lastTurn, closed: () => this.closed, isKilled: () => this.isKilled(), assertNewRunId: (runId) => this.assertNewRunId(runId, 'runId', 'session.execute'), settledResult: (r) => (this.lastResult = r) };
+    const { sessionId, store, env, options } = d;
+    this.attemptSession = { sessionId, store, env, options, fingerprint: d.fingerprint, runs: this.runs, lastTurn: () => this.lastTurn, closed: () => this.closed, isKilled: () => this.isKilled(), assertNewRunId: (runId) => this.assertNewRunId(runId, 'runId', 'session.execute'), settledResult: (r) => (this.lastResult = r) };
     this.env.takeSteers = () => this.inputs.takeSteers().map((i) => ({ inputId: i.inputId, messages: i.messages }));
     this.hub.attach(this.stream.events$);
     this.env.backpressure = () => this.hub.whenWritable();

@@ -63,6 +63,12 @@ export const RuntimeOptions = z.strictObject({
   askUser: z.boolean().default(false),
   killSwitch: z.unknown().optional(),
   inspect: fn<(e: InspectionEvent) => void>('inspect').optional(),
+  /**
+   * OpenTelemetry spans (through `@opentelemetry/api`, an optional peer): by default the global
+   * tracer when the API is installed (a no-op until a tracer provider is registered); `false` off;
+   * `{ tracerProvider | tracer, recordContent }` to choose. Checked by createRuntime.
+   */
+  tracing: z.unknown().optional(),
   /** Every timer, deadline, backoff and timeout of the runtime (XState's SimulatedClock fits). */
   clock: z
     .custom<Clock>(

@@ -15,7 +15,8 @@ export interface AttemptSession {
   store: EventStore;
   env: SessionServices;
   options: ResolvedRuntimeOptions;
-  fingerprint: string;
+  /** The execution-profile fingerprint now. */
+  fingerprint(): string;
   runs: OpenRunTracker;
   lastTurn(): number;
   closed(): boolean;
@@ -51,7 +52,7 @@ export async function prepareAttempt(s: AttemptSession, req: IdentifiedRequest):
     return {
       run: attemptInput(req, {
         sessionId: s.sessionId,
-        fingerprint: s.fingerprint,
+        fingerprint: s.fingerprint(),
         options: s.options,
         now: s.env.clock.now(),
         openRun,

@@ -18,6 +18,7 @@ import type { SessionServices } from '../actors/session-services.js';
 import { RuntimeOptions, type ResolvedRuntimeOptions } from './options.js';
 import { estimateTokens, sha256, Surface } from '../persistence/surface.js';
 import type { Message } from '../contracts/message.js';
+import { resolveTracing, SessionTracer } from './tracing.js';
 
 export interface Runtime {
   readonly store: EventStore;
@@ -50,14 +51,19 @@ export function createRuntime(options: RuntimeOptions): Runtime {
   if (o.askUser && o.tools.some((t) => t.name === askUserTool.name)) {
     parseInput(z.never(), undefined, `createRuntime: tools (a tool named ${askUserTool.name} beside the askUser option: the built-in would replace it; rename it or leave askUser off)`);
   }
+  const tracing = resolveTracing(o.tracing);
   const store = o.store ?? lmdbStore({ path: './.actorloop' });
   const tools = o.askUser ? [...o.tools, askUserTool] : o.tools;
   const toolSpecs = tools.map((t) => t.spec);
   const toolCatalog = tools.map((t) => ({ ...t.spec, mode: t.mode, resources: Array.isArray(t.resources) ? t.resources : 'dynamic' }));
   const prefix: Message[] = [...(o.systemPrompt !== undefined ? [{ role: 'system' as const, content: o.systemPrompt }] : []), ...o.bootstrapMessages];
-  const fingerprint = sha256(
+  const baseFingerprint = sha256(
     canonicalJson({ modelId: o.model.modelId, systemPrompt: o.systemPrompt ?? null, bootstrapMessages: o.bootstrapMessages, tools: toolCatalog, config: o.config, budget: o.budget }),
   );
+  // tools whose provider can change what it offers (an MCP server's list): their revisions now
+  const revisioned = tools.filter((t) => typeof t.revision === 'function');
+  const fingerprint = () =>
+    revisioned.length === 0 ? baseFingerprint : sha256(canonicalJson({ profile: baseFingerprint, revisions: revisioned.map((t) => [t.name, t.revision!()]) }));
   const sessions = new Set<ExecutionSession>();
   let closed = false;
   let killed = false;
@@ -81,7 +87,9 @@ export function createRuntime(options: RuntimeOptions): Runtime {
 
   return {
     store,
-    executionProfileFingerprint: fingerprint,
+    get executionProfileFingerprint() {
+      return fingerprint();
+    },
     async openSession(sessionId: string) {
       parseInput(z.string().min(1).max(400), sessionId, 'openSession: sessionId');
       if (closed) throw new StoreClosedError('runtime');
@@ -130,6 +138,12 @@ export function createRuntime(options: RuntimeOptions): Runtime {
         backpressure: async () => {},
         emit: (event, logSeq) => stream.publish(event, logSeq),
       };
+      const tracer = tracing ? new SessionTracer(tracing, sessionId, store, o.clock, env.tools, () => writer.lastSeq) : undefined;
+      if (tracer) {
+        env.tracer = tracer;
+        env.model = tracer.traceModel(o.model);
+        stream.events$.subscribe((e) => tracer.onEnvelope(e));
+      }
       writer.stage('session/attached', { turn: 0, step: 0, attempt: 0 }, { sessionInstanceId, writerEpoch: attach.writerEpoch });
       await writer.commit();
       let settled = { delivered: [] as string[], unknown: [] as string[] };
@@ -165,6 +179,7 @@ export function createRuntime(options: RuntimeOptions): Runtime {
       session.close = async () => {
         sessions.delete(session);
         await close();
+        tracer?.close();
       };
       session.resumeFollowUps(); // accepted before a restart: they run now, as if just submitted
       return session;

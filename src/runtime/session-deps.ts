@@ -16,7 +16,8 @@ export interface SessionDeps {
   store: EventStore;
   options: ResolvedRuntimeOptions;
   stream: EnvelopeStream;
-  fingerprint: string;
+  /** The execution-profile fingerprint now (it follows the tools' revisions, e.g. an MCP server's list). */
+  fingerprint: () => string;
   openRun?: OpenRunState;
   recovery: RecoveryOutcome;
   inputs: QueuedInput[];

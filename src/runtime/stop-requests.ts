@@ -23,7 +23,7 @@ export class StopRequests {
   constructor(
     private readonly sessionId: string,
     private readonly sessionInstanceId: string,
-    private readonly fingerprint: string,
+    private readonly fingerprint: () => string,
     private readonly store: EventStore,
     private readonly writer: LogWriter,
   ) {}
@@ -68,7 +68,7 @@ export class StopRequests {
     if (cur.runEpoch !== req.expectedRunEpoch) {
       throw new SessionSteeringConflict('expectedRunEpoch', `run ${cur.runId} is at epoch ${cur.runEpoch}, not ${req.expectedRunEpoch}`);
     }
-    const receipt: StopReceipt = { schemaVersion: 1, request: req, executionProfileFingerprint: this.fingerprint };
+    const receipt: StopReceipt = { schemaVersion: 1, request: req, executionProfileFingerprint: this.fingerprint() };
     const draft = this.writer.draft('steering/accepted', { turn: 0, step: 0, attempt: cur.runEpoch }, { request: req, receipt }, `steer:${req.idempotencyKey}`);
     await this.writer.appendNow([draft]);
     this.accepted.set(req.idempotencyKey, { request: canonical, receipt });

@@ -43,6 +43,12 @@ export interface ToolDefinition<A = unknown> {
   reconcile?(args: A, ctx: ToolContext): Promise<ToolOutcomeInput | undefined> | ToolOutcomeInput | undefined;
   /** JSON Schema of `parameters`, computed once. */
   readonly spec: ToolSpec;
+  /**
+   * What the tool's provider offers now (e.g. a digest of an MCP server's tool list), part of
+   * the execution-profile fingerprint of every attempt that starts.
+   * Contract: called synchronously when an attempt starts; must not throw.
+   */
+  revision?(): string;
 }
 
 /** A tool of any argument type (what runtimes and catalogs hold). */

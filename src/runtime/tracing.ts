@@ -1,0 +1,361 @@
+import { createRequire } from 'node:module';
+import { z } from 'zod';
+import type { Clock } from '../contracts/clock.js';
+import type { ExecutionResult } from '../contracts/requests.js';
+import type { ModelProvider } from '../contracts/model.js';
+import type { ToolOutcome } from '../contracts/tools.js';
+import type { Attributes, RunTracer, SpanContextLike, SpanLike, TraceIds, TracerLike, TracerProviderLike } from '../contracts/tracing.js';
+import { parseInput } from '../contracts/validate.js';
+import type { EventStore } from '../persistence/event-store.js';
+import type { Envelope } from '../streams/envelopes.js';
+import type { AnyTool } from '../tools/define-tool.js';
+
+/** The part of `@opentelemetry/api` the tracer uses. */
+interface OtelApi {
+  trace: { getTracer(name: string, version?: string): TracerLike; setSpan(context: unknown, span: SpanLike): unknown };
+  context: { active(): unknown; with<T>(context: unknown, fn: () => T): T };
+}
+
+/** The `tracing` runtime option. */
+export const TracingOptions = z.union([
+  z.literal(false),
+  z.strictObject({
+    /** Spans go to this provider's tracer (default: the globally registered one). */
+    tracerProvider: z.custom<TracerProviderLike>((v) => typeof (v as TracerProviderLike | undefined)?.getTracer === 'function', 'a TracerProvider').optional(),
+    /** Or to this tracer. */
+    tracer: z.custom<TracerLike>((v) => typeof (v as TracerLike | undefined)?.startSpan === 'function', 'a Tracer').optional(),
+    /** Put prompts, model output, tool arguments and results in spans (default false). */
+    recordContent: z.boolean().default(false),
+  }),
+]);
+export type TracingOptions = z.input<typeof TracingOptions>;
+
+const STATUS_ERROR = 2;
+const KIND_INTERNAL = 0;
+const KIND_CLIENT = 2;
+
+let api: OtelApi | null | undefined;
+/** `@opentelemetry/api`, loaded (synchronously) the first time tracing is asked for; null when absent. */
+function loadApi(): OtelApi | null {
+  if (api !== undefined) return api;
+  try {
+    api = createRequire(import.meta.url)('@opentelemetry/api') as OtelApi;
+  } catch {
+    api = null;
+  }
+  return api;
+}
+
+/** What the runtime traces with, or undefined (tracing off: the option is false, or no API is installed and none was asked for). */
+export interface Tracing {
+  tracer: TracerLike;
+  api: OtelApi;
+  recordContent: boolean;
+}
+
+export function resolveTracing(option: unknown): Tracing | undefined {
+  const o = parseInput(TracingOptions.optional(), option, 'createRuntime: tracing');
+  if (o === false) return undefined;
+  const otel = loadApi();
+  if (!otel) {
+    if (o === undefined) return undefined;
+    return parseInput(z.never(), undefined, 'createRuntime: tracing (needs the optional peer dependency @opentelemetry/api: npm install @opentelemetry/api)');
+  }
+  const tracer = o?.tracer ?? o?.tracerProvider?.getTracer('actorloop') ?? otel.trace.getTracer('actorloop');
+  return { tracer, api: otel, recordContent: o?.recordContent ?? false };
+}
+
+interface AttemptSpans {
+  span: SpanLike;
+  ctx: unknown;
+  runId: string;
+  attemptId: string;
+  ids: TraceIds;
+  base: Attributes;
+  step?: { span: SpanLike; ctx: unknown; n: number };
+  tools: Map<string, SpanLike>;
+  modelCalls: number;
+}
+
+const errorMessage = (e: unknown): string => (e instanceof Error ? e.message : String(e));
+
+/**
+ * One session's spans (DESIGN §6 envelopes → OpenTelemetry): an attempt span opened by the
+ * `startRun` actor, step and tool-call spans from the session's envelopes, model-call spans from
+ * a wrapper around the model. Every failure of the tracing API is swallowed: tracing never
+ * changes what a run does.
+ */
+export class SessionTracer implements RunTracer {
+  private attempt?: AttemptSpans;
+  /** The newest attempt this process traced: a respond or continue of the same run links to it. */
+  private last?: { runId: string; attemptId: string; ids: TraceIds; status?: string };
+
+  constructor(
+    private readonly t: Tracing,
+    private readonly sessionId: string,
+    private readonly store: EventStore,
+    private readonly clock: Clock,
+    private readonly tools: ReadonlyMap<string, AnyTool>,
+    private readonly lastSeq: () => number,
+  ) {}
+
+  async attemptStarting(a: { runId: string; attemptId: string; runEpoch: number; turn: number; kind: string; runFirstSeq?: number }): Promise<TraceIds | undefined> {
+    try {
+      this.finishAttempt(undefined, 'the attempt ended without a result');
+      const previous = a.kind === 'prompt' || a.kind === 'follow_up' ? undefined : await this.previousAttempt(a.runId, a.runFirstSeq);
+      const base: Attributes = { 'actorloop.session.id': this.sessionId, 'gen_ai.conversation.id': this.sessionId, 'actorloop.run.id': a.runId, 'actorloop.attempt': a.runEpoch, 'actorloop.attempt.id': a.attemptId };
+      const span = this.t.tracer.startSpan(
+        'invoke_agent actorloop',
+        {
+          kind: KIND_INTERNAL,
+          startTime: this.clock.now(),
+          attributes: { ...base, 'gen_ai.operation.name': 'invoke_agent', 'gen_ai.agent.name': 'actorloop', 'actorloop.turn': a.turn, 'actorloop.attempt.kind': a.kind, 'actorloop.log.seq': this.lastSeq() },
+          ...(previous
+            ? {
+                links: [
+                  {
+                    context: { traceId: previous.ids.traceId, spanId: previous.ids.spanId, traceFlags: 1, isRemote: true } satisfies SpanContextLike,
+                    attributes: { 'actorloop.link': 'previous_attempt', 'actorloop.previous_attempt.id': previous.attemptId, 'actorloop.previous_attempt.status': previous.status ?? 'interrupted' },
+                  },
+                ],
+              }
+            : {}),
+        },
+        this.t.api.context.active(),
+      );
+      if (!span.isRecording()) {
+        span.end();
+        return undefined;
+      }
+      const sc = span.spanContext();
+      const ids = { traceId: sc.traceId, spanId: sc.spanId };
+      this.attempt = { span, ctx: this.t.api.trace.setSpan(this.t.api.context.active(), span), runId: a.runId, attemptId: a.attemptId, ids, base, tools: new Map(), modelCalls: 0 };
+      return ids;
+    } catch {
+      return undefined;
+    }
+  }
+
+  inToolCall<T>(callId: string, fn: () => T): T {
+    const span = this.attempt?.tools.get(callId);
+    if (!span) return fn();
+    let ctx: unknown;
+    try {
+      ctx = this.t.api.trace.setSpan(this.attempt!.step?.ctx ?? this.attempt!.ctx, span);
+    } catch {
+      return fn();
+    }
+    return this.t.api.context.with(ctx, fn);
+  }
+
+  /** The session's envelopes, as they are published. */
+  onEnvelope(e: Envelope): void {
+    const a = this.attempt;
+    if (!a) return;
+    try {
+      this.apply(a, e);
+    } catch {
+      // a tracing failure changes nothing of the run
+    }
+  }
+
+  private apply(a: AttemptSpans, e: Envelope): void {
+    const ev = e.event;
+    const now = this.clock.now();
+    switch (ev.type) {
+      case 'run_start':
+        a.span.setAttribute('actorloop.run_start.seq', e.logSeq ?? 0);
+        break;
+      case 'step_start': {
+        this.endStep(a, now);
+        const span = this.t.tracer.startSpan('actorloop.step', { kind: KIND_INTERNAL, startTime: now, attributes: { ...a.base, 'actorloop.step': ev.step, 'actorloop.log.seq': this.lastSeq() } }, a.ctx);
+        a.step = { span, ctx: this.t.api.trace.setSpan(a.ctx, span), n: ev.step };
+        a.modelCalls = 0;
+        break;
+      }
+      case 'step_end':
+        if (a.step) {
+          if (e.logSeq !== undefined) a.step.span.setAttribute('actorloop.step_end.seq', e.logSeq);
+          if (ev.usage) a.step.span.setAttributes({ 'gen_ai.usage.input_tokens': ev.usage.inputTokens, 'gen_ai.usage.output_tokens': ev.usage.outputTokens });
+        }
+        this.endStep(a, now);
+        break;
+      case 'tool_start': {
+        const tool = this.tools.get(ev.name);
+        const attributes: Attributes = {
+          ...a.base,
+          'gen_ai.operation.name': 'execute_tool',
+          'gen_ai.tool.name': ev.name,
+          'gen_ai.tool.call.id': ev.callId,
+          'gen_ai.tool.type': 'function',
+          'actorloop.tool.mode': tool?.mode ?? 'exclusive',
+          'actorloop.log.seq': this.lastSeq(),
+          ...(e.logSeq !== undefined ? { 'actorloop.tool_call.seq': e.logSeq } : {}),
+          ...(this.t.recordContent ? { 'gen_ai.tool.call.arguments': JSON.stringify(ev.arguments) } : {}),
+        };
+        a.tools.set(ev.callId, this.t.tracer.startSpan(`execute_tool ${ev.name}`, { kind: KIND_INTERNAL, startTime: now, attributes }, a.step?.ctx ?? a.ctx));
+        break;
+      }
+      case 'tool_end': {
+        let span = a.tools.get(ev.callId);
+        const end = ev.endedAt !== undefined && ev.endedAt > 0 ? ev.endedAt : now;
+        if (!span) {
+          // a call that never started (skipped, denied, recovered): a span of no length
+          span = this.t.tracer.startSpan(
+            `execute_tool ${ev.name}`,
+            { kind: KIND_INTERNAL, startTime: end, attributes: { ...a.base, 'gen_ai.operation.name': 'execute_tool', 'gen_ai.tool.name': ev.name, 'gen_ai.tool.call.id': ev.callId, 'gen_ai.tool.type': 'function', 'actorloop.tool.mode': this.tools.get(ev.name)?.mode ?? 'exclusive', 'actorloop.log.seq': this.lastSeq() } },
+            a.step?.ctx ?? a.ctx,
+          );
+        }
+        a.tools.delete(ev.callId);
+        endToolSpan(span, ev.outcome, e.logSeq, this.t.recordContent, end);
+        break;
+      }
+      case 'approval_requested':
+      case 'question_asked':
+        (a.step?.span ?? a.span).addEvent(ev.type === 'approval_requested' ? 'actorloop.approval_requested' : 'actorloop.question_asked', { 'actorloop.question.id': ev.pendingRequest.questionId, 'actorloop.log.seq': e.logSeq ?? 0 }, now);
+        break;
+      case 'execution_finished':
+        if (ev.result.runId === a.runId && ev.result.attemptId === a.attemptId) this.finishAttempt(ev.result);
+        break;
+    }
+  }
+
+  private endStep(a: AttemptSpans, now: number): void {
+    if (!a.step) return;
+    for (const [, span] of a.tools) {
+      span.setStatus({ code: STATUS_ERROR, message: 'the step ended before the call reported an outcome' });
+      span.end(now);
+    }
+    a.tools.clear();
+    a.step.span.end(now);
+    a.step = undefined;
+  }
+
+  /** Ends the attempt's spans: with its result, or (closed, replaced) saying why there is none. */
+  finishAttempt(result: ExecutionResult | undefined, why?: string): void {
+    const a = this.attempt;
+    if (!a) return;
+    this.attempt = undefined;
+    try {
+      const now = this.clock.now();
+      this.endStep(a, now);
+      if (result) {
+        a.span.setAttributes({
+          'actorloop.run.status': result.status,
+          'actorloop.run.outcome': result.outcome,
+          'gen_ai.usage.input_tokens': result.usage.inputTokens,
+          'gen_ai.usage.output_tokens': result.usage.outputTokens,
+        });
+        if (result.error) {
+          a.span.setAttribute('error.type', result.error.kind);
+          a.span.recordException(result.error.cause instanceof Error ? result.error.cause : { name: result.error.kind, message: result.error.message }, now);
+          a.span.setStatus({ code: STATUS_ERROR, message: result.error.message });
+        }
+      } else {
+        a.span.setStatus({ code: STATUS_ERROR, message: why ?? 'the attempt ended without a result' });
+      }
+      a.span.end(now);
+      this.last = { runId: a.runId, attemptId: a.attemptId, ids: a.ids, ...(result ? { status: result.status } : {}) };
+    } catch {
+      // a tracing failure changes nothing of the run
+    }
+  }
+
+  /** The session closes: whatever is open ends, saying so. */
+  close(): void {
+    this.finishAttempt(undefined, 'the session closed before the attempt ended');
+  }
+
+  /** The run's newest attempt before this one: from this process, else from its `run/start`s in the log. */
+  private async previousAttempt(runId: string, fromSeq: number | undefined): Promise<{ attemptId: string; ids: TraceIds; status?: string } | undefined> {
+    if (this.last?.runId === runId) return this.last;
+    if (fromSeq === undefined) return undefined;
+    let found: { attemptId: string; ids: TraceIds; status?: string } | undefined;
+    for await (const e of this.store.readEvents(this.sessionId, { fromSeq })) {
+      const p = e.payload as { runId?: unknown; attemptId?: unknown; trace?: TraceIds; status?: unknown };
+      if (p.runId !== runId) continue;
+      if (e.type === 'run/start') found = p.trace ? { attemptId: String(p.attemptId), ids: p.trace } : undefined;
+      else if (e.type === 'run/end' && found && p.attemptId === found.attemptId) found.status = String(p.status);
+    }
+    return found;
+  }
+
+  /** The model wrapped: one span per call (each provider attempt, retries included). */
+  traceModel(model: ModelProvider): ModelProvider {
+    const self = this;
+    return {
+      modelId: model.modelId,
+      async call(request, onEvent) {
+        const a = self.attempt;
+        if (!a) return model.call(request, onEvent);
+        let span: SpanLike | undefined;
+        try {
+          a.modelCalls++;
+          span = self.t.tracer.startSpan(
+            `chat ${model.modelId}`,
+            {
+              kind: KIND_CLIENT,
+              startTime: self.clock.now(),
+              attributes: {
+                ...a.base,
+                'gen_ai.operation.name': 'chat',
+                'gen_ai.request.model': model.modelId,
+                'actorloop.model_call.attempt': a.modelCalls,
+                'actorloop.log.seq': self.lastSeq(),
+                ...(a.step ? { 'actorloop.step': a.step.n } : {}),
+                ...(request.maxOutputTokens !== undefined ? { 'gen_ai.request.max_tokens': request.maxOutputTokens } : {}),
+                ...(self.t.recordContent ? { 'gen_ai.input.messages': JSON.stringify(request.messages) } : {}),
+              },
+            },
+            a.step?.ctx ?? a.ctx,
+          );
+        } catch {
+          span = undefined;
+        }
+        if (!span) return model.call(request, onEvent);
+        const s = span;
+        try {
+          const res = await self.t.api.context.with(self.t.api.trace.setSpan(a.step?.ctx ?? a.ctx, s), () => model.call(request, onEvent));
+          try {
+            s.setAttributes({
+              'gen_ai.response.finish_reasons': [res.finishReason],
+              ...(res.usage ? { 'gen_ai.usage.input_tokens': res.usage.inputTokens, 'gen_ai.usage.output_tokens': res.usage.outputTokens } : {}),
+              ...(self.t.recordContent ? { 'gen_ai.output.messages': JSON.stringify([res.message]) } : {}),
+            });
+            s.end(self.clock.now());
+          } catch {
+            // tracing never changes the call
+          }
+          return res;
+        } catch (e) {
+          try {
+            const code = (e as { providerCode?: unknown; name?: unknown } | undefined)?.providerCode ?? (e as { name?: unknown } | undefined)?.name;
+            s.setAttribute('error.type', typeof code === 'string' && code ? code : 'error');
+            s.recordException(e instanceof Error ? e : { name: 'Error', message: errorMessage(e) });
+            s.setStatus({ code: STATUS_ERROR, message: errorMessage(e) });
+            s.end(self.clock.now());
+          } catch {
+            // tracing never changes the call
+          }
+          throw e;
+        }
+      },
+    };
+  }
+}
+
+function endToolSpan(span: SpanLike, outcome: ToolOutcome, logSeq: number | undefined, recordContent: boolean, end: number): void {
+  const isError = outcome.kind === 'completed' && outcome.isError;
+  span.setAttributes({
+    'actorloop.tool.outcome': outcome.kind,
+    'actorloop.tool.is_error': isError,
+    ...(logSeq !== undefined ? { 'actorloop.tool_result.seq': logSeq } : {}),
+    ...(recordContent ? { 'gen_ai.tool.call.result': outcome.kind === 'completed' ? outcome.content : outcome.kind === 'skipped' ? outcome.reason : (outcome.kind === 'cancelled' ? outcome.partialContent : outcome.content) ?? '' } : {}),
+  });
+  if (isError || outcome.kind.startsWith('uncertain') || outcome.kind === 'cancelled') {
+    span.setAttribute('error.type', isError ? 'tool_error' : outcome.kind);
+    span.setStatus({ code: STATUS_ERROR, message: outcome.kind === 'completed' ? outcome.content.slice(0, 200) : outcome.kind });
+  }
+  span.end(end);
+}

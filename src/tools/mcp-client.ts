@@ -1,0 +1,81 @@
+/**
+ * The parts of an MCP client (`Client` of `@modelcontextprotocol/sdk`) the adapter uses, as
+ * structural types: importing the package root never needs the SDK (an optional peer), and the
+ * SDK's `Client` fits these without a cast.
+ */
+
+export interface McpRequestOptions {
+  signal?: AbortSignal;
+  timeout?: number;
+  resetTimeoutOnProgress?: boolean;
+}
+
+/** One tool as `tools/list` describes it. */
+export interface McpToolInfo {
+  name: string;
+  title?: string;
+  description?: string;
+  inputSchema: Record<string, unknown>;
+  annotations?: { readOnlyHint?: boolean; destructiveHint?: boolean; idempotentHint?: boolean; openWorldHint?: boolean; title?: string };
+}
+
+/** A `tools/call` result (`toolResult` is the protocol's older compatibility shape). */
+export interface McpCallResult {
+  content?: unknown[];
+  structuredContent?: unknown;
+  isError?: boolean;
+  toolResult?: unknown;
+}
+
+export interface McpClientLike {
+  listTools(params?: { cursor?: string }, options?: McpRequestOptions): Promise<{ tools: McpToolInfo[]; nextCursor?: string }>;
+  callTool(
+    params: { name: string; arguments?: Record<string, unknown>; _meta?: Record<string, unknown> },
+    resultSchema?: undefined,
+    options?: McpRequestOptions,
+  ): Promise<McpCallResult>;
+  close(): Promise<void>;
+  onclose?: (() => void) | undefined;
+  onerror?: ((error: Error) => void) | undefined;
+}
+
+/** A structural `jsonSchemaValidator` of the SDK (`@modelcontextprotocol/sdk/validation`). */
+export interface JsonSchemaValidatorLike {
+  getValidator(schema: never): (input: unknown) => { valid: boolean; errorMessage?: string | undefined };
+}
+
+/**
+ * How a failed `tools/call` is read:
+ * - `refused`: the server answered with a JSON-RPC error (or an HTTP 4xx): the call did not run;
+ * - `not-sent`: the request never left (not connected, connection refused): safe to send again;
+ * - `session-gone`: HTTP 404 on the session id (the server restarted or ended the session): the
+ *   spec says the request was not processed and a new session must be started;
+ * - `dropped`: the connection broke (or the request timed out) after the request was sent:
+ *   whether the tool ran is unknown.
+ */
+export type CallFailure = 'refused' | 'not-sent' | 'session-gone' | 'dropped';
+
+const CONNECTION_CLOSED = -32000;
+const REQUEST_TIMEOUT = -32001;
+
+export function classifyFailure(e: unknown): CallFailure {
+  if (e instanceof DroppedError) return 'dropped';
+  const err = e as { name?: unknown; code?: unknown; message?: unknown; cause?: { code?: unknown } } | undefined;
+  const message = typeof err?.message === 'string' ? err.message : '';
+  const code = typeof err?.code === 'number' ? err.code : undefined;
+  if (message.startsWith('Streamable HTTP error')) {
+    if (code === 404) return 'session-gone';
+    return code !== undefined && code >= 400 && code < 500 ? 'refused' : 'dropped';
+  }
+  if (err?.name === 'McpError' && code !== undefined) {
+    return code === CONNECTION_CLOSED || code === REQUEST_TIMEOUT ? 'dropped' : 'refused';
+  }
+  if (message === 'Not connected') return 'not-sent';
+  if (err?.cause?.code === 'ECONNREFUSED' || (err as { code?: unknown })?.code === 'ECONNREFUSED') return 'not-sent';
+  return 'dropped';
+}
+
+/** The connection to the server broke while a call was in flight. */
+export class DroppedError extends Error {
+  override readonly name = 'DroppedError';
+}

@@ -1,0 +1,253 @@
+import { z } from 'zod';
+import { ValidationError } from '../contracts/errors.js';
+import type { ToolOutcomeInput } from '../contracts/tools.js';
+import { parseInput } from '../contracts/validate.js';
+import { timerMs } from '../contracts/config.js';
+import type { AnyTool, ToolContext, ToolDefinition } from './define-tool.js';
+import { classifyFailure, type JsonSchemaValidatorLike, type McpCallResult, type McpClientLike, type McpToolInfo } from './mcp-client.js';
+import { McpConnection, type Link } from './mcp-connection.js';
+
+/** The `_meta` key that carries a call's idempotency key to the server. */
+export const IDEMPOTENCY_META_KEY = 'actorloop/idempotencyKey';
+
+/** What `reconcile` is told about a call whose outcome is unknown. */
+export interface McpReconcileCall {
+  /** The server's name of the tool (without `prefix`). */
+  tool: string;
+  arguments: Record<string, unknown>;
+  idempotencyKey: string;
+  /** A live client to ask the server with, when one could be had. */
+  client?: McpClientLike;
+}
+
+export interface McpToolsOptions {
+  /** Tool names (the server's) that may run in parallel; every other tool is exclusive. */
+  parallel?: string[];
+  /** Also run in parallel the tools the server marks `readOnlyHint: true` (default false: a server is not trusted to say so). */
+  trustAnnotations?: boolean;
+  /** Only these tools (the server's names); default every tool the server lists. */
+  include?: string[];
+  /** Put before every tool name the model sees (`github_`), to keep the names of several servers apart. */
+  prefix?: string;
+  /** Aborts a call after this long (the runtime's tool timeout). */
+  timeoutMs?: number;
+  /** Resource keys each call of a tool locks (by the server's tool name), as `defineTool`'s `resources`. */
+  resources?: Record<string, string[]>;
+  /** Tool names (the server's) that need approval before they run. */
+  needsApproval?: string[];
+  /**
+   * Contract: called for an exclusive call whose outcome is unknown — the connection dropped
+   * while it ran, or the process stopped before its result was recorded (recovery). Returns the
+   * outcome when it can tell (e.g. by asking the server about `idempotencyKey`), or undefined; a
+   * throw counts as undefined. The call is never sent again.
+   */
+  reconcile?(call: McpReconcileCall, ctx: ToolContext): Promise<ToolOutcomeInput | undefined> | ToolOutcomeInput | undefined;
+  /** A JSON Schema validator (the SDK's `jsonSchemaValidator` shape); default the SDK's Ajv one. */
+  validator?: JsonSchemaValidatorLike;
+}
+
+const Options = z.strictObject({
+  parallel: z.array(z.string()).default([]),
+  trustAnnotations: z.boolean().default(false),
+  include: z.array(z.string()).optional(),
+  prefix: z.string().default(''),
+  timeoutMs: timerMs.positive().optional(),
+  resources: z.record(z.string(), z.array(z.string())).optional(),
+  needsApproval: z.array(z.string()).default([]),
+  reconcile: z.custom<NonNullable<McpToolsOptions['reconcile']>>((v) => typeof v === 'function', 'a function').optional(),
+  validator: z.custom<JsonSchemaValidatorLike>((v) => typeof (v as JsonSchemaValidatorLike | undefined)?.getValidator === 'function', 'a validator: { getValidator(schema) }').optional(),
+});
+
+const isClient = (v: unknown): v is McpClientLike =>
+  typeof v === 'object' && v !== null && ['listTools', 'callTool', 'close'].every((m) => typeof (v as Record<string, unknown>)[m] === 'function');
+
+const NAME = /^[a-zA-Z0-9_-]{1,64}$/;
+
+/**
+ * The tools of an MCP server as tool definitions (DESIGN §4 item 5). `client` is a connected
+ * `Client` of `@modelcontextprotocol/sdk`, or a function that connects a new one — with a
+ * function, the adapter reconnects after the server restarts or the connection drops.
+ *
+ * Each tool's JSON Schema is what the model is shown and what its arguments are checked against
+ * before the call (a bad call is fed back to the model like any schema failure). Tools are
+ * `exclusive` unless named in `parallel` (or, with `trustAnnotations`, marked `readOnlyHint`).
+ * Every call carries its idempotency key in the request's `_meta` (`actorloop/idempotencyKey`).
+ * An exclusive call whose connection drops mid-call is never sent again: `reconcile` is asked,
+ * else it is `uncertain-hanging`. A tool whose schema cannot be compiled refuses the whole set
+ * (ValidationError naming it).
+ * @example
+ * const client = new Client({ name: 'app', version: '1.0.0' })
+ * await client.connect(new StdioClientTransport({ command: 'node', args: ['server.js'] }))
+ * const runtime = createRuntime({ model, tools: await mcpTools(client, { parallel: ['search'] }) })
+ */
+export async function mcpTools(client: McpClientLike | (() => Promise<McpClientLike>), options: McpToolsOptions = {}): Promise<AnyTool[]> {
+  if (typeof client !== 'function' && !isClient(client)) {
+    parseInput(z.never(), client, 'mcpTools: client (a connected MCP Client, or a function that connects one)');
+  }
+  const o = parseInput(Options, options, 'mcpTools');
+  const validator = o.validator ?? (await defaultValidator());
+  const conn = new McpConnection(client);
+  await conn.get();
+  const listed = [...conn.catalog.values()].filter((t) => o.include === undefined || o.include.includes(t.name));
+  const missing = (o.include ?? []).filter((n) => !conn.catalog.has(n));
+  const issues: { path: (string | number)[]; message: string }[] = missing.map((n) => ({ path: ['include'], message: `the server lists no tool named ${n}` }));
+  const tools: AnyTool[] = [];
+  for (const info of listed) {
+    const name = o.prefix + info.name;
+    if (!NAME.test(name)) {
+      issues.push({ path: ['tools', info.name], message: `the name ${name} does not fit the providers' rule (letters, digits, _ and -, at most 64): leave the tool out with include, or change prefix` });
+      continue;
+    }
+    const check = compile(validator, info);
+    if (typeof check === 'string') {
+      issues.push({ path: ['tools', info.name, 'inputSchema'], message: check });
+      continue;
+    }
+    tools.push(toolFor(info, name, check, conn, o));
+  }
+  if (issues.length > 0) {
+    await conn.close();
+    throw new ValidationError('mcpTools', issues);
+  }
+  return tools;
+}
+
+type Validate = (input: unknown) => { valid: boolean; errorMessage?: string | undefined };
+
+/** The tool's input schema compiled, or why it is refused. */
+function compile(validator: JsonSchemaValidatorLike, info: McpToolInfo): Validate | string {
+  const s = info.inputSchema as unknown;
+  if (typeof s !== 'object' || s === null || Array.isArray(s)) return 'the input schema is not a JSON object';
+  if ((s as { type?: unknown }).type !== 'object') return `the input schema's type must be "object" (MCP tools take their arguments as an object), not ${JSON.stringify((s as { type?: unknown }).type)}`;
+  try {
+    return validator.getValidator(s as never);
+  } catch (e) {
+    return `the input schema is not a valid JSON Schema: ${(e as Error)?.message ?? String(e)}`;
+  }
+}
+
+async function defaultValidator(): Promise<JsonSchemaValidatorLike> {
+  let mod: { AjvJsonSchemaValidator: new () => JsonSchemaValidatorLike };
+  try {
+    mod = (await import('@modelcontextprotocol/sdk/validation/ajv')) as unknown as typeof mod;
+  } catch (e) {
+    throw new ValidationError('mcpTools', [{ path: [], message: `mcpTools needs the optional peer dependency @modelcontextprotocol/sdk (npm install @modelcontextprotocol/sdk): ${(e as Error).message}` }]);
+  }
+  return new mod.AjvJsonSchemaValidator();
+}
+
+type Resolved = z.output<typeof Options>;
+
+function toolFor(info: McpToolInfo, name: string, validate: Validate, conn: McpConnection, o: Resolved): AnyTool {
+  const parallel = o.parallel.includes(info.name) || (o.trustAnnotations && info.annotations?.readOnlyHint === true);
+  const schema = { ...info.inputSchema };
+  delete schema.$schema;
+  const parameters = z.record(z.string(), z.unknown()).superRefine((v, ctx) => {
+    const r = validate(v);
+    if (!r.valid) ctx.addIssue({ code: 'custom', message: r.errorMessage ?? 'does not match the schema' });
+  });
+  const listedSchema = JSON.stringify(info.inputSchema);
+  const reconcileWith = async (args: Record<string, unknown>, ctx: ToolContext): Promise<ToolOutcomeInput | undefined> => {
+    if (!o.reconcile) return undefined;
+    let client: McpClientLike | undefined;
+    try {
+      client = (await conn.get()).client;
+    } catch {
+      client = undefined;
+    }
+    try {
+      return (await o.reconcile({ tool: info.name, arguments: args, idempotencyKey: ctx.idempotencyKey, ...(client ? { client } : {}) }, ctx)) ?? undefined;
+    } catch {
+      return undefined;
+    }
+  };
+  const tool: ToolDefinition<Record<string, unknown>> = {
+    name,
+    description: info.description ?? info.title ?? info.name,
+    parameters,
+    mode: parallel ? 'parallel' : 'exclusive',
+    resources: o.resources?.[info.name] ?? [],
+    ...(o.timeoutMs !== undefined ? { timeoutMs: o.timeoutMs } : {}),
+    ...(o.needsApproval.includes(info.name) ? { needsApproval: true } : {}),
+    spec: { name, description: info.description ?? info.title ?? info.name, parameters: schema },
+    revision: () => conn.revision,
+    execute: (args, ctx) => callTool(conn, info.name, listedSchema, parallel, args, ctx, o, reconcileWith),
+    reconcile: (args, ctx) => reconcileWith(args, ctx),
+  };
+  return tool;
+}
+
+const errorResult = (content: string): ToolOutcomeInput => ({ kind: 'completed', content, isError: true });
+
+async function callTool(
+  conn: McpConnection,
+  tool: string,
+  listedSchema: string,
+  parallel: boolean,
+  args: Record<string, unknown>,
+  ctx: ToolContext,
+  o: Resolved,
+  reconcile: (args: Record<string, unknown>, ctx: ToolContext) => Promise<ToolOutcomeInput | undefined>,
+): Promise<ToolOutcomeInput> {
+  // a request not sent (or refused unprocessed: a session the server no longer knows) is sent
+  // again on a new connection, once; a parallel (side-effect free) call also after a drop
+  for (let attempt = 1; ; attempt++) {
+    let link: Link;
+    try {
+      link = await conn.get();
+    } catch (e) {
+      if (ctx.signal.aborted) throw ctx.signal.reason;
+      return errorResult(`could not reach the MCP server: ${(e as Error)?.message ?? String(e)} (the call was not sent)`);
+    }
+    const now = conn.catalog.get(tool);
+    if (!now) return errorResult(`the MCP server no longer offers the tool ${tool} (the call was not sent)`);
+    if (JSON.stringify(now.inputSchema) !== listedSchema) {
+      return errorResult(`the MCP server changed the input schema of ${tool} since its tools were listed (the call was not sent); list the tools again`);
+    }
+    try {
+      const request = link.client.callTool({ name: tool, arguments: args, _meta: { [IDEMPOTENCY_META_KEY]: ctx.idempotencyKey } }, undefined, {
+        signal: ctx.signal,
+        resetTimeoutOnProgress: true,
+        ...(o.timeoutMs !== undefined ? { timeout: o.timeoutMs + 60_000 } : {}),
+      });
+      return outcomeOf(await Promise.race([request, link.dropped]));
+    } catch (e) {
+      if (ctx.signal.aborted) {
+        if (parallel) throw ctx.signal.reason;
+        // the server was told to stop (notifications/cancelled), but it may have run the call
+        return { kind: 'cancelled', settled: false, partialContent: `aborted (${(ctx.signal.reason as Error)?.message ?? 'cancelled'}); the MCP server was asked to stop, but whether the call took effect is unknown` };
+      }
+      const failure = classifyFailure(e);
+      const message = (e as Error)?.message ?? String(e);
+      if (failure === 'refused') return errorResult(`the MCP server refused the call: ${message}`);
+      if (failure === 'session-gone' || failure === 'not-sent' || parallel) {
+        conn.discard(link);
+        if (attempt < 2 && conn.reconnects) continue;
+        return errorResult(`the call to the MCP server failed: ${message}${failure === 'dropped' ? '' : ' (the call was not sent)'}`);
+      }
+      conn.discard(link);
+      const known = await reconcile(args, ctx);
+      if (known !== undefined) return known;
+      return {
+        kind: 'uncertain-hanging',
+        content: `the connection to the MCP server dropped while ${tool} was running (${message}); whether it ran or took effect is unknown, and it was not sent again`,
+      };
+    }
+  }
+}
+
+/** Text content joined; other blocks named; the structured result kept; `isError` kept. */
+export function outcomeOf(r: McpCallResult): ToolOutcomeInput {
+  const parts: string[] = [];
+  for (const block of r.content ?? []) {
+    const b = block as { type?: string; text?: string; mimeType?: string; uri?: string; name?: string; resource?: { uri?: string; text?: string; mimeType?: string } };
+    if (b.type === 'text' && typeof b.text === 'string') parts.push(b.text);
+    else if (b.type === 'image' || b.type === 'audio') parts.push(`[${b.type} ${b.mimeType ?? ''}]`.replace(' ]', ']'));
+    else if (b.type === 'resource_link') parts.push(`[resource ${b.uri ?? ''}${b.name ? ` (${b.name})` : ''}]`);
+    else if (b.type === 'resource') parts.push(typeof b.resource?.text === 'string' ? b.resource.text : `[resource ${b.resource?.uri ?? ''}]`);
+  }
+  if (r.toolResult !== undefined && r.content === undefined) parts.push(typeof r.toolResult === 'string' ? r.toolResult : JSON.stringify(r.toolResult));
+  const structured = r.structuredContent !== undefined ? { structured: JSON.parse(JSON.stringify(r.structuredContent)) as never } : {};
+  const content = parts.length > 0 ? parts.join('\n') : r.structuredContent !== undefined ? JSON.stringify(r.structuredContent) : '';
+  return { kind: 'completed', content, isError: r.isError === true, ...structured };
+}

@@ -1,0 +1,92 @@
+/**
+ * A real MCP server (the SDK's McpServer) for the adapter's tests, over stdio (default) or
+ * Streamable HTTP on loopback (`--http <port>`, printing `listening <port>`). Tools:
+ * - `add` (read-only annotation): a + b, with structured content;
+ * - `record`: appends `{ note, key }` to the file named by MCP_TEST_JOURNAL (the idempotency key
+ *   from `_meta`), answers `recorded`;
+ * - `slow`: writes `started <key>` to the journal, then waits `ms` (honours cancellation);
+ * - `fails`: answers with `isError: true`.
+ * `MCP_TEST_VARIANT=changed` adds a tool `extra` (a changed tool list); `=bad` serves a tool whose
+ * input schema is not valid JSON Schema.
+ */
+import { appendFileSync } from 'node:fs';
+import { createServer } from 'node:http';
+import { randomUUID } from 'node:crypto';
+import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
+import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
+import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
+import { ListToolsRequestSchema } from '@modelcontextprotocol/sdk/types.js';
+import { z } from 'zod';
+
+const journal = process.env.MCP_TEST_JOURNAL;
+const variant = process.env.MCP_TEST_VARIANT ?? '';
+const log = (line: string) => {
+  if (journal) appendFileSync(journal, line + '\n');
+};
+const keyOf = (extra: { _meta?: Record<string, unknown> }) => String(extra._meta?.['actorloop/idempotencyKey'] ?? '');
+
+function makeServer(): McpServer {
+  const server = new McpServer({ name: 'actorloop-test', version: '1.0.0' });
+  server.registerTool(
+    'add',
+    { description: 'Adds two numbers', inputSchema: { a: z.number(), b: z.number() }, outputSchema: { sum: z.number() }, annotations: { readOnlyHint: true } },
+    async ({ a, b }) => ({ content: [{ type: 'text', text: String(a + b) }], structuredContent: { sum: a + b } }),
+  );
+  server.registerTool('record', { description: 'Records a note', inputSchema: { note: z.string() } }, async ({ note }, extra) => {
+    log(`record ${note} ${keyOf(extra)}`);
+    return { content: [{ type: 'text', text: `recorded ${note}` }] };
+  });
+  server.registerTool('slow', { description: 'Waits', inputSchema: { ms: z.number() } }, async ({ ms }, extra) => {
+    log(`started ${keyOf(extra)}`);
+    await new Promise<void>((resolve) => {
+      const t = setTimeout(resolve, ms);
+      extra.signal.addEventListener('abort', () => {
+        clearTimeout(t);
+        resolve();
+      });
+    });
+    log(`finished ${keyOf(extra)}`);
+    return { content: [{ type: 'text', text: 'slept' }] };
+  });
+  server.registerTool('fails', { description: 'Always fails', inputSchema: {} }, async () => ({ content: [{ type: 'text', text: 'it broke' }], isError: true }));
+  if (variant === 'changed') server.registerTool('extra', { description: 'New', inputSchema: {} }, async () => ({ content: [{ type: 'text', text: 'extra' }] }));
+  if (variant === 'bad') {
+    // a list whose schema no validator compiles (the SDK would never produce one itself)
+    server.server.setRequestHandler(ListToolsRequestSchema, async () => ({
+      tools: [{ name: 'broken', description: 'Bad schema', inputSchema: { type: 'object', properties: { a: { type: 'strin' } } } }],
+    }));
+  }
+  return server;
+}
+
+const httpAt = process.argv.indexOf('--http');
+if (httpAt === -1) {
+  await makeServer().connect(new StdioServerTransport());
+} else {
+  const port = Number(process.argv[httpAt + 1] ?? 0);
+  const transports = new Map<string, StreamableHTTPServerTransport>();
+  const http = createServer(async (req, res) => {
+    const chunks: Buffer[] = [];
+    for await (const c of req) chunks.push(c as Buffer);
+    const body = chunks.length > 0 ? JSON.parse(Buffer.concat(chunks).toString('utf8')) : undefined;
+    const sid = req.headers['mcp-session-id'];
+    let transport = typeof sid === 'string' ? transports.get(sid) : undefined;
+    if (typeof sid === 'string' && !transport) {
+      // per the spec: an unknown session gets 404, and the client starts a new one
+      res.writeHead(404, { 'content-type': 'application/json' }).end(JSON.stringify({ jsonrpc: '2.0', error: { code: -32001, message: 'Session not found' }, id: null }));
+      return;
+    }
+    if (!transport) {
+      transport = new StreamableHTTPServerTransport({
+        sessionIdGenerator: () => randomUUID(),
+        onsessioninitialized: (id) => void transports.set(id, transport!),
+      });
+      await makeServer().connect(transport);
+    }
+    await transport.handleRequest(req, res, body);
+  });
+  http.listen(port, '127.0.0.1', () => {
+    const a = http.address();
+    process.stdout.write(`listening ${typeof a === 'object' && a ? a.port : port}\n`);
+  });
+}
