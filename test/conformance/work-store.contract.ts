@@ -25,6 +25,13 @@ export function workStoreContract(store: () => EventStore) {
       expect(await store().getHead('s')).toBeUndefined(); // the log is untouched: no writer attached
     });
 
+    it('the same entry submitted concurrently is stored once', async () => {
+      const w = store().work!;
+      const outcomes = await Promise.all(Array.from({ length: 5 }, () => w.submit('s', input('dup'))));
+      expect(outcomes.map((o) => o.status).sort()).toEqual(['accepted', 'already_accepted', 'already_accepted', 'already_accepted', 'already_accepted']);
+      expect((await w.pending('s')).map((p) => [p.entryId, p.seq])).toEqual([['dup', 1]]);
+    });
+
     it('submit validates its entry and stores nothing for a bad one', async () => {
       const w = store().work!;
       await expect(w.submit('s', { kind: 'input', inputId: 'x' } as never)).rejects.toSatisfy(isValidationError);

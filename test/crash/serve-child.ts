@@ -9,7 +9,7 @@
  *   (parallel) and `charge` (exclusive), `--latency` ms per model call). `charge` appends
  *   `START <sessionId> <idempotencyKey> <pid>` to `<ledger>/<pid>.txt` before its effect and
  *   `END …` after it (`--tool-ms` between them). Prints `READY`, then one `EV <type> <sessionId>`
- *   line per serve event; on SIGTERM it stops gracefully (`STOPPED`) and exits 0.
+ *   line per serve event (`--wait-go`: READY first, serving only after `GO` on stdin); on SIGTERM it stops gracefully (`STOPPED`) and exits 0.
  * - `feed`: submits input `<s>-in0` to sessions `s0..s<n-1>` (`--sessions`), prints `FED 0`, then
  *   on `WAVE` from stdin submits `<s>-in1` to each and prints `FED 1`; exits on `EXIT`.
  */
@@ -66,6 +66,10 @@ async function worker(): Promise<void> {
   if (ledger) mkdirSync(ledger, { recursive: true });
   const store = openStore(storeArg!);
   const runtime = createRuntime({ store, ...serveAgent({ steps: num('steps', 2), latencyMs: num('latency', 5), toolMs: num('tool-ms', 10), ...(ledger ? { ledger } : {}) }) });
+  if (flags.has('wait-go')) {
+    say('READY');
+    await nextLine((l) => l === 'GO');
+  }
   const handle = runtime.serve({ concurrency: num('concurrency', 16), leaseMs: num('lease-ms', 2000), pollMs: num('poll-ms', 200), shutdownGraceMs: num('grace-ms', 2000) });
   handle.subscribe((e) => {
     if (e.type === 'error') say(`EV error ${e.sessionId ?? '-'} ${e.message.replace(/\s+/g, ' ').slice(0, 300)}`);
@@ -79,7 +83,7 @@ async function worker(): Promise<void> {
       process.exit(0);
     })();
   });
-  say('READY');
+  if (!flags.has('wait-go')) say('READY');
 }
 
 async function feed(): Promise<void> {

@@ -6,7 +6,7 @@ import { parseInput } from '../../contracts/validate.js';
 import { assertSessionId } from '../store-input.js';
 import { sameEntryOrReason } from '../work-core.js';
 import type { ClaimedSession, SubmitOutcome, WorkerRegistration, WorkStore } from '../work-store.js';
-import { isConnectionError, unavailable, type Connections } from './connection.js';
+import { unavailable, type Connections } from './connection.js';
 import { sqlStateOf, type PgPoolClient } from './pg-types.js';
 import { ident } from './schema.js';
 
@@ -27,9 +27,16 @@ function statements(schema: string, channel: string) {
   return {
     entry: `SELECT session_id, entry_id, seq, entry, submitted_at, applied_epoch, applied_at, outcome FROM ${s}.inbox WHERE session_id = $1 AND entry_id = $2`,
     hasEvent: `SELECT 1 FROM ${s}.events WHERE session_id = $1 AND event_id = $2`,
-    bump: `INSERT INTO ${s}.session_work (session_id, inbox_seq, pending) VALUES ($1, 1, 1)
-             ON CONFLICT (session_id) DO UPDATE SET inbox_seq = session_work.inbox_seq + 1, pending = session_work.pending + 1 RETURNING inbox_seq`,
-    insert: `INSERT INTO ${s}.inbox (session_id, entry_id, seq, kind, entry) VALUES ($1, $2, $3, $4, $5)`,
+    // one statement, one round trip: an entry stored before (or an input already in the log) is
+    // reported, else the session's counter is bumped, the entry inserted and the workers woken
+    submit: `WITH existing AS (SELECT entry FROM ${s}.inbox WHERE session_id = $1 AND entry_id = $2),
+                  logged AS (SELECT 1 FROM ${s}.events WHERE $6::text IS NOT NULL AND session_id = $1 AND event_id = $6),
+                  bump AS (INSERT INTO ${s}.session_work (session_id, inbox_seq, pending)
+                             SELECT $1, 1, 1 WHERE NOT EXISTS (SELECT 1 FROM existing) AND NOT EXISTS (SELECT 1 FROM logged)
+                           ON CONFLICT (session_id) DO UPDATE SET inbox_seq = session_work.inbox_seq + 1, pending = session_work.pending + 1 RETURNING inbox_seq),
+                  ins AS (INSERT INTO ${s}.inbox (session_id, entry_id, seq, kind, entry) SELECT $1, $2, inbox_seq, $3, $4 FROM bump RETURNING seq),
+                  woken AS (SELECT pg_notify($5, $1) FROM ins)
+             SELECT (SELECT entry FROM existing) AS existing, EXISTS (SELECT 1 FROM logged) AS logged, (SELECT count(*) FROM woken) AS woken`,
     notify: `SELECT pg_notify($1, $2)`,
     pending: `SELECT session_id, entry_id, seq, entry, submitted_at, applied_epoch, applied_at, outcome FROM ${s}.inbox WHERE session_id = $1 AND applied_at IS NULL ORDER BY seq`,
     mark: `WITH fence AS (SELECT 1 FROM ${s}.sessions WHERE session_id = $1 AND writer_epoch = $2 FOR SHARE),
@@ -156,40 +163,20 @@ export class PgWorkStore implements WorkStore {
     }
   }
 
-  private async txn<T>(what: string, fn: (c: PgPoolClient) => Promise<T>): Promise<T> {
-    return this.run(what, async (c) => {
-      await c.query('BEGIN');
-      try {
-        const out = await fn(c);
-        await c.query('COMMIT');
-        return out;
-      } catch (e) {
-        if (!isConnectionError(e)) await c.query('ROLLBACK').catch(() => undefined);
-        throw e;
-      }
-    });
-  }
-
   async submit(sessionId: string, entry: InboxEntry): Promise<SubmitOutcome> {
     assertSessionId(sessionId, 'work.submit');
     const e = parseInput(InboxEntry, entry, 'work.submit: entry');
     const entryId = entryIdOf(e);
     for (let tries = 0; ; tries++) {
       try {
-        return await this.txn('work.submit', async (c) => {
-          const stored = (await c.query({ text: this.sql.entry, values: [sessionId, entryId] })).rows[0] as EntryRow | undefined;
-          if (stored) {
-            const reason = sameEntryOrReason(JSON.parse(stored.entry) as InboxEntry, e);
-            return reason ? { status: 'refused' as const, reason } : { status: 'already_accepted' as const };
-          }
-          if (e.kind === 'input' && (await c.query({ text: this.sql.hasEvent, values: [sessionId, `input:${e.inputId}`] })).rows.length > 0) {
-            return { status: 'already_accepted' as const, reason: 'the session log already holds this input' };
-          }
-          const seq = Number(((await c.query({ text: this.sql.bump, values: [sessionId] })).rows[0] as { inbox_seq: string }).inbox_seq);
-          await c.query({ text: this.sql.insert, values: [sessionId, entryId, seq, e.kind, JSON.stringify(e)] });
-          await c.query({ text: this.sql.notify, values: [this.sql.channel, sessionId] });
-          return { status: 'accepted' as const };
-        });
+        const row = await this.run('work.submit', async (c) =>
+          (await c.query({ text: this.sql.submit, values: [sessionId, entryId, e.kind, JSON.stringify(e), this.sql.channel, e.kind === 'input' ? `input:${e.inputId}` : null] })).rows[0] as { existing: string | null; logged: boolean });
+        if (row.existing !== null) {
+          const reason = sameEntryOrReason(JSON.parse(row.existing) as InboxEntry, e);
+          return reason ? { status: 'refused', reason } : { status: 'already_accepted' };
+        }
+        if (row.logged) return { status: 'already_accepted', reason: 'the session log already holds this input' };
+        return { status: 'accepted' };
       } catch (err) {
         // the same id submitted concurrently: the loser reads the winner's entry
         const cause = (err as { cause?: unknown }).cause ?? err;
