@@ -22,7 +22,7 @@ describe('actorloop workers', () => {
     const dir = tempDir();
     cleanups.push(() => dir.cleanup());
     const store = lmdbStore({ path: dir.path });
-    const w = store.work;
+    const w = store.work!;
     await w.heartbeat({ workerId: 'w-1', host: 'box', pid: 123, concurrency: 8 }, 60_000);
     await w.submit('held', { kind: 'input', inputId: 'i', mode: 'follow_up', message: 'x' });
     await w.claim('w-1', { limit: 1, leaseMs: 60_000 });
