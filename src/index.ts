@@ -1,6 +1,22 @@
 // Public API of actorloop (DESIGN §6). Explicit named exports only.
 export { createRuntime } from './runtime/runtime.js';
 export type { Runtime } from './runtime/runtime.js';
+export type { ServeHandle } from './runtime/serve.js';
+export {
+  entryIdOf,
+  InboxEntry,
+  InboxOutcome,
+  InboxReceipt,
+  inputRunId,
+  LeaseInfo,
+  LeaseLostError,
+  ServeOptions,
+  StoredInboxEntry,
+  WaitForResultOptions,
+  WorkerInfo,
+} from './contracts/inbox.js';
+export type { ServeEvent } from './contracts/inbox.js';
+export type { ClaimedSession, SubmitOutcome, WorkerRegistration, WorkStore } from './persistence/work-store.js';
 export type { RuntimeOptions } from './runtime/options.js';
 export { ExecutionSession } from './runtime/execution-session.js';
 export type { SessionSnapshot, SessionStatus, TurnContext } from './runtime/execution-session.js';

@@ -1,3 +1,4 @@
+import type { WorkStore } from './work-store.js';
 import { existsSync, mkdirSync } from 'node:fs';
 import { setImmediate as realSetImmediate } from 'node:timers';
 import { join } from 'node:path';
@@ -18,6 +19,8 @@ import { DIR_MODE, ownerOnly } from './journal-files.js';
 import { guarded, storeFailure } from './lmdb-errors.js';
 import { decodeStored, LmdbTxn, readHead } from './lmdb-txn.js';
 import { LiveAppends } from './live.js';
+import { lmdbWork } from './lmdb-work.js';
+import type { KvWorkStore } from './work-kv.js';
 import { assertAppendArgs, followFrom, assertEventId, assertSessionId, readRange, surfaceOf } from './store-input.js';
 
 export const LmdbStoreOptions = z.strictObject({
@@ -52,7 +55,7 @@ export type LmdbStoreOptions = z.input<typeof LmdbStoreOptions>;
  * @example
  * const store = lmdbStore({ path: './.actorloop' })
  */
-export function lmdbStore(options: LmdbStoreOptions = {}): EventStore & LmdbStats {
+export function lmdbStore(options: LmdbStoreOptions = {}): EventStore & LmdbStats & { readonly work: WorkStore } {
   return new LmdbEventStore(parseInput(LmdbStoreOptions, options, 'lmdbStore'));
 }
 
@@ -107,6 +110,8 @@ class LmdbEventStore implements EventStore, LmdbStats {
   private queue: Op[] = [];
   private draining: Promise<void> | null = null;
   private closed = false;
+  /** The inbox and leases (work-store.ts), in this file. */
+  readonly work: KvWorkStore;
 
   constructor(private readonly options: z.output<typeof LmdbStoreOptions>) {
     mkdirSync(options.path, { recursive: true, mode: DIR_MODE });
@@ -142,6 +147,12 @@ class LmdbEventStore implements EventStore, LmdbStats {
     this.events = this.dbs.events;
     this.heads = this.dbs.heads;
     this.ids = this.dbs.ids;
+    this.work = lmdbWork({ env: this.env, inbox: this.dbs.inbox!, work: this.dbs.work!, workers: this.dbs.workers! }, {
+      write: (run) => this.enqueue({ run }),
+      head: (txn, sid) => (txn ? txn.head(sid) : readHead(this.heads, sid, this.options.path)),
+      hasEvent: (txn, sid, id) => (txn ? txn.seqOfEventId(sid, id) : this.ids.get([sid, id])) !== undefined,
+      assertOpen: () => this.assertOpen(),
+    });
   }
 
   async attachWriter(sessionId: string): Promise<AttachResult> {
@@ -326,6 +337,7 @@ class LmdbEventStore implements EventStore, LmdbStats {
     this.closed = true;
     while (this.draining) await this.draining;
     this.live.complete();
+    this.work.complete();
     await this.journal?.settle();
     this.journal?.close();
     await this.env.close();
