@@ -1,6 +1,22 @@
 // Public API of actorloop (DESIGN §6). Explicit named exports only.
 export { createRuntime } from './runtime/runtime.js';
 export type { Runtime } from './runtime/runtime.js';
+export type { ServeHandle } from './runtime/serve.js';
+export {
+  entryIdOf,
+  InboxEntry,
+  InboxOutcome,
+  InboxReceipt,
+  inputRunId,
+  LeaseInfo,
+  LeaseLostError,
+  ServeOptions,
+  StoredInboxEntry,
+  WaitForResultOptions,
+  WorkerInfo,
+} from './contracts/inbox.js';
+export type { ServeEvent } from './contracts/inbox.js';
+export type { ClaimedSession, SubmitOutcome, WorkerRegistration, WorkStore } from './persistence/work-store.js';
 export type { RuntimeOptions } from './runtime/options.js';
 export { ExecutionSession } from './runtime/execution-session.js';
 export type { SessionSnapshot, TurnContext } from './runtime/execution-session.js';
@@ -41,7 +57,6 @@ export type { DeliveryError, SubscriberListener, Unsubscribe } from './streams/s
 export { sessionEvents, SessionEventsOptions } from './web/session-events.js';
 export { webHandler, WebHandlerOptions } from './web/web-handler.js';
 export { nodeListener } from './web/node-http.js';
-export type { InboxEntry, InboxReceipt, InboxSubmitter } from './web/inbox-contract.js';
 export type { CommittedFrame, DroppedFrame, Frame, LiveFrame, ReadyFrame, StreamErrorFrame, WireRecord } from './web/wire.js';
 export { renderTimeline } from './cli/timeline.js';
 export type { TimelineOptions } from './cli/timeline.js';

@@ -1,6 +1,7 @@
 import type { Observable } from 'rxjs';
 import type { EventDraft, EventRecord } from '../contracts/events.js';
 import type { SessionHead } from './head.js';
+import type { WorkStore } from './work-store.js';
 
 /** What `attachWriter` returns: the new epoch and where the log stands. */
 export interface AttachResult {
@@ -42,4 +43,9 @@ export interface EventStore {
   /** Replays the log from `fromSeq`, then follows appends made through this store object. */
   events$(sessionId: string, options?: { fromSeq?: number }): Observable<EventRecord>;
   close(): Promise<void>;
+  /**
+   * The inbox and the serving workers' leases (work-store.ts), for `runtime.submit` and
+   * `runtime.serve`. Every built-in store has it; a store without it cannot be served.
+   */
+  readonly work?: WorkStore;
 }

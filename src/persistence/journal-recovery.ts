@@ -46,7 +46,10 @@ export function currentBootId(): string {
  * text embedded as JSON (what JSON.stringify wrote, so stringifying the parsed value gives the
  * same text back); a migrated value that may not be JSON is embedded as a string.
  */
-export type JournalOp = ['h', string, unknown] | ['e', string, number, unknown] | ['i', string, string, number];
+export type JournalOp = ['h', string, unknown] | ['e', string, number, unknown] | ['i', string, string, number] | ['x', AuxDb, string, string];
+
+/** The databases of the inbox and leases (work-store.ts), journaled as `x` ops: db, key (JSON of the LMDB key), value. */
+export type AuxDb = 'inbox' | 'work';
 
 /** The frame payload of a transaction's puts, built around the already-encoded JSON values. */
 export class FrameBuilder {
@@ -63,6 +66,9 @@ export class FrameBuilder {
   eventId(sessionId: string, eventId: string, seq: number): void {
     this.parts.push(JSON.stringify(['i', sessionId, eventId, seq]));
   }
+  aux(db: AuxDb, key: string | string[], value: string): void {
+    this.parts.push(JSON.stringify(['x', db, JSON.stringify(key), value]));
+  }
   payload(): string {
     return `[${this.parts.join(',')}]`;
   }
@@ -74,6 +80,10 @@ export interface LogDbs {
   heads: Database<string, string>;
   ids: Database<number, [string, string]>;
   journal: Database<string, string>;
+  /** Inbox entries by [sessionId, entryId]; work rows (inbox counters, leases) by sessionId; worker heartbeats (not journaled). */
+  inbox?: Database<string, string[]>;
+  work?: Database<string, string>;
+  workers?: Database<string, string>;
 }
 
 /**
@@ -92,6 +102,9 @@ export function openDbs(path: string): LogDbs {
     heads: env.openDB<string, string>({ name: 'heads', encoding: 'string' }),
     ids: env.openDB<number, [string, string]>({ name: 'ids' }),
     journal: env.openDB<string, string>({ name: 'journal', encoding: 'string' }),
+    inbox: env.openDB<string, string[]>({ name: 'inbox', encoding: 'string' }),
+    work: env.openDB<string, string>({ name: 'work', encoding: 'string' }),
+    workers: env.openDB<string, string>({ name: 'workers', encoding: 'string' }),
   };
 }
 
@@ -104,7 +117,9 @@ export function applyOps(dbs: LogDbs, ops: readonly JournalOp[]): void {
   for (const op of ops) {
     if (op[0] === 'h') dbs.heads.putSync(op[1], stored(op[2]));
     else if (op[0] === 'e') dbs.events.putSync([op[1], op[2]], stored(op[3]));
-    else dbs.ids.putSync([op[1], op[2]], op[3]);
+    else if (op[0] === 'i') dbs.ids.putSync([op[1], op[2]], op[3]);
+    else if (op[1] === 'inbox') dbs.inbox!.putSync(JSON.parse(op[2]) as string[], op[3]);
+    else dbs.work!.putSync(JSON.parse(op[2]) as string, op[3]);
   }
 }
 
@@ -288,6 +303,8 @@ function copyIntoJournal(dbs: LogDbs, staging: Journal, path: string, leftover: 
     for (const { key, value } of dbs.heads.getRange()) add(['h', String(key), value], value.length);
     for (const { key, value } of dbs.events.getRange()) add(['e', key[0], key[1], value], value.length);
     for (const { key, value } of dbs.ids.getRange()) add(['i', key[0], key[1], value], 64);
+    for (const { key, value } of dbs.inbox?.getRange() ?? []) add(['x', 'inbox', JSON.stringify(key), value], value.length);
+    for (const { key, value } of dbs.work?.getRange() ?? []) add(['x', 'work', JSON.stringify(key), value], value.length);
     emit();
     writeState(dbs, state);
     dbs.journal.putSync('migration', nonce);
@@ -298,7 +315,8 @@ const isOp = (op: unknown): op is JournalOp =>
   Array.isArray(op) &&
   ((op[0] === 'h' && op.length === 3 && typeof op[1] === 'string') ||
     (op[0] === 'e' && op.length === 4 && typeof op[1] === 'string' && Number.isInteger(op[2])) ||
-    (op[0] === 'i' && op.length === 4 && typeof op[1] === 'string' && typeof op[2] === 'string' && Number.isInteger(op[3])));
+    (op[0] === 'i' && op.length === 4 && typeof op[1] === 'string' && typeof op[2] === 'string' && Number.isInteger(op[3])) ||
+    (op[0] === 'x' && op.length === 4 && (op[1] === 'inbox' || op[1] === 'work') && typeof op[2] === 'string' && typeof op[3] === 'string'));
 
 function parseFrame(payload: Buffer, frame: number): JournalOp[] {
   let ops: unknown;

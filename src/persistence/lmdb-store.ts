@@ -18,6 +18,8 @@ import { DIR_MODE, ownerOnly } from './journal-files.js';
 import { guarded, storeFailure } from './lmdb-errors.js';
 import { decodeStored, LmdbTxn, readHead } from './lmdb-txn.js';
 import { LiveAppends } from './live.js';
+import { lmdbWork } from './lmdb-work.js';
+import type { KvWorkStore } from './work-kv.js';
 import { assertAppendArgs, followFrom, assertEventId, assertSessionId, readRange, surfaceOf } from './store-input.js';
 
 export const LmdbStoreOptions = z.strictObject({
@@ -107,6 +109,8 @@ class LmdbEventStore implements EventStore, LmdbStats {
   private queue: Op[] = [];
   private draining: Promise<void> | null = null;
   private closed = false;
+  /** The inbox and leases (work-store.ts), in this file. */
+  readonly work: KvWorkStore;
 
   constructor(private readonly options: z.output<typeof LmdbStoreOptions>) {
     mkdirSync(options.path, { recursive: true, mode: DIR_MODE });
@@ -142,6 +146,12 @@ class LmdbEventStore implements EventStore, LmdbStats {
     this.events = this.dbs.events;
     this.heads = this.dbs.heads;
     this.ids = this.dbs.ids;
+    this.work = lmdbWork({ env: this.env, inbox: this.dbs.inbox!, work: this.dbs.work!, workers: this.dbs.workers! }, {
+      write: (run) => this.enqueue({ run }),
+      head: (txn, sid) => (txn ? txn.head(sid) : readHead(this.heads, sid, this.options.path)),
+      hasEvent: (txn, sid, id) => (txn ? txn.seqOfEventId(sid, id) : this.ids.get([sid, id])) !== undefined,
+      assertOpen: () => this.assertOpen(),
+    });
   }
 
   async attachWriter(sessionId: string): Promise<AttachResult> {
@@ -326,6 +336,7 @@ class LmdbEventStore implements EventStore, LmdbStats {
     this.closed = true;
     while (this.draining) await this.draining;
     this.live.complete();
+    this.work.complete();
     await this.journal?.settle();
     this.journal?.close();
     await this.env.close();

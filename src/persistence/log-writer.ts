@@ -32,6 +32,19 @@ export class LogWriter {
     return this.fencedError !== undefined;
   }
 
+  /**
+   * A serving worker's lease check (runtime/serve.ts): returns the error to fence this writer with
+   * once its lease is lost or expired by the worker's own clock, checked before every commit and
+   * before an exclusive tool starts. Contract: synchronous, never throws.
+   */
+  guard?: () => unknown;
+
+  private guarded(): boolean {
+    const lost = this.guard?.();
+    if (lost !== undefined && this.fencedError === undefined) this.fencedError = lost;
+    return this.fencedError !== undefined;
+  }
+
   private closedError: unknown;
 
   /** The session closed: an effect still running (a model call that ignored its signal) commits nothing more. */
@@ -44,7 +57,7 @@ export class LogWriter {
    * taken over, after which every commit fails. Called before a side-effecting tool starts.
    */
   async checkFenced(): Promise<boolean> {
-    if (this.fencedError !== undefined) return true;
+    if (this.guarded()) return true;
     const head = await this.store.getHead(this.sessionId);
     if (head && head.writerEpoch !== this.writerEpoch) this.fencedError = new StaleWriterError(this.sessionId, this.writerEpoch, head.writerEpoch);
     return this.fencedError !== undefined;
@@ -116,7 +129,7 @@ export class LogWriter {
 
   private enqueue(drafts: EventDraft[]): Promise<EventRecord[]> {
     const run = async (): Promise<EventRecord[]> => {
-      if (this.fencedError !== undefined) throw this.fencedError;
+      if (this.guarded()) throw this.fencedError;
       if (this.closedError !== undefined) throw this.closedError;
       if (drafts.length === 0) return [];
       try {

@@ -7,6 +7,8 @@ import type { AttachResult, EventStore, ReadRange } from './event-store.js';
 import type { SessionHead } from './head.js';
 import { LiveAppends } from './live.js';
 import { assertAppendArgs, followFrom, assertEventId, assertSessionId, readRange, surfaceOf } from './store-input.js';
+import { memoryWork } from './memory-work.js';
+import type { KvWorkStore } from './work-kv.js';
 
 /** Stages writes; they reach the maps only when the whole operation succeeded (all or nothing). */
 class MemoryTxn implements LogTxn {
@@ -55,6 +57,12 @@ class MemoryEventStore implements EventStore {
   private readonly sessions = new Map<string, SessionData>();
   private readonly live = new LiveAppends();
   private closed = false;
+  /** The inbox and leases (work-store.ts). */
+  readonly work: KvWorkStore = memoryWork({
+    writerEpoch: (sid) => this.sessions.get(sid)?.head.writerEpoch ?? 0,
+    hasEvent: (sid, id) => this.sessions.get(sid)?.ids.has(id) ?? false,
+    assertOpen: () => this.assertOpen(),
+  });
 
   private txn(): MemoryTxn {
     return new MemoryTxn(this.sessions);
@@ -140,6 +148,7 @@ class MemoryEventStore implements EventStore {
   async close(): Promise<void> {
     this.closed = true;
     this.live.complete();
+    this.work.complete();
   }
 
   private assertOpen(): void {

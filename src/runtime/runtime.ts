@@ -19,6 +19,12 @@ import type { SessionServices } from '../actors/session-services.js';
 import { RuntimeOptions, type ResolvedRuntimeOptions } from './options.js';
 import { estimateTokens, sha256, Surface } from '../persistence/surface.js';
 import type { Message } from '../contracts/message.js';
+import type { InboxEntry, InboxReceipt, ServeOptions, WaitForResultOptions } from '../contracts/inbox.js';
+import type { ExecutionResult } from '../contracts/requests.js';
+import { SessionInbox } from './inbox.js';
+import { submitEntry, workOf } from './submit.js';
+import { waitForResult } from './wait-for-result.js';
+import { serve, type OpenInternals, type ServeHandle } from './serve.js';
 
 export interface Runtime {
   readonly store: EventStore;
@@ -31,6 +37,30 @@ export interface Runtime {
    * stream's live deltas); nothing for a session that runs elsewhere.
    */
   liveEnvelopes$(sessionId: string): Observable<Envelope>;
+  /**
+   * Records an entry in a session's inbox (docs/scale-out.md): durable when the receipt comes,
+   * idempotent by its id, and never attaching a writer (a web handler never fences the worker
+   * running the session). The session's owner applies it: a serving worker, or this runtime at
+   * once if it has the session open.
+   * @example
+   * await runtime.submit('s1', { kind: 'input', inputId: 'i1', mode: 'follow_up', message: 'hi' })
+   */
+  submit(sessionId: string, entry: InboxEntry): Promise<InboxReceipt>;
+  /**
+   * Resolves with run `runId`'s result from the log (any process, after restarts): settled, or
+   * suspended while it waits for an answer. Rejects with CancelledError when `signal` aborts.
+   * @example
+   * const result = await runtime.waitForResult('s1', 'i1', { signal: AbortSignal.timeout(60_000) })
+   */
+  waitForResult(sessionId: string, runId: string, options?: WaitForResultOptions): Promise<ExecutionResult>;
+  /**
+   * Serves sessions with work from the store (docs/scale-out.md): claims them under renewable
+   * leases bound to their writer epoch, applies their inboxes, resumes interrupted runs.
+   * @example
+   * const worker = runtime.serve({ concurrency: 32, leaseMs: 15_000, signal })
+   * worker.events$.subscribe((e) => console.log(e.type, e.sessionId))
+   */
+  serve(options?: ServeOptions): ServeHandle;
   /** Closes every session, then the store. */
   close(): Promise<void>;
 }
@@ -85,11 +115,34 @@ export function createRuntime(options: RuntimeOptions): Runtime {
     killSub = ks.subscribe({ next: (v) => kill(Boolean(v)) }); // truthy = set, falsy = cleared
   }
   let closing: Promise<void> | undefined;
+  const inboxes = new WeakMap<ExecutionSession, SessionInbox>();
+  /** One applier per open session: the serving worker's and submit's fast path share it. */
+  const inboxFor = (session: ExecutionSession): SessionInbox => {
+    let inbox = inboxes.get(session);
+    if (!inbox) inboxes.set(session, (inbox = new SessionInbox(session, store, workOf(store, 'runtime.submit'))));
+    return inbox;
+  };
 
-  return {
+  const runtime: Runtime = {
     store,
+    async submit(sessionId, entry) {
+      if (closed) throw new StoreClosedError('runtime');
+      const receipt = await submitEntry(store, sessionId, entry);
+      // this runtime is the session's writer: it applies the entry now (a worker's drain would too)
+      if (receipt.status !== 'refused') {
+        const open = [...sessions].filter((s) => s.sessionId === sessionId).at(-1);
+        if (open) void inboxFor(open).drain().catch(() => undefined); // left pending: the next drain retries
+      }
+      return receipt;
+    },
+    waitForResult(sessionId, runId, options) {
+      return waitForResult(store, sessionId, runId, options);
+    },
+    serve(options) {
+      return serve({ open: (sid, internals) => (runtime.openSession as (id: string, i: OpenInternals) => Promise<ExecutionSession>)(sid, internals), store, work: workOf(store, 'runtime.serve'), inboxFor, isKilled: () => killed }, options);
+    },
     executionProfileFingerprint: fingerprint,
-    async openSession(sessionId: string) {
+    async openSession(sessionId: string, internal?: OpenInternals) {
       parseInput(z.string().min(1).max(400), sessionId, 'openSession: sessionId');
       if (closed) throw new StoreClosedError('runtime');
       // Everything opening reads is read before the writer attaches, so that a damaged log is
@@ -111,6 +164,7 @@ export function createRuntime(options: RuntimeOptions): Runtime {
         },
         ...(o.ids ? { eventId: () => o.ids!.eventId() } : {}),
       });
+      if (internal?.guard) writer.guard = internal.guard;
       const env: SessionServices = {
         sessionId,
         sessionInstanceId,
@@ -193,6 +247,7 @@ export function createRuntime(options: RuntimeOptions): Runtime {
       return closing;
     },
   };
+  return runtime;
 }
 
 /** What opening a session reads from the log: surface, head, open run, pending inputs, stateContext. */

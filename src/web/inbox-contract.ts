@@ -1,9 +1,10 @@
 import { z } from 'zod';
+import type { InboxEntry, InboxReceipt } from '../contracts/inbox.js';
+import type { Runtime } from '../runtime/runtime.js';
 
 /**
- * What the web endpoints hand to the inbox (`runtime.submit`, DESIGN §8): the web handler never
- * becomes a session's writer, so it never fences the worker that runs it. These schemas are the
- * endpoints' bodies; each becomes one inbox entry.
+ * The bodies of the web endpoints (DESIGN §8): each becomes one inbox entry (`runtime.submit`),
+ * so the web handler never becomes a session's writer and never fences the worker that runs it.
  */
 const Id = z.string().min(1).max(200).regex(/^[A-Za-z0-9._:~-]+$/, 'letters, digits and . _ : ~ -');
 /** A browser sends user text only: no system, assistant or tool message comes in over the web. */
@@ -28,22 +29,6 @@ export const CancelBody = z.strictObject({
   inputId: Id.optional(),
 });
 
-export type InboxEntry =
-  | { kind: 'input'; inputId: string; mode: 'follow_up' | 'steer'; message: z.infer<typeof MessageInput> }
-  | { kind: 'respond'; entryId: string; runId?: string; questionId: string; answer: unknown }
-  | { kind: 'stop_after_round'; entryId: string; reason?: string }
-  | { kind: 'cancel'; entryId: string; reason?: string }
-  | { kind: 'cancel_input'; entryId: string; inputId: string };
-
-export interface InboxReceipt {
-  sessionId: string;
-  entryId: string;
-  kind: InboxEntry['kind'];
-  status: 'accepted' | 'already_accepted' | 'refused';
-  reason?: string;
-}
-
-/** The part of the runtime the endpoints use to submit input (`runtime.submit`). */
-export interface InboxSubmitter {
-  submit(sessionId: string, entry: InboxEntry): Promise<InboxReceipt>;
-}
+/** The part of the runtime the endpoints use to submit input. */
+export type InboxSubmitter = Pick<Runtime, 'submit'>;
+export type { InboxEntry, InboxReceipt };

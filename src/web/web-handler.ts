@@ -2,11 +2,11 @@ import { z } from 'zod';
 import { isStoreClosedError, isValidationError, ValidationError } from '../contracts/errors.js';
 import { parseInput } from '../contracts/validate.js';
 import type { Runtime } from '../runtime/runtime.js';
-import { CancelBody, MessageBody, RespondBody, StopBody, type InboxEntry, type InboxReceipt, type InboxSubmitter } from './inbox-contract.js';
+import { CancelBody, MessageBody, RespondBody, StopBody, type InboxEntry, type InboxReceipt } from './inbox-contract.js';
 import { errorResponse, sessionEvents, SessionEventsOptions } from './session-events.js';
 
 export const WebHandlerOptions = z.object({
-  runtime: z.custom<Runtime & InboxSubmitter>((v) => typeof v === 'object' && v !== null && typeof (v as Runtime).liveEnvelopes$ === 'function', 'a runtime (createRuntime)'),
+  runtime: z.custom<Runtime>((v) => typeof v === 'object' && v !== null && typeof (v as Runtime).liveEnvelopes$ === 'function', 'a runtime (createRuntime)'),
   /** Where the routes are mounted, e.g. `/api` (default: the root). */
   basePath: z.string().regex(/^(\/[^/]+)*$/, 'empty or /segment(/segment)*').default(''),
   /** Largest request body accepted, in bytes. */
@@ -69,7 +69,6 @@ export function webHandler(options: WebHandlerOptions): (request: Request) => Pr
       const route = ROUTES.get(action);
       if (!route) return notFound(path);
       if (request.method !== 'POST') return methodNotAllowed('POST');
-      if (typeof runtime.submit !== 'function') return errorResponse(501, { name: 'NotImplemented', message: 'this runtime has no inbox (runtime.submit)' });
       const body = await jsonBody(request, o.maxBodyBytes);
       if (body instanceof Response) return body;
       let entry: InboxEntry;

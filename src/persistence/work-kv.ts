@@ -1,0 +1,142 @@
+import { Observable, Subject } from 'rxjs';
+import { z } from 'zod';
+import { InboxEntry, InboxOutcome, type LeaseInfo, type StoredInboxEntry, type WorkerInfo } from '../contracts/inbox.js';
+import { parseInput } from '../contracts/validate.js';
+import { assertSessionId } from './store-input.js';
+import {
+  bindLease,
+  claimSessions,
+  leaseInfo,
+  markEntriesApplied,
+  pendingEntries,
+  releaseLease,
+  renewLeases,
+  submitEntry,
+  workerInfo,
+  type WorkerRow,
+  type WorkTxn,
+} from './work-core.js';
+import type { ClaimedSession, SubmitOutcome, WorkerRegistration, WorkStore } from './work-store.js';
+
+/** How a key-value backend (memory, LMDB) runs work operations. */
+export interface WorkBackend {
+  /** Runs `fn` in one write transaction (serialised with the store's appends; durable when resolved). */
+  write<T>(fn: (t: WorkTxn) => T): Promise<T>;
+  /** Runs `fn` on a fresh read view. */
+  read<T>(fn: (t: WorkTxn) => T): T;
+  /** Worker rows: not part of the log's durable state (a heartbeat is rewritten every few seconds). */
+  workers: { get(id: string): WorkerRow | undefined; put(w: WorkerRow): void; remove(id: string): void; all(): Iterable<WorkerRow> };
+  assertOpen(): void;
+}
+
+const Positive = z.number().int().positive();
+const Claim = z.strictObject({ limit: z.number().int().positive().max(10_000), leaseMs: z.number().int().positive() });
+const Marks = z.array(z.strictObject({ entryId: z.string().min(1), outcome: InboxOutcome }));
+const Leases = z.array(z.strictObject({ sessionId: z.string().min(1), writerEpoch: Positive }));
+const Registration = z.strictObject({ workerId: z.string().min(1), host: z.string(), pid: z.number().int(), concurrency: z.number().int().positive() });
+const WorkerId = z.string().min(1).max(400);
+
+/**
+ * `store.work` of the memory and LMDB stores: the rules of work-core.ts, each operation one
+ * transaction. Wake-ups reach only this process (other processes of an LMDB file poll).
+ */
+export class KvWorkStore implements WorkStore {
+  private readonly wake = new Subject<string>();
+  readonly wakeups$: Observable<string> = this.wake.asObservable();
+
+  constructor(private readonly b: WorkBackend) {}
+
+  async submit(sessionId: string, entry: InboxEntry): Promise<SubmitOutcome> {
+    this.b.assertOpen();
+    assertSessionId(sessionId, 'work.submit');
+    const e = parseInput(InboxEntry, entry, 'work.submit: entry');
+    const out = await this.b.write((t) => submitEntry(t, sessionId, e, Date.now()));
+    if (out.status === 'accepted') this.wake.next(sessionId);
+    return out;
+  }
+
+  async pending(sessionId: string): Promise<StoredInboxEntry[]> {
+    this.b.assertOpen();
+    assertSessionId(sessionId, 'work.pending');
+    return this.b.read((t) => pendingEntries(t, sessionId));
+  }
+
+  async getEntry(sessionId: string, entryId: string): Promise<StoredInboxEntry | undefined> {
+    this.b.assertOpen();
+    assertSessionId(sessionId, 'work.getEntry');
+    parseInput(z.string().min(1), entryId, 'work.getEntry: entryId');
+    return this.b.read((t) => t.entry(sessionId, entryId));
+  }
+
+  async markApplied(sessionId: string, writerEpoch: number, marks: readonly { entryId: string; outcome: InboxOutcome }[]): Promise<void> {
+    this.b.assertOpen();
+    assertSessionId(sessionId, 'work.markApplied');
+    parseInput(Positive, writerEpoch, 'work.markApplied: writerEpoch');
+    const m = parseInput(Marks, marks, 'work.markApplied: marks');
+    if (m.length === 0) return;
+    await this.b.write((t) => markEntriesApplied(t, sessionId, writerEpoch, m, Date.now()));
+  }
+
+  async claim(workerId: string, options: { limit: number; leaseMs: number }): Promise<ClaimedSession[]> {
+    this.b.assertOpen();
+    parseInput(WorkerId, workerId, 'work.claim: workerId');
+    const o = parseInput(Claim, options, 'work.claim: options');
+    return this.b.write((t) => claimSessions(t, workerId, o.limit, o.leaseMs, Date.now()));
+  }
+
+  async bind(sessionId: string, workerId: string, writerEpoch: number, leaseMs: number): Promise<boolean> {
+    this.b.assertOpen();
+    assertSessionId(sessionId, 'work.bind');
+    parseInput(Positive, writerEpoch, 'work.bind: writerEpoch');
+    parseInput(Positive, leaseMs, 'work.bind: leaseMs');
+    return this.b.write((t) => bindLease(t, sessionId, workerId, writerEpoch, leaseMs, Date.now()));
+  }
+
+  async renew(workerId: string, leases: readonly { sessionId: string; writerEpoch: number }[], leaseMs: number): Promise<string[]> {
+    this.b.assertOpen();
+    const l = parseInput(Leases, leases, 'work.renew: leases');
+    parseInput(Positive, leaseMs, 'work.renew: leaseMs');
+    if (l.length === 0) return [];
+    return this.b.write((t) => renewLeases(t, workerId, l, leaseMs, Date.now()));
+  }
+
+  async release(sessionId: string, workerId: string, writerEpoch: number | null, options: { resume: boolean }): Promise<void> {
+    this.b.assertOpen();
+    assertSessionId(sessionId, 'work.release');
+    const released = await this.b.write((t) => {
+      const done = releaseLease(t, sessionId, workerId, writerEpoch, options.resume);
+      return done && (t.work(sessionId)!.pending.length > 0 || options.resume);
+    });
+    if (released) this.wake.next(sessionId); // work left behind: another worker may take it now
+  }
+
+  async heartbeat(worker: WorkerRegistration, ttlMs: number): Promise<void> {
+    this.b.assertOpen();
+    const w = parseInput(Registration, worker, 'work.heartbeat: worker');
+    const now = Date.now();
+    const known = this.b.workers.get(w.workerId);
+    this.b.workers.put({ ...w, startedAt: known?.startedAt ?? now, heartbeatAt: now, ttlMs });
+  }
+
+  async removeWorker(workerId: string): Promise<void> {
+    this.b.assertOpen();
+    this.b.workers.remove(workerId);
+  }
+
+  async listWorkers(): Promise<WorkerInfo[]> {
+    this.b.assertOpen();
+    const now = Date.now();
+    return [...this.b.workers.all()].map((w) => workerInfo(w, now)).sort((a, b) => a.workerId.localeCompare(b.workerId));
+  }
+
+  async listLeases(): Promise<LeaseInfo[]> {
+    this.b.assertOpen();
+    const now = Date.now();
+    return this.b.read((t) => [...t.allWork()].filter((r) => r.workerId !== null || r.pending.length > 0 || r.resume).map((r) => leaseInfo(r, now)));
+  }
+
+  /** The store closed. */
+  complete(): void {
+    this.wake.complete();
+  }
+}

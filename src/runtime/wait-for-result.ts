@@ -1,0 +1,79 @@
+import { z } from 'zod';
+import { CancelledError } from '../contracts/errors.js';
+import { WaitForResultOptions } from '../contracts/inbox.js';
+import type { ExecutionResult } from '../contracts/requests.js';
+import { parseInput } from '../contracts/validate.js';
+import type { EventStore } from '../persistence/event-store.js';
+import { runOpenEventId } from '../persistence/run-ids.js';
+
+/** Interruptions: the run goes on with another attempt (a continue), so its result is still to come. */
+const INTERRUPTED = new Set(['detached', 'fenced']);
+
+/**
+ * The run's result as its log holds it now: the newest attempt's run/end if it is newer than the
+ * run's newest run/start and is not an interruption (a settled status, or `suspended`), else
+ * undefined. Reads from the run's first event on.
+ */
+export async function currentRunResult(store: EventStore, sessionId: string, runId: string): Promise<ExecutionResult | undefined> {
+  const head = await store.getHead(sessionId);
+  if (!head) return undefined;
+  let fromSeq: number | undefined;
+  if (head.lastSettledRun?.runId === runId) fromSeq = head.lastSettledRun.endSeq ?? head.lastSettledRun.startSeq;
+  else if (head.openRun?.runId === runId) fromSeq = head.openRun.startSeq;
+  else fromSeq = (await store.getEventById(sessionId, runOpenEventId(runId)))?.seq;
+  if (fromSeq === undefined) return undefined;
+  let lastStart = 0;
+  let lastEnd: { seq: number; result: ExecutionResult; status: string } | undefined;
+  for await (const e of store.readEvents(sessionId, { fromSeq })) {
+    if (e.payload.runId !== runId) continue;
+    if (e.type === 'run/start') lastStart = e.seq;
+    else if (e.type === 'run/end') {
+      lastEnd = { seq: e.seq, result: e.payload.result as ExecutionResult, status: String(e.payload.status) };
+      if (!INTERRUPTED.has(lastEnd.status) && lastEnd.status !== 'suspended') return lastEnd.result; // settled: final
+    }
+  }
+  if (lastEnd && lastEnd.seq > lastStart && !INTERRUPTED.has(lastEnd.status)) return lastEnd.result;
+  return undefined;
+}
+
+/**
+ * Resolves with run `runId`'s result once its log holds one (DESIGN §8, docs/scale-out.md): a
+ * settled result, or `suspended` while it waits for an answer (a respond makes a new attempt,
+ * whose end a later call waits for). Works from any process and after restarts: it reads the log,
+ * woken by the store's appends (`events$`; PostgreSQL: any process's) and polling as a fallback.
+ * Rejects with CancelledError when `signal` aborts.
+ */
+export async function waitForResult(store: EventStore, sessionId: string, runId: string, options: WaitForResultOptions = {}): Promise<ExecutionResult> {
+  parseInput(z.string().min(1).max(400), sessionId, 'waitForResult: sessionId');
+  parseInput(z.string().min(1), runId, 'waitForResult: runId');
+  const o = parseInput(WaitForResultOptions, options, 'waitForResult: options');
+  const signal = o.signal;
+  let wake: (() => void) | undefined;
+  const head = await store.getHead(sessionId);
+  const sub = store.events$(sessionId, { fromSeq: (head?.lastSeq ?? 0) + 1 }).subscribe({
+    next: (e) => {
+      if (e.type === 'run/end' && e.payload.runId === runId) wake?.();
+    },
+    error: () => undefined,
+  });
+  try {
+    for (;;) {
+      if (signal?.aborted) throw new CancelledError(`waitForResult(${sessionId}, ${runId}) aborted`);
+      const r = await currentRunResult(store, sessionId, runId);
+      if (r) return r;
+      await new Promise<void>((resolve) => {
+        const done = () => {
+          clearTimeout(t);
+          signal?.removeEventListener('abort', done);
+          wake = undefined;
+          resolve();
+        };
+        const t = setTimeout(done, o.pollMs);
+        wake = done;
+        signal?.addEventListener('abort', done, { once: true });
+      });
+    }
+  } finally {
+    sub.unsubscribe();
+  }
+}
