@@ -138,10 +138,13 @@ class EventStream {
     }
   }
 
-  /** A resume inside a run: its id, from the head's open run. */
+  /**
+   * Where the log stands at connect: live frames wait until the replay has reached it (no live
+   * text over old history), and a resume inside a run knows its id from the head's open run.
+   */
   private async knownRun(): Promise<void> {
-    if (this.fromSeq <= 1) return;
     const head = await this.store.getHead(this.sessionId);
+    this.liveHead = Math.max(this.liveHead, head?.lastSeq ?? 0);
     const open = head?.openRun;
     if (open && open.startSeq < this.fromSeq) this.runId = open.runId;
   }

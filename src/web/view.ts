@@ -34,7 +34,7 @@ export type ViewItem =
   | { kind: 'approval'; seq: number; pendingRequest: PendingRequest; decisions?: unknown }
   | { kind: 'final'; seq: number; runId?: string; text: string }
   | { kind: 'run'; seq: number; runId?: string; status: string }
-  /** A new writer attached while a run was open: the run resumes in a new process. */
+  /** A new writer attached while a run was running (no run/end): it was cut off, and resumes in a new process. */
   | { kind: 'resumed'; seq: number };
 
 /** What a client yields besides the server's frames: the connection's state. */
@@ -89,7 +89,7 @@ function committed(view: SessionView, f: Extract<Frame, { kind: 'committed' }>):
   const runId = f.runId;
   switch (r.type) {
     case 'session/attached':
-      if (view.runStatus === 'running' || view.runStatus === 'suspended') add({ kind: 'resumed', seq: r.seq });
+      if (view.runStatus === 'running') add({ kind: 'resumed', seq: r.seq }); // a run cut off without its run/end
       break;
     case 'run/start':
       v.runStatus = 'running';
