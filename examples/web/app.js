@@ -100,6 +100,7 @@ for await (const item of sessionStream({ url: `${api}/events` })) {
     $('log').append(li);
   }
   view = reduceView(view, item);
+  if (view.streaming?.text) window.__sawLiveText = true;
   window.__view = view;
   render();
 }

@@ -122,9 +122,15 @@ function committed(view: SessionView, f: Extract<Frame, { kind: 'committed' }>):
       delete v.pending;
       v.items = v.items.map((i) => (i.kind === 'approval' && !i.decisions ? { ...i, decisions: p.decisions ?? p } : i));
       break;
-    case 'final/message':
-      add({ kind: 'final', seq: r.seq, ...(runId ? { runId } : {}), text: String(p.content) });
+    case 'final/message': {
+      // the model's answer is shown once: the assistant message it was becomes the final answer
+      const text = String(p.content);
+      const at = v.items.findLastIndex((i) => i.kind === 'assistant' && i.text === text);
+      const final: ViewItem = { kind: 'final', seq: r.seq, ...(runId ? { runId } : {}), text };
+      if (at >= 0 && v.items.slice(at + 1).every((i) => i.kind !== 'user')) v.items = v.items.map((i, k) => (k === at ? final : i));
+      else add(final);
       break;
+    }
     case 'run/end':
       v.runStatus = String(p.status);
       if (p.status !== 'suspended') delete v.pending;
