@@ -30,10 +30,10 @@ export type WebOptions = z.input<typeof WebOptions>;
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const PAGE_DIR = `${ROOT}examples/web/`;
 
-/** `actorloop/client` for the browser: built by `npm run build`, else bundled now (a checkout). */
+/** `actorloop/client` for the browser: built by `npm run build`, or bundled now when run from the sources. */
 async function clientBundle(): Promise<string> {
   const built = `${ROOT}dist/web/client.browser.js`;
-  if (existsSync(built)) return readFileSync(built, 'utf8');
+  if (!import.meta.url.endsWith('.ts') && existsSync(built)) return readFileSync(built, 'utf8');
   const esbuild = await import('esbuild');
   const out = await esbuild.build({ entryPoints: [`${ROOT}src/web/client.ts`], bundle: true, platform: 'browser', format: 'esm', write: false, minify: true, logLevel: 'silent' });
   return out.outputFiles[0]!.text;
