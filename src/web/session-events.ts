@@ -45,8 +45,9 @@ export function errorResponse(status: number, error: unknown): Response {
  * its seq, so a reconnect resumes exactly after the last record received. Live model text deltas
  * and tool progress (`live`, no id) come only with `options.live`, and only for a message whose
  * start this connection saw. A client that stops reading gets committed records as it reads them
- * (the log waits); one that overflows `capacity` with live frames, or stays full for
- * `stallTimeoutMs`, gets a `dropped` event and the stream ends. A bad cursor is a 400.
+ * (the log waits, filling at most half the queue); one that overflows `capacity` with live
+ * frames, or reads nothing for `stallTimeoutMs`, gets a `dropped` event and the stream ends. A bad
+ * cursor is a 400.
  * @example
  * // a Next.js route handler: app/sessions/[id]/events/route.ts
  * export const GET = (req: Request, { params }) => sessionEvents(store, params.id, req)
@@ -199,19 +200,22 @@ class EventStream {
     }
   }
 
-  /** Resolves true once the queue has room, false when the stream ended or the client stalled. */
+  /**
+   * Resolves true once the queue is less than half full (the other half is headroom for live
+   * frames), false when the stream ended or the client read nothing for `stallTimeoutMs`.
+   */
   private async waitForRoom(): Promise<boolean> {
-    if (this.ended) return false;
-    if ((this.controller.desiredSize ?? 0) > 0) return true;
-    const roomy = await new Promise<boolean>((resolve) => {
-      const timer = setTimeout(() => resolve(false), this.o.stallTimeoutMs);
-      this.room = () => {
-        clearTimeout(timer);
-        resolve(true);
-      };
-    });
-    if (!roomy && !this.ended) this.drop('stalled');
-    return roomy && !this.ended;
+    while (!this.ended && (this.controller.desiredSize ?? 0) <= this.o.capacity / 2) {
+      const read = await new Promise<boolean>((resolve) => {
+        const timer = setTimeout(() => resolve(false), this.o.stallTimeoutMs);
+        this.room = () => {
+          clearTimeout(timer);
+          resolve(true);
+        };
+      });
+      if (!read && !this.ended) this.drop('stalled');
+    }
+    return !this.ended;
   }
 
   private drop(reason: 'capacity' | 'stalled'): void {

@@ -154,25 +154,34 @@ describe('sessionEvents: liveness and bounds', () => {
     await r.until((x) => x.parser.comments >= 3, 5000, 'three heartbeats');
   });
 
-  it('a client that does not read gets committed records when it reads (the log waits), and is dropped with a dropped event when live frames overflow its capacity', async () => {
+  it('a client that stops reading: committed records wait in the log, live frames overflow its capacity and it is dropped, told where to resume', async () => {
     const store = memoryStore();
-    await appendN(store, 20);
+    await appendN(store, 3);
     const live = new Subject<Envelope>();
-    const res = sessionEvents(store, 's1', req(), { capacity: 4, live });
+    const res = sessionEvents(store, 's1', req(), { capacity: 8, live });
     const reader = res.body!.getReader();
-    await new Promise((r) => setTimeout(r, 100)); // not reading: the queue fills to its capacity
+    const dec = new TextDecoder();
+    let text = '';
+    while (!text.includes('id: 3\n')) text += dec.decode((await reader.read()).value, { stream: true });
+    // the client stops reading; the session goes on: ten more records, then a stream of deltas
+    await appendN(store, 10);
+    await new Promise((r) => setTimeout(r, 100));
     live.next({ runId: 'r', attemptId: 'a', seq: 1, event: { type: 'message_start', role: 'assistant' } });
-    const text = await readAll(reader);
+    for (let i = 0; i < 20 && live.observed; i++) live.next({ runId: 'r', attemptId: 'a', seq: 2 + i, event: { type: 'message_delta', role: 'assistant', text: `t${i} ` } });
+    expect(live.observed).toBe(false); // dropped: the connection let go of the live feed
+    text += await readAll(reader);
     const events = [...text.matchAll(/^event: (\S+)$/gm)].map((m) => m[1]);
     expect(events.at(-1)).toBe('dropped');
     const dropped = JSON.parse(text.trim().split('\n').at(-1)!.slice('data: '.length));
     const lastId = Math.max(...[...text.matchAll(/^id: (\d+)$/gm)].map((m) => Number(m[1])));
-    expect(dropped).toEqual({ kind: 'dropped', reason: 'capacity', capacity: 4, lastLogSeq: lastId });
-    expect(lastId).toBeLessThan(20);
-    expect(live.observed).toBe(false); // the connection let go of the live feed
+    expect(dropped).toEqual({ kind: 'dropped', reason: 'capacity', capacity: 8, lastLogSeq: lastId });
+    expect(lastId).toBeLessThanOrEqual(3 + 4); // the committed records waited: at most half the queue was theirs
+    const again = open(store, req('', { 'Last-Event-ID': String(dropped.lastLogSeq) }));
+    await again.until((x) => x.committed().at(-1)?.logSeq === 13, 5000, 'the rest after a reconnect');
+    expect(seqs(again)).toEqual(range(lastId + 1, 13));
   });
 
-  it('a client whose queue stays full for stallTimeoutMs is dropped as stalled, then a reconnect resumes after lastLogSeq', async () => {
+  it('a client that reads nothing for stallTimeoutMs is dropped as stalled, then a reconnect resumes after lastLogSeq', async () => {
     const store = memoryStore();
     await appendN(store, 30);
     const res = sessionEvents(store, 's1', req(), { capacity: 5, stallTimeoutMs: 50 });
