@@ -8,6 +8,7 @@ import { runDemo } from './demo.js';
 import { CliError, EXIT, describeFailure } from './errors.js';
 import { repairCommand, verifyCommand } from './store-commands.js';
 import { webCommand } from './web.js';
+import { workersCommand } from './workers.js';
 
 const version = (JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }).version;
 
@@ -78,6 +79,14 @@ export function buildProgram(io: CliIO, run: (code: Promise<number>) => void): C
     .addOption(postgresOption())
     .option('--json', 'one JSON array')
     .action((opts: { data?: string; postgres?: string; json?: boolean }) => run(sessionsCommand(withDatabase(opts, io.env), io)));
+
+  program
+    .command('workers')
+    .description('list the serving workers (runtime.serve), their leases and the sessions with work waiting')
+    .addOption(dataOption())
+    .addOption(postgresOption())
+    .option('--json', 'one JSON object { workers, leases }')
+    .action((opts: { data?: string; postgres?: string; json?: boolean }) => run(workersCommand(withDatabase(opts, io.env), io)));
 
   program
     .command('log')

@@ -123,6 +123,13 @@ export const ServeOptions = z.strictObject({
   pollMs: z.number().int().min(5).max(600_000).default(1000),
   /** At shutdown, how long running sessions get to stop after their tool round before they are detached. */
   shutdownGraceMs: z.number().int().nonnegative().max(3_600_000).default(10_000),
+  /**
+   * What shutdown asks of a running session: `stop_after_round` (default) ends its run `stopped`
+   * after the current tool round (detached if it has not by `shutdownGraceMs`; the next worker's
+   * attempt honours the accepted stop); `detach` stops driving it at its next safe point and
+   * leaves the run open for the next worker to continue (a rolling deploy that users do not see).
+   */
+  shutdown: z.enum(['stop_after_round', 'detach']).default('stop_after_round'),
   /** A session left idle this long with nothing in its inbox is released (0: at once). */
   idleReleaseMs: z.number().int().nonnegative().max(3_600_000).default(0),
   /** This worker's id in the store (default: host-pid-random). */

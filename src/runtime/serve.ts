@@ -20,8 +20,8 @@ export interface ServeHandle {
   readonly sessions: readonly string[];
   /**
    * Graceful shutdown: stops claiming, asks every running session to stop after its current tool
-   * round, detaches those still running after `graceMs` (their runs stay open for the next
-   * worker), releases every lease. Resolves when done; a second call shares the first's.
+   * round (or, with `shutdown: 'detach'`, to detach at its next safe point), detaches those still
+   * running after `graceMs` (their runs stay open for the next worker), releases every lease. Resolves when done; a second call shares the first's.
    */
   stop(options?: { graceMs?: number }): Promise<void>;
   /** Resolves once the worker has stopped (after `stop()` or its `signal`). */
@@ -215,11 +215,13 @@ export function serve(deps: ServeDeps, options: ServeOptions = {}): ServeHandle 
   /** At shutdown: a running attempt is asked to stop after its tool round, then detached after the grace time. */
   async function shutdownSession(h: Held, s: ExecutionSession): Promise<boolean> {
     if (!busy(s)) return false;
-    await deps
-      .inboxFor(s)
-      .stopAfterRound(`shutdown:${workerId}:${s.sessionInstanceId}`)
-      .catch(() => undefined);
-    await Promise.race([s.waitForIdle(), sleep(graceMs)]);
+    if (o.shutdown === 'stop_after_round') {
+      await deps
+        .inboxFor(s)
+        .stopAfterRound(`shutdown:${workerId}:${s.sessionInstanceId}`)
+        .catch(() => undefined);
+      await Promise.race([s.waitForIdle(), sleep(graceMs)]);
+    }
     if (busy(s) && !h.lost) {
       s.requestDetach();
       await Promise.race([s.waitForIdle(), sleep(Math.max(1000, o.leaseMs / 2))]);

@@ -9,6 +9,7 @@ import {
 import type { EventStore } from '../../src/persistence/event-store.js';
 import { collect, compaction, stepStart, userMsg } from '../helpers/drafts.js';
 import { scaled } from '../helpers/load.js';
+import { workStoreContract } from './work-store.contract.js';
 
 /** The one contract every EventStore backend passes (memory, LMDB, later PostgreSQL). */
 export function eventStoreContract(name: string, make: () => Promise<{ store: EventStore; reopen?: () => Promise<EventStore>; cleanup: () => Promise<void> }>) {
@@ -23,6 +24,8 @@ export function eventStoreContract(name: string, make: () => Promise<{ store: Ev
       await store.close();
       await cleanup();
     });
+
+    workStoreContract(() => store);
 
     it('attachWriter increments the epoch and reports the tail', async () => {
       expect(await store.attachWriter('s')).toEqual({ writerEpoch: 1, lastSeq: 0, lastTurn: 0 });

@@ -5,6 +5,8 @@ import { isCancelledError, isValidationError } from '../../src/contracts/errors.
 import { toolLoopModel } from '../helpers/serve-model.js';
 import { logOf, sleep } from '../helpers/runtime.js';
 import { tempDir } from '../helpers/tmp.js';
+import { freshSchema, postgresForTests } from '../helpers/postgres.js';
+import { postgresStore } from '../../src/persistence/postgres/postgres-store.js';
 
 // The inbox: runtime.submit records an entry without becoming the session's writer; the owner
 // (this runtime when it has the session open, or a serving worker) applies it exactly once.
@@ -25,6 +27,8 @@ const backends: [string, () => EventStore][] = [
     },
   ],
 ];
+const db = await postgresForTests('inbox (postgres)');
+if (db) backends.push(['postgres', () => postgresStore({ connectionString: db.url, schema: freshSchema('inbox') })]);
 
 const echo = defineTool({ name: 'echo', description: '', parameters: z.object({ key: z.string() }), mode: 'parallel', execute: ({ key }) => `echo ${key}` });
 

@@ -13,6 +13,7 @@ import type { PgModule, PgPool } from './pg-types.js';
 import { headOf, statements, type Statements } from './rows.js';
 import { channelOf, checkSchema, migrate } from './schema.js';
 import { PgTail } from './tail.js';
+import { PgWorkStore } from './work.js';
 
 const isPool = (v: unknown): v is PgPool =>
   typeof v === 'object' && v !== null && typeof (v as PgPool).connect === 'function' && typeof (v as PgPool).end === 'function';
@@ -128,6 +129,8 @@ class PostgresEventStore implements EventStore, PostgresStoreExtras {
   private init: Promise<void> | undefined;
   private closed = false;
   private closing?: Promise<void>;
+  /** The inbox and leases (work-store.ts, postgres/work.ts). */
+  readonly work: PgWorkStore;
 
   constructor(private readonly options: Options) {
     this.ownPool = !('pool' in options);
@@ -152,6 +155,7 @@ class PostgresEventStore implements EventStore, PostgresStoreExtras {
       channel,
       options.pollIntervalMs,
     );
+    this.work = new PgWorkStore(this.conns, () => this.ready(), () => this.assertOpen(), options.schema);
   }
 
   ready(): Promise<void> {
@@ -321,6 +325,7 @@ class PostgresEventStore implements EventStore, PostgresStoreExtras {
     this.closed = true;
     await Promise.allSettled([...this.inFlight]);
     this.tail.close();
+    this.work.close();
     await this.init?.catch(() => undefined);
     if (this.ownPool && this.pool) await this.pool.end();
   }

@@ -34,6 +34,40 @@ const MIGRATIONS: readonly string[] = [
      PRIMARY KEY (session_id, seq)
    );
    CREATE UNIQUE INDEX events_event_id ON {s}.events (session_id, event_id);`,
+  // 2: the inbox, the sessions' work rows (inbox counters, leases bound to the writer epoch), the workers
+  `CREATE TABLE {s}.inbox (
+     session_id    text        NOT NULL,
+     entry_id      text        NOT NULL,
+     seq           bigint      NOT NULL,
+     kind          text        NOT NULL,
+     entry         text        NOT NULL,
+     submitted_at  timestamptz NOT NULL DEFAULT now(),
+     applied_epoch bigint,
+     applied_at    timestamptz,
+     outcome       text,
+     PRIMARY KEY (session_id, entry_id)
+   );
+   CREATE INDEX inbox_pending ON {s}.inbox (session_id, seq) WHERE applied_at IS NULL;
+   CREATE TABLE {s}.session_work (
+     session_id   text        PRIMARY KEY,
+     inbox_seq    bigint      NOT NULL DEFAULT 0,
+     applied_seq  bigint      NOT NULL DEFAULT 0,
+     pending      int         NOT NULL DEFAULT 0,
+     worker_id    text,
+     writer_epoch bigint,
+     lease_until  timestamptz,
+     resume       boolean     NOT NULL DEFAULT false
+   );
+   CREATE INDEX session_work_ready ON {s}.session_work (session_id) WHERE pending > 0 OR resume OR worker_id IS NOT NULL;
+   CREATE TABLE {s}.workers (
+     worker_id    text        PRIMARY KEY,
+     host         text        NOT NULL,
+     pid          int         NOT NULL,
+     concurrency  int         NOT NULL,
+     started_at   timestamptz NOT NULL,
+     heartbeat_at timestamptz NOT NULL,
+     ttl_ms       int         NOT NULL
+   );`,
 ];
 
 export const SCHEMA_VERSION_PG = MIGRATIONS.length;

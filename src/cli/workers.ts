@@ -1,0 +1,44 @@
+import type { LeaseInfo, WorkerInfo } from '../contracts/inbox.js';
+import type { CommandIO } from './commands.js';
+import { openSource, withStore } from './data.js';
+import { CliError, EXIT } from './errors.js';
+
+const say = (io: CommandIO, text: string) => io.out.write(`${text}\n`);
+
+/**
+ * `actorloop workers`: the serving workers the store knows (live or not by their heartbeat), the
+ * sessions they hold under leases, and the sessions whose inbox has entries waiting or whose run
+ * waits to be resumed.
+ */
+export async function workersCommand(opts: { data?: string; postgres?: string; json?: boolean }, io: CommandIO): Promise<number> {
+  const src = openSource(opts);
+  return withStore(src.store, async (store) => {
+    if (!store.work) throw new CliError(`${src.where} has no inbox or leases`, EXIT.usage);
+    const workers: WorkerInfo[] = await store.work.listWorkers();
+    const leases: LeaseInfo[] = await store.work.listLeases();
+    if (opts.json) {
+      say(io, JSON.stringify({ workers, leases }));
+      return EXIT.ok;
+    }
+    if (workers.length === 0) say(io, `no serving workers registered in ${src.where}`);
+    else {
+      const w = Math.max(6, ...workers.map((x) => x.workerId.length));
+      say(io, `${'worker'.padEnd(w)}  state  host:pid                   sessions  heartbeat`);
+      for (const x of workers) {
+        const held = leases.filter((l) => l.workerId === x.workerId && !l.expired).length;
+        say(io, `${x.workerId.padEnd(w)}  ${(x.live ? 'live' : 'gone').padEnd(5)}  ${`${x.host}:${x.pid}`.padEnd(25)}  ${`${held}/${x.concurrency}`.padStart(8)}  ${x.heartbeatAt}`);
+      }
+    }
+    if (leases.length > 0) {
+      say(io, '');
+      const w = Math.max(7, ...leases.map((l) => l.sessionId.length));
+      say(io, `${'session'.padEnd(w)}  lease`);
+      for (const l of leases) {
+        const lease = l.workerId === null ? 'none' : `${l.workerId} epoch ${l.writerEpoch ?? '(attaching)'} ${l.expired ? 'EXPIRED' : 'until'} ${l.leaseUntil}`;
+        const waiting = l.inboxSeq - l.appliedSeq;
+        say(io, `${l.sessionId.padEnd(w)}  ${lease}${waiting > 0 ? `, ${waiting} inbox entr${waiting === 1 ? 'y' : 'ies'} waiting` : ''}${l.resume ? ', a run to resume' : ''}`);
+      }
+    }
+    return EXIT.ok;
+  });
+}

@@ -1,0 +1,114 @@
+/**
+ * Child program of the serve fault tests (test/crash/serve-faults.test.ts) and the serve bench:
+ * real processes sharing one store, so the parent can SIGKILL or SIGSTOP a worker at any instant.
+ *
+ *   node --import tsx test/crash/serve-child.ts <mode> <store> [--flags]
+ *
+ * `<store>` is `pg:<url>#<schema>` or `lmdb:<path>`.
+ * - `worker`: `runtime.serve` with a tool-loop model (`--steps`, 2 tools per step: `lookup`
+ *   (parallel) and `charge` (exclusive), `--latency` ms per model call). `charge` appends
+ *   `START <sessionId> <idempotencyKey> <pid>` to `<ledger>/<pid>.txt` before its effect and
+ *   `END …` after it (`--tool-ms` between them). Prints `READY`, then one `EV <type> <sessionId>`
+ *   line per serve event (`--wait-go`: READY first, serving only after `GO` on stdin); on SIGTERM it stops gracefully (`STOPPED`) and exits 0.
+ * - `feed`: submits input `<s>-in0` to sessions `s0..s<n-1>` (`--sessions`), prints `FED 0`, then
+ *   on `WAVE` from stdin submits `<s>-in1` to each and prints `FED 1`; exits on `EXIT`.
+ */
+import { appendFileSync, mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { z } from 'zod';
+import { createRuntime } from '../../src/runtime/runtime.js';
+import { defineTool } from '../../src/tools/define-tool.js';
+import type { EventStore } from '../../src/persistence/event-store.js';
+import { lmdbStore } from '../../src/persistence/lmdb-store.js';
+import { postgresStore } from '../../src/persistence/postgres/postgres-store.js';
+import { toolLoopModel } from '../helpers/serve-model.js';
+import { nextLine, say } from './child-util.js';
+
+const [mode, storeArg, ...rest] = process.argv.slice(2);
+const flags = new Map<string, string>(
+  rest.map((a) => {
+    const [k, v] = a.replace(/^--/, '').split('=');
+    return [k!, v ?? 'true'];
+  }),
+);
+const num = (name: string, fallback: number) => (flags.has(name) ? Number(flags.get(name)) : fallback);
+
+export function openStore(spec: string, options: { maxConnections?: number } = {}): EventStore {
+  if (spec.startsWith('pg:')) {
+    const [url, schema] = spec.slice(3).split('#');
+    return postgresStore({ connectionString: url!, schema: schema!, maxConnections: options.maxConnections ?? 6, idleInTransactionTimeoutMs: 2000 });
+  }
+  return lmdbStore({ path: spec.slice(5) });
+}
+
+/** The fault tests' and the bench's agent: its tools and model. */
+export function serveAgent(o: { steps: number; latencyMs: number; toolMs: number; ledger?: string }) {
+  const key = z.object({ key: z.string() });
+  const lookup = defineTool({ name: 'lookup', description: 'read-only', parameters: key, mode: 'parallel', execute: ({ key }) => `found ${key}` });
+  const charge = defineTool({
+    name: 'charge',
+    description: 'a side effect that must not run twice',
+    parameters: key,
+    mode: 'exclusive',
+    execute: async ({ key }, ctx) => {
+      const file = o.ledger ? join(o.ledger, `${process.pid}.txt`) : undefined;
+      if (file) appendFileSync(file, `START ${ctx.sessionId} ${ctx.idempotencyKey} ${process.pid}\n`);
+      if (o.toolMs > 0) await new Promise((r) => setTimeout(r, o.toolMs));
+      if (file) appendFileSync(file, `END ${ctx.sessionId} ${ctx.idempotencyKey} ${process.pid}\n`);
+      return `charged ${key}`;
+    },
+  });
+  return { tools: [lookup, charge], model: toolLoopModel({ steps: o.steps, toolsPerStep: 2, tools: ['lookup', 'charge'], latencyMs: o.latencyMs }) };
+}
+
+async function worker(): Promise<void> {
+  const ledger = flags.get('ledger');
+  if (ledger) mkdirSync(ledger, { recursive: true });
+  const store = openStore(storeArg!);
+  const runtime = createRuntime({ store, ...serveAgent({ steps: num('steps', 2), latencyMs: num('latency', 5), toolMs: num('tool-ms', 10), ...(ledger ? { ledger } : {}) }) });
+  if (flags.has('wait-go')) {
+    say('READY');
+    await nextLine((l) => l === 'GO');
+  }
+  const handle = runtime.serve({ concurrency: num('concurrency', 16), leaseMs: num('lease-ms', 2000), pollMs: num('poll-ms', 200), shutdownGraceMs: num('grace-ms', 2000) });
+  handle.subscribe((e) => {
+    if (e.type === 'error') say(`EV error ${e.sessionId ?? '-'} ${e.message.replace(/\s+/g, ' ').slice(0, 300)}`);
+    else if (e.type !== 'applied' || flags.has('verbose')) say(`EV ${e.type} ${'sessionId' in e ? e.sessionId : '-'}`);
+  });
+  process.on('SIGTERM', () => {
+    void (async () => {
+      await handle.stop();
+      await runtime.close();
+      say('STOPPED');
+      process.exit(0);
+    })();
+  });
+  if (!flags.has('wait-go')) say('READY');
+}
+
+async function feed(): Promise<void> {
+  const store = openStore(storeArg!, { maxConnections: 4 });
+  const runtime = createRuntime({ store, ...serveAgent({ steps: 1, latencyMs: 0, toolMs: 0 }) });
+  const n = num('sessions', 10);
+  const wave = async (k: number) => {
+    for (let i = 0; i < n; i += 20) {
+      await Promise.all(
+        Array.from({ length: Math.min(20, n - i) }, async (_, j) => {
+          const r = await runtime.submit(`s${i + j}`, { kind: 'input', inputId: `s${i + j}-in${k}`, mode: 'follow_up', message: `m${i + j}.${k}` });
+          if (r.status !== 'accepted') say(`REFUSED ${r.entryId} ${r.status} ${r.reason ?? ''}`);
+        }),
+      );
+    }
+    say(`FED ${k}`);
+  };
+  say('READY');
+  await wave(0);
+  await nextLine((l) => l === 'WAVE');
+  await wave(1);
+  await nextLine((l) => l === 'EXIT');
+  await runtime.close();
+  process.exit(0);
+}
+
+if (mode === 'worker') await worker();
+else if (mode === 'feed') await feed();

@@ -1,0 +1,160 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import { createRuntime, defineTool, memoryStore, type EventStore, type Runtime, type ServeEvent } from '../../src/index.js';
+import { toolLoopModel } from '../helpers/serve-model.js';
+import { logOf, sleep } from '../helpers/runtime.js';
+import { scaled } from '../helpers/load.js';
+
+// runtime.serve: leases, fencing, shutdown and the kill switch, in one process on the memory
+// store (the same rules run across processes on LMDB and PostgreSQL: test/crash/serve-faults).
+
+const cleanups: (() => Promise<void>)[] = [];
+afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c();
+});
+
+/** A slow exclusive tool: each call records its start and takes `ms` (or until aborted). */
+function slowCharge(ms: number, started: string[]) {
+  return defineTool({
+    name: 'charge',
+    description: '',
+    parameters: z.object({ key: z.string() }),
+    mode: 'exclusive',
+    execute: async ({ key }, ctx) => {
+      started.push(key);
+      await new Promise((r) => {
+        const t = setTimeout(r, ms);
+        ctx.signal.addEventListener('abort', () => (clearTimeout(t), r(undefined)), { once: true });
+      });
+      return `charged ${key}`;
+    },
+  });
+}
+
+function make(store: EventStore, started: string[], toolMs: number, options: Partial<Parameters<typeof createRuntime>[0]> = {}): Runtime {
+  const runtime = createRuntime({ store, model: toolLoopModel({ steps: 3, toolsPerStep: 1, tools: ['charge'] }), tools: [slowCharge(toolMs, started)], ...options });
+  cleanups.push(() => runtime.close());
+  return runtime;
+}
+
+const until = async (pred: () => boolean | Promise<boolean>, ms = 10_000) => {
+  const end = Date.now() + scaled(ms);
+  while (!(await pred())) {
+    if (Date.now() > end) throw new Error('timed out');
+    await sleep(10);
+  }
+};
+
+describe('runtime.serve', () => {
+  it('graceful stop asks a running session to stop after its tool round and releases the lease', async () => {
+    const store = memoryStore();
+    const started: string[] = [];
+    const runtime = make(store, started, 300);
+    const handle = runtime.serve({ concurrency: 2, leaseMs: 5000, pollMs: 20, shutdownGraceMs: 10_000 });
+    await runtime.submit('s', { kind: 'input', inputId: 'r', mode: 'follow_up', message: 'go' });
+    await until(() => started.length === 1);
+    await handle.stop();
+    const result = await runtime.waitForResult('s', 'r', { signal: AbortSignal.timeout(5000) });
+    expect(result.status).toBe('stopped');
+    expect(started).toHaveLength(1); // stopped after the first round
+    expect((await store.work!.listLeases()).filter((l) => l.workerId !== null)).toEqual([]);
+  });
+
+  it("shutdown 'detach' leaves the run open, released for the next worker, which finishes it", async () => {
+    const store = memoryStore();
+    const started: string[] = [];
+    const first = make(store, started, 400);
+    const h1 = first.serve({ concurrency: 2, leaseMs: 5000, pollMs: 20, shutdown: 'detach' });
+    const events: ServeEvent[] = [];
+    h1.subscribe((e) => events.push(e));
+    await first.submit('s', { kind: 'input', inputId: 'r', mode: 'follow_up', message: 'go' });
+    await until(() => started.length === 1);
+    await h1.stop();
+    expect(events.find((e) => e.type === 'released')).toMatchObject({ sessionId: 's', resume: true });
+    expect((await store.getHead('s'))!.openRun?.runId).toBe('r');
+    const second = make(store, started, 10);
+    const h2 = second.serve({ concurrency: 2, leaseMs: 5000, pollMs: 20 });
+    const seen: ServeEvent[] = [];
+    h2.subscribe((e) => seen.push(e));
+    const result = await second.waitForResult('s', 'r', { signal: AbortSignal.timeout(10_000), pollMs: 20 });
+    expect(result.status).toBe('succeeded');
+    expect(seen.find((e) => e.type === 'resumed')).toMatchObject({ sessionId: 's', runId: 'r' });
+    await h2.stop();
+  });
+
+  it('past the grace time a session asked to stop is detached; the next worker honours the accepted stop', async () => {
+    const store = memoryStore();
+    const started: string[] = [];
+    const first = make(store, started, 400);
+    const h1 = first.serve({ concurrency: 2, leaseMs: 5000, pollMs: 20, shutdownGraceMs: 0 });
+    await first.submit('s', { kind: 'input', inputId: 'r', mode: 'follow_up', message: 'go' });
+    await until(() => started.length === 1);
+    await h1.stop();
+    expect((await store.getHead('s'))!.openRun?.runId).toBe('r');
+    const second = make(store, started, 10);
+    const h2 = second.serve({ concurrency: 2, leaseMs: 5000, pollMs: 20 });
+    expect((await second.waitForResult('s', 'r', { signal: AbortSignal.timeout(10_000), pollMs: 20 })).status).toBe('stopped');
+    await h2.stop();
+  });
+
+  it('another writer attaching fences the worker: it reports the loss and starts no exclusive tool after it', async () => {
+    const store = memoryStore();
+    const started: string[] = [];
+    const runtime = make(store, started, 200);
+    const handle = runtime.serve({ concurrency: 2, leaseMs: 5000, pollMs: 20 });
+    const events: ServeEvent[] = [];
+    handle.subscribe((e) => events.push(e));
+    await runtime.submit('s', { kind: 'input', inputId: 'r', mode: 'follow_up', message: 'go' });
+    await until(() => started.length === 1);
+    const takeover = await store.attachWriter('s'); // someone else takes the session over
+    await until(() => events.some((e) => e.type === 'lease_lost' || e.type === 'fenced'), 10_000);
+    await sleep(scaled(500));
+    expect(started).toHaveLength(1);
+    // no append of the fenced worker landed after the takeover
+    expect((await logOf(store, 's')).length).toBe(takeover.lastSeq);
+    await handle.stop();
+  });
+
+  it("a lease the store stops renewing counts as lost by the worker's own clock: its writer is fenced before the next exclusive tool", async () => {
+    const inner = memoryStore();
+    const work = inner.work!;
+    let renewals = true;
+    const store: EventStore = Object.assign(Object.create(Object.getPrototypeOf(inner)), inner, {
+      work: Object.assign(Object.create(Object.getPrototypeOf(work)), work, { renew: async (...a: Parameters<typeof work.renew>) => (renewals ? work.renew(...a) : []) }),
+    });
+    const started: string[] = [];
+    const runtime = make(store, started, 150);
+    const handle = runtime.serve({ concurrency: 2, leaseMs: 300, pollMs: 20 });
+    const events: ServeEvent[] = [];
+    handle.subscribe((e) => events.push(e));
+    await runtime.submit('s', { kind: 'input', inputId: 'r', mode: 'follow_up', message: 'go' });
+    await until(() => started.length === 1);
+    renewals = false;
+    await until(() => events.some((e) => e.type === 'lease_lost'), 10_000);
+    const lostAt = started.length;
+    renewals = true;
+    // the lease expires in the store too: the worker claims it again and finishes the run
+    const result = await runtime.waitForResult('s', 'r', { signal: AbortSignal.timeout(15_000), pollMs: 20 });
+    expect(result.status).toBe('succeeded');
+    expect(lostAt).toBeLessThanOrEqual(2);
+    expect(events.filter((e) => e.type === 'claimed').length).toBeGreaterThanOrEqual(2);
+    await handle.stop();
+  });
+
+  it('the kill switch cancels every session the worker holds and it claims no more while set', async () => {
+    const store = memoryStore();
+    const started: string[] = [];
+    const kill = new AbortController();
+    const runtime = make(store, started, 300, { killSwitch: kill.signal });
+    const handle = runtime.serve({ concurrency: 4, leaseMs: 5000, pollMs: 20 });
+    for (const s of ['a', 'b']) await runtime.submit(s, { kind: 'input', inputId: `${s}-r`, mode: 'follow_up', message: 'go' });
+    await until(() => started.length === 2);
+    kill.abort();
+    for (const s of ['a', 'b']) expect((await runtime.waitForResult(s, `${s}-r`, { signal: AbortSignal.timeout(5000), pollMs: 20 })).status).toBe('cancelled');
+    await runtime.submit('c', { kind: 'input', inputId: 'c-r', mode: 'follow_up', message: 'go' });
+    await sleep(scaled(300));
+    expect(handle.sessions).not.toContain('c');
+    expect((await store.work!.pending('c')).length).toBe(1);
+    await handle.stop();
+  });
+});
