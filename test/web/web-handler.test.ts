@@ -1,6 +1,8 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { createRuntime, defineTool, memoryStore, scriptedModel, webHandler, type EventStore, type Runtime } from '../../src/index.js';
+import { paced } from '../../src/cli/demo-agent.js';
+import { createRuntime, defineTool, memoryStore, postgresStore, scriptedModel, webHandler, type EventStore, type ModelProvider, type Runtime } from '../../src/index.js';
+import { freshSchema, postgresForTests } from '../helpers/postgres.js';
 import { isValidationError } from '../../src/contracts/errors.js';
 import { logOf } from '../helpers/runtime.js';
 import { SseReader } from './sse-reader.js';
@@ -12,10 +14,10 @@ afterEach(async () => {
 
 const deploy = defineTool({ name: 'deploy', description: 'deploys', parameters: z.object({ env: z.string() }), mode: 'exclusive', execute: ({ env }) => `deployed to ${env}` });
 
-function make(store: EventStore = memoryStore()): { runtime: Runtime; handle: (r: Request) => Promise<Response> } {
+function make(store: EventStore = memoryStore(), model?: ModelProvider): { runtime: Runtime; handle: (r: Request) => Promise<Response> } {
   const runtime = createRuntime({
     store,
-    model: scriptedModel([{ text: 'deploying', toolCalls: [{ id: 'c1', name: 'deploy', arguments: { env: 'staging' } }] }, 'Deployed to staging.'], { loop: true }),
+    model: model ?? scriptedModel([{ text: 'deploying', toolCalls: [{ id: 'c1', name: 'deploy', arguments: { env: 'staging' } }] }, 'Deployed to staging.'], { loop: true }),
     tools: [deploy],
     approvalFor: ['deploy'],
   });
@@ -130,5 +132,29 @@ describe('webHandler: bad requests are clear 4xx errors and submit nothing', () 
     const handle = webHandler({ runtime, basePath: '/api' });
     expect((await handle(post('/api/sessions/s1/messages', { inputId: 'i1', message: 'hi' }))).status).toBe(202);
     expect((await handle(post('/sessions/s1/messages', { inputId: 'i2', message: 'hi' }))).status).toBe(404);
+  });
+});
+
+describe('webHandler: live deltas only where the session runs', async () => {
+  const db = await postgresForTests('webHandler on PostgreSQL');
+  it.runIf(db)('PostgreSQL: a stream served by a runtime that does not run the session carries the committed events only; the serving one adds deltas', async () => {
+    const schema = freshSchema('webh');
+    const storeA = postgresStore({ connectionString: db!.url, schema });
+    const storeB = postgresStore({ connectionString: db!.url, schema });
+    const a = make(storeA, paced(scriptedModel(['A fairly long answer, streamed word by word.'], { loop: true }), 0.2));
+    const b = make(storeB);
+    const worker = a.runtime.serve({ concurrency: 1, leaseMs: 5000, pollMs: 20 });
+    cleanups.push(() => worker.stop({ graceMs: 100 }));
+    const here = new SseReader(await a.handle(new Request('http://app/sessions/s9/events')));
+    const elsewhere = new SseReader(await b.handle(new Request('http://app/sessions/s9/events')));
+    cleanups.push(() => here.cancel(), () => elsewhere.cancel());
+    expect((await b.handle(post('/sessions/s9/messages', { inputId: 'i1', message: 'hi' }))).status).toBe(202); // submitted through B, run by A
+    const ended = (x: SseReader) => x.committed().some((f) => f.record.type === 'run/end');
+    await here.until(ended, 20_000, 'the run on the serving runtime');
+    await elsewhere.until(ended, 20_000, 'the run on the other runtime');
+    const lives = (x: SseReader) => x.messages.filter((m) => m.frame.kind === 'live').length;
+    expect(lives(here)).toBeGreaterThan(3);
+    expect(lives(elsewhere)).toBe(0);
+    expect(elsewhere.committed().map((f) => f.logSeq)).toEqual(here.committed().map((f) => f.logSeq));
   });
 });
