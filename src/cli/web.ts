@@ -77,10 +77,18 @@ export async function startWeb(options: WebOptions, out: Sink): Promise<{ url: s
       return handle(request);
     }),
   );
-  await new Promise<void>((res, rej) => {
-    server.once('error', rej);
-    server.listen(o.port, o.host, () => res());
-  });
+  try {
+    await new Promise<void>((res, rej) => {
+      server.once('error', rej);
+      server.listen(o.port, o.host, () => res());
+    });
+  } catch (e) {
+    // the port is taken: nothing stays open (the worker has claimed nothing yet worth keeping)
+    stop.abort();
+    await worker.stop({ graceMs: 0 });
+    await runtime.close();
+    throw e;
+  }
   const url = `http://${o.host}:${(server.address() as AddressInfo).port}/`;
   out.write(`actorloop web · model ${provider} · ${o.postgres ? `log ${redactUrl(o.postgres)}` : `data ${dataDir}`} · deploy needs approval\n`);
   out.write(`listening ${url}\n`);
