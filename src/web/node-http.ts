@@ -47,7 +47,17 @@ async function serve(handler: (request: Request) => Promise<Response> | Response
     for (;;) {
       const { value, done } = await reader.read();
       if (done) break;
-      if (!res.write(value)) await new Promise<void>((r) => (res.once('drain', r), res.once('close', r)));
+      if (!res.write(value)) {
+        await new Promise<void>((r) => {
+          const done = () => {
+            res.off('drain', done);
+            res.off('close', done);
+            r();
+          };
+          res.on('drain', done);
+          res.on('close', done);
+        });
+      }
       if (abort.signal.aborted) break;
     }
   } catch {
