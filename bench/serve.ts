@@ -53,7 +53,10 @@ export async function pgCase(url: string, workers: number): Promise<{ ms: number
     const ms = performance.now() - t0;
     const steps = (await admin.query(`SELECT count(*)::int AS n FROM "${schema}".events WHERE type = 'step/start'`)).rows[0].n as number;
     const tally = children.map((c) => ['claimed', 'lease_lost', 'fenced', 'error'].map((t) => `${t} ${c.lines.filter((l) => l.startsWith(`EV ${t} `)).length}`).join(', '));
-    if (process.env.BENCH_SERVE_VERBOSE) console.log(`${workers} workers: ${tally.join(' | ')}`);
+    if (process.env.BENCH_SERVE_VERBOSE) {
+      console.log(`${workers} workers: ${tally.join(' | ')}`);
+      for (const c of children) for (const l of c.lines.filter((x) => x.startsWith('EV lease_lost') || x.startsWith('EV error')).slice(0, 3)) console.log(l);
+    }
     return { ms, steps };
   } finally {
     for (const c of children) c.signal('SIGTERM');

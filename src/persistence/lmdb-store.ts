@@ -1,3 +1,4 @@
+import type { WorkStore } from './work-store.js';
 import { existsSync, mkdirSync } from 'node:fs';
 import { setImmediate as realSetImmediate } from 'node:timers';
 import { join } from 'node:path';
@@ -54,7 +55,7 @@ export type LmdbStoreOptions = z.input<typeof LmdbStoreOptions>;
  * @example
  * const store = lmdbStore({ path: './.actorloop' })
  */
-export function lmdbStore(options: LmdbStoreOptions = {}): EventStore & LmdbStats {
+export function lmdbStore(options: LmdbStoreOptions = {}): EventStore & LmdbStats & { readonly work: WorkStore } {
   return new LmdbEventStore(parseInput(LmdbStoreOptions, options, 'lmdbStore'));
 }
 

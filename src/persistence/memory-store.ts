@@ -1,3 +1,4 @@
+import type { WorkStore } from './work-store.js';
 import type { Observable } from 'rxjs';
 import { StoreClosedError } from '../contracts/errors.js';
 import type { EventDraft, EventRecord } from '../contracts/events.js';
@@ -49,7 +50,7 @@ interface SessionData {
  * @example
  * const runtime = createRuntime({ store: memoryStore(), model })
  */
-export function memoryStore(): EventStore {
+export function memoryStore(): EventStore & { readonly work: WorkStore } {
   return new MemoryEventStore();
 }
 

@@ -35,5 +35,5 @@ export function memoryWork(log: { writerEpoch(sid: string): number; hasEvent(sid
       all: () => workers.values(),
     },
     assertOpen: () => log.assertOpen(),
-  });
+  }, true); // one process: every submit reaches wakeups$
 }

@@ -44,7 +44,11 @@ export class KvWorkStore implements WorkStore {
   private readonly wake = new Subject<string>();
   readonly wakeups$: Observable<string> = this.wake.asObservable();
 
-  constructor(private readonly b: WorkBackend) {}
+  /** `wakesAcrossProcesses`: no other process can write this store (memory), so every submit wakes. */
+  constructor(
+    private readonly b: WorkBackend,
+    readonly wakesAcrossProcesses = false,
+  ) {}
 
   async submit(sessionId: string, entry: InboxEntry): Promise<SubmitOutcome> {
     this.b.assertOpen();

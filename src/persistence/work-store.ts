@@ -66,4 +66,6 @@ export interface WorkStore {
   listLeases(): Promise<LeaseInfo[]>;
   /** Best-effort wake-ups: session ids with new entries or released with work (polling is the fallback). */
   readonly wakeups$: Observable<string>;
+  /** `wakeups$` reports other processes' submits too (PostgreSQL's NOTIFY), so held sessions need polling only as a rare fallback. */
+  readonly wakesAcrossProcesses: boolean;
 }

@@ -55,6 +55,8 @@ interface Held {
   wake(): void;
   waiting?: () => void;
   done: Promise<void>;
+  /** Being released: a renewal that no longer finds it is no loss. */
+  releasing?: boolean;
 }
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
@@ -80,6 +82,9 @@ export function serve(deps: ServeDeps, options: ServeOptions = {}): ServeHandle 
   let wakeClaims: (() => void) | undefined;
   const kickClaims = () => wakeClaims?.();
   const renewEvery = Math.max(20, Math.floor(o.leaseMs / 3));
+  // a held session's inbox: woken by wakeups$; polled at pollMs only where other processes' submits
+  // send none (LMDB), else rarely, in case a notification was lost
+  const heldPollMs = work.wakesAcrossProcesses ? Math.max(o.pollMs, 5000) : o.pollMs;
   const registration = { workerId, host: hostname(), pid: process.pid, concurrency: o.concurrency };
 
   const wakeSub = work.wakeups$.subscribe((sid) => {
@@ -115,7 +120,7 @@ export function serve(deps: ServeDeps, options: ServeOptions = {}): ServeHandle 
       const kept = new Set(await work.renew(workerId, bound.map((h) => ({ sessionId: h.sessionId, writerEpoch: h.writerEpoch! })), o.leaseMs));
       for (const h of bound) {
         if (kept.has(h.sessionId)) h.deadline = Math.max(h.deadline, sentAt + o.leaseMs);
-        else lose(h, 'the store did not renew it (expired, taken over, or another writer attached)');
+        else if (!h.releasing) lose(h, 'the store did not renew it (expired, taken over, or another writer attached)');
       }
     } catch (e) {
       if (!isStoreClosedError(e)) emit({ type: 'error', workerId, message: `renewing leases failed: ${messageOf(e)}` });
@@ -187,7 +192,7 @@ export function serve(deps: ServeDeps, options: ServeOptions = {}): ServeHandle 
             if ((await work.pending(sid)).length === 0 && !busy(s)) break;
             continue;
           }
-          await waitFor(h, [s.waitForIdle(), sleep(o.pollMs)]);
+          await waitFor(h, [s.waitForIdle(), sleep(heldPollMs)]);
         }
         if (stopping && !h.lost) resume = await shutdownSession(h, s);
       } finally {
@@ -197,6 +202,7 @@ export function serve(deps: ServeDeps, options: ServeOptions = {}): ServeHandle 
     } catch (e) {
       if (!isStoreClosedError(e)) emit({ type: 'error', workerId, sessionId: sid, message: messageOf(e) });
     } finally {
+      h.releasing = true;
       const detached = session ? session.snapshot().status === 'detached' : false;
       await session?.close().catch(() => undefined);
       if (!h.lost) {

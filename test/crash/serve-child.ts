@@ -73,6 +73,7 @@ async function worker(): Promise<void> {
   const handle = runtime.serve({ concurrency: num('concurrency', 16), leaseMs: num('lease-ms', 2000), pollMs: num('poll-ms', 200), shutdownGraceMs: num('grace-ms', 2000) });
   handle.subscribe((e) => {
     if (e.type === 'error') say(`EV error ${e.sessionId ?? '-'} ${e.message.replace(/\s+/g, ' ').slice(0, 300)}`);
+    else if (e.type === 'lease_lost') say(`EV lease_lost ${e.sessionId} ${e.reason}`);
     else if (e.type !== 'applied' || flags.has('verbose')) say(`EV ${e.type} ${'sessionId' in e ? e.sessionId : '-'}`);
   });
   process.on('SIGTERM', () => {

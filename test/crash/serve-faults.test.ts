@@ -64,12 +64,13 @@ async function killMidCharge(w: ChildRun, ledger: string): Promise<void> {
 }
 
 /** Every check of the issue, on the store the fleet served. */
-async function checkOutcome(store: EventStore, sessions: number, ledger: string): Promise<{ runs: number; succeeded: number; uncertain: number; epochs: number }> {
+async function checkOutcome(store: EventStore, sessions: number, ledger: string): Promise<{ runs: number; succeeded: number; uncertain: number; epochs: number; twice: number }> {
   const runtime = createRuntime({ store, ...serveAgent({ steps: 2, latencyMs: 0, toolMs: 0 }) });
   let runs = 0;
   let succeeded = 0;
   let uncertain = 0;
   let epochs = 0;
+  let twice = 0;
   const starts = new Map<string, number>();
   for (const f of existsSync(ledger) ? readdirSync(ledger) : []) {
     for (const line of readFileSync(join(ledger, f), 'utf8').split('\n')) {
@@ -116,14 +117,17 @@ async function checkOutcome(store: EventStore, sessions: number, ledger: string)
       }
       for (const key of keyOfCall.values()) {
         const n = starts.get(key) ?? 0;
-        if (n > 1) expect(uncertainKeys.has(key), `${sid}: charge ${key} ran ${n} times and is not reported uncertain`).toBe(true);
+        if (n > 1) {
+          twice++;
+          expect(uncertainKeys.has(key), `${sid}: charge ${key} ran ${n} times and is not reported uncertain`).toBe(true);
+        }
       }
       expect(await store.work!.pending(sid), `${sid}: inbox applied`).toEqual([]);
     }
   } finally {
     await runtime.close();
   }
-  return { runs, succeeded, uncertain, epochs };
+  return { runs, succeeded, uncertain, epochs, twice };
 }
 
 async function feedAndWait(fleet: Fleet, sessions: number, faults: () => Promise<void>): Promise<void> {
@@ -185,6 +189,7 @@ describe('serve faults', () => {
         const out = await checkOutcome(store, sessions, ledger); // (closes the store)
         expect(out.runs).toBe(sessions * 2);
         expect(out.uncertain).toBeGreaterThan(0); // the charge the SIGKILL interrupted
+        expect(out.twice).toBe(0); // an interrupted charge is recorded uncertain, never run again
         console.log(`serve faults (PostgreSQL, ${sessions} sessions): ${out.runs} runs settled (${out.succeeded} succeeded), ${out.uncertain} uncertain tool results, ${out.epochs} writer epochs; worker 2 held ${heldByW2} at SIGSTOP, lost ${count(w2, 'lease_lost')}, fenced ${count(w2, 'fenced')}; takeovers: ${count(w3, 'claimed')} claims by worker 3`);
       } finally {
         await dir.cleanup();
@@ -214,6 +219,7 @@ describe('serve faults', () => {
       const out = await checkOutcome(store, sessions, ledger); // (closes the store)
       expect(out.runs).toBe(sessions * 2);
       expect(out.uncertain).toBeGreaterThan(0);
+      expect(out.twice).toBe(0);
       expect(count(w2, 'claimed')).toBeGreaterThan(0);
       console.log(`serve faults (LMDB, ${sessions} sessions): ${out.runs} runs settled (${out.succeeded} succeeded), ${out.uncertain} uncertain tool results, ${out.epochs} writer epochs`);
     } finally {

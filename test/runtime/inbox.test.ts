@@ -159,3 +159,22 @@ describe.each(backends)('inbox (%s)', (_name, makeStore) => {
     await expect(runtime.waitForResult('nobody', 'r', { signal: AbortSignal.timeout(50), pollMs: 10 })).rejects.toSatisfy(isCancelledError);
   });
 });
+
+describe('inbox on LMDB across a machine restart', () => {
+  it('entries and leases are journaled: a rebuild of the file from the journal keeps them', async () => {
+    const dir = tempDir();
+    cleanups.push(() => dir.cleanup());
+    const before = lmdbStore({ path: dir.path, bootId: 'boot-1' });
+    await before.work.submit('s', { kind: 'input', inputId: 'i1', mode: 'follow_up', message: 'kept' });
+    await before.work.submit('s', { kind: 'cancel', entryId: 'c1' });
+    await before.work.claim('w1', { limit: 1, leaseMs: 60_000 });
+    await before.close();
+    const after = lmdbStore({ path: dir.path, bootId: 'boot-2' }); // another boot: data.mdb is rebuilt from the journal
+    try {
+      expect((await after.work.pending('s')).map((e) => e.entryId)).toEqual(['i1', 'c1']);
+      expect((await after.work.listLeases()).map((l) => [l.sessionId, l.workerId, l.inboxSeq])).toEqual([['s', 'w1', 2]]);
+    } finally {
+      await after.close();
+    }
+  });
+});

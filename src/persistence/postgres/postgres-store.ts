@@ -1,3 +1,4 @@
+import type { WorkStore } from '../work-store.js';
 import type { Observable } from 'rxjs';
 import { z } from 'zod';
 import { CorruptLogError, StoreClosedError, StoreUnavailableError } from '../../contracts/errors.js';
@@ -82,7 +83,7 @@ async function loadPg(): Promise<PgModule> {
  * const store = postgresStore({ connectionString: process.env.DATABASE_URL! })
  * const runtime = createRuntime({ store, model })
  */
-export function postgresStore(options: PostgresStoreOptions): EventStore & PostgresStoreExtras {
+export function postgresStore(options: PostgresStoreOptions): EventStore & PostgresStoreExtras & { readonly work: WorkStore } {
   return new PostgresEventStore(parseInput(PostgresStoreOptions, options, 'postgresStore'));
 }
 

@@ -107,6 +107,7 @@ export class PgWorkStore implements WorkStore {
   private retry: NodeJS.Timeout | undefined;
   private closed = false;
   readonly wakeups$: Observable<string>;
+  readonly wakesAcrossProcesses = true;
 
   constructor(
     private readonly conns: Connections,
