@@ -35,6 +35,8 @@ export interface Runtime {
   /**
    * The envelopes of every instance of `sessionId` open in this process, now and later (a web
    * stream's live deltas); nothing for a session that runs elsewhere.
+   * @example
+   * runtime.liveEnvelopes$('s1').subscribe((env) => env.event.type === 'message_delta' && process.stdout.write(env.event.text))
    */
   liveEnvelopes$(sessionId: string): Observable<Envelope>;
   /**

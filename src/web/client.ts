@@ -109,7 +109,12 @@ export function sessionFrames$(options: Omit<SessionStreamOptions, 'signal'>): O
   });
 }
 
-/** An `@xstate/store` store holding a `SessionView`, folded by `reduceView`. */
+/**
+ * An `@xstate/store` store holding a `SessionView`, folded by `reduceView`.
+ * @example
+ * const store = createSessionViewStore('s1')
+ * sessionFrames$({ url: '/sessions/s1/events' }).subscribe((item) => store.trigger.item({ item }))
+ */
 export function createSessionViewStore(sessionId: string, initial: SessionView = initialView(sessionId)) {
   return createStore({
     context: initial,

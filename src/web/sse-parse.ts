@@ -2,6 +2,9 @@
  * A server-sent-events parser (the WHATWG rules: `event:`, `data:` lines joined by newlines,
  * `id:`, `retry:`, comments, CR/LF/CRLF line ends), fed text chunks as they arrive.
  * Browser-safe: no Node import.
+ * @example
+ * const parser = new SseParser()
+ * for (const msg of parser.push('event: ready\ndata: {}\n\n')) console.log(msg.event, msg.data)
  */
 export interface SseMessage {
   event: string;

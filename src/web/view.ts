@@ -51,7 +51,12 @@ export type StreamItem = Frame | ConnectionItem;
 
 export const initialView = (sessionId: string): SessionView => ({ sessionId, connection: 'connecting', lastLogSeq: 0, repeats: 0, reconnects: 0, items: [] });
 
-/** Folds one item of the stream into the view (pure: returns a new view). */
+/**
+ * Folds one item of the stream into the view (pure: returns a new view).
+ * @example
+ * let view = initialView('s1')
+ * for await (const item of sessionStream({ url: '/sessions/s1/events' })) view = reduceView(view, item)
+ */
 export function reduceView(view: SessionView, item: StreamItem): SessionView {
   switch (item.kind) {
     case 'connection': {
