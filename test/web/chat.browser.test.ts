@@ -130,8 +130,12 @@ describe.skipIf(!available)(`the chat page in headless Chromium (${CHROMIUM})`, 
       await page.locator('#conn.reconnecting').waitFor({ timeout: scaled(20_000) });
       await startServer();
       await page.locator('.marker.resumed').waitFor({ timeout: scaled(30_000) }); // the run resumed in the new process
-      // the cut-off deploy reconciled as not done: the agent deploys again, which needs approval again
-      await approve(page);
+      // a deploy cut off before it took effect is reconciled as not done and the agent deploys
+      // again, which needs approval again (unless the kill came after the deploy had finished)
+      const final = page.locator('.item.final');
+      const again = page.locator('.item.approval button.approve');
+      await final.or(again).first().waitFor({ timeout: scaled(60_000) });
+      if ((await final.count()) === 0) await approve(page);
       await finalShown(page);
       await expectWholeLog(page, 'killed');
       expect(await page.locator('#conn').innerText()).toMatch(/reconnected/);
