@@ -7,6 +7,7 @@ import { Provider } from './demo-agent.js';
 import { runDemo } from './demo.js';
 import { CliError, EXIT, describeFailure } from './errors.js';
 import { repairCommand, verifyCommand } from './store-commands.js';
+import { webCommand } from './web.js';
 import { workersCommand } from './workers.js';
 
 const version = (JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }).version;
@@ -55,6 +56,20 @@ export function buildProgram(io: CliIO, run: (code: Promise<number>) => void): C
         return;
       }
       run(runDemo({ ...opts, ...(pace ? { pace } : {}) }, { out: io.out, tty: io.tty, color: io.tty && !io.env.NO_COLOR, onInterrupt: io.onInterrupt, exitNow: io.exitNow }));
+    });
+
+  program
+    .command('web')
+    .description('serve the example chat page on the demo agent (its deploy needs an approval); the page survives server restarts')
+    .option('--port <n>', 'port (0: any free one)', '8787')
+    .option('--host <host>', 'interface to listen on', '127.0.0.1')
+    .addOption(dataOption())
+    .addOption(postgresOption())
+    .addOption(new Option('-p, --provider <name>', 'model provider (default: openai or anthropic when its API key is set, else scripted)').choices(Provider.options))
+    .option('--lease-ms <ms>', "the worker's session lease: how soon a restarted server takes over a killed one's sessions", '5000')
+    .action((raw: { port: string; host: string; data?: string; postgres?: string; provider?: Provider; leaseMs: string }) => {
+      const pace = io.env.ACTORLOOP_DEMO_PACE;
+      run(webCommand({ ...withDatabase(raw, io.env), ...(pace ? { pace } : {}) }, { out: io.out, onInterrupt: io.onInterrupt }));
     });
 
   program

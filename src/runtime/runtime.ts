@@ -10,7 +10,8 @@ import { ExecutionSession } from './execution-session.js';
 import { loadOpenRun, recoveryOutcome, settleInterruptedFinal } from './recovery-outcome.js';
 import type { QueuedInput } from './input-queue.js';
 import { askUserTool } from '../tools/ask-user.js';
-import { isObservable } from 'rxjs';
+import { defer, filter, from, isObservable, merge, mergeMap, Subject, type Observable } from 'rxjs';
+import type { Envelope } from '../streams/envelopes.js';
 import { LogWriter } from '../persistence/log-writer.js';
 import { SessionProjection } from '../persistence/projection.js';
 import { committedEnvelopes } from '../streams/committed-envelopes.js';
@@ -32,6 +33,13 @@ export interface Runtime {
   readonly executionProfileFingerprint: string;
   /** Attaches a writer (fencing any older one), writes `session/attached` and loads the surface. */
   openSession(sessionId: string): Promise<ExecutionSession>;
+  /**
+   * The envelopes of every instance of `sessionId` open in this process, now and later (a web
+   * stream's live deltas); nothing for a session that runs elsewhere.
+   * @example
+   * runtime.liveEnvelopes$('s1').subscribe((env) => env.event.type === 'message_delta' && process.stdout.write(env.event.text))
+   */
+  liveEnvelopes$(sessionId: string): Observable<Envelope>;
   /**
    * Records an entry in a session's inbox (docs/scale-out.md): durable when the receipt comes,
    * idempotent by its id, and never attaching a writer (a web handler never fences the worker
@@ -95,6 +103,7 @@ export function createRuntime(options: RuntimeOptions): Runtime {
   const fingerprint = () =>
     revisioned.length === 0 ? baseFingerprint : sha256(canonicalJson({ profile: baseFingerprint, revisions: revisioned.map((t) => [t.name, t.revision!()]) }));
   const sessions = new Set<ExecutionSession>();
+  const opened$ = new Subject<ExecutionSession>();
   let closed = false;
   let killed = false;
   const kill = (on: boolean) => {
@@ -229,6 +238,7 @@ export function createRuntime(options: RuntimeOptions): Runtime {
         throw new StoreClosedError('runtime');
       }
       sessions.add(session);
+      opened$.next(session);
       const close = session.close.bind(session);
       session.close = async () => {
         sessions.delete(session);
@@ -238,11 +248,16 @@ export function createRuntime(options: RuntimeOptions): Runtime {
       session.resumeFollowUps(); // accepted before a restart: they run now, as if just submitted
       return session;
     },
+    liveEnvelopes$(sessionId: string) {
+      const mine = (s: ExecutionSession) => s.sessionId === sessionId;
+      return defer(() => merge(from([...sessions].filter(mine)), opened$.pipe(filter(mine)))).pipe(mergeMap((s) => s.events$));
+    },
     close() {
       // every call resolves once the store is closed (a second call shares the first's work)
       closing ??= (async () => {
         closed = true;
         killSub?.unsubscribe();
+        opened$.complete();
         for (const s of [...sessions]) await s.close();
         await store.close();
       })();

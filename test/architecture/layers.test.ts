@@ -11,6 +11,7 @@ const ALLOWED: Record<string, readonly string[]> = {
   actors: ['contracts', 'persistence', 'tools', 'providers', 'streams', 'actors'],
   machines: ['contracts', 'persistence', 'tools', 'streams', 'actors', 'machines'],
   runtime: ['contracts', 'persistence', 'tools', 'providers', 'streams', 'actors', 'machines', 'runtime'],
+  web: ['contracts', 'persistence', 'streams', 'runtime', 'web'],
 };
 
 const layerOf = (file: string) => file.split('/')[1]!;

@@ -1,0 +1,122 @@
+import { existsSync, readFileSync } from 'node:fs';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { fileURLToPath } from 'node:url';
+import { z } from 'zod';
+import { createRuntime } from '../runtime/runtime.js';
+import { lmdbStore } from '../persistence/lmdb-store.js';
+import { postgresStore } from '../persistence/postgres/postgres-store.js';
+import { nodeListener } from '../web/node-http.js';
+import { webHandler } from '../web/web-handler.js';
+import { PostgresUrl, dataDirOf, redactUrl } from './data.js';
+import { DEMO_PROMPT, DEMO_SYSTEM_PROMPT, Provider, chooseProvider, demoModel } from './demo-agent.js';
+import { demoPaths, demoTools, prepareDemoFiles } from './demo-tools.js';
+import { parseArg } from './errors.js';
+import type { Sink } from './progress.js';
+
+export const WebOptions = z.object({
+  port: z.coerce.number().int().min(0).max(65535).default(8787),
+  host: z.string().min(1).default('127.0.0.1'),
+  data: z.string().min(1).optional(),
+  postgres: PostgresUrl.optional(),
+  provider: Provider.optional(),
+  /** Scales the demo's delays (ACTORLOOP_DEMO_PACE). */
+  pace: z.coerce.number().positive().max(10).default(1),
+  /** The serving worker's lease: how long a killed server's sessions wait before a new one takes them. */
+  leaseMs: z.coerce.number().int().min(100).max(3_600_000).default(5_000),
+});
+export type WebOptions = z.input<typeof WebOptions>;
+
+const ROOT = fileURLToPath(new URL('../../', import.meta.url));
+const PAGE_DIR = `${ROOT}examples/web/`;
+
+/** `actorloop/client` for the browser: built by `npm run build`, or bundled now when run from the sources. */
+async function clientBundle(): Promise<string> {
+  const built = `${ROOT}dist/web/client.browser.js`;
+  if (!import.meta.url.endsWith('.ts') && existsSync(built)) return readFileSync(built, 'utf8');
+  const esbuild = await import('esbuild');
+  const out = await esbuild.build({ entryPoints: [`${ROOT}src/web/client.ts`], bundle: true, platform: 'browser', format: 'esm', write: false, minify: true, logLevel: 'silent' });
+  return out.outputFiles[0]!.text;
+}
+
+/**
+ * `actorloop web`: the example chat page (examples/web) on the offline demo agent, whose deploy
+ * needs an approval. One process serves the page, the session endpoints (`webHandler`) and a
+ * worker (`runtime.serve`) that applies what the page submits and runs the turns.
+ * Returns once listening; `close()` stops the worker, the server and the runtime.
+ */
+export async function startWeb(options: WebOptions, out: Sink): Promise<{ url: string; close(): Promise<void> }> {
+  const o = parseArg(WebOptions, options, 'web');
+  const dataDir = dataDirOf(o.data);
+  const paths = demoPaths(dataDir);
+  prepareDemoFiles(paths);
+  const provider = chooseProvider(o.provider);
+  const runtime = createRuntime({
+    store: o.postgres ? postgresStore({ connectionString: o.postgres }) : lmdbStore({ path: dataDir }),
+    model: await demoModel(provider, o.pace),
+    tools: demoTools(paths, o.pace),
+    systemPrompt: DEMO_SYSTEM_PROMPT,
+    approvalFor: ['deploy'],
+    // the page reads the final answer from the log; delivering it again is harmless
+    delivery: { idempotent: true, deliver: async () => {} },
+  });
+  const stop = new AbortController();
+  const worker = runtime.serve({ concurrency: 16, leaseMs: o.leaseMs, signal: stop.signal, pollMs: 250 });
+  const handle = webHandler({ runtime });
+  const client = await clientBundle();
+  const files = new Map<string, [string, () => string]>([
+    ['/', ['text/html; charset=utf-8', () => readFileSync(`${PAGE_DIR}index.html`, 'utf8')]],
+    ['/app.js', ['text/javascript; charset=utf-8', () => readFileSync(`${PAGE_DIR}app.js`, 'utf8')]],
+    ['/client.js', ['text/javascript; charset=utf-8', () => client]],
+    ['/demo-prompt', ['text/plain; charset=utf-8', () => DEMO_PROMPT]],
+  ]);
+  const server = createServer(
+    nodeListener(async (request) => {
+      const file = request.method === 'GET' ? files.get(new URL(request.url).pathname) : undefined;
+      if (file) return new Response(file[1](), { headers: { 'content-type': file[0], 'cache-control': 'no-store' } });
+      return handle(request);
+    }),
+  );
+  try {
+    await new Promise<void>((res, rej) => {
+      server.once('error', rej);
+      server.listen(o.port, o.host, () => res());
+    });
+  } catch (e) {
+    // the port is taken: nothing stays open (the worker has claimed nothing yet worth keeping)
+    stop.abort();
+    await worker.stop({ graceMs: 0 });
+    await runtime.close();
+    throw e;
+  }
+  const url = `http://${o.host}:${(server.address() as AddressInfo).port}/`;
+  out.write(`actorloop web · model ${provider} · ${o.postgres ? `log ${redactUrl(o.postgres)}` : `data ${dataDir}`} · deploy needs approval\n`);
+  out.write(`listening ${url}\n`);
+  let closing: Promise<void> | undefined;
+  return {
+    url,
+    close: () =>
+      (closing ??= (async () => {
+        stop.abort();
+        await worker.stop({ graceMs: 1000 });
+        server.closeAllConnections();
+        await new Promise<void>((res) => server.close(() => res()));
+        await runtime.close();
+      })()),
+  };
+}
+
+/** The CLI action: serves until Ctrl-C (or SIGTERM), then shuts down gracefully. Exit code 0. */
+export async function webCommand(options: WebOptions, io: { out: Sink; onInterrupt(handler: () => void): () => void }): Promise<number> {
+  const web = await startWeb(options, io.out);
+  await new Promise<void>((res) => {
+    const off = io.onInterrupt(() => {
+      off();
+      res();
+    });
+    process.once('SIGTERM', () => res());
+  });
+  io.out.write('stopping…\n');
+  await web.close();
+  return 0;
+}

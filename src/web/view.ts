@@ -1,0 +1,146 @@
+import type { PendingRequest } from '../contracts/events.js';
+import type { ToolOutcome } from '../contracts/tools.js';
+import type { Frame } from './wire.js';
+
+/**
+ * A session's state for a UI, folded from its web stream's frames (`reduceView`). Browser-safe.
+ * Everything but `streaming` comes from committed records, so two tabs, or one tab before and
+ * after a reconnect, show the same items.
+ */
+export interface SessionView {
+  sessionId: string;
+  connection: 'connecting' | 'open' | 'reconnecting' | 'closed';
+  /** The last log position folded in: the cursor a reconnect resumes after. */
+  lastLogSeq: number;
+  /** Committed frames received again at or before `lastLogSeq` (ignored; 0 unless the server repeats). */
+  repeats: number;
+  /** Connections made after the first. */
+  reconnects: number;
+  items: ViewItem[];
+  /** The live text of the message being streamed on this connection (dropped at a reconnect). */
+  streaming?: { runId: string; text: string };
+  /** The approval or question the session waits for. */
+  pending?: PendingRequest;
+  /** The newest run's status: `running`, or its `run/end` status. */
+  runStatus?: string;
+  dropped?: { reason: string; lastLogSeq: number };
+  error?: { name: string; message: string };
+}
+
+export type ViewItem =
+  | { kind: 'user'; seq: number; runId?: string; text: string }
+  | { kind: 'assistant'; seq: number; runId?: string; text: string }
+  | { kind: 'tool'; seq: number; callId: string; name: string; arguments: unknown; progress?: unknown; outcome?: ToolOutcome }
+  | { kind: 'approval'; seq: number; pendingRequest: PendingRequest; decisions?: unknown }
+  | { kind: 'final'; seq: number; runId?: string; text: string }
+  | { kind: 'run'; seq: number; runId?: string; status: string }
+  /** A new writer attached while a run was running (no run/end): it was cut off, and resumes in a new process. */
+  | { kind: 'resumed'; seq: number };
+
+/** What a client yields besides the server's frames: the connection's state. */
+export interface ConnectionItem {
+  kind: 'connection';
+  state: 'open' | 'reconnecting' | 'closed';
+  /** Connections made after the first. */
+  attempt: number;
+  lastLogSeq: number;
+  error?: string;
+}
+
+export type StreamItem = Frame | ConnectionItem;
+
+export const initialView = (sessionId: string): SessionView => ({ sessionId, connection: 'connecting', lastLogSeq: 0, repeats: 0, reconnects: 0, items: [] });
+
+/**
+ * Folds one item of the stream into the view (pure: returns a new view).
+ * @example
+ * let view = initialView('s1')
+ * for await (const item of sessionStream({ url: '/sessions/s1/events' })) view = reduceView(view, item)
+ */
+export function reduceView(view: SessionView, item: StreamItem): SessionView {
+  switch (item.kind) {
+    case 'connection': {
+      const { streaming: _dropped, ...rest } = view; // half a message is never shown twice: the log has it
+      return { ...rest, connection: item.state, reconnects: item.attempt };
+    }
+    case 'ready':
+      return view;
+    case 'dropped':
+      return { ...view, dropped: { reason: item.reason, lastLogSeq: item.lastLogSeq } };
+    case 'stream-error':
+      return { ...view, error: { name: item.name, message: item.message } };
+    case 'live': {
+      const e = item.event;
+      if (e.type === 'message_start') return { ...view, streaming: { runId: item.runId, text: '' } };
+      if (e.type === 'message_delta') return { ...view, streaming: { runId: item.runId, text: (view.streaming?.text ?? '') + e.text } };
+      if (e.type === 'message_end') {
+        const { streaming: _discarded, ...rest } = view;
+        return rest;
+      }
+      if (e.type === 'tool_update') return { ...view, items: view.items.map((i) => (i.kind === 'tool' && i.callId === e.callId && !i.outcome ? { ...i, progress: e.update } : i)) };
+      return view;
+    }
+    case 'committed':
+      return committed(view, item);
+  }
+}
+
+function committed(view: SessionView, f: Extract<Frame, { kind: 'committed' }>): SessionView {
+  if (f.logSeq <= view.lastLogSeq) return { ...view, repeats: view.repeats + 1 };
+  const r = f.record;
+  const p = r.payload as Record<string, unknown>;
+  const v: SessionView = { ...view, lastLogSeq: f.logSeq };
+  const add = (item: ViewItem) => (v.items = [...v.items, item]);
+  const runId = f.runId;
+  switch (r.type) {
+    case 'session/attached':
+      if (view.runStatus === 'running') add({ kind: 'resumed', seq: r.seq }); // a run cut off without its run/end
+      break;
+    case 'run/start':
+      v.runStatus = 'running';
+      break;
+    case 'user/message': {
+      const m = p.message as { content: string };
+      if (p.copiedFrom === undefined) add({ kind: 'user', seq: r.seq, ...(runId ? { runId } : {}), text: m.content });
+      break;
+    }
+    case 'assistant/message': {
+      const m = p.message as { content: string };
+      if (m.content && p.copiedFrom === undefined) add({ kind: 'assistant', seq: r.seq, ...(runId ? { runId } : {}), text: m.content });
+      delete v.streaming;
+      break;
+    }
+    case 'tool/call':
+      add({ kind: 'tool', seq: r.seq, callId: String(p.callId), name: String(p.name), arguments: p.arguments });
+      break;
+    case 'tool/result':
+      v.items = v.items.map((i) => (i.kind === 'tool' && i.callId === p.callId && !i.outcome ? { ...i, outcome: p.outcome as ToolOutcome } : i));
+      break;
+    case 'approval/requested':
+      v.pending = p.pendingRequest as PendingRequest;
+      add({ kind: 'approval', seq: r.seq, pendingRequest: v.pending });
+      break;
+    case 'question/asked':
+      v.pending = p.pendingRequest as PendingRequest;
+      break;
+    case 'approval/decided':
+      delete v.pending;
+      v.items = v.items.map((i) => (i.kind === 'approval' && !i.decisions ? { ...i, decisions: p.decisions ?? p } : i));
+      break;
+    case 'final/message': {
+      // the model's answer is shown once: the assistant message it was becomes the final answer
+      const text = String(p.content);
+      const at = v.items.findLastIndex((i) => i.kind === 'assistant' && i.text === text);
+      const final: ViewItem = { kind: 'final', seq: r.seq, ...(runId ? { runId } : {}), text };
+      if (at >= 0 && v.items.slice(at + 1).every((i) => i.kind !== 'user')) v.items = v.items.map((i, k) => (k === at ? final : i));
+      else add(final);
+      break;
+    }
+    case 'run/end':
+      v.runStatus = String(p.status);
+      if (p.status !== 'suspended') delete v.pending;
+      add({ kind: 'run', seq: r.seq, ...(runId ? { runId } : {}), status: String(p.status) });
+      break;
+  }
+  return v;
+}

@@ -1,0 +1,65 @@
+import { describe, expect, it } from 'vitest';
+import { initialView, reduceView, type StreamItem } from '../../src/web/view.js';
+import type { CommittedFrame } from '../../src/web/wire.js';
+
+let seq = 0;
+const rec = (type: string, payload: Record<string, unknown> = {}, runId = 'r1'): CommittedFrame => ({
+  kind: 'committed',
+  logSeq: ++seq,
+  runId,
+  record: { seq, eventId: `e${seq}`, type: type as CommittedFrame['record']['type'], turn: 1, step: 1, attempt: 1, occurredAt: '', payload },
+  events: [],
+});
+const fold = (items: StreamItem[]) => items.reduce(reduceView, initialView('s1'));
+const live = (event: Extract<StreamItem, { kind: 'live' }>['event']): StreamItem => ({ kind: 'live', runId: 'r1', attemptId: 'a1', afterLogSeq: 0, event });
+
+describe('reduceView', () => {
+  it('a record at or before lastLogSeq is counted as a repeat and changes nothing else', () => {
+    seq = 0;
+    const m = rec('user/message', { message: { role: 'user', content: 'hi' } });
+    const v = fold([m, m]);
+    expect(v.items).toHaveLength(1);
+    expect(v.repeats).toBe(1);
+    expect(v.lastLogSeq).toBe(1);
+  });
+
+  it('live text streams until its committed message, and a reconnect drops half a message', () => {
+    seq = 0;
+    const streaming = fold([rec('run/start'), live({ type: 'message_start', role: 'assistant' }), live({ type: 'message_delta', role: 'assistant', text: 'Hel' })]);
+    expect(streaming.streaming?.text).toBe('Hel');
+    expect(reduceView(streaming, { kind: 'connection', state: 'reconnecting', attempt: 1, lastLogSeq: 1 }).streaming).toBeUndefined();
+    const done = reduceView(streaming, rec('assistant/message', { message: { role: 'assistant', content: 'Hello' } }));
+    expect(done.streaming).toBeUndefined();
+    expect(done.items.at(-1)).toMatchObject({ kind: 'assistant', text: 'Hello' });
+  });
+
+  it('the final answer is shown once: the assistant message it repeats becomes it', () => {
+    seq = 0;
+    const v = fold([rec('run/start'), rec('assistant/message', { message: { role: 'assistant', content: 'Done.' } }), rec('final/message', { content: 'Done.' }), rec('run/end', { status: 'succeeded' })]);
+    expect(v.items.map((i) => i.kind)).toEqual(['final', 'run']);
+    expect(v.runStatus).toBe('succeeded');
+  });
+
+  it('tool calls get their progress and outcome; an approval is pending until decided', () => {
+    seq = 0;
+    const pendingRequest = { kind: 'approval' as const, questionId: 'q1', calls: [{ callId: 'c1', name: 'deploy', arguments: {} }] };
+    let v = fold([rec('run/start'), rec('tool/call', { callId: 'c1', name: 'deploy', arguments: { env: 'x' } }), live({ type: 'tool_update', callId: 'c1', name: 'deploy', update: { phase: 'rolling' } })]);
+    expect(v.items.at(-1)).toMatchObject({ kind: 'tool', progress: { phase: 'rolling' } });
+    v = reduceView(v, rec('tool/result', { callId: 'c1', outcome: { kind: 'completed', content: 'ok', isError: false } }));
+    expect(v.items.at(-1)).toMatchObject({ kind: 'tool', outcome: { content: 'ok' } });
+    v = reduceView(v, rec('approval/requested', { pendingRequest }));
+    expect(v.pending).toEqual(pendingRequest);
+    v = reduceView(v, rec('run/end', { status: 'suspended' }));
+    expect(v.pending).toEqual(pendingRequest);
+    v = reduceView(v, rec('session/attached'));
+    expect(v.items.some((i) => i.kind === 'resumed')).toBe(false); // a suspended run is not cut off
+    v = reduceView(v, rec('approval/decided', { decisions: { c1: 'approve' } }));
+    expect(v.pending).toBeUndefined();
+  });
+
+  it('a writer attaching while a run was running marks it resumed after a restart', () => {
+    seq = 0;
+    const v = fold([rec('run/start'), rec('tool/call', { callId: 'c1', name: 'deploy', arguments: {} }), rec('session/attached')]);
+    expect(v.items.at(-1)).toEqual({ kind: 'resumed', seq: 3 });
+  });
+});
