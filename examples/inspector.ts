@@ -24,7 +24,7 @@ import { pathToFileURL } from 'node:url';
 import { createInspector, createWebSocketInspector, type StatelyInspectionEvent } from '@statelyai/inspect';
 import type { InspectionEvent } from 'xstate';
 import { z } from 'zod';
-import { createRuntime, defineTool, memoryStore, scriptedModel } from '../src/index.js';
+import { createRuntime, defineTool, memoryStore, scriptedModel } from 'actorloop';
 import { stateTrace } from './state-trace.js';
 
 /** The machine id in an `@xstate.actor` event's definition (its config as JSON), if any. */
