@@ -7,6 +7,7 @@ import { Provider } from './demo-agent.js';
 import { runDemo } from './demo.js';
 import { CliError, EXIT, describeFailure } from './errors.js';
 import { repairCommand, verifyCommand } from './store-commands.js';
+import { commandPrefix, setCommandPrefix } from './invocation.js';
 
 const version = (JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }).version;
 
@@ -14,6 +15,8 @@ const version = (JSON.parse(readFileSync(new URL('../../package.json', import.me
 export interface CliIO extends CommandIO {
   tty: boolean;
   env: NodeJS.ProcessEnv;
+  /** The node options the command was started with (default process.execArgv), for runnable hints. */
+  execArgv?: readonly string[];
   /** Leaves at once (the demo's second Ctrl-C). */
   exitNow(code: number): void;
 }
@@ -139,6 +142,7 @@ export async function runCli(argv: readonly string[], io: CliIO): Promise<number
       io.err.write(`actorloop: ${message}\n`);
       return exitCode;
     });
+  setCommandPrefix(commandPrefix({ argv, env: io.env, execArgv: io.execArgv ?? process.execArgv, cwd: process.cwd() }));
   const program = buildProgram(io, (p) => (pending = settle(p)));
   try {
     await program.parseAsync([...argv]);

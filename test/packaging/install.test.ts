@@ -1,5 +1,5 @@
 import { execFile } from 'node:child_process';
-import { cpSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { cpSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -16,7 +16,7 @@ afterAll(async () => {
 
 const NPM = process.env.npm_execpath?.endsWith('npm-cli.js') ? [process.execPath, process.env.npm_execpath] : ['npm'];
 const npm = (args: string[], cwd: string) =>
-  run(NPM[0]!, [...NPM.slice(1), ...args], { cwd, env: { ...process.env, npm_config_update_notifier: 'false' }, maxBuffer: 64 << 20 });
+  run(NPM[0]!, [...NPM.slice(1), ...args], { cwd, env: { ...process.env, npm_config_update_notifier: 'false', ACTORLOOP_DEMO_PACE: '0.01' }, maxBuffer: 64 << 20 });
 const versionOf = (name: string) => (JSON.parse(readFileSync(join(REPO_ROOT, 'node_modules', name, 'package.json'), 'utf8')) as { version: string }).version;
 
 /** The optional packages (peer dependencies and the ones other features load on demand). */
@@ -53,6 +53,26 @@ describe('the packed package installs into an app with only openai and zod', () 
     const checked = await run(process.execPath, [tsc, '-p', 'tsconfig.json'], { cwd: app }).catch((e: { stdout: string }) => e);
     expect(checked.stdout).toBe('');
   }, scaled(300_000));
+});
+
+describe('npx actorloop in the clone', () => {
+  // npx installs the clone's own directory into its cache and runs `prepare` there again: with an
+  // up-to-date dist/ that build is a no-op (scripts/build.mjs, tsc -b), not a silent minute.
+  it('the first npx run (an empty npx cache) does not compile dist/ again, and its resume hint is an npx command that runs', async () => {
+    const stamp = () => ['dist/index.js', 'dist/.tsbuildinfo'].map((f) => statSync(join(REPO_ROOT, f)).mtimeMs);
+    await npm(['run', 'build'], REPO_ROOT); // a no-op when dist/ is current (the pack above built it)
+    const before = stamp();
+    const data = join(dir.path, 'npx-data');
+    const npx = (args: string[]) =>
+      npm(['exec', '--yes', '--cache', join(dir.path, 'npx-cache'), '--', 'actorloop', ...args], REPO_ROOT);
+    const first = await npx(['demo', '--provider', 'scripted', '--data', data]);
+    expect(stamp()).toEqual(before);
+    const hint = /resume or continue it later with: (.+)$/m.exec(first.stdout)?.[1];
+    expect(hint).toMatch(/^npx actorloop demo --session demo-\S+ --data /);
+    expect(first.stdout).toMatch(/^outcome: completed/m);
+    const again = await npx(hint!.split(' ').slice(2));
+    expect(again.stdout).toContain('recovery found: nothing to resume');
+  }, scaled(240_000));
 });
 
 describe('the published declarations name no optional package', () => {
