@@ -89,11 +89,19 @@ export function buildProgram(io: CliIO, run: (code: Promise<number>) => void): C
 
   program
     .command('recover')
-    .description('open a session (attaching a writer) and print what recovery found, as JSON; runs nothing')
+    .description('print what recovery would find, as JSON, read from the log (read only: attaches nothing, fences no one); --resume takes the session over')
     .argument('<session>', 'session id')
     .addOption(dataOption())
     .addOption(postgresOption())
-    .action((session: string, opts: { data?: string; postgres?: string }) => run(recoverCommand(session, withDatabase(opts, io.env), io)));
+    .option('--resume', 'open the session: attach a new writer (a process still running it is fenced) and settle what opening settles; runs no tool or model call')
+    .option('--force', "with --resume: even while a serving worker's unexpired lease holds the session")
+    .action((session: string, opts: { data?: string; postgres?: string; resume?: boolean; force?: boolean }) => {
+      if (opts.force && !opts.resume) {
+        run(Promise.reject(new CliError('--force only goes with --resume', EXIT.usage)));
+        return;
+      }
+      run(recoverCommand(session, withDatabase(opts, io.env), io));
+    });
 
   program
     .command('view')
