@@ -65,3 +65,11 @@ export function setCommandPrefix(words: string): void {
  * say(`resume with: ${command(`demo --session ${id}`)}`)
  */
 export const command = (args: string): string => `${prefix} ${args}`;
+
+/**
+ * `text` with each quoted \`actorloop …\` command (as the library's own messages name them, e.g.
+ * "run \`actorloop repair DIR\`") started the way this process was.
+ * @example
+ * runnable('run `actorloop repair d`') // 'run `npx actorloop repair d`' under npx
+ */
+export const runnable = (text: string): string => (prefix === 'actorloop' ? text : text.replace(/`actorloop /g, `\`${prefix} `));

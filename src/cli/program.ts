@@ -7,7 +7,7 @@ import { Provider } from './demo-agent.js';
 import { runDemo } from './demo.js';
 import { CliError, EXIT, describeFailure } from './errors.js';
 import { repairCommand, verifyCommand } from './store-commands.js';
-import { commandPrefix, setCommandPrefix } from './invocation.js';
+import { commandPrefix, runnable, setCommandPrefix } from './invocation.js';
 
 const version = (JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }).version;
 
@@ -147,7 +147,7 @@ export async function runCli(argv: readonly string[], io: CliIO): Promise<number
   const settle = (p: Promise<number>) =>
     p.catch((e: unknown) => {
       const { message, exitCode } = describeFailure(e);
-      io.err.write(`actorloop: ${message}\n`);
+      io.err.write(`actorloop: ${runnable(message)}\n`);
       return exitCode;
     });
   setCommandPrefix(commandPrefix({ argv, env: io.env, execArgv: io.execArgv ?? process.execArgv, cwd: process.cwd() }));

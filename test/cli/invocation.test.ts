@@ -3,7 +3,7 @@ import { chmodSync, mkdirSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, describe, expect, it } from 'vitest';
-import { commandPrefix } from '../../src/cli/invocation.js';
+import { command, commandPrefix, runnable, setCommandPrefix } from '../../src/cli/invocation.js';
 import { lmdbStore } from '../../src/index.js';
 import { REPO_ROOT } from '../crash/child-util.js';
 import { tempDir } from '../helpers/tmp.js';
@@ -39,6 +39,19 @@ describe('CLI hints print the command the way it was started', () => {
     expect(at(join(REPO_ROOT, 'dist/cli/main.js'))).toBe('node dist/cli/main.js');
     expect(at(join(REPO_ROOT, 'src/cli/main.ts'), {}, ['--import', 'tsx'])).toBe('node --import tsx src/cli/main.ts');
     expect(at('/opt/my tools/main.js')).toBe("node '/opt/my tools/main.js'");
+  });
+
+  it("the library's own quoted commands (`actorloop repair DIR` in a store error) are rewritten to the same start", () => {
+    setCommandPrefix('npx actorloop');
+    try {
+      expect(runnable('damaged pages; run `actorloop verify d` to see the extent and `actorloop repair d` to rebuild it')).toBe(
+        'damaged pages; run `npx actorloop verify d` to see the extent and `npx actorloop repair d` to rebuild it',
+      );
+      expect(runnable(`run \`${command('repair d')}\``)).toBe('run `npx actorloop repair d`');
+    } finally {
+      setCommandPrefix('actorloop');
+    }
+    expect(runnable('run `actorloop repair d`')).toBe('run `actorloop repair d`');
   });
 
   it('the printed hint runs: an unknown session names a `sessions` command that, pasted into a shell, lists the sessions', async () => {
