@@ -82,6 +82,38 @@ describe('actorloop recover', () => {
     expect(io.err.text).toContain('--force only goes with --resume');
   });
 
+  it("--resume refuses while a serving worker's unexpired lease holds the session (the store's leases, runtime.serve); --force resumes", async (ctx) => {
+    const dir = tempDir('actorloop-recover-lease-');
+    dirs.push(dir);
+    /** The lease calls of a store's `work` (src/persistence/work-store.ts, with runtime.serve). */
+    type Work = {
+      submit(sessionId: string, entry: { kind: 'cancel'; entryId: string }): Promise<unknown>;
+      claim(workerId: string, options: { limit: number; leaseMs: number }): Promise<{ sessionId: string }[]>;
+    };
+    const store = lmdbStore({ path: dir.path }) as ReturnType<typeof lmdbStore> & { work?: Work };
+    const work = store.work;
+    if (!work) {
+      await store.close();
+      ctx.skip('this store keeps no leases (runtime.serve is not part of this build)');
+      return;
+    }
+    const { writerEpoch } = await store.attachWriter('s1');
+    await store.append('s1', writerEpoch, 1, [{ turn: 0, step: 0, attempt: 0, type: 'session/attached', surfaceOp: 'none', payload: { sessionInstanceId: 'i1', writerEpoch } }]);
+    await work.submit('s1', { kind: 'cancel', entryId: 'c1' });
+    expect(await work.claim('w1', { limit: 1, leaseMs: 600_000 })).toEqual([expect.objectContaining({ sessionId: 's1' })]);
+    await store.close();
+
+    const refused = capture();
+    const code = await runCli(['node', 'actorloop', 'recover', 's1', '--data', dir.path, '--resume'], { ...refused, tty: false, env: {}, exitNow: () => {} });
+    expect(code).toBe(1);
+    expect(refused.err.text).toMatch(/session s1 is held by serving worker w1 \(lease until .+\); resuming would fence it mid-run\. .*--force/);
+    expect(await attaches(dir.path)).toBe(1);
+
+    const forced = capture();
+    expect(await runCli(['node', 'actorloop', 'recover', 's1', '--data', dir.path, '--resume', '--force'], { ...forced, tty: false, env: {}, exitNow: () => {} })).toBe(0);
+    expect(await attaches(dir.path)).toBe(2);
+  });
+
   it("a serving worker's unexpired lease is found through the store's lease list; an expired one or none is not", async () => {
     const store = memoryStore();
     expect(await liveLeaseOf(store, 's1')).toBeUndefined(); // a store without leases
