@@ -3,7 +3,8 @@ export { createRuntime } from './runtime/runtime.js';
 export type { Runtime } from './runtime/runtime.js';
 export type { RuntimeOptions } from './runtime/options.js';
 export { ExecutionSession } from './runtime/execution-session.js';
-export type { SessionSnapshot, TurnContext } from './runtime/execution-session.js';
+export type { SessionSnapshot, SessionStatus, TurnContext } from './runtime/execution-session.js';
+export type { RunHandle } from './runtime/run-handle.js';
 export type { DeliveryOwner, FinalAnswer, FinalVerifier, Pricing, ToolVerifier } from './contracts/hooks.js';
 export { systemClock } from './contracts/clock.js';
 export type { Clock, IdSource } from './contracts/clock.js';
@@ -19,7 +20,8 @@ export type { AttachResult, EventStore, ReadRange } from './persistence/event-st
 export { SessionHead } from './persistence/head.js';
 
 export { defineTool } from './tools/define-tool.js';
-export type { AnyTool, ToolContext, ToolDefinition, ToolOptions } from './tools/define-tool.js';
+export type { AnyTool, ToolContext, ToolDefinition, ToolOptions, ToolReturn } from './tools/define-tool.js';
+export type { JsonValue } from './contracts/json.js';
 
 export { scriptedModel } from './providers/scripted.js';
 export type { ScriptedModel, ScriptedStep } from './providers/scripted.js';
@@ -56,9 +58,12 @@ export {
   InputReceipt,
   Outcome,
   RecoveryOutcome,
+  RunRequest,
   RunStatus,
   StopReceipt,
   StopRequest,
+  UncertainCall,
+  UncertainResolution,
 } from './contracts/requests.js';
 export { ToolMode, ToolOutcome, ToolSpec } from './contracts/tools.js';
 export {

@@ -143,7 +143,7 @@ async function recoverCalls(
           callId: c.callId,
           emit: () => {},
         });
-        if (got !== undefined) outcome = withCallLocks(normalizeOutcome(got), c);
+        if (got !== undefined) outcome = withCallLocks(normalizeOutcome(got, c.name), c);
       } catch {
         outcome = undefined;
       }

@@ -2,7 +2,8 @@ import { fromCallback } from 'xstate';
 import { CallAbort } from '../contracts/abort.js';
 import type { ToolCallIntent, ToolCallOutput } from '../contracts/calls.js';
 import { CancelledError, isCancelledError } from '../contracts/errors.js';
-import { ToolOutcome, type ToolOutcomeInput } from '../contracts/tools.js';
+import { jsonIssue, type JsonValue } from '../contracts/json.js';
+import { ToolOutcome } from '../contracts/tools.js';
 import type { ToolContext } from '../tools/define-tool.js';
 import type { SessionServices } from './session-services.js';
 
@@ -20,34 +21,44 @@ export type ToolCallReply = { type: 'call.done'; index: number; output: ToolCall
 export type ToolCallCancel = { type: 'CANCEL'; reason: string };
 
 
-export function normalizeOutcome(v: string | ToolOutcomeInput | undefined | unknown): ToolOutcome {
+const OUTCOME_KINDS = new Set(['completed', 'skipped', 'cancelled', 'uncertain-settled', 'uncertain-hanging']);
+
+const errorResult = (content: string): ToolOutcome => ({ kind: 'completed', content, isError: true, concludesTurn: false, releaseResources: [] });
+
+/**
+ * What a tool returned, as an outcome (DESIGN §4 item 5): a string is the model's text; an object
+ * whose `kind` is an outcome kind is that outcome; any other JSON value (number, boolean, null,
+ * array, plain object) is serialised for the model and kept as `structured`. Anything else (no
+ * value, a BigInt, a function, a cycle, a Date…) is an error result naming the tool.
+ */
+export function normalizeOutcome(v: unknown, toolName: string): ToolOutcome {
   if (typeof v === 'string') return { kind: 'completed', content: v, isError: false, concludesTurn: false, releaseResources: [] };
+  if (typeof v === 'object' && v !== null && !Array.isArray(v) && Object.hasOwn(v, 'kind') && OUTCOME_KINDS.has((v as { kind: unknown }).kind as string)) return parsedOutcome(v, toolName);
+  if (v === undefined) return errorResult(`tool ${toolName} returned no value (undefined): a tool returns a string, a JSON value or a tool outcome`);
+  const issue = jsonIssue(v);
+  if (issue) return errorResult(`tool ${toolName} returned a value that is not JSON${issue.path.length > 0 ? ` (at ${issue.path.join('.')})` : ''}: ${issue.message}`);
+  return { kind: 'completed', content: JSON.stringify(v), structured: v as JsonValue, isError: false, concludesTurn: false, releaseResources: [] };
+}
+
+function parsedOutcome(v: object, toolName: string): ToolOutcome {
   const parsed = ToolOutcome.safeParse(v);
-  if (parsed.success) {
-    // free-form fields (`structured`, a message's providerData): an outcome the log cannot record
-    // (a BigInt, a cycle) would fail the step's commit and leave the call unanswered — it becomes
-    // an error result instead
-    // additional messages are logged as user/message: a user's message, never a tool call or result
-    // that would sit unanswered (or unasked) on the surface
-    if (parsed.data.kind === 'completed' && parsed.data.additionalMessages?.some((m) => m.role !== 'user' || m.toolCalls !== undefined || m.toolCallId !== undefined)) {
-      return { kind: 'completed', content: 'tool returned additionalMessages that are not plain user messages (role user, no tool calls or tool results)', isError: true, concludesTurn: false, releaseResources: [] };
-    }
-    if (parsed.data.kind === 'completed' && (parsed.data.structured !== undefined || parsed.data.additionalMessages !== undefined)) {
-      try {
-        JSON.stringify(parsed.data);
-      } catch (e) {
-        return { kind: 'completed', content: `tool returned an outcome that is not JSON: ${messageOf(e)}`, isError: true, concludesTurn: false, releaseResources: [] };
-      }
-    }
-    return parsed.data;
+  if (!parsed.success) return errorResult(`tool ${toolName} returned an invalid outcome: ${parsed.error.issues[0]?.message ?? 'unknown shape'}`);
+  // free-form fields (`structured`, a message's providerData): an outcome the log cannot record
+  // (a BigInt, a cycle) would fail the step's commit and leave the call unanswered — it becomes
+  // an error result instead
+  // additional messages are logged as user/message: a user's message, never a tool call or result
+  // that would sit unanswered (or unasked) on the surface
+  if (parsed.data.kind === 'completed' && parsed.data.additionalMessages?.some((m) => m.role !== 'user' || m.toolCalls !== undefined || m.toolCallId !== undefined)) {
+    return errorResult(`tool ${toolName} returned additionalMessages that are not plain user messages (role user, no tool calls or tool results)`);
   }
-  return {
-    kind: 'completed',
-    content: `tool returned an invalid outcome: ${parsed.error.issues[0]?.message ?? 'unknown shape'}`,
-    isError: true,
-    concludesTurn: false,
-    releaseResources: [],
-  };
+  if (parsed.data.kind === 'completed' && (parsed.data.structured !== undefined || parsed.data.additionalMessages !== undefined)) {
+    try {
+      JSON.stringify(parsed.data);
+    } catch (e) {
+      return errorResult(`tool ${toolName} returned an outcome that is not JSON: ${messageOf(e)}`);
+    }
+  }
+  return parsed.data;
 }
 
 /**
@@ -178,7 +189,7 @@ async function runToolCall(env: SessionServices, input: ToolCallInput, ac: CallA
     ended = true;
     let outcome: ToolOutcome;
     try {
-      outcome = withCallLocks(normalizeOutcome(value), call);
+      outcome = withCallLocks(normalizeOutcome(value, call.name), call);
     } catch (e) {
       outcome = errorOutcome(e); // a returned value that throws when read (a getter, a proxy)
     }
@@ -186,7 +197,7 @@ async function runToolCall(env: SessionServices, input: ToolCallInput, ac: CallA
   }
   const work = (async () => {
     try {
-      return withCallLocks(normalizeOutcome(await value), call);
+      return withCallLocks(normalizeOutcome(await value, call.name), call);
     } catch (e) {
       if (ac.aborted) {
         return { kind: 'cancelled', settled: true, partialContent: timedOut ? `timed out after ${tool.timeoutMs} ms` : `cancelled: ${messageOf(e)}`, resourceLocks: call.resources } as ToolOutcome;

@@ -25,6 +25,8 @@ export const systemClock: Clock = {
 export interface IdSource {
   instanceId(): string;
   eventId(): string;
+  /** Run and attempt ids the runtime makes when a request leaves them out (`session.run`); a UUID without it. */
+  runId?(): string;
 }
 
 /** Sleeps `ms` on `clock`; rejects with `reason()` if `signal` aborts first. */

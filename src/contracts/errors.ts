@@ -194,9 +194,26 @@ export class ExecutionBusy extends ActorloopError {
   constructor(
     readonly sessionId: string,
     readonly activeRunId: string,
+    /**
+     * Why no new run can start: an attempt is `executing`; the open run is `suspended` (waiting for
+     * the answer to `questionId`: respond to it); or it was `interrupted` and nothing runs
+     * (continue it).
+     */
+    readonly state: 'executing' | 'suspended' | 'interrupted' = 'executing',
+    readonly questionId?: string,
   ) {
-    super(`session ${sessionId} is busy executing run ${activeRunId}`);
+    super(busyMessage(sessionId, activeRunId, state, questionId));
   }
+}
+
+function busyMessage(sessionId: string, runId: string, state: ExecutionBusy['state'], questionId: string | undefined): string {
+  if (state === 'suspended') {
+    return `session ${sessionId}: run ${runId} is suspended, waiting for the answer to ${questionId ?? 'its pending request'} (nothing is running); answer it with execute({ kind: 'respond', runId: '${runId}', questionId: '${questionId ?? '…'}', answer }) before starting a new run`;
+  }
+  if (state === 'interrupted') {
+    return `session ${sessionId}: run ${runId} was interrupted and is still open (nothing is running); resume it with execute({ kind: 'continue', runId: '${runId}' }) before starting a new run`;
+  }
+  return `session ${sessionId} is busy executing run ${runId}`;
 }
 export const isExecutionBusy = (e: unknown): e is ExecutionBusy => hasCode(e, 'execution_busy');
 

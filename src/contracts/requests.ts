@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { JsonValue } from './json.js';
 import { UserMessage, Usage, zeroUsage, type Message } from './message.js';
 import { PendingRequest } from './events.js';
+import { ToolMode, type ToolOutcome } from './tools.js';
 
 const id = z.string().min(1);
 /** Checked as JSON at run time; typed `unknown` (an answer's shape is the question's). */
@@ -11,13 +12,27 @@ const AnyJson: z.ZodType<unknown> = JsonValue;
 export const PromptMessage = z.union([z.string(), UserMessage, z.array(UserMessage).min(1)]);
 export type PromptMessage = z.infer<typeof PromptMessage>;
 
-/** `session.execute` input (DESIGN §6). */
-export const ExecutionRequest = z.discriminatedUnion('kind', [
-  z.object({ kind: z.literal('prompt'), runId: id, attemptId: id, message: PromptMessage }),
-  z.object({ kind: z.literal('respond'), runId: id, attemptId: id, questionId: id, answer: AnyJson }),
-  z.object({ kind: z.literal('continue'), runId: id, attemptId: id }),
-]);
+const Respond = z.object({ kind: z.literal('respond'), runId: id.optional(), attemptId: id.optional(), questionId: id, answer: AnyJson });
+const Continue = z.object({ kind: z.literal('continue'), runId: id.optional(), attemptId: id.optional() });
+
+/**
+ * `session.execute` input (DESIGN §6). A prompt names its run and attempt; a respond or continue
+ * may leave them out: the open run's id is taken and a new attempt id generated.
+ */
+export const ExecutionRequest = z.discriminatedUnion('kind', [z.object({ kind: z.literal('prompt'), runId: id, attemptId: id, message: PromptMessage }), Respond, Continue]);
 export type ExecutionRequest = z.infer<typeof ExecutionRequest>;
+/** An execute request with both its ids, given or generated. */
+export type IdentifiedRequest = ExecutionRequest & { runId: string; attemptId: string };
+
+/**
+ * `session.run` input: a message (string, user message or several) to prompt with, or an execute
+ * request whose `runId` / `attemptId` may be left out (then generated, or the open run's).
+ */
+export const RunRequest = z.union([
+  PromptMessage,
+  z.discriminatedUnion('kind', [z.object({ kind: z.literal('prompt'), runId: id.optional(), attemptId: id.optional(), message: PromptMessage }), Respond, Continue]),
+]);
+export type RunRequest = z.input<typeof RunRequest>;
 
 export const RunStatus = z.enum([
   'succeeded',
@@ -43,6 +58,27 @@ export const DeliveryErrorInfo = z.object({
   message: z.string().optional(),
 });
 export type DeliveryErrorInfo = z.infer<typeof DeliveryErrorInfo>;
+
+/**
+ * How a call whose outcome was uncertain after a crash (its intent logged, its result not) was
+ * resolved by a later attempt of its run: an exclusive call `reconciled` (its reconcile hook told),
+ * or recorded `uncertain-hanging` / `uncertain-settled`; a parallel call `re-run`, or `skipped`
+ * (a resource it names stayed locked, or its arguments no longer fit the tool).
+ */
+export const UncertainResolution = z.enum(['reconciled', 'uncertain-hanging', 'uncertain-settled', 're-run', 'skipped']);
+export type UncertainResolution = z.infer<typeof UncertainResolution>;
+
+/** One call of a run whose outcome was uncertain after a crash, and how it was resolved. */
+export const UncertainCall = z.object({ name: z.string(), callId: z.string(), mode: ToolMode, resolution: UncertainResolution });
+export type UncertainCall = z.infer<typeof UncertainCall>;
+
+/** The resolution a recovered call's recorded outcome stands for. */
+export function resolutionOf(mode: ToolMode, outcome: Pick<ToolOutcome, 'kind'>): UncertainResolution {
+  if (outcome.kind === 'skipped') return 'skipped';
+  if (mode === 'parallel') return 're-run';
+  if (outcome.kind === 'uncertain-hanging' || outcome.kind === 'uncertain-settled') return outcome.kind;
+  return 'reconciled';
+}
 
 /** What `execute` resolves with: every run failure is a result, not a rejection. */
 export const ExecutionResult = z.object({
@@ -74,8 +110,19 @@ export const ExecutionResult = z.object({
   toolCalls: z.number().int().nonnegative().optional(),
   cost: z.string().optional(),
   recoveries: z.number().int().nonnegative().optional(),
+  /**
+   * Every call of the run (all its attempts, whichever process resolved it) whose outcome was
+   * uncertain after a crash, with how it was resolved (read from the log).
+   */
+  uncertainCalls: z.array(UncertainCall).default([]),
 });
 export type ExecutionResult = z.infer<typeof ExecutionResult>;
+
+/** A result read back from a run/end record (one written before `uncertainCalls` gets `[]`). */
+export function storedResult(result: unknown): ExecutionResult {
+  const r = result as Omit<ExecutionResult, 'uncertainCalls'> & { uncertainCalls?: ExecutionResult['uncertainCalls'] };
+  return { ...r, uncertainCalls: r.uncertainCalls ?? [] };
+}
 
 /**
  * The result for an attempt that did not run at all: the session was fenced, the kill switch is
@@ -89,6 +136,7 @@ export function notRunResult(ids: { runId: string; attemptId: string }, status: 
     status,
     error: { kind: status === 'cancelled' ? 'cancelled' : status === 'failed' ? 'execution' : 'inconsistent', message },
     checkpointCommitted: false,
+    uncertainCalls: [],
     historyConsistent: status !== 'failed',
     deliveryErrors: [],
     usage: zeroUsage(),
@@ -146,8 +194,9 @@ export const RecoveryOutcome = z.object({
       runEpoch: z.number().int(),
       attemptId: z.string(),
       /** run/end status of the newest attempt when it wrote one (suspended, detached, fenced). */
-      lastStatus: z.string().optional(),
-      pendingRequest: z.unknown().optional(),
+      lastStatus: RunStatus.optional(),
+      /** The approval or question the run waits for (a suspended run: respond to it). */
+      pendingRequest: PendingRequest.optional(),
       stopAccepted: z.boolean(),
     }),
   ),

@@ -2,7 +2,7 @@ import type { ToolCallIntent, ToolCallOutput } from '../contracts/calls.js';
 import type { LoopBudget } from '../contracts/config.js';
 import type { PendingRequest } from '../contracts/events.js';
 import type { FinishReason, Message, ToolCall, Usage } from '../contracts/message.js';
-import type { ExecutionResult } from '../contracts/requests.js';
+import type { ExecutionResult, UncertainCall } from '../contracts/requests.js';
 import type { ResumeInput, StartRunInput } from '../actors/start-run.js';
 
 /** How an attempt ends: what its result will say. */
@@ -36,6 +36,8 @@ export interface RunInput {
    * a `continue` finalizes with its content (DESIGN §4 item 5), calling no model.
    */
   concluded?: string;
+  /** Calls of the run left uncertain by a crash that earlier attempts resolved (from the log). */
+  uncertainCalls?: UncertainCall[];
   /** A stop accepted before this attempt (it survives recovery). */
   stopRequested?: boolean;
   /** A detach or cancel asked for before the attempt had started. */
@@ -43,8 +45,10 @@ export interface RunInput {
   cancelRequested?: boolean;
 }
 
-export interface RunContext extends Omit<RunInput, 'messages'> {
+export interface RunContext extends Omit<RunInput, 'messages' | 'uncertainCalls'> {
   messages: Message[];
+  /** The run's calls left uncertain by a crash, with their resolutions (earlier attempts' and this one's). */
+  uncertainCalls: UncertainCall[];
   runStartSeq: number;
   step: number;
   usage: Usage;

@@ -1,8 +1,8 @@
-import type { StepPosition, ToolCallOutput } from '../contracts/calls.js';
+import type { StepPosition, ToolCallIntent, ToolCallOutput } from '../contracts/calls.js';
 import { addDecimal, spentBudget, type BudgetUse } from '../contracts/budget.js';
 import { isCancelledError, isStaleWriterError } from '../contracts/errors.js';
 import { addUsage, type Usage } from '../contracts/message.js';
-import type { ExecutionResult, Outcome, RunStatus } from '../contracts/requests.js';
+import { resolutionOf, type ExecutionResult, type Outcome, type RunStatus, type UncertainCall } from '../contracts/requests.js';
 import type { RunContext, RunEnd } from './run-context.js';
 
 export type { RunEnd } from './run-context.js';
@@ -50,6 +50,20 @@ export function inCallOrder(order: readonly string[], preset: readonly ToolCallO
   return all.sort((a, b) => (pos.get(a.callId) ?? 0) - (pos.get(b.callId) ?? 0));
 }
 
+/**
+ * How a recovering continue resolved the calls its run left without results (DESIGN §5): a preset
+ * outcome (reconciled, uncertain, skipped) or run again.
+ */
+export function recoveredCalls(batch: readonly ToolCallIntent[], resumed: { calls: readonly ToolCallIntent[]; preset: readonly ToolCallOutput[] }): UncertainCall[] {
+  const rerun = new Set(resumed.calls.map((c) => c.callId));
+  const preset = new Map(resumed.preset.map((o) => [o.callId, o.outcome]));
+  return batch.flatMap((c) => {
+    const outcome = preset.get(c.callId);
+    if (outcome) return [{ name: c.name, callId: c.callId, mode: c.mode, resolution: resolutionOf(c.mode, outcome) }];
+    return rerun.has(c.callId) ? [{ name: c.name, callId: c.callId, mode: c.mode, resolution: 're-run' as const }] : [];
+  });
+}
+
 /** The attempt's result as the run machine knows it (endRun commits it). */
 export function resultOf(c: RunContext): ExecutionResult {
   const end = c.end ?? { status: 'failed' as const, outcome: 'failed' as const };
@@ -72,5 +86,6 @@ export function resultOf(c: RunContext): ExecutionResult {
     toolCalls: c.toolCalls,
     cost: c.cost,
     recoveries: c.recoveries,
+    uncertainCalls: c.uncertainCalls,
   };
 }

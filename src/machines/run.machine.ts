@@ -12,7 +12,7 @@ import type { PrepareContextInput, PrepareContextOutput } from '../actors/prepar
 import type { StartRunInput, StartRunOutput } from '../actors/start-run.js';
 import { toolBatchMachine, type ToolBatchInput } from './tool-batch.machine.js';
 import type { RunContext, RunEvent, RunInput } from './run-context.js';
-import { endFor, errorOf, outputOf, ended, inCallOrder, positionOf, resultOf, spentNow, withStepUsage } from './run-decisions.js';
+import { endFor, errorOf, outputOf, ended, inCallOrder, positionOf, recoveredCalls, resultOf, spentNow, withStepUsage } from './run-decisions.js';
 
 export type { ResumeInput, StartRunOutput } from '../actors/start-run.js';
 export type { RunContext, RunEvent, RunInput } from './run-context.js';
@@ -94,6 +94,7 @@ export const runMachine = setup({
         order: context.resume!.batch.map((b) => b.callId),
         // approved calls are new; a recovered call's tool/call was counted with the run's spending
         toolCalls: context.toolCalls + (context.resume!.kind === 'answer' ? r.calls.length : 0),
+        ...(context.resume!.kind === 'recover' ? { uncertainCalls: [...context.uncertainCalls, ...recoveredCalls(context.resume!.batch, r)] } : {}),
       };
     }),
     finalizeConcluded: assign({ pendingFinal: ({ context }) => ({ content: context.concluded!, closeStep: false }) }),
@@ -179,6 +180,7 @@ export const runMachine = setup({
     cancelRequested: input.cancelRequested ?? false,
     detachRequested: input.detachRequested ?? false,
     durationSpentAt: undefined,
+    uncertainCalls: input.uncertainCalls ?? [],
     pendingRequest: undefined,
     end: undefined,
     result: undefined,

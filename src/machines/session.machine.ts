@@ -1,6 +1,6 @@
 import { notProvided } from './not-provided.js';
 import { assign, emit, fromPromise, sendTo, setup } from 'xstate';
-import { notRunResult, type ExecutionResult } from '../contracts/requests.js';
+import { notRunResult, type ExecutionResult, type IdentifiedRequest } from '../contracts/requests.js';
 import { runMachine, type RunInput } from './run.machine.js';
 
 /** Where a session rests between attempts: nothing open, a run waiting for an answer, or a run left resumable. */
@@ -22,8 +22,14 @@ export interface SessionContext {
   rest: SessionRest;
   /** The attempt under way (from its start to its settling). */
   current: { runId: string; attemptId: string; runEpoch: number } | undefined;
+  /** The run the attempt under way runs (its run machine's input). */
+  attempt: RunInput | undefined;
   /** The runId a prompt being prepared has claimed (a follow-up may not take it meanwhile). */
   claimedRunId: string | undefined;
+  /** Another writer took over: the session rests `fenced` (an attempt prepared there runs nothing). */
+  fenced: boolean;
+  /** The caller whose attempt is being prepared (PREPARE's token). */
+  preparing: number | undefined;
   /** A cancel or detach asked for while the attempt was being prepared: the attempt starts with it. */
   cancelPending: boolean;
   detachPending: boolean;
@@ -32,22 +38,42 @@ export interface SessionContext {
 }
 
 export type SessionEvent =
-  /** An execute began preparing its attempt (reading the log). */
-  | { type: 'PREPARE'; claimedRunId?: string }
-  /** The attempt (or a follow-up's run) starts. */
+  /** An execute asks for an attempt: `prepareAttempt` reads the log and decides (`token` names the caller). */
+  | { type: 'PREPARE'; token: number; request: IdentifiedRequest; claimedRunId?: string }
+  /** A follow-up's run starts (its run input is made from the accepted input). */
   | { type: 'START'; run: RunInput }
-  /** The attempt being prepared runs nothing (answered from the log, refused, closed). */
-  | { type: 'ABANDON' }
   | { type: 'STOP_AFTER_ROUND' }
   | { type: 'CANCEL'; reason?: string }
   | { type: 'DETACH' }
   | { type: 'CLOSE' };
 
-/** Emitted on reaching a resting state (or fenced): the facade answers the attempt and starts what waits. */
-export type SessionEmitted = { type: 'session.rested'; result: ExecutionResult | undefined };
+/** What `prepareAttempt` decided: the run to start, or the caller's answer without running (recorded, refused, closed). */
+export type PrepareOutput = { run: RunInput } | { result: ExecutionResult };
+export interface PrepareInput {
+  token: number;
+  request: IdentifiedRequest;
+}
+
+/**
+ * `session.rested` on reaching a resting state (or fenced): the facade answers the attempt and
+ * starts what waits. `attempt.answered` / `attempt.refused`: a prepared attempt that runs nothing
+ * answers its caller (`token`) with a result, or with the error execute rejects with.
+ */
+export type SessionEmitted =
+  | { type: 'session.rested'; result: ExecutionResult | undefined }
+  | { type: 'attempt.answered'; token: number; result: ExecutionResult }
+  | { type: 'attempt.refused'; token: number; error: unknown };
 
 /** What the `settleAttempt` actor decides once an attempt ended: where the session rests now. */
 export type SettleOutput = { rest: SessionRest | 'fenced' };
+
+const attemptOf = (run: RunInput) => ({
+  attempt: run,
+  current: { runId: run.runId, attemptId: run.attemptId, runEpoch: run.runEpoch },
+  claimedRunId: undefined,
+  preparing: undefined,
+  lastResult: undefined,
+});
 
 /**
  * One live incarnation of a session (DESIGN §3): it rests `idle`, `suspended` (a run waits for an
@@ -68,24 +94,23 @@ export const sessionMachine = setup({
   },
   actors: {
     run: runMachine,
+    prepareAttempt: fromPromise<PrepareOutput, PrepareInput>(notProvided('prepareAttempt')),
     settleAttempt: fromPromise<SettleOutput, { result: ExecutionResult }>(notProvided('settleAttempt')),
     closeSession: fromPromise<void, void>(async () => {}),
   },
   guards: {
+    restsFenced: ({ context }) => context.fenced,
     restsSuspended: ({ context }) => context.rest === 'suspended',
     restsDetached: ({ context }) => context.rest === 'detached',
     settledFenced: ({ event }) => (event as unknown as { output: SettleOutput }).output.rest === 'fenced',
+    preparedRun: ({ event }) => 'run' in (event as unknown as { output: PrepareOutput }).output,
   },
   actions: {
-    startAttempt: assign(({ event }) => {
-      const run = (event as Extract<SessionEvent, { type: 'START' }>).run;
-      return {
-        current: { runId: run.runId, attemptId: run.attemptId, runEpoch: run.runEpoch },
-        claimedRunId: undefined,
-        lastResult: undefined,
-      };
-    }),
-    clearPreparation: assign({ claimedRunId: undefined, cancelPending: false, detachPending: false }),
+    startAttempt: assign(({ event }) => attemptOf((event as Extract<SessionEvent, { type: 'START' }>).run)),
+    startPrepared: assign(({ event }) => attemptOf(((event as unknown as { output: PrepareOutput }).output as { run: RunInput }).run)),
+    answerPrepared: emit(({ context, event }) => ({ type: 'attempt.answered' as const, token: context.preparing!, result: ((event as unknown as { output: PrepareOutput }).output as { result: ExecutionResult }).result })),
+    refusePrepared: emit(({ context, event }) => ({ type: 'attempt.refused' as const, token: context.preparing!, error: (event as { error?: unknown }).error })),
+    clearPreparation: assign({ claimedRunId: undefined, preparing: undefined, cancelPending: false, detachPending: false }),
     keepResult: assign({ lastResult: ({ event }) => (event as unknown as { output: ExecutionResult }).output, cancelPending: false, detachPending: false }),
     keepCrash: assign({
       cancelPending: false,
@@ -97,7 +122,7 @@ export const sessionMachine = setup({
           `run machine crashed: ${((event as { error?: unknown }).error as Error)?.message ?? String((event as { error?: unknown }).error)}`,
         ),
     }),
-    restAt: assign({ rest: ({ event }) => (event as unknown as { output: SettleOutput }).output.rest as SessionRest, current: undefined }),
+    restAt: assign({ rest: ({ event }) => (event as unknown as { output: SettleOutput }).output.rest as SessionRest, current: undefined, attempt: undefined }),
     announceRest: emit(({ context }) => ({ type: 'session.rested' as const, result: context.lastResult })),
     forget: assign({ lastResult: undefined }),
   },
@@ -109,6 +134,9 @@ export const sessionMachine = setup({
     writerEpoch: input.writerEpoch,
     rest: input.openRun ?? 'idle',
     current: undefined,
+    attempt: undefined,
+    preparing: undefined,
+    fenced: false,
     claimedRunId: undefined,
     cancelPending: false,
     detachPending: false,
@@ -119,7 +147,7 @@ export const sessionMachine = setup({
   states: {
     /** Decides which resting state the session is in (transient). */
     resting: {
-      always: [{ guard: 'restsSuspended', target: 'suspended' }, { guard: 'restsDetached', target: 'detached' }, { target: 'idle' }],
+      always: [{ guard: 'restsFenced', target: 'fenced' }, { guard: 'restsSuspended', target: 'suspended' }, { guard: 'restsDetached', target: 'detached' }, { target: 'idle' }],
     },
     idle: {
       entry: ['announceRest', 'forget'],
@@ -134,10 +162,24 @@ export const sessionMachine = setup({
       on: { PREPARE: 'preparing', START: { target: 'executing', actions: 'startAttempt' } },
     },
     preparing: {
-      entry: assign({ claimedRunId: ({ event }) => (event as Extract<SessionEvent, { type: 'PREPARE' }>).claimedRunId }),
+      entry: assign(({ event }) => {
+        const e = event as Extract<SessionEvent, { type: 'PREPARE' }>;
+        return { claimedRunId: e.claimedRunId, preparing: e.token };
+      }),
+      invoke: {
+        src: 'prepareAttempt',
+        input: ({ event }) => {
+          const e = event as Extract<SessionEvent, { type: 'PREPARE' }>;
+          return { token: e.token, request: e.request };
+        },
+        onDone: [
+          { guard: 'preparedRun', target: 'executing', actions: 'startPrepared' },
+          // answered from the log, refused or not startable: the session rests where it was
+          { target: 'resting', actions: ['answerPrepared', 'clearPreparation'] },
+        ],
+        onError: { target: 'resting', actions: ['refusePrepared', 'clearPreparation'] },
+      },
       on: {
-        START: { target: 'executing', actions: 'startAttempt' },
-        ABANDON: { target: 'resting', actions: 'clearPreparation' },
         CANCEL: { actions: assign({ cancelPending: true }) },
         DETACH: { actions: assign({ detachPending: true }) },
       },
@@ -147,8 +189,8 @@ export const sessionMachine = setup({
         id: 'run',
         src: 'run',
         // what was asked for while the attempt was prepared goes with it
-        input: ({ event, context }) => {
-          const run = (event as Extract<SessionEvent, { type: 'START' }>).run;
+        input: ({ context }) => {
+          const run = context.attempt!;
           return { ...run, ...(context.cancelPending ? { cancelRequested: true } : {}), ...(context.detachPending ? { detachRequested: true } : {}) };
         },
         onDone: { target: 'finalizing', actions: 'keepResult' },
@@ -165,14 +207,15 @@ export const sessionMachine = setup({
         src: 'settleAttempt',
         input: ({ context }) => ({ result: context.lastResult! }),
         onDone: [
-          { guard: 'settledFenced', target: 'fenced', actions: assign({ current: undefined }) },
+          { guard: 'settledFenced', target: 'fenced', actions: assign({ current: undefined, attempt: undefined }) },
           { target: 'resting', actions: 'restAt' },
         ],
         // settling never fails the session: what is open is read again before the next attempt
-        onError: { target: 'resting', actions: assign({ current: undefined }) },
+        onError: { target: 'resting', actions: assign({ current: undefined, attempt: undefined }) },
       },
     },
-    fenced: { entry: ['announceRest', 'forget'] },
+    /** Another writer took over: an execute is still answered (its recorded result, or `fenced`), nothing runs. */
+    fenced: { entry: ['announceRest', 'forget', assign({ fenced: true })], on: { PREPARE: 'preparing' } },
     closing: {
       invoke: { src: 'closeSession', onDone: 'closed', onError: 'closed' },
       on: { CLOSE: {} },

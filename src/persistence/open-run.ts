@@ -3,6 +3,8 @@ import { z } from 'zod';
 import { EventRecord, type PendingRequest } from '../contracts/events.js';
 import { parseInput } from '../contracts/validate.js';
 import { addUsage, zeroUsage, type Usage } from '../contracts/message.js';
+import { resolutionOf, RunStatus, type UncertainCall } from '../contracts/requests.js';
+import type { ToolOutcome } from '../contracts/tools.js';
 
 /** What the log says about the run that is open (started, not settled). */
 export interface OpenRunState {
@@ -17,7 +19,7 @@ export interface OpenRunState {
   /** An approval or question still waiting for its answer, with the batch it holds back. */
   pending?: { pendingRequest: PendingRequest; batch: ToolCallIntent[]; step: number; seq: number };
   /** Status of the newest attempt's run/end, if it wrote one (suspended, detached, fenced). */
-  lastEndStatus?: string;
+  lastEndStatus?: RunStatus;
   /** Accepted stop requests (steering/accepted) for this run. */
   stopAccepted: boolean;
   /** tool/call intents without a tool/result. */
@@ -38,6 +40,11 @@ export interface OpenRunState {
    * step ended with no final/message and no later model step: the run's answer, still to finalize.
    */
   concluded?: string;
+  /**
+   * Calls whose outcome was uncertain after a crash and that a later attempt resolved: a
+   * tool/result written by a later attempt than the call's tool/call.
+   */
+  uncertainCalls: UncertainCall[];
   /** What the run's earlier attempts spent, for its budgets (DESIGN §4 item 8: per run). */
   spent: { toolCalls: number; usage: Usage; modelUsages: Usage[]; recoveries: number; corrections: number };
 }
@@ -54,6 +61,8 @@ export function foldOpenRun(events: readonly EventRecord[]): OpenRunState | unde
 export function foldRunEvents(events: readonly EventRecord[]): OpenRunState | undefined {
   let st: OpenRunState | undefined;
   const calls = new Map<string, ToolCallIntent>();
+  /** The attempt (run epoch) that wrote each call's intent. */
+  const intentAttempts = new Map<string, number>();
   const finals = new Map<string, { finalMessageId: string; content: string; step: number }>();
   // the newest step's concludesTurn content, and whether a verifier rejected any of its results
   let concluding: { step: number; content?: string; rejected: boolean } | undefined;
@@ -75,6 +84,7 @@ export function foldRunEvents(events: readonly EventRecord[]): OpenRunState | un
           undeliveredFinals: [],
           deliveredFinalIds: [],
           deliveryUnknownFinalIds: [],
+          uncertainCalls: [],
           spent: { toolCalls: 0, usage: zeroUsage(), modelUsages: [], recoveries: 0, corrections: 0 },
         };
       } else {
@@ -99,6 +109,7 @@ export function foldRunEvents(events: readonly EventRecord[]): OpenRunState | un
         break;
       case 'tool/call':
         calls.set(p.callId, p as ToolCallIntent);
+        intentAttempts.set(p.callId, e.attempt);
         st.callSeqs.set(p.callId, e.seq);
         st.spent.toolCalls++;
         break;
@@ -117,6 +128,10 @@ export function foldRunEvents(events: readonly EventRecord[]): OpenRunState | un
         st.spent.corrections++;
         break;
       case 'tool/result': {
+        const intent = calls.get(p.callId);
+        if (intent && e.attempt > intentAttempts.get(p.callId)!) {
+          st.uncertainCalls.push({ name: intent.name, callId: intent.callId, mode: intent.mode, resolution: resolutionOf(intent.mode, p.outcome as ToolOutcome) });
+        }
         calls.delete(p.callId);
         const o = p.outcome as { kind: string; concludesTurn?: boolean; content?: string };
         if (concluding?.step !== e.step) concluding = { step: e.step, rejected: false };
@@ -140,7 +155,11 @@ export function foldRunEvents(events: readonly EventRecord[]): OpenRunState | un
         st.deliveryUnknownFinalIds.push(p.finalMessageId);
         break;
       case 'run/end':
-        st.lastEndStatus = p.status;
+        {
+          const status = RunStatus.safeParse(p.status);
+          if (status.success) st.lastEndStatus = status.data;
+          else delete st.lastEndStatus;
+        }
         break;
       case 'resources/released':
         for (const c of calls.values()) releaseFor(st, c, p.keys as string[]);

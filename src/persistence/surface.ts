@@ -13,10 +13,16 @@ export function outcomeText(o: ToolOutcome): string {
     case 'cancelled':
       return `Cancelled${o.settled ? '' : ' (may still be running)'}${o.partialContent ? `: ${o.partialContent}` : ''}`;
     case 'uncertain-settled':
-      return `Outcome uncertain (settled): ${o.content}`;
+      return `Outcome uncertain (settled): ${sentence(o.content)}`;
     case 'uncertain-hanging':
-      return `Outcome uncertain: ${o.content} The resources ${o.resourceLocks.join(', ') || '(none)'} stay locked until released.`;
+      return `Outcome uncertain: ${sentence(o.content)}${o.resourceLocks.length > 0 ? ` The resource${o.resourceLocks.length > 1 ? 's' : ''} ${o.resourceLocks.join(', ')} stay${o.resourceLocks.length > 1 ? '' : 's'} locked until released.` : ''}`;
   }
+}
+
+/** `text` ending as a sentence does (a full stop added where it has none). */
+function sentence(text: string): string {
+  const t = text.trimEnd();
+  return t === '' || /[.!?]$/.test(t) ? t : `${t}.`;
 }
 
 /** Model-visible messages of one surface event (DESIGN §2: the surface is the model's view). */

@@ -1,5 +1,5 @@
 import { ExecutionBusy, ValidationError } from '../contracts/errors.js';
-import { toMessages, type ExecutionRequest } from '../contracts/requests.js';
+import { toMessages, type IdentifiedRequest } from '../contracts/requests.js';
 import { parseInput } from '../contracts/validate.js';
 import type { ResumeInput, RunInput } from '../machines/run.machine.js';
 import type { OpenRunState } from '../persistence/open-run.js';
@@ -18,13 +18,18 @@ export interface AttemptSource {
   spentOf(open: OpenRunState): NonNullable<RunInput['spent']>;
 }
 
+/** A new run while `open` is still open: suspended (respond to it) or interrupted (continue it). */
+export function openRunBusy(sessionId: string, open: OpenRunState): ExecutionBusy {
+  return open.pending ? new ExecutionBusy(sessionId, open.runId, 'suspended', open.pending.pendingRequest.questionId) : new ExecutionBusy(sessionId, open.runId, 'interrupted');
+}
+
 /**
  * The run input of one execute request (DESIGN §6): a prompt opens turn lastTurn + 1 (refused
  * while a run is open); a respond answers the open run's pending request (its answer checked
  * against the request); a continue resumes the open run after its last step, resolving the calls
  * whose intents have no result. Throws ValidationError or ExecutionBusy.
  */
-export function attemptInput(req: ExecutionRequest, s: AttemptSource): RunInput {
+export function attemptInput(req: IdentifiedRequest, s: AttemptSource): RunInput {
   const base = {
     runId: req.runId,
     attemptId: req.attemptId,
@@ -36,7 +41,7 @@ export function attemptInput(req: ExecutionRequest, s: AttemptSource): RunInput 
   };
   const open = s.openRun;
   if (req.kind === 'prompt') {
-    if (open) throw new ExecutionBusy(s.sessionId, open.runId);
+    if (open) throw openRunBusy(s.sessionId, open);
     return { ...base, runEpoch: 1, turn: s.lastTurn + 1, kind: 'prompt', messages: toMessages(req.message) };
   }
   if (!open || open.runId !== req.runId) {
@@ -60,7 +65,7 @@ export function attemptInput(req: ExecutionRequest, s: AttemptSource): RunInput 
       answer: req.answer,
       timedOut: pr.kind === 'approval' && pr.expiresAt !== undefined && s.now > pr.expiresAt,
     };
-    return { ...base, runEpoch: open.runEpoch + 1, turn: open.turn, kind: 'respond', messages: [], resume, runFirstSeq: open.startSeq, stopRequested: open.stopAccepted, spent: s.spentOf(open) };
+    return { ...base, runEpoch: open.runEpoch + 1, turn: open.turn, kind: 'respond', messages: [], resume, runFirstSeq: open.startSeq, stopRequested: open.stopAccepted, spent: s.spentOf(open), uncertainCalls: open.uncertainCalls };
   }
   if (open.pending) {
     throw new ValidationError('session.execute', [{ path: ['kind'], message: `run ${req.runId} waits for an answer to ${open.pending.pendingRequest.questionId}: respond to it` }]);
@@ -73,6 +78,7 @@ export function attemptInput(req: ExecutionRequest, s: AttemptSource): RunInput 
     messages: [],
     runFirstSeq: open.startSeq,
     spent: s.spentOf(open),
+    uncertainCalls: open.uncertainCalls,
     stopRequested: open.stopAccepted,
     ...(open.unresolvedCalls.length > 0
       ? { resume: { kind: 'recover' as const, step: open.step, batch: open.unresolvedCalls, released: open.releasedAfterIntent } }

@@ -1,51 +1,37 @@
+import { randomUUID } from 'node:crypto';
 import type { Observable } from 'rxjs';
 import { createActor, fromPromise, type Actor } from 'xstate';
-import type { SessionContext, SettleOutput } from '../machines/session.machine.js';
 import { z } from 'zod';
-import { ExecutionBusy, isExecutionBusy, isStoreClosedError, isValidationError, StoreClosedError, ValidationError } from '../contracts/errors.js';
+import { ExecutionBusy, StoreClosedError, ValidationError } from '../contracts/errors.js';
 import type { Message } from '../contracts/message.js';
-import {
-  ExecutionRequest,
-  InputEnvelope,
-  notRunResult,
-  StopRequest,
-
-  type ExecutionResult,
-  type InputReceipt,
-  type RecoveryOutcome,
-  type StopReceipt,
-} from '../contracts/requests.js';
+import { ExecutionRequest, InputEnvelope, notRunResult, RunRequest, StopRequest, type ExecutionResult, type IdentifiedRequest, type InputReceipt, type RecoveryOutcome, type StopReceipt } from '../contracts/requests.js';
 import { parseInput } from '../contracts/validate.js';
+import type { SessionServices } from '../actors/session-services.js';
+import type { PrepareInput, PrepareOutput, SessionContext, SettleOutput } from '../machines/session.machine.js';
 import type { RunInput } from '../machines/run.machine.js';
 import type { EventStore } from '../persistence/event-store.js';
 import { releaseFor, type OpenRunState } from '../persistence/open-run.js';
-import { loadOpenRun, settleInterruptedFinal, spentOf } from './recovery-outcome.js';
+import { assertRunIdsFit } from '../persistence/run-ids.js';
 import type { Envelope, EnvelopeStream } from '../streams/envelopes.js';
 import { SubscriberHub, type SubscribeOptions, type SubscriberListener, type Unsubscribe } from '../streams/subscribers.js';
-import { sessionMachineFor } from './session-actors.js';
-import type { SessionServices } from '../actors/session-services.js';
-import { assertRunIdsFit, runOpenEventId } from '../persistence/run-ids.js';
-import type { ResolvedRuntimeOptions } from './options.js';
-import { InputQueue, type QueuedInput } from './input-queue.js';
-import { InputDesk } from './input-desk.js';
 import { Checkpoint, JsonValue } from './answer-schema.js';
-import { attemptInput } from './attempt-input.js';
-import { StopRequests } from './stop-requests.js';
+import { openRunBusy } from './attempt-input.js';
+import { AttemptCallers } from './attempt-callers.js';
+import { InputDesk } from './input-desk.js';
+import { InputQueue, type QueuedInput } from './input-queue.js';
 import { recordedResult } from './log-lookups.js';
-import { makeView, type SessionSnapshot } from './session-view.js';
+import { OpenRunTracker } from './open-run-tracker.js';
+import type { ResolvedRuntimeOptions } from './options.js';
+import { prepareAttempt, type AttemptSession } from './prepare-attempt.js';
+import { assertNewRunId, runIdTaken } from './run-claims.js';
+import { runHandle, type RunHandle } from './run-handle.js';
+import { sessionMachineFor } from './session-actors.js';
+import { makeView, snapshotOf, type SessionSnapshot } from './session-view.js';
+import { StopRequests } from './stop-requests.js';
+import { turnContextOf, type TurnContext } from './turn-context.js';
 
-export type { SessionSnapshot } from './session-view.js';
-
-/** The frozen context a run was started with (DESIGN §6 `turnContexts`). */
-export interface TurnContext {
-  runId: string;
-  turn: number;
-  modelId: string;
-  systemPrompt?: string;
-  messages: readonly Message[];
-  tools: readonly string[];
-  policyRevision: string;
-}
+export type { SessionSnapshot, SessionStatus } from './session-view.js';
+export type { TurnContext } from './turn-context.js';
 
 /** What `openSession` hands a new ExecutionSession. */
 export interface SessionDeps {
@@ -65,7 +51,6 @@ export interface SessionDeps {
   isKilled(): boolean;
 }
 
-const key = (runId: string, attemptId: string) => `${runId}\u0000${attemptId}`;
 const sameAttempt = (a: SessionContext['current'], b: SessionContext['current']) => a !== undefined && b !== undefined && a.runId === b.runId && a.attemptId === b.attemptId;
 
 /**
@@ -90,22 +75,11 @@ export class ExecutionSession {
   private readonly inputs: InputQueue;
   private readonly desk: InputDesk;
   private readonly stops: StopRequests;
-  private readonly waiters = new Map<string, { runId: string; attemptId: string; resolve: (r: ExecutionResult) => void }>();
-  /** Results of attempts that ended, while the session state is brought up to date. */
-  private readonly finishing = new Map<string, ExecutionResult>();
-  /** Inputs being accepted (registered before any await). */
-
-  private runIdTaken(runId: string, field: string, where: string): ValidationError {
-    return new ValidationError(where, [{ path: [field], message: `run ${runId} already exists or is being started in session ${this.sessionId}: a new run needs a new id (continue or respond to resume that run)` }]);
-  }
+  private readonly callers = new AttemptCallers();
+  private readonly runs: OpenRunTracker;
   private idleWaiters: (() => void)[] = [];
   private lastTurn: number;
   private lastResult?: ExecutionResult;
-  private openRun?: OpenRunState;
-  /** The open run could not be read back after an attempt: read it again before the next one. */
-  private openRunStale = false;
-  /** Runs with a stop accepted after their attempt ended (still open): their next attempt stops. */
-  private readonly stopAcceptedRuns = new Set<string>();
   private state: unknown;
   private closing?: Promise<void>;
   private viewStore?: ReturnType<typeof makeView>;
@@ -126,12 +100,26 @@ export class ExecutionSession {
     this.desk = new InputDesk(d.sessionId, d.store, d.env.writer, this.inputs);
     this.stops = new StopRequests(d.sessionId, d.sessionInstanceId, d.fingerprint, d.store, d.env.writer);
     this.recovery = d.recovery;
-    if (d.openRun) this.openRun = d.openRun;
+    this.runs = new OpenRunTracker(d.store, d.sessionId, d.openRun);
+    this.attemptSession = {
+      sessionId: d.sessionId,
+      store: d.store,
+      env: d.env,
+      options: d.options,
+      fingerprint: d.fingerprint,
+      runs: this.runs,
+      lastTurn: () => this.lastTurn,
+      closed: () => this.closed,
+      isKilled: () => this.isKilled(),
+      assertNewRunId: (runId) => this.assertNewRunId(runId, 'runId', 'session.execute'),
+      settledResult: (r) => (this.lastResult = r),
+    };
     this.env.takeSteers = () => this.inputs.takeSteers().map((i) => ({ inputId: i.inputId, messages: i.messages }));
     this.hub.attach(this.stream.events$);
     this.env.backpressure = () => this.hub.whenWritable();
     const machine = sessionMachineFor(d.env).provide({
       actors: {
+        prepareAttempt: fromPromise<PrepareOutput, PrepareInput>(({ input }) => this.prepare(input)),
         settleAttempt: fromPromise<SettleOutput, { result: ExecutionResult }>(({ input }) => this.settleAttempt(input.result)),
         closeSession: fromPromise<void, void>(() => this.closeWork()),
       },
@@ -143,6 +131,8 @@ export class ExecutionSession {
       ...(d.options.inspect ? { inspect: d.options.inspect } : {}),
     });
     this.actor.on('session.rested', ({ result }) => this.rested(result));
+    this.actor.on('attempt.answered', ({ token, result }) => this.callers.answer(token, result));
+    this.actor.on('attempt.refused', ({ token, error }) => this.callers.refuse(token, error));
     this.actor.start();
   }
 
@@ -193,7 +183,7 @@ export class ExecutionSession {
 
   /** What the open (unsettled) run is waiting for, if anything. */
   get pendingRequest() {
-    return this.openRun?.pending?.pendingRequest;
+    return this.runs.open?.pending?.pendingRequest;
   }
 
   /**
@@ -201,118 +191,83 @@ export class ExecutionSession {
    * (ExecutionBusy); everything that happens while running comes back as the result.
    */
   async execute(request: ExecutionRequest): Promise<ExecutionResult> {
-    const req = parseInput(ExecutionRequest, request, 'session.execute');
+    const parsed = parseInput(ExecutionRequest, request, 'session.execute');
+    // (no await when the request names its ids: a prompt claims its run id before any await)
+    const req = parsed.runId !== undefined && parsed.attemptId !== undefined ? (parsed as IdentifiedRequest) : await this.identified(parsed, 'session.execute');
     assertRunIdsFit(this.sessionId, req.runId, req.attemptId, 'session.execute', ['runId', 'attemptId']);
     this.assertOpen();
     if (this.busy) {
       // a recorded attempt runs nothing: its result is returned even while another attempt runs
       const cur = this.current;
       // (a log that cannot be read now: the session is busy all the same)
-      const recorded = cur?.runId === req.runId && cur.attemptId === req.attemptId ? undefined : await recordedResult(this.store, this.sessionId, req.runId, req.attemptId, this.openRun?.runId).catch(() => undefined);
+      const recorded = cur?.runId === req.runId && cur.attemptId === req.attemptId ? undefined : await recordedResult(this.store, this.sessionId, req.runId, req.attemptId, this.runs.open?.runId).catch(() => undefined);
       if (recorded) return recorded;
       throw new ExecutionBusy(this.sessionId, this.current?.runId ?? 'unknown');
     }
-    if (req.kind === 'prompt' && this.desk.submitting(req.runId) === 'follow_up') throw this.runIdTaken(req.runId, 'runId', 'session.execute');
-    // claimed synchronously, before any await: a prompt and a follow-up racing for one id cannot both pass their checks
-    this.actor.send({ type: 'PREPARE', ...(req.kind === 'prompt' ? { claimedRunId: req.runId } : {}) });
-    let input: RunInput;
-    try {
-      const recorded = await recordedResult(this.store, this.sessionId, req.runId, req.attemptId, this.openRun?.runId);
-      if (recorded) {
-        this.abandon();
-        return recorded;
-      }
-      // a run is one interaction: its id names its results, deliveries and final message ids
-      if (req.kind === 'prompt') await this.assertNewRunId(req.runId, 'runId', 'session.execute');
-      if (this.closed) {
-        this.abandon();
-        return notRunResult(req, 'detached', 'the session was closed before the attempt started');
-      }
-      if (this.env.writer.fenced) {
-        this.abandon();
-        return notRunResult(req, 'fenced', 'this session instance was fenced: another writer attached to the session; open it again');
-      }
-      if (this.isKilled()) {
-        this.abandon();
-        return notRunResult(req, 'cancelled', 'the kill switch is set: no new attempt starts');
-      }
-      // a final committed by an attempt whose closing commit failed: settled as after a restart
-      // (DESIGN §5: redelivered to an idempotent owner, else delivery/unknown), never a new answer
-      const open = this.openRun;
-      if (req.kind === 'continue' && open?.runId === req.runId && open.undeliveredFinals.length > 0) {
-        let settled: OpenRunState | undefined;
-        try {
-          settled = await settleInterruptedFinal(this.env, { ...open, attemptId: req.attemptId });
-        } catch (e) {
-          this.abandon();
-          if (this.closed || isStoreClosedError(e)) return notRunResult(req, 'detached', 'the session was closed before the attempt started');
-          return { ...notRunResult(req, 'failed', `settling the run's committed final failed: ${(e as Error)?.message ?? e}; continue it again`), historyConsistent: true };
-        }
-        if (settled === undefined) {
-          this.openRun = undefined;
-          const result = (await recordedResult(this.store, this.sessionId, req.runId, req.attemptId, undefined)) ?? notRunResult(req, 'failed', 'the interrupted final was settled but its run/end cannot be read back');
-          this.lastResult = result;
-          this.abandon();
-          return result;
-        }
-      }
-      if (this.openRunStale) {
-        this.openRun = await this.loadOpenRun();
-        this.openRunStale = false;
-      }
-      input = attemptInput(req, {
-        sessionId: this.sessionId,
-        fingerprint: this.fingerprint,
-        options: this.options,
-        now: this.env.clock.now(),
-        openRun: this.openRun,
-        lastTurn: this.lastTurn,
-        spentOf: (open) => spentOf(this.env, open),
-      });
-    } catch (e) {
-      this.abandon();
-      // closed (or its store closed) while the attempt was still being prepared: not an input error
-      if (this.closed || isStoreClosedError(e)) return notRunResult(req, 'detached', 'the session was closed before the attempt started');
-      if (isValidationError(e) || isExecutionBusy(e)) throw e;
-      // the log could not be read (a store error): nothing started, nothing was written — a
-      // result, not a rejection (DESIGN §6); the same request can be executed again
-      return { ...notRunResult(req, 'failed', `the attempt did not start: reading the session's log failed (${(e as Error)?.message ?? String(e)}); execute it again`), historyConsistent: true };
-    }
-    return this.start(input);
+    if (req.kind === 'prompt' && this.desk.submitting(req.runId) === 'follow_up') throw runIdTaken(this.sessionId, req.runId, 'runId', 'session.execute');
+    const { token, result } = this.callers.prepare(req);
+    // claimed synchronously, before any await: a prompt and a follow-up racing for one id cannot
+    // both pass their checks; the session machine's prepareAttempt decides what the request does
+    this.actor.send({ type: 'PREPARE', token, request: req, ...(req.kind === 'prompt' ? { claimedRunId: req.runId } : {}) });
+    return result;
   }
 
-  private start(input: RunInput): Promise<ExecutionResult> {
-    if (this.closed) return Promise.resolve(notRunResult(input, 'detached', 'the session was closed before the attempt started'));
+  /** The session machine's `prepareAttempt` actor: the attempt's run input (registered here), or its answer. */
+  private async prepare({ token, request }: PrepareInput): Promise<PrepareOutput> {
+    const out = await prepareAttempt(this.attemptSession, request);
+    if (!('run' in out)) return out;
+    if (this.closed) return { result: notRunResult(request, 'detached', 'the session was closed before the attempt started') };
+    this.begin(out.run, token);
+    return out;
+  }
+
+  private readonly attemptSession: AttemptSession;
+
+  /**
+   * Runs one attempt like `execute`, returning at once a handle with its text deltas
+   * (`textStream`), its envelopes (`events`) and its `result`. `input` is a message to prompt with
+   * or a request whose ids may be left out (generated).
+   * @example
+   * const run = session.run('What is 2 + 2?')
+   * for await (const text of run.textStream) process.stdout.write(text)
+   * console.log((await run.result).status)
+   */
+  run(input: RunRequest): RunHandle {
+    const request = parseInput(RunRequest, input, 'session.run');
+    // the ids are known before the attempt starts (its envelopes are matched by them); a respond
+    // or continue without a runId takes the open run's (execute refuses it when none is open)
+    const req: IdentifiedRequest =
+      typeof request === 'string' || Array.isArray(request) || !('kind' in request)
+        ? { kind: 'prompt', runId: this.newId(), attemptId: this.newId(), message: request }
+        : { ...request, runId: request.runId ?? (request.kind === 'prompt' ? this.newId() : (this.runs.open?.runId ?? this.current?.runId ?? '')), attemptId: request.attemptId ?? this.newId() };
+    return runHandle(this.stream.events$, req, (r) => this.execute(r.runId === '' ? { ...r, runId: undefined } as ExecutionRequest : r));
+  }
+
+  private newId(): string {
+    return this.options.ids?.runId?.() ?? randomUUID();
+  }
+
+  /** A respond or continue without ids takes the open run's and a new attempt id. */
+  private async identified(req: ExecutionRequest, where: string): Promise<IdentifiedRequest> {
+    let runId = req.runId;
+    if (runId === undefined) {
+      if (this.runs.stale && !this.busy) await this.runs.reload().catch(() => undefined);
+      runId = this.runs.open?.runId ?? this.current?.runId;
+      if (runId === undefined) throw new ValidationError(where, [{ path: ['runId'], message: `no run is open in session ${this.sessionId}: nothing to ${req.kind}` }]);
+    }
+    return { ...req, runId, attemptId: req.attemptId ?? this.newId() };
+  }
+
+  /** The attempt `input` starts: its turn context, its stream ids, its caller (`token`'s, or `caller`). */
+  private begin(input: RunInput, token?: number, caller?: { resolve(r: ExecutionResult): void; reject(e: unknown): void }): void {
     if (input.kind === 'prompt' || input.kind === 'follow_up') this.lastTurn = input.turn;
-    // `messages` is a view: the surface array is only ever appended to (a compaction replaces it),
-    // so a run's context keeps a reference and a length and copies on first read — memory grows
-    // with the conversation, not with runs × history
-    const prefix = this.env.prefix;
-    const surface = this.env.surface.messages;
-    const upTo = surface.length;
-    const extra = input.messages;
-    let messages: readonly Message[] | undefined;
     // the context a run *started* from: a respond or continue attempt keeps its run's entry
-    if (input.kind === 'prompt' || input.kind === 'follow_up' || !this.turnContexts.has(input.runId)) this.turnContexts.set(
-      input.runId,
-      Object.freeze({
-        runId: input.runId,
-        turn: input.turn,
-        modelId: this.env.model.modelId,
-        ...(this.options.systemPrompt !== undefined ? { systemPrompt: this.options.systemPrompt } : {}),
-        get messages() {
-          return (messages ??= Object.freeze([...prefix, ...surface.slice(0, upTo), ...extra]));
-        },
-        tools: Object.freeze([...this.env.tools.keys()]),
-        policyRevision: this.fingerprint,
-      }),
-    );
+    if (input.kind === 'prompt' || input.kind === 'follow_up' || !this.turnContexts.has(input.runId)) {
+      this.turnContexts.set(input.runId, turnContextOf(input, this.env, this.options.systemPrompt, this.fingerprint));
+    }
     this.stream.runId = input.runId;
     this.stream.attemptId = input.attemptId;
-    return new Promise<ExecutionResult>((resolve) => {
-      this.waiters.set(key(input.runId, input.attemptId), { runId: input.runId, attemptId: input.attemptId, resolve });
-      this.actor.send({ type: 'START', run: input });
-    });
+    this.callers.started(input.runId, input.attemptId, token, caller);
   }
 
   /**
@@ -322,48 +277,20 @@ export class ExecutionSession {
    */
   private async settleAttempt(finished: ExecutionResult): Promise<SettleOutput> {
     const result: ExecutionResult = { ...finished, deliveryErrors: [...finished.deliveryErrors, ...this.hub.takeErrors({ runId: finished.runId, attemptId: finished.attemptId })] };
-    this.finishing.set(key(result.runId, result.attemptId), result); // close() answers with it
+    this.callers.settled(result); // close() answers with it
     this.lastResult = result;
-    if (['suspended', 'detached', 'fenced'].includes(result.status) || !result.checkpointCommitted) {
-      try {
-        this.openRun = await this.loadOpenRun();
-        this.openRunStale = false;
-      } catch {
-        // the log could not be read back: what is open is unknown until it can be (the next
-        // execute reads it again); no follow-up starts over a run that may still be open
-        this.openRunStale = true;
-      }
-    } else {
-      this.openRun = undefined;
-      this.openRunStale = false;
-      this.stopAcceptedRuns.delete(result.runId);
-    }
+    if (['suspended', 'detached', 'fenced'].includes(result.status) || !result.checkpointCommitted) await this.runs.afterAttempt();
+    else this.runs.settled(result.runId);
     const end = this.env.writer.projection.lastRunEnd;
     this.stream.publish({ type: 'execution_finished', result }, end?.runId === result.runId && end.attemptId === result.attemptId ? end.seq : undefined);
     if (result.status === 'fenced') return { rest: 'fenced' };
-    const open = this.openRun;
-    return { rest: open?.pending ? 'suspended' : open || this.openRunStale ? 'detached' : 'idle' };
+    return { rest: this.runs.open?.pending ? 'suspended' : this.runs.blocking ? 'detached' : 'idle' };
   }
 
   /** The machine rests: the settled attempt's caller gets its result, then a waiting follow-up starts. */
   private rested(result: ExecutionResult | undefined): void {
-    if (result) {
-      const k = key(result.runId, result.attemptId);
-      const w = this.waiters.get(k);
-      // the settled result (with its delivery errors), as settleAttempt recorded it
-      const settled = this.finishing.get(k) ?? result;
-      this.waiters.delete(k);
-      this.finishing.delete(k);
-      w?.resolve(settled);
-    }
+    if (result) this.callers.rested(result);
     this.afterRest();
-  }
-
-  private async loadOpenRun(): Promise<OpenRunState | undefined> {
-    const open = await loadOpenRun(this.store, this.sessionId, await this.store.getHead(this.sessionId));
-    // a stop accepted while this read ran (just as its attempt ended) may not be in what it read
-    if (open && this.stopAcceptedRuns.has(open.runId)) open.stopAccepted = true;
-    return open;
   }
 
   /**
@@ -378,10 +305,10 @@ export class ExecutionSession {
 
   /** Starts the next follow-up run when the session is free; true if one started. */
   private startFollowUp(): boolean {
-    if (this.closed || this.openRun || this.openRunStale || this.isKilled() || this.phase === 'fenced') return false;
+    if (this.closed || this.runs.blocking || this.isKilled() || this.phase === 'fenced') return false;
     const f = this.inputs.takeFollowUp();
     if (!f) return false;
-    void this.start({
+    this.startRun({
       runId: f.inputId,
       attemptId: f.inputId,
       runEpoch: 1,
@@ -398,9 +325,10 @@ export class ExecutionSession {
     return true;
   }
 
-  /** The attempt being prepared runs nothing: the session rests again (rested() follows). */
-  private abandon(): void {
-    if (this.phase === 'preparing') this.actor.send({ type: 'ABANDON' });
+  /** A follow-up's run starts (no caller waits on it). */
+  private startRun(input: RunInput): void {
+    this.begin(input);
+    this.actor.send({ type: 'START', run: input });
   }
 
   private afterRest(): void {
@@ -416,7 +344,7 @@ export class ExecutionSession {
   /** Resolves when nothing executes and no follow-up waits to start. */
   waitForIdle(): Promise<void> {
     if (this.closed) return Promise.resolve(); // nothing runs or starts on a closed session
-    if (!this.busy && !(this.inputs.hasFollowUp && !this.openRun && !this.openRunStale)) return Promise.resolve();
+    if (!this.busy && !(this.inputs.hasFollowUp && !this.runs.blocking)) return Promise.resolve();
     return new Promise((resolve) => this.idleWaiters.push(resolve));
   }
 
@@ -431,7 +359,7 @@ export class ExecutionSession {
     if (e.mode === 'follow_up') assertRunIdsFit(this.sessionId, e.inputId, e.inputId, 'session.submitInput', ['inputId', 'inputId']);
     this.assertOpen();
     if (e.mode === 'follow_up' && this.inputs.get(e.inputId) === undefined && this.desk.submitting(e.inputId) === undefined && this.actor.getSnapshot().context.claimedRunId === e.inputId) {
-      throw this.runIdTaken(e.inputId, 'inputId', 'session.submitInput');
+      throw runIdTaken(this.sessionId, e.inputId, 'inputId', 'session.submitInput');
     }
     return this.desk.submit(e, {
       checkNewRun: (inputId) => this.assertNewRunId(inputId, 'inputId', 'session.submitInput'),
@@ -450,17 +378,9 @@ export class ExecutionSession {
   }
 
   /** A run id names one run: refused if a run (or a follow-up waiting to start) already has it. */
-  private async assertNewRunId(runId: string, field: string, where: string): Promise<void> {
-    const queued = this.inputs.get(runId);
-    const head = this.openRun ? undefined : await this.store.getHead(this.sessionId);
-    const taken =
-      (queued?.mode === 'follow_up' && queued.status === 'accepted') ||
-      this.current?.runId === runId ||
-      (field === 'inputId' && this.actor.getSnapshot().context.claimedRunId === runId) ||
-      this.openRun?.runId === runId ||
-      head?.lastSettledRun?.runId === runId || // also in logs from before run-open ids
-      (await this.store.getEventById(this.sessionId, runOpenEventId(runId))) !== undefined;
-    if (taken) throw this.runIdTaken(runId, field, where);
+  private assertNewRunId(runId: string, field: string, where: string): Promise<void> {
+    const claims = { sessionId: this.sessionId, store: this.store, inputs: this.inputs, currentRunId: this.current?.runId, claimedRunId: this.actor.getSnapshot().context.claimedRunId, openRun: this.runs.open };
+    return assertNewRunId(claims, runId, field, where);
   }
 
   /**
@@ -510,8 +430,7 @@ export class ExecutionSession {
         else {
           // the attempt ended while the request was written: if its run is still open (suspended,
           // detached), the run's next attempt honours the stop, as one in a new process would
-          this.stopAcceptedRuns.add(cur.runId);
-          if (this.openRun?.runId === cur.runId) this.openRun.stopAccepted = true;
+          this.runs.stopAccepted(cur.runId);
         }
       },
     });
@@ -526,7 +445,7 @@ export class ExecutionSession {
     this.assertOpen();
     await this.env.writer.appendNow([this.env.writer.draft('resources/released', { turn: 0, step: 0, attempt: 0 }, { keys: k })]);
     // an interrupted call that continue will record uncertain does not take them again
-    const open = this.openRun;
+    const open = this.runs.open;
     if (open) for (const c of open.unresolvedCalls) releaseFor(open, c, k);
   }
 
@@ -551,7 +470,7 @@ export class ExecutionSession {
     const c = parseInput(Checkpoint, checkpoint, 'session.loadCheckpoint');
     this.assertOpen();
     if (this.busy) throw new ExecutionBusy(this.sessionId, this.current?.runId ?? 'unknown');
-    if (this.openRun) throw new ExecutionBusy(this.sessionId, this.openRun.runId);
+    if (this.runs.open) throw openRunBusy(this.sessionId, this.runs.open);
     await this.env.writer.appendNow([this.env.writer.draft('checkpoint/loaded', { turn: 0, step: 0, attempt: 0 }, c)]);
     if (c.stateContext !== undefined) this.state = c.stateContext;
     this.refreshView();
@@ -560,26 +479,17 @@ export class ExecutionSession {
   /** JSON state for UIs and debugging. */
   snapshot(): SessionSnapshot {
     const snap = this.actor.getSnapshot();
-    const run = snap.children.run?.getSnapshot() as { value: unknown; context: { step: number; toolCalls: number; cost: string; recoveries: number } } | undefined;
-    const r = this.lastResult;
-    // while an attempt runs (a respond or continue included) the session is executing, not
-    // waiting on the request that attempt is answering
-    const waiting = this.current ? undefined : this.openRun;
-    const status = waiting?.pending ? 'suspended' : waiting ? 'detached' : String(snap.value);
-    return {
+    return snapshotOf({
       sessionId: this.sessionId,
-      status,
-      phase: run ? String(run.value) : status,
-      messages: [...this.env.surface.messages],
-      step: run?.context.step ?? r?.steps ?? 0,
-      toolCalls: run?.context.toolCalls ?? r?.toolCalls ?? 0,
+      sessionState: String(snap.value),
+      run: snap.children.run?.getSnapshot() as Parameters<typeof snapshotOf>[0]['run'],
+      lastResult: this.lastResult,
+      // while an attempt runs (a respond or continue included) the session is executing, not
+      // waiting on the request that attempt is answering
+      waiting: this.current ? undefined : this.runs.open,
+      messages: this.env.surface.messages,
       tokens: this.env.prefixTokens + this.env.surface.tokens,
-      cost: run?.context.cost ?? r?.cost ?? '0',
-      recoveries: run?.context.recoveries ?? r?.recoveries ?? 0,
-      ...(r ? { usage: r.usage } : {}),
-      ...(waiting?.pending ? { pending: waiting.pending.pendingRequest } : {}),
-      ...(r?.error ? { lastError: { kind: r.error.kind, message: r.error.message } } : {}),
-    };
+    });
   }
 
   /** An `@xstate/store` store holding `snapshot()`, kept current from the session's envelopes. */
@@ -626,13 +536,14 @@ export class ExecutionSession {
   private async closeAnswering(): Promise<void> {
     // the stopped run never reports back: its execute still gets a result (DESIGN §6) — the one
     // the log holds if its closing commit was already under way and landed, else `detached`
-    if (this.waiters.size > 0) await settledWithin(this.env.writer.settled(), CLOSE_COMMIT_WAIT_MS);
-    for (const [k, w] of this.waiters) {
-      const finished = this.finishing.get(k) ?? (await recordedResult(this.store, this.sessionId, w.runId, w.attemptId, this.openRun?.runId).catch(() => undefined)); // ended and recorded: its real result
-      if (finished) w.resolve(finished);
-      else w.resolve(notRunResult(w, 'detached', `the session was closed while attempt ${w.attemptId} of run ${w.runId} ran; the run is left resumable: continue it with a new attempt`));
-    }
-    this.waiters.clear();
+    if (this.callers.anyRunning) await settledWithin(this.env.writer.settled(), CLOSE_COMMIT_WAIT_MS);
+    await this.callers.closeAll(
+      (w) => recordedResult(this.store, this.sessionId, w.runId, w.attemptId, this.runs.open?.runId), // ended and recorded: its real result
+      (w, running) =>
+        running
+          ? notRunResult(w, 'detached', `the session was closed while attempt ${w.attemptId} of run ${w.runId} ran; the run is left resumable: continue it with a new attempt`)
+          : notRunResult(w, 'detached', 'the session was closed before the attempt started'),
+    );
     this.stream.complete();
     // a required subscriber gets every envelope (DESIGN §6): what is queued for it is delivered
     // before the hub drops its subscribers

@@ -1,4 +1,4 @@
-import { notRunResult, type ExecutionResult, type InputReceipt } from '../contracts/requests.js';
+import { notRunResult, storedResult, type ExecutionResult, type InputReceipt } from '../contracts/requests.js';
 import type { EventStore } from '../persistence/event-store.js';
 import { UNSETTLED_END_STATUSES } from '../persistence/head.js';
 import { runEndEventId, runOpenEventId, runStartEventId } from '../persistence/run-ids.js';
@@ -10,7 +10,7 @@ import { runEndEventId, runOpenEventId, runStartEventId } from '../persistence/r
  */
 export async function recordedResult(store: EventStore, sessionId: string, runId: string, attemptId: string, openRunId: string | undefined): Promise<ExecutionResult | undefined> {
   const end = await store.getEventById(sessionId, runEndEventId(runId, attemptId));
-  if (end) return end.payload.result as ExecutionResult;
+  if (end) return storedResult(end.payload.result);
   let start = await store.getEventById(sessionId, runStartEventId(runId, attemptId));
   if (!start) {
     const opened = await store.getEventById(sessionId, runOpenEventId(runId));
@@ -20,7 +20,7 @@ export async function recordedResult(store: EventStore, sessionId: string, runId
   if (openRunId !== runId) {
     // the run is not open any more: the attempt that settled it comes after this one
     for await (const e of store.readEvents(sessionId, { fromSeq: start.seq })) {
-      if (e.type === 'run/end' && e.payload.runId === runId && !UNSETTLED_END_STATUSES.has(String(e.payload.status))) return e.payload.result as ExecutionResult;
+      if (e.type === 'run/end' && e.payload.runId === runId && !UNSETTLED_END_STATUSES.has(String(e.payload.status))) return storedResult(e.payload.result);
     }
   }
   return notRunResult({ runId, attemptId }, 'detached', `attempt ${attemptId} of run ${runId} was interrupted before it settled; continue the run with a new attempt`);

@@ -89,6 +89,7 @@ export async function settleInterruptedFinal(env: SessionServices, open: OpenRun
     toolCalls: spent.toolCalls,
     recoveries: spent.recoveries,
     ...(env.pricing ? { cost: spent.cost } : {}),
+    uncertainCalls: open.uncertainCalls,
   };
   stageRunEnd(env.writer, at, result);
   await env.writer.commit();

@@ -1,11 +1,20 @@
 import { createStore } from '@xstate/store';
 import type { ExecutionResult } from '../contracts/requests.js';
 import type { Message } from '../contracts/message.js';
+import type { PendingRequest } from '../contracts/events.js';
+
+/**
+ * What a session is doing (`snapshot().status`): resting `idle`, `suspended` (a run waits for an
+ * approval or answer: respond), `detached` (a run is open and resumable: continue); an attempt
+ * `preparing` / `executing` / `finalizing`; `fenced` (another writer took over); `closing` / `closed`.
+ */
+export type SessionStatus = 'idle' | 'suspended' | 'detached' | 'preparing' | 'executing' | 'finalizing' | 'fenced' | 'closing' | 'closed';
 
 /** JSON state of a session for UIs and debugging (`session.snapshot()`). */
 export interface SessionSnapshot {
   sessionId: string;
-  status: string;
+  status: SessionStatus;
+  /** The run machine's state while an attempt runs (e.g. `callingModel`, `runningTools`), else `status`. */
   phase: string;
   messages: Message[];
   step: number;
@@ -14,8 +23,9 @@ export interface SessionSnapshot {
   cost: string;
   recoveries: number;
   usage?: ExecutionResult['usage'];
-  pending?: unknown;
-  lastError?: { kind: string; message: string };
+  /** The approval or question the open run waits for (status `suspended`). */
+  pending?: PendingRequest;
+  lastError?: { kind: NonNullable<ExecutionResult['error']>['kind']; message: string };
 }
 
 /** An `@xstate/store` store holding a session's snapshot, kept current by the session. */
@@ -24,4 +34,37 @@ export function makeView(initial: SessionSnapshot) {
     context: initial,
     on: { sync: (_ctx: SessionSnapshot, e: { snapshot: SessionSnapshot }) => e.snapshot },
   });
+}
+
+/** What a snapshot is made from. */
+export interface SnapshotSource {
+  sessionId: string;
+  /** The session machine's state value, and its run child's state and figures if one runs. */
+  sessionState: string;
+  run: { value: unknown; context: { step: number; toolCalls: number; cost: string; recoveries: number } } | undefined;
+  lastResult: ExecutionResult | undefined;
+  /** The open run the session waits on (none while an attempt runs). */
+  waiting: { pending?: { pendingRequest: PendingRequest } } | undefined;
+  messages: readonly Message[];
+  tokens: number;
+}
+
+/** `session.snapshot()`: JSON state for UIs and debugging. */
+export function snapshotOf(s: SnapshotSource): SessionSnapshot {
+  const { run, lastResult: r, waiting } = s;
+  const status: SessionStatus = waiting?.pending ? 'suspended' : waiting ? 'detached' : (s.sessionState as SessionStatus);
+  return {
+    sessionId: s.sessionId,
+    status,
+    phase: run ? String(run.value) : status,
+    messages: [...s.messages],
+    step: run?.context.step ?? r?.steps ?? 0,
+    toolCalls: run?.context.toolCalls ?? r?.toolCalls ?? 0,
+    tokens: s.tokens,
+    cost: run?.context.cost ?? r?.cost ?? '0',
+    recoveries: run?.context.recoveries ?? r?.recoveries ?? 0,
+    ...(r ? { usage: r.usage } : {}),
+    ...(waiting?.pending ? { pending: waiting.pending.pendingRequest } : {}),
+    ...(r?.error ? { lastError: { kind: r.error.kind, message: r.error.message } } : {}),
+  };
 }

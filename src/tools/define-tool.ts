@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import type { JsonValue } from '../contracts/json.js';
 import type { ToolMode, ToolOutcomeInput, ToolSpec } from '../contracts/tools.js';
 import { parseInput } from '../contracts/validate.js';
 import { timerMs } from '../contracts/config.js';
@@ -17,6 +18,9 @@ export interface ToolContext {
 }
 
 /** A tool the model may call. */
+/** What a tool's `execute` may return: text, any JSON value, or a tool outcome. */
+export type ToolReturn = string | ToolOutcomeInput | JsonValue;
+
 export interface ToolDefinition<A = unknown> {
   name: string;
   description: string;
@@ -27,9 +31,11 @@ export interface ToolDefinition<A = unknown> {
   needsApproval?: boolean | ((args: A) => boolean);
   /**
    * Contract: called after `tool/call` is durable; may throw (recorded as a completed result with
-   * `isError: true`); must honour `ctx.signal`.
+   * `isError: true`); must honour `ctx.signal`. Returns the model's text (a string), any other
+   * JSON value (serialised for the model, kept as the outcome's `structured`), or a tool outcome
+   * (an object whose `kind` is an outcome kind). A value that is not JSON is an error result.
    */
-  execute(args: A, ctx: ToolContext): Promise<string | ToolOutcomeInput> | string | ToolOutcomeInput;
+  execute(args: A, ctx: ToolContext): Promise<ToolReturn> | ToolReturn;
   /**
    * Contract: called on recovery for an exclusive call whose result was never committed; returns
    * the outcome if it can tell what happened (using `ctx.idempotencyKey`), or undefined.

@@ -144,3 +144,49 @@ describe('ctx.emit', () => {
     expect(seen).toEqual(['tool_start', 'tool_end', 'execution_finished']);
   });
 });
+
+describe('what a tool may return', () => {
+  const returning = (value: () => unknown) => defineTool({ name: 'give', description: '', mode: 'parallel', parameters: z.object({}), execute: value as () => string });
+  async function outcomeOf(value: () => unknown) {
+    const { runtime, store } = lmdbRuntime({ model: scriptedModel([{ toolCalls: [{ id: 'g1', name: 'give', arguments: {} }] }, 'done']), tools: [returning(value)] });
+    const s = await runtime.openSession('s');
+    const r = await s.execute({ kind: 'prompt', ...ids(), message: 'go' });
+    const log = await logOf(store, 's');
+    const text = s.snapshot().messages.find((m) => m.role === 'tool')!.content;
+    await runtime.close();
+    return { r, outcome: log.find((e) => e.type === 'tool/result')!.payload.outcome as Record<string, unknown>, text };
+  }
+
+  it.each([
+    ['a number', () => 42, '42'],
+    ['a boolean', () => false, 'false'],
+    ['null', () => null, 'null'],
+    ['an array', () => [1, 'two', { three: 3 }], '[1,"two",{"three":3}]'],
+    ['a plain object', () => ({ temperature: 21.5, unit: 'C' }), '{"temperature":21.5,"unit":"C"}'],
+    ['an object with a kind that is not an outcome kind', () => ({ kind: 'weather', sunny: true }), '{"kind":"weather","sunny":true}'],
+  ])('%s is serialised for the model and kept as structured content', async (_what, value, text) => {
+    const { r, outcome, text: seen } = await outcomeOf(value);
+    expect(r.status).toBe('succeeded');
+    expect(outcome).toEqual({ kind: 'completed', content: text, structured: value(), isError: false, concludesTurn: false, releaseResources: [] });
+    expect(seen).toBe(text);
+  });
+
+  it('a string is the text as it is, a tool outcome is that outcome', async () => {
+    expect((await outcomeOf(() => 'plain')).outcome).toMatchObject({ kind: 'completed', content: 'plain', isError: false });
+    expect((await outcomeOf(() => ({ kind: 'completed', content: 'sent', structured: { id: 7 } }))).outcome).toMatchObject({ kind: 'completed', content: 'sent', structured: { id: 7 } });
+  });
+
+  it.each([
+    ['undefined', () => undefined, /tool give returned no value \(undefined\)/],
+    ['a BigInt', () => 10n, /tool give returned a value that is not JSON: .*BigInt/],
+    ['a Date inside an object', () => ({ at: new Date(0) }), /tool give returned a value that is not JSON \(at at\): .*Date/],
+    ['a cycle', () => { const o: Record<string, unknown> = {}; o.self = o; return o; }, /tool give returned a value that is not JSON/],
+    ['a function', () => () => 1, /tool give returned a value that is not JSON: .*function/],
+    ['an invalid outcome', () => ({ kind: 'completed', content: 5 }), /tool give returned an invalid outcome/],
+  ])('%s is an error result naming the tool', async (_what, value, message) => {
+    const { outcome, text } = await outcomeOf(value);
+    expect(outcome).toMatchObject({ kind: 'completed', isError: true });
+    expect(outcome.content).toMatch(message);
+    expect(text).toMatch(/^Error: tool give returned/);
+  });
+});

@@ -42,6 +42,18 @@ describe('examples/', () => {
     expect(events.filter((e) => e.type === '@xstate.snapshot').length).toBeGreaterThan(10);
   });
 
+  it('streaming.ts: the text streams, then the result', async () => {
+    expect(await run('streaming.ts', [join(dir.path, 'streaming')])).toBe('It is 21 °C in Oslo.\nsucceeded in 2 steps');
+  });
+
+  it("the README's streaming example is examples/streaming.ts, ten lines after its imports", () => {
+    const readme = readFileSync(join(REPO_ROOT, 'README.md'), 'utf8');
+    const block = /## Streaming text\n\n[\s\S]*?```ts\n([\s\S]*?)```/.exec(readme)?.[1];
+    const example = readFileSync(join(REPO_ROOT, 'examples/streaming.ts'), 'utf8').replace("from '../src/index.js'", "from 'actorloop'");
+    expect(block).toBe(example);
+    expect(block!.trim().split('\n').filter((l) => l !== '' && !l.startsWith('import ')).length).toBeLessThanOrEqual(10);
+  });
+
   it("the README's example is examples/basic.ts, importing from the package", () => {
     const readme = readFileSync(join(REPO_ROOT, 'README.md'), 'utf8');
     const block = /## An agent with a tool\n\n```ts\n([\s\S]*?)```/.exec(readme)?.[1];

@@ -7,7 +7,7 @@ import type { CommitIntentInput, CommitIntentOutput } from '../../src/actors/com
 import type { EndRunInput } from '../../src/actors/end-run.js';
 import type { ExecutionResult } from '../../src/contracts/requests.js';
 import { runMachine, type RunActorRef, type RunInput } from '../../src/machines/run.machine.js';
-import { sessionMachine, type SessionInput, type SettleOutput } from '../../src/machines/session.machine.js';
+import { sessionMachine, type PrepareInput, type PrepareOutput, type SessionInput, type SettleOutput } from '../../src/machines/session.machine.js';
 import type { ToolBatchOutput } from '../../src/machines/tool-batch.machine.js';
 import { fakeBatch, runInput } from '../helpers/fake-batch.js';
 import { deferred } from '../helpers/drafts.js';
@@ -21,6 +21,7 @@ const resultOf = (input: RunInput, over: Partial<ExecutionResult> = {}): Executi
   checkpointCommitted: true,
   historyConsistent: true,
   deliveryErrors: [],
+  uncertainCalls: [],
   usage: { inputTokens: 1, outputTokens: 1 },
   steps: 1,
   ...over,
@@ -40,19 +41,36 @@ function fakeRun() {
 /** Where a fake settle rests the session: as the real one would for the result's status. */
 const restFor = (r: ExecutionResult): SettleOutput => ({ rest: r.status === 'fenced' ? 'fenced' : r.status === 'suspended' ? 'suspended' : r.status === 'detached' ? 'detached' : 'idle' });
 
-function startSession(run: ReturnType<typeof fakeRun>['run'], input: Partial<SessionInput> = {}) {
+/** A fake 'prepareAttempt' actor: each preparation waits for the test to decide it. */
+function fakePrepare() {
+  const preparing: { input: PrepareInput; decide: (out: PrepareOutput | Error) => void }[] = [];
+  const prepareAttempt = fromPromise<PrepareOutput, PrepareInput>(({ input }) => {
+    const d = deferred<PrepareOutput>();
+    preparing.push({ input, decide: (out) => (out instanceof Error ? d.reject(out) : d.resolve(out)) });
+    return d.promise;
+  });
+  return { prepareAttempt, preparing };
+}
+
+const request = { kind: 'prompt' as const, runId: 'r1', attemptId: 'a1', message: 'hi' };
+
+function startSession(run: ReturnType<typeof fakeRun>['run'], input: Partial<SessionInput> = {}, prepare = fakePrepare()) {
   const machine = sessionMachine.provide({
     actors: {
       run: run as unknown as typeof runMachine,
+      prepareAttempt: prepare.prepareAttempt,
       settleAttempt: fromPromise<SettleOutput, { result: ExecutionResult }>(async ({ input }) => restFor(input.result)),
       closeSession: fromPromise<void, void>(async () => {}),
     },
   });
   const actor = createActor(machine, { input: { sessionId: 's1', sessionInstanceId: 'i1', writerEpoch: 1, ...input } });
   const finished: ExecutionResult[] = [];
+  const answered: { token: number; result?: ExecutionResult; error?: unknown }[] = [];
   actor.on('session.rested', ({ result }) => result && finished.push(result));
+  actor.on('attempt.answered', ({ token, result }) => answered.push({ token, result }));
+  actor.on('attempt.refused', ({ token, error }) => answered.push({ token, error }));
   actor.start();
-  return { actor, finished };
+  return { actor, finished, answered, preparing: prepare.preparing };
 }
 
 describe('sessionMachine', () => {
@@ -66,27 +84,43 @@ describe('sessionMachine', () => {
     expect(startSession(fakeRun().run, { openRun: 'detached' }).actor.getSnapshot().value).toBe('detached');
   });
 
-  it('PREPARE → preparing; a cancel and a detach asked for meanwhile go with the attempt when it starts', async () => {
+  it('PREPARE → preparing (prepareAttempt reads the log); a cancel and a detach asked for meanwhile go with the attempt when it starts', async () => {
     const fake = fakeRun();
-    const { actor } = startSession(fake.run);
-    actor.send({ type: 'PREPARE', claimedRunId: 'r1' });
+    const { actor, preparing } = startSession(fake.run);
+    actor.send({ type: 'PREPARE', token: 1, request, claimedRunId: 'r1' });
     expect(actor.getSnapshot().value).toBe('preparing');
     expect(actor.getSnapshot().context.claimedRunId).toBe('r1');
+    expect(preparing.map((p) => p.input)).toEqual([{ token: 1, request }]);
     actor.send({ type: 'CANCEL' });
     actor.send({ type: 'DETACH' });
-    actor.send({ type: 'START', run: runInput() });
+    // a follow-up cannot start while an attempt is being prepared
+    actor.send({ type: 'START', run: runInput({ runId: 'f1' }) });
+    expect(actor.getSnapshot().value).toBe('preparing');
+    preparing[0]!.decide({ run: runInput() });
     await waitFor(actor, () => fake.runs.length === 1);
-    expect(fake.runs[0]!.input).toMatchObject({ cancelRequested: true, detachRequested: true });
+    expect(fake.runs[0]!.input).toMatchObject({ runId: 'r1', cancelRequested: true, detachRequested: true });
     expect(actor.getSnapshot().context.claimedRunId).toBeUndefined();
   });
 
-  it('an attempt that runs nothing (ABANDON) rests the session where it was, forgetting what was asked for it', () => {
-    const { actor } = startSession(fakeRun().run, { openRun: 'suspended' });
-    actor.send({ type: 'PREPARE' });
+  it('an attempt answered without running rests the session where it was, forgetting what was asked for it; its caller gets the answer', async () => {
+    const { actor, preparing, answered } = startSession(fakeRun().run, { openRun: 'suspended' });
+    actor.send({ type: 'PREPARE', token: 7, request });
     actor.send({ type: 'CANCEL' });
-    actor.send({ type: 'ABANDON' });
-    expect(actor.getSnapshot().value).toBe('suspended');
+    const recorded = resultOf(runInput());
+    preparing[0]!.decide({ result: recorded });
+    await waitFor(actor, (s) => s.matches('suspended'));
     expect(actor.getSnapshot().context.cancelPending).toBe(false);
+    expect(answered).toEqual([{ token: 7, result: recorded }]);
+  });
+
+  it('an attempt refused while prepared (bad input for the open run) answers its caller with the error; the session rests', async () => {
+    const { actor, preparing, answered } = startSession(fakeRun().run, { openRun: 'detached' });
+    actor.send({ type: 'PREPARE', token: 3, request });
+    const refusal = new Error('run r1 is not open');
+    preparing[0]!.decide(refusal);
+    await waitFor(actor, (s) => s.matches('detached'));
+    expect(answered).toEqual([{ token: 3, error: refusal }]);
+    expect(actor.getSnapshot().context.preparing).toBeUndefined();
   });
 
   it('an attempt that ends suspended rests the session suspended (executing → finalizing → suspended)', async () => {

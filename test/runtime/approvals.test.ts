@@ -24,8 +24,14 @@ describe('approvals', () => {
     const r = await s.execute({ kind: 'prompt', runId: 'r', attemptId: 'a1', message: 'pay' });
     expect(r).toMatchObject({ outcome: 'suspended', status: 'suspended', pendingRequest: { kind: 'approval', calls: [{ callId: 'p1', name: 'pay', arguments: { amount: 50 } }] } });
     expect(executed).toEqual([]);
-    await expect(s.execute({ kind: 'prompt', ...ids(), message: 'other' })).rejects.toSatisfy(isExecutionBusy);
+    const busy = await s.execute({ kind: 'prompt', ...ids(), message: 'other' }).catch((e: unknown) => e);
+    expect(busy).toSatisfy(isExecutionBusy);
     const q = r.pendingRequest!.questionId;
+    // nothing runs: the error says the run is suspended on which request, and what to call
+    expect(busy).toMatchObject({ state: 'suspended', activeRunId: 'r', questionId: q });
+    expect((busy as Error).message).toContain(`run r is suspended, waiting for the answer to ${q}`);
+    expect((busy as Error).message).toContain("kind: 'respond'");
+    expect((busy as Error).message).not.toContain('busy executing');
     const r2 = await s.execute({ kind: 'respond', runId: 'r', attemptId: 'a2', questionId: q, answer: { decisions: { p1: 'approve' } } });
     expect(r2).toMatchObject({ status: 'succeeded', finalMessage: 'paid both' });
     expect(executed.sort()).toEqual([5, 50]);

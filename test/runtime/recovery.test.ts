@@ -19,6 +19,65 @@ function twoLives(dir: string, first: Omit<RuntimeOptions, 'store'>, second: Omi
 const hang = () => new Promise<string>(() => {});
 
 describe('recovery after an interruption', () => {
+  it('the result that settles a recovered run lists every call left uncertain by a crash, whichever process resolved it', async () => {
+    const dir = tempDir();
+    const started = deferred();
+    const lookupStarted = deferred();
+    const charge = (execute: () => Promise<string> | string) => defineTool({ name: 'charge', description: '', parameters: z.object({ n: z.number() }), resources: ['card'], execute });
+    const lookup = (execute: () => Promise<string> | string) => defineTool({ name: 'lookup', description: '', mode: 'parallel', parameters: z.object({}), execute });
+    // life 1 dies in charge (exclusive); life 2 records it uncertain, then dies in lookup
+    // (parallel); life 3 runs lookup again and settles the run
+    const rt1 = createRuntime({ store: lmdbStore({ path: dir.path }), model: scriptedModel([{ toolCalls: [{ id: 'c1', name: 'charge', arguments: { n: 5 } }] }]), tools: [charge(() => (started.resolve(), hang())), lookup(hang)] });
+    const s1 = await rt1.openSession('s');
+    void s1.execute({ kind: 'prompt', runId: 'r', attemptId: 'a1', message: 'charge 5' });
+    await started.promise;
+    const rt2 = createRuntime({ store: lmdbStore({ path: dir.path }), model: scriptedModel([{ toolCalls: [{ id: 'l1', name: 'lookup', arguments: {} }] }]), tools: [charge(() => 'charged'), lookup(() => (lookupStarted.resolve(), hang()))] });
+    const s2 = await rt2.openSession('s');
+    void s2.execute({ kind: 'continue', runId: 'r', attemptId: 'a2' });
+    await lookupStarted.promise;
+    const rt3 = createRuntime({ store: lmdbStore({ path: dir.path }), model: scriptedModel(['I could not confirm the charge.']), tools: [charge(() => 'charged'), lookup(() => 'found')] });
+    const s3 = await rt3.openSession('s');
+    // this process resolves only lookup: charge was resolved by life 2, which is gone
+    expect(s3.recovery.uncertainToolCalls.map((c) => c.callId)).toEqual(['l1']);
+    const r = await s3.execute({ kind: 'continue', runId: 'r', attemptId: 'a3' });
+    const expected = [
+      { name: 'charge', callId: 'c1', mode: 'exclusive', resolution: 'uncertain-hanging' },
+      { name: 'lookup', callId: 'l1', mode: 'parallel', resolution: 're-run' },
+    ];
+    expect(r).toMatchObject({ status: 'succeeded', uncertainCalls: expected });
+    // the recorded result says the same, in any process
+    await rt3.close();
+    const rt4 = createRuntime({ store: lmdbStore({ path: dir.path }), model: scriptedModel([]), tools: [] });
+    const s4 = await rt4.openSession('s');
+    expect((await s4.execute({ kind: 'continue', runId: 'r', attemptId: 'a3' })).uncertainCalls).toEqual(expected);
+    // what the model read for the uncertain call: whole sentences, the lock named
+    const text = s4.snapshot().messages.find((m) => m.role === 'tool' && m.toolCallId === 'c1')!.content;
+    expect(text).toMatch(/^Outcome uncertain: .*is unknown\. The resource card stays locked until released\.$/);
+    await rt4.close();
+    await dir.cleanup();
+  });
+
+  it('the model-facing text of an uncertain call without resources mentions no locks', async () => {
+    const dir = tempDir();
+    const started = deferred();
+    const send = (execute: () => Promise<string> | string) => defineTool({ name: 'send', description: '', parameters: z.object({}), execute });
+    const rt1 = createRuntime({ store: lmdbStore({ path: dir.path }), model: scriptedModel([{ toolCalls: [{ id: 'm1', name: 'send', arguments: {} }] }]), tools: [send(() => (started.resolve(), hang()))] });
+    void (await rt1.openSession('s')).execute({ kind: 'prompt', runId: 'r', attemptId: 'a1', message: 'send it' });
+    await started.promise;
+    const rt2 = createRuntime({ store: lmdbStore({ path: dir.path }), model: scriptedModel(['unsure']), tools: [send(() => 'sent')] });
+    const s2 = await rt2.openSession('s');
+    // a new prompt over the interrupted run: nothing runs, and the error says to continue it
+    const busy = await s2.execute({ kind: 'prompt', runId: 'r2', attemptId: 'b1', message: 'other' }).catch((e: unknown) => e);
+    expect(busy).toMatchObject({ name: 'ExecutionBusy', state: 'interrupted', activeRunId: 'r' });
+    expect((busy as Error).message).toContain("execute({ kind: 'continue', runId: 'r' })");
+    expect(await s2.execute({ kind: 'continue', runId: 'r', attemptId: 'a2' })).toMatchObject({ uncertainCalls: [{ callId: 'm1', resolution: 'uncertain-hanging' }] });
+    const text = s2.snapshot().messages.find((m) => m.role === 'tool')!.content;
+    expect(text).toMatch(/is unknown\.$/);
+    expect(text).not.toMatch(/lock|\(none\)/);
+    await rt2.close();
+    await dir.cleanup();
+  });
+
   it('an exclusive call without reconcile becomes uncertain-hanging, never re-run; its locks stay until released', async () => {
     const dir = tempDir();
     const runs: string[] = [];
