@@ -18,3 +18,12 @@ export async function ask(question: string): Promise<ExecutionResult> {
   session.subscribe((e) => void seen.push(e));
   return session.execute({ kind: 'prompt', runId: 'r1', attemptId: 'a1', message: question });
 }
+
+export async function stream(question: string): Promise<string> {
+  const session = await runtime.openSession('ts-2');
+  const run = session.run(question);
+  let text = '';
+  for await (const delta of run.textStream) text += delta;
+  const result: ExecutionResult = await run.result;
+  return `${text} (${result.status})`;
+}
