@@ -1,3 +1,4 @@
+import { defaultServerConditions } from 'vite';
 import { defineConfig } from 'vitest/config';
 import { loadFactor } from './test/helpers/load.js';
 
@@ -6,6 +7,8 @@ process.env.ACTORLOOP_LOAD_FACTOR = String(loadFactor());
 const scaled = (ms: number) => Math.round(ms * Number(process.env.ACTORLOOP_LOAD_FACTOR));
 
 export default defineConfig({
+  // `import 'actorloop'` (the examples) resolves through the exports map to src/ (docs/packaging.md)
+  ssr: { resolve: { conditions: ['actorloop-source', ...defaultServerConditions] } },
   test: {
     include: ['test/**/*.test.ts'],
     testTimeout: scaled(60_000),

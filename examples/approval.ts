@@ -5,7 +5,7 @@
  *   npx tsx examples/approval.ts [dataDir] [approve|deny]
  */
 import { z } from 'zod';
-import { createRuntime, defineTool, lmdbStore, scriptedModel } from '../src/index.js';
+import { createRuntime, defineTool, lmdbStore, scriptedModel } from 'actorloop';
 
 const [dataDir = './.actorloop', decision = 'approve'] = process.argv.slice(2);
 if (decision !== 'approve' && decision !== 'deny') throw new Error('the decision is approve or deny');

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { createRuntime, defineTool, lmdbStore, scriptedModel } from '../src/index.js';
+import { createRuntime, defineTool, lmdbStore, scriptedModel } from 'actorloop';
 
 const add = defineTool({
   name: 'add',

@@ -13,18 +13,19 @@
  *   …
  *
  *   npx tsx examples/inspector.ts [events.jsonl]   # offline: a local adapter writes JSON lines
- *   npx tsx examples/inspector.ts --serve          # live: the Stately inspector in your browser
+ *   npx tsx examples/inspector.ts --serve [--port 8080] [--tool-delay 400]   # live: a local page in your browser
  *
- * `--serve` starts the package's local WebSocket bridge (createInspectorServer, port 8080) and
- * connects with createWebSocketInspector; the page it opens embeds the inspector UI from
- * stately.ai, so that browser needs the network. The default mode needs nothing but this process.
+ * `--serve` opens a local page (examples/inspector-page.ts: node:http and Server-Sent Events, no
+ * network, no hosted inspector) showing the session, run and toolBatch actors' state values live;
+ * the run waits in `suspended` until you press Approve there. Both modes need nothing but this process.
  */
 import { appendFileSync, writeFileSync } from 'node:fs';
 import { pathToFileURL } from 'node:url';
-import { createInspector, createWebSocketInspector, type StatelyInspectionEvent } from '@statelyai/inspect';
+import { createInspector, type StatelyInspectionEvent } from '@statelyai/inspect';
 import type { InspectionEvent } from 'xstate';
 import { z } from 'zod';
-import { createRuntime, defineTool, memoryStore, scriptedModel } from '../src/index.js';
+import { createRuntime, defineTool, memoryStore, scriptedModel } from 'actorloop';
+import { startInspectorPage } from './inspector-page.js';
 import { stateTrace } from './state-trace.js';
 
 /** The machine id in an `@xstate.actor` event's definition (its config as JSON), if any. */
@@ -68,25 +69,42 @@ export interface InspectedRun {
   outcome: string;
 }
 
+/** How the inspected agent paces itself for a watcher. */
+export interface InspectedAgentOptions {
+  /** Each tool call takes this long (default 0), so a watcher sees the batches run. */
+  toolDelayMs?: number;
+  /** Awaited while the run is suspended, before the `respond` that approves the transfer. */
+  beforeApproving?: (what: string) => Promise<void>;
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
 /**
  * Runs an agent whose run suspends for an approval, with `inspect` attached: a parallel tool batch
  * (two lookups), then a transfer that needs approval (the run suspends), a `respond` attempt that
  * approves it (the transfer runs), and the answer.
  */
-export async function runInspectedAgent(inspect: (e: InspectionEvent) => void): Promise<InspectedRun> {
+export async function runInspectedAgent(inspect: (e: InspectionEvent) => void, options: InspectedAgentOptions = {}): Promise<InspectedRun> {
+  const delay = options.toolDelayMs ?? 0;
   const lookup = defineTool({
     name: 'lookup',
     description: 'Looks a word up',
     parameters: z.object({ word: z.string() }),
     mode: 'parallel',
-    execute: async ({ word }) => `${word}: a word`,
+    execute: async ({ word }) => {
+      await sleep(delay);
+      return `${word}: a word`;
+    },
   });
   const transfer = defineTool({
     name: 'transfer',
     description: 'Transfers money to an account',
     parameters: z.object({ to: z.string(), amount: z.number().positive() }),
     needsApproval: true,
-    execute: ({ to, amount }) => `transferred ${amount} to ${to}`,
+    execute: async ({ to, amount }) => {
+      await sleep(delay);
+      return `transferred ${amount} to ${to}`;
+    },
   });
   const model = scriptedModel([
     { toolCalls: [{ name: 'lookup', arguments: { word: 'actor' } }, { name: 'lookup', arguments: { word: 'loop' } }] },
@@ -98,6 +116,7 @@ export async function runInspectedAgent(inspect: (e: InspectionEvent) => void): 
   const first = await session.execute({ kind: 'prompt', runId: 'r1', attemptId: 'a1', message: 'Look up actor and loop, then pay ACME 250' });
   const pending = first.pendingRequest;
   if (pending?.kind !== 'approval') throw new Error(`expected an approval request, got ${first.outcome} ${first.status}`);
+  await options.beforeApproving?.(`run r1 is suspended: ${pending.calls.map((c) => `${c.name} ${JSON.stringify(c.arguments)}`).join(', ')} needs approval`);
   const decisions = Object.fromEntries(pending.calls.map((c) => [c.callId, 'approve' as const]));
   const second = await session.execute({ kind: 'respond', runId: 'r1', attemptId: 'a2', questionId: pending.questionId, answer: { decisions } });
   await runtime.close();
@@ -108,20 +127,23 @@ async function main(): Promise<void> {
   const trace = stateTrace();
   const serve = process.argv.includes('--serve');
   if (serve) {
-    const { createInspectorServer } = await import('@statelyai/inspect/server');
-    const server = createInspectorServer({ port: 8080 });
-    const inspector = createWebSocketInspector({ url: 'ws://localhost:8080' });
-    console.log('inspector bridge on http://localhost:8080 — running the agent; Ctrl-C to stop');
-    await runInspectedAgent((e) => {
-      trace.inspect(e);
-      inspector.inspect.next?.(e);
-    });
-    for (const line of trace.lines()) console.log(line);
-    process.on('SIGINT', () => {
-      inspector.stop();
-      server.stop();
-      process.exit(0);
-    });
+    const flag = (name: string, fallback: number) => {
+      const at = process.argv.indexOf(name);
+      return at > 0 ? Number(process.argv[at + 1]) : fallback;
+    };
+    const page = await startInspectorPage({ port: flag('--port', 8080) });
+    console.log(`live machines on ${page.url} — open it in a browser; the run waits there for your approval`);
+    await runInspectedAgent(
+      (e) => {
+        trace.inspect(e);
+        page.inspect(e);
+      },
+      { toolDelayMs: flag('--tool-delay', 400), beforeApproving: (what) => page.approval(what) },
+    );
+    console.log('outcome: completed; states each machine passed through:');
+    for (const line of trace.lines()) console.log(`  ${line}`);
+    console.log('the page stays up; Ctrl-C to stop');
+    process.on('SIGINT', () => void page.close().then(() => process.exit(0)));
     return;
   }
   const file = process.argv[2] ?? 'inspector-events.jsonl';

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { createRuntime, defineTool, lmdbStore, scriptedModel } from '../src/index.js';
+import { createRuntime, defineTool, lmdbStore, scriptedModel } from 'actorloop';
 
 const weather = defineTool({ name: 'weather', description: 'Current weather in a city', parameters: z.object({ city: z.string() }), mode: 'parallel', execute: ({ city }) => ({ city, celsius: 21 }) });
 const model = scriptedModel([{ toolCalls: [{ name: 'weather', arguments: { city: 'Oslo' } }] }, 'It is 21 °C in Oslo.']);

@@ -45,9 +45,9 @@ export type { McpClientLike, McpToolInfo, McpCallResult, McpRequestOptions, Json
 export { scriptedModel } from './providers/scripted.js';
 export type { ScriptedModel, ScriptedStep } from './providers/scripted.js';
 export { openaiModel, openaiModelFromEnv, OpenAIModelOptions } from './providers/openai.js';
-export type { OpenAIProviderData } from './providers/openai.js';
+export type { OpenAIClient, OpenAIProviderData } from './providers/openai.js';
 export { anthropicModel, anthropicModelFromEnv, AnthropicModelOptions } from './providers/anthropic.js';
-export type { AnthropicProviderData } from './providers/anthropic.js';
+export type { AnthropicClient, AnthropicProviderData, AnthropicThinking } from './providers/anthropic.js';
 
 export { runMachine } from './machines/run.machine.js';
 export type { RunContext, RunEvent, RunInput } from './machines/run.machine.js';

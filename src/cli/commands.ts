@@ -4,16 +4,19 @@ import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { z } from 'zod';
 import { createRuntime } from '../runtime/runtime.js';
+import { previewRecovery } from '../runtime/recovery-preview.js';
 import { isCorruptLogError } from '../contracts/errors.js';
 import type { EventRecord } from '../contracts/events.js';
 import type { EventStore } from '../persistence/event-store.js';
 import { scriptedModel } from '../providers/scripted.js';
 import { SessionId, dataDirOf, openSource, readAll, requireSession, withStore } from './data.js';
 import { demoPaths, demoTools } from './demo-tools.js';
-import { EXIT, parseArg } from './errors.js';
+import { CliError, EXIT, parseArg } from './errors.js';
 import { formatLine } from './format.js';
 import type { Sink } from './progress.js';
 import { describeRecovery } from './recovery.js';
+import { command } from './invocation.js';
+import { liveLeaseOf } from './session-lease.js';
 import { renderTimeline } from './timeline.js';
 
 export interface CommandIO {
@@ -133,22 +136,44 @@ async function printFrom(store: EventStore, sessionId: string, fromSeq: number, 
 }
 
 /**
- * `actorloop recover <session>`: opens the session (attaching a writer, which fences any other
- * live writer of it) and prints what recovery found, as JSON. Runs no tool and no model call. The
- * CLI knows the demo agent's tools, so reconcile-able calls are those of the demo.
+ * `actorloop recover <session>`: what opening the session would find, as JSON, read from the log
+ * alone (no writer attaches, nothing is written, a live process running the session is not
+ * disturbed). With `resume`: opens the session — attaching a new writer, which fences any process
+ * still running it — and settles what opening settles (an undelivered final answer is printed as
+ * redelivered); refused while a serving worker's unexpired lease holds the session unless `force`.
+ * Runs no tool and no model call. The CLI knows the demo agent's tools, so reconcile-able calls are
+ * those of the demo.
  */
-export async function recoverCommand(sessionId: string, opts: { data?: string; postgres?: string }, io: CommandIO): Promise<number> {
+export async function recoverCommand(sessionId: string, opts: { data?: string; postgres?: string; resume?: boolean; force?: boolean }, io: CommandIO): Promise<number> {
   const src = openSource(opts);
   // the demo's tools keep their files in the data dir (the default one beside a PostgreSQL log)
   const dir = opts.postgres === undefined ? src.where : dataDirOf(undefined);
   const store = src.store;
+  const tools = demoTools(demoPaths(dir));
+  if (!opts.resume) {
+    return withStore(store, async () => {
+      await requireSession(store, src, sessionId);
+      const preview = await previewRecovery(store, sessionId, tools);
+      say(io, JSON.stringify(preview, null, 2));
+      for (const l of describeRecovery(preview)) io.err.write(`${l.replace(/^recovery found:/, 'recovery would find:')}\n`);
+      io.err.write(`read only: nothing was attached or written. To take the session over and settle it: ${command(`recover ${sessionId} ${src.flag} --resume`)} (fences a process still running it)\n`);
+      return EXIT.ok;
+    });
+  }
   try {
     await requireSession(store, src, sessionId);
+    const lease = await liveLeaseOf(store, sessionId);
+    if (lease && !opts.force) {
+      throw new CliError(
+        `session ${sessionId} is held by serving worker ${lease.workerId} (lease until ${lease.leaseUntil ?? 'unknown'}); resuming would fence it mid-run. Stop that worker or let its lease expire, or pass --force`,
+        EXIT.failure,
+      );
+    }
   } catch (e) {
     await store.close();
     throw e;
   }
-  const tools = demoTools(demoPaths(dir));
+  io.err.write(`resuming: attaching a new writer to session ${sessionId}; a process still running it is fenced (its run ends fenced, its next write fails with a stale epoch)\n`);
   // Opening settles a final answer committed but never delivered: like the demo, the CLI is its
   // (idempotent) delivery owner and prints it.
   const delivery = { idempotent: true, deliver: async (f: FinalAnswer) => void io.err.write(`redelivered final answer ${f.finalMessageId}: ${f.content}\n`) };

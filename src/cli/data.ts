@@ -7,6 +7,7 @@ import type { SessionHead } from '../persistence/head.js';
 import { lmdbStore } from '../persistence/lmdb-store.js';
 import { postgresStore } from '../persistence/postgres/postgres-store.js';
 import { CliError, EXIT, parseArg } from './errors.js';
+import { command } from './invocation.js';
 
 export const DEFAULT_DATA_DIR = './.actorloop';
 
@@ -21,7 +22,7 @@ export const dataDirOf = (flag: string | undefined): string => resolve(flag ?? D
  */
 export function openExistingStore(dir: string): EventStore {
   if (!existsSync(dir)) {
-    throw new CliError(`no actorloop data at ${dir}: run \`actorloop demo\` first, or pass --data DIR`, EXIT.notFound);
+    throw new CliError(`no actorloop data at ${dir}: run \`${command('demo')}\` first, or pass --data DIR`, EXIT.notFound);
   }
   if (!statSync(dir).isDirectory() || !existsSync(join(dir, 'data.mdb'))) {
     throw new CliError(`${dir} is not an actorloop data dir (it has no data.mdb)`, EXIT.notFound);
@@ -91,7 +92,7 @@ export async function requireSession(store: EventStore, source: string | Omit<St
   const id = parseArg(SessionId, sessionId, 'session');
   const head = await store.getHead(id);
   if (!head || head.lastSeq === 0) {
-    throw new CliError(`unknown session ${JSON.stringify(id)} in ${where}: \`actorloop sessions ${flag}\` lists the sessions`, EXIT.notFound);
+    throw new CliError(`unknown session ${JSON.stringify(id)} in ${where}: \`${command(`sessions ${flag}`)}\` lists the sessions`, EXIT.notFound);
   }
   return head;
 }

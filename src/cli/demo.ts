@@ -12,6 +12,7 @@ import { demoPaths, demoTools, prepareDemoFiles } from './demo-tools.js';
 import { EXIT, parseArg } from './errors.js';
 import { Progress, styles, type Sink } from './progress.js';
 import { describeRecovery } from './recovery.js';
+import { command } from './invocation.js';
 
 export const DemoOptions = z.object({
   session: SessionId.optional(),
@@ -67,7 +68,7 @@ export async function runDemo(options: DemoOptions, io: DemoIO): Promise<number>
   const existed = ((await store.getHead(sessionId))?.lastSeq ?? 0) > 0;
   const dataFlag = o.data && dataDirOf(o.data) !== dataDirOf(DEFAULT_DATA_DIR) ? ` --data ${o.data}` : '';
   const pgFlag = o.postgres ? ` --postgres ${redactUrl(o.postgres)}` : '';
-  const resumeHint = `actorloop demo --session ${sessionId}${dataFlag}${pgFlag}`;
+  const resumeHint = command(`demo --session ${sessionId}${dataFlag}${pgFlag}`);
 
   const runtime = createRuntime({
     store,

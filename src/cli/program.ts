@@ -9,6 +9,7 @@ import { CliError, EXIT, describeFailure } from './errors.js';
 import { repairCommand, verifyCommand } from './store-commands.js';
 import { webCommand } from './web.js';
 import { workersCommand } from './workers.js';
+import { commandPrefix, runnable, setCommandPrefix } from './invocation.js';
 
 const version = (JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }).version;
 
@@ -16,6 +17,8 @@ const version = (JSON.parse(readFileSync(new URL('../../package.json', import.me
 export interface CliIO extends CommandIO {
   tty: boolean;
   env: NodeJS.ProcessEnv;
+  /** The node options the command was started with (default process.execArgv), for runnable hints. */
+  execArgv?: readonly string[];
   /** Leaves at once (the demo's second Ctrl-C). */
   exitNow(code: number): void;
 }
@@ -110,11 +113,19 @@ export function buildProgram(io: CliIO, run: (code: Promise<number>) => void): C
 
   program
     .command('recover')
-    .description('open a session (attaching a writer) and print what recovery found, as JSON; runs nothing')
+    .description('print what recovery would find, as JSON, read from the log (read only: attaches nothing, fences no one); --resume takes the session over')
     .argument('<session>', 'session id')
     .addOption(dataOption())
     .addOption(postgresOption())
-    .action((session: string, opts: { data?: string; postgres?: string }) => run(recoverCommand(session, withDatabase(opts, io.env), io)));
+    .option('--resume', 'open the session: attach a new writer (a process still running it is fenced) and settle what opening settles; runs no tool or model call')
+    .option('--force', "with --resume: even while a serving worker's unexpired lease holds the session")
+    .action((session: string, opts: { data?: string; postgres?: string; resume?: boolean; force?: boolean }) => {
+      if (opts.force && !opts.resume) {
+        run(Promise.reject(new CliError('--force only goes with --resume', EXIT.usage)));
+        return;
+      }
+      run(recoverCommand(session, withDatabase(opts, io.env), io));
+    });
 
   program
     .command('view')
@@ -160,9 +171,10 @@ export async function runCli(argv: readonly string[], io: CliIO): Promise<number
   const settle = (p: Promise<number>) =>
     p.catch((e: unknown) => {
       const { message, exitCode } = describeFailure(e);
-      io.err.write(`actorloop: ${message}\n`);
+      io.err.write(`actorloop: ${runnable(message)}\n`);
       return exitCode;
     });
+  setCommandPrefix(commandPrefix({ argv, env: io.env, execArgv: io.execArgv ?? process.execArgv, cwd: process.cwd() }));
   const program = buildProgram(io, (p) => (pending = settle(p)));
   try {
     await program.parseAsync([...argv]);

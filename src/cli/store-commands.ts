@@ -4,6 +4,7 @@ import { repairStore, verifyStore, type StoreProblem, type VerifyReport } from '
 import type { CommandIO } from './commands.js';
 import { dataDirOf } from './data.js';
 import { CliError, EXIT } from './errors.js';
+import { command } from './invocation.js';
 
 /** `actorloop verify` and `actorloop repair` (docs/cli.md): the store's own check and repair. */
 
@@ -35,7 +36,7 @@ export async function verifyCommand(dirArg: string | undefined, opts: { json?: b
   if (opts.json) say(io, JSON.stringify(report));
   else {
     printReport(io, dir, report);
-    if (!report.ok) say(io, `run \`actorloop repair ${dir}\` (with every process using it stopped) to rebuild what is damaged from what is whole`);
+    if (!report.ok) say(io, `run \`${command(`repair ${dir}`)}\` (with every process using it stopped) to rebuild what is damaged from what is whole`);
   }
   return report.ok ? EXIT.ok : EXIT.corrupt;
 }

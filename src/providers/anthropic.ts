@@ -14,6 +14,29 @@ type Param = Anthropic.Messages.MessageParam;
 type Event = Anthropic.Messages.RawMessageStreamEvent;
 type Block = Record<string, unknown> & { type: string };
 
+/**
+ * The part of an `@anthropic-ai/sdk` client (`new Anthropic()`) the adapter calls. Structural, so an
+ * app's types need the SDK only if it uses this adapter (docs/packaging.md).
+ * @example
+ * const client: AnthropicClient = new Anthropic({ apiKey })
+ */
+export interface AnthropicClient {
+  messages: {
+    create(
+      body: { model: string; max_tokens: number; messages: readonly unknown[]; stream: true },
+      options: { signal?: AbortSignal; maxRetries?: number },
+    ): PromiseLike<AsyncIterable<unknown>>;
+  };
+}
+
+/**
+ * Extended thinking as the Messages API takes it, e.g. `{ type: 'enabled', budget_tokens: 2048 }`
+ * or `{ type: 'adaptive' }` (the SDK's `ThinkingConfigParam`, kept structural).
+ * @example
+ * const thinking: AnthropicThinking = { type: 'enabled', budget_tokens: 4096 }
+ */
+export type AnthropicThinking = { type: 'enabled'; budget_tokens: number } | { type: 'disabled' } | { type: string; budget_tokens?: number };
+
 const isClient = (c: unknown): boolean =>
   typeof (c as { messages?: { create?: unknown } } | null)?.messages?.create === 'function';
 
@@ -24,13 +47,13 @@ const isClient = (c: unknown): boolean =>
  */
 export const AnthropicModelOptions = z.object({
   /** An `@anthropic-ai/sdk` client (`new Anthropic({ apiKey })`); its own retries are turned off per request. */
-  client: z.custom<Anthropic>(isClient, { message: 'expected an Anthropic client (new Anthropic({ apiKey }))' }),
+  client: z.custom<AnthropicClient>(isClient, { message: 'expected an Anthropic client (new Anthropic({ apiKey }))' }),
   model: z.string().min(1),
   /** `max_tokens` of every call (required by the API); the run's `maxOutputTokens` lowers it further. */
   maxTokens: z.number().int().positive().default(4096),
   /** Extended thinking, e.g. `{ type: 'enabled', budget_tokens: 2048 }` or `{ type: 'adaptive' }`; sent as `thinking`. */
   thinking: z
-    .custom<Anthropic.Messages.ThinkingConfigParam>((v) => typeof asRecord(v)?.type === 'string', { message: 'expected { type: … }' })
+    .custom<AnthropicThinking>((v) => typeof asRecord(v)?.type === 'string', { message: 'expected { type: … }' })
     .optional(),
   /** Extra body fields merged last (e.g. `temperature`, `tool_choice`, `cache_control`, `metadata`); `stream` stays on. */
   extraBody: z.record(z.string(), z.unknown()).optional(),
@@ -99,6 +122,7 @@ function assistantBlocks(m: Message): Block[] {
  * @example
  * toAnthropicMessages([{ role: 'system', content: 'Be brief.' }, { role: 'user', content: 'Hi' }])
  * // { system: 'Be brief.', messages: [{ role: 'user', content: [{ type: 'text', text: 'Hi' }] }] }
+ * @internal SDK-typed; not in the published declarations
  */
 export function toAnthropicMessages(messages: readonly Message[]): { system?: string; messages: Param[] } {
   const system: string[] = [];
@@ -128,6 +152,7 @@ export function toAnthropicMessages(messages: readonly Message[]): { system?: st
  * Maps tool specs to `{ name, description, input_schema }`.
  * @example
  * toAnthropicTools([{ name: 'add', description: 'Adds', parameters: { type: 'object' } }])
+ * @internal SDK-typed; not in the published declarations
  */
 export const toAnthropicTools = (tools: readonly ToolSpec[]) =>
   tools.map((t) => ({ name: t.name, description: t.description, input_schema: t.parameters as Anthropic.Messages.Tool.InputSchema }));
@@ -137,6 +162,7 @@ export const toAnthropicTools = (tools: readonly ToolSpec[]) =>
  * max_tokens/model_context_window_exceeded → length, refusal → refusal.
  * @example
  * mapAnthropicStop('max_tokens', true) // 'length'
+ * @internal SDK-typed; not in the published declarations
  */
 export function mapAnthropicStop(raw: string | null | undefined, hasToolCalls: boolean): FinishReason {
   switch (raw) {
@@ -287,7 +313,7 @@ export function anthropicModel(options: AnthropicModelOptions): ModelProvider {
       const out = guardListener(onEvent, request.signal);
       const acc = accumulator(out.emit);
       try {
-        const stream = await o.client.messages.create(body, { signal: request.signal, maxRetries: 0 });
+        const stream = (await o.client.messages.create(body, { signal: request.signal, maxRetries: 0 })) as AsyncIterable<Event>;
         for await (const event of stream) {
           if (request.signal.aborted) break; // no delta reaches the listener after a cancel
           acc.push(event);

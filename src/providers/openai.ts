@@ -13,6 +13,23 @@ type Body = OpenAI.Chat.Completions.ChatCompletionCreateParamsStreaming;
 type Param = OpenAI.Chat.Completions.ChatCompletionMessageParam;
 type Chunk = OpenAI.Chat.Completions.ChatCompletionChunk;
 
+/**
+ * The part of an `openai` client (`new OpenAI()`) the adapter calls. Structural, so an app's types
+ * need the `openai` package only if it uses this adapter (docs/packaging.md).
+ * @example
+ * const client: OpenAIClient = new OpenAI({ apiKey })
+ */
+export interface OpenAIClient {
+  chat: {
+    completions: {
+      create(
+        body: { model: string; messages: readonly unknown[]; stream: true },
+        options: { signal?: AbortSignal; maxRetries?: number },
+      ): PromiseLike<AsyncIterable<unknown>>;
+    };
+  };
+}
+
 const isClient = (c: unknown): boolean =>
   typeof (c as { chat?: { completions?: { create?: unknown } } } | null)?.chat?.completions?.create === 'function';
 
@@ -23,7 +40,7 @@ const isClient = (c: unknown): boolean =>
  */
 export const OpenAIModelOptions = z.object({
   /** An `openai` SDK client (`new OpenAI({ apiKey, baseURL })`); its own retries are turned off per request. */
-  client: z.custom<OpenAI>(isClient, { message: 'expected an OpenAI client (new OpenAI({ apiKey }))' }),
+  client: z.custom<OpenAIClient>(isClient, { message: 'expected an OpenAI client (new OpenAI({ apiKey }))' }),
   model: z.string().min(1),
   temperature: z.number().min(0).max(2).optional(),
   /** Output cap for every call; the run's `maxOutputTokens` lowers it further. */
@@ -57,6 +74,7 @@ export interface OpenAIProviderData {
  * Maps actorloop messages to Chat Completions messages (system, user, assistant + tool_calls, tool).
  * @example
  * toOpenAIMessages([{ role: 'tool', toolCallId: 'call_1', content: 'sunny' }]) // [{ role: 'tool', tool_call_id: 'call_1', content: 'sunny' }]
+ * @internal SDK-typed; not in the published declarations
  */
 export function toOpenAIMessages(messages: readonly Message[], systemRole: 'system' | 'developer' = 'system'): Param[] {
   return messages.map((m): Param => {
@@ -87,6 +105,7 @@ export function toOpenAIMessages(messages: readonly Message[], systemRole: 'syst
  * Maps tool specs to `{ type: 'function', function: { name, description, parameters } }`.
  * @example
  * toOpenAITools([{ name: 'add', description: 'Adds', parameters: { type: 'object' } }])
+ * @internal SDK-typed; not in the published declarations
  */
 export const toOpenAITools = (tools: readonly ToolSpec[]) =>
   tools.map((t) => ({ type: 'function' as const, function: { name: t.name, description: t.description, parameters: t.parameters } }));
@@ -95,6 +114,7 @@ export const toOpenAITools = (tools: readonly ToolSpec[]) =>
  * Maps `finish_reason`; a refusal wins, and `stop` with tool calls (some compatible servers) is `tool_calls`.
  * @example
  * mapOpenAIFinish('length', true, false) // 'length'
+ * @internal SDK-typed; not in the published declarations
  */
 export function mapOpenAIFinish(raw: string, hasToolCalls: boolean, refused: boolean): FinishReason {
   if (refused) return 'refusal';
@@ -211,7 +231,7 @@ export function openaiModel(options: OpenAIModelOptions): ModelProvider {
       const out = guardListener(onEvent, request.signal);
       const acc = accumulator(out.emit);
       try {
-        const stream = await o.client.chat.completions.create(body, { signal: request.signal, maxRetries: 0 });
+        const stream = (await o.client.chat.completions.create(body, { signal: request.signal, maxRetries: 0 })) as AsyncIterable<Chunk>;
         for await (const chunk of stream) {
           if (request.signal.aborted) break; // no delta reaches the listener after a cancel
           acc.push(chunk);

@@ -96,6 +96,9 @@ export async function settleInterruptedFinal(env: SessionServices, open: OpenRun
   return undefined;
 }
 
+/** What the recovery outcome reads of a session's services (a read-only preview has no writer). */
+export type RecoveryReader = Pick<SessionServices, 'sessionId' | 'tools' | 'heldLocks'> & { writer: { readonly writerEpoch: number } };
+
 type Resolution = 'rerun' | 'skipped' | 'reconcile' | 'uncertain-hanging';
 
 /**
@@ -105,7 +108,7 @@ type Resolution = 'rerun' | 'skipped' | 'reconcile' | 'uncertain-hanging';
  * uncertain-hanging); an exclusive call (or one whose tool is gone) goes to reconcile, else is
  * uncertain-hanging. A reconcile is assumed to settle its call (it cannot be known before).
  */
-function resolutions(env: SessionServices, calls: readonly ToolCallIntent[], released: ReadonlyMap<string, readonly string[]>): Resolution[] {
+function resolutions(env: RecoveryReader, calls: readonly ToolCallIntent[], released: ReadonlyMap<string, readonly string[]>): Resolution[] {
   const locked = new Set(env.heldLocks);
   return calls.map((c) => {
     const tool = env.tools.get(c.name);
@@ -121,7 +124,7 @@ function resolutions(env: SessionServices, calls: readonly ToolCallIntent[], rel
 /** DESIGN §5's RecoveryOutcome, from the head, the open run and the last settled run. */
 export async function recoveryOutcome(
   store: EventStore,
-  env: SessionServices,
+  env: RecoveryReader,
   head: SessionHead | undefined,
   open: OpenRunState | undefined,
   settledFinals: { delivered: string[]; unknown: string[] },

@@ -93,9 +93,21 @@ describe('the read commands, in process', () => {
     expect(records).toHaveLength(lines.length - 2);
   });
 
-  it('recover attaches a writer and prints the RecoveryOutcome as JSON', async () => {
+  it('recover (read only) prints what recovery would find as JSON, attaching nothing', async () => {
     const io = capture();
     expect(await recoverCommand('crashed', { data: dir.path }, io)).toBe(0);
+    const r = RecoveryOutcome.parse(JSON.parse(io.out.text));
+    expect(r.writerEpoch).toBe(1);
+    expect(r.uncertainToolCalls).toEqual([expect.objectContaining({ callId: 'd1', name: 'deploy', mode: 'exclusive', resolution: 'reconcile' })]);
+    expect(io.err.text).toContain('recovery would find: 1 interrupted run');
+    const again = capture();
+    await recoverCommand('crashed', { data: dir.path }, again);
+    expect(again.out.text).toBe(io.out.text);
+  });
+
+  it('recover --resume attaches a writer and prints the RecoveryOutcome as JSON', async () => {
+    const io = capture();
+    expect(await recoverCommand('crashed', { data: dir.path, resume: true }, io)).toBe(0);
     const r = RecoveryOutcome.parse(JSON.parse(io.out.text));
     expect(r.writerEpoch).toBe(2);
     expect(r.interruptedRuns.map((x) => x.runId)).toEqual(['r1']);

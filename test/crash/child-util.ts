@@ -244,7 +244,8 @@ const live = new Set<ChildRun>();
  * project's devDependencies). `prefix` runs it under another program, e.g. strace.
  */
 export function spawnTs(script: string, args: readonly string[], options: { prefix?: readonly string[]; label?: string } = {}): ChildRun {
-  const nodeArgs = ['--import', 'tsx', script, ...args];
+  // `--conditions=actorloop-source`: an `import 'actorloop'` (the examples) runs src/, not dist/ (docs/packaging.md)
+  const nodeArgs = ['--conditions=actorloop-source', '--import', 'tsx', script, ...args];
   const [cmd, ...cmdArgs] = options.prefix ? [...options.prefix, process.execPath, ...nodeArgs] : [process.execPath, ...nodeArgs];
   const proc = spawn(cmd!, cmdArgs, { cwd: REPO_ROOT, stdio: ['pipe', 'pipe', 'pipe'], env: { ...process.env, NODE_OPTIONS: '' } });
   const run = new ChildRun(proc, options.label ?? `${script.split('/').pop()} ${args.join(' ')}`);

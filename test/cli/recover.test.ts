@@ -1,0 +1,127 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { recoverCommand, type CommandIO } from '../../src/cli/commands.js';
+import { runCli } from '../../src/cli/program.js';
+import { liveLeaseOf } from '../../src/cli/session-lease.js';
+import { RecoveryOutcome } from '../../src/contracts/requests.js';
+import { lmdbStore, memoryStore } from '../../src/index.js';
+import { killAllChildren, spawnTs } from '../crash/child-util.js';
+import { collect } from '../helpers/drafts.js';
+import { tempDir } from '../helpers/tmp.js';
+
+/** `actorloop recover` (docs/cli.md): read only by default; `--resume` takes the session over, and says it fences. */
+process.env.ACTORLOOP_DEMO_PACE = '0.5';
+const demo = (data: string, label: string) => spawnTs('src/cli/main.ts', ['demo', '--data', data, '--session', 's1', '--provider', 'scripted'], { label });
+
+function capture(): CommandIO & { out: { text: string }; err: { text: string } } {
+  const out = { text: '', write: (s: string) => ((out.text += s), true) };
+  const err = { text: '', write: (s: string) => ((err.text += s), true) };
+  return { out, err, onInterrupt: () => () => {} };
+}
+
+const attaches = async (path: string) => {
+  const store = lmdbStore({ path });
+  try {
+    return (await collect(store.readEvents('s1'))).filter((e) => e.type === 'session/attached').length;
+  } finally {
+    await store.close();
+  }
+};
+
+const dirs: ReturnType<typeof tempDir>[] = [];
+afterEach(async () => {
+  await killAllChildren();
+  for (const d of dirs.splice(0)) await d.cleanup();
+});
+
+describe('actorloop recover', () => {
+  it('by default reads the log and fences no one: a demo running the session (paused mid-deploy meanwhile) completes', async () => {
+    const dir = tempDir('actorloop-recover-live-');
+    dirs.push(dir);
+    const live = demo(dir.path, 'demo (live)');
+    await live.waitFor((l) => l.includes('tool start deploy c2_0 [exclusive]'), 30_000, 'the deploy to start');
+    live.signal('SIGSTOP'); // the run is certainly in flight while recover reads
+    const io = capture();
+    try {
+      expect(await recoverCommand('s1', { data: dir.path }, io)).toBe(0);
+    } finally {
+      live.signal('SIGCONT');
+    }
+    const preview = JSON.parse(io.out.text) as RecoveryOutcome & { readOnly: boolean };
+    expect(preview.readOnly).toBe(true);
+    expect(RecoveryOutcome.parse(preview).writerEpoch).toBe(1); // the live writer's epoch, not a new one
+    expect(preview.interruptedRuns).toHaveLength(1);
+    expect(preview.uncertainToolCalls).toEqual([expect.objectContaining({ callId: 'c2_0', name: 'deploy', resolution: 'reconcile' })]);
+    expect(io.err.text).toContain('recovery would find: 1 interrupted run');
+    expect(io.err.text).toMatch(/read only: nothing was attached or written\. To take the session over and settle it: .*recover s1 --data \S+ --resume \(fences a process still running it\)/);
+
+    const exit = await live.waitExit(60_000);
+    expect(exit.code, live.describe()).toBe(0);
+    expect(live.lines.join('\n')).toMatch(/^outcome: completed \(status succeeded/m);
+    expect(await attaches(dir.path)).toBe(1);
+  });
+
+  it('--resume says it fences a live process, and does: the running demo ends fenced', async () => {
+    const dir = tempDir('actorloop-recover-resume-');
+    dirs.push(dir);
+    const live = demo(dir.path, 'demo (to be fenced)');
+    await live.waitFor((l) => l.includes('tool start deploy c2_0 [exclusive]'), 30_000, 'the deploy to start');
+    const io = capture();
+    const code = await runCli(['node', 'actorloop', 'recover', 's1', '--data', dir.path, '--resume'], { ...io, tty: false, env: {}, exitNow: () => {} });
+    expect(code, io.err.text).toBe(0);
+    expect(io.err.text).toContain('resuming: attaching a new writer to session s1; a process still running it is fenced');
+    expect(RecoveryOutcome.parse(JSON.parse(io.out.text)).writerEpoch).toBe(2);
+    const exit = await live.waitExit(60_000);
+    expect(exit.code, live.describe()).toBe(1);
+    expect(live.lines.join('\n')).toMatch(/^outcome: incomplete \(status fenced/m);
+    expect(await attaches(dir.path)).toBe(2);
+  });
+
+  it('--force without --resume is a usage error', async () => {
+    const io = capture();
+    expect(await runCli(['node', 'actorloop', 'recover', 's1', '--force'], { ...io, tty: false, env: {}, exitNow: () => {} })).toBe(2);
+    expect(io.err.text).toContain('--force only goes with --resume');
+  });
+
+  it("--resume refuses while a serving worker's unexpired lease holds the session (the store's leases, runtime.serve); --force resumes", async (ctx) => {
+    const dir = tempDir('actorloop-recover-lease-');
+    dirs.push(dir);
+    /** The lease calls of a store's `work` (src/persistence/work-store.ts, with runtime.serve). */
+    type Work = {
+      submit(sessionId: string, entry: { kind: 'cancel'; entryId: string }): Promise<unknown>;
+      claim(workerId: string, options: { limit: number; leaseMs: number }): Promise<{ sessionId: string }[]>;
+    };
+    const store = lmdbStore({ path: dir.path }) as ReturnType<typeof lmdbStore> & { work?: Work };
+    const work = store.work;
+    if (!work) {
+      await store.close();
+      ctx.skip('this store keeps no leases (runtime.serve is not part of this build)');
+      return;
+    }
+    const { writerEpoch } = await store.attachWriter('s1');
+    await store.append('s1', writerEpoch, 1, [{ turn: 0, step: 0, attempt: 0, type: 'session/attached', surfaceOp: 'none', payload: { sessionInstanceId: 'i1', writerEpoch } }]);
+    await work.submit('s1', { kind: 'cancel', entryId: 'c1' });
+    expect(await work.claim('w1', { limit: 1, leaseMs: 600_000 })).toEqual([expect.objectContaining({ sessionId: 's1' })]);
+    await store.close();
+
+    const refused = capture();
+    const code = await runCli(['node', 'actorloop', 'recover', 's1', '--data', dir.path, '--resume'], { ...refused, tty: false, env: {}, exitNow: () => {} });
+    expect(code).toBe(1);
+    expect(refused.err.text).toMatch(/session s1 is held by serving worker w1 \(lease until .+\); resuming would fence it mid-run\. .*--force/);
+    expect(await attaches(dir.path)).toBe(1);
+
+    const forced = capture();
+    expect(await runCli(['node', 'actorloop', 'recover', 's1', '--data', dir.path, '--resume', '--force'], { ...forced, tty: false, env: {}, exitNow: () => {} })).toBe(0);
+    expect(await attaches(dir.path)).toBe(2);
+  });
+
+  it("a serving worker's unexpired lease is found through the store's lease list; an expired one or none is not", async () => {
+    const store = memoryStore();
+    expect(await liveLeaseOf(store, 's1')).toBeUndefined(); // a store without leases
+    const lease = (sessionId: string, expired: boolean) => ({ sessionId, workerId: 'w1', writerEpoch: 3, leaseUntil: '2026-12-02T01:00:00.000Z', expired });
+    const leased = Object.assign(Object.create(store) as typeof store, { work: { listLeases: async () => [lease('s1', false), lease('s2', true)] } });
+    expect(await liveLeaseOf(leased, 's1')).toMatchObject({ workerId: 'w1' });
+    expect(await liveLeaseOf(leased, 's2')).toBeUndefined();
+    expect(await liveLeaseOf(leased, 's3')).toBeUndefined();
+    await store.close();
+  });
+});
