@@ -7,7 +7,7 @@
 import { join } from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
-import { createRuntime, lmdbStore, mcpTools } from '../src/index.js';
+import { createRuntime, lmdbStore, mcpTools } from 'actorloop';
 import { DEMO_PROMPT, DEMO_SYSTEM_PROMPT, demoModel } from '../src/cli/demo-agent.js';
 
 const dataDir = process.argv[2] ?? './.actorloop-mcp';

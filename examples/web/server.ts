@@ -4,7 +4,7 @@
 import { readFileSync } from 'node:fs';
 import http from 'node:http';
 import { build } from 'esbuild';
-import { createRuntime, lmdbStore, nodeListener, webHandler } from '../../src/index.js';
+import { createRuntime, lmdbStore, nodeListener, webHandler } from 'actorloop';
 import { DEMO_PROMPT, DEMO_SYSTEM_PROMPT, demoModel } from '../../src/cli/demo-agent.js';
 import { demoPaths, demoTools, prepareDemoFiles } from '../../src/cli/demo-tools.js';
 
