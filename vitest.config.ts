@@ -1,4 +1,3 @@
-import { defaultServerConditions } from 'vite';
 import { defineConfig } from 'vitest/config';
 import { loadFactor } from './test/helpers/load.js';
 
@@ -8,7 +7,9 @@ const scaled = (ms: number) => Math.round(ms * Number(process.env.ACTORLOOP_LOAD
 
 export default defineConfig({
   // `import 'actorloop'` (the examples) resolves through the exports map to src/ (docs/packaging.md)
-  ssr: { resolve: { conditions: ['actorloop-source', ...defaultServerConditions] } },
+  // (not vite's `module` condition: packages such as @opentelemetry/api map it to an ESM build
+  // whose extensionless imports only a bundler resolves)
+  ssr: { resolve: { conditions: ['actorloop-source', 'node', 'development|production'] } },
   test: {
     include: ['test/**/*.test.ts'],
     testTimeout: scaled(60_000),
