@@ -12,7 +12,8 @@ export interface SeedFacts {
   idempotentOwner: boolean;
   /** `${sessionId}\0${inputId}` of every input whose receipt was returned. */
   receipts: Set<string>;
-  recoveries: { proc: number; recovery: RecoveryOutcome }[];
+  /** What each opening of a session reported, by the instance it made. */
+  recoveries: { proc: number; instance: string; recovery: RecoveryOutcome }[];
   fencedSeen: number;
   untyped?: string;
 }
@@ -75,6 +76,20 @@ export function checkInvariants(x: { logs: Map<string, EventRecord[]>; acks: Ack
         v.push(`${sid}: interrupted exclusive ${p.name} ${p.callId} resolved as ${o.kind} ${JSON.stringify(o.content ?? '')} in a later attempt (neither uncertain nor reconciled)`);
       }
       if (o.content?.startsWith('reconciled:') && !effect) v.push(`${sid}: ${p.callId} reconciled as done, but it never ran`);
+    }
+    // an exclusive call left without a result when a session was opened is named by that opening's recovery
+    for (const a of log.filter((e) => e.type === 'session/attached')) {
+      const rec = facts.recoveries.find((r) => r.instance === pl(a).sessionInstanceId && r.recovery.sessionId === sid)?.recovery;
+      if (!rec) continue; // that opening did not finish (its process died)
+      for (const c of calls) {
+        const p = pl(c);
+        if (p.mode !== 'exclusive' || c.seq > a.seq) continue;
+        const r = results.get(String(p.callId))?.[0];
+        if (r && r.seq < a.seq) continue;
+        const named = rec.uncertainToolCalls.find((u) => u.callId === p.callId);
+        if (!named || named.name !== p.name) v.push(`${sid}: interrupted exclusive ${p.name} ${p.callId} not named in the recovery of the opening at #${a.seq}`);
+        else if (named.resolution !== 'reconcile' && named.resolution !== 'uncertain-hanging') v.push(`${sid}: interrupted exclusive ${p.callId} reported as ${named.resolution}`);
+      }
     }
     // the conversation is valid: every tool call of an assistant message answered
     for (const e of log) {

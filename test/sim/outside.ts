@@ -191,33 +191,35 @@ export function simTools(o: Outside, proc: Proc): AnyTool[] {
       });
     });
   };
-  const Q = z.object({ q: z.string() });
-  const Amount = z.object({ amount: z.number() });
-  return [
-    defineTool({ name: 'lookup', description: 'read', mode: 'parallel', parameters: Q, execute: (a, ctx) => run('lookup', 'parallel', a, ctx) }),
-    defineTool({ name: 'scan', description: 'read a resource', mode: 'parallel', resources: ['disk'], timeoutMs: 60, parameters: Q, execute: (a, ctx) => run('scan', 'parallel', a, ctx) }),
-    defineTool({
-      name: 'charge',
-      description: 'side effect, reconcilable',
-      mode: 'exclusive',
-      resources: ['acct'],
-      timeoutMs: 300,
-      parameters: Amount,
-      execute: (a, ctx) => run('charge', 'exclusive', a, ctx),
-      reconcile: (a, ctx) => {
-        if (o.reexecute) return run('charge', 'exclusive', a, ctx).then((content) => ({ kind: 'completed' as const, content }));
-        const done = ledgers.effectOf(ctx.idempotencyKey);
-        ledgers.reconciles.push({ key: ctx.idempotencyKey, found: done !== undefined, proc: proc.id });
-        if (done) return { kind: 'completed', content: `reconciled:${ctx.idempotencyKey}` };
-        const started = ledgers.toolRuns.some((r) => r.key === ctx.idempotencyKey);
-        // never started: it can say so; started and still out there: it cannot tell
-        return started ? undefined : { kind: 'completed', content: `reconciled-not-run:${ctx.idempotencyKey}`, isError: true };
-      },
-    }),
-    defineTool({ name: 'notify', description: 'side effect', mode: 'exclusive', parameters: z.object({ text: z.string() }), execute: (a, ctx) => run('notify', 'exclusive', a, ctx) }),
-    defineTool({ name: 'pay', description: 'needs approval', mode: 'exclusive', resources: ['acct'], needsApproval: true, parameters: Amount, execute: (a, ctx) => run('pay', 'exclusive', a, ctx) }),
-  ];
+  const reconcileCharge = (a: unknown, ctx: { signal: AbortSignal; idempotencyKey: string; callId: string }) => {
+    if (o.reexecute) return run('charge', 'exclusive', a, ctx).then((content) => ({ kind: 'completed' as const, content }));
+    const done = ledgers.effectOf(ctx.idempotencyKey);
+    ledgers.reconciles.push({ key: ctx.idempotencyKey, found: done !== undefined, proc: proc.id });
+    if (done) return { kind: 'completed' as const, content: `reconciled:${ctx.idempotencyKey}` };
+    const started = ledgers.toolRuns.some((r) => r.key === ctx.idempotencyKey);
+    // never started: it can say so; started and still out there: it cannot tell
+    return started ? undefined : { kind: 'completed' as const, content: `reconciled-not-run:${ctx.idempotencyKey}`, isError: true };
+  };
+  // the definitions (and their JSON Schemas) are made once; each process binds its own execute
+  return TOOL_DEFS.map((t) => ({
+    ...t,
+    execute: (a: unknown, ctx: { signal: AbortSignal; idempotencyKey: string; callId: string }) => run(t.name, t.mode, a, ctx),
+    ...(t.name === 'charge' ? { reconcile: reconcileCharge } : {}),
+  })) as AnyTool[];
 }
+
+const Q = z.object({ q: z.string() });
+const Amount = z.object({ amount: z.number() });
+const unbound = (): string => {
+  throw new Error('bound per process by simTools');
+};
+const TOOL_DEFS: AnyTool[] = [
+  defineTool({ name: 'lookup', description: 'read', mode: 'parallel', parameters: Q, execute: unbound }),
+  defineTool({ name: 'scan', description: 'read a resource', mode: 'parallel', resources: ['disk'], timeoutMs: 60, parameters: Q, execute: unbound }),
+  defineTool({ name: 'charge', description: 'side effect, reconcilable', mode: 'exclusive', resources: ['acct'], timeoutMs: 300, parameters: Amount, execute: unbound, reconcile: () => undefined }),
+  defineTool({ name: 'notify', description: 'side effect', mode: 'exclusive', parameters: z.object({ text: z.string() }), execute: unbound }),
+  defineTool({ name: 'pay', description: 'needs approval', mode: 'exclusive', resources: ['acct'], needsApproval: true, parameters: Amount, execute: unbound }),
+];
 
 export function simDelivery(o: Outside, proc: Proc, idempotent: boolean): DeliveryOwner {
   return {
