@@ -236,6 +236,11 @@ export class ExecutionSession {
         this.abandon();
         return notRunResult(req, 'cancelled', 'the kill switch is set: no new attempt starts');
       }
+      // read back first: the open run's committed final may be what the last read missed
+      if (this.openRunStale) {
+        this.openRun = await this.loadOpenRun();
+        this.openRunStale = false;
+      }
       // a final committed by an attempt whose closing commit failed: settled as after a restart
       // (DESIGN §5: redelivered to an idempotent owner, else delivery/unknown), never a new answer
       const open = this.openRun;
@@ -255,10 +260,6 @@ export class ExecutionSession {
           this.abandon();
           return result;
         }
-      }
-      if (this.openRunStale) {
-        this.openRun = await this.loadOpenRun();
-        this.openRunStale = false;
       }
       input = attemptInput(req, {
         sessionId: this.sessionId,

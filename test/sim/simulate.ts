@@ -253,7 +253,9 @@ export async function runSeed(opts: SeedOptions): Promise<SeedReport> {
   const client = async (sid: string, prompts: number) => {
     let promptN = 0;
     for (let actions = 0; actions < 14; actions++) {
+      if (finalPhase) return; // the fault-free recovery takes over (a client still waiting on a dropped process stops)
       const at = await sessionOf(sid);
+      if (finalPhase) return;
       if (!at) continue;
       const { h, s } = at;
       const resumed = await resume(sid, h, s);
