@@ -28,7 +28,7 @@ export interface CallSpec {
 export async function callWithRetries(env: SessionServices, at: StepPosition, signal: AbortSignal, spec: CallSpec): Promise<{ res: ModelResponse; latencyMs: number; digest: string }> {
   const { messages, digest, live } = spec;
   for (let n = 1; ; n++) {
-    const t0 = performance.now();
+    const t0 = env.clock.now(); // the runtime's clock: a simulated run logs simulated latencies
     let started = false;
     let streamed = '';
     // what this attempt streamed is never committed: close it as discarded so clients drop it
@@ -62,7 +62,7 @@ export async function callWithRetries(env: SessionServices, at: StepPosition, si
         throw new ProviderError(`the model provider returned an invalid response: ${issue ? `${issue.path.map(String).join('.') || '(root)'}: ${issue.message}` : 'invalid'}`, { retryable: false, code: 'invalid_response' });
       }
       offAttempt();
-      return { res: checked.data as ModelResponse, latencyMs: performance.now() - t0, digest };
+      return { res: checked.data as ModelResponse, latencyMs: env.clock.now() - t0, digest };
     } catch (e) {
       offAttempt();
       if (signal.aborted || isCancelledError(e)) {
@@ -73,7 +73,7 @@ export async function callWithRetries(env: SessionServices, at: StepPosition, si
       env.writer.stage('assistant/attempt', at, {
         attemptNumber: n,
         requestDigest: digest,
-        latencyMs: performance.now() - t0,
+        latencyMs: env.clock.now() - t0,
         error: { name: pe.name, message: redactSecrets(pe.message), code: pe.providerCode, retryable: pe.retryable, partialOutput: pe.partialOutput },
       });
       discard(`model attempt ${n} failed: ${pe.message}${pe.retryable && n < env.config.maxProviderAttempts ? ' (retrying)' : ''}`);

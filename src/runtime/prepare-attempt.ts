@@ -46,9 +46,11 @@ export async function prepareAttempt(s: AttemptSession, req: IdentifiedRequest):
     if (s.closed()) return { result: closedBefore(req) };
     if (s.env.writer.fenced) return { result: notRunResult(req, 'fenced', 'this session instance was fenced: another writer attached to the session; open it again') };
     if (s.isKilled()) return { result: notRunResult(req, 'cancelled', 'the kill switch is set: no new attempt starts') };
+    // read back first: the open run's committed final may be what the last read missed
+    await s.runs.current();
     const settled = await settledFinal(s, req);
     if (settled) return { result: settled };
-    const openRun = await s.runs.current();
+    const openRun = s.runs.open;
     return {
       run: attemptInput(req, {
         sessionId: s.sessionId,

@@ -269,9 +269,11 @@ export function createRuntime(options: RuntimeOptions): Runtime {
 
 /** What opening a session reads from the log: surface, head, open run, pending inputs, stateContext. */
 async function loadSessionView(store: EventStore, sessionId: string) {
+  // the head first: openSession reads the view again if the log grew after it (an older writer's
+  // append landing between these reads would otherwise leave the surface older than the head)
+  const head = await store.getHead(sessionId);
   const surface = new Surface();
   surface.apply(await store.loadSurface(sessionId));
-  const head = await store.getHead(sessionId);
   const openRun = await loadOpenRun(store, sessionId, head);
   const inputs: QueuedInput[] = [];
   for (const p of head?.pendingInputs ?? []) {

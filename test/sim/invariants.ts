@@ -1,0 +1,168 @@
+/**
+ * The invariants checked after every seed (issue 20 item 2), from the durable log and the outside
+ * world's own ledgers. Each returns the violations it found, one line each, naming what broke.
+ */
+import type { EventRecord } from '../../src/contracts/events.js';
+import type { RecoveryOutcome } from '../../src/contracts/requests.js';
+import type { AckLedger } from './faulty-store.js';
+import type { Ledgers } from './outside.js';
+
+export interface SeedFacts {
+  budget: { maxSteps: number; maxToolCalls?: number; maxOutputTokens?: number };
+  idempotentOwner: boolean;
+  /** `${sessionId}\0${inputId}` of every input whose receipt was returned. */
+  receipts: Set<string>;
+  /** What each opening of a session reported, by the instance it made. */
+  recoveries: { proc: number; instance: string; recovery: RecoveryOutcome }[];
+  fencedSeen: number;
+  untyped?: string;
+}
+
+const SETTLED_NOT = new Set(['suspended', 'detached', 'fenced']);
+type P = Record<string, unknown>;
+const pl = (e: EventRecord) => e.payload as P;
+
+export function checkInvariants(x: { logs: Map<string, EventRecord[]>; acks: AckLedger; ledgers: Ledgers; facts: SeedFacts }): string[] {
+  const v: string[] = [];
+  const { logs, acks, ledgers, facts } = x;
+  if (facts.untyped) v.push(facts.untyped);
+  for (const p of ledgers.problems) v.push(p);
+
+  // contiguous seqs, unique ids, no event from a fenced writer (epochs never go back along the log)
+  for (const [sid, log] of logs) {
+    const ids = new Set<string>();
+    let epoch = 0;
+    log.forEach((e, i) => {
+      if (e.seq !== i + 1) v.push(`${sid}: seq ${e.seq} at position ${i + 1} (not contiguous)`);
+      if (ids.has(e.eventId)) v.push(`${sid}: event id ${e.eventId} twice`);
+      ids.add(e.eventId);
+      if (e.writerEpoch < epoch) v.push(`${sid}#${e.seq}: ${e.type} written by fenced writer epoch ${e.writerEpoch} after epoch ${epoch} attached`);
+      epoch = Math.max(epoch, e.writerEpoch);
+    });
+  }
+
+  // every acknowledged event present, as acknowledged
+  for (const r of acks.acked.values()) {
+    const got = logs.get(r.sessionId)?.[r.seq - 1];
+    if (!got || got.eventId !== r.eventId || got.type !== r.type) v.push(`${r.sessionId}#${r.seq}: acknowledged ${r.type} ${r.eventId} is not in the log (found ${got ? `${got.type} ${got.eventId}` : 'nothing'})`);
+  }
+
+  // exclusive calls: never executed twice
+  const starts = new Map<string, number>();
+  for (const r of ledgers.toolRuns) if (r.mode === 'exclusive') starts.set(r.key, (starts.get(r.key) ?? 0) + 1);
+  for (const [key, n] of starts) if (n > 1) v.push(`exclusive call ${key} executed ${n} times`);
+
+  for (const [sid, all] of logs) {
+    // a compaction copies the events after its summary into the new epoch (payload.copiedFrom): the same facts, not new ones
+    const log = all.filter((e) => pl(e).copiedFrom === undefined);
+    const calls = log.filter((e) => e.type === 'tool/call');
+    const results = new Map<string, EventRecord[]>();
+    for (const e of log) if (e.type === 'tool/result') results.set(String(pl(e).callId), [...(results.get(String(pl(e).callId)) ?? []), e]);
+    const rejected = new Set<string>();
+    for (const e of log) if (e.type === 'tool/batch-rejected') for (const i of pl(e).issues as { callId: string }[]) rejected.add(i.callId);
+    for (const [callId, rs] of results) if (rs.length > 1) v.push(`${sid}: call ${callId} has ${rs.length} results`);
+    // every interrupted exclusive call surfaced as uncertain or reconciled, by name
+    for (const c of calls) {
+      const p = pl(c);
+      const r = results.get(String(p.callId))?.[0];
+      if (!r) continue; // checked below (every call answered)
+      const o = pl(r).outcome as { kind: string; content?: string; isError?: boolean };
+      if (pl(r).name !== p.name) v.push(`${sid}: result of ${p.callId} names ${String(pl(r).name)}, its call ${String(p.name)}`);
+      const key = String(p.idempotencyKey);
+      const effect = ledgers.effectOf(key);
+      if (o.kind === 'completed' && o.content?.startsWith('done:') && !effect) v.push(`${sid}: ${p.name} ${p.callId} recorded completed, but the tool never completed it`);
+      if (p.mode !== 'exclusive') continue;
+      if (r.attempt !== c.attempt && !(o.kind.startsWith('uncertain') || o.content?.startsWith('reconciled'))) {
+        v.push(`${sid}: interrupted exclusive ${p.name} ${p.callId} resolved as ${o.kind} ${JSON.stringify(o.content ?? '')} in a later attempt (neither uncertain nor reconciled)`);
+      }
+      if (o.content?.startsWith('reconciled:') && !effect) v.push(`${sid}: ${p.callId} reconciled as done, but it never ran`);
+    }
+    // an exclusive call left without a result when a session was opened is named by that opening's recovery
+    for (const a of log.filter((e) => e.type === 'session/attached')) {
+      const rec = facts.recoveries.find((r) => r.instance === pl(a).sessionInstanceId && r.recovery.sessionId === sid)?.recovery;
+      if (!rec) continue; // that opening did not finish (its process died)
+      for (const c of calls) {
+        const p = pl(c);
+        if (p.mode !== 'exclusive' || c.seq > a.seq) continue;
+        const r = results.get(String(p.callId))?.[0];
+        if (r && r.seq < a.seq) continue;
+        const named = rec.uncertainToolCalls.find((u) => u.callId === p.callId);
+        if (!named || named.name !== p.name) v.push(`${sid}: interrupted exclusive ${p.name} ${p.callId} not named in the recovery of the opening at #${a.seq}`);
+        else if (named.resolution !== 'reconcile' && named.resolution !== 'uncertain-hanging') v.push(`${sid}: interrupted exclusive ${p.callId} reported as ${named.resolution}`);
+      }
+    }
+    // the conversation is valid: every tool call of an assistant message answered
+    for (const e of log) {
+      if (e.type !== 'assistant/message') continue;
+      for (const tc of ((pl(e).message as { toolCalls?: { id: string; name: string }[] }).toolCalls ?? [])) {
+        if (!results.has(tc.id) && !rejected.has(tc.id)) v.push(`${sid}: call ${tc.id} (${tc.name}) of ${e.turn}.${e.step} is never answered`);
+      }
+    }
+
+    // every final delivered at most once (unless the owner is idempotent), and committed or unknown
+    for (const f of log.filter((e) => e.type === 'final/message')) {
+      const fid = String(pl(f).finalMessageId);
+      const marks = log.filter((e) => (e.type === 'delivery/committed' || e.type === 'delivery/unknown') && pl(e).finalMessageId === fid);
+      const delivered = ledgers.deliveries.filter((d) => d.sessionId === sid && d.finalMessageId === fid).length;
+      if (marks.length !== 1) v.push(`${sid}: final ${fid} has ${marks.length} delivery outcomes (${marks.map((m) => m.type).join(', ') || 'none'})`);
+      if (delivered > 1 && !facts.idempotentOwner) v.push(`${sid}: final ${fid} delivered ${delivered} times to a non-idempotent owner`);
+      if (marks[0]?.type === 'delivery/committed' && delivered === 0) v.push(`${sid}: final ${fid} marked delivered, never delivered`);
+    }
+    const fids = new Set(log.filter((e) => e.type === 'final/message').map((e) => String(pl(e).finalMessageId)));
+    for (const d of ledgers.deliveries) if (d.sessionId === sid && !fids.has(d.finalMessageId)) v.push(`${sid}: final ${d.finalMessageId} delivered but never committed`);
+
+    // every run settles (the fault-free recovery resumed whatever was open)
+    const settles = new Map<string, number>();
+    const attemptEnds = new Map<string, number>();
+    for (const e of log) {
+      if (e.type === 'run/start') settles.set(String(pl(e).runId), settles.get(String(pl(e).runId)) ?? 0);
+      if (e.type !== 'run/end') continue;
+      const k = `${pl(e).runId}/${pl(e).attemptId}`;
+      attemptEnds.set(k, (attemptEnds.get(k) ?? 0) + 1);
+      if (!SETTLED_NOT.has(String(pl(e).status))) settles.set(String(pl(e).runId), (settles.get(String(pl(e).runId)) ?? 0) + 1);
+    }
+    for (const [runId, n] of settles) if (n !== 1) v.push(`${sid}: run ${runId} settled ${n} times (open after the fault-free recovery, or settled twice)`);
+    for (const [k, n] of attemptEnds) if (n > 1) v.push(`${sid}: attempt ${k} wrote ${n} run/end`);
+
+    // budgets: a run never goes on past the step after which a budget was spent
+    const byTurn = new Map<number, EventRecord[]>();
+    for (const e of log) if (e.turn > 0) byTurn.set(e.turn, [...(byTurn.get(e.turn) ?? []), e]);
+    for (const [turn, evs] of byTurn) {
+      let steps = 0;
+      let calls = 0;
+      let out = 0;
+      const spentAt: string[] = [];
+      for (const e of evs) {
+        if (e.type === 'step/start') {
+          if (spentAt.length > 0) v.push(`${sid}: turn ${turn} started step ${e.step} after ${spentAt[0]} was spent`);
+        }
+        if (e.type === 'tool/call') calls++;
+        if (e.type === 'assistant/message' || e.type === 'compaction') out += ((pl(e).usage as { outputTokens?: number } | undefined)?.outputTokens ?? 0);
+        if (e.type === 'step/end') {
+          steps++;
+          if (steps >= facts.budget.maxSteps) spentAt.push(`maxSteps (${steps})`);
+          if (facts.budget.maxToolCalls !== undefined && calls >= facts.budget.maxToolCalls) spentAt.push(`maxToolCalls (${calls})`);
+          if (facts.budget.maxOutputTokens !== undefined && out >= facts.budget.maxOutputTokens) spentAt.push(`maxOutputTokens (${out})`);
+        }
+      }
+    }
+
+    // every accepted input consumed exactly once (or cancelled before it was)
+    const accepted = log.filter((e) => e.type === 'input/accepted');
+    for (const a of accepted) {
+      const inputId = String(pl(a).inputId);
+      const cancelled = log.some((e) => e.type === 'input/cancelled' && pl(e).inputId === inputId);
+      const used =
+        pl(a).mode === 'steer'
+          ? log.filter((e) => e.type === 'user/message' && pl(e).inputId === inputId).length
+          : log.filter((e) => e.type === 'run/start' && pl(e).inputId === inputId).length;
+      if (used + (cancelled ? 1 : 0) !== 1) v.push(`${sid}: ${String(pl(a).mode)} input ${inputId} consumed ${used} times${cancelled ? ' and cancelled' : ''}`);
+    }
+    if (accepted.length !== new Set(accepted.map((a) => pl(a).inputId)).size) v.push(`${sid}: an input accepted twice`);
+    for (const k of facts.receipts) {
+      const [s, inputId] = k.split('\u0000');
+      if (s === sid && !accepted.some((a) => pl(a).inputId === inputId)) v.push(`${sid}: input ${inputId} has a receipt but no input/accepted`);
+    }
+  }
+  return v;
+}

@@ -1,0 +1,423 @@
+/**
+ * One seed of the deterministic simulator (issue 20): the seed draws a fault profile, a few
+ * sessions and their workloads, then the real runtime (createRuntime over a fault-injecting view of
+ * one memory store, with the world's clock and ids) runs them in simulated processes that crash,
+ * pause and are taken over. When the world has nothing left to do, the surviving processes are
+ * dropped and a fault-free process reopens every session and resumes what is open (every run must
+ * settle or be resumable); then the invariants are checked against the log and the ledgers.
+ *
+ * This module must not import vitest: `npm run sim` (test/sim/run.ts) imports it too.
+ */
+import { createRuntime, type Runtime } from '../../src/runtime/runtime.js';
+import type { ExecutionSession } from '../../src/runtime/execution-session.js';
+import { memoryStore } from '../../src/persistence/memory-store.js';
+import type { ExecutionResult } from '../../src/contracts/requests.js';
+import type { EventRecord } from '../../src/contracts/events.js';
+import type { Envelope } from '../../src/streams/envelopes.js';
+import { isExecutionBusy, isValidationError } from '../../src/contracts/errors.js';
+import { AckLedger, faultyStore, NO_STORE_FAULTS, type FaultControl } from './faulty-store.js';
+import { COMPACTION_PROMPT, Ledgers, NO_OUTSIDE_FAULTS, simDelivery, simModel, simTools, type Outside, type OutsideFaults } from './outside.js';
+import { checkInvariants, type SeedFacts } from './invariants.js';
+import { never, Proc, World } from './world.js';
+
+export type Broken = 'reexecute' | 'blind-retry';
+
+export interface SeedOptions {
+  seed: number;
+  /** Follow only this many choices of the seed's schedule, then choose benignly. */
+  prefix?: number;
+  broken?: Broken;
+}
+
+export interface SeedReport {
+  seed: number;
+  violations: string[];
+  /** The log (without wall-clock timestamps) and the world's notes: identical for identical seeds. */
+  trace: string[];
+  /** Choices the seed's schedule made. */
+  choices: number;
+  tasks: number;
+  /** What ran, for the figures: sessions, runs, crashes, takeovers. */
+  stats: { sessions: number; events: number; crashes: number; takeovers: number };
+}
+
+const MAX_TASKS = 30_000;
+const APPROVAL_TIMEOUT_MS = 1_000;
+
+interface Host {
+  proc: Proc;
+  runtime: Runtime;
+  sessions: Map<string, Promise<ExecutionSession | undefined>>;
+}
+
+/** Races `p` against the process going away: undefined when it went first. */
+async function inProc<T>(proc: Proc, p: Promise<T>): Promise<{ value: T } | { error: unknown } | undefined> {
+  return Promise.race([p.then((value) => ({ value }), (error: unknown) => ({ error })), proc.gone.then(() => undefined)]);
+}
+
+export async function runSeed(opts: SeedOptions): Promise<SeedReport> {
+  const world = new World(opts.seed, opts.prefix ?? Infinity);
+  const rng = world.rng;
+  const level = () => rng.pick([0, 0.02, 0.08]);
+  const ctl: FaultControl = {
+    faults: { fail: level(), ackLost: level(), crash: level(), readFail: rng.pick([0, 0.01]) },
+    crashesLeft: rng.int(3),
+    ...(opts.broken === 'blind-retry' ? { blindRetry: true } : {}),
+  };
+  const outsideFaults: OutsideFaults = {
+    modelRetryable: level(),
+    modelFatal: rng.pick([0, 0.01]),
+    modelStall: rng.pick([0, 0.02]),
+    modelCut: level(),
+    modelMalformed: level(),
+    modelInvalid: rng.pick([0, 0.01]),
+    toolFail: level(),
+    toolLate: level(),
+    toolHang: rng.pick([0, 0.03]),
+    toolStubborn: rng.pick([0, 0.02]),
+    deliveryThrow: level(),
+    verifierReject: level(),
+    finalReject: level(),
+  };
+  const ledgers = new Ledgers();
+  let callN = 0;
+  const outside: Outside = {
+    world,
+    ledgers,
+    faults: outsideFaults,
+    nextCallId: () => `c${++callN}`,
+    maxToolRounds: rng.range(1, 3),
+    ...(opts.broken === 'reexecute' ? { reexecute: true } : {}),
+  };
+  const idempotentOwner = rng.int(2) === 1;
+  const sessionIds = Array.from({ length: 1 + rng.int(2) }, (_, i) => `s${i + 1}`);
+  const compact = rng.int(3) === 1;
+  const config = {
+    ...(compact ? { contextWindow: 360, outputReserve: 160 } : {}),
+    maxProviderAttempts: 3,
+    retryBackoffMs: 10,
+    approvalTimeoutMs: APPROVAL_TIMEOUT_MS,
+    cancelGraceMs: 50,
+    compactionPrompt: COMPACTION_PROMPT,
+  };
+  const budget = {
+    maxSteps: rng.pick([20, 3, 5]),
+    ...(rng.int(3) === 1 ? { maxToolCalls: 4 } : {}),
+    ...(rng.int(3) === 1 ? { maxOutputTokens: 60 } : {}),
+    ...(rng.int(4) === 1 ? { maxDurationMs: 300 } : {}),
+  };
+  world.note(`profile: sessions ${sessionIds.length}, store ${JSON.stringify(ctl.faults)} crashes<=${ctl.crashesLeft}, idempotent owner ${idempotentOwner}, budget ${JSON.stringify(budget)}, compaction ${compact}`);
+
+  const durable = memoryStore();
+  const acks = new AckLedger();
+  let idN = 0;
+  const facts: SeedFacts = { budget, idempotentOwner, receipts: new Set(), recoveries: [], fencedSeen: 0 };
+  let crashes = 0;
+  let takeovers = 0;
+
+  const boot = (): Host => {
+    const proc = world.newProc();
+    const runtime = createRuntime({
+      store: faultyStore(durable, proc, world, ctl, acks),
+      model: simModel(outside, proc),
+      tools: simTools(outside, proc),
+      delivery: simDelivery(outside, proc, idempotentOwner),
+      verifier: (name) => (rng.chance(outside.faults.verifierReject) ? `sim verifier rejects ${name}` : undefined),
+      finalVerifier: () => (rng.chance(outside.faults.finalReject) ? 'sim final verifier: say more' : undefined),
+      askUser: true,
+      systemPrompt: 'sim agent',
+      config,
+      budget,
+      clock: proc.clock(),
+      ids: { instanceId: () => `i${++idN}`, eventId: () => `e${++idN}` },
+    });
+    return { proc, runtime, sessions: new Map() };
+  };
+
+  let host = boot();
+  let hostChanged: () => void = () => {};
+  let nextHost = new Promise<void>((r) => (hostChanged = r));
+  const replaceHost = () => {
+    host = boot();
+    const done = hostChanged;
+    nextHost = new Promise<void>((r) => (hostChanged = r));
+    done();
+  };
+  // a crashed process is restarted after a while
+  const supervise = (h: Host) => {
+    void h.proc.gone.then(async () => {
+      if (h.proc.superseded || finalPhase) return;
+      crashes++;
+      await world.sleep(rng.range(1, 40));
+      replaceHost();
+      supervise(host);
+    });
+  };
+  supervise(host);
+  let finalPhase = false;
+
+  /** The live host's session (opened on first use; undefined while the process is gone). */
+  const sessionOf = async (sid: string): Promise<{ h: Host; s: ExecutionSession } | undefined> => {
+    const h = host;
+    if (!h.proc.alive || h.proc.superseded) {
+      await nextHost;
+      return undefined;
+    }
+    let p = h.sessions.get(sid);
+    if (!p) {
+      p = (async () => {
+        const r = await inProc(h.proc, h.runtime.openSession(sid));
+        if (!r) return undefined;
+        if ('error' in r) {
+          world.note(`${sid}: openSession failed: ${(r.error as Error).message}`);
+          return undefined;
+        }
+        const s = r.value;
+        facts.recoveries.push({ proc: h.proc.id, instance: s.sessionInstanceId, recovery: s.recovery });
+        track(sid, s);
+        return s;
+      })();
+      h.sessions.set(sid, p);
+    }
+    const s = await p;
+    if (!s) {
+      h.sessions.delete(sid);
+      if (h.proc.alive && !h.proc.superseded) await world.sleep(5);
+      return undefined;
+    }
+    return { h, s };
+  };
+
+  // what each session's client knows of its runs (from the run_start envelopes)
+  const runsOf = new Map<string, { runId: string; runEpoch: number; instance: string }>();
+  const track = (sid: string, s: ExecutionSession) => {
+    s.events$.subscribe((env: Envelope) => {
+      if (env.event.type === 'run_start') runsOf.set(sid, { runId: env.event.runId, runEpoch: env.event.runEpoch, instance: env.event.sessionInstanceId });
+    });
+    const open = s.recovery.interruptedRuns[0];
+    if (open) runsOf.set(sid, { runId: open.runId, runEpoch: open.runEpoch, instance: s.sessionInstanceId });
+  };
+
+  let attemptN = 0;
+  /** Resumes the session's open run, if any: responds to what it waits for, else continues it. */
+  const resume = async (sid: string, h: Host, s: ExecutionSession): Promise<'none' | 'done' | 'gone'> => {
+    const status = s.snapshot().status;
+    if (status !== 'suspended' && status !== 'detached') return 'none';
+    const runId = runsOf.get(sid)?.runId ?? s.recovery.interruptedRuns[0]?.runId;
+    if (!runId) return 'none';
+    const attemptId = `${runId}.a${++attemptN}`;
+    let req;
+    const pending = s.pendingRequest;
+    if (status === 'suspended' && pending) {
+      if (pending.kind === 'approval') {
+        const how = finalPhase ? 1 : rng.int(4); // approve, deny, leave out, too late
+        if (how === 3) {
+          world.note(`${sid}: approval answered too late`);
+          await world.sleep(APPROVAL_TIMEOUT_MS + 1);
+        }
+        const decisions: Record<string, 'approve' | 'deny'> = {};
+        if (how !== 2) for (const c of pending.calls) decisions[c.callId] = how === 1 ? 'deny' : 'approve';
+        req = { kind: 'respond' as const, runId, attemptId, questionId: pending.questionId, answer: { decisions } };
+      } else {
+        req = { kind: 'respond' as const, runId, attemptId, questionId: pending.questionId, answer: rng.pick(['yes', 'no', 'the second']) };
+      }
+    } else {
+      const locks = s.activeResourceLocks;
+      if (locks.length > 0 && (finalPhase || rng.int(2) === 1)) {
+        const r = await inProc(h.proc, s.releaseResources(locks));
+        if (!r) return 'gone';
+        world.note(`${sid}: released ${locks.join(',')}${'error' in r ? ` FAILED ${(r.error as Error).message}` : ''}`);
+      }
+      req = { kind: 'continue' as const, runId, attemptId };
+    }
+    return (await attempt(sid, h, s, req)) ? 'done' : 'gone';
+  };
+
+  const attempt = async (sid: string, h: Host, s: ExecutionSession, req: Parameters<ExecutionSession['execute']>[0]): Promise<boolean> => {
+    world.note(`${sid}: execute ${req.kind} ${req.runId}/${req.attemptId}`);
+    const r = await inProc(h.proc, s.execute(req));
+    if (!r) return false;
+    if ('error' in r) {
+      const e = r.error;
+      world.note(`${sid}: execute ${req.runId}/${req.attemptId} rejected: ${(e as Error).name}: ${(e as Error).message}`);
+      if (isExecutionBusy(e)) await inProc(h.proc, s.waitForIdle());
+      else if (!isValidationError(e)) facts.untyped = `${sid}: execute rejected with an untyped ${(e as Error)?.name}: ${(e as Error)?.message}`;
+      return true;
+    }
+    const res: ExecutionResult = r.value;
+    if (res.status === 'fenced') facts.fencedSeen++;
+    world.note(`${sid}: ${req.runId}/${req.attemptId} → ${res.status}${res.budget ? ` (${res.budget})` : ''}${res.error ? `: ${res.error.message.slice(0, 80)}` : ''}`);
+    return true;
+  };
+
+  const client = async (sid: string, prompts: number) => {
+    let promptN = 0;
+    for (let actions = 0; actions < 14; actions++) {
+      if (finalPhase) return; // the fault-free recovery takes over (a client still waiting on a dropped process stops)
+      const at = await sessionOf(sid);
+      if (finalPhase) return;
+      if (!at) continue;
+      const { h, s } = at;
+      const resumed = await resume(sid, h, s);
+      if (resumed !== 'none') continue;
+      const idle = await inProc(h.proc, s.waitForIdle());
+      if (!idle) continue;
+      if (s.snapshot().status === 'suspended' || s.snapshot().status === 'detached') continue;
+      if (promptN >= prompts) return;
+      promptN++;
+      await attempt(sid, h, s, { kind: 'prompt', runId: `${sid}-r${promptN}`, attemptId: `${sid}-r${promptN}.a1`, message: `task ${promptN} of ${sid}` });
+    }
+  };
+
+  // chaos: inputs, stops, cancels and detaches at random moments, sent to whichever process hosts the session
+  let inputN = 0;
+  const chaos = (sid: string, n: number) => {
+    for (let i = 0; i < n; i++) {
+      world.at(world.now + rng.range(1, 400), () => {
+        const h = host;
+        const p = h.sessions.get(sid);
+        if (!p || !h.proc.alive || finalPhase) return;
+        const kind = rng.int(7);
+        void p.then(async (s) => {
+          if (!s) return;
+          const cur = runsOf.get(sid);
+          try {
+            switch (kind) {
+              case 0:
+              case 1: {
+                const inputId = `${sid}-in${++inputN}`;
+                const mode = kind === 0 ? 'steer' : 'follow_up';
+                world.note(`${sid}: submit ${mode} ${inputId}`);
+                const r = await inProc(h.proc, s.submitInput({ inputId, message: `more ${inputId}`, mode }));
+                if (r && 'value' in r) facts.receipts.add(`${sid}\u0000${inputId}`);
+                if (r && 'error' in r) world.note(`${sid}: submit ${inputId} failed: ${(r.error as Error).message}`);
+                break;
+              }
+              case 2: {
+                if (inputN === 0) break;
+                const inputId = `${sid}-in${rng.range(1, inputN)}`;
+                const r = await inProc(h.proc, s.cancelInput(inputId));
+                world.note(`${sid}: cancelInput ${inputId}${r && 'error' in r ? ` failed: ${(r.error as Error).name}` : ''}`);
+                break;
+              }
+              case 3: {
+                if (!cur || cur.instance !== s.sessionInstanceId) break;
+                world.note(`${sid}: stop after round ${cur.runId}#${cur.runEpoch}`);
+                const r = await inProc(h.proc, s.stopAfterCurrentToolRound({ sessionId: sid, sessionInstanceId: cur.instance, interactionId: cur.runId, expectedRunEpoch: cur.runEpoch, idempotencyKey: `stop-${cur.runId}-${cur.runEpoch}` }));
+                if (r && 'error' in r) world.note(`${sid}: stop refused: ${(r.error as Error).name}`);
+                break;
+              }
+              case 4:
+                world.note(`${sid}: requestCancel`);
+                await inProc(h.proc, s.requestCancel());
+                break;
+              case 5:
+                world.note(`${sid}: requestDetach → ${s.requestDetach()}`);
+                break;
+              default:
+                await inProc(h.proc, s.setStateContext({ t: world.now }));
+            }
+          } catch (e) {
+            world.note(`${sid}: chaos ${kind} threw ${(e as Error).name}`);
+          }
+        });
+      });
+    }
+  };
+
+  // process faults: a crash at a random moment, or a takeover (the old writer paused, woken later)
+  const procFaults = rng.int(3);
+  for (let i = 0; i < procFaults; i++) {
+    world.at(world.now + rng.range(5, 600), () => {
+      if (finalPhase) return;
+      const h = host;
+      if (!h.proc.alive || h.proc.superseded) return;
+      if (rng.int(2) === 0) {
+        if (ctl.crashesLeft <= 0) return;
+        ctl.crashesLeft--;
+        world.note(`world: crash proc ${h.proc.id}`);
+        h.proc.crash();
+      } else {
+        takeovers++;
+        world.note(`world: takeover of proc ${h.proc.id}`);
+        h.proc.pause();
+        h.proc.supersede();
+        replaceHost();
+        supervise(host);
+        world.at(world.now + rng.range(1, 300), () => h.proc.wake());
+      }
+    });
+  }
+
+  for (const sid of sessionIds) {
+    void client(sid, 1 + rng.int(2));
+    chaos(sid, rng.int(4));
+  }
+  const finished = await world.run(MAX_TASKS);
+  if (!finished) world.note('world: task limit reached');
+
+  // the last word: every process dropped, a fault-free one resumes every session
+  finalPhase = true;
+  for (const p of world.procs) {
+    p.wake();
+    if (p.alive) p.crash();
+  }
+  ctl.faults = NO_STORE_FAULTS;
+  ctl.crashesLeft = 0;
+  outside.faults = NO_OUTSIDE_FAULTS;
+  outside.maxToolRounds = 0;
+  delete outside.reexecute;
+  replaceHost();
+  const settleAll = async () => {
+    for (const sid of sessionIds) {
+      const before = await durable.getHead(sid);
+      // nothing open and nothing waiting: nothing to resume (and opening would change nothing)
+      if (before && before.openRun === null && before.pendingInputs.length === 0 && before.heldLocks.length === 0) continue;
+      for (let i = 0; i < 8; i++) {
+        const at = await sessionOf(sid);
+        if (!at) continue;
+        await inProc(at.h.proc, at.s.waitForIdle());
+        if ((await resume(sid, at.h, at.s)) === 'none') break;
+      }
+      const at = await sessionOf(sid);
+      if (!at) continue;
+      await inProc(at.h.proc, at.s.waitForIdle());
+      // steers accepted while no run was open are taken by the next run
+      const head = await durable.getHead(sid);
+      if (head?.pendingInputs.some((p) => p.mode === 'steer') && at.s.snapshot().status === 'idle') {
+        await attempt(sid, at.h, at.s, { kind: 'prompt', runId: `${sid}-flush`, attemptId: `${sid}-flush.a1`, message: 'flush' });
+        await inProc(at.h.proc, at.s.waitForIdle());
+      }
+    }
+    await host.runtime.close();
+  };
+  let settled = false;
+  void settleAll().then(() => (settled = true));
+  const finalFinished = await world.run(MAX_TASKS * 2);
+
+  const logs = new Map<string, EventRecord[]>();
+  for (const sid of sessionIds) {
+    const log: EventRecord[] = [];
+    for await (const e of durable.readEvents(sid)) log.push(e);
+    logs.set(sid, log);
+  }
+  const violations = checkInvariants({ logs, acks, ledgers, facts });
+  if (!finalFinished || !settled) violations.unshift(`the fault-free recovery did not finish (${finalFinished ? 'it waits on something no task will resolve' : 'task limit'})`);
+  const trace = [...world.notes, ...[...logs.values()].flatMap((l) => l.map(traceLine))];
+  return {
+    seed: opts.seed,
+    violations,
+    trace,
+    choices: world.rng.choices.length,
+    tasks: world.tasksRun,
+    stats: { sessions: sessionIds.length, events: [...logs.values()].reduce((n, l) => n + l.length, 0), crashes, takeovers },
+  };
+}
+
+/** One log record as a trace line (without occurredAt, the store's wall clock). */
+export function traceLine(e: EventRecord): string {
+  const { occurredAt: _t, sessionId, seq, writerEpoch, turn, step, attempt, type, eventId, payload } = e;
+  return `${sessionId}#${seq} w${writerEpoch} ${turn}.${step}.${attempt} ${type} ${eventId} ${JSON.stringify(payload)}`;
+}
+
+export { never };
