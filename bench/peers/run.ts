@@ -1,6 +1,7 @@
 /**
  * The peer benchmark (issue 22): `npm run bench:peers` (full: K=50, K=200, 200 sessions × K=5
- * with 20 in flight, and K=50 with 5 ms model / 1 ms tool latency; 2 warm-ups, 7 repetitions)
+ * with 20 in flight, and K=50 with 5 ms model / 1 ms tool latency; warm-up ≥ 2 repetitions and
+ * ≥ 2,500 steps, then 7 repetitions)
  * or `npm run bench:peers -- --quick` (smaller K, fewer repetitions: a couple of minutes).
  * `--only=<row,row>` picks rows (see rows.ts). Every (row, variant) runs in a child process of its
  * own; the rows of one variant run one after the other, never at once. Prints a Markdown table.
@@ -20,6 +21,8 @@ const quick = process.argv.includes('--quick');
 const only = process.argv.find((a) => a.startsWith('--only='))?.slice('--only='.length).split(',');
 const WARMUPS = quick ? 1 : 2;
 const REPS = quick ? 3 : 7;
+/** Warm-up model steps per process, at least (bench/loop: V8 needs ~2,500 steps to optimise the loop). */
+const WARM_STEPS = quick ? 300 : 2500;
 const BASE = 'actorloop-memory';
 
 const plain = { sessions: 1, inFlight: 1, modelMs: 0, toolMs: 0 };
@@ -40,7 +43,7 @@ const VARIANTS: { key: string; title: string; v: Variant }[] = quick
 type Result = { samples: number[]; peakRssKb: number } | { skip: string } | { error: string };
 
 function runRow(row: string, v: Variant, dir: string): Result {
-  const child = spawnSync(process.execPath, ['--import', 'tsx', join(here, 'row.ts'), row, JSON.stringify(v), String(WARMUPS), String(REPS), dir], {
+  const child = spawnSync(process.execPath, ['--import', 'tsx', join(here, 'row.ts'), row, JSON.stringify(v), String(WARMUPS), String(REPS), dir, String(WARM_STEPS)], {
     cwd: here,
     encoding: 'utf8',
     maxBuffer: 64 * 1024 * 1024,
@@ -90,7 +93,7 @@ const rss = (row: string): string => {
 };
 
 console.log(`\n### bench/peers${quick ? ' --quick' : ''} — commit ${commit}, ${cpus().length} CPUs, load ${fmt(load0, 2)} at start / ${fmt(loadavg()[0], 2)} at end, node ${process.version}, ${fmt((performance.now() - started) / 1000)} s\n`);
-console.log(`µs per step: median [min–max] of ${REPS} repetitions after ${WARMUPS} warm-up(s), each row in its own process; (×) = ratio to actorloop on the memory store in the same run. Peak RSS: the largest over the row's processes.\n`);
+console.log(`µs per step: median [min–max] of ${REPS} repetitions after warm-up (≥ ${WARMUPS} repetitions and ≥ ${WARM_STEPS} steps), each row in its own process; (×) = ratio to actorloop on the memory store in the same run. Peak RSS: the largest over the row's processes.\n`);
 printTable(
   ['system', ...VARIANTS.map((x) => x.title), 'peak RSS MB', 'durable'],
   rows.map((row) => [ROWS.get(row)!.label, ...VARIANTS.map((x) => cell(row, x.key)), rss(row), ROWS.get(row)!.durable ? 'yes' : 'no']),
