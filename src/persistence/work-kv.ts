@@ -17,6 +17,7 @@ import {
   type WorkTxn,
 } from './work-core.js';
 import type { ClaimedSession, SubmitOutcome, WorkerRegistration, WorkStore } from './work-store.js';
+import { Claim, Leases, Marks, Positive, Registration, WorkerId } from './work-input.js';
 
 /** How a key-value backend (memory, LMDB) runs work operations. */
 export interface WorkBackend {
@@ -29,12 +30,6 @@ export interface WorkBackend {
   assertOpen(): void;
 }
 
-const Positive = z.number().int().positive();
-const Claim = z.strictObject({ limit: z.number().int().positive().max(10_000), leaseMs: z.number().int().positive() });
-const Marks = z.array(z.strictObject({ entryId: z.string().min(1), outcome: InboxOutcome }));
-const Leases = z.array(z.strictObject({ sessionId: z.string().min(1), writerEpoch: Positive }));
-const Registration = z.strictObject({ workerId: z.string().min(1), host: z.string(), pid: z.number().int(), concurrency: z.number().int().positive() });
-const WorkerId = z.string().min(1).max(400);
 
 /**
  * `store.work` of the memory and LMDB stores: the rules of work-core.ts, each operation one

@@ -9,16 +9,11 @@ import type { ClaimedSession, SubmitOutcome, WorkerRegistration, WorkStore } fro
 import { unavailable, type Connections } from './connection.js';
 import { sqlStateOf, type PgPoolClient } from './pg-types.js';
 import { ident } from './schema.js';
+import { Claim, Leases, Marks, Positive, Registration, WorkerId } from '../work-input.js';
 
 /** The NOTIFY channel of a schema's inbox wake-ups. */
 export const workChannelOf = (schema: string): string => `actorloop-work:${schema}`;
 
-const Positive = z.number().int().positive();
-const Claim = z.strictObject({ limit: z.number().int().positive().max(10_000), leaseMs: z.number().int().positive() });
-const Marks = z.array(z.strictObject({ entryId: z.string().min(1), outcome: InboxOutcome }));
-const Leases = z.array(z.strictObject({ sessionId: z.string().min(1), writerEpoch: Positive }));
-const Registration = z.strictObject({ workerId: z.string().min(1), host: z.string(), pid: z.number().int(), concurrency: z.number().int().positive() });
-const WorkerId = z.string().min(1).max(400);
 
 const ms = (n: string) => `(${n} * interval '1 millisecond')`;
 
