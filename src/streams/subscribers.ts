@@ -1,68 +1,13 @@
 import { Subject, Subscription, type Observable } from 'rxjs';
 import { z } from 'zod';
 import { StoreClosedError } from '../contracts/errors.js';
-import type { DeliveryErrorInfo } from '../contracts/requests.js';
 import { parseInput } from '../contracts/validate.js';
 import type { Envelope } from './envelopes.js';
+import { Ring, deferred, isThenable, type Deferred } from './delivery-queue.js';
+import { SubscribeOptions, SubscriberHubOptions, type DeliveryError, type SubscriberListener, type Unsubscribe } from './subscriber-types.js';
 
-/**
- * Receives a session's envelopes (DESIGN §6 `subscribe`).
- *
- * Contract: called asynchronously (never inside `publish`), one envelope at a time, in `seq`
- * order. It may return a promise; the next envelope waits for it, at most `deliveryTimeoutMs`
- * (the timeout only bounds a returned promise: a synchronous listener blocks the event loop like
- * any other code). A throw or a rejection is a delivery error (`'error'`). It may call the
- * unsubscribe function, `publish` or `subscribe` from inside.
- * @example
- * const listener: SubscriberListener = async (env) => { await ui.render(env.event) }
- */
-export type SubscriberListener = (envelope: Envelope) => void | PromiseLike<void>;
-
-/**
- * Stops deliveries to one subscriber; safe to call any time, more than once, or from inside its
- * own listener. Nothing is reported for a delivery it interrupts.
- * @example
- * const off = hub.subscribe(log); off()
- */
-export type Unsubscribe = () => void;
-
-/**
- * `subscribe` options (DESIGN §6). Unknown keys are rejected, so that a typo is not a silent
- * default.
- * @example
- * hub.subscribe(audit, { required: true, name: 'audit', capacity: 64, deliveryTimeoutMs: 5000 })
- */
-export const SubscribeOptions = z.strictObject({
-  /** A required subscriber gets every envelope: the producer waits for room in its queue. */
-  required: z.boolean().default(false),
-  /** `consumer` in its delivery errors; `subscriber-<n>` when omitted. */
-  name: z.string().min(1).optional(),
-  /** Envelopes waiting for the listener, besides the one being delivered. */
-  capacity: z.number().int().positive().default(256),
-  deliveryTimeoutMs: z.number().int().positive().max(2_147_483_647).default(1000),
-});
-export type SubscribeOptions = z.input<typeof SubscribeOptions>;
-
-/**
- * `new SubscriberHub(options)`: `maxErrors` bounds the delivery errors kept until `takeErrors`
- * collects them (beyond it the oldest are dropped and counted in `droppedErrors`).
- * @example
- * const hub = new SubscriberHub({ maxErrors: 100 })
- */
-export const SubscriberHubOptions = z.strictObject({
-  maxErrors: z.number().int().positive().default(1000),
-});
-export type SubscriberHubOptions = z.input<typeof SubscriberHubOptions>;
-
-/**
- * A failed delivery, DESIGN's `DeliveryError { consumer, seq, reason }`: data (a listener is the
- * outside world), not a thrown error. It is a `DeliveryErrorInfo` (so it fits
- * `ExecutionResult.deliveryErrors`) tagged with the envelope's `runId` and `attemptId`. `seq` is
- * the envelope that failed: for `'closed'`, the first one that did not fit the queue.
- * @example
- * const errors: DeliveryError[] = hub.takeErrors({ runId: 'r1', attemptId: 'a1' })
- */
-export type DeliveryError = DeliveryErrorInfo & { runId: string; attemptId: string };
+export { SubscribeOptions, SubscriberHubOptions } from './subscriber-types.js';
+export type { DeliveryError, SubscriberListener, Unsubscribe } from './subscriber-types.js';
 
 const RESOLVED: Promise<void> = Promise.resolve();
 const Listener = z.custom<SubscriberListener>((v) => typeof v === 'function', 'listener must be a function');
@@ -439,54 +384,4 @@ export class SubscriberHub {
  */
 function isFull(s: Sub): boolean {
   return s.queue.length - (s.current === undefined ? 1 : 0) >= s.capacity;
-}
-
-function isThenable(v: unknown): v is PromiseLike<unknown> {
-  return typeof v === 'object' && v !== null && typeof (v as { then?: unknown }).then === 'function';
-}
-
-interface Deferred {
-  promise: Promise<void>;
-  resolve: () => void;
-}
-
-function deferred(): Deferred {
-  let resolve!: () => void;
-  const promise = new Promise<void>((r) => (resolve = r));
-  return { promise, resolve };
-}
-
-/** A FIFO ring that grows by doubling (up to its subscriber's capacity) and never shifts. */
-class Ring<T> {
-  private buf: (T | undefined)[] = [];
-  private head = 0;
-  length = 0;
-
-  push(x: T): void {
-    if (this.length === this.buf.length) this.grow();
-    this.buf[(this.head + this.length) % this.buf.length] = x;
-    this.length++;
-  }
-
-  shift(): T | undefined {
-    if (this.length === 0) return undefined;
-    const x = this.buf[this.head];
-    this.buf[this.head] = undefined;
-    this.head = (this.head + 1) % this.buf.length;
-    this.length--;
-    return x;
-  }
-
-  clear(): void {
-    this.buf = [];
-    this.head = 0;
-    this.length = 0;
-  }
-
-  private grow(): void {
-    const next = new Array<T | undefined>(Math.max(8, this.buf.length * 2));
-    for (let i = 0; i < this.length; i++) next[i] = this.buf[(this.head + i) % this.buf.length];
-    this.buf = next;
-    this.head = 0;
-  }
 }
