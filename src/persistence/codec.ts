@@ -191,6 +191,18 @@ export const encodeRecord = (r: EventRecord, payloadJson: string = JSON.stringif
   `"surfaceOp":${JSON.stringify(r.surfaceOp)},"payload":${payloadJson},"occurredAt":${JSON.stringify(r.occurredAt)},` +
   `"schemaVersion":${JSON.stringify(r.schemaVersion)}}`;
 
+const SURFACE_OP_AT = ',"surfaceOp":"';
+
+/**
+ * Whether a record's text, as encodeRecord wrote it, has surfaceOp "none" — read from the text
+ * without parsing it. The envelope's surfaceOp comes before the payload, and a quote inside a
+ * JSON string is escaped, so the first match is the envelope's.
+ */
+export function encodedOffSurface(json: string): boolean {
+  const i = json.indexOf(SURFACE_OP_AT);
+  return i > 0 && json.startsWith('none"', i + SURFACE_OP_AT.length);
+}
+
 /**
  * Decodes and validates one stored record. Anything wrong is a CorruptLogError naming session
  * and seq; a newer schema version an UnknownSchemaVersionError naming it.
@@ -218,6 +230,41 @@ export function decodeRecord(sessionId: string, seq: number, raw: unknown): Even
     throw new CorruptLogError(sessionId, seq, `${r.type} payload fails its schema: ${payload.error.issues[0]?.message ?? 'invalid'}`);
   }
   return r;
+}
+
+/**
+ * Decodes a record whose stored text passed its checksum (checksum.ts). That text is what an
+ * append wrote after validating the draft (prepareDrafts), so the zod schemas are not run again:
+ * damage is the checksum's to catch, and the envelope is checked by hand (key, schema version,
+ * type and its surface op). Anything unexpected takes decodeRecord's full validation, which names
+ * the problem. On a long surface this is most of what opening a session costs.
+ */
+export function decodeSealed(sessionId: string, seq: number, json: string): EventRecord {
+  let r: EventRecord;
+  try {
+    r = JSON.parse(json) as EventRecord;
+  } catch {
+    return decodeRecord(sessionId, seq, json); // names the JSON error
+  }
+  const ok =
+    r !== null &&
+    typeof r === 'object' &&
+    r.sessionId === sessionId &&
+    r.seq === seq &&
+    r.schemaVersion === SCHEMA_VERSION &&
+    typeof r.type === 'string' &&
+    Object.hasOwn(SURFACE_OPS, r.type) &&
+    r.surfaceOp === SURFACE_OPS[r.type] &&
+    isNonNegInt(r.turn) &&
+    isNonNegInt(r.step) &&
+    isNonNegInt(r.attempt) &&
+    isNonNegInt(r.writerEpoch) &&
+    typeof r.eventId === 'string' &&
+    typeof r.occurredAt === 'string' &&
+    typeof r.payload === 'object' &&
+    r.payload !== null &&
+    !Array.isArray(r.payload);
+  return ok ? r : decodeRecord(sessionId, seq, json);
 }
 
 export function invariant(cond: unknown, message: string, details: Record<string, unknown> = {}): asserts cond {

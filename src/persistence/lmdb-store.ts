@@ -17,11 +17,11 @@ import { Journal, type JournalState } from './journal.js';
 import { currentBootId, openDbs, readState, recover, writeState, type LogDbs } from './journal-recovery.js';
 import { DIR_MODE, ownerOnly } from './journal-files.js';
 import { guarded, storeFailure } from './lmdb-errors.js';
-import { decodeStored, LmdbTxn, readHead } from './lmdb-txn.js';
+import { decodeStored, decodeStoredSurface, LmdbTxn, readHead } from './lmdb-txn.js';
 import { LiveAppends } from './live.js';
 import { lmdbWork } from './lmdb-work.js';
 import type { KvWorkStore } from './work-kv.js';
-import { assertAppendArgs, followFrom, assertEventId, assertSessionId, readRange, surfaceOf } from './store-input.js';
+import { assertAppendArgs, followFrom, assertEventId, assertSessionId, readRange } from './store-input.js';
 
 export const LmdbStoreOptions = z.strictObject({
   /** Directory of the LMDB environment; created if missing. */
@@ -261,9 +261,21 @@ class LmdbEventStore implements EventStore, LmdbStats {
     }
   }
 
-  async *readEvents(sessionId: string, range: ReadRange = {}): AsyncIterable<EventRecord> {
+  readEvents(sessionId: string, range: ReadRange = {}): AsyncIterable<EventRecord> {
     this.assertOpen();
     const { fromSeq, toSeq } = readRange(sessionId, range);
+    return this.stored(this.events, sessionId, fromSeq, toSeq, decodeStored);
+  }
+
+  async loadSurface(sessionId: string): Promise<EventRecord[]> {
+    const head = await this.getHead(sessionId);
+    const out: EventRecord[] = [];
+    if (head) for await (const e of this.stored(this.events, sessionId, head.surfaceStartSeq, head.lastSeq, decodeStoredSurface)) out.push(e);
+    return out;
+  }
+
+  /** The records `fromSeq..toSeq` of `db` in pages, each decoded by `decode` (undefined: skipped). */
+  private async *stored<V>(db: Database<V, [string, number]>, sessionId: string, fromSeq: number, toSeq: number, decode: (sessionId: string, seq: number, raw: V) => EventRecord | undefined): AsyncIterable<EventRecord> {
     const page = this.options.readPageSize;
     // Records up to the head's lastSeq must exist: a log shorter than its head is corrupt.
     const mustExist = Math.min(toSeq, readHead(this.heads, sessionId, this.options.path)?.lastSeq ?? 0);
@@ -271,11 +283,12 @@ class LmdbEventStore implements EventStore, LmdbStats {
     while (next <= toSeq) {
       const end = Math.min(toSeq, next + page - 1);
       const batch: EventRecord[] = [];
-      const stored = guarded({ path: this.options.path, sessionId, seq: next }, () => [...this.events.getRange({ start: [sessionId, next], end: [sessionId, end + 1] })]);
+      const stored = guarded({ path: this.options.path, sessionId, seq: next }, () => [...db.getRange({ start: [sessionId, next], end: [sessionId, end + 1] })]);
       for (const { key, value } of stored) {
         const seq = key[1];
         if (seq !== next) throw new CorruptLogError(sessionId, next, `record missing (next stored seq is ${seq})`);
-        batch.push(decodeStored(sessionId, seq, value));
+        const e = decode(sessionId, seq, value);
+        if (e) batch.push(e);
         next++;
       }
       if (next <= end && next <= mustExist) {
@@ -286,11 +299,6 @@ class LmdbEventStore implements EventStore, LmdbStats {
       // closed mid-read: an error, never a silently shorter log
       if (this.closed) throw new StoreClosedError(`LMDB store at ${this.options.path} (closed while ${sessionId} was read; stopped before seq ${next})`);
     }
-  }
-
-  async loadSurface(sessionId: string): Promise<EventRecord[]> {
-    const head = await this.getHead(sessionId);
-    return head ? surfaceOf(this.readEvents(sessionId, { fromSeq: head.surfaceStartSeq, toSeq: head.lastSeq })) : [];
   }
 
   async getHead(sessionId: string): Promise<SessionHead | undefined> {

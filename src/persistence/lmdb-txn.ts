@@ -3,7 +3,7 @@ import { CorruptLogError } from '../contracts/errors.js';
 import type { EventRecord } from '../contracts/events.js';
 import type { LogTxn } from './append-core.js';
 import { seal, unseal } from './checksum.js';
-import { decodeRecord } from './codec.js';
+import { decodeRecord, decodeSealed, encodedOffSurface } from './codec.js';
 import { SessionHead } from './head.js';
 import { FrameBuilder, type LogDbs } from './journal-recovery.js';
 import { guarded } from './lmdb-errors.js';
@@ -72,7 +72,22 @@ export function readRecord(events: Database<string, [string, number]>, sessionId
   return decodeStored(sessionId, seq, guarded({ path, sessionId, seq }, () => events.get([sessionId, seq])));
 }
 
-/** A stored value (as LMDB returned it) checked against its checksum and decoded. */
+/**
+ * A stored value (as LMDB returned it) checked against its checksum and decoded: a sealed one by
+ * the checksum (decodeSealed), one written before checksums by its full schema (decodeRecord).
+ */
 export function decodeStored(sessionId: string, seq: number, raw: unknown): EventRecord {
-  return decodeRecord(sessionId, seq, unseal(sessionId, seq, raw));
+  const json = unseal(sessionId, seq, raw);
+  return json === raw ? decodeRecord(sessionId, seq, raw) : decodeSealed(sessionId, seq, json as string);
+}
+
+/**
+ * decodeStored for a read of the surface: a sealed record whose text says surfaceOp "none" (most
+ * of a log: calls, step and run markers) is checked against its checksum but not decoded.
+ */
+export function decodeStoredSurface(sessionId: string, seq: number, raw: unknown): EventRecord | undefined {
+  const json = unseal(sessionId, seq, raw);
+  if (json !== raw && encodedOffSurface(json as string)) return undefined;
+  const r = json === raw ? decodeRecord(sessionId, seq, raw) : decodeSealed(sessionId, seq, json as string);
+  return r.surfaceOp === 'none' ? undefined : r;
 }

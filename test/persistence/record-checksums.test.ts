@@ -3,7 +3,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { isCorruptLogError, type CorruptLogError } from '../../src/contracts/errors.js';
 import { openDbs } from '../../src/persistence/journal-recovery.js';
 import { lmdbStore } from '../../src/persistence/lmdb-store.js';
-import { collect } from '../helpers/drafts.js';
+import { collect, stepStart, userMsg } from '../helpers/drafts.js';
 import { tempDir } from '../helpers/tmp.js';
 import { killAllChildren } from '../crash/child-util.js';
 import { changeByte, readInChild, writeStore } from './fixtures/damage.js';
@@ -100,5 +100,42 @@ describe('record checksums', () => {
     await dbs.env.close();
     const e = await readError(path, 'a');
     expect(e).toMatchObject({ code: 'corrupt_log', sessionId: 'a', seq: 2 });
+  });
+
+  it('reading the surface checks the checksum of every record in its range, the ones off the surface included', async () => {
+    const path = dir();
+    const store = lmdbStore({ path });
+    const { writerEpoch } = await store.attachWriter('a');
+    await store.append('a', writerEpoch, 1, [userMsg('one'), stepStart(1, 7), userMsg('three')]);
+    await store.close();
+    const dbs = openDbs(path);
+    // the step/start's text changed, its seal kept (the surface read does not decode it)
+    dbs.env.transactionSync(() => dbs.events.putSync(['a', 2], dbs.events.get(['a', 2])!.replace('"step":7', '"step":8')));
+    await dbs.env.close();
+    const reopened = lmdbStore({ path });
+    try {
+      await expect(reopened.loadSurface('a')).rejects.toMatchObject({ code: 'corrupt_log', sessionId: 'a', seq: 2, reason: expect.stringMatching(/checksum/) });
+    } finally {
+      await reopened.close();
+    }
+  });
+
+  it('the surface read returns exactly the surface records a full read decodes, sealed or plain JSON', async () => {
+    const path = dir();
+    const store = lmdbStore({ path });
+    const { writerEpoch } = await store.attachWriter('a');
+    await store.append('a', writerEpoch, 1, [userMsg('one'), stepStart(1, 1), userMsg('three "surfaceOp":"none" in a message'), stepStart(1, 2), userMsg('five')]);
+    await store.close();
+    const dbs = openDbs(path);
+    dbs.env.transactionSync(() => dbs.events.putSync(['a', 5], dbs.events.get(['a', 5])!.slice(9))); // written before checksums
+    await dbs.env.close();
+    const reopened = lmdbStore({ path });
+    try {
+      const full = (await collect(reopened.readEvents('a'))).filter((e) => e.surfaceOp !== 'none');
+      expect(full.map((e) => e.seq)).toEqual([1, 3, 5]);
+      expect(await reopened.loadSurface('a')).toEqual(full);
+    } finally {
+      await reopened.close();
+    }
   });
 });
