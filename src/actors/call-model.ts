@@ -8,7 +8,7 @@ import { onAbort } from '../contracts/abort.js';
 import { redactSecrets } from '../providers/redact.js';
 import { priceOf } from './pricing.js';
 import { messageOf } from './tool-call.js';
-import type { SessionServices } from './session-services.js';
+import { servicesIn, type ServicesSource, type SessionServices } from './session-services.js';
 
 /** One model request as callWithRetries sends it. */
 export interface CallSpec {
@@ -148,4 +148,4 @@ export async function callModel(env: SessionServices, input: CallModelInput, sig
  * @example
  * runMachine.provide({ actors: { callModel: callModelActor(services) } })
  */
-export const callModelActor = (env: SessionServices) => fromPromise<CallModelOutput, CallModelInput>(({ input, signal }) => callModel(env, input, signal));
+export const callModelActor = (env: ServicesSource) => fromPromise<CallModelOutput, CallModelInput>(({ input, signal, system }) => callModel(servicesIn(env, system), input, signal));

@@ -4,7 +4,7 @@ import { CancelledError } from '../contracts/errors.js';
 import type { PendingRequest } from '../contracts/events.js';
 import type { FinishReason, ToolCall, Usage } from '../contracts/message.js';
 import { planToolCalls } from '../tools/plan-calls.js';
-import type { SessionServices } from './session-services.js';
+import { servicesIn, type ServicesSource, type SessionServices } from './session-services.js';
 
 export interface CommitIntentInput {
   runId: string;
@@ -89,4 +89,4 @@ export async function commitIntent(env: SessionServices, input: CommitIntentInpu
  * @example
  * runMachine.provide({ actors: { commitIntent: commitIntentActor(services) } })
  */
-export const commitIntentActor = (env: SessionServices) => fromPromise<CommitIntentOutput, CommitIntentInput>(({ input }) => commitIntent(env, input));
+export const commitIntentActor = (env: ServicesSource) => fromPromise<CommitIntentOutput, CommitIntentInput>(({ input, system }) => commitIntent(servicesIn(env, system), input));

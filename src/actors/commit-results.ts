@@ -1,7 +1,7 @@
 import { fromPromise } from 'xstate';
 import type { StepPosition, ToolCallOutput } from '../contracts/calls.js';
 import type { Usage } from '../contracts/message.js';
-import type { SessionServices } from './session-services.js';
+import { servicesIn, type ServicesSource, type SessionServices } from './session-services.js';
 
 export interface CommitResultsInput {
   at: StepPosition;
@@ -76,4 +76,4 @@ export async function commitResults(env: SessionServices, input: CommitResultsIn
  * @example
  * runMachine.provide({ actors: { commitResults: commitResultsActor(services) } })
  */
-export const commitResultsActor = (env: SessionServices) => fromPromise<CommitResultsOutput, CommitResultsInput>(({ input }) => commitResults(env, input));
+export const commitResultsActor = (env: ServicesSource) => fromPromise<CommitResultsOutput, CommitResultsInput>(({ input, system }) => commitResults(servicesIn(env, system), input));

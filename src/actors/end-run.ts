@@ -7,7 +7,7 @@ import type { Message, Usage } from '../contracts/message.js';
 import type { ExecutionResult } from '../contracts/requests.js';
 import type { LogWriter } from '../persistence/log-writer.js';
 import { runEndEventId } from '../persistence/run-ids.js';
-import type { SessionServices } from './session-services.js';
+import { servicesIn, type ServicesSource, type SessionServices } from './session-services.js';
 
 export interface EndRunInput {
   at: StepPosition;
@@ -97,4 +97,4 @@ export function causeInfo(cause: unknown): Record<string, unknown> | undefined {
  * @example
  * runMachine.provide({ actors: { endRun: endRunActor(services) } })
  */
-export const endRunActor = (env: SessionServices) => fromPromise<ExecutionResult, EndRunInput>(({ input }) => endRun(env, input));
+export const endRunActor = (env: ServicesSource) => fromPromise<ExecutionResult, EndRunInput>(({ input, system }) => endRun(servicesIn(env, system), input));

@@ -1,7 +1,7 @@
 import { fromPromise } from 'xstate';
 import type { StepPosition } from '../contracts/calls.js';
 import type { Usage } from '../contracts/message.js';
-import type { SessionServices } from './session-services.js';
+import { servicesIn, type ServicesSource, type SessionServices } from './session-services.js';
 
 export interface FinalAnswerInput {
   runId: string;
@@ -94,6 +94,6 @@ export async function deliverFinal(env: SessionServices, input: DeliverFinalInpu
  * @example
  * runMachine.provide({ actors: finalAnswerActors(services) })
  */
-export const verifyFinalActor = (env: SessionServices) => fromPromise<VerifyFinalOutput, FinalAnswerInput>(({ input }) => verifyFinal(env, input));
-export const commitFinalActor = (env: SessionServices) => fromPromise<{ finalMessageId: string }, FinalAnswerInput>(({ input }) => commitFinal(env, input));
-export const deliverFinalActor = (env: SessionServices) => fromPromise<DeliverFinalOutput, DeliverFinalInput>(({ input }) => deliverFinal(env, input));
+export const verifyFinalActor = (env: ServicesSource) => fromPromise<VerifyFinalOutput, FinalAnswerInput>(({ input, system }) => verifyFinal(servicesIn(env, system), input));
+export const commitFinalActor = (env: ServicesSource) => fromPromise<{ finalMessageId: string }, FinalAnswerInput>(({ input, system }) => commitFinal(servicesIn(env, system), input));
+export const deliverFinalActor = (env: ServicesSource) => fromPromise<DeliverFinalOutput, DeliverFinalInput>(({ input, system }) => deliverFinal(servicesIn(env, system), input));

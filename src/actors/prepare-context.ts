@@ -4,7 +4,7 @@ import { CancelledError, type ValidationError } from '../contracts/errors.js';
 import type { Usage } from '../contracts/message.js';
 import { compact } from './compaction.js';
 import { priceOf } from './pricing.js';
-import type { SessionServices } from './session-services.js';
+import { servicesIn, type ServicesSource, type SessionServices } from './session-services.js';
 
 export interface PrepareContextInput {
   at: StepPosition;
@@ -65,5 +65,5 @@ async function commitSteers(env: SessionServices, at: StepPosition): Promise<voi
  * @example
  * runMachine.provide({ actors: { prepareContext: prepareContextActor(services) } })
  */
-export const prepareContextActor = (env: SessionServices) =>
-  fromPromise<PrepareContextOutput, PrepareContextInput>(({ input, signal }) => prepareContext(env, input, signal));
+export const prepareContextActor = (env: ServicesSource) =>
+  fromPromise<PrepareContextOutput, PrepareContextInput>(({ input, signal, system }) => prepareContext(servicesIn(env, system), input, signal));

@@ -1,3 +1,4 @@
+import type { ActorSystem } from 'xstate';
 import type { Clock } from '../contracts/clock.js';
 import type { DeliveryOwner, FinalVerifier, Pricing, ToolVerifier } from '../contracts/hooks.js';
 import type { LoopBudget, LoopConfig } from '../contracts/config.js';
@@ -51,3 +52,14 @@ export interface SessionServices {
   /** The session's OpenTelemetry tracer, when tracing is on. */
   tracer?: RunTracer;
 }
+
+/**
+ * Where an actor finds its session's services: given to its creator (a test binding one actor
+ * with `machine.provide`), or looked up from the actor system it runs in — the runtime binds its
+ * machines once per process and registers each session's services with its session actor's
+ * system (src/runtime/session-actors.ts), so that opening a session builds no machine.
+ */
+export type ServicesSource = SessionServices | ((system: ActorSystem<any>) => SessionServices);
+
+/** The services `source` gives an actor running in `system`. */
+export const servicesIn = (source: ServicesSource, system: ActorSystem<any>): SessionServices => (typeof source === 'function' ? source(system) : source);

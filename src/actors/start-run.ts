@@ -7,7 +7,7 @@ import { runOpenEventId, runStartEventId } from '../persistence/run-ids.js';
 import { mayStillRun } from '../contracts/locks.js';
 import { withParsedArguments } from '../tools/logged-call.js';
 import { normalizeOutcome, skippedOutput, withCallLocks } from './tool-call.js';
-import type { SessionServices } from './session-services.js';
+import { servicesIn, type ServicesSource, type SessionServices } from './session-services.js';
 
 /**
  * What a `respond` attempt resumes (the batch held back by an approval or a question), or what a
@@ -194,5 +194,5 @@ export async function startRun(env: SessionServices, input: StartRunInput, signa
  * @example
  * runMachine.provide({ actors: { startRun: startRunActor(services) } })
  */
-export const startRunActor = (env: SessionServices) => fromPromise<StartRunOutput, StartRunInput>(({ input, signal }) => startRun(env, input, signal));
+export const startRunActor = (env: ServicesSource) => fromPromise<StartRunOutput, StartRunInput>(({ input, signal, system }) => startRun(servicesIn(env, system), input, signal));
 

@@ -1,11 +1,11 @@
-import { fromCallback } from 'xstate';
+import { fromCallback, type ActorSystem } from 'xstate';
 import { CallAbort } from '../contracts/abort.js';
 import type { ToolCallIntent, ToolCallOutput } from '../contracts/calls.js';
 import { CancelledError, isCancelledError } from '../contracts/errors.js';
 import { jsonIssue, type JsonValue } from '../contracts/json.js';
 import { ToolOutcome } from '../contracts/tools.js';
 import type { ToolContext } from '../tools/define-tool.js';
-import type { SessionServices } from './session-services.js';
+import { servicesIn, type ServicesSource, type SessionServices } from './session-services.js';
 
 export interface ToolCallInput {
   call: ToolCallIntent;
@@ -98,21 +98,21 @@ const errorOutcome = (e: unknown): ToolOutcome => ({
  * does not settle within `cancelGraceMs` after the abort is recorded `uncertain-hanging`, its
  * resources staying locked. A callback actor: no promise-actor machinery per call.
  */
-export const toolCallActor = (env: SessionServices) => callActor((input, ac) => runToolCall(env, input, ac));
+export const toolCallActor = (env: ServicesSource) => callActor((input, ac, system) => runToolCall(servicesIn(env, system), input, ac));
 
 /**
  * A tool-call actor from an async function: reports `call.done` (or `call.failed` if the function
  * itself throws) to the batch; a `CANCEL` from the batch, or stopping the actor before that,
  * aborts the `CallAbort` it was given (an AbortController whose signal is made only if read).
  */
-export const callActor = (run: (input: ToolCallInput, ac: CallAbort) => Promise<ToolCallOutput>) =>
-  fromCallback<ToolCallCancel, ToolCallInput>(({ input, sendBack, receive }) => {
+export const callActor = (run: (input: ToolCallInput, ac: CallAbort, system: ActorSystem<any>) => Promise<ToolCallOutput>) =>
+  fromCallback<ToolCallCancel, ToolCallInput>(({ input, sendBack, receive, system }) => {
     const ac = new CallAbort();
     let settled = false;
     receive((e) => {
       if (e.type === 'CANCEL' && !settled) ac.abort(new CancelledError(e.reason));
     });
-    run(input, ac).then(
+    run(input, ac, system).then(
       (output) => {
         settled = true;
         sendBack({ type: 'call.done', index: input.index, output } satisfies ToolCallReply);

@@ -1,11 +1,11 @@
-import { createActor, fromPromise, type InspectionEvent } from 'xstate';
+import { createActor, fromPromise, type ActorSystem, type InspectionEvent } from 'xstate';
 import { callModelActor } from '../actors/call-model.js';
 import { commitIntentActor } from '../actors/commit-intent.js';
 import { commitResultsActor } from '../actors/commit-results.js';
 import { endRunActor } from '../actors/end-run.js';
 import { commitFinalActor, deliverFinalActor, verifyFinalActor } from '../actors/final-answer.js';
 import { prepareContextActor } from '../actors/prepare-context.js';
-import type { SessionServices } from '../actors/session-services.js';
+import { servicesIn, type ServicesSource, type SessionServices } from '../actors/session-services.js';
 import { startRunActor } from '../actors/start-run.js';
 import { toolCallActor } from '../actors/tool-call.js';
 import type { Clock } from '../contracts/clock.js';
@@ -15,21 +15,36 @@ import type { ExecutionResult } from '../contracts/requests.js';
 import { toolBatchMachine } from '../machines/tool-batch.machine.js';
 
 /** A timer on `clock` that resolves with the time once `at` has passed; never without `at`. */
-export const deadlineActor = (clock: Clock) =>
+export const deadlineActor = (clockOf: (system: ActorSystem<any>) => Clock) =>
   fromPromise<number, { at?: number }>(
-    ({ input, signal }) =>
+    ({ input, signal, system }) =>
       new Promise<number>((resolve) => {
         if (input.at === undefined) return;
+        const clock = clockOf(system);
         const t = clock.setTimeout(() => resolve(clock.now()), Math.max(0, input.at - clock.now()));
         signal.addEventListener('abort', () => clock.clearTimeout(t), { once: true });
       }),
   );
 
+/** One session's services and the facade's work, registered with its session actor's system. */
+interface SessionBinding {
+  services: SessionServices;
+  work: SessionWork;
+}
+const bindings = new WeakMap<ActorSystem<any>, SessionBinding>();
+
+function bindingOf(system: ActorSystem<any>): SessionBinding {
+  const b = bindings.get(system);
+  if (!b) throw new Error('actorloop: a session actor ran outside a session (no services registered with its actor system)');
+  return b;
+}
+const servicesOf = (system: ActorSystem<any>): SessionServices => bindingOf(system).services;
+
 /**
- * The run machine with every phase actor bound to one session's services (what
- * `machine.provide({ actors })` swaps one by one in tests).
+ * The run machine with every phase actor bound to services — given (a test) or looked up from the
+ * actor system the run runs in (what `machine.provide({ actors })` swaps one by one in tests).
  */
-export function runMachineFor(services: SessionServices) {
+export function runMachineFor(services: ServicesSource) {
   return runMachine.provide({
     actors: {
       startRun: startRunActor(services),
@@ -42,13 +57,13 @@ export function runMachineFor(services: SessionServices) {
       commitFinal: commitFinalActor(services),
       deliverFinal: deliverFinalActor(services),
       endRun: endRunActor(services),
-      deadline: deadlineActor(services.clock),
+      deadline: deadlineActor((system) => servicesIn(services, system).clock),
     },
   });
 }
 
-/** The session machine whose runs are bound to one session's services. */
-export function sessionMachineFor(services: SessionServices) {
+/** The session machine whose runs are bound to `services`. */
+export function sessionMachineFor(services: ServicesSource) {
   return sessionMachine.provide({ actors: { run: runMachineFor(services) } });
 }
 
@@ -59,14 +74,22 @@ export interface SessionWork {
   close(): Promise<void>;
 }
 
-/** The live session actor of one session: its machine bound to the services and the facade's work. */
+/**
+ * The session machine with every actor bound once per process: each actor finds its session's
+ * services and work through the actor system it runs in (a machine built per session would cost
+ * more than a whole short run).
+ */
+const runtimeSessionMachine = sessionMachineFor(servicesOf).provide({
+  actors: {
+    prepareAttempt: fromPromise<PrepareOutput, PrepareInput>(({ input, system }) => bindingOf(system).work.prepare(input)),
+    settleAttempt: fromPromise<SettleOutput, { result: ExecutionResult }>(({ input, system }) => bindingOf(system).work.settle(input.result)),
+    closeSession: fromPromise<void, void>(({ system }) => bindingOf(system).work.close()),
+  },
+});
+
+/** The live session actor of one session: the runtime's session machine, its system bound to the services and the facade's work. */
 export function createSessionActor(services: SessionServices, work: SessionWork, input: SessionInput, inspect?: (e: InspectionEvent) => void) {
-  const machine = sessionMachineFor(services).provide({
-    actors: {
-      prepareAttempt: fromPromise<PrepareOutput, PrepareInput>(({ input }) => work.prepare(input)),
-      settleAttempt: fromPromise<SettleOutput, { result: ExecutionResult }>(({ input }) => work.settle(input.result)),
-      closeSession: fromPromise<void, void>(() => work.close()),
-    },
-  });
-  return createActor(machine, { input, clock: services.clock, ...(inspect ? { inspect } : {}) });
+  const actor = createActor(runtimeSessionMachine, { input, clock: services.clock, ...(inspect ? { inspect } : {}) });
+  bindings.set(actor.system, { services, work });
+  return actor;
 }
