@@ -1,4 +1,5 @@
 import { Subject } from 'rxjs';
+import { SimulatedClock } from 'xstate';
 import { afterEach,describe,expect,it,vi } from 'vitest';
 import { isStoreClosedError,isValidationError } from '../../src/contracts/errors.js';
 import { type Envelope } from '../../src/index.js';
@@ -142,7 +143,7 @@ describe('SubscriberHub: non-required subscribers', () => {
   });
 
   it('a listener slower than deliveryTimeoutMs times out and is closed', async () => {
-    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'Date'] });
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'Date'] }); // the default clock: Date.now and the global timers
     const hub = new SubscriberHub();
     const g = gatedListener();
     hub.subscribe(g.listener, { name: 'sluggish', deliveryTimeoutMs: 500 });
@@ -156,6 +157,27 @@ describe('SubscriberHub: non-required subscribers', () => {
     g.gates[0]!.resolve();
     await settle();
     expect(g.seen).toEqual([1]);
+  });
+
+  it("times a delivery out on the hub's clock, deliveryTimeoutMs after that delivery started", async () => {
+    const clock = new SimulatedClock();
+    const hub = new SubscriberHub({ clock });
+    const g = gatedListener();
+    hub.subscribe(g.listener, { name: 'sluggish', deliveryTimeoutMs: 500 });
+    await hub.publish(env(1));
+    await hub.publish(env(2));
+    await settle();
+    clock.increment(300);
+    g.gates[0]!.resolve(); // 2 goes out at 300 ms
+    await settle();
+    expect(g.seen).toEqual([1, 2]);
+    clock.increment(200); // 1's deadline: 2 is only 200 ms into its delivery
+    clock.increment(299);
+    expect(hub.takeErrors()).toEqual([]);
+    expect(hub.size).toBe(1);
+    clock.increment(1);
+    expect(hub.takeErrors()).toMatchObject([{ consumer: 'sluggish', seq: 2, reason: 'timeout', message: 'no answer within 500 ms' }]);
+    expect(hub.size).toBe(0);
   });
 
   it('a slow subscriber never delays publish', async () => {
@@ -175,7 +197,8 @@ describe('SubscriberHub: non-required subscribers', () => {
   });
 
   it('unsubscribe during a delivery stops deliveries and reports nothing', async () => {
-    const hub = new SubscriberHub();
+    const clock = new SimulatedClock();
+    const hub = new SubscriberHub({ clock });
     const g = gatedListener();
     const off = hub.subscribe(g.listener, { name: 'leaver', deliveryTimeoutMs: 50 });
     await hub.publish(env(1));
@@ -186,7 +209,8 @@ describe('SubscriberHub: non-required subscribers', () => {
     off();
     g.gates[0]!.reject(new Error('ignored'));
     await hub.publish(env(3));
-    await new Promise((r) => setTimeout(r, 80));
+    clock.increment(80); // past the delivery timeout
+    await settle();
     expect(g.seen).toEqual([1]);
     expect(hub.takeErrors()).toEqual([]);
     expect(hub.size).toBe(0);
@@ -256,8 +280,8 @@ describe('SubscriberHub: required subscribers', () => {
   });
 
   it('reports a throwing or timed-out required listener and keeps delivering to it', async () => {
-    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'Date'] });
-    const hub = new SubscriberHub();
+    const clock = new SimulatedClock();
+    const hub = new SubscriberHub({ clock });
     const seen: number[] = [];
     const hang = deferred();
     hub.subscribe(
@@ -271,7 +295,10 @@ describe('SubscriberHub: required subscribers', () => {
     for (let i = 1; i <= 4; i++) await hub.publish(env(i));
     await settle();
     expect(seen).toEqual([1, 2]);
-    await vi.advanceTimersByTimeAsync(100);
+    clock.increment(99);
+    await settle();
+    expect(seen).toEqual([1, 2]); // 2 is still being delivered
+    clock.increment(1);
     await hub.whenIdle();
     expect(seen).toEqual([1, 2, 3, 4]);
     hang.reject(new Error('too late'));
