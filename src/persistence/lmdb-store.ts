@@ -289,8 +289,7 @@ class LmdbEventStore implements EventStore, LmdbStats {
   }
 
   async loadSurface(sessionId: string): Promise<EventRecord[]> {
-    const head = await this.getHead(sessionId);
-    return head ? surfaceOf(this.readEvents(sessionId, { fromSeq: head.surfaceStartSeq, toSeq: head.lastSeq })) : [];
+    return surfaceOf(this, sessionId);
   }
 
   async getHead(sessionId: string): Promise<SessionHead | undefined> {
