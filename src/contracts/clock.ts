@@ -1,3 +1,5 @@
+import { z } from 'zod';
+
 /**
  * The runtime's source of time (DESIGN: everything nondeterministic is injected): every timer,
  * deadline, backoff and timeout of the runtime goes through one. XState's `SimulatedClock` fits
@@ -16,6 +18,18 @@ export const systemClock: Clock = {
   setTimeout: (fn, ms) => setTimeout(fn, ms),
   clearTimeout: (id) => clearTimeout(id as ReturnType<typeof setTimeout>),
 };
+
+/**
+ * The check of a `clock` option (runtime options, the subscriber hub), `systemClock` when left out.
+ * @example
+ * const Options = z.strictObject({ clock: ClockOption })
+ */
+export const ClockOption = z
+  .custom<Clock>(
+    (v) => typeof v === 'object' && v !== null && ['now', 'setTimeout', 'clearTimeout'].every((m) => typeof (v as Record<string, unknown>)[m] === 'function'),
+    "a clock: { now(), setTimeout(fn, ms), clearTimeout(id) } (e.g. XState's SimulatedClock)",
+  )
+  .default(systemClock);
 
 /**
  * Where the runtime's own ids come from: session instance ids and the event ids of records it does

@@ -112,9 +112,7 @@ class MemoryEventStore implements EventStore {
   }
 
   async loadSurface(sessionId: string): Promise<EventRecord[]> {
-    const head = await this.getHead(sessionId);
-    // up to the head it read: an append made meanwhile (a new epoch) is not mixed in
-    return head ? surfaceOf(this.readEvents(sessionId, { fromSeq: head.surfaceStartSeq, toSeq: head.lastSeq })) : [];
+    return surfaceOf(this, sessionId);
   }
 
   async getHead(sessionId: string): Promise<SessionHead | undefined> {

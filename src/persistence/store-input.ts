@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import type { EventRecord } from '../contracts/events.js';
 import { parseInput } from '../contracts/validate.js';
+import type { EventStore } from './event-store.js';
 
 const SessionId = z.string().min(1).max(400).refine((s) => !s.includes('\u0000'), 'must not contain NUL');
 const Range = z.strictObject({
@@ -47,9 +48,14 @@ export function followFrom(sessionId: unknown, options: unknown): number {
   return parseInput(FollowOptions, options === undefined ? {} : options, 'events$: options').fromSeq ?? 1;
 }
 
-/** Collects the model-visible events of a read that starts at the surface epoch. */
-export async function surfaceOf(events: AsyncIterable<EventRecord>): Promise<EventRecord[]> {
+/**
+ * Every store's `loadSurface`: the model-visible events from the head's surface epoch up to the
+ * head it read (an append made meanwhile, a new epoch perhaps, is not mixed in).
+ */
+export async function surfaceOf(store: Pick<EventStore, 'getHead' | 'readEvents'>, sessionId: string): Promise<EventRecord[]> {
+  const head = await store.getHead(sessionId);
+  if (!head) return [];
   const out: EventRecord[] = [];
-  for await (const e of events) if (e.surfaceOp !== 'none') out.push(e);
+  for await (const e of store.readEvents(sessionId, { fromSeq: head.surfaceStartSeq, toSeq: head.lastSeq })) if (e.surfaceOp !== 'none') out.push(e);
   return out;
 }

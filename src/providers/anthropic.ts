@@ -1,13 +1,13 @@
 import type Anthropic from '@anthropic-ai/sdk';
 import { ownRecord } from '../contracts/keyed.js';
 import { z } from 'zod';
-import { CancelledError, ProviderError, ValidationError } from '../contracts/errors.js';
+import { ProviderError } from '../contracts/errors.js';
 import type { FinishReason, Message, ToolCall, Usage } from '../contracts/message.js';
 import type { ModelProvider, ModelRequest, ModelResponse, ModelStreamEvent } from '../contracts/model.js';
 import type { ToolSpec } from '../contracts/tools.js';
 import { parseInput } from '../contracts/validate.js';
 import { clientSecrets } from './redact.js';
-import { asRecord, guardListener, sdkErrorClasses, throwIfAborted, toProviderError } from './shared.js';
+import { asRecord, sdkErrorClasses, sdkFromEnv, streamResponse, throwIfAborted, type StreamFold } from './shared.js';
 
 type Body = Anthropic.Messages.MessageCreateParamsStreaming;
 type Param = Anthropic.Messages.MessageParam;
@@ -180,7 +180,7 @@ export function mapAnthropicStop(raw: string | null | undefined, hasToolCalls: b
 interface BlockState { raw: Block; json?: string; ordinal?: number }
 
 /** Folds raw stream events into one response, emitting deltas as they arrive. */
-function accumulator(emit: (e: ModelStreamEvent) => void) {
+function accumulator(emit: (e: ModelStreamEvent) => void): StreamFold<Event> {
   const blocks = new Map<number, BlockState>();
   const usage = ownRecord<unknown>(); // keys from the wire
   const meta: { id?: string; model?: string; stopReason?: string | null; stopSequence?: string | null; stopDetails?: unknown } = {};
@@ -191,6 +191,8 @@ function accumulator(emit: (e: ModelStreamEvent) => void) {
   };
   return {
     get finished() { return finished; },
+    /** message_stop has arrived: nothing is missing but the end of the stream. */
+    get complete() { return finished; },
     push(event: Event) {
       const ev = event as unknown as Record<string, any>;
       switch (ev.type) {
@@ -310,31 +312,16 @@ export function anthropicModel(options: AnthropicModelOptions): ModelProvider {
         ...o.extraBody,
         stream: true,
       } as Body;
-      const out = guardListener(onEvent, request.signal);
-      const acc = accumulator(out.emit);
-      try {
-        const stream = (await o.client.messages.create(body, { signal: request.signal, maxRetries: 0 })) as AsyncIterable<Event>;
-        for await (const event of stream) {
-          if (request.signal.aborted) break; // no delta reaches the listener after a cancel
-          acc.push(event);
-        }
-      } catch (e) {
-        const own = out.unwrap(e);
-        if (own) throw own.listenerError;
-        // the connection dropped after message_stop: the answer is complete, keep it
-        if (acc.finished && !request.signal.aborted) return acc.result();
-        throw toProviderError(e, { provider: 'anthropic', signal: request.signal, partialOutput: out.emitted, classes, secrets });
-      }
-      // The SDK ends the iteration quietly when the signal aborts mid-stream.
-      if (request.signal.aborted) throw new CancelledError('anthropic call cancelled');
-      if (!acc.finished) {
-        throw new ProviderError('anthropic: the stream ended before message_stop', {
-          retryable: true,
-          code: 'stream_interrupted',
-          partialOutput: out.emitted,
-        });
-      }
-      return acc.result();
+      return streamResponse({
+        provider: 'anthropic',
+        signal: request.signal,
+        onEvent,
+        classes,
+        secrets,
+        fold: accumulator,
+        open: () => o.client.messages.create(body, { signal: request.signal, maxRetries: 0 }) as PromiseLike<AsyncIterable<Event>>,
+        unfinished: 'the stream ended before message_stop',
+      });
     },
   };
 }
@@ -346,17 +333,8 @@ export function anthropicModel(options: AnthropicModelOptions): ModelProvider {
  * const model = await anthropicModelFromEnv({ model: 'claude-sonnet-4-5' })
  */
 export async function anthropicModelFromEnv(options: Omit<AnthropicModelOptions, 'client'>): Promise<ModelProvider> {
-  const apiKey = process.env.ANTHROPIC_API_KEY;
-  if (!apiKey) throw new ValidationError('anthropicModelFromEnv', [{ path: ['ANTHROPIC_API_KEY'], message: 'environment variable is not set' }]);
-  let mod: typeof import('@anthropic-ai/sdk');
-  try {
-    mod = await import('@anthropic-ai/sdk');
-  } catch {
-    throw new ValidationError('anthropicModelFromEnv', [
-      { path: ['@anthropic-ai/sdk'], message: "the optional peer dependency '@anthropic-ai/sdk' is not installed (npm install @anthropic-ai/sdk)" },
-    ]);
-  }
-  const client = new mod.default({ apiKey, baseURL: process.env.ANTHROPIC_BASE_URL || undefined, maxRetries: 0 });
+  const { mod, apiKey, baseURL } = await sdkFromEnv('anthropicModelFromEnv', 'ANTHROPIC', '@anthropic-ai/sdk', () => import('@anthropic-ai/sdk'));
+  const client = new mod.default({ apiKey, baseURL, maxRetries: 0 });
   return anthropicModel({ ...options, client });
 }
 

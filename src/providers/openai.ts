@@ -1,13 +1,13 @@
 import { randomUUID } from 'node:crypto';
 import type OpenAI from 'openai';
 import { z } from 'zod';
-import { CancelledError, ProviderError, ValidationError } from '../contracts/errors.js';
+import { ProviderError } from '../contracts/errors.js';
 import type { FinishReason, Message, ToolCall, Usage } from '../contracts/message.js';
 import type { ModelProvider, ModelRequest, ModelResponse, ModelStreamEvent } from '../contracts/model.js';
 import type { ToolSpec } from '../contracts/tools.js';
 import { parseInput } from '../contracts/validate.js';
 import { clientSecrets } from './redact.js';
-import { asRecord, guardListener, sdkErrorClasses, throwIfAborted, toProviderError } from './shared.js';
+import { asRecord, sdkErrorClasses, sdkFromEnv, streamResponse, throwIfAborted, type StreamFold } from './shared.js';
 
 type Body = OpenAI.Chat.Completions.ChatCompletionCreateParamsStreaming;
 type Param = OpenAI.Chat.Completions.ChatCompletionMessageParam;
@@ -127,7 +127,7 @@ export function mapOpenAIFinish(raw: string, hasToolCalls: boolean, refused: boo
 interface Slot { ordinal: number; id: string; name: string; args: string }
 
 /** Folds streamed chunks into one response, emitting deltas as they arrive. */
-function accumulator(emit: (e: ModelStreamEvent) => void) {
+function accumulator(emit: (e: ModelStreamEvent) => void): StreamFold<Chunk> {
   const st = { text: '', refusal: '', reasoning: '', id: undefined as string | undefined, model: undefined as string | undefined };
   let finish: string | undefined;
   let usage: Usage | undefined;
@@ -228,31 +228,16 @@ export function openaiModel(options: OpenAIModelOptions): ModelProvider {
         stream: true,
         stream_options: { include_usage: true, ...asRecord(extra.stream_options) },
       } as Body;
-      const out = guardListener(onEvent, request.signal);
-      const acc = accumulator(out.emit);
-      try {
-        const stream = (await o.client.chat.completions.create(body, { signal: request.signal, maxRetries: 0 })) as AsyncIterable<Chunk>;
-        for await (const chunk of stream) {
-          if (request.signal.aborted) break; // no delta reaches the listener after a cancel
-          acc.push(chunk);
-        }
-      } catch (e) {
-        const own = out.unwrap(e);
-        if (own) throw own.listenerError;
-        // the connection dropped after the answer was complete (only [DONE] missing): keep it
-        if (acc.finished && acc.complete && !request.signal.aborted) return acc.result();
-        throw toProviderError(e, { provider: 'openai', signal: request.signal, partialOutput: out.emitted, classes, secrets });
-      }
-      // The SDK ends the iteration quietly when the signal aborts mid-stream.
-      if (request.signal.aborted) throw new CancelledError('openai call cancelled');
-      if (!acc.finished) {
-        throw new ProviderError('openai: the stream ended before a finish_reason', {
-          retryable: true,
-          code: 'stream_interrupted',
-          partialOutput: out.emitted,
-        });
-      }
-      return acc.result();
+      return streamResponse({
+        provider: 'openai',
+        signal: request.signal,
+        onEvent,
+        classes,
+        secrets,
+        fold: accumulator,
+        open: () => o.client.chat.completions.create(body, { signal: request.signal, maxRetries: 0 }) as PromiseLike<AsyncIterable<Chunk>>,
+        unfinished: 'the stream ended before a finish_reason',
+      });
     },
   };
 }
@@ -264,14 +249,7 @@ export function openaiModel(options: OpenAIModelOptions): ModelProvider {
  * const model = await openaiModelFromEnv({ model: 'gpt-4.1-mini' })
  */
 export async function openaiModelFromEnv(options: Omit<OpenAIModelOptions, 'client'>): Promise<ModelProvider> {
-  const apiKey = process.env.OPENAI_API_KEY;
-  if (!apiKey) throw new ValidationError('openaiModelFromEnv', [{ path: ['OPENAI_API_KEY'], message: 'environment variable is not set' }]);
-  let mod: typeof import('openai');
-  try {
-    mod = await import('openai');
-  } catch {
-    throw new ValidationError('openaiModelFromEnv', [{ path: ['openai'], message: "the optional peer dependency 'openai' is not installed (npm install openai)" }]);
-  }
-  const client = new mod.default({ apiKey, baseURL: process.env.OPENAI_BASE_URL || undefined, maxRetries: 0 });
+  const { mod, apiKey, baseURL } = await sdkFromEnv('openaiModelFromEnv', 'OPENAI', 'openai', () => import('openai'));
+  const client = new mod.default({ apiKey, baseURL, maxRetries: 0 });
   return openaiModel({ ...options, client });
 }

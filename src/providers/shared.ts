@@ -1,10 +1,11 @@
-import { CancelledError, ProviderError, isCancelledError, isProviderError } from '../contracts/errors.js';
-import type { ModelStreamEvent } from '../contracts/model.js';
+import { CancelledError, ProviderError, ValidationError, isCancelledError, isProviderError } from '../contracts/errors.js';
+import type { ModelResponse, ModelStreamEvent } from '../contracts/model.js';
 import { redactSecrets } from './redact.js';
 
 /**
  * Helpers shared by the provider adapters: mapping SDK failures to `ProviderError`, parsing
- * `retry-after`, and guarding the caller's `onEvent` listener.
+ * `retry-after`, guarding the caller's `onEvent` listener, reading a streaming call to its
+ * response, and loading an SDK from the environment.
  */
 
 type Ctor = abstract new (...args: never[]) => unknown;
@@ -231,6 +232,87 @@ export function guardListener(onEvent: (event: ModelStreamEvent) => void, signal
     },
   };
   return state;
+}
+
+/**
+ * How an adapter folds its SDK's stream items into one response. `finished`: the answer has
+ * ended (Anthropic's `message_stop`, OpenAI's `finish_reason`); `complete`: nothing is missing
+ * but the end of the stream itself, so a connection that drops now leaves a whole answer.
+ */
+export interface StreamFold<T> {
+  push(item: T): void;
+  readonly finished: boolean;
+  readonly complete: boolean;
+  result(): ModelResponse;
+}
+
+/**
+ * One streaming model call, for `streamResponse`.
+ * @example
+ * const call: StreamCall<Chunk> = { provider: 'openai', signal, onEvent, classes, secrets, fold: accumulator, open: () => client.chat.completions.create(body, { signal }), unfinished: 'the stream ended before a finish_reason' }
+ */
+export interface StreamCall<T> {
+  provider: string;
+  signal: AbortSignal;
+  onEvent: (event: ModelStreamEvent) => void;
+  classes: SdkErrorClasses;
+  /** The client's credentials: redacted from a failure's text. */
+  secrets: readonly string[];
+  /** Makes the call's fold; `emit` hands a delta to `onEvent` (guarded: see `guardListener`). */
+  fold(emit: (event: ModelStreamEvent) => void): StreamFold<T>;
+  /** Starts the SDK call: its stream of items. */
+  open(): PromiseLike<AsyncIterable<T>>;
+  /** What a stream that ends before the answer has finished is missing, for the error's message. */
+  unfinished: string;
+}
+
+/**
+ * Reads a streaming call to its response: every item goes to the fold (none once the signal has
+ * aborted). A throw of the caller's listener is rethrown as it was; a stream that breaks once the
+ * answer is `complete` keeps the answer; any other failure is `toProviderError`'s. An abort
+ * mid-stream (the SDKs end the iteration quietly) is a `CancelledError`; a stream that ends
+ * before the answer has `finished` is a retryable `stream_interrupted` ProviderError.
+ * @example
+ * return streamResponse({ provider: 'anthropic', signal, onEvent, classes, secrets, fold: accumulator, open: () => client.messages.create(body, { signal }), unfinished: 'the stream ended before message_stop' })
+ */
+export async function streamResponse<T>(call: StreamCall<T>): Promise<ModelResponse> {
+  const { provider, signal } = call;
+  const out = guardListener(call.onEvent, signal);
+  const fold = call.fold(out.emit);
+  try {
+    for await (const item of await call.open()) {
+      if (signal.aborted) break; // no delta reaches the listener after a cancel
+      fold.push(item);
+    }
+  } catch (e) {
+    const own = out.unwrap(e);
+    if (own) throw own.listenerError;
+    // the connection dropped once the answer was whole (only the stream's end missing): keep it
+    if (fold.complete && !signal.aborted) return fold.result();
+    throw toProviderError(e, { provider, signal, partialOutput: out.emitted, classes: call.classes, secrets: call.secrets });
+  }
+  if (signal.aborted) throw new CancelledError(`${provider} call cancelled`);
+  if (!fold.finished) throw new ProviderError(`${provider}: ${call.unfinished}`, { retryable: true, code: 'stream_interrupted', partialOutput: out.emitted });
+  return fold.result();
+}
+
+/**
+ * What a `…ModelFromEnv` builds its client from: the API key and base URL in the environment
+ * variables `<prefix>_API_KEY` and `<prefix>_BASE_URL` (optional), and the SDK module, imported on
+ * demand (an optional peer dependency). A missing key or package is a `ValidationError`.
+ * @example
+ * const { mod, apiKey, baseURL } = await sdkFromEnv('openaiModelFromEnv', 'OPENAI', 'openai', () => import('openai'))
+ */
+export async function sdkFromEnv<M>(where: string, prefix: string, pkg: string, load: () => Promise<M>): Promise<{ mod: M; apiKey: string; baseURL: string | undefined }> {
+  const apiKey = process.env[`${prefix}_API_KEY`];
+  if (!apiKey) throw new ValidationError(where, [{ path: [`${prefix}_API_KEY`], message: 'environment variable is not set' }]);
+  let mod: M;
+  try {
+    mod = await load();
+  } catch {
+    throw new ValidationError(where, [{ path: [pkg], message: `the optional peer dependency '${pkg}' is not installed (npm install ${pkg})` }]);
+  }
+  return { mod, apiKey, baseURL: process.env[`${prefix}_BASE_URL`] || undefined };
 }
 
 /**

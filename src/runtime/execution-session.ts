@@ -69,8 +69,9 @@ export class ExecutionSession {
   private readonly records: SessionRecords;
   private readonly attemptSession: AttemptSession;
   private closing?: Promise<void>;
+  private closeDone: () => void = () => {};
   private readonly liveView = new LiveView(() => this.snapshot(), () => this.stream.events$);
-  private readonly hub = new SubscriberHub();
+  private readonly hub: SubscriberHub;
 
   constructor(d: SessionDeps) {
     this.sessionId = d.sessionId;
@@ -90,6 +91,7 @@ export class ExecutionSession {
     const { sessionId, store, env, options } = d;
     this.attemptSession = { sessionId, store, env, options, fingerprint: d.fingerprint, runs: this.runs, lastTurn: () => this.lastTurn, closed: () => this.closed, isKilled: () => this.isKilled(), assertNewRunId: (runId) => this.assertNewRunId(runId, 'runId', 'session.execute'), settledResult: (r) => (this.lastResult = r) };
     this.env.takeSteers = () => this.inputs.takeSteers().map((i) => ({ inputId: i.inputId, messages: i.messages }));
+    this.hub = new SubscriberHub({ clock: d.env.clock });
     this.hub.attach(this.stream.events$);
     this.env.backpressure = () => this.hub.whenWritable();
     const openRun = d.openRun ? (d.openRun.pending ? ('suspended' as const) : ('detached' as const)) : undefined;
@@ -376,8 +378,6 @@ export class ExecutionSession {
       this.actor.send({ type: 'CLOSE' });
     }));
   }
-
-  private closeDone: () => void = () => {};
 
   /** The session machine's `closeSession` actor: every caller answered, subscribers drained. */
   private async closeWork(): Promise<void> {

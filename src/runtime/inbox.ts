@@ -1,3 +1,4 @@
+import type { Clock } from '../contracts/clock.js';
 import { isExecutionBusy, isSessionSteeringConflict, isStaleWriterError, isValidationError } from '../contracts/errors.js';
 import type { InboxOutcome, StoredInboxEntry } from '../contracts/inbox.js';
 import type { ExecutionResult } from '../contracts/requests.js';
@@ -39,6 +40,8 @@ export class SessionInbox {
     readonly session: ExecutionSession,
     private readonly store: EventStore,
     private readonly work: WorkStore,
+    /** The runtime's clock: the bounded wait for an attempt being prepared to start. */
+    private readonly clock: Clock,
     private readonly hooks: InboxHooks = {},
   ) {
     this.sub = session.events$.subscribe({
@@ -106,9 +109,9 @@ export class SessionInbox {
   private async runningAttempt(): Promise<typeof this.running> {
     for (let i = 0; i < 50 && this.busy && !this.running; i++) {
       await new Promise<void>((resolve) => {
-        const t = setTimeout(resolve, 100);
+        const t = this.clock.setTimeout(resolve, 100);
         this.startWaiters.push(() => {
-          clearTimeout(t);
+          this.clock.clearTimeout(t);
           resolve();
         });
       });

@@ -9,7 +9,7 @@ import type { ModelProvider } from '../contracts/model.js';
 import type { EventStore } from '../persistence/event-store.js';
 import type { AnyTool } from '../tools/define-tool.js';
 import type { InspectionEvent } from 'xstate';
-import { systemClock, type Clock, type IdSource } from '../contracts/clock.js';
+import { ClockOption, type IdSource } from '../contracts/clock.js';
 
 const fn = <T>(what: string) => z.custom<T>((v) => typeof v === 'function', `${what} must be a function`);
 
@@ -70,12 +70,7 @@ export const RuntimeOptions = z.strictObject({
    */
   tracing: z.unknown().optional(),
   /** Every timer, deadline, backoff and timeout of the runtime (XState's SimulatedClock fits). */
-  clock: z
-    .custom<Clock>(
-      (v) => typeof v === 'object' && v !== null && ['now', 'setTimeout', 'clearTimeout'].every((m) => typeof (v as Record<string, unknown>)[m] === 'function'),
-      'a clock: { now(), setTimeout(fn, ms), clearTimeout(id) } (e.g. XState\'s SimulatedClock)',
-    )
-    .default(systemClock),
+  clock: ClockOption,
   /** Session instance ids and the ids of events the runtime does not name itself. */
   ids: z
     .custom<IdSource>(

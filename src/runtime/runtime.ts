@@ -127,7 +127,7 @@ export function createRuntime(options: RuntimeOptions): Runtime {
   /** One applier per open session: the serving worker's and submit's fast path share it. */
   const inboxFor = (session: ExecutionSession): SessionInbox => {
     let inbox = inboxes.get(session);
-    if (!inbox) inboxes.set(session, (inbox = new SessionInbox(session, store, workOf(store, 'runtime.submit'))));
+    if (!inbox) inboxes.set(session, (inbox = new SessionInbox(session, store, workOf(store, 'runtime.submit'), o.clock)));
     return inbox;
   };
 

@@ -15,6 +15,17 @@ export function deferred(): Deferred {
   return { promise, resolve };
 }
 
+/**
+ * Lets a watchdog keep the process up (`ref`) or not (`unref`): a Node.js timer has both; another
+ * clock's handle (a SimulatedClock's number) has neither and is left as it is.
+ */
+export function setRef(timer: unknown, ref: boolean): void {
+  if (typeof timer !== 'object' || timer === null) return;
+  const t = timer as { ref?: () => unknown; unref?: () => unknown };
+  if (ref) t.ref?.();
+  else t.unref?.();
+}
+
 /** A FIFO ring that grows by doubling (up to its subscriber's capacity) and never shifts. */
 export class Ring<T> {
   private buf: (T | undefined)[] = [];

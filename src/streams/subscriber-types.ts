@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { ClockOption } from '../contracts/clock.js';
 import type { DeliveryErrorInfo } from '../contracts/requests.js';
 import type { Envelope } from './envelopes.js';
 
@@ -42,12 +43,14 @@ export type SubscribeOptions = z.input<typeof SubscribeOptions>;
 
 /**
  * `new SubscriberHub(options)`: `maxErrors` bounds the delivery errors kept until `takeErrors`
- * collects them (beyond it the oldest are dropped and counted in `droppedErrors`).
+ * collects them (beyond it the oldest are dropped and counted in `droppedErrors`); `clock` times
+ * every delivery (`deliveryTimeoutMs`): a session's hub runs on the runtime's clock.
  * @example
- * const hub = new SubscriberHub({ maxErrors: 100 })
+ * const hub = new SubscriberHub({ maxErrors: 100, clock: new SimulatedClock() })
  */
 export const SubscriberHubOptions = z.strictObject({
   maxErrors: z.number().int().positive().default(1000),
+  clock: ClockOption,
 });
 export type SubscriberHubOptions = z.input<typeof SubscriberHubOptions>;
 

@@ -1,9 +1,10 @@
 import { Subject, Subscription, type Observable } from 'rxjs';
 import { z } from 'zod';
+import type { Clock } from '../contracts/clock.js';
 import { StoreClosedError } from '../contracts/errors.js';
 import { parseInput } from '../contracts/validate.js';
 import type { Envelope } from './envelopes.js';
-import { Ring, deferred, isThenable, type Deferred } from './delivery-queue.js';
+import { Ring, deferred, isThenable, setRef, type Deferred } from './delivery-queue.js';
 import { SubscribeOptions, SubscriberHubOptions, type DeliveryError, type SubscriberListener, type Unsubscribe } from './subscriber-types.js';
 
 export { SubscribeOptions, SubscriberHubOptions } from './subscriber-types.js';
@@ -24,11 +25,11 @@ interface Sub {
   running: boolean;
   /** Id of the in-flight asynchronous delivery; 0 for none. */
   delivery: number;
-  /** The envelope being delivered (its listener call or returned promise) and when its delivery started (Date.now()). */
+  /** The envelope being delivered (its listener call or returned promise) and when its delivery started (the hub's clock). */
   current: Envelope | undefined;
   startedAt: number;
-  /** The watchdog (see `arm`); at most one per subscriber. */
-  timer: ReturnType<typeof setTimeout> | undefined;
+  /** The watchdog (see `arm`), a handle of the hub's clock; at most one per subscriber. */
+  timer: unknown;
 }
 
 /**
@@ -59,6 +60,7 @@ export class SubscriberHub {
   private readonly subs = new Set<Sub>();
   private readonly requiredSubs = new Set<Sub>();
   private readonly maxErrors: number;
+  private readonly clock: Clock;
   private errors: DeliveryError[] = [];
   private readonly errorSubject = new Subject<DeliveryError>();
   private readonly sources = new Subscription();
@@ -77,7 +79,9 @@ export class SubscriberHub {
   readonly errors$: Observable<DeliveryError> = this.errorSubject.asObservable();
 
   constructor(options: SubscriberHubOptions = {}) {
-    this.maxErrors = parseInput(SubscriberHubOptions, options, 'SubscriberHub').maxErrors;
+    const o = parseInput(SubscriberHubOptions, options, 'SubscriberHub');
+    this.maxErrors = o.maxErrors;
+    this.clock = o.clock;
   }
 
   /**
@@ -201,7 +205,7 @@ export class SubscriberHub {
   whenRequiredDrained(): Promise<void> {
     if (!this.requiredQueued()) return RESOLVED;
     this.drainGate ??= deferred();
-    for (const s of this.requiredSubs) s.timer?.ref?.(); // a hung listener's timeout keeps the process up to finish the drain
+    for (const s of this.requiredSubs) setRef(s.timer, true); // a hung listener's timeout keeps the process up to finish the drain
     return this.drainGate.promise;
   }
 
@@ -279,7 +283,7 @@ export class SubscriberHub {
     const id = ++this.deliveries;
     s.delivery = id;
     s.current = env;
-    s.startedAt = Date.now();
+    s.startedAt = this.clock.now();
     if (s.timer === undefined) this.arm(s, s.timeoutMs);
     try {
       r.then(
@@ -305,14 +309,14 @@ export class SubscriberHub {
    * the delivery in flight if that one is old enough, or re-arms for the rest of its time.
    */
   private arm(s: Sub, ms: number): void {
-    s.timer = setTimeout(() => {
+    s.timer = this.clock.setTimeout(() => {
       s.timer = undefined;
       if (!s.open || s.delivery === 0) return;
-      const left = s.startedAt + s.timeoutMs - Date.now();
+      const left = s.startedAt + s.timeoutMs - this.clock.now();
       if (left > 0) this.arm(s, left);
       else this.settle(s, s.delivery, 'timeout', `no answer within ${s.timeoutMs} ms`);
     }, ms);
-    if (!(s.required && this.drainGate)) s.timer.unref?.();
+    if (!(s.required && this.drainGate)) setRef(s.timer, false);
   }
 
   private fail(s: Sub, env: Envelope, reason: DeliveryError['reason'], cause: unknown): void {
@@ -332,7 +336,7 @@ export class SubscriberHub {
     if (!s.open) return;
     s.open = false;
     s.queue.clear();
-    clearTimeout(s.timer);
+    if (s.timer !== undefined) this.clock.clearTimeout(s.timer);
     s.timer = undefined;
     s.delivery = 0;
     s.current = undefined;

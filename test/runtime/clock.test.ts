@@ -55,6 +55,33 @@ describe("the runtime's clock", () => {
     await runtime.close();
   });
 
+  it("times a subscriber's delivery out on the injected clock: a hung required listener holds the run until that clock moves", async () => {
+    const clock = new SimulatedClock();
+    clock.set(Date.now());
+    const runtime = createRuntime({ store: memoryStore(), clock, model: scriptedModel(['hi']) });
+    const s = await runtime.openSession('s');
+    const got: string[] = [];
+    s.subscribe(
+      (e) => {
+        got.push(e.event.type);
+        if (got.length === 1) return new Promise<void>(() => {}); // never answers
+      },
+      { required: true, name: 'audit', capacity: 1, deliveryTimeoutMs: 60_000 },
+    );
+    let done = false;
+    const running = s.execute({ kind: 'prompt', runId: 'r1', attemptId: 'a1', message: 'go' }).finally(() => (done = true));
+    await new Promise((r) => setTimeout(r, 50)); // real time passes: the simulated clock has not moved
+    expect(done).toBe(false);
+    expect(got).toEqual(['run_start']);
+    clock.increment(60_000);
+    await Promise.race([running, new Promise((r) => setTimeout(r, 5_000))]); // not the 60 s of real time
+    expect(done).toBe(true);
+    const r = await running;
+    expect(r.status).toBe('succeeded');
+    expect(r.deliveryErrors).toEqual([expect.objectContaining({ consumer: 'audit', reason: 'timeout', seq: 1 })]);
+    await runtime.close();
+  });
+
   it('stamps approval deadlines with the injected clock', async () => {
     const clock = new SimulatedClock();
     clock.set(1_000_000);

@@ -1,42 +1,13 @@
-import { Subject } from 'rxjs';
+import { SimulatedClock } from 'xstate';
 import { afterEach,describe,expect,it,vi } from 'vitest';
 import { isStoreClosedError,isValidationError } from '../../src/contracts/errors.js';
-import { type Envelope } from '../../src/index.js';
 import { SubscriberHub,type DeliveryError } from '../../src/streams/subscribers.js';
-import { deferred } from '../helpers/drafts.js';
-
-const env = (seq: number, runId = 'r1', attemptId = 'a1'): Envelope => ({ runId, attemptId, seq, event: { type: 'step_start', step: seq } });
-
-/** Lets queued microtasks and promise callbacks run (setImmediate is never faked here). */
-const settle = () => new Promise<void>((r) => setImmediate(r));
-
-/** Tracks whether a promise has settled, without awaiting it. */
-function track(p: Promise<void>) {
-  const t = { done: false };
-  void p.then(() => (t.done = true));
-  return t;
-}
-
-/** A listener whose deliveries finish only when the test says so. */
-function gatedListener() {
-  const seen: number[] = [];
-  const gates: Array<ReturnType<typeof deferred<void>>> = [];
-  let inFlight = 0;
-  let maxInFlight = 0;
-  const listener = (e: Envelope) => {
-    seen.push(e.seq);
-    inFlight++;
-    maxInFlight = Math.max(maxInFlight, inFlight);
-    const d = deferred<void>();
-    gates.push(d);
-    return d.promise.finally(() => inFlight--);
-  };
-  return { listener, seen, gates, maxInFlight: () => maxInFlight };
-}
+import { env,gatedListener,settle,track } from '../helpers/hub.js';
 
 afterEach(() => {
   vi.useRealTimers();
 });
+
 
 describe('SubscriberHub: options', () => {
   it('rejects bad options and listeners with a ValidationError', () => {
@@ -142,7 +113,7 @@ describe('SubscriberHub: non-required subscribers', () => {
   });
 
   it('a listener slower than deliveryTimeoutMs times out and is closed', async () => {
-    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'Date'] });
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'Date'] }); // the default clock: Date.now and the global timers
     const hub = new SubscriberHub();
     const g = gatedListener();
     hub.subscribe(g.listener, { name: 'sluggish', deliveryTimeoutMs: 500 });
@@ -156,6 +127,27 @@ describe('SubscriberHub: non-required subscribers', () => {
     g.gates[0]!.resolve();
     await settle();
     expect(g.seen).toEqual([1]);
+  });
+
+  it("times a delivery out on the hub's clock, deliveryTimeoutMs after that delivery started", async () => {
+    const clock = new SimulatedClock();
+    const hub = new SubscriberHub({ clock });
+    const g = gatedListener();
+    hub.subscribe(g.listener, { name: 'sluggish', deliveryTimeoutMs: 500 });
+    await hub.publish(env(1));
+    await hub.publish(env(2));
+    await settle();
+    clock.increment(300);
+    g.gates[0]!.resolve(); // 2 goes out at 300 ms
+    await settle();
+    expect(g.seen).toEqual([1, 2]);
+    clock.increment(200); // 1's deadline: 2 is only 200 ms into its delivery
+    clock.increment(299);
+    expect(hub.takeErrors()).toEqual([]);
+    expect(hub.size).toBe(1);
+    clock.increment(1);
+    expect(hub.takeErrors()).toMatchObject([{ consumer: 'sluggish', seq: 2, reason: 'timeout', message: 'no answer within 500 ms' }]);
+    expect(hub.size).toBe(0);
   });
 
   it('a slow subscriber never delays publish', async () => {
@@ -175,7 +167,8 @@ describe('SubscriberHub: non-required subscribers', () => {
   });
 
   it('unsubscribe during a delivery stops deliveries and reports nothing', async () => {
-    const hub = new SubscriberHub();
+    const clock = new SimulatedClock();
+    const hub = new SubscriberHub({ clock });
     const g = gatedListener();
     const off = hub.subscribe(g.listener, { name: 'leaver', deliveryTimeoutMs: 50 });
     await hub.publish(env(1));
@@ -186,7 +179,8 @@ describe('SubscriberHub: non-required subscribers', () => {
     off();
     g.gates[0]!.reject(new Error('ignored'));
     await hub.publish(env(3));
-    await new Promise((r) => setTimeout(r, 80));
+    clock.increment(80); // past the delivery timeout
+    await settle();
     expect(g.seen).toEqual([1]);
     expect(hub.takeErrors()).toEqual([]);
     expect(hub.size).toBe(0);
@@ -206,137 +200,6 @@ describe('SubscriberHub: non-required subscribers', () => {
   });
 });
 
-describe('SubscriberHub: required subscribers', () => {
-  it('makes publish wait for room and delivers every envelope in order', async () => {
-    const hub = new SubscriberHub();
-    const g = gatedListener();
-    hub.subscribe(g.listener, { name: 'audit', required: true, capacity: 2 });
-    await hub.publish(env(1)); // in flight
-    await hub.publish(env(2)); // queued
-    await hub.publish(env(3)); // queued: the queue is full
-    const p4 = track(hub.publish(env(4)));
-    const p5 = track(hub.publish(env(5)));
-    await settle();
-    expect(p4.done).toBe(false);
-    expect(p5.done).toBe(false);
-    expect(g.seen).toEqual([1]);
-
-    g.gates[0]!.resolve(); // 2 goes in flight: room for 4
-    await settle();
-    expect(p4.done).toBe(true);
-    expect(p5.done).toBe(false);
-
-    for (let i = 1; i <= 4; i++) {
-      g.gates[i]!.resolve();
-      await settle();
-    }
-    expect(p5.done).toBe(true);
-    await hub.whenIdle();
-    expect(g.seen).toEqual([1, 2, 3, 4, 5]);
-    expect(g.maxInFlight()).toBe(1);
-    expect(hub.takeErrors()).toEqual([]);
-  });
-
-  it('a non-required subscriber keeps receiving while a required one holds publish', async () => {
-    const hub = new SubscriberHub();
-    const g = gatedListener();
-    const other: number[] = [];
-    hub.subscribe(g.listener, { required: true, capacity: 1 });
-    hub.subscribe((e) => void other.push(e.seq));
-    await hub.publish(env(1));
-    await hub.publish(env(2));
-    const p3 = track(hub.publish(env(3)));
-    await settle();
-    expect(p3.done).toBe(false);
-    expect(other).toEqual([1, 2]);
-    g.gates[0]!.resolve();
-    await settle();
-    expect(p3.done).toBe(true);
-    expect(other).toEqual([1, 2, 3]);
-  });
-
-  it('reports a throwing or timed-out required listener and keeps delivering to it', async () => {
-    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'Date'] });
-    const hub = new SubscriberHub();
-    const seen: number[] = [];
-    const hang = deferred();
-    hub.subscribe(
-      (e) => {
-        seen.push(e.seq);
-        if (e.seq === 1) throw new Error('bad one');
-        if (e.seq === 2) return hang.promise;
-      },
-      { name: 'ledger', required: true, capacity: 8, deliveryTimeoutMs: 100 },
-    );
-    for (let i = 1; i <= 4; i++) await hub.publish(env(i));
-    await settle();
-    expect(seen).toEqual([1, 2]);
-    await vi.advanceTimersByTimeAsync(100);
-    await hub.whenIdle();
-    expect(seen).toEqual([1, 2, 3, 4]);
-    hang.reject(new Error('too late'));
-    await settle();
-    expect(hub.size).toBe(1);
-    expect(hub.takeErrors().map((e) => [e.consumer, e.seq, e.reason])).toEqual([
-      ['ledger', 1, 'error'],
-      ['ledger', 2, 'timeout'],
-    ]);
-  });
-
-  it('unsubscribing a full required subscriber releases a waiting publish', async () => {
-    const hub = new SubscriberHub();
-    const g = gatedListener();
-    const off = hub.subscribe(g.listener, { required: true, capacity: 1 });
-    await hub.publish(env(1));
-    await hub.publish(env(2));
-    const p3 = track(hub.publish(env(3)));
-    await settle();
-    expect(p3.done).toBe(false);
-    off();
-    await settle();
-    expect(p3.done).toBe(true);
-    expect(g.seen).toEqual([1]);
-    expect(hub.takeErrors()).toEqual([]);
-  });
-
-  it('close releases a waiting publish and drops subscribers silently', async () => {
-    const hub = new SubscriberHub();
-    const g = gatedListener();
-    hub.subscribe(g.listener, { required: true, capacity: 1 });
-    await hub.publish(env(1));
-    await hub.publish(env(2));
-    const p3 = track(hub.publish(env(3)));
-    hub.close();
-    await settle();
-    expect(p3.done).toBe(true);
-    expect(hub.size).toBe(0);
-    expect(g.seen).toEqual([1]);
-    expect(hub.takeErrors()).toEqual([]);
-  });
-
-  it('offer from an attached source queues for required subscribers and whenWritable waits for room', async () => {
-    const hub = new SubscriberHub();
-    const source = new Subject<Envelope>();
-    const g = gatedListener();
-    hub.subscribe(g.listener, { required: true, capacity: 1 });
-    hub.attach(source);
-    for (let i = 1; i <= 3; i++) source.next(env(i)); // a synchronous source cannot wait
-    const writable = track(hub.whenWritable());
-    await settle();
-    expect(writable.done).toBe(false);
-    for (let i = 0; i < 3; i++) {
-      g.gates[i]!.resolve();
-      await settle();
-    }
-    expect(writable.done).toBe(true);
-    await hub.whenIdle();
-    expect(g.seen).toEqual([1, 2, 3]);
-    hub.close();
-    source.next(env(4));
-    await settle();
-    expect(g.seen).toEqual([1, 2, 3]);
-  });
-});
 
 describe('SubscriberHub: collecting delivery errors', () => {
   it('takes the errors of one attempt, leaves the others, and emits each on errors$', async () => {
@@ -398,28 +261,5 @@ describe('SubscriberHub: capacity', () => {
     hub.offer(env(4));
     hub.offer(env(5));
     expect(hub.takeErrors()).toMatchObject([{ consumer: 'fast', seq: 5, reason: 'closed' }]);
-  });
-});
-
-describe('SubscriberHub: whenRequiredDrained', () => {
-  it('whenRequiredDrained waits until required queues are handed to their listeners, not for optional ones', async () => {
-    const hub = new SubscriberHub();
-    const gate = deferred();
-    const stuck = deferred();
-    const got: number[] = [];
-    hub.subscribe(async (e) => { got.push(e.seq); await gate.promise; }, { required: true });
-    hub.subscribe(() => stuck.promise, { name: 'slow-optional', deliveryTimeoutMs: 60_000 });
-    hub.offer(env(1));
-    hub.offer(env(2));
-    let done = false;
-    void hub.whenRequiredDrained().then(() => (done = true));
-    await settle();
-    expect(got).toEqual([1]);
-    expect(done).toBe(false);
-    gate.resolve();
-    await settle();
-    expect(got).toEqual([1, 2]);
-    expect(done).toBe(true);
-    hub.close();
   });
 });

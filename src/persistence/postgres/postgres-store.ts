@@ -277,8 +277,7 @@ class PostgresEventStore implements EventStore, PostgresStoreExtras {
   }
 
   async loadSurface(sessionId: string): Promise<EventRecord[]> {
-    const head = await this.getHead(sessionId);
-    return head ? surfaceOf(this.readEvents(sessionId, { fromSeq: head.surfaceStartSeq, toSeq: head.lastSeq })) : [];
+    return surfaceOf(this, sessionId);
   }
 
   async getHead(sessionId: string): Promise<SessionHead | undefined> {
