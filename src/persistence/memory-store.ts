@@ -30,11 +30,21 @@ class MemoryTxn implements LogTxn {
     this.heads.set(h.sessionId, h);
   }
   putEvent(r: EventRecord, text: string) {
-    this.events.push({ sessionId: r.sessionId, text });
+    this.events.push({ sessionId: r.sessionId, text: flat(text) });
   }
   putEventId(sid: string, id: string, seq: number) {
     this.ids.push([sid, id, seq]);
   }
+}
+
+/**
+ * `text` as one flat string. A record's text is built by concatenation (encodeRecord), which V8
+ * keeps as a rope of its parts: 2–3 times the flat size, kept for as long as the store keeps the
+ * record. Reading a character flattens it in place (V8's String::Flatten).
+ */
+function flat(text: string): string {
+  void text.charCodeAt(0);
+  return text;
 }
 
 interface SessionData {
