@@ -36,7 +36,7 @@ export type { AttachResult, EventStore, ReadRange } from './persistence/event-st
 export { SessionHead } from './persistence/head.js';
 
 export { defineTool } from './tools/define-tool.js';
-export type { AnyTool, ToolContext, ToolDefinition, ToolOptions, ToolReturn } from './tools/define-tool.js';
+export type { AnyTool, ToolContext, ToolDefinition, ToolList, ToolOptions, ToolReturn } from './tools/define-tool.js';
 export type { JsonValue } from './contracts/json.js';
 export { mcpTools, IDEMPOTENCY_META_KEY } from './tools/mcp-tools.js';
 export type { McpToolsOptions, McpReconcileCall } from './tools/mcp-tools.js';

@@ -30,6 +30,7 @@ import { StopRequests } from './stop-requests.js';
 import { RunControl } from './run-control.js';
 import { SessionRecords } from './session-records.js';
 import { settleAttempt } from './settle-attempt.js';
+import { offerTools } from './tool-set.js';
 import { turnContextOf, type TurnContext } from './turn-context.js';
 
 export type { SessionSnapshot, SessionStatus } from './session-view.js';
@@ -53,11 +54,8 @@ export class ExecutionSession {
   private readonly store: EventStore;
   private readonly options: ResolvedRuntimeOptions;
   private readonly stream: EnvelopeStream;
-  private readonly profile: () => string;
-  /** The execution-profile fingerprint now (it follows the tools' revisions, e.g. an MCP server's list). */
-  private get fingerprint(): string {
-    return this.profile();
-  }
+  /** Offers the attempt that starts now the tools as they are now; returns its execution-profile fingerprint. */
+  private readonly offerTools: () => string;
   private readonly isKilled: () => boolean;
   private readonly inputs: InputQueue;
   private readonly desk: InputDesk;
@@ -80,7 +78,7 @@ export class ExecutionSession {
     this.store = d.store;
     this.options = d.options;
     this.stream = d.stream;
-    this.profile = d.fingerprint;
+    this.offerTools = () => offerTools(d.env, d.toolSet);
     this.isKilled = d.isKilled;
     this.lastTurn = d.lastTurn;
     this.inputs = new InputQueue(d.inputs);
@@ -89,7 +87,7 @@ export class ExecutionSession {
     this.runs = new OpenRunTracker(d.store, d.sessionId, d.openRun);
     this.records = new SessionRecords(d.sessionId, d.env, this.runs, d.stateContext);
     const { sessionId, store, env, options } = d;
-    this.attemptSession = { sessionId, store, env, options, fingerprint: d.fingerprint, runs: this.runs, lastTurn: () => this.lastTurn, closed: () => this.closed, isKilled: () => this.isKilled(), assertNewRunId: (runId) => this.assertNewRunId(runId, 'runId', 'session.execute'), settledResult: (r) => (this.lastResult = r) };
+    this.attemptSession = { sessionId, store, env, options, offerTools: () => this.offerTools(), runs: this.runs, lastTurn: () => this.lastTurn, closed: () => this.closed, isKilled: () => this.isKilled(), assertNewRunId: (runId) => this.assertNewRunId(runId, 'runId', 'session.execute'), settledResult: (r) => (this.lastResult = r) };
     this.env.takeSteers = () => this.inputs.takeSteers().map((i) => ({ inputId: i.inputId, messages: i.messages }));
     this.hub = new SubscriberHub({ clock: d.env.clock });
     this.hub.attach(this.stream.events$);
@@ -98,7 +96,7 @@ export class ExecutionSession {
     const settling = { hub: this.hub, callers: this.callers, runs: this.runs, writer: d.env.writer, stream: d.stream, settled: (r: ExecutionResult) => (this.lastResult = r) };
     const work = { prepare: (i: PrepareInput) => this.prepare(i), settle: (r: ExecutionResult) => settleAttempt(settling, r), close: () => this.closeWork() };
     this.actor = createSessionActor(d.env, work, { sessionId: d.sessionId, sessionInstanceId: d.sessionInstanceId, writerEpoch: d.writerEpoch, ...(openRun ? { openRun } : {}) }, d.options.inspect);
-    const stops = new StopRequests(d.sessionId, d.sessionInstanceId, d.fingerprint, d.store, d.env.writer);
+    const stops = new StopRequests(d.sessionId, d.sessionInstanceId, () => d.toolSet().fingerprint, d.store, d.env.writer);
     this.control = new RunControl({ phase: () => this.phase, current: () => this.current, send: (e) => this.actor.send(e) }, d.env.writer, stops, this.runs);
     this.actor.on('session.rested', ({ result }) => this.rested(result));
     this.actor.on('attempt.answered', ({ token, result }) => this.callers.answer(token, result));
@@ -213,7 +211,7 @@ export class ExecutionSession {
     if (input.kind === 'prompt' || input.kind === 'follow_up') this.lastTurn = input.turn;
     // the context a run *started* from: a respond or continue attempt keeps its run's entry
     if (input.kind === 'prompt' || input.kind === 'follow_up' || !this.turnContexts.has(input.runId)) {
-      this.turnContexts.set(input.runId, turnContextOf(input, this.env, this.options.systemPrompt, this.fingerprint));
+      this.turnContexts.set(input.runId, turnContextOf(input, this.env, this.options.systemPrompt, input.executionProfileFingerprint));
     }
     this.stream.runId = input.runId;
     this.stream.attemptId = input.attemptId;
@@ -236,7 +234,7 @@ export class ExecutionSession {
     if (this.closed || this.runs.blocking || this.isKilled() || this.phase === 'fenced') return false;
     const f = this.inputs.takeFollowUp();
     if (!f) return false;
-    const run = followUpInput(f, { fingerprint: this.fingerprint, options: this.options, now: this.env.clock.now(), lastTurn: this.lastTurn });
+    const run = followUpInput(f, { fingerprint: this.offerTools(), options: this.options, now: this.env.clock.now(), lastTurn: this.lastTurn });
     this.begin(run);
     this.actor.send({ type: 'START', run });
     return true;

@@ -15,8 +15,8 @@ export interface AttemptSession {
   store: EventStore;
   env: SessionServices;
   options: ResolvedRuntimeOptions;
-  /** The execution-profile fingerprint now. */
-  fingerprint(): string;
+  /** Offers the attempt the tools as they are now (a live list's); returns its execution-profile fingerprint. */
+  offerTools(): string;
   runs: OpenRunTracker;
   lastTurn(): number;
   closed(): boolean;
@@ -54,7 +54,7 @@ export async function prepareAttempt(s: AttemptSession, req: IdentifiedRequest):
     return {
       run: attemptInput(req, {
         sessionId: s.sessionId,
-        fingerprint: s.fingerprint(),
+        fingerprint: s.offerTools(),
         options: s.options,
         now: s.env.clock.now(),
         openRun,

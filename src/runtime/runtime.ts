@@ -17,6 +17,7 @@ import { SessionProjection } from '../persistence/projection.js';
 import { committedEnvelopes } from '../streams/committed-envelopes.js';
 import type { SessionServices } from '../actors/session-services.js';
 import { RuntimeOptions, type ResolvedRuntimeOptions } from './options.js';
+import { toolSets } from './tool-set.js';
 import { estimateTokens, sha256, Surface } from '../persistence/surface.js';
 import type { Message } from '../contracts/message.js';
 import { resolveTracing, SessionTracer } from './tracing.js';
@@ -92,16 +93,9 @@ export function createRuntime(options: RuntimeOptions): Runtime {
   const tracing = resolveTracing(o.tracing);
   const store = o.store ?? lmdbStore({ path: './.actorloop' });
   const tools = o.askUser ? [...o.tools, askUserTool] : o.tools;
-  const toolSpecs = tools.map((t) => t.spec);
-  const toolCatalog = tools.map((t) => ({ ...t.spec, mode: t.mode, resources: Array.isArray(t.resources) ? t.resources : 'dynamic' }));
   const prefix: Message[] = [...(o.systemPrompt !== undefined ? [{ role: 'system' as const, content: o.systemPrompt }] : []), ...o.bootstrapMessages];
-  const baseFingerprint = sha256(
-    canonicalJson({ modelId: o.model.modelId, systemPrompt: o.systemPrompt ?? null, bootstrapMessages: o.bootstrapMessages, tools: toolCatalog, config: o.config, budget: o.budget }),
-  );
-  // tools whose provider can change what it offers (an MCP server's list): their revisions now
-  const revisioned = tools.filter((t) => typeof t.revision === 'function');
-  const fingerprint = () =>
-    revisioned.length === 0 ? baseFingerprint : sha256(canonicalJson({ profile: baseFingerprint, revisions: revisioned.map((t) => [t.name, t.revision!()]) }));
+  // the tools (a live list's as it is now) and the execution profile of an attempt starting now
+  const toolSet = toolSets(tools, { modelId: o.model.modelId, systemPrompt: o.systemPrompt ?? null, bootstrapMessages: o.bootstrapMessages, config: o.config, budget: o.budget });
   const sessions = new Set<ExecutionSession>();
   const opened$ = new Subject<ExecutionSession>();
   let closed = false;
@@ -150,7 +144,7 @@ export function createRuntime(options: RuntimeOptions): Runtime {
       return serve({ open: (sid, internals) => (runtime.openSession as (id: string, i: OpenInternals) => Promise<ExecutionSession>)(sid, internals), store, work: workOf(store, 'runtime.serve'), inboxFor, isKilled: () => killed }, options);
     },
     get executionProfileFingerprint() {
-      return fingerprint();
+      return toolSet().fingerprint;
     },
     async openSession(sessionId: string, internal?: OpenInternals) {
       parseInput(z.string().min(1).max(400), sessionId, 'openSession: sessionId');
@@ -175,15 +169,16 @@ export function createRuntime(options: RuntimeOptions): Runtime {
         ...(o.ids ? { eventId: () => o.ids!.eventId() } : {}),
       });
       if (internal?.guard) writer.guard = internal.guard;
+      const offered = toolSet();
       const env: SessionServices = {
         sessionId,
         sessionInstanceId,
         writer,
         surface: projection.surface,
         model: o.model,
-        tools: new Map(tools.map((t) => [t.name, t])),
-        toolSpecs,
-        toolCatalogDigest: sha256(canonicalJson(toolCatalog)),
+        tools: offered.tools,
+        toolSpecs: offered.specs,
+        toolCatalogDigest: offered.catalogDigest,
         prefix,
         prefixDigest: sha256(canonicalJson(prefix)),
         prefixTokens: prefix.reduce((n, m) => n + estimateTokens(m), 0),
@@ -201,7 +196,7 @@ export function createRuntime(options: RuntimeOptions): Runtime {
         backpressure: async () => {},
         emit: (event, logSeq) => stream.publish(event, logSeq),
       };
-      const tracer = tracing ? new SessionTracer(tracing, sessionId, store, o.clock, env.tools, () => writer.lastSeq) : undefined;
+      const tracer = tracing ? new SessionTracer(tracing, sessionId, store, o.clock, () => env.tools, () => writer.lastSeq) : undefined;
       if (tracer) {
         env.tracer = tracer;
         env.model = tracer.traceModel(o.model);
@@ -225,7 +220,7 @@ export function createRuntime(options: RuntimeOptions): Runtime {
         store,
         options: o as ResolvedRuntimeOptions,
         stream,
-        fingerprint,
+        toolSet,
         ...(openRun ? { openRun } : {}),
         recovery,
         inputs,

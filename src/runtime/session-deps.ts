@@ -5,6 +5,7 @@ import type { OpenRunState } from '../persistence/open-run.js';
 import type { EnvelopeStream } from '../streams/envelopes.js';
 import type { QueuedInput } from './input-queue.js';
 import type { ResolvedRuntimeOptions } from './options.js';
+import type { ToolSet } from './tool-set.js';
 
 /** What `openSession` hands a new ExecutionSession. */
 export interface SessionDeps {
@@ -16,8 +17,8 @@ export interface SessionDeps {
   store: EventStore;
   options: ResolvedRuntimeOptions;
   stream: EnvelopeStream;
-  /** The execution-profile fingerprint now (it follows the tools' revisions, e.g. an MCP server's list). */
-  fingerprint: () => string;
+  /** The tools of an attempt starting now (a live list's, e.g. an MCP server's, as it is now) and its execution-profile fingerprint. */
+  toolSet: () => ToolSet;
   openRun?: OpenRunState;
   recovery: RecoveryOutcome;
   inputs: QueuedInput[];

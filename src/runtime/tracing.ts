@@ -95,7 +95,8 @@ export class SessionTracer implements RunTracer {
     private readonly sessionId: string,
     private readonly store: EventStore,
     private readonly clock: Clock,
-    private readonly tools: ReadonlyMap<string, AnyTool>,
+    /** The tools of the attempt under way (a live list's tools change between attempts). */
+    private readonly tools: () => ReadonlyMap<string, AnyTool>,
     private readonly lastSeq: () => number,
   ) {}
 
@@ -181,7 +182,7 @@ export class SessionTracer implements RunTracer {
         this.endStep(a, now);
         break;
       case 'tool_start': {
-        const tool = this.tools.get(ev.name);
+        const tool = this.tools().get(ev.name);
         const attributes: Attributes = {
           ...a.base,
           'gen_ai.operation.name': 'execute_tool',
@@ -203,7 +204,7 @@ export class SessionTracer implements RunTracer {
           // a call that never started (skipped, denied, recovered): a span of no length
           span = this.t.tracer.startSpan(
             `execute_tool ${ev.name}`,
-            { kind: KIND_INTERNAL, startTime: end, attributes: { ...a.base, 'gen_ai.operation.name': 'execute_tool', 'gen_ai.tool.name': ev.name, 'gen_ai.tool.call.id': ev.callId, 'gen_ai.tool.type': 'function', 'actorloop.tool.mode': this.tools.get(ev.name)?.mode ?? 'exclusive', 'actorloop.log.seq': this.lastSeq() } },
+            { kind: KIND_INTERNAL, startTime: end, attributes: { ...a.base, 'gen_ai.operation.name': 'execute_tool', 'gen_ai.tool.name': ev.name, 'gen_ai.tool.call.id': ev.callId, 'gen_ai.tool.type': 'function', 'actorloop.tool.mode': this.tools().get(ev.name)?.mode ?? 'exclusive', 'actorloop.log.seq': this.lastSeq() } },
             a.step?.ctx ?? a.ctx,
           );
         }

@@ -49,6 +49,24 @@ export interface ToolDefinition<A = unknown> {
    * Contract: called synchronously when an attempt starts; must not throw.
    */
   revision?(): string;
+  /**
+   * The live list this tool came from (an MCP server's tools). Each attempt is offered the
+   * list's tools as they are when it starts, in place of the tools of that list you passed: a
+   * tool the list gained is offered, one it lost is not, a changed one is offered as it is now.
+   */
+  readonly list?: ToolList;
+}
+
+/**
+ * A list of tools that can change while the runtime runs (`mcpTools` makes one per server). A
+ * running attempt keeps the tools it was offered; the next attempt gets the list as it is then.
+ */
+export interface ToolList {
+  /**
+   * The tools offered now (an array kept while the list is unchanged).
+   * Contract: called synchronously when an attempt starts; must not throw.
+   */
+  tools(): readonly AnyTool[];
 }
 
 /** A tool of any argument type (what runtimes and catalogs hold). */

@@ -37,6 +37,8 @@ export interface McpClientLike {
   close(): Promise<void>;
   onclose?: (() => void) | undefined;
   onerror?: ((error: Error) => void) | undefined;
+  /** The SDK's, used with its `ToolListChangedNotificationSchema` to hear `notifications/tools/list_changed`. */
+  setNotificationHandler?(schema: never, handler: (notification: never) => void | Promise<void>): void;
 }
 
 /** A structural `jsonSchemaValidator` of the SDK (`@modelcontextprotocol/sdk/validation`). */

@@ -6,18 +6,29 @@ export interface Link {
   client: McpClientLike;
   dropped: Promise<never>;
   isDropped(): boolean;
+  /** The server announced a change of its tool list (`notifications/tools/list_changed`) not read yet. */
+  listChanged: boolean;
 }
+
+const LIST_CHANGED = 'notifications/tools/list_changed';
 
 /**
  * The adapter's connection to one MCP server: connects (through the factory) when first used and
- * again after a drop, and keeps the tool list the server gave at the newest connect, with its
- * revision (a digest that changes when the list changes).
+ * again after a drop, and keeps the tool list the server gave last, with its revision (a digest
+ * that changes when the list changes). The list is read at each connect and again whenever the
+ * server announces a change (`notifications/tools/list_changed`), one read at a time.
  */
 export class McpConnection {
   private link?: Link;
   private connecting?: Promise<Link>;
+  /** The link whose list is being read again. */
+  private reading?: Link;
   catalog = new Map<string, McpToolInfo>();
   revision = '';
+  /** Contract: called with every list read (a connect's, or one the server announced); must not throw. */
+  onList?: (tools: McpToolInfo[]) => void;
+  /** Contract: called when a list the server announced cannot be read (the connection still up); must not throw. */
+  onListError?: (error: unknown) => void;
 
   constructor(private readonly source: McpClientLike | (() => Promise<McpClientLike>)) {}
 
@@ -56,12 +67,71 @@ export class McpConnection {
     if (previous) void previous.client.close().catch(() => {});
     const client = typeof this.source === 'function' ? await this.source() : this.source;
     const link = watch(client);
+    // heard before the list is read: a change announced while it is read is read again after
+    onListChanged(client, await listChangedSchema(), () => {
+      link.listChanged = true;
+      this.readAgain(link);
+    });
     const tools = await listAll(client);
-    this.catalog = new Map(tools.map((t) => [t.name, t]));
-    this.revision = catalogRevision(tools);
     this.link = link;
+    this.apply(tools);
+    this.readAgain(link);
     return link;
   }
+
+  private apply(tools: McpToolInfo[]): void {
+    this.catalog = new Map(tools.map((t) => [t.name, t]));
+    this.revision = catalogRevision(tools);
+    this.onList?.(tools);
+  }
+
+  /**
+   * Reads the list of `link`'s server again if it announced a change (while `link` is the live
+   * link; an old link's list is not wanted, a new one's is read when it connects); one read at a
+   * time, and a change announced during a read is read after it.
+   */
+  private readAgain(link: Link): void {
+    if (this.link !== link || this.reading === link || !link.listChanged || link.isDropped()) return;
+    link.listChanged = false;
+    this.reading = link;
+    listAll(link.client)
+      .then((tools) => {
+        if (this.link === link) this.apply(tools);
+      })
+      .catch((e: unknown) => {
+        // a dropped connection's list is read when it connects again
+        if (this.link === link && !link.isDropped()) this.onListError?.(e);
+      })
+      .finally(() => {
+        if (this.reading === link) this.reading = undefined;
+        this.readAgain(link);
+      });
+  }
+}
+
+let listChangedLoad: Promise<unknown> | undefined;
+
+/** The SDK's `ToolListChangedNotificationSchema` (loaded on first use), or undefined without the SDK. */
+function listChangedSchema(): Promise<unknown> {
+  return (listChangedLoad ??= import('@modelcontextprotocol/sdk/types.js').then(
+    (m) => (m as { ToolListChangedNotificationSchema?: unknown }).ToolListChangedNotificationSchema,
+    () => undefined,
+  ));
+}
+
+/**
+ * Hears `notifications/tools/list_changed` on `client`. The SDK keeps one handler per
+ * notification: a handler already set (yours, or the one the Client's `listChanged` option sets)
+ * is called after `heard`. A client without `setNotificationHandler` is never heard.
+ */
+function onListChanged(client: McpClientLike, schema: unknown, heard: () => void): void {
+  if (schema === undefined || typeof client.setNotificationHandler !== 'function') return;
+  const handlers = (client as { _notificationHandlers?: unknown })._notificationHandlers;
+  const previous = handlers instanceof Map ? (handlers.get(LIST_CHANGED) as ((n: unknown) => unknown) | undefined) : undefined;
+  client.setNotificationHandler(schema as never, (notification: never) => {
+    heard();
+    return typeof previous === 'function' ? (previous(notification) as Promise<void> | void) : undefined;
+  });
 }
 
 /** Every page of `tools/list`. */
@@ -112,5 +182,5 @@ function watch(client: McpClientLike): Link {
     if (/SSE stream disconnected|terminated|ECONNRESET|socket hang up/i.test(e?.message ?? '')) drop(`the connection to the MCP server broke: ${e.message}`);
     prevError?.(e);
   };
-  return { client, dropped: droppedP, isDropped: () => dropped };
+  return { client, dropped: droppedP, isDropped: () => dropped, listChanged: false };
 }

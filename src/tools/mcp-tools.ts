@@ -3,7 +3,7 @@ import { ValidationError } from '../contracts/errors.js';
 import type { ToolOutcomeInput } from '../contracts/tools.js';
 import { parseInput } from '../contracts/validate.js';
 import { timerMs } from '../contracts/config.js';
-import type { AnyTool, ToolContext, ToolDefinition } from './define-tool.js';
+import type { AnyTool, ToolContext, ToolDefinition, ToolList } from './define-tool.js';
 import { classifyFailure, type JsonSchemaValidatorLike, type McpCallResult, type McpClientLike, type McpToolInfo } from './mcp-client.js';
 import { McpConnection, type Link } from './mcp-connection.js';
 
@@ -44,6 +44,14 @@ export interface McpToolsOptions {
   reconcile?(call: McpReconcileCall, ctx: ToolContext): Promise<ToolOutcomeInput | undefined> | ToolOutcomeInput | undefined;
   /** A JSON Schema validator (the SDK's `jsonSchemaValidator` shape); default the SDK's Ajv one. */
   validator?: JsonSchemaValidatorLike;
+  /**
+   * Contract: called when a tool list read after the first (the server announced a change, or the
+   * adapter reconnected) is refused — a ValidationError naming each bad tool: until a good list
+   * comes, attempts that start are offered none of this server's tools — or when a list the server
+   * announced cannot be read (the tools stay as they were). Never for the first list (`mcpTools`
+   * throws that). May throw: the throw is ignored.
+   */
+  onListError?(error: Error): void;
 }
 
 const Options = z.strictObject({
@@ -56,6 +64,7 @@ const Options = z.strictObject({
   needsApproval: z.array(z.string()).default([]),
   reconcile: z.custom<NonNullable<McpToolsOptions['reconcile']>>((v) => typeof v === 'function', 'a function').optional(),
   validator: z.custom<JsonSchemaValidatorLike>((v) => typeof (v as JsonSchemaValidatorLike | undefined)?.getValidator === 'function', 'a validator: { getValidator(schema) }').optional(),
+  onListError: z.custom<NonNullable<McpToolsOptions['onListError']>>((v) => typeof v === 'function', 'a function').optional(),
 });
 
 const isClient = (v: unknown): v is McpClientLike =>
@@ -75,6 +84,11 @@ const NAME = /^[a-zA-Z0-9_-]{1,64}$/;
  * An exclusive call whose connection drops mid-call is never sent again: `reconcile` is asked,
  * else it is `uncertain-hanging`. A tool whose schema cannot be compiled refuses the whole set
  * (ValidationError naming it).
+ *
+ * The tools follow the server's list: when the server announces a change
+ * (`notifications/tools/list_changed`) or the adapter reconnects, the list is read again, and
+ * each attempt that starts afterwards is offered the tools as they are then (and records the new
+ * execution-profile fingerprint); an attempt under way keeps the tools it was offered.
  * @example
  * const client = new Client({ name: 'app', version: '1.0.0' })
  * await client.connect(new StdioClientTransport({ command: 'node', args: ['server.js'] }))
@@ -88,28 +102,84 @@ export async function mcpTools(client: McpClientLike | (() => Promise<McpClientL
   const validator = o.validator ?? (await defaultValidator());
   const conn = new McpConnection(client);
   await conn.get();
-  const listed = [...conn.catalog.values()].filter((t) => o.include === undefined || o.include.includes(t.name));
-  const missing = (o.include ?? []).filter((n) => !conn.catalog.has(n));
-  const issues: { path: (string | number)[]; message: string }[] = missing.map((n) => ({ path: ['include'], message: `the server lists no tool named ${n}` }));
-  const tools: AnyTool[] = [];
-  for (const info of listed) {
-    const name = o.prefix + info.name;
-    if (!NAME.test(name)) {
-      issues.push({ path: ['tools', info.name], message: `the name ${name} does not fit the providers' rule (letters, digits, _ and -, at most 64): leave the tool out with include, or change prefix` });
-      continue;
-    }
-    const check = compile(validator, info);
-    if (typeof check === 'string') {
-      issues.push({ path: ['tools', info.name, 'inputSchema'], message: check });
-      continue;
-    }
-    tools.push(toolFor(info, name, check, conn, o));
-  }
+  const list = new McpToolList(conn, validator, o);
+  const issues = list.build([...conn.catalog.values()], true);
   if (issues.length > 0) {
     await conn.close();
     throw new ValidationError('mcpTools', issues);
   }
-  return tools;
+  const reportError = (e: Error) => {
+    try {
+      o.onListError?.(e);
+    } catch {
+      // the app's hook failing changes nothing here
+    }
+  };
+  conn.onList = (tools) => {
+    const refused = list.build(tools, false);
+    if (refused.length > 0) reportError(new ValidationError('mcpTools (a tool list read again)', refused));
+  };
+  conn.onListError = (e) => reportError(e instanceof Error ? e : new Error(String(e)));
+  return [...list.tools()];
+}
+
+type Issue = { path: (string | number)[]; message: string };
+
+/**
+ * The server's tools as tool definitions, built again from every list the connection reads. A
+ * tool listed unchanged keeps its definition; a refused list offers no tools (never a partial list).
+ */
+class McpToolList implements ToolList {
+  private offered: readonly AnyTool[] = [];
+  /** The definitions offered, by what was listed of them. */
+  private byListing = new Map<string, AnyTool>();
+
+  constructor(
+    private readonly conn: McpConnection,
+    private readonly validator: JsonSchemaValidatorLike,
+    private readonly o: Resolved,
+  ) {}
+
+  tools(): readonly AnyTool[] {
+    return this.offered;
+  }
+
+  /** Offers the tools of `listed`, or none (returning why) if one is refused; `first`: a name in `include` must be listed. */
+  build(listed: readonly McpToolInfo[], first: boolean): Issue[] {
+    const { o } = this;
+    const names = new Set(listed.map((t) => t.name));
+    const issues: Issue[] = first ? (o.include ?? []).filter((n) => !names.has(n)).map((n) => ({ path: ['include'], message: `the server lists no tool named ${n}` })) : [];
+    const tools: AnyTool[] = [];
+    const byListing = new Map<string, AnyTool>();
+    for (const info of listed) {
+      if (o.include !== undefined && !o.include.includes(info.name)) continue;
+      const name = o.prefix + info.name;
+      if (!NAME.test(name)) {
+        issues.push({ path: ['tools', info.name], message: `the name ${name} does not fit the providers' rule (letters, digits, _ and -, at most 64): leave the tool out with include, or change prefix` });
+        continue;
+      }
+      const listing = JSON.stringify([info.name, info.title, info.description, info.inputSchema, info.annotations]);
+      let tool = this.byListing.get(listing);
+      if (!tool) {
+        const check = compile(this.validator, info);
+        if (typeof check === 'string') {
+          issues.push({ path: ['tools', info.name, 'inputSchema'], message: check });
+          continue;
+        }
+        tool = toolFor(info, name, check, this.conn, o, this);
+      }
+      tools.push(tool);
+      byListing.set(listing, tool);
+    }
+    if (issues.length > 0) {
+      this.offered = [];
+      return issues;
+    }
+    const same = tools.length === this.offered.length && tools.every((t, i) => t === this.offered[i]);
+    if (!same) this.offered = tools;
+    this.byListing = byListing;
+    return [];
+  }
 }
 
 type Validate = (input: unknown) => { valid: boolean; errorMessage?: string | undefined };
@@ -138,7 +208,7 @@ async function defaultValidator(): Promise<JsonSchemaValidatorLike> {
 
 type Resolved = z.output<typeof Options>;
 
-function toolFor(info: McpToolInfo, name: string, validate: Validate, conn: McpConnection, o: Resolved): AnyTool {
+function toolFor(info: McpToolInfo, name: string, validate: Validate, conn: McpConnection, o: Resolved, list: ToolList): AnyTool {
   const parallel = o.parallel.includes(info.name) || (o.trustAnnotations && info.annotations?.readOnlyHint === true);
   const schema = { ...info.inputSchema };
   delete schema.$schema;
@@ -171,6 +241,7 @@ function toolFor(info: McpToolInfo, name: string, validate: Validate, conn: McpC
     ...(o.needsApproval.includes(info.name) ? { needsApproval: true } : {}),
     spec: { name, description: info.description ?? info.title ?? info.name, parameters: schema },
     revision: () => conn.revision,
+    list,
     execute: (args, ctx) => callTool(conn, info.name, listedSchema, parallel, args, ctx, o, reconcileWith),
     reconcile: (args, ctx) => reconcileWith(args, ctx),
   };
@@ -202,7 +273,7 @@ async function callTool(
     const now = conn.catalog.get(tool);
     if (!now) return errorResult(`the MCP server no longer offers the tool ${tool} (the call was not sent)`);
     if (JSON.stringify(now.inputSchema) !== listedSchema) {
-      return errorResult(`the MCP server changed the input schema of ${tool} since its tools were listed (the call was not sent); list the tools again`);
+      return errorResult(`the MCP server changed the input schema of ${tool} after this attempt was offered the tool (the call was not sent); the next attempt is offered it as it is now`);
     }
     try {
       const request = link.client.callTool({ name: tool, arguments: args, _meta: { [IDEMPOTENCY_META_KEY]: ctx.idempotencyKey } }, undefined, {

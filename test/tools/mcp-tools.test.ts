@@ -109,6 +109,8 @@ describe('mcpTools over stdio (a real SDK server in a child process)', () => {
     await session.execute({ kind: 'prompt', runId: 'r2', attemptId: 'a1', message: 'again' });
     const starts = (await events(store)).filter((e) => e.type === 'run/start').map((e) => e.payload.executionProfileFingerprint);
     expect(starts).toEqual([before, runtime.executionProfileFingerprint]);
+    // and the next attempt is offered the tool the reconnected server added
+    expect(model.requests.at(-1)!.tools.map((t) => t.name)).toContain('extra');
     await runtime.close();
   });
 

@@ -7,7 +7,10 @@
  * - `slow`: writes `started <key>` to the journal, then waits `ms` (honours cancellation);
  * - `fails`: answers with `isError: true`.
  * `MCP_TEST_VARIANT=changed` adds a tool `extra` (a changed tool list); `=bad` serves a tool whose
- * input schema is not valid JSON Schema.
+ * input schema is not valid JSON Schema; `=live` adds `change_tools`, which changes the list while
+ * the client stays connected (the SDK sends `notifications/tools/list_changed`): `how` = `add`
+ * (a tool `extra`), `remove` (`record`), `reshape` (`add` requires a third number `c`), `break`
+ * (a tool `bad.name`, whose name no provider takes) or `heal` (removes `bad.name`).
  */
 import { appendFileSync } from 'node:fs';
 import { createServer } from 'node:http';
@@ -27,12 +30,12 @@ const keyOf = (extra: { _meta?: Record<string, unknown> }) => String(extra._meta
 
 function makeServer(): McpServer {
   const server = new McpServer({ name: 'actorloop-test', version: '1.0.0' });
-  server.registerTool(
+  const add = server.registerTool(
     'add',
     { description: 'Adds two numbers', inputSchema: { a: z.number(), b: z.number() }, outputSchema: { sum: z.number() }, annotations: { readOnlyHint: true } },
     async ({ a, b }) => ({ content: [{ type: 'text', text: String(a + b) }], structuredContent: { sum: a + b } }),
   );
-  server.registerTool('record', { description: 'Records a note', inputSchema: { note: z.string() } }, async ({ note }, extra) => {
+  const record = server.registerTool('record', { description: 'Records a note', inputSchema: { note: z.string() } }, async ({ note }, extra) => {
     log(`record ${note} ${keyOf(extra)}`);
     return { content: [{ type: 'text', text: `recorded ${note}` }] };
   });
@@ -50,6 +53,19 @@ function makeServer(): McpServer {
   });
   server.registerTool('fails', { description: 'Always fails', inputSchema: {} }, async () => ({ content: [{ type: 'text', text: 'it broke' }], isError: true }));
   if (variant === 'changed') server.registerTool('extra', { description: 'New', inputSchema: {} }, async () => ({ content: [{ type: 'text', text: 'extra' }] }));
+  if (variant === 'live') {
+    let broken: { remove(): void } | undefined;
+    server.registerTool('change_tools', { description: 'Changes the tool list', inputSchema: { how: z.enum(['add', 'remove', 'reshape', 'break', 'heal']) } }, async ({ how }) => {
+      if (how === 'add') server.registerTool('extra', { description: 'New', inputSchema: {} }, async () => ({ content: [{ type: 'text', text: 'extra' }] }));
+      if (how === 'remove') record.remove();
+      if (how === 'reshape') {
+        add.update({ paramsSchema: { a: z.number(), b: z.number(), c: z.number() }, callback: async ({ a, b, c }) => ({ content: [{ type: 'text', text: String(a + b + c) }], structuredContent: { sum: a + b + c } }) });
+      }
+      if (how === 'break') broken = server.registerTool('bad.name', { description: 'A name no provider takes', inputSchema: {} }, async () => ({ content: [] }));
+      if (how === 'heal') broken?.remove();
+      return { content: [{ type: 'text', text: `changed: ${how}` }] };
+    });
+  }
   if (variant === 'bad') {
     // a list whose schema no validator compiles (the SDK would never produce one itself)
     server.server.setRequestHandler(ListToolsRequestSchema, async () => ({

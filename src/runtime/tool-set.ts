@@ -1,0 +1,84 @@
+import type { SessionServices } from '../actors/session-services.js';
+import type { ToolSpec } from '../contracts/tools.js';
+import { canonicalJson } from '../persistence/codec.js';
+import { sha256 } from '../persistence/surface.js';
+import type { AnyTool, ToolList } from '../tools/define-tool.js';
+
+/** The tools one attempt is offered, and what its execution profile records of them. */
+export interface ToolSet {
+  readonly tools: ReadonlyMap<string, AnyTool>;
+  readonly specs: ToolSpec[];
+  /** sha256 of the catalog (specs, modes, resources): part of each model request's digest. */
+  readonly catalogDigest: string;
+  /** sha256 hex of the canonical execution profile: this catalog, then the tools' revisions now. */
+  readonly fingerprint: string;
+}
+
+/**
+ * The tools an attempt starting now is offered: the tools passed in, in order, where the tools
+ * of a live list (an MCP server's) stand for the list, whose tools now take the place of the
+ * first of them. A name is offered once: a tool passed on its own keeps its name, and a list's
+ * tool whose name is taken already is left out.
+ */
+export function offeredTools(given: readonly AnyTool[]): AnyTool[] {
+  const taken = new Set(given.filter((t) => !t.list).map((t) => t.name));
+  const lists = new Set<ToolList>();
+  const offered: AnyTool[] = [];
+  for (const t of given) {
+    if (!t.list) {
+      offered.push(t);
+      continue;
+    }
+    if (lists.has(t.list)) continue;
+    lists.add(t.list);
+    for (const listed of t.list.tools()) {
+      if (taken.has(listed.name)) continue;
+      taken.add(listed.name);
+      offered.push(listed);
+    }
+  }
+  return offered;
+}
+
+/**
+ * The tool set of an attempt starting now, for a runtime's tools and the rest of its execution
+ * profile (model id, prompts, config, budget): built again only when a live list has changed
+ * (its `tools()` returns another array); the revisions are read on every call.
+ */
+export function toolSets(given: readonly AnyTool[], profile: Record<string, unknown>): () => ToolSet {
+  const lists = [...new Set(given.flatMap((t) => (t.list ? [t.list] : [])))];
+  let read: (readonly AnyTool[])[] = [];
+  let built: { tools: Map<string, AnyTool>; specs: ToolSpec[]; catalogDigest: string; base: string; revisioned: AnyTool[] } | undefined;
+  return () => {
+    const now = lists.map((l) => l.tools());
+    if (!built || now.some((tools, i) => tools !== read[i])) {
+      read = now;
+      const tools = offeredTools(given);
+      const catalog = tools.map((t) => ({ ...t.spec, mode: t.mode, resources: Array.isArray(t.resources) ? t.resources : 'dynamic' }));
+      built = {
+        tools: new Map(tools.map((t) => [t.name, t])),
+        specs: tools.map((t) => t.spec),
+        catalogDigest: sha256(canonicalJson(catalog)),
+        base: sha256(canonicalJson({ ...profile, tools: catalog })),
+        // tools whose provider can change what it offers (an MCP server's list): their revisions now
+        revisioned: tools.filter((t) => typeof t.revision === 'function'),
+      };
+    }
+    const { tools, specs, catalogDigest, base, revisioned } = built;
+    const fingerprint = revisioned.length === 0 ? base : sha256(canonicalJson({ profile: base, revisions: revisioned.map((t) => [t.name, t.revision!()]) }));
+    return { tools, specs, catalogDigest, fingerprint };
+  };
+}
+
+/**
+ * Gives a session's actors the tools of the attempt that starts now and returns its
+ * execution-profile fingerprint (attempts of a session run one at a time, so a running attempt
+ * keeps the tools it was given).
+ */
+export function offerTools(env: Pick<SessionServices, 'tools' | 'toolSpecs' | 'toolCatalogDigest'>, toolSet: () => ToolSet): string {
+  const set = toolSet();
+  env.tools = set.tools;
+  env.toolSpecs = set.specs;
+  env.toolCatalogDigest = set.catalogDigest;
+  return set.fingerprint;
+}
