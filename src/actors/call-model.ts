@@ -8,7 +8,7 @@ import { onAbort } from '../contracts/abort.js';
 import { redactSecrets } from '../providers/redact.js';
 import { priceOf } from './pricing.js';
 import { messageOf } from './tool-call.js';
-import { servicesIn, type ServicesSource, type SessionServices } from './session-services.js';
+import { contextReady, servicesIn, type ServicesSource, type SessionServices } from './session-services.js';
 
 /** One model request as callWithRetries sends it. */
 export interface CallSpec {
@@ -106,16 +106,20 @@ export interface CallModelInput {
 export type CallModelOutput = { usage?: Usage; cost?: string } & (
   | { kind: 'toolCalls'; toolCalls: ToolCall[]; finishReason: FinishReason }
   | { kind: 'answer'; content: string }
+  /** Nothing called: a steer input waits or the context is too large; prepare it first. */
+  | { kind: 'unprepared' }
 );
 
 /**
- * The step's model call (DESIGN §4 item 2): `step/start`, the call with retries over the surface
+ * The step's model call (DESIGN §4 item 2), on a prepared context (else it answers `unprepared`,
+ * calling nothing): `step/start`, the call with retries over the surface
  * (deltas streamed live), the response priced and staged as `assistant/message` for the step's
  * first commit point. A refusal's text is the answer when there is no other; an answer the
  * provider's content filter removed entirely fails the run by name.
  */
 export async function callModel(env: SessionServices, input: CallModelInput, signal: AbortSignal): Promise<CallModelOutput> {
   const { at } = input;
+  if (!contextReady(env)) return { kind: 'unprepared' };
   env.writer.stage('step/start', at, {});
   env.emit({ type: 'step_start', step: at.step });
   await env.backpressure();

@@ -2,7 +2,7 @@ import type { StepPosition } from '../contracts/calls.js';
 import { CapacityError } from '../contracts/errors.js';
 import type { Message, Usage } from '../contracts/message.js';
 import type { EventRecord } from '../contracts/events.js';
-import type { SessionServices } from './session-services.js';
+import { contextLimit, type SessionServices } from './session-services.js';
 import { callWithRetries } from './call-model.js';
 import { estimateTokens, sha256, surfaceMessages } from '../persistence/surface.js';
 
@@ -21,7 +21,7 @@ const line = (m: Message) =>
 export async function compact(env: SessionServices, at: StepPosition, runStartSeq: number, signal: AbortSignal): Promise<{ usage?: Usage }> {
   const older: EventRecord[] = env.surface.entries.filter((e) => e.seq < runStartSeq);
   const kept: EventRecord[] = env.surface.entries.filter((e) => e.seq >= runStartSeq);
-  const limit = env.config.contextWindow - env.config.outputReserve;
+  const limit = contextLimit(env);
   if (older.length === 0 || (older.length === 1 && older[0]!.type === 'compaction')) {
     throw new CapacityError(env.prefixTokens + env.surface.tokens, limit);
   }

@@ -4,7 +4,7 @@ import { CancelledError, type ValidationError } from '../contracts/errors.js';
 import type { Usage } from '../contracts/message.js';
 import { compact } from './compaction.js';
 import { priceOf } from './pricing.js';
-import { servicesIn, type ServicesSource, type SessionServices } from './session-services.js';
+import { contextLimit, servicesIn, type ServicesSource, type SessionServices } from './session-services.js';
 
 export interface PrepareContextInput {
   at: StepPosition;
@@ -33,7 +33,7 @@ export interface PrepareContextOutput {
 export async function prepareContext(env: SessionServices, input: PrepareContextInput, signal: AbortSignal): Promise<PrepareContextOutput> {
   const { at } = input;
   await commitSteers(env, at);
-  const limit = env.config.contextWindow - env.config.outputReserve;
+  const limit = contextLimit(env);
   if (env.prefixTokens + env.surface.tokens <= limit) return {};
   const compacted = await compact(env, at, input.runStartSeq, signal);
   if (signal.aborted) throw new CancelledError('model call cancelled');

@@ -45,6 +45,8 @@ export interface SessionServices {
   approvalFor: readonly string[];
   /** Steer inputs accepted and not yet consumed, taken (removed) by the next model step. */
   takeSteers(): { inputId: string; messages: Message[] }[];
+  /** Whether a steer input waits to be taken. */
+  steersWaiting(): boolean;
   /** Publishes a live-only envelope (deltas, starts, updates); committed records announce themselves. */
   emit(event: LiveEvent, logSeq?: number): void;
   /** Resolves when every required subscriber has room again (the run's backpressure point). */
@@ -63,3 +65,13 @@ export type ServicesSource = SessionServices | ((system: ActorSystem<any>) => Se
 
 /** The services `source` gives an actor running in `system`. */
 export const servicesIn = (source: ServicesSource, system: ActorSystem<any>): SessionServices => (typeof source === 'function' ? source(system) : source);
+
+/**
+ * Whether the next model call's context is ready as it stands: no steer input waits to join it,
+ * and system prompt + bootstrap + surface fit `contextWindow − outputReserve` (DESIGN §4 items 1, 9).
+ * Otherwise the run prepares it first (prepare-context.ts).
+ */
+export const contextReady = (env: SessionServices): boolean => !env.steersWaiting() && env.prefixTokens + env.surface.tokens <= contextLimit(env);
+
+/** The most tokens a model request's context may hold: `contextWindow − outputReserve`. */
+export const contextLimit = (env: Pick<SessionServices, 'config'>): number => env.config.contextWindow - env.config.outputReserve;

@@ -19,7 +19,8 @@ export type { RunContext, RunEvent, RunInput } from './run-context.js';
 
 /**
  * One attempt of one run (DESIGN §3, §4), one named actor per phase: `startRun` → step loop
- * (`prepareContext` → `callModel` → `commitIntent` → `toolBatch` → `commitResults`) → budget
+ * (`callModel` (after `prepareContext` when steers wait or the context is too large) →
+ * `commitIntent` → `toolBatch` → `commitResults`) → budget
  * check → next step | `verifyFinal` → `commitFinal` → `deliverFinal` → `endRun`; `suspended`
  * outcomes (approvals, questions) end the attempt. Each actor is registered here and swapped with
  * `.provide({ actors })`; guards and actions are named, decisions are the pure functions of
@@ -62,6 +63,7 @@ export const runMachine = setup({
     concludedBefore: ({ context }) => context.concluded !== undefined,
     pricingFailed: ({ event }) => outputOf<PrepareContextOutput>(event).pricingError !== undefined,
     contextTooLarge: ({ event }) => outputOf<PrepareContextOutput>(event).overflow !== undefined,
+    contextUnprepared: ({ event }) => outputOf<CallModelOutput>(event).kind === 'unprepared',
     askedForTools: ({ event }) => outputOf<CallModelOutput>(event).kind === 'toolCalls',
     intentRejected: ({ event }) => outputOf<CommitIntentOutput>(event).kind === 'rejected',
     correctionsExhausted: ({ context }) => context.corrections > context.maxProtocolCorrections,
@@ -226,7 +228,7 @@ export const runMachine = setup({
           { guard: 'stopRequested', target: '#run.ending', actions: ['recordStart', 'endStopped'] },
           // a later attempt inherits what the run spent: a spent budget calls no model again
           { guard: 'budgetSpent', target: '#run.ending', actions: ['recordStart', 'endBudgetSpent'] },
-          { target: 'preparingContext', actions: ['recordStart', 'nextStep'] },
+          { target: 'callingModel', actions: ['recordStart', 'nextStep'] },
         ],
         onError: { target: '#run.ending', actions: 'failWith' },
       },
@@ -254,6 +256,8 @@ export const runMachine = setup({
           ...(c.budget.maxOutputTokens !== undefined ? { outputTokensLeft: Math.max(1, c.budget.maxOutputTokens - c.usage.outputTokens) } : {}),
         }),
         onDone: [
+          // steers wait or the context is too large: prepared first, then called (DESIGN §4 items 1, 9)
+          { guard: 'contextUnprepared', target: 'preparingContext' },
           { guard: 'askedForTools', target: 'committingIntent', actions: ['countModelCall', 'keepToolCalls'] },
           { target: 'verifyingFinal', actions: ['countModelCall', 'keepAnswer'] },
         ],
@@ -314,7 +318,7 @@ export const runMachine = setup({
         { guard: 'budgetSpent', target: '#run.ending', actions: 'endBudgetSpent' },
         { guard: 'detachRequested', target: '#run.ending', actions: 'endDetached' },
         { guard: 'stopRequested', target: '#run.ending', actions: 'endStopped' },
-        { target: 'preparingContext', actions: 'nextStep' },
+        { target: 'callingModel', actions: 'nextStep' },
       ],
     },
     verifyingFinal: {

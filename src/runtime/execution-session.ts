@@ -16,7 +16,7 @@ import { Checkpoint, JsonValue } from './answer-schema.js';
 import { followUpInput } from './attempt-input.js';
 import { AttemptCallers } from './attempt-callers.js';
 import { InputDesk } from './input-desk.js';
-import { InputQueue } from './input-queue.js';
+import { InputQueue, steersOf } from './input-queue.js';
 import type { SessionDeps } from './session-deps.js';
 import { recordedResult } from './log-lookups.js';
 import { OpenRunTracker } from './open-run-tracker.js';
@@ -88,7 +88,7 @@ export class ExecutionSession {
     this.records = new SessionRecords(d.sessionId, d.env, this.runs, d.stateContext);
     const { sessionId, store, env, options } = d;
     this.attemptSession = { sessionId, store, env, options, offerTools: () => this.offerTools(), runs: this.runs, lastTurn: () => this.lastTurn, closed: () => this.closed, isKilled: () => this.isKilled(), assertNewRunId: (runId) => this.assertNewRunId(runId, 'runId', 'session.execute'), settledResult: (r) => (this.lastResult = r) };
-    this.env.takeSteers = () => this.inputs.takeSteers().map((i) => ({ inputId: i.inputId, messages: i.messages }));
+    Object.assign(this.env, steersOf(this.inputs));
     this.hub = new SubscriberHub({ clock: d.env.clock });
     this.hub.attach(this.stream.events$);
     this.env.backpressure = () => this.hub.whenWritable();

@@ -1,5 +1,6 @@
 import type { Message } from '../contracts/message.js';
 import type { InputReceipt } from '../contracts/requests.js';
+import type { SessionServices } from '../actors/session-services.js';
 
 export interface QueuedInput {
   inputId: string;
@@ -43,6 +44,10 @@ export class InputQueue {
     return f;
   }
 
+  get hasSteer(): boolean {
+    return this.pending.some((x) => x.mode === 'steer');
+  }
+
   get hasFollowUp(): boolean {
     return this.pending.some((x) => x.mode === 'follow_up');
   }
@@ -57,4 +62,12 @@ export class InputQueue {
   receipt(i: QueuedInput): InputReceipt {
     return { inputId: i.inputId, status: i.status, durability: 'durable' };
   }
+}
+
+/** The session services' view of the steer inputs: whether any waits, and taking them. */
+export function steersOf(inputs: InputQueue): Pick<SessionServices, 'steersWaiting' | 'takeSteers'> {
+  return {
+    steersWaiting: () => inputs.hasSteer,
+    takeSteers: () => inputs.takeSteers().map((i) => ({ inputId: i.inputId, messages: i.messages })),
+  };
 }

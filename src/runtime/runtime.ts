@@ -193,6 +193,7 @@ export function createRuntime(options: RuntimeOptions): Runtime {
         clock: o.clock,
         approvalFor: o.approvalFor,
         takeSteers: () => [],
+        steersWaiting: () => false,
         backpressure: async () => {},
         emit: (event, logSeq) => stream.publish(event, logSeq),
       };

@@ -83,6 +83,8 @@ interface Script {
   endError?: Error;
   /** startRun's output, when it should wait (a deferred promise). */
   start?: () => Promise<StartRunOutput>;
+  /** Steps whose first model call finds the context unprepared (a steer waits, or it is too large). */
+  unpreparedAt?: number[];
 }
 
 /** Fake phase actors that play a script and record every input they get. */
@@ -117,10 +119,15 @@ function fakes(script: Script) {
       return script.start ? script.start() : { runStartSeq: 2 };
     }),
     prepareContext: fromPromise<PrepareContextOutput, PrepareContextInput>(async ({ input }) => {
+      log.push(`prepareContext ${input.at.step}`);
       inputs.prepareContext.push(input);
       return {};
     }),
     callModel: fromPromise<CallModelOutput, CallModelInput>(async ({ input }) => {
+      if (script.unpreparedAt?.includes(input.at.step) && !inputs.prepareContext.some((p) => p.at.step === input.at.step)) {
+        log.push(`unprepared ${input.at.step}`);
+        return { kind: 'unprepared' };
+      }
       log.push(`callModel ${input.at.step}`);
       const s = take(script.steps, inputs.callModel.length, 'model step')!;
       inputs.callModel.push(input);
@@ -207,14 +214,13 @@ describe('runMachine', () => {
   it('walks a two-step run (tools, then a final answer) and succeeds with the final message', async () => {
     const { result, states, inputs, log } = await run({ steps: [tools('c1', 'c2'), final('It is 3.')] });
     // one named actor per phase, one state each
+    // a context that is ready (no steer waits, it fits) goes to the model call without preparation
     expect(states).toEqual([
       'starting',
-      'preparingContext',
       'callingModel',
       'committingIntent',
       'runningTools',
       'committingResults',
-      'preparingContext',
       'callingModel',
       'verifyingFinal',
       'committingFinal',
@@ -238,7 +244,7 @@ describe('runMachine', () => {
 
     expect(inputs.startRun[0]).toMatchObject({ runId: 'r1', attemptId: 'a1', runEpoch: 1, turn: 1, kind: 'prompt', messages: [{ role: 'user', content: 'what is 1+2?' }] });
     expect(inputs.callModel.map((i) => i.at.step)).toEqual([1, 2]);
-    expect(inputs.prepareContext.map((i) => i.at)).toEqual(inputs.callModel.map((i) => i.at));
+    expect(inputs.prepareContext).toEqual([]);
     expect(inputs.callModel.map((i) => i.at)).toEqual([
       { turn: 1, step: 1, attempt: 1 },
       { turn: 1, step: 2, attempt: 1 },
@@ -250,6 +256,14 @@ describe('runMachine', () => {
     expect(inputs.finalize).toEqual([{ runId: 'r1', at: { turn: 1, step: 2, attempt: 1 }, content: 'It is 3.', closeStep: true, usage: usage(7) }]);
     expect(inputs.endRun[0]).toMatchObject({ at: { turn: 1, step: 2, attempt: 1 }, started: true });
     expect(inputs.endRun[0]!.result.status).toBe('succeeded');
+  });
+
+  it('a model call that finds its context unprepared is made again after the context is prepared, at the same step', async () => {
+    const { result, states, inputs, log } = await run({ steps: [tools('c1'), final('done')], unpreparedAt: [1, 2] });
+    expect(log).toEqual(['startRun', 'unprepared 1', 'prepareContext 1', 'callModel 1', 'commitIntent 1', 'toolBatch', 'commitResults 1', 'unprepared 2', 'prepareContext 2', 'callModel 2', 'finalize 2', 'endRun']);
+    expect(inputs.prepareContext.map((i) => i.at)).toEqual(inputs.callModel.map((i) => i.at));
+    expect(states.slice(0, 4)).toEqual(['starting', 'callingModel', 'preparingContext', 'callingModel']);
+    expect(result).toMatchObject({ status: 'succeeded', steps: 2 });
   });
 
   it('passes the batch every call of the step and the run cap on parallel tools', async () => {
@@ -367,7 +381,7 @@ describe('runMachine', () => {
 
     it('goes straight to finalizing with closeStep false when a result concludes the turn', async () => {
       const { result, states, inputs } = await run({ steps: [tools('a')], commits: [{ concluded: 'the tool said so', rejections: 0 }] });
-      expect(states).toEqual(['starting', 'preparingContext', 'callingModel', 'committingIntent', 'runningTools', 'committingResults', 'verifyingFinal', 'committingFinal', 'delivering', 'ending', 'done']);
+      expect(states).toEqual(['starting', 'callingModel', 'committingIntent', 'runningTools', 'committingResults', 'verifyingFinal', 'committingFinal', 'delivering', 'ending', 'done']);
       expect(inputs.callModel).toHaveLength(1);
       expect(inputs.finalize).toHaveLength(1);
       expect(inputs.finalize[0]).toMatchObject({ at: { step: 1 }, content: 'the tool said so', closeStep: false });
