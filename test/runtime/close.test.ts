@@ -1,7 +1,9 @@
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import { afterEach,describe,expect,it } from 'vitest';
 import { z } from 'zod';
 import type { EventDraft } from '../../src/contracts/events.js';
-import { defineTool,lmdbStore,scriptedModel } from '../../src/index.js';
+import { createRuntime,defineTool,lmdbStore,memoryStore,scriptedModel } from '../../src/index.js';
 import { hookedStore,lmdbPath as lmdbPathFor } from '../helpers/lmdb-path.js';
 import { ids,lmdbRuntime,logOf,sleep,storeWithAppend,within } from '../helpers/runtime.js';
 
@@ -144,4 +146,39 @@ describe('waitForIdle after close', () => {
     expect((await p).status).toBe('detached');
     expect(await within(s.waitForIdle(), 1000)).not.toBe('still pending');
   });
+});
+
+describe('what a closed session leaves in memory', () => {
+  // Reachability, not timing: once closed, nothing of the runtime, its store or its actors keeps
+  // the session object (DESIGN: a closed session keeps nothing in memory).
+  const gc = (() => {
+    setFlagsFromString('--expose-gc');
+    return runInNewContext('gc') as () => void;
+  })();
+  const collected = async (ref: WeakRef<object>) => {
+    for (let i = 0; i < 5 && ref.deref() !== undefined; i++) {
+      await new Promise((r) => setTimeout(r, 10)); // a WeakRef is cleared only after its job ends
+      gc();
+    }
+    return ref.deref() === undefined;
+  };
+  const lookup = defineTool({ name: 'lookup', description: 'l', mode: 'parallel', parameters: z.object({ i: z.number() }), execute: ({ i }) => `v${i}` });
+  const write = defineTool({ name: 'write', description: 'w', parameters: z.object({ i: z.number() }), execute: ({ i }) => `w${i}` });
+  const script = () => scriptedModel([{ toolCalls: [{ name: 'lookup', arguments: { i: 1 } }, { name: 'write', arguments: { i: 1 } }] }, 'done']);
+
+  for (const kind of ['memory', 'lmdb'] as const) {
+    it(`a settled and closed session is garbage once the app drops it (${kind} store, runtime still open)`, async () => {
+      const store = kind === 'memory' ? memoryStore() : lmdbStore({ path: lmdbPath().path });
+      const runtime = createRuntime({ store, model: script(), tools: [lookup, write] });
+      cleanups.push(() => runtime.close());
+      const ref = await (async () => {
+        const s = await runtime.openSession('kept-or-not');
+        const r = await s.execute({ kind: 'prompt', runId: 'r', attemptId: 'a', message: 'go' });
+        expect(r.status).toBe('succeeded');
+        await s.close();
+        return new WeakRef(s);
+      })();
+      expect(await collected(ref), 'the closed session is still reachable').toBe(true);
+    });
+  }
 });
