@@ -125,7 +125,7 @@ async function batchedTarget(url: string, schema: string): Promise<Target> {
   };
 }
 
-async function createDatabase(baseUrl: string): Promise<{ url: string; drop: () => Promise<void> }> {
+export async function createDatabase(baseUrl: string): Promise<{ url: string; drop: () => Promise<void> }> {
   const name = `actorloop_bench_${process.pid}`;
   const admin = new pg.Client({ connectionString: baseUrl });
   await admin.connect();
