@@ -4,6 +4,9 @@ import { UserMessage, Usage, zeroUsage, type Message } from './message.js';
 import { PendingRequest } from './events.js';
 import { ToolMode, type ToolOutcome } from './tools.js';
 
+/** A session id as the public API takes it (openSession, submit, waitForResult): 1–400 characters. */
+export const SessionIdInput = z.string().min(1).max(400);
+
 const id = z.string().min(1);
 /** Checked as JSON at run time; typed `unknown` (an answer's shape is the question's). */
 const AnyJson: z.ZodType<unknown> = JsonValue;

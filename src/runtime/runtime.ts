@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
 import { StoreClosedError } from '../contracts/errors.js';
 import { parseInput } from '../contracts/validate.js';
+import { SessionIdInput } from '../contracts/requests.js';
 import { canonicalJson } from '../persistence/codec.js';
 import { lmdbStore } from '../persistence/lmdb-store.js';
 import type { EventStore } from '../persistence/event-store.js';
@@ -147,7 +148,7 @@ export function createRuntime(options: RuntimeOptions): Runtime {
       return toolSet().fingerprint;
     },
     async openSession(sessionId: string, internal?: OpenInternals) {
-      parseInput(z.string().min(1).max(400), sessionId, 'openSession: sessionId');
+      parseInput(SessionIdInput, sessionId, 'openSession: sessionId');
       if (closed) throw new StoreClosedError('runtime');
       // Everything opening reads is read before the writer attaches, so that a damaged log is
       // reported (CorruptLogError) with nothing changed on disk; read again only if another

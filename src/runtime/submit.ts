@@ -1,7 +1,7 @@
-import { z } from 'zod';
 import { ValidationError } from '../contracts/errors.js';
 import { entryIdOf, InboxEntry, type InboxReceipt } from '../contracts/inbox.js';
 import { parseInput } from '../contracts/validate.js';
+import { SessionIdInput } from '../contracts/requests.js';
 import type { EventStore } from '../persistence/event-store.js';
 import type { WorkStore } from '../persistence/work-store.js';
 
@@ -16,7 +16,7 @@ export function workOf(store: EventStore, where: string): WorkStore {
  * attaching a writer). Resolves with the receipt once it is durable, or refused with the reason.
  */
 export async function submitEntry(store: EventStore, sessionId: string, entry: InboxEntry): Promise<InboxReceipt> {
-  parseInput(z.string().min(1).max(400), sessionId, 'runtime.submit: sessionId');
+  parseInput(SessionIdInput, sessionId, 'runtime.submit: sessionId');
   const e = parseInput(InboxEntry, entry, 'runtime.submit: entry');
   const out = await workOf(store, 'runtime.submit').submit(sessionId, e);
   return { sessionId, entryId: entryIdOf(e), kind: e.kind, status: out.status, ...(out.reason !== undefined ? { reason: out.reason } : {}) };

@@ -3,6 +3,7 @@ import { CancelledError } from '../contracts/errors.js';
 import { WaitForResultOptions } from '../contracts/inbox.js';
 import type { ExecutionResult } from '../contracts/requests.js';
 import { parseInput } from '../contracts/validate.js';
+import { SessionIdInput } from '../contracts/requests.js';
 import type { EventStore } from '../persistence/event-store.js';
 import { runOpenEventId } from '../persistence/run-ids.js';
 
@@ -44,7 +45,7 @@ export async function currentRunResult(store: EventStore, sessionId: string, run
  * Rejects with CancelledError when `signal` aborts.
  */
 export async function waitForResult(store: EventStore, sessionId: string, runId: string, options: WaitForResultOptions = {}): Promise<ExecutionResult> {
-  parseInput(z.string().min(1).max(400), sessionId, 'waitForResult: sessionId');
+  parseInput(SessionIdInput, sessionId, 'waitForResult: sessionId');
   parseInput(z.string().min(1), runId, 'waitForResult: runId');
   const o = parseInput(WaitForResultOptions, options, 'waitForResult: options');
   const signal = o.signal;
