@@ -1,6 +1,7 @@
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { isCorruptLogError, type CorruptLogError } from '../../src/contracts/errors.js';
+import { seal } from '../../src/persistence/checksum.js';
 import { openDbs } from '../../src/persistence/journal-recovery.js';
 import { lmdbStore } from '../../src/persistence/lmdb-store.js';
 import { collect, stepStart, userMsg } from '../helpers/drafts.js';
@@ -136,6 +137,24 @@ describe('record checksums', () => {
       expect(await reopened.loadSurface('a')).toEqual(full);
     } finally {
       await reopened.close();
+    }
+  });
+
+  it('a sealed head written before the fields added later reads back with their defaults', async () => {
+    const path = dir();
+    await writeStore(path, { events: 2 });
+    const dbs = openDbs(path);
+    const head = JSON.parse(dbs.heads.get('a')!.slice(9)) as Record<string, unknown>;
+    delete head.pendingInputs;
+    delete head.heldLocks;
+    delete head.stateContextSeq;
+    dbs.env.transactionSync(() => dbs.heads.putSync('a', seal(JSON.stringify(head))));
+    await dbs.env.close();
+    const store = lmdbStore({ path });
+    try {
+      expect(await store.getHead('a')).toMatchObject({ sessionId: 'a', lastSeq: 2, pendingInputs: [], heldLocks: [], stateContextSeq: 0 });
+    } finally {
+      await store.close();
     }
   });
 });
