@@ -98,6 +98,11 @@ function checkedResponse(res: unknown): { success: true; data: unknown } | { suc
 
 export interface CallModelInput {
   at: StepPosition;
+  /**
+   * The step's context was just prepared: called as it stands (a steer that came meanwhile joins
+   * the next step, as it would have during the call).
+   */
+  prepared?: boolean;
   /** What the run's maxOutputTokens budget leaves (undefined: no such budget): caps the call. */
   outputTokensLeft?: number;
 }
@@ -119,7 +124,7 @@ export type CallModelOutput = { usage?: Usage; cost?: string } & (
  */
 export async function callModel(env: SessionServices, input: CallModelInput, signal: AbortSignal): Promise<CallModelOutput> {
   const { at } = input;
-  if (!contextReady(env)) return { kind: 'unprepared' };
+  if (!input.prepared && !contextReady(env)) return { kind: 'unprepared' };
   env.writer.stage('step/start', at, {});
   env.emit({ type: 'step_start', step: at.step });
   await env.backpressure();

@@ -58,6 +58,8 @@ export interface RunContext extends Omit<RunInput, 'messages' | 'uncertainCalls'
   toolCalls: number;
   recoveries: number;
   corrections: number;
+  /** This step's context was prepared (steers committed, compacted if needed): its model call is made as it stands. */
+  contextPrepared: boolean;
   /** The model's tool calls of this step, until the intent commit plans them. */
   asked: { toolCalls: ToolCall[]; finishReason: FinishReason } | undefined;
   calls: ToolCallIntent[];

@@ -56,8 +56,6 @@ export const runMachine = setup({
     cancelRequested: ({ context }) => context.cancelRequested,
     detachRequested: ({ context }) => context.detachRequested,
     budgetSpent: ({ context }) => spentNow(context) !== undefined,
-    /** A stop, cancel, detach or spent budget would end the run at the budget check. */
-    mustStop: ({ context }) => context.cancelRequested || context.detachRequested || context.stopRequested || spentNow(context) !== undefined,
     resumedWithCalls: ({ event }) => (outputOf<StartRunOutput>(event).resumed?.calls.length ?? 0) > 0,
     resumedWithResultsOnly: ({ event }) => outputOf<StartRunOutput>(event).resumed !== undefined,
     concludedBefore: ({ context }) => context.concluded !== undefined,
@@ -100,8 +98,9 @@ export const runMachine = setup({
       };
     }),
     finalizeConcluded: assign({ pendingFinal: ({ context }) => ({ content: context.concluded!, closeStep: false }) }),
-    nextStep: assign({ step: ({ context }) => context.step + 1, stepUsage: undefined }),
+    nextStep: assign({ step: ({ context }) => context.step + 1, stepUsage: undefined, contextPrepared: false }),
     countCompaction: assign(({ context, event }) => withStepUsage(context, outputOf<PrepareContextOutput>(event))),
+    markPrepared: assign({ contextPrepared: true }),
     failPricing: assign({ end: ({ event }) => endFor(outputOf<PrepareContextOutput>(event).pricingError) }),
     failCapacity: assign({
       end: ({ event }) => {
@@ -168,6 +167,7 @@ export const runMachine = setup({
     step: input.startStep ?? 0,
     usage: input.spent?.usage ?? { inputTokens: 0, outputTokens: 0 },
     stepUsage: undefined,
+    contextPrepared: false,
     cost: input.spent?.cost ?? '0',
     toolCalls: input.spent?.toolCalls ?? 0,
     recoveries: input.spent?.recoveries ?? 0,
@@ -242,7 +242,7 @@ export const runMachine = setup({
           { guard: 'contextTooLarge', target: '#run.ending', actions: ['countCompaction', 'failCapacity'] },
           // DESIGN §4 item 10: a stop accepted before this step's model call starts no new model call
           { guard: 'stopRequested', target: '#run.ending', actions: ['countCompaction', 'endStopped'] },
-          { target: 'callingModel', actions: 'countCompaction' },
+          { target: 'callingModel', actions: ['countCompaction', 'markPrepared'] },
         ],
         onError: { target: '#run.ending', actions: 'failWith' },
       },
@@ -253,6 +253,7 @@ export const runMachine = setup({
         src: 'callModel',
         input: ({ context: c }): CallModelInput => ({
           at: positionOf(c),
+          ...(c.contextPrepared ? { prepared: true } : {}),
           ...(c.budget.maxOutputTokens !== undefined ? { outputTokensLeft: Math.max(1, c.budget.maxOutputTokens - c.usage.outputTokens) } : {}),
         }),
         onDone: [

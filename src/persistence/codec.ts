@@ -192,14 +192,27 @@ export const encodeRecord = (r: EventRecord, payloadJson: string = JSON.stringif
   `"schemaVersion":${JSON.stringify(r.schemaVersion)}}`;
 
 const SURFACE_OP_AT = ',"surfaceOp":"';
+const CURRENT_VERSION_END = `,"schemaVersion":${JSON.stringify(SCHEMA_VERSION)}}`;
 
 /**
- * Whether a record's text, as encodeRecord wrote it, has surfaceOp "none" — read from the text
- * without parsing it. The envelope's surfaceOp comes before the payload, and a quote inside a
- * JSON string is escaped, so the first match is the envelope's.
+ * The start of the text encodeRecord writes for `sessionId`'s records (`{"sessionId":…,"seq":`),
+ * for encodedOffSurface; made once per read.
  */
-export function encodedOffSurface(json: string): boolean {
-  const i = json.indexOf(SURFACE_OP_AT);
+export const encodedKeyPrefix = (sessionId: string): string => `{"sessionId":${JSON.stringify(sessionId)},"seq":`;
+
+/**
+ * Whether a record's text, as encodeRecord wrote it, is the record at `seq` of the session whose
+ * `encodedKeyPrefix` is `prefix`, in today's schema version, with surfaceOp "none" — read from
+ * the text without parsing it. The envelope's surfaceOp comes before the payload, and a quote
+ * inside a JSON string is escaped, so the first match is the envelope's. Any other text (stored
+ * under the wrong key, a newer version, another encoding) answers false: it is decoded, which
+ * reports it.
+ */
+export function encodedOffSurface(json: string, prefix: string, seq: number): boolean {
+  if (!json.startsWith(prefix) || !json.endsWith(CURRENT_VERSION_END)) return false;
+  const seqText = String(seq);
+  if (!json.startsWith(seqText, prefix.length) || json.charCodeAt(prefix.length + seqText.length) !== 44 /* , */) return false;
+  const i = json.indexOf(SURFACE_OP_AT, prefix.length);
   return i > 0 && json.startsWith('none"', i + SURFACE_OP_AT.length);
 }
 
@@ -234,10 +247,11 @@ export function decodeRecord(sessionId: string, seq: number, raw: unknown): Even
 
 /**
  * Decodes a record whose stored text passed its checksum (checksum.ts). That text is what an
- * append wrote after validating the draft (prepareDrafts), so the zod schemas are not run again:
- * damage is the checksum's to catch, and the envelope is checked by hand (key, schema version,
- * type and its surface op). Anything unexpected takes decodeRecord's full validation, which names
- * the problem. On a long surface this is most of what opening a session costs.
+ * append wrote after validating the draft (prepareDrafts), so the payload's zod schema is not run
+ * again: damage is the checksum's to catch, and the envelope is checked by hand (key, schema
+ * version, type and its surface op, the fields' types). Anything unexpected takes decodeRecord's
+ * full validation, which names the problem. `verify` decodes every record fully (verify-walk.ts).
+ * On a long surface this is most of what opening a session costs.
  */
 export function decodeSealed(sessionId: string, seq: number, json: string): EventRecord {
   let r: EventRecord;
@@ -259,7 +273,9 @@ export function decodeSealed(sessionId: string, seq: number, json: string): Even
     isNonNegInt(r.step) &&
     isNonNegInt(r.attempt) &&
     isNonNegInt(r.writerEpoch) &&
+    r.writerEpoch > 0 &&
     typeof r.eventId === 'string' &&
+    r.eventId.length > 0 &&
     typeof r.occurredAt === 'string' &&
     typeof r.payload === 'object' &&
     r.payload !== null &&

@@ -36,15 +36,17 @@ export const SessionHead = z.object({
 export type SessionHead = z.infer<typeof SessionHead>;
 
 const isCount = (v: unknown): v is number => typeof v === 'number' && Number.isSafeInteger(v) && v >= 0;
+const isSeq = (v: unknown): v is number => isCount(v) && v > 0;
 const isPointer = (p: unknown): boolean => {
   const r = p as { runId?: unknown; turn?: unknown; startSeq?: unknown; endSeq?: unknown } | null;
-  return p === null || (typeof p === 'object' && typeof r!.runId === 'string' && isCount(r!.turn) && isCount(r!.startSeq) && (r!.endSeq === undefined || isCount(r!.endSeq)));
+  return p === null || (typeof p === 'object' && typeof r!.runId === 'string' && isCount(r!.turn) && isSeq(r!.startSeq) && (r!.endSeq === undefined || isSeq(r!.endSeq)));
 };
 
 /**
  * Whether `h` has every field of SessionHead with its type, checked by hand: a head read back
  * whose checksum matched is taken as written when it does (SessionHead.parse otherwise, which
- * fills the fields an older head lacks). The head is read on every append.
+ * fills the fields an older head lacks). The head is read on every append. A field added to
+ * SessionHead must be added here (test/persistence/head.test.ts fails otherwise).
  */
 export function isCurrentHead(h: unknown): h is SessionHead {
   const x = h as Partial<Record<keyof SessionHead, unknown>> | null;
@@ -55,8 +57,7 @@ export function isCurrentHead(h: unknown): h is SessionHead {
     isCount(x.writerEpoch) &&
     isCount(x.lastSeq) &&
     isCount(x.lastTurn) &&
-    isCount(x.surfaceStartSeq) &&
-    x.surfaceStartSeq > 0 &&
+    isSeq(x.surfaceStartSeq) &&
     isPointer(x.openRun) &&
     isPointer(x.lastSettledRun) &&
     Array.isArray(x.pendingInputs) &&
@@ -64,7 +65,7 @@ export function isCurrentHead(h: unknown): h is SessionHead {
     x.heldLocks.every((k) => typeof k === 'string') &&
     (x.pendingInputs as unknown[]).every((i) => {
       const p = i as { inputId?: unknown; seq?: unknown; mode?: unknown } | null;
-      return p !== null && typeof p === 'object' && typeof p.inputId === 'string' && isCount(p.seq) && (p.mode === 'steer' || p.mode === 'follow_up');
+      return p !== null && typeof p === 'object' && typeof p.inputId === 'string' && isSeq(p.seq) && (p.mode === 'steer' || p.mode === 'follow_up');
     }) &&
     isCount(x.stateContextSeq)
   );

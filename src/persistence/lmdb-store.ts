@@ -9,7 +9,7 @@ import { CorruptLogError, StoreClosedError, ValidationError } from '../contracts
 import type { EventDraft, EventRecord } from '../contracts/events.js';
 import { parseInput } from '../contracts/validate.js';
 import { applyAppend, applyAttach } from './append-core.js';
-import { findEvent, MAX_ID_KEY_BYTES, prepareDrafts, type PreparedDraft } from './codec.js';
+import { encodedKeyPrefix, findEvent, MAX_ID_KEY_BYTES, prepareDrafts, type PreparedDraft } from './codec.js';
 import { inspectDataFile } from './data-file.js';
 import type { AttachResult, EventStore, ReadRange } from './event-store.js';
 import { SessionHead } from './head.js';
@@ -261,29 +261,33 @@ class LmdbEventStore implements EventStore, LmdbStats {
     }
   }
 
-  readEvents(sessionId: string, range: ReadRange = {}): AsyncIterable<EventRecord> {
+  async *readEvents(sessionId: string, range: ReadRange = {}): AsyncIterable<EventRecord> {
     this.assertOpen();
     const { fromSeq, toSeq } = readRange(sessionId, range);
-    return this.stored(this.events, sessionId, fromSeq, toSeq, decodeStored);
+    // records up to the head's lastSeq must exist: a log shorter than its head is corrupt
+    const lastSeq = readHead(this.heads, sessionId, this.options.path)?.lastSeq ?? 0;
+    yield* this.stored(sessionId, fromSeq, toSeq, lastSeq, decodeStored);
   }
 
   async loadSurface(sessionId: string): Promise<EventRecord[]> {
     const head = await this.getHead(sessionId);
     const out: EventRecord[] = [];
-    if (head) for await (const e of this.stored(this.events, sessionId, head.surfaceStartSeq, head.lastSeq, decodeStoredSurface)) out.push(e);
+    if (!head) return out;
+    const prefix = encodedKeyPrefix(sessionId);
+    const decode = (sid: string, seq: number, raw: unknown) => decodeStoredSurface(sid, seq, raw, prefix);
+    for await (const e of this.stored(sessionId, head.surfaceStartSeq, head.lastSeq, head.lastSeq, decode)) out.push(e);
     return out;
   }
 
-  /** The records `fromSeq..toSeq` of `db` in pages, each decoded by `decode` (undefined: skipped). */
-  private async *stored<V>(db: Database<V, [string, number]>, sessionId: string, fromSeq: number, toSeq: number, decode: (sessionId: string, seq: number, raw: V) => EventRecord | undefined): AsyncIterable<EventRecord> {
+  /** The records `fromSeq..toSeq` in pages, each decoded by `decode` (undefined: skipped); those up to `lastSeq` must exist. */
+  private async *stored(sessionId: string, fromSeq: number, toSeq: number, lastSeq: number, decode: (sessionId: string, seq: number, raw: unknown) => EventRecord | undefined): AsyncIterable<EventRecord> {
     const page = this.options.readPageSize;
-    // Records up to the head's lastSeq must exist: a log shorter than its head is corrupt.
-    const mustExist = Math.min(toSeq, readHead(this.heads, sessionId, this.options.path)?.lastSeq ?? 0);
+    const mustExist = Math.min(toSeq, lastSeq);
     let next = fromSeq;
     while (next <= toSeq) {
       const end = Math.min(toSeq, next + page - 1);
       const batch: EventRecord[] = [];
-      const stored = guarded({ path: this.options.path, sessionId, seq: next }, () => [...db.getRange({ start: [sessionId, next], end: [sessionId, end + 1] })]);
+      const stored = guarded({ path: this.options.path, sessionId, seq: next }, () => [...this.events.getRange({ start: [sessionId, next], end: [sessionId, end + 1] })]);
       for (const { key, value } of stored) {
         const seq = key[1];
         if (seq !== next) throw new CorruptLogError(sessionId, next, `record missing (next stored seq is ${seq})`);

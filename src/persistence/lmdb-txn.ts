@@ -84,12 +84,20 @@ export function decodeStored(sessionId: string, seq: number, raw: unknown): Even
 }
 
 /**
+ * A stored value checked against its checksum and validated by its full schema, payload included:
+ * what `verify` reads, to catch a record a writer got wrong beside the damage a checksum catches.
+ */
+export function decodeFully(sessionId: string, seq: number, raw: unknown): EventRecord {
+  return decodeRecord(sessionId, seq, unseal(sessionId, seq, raw));
+}
+
+/**
  * decodeStored for a read of the surface: a sealed record whose text says surfaceOp "none" (most
  * of a log: calls, step and run markers) is checked against its checksum but not decoded.
  */
-export function decodeStoredSurface(sessionId: string, seq: number, raw: unknown): EventRecord | undefined {
+export function decodeStoredSurface(sessionId: string, seq: number, raw: unknown, keyPrefix: string): EventRecord | undefined {
   const json = unseal(sessionId, seq, raw);
-  if (json !== raw && encodedOffSurface(json as string)) return undefined;
+  if (json !== raw && encodedOffSurface(json as string, keyPrefix, seq)) return undefined;
   const r = json === raw ? decodeRecord(sessionId, seq, raw) : decodeSealed(sessionId, seq, json as string);
   return r.surfaceOp === 'none' ? undefined : r;
 }

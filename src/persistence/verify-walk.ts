@@ -6,7 +6,7 @@ import { inspectDataFile } from './data-file.js';
 import { Journal, type JournalState } from './journal.js';
 import { readState, type JournalOp, type LogDbs } from './journal-recovery.js';
 import { storeFailure } from './lmdb-errors.js';
-import { decodeStored, readHead } from './lmdb-txn.js';
+import { decodeFully, readHead } from './lmdb-txn.js';
 import type { StoreProblem } from './verify.js';
 
 /**
@@ -104,7 +104,7 @@ function walkRecords(path: string, dbs: LogDbs, problems: StoreProblem[], checke
     expected = seq + 1;
     checked.events++;
     try {
-      decodeStored(sessionId, seq, value);
+      decodeFully(sessionId, seq, value);
     } catch (e) {
       const reason = isUnknownSchemaVersionError(e) ? e.message : describe(e);
       problems.push({ where: 'data.mdb', sessionId, seq, reason });
@@ -120,7 +120,7 @@ function walkRecords(path: string, dbs: LogDbs, problems: StoreProblem[], checke
     const raw = dbs.events.get([sessionId, value]);
     let found: string | undefined;
     try {
-      found = raw === undefined ? undefined : decodeStored(sessionId, value, raw).eventId;
+      found = raw === undefined ? undefined : decodeFully(sessionId, value, raw).eventId;
     } catch {
       continue; // reported above
     }

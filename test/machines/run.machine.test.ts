@@ -124,7 +124,8 @@ function fakes(script: Script) {
       return {};
     }),
     callModel: fromPromise<CallModelOutput, CallModelInput>(async ({ input }) => {
-      if (script.unpreparedAt?.includes(input.at.step) && !inputs.prepareContext.some((p) => p.at.step === input.at.step)) {
+      // the fake finds the context unprepared until the machine says it prepared it
+      if (script.unpreparedAt?.includes(input.at.step) && !input.prepared) {
         log.push(`unprepared ${input.at.step}`);
         return { kind: 'unprepared' };
       }
@@ -262,6 +263,8 @@ describe('runMachine', () => {
     const { result, states, inputs, log } = await run({ steps: [tools('c1'), final('done')], unpreparedAt: [1, 2] });
     expect(log).toEqual(['startRun', 'unprepared 1', 'prepareContext 1', 'callModel 1', 'commitIntent 1', 'toolBatch', 'commitResults 1', 'unprepared 2', 'prepareContext 2', 'callModel 2', 'finalize 2', 'endRun']);
     expect(inputs.prepareContext.map((i) => i.at)).toEqual(inputs.callModel.map((i) => i.at));
+    // once prepared, the step's call is made as it stands: a steer that came meanwhile waits for the next step
+    expect(inputs.callModel.map((i) => i.prepared)).toEqual([true, true]);
     expect(states.slice(0, 4)).toEqual(['starting', 'callingModel', 'preparingContext', 'callingModel']);
     expect(result).toMatchObject({ status: 'succeeded', steps: 2 });
   });

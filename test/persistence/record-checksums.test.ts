@@ -157,4 +157,32 @@ describe('record checksums', () => {
       await store.close();
     }
   });
+
+  it('the surface read reports a sealed off-surface record stored under another seq, or written in a newer schema version, as a full read does', async () => {
+    const path = dir();
+    const store = lmdbStore({ path });
+    const { writerEpoch } = await store.attachWriter('a');
+    await store.append('a', writerEpoch, 1, [userMsg('one'), stepStart(1, 1), userMsg('three'), stepStart(1, 2), userMsg('five')]);
+    await store.close();
+    const dbs = openDbs(path);
+    const step4 = dbs.events.get(['a', 4])!; // sealed, its checksum intact
+    const newer = seal(dbs.events.get(['a', 2])!.slice(9).replace('"schemaVersion":"1"', '"schemaVersion":"2"'));
+    dbs.env.transactionSync(() => dbs.events.putSync(['a', 3], step4));
+    await dbs.env.close();
+    let reopened = lmdbStore({ path });
+    try {
+      await expect(reopened.loadSurface('a')).rejects.toMatchObject({ code: 'corrupt_log', sessionId: 'a', seq: 3, reason: expect.stringMatching(/wrong key/) });
+    } finally {
+      await reopened.close();
+    }
+    const again = openDbs(path);
+    again.env.transactionSync(() => again.events.putSync(['a', 2], newer));
+    await again.env.close();
+    reopened = lmdbStore({ path });
+    try {
+      await expect(reopened.loadSurface('a')).rejects.toMatchObject({ sessionId: 'a', seq: 2, schemaVersion: '2' });
+    } finally {
+      await reopened.close();
+    }
+  });
 });

@@ -2,6 +2,7 @@ import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { repairStore, verifyStore } from '../../src/index.js';
+import { seal } from '../../src/persistence/checksum.js';
 import { openDbs, readState } from '../../src/persistence/journal-recovery.js';
 import { tempDir } from '../helpers/tmp.js';
 import { killAllChildren } from '../crash/child-util.js';
@@ -42,6 +43,18 @@ describe('verifyStore', () => {
     changeByte(join(path, 'data.mdb'), 'b-21 x', 5, 'z');
     const report = await verifyStore(path);
     expect(report).toMatchObject({ ok: false, problems: [{ where: 'data.mdb', sessionId: 'b', seq: 21, reason: expect.stringMatching(/checksum/) }] });
+  });
+
+  it('names a sealed record whose checksum matches but whose payload fails its schema (a writer bug, not damage)', async () => {
+    const path = dir();
+    await writeStore(path, { events: 3 });
+    const dbs = openDbs(path);
+    const rec = JSON.parse(dbs.events.get(['a', 2])!.slice(9)) as { payload: unknown };
+    rec.payload = { message: { role: 'wizard', content: 'x' } };
+    dbs.env.transactionSync(() => dbs.events.putSync(['a', 2], seal(JSON.stringify(rec))));
+    await dbs.env.close();
+    const report = await verifyStore(path);
+    expect(report).toMatchObject({ ok: false, problems: [{ where: 'data.mdb', sessionId: 'a', seq: 2, reason: expect.stringMatching(/user\/message/) }] });
   });
 
   it('names a journal segment that is missing', async () => {
