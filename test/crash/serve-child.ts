@@ -65,12 +65,20 @@ async function worker(): Promise<void> {
   const ledger = flags.get('ledger');
   if (ledger) mkdirSync(ledger, { recursive: true });
   const store = openStore(storeArg!);
+  const concurrency = num('concurrency', 16);
+  // the serve bench's counters (bench/serve-probe.ts): `PROBE <json>` on stdin's `PROBE`
+  const probe = flags.has('probe') ? (await import('../../bench/serve-probe.js')).workerProbe(store, concurrency) : undefined;
   const runtime = createRuntime({ store, ...serveAgent({ steps: num('steps', 2), latencyMs: num('latency', 5), toolMs: num('tool-ms', 10), ...(ledger ? { ledger } : {}) }) });
   if (flags.has('wait-go')) {
     say('READY');
     await nextLine((l) => l === 'GO');
   }
-  const handle = runtime.serve({ concurrency: num('concurrency', 16), leaseMs: num('lease-ms', 2000), pollMs: num('poll-ms', 200), shutdownGraceMs: num('grace-ms', 2000) });
+  probe?.start();
+  const handle = runtime.serve({ concurrency, leaseMs: num('lease-ms', 2000), pollMs: num('poll-ms', 200), shutdownGraceMs: num('grace-ms', 2000) });
+  if (probe) {
+    handle.subscribe((e) => probe.onEvent(e));
+    void nextLine((l) => l === 'PROBE').then(() => say(`PROBE ${JSON.stringify(probe.report())}`));
+  }
   handle.subscribe((e) => {
     if (e.type === 'error') say(`EV error ${e.sessionId ?? '-'} ${e.message.replace(/\s+/g, ' ').slice(0, 300)}`);
     else if (e.type === 'lease_lost') say(`EV lease_lost ${e.sessionId} ${e.reason}`);
