@@ -45,13 +45,17 @@ export interface CaseResult {
   workers?: WorkerProbe[];
   server?: ServerProbe;
   machineCpuMs?: number;
-  /** The server's WAL flushes (pg_stat_wal.wal_sync, every database), over the workers' lifetime. */
-  walSyncs?: number;
+  /** The server's WAL flushes (pg_stat_wal, every database) and their time in ms, over the workers' lifetime. */
+  wal?: { syncs: number; syncMs: number };
 }
 
-/** pg_stat_wal's WAL flushes, as counted so far (a backend flushes its counts at the latest when it exits). */
-async function walSyncs(c: pg.Client): Promise<number> {
-  return Number((await c.query(`SELECT wal_sync FROM pg_stat_wal`)).rows[0].wal_sync);
+/**
+ * pg_stat_wal's WAL flushes and their time, as counted so far (a backend reports its counts at the
+ * latest when it exits; the time only where track_wal_io_timing is on: the bench's database).
+ */
+async function walStats(c: pg.Client): Promise<{ syncs: number; syncMs: number }> {
+  const r = (await c.query(`SELECT wal_sync, wal_sync_time FROM pg_stat_wal`)).rows[0];
+  return { syncs: Number(r.wal_sync), syncMs: Number(r.wal_sync_time) };
 }
 
 export async function pgCase(url: string, workers: number): Promise<CaseResult> {
@@ -70,7 +74,7 @@ export async function pgCase(url: string, workers: number): Promise<CaseResult> 
     await store.close(); // (its backends exit, flushing their statistics before the counts start)
     const db = new URL(url).pathname.slice(1);
     await new Promise((r) => setTimeout(r, 200));
-    const wal0 = await walSyncs(admin);
+    const wal0 = await walStats(admin);
     const server = serverProbe(watcher, db, { waits: VERBOSE });
     await server.start();
     const t0 = performance.now();
@@ -95,7 +99,7 @@ export async function pgCase(url: string, workers: number): Promise<CaseResult> 
     for (const c of children) c.signal('SIGTERM');
     await Promise.all(children.map((c) => c.waitExit(60_000).catch(() => undefined)));
     await new Promise((r) => setTimeout(r, 500)); // (the exited backends' statistics)
-    const wal1 = await walSyncs(admin);
+    const wal1 = await walStats(admin);
     return {
       ms,
       steps,
@@ -103,7 +107,7 @@ export async function pgCase(url: string, workers: number): Promise<CaseResult> 
       workers: probes,
       server: serverStats,
       machineCpuMs: serverStats.machineCpuMs,
-      walSyncs: wal1 - wal0,
+      wal: { syncs: wal1.syncs - wal0.syncs, syncMs: wal1.syncMs - wal0.syncMs },
     };
   } finally {
     for (const c of children) c.signal('SIGTERM');
@@ -143,10 +147,12 @@ async function lmdbCase(): Promise<CaseResult> {
 export async function benchServe(): Promise<void> {
   const rows: (string | number)[][] = [];
   const costs: (string | number)[][] = [];
+  const pgRows: (string | number)[][] = [];
   const row = (label: string, procs: number, r: CaseResult) => {
     if (r.steps !== SESSIONS * STEPS_PER_RUN) console.log(`note: ${label} logged ${r.steps} step/start events, expected ${SESSIONS * STEPS_PER_RUN}`);
     rows.push([label, procs, procs * CONCURRENCY, SESSIONS, r.steps, fmt(r.ms / 1000, 2), fmt((r.steps / r.ms) * 1000, 0), fmt((SESSIONS / r.ms) * 1000, 1)]);
     costs.push(costRow(label, r));
+    if (r.workers) pgRows.push(pgRow(label, r));
     if (VERBOSE && r.workers) printProbes(label, r);
   };
   const load = () => loadavg().map((x) => x.toFixed(1)).join(' ');
@@ -156,10 +162,12 @@ export async function benchServe(): Promise<void> {
   const name = `actorloop_serve_bench_${process.pid}`;
   const admin = new pg.Client({ connectionString: baseUrl });
   const header = ['case', 'processes', 'concurrency', 'sessions', 'steps', 'seconds', 'steps/s', 'runs/s'];
-  const costHeader = ['case', 'worker CPU ms/step', 'PG backends CPU ms/step', 'PG WAL/aux CPU ms/step', 'machine CPU busy', 'other processes CPU ms/step', 'slots held', 'claims (empty)', 'statements/step', 'write transactions/step', 'WAL flushes/step'];
+  const costHeader = ['case', 'worker CPU ms/step', 'PG backends CPU ms/step', 'PG WAL/aux CPU ms/step', 'machine CPU busy', 'other processes CPU ms/step'];
+  const pgHeader = ['case', 'slots held', 'claims (empty)', 'statements/step', 'write transactions/step', 'WAL flushes/step', 'ms per WAL flush', 'flushing (share of the run)'];
   try {
     await admin.connect();
     await admin.query(`CREATE DATABASE ${name}`);
+    await admin.query(`ALTER DATABASE ${name} SET track_wal_io_timing = on`); // (the WAL flush times of its backends)
   } catch (e) {
     console.log(`PostgreSQL rows skipped: no server at ${baseUrl} (${(e as Error).message}); set ACTORLOOP_TEST_POSTGRES=postgres://…`);
     await admin.end().catch(() => undefined);
@@ -179,6 +187,8 @@ export async function benchServe(): Promise<void> {
   printTable(header, rows);
   console.log(`\nWhere the CPU goes (${cpus().length} cores; CPU times do not depend on the machine's load, "machine CPU busy" and "other processes" say what else ran):\n`);
   printTable(costHeader, costs);
+  console.log(`\nPostgreSQL per step (counts; a WAL flush's time depends on the disk and on what else flushes):\n`);
+  printTable(pgHeader, pgRows);
 }
 
 function costRow(label: string, r: CaseResult): (string | number)[] {
@@ -186,13 +196,26 @@ function costRow(label: string, r: CaseResult): (string | number)[] {
   const s = r.server;
   const known = r.workerCpuMs + (s ? s.backendCpuMs + s.auxCpuMs : 0);
   const busy = r.machineCpuMs === undefined ? '—' : `${fmt((100 * r.machineCpuMs) / (r.ms * cpus().length), 0)} %`;
+  return [label, per(r.workerCpuMs), per(s?.backendCpuMs), per(s?.auxCpuMs), busy, r.machineCpuMs === undefined ? '—' : per(r.machineCpuMs - known)];
+}
+
+function pgRow(label: string, r: CaseResult): (string | number)[] {
   const w = r.workers ?? [];
-  const held = w.length ? `${fmt(w.reduce((a, p) => a + p.meanHeld, 0), 1)} of ${w.reduce((a, p) => a + p.concurrency, 0)}` : '—';
-  const claims = w.length ? `${w.reduce((a, p) => a + p.claims, 0)} (${w.reduce((a, p) => a + p.claimsEmpty, 0)})` : '—';
-  const statements = w.reduce((a, p) => a + Object.values(p.statements).reduce((x, [n]) => x + n, 0), 0);
+  const sum = (f: (p: WorkerProbe) => number) => w.reduce((a, p) => a + f(p), 0);
+  const statements = sum((p) => Object.values(p.statements).reduce((x, [n]) => x + n, 0));
   // transactions that write (a COMMIT, or one statement that writes): each needs its WAL flushed
-  const writes = w.reduce((a, p) => a + Object.entries(p.statements).reduce((x, [k, [n]]) => x + (/^(COMMIT|UPDATE|INSERT|WITH|attach)/.test(k) ? n : 0), 0), 0);
-  return [label, per(r.workerCpuMs), per(s?.backendCpuMs), per(s?.auxCpuMs), busy, r.machineCpuMs === undefined ? '—' : per(r.machineCpuMs - known), held, claims, w.length ? fmt(statements / r.steps, 1) : '—', w.length ? fmt(writes / r.steps, 2) : '—', r.walSyncs !== undefined ? fmt(r.walSyncs / r.steps, 2) : '—'];
+  const writes = sum((p) => Object.entries(p.statements).reduce((x, [k, [n]]) => x + (/^(COMMIT|UPDATE|INSERT|WITH|attach)/.test(k) ? n : 0), 0));
+  const wal = r.wal;
+  return [
+    label,
+    `${fmt(sum((p) => p.meanHeld), 1)} of ${sum((p) => p.concurrency)}`,
+    `${sum((p) => p.claims)} (${sum((p) => p.claimsEmpty)})`,
+    fmt(statements / r.steps, 1),
+    fmt(writes / r.steps, 2),
+    wal ? fmt(wal.syncs / r.steps, 2) : '—',
+    wal && wal.syncs ? fmt(wal.syncMs / wal.syncs, 2) : '—',
+    wal ? `${fmt((100 * wal.syncMs) / r.ms, 0)} %` : '—',
+  ];
 }
 
 function printProbes(label: string, r: CaseResult): void {
