@@ -4,8 +4,11 @@
  * Every session gets one input (submitted by this process through `runtime.submit` once the
  * workers are up); its run makes 3 tool steps of 2 calls (`lookup` parallel, `charge` exclusive)
  * and a final answer — 4 steps — with a 5 ms scripted model latency per call. The clock runs from
- * the workers' start until every run has settled. Needs a server (ACTORLOOP_TEST_POSTGRES, else
- * 127.0.0.1:5432) for the PostgreSQL rows; `BENCH_SERVE_SESSIONS` sets the size.
+ * the workers' start until every run has settled; before it, every serving process has served
+ * `BENCH_SERVE_WARM` sessions (300) of a store of its own (JIT warm-up). Needs a server
+ * (ACTORLOOP_TEST_POSTGRES, else 127.0.0.1:5432) for the PostgreSQL rows. `BENCH_SERVE_SESSIONS`
+ * sets the size (1,200), `BENCH_SERVE_WORKERS` the worker counts (1,2,4), `BENCH_SERVE_VERBOSE`
+ * prints each worker's counters and the server's wait events.
  */
 import { cpus, loadavg } from 'node:os';
 import { join } from 'node:path';
@@ -15,19 +18,22 @@ import { lmdbStore } from '../src/persistence/lmdb-store.js';
 import { postgresStore } from '../src/persistence/postgres/postgres-store.js';
 import type { EventStore } from '../src/persistence/event-store.js';
 import { REPO_ROOT, spawnTs, type ChildRun } from '../test/crash/child-util.js';
-import { serveAgent } from '../test/crash/serve-child.js';
+import { serveAgent, serveUntilSettled } from '../test/crash/serve-child.js';
 import { fmt, printTable } from './table.js';
 import { machineCpuMs, serverProbe, type ServerProbe } from './serve-server.js';
 import type { WorkerProbe } from './serve-probe.js';
 
-const SESSIONS = Number(process.env.BENCH_SERVE_SESSIONS ?? 300);
+const SESSIONS = Number(process.env.BENCH_SERVE_SESSIONS ?? 1200);
+/** Sessions each serving process runs (on a store of its own) before the clock starts: JIT warm-up. */
+const WARM = Number(process.env.BENCH_SERVE_WARM ?? 300);
 const STEPS_PER_RUN = 4; // 3 tool steps + the final answer
 const CONCURRENCY = 32;
 const CHILD = join(REPO_ROOT, 'test/crash/serve-child.ts');
+const SERVE_OPTIONS = { concurrency: CONCURRENCY, leaseMs: 15_000, pollMs: 200 };
 const VERBOSE = Boolean(process.env.BENCH_SERVE_VERBOSE);
 /** Worker processes of the PostgreSQL rows (`BENCH_SERVE_WORKERS=1,2,4`). */
 const WORKERS = (process.env.BENCH_SERVE_WORKERS ?? '1,2,4').split(',').map(Number);
-const WORKER_FLAGS = ['--wait-go', `--concurrency=${CONCURRENCY}`, '--latency=5', '--tool-ms=0', '--steps=3', '--lease-ms=15000', '--poll-ms=200'];
+const WORKER_FLAGS = ['--wait-go', `--concurrency=${CONCURRENCY}`, '--latency=5', '--tool-ms=0', '--steps=3', '--lease-ms=15000', '--poll-ms=200', `--warm=${WARM}`];
 
 async function submitAll(store: EventStore, prefix: string): Promise<void> {
   const feeder = createRuntime({ store, ...serveAgent({ steps: 3, latencyMs: 0, toolMs: 0 }) });
@@ -121,12 +127,14 @@ export async function pgCase(url: string, workers: number): Promise<CaseResult> 
 async function lmdbCase(): Promise<CaseResult> {
   const tmp = process.env.ACTORLOOP_BENCH_TMP ?? '.tmp';
   const store = lmdbStore({ path: join(tmp, `serve-bench-lmdb-${process.pid}`) });
-  const runtime = createRuntime({ store, ...serveAgent({ steps: 3, latencyMs: 5, toolMs: 0 }) });
+  const agent = () => serveAgent({ steps: 3, latencyMs: 5, toolMs: 0 });
+  await serveUntilSettled(createRuntime({ store: lmdbStore({ path: join(tmp, `serve-bench-lmdb-warm-${process.pid}`) }), ...agent() }), 'w', WARM, SERVE_OPTIONS);
+  const runtime = createRuntime({ store, ...agent() });
   await submitAll(store, 's');
   const m0 = machineCpuMs();
   const cpu0 = process.cpuUsage();
   const t0 = performance.now();
-  const handle = runtime.serve({ concurrency: CONCURRENCY, leaseMs: 15_000, pollMs: 200 });
+  const handle = runtime.serve(SERVE_OPTIONS);
   let released = 0;
   let done!: () => void;
   const all = new Promise<void>((r) => (done = r));
@@ -183,7 +191,7 @@ export async function benchServe(): Promise<void> {
     await admin.end();
   }
   console.log(`load average at end: ${load()}`);
-  console.log(`${SESSIONS} sessions, one run each: ${STEPS_PER_RUN} steps (3 × 2 tool calls + the answer), 5 ms model latency per call; ${CONCURRENCY} sessions at once per process\n`);
+  console.log(`${SESSIONS} sessions, one run each: ${STEPS_PER_RUN} steps (3 × 2 tool calls + the answer), 5 ms model latency per call; ${CONCURRENCY} sessions at once per process; each process warmed up with ${WARM} sessions\n`);
   printTable(header, rows);
   console.log(`\nWhere the CPU goes (${cpus().length} cores; CPU times do not depend on the machine's load, "machine CPU busy" and "other processes" say what else ran):\n`);
   printTable(costHeader, costs);
