@@ -29,6 +29,8 @@ const WARM = Number(process.env.BENCH_SERVE_WARM ?? 300);
 const STEPS_PER_RUN = 4; // 3 tool steps + the final answer
 const CONCURRENCY = 32;
 const CHILD = join(REPO_ROOT, 'test/crash/serve-child.ts');
+/** `BENCH_SERVE_COMMIT_DELAY_US`: PostgreSQL's commit_delay for the bench's database (0: the disk as it is). */
+const COMMIT_DELAY_US = Number(process.env.BENCH_SERVE_COMMIT_DELAY_US ?? 0);
 const SERVE_OPTIONS = { concurrency: CONCURRENCY, leaseMs: 15_000, pollMs: 200 };
 const VERBOSE = Boolean(process.env.BENCH_SERVE_VERBOSE);
 /** Worker processes of the PostgreSQL rows (`BENCH_SERVE_WORKERS=1,2,4`). */
@@ -176,6 +178,8 @@ export async function benchServe(): Promise<void> {
     await admin.connect();
     await admin.query(`CREATE DATABASE ${name}`);
     await admin.query(`ALTER DATABASE ${name} SET track_wal_io_timing = on`); // (the WAL flush times of its backends)
+    // a slower WAL device (network storage, a synchronous standby): every flush of this database waits this long first
+    if (COMMIT_DELAY_US > 0) await admin.query(`ALTER DATABASE ${name} SET commit_delay = ${COMMIT_DELAY_US}; ALTER DATABASE ${name} SET commit_siblings = 0`);
   } catch (e) {
     console.log(`PostgreSQL rows skipped: no server at ${baseUrl} (${(e as Error).message}); set ACTORLOOP_TEST_POSTGRES=postgres://…`);
     await admin.end().catch(() => undefined);
@@ -191,7 +195,7 @@ export async function benchServe(): Promise<void> {
     await admin.end();
   }
   console.log(`load average at end: ${load()}`);
-  console.log(`${SESSIONS} sessions, one run each: ${STEPS_PER_RUN} steps (3 × 2 tool calls + the answer), 5 ms model latency per call; ${CONCURRENCY} sessions at once per process; each process warmed up with ${WARM} sessions\n`);
+  console.log(`${SESSIONS} sessions, one run each: ${STEPS_PER_RUN} steps (3 × 2 tool calls + the answer), 5 ms model latency per call; ${CONCURRENCY} sessions at once per process; each process warmed up with ${WARM} sessions${COMMIT_DELAY_US ? `; PostgreSQL commit_delay ${COMMIT_DELAY_US} µs` : ''}\n`);
   printTable(header, rows);
   console.log(`\nWhere the CPU goes (${cpus().length} cores; CPU times do not depend on the machine's load, "machine CPU busy" and "other processes" say what else ran):\n`);
   printTable(costHeader, costs);
