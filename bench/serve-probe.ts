@@ -5,6 +5,9 @@
  * the machine is: statements sent (by name, with their client-side time), serve events, appends
  * refused, idle waits, how full the worker kept its slots, its CPU time and event-loop delay.
  */
+import { writeFileSync } from 'node:fs';
+import { Session } from 'node:inspector/promises';
+import { join } from 'node:path';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import pg from 'pg';
 import type { ServeEvent } from '../src/contracts/inbox.js';
@@ -61,6 +64,26 @@ function countStatements(into: Record<string, [number, number]>): void {
   };
 }
 
+/** `BENCH_SERVE_CPU_PROF=<dir>`: each worker writes a CPU profile of its serving (GO to PROBE) there. */
+const PROFILE_DIR = process.env.BENCH_SERVE_CPU_PROF;
+
+const profiler = (() => {
+  const session = new Session();
+  return {
+    async start(): Promise<void> {
+      session.connect();
+      await session.post('Profiler.enable');
+      await session.post('Profiler.setSamplingInterval', { interval: 500 });
+      await session.post('Profiler.start');
+    },
+    async stop(file: string): Promise<void> {
+      const { profile } = await session.post('Profiler.stop');
+      writeFileSync(file, JSON.stringify(profile));
+      session.disconnect();
+    },
+  };
+})();
+
 /** Starts counting; `report()` returns the counters since `start()`. */
 export function workerProbe(store: EventStore, concurrency: number) {
   const statements: Record<string, [number, number]> = {};
@@ -105,6 +128,7 @@ export function workerProbe(store: EventStore, concurrency: number) {
   };
   return {
     start(): void {
+      if (PROFILE_DIR) void profiler.start();
       // (what a warm-up or the store's first use sent does not count)
       for (const k of Object.keys(statements)) delete statements[k];
       claims = claimsEmpty = 0;
@@ -130,7 +154,8 @@ export function workerProbe(store: EventStore, concurrency: number) {
         }
       }
     },
-    report(): WorkerProbe {
+    async report(): Promise<WorkerProbe> {
+      if (PROFILE_DIR) await profiler.stop(join(PROFILE_DIR, `serve-worker-${process.pid}.cpuprofile`));
       delay.disable();
       const cpu = process.cpuUsage(cpu0);
       return {

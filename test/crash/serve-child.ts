@@ -86,7 +86,7 @@ async function worker(): Promise<void> {
   const handle = runtime.serve(serveOptions);
   if (probe) {
     handle.subscribe((e) => probe.onEvent(e));
-    void nextLine((l) => l === 'PROBE').then(() => say(`PROBE ${JSON.stringify(probe.report())}`));
+    void nextLine((l) => l === 'PROBE').then(async () => say(`PROBE ${JSON.stringify(await probe.report())}`));
   }
   handle.subscribe((e) => {
     if (e.type === 'error') say(`EV error ${e.sessionId ?? '-'} ${e.message.replace(/\s+/g, ' ').slice(0, 300)}`);
