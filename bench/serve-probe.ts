@@ -20,6 +20,9 @@ export interface WorkerProbe {
   wallMs: number;
   cpuUserMs: number;
   cpuSystemMs: number;
+  /** Context switches (process.resourceUsage): waiting for I/O, and preempted for another process. */
+  voluntarySwitches: number;
+  involuntarySwitches: number;
   /** Event-loop delay (ms): mean and p99 while serving. */
   loopDelayMeanMs: number;
   loopDelayP99Ms: number;
@@ -113,6 +116,7 @@ export function workerProbe(store: EventStore, concurrency: number) {
   const delay = monitorEventLoopDelay({ resolution: 5 });
   let t0 = 0;
   let cpu0 = process.cpuUsage();
+  let ru0 = process.resourceUsage();
   let held = 0;
   let heldSince = 0;
   let heldArea = 0;
@@ -134,6 +138,7 @@ export function workerProbe(store: EventStore, concurrency: number) {
       claims = claimsEmpty = 0;
       t0 = heldSince = performance.now();
       cpu0 = process.cpuUsage();
+      ru0 = process.resourceUsage();
       delay.enable();
     },
     onEvent(e: ServeEvent): void {
@@ -158,7 +163,10 @@ export function workerProbe(store: EventStore, concurrency: number) {
       if (PROFILE_DIR) await profiler.stop(join(PROFILE_DIR, `serve-worker-${process.pid}.cpuprofile`));
       delay.disable();
       const cpu = process.cpuUsage(cpu0);
+      const ru = process.resourceUsage();
       return {
+        voluntarySwitches: ru.voluntaryContextSwitches - ru0.voluntaryContextSwitches,
+        involuntarySwitches: ru.involuntaryContextSwitches - ru0.involuntaryContextSwitches,
         pid: process.pid,
         wallMs: performance.now() - t0,
         cpuUserMs: cpu.user / 1000,

@@ -235,7 +235,7 @@ function printProbes(label: string, r: CaseResult): void {
   for (const p of r.workers ?? []) {
     const top = Object.entries(p.statements).sort((a, b) => b[1][0] - a[1][0]);
     console.log(
-      `  worker ${p.pid}: cpu ${fmt(p.cpuUserMs + p.cpuSystemMs, 0)} ms, loop delay mean ${fmt(p.loopDelayMeanMs, 1)} p99 ${fmt(p.loopDelayP99Ms, 1)} ms, held ${fmt(p.meanHeld, 1)}/${p.concurrency}, hold ${fmt(p.meanHoldMs, 0)} ms, claims ${p.claims} (${p.claimsEmpty} empty)`,
+      `  worker ${p.pid}: cpu ${fmt(p.cpuUserMs + p.cpuSystemMs, 0)} ms (system ${fmt(p.cpuSystemMs, 0)}), context switches ${p.voluntarySwitches} + ${p.involuntarySwitches} preempted, loop delay mean ${fmt(p.loopDelayMeanMs, 1)} p99 ${fmt(p.loopDelayP99Ms, 1)} ms, held ${fmt(p.meanHeld, 1)}/${p.concurrency}, hold ${fmt(p.meanHoldMs, 0)} ms, claims ${p.claims} (${p.claimsEmpty} empty)`,
     );
     console.log(`    events ${JSON.stringify(p.events)} appends refused ${JSON.stringify(p.appendsRefused)}`);
     console.log(`    statements ${top.map(([k, [n, t]]) => `${k} ×${n} ${fmt(t / n, 1)}ms`).join(', ')}`);
