@@ -19,7 +19,7 @@ import type { SessionHead } from '../src/persistence/head.js';
 import { lmdbStore } from '../src/persistence/lmdb-store.js';
 import { postgresStore } from '../src/persistence/postgres/postgres-store.js';
 import { appendValues, headOf, SnapshotTxn, statements } from '../src/persistence/postgres/rows.js';
-import { channelOf, migrate } from '../src/persistence/postgres/schema.js';
+import { channelOf, migrate, notifyQuery } from '../src/persistence/postgres/schema.js';
 import { userMsg } from '../test/helpers/drafts.js';
 import { median, percentile, printTable } from './table.js';
 
@@ -96,10 +96,10 @@ async function batchedTarget(url: string, schema: string): Promise<Target> {
           const txn = new SnapshotTxn(op.sid, heads.get(op.sid));
           const out = applyAppend(txn, op.sid, op.epoch, op.seq, prepareDrafts(op.drafts, 'bench', op.sid), new Date().toISOString());
           const before = heads.get(op.sid)!;
-          await c.query({ ...stmts.append, values: appendValues(channelOf(schema), before, out.head, op.epoch, txn.events.map((e) => e.record), txn.events.map((e) => e.text)) });
+          await c.query({ ...stmts.append, values: appendValues(before, out.head, op.epoch, txn.events.map((e) => e.record), txn.events.map((e) => e.text)) });
           heads.set(op.sid, out.head);
         }
-        await c.query('COMMIT');
+        await c.query(['COMMIT', ...ops.map((op) => notifyQuery(channelOf(schema), op.sid))].join('; '));
         for (const op of ops) op.done();
       } catch (e) {
         for (const op of ops) op.done(e);

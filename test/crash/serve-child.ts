@@ -16,7 +16,8 @@
 import { appendFileSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { z } from 'zod';
-import { createRuntime } from '../../src/runtime/runtime.js';
+import type { ServeOptions } from '../../src/contracts/inbox.js';
+import { createRuntime, type Runtime } from '../../src/runtime/runtime.js';
 import { defineTool } from '../../src/tools/define-tool.js';
 import type { EventStore } from '../../src/persistence/event-store.js';
 import { lmdbStore } from '../../src/persistence/lmdb-store.js';
@@ -65,12 +66,28 @@ async function worker(): Promise<void> {
   const ledger = flags.get('ledger');
   if (ledger) mkdirSync(ledger, { recursive: true });
   const store = openStore(storeArg!);
-  const runtime = createRuntime({ store, ...serveAgent({ steps: num('steps', 2), latencyMs: num('latency', 5), toolMs: num('tool-ms', 10), ...(ledger ? { ledger } : {}) }) });
+  const concurrency = num('concurrency', 16);
+  // the serve bench's counters (bench/serve-probe.ts): `PROBE <json>` on stdin's `PROBE`
+  const probe = flags.has('probe') ? (await import('../../bench/serve-probe.js')).workerProbe(store, concurrency) : undefined;
+  const agent = () => serveAgent({ steps: num('steps', 2), latencyMs: num('latency', 5), toolMs: num('tool-ms', 10), ...(ledger ? { ledger } : {}) });
+  const runtime = createRuntime({ store, ...agent() });
+  const serveOptions = { concurrency, leaseMs: num('lease-ms', 2000), pollMs: num('poll-ms', 200), shutdownGraceMs: num('grace-ms', 2000) };
+  // the bench's warm-up: this process serves `--warm` sessions of a store of its own before READY
+  if (flags.has('warm')) {
+    const warmSpec = storeArg!.startsWith('pg:') ? `${storeArg}_w${process.pid}` : `${storeArg}-w${process.pid}`;
+    const warmStore = openStore(warmSpec);
+    await serveUntilSettled(createRuntime({ store: warmStore, ...agent() }), 'w', num('warm', 0), serveOptions);
+  }
   if (flags.has('wait-go')) {
     say('READY');
     await nextLine((l) => l === 'GO');
   }
-  const handle = runtime.serve({ concurrency: num('concurrency', 16), leaseMs: num('lease-ms', 2000), pollMs: num('poll-ms', 200), shutdownGraceMs: num('grace-ms', 2000) });
+  probe?.start();
+  const handle = runtime.serve(serveOptions);
+  if (probe) {
+    handle.subscribe((e) => probe.onEvent(e));
+    void nextLine((l) => l === 'PROBE').then(async () => say(`PROBE ${JSON.stringify(await probe.report())}`));
+  }
   handle.subscribe((e) => {
     if (e.type === 'error') say(`EV error ${e.sessionId ?? '-'} ${e.message.replace(/\s+/g, ' ').slice(0, 300)}`);
     else if (e.type === 'lease_lost') say(`EV lease_lost ${e.sessionId} ${e.reason}`);
@@ -85,6 +102,27 @@ async function worker(): Promise<void> {
     })();
   });
   if (!flags.has('wait-go')) say('READY');
+}
+
+/**
+ * Submits one input to each of sessions `<prefix>0..<prefix><n-1>` (50 at a time), then serves
+ * them until every one was released; stops serving and closes the runtime.
+ */
+export async function serveUntilSettled(runtime: Runtime, prefix: string, n: number, options: ServeOptions): Promise<void> {
+  const ids = Array.from({ length: n }, (_, i) => `${prefix}${i}`);
+  for (let i = 0; i < ids.length; i += 50) {
+    await Promise.all(ids.slice(i, i + 50).map((sid) => runtime.submit(sid, { kind: 'input', inputId: `${sid}-in`, mode: 'follow_up', message: sid })));
+  }
+  const handle = runtime.serve(options);
+  let released = 0;
+  await new Promise<void>((resolve) => {
+    if (n === 0) resolve();
+    handle.subscribe((e) => {
+      if (e.type === 'released' && ++released >= n) resolve();
+    });
+  });
+  await handle.stop();
+  await runtime.close();
 }
 
 async function feed(): Promise<void> {

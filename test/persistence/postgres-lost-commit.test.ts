@@ -33,7 +33,7 @@ if (db) {
         const { writerEpoch } = await store.attachWriter('s');
         let armed = true;
         proxy.decide = (m) => {
-          if (armed && m.from === 'client' && queryText(m) === 'COMMIT') {
+          if (armed && m.from === 'client' && queryText(m)?.startsWith('COMMIT')) {
             armed = false;
             return 'forward-then-drop';
           }
@@ -63,7 +63,7 @@ if (db) {
         const { writerEpoch } = await store.attachWriter('u');
         let armed = true;
         proxy.decide = (m) => {
-          if (armed && m.from === 'client' && queryText(m) === 'COMMIT') {
+          if (armed && m.from === 'client' && queryText(m)?.startsWith('COMMIT')) {
             armed = false;
             proxy.refuse = true; // the server is gone for the store from here on
             return 'forward-then-drop';

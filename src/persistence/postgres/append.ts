@@ -6,6 +6,7 @@ import type { SessionHead } from '../head.js';
 import { isConnectionError, type Connections } from './connection.js';
 import { sqlStateOf, type PgPoolClient } from './pg-types.js';
 import { appendValues, headOf, SnapshotTxn, type Statements } from './rows.js';
+import { notifyQuery } from './schema.js';
 
 export interface AppendSettings {
   stmts: Statements;
@@ -162,7 +163,7 @@ async function write(
   let broken = false;
   try {
     await c.query(s.begin);
-    const values = appendValues(s.channel, { ...before, sessionId }, next, writerEpoch, events.map((e) => e.record), events.map((e) => e.text));
+    const values = appendValues({ ...before, sessionId }, next, writerEpoch, events.map((e) => e.record), events.map((e) => e.text));
     const r = await c.query({ ...s.stmts.append, values });
     if ((r.rows[0] as { fenced: number }).fenced !== 1) {
       await c.query('ROLLBACK');
@@ -175,7 +176,9 @@ async function write(
       throw Object.assign(new Error('beforeCommit threw'), { hookError: e });
     }
     commitSent = true;
-    await c.query('COMMIT');
+    // the wake-up rides in the COMMIT's message but in a transaction of its own, which flushes
+    // nothing: inside the append it would serialise every commit of the database (notifyQuery)
+    await c.query(`COMMIT; ${notifyQuery(s.channel, sessionId)}`);
     return 'committed';
   } catch (e) {
     const hookError = (e as { hookError?: unknown }).hookError;

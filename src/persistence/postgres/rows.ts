@@ -68,7 +68,8 @@ export function statements(schema: string) {
     sessions: { name: tag('sessions'), text: `SELECT session_id FROM ${s}.sessions ORDER BY session_id COLLATE "C"` },
     /**
      * The append: the fence and expected-seq check on the session row, the new head fields, and
-     * the multi-row insert (which runs only if the fence matched), plus the NOTIFY wake-up.
+     * the multi-row insert (which runs only if the fence matched). Its NOTIFY is sent after the
+     * COMMIT, outside the transaction (schema.ts `notifyQuery`).
      */
     append: {
       name: tag('append'),
@@ -81,16 +82,15 @@ export function statements(schema: string) {
           INSERT INTO ${s}.events (session_id, seq, event_id, type, record)
           SELECT f.session_id, u.seq, u.event_id, u.type, u.record
             FROM fence f, unnest($12::bigint[], $13::text[], $14::text[], $15::text[]) AS u(seq, event_id, type, record)
-          RETURNING 1),
-        wake AS (SELECT pg_notify($16, $1) FROM fence)
-        SELECT (SELECT count(*) FROM fence)::int AS fenced, (SELECT count(*) FROM ins)::int AS inserted, (SELECT count(*) FROM wake)::int AS woke`,
+          RETURNING 1)
+        SELECT (SELECT count(*) FROM fence)::int AS fenced, (SELECT count(*) FROM ins)::int AS inserted`,
     },
   };
 }
 export type Statements = ReturnType<typeof statements>;
 
 /** The values of the append statement for records that follow `head` and give `next`. */
-export function appendValues(channel: string, head: SessionHead, next: SessionHead, writerEpoch: number, records: readonly EventRecord[], texts: readonly string[]): unknown[] {
+export function appendValues(head: SessionHead, next: SessionHead, writerEpoch: number, records: readonly EventRecord[], texts: readonly string[]): unknown[] {
   const json = (v: unknown) => (v === null ? null : JSON.stringify(v));
   return [
     head.sessionId,
@@ -108,7 +108,6 @@ export function appendValues(channel: string, head: SessionHead, next: SessionHe
     records.map((r) => r.eventId),
     records.map((r) => r.type),
     texts,
-    channel,
   ];
 }
 

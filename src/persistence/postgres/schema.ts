@@ -4,6 +4,19 @@ import type { PgPool, PgPoolClient } from './pg-types.js';
 /** A quoted SQL identifier (the schema name comes from the user's options). */
 export const ident = (name: string): string => `"${name.replace(/"/g, '""')}"`;
 
+/** A string literal for a simple query (one that takes no parameters): `E'…'` with `'` and `\` doubled. */
+export const literal = (text: string): string => `E'${text.replace(/\\/g, '\\\\').replace(/'/g, "''")}'`;
+
+/**
+ * The statement that sends the wake-up `payload` on `channel`, run in a transaction of its own:
+ * never inside one that writes. PostgreSQL serialises the commits of the transactions that
+ * notified (a database-wide lock taken before the commit record and held until the commit is
+ * flushed), so a NOTIFY inside an append would make every append of the database wait for the WAL
+ * flush of the one before it: no group commit (`npm run bench -- pg-notify`). A transaction that
+ * only notifies writes nothing that must be flushed, so it holds that lock for microseconds.
+ */
+export const notifyQuery = (channel: string, payload: string): string => `SELECT pg_notify(${literal(channel)}, ${literal(payload)})`;
+
 /** The NOTIFY channel of a schema's appends (channels are per database, so it names the schema). */
 export const channelOf = (schema: string): string => `actorloop:${schema}`;
 

@@ -22,16 +22,15 @@ function statements(schema: string, channel: string) {
   return {
     entry: `SELECT session_id, entry_id, seq, entry, submitted_at, applied_epoch, applied_at, outcome FROM ${s}.inbox WHERE session_id = $1 AND entry_id = $2`,
     hasEvent: `SELECT 1 FROM ${s}.events WHERE session_id = $1 AND event_id = $2`,
-    // one statement, one round trip: an entry stored before (or an input already in the log) is
-    // reported, else the session's counter is bumped, the entry inserted and the workers woken
+    // one statement: an entry stored before (or an input already in the log) is reported, else the
+    // session's counter is bumped and the entry inserted; the workers are woken after it commits
     submit: `WITH existing AS (SELECT entry FROM ${s}.inbox WHERE session_id = $1 AND entry_id = $2),
-                  logged AS (SELECT 1 FROM ${s}.events WHERE $6::text IS NOT NULL AND session_id = $1 AND event_id = $6),
+                  logged AS (SELECT 1 FROM ${s}.events WHERE $5::text IS NOT NULL AND session_id = $1 AND event_id = $5),
                   bump AS (INSERT INTO ${s}.session_work (session_id, inbox_seq, pending)
                              SELECT $1, 1, 1 WHERE NOT EXISTS (SELECT 1 FROM existing) AND NOT EXISTS (SELECT 1 FROM logged)
                            ON CONFLICT (session_id) DO UPDATE SET inbox_seq = session_work.inbox_seq + 1, pending = session_work.pending + 1 RETURNING inbox_seq),
-                  ins AS (INSERT INTO ${s}.inbox (session_id, entry_id, seq, kind, entry) SELECT $1, $2, inbox_seq, $3, $4 FROM bump RETURNING seq),
-                  woken AS (SELECT pg_notify($5, $1) FROM ins)
-             SELECT (SELECT entry FROM existing) AS existing, EXISTS (SELECT 1 FROM logged) AS logged, (SELECT count(*) FROM woken) AS woken`,
+                  ins AS (INSERT INTO ${s}.inbox (session_id, entry_id, seq, kind, entry) SELECT $1, $2, inbox_seq, $3, $4 FROM bump RETURNING seq)
+             SELECT (SELECT entry FROM existing) AS existing, EXISTS (SELECT 1 FROM logged) AS logged`,
     notify: `SELECT pg_notify($1, $2)`,
     pending: `SELECT session_id, entry_id, seq, entry, submitted_at, applied_epoch, applied_at, outcome FROM ${s}.inbox WHERE session_id = $1 AND applied_at IS NULL ORDER BY seq`,
     mark: `WITH fence AS (SELECT 1 FROM ${s}.sessions WHERE session_id = $1 AND writer_epoch = $2 FOR SHARE),
@@ -92,7 +91,8 @@ function entryOf(r: EntryRow): StoredInboxEntry {
  * The PostgreSQL store's `work` (docs/scale-out.md): plain SQL on the schema's own tables, so that
  * a lease shares the session row's writer epoch (bind and renew check `sessions.writer_epoch`, a
  * mark is fenced on it). Claims take rows `FOR UPDATE SKIP LOCKED`; a submit (and a release that
- * leaves work) sends a NOTIFY that wakes workers on every machine, polling being the fallback.
+ * leaves work) sends a NOTIFY that wakes workers on every machine, polling being the fallback —
+ * after its write committed, never inside it (schema.ts `notifyQuery`).
  */
 export class PgWorkStore implements WorkStore {
   private readonly sql: ReturnType<typeof statements>;
@@ -165,8 +165,14 @@ export class PgWorkStore implements WorkStore {
     const entryId = entryIdOf(e);
     for (let tries = 0; ; tries++) {
       try {
-        const row = await this.run('work.submit', async (c) =>
-          (await c.query({ text: this.sql.submit, values: [sessionId, entryId, e.kind, JSON.stringify(e), this.sql.channel, e.kind === 'input' ? `input:${e.inputId}` : null] })).rows[0] as { existing: string | null; logged: boolean });
+        const row = await this.run('work.submit', async (c) => {
+          const r = (await c.query({ text: this.sql.submit, values: [sessionId, entryId, e.kind, JSON.stringify(e), e.kind === 'input' ? `input:${e.inputId}` : null] })).rows[0] as { existing: string | null; logged: boolean };
+          // after the commit, in a transaction of its own (schema.ts notifyQuery): a NOTIFY inside
+          // the submit would hold up every other commit of the database until this one is flushed.
+          // The entry is durable by now; a wake-up that fails only leaves it to the workers' polling
+          if (r.existing === null && !r.logged) await c.query({ text: this.sql.notify, values: [this.sql.channel, sessionId] }).catch(() => undefined);
+          return r;
+        });
         if (row.existing !== null) {
           const reason = sameEntryOrReason(JSON.parse(row.existing) as InboxEntry, e);
           return reason ? { status: 'refused', reason } : { status: 'already_accepted' };

@@ -1,0 +1,80 @@
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { postgresStore } from '../../src/persistence/postgres/postgres-store.js';
+import { channelOf } from '../../src/persistence/postgres/schema.js';
+import { workChannelOf } from '../../src/persistence/postgres/work.js';
+import { userMsg } from '../helpers/drafts.js';
+import { PgProxy, type PgMessage } from '../helpers/pg-proxy.js';
+import { freshSchema, postgresForTests } from '../helpers/postgres.js';
+
+/**
+ * PostgreSQL serialises the commits of the transactions that sent a NOTIFY: each takes a
+ * database-wide lock before its commit record and holds it until the commit is flushed. A NOTIFY
+ * inside an append would make every append of the database wait for the WAL flush of the one
+ * before it (no group commit: one flush per commit, measured by the serve bench). So the store's
+ * wake-ups go out in transactions of their own, which write nothing to flush — and still arrive.
+ * A proxy between the store and the server reads every statement the store sends.
+ */
+const db = await postgresForTests('PostgreSQL store: wake-ups outside writing transactions');
+if (db) {
+  describe('PostgreSQL store: wake-ups', () => {
+    const proxy = new PgProxy('127.0.0.1', Number(new URL(db.url).port || 5432));
+    let url = '';
+    beforeAll(async () => {
+      const u = new URL(db.url);
+      u.host = await proxy.start();
+      url = u.toString();
+    });
+    afterAll(() => proxy.stop());
+
+    /** The SQL of a simple query ('Q') or of a statement being prepared ('P': name, then text). */
+    const sqlOf = (m: PgMessage): string | undefined => {
+      if (m.type === 'Q') return m.body.subarray(0, m.body.length - 1).toString('utf8');
+      if (m.type === 'P') return m.body.toString('utf8').split('\0')[1];
+      return undefined;
+    };
+
+    it('appends and submits send no NOTIFY from a transaction that writes, and listeners are still woken', async () => {
+      const schema = freshSchema('notify');
+      const violations: string[] = [];
+      const inTxn = new Map<number, boolean>();
+      proxy.decide = (m) => {
+        const sql = m.from === 'client' ? sqlOf(m) : undefined;
+        if (sql === undefined) return 'forward';
+        // statements of one message run in order: BEGIN opens a transaction, COMMIT or ROLLBACK ends it
+        for (const part of sql.split(';').map((x) => x.trim())) {
+          if (/^BEGIN/i.test(part)) inTxn.set(m.conn, true);
+          else if (/^(COMMIT|ROLLBACK)/i.test(part)) inTxn.set(m.conn, false);
+          else if (/pg_notify/i.test(part) && (inTxn.get(m.conn) || /\b(INSERT|UPDATE|DELETE)\b/i.test(part))) violations.push(part.slice(0, 120));
+        }
+        return 'forward';
+      };
+      const store = postgresStore({ connectionString: url, schema });
+      const listener = new pg.Client({ connectionString: db.url });
+      try {
+        await store.listSessions(); // the schema exists
+        await listener.connect();
+        const heard: string[] = [];
+        listener.on('notification', (n) => heard.push(`${n.channel} ${n.payload}`));
+        await listener.query(`LISTEN "${channelOf(schema)}"; LISTEN "${workChannelOf(schema)}"`);
+
+        for (const sid of ['a', 'b']) {
+          const { writerEpoch } = await store.attachWriter(sid);
+          await store.append(sid, writerEpoch, 1, [userMsg(`${sid}1`)]);
+          await store.append(sid, writerEpoch, 2, [userMsg(`${sid}2`), userMsg(`${sid}3`)]);
+        }
+        expect((await store.work.submit('c', { kind: 'input', inputId: 'c-in', mode: 'follow_up', message: 'hi' })).status).toBe('accepted');
+
+        await expect.poll(() => heard.length, { timeout: 5000 }).toBeGreaterThanOrEqual(5);
+        expect(heard.filter((h) => h === `${channelOf(schema)} a`)).toHaveLength(2);
+        expect(heard.filter((h) => h === `${channelOf(schema)} b`)).toHaveLength(2);
+        expect(heard).toContain(`${workChannelOf(schema)} c`);
+        expect(violations).toEqual([]);
+      } finally {
+        proxy.decide = () => 'forward';
+        await listener.end().catch(() => undefined);
+        await store.close();
+      }
+    });
+  });
+}
