@@ -18,6 +18,14 @@ export type { ResumeInput, StartRunOutput } from '../actors/start-run.js';
 export type { RunContext, RunEvent, RunInput } from './run-context.js';
 
 /**
+ * A cancel while the step's model call is prepared or made: the call is stopped (its actor's
+ * signal aborts) and no answer of it is committed.
+ */
+const MODEL_CALL_CANCELLED = { target: '#run.ending', actions: ['requestCancel', 'endModelCallCancelled'] } as const;
+/** A phase's actor failed: the run ends with the error it threw (typed by `endFor`). */
+const RUN_FAILED = { target: '#run.ending', actions: 'failWith' } as const;
+
+/**
  * One attempt of one run (DESIGN §3, §4), one named actor per phase: `startRun` → step loop
  * (`callModel` (after `prepareContext` when steers wait or the context is too large) →
  * `commitIntent` → `toolBatch` → `commitResults`) → budget
@@ -230,7 +238,7 @@ export const runMachine = setup({
           { guard: 'budgetSpent', target: '#run.ending', actions: ['recordStart', 'endBudgetSpent'] },
           { target: 'callingModel', actions: ['recordStart', 'nextStep'] },
         ],
-        onError: { target: '#run.ending', actions: 'failWith' },
+        onError: RUN_FAILED,
       },
     },
     preparingContext: {
@@ -244,9 +252,9 @@ export const runMachine = setup({
           { guard: 'stopRequested', target: '#run.ending', actions: ['countCompaction', 'endStopped'] },
           { target: 'callingModel', actions: ['countCompaction', 'markPrepared'] },
         ],
-        onError: { target: '#run.ending', actions: 'failWith' },
+        onError: RUN_FAILED,
       },
-      on: { CANCEL: { target: '#run.ending', actions: ['requestCancel', 'endModelCallCancelled'] } },
+      on: { CANCEL: MODEL_CALL_CANCELLED },
     },
     callingModel: {
       invoke: {
@@ -262,10 +270,9 @@ export const runMachine = setup({
           { guard: 'askedForTools', target: 'committingIntent', actions: ['countModelCall', 'keepToolCalls'] },
           { target: 'verifyingFinal', actions: ['countModelCall', 'keepAnswer'] },
         ],
-        onError: { target: '#run.ending', actions: 'failWith' },
+        onError: RUN_FAILED,
       },
-      // the model call is stopped (its signal aborts): no answer of it is committed
-      on: { CANCEL: { target: '#run.ending', actions: ['requestCancel', 'endModelCallCancelled'] } },
+      on: { CANCEL: MODEL_CALL_CANCELLED },
     },
     committingIntent: {
       invoke: {
@@ -284,7 +291,7 @@ export const runMachine = setup({
           { guard: 'intentSuspended', target: '#run.ending', actions: 'endSuspended' },
           { target: 'runningTools', actions: 'keepIntents' },
         ],
-        onError: { target: '#run.ending', actions: 'failWith' },
+        onError: RUN_FAILED,
       },
     },
     checkingCorrections: {
@@ -296,7 +303,7 @@ export const runMachine = setup({
         src: 'toolBatch',
         input: ({ context: c }): ToolBatchInput => ({ runId: c.runId, maxParallel: c.maxParallelTools, calls: c.calls, cancelled: c.cancelRequested }),
         onDone: { target: 'committingResults', actions: 'keepBatchResults' },
-        onError: { target: '#run.ending', actions: 'failWith' },
+        onError: RUN_FAILED,
       },
       on: { CANCEL: { actions: ['requestCancel', 'cancelBatch'] } },
     },
@@ -308,7 +315,7 @@ export const runMachine = setup({
           { guard: 'toolConcluded', target: 'verifyingFinal', actions: ['countRejections', 'finalizeConcludedByTool'] },
           { target: 'checkingBudget', actions: 'countRejections' },
         ],
-        onError: { target: '#run.ending', actions: 'failWith' },
+        onError: RUN_FAILED,
       },
     },
     /** After every step (DESIGN §4 item 8): a cancel, a spent budget, a detach or a stop ends the run. */
@@ -333,7 +340,7 @@ export const runMachine = setup({
           { guard: 'cancelRequested', target: '#run.ending', actions: assign({ end: () => ended('cancelled', 'cancelled', { error: { kind: 'cancelled', message: 'cancelled before the final answer was committed' } }) }) },
           { target: 'committingFinal' },
         ],
-        onError: { target: '#run.ending', actions: 'failWith' },
+        onError: RUN_FAILED,
       },
     },
     committingFinal: {
@@ -341,7 +348,7 @@ export const runMachine = setup({
         src: 'commitFinal',
         input: ({ context }) => finalInput(context),
         onDone: { target: 'delivering', actions: 'keepFinalMessageId' },
-        onError: { target: '#run.ending', actions: 'failWith' },
+        onError: RUN_FAILED,
       },
     },
     delivering: {
@@ -352,7 +359,7 @@ export const runMachine = setup({
           { guard: 'delivered', target: '#run.ending', actions: 'endDelivered' },
           { target: '#run.ending', actions: 'endDeliveryUnknown' },
         ],
-        onError: { target: '#run.ending', actions: 'failWith' },
+        onError: RUN_FAILED,
       },
     },
     ending: {
