@@ -14,14 +14,18 @@ import { sessionMachine, type PrepareInput, type PrepareOutput, type SessionInpu
 import type { ExecutionResult } from '../contracts/requests.js';
 import { toolBatchMachine } from '../machines/tool-batch.machine.js';
 
-/** A timer on `clock` that resolves with the time once `at` has passed; never without `at`. */
+/**
+ * A timer on `clock` that resolves once `at` has passed, with the time — at least `at`: a timer
+ * may fire a millisecond before the clock reads `at` (Node's timers and `Date.now` round
+ * differently), and its firing is what spends the budget. Never resolves without `at`.
+ */
 export const deadlineActor = (clockOf: (system: ActorSystem<any>) => Clock) =>
   fromPromise<number, { at?: number }>(
     ({ input, signal, system }) =>
       new Promise<number>((resolve) => {
         if (input.at === undefined) return;
         const clock = clockOf(system);
-        const t = clock.setTimeout(() => resolve(clock.now()), Math.max(0, input.at - clock.now()));
+        const t = clock.setTimeout(() => resolve(Math.max(clock.now(), input.at!)), Math.max(0, input.at - clock.now()));
         signal.addEventListener('abort', () => clock.clearTimeout(t), { once: true });
       }),
   );

@@ -37,6 +37,15 @@ describe('budgets (real LMDB)', () => {
     expect(await s.execute({ kind: 'prompt', ...ids(), message: 'go' })).toMatchObject({ status: 'budget_exhausted', budget: 'maxDurationMs' });
   });
 
+  it('maxDurationMs is spent when its timer fires, even when the timer fires before the clock reads the deadline', async () => {
+    // Node's timers and Date.now round differently: a timer can fire a millisecond early
+    const early = { now: () => Date.now(), setTimeout: (fn: () => void, ms: number) => setTimeout(fn, Math.max(0, ms - 5)), clearTimeout: (t: unknown) => clearTimeout(t as NodeJS.Timeout) };
+    const slow = defineTool({ name: 'slow', description: '', parameters: z.object({}), execute: async () => (await sleep(30), 'ok') });
+    const { runtime } = memRuntime({ model: scriptedModel([{ toolCalls: [{ name: 'slow', arguments: {} }] }], { loop: true }), tools: [slow], budget: { maxDurationMs: 50 }, clock: early });
+    const s = await runtime.openSession('s');
+    expect(await s.execute({ kind: 'prompt', ...ids(), message: 'go' })).toMatchObject({ status: 'budget_exhausted', budget: 'maxDurationMs', steps: 2 });
+  });
+
   // Guards against (seen in scenarios-runs.test.ts, SCENARIO_SEED=30066 SCENARIO_COUNT=1): a detach landing in the step that
   // spends maxToolCalls ends the attempt `detached` instead of `budget_exhausted`, and the
   // `continue` then calls the model and runs more tools with the budget already spent.
