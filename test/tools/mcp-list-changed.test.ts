@@ -1,27 +1,14 @@
-import { join } from 'node:path';
-import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { createRuntime, isValidationError, mcpTools, memoryStore, scriptedModel, type AnyTool, type EventStore, type ScriptedModel, type ScriptedStep } from '../../src/index.js';
 import type { EventRecord } from '../../src/contracts/events.js';
-import { killAllChildren } from '../crash/child-util.js';
 import { collect } from '../helpers/drafts.js';
-import { tempDir } from '../helpers/tmp.js';
-import { httpClient, httpServer, journalOf, stdioClient, until } from './mcp/servers.js';
+import { httpClient, httpServer, journalOf, mcpFixtures, stdioClient, until } from './mcp/servers.js';
 
 // The server (test/tools/mcp/server.ts, MCP_TEST_VARIANT=live) changes its tool list while the
 // client stays connected when `change_tools` is called: the SDK sends notifications/tools/list_changed.
 
-const dir = tempDir('actorloop-mcp-list-');
-let n = 0;
-const journal = () => join(dir.path, `journal-${++n}.txt`);
-const clients: Client[] = [];
-afterEach(async () => {
-  for (const c of clients.splice(0)) await c.close().catch(() => {});
-  await killAllChildren();
-});
-afterAll(async () => {
-  await dir.cleanup();
-});
+const { journal, clients } = mcpFixtures('actorloop-mcp-list-');
 
 const events = (store: EventStore): Promise<EventRecord[]> => collect(store.readEvents('s1'));
 const resultOf = (log: EventRecord[], callId: string) => log.find((e) => e.type === 'tool/result' && e.payload.callId === callId)?.payload.outcome as Record<string, unknown> | undefined;

@@ -3,10 +3,30 @@ import { join } from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { REPO_ROOT, spawnTs, type ChildRun } from '../../crash/child-util.js';
+import { afterAll, afterEach } from 'vitest';
+import { killAllChildren, REPO_ROOT, spawnTs, type ChildRun } from '../../crash/child-util.js';
+import { tempDir } from '../../helpers/tmp.js';
 import { scaled } from '../../helpers/load.js';
 
 export const SERVER = join(REPO_ROOT, 'test/tools/mcp/server.ts');
+
+/**
+ * A test file's MCP fixtures: a fresh journal file per server, and the clients it pushes onto
+ * `clients` closed (and every child server killed) after each test.
+ */
+export function mcpFixtures(prefix: string): { journal: () => string; clients: Client[] } {
+  const dir = tempDir(prefix);
+  let n = 0;
+  const clients: Client[] = [];
+  afterEach(async () => {
+    for (const c of clients.splice(0)) await c.close().catch(() => {});
+    await killAllChildren();
+  });
+  afterAll(async () => {
+    await dir.cleanup();
+  });
+  return { journal: () => join(dir.path, `journal-${++n}.txt`), clients };
+}
 
 /** The lines the test server wrote to its journal. */
 export const journalOf = (file: string): string[] => {
