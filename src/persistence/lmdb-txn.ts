@@ -79,9 +79,12 @@ export function readRecord(events: Database<string, [string, number]>, sessionId
  * the checksum (decodeSealed), one written before checksums by its full schema (decodeRecord).
  */
 export function decodeStored(sessionId: string, seq: number, raw: unknown): EventRecord {
-  const json = unseal(sessionId, seq, raw);
-  return json === raw ? decodeRecord(sessionId, seq, raw) : decodeSealed(sessionId, seq, json as string);
+  return decodeUnsealed(sessionId, seq, raw, unseal(sessionId, seq, raw));
 }
+
+/** `raw` decoded once unsealed to `json` (the same value when it was never sealed). */
+const decodeUnsealed = (sessionId: string, seq: number, raw: unknown, json: unknown): EventRecord =>
+  json === raw ? decodeRecord(sessionId, seq, raw) : decodeSealed(sessionId, seq, json as string);
 
 /**
  * A stored value checked against its checksum and validated by its full schema, payload included:
@@ -98,6 +101,6 @@ export function decodeFully(sessionId: string, seq: number, raw: unknown): Event
 export function decodeStoredSurface(sessionId: string, seq: number, raw: unknown, keyPrefix: string): EventRecord | undefined {
   const json = unseal(sessionId, seq, raw);
   if (json !== raw && encodedOffSurface(json as string, keyPrefix, seq)) return undefined;
-  const r = json === raw ? decodeRecord(sessionId, seq, raw) : decodeSealed(sessionId, seq, json as string);
+  const r = decodeUnsealed(sessionId, seq, raw, json);
   return r.surfaceOp === 'none' ? undefined : r;
 }
