@@ -4,7 +4,7 @@ import type { Message, Usage } from '../contracts/message.js';
 import type { EventRecord } from '../contracts/events.js';
 import { contextLimit, type SessionServices } from './session-services.js';
 import { callWithRetries } from './call-model.js';
-import { estimateTokens, sha256, surfaceMessages } from '../persistence/surface.js';
+import { estimateTokens, sha256 } from '../persistence/surface.js';
 
 const line = (m: Message) =>
   `${m.role}${m.name ? ` (${m.name})` : ''}: ${m.content}${m.toolCalls?.length ? ` [tool calls: ${m.toolCalls.map((c) => `${c.name}(${c.arguments})`).join(', ')}]` : ''}`;
@@ -19,21 +19,26 @@ const line = (m: Message) =>
  * `compaction` event (and returned: the step counts it).
  */
 export async function compact(env: SessionServices, at: StepPosition, runStartSeq: number, signal: AbortSignal): Promise<{ usage?: Usage }> {
-  const older: EventRecord[] = env.surface.entries.filter((e) => e.seq < runStartSeq);
-  const kept: EventRecord[] = env.surface.entries.filter((e) => e.seq >= runStartSeq);
+  const surface = env.surface;
+  // the messages older than the run (seqs are in order); nothing older but the previous summary → nothing to do
+  let olderCount = 0;
+  while (olderCount < surface.seqs.length && surface.seqs[olderCount]! < runStartSeq) olderCount++;
   const limit = contextLimit(env);
-  if (older.length === 0 || (older.length === 1 && older[0]!.type === 'compaction')) {
-    throw new CapacityError(env.prefixTokens + env.surface.tokens, limit);
+  if (olderCount === 0 || (surface.epochType === 'compaction' && surface.seqs[olderCount - 1] === surface.epochSeq)) {
+    throw new CapacityError(env.prefixTokens + surface.tokens, limit);
   }
+  const replacedThroughSeq = surface.seqs[olderCount - 1]!;
+  // the run's own surface events, read back from the log: the surface keeps messages only
+  const kept: EventRecord[] = await env.writer.committedSurface(Math.max(runStartSeq, surface.epochSeq));
   const system: Message = { role: 'system', content: env.config.compactionPrompt };
   // the summary request must itself fit: overly long messages are cut in the middle (marked)
-  const lines = older.flatMap(surfaceMessages).map(line);
+  const lines = surface.messages.slice(0, olderCount).map(line);
   const transcript = fitLines(lines, (limit - estimateTokens(system)) * 4 - 8);
   if (transcript === undefined) throw new CapacityError(estimateTokens(system) + Math.ceil(lines.reduce((n, l) => n + l.length + 1, 0) / 4), limit);
   const request: Message[] = [system, { role: 'user', content: transcript }];
   const { res, latencyMs } = await callWithRetries(env, at, signal, { messages: request, tools: [], digest: sha256(JSON.stringify(request)), live: false });
   const summary: Message = { role: 'user', content: `Summary of the conversation so far:\n${res.message.content}` };
-  env.writer.stage('compaction', at, { summary, replacedThroughSeq: older.at(-1)!.seq, ...(res.usage ? { usage: res.usage } : {}), latencyMs });
+  env.writer.stage('compaction', at, { summary, replacedThroughSeq, ...(res.usage ? { usage: res.usage } : {}), latencyMs });
   // copies, marked: folds (locks, budgets) must not count them a second time
   for (const e of kept) env.writer.stage(e.type as 'user/message', { turn: e.turn, step: e.step, attempt: e.attempt }, { ...e.payload, copiedFrom: e.payload.copiedFrom ?? e.seq } as never);
   await env.writer.commit();

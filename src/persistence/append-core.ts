@@ -34,7 +34,7 @@ export function applyAppend(
   expectedSeq: number,
   drafts: readonly PreparedDraft[],
   occurredAt: string,
-): { records: EventRecord[]; head: SessionHead; written: boolean } {
+): { records: EventRecord[]; head: SessionHead; written: boolean; before: SessionHead } {
   const head = txn.head(sessionId) ?? newHead(sessionId);
   if (head.writerEpoch !== writerEpoch) throw new StaleWriterError(sessionId, writerEpoch, head.writerEpoch);
 
@@ -61,7 +61,7 @@ export function applyAppend(
     stored++;
     storedRecords.push(existing);
   }
-  if (drafts.length > 0 && stored === drafts.length) return { records: storedRecords, head, written: false };
+  if (drafts.length > 0 && stored === drafts.length) return { records: storedRecords, head, written: false, before: head };
   if (stored > 0) {
     throw new InvariantViolation(`batch mixes ${stored} already-stored eventIds with new ones`, { sessionId });
   }
@@ -74,5 +74,5 @@ export function applyAppend(
   });
   const next = advanceHead(head, records);
   txn.putHead(next);
-  return { records, head: next, written: records.length > 0 };
+  return { records, head: next, written: records.length > 0, before: head };
 }

@@ -1,6 +1,7 @@
 import type { Observable } from 'rxjs';
 import type { EventDraft, EventRecord } from '../contracts/events.js';
 import type { SessionHead } from './head.js';
+import type { StoredSurface } from './surface.js';
 import type { WorkStore } from './work-store.js';
 
 /** What `attachWriter` returns: the new epoch and where the log stands. */
@@ -35,6 +36,12 @@ export interface EventStore {
   readEvents(sessionId: string, range?: ReadRange): AsyncIterable<EventRecord>;
   /** Events from the last surface epoch on whose surfaceOp is not `none`. */
   loadSurface(sessionId: string): Promise<EventRecord[]>;
+  /**
+   * Optional: the same surface as stored chunks of messages followed by the surface events after
+   * them, where the store keeps chunks (the LMDB store: surface-chunks.ts). Opening a session
+   * reads this when the store has it, else `loadSurface`.
+   */
+  loadStoredSurface?(sessionId: string): Promise<StoredSurface>;
   /** The per-session head record (O(1): never reads history), or undefined for an unknown session. */
   getHead(sessionId: string): Promise<SessionHead | undefined>;
   /** The stored event with this id, or undefined (an indexed look-up, not a scan). */

@@ -80,6 +80,8 @@ export interface LogDbs {
   heads: Database<string, string>;
   ids: Database<number, [string, string]>;
   journal: Database<string, string>;
+  /** Surface chunks by [sessionId, fromSeq] (surface-chunks.ts; a cache of the records, not journaled). */
+  surface?: Database<string, [string, number]>;
   /** Inbox entries by [sessionId, entryId]; work rows (inbox counters, leases) by sessionId; worker heartbeats (not journaled). */
   inbox?: Database<string, string[]>;
   work?: Database<string, string>;
@@ -95,7 +97,7 @@ export interface LogDbs {
 export function openDbs(path: string): LogDbs {
   // noSubdir: false — the path is a directory even when its name has a dot (lmdb-js would take
   // `store.v1` for a file name)
-  const env = open({ path, maxDbs: 8, noSync: true, noSubdir: false });
+  const env = open({ path, maxDbs: 12, noSync: true, noSubdir: false });
   return {
     env,
     events: env.openDB<string, [string, number]>({ name: 'events', encoding: 'string' }),
@@ -105,6 +107,7 @@ export function openDbs(path: string): LogDbs {
     inbox: env.openDB<string, string[]>({ name: 'inbox', encoding: 'string' }),
     work: env.openDB<string, string>({ name: 'work', encoding: 'string' }),
     workers: env.openDB<string, string>({ name: 'workers', encoding: 'string' }),
+    surface: env.openDB<string, [string, number]>({ name: 'surface', encoding: 'string' }),
   };
 }
 

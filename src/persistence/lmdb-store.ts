@@ -19,6 +19,8 @@ import { DIR_MODE, ownerOnly } from './journal-files.js';
 import { guarded, storeFailure } from './lmdb-errors.js';
 import { decodeStored, decodeStoredSurface, LmdbTxn, readHead } from './lmdb-txn.js';
 import { LiveAppends } from './live.js';
+import { SurfaceChunker, surfaceChunks } from './surface-chunks.js';
+import type { StoredSurface } from './surface.js';
 import { lmdbWork } from './lmdb-work.js';
 import type { KvWorkStore } from './work-kv.js';
 import { assertAppendArgs, followFrom, assertEventId, assertSessionId, readRange } from './store-input.js';
@@ -55,7 +57,7 @@ export type LmdbStoreOptions = z.input<typeof LmdbStoreOptions>;
  * @example
  * const store = lmdbStore({ path: './.actorloop' })
  */
-export function lmdbStore(options: LmdbStoreOptions = {}): EventStore & LmdbStats & { readonly work: WorkStore } {
+export function lmdbStore(options: LmdbStoreOptions = {}): EventStore & LmdbStats & { readonly work: WorkStore; loadStoredSurface(sessionId: string): Promise<StoredSurface> } {
   return new LmdbEventStore(parseInput(LmdbStoreOptions, options, 'lmdbStore'));
 }
 
@@ -107,6 +109,7 @@ class LmdbEventStore implements EventStore, LmdbStats {
   /** The write-ahead journal ('flushed' mode), or null ('committed'). */
   private readonly journal: Journal | null;
   private readonly live = new LiveAppends();
+  private readonly chunker = new SurfaceChunker();
   private queue: Op[] = [];
   private draining: Promise<void> | null = null;
   private closed = false;
@@ -168,7 +171,10 @@ class LmdbEventStore implements EventStore, LmdbStats {
     const op: Op = {
       run: (txn) => {
         const out = applyAppend(txn, sessionId, writerEpoch, expectedSeq, prepared, new Date().toISOString());
-        if (out.written) op.publish = out.records;
+        if (out.written) {
+          op.publish = out.records;
+          this.chunker.afterAppend(txn, sessionId, out.before, out.records);
+        }
         return out.records;
       },
       resolve: () => {},
@@ -277,6 +283,19 @@ class LmdbEventStore implements EventStore, LmdbStats {
     const decode = (sid: string, seq: number, raw: unknown) => decodeStoredSurface(sid, seq, raw, prefix);
     for await (const e of this.stored(sessionId, head.surfaceStartSeq, head.lastSeq, head.lastSeq, decode)) out.push(e);
     return out;
+  }
+
+  /** The surface as opening a session reads it: the stored chunks that tile it from its start, then the records after them. */
+  async loadStoredSurface(sessionId: string): Promise<StoredSurface> {
+    const head = await this.getHead(sessionId);
+    if (!head) return { chunks: [], records: [] };
+    const range = { start: [sessionId, head.surfaceStartSeq] as [string, number], end: [sessionId, head.lastSeq + 1] as [string, number] };
+    const { chunks, nextSeq } = guarded({ path: this.options.path, sessionId, seq: head.surfaceStartSeq }, () => surfaceChunks(sessionId, head, this.dbs.surface!.getRange(range)));
+    const prefix = encodedKeyPrefix(sessionId);
+    const decode = (sid: string, seq: number, raw: unknown) => decodeStoredSurface(sid, seq, raw, prefix);
+    const records: EventRecord[] = [];
+    for await (const e of this.stored(sessionId, nextSeq, head.lastSeq, head.lastSeq, decode)) records.push(e);
+    return { chunks, records };
   }
 
   /** The records `fromSeq..toSeq` in pages, each decoded by `decode` (undefined: skipped); those up to `lastSeq` must exist. */

@@ -3,10 +3,11 @@ import { CorruptLogError } from '../contracts/errors.js';
 import type { EventRecord } from '../contracts/events.js';
 import type { LogTxn } from './append-core.js';
 import { seal, unseal } from './checksum.js';
-import { decodeRecord, decodeSealed, encodedOffSurface } from './codec.js';
+import { decodeRecord, decodeSealed, encodedKeyPrefix, encodedOffSurface } from './codec.js';
 import { isCurrentHead, SessionHead } from './head.js';
 import { FrameBuilder, type LogDbs } from './journal-recovery.js';
 import { guarded } from './lmdb-errors.js';
+import type { ChunkIo } from './surface-chunks.js';
 
 /**
  * The LMDB store's reads and writes of single values: every value is sealed with its checksum on
@@ -14,7 +15,7 @@ import { guarded } from './lmdb-errors.js';
  * naming session and seq (lmdb-errors.ts). Journal frames carry the plain JSON text.
  */
 
-export class LmdbTxn implements LogTxn {
+export class LmdbTxn implements LogTxn, ChunkIo {
   /** Set once the current op has written: an error after that must abort the whole transaction. */
   dirty = false;
   /** Every put of the transaction, for its journal frame (null: no journal). */
@@ -22,7 +23,7 @@ export class LmdbTxn implements LogTxn {
   private readonly events: Database<string, [string, number]>;
   private readonly heads: Database<string, string>;
   private readonly ids: Database<number, [string, string]>;
-  constructor(dbs: LogDbs, journaled: boolean, private readonly path: string) {
+  constructor(private readonly dbs: LogDbs, journaled: boolean, private readonly path: string) {
     this.events = dbs.events;
     this.heads = dbs.heads;
     this.ids = dbs.ids;
@@ -36,6 +37,22 @@ export class LmdbTxn implements LogTxn {
   }
   event(sessionId: string, seq: number): EventRecord {
     return readRecord(this.events, sessionId, seq, this.path);
+  }
+  surfaceRecords(sessionId: string, fromSeq: number, toSeq: number): EventRecord[] {
+    const prefix = encodedKeyPrefix(sessionId);
+    const out: EventRecord[] = [];
+    let next = fromSeq;
+    for (const { key, value } of this.events.getRange({ start: [sessionId, fromSeq], end: [sessionId, toSeq + 1] })) {
+      if (key[1] !== next) throw new CorruptLogError(sessionId, next, `record missing (next stored seq is ${key[1]})`);
+      const r = decodeStoredSurface(sessionId, next++, value, prefix);
+      if (r) out.push(r);
+    }
+    if (next <= toSeq) throw new CorruptLogError(sessionId, next, 'record missing');
+    return out;
+  }
+  putSurfaceChunk(sessionId: string, fromSeq: number, stored: string): void {
+    this.dirty = true;
+    this.dbs.surface!.putSync([sessionId, fromSeq], stored);
   }
   putHead(head: SessionHead): void {
     this.dirty = true;

@@ -52,6 +52,13 @@ export class LogWriter {
     this.closedError ??= error;
   }
 
+  /** The committed surface events (surfaceOp not `none`) from `fromSeq` on, read back from the log. */
+  async committedSurface(fromSeq: number): Promise<EventRecord[]> {
+    const out: EventRecord[] = [];
+    for await (const e of this.store.readEvents(this.sessionId, { fromSeq, toSeq: this.nextSeq - 1 })) if (e.surfaceOp !== 'none') out.push(e);
+    return out;
+  }
+
   /**
    * Looks at the session's current writer epoch (one read, no write): true if another writer has
    * taken over, after which every commit fails. Called before a side-effecting tool starts.

@@ -1,4 +1,4 @@
-import { hash } from 'node:crypto';
+import { createHash, hash } from 'node:crypto';
 import type { EventRecord } from '../contracts/events.js';
 import type { Message } from '../contracts/message.js';
 import type { ToolOutcome } from '../contracts/tools.js';
@@ -64,50 +64,105 @@ export function estimateTokens(m: Message): number {
 }
 
 /**
- * The session's in-memory view of the surface: messages since the last epoch, a running token
- * estimate, and the chained request digest (DESIGN §4 item 2), all updated in O(new events).
+ * A stored surface chunk (surface-chunks.ts): the messages of the surface events in seqs
+ * `fromSeq..toSeq`, kept as the JSON text they were written as.
+ */
+export interface SurfaceChunk {
+  fromSeq: number;
+  toSeq: number;
+  /** The surface epoch the chunk belongs to (the head's surfaceStartSeq) and the type of the event that began it, if one did. */
+  epochSeq: number;
+  epochType: string | null;
+  /** Seq of the last surface event in the chunk (0: none). */
+  lastSurfaceSeq: number;
+  /** The seq of the surface event each message comes from. */
+  seqs: number[];
+  messages: Message[];
+  /** `messages` as a JSON array, exactly as stored: `[` + each message's JSON joined by `,` + `]`. */
+  messagesText: string;
+}
+
+/** What opening a session reads of its surface: stored chunks (oldest first), then the surface events after them. */
+export interface StoredSurface {
+  chunks: SurfaceChunk[];
+  records: EventRecord[];
+}
+
+/**
+ * The session's in-memory view of the surface: the messages since the last epoch (and the seq of
+ * the event each comes from), a running token estimate, and the request digest (DESIGN §4 item
+ * 2), all updated in O(new events). It keeps messages, not the events behind them: compaction
+ * reads the current run's events back from the log when it needs them.
  */
 export class Surface {
   messages: Message[] = [];
-  /** The surface events behind `messages`, in order (compaction keeps the current run's). */
-  entries: EventRecord[] = [];
+  /** The seq of the surface event each message comes from, parallel to `messages`. */
+  seqs: number[] = [];
+  /** Where the surface begins (the head's surfaceStartSeq) and the type of the epoch event there, if any. */
+  epochSeq = 1;
+  epochType: string | null = null;
   tokens = 0;
   /** Seq of the last surface event applied. */
   lastSeq = 0;
-  private digest = '';
-  private digestCovered = 0;
+  /** SHA-256 over each hashed message's JSON followed by `,`. */
+  private hash = createHash('sha256');
+  private hashed = 0;
 
   apply(records: readonly EventRecord[]): void {
     for (const r of records) {
       if (r.surfaceOp === 'none') continue;
-      if (r.surfaceOp === 'epoch') {
-        this.messages = [];
-        this.entries = [];
-        this.tokens = 0;
-        this.digest = '';
-        this.digestCovered = 0;
-      }
-      this.entries.push(r);
+      if (r.surfaceOp === 'epoch') this.reset(r.seq, r.type);
       for (const m of surfaceMessages(r)) {
         this.messages.push(m);
+        this.seqs.push(r.seq);
         this.tokens += estimateTokens(m);
       }
       this.lastSeq = r.seq;
     }
   }
 
+  /** Replaces the surface with a stored one (what opening a session reads). */
+  load(stored: StoredSurface): void {
+    this.reset(1, null);
+    const first = stored.chunks[0];
+    if (first) {
+      this.epochSeq = first.epochSeq;
+      this.epochType = first.epochType;
+    }
+    for (const c of stored.chunks) {
+      for (const m of c.messages) {
+        this.messages.push(m);
+        this.tokens += estimateTokens(m);
+      }
+      for (const seq of c.seqs) this.seqs.push(seq);
+      // the chunk's text is its messages' JSON joined by commas: hashed as stored, not re-encoded
+      if (c.messages.length > 0) this.hash.update(c.messagesText.slice(1, -1)).update(',');
+      this.hashed = this.messages.length;
+      if (c.lastSurfaceSeq > 0) this.lastSeq = c.lastSurfaceSeq;
+    }
+    this.apply(stored.records);
+  }
+
+  private reset(epochSeq: number, epochType: string | null): void {
+    this.messages = [];
+    this.seqs = [];
+    this.epochSeq = epochSeq;
+    this.epochType = epochType;
+    this.tokens = 0;
+    this.hash = createHash('sha256');
+    this.hashed = 0;
+  }
+
   /**
-   * Digest of the canonical request [prefix..., ...surface] with the tool catalog, chained one
-   * message at a time (each link = sha256(previous link + the message's JSON), from the prefix
-   * digest): O(messages added since the previous call), and the same for the same request in any
-   * process — one that reopened the session and hashes the surface in one go included.
+   * Digest of the canonical request [prefix..., ...surface] with the tool catalog:
+   * `sha256(prefix digest + surface digest + tool catalog digest)`, where the surface digest is a
+   * running SHA-256 over each message's JSON followed by `,`. O(messages added since the previous
+   * call), and the same for the same request in any process — one that reopened the session and
+   * hashed its surface in one go included.
    */
   requestDigest(prefixDigest: string, toolCatalogDigest: string): string {
-    let link = this.digest || prefixDigest;
-    for (let i = this.digestCovered; i < this.messages.length; i++) link = sha256(link + JSON.stringify(this.messages[i]));
-    this.digest = link;
-    this.digestCovered = this.messages.length;
-    return sha256(link + toolCatalogDigest);
+    for (; this.hashed < this.messages.length; this.hashed++) this.hash.update(JSON.stringify(this.messages[this.hashed])).update(',');
+    return sha256(prefixDigest + this.hash.copy().digest('hex') + toolCatalogDigest);
   }
 }
 

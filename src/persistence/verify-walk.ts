@@ -8,6 +8,7 @@ import { readState, type JournalOp, type LogDbs } from './journal-recovery.js';
 import { storeFailure } from './lmdb-errors.js';
 import { decodeFully, readHead } from './lmdb-txn.js';
 import type { StoreProblem } from './verify.js';
+import { chunkMismatch } from './surface-chunks.js';
 
 /**
  * The walk `verifyStore` runs in a child process (verify-child.ts): every head, every record
@@ -48,8 +49,10 @@ export function walkStore(path: string, progress: WalkProgress): WalkResult {
         heads: env.openDB({ name: 'heads', encoding: 'string' }),
         ids: env.openDB({ name: 'ids' }),
         journal: env.openDB({ name: 'journal', encoding: 'string' }),
+        surface: env.openDB({ name: 'surface', encoding: 'string' }),
       };
       tails = walkRecords(path, dbs, problems, checked, progress);
+      walkChunks(dbs, tails, problems, progress);
       if (journal) {
         try {
           recorded = readState(dbs, path);
@@ -127,6 +130,20 @@ function walkRecords(path: string, dbs: LogDbs, problems: StoreProblem[], checke
     if (found !== eventId) problems.push({ where: 'data.mdb', sessionId, seq: value, reason: `the id index sends ${JSON.stringify(eventId)} to seq ${value}, which holds ${found === undefined ? 'nothing' : JSON.stringify(found)}` });
   }
   return seen;
+}
+
+/** Every surface chunk against the records it was made from (a damaged one is dropped by the rebuild that repairs data.mdb). */
+function walkChunks(dbs: LogDbs, tails: Map<string, number>, problems: StoreProblem[], progress: WalkProgress): void {
+  for (const { key, value } of dbs.surface!.getRange()) {
+    const [sessionId, fromSeq] = key;
+    progress('data.mdb', sessionId, fromSeq);
+    const reason = chunkMismatch(sessionId, fromSeq, value, tails.get(sessionId) ?? 0, (from, to) => {
+      const out = [];
+      for (const { key: k, value: v } of dbs.events.getRange({ start: [sessionId, from], end: [sessionId, to + 1] })) out.push(decodeFully(sessionId, k[1], v));
+      return out;
+    });
+    if (reason !== undefined) problems.push({ where: 'data.mdb', sessionId, seq: fromSeq, reason: `surface chunk at seq ${fromSeq}: ${reason}` });
+  }
 }
 
 function walkJournal(journal: Journal, recorded: JournalState | undefined, tails: Map<string, number>, problems: StoreProblem[], checked: WalkResult['checked'], progress: WalkProgress): void {

@@ -270,7 +270,7 @@ async function loadSessionView(store: EventStore, sessionId: string) {
   // append landing between these reads would otherwise leave the surface older than the head)
   const head = await store.getHead(sessionId);
   const surface = new Surface();
-  surface.apply(await store.loadSurface(sessionId));
+  surface.load(typeof store.loadStoredSurface === 'function' ? await store.loadStoredSurface(sessionId) : { chunks: [], records: await store.loadSurface(sessionId) });
   const openRun = await loadOpenRun(store, sessionId, head);
   const inputs: QueuedInput[] = [];
   for (const p of head?.pendingInputs ?? []) {

@@ -58,6 +58,7 @@ function bind(s: EventStore): EventStore {
     append: (id, epoch, seq, drafts) => s.append(id, epoch, seq, drafts),
     readEvents: (id, r) => s.readEvents(id, r),
     loadSurface: (id) => s.loadSurface(id),
+    ...(s.loadStoredSurface ? { loadStoredSurface: (id: string) => s.loadStoredSurface!(id) } : {}),
     getHead: (id) => s.getHead(id),
     getEventById: (id, e) => s.getEventById(id, e),
     listSessions: () => s.listSessions(),

@@ -21,6 +21,7 @@ export function flakyStore(inner: EventStore, f: Flaky): EventStore {
     },
     readEvents: (id, r) => inner.readEvents(id, r),
     loadSurface: (id) => inner.loadSurface(id),
+    ...(inner.loadStoredSurface ? { loadStoredSurface: (id: string) => inner.loadStoredSurface!(id) } : {}),
     getHead: async (id) => {
       if (f.failReadIn > 0 && --f.failReadIn === 0) {
         f.readFailures++;

@@ -11,6 +11,7 @@ export function storeWithAppend(inner: EventStore, append: EventStore['append'])
     append,
     readEvents: (id, r) => inner.readEvents(id, r),
     loadSurface: (id) => inner.loadSurface(id),
+    ...(inner.loadStoredSurface ? { loadStoredSurface: (id: string) => inner.loadStoredSurface!(id) } : {}),
     getHead: (id) => inner.getHead(id),
     getEventById: (id, e) => inner.getEventById(id, e),
     listSessions: () => inner.listSessions(),

@@ -1,0 +1,211 @@
+import type { EventRecord } from '../contracts/events.js';
+import type { Message } from '../contracts/message.js';
+import { seal, unseal } from './checksum.js';
+import type { SessionHead } from './head.js';
+import { surfaceMessages, type SurfaceChunk } from './surface.js';
+
+/**
+ * Surface chunks: the LMDB store's copy of a session's surface in the form opening a session
+ * needs it — the model-visible messages, as JSON — so that an open reads a few large values
+ * instead of every record since the surface epoch (most of which, calls and step markers, are
+ * not on the surface). docs/event-log.md, "Surface chunks".
+ *
+ * - A chunk covers the seqs of one bucket of CHUNK_SEQS (`1..1024`, `1025..2048`, …), or the
+ *   part of it from a surface epoch on, and is written in the write transaction of the append
+ *   that completes the bucket, from the same records. The surface after the last chunk is read
+ *   from the records.
+ * - Chunks are a cache of the records, never the truth: they are not journaled (a rebuild from
+ *   the journal has none, and open reads those buckets' records), and a chunk that fails its
+ *   checksum or does not fit the head is not used (open reads the records from there on;
+ *   `verify` reports it).
+ * - To complete a bucket without reading it back, the store keeps each session's open bucket in
+ *   memory (at most MAX_PENDING_BYTES over all sessions, least recently appended dropped first);
+ *   one it does not have is read back from the log when its bucket completes.
+ */
+
+export const CHUNK_SEQS = 1024;
+const MAX_PENDING_BYTES = 8 * 1024 * 1024;
+const FORMAT = 1;
+
+/** What the chunker needs of the write transaction it runs in. */
+export interface ChunkIo {
+  /** The surface events (surfaceOp not `none`) of seqs `fromSeq..toSeq`, checked and decoded. */
+  surfaceRecords(sessionId: string, fromSeq: number, toSeq: number): EventRecord[];
+  event(sessionId: string, seq: number): EventRecord;
+  putSurfaceChunk(sessionId: string, fromSeq: number, stored: string): void;
+}
+
+interface Pending {
+  fromSeq: number;
+  /** Seq of the last record it has seen (surface or not). */
+  throughSeq: number;
+  epochSeq: number;
+  epochType: string | null;
+  lastSurfaceSeq: number;
+  seqs: number[];
+  parts: string[];
+  bytes: number;
+}
+
+const fresh = (fromSeq: number, epochSeq: number, epochType: string | null): Pending => ({
+  fromSeq,
+  throughSeq: fromSeq - 1,
+  epochSeq,
+  epochType,
+  lastSurfaceSeq: 0,
+  seqs: [],
+  parts: [],
+  bytes: 0,
+});
+
+function add(p: Pending, r: EventRecord): void {
+  if (r.surfaceOp !== 'none') {
+    for (const m of surfaceMessages(r)) {
+      const json = JSON.stringify(m);
+      p.parts.push(json);
+      p.seqs.push(r.seq);
+      p.bytes += json.length + 8;
+    }
+    p.lastSurfaceSeq = r.seq;
+  }
+  p.throughSeq = r.seq;
+}
+
+/** Builds each session's chunks as its appends commit (one per store object). */
+export class SurfaceChunker {
+  private readonly pending = new Map<string, Pending>();
+  private pendingBytes = 0;
+
+  /**
+   * Called in the write transaction of an append that stored `records` after `before`: writes the
+   * chunk of every bucket the append completes. A failure to build one (a record it cannot read
+   * back) writes no chunk and fails nothing: open reads those records instead.
+   */
+  afterAppend(io: ChunkIo, sessionId: string, before: SessionHead, records: readonly EventRecord[]): void {
+    if (records.length === 0) return;
+    let p = this.take(sessionId);
+    if (p && p.throughSeq !== records[0]!.seq - 1) p = undefined; // another writer, or an aborted transaction
+    let epochSeq = before.surfaceStartSeq;
+    const chunks: [number, string][] = [];
+    try {
+      for (const r of records) {
+        if (r.surfaceOp === 'epoch') {
+          epochSeq = r.seq;
+          p = fresh(r.seq, r.seq, r.type);
+        }
+        if (p) add(p, r);
+        if (r.seq % CHUNK_SEQS !== 0) continue;
+        p ??= readBack(io, sessionId, Math.max(r.seq - CHUNK_SEQS + 1, epochSeq), r.seq, epochSeq);
+        chunks.push([p.fromSeq, seal(encodeChunk(sessionId, p))]);
+        p = fresh(r.seq + 1, p.epochSeq, p.epochType);
+      }
+    } catch {
+      p = undefined;
+      chunks.length = 0;
+    }
+    for (const [fromSeq, stored] of chunks) io.putSurfaceChunk(sessionId, fromSeq, stored);
+    if (p) this.keep(sessionId, p);
+  }
+
+  private take(sessionId: string): Pending | undefined {
+    const p = this.pending.get(sessionId);
+    if (p) {
+      this.pending.delete(sessionId);
+      this.pendingBytes -= p.bytes;
+    }
+    return p;
+  }
+
+  private keep(sessionId: string, p: Pending): void {
+    this.pending.set(sessionId, p);
+    this.pendingBytes += p.bytes;
+    for (const [id, q] of this.pending) {
+      if (this.pendingBytes <= MAX_PENDING_BYTES) break;
+      this.pending.delete(id);
+      this.pendingBytes -= q.bytes;
+    }
+  }
+}
+
+/** The bucket so far (`fromSeq..toSeq`, every record already stored) read back from the log. */
+function readBack(io: ChunkIo, sessionId: string, fromSeq: number, toSeq: number, epochSeq: number): Pending {
+  const records = io.surfaceRecords(sessionId, fromSeq, toSeq);
+  const atEpoch = epochSeq >= fromSeq ? records.find((r) => r.seq === epochSeq) : io.event(sessionId, epochSeq);
+  const p = fresh(fromSeq, epochSeq, atEpoch?.surfaceOp === 'epoch' ? atEpoch.type : null);
+  for (const r of records) add(p, r);
+  p.throughSeq = toSeq;
+  return p;
+}
+
+/** A chunk's stored text: a header line (JSON), then its messages as one JSON array. */
+function encodeChunk(sessionId: string, p: Pending): string {
+  const header = { format: FORMAT, sessionId, fromSeq: p.fromSeq, toSeq: p.throughSeq, epochSeq: p.epochSeq, epochType: p.epochType, lastSurfaceSeq: p.lastSurfaceSeq, seqs: p.seqs };
+  return `${JSON.stringify(header)}\n[${p.parts.join(',')}]`;
+}
+
+/** A stored chunk checked (checksum, header) and decoded; undefined if it is damaged or not this session's chunk at `fromSeq`. */
+export function decodeChunk(sessionId: string, fromSeq: number, stored: unknown): SurfaceChunk | undefined {
+  try {
+    if (typeof stored !== 'string' || stored.startsWith('{')) return undefined;
+    const text = unseal(sessionId, fromSeq, stored) as string;
+    const nl = text.indexOf('\n');
+    const h = JSON.parse(text.slice(0, nl)) as Record<string, unknown>;
+    const messagesText = text.slice(nl + 1);
+    const messages = JSON.parse(messagesText) as Message[];
+    const seqs = h.seqs as number[];
+    const ok =
+      nl > 0 &&
+      h.format === FORMAT &&
+      h.sessionId === sessionId &&
+      h.fromSeq === fromSeq &&
+      Number.isSafeInteger(h.toSeq) &&
+      (h.toSeq as number) >= fromSeq &&
+      Number.isSafeInteger(h.epochSeq) &&
+      (h.epochType === null || typeof h.epochType === 'string') &&
+      Number.isSafeInteger(h.lastSurfaceSeq) &&
+      Array.isArray(seqs) &&
+      Array.isArray(messages) &&
+      seqs.length === messages.length;
+    if (!ok) return undefined;
+    return { fromSeq, toSeq: h.toSeq as number, epochSeq: h.epochSeq as number, epochType: h.epochType as string | null, lastSurfaceSeq: h.lastSurfaceSeq as number, seqs, messages, messagesText };
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * The chunks that tile the head's surface from its start, in order (`stored`: the session's chunks
+ * from the surface's start on, by fromSeq), and the seq the records take over from: the first
+ * chunk missing, damaged or not fitting ends the run of chunks.
+ */
+export function surfaceChunks(sessionId: string, head: SessionHead, stored: Iterable<{ key: [string, number]; value: unknown }>): { chunks: SurfaceChunk[]; nextSeq: number } {
+  const chunks: SurfaceChunk[] = [];
+  let nextSeq = head.surfaceStartSeq;
+  for (const { key, value } of stored) {
+    if (key[1] !== nextSeq) break;
+    const c = decodeChunk(sessionId, nextSeq, value);
+    if (!c || c.epochSeq !== head.surfaceStartSeq || c.toSeq > head.lastSeq) break;
+    chunks.push(c);
+    nextSeq = c.toSeq + 1;
+  }
+  return { chunks, nextSeq };
+}
+
+/**
+ * What is wrong with the stored chunk at `fromSeq` (undefined: nothing): damaged, beyond the log's
+ * end, or not the messages of the records it covers (`records(from, to)`: every record of the range).
+ */
+export function chunkMismatch(sessionId: string, fromSeq: number, stored: unknown, lastSeq: number, records: (fromSeq: number, toSeq: number) => EventRecord[]): string | undefined {
+  const c = decodeChunk(sessionId, fromSeq, stored);
+  if (!c) return 'damaged (its checksum, header or messages do not read back)';
+  if (c.toSeq > lastSeq) return `it covers seqs up to ${c.toSeq}, beyond the log's end (${lastSeq})`;
+  let rs: EventRecord[];
+  try {
+    rs = records(fromSeq, c.toSeq);
+  } catch {
+    return undefined; // the records' own damage is reported with them
+  }
+  const p = fresh(fromSeq, c.epochSeq, c.epochType);
+  for (const r of rs) add(p, r);
+  return `[${p.parts.join(',')}]` === c.messagesText && p.seqs.join() === c.seqs.join() && p.lastSurfaceSeq === c.lastSurfaceSeq ? undefined : 'its messages differ from those of the records it covers';
+}
