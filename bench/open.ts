@@ -6,7 +6,8 @@
  * The long session is made once per run: the bench loop's workload (steps of two tool calls) on
  * the memory store, its records copied into an LMDB store (durable, the default) in large appends,
  * so that building 100k events takes seconds, not minutes. A short session (one run) is opened
- * beside it: O(1) means both open in about the same time.
+ * beside it, and the long history compacted before one more run: O(1) in completed history means
+ * those two open in about the same time.
  */
 import { join } from 'node:path';
 import { tmpdir } from 'node:os';
@@ -85,12 +86,18 @@ export async function benchOpen(): Promise<void> {
     const path = join(dir, 'store');
     const store = lmdbStore({ path });
     await copyInto(store, 'long', drafts);
-    await copyInto(store, 'short', drafts.slice(0, drafts.findIndex((d) => d.type === 'run/end') + 1));
+    const oneRun = drafts.slice(0, drafts.findIndex((d) => d.type === 'run/end') + 1);
+    await copyInto(store, 'short', oneRun);
+    // the long history, compacted before one more run: completed history that is off the surface
+    const turn = drafts.at(-1)!.turn + 1;
+    const again = oneRun.map((d) => ({ ...d, turn }) as EventDraft);
+    const summary = { type: 'compaction', turn, step: 0, attempt: 1, surfaceOp: 'epoch', payload: { summary: { role: 'user', content: 'Summary of the conversation so far: many lookups and writes.' }, replacedThroughSeq: drafts.length } } as EventDraft;
+    await copyInto(store, 'compacted', [...drafts, again[0]!, summary, ...again.slice(1)]);
     await store.close();
     console.log(`built: ${drafts.length} events in ${fmt((performance.now() - t0) / 1000, 1)} s`);
     const samples = new Map<string, Sample[]>();
     for (let rep = 0; rep < REPEATS; rep++) {
-      for (const id of ['short', 'long']) samples.set(id, [...(samples.get(id) ?? []), await openAndStep(path, id, rep)]);
+      for (const id of ['short', 'compacted', 'long']) samples.set(id, [...(samples.get(id) ?? []), await openAndStep(path, id, rep)]);
     }
     const rows = [...samples].map(([id, ss]) => {
       const last = ss.at(-1)!;

@@ -34,6 +34,7 @@ export { repairStore, StoreProblem, verifyStore, VerifyOptions, VerifyReport } f
 export type { RepairReport } from './persistence/verify.js';
 export type { AttachResult, EventStore, ReadRange } from './persistence/event-store.js';
 export { SessionHead } from './persistence/head.js';
+export type { StoredSurface, SurfaceChunk } from './persistence/surface.js';
 
 export { defineTool } from './tools/define-tool.js';
 export type { AnyTool, ToolContext, ToolDefinition, ToolList, ToolOptions, ToolReturn } from './tools/define-tool.js';
