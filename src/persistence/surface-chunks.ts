@@ -18,12 +18,15 @@ import { surfaceMessages, type SurfaceChunk } from './surface.js';
  *   the journal has none, and open reads those buckets' records), and a chunk that fails its
  *   checksum or does not fit the head is not used (open reads the records from there on;
  *   `verify` reports it).
- * - To complete a bucket without reading it back, the store keeps each session's open bucket in
- *   memory (at most MAX_PENDING_BYTES over all sessions, least recently appended dropped first);
- *   one it does not have is read back from the log when its bucket completes.
+ * - To complete a bucket without reading it back, the store keeps a session's open bucket in
+ *   memory once the session has reached a quarter of it (read back once, then followed append by
+ *   append; at most MAX_PENDING_BYTES over all sessions, least recently appended dropped first),
+ *   so a short session is never held. A bucket it does not hold is read back when it completes.
  */
 
 export const CHUNK_SEQS = 1024;
+/** Where in a bucket the store starts keeping a session's open bucket in memory. */
+const FOLLOW_FROM = CHUNK_SEQS / 4;
 const MAX_PENDING_BYTES = 8 * 1024 * 1024;
 const FORMAT = 1;
 
@@ -94,7 +97,11 @@ export class SurfaceChunker {
           p = fresh(r.seq, r.seq, r.type);
         }
         if (p) add(p, r);
-        if (r.seq % CHUNK_SEQS !== 0) continue;
+        const at = r.seq % CHUNK_SEQS;
+        // a session a quarter of the way through a bucket is followed from there (one read back);
+        // a short session is never held in memory
+        if (!p && at === FOLLOW_FROM) p = readBack(io, sessionId, Math.max(r.seq - at + 1, epochSeq), r.seq, epochSeq);
+        if (at !== 0) continue;
         p ??= readBack(io, sessionId, Math.max(r.seq - CHUNK_SEQS + 1, epochSeq), r.seq, epochSeq);
         chunks.push([p.fromSeq, seal(encodeChunk(sessionId, p))]);
         p = fresh(r.seq + 1, p.epochSeq, p.epochType);
