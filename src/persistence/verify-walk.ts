@@ -12,7 +12,7 @@ import { chunkMismatch } from './surface-chunks.js';
 
 /**
  * The walk `verifyStore` runs in a child process (verify-child.ts): every head, every record
- * (checksum, JSON, schema, key, contiguity, the head's tail), every id-index entry, then every
+ * (checksum, JSON, schema, key, contiguity, the head's tail), every id-index entry, every surface chunk, then every
  * journal frame and the journal's end against the one LMDB recorded. It reads LMDB's pages, so a
  * damaged B-tree page can kill the process that runs it: `progress` is told where the walk is
  * before each step that may, so the parent can name the place.
