@@ -19,7 +19,7 @@ import { DIR_MODE, ownerOnly } from './journal-files.js';
 import { guarded, storeFailure } from './lmdb-errors.js';
 import { decodeStored, decodeStoredSurface, LmdbTxn, readHead } from './lmdb-txn.js';
 import { LiveAppends } from './live.js';
-import { SurfaceChunker, surfaceChunks } from './surface-chunks.js';
+import { CHUNK_SEQS, chunksOf, epochTypeOf, SurfaceChunker, surfaceChunks } from './surface-chunks.js';
 import type { StoredSurface } from './surface.js';
 import { lmdbWork } from './lmdb-work.js';
 import type { KvWorkStore } from './work-kv.js';
@@ -295,7 +295,14 @@ class LmdbEventStore implements EventStore, LmdbStats {
     const decode = (sid: string, seq: number, raw: unknown) => decodeStoredSurface(sid, seq, raw, prefix);
     const records: EventRecord[] = [];
     for await (const e of this.stored(sessionId, nextSeq, head.lastSeq, head.lastSeq, decode)) records.push(e);
+    if (head.lastSeq - nextSeq >= CHUNK_SEQS - 1) this.writeChunks(sessionId, chunksOf(sessionId, head, nextSeq, records, chunks[0]?.epochType ?? epochTypeOf(records[0], head)));
     return { chunks, records };
+  }
+
+  /** Writes chunks an open made from the records it read (a cache: a failure is ignored, the next open reads the records again). */
+  private writeChunks(sessionId: string, chunks: [number, string][]): void {
+    if (chunks.length === 0 || this.closed) return;
+    this.enqueue({ run: (txn) => chunks.forEach(([fromSeq, stored]) => txn.putSurfaceChunk(sessionId, fromSeq, stored)) }).catch(() => {});
   }
 
   /** The records `fromSeq..toSeq` in pages, each decoded by `decode` (undefined: skipped); those up to `lastSeq` must exist. */

@@ -15,9 +15,9 @@ import { surfaceMessages, type SurfaceChunk } from './surface.js';
  *   that completes the bucket, from the same records. The surface after the last chunk is read
  *   from the records.
  * - Chunks are a cache of the records, never the truth: they are not journaled (a rebuild from
- *   the journal has none, and open reads those buckets' records), and a chunk that fails its
- *   checksum or does not fit the head is not used (open reads the records from there on;
- *   `verify` reports it).
+ *   the journal has none), and a chunk that fails its checksum or does not fit the head is not
+ *   used (open reads the records from there on; `verify` reports it). An open that read a
+ *   complete bucket's records writes its chunk back (chunksOf).
  * - To complete a bucket without reading it back, the store keeps a session's open bucket in
  *   memory once the session has reached a quarter of it (read back once, then followed append by
  *   append; at most MAX_PENDING_BYTES over all sessions, least recently appended dropped first),
@@ -143,6 +143,27 @@ function readBack(io: ChunkIo, sessionId: string, fromSeq: number, toSeq: number
   p.throughSeq = toSeq;
   return p;
 }
+
+/**
+ * The chunks of the complete buckets in `fromSeq..lastSeq` of the head's surface, made from its
+ * surface events there (`records`, in order, as an open read them): an open that had to read a
+ * bucket's records writes its chunk back (a store rebuilt from its journal, or written before
+ * chunks, gets them on first open). `epochType`: the type of the event that began the surface.
+ */
+export function chunksOf(sessionId: string, head: SessionHead, fromSeq: number, records: readonly EventRecord[], epochType: string | null): [number, string][] {
+  const out: [number, string][] = [];
+  let i = 0;
+  for (let from = fromSeq, end = Math.ceil(fromSeq / CHUNK_SEQS) * CHUNK_SEQS; end <= head.lastSeq; from = end + 1, end += CHUNK_SEQS) {
+    const p = fresh(from, head.surfaceStartSeq, epochType);
+    for (; i < records.length && records[i]!.seq <= end; i++) add(p, records[i]!);
+    p.throughSeq = end;
+    out.push([from, seal(encodeChunk(sessionId, p))]);
+  }
+  return out;
+}
+
+/** The type of the event that began the head's surface, given the first surface event at or after its start (null: none did). */
+export const epochTypeOf = (first: EventRecord | undefined, head: SessionHead): string | null => (first?.seq === head.surfaceStartSeq && first.surfaceOp === 'epoch' ? first.type : null);
 
 /** A chunk's stored text: a header line (JSON), then its messages as one JSON array. */
 function encodeChunk(sessionId: string, p: Pending): string {

@@ -138,6 +138,10 @@ describe('surface chunks (LMDB)', () => {
     expect(tail).toBeGreaterThan(CHUNK_SEQS);
     expectSame(fromChunks, fromRecords);
     expect(fromChunks.messages.some((m) => m.content.includes('resulT'))).toBe(false);
+    // that open wrote the chunks it read the records of back, over the damaged one
+    const again = await bothWays(path, 's');
+    expect(again.chunks.map((c) => c.fromSeq)).toEqual([1, CHUNK_SEQS + 1, 2 * CHUNK_SEQS + 1]);
+    expectSame(again.fromChunks, again.fromRecords);
   });
 
   it('verify reports a chunk whose messages are not its records\' (checksum intact), and repair drops it', async () => {
@@ -156,16 +160,25 @@ describe('surface chunks (LMDB)', () => {
     const { fromChunks, fromRecords, chunks } = await bothWays(path, 's');
     expect(chunks).toEqual([]);
     expectSame(fromChunks, fromRecords);
+    expect(await verifyStore(path)).toMatchObject({ ok: true }); // the chunks that open wrote back
   });
 
-  it('a store rebuilt from its journal has no chunks, and opens from the records', async () => {
+  it('a store rebuilt from its journal has no chunks: its first open reads the records and writes the chunks back', async () => {
     const path = dir();
-    await appendAll(path, 's', drafts(2 * CHUNK_SEQS), 64);
+    const all = drafts(2 * CHUNK_SEQS + 500);
+    await appendAll(path, 's', [...all.slice(0, 700), compaction('the summary', 600), ...all.slice(700)], 64);
     const rebuilt = lmdbStore({ path, bootId: 'after-a-restart' }); // a new boot id: rebuilt from the journal
     await rebuilt.close();
-    const { fromChunks, fromRecords, chunks } = await bothWays(path, 's');
-    expect(chunks).toEqual([]);
-    expectSame(fromChunks, fromRecords);
+    const first = await bothWays(path, 's');
+    expect(first.chunks).toEqual([]);
+    expectSame(first.fromChunks, first.fromRecords);
+    const again = await bothWays(path, 's');
+    expect(again.chunks.map((c) => [c.fromSeq, c.toSeq, c.epochSeq, c.epochType])).toEqual([
+      [701, CHUNK_SEQS, 701, 'compaction'],
+      [CHUNK_SEQS + 1, 2 * CHUNK_SEQS, 701, 'compaction'],
+    ]);
+    expectSame(again.fromChunks, again.fromRecords);
+    expect(await verifyStore(path)).toMatchObject({ ok: true });
   });
 
   it("a session reopened from chunks sends the live process's request and records its digest", async () => {
