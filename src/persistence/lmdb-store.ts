@@ -19,7 +19,7 @@ import { DIR_MODE, ownerOnly } from './journal-files.js';
 import { guarded, storeFailure } from './lmdb-errors.js';
 import { decodeStored, decodeStoredSurface, LmdbTxn, readHead } from './lmdb-txn.js';
 import { LiveAppends } from './live.js';
-import { CHUNK_SEQS, chunksOf, epochTypeOf, SurfaceChunker, surfaceChunks } from './surface-chunks.js';
+import { chunksOf, epochTypeOf, SurfaceChunker, surfaceChunks } from './surface-chunks.js';
 import type { StoredSurface } from './surface.js';
 import { lmdbWork } from './lmdb-work.js';
 import type { KvWorkStore } from './work-kv.js';
@@ -239,6 +239,7 @@ class LmdbEventStore implements EventStore, LmdbStats {
           if (after) this.journal!.prepareNext(after);
         } catch (e) {
           fatal = storeFailure(e, { path: this.options.path, op: 'write' });
+          this.chunker.clear(); // it followed appends this transaction did not store
           if (framed) this.invalidate(framed);
         }
         for (const op of ops) {
@@ -295,14 +296,27 @@ class LmdbEventStore implements EventStore, LmdbStats {
     const decode = (sid: string, seq: number, raw: unknown) => decodeStoredSurface(sid, seq, raw, prefix);
     const records: EventRecord[] = [];
     for await (const e of this.stored(sessionId, nextSeq, head.lastSeq, head.lastSeq, decode)) records.push(e);
-    if (head.lastSeq - nextSeq >= CHUNK_SEQS - 1) this.writeChunks(sessionId, chunksOf(sessionId, head, nextSeq, records, chunks[0]?.epochType ?? epochTypeOf(records[0], head)));
+    this.writeBack(sessionId, head, () => chunksOf(sessionId, head, nextSeq, records, chunks[0]?.epochType ?? epochTypeOf(records[0], head)));
     return { chunks, records };
   }
 
-  /** Writes chunks an open made from the records it read (a cache: a failure is ignored, the next open reads the records again). */
-  private writeChunks(sessionId: string, chunks: [number, string][]): void {
-    if (chunks.length === 0 || this.closed) return;
-    this.enqueue({ run: (txn) => chunks.forEach(([fromSeq, stored]) => txn.putSurfaceChunk(sessionId, fromSeq, stored)) }).catch(() => {});
+  /**
+   * Writes the chunks of the complete buckets an open read the records of, in a transaction of its
+   * own (no journal frame, no flush), while the surface is still the one read. A cache: any failure
+   * (a bucket too large for one string, a full map) is ignored, and the next open reads the records.
+   */
+  private writeBack(sessionId: string, head: SessionHead, make: () => [number, string][]): void {
+    if (this.closed) return;
+    try {
+      const chunks = make();
+      if (chunks.length === 0) return;
+      this.env.transactionSync(() => {
+        if (readHead(this.heads, sessionId, this.options.path)?.surfaceStartSeq !== head.surfaceStartSeq) return;
+        for (const [fromSeq, stored] of chunks) this.dbs.surface!.putSync([sessionId, fromSeq], stored);
+      });
+    } catch {
+      // left to the next open
+    }
   }
 
   /** The records `fromSeq..toSeq` in pages, each decoded by `decode` (undefined: skipped); those up to `lastSeq` must exist. */

@@ -54,6 +54,13 @@ export class LmdbTxn implements LogTxn, ChunkIo {
     this.dirty = true;
     this.dbs.surface!.putSync([sessionId, fromSeq], stored);
   }
+  removeSurfaceChunks(sessionId: string, beforeSeq: number): void {
+    const surface = this.dbs.surface!;
+    for (const key of [...surface.getKeys({ start: [sessionId, 0], end: [sessionId, beforeSeq] })]) {
+      this.dirty = true;
+      surface.removeSync(key);
+    }
+  }
   putHead(head: SessionHead): void {
     this.dirty = true;
     const text = JSON.stringify(head);

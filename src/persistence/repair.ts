@@ -42,6 +42,17 @@ export async function rejournal(path: string): Promise<string[]> {
   return [`moved the damaged journal aside to ${kept}`, 'wrote a new journal from data.mdb'];
 }
 
+/** Every surface chunk removed (a cache of the records: the next opens write them again). */
+export async function dropSurfaceChunks(path: string): Promise<string[]> {
+  const dbs = openDbs(path);
+  try {
+    await dbs.surface!.clearAsync();
+  } finally {
+    await dbs.env.close();
+  }
+  return ['dropped the surface chunks (a cache of the records; opens write them again)'];
+}
+
 /** Moves `file` aside as `<file>.damaged-<time>`; returns the new name. */
 export function moveAside(file: string): string {
   const to = `${file}.damaged-${new Date().toISOString().replace(/[:.]/g, '-')}`;

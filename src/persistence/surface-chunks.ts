@@ -20,14 +20,18 @@ import { surfaceMessages, type SurfaceChunk } from './surface.js';
  *   complete bucket's records writes its chunk back (chunksOf).
  * - To complete a bucket without reading it back, the store keeps a session's open bucket in
  *   memory once the session has reached a quarter of it (read back once, then followed append by
- *   append; at most MAX_PENDING_BYTES over all sessions, least recently appended dropped first),
- *   so a short session is never held. A bucket it does not hold is read back when it completes.
+ *   append; at most MAX_PENDING_BYTES and MAX_PENDING_SESSIONS over all sessions, least recently
+ *   appended dropped first), so a short session is never held. A bucket it does not hold is read
+ *   back when it completes. A failed transaction forgets every open bucket (clear), and an append
+ *   of another writer epoch than the one followed drops the session's.
+ * - A new surface epoch removes the session's older chunks (never read again).
  */
 
 export const CHUNK_SEQS = 1024;
 /** Where in a bucket the store starts keeping a session's open bucket in memory. */
 const FOLLOW_FROM = CHUNK_SEQS / 4;
 const MAX_PENDING_BYTES = 8 * 1024 * 1024;
+const MAX_PENDING_SESSIONS = 4096;
 const FORMAT = 1;
 
 /** What the chunker needs of the write transaction it runs in. */
@@ -36,9 +40,13 @@ export interface ChunkIo {
   surfaceRecords(sessionId: string, fromSeq: number, toSeq: number): EventRecord[];
   event(sessionId: string, seq: number): EventRecord;
   putSurfaceChunk(sessionId: string, fromSeq: number, stored: string): void;
+  /** Removes the session's chunks that start before `beforeSeq`. */
+  removeSurfaceChunks(sessionId: string, beforeSeq: number): void;
 }
 
 interface Pending {
+  /** The writer epoch whose appends it followed: another epoch's append means another writer came between. */
+  writerEpoch: number;
   fromSeq: number;
   /** Seq of the last record it has seen (surface or not). */
   throughSeq: number;
@@ -50,7 +58,8 @@ interface Pending {
   bytes: number;
 }
 
-const fresh = (fromSeq: number, epochSeq: number, epochType: string | null): Pending => ({
+const fresh = (fromSeq: number, epochSeq: number, epochType: string | null, writerEpoch = 0): Pending => ({
+  writerEpoch,
   fromSeq,
   throughSeq: fromSeq - 1,
   epochSeq,
@@ -67,7 +76,7 @@ function add(p: Pending, r: EventRecord): void {
       const json = JSON.stringify(m);
       p.parts.push(json);
       p.seqs.push(r.seq);
-      p.bytes += json.length + 8;
+      p.bytes += 2 * json.length + 16; // UTF-16, and the seq
     }
     p.lastSurfaceSeq = r.seq;
   }
@@ -86,8 +95,10 @@ export class SurfaceChunker {
    */
   afterAppend(io: ChunkIo, sessionId: string, before: SessionHead, records: readonly EventRecord[]): void {
     if (records.length === 0) return;
+    const first = records[0]!;
     let p = this.take(sessionId);
-    if (p && p.throughSeq !== records[0]!.seq - 1) p = undefined; // another writer, or an aborted transaction
+    // another writer came between (it attached: a new epoch), or appends were lost with an aborted transaction
+    if (p && (p.throughSeq !== first.seq - 1 || p.writerEpoch !== first.writerEpoch)) p = undefined;
     let epochSeq = before.surfaceStartSeq;
     const chunks: [number, string][] = [];
     try {
@@ -95,6 +106,7 @@ export class SurfaceChunker {
         if (r.surfaceOp === 'epoch') {
           epochSeq = r.seq;
           p = fresh(r.seq, r.seq, r.type);
+          io.removeSurfaceChunks(sessionId, r.seq); // the previous epoch's: never read again
         }
         if (p) add(p, r);
         const at = r.seq % CHUNK_SEQS;
@@ -111,7 +123,16 @@ export class SurfaceChunker {
       chunks.length = 0;
     }
     for (const [fromSeq, stored] of chunks) io.putSurfaceChunk(sessionId, fromSeq, stored);
-    if (p) this.keep(sessionId, p);
+    if (p) {
+      p.writerEpoch = first.writerEpoch;
+      this.keep(sessionId, p);
+    }
+  }
+
+  /** Forgets every session's open bucket: a transaction failed, and what it followed may not be stored. */
+  clear(): void {
+    this.pending.clear();
+    this.pendingBytes = 0;
   }
 
   private take(sessionId: string): Pending | undefined {
@@ -127,7 +148,7 @@ export class SurfaceChunker {
     this.pending.set(sessionId, p);
     this.pendingBytes += p.bytes;
     for (const [id, q] of this.pending) {
-      if (this.pendingBytes <= MAX_PENDING_BYTES) break;
+      if (this.pendingBytes <= MAX_PENDING_BYTES && this.pending.size <= MAX_PENDING_SESSIONS) break;
       this.pending.delete(id);
       this.pendingBytes -= q.bytes;
     }

@@ -134,7 +134,8 @@ function walkRecords(path: string, dbs: LogDbs, problems: StoreProblem[], checke
 
 /** Every surface chunk against the records it was made from (a damaged one is dropped by the rebuild that repairs data.mdb). */
 function walkChunks(dbs: LogDbs, tails: Map<string, number>, problems: StoreProblem[], progress: WalkProgress): void {
-  for (const { key, value } of dbs.surface!.getRange()) {
+  if (!dbs.surface) return; // a store no version with chunks has opened yet
+  for (const { key, value } of dbs.surface.getRange()) {
     const [sessionId, fromSeq] = key;
     progress('data.mdb', sessionId, fromSeq);
     const reason = chunkMismatch(sessionId, fromSeq, value, tails.get(sessionId) ?? 0, (from, to) => {
@@ -142,7 +143,7 @@ function walkChunks(dbs: LogDbs, tails: Map<string, number>, problems: StoreProb
       for (const { key: k, value: v } of dbs.events.getRange({ start: [sessionId, from], end: [sessionId, to + 1] })) out.push(decodeFully(sessionId, k[1], v));
       return out;
     });
-    if (reason !== undefined) problems.push({ where: 'data.mdb', sessionId, seq: fromSeq, reason: `surface chunk at seq ${fromSeq}: ${reason}` });
+    if (reason !== undefined) problems.push({ where: 'surface', sessionId, seq: fromSeq, reason: `surface chunk at seq ${fromSeq}: ${reason}` });
   }
 }
 

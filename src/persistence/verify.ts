@@ -6,7 +6,10 @@ import { z } from 'zod';
 import { CorruptLogError, StoreError } from '../contracts/errors.js';
 import { parseInput } from '../contracts/validate.js';
 
-/** One thing `verifyStore` found wrong: where (`data.mdb`, `journal`, `journal/<segment>`), and what. */
+/**
+ * One thing `verifyStore` found wrong: where (`data.mdb`, `journal`, `journal/<segment>`, or
+ * `surface` for an LMDB surface chunk, a cache of the records), and what.
+ */
 export const StoreProblem = z.object({
   where: z.string(),
   sessionId: z.string().optional(),
@@ -117,7 +120,8 @@ export interface RepairReport {
  * it open first. A damaged (or missing) `data.mdb` with a whole journal is moved aside
  * (`data.mdb.damaged-<time>`) and rebuilt from the journal: every acknowledged event reads back.
  * A damaged journal beside a whole `data.mdb` is moved aside (`journal.damaged-<time>`) and
- * written again from `data.mdb`. With both damaged nothing is changed: CorruptLogError.
+ * written again from `data.mdb`. With both damaged nothing is changed: CorruptLogError. A surface
+ * chunk that differs from its records (and nothing else) is dropped, with every other chunk.
  * @example
  * const { repaired, after } = await repairStore('./.actorloop')
  */
@@ -125,10 +129,12 @@ export async function repairStore(path: string, options: VerifyOptions = {}): Pr
   const before = await verifyStore(path, options);
   if (before.ok) return { repaired: false, actions: [], before, after: before };
   const journalDamaged = before.problems.filter((p) => p.where.startsWith('journal'));
-  const dataDamaged = before.problems.filter((p) => !p.where.startsWith('journal'));
-  const { rebuildData, rejournal } = await import('./repair.js');
+  const dataDamaged = before.problems.filter((p) => p.where === 'data.mdb');
+  const { dropSurfaceChunks, rebuildData, rejournal } = await import('./repair.js');
   const actions: string[] = [];
-  if (journalDamaged.length === 0) actions.push(...rebuildData(path));
+  // surface chunks are a cache of the records: a bad one is dropped with the others (the next opens write them again)
+  if (dataDamaged.length === 0 && journalDamaged.length === 0) actions.push(...(await dropSurfaceChunks(path)));
+  else if (journalDamaged.length === 0) actions.push(...rebuildData(path));
   else if (dataDamaged.length === 0) actions.push(...(await rejournal(path)));
   else {
     const say = (ps: StoreProblem[]) => ps.map((p) => p.reason).join('; ');

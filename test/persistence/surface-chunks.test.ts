@@ -144,6 +144,56 @@ describe('surface chunks (LMDB)', () => {
     expectSame(again.fromChunks, again.fromRecords);
   });
 
+  it('verify passes a store that has no surface chunk database (written before chunks existed)', async () => {
+    const path = dir();
+    await appendAll(path, 's', drafts(CHUNK_SEQS + 10), 64);
+    const dbs = openDbs(path);
+    await dbs.surface!.drop();
+    await dbs.env.close();
+    expect(await verifyStore(path)).toMatchObject({ ok: true });
+  });
+
+  it('a chunk never holds an append that was not stored: a failed transaction forgets the buckets it followed', async () => {
+    const path = dir();
+    const msg = (c: string): EventDraft => ({ type: 'user/message', turn: 1, step: 1, attempt: 1, surfaceOp: 'append', payload: { message: { role: 'user', content: c } } });
+    const a = lmdbStore({ path });
+    let { writerEpoch } = await a.attachWriter('s');
+    let next = 1;
+    for (let i = 0; i < 3; i++) next += (await a.append('s', writerEpoch, next, Array.from({ length: 100 }, (_, k) => msg(`a${next + k}`)))).length;
+    // an append that shares its transaction with an op failing after it wrote: rejected, nothing stored
+    const lost = a.append('s', writerEpoch, next, Array.from({ length: 10 }, (_, k) => msg(`lost ${next + k}`)));
+    const failing = (a as unknown as { enqueue(op: { run(txn: { dirty: boolean }): void }): Promise<void> }).enqueue({
+      run: (txn) => {
+        txn.dirty = true;
+        throw new Error('an op that fails after writing');
+      },
+    });
+    await expect(lost).rejects.toThrow();
+    await failing.catch(() => {});
+    // another writer appends as many records at the same seqs, then this one takes the session back
+    const b = lmdbStore({ path });
+    const other = await b.attachWriter('s');
+    await b.append('s', other.writerEpoch, next, Array.from({ length: 10 }, (_, k) => msg(`stored ${next + k}`)));
+    await b.close();
+    next += 10;
+    ({ writerEpoch } = await a.attachWriter('s'));
+    await a.append('s', writerEpoch, next, Array.from({ length: CHUNK_SEQS - next + 1 }, (_, k) => msg(`a${next + k}`)));
+    await a.close();
+    const { fromChunks, fromRecords, chunks } = await bothWays(path, 's');
+    expect(chunks.length).toBe(1);
+    expect(fromChunks.messages.some((m) => m.content.startsWith('lost'))).toBe(false);
+    expectSame(fromChunks, fromRecords);
+  });
+
+  it('a new surface epoch removes the older epoch\'s chunks', async () => {
+    const path = dir();
+    await appendAll(path, 's', [...drafts(2 * CHUNK_SEQS + 10), compaction('the summary', 2000), ...drafts(CHUNK_SEQS)], 64);
+    const dbs = openDbs(path);
+    const keys = [...dbs.surface!.getKeys()];
+    await dbs.env.close();
+    expect(keys).toEqual([['s', 2 * CHUNK_SEQS + 11]]);
+  });
+
   it('verify reports a chunk whose messages are not its records\' (checksum intact), and repair drops it', async () => {
     const path = dir();
     await appendAll(path, 's', drafts(2 * CHUNK_SEQS), 64);
@@ -155,8 +205,9 @@ describe('surface chunks (LMDB)', () => {
     await dbs.env.close();
     const report = await verifyStore(path);
     expect(report.ok).toBe(false);
-    expect(!report.ok && report.problems).toEqual([{ where: 'data.mdb', sessionId: 's', seq: CHUNK_SEQS + 1, reason: expect.stringMatching(/surface chunk .* differ from those of the records/) }]);
-    expect(await repairStore(path)).toMatchObject({ repaired: true, after: { ok: true } });
+    expect(!report.ok && report.problems).toEqual([{ where: 'surface', sessionId: 's', seq: CHUNK_SEQS + 1, reason: expect.stringMatching(/surface chunk .* differ from those of the records/) }]);
+    // a cache: repair drops the chunks, data.mdb is not rebuilt
+    expect(await repairStore(path)).toMatchObject({ repaired: true, actions: [expect.stringMatching(/dropped the surface chunks/)], after: { ok: true } });
     const { fromChunks, fromRecords, chunks } = await bothWays(path, 's');
     expect(chunks).toEqual([]);
     expectSame(fromChunks, fromRecords);
