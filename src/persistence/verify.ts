@@ -134,7 +134,13 @@ export async function repairStore(path: string, options: VerifyOptions = {}): Pr
   const actions: string[] = [];
   // surface chunks are a cache of the records: a bad one is dropped with the others (the next opens write them again)
   if (dataDamaged.length === 0 && journalDamaged.length === 0) actions.push(...(await dropSurfaceChunks(path)));
-  else if (journalDamaged.length === 0) actions.push(...rebuildData(path));
+  else if (journalDamaged.length === 0) {
+    if (!existsSync(join(path, 'journal'))) {
+      const say = dataDamaged.map((p) => p.reason).join('; ');
+      throw new CorruptLogError('(store)', 0, `data.mdb is damaged (${say}) and the store has no journal (it was written with durability 'committed'): there is nothing to rebuild it from (nothing was changed)`);
+    }
+    actions.push(...rebuildData(path));
+  }
   else if (dataDamaged.length === 0) actions.push(...(await rejournal(path)));
   else {
     const say = (ps: StoreProblem[]) => ps.map((p) => p.reason).join('; ');

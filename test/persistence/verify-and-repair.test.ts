@@ -1,7 +1,7 @@
 import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { repairStore, verifyStore } from '../../src/index.js';
+import { lmdbStore, repairStore, verifyStore } from '../../src/index.js';
 import { seal } from '../../src/persistence/checksum.js';
 import { openDbs, readState } from '../../src/persistence/journal-recovery.js';
 import { tempDir } from '../helpers/tmp.js';
@@ -132,6 +132,18 @@ describe('verifyStore', () => {
     truncateSync(segmentFiles(path)[0]!, 1000);
     const files = readdirSync(path).sort();
     await expect(repairStore(path)).rejects.toMatchObject({ code: 'corrupt_log', reason: expect.stringMatching(/both data\.mdb .* and the journal .* are damaged/) });
+    expect(readdirSync(path).sort()).toEqual(files);
+  });
+
+  it('refuses to repair a damaged data.mdb of a store without a journal (durability committed), changing nothing', async () => {
+    const path = dir();
+    const store = lmdbStore({ path, durability: 'committed' });
+    const { writerEpoch } = await store.attachWriter('a');
+    for (let i = 1; i <= 5; i++) await store.append('a', writerEpoch, i, [{ type: 'user/message', turn: 1, step: 1, attempt: 1, surfaceOp: 'append', payload: { message: { role: 'user', content: `a-${i} ${'x'.repeat(6000)}` } } }]);
+    await store.close();
+    changeByte(join(path, 'data.mdb'), 'a-3 x', 4, 'q');
+    const files = readdirSync(path).sort();
+    await expect(repairStore(path)).rejects.toMatchObject({ code: 'corrupt_log', reason: expect.stringMatching(/no journal .* nothing to rebuild it from/) });
     expect(readdirSync(path).sort()).toEqual(files);
   });
 
