@@ -106,7 +106,7 @@ export class SurfaceChunker {
         if (r.surfaceOp === 'epoch') {
           epochSeq = r.seq;
           p = fresh(r.seq, r.seq, r.type);
-          io.removeSurfaceChunks(sessionId, r.seq); // the previous epoch's: never read again
+          chunks.length = 0; // the previous epoch's: never read again
         }
         if (p) add(p, r);
         const at = r.seq % CHUNK_SEQS;
@@ -122,6 +122,9 @@ export class SurfaceChunker {
       p = undefined;
       chunks.length = 0;
     }
+    // a new epoch removes the older chunks, whatever became of the chunks built above
+    const lastEpoch = records.findLast((r) => r.surfaceOp === 'epoch');
+    if (lastEpoch) io.removeSurfaceChunks(sessionId, lastEpoch.seq);
     for (const [fromSeq, stored] of chunks) io.putSurfaceChunk(sessionId, fromSeq, stored);
     if (p) {
       p.writerEpoch = first.writerEpoch;
@@ -254,6 +257,15 @@ export function chunkMismatch(sessionId: string, fromSeq: number, stored: unknow
   } catch {
     return undefined; // the records' own damage is reported with them
   }
+  if (c.fromSeq < c.epochSeq) return `it starts at seq ${c.fromSeq}, before its epoch (${c.epochSeq})`;
+  let atEpoch: EventRecord | undefined;
+  try {
+    atEpoch = records(c.epochSeq, c.epochSeq)[0];
+  } catch {
+    return undefined;
+  }
+  const epochType = atEpoch?.surfaceOp === 'epoch' ? atEpoch.type : null;
+  if (epochType !== c.epochType || (epochType === null && c.epochSeq !== 1)) return `its epoch (seq ${c.epochSeq}, ${c.epochType ?? 'none'}) is not the log's (${epochType ?? 'no epoch event'} at seq ${c.epochSeq})`;
   const p = fresh(fromSeq, c.epochSeq, c.epochType);
   for (const r of rs) add(p, r);
   return `[${p.parts.join(',')}]` === c.messagesText && p.seqs.join() === c.seqs.join() && p.lastSurfaceSeq === c.lastSurfaceSeq ? undefined : 'its messages differ from those of the records it covers';

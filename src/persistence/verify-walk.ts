@@ -132,7 +132,7 @@ function walkRecords(path: string, dbs: LogDbs, problems: StoreProblem[], checke
   return seen;
 }
 
-/** Every surface chunk against the records it was made from (a damaged one is dropped by the rebuild that repairs data.mdb). */
+/** Every surface chunk against the records it was made from (a bad one is reported at `surface`: repair drops the chunks). */
 function walkChunks(dbs: LogDbs, tails: Map<string, number>, problems: StoreProblem[], progress: WalkProgress): void {
   if (!dbs.surface) return; // a store no version with chunks has opened yet
   for (const { key, value } of dbs.surface.getRange()) {

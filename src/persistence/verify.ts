@@ -130,6 +130,7 @@ export async function repairStore(path: string, options: VerifyOptions = {}): Pr
   if (before.ok) return { repaired: false, actions: [], before, after: before };
   const journalDamaged = before.problems.filter((p) => p.where.startsWith('journal'));
   const dataDamaged = before.problems.filter((p) => p.where === 'data.mdb');
+  const chunksDamaged = before.problems.some((p) => p.where === 'surface');
   const { dropSurfaceChunks, rebuildData, rejournal } = await import('./repair.js');
   const actions: string[] = [];
   // surface chunks are a cache of the records: a bad one is dropped with the others (the next opens write them again)
@@ -137,11 +138,14 @@ export async function repairStore(path: string, options: VerifyOptions = {}): Pr
   else if (journalDamaged.length === 0) {
     if (!existsSync(join(path, 'journal'))) {
       const say = dataDamaged.map((p) => p.reason).join('; ');
-      throw new CorruptLogError('(store)', 0, `data.mdb is damaged (${say}) and the store has no journal (it was written with durability 'committed'): there is nothing to rebuild it from (nothing was changed)`);
+      throw new CorruptLogError('(store)', 0, `data.mdb is damaged (${say}) and the store has no journal (it was written with durability 'committed', or its journal directory was removed): there is nothing to rebuild it from (nothing was changed)`);
     }
     actions.push(...rebuildData(path));
   }
-  else if (dataDamaged.length === 0) actions.push(...(await rejournal(path)));
+  else if (dataDamaged.length === 0) {
+    actions.push(...(await rejournal(path)));
+    if (chunksDamaged) actions.push(...(await dropSurfaceChunks(path)));
+  }
   else {
     const say = (ps: StoreProblem[]) => ps.map((p) => p.reason).join('; ');
     throw new CorruptLogError('(store)', 0, `both data.mdb (${say(dataDamaged)}) and the journal (${say(journalDamaged)}) are damaged: neither can be rebuilt from the other (nothing was changed)`);

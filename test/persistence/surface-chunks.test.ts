@@ -3,7 +3,8 @@ import { z } from 'zod';
 import { createRuntime, defineTool, repairStore, scriptedModel, verifyStore, type ScriptedStep } from '../../src/index.js';
 import type { EventDraft } from '../../src/contracts/events.js';
 import { seal } from '../../src/persistence/checksum.js';
-import { openDbs } from '../../src/persistence/journal-recovery.js';
+import { openDbs, readState } from '../../src/persistence/journal-recovery.js';
+import { segmentFiles } from './fixtures/damage.js';
 import { lmdbStore } from '../../src/persistence/lmdb-store.js';
 import { CHUNK_SEQS } from '../../src/persistence/surface-chunks.js';
 import { Surface } from '../../src/persistence/surface.js';
@@ -192,6 +193,36 @@ describe('surface chunks (LMDB)', () => {
     const keys = [...dbs.surface!.getKeys()];
     await dbs.env.close();
     expect(keys).toEqual([['s', 2 * CHUNK_SEQS + 11]]);
+    // one append that completes buckets of two epochs and begins a third keeps only the last one's
+    const path2 = dir();
+    const all = drafts(3100);
+    all[99] = compaction('first', 90);
+    all[2099] = compaction('second', 2090);
+    await appendAll(path2, 's', all, 3100);
+    const dbs2 = openDbs(path2);
+    const keys2 = [...dbs2.surface!.getKeys()];
+    await dbs2.env.close();
+    expect(keys2).toEqual([['s', 2100]]);
+  });
+
+  it("verify checks a chunk's epoch against the log, and repair mends chunks and a damaged journal in one run", async () => {
+    const path = dir();
+    await appendAll(path, 's', [compaction('a summary', 0), ...drafts(2 * CHUNK_SEQS)], 64);
+    const dbs = openDbs(path);
+    const key: [string, number] = ['s', CHUNK_SEQS + 1];
+    const text = dbs.surface!.get(key)!.slice(9);
+    dbs.surface!.putSync(key, seal(text.replace('"epochType":"compaction"', '"epochType":"checkpoint/loaded"')));
+    const state = readState(dbs, path);
+    await dbs.env.close();
+    const report = await verifyStore(path);
+    expect(!report.ok && report.problems).toEqual([{ where: 'surface', sessionId: 's', seq: CHUNK_SEQS + 1, reason: expect.stringMatching(/its epoch \(seq 1, checkpoint\/loaded\) is not the log's \(compaction at seq 1\)/) }]);
+    const { openSync, writeSync, closeSync } = await import('node:fs');
+    const fd = openSync(segmentFiles(path)[state.segment - 1]!, 'r+');
+    writeSync(fd, Buffer.alloc(1500), 0, 1500, state.offset - 1500); // the last few frames' bytes gone
+    closeSync(fd);
+    const repaired = await repairStore(path);
+    expect(repaired.before.ok === false && [...new Set(repaired.before.problems.map((p) => p.where))].sort()).toEqual(['journal', 'surface']);
+    expect(repaired).toMatchObject({ repaired: true, after: { ok: true } });
   });
 
   it('verify reports a chunk whose messages are not its records\' (checksum intact), and repair drops it', async () => {
