@@ -1,21 +1,12 @@
 import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { runCli } from '../../src/cli/program.js';
-import { tempDir } from '../helpers/tmp.js';
+import { tempDirs } from '../helpers/temp-dirs.js';
 import { killAllChildren, spawnTs } from '../crash/child-util.js';
 import { changeByte, readInChild, writeStore } from '../persistence/fixtures/damage.js';
 
 /** `actorloop verify <dir>` and `actorloop repair <dir>` (docs/cli.md): report, exit codes, and the repaired log. */
-const dirs: { cleanup: () => Promise<void> }[] = [];
-const dir = () => {
-  const d = tempDir('actorloop-cli-verify-');
-  dirs.push(d);
-  return d.path;
-};
-afterEach(async () => {
-  await killAllChildren();
-  for (const d of dirs.splice(0)) await d.cleanup();
-});
+const dir = tempDirs('actorloop-cli-verify-', killAllChildren);
 
 async function cli(...args: string[]): Promise<{ code: number; out: string; err: string }> {
   let out = '';

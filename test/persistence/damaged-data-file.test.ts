@@ -1,7 +1,7 @@
 import { readdirSync, rmSync, statSync, truncateSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
-import { tempDir } from '../helpers/tmp.js';
+import { describe, expect, it } from 'vitest';
+import { tempDirs } from '../helpers/temp-dirs.js';
 import { killAllChildren } from '../crash/child-util.js';
 import { readInChild, segmentFiles, writeStore } from './fixtures/damage.js';
 
@@ -12,16 +12,7 @@ import { readInChild, segmentFiles, writeStore } from './fixtures/damage.js';
  * aside); with nothing to rebuild it from, the open is a CorruptLogError. Every read runs in a
  * child process: a regression here kills a process.
  */
-const dirs: { cleanup: () => Promise<void> }[] = [];
-const dir = () => {
-  const d = tempDir('actorloop-datafile-');
-  dirs.push(d);
-  return d.path;
-};
-afterEach(async () => {
-  await killAllChildren();
-  for (const d of dirs.splice(0)) await d.cleanup();
-});
+const dir = tempDirs('actorloop-datafile-', killAllChildren);
 
 describe('a damaged data.mdb at open', () => {
   for (const [name, damage] of [

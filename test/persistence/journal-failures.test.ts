@@ -2,12 +2,12 @@ import { spawn, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterEach, describe, expect, it, vi } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import type { EventRecord } from '../../src/contracts/events.js';
 import { Journal } from '../../src/persistence/journal.js';
 import { lmdbStore } from '../../src/persistence/lmdb-store.js';
 import { collect, stepStart, userMsg } from '../helpers/drafts.js';
-import { tempDir } from '../helpers/tmp.js';
+import { tempDirs } from '../helpers/temp-dirs.js';
 import { killAllChildren, REPO_ROOT, spawnTs } from '../crash/child-util.js';
 import { scaled } from '../helpers/load.js';
 
@@ -19,17 +19,10 @@ import { scaled } from '../helpers/load.js';
 
 const CHILD = join(REPO_ROOT, 'test/crash/journal-failures-child.ts');
 
-const dirs: { cleanup: () => Promise<void> }[] = [];
-afterEach(async () => {
+const dir = tempDirs('actorloop-journal-failures-', async () => {
   vi.restoreAllMocks();
   await killAllChildren();
-  for (const d of dirs.splice(0)) await d.cleanup();
 });
-function dir(): string {
-  const d = tempDir('actorloop-journal-failures-');
-  dirs.push(d);
-  return d.path;
-}
 
 const trash = (path: string) => writeFileSync(join(path, 'data.mdb'), randomBytes(128 * 1024));
 

@@ -1,11 +1,11 @@
 import { readFileSync, renameSync, rmSync, truncateSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { isStoreError } from '../../src/contracts/errors.js';
 import { openDbs } from '../../src/persistence/journal-recovery.js';
 import { lmdbStore } from '../../src/persistence/lmdb-store.js';
 import { repairStore } from '../../src/persistence/verify.js';
-import { tempDir } from '../helpers/tmp.js';
+import { tempDirs } from '../helpers/temp-dirs.js';
 import { killAllChildren } from '../crash/child-util.js';
 import { readInChild, segmentFiles, writeStore } from './fixtures/damage.js';
 
@@ -16,16 +16,7 @@ import { readInChild, segmentFiles, writeStore } from './fixtures/damage.js';
  * under an open store fails the next commit with a StoreError, and nothing is committed.
  * A restart is simulated with another boot id (docs/event-log.md, "Durability").
  */
-const dirs: { cleanup: () => Promise<void> }[] = [];
-const dir = () => {
-  const d = tempDir('actorloop-shortfall-');
-  dirs.push(d);
-  return d.path;
-};
-afterEach(async () => {
-  await killAllChildren();
-  for (const d of dirs.splice(0)) await d.cleanup();
-});
+const dir = tempDirs('actorloop-shortfall-', killAllChildren);
 
 /** 2 × 20 events of ~25 KB: three segments (256 KiB, 512 KiB, 1 MiB). */
 async function threeSegments(path: string) {

@@ -1,14 +1,14 @@
 import { randomBytes } from 'node:crypto';
 import { copyFileSync, existsSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { EventRecord } from '../../src/contracts/events.js';
 import { INITIAL_STATE, Journal, segmentSize } from '../../src/persistence/journal.js';
 import { currentBootId, openDbs, readState } from '../../src/persistence/journal-recovery.js';
 import { repairStore } from '../../src/persistence/verify.js';
 import { lmdbStore } from '../../src/persistence/lmdb-store.js';
 import { collect, stepStart, userMsg } from '../helpers/drafts.js';
-import { tempDir } from '../helpers/tmp.js';
+import { tempDirs } from '../helpers/temp-dirs.js';
 import { killAllChildren, spawnStoreChild } from '../crash/child-util.js';
 
 /**
@@ -18,15 +18,7 @@ import { killAllChildren, spawnStoreChild } from '../crash/child-util.js';
  * the store's `bootId` option and a data.mdb overwritten with garbage.
  */
 
-const dirs: { cleanup: () => Promise<void> }[] = [];
-afterEach(async () => {
-  for (const d of dirs.splice(0)) await d.cleanup();
-});
-function dir(): string {
-  const d = tempDir('actorloop-journal-');
-  dirs.push(d);
-  return d.path;
-}
+const dir = tempDirs('actorloop-journal-');
 
 interface Dump {
   sessions: string[];

@@ -1,11 +1,11 @@
 import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { isCorruptLogError, type CorruptLogError } from '../../src/contracts/errors.js';
 import { seal } from '../../src/persistence/checksum.js';
 import { openDbs } from '../../src/persistence/journal-recovery.js';
 import { lmdbStore } from '../../src/persistence/lmdb-store.js';
 import { collect, stepStart, userMsg } from '../helpers/drafts.js';
-import { tempDir } from '../helpers/tmp.js';
+import { tempDirs } from '../helpers/temp-dirs.js';
 import { killAllChildren } from '../crash/child-util.js';
 import { changeByte, readInChild, writeStore } from './fixtures/damage.js';
 
@@ -15,16 +15,7 @@ import { changeByte, readInChild, writeStore } from './fixtures/damage.js';
  * and seq, never a changed message read back as the original. The damage here is done to the
  * bytes of data.mdb itself, as a bad sector or a bit flip would.
  */
-const dirs: { cleanup: () => Promise<void> }[] = [];
-const dir = () => {
-  const d = tempDir('actorloop-checksum-');
-  dirs.push(d);
-  return d.path;
-};
-afterEach(async () => {
-  await killAllChildren();
-  for (const d of dirs.splice(0)) await d.cleanup();
-});
+const dir = tempDirs('actorloop-checksum-', killAllChildren);
 
 async function readError(path: string, sessionId: string): Promise<unknown> {
   const store = lmdbStore({ path });

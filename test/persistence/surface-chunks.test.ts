@@ -1,4 +1,4 @@
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { createRuntime, defineTool, repairStore, scriptedModel, verifyStore, type ScriptedStep } from '../../src/index.js';
 import type { EventDraft } from '../../src/contracts/events.js';
@@ -9,7 +9,7 @@ import { lmdbStore } from '../../src/persistence/lmdb-store.js';
 import { CHUNK_SEQS } from '../../src/persistence/surface-chunks.js';
 import { Surface } from '../../src/persistence/surface.js';
 import { compaction, stepStart, userMsg } from '../helpers/drafts.js';
-import { tempDir } from '../helpers/tmp.js';
+import { tempDirs } from '../helpers/temp-dirs.js';
 
 /**
  * The LMDB store keeps the surface as chunks of messages (src/persistence/surface-chunks.ts) so
@@ -18,15 +18,7 @@ import { tempDir } from '../helpers/tmp.js';
  * give (messages, their seqs, token estimate, request digest), and a chunk missing or damaged is
  * replaced by the records it covers.
  */
-const dirs: { cleanup: () => Promise<void> }[] = [];
-const dir = () => {
-  const d = tempDir('actorloop-chunks-');
-  dirs.push(d);
-  return d.path;
-};
-afterEach(async () => {
-  for (const d of dirs.splice(0)) await d.cleanup();
-});
+const dir = tempDirs('actorloop-chunks-');
 
 const toolResult = (callId: string, content: string): EventDraft => ({
   type: 'tool/result',

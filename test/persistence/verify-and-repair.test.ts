@@ -1,10 +1,10 @@
 import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { lmdbStore, repairStore, verifyStore } from '../../src/index.js';
 import { seal } from '../../src/persistence/checksum.js';
 import { openDbs, readState } from '../../src/persistence/journal-recovery.js';
-import { tempDir } from '../helpers/tmp.js';
+import { tempDirs } from '../helpers/temp-dirs.js';
 import { killAllChildren } from '../crash/child-util.js';
 import { changeByte, flipBits, flipPagesHolding, readInChild, segmentFiles, writeStore } from './fixtures/damage.js';
 
@@ -14,16 +14,7 @@ import { changeByte, flipBits, flipPagesHolding, readInChild, segmentFiles, writ
  * no process survives); `repairStore` rebuilds what is damaged from what is whole. The damage is
  * done to the files' bytes; every read of damaged pages happens in a child process.
  */
-const dirs: { cleanup: () => Promise<void> }[] = [];
-const dir = () => {
-  const d = tempDir('actorloop-verify-');
-  dirs.push(d);
-  return d.path;
-};
-afterEach(async () => {
-  await killAllChildren();
-  for (const d of dirs.splice(0)) await d.cleanup();
-});
+const dir = tempDirs('actorloop-verify-', killAllChildren);
 
 const PAGE = 4096;
 
