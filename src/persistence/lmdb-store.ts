@@ -9,7 +9,7 @@ import { CorruptLogError, StoreClosedError, ValidationError } from '../contracts
 import type { EventDraft, EventRecord } from '../contracts/events.js';
 import { parseInput } from '../contracts/validate.js';
 import { applyAppend, applyAttach } from './append-core.js';
-import { encodedKeyPrefix, findEvent, MAX_ID_KEY_BYTES, prepareDrafts, type PreparedDraft } from './codec.js';
+import { findEvent, MAX_ID_KEY_BYTES, prepareDrafts, type PreparedDraft } from './codec.js';
 import { inspectDataFile } from './data-file.js';
 import type { AttachResult, EventStore, ReadRange } from './event-store.js';
 import { SessionHead } from './head.js';
@@ -17,7 +17,7 @@ import { Journal, type JournalState } from './journal.js';
 import { currentBootId, openDbs, readState, recover, writeState, type LogDbs } from './journal-recovery.js';
 import { DIR_MODE, ownerOnly } from './journal-files.js';
 import { guarded, storeFailure } from './lmdb-errors.js';
-import { decodeStored, decodeStoredSurface, LmdbTxn, readHead } from './lmdb-txn.js';
+import { decodeStored, LmdbTxn, readHead, readStoredRange, surfaceDecoder, type StoredDecoder } from './lmdb-txn.js';
 import { LiveAppends } from './live.js';
 import { chunksOf, epochTypeOf, SurfaceChunker, surfaceChunks } from './surface-chunks.js';
 import type { StoredSurface } from './surface.js';
@@ -278,12 +278,7 @@ class LmdbEventStore implements EventStore, LmdbStats {
 
   async loadSurface(sessionId: string): Promise<EventRecord[]> {
     const head = await this.getHead(sessionId);
-    const out: EventRecord[] = [];
-    if (!head) return out;
-    const prefix = encodedKeyPrefix(sessionId);
-    const decode = (sid: string, seq: number, raw: unknown) => decodeStoredSurface(sid, seq, raw, prefix);
-    for await (const e of this.stored(sessionId, head.surfaceStartSeq, head.lastSeq, head.lastSeq, decode)) out.push(e);
-    return out;
+    return head ? this.surfaceFrom(sessionId, head.surfaceStartSeq, head.lastSeq) : [];
   }
 
   /** The surface as opening a session reads it: the stored chunks that tile it from its start, then the records after them. */
@@ -292,27 +287,32 @@ class LmdbEventStore implements EventStore, LmdbStats {
     if (!head) return { chunks: [], records: [] };
     const range = { start: [sessionId, head.surfaceStartSeq] as [string, number], end: [sessionId, head.lastSeq + 1] as [string, number] };
     const { chunks, nextSeq } = guarded({ path: this.options.path, sessionId, seq: head.surfaceStartSeq }, () => surfaceChunks(sessionId, head, this.dbs.surface!.getRange(range)));
-    const prefix = encodedKeyPrefix(sessionId);
-    const decode = (sid: string, seq: number, raw: unknown) => decodeStoredSurface(sid, seq, raw, prefix);
-    const records: EventRecord[] = [];
-    for await (const e of this.stored(sessionId, nextSeq, head.lastSeq, head.lastSeq, decode)) records.push(e);
-    this.writeBack(sessionId, head, () => chunksOf(sessionId, head, nextSeq, records, chunks[0]?.epochType ?? epochTypeOf(records[0], head)));
+    const records = await this.surfaceFrom(sessionId, nextSeq, head.lastSeq);
+    this.writeBack(sessionId, head, nextSeq, records, chunks[0]?.epochType ?? epochTypeOf(records[0], head));
     return { chunks, records };
   }
 
+  /** The surface events from `fromSeq` to the head's `lastSeq`. */
+  private async surfaceFrom(sessionId: string, fromSeq: number, lastSeq: number): Promise<EventRecord[]> {
+    const out: EventRecord[] = [];
+    for await (const e of this.stored(sessionId, fromSeq, lastSeq, lastSeq, surfaceDecoder(sessionId))) out.push(e);
+    return out;
+  }
+
   /**
-   * Writes the chunks of the complete buckets an open read the records of, in a transaction of its
-   * own (no journal frame, no flush), while the surface is still the one read. A cache: any failure
-   * (a bucket too large for one string, a full map) is ignored, and the next open reads the records.
+   * Writes the chunks of the complete buckets whose records an open read (`records`, from
+   * `fromSeq`), in a transaction of its own (no journal frame, no flush), while the surface is
+   * still the one read. A cache: any failure (a bucket too large for one string, a full map) is
+   * ignored, and the next open reads the records.
    */
-  private writeBack(sessionId: string, head: SessionHead, make: () => [number, string][]): void {
+  private writeBack(sessionId: string, head: SessionHead, fromSeq: number, records: readonly EventRecord[], epochType: string | null): void {
     if (this.closed) return;
     try {
-      const chunks = make();
+      const chunks = chunksOf(sessionId, head, fromSeq, records, epochType);
       if (chunks.length === 0) return;
       this.env.transactionSync(() => {
         if (readHead(this.heads, sessionId, this.options.path)?.surfaceStartSeq !== head.surfaceStartSeq) return;
-        for (const [fromSeq, stored] of chunks) this.dbs.surface!.putSync([sessionId, fromSeq], stored);
+        for (const [seq, stored] of chunks) this.dbs.surface!.putSync([sessionId, seq], stored);
       });
     } catch {
       // left to the next open
@@ -320,25 +320,15 @@ class LmdbEventStore implements EventStore, LmdbStats {
   }
 
   /** The records `fromSeq..toSeq` in pages, each decoded by `decode` (undefined: skipped); those up to `lastSeq` must exist. */
-  private async *stored(sessionId: string, fromSeq: number, toSeq: number, lastSeq: number, decode: (sessionId: string, seq: number, raw: unknown) => EventRecord | undefined): AsyncIterable<EventRecord> {
+  private async *stored(sessionId: string, fromSeq: number, toSeq: number, lastSeq: number, decode: StoredDecoder): AsyncIterable<EventRecord> {
     const page = this.options.readPageSize;
     const mustExist = Math.min(toSeq, lastSeq);
     let next = fromSeq;
     while (next <= toSeq) {
       const end = Math.min(toSeq, next + page - 1);
-      const batch: EventRecord[] = [];
-      const stored = guarded({ path: this.options.path, sessionId, seq: next }, () => [...this.events.getRange({ start: [sessionId, next], end: [sessionId, end + 1] })]);
-      for (const { key, value } of stored) {
-        const seq = key[1];
-        if (seq !== next) throw new CorruptLogError(sessionId, next, `record missing (next stored seq is ${seq})`);
-        const e = decode(sessionId, seq, value);
-        if (e) batch.push(e);
-        next++;
-      }
-      if (next <= end && next <= mustExist) {
-        throw new CorruptLogError(sessionId, next, `record missing (the head says the log ends at seq ${mustExist})`);
-      }
-      for (const e of batch) yield e;
+      const read = readStoredRange(this.events, this.options.path, sessionId, next, end, mustExist, decode);
+      next = read.next;
+      for (const e of read.records) yield e;
       if (next <= end) return; // the log ends inside this page
       // closed mid-read: an error, never a silently shorter log
       if (this.closed) throw new StoreClosedError(`LMDB store at ${this.options.path} (closed while ${sessionId} was read; stopped before seq ${next})`);

@@ -39,16 +39,7 @@ export class LmdbTxn implements LogTxn, ChunkIo {
     return readRecord(this.events, sessionId, seq, this.path);
   }
   surfaceRecords(sessionId: string, fromSeq: number, toSeq: number): EventRecord[] {
-    const prefix = encodedKeyPrefix(sessionId);
-    const out: EventRecord[] = [];
-    let next = fromSeq;
-    for (const { key, value } of this.events.getRange({ start: [sessionId, fromSeq], end: [sessionId, toSeq + 1] })) {
-      if (key[1] !== next) throw new CorruptLogError(sessionId, next, `record missing (next stored seq is ${key[1]})`);
-      const r = decodeStoredSurface(sessionId, next++, value, prefix);
-      if (r) out.push(r);
-    }
-    if (next <= toSeq) throw new CorruptLogError(sessionId, next, 'record missing');
-    return out;
+    return readStoredRange(this.events, this.path, sessionId, fromSeq, toSeq, toSeq, surfaceDecoder(sessionId)).records;
   }
   putSurfaceChunk(sessionId: string, fromSeq: number, stored: string): void {
     this.dirty = true;
@@ -116,6 +107,32 @@ const decodeUnsealed = (sessionId: string, seq: number, raw: unknown, json: unkn
  */
 export function decodeFully(sessionId: string, seq: number, raw: unknown): EventRecord {
   return decodeRecord(sessionId, seq, unseal(sessionId, seq, raw));
+}
+
+/** How a stored value at `seq` of `sessionId` is decoded: a record, or undefined to skip it. */
+export type StoredDecoder = (sessionId: string, seq: number, raw: unknown) => EventRecord | undefined;
+
+/**
+ * The stored records `fromSeq..toSeq` in seq order, each decoded by `decode`, and the seq after
+ * the last one stored: a gap, or a range that ends before `mustExist`, is a CorruptLogError.
+ */
+export function readStoredRange(events: Database<string, [string, number]>, path: string, sessionId: string, fromSeq: number, toSeq: number, mustExist: number, decode: StoredDecoder): { records: EventRecord[]; next: number } {
+  const stored = guarded({ path, sessionId, seq: fromSeq }, () => [...events.getRange({ start: [sessionId, fromSeq], end: [sessionId, toSeq + 1] })]);
+  const records: EventRecord[] = [];
+  let next = fromSeq;
+  for (const { key, value } of stored) {
+    if (key[1] !== next) throw new CorruptLogError(sessionId, next, `record missing (next stored seq is ${key[1]})`);
+    const e = decode(sessionId, next++, value);
+    if (e) records.push(e);
+  }
+  if (next <= toSeq && next <= mustExist) throw new CorruptLogError(sessionId, next, `record missing (the head says the log ends at seq ${mustExist})`);
+  return { records, next };
+}
+
+/** decodeStoredSurface for `sessionId`'s records. */
+export function surfaceDecoder(sessionId: string): StoredDecoder {
+  const prefix = encodedKeyPrefix(sessionId);
+  return (sid, seq, raw) => decodeStoredSurface(sid, seq, raw, prefix);
 }
 
 /**

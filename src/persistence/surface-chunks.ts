@@ -162,11 +162,19 @@ export class SurfaceChunker {
 function readBack(io: ChunkIo, sessionId: string, fromSeq: number, toSeq: number, epochSeq: number): Pending {
   const records = io.surfaceRecords(sessionId, fromSeq, toSeq);
   const atEpoch = epochSeq >= fromSeq ? records.find((r) => r.seq === epochSeq) : io.event(sessionId, epochSeq);
-  const p = fresh(fromSeq, epochSeq, atEpoch?.surfaceOp === 'epoch' ? atEpoch.type : null);
+  return bucket(fromSeq, toSeq, epochSeq, epochTypeAt(atEpoch), records);
+}
+
+/** The bucket `fromSeq..throughSeq` of the surface begun at `epochSeq`, made from its surface events. */
+function bucket(fromSeq: number, throughSeq: number, epochSeq: number, epochType: string | null, records: readonly EventRecord[]): Pending {
+  const p = fresh(fromSeq, epochSeq, epochType);
   for (const r of records) add(p, r);
-  p.throughSeq = toSeq;
+  p.throughSeq = throughSeq;
   return p;
 }
+
+/** The type of `r` when it begins a surface epoch, else null. */
+const epochTypeAt = (r: EventRecord | undefined): string | null => (r?.surfaceOp === 'epoch' ? r.type : null);
 
 /**
  * The chunks of the complete buckets in `fromSeq..lastSeq` of the head's surface, made from its
@@ -178,16 +186,16 @@ export function chunksOf(sessionId: string, head: SessionHead, fromSeq: number, 
   const out: [number, string][] = [];
   let i = 0;
   for (let from = fromSeq, end = Math.ceil(fromSeq / CHUNK_SEQS) * CHUNK_SEQS; end <= head.lastSeq; from = end + 1, end += CHUNK_SEQS) {
-    const p = fresh(from, head.surfaceStartSeq, epochType);
-    for (; i < records.length && records[i]!.seq <= end; i++) add(p, records[i]!);
-    p.throughSeq = end;
-    out.push([from, seal(encodeChunk(sessionId, p))]);
+    let j = i;
+    while (j < records.length && records[j]!.seq <= end) j++;
+    out.push([from, seal(encodeChunk(sessionId, bucket(from, end, head.surfaceStartSeq, epochType, records.slice(i, j))))]);
+    i = j;
   }
   return out;
 }
 
 /** The type of the event that began the head's surface, given the first surface event at or after its start (null: none did). */
-export const epochTypeOf = (first: EventRecord | undefined, head: SessionHead): string | null => (first?.seq === head.surfaceStartSeq && first.surfaceOp === 'epoch' ? first.type : null);
+export const epochTypeOf = (first: EventRecord | undefined, head: SessionHead): string | null => epochTypeAt(first?.seq === head.surfaceStartSeq ? first : undefined);
 
 /** A chunk's stored text: a header line (JSON), then its messages as one JSON array. */
 function encodeChunk(sessionId: string, p: Pending): string {
@@ -264,9 +272,8 @@ export function chunkMismatch(sessionId: string, fromSeq: number, stored: unknow
   } catch {
     return undefined;
   }
-  const epochType = atEpoch?.surfaceOp === 'epoch' ? atEpoch.type : null;
+  const epochType = epochTypeAt(atEpoch);
   if (epochType !== c.epochType || (epochType === null && c.epochSeq !== 1)) return `its epoch (seq ${c.epochSeq}, ${c.epochType ?? 'none'}) is not the log's (${epochType ?? 'no epoch event'} at seq ${c.epochSeq})`;
-  const p = fresh(fromSeq, c.epochSeq, c.epochType);
-  for (const r of rs) add(p, r);
+  const p = bucket(fromSeq, c.toSeq, c.epochSeq, c.epochType, rs);
   return `[${p.parts.join(',')}]` === c.messagesText && p.seqs.join() === c.seqs.join() && p.lastSurfaceSeq === c.lastSurfaceSeq ? undefined : 'its messages differ from those of the records it covers';
 }
