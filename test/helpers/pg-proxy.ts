@@ -1,4 +1,5 @@
 import { createServer, connect, type Server, type Socket } from 'node:net';
+import { afterAll, beforeAll } from 'vitest';
 
 /** One PostgreSQL protocol message as the proxy saw it. */
 export interface PgMessage {
@@ -103,3 +104,22 @@ export class PgProxy {
 
 /** The SQL text of a simple-query ('Q') message, else undefined. */
 export const queryText = (m: PgMessage): string | undefined => (m.type === 'Q' ? m.body.subarray(0, m.body.length - 1).toString('utf8') : undefined);
+
+/** The SQL of a simple query ('Q') or of a statement being prepared ('P': name, then text). */
+export const sqlText = (m: PgMessage): string | undefined => (m.type === 'P' ? m.body.toString('utf8').split('\0')[1] : queryText(m));
+
+/**
+ * A PgProxy in front of the server of `dbUrl`, started before the calling describe block's tests
+ * and stopped after them; `url()` is `dbUrl` through the proxy.
+ */
+export function proxiedDatabase(dbUrl: string): { proxy: PgProxy; url: () => string } {
+  const proxy = new PgProxy('127.0.0.1', Number(new URL(dbUrl).port || 5432));
+  let url = '';
+  beforeAll(async () => {
+    const u = new URL(dbUrl);
+    u.host = await proxy.start();
+    url = u.toString();
+  });
+  afterAll(() => proxy.stop());
+  return { proxy, url: () => url };
+}

@@ -1,10 +1,10 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { isStoreUnavailableError } from '../../src/contracts/errors.js';
 import type { EventRecord } from '../../src/contracts/events.js';
 import type { EventStore } from '../../src/persistence/event-store.js';
 import { postgresStore } from '../../src/persistence/postgres/postgres-store.js';
 import { collect, userMsg } from '../helpers/drafts.js';
-import { PgProxy, queryText } from '../helpers/pg-proxy.js';
+import { proxiedDatabase, queryText } from '../helpers/pg-proxy.js';
 import { freshSchema, postgresForTests } from '../helpers/postgres.js';
 
 /**
@@ -15,17 +15,9 @@ import { freshSchema, postgresForTests } from '../helpers/postgres.js';
 const db = await postgresForTests('PostgreSQL store: lost commit replies');
 if (db) {
   describe('PostgreSQL store: a lost COMMIT reply', () => {
-    const proxy = new PgProxy('127.0.0.1', Number(new URL(db.url).port || 5432));
-    let url = '';
-    beforeAll(async () => {
-      const at = await proxy.start();
-      const u = new URL(db.url);
-      u.host = at;
-      url = u.toString();
-    });
-    afterAll(() => proxy.stop());
+    const { proxy, url } = proxiedDatabase(db.url);
 
-    const open = (schema: string): EventStore => postgresStore({ connectionString: url, schema, idleInTransactionTimeoutMs: 2000 });
+    const open = (schema: string): EventStore => postgresStore({ connectionString: url(), schema, idleInTransactionTimeoutMs: 2000 });
 
     it('an append whose COMMIT reached the server but whose reply was lost resolves with the stored events, written once', async () => {
       const store = open(freshSchema('lost'));

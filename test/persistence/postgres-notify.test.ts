@@ -1,10 +1,10 @@
 import pg from 'pg';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { postgresStore } from '../../src/persistence/postgres/postgres-store.js';
 import { channelOf } from '../../src/persistence/postgres/schema.js';
 import { workChannelOf } from '../../src/persistence/postgres/work.js';
 import { userMsg } from '../helpers/drafts.js';
-import { PgProxy, type PgMessage } from '../helpers/pg-proxy.js';
+import { proxiedDatabase, sqlText } from '../helpers/pg-proxy.js';
 import { freshSchema, postgresForTests } from '../helpers/postgres.js';
 
 /**
@@ -18,28 +18,14 @@ import { freshSchema, postgresForTests } from '../helpers/postgres.js';
 const db = await postgresForTests('PostgreSQL store: wake-ups outside writing transactions');
 if (db) {
   describe('PostgreSQL store: wake-ups', () => {
-    const proxy = new PgProxy('127.0.0.1', Number(new URL(db.url).port || 5432));
-    let url = '';
-    beforeAll(async () => {
-      const u = new URL(db.url);
-      u.host = await proxy.start();
-      url = u.toString();
-    });
-    afterAll(() => proxy.stop());
-
-    /** The SQL of a simple query ('Q') or of a statement being prepared ('P': name, then text). */
-    const sqlOf = (m: PgMessage): string | undefined => {
-      if (m.type === 'Q') return m.body.subarray(0, m.body.length - 1).toString('utf8');
-      if (m.type === 'P') return m.body.toString('utf8').split('\0')[1];
-      return undefined;
-    };
+    const { proxy, url } = proxiedDatabase(db.url);
 
     it('appends and submits send no NOTIFY from a transaction that writes, and listeners are still woken', async () => {
       const schema = freshSchema('notify');
       const violations: string[] = [];
       const inTxn = new Map<number, boolean>();
       proxy.decide = (m) => {
-        const sql = m.from === 'client' ? sqlOf(m) : undefined;
+        const sql = m.from === 'client' ? sqlText(m) : undefined;
         if (sql === undefined) return 'forward';
         // statements of one message run in order: BEGIN opens a transaction, COMMIT or ROLLBACK ends it
         for (const part of sql.split(';').map((x) => x.trim())) {
@@ -49,7 +35,7 @@ if (db) {
         }
         return 'forward';
       };
-      const store = postgresStore({ connectionString: url, schema });
+      const store = postgresStore({ connectionString: url(), schema });
       const listener = new pg.Client({ connectionString: db.url });
       try {
         await store.listSessions(); // the schema exists
