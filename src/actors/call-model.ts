@@ -5,6 +5,7 @@ import { CancelledError, isCancelledError, isProviderError, ProviderError } from
 import type { FinishReason, Message, ToolCall, Usage } from '../contracts/message.js';
 import { ModelResponseSchema, type ModelResponse } from '../contracts/model.js';
 import { onAbort } from '../contracts/abort.js';
+import type { LiveEvent } from '../streams/envelopes.js';
 import { redactSecrets } from '../providers/redact.js';
 import { priceOf } from './pricing.js';
 import { messageOf } from './tool-call.js';
@@ -18,6 +19,8 @@ export interface CallSpec {
   maxOutputTokens?: number;
   /** Stream the answer's deltas to subscribers (the step's own call; not a compaction's summary). */
   live: boolean;
+  /** Where the call's live events go (default `env.emit`). */
+  emit?: SessionServices['emit'];
 }
 
 /**
@@ -27,13 +30,14 @@ export interface CallSpec {
  */
 export async function callWithRetries(env: SessionServices, at: StepPosition, signal: AbortSignal, spec: CallSpec): Promise<{ res: ModelResponse; latencyMs: number; digest: string }> {
   const { messages, digest, live } = spec;
+  const emit = spec.emit ?? env.emit;
   for (let n = 1; ; n++) {
     const t0 = env.clock.now(); // the runtime's clock: a simulated run logs simulated latencies
     let started = false;
     let streamed = '';
     // what this attempt streamed is never committed: close it as discarded so clients drop it
     const discard = (reason: string) => {
-      if (started) env.emit({ type: 'message_end', role: 'assistant', message: { role: 'assistant', content: streamed }, discarded: { reason } });
+      if (started) emit({ type: 'message_end', role: 'assistant', message: { role: 'assistant', content: streamed }, discarded: { reason } });
     };
     // a retry gets a signal of its own (following the step's): an SDK that leaves its abort
     // listener on the request's signal must not pile one up per attempt
@@ -49,10 +53,10 @@ export async function callWithRetries(env: SessionServices, at: StepPosition, si
       const request = spec.maxOutputTokens === undefined ? { messages, tools: spec.tools, signal: callSignal } : { messages, tools: spec.tools, signal: callSignal, maxOutputTokens: spec.maxOutputTokens };
       const res = await env.model.call(request, (e) => {
         if (e.type !== 'text_delta' || !live || signal.aborted) return;
-        if (!started) env.emit({ type: 'message_start', role: 'assistant' });
+        if (!started) emit({ type: 'message_start', role: 'assistant' });
         started = true;
         streamed += e.text;
-        env.emit({ type: 'message_delta', role: 'assistant', text: e.text });
+        emit({ type: 'message_delta', role: 'assistant', text: e.text });
       });
       // stopped while the provider answered (a cancel): nothing of this call is staged
       if (signal.aborted) throw new CancelledError('model call cancelled');
@@ -125,18 +129,31 @@ export type CallModelOutput = { usage?: Usage; cost?: string } & (
 export async function callModel(env: SessionServices, input: CallModelInput, signal: AbortSignal): Promise<CallModelOutput> {
   const { at } = input;
   if (!input.prepared && !contextReady(env)) return { kind: 'unprepared' };
+  // the previous step's results may still be landing (LogWriter.commitAhead): the request is built
+  // over them, and what the call shows subscribers waits until they are durable
+  const pending = env.writer.pendingMessages;
+  const gate = emitGate(env);
   env.writer.stage('step/start', at, {});
-  env.emit({ type: 'step_start', step: at.step });
-  await env.backpressure();
-  if (signal.aborted) throw new CancelledError('model call cancelled');
-  // one exact-size copy (concat), not a spread's growing array: O(history) per step, but a memcpy
-  const { res, latencyMs, digest } = await callWithRetries(env, at, signal, {
-    messages: env.prefix.concat(env.surface.messages),
-    tools: env.toolSpecs,
-    digest: env.surface.requestDigest(env.prefixDigest, env.toolCatalogDigest),
-    live: true,
-    ...(input.outputTokensLeft !== undefined ? { maxOutputTokens: input.outputTokensLeft } : {}),
-  });
+  gate.emit({ type: 'step_start', step: at.step });
+  env.tracer?.stepStarting(at.step);
+  let called;
+  try {
+    await env.backpressure();
+    if (signal.aborted) throw new CancelledError('model call cancelled');
+    // one exact-size copy (concat), not a spread's growing array: O(history) per step, but a memcpy
+    called = await callWithRetries(env, at, signal, {
+      messages: env.prefix.concat(env.surface.messages, pending),
+      tools: env.toolSpecs,
+      digest: env.surface.requestDigest(env.prefixDigest, env.toolCatalogDigest, pending),
+      live: true,
+      emit: gate.emit,
+      ...(input.outputTokensLeft !== undefined ? { maxOutputTokens: input.outputTokensLeft } : {}),
+    });
+  } finally {
+    // a results commit that failed fails the step with its own error, whatever the call did
+    await gate.landed;
+  }
+  const { res, latencyMs, digest } = called;
   const message: Message = { ...res.message, role: 'assistant' };
   // the app's pricing may throw: before the message is staged, so a failed step leaves no
   // assistant tool calls without results on the surface
@@ -150,6 +167,43 @@ export async function callModel(env: SessionServices, input: CallModelInput, sig
     throw new ProviderError("the provider's content filter removed the model's answer", { retryable: false, code: 'content_filter' });
   }
   return { kind: 'answer', content, ...usage, ...priced };
+}
+
+/**
+ * The step's live events, held back while the previous step's results are landing and published
+ * in order once they are durable (after those results' own envelopes), or dropped if that commit
+ * failed: the step then fails with its error, and nothing of this call was shown.
+ */
+function emitGate(env: SessionServices): { emit: SessionServices['emit']; landed: Promise<void> } {
+  const landing = env.writer.landing();
+  if (landing === undefined) return { emit: (e, logSeq) => env.emit(e, logSeq), landed: Promise.resolve() };
+  let held: [LiveEvent, number | undefined][] | null = [];
+  let dropped = false;
+  const landed = landing.then(
+    async () => {
+      // one at a time, each after the subscribers' flush of the one before (a microtask), as the
+      // call made them: a listener that keeps up is not handed them as one burst
+      const q = held!;
+      for (const [e, logSeq] of q) {
+        env.emit(e, logSeq);
+        await undefined;
+      }
+      held = null;
+    },
+    (e: unknown) => {
+      held = null;
+      dropped = true;
+      throw e;
+    },
+  );
+  landed.catch(() => {}); // callModel awaits it on every path past this point
+  return {
+    emit: (e, logSeq) => {
+      if (held) held.push([e, logSeq]);
+      else if (!dropped) env.emit(e, logSeq);
+    },
+    landed,
+  };
 }
 
 /**

@@ -28,7 +28,7 @@ async function verdict(env: SessionServices, r: ToolCallOutput): Promise<string 
 
 /**
  * The step's second commit point: every tool result (with verifier rejections, additional
- * messages and released locks) and `step/end`, in one append.
+ * messages and released locks) and `step/end`, in one append, started and not waited for.
  */
 export async function commitResults(env: SessionServices, input: CommitResultsInput): Promise<CommitResultsOutput> {
   const { at, results } = input;
@@ -65,8 +65,11 @@ export async function commitResults(env: SessionServices, input: CommitResultsIn
     }
   });
   env.writer.stage('step/end', at, input.usage ? { usage: input.usage } : {});
-  // the tools have run: if this commit fails, the run's end commits their results with run/end
-  await env.writer.commit({ keepOnFailure: true });
+  // the tools have run: if this commit fails, the run's end commits their results with run/end.
+  // It lands under the next model call (docs/architecture.md, "Pipelined results commit"): the
+  // call is built over these results and fails with this commit's error if it fails; every other
+  // way on waits for it first (the run machine's settlingResults).
+  await env.writer.commitAhead();
   await env.backpressure();
   return { ...(concluded !== undefined && rejections === 0 ? { concluded } : {}), rejections };
 }
@@ -77,3 +80,9 @@ export async function commitResults(env: SessionServices, input: CommitResultsIn
  * runMachine.provide({ actors: { commitResults: commitResultsActor(services) } })
  */
 export const commitResultsActor = (env: ServicesSource) => fromPromise<CommitResultsOutput, CommitResultsInput>(({ input, system }) => commitResults(servicesIn(env, system), input));
+
+/**
+ * The `settleResults` actor of the run machine: resolves once the step's results commit has
+ * landed, or fails with its error (the run then fails as it would have at committingResults).
+ */
+export const settleResultsActor = (env: ServicesSource) => fromPromise<void, void>(({ system }) => servicesIn(env, system).writer.landed());

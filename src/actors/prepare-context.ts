@@ -32,6 +32,8 @@ export interface PrepareContextOutput {
  */
 export async function prepareContext(env: SessionServices, input: PrepareContextInput, signal: AbortSignal): Promise<PrepareContextOutput> {
   const { at } = input;
+  // compaction reads the log and the steers follow the results: the step's results first
+  await env.writer.landed();
   await commitSteers(env, at);
   const limit = contextLimit(env);
   if (env.prefixTokens + env.surface.tokens <= limit) return {};

@@ -68,10 +68,11 @@ export const servicesIn = (source: ServicesSource, system: ActorSystem<any>): Se
 
 /**
  * Whether the next model call's context is ready as it stands: no steer input waits to join it,
- * and system prompt + bootstrap + surface fit `contextWindow − outputReserve` (DESIGN §4 items 1, 9).
+ * and system prompt + bootstrap + surface (with the results still landing) fit `contextWindow −
+ * outputReserve` (DESIGN §4 items 1, 9).
  * Otherwise the run prepares it first (prepare-context.ts).
  */
-export const contextReady = (env: SessionServices): boolean => !env.steersWaiting() && env.prefixTokens + env.surface.tokens <= contextLimit(env);
+export const contextReady = (env: SessionServices): boolean => !env.steersWaiting() && env.prefixTokens + env.surface.tokens + env.writer.pendingTokens <= contextLimit(env);
 
 /** The most tokens a model request's context may hold: `contextWindow − outputReserve`. */
 export const contextLimit = (env: Pick<SessionServices, 'config'>): number => env.config.contextWindow - env.config.outputReserve;

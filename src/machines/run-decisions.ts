@@ -3,6 +3,7 @@ import { addDecimal, spentBudget, type BudgetUse } from '../contracts/budget.js'
 import { isCancelledError, isStaleWriterError } from '../contracts/errors.js';
 import { addUsage, type Usage } from '../contracts/message.js';
 import { resolutionOf, type ExecutionResult, type Outcome, type RunStatus, type UncertainCall } from '../contracts/requests.js';
+import type { FinalAnswerInput } from '../actors/final-answer.js';
 import type { RunContext, RunEnd } from './run-context.js';
 
 export type { RunEnd } from './run-context.js';
@@ -88,4 +89,10 @@ export function resultOf(c: RunContext): ExecutionResult {
     recoveries: c.recoveries,
     uncertainCalls: c.uncertainCalls,
   };
+}
+
+/** The input of the final answer's phases (verifyFinal, commitFinal). */
+export function finalInput(c: RunContext): FinalAnswerInput {
+  const f = c.pendingFinal!;
+  return { runId: c.runId, at: positionOf(c), content: f.content, closeStep: f.closeStep, ...(c.stepUsage && f.closeStep ? { usage: c.stepUsage } : {}) };
 }

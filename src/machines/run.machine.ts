@@ -12,7 +12,7 @@ import type { PrepareContextInput, PrepareContextOutput } from '../actors/prepar
 import type { StartRunInput, StartRunOutput } from '../actors/start-run.js';
 import { toolBatchMachine, type ToolBatchInput } from './tool-batch.machine.js';
 import type { RunContext, RunEvent, RunInput } from './run-context.js';
-import { endFor, errorOf, outputOf, ended, inCallOrder, positionOf, recoveredCalls, resultOf, spentNow, withStepUsage } from './run-decisions.js';
+import { endFor, errorOf, finalInput, outputOf, ended, inCallOrder, positionOf, recoveredCalls, resultOf, spentNow, withStepUsage } from './run-decisions.js';
 
 export type { ResumeInput, StartRunOutput } from '../actors/start-run.js';
 export type { RunContext, RunEvent, RunInput } from './run-context.js';
@@ -28,8 +28,8 @@ const RUN_FAILED = { target: '#run.ending', actions: 'failWith' } as const;
 /**
  * One attempt of one run (DESIGN §3, §4), one named actor per phase: `startRun` → step loop
  * (`callModel` (after `prepareContext` when steers wait or the context is too large) →
- * `commitIntent` → `toolBatch` → `commitResults`) → budget
- * check → next step | `verifyFinal` → `commitFinal` → `deliverFinal` → `endRun`; `suspended`
+ * `commitIntent` → `toolBatch` → `commitResults`, which the next `callModel` does not wait
+ * for) → budget check → next step | `verifyFinal` → `commitFinal` → `deliverFinal` → `endRun`; `suspended`
  * outcomes (approvals, questions) end the attempt. Each actor is registered here and swapped with
  * `.provide({ actors })`; guards and actions are named, decisions are the pure functions of
  * run-decisions.ts. Cancel, stop and detach come in as events: a cancel stops the model call under
@@ -52,6 +52,8 @@ export const runMachine = setup({
     commitIntent: fromPromise<CommitIntentOutput, CommitIntentInput>(notProvided('commitIntent')),
     toolBatch: toolBatchMachine,
     commitResults: fromPromise<CommitResultsOutput, CommitResultsInput>(notProvided('commitResults')),
+    /** Waits for the step's results commit (started by commitResults) to land; fails with its error. The default has nothing to wait for. */
+    settleResults: fromPromise<void, void>(async () => {}),
     verifyFinal: fromPromise<VerifyFinalOutput, FinalAnswerInput>(notProvided('verifyFinal')),
     commitFinal: fromPromise<{ finalMessageId: string }, FinalAnswerInput>(notProvided('commitFinal')),
     deliverFinal: fromPromise<DeliverFinalOutput, DeliverFinalInput>(notProvided('deliverFinal')),
@@ -78,6 +80,7 @@ export const runMachine = setup({
     toolConcluded: ({ event }) => outputOf<CommitResultsOutput>(event).concluded !== undefined,
     finalRejected: ({ event }) => outputOf<VerifyFinalOutput>(event).kind === 'rejected',
     delivered: ({ event }) => outputOf<DeliverFinalOutput>(event).kind === 'delivered',
+    endDecided: ({ context }) => context.end !== undefined,
   },
   actions: {
     failWith: assign(({ event }) => ({ end: endFor(errorOf(event)) })),
@@ -312,22 +315,34 @@ export const runMachine = setup({
         src: 'commitResults',
         input: ({ context: c }): CommitResultsInput => ({ at: positionOf(c), results: inCallOrder(c.order, c.presetResults, c.batchResults), ...(c.stepUsage ? { usage: c.stepUsage } : {}) }),
         onDone: [
-          { guard: 'toolConcluded', target: 'verifyingFinal', actions: ['countRejections', 'finalizeConcludedByTool'] },
+          { guard: 'toolConcluded', target: 'settlingResults', actions: ['countRejections', 'finalizeConcludedByTool'] },
           { target: 'checkingBudget', actions: 'countRejections' },
         ],
         onError: RUN_FAILED,
       },
     },
-    /** After every step (DESIGN §4 item 8): a cancel, a spent budget, a detach or a stop ends the run. */
+    /**
+     * After every step (DESIGN §4 item 8): a cancel, a spent budget, a detach or a stop ends the
+     * run, once the step's results have landed; else the next model call starts at once, over the
+     * results still landing (it fails with their commit's error if that fails).
+     */
     checkingBudget: {
       always: [
-        { guard: 'cancelRequested', target: '#run.ending', actions: 'endCancelled' },
+        { guard: 'cancelRequested', target: 'settlingResults', actions: 'endCancelled' },
         // a spent budget settles the run before a detach or stop could leave it resumable
-        { guard: 'budgetSpent', target: '#run.ending', actions: 'endBudgetSpent' },
-        { guard: 'detachRequested', target: '#run.ending', actions: 'endDetached' },
-        { guard: 'stopRequested', target: '#run.ending', actions: 'endStopped' },
+        { guard: 'budgetSpent', target: 'settlingResults', actions: 'endBudgetSpent' },
+        { guard: 'detachRequested', target: 'settlingResults', actions: 'endDetached' },
+        { guard: 'stopRequested', target: 'settlingResults', actions: 'endStopped' },
         { target: 'callingModel', actions: 'nextStep' },
       ],
+    },
+    /** The step's results commit lands (or fails the run, as it would have at committingResults) before the run ends or finalizes a concluded answer. */
+    settlingResults: {
+      invoke: {
+        src: 'settleResults',
+        onDone: [{ guard: 'endDecided', target: '#run.ending' }, { target: 'verifyingFinal' }],
+        onError: RUN_FAILED,
+      },
     },
     verifyingFinal: {
       invoke: {
@@ -382,9 +397,4 @@ export const runMachine = setup({
 });
 
 export type RunActorRef = ActorRefFrom<typeof runMachine>;
-
-function finalInput(c: RunContext): FinalAnswerInput {
-  const f = c.pendingFinal!;
-  return { runId: c.runId, at: positionOf(c), content: f.content, closeStep: f.closeStep, ...(c.stepUsage && f.closeStep ? { usage: c.stepUsage } : {}) };
-}
 

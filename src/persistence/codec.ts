@@ -54,6 +54,8 @@ export function assertEventIdFits(sessionId: string, eventId: string, where: str
 export function prepareDrafts(drafts: readonly unknown[], where: string, sessionId?: string): PreparedDraft[] {
   if (!Array.isArray(drafts)) parseInput(z.array(EventDraft), drafts, where);
   return drafts.map((raw, i) => {
+    const ahead = typeof raw === 'object' && raw !== null ? preparedAhead.get(raw) : undefined;
+    if (ahead !== undefined && (sessionId === undefined || ahead.sessionId === sessionId)) return ahead.draft;
     try {
       return prepareDraft(raw, i, where, sessionId);
     } catch (e) {
@@ -61,6 +63,21 @@ export function prepareDrafts(drafts: readonly unknown[], where: string, session
       throw e instanceof ValidationError ? e : unreadable(raw, `${where}: drafts[${i}]`, e);
     }
   });
+}
+
+/** Drafts a session's writer prepared before appending them (prepareAhead), by draft object. */
+const preparedAhead = new WeakMap<object, { sessionId: string; draft: PreparedDraft }>();
+
+/**
+ * prepareDrafts for a session's own writer, ahead of the append (LogWriter.commitAhead: the next
+ * model request is built over the messages these drafts add). The store's prepareDrafts then takes
+ * each draft object's preparation as it is, so the append validates and encodes it once and
+ * stores exactly the payloads the request was built from.
+ */
+export function prepareAhead(drafts: readonly EventDraft[], where: string, sessionId: string): PreparedDraft[] {
+  const out = prepareDrafts(drafts, where, sessionId);
+  drafts.forEach((d, i) => preparedAhead.set(d, { sessionId, draft: out[i]! }));
+  return out;
 }
 
 function prepareDraft(raw: unknown, i: number, where: string, sessionId: string | undefined): PreparedDraft {

@@ -1,11 +1,27 @@
 import { isStaleWriterError, StaleWriterError } from '../contracts/errors.js';
 import type { EventDraft, EventRecord, EventType, PayloadOf } from '../contracts/events.js';
 import { SURFACE_OPS } from '../contracts/events.js';
+import type { Message } from '../contracts/message.js';
+import { prepareAhead } from './codec.js';
 import type { EventStore } from './event-store.js';
 import type { SessionProjection } from './projection.js';
+import { estimateTokens, surfaceMessages } from './surface.js';
 
 /** Told of every append this writer commits, in commit order, after the projection is applied. */
 export type CommitListener = (records: readonly EventRecord[]) => void;
+
+/** A commit under way that a caller did not wait for (LogWriter.commitAhead). */
+interface Ahead {
+  /** The surface messages it adds, until the projection has them (then empty). */
+  messages: Message[];
+  tokens: number;
+  /** Its outcome: resolves when durable, rejects with its error (results put back first). */
+  done: Promise<unknown>;
+  /** Resolves when it settled either way. */
+  settled: Promise<void>;
+}
+
+const LANDED: Promise<void> = Promise.resolve();
 
 /**
  * The session's single writer: stages drafts and commits them in batches (commit points), so a
@@ -101,14 +117,90 @@ export class LogWriter {
    * never left without its result on a settled run.
    */
   commit(options: { keepOnFailure?: boolean } = {}): Promise<EventRecord[]> {
+    // after a commit under way (commitAhead) has settled: what a failed one put back goes first
+    if (this.ahead) return this.ahead.settled.then(() => this.commit(options));
+    return this.commitNow(options.keepOnFailure === true);
+  }
+
+  private commitNow(keepOnFailure: boolean, onApplied?: () => void): Promise<EventRecord[]> {
     const drafts = this.staged;
     this.staged = [];
-    const done = this.enqueue(drafts);
-    if (!options.keepOnFailure) return done;
+    const done = this.enqueue(drafts, onApplied);
+    if (!keepOnFailure) return done;
     return done.catch((e: unknown) => {
       if (this.fencedError === undefined && this.closedError === undefined) this.staged = [...drafts, ...this.staged];
       throw e;
     });
+  }
+
+  private ahead: Ahead | undefined;
+
+  /**
+   * Commits what is staged as `commit({ keepOnFailure: true })` does, without waiting for it to
+   * land: the step's results commit, which runs under the next model call (DESIGN §4, docs/
+   * architecture.md "Pipelined results commit"). Until it lands, `pendingMessages` are the surface
+   * messages it adds (the next request is built over them), `commit` waits for it, and `landed()`
+   * tells its outcome. Resolves once the append is under way; a draft that does not validate is
+   * committed the ordinary way instead, failing as it always did.
+   */
+  async commitAhead(): Promise<void> {
+    if (this.ahead) await this.ahead.settled;
+    let prepared;
+    try {
+      prepared = prepareAhead(this.staged, 'append', this.sessionId);
+    } catch {
+      await this.commitNow(true);
+      return;
+    }
+    const messages: Message[] = [];
+    let tokens = 0;
+    for (const d of prepared) {
+      if (d.surfaceOp === 'epoch') {
+        // a new epoch replaces the surface: nothing to build ahead over
+        await this.commitNow(true);
+        return;
+      }
+      for (const m of surfaceMessages(d)) {
+        messages.push(m);
+        tokens += estimateTokens(m);
+      }
+    }
+    const entry: Ahead = { messages, tokens, done: LANDED, settled: LANDED };
+    entry.done = this.commitNow(true, () => {
+      entry.messages = [];
+      entry.tokens = 0;
+    });
+    entry.settled = entry.done.then(
+      () => undefined,
+      () => undefined,
+    );
+    this.ahead = entry;
+    void entry.settled.then(() => {
+      entry.messages = [];
+      entry.tokens = 0;
+      if (this.ahead === entry) this.ahead = undefined;
+    });
+  }
+
+  /** The surface messages of a commit under way (commitAhead), in order; empty once it landed. */
+  get pendingMessages(): readonly Message[] {
+    return this.ahead?.messages ?? [];
+  }
+
+  /** The token estimate of `pendingMessages`. */
+  get pendingTokens(): number {
+    return this.ahead?.tokens ?? 0;
+  }
+
+  /** Resolves once a commit made with commitAhead has landed (at once if none is under way); rejects with its error if it failed. */
+  landed(): Promise<void> {
+    return this.landing() ?? LANDED;
+  }
+
+  /** landed(), or undefined when no commitAhead is under way. */
+  landing(): Promise<void> | undefined {
+    const a = this.ahead;
+    return a ? a.done.then(() => undefined) : undefined;
   }
 
   /**
@@ -134,7 +226,7 @@ export class LogWriter {
     return this.tail.then(() => undefined);
   }
 
-  private enqueue(drafts: EventDraft[]): Promise<EventRecord[]> {
+  private enqueue(drafts: EventDraft[], onApplied?: () => void): Promise<EventRecord[]> {
     const run = async (): Promise<EventRecord[]> => {
       if (this.guarded()) throw this.fencedError;
       if (this.closedError !== undefined) throw this.closedError;
@@ -146,6 +238,7 @@ export class LogWriter {
         if (last === undefined || last.seq < this.nextSeq) return records;
         this.nextSeq = last.seq + 1;
         this.projection.apply(records);
+        onApplied?.();
         this.options.onCommitted?.(records);
         return records;
       } catch (e) {

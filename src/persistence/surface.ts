@@ -26,7 +26,7 @@ function sentence(text: string): string {
 }
 
 /** Model-visible messages of one surface event (DESIGN §2: the surface is the model's view). */
-export function surfaceMessages(e: EventRecord): Message[] {
+export function surfaceMessages(e: Pick<EventRecord, 'type' | 'payload'>): Message[] {
   const p = e.payload as Record<string, any>;
   switch (e.type) {
     case 'user/message':
@@ -158,11 +158,15 @@ export class Surface {
    * `sha256(prefix digest + surface digest + tool catalog digest)`, where the surface digest is a
    * running SHA-256 over each message's JSON followed by `,`. O(messages added since the previous
    * call), and the same for the same request in any process — one that reopened the session and
-   * hashed its surface in one go included.
+   * hashed its surface in one go included. `pending`: messages after the surface's own (a commit
+   * under way), hashed into a copy.
    */
-  requestDigest(prefixDigest: string, toolCatalogDigest: string): string {
+  requestDigest(prefixDigest: string, toolCatalogDigest: string, pending: readonly Message[] = []): string {
     for (; this.hashed < this.messages.length; this.hashed++) this.hash.update(JSON.stringify(this.messages[this.hashed])).update(',');
-    return sha256(prefixDigest + this.hash.copy().digest('hex') + toolCatalogDigest);
+    const h = this.hash.copy();
+    // messages of a commit still landing (LogWriter.pendingMessages): hashed as apply() will add them
+    for (const m of pending) h.update(JSON.stringify(m)).update(',');
+    return sha256(prefixDigest + h.digest('hex') + toolCatalogDigest);
   }
 }
 

@@ -1,7 +1,7 @@
 import { createActor, fromPromise, type ActorSystem, type InspectionEvent } from 'xstate';
 import { callModelActor } from '../actors/call-model.js';
 import { commitIntentActor } from '../actors/commit-intent.js';
-import { commitResultsActor } from '../actors/commit-results.js';
+import { commitResultsActor, settleResultsActor } from '../actors/commit-results.js';
 import { endRunActor } from '../actors/end-run.js';
 import { commitFinalActor, deliverFinalActor, verifyFinalActor } from '../actors/final-answer.js';
 import { prepareContextActor } from '../actors/prepare-context.js';
@@ -57,6 +57,7 @@ export function runMachineFor(services: ServicesSource) {
       commitIntent: commitIntentActor(services),
       toolBatch: toolBatchMachine.provide({ actors: { toolCall: toolCallActor(services) } }),
       commitResults: commitResultsActor(services),
+      settleResults: settleResultsActor(services),
       verifyFinal: verifyFinalActor(services),
       commitFinal: commitFinalActor(services),
       deliverFinal: deliverFinalActor(services),

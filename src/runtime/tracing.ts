@@ -72,7 +72,10 @@ interface AttemptSpans {
   attemptId: string;
   ids: TraceIds;
   base: Attributes;
-  step?: { span: SpanLike; ctx: unknown; n: number };
+  /** `early`: opened by stepStarting, before the step_start envelope (the previous step's results still land). */
+  step?: { span: SpanLike; ctx: unknown; n: number; early?: boolean };
+  /** The step before `step`, open until its step_end (its results land under the next step's model call). */
+  prev?: { span: SpanLike; ctx: unknown; n: number };
   tools: Map<string, SpanLike>;
   modelCalls: number;
 }
@@ -167,14 +170,19 @@ export class SessionTracer implements RunTracer {
       case 'run_start':
         a.span.setAttribute('actorloop.run_start.seq', e.logSeq ?? 0);
         break;
-      case 'step_start': {
-        this.endStep(a, now);
-        const span = this.t.tracer.startSpan('actorloop.step', { kind: KIND_INTERNAL, startTime: now, attributes: { ...a.base, 'actorloop.step': ev.step, 'actorloop.log.seq': this.lastSeq() } }, a.ctx);
-        a.step = { span, ctx: this.t.api.trace.setSpan(a.ctx, span), n: ev.step };
-        a.modelCalls = 0;
+      case 'step_start':
+        if (a.step?.n !== ev.step) this.openStep(a, ev.step, now, false);
+        else a.step.early = false;
         break;
-      }
       case 'step_end':
+        if (a.prev?.n === ev.step) {
+          if (e.logSeq !== undefined) a.prev.span.setAttribute('actorloop.step_end.seq', e.logSeq);
+          if (ev.usage) a.prev.span.setAttributes({ 'gen_ai.usage.input_tokens': ev.usage.inputTokens, 'gen_ai.usage.output_tokens': ev.usage.outputTokens });
+          a.prev.span.end(now);
+          a.prev = undefined;
+          break;
+        }
+        if (a.step?.early && a.step.n !== ev.step) break; // the end of a step this attempt did not trace (results recovered)
         if (a.step) {
           if (e.logSeq !== undefined) a.step.span.setAttribute('actorloop.step_end.seq', e.logSeq);
           if (ev.usage) a.step.span.setAttributes({ 'gen_ai.usage.input_tokens': ev.usage.inputTokens, 'gen_ai.usage.output_tokens': ev.usage.outputTokens });
@@ -205,7 +213,8 @@ export class SessionTracer implements RunTracer {
           span = this.t.tracer.startSpan(
             `execute_tool ${ev.name}`,
             { kind: KIND_INTERNAL, startTime: end, attributes: { ...a.base, 'gen_ai.operation.name': 'execute_tool', 'gen_ai.tool.name': ev.name, 'gen_ai.tool.call.id': ev.callId, 'gen_ai.tool.type': 'function', 'actorloop.tool.mode': this.tools().get(ev.name)?.mode ?? 'exclusive', 'actorloop.log.seq': this.lastSeq() } },
-            a.step?.ctx ?? a.ctx,
+            // a result landing under the next step's model call belongs to the step before it
+            (a.step?.early ? a.prev?.ctx : a.step?.ctx) ?? a.ctx,
           );
         }
         a.tools.delete(ev.callId);
@@ -222,7 +231,36 @@ export class SessionTracer implements RunTracer {
     }
   }
 
+  /** Opens step `n`'s span; `early` (its model call starts while the previous step's results land): that step stays open until its step_end. */
+  private openStep(a: AttemptSpans, n: number, now: number, early: boolean): void {
+    if (early && a.step) {
+      a.prev?.span.end(now);
+      a.prev = a.step;
+      a.step = undefined;
+    } else {
+      this.endStep(a, now);
+    }
+    const span = this.t.tracer.startSpan('actorloop.step', { kind: KIND_INTERNAL, startTime: now, attributes: { ...a.base, 'actorloop.step': n, 'actorloop.log.seq': this.lastSeq() } }, a.ctx);
+    a.step = { span, ctx: this.t.api.trace.setSpan(a.ctx, span), n, early };
+    a.modelCalls = 0;
+  }
+
+  /** The step's model call is about to start (callModel): its span is the step's, opened now if the step_start envelope has not come yet. */
+  stepStarting(step: number): void {
+    const a = this.attempt;
+    if (!a || a.step?.n === step) return;
+    try {
+      this.openStep(a, step, this.clock.now(), true);
+    } catch {
+      // a tracing failure changes nothing of the run
+    }
+  }
+
   private endStep(a: AttemptSpans, now: number): void {
+    if (a.prev) {
+      a.prev.span.end(now);
+      a.prev = undefined;
+    }
     if (!a.step) return;
     for (const [, span] of a.tools) {
       span.setStatus({ code: STATUS_ERROR, message: 'the step ended before the call reported an outcome' });

@@ -85,6 +85,8 @@ interface Script {
   start?: () => Promise<StartRunOutput>;
   /** Steps whose first model call finds the context unprepared (a steer waits, or it is too large). */
   unpreparedAt?: number[];
+  /** What waiting for the step's results commit gives (settleResults); defaults to landed. */
+  settle?: Error;
 }
 
 /** Fake phase actors that play a script and record every input they get. */
@@ -172,6 +174,10 @@ function fakes(script: Script) {
       inputs.deliver.push(input);
       const f = finals.shift()!;
       return f.kind === 'delivery_unknown' ? { kind: 'delivery_unknown', reason: f.reason } : { kind: 'delivered' };
+    }),
+    settleResults: fromPromise<void, void>(async () => {
+      log.push('settleResults');
+      if (script.settle) throw script.settle;
     }),
     endRun: fromPromise<ExecutionResult, EndRunInput>(async ({ input }) => {
       log.push('endRun');
@@ -304,6 +310,32 @@ describe('runMachine', () => {
     });
   });
 
+  describe('the results commit, landing under the next model call', () => {
+    it('the next model call starts straight after commitResults, with no wait between them', async () => {
+      const { log, states } = await run({ steps: [tools('a'), final('done')] });
+      expect(log.slice(log.indexOf('commitResults 1'), log.indexOf('callModel 2') + 1)).toEqual(['commitResults 1', 'callModel 2']);
+      expect(states).not.toContain('settlingResults');
+    });
+
+    it('a run ended after a step (a spent budget) waits for the step\'s results to land before it ends', async () => {
+      const { log, states, result } = await run({ steps: [tools('a'), tools('b')] }, runInput({ maxSteps: 1 }));
+      expect(log.slice(-2)).toEqual(['settleResults', 'endRun']);
+      expect(states.slice(-3)).toEqual(['settlingResults', 'ending', 'done']);
+      expect(result).toMatchObject({ status: 'budget_exhausted', budget: 'maxSteps' });
+    });
+
+    it('a results commit that failed fails the run with its error, as a failed commitResults does, whatever ended the run', async () => {
+      const { result } = await run({ steps: [tools('a'), tools('b')], settle: new Error('disk full') }, runInput({ maxSteps: 1 }));
+      expect(result).toMatchObject({ status: 'failed', error: { message: 'disk full' } });
+    });
+
+    it('a concluded answer is not verified when the results that concluded it failed to land', async () => {
+      const { result, inputs } = await run({ steps: [tools('a')], commits: [{ concluded: 'the tool said so', rejections: 0 }], settle: new Error('disk full') });
+      expect(inputs.finalize).toHaveLength(0);
+      expect(result).toMatchObject({ status: 'failed', error: { message: 'disk full' } });
+    });
+  });
+
   describe('budgets', () => {
     it('ends budget_exhausted naming maxSteps when the steps are spent', async () => {
       const { result, inputs } = await run({ steps: [tools('a'), tools('b'), tools('c')] }, runInput({ maxSteps: 2 }));
@@ -382,9 +414,9 @@ describe('runMachine', () => {
       });
     });
 
-    it('goes straight to finalizing with closeStep false when a result concludes the turn', async () => {
+    it('goes to finalizing, once the results have landed, with closeStep false when a result concludes the turn', async () => {
       const { result, states, inputs } = await run({ steps: [tools('a')], commits: [{ concluded: 'the tool said so', rejections: 0 }] });
-      expect(states).toEqual(['starting', 'callingModel', 'committingIntent', 'runningTools', 'committingResults', 'verifyingFinal', 'committingFinal', 'delivering', 'ending', 'done']);
+      expect(states).toEqual(['starting', 'callingModel', 'committingIntent', 'runningTools', 'committingResults', 'settlingResults', 'verifyingFinal', 'committingFinal', 'delivering', 'ending', 'done']);
       expect(inputs.callModel).toHaveLength(1);
       expect(inputs.finalize).toHaveLength(1);
       expect(inputs.finalize[0]).toMatchObject({ at: { step: 1 }, content: 'the tool said so', closeStep: false });
@@ -461,7 +493,7 @@ describe('runMachine', () => {
       expect(actor.getSnapshot().value).toBe('runningTools');
       gate.resolve([resultFor(call('a')), resultFor(call('b'))]);
       const snap = await waitFor(actor, (s) => s.status === 'done');
-      expect(f.log).toEqual(['startRun', 'callModel 1', 'commitIntent 1', 'toolBatch', 'commitResults 1', 'endRun']);
+      expect(f.log).toEqual(['startRun', 'callModel 1', 'commitIntent 1', 'toolBatch', 'commitResults 1', 'settleResults', 'endRun']);
       expect(f.inputs.commitResults[0]!.results.map((r) => r.callId)).toEqual(['a', 'b']);
       expect(snap.output).toMatchObject({ status: 'stopped', outcome: 'incomplete', steps: 1 });
     });
@@ -475,7 +507,7 @@ describe('runMachine', () => {
       actor.send({ type: 'STOP_AFTER_ROUND' });
       gate.resolve(tools('a'));
       const snap = await waitFor(actor, (s) => s.status === 'done');
-      expect(f.log).toEqual(['startRun', 'callModel 1', 'commitIntent 1', 'toolBatch', 'commitResults 1', 'endRun']);
+      expect(f.log).toEqual(['startRun', 'callModel 1', 'commitIntent 1', 'toolBatch', 'commitResults 1', 'settleResults', 'endRun']);
       expect(snap.output!.status).toBe('stopped');
     });
 
