@@ -81,7 +81,8 @@ export async function callWithRetries(env: SessionServices, at: StepPosition, si
         error: { name: pe.name, message: redactSecrets(pe.message), code: pe.providerCode, retryable: pe.retryable, partialOutput: pe.partialOutput },
       });
       discard(`model attempt ${n} failed: ${pe.message}${pe.retryable && n < env.config.maxProviderAttempts ? ' (retrying)' : ''}`);
-      if (!pe.retryable || n >= env.config.maxProviderAttempts) throw pe;
+      // no retry once the previous step's results failed to land (callModel then fails with that error)
+      if (!pe.retryable || n >= env.config.maxProviderAttempts || env.writer.aheadFailure) throw pe;
       const delay = Math.min(env.config.maxRetryDelayMs, pe.retryAfterMs ?? env.config.retryBackoffMs * 2 ** (n - 1));
       await sleepOn(env.clock, delay, signal, () => new CancelledError('model call cancelled'));
     }
@@ -129,9 +130,8 @@ export type CallModelOutput = { usage?: Usage; cost?: string } & (
 export async function callModel(env: SessionServices, input: CallModelInput, signal: AbortSignal): Promise<CallModelOutput> {
   const { at } = input;
   if (!input.prepared && !contextReady(env)) return { kind: 'unprepared' };
-  // the previous step's results may still be landing (LogWriter.commitAhead): the request is built
-  // over them, and what the call shows subscribers waits until they are durable
-  const pending = env.writer.pendingMessages;
+  // the previous step's results may still be landing (LogWriter.commitAhead): what the call shows
+  // subscribers waits until they are durable
   const gate = emitGate(env);
   env.writer.stage('step/start', at, {});
   gate.emit({ type: 'step_start', step: at.step });
@@ -140,6 +140,12 @@ export async function callModel(env: SessionServices, input: CallModelInput, sig
   try {
     await env.backpressure();
     if (signal.aborted) throw new CancelledError('model call cancelled');
+    // the previous step's results failed to land meanwhile: no call, the step fails with their error
+    const failed = env.writer.aheadFailure;
+    if (failed) throw failed.error;
+    // the request is built over the results still landing, read with the surface in one go (they
+    // move into the surface when they land)
+    const pending = env.writer.pendingMessages;
     // one exact-size copy (concat), not a spread's growing array: O(history) per step, but a memcpy
     called = await callWithRetries(env, at, signal, {
       messages: env.prefix.concat(env.surface.messages, pending),

@@ -19,9 +19,9 @@ export type { RunContext, RunEvent, RunInput } from './run-context.js';
 
 /**
  * A cancel while the step's model call is prepared or made: the call is stopped (its actor's
- * signal aborts) and no answer of it is committed.
+ * signal aborts) and no answer of it is committed; the run ends once the step's results landed.
  */
-const MODEL_CALL_CANCELLED = { target: '#run.ending', actions: ['requestCancel', 'endModelCallCancelled'] } as const;
+const MODEL_CALL_CANCELLED = { target: '#run.settlingResults', actions: ['requestCancel', 'endModelCallCancelled'] } as const;
 /** A phase's actor failed: the run ends with the error it threw (typed by `endFor`). */
 const RUN_FAILED = { target: '#run.ending', actions: 'failWith' } as const;
 

@@ -19,6 +19,8 @@ interface Ahead {
   done: Promise<unknown>;
   /** Resolves when it settled either way. */
   settled: Promise<void>;
+  /** Set when it failed: kept (and `landed()` rejects with it) until the next commit writes what it put back. */
+  failure?: { error: unknown };
 }
 
 const LANDED: Promise<void> = Promise.resolve();
@@ -118,7 +120,8 @@ export class LogWriter {
    */
   commit(options: { keepOnFailure?: boolean } = {}): Promise<EventRecord[]> {
     // after a commit under way (commitAhead) has settled: what a failed one put back goes first
-    if (this.ahead) return this.ahead.settled.then(() => this.commit(options));
+    if (this.ahead && !this.ahead.failure) return this.ahead.settled.then(() => this.commit(options));
+    this.ahead = undefined;
     return this.commitNow(options.keepOnFailure === true);
   }
 
@@ -145,6 +148,7 @@ export class LogWriter {
    */
   async commitAhead(): Promise<void> {
     if (this.ahead) await this.ahead.settled;
+    this.ahead = undefined; // a failed one put its drafts back ahead of these
     let prepared;
     try {
       prepared = prepareAhead(this.staged, 'append', this.sessionId);
@@ -171,15 +175,22 @@ export class LogWriter {
       entry.tokens = 0;
     });
     entry.settled = entry.done.then(
-      () => undefined,
-      () => undefined,
+      () => {
+        if (this.ahead === entry) this.ahead = undefined;
+      },
+      (error: unknown) => {
+        // kept: every way on learns of it (landed() rejects, aheadFailure) until a commit writes the results it put back
+        entry.failure = { error };
+        entry.messages = [];
+        entry.tokens = 0;
+      },
     );
     this.ahead = entry;
-    void entry.settled.then(() => {
-      entry.messages = [];
-      entry.tokens = 0;
-      if (this.ahead === entry) this.ahead = undefined;
-    });
+  }
+
+  /** The error of a commitAhead that failed, until the next commit writes what it put back. */
+  get aheadFailure(): { error: unknown } | undefined {
+    return this.ahead?.failure;
   }
 
   /** The surface messages of a commit under way (commitAhead), in order; empty once it landed. */
@@ -197,7 +208,7 @@ export class LogWriter {
     return this.landing() ?? LANDED;
   }
 
-  /** landed(), or undefined when no commitAhead is under way. */
+  /** landed(), or undefined when no commitAhead is under way or unreported. */
   landing(): Promise<void> | undefined {
     const a = this.ahead;
     return a ? a.done.then(() => undefined) : undefined;

@@ -329,6 +329,20 @@ describe('runMachine', () => {
       expect(result).toMatchObject({ status: 'failed', error: { message: 'disk full' } });
     });
 
+    it('a cancel during the next model call ends the run once the results landed, and failed with their error if they did not', async () => {
+      for (const settle of [undefined, new Error('disk full')]) {
+        const gate = deferred<StepScript>();
+        const f = fakes({ steps: [tools('a'), () => gate.promise], ...(settle ? { settle } : {}) });
+        const actor = createActor(runMachine.provide({ actors: f.actors }), { input: runInput() });
+        actor.start();
+        await waitFor(actor, (s) => s.matches('callingModel') && s.context.step === 2);
+        actor.send({ type: 'CANCEL' });
+        const snap = await waitFor(actor, (s) => s.status === 'done');
+        expect(f.log.slice(-2)).toEqual(['settleResults', 'endRun']);
+        expect(snap.output).toMatchObject(settle ? { status: 'failed', error: { message: 'disk full' } } : { status: 'cancelled' });
+      }
+    });
+
     it('a concluded answer is not verified when the results that concluded it failed to land', async () => {
       const { result, inputs } = await run({ steps: [tools('a')], commits: [{ concluded: 'the tool said so', rejections: 0 }], settle: new Error('disk full') });
       expect(inputs.finalize).toHaveLength(0);

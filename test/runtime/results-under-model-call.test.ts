@@ -108,6 +108,25 @@ describe('the results commit lands under the next model call', () => {
     const types = typesOf(log);
     expect(types.slice(types.indexOf('tool/result'))).toEqual(['tool/result', 'step/end', 'step/start', 'run/end']);
   });
+
+  it('a results commit that fails while the run waits for a slow required subscriber fails the run with its error, calling no model', async () => {
+    let failed = false;
+    const store = hookedStore(memoryStore(), (drafts) => {
+      if (!failed && isResults(drafts)) {
+        failed = true;
+        throw new Error('disk hiccup');
+      }
+    });
+    const model = recordingModel();
+    const { runtime } = memRuntime({ model, tools: [lookup] }, store);
+    const s = await runtime.openSession('s');
+    // a required subscriber of capacity 1 that takes 20 ms an envelope: the run waits for it after the results commit
+    s.subscribe(() => new Promise((r) => setTimeout(r, 20)), { name: 'slow', required: true, capacity: 1 });
+    const r = await s.execute({ kind: 'prompt', ...ids(), message: 'go' });
+    expect(r.status).toBe('failed');
+    expect(r.error?.message).toContain('disk hiccup');
+    expect(model.requests).toHaveLength(1);
+  });
 });
 
 describe('LogWriter.commitAhead', () => {
@@ -155,6 +174,32 @@ describe('LogWriter.commitAhead', () => {
     await expect(w.landed()).rejects.toThrow('transient');
     await closing;
     expect(order).toEqual([['tool/result'], ['tool/result', 'step/end']]);
+  });
+
+  it('a commitAhead that failed stays reported (landed rejects, aheadFailure) until the next commit writes what it put back', async () => {
+    const base = memoryStore();
+    cleanups.push(() => base.close());
+    let fail = true;
+    const store = storeWithAppend(base, async (id, epoch, seq, drafts) => {
+      if (fail) {
+        fail = false;
+        throw new Error('transient');
+      }
+      return base.append(id, epoch, seq, drafts);
+    });
+    const attach = await store.attachWriter('s');
+    const w = new LogWriter(store, 's', attach.writerEpoch, attach.lastSeq + 1, new SessionProjection());
+    w.stage('tool/result', { turn: 1, step: 1, attempt: 1 }, { callId: 'c1', name: 'lookup', outcome: { kind: 'completed', content: 'x', isError: false, concludesTurn: false, releaseResources: [] }, startedAt: 1, endedAt: 2 });
+    await w.commitAhead();
+    await w.settled();
+    await new Promise((r) => setTimeout(r, 5)); // long after it settled
+    expect(w.aheadFailure?.error).toEqual(new Error('transient'));
+    expect(w.pendingMessages).toEqual([]);
+    await expect(w.landed()).rejects.toThrow('transient');
+    const records = await w.commit();
+    expect(records.map((e) => e.type)).toEqual(['tool/result']);
+    expect(w.aheadFailure).toBeUndefined();
+    await expect(w.landed()).resolves.toBeUndefined();
   });
 
   it('a draft that does not validate is committed the ordinary way, failing as it always did', async () => {
