@@ -159,6 +159,8 @@ export async function callModel(env: SessionServices, input: CallModelInput, sig
     // a results commit that failed fails the step with its own error, whatever the call did
     await gate.landed;
   }
+  // stopped (a cancel) while the results landed: nothing of this call is staged
+  if (signal.aborted) throw new CancelledError('model call cancelled');
   const { res, latencyMs, digest } = called;
   const message: Message = { ...res.message, role: 'assistant' };
   // the app's pricing may throw: before the message is staged, so a failed step leaves no

@@ -34,6 +34,8 @@ export async function prepareContext(env: SessionServices, input: PrepareContext
   const { at } = input;
   // compaction reads the log and the steers follow the results: the step's results first
   await env.writer.landed();
+  // stopped (a cancel) meanwhile: no steer is taken, nothing is staged
+  if (signal.aborted) throw new CancelledError('model call cancelled');
   await commitSteers(env, at);
   const limit = contextLimit(env);
   if (env.prefixTokens + env.surface.tokens <= limit) return {};

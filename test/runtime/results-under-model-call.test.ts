@@ -109,6 +109,34 @@ describe('the results commit lands under the next model call', () => {
     expect(types.slice(types.indexOf('tool/result'))).toEqual(['tool/result', 'step/end', 'step/start', 'run/end']);
   });
 
+  it('a cancel that comes while the results land, after the next model call answered, commits nothing of that answer', async () => {
+    for (const hold of [0, 5, 20]) {
+      const base = memoryStore();
+      let release: () => void = () => {};
+      let onAnswer: () => void = () => {};
+      const answered = new Promise<void>((resolve) => (onAnswer = resolve));
+      const model = recordingModel((_, n) => {
+        if (n === 2) onAnswer();
+      });
+      const store = storeWithAppend(base, async (id, epoch, seq, drafts) => {
+        if (isResults(drafts)) await new Promise<void>((r) => (release = r));
+        return base.append(id, epoch, seq, drafts);
+      });
+      const { runtime } = memRuntime({ model, tools: [lookup] }, store);
+      const s = await runtime.openSession('s');
+      const result = s.execute({ kind: 'prompt', ...ids(), message: 'go' });
+      await answered;
+      const cancelled = s.requestCancel(); // its append waits behind the results
+      await new Promise((r) => setTimeout(r, hold));
+      release();
+      expect(await cancelled).toBe(true);
+      expect((await result).status).toBe('cancelled');
+      const types = typesOf(await logOf(base, 's'));
+      expect(types.slice(types.indexOf('run/end'))).toEqual(['run/end']);
+      expect(types.filter((t) => t === 'assistant/message')).toHaveLength(1);
+    }
+  });
+
   it('a results commit that fails while the run waits for a slow required subscriber fails the run with its error, calling no model', async () => {
     let failed = false;
     const store = hookedStore(memoryStore(), (drafts) => {
