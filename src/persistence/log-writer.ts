@@ -149,31 +149,17 @@ export class LogWriter {
   async commitAhead(): Promise<void> {
     if (this.ahead) await this.ahead.settled;
     this.ahead = undefined; // a failed one put its drafts back ahead of these
-    let prepared;
-    try {
-      prepared = prepareAhead(this.staged, 'append', this.sessionId);
-    } catch {
+    const pending = this.pendingOf(this.staged);
+    if (!pending) {
       await this.commitNow(true);
       return;
     }
-    const messages: Message[] = [];
-    let tokens = 0;
-    for (const d of prepared) {
-      if (d.surfaceOp === 'epoch') {
-        // a new epoch replaces the surface: nothing to build ahead over
-        await this.commitNow(true);
-        return;
-      }
-      for (const m of surfaceMessages(d)) {
-        messages.push(m);
-        tokens += estimateTokens(m);
-      }
-    }
-    const entry: Ahead = { messages, tokens, done: LANDED, settled: LANDED };
-    entry.done = this.commitNow(true, () => {
+    const entry: Ahead = { ...pending, done: LANDED, settled: LANDED };
+    const landedOrPutBack = () => {
       entry.messages = [];
       entry.tokens = 0;
-    });
+    };
+    entry.done = this.commitNow(true, landedOrPutBack);
     entry.settled = entry.done.then(
       () => {
         if (this.ahead === entry) this.ahead = undefined;
@@ -181,11 +167,33 @@ export class LogWriter {
       (error: unknown) => {
         // kept: every way on learns of it (landed() rejects, aheadFailure) until a commit writes the results it put back
         entry.failure = { error };
-        entry.messages = [];
-        entry.tokens = 0;
+        landedOrPutBack();
       },
     );
     this.ahead = entry;
+  }
+
+  /**
+   * The surface messages `drafts` add, prepared as the store will (prepareAhead); undefined when
+   * one does not validate or begins a new epoch (which replaces the surface: nothing to build over).
+   */
+  private pendingOf(drafts: readonly EventDraft[]): { messages: Message[]; tokens: number } | undefined {
+    let prepared;
+    try {
+      prepared = prepareAhead(drafts, 'append', this.sessionId);
+    } catch {
+      return undefined;
+    }
+    const messages: Message[] = [];
+    let tokens = 0;
+    for (const d of prepared) {
+      if (d.surfaceOp === 'epoch') return undefined;
+      for (const m of surfaceMessages(d)) {
+        messages.push(m);
+        tokens += estimateTokens(m);
+      }
+    }
+    return { messages, tokens };
   }
 
   /** The error of a commitAhead that failed, until the next commit writes what it put back. */

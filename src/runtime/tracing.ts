@@ -80,6 +80,12 @@ interface AttemptSpans {
   modelCalls: number;
 }
 
+/** What a step's span records of its `step_end`: the envelope's seq and the step's usage. */
+function stepEnded(span: SpanLike, logSeq: number | undefined, usage: { inputTokens: number; outputTokens: number } | undefined): void {
+  if (logSeq !== undefined) span.setAttribute('actorloop.step_end.seq', logSeq);
+  if (usage) span.setAttributes({ 'gen_ai.usage.input_tokens': usage.inputTokens, 'gen_ai.usage.output_tokens': usage.outputTokens });
+}
+
 const errorMessage = (e: unknown): string => (e instanceof Error ? e.message : String(e));
 
 /**
@@ -176,17 +182,13 @@ export class SessionTracer implements RunTracer {
         break;
       case 'step_end':
         if (a.prev?.n === ev.step) {
-          if (e.logSeq !== undefined) a.prev.span.setAttribute('actorloop.step_end.seq', e.logSeq);
-          if (ev.usage) a.prev.span.setAttributes({ 'gen_ai.usage.input_tokens': ev.usage.inputTokens, 'gen_ai.usage.output_tokens': ev.usage.outputTokens });
+          stepEnded(a.prev.span, e.logSeq, ev.usage);
           a.prev.span.end(now);
           a.prev = undefined;
           break;
         }
         if (a.step?.early && a.step.n !== ev.step) break; // the end of a step this attempt did not trace (results recovered)
-        if (a.step) {
-          if (e.logSeq !== undefined) a.step.span.setAttribute('actorloop.step_end.seq', e.logSeq);
-          if (ev.usage) a.step.span.setAttributes({ 'gen_ai.usage.input_tokens': ev.usage.inputTokens, 'gen_ai.usage.output_tokens': ev.usage.outputTokens });
-        }
+        if (a.step) stepEnded(a.step.span, e.logSeq, ev.usage);
         this.endStep(a, now);
         break;
       case 'tool_start': {
@@ -235,8 +237,7 @@ export class SessionTracer implements RunTracer {
   private openStep(a: AttemptSpans, n: number, now: number, early: boolean): void {
     if (early && a.step) {
       a.prev?.span.end(now);
-      a.prev = a.step;
-      a.step = undefined;
+      a.prev = a.step; // a.step is the new step's, below
     } else {
       this.endStep(a, now);
     }
@@ -257,10 +258,8 @@ export class SessionTracer implements RunTracer {
   }
 
   private endStep(a: AttemptSpans, now: number): void {
-    if (a.prev) {
-      a.prev.span.end(now);
-      a.prev = undefined;
-    }
+    a.prev?.span.end(now);
+    a.prev = undefined;
     if (!a.step) return;
     for (const [, span] of a.tools) {
       span.setStatus({ code: STATUS_ERROR, message: 'the step ended before the call reported an outcome' });

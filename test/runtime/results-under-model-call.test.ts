@@ -158,18 +158,32 @@ describe('the results commit lands under the next model call', () => {
 });
 
 describe('LogWriter.commitAhead', () => {
-  async function writer() {
-    const store = memoryStore();
-    cleanups.push(() => store.close());
+  /** A writer on a memory store; `failFirstResults`: the first append holding a tool result fails. `order`: each append's types. */
+  async function writer(failFirstResults = false) {
+    const base = memoryStore();
+    cleanups.push(() => base.close());
+    let fail = failFirstResults;
+    const order: string[][] = [];
+    const store = storeWithAppend(base, async (id, epoch, seq, drafts) => {
+      order.push(drafts.map((d) => d.type));
+      if (fail && isResults(drafts)) {
+        fail = false;
+        throw new Error('transient');
+      }
+      return base.append(id, epoch, seq, drafts);
+    });
     const attach = await store.attachWriter('s');
     const projection = new SessionProjection();
-    return { store, projection, w: new LogWriter(store, 's', attach.writerEpoch, attach.lastSeq + 1, projection) };
+    return { order, projection, w: new LogWriter(store, 's', attach.writerEpoch, attach.lastSeq + 1, projection) };
   }
+  const AT = { turn: 1, step: 1, attempt: 1 };
+  const stageResult = (w: LogWriter, content: string) =>
+    w.stage('tool/result', AT, { callId: 'c1', name: 'lookup', outcome: { kind: 'completed', content, isError: false, concludesTurn: false, releaseResources: [] }, startedAt: 1, endedAt: 2 });
 
   it('shows the messages of the commit under way until it lands, and the request digest over them is the one the landed surface gives', async () => {
     const { projection, w } = await writer();
-    w.stage('tool/result', { turn: 1, step: 1, attempt: 1 }, { callId: 'c1', name: 'lookup', outcome: { kind: 'completed', content: 'found x', isError: false, concludesTurn: false, releaseResources: [] }, startedAt: 1, endedAt: 2 });
-    w.stage('step/end', { turn: 1, step: 1, attempt: 1 }, {});
+    stageResult(w, 'found x');
+    w.stage('step/end', AT, {});
     await w.commitAhead();
     expect(w.pendingMessages).toEqual([{ role: 'tool', toolCallId: 'c1', name: 'lookup', content: 'found x' }]);
     expect(w.pendingTokens).toBeGreaterThan(0);
@@ -181,23 +195,10 @@ describe('LogWriter.commitAhead', () => {
   });
 
   it('a commit asked for while one is under way waits for it, and after a failure writes the drafts it put back first', async () => {
-    const base = memoryStore();
-    cleanups.push(() => base.close());
-    let fail = true;
-    const order: string[][] = [];
-    const store = storeWithAppend(base, async (id, epoch, seq, drafts) => {
-      order.push(drafts.map((d) => d.type));
-      if (fail && isResults(drafts)) {
-        fail = false;
-        throw new Error('transient');
-      }
-      return base.append(id, epoch, seq, drafts);
-    });
-    const attach = await store.attachWriter('s');
-    const w = new LogWriter(store, 's', attach.writerEpoch, attach.lastSeq + 1, new SessionProjection());
-    w.stage('tool/result', { turn: 1, step: 1, attempt: 1 }, { callId: 'c1', name: 'lookup', outcome: { kind: 'completed', content: 'x', isError: false, concludesTurn: false, releaseResources: [] }, startedAt: 1, endedAt: 2 });
+    const { order, w } = await writer(true);
+    stageResult(w, 'x');
     await w.commitAhead();
-    w.stage('step/end', { turn: 1, step: 1, attempt: 1 }, {});
+    w.stage('step/end', AT, {});
     const closing = w.commit();
     await expect(w.landed()).rejects.toThrow('transient');
     await closing;
@@ -205,19 +206,8 @@ describe('LogWriter.commitAhead', () => {
   });
 
   it('a commitAhead that failed stays reported (landed rejects, aheadFailure) until the next commit writes what it put back', async () => {
-    const base = memoryStore();
-    cleanups.push(() => base.close());
-    let fail = true;
-    const store = storeWithAppend(base, async (id, epoch, seq, drafts) => {
-      if (fail) {
-        fail = false;
-        throw new Error('transient');
-      }
-      return base.append(id, epoch, seq, drafts);
-    });
-    const attach = await store.attachWriter('s');
-    const w = new LogWriter(store, 's', attach.writerEpoch, attach.lastSeq + 1, new SessionProjection());
-    w.stage('tool/result', { turn: 1, step: 1, attempt: 1 }, { callId: 'c1', name: 'lookup', outcome: { kind: 'completed', content: 'x', isError: false, concludesTurn: false, releaseResources: [] }, startedAt: 1, endedAt: 2 });
+    const { w } = await writer(true);
+    stageResult(w, 'x');
     await w.commitAhead();
     await w.settled();
     await new Promise((r) => setTimeout(r, 5)); // long after it settled
@@ -232,7 +222,7 @@ describe('LogWriter.commitAhead', () => {
 
   it('a draft that does not validate is committed the ordinary way, failing as it always did', async () => {
     const { w } = await writer();
-    w.stage('tool/result', { turn: 1, step: 1, attempt: 1 }, { callId: 'c1' } as never);
+    w.stage('tool/result', AT, { callId: 'c1' } as never);
     await expect(w.commitAhead()).rejects.toThrow(/tool\/result/);
     expect(w.pendingMessages).toEqual([]);
   });
