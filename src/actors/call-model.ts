@@ -1,4 +1,4 @@
-import { fromPromise } from 'xstate';
+import { promiseActor } from './promise-actor.js';
 import type { StepPosition } from '../contracts/calls.js';
 import { sleepOn } from '../contracts/clock.js';
 import { CancelledError, isCancelledError, isProviderError, ProviderError } from '../contracts/errors.js';
@@ -219,4 +219,4 @@ function emitGate(env: SessionServices): { emit: SessionServices['emit']; landed
  * @example
  * runMachine.provide({ actors: { callModel: callModelActor(services) } })
  */
-export const callModelActor = (env: ServicesSource) => fromPromise<CallModelOutput, CallModelInput>(({ input, signal, system }) => callModel(servicesIn(env, system), input, signal));
+export const callModelActor = (env: ServicesSource) => promiseActor<CallModelOutput, CallModelInput>(({ input, signal, system }) => callModel(servicesIn(env, system), input, signal));

@@ -1,4 +1,4 @@
-import { fromPromise } from 'xstate';
+import { promiseActor } from './promise-actor.js';
 import type { StepPosition, ToolCallIntent } from '../contracts/calls.js';
 import { CancelledError } from '../contracts/errors.js';
 import type { PendingRequest } from '../contracts/events.js';
@@ -89,4 +89,4 @@ export async function commitIntent(env: SessionServices, input: CommitIntentInpu
  * @example
  * runMachine.provide({ actors: { commitIntent: commitIntentActor(services) } })
  */
-export const commitIntentActor = (env: ServicesSource) => fromPromise<CommitIntentOutput, CommitIntentInput>(({ input, system }) => commitIntent(servicesIn(env, system), input));
+export const commitIntentActor = (env: ServicesSource) => promiseActor<CommitIntentOutput, CommitIntentInput>(({ input, system }) => commitIntent(servicesIn(env, system), input));

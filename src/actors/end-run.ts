@@ -1,4 +1,4 @@
-import { fromPromise } from 'xstate';
+import { promiseActor } from './promise-actor.js';
 import type { StepPosition } from '../contracts/calls.js';
 import { isStaleWriterError } from '../contracts/errors.js';
 import { ownRecord } from '../contracts/keyed.js';
@@ -97,4 +97,4 @@ export function causeInfo(cause: unknown): Record<string, unknown> | undefined {
  * @example
  * runMachine.provide({ actors: { endRun: endRunActor(services) } })
  */
-export const endRunActor = (env: ServicesSource) => fromPromise<ExecutionResult, EndRunInput>(({ input, system }) => endRun(servicesIn(env, system), input));
+export const endRunActor = (env: ServicesSource) => promiseActor<ExecutionResult, EndRunInput>(({ input, system }) => endRun(servicesIn(env, system), input));

@@ -1,4 +1,4 @@
-import { fromPromise } from 'xstate';
+import { promiseActor } from './promise-actor.js';
 import type { StepPosition } from '../contracts/calls.js';
 import type { Usage } from '../contracts/message.js';
 import { servicesIn, type ServicesSource, type SessionServices } from './session-services.js';
@@ -94,6 +94,6 @@ export async function deliverFinal(env: SessionServices, input: DeliverFinalInpu
  * @example
  * runMachine.provide({ actors: finalAnswerActors(services) })
  */
-export const verifyFinalActor = (env: ServicesSource) => fromPromise<VerifyFinalOutput, FinalAnswerInput>(({ input, system }) => verifyFinal(servicesIn(env, system), input));
-export const commitFinalActor = (env: ServicesSource) => fromPromise<{ finalMessageId: string }, FinalAnswerInput>(({ input, system }) => commitFinal(servicesIn(env, system), input));
-export const deliverFinalActor = (env: ServicesSource) => fromPromise<DeliverFinalOutput, DeliverFinalInput>(({ input, system }) => deliverFinal(servicesIn(env, system), input));
+export const verifyFinalActor = (env: ServicesSource) => promiseActor<VerifyFinalOutput, FinalAnswerInput>(({ input, system }) => verifyFinal(servicesIn(env, system), input));
+export const commitFinalActor = (env: ServicesSource) => promiseActor<{ finalMessageId: string }, FinalAnswerInput>(({ input, system }) => commitFinal(servicesIn(env, system), input));
+export const deliverFinalActor = (env: ServicesSource) => promiseActor<DeliverFinalOutput, DeliverFinalInput>(({ input, system }) => deliverFinal(servicesIn(env, system), input));

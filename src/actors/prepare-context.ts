@@ -1,4 +1,4 @@
-import { fromPromise } from 'xstate';
+import { promiseActor } from './promise-actor.js';
 import type { StepPosition } from '../contracts/calls.js';
 import { CancelledError, type ValidationError } from '../contracts/errors.js';
 import type { Usage } from '../contracts/message.js';
@@ -70,4 +70,4 @@ async function commitSteers(env: SessionServices, at: StepPosition): Promise<voi
  * runMachine.provide({ actors: { prepareContext: prepareContextActor(services) } })
  */
 export const prepareContextActor = (env: ServicesSource) =>
-  fromPromise<PrepareContextOutput, PrepareContextInput>(({ input, signal, system }) => prepareContext(servicesIn(env, system), input, signal));
+  promiseActor<PrepareContextOutput, PrepareContextInput>(({ input, signal, system }) => prepareContext(servicesIn(env, system), input, signal));

@@ -1,4 +1,4 @@
-import { fromPromise } from 'xstate';
+import { promiseActor } from './promise-actor.js';
 import type { StepPosition, ToolCallIntent, ToolCallOutput } from '../contracts/calls.js';
 import type { PendingRequest } from '../contracts/events.js';
 import type { Message } from '../contracts/message.js';
@@ -194,5 +194,5 @@ export async function startRun(env: SessionServices, input: StartRunInput, signa
  * @example
  * runMachine.provide({ actors: { startRun: startRunActor(services) } })
  */
-export const startRunActor = (env: ServicesSource) => fromPromise<StartRunOutput, StartRunInput>(({ input, signal, system }) => startRun(servicesIn(env, system), input, signal));
+export const startRunActor = (env: ServicesSource) => promiseActor<StartRunOutput, StartRunInput>(({ input, signal, system }) => startRun(servicesIn(env, system), input, signal));
 

@@ -1,4 +1,5 @@
-import { createActor, fromPromise, type ActorSystem, type InspectionEvent } from 'xstate';
+import { createActor, type ActorSystem, type InspectionEvent } from 'xstate';
+import { promiseActor } from '../actors/promise-actor.js';
 import { callModelActor } from '../actors/call-model.js';
 import { commitIntentActor } from '../actors/commit-intent.js';
 import { commitResultsActor, settleResultsActor } from '../actors/commit-results.js';
@@ -20,7 +21,7 @@ import { toolBatchMachine } from '../machines/tool-batch.machine.js';
  * differently), and its firing is what spends the budget. Never resolves without `at`.
  */
 export const deadlineActor = (clockOf: (system: ActorSystem<any>) => Clock) =>
-  fromPromise<number, { at?: number }>(
+  promiseActor<number, { at?: number }>(
     ({ input, signal, system }) =>
       new Promise<number>((resolve) => {
         if (input.at === undefined) return;
@@ -86,9 +87,9 @@ export interface SessionWork {
  */
 const runtimeSessionMachine = sessionMachineFor(servicesOf).provide({
   actors: {
-    prepareAttempt: fromPromise<PrepareOutput, PrepareInput>(({ input, system }) => bindingOf(system).work.prepare(input)),
-    settleAttempt: fromPromise<SettleOutput, { result: ExecutionResult }>(({ input, system }) => bindingOf(system).work.settle(input.result)),
-    closeSession: fromPromise<void, void>(({ system }) => bindingOf(system).work.close()),
+    prepareAttempt: promiseActor<PrepareOutput, PrepareInput>(({ input, system }) => bindingOf(system).work.prepare(input)),
+    settleAttempt: promiseActor<SettleOutput, { result: ExecutionResult }>(({ input, system }) => bindingOf(system).work.settle(input.result)),
+    closeSession: promiseActor<void, void>(({ system }) => bindingOf(system).work.close()),
   },
 });
 
