@@ -11,8 +11,8 @@
  * - actorloop's own run and tool-batch machines with instant fake effects ("machines alone",
  *   as in bench/loop).
  *
- * Rows are interleaved round by round in one process, after a warm-up; µs per step, median
- * [min–max] over the rounds.
+ * Rows are interleaved round by round in one process (every other round in reverse order), after
+ * a warm-up; µs per step, median [min–max] over the rounds.
  */
 import { assign, createActor, fromCallback, fromPromise, setup, waitFor, type AnyActorLogic } from 'xstate';
 import { promiseActor } from '../src/actors/promise-actor.js';
@@ -27,7 +27,7 @@ import { toolBatchMachine } from '../src/machines/tool-batch.machine.js';
 import { fmt, median, printTable } from './table.js';
 
 const STEPS = Number(process.env.FLOOR_STEPS ?? 200);
-const ROUNDS = 9;
+const ROUNDS = Number(process.env.FLOOR_ROUNDS ?? 12);
 const WARMUP = 4;
 
 type Promised = <O, I>(fn: (args: { input: I }) => Promise<O>) => AnyActorLogic;
@@ -165,7 +165,10 @@ export async function benchFloor(): Promise<void> {
   ];
   const samples = rows.map(() => [] as number[]);
   for (let round = 0; round < WARMUP + ROUNDS; round++) {
-    for (const [i, [, run]] of rows.entries()) {
+    // every other round in reverse order, so that no row always runs after the same one
+    const order = round % 2 === 0 ? rows.map((_, i) => i) : rows.map((_, i) => rows.length - 1 - i);
+    for (const i of order) {
+      const run = rows[i]![1];
       const t0 = performance.now();
       await run(STEPS);
       const us = ((performance.now() - t0) * 1000) / STEPS;
@@ -180,6 +183,6 @@ export async function benchFloor(): Promise<void> {
       return [label, fmt(median(s), 1), `${fmt(Math.min(...s), 1)}–${fmt(Math.max(...s), 1)}`, `${fmt(median(s) / minimal, 2)}×`];
     }),
   );
-  console.log(`${STEPS} steps a run, ${ROUNDS} rounds after ${WARMUP}, rows interleaved; median [min–max] over the rounds.`);
+  console.log(`${STEPS} steps a run, ${ROUNDS} rounds after ${WARMUP}, rows interleaved (every other round reversed); median [min–max] over the rounds.`);
   console.log('XState rows: per step 4 invoked actors (3 promise actors and the batch machine) and 2 spawned call actors.');
 }

@@ -17,6 +17,26 @@ const STOP = 'xstate.stop';
 /** The controller of each running actor whose creator read its `signal`. */
 const controllers = new WeakMap<AnyActorRef, AbortController>();
 
+/** A creator's arguments; `signal` makes the actor's controller on first read. */
+class PhaseArgs<TInput> implements PromiseActorArgs<TInput> {
+  constructor(
+    readonly input: TInput,
+    readonly system: ActorSystem<any>,
+    readonly self: AnyActorRef,
+    readonly emit: (event: EventObject) => void,
+  ) {}
+  get signal(): AbortSignal {
+    let controller = controllers.get(this.self);
+    if (!controller) {
+      controller = new AbortController();
+      // read after the actor stopped: already aborted, as fromPromise's would be
+      if (this.self.getSnapshot().status !== 'active') controller.abort();
+      else controllers.set(this.self, controller);
+    }
+    return controller.signal;
+  }
+}
+
 /**
  * Promise actor logic with XState's `fromPromise` contract (the same snapshots, `onDone` /
  * `onError`, `signal` aborted on stop), for the runtime's phase actors: the AbortController is
@@ -48,22 +68,7 @@ export function promiseActor<TOutput, TInput = void>(creator: (args: PromiseActo
     },
     start: (state, { self, system, emit }) => {
       if (state.status !== 'active') return;
-      const args: PromiseActorArgs<TInput> = {
-        input: state.input as TInput,
-        system,
-        self,
-        emit: emit as (event: EventObject) => void,
-        get signal() {
-          let controller = controllers.get(self);
-          if (!controller) {
-            controller = new AbortController();
-            // read after the actor stopped: already aborted, as fromPromise's would be
-            if (self.getSnapshot().status !== 'active') controller.abort();
-            else controllers.set(self, controller);
-          }
-          return controller.signal;
-        },
-      };
+      const args = new PhaseArgs<TInput>(state.input as TInput, system, self, emit as (event: EventObject) => void);
       const settle = (type: string, data: unknown) => {
         if (self.getSnapshot().status !== 'active') return;
         controllers.delete(self);
