@@ -14,23 +14,15 @@
  * Rows are interleaved round by round in one process (every other round in reverse order), after
  * a warm-up; µs per step, median [min–max] over the rounds.
  */
-import { assign, createActor, fromCallback, fromPromise, setup, waitFor, type AnyActorLogic } from 'xstate';
+import { assign, createActor, fromCallback, fromPromise, setup, waitFor } from 'xstate';
 import { promiseActor } from '../src/actors/promise-actor.js';
-import { callActor } from '../src/actors/tool-call.js';
-import type { CallModelInput, CallModelOutput } from '../src/actors/call-model.js';
-import type { CommitIntentInput, CommitIntentOutput } from '../src/actors/commit-intent.js';
-import type { EndRunInput } from '../src/actors/end-run.js';
-import type { DeliverFinalInput, DeliverFinalOutput, FinalAnswerInput, VerifyFinalOutput } from '../src/actors/final-answer.js';
-import { LoopBudget } from '../src/contracts/config.js';
-import { runMachine } from '../src/machines/run.machine.js';
-import { toolBatchMachine } from '../src/machines/tool-batch.machine.js';
+import { machinesWithInstantEffects, type Promised } from './loop.js';
 import { fmt, median, printTable } from './table.js';
 
 const STEPS = Number(process.env.FLOOR_STEPS ?? 200);
 const ROUNDS = Number(process.env.FLOOR_ROUNDS ?? 12);
 const WARMUP = 4;
 
-type Promised = <O, I>(fn: (args: { input: I }) => Promise<O>) => AnyActorLogic;
 
 /** The plain loop: the phases as awaited functions, the two calls in order (parallel, exclusive). */
 async function plainLoop(steps: number): Promise<void> {
@@ -101,61 +93,13 @@ async function runMinimal(machine: ReturnType<typeof minimalRun>, steps: number)
   await waitFor(actor, (s) => s.status === 'done', { timeout: 600_000 });
 }
 
-/** actorloop's run + tool-batch machines, every effect instant (bench/loop's "machines alone"). */
-function actorloopMachines(promised: Promised) {
-  const calls = (i: number) => [
-    { callId: `p${i}`, name: 'lookup', arguments: { i }, mode: 'parallel' as const, resources: [], idempotencyKey: `p${i}` },
-    { callId: `x${i}`, name: 'write', arguments: { i }, mode: 'exclusive' as const, resources: [], idempotencyKey: `x${i}` },
-  ];
-  let n = 0;
-  let k = 0;
-  const machine = runMachine.provide({
-    actors: {
-      startRun: promised(async () => ({ runStartSeq: 2 })),
-      prepareContext: promised(async () => ({})),
-      callModel: promised<CallModelOutput, CallModelInput>(async () =>
-        ++n < k ? { kind: 'toolCalls' as const, toolCalls: [], finishReason: 'tool_calls' as const, usage: { inputTokens: 1, outputTokens: 1 } } : { kind: 'answer' as const, content: 'done' },
-      ),
-      commitIntent: promised<CommitIntentOutput, CommitIntentInput>(async () => ({ kind: 'intents', calls: calls(n) })),
-      commitResults: promised(async () => ({ rejections: 0 })),
-      settleResults: promised(async () => undefined),
-      verifyFinal: promised<VerifyFinalOutput, FinalAnswerInput>(async () => ({ kind: 'accepted' })),
-      commitFinal: promised(async () => ({ finalMessageId: 'f' })),
-      deliverFinal: promised<DeliverFinalOutput, DeliverFinalInput>(async () => ({ kind: 'delivered' })),
-      endRun: promised(async ({ input }: { input: EndRunInput }) => input.result),
-      toolBatch: toolBatchMachine.provide({
-        actors: {
-          toolCall: callActor(async ({ call }) => ({
-            callId: call.callId,
-            name: call.name,
-            outcome: { kind: 'completed', content: 'ok', isError: false, concludesTurn: false, releaseResources: [] },
-            startedAt: 0,
-            endedAt: 0,
-          })),
-        },
-      }),
-    } as never,
-  });
-  return async (steps: number) => {
-    n = 0;
-    k = steps;
-    const input = {
-      runId: 'r', attemptId: 'a', runEpoch: 1, turn: 1, kind: 'prompt' as const, messages: [], executionProfileFingerprint: 'f',
-      budget: LoopBudget.parse({ maxSteps: steps + 1 }), maxProtocolCorrections: 2, maxParallelTools: 4, startedAt: Date.now(),
-    };
-    const actor = createActor(machine, { input }).start();
-    const snap = await waitFor(actor, (s) => s.status === 'done', { timeout: 600_000 });
-    if (snap.output?.status !== 'succeeded') throw new Error(`machines-only run ended ${snap.output?.status}`);
-  };
-}
-
 export async function benchFloor(): Promise<void> {
   const viaFromPromise: Promised = (fn) => fromPromise(fn as never);
   const viaPromiseActor: Promised = (fn) => promiseActor(fn as never);
   const minimalFrom = minimalRun(viaFromPromise);
   const minimalLean = minimalRun(viaPromiseActor);
-  const oursFrom = actorloopMachines(viaFromPromise);
-  const oursLean = actorloopMachines(viaPromiseActor);
+  const oursFrom = machinesWithInstantEffects(viaFromPromise);
+  const oursLean = machinesWithInstantEffects(viaPromiseActor);
   const rows: [string, (steps: number) => Promise<void>][] = [
     ['plain async loop: the 5 phases as awaited functions', plainLoop],
     ['minimal XState machine, 6 actors a step (fromPromise)', (s) => runMinimal(minimalFrom, s)],

@@ -9,7 +9,7 @@ import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { tmpdir } from 'node:os';
 import { z } from 'zod';
-import { createActor, fromPromise, waitFor } from 'xstate';
+import { createActor, fromPromise, waitFor, type AnyActorLogic } from 'xstate';
 import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
 import { createRuntime, defineTool, lmdbStore, memoryStore, scriptedModel, type EventStore, type RuntimeOptions } from '../src/index.js';
 import type { CallModelInput, CallModelOutput } from '../src/actors/call-model.js';
@@ -70,29 +70,36 @@ async function runLoop(store: EventStore, k: number, sessionId: string, tracing?
   return us;
 }
 
+/** How a bench makes promise actor logic for the fake phases: XState's `fromPromise` by default. */
+export type Promised = <O, I>(fn: (args: { input: I }) => Promise<O>) => AnyActorLogic;
+const viaFromPromise: Promised = (fn) => fromPromise(fn as never);
+
 /**
- * Where the time goes, part 1: the run and tool-batch machines alone, every effect an instant
- * fake (no store, no model, no tools) — the same actors and events per step as the real loop.
+ * The run and tool-batch machines with every effect an instant fake (no store, no model, no
+ * tools) — the same actors and events per step as the real loop. Returns a function that runs
+ * one K-step run through them.
  */
-async function machinesOnly(k: number): Promise<number> {
+export function machinesWithInstantEffects(promised: Promised = viaFromPromise): (k: number) => Promise<void> {
   const calls = (i: number) => [
     { callId: `p${i}`, name: 'lookup', arguments: { i }, mode: 'parallel' as const, resources: [], idempotencyKey: `p${i}` },
     { callId: `x${i}`, name: 'write', arguments: { i }, mode: 'exclusive' as const, resources: [], idempotencyKey: `x${i}` },
   ];
   let n = 0;
+  let k = 0;
   const machine = runMachine.provide({
     actors: {
-      startRun: fromPromise(async () => ({ runStartSeq: 2 })),
-      prepareContext: fromPromise(async () => ({})),
-      callModel: fromPromise<CallModelOutput, CallModelInput>(async () =>
+      startRun: promised(async () => ({ runStartSeq: 2 })),
+      prepareContext: promised(async () => ({})),
+      callModel: promised<CallModelOutput, CallModelInput>(async () =>
         ++n < k ? { kind: 'toolCalls' as const, toolCalls: [], finishReason: 'tool_calls' as const, usage: { inputTokens: 1, outputTokens: 1 } } : { kind: 'answer' as const, content: 'done' },
       ),
-      commitIntent: fromPromise<CommitIntentOutput, CommitIntentInput>(async () => ({ kind: 'intents', calls: calls(n) })),
-      commitResults: fromPromise(async () => ({ rejections: 0 })),
-      verifyFinal: fromPromise<VerifyFinalOutput, FinalAnswerInput>(async () => ({ kind: 'accepted' })),
-      commitFinal: fromPromise(async () => ({ finalMessageId: 'f' })),
-      deliverFinal: fromPromise<DeliverFinalOutput, DeliverFinalInput>(async () => ({ kind: 'delivered' })),
-      endRun: fromPromise(async ({ input }: { input: EndRunInput }) => input.result),
+      commitIntent: promised<CommitIntentOutput, CommitIntentInput>(async () => ({ kind: 'intents', calls: calls(n) })),
+      commitResults: promised(async () => ({ rejections: 0 })),
+      settleResults: promised(async () => undefined),
+      verifyFinal: promised<VerifyFinalOutput, FinalAnswerInput>(async () => ({ kind: 'accepted' })),
+      commitFinal: promised(async () => ({ finalMessageId: 'f' })),
+      deliverFinal: promised<DeliverFinalOutput, DeliverFinalInput>(async () => ({ kind: 'delivered' })),
+      endRun: promised(async ({ input }: { input: EndRunInput }) => input.result),
       toolBatch: toolBatchMachine.provide({
         actors: {
           toolCall: callActor(async ({ call }) => ({
@@ -104,16 +111,26 @@ async function machinesOnly(k: number): Promise<number> {
           })),
         },
       }),
-    },
+    } as never,
   });
-  const input = {
-    runId: 'r', attemptId: 'a', runEpoch: 1, turn: 1, kind: 'prompt' as const, messages: [], executionProfileFingerprint: 'f',
-    budget: LoopBudget.parse({ maxSteps: k + 1 }), maxProtocolCorrections: 2, maxParallelTools: 4, startedAt: Date.now(),
+  return async (steps: number) => {
+    n = 0;
+    k = steps;
+    const input = {
+      runId: 'r', attemptId: 'a', runEpoch: 1, turn: 1, kind: 'prompt' as const, messages: [], executionProfileFingerprint: 'f',
+      budget: LoopBudget.parse({ maxSteps: steps + 1 }), maxProtocolCorrections: 2, maxParallelTools: 4, startedAt: Date.now(),
+    };
+    const actor = createActor(machine, { input }).start();
+    const snap = await waitFor(actor, (s) => s.status === 'done', { timeout: 600_000 });
+    if (snap.output?.status !== 'succeeded') throw new Error(`machines-only run ended ${snap.output?.status}`);
   };
+}
+
+/** Where the time goes, part 1: the machines alone (above), µs per step of one K-step run. */
+async function machinesOnly(k: number): Promise<number> {
+  const run = machinesWithInstantEffects();
   const t0 = performance.now();
-  const actor = createActor(machine, { input }).start();
-  const snap = await waitFor(actor, (s) => s.status === 'done', { timeout: 600_000 });
-  if (snap.output?.status !== 'succeeded') throw new Error(`machines-only run ended ${snap.output?.status}`);
+  await run(k);
   return ((performance.now() - t0) * 1000) / k;
 }
 
