@@ -14,11 +14,12 @@ const RESOLVE = 'actorloop.promise.resolve';
 const REJECT = 'actorloop.promise.reject';
 const STOP = 'xstate.stop';
 
-/** The controller of each running actor whose creator read its `signal`. */
+/** The controller of each running actor whose creator read its `signal`, for the stop to abort. */
 const controllers = new WeakMap<AnyActorRef, AbortController>();
 
 /** A creator's arguments; `signal` makes the actor's controller on first read. */
 class PhaseArgs<TInput> implements PromiseActorArgs<TInput> {
+  private controller: AbortController | undefined;
   constructor(
     readonly input: TInput,
     readonly system: ActorSystem<any>,
@@ -26,14 +27,13 @@ class PhaseArgs<TInput> implements PromiseActorArgs<TInput> {
     readonly emit: (event: EventObject) => void,
   ) {}
   get signal(): AbortSignal {
-    let controller = controllers.get(this.self);
-    if (!controller) {
-      controller = new AbortController();
+    if (!this.controller) {
+      this.controller = new AbortController();
       // read after the actor stopped: already aborted, as fromPromise's would be
-      if (this.self.getSnapshot().status !== 'active') controller.abort();
-      else controllers.set(this.self, controller);
+      if (this.self.getSnapshot().status !== 'active') this.controller.abort();
+      else controllers.set(this.self, this.controller);
     }
-    return controller.signal;
+    return this.controller.signal;
   }
 }
 

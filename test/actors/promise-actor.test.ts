@@ -95,6 +95,23 @@ describe('a phase actor keeps the fromPromise contract', () => {
     ).start();
     actor.send({ type: 'LEAVE' });
     expect(later!().aborted).toBe(true);
+    expect(later!()).toBe(later!());
+  });
+
+  it('promiseActor: every read of signal gives the one signal, also after the actor settled', async () => {
+    let args: { signal: AbortSignal } | undefined;
+    const actor = createActor(
+      parentOf(
+        promiseActor(async (a) => {
+          args = a;
+          return a.signal.aborted ? 0 : 1;
+        }),
+      ),
+    ).start();
+    const first = args!.signal;
+    await waitFor(actor, (s) => s.status === 'done');
+    expect(args!.signal).toBe(first);
+    expect(first.aborted).toBe(false);
   });
 
   it('promiseActor: a creator that never reads its signal gets no AbortController', async () => {
