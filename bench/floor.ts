@@ -14,15 +14,14 @@
  * Rows are interleaved round by round in one process (every other round in reverse order), after
  * a warm-up; µs per step, median [min–max] over the rounds.
  */
-import { assign, createActor, fromCallback, fromPromise, setup, waitFor } from 'xstate';
+import { assign, createActor, fromCallback, setup, waitFor } from 'xstate';
 import { promiseActor } from '../src/actors/promise-actor.js';
-import { machinesWithInstantEffects, type Promised } from './loop.js';
+import { machinesWithInstantEffects, viaFromPromise, type Promised } from './loop.js';
 import { fmt, median, printTable } from './table.js';
 
 const STEPS = Number(process.env.FLOOR_STEPS ?? 200);
 const ROUNDS = Number(process.env.FLOOR_ROUNDS ?? 12);
 const WARMUP = 4;
-
 
 /** The plain loop: the phases as awaited functions, the two calls in order (parallel, exclusive). */
 async function plainLoop(steps: number): Promise<void> {
@@ -94,7 +93,6 @@ async function runMinimal(machine: ReturnType<typeof minimalRun>, steps: number)
 }
 
 export async function benchFloor(): Promise<void> {
-  const viaFromPromise: Promised = (fn) => fromPromise(fn as never);
   const viaPromiseActor: Promised = (fn) => promiseActor(fn as never);
   const minimalFrom = minimalRun(viaFromPromise);
   const minimalLean = minimalRun(viaPromiseActor);

@@ -72,7 +72,7 @@ async function runLoop(store: EventStore, k: number, sessionId: string, tracing?
 
 /** How a bench makes promise actor logic for the fake phases: XState's `fromPromise` by default. */
 export type Promised = <O, I>(fn: (args: { input: I }) => Promise<O>) => AnyActorLogic;
-const viaFromPromise: Promised = (fn) => fromPromise(fn as never);
+export const viaFromPromise: Promised = (fn) => fromPromise(fn as never);
 
 /**
  * The run and tool-batch machines with every effect an instant fake (no store, no model, no
