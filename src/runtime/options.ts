@@ -42,7 +42,10 @@ const isModel = (v: unknown): v is ModelProvider => {
 /** Unknown keys are refused: a misspelt option (aprovalFor) must not quietly become its default. */
 export const RuntimeOptions = z.strictObject({
   store: z.custom<EventStore>(isStore, `an EventStore (an object with ${STORE_METHODS.join(', ')}), e.g. lmdbStore(...) or memoryStore()`).optional(),
-  model: z.custom<ModelProvider>(isModel, 'a ModelProvider (e.g. openaiModel(...), scriptedModel(...)); its providerName, if any, a non-empty string'),
+  model: z.custom<ModelProvider>(
+    isModel,
+    'a ModelProvider (e.g. openaiModel(...), scriptedModel(...)); its providerName, if any, a non-empty string',
+  ),
   tools: z
     .array(z.custom<AnyTool>(isTool, 'a tool made with defineTool'))
     .default([])

@@ -209,7 +209,14 @@ export class SessionTracer implements RunTracer {
           // a call that never started (skipped, denied, recovered): a span of no length
           span = this.t.tracer.startSpan(
             `execute_tool ${ev.name}`,
-            { kind: KIND_INTERNAL, startTime: end, attributes: { ...a.base, ...toolSpanAttributes(ev.name, ev.callId, this.tools().get(ev.name)?.mode ?? 'exclusive', this.lastSeq()) } },
+            {
+              kind: KIND_INTERNAL,
+              startTime: end,
+              attributes: {
+                ...a.base,
+                ...toolSpanAttributes(ev.name, ev.callId, this.tools().get(ev.name)?.mode ?? 'exclusive', this.lastSeq()),
+              },
+            },
             // a result landing under the next step's model call belongs to the step before it
             (a.step?.early ? a.prev?.ctx : a.step?.ctx) ?? a.ctx,
           );

@@ -17,7 +17,8 @@ export interface Listing {
 }
 
 /** The SDK's `ToolSchema` (one tool of `tools/list`), loaded on first use; undefined without the SDK. */
-type SchemaLike = { safeParse(v: unknown): { success: true; data: unknown } | { success: false; error: { issues: readonly { path: readonly PropertyKey[]; message: string }[] } } };
+type Issue = { path: readonly PropertyKey[]; message: string };
+type SchemaLike = { safeParse(v: unknown): { success: true; data: unknown } | { success: false; error: { issues: readonly Issue[] } } };
 let toolSchemaLoad: Promise<SchemaLike | undefined> | undefined;
 const toolSchema = (): Promise<SchemaLike | undefined> =>
   (toolSchemaLoad ??= import('@modelcontextprotocol/sdk/types.js').then(
@@ -29,7 +30,10 @@ const toolSchema = (): Promise<SchemaLike | undefined> =>
 const RawPage = z.looseObject({ tools: z.array(z.unknown()), nextCursor: z.string().optional() });
 
 /** The SDK refused the response's shape (its result schema failed): a zod error, not a protocol one. */
-const isShapeError = (e: unknown): boolean => Array.isArray((e as { issues?: unknown } | undefined)?.issues) && /ZodError/.test(String((e as { name?: unknown }).name));
+const isShapeError = (e: unknown): boolean => {
+  const err = e as { issues?: unknown; name?: unknown } | undefined;
+  return Array.isArray(err?.issues) && /ZodError/.test(String(err.name));
+};
 
 /**
  * Every page of `tools/list`. The SDK's `listTools` refuses a whole page when one tool does not fit
@@ -41,16 +45,18 @@ export async function listAll(client: McpClientLike): Promise<Listing> {
   const tools: McpToolInfo[] = [];
   const refused: RefusedTool[] = [];
   let cursor: string | undefined;
+  let listed = 0;
   for (let page = 0; page < 1000; page++) {
     const params = cursor === undefined ? undefined : { cursor };
-    let res: { tools: McpToolInfo[]; nextCursor?: string | undefined };
+    let res: { tools: McpToolInfo[]; nextCursor?: string | undefined; size?: number };
     try {
       res = await client.listTools(params);
     } catch (e) {
       const schema = isShapeError(e) && typeof client.request === 'function' ? await toolSchema() : undefined;
       if (!schema) throw e;
-      res = await readPage(client, schema, params, tools.length + refused.length, refused);
+      res = await readPage(client, schema, params, listed, refused);
     }
+    listed += res.size ?? res.tools.length;
     tools.push(...res.tools);
     cursor = res.nextCursor;
     if (!cursor) break;
@@ -58,11 +64,22 @@ export async function listAll(client: McpClientLike): Promise<Listing> {
   return { tools, refused };
 }
 
-async function readPage(client: McpClientLike, schema: SchemaLike, params: { cursor: string } | undefined, before: number, refused: RefusedTool[]): Promise<{ tools: McpToolInfo[]; nextCursor?: string | undefined }> {
+/**
+ * One page read as it is: the tools that fit are returned (`size`: how many it lists), the others
+ * pushed onto `refused` (`before`: how many tools earlier pages listed).
+ */
+async function readPage(
+  client: McpClientLike,
+  schema: SchemaLike,
+  params: { cursor: string } | undefined,
+  before: number,
+  refused: RefusedTool[],
+): Promise<{ tools: McpToolInfo[]; nextCursor?: string | undefined; size: number }> {
   const raw = await client.request!({ method: 'tools/list', ...(params ? { params } : {}) }, z.unknown() as never);
   const page = RawPage.safeParse(raw);
   if (!page.success) {
-    throw new ValidationError('mcpTools: the server\'s tool list', page.error.issues.map((i) => ({ path: ['tools/list', ...i.path.map(String)], message: i.message })));
+    const issues = page.error.issues.map((i) => ({ path: ['tools/list', ...i.path.map(String)], message: i.message }));
+    throw new ValidationError("mcpTools: the server's tool list", issues);
   }
   const tools: McpToolInfo[] = [];
   page.data.tools.forEach((t, i) => {
@@ -74,14 +91,15 @@ async function readPage(client: McpClientLike, schema: SchemaLike, params: { cur
   });
   // the SDK's listTools records the tools' output schemas, which its callTool checks results against
   (client as { cacheToolMetadata?: (tools: McpToolInfo[]) => void }).cacheToolMetadata?.(tools);
-  return { tools, nextCursor: page.data.nextCursor };
+  return { tools, nextCursor: page.data.nextCursor, size: page.data.tools.length };
 }
 
 /** What is wrong with a listed tool, in the terms the adapter's docs use. */
-function explain(issue: { path: readonly PropertyKey[]; message: string }, tool: unknown): string {
+function explain(issue: Issue, tool: unknown): string {
   if (issue.path.length === 2 && issue.path[0] === 'inputSchema' && issue.path[1] === 'type') {
     const type = (tool as { inputSchema: { type?: unknown } }).inputSchema.type;
-    return `the input schema's type must be "object" (MCP tools take their arguments as an object), not ${type === undefined ? 'missing' : JSON.stringify(type)}`;
+    const given = type === undefined ? 'missing' : JSON.stringify(type);
+    return `the input schema's type must be "object" (MCP tools take their arguments as an object), not ${given}`;
   }
   return `does not fit the MCP schema of a tool: ${issue.message}`;
 }

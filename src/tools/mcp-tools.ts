@@ -67,7 +67,9 @@ const Options = z.strictObject({
   prefix: z.string().default(''),
   timeoutMs: timerMs.positive().optional(),
   // a Map, so a tool named `constructor` or `__proto__` finds its own entry, never Object's
-  resources: z.preprocess(ownEntries, z.map(z.string(), z.array(z.string()), { error: 'an object or a Map: tool name → resource keys' })).optional(),
+  resources: z
+    .preprocess(ownEntries, z.map(z.string(), z.array(z.string()), { error: 'an object or a Map: tool name → resource keys' }))
+    .optional(),
   needsApproval: z.array(z.string()).default([]),
   reconcile: z.custom<NonNullable<McpToolsOptions['reconcile']>>((v) => typeof v === 'function', 'a function').optional(),
   validator: z.custom<JsonSchemaValidatorLike>((v) => typeof (v as JsonSchemaValidatorLike | undefined)?.getValidator === 'function', 'a validator: { getValidator(schema) }').optional(),
