@@ -75,7 +75,14 @@ export class McpConnection {
       link.listChanged = true;
       this.readAgain(link);
     });
-    const listing = await listAll(client);
+    let listing: Listing;
+    try {
+      listing = await listAll(client);
+    } catch (e) {
+      // a client the factory made for this connect is closed, not left running
+      if (this.reconnects) void client.close().catch(() => {});
+      throw e;
+    }
     this.link = link;
     this.apply(listing);
     this.readAgain(link);

@@ -100,3 +100,28 @@ describe('recovery of an MCP call whose outcome is unknown', () => {
     }
   });
 });
+
+describe('a server whose tool list cannot be read', () => {
+  it('mcpTools rejects, and the client its factory made for that connect is closed (its server process ends)', async () => {
+    const made: number[] = [];
+    const e = await mcpTools(async () => {
+      const { client, transport } = await stdioClient({ MCP_TEST_VARIANT: 'unlisted' });
+      clients.push(client);
+      made.push(transport.pid!);
+      return client;
+    }).catch((x: unknown) => x);
+    expect(String(e)).toMatch(/the tool list is not available/);
+    expect(made).toHaveLength(1);
+    const pid = made[0]!;
+    expect(pid).toBeGreaterThan(0);
+    const alive = () => {
+      try {
+        process.kill(pid, 0);
+        return true;
+      } catch {
+        return false;
+      }
+    };
+    await until(() => !alive(), 'the server process to end');
+  });
+});

@@ -12,7 +12,7 @@
  * (a tool `extra`), `remove` (`record`), `reshape` (`add` requires a third number `c`), `break`
  * (a tool `bad.name`, whose name no provider takes), `scalar` (a tool `scalar` whose input schema's
  * type is `string`) or `heal` (removes `bad.name` and `scalar`).
- * `=names` adds tools named `__proto__`, `constructor` and `toString` (each takes `{ note }`,
+ * `=unlisted` answers `tools/list` with an error. `=names` adds tools named `__proto__`, `constructor` and `toString` (each takes `{ note }`,
  * journals `<name> <note> <key>` and answers `<name> ran: <note>`); `=scalar` adds `scalar`.
  * The SDK's McpServer cannot register these (it keys its tools by name in a plain object, and its
  * schemas are always objects): `serveAlso` serves them beside its own.
@@ -111,6 +111,11 @@ function makeServer(): McpServer {
     });
   }
   if (variant === 'scalar') serveAlso(server, () => [SCALAR], () => 'scalar ran');
+  if (variant === 'unlisted') {
+    server.server.setRequestHandler(ListToolsRequestSchema, async () => {
+      throw new Error('the tool list is not available');
+    });
+  }
   if (variant === 'bad') {
     // a list whose schema no validator compiles (the SDK would never produce one itself)
     server.server.setRequestHandler(ListToolsRequestSchema, async () => ({
