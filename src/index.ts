@@ -21,6 +21,8 @@ export type { RuntimeOptions } from './runtime/options.js';
 export { ExecutionSession } from './runtime/execution-session.js';
 export type { SessionSnapshot, SessionStatus, TurnContext } from './runtime/execution-session.js';
 export type { RunHandle } from './runtime/run-handle.js';
+export type { DeepPartial, RunOptions, TypedResult } from './runtime/run-options.js';
+export { parsePartialJson } from './streams/partial-json.js';
 export type { DeliveryOwner, FinalAnswer, FinalVerifier, Pricing, ToolVerifier } from './contracts/hooks.js';
 export { systemClock } from './contracts/clock.js';
 export type { Clock, IdSource } from './contracts/clock.js';
@@ -74,7 +76,7 @@ export { LoopBudget, LoopConfig, DEFAULT_COMPACTION_PROMPT } from './contracts/c
 export { EventDraft, EventPayloads, EventRecord, EventType, PendingRequest, SCHEMA_VERSION, SurfaceOp } from './contracts/events.js';
 export type { Event, PayloadOf } from './contracts/events.js';
 export { FinishReason, Message, ToolCall, Usage } from './contracts/message.js';
-export type { ModelProvider, ModelRequest, ModelResponse, ModelStreamEvent } from './contracts/model.js';
+export type { ModelProvider, ModelRequest, ModelRequestOutput, ModelResponse, ModelStreamEvent } from './contracts/model.js';
 export {
   ExecutionRequest,
   ExecutionResult,
@@ -99,6 +101,7 @@ export {
   ExecutionBusy,
   InvariantViolation,
   ProtocolExhaustedError,
+  OutputValidationError,
   ProviderError,
   SequenceConflictError,
   SessionSteeringConflict,
@@ -115,6 +118,7 @@ export {
   isExecutionBusy,
   isInvariantViolation,
   isProtocolExhaustedError,
+  isOutputValidationError,
   isProviderError,
   isSequenceConflictError,
   isSessionSteeringConflict,

@@ -3,7 +3,9 @@ import type { StepPosition } from '../contracts/calls.js';
 import { sleepOn } from '../contracts/clock.js';
 import { CancelledError, isCancelledError, isProviderError, ProviderError } from '../contracts/errors.js';
 import type { FinishReason, Message, ToolCall, Usage } from '../contracts/message.js';
-import { ModelResponseSchema, type ModelResponse } from '../contracts/model.js';
+import { ModelResponseSchema, type ModelRequest, type ModelRequestOutput, type ModelResponse } from '../contracts/model.js';
+import { sha256 } from '../persistence/surface.js';
+import { requestOutputOf, withOutputInstruction } from './final-output.js';
 import { onAbort } from '../contracts/abort.js';
 import type { LiveEvent } from '../streams/envelopes.js';
 import { redactSecrets } from '../providers/redact.js';
@@ -21,6 +23,8 @@ export interface CallSpec {
   live: boolean;
   /** Where the call's live events go (default `env.emit`). */
   emit?: SessionServices['emit'];
+  /** The run's output schema, as the request carries it (the step's call; not a compaction's). */
+  output?: ModelRequestOutput;
 }
 
 /**
@@ -50,7 +54,9 @@ export async function callWithRetries(env: SessionServices, at: StepPosition, si
     }
     const callSignal = attempt?.signal ?? signal;
     try {
-      const request = spec.maxOutputTokens === undefined ? { messages, tools: spec.tools, signal: callSignal } : { messages, tools: spec.tools, signal: callSignal, maxOutputTokens: spec.maxOutputTokens };
+      const request: ModelRequest = { messages, tools: spec.tools, signal: callSignal };
+      if (spec.maxOutputTokens !== undefined) request.maxOutputTokens = spec.maxOutputTokens;
+      if (spec.output) request.output = spec.output;
       const res = await env.model.call(request, (e) => {
         if (e.type !== 'text_delta' || !live || signal.aborted) return;
         if (!started) emit({ type: 'message_start', role: 'assistant' });
@@ -147,10 +153,14 @@ export async function callModel(env: SessionServices, input: CallModelInput, sig
     // move into the surface when they land)
     const pending = env.writer.pendingMessages;
     // one exact-size copy (concat), not a spread's growing array: O(history) per step, but a memcpy
+    const messages = env.prefix.concat(env.surface.messages, pending);
+    // an output schema: in the request, and for a provider without a native mode in the system message too
+    const out = env.output;
     called = await callWithRetries(env, at, signal, {
-      messages: env.prefix.concat(env.surface.messages, pending),
+      messages: out && env.model.structuredOutput !== 'native' ? withOutputInstruction(messages, out) : messages,
       tools: env.toolSpecs,
-      digest: env.surface.requestDigest(env.prefixDigest, env.toolCatalogDigest, pending),
+      digest: env.surface.requestDigest(out ? sha256(`${env.prefixDigest}\u0000${out.record.digest}`) : env.prefixDigest, env.toolCatalogDigest, pending),
+      ...(out ? { output: requestOutputOf(out) } : {}),
       live: true,
       emit: gate.emit,
       ...(input.outputTokensLeft !== undefined ? { maxOutputTokens: input.outputTokensLeft } : {}),

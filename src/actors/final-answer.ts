@@ -1,35 +1,48 @@
 import { promiseActor } from './promise-actor.js';
 import type { StepPosition } from '../contracts/calls.js';
 import type { Usage } from '../contracts/message.js';
+import { checkOutput, outputCorrection } from './final-output.js';
 import { servicesIn, type ServicesSource, type SessionServices } from './session-services.js';
 
 export interface FinalAnswerInput {
   runId: string;
   at: StepPosition;
   content: string;
+  /** The answer parsed against the run's output schema (verifyFinal found it; commitFinal stores it). */
+  output?: unknown;
   /** Usage of the step that produced the answer (for step/end); absent for concludesTurn. */
   usage?: Usage;
   /** Whether this step's step/end is still to be written (a model answer) or already is (concludesTurn). */
   closeStep: boolean;
 }
 
-export type VerifyFinalOutput = { kind: 'accepted' } | { kind: 'rejected'; reason: string };
+export type VerifyFinalOutput = { kind: 'accepted'; output?: unknown } | { kind: 'rejected'; reason: string } | { kind: 'output_rejected'; issues: string[] };
 
 /**
- * DESIGN §4 item 6, first half: the app's `finalVerifier` judges the answer. A rejection is
- * committed (`verification/rejected`, the feedback the model reads, and the step's end): a
- * recovery. An accepted answer commits nothing yet.
+ * DESIGN §4 item 6, first half: with an output schema, the answer must be JSON of it — else the
+ * issues are committed (`verification/rejected`, target `output`, the correction the model reads,
+ * and the step's end): a protocol correction. Then the app's `finalVerifier` judges the answer;
+ * a rejection is committed the same way (target `final`): a recovery. An accepted answer commits
+ * nothing yet.
  */
 export async function verifyFinal(env: SessionServices, input: FinalAnswerInput): Promise<VerifyFinalOutput> {
-  if (!env.finalVerifier) return { kind: 'accepted' };
   const { at } = input;
+  const checked = env.output ? checkOutput(env.output, input.content) : undefined;
+  if (checked && !checked.ok) {
+    env.writer.stage('verification/rejected', at, { target: 'output', reason: checked.issues.join('; '), issues: checked.issues, message: outputCorrection(checked.issues) });
+    if (input.closeStep) env.writer.stage('step/end', at, input.usage ? { usage: input.usage } : {});
+    await env.writer.commit();
+    return { kind: 'output_rejected', issues: checked.issues };
+  }
+  const accepted: VerifyFinalOutput = checked ? { kind: 'accepted', output: checked.value } : { kind: 'accepted' };
+  if (!env.finalVerifier) return accepted;
   let rejection: string | undefined;
   try {
     rejection = await env.finalVerifier(input.content);
   } catch (e) {
     rejection = `final verifier failed: ${(e as Error)?.message ?? e}`;
   }
-  if (rejection === undefined) return { kind: 'accepted' };
+  if (rejection === undefined) return accepted;
   env.writer.stage('verification/rejected', at, {
     target: 'final',
     reason: rejection,
@@ -50,7 +63,7 @@ export const finalMessageIdOf = (sessionId: string, runId: string, at: StepPosit
 export async function commitFinal(env: SessionServices, input: FinalAnswerInput): Promise<{ finalMessageId: string }> {
   const { at } = input;
   const finalMessageId = finalMessageIdOf(env.sessionId, input.runId, at);
-  env.writer.stage('final/message', at, { finalMessageId, runId: input.runId, content: input.content });
+  env.writer.stage('final/message', at, { finalMessageId, runId: input.runId, content: input.content, ...(input.output !== undefined ? { output: input.output } : {}) });
   if (input.closeStep) env.writer.stage('step/end', at, input.usage ? { usage: input.usage } : {});
   await env.writer.commit();
   await env.backpressure();
@@ -61,6 +74,7 @@ export interface DeliverFinalInput {
   runId: string;
   at: StepPosition;
   content: string;
+  output?: unknown;
   finalMessageId: string;
 }
 
@@ -82,7 +96,7 @@ export async function deliverFinal(env: SessionServices, input: DeliverFinalInpu
   // since final/message delivers nothing (the session's next writer settles the final)
   if (!env.writer.mayAct()) return { kind: 'delivery_unknown', reason: 'not delivered: this writer no longer holds the session (fenced, lease lost or closed)' };
   try {
-    await env.delivery.deliver({ finalMessageId, sessionId: env.sessionId, runId, turn: at.turn, step: at.step, content: input.content });
+    await env.delivery.deliver({ finalMessageId, sessionId: env.sessionId, runId, turn: at.turn, step: at.step, content: input.content, ...(input.output !== undefined ? { output: input.output } : {}) });
     env.writer.stage('delivery/committed', at, { finalMessageId });
     return { kind: 'delivered' };
   } catch (e) {

@@ -6,6 +6,7 @@ import type { Message } from '../contracts/message.js';
 import type { ModelProvider } from '../contracts/model.js';
 import type { ToolSpec } from '../contracts/tools.js';
 import type { RunTracer } from '../contracts/tracing.js';
+import type { OutputSpec } from './final-output.js';
 import type { AnyTool } from '../tools/define-tool.js';
 import type { LogWriter } from '../persistence/log-writer.js';
 import type { Surface } from '../persistence/surface.js';
@@ -35,6 +36,8 @@ export interface SessionServices {
   delivery?: DeliveryOwner;
   verifier?: ToolVerifier;
   finalVerifier?: FinalVerifier;
+  /** The output schema of the attempt under way (set when it starts; attempts run one at a time). */
+  output?: OutputSpec;
   /** Seq of each committed `tool/call` whose result is not committed yet (its tool_start's logSeq): the writer's projection. */
   readonly callSeqs: ReadonlyMap<string, number>;
   /** Resource keys held by uncertain-hanging or unsettled cancelled calls: the writer's projection. */

@@ -178,6 +178,7 @@ export async function startRun(env: SessionServices, input: StartRunInput, signa
       executionProfileFingerprint: input.executionProfileFingerprint,
       ...(input.inputId ? { inputId: input.inputId } : {}),
       ...(trace ? { trace } : {}),
+      ...(env.output ? { output: env.output.record } : {}),
     },
     input.kind === 'prompt' || input.kind === 'follow_up' ? runOpenEventId(input.runId) : runStartEventId(input.runId, input.attemptId),
   );

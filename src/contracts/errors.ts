@@ -12,6 +12,7 @@ type ErrorCode =
   | 'unknown_schema_version'
   | 'capacity'
   | 'protocol_exhausted'
+  | 'output_validation'
   | 'provider'
   | 'execution_busy'
   | 'session_steering_conflict'
@@ -153,6 +154,25 @@ export class ProtocolExhaustedError extends ActorloopError {
   }
 }
 export const isProtocolExhaustedError = (e: unknown): e is ProtocolExhaustedError => hasCode(e, 'protocol_exhausted');
+
+/**
+ * The run's final answer did not parse as JSON of its `output` schema, and the protocol
+ * corrections (`maxProtocolCorrections`) that fed the issues back to the model ran out. `issues`
+ * are those of the last answer (`path: message`).
+ * @example
+ * if (isOutputValidationError(result.error?.cause)) console.log(result.error.cause.issues)
+ */
+export class OutputValidationError extends ActorloopError {
+  readonly code = 'output_validation' as const;
+  override readonly name = 'OutputValidationError';
+  constructor(
+    readonly corrections: number,
+    readonly issues: readonly string[],
+  ) {
+    super(`the final answer did not match the output schema after ${corrections} corrections: ${issues.join('; ')}`);
+  }
+}
+export const isOutputValidationError = (e: unknown): e is OutputValidationError => hasCode(e, 'output_validation');
 
 /**
  * A model call failed. `retryable` says whether another attempt may succeed; `partialOutput`

@@ -50,6 +50,8 @@ export const EventPayloads = {
     inputId: id.optional(),
     /** The attempt's OpenTelemetry span (when tracing recorded it): a later attempt links to it. */
     trace: z.object({ traceId: z.string(), spanId: z.string() }).optional(),
+    /** The run's output schema (docs/typed-output.md): its JSON Schema, digest and strictness. */
+    output: z.object({ name: z.string(), jsonSchema: z.record(z.string(), z.unknown()), digest: RequestDigest, strict: z.boolean() }).optional(),
   }),
   'step/start': z.looseObject({}),
   'user/message': z.looseObject({ message: Message, inputId: id.optional() }),
@@ -92,7 +94,9 @@ export const EventPayloads = {
   }),
   'question/asked': z.looseObject({ pendingRequest: PendingRequest }),
   'verification/rejected': z.looseObject({
-    target: z.enum(['tool', 'final']),
+    target: z.enum(['tool', 'final', 'output']),
+    /** target `output`: the answer's JSON or schema issues (`path: message`), a protocol correction. */
+    issues: z.array(z.string()).optional(),
     callId: z.string().optional(),
     reason: z.string(),
     message: Message,
@@ -108,7 +112,13 @@ export const EventPayloads = {
   'checkpoint/loaded': z.looseObject({ messages: z.array(Message), stateContext: z.unknown().optional() }),
   'state/updated': z.looseObject({ stateContext: z.unknown() }),
   'cancellation/requested': z.looseObject({ reason: z.string() }),
-  'final/message': z.looseObject({ finalMessageId: id, runId: id, content: z.string() }),
+  'final/message': z.looseObject({
+    finalMessageId: id,
+    runId: id,
+    content: z.string(),
+    /** The answer parsed and validated against the run's output schema (docs/typed-output.md). */
+    output: z.unknown().optional(),
+  }),
   'step/end': z.looseObject({ usage: Usage.optional() }),
   'run/suspended': z.looseObject({ pendingRequest: PendingRequest }),
   'run/end': z.looseObject({

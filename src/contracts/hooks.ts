@@ -9,6 +9,8 @@ export interface FinalAnswer {
   turn: number;
   step: number;
   content: string;
+  /** The answer parsed and validated against the run's `output` schema, when the run has one. */
+  output?: unknown;
 }
 
 /**

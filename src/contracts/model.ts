@@ -8,7 +8,23 @@ export interface ModelRequest {
   tools: readonly ToolSpec[];
   /** Upper bound for this call's output, when the run has one. */
   maxOutputTokens?: number;
+  /**
+   * The run's output schema (docs/typed-output.md): the final answer must be JSON of it. A
+   * provider with a native structured-output mode (`structuredOutput: 'native'`) uses it; for
+   * any other the runtime has joined an instruction with the schema to the system message.
+   */
+  output?: ModelRequestOutput;
   signal: AbortSignal;
+}
+
+/** A run's output schema as a model request carries it. */
+export interface ModelRequestOutput {
+  /** The schema's name (`^[a-zA-Z0-9_-]{1,64}$`, OpenAI's `json_schema.name`). */
+  name: string;
+  /** JSON Schema of the answer. */
+  schema: Record<string, unknown>;
+  /** Whether OpenAI's strict mode takes it (every object closed, every property required). */
+  strict: boolean;
 }
 
 /** Live output while a model call streams; only the whole message is logged. */
@@ -60,5 +76,11 @@ export interface ModelProvider {
    * `anthropic`, `scriptedModel` `actorloop.scripted`.
    */
   readonly providerName?: string;
+  /**
+   * `'native'`: the provider maps `request.output` to its API's own structured-output mode
+   * (`openaiModel`, `anthropicModel`). Absent: the runtime asks for JSON in the system message
+   * and parses the answer's text. Either way the runtime validates the answer with zod.
+   */
+  readonly structuredOutput?: 'native';
   call(request: ModelRequest, onEvent: (event: ModelStreamEvent) => void): Promise<ModelResponse>;
 }

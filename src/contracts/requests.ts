@@ -25,7 +25,7 @@ const Continue = z.object({ kind: z.literal('continue'), runId: id.optional(), a
 export const ExecutionRequest = z.discriminatedUnion('kind', [z.object({ kind: z.literal('prompt'), runId: id, attemptId: id, message: PromptMessage }), Respond, Continue]);
 export type ExecutionRequest = z.infer<typeof ExecutionRequest>;
 /** An execute request with both its ids, given or generated. */
-export type IdentifiedRequest = ExecutionRequest & { runId: string; attemptId: string };
+export type IdentifiedRequest = ExecutionRequest & { runId: string; attemptId: string; /** The attempt's output schema (a zod schema), when the caller gave one. */ output?: z.ZodType };
 
 /**
  * `session.run` input: a message (string, user message or several) to prompt with, or an execute
@@ -93,6 +93,8 @@ export const ExecutionResult = z.object({
   status: RunStatus,
   finalMessage: z.string().optional(),
   finalMessageId: z.string().optional(),
+  /** The final answer parsed and validated against the run's `output` schema (docs/typed-output.md). */
+  output: z.unknown().optional(),
   pendingRequest: PendingRequest.optional(),
   error: z
     .object({

@@ -4,9 +4,10 @@ import type { PendingRequest } from '../contracts/events.js';
 import type { FinishReason, Message, ToolCall, Usage } from '../contracts/message.js';
 import type { ExecutionResult, UncertainCall } from '../contracts/requests.js';
 import type { ResumeInput, StartRunInput } from '../actors/start-run.js';
+import type { OutputSpec } from '../actors/final-output.js';
 
 /** How an attempt ends: what its result will say. */
-export type RunEnd = Pick<ExecutionResult, 'status' | 'outcome' | 'error' | 'budget' | 'blockedBy' | 'finalMessage' | 'finalMessageId'>;
+export type RunEnd = Pick<ExecutionResult, 'status' | 'outcome' | 'error' | 'budget' | 'blockedBy' | 'finalMessage' | 'finalMessageId' | 'output'>;
 
 export interface RunInput {
   runId: string;
@@ -16,6 +17,8 @@ export interface RunInput {
   kind: StartRunInput['kind'];
   messages: Message[];
   executionProfileFingerprint: string;
+  /** The run's output schema (docs/typed-output.md); the session gives it to the attempt's actors. */
+  output?: OutputSpec;
   budget: LoopBudget;
   maxProtocolCorrections: number;
   maxParallelTools: number;
@@ -68,7 +71,10 @@ export interface RunContext extends Omit<RunInput, 'messages' | 'uncertainCalls'
   /** Call ids of the batch in the model's order. */
   order: string[];
   batchResults: ToolCallOutput[];
-  pendingFinal: { content: string; closeStep: boolean; finalMessageId?: string } | undefined;
+  /** The answer to finalize; `output` is it parsed against the run's output schema (once verified). */
+  pendingFinal: { content: string; closeStep: boolean; finalMessageId?: string; output?: unknown } | undefined;
+  /** The last answer's output-schema issues, while its correction is the run's newest one (exhausted → OutputValidationError). */
+  outputIssues: string[] | undefined;
   stopRequested: boolean;
   cancelRequested: boolean;
   detachRequested: boolean;

@@ -1,9 +1,9 @@
 import type { StepPosition, ToolCallIntent, ToolCallOutput } from '../contracts/calls.js';
 import { addDecimal, spentBudget, type BudgetUse } from '../contracts/budget.js';
-import { isCancelledError, isStaleWriterError } from '../contracts/errors.js';
+import { isCancelledError, isStaleWriterError, OutputValidationError, ProtocolExhaustedError } from '../contracts/errors.js';
 import { addUsage, type Usage } from '../contracts/message.js';
 import { resolutionOf, type ExecutionResult, type Outcome, type RunStatus, type UncertainCall } from '../contracts/requests.js';
-import type { FinalAnswerInput } from '../actors/final-answer.js';
+import type { DeliverFinalInput, FinalAnswerInput } from '../actors/final-answer.js';
 import type { RunContext, RunEnd } from './run-context.js';
 
 export type { RunEnd } from './run-context.js';
@@ -75,6 +75,7 @@ export function resultOf(c: RunContext): ExecutionResult {
     status: end.status,
     ...(end.finalMessage !== undefined ? { finalMessage: end.finalMessage } : {}),
     ...(end.finalMessageId ? { finalMessageId: end.finalMessageId } : {}),
+    ...(end.output !== undefined ? { output: end.output } : {}),
     ...(end.error ? { error: end.error } : {}),
     ...(end.budget ? { budget: end.budget } : {}),
     ...(end.blockedBy ? { blockedBy: end.blockedBy } : {}),
@@ -94,5 +95,30 @@ export function resultOf(c: RunContext): ExecutionResult {
 /** The input of the final answer's phases (verifyFinal, commitFinal). */
 export function finalInput(c: RunContext): FinalAnswerInput {
   const f = c.pendingFinal!;
-  return { runId: c.runId, at: positionOf(c), content: f.content, closeStep: f.closeStep, ...(c.stepUsage && f.closeStep ? { usage: c.stepUsage } : {}) };
+  return { runId: c.runId, at: positionOf(c), content: f.content, closeStep: f.closeStep, ...(f.output !== undefined ? { output: f.output } : {}), ...(c.stepUsage && f.closeStep ? { usage: c.stepUsage } : {}) };
 }
+
+/** The input of the committed final's delivery. */
+export function deliverInput(c: RunContext): DeliverFinalInput {
+  const f = c.pendingFinal!;
+  return { runId: c.runId, at: positionOf(c), content: f.content, finalMessageId: f.finalMessageId!, ...(f.output !== undefined ? { output: f.output } : {}) };
+}
+
+/** A committed final's answer, as the run's end carries it. */
+export function finalOf(c: RunContext): Pick<RunEnd, 'finalMessage' | 'finalMessageId' | 'output'> {
+  const f = c.pendingFinal!;
+  return { finalMessage: f.content, finalMessageId: f.finalMessageId!, ...(f.output !== undefined ? { output: f.output } : {}) };
+}
+
+/** The end once the protocol corrections ran out: the last answer's output issues, when it was an answer that failed its schema. */
+export function exhaustedEnd(c: RunContext): RunEnd {
+  const e = c.outputIssues ? new OutputValidationError(c.maxProtocolCorrections, c.outputIssues) : new ProtocolExhaustedError(c.maxProtocolCorrections);
+  return ended('failed', 'failed', { error: { kind: 'execution', message: e.message, cause: e } });
+}
+
+/** An answer that failed its output schema: a protocol correction, its issues kept for the exhausted end. */
+export const outputCorrected = (c: RunContext, rejected: { issues: string[] }): Pick<RunContext, 'corrections' | 'pendingFinal' | 'outputIssues'> => ({
+  corrections: c.corrections + 1,
+  pendingFinal: undefined,
+  outputIssues: rejected.issues,
+});

@@ -1,7 +1,7 @@
 import { notProvided } from './not-provided.js';
 import { assign, fromPromise, sendTo, setup, type ActorRefFrom } from 'xstate';
 import type { ToolCallOutput } from '../contracts/calls.js';
-import { CapacityError, ProtocolExhaustedError } from '../contracts/errors.js';
+import { CapacityError } from '../contracts/errors.js';
 import type { ExecutionResult } from '../contracts/requests.js';
 import type { CallModelInput, CallModelOutput } from '../actors/call-model.js';
 import type { CommitIntentInput, CommitIntentOutput } from '../actors/commit-intent.js';
@@ -12,7 +12,7 @@ import type { PrepareContextInput, PrepareContextOutput } from '../actors/prepar
 import type { StartRunInput, StartRunOutput } from '../actors/start-run.js';
 import { toolBatchMachine, type ToolBatchInput } from './tool-batch.machine.js';
 import type { RunContext, RunEvent, RunInput } from './run-context.js';
-import { endFor, errorOf, finalInput, outputOf, ended, inCallOrder, positionOf, recoveredCalls, resultOf, spentNow, withStepUsage } from './run-decisions.js';
+import { deliverInput, endFor, errorOf, exhaustedEnd, finalInput, finalOf, outputCorrected, outputOf, ended, inCallOrder, positionOf, recoveredCalls, resultOf, spentNow, withStepUsage } from './run-decisions.js';
 
 export type { ResumeInput, StartRunOutput } from '../actors/start-run.js';
 export type { RunContext, RunEvent, RunInput } from './run-context.js';
@@ -79,6 +79,7 @@ export const runMachine = setup({
     intentSuspended: ({ event }) => outputOf<CommitIntentOutput>(event).kind === 'suspended',
     toolConcluded: ({ event }) => outputOf<CommitResultsOutput>(event).concluded !== undefined,
     finalRejected: ({ event }) => outputOf<VerifyFinalOutput>(event).kind === 'rejected',
+    outputRejected: ({ event }) => outputOf<VerifyFinalOutput>(event).kind === 'output_rejected',
     delivered: ({ event }) => outputOf<DeliverFinalOutput>(event).kind === 'delivered',
     endDecided: ({ context }) => context.end !== undefined,
   },
@@ -128,11 +129,10 @@ export const runMachine = setup({
     }),
     keepAnswer: assign({ pendingFinal: ({ event }) => ({ content: outputOf<Extract<CallModelOutput, { kind: 'answer' }>>(event).content, closeStep: true }) }),
     endModelCallCancelled: assign({ end: () => ended('cancelled', 'cancelled', { error: { kind: 'cancelled', message: 'model call cancelled' } }) }),
-    countCorrection: assign({ corrections: ({ context }) => context.corrections + 1, asked: undefined }),
-    endProtocolExhausted: assign(({ context }) => {
-      const e = new ProtocolExhaustedError(context.maxProtocolCorrections);
-      return { end: ended('failed', 'failed', { error: { kind: 'execution', message: e.message, cause: e } }) };
-    }),
+    countCorrection: assign({ corrections: ({ context }) => context.corrections + 1, asked: undefined, outputIssues: undefined }),
+    countOutputCorrection: assign(({ context, event }) => outputCorrected(context, outputOf<Extract<VerifyFinalOutput, { kind: 'output_rejected' }>>(event))),
+    keepOutput: assign({ pendingFinal: ({ context, event }) => ({ ...context.pendingFinal!, output: outputOf<Extract<VerifyFinalOutput, { kind: 'accepted' }>>(event).output }) }),
+    endProtocolExhausted: assign({ end: ({ context }) => exhaustedEnd(context) }),
     endBlocked: assign({ end: ({ event }) => ended('blocked', 'incomplete', { blockedBy: outputOf<Extract<CommitIntentOutput, { kind: 'blocked' }>>(event).locks }) }),
     endSuspended: assign(({ event }) => ({
       pendingRequest: outputOf<Extract<CommitIntentOutput, { kind: 'suspended' }>>(event).pendingRequest,
@@ -152,12 +152,11 @@ export const runMachine = setup({
     finalizeConcludedByTool: assign({ pendingFinal: ({ event }) => ({ content: outputOf<CommitResultsOutput>(event).concluded!, closeStep: false }) }),
     countFinalRejection: assign({ recoveries: ({ context }) => context.recoveries + 1, pendingFinal: undefined }),
     keepFinalMessageId: assign({ pendingFinal: ({ context, event }) => ({ ...context.pendingFinal!, finalMessageId: outputOf<{ finalMessageId: string }>(event).finalMessageId }) }),
-    endDelivered: assign({ end: ({ context }) => ended('succeeded', 'completed', { finalMessage: context.pendingFinal!.content, finalMessageId: context.pendingFinal!.finalMessageId! }) }),
+    endDelivered: assign({ end: ({ context }) => ended('succeeded', 'completed', finalOf(context)) }),
     endDeliveryUnknown: assign({
       end: ({ context, event }) =>
         ended('delivery_unknown', 'failed', {
-          finalMessage: context.pendingFinal!.content,
-          finalMessageId: context.pendingFinal!.finalMessageId!,
+          ...finalOf(context),
           error: { kind: 'finalization', message: outputOf<Extract<DeliverFinalOutput, { kind: 'delivery_unknown' }>>(event).reason },
         }),
     }),
@@ -189,6 +188,7 @@ export const runMachine = setup({
     order: [],
     batchResults: [],
     pendingFinal: undefined,
+    outputIssues: undefined,
     stopRequested: input.stopRequested ?? false,
     cancelRequested: input.cancelRequested ?? false,
     detachRequested: input.detachRequested ?? false,
@@ -349,11 +349,12 @@ export const runMachine = setup({
         src: 'verifyFinal',
         input: ({ context }) => finalInput(context),
         onDone: [
+          { guard: 'outputRejected', target: 'checkingCorrections', actions: 'countOutputCorrection' },
           { guard: 'finalRejected', target: 'checkingBudget', actions: 'countFinalRejection' },
           // a cancel that came while the answer was verified: no final is committed (once it is, it
           // is delivered whatever happens next — the write-ahead rule)
           { guard: 'cancelRequested', target: '#run.ending', actions: assign({ end: () => ended('cancelled', 'cancelled', { error: { kind: 'cancelled', message: 'cancelled before the final answer was committed' } }) }) },
-          { target: 'committingFinal' },
+          { target: 'committingFinal', actions: 'keepOutput' },
         ],
         onError: RUN_FAILED,
       },
@@ -369,7 +370,7 @@ export const runMachine = setup({
     delivering: {
       invoke: {
         src: 'deliverFinal',
-        input: ({ context: c }): DeliverFinalInput => ({ runId: c.runId, at: positionOf(c), content: c.pendingFinal!.content, finalMessageId: c.pendingFinal!.finalMessageId! }),
+        input: ({ context }) => deliverInput(context),
         onDone: [
           { guard: 'delivered', target: '#run.ending', actions: 'endDelivered' },
           { target: '#run.ending', actions: 'endDeliveryUnknown' },

@@ -32,7 +32,7 @@ export interface OpenRunState {
   /** The seq of each unresolved call's `tool/call` (the logSeq of its tool_start when it runs again). */
   callSeqs: Map<string, number>;
   /** final/message ids without a delivery event. */
-  undeliveredFinals: { finalMessageId: string; content: string; step: number }[];
+  undeliveredFinals: { finalMessageId: string; content: string; output?: unknown; step: number }[];
   deliveredFinalIds: string[];
   deliveryUnknownFinalIds: string[];
   /**
@@ -45,6 +45,8 @@ export interface OpenRunState {
    * tool/result written by a later attempt than the call's tool/call.
    */
   uncertainCalls: UncertainCall[];
+  /** The run's output schema as its run/start recorded it (docs/typed-output.md). */
+  output?: { name: string; jsonSchema: Record<string, unknown>; digest: string; strict: boolean };
   /** What the run's earlier attempts spent, for its budgets (DESIGN §4 item 8: per run). */
   spent: { toolCalls: number; usage: Usage; modelUsages: Usage[]; recoveries: number; corrections: number };
 }
@@ -63,7 +65,7 @@ export function foldRunEvents(events: readonly EventRecord[]): OpenRunState | un
   const calls = new Map<string, ToolCallIntent>();
   /** The attempt (run epoch) that wrote each call's intent. */
   const intentAttempts = new Map<string, number>();
-  const finals = new Map<string, { finalMessageId: string; content: string; step: number }>();
+  const finals = new Map<string, OpenRunState['undeliveredFinals'][number]>();
   // the newest step's concludesTurn content, and whether a verifier rejected any of its results
   let concluding: { step: number; content?: string; rejected: boolean } | undefined;
   for (const e of events) {
@@ -86,6 +88,7 @@ export function foldRunEvents(events: readonly EventRecord[]): OpenRunState | un
           deliveryUnknownFinalIds: [],
           uncertainCalls: [],
           spent: { toolCalls: 0, usage: zeroUsage(), modelUsages: [], recoveries: 0, corrections: 0 },
+          ...(p.output ? { output: p.output } : {}),
         };
       } else {
         st.runEpoch = p.runEpoch;
@@ -121,7 +124,9 @@ export function foldRunEvents(events: readonly EventRecord[]): OpenRunState | un
         }
         break;
       case 'verification/rejected':
-        st.spent.recoveries++;
+        // an answer that failed its output schema is a protocol correction, a verifier's rejection a recovery
+        if (p.target === 'output') st.spent.corrections++;
+        else st.spent.recoveries++;
         if (concluding?.step === e.step) concluding.rejected = true;
         break;
       case 'tool/batch-rejected':
@@ -144,7 +149,7 @@ export function foldRunEvents(events: readonly EventRecord[]): OpenRunState | un
         break;
       case 'final/message':
         concluding = undefined;
-        finals.set(p.finalMessageId, { finalMessageId: p.finalMessageId, content: p.content, step: e.step });
+        finals.set(p.finalMessageId, { finalMessageId: p.finalMessageId, content: p.content, ...(p.output !== undefined ? { output: p.output } : {}), step: e.step });
         break;
       case 'delivery/committed':
         finals.delete(p.finalMessageId);

@@ -5,6 +5,8 @@ import type { ResumeInput, RunInput } from '../machines/run.machine.js';
 import type { OpenRunState } from '../persistence/open-run.js';
 import { answerSchema, ApprovalAnswer, JsonValue } from './answer-schema.js';
 import type { ResolvedRuntimeOptions } from './options.js';
+import type { z } from 'zod';
+import { outputSpec, RecordedOutput, recordedSpec, withOutput, type OutputSpec } from '../actors/final-output.js';
 
 /** What an attempt's run input is made from: the session's open run, last turn and options. */
 export interface AttemptSource {
@@ -30,10 +32,12 @@ export function openRunBusy(sessionId: string, open: OpenRunState): ExecutionBus
  * whose intents have no result. Throws ValidationError or ExecutionBusy.
  */
 export function attemptInput(req: IdentifiedRequest, s: AttemptSource): RunInput {
+  const output = runOutput(req, s.options.output, s.openRun);
   const base = {
     runId: req.runId,
     attemptId: req.attemptId,
-    executionProfileFingerprint: s.fingerprint,
+    executionProfileFingerprint: withOutput(s.fingerprint, output),
+    ...(output ? { output } : {}),
     budget: s.options.budget,
     maxProtocolCorrections: s.options.config.maxProtocolCorrections,
     maxParallelTools: s.options.config.maxParallelTools,
@@ -88,7 +92,9 @@ export function attemptInput(req: IdentifiedRequest, s: AttemptSource): RunInput
 
 /** The run of a follow-up input (runId = attemptId = inputId), the turn after `lastTurn`. */
 export function followUpInput(f: { inputId: string; messages: RunInput['messages'] }, s: Pick<AttemptSource, 'fingerprint' | 'options' | 'now' | 'lastTurn'>): RunInput {
+  const output = s.options.output ? outputSpec(s.options.output) : undefined;
   return {
+    ...(output ? { output } : {}),
     runId: f.inputId,
     attemptId: f.inputId,
     runEpoch: 1,
@@ -96,10 +102,33 @@ export function followUpInput(f: { inputId: string; messages: RunInput['messages
     kind: 'follow_up',
     inputId: f.inputId,
     messages: f.messages,
-    executionProfileFingerprint: s.fingerprint,
+    executionProfileFingerprint: withOutput(s.fingerprint, output),
     budget: s.options.budget,
     maxProtocolCorrections: s.options.config.maxProtocolCorrections,
     maxParallelTools: s.options.config.maxParallelTools,
     startedAt: s.now,
   };
+}
+
+/**
+ * The attempt's output schema: a prompt's own, else the runtime's; a respond or continue keeps
+ * the schema its run recorded in run/start — the zod schema given (the request's or the
+ * runtime's) when its digest is the recorded one, else the recorded JSON Schema converted back
+ * (a continue in another process). A respond or continue that gives another schema is refused.
+ */
+export function runOutput(req: IdentifiedRequest, runtimeOutput: z.ZodType | undefined, open: OpenRunState | undefined): OutputSpec | undefined {
+  const where = 'session.execute: output';
+  if (req.kind === 'prompt') return req.output ?? runtimeOutput ? outputSpec(req.output ?? runtimeOutput!, where) : undefined;
+  const recorded = open?.runId === req.runId ? open.output : undefined;
+  const given = req.output ? outputSpec(req.output, where) : undefined;
+  if (!recorded) {
+    if (given) throw new ValidationError('session.execute', [{ path: ['output'], message: `run ${req.runId} was started without an output schema: a ${req.kind} cannot give one` }]);
+    return undefined;
+  }
+  if (given && given.record.digest !== recorded.digest) {
+    throw new ValidationError('session.execute', [{ path: ['output'], message: `run ${req.runId} was started with another output schema (digest ${recorded.digest}): a ${req.kind} keeps it` }]);
+  }
+  if (given) return given;
+  const fallback = runtimeOutput ? outputSpec(runtimeOutput, where) : undefined;
+  return fallback?.record.digest === recorded.digest ? fallback : recordedSpec(RecordedOutput.parse(recorded));
 }

@@ -24,6 +24,7 @@ import type { ResolvedRuntimeOptions } from './options.js';
 import { prepareAttempt, type AttemptSession } from './prepare-attempt.js';
 import { assertNewRunId, runIdTaken } from './run-claims.js';
 import { identifiedRequest, identifiedRun, runHandle, type RunHandle } from './run-handle.js';
+import { withRunOptions, type RunOptions, type TypedResult } from './run-options.js';
 import { createSessionActor } from './session-actors.js';
 import { LiveView, snapshotOf, type SessionSnapshot } from './session-view.js';
 import { StopRequests } from './stop-requests.js';
@@ -43,7 +44,7 @@ export type { SessionDeps } from './session-deps.js';
  * @example
  * const result = await session.execute({ kind: 'prompt', runId: 'r1', attemptId: 'a1', message: 'hi' })
  */
-export class ExecutionSession {
+export class ExecutionSession<TOut = unknown> {
   readonly sessionId: string;
   readonly sessionInstanceId: string;
   readonly actor: ReturnType<typeof createSessionActor>;
@@ -157,8 +158,10 @@ export class ExecutionSession {
    * Runs one attempt. Rejects only for bad input (ValidationError) or a busy session
    * (ExecutionBusy); everything that happens while running comes back as the result.
    */
-  async execute(request: ExecutionRequest): Promise<ExecutionResult> {
-    const parsed = parseInput(ExecutionRequest, request, 'session.execute');
+  execute<S extends z.ZodType>(request: ExecutionRequest & { output: S }): Promise<TypedResult<z.output<S>>>;
+  execute(request: ExecutionRequest & RunOptions): Promise<TypedResult<TOut>>;
+  async execute(request: ExecutionRequest & RunOptions): Promise<ExecutionResult> {
+    const parsed = withRunOptions(parseInput(ExecutionRequest, request, 'session.execute'), request, 'session.execute');
     // (no await when the request names its ids: a prompt claims its run id before any await)
     if (parsed.runId === undefined && this.runs.stale && !this.busy) await this.runs.reload().catch(() => undefined);
     const req = parsed.runId !== undefined && parsed.attemptId !== undefined ? (parsed as IdentifiedRequest) : identifiedRequest(parsed, this.runs.open?.runId ?? this.current?.runId, () => this.newId(), this.sessionId);
@@ -197,9 +200,12 @@ export class ExecutionSession {
    * for await (const text of run.textStream) process.stdout.write(text)
    * console.log((await run.result).status)
    */
-  run(input: RunRequest): RunHandle {
-    const req = identifiedRun(parseInput(RunRequest, input, 'session.run'), () => this.newId(), this.runs.open?.runId ?? this.current?.runId);
-    return runHandle(this.stream.events$, req, (r) => this.execute(r.runId === '' ? ({ ...r, runId: undefined } as ExecutionRequest) : r));
+  run<S extends z.ZodType>(input: RunRequest, options: { output: S }): RunHandle<z.output<S>>;
+  run(input: RunRequest, options?: RunOptions): RunHandle<TOut>;
+  run(input: RunRequest, options: RunOptions = {}): RunHandle {
+    const req = withRunOptions(identifiedRun(parseInput(RunRequest, input, 'session.run'), () => this.newId(), this.runs.open?.runId ?? this.current?.runId), options, 'session.run');
+    const typed = req.output !== undefined || this.options.output !== undefined;
+    return runHandle(this.stream.events$, req, (r) => this.execute(r.runId === '' ? ({ ...r, runId: undefined } as ExecutionRequest) : r), typed);
   }
 
   private newId(): string {
@@ -208,6 +214,7 @@ export class ExecutionSession {
 
   /** The attempt `input` starts: its turn context, its stream ids, its caller (`token`'s, or `caller`). */
   private begin(input: RunInput, token?: number): void {
+    this.env.output = input.output;
     if (input.kind === 'prompt' || input.kind === 'follow_up') this.lastTurn = input.turn;
     // the context a run *started* from: a respond or continue attempt keeps its run's entry
     if (input.kind === 'prompt' || input.kind === 'follow_up' || !this.turnContexts.has(input.runId)) {

@@ -10,6 +10,7 @@ import type { EventStore } from '../persistence/event-store.js';
 import type { AnyTool } from '../tools/define-tool.js';
 import type { InspectionEvent } from 'xstate';
 import { ClockOption, type IdSource } from '../contracts/clock.js';
+import { isZodSchema } from '../actors/final-output.js';
 
 const fn = <T>(what: string) => z.custom<T>((v) => typeof v === 'function', `${what} must be a function`);
 
@@ -36,7 +37,8 @@ const isTool = (v: unknown): v is AnyTool => {
 const isModel = (v: unknown): v is ModelProvider => {
   if (typeof v !== 'object' || v === null || typeof (v as ModelProvider).call !== 'function') return false;
   const name = (v as ModelProvider).providerName;
-  return name === undefined || (typeof name === 'string' && name.length > 0);
+  const so = (v as ModelProvider).structuredOutput;
+  return (name === undefined || (typeof name === 'string' && name.length > 0)) && (so === undefined || so === 'native');
 };
 
 /** Unknown keys are refused: a misspelt option (aprovalFor) must not quietly become its default. */
@@ -44,13 +46,15 @@ export const RuntimeOptions = z.strictObject({
   store: z.custom<EventStore>(isStore, `an EventStore (an object with ${STORE_METHODS.join(', ')}), e.g. lmdbStore(...) or memoryStore()`).optional(),
   model: z.custom<ModelProvider>(
     isModel,
-    'a ModelProvider (e.g. openaiModel(...), scriptedModel(...)); its providerName, if any, a non-empty string',
+    "a ModelProvider (e.g. openaiModel(...), scriptedModel(...)); its providerName, if any, a non-empty string; its structuredOutput, if any, 'native'",
   ),
   tools: z
     .array(z.custom<AnyTool>(isTool, 'a tool made with defineTool'))
     .default([])
     .refine((ts) => new Set(ts.map((t) => t.name)).size === ts.length, 'tool names must be unique'),
   systemPrompt: z.string().optional(),
+  /** The default agent's output schema (docs/typed-output.md): every run's final answer is JSON of it, unless the run gives its own. */
+  output: z.custom<z.ZodType>(isZodSchema, 'a zod schema (e.g. z.object({ … }))').optional(),
   bootstrapMessages: z.array(InputMessage).default([]),
   config: LoopConfig.default(LoopConfig.parse({})),
   budget: LoopBudget.default(LoopBudget.parse({})),

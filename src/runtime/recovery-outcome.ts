@@ -57,7 +57,7 @@ export async function settleInterruptedFinal(env: SessionServices, open: OpenRun
   let reason = 'the process stopped after the final answer was committed and before its delivery was recorded';
   if (env.delivery?.idempotent) {
     try {
-      await env.delivery.deliver({ finalMessageId: final.finalMessageId, sessionId: env.sessionId, runId: open.runId, turn: open.turn, step: final.step, content: final.content });
+      await env.delivery.deliver({ finalMessageId: final.finalMessageId, sessionId: env.sessionId, runId: open.runId, turn: open.turn, step: final.step, content: final.content, ...(final.output !== undefined ? { output: final.output } : {}) });
       status = 'succeeded';
     } catch (e) {
       reason = `redelivery after recovery failed: ${(e as Error)?.message ?? e}`;
@@ -79,6 +79,7 @@ export async function settleInterruptedFinal(env: SessionServices, open: OpenRun
     status,
     finalMessage: final.content,
     finalMessageId: final.finalMessageId,
+    ...(final.output !== undefined ? { output: final.output } : {}),
     ...(status === 'delivery_unknown' ? { error: { kind: 'finalization' as const, message: reason } } : {}),
     checkpointCommitted: true,
     historyConsistent: true,

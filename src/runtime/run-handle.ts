@@ -2,6 +2,8 @@ import type { Observable } from 'rxjs';
 import { ValidationError } from '../contracts/errors.js';
 import type { ExecutionRequest, ExecutionResult, IdentifiedRequest, CheckedRunRequest } from '../contracts/requests.js';
 import type { Envelope } from '../streams/envelopes.js';
+import { parsePartialJson } from '../streams/partial-json.js';
+import type { DeepPartial, TypedResult } from './run-options.js';
 
 /**
  * One attempt started by `session.run`: its ids, its live output and its result.
@@ -10,20 +12,32 @@ import type { Envelope } from '../streams/envelopes.js';
  * attempt is refused (bad input, a busy session) both throw the error `result` rejects with.
  * Both buffer what has not been read yet (an attempt's envelopes, not the session's history).
  */
-export interface RunHandle {
+export interface RunHandle<T = unknown> {
   readonly runId: string;
   readonly attemptId: string;
   /** The assistant's text as it streams: the deltas of every model call of the attempt. */
   readonly textStream: AsyncIterable<string>;
   /** The attempt's envelopes (DESIGN §6, docs/streaming.md), in order. */
   readonly events: AsyncIterable<Envelope>;
-  /** The attempt's ExecutionResult, as `execute` resolves it. */
-  readonly result: Promise<ExecutionResult>;
+  /**
+   * With an output schema (the run's or the runtime's): the answer's object as its JSON streams,
+   * parsed tolerantly after each delta of a model call (a new call starts over); each value is a
+   * partial object, not yet validated; one not read before the next is replaced by it. Nothing
+   * without a schema. Otherwise the same contract as `textStream`.
+   */
+  readonly partialOutputStream: AsyncIterable<DeepPartial<T>>;
+  /** The attempt's ExecutionResult, as `execute` resolves it; `output` typed by the run's schema. */
+  readonly result: Promise<TypedResult<T>>;
 }
 
-/** A single-consumer queue read as an async iterable: pushed values, then an end or an error. */
+/**
+ * A single-consumer queue read as an async iterable: pushed values, then an end or an error.
+ * `latestOnly`: a value not read yet is replaced by the next (partial objects: the newest is enough).
+ */
 class Feed<T> implements AsyncIterable<T> {
   private readonly items: T[] = [];
+  constructor(private readonly latestOnly = false) {}
+
   private waiting: ((r: IteratorResult<T>) => void) | undefined;
   private failWaiting: ((e: unknown) => void) | undefined;
   private ended = false;
@@ -35,7 +49,8 @@ class Feed<T> implements AsyncIterable<T> {
     if (w) {
       this.waiting = this.failWaiting = undefined;
       w({ value: v, done: false });
-    } else this.items.push(v);
+    } else if (this.latestOnly) this.items.splice(0, this.items.length, v);
+    else this.items.push(v);
   }
 
   end(error?: { e: unknown }): void {
@@ -82,18 +97,23 @@ class Feed<T> implements AsyncIterable<T> {
  * its assistant text `textStream` — the deltas, or a message's whole text when its model call
  * did not stream.
  */
-export function runHandle(events$: Observable<Envelope>, req: ExecutionRequest & { runId: string; attemptId: string }, execute: (r: ExecutionRequest) => Promise<ExecutionResult>): RunHandle {
+export function runHandle(events$: Observable<Envelope>, req: ExecutionRequest & { runId: string; attemptId: string }, execute: (r: ExecutionRequest) => Promise<ExecutionResult>, typed = false): RunHandle {
   const events = new Feed<Envelope>();
   const text = new Feed<string>();
+  const partials = new Feed<unknown>(true);
+  const partial = typed ? partialOutputs((v) => partials.push(v)) : undefined;
   let streamed = false;
   const sub = events$.subscribe((env) => {
     if (env.runId !== req.runId || env.attemptId !== req.attemptId) return;
     events.push(env);
     const e = env.event;
-    if (e.type === 'message_start' && e.role === 'assistant') streamed = false;
-    else if (e.type === 'message_delta' && e.role === 'assistant' && e.text !== '') {
+    if (e.type === 'message_start' && e.role === 'assistant') {
+      streamed = false;
+      partial?.reset();
+    } else if (e.type === 'message_delta' && e.role === 'assistant' && e.text !== '') {
       streamed = true;
       text.push(e.text);
+      partial?.add(e.text);
     } else if (e.type === 'message_end' && e.role === 'assistant' && !e.discarded && !streamed && typeof e.message.content === 'string' && e.message.content !== '') {
       text.push(e.message.content);
     }
@@ -103,13 +123,34 @@ export function runHandle(events$: Observable<Envelope>, req: ExecutionRequest &
     sub.unsubscribe();
     events.end(error);
     text.end(error);
+    partials.end(error);
   };
   const result = execute(req);
   result.then(
     () => finish(),
     (e: unknown) => finish({ e }),
   );
-  return { runId: req.runId, attemptId: req.attemptId, textStream: text, events, result };
+  return { runId: req.runId, attemptId: req.attemptId, textStream: text, events, partialOutputStream: partials, result };
+}
+
+/** The partial objects of one model call's streamed text: each new one (by its JSON) handed to `push`. */
+function partialOutputs(push: (v: unknown) => void): { add(text: string): void; reset(): void } {
+  let buffer = '';
+  let last = '';
+  return {
+    add(t) {
+      buffer += t;
+      const v = parsePartialJson(buffer);
+      if (v === undefined) return;
+      const json = JSON.stringify(v);
+      if (json === last) return;
+      last = json;
+      push(v);
+    },
+    reset() {
+      buffer = last = '';
+    },
+  };
 }
 
 /**

@@ -18,6 +18,7 @@ import { SessionProjection } from '../persistence/projection.js';
 import { committedEnvelopes } from '../streams/committed-envelopes.js';
 import type { SessionServices } from '../actors/session-services.js';
 import { RuntimeOptions, type ResolvedRuntimeOptions } from './options.js';
+import { outputSpec, withOutput } from '../actors/final-output.js';
 import { toolSets } from './tool-set.js';
 import { estimateTokens, sha256, Surface } from '../persistence/surface.js';
 import type { Message } from '../contracts/message.js';
@@ -29,12 +30,12 @@ import { submitEntry, workOf } from './submit.js';
 import { waitForResult } from './wait-for-result.js';
 import { serve, type OpenInternals, type ServeHandle } from './serve.js';
 
-export interface Runtime {
+export interface Runtime<TOut = unknown> {
   readonly store: EventStore;
   /** sha256 hex of the canonical execution profile (model id, prompts, tool catalog, config, budget). */
   readonly executionProfileFingerprint: string;
   /** Attaches a writer (fencing any older one), writes `session/attached` and loads the surface. */
-  openSession(sessionId: string): Promise<ExecutionSession>;
+  openSession(sessionId: string): Promise<ExecutionSession<TOut>>;
   /**
    * The envelopes of every instance of `sessionId` open in this process, now and later (a web
    * stream's live deltas); nothing for a session that runs elsewhere.
@@ -78,6 +79,7 @@ export interface Runtime {
  * const result = await session.execute({ kind: 'prompt', runId: 'r1', attemptId: 'a1', message: 'hi' })
  * await runtime.close()
  */
+export function createRuntime<S extends z.ZodType | undefined = undefined>(options: RuntimeOptions & { output?: S }): Runtime<S extends z.ZodType ? z.output<S> : unknown>;
 export function createRuntime(options: RuntimeOptions): Runtime {
   const o = parseInput(RuntimeOptions, options, 'createRuntime');
   const ks = o.killSwitch;
@@ -91,6 +93,7 @@ export function createRuntime(options: RuntimeOptions): Runtime {
   if (o.askUser && o.tools.some((t) => t.name === askUserTool.name)) {
     parseInput(z.never(), undefined, `createRuntime: tools (a tool named ${askUserTool.name} beside the askUser option: the built-in would replace it; rename it or leave askUser off)`);
   }
+  const defaultOutput = o.output ? outputSpec(o.output, 'createRuntime: output') : undefined;
   const tracing = resolveTracing(o.tracing);
   const store = o.store ?? lmdbStore({ path: './.actorloop' });
   const tools = o.askUser ? [...o.tools, askUserTool] : o.tools;
@@ -145,7 +148,7 @@ export function createRuntime(options: RuntimeOptions): Runtime {
       return serve({ open: (sid, internals) => (runtime.openSession as (id: string, i: OpenInternals) => Promise<ExecutionSession>)(sid, internals), store, work: workOf(store, 'runtime.serve'), inboxFor, isKilled: () => killed }, options);
     },
     get executionProfileFingerprint() {
-      return toolSet().fingerprint;
+      return withOutput(toolSet().fingerprint, defaultOutput);
     },
     async openSession(sessionId: string, internal?: OpenInternals) {
       parseInput(SessionIdInput, sessionId, 'openSession: sessionId');

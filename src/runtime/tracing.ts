@@ -327,6 +327,7 @@ export class SessionTracer implements RunTracer {
     return {
       modelId: model.modelId,
       ...(model.providerName !== undefined ? { providerName: model.providerName } : {}),
+      ...(model.structuredOutput !== undefined ? { structuredOutput: model.structuredOutput } : {}),
       async call(request, onEvent) {
         const a = self.attempt;
         if (!a) return model.call(request, onEvent);

@@ -1,0 +1,131 @@
+import { z } from 'zod';
+import { ValidationError } from '../contracts/errors.js';
+import { JsonValue } from '../contracts/json.js';
+import type { Message } from '../contracts/message.js';
+import type { ModelRequestOutput } from '../contracts/model.js';
+import { canonicalJson } from '../persistence/codec.js';
+import { sha256 } from '../persistence/surface.js';
+import { answerSchema } from '../runtime/answer-schema.js';
+
+/** What `run/start` records of a run's output schema: a zod schema cannot be stored, its JSON Schema can. */
+export const RecordedOutput = z.strictObject({
+  name: z.string().regex(/^[a-zA-Z0-9_-]{1,64}$/),
+  jsonSchema: z.record(z.string(), z.unknown()),
+  /** sha256 hex of the canonical JSON Schema: part of the execution-profile fingerprint. */
+  digest: z.string().regex(/^[0-9a-f]{64}$/),
+  strict: z.boolean(),
+});
+export type RecordedOutput = z.infer<typeof RecordedOutput>;
+
+/** A run's output schema: what checks the answer (the zod schema, or the recorded JSON Schema converted back) and what is recorded. */
+export interface OutputSpec {
+  readonly schema: z.ZodType;
+  readonly record: RecordedOutput;
+}
+
+/** The name the providers give the answer's schema (OpenAI's `json_schema.name`). */
+export const OUTPUT_NAME = 'final_answer';
+
+/** Whether `v` is a zod schema (the `output` option's shape). */
+export const isZodSchema = (v: unknown): v is z.ZodType => v instanceof z.ZodType;
+
+/**
+ * The spec of a zod `output` schema: its JSON Schema (the output side, so objects are closed;
+ * the input side for a schema whose output cannot be represented), the digest, and whether
+ * OpenAI's strict mode can take it.
+ */
+export function outputSpec(schema: z.ZodType, where = 'output'): OutputSpec {
+  let json: Record<string, unknown>;
+  try {
+    json = z.toJSONSchema(schema, { io: 'output' }) as Record<string, unknown>;
+  } catch {
+    try {
+      json = z.toJSONSchema(schema, { io: 'input', unrepresentable: 'any' }) as Record<string, unknown>;
+    } catch (e) {
+      throw new ValidationError(where, [{ path: [], message: `the schema cannot be written as JSON Schema: ${(e as Error)?.message ?? e}` }]);
+    }
+  }
+  delete json.$schema;
+  return { schema, record: { name: OUTPUT_NAME, jsonSchema: json, digest: sha256(canonicalJson(json)), strict: strictAllows(json) } };
+}
+
+/** The spec of a run whose schema is known only from its `run/start` record (a continue in another process). */
+export function recordedSpec(record: RecordedOutput): OutputSpec {
+  return { schema: answerSchema(record.jsonSchema), record };
+}
+
+/**
+ * Whether OpenAI's strict structured output takes `schema`: an object at the root, and every
+ * object (at any depth) closed (`additionalProperties: false`) with every property required.
+ */
+export function strictAllows(schema: Record<string, unknown>): boolean {
+  if (schema.type !== 'object') return false;
+  const objectsClosed = (s: unknown): boolean => {
+    if (Array.isArray(s)) return s.every(objectsClosed);
+    if (typeof s !== 'object' || s === null) return true;
+    const o = s as Record<string, unknown>;
+    if (o.type === 'object') {
+      const props = (o.properties ?? {}) as Record<string, unknown>;
+      const required = Array.isArray(o.required) ? o.required : [];
+      if (o.additionalProperties !== false || Object.keys(props).some((k) => !required.includes(k))) return false;
+    }
+    return Object.values(o).every(objectsClosed);
+  };
+  return objectsClosed(schema);
+}
+
+/**
+ * The execution-profile fingerprint of an attempt with output schema `spec`: the tools' and
+ * config's fingerprint with the schema's digest folded in (unchanged without a schema).
+ */
+export const withOutput = (fingerprint: string, spec: OutputSpec | undefined): string => (spec ? sha256(canonicalJson({ profile: fingerprint, output: spec.record.digest })) : fingerprint);
+
+/** What the model request carries of a run's output schema. */
+export const requestOutputOf = (spec: OutputSpec): ModelRequestOutput => ({ name: spec.record.name, schema: spec.record.jsonSchema, strict: spec.record.strict });
+
+/**
+ * The instruction a provider without a native structured-output mode is given (joined to the
+ * system message): answer with JSON of the schema, nothing else.
+ */
+export const outputInstruction = (spec: OutputSpec): string =>
+  `When you give your final answer, answer with JSON only (no prose, no code fence) that matches this JSON Schema:\n${JSON.stringify(spec.record.jsonSchema)}`;
+
+/** `messages` with the output instruction joined to the system message (or a system message of its own first). */
+export function withOutputInstruction(messages: readonly Message[], spec: OutputSpec): Message[] {
+  const text = outputInstruction(spec);
+  const first = messages[0];
+  if (first?.role === 'system' && typeof first.content === 'string') return [{ ...first, content: `${first.content}\n\n${text}` }, ...messages.slice(1)];
+  return [{ role: 'system', content: text }, ...messages];
+}
+
+export type CheckedOutput = { ok: true; value: unknown } | { ok: false; issues: string[] };
+
+/** A JSON text that a model may have wrapped in a Markdown code fence. */
+const unfenced = (text: string): string => {
+  const m = /^\s*```(?:json)?\s*\n([\s\S]*?)\n?```\s*$/.exec(text);
+  return m ? m[1]! : text;
+};
+
+/**
+ * The answer's text checked against the run's schema: parsed as JSON (a code fence around it is
+ * taken off), then validated with zod; the issues as `path: message` otherwise. The value kept
+ * is the schema's output, which must be JSON (it is stored in `final/message`).
+ */
+export function checkOutput(spec: OutputSpec, text: string): CheckedOutput {
+  let value: unknown;
+  try {
+    value = JSON.parse(unfenced(text));
+  } catch (e) {
+    return { ok: false, issues: [`(root): the answer is not JSON (${(e as Error).message})`] };
+  }
+  const r = spec.schema.safeParse(value);
+  if (!r.success) return { ok: false, issues: r.error.issues.map((i) => `${i.path.map(String).join('.') || '(root)'}: ${i.message}`) };
+  if (!JsonValue.safeParse(r.data).success) return { ok: false, issues: ['(root): the schema\'s output is not JSON (a transform to a Date, Map, … cannot be stored in the log)'] };
+  return { ok: true, value: r.data };
+}
+
+/** The correction the model reads after an answer that failed its schema. */
+export const outputCorrection = (issues: readonly string[]): Message => ({
+  role: 'user',
+  content: `Your final answer does not match the required output schema: ${issues.join('; ')}. Answer again with JSON only that matches the schema.`,
+});

@@ -1,0 +1,40 @@
+import { z } from 'zod';
+import { isZodSchema } from '../actors/final-output.js';
+import { parseInput } from '../contracts/validate.js';
+import type { ExecutionResult } from '../contracts/requests.js';
+
+/**
+ * Per-run options of `session.run(input, options)` (and fields of `session.execute`'s request):
+ * `output`, a zod schema the run's final answer must be JSON of (docs/typed-output.md).
+ * @example
+ * const { output } = await session.run('Extract the invoice', { output: Invoice }).result
+ */
+export interface RunOptions<S extends z.ZodType = z.ZodType> {
+  output?: S;
+}
+
+const RunOptionsSchema = z.strictObject({ output: z.custom<z.ZodType>(isZodSchema, 'a zod schema (e.g. z.object({ … }))').optional() });
+
+/** An ExecutionResult whose `output` is typed by the run's schema. */
+export type TypedResult<T> = Omit<ExecutionResult, 'output'> & {
+  /** The final answer parsed and validated against the run's output schema (a run that succeeded, or whose final is delivery_unknown). */
+  output?: T;
+};
+
+/** A partial object of `T` as its JSON streams: every property, at any depth, may still be missing. */
+export type DeepPartial<T> = T extends readonly (infer U)[] ? DeepPartial<U>[] : T extends object ? { [K in keyof T]?: DeepPartial<T[K]> } : T;
+
+/**
+ * `req` with the run's output schema taken from `given` (session.run's options, or the fields
+ * of an execute request, which its zod parse drops): a value that is not a zod schema is refused.
+ */
+export function withRunOptions<R extends object>(req: R, given: unknown, where: string): R & { output?: z.ZodType } {
+  if (typeof given !== 'object' || given === null || !Object.hasOwn(given, 'output')) {
+    if (where === 'session.run') parseInput(RunOptionsSchema, given, `${where}: options`);
+    return req;
+  }
+  const output = (given as { output?: unknown }).output;
+  if (where === 'session.run') parseInput(RunOptionsSchema, given, `${where}: options`);
+  else parseInput(RunOptionsSchema.shape.output, output, `${where}: output`);
+  return output === undefined ? req : { ...req, output: output as z.ZodType };
+}
