@@ -298,6 +298,7 @@ export function anthropicModel(options: AnthropicModelOptions): ModelProvider {
   return {
     modelId: o.model,
     providerName: 'anthropic',
+    structuredOutput: 'native',
     async call(request: ModelRequest, onEvent: (event: ModelStreamEvent) => void): Promise<ModelResponse> {
       throwIfAborted(request.signal, 'anthropic');
       const { system, messages } = toAnthropicMessages(request.messages);
@@ -310,6 +311,8 @@ export function anthropicModel(options: AnthropicModelOptions): ModelProvider {
         ...(system !== undefined ? { system } : {}),
         ...(request.tools.length ? { tools: toAnthropicTools(request.tools) } : {}),
         ...(thinking ? { thinking } : {}),
+        // the run's output schema: the API's own structured output (the answer's text is JSON of it; tools stay callable)
+        ...(request.output ? { output_config: { format: { type: 'json_schema', schema: request.output.schema } } } : {}),
         ...o.extraBody,
         stream: true,
       } as Body;

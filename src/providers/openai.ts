@@ -215,6 +215,7 @@ export function openaiModel(options: OpenAIModelOptions): ModelProvider {
   return {
     modelId: o.model,
     providerName: 'openai',
+    structuredOutput: 'native',
     async call(request: ModelRequest, onEvent: (event: ModelStreamEvent) => void): Promise<ModelResponse> {
       throwIfAborted(request.signal, 'openai');
       const cap = [o.maxTokens, request.maxOutputTokens].filter((n): n is number => n !== undefined);
@@ -225,6 +226,8 @@ export function openaiModel(options: OpenAIModelOptions): ModelProvider {
         ...(request.tools.length ? { tools: toOpenAITools(request.tools) } : {}),
         ...(o.temperature !== undefined ? { temperature: o.temperature } : {}),
         ...(cap.length ? { [o.maxTokensParam]: Math.min(...cap) } : {}),
+        // the run's output schema: strict where every object is closed and fully required
+        ...(request.output ? { response_format: { type: 'json_schema', json_schema: { name: request.output.name, schema: request.output.schema, strict: request.output.strict } } } : {}),
         ...extra,
         stream: true,
         stream_options: { include_usage: true, ...asRecord(extra.stream_options) },
