@@ -42,7 +42,10 @@ class PartialReader {
         this.i += word.length;
         return v;
       }
-      if (word.startsWith(rest) && this.i + rest.length === this.s.length) throw EOF; // `tru` at the end
+      if (word.startsWith(rest) && this.i + rest.length === this.s.length) {
+        this.i = this.s.length; // `tru` at the end: read, no value yet
+        throw EOF;
+      }
     }
     throw new Invalid(`unexpected ${c}`);
   }
