@@ -46,6 +46,19 @@ describe('examples/', () => {
     expect(await run('streaming.ts', [join(dir.path, 'streaming')])).toBe('It is 21 °C in Oslo.\nsucceeded in 2 steps');
   });
 
+  it('typed-output.ts: the answer comes back as the parsed, typed object', async () => {
+    expect(await run('typed-output.ts', [join(dir.path, 'typed')])).toBe('INV-7 12.5 tea');
+  });
+
+  it("the README's typed-output example is examples/typed-output.ts, right after the agent with a tool", () => {
+    const readme = readFileSync(join(REPO_ROOT, 'README.md'), 'utf8');
+    const block = /## Typed output\n\n[\s\S]*?```ts\n([\s\S]*?)```/.exec(readme)?.[1];
+    expect(block).toBe(readFileSync(join(REPO_ROOT, 'examples/typed-output.ts'), 'utf8'));
+    expect(block).toContain("const { output } = await session.run('");
+    const order = ['## An agent with a tool', '## Typed output', '## Streaming text'].map((h) => readme.indexOf(h));
+    expect(order.every((at, i) => at >= 0 && (i === 0 || at > order[i - 1]!))).toBe(true);
+  });
+
   it("the README's streaming example is examples/streaming.ts, ten lines after its imports", () => {
     const readme = readFileSync(join(REPO_ROOT, 'README.md'), 'utf8');
     const block = /## Streaming text\n\n[\s\S]*?```ts\n([\s\S]*?)```/.exec(readme)?.[1];
