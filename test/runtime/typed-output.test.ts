@@ -1,7 +1,10 @@
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, expectTypeOf, it } from 'vitest';
 import { z } from 'zod';
-import { createRuntime, isOutputValidationError, isValidationError, lmdbStore, memoryStore, scriptedModel, type DeliveryOwner, type EventRecord, type ModelProvider } from '../../src/index.js';
+import { createRuntime, isOutputValidationError, isValidationError, lmdbStore, memoryStore, nodeListener, scriptedModel, sessionEvents, type DeliveryOwner, type EventRecord, type ModelProvider } from '../../src/index.js';
 import type { EventDraft } from '../../src/contracts/events.js';
+import { sessionStream } from '../../src/web/client.js';
 import { lmdbPath } from '../helpers/lmdb-path.js';
 import { storeWithAppend } from '../helpers/runtime.js';
 
@@ -104,6 +107,29 @@ describe('typed output', () => {
     const s = await runtime.openSession('s');
     await s.run('x', { output: Invoice }).result;
     expect(delivered).toEqual([invoice]);
+  });
+
+  it('subscribers get the output in execution_finished, and web clients in the committed final/message and run/end records', async () => {
+    const store = memoryStore();
+    const runtime = createRuntime({ store, model: scriptedModel([JSON.stringify(invoice)]) });
+    cleanups.push(() => runtime.close());
+    const server = createServer(nodeListener((req) => sessionEvents(store, 's', req, { pollMs: 20 })));
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    cleanups.push(() => new Promise<void>((r) => (server.closeAllConnections(), server.close(() => r()))));
+    const s = await runtime.openSession('s');
+    const run = s.run('x', { output: Invoice });
+    const finished: unknown[] = [];
+    for await (const env of run.events) if (env.event.type === 'execution_finished') finished.push(env.event.result.output);
+    expect(finished).toEqual([invoice]);
+    const abort = new AbortController();
+    const records = new Map<string, Record<string, unknown>>();
+    for await (const item of sessionStream({ url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/s`, signal: abort.signal })) {
+      if (item.kind === 'committed') records.set(item.record.type, item.record.payload);
+      if (records.has('run/end')) break;
+    }
+    abort.abort();
+    expect(records.get('final/message')!.output).toEqual(invoice);
+    expect((records.get('run/end')!.result as { output: unknown }).output).toEqual(invoice);
   });
 
   it('the output schema is part of the execution-profile fingerprint', async () => {
