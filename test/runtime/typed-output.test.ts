@@ -64,6 +64,16 @@ describe('typed output', () => {
     expect(second.output).toEqual({ n: 3 });
   });
 
+  it('a follow-up input runs with the runtime\'s output schema: its result carries the parsed object', async () => {
+    const runtime = createRuntime({ store: memoryStore(), model: scriptedModel([JSON.stringify(invoice)]), output: Invoice });
+    cleanups.push(() => runtime.close());
+    const s = await runtime.openSession('s');
+    await s.submitInput({ inputId: 'f1', mode: 'follow_up', message: 'extract' });
+    const r = await runtime.waitForResult('s', 'f1');
+    expect(r.status).toBe('succeeded');
+    expect(r.output).toEqual(invoice);
+  });
+
   it('an answer that is not JSON of the schema is fed back with the zod issues, counted as a protocol correction, then accepted', async () => {
     const store = memoryStore();
     const model = scriptedModel(['Here is your invoice!', JSON.stringify({ ...invoice, total: 'twelve' }), '```json\n' + JSON.stringify(invoice) + '\n```']);
