@@ -30,6 +30,22 @@ const postgresOption = () => new Option('--postgres <url>', `the PostgreSQL even
 const withDatabase = <T extends { data?: string; postgres?: string }>(opts: T, env: NodeJS.ProcessEnv): T =>
   opts.postgres === undefined && opts.data === undefined && env[DATABASE_URL_ENV] ? { ...opts, postgres: env[DATABASE_URL_ENV] } : opts;
 
+type LogOptions = { data?: string; postgres?: string; from?: string; follow?: boolean; json?: boolean };
+
+/**
+ * `log` and `tail` take one session; `-f` is `--follow` (it meant `--from` before): `tail s -f 12`
+ * is refused with the flag to use instead, not read as a second session.
+ */
+async function refuseOldFrom(args: readonly string[]): Promise<void> {
+  const extra = args.slice(1);
+  if (extra.length === 0) return;
+  const seq = args.find((a) => /^\d+$/.test(a));
+  throw new CliError(
+    seq !== undefined ? `-f is --follow; to start at seq ${seq}, pass --from ${seq}` : `one session at a time (got ${args.map((a) => JSON.stringify(a)).join(', ')})`,
+    EXIT.usage,
+  );
+}
+
 /** Builds the command tree; each action hands its exit code's promise to `run`. */
 export function buildProgram(io: CliIO, run: (code: Promise<number>) => void): Command {
   const program = new Command('actorloop')
@@ -97,9 +113,14 @@ export function buildProgram(io: CliIO, run: (code: Promise<number>) => void): C
     .argument('<session>', 'session id')
     .addOption(dataOption())
     .addOption(postgresOption())
-    .option('-f, --from <seq>', 'first seq to print')
+    .option('--from <seq>', 'first seq to print (default 1)')
+    .option('-f, --follow', 'then follow appends by any process, as tail does (Ctrl-C stops)')
     .option('--json', 'one JSON record per line')
-    .action((session: string, opts: { data?: string; postgres?: string; from?: string; json?: boolean }) => run(logCommand(session, withDatabase(opts, io.env), io)));
+    .allowExcessArguments()
+    .action((session: string, opts: LogOptions, cmd: Command) => {
+      const db = withDatabase(opts, io.env);
+      run(refuseOldFrom(cmd.args).then(() => (opts.follow ? tailCommand(session, { ...db, from: opts.from ?? '1' }, io) : logCommand(session, db, io))));
+    });
 
   program
     .command('tail')
@@ -107,9 +128,11 @@ export function buildProgram(io: CliIO, run: (code: Promise<number>) => void): C
     .argument('<session>', 'session id')
     .addOption(dataOption())
     .addOption(postgresOption())
-    .option('-f, --from <seq>', 'first seq to print (default: the last 10 events)')
+    .option('--from <seq>', 'first seq to print (default: the last 10 events)')
+    .option('-f, --follow', 'follow appends (tail always does; -f as in tail -f)')
     .option('--json', 'one JSON record per line')
-    .action((session: string, opts: { data?: string; postgres?: string; from?: string; json?: boolean }) => run(tailCommand(session, withDatabase(opts, io.env), io)));
+    .allowExcessArguments()
+    .action((session: string, opts: LogOptions, cmd: Command) => run(refuseOldFrom(cmd.args).then(() => tailCommand(session, withDatabase(opts, io.env), io))));
 
   program
     .command('recover')
