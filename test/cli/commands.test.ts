@@ -191,6 +191,14 @@ describe('actorloop command lines', () => {
     expect([from.code, seqs(from.out)]).toEqual([0, [last]]);
   });
 
+  it('migrate --help offers no --data: migrate works on PostgreSQL only', async () => {
+    const io = capture();
+    const code = await runCli(['node', 'actorloop', 'migrate', '--help'], { ...io, tty: false, env: {}, exitNow: () => {} });
+    expect(code).toBe(0);
+    expect(io.out.text).toMatch(/--postgres <url>\s+the PostgreSQL database \(default: \$ACTORLOOP_DATABASE_URL\)/);
+    expect(io.out.text).not.toMatch(/--data|data dir/);
+  });
+
   it('exits with those codes as a process too', async () => {
     const [noData, corrupt] = await Promise.all([cli(['sessions', '--data', join(dir.path, 'nothing-here')]), cli(['log', 'victim', '--data', dir.path])]);
     expect([noData.code, noData.err]).toEqual([4, expect.stringMatching(/^actorloop: no actorloop data at /)]);
