@@ -36,12 +36,16 @@ export async function explainPostgresFailure(e: unknown, target: PostgresTarget)
   const schema = target.schema ?? 'actorloop';
   const version = await schemaVersion(target.url, schema);
   if (version === undefined || version === SCHEMA_VERSION_PG) return e;
-  const migrate = `\`${command(`migrate${target.fromEnv ? '' : ` --postgres ${where}`}${schema === 'actorloop' ? '' : ` --schema ${schema}`}`)}\``;
+  const flags = `${target.fromEnv ? '' : ` --postgres ${where}`}${schema === 'actorloop' ? '' : ` --schema ${schema}`}`;
+  const migrate = `\`${command(`migrate${flags}`)}\``;
+  const named = `schema ${JSON.stringify(schema)}`;
   if (version === 0) {
-    return new CliError(`no actorloop tables in schema ${JSON.stringify(schema)} of ${where}: run ${migrate} to create them (the demo creates them on first use)`, EXIT.notFound);
+    const hint = `run ${migrate} to create them (the demo creates them on first use)`;
+    return new CliError(`no actorloop tables in ${named} of ${where}: ${hint}`, EXIT.notFound);
   }
   if (version < SCHEMA_VERSION_PG) {
-    return new CliError(`PostgreSQL schema ${JSON.stringify(schema)} in ${where} is at version ${version}, this version of actorloop needs ${SCHEMA_VERSION_PG}: run ${migrate}`, EXIT.failure);
+    const needs = `this version of actorloop needs ${SCHEMA_VERSION_PG}`;
+    return new CliError(`PostgreSQL ${named} in ${where} is at version ${version}, ${needs}: run ${migrate}`, EXIT.failure);
   }
   return new CliError(e.message, EXIT.corrupt);
 }

@@ -36,15 +36,16 @@ const withDatabase = <T extends { data?: string; postgres?: string }>(opts: T, e
 type LogOptions = { data?: string; postgres?: string; from?: string; follow?: boolean; json?: boolean };
 
 /**
- * `log` and `tail` take one session; `-f` is `--follow` (it meant `--from` before): `tail s -f 12`
- * is refused with the flag to use instead, not read as a second session.
+ * `log` and `tail` take one session, and `-f` is `--follow`: `tail s -f 12` (`-f` read as a short
+ * `--from`) is refused naming the flag to use, not read as a second session.
  */
 async function refuseOldFrom(args: readonly string[]): Promise<void> {
-  const extra = args.slice(1);
-  if (extra.length === 0) return;
+  if (args.length <= 1) return;
   const seq = args.find((a) => /^\d+$/.test(a));
   throw new CliError(
-    seq !== undefined ? `-f is --follow; to start at seq ${seq}, pass --from ${seq}` : `one session at a time (got ${args.map((a) => JSON.stringify(a)).join(', ')})`,
+    seq !== undefined
+      ? `-f is --follow; to start at seq ${seq}, pass --from ${seq}`
+      : `one session at a time (got ${args.map((a) => JSON.stringify(a)).join(', ')})`,
     EXIT.usage,
   );
 }
@@ -64,8 +65,10 @@ export function buildProgram(io: CliIO, run: (code: Promise<number>) => void): C
 
   /** Runs a command on the log `opts` names; a failure on PostgreSQL gets the CLI's exit code for it (postgres-failure.ts). */
   const runOn = (raw: { postgres?: string }, opts: { postgres?: string; schema?: string }, code: Promise<number>) => {
-    const target: PostgresTarget | undefined = opts.postgres === undefined ? undefined : { url: opts.postgres, fromEnv: raw.postgres === undefined, ...(opts.schema ? { schema: opts.schema } : {}) };
-    run(target ? code.catch(async (e: unknown) => Promise.reject(await explainPostgresFailure(e, target))) : code);
+    if (opts.postgres === undefined) return run(code);
+    const target: PostgresTarget = { url: opts.postgres, fromEnv: raw.postgres === undefined };
+    if (opts.schema) target.schema = opts.schema;
+    run(code.catch(async (e: unknown) => Promise.reject(await explainPostgresFailure(e, target))));
   };
 
   program
@@ -135,7 +138,8 @@ export function buildProgram(io: CliIO, run: (code: Promise<number>) => void): C
     .allowExcessArguments()
     .action((session: string, raw: LogOptions, cmd: Command) => {
       const opts = withDatabase(raw, io.env);
-      runOn(raw, opts, refuseOldFrom(cmd.args).then(() => (opts.follow ? tailCommand(session, { ...opts, from: opts.from ?? '1' }, io) : logCommand(session, opts, io))));
+      const print = () => (opts.follow ? tailCommand(session, { ...opts, from: opts.from ?? '1' }, io) : logCommand(session, opts, io));
+      runOn(raw, opts, refuseOldFrom(cmd.args).then(print));
     });
 
   program
