@@ -59,7 +59,7 @@ function childCommand(): { args: string[]; cwd: string } {
  * seq it was reading or the step of the copy. Stop the store's writers first for an exact answer
  * (the walk reads one snapshot of data.mdb, then the journal). The temp dir (`TMPDIR`) needs
  * room for two copies of data.mdb; a failure there is a problem at `where: 'verify'` (the check
- * could not run), not damage.
+ * could not run), not damage, and a temp dir that cannot be made at all a StoreError.
  * @example
  * const report = await verifyStore('./.actorloop')
  * if (!report.ok) for (const p of report.problems) console.error(p.where, p.sessionId, p.seq, p.reason)
@@ -154,6 +154,8 @@ export interface RepairReport {
  * A damaged journal beside a whole `data.mdb` is moved aside (`journal.damaged-<time>`) and
  * written again from `data.mdb`. With both damaged nothing is changed: CorruptLogError. A surface
  * chunk that differs from its records (and nothing else) is dropped, with every other chunk.
+ * When verify could not run its checks (every problem at `verify`, e.g. a full temp dir),
+ * nothing is changed: StoreError.
  * @example
  * const { repaired, after } = await repairStore('./.actorloop')
  */
