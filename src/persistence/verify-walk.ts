@@ -24,6 +24,8 @@ export interface WalkProgress {
 export interface WalkResult {
   problems: StoreProblem[];
   checked: { sessions: number; events: number; frames: number };
+  /** Whether data.mdb looked whole from outside (data-file.ts), so LMDB could map it. */
+  dataSound: boolean;
 }
 
 const describe = (e: unknown) => (isCorruptLogError(e) ? e.reason : e instanceof Error ? e.message.split('\n')[0]! : String(e));
@@ -67,7 +69,7 @@ export function walkStore(path: string, progress: WalkProgress): WalkResult {
     }
   }
   if (journal) walkJournal(journal, recorded, tails, problems, checked, progress);
-  return { problems, checked };
+  return { problems, checked, dataSound: data.state === 'sound' };
 }
 
 function walkRecords(path: string, dbs: LogDbs, problems: StoreProblem[], checked: WalkResult['checked'], progress: WalkProgress): Map<string, number> {
