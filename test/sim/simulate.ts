@@ -381,13 +381,8 @@ export async function runSeed(opts: SeedOptions): Promise<SeedReport> {
       }
       const at = await sessionOf(sid);
       if (!at) continue;
+      // the state the system reaches by itself: no prompt is sent to move what it left waiting
       await inProc(at.h.proc, at.s.waitForIdle());
-      // steers accepted while no run was open are taken by the next run
-      const head = await durable.getHead(sid);
-      if (head?.pendingInputs.some((p) => p.mode === 'steer') && at.s.snapshot().status === 'idle') {
-        await attempt(sid, at.h, at.s, { kind: 'prompt', runId: `${sid}-flush`, attemptId: `${sid}-flush.a1`, message: 'flush' });
-        await inProc(at.h.proc, at.s.waitForIdle());
-      }
     }
     await host.runtime.close();
   };
