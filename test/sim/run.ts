@@ -1,8 +1,10 @@
 /**
- * `npm run sim -- --seeds N [--from S] [--broken reexecute|blind-retry]`: runs seeds S … S+N−1 and
+ * `npm run sim -- --seeds N [--from S] [--broken V]`: runs seeds S … S+N−1 and
  * prints, as its last line, `N seeds, V violations` (exit 1 when V > 0).
  * `npm run sim -- --seed S [--prefix K] [--trace]`: replays one seed exactly (the first K choices
  * of its schedule only, benign after), printing its violations and, with --trace, its event trace.
+ * `--broken V` runs a deliberately broken variant, to see an invariant catch it: reexecute,
+ * blind-retry, fence-blind, stale-head, forget-locks, early-ack, no-idempotency (simulate.ts `Broken`).
  */
 import { parseArgs } from 'node:util';
 import { explainFailure, runSeeds } from './sim-lib.js';
