@@ -37,6 +37,7 @@ if (values.seed !== undefined) {
   for (const f of out.failures.slice(0, 3)) console.log(await explainFailure(f.seed, broken));
   if (out.failures.length > 0) console.log(`[sim] failing seeds: ${out.failures.map((f) => f.seed).join(' ')}`);
   console.log(`[sim] seeds ${from}..${from + n - 1} in ${Math.round(performance.now() - t0)} ms; ${out.events} events, ${out.crashes} crashes, ${out.takeovers} takeovers`);
+  console.log(`[sim] exercised: ${Object.entries(out.exercised).map(([k, v]) => `${k} ${v}`).join(', ')}`);
   console.log(`${n} seeds, ${out.failures.length} violations`);
   process.exitCode = out.failures.length > 0 ? 1 : 0;
 }
