@@ -5,7 +5,7 @@ import type { Runtime } from '../runtime/runtime.js';
 import { CancelBody, MessageBody, RespondBody, StopBody, type InboxEntry, type InboxReceipt } from './inbox-contract.js';
 import { errorResponse, sessionEvents, SessionEventsOptions } from './session-events.js';
 
-export const WebHandlerOptions = z.object({
+export const WebHandlerOptions = z.strictObject({
   runtime: z.custom<Runtime>((v) => typeof v === 'object' && v !== null && typeof (v as Runtime).liveEnvelopes$ === 'function', 'a runtime (createRuntime)'),
   /** Where the routes are mounted, e.g. `/api` (default: the root). */
   basePath: z.string().regex(/^(\/[^/]+)*$/, 'empty or /segment(/segment)*').default(''),
@@ -92,13 +92,42 @@ async function jsonBody(request: Request, max: number): Promise<unknown> {
   if (!/^application\/json\b/i.test(type)) return errorResponse(415, { name: 'UnsupportedMediaType', message: `send the body as application/json (got ${JSON.stringify(type.slice(0, 80))})` });
   const declared = Number(request.headers.get('content-length') ?? 0);
   if (declared > max) return tooLarge(max);
-  const bytes = new Uint8Array(await request.arrayBuffer());
-  if (bytes.byteLength > max) return tooLarge(max);
+  const bytes = await readAtMost(request, max);
+  if (bytes === undefined) return tooLarge(max);
   try {
     return JSON.parse(new TextDecoder('utf-8', { fatal: true }).decode(bytes));
   } catch (e) {
     return errorResponse(400, new ValidationError('request body', [{ path: [], message: `not JSON: ${(e as Error).message}` }]));
   }
+}
+
+/**
+ * The body's bytes, read as a stream and counted: undefined as soon as they pass `max`, when the
+ * reader is cancelled and the rest is never read (a chunked body declares no length; buffering it
+ * whole before comparing would let one request grow the server by its size).
+ */
+async function readAtMost(request: Request, max: number): Promise<Uint8Array | undefined> {
+  if (!request.body) return new Uint8Array(0);
+  const reader = request.body.getReader();
+  const chunks: Uint8Array[] = [];
+  let total = 0;
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    total += value.byteLength;
+    if (total > max) {
+      void reader.cancel().catch(() => undefined);
+      return undefined;
+    }
+    chunks.push(value);
+  }
+  const bytes = new Uint8Array(total);
+  let at = 0;
+  for (const c of chunks) {
+    bytes.set(c, at);
+    at += c.byteLength;
+  }
+  return bytes;
 }
 
 const json = (status: number, body: unknown) => new Response(JSON.stringify(body), { status, headers: { 'content-type': 'application/json; charset=utf-8', 'cache-control': 'no-store' } });

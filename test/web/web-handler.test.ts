@@ -116,6 +116,35 @@ describe('webHandler: bad requests are clear 4xx errors and submit nothing', () 
     expect(await runtime.store.work!.pending('s1')).toEqual([]);
   });
 
+  it('a chunked body past maxBodyBytes is a 413 as soon as the limit is passed: the rest is never read', async () => {
+    const { runtime } = make();
+    const handle = webHandler({ runtime, maxBodyBytes: 64 * 1024 });
+    const chunk = new Uint8Array(16 * 1024).fill(0x61);
+    let pulled = 0;
+    let cancelled = false;
+    // an 8 MiB body with no Content-Length, produced only as the handler pulls it
+    const body = new ReadableStream<Uint8Array>(
+      {
+        pull(c) {
+          if (pulled >= 8 * 1024 * 1024) return c.close();
+          pulled += chunk.byteLength;
+          c.enqueue(chunk);
+        },
+        cancel() {
+          cancelled = true;
+        },
+      },
+      { highWaterMark: 0 },
+    );
+    const res = await handle(new Request('http://app/sessions/s1/messages', { method: 'POST', headers: { 'content-type': 'application/json' }, body, duplex: 'half' } as RequestInit));
+    expect(res.status).toBe(413);
+    expect(((await res.json()) as { error: string }).error).toBe('PayloadTooLarge');
+    expect(pulled).toBeLessThanOrEqual(64 * 1024 + chunk.byteLength);
+    await new Promise((r) => setTimeout(r, 10));
+    expect(cancelled).toBe(true);
+    expect(await runtime.store.work!.pending('s1')).toEqual([]);
+  });
+
   it('options are checked: a missing runtime or a bad basePath is a ValidationError', () => {
     expect(() => webHandler({} as never)).toThrow(expect.objectContaining({ name: 'ValidationError' }));
     let error: unknown;
