@@ -24,6 +24,37 @@ export interface SessionStreamOptions {
   headers?: Record<string, string>;
 }
 
+const OPTION_KEYS = new Set(['url', 'lastLogSeq', 'reconnectMs', 'maxReconnectMs', 'signal', 'fetch', 'headers']);
+
+/**
+ * Bad options of the client (an unknown key, a wrong type): `name` 'ValidationError' and `code`
+ * 'validation', so `isValidationError` of `actorloop` holds for it (the client imports no zod).
+ */
+export class StreamOptionsError extends Error {
+  override readonly name = 'ValidationError';
+  readonly code = 'validation';
+  constructor(
+    readonly where: string,
+    readonly issues: { path: string[]; message: string }[],
+  ) {
+    super(`invalid input to ${where}: ${issues.map((i) => `${i.path.join('.') || '(root)'}: ${i.message}`).join('; ')}`);
+  }
+}
+
+/** Refuses an unknown key (a misspelt option must not quietly become its default) and a wrong type. */
+function checkOptions(options: SessionStreamOptions, where: string): void {
+  if (typeof options !== 'object' || options === null) throw new StreamOptionsError(where, [{ path: [], message: 'expected an object' }]);
+  const issues: { path: string[]; message: string }[] = [];
+  for (const key of Object.keys(options)) if (!OPTION_KEYS.has(key)) issues.push({ path: [], message: `Unrecognized key: "${key}"` });
+  if (typeof options.url !== 'string' || options.url === '') issues.push({ path: ['url'], message: 'expected the stream URL (a string)' });
+  for (const key of ['lastLogSeq', 'reconnectMs', 'maxReconnectMs'] as const) {
+    const v = options[key];
+    if (v !== undefined && !(typeof v === 'number' && Number.isInteger(v) && v >= 0)) issues.push({ path: [key], message: 'expected a non-negative integer' });
+  }
+  if (options.fetch !== undefined && typeof options.fetch !== 'function') issues.push({ path: ['fetch'], message: 'expected a function' });
+  if (issues.length > 0) throw new StreamOptionsError(where, issues);
+}
+
 /** A response the stream must not retry (400: bad cursor, 404: no such route). */
 export class StreamRefusedError extends Error {
   override readonly name = 'StreamRefusedError';
@@ -43,6 +74,7 @@ export class StreamRefusedError extends Error {
  * for await (const item of sessionStream({ url: '/sessions/s1/events' })) console.log(item.kind)
  */
 export async function* sessionStream(options: SessionStreamOptions): AsyncGenerator<StreamItem> {
+  checkOptions(options, 'sessionStream');
   const doFetch = options.fetch ?? globalThis.fetch.bind(globalThis);
   const signal = options.signal;
   let last = options.lastLogSeq;
@@ -129,10 +161,11 @@ export function createSessionViewStore(sessionId: string, initial: SessionView =
  * store.subscribe((s) => render(s.context))
  */
 export function connectSessionView(options: Omit<SessionStreamOptions, 'signal'> & { sessionId: string }) {
-  const store = createSessionViewStore(options.sessionId);
+  const { sessionId, ...streamOptions } = options;
+  const store = createSessionViewStore(sessionId);
   const abort = new AbortController();
   const done = (async () => {
-    for await (const item of sessionStream({ ...options, signal: abort.signal })) store.trigger.item({ item });
+    for await (const item of sessionStream({ ...streamOptions, signal: abort.signal })) store.trigger.item({ item });
   })().catch((e: Error) => store.trigger.item({ item: { kind: 'stream-error', name: e.name, message: e.message } }));
   return { store, done, stop: () => abort.abort() };
 }

@@ -10,7 +10,7 @@ import { followLog } from './log-follow.js';
 import { cursorOf, sseComment, sseFrame, sseRetry } from './sse.js';
 import type { CommittedFrame, LiveFrame } from './wire.js';
 
-export const SessionEventsOptions = z.object({
+export const SessionEventsOptions = z.strictObject({
   /** Frames queued for a client that does not read (as `subscribe`'s capacity). */
   capacity: z.number().int().min(2).max(100_000).default(256),
   /** A comment line this often keeps proxies from closing an idle stream. */
