@@ -62,6 +62,7 @@ export { SubscriberHub, SubscribeOptions } from './streams/subscribers.js';
 export type { DeliveryError, SubscriberListener, Unsubscribe } from './streams/subscribers.js';
 export { sessionEvents, SessionEventsOptions } from './web/session-events.js';
 export { webHandler, WebHandlerOptions } from './web/web-handler.js';
+export type { Authorize, AuthorizeContext, WebAction, WebRoute } from './web/web-handler.js';
 export { nodeListener, NodeListenerOptions } from './web/node-http.js';
 export type { CommittedFrame, DroppedFrame, Frame, LiveFrame, ReadyFrame, StreamErrorFrame, WireRecord } from './web/wire.js';
 export { renderTimeline } from './cli/timeline.js';

@@ -65,14 +65,15 @@ export function buildProgram(io: CliIO, run: (code: Promise<number>) => void): C
     .command('web')
     .description('serve the example chat page on the demo agent (its deploy needs an approval); the page survives server restarts')
     .option('--port <n>', 'port (0: any free one)', '8787')
-    .option('--host <host>', 'interface to listen on', '127.0.0.1')
+    .option('--host <host>', 'loopback interface to listen on (127.0.0.1, ::1, localhost)', '127.0.0.1')
+    .option('--allowed-host <host...>', 'a Host header served besides localhost, 127.0.0.1 and [::1] (e.g. my-box:8787)')
     .addOption(dataOption())
     .addOption(postgresOption())
     .addOption(new Option('-p, --provider <name>', 'model provider (default: openai or anthropic when its API key is set, else scripted)').choices(Provider.options))
     .option('--lease-ms <ms>', "the worker's session lease: how soon a restarted server takes over a killed one's sessions", '5000')
-    .action((raw: { port: string; host: string; data?: string; postgres?: string; provider?: Provider; leaseMs: string }) => {
+    .action(({ allowedHost, ...raw }: { port: string; host: string; allowedHost?: string[]; data?: string; postgres?: string; provider?: Provider; leaseMs: string }) => {
       const pace = io.env.ACTORLOOP_DEMO_PACE;
-      run(webCommand({ ...withDatabase(raw, io.env), ...(pace ? { pace } : {}) }, { out: io.out, onInterrupt: io.onInterrupt }));
+      run(webCommand({ ...withDatabase(raw, io.env), ...(allowedHost ? { allowedHosts: allowedHost } : {}), ...(pace ? { pace } : {}) }, { out: io.out, onInterrupt: io.onInterrupt }));
     });
 
   program

@@ -55,7 +55,21 @@ function checkOptions(options: SessionStreamOptions, where: string): void {
   if (issues.length > 0) throw new StreamOptionsError(where, issues);
 }
 
-/** A response the stream must not retry (400: bad cursor, 404: no such route). */
+/** The 4xx answers worth retrying (a timeout, a rate limit); any other 4xx cannot succeed by retrying. */
+const RETRIED = new Set([408, 429]);
+
+/** A Retry-After header (seconds, or an HTTP date) as a delay, capped at 5 minutes. */
+function retryAfterMs(header: string | null): number | undefined {
+  if (header === null) return undefined;
+  const ms = /^\d+$/.test(header.trim()) ? Number(header) * 1000 : Date.parse(header) - Date.now();
+  return Number.isFinite(ms) ? Math.min(300_000, Math.max(0, ms)) : undefined;
+}
+
+/**
+ * A refusal the stream does not retry, since retrying cannot change it: any 4xx but 408 and 429
+ * (400: a bad cursor or session id, 401/403: not authorized, 404: no such route). The stream
+ * ends by throwing it (the iterator rejects, the Observable errors).
+ */
 export class StreamRefusedError extends Error {
   override readonly name = 'StreamRefusedError';
   constructor(
@@ -68,7 +82,7 @@ export class StreamRefusedError extends Error {
 
 /**
  * The session's frames and connection changes as an async iterable, reconnecting until `signal`
- * aborts. A `connection` item marks each (re)connection; after `reconnecting`, deltas of a
+ * aborts, or until the server refuses the stream for good (`StreamRefusedError`, thrown). A `connection` item marks each (re)connection; after `reconnecting`, deltas of a
  * message cut by the disconnect never resume half-way: the committed message follows.
  * @example
  * for await (const item of sessionStream({ url: '/sessions/s1/events' })) console.log(item.kind)
@@ -86,12 +100,17 @@ export async function* sessionStream(options: SessionStreamOptions): AsyncGenera
   const connection = (state: ConnectionItem['state'], error?: string): ConnectionItem => ({ kind: 'connection', state, attempt, lastLogSeq: last ?? 0, ...(error ? { error } : {}) });
   while (!signal?.aborted) {
     let error: string | undefined;
+    let waitMs: number | undefined;
     try {
       const headers: Record<string, string> = { accept: 'text/event-stream', ...options.headers };
       if (last !== undefined) headers['last-event-id'] = String(last);
       const res = await doFetch(options.url, { headers, ...(signal ? { signal } : {}) });
-      if (res.status >= 400 && res.status < 500) throw new StreamRefusedError(res.status, await res.text());
-      if (!res.ok || !res.body) throw new Error(`HTTP ${res.status}`);
+      if (res.status >= 400 && res.status < 500 && !RETRIED.has(res.status)) throw new StreamRefusedError(res.status, await res.text());
+      if (!res.ok || !res.body) {
+        waitMs = retryAfterMs(res.headers.get('retry-after'));
+        await res.body?.cancel().catch(() => undefined);
+        throw new Error(`HTTP ${res.status}`);
+      }
       yield connection('open');
       const parser = new SseParser();
       const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
@@ -102,7 +121,9 @@ export async function* sessionStream(options: SessionStreamOptions): AsyncGenera
           for (const msg of parser.push(value)) {
             const frame = JSON.parse(msg.data) as Frame;
             if (frame.kind === 'committed') last = frame.logSeq;
-            failures = 0;
+            // a stream that ends in an error is a failed attempt: the next one waits longer
+            if (frame.kind === 'stream-error') error = `${frame.name}: ${frame.message}`;
+            else failures = 0;
             yield frame;
           }
           retryMs = parser.retryMs ?? retryMs;
@@ -110,6 +131,7 @@ export async function* sessionStream(options: SessionStreamOptions): AsyncGenera
       } finally {
         reader.releaseLock();
       }
+      if (error !== undefined) failures++;
     } catch (e) {
       if (signal?.aborted) break;
       if (e instanceof StreamRefusedError) throw e;
@@ -119,7 +141,7 @@ export async function* sessionStream(options: SessionStreamOptions): AsyncGenera
     if (signal?.aborted) break;
     attempt++;
     yield connection('reconnecting', error);
-    const delay = Math.min(max, (retryMs ?? base) * 2 ** Math.max(0, failures - 1));
+    const delay = waitMs ?? Math.min(max, (retryMs ?? base) * 2 ** Math.max(0, failures - 1));
     await sleep(delay, signal);
   }
   yield connection('closed');
