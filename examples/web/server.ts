@@ -23,7 +23,14 @@ const api = webHandler({ runtime });
 
 const page = (file: string) => readFileSync(new URL(file, import.meta.url), 'utf8');
 const client = (await build({ entryPoints: [new URL('../../src/web/client.ts', import.meta.url).pathname], bundle: true, format: 'esm', write: false })).outputFiles[0]!.text;
-const files = new Map([['/', ['text/html', page('index.html')]], ['/app.js', ['text/javascript', page('app.js')]], ['/client.js', ['text/javascript', client]], ['/demo-prompt', ['text/plain', DEMO_PROMPT]]]);
+const files = new Map([
+  ['/', ['text/html', page('index.html')]],
+  ['/app.js', ['text/javascript', page('app.js')]],
+  ['/client.js', ['text/javascript', client]],
+  ['/favicon.svg', ['image/svg+xml', page('favicon.svg')]],
+  ['/favicon.ico', ['image/svg+xml', page('favicon.svg')]],
+  ['/demo-prompt', ['text/plain', DEMO_PROMPT]],
+]);
 
 http
   .createServer(

@@ -78,6 +78,8 @@ export async function startWeb(options: WebOptions, out: Sink): Promise<{ url: s
     ['/', ['text/html; charset=utf-8', () => readFileSync(`${PAGE_DIR}index.html`, 'utf8')]],
     ['/app.js', ['text/javascript; charset=utf-8', () => readFileSync(`${PAGE_DIR}app.js`, 'utf8')]],
     ['/client.js', ['text/javascript; charset=utf-8', () => client]],
+    ['/favicon.svg', ['image/svg+xml', () => readFileSync(`${PAGE_DIR}favicon.svg`, 'utf8')]],
+    ['/favicon.ico', ['image/svg+xml', () => readFileSync(`${PAGE_DIR}favicon.svg`, 'utf8')]],
     ['/demo-prompt', ['text/plain; charset=utf-8', () => DEMO_PROMPT]],
   ]);
   const server = createServer(
