@@ -101,6 +101,8 @@ export async function* sessionStream(options: SessionStreamOptions): AsyncGenera
   while (!signal?.aborted) {
     let error: string | undefined;
     let waitMs: number | undefined;
+    let progressed = false;
+    const failuresBefore = failures;
     try {
       const headers: Record<string, string> = { accept: 'text/event-stream', ...options.headers };
       if (last !== undefined) headers['last-event-id'] = String(last);
@@ -121,7 +123,7 @@ export async function* sessionStream(options: SessionStreamOptions): AsyncGenera
           for (const msg of parser.push(value)) {
             const frame = JSON.parse(msg.data) as Frame;
             if (frame.kind === 'committed') last = frame.logSeq;
-            // a stream that ends in an error is a failed attempt: the next one waits longer
+            if (frame.kind === 'committed' || frame.kind === 'live') progressed = true;
             if (frame.kind === 'stream-error') error = `${frame.name}: ${frame.message}`;
             else failures = 0;
             yield frame;
@@ -131,7 +133,9 @@ export async function* sessionStream(options: SessionStreamOptions): AsyncGenera
       } finally {
         reader.releaseLock();
       }
-      if (error !== undefined) failures++;
+      // a stream that ended in an error without a record is one more failed attempt in a row (its
+      // `ready` was no progress): the next one waits longer
+      if (error !== undefined) failures = (progressed ? 0 : failuresBefore) + 1;
     } catch (e) {
       if (signal?.aborted) break;
       if (e instanceof StreamRefusedError) throw e;

@@ -158,4 +158,31 @@ describe('actorloop/client', () => {
       })()).rejects.toMatchObject({ name: 'StreamRefusedError', status });
     }
   });
+
+  it('a stream that ends in stream-error is a failed attempt: the waits before reconnecting double instead of hammering the server', async () => {
+    let connections = 0;
+    const server = createServer(
+      nodeListener(() => {
+        connections++;
+        const frames = 'retry: 20\n\nevent: ready\ndata: {"kind":"ready","sessionId":"s1","fromSeq":1,"live":false}\n\nevent: stream-error\ndata: {"kind":"stream-error","name":"CorruptLogError","message":"a bad record"}\n\n';
+        return new Response(frames, { headers: { 'content-type': 'text/event-stream' } });
+      }),
+    );
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    cleanups.push(() => stop(server));
+    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/sessions/s1/events`;
+    const items: StreamItem[] = [];
+    const abort = new AbortController();
+    const reading = (async () => {
+      for await (const item of sessionStream({ url, signal: abort.signal })) items.push(item);
+    })();
+    await new Promise((r) => setTimeout(r, 700));
+    abort.abort();
+    await reading;
+    // 20, 40, 80, 160, 320 ms: about six connections in 700 ms (at a steady 20 ms, over twenty)
+    expect(connections).toBeGreaterThanOrEqual(3);
+    expect(connections).toBeLessThanOrEqual(8);
+    const reconnecting = items.filter((i) => i.kind === 'connection' && i.state === 'reconnecting');
+    expect(reconnecting[0]).toMatchObject({ error: 'CorruptLogError: a bad record' });
+  });
 });
