@@ -29,6 +29,8 @@ const OPTION_KEYS = new Set(['url', 'lastLogSeq', 'reconnectMs', 'maxReconnectMs
 /**
  * Bad options of the client (an unknown key, a wrong type): `name` 'ValidationError' and `code`
  * 'validation', so `isValidationError` of `actorloop` holds for it (the client imports no zod).
+ * @example
+ * try { await sessionStream({ url, lastLogSeqq: 3 } as never).next() } catch (e) { if (e instanceof StreamOptionsError) console.log(e.issues) }
  */
 export class StreamOptionsError extends Error {
   override readonly name = 'ValidationError';

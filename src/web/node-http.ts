@@ -2,6 +2,11 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { z } from 'zod';
 import { parseInput } from '../contracts/validate.js';
 
+/**
+ * `nodeListener` options (unknown keys are refused).
+ * @example
+ * http.createServer(nodeListener(handle, { origin: 'https://chat.example.com' }))
+ */
 export const NodeListenerOptions = z.strictObject({
   /** The origin the request URLs get (default: `http://` + the request's Host header). */
   origin: z.url().optional(),

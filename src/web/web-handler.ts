@@ -13,6 +13,8 @@ import { hostAllowed, HostPattern } from './hosts.js';
  * - `submit`: `POST messages`, a prompt or a follow-up;
  * - `control`: `POST steer | stop | cancel`, changes the course of the run under way;
  * - `respond`: `POST respond`, answers an approval or a question.
+ * @example
+ * webHandler({ runtime, authorize: (req, { action }) => action === 'read' })
  */
 export type WebAction = 'read' | 'submit' | 'control' | 'respond';
 /** A route of `webHandler`, the last segment of `/sessions/:id/<route>`. */
@@ -29,6 +31,8 @@ export interface AuthorizeContext {
  * Contract: called once per request, after the route, method and session id are known to be
  * valid and before the body is read or anything is submitted; may be async; must not consume the
  * request's body.
+ * @example
+ * const authorize: Authorize = (req, { action }) => action === 'read' || req.headers.get('x-role') === 'operator'
  */
 export type Authorize = (request: Request, context: AuthorizeContext) => boolean | Response | Promise<boolean | Response>;
 
