@@ -19,7 +19,9 @@ const runtime = createRuntime({
   approvalFor: ['deploy'], // the deploy waits for Approve / Deny in the page
 });
 runtime.serve({ leaseMs: 5000 }); // applies what the page submits, resumes runs a crash cut off
-const api = webHandler({ runtime });
+// answers only to the loopback names with this port: a foreign page whose name resolves to
+// 127.0.0.1 (DNS rebinding) gets a 403; put `authorize` here before serving anyone else
+const api = webHandler({ runtime, allowedHosts: [`localhost:${port}`, `127.0.0.1:${port}`, `[::1]:${port}`] });
 
 const page = (file: string) => readFileSync(new URL(file, import.meta.url), 'utf8');
 const client = (await build({ entryPoints: [new URL('../../src/web/client.ts', import.meta.url).pathname], bundle: true, format: 'esm', write: false })).outputFiles[0]!.text;
