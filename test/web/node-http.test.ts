@@ -36,7 +36,7 @@ describe('nodeListener over raw HTTP', () => {
     const chunk = Buffer.alloc(1024 * 1024, 0x61);
     let written = 0;
     while (written < 64 * chunk.length && !closed && response === '') {
-      const room = client.write(`${chunk.length.toString(16)}\r\n`) && client.write(chunk) && client.write('\r\n');
+      const room = client.write(Buffer.concat([Buffer.from(`${chunk.length.toString(16)}\r\n`), chunk, Buffer.from('\r\n')]));
       written += chunk.length;
       if (!room) await Promise.race([new Promise((r) => client.once('drain', r)), new Promise((r) => setTimeout(r, 200))]);
     }
