@@ -80,6 +80,8 @@ export async function runDemo(options: DemoOptions, io: DemoIO): Promise<number>
   });
   say(`${s.bold('actorloop demo')} · session ${s.bold(sessionId)} · model ${model.modelId} (${provider}) · data ${dataDir}${o.postgres ? ` · log ${redactUrl(o.postgres)}` : ''}`);
   if (!existed) say(s.dim(`resume or continue it later with: ${resumeHint}`));
+  // npx (and tsx) start the demo as a child of their own process: killing their pid leaves it running
+  say(s.dim(`demo pid ${process.pid}: to crash it, kill -9 ${process.pid} (killing npx's pid leaves the demo running)`));
 
   let session: ExecutionSession | undefined;
   let progress: Progress | undefined;

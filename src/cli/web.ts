@@ -21,7 +21,11 @@ export const WebOptions = z.strictObject({
   host: z
     .string()
     .min(1)
-    .refine(isLoopbackAddress, 'a loopback address (127.0.0.1, ::1, localhost): actorloop web has no authentication; serve others through webHandler({ authorize }) in your app')
+    .refine(
+      isLoopbackAddress,
+      'a loopback address (127.0.0.1, ::1, localhost): actorloop web has no authentication; ' +
+        'serve others through webHandler({ authorize }) in your app',
+    )
     .default('127.0.0.1'),
   /** Host header values served besides the loopback names with the bound port (e.g. a name in /etc/hosts). */
   allowedHosts: z.array(HostPattern).default([]),
@@ -124,8 +128,11 @@ export async function startWeb(options: WebOptions, out: Sink): Promise<{ url: s
 
 function hostRefused(request: Request): Response {
   const host = (request.headers.get('host') ?? '').slice(0, 200);
-  const body = { error: 'HostNotAllowed', message: `the Host ${JSON.stringify(host)} is not served here: actorloop web answers to localhost, 127.0.0.1 and [::1] (add a name with --allowed-host)` };
-  return new Response(JSON.stringify(body), { status: 403, headers: { 'content-type': 'application/json; charset=utf-8', 'cache-control': 'no-store' } });
+  const message =
+    `the Host ${JSON.stringify(host)} is not served here: ` +
+    'actorloop web answers to localhost, 127.0.0.1 and [::1] (add a name with --allowed-host)';
+  const headers = { 'content-type': 'application/json; charset=utf-8', 'cache-control': 'no-store' };
+  return new Response(JSON.stringify({ error: 'HostNotAllowed', message }), { status: 403, headers });
 }
 
 /** The CLI action: serves until Ctrl-C (or SIGTERM), then shuts down gracefully. Exit code 0. */

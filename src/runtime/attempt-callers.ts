@@ -31,6 +31,11 @@ export class AttemptCallers {
     return { token, result };
   }
 
+  /** The run id of the attempt being prepared under `token` (an execute waiting for its log read). */
+  runIdOf(token: number | undefined): string | undefined {
+    return token === undefined ? undefined : this.preparing.get(token)?.runId;
+  }
+
   /** The prepared attempt runs nothing: its caller gets `result` (or the error). */
   answer(token: number, result: ExecutionResult): void {
     this.preparing.get(token)?.resolve(result);

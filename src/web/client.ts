@@ -30,7 +30,11 @@ const OPTION_KEYS = new Set(['url', 'lastLogSeq', 'reconnectMs', 'maxReconnectMs
  * Bad options of the client (an unknown key, a wrong type): `name` 'ValidationError' and `code`
  * 'validation', so `isValidationError` of `actorloop` holds for it (the client imports no zod).
  * @example
- * try { await sessionStream({ url, lastLogSeqq: 3 } as never).next() } catch (e) { if (e instanceof StreamOptionsError) console.log(e.issues) }
+ * try {
+ *   await sessionStream({ url, lastLogSeqq: 3 } as never).next()
+ * } catch (e) {
+ *   if (e instanceof StreamOptionsError) console.log(e.issues)
+ * }
  */
 export class StreamOptionsError extends Error {
   override readonly name = 'ValidationError';
@@ -51,7 +55,8 @@ function checkOptions(options: SessionStreamOptions, where: string): void {
   if (typeof options.url !== 'string' || options.url === '') issues.push({ path: ['url'], message: 'expected the stream URL (a string)' });
   for (const key of ['lastLogSeq', 'reconnectMs', 'maxReconnectMs'] as const) {
     const v = options[key];
-    if (v !== undefined && !(typeof v === 'number' && Number.isInteger(v) && v >= 0)) issues.push({ path: [key], message: 'expected a non-negative integer' });
+    const ok = v === undefined || (typeof v === 'number' && Number.isInteger(v) && v >= 0);
+    if (!ok) issues.push({ path: [key], message: 'expected a non-negative integer' });
   }
   if (options.fetch !== undefined && typeof options.fetch !== 'function') issues.push({ path: ['fetch'], message: 'expected a function' });
   if (issues.length > 0) throw new StreamOptionsError(where, issues);
@@ -84,8 +89,9 @@ export class StreamRefusedError extends Error {
 
 /**
  * The session's frames and connection changes as an async iterable, reconnecting until `signal`
- * aborts, or until the server refuses the stream for good (`StreamRefusedError`, thrown). A `connection` item marks each (re)connection; after `reconnecting`, deltas of a
- * message cut by the disconnect never resume half-way: the committed message follows.
+ * aborts, or until the server refuses the stream for good (`StreamRefusedError`, thrown). A
+ * `connection` item marks each (re)connection; after `reconnecting`, deltas of a message cut by
+ * the disconnect never resume half-way: the committed message follows.
  * @example
  * for await (const item of sessionStream({ url: '/sessions/s1/events' })) console.log(item.kind)
  */

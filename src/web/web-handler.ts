@@ -45,7 +45,9 @@ export const WebHandlerOptions = z.strictObject({
   /** Options of every event stream (capacity, heartbeat, polling). */
   stream: SessionEventsOptions.omit({ live: true }).partial().optional(),
   /** Who may do what on which session (see `Authorize`); without it every request is allowed. */
-  authorize: z.custom<Authorize>((v) => typeof v === 'function', 'a function (request, { sessionId, action, route }) => true | false | Response').optional(),
+  authorize: z
+    .custom<Authorize>((v) => typeof v === 'function', 'a function (request, { sessionId, action, route }) => true | false | Response')
+    .optional(),
   /**
    * The Host header values served (`localhost:8787`, `[::1]:8787`; a name without a port: any
    * port); any other Host is a 403 before anything else (DNS rebinding). Without it: any Host.
@@ -146,7 +148,8 @@ async function authorized(authorize: Authorize, request: Request, context: Autho
   }
   if (verdict === true) return undefined;
   if (verdict instanceof Response) return verdict;
-  return errorResponse(403, { name: 'Forbidden', message: `not allowed to ${context.action} session ${JSON.stringify(context.sessionId.slice(0, 200))}` });
+  const session = JSON.stringify(context.sessionId.slice(0, 200));
+  return errorResponse(403, { name: 'Forbidden', message: `not allowed to ${context.action} session ${session}` });
 }
 
 async function jsonBody(request: Request, max: number): Promise<unknown> {
@@ -194,8 +197,10 @@ async function readAtMost(request: Request, max: number): Promise<Uint8Array | u
 
 const json = (status: number, body: unknown) => new Response(JSON.stringify(body), { status, headers: { 'content-type': 'application/json; charset=utf-8', 'cache-control': 'no-store' } });
 const notFound = (path: string) => errorResponse(404, { name: 'NotFound', message: `no route ${path.slice(0, 200)}: the routes are /sessions/:id/{events,messages,steer,respond,stop,cancel}` });
-const hostRefused = (request: Request) =>
-  errorResponse(403, { name: 'HostNotAllowed', message: `the Host ${JSON.stringify((request.headers.get('host') ?? new URL(request.url).host).slice(0, 200))} is not served here (allowedHosts)` });
+function hostRefused(request: Request): Response {
+  const host = JSON.stringify((request.headers.get('host') ?? new URL(request.url).host).slice(0, 200));
+  return errorResponse(403, { name: 'HostNotAllowed', message: `the Host ${host} is not served here (allowedHosts)` });
+}
 const tooLarge = (max: number) => errorResponse(413, { name: 'PayloadTooLarge', message: `the body is larger than ${max} bytes` });
 function methodNotAllowed(allow: string): Response {
   const res = errorResponse(405, { name: 'MethodNotAllowed', message: `use ${allow}` });
