@@ -34,6 +34,15 @@ const withDatabase = <T extends { data?: string; postgres?: string }>(opts: T, e
   opts.postgres === undefined && opts.data === undefined && env[DATABASE_URL_ENV] ? { ...opts, postgres: env[DATABASE_URL_ENV] } : opts;
 
 type LogOptions = { data?: string; postgres?: string; from?: string; follow?: boolean; json?: boolean };
+type WebFlags = {
+  port: string;
+  host: string;
+  allowedHost?: string[];
+  data?: string;
+  postgres?: string;
+  provider?: Provider;
+  leaseMs: string;
+};
 
 /**
  * `log` and `tail` take one session, and `-f` is `--follow`: `tail s -f 12` (`-f` read as a short
@@ -93,15 +102,17 @@ export function buildProgram(io: CliIO, run: (code: Promise<number>) => void): C
     .command('web')
     .description('serve the example chat page on the demo agent (its deploy needs an approval); the page survives server restarts')
     .option('--port <n>', 'port (0: any free one)', '8787')
-    .option('--host <host>', 'interface to listen on', '127.0.0.1')
+    .option('--host <host>', 'loopback interface to listen on (127.0.0.1, ::1, localhost)', '127.0.0.1')
+    .option('--allowed-host <host...>', 'a Host header served besides localhost, 127.0.0.1 and [::1] (e.g. my-box:8787)')
     .addOption(dataOption())
     .addOption(postgresOption())
     .addOption(new Option('-p, --provider <name>', 'model provider (default: openai or anthropic when its API key is set, else scripted)').choices(Provider.options))
     .option('--lease-ms <ms>', "the worker's session lease: how soon a restarted server takes over a killed one's sessions", '5000')
-    .action((raw: { port: string; host: string; data?: string; postgres?: string; provider?: Provider; leaseMs: string }) => {
+    .action(({ allowedHost, ...raw }: WebFlags) => {
       const pace = io.env.ACTORLOOP_DEMO_PACE;
       const opts = withDatabase(raw, io.env);
-      runOn(raw, opts, webCommand({ ...opts, ...(pace ? { pace } : {}) }, { out: io.out, onInterrupt: io.onInterrupt }));
+      const extra = { ...(allowedHost ? { allowedHosts: allowedHost } : {}), ...(pace ? { pace } : {}) };
+      runOn(raw, opts, webCommand({ ...opts, ...extra }, { out: io.out, onInterrupt: io.onInterrupt }));
     });
 
   program

@@ -38,7 +38,7 @@ const isClient = (c: unknown): boolean =>
  * @example
  * openaiModel({ client: new OpenAI(), model: 'o4-mini', systemRole: 'developer', extraBody: { reasoning_effort: 'low' } })
  */
-export const OpenAIModelOptions = z.object({
+export const OpenAIModelOptions = z.strictObject({
   /** An `openai` SDK client (`new OpenAI({ apiKey, baseURL })`); its own retries are turned off per request. */
   client: z.custom<OpenAIClient>(isClient, { message: 'expected an OpenAI client (new OpenAI({ apiKey }))' }),
   model: z.string().min(1),
