@@ -1,0 +1,37 @@
+// The type-aware half of `npm run lint` (Biome formats; `biome format` is the other half).
+// Only rules that catch a broken promise are on: a promise nobody awaits or catches, a promise
+// where a void callback is expected, a switch that forgets a case, and an outside name used as a
+// property key (prototype builtins, `__proto__`).
+import tseslint from 'typescript-eslint';
+import { noOutsideKey } from './eslint/no-outside-key.js';
+
+const typed = ['**/*.ts', '**/*.cts', '**/*.mts'];
+const plain = ['**/*.js', '**/*.mjs', '**/*.cjs'];
+
+export default tseslint.config(
+  { ignores: ['dist/', 'node_modules/', 'bench/peers/', 'bench/out/', 'coverage/', '.tmp/'] },
+  {
+    files: [...typed, ...plain],
+    linterOptions: { reportUnusedDisableDirectives: 'error' },
+    plugins: { '@typescript-eslint': tseslint.plugin },
+    languageOptions: { parser: tseslint.parser, ecmaVersion: 2023, sourceType: 'module' },
+    rules: {
+      'no-prototype-builtins': 'error',
+      'prefer-object-has-own': 'error',
+      'no-sparse-arrays': 'error',
+      'no-restricted-properties': ['error', { property: '__proto__', message: 'Use Object.getPrototypeOf / Object.setPrototypeOf.' }],
+    },
+  },
+  {
+    files: typed,
+    plugins: { actorloop: { rules: { 'no-outside-key': noOutsideKey } } },
+    languageOptions: { parserOptions: { projectService: { allowDefaultProject: ['vitest.config.ts'] }, tsconfigRootDir: import.meta.dirname } },
+    rules: {
+      '@typescript-eslint/no-floating-promises': 'error',
+      '@typescript-eslint/no-misused-promises': 'error',
+      '@typescript-eslint/switch-exhaustiveness-check': ['error', { considerDefaultExhaustiveForUnions: true }],
+      '@typescript-eslint/await-thenable': 'error',
+      'actorloop/no-outside-key': 'error',
+    },
+  },
+);
