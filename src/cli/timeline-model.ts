@@ -181,6 +181,8 @@ export function buildTimeline(sessionId: string, events: readonly EventRecord[])
         if (c) c.result = e;
         break;
       }
+      default: // the other events draw no span
+        break;
     }
   }
 

@@ -230,6 +230,13 @@ export class SessionTracer implements RunTracer {
       case 'execution_finished':
         if (ev.result.runId === a.runId && ev.result.attemptId === a.attemptId) this.finishAttempt(ev.result);
         break;
+      // no span or span event of their own
+      case 'input_committed':
+      case 'message_start':
+      case 'message_delta':
+      case 'message_end':
+      case 'tool_update':
+        break;
     }
   }
 
