@@ -194,7 +194,7 @@ function emitGate(env: SessionServices): { emit: SessionServices['emit']; landed
       const q = held!;
       for (const [e, logSeq] of q) {
         env.emit(e, logSeq);
-        await undefined;
+        await Promise.resolve();
       }
       held = null;
     },
