@@ -70,7 +70,6 @@ export interface ToolList {
 }
 
 /** A tool of any argument type (what runtimes and catalogs hold). */
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
 export type AnyTool = ToolDefinition<any>;
 
 /** Unknown keys are refused: a misspelt option (needApproval) must not quietly become its default. */
