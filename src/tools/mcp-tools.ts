@@ -68,7 +68,7 @@ const Options = z.strictObject({
 });
 
 const isClient = (v: unknown): v is McpClientLike =>
-  typeof v === 'object' && v !== null && ['listTools', 'callTool', 'close'].every((m) => typeof (v as Record<string, unknown>)[m] === 'function');
+  typeof v === 'object' && v !== null && (['listTools', 'callTool', 'close'] as const).every((m) => typeof (v as Record<string, unknown>)[m] === 'function');
 
 const NAME = /^[a-zA-Z0-9_-]{1,64}$/;
 
@@ -236,7 +236,7 @@ function toolFor(info: McpToolInfo, name: string, validate: Validate, conn: McpC
     description: info.description ?? info.title ?? info.name,
     parameters,
     mode: parallel ? 'parallel' : 'exclusive',
-    resources: o.resources?.[info.name] ?? [],
+    resources: (o.resources && Object.hasOwn(o.resources, info.name) ? o.resources[info.name] : undefined) ?? [],
     ...(o.timeoutMs !== undefined ? { timeoutMs: o.timeoutMs } : {}),
     ...(o.needsApproval.includes(info.name) ? { needsApproval: true } : {}),
     spec: { name, description: info.description ?? info.title ?? info.name, parameters: schema },

@@ -36,9 +36,7 @@ async function serve(handler: (request: Request) => Promise<Response> | Response
     ...(hasBody ? { body: req as unknown as ReadableStream<Uint8Array>, duplex: 'half' } : {}),
   } as RequestInit);
   const response = await handler(request);
-  const out: Record<string, string> = {};
-  response.headers.forEach((v, k) => (out[k] = v));
-  res.writeHead(response.status, out);
+  res.writeHead(response.status, Object.fromEntries(response.headers)); // own keys, whatever the header names
   if (!response.body) return void res.end();
   if (response.headers.get('content-type')?.startsWith('text/event-stream')) res.flushHeaders();
   const reader = response.body.getReader();
