@@ -93,11 +93,14 @@ export async function verifyStore(path: string, options: VerifyOptions = {}): Pr
       return problems.length === 0 ? { ok: true, checked } : { ok: false, problems, checked };
     }
   }
-  const place = `${at.sessionId === undefined ? '' : ` session ${at.sessionId}${at.seq === undefined ? '' : ` near seq ${at.seq}`} of`} ${at.where}`;
+  const near = at.seq === undefined ? '' : ` near seq ${at.seq}`;
+  const place = `${at.sessionId === undefined ? '' : ` session ${at.sessionId}${near} of`} ${at.where}`;
   const reason = timedOut
     ? `the verifying process did not finish within ${timeoutMs} ms (killed) while reading${place}`
     : exit.signal
-      ? `the verifying process was killed by ${exit.signal} while reading${place}: LMDB's pages are damaged there (a native assert or fault, which no process survives)${err ? `; it said: ${lastLine(err)}` : ''}`
+      ? `the verifying process was killed by ${exit.signal} while reading${place}: ` +
+        `LMDB's pages are damaged there (a native assert or fault, which no process survives)` +
+          `${err ? `; it said: ${lastLine(err)}` : ''}`
       : `the verifying process exited with code ${exit.code} while reading${place}${err ? `: ${lastLine(err)}` : ''}`;
   return { ok: false, problems: [{ where: at.where, ...(at.sessionId === undefined ? {} : { sessionId: at.sessionId }), ...(at.seq === undefined ? {} : { seq: at.seq }), reason }] };
 }
@@ -138,7 +141,9 @@ export async function repairStore(path: string, options: VerifyOptions = {}): Pr
   else if (journalDamaged.length === 0) {
     if (!existsSync(join(path, 'journal'))) {
       const say = dataDamaged.map((p) => p.reason).join('; ');
-      throw new CorruptLogError('(store)', 0, `data.mdb is damaged (${say}) and the store has no journal (it was written with durability 'committed', or its journal directory was removed): there is nothing to rebuild it from (nothing was changed)`);
+      throw new CorruptLogError('(store)', 0, `data.mdb is damaged (${say}) and the store has no journal ` +
+        `(it was written with durability 'committed', or its journal directory was removed): ` +
+          `there is nothing to rebuild it from (nothing was changed)`);
     }
     actions.push(...rebuildData(path));
   }
@@ -148,7 +153,8 @@ export async function repairStore(path: string, options: VerifyOptions = {}): Pr
   }
   else {
     const say = (ps: StoreProblem[]) => ps.map((p) => p.reason).join('; ');
-    throw new CorruptLogError('(store)', 0, `both data.mdb (${say(dataDamaged)}) and the journal (${say(journalDamaged)}) are damaged: neither can be rebuilt from the other (nothing was changed)`);
+    throw new CorruptLogError('(store)', 0, `both data.mdb (${say(dataDamaged)}) and the journal (${say(journalDamaged)}) are damaged: ` +
+      `neither can be rebuilt from the other (nothing was changed)`);
   }
   return { repaired: true, actions, before, after: await verifyStore(path, options) };
 }

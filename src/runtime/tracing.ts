@@ -240,7 +240,10 @@ export class SessionTracer implements RunTracer {
     }
   }
 
-  /** Opens step `n`'s span; `early` (its model call starts while the previous step's results land): that step stays open until its step_end. */
+  /**
+   * Opens step `n`'s span; `early` (its model call starts while the previous step's results land):
+   * that step stays open until its step_end.
+   */
   private openStep(a: AttemptSpans, n: number, now: number, early: boolean): void {
     if (early && a.step) {
       a.prev?.span.end(now);
@@ -253,7 +256,10 @@ export class SessionTracer implements RunTracer {
     a.modelCalls = 0;
   }
 
-  /** The step's model call is about to start (callModel): its span is the step's, opened now if the step_start envelope has not come yet. */
+  /**
+   * The step's model call is about to start (callModel): its span is the step's,
+   * opened now if the step_start envelope has not come yet.
+   */
   stepStarting(step: number): void {
     const a = this.attempt;
     if (!a || a.step?.n === step) return;
