@@ -27,7 +27,8 @@ const hasStringIndex = (checker, type) => {
 };
 
 const unwrap = (node) => {
-  while (node && ['TSAsExpression', 'TSNonNullExpression', 'TSTypeAssertion', 'TSSatisfiesExpression'].includes(node.type)) node = node.expression;
+  while (node && ['TSAsExpression', 'TSNonNullExpression', 'TSTypeAssertion', 'TSSatisfiesExpression'].includes(node.type))
+    node = node.expression;
   return node;
 };
 const text = (source, node) => source.getText(unwrap(node)).replace(/\?\./g, '.').replace(/\s+/g, '');
@@ -44,7 +45,11 @@ function variableOf(source, id) {
 /** Where a list of keys comes from: through `.filter()`, `.sort()`, `.slice()` and a `const` holding it. */
 function keysSource(source, node) {
   for (let over = unwrap(node), seen = 0; seen < 8; seen++) {
-    if (over.type === 'CallExpression' && over.callee.type === 'MemberExpression' && ['filter', 'sort', 'slice'].includes(over.callee.property.name)) {
+    if (
+      over.type === 'CallExpression' &&
+      over.callee.type === 'MemberExpression' &&
+      ['filter', 'sort', 'slice'].includes(over.callee.property.name)
+    ) {
       over = unwrap(over.callee.object);
     } else if (over.type === 'Identifier') {
       const def = variableOf(source, over)?.defs[0];
@@ -88,7 +93,9 @@ function isPrototypeless(source, objNode, factories) {
   const init = unwrap(def.node.init);
   if (init?.type !== 'CallExpression') return false;
   const callee = text(source, init.callee);
-  return (callee === 'Object.create' && init.arguments[0]?.type === 'Literal' && init.arguments[0].value === null) || factories.includes(callee);
+  return (
+    (callee === 'Object.create' && init.arguments[0]?.type === 'Literal' && init.arguments[0].value === null) || factories.includes(callee)
+  );
 }
 
 /** `Object.hasOwn(obj, key)` (or `Object.prototype.hasOwnProperty.call`) on an enclosing `&&`, `? :` or `if`. */
@@ -114,10 +121,13 @@ export const noOutsideKey = {
   meta: {
     type: 'problem',
     messages: {
-      access: 'A string key on a plain object reaches Object.prototype (`constructor`, `__proto__`): use a Map or check Object.hasOwn first.',
-      in: '`key in obj` is true for Object.prototype\'s names (`constructor`, `toString`): use Object.hasOwn(obj, key) or a Map.',
+      access:
+        'A string key on a plain object reaches Object.prototype (`constructor`, `__proto__`): use a Map or check Object.hasOwn first.',
+      in: "`key in obj` is true for Object.prototype's names (`constructor`, `toString`): use Object.hasOwn(obj, key) or a Map.",
     },
-    schema: [{ type: 'object', properties: { prototypelessFactories: { type: 'array', items: { type: 'string' } } }, additionalProperties: false }],
+    schema: [
+      { type: 'object', properties: { prototypelessFactories: { type: 'array', items: { type: 'string' } } }, additionalProperties: false },
+    ],
   },
   create(context) {
     const services = context.sourceCode.parserServices;
