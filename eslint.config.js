@@ -1,4 +1,5 @@
-// The type-aware half of `npm run lint` (Biome formats; `biome format` is the other half).
+// The type-aware half of `npm run lint`; the other half, `biome format`, checks the formatting
+// (biome.json: width 140, single quotes, semicolons; markdown is prose and left alone).
 // Only rules that catch a broken promise are on: a promise nobody awaits or catches, a promise
 // where a void callback is expected, a switch that forgets a case, and an outside name used as a
 // property key (prototype builtins, `__proto__`).

@@ -1,5 +1,5 @@
-// Outside names are never keys of plain objects (docs/STYLE: `o.resources?.[toolName]` with a tool
-// named `__proto__` or `constructor`). This rule reports a computed access `obj[key]` and a
+// Outside names are never keys of plain objects (the style guide: `o.resources?.[toolName]` with a
+// tool named `__proto__` or `constructor`). This rule reports a computed access `obj[key]` and a
 // `key in obj` where `key` is typed as any string (not a union of literals) and `obj` is a plain
 // object with a string index signature (a `Record<string, T>`, not an array, a tuple or a Map).
 // Such a read returns Object.prototype's members for `constructor`, `toString`, `__proto__`, and
