@@ -93,14 +93,11 @@ export async function verifyStore(path: string, options: VerifyOptions = {}): Pr
       return problems.length === 0 ? { ok: true, checked } : { ok: false, problems, checked };
     }
   }
-  const near = at.seq === undefined ? '' : ` near seq ${at.seq}`;
-  const place = `${at.sessionId === undefined ? '' : ` session ${at.sessionId}${near} of`} ${at.where}`;
+  const place = `${at.sessionId === undefined ? '' : ` session ${at.sessionId}${at.seq === undefined ? '' : ` near seq ${at.seq}`} of`} ${at.where}`;
   const reason = timedOut
     ? `the verifying process did not finish within ${timeoutMs} ms (killed) while reading${place}`
     : exit.signal
-      ? `the verifying process was killed by ${exit.signal} while reading${place}: ` +
-        `LMDB's pages are damaged there (a native assert or fault, which no process survives)` +
-          `${err ? `; it said: ${lastLine(err)}` : ''}`
+      ? `the verifying process was killed by ${exit.signal} while reading${place}: LMDB's pages are damaged there (a native assert or fault, which no process survives)${err ? `; it said: ${lastLine(err)}` : ''}`
       : `the verifying process exited with code ${exit.code} while reading${place}${err ? `: ${lastLine(err)}` : ''}`;
   return { ok: false, problems: [{ where: at.where, ...(at.sessionId === undefined ? {} : { sessionId: at.sessionId }), ...(at.seq === undefined ? {} : { seq: at.seq }), reason }] };
 }
