@@ -302,6 +302,7 @@ export function anthropicModel(options: AnthropicModelOptions): ModelProvider {
   const secrets = clientSecrets(o.client);
   return {
     modelId: o.model,
+    providerName: 'anthropic',
     async call(request: ModelRequest, onEvent: (event: ModelStreamEvent) => void): Promise<ModelResponse> {
       throwIfAborted(request.signal, 'anthropic');
       const { system, messages } = toAnthropicMessages(request.messages);

@@ -215,6 +215,7 @@ export function openaiModel(options: OpenAIModelOptions): ModelProvider {
   const secrets = clientSecrets(o.client);
   return {
     modelId: o.model,
+    providerName: 'openai',
     async call(request: ModelRequest, onEvent: (event: ModelStreamEvent) => void): Promise<ModelResponse> {
       throwIfAborted(request.signal, 'openai');
       const cap = [o.maxTokens, request.maxOutputTokens].filter((n): n is number => n !== undefined);
