@@ -239,7 +239,9 @@ export async function runCli(argv: readonly string[], io: CliIO): Promise<number
       return exitCode;
     });
   setCommandPrefix(commandPrefix({ argv, env: io.env, execArgv: io.execArgv ?? process.execArgv, cwd: process.cwd() }));
-  const program = buildProgram(io, (p) => (pending = settle(p)));
+  const program = buildProgram(io, (p) => {
+    pending = settle(p);
+  });
   try {
     await program.parseAsync([...argv]);
   } catch (e) {

@@ -219,7 +219,10 @@ export const RecoveryOutcome = z.object({
       name: z.string(),
       mode: z.enum(['parallel', 'exclusive']),
       idempotencyKey: z.string(),
-      /** What `continue` does with it: run it again (parallel), skip it (parallel, its arguments no longer fit or a resource it names stays locked), ask reconcile, or record it uncertain-hanging. */
+      /**
+       * What `continue` does with it: run it again (parallel), skip it (parallel, its arguments no longer fit or a
+       * resource it names stays locked), ask reconcile, or record it uncertain-hanging.
+       */
       resolution: z.enum(['rerun', 'skipped', 'reconcile', 'uncertain-hanging']),
     }),
   ),

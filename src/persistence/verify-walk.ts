@@ -129,7 +129,8 @@ function walkRecords(path: string, dbs: LogDbs, problems: StoreProblem[], checke
     } catch {
       continue; // reported above
     }
-    if (found !== eventId) problems.push({ where: 'data.mdb', sessionId, seq: value, reason: `the id index sends ${JSON.stringify(eventId)} to seq ${value}, which holds ${found === undefined ? 'nothing' : JSON.stringify(found)}` });
+    if (found !== eventId) problems.push({ where: 'data.mdb', sessionId, seq: value, reason: `the id index sends ${JSON.stringify(eventId)} to seq ${value}, ` +
+      `which holds ${found === undefined ? 'nothing' : JSON.stringify(found)}` });
   }
   return seen;
 }
@@ -171,7 +172,8 @@ function walkJournal(journal: Journal, recorded: JournalState | undefined, tails
     return;
   }
   if (recorded && end.nextFrame < recorded.nextFrame) {
-    problems.push({ where: 'journal', reason: `the journal ends after frame ${end.nextFrame - 1}, but the store recorded frames up to ${recorded.nextFrame - 1}: frames are missing` });
+    problems.push({ where: 'journal', reason: `the journal ends after frame ${end.nextFrame - 1}, ` +
+      `but the store recorded frames up to ${recorded.nextFrame - 1}: frames are missing` });
   }
   // without a readable journal state data.mdb is not the file this journal describes (reported
   // above): its sessions say nothing about the journal

@@ -175,7 +175,9 @@ export async function repairStore(path: string, options: VerifyOptions = {}): Pr
   else if (journalDamaged.length === 0) {
     if (!existsSync(join(path, 'journal'))) {
       const say = dataDamaged.map((p) => p.reason).join('; ');
-      throw new CorruptLogError('(store)', 0, `data.mdb is damaged (${say}) and the store has no journal (it was written with durability 'committed', or its journal directory was removed): there is nothing to rebuild it from (nothing was changed)`);
+      throw new CorruptLogError('(store)', 0, `data.mdb is damaged (${say}) and the store has no journal ` +
+        `(it was written with durability 'committed', or its journal directory was removed): ` +
+          `there is nothing to rebuild it from (nothing was changed)`);
     }
     actions.push(...rebuildData(path));
   }
@@ -185,7 +187,8 @@ export async function repairStore(path: string, options: VerifyOptions = {}): Pr
   }
   else {
     const say = (ps: StoreProblem[]) => ps.map((p) => p.reason).join('; ');
-    throw new CorruptLogError('(store)', 0, `both data.mdb (${say(dataDamaged)}) and the journal (${say(journalDamaged)}) are damaged: neither can be rebuilt from the other (nothing was changed)`);
+    throw new CorruptLogError('(store)', 0, `both data.mdb (${say(dataDamaged)}) and the journal (${say(journalDamaged)}) are damaged: ` +
+      `neither can be rebuilt from the other (nothing was changed)`);
   }
   return { repaired: true, actions, before, after: await verifyStore(path, options) };
 }

@@ -73,7 +73,8 @@ export interface OpenAIProviderData {
 /**
  * Maps actorloop messages to Chat Completions messages (system, user, assistant + tool_calls, tool).
  * @example
- * toOpenAIMessages([{ role: 'tool', toolCallId: 'call_1', content: 'sunny' }]) // [{ role: 'tool', tool_call_id: 'call_1', content: 'sunny' }]
+ * toOpenAIMessages([{ role: 'tool', toolCallId: 'call_1', content: 'sunny' }])
+ * // [{ role: 'tool', tool_call_id: 'call_1', content: 'sunny' }]
  * @internal SDK-typed; not in the published declarations
  */
 export function toOpenAIMessages(messages: readonly Message[], systemRole: 'system' | 'developer' = 'system'): Param[] {

@@ -89,7 +89,8 @@ export class AttemptCallers {
     if (this.running.size > 0) await settledWithin(clock, writes, CLOSE_COMMIT_WAIT_MS);
     for (const [k, c] of this.running) {
       const finished = this.finishing.get(k) ?? (await recorded(c).catch(() => undefined));
-      c.resolve(finished ?? notRunResult(c, 'detached', `the session was closed while attempt ${c.attemptId} of run ${c.runId} ran; the run is left resumable: continue it with a new attempt`));
+      c.resolve(finished ?? notRunResult(c, 'detached', `the session was closed while attempt ${c.attemptId} of run ${c.runId} ran; ` +
+        `the run is left resumable: continue it with a new attempt`));
     }
     this.running.clear();
     this.finishing.clear();

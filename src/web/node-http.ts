@@ -51,8 +51,7 @@ async function serve(handler: (request: Request) => Promise<Response> | Response
     ...(body ? { body: body.stream, duplex: 'half' } : {}),
   } as RequestInit);
   const response = await handler(request);
-  const out: Record<string, string> = {};
-  response.headers.forEach((v, k) => (out[k] = v));
+  const out: Record<string, string> = Object.fromEntries(response.headers); // own keys, whatever the header names
   // a body the handler stopped reading (too large) is never read further: the connection closes after the answer
   if (body && !body.ended()) out.connection = 'close';
   res.writeHead(response.status, out);
