@@ -219,7 +219,8 @@ async function runToolCall(env: SessionServices, input: ToolCallInput, ac: CallA
         () =>
           resolve({
             kind: 'uncertain-hanging',
-            content: `the tool did not stop within ${env.config.cancelGraceMs} ms after it was ${timedOut ? 'timed out' : 'cancelled'}; it may still be running`,
+            content: `the tool did not stop within ${env.config.cancelGraceMs} ms after it was ${timedOut ? 'timed out' : 'cancelled'}; ` +
+              `it may still be running`,
             resourceLocks: call.resources,
           }),
         env.config.cancelGraceMs,

@@ -232,10 +232,20 @@ export class SessionTracer implements RunTracer {
       case 'execution_finished':
         if (ev.result.runId === a.runId && ev.result.attemptId === a.attemptId) this.finishAttempt(ev.result);
         break;
+      // no span or span event of their own
+      case 'input_committed':
+      case 'message_start':
+      case 'message_delta':
+      case 'message_end':
+      case 'tool_update':
+        break;
     }
   }
 
-  /** Opens step `n`'s span; `early` (its model call starts while the previous step's results land): that step stays open until its step_end. */
+  /**
+   * Opens step `n`'s span; `early` (its model call starts while the previous step's results land):
+   * that step stays open until its step_end.
+   */
   private openStep(a: AttemptSpans, n: number, now: number, early: boolean): void {
     if (early && a.step) {
       a.prev?.span.end(now);
@@ -248,7 +258,10 @@ export class SessionTracer implements RunTracer {
     a.modelCalls = 0;
   }
 
-  /** The step's model call is about to start (callModel): its span is the step's, opened now if the step_start envelope has not come yet. */
+  /**
+   * The step's model call is about to start (callModel): its span is the step's,
+   * opened now if the step_start envelope has not come yet.
+   */
   stepStarting(step: number): void {
     const a = this.attempt;
     if (!a || a.step?.n === step) return;

@@ -84,7 +84,7 @@ function ownEntries(v: unknown): unknown {
 }
 
 const isClient = (v: unknown): v is McpClientLike =>
-  typeof v === 'object' && v !== null && ['listTools', 'callTool', 'close'].every((m) => typeof (v as Record<string, unknown>)[m] === 'function');
+  typeof v === 'object' && v !== null && (['listTools', 'callTool', 'close'] as const).every((m) => typeof (v as Record<string, unknown>)[m] === 'function');
 
 const NAME = /^[a-zA-Z0-9_-]{1,64}$/;
 
@@ -179,7 +179,8 @@ class McpToolList implements ToolList {
       if (!wanted(info.name)) continue;
       const name = o.prefix + info.name;
       if (!NAME.test(name)) {
-        issues.push({ path: ['tools', info.name], message: `the name ${name} does not fit the providers' rule (letters, digits, _ and -, at most 64): leave the tool out with include, or change prefix` });
+        issues.push({ path: ['tools', info.name], message: `the name ${name} does not fit the providers' rule (letters, digits, _ and -, at most 64): ` +
+          `leave the tool out with include, or change prefix` });
         continue;
       }
       const listing = JSON.stringify([info.name, info.title, info.description, info.inputSchema, info.annotations]);
@@ -212,7 +213,8 @@ type Validate = (input: unknown) => { valid: boolean; errorMessage?: string | un
 function compile(validator: JsonSchemaValidatorLike, info: McpToolInfo): Validate | string {
   const s = info.inputSchema as unknown;
   if (typeof s !== 'object' || s === null || Array.isArray(s)) return 'the input schema is not a JSON object';
-  if ((s as { type?: unknown }).type !== 'object') return `the input schema's type must be "object" (MCP tools take their arguments as an object), not ${JSON.stringify((s as { type?: unknown }).type)}`;
+  if ((s as { type?: unknown }).type !== 'object') return `the input schema's type must be "object" (MCP tools take their arguments as an object), ` +
+    `not ${JSON.stringify((s as { type?: unknown }).type)}`;
   try {
     return validator.getValidator(s as never);
   } catch (e) {
@@ -225,7 +227,8 @@ async function defaultValidator(): Promise<JsonSchemaValidatorLike> {
   try {
     mod = (await import('@modelcontextprotocol/sdk/validation/ajv')) as unknown as typeof mod;
   } catch (e) {
-    throw new ValidationError('mcpTools', [{ path: [], message: `mcpTools needs the optional peer dependency @modelcontextprotocol/sdk (npm install @modelcontextprotocol/sdk): ${(e as Error).message}` }]);
+    throw new ValidationError('mcpTools', [{ path: [], message: `mcpTools needs the optional peer dependency @modelcontextprotocol/sdk (npm install @modelcontextprotocol/sdk): ` +
+      `${(e as Error).message}` }]);
   }
   return new mod.AjvJsonSchemaValidator();
 }
@@ -298,7 +301,8 @@ async function callTool(
     const now = conn.catalog.get(tool);
     if (!now) return errorResult(`the MCP server no longer offers the tool ${tool} (the call was not sent)`);
     if (JSON.stringify(now.inputSchema) !== listedSchema) {
-      return errorResult(`the MCP server changed the input schema of ${tool} after this attempt was offered the tool (the call was not sent); the next attempt is offered it as it is now`);
+      return errorResult(`the MCP server changed the input schema of ${tool} after this attempt was offered the tool (the call was not sent); ` +
+        `the next attempt is offered it as it is now`);
     }
     try {
       const request = link.client.callTool({ name: tool, arguments: args, _meta: { [IDEMPOTENCY_META_KEY]: ctx.idempotencyKey } }, undefined, {
@@ -311,7 +315,8 @@ async function callTool(
       if (ctx.signal.aborted) {
         if (parallel) throw ctx.signal.reason;
         // the server was told to stop (notifications/cancelled), but it may have run the call
-        return { kind: 'cancelled', settled: false, partialContent: `aborted (${(ctx.signal.reason as Error)?.message ?? 'cancelled'}); the MCP server was asked to stop, but whether the call took effect is unknown` };
+        return { kind: 'cancelled', settled: false, partialContent: `aborted (${(ctx.signal.reason as Error)?.message ?? 'cancelled'}); ` +
+          `the MCP server was asked to stop, but whether the call took effect is unknown` };
       }
       const failure = classifyFailure(e);
       const message = (e as Error)?.message ?? String(e);
@@ -326,7 +331,8 @@ async function callTool(
       if (known !== undefined) return known;
       return {
         kind: 'uncertain-hanging',
-        content: `the connection to the MCP server dropped while ${tool} was running (${message}); whether it ran or took effect is unknown, and it was not sent again`,
+        content: `the connection to the MCP server dropped while ${tool} was running (${message}); ` +
+          `whether it ran or took effect is unknown, and it was not sent again`,
       };
     }
   }

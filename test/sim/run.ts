@@ -1,8 +1,10 @@
 /**
- * `npm run sim -- --seeds N [--from S] [--broken reexecute|blind-retry]`: runs seeds S … S+N−1 and
+ * `npm run sim -- --seeds N [--from S] [--broken V]`: runs seeds S … S+N−1 and
  * prints, as its last line, `N seeds, V violations` (exit 1 when V > 0).
  * `npm run sim -- --seed S [--prefix K] [--trace]`: replays one seed exactly (the first K choices
  * of its schedule only, benign after), printing its violations and, with --trace, its event trace.
+ * `--broken V` runs a deliberately broken variant, to see an invariant catch it: reexecute,
+ * blind-retry, fence-blind, stale-head, forget-locks, early-ack, no-idempotency (simulate.ts `Broken`).
  */
 import { parseArgs } from 'node:util';
 import { explainFailure, runSeeds } from './sim-lib.js';
@@ -35,6 +37,7 @@ if (values.seed !== undefined) {
   for (const f of out.failures.slice(0, 3)) console.log(await explainFailure(f.seed, broken));
   if (out.failures.length > 0) console.log(`[sim] failing seeds: ${out.failures.map((f) => f.seed).join(' ')}`);
   console.log(`[sim] seeds ${from}..${from + n - 1} in ${Math.round(performance.now() - t0)} ms; ${out.events} events, ${out.crashes} crashes, ${out.takeovers} takeovers`);
+  console.log(`[sim] exercised: ${Object.entries(out.exercised).map(([k, v]) => `${k} ${v}`).join(', ')}`);
   console.log(`${n} seeds, ${out.failures.length} violations`);
   process.exitCode = out.failures.length > 0 ? 1 : 0;
 }

@@ -18,7 +18,7 @@
  * schemas are always objects): `serveAlso` serves them beside its own.
  */
 import { appendFileSync } from 'node:fs';
-import { createServer } from 'node:http';
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import { randomUUID } from 'node:crypto';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
@@ -131,7 +131,7 @@ if (httpAt === -1) {
 } else {
   const port = Number(process.argv[httpAt + 1] ?? 0);
   const transports = new Map<string, StreamableHTTPServerTransport>();
-  const http = createServer(async (req, res) => {
+  const respond = async (req: IncomingMessage, res: ServerResponse) => {
     const chunks: Buffer[] = [];
     for await (const c of req) chunks.push(c as Buffer);
     const body = chunks.length > 0 ? JSON.parse(Buffer.concat(chunks).toString('utf8')) : undefined;
@@ -150,6 +150,13 @@ if (httpAt === -1) {
       await makeServer().connect(transport);
     }
     await transport.handleRequest(req, res, body);
+  };
+  // a request that fails (a body that is not JSON) is answered 500, not an unhandled rejection that ends the server
+  const http = createServer((req, res) => {
+    respond(req, res).catch((e: unknown) => {
+      if (!res.headersSent) res.writeHead(500, { 'content-type': 'text/plain' });
+      res.end(String(e));
+    });
   });
   http.listen(port, '127.0.0.1', () => {
     const a = http.address();
