@@ -430,7 +430,7 @@ export async function runSeed(opts: SeedOptions): Promise<SeedReport> {
  */
 function withoutIdempotency<S extends EventStore>(inner: S): S {
   const append: EventStore['append'] = async (sid, epoch, expectedSeq, drafts) => {
-    const stored = await Promise.all(drafts.map((d) => (d.eventId === undefined ? undefined : inner.getEventById(sid, d.eventId))));
+    const stored = await Promise.all(drafts.map((d) => (d.eventId === undefined ? Promise.resolve(undefined) : inner.getEventById(sid, d.eventId))));
     if (drafts.length === 0 || stored.some((e) => e === undefined)) return inner.append(sid, epoch, expectedSeq, drafts);
     const head = await inner.getHead(sid);
     return inner.append(sid, epoch, (head?.lastSeq ?? 0) + 1, drafts.map(({ eventId: _id, ...d }) => d));
