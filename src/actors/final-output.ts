@@ -42,7 +42,9 @@ export function outputSpec(schema: z.ZodType, where = 'output'): OutputSpec {
     try {
       json = z.toJSONSchema(schema, { io: 'input', unrepresentable: 'any' }) as Record<string, unknown>;
     } catch (e) {
-      throw new ValidationError(where, [{ path: [], message: `the schema cannot be written as JSON Schema: ${(e as Error)?.message ?? e}` }]);
+      throw new ValidationError(where, [
+        { path: [], message: `the schema cannot be written as JSON Schema: ${(e as Error)?.message ?? e}` },
+      ]);
     }
   }
   delete json.$schema;
@@ -78,10 +80,15 @@ export function strictAllows(schema: Record<string, unknown>): boolean {
  * The execution-profile fingerprint of an attempt with output schema `spec`: the tools' and
  * config's fingerprint with the schema's digest folded in (unchanged without a schema).
  */
-export const withOutput = (fingerprint: string, spec: OutputSpec | undefined): string => (spec ? sha256(canonicalJson({ profile: fingerprint, output: spec.record.digest })) : fingerprint);
+export const withOutput = (fingerprint: string, spec: OutputSpec | undefined): string =>
+  spec ? sha256(canonicalJson({ profile: fingerprint, output: spec.record.digest })) : fingerprint;
 
 /** What the model request carries of a run's output schema. */
-export const requestOutputOf = (spec: OutputSpec): ModelRequestOutput => ({ name: spec.record.name, schema: spec.record.jsonSchema, strict: spec.record.strict });
+export const requestOutputOf = (spec: OutputSpec): ModelRequestOutput => ({
+  name: spec.record.name,
+  schema: spec.record.jsonSchema,
+  strict: spec.record.strict,
+});
 
 /**
  * The instruction a provider without a native structured-output mode is given (joined to the
@@ -94,7 +101,8 @@ export const outputInstruction = (spec: OutputSpec): string =>
 export function withOutputInstruction(messages: readonly Message[], spec: OutputSpec): Message[] {
   const text = outputInstruction(spec);
   const first = messages[0];
-  if (first?.role === 'system' && typeof first.content === 'string') return [{ ...first, content: `${first.content}\n\n${text}` }, ...messages.slice(1)];
+  if (first?.role === 'system' && typeof first.content === 'string')
+    return [{ ...first, content: `${first.content}\n\n${text}` }, ...messages.slice(1)];
   return [{ role: 'system', content: text }, ...messages];
 }
 
@@ -120,7 +128,8 @@ export function checkOutput(spec: OutputSpec, text: string): CheckedOutput {
   }
   const r = spec.schema.safeParse(value);
   if (!r.success) return { ok: false, issues: r.error.issues.map((i) => `${i.path.map(String).join('.') || '(root)'}: ${i.message}`) };
-  if (!JsonValue.safeParse(r.data).success) return { ok: false, issues: ['(root): the schema\'s output is not JSON (a transform to a Date, Map, … cannot be stored in the log)'] };
+  if (!JsonValue.safeParse(r.data).success)
+    return { ok: false, issues: ["(root): the schema's output is not JSON (a transform to a Date, Map, … cannot be stored in the log)"] };
   return { ok: true, value: r.data };
 }
 

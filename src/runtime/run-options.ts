@@ -22,7 +22,11 @@ export type TypedResult<T> = Omit<ExecutionResult, 'output'> & {
 };
 
 /** A partial object of `T` as its JSON streams: every property, at any depth, may still be missing. */
-export type DeepPartial<T> = T extends readonly (infer U)[] ? DeepPartial<U>[] : T extends object ? { [K in keyof T]?: DeepPartial<T[K]> } : T;
+export type DeepPartial<T> = T extends readonly (infer U)[]
+  ? DeepPartial<U>[]
+  : T extends object
+    ? { [K in keyof T]?: DeepPartial<T[K]> }
+    : T;
 
 /**
  * `req` with the run's output schema taken from `given` (session.run's options, or the fields

@@ -36,7 +36,11 @@ class PartialReader {
     if (c === '[') return this.array();
     if (c === '"') return this.string();
     if (c === '-' || (c >= '0' && c <= '9')) return this.number();
-    for (const [word, v] of [['true', true], ['false', false], ['null', null]] as const) {
+    for (const [word, v] of [
+      ['true', true],
+      ['false', false],
+      ['null', null],
+    ] as const) {
       const rest = this.s.slice(this.i, this.i + word.length);
       if (rest === word) {
         this.i += word.length;

@@ -15,7 +15,10 @@ afterAll(() => dir.cleanup());
 async function life(phase: 'first' | 'recover') {
   const child = spawnTs(CHILD, [phase, dir.path], { label: `typed-output-child ${phase}` });
   await child.waitExit(60_000);
-  expect(child.lines.filter((l) => l.startsWith('ERROR')), child.describe()).toEqual([]);
+  expect(
+    child.lines.filter((l) => l.startsWith('ERROR')),
+    child.describe(),
+  ).toEqual([]);
   return child;
 }
 const line = (lines: string[], tag: string) => JSON.parse(lines.find((l) => l.startsWith(`${tag} `))!.slice(tag.length + 1));

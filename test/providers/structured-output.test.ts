@@ -31,10 +31,21 @@ beforeEach(() => {
 
 const Invoice = z.object({ number: z.string(), total: z.number() });
 const invoice = { number: 'INV-7', total: 12.5 };
-const invoiceJsonSchema = { type: 'object', properties: { number: { type: 'string' }, total: { type: 'number' } }, required: ['number', 'total'], additionalProperties: false };
+const invoiceJsonSchema = {
+  type: 'object',
+  properties: { number: { type: 'string' }, total: { type: 'number' } },
+  required: ['number', 'total'],
+  additionalProperties: false,
+};
 const gpt = () => openaiModel({ client: new OpenAI({ apiKey: 'test', baseURL: openai.baseURL }), model: 'gpt-test' });
-const claude = () => anthropicModel({ client: new Anthropic({ apiKey: 'test', baseURL: anthropic.baseURL }), model: 'claude-test', maxTokens: 1024 });
-const lookup = defineTool({ name: 'lookup', description: 'Looks an invoice up', parameters: z.object({ id: z.string() }), execute: ({ id }) => `invoice ${id}: 12.5` });
+const claude = () =>
+  anthropicModel({ client: new Anthropic({ apiKey: 'test', baseURL: anthropic.baseURL }), model: 'claude-test', maxTokens: 1024 });
+const lookup = defineTool({
+  name: 'lookup',
+  description: 'Looks an invoice up',
+  parameters: z.object({ id: z.string() }),
+  execute: ({ id }) => `invoice ${id}: 12.5`,
+});
 
 async function run(model: ModelProvider, output: z.ZodType, tools = [lookup]) {
   const runtime = createRuntime({ store: memoryStore(), model, tools, systemPrompt: 'Extract invoices.' });
@@ -53,7 +64,10 @@ describe('structured output on the wire', () => {
     expect(r.status).toBe('succeeded');
     expect(r.output).toEqual(invoice);
     const body = openai.lastBody();
-    expect(body.response_format).toEqual({ type: 'json_schema', json_schema: { name: 'final_answer', schema: invoiceJsonSchema, strict: true } });
+    expect(body.response_format).toEqual({
+      type: 'json_schema',
+      json_schema: { name: 'final_answer', schema: invoiceJsonSchema, strict: true },
+    });
     // a native mode: no instruction is joined to the system message, and the tools stay offered
     expect(body.messages[0]).toEqual({ role: 'system', content: 'Extract invoices.' });
     expect(body.tools.map((t: { function: { name: string } }) => t.function.name)).toEqual(['lookup']);
@@ -77,7 +91,14 @@ describe('structured output on the wire', () => {
 
   it('anthropicModel sends output_config.format json_schema beside its tools; a tool call first, then the JSON answer', async () => {
     anthropic.reply(
-      an.stream([an.start(), an.toolStart(0, 'toolu_1', 'lookup'), an.json(0, '{"id":"INV-7"}'), an.blockStop(0), an.messageDelta('tool_use'), an.stop()]),
+      an.stream([
+        an.start(),
+        an.toolStart(0, 'toolu_1', 'lookup'),
+        an.json(0, '{"id":"INV-7"}'),
+        an.blockStop(0),
+        an.messageDelta('tool_use'),
+        an.stop(),
+      ]),
       an.textReply(['{"number":"INV-7",', '"total":12.5}']),
     );
     const r = await run(claude(), Invoice);

@@ -2,7 +2,19 @@ import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, expectTypeOf, it } from 'vitest';
 import { z } from 'zod';
-import { createRuntime, isOutputValidationError, isValidationError, lmdbStore, memoryStore, nodeListener, scriptedModel, sessionEvents, type DeliveryOwner, type EventRecord, type ModelProvider } from '../../src/index.js';
+import {
+  createRuntime,
+  isOutputValidationError,
+  isValidationError,
+  lmdbStore,
+  memoryStore,
+  nodeListener,
+  scriptedModel,
+  sessionEvents,
+  type DeliveryOwner,
+  type EventRecord,
+  type ModelProvider,
+} from '../../src/index.js';
 import type { EventDraft } from '../../src/contracts/events.js';
 import { sessionStream } from '../../src/web/client.js';
 import { lmdbPath } from '../helpers/lmdb-path.js';
@@ -51,7 +63,7 @@ describe('typed output', () => {
     expect((start.payload.output as { digest: string }).digest).toMatch(/^[0-9a-f]{64}$/);
   });
 
-  it('execute takes output in its request; the runtime\'s output is the default of every run and types its sessions', async () => {
+  it("execute takes output in its request; the runtime's output is the default of every run and types its sessions", async () => {
     const runtime = createRuntime({ store: memoryStore(), model: scriptedModel([JSON.stringify(invoice), '{"n": 3}']), output: Invoice });
     cleanups.push(() => runtime.close());
     const s = await runtime.openSession('s');
@@ -64,7 +76,7 @@ describe('typed output', () => {
     expect(second.output).toEqual({ n: 3 });
   });
 
-  it('a follow-up input runs with the runtime\'s output schema: its result carries the parsed object', async () => {
+  it("a follow-up input runs with the runtime's output schema: its result carries the parsed object", async () => {
     const runtime = createRuntime({ store: memoryStore(), model: scriptedModel([JSON.stringify(invoice)]), output: Invoice });
     cleanups.push(() => runtime.close());
     const s = await runtime.openSession('s');
@@ -76,7 +88,11 @@ describe('typed output', () => {
 
   it('an answer that is not JSON of the schema is fed back with the zod issues, counted as a protocol correction, then accepted', async () => {
     const store = memoryStore();
-    const model = scriptedModel(['Here is your invoice!', JSON.stringify({ ...invoice, total: 'twelve' }), '```json\n' + JSON.stringify(invoice) + '\n```']);
+    const model = scriptedModel([
+      'Here is your invoice!',
+      JSON.stringify({ ...invoice, total: 'twelve' }),
+      '```json\n' + JSON.stringify(invoice) + '\n```',
+    ]);
     const runtime = createRuntime({ store, model, config: { maxProtocolCorrections: 2 } });
     cleanups.push(() => runtime.close());
     const s = await runtime.openSession('s');
@@ -95,7 +111,11 @@ describe('typed output', () => {
   });
 
   it('exhausted corrections end the run failed with an OutputValidationError naming the last issues', async () => {
-    const runtime = createRuntime({ store: memoryStore(), model: scriptedModel(['no', '{"number": 1}', '{"number": "1"}']), config: { maxProtocolCorrections: 2 } });
+    const runtime = createRuntime({
+      store: memoryStore(),
+      model: scriptedModel(['no', '{"number": 1}', '{"number": "1"}']),
+      config: { maxProtocolCorrections: 2 },
+    });
     cleanups.push(() => runtime.close());
     const s = await runtime.openSession('s');
     const r = await s.run('extract', { output: Invoice }).result;
@@ -163,8 +183,12 @@ describe('typed output', () => {
     cleanups.push(() => runtime.close());
     const s = await runtime.openSession('s');
     expect(() => s.run('x', { output: { type: 'object' } as never })).toThrow(expect.objectContaining({ name: 'ValidationError' }));
-    await expect(s.execute({ kind: 'prompt', runId: 'r', attemptId: 'a', message: 'x', output: 5 as never })).rejects.toSatisfy(isValidationError);
-    expect(() => createRuntime({ store: memoryStore(), model: scriptedModel([]), output: 'json' as never })).toThrow(expect.objectContaining({ name: 'ValidationError' }));
+    await expect(s.execute({ kind: 'prompt', runId: 'r', attemptId: 'a', message: 'x', output: 5 as never })).rejects.toSatisfy(
+      isValidationError,
+    );
+    expect(() => createRuntime({ store: memoryStore(), model: scriptedModel([]), output: 'json' as never })).toThrow(
+      expect.objectContaining({ name: 'ValidationError' }),
+    );
   });
 
   it('partialOutputStream yields the partial objects as the answer streams', async () => {
