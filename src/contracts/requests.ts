@@ -15,17 +15,23 @@ const AnyJson: z.ZodType<unknown> = JsonValue;
 export const PromptMessage = z.union([z.string(), UserMessage, z.array(UserMessage).min(1)]);
 export type PromptMessage = z.infer<typeof PromptMessage>;
 
-const Respond = z.strictObject({ kind: z.literal('respond'), runId: id.optional(), attemptId: id.optional(), questionId: id, answer: AnyJson });
-const Continue = z.strictObject({ kind: z.literal('continue'), runId: id.optional(), attemptId: id.optional() });
+/** The run's output schema (docs/typed-output.md): a zod schema, kept by reference. */
+const OutputSchema = z.custom<z.ZodType>((v) => v instanceof z.ZodType, 'a zod schema (e.g. z.object({ … }))').optional();
+const Respond = z.strictObject({ kind: z.literal('respond'), runId: id.optional(), attemptId: id.optional(), questionId: id, answer: AnyJson, output: OutputSchema });
+const Continue = z.strictObject({ kind: z.literal('continue'), runId: id.optional(), attemptId: id.optional(), output: OutputSchema });
 
 /**
  * `session.execute` input (DESIGN §6). A prompt names its run and attempt; a respond or continue
  * may leave them out: the open run's id is taken and a new attempt id generated.
  */
-export const ExecutionRequest = z.discriminatedUnion('kind', [z.strictObject({ kind: z.literal('prompt'), runId: id, attemptId: id, message: PromptMessage }), Respond, Continue]);
+export const ExecutionRequest = z.discriminatedUnion('kind', [
+  z.strictObject({ kind: z.literal('prompt'), runId: id, attemptId: id, message: PromptMessage, output: OutputSchema }),
+  Respond,
+  Continue,
+]);
 export type ExecutionRequest = z.infer<typeof ExecutionRequest>;
 /** An execute request with both its ids, given or generated. */
-export type IdentifiedRequest = ExecutionRequest & { runId: string; attemptId: string; /** The attempt's output schema (a zod schema), when the caller gave one. */ output?: z.ZodType };
+export type IdentifiedRequest = ExecutionRequest & { runId: string; attemptId: string };
 
 /**
  * `session.run` input: a message (string, user message or several) to prompt with, or an execute

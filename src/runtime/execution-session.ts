@@ -165,9 +165,9 @@ export class ExecutionSession<TOut = unknown> {
    * (ExecutionBusy); everything that happens while running comes back as the result.
    */
   execute<S extends z.ZodType>(request: ExecutionRequest & { output: S }): Promise<TypedResult<z.output<S>>>;
-  execute(request: ExecutionRequest & RunOptions): Promise<TypedResult<TOut>>;
-  async execute(request: ExecutionRequest & RunOptions): Promise<ExecutionResult> {
-    const parsed = withRunOptions(parseInput(ExecutionRequest, request, 'session.execute'), request, 'session.execute');
+  execute(request: ExecutionRequest): Promise<TypedResult<TOut>>;
+  async execute(request: ExecutionRequest): Promise<ExecutionResult> {
+    const parsed = parseInput(ExecutionRequest, request, 'session.execute');
     // (no await when the request names its ids: a prompt claims its run id before any await)
     if (parsed.runId === undefined && this.runs.stale && !this.busy) await this.runs.reload().catch(() => undefined);
     const req = parsed.runId !== undefined && parsed.attemptId !== undefined ? (parsed as IdentifiedRequest) : identifiedRequest(parsed, this.runs.open?.runId ?? this.current?.runId, () => this.newId(), this.sessionId);
@@ -209,7 +209,7 @@ export class ExecutionSession<TOut = unknown> {
   run<S extends z.ZodType>(input: RunRequest, options: { output: S }): RunHandle<z.output<S>>;
   run(input: RunRequest, options?: RunOptions): RunHandle<TOut>;
   run(input: RunRequest, options: RunOptions = {}): RunHandle {
-    const req = withRunOptions(identifiedRun(parseInput(RunRequest, input, 'session.run'), () => this.newId(), this.runs.open?.runId ?? this.current?.runId), options, 'session.run');
+    const req = withRunOptions(identifiedRun(parseInput(RunRequest, input, 'session.run'), () => this.newId(), this.runs.open?.runId ?? this.current?.runId), options);
     const typed = req.output !== undefined || this.options.output !== undefined;
     return runHandle(this.stream.events$, req, (r) => this.execute(r.runId === '' ? ({ ...r, runId: undefined } as ExecutionRequest) : r), typed);
   }

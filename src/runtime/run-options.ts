@@ -28,17 +28,8 @@ export type DeepPartial<T> = T extends readonly (infer U)[]
     ? { [K in keyof T]?: DeepPartial<T[K]> }
     : T;
 
-/**
- * `req` with the run's output schema taken from `given` (session.run's options, or the fields
- * of an execute request, which its zod parse drops): a value that is not a zod schema is refused.
- */
-export function withRunOptions<R extends object>(req: R, given: unknown, where: string): R & { output?: z.ZodType } {
-  if (typeof given !== 'object' || given === null || !Object.hasOwn(given, 'output')) {
-    if (where === 'session.run') parseInput(RunOptionsSchema, given, `${where}: options`);
-    return req;
-  }
-  const output = (given as { output?: unknown }).output;
-  if (where === 'session.run') parseInput(RunOptionsSchema, given, `${where}: options`);
-  else parseInput(RunOptionsSchema.shape.output, output, `${where}: output`);
-  return output === undefined ? req : { ...req, output: output as z.ZodType };
+/** `req` with the run's output schema from session.run's `options` (unknown keys, or an output that is not a zod schema, refused). */
+export function withRunOptions<R extends object>(req: R, options: unknown): R & { output?: z.ZodType } {
+  const { output } = parseInput(RunOptionsSchema, options, 'session.run: options');
+  return output === undefined ? req : { ...req, output };
 }
