@@ -5,7 +5,7 @@ import type { Message } from '../contracts/message.js';
 import type { ModelRequestOutput } from '../contracts/model.js';
 import { canonicalJson } from '../persistence/codec.js';
 import { sha256 } from '../persistence/surface.js';
-import { answerSchema } from '../runtime/answer-schema.js';
+import { answerSchema } from '../contracts/json-schema.js';
 
 /** What `run/start` records of a run's output schema: a zod schema cannot be stored, its JSON Schema can. */
 export const RecordedOutput = z.strictObject({

@@ -4,36 +4,6 @@ import { JsonValue, recordOf } from '../contracts/json.js';
 
 export { JsonValue } from '../contracts/json.js';
 
-/**
- * What a question's answer is checked against: its JSON Schema, or any JSON where that schema
- * cannot be compiled (askUser refuses such schemas when asked; a log written before may hold one).
- */
-export function answerSchema(schema: unknown): z.ZodType {
-  let compiled: z.ZodType;
-  try {
-    compiled = z.fromJSONSchema(schema as never);
-  } catch {
-    return JsonValue;
-  }
-  // zod's conversion drops `required` keys that `properties` does not list: checked here too
-  return compiled.superRefine((value, ctx) => {
-    for (const path of missingRequired(schema, value, [])) ctx.addIssue({ code: 'custom', path, message: 'required by the question\'s schema' });
-  });
-}
-
-/** Paths of keys a JSON Schema's `required` lists (at any depth of `properties` / `items`) that `value` lacks. */
-function missingRequired(schema: unknown, value: unknown, at: (string | number)[]): (string | number)[][] {
-  if (typeof schema !== 'object' || schema === null || typeof value !== 'object' || value === null) return [];
-  const s = schema as { required?: unknown; properties?: Record<string, unknown>; items?: unknown };
-  const out: (string | number)[][] = [];
-  if (Array.isArray(value)) {
-    value.forEach((v, i) => out.push(...missingRequired(s.items, v, [...at, i])));
-    return out;
-  }
-  const obj = value as Record<string, unknown>;
-  if (Array.isArray(s.required)) for (const k of s.required) if (typeof k === 'string' && !Object.hasOwn(obj, k)) out.push([...at, k]);
-  for (const [k, sub] of Object.entries(s.properties ?? {})) if (Object.hasOwn(obj, k)) out.push(...missingRequired(sub, obj[k], [...at, k]));
-  return out;
-}
+export { answerSchema } from '../contracts/json-schema.js';
 export const ApprovalAnswer = z.object({ decisions: recordOf(z.enum(['approve', 'deny'])) });
 export const Checkpoint = z.strictObject({ messages: z.array(InputMessage), stateContext: JsonValue.optional() });
