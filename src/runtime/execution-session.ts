@@ -25,6 +25,7 @@ import { prepareAttempt, type AttemptSession } from './prepare-attempt.js';
 import { assertNewRunId, runIdTaken } from './run-claims.js';
 import { identifiedRequest, identifiedRun, runHandle, type RunHandle } from './run-handle.js';
 import { withRunOptions, type RunOptions, type TypedResult } from './run-options.js';
+import { withOutput } from '../actors/final-output.js';
 import { createSessionActor } from './session-actors.js';
 import { LiveView, snapshotOf, type SessionSnapshot } from './session-view.js';
 import { StopRequests } from './stop-requests.js';
@@ -97,7 +98,8 @@ export class ExecutionSession<TOut = unknown> {
     const settling = { hub: this.hub, callers: this.callers, runs: this.runs, writer: d.env.writer, stream: d.stream, settled: (r: ExecutionResult) => (this.lastResult = r) };
     const work = { prepare: (i: PrepareInput) => this.prepare(i), settle: (r: ExecutionResult) => settleAttempt(settling, r), close: () => this.closeWork() };
     this.actor = createSessionActor(d.env, work, { sessionId: d.sessionId, sessionInstanceId: d.sessionInstanceId, writerEpoch: d.writerEpoch, ...(openRun ? { openRun } : {}) }, d.options.inspect);
-    const stops = new StopRequests(d.sessionId, d.sessionInstanceId, () => d.toolSet().fingerprint, d.store, d.env.writer);
+    // the running attempt's execution profile: its output schema included
+    const stops = new StopRequests(d.sessionId, d.sessionInstanceId, () => withOutput(d.toolSet().fingerprint, d.env.output), d.store, d.env.writer);
     this.control = new RunControl({ phase: () => this.phase, current: () => this.current, send: (e) => this.actor.send(e) }, d.env.writer, stops, this.runs);
     this.actor.on('session.rested', ({ result }) => this.rested(result));
     this.actor.on('attempt.answered', ({ token, result }) => this.callers.answer(token, result));

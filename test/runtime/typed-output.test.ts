@@ -4,6 +4,7 @@ import { afterEach, describe, expect, expectTypeOf, it } from 'vitest';
 import { z } from 'zod';
 import {
   createRuntime,
+  defineTool,
   isOutputValidationError,
   isValidationError,
   lmdbStore,
@@ -176,6 +177,37 @@ describe('typed output', () => {
     const fps = (await logOf(store, 's')).filter((e) => e.type === 'run/start').map((e) => e.payload.executionProfileFingerprint);
     expect(fps[0]).toBe(runtime.executionProfileFingerprint);
     expect(fps[1]).not.toBe(fps[0]);
+  });
+
+  it("a stop's receipt names the running attempt's execution profile, its output schema included", async () => {
+    let release = () => {};
+    const gate = new Promise<void>((r) => (release = r));
+    let started = () => {};
+    const running = new Promise<void>((r) => (started = r));
+    const slow = defineTool({
+      name: 'slow',
+      description: '',
+      parameters: z.object({}),
+      execute: async () => (started(), await gate, 'done'),
+    });
+    const store = memoryStore();
+    const runtime = createRuntime({ store, model: scriptedModel([{ toolCalls: [{ name: 'slow', arguments: {} }] }]), tools: [slow] });
+    cleanups.push(() => runtime.close());
+    const s = await runtime.openSession('s');
+    const run = s.run({ kind: 'prompt', runId: 'r', message: 'go' }, { output: Invoice });
+    await running;
+    const receipt = await s.stopAfterCurrentToolRound({
+      sessionId: 's',
+      sessionInstanceId: s.sessionInstanceId,
+      interactionId: 'r',
+      expectedRunEpoch: 1,
+      idempotencyKey: 'k',
+    });
+    release();
+    expect((await run.result).status).toBe('stopped');
+    const start = (await logOf(store, 's')).find((e) => e.type === 'run/start')!;
+    expect(receipt.executionProfileFingerprint).toBe(start.payload.executionProfileFingerprint);
+    expect(receipt.executionProfileFingerprint).not.toBe(runtime.executionProfileFingerprint);
   });
 
   it('an output that is not a zod schema is refused with a ValidationError', async () => {
