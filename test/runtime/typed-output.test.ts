@@ -46,6 +46,8 @@ describe('typed output', () => {
     const s = await runtime.openSession('s');
     const r = await s.run('extract', { output: Invoice }).result;
     expectTypeOf(r.output).toEqualTypeOf<z.infer<typeof Invoice> | undefined>();
+    // @ts-expect-error: not a field of Invoice
+    void r.output?.customer;
     expect(r.status).toBe('succeeded');
     expect(r.output).toEqual(invoice);
     expect(r.finalMessage).toBe(JSON.stringify(invoice));
