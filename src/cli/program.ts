@@ -89,7 +89,8 @@ export function buildProgram(io: CliIO, run: (code: Promise<number>) => void): C
     .addOption(dataOption())
     .addOption(postgresOption())
     .option('--json', 'one JSON object { workers, leases }')
-    .action((opts: { data?: string; postgres?: string; json?: boolean }) => run(workersCommand(withDatabase(opts, io.env), io)));
+    .option('--all', 'also the workers gone (no heartbeat) for more than an hour')
+    .action((opts: { data?: string; postgres?: string; json?: boolean; all?: boolean }) => run(workersCommand(withDatabase(opts, io.env), io)));
 
   program
     .command('log')

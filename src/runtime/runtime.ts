@@ -169,7 +169,8 @@ export function createRuntime(options: RuntimeOptions): Runtime {
         },
         ...(o.ids ? { eventId: () => o.ids!.eventId() } : {}),
       });
-      if (internal?.guard) writer.guard = internal.guard;
+      const leaseGuard = internal?.guard;
+      if (leaseGuard) writer.guard = () => leaseGuard(writer.writerEpoch);
       const offered = toolSet();
       const env: SessionServices = {
         sessionId,

@@ -30,8 +30,8 @@ export interface ServeHandle {
 
 /** What a serving worker passes when it opens a session it claimed. */
 export interface OpenInternals {
-  /** The lease check of the session's log writer (LogWriter.guard). */
-  guard?: () => unknown;
+  /** The lease check of the session's log writer (LogWriter.guard), given the epoch that writer attached with. */
+  guard?: (writerEpoch: number) => unknown;
 }
 
 export interface ServeDeps {
@@ -102,11 +102,11 @@ export function serve(deps: ServeDeps, options: ServeOptions = {}): ServeHandle 
     h.wake();
   };
 
-  const guardFor = (h: Held) => (): unknown => {
-    if (h.lost) return new LeaseLostError(h.sessionId, h.writerEpoch ?? 0, h.lost);
+  const guardFor = (h: Held) => (writerEpoch: number): unknown => {
+    if (h.lost) return new LeaseLostError(h.sessionId, writerEpoch, h.lost);
     if (performance.now() > h.deadline) {
       lose(h, `not renewed within ${o.leaseMs} ms by this worker's clock`);
-      return new LeaseLostError(h.sessionId, h.writerEpoch ?? 0, h.lost!);
+      return new LeaseLostError(h.sessionId, writerEpoch, h.lost!);
     }
     return undefined;
   };
