@@ -142,7 +142,7 @@ export function createRuntime(options: RuntimeOptions): Runtime {
       return waitForResult(store, sessionId, runId, options);
     },
     serve(options) {
-      return serve({ open: (sid, internals) => (runtime.openSession as (id: string, i: OpenInternals) => Promise<ExecutionSession>)(sid, internals), store, work: workOf(store, 'runtime.serve'), inboxFor, isKilled: () => killed }, options);
+      return serve({ open: (sid, internals) => (runtime.openSession as (id: string, i: OpenInternals) => Promise<ExecutionSession>)(sid, internals), store, work: workOf(store, 'runtime.serve'), inboxFor, isKilled: () => killed, clock: o.clock, ...(o.inspect ? { inspect: o.inspect } : {}) }, options);
     },
     get executionProfileFingerprint() {
       return toolSet().fingerprint;
