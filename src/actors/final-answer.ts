@@ -78,6 +78,9 @@ export async function deliverFinal(env: SessionServices, input: DeliverFinalInpu
     env.writer.stage('delivery/committed', at, { finalMessageId, owner: 'result' });
     return { kind: 'delivered' };
   }
+  // the last check before the delivery, after the last await: a writer that lost the session
+  // since final/message delivers nothing (the session's next writer settles the final)
+  if (!env.writer.mayAct()) return { kind: 'delivery_unknown', reason: 'not delivered: this writer no longer holds the session (fenced, lease lost or closed)' };
   try {
     await env.delivery.deliver({ finalMessageId, sessionId: env.sessionId, runId, turn: at.turn, step: at.step, content: input.content });
     env.writer.stage('delivery/committed', at, { finalMessageId });

@@ -153,6 +153,9 @@ async function runToolCall(env: SessionServices, input: ToolCallInput, ac: CallA
     // cancelled or stopped while the fence was checked: the tool never starts
     return skippedOutput(call, isCancelledError(ac.reason) ? 'not run: the run was cancelled before the call started' : 'not run: the run stopped before the call started');
   }
+  // the last check before the tool starts, after the last await: a lease that ran out while the
+  // fence was read (a paused worker) or a writer fenced or closed meanwhile starts nothing
+  if (!env.writer.mayAct()) return skippedOutput(call, 'not run: this writer no longer holds the session (fenced, lease lost or closed)');
   const clock = env.clock;
   let timedOut = false;
   const timeout = tool.timeoutMs

@@ -85,7 +85,17 @@ export class LogWriter {
     if (this.guarded()) return true;
     const head = await this.store.getHead(this.sessionId);
     if (head && head.writerEpoch !== this.writerEpoch) this.fencedError = new StaleWriterError(this.sessionId, this.writerEpoch, head.writerEpoch);
-    return this.fencedError !== undefined;
+    // the lease may have run out while the head was read (a paused process): asked again
+    return this.guarded();
+  }
+
+  /**
+   * Whether this writer may start a side effect now, by what it knows without a read: not fenced,
+   * its lease (`guard`) still held, not closed. Synchronous, so that it is asked right before the
+   * effect, after the last `await` on the path to it (a check before an await is stale after it).
+   */
+  mayAct(): boolean {
+    return !this.guarded() && this.closedError === undefined;
   }
 
   get lastSeq(): number {

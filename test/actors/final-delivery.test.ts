@@ -2,6 +2,8 @@ import { afterEach,describe,expect,it } from 'vitest';
 import { z } from 'zod';
 import { defineTool,scriptedModel } from '../../src/index.js';
 import { ids,lmdbRuntime,logOf,memRuntime,typesOf } from '../helpers/runtime.js';
+import { deliverFinal } from '../../src/actors/final-answer.js';
+import type { SessionServices } from '../../src/actors/session-services.js';
 
 // Verification and delivery of the final answer: verifiers loop back to the model; final/message
 // is committed before delivery.
@@ -88,5 +90,21 @@ describe('verification and delivery (real LMDB)', () => {
     const r = await s.execute({ kind: 'prompt', runId: 'r1', attemptId: 'a1', message: 'q' });
     expect(r.status).toBe('succeeded');
     expect(outbox.sent).toEqual(['the answer']);
+  });
+});
+
+describe('delivery after the session is lost', () => {
+  it('a final is not delivered by a writer that no longer holds the session (fenced or its lease lost since final/message)', async () => {
+    const delivered: unknown[] = [];
+    const staged: string[] = [];
+    const env = {
+      sessionId: 's',
+      delivery: { deliver: async (f: unknown) => void delivered.push(f) },
+      writer: { mayAct: () => false, stage: (type: string) => void staged.push(type) },
+    } as unknown as SessionServices;
+    const out = await deliverFinal(env, { runId: 'r', at: { turn: 1, step: 1, attempt: 1 }, content: 'paid', finalMessageId: 's/r/final/1.1.1' });
+    expect(delivered).toEqual([]);
+    expect(out).toMatchObject({ kind: 'delivery_unknown' });
+    expect(staged).toEqual([]); // nothing this writer could commit: the next writer settles the final
   });
 });

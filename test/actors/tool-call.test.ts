@@ -8,6 +8,10 @@ import { deferred } from '../helpers/drafts.js';
 import { systemClock } from '../../src/contracts/clock.js';
 import { isCancelledError } from '../../src/contracts/errors.js';
 import { ids,lmdbRuntime,logOf,sleep,within } from '../helpers/runtime.js';
+import { LogWriter } from '../../src/persistence/log-writer.js';
+import { memoryStore } from '../../src/persistence/memory-store.js';
+import { SessionProjection } from '../../src/persistence/projection.js';
+import type { EventStore } from '../../src/persistence/event-store.js';
 
 /** Just what a tool-call actor reaches of the session's environment. */
 function fakeEnv(checkFenced: () => Promise<boolean>, execute: (args: unknown, ctx: { signal: AbortSignal }) => Promise<string>) {
@@ -15,7 +19,7 @@ function fakeEnv(checkFenced: () => Promise<boolean>, execute: (args: unknown, c
   return {
     sessionId: 's1',
     tools: new Map([['pay', tool]]),
-    writer: { checkFenced },
+    writer: { checkFenced, mayAct: () => true },
     clock: systemClock,
     config: { cancelGraceMs: 50 },
     emit: () => {},
@@ -44,6 +48,27 @@ describe('toolCallActor', () => {
     await new Promise((r) => setTimeout(r, 5));
     actor.stop();
     expect(await reason.promise).toMatchObject({ name: 'AbortError' });
+  });
+});
+
+describe('toolCallActor lease', () => {
+  it('an exclusive call whose lease runs out while its fence is read never starts its tool', async () => {
+    const base = memoryStore();
+    let leaseLost = false;
+    // the head read returns after the lease ran out (a worker paused right after the read)
+    const store = new Proxy(base, {
+      get: (t, p) => (p === 'getHead' ? async (id: string) => { const h = await t.getHead(id); leaseLost = true; return h; } : Reflect.get(t, p)),
+    }) as EventStore;
+    const attach = await base.attachWriter('s1');
+    const writer = new LogWriter(store, 's1', attach.writerEpoch, attach.lastSeq + 1, new SessionProjection());
+    writer.guard = () => (leaseLost ? new Error('lease lost') : undefined);
+    const started: unknown[] = [];
+    const env = { ...fakeEnv(async () => false, async (a) => (started.push(a), 'paid')), writer } as unknown as SessionServices;
+    createActor(toolCallActor(env), { input }).start();
+    await new Promise((r) => setTimeout(r, 20));
+    expect(leaseLost).toBe(true);
+    expect(started).toEqual([]);
+    await base.close();
   });
 });
 

@@ -10,6 +10,10 @@
  *   `START <sessionId> <idempotencyKey> <pid>` to `<ledger>/<pid>.txt` before its effect and
  *   `END …` after it (`--tool-ms` between them). Prints `READY`, then one `EV <type> <sessionId>`
  *   line per serve event (`--wait-go`: READY first, serving only after `GO` on stdin); on SIGTERM it stops gracefully (`STOPPED`) and exits 0.
+ *   `--stall-after-intent-ms=N`: the store is wrapped as an app could wrap it: the first head
+ *   read after an append that records a `charge` intent returns only N ms after the read (a
+ *   worker paused right after its fence read: SIGSTOP, a long GC, CPU starvation); prints
+ *   `STALLED <sessionId>` when the stall begins.
  * - `feed`: submits input `<s>-in0` to sessions `s0..s<n-1>` (`--sessions`), prints `FED 0`, then
  *   on `WAVE` from stdin submits `<s>-in1` to each and prints `FED 1`; exits on `EXIT`.
  */
@@ -62,10 +66,51 @@ export function serveAgent(o: { steps: number; latencyMs: number; toolMs: number
   return { tools: [lookup, charge], model: toolLoopModel({ steps: o.steps, toolsPerStep: 2, tools: ['lookup', 'charge'], latencyMs: o.latencyMs }) };
 }
 
+/**
+ * The store as a paused worker sees it: the first head read after a `charge` intent returns only
+ * `ms` after the read itself, and every work-store call (lease renewals included) made meanwhile
+ * waits for the pause to end, as a process stopped right after its fence read would.
+ */
+function stallAfterIntent(store: EventStore, ms: number): EventStore {
+  let armed: string | undefined;
+  let pause: Promise<void> | undefined;
+  const through = <T extends object>(target: T, wrap: (prop: string | symbol, v: unknown) => unknown): T =>
+    new Proxy(target, {
+      get(t, prop, receiver) {
+        const v = Reflect.get(t, prop, receiver) as unknown;
+        return wrap(prop, typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(t) : v);
+      },
+    });
+  const work = store.work && through(store.work, (_prop, v) => (typeof v === 'function' ? async (...a: unknown[]) => (await pause, (v as (...b: unknown[]) => unknown)(...a)) : v));
+  return through(store, (prop, v) => {
+    if (prop === 'work') return work;
+    if (prop === 'append') {
+      return async (...a: Parameters<EventStore['append']>) => {
+        const records = await store.append(...a);
+        if (!pause && records.some((r) => r.type === 'tool/call' && r.payload.name === 'charge')) armed = a[0];
+        return records;
+      };
+    }
+    if (prop === 'getHead') {
+      return async (sessionId: string) => {
+        const head = await store.getHead(sessionId);
+        if (armed === sessionId && !pause) {
+          pause = new Promise((r) => setTimeout(r, ms));
+          say(`STALLED ${sessionId}`);
+          await pause;
+        }
+        return head;
+      };
+    }
+    return v;
+  });
+}
+
 async function worker(): Promise<void> {
   const ledger = flags.get('ledger');
   if (ledger) mkdirSync(ledger, { recursive: true });
-  const store = openStore(storeArg!);
+  const opened = openStore(storeArg!);
+  const store = flags.has('stall-after-intent-ms') ? stallAfterIntent(opened, num('stall-after-intent-ms', 0)) : opened;
   const concurrency = num('concurrency', 16);
   // the serve bench's counters (bench/serve-probe.ts): `PROBE <json>` on stdin's `PROBE`
   const probe = flags.has('probe') ? (await import('../../bench/serve-probe.js')).workerProbe(store, concurrency) : undefined;
