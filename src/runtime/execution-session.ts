@@ -218,21 +218,24 @@ export class ExecutionSession {
     this.callers.started(input.runId, input.attemptId, token);
   }
 
-  /** The machine rests: the settled attempt's caller gets its result, then a waiting follow-up starts. */
+  /** The machine rests: the settled attempt's caller gets its result, then a waiting input starts its run. */
   private rested(result: ExecutionResult | undefined): void {
     if (result) this.callers.rested(result);
     this.afterRest();
   }
 
-  /** @internal Starts a follow-up left waiting (from before a restart, or the kill switch) if idle. */
-  resumeFollowUps(): void {
-    if (!this.busy && !this.closed) this.startFollowUp();
+  /** @internal Starts the run of an input left waiting (from before a restart, or the kill switch) if idle. */
+  resumeWaitingInputs(): void {
+    if (!this.busy && !this.closed) this.startWaitingInput();
   }
 
-  /** Starts the next follow-up run when the session is free; true if one started. */
-  private startFollowUp(): boolean {
+  /**
+   * Starts the run of the oldest waiting input (a follow-up, or a steer no run took) when the
+   * session is free; true if one started. No accepted input waits for an unrelated later one.
+   */
+  private startWaitingInput(): boolean {
     if (this.closed || this.runs.blocking || this.isKilled() || this.phase === 'fenced') return false;
-    const f = this.inputs.takeFollowUp();
+    const f = this.inputs.takeNext();
     if (!f) return false;
     const run = followUpInput(f, { fingerprint: this.offerTools(), options: this.options, now: this.env.clock.now(), lastTurn: this.lastTurn });
     this.begin(run);
@@ -241,35 +244,39 @@ export class ExecutionSession {
   }
 
   private afterRest(): void {
-    // a follow-up accepted while this attempt ran or prepared (even one that ran nothing) starts now
-    if (this.startFollowUp()) return;
+    // an input accepted while this attempt ran or prepared (even one that ran nothing) starts now:
+    // a follow-up, or a steer that came after the run's last model call
+    if (this.startWaitingInput()) return;
     // after the attempt's own promise has settled for its caller
     setImmediate(() => this.busy || this.callers.idle());
   }
 
-  /** Resolves when nothing executes and no follow-up waits to start. */
+  /** Resolves when nothing executes and no input waits to start its run. */
   waitForIdle(): Promise<void> {
     if (this.closed) return Promise.resolve(); // nothing runs or starts on a closed session
-    if (!this.busy && !(this.inputs.hasFollowUp && !this.runs.blocking)) return Promise.resolve();
+    if (!this.busy && !(this.inputs.hasWaiting && !this.runs.blocking)) return Promise.resolve();
     return this.callers.whenIdle();
   }
 
   /**
    * Accepts an input durably (`input/accepted` committed before the receipt). `steer` inputs
    * join the running run before its next model call; `follow_up` inputs start a new run when the
-   * current one settles (at once when idle). The same inputId again returns the same receipt.
+   * current one settles (at once when idle), and so does a steer that no run takes (one accepted
+   * after the run's last model call, or on an idle session). The same inputId again returns the
+   * same receipt.
    */
   async submitInput(envelope: InputEnvelope): Promise<InputReceipt> {
     const e = parseInput(InputEnvelope, envelope, 'session.submitInput');
-    // a follow-up runs as runId = attemptId = inputId
-    if (e.mode === 'follow_up') assertRunIdsFit(this.sessionId, e.inputId, e.inputId, 'session.submitInput', ['inputId', 'inputId']);
+    // a follow-up runs as runId = attemptId = inputId, and so does a steer no run takes
+    assertRunIdsFit(this.sessionId, e.inputId, e.inputId, 'session.submitInput', ['inputId', 'inputId']);
     this.assertOpen();
     return this.desk.submit(e, {
       checkNewRun: (inputId) => this.assertNewRunId(inputId, 'inputId', 'session.submitInput'),
       assertOpen: () => this.assertOpen(),
       claimedRunId: () => this.actor.getSnapshot().context.claimedRunId,
       accepted: (mode) => {
-        if (mode === 'follow_up' && !this.busy) this.startFollowUp();
+        // a steer on a free session has no run to join: it starts one of its own, as a follow-up
+        if (!this.busy) this.startWaitingInput();
       },
     });
   }

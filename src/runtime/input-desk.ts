@@ -8,7 +8,7 @@ import { runIdTaken } from './run-claims.js';
 
 /** What accepting an input asks of its session. */
 export interface InputHooks {
-  /** Refuses a follow-up whose inputId names a run that exists (it runs as runId = inputId). */
+  /** Refuses an input whose inputId names a run that exists (it may run as runId = inputId). */
   checkNewRun(inputId: string): Promise<void>;
   /** Throws if the session closed meanwhile. */
   assertOpen(): void;
@@ -39,8 +39,9 @@ export class InputDesk {
   }
 
   async submit(e: InputEnvelope, hooks: InputHooks): Promise<InputReceipt> {
-    // a follow-up runs as runId = inputId: not one a prompt being prepared has claimed
-    if (e.mode === 'follow_up' && this.inputs.get(e.inputId) === undefined && !this.inflight.has(e.inputId) && hooks.claimedRunId() === e.inputId) {
+    // a follow-up runs as runId = inputId, and so may a steer (one no run takes): not an id a
+    // prompt being prepared has claimed
+    if (this.inputs.get(e.inputId) === undefined && !this.inflight.has(e.inputId) && hooks.claimedRunId() === e.inputId) {
       throw runIdTaken(this.sessionId, e.inputId, 'inputId', 'session.submitInput');
     }
     const known = this.inputs.get(e.inputId);
@@ -65,7 +66,7 @@ export class InputDesk {
       if (again) return this.inputs.receipt(again);
       return settledInputReceipt(this.store, this.sessionId, e.inputId);
     }
-    if (e.mode === 'follow_up') await hooks.checkNewRun(e.inputId);
+    await hooks.checkNewRun(e.inputId);
     const messages = toMessages(e.message);
     hooks.assertOpen(); // closed while the log was read
     const draft = this.writer.draft('input/accepted', { turn: 0, step: 0, attempt: 0 }, { inputId: e.inputId, mode: e.mode, messages }, `input:${e.inputId}`);

@@ -35,12 +35,14 @@ export class InputQueue {
     return steers;
   }
 
-  /** Removes and returns the oldest pending follow-up, marking it consumed. */
-  takeFollowUp(): QueuedInput | undefined {
-    const i = this.pending.findIndex((x) => x.mode === 'follow_up');
-    if (i < 0) return undefined;
-    const [f] = this.pending.splice(i, 1);
-    f!.status = 'consumed';
+  /**
+   * Removes and returns the input that starts the next run on a free session, marking it
+   * consumed: the oldest pending one of either mode. A steer still pending here came after its
+   * run's last model call (or on an idle session): it runs as a run of its own, as a follow-up does.
+   */
+  takeNext(): QueuedInput | undefined {
+    const f = this.pending.shift();
+    if (f) f.status = 'consumed';
     return f;
   }
 
@@ -48,8 +50,9 @@ export class InputQueue {
     return this.pending.some((x) => x.mode === 'steer');
   }
 
-  get hasFollowUp(): boolean {
-    return this.pending.some((x) => x.mode === 'follow_up');
+  /** Whether an accepted input waits (a follow-up, or a steer no running run has taken). */
+  get hasWaiting(): boolean {
+    return this.pending.length > 0;
   }
 
   cancel(inputId: string): boolean {

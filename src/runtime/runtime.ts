@@ -104,7 +104,7 @@ export function createRuntime(options: RuntimeOptions): Runtime {
   const kill = (on: boolean) => {
     killed = on;
     if (on) for (const s of sessions) void s.requestCancel('kill switch');
-    else for (const s of sessions) s.resumeFollowUps(); // follow-ups held back while it was set
+    else for (const s of sessions) s.resumeWaitingInputs(); // inputs held back while it was set
   };
   let killSub: { unsubscribe(): void } | undefined;
   if (ks instanceof AbortSignal) {
@@ -243,7 +243,7 @@ export function createRuntime(options: RuntimeOptions): Runtime {
         await close();
         tracer?.close();
       };
-      session.resumeFollowUps(); // accepted before a restart: they run now, as if just submitted
+      session.resumeWaitingInputs(); // accepted before a restart: they run now, as if just submitted
       return session;
     },
     liveEnvelopes$(sessionId: string) {

@@ -1,10 +1,11 @@
+import { BehaviorSubject } from 'rxjs';
 import { afterEach,describe,expect,it } from 'vitest';
 import { z } from 'zod';
-import { createRuntime,defineTool,isValidationError,lmdbStore,scriptedModel } from '../../src/index.js';
+import { defineTool,isValidationError,scriptedModel } from '../../src/index.js';
+import type { ModelRequest } from '../../src/contracts/model.js';
 import { deferred } from '../helpers/drafts.js';
 import { lmdbPath as lmdbPathFor } from '../helpers/lmdb-path.js';
 import { ids,lmdbRuntime,logOf,sleep,typesOf } from '../helpers/runtime.js';
-import { tempDir } from '../helpers/tmp.js';
 
 // submitInput (steer) and cancelInput: accepted inputs are durable, idempotent by inputId, and
 // join the conversation between tool batches.
@@ -68,32 +69,94 @@ describe('steer inputs', () => {
     await expect(s.submitInput({ inputId: 'x', message: 'm', mode: 'sideways' } as never)).rejects.toSatisfy(isValidationError);
   });
 
-  it('pending inputs survive reopening the session', async () => {
-    const dir = tempDir();
-    const rt1 = createRuntime({ store: lmdbStore({ path: dir.path }), model: scriptedModel([]) });
+  it('a steer accepted before a restart and taken by no run starts a run of its own when the session is opened again', async () => {
+    const db = lmdbPath();
+    // the kill switch keeps the steer's run from starting in the first process (as a crash right
+    // after input/accepted would)
+    const rt1 = db.rt({ model: scriptedModel([]), killSwitch: new BehaviorSubject(true) });
     const s1 = await rt1.openSession('s');
     await s1.submitInput({ inputId: 'later', message: 'remember me', mode: 'steer' });
     await rt1.close();
     const model = scriptedModel(['ok']);
-    const rt2 = createRuntime({ store: lmdbStore({ path: dir.path }), model });
+    const rt2 = db.rt({ model });
     const s2 = await rt2.openSession('s');
-    await s2.execute({ kind: 'prompt', ...ids(), message: 'go' });
-    expect(model.requests[0]!.messages.map((m) => m.content)).toEqual(['go', 'remember me']);
-    await rt2.close();
-    await dir.cleanup();
+    await s2.waitForIdle();
+    expect(model.requests[0]!.messages.map((m) => m.content)).toEqual(['remember me']);
+    expect((await rt2.store.getHead('s'))!.pendingInputs).toEqual([]);
+    const log = await logOf(rt2.store, 's');
+    expect(log.find((e) => e.type === 'run/end' && e.payload.runId === 'later')?.payload.status).toBe('succeeded');
+  });
+
+  it('a steer on an idle session starts a run of its own at once (runId = inputId), waiting for no later input', async () => {
+    const model = scriptedModel(['first', 'steered']);
+    const { runtime, store } = lmdbRuntime({ model });
+    const s = await runtime.openSession('s');
+    await s.execute({ kind: 'prompt', runId: 'r1', attemptId: 'a1', message: 'go' });
+    // (its run starts before the receipt is returned: the receipt says consumed)
+    expect((await s.submitInput({ inputId: 'st', message: 'and in metric units', mode: 'steer' })).durability).toBe('durable');
+    await s.waitForIdle();
+    expect(model.requests).toHaveLength(2);
+    expect(model.requests[1]!.messages.at(-1)).toMatchObject({ role: 'user', content: 'and in metric units' });
+    const log = await logOf(store, 's');
+    expect(log.find((e) => e.type === 'run/end' && e.payload.runId === 'st')?.payload.status).toBe('succeeded');
+    expect((await store.getHead('s'))!.pendingInputs).toEqual([]);
+  });
+
+  it('a steer accepted during the run\'s last model call starts a run of its own once that run settles', async () => {
+    const gate = deferred();
+    const calls: string[] = [];
+    const model = {
+      modelId: 'gated',
+      async call(req: ModelRequest) {
+        const last = req.messages.at(-1)!;
+        calls.push(String(last.content));
+        if (calls.length === 1) await gate.promise; // the run's only (and so last) model call
+        return { message: { role: 'assistant' as const, content: `answer to ${String(last.content)}` }, finishReason: 'stop' as const };
+      },
+    };
+    const { runtime, store } = lmdbRuntime({ model: model as never });
+    const s = await runtime.openSession('s');
+    const running = s.execute({ kind: 'prompt', runId: 'r1', attemptId: 'a1', message: 'go' });
+    while (calls.length === 0) await sleep(2);
+    expect((await s.submitInput({ inputId: 'late', message: 'one more thing', mode: 'steer' })).status).toBe('accepted');
+    gate.resolve();
+    expect((await running).status).toBe('succeeded');
+    // nothing else is submitted: the session reaches rest by itself with the steer consumed
+    expect(await Promise.race([s.waitForIdle().then(() => 'idle'), sleep(5000).then(() => 'still waiting')])).toBe('idle');
+    expect(calls).toEqual(['go', 'one more thing']);
+    const log = await logOf(store, 's');
+    expect(log.find((e) => e.type === 'run/end' && e.payload.runId === 'late')?.payload.status).toBe('succeeded');
+    expect((await store.getHead('s'))!.pendingInputs).toEqual([]);
+    expect((await s.submitInput({ inputId: 'late', message: 'one more thing', mode: 'steer' })).status).toBe('consumed');
+  });
+
+  it('a steer whose inputId names an existing run is refused (it may run as runId = inputId)', async () => {
+    const { runtime } = lmdbRuntime({ model: scriptedModel(['a']) });
+    const s = await runtime.openSession('s');
+    await s.execute({ kind: 'prompt', runId: 'r1', attemptId: 'a1', message: 'go' });
+    await expect(s.submitInput({ inputId: 'r1', message: 'again', mode: 'steer' })).rejects.toSatisfy(isValidationError);
   });
 });
 
 describe('cancelInput', () => {
   it('cancelInput withdraws an input not yet consumed', async () => {
-    const { runtime, store } = lmdbRuntime({ model: scriptedModel(['ok']) });
+    const gate = deferred();
+    const started = deferred();
+    const slow = defineTool({ name: 'slow', description: '', parameters: z.object({}), execute: async () => (started.resolve(), await gate.promise, 'done') });
+    const model = scriptedModel([{ toolCalls: [{ name: 'slow', arguments: {} }] }, 'ok']);
+    const { runtime, store } = lmdbRuntime({ model, tools: [slow] });
     const s = await runtime.openSession('s');
+    const running = s.execute({ kind: 'prompt', ...ids(), message: 'go' });
+    await started.promise;
     await s.submitInput({ inputId: 'st', message: 'never mind', mode: 'steer' });
     expect((await s.cancelInput('st')).status).toBe('cancelled');
-    await s.execute({ kind: 'prompt', ...ids(), message: 'go' });
+    gate.resolve();
+    await running;
+    await s.waitForIdle();
     const log = await logOf(store, 's');
     expect(typesOf(log)).toContain('input/cancelled');
     expect(log.some((e) => e.type === 'user/message' && e.payload.inputId === 'st')).toBe(false);
+    expect(log.some((e) => e.type === 'run/start' && e.payload.runId === 'st')).toBe(false);
   });
 
   it('cancelInput of a steer whose submitInput is still being written withdraws it: it never reaches the model', async () => {
@@ -121,7 +184,8 @@ describe('cancelInput', () => {
 
   it('a cancelled input submitted again from a new process gets its cancelled receipt and is not consumed', async () => {
     const db = lmdbPath();
-    const rt1 = db.rt({ model: scriptedModel([]) });
+    // the kill switch keeps the steer from starting its run before it is cancelled
+    const rt1 = db.rt({ model: scriptedModel([]), killSwitch: new BehaviorSubject(true) });
     const s1 = await rt1.openSession('s');
     await s1.submitInput({ inputId: 'in', message: 'never mind', mode: 'steer' });
     expect((await s1.cancelInput('in')).status).toBe('cancelled');
