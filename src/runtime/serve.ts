@@ -10,7 +10,7 @@ import type { EventStore } from '../persistence/event-store.js';
 import type { WorkStore } from '../persistence/work-store.js';
 import type { ExecutionSession } from './execution-session.js';
 import type { SessionInbox } from './inbox.js';
-import { workerMachineFor } from './worker-actors.js';
+import { workerMachineFor, type WorkerActorOverrides } from './worker-actors.js';
 
 export type { OpenInternals } from '../actors/worker-services.js';
 import type { OpenInternals } from '../actors/worker-services.js';
@@ -45,6 +45,8 @@ export interface ServeDeps {
   clock?: Clock;
   /** Sees the worker machine's and its held sessions' transitions (the runtime's `inspect`). */
   inspect?: (event: InspectionEvent) => void;
+  /** Effects replaced (the simulator's seeded bugs); never set by the runtime. */
+  actors?: (services: WorkerServices) => WorkerActorOverrides;
 }
 
 /** The system clock, but monotonic: a lease deadline must not move with the wall clock. */
@@ -81,7 +83,7 @@ export function serve(deps: ServeDeps, options: ServeOptions = {}): ServeHandle 
     sessions: new Map(),
   };
   const events = new Subject<ServeEvent>();
-  const worker = createActor(workerMachineFor(services), {
+  const worker = createActor(workerMachineFor(services, deps.actors?.(services)), {
     input: {
       workerId,
       concurrency: o.concurrency,

@@ -41,7 +41,7 @@ export function heldSessionMachineFor(s: WorkerServices) {
  * @example
  * const worker = createActor(workerMachineFor(services), { input })
  */
-export function workerMachineFor(s: WorkerServices) {
+export function workerMachineFor(s: WorkerServices, overrides: WorkerActorOverrides = {}) {
   return workerMachine.provide({
     actors: {
       heldSession: heldSessionMachineFor(s),
@@ -51,6 +51,13 @@ export function workerMachineFor(s: WorkerServices) {
       renewLeases: renewLeasesActor(s),
       unregisterWorker: unregisterWorkerActor(s),
       timer: clockTimerActor(s.clock),
+      ...overrides,
     },
   });
+}
+
+/** Worker effects replaced by a test or the simulator (a seeded bug, a slower store). */
+export interface WorkerActorOverrides {
+  renewLeases?: ReturnType<typeof renewLeasesActor>;
+  claimSessions?: ReturnType<typeof claimSessionsActor>;
 }
