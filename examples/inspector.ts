@@ -12,14 +12,16 @@
  *   run #1: starting → stepping → runningTools → committingResults → stepping → ending → done
  *   …
  *
- *   npx tsx examples/inspector.ts [events.jsonl]   # offline: a local adapter writes JSON lines
+ *   npx tsx examples/inspector.ts [events.jsonl]   # offline: a local adapter writes JSON lines (default: in a new folder of the OS temp dir; printed)
  *   npx tsx examples/inspector.ts --serve [--port 8080] [--tool-delay 400]   # live: a local page in your browser
  *
  * `--serve` opens a local page (examples/inspector-page.ts: node:http and Server-Sent Events, no
  * network, no hosted inspector) showing the session, run and toolBatch actors' state values live;
  * the run waits in `suspended` until you press Approve there. Both modes need nothing but this process.
  */
-import { appendFileSync, writeFileSync } from 'node:fs';
+import { appendFileSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { createInspector, type StatelyInspectionEvent } from '@statelyai/inspect';
 import type { InspectionEvent } from 'xstate';
@@ -146,7 +148,7 @@ async function main(): Promise<void> {
     process.on('SIGINT', () => void page.close().then(() => process.exit(0)));
     return;
   }
-  const file = process.argv[2] ?? 'inspector-events.jsonl';
+  const file = process.argv[2] ?? join(mkdtempSync(join(tmpdir(), 'actorloop-inspector-')), 'inspector-events.jsonl');
   const adapter = localAdapter(file);
   const inspector = createInspector(adapter);
   const run = await runInspectedAgent((e) => {

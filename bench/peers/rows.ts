@@ -215,9 +215,9 @@ const vercelAi: RowFactory = async (v) => {
     write: ai.tool({ description: 'write', inputSchema: z.object({ i: z.number() }), execute: async ({ i }) => { if (v.toolMs) await sleep(v.toolMs); return toolValue('write', i); } }),
   };
   const usage = { inputTokens: { total: 1, noCache: 1, cacheRead: 0, cacheWrite: 0 }, outputTokens: { total: 1, text: 1, reasoning: 0 } };
-  // a LanguageModelV3 of our own (ai/test's MockLanguageModelV3 keeps every call it was given)
-  const model: import('@ai-sdk/provider').LanguageModelV3 = {
-    specificationVersion: 'v3',
+  // a LanguageModelV4 of our own (ai/test's MockLanguageModelV4 keeps every call it was given)
+  const model: import('@ai-sdk/provider').LanguageModelV4 = {
+    specificationVersion: 'v4',
     provider: 'bench',
     modelId: 'scripted-checking',
     supportedUrls: {},

@@ -10,7 +10,11 @@ if (!sessionId) {
 const api = `/sessions/${encodeURIComponent(sessionId)}`;
 const $ = (id) => document.getElementById(id);
 $('sid').textContent = sessionId;
-$('prompt').value = params.get('prompt') ?? (await (await fetch('/demo-prompt')).text());
+// the demo's prompt fills the box of a session that has none yet; a session whose log already
+// holds a user message (a reload, a second tab) empties it, unless someone has typed in it since
+let offered = params.get('prompt') ?? (await (await fetch('/demo-prompt')).text());
+$('prompt').value = offered;
+$('prompt').addEventListener('input', () => (offered = undefined), { once: true });
 
 let view = initialView(sessionId);
 
@@ -26,6 +30,7 @@ $('send').addEventListener('submit', (e) => {
   const message = $('prompt').value.trim();
   if (!message) return;
   $('prompt').value = '';
+  offered = undefined;
   void post('messages', { inputId: crypto.randomUUID(), message });
 });
 
@@ -48,7 +53,8 @@ function renderItem(item) {
     case 'assistant': return el('div', 'item assistant', item.text);
     case 'final': return el('div', 'item final', item.text);
     case 'resumed': return el('div', 'marker resumed', '↻ resumed after restart');
-    case 'run': return el('div', 'run', `run ended: ${item.status}`);
+    // a suspended run has not ended: it waits for the approval or answer shown above it
+    case 'run': return item.status === 'suspended' ? undefined : el('div', 'run', `run ended: ${item.status}`);
     case 'tool': {
       const outcome = item.outcome;
       const failed = outcome && (outcome.kind !== 'completed' || outcome.isError);
@@ -85,22 +91,32 @@ function render() {
   if (key === rendered) return;
   rendered = key;
   const main = $('items');
-  const nodes = view.items.map(renderItem);
+  const nodes = view.items.map(renderItem).filter((n) => n !== undefined);
   if (view.streaming) nodes.push(el('div', 'item assistant streaming', view.streaming.text));
   main.replaceChildren(...nodes);
   main.scrollTop = main.scrollHeight;
 }
 
-for await (const item of sessionStream({ url: `${api}/events` })) {
-  if (item.kind === 'committed') {
-    // every committed frame as it arrives (not deduplicated): the log as this page received it
-    const li = el('li');
-    li.dataset.seq = String(item.logSeq);
-    li.append(el('b', '', String(item.logSeq)), document.createTextNode(item.record.type));
-    $('log').append(li);
+try {
+  for await (const item of sessionStream({ url: `${api}/events` })) {
+    if (item.kind === 'committed' && item.record.type === 'user/message' && offered !== undefined && $('prompt').value === offered) {
+      $('prompt').value = '';
+      offered = undefined;
+    }
+    if (item.kind === 'committed') {
+      // every committed frame as it arrives (not deduplicated): the log as this page received it
+      const li = el('li');
+      li.dataset.seq = String(item.logSeq);
+      li.append(el('b', '', String(item.logSeq)), document.createTextNode(item.record.type));
+      $('log').append(li);
+    }
+    view = reduceView(view, item);
+    if (view.streaming?.text) window.__sawLiveText = true;
+    window.__view = view;
+    render();
   }
-  view = reduceView(view, item);
-  if (view.streaming?.text) window.__sawLiveText = true;
-  window.__view = view;
-  render();
+} catch (e) {
+  // a refusal retrying cannot change (a bad session id, not authorized): the page says so and stops
+  $('conn').textContent = `refused: ${e.message}`;
+  $('conn').className = 'closed';
 }

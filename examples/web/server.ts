@@ -19,11 +19,20 @@ const runtime = createRuntime({
   approvalFor: ['deploy'], // the deploy waits for Approve / Deny in the page
 });
 runtime.serve({ leaseMs: 5000 }); // applies what the page submits, resumes runs a crash cut off
-const api = webHandler({ runtime });
+// answers only to the loopback names with this port: a foreign page whose name resolves to
+// 127.0.0.1 (DNS rebinding) gets a 403; put `authorize` here before serving anyone else
+const api = webHandler({ runtime, allowedHosts: [`localhost:${port}`, `127.0.0.1:${port}`, `[::1]:${port}`] });
 
 const page = (file: string) => readFileSync(new URL(file, import.meta.url), 'utf8');
 const client = (await build({ entryPoints: [new URL('../../src/web/client.ts', import.meta.url).pathname], bundle: true, format: 'esm', write: false })).outputFiles[0]!.text;
-const files = new Map([['/', ['text/html', page('index.html')]], ['/app.js', ['text/javascript', page('app.js')]], ['/client.js', ['text/javascript', client]], ['/demo-prompt', ['text/plain', DEMO_PROMPT]]]);
+const files = new Map([
+  ['/', ['text/html', page('index.html')]],
+  ['/app.js', ['text/javascript', page('app.js')]],
+  ['/client.js', ['text/javascript', client]],
+  ['/favicon.svg', ['image/svg+xml', page('favicon.svg')]],
+  ['/favicon.ico', ['image/svg+xml', page('favicon.svg')]],
+  ['/demo-prompt', ['text/plain', DEMO_PROMPT]],
+]);
 
 http
   .createServer(

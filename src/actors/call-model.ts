@@ -63,7 +63,8 @@ export async function callWithRetries(env: SessionServices, at: StepPosition, si
       const checked = checkedResponse(res);
       if (!checked.success) {
         const issue = checked.error.issues[0];
-        throw new ProviderError(`the model provider returned an invalid response: ${issue ? `${issue.path.map(String).join('.') || '(root)'}: ${issue.message}` : 'invalid'}`, { retryable: false, code: 'invalid_response' });
+        throw new ProviderError(`the model provider returned an invalid response: ` +
+          `${issue ? `${issue.path.map(String).join('.') || '(root)'}: ${issue.message}` : 'invalid'}`, { retryable: false, code: 'invalid_response' });
       }
       offAttempt();
       return { res: checked.data as ModelResponse, latencyMs: env.clock.now() - t0, digest };
@@ -194,7 +195,7 @@ function emitGate(env: SessionServices): { emit: SessionServices['emit']; landed
       const q = held!;
       for (const [e, logSeq] of q) {
         env.emit(e, logSeq);
-        await undefined;
+        await Promise.resolve();
       }
       held = null;
     },

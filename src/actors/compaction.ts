@@ -7,7 +7,8 @@ import { callWithRetries } from './call-model.js';
 import { estimateTokens, sha256 } from '../persistence/surface.js';
 
 const line = (m: Message) =>
-  `${m.role}${m.name ? ` (${m.name})` : ''}: ${m.content}${m.toolCalls?.length ? ` [tool calls: ${m.toolCalls.map((c) => `${c.name}(${c.arguments})`).join(', ')}]` : ''}`;
+  `${m.role}${m.name ? ` (${m.name})` : ''}: ${m.content}` +
+    `${m.toolCalls?.length ? ` [tool calls: ${m.toolCalls.map((c) => `${c.name}(${c.arguments})`).join(', ')}]` : ''}`;
 
 /**
  * Summarises the part of the surface older than the current run with the model (using

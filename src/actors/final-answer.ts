@@ -40,7 +40,10 @@ export async function verifyFinal(env: SessionServices, input: FinalAnswerInput)
   return { kind: 'rejected', reason: rejection };
 }
 
-/** The id of a run's final answer: unique across sessions (an idempotent owner may de-duplicate on it alone); the turn keeps it unique where an older log reused a runId. */
+/**
+ * The id of a run's final answer: unique across sessions (an idempotent owner may de-duplicate on it alone);
+ * the turn keeps it unique where an older log reused a runId.
+ */
 export const finalMessageIdOf = (sessionId: string, runId: string, at: StepPosition) => `${sessionId}/${runId}/final/${at.turn}.${at.attempt}.${at.step}`;
 
 /**

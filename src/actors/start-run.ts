@@ -153,7 +153,8 @@ async function recoverCalls(
     const locks = freed ? c.resources.filter((r) => !freed.includes(r)) : c.resources;
     outcome ??= {
       kind: 'uncertain-hanging',
-      content: `the process stopped after this ${c.name} call was announced and before its result was recorded; whether it ran or took effect is unknown${tool?.reconcile ? ' (reconcile could not tell)' : ''}`,
+      content: `the process stopped after this ${c.name} call was announced and before its result was recorded; ` +
+        `whether it ran or took effect is unknown${tool?.reconcile ? ' (reconcile could not tell)' : ''}`,
       resourceLocks: locks,
     };
     const now = env.clock.now();

@@ -139,16 +139,16 @@ const SIGNAL_GETTER: PropertyDescriptor = {
 async function runToolCall(env: SessionServices, input: ToolCallInput, ac: CallAbort): Promise<ToolCallOutput> {
   const { call, runId } = input;
   const tool = env.tools.get(call.name)!;
-  if (call.mode === 'exclusive') {
-    let fenced: boolean;
-    try {
-      fenced = await env.writer.checkFenced();
-    } catch (e) {
-      // the writer check could not read the store: the side-effecting call is not started
-      return skippedOutput(call, `not run: whether another writer took over the session could not be checked (${messageOf(e)})`);
-    }
-    if (fenced) return skippedOutput(call, 'not run: another writer took over the session (fenced)');
+  // every call, parallel ones too: a fenced writer starts no tool (the calls of one wave share
+  // one read of the head, LogWriter.checkFenced)
+  let fenced: boolean;
+  try {
+    fenced = await env.writer.checkFenced();
+  } catch (e) {
+    // the writer check could not read the store: the call is not started
+    return skippedOutput(call, `not run: whether another writer took over the session could not be checked (${messageOf(e)})`);
   }
+  if (fenced) return skippedOutput(call, 'not run: another writer took over the session (fenced)');
   if (ac.aborted) {
     // cancelled or stopped while the fence was checked: the tool never starts
     return skippedOutput(call, isCancelledError(ac.reason) ? 'not run: the run was cancelled before the call started' : 'not run: the run stopped before the call started');
@@ -219,7 +219,8 @@ async function runToolCall(env: SessionServices, input: ToolCallInput, ac: CallA
         () =>
           resolve({
             kind: 'uncertain-hanging',
-            content: `the tool did not stop within ${env.config.cancelGraceMs} ms after it was ${timedOut ? 'timed out' : 'cancelled'}; it may still be running`,
+            content: `the tool did not stop within ${env.config.cancelGraceMs} ms after it was ${timedOut ? 'timed out' : 'cancelled'}; ` +
+              `it may still be running`,
             resourceLocks: call.resources,
           }),
         env.config.cancelGraceMs,

@@ -59,7 +59,8 @@ export async function sessionsCommand(opts: { data?: string; postgres?: string; 
     say(io, `${'session'.padEnd(w)}  events  turns  epoch  state`);
     for (const r of rows) {
       const state = r.openRun ? `open run ${r.openRun} (resumable)` : 'idle';
-      say(io, `${r.sessionId.padEnd(w)}  ${String(r.events).padStart(6)}  ${String(r.turns).padStart(5)}  ${String(r.writerEpoch).padStart(5)}  ${state}${r.pendingInputs ? `, ${r.pendingInputs} queued input(s)` : ''}`);
+      say(io, `${r.sessionId.padEnd(w)}  ${String(r.events).padStart(6)}  ${String(r.turns).padStart(5)}  ` +
+        `${String(r.writerEpoch).padStart(5)}  ${state}${r.pendingInputs ? `, ${r.pendingInputs} queued input(s)` : ''}`);
     }
     return EXIT.ok;
   });
@@ -156,7 +157,9 @@ export async function recoverCommand(sessionId: string, opts: { data?: string; p
       const preview = await previewRecovery(store, sessionId, tools);
       say(io, JSON.stringify(preview, null, 2));
       for (const l of describeRecovery(preview)) io.err.write(`${l.replace(/^recovery found:/, 'recovery would find:')}\n`);
-      io.err.write(`read only: nothing was attached or written. To take the session over and settle it: ${command(`recover ${sessionId} ${src.flag} --resume`)} (fences a process still running it)\n`);
+      io.err.write(`read only: nothing was attached or written. ` +
+        `To take the session over and settle it: ${command(`recover ${sessionId} ${src.flag} --resume`)} ` +
+          `(fences a process still running it)\n`);
       return EXIT.ok;
     });
   }
@@ -165,7 +168,8 @@ export async function recoverCommand(sessionId: string, opts: { data?: string; p
     const lease = await liveLeaseOf(store, sessionId);
     if (lease && !opts.force) {
       throw new CliError(
-        `session ${sessionId} is held by serving worker ${lease.workerId} (lease until ${lease.leaseUntil ?? 'unknown'}); resuming would fence it mid-run. Stop that worker or let its lease expire, or pass --force`,
+        `session ${sessionId} is held by serving worker ${lease.workerId} (lease until ${lease.leaseUntil ?? 'unknown'}); ` +
+          `resuming would fence it mid-run. Stop that worker or let its lease expire, or pass --force`,
         EXIT.failure,
       );
     }
@@ -173,7 +177,8 @@ export async function recoverCommand(sessionId: string, opts: { data?: string; p
     await store.close();
     throw e;
   }
-  io.err.write(`resuming: attaching a new writer to session ${sessionId}; a process still running it is fenced (its run ends fenced, its next write fails with a stale epoch)\n`);
+  io.err.write(`resuming: attaching a new writer to session ${sessionId}; ` +
+    `a process still running it is fenced (its run ends fenced, its next write fails with a stale epoch)\n`);
   // Opening settles a final answer committed but never delivered: like the demo, the CLI is its
   // (idempotent) delivery owner and prints it.
   const delivery = { idempotent: true, deliver: async (f: FinalAnswer) => void io.err.write(`redelivered final answer ${f.finalMessageId}: ${f.content}\n`) };

@@ -86,7 +86,8 @@ export function demoPolicy(request: ModelRequest): ScriptedStep {
   }
   const calc = results.filter((m) => m.name === 'calculate').map((m) => m.content.split(' = ').pop());
   const summary = done
-    ? `Done: ${done.content}. The monthly error budget for a 99.9% SLO is ${calc[0] ?? '?'} minutes, and the canary is ${calc[1] ?? '?'} pods. ` +
+    ? `Done: ${done.content}. ` +
+      `The monthly error budget for a 99.9% SLO is ${calc[0] ?? '?'} minutes, and the canary is ${calc[1] ?? '?'} pods. ` +
       'The release brings faster cart totals and one retry of card authorisation on gateway timeouts.'
     : `I could not deploy checkout 2.4.0: ${deploys.at(-1)?.content ?? 'no deploy result'}.`;
   return { text: summary, usage: { ...usage, outputTokens: Math.ceil(summary.length / 4) } };

@@ -18,6 +18,7 @@ export function demoPaths(dataDir: string): DemoPaths {
   return { sandbox: join(dataDir, 'demo-sandbox'), deployments: join(dataDir, 'demo-deployments') };
 }
 
+const SERVICE = { service: 'checkout', pods: 40, canaryShare: 0.1, environments: ['staging', 'production'] };
 const SANDBOX_FILES: Record<string, string> = {
   'release-notes.md': [
     '# checkout 2.4.0',
@@ -27,7 +28,7 @@ const SANDBOX_FILES: Record<string, string> = {
     '- SLO unchanged: 99.9% of requests succeed over 30 days.',
     '',
   ].join('\n'),
-  'service.json': `${JSON.stringify({ service: 'checkout', pods: 40, canaryShare: 0.1, environments: ['staging', 'production'] }, null, 2)}\n`,
+  'service.json': `${JSON.stringify(SERVICE, null, 2)}\n`,
 };
 
 /** Creates the sandbox with its sample files (kept if they exist) and the deployments folder. */

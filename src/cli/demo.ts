@@ -41,7 +41,9 @@ export interface DemoIO {
  */
 export function newSessionId(now = new Date()): string {
   const p = (n: number) => String(n).padStart(2, '0');
-  return `demo-${now.getFullYear()}${p(now.getMonth() + 1)}${p(now.getDate())}-${p(now.getHours())}${p(now.getMinutes())}${p(now.getSeconds())}-${randomUUID().slice(0, 4)}`;
+  const date = `${now.getFullYear()}${p(now.getMonth() + 1)}${p(now.getDate())}`;
+  const time = `${p(now.getHours())}${p(now.getMinutes())}${p(now.getSeconds())}`;
+  return `demo-${date}-${time}-${randomUUID().slice(0, 4)}`;
 }
 
 const shortId = () => randomUUID().slice(0, 8);
@@ -80,6 +82,8 @@ export async function runDemo(options: DemoOptions, io: DemoIO): Promise<number>
   });
   say(`${s.bold('actorloop demo')} · session ${s.bold(sessionId)} · model ${model.modelId} (${provider}) · data ${dataDir}${o.postgres ? ` · log ${redactUrl(o.postgres)}` : ''}`);
   if (!existed) say(s.dim(`resume or continue it later with: ${resumeHint}`));
+  // npx (and tsx) start the demo as a child of their own process: killing their pid leaves it running
+  say(s.dim(`demo pid ${process.pid}: to crash it, kill -9 ${process.pid} (killing npx's pid leaves the demo running)`));
 
   let session: ExecutionSession | undefined;
   let progress: Progress | undefined;
@@ -99,7 +103,8 @@ export async function runDemo(options: DemoOptions, io: DemoIO): Promise<number>
       session = await runtime.openSession(sessionId);
     } catch (e) {
       if (!isStaleWriterError(e)) throw e;
-      say(`${s.red('cannot run')}: another process opened session ${sessionId} at the same moment and is its writer now; run it again when that one is done`);
+      say(`${s.red('cannot run')}: another process opened session ${sessionId} at the same moment and is its writer now; ` +
+        `run it again when that one is done`);
       return EXIT.failure;
     }
     if (existed) for (const l of describeRecovery(session.recovery)) say(l);
@@ -110,7 +115,8 @@ export async function runDemo(options: DemoOptions, io: DemoIO): Promise<number>
     const open = session.recovery.interruptedRuns[0];
     let request: ExecutionRequest;
     if (open?.pendingRequest) {
-      say(`run ${open.runId} waits for an answer (${JSON.stringify(open.pendingRequest)}); the demo agent asks no questions, so answer it from your own code with execute({ kind: 'respond', … }).`);
+      say(`run ${open.runId} waits for an answer (${JSON.stringify(open.pendingRequest)}); ` +
+        `the demo agent asks no questions, so answer it from your own code with execute({ kind: 'respond', … }).`);
       return EXIT.failure;
     } else if (open) {
       request = { kind: 'continue', runId: open.runId, attemptId: `a-${shortId()}` };

@@ -47,7 +47,8 @@ export function describeFailure(e: unknown): { message: string; exitCode: number
     return { message: `corrupt log: session ${e.sessionId}${e.seq > 0 ? `, seq ${e.seq}` : ''}: ${e.reason}.${intact} nothing was changed.`, exitCode: EXIT.corrupt };
   }
   if (isUnknownSchemaVersionError(e)) {
-    return { message: `session ${e.sessionId}, seq ${e.seq} was written by a newer actorloop (schema version ${e.schemaVersion}): upgrade actorloop to read it.`, exitCode: EXIT.corrupt };
+    return { message: `session ${e.sessionId}, seq ${e.seq} was written by a newer actorloop (schema version ${e.schemaVersion}): ` +
+      `upgrade actorloop to read it.`, exitCode: EXIT.corrupt };
   }
   if (isValidationError(e)) return { message: e.message, exitCode: EXIT.usage };
   // PostgreSQL unreachable, or a schema missing or newer than this version: its message says what to do

@@ -53,14 +53,14 @@ function describeEvent(e: EventRecord): string {
     case 'tool/call':
       return `${p.name} ${p.callId} [${p.mode}] ${json(p.arguments, 70)}`;
     case 'tool/result':
-      return `${p.name} ${p.callId} ${outcomeSummary(p.outcome as ToolOutcome, 60)}${p.startedAt && p.endedAt ? ` (${p.endedAt - p.startedAt} ms)` : ''}`;
+      return `${p.name} ${p.callId} ${outcomeSummary(p.outcome as ToolOutcome, 60)}` + (p.startedAt && p.endedAt ? ` (${p.endedAt - p.startedAt} ms)` : '');
     case 'tool/batch-rejected':
       return `batch rejected: ${(p.issues as { name: string; message: string }[]).map((i) => `${i.name}: ${i.message}`).join('; ')}`;
     case 'run/suspended':
       return `suspended: ${p.pendingRequest?.kind} ${p.pendingRequest?.questionId}`;
     case 'approval/requested':
     case 'question/asked':
-      return `${p.pendingRequest?.kind} ${p.pendingRequest?.questionId}${p.pendingRequest?.question ? `: ${clip(p.pendingRequest.question, 60)}` : ''}`;
+      return `${p.pendingRequest?.kind} ${p.pendingRequest?.questionId}` + (p.pendingRequest?.question ? `: ${clip(p.pendingRequest.question, 60)}` : '');
     case 'approval/decided':
       return `${p.questionId}: ${json(p.decisions, 60)}${p.timedOut ? ' (timed out)' : ''}`;
     case 'final/message':

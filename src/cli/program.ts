@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import { Command, CommanderError, Option } from 'commander';
 import { logCommand, recoverCommand, sessionsCommand, tailCommand, viewCommand, type CommandIO } from './commands.js';
 import { migrateCommand } from './migrate.js';
+import { explainPostgresFailure, type PostgresTarget } from './postgres-failure.js';
 import { DATABASE_URL_ENV, DEFAULT_DATA_DIR } from './data.js';
 import { Provider } from './demo-agent.js';
 import { runDemo } from './demo.js';
@@ -25,10 +26,38 @@ export interface CliIO extends CommandIO {
 
 const dataOption = () => new Option('-d, --data <dir>', 'data dir (the LMDB event log)').default(undefined, DEFAULT_DATA_DIR);
 const postgresOption = () => new Option('--postgres <url>', `the PostgreSQL event log instead of a data dir (default: $${DATABASE_URL_ENV} when set and --data is not given)`);
+/** `migrate` works on PostgreSQL only: no data dir to name or to fall back to. */
+const migratePostgresOption = () => new Option('--postgres <url>', `the PostgreSQL database (default: $${DATABASE_URL_ENV})`);
 
 /** `--postgres`, else ACTORLOOP_DATABASE_URL unless `--data` names a data dir. */
 const withDatabase = <T extends { data?: string; postgres?: string }>(opts: T, env: NodeJS.ProcessEnv): T =>
   opts.postgres === undefined && opts.data === undefined && env[DATABASE_URL_ENV] ? { ...opts, postgres: env[DATABASE_URL_ENV] } : opts;
+
+type LogOptions = { data?: string; postgres?: string; from?: string; follow?: boolean; json?: boolean };
+type WebFlags = {
+  port: string;
+  host: string;
+  allowedHost?: string[];
+  data?: string;
+  postgres?: string;
+  provider?: Provider;
+  leaseMs: string;
+};
+
+/**
+ * `log` and `tail` take one session, and `-f` is `--follow`: `tail s -f 12` (`-f` read as a short
+ * `--from`) is refused naming the flag to use, not read as a second session.
+ */
+async function refuseOldFrom(args: readonly string[]): Promise<void> {
+  if (args.length <= 1) return;
+  const seq = args.find((a) => /^\d+$/.test(a));
+  throw new CliError(
+    seq !== undefined
+      ? `-f is --follow; to start at seq ${seq}, pass --from ${seq}`
+      : `one session at a time (got ${args.map((a) => JSON.stringify(a)).join(', ')})`,
+    EXIT.usage,
+  );
+}
 
 /** Builds the command tree; each action hands its exit code's promise to `run`. */
 export function buildProgram(io: CliIO, run: (code: Promise<number>) => void): Command {
@@ -42,6 +71,14 @@ export function buildProgram(io: CliIO, run: (code: Promise<number>) => void): C
       // docs/cli.md: an error is one line on stderr starting with `actorloop:`
       outputError: (s, write) => write(`actorloop: ${s.replace(/^error: /, '').trim().replace(/\s*\n\s*/g, ' ')} (actorloop --help lists the commands)\n`),
     });
+
+  /** Runs a command on the log `opts` names; a failure on PostgreSQL gets the CLI's exit code for it (postgres-failure.ts). */
+  const runOn = (raw: { postgres?: string }, opts: { postgres?: string; schema?: string }, code: Promise<number>) => {
+    if (opts.postgres === undefined) return run(code);
+    const target: PostgresTarget = { url: opts.postgres, fromEnv: raw.postgres === undefined };
+    if (opts.schema) target.schema = opts.schema;
+    run(code.catch(async (e: unknown) => Promise.reject(await explainPostgresFailure(e, target))));
+  };
 
   program
     .command('demo')
@@ -58,21 +95,24 @@ export function buildProgram(io: CliIO, run: (code: Promise<number>) => void): C
         run(Promise.reject(new CliError(`ACTORLOOP_DEMO_PACE must be a non-negative number (a factor for the demo's delays), got ${JSON.stringify(pace)}`, EXIT.usage)));
         return;
       }
-      run(runDemo({ ...opts, ...(pace ? { pace } : {}) }, { out: io.out, tty: io.tty, color: io.tty && !io.env.NO_COLOR, onInterrupt: io.onInterrupt, exitNow: io.exitNow }));
+      runOn(raw, opts, runDemo({ ...opts, ...(pace ? { pace } : {}) }, { out: io.out, tty: io.tty, color: io.tty && !io.env.NO_COLOR, onInterrupt: io.onInterrupt, exitNow: io.exitNow }));
     });
 
   program
     .command('web')
     .description('serve the example chat page on the demo agent (its deploy needs an approval); the page survives server restarts')
     .option('--port <n>', 'port (0: any free one)', '8787')
-    .option('--host <host>', 'interface to listen on', '127.0.0.1')
+    .option('--host <host>', 'loopback interface to listen on (127.0.0.1, ::1, localhost)', '127.0.0.1')
+    .option('--allowed-host <host...>', 'a Host header served besides localhost, 127.0.0.1 and [::1] (e.g. my-box:8787)')
     .addOption(dataOption())
     .addOption(postgresOption())
     .addOption(new Option('-p, --provider <name>', 'model provider (default: openai or anthropic when its API key is set, else scripted)').choices(Provider.options))
     .option('--lease-ms <ms>', "the worker's session lease: how soon a restarted server takes over a killed one's sessions", '5000')
-    .action((raw: { port: string; host: string; data?: string; postgres?: string; provider?: Provider; leaseMs: string }) => {
+    .action(({ allowedHost, ...raw }: WebFlags) => {
       const pace = io.env.ACTORLOOP_DEMO_PACE;
-      run(webCommand({ ...withDatabase(raw, io.env), ...(pace ? { pace } : {}) }, { out: io.out, onInterrupt: io.onInterrupt }));
+      const opts = withDatabase(raw, io.env);
+      const extra = { ...(allowedHost ? { allowedHosts: allowedHost } : {}), ...(pace ? { pace } : {}) };
+      runOn(raw, opts, webCommand({ ...opts, ...extra }, { out: io.out, onInterrupt: io.onInterrupt }));
     });
 
   program
@@ -81,7 +121,10 @@ export function buildProgram(io: CliIO, run: (code: Promise<number>) => void): C
     .addOption(dataOption())
     .addOption(postgresOption())
     .option('--json', 'one JSON array')
-    .action((opts: { data?: string; postgres?: string; json?: boolean }) => run(sessionsCommand(withDatabase(opts, io.env), io)));
+    .action((raw: { data?: string; postgres?: string; json?: boolean }) => {
+      const opts = withDatabase(raw, io.env);
+      runOn(raw, opts, sessionsCommand(opts, io));
+    });
 
   program
     .command('workers')
@@ -90,7 +133,10 @@ export function buildProgram(io: CliIO, run: (code: Promise<number>) => void): C
     .addOption(postgresOption())
     .option('--json', 'one JSON object { workers, leases }')
     .option('--all', 'also the workers gone (no heartbeat) for more than an hour')
-    .action((opts: { data?: string; postgres?: string; json?: boolean; all?: boolean }) => run(workersCommand(withDatabase(opts, io.env), io)));
+    .action((raw: { data?: string; postgres?: string; json?: boolean; all?: boolean }) => {
+      const opts = withDatabase(raw, io.env);
+      runOn(raw, opts, workersCommand(opts, io));
+    });
 
   program
     .command('log')
@@ -98,9 +144,15 @@ export function buildProgram(io: CliIO, run: (code: Promise<number>) => void): C
     .argument('<session>', 'session id')
     .addOption(dataOption())
     .addOption(postgresOption())
-    .option('-f, --from <seq>', 'first seq to print')
+    .option('--from <seq>', 'first seq to print (default 1)')
+    .option('-f, --follow', 'then follow appends by any process, as tail does (Ctrl-C stops)')
     .option('--json', 'one JSON record per line')
-    .action((session: string, opts: { data?: string; postgres?: string; from?: string; json?: boolean }) => run(logCommand(session, withDatabase(opts, io.env), io)));
+    .allowExcessArguments()
+    .action((session: string, raw: LogOptions, cmd: Command) => {
+      const opts = withDatabase(raw, io.env);
+      const print = () => (opts.follow ? tailCommand(session, { ...opts, from: opts.from ?? '1' }, io) : logCommand(session, opts, io));
+      runOn(raw, opts, refuseOldFrom(cmd.args).then(print));
+    });
 
   program
     .command('tail')
@@ -108,9 +160,14 @@ export function buildProgram(io: CliIO, run: (code: Promise<number>) => void): C
     .argument('<session>', 'session id')
     .addOption(dataOption())
     .addOption(postgresOption())
-    .option('-f, --from <seq>', 'first seq to print (default: the last 10 events)')
+    .option('--from <seq>', 'first seq to print (default: the last 10 events)')
+    .option('-f, --follow', 'follow appends (tail always does; -f as in tail -f)')
     .option('--json', 'one JSON record per line')
-    .action((session: string, opts: { data?: string; postgres?: string; from?: string; json?: boolean }) => run(tailCommand(session, withDatabase(opts, io.env), io)));
+    .allowExcessArguments()
+    .action((session: string, raw: LogOptions, cmd: Command) => {
+      const opts = withDatabase(raw, io.env);
+      runOn(raw, opts, refuseOldFrom(cmd.args).then(() => tailCommand(session, opts, io)));
+    });
 
   program
     .command('recover')
@@ -120,12 +177,13 @@ export function buildProgram(io: CliIO, run: (code: Promise<number>) => void): C
     .addOption(postgresOption())
     .option('--resume', 'open the session: attach a new writer (a process still running it is fenced) and settle what opening settles; runs no tool or model call')
     .option('--force', "with --resume: even while a serving worker's unexpired lease holds the session")
-    .action((session: string, opts: { data?: string; postgres?: string; resume?: boolean; force?: boolean }) => {
-      if (opts.force && !opts.resume) {
+    .action((session: string, raw: { data?: string; postgres?: string; resume?: boolean; force?: boolean }) => {
+      if (raw.force && !raw.resume) {
         run(Promise.reject(new CliError('--force only goes with --resume', EXIT.usage)));
         return;
       }
-      run(recoverCommand(session, withDatabase(opts, io.env), io));
+      const opts = withDatabase(raw, io.env);
+      runOn(raw, opts, recoverCommand(session, opts, io));
     });
 
   program
@@ -135,14 +193,20 @@ export function buildProgram(io: CliIO, run: (code: Promise<number>) => void): C
     .addOption(dataOption())
     .addOption(postgresOption())
     .option('-o, --output <file>', 'HTML file to write (default: <session>.timeline.html)')
-    .action((session: string, opts: { data?: string; postgres?: string; output?: string }) => run(viewCommand(session, withDatabase(opts, io.env), io)));
+    .action((session: string, raw: { data?: string; postgres?: string; output?: string }) => {
+      const opts = withDatabase(raw, io.env);
+      runOn(raw, opts, viewCommand(session, opts, io));
+    });
 
   program
     .command('migrate')
     .description('create or upgrade the PostgreSQL schema (for deployments whose stores are opened with migrate: false)')
-    .addOption(postgresOption())
+    .addOption(migratePostgresOption())
     .option('--schema <name>', 'PostgreSQL schema holding the tables', 'actorloop')
-    .action((opts: { postgres?: string; schema: string }) => run(migrateCommand({ ...opts, postgres: opts.postgres ?? io.env[DATABASE_URL_ENV] }, io)));
+    .action((raw: { postgres?: string; schema: string }) => {
+      const opts = { ...raw, postgres: raw.postgres ?? io.env[DATABASE_URL_ENV] };
+      runOn(raw, opts, migrateCommand(opts, io));
+    });
 
   program
     .command('verify')
@@ -176,7 +240,9 @@ export async function runCli(argv: readonly string[], io: CliIO): Promise<number
       return exitCode;
     });
   setCommandPrefix(commandPrefix({ argv, env: io.env, execArgv: io.execArgv ?? process.execArgv, cwd: process.cwd() }));
-  const program = buildProgram(io, (p) => (pending = settle(p)));
+  const program = buildProgram(io, (p) => {
+    pending = settle(p);
+  });
   try {
     await program.parseAsync([...argv]);
   } catch (e) {

@@ -102,7 +102,8 @@ export class Progress {
       }
       case 'tool_start':
         this.running.set(e.callId, { name: e.name, since: Date.now() });
-        this.line(`  tool start ${cyan(e.name)} ${dim(e.callId)} [${this.opts.modes.get(e.name) ?? '?'}] ${dim(clip(JSON.stringify(e.arguments), 70))}`);
+        this.line(`  tool start ${cyan(e.name)} ${dim(e.callId)} [${this.opts.modes.get(e.name) ?? '?'}] ` +
+          `${dim(clip(JSON.stringify(e.arguments), 70))}`);
         break;
       case 'tool_update': {
         const r = this.running.get(e.callId);

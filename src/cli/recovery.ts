@@ -11,7 +11,8 @@ export function describeRecovery(r: RecoveryOutcome): string[] {
   }
   for (const run of runs) {
     const why = run.pendingRequest ? 'waiting for an answer' : run.lastStatus ? `last attempt ended ${run.lastStatus}` : 'its process stopped mid-run';
-    lines.push(`  interrupted run ${run.runId} (turn ${run.turn}, attempt ${run.attemptId}, run epoch ${run.runEpoch}): ${why}${run.stopAccepted ? '; a stop request is accepted' : ''}`);
+    lines.push(`  interrupted run ${run.runId} (turn ${run.turn}, attempt ${run.attemptId}, run epoch ${run.runEpoch}): ` +
+      `${why}${run.stopAccepted ? '; a stop request is accepted' : ''}`);
   }
   for (const c of r.uncertainToolCalls) {
     const what = {

@@ -64,23 +64,27 @@ svg.timeline { display: block; font-size: 11px; }
 .mark.steering .shape, .mark.input .shape { fill: #6b7a90; }
 .restart { stroke: #556070; stroke-dasharray: 2 3; }
 .lower { display: grid; grid-template-columns: minmax(320px, 44%) 1fr; gap: 16px; padding: 14px 20px 30px; align-items: start; }
-#detail { position: sticky; top: 10px; background: var(--panel); border: 1px solid var(--line); border-radius: 6px; padding: 10px 12px; max-height: 90vh; overflow: auto; }
+#detail { position: sticky; top: 10px; background: var(--panel); border: 1px solid var(--line); border-radius: 6px;
+  padding: 10px 12px; max-height: 90vh; overflow: auto; }
 #detail h2 { font-size: 13px; margin: 0 0 6px; }
 #detail .ev { border-top: 1px solid var(--line); padding-top: 6px; margin-top: 6px; }
 #detail .ev:first-of-type { border-top: 0; margin-top: 0; }
 #detail .head { font-weight: 600; }
 #detail .head small { color: var(--muted); font-weight: 400; }
-pre.payload { margin: 4px 0 0; padding: 8px; background: #f4f6fa; border-radius: 4px; font: 11.5px/1.4 ui-monospace, SFMono-Regular, Menlo, monospace; white-space: pre-wrap; word-break: break-word; }
+pre.payload { margin: 4px 0 0; padding: 8px; background: #f4f6fa; border-radius: 4px;
+  font: 11.5px/1.4 ui-monospace, SFMono-Regular, Menlo, monospace; white-space: pre-wrap; word-break: break-word; }
 .hint { color: var(--muted); margin: 0; }
 table.events { width: 100%; border-collapse: collapse; font-size: 12px; background: var(--panel); }
-table.events th { text-align: left; color: var(--muted); font-weight: 500; border-bottom: 1px solid var(--line); padding: 4px 6px; position: sticky; top: 0; background: var(--panel); }
+table.events th { text-align: left; color: var(--muted); font-weight: 500; border-bottom: 1px solid var(--line); padding: 4px 6px;
+  position: sticky; top: 0; background: var(--panel); }
 table.events td { padding: 3px 6px; border-bottom: 1px solid #f0f2f6; vertical-align: top; }
 table.events td.num { text-align: right; color: var(--muted); font-variant-numeric: tabular-nums; }
 table.events td.type { font-family: ui-monospace, SFMono-Regular, Menlo, monospace; white-space: nowrap; }
 table.events tr { cursor: pointer; }
 table.events tr:hover td { background: #f4f7fc; }
 table.events tr.selected td { background: #fff3d6; }
-#tooltip { position: fixed; z-index: 10; max-width: 460px; padding: 6px 8px; border-radius: 4px; background: #1d2330; color: #fff; font-size: 12px; pointer-events: none; white-space: pre-wrap; }
+#tooltip { position: fixed; z-index: 10; max-width: 460px; padding: 6px 8px; border-radius: 4px; background: #1d2330; color: #fff;
+  font-size: 12px; pointer-events: none; white-space: pre-wrap; }
 `;
 
 /**
@@ -95,7 +99,10 @@ export const TIMELINE_JS = `
   var detail = document.getElementById('detail');
   function target(ev) { return ev.target && ev.target.closest ? ev.target.closest('[data-seqs]') : null; }
   function seqsOf(el) { return el.getAttribute('data-seqs').split(',').filter(Boolean).map(Number); }
-  function place(ev) { tip.style.left = Math.min(ev.clientX + 14, window.innerWidth - 470) + 'px'; tip.style.top = (ev.clientY + 16) + 'px'; }
+  function place(ev) {
+    tip.style.left = Math.min(ev.clientX + 14, window.innerWidth - 470) + 'px';
+    tip.style.top = (ev.clientY + 16) + 'px';
+  }
   document.addEventListener('mouseover', function (ev) {
     var el = target(ev);
     if (!el || !el.getAttribute('data-title')) { tip.hidden = true; return; }
@@ -104,7 +111,12 @@ export const TIMELINE_JS = `
     place(ev);
   });
   document.addEventListener('mousemove', function (ev) { if (!tip.hidden) place(ev); });
-  function el(tag, cls, text) { var n = document.createElement(tag); if (cls) n.className = cls; if (text !== undefined) n.textContent = text; return n; }
+  function el(tag, cls, text) {
+    var n = document.createElement(tag);
+    if (cls) n.className = cls;
+    if (text !== undefined) n.textContent = text;
+    return n;
+  }
   function select(node) {
     document.querySelectorAll('.selected').forEach(function (x) { x.classList.remove('selected'); });
     node.classList.add('selected');
@@ -117,7 +129,8 @@ export const TIMELINE_JS = `
       var box = el('div', 'ev');
       box.setAttribute('data-seq', String(seq));
       var head = el('div', 'head', '#' + e.seq + ' ' + e.type + ' ');
-      head.appendChild(el('small', '', 'turn ' + e.turn + ', step ' + e.step + ', attempt ' + e.attempt + ' · ' + e.occurredAt + ' · ' + e.eventId));
+      var at = 'turn ' + e.turn + ', step ' + e.step + ', attempt ' + e.attempt;
+      head.appendChild(el('small', '', at + ' · ' + e.occurredAt + ' · ' + e.eventId));
       box.appendChild(head);
       box.appendChild(el('pre', 'payload', JSON.stringify(e.payload, null, 2)));
       detail.appendChild(box);

@@ -181,6 +181,8 @@ export function buildTimeline(sessionId: string, events: readonly EventRecord[])
         if (c) c.result = e;
         break;
       }
+      default: // the other events draw no span
+        break;
     }
   }
 
@@ -219,7 +221,8 @@ export function buildTimeline(sessionId: string, events: readonly EventRecord[])
       label: `${a.kind} #${a.epoch} · ${status}`,
       classes: [`status-${status}`, ...(a.status ? [] : ['interrupted'])],
       seqs: a.seqs,
-      title: `attempt ${key.slice(a.runId.length + 1)} of run ${a.runId} (${a.kind}, run epoch ${a.epoch}): ${a.status ?? 'interrupted — its process stopped before run/end'}`,
+      title: `attempt ${key.slice(a.runId.length + 1)} of run ${a.runId} (${a.kind}, run epoch ${a.epoch}): ` +
+        `${a.status ?? 'interrupted — its process stopped before run/end'}`,
     });
   }
   for (const st of steps.values()) {
@@ -249,7 +252,9 @@ export function buildTimeline(sessionId: string, events: readonly EventRecord[])
       label: `${p.name}${outcome ? '' : ' ?'}`,
       classes: [`mode-${p.mode}`, ...outcomeClasses(outcome), ...(recovered ? ['recovered'] : [])],
       seqs: [call.seq, ...(result ? [result.seq] : [])],
-      title: `${summarize(call)}${result ? ` → ${summarize(result)}${recovered ? ` (resolved by recovery, attempt ${result.attempt})` : ''}` : ' → no result: the process stopped while it ran'}`,
+      title:
+        summarize(call) +
+        (result ? ` → ${summarize(result)}${recovered ? ` (resolved by recovery, attempt ${result.attempt})` : ''}` : ' → no result: the process stopped while it ran'),
     });
   }
   const toolLanes = pack(toolSpans);

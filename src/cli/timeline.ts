@@ -97,7 +97,8 @@ function ticks(axis: ReturnType<typeof makeAxis>, height: number): string {
   }
   // Each stretch of activity: its clock time, then ticks counted from its start.
   for (const c of axis.clusters) {
-    out.push(`<text class="clock" x="${axis.at(c.start).toFixed(1)}" y="14">${escapeHtml(new Date(c.start).toISOString().slice(11, 23))} UTC</text>`);
+    out.push(`<text class="clock" x="${axis.at(c.start).toFixed(1)}" y="14">` +
+      `${escapeHtml(new Date(c.start).toISOString().slice(11, 23))} UTC</text>`);
     for (let t = c.start; t <= c.end; t += step) {
       const x = axis.at(t);
       const label = free(x) ? `<text x="${x.toFixed(1)}" y="${TOP - 12}" text-anchor="middle">+${escapeHtml(formatDuration(t - c.start))}</text>` : '';
@@ -113,7 +114,8 @@ function bar(s: Span, x0: number, x1: number, y: number): string {
   const w = Math.max(s.classes.includes('outcome-unresolved') ? 36 : 3, x1 - x0);
   const fits = s.label.length * 6.1 + 8 <= w;
   return (
-    `<g class="bar ${s.row} ${s.classes.map(escapeHtml).join(' ')}" data-seqs="${s.seqs.join(',')}" data-title="${escapeHtml(s.title)}" tabindex="0">` +
+    `<g class="bar ${s.row} ${s.classes.map(escapeHtml).join(' ')}" data-seqs="${s.seqs.join(',')}" ` +
+      `data-title="${escapeHtml(s.title)}" tabindex="0">` +
     `<rect x="${x0.toFixed(1)}" y="${y}" width="${w.toFixed(1)}" height="${BAR}" rx="3"/>` +
     (fits ? `<text x="${(x0 + 4).toFixed(1)}" y="${y + 13}">${escapeHtml(s.label)}</text>` : '') +
     `</g>`
@@ -126,17 +128,23 @@ function mark(m: Mark, x: number, y: number, level: number): string {
       ? `<circle class="shape" cx="${x.toFixed(1)}" cy="${y}" r="5.5"/>`
       : `<path class="shape" d="M${x.toFixed(1)} ${y - 6.5}l6.5 6.5l-6.5 6.5l-6.5 -6.5z"/>`;
   return (
-    `<g class="mark ${m.classes.map(escapeHtml).join(' ')}" data-seqs="${m.seqs.join(',')}" data-title="${escapeHtml(m.title)}" tabindex="0">${shape}` +
+    `<g class="mark ${m.classes.map(escapeHtml).join(' ')}" data-seqs="${m.seqs.join(',')}" ` +
+      `data-title="${escapeHtml(m.title)}" tabindex="0">${shape}` +
     `<text x="${(x + 8).toFixed(1)}" y="${y + 4 + level * 14}">${escapeHtml(m.label)}</text></g>`
   );
 }
 
 const defs = `<defs>
-<pattern id="gap-hatch" width="8" height="8" patternUnits="userSpaceOnUse" patternTransform="rotate(45)"><rect width="8" height="8" fill="#f3f4f7"/><line x1="0" y1="0" x2="0" y2="8" stroke="#dde1e8" stroke-width="4"/></pattern>
-<pattern id="uncertain-hatch" width="7" height="7" patternUnits="userSpaceOnUse" patternTransform="rotate(45)"><rect width="7" height="7" fill="#f1d9f6"/><line x1="0" y1="0" x2="0" y2="7" stroke="#c77bd8" stroke-width="3"/></pattern>
-<pattern id="cancel-hatch" width="7" height="7" patternUnits="userSpaceOnUse" patternTransform="rotate(-45)"><rect width="7" height="7" fill="#fde9cf"/><line x1="0" y1="0" x2="0" y2="7" stroke="#f0b466" stroke-width="3"/></pattern>
-<pattern id="interrupted-hatch" width="7" height="7" patternUnits="userSpaceOnUse" patternTransform="rotate(45)"><rect width="7" height="7" fill="#fbe3e3"/><line x1="0" y1="0" x2="0" y2="7" stroke="#eeaaaa" stroke-width="3"/></pattern>
-<pattern id="open-hatch" width="7" height="7" patternUnits="userSpaceOnUse" patternTransform="rotate(45)"><rect width="7" height="7" fill="#e3eaf5"/><line x1="0" y1="0" x2="0" y2="7" stroke="#c2d0e6" stroke-width="3"/></pattern>
+<pattern id="gap-hatch" width="8" height="8" patternUnits="userSpaceOnUse" patternTransform="rotate(45)">
+  <rect width="8" height="8" fill="#f3f4f7"/><line x1="0" y1="0" x2="0" y2="8" stroke="#dde1e8" stroke-width="4"/></pattern>
+<pattern id="uncertain-hatch" width="7" height="7" patternUnits="userSpaceOnUse" patternTransform="rotate(45)">
+  <rect width="7" height="7" fill="#f1d9f6"/><line x1="0" y1="0" x2="0" y2="7" stroke="#c77bd8" stroke-width="3"/></pattern>
+<pattern id="cancel-hatch" width="7" height="7" patternUnits="userSpaceOnUse" patternTransform="rotate(-45)">
+  <rect width="7" height="7" fill="#fde9cf"/><line x1="0" y1="0" x2="0" y2="7" stroke="#f0b466" stroke-width="3"/></pattern>
+<pattern id="interrupted-hatch" width="7" height="7" patternUnits="userSpaceOnUse" patternTransform="rotate(45)">
+  <rect width="7" height="7" fill="#fbe3e3"/><line x1="0" y1="0" x2="0" y2="7" stroke="#eeaaaa" stroke-width="3"/></pattern>
+<pattern id="open-hatch" width="7" height="7" patternUnits="userSpaceOnUse" patternTransform="rotate(45)">
+  <rect width="7" height="7" fill="#e3eaf5"/><line x1="0" y1="0" x2="0" y2="7" stroke="#c2d0e6" stroke-width="3"/></pattern>
 </defs>`;
 
 /**
@@ -170,7 +178,8 @@ function svgOf(model: TimelineModel, width: number): string {
   out.push(ticks(axis, height - 8));
   rows.forEach((r, i) => {
     const y = TOP + i * ROW;
-    out.push(`<line class="rowline" x1="0" x2="${svgWidth}" y1="${y + ROW - 2}" y2="${y + ROW - 2}"/><text class="rowlabel" x="10" y="${y + 13}">${escapeHtml(r.label)}</text>`);
+    out.push(`<line class="rowline" x1="0" x2="${svgWidth}" y1="${y + ROW - 2}" y2="${y + ROW - 2}"/>` +
+      `<text class="rowlabel" x="10" y="${y + 13}">${escapeHtml(r.label)}</text>`);
   });
   out.push(`<text class="rowlabel" x="10" y="${marksY + 4}">events</text>`);
   for (const m of model.marks.filter((k) => k.kind === 'attach')) {
@@ -234,12 +243,15 @@ export function renderTimeline(events: readonly EventRecord[], options: Timeline
     `<b>${attaches}</b> writer attach${attaches === 1 ? '' : 'es'}`,
     events.length ? `${escapeHtml(events[0]!.occurredAt)} → ${escapeHtml(events[events.length - 1]!.occurredAt)}` : 'empty log',
   ].join(' · ');
-  const legend = LEGEND.map(([cls, label]) => `<span><svg viewBox="0 0 22 12"><g class="${cls}"><rect x="1" y="1" width="20" height="10" rx="2"/></g></svg>${escapeHtml(label)}</span>`).join('');
+  const legend = LEGEND.map(([cls, label]) => `<span><svg viewBox="0 0 22 12"><g class="${cls}"><rect x="1" y="1" width="20" height="10" rx="2"/></g></svg>` +
+    `${escapeHtml(label)}</span>`).join('');
   const rows = events
     .map(
       (e) =>
-        `<tr id="ev-${e.seq}" data-seqs="${e.seq}" data-title="${escapeHtml(`#${e.seq} ${e.type}`)}"><td class="num">${e.seq}</td><td>${escapeHtml(e.occurredAt.slice(11, 23))}</td>` +
-        `<td>${e.turn ? `${e.turn}.${e.step}.${e.attempt}` : ''}</td><td class="type">${escapeHtml(e.type)}</td><td>${escapeHtml(summarize(e))}</td></tr>`,
+        `<tr id="ev-${e.seq}" data-seqs="${e.seq}" data-title="${escapeHtml(`#${e.seq} ${e.type}`)}">` +
+          `<td class="num">${e.seq}</td><td>${escapeHtml(e.occurredAt.slice(11, 23))}</td>` +
+        `<td>${e.turn ? `${e.turn}.${e.step}.${e.attempt}` : ''}</td><td class="type">${escapeHtml(e.type)}</td>` +
+          `<td>${escapeHtml(summarize(e))}</td></tr>`,
     )
     .join('\n');
   const generated = (options.generatedAt ?? new Date()).toISOString();
@@ -257,7 +269,9 @@ export function renderTimeline(events: readonly EventRecord[], options: Timeline
 <h1>actorloop session <code>${escapeHtml(options.sessionId)}</code></h1>
 <p class="meta">${meta} · generated ${escapeHtml(generated)}</p>
 </header>
-<div class="legend">${legend}<span><svg viewBox="0 0 22 12"><g class="mark attach"><circle class="shape" cx="11" cy="6" r="5"/></g></svg>writer attached (start / restart)</span></div>
+<div class="legend">${legend}
+<span><svg viewBox="0 0 22 12"><g class="mark attach">
+<circle class="shape" cx="11" cy="6" r="5"/></g></svg>writer attached (start / restart)</span></div>
 <div class="chart-wrap">
 ${svgOf(model, options.width ?? 1100)}
 </div>

@@ -7,6 +7,7 @@ import { createRuntime } from '../runtime/runtime.js';
 import { lmdbStore } from '../persistence/lmdb-store.js';
 import { postgresStore } from '../persistence/postgres/postgres-store.js';
 import { nodeListener } from '../web/node-http.js';
+import { hostAllowed, HostPattern, isLoopbackAddress, loopbackHosts } from '../web/hosts.js';
 import { webHandler } from '../web/web-handler.js';
 import { PostgresUrl, dataDirOf, redactUrl } from './data.js';
 import { DEMO_PROMPT, DEMO_SYSTEM_PROMPT, Provider, chooseProvider, demoModel } from './demo-agent.js';
@@ -14,9 +15,20 @@ import { demoPaths, demoTools, prepareDemoFiles } from './demo-tools.js';
 import { parseArg } from './errors.js';
 import type { Sink } from './progress.js';
 
-export const WebOptions = z.object({
+export const WebOptions = z.strictObject({
   port: z.coerce.number().int().min(0).max(65535).default(8787),
-  host: z.string().min(1).default('127.0.0.1'),
+  /** A loopback address only: the server has no authentication (an app adds its own with `authorize`). */
+  host: z
+    .string()
+    .min(1)
+    .refine(
+      isLoopbackAddress,
+      'a loopback address (127.0.0.1, ::1, localhost): actorloop web has no authentication; ' +
+        'serve others through webHandler({ authorize }) in your app',
+    )
+    .default('127.0.0.1'),
+  /** Host header values served besides the loopback names with the bound port (e.g. a name in /etc/hosts). */
+  allowedHosts: z.array(HostPattern).default([]),
   data: z.string().min(1).optional(),
   postgres: PostgresUrl.optional(),
   provider: Provider.optional(),
@@ -62,16 +74,22 @@ export async function startWeb(options: WebOptions, out: Sink): Promise<{ url: s
   });
   const stop = new AbortController();
   const worker = runtime.serve({ concurrency: 16, leaseMs: o.leaseMs, signal: stop.signal, pollMs: 250 });
+  // the Host check needs the bound port (--port 0): it is set once listening, before any request
+  const allowed: string[] = [];
   const handle = webHandler({ runtime });
   const client = await clientBundle();
   const files = new Map<string, [string, () => string]>([
     ['/', ['text/html; charset=utf-8', () => readFileSync(`${PAGE_DIR}index.html`, 'utf8')]],
     ['/app.js', ['text/javascript; charset=utf-8', () => readFileSync(`${PAGE_DIR}app.js`, 'utf8')]],
     ['/client.js', ['text/javascript; charset=utf-8', () => client]],
+    ['/favicon.svg', ['image/svg+xml', () => readFileSync(`${PAGE_DIR}favicon.svg`, 'utf8')]],
+    ['/favicon.ico', ['image/svg+xml', () => readFileSync(`${PAGE_DIR}favicon.svg`, 'utf8')]],
     ['/demo-prompt', ['text/plain; charset=utf-8', () => DEMO_PROMPT]],
   ]);
   const server = createServer(
     nodeListener(async (request) => {
+      // DNS rebinding: a page of another site whose name resolves to 127.0.0.1 sends its own Host
+      if (!hostAllowed(request, allowed)) return hostRefused(request);
       const file = request.method === 'GET' ? files.get(new URL(request.url).pathname) : undefined;
       if (file) return new Response(file[1](), { headers: { 'content-type': file[0], 'cache-control': 'no-store' } });
       return handle(request);
@@ -89,7 +107,9 @@ export async function startWeb(options: WebOptions, out: Sink): Promise<{ url: s
     await runtime.close();
     throw e;
   }
-  const url = `http://${o.host}:${(server.address() as AddressInfo).port}/`;
+  const port = (server.address() as AddressInfo).port;
+  allowed.push(...loopbackHosts(port), ...o.allowedHosts);
+  const url = `http://${o.host.includes(':') ? `[${o.host}]` : o.host}:${port}/`;
   out.write(`actorloop web · model ${provider} · ${o.postgres ? `log ${redactUrl(o.postgres)}` : `data ${dataDir}`} · deploy needs approval\n`);
   out.write(`listening ${url}\n`);
   let closing: Promise<void> | undefined;
@@ -104,6 +124,15 @@ export async function startWeb(options: WebOptions, out: Sink): Promise<{ url: s
         await runtime.close();
       })()),
   };
+}
+
+function hostRefused(request: Request): Response {
+  const host = (request.headers.get('host') ?? '').slice(0, 200);
+  const message =
+    `the Host ${JSON.stringify(host)} is not served here: ` +
+    'actorloop web answers to localhost, 127.0.0.1 and [::1] (add a name with --allowed-host)';
+  const headers = { 'content-type': 'application/json; charset=utf-8', 'cache-control': 'no-store' };
+  return new Response(JSON.stringify({ error: 'HostNotAllowed', message }), { status: 403, headers });
 }
 
 /** The CLI action: serves until Ctrl-C (or SIGTERM), then shuts down gracefully. Exit code 0. */

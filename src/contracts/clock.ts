@@ -26,7 +26,7 @@ export const systemClock: Clock = {
  */
 export const ClockOption = z
   .custom<Clock>(
-    (v) => typeof v === 'object' && v !== null && ['now', 'setTimeout', 'clearTimeout'].every((m) => typeof (v as Record<string, unknown>)[m] === 'function'),
+    (v) => typeof v === 'object' && v !== null && (['now', 'setTimeout', 'clearTimeout'] as const).every((m) => typeof (v as Record<string, unknown>)[m] === 'function'),
     "a clock: { now(), setTimeout(fn, ms), clearTimeout(id) } (e.g. XState's SimulatedClock)",
   )
   .default(systemClock);

@@ -208,10 +208,14 @@ export class ExecutionBusy extends ActorloopError {
 
 function busyMessage(sessionId: string, runId: string, state: ExecutionBusy['state'], questionId: string | undefined): string {
   if (state === 'suspended') {
-    return `session ${sessionId}: run ${runId} is suspended, waiting for the answer to ${questionId ?? 'its pending request'} (nothing is running); answer it with execute({ kind: 'respond', runId: '${runId}', questionId: '${questionId ?? '…'}', answer }) before starting a new run`;
+    return `session ${sessionId}: run ${runId} is suspended, ` +
+      `waiting for the answer to ${questionId ?? 'its pending request'} (nothing is running); ` +
+      `answer it with execute({ kind: 'respond', runId: '${runId}', questionId: '${questionId ?? '…'}', answer }) ` +
+        `before starting a new run`;
   }
   if (state === 'interrupted') {
-    return `session ${sessionId}: run ${runId} was interrupted and is still open (nothing is running); resume it with execute({ kind: 'continue', runId: '${runId}' }) before starting a new run`;
+    return `session ${sessionId}: run ${runId} was interrupted and is still open (nothing is running); ` +
+      `resume it with execute({ kind: 'continue', runId: '${runId}' }) before starting a new run`;
   }
   return `session ${sessionId} is busy executing run ${runId}`;
 }

@@ -32,8 +32,8 @@ export type Message = z.infer<typeof Message>;
 /** Provider data given by an app: it is logged, so it must be JSON (no BigInt, function, undefined, cycle). */
 const JsonProviderData = JsonObject;
 
-/** A message an app hands in (bootstrap messages, checkpoints): a Message that is all JSON. */
-export const InputMessage = Message.extend({ providerData: JsonProviderData.optional() });
+/** A message an app hands in (bootstrap messages, checkpoints): a Message that is all JSON, no unknown key. */
+export const InputMessage = z.strictObject({ ...Message.shape, providerData: JsonProviderData.optional() });
 
 /**
  * A message a prompt or an input carries: logged as a `user/message`, so only a user's message

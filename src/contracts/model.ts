@@ -48,9 +48,17 @@ export const ModelResponseSchema = z.object({
  * owns every retry and logs each attempt.
  * @example
  * const res = await model.call({ messages, tools, signal }, (e) => e.type === 'text_delta' && write(e.text))
+ * const mine: ModelProvider = { modelId: 'my-model', providerName: 'my_company', call: myCall }
  */
 export interface ModelProvider {
   /** The model id, used in the execution-profile fingerprint and passed to `pricing`. */
   readonly modelId: string;
+  /**
+   * Who serves the model, as OpenTelemetry's GenAI conventions name it (`gen_ai.provider.name`
+   * on model-call spans): `openai`, `anthropic`, `aws.bedrock`, `azure.ai.openai`, … Optional: a
+   * provider without one gets no such attribute. `openaiModel` says `openai`, `anthropicModel`
+   * `anthropic`, `scriptedModel` `actorloop.scripted`.
+   */
+  readonly providerName?: string;
   call(request: ModelRequest, onEvent: (event: ModelStreamEvent) => void): Promise<ModelResponse>;
 }

@@ -15,14 +15,14 @@ const AnyJson: z.ZodType<unknown> = JsonValue;
 export const PromptMessage = z.union([z.string(), UserMessage, z.array(UserMessage).min(1)]);
 export type PromptMessage = z.infer<typeof PromptMessage>;
 
-const Respond = z.object({ kind: z.literal('respond'), runId: id.optional(), attemptId: id.optional(), questionId: id, answer: AnyJson });
-const Continue = z.object({ kind: z.literal('continue'), runId: id.optional(), attemptId: id.optional() });
+const Respond = z.strictObject({ kind: z.literal('respond'), runId: id.optional(), attemptId: id.optional(), questionId: id, answer: AnyJson });
+const Continue = z.strictObject({ kind: z.literal('continue'), runId: id.optional(), attemptId: id.optional() });
 
 /**
  * `session.execute` input (DESIGN §6). A prompt names its run and attempt; a respond or continue
  * may leave them out: the open run's id is taken and a new attempt id generated.
  */
-export const ExecutionRequest = z.discriminatedUnion('kind', [z.object({ kind: z.literal('prompt'), runId: id, attemptId: id, message: PromptMessage }), Respond, Continue]);
+export const ExecutionRequest = z.discriminatedUnion('kind', [z.strictObject({ kind: z.literal('prompt'), runId: id, attemptId: id, message: PromptMessage }), Respond, Continue]);
 export type ExecutionRequest = z.infer<typeof ExecutionRequest>;
 /** An execute request with both its ids, given or generated. */
 export type IdentifiedRequest = ExecutionRequest & { runId: string; attemptId: string };
@@ -33,7 +33,7 @@ export type IdentifiedRequest = ExecutionRequest & { runId: string; attemptId: s
  */
 export const RunRequest = z.union([
   PromptMessage,
-  z.discriminatedUnion('kind', [z.object({ kind: z.literal('prompt'), runId: id.optional(), attemptId: id.optional(), message: PromptMessage }), Respond, Continue]),
+  z.discriminatedUnion('kind', [z.strictObject({ kind: z.literal('prompt'), runId: id.optional(), attemptId: id.optional(), message: PromptMessage }), Respond, Continue]),
 ]);
 export type RunRequest = z.input<typeof RunRequest>;
 /** A RunRequest as checked (defaults applied). */
@@ -150,7 +150,7 @@ export function notRunResult(ids: { runId: string; attemptId: string }, status: 
 }
 
 /** `session.submitInput` input. */
-export const InputEnvelope = z.object({
+export const InputEnvelope = z.strictObject({
   inputId: id,
   message: PromptMessage,
   mode: z.enum(['steer', 'follow_up']),
@@ -165,7 +165,7 @@ export const InputReceipt = z.object({
 export type InputReceipt = z.infer<typeof InputReceipt>;
 
 /** `session.stopAfterCurrentToolRound` input (DESIGN §4 item 10). */
-export const StopRequest = z.object({
+export const StopRequest = z.strictObject({
   sessionId: id,
   sessionInstanceId: id,
   interactionId: id,
@@ -219,7 +219,10 @@ export const RecoveryOutcome = z.object({
       name: z.string(),
       mode: z.enum(['parallel', 'exclusive']),
       idempotencyKey: z.string(),
-      /** What `continue` does with it: run it again (parallel), skip it (parallel, its arguments no longer fit or a resource it names stays locked), ask reconcile, or record it uncertain-hanging. */
+      /**
+       * What `continue` does with it: run it again (parallel), skip it (parallel, its arguments no longer fit or a
+       * resource it names stays locked), ask reconcile, or record it uncertain-hanging.
+       */
       resolution: z.enum(['rerun', 'skipped', 'reconcile', 'uncertain-hanging']),
     }),
   ),

@@ -55,6 +55,7 @@ function throwingPath(value: unknown, depth: number): (string | number)[] | unde
   for (const k of keys) {
     let v: unknown;
     try {
+      // eslint-disable-next-line actorloop/no-outside-key -- k is one of value's own keys (Object.keys above)
       v = (value as Record<string, unknown>)[k];
     } catch {
       return [Array.isArray(value) ? Number(k) : k];

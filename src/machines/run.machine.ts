@@ -52,7 +52,10 @@ export const runMachine = setup({
     commitIntent: fromPromise<CommitIntentOutput, CommitIntentInput>(notProvided('commitIntent')),
     toolBatch: toolBatchMachine,
     commitResults: fromPromise<CommitResultsOutput, CommitResultsInput>(notProvided('commitResults')),
-    /** Waits for the step's results commit (started by commitResults) to land; fails with its error. The default has nothing to wait for. */
+    /**
+     * Waits for the step's results commit (started by commitResults) to land; fails with its error.
+     * The default has nothing to wait for.
+     */
     settleResults: fromPromise<void, void>(async () => {}),
     verifyFinal: fromPromise<VerifyFinalOutput, FinalAnswerInput>(notProvided('verifyFinal')),
     commitFinal: fromPromise<{ finalMessageId: string }, FinalAnswerInput>(notProvided('commitFinal')),
@@ -336,7 +339,10 @@ export const runMachine = setup({
         { target: 'callingModel', actions: 'nextStep' },
       ],
     },
-    /** The step's results commit lands (or fails the run, as it would have at committingResults) before the run ends or finalizes a concluded answer. */
+    /**
+     * The step's results commit lands (or fails the run, as it would have at committingResults)
+     * before the run ends or finalizes a concluded answer.
+     */
     settlingResults: {
       invoke: {
         src: 'settleResults',

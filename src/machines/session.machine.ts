@@ -119,7 +119,8 @@ export const sessionMachine = setup({
         notRunResult(
           { runId: context.current?.runId ?? 'unknown', attemptId: context.current?.attemptId ?? 'unknown' },
           'failed',
-          `run machine crashed: ${((event as { error?: unknown }).error as Error)?.message ?? String((event as { error?: unknown }).error)}`,
+          `run machine crashed: ` +
+            `${((event as { error?: unknown }).error as Error)?.message ?? String((event as { error?: unknown }).error)}`,
         ),
     }),
     restAt: assign({ rest: ({ event }) => (event as unknown as { output: SettleOutput }).output.rest as SessionRest, current: undefined, attempt: undefined }),

@@ -172,7 +172,8 @@ export function findEvent(
   const seq = indexed(eventId);
   if (seq !== undefined) {
     const e = eventAt(seq, true);
-    if (e && e.eventId !== eventId) throw new CorruptLogError(e.sessionId, seq, `the id index sends ${JSON.stringify(eventId)} to seq ${seq}, which holds ${JSON.stringify(e.eventId)}`);
+    if (e && e.eventId !== eventId) throw new CorruptLogError(e.sessionId, seq, `the id index sends ${JSON.stringify(eventId)} to seq ${seq}, ` +
+      `which holds ${JSON.stringify(e.eventId)}`);
     return e;
   }
   const m = GENERATED.exec(eventId);

@@ -21,7 +21,9 @@ export interface ReadRange {
  * `test/conformance/event-store.contract.ts`.
  * @example
  * const { writerEpoch, lastSeq } = await store.attachWriter('s1')
- * await store.append('s1', writerEpoch, lastSeq + 1, [{ type: 'step/start', turn: 1, step: 1, attempt: 1, surfaceOp: 'none', payload: {} }])
+ * await store.append('s1', writerEpoch, lastSeq + 1, [
+ *   { type: 'step/start', turn: 1, step: 1, attempt: 1, surfaceOp: 'none', payload: {} },
+ * ])
  */
 export interface EventStore {
   /** Atomically increments the session's writer epoch (fencing every older writer). */

@@ -143,7 +143,8 @@ export function readState(dbs: LogDbs, path: string): JournalState {
     throw new CorruptLogError(
       '(journal)',
       0,
-      `the LMDB file at ${path} has no readable journal state: it is not the file the journal describes (run \`actorloop repair ${path}\` to rebuild it from the journal)`,
+      `the LMDB file at ${path} has no readable journal state: ` +
+        `it is not the file the journal describes (run \`actorloop repair ${path}\` to rebuild it from the journal)`,
     );
   }
   return state.data;
@@ -285,7 +286,8 @@ function copyIntoJournal(dbs: LogDbs, staging: Journal, path: string, leftover: 
     throw new CorruptLogError(
       '(journal)',
       0,
-      `the journal directory ${staging.dir.replace(/\.new$/, '')} is missing, but the LMDB file at ${path} was written with a journal: restore the journal directory (nothing was changed)`,
+      `the journal directory ${staging.dir.replace(/\.new$/, '')} is missing, but the LMDB file at ${path} was written with a journal: ` +
+        `restore the journal directory (nothing was changed)`,
     );
   }
   {

@@ -109,7 +109,8 @@ export class Journal {
   }
 
   private missing(n: number, why: string): CorruptLogError {
-    return new CorruptLogError(`journal ${segmentName(n)}`, 0, `journal segment ${join(this.dir, segmentName(n))} is missing (${why}): the log cannot be rebuilt from this journal (nothing was changed)`);
+    return new CorruptLogError(`journal ${segmentName(n)}`, 0, `journal segment ${join(this.dir, segmentName(n))} is missing (${why}): ` +
+      `the log cannot be rebuilt from this journal (nothing was changed)`);
   }
 
   /**
@@ -257,7 +258,8 @@ export class Journal {
       if (present[n - 1] !== n) throw this.missing(n, `segment ${segmentName(last)} comes after it`);
       const size = statSync(join(this.dir, segmentName(n))).size;
       if (size < segmentSize(n)) {
-        throw new CorruptLogError(`journal ${segmentName(n)}`, 0, `journal segment ${join(this.dir, segmentName(n))} is ${size} bytes, but segments are created with ${segmentSize(n)}: it was cut short, and the log cannot be rebuilt from this journal (nothing was changed)`);
+        throw new CorruptLogError(`journal ${segmentName(n)}`, 0, `journal segment ${join(this.dir, segmentName(n))} is ${size} bytes, but segments are created with ${segmentSize(n)}: ` +
+          `it was cut short, and the log cannot be rebuilt from this journal (nothing was changed)`);
       }
     }
     return last;
@@ -283,7 +285,8 @@ export class Journal {
           throw new CorruptLogError(
             `journal ${segmentName(end.segment)}`,
             end.nextFrame,
-            `frame ${end.nextFrame} at offset ${end.offset} does not check out, but frame ${number} follows in ${segmentName(n)} at offset ${pos}: ` +
+            `frame ${end.nextFrame} at offset ${end.offset} does not check out, ` +
+              `but frame ${number} follows in ${segmentName(n)} at offset ${pos}: ` +
               'the journal is damaged before its end, so the log cannot be rebuilt from it (nothing was changed)',
           );
         }
@@ -351,7 +354,8 @@ export class Journal {
     const fd = this.open(n);
     if (fstatSync(fd).nlink === 0) {
       this.close();
-      throw new StoreError(`${this.dir}/${segmentName(n)}`, 'the journal segment was removed while the store was open; the commit was not made. Close the store and run `actorloop verify` on it');
+      throw new StoreError(`${this.dir}/${segmentName(n)}`, 'the journal segment was removed while the store was open; ' +
+        'the commit was not made. Close the store and run `actorloop verify` on it');
     }
   }
 

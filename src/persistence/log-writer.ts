@@ -79,14 +79,21 @@ export class LogWriter {
 
   /**
    * Looks at the session's current writer epoch (one read, no write): true if another writer has
-   * taken over, after which every commit fails. Called before a side-effecting tool starts.
+   * taken over, after which every commit fails. Called before every tool starts.
    */
   async checkFenced(): Promise<boolean> {
     if (this.guarded()) return true;
-    const head = await this.store.getHead(this.sessionId);
-    if (head && head.writerEpoch !== this.writerEpoch) this.fencedError = new StaleWriterError(this.sessionId, this.writerEpoch, head.writerEpoch);
+    // calls starting together (one wave of a batch) share one read
+    await (this.fenceRead ??= this.readFence().finally(() => (this.fenceRead = undefined)));
     // the lease may have run out while the head was read (a paused process): asked again
     return this.guarded();
+  }
+
+  private fenceRead: Promise<void> | undefined;
+
+  private async readFence(): Promise<void> {
+    const head = await this.store.getHead(this.sessionId);
+    if (head && head.writerEpoch !== this.writerEpoch) this.fencedError ??= new StaleWriterError(this.sessionId, this.writerEpoch, head.writerEpoch);
   }
 
   /**

@@ -164,6 +164,19 @@ export function foldRunEvents(events: readonly EventRecord[]): OpenRunState | un
       case 'resources/released':
         for (const c of calls.values()) releaseFor(st, c, p.keys as string[]);
         break;
+      // nothing an open run's recovery needs: its inputs, steps and failed attempts are read elsewhere
+      case 'assistant/attempt':
+      case 'cancellation/requested':
+      case 'checkpoint/loaded':
+      case 'input/accepted':
+      case 'input/cancelled':
+      case 'run/suspended':
+      case 'session/attached':
+      case 'state/updated':
+      case 'step/end':
+      case 'step/start':
+      case 'user/message':
+        break;
     }
   }
   if (st) {

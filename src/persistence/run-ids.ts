@@ -22,7 +22,8 @@ export function assertRunIdsFit(sessionId: string, runId: string, attemptId: str
   throw new ValidationError(where, [
     {
       path: [field],
-      message: `too long: the run's event ids (run-start:<${fields[0]}>:<${fields[1]}>) and the session id would take ${bytes} bytes in UTF-8; the store takes at most ${MAX_ID_KEY_BYTES}`,
+      message: `too long: the run's event ids (run-start:<${fields[0]}>:<${fields[1]}>) and the session id would take ${bytes} bytes in UTF-8; ` +
+        `the store takes at most ${MAX_ID_KEY_BYTES}`,
     },
   ]);
 }

@@ -273,7 +273,8 @@ export function chunkMismatch(sessionId: string, fromSeq: number, stored: unknow
     return undefined;
   }
   const epochType = epochTypeAt(atEpoch);
-  if (epochType !== c.epochType || (epochType === null && c.epochSeq !== 1)) return `its epoch (seq ${c.epochSeq}, ${c.epochType ?? 'none'}) is not the log's (${epochType ?? 'no epoch event'} at seq ${c.epochSeq})`;
+  if (epochType !== c.epochType || (epochType === null && c.epochSeq !== 1)) return `its epoch (seq ${c.epochSeq}, ${c.epochType ?? 'none'}) ` +
+    `is not the log's (${epochType ?? 'no epoch event'} at seq ${c.epochSeq})`;
   const p = bucket(fromSeq, c.toSeq, c.epochSeq, c.epochType, rs);
   return `[${p.parts.join(',')}]` === c.messagesText && p.seqs.join() === c.seqs.join() && p.lastSurfaceSeq === c.lastSurfaceSeq ? undefined : 'its messages differ from those of the records it covers';
 }

@@ -14,8 +14,11 @@ export function outcomeText(o: ToolOutcome): string {
       return `Cancelled${o.settled ? '' : ' (may still be running)'}${o.partialContent ? `: ${o.partialContent}` : ''}`;
     case 'uncertain-settled':
       return `Outcome uncertain (settled): ${sentence(o.content)}`;
-    case 'uncertain-hanging':
-      return `Outcome uncertain: ${sentence(o.content)}${o.resourceLocks.length > 0 ? ` The resource${o.resourceLocks.length > 1 ? 's' : ''} ${o.resourceLocks.join(', ')} stay${o.resourceLocks.length > 1 ? '' : 's'} locked until released.` : ''}`;
+    case 'uncertain-hanging': {
+      const n = o.resourceLocks.length;
+      const locks = n > 0 ? ` The resource${n > 1 ? 's' : ''} ${o.resourceLocks.join(', ')} stay${n > 1 ? '' : 's'} locked until released.` : '';
+      return `Outcome uncertain: ${sentence(o.content)}${locks}`;
+    }
   }
 }
 

@@ -24,6 +24,8 @@ export interface WalkProgress {
 export interface WalkResult {
   problems: StoreProblem[];
   checked: { sessions: number; events: number; frames: number };
+  /** Whether data.mdb looked whole from outside (data-file.ts), so LMDB could map it. */
+  dataSound: boolean;
 }
 
 const describe = (e: unknown) => (isCorruptLogError(e) ? e.reason : e instanceof Error ? e.message.split('\n')[0]! : String(e));
@@ -67,7 +69,7 @@ export function walkStore(path: string, progress: WalkProgress): WalkResult {
     }
   }
   if (journal) walkJournal(journal, recorded, tails, problems, checked, progress);
-  return { problems, checked };
+  return { problems, checked, dataSound: data.state === 'sound' };
 }
 
 function walkRecords(path: string, dbs: LogDbs, problems: StoreProblem[], checked: WalkResult['checked'], progress: WalkProgress): Map<string, number> {
@@ -127,7 +129,8 @@ function walkRecords(path: string, dbs: LogDbs, problems: StoreProblem[], checke
     } catch {
       continue; // reported above
     }
-    if (found !== eventId) problems.push({ where: 'data.mdb', sessionId, seq: value, reason: `the id index sends ${JSON.stringify(eventId)} to seq ${value}, which holds ${found === undefined ? 'nothing' : JSON.stringify(found)}` });
+    if (found !== eventId) problems.push({ where: 'data.mdb', sessionId, seq: value, reason: `the id index sends ${JSON.stringify(eventId)} to seq ${value}, ` +
+      `which holds ${found === undefined ? 'nothing' : JSON.stringify(found)}` });
   }
   return seen;
 }
@@ -169,7 +172,8 @@ function walkJournal(journal: Journal, recorded: JournalState | undefined, tails
     return;
   }
   if (recorded && end.nextFrame < recorded.nextFrame) {
-    problems.push({ where: 'journal', reason: `the journal ends after frame ${end.nextFrame - 1}, but the store recorded frames up to ${recorded.nextFrame - 1}: frames are missing` });
+    problems.push({ where: 'journal', reason: `the journal ends after frame ${end.nextFrame - 1}, ` +
+      `but the store recorded frames up to ${recorded.nextFrame - 1}: frames are missing` });
   }
   // without a readable journal state data.mdb is not the file this journal describes (reported
   // above): its sessions say nothing about the journal

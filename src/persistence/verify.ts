@@ -1,5 +1,6 @@
 import { spawn } from 'node:child_process';
-import { existsSync, statSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
@@ -7,8 +8,9 @@ import { CorruptLogError, StoreError } from '../contracts/errors.js';
 import { parseInput } from '../contracts/validate.js';
 
 /**
- * One thing `verifyStore` found wrong: where (`data.mdb`, `journal`, `journal/<segment>`, or
- * `surface` for an LMDB surface chunk, a cache of the records), and what.
+ * One thing `verifyStore` found wrong: where (`data.mdb`, `journal`, `journal/<segment>`,
+ * `surface` for an LMDB surface chunk, a cache of the records, or `verify` when a check could not
+ * run, e.g. the temp dir for its copy of data.mdb is full), and what.
  */
 export const StoreProblem = z.object({
   where: z.string(),
@@ -27,10 +29,10 @@ export const VerifyReport = z.discriminatedUnion('ok', [
 ]);
 export type VerifyReport = z.infer<typeof VerifyReport>;
 
-const ChildLine = z.union([
-  z.object({ at: z.object({ where: z.string(), sessionId: z.string().optional(), seq: z.number().optional() }) }),
-  z.object({ result: z.object({ problems: z.array(StoreProblem), checked: Checked }) }),
-]);
+const Place = z.object({ where: z.string(), sessionId: z.string().optional(), seq: z.number().optional(), step: z.string().optional() });
+type Place = z.infer<typeof Place>;
+const Found = z.object({ problems: z.array(StoreProblem), checked: Checked });
+const ChildLine = z.union([z.object({ at: Place }), z.object({ walked: Found }), z.object({ result: Found })]);
 
 export const VerifyOptions = z.strictObject({
   /** How long the walk may take before it is killed and reported as a problem (default 10 minutes). */
@@ -49,11 +51,15 @@ function childCommand(): { args: string[]; cwd: string } {
 
 /**
  * Walks every record, head, id-index entry and journal frame of the LMDB store at `path` **in a
- * child process**, and resolves with a typed report; it never rejects for damage, and never
- * changes the store. A damaged B-tree page can make LMDB assert or fault, which no process
- * survives: the child's death by a signal is itself reported, naming the session and seq it was
- * reading. Stop the store's writers first for an exact answer (the walk reads one snapshot of
- * data.mdb, then the journal).
+ * child process**, then takes every path a reader and a writer of data.mdb take (every
+ * database's entries, every page, the free-page list, writes that touch every page) in a
+ * throwaway copy of it in the temp dir, and resolves with a typed report; it never rejects for
+ * damage, and never changes the store. A damaged B-tree page can make LMDB assert or fault, which
+ * no process survives: the child's death by a signal is itself reported, naming the session and
+ * seq it was reading or the step of the copy. Stop the store's writers first for an exact answer
+ * (the walk reads one snapshot of data.mdb, then the journal). The temp dir (`TMPDIR`) needs
+ * room for two copies of data.mdb; a failure there is a problem at `where: 'verify'` (the check
+ * could not run), not damage, and a temp dir that cannot be made at all a StoreError.
  * @example
  * const report = await verifyStore('./.actorloop')
  * if (!report.ok) for (const p of report.problems) console.error(p.where, p.sessionId, p.seq, p.reason)
@@ -62,8 +68,26 @@ export async function verifyStore(path: string, options: VerifyOptions = {}): Pr
   const { timeoutMs } = parseInput(VerifyOptions, options, 'verifyStore');
   parseInput(z.string().min(1), path, 'verifyStore: path');
   if (!existsSync(path) || !statSync(path).isDirectory()) throw new StoreError(path, 'no store here (not a directory)');
+  const scratch = makeScratch();
+  try {
+    return await runChild(path, scratch, timeoutMs);
+  } finally {
+    rmSync(scratch, { recursive: true, force: true });
+  }
+}
+
+/** The temp dir for the child's throwaway copy of data.mdb (verify-exercise.ts), removed by the parent: the child may die. */
+function makeScratch(): string {
+  try {
+    return mkdtempSync(join(tmpdir(), 'actorloop-verify-copy-'));
+  } catch (e) {
+    throw new StoreError(tmpdir(), `verifyStore needs a temp dir for a copy of data.mdb (set TMPDIR): ${(e as Error).message}`, { cause: e });
+  }
+}
+
+async function runChild(path: string, scratch: string, timeoutMs: number): Promise<VerifyReport> {
   const { args, cwd } = childCommand();
-  const child = spawn(process.execPath, [...args, resolve(path)], { cwd, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, NODE_OPTIONS: '' } });
+  const child = spawn(process.execPath, [...args, resolve(path), scratch], { cwd, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, NODE_OPTIONS: '' } });
   let out = '';
   let err = '';
   child.stdout.setEncoding('utf8').on('data', (c: string) => (out += c));
@@ -77,7 +101,8 @@ export async function verifyStore(path: string, options: VerifyOptions = {}): Pr
     child.on('error', rej);
     child.on('close', (code, signal) => res({ code, signal }));
   }).finally(() => clearTimeout(timer));
-  let at: { where: string; sessionId?: string; seq?: number } = { where: 'data.mdb' };
+  let at: Place = { where: 'data.mdb' };
+  let walked: z.infer<typeof Found> | undefined;
   for (const text of out.split('\n')) {
     if (!text) continue;
     let parsed: ReturnType<typeof ChildLine.safeParse>;
@@ -88,18 +113,25 @@ export async function verifyStore(path: string, options: VerifyOptions = {}): Pr
     }
     if (!parsed.success) continue;
     if ('at' in parsed.data) at = parsed.data.at;
+    else if ('walked' in parsed.data) walked = parsed.data.walked;
     else if (exit.code === 0) {
       const { problems, checked } = parsed.data.result;
       return problems.length === 0 ? { ok: true, checked } : { ok: false, problems, checked };
     }
   }
-  const place = `${at.sessionId === undefined ? '' : ` session ${at.sessionId}${at.seq === undefined ? '' : ` near seq ${at.seq}`} of`} ${at.where}`;
+  // what the walk found before the child died stays in the report (repair decides by all of it)
+  return { ok: false, problems: [...(walked?.problems ?? []), death(at, exit, timedOut, timeoutMs, err)], ...(walked ? { checked: walked.checked } : {}) };
+}
+
+/** The problem a verifying child's death (or its timeout) is, at the last place it named. */
+function death(at: Place, exit: { code: number | null; signal: NodeJS.Signals | null }, timedOut: boolean, timeoutMs: number, err: string): StoreProblem {
+  const doing = at.step !== undefined ? `${at.step} (in a throwaway copy of ${at.where})` : `reading${at.sessionId === undefined ? '' : ` session ${at.sessionId}${at.seq === undefined ? '' : ` near seq ${at.seq}`} of`} ${at.where}`;
   const reason = timedOut
-    ? `the verifying process did not finish within ${timeoutMs} ms (killed) while reading${place}`
+    ? `the verifying process did not finish within ${timeoutMs} ms (killed) while ${doing}`
     : exit.signal
-      ? `the verifying process was killed by ${exit.signal} while reading${place}: LMDB's pages are damaged there (a native assert or fault, which no process survives)${err ? `; it said: ${lastLine(err)}` : ''}`
-      : `the verifying process exited with code ${exit.code} while reading${place}${err ? `: ${lastLine(err)}` : ''}`;
-  return { ok: false, problems: [{ where: at.where, ...(at.sessionId === undefined ? {} : { sessionId: at.sessionId }), ...(at.seq === undefined ? {} : { seq: at.seq }), reason }] };
+      ? `the verifying process was killed by ${exit.signal} while ${doing}: LMDB's pages are damaged there (a native assert or fault, which no process survives)${err ? `; it said: ${lastLine(err)}` : ''}`
+      : `the verifying process exited with code ${exit.code} while ${doing}${err ? `: ${lastLine(err)}` : ''}`;
+  return { where: at.where, ...(at.sessionId === undefined ? {} : { sessionId: at.sessionId }), ...(at.seq === undefined ? {} : { seq: at.seq }), reason };
 }
 
 const lastLine = (s: string) => s.trim().split('\n').filter(Boolean).slice(-3).join(' | ');
@@ -122,12 +154,17 @@ export interface RepairReport {
  * A damaged journal beside a whole `data.mdb` is moved aside (`journal.damaged-<time>`) and
  * written again from `data.mdb`. With both damaged nothing is changed: CorruptLogError. A surface
  * chunk that differs from its records (and nothing else) is dropped, with every other chunk.
+ * When verify could not run its checks (every problem at `verify`, e.g. a full temp dir),
+ * nothing is changed: StoreError.
  * @example
  * const { repaired, after } = await repairStore('./.actorloop')
  */
 export async function repairStore(path: string, options: VerifyOptions = {}): Promise<RepairReport> {
   const before = await verifyStore(path, options);
   if (before.ok) return { repaired: false, actions: [], before, after: before };
+  if (before.problems.every((p) => p.where === 'verify')) {
+    throw new StoreError(path, `verify could not finish, so there is nothing known to repair (nothing was changed): ${before.problems.map((p) => p.reason).join('; ')}`);
+  }
   const journalDamaged = before.problems.filter((p) => p.where.startsWith('journal'));
   const dataDamaged = before.problems.filter((p) => p.where === 'data.mdb');
   const chunksDamaged = before.problems.some((p) => p.where === 'surface');
@@ -138,7 +175,9 @@ export async function repairStore(path: string, options: VerifyOptions = {}): Pr
   else if (journalDamaged.length === 0) {
     if (!existsSync(join(path, 'journal'))) {
       const say = dataDamaged.map((p) => p.reason).join('; ');
-      throw new CorruptLogError('(store)', 0, `data.mdb is damaged (${say}) and the store has no journal (it was written with durability 'committed', or its journal directory was removed): there is nothing to rebuild it from (nothing was changed)`);
+      throw new CorruptLogError('(store)', 0, `data.mdb is damaged (${say}) and the store has no journal ` +
+        `(it was written with durability 'committed', or its journal directory was removed): ` +
+          `there is nothing to rebuild it from (nothing was changed)`);
     }
     actions.push(...rebuildData(path));
   }
@@ -148,7 +187,8 @@ export async function repairStore(path: string, options: VerifyOptions = {}): Pr
   }
   else {
     const say = (ps: StoreProblem[]) => ps.map((p) => p.reason).join('; ');
-    throw new CorruptLogError('(store)', 0, `both data.mdb (${say(dataDamaged)}) and the journal (${say(journalDamaged)}) are damaged: neither can be rebuilt from the other (nothing was changed)`);
+    throw new CorruptLogError('(store)', 0, `both data.mdb (${say(dataDamaged)}) and the journal (${say(journalDamaged)}) are damaged: ` +
+      `neither can be rebuilt from the other (nothing was changed)`);
   }
   return { repaired: true, actions, before, after: await verifyStore(path, options) };
 }

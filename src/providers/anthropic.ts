@@ -43,9 +43,14 @@ const isClient = (c: unknown): boolean =>
 /**
  * Options of `anthropicModel`, validated at the call (a bad option throws `ValidationError`).
  * @example
- * anthropicModel({ client: new Anthropic(), model: 'claude-sonnet-4-5', maxTokens: 8192, thinking: { type: 'enabled', budget_tokens: 4096 } })
+ * anthropicModel({
+ *   client: new Anthropic(),
+ *   model: 'claude-sonnet-4-5',
+ *   maxTokens: 8192,
+ *   thinking: { type: 'enabled', budget_tokens: 4096 },
+ * })
  */
-export const AnthropicModelOptions = z.object({
+export const AnthropicModelOptions = z.strictObject({
   /** An `@anthropic-ai/sdk` client (`new Anthropic({ apiKey })`); its own retries are turned off per request. */
   client: z.custom<AnthropicClient>(isClient, { message: 'expected an Anthropic client (new Anthropic({ apiKey }))' }),
   model: z.string().min(1),
@@ -297,6 +302,7 @@ export function anthropicModel(options: AnthropicModelOptions): ModelProvider {
   const secrets = clientSecrets(o.client);
   return {
     modelId: o.model,
+    providerName: 'anthropic',
     async call(request: ModelRequest, onEvent: (event: ModelStreamEvent) => void): Promise<ModelResponse> {
       throwIfAborted(request.signal, 'anthropic');
       const { system, messages } = toAnthropicMessages(request.messages);

@@ -38,7 +38,7 @@ const isClient = (c: unknown): boolean =>
  * @example
  * openaiModel({ client: new OpenAI(), model: 'o4-mini', systemRole: 'developer', extraBody: { reasoning_effort: 'low' } })
  */
-export const OpenAIModelOptions = z.object({
+export const OpenAIModelOptions = z.strictObject({
   /** An `openai` SDK client (`new OpenAI({ apiKey, baseURL })`); its own retries are turned off per request. */
   client: z.custom<OpenAIClient>(isClient, { message: 'expected an OpenAI client (new OpenAI({ apiKey }))' }),
   model: z.string().min(1),
@@ -73,7 +73,8 @@ export interface OpenAIProviderData {
 /**
  * Maps actorloop messages to Chat Completions messages (system, user, assistant + tool_calls, tool).
  * @example
- * toOpenAIMessages([{ role: 'tool', toolCallId: 'call_1', content: 'sunny' }]) // [{ role: 'tool', tool_call_id: 'call_1', content: 'sunny' }]
+ * toOpenAIMessages([{ role: 'tool', toolCallId: 'call_1', content: 'sunny' }])
+ * // [{ role: 'tool', tool_call_id: 'call_1', content: 'sunny' }]
  * @internal SDK-typed; not in the published declarations
  */
 export function toOpenAIMessages(messages: readonly Message[], systemRole: 'system' | 'developer' = 'system'): Param[] {
@@ -214,6 +215,7 @@ export function openaiModel(options: OpenAIModelOptions): ModelProvider {
   const secrets = clientSecrets(o.client);
   return {
     modelId: o.model,
+    providerName: 'openai',
     async call(request: ModelRequest, onEvent: (event: ModelStreamEvent) => void): Promise<ModelResponse> {
       throwIfAborted(request.signal, 'openai');
       const cap = [o.maxTokens, request.maxOutputTokens].filter((n): n is number => n !== undefined);

@@ -55,6 +55,7 @@ export function scriptedModel(steps: readonly ScriptedStep[], options: { modelId
   let i = 0;
   return {
     modelId: options.modelId ?? 'scripted',
+    providerName: 'actorloop.scripted',
     requests,
     get remaining() {
       return options.loop ? Infinity : steps.length - i;

@@ -249,7 +249,11 @@ export interface StreamFold<T> {
 /**
  * One streaming model call, for `streamResponse`.
  * @example
- * const call: StreamCall<Chunk> = { provider: 'openai', signal, onEvent, classes, secrets, fold: accumulator, open: () => client.chat.completions.create(body, { signal }), unfinished: 'the stream ended before a finish_reason' }
+ * const call: StreamCall<Chunk> = {
+ *   provider: 'openai', signal, onEvent, classes, secrets, fold: accumulator,
+ *   open: () => client.chat.completions.create(body, { signal }),
+ *   unfinished: 'the stream ended before a finish_reason',
+ * }
  */
 export interface StreamCall<T> {
   provider: string;
@@ -273,7 +277,11 @@ export interface StreamCall<T> {
  * mid-stream (the SDKs end the iteration quietly) is a `CancelledError`; a stream that ends
  * before the answer has `finished` is a retryable `stream_interrupted` ProviderError.
  * @example
- * return streamResponse({ provider: 'anthropic', signal, onEvent, classes, secrets, fold: accumulator, open: () => client.messages.create(body, { signal }), unfinished: 'the stream ended before message_stop' })
+ * return streamResponse({
+ *   provider: 'anthropic', signal, onEvent, classes, secrets, fold: accumulator,
+ *   open: () => client.messages.create(body, { signal }),
+ *   unfinished: 'the stream ended before message_stop',
+ * })
  */
 export async function streamResponse<T>(call: StreamCall<T>): Promise<ModelResponse> {
   const { provider, signal } = call;

@@ -31,6 +31,11 @@ export class AttemptCallers {
     return { token, result };
   }
 
+  /** The run id of the attempt being prepared under `token` (an execute waiting for its log read). */
+  runIdOf(token: number | undefined): string | undefined {
+    return token === undefined ? undefined : this.preparing.get(token)?.runId;
+  }
+
   /** The prepared attempt runs nothing: its caller gets `result` (or the error). */
   answer(token: number, result: ExecutionResult): void {
     this.preparing.get(token)?.resolve(result);
@@ -84,7 +89,8 @@ export class AttemptCallers {
     if (this.running.size > 0) await settledWithin(clock, writes, CLOSE_COMMIT_WAIT_MS);
     for (const [k, c] of this.running) {
       const finished = this.finishing.get(k) ?? (await recorded(c).catch(() => undefined));
-      c.resolve(finished ?? notRunResult(c, 'detached', `the session was closed while attempt ${c.attemptId} of run ${c.runId} ran; the run is left resumable: continue it with a new attempt`));
+      c.resolve(finished ?? notRunResult(c, 'detached', `the session was closed while attempt ${c.attemptId} of run ${c.runId} ran; ` +
+        `the run is left resumable: continue it with a new attempt`));
     }
     this.running.clear();
     this.finishing.clear();

@@ -119,6 +119,12 @@ export class ExecutionSession {
     return this.actor.getSnapshot().context.current;
   }
 
+  /** The run that makes the session busy: the one running, or the one whose attempt is being prepared. */
+  private get busyRunId(): string {
+    const { current, preparing } = this.actor.getSnapshot().context;
+    return current?.runId ?? this.callers.runIdOf(preparing) ?? 'unknown';
+  }
+
   private get closed(): boolean {
     const p = this.phase;
     return p === 'closing' || p === 'closed';
@@ -170,7 +176,7 @@ export class ExecutionSession {
       // (a log that cannot be read now: the session is busy all the same)
       const recorded = cur?.runId === req.runId && cur.attemptId === req.attemptId ? undefined : await recordedResult(this.store, this.sessionId, req.runId, req.attemptId, this.runs.open?.runId).catch(() => undefined);
       if (recorded) return recorded;
-      throw new ExecutionBusy(this.sessionId, this.current?.runId ?? 'unknown');
+      throw new ExecutionBusy(this.sessionId, this.busyRunId);
     }
     if (req.kind === 'prompt' && this.desk.submitting(req.runId) === 'follow_up') throw runIdTaken(this.sessionId, req.runId, 'runId', 'session.execute');
     const { token, result } = this.callers.prepare(req);
@@ -346,7 +352,7 @@ export class ExecutionSession {
   async loadCheckpoint(checkpoint: { messages: Message[]; stateContext?: unknown }): Promise<void> {
     const c = parseInput(Checkpoint, checkpoint, 'session.loadCheckpoint');
     this.assertOpen();
-    await this.records.loadCheckpoint(c, this.busy ? (this.current?.runId ?? 'unknown') : undefined);
+    await this.records.loadCheckpoint(c, this.busy ? this.busyRunId : undefined);
     this.liveView.refresh();
   }
 

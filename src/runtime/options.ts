@@ -33,10 +33,19 @@ const isTool = (v: unknown): v is AnyTool => {
   );
 };
 
+const isModel = (v: unknown): v is ModelProvider => {
+  if (typeof v !== 'object' || v === null || typeof (v as ModelProvider).call !== 'function') return false;
+  const name = (v as ModelProvider).providerName;
+  return name === undefined || (typeof name === 'string' && name.length > 0);
+};
+
 /** Unknown keys are refused: a misspelt option (aprovalFor) must not quietly become its default. */
 export const RuntimeOptions = z.strictObject({
   store: z.custom<EventStore>(isStore, `an EventStore (an object with ${STORE_METHODS.join(', ')}), e.g. lmdbStore(...) or memoryStore()`).optional(),
-  model: z.custom<ModelProvider>((v) => typeof v === 'object' && v !== null && typeof (v as ModelProvider).call === 'function', 'a ModelProvider (e.g. openaiModel(...), scriptedModel(...))'),
+  model: z.custom<ModelProvider>(
+    isModel,
+    'a ModelProvider (e.g. openaiModel(...), scriptedModel(...)); its providerName, if any, a non-empty string',
+  ),
   tools: z
     .array(z.custom<AnyTool>(isTool, 'a tool made with defineTool'))
     .default([])

@@ -89,7 +89,8 @@ export function createRuntime(options: RuntimeOptions): Runtime {
     parseInput(z.never(), undefined, 'createRuntime: budget.maxCost (a cost budget needs a pricing function to price model calls; without one it could never be reached)');
   }
   if (o.askUser && o.tools.some((t) => t.name === askUserTool.name)) {
-    parseInput(z.never(), undefined, `createRuntime: tools (a tool named ${askUserTool.name} beside the askUser option: the built-in would replace it; rename it or leave askUser off)`);
+    parseInput(z.never(), undefined, `createRuntime: tools (a tool named ${askUserTool.name} beside the askUser option: ` +
+      `the built-in would replace it; rename it or leave askUser off)`);
   }
   const tracing = resolveTracing(o.tracing);
   const store = o.store ?? lmdbStore({ path: './.actorloop' });

@@ -27,7 +27,8 @@ export interface ServeHandle {
   /**
    * Graceful shutdown: stops claiming, asks every running session to stop after its current tool
    * round (or, with `shutdown: 'detach'`, to detach at its next safe point), detaches those still
-   * running after `graceMs` (their runs stay open for the next worker), releases every lease. Resolves when done; a second call shares the first's.
+   * running after `graceMs` (their runs stay open for the next worker), releases every lease.
+   * Resolves when done; a second call shares the first's.
    */
   stop(options?: { graceMs?: number }): Promise<void>;
   /** Resolves once the worker has stopped (after `stop()` or its `signal`). */

@@ -3,12 +3,12 @@ import { z } from 'zod';
 import type { Clock } from '../contracts/clock.js';
 import type { ExecutionResult } from '../contracts/requests.js';
 import type { ModelProvider } from '../contracts/model.js';
-import type { ToolOutcome } from '../contracts/tools.js';
 import type { Attributes, RunTracer, SpanContextLike, SpanLike, TraceIds, TracerLike, TracerProviderLike } from '../contracts/tracing.js';
 import { parseInput } from '../contracts/validate.js';
 import type { EventStore } from '../persistence/event-store.js';
 import type { Envelope } from '../streams/envelopes.js';
 import type { AnyTool } from '../tools/define-tool.js';
+import { endToolSpan, toolSpanAttributes } from './tool-spans.js';
 
 /** The part of `@opentelemetry/api` the tracer uses. */
 interface OtelApi {
@@ -195,12 +195,7 @@ export class SessionTracer implements RunTracer {
         const tool = this.tools().get(ev.name);
         const attributes: Attributes = {
           ...a.base,
-          'gen_ai.operation.name': 'execute_tool',
-          'gen_ai.tool.name': ev.name,
-          'gen_ai.tool.call.id': ev.callId,
-          'gen_ai.tool.type': 'function',
-          'actorloop.tool.mode': tool?.mode ?? 'exclusive',
-          'actorloop.log.seq': this.lastSeq(),
+          ...toolSpanAttributes(ev.name, ev.callId, tool?.mode ?? 'exclusive', this.lastSeq()),
           ...(e.logSeq !== undefined ? { 'actorloop.tool_call.seq': e.logSeq } : {}),
           ...(this.t.recordContent ? { 'gen_ai.tool.call.arguments': JSON.stringify(ev.arguments) } : {}),
         };
@@ -214,7 +209,14 @@ export class SessionTracer implements RunTracer {
           // a call that never started (skipped, denied, recovered): a span of no length
           span = this.t.tracer.startSpan(
             `execute_tool ${ev.name}`,
-            { kind: KIND_INTERNAL, startTime: end, attributes: { ...a.base, 'gen_ai.operation.name': 'execute_tool', 'gen_ai.tool.name': ev.name, 'gen_ai.tool.call.id': ev.callId, 'gen_ai.tool.type': 'function', 'actorloop.tool.mode': this.tools().get(ev.name)?.mode ?? 'exclusive', 'actorloop.log.seq': this.lastSeq() } },
+            {
+              kind: KIND_INTERNAL,
+              startTime: end,
+              attributes: {
+                ...a.base,
+                ...toolSpanAttributes(ev.name, ev.callId, this.tools().get(ev.name)?.mode ?? 'exclusive', this.lastSeq()),
+              },
+            },
             // a result landing under the next step's model call belongs to the step before it
             (a.step?.early ? a.prev?.ctx : a.step?.ctx) ?? a.ctx,
           );
@@ -230,10 +232,20 @@ export class SessionTracer implements RunTracer {
       case 'execution_finished':
         if (ev.result.runId === a.runId && ev.result.attemptId === a.attemptId) this.finishAttempt(ev.result);
         break;
+      // no span or span event of their own
+      case 'input_committed':
+      case 'message_start':
+      case 'message_delta':
+      case 'message_end':
+      case 'tool_update':
+        break;
     }
   }
 
-  /** Opens step `n`'s span; `early` (its model call starts while the previous step's results land): that step stays open until its step_end. */
+  /**
+   * Opens step `n`'s span; `early` (its model call starts while the previous step's results land):
+   * that step stays open until its step_end.
+   */
   private openStep(a: AttemptSpans, n: number, now: number, early: boolean): void {
     if (early && a.step) {
       a.prev?.span.end(now);
@@ -246,7 +258,10 @@ export class SessionTracer implements RunTracer {
     a.modelCalls = 0;
   }
 
-  /** The step's model call is about to start (callModel): its span is the step's, opened now if the step_start envelope has not come yet. */
+  /**
+   * The step's model call is about to start (callModel): its span is the step's,
+   * opened now if the step_start envelope has not come yet.
+   */
   stepStarting(step: number): void {
     const a = this.attempt;
     if (!a || a.step?.n === step) return;
@@ -324,6 +339,7 @@ export class SessionTracer implements RunTracer {
     const self = this;
     return {
       modelId: model.modelId,
+      ...(model.providerName !== undefined ? { providerName: model.providerName } : {}),
       async call(request, onEvent) {
         const a = self.attempt;
         if (!a) return model.call(request, onEvent);
@@ -339,6 +355,8 @@ export class SessionTracer implements RunTracer {
                 ...a.base,
                 'gen_ai.operation.name': 'chat',
                 'gen_ai.request.model': model.modelId,
+                // Required by the GenAI conventions; a provider that does not say gets none (never a guess)
+                ...(model.providerName !== undefined ? { 'gen_ai.provider.name': model.providerName } : {}),
                 'actorloop.model_call.attempt': a.modelCalls,
                 'actorloop.log.seq': self.lastSeq(),
                 ...(a.step ? { 'actorloop.step': a.step.n } : {}),
@@ -381,19 +399,4 @@ export class SessionTracer implements RunTracer {
       },
     };
   }
-}
-
-function endToolSpan(span: SpanLike, outcome: ToolOutcome, logSeq: number | undefined, recordContent: boolean, end: number): void {
-  const isError = outcome.kind === 'completed' && outcome.isError;
-  span.setAttributes({
-    'actorloop.tool.outcome': outcome.kind,
-    'actorloop.tool.is_error': isError,
-    ...(logSeq !== undefined ? { 'actorloop.tool_result.seq': logSeq } : {}),
-    ...(recordContent ? { 'gen_ai.tool.call.result': outcome.kind === 'completed' ? outcome.content : outcome.kind === 'skipped' ? outcome.reason : (outcome.kind === 'cancelled' ? outcome.partialContent : outcome.content) ?? '' } : {}),
-  });
-  if (isError || outcome.kind.startsWith('uncertain') || outcome.kind === 'cancelled') {
-    span.setAttribute('error.type', isError ? 'tool_error' : outcome.kind);
-    span.setStatus({ code: STATUS_ERROR, message: outcome.kind === 'completed' ? outcome.content.slice(0, 200) : outcome.kind });
-  }
-  span.end(end);
 }

@@ -54,6 +54,28 @@ export function committedEnvelopes(records: readonly EventRecord[], sessionInsta
       case 'question/asked':
         out.push({ event: { type: 'question_asked', pendingRequest: p.pendingRequest as PendingRequest }, logSeq: r.seq });
         break;
+      // no envelope of their own
+      case 'approval/decided':
+      case 'assistant/attempt':
+      case 'cancellation/requested':
+      case 'checkpoint/loaded':
+      case 'compaction':
+      case 'delivery/committed':
+      case 'delivery/unknown':
+      case 'final/message':
+      case 'input/accepted':
+      case 'input/cancelled':
+      case 'resources/released':
+      case 'run/end':
+      case 'run/suspended':
+      case 'session/attached':
+      case 'state/updated':
+      case 'steering/accepted':
+      case 'step/start':
+      case 'tool/batch-rejected':
+      case 'tool/call':
+      case 'verification/rejected':
+        break;
     }
   }
   return out;

@@ -70,7 +70,6 @@ export interface ToolList {
 }
 
 /** A tool of any argument type (what runtimes and catalogs hold). */
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
 export type AnyTool = ToolDefinition<any>;
 
 /** Unknown keys are refused: a misspelt option (needApproval) must not quietly become its default. */
@@ -112,15 +111,29 @@ export function defineTool<A>(options: ToolOptions<A>): ToolDefinition<A> {
   try {
     schema = z.toJSONSchema(options.parameters as z.ZodType, { io: 'input', unrepresentable: 'throw' }) as Record<string, unknown>;
   } catch (e) {
-    return parseInput(z.never(), undefined, `defineTool: parameters of ${o.name} (${(e as Error).message}; use types JSON Schema can express: strings, numbers, booleans, arrays, objects)`);
+    return parseInput(z.never(), undefined, `defineTool: parameters of ${o.name} (${(e as Error).message}; ` +
+      `use types JSON Schema can express: strings, numbers, booleans, arrays, objects)`);
   }
   if (schema.type !== 'object') {
-    return parseInput(z.never(), undefined, `defineTool: parameters of ${o.name} must be an object schema (z.object(...)): providers take tool arguments as a JSON object`);
+    return parseInput(z.never(), undefined, `defineTool: parameters of ${o.name} must be an object schema (z.object(...)): ` +
+      `providers take tool arguments as a JSON object`);
   }
   delete schema.$schema;
   return { ...o, execute: options.execute, reconcile: options.reconcile, spec: { name: o.name, description: o.description, parameters: schema } };
 }
 
+/**
+ * The resource keys a call of `tool` locks. Contract: a tool's own `resources(args)` may throw;
+ * one that returns anything but an array of strings throws here, naming the tool (a step fails on
+ * it as on a throw, with the assistant message logged, never with a bad `tool/call` record).
+ */
 export function resourcesOf(tool: AnyTool, args: unknown): string[] {
-  return typeof tool.resources === 'function' ? tool.resources(args) : tool.resources;
+  if (typeof tool.resources !== 'function') return tool.resources;
+  const keys: unknown = tool.resources(args);
+  if (!Array.isArray(keys) || !keys.every((k) => typeof k === 'string')) {
+    throw new TypeError(`the resources function of tool ${tool.name} returned ${kindOf(keys)}, not an array of strings`);
+  }
+  return keys as string[];
 }
+
+const kindOf = (v: unknown): string => (Array.isArray(v) ? 'an array with a non-string key' : v === null ? 'null' : typeof v);

@@ -35,6 +35,15 @@ export interface McpClientLike {
     options?: McpRequestOptions,
   ): Promise<McpCallResult>;
   close(): Promise<void>;
+  /**
+   * The SDK's raw request: used to read a `tools/list` page again when `listTools` refuses it as a
+   * whole (one tool not fitting the MCP schema), so that the bad tool can be named.
+   */
+  request?(
+    request: { method: 'tools/list'; params?: { cursor?: string } },
+    resultSchema: never,
+    options?: McpRequestOptions,
+  ): Promise<unknown>;
   onclose?: (() => void) | undefined;
   onerror?: ((error: Error) => void) | undefined;
   /** The SDK's, used with its `ToolListChangedNotificationSchema` to hear `notifications/tools/list_changed`. */

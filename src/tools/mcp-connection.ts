@@ -1,5 +1,5 @@
-import { createHash } from 'node:crypto';
 import { DroppedError, type McpClientLike, type McpToolInfo } from './mcp-client.js';
+import { catalogRevision, listAll, type Listing } from './mcp-list.js';
 
 /** One live client: `dropped` settles (rejects) when its connection closes or its stream breaks. */
 export interface Link {
@@ -23,10 +23,13 @@ export class McpConnection {
   private connecting?: Promise<Link>;
   /** The link whose list is being read again. */
   private reading?: Link;
+  /** The last list read. */
+  listing: Listing = { tools: [], refused: [] };
+  /** Its tools that fit the MCP schema, by name. */
   catalog = new Map<string, McpToolInfo>();
   revision = '';
   /** Contract: called with every list read (a connect's, or one the server announced); must not throw. */
-  onList?: (tools: McpToolInfo[]) => void;
+  onList?: (listing: Listing) => void;
   /** Contract: called when a list the server announced cannot be read (the connection still up); must not throw. */
   onListError?: (error: unknown) => void;
 
@@ -72,17 +75,25 @@ export class McpConnection {
       link.listChanged = true;
       this.readAgain(link);
     });
-    const tools = await listAll(client);
+    let listing: Listing;
+    try {
+      listing = await listAll(client);
+    } catch (e) {
+      // a client the factory made for this connect is closed, not left running
+      if (this.reconnects) void client.close().catch(() => {});
+      throw e;
+    }
     this.link = link;
-    this.apply(tools);
+    this.apply(listing);
     this.readAgain(link);
     return link;
   }
 
-  private apply(tools: McpToolInfo[]): void {
-    this.catalog = new Map(tools.map((t) => [t.name, t]));
-    this.revision = catalogRevision(tools);
-    this.onList?.(tools);
+  private apply(listing: Listing): void {
+    this.listing = listing;
+    this.catalog = new Map(listing.tools.map((t) => [t.name, t]));
+    this.revision = catalogRevision(listing);
+    this.onList?.(listing);
   }
 
   /**
@@ -95,8 +106,8 @@ export class McpConnection {
     link.listChanged = false;
     this.reading = link;
     listAll(link.client)
-      .then((tools) => {
-        if (this.link === link) this.apply(tools);
+      .then((listing) => {
+        if (this.link === link) this.apply(listing);
       })
       .catch((e: unknown) => {
         // a dropped connection's list is read when it connects again
@@ -132,27 +143,6 @@ function onListChanged(client: McpClientLike, schema: unknown, heard: () => void
     heard();
     return typeof previous === 'function' ? (previous(notification) as Promise<void> | void) : undefined;
   });
-}
-
-/** Every page of `tools/list`. */
-export async function listAll(client: McpClientLike): Promise<McpToolInfo[]> {
-  const tools: McpToolInfo[] = [];
-  let cursor: string | undefined;
-  for (let page = 0; page < 1000; page++) {
-    const res = await client.listTools(cursor === undefined ? undefined : { cursor });
-    tools.push(...res.tools);
-    cursor = res.nextCursor;
-    if (!cursor) break;
-  }
-  return tools;
-}
-
-/** sha256 of the list's names, descriptions, schemas and annotations, in name order. */
-export function catalogRevision(tools: readonly McpToolInfo[]): string {
-  const rows = [...tools]
-    .sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0))
-    .map((t) => [t.name, t.description ?? '', t.inputSchema, t.annotations ?? {}]);
-  return createHash('sha256').update(JSON.stringify(rows)).digest('hex');
 }
 
 /**

@@ -6,6 +6,7 @@ import { timerMs } from '../contracts/config.js';
 import type { AnyTool, ToolContext, ToolDefinition, ToolList } from './define-tool.js';
 import { classifyFailure, type JsonSchemaValidatorLike, type McpCallResult, type McpClientLike, type McpToolInfo } from './mcp-client.js';
 import { McpConnection, type Link } from './mcp-connection.js';
+import type { Listing } from './mcp-list.js';
 
 /** The `_meta` key that carries a call's idempotency key to the server. */
 export const IDEMPOTENCY_META_KEY = 'actorloop/idempotencyKey';
@@ -31,15 +32,20 @@ export interface McpToolsOptions {
   prefix?: string;
   /** Aborts a call after this long (the runtime's tool timeout). */
   timeoutMs?: number;
-  /** Resource keys each call of a tool locks (by the server's tool name), as `defineTool`'s `resources`. */
-  resources?: Record<string, string[]>;
+  /**
+   * Resource keys each call of a tool locks (by the server's tool name), as `defineTool`'s
+   * `resources`: an object's own entries, or a Map (e.g. for a tool named `__proto__`, which an
+   * object literal cannot hold as an entry).
+   */
+  resources?: Record<string, string[]> | ReadonlyMap<string, readonly string[]>;
   /** Tool names (the server's) that need approval before they run. */
   needsApproval?: string[];
   /**
    * Contract: called for an exclusive call whose outcome is unknown — the connection dropped
    * while it ran, or the process stopped before its result was recorded (recovery). Returns the
    * outcome when it can tell (e.g. by asking the server about `idempotencyKey`), or undefined; a
-   * throw counts as undefined. The call is never sent again.
+   * throw counts as undefined. The call is never sent again. With this option each tool has a
+   * `reconcile` (recovery asks it); without it, such a call is `uncertain-hanging`.
    */
   reconcile?(call: McpReconcileCall, ctx: ToolContext): Promise<ToolOutcomeInput | undefined> | ToolOutcomeInput | undefined;
   /** A JSON Schema validator (the SDK's `jsonSchemaValidator` shape); default the SDK's Ajv one. */
@@ -60,15 +66,25 @@ const Options = z.strictObject({
   include: z.array(z.string()).optional(),
   prefix: z.string().default(''),
   timeoutMs: timerMs.positive().optional(),
-  resources: z.record(z.string(), z.array(z.string())).optional(),
+  // a Map, so a tool named `constructor` or `__proto__` finds its own entry, never Object's
+  resources: z
+    .preprocess(ownEntries, z.map(z.string(), z.array(z.string()), { error: 'an object or a Map: tool name → resource keys' }))
+    .optional(),
   needsApproval: z.array(z.string()).default([]),
   reconcile: z.custom<NonNullable<McpToolsOptions['reconcile']>>((v) => typeof v === 'function', 'a function').optional(),
   validator: z.custom<JsonSchemaValidatorLike>((v) => typeof (v as JsonSchemaValidatorLike | undefined)?.getValidator === 'function', 'a validator: { getValidator(schema) }').optional(),
   onListError: z.custom<NonNullable<McpToolsOptions['onListError']>>((v) => typeof v === 'function', 'a function').optional(),
 });
 
+/** A plain object's own entries as a Map (a Map as it is; anything else left for the schema to refuse). */
+function ownEntries(v: unknown): unknown {
+  if (typeof v !== 'object' || v === null || v instanceof Map) return v;
+  const proto = Object.getPrototypeOf(v) as unknown;
+  return proto === Object.prototype || proto === null ? new Map(Object.entries(v)) : v;
+}
+
 const isClient = (v: unknown): v is McpClientLike =>
-  typeof v === 'object' && v !== null && ['listTools', 'callTool', 'close'].every((m) => typeof (v as Record<string, unknown>)[m] === 'function');
+  typeof v === 'object' && v !== null && (['listTools', 'callTool', 'close'] as const).every((m) => typeof (v as Record<string, unknown>)[m] === 'function');
 
 const NAME = /^[a-zA-Z0-9_-]{1,64}$/;
 
@@ -82,8 +98,9 @@ const NAME = /^[a-zA-Z0-9_-]{1,64}$/;
  * `exclusive` unless named in `parallel` (or, with `trustAnnotations`, marked `readOnlyHint`).
  * Every call carries its idempotency key in the request's `_meta` (`actorloop/idempotencyKey`).
  * An exclusive call whose connection drops mid-call is never sent again: `reconcile` is asked,
- * else it is `uncertain-hanging`. A tool whose schema cannot be compiled refuses the whole set
- * (ValidationError naming it).
+ * else it is `uncertain-hanging`. A tool whose schema cannot be compiled, or that does not fit the
+ * MCP schema of a tool, refuses the whole set (ValidationError naming it). A tool's name is never
+ * a property name: `constructor` or `__proto__` finds its own options, or none.
  *
  * The tools follow the server's list: when the server announces a change
  * (`notifications/tools/list_changed`) or the adapter reconnects, the list is read again, and
@@ -103,7 +120,7 @@ export async function mcpTools(client: McpClientLike | (() => Promise<McpClientL
   const conn = new McpConnection(client);
   await conn.get();
   const list = new McpToolList(conn, validator, o);
-  const issues = list.build([...conn.catalog.values()], true);
+  const issues = list.build(conn.listing, true);
   if (issues.length > 0) {
     await conn.close();
     throw new ValidationError('mcpTools', issues);
@@ -115,8 +132,8 @@ export async function mcpTools(client: McpClientLike | (() => Promise<McpClientL
       // the app's hook failing changes nothing here
     }
   };
-  conn.onList = (tools) => {
-    const refused = list.build(tools, false);
+  conn.onList = (listing) => {
+    const refused = list.build(listing, false);
     if (refused.length > 0) reportError(new ValidationError('mcpTools (a tool list read again)', refused));
   };
   conn.onListError = (e) => reportError(e instanceof Error ? e : new Error(String(e)));
@@ -144,18 +161,26 @@ class McpToolList implements ToolList {
     return this.offered;
   }
 
-  /** Offers the tools of `listed`, or none (returning why) if one is refused; `first`: a name in `include` must be listed. */
-  build(listed: readonly McpToolInfo[], first: boolean): Issue[] {
+  /**
+   * Offers the tools of `listing`, or none (returning why) if one is refused (by the MCP schema, a
+   * name no provider takes, a schema that cannot be compiled; a tool `include` leaves out is not
+   * looked at); `first`: a name in `include` must be listed.
+   */
+  build(listing: Listing, first: boolean): Issue[] {
     const { o } = this;
-    const names = new Set(listed.map((t) => t.name));
+    const listed = listing.tools;
+    const wanted = (name: string) => o.include === undefined || o.include.includes(name);
+    const names = new Set([...listed, ...listing.refused].map((t) => t.name));
     const issues: Issue[] = first ? (o.include ?? []).filter((n) => !names.has(n)).map((n) => ({ path: ['include'], message: `the server lists no tool named ${n}` })) : [];
+    for (const r of listing.refused) if (wanted(r.name)) issues.push({ path: ['tools', r.name, ...r.path], message: r.message });
     const tools: AnyTool[] = [];
     const byListing = new Map<string, AnyTool>();
     for (const info of listed) {
-      if (o.include !== undefined && !o.include.includes(info.name)) continue;
+      if (!wanted(info.name)) continue;
       const name = o.prefix + info.name;
       if (!NAME.test(name)) {
-        issues.push({ path: ['tools', info.name], message: `the name ${name} does not fit the providers' rule (letters, digits, _ and -, at most 64): leave the tool out with include, or change prefix` });
+        issues.push({ path: ['tools', info.name], message: `the name ${name} does not fit the providers' rule (letters, digits, _ and -, at most 64): ` +
+          `leave the tool out with include, or change prefix` });
         continue;
       }
       const listing = JSON.stringify([info.name, info.title, info.description, info.inputSchema, info.annotations]);
@@ -188,7 +213,8 @@ type Validate = (input: unknown) => { valid: boolean; errorMessage?: string | un
 function compile(validator: JsonSchemaValidatorLike, info: McpToolInfo): Validate | string {
   const s = info.inputSchema as unknown;
   if (typeof s !== 'object' || s === null || Array.isArray(s)) return 'the input schema is not a JSON object';
-  if ((s as { type?: unknown }).type !== 'object') return `the input schema's type must be "object" (MCP tools take their arguments as an object), not ${JSON.stringify((s as { type?: unknown }).type)}`;
+  if ((s as { type?: unknown }).type !== 'object') return `the input schema's type must be "object" (MCP tools take their arguments as an object), ` +
+    `not ${JSON.stringify((s as { type?: unknown }).type)}`;
   try {
     return validator.getValidator(s as never);
   } catch (e) {
@@ -201,7 +227,8 @@ async function defaultValidator(): Promise<JsonSchemaValidatorLike> {
   try {
     mod = (await import('@modelcontextprotocol/sdk/validation/ajv')) as unknown as typeof mod;
   } catch (e) {
-    throw new ValidationError('mcpTools', [{ path: [], message: `mcpTools needs the optional peer dependency @modelcontextprotocol/sdk (npm install @modelcontextprotocol/sdk): ${(e as Error).message}` }]);
+    throw new ValidationError('mcpTools', [{ path: [], message: `mcpTools needs the optional peer dependency @modelcontextprotocol/sdk (npm install @modelcontextprotocol/sdk): ` +
+      `${(e as Error).message}` }]);
   }
   return new mod.AjvJsonSchemaValidator();
 }
@@ -236,14 +263,15 @@ function toolFor(info: McpToolInfo, name: string, validate: Validate, conn: McpC
     description: info.description ?? info.title ?? info.name,
     parameters,
     mode: parallel ? 'parallel' : 'exclusive',
-    resources: o.resources?.[info.name] ?? [],
+    resources: [...(o.resources?.get(info.name) ?? [])],
     ...(o.timeoutMs !== undefined ? { timeoutMs: o.timeoutMs } : {}),
     ...(o.needsApproval.includes(info.name) ? { needsApproval: true } : {}),
     spec: { name, description: info.description ?? info.title ?? info.name, parameters: schema },
     revision: () => conn.revision,
     list,
     execute: (args, ctx) => callTool(conn, info.name, listedSchema, parallel, args, ctx, o, reconcileWith),
-    reconcile: (args, ctx) => reconcileWith(args, ctx),
+    // only with the option: a tool with a `reconcile` is one recovery (and its preview) asks
+    ...(o.reconcile ? { reconcile: (args: Record<string, unknown>, ctx: ToolContext) => reconcileWith(args, ctx) } : {}),
   };
   return tool;
 }
@@ -273,7 +301,8 @@ async function callTool(
     const now = conn.catalog.get(tool);
     if (!now) return errorResult(`the MCP server no longer offers the tool ${tool} (the call was not sent)`);
     if (JSON.stringify(now.inputSchema) !== listedSchema) {
-      return errorResult(`the MCP server changed the input schema of ${tool} after this attempt was offered the tool (the call was not sent); the next attempt is offered it as it is now`);
+      return errorResult(`the MCP server changed the input schema of ${tool} after this attempt was offered the tool (the call was not sent); ` +
+        `the next attempt is offered it as it is now`);
     }
     try {
       const request = link.client.callTool({ name: tool, arguments: args, _meta: { [IDEMPOTENCY_META_KEY]: ctx.idempotencyKey } }, undefined, {
@@ -286,7 +315,8 @@ async function callTool(
       if (ctx.signal.aborted) {
         if (parallel) throw ctx.signal.reason;
         // the server was told to stop (notifications/cancelled), but it may have run the call
-        return { kind: 'cancelled', settled: false, partialContent: `aborted (${(ctx.signal.reason as Error)?.message ?? 'cancelled'}); the MCP server was asked to stop, but whether the call took effect is unknown` };
+        return { kind: 'cancelled', settled: false, partialContent: `aborted (${(ctx.signal.reason as Error)?.message ?? 'cancelled'}); ` +
+          `the MCP server was asked to stop, but whether the call took effect is unknown` };
       }
       const failure = classifyFailure(e);
       const message = (e as Error)?.message ?? String(e);
@@ -301,7 +331,8 @@ async function callTool(
       if (known !== undefined) return known;
       return {
         kind: 'uncertain-hanging',
-        content: `the connection to the MCP server dropped while ${tool} was running (${message}); whether it ran or took effect is unknown, and it was not sent again`,
+        content: `the connection to the MCP server dropped while ${tool} was running (${message}); ` +
+          `whether it ran or took effect is unknown, and it was not sent again`,
       };
     }
   }

@@ -24,7 +24,59 @@ export interface SessionStreamOptions {
   headers?: Record<string, string>;
 }
 
-/** A response the stream must not retry (400: bad cursor, 404: no such route). */
+const OPTION_KEYS = new Set(['url', 'lastLogSeq', 'reconnectMs', 'maxReconnectMs', 'signal', 'fetch', 'headers']);
+
+/**
+ * Bad options of the client (an unknown key, a wrong type): `name` 'ValidationError' and `code`
+ * 'validation', so `isValidationError` of `actorloop` holds for it (the client imports no zod).
+ * @example
+ * try {
+ *   await sessionStream({ url, lastLogSeqq: 3 } as never).next()
+ * } catch (e) {
+ *   if (e instanceof StreamOptionsError) console.log(e.issues)
+ * }
+ */
+export class StreamOptionsError extends Error {
+  override readonly name = 'ValidationError';
+  readonly code = 'validation';
+  constructor(
+    readonly where: string,
+    readonly issues: { path: string[]; message: string }[],
+  ) {
+    super(`invalid input to ${where}: ${issues.map((i) => `${i.path.join('.') || '(root)'}: ${i.message}`).join('; ')}`);
+  }
+}
+
+/** Refuses an unknown key (a misspelt option must not quietly become its default) and a wrong type. */
+function checkOptions(options: SessionStreamOptions, where: string): void {
+  if (typeof options !== 'object' || options === null) throw new StreamOptionsError(where, [{ path: [], message: 'expected an object' }]);
+  const issues: { path: string[]; message: string }[] = [];
+  for (const key of Object.keys(options)) if (!OPTION_KEYS.has(key)) issues.push({ path: [], message: `Unrecognized key: "${key}"` });
+  if (typeof options.url !== 'string' || options.url === '') issues.push({ path: ['url'], message: 'expected the stream URL (a string)' });
+  for (const key of ['lastLogSeq', 'reconnectMs', 'maxReconnectMs'] as const) {
+    const v = options[key];
+    const ok = v === undefined || (typeof v === 'number' && Number.isInteger(v) && v >= 0);
+    if (!ok) issues.push({ path: [key], message: 'expected a non-negative integer' });
+  }
+  if (options.fetch !== undefined && typeof options.fetch !== 'function') issues.push({ path: ['fetch'], message: 'expected a function' });
+  if (issues.length > 0) throw new StreamOptionsError(where, issues);
+}
+
+/** The 4xx answers worth retrying (a timeout, a rate limit); any other 4xx cannot succeed by retrying. */
+const RETRIED = new Set([408, 429]);
+
+/** A Retry-After header (seconds, or an HTTP date) as a delay, capped at 5 minutes. */
+function retryAfterMs(header: string | null): number | undefined {
+  if (header === null) return undefined;
+  const ms = /^\d+$/.test(header.trim()) ? Number(header) * 1000 : Date.parse(header) - Date.now();
+  return Number.isFinite(ms) ? Math.min(300_000, Math.max(0, ms)) : undefined;
+}
+
+/**
+ * A refusal the stream does not retry, since retrying cannot change it: any 4xx but 408 and 429
+ * (400: a bad cursor or session id, 401/403: not authorized, 404: no such route). The stream
+ * ends by throwing it (the iterator rejects, the Observable errors).
+ */
 export class StreamRefusedError extends Error {
   override readonly name = 'StreamRefusedError';
   constructor(
@@ -37,12 +89,14 @@ export class StreamRefusedError extends Error {
 
 /**
  * The session's frames and connection changes as an async iterable, reconnecting until `signal`
- * aborts. A `connection` item marks each (re)connection; after `reconnecting`, deltas of a
- * message cut by the disconnect never resume half-way: the committed message follows.
+ * aborts, or until the server refuses the stream for good (`StreamRefusedError`, thrown). A
+ * `connection` item marks each (re)connection; after `reconnecting`, deltas of a message cut by
+ * the disconnect never resume half-way: the committed message follows.
  * @example
  * for await (const item of sessionStream({ url: '/sessions/s1/events' })) console.log(item.kind)
  */
 export async function* sessionStream(options: SessionStreamOptions): AsyncGenerator<StreamItem> {
+  checkOptions(options, 'sessionStream');
   const doFetch = options.fetch ?? globalThis.fetch.bind(globalThis);
   const signal = options.signal;
   let last = options.lastLogSeq;
@@ -54,12 +108,19 @@ export async function* sessionStream(options: SessionStreamOptions): AsyncGenera
   const connection = (state: ConnectionItem['state'], error?: string): ConnectionItem => ({ kind: 'connection', state, attempt, lastLogSeq: last ?? 0, ...(error ? { error } : {}) });
   while (!signal?.aborted) {
     let error: string | undefined;
+    let waitMs: number | undefined;
+    let progressed = false;
+    const failuresBefore = failures;
     try {
       const headers: Record<string, string> = { accept: 'text/event-stream', ...options.headers };
       if (last !== undefined) headers['last-event-id'] = String(last);
       const res = await doFetch(options.url, { headers, ...(signal ? { signal } : {}) });
-      if (res.status >= 400 && res.status < 500) throw new StreamRefusedError(res.status, await res.text());
-      if (!res.ok || !res.body) throw new Error(`HTTP ${res.status}`);
+      if (res.status >= 400 && res.status < 500 && !RETRIED.has(res.status)) throw new StreamRefusedError(res.status, await res.text());
+      if (!res.ok || !res.body) {
+        waitMs = retryAfterMs(res.headers.get('retry-after'));
+        await res.body?.cancel().catch(() => undefined);
+        throw new Error(`HTTP ${res.status}`);
+      }
       yield connection('open');
       const parser = new SseParser();
       const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
@@ -70,7 +131,9 @@ export async function* sessionStream(options: SessionStreamOptions): AsyncGenera
           for (const msg of parser.push(value)) {
             const frame = JSON.parse(msg.data) as Frame;
             if (frame.kind === 'committed') last = frame.logSeq;
-            failures = 0;
+            if (frame.kind === 'committed' || frame.kind === 'live') progressed = true;
+            if (frame.kind === 'stream-error') error = `${frame.name}: ${frame.message}`;
+            else failures = 0;
             yield frame;
           }
           retryMs = parser.retryMs ?? retryMs;
@@ -78,6 +141,9 @@ export async function* sessionStream(options: SessionStreamOptions): AsyncGenera
       } finally {
         reader.releaseLock();
       }
+      // a stream that ended in an error without a record is one more failed attempt in a row (its
+      // `ready` was no progress): the next one waits longer
+      if (error !== undefined) failures = (progressed ? 0 : failuresBefore) + 1;
     } catch (e) {
       if (signal?.aborted) break;
       if (e instanceof StreamRefusedError) throw e;
@@ -87,7 +153,7 @@ export async function* sessionStream(options: SessionStreamOptions): AsyncGenera
     if (signal?.aborted) break;
     attempt++;
     yield connection('reconnecting', error);
-    const delay = Math.min(max, (retryMs ?? base) * 2 ** Math.max(0, failures - 1));
+    const delay = waitMs ?? Math.min(max, (retryMs ?? base) * 2 ** Math.max(0, failures - 1));
     await sleep(delay, signal);
   }
   yield connection('closed');
@@ -129,10 +195,11 @@ export function createSessionViewStore(sessionId: string, initial: SessionView =
  * store.subscribe((s) => render(s.context))
  */
 export function connectSessionView(options: Omit<SessionStreamOptions, 'signal'> & { sessionId: string }) {
-  const store = createSessionViewStore(options.sessionId);
+  const { sessionId, ...streamOptions } = options;
+  const store = createSessionViewStore(sessionId);
   const abort = new AbortController();
   const done = (async () => {
-    for await (const item of sessionStream({ ...options, signal: abort.signal })) store.trigger.item({ item });
+    for await (const item of sessionStream({ ...streamOptions, signal: abort.signal })) store.trigger.item({ item });
   })().catch((e: Error) => store.trigger.item({ item: { kind: 'stream-error', name: e.name, message: e.message } }));
   return { store, done, stop: () => abort.abort() };
 }

@@ -1,4 +1,17 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import { z } from 'zod';
+import { parseInput } from '../contracts/validate.js';
+
+/**
+ * `nodeListener` options (unknown keys are refused).
+ * @example
+ * http.createServer(nodeListener(handle, { origin: 'https://chat.example.com' }))
+ */
+export const NodeListenerOptions = z.strictObject({
+  /** The origin the request URLs get (default: `http://` + the request's Host header). */
+  origin: z.url().optional(),
+});
+export type NodeListenerOptions = z.input<typeof NodeListenerOptions>;
 
 /**
  * Mounts a fetch-style handler (`webHandler`, `sessionEvents`) on Node's http server: the request
@@ -8,9 +21,10 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
  * @example
  * http.createServer(nodeListener(webHandler({ runtime }))).listen(3000)
  */
-export function nodeListener(handler: (request: Request) => Promise<Response> | Response, options: { origin?: string } = {}) {
+export function nodeListener(handler: (request: Request) => Promise<Response> | Response, options: NodeListenerOptions = {}) {
+  const o = parseInput(NodeListenerOptions, options, 'nodeListener');
   return (req: IncomingMessage, res: ServerResponse): void => {
-    void serve(handler, req, res, options.origin).catch((e: Error) => {
+    void serve(handler, req, res, o.origin).catch((e: Error) => {
       if (!res.headersSent) {
         res.writeHead(500, { 'content-type': 'application/json; charset=utf-8' });
         res.end(JSON.stringify({ error: 'Error', message: e.message }));
@@ -29,15 +43,17 @@ async function serve(handler: (request: Request) => Promise<Response> | Response
     for (const one of Array.isArray(v) ? v : [v]) headers.append(k, one);
   }
   const hasBody = req.method !== 'GET' && req.method !== 'HEAD';
+  const body = hasBody ? bodyOf(req) : undefined;
   const request = new Request(new URL(req.url ?? '/', base), {
     method: req.method ?? 'GET',
     headers,
     signal: abort.signal,
-    ...(hasBody ? { body: req as unknown as ReadableStream<Uint8Array>, duplex: 'half' } : {}),
+    ...(body ? { body: body.stream, duplex: 'half' } : {}),
   } as RequestInit);
   const response = await handler(request);
-  const out: Record<string, string> = {};
-  response.headers.forEach((v, k) => (out[k] = v));
+  const out: Record<string, string> = Object.fromEntries(response.headers); // own keys, whatever the header names
+  // a body the handler stopped reading (too large) is never read further: the connection closes after the answer
+  if (body && !body.ended()) out.connection = 'close';
   res.writeHead(response.status, out);
   if (!response.body) return void res.end();
   if (response.headers.get('content-type')?.startsWith('text/event-stream')) res.flushHeaders();
@@ -64,4 +80,42 @@ async function serve(handler: (request: Request) => Promise<Response> | Response
     // the client went away
   }
   res.end();
+}
+
+/**
+ * The request body as a web stream that reads the socket only as fast as it is read (a bounded
+ * queue: 64 KiB), and stops reading when cancelled (the connection is then closed after the
+ * response, never drained).
+ */
+function bodyOf(req: IncomingMessage): { stream: ReadableStream<Uint8Array>; ended(): boolean } {
+  let ended = false;
+  let cancelled = false;
+  const stream = new ReadableStream<Uint8Array>(
+    {
+      start(c) {
+        req.on('data', (chunk: Buffer) => {
+          if (cancelled) return;
+          c.enqueue(new Uint8Array(chunk.buffer, chunk.byteOffset, chunk.byteLength));
+          if ((c.desiredSize ?? 0) <= 0) req.pause();
+        });
+        req.once('end', () => {
+          ended = true;
+          if (!cancelled) c.close();
+        });
+        req.once('error', (e) => {
+          if (!cancelled && !ended) c.error(e);
+        });
+        req.pause();
+      },
+      pull() {
+        req.resume();
+      },
+      cancel() {
+        cancelled = true;
+        req.pause();
+      },
+    },
+    { highWaterMark: 64 * 1024, size: (chunk) => chunk.byteLength },
+  );
+  return { stream, ended: () => ended };
 }

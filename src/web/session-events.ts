@@ -4,13 +4,14 @@ import { ActorloopError, isValidationError } from '../contracts/errors.js';
 import type { EventRecord } from '../contracts/events.js';
 import { parseInput } from '../contracts/validate.js';
 import type { EventStore } from '../persistence/event-store.js';
+import { assertSessionId } from '../persistence/store-input.js';
 import { committedEnvelopes } from '../streams/committed-envelopes.js';
 import type { Envelope, LiveEvent } from '../streams/envelopes.js';
 import { followLog } from './log-follow.js';
 import { cursorOf, sseComment, sseFrame, sseRetry } from './sse.js';
 import type { CommittedFrame, LiveFrame } from './wire.js';
 
-export const SessionEventsOptions = z.object({
+export const SessionEventsOptions = z.strictObject({
   /** Frames queued for a client that does not read (as `subscribe`'s capacity). */
   capacity: z.number().int().min(2).max(100_000).default(256),
   /** A comment line this often keeps proxies from closing an idle stream. */
@@ -29,8 +30,6 @@ export const SessionEventsOptions = z.object({
 });
 export type SessionEventsOptions = z.input<typeof SessionEventsOptions>;
 
-const SessionIdParam = z.string().min(1).max(400);
-
 /** A JSON error response: `{ error: name, message, issues? }`. */
 export function errorResponse(status: number, error: unknown): Response {
   const e = error as { name?: string; message?: string; issues?: unknown };
@@ -47,7 +46,7 @@ export function errorResponse(status: number, error: unknown): Response {
  * start this connection saw. A client that stops reading gets committed records as it reads them
  * (the log waits, filling at most half the queue); one that overflows `capacity` with live
  * frames, or reads nothing for `stallTimeoutMs`, gets a `dropped` event and the stream ends. A bad
- * cursor is a 400.
+ * cursor or session id (one the store refuses, e.g. with a NUL) is a 400, before any stream.
  * @example
  * // a Next.js route handler: app/sessions/[id]/events/route.ts
  * export const GET = (req: Request, { params }) => sessionEvents(store, params.id, req)
@@ -56,7 +55,7 @@ export function sessionEvents(store: EventStore, sessionId: string, request: Req
   let fromSeq: number;
   let o: z.output<typeof SessionEventsOptions>;
   try {
-    parseInput(SessionIdParam, sessionId, 'sessionEvents: sessionId');
+    assertSessionId(sessionId, 'sessionEvents'); // the store's rule, checked before a 200 is sent
     o = parseInput(SessionEventsOptions, options, 'sessionEvents: options');
     fromSeq = cursorOf(request);
   } catch (e) {

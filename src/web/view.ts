@@ -141,6 +141,8 @@ function committed(view: SessionView, f: Extract<Frame, { kind: 'committed' }>):
       if (p.status !== 'suspended') delete v.pending;
       add({ kind: 'run', seq: r.seq, ...(runId ? { runId } : {}), status: String(p.status) });
       break;
+    default: // the other events change nothing the page shows
+      break;
   }
   return v;
 }

@@ -1,11 +1,42 @@
 import { z } from 'zod';
 import { isStoreClosedError, isValidationError, ValidationError } from '../contracts/errors.js';
 import { parseInput } from '../contracts/validate.js';
+import { assertSessionId } from '../persistence/store-input.js';
 import type { Runtime } from '../runtime/runtime.js';
 import { CancelBody, MessageBody, RespondBody, StopBody, type InboxEntry, type InboxReceipt } from './inbox-contract.js';
 import { errorResponse, sessionEvents, SessionEventsOptions } from './session-events.js';
+import { hostAllowed, HostPattern } from './hosts.js';
 
-export const WebHandlerOptions = z.object({
+/**
+ * What a request asks to do with a session, as `authorize` is told:
+ * - `read`: `GET /sessions/:id/events`, the session's event stream (every committed record, whole);
+ * - `submit`: `POST messages`, a prompt or a follow-up;
+ * - `control`: `POST steer | stop | cancel`, changes the course of the run under way;
+ * - `respond`: `POST respond`, answers an approval or a question.
+ * @example
+ * webHandler({ runtime, authorize: (req, { action }) => action === 'read' })
+ */
+export type WebAction = 'read' | 'submit' | 'control' | 'respond';
+/** A route of `webHandler`, the last segment of `/sessions/:id/<route>`. */
+export type WebRoute = 'events' | 'messages' | 'steer' | 'respond' | 'stop' | 'cancel';
+export interface AuthorizeContext {
+  sessionId: string;
+  action: WebAction;
+  route: WebRoute;
+}
+/**
+ * Decides whether `request` may do `action` on `sessionId`: `true` allows it, `false` is a 403,
+ * a `Response` is sent as it is (e.g. a 401 with `WWW-Authenticate`). Anything else — `undefined`,
+ * a truthy non-`true` value, a throw or a rejection — denies (403).
+ * Contract: called once per request, after the route, method and session id are known to be
+ * valid and before the body is read or anything is submitted; may be async; must not consume the
+ * request's body.
+ * @example
+ * const authorize: Authorize = (req, { action }) => action === 'read' || req.headers.get('x-role') === 'operator'
+ */
+export type Authorize = (request: Request, context: AuthorizeContext) => boolean | Response | Promise<boolean | Response>;
+
+export const WebHandlerOptions = z.strictObject({
   runtime: z.custom<Runtime>((v) => typeof v === 'object' && v !== null && typeof (v as Runtime).liveEnvelopes$ === 'function', 'a runtime (createRuntime)'),
   /** Where the routes are mounted, e.g. `/api` (default: the root). */
   basePath: z.string().regex(/^(\/[^/]+)*$/, 'empty or /segment(/segment)*').default(''),
@@ -13,18 +44,28 @@ export const WebHandlerOptions = z.object({
   maxBodyBytes: z.number().int().positive().max(64 * 1024 * 1024).default(1024 * 1024),
   /** Options of every event stream (capacity, heartbeat, polling). */
   stream: SessionEventsOptions.omit({ live: true }).partial().optional(),
+  /** Who may do what on which session (see `Authorize`); without it every request is allowed. */
+  authorize: z
+    .custom<Authorize>((v) => typeof v === 'function', 'a function (request, { sessionId, action, route }) => true | false | Response')
+    .optional(),
+  /**
+   * The Host header values served (`localhost:8787`, `[::1]:8787`; a name without a port: any
+   * port); any other Host is a 403 before anything else (DNS rebinding). Without it: any Host.
+   */
+  allowedHosts: z.array(HostPattern).min(1).optional(),
 });
 export type WebHandlerOptions = z.input<typeof WebHandlerOptions>;
 
-type Route = { body: z.ZodType; entry: (body: never) => InboxEntry };
+type Route = { action: WebAction; body: z.ZodType; entry: (body: never) => InboxEntry };
 const ROUTES = new Map<string, Route>([
-  ['messages', { body: MessageBody, entry: (b: z.infer<typeof MessageBody>) => ({ kind: 'input', inputId: b.inputId, mode: 'follow_up', message: b.message }) }],
-  ['steer', { body: MessageBody, entry: (b: z.infer<typeof MessageBody>) => ({ kind: 'input', inputId: b.inputId, mode: 'steer', message: b.message }) }],
-  ['respond', { body: RespondBody, entry: (b: z.infer<typeof RespondBody>) => ({ kind: 'respond', ...b }) }],
-  ['stop', { body: StopBody, entry: (b: z.infer<typeof StopBody>) => ({ kind: 'stop_after_round', ...b }) }],
+  ['messages', { action: 'submit', body: MessageBody, entry: (b: z.infer<typeof MessageBody>) => ({ kind: 'input', inputId: b.inputId, mode: 'follow_up', message: b.message }) }],
+  ['steer', { action: 'control', body: MessageBody, entry: (b: z.infer<typeof MessageBody>) => ({ kind: 'input', inputId: b.inputId, mode: 'steer', message: b.message }) }],
+  ['respond', { action: 'respond', body: RespondBody, entry: (b: z.infer<typeof RespondBody>) => ({ kind: 'respond', ...b }) }],
+  ['stop', { action: 'control', body: StopBody, entry: (b: z.infer<typeof StopBody>) => ({ kind: 'stop_after_round', ...b }) }],
   [
     'cancel',
     {
+      action: 'control',
       body: CancelBody,
       entry: (b: z.infer<typeof CancelBody>) =>
         b.inputId !== undefined ? { kind: 'cancel_input', entryId: b.entryId, inputId: b.inputId } : { kind: 'cancel', entryId: b.entryId, ...(b.reason !== undefined ? { reason: b.reason } : {}) },
@@ -32,7 +73,6 @@ const ROUTES = new Map<string, Route>([
   ],
 ]);
 
-const SessionIdSegment = z.string().min(1).max(400);
 const STATUS: Record<InboxReceipt['status'], number> = { accepted: 202, already_accepted: 200, refused: 409 };
 
 /**
@@ -41,9 +81,13 @@ const STATUS: Record<InboxReceipt['status'], number> = { accepted: 202, already_
  * `POST /sessions/:id/messages | steer | respond | stop | cancel`, each a JSON body checked with
  * zod and submitted to the inbox (`runtime.submit`), answered with the durable receipt
  * (202 accepted, 200 already accepted — the same id again —, 409 refused). Bad input is a 4xx
- * with `{ error, message, issues? }`; nothing is submitted.
+ * with `{ error, message, issues? }`; nothing is submitted. `authorize` decides per session and
+ * action (docs/web.md); `allowedHosts` refuses other Host headers.
  * @example
- * const handle = webHandler({ runtime })
+ * const handle = webHandler({
+ *   runtime,
+ *   authorize: (req, { sessionId }) => req.headers.get('authorization') === `Bearer ${tokenOf(sessionId)}`,
+ * })
  * // Node: http.createServer(nodeListener(handle)); Hono: app.all('/sessions/*', (c) => handle(c.req.raw))
  */
 export function webHandler(options: WebHandlerOptions): (request: Request) => Promise<Response> {
@@ -51,29 +95,36 @@ export function webHandler(options: WebHandlerOptions): (request: Request) => Pr
   const runtime = o.runtime;
   return async (request: Request) => {
     try {
+      if (o.allowedHosts && !hostAllowed(request, o.allowedHosts)) return hostRefused(request);
       const path = new URL(request.url).pathname;
       if (!path.startsWith(`${o.basePath}/sessions/`)) return notFound(path);
       const parts = path.slice(o.basePath.length + '/sessions/'.length).split('/');
       if (parts.length !== 2) return notFound(path);
+      const name = parts[1]!;
+      const route = ROUTES.get(name);
+      if (name !== 'events' && !route) return notFound(path);
       let sessionId: string;
       try {
-        sessionId = parseInput(SessionIdSegment, decodeURIComponent(parts[0]!), 'session id');
+        sessionId = decodeURIComponent(parts[0]!);
+      } catch {
+        return errorResponse(400, new ValidationError('session id', [{ path: ['sessionId'], message: 'not a valid percent-encoded id' }]));
+      }
+      try {
+        assertSessionId(sessionId, 'session id');
       } catch (e) {
-        return errorResponse(400, isValidationError(e) ? e : new ValidationError('session id', [{ path: ['sessionId'], message: 'not a valid percent-encoded id' }]));
+        return errorResponse(400, e);
       }
-      const action = parts[1]!;
-      if (action === 'events') {
-        if (request.method !== 'GET') return methodNotAllowed('GET');
-        return sessionEvents(runtime.store, sessionId, request, { ...o.stream, live: runtime.liveEnvelopes$(sessionId) });
+      if (request.method !== (route ? 'POST' : 'GET')) return methodNotAllowed(route ? 'POST' : 'GET');
+      if (o.authorize) {
+        const denied = await authorized(o.authorize, request, { sessionId, action: route?.action ?? 'read', route: name as WebRoute });
+        if (denied) return denied;
       }
-      const route = ROUTES.get(action);
-      if (!route) return notFound(path);
-      if (request.method !== 'POST') return methodNotAllowed('POST');
+      if (!route) return sessionEvents(runtime.store, sessionId, request, { ...o.stream, live: runtime.liveEnvelopes$(sessionId) });
       const body = await jsonBody(request, o.maxBodyBytes);
       if (body instanceof Response) return body;
       let entry: InboxEntry;
       try {
-        entry = route.entry(parseInput(route.body, body, `POST ${action}`) as never);
+        entry = route.entry(parseInput(route.body, body, `POST ${name}`) as never);
       } catch (e) {
         return errorResponse(400, e);
       }
@@ -87,13 +138,27 @@ export function webHandler(options: WebHandlerOptions): (request: Request) => Pr
   };
 }
 
+/** undefined when `authorize` returned `true`; else the response to send (its own, or a 403). */
+async function authorized(authorize: Authorize, request: Request, context: AuthorizeContext): Promise<Response | undefined> {
+  let verdict: unknown;
+  try {
+    verdict = await authorize(request, context);
+  } catch {
+    verdict = undefined; // a failing check denies; its error is the app's, not the client's to read
+  }
+  if (verdict === true) return undefined;
+  if (verdict instanceof Response) return verdict;
+  const session = JSON.stringify(context.sessionId.slice(0, 200));
+  return errorResponse(403, { name: 'Forbidden', message: `not allowed to ${context.action} session ${session}` });
+}
+
 async function jsonBody(request: Request, max: number): Promise<unknown> {
   const type = request.headers.get('content-type') ?? '';
   if (!/^application\/json\b/i.test(type)) return errorResponse(415, { name: 'UnsupportedMediaType', message: `send the body as application/json (got ${JSON.stringify(type.slice(0, 80))})` });
   const declared = Number(request.headers.get('content-length') ?? 0);
   if (declared > max) return tooLarge(max);
-  const bytes = new Uint8Array(await request.arrayBuffer());
-  if (bytes.byteLength > max) return tooLarge(max);
+  const bytes = await readAtMost(request, max);
+  if (bytes === undefined) return tooLarge(max);
   try {
     return JSON.parse(new TextDecoder('utf-8', { fatal: true }).decode(bytes));
   } catch (e) {
@@ -101,8 +166,41 @@ async function jsonBody(request: Request, max: number): Promise<unknown> {
   }
 }
 
+/**
+ * The body's bytes, read as a stream and counted: undefined as soon as they pass `max`, when the
+ * reader is cancelled and the rest is never read (a chunked body declares no length; buffering it
+ * whole before comparing would let one request grow the server by its size).
+ */
+async function readAtMost(request: Request, max: number): Promise<Uint8Array | undefined> {
+  if (!request.body) return new Uint8Array(0);
+  const reader = request.body.getReader();
+  const chunks: Uint8Array[] = [];
+  let total = 0;
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    total += value.byteLength;
+    if (total > max) {
+      void reader.cancel().catch(() => undefined);
+      return undefined;
+    }
+    chunks.push(value);
+  }
+  const bytes = new Uint8Array(total);
+  let at = 0;
+  for (const c of chunks) {
+    bytes.set(c, at);
+    at += c.byteLength;
+  }
+  return bytes;
+}
+
 const json = (status: number, body: unknown) => new Response(JSON.stringify(body), { status, headers: { 'content-type': 'application/json; charset=utf-8', 'cache-control': 'no-store' } });
 const notFound = (path: string) => errorResponse(404, { name: 'NotFound', message: `no route ${path.slice(0, 200)}: the routes are /sessions/:id/{events,messages,steer,respond,stop,cancel}` });
+function hostRefused(request: Request): Response {
+  const host = JSON.stringify((request.headers.get('host') ?? new URL(request.url).host).slice(0, 200));
+  return errorResponse(403, { name: 'HostNotAllowed', message: `the Host ${host} is not served here (allowedHosts)` });
+}
 const tooLarge = (max: number) => errorResponse(413, { name: 'PayloadTooLarge', message: `the body is larger than ${max} bytes` });
 function methodNotAllowed(allow: string): Response {
   const res = errorResponse(405, { name: 'MethodNotAllowed', message: `use ${allow}` });

@@ -25,7 +25,6 @@ function oldWriter(inner: EventStore): EventStore {
     });
     return { ...d, payload: p };
   };
-  // eslint-disable-next-line @typescript-eslint/no-explicit-any
   return storeWithAppend(inner, ((id: string, epoch: number, seq: number, drafts: any[]) => inner.append(id, epoch, seq, drafts.map(strip) as any)) as EventStore['append']);
 }
 

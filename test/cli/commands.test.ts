@@ -1,7 +1,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { open } from 'lmdb';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { logCommand, recoverCommand, sessionsCommand, viewCommand, type CommandIO } from '../../src/cli/commands.js';
 import { describeFailure } from '../../src/cli/errors.js';
 import { runCli } from '../../src/cli/program.js';
@@ -165,6 +165,38 @@ describe('actorloop command lines', () => {
     expect([none.code, none.err]).toEqual([2, expect.stringContaining('Usage: actorloop')]);
     const version = await cliHere(['--version']);
     expect([version.code, version.out.trim()]).toEqual([0, JSON.parse(readFileSync('package.json', 'utf8')).version]);
+  });
+
+  it('-f is --follow (tail always follows; log -f follows after the whole log); --from has no short form, and the old `-f SEQ` is refused naming --from', async () => {
+    /** A following command, stopped (Ctrl-C) once `ready` holds for its output. */
+    const followed = async (args: string[], ready: (out: string) => boolean) => {
+      const io = capture();
+      let interrupt: (() => void) | undefined;
+      const code = runCli(['node', 'actorloop', ...args], { ...io, onInterrupt: (h) => ((interrupt = h), () => {}), tty: false, env: {}, exitNow: () => {} });
+      await vi.waitFor(() => expect(ready(io.out.text) && io.err.text.includes('following done')).toBe(true), { timeout: 20_000, interval: 20 });
+      interrupt!();
+      return { code: await code, out: io.out.text };
+    };
+    const seqs = (out: string) => out.trim().split('\n').map((l) => Number(l.trim().split(/\s+/)[0]));
+    const last = (await cliHere(['log', 'done', '--data', dir.path])).out.trim().split('\n').length;
+    const log = await followed(['log', 'done', '--data', dir.path, '-f'], (o) => o.trim().split('\n').length >= last);
+    expect([log.code, seqs(log.out)]).toEqual([0, Array.from({ length: last }, (_, i) => i + 1)]);
+    const tail = await followed(['tail', 'done', '-f', '--data', dir.path, '--from', '2'], (o) => o.trim().split('\n').length >= last - 1);
+    expect([tail.code, seqs(tail.out)[0]]).toEqual([0, 2]);
+    for (const cmd of ['tail', 'log']) {
+      const old = await cliHere([cmd, 'done', '--data', dir.path, '-f', '2']);
+      expect([old.code, old.err]).toEqual([2, 'actorloop: -f is --follow; to start at seq 2, pass --from 2\n']);
+    }
+    const from = await cliHere(['log', 'done', '--data', dir.path, '--from', String(last)]);
+    expect([from.code, seqs(from.out)]).toEqual([0, [last]]);
+  });
+
+  it('migrate --help offers no --data: migrate works on PostgreSQL only', async () => {
+    const io = capture();
+    const code = await runCli(['node', 'actorloop', 'migrate', '--help'], { ...io, tty: false, env: {}, exitNow: () => {} });
+    expect(code).toBe(0);
+    expect(io.out.text).toMatch(/--postgres <url>\s+the PostgreSQL database \(default: \$ACTORLOOP_DATABASE_URL\)/);
+    expect(io.out.text).not.toMatch(/--data|data dir/);
   });
 
   it('exits with those codes as a process too', async () => {

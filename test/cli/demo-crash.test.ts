@@ -1,4 +1,4 @@
-import { readdirSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { demoPaths } from '../../src/cli/demo-tools.js';
@@ -58,6 +58,24 @@ describe('actorloop demo as a process', () => {
     const { deployments } = demoPaths(dir.path);
     const statuses = readdirSync(deployments).map((f) => JSON.parse(readFileSync(join(deployments, f), 'utf8')).status as string);
     expect(statuses.sort()).toEqual(['done', 'started']); // one deploy took effect, once
+  });
+
+  it('prints the pid of the node process running it, so kill -9 of that pid stops the demo even when a wrapper (npx → sh → node) started it', async () => {
+    const dir = tempDir('actorloop-demo-pid-');
+    dirs.push(dir);
+    // a shell that runs node as its child (as npx does), not exec'd in its place
+    const wrapped = spawnTs('src/cli/main.ts', ['demo', '--data', dir.path, '--session', 'p1', '--provider', 'scripted'], { prefix: ['sh', '-c', '"$@"; exit $?', 'sh'], label: 'demo under sh' });
+    const line = await wrapped.waitFor((l) => /^demo pid \d+/.test(l), 30_000, 'the demo pid line');
+    const pid = Number(/^demo pid (\d+)/.exec(line)![1]);
+    expect(line).toContain(`kill -9 ${pid}`);
+    expect(pid).not.toBe(wrapped.proc.pid); // the wrapper's pid is not the demo's
+    expect(readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0')).toEqual(expect.arrayContaining(['src/cli/main.ts', 'demo']));
+    await wrapped.waitFor((l) => l.includes('tool start deploy'), 30_000, 'the deploy to start');
+    process.kill(pid, 'SIGKILL');
+    // the demo is gone: the wrapper reports its child killed (128 + 9) and no outcome was printed
+    expect((await wrapped.waitExit(30_000)).code).toBe(137);
+    expect(existsSync(`/proc/${pid}`)).toBe(false);
+    expect(wrapped.lines.some((l) => l.startsWith('outcome:'))).toBe(false);
   });
 
   it('detaches on Ctrl-C (SIGINT), says how to resume, and exits 130', async () => {

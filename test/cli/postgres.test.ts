@@ -1,11 +1,13 @@
 import { readdirSync, readFileSync } from 'node:fs';
+import pg from 'pg';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { demoPaths } from '../../src/cli/demo-tools.js';
 import { postgresStore } from '../../src/index.js';
 import { killAllChildren, spawnTs } from '../crash/child-util.js';
 import { collect } from '../helpers/drafts.js';
-import { postgresForTests } from '../helpers/postgres.js';
+import { createTestDatabase, postgresForTests } from '../helpers/postgres.js';
+import { runCli } from '../../src/cli/program.js';
 import { tempDir } from '../helpers/tmp.js';
 
 /**
@@ -96,6 +98,42 @@ if (db) {
       await ok.close();
       const usage = await run(['migrate']);
       expect(usage.code).toBe(2);
+    }, 60_000);
+
+    it('an unknown database and a database without actorloop tables exit 4, as an unknown session does; the migrate hint names the database given', async () => {
+      const here = async (args: string[], env: NodeJS.ProcessEnv = {}) => {
+        let out = '';
+        let err = '';
+        const sink = (f: (s: string) => void) => ({ write: (s: string) => (f(s), true) });
+        const code = await runCli(['node', 'actorloop', ...args], { out: sink((s) => (out += s)), err: sink((s) => (err += s)), onInterrupt: () => () => {}, tty: false, env, exitNow: () => {} });
+        return { code, out, err };
+      };
+      const missing = new URL(db.url);
+      missing.pathname = '/actorloop_no_such_database';
+      for (const args of [['sessions'], ['log', 's1'], ['migrate']]) {
+        const r = await here([...args, '--postgres', missing.toString()]);
+        expect([r.code, r.err]).toEqual([4, `actorloop: no database "actorloop_no_such_database" at ${missing}: create it, or name another database\n`]);
+      }
+      const empty = await createTestDatabase(new URL('/postgres', db.url).toString());
+      const withPassword = new URL(empty.url);
+      withPassword.password = 'secret';
+      const bare = await here(['log', 's1', '--postgres', withPassword.toString()]);
+      expect(bare.code).toBe(4);
+      const hidden = withPassword.toString().replace(':secret@', ':***@');
+      expect(bare.err).toBe(`actorloop: no actorloop tables in schema "actorloop" of ${hidden}: run \`npx actorloop migrate --postgres ${hidden}\` to create them (the demo creates them on first use)\n`);
+      const byEnv = await here(['sessions'], { ACTORLOOP_DATABASE_URL: empty.url });
+      expect([byEnv.code, byEnv.err]).toEqual([4, expect.stringContaining('run `npx actorloop migrate` to create them')]);
+      // a schema newer than this actorloop: exit 3, as a log written by a newer schema version
+      expect((await here(['migrate', '--postgres', empty.url])).code).toBe(0);
+      const admin = new pg.Client({ connectionString: empty.url });
+      await admin.connect();
+      await admin.query('INSERT INTO actorloop.actorloop_schema (version) VALUES (99)');
+      await admin.end();
+      for (const args of [['sessions'], ['migrate']]) {
+        const newer = await here([...args, '--postgres', empty.url]);
+        expect([newer.code, newer.err]).toEqual([3, expect.stringContaining('is at version 99')]);
+      }
+      await empty.drop();
     }, 60_000);
   });
 }

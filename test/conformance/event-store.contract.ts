@@ -9,16 +9,36 @@ import {
 import type { EventStore } from '../../src/persistence/event-store.js';
 import { collect, compaction, stepStart, userMsg } from '../helpers/drafts.js';
 import { scaled } from '../helpers/load.js';
+import { groupCommitContract } from './group-commit.contract.js';
 import { workStoreContract } from './work-store.contract.js';
 
-/** The one contract every EventStore backend passes (memory, LMDB, later PostgreSQL). */
-export function eventStoreContract(name: string, make: () => Promise<{ store: EventStore; reopen?: () => Promise<EventStore>; cleanup: () => Promise<void> }>) {
+/**
+ * A fault the backend's wiring injects: the armed session's append fails *after* it wrote (inside
+ * its transaction, before the commit). `sharesTransaction`: whether appends in flight together share
+ * one transaction (group commit in one transaction, as LMDB's), documented to fail all together.
+ */
+export interface FailAfterWriting {
+  arm(sessionId: string): void;
+  disarm(): void;
+  sharesTransaction: boolean;
+}
+
+export interface ContractStore {
+  store: EventStore;
+  reopen?: () => Promise<EventStore>;
+  cleanup: () => Promise<void>;
+  failAfterWriting: FailAfterWriting;
+}
+
+/** The one contract every EventStore backend passes (memory, LMDB, PostgreSQL). */
+export function eventStoreContract(name: string, make: () => Promise<ContractStore>) {
   describe(`EventStore contract: ${name}`, () => {
     let store: EventStore;
     let cleanup: () => Promise<void>;
     let reopen: (() => Promise<EventStore>) | undefined;
+    let failAfterWriting: FailAfterWriting;
     beforeEach(async () => {
-      ({ store, cleanup, reopen } = await make());
+      ({ store, cleanup, reopen, failAfterWriting } = await make());
     });
     afterEach(async () => {
       await store.close();
@@ -65,6 +85,8 @@ export function eventStoreContract(name: string, make: () => Promise<{ store: Ev
       expect(await collect(store.readEvents('s'))).toEqual([]);
       expect((await store.getHead('s'))!.lastSeq).toBe(0);
     });
+
+    groupCommitContract(() => ({ store, reopen, failAfterWriting, replace: (s) => (store = s) }));
 
     it('returns the stored events for an identical retry, whatever expectedSeq says', async () => {
       const { writerEpoch } = await store.attachWriter('s');

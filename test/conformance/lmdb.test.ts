@@ -4,5 +4,20 @@ import { eventStoreContract } from './event-store.contract.js';
 
 eventStoreContract('lmdb', async () => {
   const dir = tempDir();
-  return { store: lmdbStore({ path: dir.path }), reopen: async () => lmdbStore({ path: dir.path }), cleanup: dir.cleanup };
+  const store = lmdbStore({ path: dir.path });
+  // the fault: the armed session's head put fails inside the group's write transaction, after its
+  // events and ids were put (applyAppend writes the head last)
+  let armed: string | undefined;
+  const heads = (store as unknown as { dbs: { heads: { putSync(key: string, value: unknown): unknown } } }).dbs.heads;
+  const putSync = heads.putSync.bind(heads);
+  heads.putSync = (key, value) => {
+    if (key === armed) throw new Error(`injected: ${armed}'s append fails after writing its events`);
+    return putSync(key, value);
+  };
+  return {
+    store,
+    reopen: async () => lmdbStore({ path: dir.path }),
+    cleanup: dir.cleanup,
+    failAfterWriting: { arm: (sid) => (armed = sid), disarm: () => (armed = undefined), sharesTransaction: true },
+  };
 });

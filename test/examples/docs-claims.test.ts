@@ -3,6 +3,8 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { runCli } from '../../src/cli/program.js';
 import { lmdbStore } from '../../src/index.js';
+import { SCHEMA_VERSION_PG } from '../../src/persistence/postgres/schema.js';
+import { readFileSync } from 'node:fs';
 import { tempDir } from '../helpers/tmp.js';
 
 /**
@@ -70,5 +72,13 @@ describe('docs claims', () => {
     expect(r.code).toBe(2);
     expect(r.err.trimEnd().split('\n')).toHaveLength(1);
     expect(r.err).toMatch(/^actorloop: /);
+  });
+
+  // docs/cli.md, `actorloop migrate`: "says which version the schema is at: `migrated from version 0 to N`"
+  it("docs/cli.md's migrate messages name the schema version this actorloop migrates to", () => {
+    const text = readFileSync('docs/cli.md', 'utf8').replace(/\s+/g, ' ');
+    const versions = [...text.matchAll(/migrated from version 0 to (\d+)|is at version (\d+): nothing to do/g)].map((m) => Number(m[1] ?? m[2]));
+    expect(versions.length).toBeGreaterThanOrEqual(2);
+    expect(new Set(versions)).toEqual(new Set([SCHEMA_VERSION_PG]));
   });
 });

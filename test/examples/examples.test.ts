@@ -1,5 +1,6 @@
-import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { existsSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join, relative } from 'node:path';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { REPO_ROOT, killAllChildren, spawnTs } from '../crash/child-util.js';
 import { tempDir } from '../helpers/tmp.js';
@@ -44,6 +45,30 @@ describe('examples/', () => {
 
   it('streaming.ts: the text streams, then the result', async () => {
     expect(await run('streaming.ts', [join(dir.path, 'streaming')])).toBe('It is 21 °C in Oslo.\nsucceeded in 2 steps');
+  });
+
+  it('every example imports actorloop as an app does, never from src/', () => {
+    for (const f of readdirSync(join(REPO_ROOT, 'examples')).filter((f) => f.endsWith('.ts'))) {
+      const imports = [...readFileSync(join(REPO_ROOT, 'examples', f), 'utf8').matchAll(/from '([^']+)'/g)].map((m) => m[1]!);
+      expect(imports.filter((i) => i.includes('/src/') || i.startsWith('../')), f).toEqual([]);
+    }
+  });
+
+  it('run without arguments from the repository root, inspector.ts and mcp.ts write nothing there and print where they wrote', async () => {
+    const before = new Set(readdirSync(REPO_ROOT));
+    const [inspector, mcp] = await Promise.all([run('inspector.ts', []), run('mcp.ts', [])]);
+    const events = /^inspection events written to (.+)$/m.exec(inspector)?.[1];
+    const data = /^data in (.+)$/m.exec(mcp)?.[1];
+    expect(readdirSync(REPO_ROOT).filter((e) => !before.has(e))).toEqual([]);
+    for (const path of [events, data]) {
+      expect(path && existsSync(path), `${path} exists`).toBe(true);
+      expect(relative(REPO_ROOT, path!).startsWith('..'), `${path} is outside the repository`).toBe(true);
+    }
+    // each made a folder of its own in the OS temp dir
+    for (const folder of [dirname(events!), data!]) {
+      expect(dirname(folder)).toBe(tmpdir());
+      rmSync(folder, { recursive: true, force: true });
+    }
   });
 
   it("the README's streaming example is examples/streaming.ts, ten lines after its imports", () => {

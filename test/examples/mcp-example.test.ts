@@ -12,7 +12,7 @@ afterAll(async () => {
 });
 
 describe('examples/mcp.ts', () => {
-  it("the demo agent runs on a local MCP server's tools: parallel reads and sums, one exclusive deploy, the summary", async () => {
+  it("an agent runs on a local MCP server's tools: parallel reads and sums, one exclusive deploy, the summary", async () => {
     const child = spawnTs('examples/mcp.ts', [join(dir.path, 'data')], { label: 'mcp example' });
     const exit = await child.waitExit(60_000);
     expect(exit.code, child.describe()).toBe(0);

@@ -144,6 +144,22 @@ describe('verifyStore', () => {
     expect(await repairStore(path)).toMatchObject({ repaired: false, actions: [], after: { ok: true } });
   });
 
+  it('needs a temp dir for its copy of data.mdb: a TMPDIR that cannot hold one is a StoreError naming it, and nothing is changed', async () => {
+    const path = dir();
+    await writeStore(path, { events: 3 });
+    const files = readdirSync(path).sort();
+    const missing = join(dir(), 'no-such-dir');
+    const before = process.env.TMPDIR;
+    process.env.TMPDIR = missing;
+    try {
+      await expect(verifyStore(path)).rejects.toMatchObject({ code: 'store', where: missing, reason: expect.stringMatching(/temp dir for a copy of data\.mdb/) });
+    } finally {
+      if (before === undefined) delete process.env.TMPDIR;
+      else process.env.TMPDIR = before;
+    }
+    expect(readdirSync(path).sort()).toEqual(files);
+  });
+
   it('bad input is a ValidationError or a StoreError naming the path', async () => {
     await expect(verifyStore('')).rejects.toMatchObject({ code: 'validation' });
     await expect(verifyStore(join(dir(), 'nope'))).rejects.toMatchObject({ code: 'store' });

@@ -23,9 +23,9 @@ beforeAll(async () => {
   openaiServer = await startOpenAIServer();
   anthropicServer = await startAnthropicServer();
 });
-afterAll(() => {
-  openaiServer.close();
-  anthropicServer.close();
+afterAll(async () => {
+  await openaiServer.close();
+  await anthropicServer.close();
 });
 beforeEach(() => {
   openaiServer.reset();

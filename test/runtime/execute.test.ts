@@ -1,5 +1,5 @@
 import { afterEach,describe,expect,it } from 'vitest';
-import { scriptedModel,ValidationError } from '../../src/index.js';
+import { isExecutionBusy,scriptedModel,ValidationError } from '../../src/index.js';
 import { lmdbRuntime,logOf,sleep } from '../helpers/runtime.js';
 
 // execute: one attempt per (runId, attemptId); a runId names one run; a recorded attempt
@@ -67,5 +67,21 @@ describe('recorded attempts', () => {
     await expect(s.execute({ kind: 'prompt', runId: 'r2', attemptId: 'a1', message: 'two' })).rejects.toThrow(/busy/i);
     await expect(s.execute({ kind: 'prompt', runId: 'r3', attemptId: 'a1', message: 'three' })).rejects.toThrow(/busy/i);
     expect(await second).toMatchObject({ status: 'succeeded', finalMessage: 'slow second' });
+  });
+});
+
+describe('ExecutionBusy', () => {
+  it('names the run that keeps the session busy, also while that run’s attempt is still being prepared', async () => {
+    const { runtime } = lmdbRuntime({ model: scriptedModel([{ text: 'slow', delayMs: 200 }, 'later']) });
+    cleanups.push(() => runtime.close());
+    const s = await runtime.openSession('s');
+    // the second execute comes in the same tick: r1's attempt is being prepared (its log read), not yet running
+    const first = s.execute({ kind: 'prompt', runId: 'r1', attemptId: 'a1', message: 'one' });
+    const preparing = await s.execute({ kind: 'prompt', runId: 'r2', attemptId: 'a1', message: 'two' }).catch((e: unknown) => e);
+    expect(isExecutionBusy(preparing) && [preparing.activeRunId, preparing.message]).toEqual(['r1', 'session s is busy executing run r1']);
+    await sleep(50);
+    const running = await s.execute({ kind: 'prompt', runId: 'r3', attemptId: 'a1', message: 'three' }).catch((e: unknown) => e);
+    expect(isExecutionBusy(running) && running.activeRunId).toBe('r1');
+    expect(await first).toMatchObject({ status: 'succeeded' });
   });
 });

@@ -210,7 +210,8 @@ async function scenario(seed: number, actions = 6): Promise<string[]> {
         else {
           const runId = `r${++runN}`;
           trace.push(`prompt ${runId}`);
-          track(`prompt ${runId}`, s.execute({ kind: 'prompt', runId, attemptId: `a${++attN}`, message: `do things ${runN}` }));
+          // left running on purpose: w.pending holds it, and a rejection becomes a violation
+          void track(`prompt ${runId}`, s.execute({ kind: 'prompt', runId, attemptId: `a${++attN}`, message: `do things ${runN}` }));
         }
       } else if (a < 35) {
         const mode = r.chance(0.5) ? 'steer' : 'follow_up';

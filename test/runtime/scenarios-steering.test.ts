@@ -297,7 +297,8 @@ async function scenario(seed: number, actions = 7): Promise<string[]> {
         else {
           const runId = `r${++runN}`;
           trace.push(`prompt ${runId}`);
-          track(`prompt ${runId}`, s.execute({ kind: 'prompt', runId, attemptId: `a${++attN}`, message: `task ${runN}` }));
+          // left running on purpose: w.pending holds it, and a rejection becomes a violation
+          void track(`prompt ${runId}`, s.execute({ kind: 'prompt', runId, attemptId: `a${++attN}`, message: `task ${runN}` }));
         }
       } else if (a < 34) {
         const mode = r.chance(0.5) ? 'steer' : 'follow_up';

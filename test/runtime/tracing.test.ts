@@ -2,11 +2,15 @@ import { join } from 'node:path';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { trace } from '@opentelemetry/api';
-import { createRuntime, defineTool, lmdbStore, memoryStore, scriptedModel, type EventStore } from '../../src/index.js';
+import OpenAI from 'openai';
+import Anthropic from '@anthropic-ai/sdk';
+import { anthropicModel, createRuntime, defineTool, isValidationError, lmdbStore, memoryStore, openaiModel, scriptedModel, type EventStore, type ModelProvider } from '../../src/index.js';
 import type { EventRecord } from '../../src/contracts/events.js';
 import { killAllChildren, spawnTs } from '../crash/child-util.js';
 import { collect } from '../helpers/drafts.js';
 import { tempDir } from '../helpers/tmp.js';
+import { an, startAnthropicServer } from '../providers/anthropic-server.js';
+import { oa, startOpenAIServer } from '../providers/openai-server.js';
 import { memoryTracing, tree } from './tracing/otel.js';
 
 const dir = tempDir('actorloop-tracing-');
@@ -161,4 +165,75 @@ describe('OpenTelemetry spans', () => {
       trace.disable();
     }
   });
+
+  it('a model call span names the provider (gen_ai.provider.name) from the ModelProvider; a provider without providerName gets none', async () => {
+    const openaiServer = await startOpenAIServer();
+    const anthropicServer = await startAnthropicServer();
+    try {
+      openaiServer.reply(oa.textReply(['hi']));
+      anthropicServer.reply(an.textReply(['hi']));
+      const scripted = scriptedModel(['hi']);
+      const custom: ModelProvider = { modelId: 'in-house', call: (r) => scriptedModel(['hi']).call(r, () => {}) };
+      const models: ModelProvider[] = [
+        openaiModel({ client: new OpenAI({ apiKey: 'test', baseURL: openaiServer.baseURL }), model: 'gpt-test' }),
+        anthropicModel({ client: new Anthropic({ apiKey: 'test', baseURL: anthropicServer.baseURL }), model: 'claude-test' }),
+        scripted,
+        custom,
+        { ...custom, providerName: 'my_company' },
+      ];
+      const named: [string, unknown][] = [];
+      for (const model of models) {
+        const t = memoryTracing();
+        const runtime = createRuntime({ store: memoryStore(), model, tracing: { tracerProvider: t.provider } });
+        const session = await runtime.openSession('s1');
+        expect((await session.execute({ kind: 'prompt', runId: 'r1', attemptId: 'a1', message: 'hi' })).status).toBe('succeeded');
+        await runtime.close();
+        const chat = t.spans().find((s) => s.name.startsWith('chat '))!;
+        named.push([String(chat.attributes['gen_ai.request.model']), chat.attributes['gen_ai.provider.name']]);
+      }
+      expect(named).toEqual([
+        ['gpt-test', 'openai'],
+        ['claude-test', 'anthropic'],
+        ['scripted', 'actorloop.scripted'],
+        ['in-house', undefined],
+        ['in-house', 'my_company'],
+      ]);
+      const bad = (() => {
+        try {
+          return createRuntime({ model: { ...custom, providerName: '' } });
+        } catch (e) {
+          return e;
+        }
+      })();
+      expect(isValidationError(bad) && (bad as Error).message).toMatch(/model: .*providerName, if any, a non-empty string/);
+    } finally {
+      await openaiServer.close();
+      await anthropicServer.close();
+    }
+  });
+
+  it('a tool error result: status ERROR with error.type tool_error and no exception event; its text is in the status only with recordContent', async () => {
+    const secret = 'card 4111-1111 declined for ACME';
+    const declines = defineTool({ name: 'charge', description: 'Charges', parameters: z.object({}), execute: () => ({ kind: 'completed', content: secret, isError: true }) });
+    const throws = defineTool({ name: 'boom', description: 'Throws', parameters: z.object({}), execute: () => { throw new Error(secret); } });
+    for (const recordContent of [false, true]) {
+      const t = memoryTracing();
+      const model = scriptedModel([{ toolCalls: [{ id: 'c1', name: 'charge', arguments: {} }] }, { toolCalls: [{ id: 'c2', name: 'boom', arguments: {} }] }, 'done']);
+      const runtime = createRuntime({ store: memoryStore(), model, tools: [declines, throws], tracing: { tracerProvider: t.provider, recordContent } });
+      const session = await runtime.openSession('s1');
+      expect((await session.execute({ kind: 'prompt', runId: 'r1', attemptId: 'a1', message: 'pay' })).status).toBe('succeeded');
+      await runtime.close();
+      const tools = t.spans().filter((s) => s.name.startsWith('execute_tool '));
+      expect(tools.map((s) => [s.name, s.status.code, s.attributes['error.type'], s.events.map((e) => e.name)])).toEqual([
+        ['execute_tool charge', 2, 'tool_error', []],
+        ['execute_tool boom', 2, 'tool_error', []],
+      ]);
+      if (recordContent) expect(tools.map((s) => s.status.message)).toEqual([secret, expect.stringContaining(secret)]);
+      else {
+        expect(tools.map((s) => s.status.message)).toEqual(['the tool returned an error result', 'the tool returned an error result']);
+        expect(JSON.stringify(t.spans().map((s) => [s.attributes, s.status, s.events]))).not.toContain('4111');
+      }
+    }
+  });
 });
+

@@ -147,15 +147,17 @@ export function checkInvariants(x: { logs: Map<string, EventRecord[]>; acks: Ack
       }
     }
 
-    // every accepted input consumed exactly once (or cancelled before it was)
+    // every accepted input consumed exactly once (or cancelled before it was), once the system is at
+    // rest: a follow-up by the run it starts; a steer by the run it joins (its user/message) or, when
+    // no run takes it, by a run of its own (its run/start)
     const accepted = log.filter((e) => e.type === 'input/accepted');
     for (const a of accepted) {
       const inputId = String(pl(a).inputId);
       const cancelled = log.some((e) => e.type === 'input/cancelled' && pl(e).inputId === inputId);
-      const used =
-        pl(a).mode === 'steer'
-          ? log.filter((e) => e.type === 'user/message' && pl(e).inputId === inputId).length
-          : log.filter((e) => e.type === 'run/start' && pl(e).inputId === inputId).length;
+      const ownRuns = log.filter((e) => e.type === 'run/start' && pl(e).inputId === inputId);
+      const ownTurns = new Set(ownRuns.map((e) => e.turn));
+      const joined = pl(a).mode === 'steer' ? log.filter((e) => e.type === 'user/message' && pl(e).inputId === inputId && !ownTurns.has(e.turn)).length : 0;
+      const used = ownRuns.length + joined;
       if (used + (cancelled ? 1 : 0) !== 1) v.push(`${sid}: ${String(pl(a).mode)} input ${inputId} consumed ${used} times${cancelled ? ' and cancelled' : ''}`);
     }
     if (accepted.length !== new Set(accepted.map((a) => pl(a).inputId)).size) v.push(`${sid}: an input accepted twice`);

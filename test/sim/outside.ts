@@ -11,6 +11,7 @@ import type { Message } from '../../src/contracts/message.js';
 import type { ModelProvider, ModelRequest, ModelResponse, ModelStreamEvent } from '../../src/contracts/model.js';
 import type { DeliveryOwner, FinalAnswer } from '../../src/contracts/hooks.js';
 import { defineTool, type AnyTool } from '../../src/tools/define-tool.js';
+import type { Watch } from './watch.js';
 import { never, type Proc, type World } from './world.js';
 
 export const COMPACTION_PROMPT = 'SIM: summarise the conversation so far';
@@ -72,6 +73,8 @@ export class Ledgers {
 export interface Outside {
   world: World;
   ledgers: Ledgers;
+  /** What the durable store holds at each instant: asked when a tool starts. */
+  watch: Watch;
   faults: OutsideFaults;
   /** Ids of the tool calls the model makes: unique in the whole world. */
   nextCallId(): string;
@@ -132,7 +135,7 @@ export function simModel(o: Outside, proc: Proc): ModelProvider {
           const call = { id: o.nextCallId(), name: kind === 1 ? 'no_such_tool' : 'lookup', arguments: kind === 0 ? '{"q": ' : '{"q":"x"}' };
           return { message: { role: 'assistant', content: '', toolCalls: [call] }, usage, finishReason: kind === 2 ? 'length' : 'tool_calls' };
         }
-        const menu = ['lookup', 'charge', 'notify', 'scan', 'pay', 'askUser'];
+        const menu = ['lookup', 'charge', 'notify', 'scan', 'balance', 'pay', 'askUser'];
         const first = menu[rng.int(menu.length)]!;
         const names = first === 'askUser' ? [first] : [first, ...Array.from({ length: rng.int(3) }, () => menu[rng.int(menu.length - 1)]!)];
         const toolCalls = names.map((name) => ({ id: o.nextCallId(), name, arguments: JSON.stringify(argsFor(name, rng.int(5))) }));
@@ -161,6 +164,7 @@ function argsFor(name: string, n: number): Record<string, unknown> {
 }
 
 type Behaviour = 'ok' | 'fail' | 'late' | 'hang' | 'stubborn';
+type Ctx = { signal: AbortSignal; idempotencyKey: string; callId: string; sessionId: string };
 
 /** The sim's tools, bound to one process: their effects land in the world, their answers reach only a live process. */
 export function simTools(o: Outside, proc: Proc): AnyTool[] {
@@ -168,7 +172,8 @@ export function simTools(o: Outside, proc: Proc): AnyTool[] {
   const rng = world.rng;
   const behaviour = (): Behaviour =>
     rng.chance(f.toolFail) ? 'fail' : rng.chance(f.toolLate) ? 'late' : rng.chance(f.toolHang) ? 'hang' : rng.chance(f.toolStubborn) ? 'stubborn' : 'ok';
-  const run = (name: string, mode: 'parallel' | 'exclusive', args: unknown, ctx: { signal: AbortSignal; idempotencyKey: string; callId: string }) => {
+  const run = (name: string, mode: 'parallel' | 'exclusive', args: unknown, ctx: Ctx) => {
+    o.watch.toolStarted(proc.id, ctx.sessionId, { callId: ctx.callId, name, mode });
     const entry: ToolRun = { key: ctx.idempotencyKey, callId: ctx.callId, name, mode, proc: proc.id, effect: false };
     ledgers.toolRuns.push(entry);
     const b = behaviour();
@@ -191,7 +196,7 @@ export function simTools(o: Outside, proc: Proc): AnyTool[] {
       });
     });
   };
-  const reconcileCharge = (a: unknown, ctx: { signal: AbortSignal; idempotencyKey: string; callId: string }) => {
+  const reconcileCharge = (a: unknown, ctx: Ctx) => {
     if (o.reexecute) return run('charge', 'exclusive', a, ctx).then((content) => ({ kind: 'completed' as const, content }));
     const done = ledgers.effectOf(ctx.idempotencyKey);
     ledgers.reconciles.push({ key: ctx.idempotencyKey, found: done !== undefined, proc: proc.id });
@@ -203,7 +208,7 @@ export function simTools(o: Outside, proc: Proc): AnyTool[] {
   // the definitions (and their JSON Schemas) are made once; each process binds its own execute
   return TOOL_DEFS.map((t) => ({
     ...t,
-    execute: (a: unknown, ctx: { signal: AbortSignal; idempotencyKey: string; callId: string }) => run(t.name, t.mode, a, ctx),
+    execute: (a: unknown, ctx: Ctx) => run(t.name, t.mode, a, ctx),
     ...(t.name === 'charge' ? { reconcile: reconcileCharge } : {}),
   })) as AnyTool[];
 }
@@ -216,6 +221,8 @@ const unbound = (): string => {
 const TOOL_DEFS: AnyTool[] = [
   defineTool({ name: 'lookup', description: 'read', mode: 'parallel', parameters: Q, execute: unbound }),
   defineTool({ name: 'scan', description: 'read a resource', mode: 'parallel', resources: ['disk'], timeoutMs: 60, parameters: Q, execute: unbound }),
+  // parallel, on the resource the exclusive calls hold when they end uncertain (the lock rule)
+  defineTool({ name: 'balance', description: 'read the account', mode: 'parallel', resources: ['acct'], timeoutMs: 80, parameters: Q, execute: unbound }),
   defineTool({ name: 'charge', description: 'side effect, reconcilable', mode: 'exclusive', resources: ['acct'], timeoutMs: 300, parameters: Amount, execute: unbound, reconcile: () => undefined }),
   defineTool({ name: 'notify', description: 'side effect', mode: 'exclusive', parameters: z.object({ text: z.string() }), execute: unbound }),
   defineTool({ name: 'pay', description: 'needs approval', mode: 'exclusive', resources: ['acct'], needsApproval: true, parameters: Amount, execute: unbound }),

@@ -1,11 +1,13 @@
 /**
- * `npm run sim -- --seeds N [--from S] [--pool-seeds P] [--broken reexecute|blind-retry|renew-from-answer]`:
- * runs agent seeds S … S+N−1, then worker-pool seeds S … S+P−1 (P = N/100 by default; a pool
- * seed is ~9 s of simulated serving), and prints, as its last line, `N+P seeds, V violations`
- * (exit 1 when V > 0). `--broken renew-from-answer` runs the pool family alone, with its bug;
+ * `npm run sim -- --seeds N [--from S] [--pool-seeds P] [--broken V]`: runs agent seeds S … S+N−1,
+ * then worker-pool seeds S … S+P−1 (P = N/100 by default; a pool seed is ~9 s of simulated
+ * serving), and prints, as its last line, `N+P seeds, V violations` (exit 1 when V > 0).
+ * `--broken renew-from-answer` runs the pool family alone, with its bug (pool-simulate.ts);
  * `--pool-seed S [--trace]` replays one pool seed.
  * `npm run sim -- --seed S [--prefix K] [--trace]`: replays one seed exactly (the first K choices
  * of its schedule only, benign after), printing its violations and, with --trace, its event trace.
+ * `--broken V` runs a deliberately broken variant, to see an invariant catch it: reexecute,
+ * blind-retry, fence-blind, stale-head, forget-locks, early-ack, no-idempotency (simulate.ts `Broken`).
  */
 import { parseArgs } from 'node:util';
 import { explainFailure, runSeeds } from './sim-lib.js';
@@ -51,6 +53,7 @@ if (values['pool-seed'] !== undefined) {
   for (const f of out.failures.slice(0, 3)) console.log(await explainFailure(f.seed, broken));
   if (out.failures.length > 0) console.log(`[sim] failing seeds: ${out.failures.map((f) => f.seed).join(' ')}`);
   console.log(`[sim] seeds ${from}..${from + n - 1} in ${Math.round(performance.now() - t0)} ms; ${out.events} events, ${out.crashes} crashes, ${out.takeovers} takeovers`);
+  console.log(`[sim] exercised: ${Object.entries(out.exercised).map(([k, v]) => `${k} ${v}`).join(', ')}`);
   // the worker-pool family: each seed runs ~9 s of simulated time, so a run takes one pool seed per 100 agent seeds unless told
   const poolN = Number(values['pool-seeds'] ?? (poolBroken ? n : Math.max(1, Math.ceil(n / 100))));
   const t1 = performance.now();

@@ -11,15 +11,18 @@ export interface SeedsOutcome {
   events: number;
   crashes: number;
   takeovers: number;
+  /** How often the watch's invariants were put to the test, summed over the seeds. */
+  exercised: Record<string, number>;
 }
 
 export async function runSeeds(o: { from: number; count: number; broken?: Broken; stopAtFirst?: boolean; onProgress?: (done: number) => void }): Promise<SeedsOutcome> {
-  const out: SeedsOutcome = { failures: [], events: 0, crashes: 0, takeovers: 0 };
+  const out: SeedsOutcome = { failures: [], events: 0, crashes: 0, takeovers: 0, exercised: {} };
   for (let i = 0; i < o.count; i++) {
     const r = await runSeed({ seed: o.from + i, ...(o.broken ? { broken: o.broken } : {}) });
     out.events += r.stats.events;
     out.crashes += r.stats.crashes;
     out.takeovers += r.stats.takeovers;
+    for (const [k, n] of Object.entries(r.exercised)) out.exercised[k] = (out.exercised[k] ?? 0) + n;
     if (r.violations.length > 0) {
       out.failures.push(r);
       if (o.stopAtFirst) break;

@@ -13,14 +13,23 @@ import type { ExecutionSession } from '../../src/runtime/execution-session.js';
 import { memoryStore } from '../../src/persistence/memory-store.js';
 import type { ExecutionResult } from '../../src/contracts/requests.js';
 import type { EventRecord } from '../../src/contracts/events.js';
+import type { EventStore } from '../../src/persistence/event-store.js';
 import type { Envelope } from '../../src/streams/envelopes.js';
 import { isExecutionBusy, isValidationError } from '../../src/contracts/errors.js';
-import { AckLedger, faultyStore, NO_STORE_FAULTS, type FaultControl } from './faulty-store.js';
+import { AckLedger, faultyStore, NO_STORE_FAULTS, type FaultControl, type StoreBreak } from './faulty-store.js';
 import { COMPACTION_PROMPT, Ledgers, NO_OUTSIDE_FAULTS, simDelivery, simModel, simTools, type Outside, type OutsideFaults } from './outside.js';
 import { checkInvariants, type SeedFacts } from './invariants.js';
+import { Watch, watchedStore } from './watch.js';
 import { never, Proc, World } from './world.js';
 
-export type Broken = 'reexecute' | 'blind-retry';
+/**
+ * Deliberately broken variants, each shown to be caught: `reexecute` (an exclusive call run again
+ * on recovery), `blind-retry` (an append whose ack was lost retried as new events), the store's
+ * promises broken one at a time (faulty-store.ts `StoreBreak`), and `no-idempotency` (a durable
+ * store that writes an append sent again as new events).
+ */
+export type Broken = 'reexecute' | 'blind-retry' | StoreBreak | 'no-idempotency';
+const STORE_BREAKS: readonly string[] = ['fence-blind', 'stale-head', 'forget-locks', 'early-ack'] satisfies StoreBreak[];
 
 export interface SeedOptions {
   seed: number;
@@ -39,6 +48,8 @@ export interface SeedReport {
   tasks: number;
   /** What ran, for the figures: sessions, runs, crashes, takeovers. */
   stats: { sessions: number; events: number; crashes: number; takeovers: number };
+  /** How often the watch's invariants were put to the test (watch.ts). */
+  exercised: Watch['exercised'];
 }
 
 const MAX_TASKS = 30_000;
@@ -60,9 +71,10 @@ export async function runSeed(opts: SeedOptions): Promise<SeedReport> {
   const rng = world.rng;
   const level = () => rng.pick([0, 0.02, 0.08]);
   const ctl: FaultControl = {
-    faults: { fail: level(), ackLost: level(), crash: level(), readFail: rng.pick([0, 0.01]) },
+    faults: { fail: level(), ackLost: level(), crash: level(), readFail: rng.pick([0, 0.01]), repeat: rng.pick([0, 0.05]) },
     crashesLeft: rng.int(3),
     ...(opts.broken === 'blind-retry' ? { blindRetry: true } : {}),
+    ...(opts.broken !== undefined && STORE_BREAKS.includes(opts.broken) ? { broken: opts.broken as StoreBreak } : {}),
   };
   const outsideFaults: OutsideFaults = {
     modelRetryable: level(),
@@ -80,10 +92,12 @@ export async function runSeed(opts: SeedOptions): Promise<SeedReport> {
     finalReject: level(),
   };
   const ledgers = new Ledgers();
+  const watch = new Watch();
   let callN = 0;
   const outside: Outside = {
     world,
     ledgers,
+    watch,
     faults: outsideFaults,
     nextCallId: () => `c${++callN}`,
     maxToolRounds: rng.range(1, 3),
@@ -108,7 +122,7 @@ export async function runSeed(opts: SeedOptions): Promise<SeedReport> {
   };
   world.note(`profile: sessions ${sessionIds.length}, store ${JSON.stringify(ctl.faults)} crashes<=${ctl.crashesLeft}, idempotent owner ${idempotentOwner}, budget ${JSON.stringify(budget)}, compaction ${compact}`);
 
-  const durable = memoryStore();
+  const durable = watchedStore(opts.broken === 'no-idempotency' ? withoutIdempotency(memoryStore()) : memoryStore(), watch, sessionIds);
   const acks = new AckLedger();
   let idN = 0;
   const facts: SeedFacts = { budget, idempotentOwner, receipts: new Set(), recoveries: [], fencedSeen: 0 };
@@ -118,7 +132,7 @@ export async function runSeed(opts: SeedOptions): Promise<SeedReport> {
   const boot = (): Host => {
     const proc = world.newProc();
     const runtime = createRuntime({
-      store: faultyStore(durable, proc, world, ctl, acks),
+      store: faultyStore(durable, proc, world, ctl, acks, watch),
       model: simModel(outside, proc),
       tools: simTools(outside, proc),
       delivery: simDelivery(outside, proc, idempotentOwner),
@@ -381,13 +395,8 @@ export async function runSeed(opts: SeedOptions): Promise<SeedReport> {
       }
       const at = await sessionOf(sid);
       if (!at) continue;
+      // the state the system reaches by itself: no prompt is sent to move what it left waiting
       await inProc(at.h.proc, at.s.waitForIdle());
-      // steers accepted while no run was open are taken by the next run
-      const head = await durable.getHead(sid);
-      if (head?.pendingInputs.some((p) => p.mode === 'steer') && at.s.snapshot().status === 'idle') {
-        await attempt(sid, at.h, at.s, { kind: 'prompt', runId: `${sid}-flush`, attemptId: `${sid}-flush.a1`, message: 'flush' });
-        await inProc(at.h.proc, at.s.waitForIdle());
-      }
     }
     await host.runtime.close();
   };
@@ -401,7 +410,7 @@ export async function runSeed(opts: SeedOptions): Promise<SeedReport> {
     for await (const e of durable.readEvents(sid)) log.push(e);
     logs.set(sid, log);
   }
-  const violations = checkInvariants({ logs, acks, ledgers, facts });
+  const violations = [...checkInvariants({ logs, acks, ledgers, facts }), ...watch.problems];
   if (!finalFinished || !settled) violations.unshift(`the fault-free recovery did not finish (${finalFinished ? 'it waits on something no task will resolve' : 'task limit'})`);
   const trace = [...world.notes, ...[...logs.values()].flatMap((l) => l.map(traceLine))];
   return {
@@ -411,7 +420,22 @@ export async function runSeed(opts: SeedOptions): Promise<SeedReport> {
     choices: world.rng.choices.length,
     tasks: world.tasksRun,
     stats: { sessions: sessionIds.length, events: [...logs.values()].reduce((n, l) => n + l.length, 0), crashes, takeovers },
+    exercised: watch.exercised,
   };
+}
+
+/**
+ * The broken `no-idempotency` variant of the durable store: an append whose every event is already
+ * stored is written again as new events at the tail (as if the store had no event-id check).
+ */
+function withoutIdempotency<S extends EventStore>(inner: S): S {
+  const append: EventStore['append'] = async (sid, epoch, expectedSeq, drafts) => {
+    const stored = await Promise.all(drafts.map((d) => (d.eventId === undefined ? Promise.resolve(undefined) : inner.getEventById(sid, d.eventId))));
+    if (drafts.length === 0 || stored.some((e) => e === undefined)) return inner.append(sid, epoch, expectedSeq, drafts);
+    const head = await inner.getHead(sid);
+    return inner.append(sid, epoch, (head?.lastSeq ?? 0) + 1, drafts.map(({ eventId: _id, ...d }) => d));
+  };
+  return new Proxy(inner, { get: (t, p, r) => (p === 'append' ? append : typeof Reflect.get(t, p, r) === 'function' ? (Reflect.get(t, p, r) as (...a: unknown[]) => unknown).bind(t) : Reflect.get(t, p, r)) });
 }
 
 /** One log record as a trace line (without occurredAt, the store's wall clock). */

@@ -86,3 +86,22 @@ describe('the JSON Schema sent to the provider (real Anthropic SDK, local server
     expect({ rejected: rejected.length, status: r.status }).toEqual({ rejected: 0, status: 'succeeded' });
   });
 });
+
+describe("a tool's resources function", () => {
+  it('one that returns anything but an array of strings fails the step as a throw would: the assistant message and skipped results are logged', async () => {
+    for (const [given, said] of [[5, 'number'], [['a', 1], 'an array with a non-string key'], [{ length: 0 }, 'object']] as const) {
+      const tool = defineTool({ name: 'lock', description: 'Locks', parameters: z.object({}), resources: () => given as unknown as string[], execute: () => 'ran' });
+      const store = memoryStore();
+      const runtime = createRuntime({ store, model: scriptedModel([{ toolCalls: [{ id: 'c1', name: 'lock', arguments: {} }] }, 'done']), tools: [tool] });
+      const session = await runtime.openSession('s1');
+      const r = await session.execute({ kind: 'prompt', runId: 'r1', attemptId: 'a1', message: 'go' });
+      expect(r.status).toBe('failed');
+      expect(r.error?.message).toContain(`the resources function of tool lock returned ${said}, not an array of strings`);
+      const log: { type: string; payload: Record<string, unknown> }[] = [];
+      for await (const e of store.readEvents('s1')) log.push(e);
+      expect(log.map((e) => e.type)).toEqual(['session/attached', 'run/start', 'user/message', 'step/start', 'assistant/message', 'tool/result', 'step/end', 'run/end']);
+      expect(log.find((e) => e.type === 'tool/result')!.payload.outcome).toMatchObject({ kind: 'skipped' });
+      await runtime.close();
+    }
+  });
+});

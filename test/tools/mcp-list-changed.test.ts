@@ -147,6 +147,25 @@ describe('mcpTools follows the tool list a connected server changes (notificatio
   });
 });
 
+describe('a new list with a tool the MCP schema refuses', () => {
+  it('an input schema whose type is not "object": the list is refused (onListError gets the ValidationError naming the tool), as at the start', async () => {
+    const errors: Error[] = [];
+    const tools = await mcpTools(await stdio({}), { onListError: (e) => void errors.push(e) });
+    const change = tools.find((t) => t.name === 'change_tools')!;
+    const ctx = { signal: new AbortController().signal, idempotencyKey: 'k1', sessionId: 's1', runId: 'x', callId: 'x', emit: () => {} };
+    const before = tools[0]!.revision!();
+    await change.execute({ how: 'scalar' }, ctx);
+    await until(() => errors.length > 0, 'the refusal');
+    expect(isValidationError(errors[0])).toBe(true);
+    expect((errors[0] as unknown as { issues: unknown }).issues).toEqual([{ path: ['tools', 'scalar', 'inputSchema', 'type'], message: expect.stringMatching(/type must be "object" .*not "string"/) }]);
+    expect(listed(tools)).toEqual([]);
+    expect(tools[0]!.revision!()).not.toBe(before);
+    await change.execute({ how: 'heal' }, ctx);
+    await until(() => listed(tools).length === 5, 'the healed list');
+    expect(tools[0]!.revision!()).toBe(before);
+  });
+});
+
 describe('mcpTools follows a list change over Streamable HTTP on loopback', () => {
   it('a tool the server adds while the session stays up is callable in the next attempt, under a new fingerprint', async () => {
     const { port } = await httpServer(0, { MCP_TEST_VARIANT: 'live' });

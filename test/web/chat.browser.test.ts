@@ -120,6 +120,33 @@ describe.skipIf(!available)(`the chat page in headless Chromium (${CHROMIUM})`, 
   );
 
   it(
+    'a short session: the header keeps its one line, a waiting approval is not "run ended", a reload leaves the prompt box empty, the favicon is served',
+    async () => {
+      const page = await openPage('short');
+      const header = async () => (await page.locator('header').boundingBox())!.height;
+      expect(await header()).toBeLessThan(80); // no row of its own: it shared the height with an empty chat
+      expect(await page.locator('#prompt').inputValue()).not.toBe(''); // a new session is offered the demo prompt
+      await send(page);
+      await page.locator('.item.approval button.approve').waitFor({ timeout: scaled(30_000) });
+      await page.waitForTimeout(300); // the run/suspended and run/end records that follow the approval
+      expect(await page.locator('#items').innerText()).not.toContain('suspended');
+      expect(await header()).toBeLessThan(80);
+      await page.reload();
+      await page.locator('#conn.open').waitFor({ timeout: scaled(20_000) });
+      await page.locator('.item.user').waitFor({ timeout: scaled(10_000) });
+      expect(await page.locator('#prompt').inputValue()).toBe(''); // Send would not repeat the prompt
+      const icon = await page.locator('link[rel=icon]').getAttribute('href');
+      for (const path of [icon!, '/favicon.ico']) {
+        const res = await page.request.get(new URL(path, page.url()).href);
+        expect(res.status(), path).toBe(200);
+        expect(res.headers()['content-type']).toMatch(/^image\//);
+      }
+      await page.close();
+    },
+    scaled(90_000),
+  );
+
+  it(
     'the server is SIGKILLed mid-deploy and started again: the page reconnects by itself and ends with every committed event once and the final answer once',
     async () => {
       const page = await openPage('killed');

@@ -2,7 +2,7 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { firstValueFrom, filter, take, toArray } from 'rxjs';
 import { afterEach, describe, expect, it } from 'vitest';
-import { lmdbStore, memoryStore, nodeListener, sessionEvents, type EventStore } from '../../src/index.js';
+import { createRuntime, lmdbStore, memoryStore, nodeListener, scriptedModel, sessionEvents, webHandler, type EventStore } from '../../src/index.js';
 import { connectSessionView, sessionFrames$, sessionStream, StreamRefusedError, type StreamItem } from '../../src/web/client.js';
 import { userMsg } from '../helpers/drafts.js';
 import { scaled } from '../helpers/load.js';
@@ -103,5 +103,86 @@ describe('actorloop/client', () => {
     await expect((async () => {
       for await (const _ of sessionStream({ url })) void _;
     })()).rejects.toBeInstanceOf(StreamRefusedError);
+  });
+
+  it('an invalid session id (a NUL) is refused up front with a 400: the client stops with StreamRefusedError instead of reconnecting', async () => {
+    const runtime = createRuntime({ store: memoryStore(), model: scriptedModel(['ok']) });
+    const server = createServer(nodeListener(webHandler({ runtime, stream: { retryMs: 50 } })));
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    cleanups.push(() => runtime.close());
+    cleanups.push(() => stop(server));
+    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/sessions/a%00b/events`;
+    const raw = await fetch(url);
+    expect(raw.status).toBe(400);
+    expect(((await raw.json()) as { error: string }).error).toBe('ValidationError');
+    const items: StreamItem[] = [];
+    const abort = new AbortController();
+    const timer = setTimeout(() => abort.abort(), scaled(5000));
+    let error: unknown;
+    try {
+      for await (const item of sessionStream({ url, reconnectMs: 50, signal: abort.signal })) items.push(item);
+    } catch (e) {
+      error = e;
+    }
+    clearTimeout(timer);
+    expect(error).toBeInstanceOf(StreamRefusedError);
+    expect((error as StreamRefusedError).status).toBe(400);
+    expect(items.filter((i) => i.kind === 'connection' && i.state === 'reconnecting')).toEqual([]);
+  });
+
+  it('429 (with Retry-After) and 408 are retried; 401 and 403 end the stream with StreamRefusedError', async () => {
+    const store = memoryStore();
+    await appendMany(store, 2);
+    const answers = [429, 408];
+    const seen: number[] = [];
+    const server = createServer(
+      nodeListener(async (req) => {
+        const status = answers.shift();
+        if (status !== undefined) {
+          seen.push(status);
+          return new Response('slow down', { status, headers: { 'retry-after': '0' } });
+        }
+        return sessionEvents(store, 's1', req, { pollMs: 30 });
+      }),
+    );
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    cleanups.push(() => stop(server));
+    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/sessions/s1/events`;
+    const frames = await firstValueFrom(sessionFrames$({ url, reconnectMs: 20 }).pipe(filter((i) => i.kind === 'committed'), take(2), toArray()));
+    expect(seen).toEqual([429, 408]);
+    expect(frames.map((f) => (f.kind === 'committed' ? f.logSeq : 0))).toEqual([1, 2]);
+    for (const status of [401, 403]) {
+      answers.push(status);
+      await expect((async () => {
+        for await (const _ of sessionStream({ url, reconnectMs: 20 })) void _;
+      })()).rejects.toMatchObject({ name: 'StreamRefusedError', status });
+    }
+  });
+
+  it('a stream that ends in stream-error is a failed attempt: the waits before reconnecting double instead of hammering the server', async () => {
+    let connections = 0;
+    const server = createServer(
+      nodeListener(() => {
+        connections++;
+        const frames = 'retry: 20\n\nevent: ready\ndata: {"kind":"ready","sessionId":"s1","fromSeq":1,"live":false}\n\nevent: stream-error\ndata: {"kind":"stream-error","name":"CorruptLogError","message":"a bad record"}\n\n';
+        return new Response(frames, { headers: { 'content-type': 'text/event-stream' } });
+      }),
+    );
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    cleanups.push(() => stop(server));
+    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/sessions/s1/events`;
+    const items: StreamItem[] = [];
+    const abort = new AbortController();
+    const reading = (async () => {
+      for await (const item of sessionStream({ url, signal: abort.signal })) items.push(item);
+    })();
+    await new Promise((r) => setTimeout(r, 700));
+    abort.abort();
+    await reading;
+    // 20, 40, 80, 160, 320 ms: about six connections in 700 ms (at a steady 20 ms, over twenty)
+    expect(connections).toBeGreaterThanOrEqual(3);
+    expect(connections).toBeLessThanOrEqual(8);
+    const reconnecting = items.filter((i) => i.kind === 'connection' && i.state === 'reconnecting');
+    expect(reconnecting[0]).toMatchObject({ error: 'CorruptLogError: a bad record' });
   });
 });

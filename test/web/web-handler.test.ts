@@ -103,6 +103,8 @@ describe('webHandler: bad requests are clear 4xx errors and submit nothing', () 
     ['GET on an input', new Request('http://app/sessions/s1/messages'), 405, 'MethodNotAllowed'],
     ['POST on the stream', post('/sessions/s1/events', {}), 405, 'MethodNotAllowed'],
     ['a malformed session id', new Request('http://app/sessions/%E0%A4%A/events'), 400, 'ValidationError'],
+    ['a NUL in the session id of the stream', new Request('http://app/sessions/a%00b/events'), 400, 'ValidationError'],
+    ['a NUL in the session id of an input', post('/sessions/a%00b/messages', { inputId: 'i', message: 'hi' }), 400, 'ValidationError'],
     ['a bad cursor', new Request('http://app/sessions/s1/events?fromSeq=x'), 400, 'ValidationError'],
     ['a body too large', post('/sessions/s1/messages', { inputId: 'i', message: 'x'.repeat(2 * 1024 * 1024) }), 413, 'PayloadTooLarge'],
   ])('%s → %i', async (_what, request, status, error) => {
@@ -113,6 +115,35 @@ describe('webHandler: bad requests are clear 4xx errors and submit nothing', () 
     const body = (await res.json()) as { error: string; message: string };
     expect(body.error).toBe(error);
     expect(body.message.length).toBeGreaterThan(5);
+    expect(await runtime.store.work!.pending('s1')).toEqual([]);
+  });
+
+  it('a chunked body past maxBodyBytes is a 413 as soon as the limit is passed: the rest is never read', async () => {
+    const { runtime } = make();
+    const handle = webHandler({ runtime, maxBodyBytes: 64 * 1024 });
+    const chunk = new Uint8Array(16 * 1024).fill(0x61);
+    let pulled = 0;
+    let cancelled = false;
+    // an 8 MiB body with no Content-Length, produced only as the handler pulls it
+    const body = new ReadableStream<Uint8Array>(
+      {
+        pull(c) {
+          if (pulled >= 8 * 1024 * 1024) return c.close();
+          pulled += chunk.byteLength;
+          c.enqueue(chunk);
+        },
+        cancel() {
+          cancelled = true;
+        },
+      },
+      { highWaterMark: 0 },
+    );
+    const res = await handle(new Request('http://app/sessions/s1/messages', { method: 'POST', headers: { 'content-type': 'application/json' }, body, duplex: 'half' } as RequestInit));
+    expect(res.status).toBe(413);
+    expect(((await res.json()) as { error: string }).error).toBe('PayloadTooLarge');
+    expect(pulled).toBeLessThanOrEqual(64 * 1024 + chunk.byteLength);
+    await new Promise((r) => setTimeout(r, 10));
+    expect(cancelled).toBe(true);
     expect(await runtime.store.work!.pending('s1')).toEqual([]);
   });
 
@@ -156,5 +187,100 @@ describe('webHandler: live deltas only where the session runs', async () => {
     expect(lives(here)).toBeGreaterThan(3);
     expect(lives(elsewhere)).toBe(0);
     expect(elsewhere.committed().map((f) => f.logSeq)).toEqual(here.committed().map((f) => f.logSeq));
+  });
+});
+
+describe('webHandler: authorize decides per session and action', () => {
+  const withAuth = (authorize: (r: Request, c: { sessionId: string; action: string; route: string }) => unknown) => {
+    const { runtime } = make();
+    return { runtime, handle: webHandler({ runtime, authorize: authorize as never }) };
+  };
+
+  it('is told the session and the action of every route: read, submit, control (steer, stop, cancel), respond', async () => {
+    const calls: { sessionId: string; action: string; route: string }[] = [];
+    const { handle } = withAuth((_r, c) => (calls.push(c), true));
+    const stream = await handle(new Request('http://app/sessions/s%2F1/events'));
+    expect(stream.status).toBe(200);
+    await stream.body!.cancel();
+    for (const [route, body] of [
+      ['messages', { inputId: 'i1', message: 'hi' }],
+      ['steer', { inputId: 'i2', message: 'hi' }],
+      ['stop', { entryId: 'e1' }],
+      ['cancel', { entryId: 'e2' }],
+      ['respond', { entryId: 'e3', questionId: 'q', answer: 1 }],
+    ] as const) {
+      expect((await handle(post(`/sessions/s%2F1/${route}`, body))).status).toBe(202);
+    }
+    expect(calls).toEqual([
+      { sessionId: 's/1', action: 'read', route: 'events' },
+      { sessionId: 's/1', action: 'submit', route: 'messages' },
+      { sessionId: 's/1', action: 'control', route: 'steer' },
+      { sessionId: 's/1', action: 'control', route: 'stop' },
+      { sessionId: 's/1', action: 'control', route: 'cancel' },
+      { sessionId: 's/1', action: 'respond', route: 'respond' },
+    ]);
+  });
+
+  it('a bearer token per session: true allows, false is a 403, a Response is sent as it is', async () => {
+    const tokens = new Map([['s1', 'secret-1']]);
+    const { runtime, handle } = withAuth((request, { sessionId }) => {
+      const header = request.headers.get('authorization');
+      if (header === null) return new Response('log in first', { status: 401, headers: { 'www-authenticate': 'Bearer' } });
+      return header === `Bearer ${tokens.get(sessionId)}`;
+    });
+    const body = { inputId: 'i1', message: 'hi' };
+    const none = await handle(post('/sessions/s1/messages', body));
+    expect(none.status).toBe(401);
+    expect(none.headers.get('www-authenticate')).toBe('Bearer');
+    expect(await none.text()).toBe('log in first');
+    const wrong = await handle(post('/sessions/s1/messages', body, { 'content-type': 'application/json', authorization: 'Bearer guess' }));
+    expect(wrong.status).toBe(403);
+    expect(((await wrong.json()) as { error: string }).error).toBe('Forbidden');
+    const other = await handle(new Request('http://app/sessions/s2/events', { headers: { authorization: 'Bearer secret-1' } }));
+    expect(other.status).toBe(403); // s1's token does not open s2
+    expect(await runtime.store.work!.pending('s1')).toEqual([]);
+    const right = await handle(post('/sessions/s1/messages', body, { 'content-type': 'application/json', authorization: 'Bearer secret-1' }));
+    expect(right.status).toBe(202);
+  });
+
+  it.each([
+    ['undefined', () => undefined],
+    ['a truthy value that is not true', () => 'yes'],
+    ['a throw', () => {
+      throw new Error('the auth service is down');
+    }],
+    ['a rejection', async () => Promise.reject(new Error('the auth service is down'))],
+  ])('%s denies (403), and the error is not shown to the client', async (_what, authorize) => {
+    const { runtime, handle } = withAuth(authorize);
+    const res = await handle(post('/sessions/s1/messages', { inputId: 'i1', message: 'hi' }));
+    expect(res.status).toBe(403);
+    expect(await res.text()).not.toContain('auth service');
+    expect(await runtime.store.work!.pending('s1')).toEqual([]);
+  });
+
+  it('runs before the body is read: a denied POST reads none of it', async () => {
+    const { handle } = withAuth(() => false);
+    let pulled = 0;
+    const body = new ReadableStream<Uint8Array>({ pull: (c) => (pulled++, c.enqueue(new TextEncoder().encode('{}'))) }, { highWaterMark: 0 });
+    const res = await handle(new Request('http://app/sessions/s1/messages', { method: 'POST', headers: { 'content-type': 'application/json' }, body, duplex: 'half' } as RequestInit));
+    expect(res.status).toBe(403);
+    expect(pulled).toBe(0);
+  });
+});
+
+describe('webHandler: allowedHosts', () => {
+  it('a Host not listed is a 403 before anything else; listed ones (with their port, or a name on any port) are served', async () => {
+    const { runtime } = make();
+    const handle = webHandler({ runtime, allowedHosts: ['localhost:8787', '[::1]:8787', 'chat.internal'] });
+    let n = 0;
+    const at = (host: string) => new Request('http://app/sessions/s1/messages', { method: 'POST', headers: { host, 'content-type': 'application/json' }, body: JSON.stringify({ inputId: `i${++n}`, message: 'hi' }) });
+    for (const host of ['attacker.example', 'attacker.example:8787', 'localhost:9999', 'localhost']) {
+      const res = await handle(at(host));
+      expect(res.status, host).toBe(403);
+      expect(((await res.json()) as { error: string }).error).toBe('HostNotAllowed');
+    }
+    expect(await runtime.store.work!.pending('s1')).toEqual([]);
+    for (const host of ['localhost:8787', 'LOCALHOST:8787', '[::1]:8787', 'chat.internal', 'chat.internal:443']) expect((await handle(at(host))).status, host).toBe(202);
+    expect(() => webHandler({ runtime, allowedHosts: ['http://x/'] })).toThrow(expect.objectContaining({ name: 'ValidationError' }));
   });
 });

@@ -143,7 +143,8 @@ class PostgresEventStore implements EventStore, PostgresStoreExtras {
       stmts: this.stmts,
       channel,
       conns: this.conns,
-      begin: `BEGIN; SET LOCAL lock_timeout = ${options.lockTimeoutMs}; SET LOCAL idle_in_transaction_session_timeout = ${options.idleInTransactionTimeoutMs}`,
+      begin: `BEGIN; SET LOCAL lock_timeout = ${options.lockTimeoutMs}; ` +
+        `SET LOCAL idle_in_transaction_session_timeout = ${options.idleInTransactionTimeoutMs}`,
       lockTimeoutMs: options.lockTimeoutMs,
       ...(options.beforeCommit ? { beforeCommit: options.beforeCommit } : {}),
     };

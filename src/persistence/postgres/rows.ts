@@ -8,7 +8,8 @@ import { ident } from './schema.js';
 
 /** The head columns of the sessions row, in the order the statements below use. */
 export const HEAD_COLUMNS =
-  'session_id, writer_epoch, head_seq, last_turn, surface_start_seq, state_context_seq, open_run, last_settled_run, pending_inputs, held_locks';
+  'session_id, writer_epoch, head_seq, last_turn, surface_start_seq, state_context_seq, ' +
+    'open_run, last_settled_run, pending_inputs, held_locks';
 
 interface HeadRow {
   session_id: string;

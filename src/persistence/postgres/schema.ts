@@ -88,7 +88,7 @@ export const SCHEMA_VERSION_PG = MIGRATIONS.length;
 const versionTable = (s: string) => `${ident(s)}.actorloop_schema`;
 
 /** The schema's version (0: not created yet). */
-async function versionOf(c: PgPoolClient, schema: string): Promise<number> {
+export async function versionOf(c: PgPoolClient, schema: string): Promise<number> {
   const exists = await c.query({ text: `SELECT to_regclass($1) IS NOT NULL AS ok`, values: [versionTable(schema)] });
   if (!(exists.rows[0] as { ok: boolean }).ok) return 0;
   const r = await c.query(`SELECT max(version) AS v FROM ${versionTable(schema)}`);

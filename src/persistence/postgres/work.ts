@@ -20,7 +20,8 @@ const ms = (n: string) => `(${n} * interval '1 millisecond')`;
 function statements(schema: string, channel: string) {
   const s = ident(schema);
   return {
-    entry: `SELECT session_id, entry_id, seq, entry, submitted_at, applied_epoch, applied_at, outcome FROM ${s}.inbox WHERE session_id = $1 AND entry_id = $2`,
+    entry: `SELECT session_id, entry_id, seq, entry, submitted_at, applied_epoch, applied_at, outcome
+               FROM ${s}.inbox WHERE session_id = $1 AND entry_id = $2`,
     hasEvent: `SELECT 1 FROM ${s}.events WHERE session_id = $1 AND event_id = $2`,
     // one statement: an entry stored before (or an input already in the log) is reported, else the
     // session's counter is bumped and the entry inserted; the workers are woken after it commits
@@ -28,18 +29,24 @@ function statements(schema: string, channel: string) {
                   logged AS (SELECT 1 FROM ${s}.events WHERE $5::text IS NOT NULL AND session_id = $1 AND event_id = $5),
                   bump AS (INSERT INTO ${s}.session_work (session_id, inbox_seq, pending)
                              SELECT $1, 1, 1 WHERE NOT EXISTS (SELECT 1 FROM existing) AND NOT EXISTS (SELECT 1 FROM logged)
-                           ON CONFLICT (session_id) DO UPDATE SET inbox_seq = session_work.inbox_seq + 1, pending = session_work.pending + 1 RETURNING inbox_seq),
-                  ins AS (INSERT INTO ${s}.inbox (session_id, entry_id, seq, kind, entry) SELECT $1, $2, inbox_seq, $3, $4 FROM bump RETURNING seq)
+                           ON CONFLICT (session_id) DO UPDATE SET inbox_seq = session_work.inbox_seq + 1, pending = session_work.pending + 1
+                           RETURNING inbox_seq),
+                  ins AS (INSERT INTO ${s}.inbox (session_id, entry_id, seq, kind, entry)
+                            SELECT $1, $2, inbox_seq, $3, $4 FROM bump RETURNING seq)
              SELECT (SELECT entry FROM existing) AS existing, EXISTS (SELECT 1 FROM logged) AS logged`,
     notify: `SELECT pg_notify($1, $2)`,
-    pending: `SELECT session_id, entry_id, seq, entry, submitted_at, applied_epoch, applied_at, outcome FROM ${s}.inbox WHERE session_id = $1 AND applied_at IS NULL ORDER BY seq`,
+    pending: `SELECT session_id, entry_id, seq, entry, submitted_at, applied_epoch, applied_at, outcome
+                 FROM ${s}.inbox WHERE session_id = $1 AND applied_at IS NULL ORDER BY seq`,
     mark: `WITH fence AS (SELECT 1 FROM ${s}.sessions WHERE session_id = $1 AND writer_epoch = $2 FOR SHARE),
              m AS (SELECT * FROM unnest($3::text[], $4::text[]) AS m(entry_id, outcome)),
              upd AS (UPDATE ${s}.inbox i SET applied_epoch = $2, applied_at = now(), outcome = m.outcome
-                       FROM m WHERE EXISTS (SELECT 1 FROM fence) AND i.session_id = $1 AND i.entry_id = m.entry_id AND i.applied_at IS NULL RETURNING i.seq),
-             w AS (UPDATE ${s}.session_work SET applied_seq = greatest(applied_seq, (SELECT max(seq) FROM upd)), pending = pending - (SELECT count(*) FROM upd)
+                       FROM m WHERE EXISTS (SELECT 1 FROM fence) AND i.session_id = $1 AND i.entry_id = m.entry_id AND i.applied_at IS NULL
+                       RETURNING i.seq),
+             w AS (UPDATE ${s}.session_work
+                     SET applied_seq = greatest(applied_seq, (SELECT max(seq) FROM upd)), pending = pending - (SELECT count(*) FROM upd)
                      WHERE session_id = $1 AND EXISTS (SELECT 1 FROM upd) RETURNING 1)
-           SELECT (SELECT count(*) FROM fence) AS ok, (SELECT writer_epoch FROM ${s}.sessions WHERE session_id = $1) AS current, (SELECT count(*) FROM w) AS w`,
+           SELECT (SELECT count(*) FROM fence) AS ok, (SELECT writer_epoch FROM ${s}.sessions WHERE session_id = $1) AS current,
+                  (SELECT count(*) FROM w) AS w`,
     // the claim: rows with work and no live lease, skipping rows another claim (or a submit) holds
     claim: `WITH c AS (
                SELECT session_id, worker_id AS prev FROM ${s}.session_work
@@ -48,18 +55,23 @@ function statements(schema: string, channel: string) {
              UPDATE ${s}.session_work w SET worker_id = $1, writer_epoch = NULL, lease_until = now() + ${ms('$3')}, resume = false
                FROM c WHERE w.session_id = c.session_id RETURNING w.session_id, c.prev`,
     bind: `UPDATE ${s}.session_work w SET writer_epoch = $3, lease_until = now() + ${ms('$4')} FROM ${s}.sessions x
-             WHERE w.session_id = $1 AND w.worker_id = $2 AND w.lease_until >= now() AND x.session_id = w.session_id AND x.writer_epoch = $3 RETURNING 1`,
+             WHERE w.session_id = $1 AND w.worker_id = $2 AND w.lease_until >= now()
+               AND x.session_id = w.session_id AND x.writer_epoch = $3 RETURNING 1`,
     renew: `UPDATE ${s}.session_work w SET lease_until = now() + ${ms('$4')}
               FROM unnest($2::text[], $3::bigint[]) AS l(session_id, epoch), ${s}.sessions x
              WHERE w.session_id = l.session_id AND w.worker_id = $1 AND w.writer_epoch = l.epoch AND w.lease_until >= now()
                AND x.session_id = l.session_id AND x.writer_epoch = l.epoch RETURNING w.session_id`,
     release: `UPDATE ${s}.session_work SET worker_id = NULL, writer_epoch = NULL, lease_until = NULL, resume = resume OR $4
-               WHERE session_id = $1 AND worker_id = $2 AND ($3::bigint IS NULL OR writer_epoch IS NULL OR writer_epoch = $3) RETURNING pending, resume`,
-    heartbeat: `INSERT INTO ${s}.workers (worker_id, host, pid, concurrency, started_at, heartbeat_at, ttl_ms) VALUES ($1, $2, $3, $4, now(), now(), $5)
+               WHERE session_id = $1 AND worker_id = $2 AND ($3::bigint IS NULL OR writer_epoch IS NULL OR writer_epoch = $3)
+               RETURNING pending, resume`,
+    heartbeat: `INSERT INTO ${s}.workers (worker_id, host, pid, concurrency, started_at, heartbeat_at, ttl_ms)
+                  VALUES ($1, $2, $3, $4, now(), now(), $5)
                   ON CONFLICT (worker_id) DO UPDATE SET heartbeat_at = now(), ttl_ms = $5, concurrency = $4`,
     removeWorker: `DELETE FROM ${s}.workers WHERE worker_id = $1`,
-    workers: `SELECT worker_id, host, pid, concurrency, started_at, heartbeat_at, heartbeat_at + ${ms('ttl_ms')} >= now() AS live FROM ${s}.workers ORDER BY worker_id`,
-    leases: `SELECT session_id, worker_id, writer_epoch, lease_until, worker_id IS NOT NULL AND lease_until < now() AS expired, inbox_seq, applied_seq, resume
+    workers: `SELECT worker_id, host, pid, concurrency, started_at, heartbeat_at, heartbeat_at + ${ms('ttl_ms')} >= now() AS live
+               FROM ${s}.workers ORDER BY worker_id`,
+    leases: `SELECT session_id, worker_id, writer_epoch, lease_until, worker_id IS NOT NULL AND lease_until < now() AS expired,
+                     inbox_seq, applied_seq, resume
                FROM ${s}.session_work WHERE pending > 0 OR resume OR worker_id IS NOT NULL ORDER BY session_id`,
     channel,
   };

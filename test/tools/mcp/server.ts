@@ -10,15 +10,20 @@
  * input schema is not valid JSON Schema; `=live` adds `change_tools`, which changes the list while
  * the client stays connected (the SDK sends `notifications/tools/list_changed`): `how` = `add`
  * (a tool `extra`), `remove` (`record`), `reshape` (`add` requires a third number `c`), `break`
- * (a tool `bad.name`, whose name no provider takes) or `heal` (removes `bad.name`).
+ * (a tool `bad.name`, whose name no provider takes), `scalar` (a tool `scalar` whose input schema's
+ * type is `string`) or `heal` (removes `bad.name` and `scalar`).
+ * `=unlisted` answers `tools/list` with an error. `=names` adds tools named `__proto__`, `constructor` and `toString` (each takes `{ note }`,
+ * journals `<name> <note> <key>` and answers `<name> ran: <note>`); `=scalar` adds `scalar`.
+ * The SDK's McpServer cannot register these (it keys its tools by name in a plain object, and its
+ * schemas are always objects): `serveAlso` serves them beside its own.
  */
 import { appendFileSync } from 'node:fs';
-import { createServer } from 'node:http';
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import { randomUUID } from 'node:crypto';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
-import { ListToolsRequestSchema } from '@modelcontextprotocol/sdk/types.js';
+import { CallToolRequestSchema, ListToolsRequestSchema, type Tool } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
 
 const journal = process.env.MCP_TEST_JOURNAL;
@@ -27,6 +32,33 @@ const log = (line: string) => {
   if (journal) appendFileSync(journal, line + '\n');
 };
 const keyOf = (extra: { _meta?: Record<string, unknown> }) => String(extra._meta?.['actorloop/idempotencyKey'] ?? '');
+
+type Handler = (request: never, extra: never) => Promise<Record<string, unknown>>;
+
+/**
+ * Serves the tools `also()` returns beside the server's own: `tools/list` lists them after the
+ * registered ones, and `tools/call` of one of their names runs `call` (any other name goes to the
+ * McpServer's own handler). Needs at least one registered tool (for the McpServer's handlers).
+ */
+function serveAlso(server: McpServer, also: () => Tool[], call: (name: string, args: Record<string, unknown>, key: string) => string): void {
+  // the McpServer's own handlers, as the protocol layer stores them by method
+  const own = (server.server as unknown as { _requestHandlers: Map<string, Handler> })._requestHandlers;
+  const list = own.get('tools/list')!;
+  const run = own.get('tools/call')!;
+  server.server.setRequestHandler(ListToolsRequestSchema, async (request, extra) => {
+    const listed = (await list(request as never, extra as never)) as { tools: Tool[] };
+    return { ...listed, tools: [...listed.tools, ...also()] };
+  });
+  server.server.setRequestHandler(CallToolRequestSchema, async (request, extra) => {
+    const name = request.params.name;
+    if (!also().some((t) => t.name === name)) return (await run(request as never, extra as never)) as never;
+    return { content: [{ type: 'text', text: call(name, request.params.arguments ?? {}, keyOf(extra)) }] };
+  });
+}
+
+const NOTE: Tool['inputSchema'] = { type: 'object', properties: { note: { type: 'string' } }, required: ['note'] };
+const ODD_NAMES: Tool[] = ['__proto__', 'constructor', 'toString'].map((name) => ({ name, description: `A tool named ${name}`, inputSchema: NOTE }));
+const SCALAR = { name: 'scalar', description: 'Takes a string, not an object', inputSchema: { type: 'string' } } as unknown as Tool;
 
 function makeServer(): McpServer {
   const server = new McpServer({ name: 'actorloop-test', version: '1.0.0' });
@@ -55,15 +87,33 @@ function makeServer(): McpServer {
   if (variant === 'changed') server.registerTool('extra', { description: 'New', inputSchema: {} }, async () => ({ content: [{ type: 'text', text: 'extra' }] }));
   if (variant === 'live') {
     let broken: { remove(): void } | undefined;
-    server.registerTool('change_tools', { description: 'Changes the tool list', inputSchema: { how: z.enum(['add', 'remove', 'reshape', 'break', 'heal']) } }, async ({ how }) => {
+    let scalar = false;
+    server.registerTool('change_tools', { description: 'Changes the tool list', inputSchema: { how: z.enum(['add', 'remove', 'reshape', 'break', 'scalar', 'heal']) } }, async ({ how }) => {
       if (how === 'add') server.registerTool('extra', { description: 'New', inputSchema: {} }, async () => ({ content: [{ type: 'text', text: 'extra' }] }));
       if (how === 'remove') record.remove();
       if (how === 'reshape') {
         add.update({ paramsSchema: { a: z.number(), b: z.number(), c: z.number() }, callback: async ({ a, b, c }) => ({ content: [{ type: 'text', text: String(a + b + c) }], structuredContent: { sum: a + b + c } }) });
       }
       if (how === 'break') broken = server.registerTool('bad.name', { description: 'A name no provider takes', inputSchema: {} }, async () => ({ content: [] }));
+      if (how === 'scalar' || how === 'heal') {
+        scalar = how === 'scalar';
+        server.sendToolListChanged();
+      }
       if (how === 'heal') broken?.remove();
       return { content: [{ type: 'text', text: `changed: ${how}` }] };
+    });
+    serveAlso(server, () => (scalar ? [SCALAR] : []), () => 'scalar ran');
+  }
+  if (variant === 'names') {
+    serveAlso(server, () => ODD_NAMES, (name, args, key) => {
+      log(`${name} ${String(args.note)} ${key}`);
+      return `${name} ran: ${String(args.note)}`;
+    });
+  }
+  if (variant === 'scalar') serveAlso(server, () => [SCALAR], () => 'scalar ran');
+  if (variant === 'unlisted') {
+    server.server.setRequestHandler(ListToolsRequestSchema, async () => {
+      throw new Error('the tool list is not available');
     });
   }
   if (variant === 'bad') {
@@ -81,7 +131,7 @@ if (httpAt === -1) {
 } else {
   const port = Number(process.argv[httpAt + 1] ?? 0);
   const transports = new Map<string, StreamableHTTPServerTransport>();
-  const http = createServer(async (req, res) => {
+  const respond = async (req: IncomingMessage, res: ServerResponse) => {
     const chunks: Buffer[] = [];
     for await (const c of req) chunks.push(c as Buffer);
     const body = chunks.length > 0 ? JSON.parse(Buffer.concat(chunks).toString('utf8')) : undefined;
@@ -100,6 +150,13 @@ if (httpAt === -1) {
       await makeServer().connect(transport);
     }
     await transport.handleRequest(req, res, body);
+  };
+  // a request that fails (a body that is not JSON) is answered 500, not an unhandled rejection that ends the server
+  const http = createServer((req, res) => {
+    respond(req, res).catch((e: unknown) => {
+      if (!res.headersSent) res.writeHead(500, { 'content-type': 'text/plain' });
+      res.end(String(e));
+    });
   });
   http.listen(port, '127.0.0.1', () => {
     const a = http.address();
