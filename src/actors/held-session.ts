@@ -43,15 +43,19 @@ export const openHeldSessionActor = (s: WorkerServices) =>
 
 /** A run its worker left (died, lease expired, detached at shutdown) is continued as attempt `resume-e<epoch>`; its failure comes back as `RUN_FAILED`. */
 export const resumeRunActor = (s: WorkerServices) =>
-  promiseActor<{ runId: string; attemptId: string } | null, { heldId: number; sessionId: string; writerEpoch: number; held: AnyActorRef }>(async ({ input }) => {
-    const session = s.sessions.get(input.heldId);
-    if (!session || session.snapshot().status !== 'detached' || s.isKilled()) return null;
-    const runId = (await s.store.getHead(input.sessionId))?.openRun?.runId;
-    if (!runId) return null;
-    const attemptId = `resume-e${input.writerEpoch}`;
-    session.execute({ kind: 'continue', runId, attemptId }).catch((e) => input.held.send({ type: 'RUN_FAILED', message: `continuing run ${runId} failed: ${messageOf(e)}` }));
-    return { runId, attemptId };
-  });
+  promiseActor<{ runId: string; attemptId: string } | null, { heldId: number; sessionId: string; writerEpoch: number; held: AnyActorRef }>(
+    async ({ input }) => {
+      const session = s.sessions.get(input.heldId);
+      if (!session || session.snapshot().status !== 'detached' || s.isKilled()) return null;
+      const runId = (await s.store.getHead(input.sessionId))?.openRun?.runId;
+      if (!runId) return null;
+      const attemptId = `resume-e${input.writerEpoch}`;
+      session
+        .execute({ kind: 'continue', runId, attemptId })
+        .catch((e) => input.held.send({ type: 'RUN_FAILED', message: `continuing run ${runId} failed: ${messageOf(e)}` }));
+      return { runId, attemptId };
+    },
+  );
 
 /** What applying the inbox came to. */
 export type DrainOutput = { outcome: 'drained' | 'fenced' | 'closed' } | { outcome: 'failed'; message: string };
@@ -98,7 +102,10 @@ export const shutdownSessionActor = (s: WorkerServices) =>
     const session = s.sessions.get(input.heldId);
     if (!session || !isBusy(session)) return { resume: false };
     if (s.options.shutdown === 'stop_after_round') {
-      await s.inboxFor(session).stopAfterRound(`shutdown:${s.workerId}:${session.sessionInstanceId}`).catch(() => undefined);
+      await s
+        .inboxFor(session)
+        .stopAfterRound(`shutdown:${s.workerId}:${session.sessionInstanceId}`)
+        .catch(() => undefined);
       await settledWithin(s.clock, session.waitForIdle(), input.graceMs);
     }
     if (isBusy(session) && (input.holder as LeaseHolder).getSnapshot().context.lost === undefined) {

@@ -41,7 +41,11 @@ export const renewLeasesActor = (s: WorkerServices) =>
     try {
       await s.work.heartbeat(s.registration, s.options.leaseMs);
       if (input.bound.length === 0) return { ok: true, sentAt, kept: [], bound: [] };
-      const kept = await s.work.renew(s.workerId, input.bound.map((b) => ({ sessionId: b.sessionId, writerEpoch: b.writerEpoch })), s.options.leaseMs);
+      const kept = await s.work.renew(
+        s.workerId,
+        input.bound.map((b) => ({ sessionId: b.sessionId, writerEpoch: b.writerEpoch })),
+        s.options.leaseMs,
+      );
       return { ok: true, sentAt, kept, bound: input.bound };
     } catch (e) {
       return { ok: false, at: s.clock.now(), message: messageOf(e), storeClosed: isStoreClosedError(e), bound: input.bound };
@@ -55,7 +59,8 @@ export const releaseLeaseActor = (s: WorkerServices) =>
   );
 
 /** Removes the worker's registration at the end of a graceful stop (a failure is ignored: its heartbeat lapses). */
-export const unregisterWorkerActor = (s: WorkerServices) => promiseActor<void>(() => s.work.removeWorker(s.workerId).catch(() => undefined));
+export const unregisterWorkerActor = (s: WorkerServices) =>
+  promiseActor<void>(() => s.work.removeWorker(s.workerId).catch(() => undefined));
 
 /** The store's wake-ups (`work.wakeups$`) as `WAKE` events to the worker. */
 export const wakeupsActor = (s: WorkerServices) =>

@@ -71,7 +71,8 @@ const messageOf = (e: unknown) => (e instanceof Error ? e.message : String(e));
 /** Tells the worker (its parent): typed here, since XState types a parent's events loosely. */
 const toWorker = (make: (c: HeldSessionContext, event: HeldSessionEvent) => HeldSessionReport) =>
   sendParent(({ context, event }: { context: HeldSessionContext; event: HeldSessionEvent }) => make(context, event)) as never;
-const report = (make: (c: HeldSessionContext, event: HeldSessionEvent) => ServeEvent) => toWorker((c, e) => ({ type: 'held.report', event: make(c, e) }));
+const report = (make: (c: HeldSessionContext, event: HeldSessionEvent) => ServeEvent) =>
+  toWorker((c, e) => ({ type: 'held.report', event: make(c, e) }));
 
 const failure = (prefix: string) =>
   report((c, event) => ({ type: 'error', workerId: c.workerId, sessionId: c.sessionId, message: `${prefix}${messageOf(errorOf(event))}` }));
@@ -99,15 +100,22 @@ export const heldSessionMachine = setup({
   types: { input: {} as HeldSessionInput, context: {} as HeldSessionContext, events: {} as HeldSessionEvent },
   actors: {
     previousEnded: fromPromise<void, { previous?: AnyActorRef }>(notProvided('previousEnded')),
-    openSession: fromPromise<{ writerEpoch: number }, { heldId: number; sessionId: string; holder: AnyActorRef }>(notProvided('openSession')),
+    openSession: fromPromise<{ writerEpoch: number }, { heldId: number; sessionId: string; holder: AnyActorRef }>(
+      notProvided('openSession'),
+    ),
     bindLease: fromPromise<{ bound: boolean; sentAt: number }, { sessionId: string; writerEpoch: number }>(notProvided('bindLease')),
-    resumeRun: fromPromise<{ runId: string; attemptId: string } | null, { heldId: number; sessionId: string; writerEpoch: number; held: AnyActorRef }>(notProvided('resumeRun')),
+    resumeRun: fromPromise<
+      { runId: string; attemptId: string } | null,
+      { heldId: number; sessionId: string; writerEpoch: number; held: AnyActorRef }
+    >(notProvided('resumeRun')),
     watchSession: fromCallback<{ type: 'NONE' }, { heldId: number }>(() => {}),
     drainInbox: fromPromise<Drain, { heldId: number }>(notProvided('drainInbox')),
     lookAtSession: fromPromise<Look, { heldId: number; sessionId: string }>(notProvided('lookAtSession')),
     sessionIdle: fromPromise<void, { heldId: number }>(notProvided('sessionIdle')),
     timer: fromPromise<void, { ms?: number; at?: number }>(notProvided('timer')),
-    shutdownSession: fromPromise<{ resume: boolean }, { heldId: number; graceMs: number; holder: AnyActorRef }>(notProvided('shutdownSession')),
+    shutdownSession: fromPromise<{ resume: boolean }, { heldId: number; graceMs: number; holder: AnyActorRef }>(
+      notProvided('shutdownSession'),
+    ),
     closeSession: fromPromise<{ detached: boolean }, { heldId: number }>(notProvided('closeSession')),
     releaseLease: fromPromise<void, { sessionId: string; writerEpoch: number | null; resume: boolean }>(notProvided('releaseLease')),
   },
@@ -131,13 +139,28 @@ export const heldSessionMachine = setup({
   },
   actions: {
     reportAttached: report((c) => ({ type: 'attached', workerId: c.workerId, sessionId: c.sessionId, writerEpoch: c.writerEpoch! })),
-    reportResumed: report((c, event) => ({ type: 'resumed', workerId: c.workerId, sessionId: c.sessionId, ...out<{ runId: string; attemptId: string }>(event) })),
+    reportResumed: report((c, event) => ({
+      type: 'resumed',
+      workerId: c.workerId,
+      sessionId: c.sessionId,
+      ...out<{ runId: string; attemptId: string }>(event),
+    })),
     reportApplied: report((c, e) => {
       const { entryId, kind, outcome } = e as Extract<HeldSessionEvent, { type: 'ENTRY_APPLIED' }>;
       return { type: 'applied', workerId: c.workerId, sessionId: c.sessionId, entryId, kind, outcome };
     }),
-    reportRunFailed: report((c, e) => ({ type: 'error', workerId: c.workerId, sessionId: c.sessionId, message: (e as { message: string }).message })),
-    reportDrainFailed: report((c, e) => ({ type: 'error', workerId: c.workerId, sessionId: c.sessionId, message: (out<Drain>(e) as { message: string }).message })),
+    reportRunFailed: report((c, e) => ({
+      type: 'error',
+      workerId: c.workerId,
+      sessionId: c.sessionId,
+      message: (e as { message: string }).message,
+    })),
+    reportDrainFailed: report((c, e) => ({
+      type: 'error',
+      workerId: c.workerId,
+      sessionId: c.sessionId,
+      message: (out<Drain>(e) as { message: string }).message,
+    })),
     reportReleased: report((c) => ({ type: 'released', workerId: c.workerId, sessionId: c.sessionId, resume: c.resume })),
     reportBound: toWorker((c) => ({ type: 'held.bound', heldId: c.heldId, sessionId: c.sessionId, writerEpoch: c.writerEpoch! })),
     reportEnded: toWorker((c) => ({ type: 'held.ended', heldId: c.heldId })),
@@ -165,11 +188,20 @@ export const heldSessionMachine = setup({
   on: {
     STOP: { actions: assign({ stopping: true, graceMs: ({ event }) => event.graceMs }) },
     LEASE_RENEWED: { guard: not('lost'), actions: assign({ deadline: ({ context, event }) => Math.max(context.deadline, event.until) }) },
-    LEASE_NOT_RENEWED: { guard: not('lost'), actions: lose(() => 'the store did not renew it (expired, taken over, or another writer attached)') },
-    RENEWAL_FAILED: { guard: and([not('lost'), 'pastDeadline']), actions: lose((_, e) => `could not be renewed: ${(e as { message: string }).message}`) },
+    LEASE_NOT_RENEWED: {
+      guard: not('lost'),
+      actions: lose(() => 'the store did not renew it (expired, taken over, or another writer attached)'),
+    },
+    RENEWAL_FAILED: {
+      guard: and([not('lost'), 'pastDeadline']),
+      actions: lose((_, e) => `could not be renewed: ${(e as { message: string }).message}`),
+    },
     LEASE_EXPIRED: { guard: not('lost'), actions: lose((c) => `not renewed within ${c.leaseMs} ms by this worker's clock`) },
     SUPERSEDED: { guard: not('lost'), actions: lose(() => 'claimed again after its lease expired') },
-    RUN_FENCED: { guard: not('lost'), actions: [fenced, assign({ fenced: true }), ...lose(() => 'fenced: another writer attached to the session')] },
+    RUN_FENCED: {
+      guard: not('lost'),
+      actions: [fenced, assign({ fenced: true }), ...lose(() => 'fenced: another writer attached to the session')],
+    },
     RUN_FAILED: { actions: 'reportRunFailed' },
     ENTRY_APPLIED: { actions: 'reportApplied' },
   },
@@ -183,7 +215,12 @@ export const heldSessionMachine = setup({
     },
     /** Claimed while the worker stopped: the claim is released unopened. */
     givingBack: {
-      invoke: { src: 'releaseLease', input: ({ context }) => ({ sessionId: context.sessionId, writerEpoch: null, resume: false }), onDone: 'unopened', onError: 'unopened' },
+      invoke: {
+        src: 'releaseLease',
+        input: ({ context }) => ({ sessionId: context.sessionId, writerEpoch: null, resume: false }),
+        onDone: 'unopened',
+        onError: 'unopened',
+      },
     },
     opening: {
       invoke: {
@@ -193,7 +230,10 @@ export const heldSessionMachine = setup({
           { guard: 'lost', target: 'closing' },
           { target: 'binding', actions: assign({ attachedEpoch: ({ event }) => event.output.writerEpoch }) },
         ],
-        onError: [{ guard: 'storeClosed', target: 'closing' }, { target: 'closing', actions: failure('') }],
+        onError: [
+          { guard: 'storeClosed', target: 'closing' },
+          { target: 'closing', actions: failure('') },
+        ],
       },
     },
     binding: {
@@ -205,14 +245,20 @@ export const heldSessionMachine = setup({
             guard: and(['bound', not('lost')]),
             target: 'bound',
             actions: [
-              assign({ writerEpoch: ({ context }) => context.attachedEpoch, deadline: ({ context, event }) => Math.max(context.deadline, event.output.sentAt + context.leaseMs) }),
+              assign({
+                writerEpoch: ({ context }) => context.attachedEpoch,
+                deadline: ({ context, event }) => Math.max(context.deadline, event.output.sentAt + context.leaseMs),
+              }),
               'reportAttached',
               'reportBound',
             ],
           },
           { target: 'closing', actions: lose(() => 'the claim was lost before it was bound to the writer epoch') },
         ],
-        onError: [{ guard: 'storeClosed', target: 'closing' }, { target: 'closing', actions: failure('') }],
+        onError: [
+          { guard: 'storeClosed', target: 'closing' },
+          { target: 'closing', actions: failure('') },
+        ],
       },
       // not bound yet: the lease the worker did not renew is the claim's, judged when the bind answers
       on: { LEASE_NOT_RENEWED: {} },
@@ -225,9 +271,17 @@ export const heldSessionMachine = setup({
         resuming: {
           invoke: {
             src: 'resumeRun',
-            input: ({ context, self }) => ({ heldId: context.heldId, sessionId: context.sessionId, writerEpoch: context.writerEpoch!, held: self }),
+            input: ({ context, self }) => ({
+              heldId: context.heldId,
+              sessionId: context.sessionId,
+              writerEpoch: context.writerEpoch!,
+              held: self,
+            }),
             onDone: [{ guard: 'resumed', target: 'working', actions: 'reportResumed' }, { target: 'working' }],
-            onError: [{ guard: 'storeClosed', target: '#heldSession.closing' }, { target: '#heldSession.closing', actions: failure('') }],
+            onError: [
+              { guard: 'storeClosed', target: '#heldSession.closing' },
+              { target: '#heldSession.closing', actions: failure('') },
+            ],
           },
         },
         working: {
@@ -242,7 +296,11 @@ export const heldSessionMachine = setup({
                 input: ({ context }) => ({ heldId: context.heldId }),
                 onDone: [
                   { guard: and(['drainFenced', 'lost']), target: '#heldSession.closing' },
-                  { guard: 'drainFenced', target: '#heldSession.closing', actions: [fenced, assign({ fenced: true }), ...lose(() => 'fenced while applying its inbox')] },
+                  {
+                    guard: 'drainFenced',
+                    target: '#heldSession.closing',
+                    actions: [fenced, assign({ fenced: true }), ...lose(() => 'fenced while applying its inbox')],
+                  },
                   { guard: 'drainClosed', target: 'shuttingDown' },
                   { guard: 'drainFailed', target: 'looking', actions: 'reportDrainFailed' },
                   { target: 'looking' },
@@ -261,7 +319,10 @@ export const heldSessionMachine = setup({
                   { guard: 'restsEmpty', target: 'idle' },
                   { target: 'waiting' },
                 ],
-                onError: [{ guard: 'storeClosed', target: '#heldSession.closing' }, { target: '#heldSession.closing', actions: failure('') }],
+                onError: [
+                  { guard: 'storeClosed', target: '#heldSession.closing' },
+                  { target: '#heldSession.closing', actions: failure('') },
+                ],
               },
             },
             waiting: {
@@ -279,8 +340,15 @@ export const heldSessionMachine = setup({
               invoke: {
                 src: 'lookAtSession',
                 input: ({ context }) => ({ heldId: context.heldId, sessionId: context.sessionId }),
-                onDone: [{ guard: 'restsEmpty', target: '#heldSession.closing' }, { guard: 'sessionEnded', target: '#heldSession.closing' }, { target: 'deciding' }],
-                onError: [{ guard: 'storeClosed', target: '#heldSession.closing' }, { target: '#heldSession.closing', actions: failure('') }],
+                onDone: [
+                  { guard: 'restsEmpty', target: '#heldSession.closing' },
+                  { guard: 'sessionEnded', target: '#heldSession.closing' },
+                  { target: 'deciding' },
+                ],
+                onError: [
+                  { guard: 'storeClosed', target: '#heldSession.closing' },
+                  { target: '#heldSession.closing', actions: failure('') },
+                ],
               },
             },
             /** The worker stops: a running attempt stops after its round (or detaches); nothing runs otherwise. */

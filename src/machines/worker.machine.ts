@@ -50,7 +50,9 @@ export type WorkerEvent =
 
 type ClaimOutput = { claimed: ClaimedSession[]; sentAt: number };
 type Bound = { heldId: number; sessionId: string; writerEpoch: number };
-type RenewOutput = { ok: true; sentAt: number; kept: string[]; bound: Bound[] } | { ok: false; at: number; message: string; storeClosed: boolean; bound: Bound[] };
+type RenewOutput =
+  | { ok: true; sentAt: number; kept: string[]; bound: Bound[] }
+  | { ok: false; at: number; message: string; storeClosed: boolean; bound: Bound[] };
 const out = <T>(event: unknown) => (event as { output: T }).output;
 const errorOf = (event: unknown) => (event as { error?: unknown }).error;
 const messageOf = (e: unknown) => (e instanceof Error ? e.message : String(e));
@@ -95,7 +97,13 @@ export const workerMachine = setup({
     holdClaimed: enqueueActions(({ context, event, enqueue }) => {
       const { claimed, sentAt } = out<ClaimOutput>(event);
       for (const c of claimed) {
-        enqueue.emit({ type: 'claimed', workerId: context.workerId, sessionId: c.sessionId, expired: c.expired, ...(c.previousOwner !== undefined ? { previousOwner: c.previousOwner } : {}) });
+        enqueue.emit({
+          type: 'claimed',
+          workerId: context.workerId,
+          sessionId: c.sessionId,
+          expired: c.expired,
+          ...(c.previousOwner !== undefined ? { previousOwner: c.previousOwner } : {}),
+        });
         const before = context.held.find((h) => h.sessionId === c.sessionId && !h.superseded);
         if (before) enqueue.sendTo(before.ref, { type: 'SUPERSEDED' });
       }
@@ -118,7 +126,17 @@ export const workerMachine = setup({
             graceMs: c.shutdownGraceMs,
             ...(before ? { previous: before.ref } : {}),
           };
-          held = [...held, { heldId, sessionId, ref: spawn('heldSession', { id: `held-${heldId}`, input }), writerEpoch: null, lost: false, superseded: false }];
+          held = [
+            ...held,
+            {
+              heldId,
+              sessionId,
+              ref: spawn('heldSession', { id: `held-${heldId}`, input }),
+              writerEpoch: null,
+              lost: false,
+              superseded: false,
+            },
+          ];
         }
         return { held, nextHeldId, claimFailures: 0 };
       });
@@ -126,7 +144,8 @@ export const workerMachine = setup({
     /** The store's answer to a renewal, to each held session: renewed until, not renewed, or the failure (each judges by its own deadline). */
     spreadRenewal: enqueueActions(({ context, event, enqueue }) => {
       const r = out<RenewOutput>(event);
-      if (!r.ok && !r.storeClosed) enqueue.emit({ type: 'error', workerId: context.workerId, message: `renewing leases failed: ${r.message}` });
+      if (!r.ok && !r.storeClosed)
+        enqueue.emit({ type: 'error', workerId: context.workerId, message: `renewing leases failed: ${r.message}` });
       const kept = new Set(r.ok ? r.kept : []);
       for (const b of r.bound) {
         const h = context.held.find((x) => x.heldId === b.heldId);
@@ -178,8 +197,14 @@ export const workerMachine = setup({
     ],
     WAKE: { actions: 'wake' },
     'held.report': { actions: emit(({ event }) => event.event) },
-    'held.bound': { actions: assign({ held: ({ context, event }) => context.held.map((h) => (h.heldId === event.heldId ? { ...h, writerEpoch: event.writerEpoch } : h)) }) },
-    'held.lost': { actions: assign({ held: ({ context, event }) => context.held.map((h) => (h.heldId === event.heldId ? { ...h, lost: true } : h)) }) },
+    'held.bound': {
+      actions: assign({
+        held: ({ context, event }) => context.held.map((h) => (h.heldId === event.heldId ? { ...h, writerEpoch: event.writerEpoch } : h)),
+      }),
+    },
+    'held.lost': {
+      actions: assign({ held: ({ context, event }) => context.held.map((h) => (h.heldId === event.heldId ? { ...h, lost: true } : h)) }),
+    },
     'held.ended': {
       actions: [
         enqueueActions(({ context, event, enqueue }) => {
@@ -200,7 +225,11 @@ export const workerMachine = setup({
         onError: {
           target: 'serving',
           actions: [
-            emit(({ context, event }) => ({ type: 'error' as const, workerId: context.workerId, message: `registering the worker failed: ${messageOf(errorOf(event))}` })),
+            emit(({ context, event }) => ({
+              type: 'error' as const,
+              workerId: context.workerId,
+              message: `registering the worker failed: ${messageOf(errorOf(event))}`,
+            })),
             { type: 'report', params: { event: { type: 'started' } } },
           ],
         },
@@ -212,7 +241,9 @@ export const workerMachine = setup({
         claims: {
           initial: 'deciding',
           states: {
-            deciding: { always: [{ guard: 'stopping', target: 'stopped' }, { guard: 'hasRoom', target: 'claiming' }, { target: 'resting' }] },
+            deciding: {
+              always: [{ guard: 'stopping', target: 'stopped' }, { guard: 'hasRoom', target: 'claiming' }, { target: 'resting' }],
+            },
             claiming: {
               invoke: {
                 src: 'claimSessions',
@@ -227,7 +258,11 @@ export const workerMachine = setup({
                   {
                     target: 'resting',
                     actions: [
-                      emit(({ context, event }) => ({ type: 'error' as const, workerId: context.workerId, message: `claiming failed: ${messageOf(errorOf(event))}` })),
+                      emit(({ context, event }) => ({
+                        type: 'error' as const,
+                        workerId: context.workerId,
+                        message: `claiming failed: ${messageOf(errorOf(event))}`,
+                      })),
                       assign({ claimFailures: ({ context }) => context.claimFailures + 1 }),
                     ],
                   },
@@ -237,7 +272,9 @@ export const workerMachine = setup({
             resting: {
               invoke: {
                 src: 'timer',
-                input: ({ context }) => ({ ms: context.claimFailures > 0 ? Math.min(context.pollMs * 2 ** context.claimFailures, 30_000) : context.pollMs }),
+                input: ({ context }) => ({
+                  ms: context.claimFailures > 0 ? Math.min(context.pollMs * 2 ** context.claimFailures, 30_000) : context.pollMs,
+                }),
                 onDone: 'deciding',
               },
               on: { KICK: 'deciding', STOPPING: 'stopped' },
@@ -254,11 +291,17 @@ export const workerMachine = setup({
         leases: {
           initial: 'waiting',
           states: {
-            waiting: { invoke: { src: 'timer', input: ({ context }) => ({ at: context.renewedAt + context.renewEvery }), onDone: 'renewing' } },
+            waiting: {
+              invoke: { src: 'timer', input: ({ context }) => ({ at: context.renewedAt + context.renewEvery }), onDone: 'renewing' },
+            },
             renewing: {
               invoke: {
                 src: 'renewLeases',
-                input: ({ context }) => ({ bound: holding(context).flatMap((h) => (h.writerEpoch !== null && !h.lost ? [{ heldId: h.heldId, sessionId: h.sessionId, writerEpoch: h.writerEpoch }] : [])) }),
+                input: ({ context }) => ({
+                  bound: holding(context).flatMap((h) =>
+                    h.writerEpoch !== null && !h.lost ? [{ heldId: h.heldId, sessionId: h.sessionId, writerEpoch: h.writerEpoch }] : [],
+                  ),
+                }),
                 onDone: { target: 'waiting', actions: 'spreadRenewal' },
               },
             },

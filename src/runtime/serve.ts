@@ -116,7 +116,8 @@ export function serve(deps: ServeDeps, options: ServeOptions = {}): ServeHandle 
   worker.start();
 
   const stop = (opts: { graceMs?: number } = {}): Promise<void> => {
-    if (worker.getSnapshot().status === 'active') worker.send({ type: 'STOP', ...(opts.graceMs !== undefined ? { graceMs: opts.graceMs } : {}) });
+    if (worker.getSnapshot().status === 'active')
+      worker.send({ type: 'STOP', ...(opts.graceMs !== undefined ? { graceMs: opts.graceMs } : {}) });
     return closed;
   };
   if (o.signal) {

@@ -10,7 +10,15 @@ import {
   shutdownSessionActor,
   watchSessionActor,
 } from '../actors/held-session.js';
-import { bindLeaseActor, claimSessionsActor, registerWorkerActor, releaseLeaseActor, renewLeasesActor, unregisterWorkerActor, wakeupsActor } from '../actors/worker-lease.js';
+import {
+  bindLeaseActor,
+  claimSessionsActor,
+  registerWorkerActor,
+  releaseLeaseActor,
+  renewLeasesActor,
+  unregisterWorkerActor,
+  wakeupsActor,
+} from '../actors/worker-lease.js';
 import type { WorkerServices } from '../actors/worker-services.js';
 import { heldSessionMachine } from '../machines/held-session.machine.js';
 import { workerMachine } from '../machines/worker.machine.js';

@@ -25,7 +25,20 @@ describe("the runtime inspect option shows a serving worker's machines", () => {
     const held = trace.of('heldSession').map((t) => t.states);
     expect(held).toHaveLength(2);
     for (const states of held)
-      expect(passesThrough(states, ['queued', 'opening', 'binding', 'bound.resuming', 'bound.working.draining', 'bound.working.looking', 'closing', 'releasing', 'released']), states.join(' → ')).toBe(true);
+      expect(
+        passesThrough(states, [
+          'queued',
+          'opening',
+          'binding',
+          'bound.resuming',
+          'bound.working.draining',
+          'bound.working.looking',
+          'closing',
+          'releasing',
+          'released',
+        ]),
+        states.join(' → '),
+      ).toBe(true);
     expect(trace.of('session')).toHaveLength(2);
   });
 });

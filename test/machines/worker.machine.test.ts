@@ -13,7 +13,6 @@ const settle = async () => {
 };
 
 /** A fake effect: the machine's actor types are checked by src/runtime/worker-actors.ts, not here. */
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
 const fake = (fn: (args: { input: any }) => Promise<unknown>): AnyActorLogic => fromPromise(fn) as AnyActorLogic;
 
 interface Fakes {
@@ -62,7 +61,16 @@ function start(clock: SimulatedClock, fakes: Fakes, leaseMs = 3000) {
   const events: ServeEvent[] = [];
   const actor = createActor(worker, {
     clock,
-    input: { workerId: 'w', concurrency: 2, leaseMs, pollMs: 1000, heldPollMs: 1000, idleReleaseMs: 0, shutdownGraceMs: 0, startedAt: clock.now() },
+    input: {
+      workerId: 'w',
+      concurrency: 2,
+      leaseMs,
+      pollMs: 1000,
+      heldPollMs: 1000,
+      idleReleaseMs: 0,
+      shutdownGraceMs: 0,
+      startedAt: clock.now(),
+    },
   });
   actor.on('*', (e) => events.push(e as ServeEvent));
   actor.start();

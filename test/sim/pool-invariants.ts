@@ -19,7 +19,13 @@ export interface ToolStart {
   leases: Promise<LeaseInfo[]>;
 }
 
-export async function checkPool(o: { store: EventStore & { work: WorkStore }; sessions: string[]; starts: ToolStart[]; leaseSnapshots: unknown[]; live: (workerId: string) => boolean }): Promise<string[]> {
+export async function checkPool(o: {
+  store: EventStore & { work: WorkStore };
+  sessions: string[];
+  starts: ToolStart[];
+  leaseSnapshots: unknown[];
+  live: (workerId: string) => boolean;
+}): Promise<string[]> {
   const v: string[] = [];
   const { store } = o;
   const leases = new Map((await store.work.listLeases()).map((l) => [l.sessionId, l]));
@@ -32,9 +38,13 @@ export async function checkPool(o: { store: EventStore & { work: WorkStore }; se
     const accepted = log.filter((e) => e.type === 'input/accepted' && (e.payload as { inputId?: string }).inputId === inputId).length;
     if (accepted !== 1) v.push(`${sid}: input ${inputId} accepted ${accepted} times`);
     for (let i = 1; i < log.length; i++)
-      if (log[i]!.writerEpoch < log[i - 1]!.writerEpoch) v.push(`${sid}: seq ${log[i]!.seq} appended by epoch ${log[i]!.writerEpoch} after epoch ${log[i - 1]!.writerEpoch}`);
+      if (log[i]!.writerEpoch < log[i - 1]!.writerEpoch)
+        v.push(`${sid}: seq ${log[i]!.seq} appended by epoch ${log[i]!.writerEpoch} after epoch ${log[i - 1]!.writerEpoch}`);
     const head = await store.getHead(sid);
-    if (head?.openRun || (head?.pendingInputs.length ?? 0) > 0) v.push(`${sid}: starved — its run ${head?.openRun?.runId ?? inputId} never settled (${head?.pendingInputs.length ?? 0} inputs pending)`);
+    if (head?.openRun || (head?.pendingInputs.length ?? 0) > 0)
+      v.push(
+        `${sid}: starved — its run ${head?.openRun?.runId ?? inputId} never settled (${head?.pendingInputs.length ?? 0} inputs pending)`,
+      );
     if (!log.some((e) => e.type === 'run/end')) v.push(`${sid}: no run ended`);
     const lease = leases.get(sid);
     if (lease?.workerId && !o.live(lease.workerId)) v.push(`${sid}: still leased by crashed worker ${lease.workerId}, never taken over`);
@@ -45,8 +55,11 @@ export async function checkPool(o: { store: EventStore & { work: WorkStore }; se
     byCall.set(k, [...(byCall.get(k) ?? []), s]);
     const lease = (await s.leases).find((l) => l.sessionId === s.sessionId);
     if (!lease || lease.workerId !== s.workerId || lease.expired)
-      v.push(`${s.sessionId}: ${s.workerId} started ${s.key} at ${s.at} without the lease (the store: ${lease ? `${lease.workerId ?? 'nobody'}${lease.expired ? ', expired' : ''}` : 'no lease'})`);
+      v.push(
+        `${s.sessionId}: ${s.workerId} started ${s.key} at ${s.at} without the lease (the store: ${lease ? `${lease.workerId ?? 'nobody'}${lease.expired ? ', expired' : ''}` : 'no lease'})`,
+      );
   }
-  for (const [k, ss] of byCall) if (ss.length > 1) v.push(`${k}: the side effect started ${ss.length} times (${ss.map((s) => s.workerId).join(', ')})`);
+  for (const [k, ss] of byCall)
+    if (ss.length > 1) v.push(`${k}: the side effect started ${ss.length} times (${ss.map((s) => s.workerId).join(', ')})`);
   return v;
 }

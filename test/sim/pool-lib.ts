@@ -12,7 +12,12 @@ export interface PoolSeedsOutcome {
   leaseLosses: number;
 }
 
-export async function runPoolSeeds(o: { from: number; count: number; broken?: PoolBroken; stopAtFirst?: boolean }): Promise<PoolSeedsOutcome> {
+export async function runPoolSeeds(o: {
+  from: number;
+  count: number;
+  broken?: PoolBroken;
+  stopAtFirst?: boolean;
+}): Promise<PoolSeedsOutcome> {
   const out: PoolSeedsOutcome = { failures: [], pauses: 0, crashes: 0, takeovers: 0, leaseLosses: 0 };
   for (let i = 0; i < o.count; i++) {
     const r = await runPoolSeed({ seed: o.from + i, ...(o.broken ? { broken: o.broken } : {}) });
@@ -30,4 +35,8 @@ export async function runPoolSeeds(o: { from: number; count: number; broken?: Po
 
 /** A failing pool seed, its violations and the command that replays it with its trace. */
 export const explainPoolFailure = (r: PoolSeedResult, broken?: PoolBroken): string =>
-  [`pool seed ${r.seed}: ${r.violations.length} violation(s)`, ...r.violations.map((v) => `  ${v}`), `replay: npm run sim -- --pool-seed ${r.seed}${broken ? ` --broken ${broken}` : ''} --trace`].join('\n');
+  [
+    `pool seed ${r.seed}: ${r.violations.length} violation(s)`,
+    ...r.violations.map((v) => `  ${v}`),
+    `replay: npm run sim -- --pool-seed ${r.seed}${broken ? ` --broken ${broken}` : ''} --trace`,
+  ].join('\n');

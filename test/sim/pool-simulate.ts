@@ -36,7 +36,14 @@ export type PoolBroken = 'renew-from-answer';
 const renewFromAnswer = (s: WorkerServices): WorkerActorOverrides => ({
   renewLeases: promiseActor<RenewOutput, { bound: BoundLease[] }>(async ({ input }) => {
     await s.work.heartbeat(s.registration, s.options.leaseMs);
-    const kept = input.bound.length === 0 ? [] : await s.work.renew(s.workerId, input.bound.map((b) => ({ sessionId: b.sessionId, writerEpoch: b.writerEpoch })), s.options.leaseMs);
+    const kept =
+      input.bound.length === 0
+        ? []
+        : await s.work.renew(
+            s.workerId,
+            input.bound.map((b) => ({ sessionId: b.sessionId, writerEpoch: b.writerEpoch })),
+            s.options.leaseMs,
+          );
     return { ok: true as const, sentAt: s.clock.now(), kept, bound: input.bound };
   }),
 });
@@ -56,7 +63,12 @@ const STORE_CALLS = ['attachWriter', 'append', 'getHead', 'getEventById', 'loadS
 const WORK_CALLS = ['pending', 'getEntry', 'markApplied', 'claim', 'bind', 'renew', 'release', 'heartbeat', 'removeWorker'] as const;
 
 /** One worker's view of the store: its calls wait while it is paused (forever once crashed); some wake-ups never reach it. */
-function workerStore(store: EventStore & { work: WorkStore }, gate: () => Promise<void>, latency: () => Promise<void>, dropWakeup: () => boolean): EventStore & { work: WorkStore } {
+function workerStore(
+  store: EventStore & { work: WorkStore },
+  gate: () => Promise<void>,
+  latency: () => Promise<void>,
+  dropWakeup: () => boolean,
+): EventStore & { work: WorkStore } {
   const wrap = <T extends object>(target: T, names: readonly string[]): T => {
     const out = Object.create(target) as Record<string, unknown>;
     for (const name of names) {
@@ -106,7 +118,11 @@ export async function runPoolSeed(o: { seed: number; broken?: PoolBroken }): Pro
     for (let w = 0; w < workerCount; w++) {
       const pausedUntil = { at: 0 };
       const offset = rng.int(5) * 1000; // clock skew: a constant offset, which elapsed-time deadlines do not see
-      const own: Clock = { now: () => clock.now() + offset, setTimeout: (fn, ms) => clock.setTimeout(fn, ms), clearTimeout: (id) => clock.clearTimeout(id as never) };
+      const own: Clock = {
+        now: () => clock.now() + offset,
+        setTimeout: (fn, ms) => clock.setTimeout(fn, ms),
+        clearTimeout: (id) => clock.clearTimeout(id as never),
+      };
       const gate = async () => {
         while (crashed.has(w) || clock.now() < pausedUntil.at) {
           if (crashed.has(w)) await new Promise(() => {});
@@ -138,7 +154,12 @@ export async function runPoolSeed(o: { seed: number; broken?: PoolBroken }): Pro
           return `charged ${key}`;
         },
       });
-      const runtime = createRuntime({ store: wStore, model: toolLoopModel({ steps: 3, toolsPerStep: 1, tools: ['charge'] }), tools: [charge], clock: own });
+      const runtime = createRuntime({
+        store: wStore,
+        model: toolLoopModel({ steps: 3, toolsPerStep: 1, tools: ['charge'] }),
+        tools: [charge],
+        clock: own,
+      });
       runtimes.push(runtime);
       // runtime.serve's own wiring, with the seeded bug's effect swapped in when asked for
       const inboxes = new WeakMap<object, SessionInbox>();
@@ -147,7 +168,8 @@ export async function runPoolSeed(o: { seed: number; broken?: PoolBroken }): Pro
           open: (sid, internals) => (runtime.openSession as (id: string, i: OpenInternals) => Promise<ExecutionSession>)(sid, internals),
           store: wStore,
           work: wStore.work,
-          inboxFor: (session) => inboxes.get(session) ?? inboxes.set(session, new SessionInbox(session, wStore, wStore.work, own)).get(session)!,
+          inboxFor: (session) =>
+            inboxes.get(session) ?? inboxes.set(session, new SessionInbox(session, wStore, wStore.work, own)).get(session)!,
           isKilled: () => false,
           clock: own,
           ...(o.broken === 'renew-from-answer' ? { actors: renewFromAnswer } : {}),
@@ -155,7 +177,9 @@ export async function runPoolSeed(o: { seed: number; broken?: PoolBroken }): Pro
         { workerId, concurrency: 1 + rng.int(3), leaseMs: LEASE_MS, pollMs: 50 },
       );
       handle.subscribe((e) => {
-        trace.push(`${clock.now() - 1_000_000} ${workerId} ${e.type}${'sessionId' in e && e.sessionId ? ` ${e.sessionId}` : ''}${e.type === 'lease_lost' ? ` (${e.reason})` : ''}`);
+        trace.push(
+          `${clock.now() - 1_000_000} ${workerId} ${e.type}${'sessionId' in e && e.sessionId ? ` ${e.sessionId}` : ''}${e.type === 'lease_lost' ? ` (${e.reason})` : ''}`,
+        );
         if (e.type === 'claimed' && e.expired) stats.takeovers++;
         if (e.type === 'lease_lost') stats.leaseLosses++;
       });
@@ -173,11 +197,14 @@ export async function runPoolSeed(o: { seed: number; broken?: PoolBroken }): Pro
     for (let i = 0; i < crashesAhead.n; i++) {
       const w = i;
       stats.crashes++;
-      clock.setTimeout(() => {
-        crashesAhead.n--;
-        // never the last worker standing
-        if (crashed.size < workerCount - 1) crashed.add(w);
-      }, 300 + rng.int(20) * 100);
+      clock.setTimeout(
+        () => {
+          crashesAhead.n--;
+          // never the last worker standing
+          if (crashed.size < workerCount - 1) crashed.add(w);
+        },
+        300 + rng.int(20) * 100,
+      );
     }
     for (const sid of sessions) {
       const at = rng.int(15) * 100;
