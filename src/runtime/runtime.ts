@@ -143,7 +143,7 @@ export function createRuntime(options: RuntimeOptions): Runtime {
       return waitForResult(store, sessionId, runId, options);
     },
     serve(options) {
-      return serve({ open: (sid, internals) => (runtime.openSession as (id: string, i: OpenInternals) => Promise<ExecutionSession>)(sid, internals), store, work: workOf(store, 'runtime.serve'), inboxFor, isKilled: () => killed }, options);
+      return serve({ open: (sid, internals) => (runtime.openSession as (id: string, i: OpenInternals) => Promise<ExecutionSession>)(sid, internals), store, work: workOf(store, 'runtime.serve'), inboxFor, isKilled: () => killed, clock: o.clock, ...(o.inspect ? { inspect: o.inspect } : {}) }, options);
     },
     get executionProfileFingerprint() {
       return toolSet().fingerprint;
@@ -170,7 +170,8 @@ export function createRuntime(options: RuntimeOptions): Runtime {
         },
         ...(o.ids ? { eventId: () => o.ids!.eventId() } : {}),
       });
-      if (internal?.guard) writer.guard = internal.guard;
+      const leaseGuard = internal?.guard;
+      if (leaseGuard) writer.guard = () => leaseGuard(writer.writerEpoch);
       const offered = toolSet();
       const env: SessionServices = {
         sessionId,
