@@ -292,6 +292,12 @@ class LmdbEventStore implements EventStore, LmdbStats {
     return readHead(this.heads, sessionId, this.options.path);
   }
 
+  writerEpochNow(sessionId: string): number | undefined {
+    this.assertOpen();
+    this.env.resetReadTxn(); // current, as getHead's
+    return readHead(this.heads, sessionId, this.options.path)?.writerEpoch;
+  }
+
   async getEventById(sessionId: string, eventId: string): Promise<EventRecord | undefined> {
     this.assertOpen();
     assertSessionId(sessionId, 'getEventById');
