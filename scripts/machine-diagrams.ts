@@ -9,9 +9,11 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import type { AnyStateMachine } from 'xstate';
+import { heldSessionMachine } from '../src/machines/held-session.machine.js';
 import { runMachine } from '../src/machines/run.machine.js';
 import { sessionMachine } from '../src/machines/session.machine.js';
 import { toolBatchMachine } from '../src/machines/tool-batch.machine.js';
+import { workerMachine } from '../src/machines/worker.machine.js';
 import { machineDiagram } from './state-diagram.js';
 
 /** The machines drawn in the docs, by marker name. */
@@ -19,6 +21,8 @@ export const DIAGRAMS: Record<string, AnyStateMachine> = {
   session: sessionMachine,
   run: runMachine,
   toolBatch: toolBatchMachine,
+  worker: workerMachine,
+  heldSession: heldSessionMachine,
 };
 
 export const ARCHITECTURE_MD = fileURLToPath(new URL('../docs/architecture.md', import.meta.url));

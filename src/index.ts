@@ -42,7 +42,7 @@ export { defineTool } from './tools/define-tool.js';
 export type { AnyTool, ToolContext, ToolDefinition, ToolList, ToolOptions, ToolReturn } from './tools/define-tool.js';
 export type { JsonValue } from './contracts/json.js';
 export { mcpTools, IDEMPOTENCY_META_KEY } from './tools/mcp-tools.js';
-export type { McpToolsOptions, McpReconcileCall } from './tools/mcp-tools.js';
+export type { McpToolsOptions, McpReconcileCall } from './tools/mcp-options.js';
 export type { McpClientLike, McpToolInfo, McpCallResult, McpRequestOptions, JsonSchemaValidatorLike } from './tools/mcp-client.js';
 
 export { scriptedModel } from './providers/scripted.js';

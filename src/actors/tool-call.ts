@@ -143,7 +143,8 @@ async function runToolCall(env: SessionServices, input: ToolCallInput, ac: CallA
   // one read of the head, LogWriter.checkFenced)
   let fenced: boolean;
   try {
-    fenced = await env.writer.checkFenced();
+    // (no await at all where the store reads its head synchronously: memory, LMDB)
+    fenced = env.writer.fencedNow() ?? (await env.writer.checkFenced());
   } catch (e) {
     // the writer check could not read the store: the call is not started
     return skippedOutput(call, `not run: whether another writer took over the session could not be checked (${messageOf(e)})`);

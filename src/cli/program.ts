@@ -132,7 +132,8 @@ export function buildProgram(io: CliIO, run: (code: Promise<number>) => void): C
     .addOption(dataOption())
     .addOption(postgresOption())
     .option('--json', 'one JSON object { workers, leases }')
-    .action((raw: { data?: string; postgres?: string; json?: boolean }) => {
+    .option('--all', 'also the workers gone (no heartbeat) for more than an hour')
+    .action((raw: { data?: string; postgres?: string; json?: boolean; all?: boolean }) => {
       const opts = withDatabase(raw, io.env);
       runOn(raw, opts, workersCommand(opts, io));
     });

@@ -46,6 +46,13 @@ export interface EventStore {
   loadStoredSurface?(sessionId: string): Promise<StoredSurface>;
   /** The per-session head record (O(1): never reads history), or undefined for an unknown session. */
   getHead(sessionId: string): Promise<SessionHead | undefined>;
+  /**
+   * Optional: the session's current writer epoch, read synchronously (undefined for an unknown
+   * session). A store that can answer without I/O (memory, LMDB) has it, so that a writer checks
+   * its fence with no `await` between the check and a tool's start; without it the writer reads
+   * `getHead`.
+   */
+  writerEpochNow?(sessionId: string): number | undefined;
   /** The stored event with this id, or undefined (an indexed look-up, not a scan). */
   getEventById(sessionId: string, eventId: string): Promise<EventRecord | undefined>;
   listSessions(): Promise<string[]>;

@@ -1,22 +1,19 @@
 import type { WorkStore } from './work-store.js';
-import { existsSync, mkdirSync } from 'node:fs';
 import { setImmediate as realSetImmediate } from 'node:timers';
-import { join } from 'node:path';
 import type { Database, RootDatabase } from 'lmdb';
 import type { Observable } from 'rxjs';
 import { z } from 'zod';
-import { CorruptLogError, StoreClosedError, ValidationError } from '../contracts/errors.js';
+import { StoreClosedError } from '../contracts/errors.js';
 import type { EventDraft, EventRecord } from '../contracts/events.js';
 import { parseInput } from '../contracts/validate.js';
 import { applyAppend, applyAttach } from './append-core.js';
 import { findEvent, MAX_ID_KEY_BYTES, prepareDrafts, type PreparedDraft } from './codec.js';
-import { inspectDataFile } from './data-file.js';
 import type { AttachResult, EventStore, ReadRange } from './event-store.js';
 import { SessionHead } from './head.js';
-import { Journal, type JournalState } from './journal.js';
-import { currentBootId, openDbs, readState, recover, writeState, type LogDbs } from './journal-recovery.js';
-import { DIR_MODE, ownerOnly } from './journal-files.js';
+import type { Journal, JournalState } from './journal.js';
+import { readState, writeState, type LogDbs } from './journal-recovery.js';
 import { guarded, storeFailure } from './lmdb-errors.js';
+import { journaledPathError, openLmdbStore } from './lmdb-open.js';
 import { decodeStored, LmdbTxn, readHead, readStoredRange, surfaceDecoder, type StoredDecoder } from './lmdb-txn.js';
 import { LiveAppends } from './live.js';
 import { chunksOf, epochTypeOf, SurfaceChunker, surfaceChunks } from './surface-chunks.js';
@@ -76,29 +73,6 @@ interface Op {
   publish?: EventRecord[];
 }
 
-const journaledPathError = (path: string) =>
-  new ValidationError('lmdbStore', [
-    { path: ['durability'], message: `${path} has a journal (it was opened with durability 'flushed'); open it with 'flushed'` },
-  ]);
-
-/**
- * Opens the environment and its databases. Opening races another process that is growing
- * the same file can fail inside lmdb-js with MDB's "No transaction to renew" (seen under heavy
- * load in test/persistence/lmdb-multiprocess.test.ts); that open is retried a few times.
- */
-function openEnv(path: string): LogDbs {
-  for (let attempt = 1; ; attempt++) {
-    let dbs: LogDbs | undefined;
-    try {
-      // Never flushed by LMDB: in 'flushed' mode the journal is what a commit flushes.
-      return (dbs = openDbs(path));
-    } catch (e) {
-      void dbs?.env.close();
-      if (attempt >= 5 || !/No transaction to renew/.test(String((e as Error)?.message))) throw e;
-    }
-  }
-}
-
 class LmdbEventStore implements EventStore, LmdbStats {
   readonly stats = { commits: 0, flushes: 0, appends: 0, flushMicros: 0 };
   private readonly env: RootDatabase;
@@ -117,35 +91,9 @@ class LmdbEventStore implements EventStore, LmdbStats {
   readonly work: KvWorkStore;
 
   constructor(private readonly options: z.output<typeof LmdbStoreOptions>) {
-    mkdirSync(options.path, { recursive: true, mode: DIR_MODE });
-    // LMDB itself never flushes (noSync). In 'flushed' mode each write transaction ends by
-    // writing its journal frame and fdatasync-ing it, still inside transactionSync, so the frame
-    // is on disk before LMDB commits and before any append of the group resolves; recover()
-    // first rebuilds the LMDB file from the journal if the machine restarted since it was written.
-    if (options.durability === 'flushed') {
-      this.journal = new Journal(join(options.path, 'journal'));
-      recover(options.path, this.journal, options.bootId ?? currentBootId());
-    } else {
-      // Commits made without the journal would be missing from a rebuild: a journaled store
-      // refuses them (a store without a journal is adopted by its first 'flushed' open instead).
-      if (existsSync(join(options.path, 'journal'))) throw journaledPathError(options.path);
-      const data = inspectDataFile(options.path);
-      if (data.state === 'damaged') throw new CorruptLogError('(store)', 0, `${options.path}/${data.reason}, and a store without a journal cannot be rebuilt`);
-      this.journal = null;
-    }
-    this.dbs = openEnv(options.path);
-    ownerOnly(options.path);
-    // the journal's segments must reach the end this file recorded: a segment removed or cut
-    // short is named now, while the LMDB file still has everything (`actorloop repair` rebuilds
-    // the journal from it), not after the next restart, when the rebuild would need it
-    if (this.journal) {
-      try {
-        this.journal.assertReaches(readState(this.dbs, options.path));
-      } catch (e) {
-        void this.dbs.env.close();
-        throw e;
-      }
-    }
+    const opened = openLmdbStore(options.path, options.durability, options.bootId);
+    this.dbs = opened.dbs;
+    this.journal = opened.journal;
     this.env = this.dbs.env;
     this.events = this.dbs.events;
     this.heads = this.dbs.heads;
@@ -342,6 +290,12 @@ class LmdbEventStore implements EventStore, LmdbStats {
     // checks read it to see another process's attach).
     this.env.resetReadTxn();
     return readHead(this.heads, sessionId, this.options.path);
+  }
+
+  writerEpochNow(sessionId: string): number | undefined {
+    this.assertOpen();
+    this.env.resetReadTxn(); // current, as getHead's
+    return readHead(this.heads, sessionId, this.options.path)?.writerEpoch;
   }
 
   async getEventById(sessionId: string, eventId: string): Promise<EventRecord | undefined> {

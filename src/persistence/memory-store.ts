@@ -132,6 +132,11 @@ class MemoryEventStore implements EventStore {
     return h && structuredClone(h); // nothing stored is shared with a caller (like LMDB's fresh decode)
   }
 
+  writerEpochNow(sessionId: string): number | undefined {
+    this.assertOpen();
+    return this.sessions.get(sessionId)?.head.writerEpoch;
+  }
+
   async getEventById(sessionId: string, eventId: string): Promise<EventRecord | undefined> {
     this.assertOpen();
     assertSessionId(sessionId, 'getEventById');

@@ -22,7 +22,8 @@ import { outputSpec, withOutput } from '../actors/final-output.js';
 import { toolSets } from './tool-set.js';
 import { estimateTokens, sha256, Surface } from '../persistence/surface.js';
 import type { Message } from '../contracts/message.js';
-import { resolveTracing, SessionTracer } from './tracing.js';
+import { resolveTracing } from './tracing-options.js';
+import { SessionTracer } from './tracing.js';
 import type { InboxEntry, InboxReceipt, ServeOptions, WaitForResultOptions } from '../contracts/inbox.js';
 import type { ExecutionResult } from '../contracts/requests.js';
 import { SessionInbox } from './inbox.js';
@@ -146,7 +147,7 @@ export function createRuntime(options: RuntimeOptions): Runtime {
       return waitForResult(store, sessionId, runId, options);
     },
     serve(options) {
-      return serve({ open: (sid, internals) => (runtime.openSession as (id: string, i: OpenInternals) => Promise<ExecutionSession>)(sid, internals), store, work: workOf(store, 'runtime.serve'), inboxFor, isKilled: () => killed }, options);
+      return serve({ open: (sid, internals) => (runtime.openSession as (id: string, i: OpenInternals) => Promise<ExecutionSession>)(sid, internals), store, work: workOf(store, 'runtime.serve'), inboxFor, isKilled: () => killed, clock: o.clock, ...(o.inspect ? { inspect: o.inspect } : {}) }, options);
     },
     get executionProfileFingerprint() {
       return withOutput(toolSet().fingerprint, defaultOutput);
@@ -173,7 +174,8 @@ export function createRuntime(options: RuntimeOptions): Runtime {
         },
         ...(o.ids ? { eventId: () => o.ids!.eventId() } : {}),
       });
-      if (internal?.guard) writer.guard = internal.guard;
+      const leaseGuard = internal?.guard;
+      if (leaseGuard) writer.guard = () => leaseGuard(writer.writerEpoch);
       const offered = toolSet();
       const env: SessionServices = {
         sessionId,

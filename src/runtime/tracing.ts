@@ -1,69 +1,16 @@
-import { createRequire } from 'node:module';
-import { z } from 'zod';
 import type { Clock } from '../contracts/clock.js';
 import type { ExecutionResult } from '../contracts/requests.js';
 import type { ModelProvider } from '../contracts/model.js';
-import type { Attributes, RunTracer, SpanContextLike, SpanLike, TraceIds, TracerLike, TracerProviderLike } from '../contracts/tracing.js';
-import { parseInput } from '../contracts/validate.js';
+import type { Attributes, RunTracer, SpanContextLike, SpanLike, TraceIds } from '../contracts/tracing.js';
 import type { EventStore } from '../persistence/event-store.js';
 import type { Envelope } from '../streams/envelopes.js';
 import type { AnyTool } from '../tools/define-tool.js';
+import { traceModelCalls } from './model-spans.js';
 import { endToolSpan, toolSpanAttributes } from './tool-spans.js';
-
-/** The part of `@opentelemetry/api` the tracer uses. */
-interface OtelApi {
-  trace: { getTracer(name: string, version?: string): TracerLike; setSpan(context: unknown, span: SpanLike): unknown };
-  context: { active(): unknown; with<T>(context: unknown, fn: () => T): T };
-}
-
-/** The `tracing` runtime option. */
-export const TracingOptions = z.union([
-  z.literal(false),
-  z.strictObject({
-    /** Spans go to this provider's tracer (default: the globally registered one). */
-    tracerProvider: z.custom<TracerProviderLike>((v) => typeof (v as TracerProviderLike | undefined)?.getTracer === 'function', 'a TracerProvider').optional(),
-    /** Or to this tracer. */
-    tracer: z.custom<TracerLike>((v) => typeof (v as TracerLike | undefined)?.startSpan === 'function', 'a Tracer').optional(),
-    /** Put prompts, model output, tool arguments and results in spans (default false). */
-    recordContent: z.boolean().default(false),
-  }),
-]);
-export type TracingOptions = z.input<typeof TracingOptions>;
+import type { Tracing } from './tracing-options.js';
 
 const STATUS_ERROR = 2;
 const KIND_INTERNAL = 0;
-const KIND_CLIENT = 2;
-
-let api: OtelApi | null | undefined;
-/** `@opentelemetry/api`, loaded (synchronously) the first time tracing is asked for; null when absent. */
-function loadApi(): OtelApi | null {
-  if (api !== undefined) return api;
-  try {
-    api = createRequire(import.meta.url)('@opentelemetry/api') as OtelApi;
-  } catch {
-    api = null;
-  }
-  return api;
-}
-
-/** What the runtime traces with, or undefined (tracing off: the option is false, or no API is installed and none was asked for). */
-export interface Tracing {
-  tracer: TracerLike;
-  api: OtelApi;
-  recordContent: boolean;
-}
-
-export function resolveTracing(option: unknown): Tracing | undefined {
-  const o = parseInput(TracingOptions.optional(), option, 'createRuntime: tracing');
-  if (o === false) return undefined;
-  const otel = loadApi();
-  if (!otel) {
-    if (o === undefined) return undefined;
-    return parseInput(z.never(), undefined, 'createRuntime: tracing (needs the optional peer dependency @opentelemetry/api: npm install @opentelemetry/api)');
-  }
-  const tracer = o?.tracer ?? o?.tracerProvider?.getTracer('actorloop') ?? otel.trace.getTracer('actorloop');
-  return { tracer, api: otel, recordContent: o?.recordContent ?? false };
-}
 
 interface AttemptSpans {
   span: SpanLike;
@@ -85,8 +32,6 @@ function stepEnded(span: SpanLike, logSeq: number | undefined, usage: { inputTok
   if (logSeq !== undefined) span.setAttribute('actorloop.step_end.seq', logSeq);
   if (usage) span.setAttributes({ 'gen_ai.usage.input_tokens': usage.inputTokens, 'gen_ai.usage.output_tokens': usage.outputTokens });
 }
-
-const errorMessage = (e: unknown): string => (e instanceof Error ? e.message : String(e));
 
 /**
  * One session's spans (DESIGN §6 envelopes → OpenTelemetry): an attempt span opened by the
@@ -336,68 +281,6 @@ export class SessionTracer implements RunTracer {
 
   /** The model wrapped: one span per call (each provider attempt, retries included). */
   traceModel(model: ModelProvider): ModelProvider {
-    const self = this;
-    return {
-      modelId: model.modelId,
-      ...(model.providerName !== undefined ? { providerName: model.providerName } : {}),
-      ...(model.structuredOutput !== undefined ? { structuredOutput: model.structuredOutput } : {}),
-      async call(request, onEvent) {
-        const a = self.attempt;
-        if (!a) return model.call(request, onEvent);
-        let span: SpanLike | undefined;
-        try {
-          a.modelCalls++;
-          span = self.t.tracer.startSpan(
-            `chat ${model.modelId}`,
-            {
-              kind: KIND_CLIENT,
-              startTime: self.clock.now(),
-              attributes: {
-                ...a.base,
-                'gen_ai.operation.name': 'chat',
-                'gen_ai.request.model': model.modelId,
-                // Required by the GenAI conventions; a provider that does not say gets none (never a guess)
-                ...(model.providerName !== undefined ? { 'gen_ai.provider.name': model.providerName } : {}),
-                'actorloop.model_call.attempt': a.modelCalls,
-                'actorloop.log.seq': self.lastSeq(),
-                ...(a.step ? { 'actorloop.step': a.step.n } : {}),
-                ...(request.maxOutputTokens !== undefined ? { 'gen_ai.request.max_tokens': request.maxOutputTokens } : {}),
-                ...(self.t.recordContent ? { 'gen_ai.input.messages': JSON.stringify(request.messages) } : {}),
-              },
-            },
-            a.step?.ctx ?? a.ctx,
-          );
-        } catch {
-          span = undefined;
-        }
-        if (!span) return model.call(request, onEvent);
-        const s = span;
-        try {
-          const res = await self.t.api.context.with(self.t.api.trace.setSpan(a.step?.ctx ?? a.ctx, s), () => model.call(request, onEvent));
-          try {
-            s.setAttributes({
-              'gen_ai.response.finish_reasons': [res.finishReason],
-              ...(res.usage ? { 'gen_ai.usage.input_tokens': res.usage.inputTokens, 'gen_ai.usage.output_tokens': res.usage.outputTokens } : {}),
-              ...(self.t.recordContent ? { 'gen_ai.output.messages': JSON.stringify([res.message]) } : {}),
-            });
-            s.end(self.clock.now());
-          } catch {
-            // tracing never changes the call
-          }
-          return res;
-        } catch (e) {
-          try {
-            const code = (e as { providerCode?: unknown; name?: unknown } | undefined)?.providerCode ?? (e as { name?: unknown } | undefined)?.name;
-            s.setAttribute('error.type', typeof code === 'string' && code ? code : 'error');
-            s.recordException(e instanceof Error ? e : { name: 'Error', message: errorMessage(e) });
-            s.setStatus({ code: STATUS_ERROR, message: errorMessage(e) });
-            s.end(self.clock.now());
-          } catch {
-            // tracing never changes the call
-          }
-          throw e;
-        }
-      },
-    };
+    return traceModelCalls(this.t, this.clock, this.lastSeq, () => this.attempt, model);
   }
 }

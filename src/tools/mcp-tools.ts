@@ -2,86 +2,14 @@ import { z } from 'zod';
 import { ValidationError } from '../contracts/errors.js';
 import type { ToolOutcomeInput } from '../contracts/tools.js';
 import { parseInput } from '../contracts/validate.js';
-import { timerMs } from '../contracts/config.js';
 import type { AnyTool, ToolContext, ToolDefinition, ToolList } from './define-tool.js';
 import { classifyFailure, type JsonSchemaValidatorLike, type McpCallResult, type McpClientLike, type McpToolInfo } from './mcp-client.js';
 import { McpConnection, type Link } from './mcp-connection.js';
+import { McpOptions, type McpToolsOptions, type ResolvedMcpOptions } from './mcp-options.js';
 import type { Listing } from './mcp-list.js';
 
 /** The `_meta` key that carries a call's idempotency key to the server. */
 export const IDEMPOTENCY_META_KEY = 'actorloop/idempotencyKey';
-
-/** What `reconcile` is told about a call whose outcome is unknown. */
-export interface McpReconcileCall {
-  /** The server's name of the tool (without `prefix`). */
-  tool: string;
-  arguments: Record<string, unknown>;
-  idempotencyKey: string;
-  /** A live client to ask the server with, when one could be had. */
-  client?: McpClientLike;
-}
-
-export interface McpToolsOptions {
-  /** Tool names (the server's) that may run in parallel; every other tool is exclusive. */
-  parallel?: string[];
-  /** Also run in parallel the tools the server marks `readOnlyHint: true` (default false: a server is not trusted to say so). */
-  trustAnnotations?: boolean;
-  /** Only these tools (the server's names); default every tool the server lists. */
-  include?: string[];
-  /** Put before every tool name the model sees (`github_`), to keep the names of several servers apart. */
-  prefix?: string;
-  /** Aborts a call after this long (the runtime's tool timeout). */
-  timeoutMs?: number;
-  /**
-   * Resource keys each call of a tool locks (by the server's tool name), as `defineTool`'s
-   * `resources`: an object's own entries, or a Map (e.g. for a tool named `__proto__`, which an
-   * object literal cannot hold as an entry).
-   */
-  resources?: Record<string, string[]> | ReadonlyMap<string, readonly string[]>;
-  /** Tool names (the server's) that need approval before they run. */
-  needsApproval?: string[];
-  /**
-   * Contract: called for an exclusive call whose outcome is unknown — the connection dropped
-   * while it ran, or the process stopped before its result was recorded (recovery). Returns the
-   * outcome when it can tell (e.g. by asking the server about `idempotencyKey`), or undefined; a
-   * throw counts as undefined. The call is never sent again. With this option each tool has a
-   * `reconcile` (recovery asks it); without it, such a call is `uncertain-hanging`.
-   */
-  reconcile?(call: McpReconcileCall, ctx: ToolContext): Promise<ToolOutcomeInput | undefined> | ToolOutcomeInput | undefined;
-  /** A JSON Schema validator (the SDK's `jsonSchemaValidator` shape); default the SDK's Ajv one. */
-  validator?: JsonSchemaValidatorLike;
-  /**
-   * Contract: called when a tool list read after the first (the server announced a change, or the
-   * adapter reconnected) is refused — a ValidationError naming each bad tool: until a good list
-   * comes, attempts that start are offered none of this server's tools — or when a list the server
-   * announced cannot be read (the tools stay as they were). Never for the first list (`mcpTools`
-   * throws that). May throw: the throw is ignored.
-   */
-  onListError?(error: Error): void;
-}
-
-const Options = z.strictObject({
-  parallel: z.array(z.string()).default([]),
-  trustAnnotations: z.boolean().default(false),
-  include: z.array(z.string()).optional(),
-  prefix: z.string().default(''),
-  timeoutMs: timerMs.positive().optional(),
-  // a Map, so a tool named `constructor` or `__proto__` finds its own entry, never Object's
-  resources: z
-    .preprocess(ownEntries, z.map(z.string(), z.array(z.string()), { error: 'an object or a Map: tool name → resource keys' }))
-    .optional(),
-  needsApproval: z.array(z.string()).default([]),
-  reconcile: z.custom<NonNullable<McpToolsOptions['reconcile']>>((v) => typeof v === 'function', 'a function').optional(),
-  validator: z.custom<JsonSchemaValidatorLike>((v) => typeof (v as JsonSchemaValidatorLike | undefined)?.getValidator === 'function', 'a validator: { getValidator(schema) }').optional(),
-  onListError: z.custom<NonNullable<McpToolsOptions['onListError']>>((v) => typeof v === 'function', 'a function').optional(),
-});
-
-/** A plain object's own entries as a Map (a Map as it is; anything else left for the schema to refuse). */
-function ownEntries(v: unknown): unknown {
-  if (typeof v !== 'object' || v === null || v instanceof Map) return v;
-  const proto = Object.getPrototypeOf(v) as unknown;
-  return proto === Object.prototype || proto === null ? new Map(Object.entries(v)) : v;
-}
 
 const isClient = (v: unknown): v is McpClientLike =>
   typeof v === 'object' && v !== null && (['listTools', 'callTool', 'close'] as const).every((m) => typeof (v as Record<string, unknown>)[m] === 'function');
@@ -115,7 +43,7 @@ export async function mcpTools(client: McpClientLike | (() => Promise<McpClientL
   if (typeof client !== 'function' && !isClient(client)) {
     parseInput(z.never(), client, 'mcpTools: client (a connected MCP Client, or a function that connects one)');
   }
-  const o = parseInput(Options, options, 'mcpTools');
+  const o = parseInput(McpOptions, options, 'mcpTools');
   const validator = o.validator ?? (await defaultValidator());
   const conn = new McpConnection(client);
   await conn.get();
@@ -154,7 +82,7 @@ class McpToolList implements ToolList {
   constructor(
     private readonly conn: McpConnection,
     private readonly validator: JsonSchemaValidatorLike,
-    private readonly o: Resolved,
+    private readonly o: ResolvedMcpOptions,
   ) {}
 
   tools(): readonly AnyTool[] {
@@ -233,9 +161,7 @@ async function defaultValidator(): Promise<JsonSchemaValidatorLike> {
   return new mod.AjvJsonSchemaValidator();
 }
 
-type Resolved = z.output<typeof Options>;
-
-function toolFor(info: McpToolInfo, name: string, validate: Validate, conn: McpConnection, o: Resolved, list: ToolList): AnyTool {
+function toolFor(info: McpToolInfo, name: string, validate: Validate, conn: McpConnection, o: ResolvedMcpOptions, list: ToolList): AnyTool {
   const parallel = o.parallel.includes(info.name) || (o.trustAnnotations && info.annotations?.readOnlyHint === true);
   const schema = { ...info.inputSchema };
   delete schema.$schema;
@@ -285,7 +211,7 @@ async function callTool(
   parallel: boolean,
   args: Record<string, unknown>,
   ctx: ToolContext,
-  o: Resolved,
+  o: ResolvedMcpOptions,
   reconcile: (args: Record<string, unknown>, ctx: ToolContext) => Promise<ToolOutcomeInput | undefined>,
 ): Promise<ToolOutcomeInput> {
   // a request not sent (or refused unprocessed: a session the server no longer knows) is sent

@@ -19,7 +19,7 @@ function fakeEnv(checkFenced: () => Promise<boolean>, execute: (args: unknown, c
   return {
     sessionId: 's1',
     tools: new Map([['pay', tool]]),
-    writer: { checkFenced, mayAct: () => true },
+    writer: { checkFenced, fencedNow: () => undefined, mayAct: () => true },
     clock: systemClock,
     config: { cancelGraceMs: 50 },
     emit: () => {},
@@ -55,9 +55,11 @@ describe('toolCallActor lease', () => {
   it('an exclusive call whose lease runs out while its fence is read never starts its tool', async () => {
     const base = memoryStore();
     let leaseLost = false;
-    // the head read returns after the lease ran out (a worker paused right after the read)
+    // the head read returns after the lease ran out (a worker paused right after the read); the
+    // wrapper has no synchronous epoch read, so the writer reads the head
     const store = new Proxy(base, {
-      get: (t, p) => (p === 'getHead' ? async (id: string) => { const h = await t.getHead(id); leaseLost = true; return h; } : Reflect.get(t, p)),
+      get: (t, p) =>
+        p === 'getHead' ? async (id: string) => { const h = await t.getHead(id); leaseLost = true; return h; } : p === 'writerEpochNow' ? undefined : Reflect.get(t, p),
     }) as EventStore;
     const attach = await base.attachWriter('s1');
     const writer = new LogWriter(store, 's1', attach.writerEpoch, attach.lastSeq + 1, new SessionProjection());

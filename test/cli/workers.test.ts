@@ -1,4 +1,4 @@
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { CommandIO } from '../../src/cli/commands.js';
 import { workersCommand } from '../../src/cli/workers.js';
 import { lmdbStore } from '../../src/persistence/lmdb-store.js';
@@ -42,5 +42,36 @@ describe('actorloop workers', () => {
     const parsed = JSON.parse(json.out.text) as { workers: { workerId: string; live: boolean }[]; leases: { sessionId: string; workerId: string | null }[] };
     expect(parsed.workers).toMatchObject([{ workerId: 'w-1', live: true }]);
     expect(parsed.leases.map((l) => [l.sessionId, l.workerId])).toEqual([['held', 'w-1'], ['waiting', null]]);
+  });
+
+  it('hides workers gone for more than an hour unless --all', async () => {
+    const dir = tempDir();
+    cleanups.push(() => dir.cleanup());
+    const store = lmdbStore({ path: dir.path });
+    const w = store.work!;
+    vi.useFakeTimers({ toFake: ['Date'] });
+    try {
+      vi.setSystemTime(Date.now() - 2 * 60 * 60 * 1000);
+      await w.heartbeat({ workerId: 'w-old', host: 'box', pid: 1, concurrency: 8 }, 15_000);
+      vi.setSystemTime(Date.now() + 2 * 60 * 60 * 1000 - 60_000);
+      await w.heartbeat({ workerId: 'w-recent', host: 'box', pid: 2, concurrency: 8 }, 15_000);
+    } finally {
+      vi.useRealTimers();
+    }
+    await w.heartbeat({ workerId: 'w-live', host: 'box', pid: 3, concurrency: 8 }, 60_000);
+    await store.close();
+
+    const io = capture();
+    expect(await workersCommand({ data: dir.path }, io)).toBe(0);
+    expect(io.out.text).toMatch(/w-live\s+live/);
+    expect(io.out.text).toMatch(/w-recent\s+gone/);
+    expect(io.out.text).not.toContain('w-old');
+    expect(io.out.text).toContain('1 worker gone for more than an hour not shown');
+    const all = capture();
+    expect(await workersCommand({ data: dir.path, all: true }, all)).toBe(0);
+    expect(all.out.text).toMatch(/w-old\s+gone/);
+    const json = capture();
+    expect(await workersCommand({ data: dir.path, json: true }, json)).toBe(0);
+    expect((JSON.parse(json.out.text) as { workers: { workerId: string }[] }).workers.map((x) => x.workerId)).toEqual(['w-live', 'w-recent']);
   });
 });

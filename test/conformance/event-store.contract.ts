@@ -55,6 +55,16 @@ export function eventStoreContract(name: string, make: () => Promise<ContractSto
       expect(await store.attachWriter('s')).toEqual({ writerEpoch: 3, lastSeq: 2, lastTurn: 3 });
     });
 
+    it('writerEpochNow, where the store has it, is the head\'s writer epoch at once (another attach included)', async () => {
+      if (!store.writerEpochNow) return; // optional: a store without it is read through getHead
+      expect(store.writerEpochNow('none')).toBeUndefined();
+      await store.attachWriter('s');
+      expect(store.writerEpochNow('s')).toBe(1);
+      await store.attachWriter('s');
+      expect(store.writerEpochNow('s')).toBe((await store.getHead('s'))!.writerEpoch);
+      expect(store.writerEpochNow('s')).toBe(2);
+    });
+
     it('assigns contiguous seqs from 1 and stores every field', async () => {
       const { writerEpoch } = await store.attachWriter('s');
       const a = await store.append('s', writerEpoch, 1, [userMsg('a'), stepStart()]);

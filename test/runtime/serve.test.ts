@@ -141,6 +141,31 @@ describe('runtime.serve', () => {
     await handle.stop();
   });
 
+  it('a lease lost while the session opens reports the writer epoch that session attached with', async () => {
+    const inner = memoryStore();
+    let stalls = 1;
+    // the first attach takes longer than the lease: the worker's own clock gives the lease up
+    // before the session's first commit (its session/attached record)
+    const store: EventStore = Object.assign(Object.create(Object.getPrototypeOf(inner)), inner, {
+      attachWriter: async (...a: Parameters<typeof inner.attachWriter>) => {
+        const attached = await inner.attachWriter(...a);
+        if (stalls-- > 0) await sleep(400);
+        return attached;
+      },
+    });
+    const runtime = make(store, [], 10);
+    const handle = runtime.serve({ concurrency: 1, leaseMs: 150, pollMs: 20 });
+    const events: ServeEvent[] = [];
+    handle.subscribe((e) => events.push(e));
+    await runtime.submit('s', { kind: 'input', inputId: 'r', mode: 'follow_up', message: 'go' });
+    await until(() => events.some((e) => e.type === 'error' && e.sessionId === 's'));
+    const failed = events.find((e) => e.type === 'error' && e.sessionId === 's');
+    expect(failed).toMatchObject({ message: expect.stringContaining('lease (writer epoch 1) is lost') });
+    expect(events.find((e) => e.type === 'lease_lost')).toMatchObject({ sessionId: 's' });
+    expect((await runtime.waitForResult('s', 'r', { signal: AbortSignal.timeout(10_000), pollMs: 20 })).status).toBe('succeeded');
+    await handle.stop();
+  });
+
   it('the kill switch cancels every session the worker holds and it claims no more while set', async () => {
     const store = memoryStore();
     const started: string[] = [];

@@ -1,6 +1,9 @@
 /**
- * `npm run sim -- --seeds N [--from S] [--broken V]`: runs seeds S … S+N−1 and
- * prints, as its last line, `N seeds, V violations` (exit 1 when V > 0).
+ * `npm run sim -- --seeds N [--from S] [--pool-seeds P] [--broken V]`: runs agent seeds S … S+N−1,
+ * then worker-pool seeds S … S+P−1 (P = N/100 by default; a pool seed is ~9 s of simulated
+ * serving), and prints, as its last line, `N+P seeds, V violations` (exit 1 when V > 0).
+ * `--broken renew-from-answer` runs the pool family alone, with its bug (pool-simulate.ts);
+ * `--pool-seed S [--trace]` replays one pool seed.
  * `npm run sim -- --seed S [--prefix K] [--trace]`: replays one seed exactly (the first K choices
  * of its schedule only, benign after), printing its violations and, with --trace, its event trace.
  * `--broken V` runs a deliberately broken variant, to see an invariant catch it: reexecute,
@@ -9,6 +12,8 @@
 import { parseArgs } from 'node:util';
 import { explainFailure, runSeeds } from './sim-lib.js';
 import { runSeed, type Broken } from './simulate.js';
+import { explainPoolFailure, runPoolSeeds } from './pool-lib.js';
+import { runPoolSeed, type PoolBroken } from './pool-simulate.js';
 
 const { values } = parseArgs({
   options: {
@@ -18,11 +23,21 @@ const { values } = parseArgs({
     prefix: { type: 'string' },
     broken: { type: 'string' },
     trace: { type: 'boolean' },
+    'pool-seeds': { type: 'string' },
+    'pool-seed': { type: 'string' },
   },
 });
-const broken = values.broken as Broken | undefined;
+// the worker-pool family's seeded bug (pool-simulate.ts) runs the pool family alone
+const poolBroken = values.broken === 'renew-from-answer' ? (values.broken as PoolBroken) : undefined;
+const broken = poolBroken ? undefined : (values.broken as Broken | undefined);
 
-if (values.seed !== undefined) {
+if (values['pool-seed'] !== undefined) {
+  const r = await runPoolSeed({ seed: Number(values['pool-seed']), ...(poolBroken ? { broken: poolBroken } : {}) });
+  if (values.trace || r.violations.length > 0) for (const l of r.trace) console.log(l);
+  for (const l of r.violations) console.log(`VIOLATION ${l}`);
+  console.log(`1 seeds, ${r.violations.length > 0 ? 1 : 0} violations`);
+  process.exitCode = r.violations.length > 0 ? 1 : 0;
+} else if (values.seed !== undefined) {
   const seed = Number(values.seed);
   const r = await runSeed({ seed, ...(values.prefix !== undefined ? { prefix: Number(values.prefix) } : {}), ...(broken ? { broken } : {}) });
   if (values.trace || r.violations.length > 0) for (const l of r.trace) console.log(l);
@@ -33,11 +48,20 @@ if (values.seed !== undefined) {
   const n = Number(values.seeds ?? 1000);
   const from = Number(values.from ?? 1);
   const t0 = performance.now();
-  const out = await runSeeds({ from, count: n, ...(broken ? { broken } : {}), onProgress: (done) => done % 5000 === 0 && console.error(`[sim] ${done} seeds, ${Math.round((performance.now() - t0) / 1000)} s`) });
+  const agents = poolBroken ? 0 : n;
+  const out = await runSeeds({ from, count: agents, ...(broken ? { broken } : {}), onProgress: (done) => done % 5000 === 0 && console.error(`[sim] ${done} seeds, ${Math.round((performance.now() - t0) / 1000)} s`) });
   for (const f of out.failures.slice(0, 3)) console.log(await explainFailure(f.seed, broken));
   if (out.failures.length > 0) console.log(`[sim] failing seeds: ${out.failures.map((f) => f.seed).join(' ')}`);
   console.log(`[sim] seeds ${from}..${from + n - 1} in ${Math.round(performance.now() - t0)} ms; ${out.events} events, ${out.crashes} crashes, ${out.takeovers} takeovers`);
   console.log(`[sim] exercised: ${Object.entries(out.exercised).map(([k, v]) => `${k} ${v}`).join(', ')}`);
-  console.log(`${n} seeds, ${out.failures.length} violations`);
-  process.exitCode = out.failures.length > 0 ? 1 : 0;
+  // the worker-pool family: each seed runs ~9 s of simulated time, so a run takes one pool seed per 100 agent seeds unless told
+  const poolN = Number(values['pool-seeds'] ?? (poolBroken ? n : Math.max(1, Math.ceil(n / 100))));
+  const t1 = performance.now();
+  const pool = broken ? { failures: [], pauses: 0, crashes: 0, takeovers: 0, leaseLosses: 0 } : await runPoolSeeds({ from, count: poolN, ...(poolBroken ? { broken: poolBroken } : {}) });
+  for (const f of pool.failures.slice(0, 3)) console.log(explainPoolFailure(f, poolBroken));
+  if (!broken) console.log(`[sim] worker pools: seeds ${from}..${from + poolN - 1} in ${Math.round(performance.now() - t1)} ms; ${pool.pauses} pauses, ${pool.crashes} crashes, ${pool.takeovers} takeovers, ${pool.leaseLosses} leases lost`);
+  const seeds = agents + (broken ? 0 : poolN);
+  const violations = out.failures.length + pool.failures.length;
+  console.log(`${seeds} seeds, ${violations} violations`);
+  process.exitCode = violations > 0 ? 1 : 0;
 }

@@ -1,0 +1,148 @@
+import { fromCallback, toPromise, type AnyActorRef } from 'xstate';
+import { settledWithin } from '../contracts/clock.js';
+import { isStaleWriterError, isStoreClosedError } from '../contracts/errors.js';
+import { LeaseLostError, type InboxEntry, type InboxOutcome, type StoredInboxEntry } from '../contracts/inbox.js';
+import { promiseActor } from './promise-actor.js';
+import { isBusy, messageOf, type WorkerServices } from './worker-services.js';
+
+/** The part of a held session's actor the lease guard reads and tells (held-session.machine.ts). */
+export interface LeaseHolder {
+  getSnapshot(): { context: { lost?: string | undefined; deadline: number } };
+  send(event: { type: 'LEASE_EXPIRED'; at: number }): void;
+}
+
+/** Why a lease counts as lost by the worker's own clock. */
+export const expiredReason = (leaseMs: number) => `not renewed within ${leaseMs} ms by this worker's clock`;
+
+/** Resolves once the incarnation before this one (a session claimed again after its lease expired) has ended. */
+export const previousEndedActor = promiseActor<void, { previous?: AnyActorRef }>(async ({ input }) => {
+  if (input.previous) await toPromise(input.previous).catch(() => undefined);
+});
+
+/**
+ * Opens a claimed session with the lease guard on its log writer: checked before every commit
+ * and exclusive tool, it fences the writer once the lease is lost or past its deadline on the
+ * worker's clock (and tells the held session so).
+ */
+export const openHeldSessionActor = (s: WorkerServices) =>
+  promiseActor<{ writerEpoch: number }, { heldId: number; sessionId: string; holder: AnyActorRef }>(async ({ input }) => {
+    const { sessionId } = input;
+    const holder = input.holder as LeaseHolder;
+    const guard = (writerEpoch: number): unknown => {
+      const lease = holder.getSnapshot().context;
+      if (lease.lost !== undefined) return new LeaseLostError(sessionId, writerEpoch, lease.lost);
+      const now = s.clock.now();
+      if (now <= lease.deadline) return undefined;
+      holder.send({ type: 'LEASE_EXPIRED', at: now });
+      return new LeaseLostError(sessionId, writerEpoch, expiredReason(s.options.leaseMs));
+    };
+    const session = await s.open(sessionId, { guard });
+    s.sessions.set(input.heldId, session);
+    return { writerEpoch: session.recovery.writerEpoch };
+  });
+
+/** A run its worker left (died, lease expired, detached at shutdown) is continued as attempt `resume-e<epoch>`; its failure comes back as `RUN_FAILED`. */
+export const resumeRunActor = (s: WorkerServices) =>
+  promiseActor<{ runId: string; attemptId: string } | null, { heldId: number; sessionId: string; writerEpoch: number; held: AnyActorRef }>(
+    async ({ input }) => {
+      const session = s.sessions.get(input.heldId);
+      if (!session || session.snapshot().status !== 'detached' || s.isKilled()) return null;
+      const runId = (await s.store.getHead(input.sessionId))?.openRun?.runId;
+      if (!runId) return null;
+      const attemptId = `resume-e${input.writerEpoch}`;
+      session
+        .execute({ kind: 'continue', runId, attemptId })
+        .catch((e) => input.held.send({ type: 'RUN_FAILED', message: `continuing run ${runId} failed: ${messageOf(e)}` }));
+      return { runId, attemptId };
+    },
+  );
+
+/** What applying the inbox came to. */
+export type DrainOutput = { outcome: 'drained' | 'fenced' | 'closed' } | { outcome: 'failed'; message: string };
+
+/** Applies the inbox entries waiting (SessionInbox.drain). */
+export const drainInboxActor = (s: WorkerServices) =>
+  promiseActor<DrainOutput, { heldId: number }>(async ({ input }) => {
+    const session = s.sessions.get(input.heldId);
+    if (!session) return { outcome: 'closed' };
+    try {
+      await s.inboxFor(session).drain();
+      return { outcome: 'drained' };
+    } catch (e) {
+      if (isStaleWriterError(e)) return { outcome: 'fenced' };
+      if (isStoreClosedError(e)) return { outcome: 'closed' };
+      return { outcome: 'failed', message: `applying the inbox failed: ${messageOf(e)}` };
+    }
+  });
+
+/** Where the session stands: over (fenced, closing, closed), running an attempt, or resting — with the entries waiting (read only when resting). */
+export type SessionLook = { phase: 'ended' | 'busy' } | { phase: 'resting'; pending: number };
+
+export const lookAtSessionActor = (s: WorkerServices) =>
+  promiseActor<SessionLook, { heldId: number; sessionId: string }>(async ({ input }) => {
+    const session = s.sessions.get(input.heldId);
+    const phase = session ? String(session.actor.getSnapshot().value) : 'closed';
+    if (phase === 'fenced' || phase === 'closed' || phase === 'closing') return { phase: 'ended' };
+    if (isBusy(session!)) return { phase: 'busy' };
+    return { phase: 'resting', pending: (await s.work.pending(input.sessionId)).length };
+  });
+
+/** Resolves when the session's attempt under way (if any) has ended. */
+export const sessionIdleActor = (s: WorkerServices) =>
+  promiseActor<void, { heldId: number }>(async ({ input }) => {
+    await s.sessions.get(input.heldId)?.waitForIdle();
+  });
+
+/**
+ * At shutdown: a running attempt is asked to stop after its tool round (`stop_after_round`), then
+ * detached after `graceMs`; resolves with whether a run is left open for the next worker.
+ */
+export const shutdownSessionActor = (s: WorkerServices) =>
+  promiseActor<{ resume: boolean }, { heldId: number; graceMs: number; holder: AnyActorRef }>(async ({ input }) => {
+    const session = s.sessions.get(input.heldId);
+    if (!session || !isBusy(session)) return { resume: false };
+    if (s.options.shutdown === 'stop_after_round') {
+      await s
+        .inboxFor(session)
+        .stopAfterRound(`shutdown:${s.workerId}:${session.sessionInstanceId}`)
+        .catch(() => undefined);
+      await settledWithin(s.clock, session.waitForIdle(), input.graceMs);
+    }
+    if (isBusy(session) && (input.holder as LeaseHolder).getSnapshot().context.lost === undefined) {
+      session.requestDetach();
+      await settledWithin(s.clock, session.waitForIdle(), Math.max(1000, s.options.leaseMs / 2));
+      return { resume: true };
+    }
+    return { resume: session.snapshot().status === 'detached' };
+  });
+
+/** Closes the session (its writer commits nothing more); `detached`: its run was left open. */
+export const closeHeldSessionActor = (s: WorkerServices) =>
+  promiseActor<{ detached: boolean }, { heldId: number }>(async ({ input }) => {
+    const session = s.sessions.get(input.heldId);
+    s.sessions.delete(input.heldId);
+    if (!session) return { detached: false };
+    const detached = session.snapshot().status === 'detached';
+    await session.close().catch(() => undefined);
+    return { detached };
+  });
+
+/** Inbox entries applied (`ENTRY_APPLIED`) and a run ended `fenced` (`RUN_FENCED`), while the session is bound. */
+export const watchSessionActor = (s: WorkerServices) =>
+  fromCallback<{ type: 'NONE' }, { heldId: number }>(({ input, sendBack }) => {
+    const session = s.sessions.get(input.heldId);
+    if (!session) return () => {};
+    const sub = session.events$.subscribe({
+      next: (env) => {
+        if (env.event.type === 'execution_finished' && env.event.result.status === 'fenced') sendBack({ type: 'RUN_FENCED' });
+      },
+    });
+    const inbox = s.inboxFor(session);
+    const onApplied = (entry: StoredInboxEntry, outcome: InboxOutcome) =>
+      sendBack({ type: 'ENTRY_APPLIED', entryId: entry.entryId, kind: entry.entry.kind as InboxEntry['kind'], outcome });
+    inbox.appliedListeners.add(onApplied);
+    return () => {
+      sub.unsubscribe();
+      inbox.appliedListeners.delete(onApplied);
+    };
+  });

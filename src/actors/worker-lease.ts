@@ -1,0 +1,70 @@
+import { fromCallback } from 'xstate';
+import { isStoreClosedError } from '../contracts/errors.js';
+import type { ClaimedSession } from '../persistence/work-store.js';
+import { promiseActor } from './promise-actor.js';
+import { messageOf, type WorkerServices } from './worker-services.js';
+
+/** A lease to renew: the held incarnation, its session and the epoch the lease is bound to. */
+export interface BoundLease {
+  heldId: number;
+  sessionId: string;
+  writerEpoch: number;
+}
+
+/** What a renewal found: the sessions the store renewed (sent at `sentAt`), or why it failed (at `at`). */
+export type RenewOutput =
+  | { ok: true; sentAt: number; kept: string[]; bound: BoundLease[] }
+  | { ok: false; at: number; message: string; storeClosed: boolean; bound: BoundLease[] };
+
+/** Registers the worker (its first heartbeat). */
+export const registerWorkerActor = (s: WorkerServices) => promiseActor<void>(() => s.work.heartbeat(s.registration, s.options.leaseMs));
+
+/** Claims up to `limit` sessions with work; nothing while the runtime's kill switch is set. `sentAt`: the worker's clock before the claim. */
+export const claimSessionsActor = (s: WorkerServices) =>
+  promiseActor<{ claimed: ClaimedSession[]; sentAt: number }, { limit: number }>(async ({ input }) => {
+    const sentAt = s.clock.now();
+    if (s.isKilled()) return { claimed: [], sentAt };
+    return { claimed: await s.work.claim(s.workerId, { limit: input.limit, leaseMs: s.options.leaseMs }), sentAt };
+  });
+
+/** Binds a claim to the writer epoch the session attached with; `sentAt` starts the worker's own deadline. */
+export const bindLeaseActor = (s: WorkerServices) =>
+  promiseActor<{ bound: boolean; sentAt: number }, { sessionId: string; writerEpoch: number }>(async ({ input }) => {
+    const sentAt = s.clock.now();
+    return { bound: await s.work.bind(input.sessionId, s.workerId, input.writerEpoch, s.options.leaseMs), sentAt };
+  });
+
+/** Heartbeats and renews every bound lease in one statement; a failure is an output (each held session decides by its own deadline). */
+export const renewLeasesActor = (s: WorkerServices) =>
+  promiseActor<RenewOutput, { bound: BoundLease[] }>(async ({ input }) => {
+    const sentAt = s.clock.now();
+    try {
+      await s.work.heartbeat(s.registration, s.options.leaseMs);
+      if (input.bound.length === 0) return { ok: true, sentAt, kept: [], bound: [] };
+      const kept = await s.work.renew(
+        s.workerId,
+        input.bound.map((b) => ({ sessionId: b.sessionId, writerEpoch: b.writerEpoch })),
+        s.options.leaseMs,
+      );
+      return { ok: true, sentAt, kept, bound: input.bound };
+    } catch (e) {
+      return { ok: false, at: s.clock.now(), message: messageOf(e), storeClosed: isStoreClosedError(e), bound: input.bound };
+    }
+  });
+
+/** Gives a lease up (`writerEpoch` null: a claim never bound); `resume`: a run is left open for the next worker. */
+export const releaseLeaseActor = (s: WorkerServices) =>
+  promiseActor<void, { sessionId: string; writerEpoch: number | null; resume: boolean }>(({ input }) =>
+    s.work.release(input.sessionId, s.workerId, input.writerEpoch, { resume: input.resume }),
+  );
+
+/** Removes the worker's registration at the end of a graceful stop (a failure is ignored: its heartbeat lapses). */
+export const unregisterWorkerActor = (s: WorkerServices) =>
+  promiseActor<void>(() => s.work.removeWorker(s.workerId).catch(() => undefined));
+
+/** The store's wake-ups (`work.wakeups$`) as `WAKE` events to the worker. */
+export const wakeupsActor = (s: WorkerServices) =>
+  fromCallback<{ type: 'NONE' }>(({ sendBack }) => {
+    const sub = s.work.wakeups$.subscribe((sessionId) => sendBack({ type: 'WAKE', sessionId }));
+    return () => sub.unsubscribe();
+  });

@@ -1,0 +1,315 @@
+import { assign, emit, enqueueActions, fromCallback, fromPromise, raise, setup, type ActorRefFrom } from 'xstate';
+import { isStoreClosedError } from '../contracts/errors.js';
+import type { ServeEvent } from '../contracts/inbox.js';
+import type { ClaimedSession } from '../persistence/work-store.js';
+import { heldSessionMachine, type HeldSessionReport } from './held-session.machine.js';
+import { notProvided } from './not-provided.js';
+
+export interface WorkerInput {
+  workerId: string;
+  concurrency: number;
+  leaseMs: number;
+  pollMs: number;
+  /** How often a held session's inbox is read again without a wake-up. */
+  heldPollMs: number;
+  idleReleaseMs: number;
+  shutdownGraceMs: number;
+  /** The worker's clock when it starts (the first renewal is due a third of a lease later). */
+  startedAt: number;
+}
+
+/** A session incarnation the worker holds (its actor runs `heldSessionMachine`). */
+export interface HeldEntry {
+  heldId: number;
+  sessionId: string;
+  ref: ActorRefFrom<typeof heldSessionMachine>;
+  /** The epoch its lease is bound to, once bound (renewals carry it). */
+  writerEpoch: number | null;
+  lost: boolean;
+  /** Claimed again after its lease expired: a newer incarnation holds the session; this one only ends. */
+  superseded: boolean;
+}
+
+export interface WorkerContext extends Omit<WorkerInput, 'startedAt'> {
+  held: HeldEntry[];
+  nextHeldId: number;
+  /** Claims failed in a row (the poll backs off). */
+  claimFailures: number;
+  /** When the last renewal was sent, by the worker's clock. */
+  renewedAt: number;
+  renewEvery: number;
+  stopping: boolean;
+}
+
+export type WorkerEvent =
+  | { type: 'STOP'; graceMs?: number }
+  | { type: 'WAKE'; sessionId: string }
+  | { type: 'KICK' }
+  | { type: 'STOPPING' }
+  | HeldSessionReport;
+
+type ClaimOutput = { claimed: ClaimedSession[]; sentAt: number };
+type Bound = { heldId: number; sessionId: string; writerEpoch: number };
+type RenewOutput =
+  | { ok: true; sentAt: number; kept: string[]; bound: Bound[] }
+  | { ok: false; at: number; message: string; storeClosed: boolean; bound: Bound[] };
+const out = <T>(event: unknown) => (event as { output: T }).output;
+const errorOf = (event: unknown) => (event as { error?: unknown }).error;
+const messageOf = (e: unknown) => (e instanceof Error ? e.message : String(e));
+const holding = (c: WorkerContext) => c.held.filter((h) => !h.superseded);
+const room = (c: WorkerContext) => c.concurrency - holding(c).length;
+
+/**
+ * A serving worker (docs/scale-out.md, "Serving"; docs/architecture.md, "The worker"):
+ * `registering` → `serving`, where two regions run side by side — `claims` (`claiming` sessions
+ * with work while there is room, `resting` until the next poll or a wake-up) and `leases`
+ * (`renewing` every bound lease a third of `leaseMs` after the last renewal was sent) — with one
+ * `heldSessionMachine` child per session held. A stop ends the claims (`claims.stopped`): every
+ * held session shuts down and is released; then `unregistering` → `stopped`. Every wait is a
+ * timer actor on the worker's clock; the serve events are this machine's emissions.
+ * @example
+ * const worker = createActor(workerMachine.provide({ actors: { claimSessions, renewLeases, heldSession, ... } }), { input })
+ */
+export const workerMachine = setup({
+  types: { input: {} as WorkerInput, context: {} as WorkerContext, events: {} as WorkerEvent, emitted: {} as ServeEvent },
+  actors: {
+    heldSession: heldSessionMachine,
+    wakeups: fromCallback<{ type: 'NONE' }>(() => {}),
+    registerWorker: fromPromise<void, void>(notProvided('registerWorker')),
+    claimSessions: fromPromise<ClaimOutput, { limit: number }>(notProvided('claimSessions')),
+    renewLeases: fromPromise<RenewOutput, { bound: Bound[] }>(notProvided('renewLeases')),
+    unregisterWorker: fromPromise<void, void>(notProvided('unregisterWorker')),
+    timer: fromPromise<void, { ms?: number; at?: number }>(notProvided('timer')),
+  },
+  guards: {
+    stopping: ({ context }) => context.stopping,
+    hasRoom: ({ context }) => room(context) > 0,
+    noneHeld: ({ context }) => context.held.length === 0,
+    claimedAllRoom: ({ context, event }) => {
+      const n = out<ClaimOutput>(event).claimed.length;
+      return n > 0 && n >= room(context);
+    },
+    storeClosed: ({ event }) => isStoreClosedError(errorOf(event)),
+  },
+  actions: {
+    report: emit(({ context }, e: { event: Omit<ServeEvent, 'workerId'> }) => ({ ...e.event, workerId: context.workerId }) as ServeEvent),
+    /** Each claimed session: reported, its expired incarnation (if held) superseded, a held-session actor started. */
+    holdClaimed: enqueueActions(({ context, event, enqueue }) => {
+      const { claimed, sentAt } = out<ClaimOutput>(event);
+      for (const c of claimed) {
+        enqueue.emit({
+          type: 'claimed',
+          workerId: context.workerId,
+          sessionId: c.sessionId,
+          expired: c.expired,
+          ...(c.previousOwner !== undefined ? { previousOwner: c.previousOwner } : {}),
+        });
+        const before = context.held.find((h) => h.sessionId === c.sessionId && !h.superseded);
+        if (before) enqueue.sendTo(before.ref, { type: 'SUPERSEDED' });
+      }
+      enqueue.assign(({ context: c, spawn }) => {
+        let held = c.held;
+        let nextHeldId = c.nextHeldId;
+        for (const { sessionId } of claimed) {
+          const before = held.find((h) => h.sessionId === sessionId && !h.superseded);
+          if (before) held = held.map((h) => (h === before ? { ...h, superseded: true } : h));
+          const heldId = nextHeldId++;
+          const input = {
+            heldId,
+            sessionId,
+            workerId: c.workerId,
+            deadline: sentAt + c.leaseMs,
+            leaseMs: c.leaseMs,
+            idleReleaseMs: c.idleReleaseMs,
+            pollMs: c.heldPollMs,
+            stopping: c.stopping,
+            graceMs: c.shutdownGraceMs,
+            ...(before ? { previous: before.ref } : {}),
+          };
+          held = [
+            ...held,
+            {
+              heldId,
+              sessionId,
+              ref: spawn('heldSession', { id: `held-${heldId}`, input }),
+              writerEpoch: null,
+              lost: false,
+              superseded: false,
+            },
+          ];
+        }
+        return { held, nextHeldId, claimFailures: 0 };
+      });
+    }),
+    /** The store's answer to a renewal, to each held session: renewed until, not renewed, or the failure (each judges by its own deadline). */
+    spreadRenewal: enqueueActions(({ context, event, enqueue }) => {
+      const r = out<RenewOutput>(event);
+      if (!r.ok && !r.storeClosed)
+        enqueue.emit({ type: 'error', workerId: context.workerId, message: `renewing leases failed: ${r.message}` });
+      const kept = new Set(r.ok ? r.kept : []);
+      for (const b of r.bound) {
+        const h = context.held.find((x) => x.heldId === b.heldId);
+        if (!h) continue;
+        if (!r.ok) enqueue.sendTo(h.ref, { type: 'RENEWAL_FAILED', at: r.at, message: r.message });
+        else if (kept.has(b.sessionId)) enqueue.sendTo(h.ref, { type: 'LEASE_RENEWED', until: r.sentAt + context.leaseMs });
+        else enqueue.sendTo(h.ref, { type: 'LEASE_NOT_RENEWED' });
+      }
+      enqueue.assign({ renewedAt: r.ok ? r.sentAt : r.at });
+    }),
+    wake: enqueueActions(({ context, event, enqueue }) => {
+      const sessionId = (event as { sessionId: string }).sessionId;
+      const h = context.held.find((x) => x.sessionId === sessionId && !x.superseded);
+      if (h) enqueue.sendTo(h.ref, { type: 'WAKE' });
+      else enqueue.raise({ type: 'KICK' });
+    }),
+    stopHeld: enqueueActions(({ context, enqueue }) => {
+      for (const h of context.held) enqueue.sendTo(h.ref, { type: 'STOP', graceMs: context.shutdownGraceMs });
+    }),
+  },
+}).createMachine({
+  id: 'worker',
+  context: ({ input }) => ({
+    workerId: input.workerId,
+    concurrency: input.concurrency,
+    leaseMs: input.leaseMs,
+    pollMs: input.pollMs,
+    heldPollMs: input.heldPollMs,
+    idleReleaseMs: input.idleReleaseMs,
+    shutdownGraceMs: input.shutdownGraceMs,
+    held: [],
+    nextHeldId: 1,
+    claimFailures: 0,
+    renewedAt: input.startedAt,
+    renewEvery: Math.max(20, Math.floor(input.leaseMs / 3)),
+    stopping: false,
+  }),
+  invoke: { src: 'wakeups' },
+  on: {
+    STOP: [
+      { guard: 'stopping', actions: assign({ shutdownGraceMs: ({ context, event }) => event.graceMs ?? context.shutdownGraceMs }) },
+      {
+        actions: [
+          assign({ stopping: true, shutdownGraceMs: ({ context, event }) => event.graceMs ?? context.shutdownGraceMs }),
+          { type: 'report', params: { event: { type: 'stopping' } } },
+          raise({ type: 'STOPPING' }),
+        ],
+      },
+    ],
+    WAKE: { actions: 'wake' },
+    'held.report': { actions: emit(({ event }) => event.event) },
+    'held.bound': {
+      actions: assign({
+        held: ({ context, event }) => context.held.map((h) => (h.heldId === event.heldId ? { ...h, writerEpoch: event.writerEpoch } : h)),
+      }),
+    },
+    'held.lost': {
+      actions: assign({ held: ({ context, event }) => context.held.map((h) => (h.heldId === event.heldId ? { ...h, lost: true } : h)) }),
+    },
+    'held.ended': {
+      actions: [
+        enqueueActions(({ context, event, enqueue }) => {
+          const h = context.held.find((x) => x.heldId === event.heldId);
+          if (h) enqueue.stopChild(h.ref);
+        }),
+        assign({ held: ({ context, event }) => context.held.filter((h) => h.heldId !== event.heldId) }),
+        raise({ type: 'KICK' }),
+      ],
+    },
+  },
+  initial: 'registering',
+  states: {
+    registering: {
+      invoke: {
+        src: 'registerWorker',
+        onDone: { target: 'serving', actions: { type: 'report', params: { event: { type: 'started' } } } },
+        onError: {
+          target: 'serving',
+          actions: [
+            emit(({ context, event }) => ({
+              type: 'error' as const,
+              workerId: context.workerId,
+              message: `registering the worker failed: ${messageOf(errorOf(event))}`,
+            })),
+            { type: 'report', params: { event: { type: 'started' } } },
+          ],
+        },
+      },
+    },
+    serving: {
+      type: 'parallel',
+      states: {
+        claims: {
+          initial: 'deciding',
+          states: {
+            deciding: {
+              always: [{ guard: 'stopping', target: 'stopped' }, { guard: 'hasRoom', target: 'claiming' }, { target: 'resting' }],
+            },
+            claiming: {
+              invoke: {
+                src: 'claimSessions',
+                input: ({ context }) => ({ limit: room(context) }),
+                onDone: [
+                  { guard: 'stopping', target: 'stopped', actions: 'holdClaimed' },
+                  { guard: 'claimedAllRoom', target: 'deciding', actions: 'holdClaimed' },
+                  { target: 'resting', actions: 'holdClaimed' },
+                ],
+                onError: [
+                  { guard: 'storeClosed', target: 'ended' },
+                  {
+                    target: 'resting',
+                    actions: [
+                      emit(({ context, event }) => ({
+                        type: 'error' as const,
+                        workerId: context.workerId,
+                        message: `claiming failed: ${messageOf(errorOf(event))}`,
+                      })),
+                      assign({ claimFailures: ({ context }) => context.claimFailures + 1 }),
+                    ],
+                  },
+                ],
+              },
+            },
+            resting: {
+              invoke: {
+                src: 'timer',
+                input: ({ context }) => ({
+                  ms: context.claimFailures > 0 ? Math.min(context.pollMs * 2 ** context.claimFailures, 30_000) : context.pollMs,
+                }),
+                onDone: 'deciding',
+              },
+              on: { KICK: 'deciding', STOPPING: 'stopped' },
+            },
+            /** The store closed: no more claims. */
+            ended: { on: { STOPPING: 'stopped' } },
+            /** No more claims: every held session shuts down and is released. */
+            stopped: {
+              entry: 'stopHeld',
+              always: { guard: 'noneHeld', target: '#worker.unregistering' },
+            },
+          },
+        },
+        leases: {
+          initial: 'waiting',
+          states: {
+            waiting: {
+              invoke: { src: 'timer', input: ({ context }) => ({ at: context.renewedAt + context.renewEvery }), onDone: 'renewing' },
+            },
+            renewing: {
+              invoke: {
+                src: 'renewLeases',
+                input: ({ context }) => ({
+                  bound: holding(context).flatMap((h) =>
+                    h.writerEpoch !== null && !h.lost ? [{ heldId: h.heldId, sessionId: h.sessionId, writerEpoch: h.writerEpoch }] : [],
+                  ),
+                }),
+                onDone: { target: 'waiting', actions: 'spreadRenewal' },
+              },
+            },
+          },
+        },
+      },
+    },
+    unregistering: { invoke: { src: 'unregisterWorker', onDone: 'stopped', onError: 'stopped' } },
+    stopped: { type: 'final', entry: { type: 'report', params: { event: { type: 'stopped' } } } },
+  },
+});

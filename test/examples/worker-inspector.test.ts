@@ -1,0 +1,44 @@
+import { describe, expect, it } from 'vitest';
+import { runInspectedWorker } from '../../examples/worker-inspector.js';
+import { stateTrace } from '../../examples/state-trace.js';
+
+/** Whether `states` passes through `expected` in this order (other states may come between). */
+function passesThrough(states: string[], expected: string[]): boolean {
+  let i = 0;
+  for (const s of states) if (s === expected[i]) i++;
+  return i === expected.length;
+}
+
+describe("the runtime inspect option shows a serving worker's machines", () => {
+  it('the worker registers, serves and stops; each claim is a held session from queued to released', async () => {
+    const trace = stateTrace();
+    const { events, outcomes } = await runInspectedWorker(trace.inspect);
+    expect(outcomes).toEqual(['completed', 'completed']);
+    expect(events.filter((e) => e === 'claimed' || e === 'released')).toEqual(['claimed', 'released', 'claimed', 'released']);
+
+    const [worker, ...moreWorkers] = trace.of('worker');
+    expect(moreWorkers).toEqual([]);
+    expect(worker!.states[0]).toBe('registering');
+    expect(worker!.states.slice(-2)).toEqual(['unregistering', 'stopped']);
+    expect(worker!.states).toContain('serving.(claims.claiming, leases.waiting)');
+
+    const held = trace.of('heldSession').map((t) => t.states);
+    expect(held).toHaveLength(2);
+    for (const states of held)
+      expect(
+        passesThrough(states, [
+          'queued',
+          'opening',
+          'binding',
+          'bound.resuming',
+          'bound.working.draining',
+          'bound.working.looking',
+          'closing',
+          'releasing',
+          'released',
+        ]),
+        states.join(' → '),
+      ).toBe(true);
+    expect(trace.of('session')).toHaveLength(2);
+  });
+});

@@ -1,0 +1,44 @@
+import { describe, expect, it } from 'vitest';
+import { scaled } from '../helpers/load.js';
+import { explainPoolFailure, runPoolSeeds } from './pool-lib.js';
+import { runPoolSeed } from './pool-simulate.js';
+
+/**
+ * The simulator's worker-pool family (pool-simulate.ts): `npm test` runs SIM_POOL_SEEDS seeds (8
+ * by default), `npm run sim -- --seeds N --pool-seeds P` any number.
+ */
+const SEEDS = Number(process.env.SIM_POOL_SEEDS ?? 8);
+
+describe('the simulator drives worker pools', () => {
+  it(
+    `holds every pool invariant over ${SEEDS} seeded schedules of pauses, crashes and lost wake-ups`,
+    async () => {
+      const out = await runPoolSeeds({ from: 1, count: SEEDS });
+      expect(out.failures.map((f) => explainPoolFailure(f))).toEqual([]);
+      // the schedules exercised what the invariants are about
+      expect(out.takeovers).toBeGreaterThan(0);
+      expect(out.leaseLosses).toBeGreaterThan(0);
+      expect(out.pauses).toBeGreaterThan(0);
+    },
+    scaled(Math.max(60_000, SEEDS * 5000)),
+  );
+
+  it('replays a pool seed exactly: the same seed twice gives the identical trace', async () => {
+    const a = await runPoolSeed({ seed: 2 });
+    const b = await runPoolSeed({ seed: 2 });
+    expect(a.trace.length).toBeGreaterThan(10);
+    expect(b.trace).toEqual(a.trace);
+  });
+
+  it(
+    'catches a deliberately broken worker (a renewal counted from its answer, not from when it was sent) within 30 seeds; the real worker passes the same seed',
+    async () => {
+      const out = await runPoolSeeds({ from: 1, count: 30, broken: 'renew-from-answer', stopAtFirst: true });
+      const f = out.failures[0];
+      expect(f, 'the renew-from-answer variant went unnoticed for 30 seeds').toBeDefined();
+      expect(f!.violations.join('\n')).toMatch(/without the lease/);
+      expect((await runPoolSeed({ seed: f!.seed })).violations).toEqual([]);
+    },
+    scaled(120_000),
+  );
+});
