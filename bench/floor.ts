@@ -49,8 +49,15 @@ const minimalBatch = setup({
   context: { done: 0 },
   initial: 'parallel',
   states: {
-    parallel: { entry: assign({ done: 0 }), invoke: { src: 'call', input: 0 }, on: { 'call.done': { target: 'exclusive', actions: assign({ done: ({ context }) => context.done + 1 }) } } },
-    exclusive: { invoke: { src: 'call', input: 1 }, on: { 'call.done': { target: 'done', actions: assign({ done: ({ context }) => context.done + 1 }) } } },
+    parallel: {
+      entry: assign({ done: 0 }),
+      invoke: { src: 'call', input: 0 },
+      on: { 'call.done': { target: 'exclusive', actions: assign({ done: ({ context }) => context.done + 1 }) } },
+    },
+    exclusive: {
+      invoke: { src: 'call', input: 1 },
+      on: { 'call.done': { target: 'done', actions: assign({ done: ({ context }) => context.done + 1 }) } },
+    },
     done: { type: 'final' },
   },
   output: ({ context }) => context.done,
@@ -125,6 +132,8 @@ export async function benchFloor(): Promise<void> {
       return [label, fmt(median(s), 1), `${fmt(Math.min(...s), 1)}–${fmt(Math.max(...s), 1)}`, `${fmt(median(s) / minimal, 2)}×`];
     }),
   );
-  console.log(`${STEPS} steps a run, ${ROUNDS} rounds after ${WARMUP}, rows interleaved (every other round reversed); median [min–max] over the rounds.`);
+  console.log(
+    `${STEPS} steps a run, ${ROUNDS} rounds after ${WARMUP}, rows interleaved (every other round reversed); median [min–max] over the rounds.`,
+  );
   console.log('XState rows: per step 4 invoked actors (3 promise actors and the batch machine) and 2 spawned call actors.');
 }

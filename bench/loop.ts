@@ -44,22 +44,44 @@ function fsyncFloorUs(dir: string, n = 300): number {
   return median(ts);
 }
 
-const par = defineTool({ name: 'lookup', description: 'side-effect free', mode: 'parallel', parameters: z.object({ i: z.number() }), execute: ({ i }) => `v${i}` });
+const par = defineTool({
+  name: 'lookup',
+  description: 'side-effect free',
+  mode: 'parallel',
+  parameters: z.object({ i: z.number() }),
+  execute: ({ i }) => `v${i}`,
+});
 const exc = defineTool({ name: 'write', description: 'side effect', parameters: z.object({ i: z.number() }), execute: ({ i }) => `w${i}` });
 
 function script(k: number) {
   const steps = [];
-  for (let i = 0; i < k - 1; i++) steps.push({ toolCalls: [{ name: 'lookup', arguments: { i } }, { name: 'write', arguments: { i } }], usage: { inputTokens: 1, outputTokens: 1 } });
+  for (let i = 0; i < k - 1; i++)
+    steps.push({
+      toolCalls: [
+        { name: 'lookup', arguments: { i } },
+        { name: 'write', arguments: { i } },
+      ],
+      usage: { inputTokens: 1, outputTokens: 1 },
+    });
   steps.push({ text: 'done', usage: { inputTokens: 1, outputTokens: 1 } });
   return steps;
 }
 
 /** Spans recorded and kept in memory (reset after every run), for the tracing-on rows. */
 const spans = new InMemorySpanExporter();
-const tracingOn: RuntimeOptions['tracing'] = { tracerProvider: new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(spans)] }) };
+const tracingOn: RuntimeOptions['tracing'] = {
+  tracerProvider: new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(spans)] }),
+};
 
 async function runLoop(store: EventStore, k: number, sessionId: string, tracing?: RuntimeOptions['tracing']): Promise<number> {
-  const runtime = createRuntime({ store, model: scriptedModel(script(k)), tools: [par, exc], budget: { maxSteps: k + 1 }, config: { contextWindow: 10_000_000 }, ...(tracing !== undefined ? { tracing } : {}) });
+  const runtime = createRuntime({
+    store,
+    model: scriptedModel(script(k)),
+    tools: [par, exc],
+    budget: { maxSteps: k + 1 },
+    config: { contextWindow: 10_000_000 },
+    ...(tracing !== undefined ? { tracing } : {}),
+  });
   const s = await runtime.openSession(sessionId);
   const t0 = performance.now();
   const r = await s.execute({ kind: 'prompt', runId: 'r', attemptId: 'a', message: 'go' });
@@ -91,7 +113,9 @@ export function machinesWithInstantEffects(promised: Promised = viaFromPromise):
       startRun: promised(async () => ({ runStartSeq: 2 })),
       prepareContext: promised(async () => ({})),
       callModel: promised<CallModelOutput, CallModelInput>(async () =>
-        ++n < k ? { kind: 'toolCalls' as const, toolCalls: [], finishReason: 'tool_calls' as const, usage: { inputTokens: 1, outputTokens: 1 } } : { kind: 'answer' as const, content: 'done' },
+        ++n < k
+          ? { kind: 'toolCalls' as const, toolCalls: [], finishReason: 'tool_calls' as const, usage: { inputTokens: 1, outputTokens: 1 } }
+          : { kind: 'answer' as const, content: 'done' },
       ),
       commitIntent: promised<CommitIntentOutput, CommitIntentInput>(async () => ({ kind: 'intents', calls: calls(n) })),
       commitResults: promised(async () => ({ rejections: 0 })),
@@ -117,8 +141,17 @@ export function machinesWithInstantEffects(promised: Promised = viaFromPromise):
     n = 0;
     k = steps;
     const input = {
-      runId: 'r', attemptId: 'a', runEpoch: 1, turn: 1, kind: 'prompt' as const, messages: [], executionProfileFingerprint: 'f',
-      budget: LoopBudget.parse({ maxSteps: steps + 1 }), maxProtocolCorrections: 2, maxParallelTools: 4, startedAt: Date.now(),
+      runId: 'r',
+      attemptId: 'a',
+      runEpoch: 1,
+      turn: 1,
+      kind: 'prompt' as const,
+      messages: [],
+      executionProfileFingerprint: 'f',
+      budget: LoopBudget.parse({ maxSteps: steps + 1 }),
+      maxProtocolCorrections: 2,
+      maxParallelTools: 4,
+      startedAt: Date.now(),
     };
     const actor = createActor(machine, { input }).start();
     const snap = await waitFor(actor, (s) => s.status === 'done', { timeout: 600_000 });
@@ -139,18 +172,47 @@ async function storeOnly(k: number): Promise<number> {
   const store = memoryStore();
   const { writerEpoch, lastSeq } = await store.attachWriter('s');
   let seq = lastSeq + 1;
-  const ev = (type: EventDraft['type'], step: number, surfaceOp: EventDraft['surfaceOp'], payload: Record<string, unknown>): EventDraft => ({ type, turn: 1, step, attempt: 1, surfaceOp, payload });
+  const ev = (
+    type: EventDraft['type'],
+    step: number,
+    surfaceOp: EventDraft['surfaceOp'],
+    payload: Record<string, unknown>,
+  ): EventDraft => ({ type, turn: 1, step, attempt: 1, surfaceOp, payload });
   const outcome = (content: string) => ({ kind: 'completed', content, isError: false, concludesTurn: false, releaseResources: [] });
   const t0 = performance.now();
   for (let i = 1; i <= k; i++) {
     const intent = [
       ev('step/start', i, 'none', {}),
       ev('assistant/message', i, 'append', {
-        message: { role: 'assistant', content: '', toolCalls: [{ id: `p${i}`, name: 'lookup', arguments: `{"i":${i}}` }, { id: `x${i}`, name: 'write', arguments: `{"i":${i}}` }] },
-        usage: { inputTokens: 1, outputTokens: 1 }, finishReason: 'tool_calls', latencyMs: 0.1, requestDigest: '0'.repeat(64),
+        message: {
+          role: 'assistant',
+          content: '',
+          toolCalls: [
+            { id: `p${i}`, name: 'lookup', arguments: `{"i":${i}}` },
+            { id: `x${i}`, name: 'write', arguments: `{"i":${i}}` },
+          ],
+        },
+        usage: { inputTokens: 1, outputTokens: 1 },
+        finishReason: 'tool_calls',
+        latencyMs: 0.1,
+        requestDigest: '0'.repeat(64),
       }),
-      ev('tool/call', i, 'none', { callId: `p${i}`, name: 'lookup', arguments: { i }, mode: 'parallel', resources: [], idempotencyKey: `s/r/p${i}` }),
-      ev('tool/call', i, 'none', { callId: `x${i}`, name: 'write', arguments: { i }, mode: 'exclusive', resources: [], idempotencyKey: `s/r/x${i}` }),
+      ev('tool/call', i, 'none', {
+        callId: `p${i}`,
+        name: 'lookup',
+        arguments: { i },
+        mode: 'parallel',
+        resources: [],
+        idempotencyKey: `s/r/p${i}`,
+      }),
+      ev('tool/call', i, 'none', {
+        callId: `x${i}`,
+        name: 'write',
+        arguments: { i },
+        mode: 'exclusive',
+        resources: [],
+        idempotencyKey: `s/r/x${i}`,
+      }),
     ];
     seq += (await store.append('s', writerEpoch, seq, intent)).length;
     const results = [
@@ -218,7 +280,8 @@ function handLoopFlushed(k: number, file: FlushFile): number {
     const step = steps[i]!;
     history.push({ role: 'assistant', content: step.text ?? '' });
     file.write(intent);
-    for (const c of step.toolCalls ?? []) history.push({ role: 'tool', content: c.name === 'lookup' ? `v${c.arguments.i}` : `w${c.arguments.i}` });
+    for (const c of step.toolCalls ?? [])
+      history.push({ role: 'tool', content: c.name === 'lookup' ? `v${c.arguments.i}` : `w${c.arguments.i}` });
     file.write(results);
   }
   return ((performance.now() - t0) * 1000) / k;
@@ -232,7 +295,8 @@ function handLoop(k: number): number {
   for (let i = 0; i < k; i++) {
     const step = steps[i]!;
     history.push({ role: 'assistant', content: step.text ?? '' });
-    for (const c of step.toolCalls ?? []) history.push({ role: 'tool', content: c.name === 'lookup' ? `v${c.arguments.i}` : `w${c.arguments.i}` });
+    for (const c of step.toolCalls ?? [])
+      history.push({ role: 'tool', content: c.name === 'lookup' ? `v${c.arguments.i}` : `w${c.arguments.i}` });
   }
   return ((performance.now() - t0) * 1000) / k;
 }
@@ -258,7 +322,13 @@ async function straceChild(dir: string): Promise<void> {
   mkdirSync(dir, { recursive: true });
   const mark = (name: string) => closeSync(openSync(join(dir, name), 'w'));
   const store = lmdbStore({ path: join(dir, 'db') });
-  const runtime = createRuntime({ store, model: scriptedModel(script(STRACE_K)), tools: [par, exc], budget: { maxSteps: STRACE_K + 1 }, config: { contextWindow: 10_000_000 } });
+  const runtime = createRuntime({
+    store,
+    model: scriptedModel(script(STRACE_K)),
+    tools: [par, exc],
+    budget: { maxSteps: STRACE_K + 1 },
+    config: { contextWindow: 10_000_000 },
+  });
   const s = await runtime.openSession('traced');
   mark(MARK_START);
   const r = await s.execute({ kind: 'prompt', runId: 'r', attemptId: 'a', message: 'go' });
@@ -331,32 +401,78 @@ export async function benchLoop(): Promise<void> {
       const mem = us(`mem${k}`);
       const lm = us(`lmdb${k}`);
       const st = stats.get(k)!;
-      rows.push([`K=${k} LMDB durable`, fmt(lm), `${fmt(lm / floor, 2)}× floor`, fmt(st.commits / st.steps, 2), fmt(st.flushes / st.steps, 2)]);
+      rows.push([
+        `K=${k} LMDB durable`,
+        fmt(lm),
+        `${fmt(lm / floor, 2)}× floor`,
+        fmt(st.commits / st.steps, 2),
+        fmt(st.flushes / st.steps, 2),
+      ]);
       const inFlush = st.flushMicros / st.steps;
       const perFlush = st.flushMicros / st.flushes;
-      rows.push([`K=${k}  of which: waiting in flushes (mean)`, fmt(inFlush), `${fmt(perFlush)} µs a flush = ${fmt(perFlush / floor, 2)}× floor`, '', '']);
+      rows.push([
+        `K=${k}  of which: waiting in flushes (mean)`,
+        fmt(inFlush),
+        `${fmt(perFlush)} µs a flush = ${fmt(perFlush / floor, 2)}× floor`,
+        '',
+        '',
+      ]);
       rows.push([`K=${k}  of which: the rest (CPU)`, fmt(lm - inFlush), `${fmt((lm - inFlush) / floor, 2)}× floor`, '', '']);
-      rows.push([`K=${k} lower bound: memory store + 1 write & fdatasync per commit`, fmt(us(`memflush${k}`)), `${fmt(us(`memflush${k}`) / floor, 2)}× floor`, '', '']);
-      rows.push([`K=${k} lower bound: hand-written loop + 2 writes & fdatasyncs`, fmt(us(`handflush${k}`)), `${fmt(us(`handflush${k}`) / floor, 2)}× floor`, '', '']);
-      rows.push([`K=${k} LMDB 'committed' (no journal, no flush)`, fmt(us(`committed${k}`)), `${fmt(us(`committed${k}`) / floor, 2)}× floor`, '', '']);
+      rows.push([
+        `K=${k} lower bound: memory store + 1 write & fdatasync per commit`,
+        fmt(us(`memflush${k}`)),
+        `${fmt(us(`memflush${k}`) / floor, 2)}× floor`,
+        '',
+        '',
+      ]);
+      rows.push([
+        `K=${k} lower bound: hand-written loop + 2 writes & fdatasyncs`,
+        fmt(us(`handflush${k}`)),
+        `${fmt(us(`handflush${k}`) / floor, 2)}× floor`,
+        '',
+        '',
+      ]);
+      rows.push([
+        `K=${k} LMDB 'committed' (no journal, no flush)`,
+        fmt(us(`committed${k}`)),
+        `${fmt(us(`committed${k}`) / floor, 2)}× floor`,
+        '',
+        '',
+      ]);
       rows.push([`K=${k} memory store (tracing default: @opentelemetry/api installed, no provider: no-op)`, fmt(mem), '', '', '']);
       rows.push([`K=${k} memory store, tracing off (tracing: false)`, fmt(us(`memoff${k}`)), '', '', '']);
-      rows.push([`K=${k} memory store, tracing on (spans recorded, in-memory exporter)`, fmt(us(`memtraced${k}`)), `+${fmt(us(`memtraced${k}`) - us(`memoff${k}`))} µs over off`, '', '']);
+      rows.push([
+        `K=${k} memory store, tracing on (spans recorded, in-memory exporter)`,
+        fmt(us(`memtraced${k}`)),
+        `+${fmt(us(`memtraced${k}`) - us(`memoff${k}`))} µs over off`,
+        '',
+        '',
+      ]);
       rows.push([`K=${k} hand-written loop`, fmt(us(`hand${k}`), 2), '', '', '']);
-      rows.push([`K=${k}  of which: machines alone`, fmt(us(`machines${k}`)), `${fmt((100 * us(`machines${k}`)) / mem)}% of memory`, '', '']);
+      rows.push([
+        `K=${k}  of which: machines alone`,
+        fmt(us(`machines${k}`)),
+        `${fmt((100 * us(`machines${k}`)) / mem)}% of memory`,
+        '',
+        '',
+      ]);
       rows.push([`K=${k}  of which: memory store alone`, fmt(us(`store${k}`)), `${fmt((100 * us(`store${k}`)) / mem)}% of memory`, '', '']);
     }
     rows.push(['K=200 memory store, first run of the process (cold JIT)', fmt(cold), '', '', '']);
-    console.log(`\nbench/loop — steps with 2 tool calls (1 parallel, 1 exclusive); after ${WARMUP_RUNS} warm-up runs of each workload, median of ${REPEATS} interleaved repeats; fsync floor ${fmt(floor)} µs (median of ${REPEATS}×100)`);
+    console.log(
+      `\nbench/loop — steps with 2 tool calls (1 parallel, 1 exclusive); after ${WARMUP_RUNS} warm-up runs of each workload, median of ${REPEATS} interleaved repeats; fsync floor ${fmt(floor)} µs (median of ${REPEATS}×100)`,
+    );
     printTable(['workload', 'µs/step', 'ratio', 'commits/step', 'flushes/step'], rows, ['left']);
     console.log(straceLoop(dir));
-    console.log(`growth K=50→200: LMDB ${fmt(us('lmdb200') / us('lmdb50'), 2)}×, memory ${fmt(us('mem200') / us('mem50'), 2)}× (target ≤ 1.3×)`);
+    console.log(
+      `growth K=50→200: LMDB ${fmt(us('lmdb200') / us('lmdb50'), 2)}×, memory ${fmt(us('mem200') / us('mem50'), 2)}× (target ≤ 1.3×)`,
+    );
     console.log('targets: durable ≤ 5× floor per step, ≤ 2 disk flushes per step; memory store ≤ 250 µs per step');
-    console.log('commits/step counts the run\'s open and close commits too (2 per run), hence slightly over 2.');
+    console.log("commits/step counts the run's open and close commits too (2 per run), hence slightly over 2.");
     console.log('"machines alone": the run + toolBatch machines with instant fake effects (same actors and events per step);');
     console.log('"memory store alone": the 2 appends (7 events) one step commits. The rest of the memory row is the effects');
     console.log('themselves (model step, tool calls, surface, envelopes) and garbage collection.');
-    console.log('LMDB \'committed\': the same loop on the same store without its journal (not power-safe): LMDB\'s own CPU share.');
+    console.log("LMDB 'committed': the same loop on the same store without its journal (not power-safe): LMDB's own CPU share.");
     console.log('"waiting in flushes": time inside the journal\'s fdatasync calls (mean over all repeats; the rows above are');
     console.log('medians, so "the rest" is approximate). A flush inside the loop costs more than the idle floor: the vCPU');
     console.log('halts while the disk works and the code after it runs with cold caches (docs/performance.md).');

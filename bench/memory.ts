@@ -28,19 +28,34 @@ const SETTLED = 1000;
 const IDLE = 200;
 
 const tools = (['lookup', 'write'] as const).map((name) =>
-  defineTool({ name, description: name, mode: name === 'lookup' ? 'parallel' : 'exclusive', parameters: z.object({ i: z.number() }), execute: ({ i }) => `${name} ${i}` }),
+  defineTool({
+    name,
+    description: name,
+    mode: name === 'lookup' ? 'parallel' : 'exclusive',
+    parameters: z.object({ i: z.number() }),
+    execute: ({ i }) => `${name} ${i}`,
+  }),
 );
 const model: ModelProvider = {
   modelId: 'scripted',
   async call(request) {
     const step = request.messages.filter((m) => m.role === 'tool').length / 2;
-    if (step >= K - 1) return { message: { role: 'assistant', content: 'done' }, usage: { inputTokens: 1, outputTokens: 1 }, finishReason: 'stop' };
+    if (step >= K - 1)
+      return { message: { role: 'assistant', content: 'done' }, usage: { inputTokens: 1, outputTokens: 1 }, finishReason: 'stop' };
     const calls = tools.map((t) => ({ id: `${t.name}-${step}`, name: t.name, arguments: JSON.stringify({ i: step }) }));
-    return { message: { role: 'assistant', content: '', toolCalls: calls }, usage: { inputTokens: 1, outputTokens: 1 }, finishReason: 'tool_calls' };
+    return {
+      message: { role: 'assistant', content: '', toolCalls: calls },
+      usage: { inputTokens: 1, outputTokens: 1 },
+      finishReason: 'tool_calls',
+    };
   },
 };
 
-interface ChildResult { settledHeap: number; idleHeap: number; rss: [number, number, number] }
+interface ChildResult {
+  settledHeap: number;
+  idleHeap: number;
+  rss: [number, number, number];
+}
 
 async function child(kind: string, dir: string): Promise<ChildResult> {
   setFlagsFromString('--expose-gc');
@@ -79,7 +94,11 @@ async function child(kind: string, dir: string): Promise<ChildResult> {
   for (const s of idle) await s.close();
   await runtime.close();
   await drop();
-  return { settledHeap: ((m1.heapUsed - m0.heapUsed) / SETTLED) * 1000, idleHeap: (m2.heapUsed - m1.heapUsed) / IDLE, rss: [m0.rss, m1.rss, m2.rss] };
+  return {
+    settledHeap: ((m1.heapUsed - m0.heapUsed) / SETTLED) * 1000,
+    idleHeap: (m2.heapUsed - m1.heapUsed) / IDLE,
+    rss: [m0.rss, m1.rss, m2.rss],
+  };
 }
 
 export async function benchMemory(): Promise<void> {
@@ -89,19 +108,48 @@ export async function benchMemory(): Promise<void> {
     for (const kind of ['memory', 'lmdb', 'postgres']) {
       let r: ChildResult;
       try {
-        const out = execFileSync(process.execPath, ['--import', 'tsx', THIS_FILE, CHILD_FLAG, kind, dir], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+        const out = execFileSync(process.execPath, ['--import', 'tsx', THIS_FILE, CHILD_FLAG, kind, dir], {
+          encoding: 'utf8',
+          stdio: ['ignore', 'pipe', 'pipe'],
+        });
         r = JSON.parse(out.trim().split('\n').at(-1)!) as ChildResult;
       } catch (e) {
-        rows.push([kind, `failed: ${String((e as { stderr?: string }).stderr ?? e).split('\n').find((l) => l.trim()) ?? ''}`, '', '', '', '']);
+        rows.push([
+          kind,
+          `failed: ${
+            String((e as { stderr?: string }).stderr ?? e)
+              .split('\n')
+              .find((l) => l.trim()) ?? ''
+          }`,
+          '',
+          '',
+          '',
+          '',
+        ]);
         continue;
       }
       const mb = (b: number) => fmt(b / 1024 / 1024, 1);
       rows.push([kind, fmt(r.idleHeap / 1024, 1), fmt(r.settledHeap / 1024 / 1024, 2), ...r.rss.map(mb)]);
     }
     console.log(`\nbench/memory — after a full GC, in a child process per store; a session's run: ${K} steps, 2 tool calls each`);
-    printTable(['store', 'heap KB per idle open session', `heap MB per ${fmt(SETTLED)} settled+closed sessions`, 'RSS MB after warm-up', `RSS MB after ${fmt(SETTLED)} more settled`, `RSS MB with ${IDLE} idle open`], rows, ['left']);
-    console.log('heap: growth of the JS heap after a full GC, per session; RSS: the process after a full GC (the allocator keeps freed pages, so RSS deltas say little)');
-    console.log('the memory store keeps every record of every session (its row is the store); LMDB and PostgreSQL keep nothing of a closed session');
+    printTable(
+      [
+        'store',
+        'heap KB per idle open session',
+        `heap MB per ${fmt(SETTLED)} settled+closed sessions`,
+        'RSS MB after warm-up',
+        `RSS MB after ${fmt(SETTLED)} more settled`,
+        `RSS MB with ${IDLE} idle open`,
+      ],
+      rows,
+      ['left'],
+    );
+    console.log(
+      'heap: growth of the JS heap after a full GC, per session; RSS: the process after a full GC (the allocator keeps freed pages, so RSS deltas say little)',
+    );
+    console.log(
+      'the memory store keeps every record of every session (its row is the store); LMDB and PostgreSQL keep nothing of a closed session',
+    );
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

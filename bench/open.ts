@@ -22,14 +22,32 @@ const REPEATS = Number(process.env.BENCH_OPEN_REPEATS ?? 5);
 const K = 200;
 const root = () => process.env.ACTORLOOP_BENCH_TMP ?? tmpdir();
 
-const lookup = defineTool({ name: 'lookup', description: 'side-effect free', mode: 'parallel', parameters: z.object({ i: z.number() }), execute: ({ i }) => `value of item ${i}` });
-const write = defineTool({ name: 'write', description: 'side effect', parameters: z.object({ i: z.number() }), execute: ({ i }) => `wrote item ${i}` });
+const lookup = defineTool({
+  name: 'lookup',
+  description: 'side-effect free',
+  mode: 'parallel',
+  parameters: z.object({ i: z.number() }),
+  execute: ({ i }) => `value of item ${i}`,
+});
+const write = defineTool({
+  name: 'write',
+  description: 'side effect',
+  parameters: z.object({ i: z.number() }),
+  execute: ({ i }) => `wrote item ${i}`,
+});
 const tools = [lookup, write];
 const config = { contextWindow: 10_000_000 };
 
 function script(k: number) {
   const steps = [];
-  for (let i = 0; i < k - 1; i++) steps.push({ toolCalls: [{ name: 'lookup', arguments: { i } }, { name: 'write', arguments: { i } }], usage: { inputTokens: 1, outputTokens: 1 } });
+  for (let i = 0; i < k - 1; i++)
+    steps.push({
+      toolCalls: [
+        { name: 'lookup', arguments: { i } },
+        { name: 'write', arguments: { i } },
+      ],
+      usage: { inputTokens: 1, outputTokens: 1 },
+    });
   steps.push({ text: 'done', usage: { inputTokens: 1, outputTokens: 1 } });
   return steps;
 }
@@ -38,7 +56,13 @@ function script(k: number) {
 async function history(messages: number): Promise<EventDraft[]> {
   const store = memoryStore();
   let runs = 0;
-  const runtime = createRuntime({ store, model: scriptedModel(Array.from({ length: Math.ceil(messages / (3 * K)) + 1 }, () => script(K)).flat()), tools, budget: { maxSteps: K + 1 }, config });
+  const runtime = createRuntime({
+    store,
+    model: scriptedModel(Array.from({ length: Math.ceil(messages / (3 * K)) + 1 }, () => script(K)).flat()),
+    tools,
+    budget: { maxSteps: K + 1 },
+    config,
+  });
   const s = await runtime.openSession('long');
   while (s.snapshot().messages.length < messages) {
     const r = await s.execute({ kind: 'prompt', runId: `r${runs}`, attemptId: 'a', message: `run ${runs}` });
@@ -58,14 +82,33 @@ async function history(messages: number): Promise<EventDraft[]> {
 async function copyInto(store: EventStore, sessionId: string, drafts: readonly EventDraft[]): Promise<void> {
   const { writerEpoch, lastSeq } = await store.attachWriter(sessionId);
   let next = lastSeq + 1;
-  for (let i = 0; i < drafts.length; i += 2000) next += (await store.append(sessionId, writerEpoch, next, drafts.slice(i, i + 2000))).length;
+  for (let i = 0; i < drafts.length; i += 2000)
+    next += (await store.append(sessionId, writerEpoch, next, drafts.slice(i, i + 2000))).length;
 }
 
-interface Sample { open: number; first: number; events: number; surface: number }
+interface Sample {
+  open: number;
+  first: number;
+  events: number;
+  surface: number;
+}
 
 async function openAndStep(path: string, sessionId: string, n: number): Promise<Sample> {
   const store = lmdbStore({ path });
-  const runtime = createRuntime({ store, model: scriptedModel([{ toolCalls: [{ name: 'lookup', arguments: { i: -1 } }, { name: 'write', arguments: { i: -1 } }] }, 'done']), tools, config });
+  const runtime = createRuntime({
+    store,
+    model: scriptedModel([
+      {
+        toolCalls: [
+          { name: 'lookup', arguments: { i: -1 } },
+          { name: 'write', arguments: { i: -1 } },
+        ],
+      },
+      'done',
+    ]),
+    tools,
+    config,
+  });
   const t0 = performance.now();
   const s = await runtime.openSession(sessionId);
   const t1 = performance.now();
@@ -91,7 +134,17 @@ export async function benchOpen(): Promise<void> {
     // the long history, compacted before one more run: completed history that is off the surface
     const turn = drafts.at(-1)!.turn + 1;
     const again = oneRun.map((d) => ({ ...d, turn }) as EventDraft);
-    const summary = { type: 'compaction', turn, step: 0, attempt: 1, surfaceOp: 'epoch', payload: { summary: { role: 'user', content: 'Summary of the conversation so far: many lookups and writes.' }, replacedThroughSeq: drafts.length } } as EventDraft;
+    const summary = {
+      type: 'compaction',
+      turn,
+      step: 0,
+      attempt: 1,
+      surfaceOp: 'epoch',
+      payload: {
+        summary: { role: 'user', content: 'Summary of the conversation so far: many lookups and writes.' },
+        replacedThroughSeq: drafts.length,
+      },
+    } as EventDraft;
     await copyInto(store, 'compacted', [...drafts, again[0]!, summary, ...again.slice(1)]);
     await store.close();
     console.log(`built: ${drafts.length} events in ${fmt((performance.now() - t0) / 1000, 1)} s`);

@@ -15,11 +15,13 @@ const MS = 3000;
 type Mode = 'none' | 'inside' | 'after';
 
 async function round(url: string, mode: Mode): Promise<{ perSec: number; perFlush: number }> {
-  const clients = await Promise.all(Array.from({ length: CONNECTIONS + 1 }, async () => {
-    const c = new pg.Client({ connectionString: url });
-    await c.connect();
-    return c;
-  }));
+  const clients = await Promise.all(
+    Array.from({ length: CONNECTIONS + 1 }, async () => {
+      const c = new pg.Client({ connectionString: url });
+      await c.connect();
+      return c;
+    }),
+  );
   const stats = clients[0]!;
   const syncs = async () => Number((await stats.query('SELECT wal_sync FROM pg_stat_wal')).rows[0].wal_sync);
   const s0 = await syncs();
@@ -29,7 +31,8 @@ async function round(url: string, mode: Mode): Promise<{ perSec: number; perFlus
     clients.slice(1).map(async (c, i) => {
       while (performance.now() < end) {
         await c.query('BEGIN');
-        if (mode === 'inside') await c.query(`WITH i AS (INSERT INTO t (v) VALUES ('x') RETURNING 1) SELECT pg_notify('bench', 's${i}') FROM i`);
+        if (mode === 'inside')
+          await c.query(`WITH i AS (INSERT INTO t (v) VALUES ('x') RETURNING 1) SELECT pg_notify('bench', 's${i}') FROM i`);
         else await c.query(`INSERT INTO t (v) VALUES ('x')`);
         await c.query(mode === 'after' ? `COMMIT; SELECT pg_notify('bench', 's${i}')` : 'COMMIT');
         n++;
@@ -63,7 +66,11 @@ export async function benchPgNotify(): Promise<void> {
     await setup.connect();
     await setup.query('CREATE TABLE t (id bigserial PRIMARY KEY, v text)');
     await setup.end();
-    const label: Record<Mode, string> = { none: 'no NOTIFY', inside: 'NOTIFY inside the transaction', after: 'COMMIT; NOTIFY (one message, two transactions)' };
+    const label: Record<Mode, string> = {
+      none: 'no NOTIFY',
+      inside: 'NOTIFY inside the transaction',
+      after: 'COMMIT; NOTIFY (one message, two transactions)',
+    };
     for (const r of [1, 2]) {
       for (const mode of ['none', 'inside', 'after'] as const) {
         const x = await round(u.toString(), mode);

@@ -46,11 +46,12 @@ function rank(module: string): number {
 }
 
 async function main(): Promise<number> {
-  const filter = process.argv.slice(2).find((a) => !a.startsWith('-'))?.toLowerCase();
+  const filter = process.argv
+    .slice(2)
+    .find((a) => !a.startsWith('-'))
+    ?.toLowerCase();
   const all = await discover();
-  const selected = filter
-    ? all.filter((b) => b.module.toLowerCase().includes(filter) || b.name.toLowerCase().includes(filter))
-    : all;
+  const selected = filter ? all.filter((b) => b.module.toLowerCase().includes(filter) || b.name.toLowerCase().includes(filter)) : all;
   if (selected.length === 0) {
     console.error(`no bench matches "${filter}"; available: ${all.map((b) => `${b.module} (${b.name})`).join(', ')}`);
     return 1;

@@ -109,16 +109,19 @@ export function serverProbe(client: pg.Client, db: string, options: { waits: boo
   };
 
   const loop = () => {
-    timer = setTimeout(() => {
-      if (stopped) return;
-      running = true;
-      void sample('all')
-        .catch(() => undefined)
-        .finally(() => {
-          running = false;
-          if (!stopped) loop();
-        });
-    }, options.waits ? 20 : 200);
+    timer = setTimeout(
+      () => {
+        if (stopped) return;
+        running = true;
+        void sample('all')
+          .catch(() => undefined)
+          .finally(() => {
+            running = false;
+            if (!stopped) loop();
+          });
+      },
+      options.waits ? 20 : 200,
+    );
   };
 
   return {
@@ -139,7 +142,17 @@ export function serverProbe(client: pg.Client, db: string, options: { waits: boo
       await sample('cpu').catch(() => undefined);
       let backendCpuMs = 0;
       for (const [pid, ms] of last) backendCpuMs += ms - (first.get(pid) ?? 0);
-      return { backendCpuMs, backends: last.size, auxCpuMs: aux, machineCpuMs: machine, wallMs, waits, samples, lockWaitSamples, maxUngranted };
+      return {
+        backendCpuMs,
+        backends: last.size,
+        auxCpuMs: aux,
+        machineCpuMs: machine,
+        wallMs,
+        waits,
+        samples,
+        lockWaitSamples,
+        maxUngranted,
+      };
     },
   };
 }

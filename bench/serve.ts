@@ -35,13 +35,24 @@ const SERVE_OPTIONS = { concurrency: CONCURRENCY, leaseMs: 15_000, pollMs: 200 }
 const VERBOSE = Boolean(process.env.BENCH_SERVE_VERBOSE);
 /** Worker processes of the PostgreSQL rows (`BENCH_SERVE_WORKERS=1,2,4`). */
 const WORKERS = (process.env.BENCH_SERVE_WORKERS ?? '1,2,4').split(',').map(Number);
-const WORKER_FLAGS = ['--wait-go', `--concurrency=${CONCURRENCY}`, '--latency=5', '--tool-ms=0', '--steps=3', '--lease-ms=15000', '--poll-ms=200', `--warm=${WARM}`];
+const WORKER_FLAGS = [
+  '--wait-go',
+  `--concurrency=${CONCURRENCY}`,
+  '--latency=5',
+  '--tool-ms=0',
+  '--steps=3',
+  '--lease-ms=15000',
+  '--poll-ms=200',
+  `--warm=${WARM}`,
+];
 
 async function submitAll(store: EventStore, prefix: string): Promise<void> {
   const feeder = createRuntime({ store, ...serveAgent({ steps: 3, latencyMs: 0, toolMs: 0 }) });
   const ids = Array.from({ length: SESSIONS }, (_, i) => `${prefix}${i}`);
   for (let i = 0; i < ids.length; i += 50) {
-    await Promise.all(ids.slice(i, i + 50).map((sid) => feeder.submit(sid, { kind: 'input', inputId: `${sid}-in`, mode: 'follow_up', message: sid })));
+    await Promise.all(
+      ids.slice(i, i + 50).map((sid) => feeder.submit(sid, { kind: 'input', inputId: `${sid}-in`, mode: 'follow_up', message: sid })),
+    );
   }
 }
 
@@ -71,7 +82,9 @@ export async function pgCase(url: string, workers: number): Promise<CaseResult> 
   const store = postgresStore({ connectionString: url, schema, maxConnections: 4 });
   await store.ready();
   const spec = `pg:${url}#${schema}`;
-  const children: ChildRun[] = Array.from({ length: workers }, (_, i) => spawnTs(CHILD, ['worker', spec, ...WORKER_FLAGS, '--probe'], { label: `bench worker ${i + 1}` }));
+  const children: ChildRun[] = Array.from({ length: workers }, (_, i) =>
+    spawnTs(CHILD, ['worker', spec, ...WORKER_FLAGS, '--probe'], { label: `bench worker ${i + 1}` }),
+  );
   const admin = new pg.Client({ connectionString: url });
   await admin.connect();
   const watcher = new pg.Client({ connectionString: url });
@@ -103,7 +116,9 @@ export async function pgCase(url: string, workers: number): Promise<CaseResult> 
       }),
     );
     const steps = (await admin.query(`SELECT count(*)::int AS n FROM "${schema}".events WHERE type = 'step/start'`)).rows[0].n as number;
-    if (VERBOSE) for (const c of children) for (const l of c.lines.filter((x) => x.startsWith('EV lease_lost') || x.startsWith('EV error')).slice(0, 3)) console.log(l);
+    if (VERBOSE)
+      for (const c of children)
+        for (const l of c.lines.filter((x) => x.startsWith('EV lease_lost') || x.startsWith('EV error')).slice(0, 3)) console.log(l);
     for (const c of children) c.signal('SIGTERM');
     await Promise.all(children.map((c) => c.waitExit(60_000).catch(() => undefined)));
     await new Promise((r) => setTimeout(r, 500)); // (the exited backends' statistics)
@@ -130,7 +145,12 @@ async function lmdbCase(): Promise<CaseResult> {
   const tmp = process.env.ACTORLOOP_BENCH_TMP ?? '.tmp';
   const store = lmdbStore({ path: join(tmp, `serve-bench-lmdb-${process.pid}`) });
   const agent = () => serveAgent({ steps: 3, latencyMs: 5, toolMs: 0 });
-  await serveUntilSettled(createRuntime({ store: lmdbStore({ path: join(tmp, `serve-bench-lmdb-warm-${process.pid}`) }), ...agent() }), 'w', WARM, SERVE_OPTIONS);
+  await serveUntilSettled(
+    createRuntime({ store: lmdbStore({ path: join(tmp, `serve-bench-lmdb-warm-${process.pid}`) }), ...agent() }),
+    'w',
+    WARM,
+    SERVE_OPTIONS,
+  );
   const runtime = createRuntime({ store, ...agent() });
   await submitAll(store, 's');
   const m0 = machineCpuMs();
@@ -159,27 +179,57 @@ export async function benchServe(): Promise<void> {
   const costs: (string | number)[][] = [];
   const pgRows: (string | number)[][] = [];
   const row = (label: string, procs: number, r: CaseResult) => {
-    if (r.steps !== SESSIONS * STEPS_PER_RUN) console.log(`note: ${label} logged ${r.steps} step/start events, expected ${SESSIONS * STEPS_PER_RUN}`);
-    rows.push([label, procs, procs * CONCURRENCY, SESSIONS, r.steps, fmt(r.ms / 1000, 2), fmt((r.steps / r.ms) * 1000, 0), fmt((SESSIONS / r.ms) * 1000, 1)]);
+    if (r.steps !== SESSIONS * STEPS_PER_RUN)
+      console.log(`note: ${label} logged ${r.steps} step/start events, expected ${SESSIONS * STEPS_PER_RUN}`);
+    rows.push([
+      label,
+      procs,
+      procs * CONCURRENCY,
+      SESSIONS,
+      r.steps,
+      fmt(r.ms / 1000, 2),
+      fmt((r.steps / r.ms) * 1000, 0),
+      fmt((SESSIONS / r.ms) * 1000, 1),
+    ]);
     costs.push(costRow(label, r));
     if (r.workers) pgRows.push(pgRow(label, r));
     if (VERBOSE && r.workers) printProbes(label, r);
   };
-  const load = () => loadavg().map((x) => x.toFixed(1)).join(' ');
+  const load = () =>
+    loadavg()
+      .map((x) => x.toFixed(1))
+      .join(' ');
   console.log(`load average at start: ${load()}`);
   row('lmdbStore, serve in one process', 1, await lmdbCase());
   const baseUrl = process.env.ACTORLOOP_TEST_POSTGRES || 'postgres://postgres@127.0.0.1:5432/postgres';
   const name = `actorloop_serve_bench_${process.pid}`;
   const admin = new pg.Client({ connectionString: baseUrl });
   const header = ['case', 'processes', 'concurrency', 'sessions', 'steps', 'seconds', 'steps/s', 'runs/s'];
-  const costHeader = ['case', 'worker CPU ms/step', 'PG backends CPU ms/step', 'PG WAL/aux CPU ms/step', 'machine CPU busy', 'other processes CPU ms/step'];
-  const pgHeader = ['case', 'slots held', 'claims (empty)', 'statements/step', 'write transactions/step', 'WAL flushes/step', 'ms per WAL flush', 'flushing (share of the run)'];
+  const costHeader = [
+    'case',
+    'worker CPU ms/step',
+    'PG backends CPU ms/step',
+    'PG WAL/aux CPU ms/step',
+    'machine CPU busy',
+    'other processes CPU ms/step',
+  ];
+  const pgHeader = [
+    'case',
+    'slots held',
+    'claims (empty)',
+    'statements/step',
+    'write transactions/step',
+    'WAL flushes/step',
+    'ms per WAL flush',
+    'flushing (share of the run)',
+  ];
   try {
     await admin.connect();
     await admin.query(`CREATE DATABASE ${name}`);
     await admin.query(`ALTER DATABASE ${name} SET track_wal_io_timing = on`); // (the WAL flush times of its backends)
     // a slower WAL device (network storage, a synchronous standby): every flush of this database waits this long first
-    if (COMMIT_DELAY_US > 0) await admin.query(`ALTER DATABASE ${name} SET commit_delay = ${COMMIT_DELAY_US}; ALTER DATABASE ${name} SET commit_siblings = 0`);
+    if (COMMIT_DELAY_US > 0)
+      await admin.query(`ALTER DATABASE ${name} SET commit_delay = ${COMMIT_DELAY_US}; ALTER DATABASE ${name} SET commit_siblings = 0`);
   } catch (e) {
     console.log(`PostgreSQL rows skipped: no server at ${baseUrl} (${(e as Error).message}); set ACTORLOOP_TEST_POSTGRES=postgres://…`);
     await admin.end().catch(() => undefined);
@@ -189,15 +239,20 @@ export async function benchServe(): Promise<void> {
   const u = new URL(baseUrl);
   u.pathname = `/${name}`;
   try {
-    for (const workers of WORKERS) row(`postgresStore, ${workers} worker process${workers > 1 ? 'es' : ''}`, workers, await pgCase(u.toString(), workers));
+    for (const workers of WORKERS)
+      row(`postgresStore, ${workers} worker process${workers > 1 ? 'es' : ''}`, workers, await pgCase(u.toString(), workers));
   } finally {
     await admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
     await admin.end();
   }
   console.log(`load average at end: ${load()}`);
-  console.log(`${SESSIONS} sessions, one run each: ${STEPS_PER_RUN} steps (3 × 2 tool calls + the answer), 5 ms model latency per call; ${CONCURRENCY} sessions at once per process; each process warmed up with ${WARM} sessions${COMMIT_DELAY_US ? `; PostgreSQL commit_delay ${COMMIT_DELAY_US} µs` : ''}\n`);
+  console.log(
+    `${SESSIONS} sessions, one run each: ${STEPS_PER_RUN} steps (3 × 2 tool calls + the answer), 5 ms model latency per call; ${CONCURRENCY} sessions at once per process; each process warmed up with ${WARM} sessions${COMMIT_DELAY_US ? `; PostgreSQL commit_delay ${COMMIT_DELAY_US} µs` : ''}\n`,
+  );
   printTable(header, rows);
-  console.log(`\nWhere the CPU goes (${cpus().length} cores; CPU times do not depend on the machine's load, "machine CPU busy" and "other processes" say what else ran):\n`);
+  console.log(
+    `\nWhere the CPU goes (${cpus().length} cores; CPU times do not depend on the machine's load, "machine CPU busy" and "other processes" say what else ran):\n`,
+  );
   printTable(costHeader, costs);
   console.log(`\nPostgreSQL per step (counts; a WAL flush's time depends on the disk and on what else flushes):\n`);
   printTable(pgHeader, pgRows);
@@ -208,7 +263,14 @@ function costRow(label: string, r: CaseResult): (string | number)[] {
   const s = r.server;
   const known = r.workerCpuMs + (s ? s.backendCpuMs + s.auxCpuMs : 0);
   const busy = r.machineCpuMs === undefined ? '—' : `${fmt((100 * r.machineCpuMs) / (r.ms * cpus().length), 0)} %`;
-  return [label, per(r.workerCpuMs), per(s?.backendCpuMs), per(s?.auxCpuMs), busy, r.machineCpuMs === undefined ? '—' : per(r.machineCpuMs - known)];
+  return [
+    label,
+    per(r.workerCpuMs),
+    per(s?.backendCpuMs),
+    per(s?.auxCpuMs),
+    busy,
+    r.machineCpuMs === undefined ? '—' : per(r.machineCpuMs - known),
+  ];
 }
 
 function pgRow(label: string, r: CaseResult): (string | number)[] {
@@ -216,11 +278,16 @@ function pgRow(label: string, r: CaseResult): (string | number)[] {
   const sum = (f: (p: WorkerProbe) => number) => w.reduce((a, p) => a + f(p), 0);
   const statements = sum((p) => Object.values(p.statements).reduce((x, [n]) => x + n, 0));
   // transactions that write (a COMMIT, or one statement that writes): each needs its WAL flushed
-  const writes = sum((p) => Object.entries(p.statements).reduce((x, [k, [n]]) => x + (/^(COMMIT|UPDATE|INSERT|WITH|attach)/.test(k) ? n : 0), 0));
+  const writes = sum((p) =>
+    Object.entries(p.statements).reduce((x, [k, [n]]) => x + (/^(COMMIT|UPDATE|INSERT|WITH|attach)/.test(k) ? n : 0), 0),
+  );
   const wal = r.wal;
   return [
     label,
-    `${fmt(sum((p) => p.meanHeld), 1)} of ${sum((p) => p.concurrency)}`,
+    `${fmt(
+      sum((p) => p.meanHeld),
+      1,
+    )} of ${sum((p) => p.concurrency)}`,
     `${sum((p) => p.claims)} (${sum((p) => p.claimsEmpty)})`,
     fmt(statements / r.steps, 1),
     fmt(writes / r.steps, 2),
@@ -243,6 +310,8 @@ function printProbes(label: string, r: CaseResult): void {
   const s = r.server;
   if (s && s.samples) {
     const waits = Object.entries(s.waits).sort((a, b) => b[1] - a[1]);
-    console.log(`  backends ${s.backends}, ${s.samples} samples: ${waits.map(([k, n]) => `${k} ${fmt(n / s.samples, 2)}`).join(', ')}; samples with an ungranted lock ${s.lockWaitSamples} (max ${s.maxUngranted})`);
+    console.log(
+      `  backends ${s.backends}, ${s.samples} samples: ${waits.map(([k, n]) => `${k} ${fmt(n / s.samples, 2)}`).join(', ')}; samples with an ungranted lock ${s.lockWaitSamples} (max ${s.maxUngranted})`,
+    );
   }
 }

@@ -96,7 +96,16 @@ async function batchedTarget(url: string, schema: string): Promise<Target> {
           const txn = new SnapshotTxn(op.sid, heads.get(op.sid));
           const out = applyAppend(txn, op.sid, op.epoch, op.seq, prepareDrafts(op.drafts, 'bench', op.sid), new Date().toISOString());
           const before = heads.get(op.sid)!;
-          await c.query({ ...stmts.append, values: appendValues(before, out.head, op.epoch, txn.events.map((e) => e.record), txn.events.map((e) => e.text)) });
+          await c.query({
+            ...stmts.append,
+            values: appendValues(
+              before,
+              out.head,
+              op.epoch,
+              txn.events.map((e) => e.record),
+              txn.events.map((e) => e.text),
+            ),
+          });
           heads.set(op.sid, out.head);
         }
         await c.query(['COMMIT', ...ops.map((op) => notifyQuery(channelOf(schema), op.sid))].join('; '));
@@ -162,10 +171,23 @@ export async function benchStorePostgres(): Promise<void> {
   await settings.end();
   let n = 0;
   const cases: [string, number, number, () => Promise<Target>][] = [];
-  for (const [sessions, per] of [[1, SEQ_N], [SESSIONS, PER_SESSION]] as const) {
+  for (const [sessions, per] of [
+    [1, SEQ_N],
+    [SESSIONS, PER_SESSION],
+  ] as const) {
     cases.push([`lmdbStore 'flushed'`, sessions, per, async () => fromStore(lmdbStore({ path: join(tmp, `pg-bench-lmdb-${++n}`) }))]);
-    cases.push([`postgresStore (pool of 10, a transaction per append)`, sessions, per, async () => fromStore(postgresStore({ connectionString: db.url, schema: `b${++n}` }))]);
-    cases.push([`postgresStore (pool of 30)`, sessions, per, async () => fromStore(postgresStore({ connectionString: db.url, schema: `b${++n}`, maxConnections: 30 }))]);
+    cases.push([
+      `postgresStore (pool of 10, a transaction per append)`,
+      sessions,
+      per,
+      async () => fromStore(postgresStore({ connectionString: db.url, schema: `b${++n}` })),
+    ]);
+    cases.push([
+      `postgresStore (pool of 30)`,
+      sessions,
+      per,
+      async () => fromStore(postgresStore({ connectionString: db.url, schema: `b${++n}`, maxConnections: 30 })),
+    ]);
     cases.push([`bench-only: one transaction per drain`, sessions, per, () => batchedTarget(db.url, `b${++n}`)]);
   }
   const rows = [];

@@ -12,7 +12,19 @@
  * and writes to file descriptors opened with O_DSYNC, which is how LMDB syncs its meta page).
  */
 import { randomUUID } from 'node:crypto';
-import { closeSync, fdatasyncSync, mkdirSync, mkdtempSync, openSync, readdirSync, rmSync, statSync, statfsSync, writeFileSync, writeSync } from 'node:fs';
+import {
+  closeSync,
+  fdatasyncSync,
+  mkdirSync,
+  mkdtempSync,
+  openSync,
+  readdirSync,
+  rmSync,
+  statSync,
+  statfsSync,
+  writeFileSync,
+  writeSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -22,7 +34,17 @@ import { lmdbStore } from '../src/persistence/lmdb-store.js';
 import { memoryStore } from '../src/persistence/memory-store.js';
 import type { EventStore } from '../src/persistence/event-store.js';
 import { stepStart, userMsg } from '../test/helpers/drafts.js';
-import { MARK_END, MARK_START, straceAvailable, straceChildRun, syncCell, syncDetail, totalSyncs, TRACED, type SyncCount } from './strace.js';
+import {
+  MARK_END,
+  MARK_START,
+  straceAvailable,
+  straceChildRun,
+  syncCell,
+  syncDetail,
+  totalSyncs,
+  TRACED,
+  type SyncCount,
+} from './strace.js';
 import { fmt, median, percentile, printTable, type Cell } from './table.js';
 
 const THIS_FILE = fileURLToPath(import.meta.url);
@@ -65,7 +87,13 @@ interface SeqCase {
 const oneEvent = (i: number): EventDraft[] => [userMsg(`${CONTENT} #${i}`, 1, i + 1)];
 const twoEvents = (i: number): EventDraft[] => [userMsg(`${CONTENT} #${i}`, 1, i + 1), stepStart(1, i + 1)];
 
-function storeCase(id: string, label: string, durable: string, durability: 'flushed' | 'committed', drafts: (i: number) => EventDraft[]): SeqCase {
+function storeCase(
+  id: string,
+  label: string,
+  durable: string,
+  durability: 'flushed' | 'committed',
+  drafts: (i: number) => EventDraft[],
+): SeqCase {
   return {
     id,
     label,
@@ -206,7 +234,18 @@ function rawCase(
         heads.get('bench-raw');
         events.putSync(['bench-raw', i + 1], value);
         ids.putSync(['bench-raw', randomUUID()], i + 1);
-        heads.putSync('bench-raw', JSON.stringify({ sessionId: 'bench-raw', writerEpoch: 1, lastSeq: i + 1, lastTurn: 1, surfaceStartSeq: 1, openRun: null, lastSettledRun: null }));
+        heads.putSync(
+          'bench-raw',
+          JSON.stringify({
+            sessionId: 'bench-raw',
+            writerEpoch: 1,
+            lastSeq: i + 1,
+            lastTurn: 1,
+            surfaceStartSeq: 1,
+            openRun: null,
+            lastSettledRun: null,
+          }),
+        );
       };
       return {
         op: async (i) => {
@@ -234,15 +273,28 @@ function rawCase(
 }
 
 const STORE_1 = storeCase('store-1', "lmdbStore 'flushed' (journal + LMDB noSync), 1 event/append", 'yes', 'flushed', oneEvent);
-const STORE_2 = storeCase('store-2', "lmdbStore 'flushed' (journal + LMDB noSync), 2 events/append (user/message + step/start)", 'yes', 'flushed', twoEvents);
+const STORE_2 = storeCase(
+  'store-2',
+  "lmdbStore 'flushed' (journal + LMDB noSync), 2 events/append (user/message + step/start)",
+  'yes',
+  'flushed',
+  twoEvents,
+);
 const STORE_COMMITTED = storeCase('store-committed', "lmdbStore 'committed', 1 event/append", 'no (kill-safe only)', 'committed', oneEvent);
 const FLOOR = floorCase();
 const RAW_CASES: SeqCase[] = [
   rawCase('raw-txn-flushed', 'raw: transactionSync + await flushed (overlappingSync, default)', 'yes', {}, 'txn+flushed'),
   rawCase('raw-txn-3db', 'raw: same, store-like txn (event + id index + head, 3 DBs)', 'yes', {}, 'txn+flushed', { storeLike: true }),
-  rawCase('raw-txn-nosyncflush', 'raw: transactionSync(fn, ABORTABLE+SYNCHRONOUS_COMMIT+NO_SYNC_FLUSH) + await flushed', 'yes', {}, 'txn+flushed', {
-    txnFlags: TransactionFlags.ABORTABLE | TransactionFlags.SYNCHRONOUS_COMMIT | TransactionFlags.NO_SYNC_FLUSH,
-  }),
+  rawCase(
+    'raw-txn-nosyncflush',
+    'raw: transactionSync(fn, ABORTABLE+SYNCHRONOUS_COMMIT+NO_SYNC_FLUSH) + await flushed',
+    'yes',
+    {},
+    'txn+flushed',
+    {
+      txnFlags: TransactionFlags.ABORTABLE | TransactionFlags.SYNCHRONOUS_COMMIT | TransactionFlags.NO_SYNC_FLUSH,
+    },
+  ),
   rawCase('raw-txn-nooverlap', 'raw: transactionSync, overlappingSync: false', 'yes', { overlappingSync: false }, 'txn'),
   rawCase('raw-txn-nometasync', 'raw: transactionSync, noMetaSync: true', 'last-commit-may-be-lost', { noMetaSync: true }, 'txn'),
   rawCase('raw-txn-nosync', 'raw: transactionSync, noSync: true', 'no', { noSync: true }, 'txn'),
@@ -466,7 +518,18 @@ async function run(base: string): Promise<void> {
 
   const ratio = (us: number) => `${fmt(us / floor, 2)}×`;
   const opsPerSec = (s: Samples) => (s.n / s.elapsedMs) * 1000;
-  const headers = ['case', 'n', 'median µs', 'p90 µs', '× floor', 'CPU µs/op', 'ops/s', 'syncs/op (strace)', 'durable vs power loss', 'detail'];
+  const headers = [
+    'case',
+    'n',
+    'median µs',
+    'p90 µs',
+    '× floor',
+    'CPU µs/op',
+    'ops/s',
+    'syncs/op (strace)',
+    'durable vs power loss',
+    'detail',
+  ];
   const cpuPerOp = (s: Samples) => s.cpuUs / s.n;
   const rows: Cell[][] = [];
   const seqRow = (c: SeqCase) => {
@@ -535,7 +598,12 @@ async function rebuildLine(base: string): Promise<string> {
     sessions.map(async (s) => {
       const { writerEpoch } = await store.attachWriter(s);
       for (let b = 0, next = 1; b < 1000; b++, next += 5) {
-        await store.append(s, writerEpoch, next, [0, 1, 2, 3, 4].map((j) => userMsg(`${s} ${next + j} ${'x'.repeat(400)}`)));
+        await store.append(
+          s,
+          writerEpoch,
+          next,
+          [0, 1, 2, 3, 4].map((j) => userMsg(`${s} ${next + j} ${'x'.repeat(400)}`)),
+        );
       }
     }),
   );

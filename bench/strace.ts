@@ -9,7 +9,6 @@ import { mkdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fmt } from './table.js';
 
-
 export interface SyncCount {
   ops: number;
   fdatasync: number;

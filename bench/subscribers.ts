@@ -111,7 +111,9 @@ async function runScenario(s: Scenario) {
 }
 
 export async function benchSubscribers(): Promise<void> {
-  console.log(`${SUBSCRIBERS} subscribers (capacity 256, timeout 1000 ms), ${ENVELOPES.toLocaleString('en-US')} envelopes; slow = 2 ms per envelope; global.gc ${gc ? 'used' : 'not available'}\n`);
+  console.log(
+    `${SUBSCRIBERS} subscribers (capacity 256, timeout 1000 ms), ${ENVELOPES.toLocaleString('en-US')} envelopes; slow = 2 ms per envelope; global.gc ${gc ? 'used' : 'not available'}\n`,
+  );
   await runScenario(SCENARIOS[0]!); // warm-up
   const rows = [];
   for (const s of SCENARIOS) {
@@ -133,7 +135,21 @@ export async function benchSubscribers(): Promise<void> {
     ]);
   }
   printTable(
-    ['scenario', 'envelopes/s', 'deliveries/s', 'publish call p50 µs', 'await p99 ms', 'delivered', 'closed', 'other errors', 'still open', 'heap before MB', 'heap peak MB', 'peak - before MB', 'heap after MB'],
+    [
+      'scenario',
+      'envelopes/s',
+      'deliveries/s',
+      'publish call p50 µs',
+      'await p99 ms',
+      'delivered',
+      'closed',
+      'other errors',
+      'still open',
+      'heap before MB',
+      'heap peak MB',
+      'peak - before MB',
+      'heap after MB',
+    ],
     rows,
     ['left', ...Array<'right'>(12).fill('right')],
   );

@@ -37,7 +37,9 @@ try {
   const report = await verifyStore(path);
   const totalMs = performance.now() - t;
   if (!report.ok) throw new Error(`the bench store does not verify: ${JSON.stringify(report.problems.slice(0, 3))}`);
-  console.log(`store: ${fmt(SESSIONS)} sessions × ${EVENTS} events of ${SIZE} characters, data.mdb ${fmt(mb)} MB (built in ${fmt(buildMs / 1000, 1)} s)`);
+  console.log(
+    `store: ${fmt(SESSIONS)} sessions × ${EVENTS} events of ${SIZE} characters, data.mdb ${fmt(mb)} MB (built in ${fmt(buildMs / 1000, 1)} s)`,
+  );
   printTable(
     ['phase', 'seconds'],
     [
@@ -60,7 +62,15 @@ async function build(at: string): Promise<void> {
         const s = `session-${i}`;
         const { writerEpoch } = await store.attachWriter(s);
         const drafts: EventDraft[] = [];
-        for (let j = 1; j <= EVENTS; j++) drafts.push({ type: 'user/message', turn: 1, step: 1, attempt: 1, surfaceOp: 'append', payload: { message: { role: 'user', content: `${s}-${j} ${'x'.repeat(SIZE)}` } } });
+        for (let j = 1; j <= EVENTS; j++)
+          drafts.push({
+            type: 'user/message',
+            turn: 1,
+            step: 1,
+            attempt: 1,
+            surfaceOp: 'append',
+            payload: { message: { role: 'user', content: `${s}-${j} ${'x'.repeat(SIZE)}` } },
+          });
         await store.append(s, writerEpoch, 1, drafts);
       }
     };
@@ -78,7 +88,10 @@ async function childPhases(at: string): Promise<{ walkMs: number; exerciseMs: nu
     const start = performance.now();
     let walked = 0;
     let done = 0;
-    const child = spawn(process.execPath, ['--import', 'tsx', script, at, scratch], { stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, NODE_OPTIONS: '' } });
+    const child = spawn(process.execPath, ['--import', 'tsx', script, at, scratch], {
+      stdio: ['ignore', 'pipe', 'inherit'],
+      env: { ...process.env, NODE_OPTIONS: '' },
+    });
     let partial = '';
     child.stdout.setEncoding('utf8').on('data', (chunk: string) => {
       const lines = (partial + chunk).split('\n');

@@ -30,7 +30,14 @@ export async function benchWebStream(): Promise<void> {
   let next = 1;
   const text = 'x'.repeat(200);
   for (let i = 0; i < REPLAY; i += 500) {
-    const drafts = Array.from({ length: 500 }, (_, k) => ({ type: 'user/message' as const, turn: 0, step: 0, attempt: 0, surfaceOp: 'append' as const, payload: { message: { role: 'user' as const, content: `${i + k} ${text}` } } }));
+    const drafts = Array.from({ length: 500 }, (_, k) => ({
+      type: 'user/message' as const,
+      turn: 0,
+      step: 0,
+      attempt: 0,
+      surfaceOp: 'append' as const,
+      payload: { message: { role: 'user' as const, content: `${i + k} ${text}` } },
+    }));
     next = (await store.append('b1', writerEpoch, next, drafts)).at(-1)!.seq + 1;
   }
 
@@ -51,7 +58,16 @@ export async function benchWebStream(): Promise<void> {
   for (let i = 0; i < FOLLOW; i++) {
     const seq = next;
     const got = new Promise<number>((r) => waiting.set(seq, r));
-    const [rec] = await store.append('b1', writerEpoch, seq, [{ type: 'user/message', turn: 0, step: 0, attempt: 0, surfaceOp: 'append', payload: { message: { role: 'user', content: `live ${i}` } } }]);
+    const [rec] = await store.append('b1', writerEpoch, seq, [
+      {
+        type: 'user/message',
+        turn: 0,
+        step: 0,
+        attempt: 0,
+        surfaceOp: 'append',
+        payload: { message: { role: 'user', content: `live ${i}` } },
+      },
+    ]);
     const appended = performance.now();
     latencies.push((await got) - appended);
     waiting.delete(seq);

@@ -34,6 +34,12 @@ for (const c of pending.calls) console.log(`  needs approval: ${c.name}(${JSON.s
 
 // The answer: one decision per call (a call left out is denied).
 const decisions = Object.fromEntries(pending.calls.map((c) => [c.callId, decision]));
-const second = await session.execute({ kind: 'respond', runId: 'pay', attemptId: 'a2', questionId: pending.questionId, answer: { decisions } });
+const second = await session.execute({
+  kind: 'respond',
+  runId: 'pay',
+  attemptId: 'a2',
+  questionId: pending.questionId,
+  answer: { decisions },
+});
 console.log('after respond:', second.outcome, second.status, '-', second.finalMessage);
 await runtime.close();

@@ -98,7 +98,13 @@ export async function startInspectorPage(options: { port?: number } = {}): Promi
     return machines.map((t) => {
       const n = (nth.get(t.machine) ?? 0) + 1;
       nth.set(t.machine, n);
-      return { label: count.get(t.machine)! > 1 ? `${t.machine} #${n}` : t.machine, machine: t.machine, state: t.states.at(-1) ?? '', status: status.get(t.sessionId) ?? 'active', states: t.states };
+      return {
+        label: count.get(t.machine)! > 1 ? `${t.machine} #${n}` : t.machine,
+        machine: t.machine,
+        state: t.states.at(-1) ?? '',
+        status: status.get(t.sessionId) ?? 'active',
+        states: t.states,
+      };
     });
   };
   const message = () => `data: ${JSON.stringify({ actors: rows(), waiting: waiting?.what ?? null })}\n\n`;

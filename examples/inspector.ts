@@ -109,18 +109,36 @@ export async function runInspectedAgent(inspect: (e: InspectionEvent) => void, o
     },
   });
   const model = scriptedModel([
-    { toolCalls: [{ name: 'lookup', arguments: { word: 'actor' } }, { name: 'lookup', arguments: { word: 'loop' } }] },
+    {
+      toolCalls: [
+        { name: 'lookup', arguments: { word: 'actor' } },
+        { name: 'lookup', arguments: { word: 'loop' } },
+      ],
+    },
     { toolCalls: [{ id: 't1', name: 'transfer', arguments: { to: 'ACME', amount: 250 } }] },
     'Looked up actor and loop, and paid ACME 250.',
   ]);
   const runtime = createRuntime({ store: memoryStore(), model, tools: [lookup, transfer], inspect });
   const session = await runtime.openSession('inspected');
-  const first = await session.execute({ kind: 'prompt', runId: 'r1', attemptId: 'a1', message: 'Look up actor and loop, then pay ACME 250' });
+  const first = await session.execute({
+    kind: 'prompt',
+    runId: 'r1',
+    attemptId: 'a1',
+    message: 'Look up actor and loop, then pay ACME 250',
+  });
   const pending = first.pendingRequest;
   if (pending?.kind !== 'approval') throw new Error(`expected an approval request, got ${first.outcome} ${first.status}`);
-  await options.beforeApproving?.(`run r1 is suspended: ${pending.calls.map((c) => `${c.name} ${JSON.stringify(c.arguments)}`).join(', ')} needs approval`);
+  await options.beforeApproving?.(
+    `run r1 is suspended: ${pending.calls.map((c) => `${c.name} ${JSON.stringify(c.arguments)}`).join(', ')} needs approval`,
+  );
   const decisions = Object.fromEntries(pending.calls.map((c) => [c.callId, 'approve' as const]));
-  const second = await session.execute({ kind: 'respond', runId: 'r1', attemptId: 'a2', questionId: pending.questionId, answer: { decisions } });
+  const second = await session.execute({
+    kind: 'respond',
+    runId: 'r1',
+    attemptId: 'a2',
+    questionId: pending.questionId,
+    answer: { decisions },
+  });
   await runtime.close();
   return { first: first.outcome, outcome: second.outcome };
 }

@@ -26,23 +26,38 @@ writeFileSync(join(sandbox, 'service.json'), JSON.stringify({ service: 'checkout
 const text = (t: string) => ({ content: [{ type: 'text' as const, text: t }] });
 const server = new McpServer({ name: 'example-tools', version: '1.0.0' });
 
-server.registerTool('calculate', { description: 'Evaluates arithmetic: + - * / and parentheses', inputSchema: { expression: z.string() }, annotations: { readOnlyHint: true } }, async ({ expression }) => {
-  try {
-    return text(`${expression} = ${Number(evaluate(expression).toPrecision(12))}`);
-  } catch (e) {
-    return { ...text((e as Error).message), isError: true };
-  }
-});
+server.registerTool(
+  'calculate',
+  {
+    description: 'Evaluates arithmetic: + - * / and parentheses',
+    inputSchema: { expression: z.string() },
+    annotations: { readOnlyHint: true },
+  },
+  async ({ expression }) => {
+    try {
+      return text(`${expression} = ${Number(evaluate(expression).toPrecision(12))}`);
+    } catch (e) {
+      return { ...text((e as Error).message), isError: true };
+    }
+  },
+);
 
-server.registerTool('read_file', { description: 'Reads a file of the sandbox folder', inputSchema: { path: z.string() }, annotations: { readOnlyHint: true } }, async ({ path }) => {
-  if (!/^[\w.-]+$/.test(path) || path.startsWith('.')) return { ...text(`not a file of the sandbox: ${path}`), isError: true };
-  const file = join(sandbox, path);
-  return existsSync(file) ? text(readFileSync(file, 'utf8')) : { ...text(`no such file: ${path}`), isError: true };
-});
+server.registerTool(
+  'read_file',
+  { description: 'Reads a file of the sandbox folder', inputSchema: { path: z.string() }, annotations: { readOnlyHint: true } },
+  async ({ path }) => {
+    if (!/^[\w.-]+$/.test(path) || path.startsWith('.')) return { ...text(`not a file of the sandbox: ${path}`), isError: true };
+    const file = join(sandbox, path);
+    return existsSync(file) ? text(readFileSync(file, 'utf8')) : { ...text(`no such file: ${path}`), isError: true };
+  },
+);
 
 server.registerTool(
   'deploy',
-  { description: 'Deploys a service version to an environment (slow)', inputSchema: { service: z.string(), version: z.string(), environment: z.string() } },
+  {
+    description: 'Deploys a service version to an environment (slow)',
+    inputSchema: { service: z.string(), version: z.string(), environment: z.string() },
+  },
   async ({ service, version, environment }, extra) => {
     const key = String(extra._meta?.[IDEMPOTENCY_META_KEY] ?? `request-${extra.requestId}`);
     const record = join(deployments, `${createHash('sha256').update(key).digest('hex').slice(0, 16)}.json`);

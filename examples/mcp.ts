@@ -21,7 +21,9 @@ const server = join(import.meta.dirname, 'mcp-server.ts');
 let client: Client | undefined;
 const connect = async () => {
   client = new Client({ name: 'actorloop-example', version: '1.0.0' });
-  await client.connect(new StdioClientTransport({ command: process.execPath, args: [...process.execArgv, server, dataDir], stderr: 'inherit' }));
+  await client.connect(
+    new StdioClientTransport({ command: process.execPath, args: [...process.execArgv, server, dataDir], stderr: 'inherit' }),
+  );
   return client;
 };
 // deploy stays exclusive (the default); the two side-effect free tools may run in parallel
@@ -29,7 +31,8 @@ const tools = await mcpTools(connect, { parallel: ['calculate', 'read_file'] });
 for (const t of tools) console.log(`tool ${t.name} (${t.mode})`);
 
 /** The tool results of the conversation so far, by tool name. */
-const results = (r: ModelRequest) => r.messages.filter((m) => m.role === 'tool').map((m) => ({ name: m.name, text: typeof m.content === 'string' ? m.content : '' }));
+const results = (r: ModelRequest) =>
+  r.messages.filter((m) => m.role === 'tool').map((m) => ({ name: m.name, text: typeof m.content === 'string' ? m.content : '' }));
 const model = scriptedModel([
   {
     text: 'Reading the release notes and the service config, and doing the arithmetic.',
@@ -40,20 +43,36 @@ const model = scriptedModel([
       { name: 'calculate', arguments: { expression: '40 * 0.1' } },
     ],
   },
-  { text: 'Deploying checkout 2.4.0 to staging.', toolCalls: [{ name: 'deploy', arguments: { service: 'checkout', version: '2.4.0', environment: 'staging' } }] },
+  {
+    text: 'Deploying checkout 2.4.0 to staging.',
+    toolCalls: [{ name: 'deploy', arguments: { service: 'checkout', version: '2.4.0', environment: 'staging' } }],
+  },
   (request) => {
-    const [budget, canary] = results(request).filter((r) => r.name === 'calculate').map((r) => r.text.split(' = ')[1]);
+    const [budget, canary] = results(request)
+      .filter((r) => r.name === 'calculate')
+      .map((r) => r.text.split(' = ')[1]);
     const deployed = results(request).find((r) => r.name === 'deploy')?.text;
     return `Done: ${deployed}. The monthly error budget for a 99.9% SLO is ${budget} minutes, and the canary is ${canary} pods.`;
   },
 ]);
 
-const runtime = createRuntime({ store: lmdbStore({ path: join(dataDir, 'log') }), model, systemPrompt: 'You are a careful release assistant.', tools });
+const runtime = createRuntime({
+  store: lmdbStore({ path: join(dataDir, 'log') }),
+  model,
+  systemPrompt: 'You are a careful release assistant.',
+  tools,
+});
 const session = await runtime.openSession(`mcp-${Date.now()}`);
 session.subscribe((e) => {
-  if (e.event.type === 'tool_end' && e.event.outcome.kind === 'completed') console.log(`${e.event.name}: ${e.event.outcome.content.split('\n')[0]}`);
+  if (e.event.type === 'tool_end' && e.event.outcome.kind === 'completed')
+    console.log(`${e.event.name}: ${e.event.outcome.content.split('\n')[0]}`);
 });
-const result = await session.execute({ kind: 'prompt', runId: 'r1', attemptId: 'a1', message: 'Work out the error budget and the canary size, then deploy checkout 2.4.0 to staging.' });
+const result = await session.execute({
+  kind: 'prompt',
+  runId: 'r1',
+  attemptId: 'a1',
+  message: 'Work out the error budget and the canary size, then deploy checkout 2.4.0 to staging.',
+});
 console.log(result.outcome, result.finalMessage);
 await runtime.close();
 await client?.close(); // ends the server child

@@ -96,7 +96,9 @@ export function stateTrace() {
       for (const t of all) if (!t.isMachine) others.set(t.machine, [...(others.get(t.machine) ?? []), t.id]);
       for (const [src, ids] of others) {
         const named = ids.filter((id) => id !== src);
-        out.push(`${src}: ${ids.length} actor${ids.length === 1 ? '' : 's'} without states${named.length > 0 ? ` (${named.join(', ')})` : ''}`);
+        out.push(
+          `${src}: ${ids.length} actor${ids.length === 1 ? '' : 's'} without states${named.length > 0 ? ` (${named.join(', ')})` : ''}`,
+        );
       }
       return out;
     },

@@ -21,5 +21,13 @@ try {
   esbuild = undefined;
 }
 if (esbuild) {
-  esbuild.buildSync({ entryPoints: ['src/web/client.ts'], bundle: true, format: 'esm', platform: 'browser', minify: true, logLevel: 'warning', outfile: 'dist/web/client.browser.js' });
+  esbuild.buildSync({
+    entryPoints: ['src/web/client.ts'],
+    bundle: true,
+    format: 'esm',
+    platform: 'browser',
+    minify: true,
+    logLevel: 'warning',
+    outfile: 'dist/web/client.browser.js',
+  });
 }

@@ -50,7 +50,8 @@ function invokeSrc(node: AnyStateNode, inv: AnyStateNode['invoke'][number]): str
 /** Invokes visible from `node` (its own and its ancestors'), by invoke id. */
 function invokesAround(node: AnyStateNode): Map<string, string> {
   const out = new Map<string, string>();
-  for (let n: AnyStateNode | undefined = node; n; n = n.parent) for (const inv of n.invoke) if (!out.has(inv.id)) out.set(inv.id, invokeSrc(n, inv));
+  for (let n: AnyStateNode | undefined = node; n; n = n.parent)
+    for (const inv of n.invoke) if (!out.has(inv.id)) out.set(inv.id, invokeSrc(n, inv));
   return out;
 }
 
@@ -221,6 +222,7 @@ export function machineDiagram(machine: AnyStateMachine): string {
     ...((stays.get(root) ?? []).length > 0 ? [`stays on ${stays.get(root)!.join(', ')}`] : []),
   ];
   const first = (Object.values(root.states) as AnyStateNode[])[0];
-  if (note.length > 0 && first) lines.push(`  note left of ${idOf(first)}`, `    in every state of ${clean(root.id)}:`, ...note.map((l) => `    ${l}`), '  end note');
+  if (note.length > 0 && first)
+    lines.push(`  note left of ${idOf(first)}`, `    in every state of ${clean(root.id)}:`, ...note.map((l) => `    ${l}`), '  end note');
   return `${lines.join('\n')}\n`;
 }

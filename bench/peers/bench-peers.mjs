@@ -15,7 +15,8 @@ const step = (what, cmd, args, cwd) => {
   const r = spawnSync(cmd, args, { cwd, stdio: 'inherit' });
   if (r.status !== 0) process.exit(r.status ?? 1);
 };
-if (!existsSync(join(here, 'node_modules', '.package-lock.json'))) step('installing bench/peers dependencies (npm ci)', npm, ['ci', '--no-audit', '--no-fund'], here);
+if (!existsSync(join(here, 'node_modules', '.package-lock.json')))
+  step('installing bench/peers dependencies (npm ci)', npm, ['ci', '--no-audit', '--no-fund'], here);
 step('bringing dist/ up to date (npm run build)', npm, ['run', '--silent', 'build'], repo);
 const r = spawnSync(process.execPath, ['--import', 'tsx', join(here, 'run.ts'), ...process.argv.slice(2)], { cwd: here, stdio: 'inherit' });
 process.exit(r.status ?? 1);

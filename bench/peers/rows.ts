@@ -31,24 +31,39 @@ async function actorloopRow(v: Variant, store: () => Promise<{ store: unknown; c
     modelId: 'scripted-checking',
     async call(request) {
       if (v.modelMs) await sleep(v.modelMs);
-      const d = decide(v.k, request.messages.filter((m) => m.role === 'tool').map((m) => ({ text: m.content })));
-      if (d.kind === 'answer') return { message: { role: 'assistant', content: d.text }, usage: { inputTokens: 1, outputTokens: 1 }, finishReason: 'stop' };
+      const d = decide(
+        v.k,
+        request.messages.filter((m) => m.role === 'tool').map((m) => ({ text: m.content })),
+      );
+      if (d.kind === 'answer')
+        return { message: { role: 'assistant', content: d.text }, usage: { inputTokens: 1, outputTokens: 1 }, finishReason: 'stop' };
       return {
-        message: { role: 'assistant', content: '', toolCalls: d.calls.map((c) => ({ id: c.id, name: c.name, arguments: JSON.stringify({ i: c.i }) })) },
+        message: {
+          role: 'assistant',
+          content: '',
+          toolCalls: d.calls.map((c) => ({ id: c.id, name: c.name, arguments: JSON.stringify({ i: c.i }) })),
+        },
         usage: { inputTokens: 1, outputTokens: 1 },
         finishReason: 'tool_calls',
       };
     },
   };
   const s = await store();
-  const runtime = al.createRuntime({ store: s.store as import('../../dist/index.js').EventStore, model, tools, budget: { maxSteps: v.k + 1 }, config: { contextWindow: 10_000_000 } });
+  const runtime = al.createRuntime({
+    store: s.store as import('../../dist/index.js').EventStore,
+    model,
+    tools,
+    budget: { maxSteps: v.k + 1 },
+    config: { contextWindow: 10_000_000 },
+  });
   return {
     async rep(n) {
       await pool(v.sessions, v.inFlight, async (i) => {
         const id = `s${n}-${i}`;
         const session = await runtime.openSession(id);
         const r = await session.execute({ kind: 'prompt', runId: 'r', attemptId: 'a', message: 'go' });
-        if (r.status !== 'succeeded' || r.steps !== v.k) throw new Error(`actorloop session ${id}: ${r.status} after ${r.steps} steps: ${r.error?.message ?? ''}`);
+        if (r.status !== 'succeeded' || r.steps !== v.k)
+          throw new Error(`actorloop session ${id}: ${r.status} after ${r.steps} steps: ${r.error?.message ?? ''}`);
         checkAnswer(v.k, r.finalMessage, id);
         await session.close();
       });
@@ -57,17 +72,19 @@ async function actorloopRow(v: Variant, store: () => Promise<{ store: unknown; c
   };
 }
 
-const actorloopMemory: RowFactory = async (v) => actorloopRow(v, async () => {
-  const al = await import('../../dist/index.js');
-  const store = al.memoryStore();
-  return { store, close: () => store.close() };
-});
+const actorloopMemory: RowFactory = async (v) =>
+  actorloopRow(v, async () => {
+    const al = await import('../../dist/index.js');
+    const store = al.memoryStore();
+    return { store, close: () => store.close() };
+  });
 
-const actorloopLmdb: RowFactory = async (v, dir) => actorloopRow(v, async () => {
-  const al = await import('../../dist/index.js');
-  const store = al.lmdbStore({ path: join(dir, 'actorloop-lmdb') }); // durability 'flushed' (the default)
-  return { store, close: () => store.close() };
-});
+const actorloopLmdb: RowFactory = async (v, dir) =>
+  actorloopRow(v, async () => {
+    const al = await import('../../dist/index.js');
+    const store = al.lmdbStore({ path: join(dir, 'actorloop-lmdb') }); // durability 'flushed' (the default)
+    return { store, close: () => store.close() };
+  });
 
 const PG_ADMIN = process.env.ACTORLOOP_BENCH_POSTGRES ?? 'postgresql://postgres@127.0.0.1:5432/postgres';
 
@@ -96,8 +113,17 @@ const actorloopPostgres: RowFactory = async (v) => {
   try {
     return await actorloopRow(v, async () => {
       const al = await import('../../dist/index.js');
-      const store = al.postgresStore({ connectionString: PG_ADMIN.replace(/\/[^/]*$/, `/${db}`), maxConnections: Math.max(4, v.inFlight + 2) });
-      return { store, close: async () => { await store.close(); await drop(); } };
+      const store = al.postgresStore({
+        connectionString: PG_ADMIN.replace(/\/[^/]*$/, `/${db}`),
+        maxConnections: Math.max(4, v.inFlight + 2),
+      });
+      return {
+        store,
+        close: async () => {
+          await store.close();
+          await drop();
+        },
+      };
     });
   } catch (e) {
     await drop();
@@ -122,10 +148,19 @@ async function langgraphRow(v: Variant, saver: 'memory' | 'sqlite', dir: string)
   );
   const agent = async (state: typeof MessagesAnnotation.State) => {
     if (v.modelMs) await sleep(v.modelMs);
-    const results = state.messages.filter((m) => m.getType() === 'tool').map((m) => ({ text: typeof m.content === 'string' ? m.content : JSON.stringify(m.content) }));
+    const results = state.messages
+      .filter((m) => m.getType() === 'tool')
+      .map((m) => ({ text: typeof m.content === 'string' ? m.content : JSON.stringify(m.content) }));
     const d = decide(v.k, results);
     if (d.kind === 'answer') return { messages: [new AIMessage({ content: d.text })] };
-    return { messages: [new AIMessage({ content: '', tool_calls: d.calls.map((c) => ({ id: c.id, name: c.name, args: { i: c.i }, type: 'tool_call' as const })) })] };
+    return {
+      messages: [
+        new AIMessage({
+          content: '',
+          tool_calls: d.calls.map((c) => ({ id: c.id, name: c.name, args: { i: c.i }, type: 'tool_call' as const })),
+        }),
+      ],
+    };
   };
   let checkpointer: InstanceType<typeof MemorySaver> | import('@langchain/langgraph-checkpoint-sqlite').SqliteSaver;
   if (saver === 'memory') checkpointer = new MemorySaver();
@@ -182,13 +217,29 @@ const openaiAgents: RowFactory = async (v) => {
     async getResponse(request) {
       if (v.modelMs) await sleep(v.modelMs);
       const items = typeof request.input === 'string' ? [] : request.input;
-      const results = items.filter((it) => it.type === 'function_call_result').map((it) => ({ text: text((it as { output: unknown }).output) }));
+      const results = items
+        .filter((it) => it.type === 'function_call_result')
+        .map((it) => ({ text: text((it as { output: unknown }).output) }));
       const d = decide(v.k, results);
       const usage = new agents.Usage({ requests: 1, inputTokens: 1, outputTokens: 1, totalTokens: 2 });
       if (d.kind === 'answer') {
-        return { usage, responseId: undefined, output: [{ type: 'message', role: 'assistant', status: 'completed', content: [{ type: 'output_text', text: d.text }] }] };
+        return {
+          usage,
+          responseId: undefined,
+          output: [{ type: 'message', role: 'assistant', status: 'completed', content: [{ type: 'output_text', text: d.text }] }],
+        };
       }
-      return { usage, responseId: undefined, output: d.calls.map((c) => ({ type: 'function_call' as const, callId: c.id, name: c.name, arguments: JSON.stringify({ i: c.i }), status: 'completed' as const })) };
+      return {
+        usage,
+        responseId: undefined,
+        output: d.calls.map((c) => ({
+          type: 'function_call' as const,
+          callId: c.id,
+          name: c.name,
+          arguments: JSON.stringify({ i: c.i }),
+          status: 'completed' as const,
+        })),
+      };
     },
     // eslint-disable-next-line require-yield
     async *getStreamedResponse() {
@@ -211,8 +262,22 @@ const openaiAgents: RowFactory = async (v) => {
 const vercelAi: RowFactory = async (v) => {
   const ai = await import('ai');
   const tools = {
-    lookup: ai.tool({ description: 'lookup', inputSchema: z.object({ i: z.number() }), execute: async ({ i }) => { if (v.toolMs) await sleep(v.toolMs); return toolValue('lookup', i); } }),
-    write: ai.tool({ description: 'write', inputSchema: z.object({ i: z.number() }), execute: async ({ i }) => { if (v.toolMs) await sleep(v.toolMs); return toolValue('write', i); } }),
+    lookup: ai.tool({
+      description: 'lookup',
+      inputSchema: z.object({ i: z.number() }),
+      execute: async ({ i }) => {
+        if (v.toolMs) await sleep(v.toolMs);
+        return toolValue('lookup', i);
+      },
+    }),
+    write: ai.tool({
+      description: 'write',
+      inputSchema: z.object({ i: z.number() }),
+      execute: async ({ i }) => {
+        if (v.toolMs) await sleep(v.toolMs);
+        return toolValue('write', i);
+      },
+    }),
   };
   const usage = { inputTokens: { total: 1, noCache: 1, cacheRead: 0, cacheWrite: 0 }, outputTokens: { total: 1, text: 1, reasoning: 0 } };
   // a LanguageModelV4 of our own (ai/test's MockLanguageModelV4 keeps every call it was given)
@@ -233,9 +298,15 @@ const vercelAi: RowFactory = async (v) => {
         }
       }
       const d = decide(v.k, results);
-      if (d.kind === 'answer') return { content: [{ type: 'text', text: d.text }], finishReason: { unified: 'stop', raw: 'stop' }, usage, warnings: [] };
+      if (d.kind === 'answer')
+        return { content: [{ type: 'text', text: d.text }], finishReason: { unified: 'stop', raw: 'stop' }, usage, warnings: [] };
       return {
-        content: d.calls.map((c) => ({ type: 'tool-call' as const, toolCallId: c.id, toolName: c.name, input: JSON.stringify({ i: c.i }) })),
+        content: d.calls.map((c) => ({
+          type: 'tool-call' as const,
+          toolCallId: c.id,
+          toolName: c.name,
+          input: JSON.stringify({ i: c.i }),
+        })),
         finishReason: { unified: 'tool-calls', raw: 'tool_calls' },
         usage,
         warnings: [],
@@ -262,26 +333,44 @@ type Msg = { role: 'user' | 'assistant' | 'tool'; content: string; name?: ToolNa
 function bareRow(v: Variant, journal?: string): Row {
   const fd = journal === undefined ? undefined : openSync(journal, 'a');
   const toolFns: Record<ToolName, (i: number) => Promise<string>> = {
-    lookup: async (i) => { if (v.toolMs) await sleep(v.toolMs); return toolValue('lookup', i); },
-    write: async (i) => { if (v.toolMs) await sleep(v.toolMs); return toolValue('write', i); },
+    lookup: async (i) => {
+      if (v.toolMs) await sleep(v.toolMs);
+      return toolValue('lookup', i);
+    },
+    write: async (i) => {
+      if (v.toolMs) await sleep(v.toolMs);
+      return toolValue('write', i);
+    },
   };
   const session = async (id: string) => {
     const history: Msg[] = [{ role: 'user', content: 'go' }];
     for (;;) {
       if (v.modelMs) await sleep(v.modelMs);
-      const d = decide(v.k, history.filter((m) => m.role === 'tool').map((m) => ({ text: m.content })), id);
+      const d = decide(
+        v.k,
+        history.filter((m) => m.role === 'tool').map((m) => ({ text: m.content })),
+        id,
+      );
       if (d.kind === 'answer') {
         history.push({ role: 'assistant', content: d.text });
-        if (fd !== undefined) { writeSync(fd, `${JSON.stringify({ session: id, step: history.length, message: history.at(-1) })}\n`); fdatasyncSync(fd); }
+        if (fd !== undefined) {
+          writeSync(fd, `${JSON.stringify({ session: id, step: history.length, message: history.at(-1) })}\n`);
+          fdatasyncSync(fd);
+        }
         checkAnswer(v.k, d.text, id);
         return;
       }
       const assistant: Msg = { role: 'assistant', content: '', calls: d.calls };
       history.push(assistant);
-      const results = await Promise.all(d.calls.map(async (c): Promise<Msg> => ({ role: 'tool', name: c.name, content: await toolFns[c.name](c.i) })));
+      const results = await Promise.all(
+        d.calls.map(async (c): Promise<Msg> => ({ role: 'tool', name: c.name, content: await toolFns[c.name](c.i) })),
+      );
       history.push(...results);
       // one fsync'd JSON line per step: the step's assistant message and its tool results
-      if (fd !== undefined) { writeSync(fd, `${JSON.stringify({ session: id, step: d.step, messages: [assistant, ...results] })}\n`); fdatasyncSync(fd); }
+      if (fd !== undefined) {
+        writeSync(fd, `${JSON.stringify({ session: id, step: d.step, messages: [assistant, ...results] })}\n`);
+        fdatasyncSync(fd);
+      }
     }
   };
   return {
@@ -289,7 +378,10 @@ function bareRow(v: Variant, journal?: string): Row {
       await pool(v.sessions, v.inFlight, (i) => session(`s${n}-${i}`));
     },
     close: async () => {
-      if (fd !== undefined) { closeSync(fd); rmSync(journal!, { force: true }); }
+      if (fd !== undefined) {
+        closeSync(fd);
+        rmSync(journal!, { force: true });
+      }
     },
   };
 }
@@ -298,10 +390,16 @@ export const ROWS: ReadonlyMap<string, { label: string; durable: boolean; make: 
   ['actorloop-lmdb', { label: 'actorloop, LMDB (flushed)', durable: true, make: actorloopLmdb }],
   ['actorloop-postgres', { label: 'actorloop, PostgreSQL', durable: true, make: actorloopPostgres }],
   ['actorloop-memory', { label: 'actorloop, memory store', durable: false, make: actorloopMemory }],
-  ['langgraph-sqlite', { label: "LangGraph.js + SqliteSaver (durability 'sync')", durable: true, make: (v, d) => langgraphRow(v, 'sqlite', d) }],
+  [
+    'langgraph-sqlite',
+    { label: "LangGraph.js + SqliteSaver (durability 'sync')", durable: true, make: (v, d) => langgraphRow(v, 'sqlite', d) },
+  ],
   ['langgraph-memory', { label: 'LangGraph.js + MemorySaver', durable: false, make: (v, d) => langgraphRow(v, 'memory', d) }],
   ['openai-agents', { label: 'OpenAI Agents JS (scripted Model)', durable: false, make: openaiAgents }],
   ['vercel-ai', { label: 'Vercel AI SDK generateText + stopWhen', durable: false, make: vercelAi }],
   ['bare', { label: 'bare loop', durable: false, make: async (v) => bareRow(v) }],
-  ['bare-fsync', { label: "bare loop + 1 fsync'd JSON-line append per step", durable: true, make: async (v, d) => bareRow(v, join(d, 'bare.jsonl')) }],
+  [
+    'bare-fsync',
+    { label: "bare loop + 1 fsync'd JSON-line append per step", durable: true, make: async (v, d) => bareRow(v, join(d, 'bare.jsonl')) },
+  ],
 ]);

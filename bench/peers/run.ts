@@ -18,7 +18,10 @@ import type { Variant } from './workload.js';
 const here = dirname(fileURLToPath(import.meta.url));
 const repo = dirname(dirname(here));
 const quick = process.argv.includes('--quick');
-const only = process.argv.find((a) => a.startsWith('--only='))?.slice('--only='.length).split(',');
+const only = process.argv
+  .find((a) => a.startsWith('--only='))
+  ?.slice('--only='.length)
+  .split(',');
 const WARMUPS = quick ? 1 : 2;
 const REPS = quick ? 3 : 7;
 /** Warm-up model steps per process, at least (bench/loop: V8 needs ~2,500 steps to optimise the loop). */
@@ -43,13 +46,21 @@ const VARIANTS: { key: string; title: string; v: Variant }[] = quick
 type Result = { samples: number[]; peakRssKb: number } | { skip: string } | { error: string };
 
 function runRow(row: string, v: Variant, dir: string): Result {
-  const child = spawnSync(process.execPath, ['--import', 'tsx', join(here, 'row.ts'), row, JSON.stringify(v), String(WARMUPS), String(REPS), dir, String(WARM_STEPS)], {
-    cwd: here,
-    encoding: 'utf8',
-    maxBuffer: 64 * 1024 * 1024,
-    timeout: 30 * 60_000,
-  });
-  const line = child.stdout.trim().split('\n').filter((l) => l.startsWith('{')).at(-1);
+  const child = spawnSync(
+    process.execPath,
+    ['--import', 'tsx', join(here, 'row.ts'), row, JSON.stringify(v), String(WARMUPS), String(REPS), dir, String(WARM_STEPS)],
+    {
+      cwd: here,
+      encoding: 'utf8',
+      maxBuffer: 64 * 1024 * 1024,
+      timeout: 30 * 60_000,
+    },
+  );
+  const line = child.stdout
+    .trim()
+    .split('\n')
+    .filter((l) => l.startsWith('{'))
+    .at(-1);
   if (line) return JSON.parse(line) as Result;
   return { error: `child exited ${child.status ?? child.signal}: ${child.stderr.trim().split('\n').slice(-3).join(' / ')}` };
 }
@@ -92,13 +103,23 @@ const rss = (row: string): string => {
   return kb.length ? fmt(Math.max(...kb) / 1024) : '-';
 };
 
-console.log(`\n### bench/peers${quick ? ' --quick' : ''} — commit ${commit}, ${cpus().length} CPUs, load ${fmt(load0, 2)} at start / ${fmt(loadavg()[0], 2)} at end, node ${process.version}, ${fmt((performance.now() - started) / 1000)} s\n`);
-console.log(`µs per step: median [min–max] of ${REPS} repetitions after warm-up (≥ ${WARMUPS} repetitions and ≥ ${WARM_STEPS} steps), each row in its own process; (×) = ratio to actorloop on the memory store in the same run. Peak RSS: the largest over the row's processes.\n`);
+console.log(
+  `\n### bench/peers${quick ? ' --quick' : ''} — commit ${commit}, ${cpus().length} CPUs, load ${fmt(load0, 2)} at start / ${fmt(loadavg()[0], 2)} at end, node ${process.version}, ${fmt((performance.now() - started) / 1000)} s\n`,
+);
+console.log(
+  `µs per step: median [min–max] of ${REPS} repetitions after warm-up (≥ ${WARMUPS} repetitions and ≥ ${WARM_STEPS} steps), each row in its own process; (×) = ratio to actorloop on the memory store in the same run. Peak RSS: the largest over the row's processes.\n`,
+);
 printTable(
   ['system', ...VARIANTS.map((x) => x.title), 'peak RSS MB', 'durable'],
   rows.map((row) => [ROWS.get(row)!.label, ...VARIANTS.map((x) => cell(row, x.key)), rss(row), ROWS.get(row)!.durable ? 'yes' : 'no']),
   ['left', ...VARIANTS.map(() => 'right' as const), 'right', 'left'],
 );
-const notes = [...results].flatMap(([k, r]) => ('skip' in r ? [`- ${k.replace('|', ' / ')}: skipped — ${r.skip}`] : 'error' in r ? [`- ${k.replace('|', ' / ')}: FAILED — ${r.error}`] : []));
+const notes = [...results].flatMap(([k, r]) =>
+  'skip' in r
+    ? [`- ${k.replace('|', ' / ')}: skipped — ${r.skip}`]
+    : 'error' in r
+      ? [`- ${k.replace('|', ' / ')}: FAILED — ${r.error}`]
+      : [],
+);
 if (notes.length) console.log(`\n${notes.join('\n')}`);
 if ([...results.values()].some((r) => 'error' in r)) process.exitCode = 1;

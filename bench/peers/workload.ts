@@ -30,7 +30,9 @@ export function toolValue(name: ToolName, i: number): string {
 }
 
 /** What the model does next, given every tool result of the conversation so far (in order). */
-export type Decision = { kind: 'tools'; step: number; calls: { id: string; name: ToolName; i: number }[] } | { kind: 'answer'; text: string };
+export type Decision =
+  | { kind: 'tools'; step: number; calls: { id: string; name: ToolName; i: number }[] }
+  | { kind: 'answer'; text: string };
 
 /**
  * One model step. `results` are the conversation's tool results, oldest first, each as the text the
@@ -44,7 +46,8 @@ export function decide(k: number, results: readonly { text: string; name?: strin
     const got = results.slice(-2).map((r) => r.text);
     const want = TOOL_NAMES.map((n) => toolValue(n, step - 1));
     for (const w of want) {
-      if (!got.some((g) => g === w || g === JSON.stringify(w))) throw new Error(`scripted model (session ${session}), step ${step}: tool results ${JSON.stringify(got)} do not hold ${w}`);
+      if (!got.some((g) => g === w || g === JSON.stringify(w)))
+        throw new Error(`scripted model (session ${session}), step ${step}: tool results ${JSON.stringify(got)} do not hold ${w}`);
     }
   }
   if (step >= k - 1) return { kind: 'answer', text: `done after ${step} tool steps` };
@@ -64,5 +67,6 @@ export async function pool(count: number, inFlight: number, one: (n: number) => 
 
 /** Checks a session's final answer: the model answered after K-1 tool steps. */
 export function checkAnswer(k: number, text: string | undefined, session = ''): void {
-  if (text !== `done after ${k - 1} tool steps`) throw new Error(`session ${session}: final answer ${JSON.stringify(text)}, expected "done after ${k - 1} tool steps"`);
+  if (text !== `done after ${k - 1} tool steps`)
+    throw new Error(`session ${session}: final answer ${JSON.stringify(text)}, expected "done after ${k - 1} tool steps"`);
 }

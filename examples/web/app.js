@@ -19,7 +19,11 @@ $('prompt').addEventListener('input', () => (offered = undefined), { once: true 
 let view = initialView(sessionId);
 
 async function post(action, body) {
-  const res = await fetch(`${api}/${action}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+  const res = await fetch(`${api}/${action}`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify(body),
+  });
   const receipt = await res.json();
   if (!res.ok) console.warn(action, res.status, receipt);
   return receipt;
@@ -49,27 +53,43 @@ function decide(pending, decision) {
 
 function renderItem(item) {
   switch (item.kind) {
-    case 'user': return el('div', 'item user', item.text);
-    case 'assistant': return el('div', 'item assistant', item.text);
-    case 'final': return el('div', 'item final', item.text);
-    case 'resumed': return el('div', 'marker resumed', '↻ resumed after restart');
+    case 'user':
+      return el('div', 'item user', item.text);
+    case 'assistant':
+      return el('div', 'item assistant', item.text);
+    case 'final':
+      return el('div', 'item final', item.text);
+    case 'resumed':
+      return el('div', 'marker resumed', '↻ resumed after restart');
     // a suspended run has not ended: it waits for the approval or answer shown above it
-    case 'run': return item.status === 'suspended' ? undefined : el('div', 'run', `run ended: ${item.status}`);
+    case 'run':
+      return item.status === 'suspended' ? undefined : el('div', 'run', `run ended: ${item.status}`);
     case 'tool': {
       const outcome = item.outcome;
       const failed = outcome && (outcome.kind !== 'completed' || outcome.isError);
       const n = el('div', `item tool${outcome ? (failed ? ' failed' : ' done') : ''}`);
       n.dataset.callId = item.callId;
       n.append(el('span', 'name', `${item.name} `), el('span', 'args', JSON.stringify(item.arguments)));
-      if (!outcome && item.progress) n.append(el('div', 'progress', `⋯ ${item.progress.phase ?? ''} ${item.progress.progress ?? JSON.stringify(item.progress)}`));
-      if (outcome) n.append(el('div', 'out', outcome.kind === 'completed' ? outcome.content.slice(0, 300) : `${outcome.kind}: ${outcome.reason ?? outcome.partialContent ?? outcome.content ?? ''}`));
+      if (!outcome && item.progress)
+        n.append(el('div', 'progress', `⋯ ${item.progress.phase ?? ''} ${item.progress.progress ?? JSON.stringify(item.progress)}`));
+      if (outcome)
+        n.append(
+          el(
+            'div',
+            'out',
+            outcome.kind === 'completed'
+              ? outcome.content.slice(0, 300)
+              : `${outcome.kind}: ${outcome.reason ?? outcome.partialContent ?? outcome.content ?? ''}`,
+          ),
+        );
       return n;
     }
     case 'approval': {
       const n = el('div', 'item approval');
       const calls = item.pendingRequest.calls.map((c) => `${c.name} ${JSON.stringify(c.arguments)}`).join(', ');
       n.append(el('div', '', `approval needed: ${calls}`));
-      if (item.decisions) n.append(el('div', 'decided', `decided: ${Object.values(item.decisions.decisions ?? item.decisions).join(', ')}`));
+      if (item.decisions)
+        n.append(el('div', 'decided', `decided: ${Object.values(item.decisions.decisions ?? item.decisions).join(', ')}`));
       else if (view.pending?.questionId === item.pendingRequest.questionId) {
         const yes = el('button', 'approve', 'Approve');
         const no = el('button', 'deny', 'Deny');

@@ -24,7 +24,9 @@ runtime.serve({ leaseMs: 5000 }); // applies what the page submits, resumes runs
 const api = webHandler({ runtime, allowedHosts: [`localhost:${port}`, `127.0.0.1:${port}`, `[::1]:${port}`] });
 
 const page = (file: string) => readFileSync(new URL(file, import.meta.url), 'utf8');
-const client = (await build({ entryPoints: [new URL('../../src/web/client.ts', import.meta.url).pathname], bundle: true, format: 'esm', write: false })).outputFiles[0]!.text;
+const client = (
+  await build({ entryPoints: [new URL('../../src/web/client.ts', import.meta.url).pathname], bundle: true, format: 'esm', write: false })
+).outputFiles[0]!.text;
 const files = new Map([
   ['/', ['text/html', page('index.html')]],
   ['/app.js', ['text/javascript', page('app.js')]],

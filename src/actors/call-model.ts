@@ -32,7 +32,12 @@ export interface CallSpec {
  * `assistant/attempt`, and every response is checked (a bad one is a non-retryable ProviderError).
  * The step's call and a compaction's summary call both go through here.
  */
-export async function callWithRetries(env: SessionServices, at: StepPosition, signal: AbortSignal, spec: CallSpec): Promise<{ res: ModelResponse; latencyMs: number; digest: string }> {
+export async function callWithRetries(
+  env: SessionServices,
+  at: StepPosition,
+  signal: AbortSignal,
+  spec: CallSpec,
+): Promise<{ res: ModelResponse; latencyMs: number; digest: string }> {
   const { messages, digest, live } = spec;
   const emit = spec.emit ?? env.emit;
   for (let n = 1; ; n++) {
@@ -41,7 +46,8 @@ export async function callWithRetries(env: SessionServices, at: StepPosition, si
     let streamed = '';
     // what this attempt streamed is never committed: close it as discarded so clients drop it
     const discard = (reason: string) => {
-      if (started) emit({ type: 'message_end', role: 'assistant', message: { role: 'assistant', content: streamed }, discarded: { reason } });
+      if (started)
+        emit({ type: 'message_end', role: 'assistant', message: { role: 'assistant', content: streamed }, discarded: { reason } });
     };
     // a retry gets a signal of its own (following the step's): an SDK that leaves its abort
     // listener on the request's signal must not pile one up per attempt
@@ -69,8 +75,11 @@ export async function callWithRetries(env: SessionServices, at: StepPosition, si
       const checked = checkedResponse(res);
       if (!checked.success) {
         const issue = checked.error.issues[0];
-        throw new ProviderError(`the model provider returned an invalid response: ` +
-          `${issue ? `${issue.path.map(String).join('.') || '(root)'}: ${issue.message}` : 'invalid'}`, { retryable: false, code: 'invalid_response' });
+        throw new ProviderError(
+          `the model provider returned an invalid response: ` +
+            `${issue ? `${issue.path.map(String).join('.') || '(root)'}: ${issue.message}` : 'invalid'}`,
+          { retryable: false, code: 'invalid_response' },
+        );
       }
       offAttempt();
       return { res: checked.data as ModelResponse, latencyMs: env.clock.now() - t0, digest };
@@ -80,12 +89,24 @@ export async function callWithRetries(env: SessionServices, at: StepPosition, si
         discard('model call cancelled');
         throw new CancelledError('model call cancelled');
       }
-      const pe = isProviderError(e) ? e : new ProviderError(`model call failed: ${redactSecrets((e as Error)?.message ?? String(e))}`, { retryable: false, code: 'unknown', cause: e });
+      const pe = isProviderError(e)
+        ? e
+        : new ProviderError(`model call failed: ${redactSecrets((e as Error)?.message ?? String(e))}`, {
+            retryable: false,
+            code: 'unknown',
+            cause: e,
+          });
       env.writer.stage('assistant/attempt', at, {
         attemptNumber: n,
         requestDigest: digest,
         latencyMs: env.clock.now() - t0,
-        error: { name: pe.name, message: redactSecrets(pe.message), code: pe.providerCode, retryable: pe.retryable, partialOutput: pe.partialOutput },
+        error: {
+          name: pe.name,
+          message: redactSecrets(pe.message),
+          code: pe.providerCode,
+          retryable: pe.retryable,
+          partialOutput: pe.partialOutput,
+        },
       });
       discard(`model attempt ${n} failed: ${pe.message}${pe.retryable && n < env.config.maxProviderAttempts ? ' (retrying)' : ''}`);
       // no retry once the previous step's results failed to land (callModel then fails with that error)
@@ -100,7 +121,9 @@ export async function callWithRetries(env: SessionServices, at: StepPosition, si
  * A provider's response checked by ModelResponseSchema (its provider data must be JSON the log can
  * hold: no BigInt, no cycle); a getter that throws while it is read is an issue too.
  */
-function checkedResponse(res: unknown): { success: true; data: unknown } | { success: false; error: { issues: { path: PropertyKey[]; message: string }[] } } {
+function checkedResponse(
+  res: unknown,
+): { success: true; data: unknown } | { success: false; error: { issues: { path: PropertyKey[]; message: string }[] } } {
   try {
     return ModelResponseSchema.safeParse(res);
   } catch (e) {
@@ -160,7 +183,11 @@ export async function callModel(env: SessionServices, input: CallModelInput, sig
     called = await callWithRetries(env, at, signal, {
       messages: out && env.model.structuredOutput !== 'native' ? withOutputInstruction(messages, out) : messages,
       tools: env.toolSpecs,
-      digest: env.surface.requestDigest(out ? sha256(`${env.prefixDigest}\u0000${out.record.digest}`) : env.prefixDigest, env.toolCatalogDigest, pending),
+      digest: env.surface.requestDigest(
+        out ? sha256(`${env.prefixDigest}\u0000${out.record.digest}`) : env.prefixDigest,
+        env.toolCatalogDigest,
+        pending,
+      ),
       ...(out ? { output: requestOutputOf(out) } : {}),
       live: true,
       emit: gate.emit,
@@ -230,4 +257,5 @@ function emitGate(env: SessionServices): { emit: SessionServices['emit']; landed
  * @example
  * runMachine.provide({ actors: { callModel: callModelActor(services) } })
  */
-export const callModelActor = (env: ServicesSource) => promiseActor<CallModelOutput, CallModelInput>(({ input, signal, system }) => callModel(servicesIn(env, system), input, signal));
+export const callModelActor = (env: ServicesSource) =>
+  promiseActor<CallModelOutput, CallModelInput>(({ input, signal, system }) => callModel(servicesIn(env, system), input, signal));

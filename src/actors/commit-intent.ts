@@ -53,7 +53,8 @@ export async function commitIntent(env: SessionServices, input: CommitIntentInpu
     // tool calls must not stay on the surface unanswered (providers refuse that). The run ends
     // on the error and its closing commit writes these.
     const why = `not run: the step failed (${(e as Error)?.message ?? String(e)})`;
-    for (const c of toolCalls) env.writer.stage('tool/result', at, { callId: c.id, name: c.name, outcome: { kind: 'skipped', reason: why } });
+    for (const c of toolCalls)
+      env.writer.stage('tool/result', at, { callId: c.id, name: c.name, outcome: { kind: 'skipped', reason: why } });
     closeStep();
     throw e;
   }
@@ -65,14 +66,18 @@ export async function commitIntent(env: SessionServices, input: CommitIntentInpu
       return { kind: 'rejected' };
     case 'blocked': {
       const reason = `blocked: resources ${plan.locks.join(', ')} are locked by an uncertain earlier call`;
-      for (const d of plan.calls) env.writer.stage('tool/result', at, { callId: d.callId, name: d.name, outcome: { kind: 'skipped', reason } });
+      for (const d of plan.calls)
+        env.writer.stage('tool/result', at, { callId: d.callId, name: d.name, outcome: { kind: 'skipped', reason } });
       closeStep();
       await env.writer.commit();
       return { kind: 'blocked', locks: plan.locks };
     }
     case 'suspend': {
       const { pendingRequest } = plan;
-      env.writer.stage(pendingRequest.kind === 'question' ? 'question/asked' : 'approval/requested', at, { pendingRequest, batch: plan.calls });
+      env.writer.stage(pendingRequest.kind === 'question' ? 'question/asked' : 'approval/requested', at, {
+        pendingRequest,
+        batch: plan.calls,
+      });
       env.writer.stage('run/suspended', at, { pendingRequest });
       await env.writer.commit();
       return { kind: 'suspended', pendingRequest };
@@ -89,4 +94,5 @@ export async function commitIntent(env: SessionServices, input: CommitIntentInpu
  * @example
  * runMachine.provide({ actors: { commitIntent: commitIntentActor(services) } })
  */
-export const commitIntentActor = (env: ServicesSource) => promiseActor<CommitIntentOutput, CommitIntentInput>(({ input, system }) => commitIntent(servicesIn(env, system), input));
+export const commitIntentActor = (env: ServicesSource) =>
+  promiseActor<CommitIntentOutput, CommitIntentInput>(({ input, system }) => commitIntent(servicesIn(env, system), input));

@@ -79,10 +79,12 @@ export async function commitResults(env: SessionServices, input: CommitResultsIn
  * @example
  * runMachine.provide({ actors: { commitResults: commitResultsActor(services) } })
  */
-export const commitResultsActor = (env: ServicesSource) => promiseActor<CommitResultsOutput, CommitResultsInput>(({ input, system }) => commitResults(servicesIn(env, system), input));
+export const commitResultsActor = (env: ServicesSource) =>
+  promiseActor<CommitResultsOutput, CommitResultsInput>(({ input, system }) => commitResults(servicesIn(env, system), input));
 
 /**
  * The `settleResults` actor of the run machine: resolves once the step's results commit has
  * landed, or fails with its error (the run then fails as it would have at committingResults).
  */
-export const settleResultsActor = (env: ServicesSource) => promiseActor<void, void>(({ system }) => servicesIn(env, system).writer.landed());
+export const settleResultsActor = (env: ServicesSource) =>
+  promiseActor<void, void>(({ system }) => servicesIn(env, system).writer.landed());

@@ -8,7 +8,7 @@ import { estimateTokens, sha256 } from '../persistence/surface.js';
 
 const line = (m: Message) =>
   `${m.role}${m.name ? ` (${m.name})` : ''}: ${m.content}` +
-    `${m.toolCalls?.length ? ` [tool calls: ${m.toolCalls.map((c) => `${c.name}(${c.arguments})`).join(', ')}]` : ''}`;
+  `${m.toolCalls?.length ? ` [tool calls: ${m.toolCalls.map((c) => `${c.name}(${c.arguments})`).join(', ')}]` : ''}`;
 
 /**
  * Summarises the part of the surface older than the current run with the model (using
@@ -19,7 +19,12 @@ const line = (m: Message) =>
  * failed attempt an `assistant/attempt`, its response checked, its usage recorded on the
  * `compaction` event (and returned: the step counts it).
  */
-export async function compact(env: SessionServices, at: StepPosition, runStartSeq: number, signal: AbortSignal): Promise<{ usage?: Usage }> {
+export async function compact(
+  env: SessionServices,
+  at: StepPosition,
+  runStartSeq: number,
+  signal: AbortSignal,
+): Promise<{ usage?: Usage }> {
   const surface = env.surface;
   // the messages older than the run (seqs are in order); nothing older but the previous summary → nothing to do
   let olderCount = 0;
@@ -35,13 +40,23 @@ export async function compact(env: SessionServices, at: StepPosition, runStartSe
   // the summary request must itself fit: overly long messages are cut in the middle (marked)
   const lines = surface.messages.slice(0, olderCount).map(line);
   const transcript = fitLines(lines, (limit - estimateTokens(system)) * 4 - 8);
-  if (transcript === undefined) throw new CapacityError(estimateTokens(system) + Math.ceil(lines.reduce((n, l) => n + l.length + 1, 0) / 4), limit);
+  if (transcript === undefined)
+    throw new CapacityError(estimateTokens(system) + Math.ceil(lines.reduce((n, l) => n + l.length + 1, 0) / 4), limit);
   const request: Message[] = [system, { role: 'user', content: transcript }];
-  const { res, latencyMs } = await callWithRetries(env, at, signal, { messages: request, tools: [], digest: sha256(JSON.stringify(request)), live: false });
+  const { res, latencyMs } = await callWithRetries(env, at, signal, {
+    messages: request,
+    tools: [],
+    digest: sha256(JSON.stringify(request)),
+    live: false,
+  });
   const summary: Message = { role: 'user', content: `Summary of the conversation so far:\n${res.message.content}` };
   env.writer.stage('compaction', at, { summary, replacedThroughSeq, ...(res.usage ? { usage: res.usage } : {}), latencyMs });
   // copies, marked: folds (locks, budgets) must not count them a second time
-  for (const e of kept) env.writer.stage(e.type as 'user/message', { turn: e.turn, step: e.step, attempt: e.attempt }, { ...e.payload, copiedFrom: e.payload.copiedFrom ?? e.seq } as never);
+  for (const e of kept)
+    env.writer.stage(e.type as 'user/message', { turn: e.turn, step: e.step, attempt: e.attempt }, {
+      ...e.payload,
+      copiedFrom: e.payload.copiedFrom ?? e.seq,
+    } as never);
   await env.writer.commit();
   return res.usage ? { usage: res.usage } : {};
 }

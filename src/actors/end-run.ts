@@ -42,7 +42,13 @@ export async function endRun(env: SessionServices, input: EndRunInput): Promise<
   } catch (e) {
     env.writer.discard();
     if (isStaleWriterError(e)) {
-      return { ...r, outcome: 'incomplete', status: 'fenced', error: { kind: 'inconsistent', message: e.message, cause: e }, checkpointCommitted: false };
+      return {
+        ...r,
+        outcome: 'incomplete',
+        status: 'fenced',
+        error: { kind: 'inconsistent', message: e.message, cause: e },
+        checkpointCommitted: false,
+      };
     }
     return { ...r, checkpointCommitted: false, historyConsistent: false };
   }
@@ -57,8 +63,15 @@ function answerStagedCalls(writer: LogWriter, at: StepPosition): void {
   const staged = writer.stagedDrafts;
   const answered = new Set<string>();
   for (const d of staged) if (d.type === 'tool/result' || d.type === 'tool/call') answered.add(d.payload.callId as string);
-  const open = staged.flatMap((d) => (d.type === 'assistant/message' ? ((d.payload.message as Message).toolCalls ?? []) : [])).filter((c) => !answered.has(c.id));
-  for (const c of open) writer.stage('tool/result', at, { callId: c.id, name: c.name, outcome: { kind: 'skipped', reason: 'not run: the run was cancelled as the model answered' } });
+  const open = staged
+    .flatMap((d) => (d.type === 'assistant/message' ? ((d.payload.message as Message).toolCalls ?? []) : []))
+    .filter((c) => !answered.has(c.id));
+  for (const c of open)
+    writer.stage('tool/result', at, {
+      callId: c.id,
+      name: c.name,
+      outcome: { kind: 'skipped', reason: 'not run: the run was cancelled as the model answered' },
+    });
   if (open.length > 0 && !staged.some((d) => d.type === 'step/end')) writer.stage('step/end', at, {});
 }
 
@@ -87,8 +100,12 @@ export function stageRunEnd(writer: LogWriter, at: StepPosition, r: ExecutionRes
 /** A JSON form of an error cause: its name, message and own scalar fields (header values and tokens redacted). */
 export function causeInfo(cause: unknown): Record<string, unknown> | undefined {
   if (!cause || typeof cause !== 'object') return undefined;
-  const out = ownRecord<unknown>([['name', (cause as Error).name], ['message', redactSecrets(String((cause as Error).message))]]);
-  for (const [k, v] of Object.entries(cause)) if (['string', 'number', 'boolean'].includes(typeof v)) out[k] = typeof v === 'string' ? redactSecrets(v) : v;
+  const out = ownRecord<unknown>([
+    ['name', (cause as Error).name],
+    ['message', redactSecrets(String((cause as Error).message))],
+  ]);
+  for (const [k, v] of Object.entries(cause))
+    if (['string', 'number', 'boolean'].includes(typeof v)) out[k] = typeof v === 'string' ? redactSecrets(v) : v;
   return out;
 }
 
@@ -97,4 +114,5 @@ export function causeInfo(cause: unknown): Record<string, unknown> | undefined {
  * @example
  * runMachine.provide({ actors: { endRun: endRunActor(services) } })
  */
-export const endRunActor = (env: ServicesSource) => promiseActor<ExecutionResult, EndRunInput>(({ input, system }) => endRun(servicesIn(env, system), input));
+export const endRunActor = (env: ServicesSource) =>
+  promiseActor<ExecutionResult, EndRunInput>(({ input, system }) => endRun(servicesIn(env, system), input));

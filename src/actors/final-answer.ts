@@ -16,7 +16,10 @@ export interface FinalAnswerInput {
   closeStep: boolean;
 }
 
-export type VerifyFinalOutput = { kind: 'accepted'; output?: unknown } | { kind: 'rejected'; reason: string } | { kind: 'output_rejected'; issues: string[] };
+export type VerifyFinalOutput =
+  | { kind: 'accepted'; output?: unknown }
+  | { kind: 'rejected'; reason: string }
+  | { kind: 'output_rejected'; issues: string[] };
 
 /**
  * DESIGN §4 item 6, first half: with an output schema, the answer must be JSON of it — else the
@@ -29,7 +32,12 @@ export async function verifyFinal(env: SessionServices, input: FinalAnswerInput)
   const { at } = input;
   const checked = env.output ? checkOutput(env.output, input.content) : undefined;
   if (checked && !checked.ok) {
-    env.writer.stage('verification/rejected', at, { target: 'output', reason: checked.issues.join('; '), issues: checked.issues, message: outputCorrection(checked.issues) });
+    env.writer.stage('verification/rejected', at, {
+      target: 'output',
+      reason: checked.issues.join('; '),
+      issues: checked.issues,
+      message: outputCorrection(checked.issues),
+    });
     if (input.closeStep) env.writer.stage('step/end', at, input.usage ? { usage: input.usage } : {});
     await env.writer.commit();
     return { kind: 'output_rejected', issues: checked.issues };
@@ -57,7 +65,8 @@ export async function verifyFinal(env: SessionServices, input: FinalAnswerInput)
  * The id of a run's final answer: unique across sessions (an idempotent owner may de-duplicate on it alone);
  * the turn keeps it unique where an older log reused a runId.
  */
-export const finalMessageIdOf = (sessionId: string, runId: string, at: StepPosition) => `${sessionId}/${runId}/final/${at.turn}.${at.attempt}.${at.step}`;
+export const finalMessageIdOf = (sessionId: string, runId: string, at: StepPosition) =>
+  `${sessionId}/${runId}/final/${at.turn}.${at.attempt}.${at.step}`;
 
 /**
  * The write-ahead half of the final answer: `final/message` (with the step's end) is committed
@@ -66,7 +75,12 @@ export const finalMessageIdOf = (sessionId: string, runId: string, at: StepPosit
 export async function commitFinal(env: SessionServices, input: FinalAnswerInput): Promise<{ finalMessageId: string }> {
   const { at } = input;
   const finalMessageId = finalMessageIdOf(env.sessionId, input.runId, at);
-  env.writer.stage('final/message', at, { finalMessageId, runId: input.runId, content: input.content, ...(input.output !== undefined ? { output: input.output } : {}) });
+  env.writer.stage('final/message', at, {
+    finalMessageId,
+    runId: input.runId,
+    content: input.content,
+    ...(input.output !== undefined ? { output: input.output } : {}),
+  });
   if (input.closeStep) env.writer.stage('step/end', at, input.usage ? { usage: input.usage } : {});
   await env.writer.commit();
   await env.backpressure();
@@ -97,9 +111,18 @@ export async function deliverFinal(env: SessionServices, input: DeliverFinalInpu
   }
   // the last check before the delivery, after the last await: a writer that lost the session
   // since final/message delivers nothing (the session's next writer settles the final)
-  if (!env.writer.mayAct()) return { kind: 'delivery_unknown', reason: 'not delivered: this writer no longer holds the session (fenced, lease lost or closed)' };
+  if (!env.writer.mayAct())
+    return { kind: 'delivery_unknown', reason: 'not delivered: this writer no longer holds the session (fenced, lease lost or closed)' };
   try {
-    await env.delivery.deliver({ finalMessageId, sessionId: env.sessionId, runId, turn: at.turn, step: at.step, content: input.content, ...(input.output !== undefined ? { output: input.output } : {}) });
+    await env.delivery.deliver({
+      finalMessageId,
+      sessionId: env.sessionId,
+      runId,
+      turn: at.turn,
+      step: at.step,
+      content: input.content,
+      ...(input.output !== undefined ? { output: input.output } : {}),
+    });
     env.writer.stage('delivery/committed', at, { finalMessageId });
     return { kind: 'delivered' };
   } catch (e) {
@@ -114,6 +137,9 @@ export async function deliverFinal(env: SessionServices, input: DeliverFinalInpu
  * @example
  * runMachine.provide({ actors: finalAnswerActors(services) })
  */
-export const verifyFinalActor = (env: ServicesSource) => promiseActor<VerifyFinalOutput, FinalAnswerInput>(({ input, system }) => verifyFinal(servicesIn(env, system), input));
-export const commitFinalActor = (env: ServicesSource) => promiseActor<{ finalMessageId: string }, FinalAnswerInput>(({ input, system }) => commitFinal(servicesIn(env, system), input));
-export const deliverFinalActor = (env: ServicesSource) => promiseActor<DeliverFinalOutput, DeliverFinalInput>(({ input, system }) => deliverFinal(servicesIn(env, system), input));
+export const verifyFinalActor = (env: ServicesSource) =>
+  promiseActor<VerifyFinalOutput, FinalAnswerInput>(({ input, system }) => verifyFinal(servicesIn(env, system), input));
+export const commitFinalActor = (env: ServicesSource) =>
+  promiseActor<{ finalMessageId: string }, FinalAnswerInput>(({ input, system }) => commitFinal(servicesIn(env, system), input));
+export const deliverFinalActor = (env: ServicesSource) =>
+  promiseActor<DeliverFinalOutput, DeliverFinalInput>(({ input, system }) => deliverFinal(servicesIn(env, system), input));

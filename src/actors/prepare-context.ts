@@ -70,4 +70,6 @@ async function commitSteers(env: SessionServices, at: StepPosition): Promise<voi
  * runMachine.provide({ actors: { prepareContext: prepareContextActor(services) } })
  */
 export const prepareContextActor = (env: ServicesSource) =>
-  promiseActor<PrepareContextOutput, PrepareContextInput>(({ input, signal, system }) => prepareContext(servicesIn(env, system), input, signal));
+  promiseActor<PrepareContextOutput, PrepareContextInput>(({ input, signal, system }) =>
+    prepareContext(servicesIn(env, system), input, signal),
+  );

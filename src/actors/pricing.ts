@@ -10,7 +10,9 @@ import type { SessionServices } from './session-services.js';
 export function priceOf(env: Pick<SessionServices, 'pricing' | 'model'>, usage: Usage): string {
   const cost: unknown = env.pricing!(usage, env.model.modelId);
   if (!isDecimal(cost)) {
-    throw new ValidationError('pricing', [{ path: [], message: `pricing returned ${JSON.stringify(cost) ?? String(cost)}, not a non-negative decimal string such as "0.25"` }]);
+    throw new ValidationError('pricing', [
+      { path: [], message: `pricing returned ${JSON.stringify(cost) ?? String(cost)}, not a non-negative decimal string such as "0.25"` },
+    ]);
   }
   return cost;
 }

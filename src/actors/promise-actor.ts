@@ -44,7 +44,9 @@ class PhaseArgs<TInput> implements PromiseActorArgs<TInput> {
  * answer) never do, and an AbortController costs ≈ 2.5 µs to make and more to abort on Node 20;
  * a step invokes several such actors (docs/performance.md, *The XState floor*).
  */
-export function promiseActor<TOutput, TInput = void>(creator: (args: PromiseActorArgs<TInput>) => PromiseLike<TOutput> | TOutput): PromiseActorLogic<TOutput, TInput> {
+export function promiseActor<TOutput, TInput = void>(
+  creator: (args: PromiseActorArgs<TInput>) => PromiseLike<TOutput> | TOutput,
+): PromiseActorLogic<TOutput, TInput> {
   return {
     config: creator,
     transition: (state, event, scope) => {
@@ -80,7 +82,8 @@ export function promiseActor<TOutput, TInput = void>(creator: (args: PromiseActo
         (error: unknown) => settle(REJECT, error),
       );
     },
-    getInitialSnapshot: (_scope, input) => ({ status: 'active', output: undefined, error: undefined, input }) as PromiseSnapshot<TOutput, TInput>,
+    getInitialSnapshot: (_scope, input) =>
+      ({ status: 'active', output: undefined, error: undefined, input }) as PromiseSnapshot<TOutput, TInput>,
     getPersistedSnapshot: (snapshot) => snapshot,
     restoreSnapshot: (snapshot: any) => snapshot,
   } as PromiseActorLogic<TOutput, TInput>;

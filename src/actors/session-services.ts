@@ -67,7 +67,8 @@ export interface SessionServices {
 export type ServicesSource = SessionServices | ((system: ActorSystem<any>) => SessionServices);
 
 /** The services `source` gives an actor running in `system`. */
-export const servicesIn = (source: ServicesSource, system: ActorSystem<any>): SessionServices => (typeof source === 'function' ? source(system) : source);
+export const servicesIn = (source: ServicesSource, system: ActorSystem<any>): SessionServices =>
+  typeof source === 'function' ? source(system) : source;
 
 /**
  * Whether the next model call's context is ready as it stands: no steer input waits to join it,
@@ -75,7 +76,8 @@ export const servicesIn = (source: ServicesSource, system: ActorSystem<any>): Se
  * outputReserve` (DESIGN §4 items 1, 9).
  * Otherwise the run prepares it first (prepare-context.ts).
  */
-export const contextReady = (env: SessionServices): boolean => !env.steersWaiting() && env.prefixTokens + env.surface.tokens + env.writer.pendingTokens <= contextLimit(env);
+export const contextReady = (env: SessionServices): boolean =>
+  !env.steersWaiting() && env.prefixTokens + env.surface.tokens + env.writer.pendingTokens <= contextLimit(env);
 
 /** The most tokens a model request's context may hold: `contextWindow − outputReserve`. */
 export const contextLimit = (env: Pick<SessionServices, 'config'>): number => env.config.contextWindow - env.config.outputReserve;

@@ -62,7 +62,13 @@ export function approvalDecisions(asked: readonly { callId: string }[], answer: 
  * A respond attempt's decisions: approvals (a call left out, or an answer after the deadline,
  * is denied) or the question's answer as the askUser call's result. Stages what it decides.
  */
-async function stageResume(env: SessionServices, r: ResumeInput, at: StepPosition, runId: string, signal: AbortSignal): Promise<NonNullable<StartRunOutput['resumed']>> {
+async function stageResume(
+  env: SessionServices,
+  r: ResumeInput,
+  at: StepPosition,
+  runId: string,
+  signal: AbortSignal,
+): Promise<NonNullable<StartRunOutput['resumed']>> {
   if (r.kind === 'recover') return recoverCalls(env, r.batch, runId, r.released ?? new Map(), signal);
   const now = env.clock.now();
   const preset: ToolCallOutput[] = [];
@@ -71,7 +77,17 @@ async function stageResume(env: SessionServices, r: ResumeInput, at: StepPositio
   if (pr.kind === 'question') {
     const content = typeof r.answer === 'string' ? r.answer : JSON.stringify(r.answer);
     for (const c of r.batch) {
-      preset.push(c.callId === pr.callId ? { callId: c.callId, name: c.name, outcome: { kind: 'completed', content, isError: false, concludesTurn: false, releaseResources: [] }, startedAt: now, endedAt: now } : denied(c, 'not run: asked alongside a question', now));
+      preset.push(
+        c.callId === pr.callId
+          ? {
+              callId: c.callId,
+              name: c.name,
+              outcome: { kind: 'completed', content, isError: false, concludesTurn: false, releaseResources: [] },
+              startedAt: now,
+              endedAt: now,
+            }
+          : denied(c, 'not run: asked alongside a question', now),
+      );
     }
     return { calls, preset };
   }
@@ -81,14 +97,32 @@ async function stageResume(env: SessionServices, r: ResumeInput, at: StepPositio
     if (decisions.get(c.callId) === 'deny') {
       // committed with the decision (not with the batch's results): a crash before those must
       // not leave the denied call without its result (the model reads it; providers need it)
-      const d = denied(c, r.timedOut ? 'The approval request expired (no answer in time); this call was not run.' : 'The user denied this tool call; it was not run.', now);
-      env.writer.stage('tool/result', at, { callId: d.callId, name: d.name, outcome: d.outcome, startedAt: d.startedAt, endedAt: d.endedAt });
+      const d = denied(
+        c,
+        r.timedOut
+          ? 'The approval request expired (no answer in time); this call was not run.'
+          : 'The user denied this tool call; it was not run.',
+        now,
+      );
+      env.writer.stage('tool/result', at, {
+        callId: d.callId,
+        name: d.name,
+        outcome: d.outcome,
+        startedAt: d.startedAt,
+        endedAt: d.endedAt,
+      });
     } else {
       const { call, mismatch } = withParsedArguments(env.tools, c);
       if (mismatch) {
         // approved, but the tool has changed since: never run with arguments it does not accept
         const d = denied(c, `This tool call was approved but not run: ${mismatch}.`, now);
-        env.writer.stage('tool/result', at, { callId: d.callId, name: d.name, outcome: d.outcome, startedAt: d.startedAt, endedAt: d.endedAt });
+        env.writer.stage('tool/result', at, {
+          callId: d.callId,
+          name: d.name,
+          outcome: d.outcome,
+          startedAt: d.startedAt,
+          endedAt: d.endedAt,
+        });
         continue;
       }
       env.writer.stage('tool/call', at, { ...c });
@@ -153,7 +187,8 @@ async function recoverCalls(
     const locks = freed ? c.resources.filter((r) => !freed.includes(r)) : c.resources;
     outcome ??= {
       kind: 'uncertain-hanging',
-      content: `the process stopped after this ${c.name} call was announced and before its result was recorded; ` +
+      content:
+        `the process stopped after this ${c.name} call was announced and before its result was recorded; ` +
         `whether it ran or took effect is unknown${tool?.reconcile ? ' (reconcile could not tell)' : ''}`,
       resourceLocks: locks,
     };
@@ -196,5 +231,5 @@ export async function startRun(env: SessionServices, input: StartRunInput, signa
  * @example
  * runMachine.provide({ actors: { startRun: startRunActor(services) } })
  */
-export const startRunActor = (env: ServicesSource) => promiseActor<StartRunOutput, StartRunInput>(({ input, signal, system }) => startRun(servicesIn(env, system), input, signal));
-
+export const startRunActor = (env: ServicesSource) =>
+  promiseActor<StartRunOutput, StartRunInput>(({ input, signal, system }) => startRun(servicesIn(env, system), input, signal));

@@ -15,15 +15,22 @@ export interface ToolCallInput {
 }
 
 /** What a tool-call actor reports to its batch. */
-export type ToolCallReply = { type: 'call.done'; index: number; output: ToolCallOutput } | { type: 'call.failed'; index: number; callId: string; error: unknown };
+export type ToolCallReply =
+  | { type: 'call.done'; index: number; output: ToolCallOutput }
+  | { type: 'call.failed'; index: number; callId: string; error: unknown };
 
 /** What a batch sends a running tool-call actor: the run was cancelled (its tool's signal aborts). */
 export type ToolCallCancel = { type: 'CANCEL'; reason: string };
 
-
 const OUTCOME_KINDS = new Set(['completed', 'skipped', 'cancelled', 'uncertain-settled', 'uncertain-hanging']);
 
-const errorResult = (content: string): ToolOutcome => ({ kind: 'completed', content, isError: true, concludesTurn: false, releaseResources: [] });
+const errorResult = (content: string): ToolOutcome => ({
+  kind: 'completed',
+  content,
+  isError: true,
+  concludesTurn: false,
+  releaseResources: [],
+});
 
 /**
  * What a tool returned, as an outcome (DESIGN §4 item 5): a string is the model's text; an object
@@ -33,23 +40,47 @@ const errorResult = (content: string): ToolOutcome => ({ kind: 'completed', cont
  */
 export function normalizeOutcome(v: unknown, toolName: string): ToolOutcome {
   if (typeof v === 'string') return { kind: 'completed', content: v, isError: false, concludesTurn: false, releaseResources: [] };
-  if (typeof v === 'object' && v !== null && !Array.isArray(v) && Object.hasOwn(v, 'kind') && OUTCOME_KINDS.has((v as { kind: unknown }).kind as string)) return parsedOutcome(v, toolName);
-  if (v === undefined) return errorResult(`tool ${toolName} returned no value (undefined): a tool returns a string, a JSON value or a tool outcome`);
+  if (
+    typeof v === 'object' &&
+    v !== null &&
+    !Array.isArray(v) &&
+    Object.hasOwn(v, 'kind') &&
+    OUTCOME_KINDS.has((v as { kind: unknown }).kind as string)
+  )
+    return parsedOutcome(v, toolName);
+  if (v === undefined)
+    return errorResult(`tool ${toolName} returned no value (undefined): a tool returns a string, a JSON value or a tool outcome`);
   const issue = jsonIssue(v);
-  if (issue) return errorResult(`tool ${toolName} returned a value that is not JSON${issue.path.length > 0 ? ` (at ${issue.path.join('.')})` : ''}: ${issue.message}`);
-  return { kind: 'completed', content: JSON.stringify(v), structured: v as JsonValue, isError: false, concludesTurn: false, releaseResources: [] };
+  if (issue)
+    return errorResult(
+      `tool ${toolName} returned a value that is not JSON${issue.path.length > 0 ? ` (at ${issue.path.join('.')})` : ''}: ${issue.message}`,
+    );
+  return {
+    kind: 'completed',
+    content: JSON.stringify(v),
+    structured: v as JsonValue,
+    isError: false,
+    concludesTurn: false,
+    releaseResources: [],
+  };
 }
 
 function parsedOutcome(v: object, toolName: string): ToolOutcome {
   const parsed = ToolOutcome.safeParse(v);
-  if (!parsed.success) return errorResult(`tool ${toolName} returned an invalid outcome: ${parsed.error.issues[0]?.message ?? 'unknown shape'}`);
+  if (!parsed.success)
+    return errorResult(`tool ${toolName} returned an invalid outcome: ${parsed.error.issues[0]?.message ?? 'unknown shape'}`);
   // free-form fields (`structured`, a message's providerData): an outcome the log cannot record
   // (a BigInt, a cycle) would fail the step's commit and leave the call unanswered — it becomes
   // an error result instead
   // additional messages are logged as user/message: a user's message, never a tool call or result
   // that would sit unanswered (or unasked) on the surface
-  if (parsed.data.kind === 'completed' && parsed.data.additionalMessages?.some((m) => m.role !== 'user' || m.toolCalls !== undefined || m.toolCallId !== undefined)) {
-    return errorResult(`tool ${toolName} returned additionalMessages that are not plain user messages (role user, no tool calls or tool results)`);
+  if (
+    parsed.data.kind === 'completed' &&
+    parsed.data.additionalMessages?.some((m) => m.role !== 'user' || m.toolCalls !== undefined || m.toolCallId !== undefined)
+  ) {
+    return errorResult(
+      `tool ${toolName} returned additionalMessages that are not plain user messages (role user, no tool calls or tool results)`,
+    );
   }
   if (parsed.data.kind === 'completed' && (parsed.data.structured !== undefined || parsed.data.additionalMessages !== undefined)) {
     try {
@@ -152,7 +183,12 @@ async function runToolCall(env: SessionServices, input: ToolCallInput, ac: CallA
   if (fenced) return skippedOutput(call, 'not run: another writer took over the session (fenced)');
   if (ac.aborted) {
     // cancelled or stopped while the fence was checked: the tool never starts
-    return skippedOutput(call, isCancelledError(ac.reason) ? 'not run: the run was cancelled before the call started' : 'not run: the run stopped before the call started');
+    return skippedOutput(
+      call,
+      isCancelledError(ac.reason)
+        ? 'not run: the run was cancelled before the call started'
+        : 'not run: the run stopped before the call started',
+    );
   }
   // the last check before the tool starts, after the last await: a lease that ran out while the
   // fence was read (a paused worker) or a writer fenced or closed meanwhile starts nothing
@@ -183,7 +219,9 @@ async function runToolCall(env: SessionServices, input: ToolCallInput, ac: CallA
   const toolCtx = ctx as typeof ctx & ToolContext;
   let value: unknown;
   try {
-    value = env.tracer ? env.tracer.inToolCall(call.callId, () => tool.execute(call.arguments, toolCtx)) : tool.execute(call.arguments, toolCtx);
+    value = env.tracer
+      ? env.tracer.inToolCall(call.callId, () => tool.execute(call.arguments, toolCtx))
+      : tool.execute(call.arguments, toolCtx);
   } catch (e) {
     value = Promise.reject(e);
   }
@@ -204,7 +242,12 @@ async function runToolCall(env: SessionServices, input: ToolCallInput, ac: CallA
       return withCallLocks(normalizeOutcome(await value, call.name), call);
     } catch (e) {
       if (ac.aborted) {
-        return { kind: 'cancelled', settled: true, partialContent: timedOut ? `timed out after ${tool.timeoutMs} ms` : `cancelled: ${messageOf(e)}`, resourceLocks: call.resources } as ToolOutcome;
+        return {
+          kind: 'cancelled',
+          settled: true,
+          partialContent: timedOut ? `timed out after ${tool.timeoutMs} ms` : `cancelled: ${messageOf(e)}`,
+          resourceLocks: call.resources,
+        } as ToolOutcome;
       }
       return errorOutcome(e);
     }
@@ -220,7 +263,8 @@ async function runToolCall(env: SessionServices, input: ToolCallInput, ac: CallA
         () =>
           resolve({
             kind: 'uncertain-hanging',
-            content: `the tool did not stop within ${env.config.cancelGraceMs} ms after it was ${timedOut ? 'timed out' : 'cancelled'}; ` +
+            content:
+              `the tool did not stop within ${env.config.cancelGraceMs} ms after it was ${timedOut ? 'timed out' : 'cancelled'}; ` +
               `it may still be running`,
             resourceLocks: call.resources,
           }),

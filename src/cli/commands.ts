@@ -59,15 +59,22 @@ export async function sessionsCommand(opts: { data?: string; postgres?: string; 
     say(io, `${'session'.padEnd(w)}  events  turns  epoch  state`);
     for (const r of rows) {
       const state = r.openRun ? `open run ${r.openRun} (resumable)` : 'idle';
-      say(io, `${r.sessionId.padEnd(w)}  ${String(r.events).padStart(6)}  ${String(r.turns).padStart(5)}  ` +
-        `${String(r.writerEpoch).padStart(5)}  ${state}${r.pendingInputs ? `, ${r.pendingInputs} queued input(s)` : ''}`);
+      say(
+        io,
+        `${r.sessionId.padEnd(w)}  ${String(r.events).padStart(6)}  ${String(r.turns).padStart(5)}  ` +
+          `${String(r.writerEpoch).padStart(5)}  ${state}${r.pendingInputs ? `, ${r.pendingInputs} queued input(s)` : ''}`,
+      );
     }
     return EXIT.ok;
   });
 }
 
 /** `actorloop log <session>`: the log from `--from`, one line per event or JSON lines. */
-export async function logCommand(sessionId: string, opts: { data?: string; postgres?: string; from?: string; json?: boolean }, io: CommandIO): Promise<number> {
+export async function logCommand(
+  sessionId: string,
+  opts: { data?: string; postgres?: string; from?: string; json?: boolean },
+  io: CommandIO,
+): Promise<number> {
   const from = opts.from === undefined ? 1 : parseArg(Seq, opts.from, '--from');
   const src = openSource(opts);
   return withStore(src.store, async (store) => {
@@ -145,7 +152,11 @@ async function printFrom(store: EventStore, sessionId: string, fromSeq: number, 
  * Runs no tool and no model call. The CLI knows the demo agent's tools, so reconcile-able calls are
  * those of the demo.
  */
-export async function recoverCommand(sessionId: string, opts: { data?: string; postgres?: string; resume?: boolean; force?: boolean }, io: CommandIO): Promise<number> {
+export async function recoverCommand(
+  sessionId: string,
+  opts: { data?: string; postgres?: string; resume?: boolean; force?: boolean },
+  io: CommandIO,
+): Promise<number> {
   const src = openSource(opts);
   // the demo's tools keep their files in the data dir (the default one beside a PostgreSQL log)
   const dir = opts.postgres === undefined ? src.where : dataDirOf(undefined);
@@ -157,9 +168,11 @@ export async function recoverCommand(sessionId: string, opts: { data?: string; p
       const preview = await previewRecovery(store, sessionId, tools);
       say(io, JSON.stringify(preview, null, 2));
       for (const l of describeRecovery(preview)) io.err.write(`${l.replace(/^recovery found:/, 'recovery would find:')}\n`);
-      io.err.write(`read only: nothing was attached or written. ` +
-        `To take the session over and settle it: ${command(`recover ${sessionId} ${src.flag} --resume`)} ` +
-          `(fences a process still running it)\n`);
+      io.err.write(
+        `read only: nothing was attached or written. ` +
+          `To take the session over and settle it: ${command(`recover ${sessionId} ${src.flag} --resume`)} ` +
+          `(fences a process still running it)\n`,
+      );
       return EXIT.ok;
     });
   }
@@ -177,11 +190,16 @@ export async function recoverCommand(sessionId: string, opts: { data?: string; p
     await store.close();
     throw e;
   }
-  io.err.write(`resuming: attaching a new writer to session ${sessionId}; ` +
-    `a process still running it is fenced (its run ends fenced, its next write fails with a stale epoch)\n`);
+  io.err.write(
+    `resuming: attaching a new writer to session ${sessionId}; ` +
+      `a process still running it is fenced (its run ends fenced, its next write fails with a stale epoch)\n`,
+  );
   // Opening settles a final answer committed but never delivered: like the demo, the CLI is its
   // (idempotent) delivery owner and prints it.
-  const delivery = { idempotent: true, deliver: async (f: FinalAnswer) => void io.err.write(`redelivered final answer ${f.finalMessageId}: ${f.content}\n`) };
+  const delivery = {
+    idempotent: true,
+    deliver: async (f: FinalAnswer) => void io.err.write(`redelivered final answer ${f.finalMessageId}: ${f.content}\n`),
+  };
   const runtime = createRuntime({ store, model: scriptedModel([], { modelId: 'none' }), tools, delivery });
   try {
     const session = await runtime.openSession(sessionId);
@@ -194,7 +212,11 @@ export async function recoverCommand(sessionId: string, opts: { data?: string; p
 }
 
 /** `actorloop view <session>`: writes the session's timeline as one self-contained HTML file. */
-export async function viewCommand(sessionId: string, opts: { data?: string; postgres?: string; output?: string }, io: CommandIO): Promise<number> {
+export async function viewCommand(
+  sessionId: string,
+  opts: { data?: string; postgres?: string; output?: string },
+  io: CommandIO,
+): Promise<number> {
   const id = parseArg(SessionId, sessionId, 'session');
   const output = resolve(opts.output ?? `${id.replace(/[^A-Za-z0-9._-]/g, '_')}.timeline.html`);
   const src = openSource(opts);

@@ -29,7 +29,10 @@ export function openExistingStore(dir: string): EventStore {
   }
   // lmdb-js crashes the process (SIGSEGV) on a file that is not an LMDB environment: checked first
   if (!isLmdbFile(join(dir, 'data.mdb'))) {
-    throw new CliError(`${dir}/data.mdb is not an LMDB data file (no LMDB meta page): it is damaged or not actorloop's; nothing was changed`, EXIT.corrupt);
+    throw new CliError(
+      `${dir}/data.mdb is not an LMDB data file (no LMDB meta page): it is damaged or not actorloop's; nothing was changed`,
+      EXIT.corrupt,
+    );
   }
   // a store written without a journal (durability 'committed') is read as it is: a 'flushed' open
   // would give it a journal, after which the app's own 'committed' opens are refused
@@ -87,12 +90,19 @@ export function openSource(opts: { data?: string; postgres?: string }): StoreSou
 }
 
 /** The session's head, or a clear "unknown session" error (exit 4). */
-export async function requireSession(store: EventStore, source: string | Omit<StoreSource, 'store'>, sessionId: string): Promise<SessionHead> {
+export async function requireSession(
+  store: EventStore,
+  source: string | Omit<StoreSource, 'store'>,
+  sessionId: string,
+): Promise<SessionHead> {
   const { where, flag } = typeof source === 'string' ? { where: source, flag: `--data ${source}` } : source;
   const id = parseArg(SessionId, sessionId, 'session');
   const head = await store.getHead(id);
   if (!head || head.lastSeq === 0) {
-    throw new CliError(`unknown session ${JSON.stringify(id)} in ${where}: \`${command(`sessions ${flag}`)}\` lists the sessions`, EXIT.notFound);
+    throw new CliError(
+      `unknown session ${JSON.stringify(id)} in ${where}: \`${command(`sessions ${flag}`)}\` lists the sessions`,
+      EXIT.notFound,
+    );
   }
   return head;
 }

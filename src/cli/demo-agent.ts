@@ -79,7 +79,9 @@ export function demoPolicy(request: ModelRequest): ScriptedStep {
   if (!done && deploys.length < 2) {
     const again = deploys.length > 0;
     return {
-      text: again ? 'The first deploy was interrupted before it took effect; deploying again.' : 'Release notes look good; deploying checkout 2.4.0 to staging.',
+      text: again
+        ? 'The first deploy was interrupted before it took effect; deploying again.'
+        : 'Release notes look good; deploying checkout 2.4.0 to staging.',
       toolCalls: ids([{ name: 'deploy', arguments: { service: 'checkout', version: '2.4.0', environment: 'staging' } }]),
       usage,
     };

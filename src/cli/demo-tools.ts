@@ -85,7 +85,8 @@ interface DeployRecord extends DeployArgs {
   finishedAt?: string;
 }
 
-const recordFile = (paths: DemoPaths, key: string) => join(paths.deployments, `${createHash('sha256').update(key).digest('hex').slice(0, 32)}.json`);
+const recordFile = (paths: DemoPaths, key: string) =>
+  join(paths.deployments, `${createHash('sha256').update(key).digest('hex').slice(0, 32)}.json`);
 
 function readRecord(paths: DemoPaths, key: string): DeployRecord | undefined {
   const file = recordFile(paths, key);
@@ -171,7 +172,11 @@ export function demoTools(paths: DemoPaths, pace = 1): AnyTool[] {
       if (r?.status === 'done') return { kind: 'completed', content: `${doneText(r)} (confirmed by reconcile after a restart)` };
       // The simulated deploy only takes effect at its final atomic write, which never happened
       // (a deploy runs inside the process that was killed, so 'started' cannot still be running).
-      return { kind: 'cancelled', settled: true, partialContent: 'interrupted before traffic was switched: nothing was deployed; it is safe to deploy again' };
+      return {
+        kind: 'cancelled',
+        settled: true,
+        partialContent: 'interrupted before traffic was switched: nothing was deployed; it is safe to deploy again',
+      };
     },
   });
 

@@ -78,9 +78,14 @@ export async function runDemo(options: DemoOptions, io: DemoIO): Promise<number>
     tools,
     systemPrompt: DEMO_SYSTEM_PROMPT,
     // Printing is harmless to repeat, so a final answer left undelivered by a crash is redelivered.
-    delivery: { idempotent: true, deliver: async (final) => void say(`${s.green('delivered')} final answer ${s.dim(final.finalMessageId)}`) },
+    delivery: {
+      idempotent: true,
+      deliver: async (final) => void say(`${s.green('delivered')} final answer ${s.dim(final.finalMessageId)}`),
+    },
   });
-  say(`${s.bold('actorloop demo')} · session ${s.bold(sessionId)} · model ${model.modelId} (${provider}) · data ${dataDir}${o.postgres ? ` · log ${redactUrl(o.postgres)}` : ''}`);
+  say(
+    `${s.bold('actorloop demo')} · session ${s.bold(sessionId)} · model ${model.modelId} (${provider}) · data ${dataDir}${o.postgres ? ` · log ${redactUrl(o.postgres)}` : ''}`,
+  );
   if (!existed) say(s.dim(`resume or continue it later with: ${resumeHint}`));
   // npx (and tsx) start the demo as a child of their own process: killing their pid leaves it running
   say(s.dim(`demo pid ${process.pid}: to crash it, kill -9 ${process.pid} (killing npx's pid leaves the demo running)`));
@@ -103,8 +108,10 @@ export async function runDemo(options: DemoOptions, io: DemoIO): Promise<number>
       session = await runtime.openSession(sessionId);
     } catch (e) {
       if (!isStaleWriterError(e)) throw e;
-      say(`${s.red('cannot run')}: another process opened session ${sessionId} at the same moment and is its writer now; ` +
-        `run it again when that one is done`);
+      say(
+        `${s.red('cannot run')}: another process opened session ${sessionId} at the same moment and is its writer now; ` +
+          `run it again when that one is done`,
+      );
       return EXIT.failure;
     }
     if (existed) for (const l of describeRecovery(session.recovery)) say(l);
@@ -115,8 +122,10 @@ export async function runDemo(options: DemoOptions, io: DemoIO): Promise<number>
     const open = session.recovery.interruptedRuns[0];
     let request: ExecutionRequest;
     if (open?.pendingRequest) {
-      say(`run ${open.runId} waits for an answer (${JSON.stringify(open.pendingRequest)}); ` +
-        `the demo agent asks no questions, so answer it from your own code with execute({ kind: 'respond', … }).`);
+      say(
+        `run ${open.runId} waits for an answer (${JSON.stringify(open.pendingRequest)}); ` +
+          `the demo agent asks no questions, so answer it from your own code with execute({ kind: 'respond', … }).`,
+      );
       return EXIT.failure;
     } else if (open) {
       request = { kind: 'continue', runId: open.runId, attemptId: `a-${shortId()}` };

@@ -1,5 +1,11 @@
 import type { z } from 'zod';
-import { isCorruptLogError, isStoreError, isStoreUnavailableError, isUnknownSchemaVersionError, isValidationError } from '../contracts/errors.js';
+import {
+  isCorruptLogError,
+  isStoreError,
+  isStoreUnavailableError,
+  isUnknownSchemaVersionError,
+  isValidationError,
+} from '../contracts/errors.js';
 
 /** The CLI's exit codes (docs/cli.md). */
 export const EXIT = {
@@ -34,7 +40,8 @@ export class CliError extends Error {
 /** Parses a command-line value with a zod schema; a bad value is a usage error naming `what`. */
 export function parseArg<T extends z.ZodType>(schema: T, value: unknown, what: string): z.output<T> {
   const r = schema.safeParse(value);
-  if (!r.success) throw new CliError(`${what}: ${r.error.issues.map((i) => i.message).join('; ')} (got ${JSON.stringify(value)})`, EXIT.usage);
+  if (!r.success)
+    throw new CliError(`${what}: ${r.error.issues.map((i) => i.message).join('; ')} (got ${JSON.stringify(value)})`, EXIT.usage);
   return r.data;
 }
 
@@ -44,11 +51,18 @@ export function describeFailure(e: unknown): { message: string; exitCode: number
   if (isCorruptLogError(e)) {
     // seq 0 is not a record: the session's head (or the store's own state) is unreadable
     const intact = e.seq > 0 ? ` The records before seq ${e.seq} are intact;` : '';
-    return { message: `corrupt log: session ${e.sessionId}${e.seq > 0 ? `, seq ${e.seq}` : ''}: ${e.reason}.${intact} nothing was changed.`, exitCode: EXIT.corrupt };
+    return {
+      message: `corrupt log: session ${e.sessionId}${e.seq > 0 ? `, seq ${e.seq}` : ''}: ${e.reason}.${intact} nothing was changed.`,
+      exitCode: EXIT.corrupt,
+    };
   }
   if (isUnknownSchemaVersionError(e)) {
-    return { message: `session ${e.sessionId}, seq ${e.seq} was written by a newer actorloop (schema version ${e.schemaVersion}): ` +
-      `upgrade actorloop to read it.`, exitCode: EXIT.corrupt };
+    return {
+      message:
+        `session ${e.sessionId}, seq ${e.seq} was written by a newer actorloop (schema version ${e.schemaVersion}): ` +
+        `upgrade actorloop to read it.`,
+      exitCode: EXIT.corrupt,
+    };
   }
   if (isValidationError(e)) return { message: e.message, exitCode: EXIT.usage };
   // PostgreSQL unreachable, or a schema missing or newer than this version: its message says what to do

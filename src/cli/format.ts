@@ -7,7 +7,7 @@ export function clip(s: string, max = 100): string {
   return one.length > max ? `${one.slice(0, max - 1)}…` : one;
 }
 
-const json = (v: unknown, max = 80) => clip(typeof v === 'string' ? v : JSON.stringify(v) ?? '', max);
+const json = (v: unknown, max = 80) => clip(typeof v === 'string' ? v : (JSON.stringify(v) ?? ''), max);
 
 /** A tool outcome in a few words: `completed: 42`, `uncertain-hanging (locks env:staging)`. */
 export function outcomeSummary(o: ToolOutcome, max = 80): string {
@@ -53,14 +53,20 @@ function describeEvent(e: EventRecord): string {
     case 'tool/call':
       return `${p.name} ${p.callId} [${p.mode}] ${json(p.arguments, 70)}`;
     case 'tool/result':
-      return `${p.name} ${p.callId} ${outcomeSummary(p.outcome as ToolOutcome, 60)}` + (p.startedAt && p.endedAt ? ` (${p.endedAt - p.startedAt} ms)` : '');
+      return (
+        `${p.name} ${p.callId} ${outcomeSummary(p.outcome as ToolOutcome, 60)}` +
+        (p.startedAt && p.endedAt ? ` (${p.endedAt - p.startedAt} ms)` : '')
+      );
     case 'tool/batch-rejected':
       return `batch rejected: ${(p.issues as { name: string; message: string }[]).map((i) => `${i.name}: ${i.message}`).join('; ')}`;
     case 'run/suspended':
       return `suspended: ${p.pendingRequest?.kind} ${p.pendingRequest?.questionId}`;
     case 'approval/requested':
     case 'question/asked':
-      return `${p.pendingRequest?.kind} ${p.pendingRequest?.questionId}` + (p.pendingRequest?.question ? `: ${clip(p.pendingRequest.question, 60)}` : '');
+      return (
+        `${p.pendingRequest?.kind} ${p.pendingRequest?.questionId}` +
+        (p.pendingRequest?.question ? `: ${clip(p.pendingRequest.question, 60)}` : '')
+      );
     case 'approval/decided':
       return `${p.questionId}: ${json(p.decisions, 60)}${p.timedOut ? ' (timed out)' : ''}`;
     case 'final/message':

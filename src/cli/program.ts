@@ -25,7 +25,11 @@ export interface CliIO extends CommandIO {
 }
 
 const dataOption = () => new Option('-d, --data <dir>', 'data dir (the LMDB event log)').default(undefined, DEFAULT_DATA_DIR);
-const postgresOption = () => new Option('--postgres <url>', `the PostgreSQL event log instead of a data dir (default: $${DATABASE_URL_ENV} when set and --data is not given)`);
+const postgresOption = () =>
+  new Option(
+    '--postgres <url>',
+    `the PostgreSQL event log instead of a data dir (default: $${DATABASE_URL_ENV} when set and --data is not given)`,
+  );
 /** `migrate` works on PostgreSQL only: no data dir to name or to fall back to. */
 const migratePostgresOption = () => new Option('--postgres <url>', `the PostgreSQL database (default: $${DATABASE_URL_ENV})`);
 
@@ -69,7 +73,13 @@ export function buildProgram(io: CliIO, run: (code: Promise<number>) => void): C
       writeOut: (s) => void io.out.write(s),
       writeErr: (s) => void io.err.write(s),
       // docs/cli.md: an error is one line on stderr starting with `actorloop:`
-      outputError: (s, write) => write(`actorloop: ${s.replace(/^error: /, '').trim().replace(/\s*\n\s*/g, ' ')} (actorloop --help lists the commands)\n`),
+      outputError: (s, write) =>
+        write(
+          `actorloop: ${s
+            .replace(/^error: /, '')
+            .trim()
+            .replace(/\s*\n\s*/g, ' ')} (actorloop --help lists the commands)\n`,
+        ),
     });
 
   /** Runs a command on the log `opts` names; a failure on PostgreSQL gets the CLI's exit code for it (postgres-failure.ts). */
@@ -86,16 +96,37 @@ export function buildProgram(io: CliIO, run: (code: Promise<number>) => void): C
     .option('-s, --session <id>', 'session id (default: a new demo-<time> id); an existing session is resumed')
     .addOption(dataOption())
     .addOption(postgresOption())
-    .addOption(new Option('-p, --provider <name>', 'model provider (default: openai or anthropic when its API key is set, else scripted)').choices(Provider.options))
+    .addOption(
+      new Option('-p, --provider <name>', 'model provider (default: openai or anthropic when its API key is set, else scripted)').choices(
+        Provider.options,
+      ),
+    )
     .action((raw: { session?: string; data?: string; postgres?: string; provider?: Provider }) => {
       // the demo keeps its tools' files in the data dir even when its log is in PostgreSQL
-      const opts = raw.postgres === undefined && io.env[DATABASE_URL_ENV] && raw.data === undefined ? { ...raw, postgres: io.env[DATABASE_URL_ENV] } : raw;
+      const opts =
+        raw.postgres === undefined && io.env[DATABASE_URL_ENV] && raw.data === undefined
+          ? { ...raw, postgres: io.env[DATABASE_URL_ENV] }
+          : raw;
       const pace = io.env.ACTORLOOP_DEMO_PACE;
       if (pace !== undefined && pace !== '' && !(Number(pace) >= 0)) {
-        run(Promise.reject(new CliError(`ACTORLOOP_DEMO_PACE must be a non-negative number (a factor for the demo's delays), got ${JSON.stringify(pace)}`, EXIT.usage)));
+        run(
+          Promise.reject(
+            new CliError(
+              `ACTORLOOP_DEMO_PACE must be a non-negative number (a factor for the demo's delays), got ${JSON.stringify(pace)}`,
+              EXIT.usage,
+            ),
+          ),
+        );
         return;
       }
-      runOn(raw, opts, runDemo({ ...opts, ...(pace ? { pace } : {}) }, { out: io.out, tty: io.tty, color: io.tty && !io.env.NO_COLOR, onInterrupt: io.onInterrupt, exitNow: io.exitNow }));
+      runOn(
+        raw,
+        opts,
+        runDemo(
+          { ...opts, ...(pace ? { pace } : {}) },
+          { out: io.out, tty: io.tty, color: io.tty && !io.env.NO_COLOR, onInterrupt: io.onInterrupt, exitNow: io.exitNow },
+        ),
+      );
     });
 
   program
@@ -106,7 +137,11 @@ export function buildProgram(io: CliIO, run: (code: Promise<number>) => void): C
     .option('--allowed-host <host...>', 'a Host header served besides localhost, 127.0.0.1 and [::1] (e.g. my-box:8787)')
     .addOption(dataOption())
     .addOption(postgresOption())
-    .addOption(new Option('-p, --provider <name>', 'model provider (default: openai or anthropic when its API key is set, else scripted)').choices(Provider.options))
+    .addOption(
+      new Option('-p, --provider <name>', 'model provider (default: openai or anthropic when its API key is set, else scripted)').choices(
+        Provider.options,
+      ),
+    )
     .option('--lease-ms <ms>', "the worker's session lease: how soon a restarted server takes over a killed one's sessions", '5000')
     .action(({ allowedHost, ...raw }: WebFlags) => {
       const pace = io.env.ACTORLOOP_DEMO_PACE;
@@ -166,16 +201,25 @@ export function buildProgram(io: CliIO, run: (code: Promise<number>) => void): C
     .allowExcessArguments()
     .action((session: string, raw: LogOptions, cmd: Command) => {
       const opts = withDatabase(raw, io.env);
-      runOn(raw, opts, refuseOldFrom(cmd.args).then(() => tailCommand(session, opts, io)));
+      runOn(
+        raw,
+        opts,
+        refuseOldFrom(cmd.args).then(() => tailCommand(session, opts, io)),
+      );
     });
 
   program
     .command('recover')
-    .description('print what recovery would find, as JSON, read from the log (read only: attaches nothing, fences no one); --resume takes the session over')
+    .description(
+      'print what recovery would find, as JSON, read from the log (read only: attaches nothing, fences no one); --resume takes the session over',
+    )
     .argument('<session>', 'session id')
     .addOption(dataOption())
     .addOption(postgresOption())
-    .option('--resume', 'open the session: attach a new writer (a process still running it is fenced) and settle what opening settles; runs no tool or model call')
+    .option(
+      '--resume',
+      'open the session: attach a new writer (a process still running it is fenced) and settle what opening settles; runs no tool or model call',
+    )
     .option('--force', "with --resume: even while a serving worker's unexpired lease holds the session")
     .action((session: string, raw: { data?: string; postgres?: string; resume?: boolean; force?: boolean }) => {
       if (raw.force && !raw.resume) {

@@ -97,13 +97,18 @@ export class Progress {
         }
         this.streamed = '';
         const calls = e.message.toolCalls ?? [];
-        if (calls.length) this.line(`  model asks for ${calls.length} tool call${calls.length > 1 ? 's' : ''}: ${calls.map((c) => c.name).join(', ')}${took}`);
+        if (calls.length)
+          this.line(
+            `  model asks for ${calls.length} tool call${calls.length > 1 ? 's' : ''}: ${calls.map((c) => c.name).join(', ')}${took}`,
+          );
         break;
       }
       case 'tool_start':
         this.running.set(e.callId, { name: e.name, since: Date.now() });
-        this.line(`  tool start ${cyan(e.name)} ${dim(e.callId)} [${this.opts.modes.get(e.name) ?? '?'}] ` +
-          `${dim(clip(JSON.stringify(e.arguments), 70))}`);
+        this.line(
+          `  tool start ${cyan(e.name)} ${dim(e.callId)} [${this.opts.modes.get(e.name) ?? '?'}] ` +
+            `${dim(clip(JSON.stringify(e.arguments), 70))}`,
+        );
         break;
       case 'tool_update': {
         const r = this.running.get(e.callId);
@@ -149,8 +154,11 @@ export class Progress {
   private redraw(): void {
     if (!this.opts.tty || this.streaming || !this.timer) return;
     const now = Date.now();
-    const parts = [...this.running.values()].map((r) => `${r.name}${r.note ? ` (${r.note})` : ''} ${((now - r.since) / 1000).toFixed(1)} s`);
-    if (parts.length === 0 && this.waitingSince !== undefined) parts.push(`waiting for the model ${((now - this.waitingSince) / 1000).toFixed(1)} s`);
+    const parts = [...this.running.values()].map(
+      (r) => `${r.name}${r.note ? ` (${r.note})` : ''} ${((now - r.since) / 1000).toFixed(1)} s`,
+    );
+    if (parts.length === 0 && this.waitingSince !== undefined)
+      parts.push(`waiting for the model ${((now - this.waitingSince) / 1000).toFixed(1)} s`);
     if (parts.length === 0) return this.clearStatus();
     const text = `${SPINNER[this.frame++ % SPINNER.length]} ${parts.join(' · ')}`;
     this.out.write(`\r\x1b[K${this.s.dim(clip(text, Math.max(20, (process.stdout.columns || 100) - 2)))}`);

@@ -4,15 +4,26 @@ import type { RecoveryOutcome } from '../contracts/requests.js';
 export function describeRecovery(r: RecoveryOutcome): string[] {
   const runs = r.interruptedRuns;
   const lines: string[] = [];
-  if (runs.length === 0 && r.uncertainToolCalls.length === 0 && r.deliveryUnknownFinalIds.length === 0 && r.activeResourceLocks.length === 0) {
+  if (
+    runs.length === 0 &&
+    r.uncertainToolCalls.length === 0 &&
+    r.deliveryUnknownFinalIds.length === 0 &&
+    r.activeResourceLocks.length === 0
+  ) {
     lines.push(`recovery found: nothing to resume (writer epoch ${r.writerEpoch})`);
   } else {
     lines.push(`recovery found: ${runs.length} interrupted run${runs.length === 1 ? '' : 's'} (writer epoch ${r.writerEpoch})`);
   }
   for (const run of runs) {
-    const why = run.pendingRequest ? 'waiting for an answer' : run.lastStatus ? `last attempt ended ${run.lastStatus}` : 'its process stopped mid-run';
-    lines.push(`  interrupted run ${run.runId} (turn ${run.turn}, attempt ${run.attemptId}, run epoch ${run.runEpoch}): ` +
-      `${why}${run.stopAccepted ? '; a stop request is accepted' : ''}`);
+    const why = run.pendingRequest
+      ? 'waiting for an answer'
+      : run.lastStatus
+        ? `last attempt ended ${run.lastStatus}`
+        : 'its process stopped mid-run';
+    lines.push(
+      `  interrupted run ${run.runId} (turn ${run.turn}, attempt ${run.attemptId}, run epoch ${run.runEpoch}): ` +
+        `${why}${run.stopAccepted ? '; a stop request is accepted' : ''}`,
+    );
   }
   for (const c of r.uncertainToolCalls) {
     const what = {

@@ -17,10 +17,13 @@ function requireStoreDir(dir: string): void {
   }
 }
 
-const line = (p: StoreProblem) => `${p.where}${p.sessionId === undefined ? '' : `, session ${p.sessionId}`}${p.seq === undefined ? '' : `, seq ${p.seq}`}: ${p.reason}`;
+const line = (p: StoreProblem) =>
+  `${p.where}${p.sessionId === undefined ? '' : `, session ${p.sessionId}`}${p.seq === undefined ? '' : `, seq ${p.seq}`}: ${p.reason}`;
 
 function printReport(io: CommandIO, dir: string, report: VerifyReport): void {
-  const checked = report.checked ? ` (${report.checked.sessions} sessions, ${report.checked.events} events, ${report.checked.frames} journal frames)` : '';
+  const checked = report.checked
+    ? ` (${report.checked.sessions} sessions, ${report.checked.events} events, ${report.checked.frames} journal frames)`
+    : '';
   if (report.ok) say(io, `ok: ${dir}${checked}`);
   else {
     say(io, `damaged: ${dir}: ${report.problems.length} problem(s)${checked}`);
@@ -36,7 +39,8 @@ export async function verifyCommand(dirArg: string | undefined, opts: { json?: b
   if (opts.json) say(io, JSON.stringify(report));
   else {
     printReport(io, dir, report);
-    if (!report.ok) say(io, `run \`${command(`repair ${dir}`)}\` (with every process using it stopped) to rebuild what is damaged from what is whole`);
+    if (!report.ok)
+      say(io, `run \`${command(`repair ${dir}`)}\` (with every process using it stopped) to rebuild what is damaged from what is whole`);
   }
   return report.ok ? EXIT.ok : EXIT.corrupt;
 }

@@ -103,7 +103,10 @@ export function buildTimeline(sessionId: string, events: readonly EventRecord[])
 
   // Runs and attempts.
   const runs = new Map<string, { start: number; end: number; seqs: number[]; status?: string; turn: number }>();
-  const attempts = new Map<string, { runId: string; start: number; seqs: number[]; end?: number; status?: string; turn: number; epoch: number; kind: string }>();
+  const attempts = new Map<
+    string,
+    { runId: string; start: number; seqs: number[]; end?: number; status?: string; turn: number; epoch: number; kind: string }
+  >();
   // Steps, model calls, tool calls.
   const steps = new Map<string, { start: number; end?: number; last: number; seqs: number[]; step: number; turn: number }>();
   const calls: { call: EventRecord; result?: EventRecord }[] = [];
@@ -120,7 +123,14 @@ export function buildTimeline(sessionId: string, events: readonly EventRecord[])
     const mark = MARK_TYPES[e.type];
     if (mark) {
       const extra = e.type === 'session/attached' ? ` (writer epoch ${p.writerEpoch})` : '';
-      marks.push({ at: t, kind: mark.kind, label: mark.label, classes: [mark.kind, ...(mark.extra ? [mark.extra] : [])], seqs: [e.seq], title: `${e.type}${extra}: ${summarize(e)}` });
+      marks.push({
+        at: t,
+        kind: mark.kind,
+        label: mark.label,
+        classes: [mark.kind, ...(mark.extra ? [mark.extra] : [])],
+        seqs: [e.seq],
+        title: `${e.type}${extra}: ${summarize(e)}`,
+      });
     }
     const stepKey = `${e.turn}:${e.attempt}:${e.step}`;
     // A step of an attempt begins with its first event (a resumed attempt's begins at run/start).
@@ -163,7 +173,15 @@ export function buildTimeline(sessionId: string, events: readonly EventRecord[])
         if (st) st.start = Math.min(st.start, start);
         modelStart.set(stepKey, start);
         const nCalls = (p.message?.toolCalls ?? []).length;
-        spans.push({ row: 'model', start, end, label: nCalls ? `→ ${nCalls} call${nCalls > 1 ? 's' : ''}` : 'answer', classes: [`finish-${p.finishReason}`], seqs: [e.seq], title: summarize(e) });
+        spans.push({
+          row: 'model',
+          start,
+          end,
+          label: nCalls ? `→ ${nCalls} call${nCalls > 1 ? 's' : ''}` : 'answer',
+          classes: [`finish-${p.finishReason}`],
+          seqs: [e.seq],
+          title: summarize(e),
+        });
         break;
       }
       case 'assistant/attempt':
@@ -198,7 +216,8 @@ export function buildTimeline(sessionId: string, events: readonly EventRecord[])
 
   for (const [runId, r] of runs) {
     let lastOfRun = r.end;
-    for (const a of attempts.values()) if (a.runId === runId) lastOfRun = Math.max(lastOfRun, attemptEnd.get(`${a.turn}:${a.epoch}`) ?? a.start);
+    for (const a of attempts.values())
+      if (a.runId === runId) lastOfRun = Math.max(lastOfRun, attemptEnd.get(`${a.turn}:${a.epoch}`) ?? a.start);
     const settled = r.status !== undefined && !['suspended', 'detached', 'fenced'].includes(r.status);
     const status = r.status ?? 'interrupted';
     spans.push({
@@ -221,7 +240,8 @@ export function buildTimeline(sessionId: string, events: readonly EventRecord[])
       label: `${a.kind} #${a.epoch} · ${status}`,
       classes: [`status-${status}`, ...(a.status ? [] : ['interrupted'])],
       seqs: a.seqs,
-      title: `attempt ${key.slice(a.runId.length + 1)} of run ${a.runId} (${a.kind}, run epoch ${a.epoch}): ` +
+      title:
+        `attempt ${key.slice(a.runId.length + 1)} of run ${a.runId} (${a.kind}, run epoch ${a.epoch}): ` +
         `${a.status ?? 'interrupted — its process stopped before run/end'}`,
     });
   }
@@ -244,7 +264,11 @@ export function buildTimeline(sessionId: string, events: readonly EventRecord[])
     // A result written by a later attempt (recovery: rerun, reconcile) spans the restart.
     const recovered = result !== undefined && result.attempt !== call.attempt;
     const start = !recovered && typeof r?.startedAt === 'number' ? r.startedAt : ms(call);
-    const end = result ? (!recovered && typeof r?.endedAt === 'number' ? r.endedAt : ms(result)) : Math.max(ms(call), attemptEnd.get(`${call.turn}:${call.attempt}`) ?? ms(call));
+    const end = result
+      ? !recovered && typeof r?.endedAt === 'number'
+        ? r.endedAt
+        : ms(result)
+      : Math.max(ms(call), attemptEnd.get(`${call.turn}:${call.attempt}`) ?? ms(call));
     toolSpans.push({
       row: 'tool',
       start,
@@ -254,7 +278,9 @@ export function buildTimeline(sessionId: string, events: readonly EventRecord[])
       seqs: [call.seq, ...(result ? [result.seq] : [])],
       title:
         summarize(call) +
-        (result ? ` → ${summarize(result)}${recovered ? ` (resolved by recovery, attempt ${result.attempt})` : ''}` : ' → no result: the process stopped while it ran'),
+        (result
+          ? ` → ${summarize(result)}${recovered ? ` (resolved by recovery, attempt ${result.attempt})` : ''}`
+          : ' → no result: the process stopped while it ran'),
     });
   }
   const toolLanes = pack(toolSpans);

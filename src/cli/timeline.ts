@@ -30,7 +30,10 @@ export function escapeHtml(s: string): string {
 
 /** JSON safe inside a <script> element (no `</script>`, no line separators). */
 export function scriptJson(v: unknown): string {
-  return JSON.stringify(v).replace(/</g, '\\u003c').replace(/\u2028/g, '\\u2028').replace(/\u2029/g, '\\u2029');
+  return JSON.stringify(v)
+    .replace(/</g, '\\u003c')
+    .replace(/\u2028/g, '\\u2028')
+    .replace(/\u2029/g, '\\u2029');
 }
 
 export function formatDuration(ms: number): string {
@@ -80,7 +83,9 @@ export function makeAxis(intervals: readonly [number, number][], width: number) 
   return { at, clusters, gaps, pxPerMs, right: x + PAD };
 }
 
-const STEPS_MS = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10_000, 15_000, 30_000, 60_000, 120_000, 300_000, 600_000, 1_800_000, 3_600_000];
+const STEPS_MS = [
+  1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10_000, 15_000, 30_000, 60_000, 120_000, 300_000, 600_000, 1_800_000, 3_600_000,
+];
 
 function ticks(axis: ReturnType<typeof makeAxis>, height: number): string {
   const step = STEPS_MS.find((s) => s * axis.pxPerMs >= 80) ?? 3_600_000;
@@ -97,11 +102,15 @@ function ticks(axis: ReturnType<typeof makeAxis>, height: number): string {
   }
   // Each stretch of activity: its clock time, then ticks counted from its start.
   for (const c of axis.clusters) {
-    out.push(`<text class="clock" x="${axis.at(c.start).toFixed(1)}" y="14">` +
-      `${escapeHtml(new Date(c.start).toISOString().slice(11, 23))} UTC</text>`);
+    out.push(
+      `<text class="clock" x="${axis.at(c.start).toFixed(1)}" y="14">` +
+        `${escapeHtml(new Date(c.start).toISOString().slice(11, 23))} UTC</text>`,
+    );
     for (let t = c.start; t <= c.end; t += step) {
       const x = axis.at(t);
-      const label = free(x) ? `<text x="${x.toFixed(1)}" y="${TOP - 12}" text-anchor="middle">+${escapeHtml(formatDuration(t - c.start))}</text>` : '';
+      const label = free(x)
+        ? `<text x="${x.toFixed(1)}" y="${TOP - 12}" text-anchor="middle">+${escapeHtml(formatDuration(t - c.start))}</text>`
+        : '';
       if (label) labelled.push(x);
       out.push(`<g class="tick"><line x1="${x.toFixed(1)}" x2="${x.toFixed(1)}" y1="${TOP - 8}" y2="${height}"/>${label}</g>`);
     }
@@ -115,7 +124,7 @@ function bar(s: Span, x0: number, x1: number, y: number): string {
   const fits = s.label.length * 6.1 + 8 <= w;
   return (
     `<g class="bar ${s.row} ${s.classes.map(escapeHtml).join(' ')}" data-seqs="${s.seqs.join(',')}" ` +
-      `data-title="${escapeHtml(s.title)}" tabindex="0">` +
+    `data-title="${escapeHtml(s.title)}" tabindex="0">` +
     `<rect x="${x0.toFixed(1)}" y="${y}" width="${w.toFixed(1)}" height="${BAR}" rx="3"/>` +
     (fits ? `<text x="${(x0 + 4).toFixed(1)}" y="${y + 13}">${escapeHtml(s.label)}</text>` : '') +
     `</g>`
@@ -129,7 +138,7 @@ function mark(m: Mark, x: number, y: number, level: number): string {
       : `<path class="shape" d="M${x.toFixed(1)} ${y - 6.5}l6.5 6.5l-6.5 6.5l-6.5 -6.5z"/>`;
   return (
     `<g class="mark ${m.classes.map(escapeHtml).join(' ')}" data-seqs="${m.seqs.join(',')}" ` +
-      `data-title="${escapeHtml(m.title)}" tabindex="0">${shape}` +
+    `data-title="${escapeHtml(m.title)}" tabindex="0">${shape}` +
     `<text x="${(x + 8).toFixed(1)}" y="${y + 4 + level * 14}">${escapeHtml(m.label)}</text></g>`
   );
 }
@@ -174,12 +183,17 @@ function svgOf(model: TimelineModel, width: number): string {
   const marksY = TOP + rows.length * ROW + 16;
   const height = marksY + MARK_ROW;
   const svgWidth = Math.ceil(axis.right + 140);
-  const out: string[] = [`<svg class="timeline" xmlns="http://www.w3.org/2000/svg" width="${svgWidth}" height="${height}" viewBox="0 0 ${svgWidth} ${height}">`, defs];
+  const out: string[] = [
+    `<svg class="timeline" xmlns="http://www.w3.org/2000/svg" width="${svgWidth}" height="${height}" viewBox="0 0 ${svgWidth} ${height}">`,
+    defs,
+  ];
   out.push(ticks(axis, height - 8));
   rows.forEach((r, i) => {
     const y = TOP + i * ROW;
-    out.push(`<line class="rowline" x1="0" x2="${svgWidth}" y1="${y + ROW - 2}" y2="${y + ROW - 2}"/>` +
-      `<text class="rowlabel" x="10" y="${y + 13}">${escapeHtml(r.label)}</text>`);
+    out.push(
+      `<line class="rowline" x1="0" x2="${svgWidth}" y1="${y + ROW - 2}" y2="${y + ROW - 2}"/>` +
+        `<text class="rowlabel" x="10" y="${y + 13}">${escapeHtml(r.label)}</text>`,
+    );
   });
   out.push(`<text class="rowlabel" x="10" y="${marksY + 4}">events</text>`);
   for (const m of model.marks.filter((k) => k.kind === 'attach')) {
@@ -243,15 +257,18 @@ export function renderTimeline(events: readonly EventRecord[], options: Timeline
     `<b>${attaches}</b> writer attach${attaches === 1 ? '' : 'es'}`,
     events.length ? `${escapeHtml(events[0]!.occurredAt)} → ${escapeHtml(events[events.length - 1]!.occurredAt)}` : 'empty log',
   ].join(' · ');
-  const legend = LEGEND.map(([cls, label]) => `<span><svg viewBox="0 0 22 12"><g class="${cls}"><rect x="1" y="1" width="20" height="10" rx="2"/></g></svg>` +
-    `${escapeHtml(label)}</span>`).join('');
+  const legend = LEGEND.map(
+    ([cls, label]) =>
+      `<span><svg viewBox="0 0 22 12"><g class="${cls}"><rect x="1" y="1" width="20" height="10" rx="2"/></g></svg>` +
+      `${escapeHtml(label)}</span>`,
+  ).join('');
   const rows = events
     .map(
       (e) =>
         `<tr id="ev-${e.seq}" data-seqs="${e.seq}" data-title="${escapeHtml(`#${e.seq} ${e.type}`)}">` +
-          `<td class="num">${e.seq}</td><td>${escapeHtml(e.occurredAt.slice(11, 23))}</td>` +
+        `<td class="num">${e.seq}</td><td>${escapeHtml(e.occurredAt.slice(11, 23))}</td>` +
         `<td>${e.turn ? `${e.turn}.${e.step}.${e.attempt}` : ''}</td><td class="type">${escapeHtml(e.type)}</td>` +
-          `<td>${escapeHtml(summarize(e))}</td></tr>`,
+        `<td>${escapeHtml(summarize(e))}</td></tr>`,
     )
     .join('\n');
   const generated = (options.generatedAt ?? new Date()).toISOString();

@@ -47,7 +47,15 @@ async function clientBundle(): Promise<string> {
   const built = `${ROOT}dist/web/client.browser.js`;
   if (!import.meta.url.endsWith('.ts') && existsSync(built)) return readFileSync(built, 'utf8');
   const esbuild = await import('esbuild');
-  const out = await esbuild.build({ entryPoints: [`${ROOT}src/web/client.ts`], bundle: true, platform: 'browser', format: 'esm', write: false, minify: true, logLevel: 'silent' });
+  const out = await esbuild.build({
+    entryPoints: [`${ROOT}src/web/client.ts`],
+    bundle: true,
+    platform: 'browser',
+    format: 'esm',
+    write: false,
+    minify: true,
+    logLevel: 'silent',
+  });
   return out.outputFiles[0]!.text;
 }
 
@@ -110,7 +118,9 @@ export async function startWeb(options: WebOptions, out: Sink): Promise<{ url: s
   const port = (server.address() as AddressInfo).port;
   allowed.push(...loopbackHosts(port), ...o.allowedHosts);
   const url = `http://${o.host.includes(':') ? `[${o.host}]` : o.host}:${port}/`;
-  out.write(`actorloop web · model ${provider} · ${o.postgres ? `log ${redactUrl(o.postgres)}` : `data ${dataDir}`} · deploy needs approval\n`);
+  out.write(
+    `actorloop web · model ${provider} · ${o.postgres ? `log ${redactUrl(o.postgres)}` : `data ${dataDir}`} · deploy needs approval\n`,
+  );
   out.write(`listening ${url}\n`);
   let closing: Promise<void> | undefined;
   return {

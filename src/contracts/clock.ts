@@ -26,7 +26,10 @@ export const systemClock: Clock = {
  */
 export const ClockOption = z
   .custom<Clock>(
-    (v) => typeof v === 'object' && v !== null && (['now', 'setTimeout', 'clearTimeout'] as const).every((m) => typeof (v as Record<string, unknown>)[m] === 'function'),
+    (v) =>
+      typeof v === 'object' &&
+      v !== null &&
+      (['now', 'setTimeout', 'clearTimeout'] as const).every((m) => typeof (v as Record<string, unknown>)[m] === 'function'),
     "a clock: { now(), setTimeout(fn, ms), clearTimeout(id) } (e.g. XState's SimulatedClock)",
   )
   .default(systemClock);
@@ -57,5 +60,11 @@ export function sleepOn(clock: Clock, ms: number, signal: AbortSignal, reason: (
 export function settledWithin(clock: Clock, p: Promise<unknown>, ms: number): Promise<void> {
   let timer: unknown;
   const late = new Promise<void>((resolve) => (timer = clock.setTimeout(resolve, ms)));
-  return Promise.race([p.then(() => undefined, () => undefined), late]).finally(() => clock.clearTimeout(timer));
+  return Promise.race([
+    p.then(
+      () => undefined,
+      () => undefined,
+    ),
+    late,
+  ]).finally(() => clock.clearTimeout(timer));
 }

@@ -10,29 +10,34 @@ const posInt = z.number().int().positive();
 /** Node.js runs a longer timer at once (after 1 ms, with a warning): longer waits are refused. */
 export const MAX_TIMER_MS = 2_147_483_647;
 /** A duration the runtime waits with a timer. */
-export const timerMs = z.number().nonnegative().max(MAX_TIMER_MS, `at most ${MAX_TIMER_MS} ms (about 24.8 days), the longest timer Node.js can set`);
+export const timerMs = z
+  .number()
+  .nonnegative()
+  .max(MAX_TIMER_MS, `at most ${MAX_TIMER_MS} ms (about 24.8 days), the longest timer Node.js can set`);
 
 /**
  * The seed's LoopConfig, with DESIGN §6 defaults. Unknown keys are refused (as in every option
  * object): a misspelt option must not quietly become its default.
  */
-export const LoopConfig = z.strictObject({
-  contextWindow: posInt.default(128_000),
-  outputReserve: z.number().int().nonnegative().default(4096),
-  maxParallelTools: posInt.default(4),
-  maxProtocolCorrections: z.number().int().nonnegative().default(2),
-  maxProviderAttempts: posInt.default(3),
-  retryBackoffMs: z.number().nonnegative().default(100),
-  /** Upper bound of one retry wait, also for a provider's retry-after. */
-  maxRetryDelayMs: timerMs.default(30_000),
-  approvalTimeoutMs: z.number().nonnegative().default(3_600_000),
-  compactionPrompt: z.string().min(1).default(DEFAULT_COMPACTION_PROMPT),
-  /** How long a cancelled tool may ignore its signal before it is recorded uncertain-hanging. */
-  cancelGraceMs: timerMs.default(2000),
-}).refine((c) => c.outputReserve < c.contextWindow, {
-  path: ['outputReserve'],
-  message: 'must be smaller than contextWindow (the context gets contextWindow − outputReserve tokens)',
-});
+export const LoopConfig = z
+  .strictObject({
+    contextWindow: posInt.default(128_000),
+    outputReserve: z.number().int().nonnegative().default(4096),
+    maxParallelTools: posInt.default(4),
+    maxProtocolCorrections: z.number().int().nonnegative().default(2),
+    maxProviderAttempts: posInt.default(3),
+    retryBackoffMs: z.number().nonnegative().default(100),
+    /** Upper bound of one retry wait, also for a provider's retry-after. */
+    maxRetryDelayMs: timerMs.default(30_000),
+    approvalTimeoutMs: z.number().nonnegative().default(3_600_000),
+    compactionPrompt: z.string().min(1).default(DEFAULT_COMPACTION_PROMPT),
+    /** How long a cancelled tool may ignore its signal before it is recorded uncertain-hanging. */
+    cancelGraceMs: timerMs.default(2000),
+  })
+  .refine((c) => c.outputReserve < c.contextWindow, {
+    path: ['outputReserve'],
+    message: 'must be smaller than contextWindow (the context gets contextWindow − outputReserve tokens)',
+  });
 export type LoopConfig = z.output<typeof LoopConfig>;
 export type LoopConfigInput = z.input<typeof LoopConfig>;
 

@@ -78,7 +78,10 @@ export const isSequenceConflictError = (e: unknown): e is SequenceConflictError 
 export class InvariantViolation extends ActorloopError {
   readonly code = 'invariant_violation' as const;
   override readonly name = 'InvariantViolation';
-  constructor(message: string, readonly details: Record<string, unknown> = {}) {
+  constructor(
+    message: string,
+    readonly details: Record<string, unknown> = {},
+  ) {
     super(message);
   }
 }
@@ -121,8 +124,7 @@ export class UnknownSchemaVersionError extends ActorloopError {
     );
   }
 }
-export const isUnknownSchemaVersionError = (e: unknown): e is UnknownSchemaVersionError =>
-  hasCode(e, 'unknown_schema_version');
+export const isUnknownSchemaVersionError = (e: unknown): e is UnknownSchemaVersionError => hasCode(e, 'unknown_schema_version');
 
 /**
  * The context does not fit the model's window even after compaction.
@@ -228,14 +230,18 @@ export class ExecutionBusy extends ActorloopError {
 
 function busyMessage(sessionId: string, runId: string, state: ExecutionBusy['state'], questionId: string | undefined): string {
   if (state === 'suspended') {
-    return `session ${sessionId}: run ${runId} is suspended, ` +
+    return (
+      `session ${sessionId}: run ${runId} is suspended, ` +
       `waiting for the answer to ${questionId ?? 'its pending request'} (nothing is running); ` +
       `answer it with execute({ kind: 'respond', runId: '${runId}', questionId: '${questionId ?? '…'}', answer }) ` +
-        `before starting a new run`;
+      `before starting a new run`
+    );
   }
   if (state === 'interrupted') {
-    return `session ${sessionId}: run ${runId} was interrupted and is still open (nothing is running); ` +
-      `resume it with execute({ kind: 'continue', runId: '${runId}' }) before starting a new run`;
+    return (
+      `session ${sessionId}: run ${runId} was interrupted and is still open (nothing is running); ` +
+      `resume it with execute({ kind: 'continue', runId: '${runId}' }) before starting a new run`
+    );
   }
   return `session ${sessionId} is busy executing run ${runId}`;
 }
@@ -257,8 +263,7 @@ export class SessionSteeringConflict extends ActorloopError {
     super(message);
   }
 }
-export const isSessionSteeringConflict = (e: unknown): e is SessionSteeringConflict =>
-  hasCode(e, 'session_steering_conflict');
+export const isSessionSteeringConflict = (e: unknown): e is SessionSteeringConflict => hasCode(e, 'session_steering_conflict');
 
 /**
  * A budget ran out; the run ends `budget_exhausted` and this error names the budget.

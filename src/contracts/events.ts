@@ -51,7 +51,9 @@ export const EventPayloads = {
     /** The attempt's OpenTelemetry span (when tracing recorded it): a later attempt links to it. */
     trace: z.object({ traceId: z.string(), spanId: z.string() }).optional(),
     /** The run's output schema (docs/typed-output.md): its JSON Schema, digest and strictness. */
-    output: z.object({ name: z.string(), jsonSchema: z.record(z.string(), z.unknown()), digest: RequestDigest, strict: z.boolean() }).optional(),
+    output: z
+      .object({ name: z.string(), jsonSchema: z.record(z.string(), z.unknown()), digest: RequestDigest, strict: z.boolean() })
+      .optional(),
   }),
   'step/start': z.looseObject({}),
   'user/message': z.looseObject({ message: Message, inputId: id.optional() }),
@@ -141,9 +143,10 @@ export const EventType = z.enum(EVENT_TYPES as [EventType, ...EventType[]]);
 export type PayloadOf<T extends EventType> = z.infer<(typeof EventPayloads)[T]>;
 
 /** Model-visible events append to the surface; compaction-like events start a new surface epoch. */
-export const SURFACE_OPS: Record<EventType, SurfaceOp> = Object.fromEntries(
-  EVENT_TYPES.map((t) => [t, 'none' as SurfaceOp]),
-) as Record<EventType, SurfaceOp>;
+export const SURFACE_OPS: Record<EventType, SurfaceOp> = Object.fromEntries(EVENT_TYPES.map((t) => [t, 'none' as SurfaceOp])) as Record<
+  EventType,
+  SurfaceOp
+>;
 for (const t of ['user/message', 'assistant/message', 'tool/result', 'tool/batch-rejected', 'verification/rejected'] as const) {
   SURFACE_OPS[t] = 'append';
 }

@@ -151,7 +151,11 @@ export type WaitForResultOptions = z.input<typeof WaitForResultOptions>;
  * commits nothing more and starts no exclusive tool.
  */
 export class LeaseLostError extends StaleWriterError {
-  constructor(sessionId: string, writerEpoch: number, readonly reason: string) {
+  constructor(
+    sessionId: string,
+    writerEpoch: number,
+    readonly reason: string,
+  ) {
     super(sessionId, writerEpoch, writerEpoch);
     this.message = `session ${sessionId}: the serving worker's lease (writer epoch ${writerEpoch}) is lost: ${reason}`;
   }

@@ -139,7 +139,8 @@ export function recordOf<V extends z.ZodType>(value: V): z.ZodType<Record<string
     for (const k of Object.keys(v as object)) {
       const r = value.safeParse((v as Record<string, unknown>)[k]);
       if (!r.success) {
-        for (const i of r.error.issues) ctx.addIssue({ code: 'custom', path: [k, ...(i.path as (string | number)[])], message: i.message, input: v });
+        for (const i of r.error.issues)
+          ctx.addIssue({ code: 'custom', path: [k, ...(i.path as (string | number)[])], message: i.message, input: v });
         return z.NEVER;
       }
       out[k] = r.data as z.output<V>;

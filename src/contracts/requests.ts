@@ -17,7 +17,14 @@ export type PromptMessage = z.infer<typeof PromptMessage>;
 
 /** The run's output schema (docs/typed-output.md): a zod schema, kept by reference. */
 const OutputSchema = z.custom<z.ZodType>((v) => v instanceof z.ZodType, 'a zod schema (e.g. z.object({ … }))').optional();
-const Respond = z.strictObject({ kind: z.literal('respond'), runId: id.optional(), attemptId: id.optional(), questionId: id, answer: AnyJson, output: OutputSchema });
+const Respond = z.strictObject({
+  kind: z.literal('respond'),
+  runId: id.optional(),
+  attemptId: id.optional(),
+  questionId: id,
+  answer: AnyJson,
+  output: OutputSchema,
+});
 const Continue = z.strictObject({ kind: z.literal('continue'), runId: id.optional(), attemptId: id.optional(), output: OutputSchema });
 
 /**
@@ -39,7 +46,11 @@ export type IdentifiedRequest = ExecutionRequest & { runId: string; attemptId: s
  */
 export const RunRequest = z.union([
   PromptMessage,
-  z.discriminatedUnion('kind', [z.strictObject({ kind: z.literal('prompt'), runId: id.optional(), attemptId: id.optional(), message: PromptMessage }), Respond, Continue]),
+  z.discriminatedUnion('kind', [
+    z.strictObject({ kind: z.literal('prompt'), runId: id.optional(), attemptId: id.optional(), message: PromptMessage }),
+    Respond,
+    Continue,
+  ]),
 ]);
 export type RunRequest = z.input<typeof RunRequest>;
 /** A RunRequest as checked (defaults applied). */
@@ -141,7 +152,11 @@ export function storedResult(result: unknown): ExecutionResult {
  * The result for an attempt that did not run at all: the session was fenced, the kill switch is
  * set, an earlier attempt was interrupted (`detached`), or the run actor itself crashed (`failed`).
  */
-export function notRunResult(ids: { runId: string; attemptId: string }, status: 'cancelled' | 'detached' | 'fenced' | 'failed', message: string): ExecutionResult {
+export function notRunResult(
+  ids: { runId: string; attemptId: string },
+  status: 'cancelled' | 'detached' | 'fenced' | 'failed',
+  message: string,
+): ExecutionResult {
   return {
     runId: ids.runId,
     attemptId: ids.attemptId,

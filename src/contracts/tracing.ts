@@ -53,7 +53,14 @@ export interface RunTracer {
    * process did not run it); returns its ids for `run/start`, or undefined when not recording.
    * Contract: never throws.
    */
-  attemptStarting(a: { runId: string; attemptId: string; runEpoch: number; turn: number; kind: string; runFirstSeq?: number }): Promise<TraceIds | undefined>;
+  attemptStarting(a: {
+    runId: string;
+    attemptId: string;
+    runEpoch: number;
+    turn: number;
+    kind: string;
+    runFirstSeq?: number;
+  }): Promise<TraceIds | undefined>;
   /** Runs `fn` with the tool call's span active (the tool's own spans become its children). */
   inToolCall<T>(callId: string, fn: () => T): T;
   /** Step `step`'s model call is about to start: its step span opens now, if not yet open. Contract: never throws. */

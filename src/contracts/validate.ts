@@ -16,7 +16,10 @@ export function parseInput<S extends z.ZodType>(schema: S, input: unknown, where
     throw unreadable(input, where, e);
   }
   if (r.success) return r.data as z.output<S>;
-  throw new ValidationError(where, r.error!.issues.flatMap((i) => issuesOf(i as Issue, [])));
+  throw new ValidationError(
+    where,
+    r.error!.issues.flatMap((i) => issuesOf(i as Issue, [])),
+  );
 }
 
 type Issue = { code?: string; path: PropertyKey[]; message: string; errors?: Issue[][] };

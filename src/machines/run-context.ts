@@ -7,7 +7,10 @@ import type { ResumeInput, StartRunInput } from '../actors/start-run.js';
 import type { OutputSpec } from '../actors/final-output.js';
 
 /** How an attempt ends: what its result will say. */
-export type RunEnd = Pick<ExecutionResult, 'status' | 'outcome' | 'error' | 'budget' | 'blockedBy' | 'finalMessage' | 'finalMessageId' | 'output'>;
+export type RunEnd = Pick<
+  ExecutionResult,
+  'status' | 'outcome' | 'error' | 'budget' | 'blockedBy' | 'finalMessage' | 'finalMessageId' | 'output'
+>;
 
 export interface RunInput {
   runId: string;

@@ -13,20 +13,32 @@ export const outputOf = <T>(event: unknown): T => (event as { output: T }).outpu
 /** The error of the actor whose error event `event` is. */
 export const errorOf = (event: unknown): unknown => (event as { error: unknown }).error;
 
-
 export const ended = (status: RunStatus, outcome: Outcome, extra: Partial<RunEnd> = {}): RunEnd => ({ status, outcome, ...extra });
 
 /** The end an effect's error leads to: a cancel, a fence (another writer took over), or a failure. */
 export function endFor(error: unknown): RunEnd {
-  if (isCancelledError(error)) return { status: 'cancelled', outcome: 'cancelled', error: { kind: 'cancelled', message: (error as Error).message } };
-  if (isStaleWriterError(error)) return { status: 'fenced', outcome: 'incomplete', error: { kind: 'inconsistent', message: (error as Error).message, cause: error } };
-  return { status: 'failed', outcome: 'failed', error: { kind: 'execution', message: (error as Error)?.message ?? String(error), cause: error } };
+  if (isCancelledError(error))
+    return { status: 'cancelled', outcome: 'cancelled', error: { kind: 'cancelled', message: (error as Error).message } };
+  if (isStaleWriterError(error))
+    return { status: 'fenced', outcome: 'incomplete', error: { kind: 'inconsistent', message: (error as Error).message, cause: error } };
+  return {
+    status: 'failed',
+    outcome: 'failed',
+    error: { kind: 'execution', message: (error as Error)?.message ?? String(error), cause: error },
+  };
 }
 
-export const positionOf = (c: Pick<RunContext, 'turn' | 'step' | 'runEpoch'>): StepPosition => ({ turn: c.turn, step: c.step, attempt: c.runEpoch });
+export const positionOf = (c: Pick<RunContext, 'turn' | 'step' | 'runEpoch'>): StepPosition => ({
+  turn: c.turn,
+  step: c.step,
+  attempt: c.runEpoch,
+});
 
 /** A phase's usage and cost counted in the run's and in the current step's. */
-export function withStepUsage(c: Pick<RunContext, 'usage' | 'stepUsage' | 'cost'>, out: { usage?: Usage; cost?: string }): Pick<RunContext, 'usage' | 'stepUsage' | 'cost'> {
+export function withStepUsage(
+  c: Pick<RunContext, 'usage' | 'stepUsage' | 'cost'>,
+  out: { usage?: Usage; cost?: string },
+): Pick<RunContext, 'usage' | 'stepUsage' | 'cost'> {
   if (!out.usage && !out.cost) return { usage: c.usage, stepUsage: c.stepUsage, cost: c.cost };
   return {
     usage: addUsage(c.usage, out.usage),
@@ -43,9 +55,14 @@ export function budgetUse(c: RunContext): BudgetUse {
 export const spentNow = (c: RunContext) => spentBudget(c.budget, budgetUse(c), c.durationSpentAt ?? c.startedAt);
 
 /** Batch results and preset results, in the order the model asked for the calls. */
-export function inCallOrder(order: readonly string[], preset: readonly ToolCallOutput[], results: readonly ToolCallOutput[]): ToolCallOutput[] {
+export function inCallOrder(
+  order: readonly string[],
+  preset: readonly ToolCallOutput[],
+  results: readonly ToolCallOutput[],
+): ToolCallOutput[] {
   // the usual case: no preset results, and the batch answered in call order already
-  if (preset.length === 0 && results.length === order.length && results.every((r, i) => r.callId === order[i])) return results as ToolCallOutput[];
+  if (preset.length === 0 && results.length === order.length && results.every((r, i) => r.callId === order[i]))
+    return results as ToolCallOutput[];
   const all = [...preset, ...results];
   const pos = new Map(order.map((id, i) => [id, i]));
   return all.sort((a, b) => (pos.get(a.callId) ?? 0) - (pos.get(b.callId) ?? 0));
@@ -55,7 +72,10 @@ export function inCallOrder(order: readonly string[], preset: readonly ToolCallO
  * How a recovering continue resolved the calls its run left without results (DESIGN §5): a preset
  * outcome (reconciled, uncertain, skipped) or run again.
  */
-export function recoveredCalls(batch: readonly ToolCallIntent[], resumed: { calls: readonly ToolCallIntent[]; preset: readonly ToolCallOutput[] }): UncertainCall[] {
+export function recoveredCalls(
+  batch: readonly ToolCallIntent[],
+  resumed: { calls: readonly ToolCallIntent[]; preset: readonly ToolCallOutput[] },
+): UncertainCall[] {
   const rerun = new Set(resumed.calls.map((c) => c.callId));
   const preset = new Map(resumed.preset.map((o) => [o.callId, o.outcome]));
   return batch.flatMap((c) => {
@@ -95,13 +115,26 @@ export function resultOf(c: RunContext): ExecutionResult {
 /** The input of the final answer's phases (verifyFinal, commitFinal). */
 export function finalInput(c: RunContext): FinalAnswerInput {
   const f = c.pendingFinal!;
-  return { runId: c.runId, at: positionOf(c), content: f.content, closeStep: f.closeStep, ...(f.output !== undefined ? { output: f.output } : {}), ...(c.stepUsage && f.closeStep ? { usage: c.stepUsage } : {}) };
+  return {
+    runId: c.runId,
+    at: positionOf(c),
+    content: f.content,
+    closeStep: f.closeStep,
+    ...(f.output !== undefined ? { output: f.output } : {}),
+    ...(c.stepUsage && f.closeStep ? { usage: c.stepUsage } : {}),
+  };
 }
 
 /** The input of the committed final's delivery. */
 export function deliverInput(c: RunContext): DeliverFinalInput {
   const f = c.pendingFinal!;
-  return { runId: c.runId, at: positionOf(c), content: f.content, finalMessageId: f.finalMessageId!, ...(f.output !== undefined ? { output: f.output } : {}) };
+  return {
+    runId: c.runId,
+    at: positionOf(c),
+    content: f.content,
+    finalMessageId: f.finalMessageId!,
+    ...(f.output !== undefined ? { output: f.output } : {}),
+  };
 }
 
 /** A committed final's answer, as the run's end carries it. */
@@ -112,12 +145,17 @@ export function finalOf(c: RunContext): Pick<RunEnd, 'finalMessage' | 'finalMess
 
 /** The end once the protocol corrections ran out: the last answer's output issues, when it was an answer that failed its schema. */
 export function exhaustedEnd(c: RunContext): RunEnd {
-  const e = c.outputIssues ? new OutputValidationError(c.maxProtocolCorrections, c.outputIssues) : new ProtocolExhaustedError(c.maxProtocolCorrections);
+  const e = c.outputIssues
+    ? new OutputValidationError(c.maxProtocolCorrections, c.outputIssues)
+    : new ProtocolExhaustedError(c.maxProtocolCorrections);
   return ended('failed', 'failed', { error: { kind: 'execution', message: e.message, cause: e } });
 }
 
 /** An answer that failed its output schema: a protocol correction, its issues kept for the exhausted end. */
-export const outputCorrected = (c: RunContext, rejected: { issues: string[] }): Pick<RunContext, 'corrections' | 'pendingFinal' | 'outputIssues'> => ({
+export const outputCorrected = (
+  c: RunContext,
+  rejected: { issues: string[] },
+): Pick<RunContext, 'corrections' | 'pendingFinal' | 'outputIssues'> => ({
   corrections: c.corrections + 1,
   pendingFinal: undefined,
   outputIssues: rejected.issues,

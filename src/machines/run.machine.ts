@@ -12,7 +12,23 @@ import type { PrepareContextInput, PrepareContextOutput } from '../actors/prepar
 import type { StartRunInput, StartRunOutput } from '../actors/start-run.js';
 import { toolBatchMachine, type ToolBatchInput } from './tool-batch.machine.js';
 import type { RunContext, RunEvent, RunInput } from './run-context.js';
-import { deliverInput, endFor, errorOf, exhaustedEnd, finalInput, finalOf, outputCorrected, outputOf, ended, inCallOrder, positionOf, recoveredCalls, resultOf, spentNow, withStepUsage } from './run-decisions.js';
+import {
+  deliverInput,
+  endFor,
+  errorOf,
+  exhaustedEnd,
+  finalInput,
+  finalOf,
+  outputCorrected,
+  outputOf,
+  ended,
+  inCallOrder,
+  positionOf,
+  recoveredCalls,
+  resultOf,
+  spentNow,
+  withStepUsage,
+} from './run-decisions.js';
 
 export type { ResumeInput, StartRunOutput } from '../actors/start-run.js';
 export type { RunContext, RunEvent, RunInput } from './run-context.js';
@@ -88,14 +104,19 @@ export const runMachine = setup({
   },
   actions: {
     failWith: assign(({ event }) => ({ end: endFor(errorOf(event)) })),
-    endCancelled: assign({ end: () => ended('cancelled', 'cancelled', { error: { kind: 'cancelled', message: 'cancelled (requestCancel or kill switch)' } }) }),
+    endCancelled: assign({
+      end: () => ended('cancelled', 'cancelled', { error: { kind: 'cancelled', message: 'cancelled (requestCancel or kill switch)' } }),
+    }),
     endStopped: assign({ end: () => ended('stopped', 'incomplete') }),
     endDetached: assign({ end: () => ended('detached', 'incomplete') }),
     endBudgetSpent: assign({ end: ({ context }) => ended('budget_exhausted', 'incomplete', { budget: spentNow(context)!.budget }) }),
     requestStop: assign({ stopRequested: true }),
     requestCancel: assign({ cancelRequested: true }),
     requestDetach: assign({ detachRequested: true }),
-    cancelBatch: sendTo('toolBatch', ({ event }) => ({ type: 'CANCEL' as const, reason: (event as { reason?: string }).reason ?? 'cancelled' })),
+    cancelBatch: sendTo('toolBatch', ({ event }) => ({
+      type: 'CANCEL' as const,
+      reason: (event as { reason?: string }).reason ?? 'cancelled',
+    })),
     recordStart: assign(({ event }) => ({ messages: [], runStartSeq: outputOf<StartRunOutput>(event).runStartSeq })),
     resumeBatch: assign(({ context, event }) => {
       const out = outputOf<StartRunOutput>(event);
@@ -109,7 +130,9 @@ export const runMachine = setup({
         order: context.resume!.batch.map((b) => b.callId),
         // approved calls are new; a recovered call's tool/call was counted with the run's spending
         toolCalls: context.toolCalls + (context.resume!.kind === 'answer' ? r.calls.length : 0),
-        ...(context.resume!.kind === 'recover' ? { uncertainCalls: [...context.uncertainCalls, ...recoveredCalls(context.resume!.batch, r)] } : {}),
+        ...(context.resume!.kind === 'recover'
+          ? { uncertainCalls: [...context.uncertainCalls, ...recoveredCalls(context.resume!.batch, r)] }
+          : {}),
       };
     }),
     finalizeConcluded: assign({ pendingFinal: ({ context }) => ({ content: context.concluded!, closeStep: false }) }),
@@ -130,13 +153,27 @@ export const runMachine = setup({
         return { toolCalls: out.toolCalls, finishReason: out.finishReason };
       },
     }),
-    keepAnswer: assign({ pendingFinal: ({ event }) => ({ content: outputOf<Extract<CallModelOutput, { kind: 'answer' }>>(event).content, closeStep: true }) }),
-    endModelCallCancelled: assign({ end: () => ended('cancelled', 'cancelled', { error: { kind: 'cancelled', message: 'model call cancelled' } }) }),
+    keepAnswer: assign({
+      pendingFinal: ({ event }) => ({ content: outputOf<Extract<CallModelOutput, { kind: 'answer' }>>(event).content, closeStep: true }),
+    }),
+    endModelCallCancelled: assign({
+      end: () => ended('cancelled', 'cancelled', { error: { kind: 'cancelled', message: 'model call cancelled' } }),
+    }),
     countCorrection: assign({ corrections: ({ context }) => context.corrections + 1, asked: undefined, outputIssues: undefined }),
-    countOutputCorrection: assign(({ context, event }) => outputCorrected(context, outputOf<Extract<VerifyFinalOutput, { kind: 'output_rejected' }>>(event))),
-    keepOutput: assign({ pendingFinal: ({ context, event }) => ({ ...context.pendingFinal!, output: outputOf<Extract<VerifyFinalOutput, { kind: 'accepted' }>>(event).output }) }),
+    countOutputCorrection: assign(({ context, event }) =>
+      outputCorrected(context, outputOf<Extract<VerifyFinalOutput, { kind: 'output_rejected' }>>(event)),
+    ),
+    keepOutput: assign({
+      pendingFinal: ({ context, event }) => ({
+        ...context.pendingFinal!,
+        output: outputOf<Extract<VerifyFinalOutput, { kind: 'accepted' }>>(event).output,
+      }),
+    }),
     endProtocolExhausted: assign({ end: ({ context }) => exhaustedEnd(context) }),
-    endBlocked: assign({ end: ({ event }) => ended('blocked', 'incomplete', { blockedBy: outputOf<Extract<CommitIntentOutput, { kind: 'blocked' }>>(event).locks }) }),
+    endBlocked: assign({
+      end: ({ event }) =>
+        ended('blocked', 'incomplete', { blockedBy: outputOf<Extract<CommitIntentOutput, { kind: 'blocked' }>>(event).locks }),
+    }),
     endSuspended: assign(({ event }) => ({
       pendingRequest: outputOf<Extract<CommitIntentOutput, { kind: 'suspended' }>>(event).pendingRequest,
       end: ended('suspended', 'suspended'),
@@ -152,9 +189,16 @@ export const runMachine = setup({
       batchResults: [],
       recoveries: context.recoveries + outputOf<CommitResultsOutput>(event).rejections,
     })),
-    finalizeConcludedByTool: assign({ pendingFinal: ({ event }) => ({ content: outputOf<CommitResultsOutput>(event).concluded!, closeStep: false }) }),
+    finalizeConcludedByTool: assign({
+      pendingFinal: ({ event }) => ({ content: outputOf<CommitResultsOutput>(event).concluded!, closeStep: false }),
+    }),
     countFinalRejection: assign({ recoveries: ({ context }) => context.recoveries + 1, pendingFinal: undefined }),
-    keepFinalMessageId: assign({ pendingFinal: ({ context, event }) => ({ ...context.pendingFinal!, finalMessageId: outputOf<{ finalMessageId: string }>(event).finalMessageId }) }),
+    keepFinalMessageId: assign({
+      pendingFinal: ({ context, event }) => ({
+        ...context.pendingFinal!,
+        finalMessageId: outputOf<{ finalMessageId: string }>(event).finalMessageId,
+      }),
+    }),
     endDelivered: assign({ end: ({ context }) => ended('succeeded', 'completed', finalOf(context)) }),
     endDeliveryUnknown: assign({
       end: ({ context, event }) =>
@@ -237,7 +281,17 @@ export const runMachine = setup({
           // the live run does (a concluded answer goes to finalizing before any stop, cancel or budget)
           { guard: 'concludedBefore', target: 'verifyingFinal', actions: ['recordStart', 'finalizeConcluded'] },
           // a stop, cancel or detach before any model call: end now, starting none
-          { guard: 'cancelRequested', target: '#run.ending', actions: ['recordStart', assign({ end: () => ended('cancelled', 'cancelled', { error: { kind: 'cancelled', message: 'cancelled before the first model call' } }) })] },
+          {
+            guard: 'cancelRequested',
+            target: '#run.ending',
+            actions: [
+              'recordStart',
+              assign({
+                end: () =>
+                  ended('cancelled', 'cancelled', { error: { kind: 'cancelled', message: 'cancelled before the first model call' } }),
+              }),
+            ],
+          },
           { guard: 'detachRequested', target: '#run.ending', actions: ['recordStart', 'endDetached'] },
           { guard: 'stopRequested', target: '#run.ending', actions: ['recordStart', 'endStopped'] },
           // a later attempt inherits what the run spent: a spent budget calls no model again
@@ -268,7 +322,9 @@ export const runMachine = setup({
         input: ({ context: c }): CallModelInput => ({
           at: positionOf(c),
           ...(c.contextPrepared ? { prepared: true } : {}),
-          ...(c.budget.maxOutputTokens !== undefined ? { outputTokensLeft: Math.max(1, c.budget.maxOutputTokens - c.usage.outputTokens) } : {}),
+          ...(c.budget.maxOutputTokens !== undefined
+            ? { outputTokensLeft: Math.max(1, c.budget.maxOutputTokens - c.usage.outputTokens) }
+            : {}),
         }),
         onDone: [
           // steers wait or the context is too large: prepared first, then called (DESIGN §4 items 1, 9)
@@ -307,7 +363,12 @@ export const runMachine = setup({
       invoke: {
         id: 'toolBatch',
         src: 'toolBatch',
-        input: ({ context: c }): ToolBatchInput => ({ runId: c.runId, maxParallel: c.maxParallelTools, calls: c.calls, cancelled: c.cancelRequested }),
+        input: ({ context: c }): ToolBatchInput => ({
+          runId: c.runId,
+          maxParallel: c.maxParallelTools,
+          calls: c.calls,
+          cancelled: c.cancelRequested,
+        }),
         onDone: { target: 'committingResults', actions: 'keepBatchResults' },
         onError: RUN_FAILED,
       },
@@ -316,7 +377,11 @@ export const runMachine = setup({
     committingResults: {
       invoke: {
         src: 'commitResults',
-        input: ({ context: c }): CommitResultsInput => ({ at: positionOf(c), results: inCallOrder(c.order, c.presetResults, c.batchResults), ...(c.stepUsage ? { usage: c.stepUsage } : {}) }),
+        input: ({ context: c }): CommitResultsInput => ({
+          at: positionOf(c),
+          results: inCallOrder(c.order, c.presetResults, c.batchResults),
+          ...(c.stepUsage ? { usage: c.stepUsage } : {}),
+        }),
         onDone: [
           { guard: 'toolConcluded', target: 'settlingResults', actions: ['countRejections', 'finalizeConcludedByTool'] },
           { target: 'checkingBudget', actions: 'countRejections' },
@@ -359,7 +424,16 @@ export const runMachine = setup({
           { guard: 'finalRejected', target: 'checkingBudget', actions: 'countFinalRejection' },
           // a cancel that came while the answer was verified: no final is committed (once it is, it
           // is delivered whatever happens next — the write-ahead rule)
-          { guard: 'cancelRequested', target: '#run.ending', actions: assign({ end: () => ended('cancelled', 'cancelled', { error: { kind: 'cancelled', message: 'cancelled before the final answer was committed' } }) }) },
+          {
+            guard: 'cancelRequested',
+            target: '#run.ending',
+            actions: assign({
+              end: () =>
+                ended('cancelled', 'cancelled', {
+                  error: { kind: 'cancelled', message: 'cancelled before the final answer was committed' },
+                }),
+            }),
+          },
           { target: 'committingFinal', actions: 'keepOutput' },
         ],
         onError: RUN_FAILED,
@@ -392,7 +466,9 @@ export const runMachine = setup({
           result: resultOf(c),
           started: c.runStartSeq > 0,
           // a verified answer a cancel kept from being committed: its step still ends
-          ...(c.pendingFinal?.closeStep && c.pendingFinal.finalMessageId === undefined && c.end?.status === 'cancelled' ? { openStep: c.stepUsage ? { usage: c.stepUsage } : {} } : {}),
+          ...(c.pendingFinal?.closeStep && c.pendingFinal.finalMessageId === undefined && c.end?.status === 'cancelled'
+            ? { openStep: c.stepUsage ? { usage: c.stepUsage } : {} }
+            : {}),
         }),
         onDone: { target: 'done', actions: 'keepResult' },
         onError: { target: 'done', actions: 'keepUncommittedResult' },
@@ -404,4 +480,3 @@ export const runMachine = setup({
 });
 
 export type RunActorRef = ActorRefFrom<typeof runMachine>;
-

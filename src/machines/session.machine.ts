@@ -108,10 +108,22 @@ export const sessionMachine = setup({
   actions: {
     startAttempt: assign(({ event }) => attemptOf((event as Extract<SessionEvent, { type: 'START' }>).run)),
     startPrepared: assign(({ event }) => attemptOf(((event as unknown as { output: PrepareOutput }).output as { run: RunInput }).run)),
-    answerPrepared: emit(({ context, event }) => ({ type: 'attempt.answered' as const, token: context.preparing!, result: ((event as unknown as { output: PrepareOutput }).output as { result: ExecutionResult }).result })),
-    refusePrepared: emit(({ context, event }) => ({ type: 'attempt.refused' as const, token: context.preparing!, error: (event as { error?: unknown }).error })),
+    answerPrepared: emit(({ context, event }) => ({
+      type: 'attempt.answered' as const,
+      token: context.preparing!,
+      result: ((event as unknown as { output: PrepareOutput }).output as { result: ExecutionResult }).result,
+    })),
+    refusePrepared: emit(({ context, event }) => ({
+      type: 'attempt.refused' as const,
+      token: context.preparing!,
+      error: (event as { error?: unknown }).error,
+    })),
     clearPreparation: assign({ claimedRunId: undefined, preparing: undefined, cancelPending: false, detachPending: false }),
-    keepResult: assign({ lastResult: ({ event }) => (event as unknown as { output: ExecutionResult }).output, cancelPending: false, detachPending: false }),
+    keepResult: assign({
+      lastResult: ({ event }) => (event as unknown as { output: ExecutionResult }).output,
+      cancelPending: false,
+      detachPending: false,
+    }),
     keepCrash: assign({
       cancelPending: false,
       detachPending: false,
@@ -123,7 +135,11 @@ export const sessionMachine = setup({
             `${((event as { error?: unknown }).error as Error)?.message ?? String((event as { error?: unknown }).error)}`,
         ),
     }),
-    restAt: assign({ rest: ({ event }) => (event as unknown as { output: SettleOutput }).output.rest as SessionRest, current: undefined, attempt: undefined }),
+    restAt: assign({
+      rest: ({ event }) => (event as unknown as { output: SettleOutput }).output.rest as SessionRest,
+      current: undefined,
+      attempt: undefined,
+    }),
     announceRest: emit(({ context }) => ({ type: 'session.rested' as const, result: context.lastResult })),
     forget: assign({ lastResult: undefined }),
   },
@@ -148,7 +164,12 @@ export const sessionMachine = setup({
   states: {
     /** Decides which resting state the session is in (transient). */
     resting: {
-      always: [{ guard: 'restsFenced', target: 'fenced' }, { guard: 'restsSuspended', target: 'suspended' }, { guard: 'restsDetached', target: 'detached' }, { target: 'idle' }],
+      always: [
+        { guard: 'restsFenced', target: 'fenced' },
+        { guard: 'restsSuspended', target: 'suspended' },
+        { guard: 'restsDetached', target: 'detached' },
+        { target: 'idle' },
+      ],
     },
     idle: {
       entry: ['announceRest', 'forget'],
@@ -192,7 +213,11 @@ export const sessionMachine = setup({
         // what was asked for while the attempt was prepared goes with it
         input: ({ context }) => {
           const run = context.attempt!;
-          return { ...run, ...(context.cancelPending ? { cancelRequested: true } : {}), ...(context.detachPending ? { detachRequested: true } : {}) };
+          return {
+            ...run,
+            ...(context.cancelPending ? { cancelRequested: true } : {}),
+            ...(context.detachPending ? { detachRequested: true } : {}),
+          };
         },
         onDone: { target: 'finalizing', actions: 'keepResult' },
         onError: { target: 'finalizing', actions: 'keepCrash' },

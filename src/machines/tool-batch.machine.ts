@@ -90,7 +90,12 @@ function outputOf(c: ToolBatchContext): ToolBatchOutput {
   return c.calls.map(
     (call, i) =>
       c.results[i] ??
-      skippedOutput(call, c.cancelled && c.truncatedBy === undefined ? 'not run: the run was cancelled before the call started' : `not run: the exclusive call ${c.truncatedBy} failed before it`),
+      skippedOutput(
+        call,
+        c.cancelled && c.truncatedBy === undefined
+          ? 'not run: the run was cancelled before the call started'
+          : `not run: the exclusive call ${c.truncatedBy} failed before it`,
+      ),
   );
 }
 
@@ -159,7 +164,8 @@ export const toolBatchMachine = setup({
     }),
   },
   guards: {
-    settled: ({ context }) => nothingRuns(context) && (context.truncatedBy !== undefined || context.cancelled || context.states.every((s) => s === 'done')),
+    settled: ({ context }) =>
+      nothingRuns(context) && (context.truncatedBy !== undefined || context.cancelled || context.states.every((s) => s === 'done')),
     stopping: ({ context }) => context.truncatedBy !== undefined || context.cancelled,
     /** What starts now (or runs) is an exclusive call. */
     exclusiveNext: ({ context }) => {

@@ -32,13 +32,21 @@ export function unseal(sessionId: string, seq: number, raw: unknown): unknown {
   if (typeof raw !== 'string' || raw.startsWith('{')) return raw; // unsealed: written before checksums
   const what = seq === 0 ? 'head record' : 'record';
   if (!raw.startsWith(MARK) || raw.length < 1 + DIGITS) {
-    throw new CorruptLogError(sessionId, seq, `${what} is neither sealed (#<crc32>…) nor JSON (it starts with ${JSON.stringify(raw.slice(0, 12))})`);
+    throw new CorruptLogError(
+      sessionId,
+      seq,
+      `${what} is neither sealed (#<crc32>…) nor JSON (it starts with ${JSON.stringify(raw.slice(0, 12))})`,
+    );
   }
   const json = raw.slice(1 + DIGITS);
   const stored = raw.slice(1, 1 + DIGITS);
   const actual = hex(json);
   if (stored !== actual) {
-    throw new CorruptLogError(sessionId, seq, `${what} fails its checksum (stored crc32 ${stored}, computed ${actual} over ${json.length} characters): its bytes changed on disk`);
+    throw new CorruptLogError(
+      sessionId,
+      seq,
+      `${what} fails its checksum (stored crc32 ${stored}, computed ${actual} over ${json.length} characters): its bytes changed on disk`,
+    );
   }
   return json;
 }

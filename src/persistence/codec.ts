@@ -99,7 +99,11 @@ function prepareDraft(raw: unknown, i: number, where: string, sessionId: string 
   const type = d!.type as EventType;
   const op = SURFACE_OPS[type];
   if (d!.surfaceOp !== op) {
-    parseInput(z.never(), undefined, `${where}: drafts[${i}] (${type} is always written with surfaceOp "${op}", got "${String(d!.surfaceOp)}")`);
+    parseInput(
+      z.never(),
+      undefined,
+      `${where}: drafts[${i}] (${type} is always written with surfaceOp "${op}", got "${String(d!.surfaceOp)}")`,
+    );
   }
   const parsed = parseInput(EventPayloads[type], d!.payload, `${where}: drafts[${i}].payload (${type})`);
   let payloadJson: string;
@@ -172,8 +176,12 @@ export function findEvent(
   const seq = indexed(eventId);
   if (seq !== undefined) {
     const e = eventAt(seq, true);
-    if (e && e.eventId !== eventId) throw new CorruptLogError(e.sessionId, seq, `the id index sends ${JSON.stringify(eventId)} to seq ${seq}, ` +
-      `which holds ${JSON.stringify(e.eventId)}`);
+    if (e && e.eventId !== eventId)
+      throw new CorruptLogError(
+        e.sessionId,
+        seq,
+        `the id index sends ${JSON.stringify(eventId)} to seq ${seq}, ` + `which holds ${JSON.stringify(e.eventId)}`,
+      );
     return e;
   }
   const m = GENERATED.exec(eventId);
@@ -239,7 +247,8 @@ export function encodedOffSurface(json: string, prefix: string, seq: number): bo
  * and seq; a newer schema version an UnknownSchemaVersionError naming it.
  */
 export function decodeRecord(sessionId: string, seq: number, raw: unknown): EventRecord {
-  if (typeof raw !== 'string') throw new CorruptLogError(sessionId, seq, `stored value is ${raw === undefined ? 'missing' : typeof raw}, not JSON text`);
+  if (typeof raw !== 'string')
+    throw new CorruptLogError(sessionId, seq, `stored value is ${raw === undefined ? 'missing' : typeof raw}, not JSON text`);
   let obj: unknown;
   try {
     obj = JSON.parse(raw);

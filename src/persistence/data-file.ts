@@ -36,7 +36,13 @@ function readMeta(buf: Buffer, at: number): Meta | undefined {
   if (o + META.txnid + 8 > buf.length) return undefined;
   if (buf.readUInt32LE(o + META.magic) !== MAGIC || buf.readUInt32LE(o + META.version) !== VERSION) return undefined;
   const n = (off: number) => Number(buf.readBigUInt64LE(o + off));
-  return { pageSize: buf.readUInt32LE(o + META.pageSize), freeRoot: n(META.freeRoot), mainRoot: n(META.mainRoot), lastPage: n(META.lastPage), txnid: n(META.txnid) };
+  return {
+    pageSize: buf.readUInt32LE(o + META.pageSize),
+    freeRoot: n(META.freeRoot),
+    mainRoot: n(META.mainRoot),
+    lastPage: n(META.lastPage),
+    txnid: n(META.txnid),
+  };
 }
 
 const NO_ROOT = 2 ** 64 - 1; // P_INVALID: an empty database
@@ -58,11 +64,18 @@ export function inspectDataFile(dir: string): DataFile {
     const metas = [first, second].filter((m): m is Meta => m !== undefined && m.pageSize === pageSize);
     if (metas.length === 0) return { state: 'damaged', reason: `data.mdb (${size} bytes) has no valid LMDB meta page` };
     const meta = metas.reduce((a, b) => (b.txnid > a.txnid ? b : a));
-    if (size % pageSize !== 0) return { state: 'damaged', reason: `data.mdb is ${size} bytes, not a whole number of ${pageSize}-byte pages: it was cut short` };
+    if (size % pageSize !== 0)
+      return { state: 'damaged', reason: `data.mdb is ${size} bytes, not a whole number of ${pageSize}-byte pages: it was cut short` };
     const pages = size / pageSize;
-    for (const [name, root] of [['main', meta.mainRoot], ['free-page', meta.freeRoot]] as const) {
+    for (const [name, root] of [
+      ['main', meta.mainRoot],
+      ['free-page', meta.freeRoot],
+    ] as const) {
       if (root !== NO_ROOT && root >= pages) {
-        return { state: 'damaged', reason: `data.mdb has ${pages} pages, but its ${name} database starts at page ${root}: it was cut short` };
+        return {
+          state: 'damaged',
+          reason: `data.mdb has ${pages} pages, but its ${name} database starts at page ${root}: it was cut short`,
+        };
       }
     }
     // LMDB may count a few pages it allocated and freed unwritten in one transaction (the file

@@ -27,7 +27,9 @@ export const SessionHead = z.object({
   /** The most recently settled run. */
   lastSettledRun: RunPointer.nullable(),
   /** Inputs accepted and neither consumed nor cancelled, in acceptance order. */
-  pendingInputs: z.array(z.object({ inputId: z.string(), seq: z.number().int().positive(), mode: z.enum(['steer', 'follow_up']) })).default([]),
+  pendingInputs: z
+    .array(z.object({ inputId: z.string(), seq: z.number().int().positive(), mode: z.enum(['steer', 'follow_up']) }))
+    .default([]),
   /** Resource keys locked by uncertain tool calls and not yet released. */
   heldLocks: z.array(z.string()).default([]),
   /** Seq of the newest event carrying the app's stateContext (0: none). */
@@ -39,7 +41,14 @@ const isCount = (v: unknown): v is number => typeof v === 'number' && Number.isS
 const isSeq = (v: unknown): v is number => isCount(v) && v > 0;
 const isPointer = (p: unknown): boolean => {
   const r = p as { runId?: unknown; turn?: unknown; startSeq?: unknown; endSeq?: unknown } | null;
-  return p === null || (typeof p === 'object' && typeof r!.runId === 'string' && isCount(r!.turn) && isSeq(r!.startSeq) && (r!.endSeq === undefined || isSeq(r!.endSeq)));
+  return (
+    p === null ||
+    (typeof p === 'object' &&
+      typeof r!.runId === 'string' &&
+      isCount(r!.turn) &&
+      isSeq(r!.startSeq) &&
+      (r!.endSeq === undefined || isSeq(r!.endSeq)))
+  );
 };
 
 /**
@@ -65,14 +74,31 @@ export function isCurrentHead(h: unknown): h is SessionHead {
     x.heldLocks.every((k) => typeof k === 'string') &&
     (x.pendingInputs as unknown[]).every((i) => {
       const p = i as { inputId?: unknown; seq?: unknown; mode?: unknown } | null;
-      return p !== null && typeof p === 'object' && typeof p.inputId === 'string' && isSeq(p.seq) && (p.mode === 'steer' || p.mode === 'follow_up');
+      return (
+        p !== null &&
+        typeof p === 'object' &&
+        typeof p.inputId === 'string' &&
+        isSeq(p.seq) &&
+        (p.mode === 'steer' || p.mode === 'follow_up')
+      );
     }) &&
     isCount(x.stateContextSeq)
   );
 }
 
 export function newHead(sessionId: string): SessionHead {
-  return { sessionId, writerEpoch: 0, lastSeq: 0, lastTurn: 0, surfaceStartSeq: 1, openRun: null, lastSettledRun: null, pendingInputs: [], heldLocks: [], stateContextSeq: 0 };
+  return {
+    sessionId,
+    writerEpoch: 0,
+    lastSeq: 0,
+    lastTurn: 0,
+    surfaceStartSeq: 1,
+    openRun: null,
+    lastSettledRun: null,
+    pendingInputs: [],
+    heldLocks: [],
+    stateContextSeq: 0,
+  };
 }
 
 /** Folds newly appended records into the head (pure; the caller stores the result). */
@@ -83,8 +109,14 @@ export function advanceHead(head: SessionHead, records: readonly EventRecord[]):
     if (r.turn > next.lastTurn) next.lastTurn = r.turn;
     if (r.surfaceOp === 'epoch') next.surfaceStartSeq = r.seq;
     if (r.type === 'input/accepted') {
-      next.pendingInputs = [...next.pendingInputs, { inputId: String(r.payload.inputId), seq: r.seq, mode: r.payload.mode as 'steer' | 'follow_up' }];
-    } else if ((r.type === 'input/cancelled' || r.type === 'user/message' || r.type === 'run/start') && typeof r.payload.inputId === 'string') {
+      next.pendingInputs = [
+        ...next.pendingInputs,
+        { inputId: String(r.payload.inputId), seq: r.seq, mode: r.payload.mode as 'steer' | 'follow_up' },
+      ];
+    } else if (
+      (r.type === 'input/cancelled' || r.type === 'user/message' || r.type === 'run/start') &&
+      typeof r.payload.inputId === 'string'
+    ) {
       next.pendingInputs = next.pendingInputs.filter((i) => i.inputId !== r.payload.inputId);
     }
     if (r.type === 'tool/result' && r.payload.copiedFrom === undefined) {
@@ -99,7 +131,8 @@ export function advanceHead(head: SessionHead, records: readonly EventRecord[]):
       const keys = r.payload.keys as string[];
       next.heldLocks = next.heldLocks.filter((k) => !keys.includes(k));
     }
-    if ((r.type === 'state/updated' || r.type === 'checkpoint/loaded') && r.payload.stateContext !== undefined) next.stateContextSeq = r.seq;
+    if ((r.type === 'state/updated' || r.type === 'checkpoint/loaded') && r.payload.stateContext !== undefined)
+      next.stateContextSeq = r.seq;
     if (r.type === 'run/start') {
       const runId = String(r.payload.runId);
       if (next.openRun?.runId !== runId) next.openRun = { runId, turn: r.turn, startSeq: r.seq };

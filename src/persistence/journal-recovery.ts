@@ -46,7 +46,11 @@ export function currentBootId(): string {
  * text embedded as JSON (what JSON.stringify wrote, so stringifying the parsed value gives the
  * same text back); a migrated value that may not be JSON is embedded as a string.
  */
-export type JournalOp = ['h', string, unknown] | ['e', string, number, unknown] | ['i', string, string, number] | ['x', AuxDb, string, string];
+export type JournalOp =
+  | ['h', string, unknown]
+  | ['e', string, number, unknown]
+  | ['i', string, string, number]
+  | ['x', AuxDb, string, string];
 
 /** The databases of the inbox and leases (work-store.ts), journaled as `x` ops: db, key (JSON of the LMDB key), value. */
 export type AuxDb = 'inbox' | 'work';
@@ -175,7 +179,8 @@ export function recover(path: string, journal: Journal, bootId: string): void {
     else for (const f of readdirSync(staging)) if (f !== 'MIGRATION') rmSync(join(staging, f), { recursive: true, force: true });
     if (!existsSync(journal.dir) && existsSync(join(path, 'data.mdb'))) {
       const data = inspectDataFile(path);
-      if (data.state === 'damaged') throw new CorruptLogError('(store)', 0, `${path}/${data.reason}, and the store has no journal to rebuild it from`);
+      if (data.state === 'damaged')
+        throw new CorruptLogError('(store)', 0, `${path}/${data.reason}, and the store has no journal to rebuild it from`);
       migrate(path, new Journal(staging), bootId, leftover);
       renameSync(staging, journal.dir);
       syncDir(path);
@@ -187,7 +192,8 @@ export function recover(path: string, journal: Journal, bootId: string): void {
     try {
       rebuild(path, journal, damaged?.state === 'damaged' || damaged?.state === 'empty');
     } catch (e) {
-      if (damaged?.state === 'damaged' && isCorruptLogError(e)) throw new CorruptLogError(e.sessionId, e.seq, `${path}/${damaged.reason}; rebuilding it failed: ${e.reason}`);
+      if (damaged?.state === 'damaged' && isCorruptLogError(e))
+        throw new CorruptLogError(e.sessionId, e.seq, `${path}/${damaged.reason}; rebuilding it failed: ${e.reason}`);
       throw e;
     }
     writeDurably(bootFile, bootId);
@@ -203,7 +209,8 @@ function dataFileTrusted(path: string, journal: Journal): boolean {
   const data = inspectDataFile(path);
   if (data.state === 'sound') return true;
   if (journal.hasFrames()) return false;
-  if (data.state === 'damaged') throw new CorruptLogError('(store)', 0, `${path}/${data.reason}, and the journal holds no frame to rebuild it from`);
+  if (data.state === 'damaged')
+    throw new CorruptLogError('(store)', 0, `${path}/${data.reason}, and the journal holds no frame to rebuild it from`);
   return true;
 }
 
@@ -321,7 +328,11 @@ const isOp = (op: unknown): op is JournalOp =>
   ((op[0] === 'h' && op.length === 3 && typeof op[1] === 'string') ||
     (op[0] === 'e' && op.length === 4 && typeof op[1] === 'string' && Number.isInteger(op[2])) ||
     (op[0] === 'i' && op.length === 4 && typeof op[1] === 'string' && typeof op[2] === 'string' && Number.isInteger(op[3])) ||
-    (op[0] === 'x' && op.length === 4 && (op[1] === 'inbox' || op[1] === 'work') && typeof op[2] === 'string' && typeof op[3] === 'string'));
+    (op[0] === 'x' &&
+      op.length === 4 &&
+      (op[1] === 'inbox' || op[1] === 'work') &&
+      typeof op[2] === 'string' &&
+      typeof op[3] === 'string'));
 
 function parseFrame(payload: Buffer, frame: number): JournalOp[] {
   let ops: unknown;

@@ -1,4 +1,15 @@
-import { closeSync, existsSync, fdatasyncSync, fstatSync, mkdirSync, openSync, readdirSync, readFileSync, statSync, unlinkSync } from 'node:fs';
+import {
+  closeSync,
+  existsSync,
+  fdatasyncSync,
+  fstatSync,
+  mkdirSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  statSync,
+  unlinkSync,
+} from 'node:fs';
 import { join } from 'node:path';
 import { crc32 } from 'node:zlib';
 import { z } from 'zod';
@@ -109,8 +120,12 @@ export class Journal {
   }
 
   private missing(n: number, why: string): CorruptLogError {
-    return new CorruptLogError(`journal ${segmentName(n)}`, 0, `journal segment ${join(this.dir, segmentName(n))} is missing (${why}): ` +
-      `the log cannot be rebuilt from this journal (nothing was changed)`);
+    return new CorruptLogError(
+      `journal ${segmentName(n)}`,
+      0,
+      `journal segment ${join(this.dir, segmentName(n))} is missing (${why}): ` +
+        `the log cannot be rebuilt from this journal (nothing was changed)`,
+    );
   }
 
   /**
@@ -124,7 +139,11 @@ export class Journal {
     } catch (e) {
       const code = (e as NodeJS.ErrnoException).code;
       if (typeof code !== 'string') throw e;
-      throw new StoreError(`${this.dir}/${segmentName(state.segment)}`, `the journal could not be written (${(e as Error).message}); the commit was not made`, { cause: e });
+      throw new StoreError(
+        `${this.dir}/${segmentName(state.segment)}`,
+        `the journal could not be written (${(e as Error).message}); the commit was not made`,
+        { cause: e },
+      );
     }
   }
 
@@ -258,8 +277,12 @@ export class Journal {
       if (present[n - 1] !== n) throw this.missing(n, `segment ${segmentName(last)} comes after it`);
       const size = statSync(join(this.dir, segmentName(n))).size;
       if (size < segmentSize(n)) {
-        throw new CorruptLogError(`journal ${segmentName(n)}`, 0, `journal segment ${join(this.dir, segmentName(n))} is ${size} bytes, but segments are created with ${segmentSize(n)}: ` +
-          `it was cut short, and the log cannot be rebuilt from this journal (nothing was changed)`);
+        throw new CorruptLogError(
+          `journal ${segmentName(n)}`,
+          0,
+          `journal segment ${join(this.dir, segmentName(n))} is ${size} bytes, but segments are created with ${segmentSize(n)}: ` +
+            `it was cut short, and the log cannot be rebuilt from this journal (nothing was changed)`,
+        );
       }
     }
     return last;
@@ -354,8 +377,11 @@ export class Journal {
     const fd = this.open(n);
     if (fstatSync(fd).nlink === 0) {
       this.close();
-      throw new StoreError(`${this.dir}/${segmentName(n)}`, 'the journal segment was removed while the store was open; ' +
-        'the commit was not made. Close the store and run `actorloop verify` on it');
+      throw new StoreError(
+        `${this.dir}/${segmentName(n)}`,
+        'the journal segment was removed while the store was open; ' +
+          'the commit was not made. Close the store and run `actorloop verify` on it',
+      );
     }
   }
 

@@ -26,12 +26,20 @@ export function storeFailure(e: unknown, place: Place): unknown {
   const message = e.message.split('\n')[0] ?? '';
   const at = place.sessionId === undefined ? `${place.path}/data.mdb` : `${place.sessionId}#${place.seq ?? 0}`;
   if (DAMAGE.test(message) || (place.op !== 'write' && LMDB.test(message))) {
-    return new CorruptLogError(place.sessionId ?? '(store)', place.seq ?? 0, `LMDB reports damaged pages in ${place.path}/data.mdb (${message}); ` +
-      `run \`actorloop verify ${place.path}\` to see the extent and \`actorloop repair ${place.path}\` to rebuild it from the journal`);
+    return new CorruptLogError(
+      place.sessionId ?? '(store)',
+      place.seq ?? 0,
+      `LMDB reports damaged pages in ${place.path}/data.mdb (${message}); ` +
+        `run \`actorloop verify ${place.path}\` to see the extent and \`actorloop repair ${place.path}\` to rebuild it from the journal`,
+    );
   }
   const errno = (e as NodeJS.ErrnoException).code;
   if (LMDB.test(message) || (typeof errno === 'string' && typeof (e as NodeJS.ErrnoException).syscall === 'string')) {
-    return new StoreError(at, message, { cause: e, ...(place.sessionId === undefined ? {} : { sessionId: place.sessionId }), ...(place.seq === undefined ? {} : { seq: place.seq }) });
+    return new StoreError(at, message, {
+      cause: e,
+      ...(place.sessionId === undefined ? {} : { sessionId: place.sessionId }),
+      ...(place.seq === undefined ? {} : { seq: place.seq }),
+    });
   }
   return e;
 }

@@ -37,7 +37,11 @@ function openEnv(path: string): LogDbs {
  * is on disk before LMDB commits and before any append of the group resolves; recover()
  * first rebuilds the LMDB file from the journal if the machine restarted since it was written.
  */
-export function openLmdbStore(path: string, durability: 'flushed' | 'committed', bootId: string | undefined): { dbs: LogDbs; journal: Journal | null } {
+export function openLmdbStore(
+  path: string,
+  durability: 'flushed' | 'committed',
+  bootId: string | undefined,
+): { dbs: LogDbs; journal: Journal | null } {
   mkdirSync(path, { recursive: true, mode: DIR_MODE });
   let journal: Journal | null;
   if (durability === 'flushed') {
@@ -48,7 +52,8 @@ export function openLmdbStore(path: string, durability: 'flushed' | 'committed',
     // refuses them (a store without a journal is adopted by its first 'flushed' open instead).
     if (existsSync(join(path, 'journal'))) throw journaledPathError(path);
     const data = inspectDataFile(path);
-    if (data.state === 'damaged') throw new CorruptLogError('(store)', 0, `${path}/${data.reason}, and a store without a journal cannot be rebuilt`);
+    if (data.state === 'damaged')
+      throw new CorruptLogError('(store)', 0, `${path}/${data.reason}, and a store without a journal cannot be rebuilt`);
     journal = null;
   }
   const dbs = openEnv(path);

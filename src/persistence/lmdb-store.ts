@@ -54,7 +54,9 @@ export type LmdbStoreOptions = z.input<typeof LmdbStoreOptions>;
  * @example
  * const store = lmdbStore({ path: './.actorloop' })
  */
-export function lmdbStore(options: LmdbStoreOptions = {}): EventStore & LmdbStats & { readonly work: WorkStore; loadStoredSurface(sessionId: string): Promise<StoredSurface> } {
+export function lmdbStore(
+  options: LmdbStoreOptions = {},
+): EventStore & LmdbStats & { readonly work: WorkStore; loadStoredSurface(sessionId: string): Promise<StoredSurface> } {
   return new LmdbEventStore(parseInput(LmdbStoreOptions, options, 'lmdbStore'));
 }
 
@@ -98,12 +100,15 @@ class LmdbEventStore implements EventStore, LmdbStats {
     this.events = this.dbs.events;
     this.heads = this.dbs.heads;
     this.ids = this.dbs.ids;
-    this.work = lmdbWork({ env: this.env, inbox: this.dbs.inbox!, work: this.dbs.work!, workers: this.dbs.workers! }, {
-      write: (run) => this.enqueue({ run }),
-      head: (txn, sid) => (txn ? txn.head(sid) : readHead(this.heads, sid, this.options.path)),
-      hasEvent: (txn, sid, id) => (txn ? txn.seqOfEventId(sid, id) : this.ids.get([sid, id])) !== undefined,
-      assertOpen: () => this.assertOpen(),
-    });
+    this.work = lmdbWork(
+      { env: this.env, inbox: this.dbs.inbox!, work: this.dbs.work!, workers: this.dbs.workers! },
+      {
+        write: (run) => this.enqueue({ run }),
+        head: (txn, sid) => (txn ? txn.head(sid) : readHead(this.heads, sid, this.options.path)),
+        hasEvent: (txn, sid, id) => (txn ? txn.seqOfEventId(sid, id) : this.ids.get([sid, id])) !== undefined,
+        assertOpen: () => this.assertOpen(),
+      },
+    );
   }
 
   async attachWriter(sessionId: string): Promise<AttachResult> {
@@ -234,7 +239,9 @@ class LmdbEventStore implements EventStore, LmdbStats {
     const head = await this.getHead(sessionId);
     if (!head) return { chunks: [], records: [] };
     const range = { start: [sessionId, head.surfaceStartSeq] as [string, number], end: [sessionId, head.lastSeq + 1] as [string, number] };
-    const { chunks, nextSeq } = guarded({ path: this.options.path, sessionId, seq: head.surfaceStartSeq }, () => surfaceChunks(sessionId, head, this.dbs.surface!.getRange(range)));
+    const { chunks, nextSeq } = guarded({ path: this.options.path, sessionId, seq: head.surfaceStartSeq }, () =>
+      surfaceChunks(sessionId, head, this.dbs.surface!.getRange(range)),
+    );
     const records = await this.surfaceFrom(sessionId, nextSeq, head.lastSeq);
     this.writeBack(sessionId, head, nextSeq, records, chunks[0]?.epochType ?? epochTypeOf(records[0], head));
     return { chunks, records };
@@ -253,7 +260,13 @@ class LmdbEventStore implements EventStore, LmdbStats {
    * still the one read. A cache: any failure (a bucket too large for one string, a full map) is
    * ignored, and the next open reads the records.
    */
-  private writeBack(sessionId: string, head: SessionHead, fromSeq: number, records: readonly EventRecord[], epochType: string | null): void {
+  private writeBack(
+    sessionId: string,
+    head: SessionHead,
+    fromSeq: number,
+    records: readonly EventRecord[],
+    epochType: string | null,
+  ): void {
     if (this.closed) return;
     try {
       const chunks = chunksOf(sessionId, head, fromSeq, records, epochType);
@@ -268,7 +281,13 @@ class LmdbEventStore implements EventStore, LmdbStats {
   }
 
   /** The records `fromSeq..toSeq` in pages, each decoded by `decode` (undefined: skipped); those up to `lastSeq` must exist. */
-  private async *stored(sessionId: string, fromSeq: number, toSeq: number, lastSeq: number, decode: StoredDecoder): AsyncIterable<EventRecord> {
+  private async *stored(
+    sessionId: string,
+    fromSeq: number,
+    toSeq: number,
+    lastSeq: number,
+    decode: StoredDecoder,
+  ): AsyncIterable<EventRecord> {
     const page = this.options.readPageSize;
     const mustExist = Math.min(toSeq, lastSeq);
     let next = fromSeq;
@@ -279,7 +298,8 @@ class LmdbEventStore implements EventStore, LmdbStats {
       for (const e of read.records) yield e;
       if (next <= end) return; // the log ends inside this page
       // closed mid-read: an error, never a silently shorter log
-      if (this.closed) throw new StoreClosedError(`LMDB store at ${this.options.path} (closed while ${sessionId} was read; stopped before seq ${next})`);
+      if (this.closed)
+        throw new StoreClosedError(`LMDB store at ${this.options.path} (closed while ${sessionId} was read; stopped before seq ${next})`);
     }
   }
 

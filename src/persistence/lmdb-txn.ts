@@ -23,7 +23,11 @@ export class LmdbTxn implements LogTxn, ChunkIo {
   private readonly events: Database<string, [string, number]>;
   private readonly heads: Database<string, string>;
   private readonly ids: Database<number, [string, string]>;
-  constructor(private readonly dbs: LogDbs, journaled: boolean, private readonly path: string) {
+  constructor(
+    private readonly dbs: LogDbs,
+    journaled: boolean,
+    private readonly path: string,
+  ) {
     this.events = dbs.events;
     this.heads = dbs.heads;
     this.ids = dbs.ids;
@@ -83,10 +87,13 @@ export function readHead(heads: Database<string, string>, sessionId: string, pat
   }
 }
 
-
 /** One stored record, checked and decoded (undefined stored value: CorruptLogError "missing"). */
 export function readRecord(events: Database<string, [string, number]>, sessionId: string, seq: number, path: string): EventRecord {
-  return decodeStored(sessionId, seq, guarded({ path, sessionId, seq }, () => events.get([sessionId, seq])));
+  return decodeStored(
+    sessionId,
+    seq,
+    guarded({ path, sessionId, seq }, () => events.get([sessionId, seq])),
+  );
 }
 
 /**
@@ -116,8 +123,18 @@ export type StoredDecoder = (sessionId: string, seq: number, raw: unknown) => Ev
  * The stored records `fromSeq..toSeq` in seq order, each decoded by `decode`, and the seq after
  * the last one stored: a gap, or a range that ends before `mustExist`, is a CorruptLogError.
  */
-export function readStoredRange(events: Database<string, [string, number]>, path: string, sessionId: string, fromSeq: number, toSeq: number, mustExist: number, decode: StoredDecoder): { records: EventRecord[]; next: number } {
-  const stored = guarded({ path, sessionId, seq: fromSeq }, () => [...events.getRange({ start: [sessionId, fromSeq], end: [sessionId, toSeq + 1] })]);
+export function readStoredRange(
+  events: Database<string, [string, number]>,
+  path: string,
+  sessionId: string,
+  fromSeq: number,
+  toSeq: number,
+  mustExist: number,
+  decode: StoredDecoder,
+): { records: EventRecord[]; next: number } {
+  const stored = guarded({ path, sessionId, seq: fromSeq }, () => [
+    ...events.getRange({ start: [sessionId, fromSeq], end: [sessionId, toSeq + 1] }),
+  ]);
   const records: EventRecord[] = [];
   let next = fromSeq;
   for (const { key, value } of stored) {
@@ -125,7 +142,8 @@ export function readStoredRange(events: Database<string, [string, number]>, path
     const e = decode(sessionId, next++, value);
     if (e) records.push(e);
   }
-  if (next <= toSeq && next <= mustExist) throw new CorruptLogError(sessionId, next, `record missing (the head says the log ends at seq ${mustExist})`);
+  if (next <= toSeq && next <= mustExist)
+    throw new CorruptLogError(sessionId, next, `record missing (the head says the log ends at seq ${mustExist})`);
   return { records, next };
 }
 

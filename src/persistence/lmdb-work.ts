@@ -22,7 +22,11 @@ function parse<T>(raw: string | undefined, what: string, sessionId: string): T |
 }
 
 /** Reads (and, given the store's write transaction, writes) the inbox and work databases. */
-function workTxn(dbs: WorkDbs, txn: LmdbTxn | undefined, log: { writerEpoch(sid: string): number; hasEvent(sid: string, id: string): boolean }): WorkTxn {
+function workTxn(
+  dbs: WorkDbs,
+  txn: LmdbTxn | undefined,
+  log: { writerEpoch(sid: string): number; hasEvent(sid: string, id: string): boolean },
+): WorkTxn {
   const writable = () => {
     if (!txn) throw new Error('read-only work view');
     txn.dirty = true;
@@ -72,7 +76,10 @@ export function lmdbWork(
   },
 ): KvWorkStore {
   const view = (txn: LmdbTxn | undefined) =>
-    workTxn(dbs, txn, { writerEpoch: (sid) => store.head(txn, sid)?.writerEpoch ?? 0, hasEvent: (sid, id) => store.hasEvent(txn, sid, id) });
+    workTxn(dbs, txn, {
+      writerEpoch: (sid) => store.head(txn, sid)?.writerEpoch ?? 0,
+      hasEvent: (sid, id) => store.hasEvent(txn, sid, id),
+    });
   return new KvWorkStore({
     write: (fn) => store.write((txn) => fn(view(txn))),
     read: (fn) => {

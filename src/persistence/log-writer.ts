@@ -73,7 +73,8 @@ export class LogWriter {
   /** The committed surface events (surfaceOp not `none`) from `fromSeq` on, read back from the log. */
   async committedSurface(fromSeq: number): Promise<EventRecord[]> {
     const out: EventRecord[] = [];
-    for await (const e of this.store.readEvents(this.sessionId, { fromSeq, toSeq: this.nextSeq - 1 })) if (e.surfaceOp !== 'none') out.push(e);
+    for await (const e of this.store.readEvents(this.sessionId, { fromSeq, toSeq: this.nextSeq - 1 }))
+      if (e.surfaceOp !== 'none') out.push(e);
     return out;
   }
 
@@ -98,7 +99,8 @@ export class LogWriter {
     if (this.guarded()) return true;
     if (!this.store.writerEpochNow) return undefined;
     const epoch = this.store.writerEpochNow(this.sessionId);
-    if (epoch !== undefined && epoch !== this.writerEpoch) this.fencedError ??= new StaleWriterError(this.sessionId, this.writerEpoch, epoch);
+    if (epoch !== undefined && epoch !== this.writerEpoch)
+      this.fencedError ??= new StaleWriterError(this.sessionId, this.writerEpoch, epoch);
     return this.fencedError !== undefined;
   }
 
@@ -106,7 +108,8 @@ export class LogWriter {
 
   private async readFence(): Promise<void> {
     const head = await this.store.getHead(this.sessionId);
-    if (head && head.writerEpoch !== this.writerEpoch) this.fencedError ??= new StaleWriterError(this.sessionId, this.writerEpoch, head.writerEpoch);
+    if (head && head.writerEpoch !== this.writerEpoch)
+      this.fencedError ??= new StaleWriterError(this.sessionId, this.writerEpoch, head.writerEpoch);
   }
 
   /**
@@ -261,8 +264,20 @@ export class LogWriter {
   }
 
   /** Builds a draft with the type's surface op. */
-  draft<T extends EventType>(type: T, at: { turn: number; step: number; attempt: number }, payload: PayloadOf<T>, eventId?: string): EventDraft {
-    const d: EventDraft = { type, turn: at.turn, step: at.step, attempt: at.attempt, surfaceOp: SURFACE_OPS[type], payload: payload as Record<string, unknown> };
+  draft<T extends EventType>(
+    type: T,
+    at: { turn: number; step: number; attempt: number },
+    payload: PayloadOf<T>,
+    eventId?: string,
+  ): EventDraft {
+    const d: EventDraft = {
+      type,
+      turn: at.turn,
+      step: at.step,
+      attempt: at.attempt,
+      surfaceOp: SURFACE_OPS[type],
+      payload: payload as Record<string, unknown>,
+    };
     const id = eventId ?? this.options.eventId?.();
     if (id) d.eventId = id;
     return d;

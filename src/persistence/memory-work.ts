@@ -3,7 +3,11 @@ import { KvWorkStore } from './work-kv.js';
 import type { WorkerRow, WorkRow, WorkTxn } from './work-core.js';
 
 /** The memory store's `work`: maps, copied in and out (nothing stored is shared with a caller). */
-export function memoryWork(log: { writerEpoch(sid: string): number; hasEvent(sid: string, id: string): boolean; assertOpen(): void }): KvWorkStore {
+export function memoryWork(log: {
+  writerEpoch(sid: string): number;
+  hasEvent(sid: string, id: string): boolean;
+  assertOpen(): void;
+}): KvWorkStore {
   const rows = new Map<string, WorkRow>();
   const entries = new Map<string, Map<string, StoredInboxEntry>>();
   const workers = new Map<string, WorkerRow>();
@@ -25,15 +29,18 @@ export function memoryWork(log: { writerEpoch(sid: string): number; hasEvent(sid
     writerEpoch: (sid) => log.writerEpoch(sid),
     hasEvent: (sid, id) => log.hasEvent(sid, id),
   };
-  return new KvWorkStore({
-    write: async (fn) => fn(txn),
-    read: (fn) => fn(txn),
-    workers: {
-      get: (id) => workers.get(id),
-      put: (w) => void workers.set(w.workerId, { ...w }),
-      remove: (id) => void workers.delete(id),
-      all: () => workers.values(),
+  return new KvWorkStore(
+    {
+      write: async (fn) => fn(txn),
+      read: (fn) => fn(txn),
+      workers: {
+        get: (id) => workers.get(id),
+        put: (w) => void workers.set(w.workerId, { ...w }),
+        remove: (id) => void workers.delete(id),
+        all: () => workers.values(),
+      },
+      assertOpen: () => log.assertOpen(),
     },
-    assertOpen: () => log.assertOpen(),
-  }, true); // one process: every submit reaches wakeups$
+    true,
+  ); // one process: every submit reaches wakeups$
 }

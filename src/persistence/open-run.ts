@@ -135,7 +135,12 @@ export function foldRunEvents(events: readonly EventRecord[]): OpenRunState | un
       case 'tool/result': {
         const intent = calls.get(p.callId);
         if (intent && e.attempt > intentAttempts.get(p.callId)!) {
-          st.uncertainCalls.push({ name: intent.name, callId: intent.callId, mode: intent.mode, resolution: resolutionOf(intent.mode, p.outcome as ToolOutcome) });
+          st.uncertainCalls.push({
+            name: intent.name,
+            callId: intent.callId,
+            mode: intent.mode,
+            resolution: resolutionOf(intent.mode, p.outcome as ToolOutcome),
+          });
         }
         calls.delete(p.callId);
         const o = p.outcome as { kind: string; concludesTurn?: boolean; content?: string };
@@ -149,7 +154,12 @@ export function foldRunEvents(events: readonly EventRecord[]): OpenRunState | un
         break;
       case 'final/message':
         concluding = undefined;
-        finals.set(p.finalMessageId, { finalMessageId: p.finalMessageId, content: p.content, ...(p.output !== undefined ? { output: p.output } : {}), step: e.step });
+        finals.set(p.finalMessageId, {
+          finalMessageId: p.finalMessageId,
+          content: p.content,
+          ...(p.output !== undefined ? { output: p.output } : {}),
+          step: e.step,
+        });
         break;
       case 'delivery/committed':
         finals.delete(p.finalMessageId);

@@ -13,7 +13,13 @@ export const runOpenEventId = (runId: string) => `run-open:${runId}`;
  * the store's id key with the session id (MAX_ID_KEY_BYTES): such a run could start and deliver,
  * then fail to write its run/end and stay open for ever. `fields` names what the caller passed.
  */
-export function assertRunIdsFit(sessionId: string, runId: string, attemptId: string, where: string, fields: readonly [string, string]): void {
+export function assertRunIdsFit(
+  sessionId: string,
+  runId: string,
+  attemptId: string,
+  where: string,
+  fields: readonly [string, string],
+): void {
   const id = runStartEventId(runId, attemptId); // the longest id a run writes (a respond's or continue's run/start)
   if (sessionId.length + id.length <= MAX_ID_KEY_BYTES / 3) return; // fits whatever the characters
   const bytes = Buffer.byteLength(sessionId) + Buffer.byteLength(id);
@@ -22,7 +28,8 @@ export function assertRunIdsFit(sessionId: string, runId: string, attemptId: str
   throw new ValidationError(where, [
     {
       path: [field],
-      message: `too long: the run's event ids (run-start:<${fields[0]}>:<${fields[1]}>) and the session id would take ${bytes} bytes in UTF-8; ` +
+      message:
+        `too long: the run's event ids (run-start:<${fields[0]}>:<${fields[1]}>) and the session id would take ${bytes} bytes in UTF-8; ` +
         `the store takes at most ${MAX_ID_KEY_BYTES}`,
     },
   ]);

@@ -3,7 +3,11 @@ import type { EventRecord } from '../contracts/events.js';
 import { parseInput } from '../contracts/validate.js';
 import type { EventStore } from './event-store.js';
 
-const SessionId = z.string().min(1).max(400).refine((s) => !s.includes('\u0000'), 'must not contain NUL');
+const SessionId = z
+  .string()
+  .min(1)
+  .max(400)
+  .refine((s) => !s.includes('\u0000'), 'must not contain NUL');
 const Range = z.strictObject({
   fromSeq: z.number().int().positive().optional(),
   toSeq: z.number().int().nonnegative().optional(),
@@ -56,6 +60,7 @@ export async function surfaceOf(store: Pick<EventStore, 'getHead' | 'readEvents'
   const head = await store.getHead(sessionId);
   if (!head) return [];
   const out: EventRecord[] = [];
-  for await (const e of store.readEvents(sessionId, { fromSeq: head.surfaceStartSeq, toSeq: head.lastSeq })) if (e.surfaceOp !== 'none') out.push(e);
+  for await (const e of store.readEvents(sessionId, { fromSeq: head.surfaceStartSeq, toSeq: head.lastSeq }))
+    if (e.surfaceOp !== 'none') out.push(e);
   return out;
 }

@@ -182,7 +182,13 @@ const epochTypeAt = (r: EventRecord | undefined): string | null => (r?.surfaceOp
  * bucket's records writes its chunk back (a store rebuilt from its journal, or written before
  * chunks, gets them on first open). `epochType`: the type of the event that began the surface.
  */
-export function chunksOf(sessionId: string, head: SessionHead, fromSeq: number, records: readonly EventRecord[], epochType: string | null): [number, string][] {
+export function chunksOf(
+  sessionId: string,
+  head: SessionHead,
+  fromSeq: number,
+  records: readonly EventRecord[],
+  epochType: string | null,
+): [number, string][] {
   const out: [number, string][] = [];
   let i = 0;
   for (let from = fromSeq, end = Math.ceil(fromSeq / CHUNK_SEQS) * CHUNK_SEQS; end <= head.lastSeq; from = end + 1, end += CHUNK_SEQS) {
@@ -195,11 +201,21 @@ export function chunksOf(sessionId: string, head: SessionHead, fromSeq: number, 
 }
 
 /** The type of the event that began the head's surface, given the first surface event at or after its start (null: none did). */
-export const epochTypeOf = (first: EventRecord | undefined, head: SessionHead): string | null => epochTypeAt(first?.seq === head.surfaceStartSeq ? first : undefined);
+export const epochTypeOf = (first: EventRecord | undefined, head: SessionHead): string | null =>
+  epochTypeAt(first?.seq === head.surfaceStartSeq ? first : undefined);
 
 /** A chunk's stored text: a header line (JSON), then its messages as one JSON array. */
 function encodeChunk(sessionId: string, p: Pending): string {
-  const header = { format: FORMAT, sessionId, fromSeq: p.fromSeq, toSeq: p.throughSeq, epochSeq: p.epochSeq, epochType: p.epochType, lastSurfaceSeq: p.lastSurfaceSeq, seqs: p.seqs };
+  const header = {
+    format: FORMAT,
+    sessionId,
+    fromSeq: p.fromSeq,
+    toSeq: p.throughSeq,
+    epochSeq: p.epochSeq,
+    epochType: p.epochType,
+    lastSurfaceSeq: p.lastSurfaceSeq,
+    seqs: p.seqs,
+  };
   return `${JSON.stringify(header)}\n[${p.parts.join(',')}]`;
 }
 
@@ -227,7 +243,16 @@ export function decodeChunk(sessionId: string, fromSeq: number, stored: unknown)
       Array.isArray(messages) &&
       seqs.length === messages.length;
     if (!ok) return undefined;
-    return { fromSeq, toSeq: h.toSeq as number, epochSeq: h.epochSeq as number, epochType: h.epochType as string | null, lastSurfaceSeq: h.lastSurfaceSeq as number, seqs, messages, messagesText };
+    return {
+      fromSeq,
+      toSeq: h.toSeq as number,
+      epochSeq: h.epochSeq as number,
+      epochType: h.epochType as string | null,
+      lastSurfaceSeq: h.lastSurfaceSeq as number,
+      seqs,
+      messages,
+      messagesText,
+    };
   } catch {
     return undefined;
   }
@@ -238,7 +263,11 @@ export function decodeChunk(sessionId: string, fromSeq: number, stored: unknown)
  * from the surface's start on, by fromSeq), and the seq the records take over from: the first
  * chunk missing, damaged or not fitting ends the run of chunks.
  */
-export function surfaceChunks(sessionId: string, head: SessionHead, stored: Iterable<{ key: [string, number]; value: unknown }>): { chunks: SurfaceChunk[]; nextSeq: number } {
+export function surfaceChunks(
+  sessionId: string,
+  head: SessionHead,
+  stored: Iterable<{ key: [string, number]; value: unknown }>,
+): { chunks: SurfaceChunk[]; nextSeq: number } {
   const chunks: SurfaceChunk[] = [];
   let nextSeq = head.surfaceStartSeq;
   for (const { key, value } of stored) {
@@ -255,7 +284,13 @@ export function surfaceChunks(sessionId: string, head: SessionHead, stored: Iter
  * What is wrong with the stored chunk at `fromSeq` (undefined: nothing): damaged, beyond the log's
  * end, or not the messages of the records it covers (`records(from, to)`: every record of the range).
  */
-export function chunkMismatch(sessionId: string, fromSeq: number, stored: unknown, lastSeq: number, records: (fromSeq: number, toSeq: number) => EventRecord[]): string | undefined {
+export function chunkMismatch(
+  sessionId: string,
+  fromSeq: number,
+  stored: unknown,
+  lastSeq: number,
+  records: (fromSeq: number, toSeq: number) => EventRecord[],
+): string | undefined {
   const c = decodeChunk(sessionId, fromSeq, stored);
   if (!c) return 'damaged (its checksum, header or messages do not read back)';
   if (c.toSeq > lastSeq) return `it covers seqs up to ${c.toSeq}, beyond the log's end (${lastSeq})`;
@@ -273,8 +308,13 @@ export function chunkMismatch(sessionId: string, fromSeq: number, stored: unknow
     return undefined;
   }
   const epochType = epochTypeAt(atEpoch);
-  if (epochType !== c.epochType || (epochType === null && c.epochSeq !== 1)) return `its epoch (seq ${c.epochSeq}, ${c.epochType ?? 'none'}) ` +
-    `is not the log's (${epochType ?? 'no epoch event'} at seq ${c.epochSeq})`;
+  if (epochType !== c.epochType || (epochType === null && c.epochSeq !== 1))
+    return (
+      `its epoch (seq ${c.epochSeq}, ${c.epochType ?? 'none'}) ` +
+      `is not the log's (${epochType ?? 'no epoch event'} at seq ${c.epochSeq})`
+    );
   const p = bucket(fromSeq, c.toSeq, c.epochSeq, c.epochType, rs);
-  return `[${p.parts.join(',')}]` === c.messagesText && p.seqs.join() === c.seqs.join() && p.lastSurfaceSeq === c.lastSurfaceSeq ? undefined : 'its messages differ from those of the records it covers';
+  return `[${p.parts.join(',')}]` === c.messagesText && p.seqs.join() === c.seqs.join() && p.lastSurfaceSeq === c.lastSurfaceSeq
+    ? undefined
+    : 'its messages differ from those of the records it covers';
 }

@@ -16,7 +16,8 @@ export function outcomeText(o: ToolOutcome): string {
       return `Outcome uncertain (settled): ${sentence(o.content)}`;
     case 'uncertain-hanging': {
       const n = o.resourceLocks.length;
-      const locks = n > 0 ? ` The resource${n > 1 ? 's' : ''} ${o.resourceLocks.join(', ')} stay${n > 1 ? '' : 's'} locked until released.` : '';
+      const locks =
+        n > 0 ? ` The resource${n > 1 ? 's' : ''} ${o.resourceLocks.join(', ')} stay${n > 1 ? '' : 's'} locked until released.` : '';
       return `Outcome uncertain: ${sentence(o.content)}${locks}`;
     }
   }

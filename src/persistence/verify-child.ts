@@ -15,8 +15,13 @@ if (!path || !scratch) {
   process.exit(2);
 }
 const say = (line: unknown) => process.stdout.write(`${JSON.stringify(line)}\n`);
-const walked = walkStore(path, (where, sessionId, seq) => say({ at: { where, ...(sessionId === undefined ? {} : { sessionId }), ...(seq === undefined ? {} : { seq }) } }));
+const walked = walkStore(path, (where, sessionId, seq) =>
+  say({ at: { where, ...(sessionId === undefined ? {} : { sessionId }), ...(seq === undefined ? {} : { seq }) } }),
+);
 say({ walked });
 // a data.mdb the walk already found damaged (or that is missing) has nothing more to tell
-const exercised = walked.dataSound && !walked.problems.some((p) => p.where === 'data.mdb') ? await exerciseCopy(path, scratch, (step) => say({ at: { where: 'data.mdb', step } })) : [];
+const exercised =
+  walked.dataSound && !walked.problems.some((p) => p.where === 'data.mdb')
+    ? await exerciseCopy(path, scratch, (step) => say({ at: { where: 'data.mdb', step } }))
+    : [];
 say({ result: { problems: [...walked.problems, ...exercised], checked: walked.checked } });

@@ -53,7 +53,9 @@ export async function exerciseCopy(path: string, scratch: string, progress: Exer
       const dbs = new Map<string, Database<Buffer, Buffer>>();
       progress((step = 'reading the list of databases'));
       for (const key of env.getKeys()) {
-        const name = Buffer.from(key as Buffer).toString('utf8').replace(/\0$/, '');
+        const name = Buffer.from(key as Buffer)
+          .toString('utf8')
+          .replace(/\0$/, '');
         dbs.set(name, env.openDB<Buffer, Buffer>({ name, encoding: 'binary', keyEncoding: 'binary' }));
       }
       for (const [name, db] of dbs) {
@@ -76,7 +78,12 @@ export async function exerciseCopy(path: string, scratch: string, progress: Exer
   } catch (e) {
     const text = message(e);
     if (step === 'copying data.mdb' || ENVIRONMENT.test(text)) {
-      return [{ where: 'verify', reason: `could not check the paths of readers and writers in a copy of data.mdb in ${scratch} (while ${step}): ${text}` }];
+      return [
+        {
+          where: 'verify',
+          reason: `could not check the paths of readers and writers in a copy of data.mdb in ${scratch} (while ${step}): ${text}`,
+        },
+      ];
     }
     return [{ where: 'data.mdb', reason: `LMDB failed while ${step} in a throwaway copy of data.mdb (its pages are damaged): ${text}` }];
   }
@@ -87,7 +94,8 @@ export async function exerciseCopy(path: string, scratch: string, progress: Exer
  * snapshot, and nothing else uses it): anything else a step of the copy throws is damage — a
  * damaged page number, for one, sends a write past any sane file size (`EFBIG`).
  */
-const ENVIRONMENT = /No space left|ENOSPC|quota|EDQUOT|Read-only file system|EROFS|Permission denied|EACCES|EPERM|Too many open files|EMFILE|Cannot allocate memory|ENOMEM|Input\/output error|EIO\b/i;
+const ENVIRONMENT =
+  /No space left|ENOSPC|quota|EDQUOT|Read-only file system|EROFS|Permission denied|EACCES|EPERM|Too many open files|EMFILE|Cannot allocate memory|ENOMEM|Input\/output error|EIO\b/i;
 
 /** Every entry of `db` deleted and written again, in write transactions of one batch each. */
 function rewrite(env: RootDatabase, db: Database<Buffer, Buffer>): void {

@@ -72,7 +72,13 @@ export function walkStore(path: string, progress: WalkProgress): WalkResult {
   return { problems, checked, dataSound: data.state === 'sound' };
 }
 
-function walkRecords(path: string, dbs: LogDbs, problems: StoreProblem[], checked: WalkResult['checked'], progress: WalkProgress): Map<string, number> {
+function walkRecords(
+  path: string,
+  dbs: LogDbs,
+  problems: StoreProblem[],
+  checked: WalkResult['checked'],
+  progress: WalkProgress,
+): Map<string, number> {
   const heads = new Map<string, number>();
   for (const key of dbs.heads.getKeys()) {
     const sessionId = String(key);
@@ -93,7 +99,12 @@ function walkRecords(path: string, dbs: LogDbs, problems: StoreProblem[], checke
     if (head === undefined && !problems.some((p) => p.sessionId === session && p.seq === 0)) {
       problems.push({ where: 'data.mdb', sessionId: session, reason: 'records without a head record' });
     } else if (head !== undefined && expected - 1 < head) {
-      problems.push({ where: 'data.mdb', sessionId: session, seq: expected, reason: `record missing (the head says the log ends at seq ${head})` });
+      problems.push({
+        where: 'data.mdb',
+        sessionId: session,
+        seq: expected,
+        reason: `record missing (the head says the log ends at seq ${head})`,
+      });
     }
     seen.set(session, expected - 1);
   };
@@ -105,7 +116,8 @@ function walkRecords(path: string, dbs: LogDbs, problems: StoreProblem[], checke
       expected = 1;
       progress('data.mdb', sessionId, seq);
     } else if (seq % 256 === 0) progress('data.mdb', sessionId, seq);
-    if (seq !== expected) problems.push({ where: 'data.mdb', sessionId, seq: expected, reason: `record missing (next stored seq is ${seq})` });
+    if (seq !== expected)
+      problems.push({ where: 'data.mdb', sessionId, seq: expected, reason: `record missing (next stored seq is ${seq})` });
     expected = seq + 1;
     checked.events++;
     try {
@@ -117,7 +129,13 @@ function walkRecords(path: string, dbs: LogDbs, problems: StoreProblem[], checke
   }
   closeSession();
   for (const [sessionId, lastSeq] of heads) {
-    if (lastSeq > 0 && !seen.has(sessionId)) problems.push({ where: 'data.mdb', sessionId, seq: 1, reason: `every record is missing (the head says the log ends at seq ${lastSeq})` });
+    if (lastSeq > 0 && !seen.has(sessionId))
+      problems.push({
+        where: 'data.mdb',
+        sessionId,
+        seq: 1,
+        reason: `every record is missing (the head says the log ends at seq ${lastSeq})`,
+      });
   }
   for (const { key, value } of dbs.ids.getRange()) {
     const [sessionId, eventId] = key;
@@ -129,8 +147,15 @@ function walkRecords(path: string, dbs: LogDbs, problems: StoreProblem[], checke
     } catch {
       continue; // reported above
     }
-    if (found !== eventId) problems.push({ where: 'data.mdb', sessionId, seq: value, reason: `the id index sends ${JSON.stringify(eventId)} to seq ${value}, ` +
-      `which holds ${found === undefined ? 'nothing' : JSON.stringify(found)}` });
+    if (found !== eventId)
+      problems.push({
+        where: 'data.mdb',
+        sessionId,
+        seq: value,
+        reason:
+          `the id index sends ${JSON.stringify(eventId)} to seq ${value}, ` +
+          `which holds ${found === undefined ? 'nothing' : JSON.stringify(found)}`,
+      });
   }
   return seen;
 }
@@ -143,14 +168,23 @@ function walkChunks(dbs: LogDbs, tails: Map<string, number>, problems: StoreProb
     progress('data.mdb', sessionId, fromSeq);
     const reason = chunkMismatch(sessionId, fromSeq, value, tails.get(sessionId) ?? 0, (from, to) => {
       const out = [];
-      for (const { key: k, value: v } of dbs.events.getRange({ start: [sessionId, from], end: [sessionId, to + 1] })) out.push(decodeFully(sessionId, k[1], v));
+      for (const { key: k, value: v } of dbs.events.getRange({ start: [sessionId, from], end: [sessionId, to + 1] }))
+        out.push(decodeFully(sessionId, k[1], v));
       return out;
     });
-    if (reason !== undefined) problems.push({ where: 'surface', sessionId, seq: fromSeq, reason: `surface chunk at seq ${fromSeq}: ${reason}` });
+    if (reason !== undefined)
+      problems.push({ where: 'surface', sessionId, seq: fromSeq, reason: `surface chunk at seq ${fromSeq}: ${reason}` });
   }
 }
 
-function walkJournal(journal: Journal, recorded: JournalState | undefined, tails: Map<string, number>, problems: StoreProblem[], checked: WalkResult['checked'], progress: WalkProgress): void {
+function walkJournal(
+  journal: Journal,
+  recorded: JournalState | undefined,
+  tails: Map<string, number>,
+  problems: StoreProblem[],
+  checked: WalkResult['checked'],
+  progress: WalkProgress,
+): void {
   progress('journal');
   const journaled = new Map<string, number>(); // session → highest seq the frames hold
   let end: JournalState;
@@ -168,18 +202,31 @@ function walkJournal(journal: Journal, recorded: JournalState | undefined, tails
       }
     }
   } catch (e) {
-    problems.push({ where: isCorruptLogError(e) && e.sessionId.startsWith('journal ') ? e.sessionId.replace('journal ', 'journal/') : 'journal', reason: describe(e) });
+    problems.push({
+      where: isCorruptLogError(e) && e.sessionId.startsWith('journal ') ? e.sessionId.replace('journal ', 'journal/') : 'journal',
+      reason: describe(e),
+    });
     return;
   }
   if (recorded && end.nextFrame < recorded.nextFrame) {
-    problems.push({ where: 'journal', reason: `the journal ends after frame ${end.nextFrame - 1}, ` +
-      `but the store recorded frames up to ${recorded.nextFrame - 1}: frames are missing` });
+    problems.push({
+      where: 'journal',
+      reason:
+        `the journal ends after frame ${end.nextFrame - 1}, ` +
+        `but the store recorded frames up to ${recorded.nextFrame - 1}: frames are missing`,
+    });
   }
   // without a readable journal state data.mdb is not the file this journal describes (reported
   // above): its sessions say nothing about the journal
   if (!recorded) return;
   for (const [sessionId, tail] of tails) {
     const inJournal = journaled.get(sessionId) ?? 0;
-    if (inJournal < tail) problems.push({ where: 'journal', sessionId, seq: inJournal + 1, reason: `the journal holds this session's events up to seq ${inJournal}, data.mdb up to ${tail}` });
+    if (inJournal < tail)
+      problems.push({
+        where: 'journal',
+        sessionId,
+        seq: inJournal + 1,
+        reason: `the journal holds this session's events up to seq ${inJournal}, data.mdb up to ${tail}`,
+      });
   }
 }

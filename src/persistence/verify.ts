@@ -81,13 +81,19 @@ function makeScratch(): string {
   try {
     return mkdtempSync(join(tmpdir(), 'actorloop-verify-copy-'));
   } catch (e) {
-    throw new StoreError(tmpdir(), `verifyStore needs a temp dir for a copy of data.mdb (set TMPDIR): ${(e as Error).message}`, { cause: e });
+    throw new StoreError(tmpdir(), `verifyStore needs a temp dir for a copy of data.mdb (set TMPDIR): ${(e as Error).message}`, {
+      cause: e,
+    });
   }
 }
 
 async function runChild(path: string, scratch: string, timeoutMs: number): Promise<VerifyReport> {
   const { args, cwd } = childCommand();
-  const child = spawn(process.execPath, [...args, resolve(path), scratch], { cwd, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, NODE_OPTIONS: '' } });
+  const child = spawn(process.execPath, [...args, resolve(path), scratch], {
+    cwd,
+    stdio: ['ignore', 'pipe', 'pipe'],
+    env: { ...process.env, NODE_OPTIONS: '' },
+  });
   let out = '';
   let err = '';
   child.stdout.setEncoding('utf8').on('data', (c: string) => (out += c));
@@ -120,18 +126,36 @@ async function runChild(path: string, scratch: string, timeoutMs: number): Promi
     }
   }
   // what the walk found before the child died stays in the report (repair decides by all of it)
-  return { ok: false, problems: [...(walked?.problems ?? []), death(at, exit, timedOut, timeoutMs, err)], ...(walked ? { checked: walked.checked } : {}) };
+  return {
+    ok: false,
+    problems: [...(walked?.problems ?? []), death(at, exit, timedOut, timeoutMs, err)],
+    ...(walked ? { checked: walked.checked } : {}),
+  };
 }
 
 /** The problem a verifying child's death (or its timeout) is, at the last place it named. */
-function death(at: Place, exit: { code: number | null; signal: NodeJS.Signals | null }, timedOut: boolean, timeoutMs: number, err: string): StoreProblem {
-  const doing = at.step !== undefined ? `${at.step} (in a throwaway copy of ${at.where})` : `reading${at.sessionId === undefined ? '' : ` session ${at.sessionId}${at.seq === undefined ? '' : ` near seq ${at.seq}`} of`} ${at.where}`;
+function death(
+  at: Place,
+  exit: { code: number | null; signal: NodeJS.Signals | null },
+  timedOut: boolean,
+  timeoutMs: number,
+  err: string,
+): StoreProblem {
+  const doing =
+    at.step !== undefined
+      ? `${at.step} (in a throwaway copy of ${at.where})`
+      : `reading${at.sessionId === undefined ? '' : ` session ${at.sessionId}${at.seq === undefined ? '' : ` near seq ${at.seq}`} of`} ${at.where}`;
   const reason = timedOut
     ? `the verifying process did not finish within ${timeoutMs} ms (killed) while ${doing}`
     : exit.signal
       ? `the verifying process was killed by ${exit.signal} while ${doing}: LMDB's pages are damaged there (a native assert or fault, which no process survives)${err ? `; it said: ${lastLine(err)}` : ''}`
       : `the verifying process exited with code ${exit.code} while ${doing}${err ? `: ${lastLine(err)}` : ''}`;
-  return { where: at.where, ...(at.sessionId === undefined ? {} : { sessionId: at.sessionId }), ...(at.seq === undefined ? {} : { seq: at.seq }), reason };
+  return {
+    where: at.where,
+    ...(at.sessionId === undefined ? {} : { sessionId: at.sessionId }),
+    ...(at.seq === undefined ? {} : { seq: at.seq }),
+    reason,
+  };
 }
 
 const lastLine = (s: string) => s.trim().split('\n').filter(Boolean).slice(-3).join(' | ');
@@ -163,7 +187,10 @@ export async function repairStore(path: string, options: VerifyOptions = {}): Pr
   const before = await verifyStore(path, options);
   if (before.ok) return { repaired: false, actions: [], before, after: before };
   if (before.problems.every((p) => p.where === 'verify')) {
-    throw new StoreError(path, `verify could not finish, so there is nothing known to repair (nothing was changed): ${before.problems.map((p) => p.reason).join('; ')}`);
+    throw new StoreError(
+      path,
+      `verify could not finish, so there is nothing known to repair (nothing was changed): ${before.problems.map((p) => p.reason).join('; ')}`,
+    );
   }
   const journalDamaged = before.problems.filter((p) => p.where.startsWith('journal'));
   const dataDamaged = before.problems.filter((p) => p.where === 'data.mdb');
@@ -175,20 +202,26 @@ export async function repairStore(path: string, options: VerifyOptions = {}): Pr
   else if (journalDamaged.length === 0) {
     if (!existsSync(join(path, 'journal'))) {
       const say = dataDamaged.map((p) => p.reason).join('; ');
-      throw new CorruptLogError('(store)', 0, `data.mdb is damaged (${say}) and the store has no journal ` +
-        `(it was written with durability 'committed', or its journal directory was removed): ` +
-          `there is nothing to rebuild it from (nothing was changed)`);
+      throw new CorruptLogError(
+        '(store)',
+        0,
+        `data.mdb is damaged (${say}) and the store has no journal ` +
+          `(it was written with durability 'committed', or its journal directory was removed): ` +
+          `there is nothing to rebuild it from (nothing was changed)`,
+      );
     }
     actions.push(...rebuildData(path));
-  }
-  else if (dataDamaged.length === 0) {
+  } else if (dataDamaged.length === 0) {
     actions.push(...(await rejournal(path)));
     if (chunksDamaged) actions.push(...(await dropSurfaceChunks(path)));
-  }
-  else {
+  } else {
     const say = (ps: StoreProblem[]) => ps.map((p) => p.reason).join('; ');
-    throw new CorruptLogError('(store)', 0, `both data.mdb (${say(dataDamaged)}) and the journal (${say(journalDamaged)}) are damaged: ` +
-      `neither can be rebuilt from the other (nothing was changed)`);
+    throw new CorruptLogError(
+      '(store)',
+      0,
+      `both data.mdb (${say(dataDamaged)}) and the journal (${say(journalDamaged)}) are damaged: ` +
+        `neither can be rebuilt from the other (nothing was changed)`,
+    );
   }
   return { repaired: true, actions, before, after: await verifyStore(path, options) };
 }

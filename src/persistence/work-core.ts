@@ -1,5 +1,12 @@
 import { StaleWriterError } from '../contracts/errors.js';
-import { entryIdOf, type InboxEntry, type InboxOutcome, type LeaseInfo, type StoredInboxEntry, type WorkerInfo } from '../contracts/inbox.js';
+import {
+  entryIdOf,
+  type InboxEntry,
+  type InboxOutcome,
+  type LeaseInfo,
+  type StoredInboxEntry,
+  type WorkerInfo,
+} from '../contracts/inbox.js';
 import { canonicalJson } from './codec.js';
 import type { ClaimedSession, SubmitOutcome, WorkerRegistration } from './work-store.js';
 
@@ -38,7 +45,16 @@ export interface WorkTxn {
   hasEvent(sessionId: string, eventId: string): boolean;
 }
 
-export const newWorkRow = (sessionId: string): WorkRow => ({ sessionId, inboxSeq: 0, appliedSeq: 0, pending: [], workerId: null, writerEpoch: null, leaseUntil: null, resume: false });
+export const newWorkRow = (sessionId: string): WorkRow => ({
+  sessionId,
+  inboxSeq: 0,
+  appliedSeq: 0,
+  pending: [],
+  workerId: null,
+  writerEpoch: null,
+  leaseUntil: null,
+  resume: false,
+});
 
 /** The reason an entry with a used id is refused, or undefined when it is the same entry. */
 export function sameEntryOrReason(stored: InboxEntry, entry: InboxEntry): string | undefined {
@@ -54,7 +70,8 @@ export function submitEntry(t: WorkTxn, sessionId: string, entry: InboxEntry, no
     return reason ? { status: 'refused', reason } : { status: 'already_accepted' };
   }
   // an input the session's writer accepted in-process: already in the log
-  if (entry.kind === 'input' && t.hasEvent(sessionId, `input:${entry.inputId}`)) return { status: 'already_accepted', reason: 'the session log already holds this input' };
+  if (entry.kind === 'input' && t.hasEvent(sessionId, `input:${entry.inputId}`))
+    return { status: 'already_accepted', reason: 'the session log already holds this input' };
   const row = t.work(sessionId) ?? newWorkRow(sessionId);
   const seq = row.inboxSeq + 1;
   t.putEntry({ sessionId, entryId, seq, entry, submittedAt: new Date(now).toISOString() });
@@ -68,7 +85,13 @@ export function pendingEntries(t: Pick<WorkTxn, 'work' | 'entry'>, sessionId: st
   return row.pending.map((id) => t.entry(sessionId, id)).filter((e): e is StoredInboxEntry => e !== undefined && e.applied === undefined);
 }
 
-export function markEntriesApplied(t: WorkTxn, sessionId: string, writerEpoch: number, marks: readonly { entryId: string; outcome: InboxOutcome }[], now: number): void {
+export function markEntriesApplied(
+  t: WorkTxn,
+  sessionId: string,
+  writerEpoch: number,
+  marks: readonly { entryId: string; outcome: InboxOutcome }[],
+  now: number,
+): void {
   const current = t.writerEpoch(sessionId);
   if (current !== writerEpoch) throw new StaleWriterError(sessionId, writerEpoch, current);
   const row = t.work(sessionId);
@@ -88,7 +111,8 @@ export function markEntriesApplied(t: WorkTxn, sessionId: string, writerEpoch: n
 const leaseLive = (r: WorkRow, now: number) => r.workerId !== null && r.leaseUntil !== null && r.leaseUntil >= now;
 
 /** Work to do: entries pending or a run to resume, with no live lease; or a lease that expired. */
-export const hasWork = (r: WorkRow, now: number): boolean => !leaseLive(r, now) && (r.pending.length > 0 || r.resume || r.workerId !== null);
+export const hasWork = (r: WorkRow, now: number): boolean =>
+  !leaseLive(r, now) && (r.pending.length > 0 || r.resume || r.workerId !== null);
 
 export function claimSessions(t: WorkTxn, workerId: string, limit: number, leaseMs: number, now: number): ClaimedSession[] {
   const claimed: ClaimedSession[] = [];
@@ -109,11 +133,24 @@ export function bindLease(t: WorkTxn, sessionId: string, workerId: string, write
   return true;
 }
 
-export function renewLeases(t: WorkTxn, workerId: string, leases: readonly { sessionId: string; writerEpoch: number }[], leaseMs: number, now: number): string[] {
+export function renewLeases(
+  t: WorkTxn,
+  workerId: string,
+  leases: readonly { sessionId: string; writerEpoch: number }[],
+  leaseMs: number,
+  now: number,
+): string[] {
   const held: string[] = [];
   for (const l of leases) {
     const r = t.work(l.sessionId);
-    if (!r || r.workerId !== workerId || r.writerEpoch !== l.writerEpoch || !leaseLive(r, now) || t.writerEpoch(l.sessionId) !== l.writerEpoch) continue;
+    if (
+      !r ||
+      r.workerId !== workerId ||
+      r.writerEpoch !== l.writerEpoch ||
+      !leaseLive(r, now) ||
+      t.writerEpoch(l.sessionId) !== l.writerEpoch
+    )
+      continue;
     t.putWork({ ...r, leaseUntil: now + leaseMs });
     held.push(l.sessionId);
   }

@@ -30,7 +30,6 @@ export interface WorkBackend {
   assertOpen(): void;
 }
 
-
 /**
  * `store.work` of the memory and LMDB stores: the rules of work-core.ts, each operation one
  * transaction. Wake-ups reach only this process (other processes of an LMDB file poll).
@@ -131,7 +130,9 @@ export class KvWorkStore implements WorkStore {
   async listLeases(): Promise<LeaseInfo[]> {
     this.b.assertOpen();
     const now = Date.now();
-    return this.b.read((t) => [...t.allWork()].filter((r) => r.workerId !== null || r.pending.length > 0 || r.resume).map((r) => leaseInfo(r, now)));
+    return this.b.read((t) =>
+      [...t.allWork()].filter((r) => r.workerId !== null || r.pending.length > 0 || r.resume).map((r) => leaseInfo(r, now)),
+    );
   }
 
   /** The store closed. */

@@ -35,10 +35,12 @@ export interface AnthropicClient {
  * @example
  * const thinking: AnthropicThinking = { type: 'enabled', budget_tokens: 4096 }
  */
-export type AnthropicThinking = { type: 'enabled'; budget_tokens: number } | { type: 'disabled' } | { type: string; budget_tokens?: number };
+export type AnthropicThinking =
+  | { type: 'enabled'; budget_tokens: number }
+  | { type: 'disabled' }
+  | { type: string; budget_tokens?: number };
 
-const isClient = (c: unknown): boolean =>
-  typeof (c as { messages?: { create?: unknown } } | null)?.messages?.create === 'function';
+const isClient = (c: unknown): boolean => typeof (c as { messages?: { create?: unknown } } | null)?.messages?.create === 'function';
 
 /**
  * Options of `anthropicModel`, validated at the call (a bad option throws `ValidationError`).
@@ -57,9 +59,7 @@ export const AnthropicModelOptions = z.strictObject({
   /** `max_tokens` of every call (required by the API); the run's `maxOutputTokens` lowers it further. */
   maxTokens: z.number().int().positive().default(4096),
   /** Extended thinking, e.g. `{ type: 'enabled', budget_tokens: 2048 }` or `{ type: 'adaptive' }`; sent as `thinking`. */
-  thinking: z
-    .custom<AnthropicThinking>((v) => typeof asRecord(v)?.type === 'string', { message: 'expected { type: … }' })
-    .optional(),
+  thinking: z.custom<AnthropicThinking>((v) => typeof asRecord(v)?.type === 'string', { message: 'expected { type: … }' }).optional(),
   /** Extra body fields merged last (e.g. `temperature`, `tool_choice`, `cache_control`, `metadata`); `stream` stays on. */
   extraBody: z.record(z.string(), z.unknown()).optional(),
 });
@@ -101,7 +101,10 @@ function assistantBlocks(m: Message): Block[] {
   const calls = m.toolCalls ?? [];
   const stored = asRecord(m.providerData?.anthropic)?.content;
   const raw = Array.isArray(stored) ? (stored.filter((b) => typeof asRecord(b)?.type === 'string') as Block[]) : [];
-  const rawText = raw.filter((b) => b.type === 'text').map((b) => String(b.text ?? '')).join('');
+  const rawText = raw
+    .filter((b) => b.type === 'text')
+    .map((b) => String(b.text ?? ''))
+    .join('');
   const rawCalls = raw.filter((b) => b.type === 'tool_use');
   const matches =
     raw.length > 0 &&
@@ -144,11 +147,19 @@ export function toAnthropicMessages(messages: readonly Message[]): { system?: st
     else if (m.role === 'assistant') push('assistant', assistantBlocks(m));
     else {
       if (!m.toolCallId) throw new ProviderError('anthropic: a tool message has no toolCallId', { retryable: false, code: 'bad_request' });
-      push('user', [{ type: 'tool_result', tool_use_id: m.toolCallId, ...(m.content ? { content: m.content } : {}), ...(m.isError ? { is_error: true } : {}) }]);
+      push('user', [
+        {
+          type: 'tool_result',
+          tool_use_id: m.toolCallId,
+          ...(m.content ? { content: m.content } : {}),
+          ...(m.isError ? { is_error: true } : {}),
+        },
+      ]);
     }
   }
   for (const msg of out) {
-    if (msg.role === 'user') msg.content = [...msg.content.filter((b) => b.type === 'tool_result'), ...msg.content.filter((b) => b.type !== 'tool_result')];
+    if (msg.role === 'user')
+      msg.content = [...msg.content.filter((b) => b.type === 'tool_result'), ...msg.content.filter((b) => b.type !== 'tool_result')];
   }
   return { ...(system.length ? { system: system.join('\n\n') } : {}), messages: out as unknown as Param[] };
 }
@@ -171,18 +182,27 @@ export const toAnthropicTools = (tools: readonly ToolSpec[]) =>
  */
 export function mapAnthropicStop(raw: string | null | undefined, hasToolCalls: boolean): FinishReason {
   switch (raw) {
-    case 'tool_use': return 'tool_calls';
+    case 'tool_use':
+      return 'tool_calls';
     case 'max_tokens':
-    case 'model_context_window_exceeded': return 'length';
-    case 'refusal': return 'refusal';
+    case 'model_context_window_exceeded':
+      return 'length';
+    case 'refusal':
+      return 'refusal';
     case 'end_turn':
     case 'stop_sequence':
-    case 'pause_turn': return 'stop';
-    default: return hasToolCalls ? 'tool_calls' : 'stop';
+    case 'pause_turn':
+      return 'stop';
+    default:
+      return hasToolCalls ? 'tool_calls' : 'stop';
   }
 }
 
-interface BlockState { raw: Block; json?: string; ordinal?: number }
+interface BlockState {
+  raw: Block;
+  json?: string;
+  ordinal?: number;
+}
 
 /** Folds raw stream events into one response, emitting deltas as they arrive. */
 function accumulator(emit: (e: ModelStreamEvent) => void): StreamFold<Event> {
@@ -195,9 +215,13 @@ function accumulator(emit: (e: ModelStreamEvent) => void): StreamFold<Event> {
     for (const [k, v] of Object.entries(asRecord(u) ?? {})) if (v != null) usage[k] = v;
   };
   return {
-    get finished() { return finished; },
+    get finished() {
+      return finished;
+    },
     /** message_stop has arrived: nothing is missing but the end of the stream. */
-    get complete() { return finished; },
+    get complete() {
+      return finished;
+    },
     push(event: Event) {
       const ev = event as unknown as Record<string, any>;
       switch (ev.type) {
@@ -254,14 +278,22 @@ function accumulator(emit: (e: ModelStreamEvent) => void): StreamFold<Event> {
     },
     result(): ModelResponse {
       const states = [...blocks.entries()].sort(([a], [b]) => a - b).map(([, s]) => s);
-      const content = states.filter((s) => s.raw.type === 'text').map((s) => String(s.raw.text ?? '')).join('');
+      const content = states
+        .filter((s) => s.raw.type === 'text')
+        .map((s) => String(s.raw.text ?? ''))
+        .join('');
       // The streamed partial_json, verbatim; "{}" when the call streamed no input.
-      const argumentsOf = (s: BlockState) => s.json || (Object.keys(asRecord(s.raw.input) ?? {}).length ? JSON.stringify(s.raw.input) : '{}');
+      const argumentsOf = (s: BlockState) =>
+        s.json || (Object.keys(asRecord(s.raw.input) ?? {}).length ? JSON.stringify(s.raw.input) : '{}');
       const toolCalls: ToolCall[] = states
         .filter((s) => s.raw.type === 'tool_use')
         .map((s) => ({ id: String(s.raw.id), name: String(s.raw.name), arguments: argumentsOf(s) }));
       const special = states.some((s) => !['text', 'tool_use'].includes(s.raw.type) || (s.raw.type === 'text' && s.raw.citations != null));
-      const data: AnthropicProviderData = { ...meta, usage: ownRecord(Object.entries(usage)), ...(special ? { content: states.map((s) => s.raw) } : {}) };
+      const data: AnthropicProviderData = {
+        ...meta,
+        usage: ownRecord(Object.entries(usage)),
+        ...(special ? { content: states.map((s) => s.raw) } : {}),
+      };
       const n = (k: string) => (typeof usage[k] === 'number' ? (usage[k] as number) : 0); // own: no prototype
       const u: Usage = {
         inputTokens: n('input_tokens') + n('cache_read_input_tokens') + n('cache_creation_input_tokens'),
@@ -276,7 +308,8 @@ function accumulator(emit: (e: ModelStreamEvent) => void): StreamFold<Event> {
         providerData: { anthropic: JSON.parse(JSON.stringify(data)) as Record<string, unknown> },
       };
       const explanation = asRecord(meta.stopDetails)?.explanation;
-      const refusal = finishReason === 'refusal' ? content || (typeof explanation === 'string' ? explanation : 'the model refused to answer') : undefined;
+      const refusal =
+        finishReason === 'refusal' ? content || (typeof explanation === 'string' ? explanation : 'the model refused to answer') : undefined;
       return { message, usage: u, finishReason, ...(refusal !== undefined ? { refusal } : {}) };
     },
   };
@@ -342,7 +375,12 @@ export function anthropicModel(options: AnthropicModelOptions): ModelProvider {
  * const model = await anthropicModelFromEnv({ model: 'claude-sonnet-4-5' })
  */
 export async function anthropicModelFromEnv(options: Omit<AnthropicModelOptions, 'client'>): Promise<ModelProvider> {
-  const { mod, apiKey, baseURL } = await sdkFromEnv('anthropicModelFromEnv', 'ANTHROPIC', '@anthropic-ai/sdk', () => import('@anthropic-ai/sdk'));
+  const { mod, apiKey, baseURL } = await sdkFromEnv(
+    'anthropicModelFromEnv',
+    'ANTHROPIC',
+    '@anthropic-ai/sdk',
+    () => import('@anthropic-ai/sdk'),
+  );
   const client = new mod.default({ apiKey, baseURL, maxRetries: 0 });
   return anthropicModel({ ...options, client });
 }

@@ -93,7 +93,11 @@ export function toOpenAIMessages(messages: readonly Message[], systemRole: 'syst
         return {
           role: 'assistant',
           content: m.content === '' && (calls.length > 0 || typeof refusal === 'string') ? null : m.content,
-          ...(calls.length ? { tool_calls: calls.map((c) => ({ id: c.id, type: 'function' as const, function: { name: c.name, arguments: c.arguments } })) } : {}),
+          ...(calls.length
+            ? {
+                tool_calls: calls.map((c) => ({ id: c.id, type: 'function' as const, function: { name: c.name, arguments: c.arguments } })),
+              }
+            : {}),
           ...(typeof refusal === 'string' ? { refusal } : {}),
           ...(m.name ? { name: m.name } : {}),
         };
@@ -125,7 +129,12 @@ export function mapOpenAIFinish(raw: string, hasToolCalls: boolean, refused: boo
   return 'stop';
 }
 
-interface Slot { ordinal: number; id: string; name: string; args: string }
+interface Slot {
+  ordinal: number;
+  id: string;
+  name: string;
+  args: string;
+}
 
 /** Folds streamed chunks into one response, emitting deltas as they arrive. */
 function accumulator(emit: (e: ModelStreamEvent) => void): StreamFold<Chunk> {
@@ -135,9 +144,13 @@ function accumulator(emit: (e: ModelStreamEvent) => void): StreamFold<Chunk> {
   const slots = new Map<number, Slot>(); // the call being streamed at each wire index
   const calls: Slot[] = [];
   return {
-    get finished() { return finish !== undefined; },
+    get finished() {
+      return finish !== undefined;
+    },
     /** The finish_reason and the usage chunk (always asked for) have both arrived: nothing is missing but [DONE]. */
-    get complete() { return finish !== undefined && usage !== undefined; },
+    get complete() {
+      return finish !== undefined && usage !== undefined;
+    },
     push(chunk: Chunk) {
       st.id ??= chunk.id;
       st.model ??= chunk.model;
@@ -145,19 +158,33 @@ function accumulator(emit: (e: ModelStreamEvent) => void): StreamFold<Chunk> {
         // OpenAI-compatible servers send null for counts they do not keep (LiteLLM: cached_tokens)
         const count = (v: unknown) => (typeof v === 'number' && Number.isSafeInteger(v) && v >= 0 ? v : undefined);
         const cached = count(chunk.usage.prompt_tokens_details?.cached_tokens);
-        usage = { inputTokens: count(chunk.usage.prompt_tokens) ?? 0, outputTokens: count(chunk.usage.completion_tokens) ?? 0, ...(cached !== undefined ? { cachedInputTokens: cached } : {}) };
+        usage = {
+          inputTokens: count(chunk.usage.prompt_tokens) ?? 0,
+          outputTokens: count(chunk.usage.completion_tokens) ?? 0,
+          ...(cached !== undefined ? { cachedInputTokens: cached } : {}),
+        };
       }
       const choice = chunk.choices?.find((c) => c.index === 0);
       if (!choice) return;
       const d = choice.delta ?? {};
-      if (d.content) { st.text += d.content; emit({ type: 'text_delta', text: d.content }); }
+      if (d.content) {
+        st.text += d.content;
+        emit({ type: 'text_delta', text: d.content });
+      }
       // an audio answer (modalities ['text', 'audio']) carries its text as the audio's transcript
       const transcript = (d as { audio?: { transcript?: unknown } }).audio?.transcript;
-      if (typeof transcript === 'string' && transcript) { st.text += transcript; emit({ type: 'text_delta', text: transcript }); }
+      if (typeof transcript === 'string' && transcript) {
+        st.text += transcript;
+        emit({ type: 'text_delta', text: transcript });
+      }
       if (d.refusal) st.refusal += d.refusal;
       const extra = d as Record<string, unknown>;
-      const reasoning = typeof extra.reasoning_content === 'string' ? extra.reasoning_content : typeof extra.reasoning === 'string' ? extra.reasoning : '';
-      if (reasoning) { st.reasoning += reasoning; emit({ type: 'thinking_delta', text: reasoning }); }
+      const reasoning =
+        typeof extra.reasoning_content === 'string' ? extra.reasoning_content : typeof extra.reasoning === 'string' ? extra.reasoning : '';
+      if (reasoning) {
+        st.reasoning += reasoning;
+        emit({ type: 'thinking_delta', text: reasoning });
+      }
       for (const tc of d.tool_calls ?? []) {
         // keyed by the wire index; a compatible server that omits it (Gemini streams each call
         // whole) or repeats one index for several calls starts a new call with each new id
@@ -173,7 +200,13 @@ function accumulator(emit: (e: ModelStreamEvent) => void): StreamFold<Chunk> {
         if (name && name !== s.name) s.name += name;
         const args = tc.function?.arguments ?? '';
         s.args += args;
-        emit({ type: 'toolcall_delta', index: s.ordinal, ...(tc.id ? { callId: tc.id } : {}), ...(name ? { name } : {}), argumentsDelta: args });
+        emit({
+          type: 'toolcall_delta',
+          index: s.ordinal,
+          ...(tc.id ? { callId: tc.id } : {}),
+          ...(name ? { name } : {}),
+          argumentsDelta: args,
+        });
       }
       if (choice.finish_reason) finish = choice.finish_reason;
     },
@@ -228,7 +261,14 @@ export function openaiModel(options: OpenAIModelOptions): ModelProvider {
         ...(o.temperature !== undefined ? { temperature: o.temperature } : {}),
         ...(cap.length ? { [o.maxTokensParam]: Math.min(...cap) } : {}),
         // the run's output schema: strict where every object is closed and fully required
-        ...(request.output ? { response_format: { type: 'json_schema', json_schema: { name: request.output.name, schema: request.output.schema, strict: request.output.strict } } } : {}),
+        ...(request.output
+          ? {
+              response_format: {
+                type: 'json_schema',
+                json_schema: { name: request.output.name, schema: request.output.schema, strict: request.output.strict },
+              },
+            }
+          : {}),
         ...extra,
         stream: true,
         stream_options: { include_usage: true, ...asRecord(extra.stream_options) },

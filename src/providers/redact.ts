@@ -9,7 +9,8 @@ export const REDACTED = '[redacted]';
 
 // `Authorization: Bearer sk-…`, `"x-api-key":"…"`, `api-key=…`: the name, its separator and any
 // quote are kept (also JSON-escaped quotes, `\"`), the value goes
-const HEADER = /\b((?:x-)?api[-_]key|authorization)((?:\\?["'])?\s*[:=]\s*(?:\\?["'])?)(?:(bearer|basic)\s+)?(?!\[redacted\])([^\s"'\\,;}\]]+)/gi;
+const HEADER =
+  /\b((?:x-)?api[-_]key|authorization)((?:\\?["'])?\s*[:=]\s*(?:\\?["'])?)(?:(bearer|basic)\s+)?(?!\[redacted\])([^\s"'\\,;}\]]+)/gi;
 const BEARER = /\bbearer\s+[A-Za-z0-9._~+/=-]{8,}/gi;
 
 /** `text` with every secret (keys shorter than 8 characters are not secrets worth a search) and header value redacted. */

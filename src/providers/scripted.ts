@@ -27,7 +27,12 @@ const StepObject = z.strictObject({
   delayMs: z.number().nonnegative().optional(),
 });
 const StepError = z.strictObject({
-  error: z.strictObject({ message: z.string(), retryable: z.boolean(), code: z.string().optional(), partialOutput: z.boolean().optional() }),
+  error: z.strictObject({
+    message: z.string(),
+    retryable: z.boolean(),
+    code: z.string().optional(),
+    partialOutput: z.boolean().optional(),
+  }),
 });
 /** A ScriptedStep (a function step is checked when it returns its step). */
 const Step = z.union([z.string(), z.custom<(r: ModelRequest) => ScriptedStep>((v) => typeof v === 'function'), StepError, StepObject]);
@@ -64,7 +69,8 @@ export function scriptedModel(steps: readonly ScriptedStep[], options: { modelId
       requests.push(request);
       if (request.signal.aborted) throw new CancelledError('model call cancelled');
       if (i >= steps.length) {
-        if (!options.loop || steps.length === 0) throw new ProviderError('scripted model has no steps left', { retryable: false, code: 'script_exhausted' });
+        if (!options.loop || steps.length === 0)
+          throw new ProviderError('scripted model has no steps left', { retryable: false, code: 'script_exhausted' });
         i = 0;
       }
       const n = i;
@@ -73,7 +79,11 @@ export function scriptedModel(steps: readonly ScriptedStep[], options: { modelId
       while (typeof step === 'function') step = step(request);
       // the array was checked when the model was made; a function's step is checked now
       const checked = computed ? Step.safeParse(step) : undefined;
-      if (checked && !checked.success) throw new ProviderError(`scripted step ${n} is not a ScriptedStep: ${checked.error.issues[0]?.message ?? 'invalid'}`, { retryable: false, code: 'script_invalid' });
+      if (checked && !checked.success)
+        throw new ProviderError(`scripted step ${n} is not a ScriptedStep: ${checked.error.issues[0]?.message ?? 'invalid'}`, {
+          retryable: false,
+          code: 'script_invalid',
+        });
       if (typeof step === 'string') step = { text: step };
       if ('error' in step) {
         throw new ProviderError(step.error.message, {

@@ -92,16 +92,26 @@ export function parseRetryAfter(headers: HeadersLike | undefined, now = Date.now
  */
 export function classifyStatus(status: number): { retryable: boolean; code: string } {
   switch (status) {
-    case 400: return { retryable: false, code: 'bad_request' };
-    case 401: return { retryable: false, code: 'auth' };
-    case 403: return { retryable: false, code: 'permission' };
-    case 404: return { retryable: false, code: 'not_found' };
-    case 408: return { retryable: true, code: 'timeout' };
-    case 409: return { retryable: true, code: 'conflict' };
-    case 413: return { retryable: false, code: 'too_large' };
-    case 422: return { retryable: false, code: 'unprocessable' };
-    case 429: return { retryable: true, code: 'rate_limit' };
-    case 529: return { retryable: true, code: 'overloaded' };
+    case 400:
+      return { retryable: false, code: 'bad_request' };
+    case 401:
+      return { retryable: false, code: 'auth' };
+    case 403:
+      return { retryable: false, code: 'permission' };
+    case 404:
+      return { retryable: false, code: 'not_found' };
+    case 408:
+      return { retryable: true, code: 'timeout' };
+    case 409:
+      return { retryable: true, code: 'conflict' };
+    case 413:
+      return { retryable: false, code: 'too_large' };
+    case 422:
+      return { retryable: false, code: 'unprocessable' };
+    case 429:
+      return { retryable: true, code: 'rate_limit' };
+    case 529:
+      return { retryable: true, code: 'overloaded' };
   }
   if (status >= 500) return { retryable: true, code: 'server' };
   return { retryable: false, code: `http_${status}` };
@@ -154,7 +164,8 @@ export function toProviderError(e: unknown, ctx: FailureContext): ProviderError 
   const message = e instanceof Error ? e.message : String(e);
 
   if (is(e, k.APIUserAbortError, 'APIUserAbortError')) return make(`request aborted: ${message}`, { retryable: true, code: 'aborted' });
-  if (is(e, k.APIConnectionTimeoutError, 'APIConnectionTimeoutError')) return make(`request timed out: ${message}`, { retryable: true, code: 'timeout' });
+  if (is(e, k.APIConnectionTimeoutError, 'APIConnectionTimeoutError'))
+    return make(`request timed out: ${message}`, { retryable: true, code: 'timeout' });
   if (is(e, k.APIConnectionError, 'APIConnectionError')) {
     const cause = (e as { cause?: unknown }).cause;
     const detail = cause instanceof Error ? ` (${cause.message})` : '';
@@ -164,8 +175,18 @@ export function toProviderError(e: unknown, ctx: FailureContext): ProviderError 
     const err = e as { status?: unknown; headers?: HeadersLike; type?: unknown; code?: unknown; error?: unknown };
     if (typeof err.status === 'number') {
       // OpenAI sends "out of credits" as a 429: waiting does not help (as the same error in a stream)
-      const kind = [err.type, err.code, (err.error as { type?: unknown; code?: unknown } | undefined)?.type, (err.error as { code?: unknown } | undefined)?.code].filter((x) => typeof x === 'string').join(' ');
-      const c = err.status === 429 && /insufficient_quota|billing/.test(kind) ? { retryable: false, code: 'permission' } : classifyStatus(err.status);
+      const kind = [
+        err.type,
+        err.code,
+        (err.error as { type?: unknown; code?: unknown } | undefined)?.type,
+        (err.error as { code?: unknown } | undefined)?.code,
+      ]
+        .filter((x) => typeof x === 'string')
+        .join(' ');
+      const c =
+        err.status === 429 && /insufficient_quota|billing/.test(kind)
+          ? { retryable: false, code: 'permission' }
+          : classifyStatus(err.status);
       const shouldRetry = err.headers?.get?.('x-should-retry');
       const retryable = shouldRetry === 'true' ? true : shouldRetry === 'false' ? false : c.retryable;
       return make(message, { retryable, code: c.code, status: err.status, retryAfterMs: parseRetryAfter(err.headers) });
@@ -300,7 +321,8 @@ export async function streamResponse<T>(call: StreamCall<T>): Promise<ModelRespo
     throw toProviderError(e, { provider, signal, partialOutput: out.emitted, classes: call.classes, secrets: call.secrets });
   }
   if (signal.aborted) throw new CancelledError(`${provider} call cancelled`);
-  if (!fold.finished) throw new ProviderError(`${provider}: ${call.unfinished}`, { retryable: true, code: 'stream_interrupted', partialOutput: out.emitted });
+  if (!fold.finished)
+    throw new ProviderError(`${provider}: ${call.unfinished}`, { retryable: true, code: 'stream_interrupted', partialOutput: out.emitted });
   return fold.result();
 }
 
@@ -311,14 +333,21 @@ export async function streamResponse<T>(call: StreamCall<T>): Promise<ModelRespo
  * @example
  * const { mod, apiKey, baseURL } = await sdkFromEnv('openaiModelFromEnv', 'OPENAI', 'openai', () => import('openai'))
  */
-export async function sdkFromEnv<M>(where: string, prefix: string, pkg: string, load: () => Promise<M>): Promise<{ mod: M; apiKey: string; baseURL: string | undefined }> {
+export async function sdkFromEnv<M>(
+  where: string,
+  prefix: string,
+  pkg: string,
+  load: () => Promise<M>,
+): Promise<{ mod: M; apiKey: string; baseURL: string | undefined }> {
   const apiKey = process.env[`${prefix}_API_KEY`];
   if (!apiKey) throw new ValidationError(where, [{ path: [`${prefix}_API_KEY`], message: 'environment variable is not set' }]);
   let mod: M;
   try {
     mod = await load();
   } catch {
-    throw new ValidationError(where, [{ path: [pkg], message: `the optional peer dependency '${pkg}' is not installed (npm install ${pkg})` }]);
+    throw new ValidationError(where, [
+      { path: [pkg], message: `the optional peer dependency '${pkg}' is not installed (npm install ${pkg})` },
+    ]);
   }
   return { mod, apiKey, baseURL: process.env[`${prefix}_BASE_URL`] || undefined };
 }

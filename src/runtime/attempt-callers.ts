@@ -81,7 +81,11 @@ export class AttemptCallers {
    * stopped run never reports back, so its caller gets the result settled or recorded for it
    * (`recorded`, once a closing commit already under way has landed: `writes`), else `detached`.
    */
-  async closeAll(writes: Promise<unknown>, clock: Clock, recorded: (ids: { runId: string; attemptId: string }) => Promise<ExecutionResult | undefined>): Promise<void> {
+  async closeAll(
+    writes: Promise<unknown>,
+    clock: Clock,
+    recorded: (ids: { runId: string; attemptId: string }) => Promise<ExecutionResult | undefined>,
+  ): Promise<void> {
     for (const [token, c] of this.preparing) {
       this.preparing.delete(token);
       c.resolve(notRunResult(c, 'detached', 'the session was closed before the attempt started'));
@@ -89,8 +93,15 @@ export class AttemptCallers {
     if (this.running.size > 0) await settledWithin(clock, writes, CLOSE_COMMIT_WAIT_MS);
     for (const [k, c] of this.running) {
       const finished = this.finishing.get(k) ?? (await recorded(c).catch(() => undefined));
-      c.resolve(finished ?? notRunResult(c, 'detached', `the session was closed while attempt ${c.attemptId} of run ${c.runId} ran; ` +
-        `the run is left resumable: continue it with a new attempt`));
+      c.resolve(
+        finished ??
+          notRunResult(
+            c,
+            'detached',
+            `the session was closed while attempt ${c.attemptId} of run ${c.runId} ran; ` +
+              `the run is left resumable: continue it with a new attempt`,
+          ),
+      );
     }
     this.running.clear();
     this.finishing.clear();

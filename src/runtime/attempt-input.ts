@@ -22,7 +22,9 @@ export interface AttemptSource {
 
 /** A new run while `open` is still open: suspended (respond to it) or interrupted (continue it). */
 export function openRunBusy(sessionId: string, open: OpenRunState): ExecutionBusy {
-  return open.pending ? new ExecutionBusy(sessionId, open.runId, 'suspended', open.pending.pendingRequest.questionId) : new ExecutionBusy(sessionId, open.runId, 'interrupted');
+  return open.pending
+    ? new ExecutionBusy(sessionId, open.runId, 'suspended', open.pending.pendingRequest.questionId)
+    : new ExecutionBusy(sessionId, open.runId, 'interrupted');
 }
 
 /**
@@ -49,12 +51,16 @@ export function attemptInput(req: IdentifiedRequest, s: AttemptSource): RunInput
     return { ...base, runEpoch: 1, turn: s.lastTurn + 1, kind: 'prompt', messages: toMessages(req.message) };
   }
   if (!open || open.runId !== req.runId) {
-    throw new ValidationError('session.execute', [{ path: ['runId'], message: `run ${req.runId} is not open in this session (nothing to ${req.kind})` }]);
+    throw new ValidationError('session.execute', [
+      { path: ['runId'], message: `run ${req.runId} is not open in this session (nothing to ${req.kind})` },
+    ]);
   }
   if (req.kind === 'respond') {
     const pending = open.pending;
     if (!pending || pending.pendingRequest.questionId !== req.questionId) {
-      throw new ValidationError('session.execute', [{ path: ['questionId'], message: `run ${req.runId} has no pending request ${req.questionId}` }]);
+      throw new ValidationError('session.execute', [
+        { path: ['questionId'], message: `run ${req.runId} has no pending request ${req.questionId}` },
+      ]);
     }
     const pr = pending.pendingRequest;
     if (pr.kind === 'approval') parseInput(ApprovalAnswer, req.answer, 'session.execute: answer');
@@ -69,10 +75,23 @@ export function attemptInput(req: IdentifiedRequest, s: AttemptSource): RunInput
       answer: req.answer,
       timedOut: pr.kind === 'approval' && pr.expiresAt !== undefined && s.now > pr.expiresAt,
     };
-    return { ...base, runEpoch: open.runEpoch + 1, turn: open.turn, kind: 'respond', messages: [], resume, runFirstSeq: open.startSeq, stopRequested: open.stopAccepted, spent: s.spentOf(open), uncertainCalls: open.uncertainCalls };
+    return {
+      ...base,
+      runEpoch: open.runEpoch + 1,
+      turn: open.turn,
+      kind: 'respond',
+      messages: [],
+      resume,
+      runFirstSeq: open.startSeq,
+      stopRequested: open.stopAccepted,
+      spent: s.spentOf(open),
+      uncertainCalls: open.uncertainCalls,
+    };
   }
   if (open.pending) {
-    throw new ValidationError('session.execute', [{ path: ['kind'], message: `run ${req.runId} waits for an answer to ${open.pending.pendingRequest.questionId}: respond to it` }]);
+    throw new ValidationError('session.execute', [
+      { path: ['kind'], message: `run ${req.runId} waits for an answer to ${open.pending.pendingRequest.questionId}: respond to it` },
+    ]);
   }
   return {
     ...base,
@@ -91,7 +110,10 @@ export function attemptInput(req: IdentifiedRequest, s: AttemptSource): RunInput
 }
 
 /** The run of a follow-up input (runId = attemptId = inputId), the turn after `lastTurn`. */
-export function followUpInput(f: { inputId: string; messages: RunInput['messages'] }, s: Pick<AttemptSource, 'fingerprint' | 'options' | 'now' | 'lastTurn'>): RunInput {
+export function followUpInput(
+  f: { inputId: string; messages: RunInput['messages'] },
+  s: Pick<AttemptSource, 'fingerprint' | 'options' | 'now' | 'lastTurn'>,
+): RunInput {
   const output = s.options.output ? outputSpec(s.options.output) : undefined;
   return {
     ...(output ? { output } : {}),
@@ -116,17 +138,29 @@ export function followUpInput(f: { inputId: string; messages: RunInput['messages
  * runtime's) when its digest is the recorded one, else the recorded JSON Schema converted back
  * (a continue in another process). A respond or continue that gives another schema is refused.
  */
-export function runOutput(req: IdentifiedRequest, runtimeOutput: z.ZodType | undefined, open: OpenRunState | undefined): OutputSpec | undefined {
+export function runOutput(
+  req: IdentifiedRequest,
+  runtimeOutput: z.ZodType | undefined,
+  open: OpenRunState | undefined,
+): OutputSpec | undefined {
   const where = 'session.execute: output';
-  if (req.kind === 'prompt') return req.output ?? runtimeOutput ? outputSpec(req.output ?? runtimeOutput!, where) : undefined;
+  if (req.kind === 'prompt') return (req.output ?? runtimeOutput) ? outputSpec(req.output ?? runtimeOutput!, where) : undefined;
   const recorded = open?.runId === req.runId ? open.output : undefined;
   const given = req.output ? outputSpec(req.output, where) : undefined;
   if (!recorded) {
-    if (given) throw new ValidationError('session.execute', [{ path: ['output'], message: `run ${req.runId} was started without an output schema: a ${req.kind} cannot give one` }]);
+    if (given)
+      throw new ValidationError('session.execute', [
+        { path: ['output'], message: `run ${req.runId} was started without an output schema: a ${req.kind} cannot give one` },
+      ]);
     return undefined;
   }
   if (given && given.record.digest !== recorded.digest) {
-    throw new ValidationError('session.execute', [{ path: ['output'], message: `run ${req.runId} was started with another output schema (digest ${recorded.digest}): a ${req.kind} keeps it` }]);
+    throw new ValidationError('session.execute', [
+      {
+        path: ['output'],
+        message: `run ${req.runId} was started with another output schema (digest ${recorded.digest}): a ${req.kind} keeps it`,
+      },
+    ]);
   }
   if (given) return given;
   const fallback = runtimeOutput ? outputSpec(runtimeOutput, where) : undefined;

@@ -3,7 +3,18 @@ import type { Observable } from 'rxjs';
 import { z } from 'zod';
 import { ExecutionBusy, StoreClosedError } from '../contracts/errors.js';
 import type { Message } from '../contracts/message.js';
-import { ExecutionRequest, InputEnvelope, notRunResult, RunRequest, StopRequest, type ExecutionResult, type IdentifiedRequest, type InputReceipt, type RecoveryOutcome, type StopReceipt } from '../contracts/requests.js';
+import {
+  ExecutionRequest,
+  InputEnvelope,
+  notRunResult,
+  RunRequest,
+  StopRequest,
+  type ExecutionResult,
+  type IdentifiedRequest,
+  type InputReceipt,
+  type RecoveryOutcome,
+  type StopReceipt,
+} from '../contracts/requests.js';
 import { parseInput } from '../contracts/validate.js';
 import type { SessionServices } from '../actors/session-services.js';
 import type { PrepareInput, PrepareOutput, SessionContext } from '../machines/session.machine.js';
@@ -70,7 +81,10 @@ export class ExecutionSession<TOut = unknown> {
   private readonly attemptSession: AttemptSession;
   private closing?: Promise<void>;
   private closeDone: () => void = () => {};
-  private readonly liveView = new LiveView(() => this.snapshot(), () => this.stream.events$);
+  private readonly liveView = new LiveView(
+    () => this.snapshot(),
+    () => this.stream.events$,
+  );
   private readonly hub: SubscriberHub;
 
   constructor(d: SessionDeps) {
@@ -89,18 +103,57 @@ export class ExecutionSession<TOut = unknown> {
     this.runs = new OpenRunTracker(d.store, d.sessionId, d.openRun);
     this.records = new SessionRecords(d.sessionId, d.env, this.runs, d.stateContext);
     const { sessionId, store, env, options } = d;
-    this.attemptSession = { sessionId, store, env, options, offerTools: () => this.offerTools(), runs: this.runs, lastTurn: () => this.lastTurn, closed: () => this.closed, isKilled: () => this.isKilled(), assertNewRunId: (runId) => this.assertNewRunId(runId, 'runId', 'session.execute'), settledResult: (r) => (this.lastResult = r) };
+    this.attemptSession = {
+      sessionId,
+      store,
+      env,
+      options,
+      offerTools: () => this.offerTools(),
+      runs: this.runs,
+      lastTurn: () => this.lastTurn,
+      closed: () => this.closed,
+      isKilled: () => this.isKilled(),
+      assertNewRunId: (runId) => this.assertNewRunId(runId, 'runId', 'session.execute'),
+      settledResult: (r) => (this.lastResult = r),
+    };
     Object.assign(this.env, steersOf(this.inputs));
     this.hub = new SubscriberHub({ clock: d.env.clock });
     this.hub.attach(this.stream.events$);
     this.env.backpressure = () => this.hub.whenWritable();
     const openRun = d.openRun ? (d.openRun.pending ? ('suspended' as const) : ('detached' as const)) : undefined;
-    const settling = { hub: this.hub, callers: this.callers, runs: this.runs, writer: d.env.writer, stream: d.stream, settled: (r: ExecutionResult) => (this.lastResult = r) };
-    const work = { prepare: (i: PrepareInput) => this.prepare(i), settle: (r: ExecutionResult) => settleAttempt(settling, r), close: () => this.closeWork() };
-    this.actor = createSessionActor(d.env, work, { sessionId: d.sessionId, sessionInstanceId: d.sessionInstanceId, writerEpoch: d.writerEpoch, ...(openRun ? { openRun } : {}) }, d.options.inspect);
+    const settling = {
+      hub: this.hub,
+      callers: this.callers,
+      runs: this.runs,
+      writer: d.env.writer,
+      stream: d.stream,
+      settled: (r: ExecutionResult) => (this.lastResult = r),
+    };
+    const work = {
+      prepare: (i: PrepareInput) => this.prepare(i),
+      settle: (r: ExecutionResult) => settleAttempt(settling, r),
+      close: () => this.closeWork(),
+    };
+    this.actor = createSessionActor(
+      d.env,
+      work,
+      { sessionId: d.sessionId, sessionInstanceId: d.sessionInstanceId, writerEpoch: d.writerEpoch, ...(openRun ? { openRun } : {}) },
+      d.options.inspect,
+    );
     // the running attempt's execution profile: its output schema included
-    const stops = new StopRequests(d.sessionId, d.sessionInstanceId, () => withOutput(d.toolSet().fingerprint, d.env.output), d.store, d.env.writer);
-    this.control = new RunControl({ phase: () => this.phase, current: () => this.current, send: (e) => this.actor.send(e) }, d.env.writer, stops, this.runs);
+    const stops = new StopRequests(
+      d.sessionId,
+      d.sessionInstanceId,
+      () => withOutput(d.toolSet().fingerprint, d.env.output),
+      d.store,
+      d.env.writer,
+    );
+    this.control = new RunControl(
+      { phase: () => this.phase, current: () => this.current, send: (e) => this.actor.send(e) },
+      d.env.writer,
+      stops,
+      this.runs,
+    );
     this.actor.on('session.rested', ({ result }) => this.rested(result));
     this.actor.on('attempt.answered', ({ token, result }) => this.callers.answer(token, result));
     this.actor.on('attempt.refused', ({ token, error }) => this.callers.refuse(token, error));
@@ -172,18 +225,25 @@ export class ExecutionSession<TOut = unknown> {
     const parsed = parseInput(ExecutionRequest, request, 'session.execute');
     // (no await when the request names its ids: a prompt claims its run id before any await)
     if (parsed.runId === undefined && this.runs.stale && !this.busy) await this.runs.reload().catch(() => undefined);
-    const req = parsed.runId !== undefined && parsed.attemptId !== undefined ? (parsed as IdentifiedRequest) : identifiedRequest(parsed, this.runs.open?.runId ?? this.current?.runId, () => this.newId(), this.sessionId);
+    const req =
+      parsed.runId !== undefined && parsed.attemptId !== undefined
+        ? (parsed as IdentifiedRequest)
+        : identifiedRequest(parsed, this.runs.open?.runId ?? this.current?.runId, () => this.newId(), this.sessionId);
     assertRunIdsFit(this.sessionId, req.runId, req.attemptId, 'session.execute', ['runId', 'attemptId']);
     this.assertOpen();
     if (this.busy) {
       // a recorded attempt runs nothing: its result is returned even while another attempt runs
       const cur = this.current;
       // (a log that cannot be read now: the session is busy all the same)
-      const recorded = cur?.runId === req.runId && cur.attemptId === req.attemptId ? undefined : await recordedResult(this.store, this.sessionId, req.runId, req.attemptId, this.runs.open?.runId).catch(() => undefined);
+      const recorded =
+        cur?.runId === req.runId && cur.attemptId === req.attemptId
+          ? undefined
+          : await recordedResult(this.store, this.sessionId, req.runId, req.attemptId, this.runs.open?.runId).catch(() => undefined);
       if (recorded) return recorded;
       throw new ExecutionBusy(this.sessionId, this.busyRunId);
     }
-    if (req.kind === 'prompt' && this.desk.submitting(req.runId) === 'follow_up') throw runIdTaken(this.sessionId, req.runId, 'runId', 'session.execute');
+    if (req.kind === 'prompt' && this.desk.submitting(req.runId) === 'follow_up')
+      throw runIdTaken(this.sessionId, req.runId, 'runId', 'session.execute');
     const { token, result } = this.callers.prepare(req);
     // claimed synchronously, before any await: a prompt and a follow-up racing for one id cannot
     // both pass their checks; the session machine's prepareAttempt decides what the request does
@@ -211,9 +271,17 @@ export class ExecutionSession<TOut = unknown> {
   run<S extends z.ZodType>(input: RunRequest, options: { output: S }): RunHandle<z.output<S>>;
   run(input: RunRequest, options?: RunOptions): RunHandle<TOut>;
   run(input: RunRequest, options: RunOptions = {}): RunHandle {
-    const req = withRunOptions(identifiedRun(parseInput(RunRequest, input, 'session.run'), () => this.newId(), this.runs.open?.runId ?? this.current?.runId), options);
+    const req = withRunOptions(
+      identifiedRun(parseInput(RunRequest, input, 'session.run'), () => this.newId(), this.runs.open?.runId ?? this.current?.runId),
+      options,
+    );
     const typed = req.output !== undefined || this.options.output !== undefined;
-    return runHandle(this.stream.events$, req, (r) => this.execute(r.runId === '' ? ({ ...r, runId: undefined } as ExecutionRequest) : r), typed);
+    return runHandle(
+      this.stream.events$,
+      req,
+      (r) => this.execute(r.runId === '' ? ({ ...r, runId: undefined } as ExecutionRequest) : r),
+      typed,
+    );
   }
 
   private newId(): string {
@@ -252,7 +320,12 @@ export class ExecutionSession<TOut = unknown> {
     if (this.closed || this.runs.blocking || this.isKilled() || this.phase === 'fenced') return false;
     const f = this.inputs.takeNext();
     if (!f) return false;
-    const run = followUpInput(f, { fingerprint: this.offerTools(), options: this.options, now: this.env.clock.now(), lastTurn: this.lastTurn });
+    const run = followUpInput(f, {
+      fingerprint: this.offerTools(),
+      options: this.options,
+      now: this.env.clock.now(),
+      lastTurn: this.lastTurn,
+    });
     this.begin(run);
     this.actor.send({ type: 'START', run });
     return true;
@@ -305,7 +378,14 @@ export class ExecutionSession<TOut = unknown> {
 
   /** A run id names one run: refused if a run (or a follow-up waiting to start) already has it. */
   private assertNewRunId(runId: string, field: string, where: string): Promise<void> {
-    const claims = { sessionId: this.sessionId, store: this.store, inputs: this.inputs, currentRunId: this.current?.runId, claimedRunId: this.actor.getSnapshot().context.claimedRunId, openRun: this.runs.open };
+    const claims = {
+      sessionId: this.sessionId,
+      store: this.store,
+      inputs: this.inputs,
+      currentRunId: this.current?.runId,
+      claimedRunId: this.actor.getSnapshot().context.claimedRunId,
+      openRun: this.runs.open,
+    };
     return assertNewRunId(claims, runId, field, where);
   }
 
@@ -402,7 +482,9 @@ export class ExecutionSession<TOut = unknown> {
   /** The session machine's `closeSession` actor: every caller answered, subscribers drained. */
   private async closeWork(): Promise<void> {
     try {
-      await this.callers.closeAll(this.env.writer.settled(), this.env.clock, (w) => recordedResult(this.store, this.sessionId, w.runId, w.attemptId, this.runs.open?.runId));
+      await this.callers.closeAll(this.env.writer.settled(), this.env.clock, (w) =>
+        recordedResult(this.store, this.sessionId, w.runId, w.attemptId, this.runs.open?.runId),
+      );
       this.stream.complete();
       // a required subscriber gets every envelope (DESIGN §6): what is queued for it is delivered
       // before the hub drops its subscribers

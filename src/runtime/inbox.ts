@@ -132,7 +132,10 @@ export class SessionInbox {
           // an input on an idle session starts a run (as a follow-up: runId = inputId)
           const mode = e.mode === 'steer' && this.status === 'idle' && !this.busy ? 'follow_up' : e.mode;
           const receipt = await s.submitInput({ inputId: e.inputId, mode, message: e.message });
-          return { status: 'applied', reason: `input ${receipt.status}${mode !== e.mode ? ' (a steer on an idle session starts a run)' : ''}` };
+          return {
+            status: 'applied',
+            reason: `input ${receipt.status}${mode !== e.mode ? ' (a steer on an idle session starts a run)' : ''}`,
+          };
         }
         case 'cancel_input': {
           const receipt = await s.cancelInput(e.inputId);
@@ -141,7 +144,13 @@ export class SessionInbox {
         case 'stop_after_round': {
           const cur = await this.runningAttempt();
           if (!cur) return { status: 'rejected', reason: 'no run is executing' };
-          await s.stopAfterCurrentToolRound({ sessionId: s.sessionId, sessionInstanceId: s.sessionInstanceId, interactionId: cur.runId, expectedRunEpoch: cur.runEpoch, idempotencyKey: e.entryId });
+          await s.stopAfterCurrentToolRound({
+            sessionId: s.sessionId,
+            sessionInstanceId: s.sessionInstanceId,
+            interactionId: cur.runId,
+            expectedRunEpoch: cur.runEpoch,
+            idempotencyKey: e.entryId,
+          });
           return { status: 'applied', reason: `stop accepted for run ${cur.runId}` };
         }
         case 'cancel':
@@ -160,7 +169,13 @@ export class SessionInbox {
     const cur = await this.runningAttempt();
     if (!cur) return false;
     const s = this.session;
-    await s.stopAfterCurrentToolRound({ sessionId: s.sessionId, sessionInstanceId: s.sessionInstanceId, interactionId: cur.runId, expectedRunEpoch: cur.runEpoch, idempotencyKey });
+    await s.stopAfterCurrentToolRound({
+      sessionId: s.sessionId,
+      sessionInstanceId: s.sessionInstanceId,
+      interactionId: cur.runId,
+      expectedRunEpoch: cur.runEpoch,
+      idempotencyKey,
+    });
     return true;
   }
 
@@ -194,7 +209,8 @@ export class SessionInbox {
         this.hooks.attempt?.(target, entryId, result);
         // recorded once its attempt has started (run/start in the log): a redo finds it recorded
         const first = await Promise.race([result.then((r) => ({ r })), this.started(entryId)]);
-        if (first && 'r' in first) return { status: 'applied', reason: `run ${target} ${first.r.status}${first.r.error ? `: ${first.r.error.message}` : ''}` };
+        if (first && 'r' in first)
+          return { status: 'applied', reason: `run ${target} ${first.r.status}${first.r.error ? `: ${first.r.error.message}` : ''}` };
         return { status: 'applied', reason: `attempt ${entryId} of run ${target} started` };
       } catch (err) {
         if (!isExecutionBusy(err)) throw err;

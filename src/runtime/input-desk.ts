@@ -69,7 +69,12 @@ export class InputDesk {
     await hooks.checkNewRun(e.inputId);
     const messages = toMessages(e.message);
     hooks.assertOpen(); // closed while the log was read
-    const draft = this.writer.draft('input/accepted', { turn: 0, step: 0, attempt: 0 }, { inputId: e.inputId, mode: e.mode, messages }, `input:${e.inputId}`);
+    const draft = this.writer.draft(
+      'input/accepted',
+      { turn: 0, step: 0, attempt: 0 },
+      { inputId: e.inputId, mode: e.mode, messages },
+      `input:${e.inputId}`,
+    );
     await this.writer.appendNow([draft]);
     const queued = this.inputs.get(e.inputId) ?? { inputId: e.inputId, mode: e.mode, messages, status: 'accepted' as const };
     if (!this.inputs.get(e.inputId)) this.inputs.add(queued);
@@ -85,11 +90,14 @@ export class InputDesk {
     const q = this.inputs.get(inputId);
     if (!q) {
       // accepted by an earlier process and no longer pending: consumed or cancelled
-      if (await this.store.getEventById(this.sessionId, `input:${inputId}`)) return settledInputReceipt(this.store, this.sessionId, inputId);
+      if (await this.store.getEventById(this.sessionId, `input:${inputId}`))
+        return settledInputReceipt(this.store, this.sessionId, inputId);
       throw new ValidationError('session.cancelInput', [{ path: ['inputId'], message: `no input ${inputId} in this session` }]);
     }
     if (q.status === 'accepted' && this.inputs.cancel(inputId)) {
-      await this.writer.appendNow([this.writer.draft('input/cancelled', { turn: 0, step: 0, attempt: 0 }, { inputId }, `input-cancelled:${inputId}`)]);
+      await this.writer.appendNow([
+        this.writer.draft('input/cancelled', { turn: 0, step: 0, attempt: 0 }, { inputId }, `input-cancelled:${inputId}`),
+      ]);
     }
     return this.inputs.receipt(q);
   }

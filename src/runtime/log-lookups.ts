@@ -8,7 +8,13 @@ import { runEndEventId, runOpenEventId, runStartEventId } from '../persistence/r
  * run's settled result if the run has settled since (through a later attempt), else an
  * incomplete result naming the interruption.
  */
-export async function recordedResult(store: EventStore, sessionId: string, runId: string, attemptId: string, openRunId: string | undefined): Promise<ExecutionResult | undefined> {
+export async function recordedResult(
+  store: EventStore,
+  sessionId: string,
+  runId: string,
+  attemptId: string,
+  openRunId: string | undefined,
+): Promise<ExecutionResult | undefined> {
   const end = await store.getEventById(sessionId, runEndEventId(runId, attemptId));
   if (end) return storedResult(end.payload.result);
   let start = await store.getEventById(sessionId, runStartEventId(runId, attemptId));
@@ -20,10 +26,15 @@ export async function recordedResult(store: EventStore, sessionId: string, runId
   if (openRunId !== runId) {
     // the run is not open any more: the attempt that settled it comes after this one
     for await (const e of store.readEvents(sessionId, { fromSeq: start.seq })) {
-      if (e.type === 'run/end' && e.payload.runId === runId && !UNSETTLED_END_STATUSES.has(String(e.payload.status))) return storedResult(e.payload.result);
+      if (e.type === 'run/end' && e.payload.runId === runId && !UNSETTLED_END_STATUSES.has(String(e.payload.status)))
+        return storedResult(e.payload.result);
     }
   }
-  return notRunResult({ runId, attemptId }, 'detached', `attempt ${attemptId} of run ${runId} was interrupted before it settled; continue the run with a new attempt`);
+  return notRunResult(
+    { runId, attemptId },
+    'detached',
+    `attempt ${attemptId} of run ${runId} was interrupted before it settled; continue the run with a new attempt`,
+  );
 }
 
 /** The receipt of an input in the log that is no longer pending. */

@@ -22,7 +22,13 @@ export interface ModelCallParent {
  * the step of the attempt under way; with no attempt traced, the call goes through untouched.
  * Every failure of the tracing API is swallowed: tracing never changes the call.
  */
-export function traceModelCalls(t: Tracing, clock: Clock, lastSeq: () => number, attempt: () => ModelCallParent | undefined, model: ModelProvider): ModelProvider {
+export function traceModelCalls(
+  t: Tracing,
+  clock: Clock,
+  lastSeq: () => number,
+  attempt: () => ModelCallParent | undefined,
+  model: ModelProvider,
+): ModelProvider {
   return {
     modelId: model.modelId,
     ...(model.providerName !== undefined ? { providerName: model.providerName } : {}),
@@ -63,7 +69,9 @@ export function traceModelCalls(t: Tracing, clock: Clock, lastSeq: () => number,
         try {
           s.setAttributes({
             'gen_ai.response.finish_reasons': [res.finishReason],
-            ...(res.usage ? { 'gen_ai.usage.input_tokens': res.usage.inputTokens, 'gen_ai.usage.output_tokens': res.usage.outputTokens } : {}),
+            ...(res.usage
+              ? { 'gen_ai.usage.input_tokens': res.usage.inputTokens, 'gen_ai.usage.output_tokens': res.usage.outputTokens }
+              : {}),
             ...(t.recordContent ? { 'gen_ai.output.messages': JSON.stringify([res.message]) } : {}),
           });
           s.end(clock.now());
@@ -73,7 +81,8 @@ export function traceModelCalls(t: Tracing, clock: Clock, lastSeq: () => number,
         return res;
       } catch (e) {
         try {
-          const code = (e as { providerCode?: unknown; name?: unknown } | undefined)?.providerCode ?? (e as { name?: unknown } | undefined)?.name;
+          const code =
+            (e as { providerCode?: unknown; name?: unknown } | undefined)?.providerCode ?? (e as { name?: unknown } | undefined)?.name;
           s.setAttribute('error.type', typeof code === 'string' && code ? code : 'error');
           s.recordException(e instanceof Error ? e : { name: 'Error', message: errorMessage(e) });
           s.setStatus({ code: STATUS_ERROR, message: errorMessage(e) });

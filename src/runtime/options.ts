@@ -14,7 +14,17 @@ import { isZodSchema } from '../actors/final-output.js';
 
 const fn = <T>(what: string) => z.custom<T>((v) => typeof v === 'function', `${what} must be a function`);
 
-const STORE_METHODS = ['attachWriter', 'append', 'readEvents', 'loadSurface', 'getHead', 'getEventById', 'listSessions', 'events$', 'close'] as const;
+const STORE_METHODS = [
+  'attachWriter',
+  'append',
+  'readEvents',
+  'loadSurface',
+  'getHead',
+  'getEventById',
+  'listSessions',
+  'events$',
+  'close',
+] as const;
 const isStore = (v: unknown): v is EventStore =>
   typeof v === 'object' && v !== null && STORE_METHODS.every((m) => typeof (v as Record<string, unknown>)[m] === 'function');
 
@@ -43,7 +53,9 @@ const isModel = (v: unknown): v is ModelProvider => {
 
 /** Unknown keys are refused: a misspelt option (aprovalFor) must not quietly become its default. */
 export const RuntimeOptions = z.strictObject({
-  store: z.custom<EventStore>(isStore, `an EventStore (an object with ${STORE_METHODS.join(', ')}), e.g. lmdbStore(...) or memoryStore()`).optional(),
+  store: z
+    .custom<EventStore>(isStore, `an EventStore (an object with ${STORE_METHODS.join(', ')}), e.g. lmdbStore(...) or memoryStore()`)
+    .optional(),
   model: z.custom<ModelProvider>(
     isModel,
     "a ModelProvider (e.g. openaiModel(...), scriptedModel(...)); its providerName, if any, a non-empty string; its structuredOutput, if any, 'native'",
@@ -87,7 +99,11 @@ export const RuntimeOptions = z.strictObject({
   /** Session instance ids and the ids of events the runtime does not name itself. */
   ids: z
     .custom<IdSource>(
-      (v) => typeof v === 'object' && v !== null && typeof (v as IdSource).instanceId === 'function' && typeof (v as IdSource).eventId === 'function',
+      (v) =>
+        typeof v === 'object' &&
+        v !== null &&
+        typeof (v as IdSource).instanceId === 'function' &&
+        typeof (v as IdSource).eventId === 'function',
       'an id source: { instanceId(), eventId() }',
     )
     .optional(),

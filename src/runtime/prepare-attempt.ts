@@ -44,7 +44,10 @@ export async function prepareAttempt(s: AttemptSession, req: IdentifiedRequest):
     // a run is one interaction: its id names its results, deliveries and final message ids
     if (req.kind === 'prompt') await s.assertNewRunId(req.runId);
     if (s.closed()) return { result: closedBefore(req) };
-    if (s.env.writer.fenced) return { result: notRunResult(req, 'fenced', 'this session instance was fenced: another writer attached to the session; open it again') };
+    if (s.env.writer.fenced)
+      return {
+        result: notRunResult(req, 'fenced', 'this session instance was fenced: another writer attached to the session; open it again'),
+      };
     if (s.isKilled()) return { result: notRunResult(req, 'cancelled', 'the kill switch is set: no new attempt starts') };
     // read back first: the open run's committed final may be what the last read missed
     await s.runs.current();
@@ -68,7 +71,16 @@ export async function prepareAttempt(s: AttemptSession, req: IdentifiedRequest):
     if (isValidationError(e) || isExecutionBusy(e)) throw e;
     // the log could not be read (a store error): nothing started, nothing was written — a
     // result, not a rejection (DESIGN §6); the same request can be executed again
-    return { result: { ...notRunResult(req, 'failed', `the attempt did not start: reading the session's log failed (${(e as Error)?.message ?? String(e)}); execute it again`), historyConsistent: true } };
+    return {
+      result: {
+        ...notRunResult(
+          req,
+          'failed',
+          `the attempt did not start: reading the session's log failed (${(e as Error)?.message ?? String(e)}); execute it again`,
+        ),
+        historyConsistent: true,
+      },
+    };
   }
 }
 
@@ -86,11 +98,16 @@ async function settledFinal(s: AttemptSession, req: IdentifiedRequest): Promise<
     stillOpen = await settleInterruptedFinal(s.env, { ...open, attemptId: req.attemptId });
   } catch (e) {
     if (s.closed() || isStoreClosedError(e)) return closedBefore(req);
-    return { ...notRunResult(req, 'failed', `settling the run's committed final failed: ${(e as Error)?.message ?? e}; continue it again`), historyConsistent: true };
+    return {
+      ...notRunResult(req, 'failed', `settling the run's committed final failed: ${(e as Error)?.message ?? e}; continue it again`),
+      historyConsistent: true,
+    };
   }
   if (stillOpen !== undefined) return undefined;
   s.runs.settled(req.runId);
-  const result = (await recordedResult(s.store, s.sessionId, req.runId, req.attemptId, undefined)) ?? notRunResult(req, 'failed', 'the interrupted final was settled but its run/end cannot be read back');
+  const result =
+    (await recordedResult(s.store, s.sessionId, req.runId, req.attemptId, undefined)) ??
+    notRunResult(req, 'failed', 'the interrupted final was settled but its run/end cannot be read back');
   s.settledResult(result);
   return result;
 }

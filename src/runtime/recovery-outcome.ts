@@ -26,7 +26,10 @@ export async function loadOpenRun(store: EventStore, sessionId: string, head: Se
  * What the open run's attempts spent (DESIGN §4 item 8: budgets and results are per run), cost
  * re-priced with today's `pricing` (a price that throws or is not a decimal counts nothing).
  */
-export function spentOf(env: SessionServices, open: OpenRunState): { toolCalls: number; usage: Usage; cost: string; recoveries: number; corrections: number } {
+export function spentOf(
+  env: SessionServices,
+  open: OpenRunState,
+): { toolCalls: number; usage: Usage; cost: string; recoveries: number; corrections: number } {
   const { toolCalls, usage, modelUsages, recoveries, corrections } = open.spent;
   let cost = '0';
   if (env.pricing) {
@@ -57,7 +60,15 @@ export async function settleInterruptedFinal(env: SessionServices, open: OpenRun
   let reason = 'the process stopped after the final answer was committed and before its delivery was recorded';
   if (env.delivery?.idempotent) {
     try {
-      await env.delivery.deliver({ finalMessageId: final.finalMessageId, sessionId: env.sessionId, runId: open.runId, turn: open.turn, step: final.step, content: final.content, ...(final.output !== undefined ? { output: final.output } : {}) });
+      await env.delivery.deliver({
+        finalMessageId: final.finalMessageId,
+        sessionId: env.sessionId,
+        runId: open.runId,
+        turn: open.turn,
+        step: final.step,
+        content: final.content,
+        ...(final.output !== undefined ? { output: final.output } : {}),
+      });
       status = 'succeeded';
     } catch (e) {
       reason = `redelivery after recovery failed: ${(e as Error)?.message ?? e}`;
@@ -66,7 +77,10 @@ export async function settleInterruptedFinal(env: SessionServices, open: OpenRun
     status = 'succeeded'; // the result itself was the delivery, and it is in the log
   }
   if (status === 'succeeded') {
-    env.writer.stage('delivery/committed', at, { finalMessageId: final.finalMessageId, ...(env.delivery ? { redelivered: true } : { owner: 'result' }) });
+    env.writer.stage('delivery/committed', at, {
+      finalMessageId: final.finalMessageId,
+      ...(env.delivery ? { redelivered: true } : { owner: 'result' }),
+    });
     open.deliveredFinalIds.push(final.finalMessageId);
   } else {
     env.writer.stage('delivery/unknown', at, { finalMessageId: final.finalMessageId, reason });
@@ -109,7 +123,11 @@ type Resolution = 'rerun' | 'skipped' | 'reconcile' | 'uncertain-hanging';
  * uncertain-hanging); an exclusive call (or one whose tool is gone) goes to reconcile, else is
  * uncertain-hanging. A reconcile is assumed to settle its call (it cannot be known before).
  */
-function resolutions(env: RecoveryReader, calls: readonly ToolCallIntent[], released: ReadonlyMap<string, readonly string[]>): Resolution[] {
+function resolutions(
+  env: RecoveryReader,
+  calls: readonly ToolCallIntent[],
+  released: ReadonlyMap<string, readonly string[]>,
+): Resolution[] {
   const locked = new Set(env.heldLocks);
   return calls.map((c) => {
     const tool = env.tools.get(c.name);
@@ -161,7 +179,9 @@ export async function recoveryOutcome(
     // run continues (they become uncertain-hanging then; reconcile may still settle the others)
     activeResourceLocks: uniq([
       ...env.heldLocks,
-      ...unresolved.filter((_, i) => resolved[i] === 'uncertain-hanging').flatMap((c) => c.resources.filter((r) => !released.get(c.callId)?.includes(r))),
+      ...unresolved
+        .filter((_, i) => resolved[i] === 'uncertain-hanging')
+        .flatMap((c) => c.resources.filter((r) => !released.get(c.callId)?.includes(r))),
     ]),
     uncertainToolCalls: unresolved.map((c, i) => ({
       runId: open!.runId,

@@ -6,8 +6,14 @@ import type { InputQueue } from './input-queue.js';
 
 /** The refusal of a run id that names a run already (or one being started). */
 export function runIdTaken(sessionId: string, runId: string, field: string, where: string): ValidationError {
-  return new ValidationError(where, [{ path: [field], message: `run ${runId} already exists or is being started in session ${sessionId}: ` +
-    `a new run needs a new id (continue or respond to resume that run)` }]);
+  return new ValidationError(where, [
+    {
+      path: [field],
+      message:
+        `run ${runId} already exists or is being started in session ${sessionId}: ` +
+        `a new run needs a new id (continue or respond to resume that run)`,
+    },
+  ]);
 }
 
 /** Who may hold a run id in a session now. */

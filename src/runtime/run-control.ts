@@ -12,7 +12,8 @@ export interface ControlledSession {
   send(event: SessionEvent): void;
 }
 
-const sameAttempt = (a: SessionContext['current'], b: SessionContext['current']) => a !== undefined && b !== undefined && a.runId === b.runId && a.attemptId === b.attemptId;
+const sameAttempt = (a: SessionContext['current'], b: SessionContext['current']) =>
+  a !== undefined && b !== undefined && a.runId === b.runId && a.attemptId === b.attemptId;
 
 /**
  * Cancel, detach and stop-after-round for one session (DESIGN §4 items 9–10): each goes to the
@@ -58,7 +59,8 @@ export class RunControl {
     return this.stops.request(req, {
       current: () => this.session.current(),
       accepted: (cur) => {
-        if (sameAttempt(this.session.current(), cur) && this.session.phase() === 'executing') this.session.send({ type: 'STOP_AFTER_ROUND' });
+        if (sameAttempt(this.session.current(), cur) && this.session.phase() === 'executing')
+          this.session.send({ type: 'STOP_AFTER_ROUND' });
         // the attempt ended while the request was written: if its run is still open (suspended,
         // detached), the run's next attempt honours the stop, as one in a new process would
         else this.runs.stopAccepted(cur.runId);

@@ -97,7 +97,12 @@ class Feed<T> implements AsyncIterable<T> {
  * its assistant text `textStream` — the deltas, or a message's whole text when its model call
  * did not stream.
  */
-export function runHandle(events$: Observable<Envelope>, req: ExecutionRequest & { runId: string; attemptId: string }, execute: (r: ExecutionRequest) => Promise<ExecutionResult>, typed = false): RunHandle {
+export function runHandle(
+  events$: Observable<Envelope>,
+  req: ExecutionRequest & { runId: string; attemptId: string },
+  execute: (r: ExecutionRequest) => Promise<ExecutionResult>,
+  typed = false,
+): RunHandle {
   const events = new Feed<Envelope>();
   const text = new Feed<string>();
   const partials = new Feed<unknown>(true);
@@ -114,7 +119,14 @@ export function runHandle(events$: Observable<Envelope>, req: ExecutionRequest &
       streamed = true;
       text.push(e.text);
       partial?.add(e.text);
-    } else if (e.type === 'message_end' && e.role === 'assistant' && !e.discarded && !streamed && typeof e.message.content === 'string' && e.message.content !== '') {
+    } else if (
+      e.type === 'message_end' &&
+      e.role === 'assistant' &&
+      !e.discarded &&
+      !streamed &&
+      typeof e.message.content === 'string' &&
+      e.message.content !== ''
+    ) {
       text.push(e.message.content);
     }
     if (e.type === 'execution_finished') finish();
@@ -159,13 +171,26 @@ function partialOutputs(push: (v: unknown) => void): { add(text: string): void; 
  * continue without a runId takes the open run's (`openRunId`; '' when none: execute refuses it).
  */
 export function identifiedRun(request: CheckedRunRequest, newId: () => string, openRunId: string | undefined): IdentifiedRequest {
-  if (typeof request === 'string' || Array.isArray(request) || !('kind' in request)) return { kind: 'prompt', runId: newId(), attemptId: newId(), message: request };
-  return { ...request, runId: request.runId ?? (request.kind === 'prompt' ? newId() : (openRunId ?? '')), attemptId: request.attemptId ?? newId() } as IdentifiedRequest;
+  if (typeof request === 'string' || Array.isArray(request) || !('kind' in request))
+    return { kind: 'prompt', runId: newId(), attemptId: newId(), message: request };
+  return {
+    ...request,
+    runId: request.runId ?? (request.kind === 'prompt' ? newId() : (openRunId ?? '')),
+    attemptId: request.attemptId ?? newId(),
+  } as IdentifiedRequest;
 }
 
 /** An execute request with its ids: a respond or continue without them takes `openRunId` and a new attempt id. */
-export function identifiedRequest(req: ExecutionRequest, openRunId: string | undefined, newId: () => string, sessionId: string): IdentifiedRequest {
+export function identifiedRequest(
+  req: ExecutionRequest,
+  openRunId: string | undefined,
+  newId: () => string,
+  sessionId: string,
+): IdentifiedRequest {
   const runId = req.runId ?? openRunId;
-  if (runId === undefined || runId === '') throw new ValidationError('session.execute', [{ path: ['runId'], message: `no run is open in session ${sessionId}: nothing to ${req.kind}` }]);
+  if (runId === undefined || runId === '')
+    throw new ValidationError('session.execute', [
+      { path: ['runId'], message: `no run is open in session ${sessionId}: nothing to ${req.kind}` },
+    ]);
   return { ...req, runId, attemptId: req.attemptId ?? newId() };
 }

@@ -80,7 +80,9 @@ export interface Runtime<TOut = unknown> {
  * const result = await session.execute({ kind: 'prompt', runId: 'r1', attemptId: 'a1', message: 'hi' })
  * await runtime.close()
  */
-export function createRuntime<S extends z.ZodType | undefined = undefined>(options: RuntimeOptions & { output?: S }): Runtime<S extends z.ZodType ? z.output<S> : unknown>;
+export function createRuntime<S extends z.ZodType | undefined = undefined>(
+  options: RuntimeOptions & { output?: S },
+): Runtime<S extends z.ZodType ? z.output<S> : unknown>;
 export function createRuntime(options: RuntimeOptions): Runtime {
   const o = parseInput(RuntimeOptions, options, 'createRuntime');
   const ks = o.killSwitch;
@@ -89,19 +91,36 @@ export function createRuntime(options: RuntimeOptions): Runtime {
     parseInput(z.never(), ks, 'createRuntime: killSwitch (an AbortSignal or an RxJS Observable)');
   }
   if (o.budget.maxCost !== undefined && !o.pricing) {
-    parseInput(z.never(), undefined, 'createRuntime: budget.maxCost (a cost budget needs a pricing function to price model calls; without one it could never be reached)');
+    parseInput(
+      z.never(),
+      undefined,
+      'createRuntime: budget.maxCost (a cost budget needs a pricing function to price model calls; without one it could never be reached)',
+    );
   }
   if (o.askUser && o.tools.some((t) => t.name === askUserTool.name)) {
-    parseInput(z.never(), undefined, `createRuntime: tools (a tool named ${askUserTool.name} beside the askUser option: ` +
-      `the built-in would replace it; rename it or leave askUser off)`);
+    parseInput(
+      z.never(),
+      undefined,
+      `createRuntime: tools (a tool named ${askUserTool.name} beside the askUser option: ` +
+        `the built-in would replace it; rename it or leave askUser off)`,
+    );
   }
   const defaultOutput = o.output ? outputSpec(o.output, 'createRuntime: output') : undefined;
   const tracing = resolveTracing(o.tracing);
   const store = o.store ?? lmdbStore({ path: './.actorloop' });
   const tools = o.askUser ? [...o.tools, askUserTool] : o.tools;
-  const prefix: Message[] = [...(o.systemPrompt !== undefined ? [{ role: 'system' as const, content: o.systemPrompt }] : []), ...o.bootstrapMessages];
+  const prefix: Message[] = [
+    ...(o.systemPrompt !== undefined ? [{ role: 'system' as const, content: o.systemPrompt }] : []),
+    ...o.bootstrapMessages,
+  ];
   // the tools (a live list's as it is now) and the execution profile of an attempt starting now
-  const toolSet = toolSets(tools, { modelId: o.model.modelId, systemPrompt: o.systemPrompt ?? null, bootstrapMessages: o.bootstrapMessages, config: o.config, budget: o.budget });
+  const toolSet = toolSets(tools, {
+    modelId: o.model.modelId,
+    systemPrompt: o.systemPrompt ?? null,
+    bootstrapMessages: o.bootstrapMessages,
+    config: o.config,
+    budget: o.budget,
+  });
   const sessions = new Set<ExecutionSession>();
   const opened$ = new Subject<ExecutionSession>();
   let closed = false;
@@ -139,7 +158,10 @@ export function createRuntime(options: RuntimeOptions): Runtime {
       // this runtime is the session's writer: it applies the entry now (a worker's drain would too)
       if (receipt.status !== 'refused') {
         const open = [...sessions].filter((s) => s.sessionId === sessionId).at(-1);
-        if (open) void inboxFor(open).drain().catch(() => undefined); // left pending: the next drain retries
+        if (open)
+          void inboxFor(open)
+            .drain()
+            .catch(() => undefined); // left pending: the next drain retries
       }
       return receipt;
     },
@@ -147,7 +169,18 @@ export function createRuntime(options: RuntimeOptions): Runtime {
       return waitForResult(store, sessionId, runId, options);
     },
     serve(options) {
-      return serve({ open: (sid, internals) => (runtime.openSession as (id: string, i: OpenInternals) => Promise<ExecutionSession>)(sid, internals), store, work: workOf(store, 'runtime.serve'), inboxFor, isKilled: () => killed, clock: o.clock, ...(o.inspect ? { inspect: o.inspect } : {}) }, options);
+      return serve(
+        {
+          open: (sid, internals) => (runtime.openSession as (id: string, i: OpenInternals) => Promise<ExecutionSession>)(sid, internals),
+          store,
+          work: workOf(store, 'runtime.serve'),
+          inboxFor,
+          isKilled: () => killed,
+          clock: o.clock,
+          ...(o.inspect ? { inspect: o.inspect } : {}),
+        },
+        options,
+      );
     },
     get executionProfileFingerprint() {
       return withOutput(toolSet().fingerprint, defaultOutput);
@@ -204,7 +237,16 @@ export function createRuntime(options: RuntimeOptions): Runtime {
         backpressure: async () => {},
         emit: (event, logSeq) => stream.publish(event, logSeq),
       };
-      const tracer = tracing ? new SessionTracer(tracing, sessionId, store, o.clock, () => env.tools, () => writer.lastSeq) : undefined;
+      const tracer = tracing
+        ? new SessionTracer(
+            tracing,
+            sessionId,
+            store,
+            o.clock,
+            () => env.tools,
+            () => writer.lastSeq,
+          )
+        : undefined;
       if (tracer) {
         env.tracer = tracer;
         env.model = tracer.traceModel(o.model);
@@ -276,7 +318,11 @@ async function loadSessionView(store: EventStore, sessionId: string) {
   // append landing between these reads would otherwise leave the surface older than the head)
   const head = await store.getHead(sessionId);
   const surface = new Surface();
-  surface.load(typeof store.loadStoredSurface === 'function' ? await store.loadStoredSurface(sessionId) : { chunks: [], records: await store.loadSurface(sessionId) });
+  surface.load(
+    typeof store.loadStoredSurface === 'function'
+      ? await store.loadStoredSurface(sessionId)
+      : { chunks: [], records: await store.loadSurface(sessionId) },
+  );
   const openRun = await loadOpenRun(store, sessionId, head);
   const inputs: QueuedInput[] = [];
   for (const p of head?.pendingInputs ?? []) {
@@ -285,7 +331,8 @@ async function loadSessionView(store: EventStore, sessionId: string) {
   }
   let stateContext: unknown;
   if (head && head.stateContextSeq > 0) {
-    for await (const e of store.readEvents(sessionId, { fromSeq: head.stateContextSeq, toSeq: head.stateContextSeq })) stateContext = e.payload.stateContext;
+    for await (const e of store.readEvents(sessionId, { fromSeq: head.stateContextSeq, toSeq: head.stateContextSeq }))
+      stateContext = e.payload.stateContext;
   }
   return { surface, head, openRun, inputs, stateContext };
 }

@@ -11,7 +11,13 @@ import { startRunActor } from '../actors/start-run.js';
 import { toolCallActor } from '../actors/tool-call.js';
 import type { Clock } from '../contracts/clock.js';
 import { runMachine } from '../machines/run.machine.js';
-import { sessionMachine, type PrepareInput, type PrepareOutput, type SessionInput, type SettleOutput } from '../machines/session.machine.js';
+import {
+  sessionMachine,
+  type PrepareInput,
+  type PrepareOutput,
+  type SessionInput,
+  type SettleOutput,
+} from '../machines/session.machine.js';
 import type { ExecutionResult } from '../contracts/requests.js';
 import { toolBatchMachine } from '../machines/tool-batch.machine.js';
 
@@ -88,13 +94,20 @@ export interface SessionWork {
 const runtimeSessionMachine = sessionMachineFor(servicesOf).provide({
   actors: {
     prepareAttempt: promiseActor<PrepareOutput, PrepareInput>(({ input, system }) => bindingOf(system).work.prepare(input)),
-    settleAttempt: promiseActor<SettleOutput, { result: ExecutionResult }>(({ input, system }) => bindingOf(system).work.settle(input.result)),
+    settleAttempt: promiseActor<SettleOutput, { result: ExecutionResult }>(({ input, system }) =>
+      bindingOf(system).work.settle(input.result),
+    ),
     closeSession: promiseActor<void, void>(({ system }) => bindingOf(system).work.close()),
   },
 });
 
 /** The live session actor of one session: the runtime's session machine, its system bound to the services and the facade's work. */
-export function createSessionActor(services: SessionServices, work: SessionWork, input: SessionInput, inspect?: (e: InspectionEvent) => void) {
+export function createSessionActor(
+  services: SessionServices,
+  work: SessionWork,
+  input: SessionInput,
+  inspect?: (e: InspectionEvent) => void,
+) {
   const actor = createActor(runtimeSessionMachine, { input, clock: services.clock, ...(inspect ? { inspect } : {}) });
   bindings.set(actor.system, { services, work });
   return actor;

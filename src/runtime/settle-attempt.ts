@@ -24,13 +24,19 @@ export interface SettlingSession {
  * attempt's caller is answered once the machine rests.
  */
 export async function settleAttempt(s: SettlingSession, finished: ExecutionResult): Promise<SettleOutput> {
-  const result: ExecutionResult = { ...finished, deliveryErrors: [...finished.deliveryErrors, ...s.hub.takeErrors({ runId: finished.runId, attemptId: finished.attemptId })] };
+  const result: ExecutionResult = {
+    ...finished,
+    deliveryErrors: [...finished.deliveryErrors, ...s.hub.takeErrors({ runId: finished.runId, attemptId: finished.attemptId })],
+  };
   s.callers.settled(result); // close() answers with it
   s.settled(result);
   if (['suspended', 'detached', 'fenced'].includes(result.status) || !result.checkpointCommitted) await s.runs.afterAttempt();
   else s.runs.settled(result.runId);
   const end = s.writer.projection.lastRunEnd;
-  s.stream.publish({ type: 'execution_finished', result }, end?.runId === result.runId && end.attemptId === result.attemptId ? end.seq : undefined);
+  s.stream.publish(
+    { type: 'execution_finished', result },
+    end?.runId === result.runId && end.attemptId === result.attemptId ? end.seq : undefined,
+  );
   if (result.status === 'fenced') return { rest: 'fenced' };
   return { rest: s.runs.open?.pending ? 'suspended' : s.runs.blocking ? 'detached' : 'idle' };
 }

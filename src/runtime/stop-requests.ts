@@ -46,7 +46,11 @@ export class StopRequests {
     }
   }
 
-  private async accept(req: StopRequest, canonical: string, on: { current(): SessionContext['current']; accepted(attempt: Attempt): void }): Promise<StopReceipt> {
+  private async accept(
+    req: StopRequest,
+    canonical: string,
+    on: { current(): SessionContext['current']; accepted(attempt: Attempt): void },
+  ): Promise<StopReceipt> {
     const seen = this.accepted.get(req.idempotencyKey);
     if (seen) {
       if (seen.request !== canonical) throw reused(req.idempotencyKey);
@@ -57,19 +61,31 @@ export class StopRequests {
       if (canonicalJson(stored.payload.request) !== canonical) throw reused(req.idempotencyKey);
       return stored.payload.receipt as StopReceipt;
     }
-    if (req.sessionId !== this.sessionId) throw new SessionSteeringConflict('sessionId', `request names session ${req.sessionId}, this is ${this.sessionId}`);
+    if (req.sessionId !== this.sessionId)
+      throw new SessionSteeringConflict('sessionId', `request names session ${req.sessionId}, this is ${this.sessionId}`);
     if (req.sessionInstanceId !== this.sessionInstanceId) {
-      throw new SessionSteeringConflict('sessionInstanceId', `request names session instance ${req.sessionInstanceId}, the current one is ${this.sessionInstanceId}`);
+      throw new SessionSteeringConflict(
+        'sessionInstanceId',
+        `request names session instance ${req.sessionInstanceId}, the current one is ${this.sessionInstanceId}`,
+      );
     }
     const cur = on.current();
     if (!cur || cur.runId !== req.interactionId) {
-      throw new SessionSteeringConflict('interactionId', `interaction ${req.interactionId} is not running (running: ${cur?.runId ?? 'none'})`);
+      throw new SessionSteeringConflict(
+        'interactionId',
+        `interaction ${req.interactionId} is not running (running: ${cur?.runId ?? 'none'})`,
+      );
     }
     if (cur.runEpoch !== req.expectedRunEpoch) {
       throw new SessionSteeringConflict('expectedRunEpoch', `run ${cur.runId} is at epoch ${cur.runEpoch}, not ${req.expectedRunEpoch}`);
     }
     const receipt: StopReceipt = { schemaVersion: 1, request: req, executionProfileFingerprint: this.fingerprint() };
-    const draft = this.writer.draft('steering/accepted', { turn: 0, step: 0, attempt: cur.runEpoch }, { request: req, receipt }, `steer:${req.idempotencyKey}`);
+    const draft = this.writer.draft(
+      'steering/accepted',
+      { turn: 0, step: 0, attempt: cur.runEpoch },
+      { request: req, receipt },
+      `steer:${req.idempotencyKey}`,
+    );
     await this.writer.appendNow([draft]);
     this.accepted.set(req.idempotencyKey, { request: canonical, receipt });
     on.accepted(cur);

@@ -7,7 +7,10 @@ import type { WorkStore } from '../persistence/work-store.js';
 
 /** The store's inbox, or a ValidationError naming what lacks it. */
 export function workOf(store: EventStore, where: string): WorkStore {
-  if (!store.work) throw new ValidationError(where, [{ path: ['store'], message: 'this store has no inbox (store.work): use lmdbStore, postgresStore or memoryStore' }]);
+  if (!store.work)
+    throw new ValidationError(where, [
+      { path: ['store'], message: 'this store has no inbox (store.work): use lmdbStore, postgresStore or memoryStore' },
+    ]);
   return store.work;
 }
 
@@ -19,5 +22,11 @@ export async function submitEntry(store: EventStore, sessionId: string, entry: I
   parseInput(SessionIdInput, sessionId, 'runtime.submit: sessionId');
   const e = parseInput(InboxEntry, entry, 'runtime.submit: entry');
   const out = await workOf(store, 'runtime.submit').submit(sessionId, e);
-  return { sessionId, entryId: entryIdOf(e), kind: e.kind, status: out.status, ...(out.reason !== undefined ? { reason: out.reason } : {}) };
+  return {
+    sessionId,
+    entryId: entryIdOf(e),
+    kind: e.kind,
+    status: out.status,
+    ...(out.reason !== undefined ? { reason: out.reason } : {}),
+  };
 }

@@ -65,7 +65,8 @@ export function toolSets(given: readonly AnyTool[], profile: Record<string, unkn
       };
     }
     const { tools, specs, catalogDigest, base, revisioned } = built;
-    const fingerprint = revisioned.length === 0 ? base : sha256(canonicalJson({ profile: base, revisions: revisioned.map((t) => [t.name, t.revision!()]) }));
+    const fingerprint =
+      revisioned.length === 0 ? base : sha256(canonicalJson({ profile: base, revisions: revisioned.map((t) => [t.name, t.revision!()]) }));
     return { tools, specs, catalogDigest, fingerprint };
   };
 }

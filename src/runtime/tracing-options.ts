@@ -14,7 +14,9 @@ export const TracingOptions = z.union([
   z.literal(false),
   z.strictObject({
     /** Spans go to this provider's tracer (default: the globally registered one). */
-    tracerProvider: z.custom<TracerProviderLike>((v) => typeof (v as TracerProviderLike | undefined)?.getTracer === 'function', 'a TracerProvider').optional(),
+    tracerProvider: z
+      .custom<TracerProviderLike>((v) => typeof (v as TracerProviderLike | undefined)?.getTracer === 'function', 'a TracerProvider')
+      .optional(),
     /** Or to this tracer. */
     tracer: z.custom<TracerLike>((v) => typeof (v as TracerLike | undefined)?.startSpan === 'function', 'a Tracer').optional(),
     /** Put prompts, model output, tool arguments and results in spans (default false). */
@@ -48,7 +50,11 @@ export function resolveTracing(option: unknown): Tracing | undefined {
   const otel = loadApi();
   if (!otel) {
     if (o === undefined) return undefined;
-    return parseInput(z.never(), undefined, 'createRuntime: tracing (needs the optional peer dependency @opentelemetry/api: npm install @opentelemetry/api)');
+    return parseInput(
+      z.never(),
+      undefined,
+      'createRuntime: tracing (needs the optional peer dependency @opentelemetry/api: npm install @opentelemetry/api)',
+    );
   }
   const tracer = o?.tracer ?? o?.tracerProvider?.getTracer('actorloop') ?? otel.trace.getTracer('actorloop');
   return { tracer, api: otel, recordContent: o?.recordContent ?? false };

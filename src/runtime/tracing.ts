@@ -54,23 +54,52 @@ export class SessionTracer implements RunTracer {
     private readonly lastSeq: () => number,
   ) {}
 
-  async attemptStarting(a: { runId: string; attemptId: string; runEpoch: number; turn: number; kind: string; runFirstSeq?: number }): Promise<TraceIds | undefined> {
+  async attemptStarting(a: {
+    runId: string;
+    attemptId: string;
+    runEpoch: number;
+    turn: number;
+    kind: string;
+    runFirstSeq?: number;
+  }): Promise<TraceIds | undefined> {
     try {
       this.finishAttempt(undefined, 'the attempt ended without a result');
       const previous = a.kind === 'prompt' || a.kind === 'follow_up' ? undefined : await this.previousAttempt(a.runId, a.runFirstSeq);
-      const base: Attributes = { 'actorloop.session.id': this.sessionId, 'gen_ai.conversation.id': this.sessionId, 'actorloop.run.id': a.runId, 'actorloop.attempt': a.runEpoch, 'actorloop.attempt.id': a.attemptId };
+      const base: Attributes = {
+        'actorloop.session.id': this.sessionId,
+        'gen_ai.conversation.id': this.sessionId,
+        'actorloop.run.id': a.runId,
+        'actorloop.attempt': a.runEpoch,
+        'actorloop.attempt.id': a.attemptId,
+      };
       const span = this.t.tracer.startSpan(
         'invoke_agent actorloop',
         {
           kind: KIND_INTERNAL,
           startTime: this.clock.now(),
-          attributes: { ...base, 'gen_ai.operation.name': 'invoke_agent', 'gen_ai.agent.name': 'actorloop', 'actorloop.turn': a.turn, 'actorloop.attempt.kind': a.kind, 'actorloop.log.seq': this.lastSeq() },
+          attributes: {
+            ...base,
+            'gen_ai.operation.name': 'invoke_agent',
+            'gen_ai.agent.name': 'actorloop',
+            'actorloop.turn': a.turn,
+            'actorloop.attempt.kind': a.kind,
+            'actorloop.log.seq': this.lastSeq(),
+          },
           ...(previous
             ? {
                 links: [
                   {
-                    context: { traceId: previous.ids.traceId, spanId: previous.ids.spanId, traceFlags: 1, isRemote: true } satisfies SpanContextLike,
-                    attributes: { 'actorloop.link': 'previous_attempt', 'actorloop.previous_attempt.id': previous.attemptId, 'actorloop.previous_attempt.status': previous.status ?? 'interrupted' },
+                    context: {
+                      traceId: previous.ids.traceId,
+                      spanId: previous.ids.spanId,
+                      traceFlags: 1,
+                      isRemote: true,
+                    } satisfies SpanContextLike,
+                    attributes: {
+                      'actorloop.link': 'previous_attempt',
+                      'actorloop.previous_attempt.id': previous.attemptId,
+                      'actorloop.previous_attempt.status': previous.status ?? 'interrupted',
+                    },
                   },
                 ],
               }
@@ -84,7 +113,16 @@ export class SessionTracer implements RunTracer {
       }
       const sc = span.spanContext();
       const ids = { traceId: sc.traceId, spanId: sc.spanId };
-      this.attempt = { span, ctx: this.t.api.trace.setSpan(this.t.api.context.active(), span), runId: a.runId, attemptId: a.attemptId, ids, base, tools: new Map(), modelCalls: 0 };
+      this.attempt = {
+        span,
+        ctx: this.t.api.trace.setSpan(this.t.api.context.active(), span),
+        runId: a.runId,
+        attemptId: a.attemptId,
+        ids,
+        base,
+        tools: new Map(),
+        modelCalls: 0,
+      };
       return ids;
     } catch {
       return undefined;
@@ -144,7 +182,10 @@ export class SessionTracer implements RunTracer {
           ...(e.logSeq !== undefined ? { 'actorloop.tool_call.seq': e.logSeq } : {}),
           ...(this.t.recordContent ? { 'gen_ai.tool.call.arguments': JSON.stringify(ev.arguments) } : {}),
         };
-        a.tools.set(ev.callId, this.t.tracer.startSpan(`execute_tool ${ev.name}`, { kind: KIND_INTERNAL, startTime: now, attributes }, a.step?.ctx ?? a.ctx));
+        a.tools.set(
+          ev.callId,
+          this.t.tracer.startSpan(`execute_tool ${ev.name}`, { kind: KIND_INTERNAL, startTime: now, attributes }, a.step?.ctx ?? a.ctx),
+        );
         break;
       }
       case 'tool_end': {
@@ -172,7 +213,11 @@ export class SessionTracer implements RunTracer {
       }
       case 'approval_requested':
       case 'question_asked':
-        (a.step?.span ?? a.span).addEvent(ev.type === 'approval_requested' ? 'actorloop.approval_requested' : 'actorloop.question_asked', { 'actorloop.question.id': ev.pendingRequest.questionId, 'actorloop.log.seq': e.logSeq ?? 0 }, now);
+        (a.step?.span ?? a.span).addEvent(
+          ev.type === 'approval_requested' ? 'actorloop.approval_requested' : 'actorloop.question_asked',
+          { 'actorloop.question.id': ev.pendingRequest.questionId, 'actorloop.log.seq': e.logSeq ?? 0 },
+          now,
+        );
         break;
       case 'execution_finished':
         if (ev.result.runId === a.runId && ev.result.attemptId === a.attemptId) this.finishAttempt(ev.result);
@@ -198,7 +243,11 @@ export class SessionTracer implements RunTracer {
     } else {
       this.endStep(a, now);
     }
-    const span = this.t.tracer.startSpan('actorloop.step', { kind: KIND_INTERNAL, startTime: now, attributes: { ...a.base, 'actorloop.step': n, 'actorloop.log.seq': this.lastSeq() } }, a.ctx);
+    const span = this.t.tracer.startSpan(
+      'actorloop.step',
+      { kind: KIND_INTERNAL, startTime: now, attributes: { ...a.base, 'actorloop.step': n, 'actorloop.log.seq': this.lastSeq() } },
+      a.ctx,
+    );
     a.step = { span, ctx: this.t.api.trace.setSpan(a.ctx, span), n, early };
     a.modelCalls = 0;
   }
@@ -247,7 +296,10 @@ export class SessionTracer implements RunTracer {
         });
         if (result.error) {
           a.span.setAttribute('error.type', result.error.kind);
-          a.span.recordException(result.error.cause instanceof Error ? result.error.cause : { name: result.error.kind, message: result.error.message }, now);
+          a.span.recordException(
+            result.error.cause instanceof Error ? result.error.cause : { name: result.error.kind, message: result.error.message },
+            now,
+          );
           a.span.setStatus({ code: STATUS_ERROR, message: result.error.message });
         }
       } else {
@@ -266,7 +318,10 @@ export class SessionTracer implements RunTracer {
   }
 
   /** The run's newest attempt before this one: from this process, else from its `run/start`s in the log. */
-  private async previousAttempt(runId: string, fromSeq: number | undefined): Promise<{ attemptId: string; ids: TraceIds; status?: string } | undefined> {
+  private async previousAttempt(
+    runId: string,
+    fromSeq: number | undefined,
+  ): Promise<{ attemptId: string; ids: TraceIds; status?: string } | undefined> {
     if (this.last?.runId === runId) return this.last;
     if (fromSeq === undefined) return undefined;
     let found: { attemptId: string; ids: TraceIds; status?: string } | undefined;

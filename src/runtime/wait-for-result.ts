@@ -44,7 +44,12 @@ export async function currentRunResult(store: EventStore, sessionId: string, run
  * woken by the store's appends (`events$`; PostgreSQL: any process's) and polling as a fallback.
  * Rejects with CancelledError when `signal` aborts.
  */
-export async function waitForResult(store: EventStore, sessionId: string, runId: string, options: WaitForResultOptions = {}): Promise<ExecutionResult> {
+export async function waitForResult(
+  store: EventStore,
+  sessionId: string,
+  runId: string,
+  options: WaitForResultOptions = {},
+): Promise<ExecutionResult> {
   parseInput(SessionIdInput, sessionId, 'waitForResult: sessionId');
   parseInput(z.string().min(1), runId, 'waitForResult: runId');
   const o = parseInput(WaitForResultOptions, options, 'waitForResult: options');

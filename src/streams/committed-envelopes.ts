@@ -17,8 +17,19 @@ export function committedEnvelopes(records: readonly EventRecord[], sessionInsta
     if (p.copiedFrom !== undefined) continue;
     switch (r.type) {
       case 'run/start':
-        out.push({ event: { type: 'run_start', sessionInstanceId, runId: p.runId as string, attemptId: p.attemptId as string, runEpoch: p.runEpoch as number, turn: r.turn }, logSeq: r.seq });
-        if (typeof p.inputId === 'string') out.push({ event: { type: 'input_committed', inputId: p.inputId, durability: 'durable' }, logSeq: r.seq });
+        out.push({
+          event: {
+            type: 'run_start',
+            sessionInstanceId,
+            runId: p.runId as string,
+            attemptId: p.attemptId as string,
+            runEpoch: p.runEpoch as number,
+            turn: r.turn,
+          },
+          logSeq: r.seq,
+        });
+        if (typeof p.inputId === 'string')
+          out.push({ event: { type: 'input_committed', inputId: p.inputId, durability: 'durable' }, logSeq: r.seq });
         break;
       case 'user/message':
         // a steer: one envelope per input, at its first message

@@ -5,7 +5,13 @@ import { StoreClosedError } from '../contracts/errors.js';
 import { parseInput } from '../contracts/validate.js';
 import type { Envelope } from './envelopes.js';
 import { Ring, deferred, isThenable, setRef, type Deferred } from './delivery-queue.js';
-import { SubscribeOptions, SubscriberHubOptions, type DeliveryError, type SubscriberListener, type Unsubscribe } from './subscriber-types.js';
+import {
+  SubscribeOptions,
+  SubscriberHubOptions,
+  type DeliveryError,
+  type SubscriberListener,
+  type Unsubscribe,
+} from './subscriber-types.js';
 
 export { SubscribeOptions, SubscriberHubOptions } from './subscriber-types.js';
 export type { DeliveryError, SubscriberListener, Unsubscribe } from './subscriber-types.js';

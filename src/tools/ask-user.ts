@@ -28,7 +28,10 @@ export const askUserTool = defineTool({
     question: z.string().min(1),
     schema: z
       .record(z.string(), z.unknown())
-      .refine(compiles, 'not a JSON Schema the runtime can check an answer against (a zod-compilable JSON Schema, e.g. { "type": "string" })')
+      .refine(
+        compiles,
+        'not a JSON Schema the runtime can check an answer against (a zod-compilable JSON Schema, e.g. { "type": "string" })',
+      )
       .optional(),
   }),
   execute: () => {
@@ -38,7 +41,12 @@ export const askUserTool = defineTool({
 
 /** `*` matches any run of characters, `?` one character; everything else is literal. */
 export function globMatch(pattern: string, text: string): boolean {
-  const re = new RegExp(`^${pattern.replace(/[.+^${}()|[\]\\]/g, '\\$&').replace(/\*/g, '.*').replace(/\?/g, '.')}$`);
+  const re = new RegExp(
+    `^${pattern
+      .replace(/[.+^${}()|[\]\\]/g, '\\$&')
+      .replace(/\*/g, '.*')
+      .replace(/\?/g, '.')}$`,
+  );
   return re.test(text);
 }
 

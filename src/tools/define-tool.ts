@@ -111,15 +111,27 @@ export function defineTool<A>(options: ToolOptions<A>): ToolDefinition<A> {
   try {
     schema = z.toJSONSchema(options.parameters as z.ZodType, { io: 'input', unrepresentable: 'throw' }) as Record<string, unknown>;
   } catch (e) {
-    return parseInput(z.never(), undefined, `defineTool: parameters of ${o.name} (${(e as Error).message}; ` +
-      `use types JSON Schema can express: strings, numbers, booleans, arrays, objects)`);
+    return parseInput(
+      z.never(),
+      undefined,
+      `defineTool: parameters of ${o.name} (${(e as Error).message}; ` +
+        `use types JSON Schema can express: strings, numbers, booleans, arrays, objects)`,
+    );
   }
   if (schema.type !== 'object') {
-    return parseInput(z.never(), undefined, `defineTool: parameters of ${o.name} must be an object schema (z.object(...)): ` +
-      `providers take tool arguments as a JSON object`);
+    return parseInput(
+      z.never(),
+      undefined,
+      `defineTool: parameters of ${o.name} must be an object schema (z.object(...)): ` + `providers take tool arguments as a JSON object`,
+    );
   }
   delete schema.$schema;
-  return { ...o, execute: options.execute, reconcile: options.reconcile, spec: { name: o.name, description: o.description, parameters: schema } };
+  return {
+    ...o,
+    execute: options.execute,
+    reconcile: options.reconcile,
+    spec: { name: o.name, description: o.description, parameters: schema },
+  };
 }
 
 /**

@@ -14,7 +14,10 @@ export function withParsedArguments(tools: ReadonlyMap<string, AnyTool>, c: Tool
   if (typeof c.rawArguments !== 'string') {
     const legacy = tool.parameters.safeParse(c.arguments);
     if (legacy.success) return { call: { ...c, arguments: legacy.data } };
-    return { call: c, mismatch: `its logged arguments no longer match the ${c.name} tool's schema (${legacy.error.issues[0]?.message ?? 'invalid'})` };
+    return {
+      call: c,
+      mismatch: `its logged arguments no longer match the ${c.name} tool's schema (${legacy.error.issues[0]?.message ?? 'invalid'})`,
+    };
   }
   let json: unknown;
   try {
@@ -24,5 +27,8 @@ export function withParsedArguments(tools: ReadonlyMap<string, AnyTool>, c: Tool
   }
   const parsed = tool.parameters.safeParse(json);
   if (parsed.success) return { call: { ...c, arguments: parsed.data } };
-  return { call: c, mismatch: `its arguments no longer match the ${c.name} tool's schema (${parsed.error.issues[0]?.message ?? 'invalid'})` };
+  return {
+    call: c,
+    mismatch: `its arguments no longer match the ${c.name} tool's schema (${parsed.error.issues[0]?.message ?? 'invalid'})`,
+  };
 }

@@ -42,7 +42,8 @@ export class McpConnection {
   /** The live link, connecting when there is none (or the last one dropped and a factory can make another). */
   get(): Promise<Link> {
     if (this.link && !this.link.isDropped()) return Promise.resolve(this.link);
-    if (this.link && !this.reconnects) return Promise.reject(new Error('the connection to the MCP server is closed (pass a client factory to mcpTools to reconnect)'));
+    if (this.link && !this.reconnects)
+      return Promise.reject(new Error('the connection to the MCP server is closed (pass a client factory to mcpTools to reconnect)'));
     this.connecting ??= this.open().finally(() => {
       this.connecting = undefined;
     });
@@ -169,7 +170,8 @@ function watch(client: McpClientLike): Link {
   };
   const prevError = client.onerror;
   client.onerror = (e: Error) => {
-    if (/SSE stream disconnected|terminated|ECONNRESET|socket hang up/i.test(e?.message ?? '')) drop(`the connection to the MCP server broke: ${e.message}`);
+    if (/SSE stream disconnected|terminated|ECONNRESET|socket hang up/i.test(e?.message ?? ''))
+      drop(`the connection to the MCP server broke: ${e.message}`);
     prevError?.(e);
   };
   return { client, dropped: droppedP, isDropped: () => dropped, listChanged: false };

@@ -110,5 +110,7 @@ export function catalogRevision(listing: Listing): string {
     .sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0))
     .map((t) => [t.name, t.description ?? '', t.inputSchema, t.annotations ?? {}]);
   const refused = listing.refused.map((r) => [r.name, r.message]);
-  return createHash('sha256').update(JSON.stringify(refused.length > 0 ? [rows, refused] : rows)).digest('hex');
+  return createHash('sha256')
+    .update(JSON.stringify(refused.length > 0 ? [rows, refused] : rows))
+    .digest('hex');
 }

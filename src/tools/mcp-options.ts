@@ -66,7 +66,12 @@ export const McpOptions = z.strictObject({
     .optional(),
   needsApproval: z.array(z.string()).default([]),
   reconcile: z.custom<NonNullable<McpToolsOptions['reconcile']>>((v) => typeof v === 'function', 'a function').optional(),
-  validator: z.custom<JsonSchemaValidatorLike>((v) => typeof (v as JsonSchemaValidatorLike | undefined)?.getValidator === 'function', 'a validator: { getValidator(schema) }').optional(),
+  validator: z
+    .custom<JsonSchemaValidatorLike>(
+      (v) => typeof (v as JsonSchemaValidatorLike | undefined)?.getValidator === 'function',
+      'a validator: { getValidator(schema) }',
+    )
+    .optional(),
   onListError: z.custom<NonNullable<McpToolsOptions['onListError']>>((v) => typeof v === 'function', 'a function').optional(),
 });
 

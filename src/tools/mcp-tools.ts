@@ -12,7 +12,9 @@ import type { Listing } from './mcp-list.js';
 export const IDEMPOTENCY_META_KEY = 'actorloop/idempotencyKey';
 
 const isClient = (v: unknown): v is McpClientLike =>
-  typeof v === 'object' && v !== null && (['listTools', 'callTool', 'close'] as const).every((m) => typeof (v as Record<string, unknown>)[m] === 'function');
+  typeof v === 'object' &&
+  v !== null &&
+  (['listTools', 'callTool', 'close'] as const).every((m) => typeof (v as Record<string, unknown>)[m] === 'function');
 
 const NAME = /^[a-zA-Z0-9_-]{1,64}$/;
 
@@ -99,7 +101,9 @@ class McpToolList implements ToolList {
     const listed = listing.tools;
     const wanted = (name: string) => o.include === undefined || o.include.includes(name);
     const names = new Set([...listed, ...listing.refused].map((t) => t.name));
-    const issues: Issue[] = first ? (o.include ?? []).filter((n) => !names.has(n)).map((n) => ({ path: ['include'], message: `the server lists no tool named ${n}` })) : [];
+    const issues: Issue[] = first
+      ? (o.include ?? []).filter((n) => !names.has(n)).map((n) => ({ path: ['include'], message: `the server lists no tool named ${n}` }))
+      : [];
     for (const r of listing.refused) if (wanted(r.name)) issues.push({ path: ['tools', r.name, ...r.path], message: r.message });
     const tools: AnyTool[] = [];
     const byListing = new Map<string, AnyTool>();
@@ -107,8 +111,12 @@ class McpToolList implements ToolList {
       if (!wanted(info.name)) continue;
       const name = o.prefix + info.name;
       if (!NAME.test(name)) {
-        issues.push({ path: ['tools', info.name], message: `the name ${name} does not fit the providers' rule (letters, digits, _ and -, at most 64): ` +
-          `leave the tool out with include, or change prefix` });
+        issues.push({
+          path: ['tools', info.name],
+          message:
+            `the name ${name} does not fit the providers' rule (letters, digits, _ and -, at most 64): ` +
+            `leave the tool out with include, or change prefix`,
+        });
         continue;
       }
       const listing = JSON.stringify([info.name, info.title, info.description, info.inputSchema, info.annotations]);
@@ -141,8 +149,11 @@ type Validate = (input: unknown) => { valid: boolean; errorMessage?: string | un
 function compile(validator: JsonSchemaValidatorLike, info: McpToolInfo): Validate | string {
   const s = info.inputSchema as unknown;
   if (typeof s !== 'object' || s === null || Array.isArray(s)) return 'the input schema is not a JSON object';
-  if ((s as { type?: unknown }).type !== 'object') return `the input schema's type must be "object" (MCP tools take their arguments as an object), ` +
-    `not ${JSON.stringify((s as { type?: unknown }).type)}`;
+  if ((s as { type?: unknown }).type !== 'object')
+    return (
+      `the input schema's type must be "object" (MCP tools take their arguments as an object), ` +
+      `not ${JSON.stringify((s as { type?: unknown }).type)}`
+    );
   try {
     return validator.getValidator(s as never);
   } catch (e) {
@@ -155,8 +166,14 @@ async function defaultValidator(): Promise<JsonSchemaValidatorLike> {
   try {
     mod = (await import('@modelcontextprotocol/sdk/validation/ajv')) as unknown as typeof mod;
   } catch (e) {
-    throw new ValidationError('mcpTools', [{ path: [], message: `mcpTools needs the optional peer dependency @modelcontextprotocol/sdk (npm install @modelcontextprotocol/sdk): ` +
-      `${(e as Error).message}` }]);
+    throw new ValidationError('mcpTools', [
+      {
+        path: [],
+        message:
+          `mcpTools needs the optional peer dependency @modelcontextprotocol/sdk (npm install @modelcontextprotocol/sdk): ` +
+          `${(e as Error).message}`,
+      },
+    ]);
   }
   return new mod.AjvJsonSchemaValidator();
 }
@@ -179,7 +196,10 @@ function toolFor(info: McpToolInfo, name: string, validate: Validate, conn: McpC
       client = undefined;
     }
     try {
-      return (await o.reconcile({ tool: info.name, arguments: args, idempotencyKey: ctx.idempotencyKey, ...(client ? { client } : {}) }, ctx)) ?? undefined;
+      return (
+        (await o.reconcile({ tool: info.name, arguments: args, idempotencyKey: ctx.idempotencyKey, ...(client ? { client } : {}) }, ctx)) ??
+        undefined
+      );
     } catch {
       return undefined;
     }
@@ -227,22 +247,33 @@ async function callTool(
     const now = conn.catalog.get(tool);
     if (!now) return errorResult(`the MCP server no longer offers the tool ${tool} (the call was not sent)`);
     if (JSON.stringify(now.inputSchema) !== listedSchema) {
-      return errorResult(`the MCP server changed the input schema of ${tool} after this attempt was offered the tool (the call was not sent); ` +
-        `the next attempt is offered it as it is now`);
+      return errorResult(
+        `the MCP server changed the input schema of ${tool} after this attempt was offered the tool (the call was not sent); ` +
+          `the next attempt is offered it as it is now`,
+      );
     }
     try {
-      const request = link.client.callTool({ name: tool, arguments: args, _meta: { [IDEMPOTENCY_META_KEY]: ctx.idempotencyKey } }, undefined, {
-        signal: ctx.signal,
-        resetTimeoutOnProgress: true,
-        ...(o.timeoutMs !== undefined ? { timeout: o.timeoutMs + 60_000 } : {}),
-      });
+      const request = link.client.callTool(
+        { name: tool, arguments: args, _meta: { [IDEMPOTENCY_META_KEY]: ctx.idempotencyKey } },
+        undefined,
+        {
+          signal: ctx.signal,
+          resetTimeoutOnProgress: true,
+          ...(o.timeoutMs !== undefined ? { timeout: o.timeoutMs + 60_000 } : {}),
+        },
+      );
       return outcomeOf(await Promise.race([request, link.dropped]));
     } catch (e) {
       if (ctx.signal.aborted) {
         if (parallel) throw ctx.signal.reason;
         // the server was told to stop (notifications/cancelled), but it may have run the call
-        return { kind: 'cancelled', settled: false, partialContent: `aborted (${(ctx.signal.reason as Error)?.message ?? 'cancelled'}); ` +
-          `the MCP server was asked to stop, but whether the call took effect is unknown` };
+        return {
+          kind: 'cancelled',
+          settled: false,
+          partialContent:
+            `aborted (${(ctx.signal.reason as Error)?.message ?? 'cancelled'}); ` +
+            `the MCP server was asked to stop, but whether the call took effect is unknown`,
+        };
       }
       const failure = classifyFailure(e);
       const message = (e as Error)?.message ?? String(e);
@@ -257,7 +288,8 @@ async function callTool(
       if (known !== undefined) return known;
       return {
         kind: 'uncertain-hanging',
-        content: `the connection to the MCP server dropped while ${tool} was running (${message}); ` +
+        content:
+          `the connection to the MCP server dropped while ${tool} was running (${message}); ` +
           `whether it ran or took effect is unknown, and it was not sent again`,
       };
     }
@@ -268,13 +300,22 @@ async function callTool(
 export function outcomeOf(r: McpCallResult): ToolOutcomeInput {
   const parts: string[] = [];
   for (const block of r.content ?? []) {
-    const b = block as { type?: string; text?: string; mimeType?: string; uri?: string; name?: string; resource?: { uri?: string; text?: string; mimeType?: string } };
+    const b = block as {
+      type?: string;
+      text?: string;
+      mimeType?: string;
+      uri?: string;
+      name?: string;
+      resource?: { uri?: string; text?: string; mimeType?: string };
+    };
     if (b.type === 'text' && typeof b.text === 'string') parts.push(b.text);
     else if (b.type === 'image' || b.type === 'audio') parts.push(`[${b.type} ${b.mimeType ?? ''}]`.replace(' ]', ']'));
     else if (b.type === 'resource_link') parts.push(`[resource ${b.uri ?? ''}${b.name ? ` (${b.name})` : ''}]`);
-    else if (b.type === 'resource') parts.push(typeof b.resource?.text === 'string' ? b.resource.text : `[resource ${b.resource?.uri ?? ''}]`);
+    else if (b.type === 'resource')
+      parts.push(typeof b.resource?.text === 'string' ? b.resource.text : `[resource ${b.resource?.uri ?? ''}]`);
   }
-  if (r.toolResult !== undefined && r.content === undefined) parts.push(typeof r.toolResult === 'string' ? r.toolResult : JSON.stringify(r.toolResult));
+  if (r.toolResult !== undefined && r.content === undefined)
+    parts.push(typeof r.toolResult === 'string' ? r.toolResult : JSON.stringify(r.toolResult));
   const structured = r.structuredContent !== undefined ? { structured: JSON.parse(JSON.stringify(r.structuredContent)) as never } : {};
   const content = parts.length > 0 ? parts.join('\n') : r.structuredContent !== undefined ? JSON.stringify(r.structuredContent) : '';
   return { kind: 'completed', content, isError: r.isError === true, ...structured };

@@ -52,20 +52,37 @@ export function planToolCalls(input: PlanInput): ToolCallPlan {
     idempotencyKey: `${input.sessionId}/${input.runId}/${input.step}/${c.callId}`,
     rawArguments: rawById.get(c.callId) ?? '',
   }));
-  const held = lockedAmong(calls.flatMap((d) => d.resources), input.heldLocks);
+  const held = lockedAmong(
+    calls.flatMap((d) => d.resources),
+    input.heldLocks,
+  );
   if (held.length > 0) return { kind: 'blocked', locks: held, calls };
   // the built-in askUser (enabled by the option), not an app tool that happens to share the name
   const asks = calls.filter((d) => d.name === ASK_USER_TOOL && tools.get(d.name) === askUserTool);
   if (asks.length > 0 && calls.length > 1) {
     return {
       kind: 'rejected',
-      issues: calls.map((d) => ({ callId: d.callId, name: d.name, message: `${ASK_USER_TOOL} must be the only tool call of its message; ask first, then call the other tools` })),
+      issues: calls.map((d) => ({
+        callId: d.callId,
+        name: d.name,
+        message: `${ASK_USER_TOOL} must be the only tool call of its message; ask first, then call the other tools`,
+      })),
     };
   }
   const ask = asks[0];
   if (ask) {
     const args = ask.arguments as { question: string; schema?: Record<string, unknown> };
-    return { kind: 'suspend', calls, pendingRequest: { kind: 'question', questionId: `question-${ask.callId}`, callId: ask.callId, question: args.question, ...(args.schema ? { schema: args.schema } : {}) } };
+    return {
+      kind: 'suspend',
+      calls,
+      pendingRequest: {
+        kind: 'question',
+        questionId: `question-${ask.callId}`,
+        callId: ask.callId,
+        question: args.question,
+        ...(args.schema ? { schema: args.schema } : {}),
+      },
+    };
   }
   const needing = valid.filter((c) => needsApproval(c.tool, c.name, c.arguments, input.approvalFor));
   if (needing.length > 0) {

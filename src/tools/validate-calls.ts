@@ -34,12 +34,20 @@ export function validateToolCalls(
     }
     ids.add(c.id);
     if (finishReason === 'length') {
-      issues.push({ callId: c.id, name: c.name, message: 'the response was cut off (output token limit) before this tool call was complete; call it again' });
+      issues.push({
+        callId: c.id,
+        name: c.name,
+        message: 'the response was cut off (output token limit) before this tool call was complete; call it again',
+      });
       continue;
     }
     const tool = tools.get(c.name);
     if (!tool) {
-      issues.push({ callId: c.id, name: c.name, message: `unknown tool "${c.name}"; available: ${[...tools.keys()].join(', ') || 'none'}` });
+      issues.push({
+        callId: c.id,
+        name: c.name,
+        message: `unknown tool "${c.name}"; available: ${[...tools.keys()].join(', ') || 'none'}`,
+      });
       continue;
     }
     let args: unknown;
@@ -60,7 +68,12 @@ export function validateToolCalls(
   if (issues.length === 0) return { calls: valid, issues };
   // One error per call: the calls that were fine are not run either, and say why (every tool call
   // of the assistant message needs its answer, or the providers refuse the next request).
-  for (const v of valid) issues.push({ callId: v.callId, name: v.name, message: 'not run: another tool call of this message was rejected; call it again if still needed' });
+  for (const v of valid)
+    issues.push({
+      callId: v.callId,
+      name: v.name,
+      message: 'not run: another tool call of this message was rejected; call it again if still needed',
+    });
   const order = new Map(calls.map((c, i) => [c.id, i]));
   issues.sort((a, b) => (order.get(a.callId) ?? 0) - (order.get(b.callId) ?? 0));
   return { calls: [], issues };

@@ -105,7 +105,13 @@ export async function* sessionStream(options: SessionStreamOptions): AsyncGenera
   let failures = 0;
   let attempt = 0;
   let retryMs: number | undefined;
-  const connection = (state: ConnectionItem['state'], error?: string): ConnectionItem => ({ kind: 'connection', state, attempt, lastLogSeq: last ?? 0, ...(error ? { error } : {}) });
+  const connection = (state: ConnectionItem['state'], error?: string): ConnectionItem => ({
+    kind: 'connection',
+    state,
+    attempt,
+    lastLogSeq: last ?? 0,
+    ...(error ? { error } : {}),
+  });
   while (!signal?.aborted) {
     let error: string | undefined;
     let waitMs: number | undefined;

@@ -15,7 +15,12 @@ export interface FollowLogOptions {
  * cross-process notification: another process's appends are found by this poll). A wake-up that
  * is lost only delays a record, never loses one.
  */
-export async function* followLog(store: EventStore, sessionId: string, fromSeq: number, options: FollowLogOptions): AsyncGenerator<EventRecord> {
+export async function* followLog(
+  store: EventStore,
+  sessionId: string,
+  fromSeq: number,
+  options: FollowLogOptions,
+): AsyncGenerator<EventRecord> {
   const { signal, pollMs } = options;
   let next = fromSeq;
   while (!signal.aborted) {

@@ -33,7 +33,12 @@ export function nodeListener(handler: (request: Request) => Promise<Response> | 
   };
 }
 
-async function serve(handler: (request: Request) => Promise<Response> | Response, req: IncomingMessage, res: ServerResponse, origin?: string): Promise<void> {
+async function serve(
+  handler: (request: Request) => Promise<Response> | Response,
+  req: IncomingMessage,
+  res: ServerResponse,
+  origin?: string,
+): Promise<void> {
   const abort = new AbortController();
   res.on('close', () => abort.abort());
   const base = origin ?? `http://${req.headers.host ?? 'localhost'}`;

@@ -33,8 +33,15 @@ export type SessionEventsOptions = z.input<typeof SessionEventsOptions>;
 /** A JSON error response: `{ error: name, message, issues? }`. */
 export function errorResponse(status: number, error: unknown): Response {
   const e = error as { name?: string; message?: string; issues?: unknown };
-  const body = { error: e.name ?? 'Error', message: e.message ?? String(error), ...(isValidationError(error) ? { issues: error.issues } : {}) };
-  return new Response(JSON.stringify(body), { status, headers: { 'content-type': 'application/json; charset=utf-8', 'cache-control': 'no-store' } });
+  const body = {
+    error: e.name ?? 'Error',
+    message: e.message ?? String(error),
+    ...(isValidationError(error) ? { issues: error.issues } : {}),
+  };
+  return new Response(JSON.stringify(body), {
+    status,
+    headers: { 'content-type': 'application/json; charset=utf-8', 'cache-control': 'no-store' },
+  });
 }
 
 /**
@@ -153,12 +160,22 @@ class EventStream {
     if (r.type === 'session/attached') this.instanceId = String(r.payload.sessionInstanceId);
     if (r.type === 'run/start') this.runId = String(r.payload.runId);
     const events: LiveEvent[] = committedEnvelopes([r], this.instanceId).map((e) => e.event);
-    if (r.type === 'tool/call') events.push({ type: 'tool_start', callId: String(r.payload.callId), name: String(r.payload.name), arguments: r.payload.arguments });
+    if (r.type === 'tool/call')
+      events.push({ type: 'tool_start', callId: String(r.payload.callId), name: String(r.payload.name), arguments: r.payload.arguments });
     const frame: CommittedFrame = {
       kind: 'committed',
       logSeq: r.seq,
       ...(this.runId !== undefined ? { runId: this.runId } : {}),
-      record: { seq: r.seq, eventId: r.eventId, type: r.type, turn: r.turn, step: r.step, attempt: r.attempt, occurredAt: r.occurredAt, payload: r.payload },
+      record: {
+        seq: r.seq,
+        eventId: r.eventId,
+        type: r.type,
+        turn: r.turn,
+        step: r.step,
+        attempt: r.attempt,
+        occurredAt: r.occurredAt,
+        payload: r.payload,
+      },
       events,
     };
     this.enqueue(sseFrame(frame, r.seq));
@@ -176,12 +193,16 @@ class EventStream {
     }
     const e = env.event;
     if (e.type === 'message_start') this.streaming = true;
-    else if (e.type === 'message_delta' && !this.streaming) return; // begun before this connection: the committed message will come
+    else if (e.type === 'message_delta' && !this.streaming)
+      return; // begun before this connection: the committed message will come
     else if (e.type === 'message_end') {
       if (!this.streaming) return;
       this.streaming = false;
     }
-    this.held.push({ afterLogSeq: this.liveHead, frame: { kind: 'live', runId: env.runId, attemptId: env.attemptId, afterLogSeq: this.liveHead, event: e } });
+    this.held.push({
+      afterLogSeq: this.liveHead,
+      frame: { kind: 'live', runId: env.runId, attemptId: env.attemptId, afterLogSeq: this.liveHead, event: e },
+    });
     if (this.held.length > this.o.capacity) {
       // a replay still far behind: this connection skips the live text; the log has the message
       this.held = this.held.filter((h) => h.frame.event.type !== 'message_delta' && h.frame.event.type !== 'message_start');

@@ -47,7 +47,11 @@ export class SseParser {
         this.id = undefined;
         return undefined;
       }
-      const msg: SseMessage = { event: this.event || 'message', data: this.data.join('\n'), ...(this.id !== undefined ? { id: this.id } : {}) };
+      const msg: SseMessage = {
+        event: this.event || 'message',
+        data: this.data.join('\n'),
+        ...(this.id !== undefined ? { id: this.id } : {}),
+      };
       this.event = '';
       this.data = [];
       this.id = undefined;

@@ -49,7 +49,14 @@ export interface ConnectionItem {
 
 export type StreamItem = Frame | ConnectionItem;
 
-export const initialView = (sessionId: string): SessionView => ({ sessionId, connection: 'connecting', lastLogSeq: 0, repeats: 0, reconnects: 0, items: [] });
+export const initialView = (sessionId: string): SessionView => ({
+  sessionId,
+  connection: 'connecting',
+  lastLogSeq: 0,
+  repeats: 0,
+  reconnects: 0,
+  items: [],
+});
 
 /**
  * Folds one item of the stream into the view (pure: returns a new view).
@@ -77,7 +84,11 @@ export function reduceView(view: SessionView, item: StreamItem): SessionView {
         const { streaming: _discarded, ...rest } = view;
         return rest;
       }
-      if (e.type === 'tool_update') return { ...view, items: view.items.map((i) => (i.kind === 'tool' && i.callId === e.callId && !i.outcome ? { ...i, progress: e.update } : i)) };
+      if (e.type === 'tool_update')
+        return {
+          ...view,
+          items: view.items.map((i) => (i.kind === 'tool' && i.callId === e.callId && !i.outcome ? { ...i, progress: e.update } : i)),
+        };
       return view;
     }
     case 'committed':
@@ -114,7 +125,9 @@ function committed(view: SessionView, f: Extract<Frame, { kind: 'committed' }>):
       add({ kind: 'tool', seq: r.seq, callId: String(p.callId), name: String(p.name), arguments: p.arguments });
       break;
     case 'tool/result':
-      v.items = v.items.map((i) => (i.kind === 'tool' && i.callId === p.callId && !i.outcome ? { ...i, outcome: p.outcome as ToolOutcome } : i));
+      v.items = v.items.map((i) =>
+        i.kind === 'tool' && i.callId === p.callId && !i.outcome ? { ...i, outcome: p.outcome as ToolOutcome } : i,
+      );
       break;
     case 'approval/requested':
       v.pending = p.pendingRequest as PendingRequest;

@@ -37,11 +37,22 @@ export interface AuthorizeContext {
 export type Authorize = (request: Request, context: AuthorizeContext) => boolean | Response | Promise<boolean | Response>;
 
 export const WebHandlerOptions = z.strictObject({
-  runtime: z.custom<Runtime>((v) => typeof v === 'object' && v !== null && typeof (v as Runtime).liveEnvelopes$ === 'function', 'a runtime (createRuntime)'),
+  runtime: z.custom<Runtime>(
+    (v) => typeof v === 'object' && v !== null && typeof (v as Runtime).liveEnvelopes$ === 'function',
+    'a runtime (createRuntime)',
+  ),
   /** Where the routes are mounted, e.g. `/api` (default: the root). */
-  basePath: z.string().regex(/^(\/[^/]+)*$/, 'empty or /segment(/segment)*').default(''),
+  basePath: z
+    .string()
+    .regex(/^(\/[^/]+)*$/, 'empty or /segment(/segment)*')
+    .default(''),
   /** Largest request body accepted, in bytes. */
-  maxBodyBytes: z.number().int().positive().max(64 * 1024 * 1024).default(1024 * 1024),
+  maxBodyBytes: z
+    .number()
+    .int()
+    .positive()
+    .max(64 * 1024 * 1024)
+    .default(1024 * 1024),
   /** Options of every event stream (capacity, heartbeat, polling). */
   stream: SessionEventsOptions.omit({ live: true }).partial().optional(),
   /** Who may do what on which session (see `Authorize`); without it every request is allowed. */
@@ -58,8 +69,22 @@ export type WebHandlerOptions = z.input<typeof WebHandlerOptions>;
 
 type Route = { action: WebAction; body: z.ZodType; entry: (body: never) => InboxEntry };
 const ROUTES = new Map<string, Route>([
-  ['messages', { action: 'submit', body: MessageBody, entry: (b: z.infer<typeof MessageBody>) => ({ kind: 'input', inputId: b.inputId, mode: 'follow_up', message: b.message }) }],
-  ['steer', { action: 'control', body: MessageBody, entry: (b: z.infer<typeof MessageBody>) => ({ kind: 'input', inputId: b.inputId, mode: 'steer', message: b.message }) }],
+  [
+    'messages',
+    {
+      action: 'submit',
+      body: MessageBody,
+      entry: (b: z.infer<typeof MessageBody>) => ({ kind: 'input', inputId: b.inputId, mode: 'follow_up', message: b.message }),
+    },
+  ],
+  [
+    'steer',
+    {
+      action: 'control',
+      body: MessageBody,
+      entry: (b: z.infer<typeof MessageBody>) => ({ kind: 'input', inputId: b.inputId, mode: 'steer', message: b.message }),
+    },
+  ],
   ['respond', { action: 'respond', body: RespondBody, entry: (b: z.infer<typeof RespondBody>) => ({ kind: 'respond', ...b }) }],
   ['stop', { action: 'control', body: StopBody, entry: (b: z.infer<typeof StopBody>) => ({ kind: 'stop_after_round', ...b }) }],
   [
@@ -68,7 +93,9 @@ const ROUTES = new Map<string, Route>([
       action: 'control',
       body: CancelBody,
       entry: (b: z.infer<typeof CancelBody>) =>
-        b.inputId !== undefined ? { kind: 'cancel_input', entryId: b.entryId, inputId: b.inputId } : { kind: 'cancel', entryId: b.entryId, ...(b.reason !== undefined ? { reason: b.reason } : {}) },
+        b.inputId !== undefined
+          ? { kind: 'cancel_input', entryId: b.entryId, inputId: b.inputId }
+          : { kind: 'cancel', entryId: b.entryId, ...(b.reason !== undefined ? { reason: b.reason } : {}) },
     },
   ],
 ]);
@@ -154,7 +181,11 @@ async function authorized(authorize: Authorize, request: Request, context: Autho
 
 async function jsonBody(request: Request, max: number): Promise<unknown> {
   const type = request.headers.get('content-type') ?? '';
-  if (!/^application\/json\b/i.test(type)) return errorResponse(415, { name: 'UnsupportedMediaType', message: `send the body as application/json (got ${JSON.stringify(type.slice(0, 80))})` });
+  if (!/^application\/json\b/i.test(type))
+    return errorResponse(415, {
+      name: 'UnsupportedMediaType',
+      message: `send the body as application/json (got ${JSON.stringify(type.slice(0, 80))})`,
+    });
   const declared = Number(request.headers.get('content-length') ?? 0);
   if (declared > max) return tooLarge(max);
   const bytes = await readAtMost(request, max);
@@ -195,8 +226,16 @@ async function readAtMost(request: Request, max: number): Promise<Uint8Array | u
   return bytes;
 }
 
-const json = (status: number, body: unknown) => new Response(JSON.stringify(body), { status, headers: { 'content-type': 'application/json; charset=utf-8', 'cache-control': 'no-store' } });
-const notFound = (path: string) => errorResponse(404, { name: 'NotFound', message: `no route ${path.slice(0, 200)}: the routes are /sessions/:id/{events,messages,steer,respond,stop,cancel}` });
+const json = (status: number, body: unknown) =>
+  new Response(JSON.stringify(body), {
+    status,
+    headers: { 'content-type': 'application/json; charset=utf-8', 'cache-control': 'no-store' },
+  });
+const notFound = (path: string) =>
+  errorResponse(404, {
+    name: 'NotFound',
+    message: `no route ${path.slice(0, 200)}: the routes are /sessions/:id/{events,messages,steer,respond,stop,cancel}`,
+  });
 function hostRefused(request: Request): Response {
   const host = JSON.stringify((request.headers.get('host') ?? new URL(request.url).host).slice(0, 200));
   return errorResponse(403, { name: 'HostNotAllowed', message: `the Host ${host} is not served here (allowedHosts)` });

@@ -41,16 +41,26 @@ describe('a detached run continues in a new process', () => {
       const child = spawnTs(agent, args, { label: args[0] });
       const exit = await child.waitExit(60_000);
       expect(exit.code, child.stderr).toBe(0);
-      return JSON.parse(child.lines.find((l) => l.startsWith('{'))!) as { result: Record<string, any>; recovery: Record<string, any>; requests: number };
+      return JSON.parse(child.lines.find((l) => l.startsWith('{'))!) as {
+        result: Record<string, any>;
+        recovery: Record<string, any>;
+        requests: number;
+      };
     };
     const first = await runChild(['detach', dir.path]);
     expect(first.result).toMatchObject({ outcome: 'incomplete', status: 'detached', steps: 1 });
     const second = await runChild(['continue', dir.path]);
-    expect(second.recovery).toMatchObject({ interruptedRuns: [{ runId: 'job', runEpoch: 1, lastStatus: 'detached' }], uncertainToolCalls: [] });
+    expect(second.recovery).toMatchObject({
+      interruptedRuns: [{ runId: 'job', runEpoch: 1, lastStatus: 'detached' }],
+      uncertainToolCalls: [],
+    });
     expect(second.result).toMatchObject({ status: 'succeeded', finalMessage: 'all steps done' });
     const store = lmdbStore({ path: dir.path });
     const events = await collect(store.readEvents('work'));
-    expect(events.filter((e) => e.type === 'run/start').map((e) => [e.payload.kind, e.payload.runEpoch])).toEqual([['prompt', 1], ['continue', 2]]);
+    expect(events.filter((e) => e.type === 'run/start').map((e) => [e.payload.kind, e.payload.runEpoch])).toEqual([
+      ['prompt', 1],
+      ['continue', 2],
+    ]);
     expect(events.filter((e) => e.type === 'step/start').map((e) => e.step)).toEqual([1, 2, 3]);
     await store.close();
     await dir.cleanup();

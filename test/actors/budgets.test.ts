@@ -1,7 +1,7 @@
-import { afterEach,describe,expect,it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { createRuntime,defineTool,lmdbStore,scriptedModel } from '../../src/index.js';
-import { ids,lmdbRuntime,logOf,memRuntime,sleep } from '../helpers/runtime.js';
+import { createRuntime, defineTool, lmdbStore, scriptedModel } from '../../src/index.js';
+import { ids, lmdbRuntime, logOf, memRuntime, sleep } from '../helpers/runtime.js';
 import { tempDir } from '../helpers/tmp.js';
 
 // Budgets (maxSteps, maxToolCalls, maxOutputTokens, maxCost, maxDurationMs): a run that spends
@@ -12,8 +12,17 @@ afterEach(async () => {
   for (const c of cleanups.splice(0).reverse()) await c();
 });
 
-const echo = defineTool({ name: 'echo', description: '', mode: 'parallel', parameters: z.object({ t: z.string() }), execute: ({ t }) => t });
-const loopModel = () => scriptedModel([{ toolCalls: [{ name: 'echo', arguments: { t: 'again' } }], usage: { inputTokens: 100, outputTokens: 50 } }], { loop: true });
+const echo = defineTool({
+  name: 'echo',
+  description: '',
+  mode: 'parallel',
+  parameters: z.object({ t: z.string() }),
+  execute: ({ t }) => t,
+});
+const loopModel = () =>
+  scriptedModel([{ toolCalls: [{ name: 'echo', arguments: { t: 'again' } }], usage: { inputTokens: 100, outputTokens: 50 } }], {
+    loop: true,
+  });
 
 describe('budgets (real LMDB)', () => {
   it.each([
@@ -32,18 +41,38 @@ describe('budgets (real LMDB)', () => {
 
   it('budget maxDurationMs ends the run budget_exhausted, naming it', async () => {
     const slow = defineTool({ name: 'slow', description: '', parameters: z.object({}), execute: async () => (await sleep(30), 'ok') });
-    const { runtime } = lmdbRuntime({ model: scriptedModel([{ toolCalls: [{ name: 'slow', arguments: {} }] }], { loop: true }), tools: [slow], budget: { maxDurationMs: 50 } });
+    const { runtime } = lmdbRuntime({
+      model: scriptedModel([{ toolCalls: [{ name: 'slow', arguments: {} }] }], { loop: true }),
+      tools: [slow],
+      budget: { maxDurationMs: 50 },
+    });
     const s = await runtime.openSession('s');
-    expect(await s.execute({ kind: 'prompt', ...ids(), message: 'go' })).toMatchObject({ status: 'budget_exhausted', budget: 'maxDurationMs' });
+    expect(await s.execute({ kind: 'prompt', ...ids(), message: 'go' })).toMatchObject({
+      status: 'budget_exhausted',
+      budget: 'maxDurationMs',
+    });
   });
 
   it('maxDurationMs is spent when its timer fires, even when the timer fires before the clock reads the deadline', async () => {
     // Node's timers and Date.now round differently: a timer can fire a millisecond early
-    const early = { now: () => Date.now(), setTimeout: (fn: () => void, ms: number) => setTimeout(fn, Math.max(0, ms - 5)), clearTimeout: (t: unknown) => clearTimeout(t as NodeJS.Timeout) };
+    const early = {
+      now: () => Date.now(),
+      setTimeout: (fn: () => void, ms: number) => setTimeout(fn, Math.max(0, ms - 5)),
+      clearTimeout: (t: unknown) => clearTimeout(t as NodeJS.Timeout),
+    };
     const slow = defineTool({ name: 'slow', description: '', parameters: z.object({}), execute: async () => (await sleep(30), 'ok') });
-    const { runtime } = memRuntime({ model: scriptedModel([{ toolCalls: [{ name: 'slow', arguments: {} }] }], { loop: true }), tools: [slow], budget: { maxDurationMs: 50 }, clock: early });
+    const { runtime } = memRuntime({
+      model: scriptedModel([{ toolCalls: [{ name: 'slow', arguments: {} }] }], { loop: true }),
+      tools: [slow],
+      budget: { maxDurationMs: 50 },
+      clock: early,
+    });
     const s = await runtime.openSession('s');
-    expect(await s.execute({ kind: 'prompt', ...ids(), message: 'go' })).toMatchObject({ status: 'budget_exhausted', budget: 'maxDurationMs', steps: 2 });
+    expect(await s.execute({ kind: 'prompt', ...ids(), message: 'go' })).toMatchObject({
+      status: 'budget_exhausted',
+      budget: 'maxDurationMs',
+      steps: 2,
+    });
   });
 
   // Guards against (seen in scenarios-runs.test.ts, SCENARIO_SEED=30066 SCENARIO_COUNT=1): a detach landing in the step that
@@ -55,11 +84,18 @@ describe('budgets (real LMDB)', () => {
     const startedP = new Promise<void>((res) => (started = res));
     const releases: (() => void)[] = [];
     const look = defineTool({
-      name: 'look', description: '', mode: 'parallel', parameters: z.object({}),
+      name: 'look',
+      description: '',
+      mode: 'parallel',
+      parameters: z.object({}),
       execute: () => (started(), new Promise<string>((r) => releases.push(() => r('seen')))),
     });
     const tools = [look];
-    const model = scriptedModel([{ toolCalls: [{ id: 'c1', name: 'look', arguments: {} }] }, { toolCalls: [{ id: 'c2', name: 'look', arguments: {} }] }, 'done']);
+    const model = scriptedModel([
+      { toolCalls: [{ id: 'c1', name: 'look', arguments: {} }] },
+      { toolCalls: [{ id: 'c2', name: 'look', arguments: {} }] },
+      'done',
+    ]);
     const rt = createRuntime({ store: lmdbStore({ path: dir.path }), model, tools, budget: { maxToolCalls: 1 } });
     const s = await rt.openSession('s');
     const first = s.execute({ kind: 'prompt', runId: 'r', attemptId: 'a1', message: 'look' });
@@ -107,7 +143,11 @@ describe('maxCost and pricing', () => {
   });
 
   it('a pricing function returning something other than a decimal string fails the run as a result, with run/end written', async () => {
-    const { runtime, store } = lmdbRuntime({ model: scriptedModel([{ text: 'hi', usage: { inputTokens: 1, outputTokens: 1 } }]), pricing: () => '1e-7', budget: { maxCost: '1' } });
+    const { runtime, store } = lmdbRuntime({
+      model: scriptedModel([{ text: 'hi', usage: { inputTokens: 1, outputTokens: 1 } }]),
+      pricing: () => '1e-7',
+      budget: { maxCost: '1' },
+    });
     const s = await runtime.openSession('s');
     const r = await s.execute({ kind: 'prompt', ...ids(), message: 'go' });
     expect(r).toMatchObject({ status: 'failed', outcome: 'failed', error: { kind: 'execution' } });

@@ -1,21 +1,21 @@
-import { afterEach,describe,expect,it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import {
-createRuntime,
-DEFAULT_COMPACTION_PROMPT,
-defineTool,
-isCapacityError,
-isProviderError,
-lmdbStore,
-memoryStore,
-scriptedModel,
-type EventStore,
-type Message,
-type ModelProvider,
-type ModelRequest,
-type ScriptedStep,
+  createRuntime,
+  DEFAULT_COMPACTION_PROMPT,
+  defineTool,
+  isCapacityError,
+  isProviderError,
+  lmdbStore,
+  memoryStore,
+  scriptedModel,
+  type EventStore,
+  type Message,
+  type ModelProvider,
+  type ModelRequest,
+  type ScriptedStep,
 } from '../../src/index.js';
-import { ids,lmdbRuntime,logOf,memRuntime,typesOf } from '../helpers/runtime.js';
+import { ids, lmdbRuntime, logOf, memRuntime, typesOf } from '../helpers/runtime.js';
 import { tempDir } from '../helpers/tmp.js';
 
 /**
@@ -36,8 +36,19 @@ const CFG = { contextWindow: 1500, outputReserve: 200 };
 const isCompaction = (r: ModelRequest) => r.tools.length === 0 && r.messages[0]?.content === DEFAULT_COMPACTION_PROMPT;
 const big = (c: string) => c.repeat(2000); // ≈ 500 estimated tokens
 /** The runtime's own estimate (src/persistence/surface.ts): 4 characters a token, + 8 characters a message. */
-const estimate = (ms: readonly Message[]) => ms.reduce((n, m) => n + Math.ceil((m.content.length + 8 + (m.toolCalls ?? []).reduce((k, c) => k + c.name.length + c.arguments.length + 8, 0)) / 4), 0);
-const echo = defineTool({ name: 'echo', description: 'echoes', mode: 'parallel', parameters: z.object({ text: z.string() }), execute: ({ text }) => text });
+const estimate = (ms: readonly Message[]) =>
+  ms.reduce(
+    (n, m) =>
+      n + Math.ceil((m.content.length + 8 + (m.toolCalls ?? []).reduce((k, c) => k + c.name.length + c.arguments.length + 8, 0)) / 4),
+    0,
+  );
+const echo = defineTool({
+  name: 'echo',
+  description: 'echoes',
+  mode: 'parallel',
+  parameters: z.object({ text: z.string() }),
+  execute: ({ text }) => text,
+});
 
 /** Runs r0 and r1 (which fill the surface) on a fresh memory-store session. */
 async function filledSession(model: ModelProvider, extra: Record<string, unknown> = {}) {
@@ -90,7 +101,13 @@ describe('compaction (real LMDB)', () => {
 
   it('compaction never leaves a tool result without the assistant message that called it', async () => {
     const big = 'x'.repeat(2000); // ≈ 500 tokens
-    const deploy = defineTool({ name: 'deploy', description: '', parameters: z.object({}), needsApproval: true, execute: () => 'y'.repeat(4000) });
+    const deploy = defineTool({
+      name: 'deploy',
+      description: '',
+      parameters: z.object({}),
+      needsApproval: true,
+      execute: () => 'y'.repeat(4000),
+    });
     const model = scriptedModel(['ok', { toolCalls: [{ name: 'deploy', arguments: {} }] }, 'SUMMARY', 'deployed']);
     const { runtime } = lmdbRuntime({ model, tools: [deploy], config: { contextWindow: 1500, outputReserve: 200 } });
     const s = await runtime.openSession('s');
@@ -99,7 +116,13 @@ describe('compaction (real LMDB)', () => {
     const r = await s.execute({ kind: 'prompt', ...id, message: 'deploy it' });
     expect(r.status).toBe('suspended');
     const pr = r.pendingRequest as { questionId: string; calls: { callId: string }[] };
-    const r2 = await s.execute({ kind: 'respond', runId: id.runId, attemptId: 'resp', questionId: pr.questionId, answer: { decisions: { [pr.calls[0]!.callId]: 'approve' } } });
+    const r2 = await s.execute({
+      kind: 'respond',
+      runId: id.runId,
+      attemptId: 'resp',
+      questionId: pr.questionId,
+      answer: { decisions: { [pr.calls[0]!.callId]: 'approve' } },
+    });
     expect(r2.status).toBe('succeeded');
     expect(model.requests[2]!.messages[0]!.content).toContain('Summarise'); // a compaction happened
     const after = model.requests[3]!.messages;
@@ -116,11 +139,20 @@ describe('the compaction model call', () => {
   it('the compaction model call gets the runtime retries: a retryable ProviderError is retried and logged as assistant/attempt', async () => {
     // DESIGN §4 item 2: "up to maxProviderAttempts attempts and exponential backoff ... each failed
     // attempt is an assistant/attempt event. The runtime owns every retry ... so no attempt goes unlogged."
-    const model = scriptedModel([big('a'), big('b'), { error: { message: 'overloaded', retryable: true, code: 'server' } }, 'SUMMARY', 'after']);
+    const model = scriptedModel([
+      big('a'),
+      big('b'),
+      { error: { message: 'overloaded', retryable: true, code: 'server' } },
+      'SUMMARY',
+      'after',
+    ]);
     const { store, s } = await filledSession(model);
     const r = await s.execute({ kind: 'prompt', runId: 'r2', attemptId: 'a2', message: 'third' });
     const log = await logOf(store, 's');
-    expect(log.filter((e) => e.type === 'assistant/attempt'), 'the failed compaction attempt is logged').toHaveLength(1);
+    expect(
+      log.filter((e) => e.type === 'assistant/attempt'),
+      'the failed compaction attempt is logged',
+    ).toHaveLength(1);
     expect(r.status).toBe('succeeded');
     expect(r.finalMessage).toBe('after');
     expect(log.some((e) => e.type === 'compaction')).toBe(true);
@@ -137,7 +169,11 @@ describe('the compaction model call', () => {
         n++;
         // a custom provider's bad response: an assistant message without content
         if (isCompaction(req)) return { message: { role: 'assistant' }, finishReason: 'stop' } as never;
-        return { message: { role: 'assistant', content: n <= 2 ? big('q') : 'after' }, finishReason: 'stop', usage: { inputTokens: 10, outputTokens: 10 } };
+        return {
+          message: { role: 'assistant', content: n <= 2 ? big('q') : 'after' },
+          finishReason: 'stop',
+          usage: { inputTokens: 10, outputTokens: 10 },
+        };
       },
     };
     const { store, s } = await filledSession(model);
@@ -153,7 +189,9 @@ describe('the compaction model call', () => {
     // DESIGN §4 item 8 / §6: maxOutputTokens and maxCost are "priced from usage"; "pricing(usage,
     // modelId) → decimal string prices a model call for maxCost". The summary is a model call of this run.
     const model = scriptedModel([big('a'), big('b'), { text: 'SUMMARY', usage: { inputTokens: 1000, outputTokens: 300 } }, 'after']);
-    const { s } = await filledSession(model, { pricing: (u: { inputTokens: number; outputTokens: number }) => String(u.inputTokens + u.outputTokens) });
+    const { s } = await filledSession(model, {
+      pricing: (u: { inputTokens: number; outputTokens: number }) => String(u.inputTokens + u.outputTokens),
+    });
     const r = await s.execute({ kind: 'prompt', runId: 'r2', attemptId: 'a2', message: 'third' });
     expect(r.status).toBe('succeeded');
     expect(model.requests.filter(isCompaction)).toHaveLength(1);
@@ -205,7 +243,13 @@ describe('the compaction model call', () => {
     // can prove it sent the same request". Run r2 compacts, asks for echo (step 1), then answers
     // (step 2). One process runs it straight through; the other is closed during step 2's model
     // call and the run is continued in a new process, which sends byte-identical messages.
-    const steps = (last: ScriptedStep): ScriptedStep[] => [big('a'), big('b'), 'SUMMARY', { toolCalls: [{ id: 'c1', name: 'echo', arguments: { text: 'hi' } }] }, last];
+    const steps = (last: ScriptedStep): ScriptedStep[] => [
+      big('a'),
+      big('b'),
+      'SUMMARY',
+      { toolCalls: [{ id: 'c1', name: 'echo', arguments: { text: 'hi' } }] },
+      last,
+    ];
     const liveModel = scriptedModel(steps('done'));
     const { store: liveStore } = await (async () => {
       const x = await filledSession(liveModel);
@@ -234,7 +278,9 @@ describe('the compaction model call', () => {
     // the same request, message for message
     expect(m2.requests[0]!.messages).toEqual(liveModel.requests.at(-1)!.messages);
     expect(m2.requests[0]!.tools).toEqual(liveModel.requests.at(-1)!.tools);
-    const digest = async (st: EventStore) => (await logOf(st, 's')).filter((e) => e.type === 'assistant/message' && e.payload.copiedFrom === undefined).at(-1)!.payload.requestDigest;
+    const digest = async (st: EventStore) =>
+      (await logOf(st, 's')).filter((e) => e.type === 'assistant/message' && e.payload.copiedFrom === undefined).at(-1)!.payload
+        .requestDigest;
     expect(await digest(store2)).toBe(await digest(liveStore));
   });
 
@@ -253,7 +299,8 @@ describe('the compaction model call', () => {
     await s.execute({ kind: 'prompt', runId: 'r1', attemptId: 'a1', message: 'next' });
     const limit = CFG.contextWindow - CFG.outputReserve;
     const sizes = model.requests.map((q) => estimate(q.messages));
-    for (const [i, n] of sizes.entries()) expect(n, `request ${i} (${isCompaction(model.requests[i]!) ? 'compaction' : 'step'}) fits the window`).toBeLessThanOrEqual(limit);
+    for (const [i, n] of sizes.entries())
+      expect(n, `request ${i} (${isCompaction(model.requests[i]!) ? 'compaction' : 'step'}) fits the window`).toBeLessThanOrEqual(limit);
   });
 });
 
@@ -267,6 +314,11 @@ describe('fitLines (the summary request fits the context)', () => {
     expect(out.startsWith('short one\nhhh')).toBe(true);
     expect(out.endsWith('ttt')).toBe(true);
     expect(out).toMatch(/\[… \d+ characters cut …\]/);
-    expect(fitLines(Array.from({ length: 100 }, () => 'x'.repeat(500)), 1000)).toBeUndefined();
+    expect(
+      fitLines(
+        Array.from({ length: 100 }, () => 'x'.repeat(500)),
+        1000,
+      ),
+    ).toBeUndefined();
   });
 });

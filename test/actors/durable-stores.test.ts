@@ -1,6 +1,14 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { createRuntime, defineTool, lmdbStore, postgresStore, scriptedModel, type EventStore, type RuntimeOptions } from '../../src/index.js';
+import {
+  createRuntime,
+  defineTool,
+  lmdbStore,
+  postgresStore,
+  scriptedModel,
+  type EventStore,
+  type RuntimeOptions,
+} from '../../src/index.js';
 import { deferred } from '../helpers/drafts.js';
 import { freshSchema, postgresForTests } from '../helpers/postgres.js';
 import { logOf, typesOf } from '../helpers/runtime.js';
@@ -19,16 +27,22 @@ interface Place {
   cleanup(): Promise<void>;
 }
 const places: [string, () => Place][] = [
-  ['lmdb', () => {
-    const dir = tempDir();
-    return { open: () => lmdbStore({ path: dir.path }), cleanup: dir.cleanup };
-  }],
+  [
+    'lmdb',
+    () => {
+      const dir = tempDir();
+      return { open: () => lmdbStore({ path: dir.path }), cleanup: dir.cleanup };
+    },
+  ],
 ];
 if (db) {
-  places.push(['postgres', () => {
-    const schema = freshSchema('engine');
-    return { open: () => postgresStore({ connectionString: db.url, schema }), cleanup: async () => {} };
-  }]);
+  places.push([
+    'postgres',
+    () => {
+      const schema = freshSchema('engine');
+      return { open: () => postgresStore({ connectionString: db.url, schema }), cleanup: async () => {} };
+    },
+  ]);
 }
 
 const hang = () => new Promise<string>(() => {});
@@ -51,18 +65,38 @@ describe.each(places)('the run engine on %s', (_name, makePlace) => {
 
   it('a prompt runs a tool and delivers its final answer, and a repeated attempt returns the recorded result', async () => {
     const p = place();
-    const add = defineTool({ name: 'add', description: 'adds', mode: 'parallel', parameters: z.object({ a: z.number(), b: z.number() }), execute: ({ a, b }) => String(a + b) });
+    const add = defineTool({
+      name: 'add',
+      description: 'adds',
+      mode: 'parallel',
+      parameters: z.object({ a: z.number(), b: z.number() }),
+      execute: ({ a, b }) => String(a + b),
+    });
     const delivered: string[] = [];
-    const rt = runtime(p, { model: scriptedModel([{ toolCalls: [{ name: 'add', arguments: { a: 1, b: 2 } }] }, 'It is 3.']), tools: [add], delivery: { deliver: async (f) => void delivered.push(f.content) } });
+    const rt = runtime(p, {
+      model: scriptedModel([{ toolCalls: [{ name: 'add', arguments: { a: 1, b: 2 } }] }, 'It is 3.']),
+      tools: [add],
+      delivery: { deliver: async (f) => void delivered.push(f.content) },
+    });
     const s = await rt.openSession('s1');
     const r = await s.execute({ kind: 'prompt', runId: 'r1', attemptId: 'a1', message: 'what is 1+2?' });
     expect(r).toMatchObject({ outcome: 'completed', status: 'succeeded', finalMessage: 'It is 3.' });
     expect(delivered).toEqual(['It is 3.']);
     expect(typesOf(await logOf(rt.store, 's1'))).toEqual([
-      'session/attached', 'run/start', 'user/message',
-      'step/start', 'assistant/message', 'tool/call', 'tool/result', 'step/end',
-      'step/start', 'assistant/message', 'final/message', 'step/end',
-      'delivery/committed', 'run/end',
+      'session/attached',
+      'run/start',
+      'user/message',
+      'step/start',
+      'assistant/message',
+      'tool/call',
+      'tool/result',
+      'step/end',
+      'step/start',
+      'assistant/message',
+      'final/message',
+      'step/end',
+      'delivery/committed',
+      'run/end',
     ]);
     expect((await s.execute({ kind: 'prompt', runId: 'r1', attemptId: 'a1', message: 'what is 1+2?' })).finalMessage).toBe('It is 3.');
     expect(delivered).toHaveLength(1);
@@ -71,12 +105,22 @@ describe.each(places)('the run engine on %s', (_name, makePlace) => {
   it('an approval suspends the run; answered from a new runtime, the approved call runs once', async () => {
     const p = place();
     const runs: string[] = [];
-    const deploy = defineTool({ name: 'deploy', description: '', parameters: z.object({ env: z.string() }), needsApproval: true, execute: ({ env }) => (runs.push(env), `deployed to ${env}`) });
+    const deploy = defineTool({
+      name: 'deploy',
+      description: '',
+      parameters: z.object({ env: z.string() }),
+      needsApproval: true,
+      execute: ({ env }) => (runs.push(env), `deployed to ${env}`),
+    });
     const model = scriptedModel([{ toolCalls: [{ id: 'd1', name: 'deploy', arguments: { env: 'prod' } }] }, 'Deployed.']);
     const rt1 = runtime(p, { model, tools: [deploy] });
     const s1 = await rt1.openSession('s');
     const r1 = await s1.execute({ kind: 'prompt', runId: 'r', attemptId: 'a1', message: 'deploy to prod' });
-    expect(r1).toMatchObject({ outcome: 'suspended', status: 'suspended', pendingRequest: { kind: 'approval', calls: [{ callId: 'd1', name: 'deploy' }] } });
+    expect(r1).toMatchObject({
+      outcome: 'suspended',
+      status: 'suspended',
+      pendingRequest: { kind: 'approval', calls: [{ callId: 'd1', name: 'deploy' }] },
+    });
     expect(runs).toEqual([]);
     await rt1.close();
 
@@ -95,8 +139,19 @@ describe.each(places)('the run engine on %s', (_name, makePlace) => {
     const p = place();
     const started = deferred();
     const keys: string[] = [];
-    const t1 = defineTool({ name: 'send', description: '', parameters: z.object({}), execute: (_a, ctx) => (keys.push(ctx.idempotencyKey), started.resolve(), hang()) });
-    const t2 = defineTool({ name: 'send', description: '', parameters: z.object({}), execute: () => 'should not run', reconcile: (_a, ctx) => (keys.push(`reconcile:${ctx.idempotencyKey}`), { kind: 'completed', content: 'it was sent' }) });
+    const t1 = defineTool({
+      name: 'send',
+      description: '',
+      parameters: z.object({}),
+      execute: (_a, ctx) => (keys.push(ctx.idempotencyKey), started.resolve(), hang()),
+    });
+    const t2 = defineTool({
+      name: 'send',
+      description: '',
+      parameters: z.object({}),
+      execute: () => 'should not run',
+      reconcile: (_a, ctx) => (keys.push(`reconcile:${ctx.idempotencyKey}`), { kind: 'completed', content: 'it was sent' }),
+    });
     // the first life is abandoned mid-tool (never closed): its log ends where a killed process's would
     const rt1 = runtime(p, { model: scriptedModel([{ toolCalls: [{ id: 'c1', name: 'send', arguments: {} }] }]), tools: [t1] }, false);
     const s1 = await rt1.openSession('s');
@@ -104,8 +159,15 @@ describe.each(places)('the run engine on %s', (_name, makePlace) => {
     await started.promise;
     const rt2 = runtime(p, { model: scriptedModel(['sent']), tools: [t2] });
     const s2 = await rt2.openSession('s');
-    expect(s2.recovery).toMatchObject({ writerEpoch: 2, interruptedRuns: [{ runId: 'r', runEpoch: 1 }], uncertainToolCalls: [{ callId: 'c1', resolution: 'reconcile' }] });
-    expect(await s2.execute({ kind: 'continue', runId: 'r', attemptId: 'a2' })).toMatchObject({ status: 'succeeded', finalMessage: 'sent' });
+    expect(s2.recovery).toMatchObject({
+      writerEpoch: 2,
+      interruptedRuns: [{ runId: 'r', runEpoch: 1 }],
+      uncertainToolCalls: [{ callId: 'c1', resolution: 'reconcile' }],
+    });
+    expect(await s2.execute({ kind: 'continue', runId: 'r', attemptId: 'a2' })).toMatchObject({
+      status: 'succeeded',
+      finalMessage: 'sent',
+    });
     expect(keys).toEqual(['s/r/1/c1', 'reconcile:s/r/1/c1']);
     const log = await logOf(rt2.store, 's');
     expect(log.find((e) => e.type === 'tool/result')!.payload.outcome).toMatchObject({ kind: 'completed', content: 'it was sent' });

@@ -1,7 +1,7 @@
-import { afterEach,describe,expect,it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { defineTool,scriptedModel } from '../../src/index.js';
-import { ids,lmdbRuntime,logOf,memRuntime,typesOf } from '../helpers/runtime.js';
+import { defineTool, scriptedModel } from '../../src/index.js';
+import { ids, lmdbRuntime, logOf, memRuntime, typesOf } from '../helpers/runtime.js';
 import { deliverFinal } from '../../src/actors/final-answer.js';
 import type { SessionServices } from '../../src/actors/session-services.js';
 
@@ -13,14 +13,25 @@ afterEach(async () => {
   for (const c of cleanups.splice(0).reverse()) await c();
 });
 
-const echo = defineTool({ name: 'echo', description: '', mode: 'parallel', parameters: z.object({ t: z.string() }), execute: ({ t }) => t });
+const echo = defineTool({
+  name: 'echo',
+  description: '',
+  mode: 'parallel',
+  parameters: z.object({ t: z.string() }),
+  execute: ({ t }) => t,
+});
 
 describe('verification and delivery (real LMDB)', () => {
   it('a verifier rejection is recorded, fed back, and counted as a recovery', async () => {
     const { runtime, store } = lmdbRuntime({
-      model: scriptedModel([{ toolCalls: [{ name: 'echo', arguments: { t: 'bad' } }] }, { toolCalls: [{ name: 'echo', arguments: { t: 'good' } }] }, 'ok']),
+      model: scriptedModel([
+        { toolCalls: [{ name: 'echo', arguments: { t: 'bad' } }] },
+        { toolCalls: [{ name: 'echo', arguments: { t: 'good' } }] },
+        'ok',
+      ]),
       tools: [echo],
-      verifier: (name, outcome) => (name === 'echo' && outcome.kind === 'completed' && outcome.content === 'bad' ? 'content must not be bad' : undefined),
+      verifier: (name, outcome) =>
+        name === 'echo' && outcome.kind === 'completed' && outcome.content === 'bad' ? 'content must not be bad' : undefined,
     });
     const s = await runtime.openSession('s');
     expect((await s.execute({ kind: 'prompt', ...ids(), message: 'go' })).status).toBe('succeeded');
@@ -38,9 +49,17 @@ describe('verification and delivery (real LMDB)', () => {
     expect(model.requests[1]!.messages.at(-1)).toMatchObject({ role: 'user', content: expect.stringContaining('not final yet') });
     expect((await logOf(store, 's')).filter((e) => e.type === 'verification/rejected')).toHaveLength(2);
 
-    const { runtime: rt2 } = lmdbRuntime({ model: scriptedModel(['draft'], { loop: true }), finalVerifier: () => 'never good', budget: { maxRecoveries: 2 } });
+    const { runtime: rt2 } = lmdbRuntime({
+      model: scriptedModel(['draft'], { loop: true }),
+      finalVerifier: () => 'never good',
+      budget: { maxRecoveries: 2 },
+    });
     const s2 = await rt2.openSession('s');
-    expect(await s2.execute({ kind: 'prompt', ...ids(), message: 'go' })).toMatchObject({ status: 'budget_exhausted', outcome: 'incomplete', budget: 'maxRecoveries' });
+    expect(await s2.execute({ kind: 'prompt', ...ids(), message: 'go' })).toMatchObject({
+      status: 'budget_exhausted',
+      outcome: 'incomplete',
+      budget: 'maxRecoveries',
+    });
   });
 
   it('final/message is committed before delivery; the owner receives finalMessageId', async () => {
@@ -65,10 +84,21 @@ describe('verification and delivery (real LMDB)', () => {
   });
 
   it('a throwing delivery owner → delivery/unknown, status delivery_unknown, error kind finalization', async () => {
-    const { runtime, store } = lmdbRuntime({ model: scriptedModel(['answer']), delivery: { deliver: async () => { throw new Error('webhook down'); } } });
+    const { runtime, store } = lmdbRuntime({
+      model: scriptedModel(['answer']),
+      delivery: {
+        deliver: async () => {
+          throw new Error('webhook down');
+        },
+      },
+    });
     const s = await runtime.openSession('s');
     const r = await s.execute({ kind: 'prompt', ...ids(), message: 'go' });
-    expect(r).toMatchObject({ outcome: 'failed', status: 'delivery_unknown', error: { kind: 'finalization', message: expect.stringContaining('webhook down') } });
+    expect(r).toMatchObject({
+      outcome: 'failed',
+      status: 'delivery_unknown',
+      error: { kind: 'finalization', message: expect.stringContaining('webhook down') },
+    });
     const log = await logOf(store, 's');
     expect(typesOf(log).slice(-2)).toEqual(['delivery/unknown', 'run/end']);
   });
@@ -102,7 +132,12 @@ describe('delivery after the session is lost', () => {
       delivery: { deliver: async (f: unknown) => void delivered.push(f) },
       writer: { mayAct: () => false, stage: (type: string) => void staged.push(type) },
     } as unknown as SessionServices;
-    const out = await deliverFinal(env, { runId: 'r', at: { turn: 1, step: 1, attempt: 1 }, content: 'paid', finalMessageId: 's/r/final/1.1.1' });
+    const out = await deliverFinal(env, {
+      runId: 'r',
+      at: { turn: 1, step: 1, attempt: 1 },
+      content: 'paid',
+      finalMessageId: 's/r/final/1.1.1',
+    });
     expect(delivered).toEqual([]);
     expect(out).toMatchObject({ kind: 'delivery_unknown' });
     expect(staged).toEqual([]); // nothing this writer could commit: the next writer settles the final

@@ -27,30 +27,46 @@ async function expectOneResultPerCall(store: EventStore, sessionId: string) {
 }
 
 describe.each(['memory', 'lmdb'] as const)('outside keys (%s store)', (kind) => {
-  it.each(['parallel', 'exclusive'] as const)('%s tool calls whose ids are prototype property names each run once and the run settles', async (mode) => {
-    const b = backends[kind]();
-    const ran: string[] = [];
-    const echo = defineTool({ name: 'echo', description: '', mode, parameters: z.object({ text: z.string() }), execute: ({ text }, ctx) => (ran.push(ctx.callId), text) });
-    const model = scriptedModel([{ toolCalls: PROTO_KEYS.map((id) => ({ id, name: 'echo', arguments: { text: id } })) }, 'done']);
-    const rt = b.rt({ model, tools: [echo] });
-    const s = await rt.openSession('s');
-    const r = await within(s.execute({ kind: 'prompt', runId: 'r', attemptId: 'a', message: 'go' }), SETTLE_MS, 'execute');
-    expect(r).toMatchObject({ status: 'succeeded', finalMessage: 'done' });
-    expect(ran.sort()).toEqual([...PROTO_KEYS].sort());
-    const log = await expectOneResultPerCall(rt.store, 's');
-    expect(resultsByCall(log)).toEqual([...PROTO_KEYS]);
-    // the model reads each result under its own call id
-    expect(model.requests[1]!.messages.filter((m) => m.role === 'tool').map((m) => [m.toolCallId, m.content])).toEqual(PROTO_KEYS.map((k) => [k, k]));
-  });
+  it.each(['parallel', 'exclusive'] as const)(
+    '%s tool calls whose ids are prototype property names each run once and the run settles',
+    async (mode) => {
+      const b = backends[kind]();
+      const ran: string[] = [];
+      const echo = defineTool({
+        name: 'echo',
+        description: '',
+        mode,
+        parameters: z.object({ text: z.string() }),
+        execute: ({ text }, ctx) => (ran.push(ctx.callId), text),
+      });
+      const model = scriptedModel([{ toolCalls: PROTO_KEYS.map((id) => ({ id, name: 'echo', arguments: { text: id } })) }, 'done']);
+      const rt = b.rt({ model, tools: [echo] });
+      const s = await rt.openSession('s');
+      const r = await within(s.execute({ kind: 'prompt', runId: 'r', attemptId: 'a', message: 'go' }), SETTLE_MS, 'execute');
+      expect(r).toMatchObject({ status: 'succeeded', finalMessage: 'done' });
+      expect(ran.sort()).toEqual([...PROTO_KEYS].sort());
+      const log = await expectOneResultPerCall(rt.store, 's');
+      expect(resultsByCall(log)).toEqual([...PROTO_KEYS]);
+      // the model reads each result under its own call id
+      expect(model.requests[1]!.messages.filter((m) => m.role === 'tool').map((m) => [m.toolCallId, m.content])).toEqual(
+        PROTO_KEYS.map((k) => [k, k]),
+      );
+    },
+  );
 
   it('a call named constructor that hangs is cancelled by requestCancel: the run settles cancelled', async () => {
     const b = backends[kind]();
     const started = deferred();
-    const stuck = defineTool({ name: 'stuck', description: '', parameters: z.object({}), execute: async (_a, ctx) => {
-      started.resolve();
-      await new Promise((resolve) => ctx.signal.addEventListener('abort', resolve));
-      return 'stopped';
-    } });
+    const stuck = defineTool({
+      name: 'stuck',
+      description: '',
+      parameters: z.object({}),
+      execute: async (_a, ctx) => {
+        started.resolve();
+        await new Promise((resolve) => ctx.signal.addEventListener('abort', resolve));
+        return 'stopped';
+      },
+    });
     const rt = b.rt({ model: scriptedModel([{ toolCalls: [{ id: 'constructor', name: 'stuck', arguments: {} }] }]), tools: [stuck] });
     const s = await rt.openSession('s');
     const running = s.execute({ kind: 'prompt', runId: 'r', attemptId: 'a', message: 'go' });
@@ -64,7 +80,9 @@ describe.each(['memory', 'lmdb'] as const)('outside keys (%s store)', (kind) => 
     const b = backends[kind]();
     const named = ['constructor', 'toString', 'hasOwnProperty', 'valueOf', '__proto__'];
     const ran: string[] = [];
-    const tools = named.map((name) => defineTool({ name, description: '', mode: 'parallel', parameters: z.object({}), execute: () => (ran.push(name), `I am ${name}`) }));
+    const tools = named.map((name) =>
+      defineTool({ name, description: '', mode: 'parallel', parameters: z.object({}), execute: () => (ran.push(name), `I am ${name}`) }),
+    );
     const model = scriptedModel([
       { toolCalls: named.map((name, i) => ({ id: `c${i}`, name, arguments: {} })) },
       { toolCalls: [{ id: 'u1', name: 'isPrototypeOf', arguments: {} }] },
@@ -72,7 +90,9 @@ describe.each(['memory', 'lmdb'] as const)('outside keys (%s store)', (kind) => 
     ]);
     const rt = b.rt({ model, tools });
     const s = await rt.openSession('s');
-    expect(await within(s.execute({ kind: 'prompt', runId: 'r', attemptId: 'a', message: 'go' }), SETTLE_MS, 'execute')).toMatchObject({ status: 'succeeded' });
+    expect(await within(s.execute({ kind: 'prompt', runId: 'r', attemptId: 'a', message: 'go' }), SETTLE_MS, 'execute')).toMatchObject({
+      status: 'succeeded',
+    });
     expect(ran.sort()).toEqual([...named].sort());
     const log = await logOf(rt.store, 's');
     const rejected = log.find((e) => e.type === 'tool/batch-rejected')!.payload.issues as { message: string }[];
@@ -80,8 +100,12 @@ describe.each(['memory', 'lmdb'] as const)('outside keys (%s store)', (kind) => 
     // a runtime with no tools at all: a call to `constructor` is unknown, not Object
     const rt2 = backends[kind]().rt({ model: scriptedModel([{ toolCalls: [{ id: 'x', name: 'constructor', arguments: {} }] }, 'ok']) });
     const s2 = await rt2.openSession('s');
-    expect(await within(s2.execute({ kind: 'prompt', runId: 'r', attemptId: 'a', message: 'go' }), SETTLE_MS, 'execute')).toMatchObject({ status: 'succeeded' });
-    expect((await logOf(rt2.store, 's')).find((e) => e.type === 'tool/batch-rejected')!.payload.issues).toMatchObject([{ message: expect.stringContaining('unknown tool "constructor"') }]);
+    expect(await within(s2.execute({ kind: 'prompt', runId: 'r', attemptId: 'a', message: 'go' }), SETTLE_MS, 'execute')).toMatchObject({
+      status: 'succeeded',
+    });
+    expect((await logOf(rt2.store, 's')).find((e) => e.type === 'tool/batch-rejected')!.payload.issues).toMatchObject([
+      { message: expect.stringContaining('unknown tool "constructor"') },
+    ]);
   });
 
   it('argument keys named like prototype properties reach the tool as data; __proto__ never re-links the arguments', async () => {
@@ -96,12 +120,16 @@ describe.each(['memory', 'lmdb'] as const)('outside keys (%s store)', (kind) => 
     const args = '{"constructor":"c","toString":"t","hasOwnProperty":1,"valueOf":true,"__proto__":{"polluted":"yes"}}';
     const rt = b.rt({ model: scriptedModel([{ toolCalls: [{ id: 'k', name: 'keys', arguments: args }] }, 'done']), tools: [keys] });
     const s = await rt.openSession('s');
-    expect(await within(s.execute({ kind: 'prompt', runId: 'r', attemptId: 'a', message: 'go' }), SETTLE_MS, 'execute')).toMatchObject({ status: 'succeeded' });
+    expect(await within(s.execute({ kind: 'prompt', runId: 'r', attemptId: 'a', message: 'go' }), SETTLE_MS, 'execute')).toMatchObject({
+      status: 'succeeded',
+    });
     expect(seen).toEqual([{ constructor: 'c', toString: 't', hasOwnProperty: 1, valueOf: true }]);
     expect(Object.getPrototypeOf(seen[0])).toBe(Object.prototype);
     expect(({} as { polluted?: string }).polluted).toBeUndefined();
     // the model's own text is logged as it was sent
-    const msg = (await logOf(rt.store, 's')).find((e) => e.type === 'assistant/message')!.payload.message as { toolCalls: { arguments: string }[] };
+    const msg = (await logOf(rt.store, 's')).find((e) => e.type === 'assistant/message')!.payload.message as {
+      toolCalls: { arguments: string }[];
+    };
     expect(msg.toolCalls[0]!.arguments).toBe(args);
   });
 
@@ -109,9 +137,15 @@ describe.each(['memory', 'lmdb'] as const)('outside keys (%s store)', (kind) => 
     const b = backends[kind]();
     const rt = b.rt({ model: scriptedModel(['one', 'two', 'three', 'four'], { loop: true }) });
     const s = await rt.openSession('s');
-    for (const inputId of PROTO_KEYS) expect(await s.submitInput({ inputId, message: `from ${inputId}`, mode: 'follow_up' })).toMatchObject({ inputId, status: expect.any(String) });
+    for (const inputId of PROTO_KEYS)
+      expect(await s.submitInput({ inputId, message: `from ${inputId}`, mode: 'follow_up' })).toMatchObject({
+        inputId,
+        status: expect.any(String),
+      });
     // the same id again: the same input, not a second one
-    expect(await s.submitInput({ inputId: 'constructor', message: 'from constructor', mode: 'follow_up' })).toMatchObject({ inputId: 'constructor' });
+    expect(await s.submitInput({ inputId: 'constructor', message: 'from constructor', mode: 'follow_up' })).toMatchObject({
+      inputId: 'constructor',
+    });
     await s.cancelInput('toString').catch(() => undefined); // may already be consumed: either way, no hang
     await within(s.waitForIdle(), SETTLE_MS, 'waitForIdle');
     const log = await logOf(rt.store, 's');
@@ -127,27 +161,62 @@ describe.each(['memory', 'lmdb'] as const)('outside keys (%s store)', (kind) => 
   it('approvals keyed by such call ids: each decision applies to its own call, a missing one is a denial', async () => {
     const b = backends[kind]();
     const ran: string[] = [];
-    const pay = defineTool({ name: 'pay', description: '', mode: 'parallel', needsApproval: true, parameters: z.object({}), execute: (_a, ctx) => (ran.push(ctx.callId), 'paid') });
-    const rt = b.rt({ model: scriptedModel([{ toolCalls: PROTO_KEYS.map((id) => ({ id, name: 'pay', arguments: {} })) }, 'done']), tools: [pay] });
+    const pay = defineTool({
+      name: 'pay',
+      description: '',
+      mode: 'parallel',
+      needsApproval: true,
+      parameters: z.object({}),
+      execute: (_a, ctx) => (ran.push(ctx.callId), 'paid'),
+    });
+    const rt = b.rt({
+      model: scriptedModel([{ toolCalls: PROTO_KEYS.map((id) => ({ id, name: 'pay', arguments: {} })) }, 'done']),
+      tools: [pay],
+    });
     const s = await rt.openSession('s');
     const r = await within(s.execute({ kind: 'prompt', runId: 'r', attemptId: 'a1', message: 'pay' }), SETTLE_MS, 'prompt');
     expect(r.pendingRequest).toMatchObject({ kind: 'approval', calls: PROTO_KEYS.map((callId) => ({ callId })) });
     // approve __proto__ and toString (own keys, as JSON.parse makes them); valueOf denied; the rest left out
     const decisions = JSON.parse('{"__proto__":"approve","toString":"approve","valueOf":"deny"}');
-    const r2 = await within(s.execute({ kind: 'respond', runId: 'r', attemptId: 'a2', questionId: r.pendingRequest!.questionId, answer: { decisions } }), SETTLE_MS, 'respond');
+    const r2 = await within(
+      s.execute({ kind: 'respond', runId: 'r', attemptId: 'a2', questionId: r.pendingRequest!.questionId, answer: { decisions } }),
+      SETTLE_MS,
+      'respond',
+    );
     expect(r2).toMatchObject({ status: 'succeeded' });
     expect(ran.sort()).toEqual(['__proto__', 'toString']);
     const log = await expectOneResultPerCall(rt.store, 's');
     const decided = log.find((e) => e.type === 'approval/decided')!.payload.decisions as Record<string, string>;
-    expect(Object.entries(decided).sort()).toEqual([['__proto__', 'approve'], ['constructor', 'deny'], ['hasOwnProperty', 'deny'], ['toString', 'approve'], ['valueOf', 'deny']]);
+    expect(Object.entries(decided).sort()).toEqual([
+      ['__proto__', 'approve'],
+      ['constructor', 'deny'],
+      ['hasOwnProperty', 'deny'],
+      ['toString', 'approve'],
+      ['valueOf', 'deny'],
+    ]);
   });
 
   it('a crash while calls named like prototype properties run, then reopen and continue, settles; their resource locks are their own', async () => {
     const b = backends[kind]();
     const started = deferred();
-    const first = defineTool({ name: 'charge', description: '', parameters: z.object({ key: z.string() }), resources: (a) => [a.key], execute: () => (started.resolve(), hang()) });
-    const second = defineTool({ name: 'charge', description: '', parameters: z.object({ key: z.string() }), resources: (a) => [a.key], execute: () => 'must not run again' });
-    const rt1 = b.rt({ model: scriptedModel([{ toolCalls: [{ id: '__proto__', name: 'charge', arguments: { key: 'constructor' } }] }]), tools: [first] });
+    const first = defineTool({
+      name: 'charge',
+      description: '',
+      parameters: z.object({ key: z.string() }),
+      resources: (a) => [a.key],
+      execute: () => (started.resolve(), hang()),
+    });
+    const second = defineTool({
+      name: 'charge',
+      description: '',
+      parameters: z.object({ key: z.string() }),
+      resources: (a) => [a.key],
+      execute: () => 'must not run again',
+    });
+    const rt1 = b.rt({
+      model: scriptedModel([{ toolCalls: [{ id: '__proto__', name: 'charge', arguments: { key: 'constructor' } }] }]),
+      tools: [first],
+    });
     const s1 = await rt1.openSession('s');
     void s1.execute({ kind: 'prompt', runId: 'r', attemptId: 'a1', message: 'charge' });
     await started.promise;
@@ -159,7 +228,10 @@ describe.each(['memory', 'lmdb'] as const)('outside keys (%s store)', (kind) => 
     const r = await within(s2.execute({ kind: 'continue', runId: 'r', attemptId: 'a2' }), SETTLE_MS, 'continue');
     expect(r).toMatchObject({ status: 'succeeded', finalMessage: 'I could not confirm it.' });
     const log = await expectOneResultPerCall(rt2.store, 's');
-    expect(log.find((e) => e.type === 'tool/result')!.payload).toMatchObject({ callId: '__proto__', outcome: { kind: 'uncertain-hanging', resourceLocks: ['constructor'] } });
+    expect(log.find((e) => e.type === 'tool/result')!.payload).toMatchObject({
+      callId: '__proto__',
+      outcome: { kind: 'uncertain-hanging', resourceLocks: ['constructor'] },
+    });
     expect(s2.activeResourceLocks).toEqual(['constructor']);
     await s2.releaseResources(['constructor']);
     expect(s2.activeResourceLocks).toEqual([]);
@@ -168,8 +240,12 @@ describe.each(['memory', 'lmdb'] as const)('outside keys (%s store)', (kind) => 
   it('a crash with an unresolved call whose lock was released after its intent: continue does not lock it again', async () => {
     const b = backends[kind]();
     const started = deferred();
-    const tool = (execute: () => Promise<string> | string) => defineTool({ name: 'op', description: '', parameters: z.object({}), resources: ['toString', 'valueOf'], execute });
-    const rt1 = b.rt({ model: scriptedModel([{ toolCalls: [{ id: 'constructor', name: 'op', arguments: {} }] }]), tools: [tool(() => (started.resolve(), hang()))] });
+    const tool = (execute: () => Promise<string> | string) =>
+      defineTool({ name: 'op', description: '', parameters: z.object({}), resources: ['toString', 'valueOf'], execute });
+    const rt1 = b.rt({
+      model: scriptedModel([{ toolCalls: [{ id: 'constructor', name: 'op', arguments: {} }] }]),
+      tools: [tool(() => (started.resolve(), hang()))],
+    });
     const s1 = await rt1.openSession('s');
     void s1.execute({ kind: 'prompt', runId: 'r', attemptId: 'a1', message: 'go' });
     await started.promise;

@@ -1,6 +1,13 @@
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { defineTool, isExecutionBusy, isProtocolExhaustedError, isProviderError, isValidationError, scriptedModel } from '../../src/index.js';
+import {
+  defineTool,
+  isExecutionBusy,
+  isProtocolExhaustedError,
+  isProviderError,
+  isValidationError,
+  scriptedModel,
+} from '../../src/index.js';
 import { ids, lmdbRuntime, logOf, typesOf } from '../helpers/runtime.js';
 
 const echo = defineTool({
@@ -16,7 +23,13 @@ describe('the turn loop (real LMDB)', () => {
     const { runtime, store } = lmdbRuntime({ model: scriptedModel(['Hello there.']) });
     const s = await runtime.openSession('s');
     const r = await s.execute({ kind: 'prompt', ...ids(), message: 'hi' });
-    expect(r).toMatchObject({ outcome: 'completed', status: 'succeeded', finalMessage: 'Hello there.', steps: 1, checkpointCommitted: true });
+    expect(r).toMatchObject({
+      outcome: 'completed',
+      status: 'succeeded',
+      finalMessage: 'Hello there.',
+      steps: 1,
+      checkpointCommitted: true,
+    });
     const log = await logOf(store, 's');
     expect(typesOf(log)).toEqual([
       'session/attached',
@@ -128,7 +141,10 @@ describe('the turn loop (real LMDB)', () => {
 
   it('gives up after maxProviderAttempts, and at once on a non-retryable error', async () => {
     const err = { error: { message: 'boom', retryable: true, code: 'server' } };
-    const { runtime, store } = lmdbRuntime({ model: scriptedModel([err, err, { error: { message: 'bad key', retryable: false, code: 'auth' } }]), config: { maxProviderAttempts: 2, retryBackoffMs: 1 } });
+    const { runtime, store } = lmdbRuntime({
+      model: scriptedModel([err, err, { error: { message: 'bad key', retryable: false, code: 'auth' } }]),
+      config: { maxProviderAttempts: 2, retryBackoffMs: 1 },
+    });
     const s = await runtime.openSession('s');
     const r = await s.execute({ kind: 'prompt', ...ids(), message: 'hi' });
     expect(r).toMatchObject({ outcome: 'failed', status: 'failed', error: { kind: 'execution' } });
@@ -143,7 +159,12 @@ describe('the turn loop (real LMDB)', () => {
 
   it('rejects bad tool calls as a batch and feeds the errors back; ProtocolExhaustedError past the limit', async () => {
     const model = scriptedModel([
-      { toolCalls: [{ id: 'c1', name: 'nope', arguments: {} }, { id: 'c2', name: 'echo', arguments: { text: 'ok' } }] },
+      {
+        toolCalls: [
+          { id: 'c1', name: 'nope', arguments: {} },
+          { id: 'c2', name: 'echo', arguments: { text: 'ok' } },
+        ],
+      },
       { toolCalls: [{ id: 'c3', name: 'echo', arguments: '{"text": ' }] },
       { toolCalls: [{ id: 'c4', name: 'echo', arguments: { text: 5 } }] },
     ]);
@@ -152,7 +173,9 @@ describe('the turn loop (real LMDB)', () => {
     const r = await s.execute({ kind: 'prompt', ...ids(), message: 'hi' });
     expect(r.status).toBe('failed');
     expect(isProtocolExhaustedError(r.error!.cause)).toBe(true);
-    const rejected = (await logOf(store, 's')).filter((e) => e.type === 'tool/batch-rejected').map((e) => e.payload.issues as { callId: string; message: string }[]);
+    const rejected = (await logOf(store, 's'))
+      .filter((e) => e.type === 'tool/batch-rejected')
+      .map((e) => e.payload.issues as { callId: string; message: string }[]);
     expect(rejected).toHaveLength(3);
     expect(rejected[0]!.map((i) => i.callId)).toEqual(['c1', 'c2']);
     expect(rejected[0]![0]!.message).toContain('unknown tool');

@@ -3,7 +3,16 @@ import { getEventListeners } from 'node:events';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { createRuntime, defineTool, lmdbStore, memoryStore, scriptedModel, type EventStore, type Envelope, type ModelProvider } from '../../src/index.js';
+import {
+  createRuntime,
+  defineTool,
+  lmdbStore,
+  memoryStore,
+  scriptedModel,
+  type EventStore,
+  type Envelope,
+  type ModelProvider,
+} from '../../src/index.js';
 import { logOf, sleep } from '../helpers/runtime.js';
 import { tempDir } from '../helpers/tmp.js';
 
@@ -128,13 +137,24 @@ describe('envelopes: DESIGN §6 fields', () => {
 describe('session.close(): no writes after close', () => {
   it('a model call that outlives session.close() writes nothing to the log afterwards', async () => {
     const { store } = tmpStore();
-    const echo = defineTool({ name: 'echo', description: '', mode: 'exclusive', resources: ['db'], parameters: z.object({}), execute: () => 'ok' });
+    const echo = defineTool({
+      name: 'echo',
+      description: '',
+      mode: 'exclusive',
+      resources: ['db'],
+      parameters: z.object({}),
+      execute: () => 'ok',
+    });
     // a provider that does not look at its AbortSignal (answers after 150 ms whatever happens)
     const model: ModelProvider = {
       modelId: 'deaf',
       call: async () => {
         await sleep(150);
-        return { message: { role: 'assistant', content: '', toolCalls: [{ id: 'c1', name: 'echo', arguments: '{}' }] }, finishReason: 'tool_calls', usage: { inputTokens: 1, outputTokens: 1 } };
+        return {
+          message: { role: 'assistant', content: '', toolCalls: [{ id: 'c1', name: 'echo', arguments: '{}' }] },
+          finishReason: 'tool_calls',
+          usage: { inputTokens: 1, outputTokens: 1 },
+        };
       },
     };
     const rt = createRuntime({ model, tools: [echo], store });
@@ -177,12 +197,17 @@ describe('many sessions in one runtime', () => {
     const appends = stats.appends - before.appends;
     const flushes = stats.flushes - before.flushes;
     // 50 sessions with work in flight at once: appends must share flushes
-    expect({ appends, flushes, appendsPerFlush: Math.round((appends / flushes) * 100) / 100 }).toMatchObject({ appendsPerFlush: expect.toSatisfy((x: number) => x >= 2) });
+    expect({ appends, flushes, appendsPerFlush: Math.round((appends / flushes) * 100) / 100 }).toMatchObject({
+      appendsPerFlush: expect.toSatisfy((x: number) => x >= 2),
+    });
   });
 
   it('300 runs in one session: turnContexts are views of the shared history (no copy per run until read), each as its run started', async () => {
     const { store } = tmpStore();
-    const model: ModelProvider = { modelId: 'm', call: async () => ({ message: { role: 'assistant', content: 'ok' }, finishReason: 'stop' }) };
+    const model: ModelProvider = {
+      modelId: 'm',
+      call: async () => ({ message: { role: 'assistant', content: 'ok' }, finishReason: 'stop' }),
+    };
     const rt = createRuntime({ model, store });
     cleanups.push(() => rt.close());
     const s = await rt.openSession('s');

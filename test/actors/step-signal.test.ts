@@ -7,7 +7,10 @@ import { ids } from '../helpers/runtime.js';
 const echo = defineTool({ name: 'echo', description: '', mode: 'parallel', parameters: z.object({}), execute: () => 'ok' });
 
 /** A model answering two tool steps and a final one; `leak` leaves an abort listener per request, as SDKs do. */
-function recordingModel(leak: boolean, onCall?: (req: ModelRequest, n: number) => Promise<void>): ModelProvider & { signals: AbortSignal[] } {
+function recordingModel(
+  leak: boolean,
+  onCall?: (req: ModelRequest, n: number) => Promise<void>,
+): ModelProvider & { signals: AbortSignal[] } {
   const signals: AbortSignal[] = [];
   return {
     modelId: 'recording',
@@ -18,7 +21,10 @@ function recordingModel(leak: boolean, onCall?: (req: ModelRequest, n: number) =
       await onCall?.(req, signals.length);
       if (req.signal.aborted) throw req.signal.reason;
       return signals.length < 3
-        ? { message: { role: 'assistant', content: '', toolCalls: [{ id: `c${signals.length}`, name: 'echo', arguments: '{}' }] }, finishReason: 'tool_calls' }
+        ? {
+            message: { role: 'assistant', content: '', toolCalls: [{ id: `c${signals.length}`, name: 'echo', arguments: '{}' }] },
+            finishReason: 'tool_calls',
+          }
         : { message: { role: 'assistant', content: 'done' }, finishReason: 'stop' };
     },
   };
@@ -34,7 +40,7 @@ describe('the model step signal', () => {
     await runtime.close();
   });
 
-  it('is the model call actor\'s own: one per step, never aborted by the step ending', async () => {
+  it("is the model call actor's own: one per step, never aborted by the step ending", async () => {
     const model = recordingModel(false);
     const runtime = createRuntime({ store: memoryStore(), model, tools: [echo] });
     const s = await runtime.openSession('s');

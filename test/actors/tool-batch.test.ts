@@ -1,8 +1,8 @@
-import { afterEach,describe,expect,it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { defineTool,scriptedModel,type ToolContext } from '../../src/index.js';
-import { ids,lmdbRuntime,logOf,memRuntime,sleep } from '../helpers/runtime.js';
-import { unansweredInLog,unansweredInRequest } from '../helpers/unanswered.js';
+import { defineTool, scriptedModel, type ToolContext } from '../../src/index.js';
+import { ids, lmdbRuntime, logOf, memRuntime, sleep } from '../helpers/runtime.js';
+import { unansweredInLog, unansweredInRequest } from '../helpers/unanswered.js';
 
 function tracker() {
   let running = 0;
@@ -30,9 +30,19 @@ const overlap = (a: { start: number; end: number }, b: { start: number; end: num
 describe('tool batches (real LMDB)', () => {
   it('parallel calls really overlap and never exceed maxParallelTools', async () => {
     const t = tracker();
-    const slow = defineTool({ name: 'slow', description: '', mode: 'parallel', parameters: z.object({ i: z.number() }), execute: async ({ i }) => (await t.run(`p${i}`, 30), `ok${i}`) });
+    const slow = defineTool({
+      name: 'slow',
+      description: '',
+      mode: 'parallel',
+      parameters: z.object({ i: z.number() }),
+      execute: async ({ i }) => (await t.run(`p${i}`, 30), `ok${i}`),
+    });
     const calls = Array.from({ length: 6 }, (_, i) => ({ name: 'slow', arguments: { i } }));
-    const { runtime, store } = lmdbRuntime({ model: scriptedModel([{ toolCalls: calls }, 'done']), tools: [slow], config: { maxParallelTools: 3 } });
+    const { runtime, store } = lmdbRuntime({
+      model: scriptedModel([{ toolCalls: calls }, 'done']),
+      tools: [slow],
+      config: { maxParallelTools: 3 },
+    });
     const s = await runtime.openSession('s');
     const r = await s.execute({ kind: 'prompt', ...ids(), message: 'go' });
     expect(r.status).toBe('succeeded');
@@ -43,8 +53,20 @@ describe('tool batches (real LMDB)', () => {
 
   it('exclusive calls never overlap anything and keep their order; shared resources never overlap', async () => {
     const t = tracker();
-    const par = defineTool({ name: 'par', description: '', mode: 'parallel', parameters: z.object({ i: z.number(), r: z.string().optional() }), resources: (a) => (a.r ? [a.r] : []), execute: async ({ i }) => (await t.run(`p${i}`, 20), 'p') });
-    const exc = defineTool({ name: 'exc', description: '', parameters: z.object({ i: z.number() }), execute: async ({ i }) => (await t.run(`e${i}`, 20), 'e') });
+    const par = defineTool({
+      name: 'par',
+      description: '',
+      mode: 'parallel',
+      parameters: z.object({ i: z.number(), r: z.string().optional() }),
+      resources: (a) => (a.r ? [a.r] : []),
+      execute: async ({ i }) => (await t.run(`p${i}`, 20), 'p'),
+    });
+    const exc = defineTool({
+      name: 'exc',
+      description: '',
+      parameters: z.object({ i: z.number() }),
+      execute: async ({ i }) => (await t.run(`e${i}`, 20), 'e'),
+    });
     const calls = [
       { name: 'par', arguments: { i: 1 } },
       { name: 'par', arguments: { i: 2 } },
@@ -69,26 +91,64 @@ describe('tool batches (real LMDB)', () => {
 
   it('an exclusive failure truncates the batch: later calls are skipped and never run', async () => {
     const ran: string[] = [];
-    const ok = defineTool({ name: 'ok', description: '', parameters: z.object({ n: z.string() }), execute: ({ n }) => (ran.push(n), 'fine') });
-    const bad = defineTool({ name: 'bad', description: '', parameters: z.object({}), execute: () => { ran.push('bad'); throw new Error('disk full'); } });
+    const ok = defineTool({
+      name: 'ok',
+      description: '',
+      parameters: z.object({ n: z.string() }),
+      execute: ({ n }) => (ran.push(n), 'fine'),
+    });
+    const bad = defineTool({
+      name: 'bad',
+      description: '',
+      parameters: z.object({}),
+      execute: () => {
+        ran.push('bad');
+        throw new Error('disk full');
+      },
+    });
     const { runtime, store } = lmdbRuntime({
-      model: scriptedModel([{ toolCalls: [{ name: 'ok', arguments: { n: 'a' } }, { name: 'bad', arguments: {} }, { name: 'ok', arguments: { n: 'b' } }] }, 'done']),
+      model: scriptedModel([
+        {
+          toolCalls: [
+            { name: 'ok', arguments: { n: 'a' } },
+            { name: 'bad', arguments: {} },
+            { name: 'ok', arguments: { n: 'b' } },
+          ],
+        },
+        'done',
+      ]),
       tools: [ok, bad],
     });
     const s = await runtime.openSession('s');
     await s.execute({ kind: 'prompt', ...ids(), message: 'go' });
     expect(ran).toEqual(['a', 'bad']);
     const outcomes = (await logOf(store, 's')).filter((e) => e.type === 'tool/result').map((e) => e.payload.outcome);
-    expect(outcomes).toMatchObject([{ kind: 'completed', isError: false }, { kind: 'completed', isError: true, content: 'disk full' }, { kind: 'skipped' }]);
+    expect(outcomes).toMatchObject([
+      { kind: 'completed', isError: false },
+      { kind: 'completed', isError: true, content: 'disk full' },
+      { kind: 'skipped' },
+    ]);
   });
 
   it('timeoutMs aborts a call through its signal', async () => {
     let aborted = false;
     const hang = defineTool({
-      name: 'hang', description: '', parameters: z.object({}), timeoutMs: 40,
-      execute: (_a, ctx) => new Promise((_, reject) => ctx.signal.addEventListener('abort', () => { aborted = true; reject(new Error('stopped')); })),
+      name: 'hang',
+      description: '',
+      parameters: z.object({}),
+      timeoutMs: 40,
+      execute: (_a, ctx) =>
+        new Promise((_, reject) =>
+          ctx.signal.addEventListener('abort', () => {
+            aborted = true;
+            reject(new Error('stopped'));
+          }),
+        ),
     });
-    const { runtime, store } = lmdbRuntime({ model: scriptedModel([{ toolCalls: [{ name: 'hang', arguments: {} }] }, 'gave up']), tools: [hang] });
+    const { runtime, store } = lmdbRuntime({
+      model: scriptedModel([{ toolCalls: [{ name: 'hang', arguments: {} }] }, 'gave up']),
+      tools: [hang],
+    });
     const s = await runtime.openSession('s');
     expect((await s.execute({ kind: 'prompt', ...ids(), message: 'go' })).status).toBe('succeeded');
     expect(aborted).toBe(true);
@@ -97,7 +157,14 @@ describe('tool batches (real LMDB)', () => {
   });
 
   it('a tool that ignores its signal past the grace period is recorded uncertain-hanging and keeps its locks', async () => {
-    const stubborn = defineTool({ name: 'stubborn', description: '', parameters: z.object({}), resources: ['printer'], timeoutMs: 20, execute: () => new Promise(() => {}) });
+    const stubborn = defineTool({
+      name: 'stubborn',
+      description: '',
+      parameters: z.object({}),
+      resources: ['printer'],
+      timeoutMs: 20,
+      execute: () => new Promise(() => {}),
+    });
     const { runtime, store } = lmdbRuntime({
       model: scriptedModel([{ toolCalls: [{ name: 'stubborn', arguments: {} }] }, { toolCalls: [{ name: 'stubborn', arguments: {} }] }]),
       tools: [stubborn],
@@ -114,16 +181,24 @@ describe('tool batches (real LMDB)', () => {
   it('supports all five outcome kinds, and each call gets signal, a stable idempotencyKey, ids and emit', async () => {
     const seen: ToolContext[] = [];
     const kinds = defineTool({
-      name: 'kinds', description: '', mode: 'parallel', parameters: z.object({ k: z.string() }),
+      name: 'kinds',
+      description: '',
+      mode: 'parallel',
+      parameters: z.object({ k: z.string() }),
       execute: ({ k }, ctx) => {
         seen.push(ctx);
         ctx.emit({ progress: k });
         switch (k) {
-          case 'skipped': return { kind: 'skipped', reason: 'not needed' };
-          case 'cancelled': return { kind: 'cancelled', settled: true, partialContent: 'half' };
-          case 'us': return { kind: 'uncertain-settled', content: 'maybe' };
-          case 'uh': return { kind: 'uncertain-hanging', content: 'unknown', resourceLocks: ['k'] };
-          default: return { kind: 'completed', content: 'yes', structured: { v: 1 } };
+          case 'skipped':
+            return { kind: 'skipped', reason: 'not needed' };
+          case 'cancelled':
+            return { kind: 'cancelled', settled: true, partialContent: 'half' };
+          case 'us':
+            return { kind: 'uncertain-settled', content: 'maybe' };
+          case 'uh':
+            return { kind: 'uncertain-hanging', content: 'unknown', resourceLocks: ['k'] };
+          default:
+            return { kind: 'completed', content: 'yes', structured: { v: 1 } };
         }
       },
     });
@@ -138,7 +213,9 @@ describe('tool batches (real LMDB)', () => {
     });
     const id = ids();
     await s.execute({ kind: 'prompt', ...id, message: 'go' });
-    const outcomes = (await logOf(store, 's')).filter((e) => e.type === 'tool/result').map((e) => (e.payload.outcome as { kind: string }).kind);
+    const outcomes = (await logOf(store, 's'))
+      .filter((e) => e.type === 'tool/result')
+      .map((e) => (e.payload.outcome as { kind: string }).kind);
     expect(outcomes).toEqual(['completed', 'skipped', 'cancelled', 'uncertain-settled', 'uncertain-hanging']);
     expect(seen).toHaveLength(5);
     for (const ctx of seen) {
@@ -155,8 +232,15 @@ describe('tool batches (real LMDB)', () => {
 
   it('concludesTurn ends the run with that content; additionalMessages join the surface', async () => {
     const finish = defineTool({
-      name: 'finish', description: '', parameters: z.object({}),
-      execute: () => ({ kind: 'completed', content: 'the answer is 42', concludesTurn: true, additionalMessages: [{ role: 'user', content: 'note: audited' }] }),
+      name: 'finish',
+      description: '',
+      parameters: z.object({}),
+      execute: () => ({
+        kind: 'completed',
+        content: 'the answer is 42',
+        concludesTurn: true,
+        additionalMessages: [{ role: 'user', content: 'note: audited' }],
+      }),
     });
     const model = scriptedModel([{ toolCalls: [{ name: 'finish', arguments: {} }] }]);
     const delivered: string[] = [];
@@ -179,7 +263,7 @@ afterEach(async () => {
 });
 
 describe('resources and uncertain-hanging calls', () => {
-  it('an uncertain-hanging outcome returned by a tool locks the call\'s declared resources', async () => {
+  it("an uncertain-hanging outcome returned by a tool locks the call's declared resources", async () => {
     let runs = 0;
     const deploy = defineTool({
       name: 'deploy',
@@ -192,7 +276,11 @@ describe('resources and uncertain-hanging calls', () => {
       },
     });
     const { runtime } = lmdbRuntime({
-      model: scriptedModel([{ toolCalls: [{ name: 'deploy', arguments: {} }] }, { toolCalls: [{ name: 'deploy', arguments: {} }] }, 'done']),
+      model: scriptedModel([
+        { toolCalls: [{ name: 'deploy', arguments: {} }] },
+        { toolCalls: [{ name: 'deploy', arguments: {} }] },
+        'done',
+      ]),
       tools: [deploy],
     });
     const s = await runtime.openSession('s');
@@ -223,7 +311,15 @@ describe('resources and uncertain-hanging calls', () => {
       },
     });
     const { runtime } = lmdbRuntime({
-      model: scriptedModel([{ toolCalls: [{ name: 'write', arguments: { n: 1 } }, { name: 'write', arguments: { n: 2 } }] }, 'done']),
+      model: scriptedModel([
+        {
+          toolCalls: [
+            { name: 'write', arguments: { n: 1 } },
+            { name: 'write', arguments: { n: 2 } },
+          ],
+        },
+        'done',
+      ]),
       tools: [write],
       config: { cancelGraceMs: 20 },
     });
@@ -242,7 +338,13 @@ describe('batch results', () => {
   // `failed` with the tool/call (and the parallel sibling it aborted) never answered.
   it('a sync tool returning a value whose getter throws gets an error result; no call of the batch is left unanswered', async () => {
     let siblingRan = false;
-    const slow = defineTool({ name: 'slow', description: '', mode: 'parallel', parameters: z.object({}), execute: async () => (await sleep(30), (siblingRan = true), 'slow done') });
+    const slow = defineTool({
+      name: 'slow',
+      description: '',
+      mode: 'parallel',
+      parameters: z.object({}),
+      execute: async () => (await sleep(30), (siblingRan = true), 'slow done'),
+    });
     const bad = defineTool({
       name: 'bad',
       description: '',
@@ -255,7 +357,15 @@ describe('batch results', () => {
           },
         }) as never,
     });
-    const model = scriptedModel([{ toolCalls: [{ name: 'slow', arguments: {} }, { name: 'bad', arguments: {} }] }, 'done']);
+    const model = scriptedModel([
+      {
+        toolCalls: [
+          { name: 'slow', arguments: {} },
+          { name: 'bad', arguments: {} },
+        ],
+      },
+      'done',
+    ]);
     const { runtime, store } = memRuntime({ model, tools: [slow, bad] });
     const s = await runtime.openSession('s');
     const r = await s.execute({ kind: 'prompt', ...ids(), message: 'go' });
@@ -274,7 +384,12 @@ describe('batch results', () => {
   // (or reconcile looking the key up) treats the second charge as the first.
   it('two different calls of one run get different idempotency keys even when the model reuses a call id', async () => {
     const keys: string[] = [];
-    const charge = defineTool({ name: 'charge', description: '', parameters: z.object({ amount: z.number() }), execute: ({ amount }, ctx) => (keys.push(ctx.idempotencyKey), `charged ${amount}`) });
+    const charge = defineTool({
+      name: 'charge',
+      description: '',
+      parameters: z.object({ amount: z.number() }),
+      execute: ({ amount }, ctx) => (keys.push(ctx.idempotencyKey), `charged ${amount}`),
+    });
     const model = scriptedModel([
       { toolCalls: [{ id: 'call_0', name: 'charge', arguments: { amount: 1 } }] },
       { toolCalls: [{ id: 'call_0', name: 'charge', arguments: { amount: 2 } }] },
@@ -296,7 +411,11 @@ describe('batch results', () => {
       name: 't',
       description: '',
       parameters: z.object({}),
-      execute: () => ({ kind: 'completed', content: 'ok', additionalMessages: [{ role: 'assistant', content: '', toolCalls: [{ id: 'ghost', name: 't', arguments: '{}' }] }] }),
+      execute: () => ({
+        kind: 'completed',
+        content: 'ok',
+        additionalMessages: [{ role: 'assistant', content: '', toolCalls: [{ id: 'ghost', name: 't', arguments: '{}' }] }],
+      }),
     });
     const model = scriptedModel([{ toolCalls: [{ name: 't', arguments: {} }] }, 'done']);
     const { runtime } = memRuntime({ model, tools: [t] });

@@ -1,13 +1,13 @@
-import { describe,expect,it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { createActor } from 'xstate';
 import { z } from 'zod';
 import type { SessionServices } from '../../src/actors/session-services.js';
 import { toolCallActor } from '../../src/actors/tool-call.js';
-import { defineTool,scriptedModel } from '../../src/index.js';
+import { defineTool, scriptedModel } from '../../src/index.js';
 import { deferred } from '../helpers/drafts.js';
 import { systemClock } from '../../src/contracts/clock.js';
 import { isCancelledError } from '../../src/contracts/errors.js';
-import { ids,lmdbRuntime,logOf,sleep,within } from '../helpers/runtime.js';
+import { ids, lmdbRuntime, logOf, sleep, within } from '../helpers/runtime.js';
 import { LogWriter } from '../../src/persistence/log-writer.js';
 import { memoryStore } from '../../src/persistence/memory-store.js';
 import { SessionProjection } from '../../src/persistence/projection.js';
@@ -27,13 +27,25 @@ function fakeEnv(checkFenced: () => Promise<boolean>, execute: (args: unknown, c
   } as unknown as SessionServices;
 }
 
-const input = { runId: 'r1', index: 0, call: { callId: 'c1', name: 'pay', arguments: {}, mode: 'exclusive' as const, resources: [], idempotencyKey: 's1/r1/c1' } };
+const input = {
+  runId: 'r1',
+  index: 0,
+  call: { callId: 'c1', name: 'pay', arguments: {}, mode: 'exclusive' as const, resources: [], idempotencyKey: 's1/r1/c1' },
+};
 
 describe('toolCallActor', () => {
   it('a call stopped while its fence check is pending never starts its tool', async () => {
     const fence = deferred<boolean>();
     const started: unknown[] = [];
-    const actor = createActor(toolCallActor(fakeEnv(() => fence.promise, async (a) => (started.push(a), 'paid'))), { input }).start();
+    const actor = createActor(
+      toolCallActor(
+        fakeEnv(
+          () => fence.promise,
+          async (a) => (started.push(a), 'paid'),
+        ),
+      ),
+      { input },
+    ).start();
     actor.stop();
     fence.resolve(false);
     await new Promise((r) => setTimeout(r, 10));
@@ -43,7 +55,9 @@ describe('toolCallActor', () => {
   it('a stopped call aborts its running tool with an AbortError', async () => {
     const reason = deferred<unknown>();
     const execute = (_: unknown, { signal }: { signal: AbortSignal }) =>
-      new Promise<string>((_, reject) => signal.addEventListener('abort', () => (reason.resolve(signal.reason), reject(signal.reason)), { once: true }));
+      new Promise<string>((_, reject) =>
+        signal.addEventListener('abort', () => (reason.resolve(signal.reason), reject(signal.reason)), { once: true }),
+      );
     const actor = createActor(toolCallActor(fakeEnv(async () => false, execute)), { input }).start();
     await new Promise((r) => setTimeout(r, 5));
     actor.stop();
@@ -59,13 +73,27 @@ describe('toolCallActor lease', () => {
     // wrapper has no synchronous epoch read, so the writer reads the head
     const store = new Proxy(base, {
       get: (t, p) =>
-        p === 'getHead' ? async (id: string) => { const h = await t.getHead(id); leaseLost = true; return h; } : p === 'writerEpochNow' ? undefined : Reflect.get(t, p),
+        p === 'getHead'
+          ? async (id: string) => {
+              const h = await t.getHead(id);
+              leaseLost = true;
+              return h;
+            }
+          : p === 'writerEpochNow'
+            ? undefined
+            : Reflect.get(t, p),
     }) as EventStore;
     const attach = await base.attachWriter('s1');
     const writer = new LogWriter(store, 's1', attach.writerEpoch, attach.lastSeq + 1, new SessionProjection());
     writer.guard = () => (leaseLost ? new Error('lease lost') : undefined);
     const started: unknown[] = [];
-    const env = { ...fakeEnv(async () => false, async (a) => (started.push(a), 'paid')), writer } as unknown as SessionServices;
+    const env = {
+      ...fakeEnv(
+        async () => false,
+        async (a) => (started.push(a), 'paid'),
+      ),
+      writer,
+    } as unknown as SessionServices;
     createActor(toolCallActor(env), { input }).start();
     await new Promise((r) => setTimeout(r, 20));
     expect(leaseLost).toBe(true);
@@ -112,7 +140,9 @@ describe('toolCallActor context', () => {
 describe('what a tool may throw or return', () => {
   it('a tool rejecting with a null-prototype object gets an error result (the run does not hang)', async () => {
     const odd = defineTool({
-      name: 'odd', description: '', parameters: z.object({}),
+      name: 'odd',
+      description: '',
+      parameters: z.object({}),
       // e.g. an error object built with Object.create(null) by a parser / RPC library
       execute: async () => {
         throw Object.assign(Object.create(null), { code: 'E_ODD' });
@@ -131,7 +161,9 @@ describe('what a tool may throw or return', () => {
   it('a completed outcome whose `structured` is not JSON is recorded and the call answered', async () => {
     const ran: string[] = [];
     const lookup = defineTool({
-      name: 'lookup', description: '', parameters: z.object({}),
+      name: 'lookup',
+      description: '',
+      parameters: z.object({}),
       execute: () => (ran.push('x'), { kind: 'completed', content: 'row 1', structured: { id: 2n ** 70n } }),
     });
     const model = scriptedModel([{ toolCalls: [{ id: 'l1', name: 'lookup', arguments: {} }] }, 'found it']);
@@ -147,7 +179,10 @@ describe('what a tool may throw or return', () => {
     await s.execute({ kind: 'prompt', ...ids(), message: 'again' });
     const sent = model.requests[1]!.messages;
     const answered = new Set(sent.filter((m) => m.role === 'tool').map((m) => m.toolCallId));
-    const unanswered = sent.flatMap((m) => m.toolCalls ?? []).filter((c) => !answered.has(c.id)).map((c) => c.id);
+    const unanswered = sent
+      .flatMap((m) => m.toolCalls ?? [])
+      .filter((c) => !answered.has(c.id))
+      .map((c) => c.id);
     expect({ status: r.status, results, unanswered }).toEqual({ status: 'succeeded', results: 1, unanswered: [] });
   });
 });
@@ -156,7 +191,10 @@ describe('ctx.emit', () => {
   it('an emit after the call has ended publishes no tool_update after its tool_end', async () => {
     let late: (() => void) | undefined;
     const t = defineTool({
-      name: 't', description: '', mode: 'parallel', parameters: z.object({}),
+      name: 't',
+      description: '',
+      mode: 'parallel',
+      parameters: z.object({}),
       // e.g. a progress callback of a client library that fires once more after the call resolved
       execute: (_a, ctx) => ((late = () => ctx.emit({ progress: 100 })), 'ok'),
     });
@@ -164,7 +202,9 @@ describe('ctx.emit', () => {
     const { runtime } = lmdbRuntime({ model, tools: [t] });
     const s = await runtime.openSession('s');
     const seen: string[] = [];
-    s.events$.subscribe((e) => void (e.event.type.startsWith('tool_') || e.event.type === 'execution_finished' ? seen.push(e.event.type) : undefined));
+    s.events$.subscribe(
+      (e) => void (e.event.type.startsWith('tool_') || e.event.type === 'execution_finished' ? seen.push(e.event.type) : undefined),
+    );
     await s.execute({ kind: 'prompt', ...ids(), message: 'go' });
     late!();
     await sleep(20);
@@ -173,9 +213,13 @@ describe('ctx.emit', () => {
 });
 
 describe('what a tool may return', () => {
-  const returning = (value: () => unknown) => defineTool({ name: 'give', description: '', mode: 'parallel', parameters: z.object({}), execute: value as () => string });
+  const returning = (value: () => unknown) =>
+    defineTool({ name: 'give', description: '', mode: 'parallel', parameters: z.object({}), execute: value as () => string });
   async function outcomeOf(value: () => unknown) {
-    const { runtime, store } = lmdbRuntime({ model: scriptedModel([{ toolCalls: [{ id: 'g1', name: 'give', arguments: {} }] }, 'done']), tools: [returning(value)] });
+    const { runtime, store } = lmdbRuntime({
+      model: scriptedModel([{ toolCalls: [{ id: 'g1', name: 'give', arguments: {} }] }, 'done']),
+      tools: [returning(value)],
+    });
     const s = await runtime.openSession('s');
     const r = await s.execute({ kind: 'prompt', ...ids(), message: 'go' });
     const log = await logOf(store, 's');
@@ -194,20 +238,39 @@ describe('what a tool may return', () => {
   ])('%s is serialised for the model and kept as structured content', async (_what, value, text) => {
     const { r, outcome, text: seen } = await outcomeOf(value);
     expect(r.status).toBe('succeeded');
-    expect(outcome).toEqual({ kind: 'completed', content: text, structured: value(), isError: false, concludesTurn: false, releaseResources: [] });
+    expect(outcome).toEqual({
+      kind: 'completed',
+      content: text,
+      structured: value(),
+      isError: false,
+      concludesTurn: false,
+      releaseResources: [],
+    });
     expect(seen).toBe(text);
   });
 
   it('a string is the text as it is, a tool outcome is that outcome', async () => {
     expect((await outcomeOf(() => 'plain')).outcome).toMatchObject({ kind: 'completed', content: 'plain', isError: false });
-    expect((await outcomeOf(() => ({ kind: 'completed', content: 'sent', structured: { id: 7 } }))).outcome).toMatchObject({ kind: 'completed', content: 'sent', structured: { id: 7 } });
+    expect((await outcomeOf(() => ({ kind: 'completed', content: 'sent', structured: { id: 7 } }))).outcome).toMatchObject({
+      kind: 'completed',
+      content: 'sent',
+      structured: { id: 7 },
+    });
   });
 
   it.each([
     ['undefined', () => undefined, /tool give returned no value \(undefined\)/],
     ['a BigInt', () => 10n, /tool give returned a value that is not JSON: .*BigInt/],
     ['a Date inside an object', () => ({ at: new Date(0) }), /tool give returned a value that is not JSON \(at at\): .*Date/],
-    ['a cycle', () => { const o: Record<string, unknown> = {}; o.self = o; return o; }, /tool give returned a value that is not JSON/],
+    [
+      'a cycle',
+      () => {
+        const o: Record<string, unknown> = {};
+        o.self = o;
+        return o;
+      },
+      /tool give returned a value that is not JSON/,
+    ],
     ['a function', () => () => 1, /tool give returned a value that is not JSON: .*function/],
     ['an invalid outcome', () => ({ kind: 'completed', content: 5 }), /tool give returned an invalid outcome/],
   ])('%s is an error result naming the tool', async (_what, value, message) => {

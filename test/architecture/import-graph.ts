@@ -7,14 +7,18 @@ export type ImportGraph = Map<string, string[]>;
 const SPECIFIER = /(?:^|[\s;])(?:import|export)\s[^'"]*?from\s*['"](\.{1,2}\/[^'"]+)['"]|import\(\s*['"](\.{1,2}\/[^'"]+)['"]\s*\)/g;
 
 function sourceFiles(dir: string): string[] {
-  return readdirSync(dir, { withFileTypes: true }).flatMap((d) => (d.isDirectory() ? sourceFiles(join(dir, d.name)) : d.name.endsWith('.ts') ? [join(dir, d.name)] : []));
+  return readdirSync(dir, { withFileTypes: true }).flatMap((d) =>
+    d.isDirectory() ? sourceFiles(join(dir, d.name)) : d.name.endsWith('.ts') ? [join(dir, d.name)] : [],
+  );
 }
 
 /** The import graph of the `.ts` files under `root` (paths relative to `base`). */
 export function importGraph(root: string, base = process.cwd()): ImportGraph {
   const graph: ImportGraph = new Map();
   for (const file of sourceFiles(resolve(base, root))) {
-    const text = readFileSync(file, 'utf8').replace(/\/\*[\s\S]*?\*\//g, '').replace(/^\s*\/\/.*$/gm, '');
+    const text = readFileSync(file, 'utf8')
+      .replace(/\/\*[\s\S]*?\*\//g, '')
+      .replace(/^\s*\/\/.*$/gm, '');
     const deps = new Set<string>();
     for (const m of text.matchAll(SPECIFIER)) deps.add(relative(base, resolve(dirname(file), (m[1] ?? m[2])!.replace(/\.js$/, '.ts'))));
     graph.set(relative(base, file), [...deps]);

@@ -11,7 +11,14 @@ describe('bench/peers scripted model', () => {
     const k = 4;
     for (let step = 0; step < k - 1; step++) {
       const d = decide(k, resultsUpTo(step));
-      expect(d).toMatchObject({ kind: 'tools', step, calls: [{ name: 'lookup', i: step }, { name: 'write', i: step }] });
+      expect(d).toMatchObject({
+        kind: 'tools',
+        step,
+        calls: [
+          { name: 'lookup', i: step },
+          { name: 'write', i: step },
+        ],
+      });
     }
     const last = decide(k, resultsUpTo(k - 1));
     expect(last.kind).toBe('answer');

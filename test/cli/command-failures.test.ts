@@ -24,7 +24,12 @@ beforeAll(async () => {
   // a long session (≈ 400 KB of `log` output: more than a pipe buffer holds)
   {
     const { writerEpoch } = await store.attachWriter('long');
-    const drafts: EventDraft[] = Array.from({ length: 3000 }, (_, n) => ({ ...at(0, 0), type: 'state/updated', surfaceOp: 'none', payload: { stateContext: { n, pad: 'p'.repeat(60) } } }));
+    const drafts: EventDraft[] = Array.from({ length: 3000 }, (_, n) => ({
+      ...at(0, 0),
+      type: 'state/updated',
+      surfaceOp: 'none',
+      payload: { stateContext: { n, pad: 'p'.repeat(60) } },
+    }));
     await store.append('long', writerEpoch, 1, drafts);
   }
   // a session whose seq 3 is corrupt
@@ -32,7 +37,12 @@ beforeAll(async () => {
     const { writerEpoch } = await store.attachWriter('victim');
     await store.append('victim', writerEpoch, 1, [
       { ...at(0, 0), type: 'session/attached', surfaceOp: 'none', payload: { sessionInstanceId: 'i1', writerEpoch } },
-      { ...at(1, 0), type: 'run/start', surfaceOp: 'none', payload: { runId: 'r1', attemptId: 'a1', runEpoch: 1, kind: 'prompt', executionProfileFingerprint: 'f'.repeat(64) } },
+      {
+        ...at(1, 0),
+        type: 'run/start',
+        surfaceOp: 'none',
+        payload: { runId: 'r1', attemptId: 'a1', runEpoch: 1, kind: 'prompt', executionProfileFingerprint: 'f'.repeat(64) },
+      },
       { ...at(1, 0), type: 'user/message', surfaceOp: 'append', payload: { message: { role: 'user', content: 'deploy it' } } },
     ]);
   }
@@ -46,22 +56,26 @@ afterAll(async () => {
 });
 
 describe('command failures', () => {
-  it('`actorloop log` piped into a reader that stops early (| head) ends quietly, without an unhandled EPIPE stack trace', async () => {
-    const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli/main.ts', 'log', 'long', '--data', dir.path], {
-      cwd: REPO_ROOT,
-      stdio: ['ignore', 'pipe', 'pipe'],
-      env: { ...process.env, NODE_OPTIONS: '' },
-    });
-    let stderr = '';
-    child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
-    // like `| head -1`: read the first chunk, then close the pipe
-    child.stdout.once('data', () => child.stdout.destroy());
-    const code = await new Promise<number | null>((resolve) => child.on('exit', (c) => resolve(c)));
-    // docs/cli.md: "Errors are one line on stderr starting with `actorloop:`"
-    expect(stderr).not.toMatch(/Unhandled 'error' event|EPIPE\n\s+at /);
-    expect(stderr.trim() === '' || /^actorloop: [^\n]*$/.test(stderr.trim())).toBe(true);
-    expect(code).not.toBeNull();
-  }, scaled(60_000));
+  it(
+    '`actorloop log` piped into a reader that stops early (| head) ends quietly, without an unhandled EPIPE stack trace',
+    async () => {
+      const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli/main.ts', 'log', 'long', '--data', dir.path], {
+        cwd: REPO_ROOT,
+        stdio: ['ignore', 'pipe', 'pipe'],
+        env: { ...process.env, NODE_OPTIONS: '' },
+      });
+      let stderr = '';
+      child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
+      // like `| head -1`: read the first chunk, then close the pipe
+      child.stdout.once('data', () => child.stdout.destroy());
+      const code = await new Promise<number | null>((resolve) => child.on('exit', (c) => resolve(c)));
+      // docs/cli.md: "Errors are one line on stderr starting with `actorloop:`"
+      expect(stderr).not.toMatch(/Unhandled 'error' event|EPIPE\n\s+at /);
+      expect(stderr.trim() === '' || /^actorloop: [^\n]*$/.test(stderr.trim())).toBe(true);
+      expect(code).not.toBeNull();
+    },
+    scaled(60_000),
+  );
 
   it('`actorloop recover` on a corrupt log exits 3 and changes nothing on disk (the writer epoch stays)', async () => {
     const epoch = async () => {

@@ -30,23 +30,54 @@ async function cli(args: string[]): Promise<{ code: number | null; out: string; 
 const at = (turn: number, step: number) => ({ turn, step, attempt: turn ? 1 : 0 });
 /** A run whose process stopped while an exclusive deploy ran: intent logged, no result, no run/end. */
 const interruptedRun: EventDraft[] = [
-  { ...at(1, 0), type: 'run/start', surfaceOp: 'none', payload: { runId: 'r1', attemptId: 'a1', runEpoch: 1, kind: 'prompt', executionProfileFingerprint: 'f'.repeat(64) } },
+  {
+    ...at(1, 0),
+    type: 'run/start',
+    surfaceOp: 'none',
+    payload: { runId: 'r1', attemptId: 'a1', runEpoch: 1, kind: 'prompt', executionProfileFingerprint: 'f'.repeat(64) },
+  },
   { ...at(1, 0), type: 'user/message', surfaceOp: 'append', payload: { message: { role: 'user', content: 'deploy it' } } },
   { ...at(1, 1), type: 'step/start', surfaceOp: 'none', payload: {} },
   {
     ...at(1, 1),
     type: 'assistant/message',
     surfaceOp: 'append',
-    payload: { message: { role: 'assistant', content: '', toolCalls: [{ id: 'd1', name: 'deploy', arguments: '{}' }] }, finishReason: 'tool_calls', latencyMs: 5 },
+    payload: {
+      message: { role: 'assistant', content: '', toolCalls: [{ id: 'd1', name: 'deploy', arguments: '{}' }] },
+      finishReason: 'tool_calls',
+      latencyMs: 5,
+    },
   },
-  { ...at(1, 1), type: 'tool/call', surfaceOp: 'none', payload: { callId: 'd1', name: 'deploy', arguments: { service: 'checkout', version: '2.4.0', environment: 'staging' }, mode: 'exclusive', resources: ['env:staging'], idempotencyKey: 'crashed/r1/d1' } },
+  {
+    ...at(1, 1),
+    type: 'tool/call',
+    surfaceOp: 'none',
+    payload: {
+      callId: 'd1',
+      name: 'deploy',
+      arguments: { service: 'checkout', version: '2.4.0', environment: 'staging' },
+      mode: 'exclusive',
+      resources: ['env:staging'],
+      idempotencyKey: 'crashed/r1/d1',
+    },
+  },
 ];
 
 beforeAll(async () => {
   dir = tempDir('actorloop-cli-');
   // a finished session, made by the runtime
-  const add = defineTool({ name: 'add', description: 'adds', parameters: z.object({ a: z.number(), b: z.number() }), mode: 'parallel', execute: ({ a, b }) => String(a + b) });
-  const runtime = createRuntime({ store: lmdbStore({ path: dir.path }), model: scriptedModel([{ toolCalls: [{ name: 'add', arguments: { a: 1, b: 2 } }] }, 'It is 3.']), tools: [add] });
+  const add = defineTool({
+    name: 'add',
+    description: 'adds',
+    parameters: z.object({ a: z.number(), b: z.number() }),
+    mode: 'parallel',
+    execute: ({ a, b }) => String(a + b),
+  });
+  const runtime = createRuntime({
+    store: lmdbStore({ path: dir.path }),
+    model: scriptedModel([{ toolCalls: [{ name: 'add', arguments: { a: 1, b: 2 } }] }, 'It is 3.']),
+    tools: [add],
+  });
   const s = await runtime.openSession('done');
   await s.execute({ kind: 'prompt', runId: 'r1', attemptId: 'a1', message: 'add 1 and 2' });
   await runtime.close();
@@ -54,7 +85,10 @@ beforeAll(async () => {
   const store = lmdbStore({ path: dir.path });
   for (const id of ['crashed', 'victim']) {
     const { writerEpoch } = await store.attachWriter(id);
-    await store.append(id, writerEpoch, 1, [{ ...at(0, 0), type: 'session/attached', surfaceOp: 'none', payload: { sessionInstanceId: 'i1', writerEpoch } }, ...interruptedRun]);
+    await store.append(id, writerEpoch, 1, [
+      { ...at(0, 0), type: 'session/attached', surfaceOp: 'none', payload: { sessionInstanceId: 'i1', writerEpoch } },
+      ...interruptedRun,
+    ]);
   }
   await store.close();
   const env = open({ path: dir.path, maxDbs: 8 });
@@ -76,7 +110,11 @@ describe('the read commands, in process', () => {
     expect(io.out.text).toMatch(/^done\s+\d+\s+1\s+1\s+idle$/m);
     const json = capture();
     await sessionsCommand({ data: dir.path, json: true }, json);
-    expect(JSON.parse(json.out.text).map((r: { sessionId: string }) => r.sessionId).sort()).toEqual(['crashed', 'done', 'victim']);
+    expect(
+      JSON.parse(json.out.text)
+        .map((r: { sessionId: string }) => r.sessionId)
+        .sort(),
+    ).toEqual(['crashed', 'done', 'victim']);
   });
 
   it('prints the log as lines or JSON, from a seq', async () => {
@@ -88,7 +126,10 @@ describe('the read commands, in process', () => {
     expect(lines.at(-1)).toMatch(/run\/end\s+run r1 succeeded → completed$/);
     const json = capture();
     await logCommand('done', { data: dir.path, from: '3', json: true }, json);
-    const records = json.out.text.trim().split('\n').map((l) => JSON.parse(l));
+    const records = json.out.text
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l));
     expect(records[0].seq).toBe(3);
     expect(records).toHaveLength(lines.length - 2);
   });
@@ -98,7 +139,9 @@ describe('the read commands, in process', () => {
     expect(await recoverCommand('crashed', { data: dir.path }, io)).toBe(0);
     const r = RecoveryOutcome.parse(JSON.parse(io.out.text));
     expect(r.writerEpoch).toBe(1);
-    expect(r.uncertainToolCalls).toEqual([expect.objectContaining({ callId: 'd1', name: 'deploy', mode: 'exclusive', resolution: 'reconcile' })]);
+    expect(r.uncertainToolCalls).toEqual([
+      expect.objectContaining({ callId: 'd1', name: 'deploy', mode: 'exclusive', resolution: 'reconcile' }),
+    ]);
     expect(io.err.text).toContain('recovery would find: 1 interrupted run');
     const again = capture();
     await recoverCommand('crashed', { data: dir.path }, again);
@@ -111,7 +154,9 @@ describe('the read commands, in process', () => {
     const r = RecoveryOutcome.parse(JSON.parse(io.out.text));
     expect(r.writerEpoch).toBe(2);
     expect(r.interruptedRuns.map((x) => x.runId)).toEqual(['r1']);
-    expect(r.uncertainToolCalls).toEqual([expect.objectContaining({ callId: 'd1', name: 'deploy', mode: 'exclusive', resolution: 'reconcile' })]);
+    expect(r.uncertainToolCalls).toEqual([
+      expect.objectContaining({ callId: 'd1', name: 'deploy', mode: 'exclusive', resolution: 'reconcile' }),
+    ]);
     expect(io.err.text).toContain('recovery found: 1 interrupted run');
     expect(io.err.text).toContain('tool call without a result: deploy d1 [exclusive] → reconcile');
   });
@@ -129,9 +174,17 @@ describe('the read commands, in process', () => {
   it('names a corrupt record by session and seq, with exit code 3', async () => {
     const io = capture();
     const failure = await logCommand('victim', { data: dir.path }, io).catch((e) => describeFailure(e));
-    expect(failure).toMatchObject({ exitCode: 3, message: expect.stringMatching(/^corrupt log: session victim, seq 3: undecodable record/) });
+    expect(failure).toMatchObject({
+      exitCode: 3,
+      message: expect.stringMatching(/^corrupt log: session victim, seq 3: undecodable record/),
+    });
     // the intact records before it are printed first
-    expect(io.out.text.trim().split('\n').map((l) => l.trim().split(/\s+/)[0])).toEqual(['1', '2']);
+    expect(
+      io.out.text
+        .trim()
+        .split('\n')
+        .map((l) => l.trim().split(/\s+/)[0]),
+    ).toEqual(['1', '2']);
   });
 });
 
@@ -172,12 +225,25 @@ describe('actorloop command lines', () => {
     const followed = async (args: string[], ready: (out: string) => boolean) => {
       const io = capture();
       let interrupt: (() => void) | undefined;
-      const code = runCli(['node', 'actorloop', ...args], { ...io, onInterrupt: (h) => ((interrupt = h), () => {}), tty: false, env: {}, exitNow: () => {} });
-      await vi.waitFor(() => expect(ready(io.out.text) && io.err.text.includes('following done')).toBe(true), { timeout: 20_000, interval: 20 });
+      const code = runCli(['node', 'actorloop', ...args], {
+        ...io,
+        onInterrupt: (h) => ((interrupt = h), () => {}),
+        tty: false,
+        env: {},
+        exitNow: () => {},
+      });
+      await vi.waitFor(() => expect(ready(io.out.text) && io.err.text.includes('following done')).toBe(true), {
+        timeout: 20_000,
+        interval: 20,
+      });
       interrupt!();
       return { code: await code, out: io.out.text };
     };
-    const seqs = (out: string) => out.trim().split('\n').map((l) => Number(l.trim().split(/\s+/)[0]));
+    const seqs = (out: string) =>
+      out
+        .trim()
+        .split('\n')
+        .map((l) => Number(l.trim().split(/\s+/)[0]));
     const last = (await cliHere(['log', 'done', '--data', dir.path])).out.trim().split('\n').length;
     const log = await followed(['log', 'done', '--data', dir.path, '-f'], (o) => o.trim().split('\n').length >= last);
     expect([log.code, seqs(log.out)]).toEqual([0, Array.from({ length: last }, (_, i) => i + 1)]);
@@ -200,7 +266,10 @@ describe('actorloop command lines', () => {
   });
 
   it('exits with those codes as a process too', async () => {
-    const [noData, corrupt] = await Promise.all([cli(['sessions', '--data', join(dir.path, 'nothing-here')]), cli(['log', 'victim', '--data', dir.path])]);
+    const [noData, corrupt] = await Promise.all([
+      cli(['sessions', '--data', join(dir.path, 'nothing-here')]),
+      cli(['log', 'victim', '--data', dir.path]),
+    ]);
     expect([noData.code, noData.err]).toEqual([4, expect.stringMatching(/^actorloop: no actorloop data at /)]);
     expect([corrupt.code, corrupt.err]).toEqual([3, expect.stringMatching(/^actorloop: corrupt log: session victim, seq 3: /)]);
     expect(corrupt.out).toMatch(/^\s*1\s.*session\/attached/); // the intact records were printed first
@@ -209,11 +278,15 @@ describe('actorloop command lines', () => {
   it('tail follows appends made by another process until Ctrl-C', async () => {
     const store = lmdbStore({ path: dir.path });
     const { writerEpoch, lastSeq } = await store.attachWriter('followed');
-    await store.append('followed', writerEpoch, lastSeq + 1, [{ ...at(0, 0), type: 'state/updated', surfaceOp: 'none', payload: { stateContext: { n: 0 } } }]);
+    await store.append('followed', writerEpoch, lastSeq + 1, [
+      { ...at(0, 0), type: 'state/updated', surfaceOp: 'none', payload: { stateContext: { n: 0 } } },
+    ]);
     const tail = spawnTs(CLI, ['tail', 'followed', '--data', dir.path], { label: 'tail' });
     await tail.waitFor((l) => l.includes('state/updated') && l.includes('"n":0'), 20_000, 'the existing event');
     for (let n = 1; n <= 3; n++) {
-      await store.append('followed', writerEpoch, lastSeq + 1 + n, [{ ...at(0, 0), type: 'state/updated', surfaceOp: 'none', payload: { stateContext: { n } } }]);
+      await store.append('followed', writerEpoch, lastSeq + 1 + n, [
+        { ...at(0, 0), type: 'state/updated', surfaceOp: 'none', payload: { stateContext: { n } } },
+      ]);
       await tail.waitFor((l) => l.includes(`"n":${n}`), 5_000, `appended event ${n}`);
     }
     await store.close();

@@ -21,8 +21,25 @@ function capture(): CommandIO & { out: { text: string } } {
  * assistant message and both results, with copiedFrom), then answers.
  */
 async function compactedApproval() {
-  const deploy = defineTool({ name: 'deploy', description: '', parameters: z.object({ env: z.string() }), needsApproval: true, execute: ({ env }) => `deployed ${env} ${'y'.repeat(4000)}` });
-  const model = scriptedModel(['ok', { text: 'deploying', toolCalls: [{ name: 'deploy', arguments: { env: 'a' } }, { name: 'deploy', arguments: { env: 'b' } }] }, 'SUMMARY', 'all done']);
+  const deploy = defineTool({
+    name: 'deploy',
+    description: '',
+    parameters: z.object({ env: z.string() }),
+    needsApproval: true,
+    execute: ({ env }) => `deployed ${env} ${'y'.repeat(4000)}`,
+  });
+  const model = scriptedModel([
+    'ok',
+    {
+      text: 'deploying',
+      toolCalls: [
+        { name: 'deploy', arguments: { env: 'a' } },
+        { name: 'deploy', arguments: { env: 'b' } },
+      ],
+    },
+    'SUMMARY',
+    'all done',
+  ]);
   const { runtime, store, path } = lmdbRuntime({ model, tools: [deploy], config: { contextWindow: 2000, outputReserve: 200 } });
   const s = await runtime.openSession('s');
   const envs: Envelope[] = [];
@@ -62,18 +79,45 @@ describe('view (timeline model): compaction copies', () => {
     b.add(10, 'run/start', { runId: 'r', attemptId: 'a', runEpoch: 1, kind: 'prompt', executionProfileFingerprint: 'f' }, a1);
     const user = b.add(10, 'user/message', { message: { role: 'user', content: 'pay' } }, a1);
     b.add(400, 'step/start', {}, { ...a1, step: 1 });
-    const asst = b.add(400, 'assistant/message', { message: { role: 'assistant', content: '', toolCalls: [call] }, finishReason: 'tool_calls', latencyMs: 390 }, { ...a1, step: 1 });
+    const asst = b.add(
+      400,
+      'assistant/message',
+      { message: { role: 'assistant', content: '', toolCalls: [call] }, finishReason: 'tool_calls', latencyMs: 390 },
+      { ...a1, step: 1 },
+    );
     b.add(400, 'approval/requested', { pendingRequest: pending }, { ...a1, step: 1 });
     b.add(400, 'run/suspended', { pendingRequest: pending }, { ...a1, step: 1 });
     b.add(405, 'run/end', { runId: 'r', attemptId: 'a', status: 'suspended', outcome: 'suspended' }, { ...a1, step: 1 });
-    b.add(hour, 'run/start', { runId: 'r', attemptId: 'b', runEpoch: 2, kind: 'respond', executionProfileFingerprint: 'f' }, { ...a2, step: 1 });
+    b.add(
+      hour,
+      'run/start',
+      { runId: 'r', attemptId: 'b', runEpoch: 2, kind: 'respond', executionProfileFingerprint: 'f' },
+      { ...a2, step: 1 },
+    );
     b.add(hour, 'approval/decided', { questionId: 'approval-p1', decisions: { p1: 'approve' }, timedOut: false }, { ...a2, step: 1 });
-    b.add(hour, 'tool/call', { callId: 'p1', name: 'pay', arguments: {}, rawArguments: '{}', mode: 'exclusive', resources: [], idempotencyKey: 's/r/p1' }, { ...a2, step: 1 });
-    const res = b.add(hour + 50, 'tool/result', { callId: 'p1', name: 'pay', outcome: { kind: 'completed', content: 'paid', isError: false, concludesTurn: false, releaseResources: [] }, startedAt: b.t(hour + 5), endedAt: b.t(hour + 45) }, { ...a2, step: 1 });
+    b.add(
+      hour,
+      'tool/call',
+      { callId: 'p1', name: 'pay', arguments: {}, rawArguments: '{}', mode: 'exclusive', resources: [], idempotencyKey: 's/r/p1' },
+      { ...a2, step: 1 },
+    );
+    const res = b.add(
+      hour + 50,
+      'tool/result',
+      {
+        callId: 'p1',
+        name: 'pay',
+        outcome: { kind: 'completed', content: 'paid', isError: false, concludesTurn: false, releaseResources: [] },
+        startedAt: b.t(hour + 5),
+        endedAt: b.t(hour + 45),
+      },
+      { ...a2, step: 1 },
+    );
     b.add(hour + 50, 'step/end', {}, { ...a2, step: 1 });
     b.add(hour + 100, 'compaction', { summary: { role: 'user', content: 'earlier' }, replacedThroughSeq: 1 }, { ...a2, step: 2 });
     // the copies keep the turn/step/attempt of their originals (src/actors/compaction.ts)
-    for (const e of [user, asst, res]) b.add(hour + 100, e.type, { ...e.payload, copiedFrom: e.seq }, { turn: e.turn, step: e.step, attempt: e.attempt });
+    for (const e of [user, asst, res])
+      b.add(hour + 100, e.type, { ...e.payload, copiedFrom: e.seq }, { turn: e.turn, step: e.step, attempt: e.attempt });
     const m = buildTimeline('s', b.events);
     const suspendedStep = m.spans.find((s) => s.row === 'step' && s.seqs.includes(asst.seq))!;
     // the step of attempt 1 ended with its suspension (t=405); the copies were written an hour later
@@ -112,7 +156,10 @@ describe('envelopes: DESIGN §6 logSeq and tool_end', () => {
 
   it("a steer's input_committed (published after its user/message is committed) carries its logSeq", async () => {
     const slow = defineTool({ name: 'slow', description: '', parameters: z.object({}), execute: async () => (await sleep(100), 'ok') });
-    const { runtime, store } = lmdbRuntime({ model: scriptedModel([{ toolCalls: [{ name: 'slow', arguments: {} }] }, 'done']), tools: [slow] });
+    const { runtime, store } = lmdbRuntime({
+      model: scriptedModel([{ toolCalls: [{ name: 'slow', arguments: {} }] }, 'done']),
+      tools: [slow],
+    });
     const s = await runtime.openSession('t');
     const envs: Envelope[] = [];
     s.events$.subscribe((e) => envs.push(e));
@@ -136,7 +183,15 @@ describe('envelopes: DESIGN §6 logSeq and tool_end', () => {
       },
       execute: ({ n }) => `paid ${n}`,
     });
-    const model = scriptedModel([{ toolCalls: [{ name: 'pay', arguments: { n: 1 } }, { name: 'pay', arguments: { n: 2 } }] }, 'done']);
+    const model = scriptedModel([
+      {
+        toolCalls: [
+          { name: 'pay', arguments: { n: 1 } },
+          { name: 'pay', arguments: { n: 2 } },
+        ],
+      },
+      'done',
+    ]);
     const { runtime, store } = lmdbRuntime({ model, tools: [pay] });
     const s = await runtime.openSession('s');
     const envs: Envelope[] = [];

@@ -38,7 +38,14 @@ async function cliHere(args: string[], env: NodeJS.ProcessEnv = {}): Promise<{ c
   return { code, out: out.text, err: err.text };
 }
 
-const stateDraft = (n: number): EventDraft => ({ turn: 0, step: 0, attempt: 0, type: 'state/updated', surfaceOp: 'none', payload: { stateContext: { n } } });
+const stateDraft = (n: number): EventDraft => ({
+  turn: 0,
+  step: 0,
+  attempt: 0,
+  type: 'state/updated',
+  surfaceOp: 'none',
+  payload: { stateContext: { n } },
+});
 
 /** docs/cli.md: "Errors are one line on stderr starting with `actorloop:`" — and no stack trace. */
 function expectOneErrorLine(err: string): void {
@@ -53,88 +60,114 @@ describe('read-only commands leave the store as it was', () => {
   // an app with lmdbStore({ durability: 'committed' }) (docs/event-log.md: "A path that has a
   // journal refuses 'committed'") is silently given a journal by `actorloop sessions`, after which
   // the app can no longer open its own store.
-  it("`actorloop sessions` on a store written with durability 'committed' does not give it a journal: the app can still open it", async () => {
-    const path = join(dir.path, 'committed-app');
-    const app = lmdbStore({ path, durability: 'committed' });
-    const { writerEpoch } = await app.attachWriter('s1');
-    await app.append('s1', writerEpoch, 1, [stateDraft(1)]);
-    await app.close();
-
-    const r = await cli(['sessions', '--data', path]);
-    expect(r.code, r.child.describe()).toBe(0);
-    expect(r.out).toContain('s1');
-
-    expect(readdirSync(path).sort()).not.toContain('journal');
-    const again = (() => {
-      try {
-        return lmdbStore({ path, durability: 'committed' });
-      } catch (e) {
-        return e as Error;
-      }
-    })();
-    expect(again).not.toBeInstanceOf(Error);
-    if (!(again instanceof Error)) await again.close();
-  }, scaled(60_000));
-
-  // the same, while the app is running: its next append is refused because a read-only
-  // `actorloop sessions` (another process) adopted the path into the journaled mode.
-  it("`actorloop sessions` run while an app writes with durability 'committed' does not make the app's next append fail", async () => {
-    const path = join(dir.path, 'committed-live');
-    const app = lmdbStore({ path, durability: 'committed' });
-    try {
+  it(
+    "`actorloop sessions` on a store written with durability 'committed' does not give it a journal: the app can still open it",
+    async () => {
+      const path = join(dir.path, 'committed-app');
+      const app = lmdbStore({ path, durability: 'committed' });
       const { writerEpoch } = await app.attachWriter('s1');
       await app.append('s1', writerEpoch, 1, [stateDraft(1)]);
+      await app.close();
 
       const r = await cli(['sessions', '--data', path]);
       expect(r.code, r.child.describe()).toBe(0);
+      expect(r.out).toContain('s1');
 
-      await expect(app.append('s1', writerEpoch, 2, [stateDraft(2)])).resolves.toHaveLength(1);
-    } finally {
-      await app.close().catch(() => undefined);
-    }
-  }, scaled(60_000));
+      expect(readdirSync(path).sort()).not.toContain('journal');
+      const again = (() => {
+        try {
+          return lmdbStore({ path, durability: 'committed' });
+        } catch (e) {
+          return e as Error;
+        }
+      })();
+      expect(again).not.toBeInstanceOf(Error);
+      if (!(again instanceof Error)) await again.close();
+    },
+    scaled(60_000),
+  );
+
+  // the same, while the app is running: its next append is refused because a read-only
+  // `actorloop sessions` (another process) adopted the path into the journaled mode.
+  it(
+    "`actorloop sessions` run while an app writes with durability 'committed' does not make the app's next append fail",
+    async () => {
+      const path = join(dir.path, 'committed-live');
+      const app = lmdbStore({ path, durability: 'committed' });
+      try {
+        const { writerEpoch } = await app.attachWriter('s1');
+        await app.append('s1', writerEpoch, 1, [stateDraft(1)]);
+
+        const r = await cli(['sessions', '--data', path]);
+        expect(r.code, r.child.describe()).toBe(0);
+
+        await expect(app.append('s1', writerEpoch, 2, [stateDraft(2)])).resolves.toHaveLength(1);
+      } finally {
+        await app.close().catch(() => undefined);
+      }
+    },
+    scaled(60_000),
+  );
 });
 
 describe('a corrupt data dir is a clear error, not a crash', () => {
   // docs/cli.md: "3 | the log cannot be read: a corrupt record …"; "Errors are one line on stderr
   // starting with `actorloop:`". An LMDB file whose pages are damaged (zeroed past its two meta
   // pages) makes every read command print lmdb-js's MDB_CORRUPTED with a full stack trace, exit 1.
-  it('`actorloop sessions` / `log` on a damaged data.mdb print one `actorloop:` line (no stack trace) and exit 3', async () => {
-    const path = join(dir.path, 'damaged');
-    const store = lmdbStore({ path });
-    const { writerEpoch } = await store.attachWriter('s1');
-    await store.append('s1', writerEpoch, 1, Array.from({ length: 50 }, (_, n) => stateDraft(n)));
-    await store.close();
-    // keep the two meta pages, zero every page after them
-    const file = join(path, 'data.mdb');
-    const size = statSync(file).size;
-    const fd = openSync(file, 'r+');
-    writeSync(fd, Buffer.alloc(size - 8192), 0, size - 8192, 8192);
-    closeSync(fd);
+  it(
+    '`actorloop sessions` / `log` on a damaged data.mdb print one `actorloop:` line (no stack trace) and exit 3',
+    async () => {
+      const path = join(dir.path, 'damaged');
+      const store = lmdbStore({ path });
+      const { writerEpoch } = await store.attachWriter('s1');
+      await store.append(
+        's1',
+        writerEpoch,
+        1,
+        Array.from({ length: 50 }, (_, n) => stateDraft(n)),
+      );
+      await store.close();
+      // keep the two meta pages, zero every page after them
+      const file = join(path, 'data.mdb');
+      const size = statSync(file).size;
+      const fd = openSync(file, 'r+');
+      writeSync(fd, Buffer.alloc(size - 8192), 0, size - 8192, 8192);
+      closeSync(fd);
 
-    for (const args of [['sessions'], ['log', 's1']]) {
-      const r = await cli([...args, '--data', path]);
-      expect(r.signal, r.child.describe()).toBeNull();
-      // lmdb-js's native code may print its own diagnostic line to stderr first ("internal error,
-      // index points to a 00 page!?"): out of our hands; ours is one line, and no stack trace
-      expectOneErrorLine(r.err.split('\n').filter((l) => !/^internal error/.test(l)).join('\n'));
-      expect(r.err).not.toMatch(/\n\s+at /);
-      expect(r.code, r.child.describe()).toBe(3);
-    }
-  }, scaled(60_000));
+      for (const args of [['sessions'], ['log', 's1']]) {
+        const r = await cli([...args, '--data', path]);
+        expect(r.signal, r.child.describe()).toBeNull();
+        // lmdb-js's native code may print its own diagnostic line to stderr first ("internal error,
+        // index points to a 00 page!?"): out of our hands; ours is one line, and no stack trace
+        expectOneErrorLine(
+          r.err
+            .split('\n')
+            .filter((l) => !/^internal error/.test(l))
+            .join('\n'),
+        );
+        expect(r.err).not.toMatch(/\n\s+at /);
+        expect(r.code, r.child.describe()).toBe(3);
+      }
+    },
+    scaled(60_000),
+  );
 
   // A data dir whose data.mdb is not an LMDB file at all (a truncated copy, a wrong file): the
   // command dies of SIGSEGV inside lmdb-js (exit 139, nothing on stderr), after creating
   // journal.new/ and recovery/ in that folder.
-  it('`actorloop sessions` on a folder whose data.mdb is not an LMDB file exits with a message, not a segfault', async () => {
-    const path = join(dir.path, 'not-lmdb');
-    mkdirSync(path);
-    writeFileSync(join(path, 'data.mdb'), 'this is not an LMDB environment\n'.repeat(200));
-    const r = await cli(['sessions', '--data', path]);
-    expect(r.signal, r.child.describe()).toBeNull();
-    expect(r.code, r.child.describe()).not.toBe(0);
-    expectOneErrorLine(r.err);
-  }, scaled(60_000));
+  it(
+    '`actorloop sessions` on a folder whose data.mdb is not an LMDB file exits with a message, not a segfault',
+    async () => {
+      const path = join(dir.path, 'not-lmdb');
+      mkdirSync(path);
+      writeFileSync(join(path, 'data.mdb'), 'this is not an LMDB environment\n'.repeat(200));
+      const r = await cli(['sessions', '--data', path]);
+      expect(r.signal, r.child.describe()).toBeNull();
+      expect(r.code, r.child.describe()).not.toBe(0);
+      expectOneErrorLine(r.err);
+    },
+    scaled(60_000),
+  );
 
   // docs/cli.md: "A corrupt record is named by session and seq; … the records before it are intact."
   // An unreadable head record is reported as "seq 0 … The records before seq 0 are intact", a
@@ -163,27 +196,38 @@ describe('several demos in one data dir', () => {
   // started in the same second both pick the same new id (the `-2` suffix check races the
   // attach), so they fence each other: one ends `incomplete (status fenced)`, and a demo fenced
   // while it opens dies with a StaleWriterError stack trace.
-  it('two demos started together without --session each get their own new session and complete', async () => {
-    const data = join(dir.path, 'together');
-    const env = { ACTORLOOP_DEMO_PACE: '0.05' };
-    const [a, b] = await Promise.all([cliHere(['demo', '--provider', 'scripted', '--data', data], env), cliHere(['demo', '--provider', 'scripted', '--data', data], env)]);
-    const idA = /^session: (.+)$/m.exec(a.out)?.[1];
-    const idB = /^session: (.+)$/m.exec(b.out)?.[1];
-    expect(idA).not.toBe(idB);
-    expect([a.code, b.code], `${a.out}\n${a.err}\n---\n${b.out}\n${b.err}`).toEqual([0, 0]);
-    expect(existsSync(data)).toBe(true);
-  }, scaled(60_000));
+  it(
+    'two demos started together without --session each get their own new session and complete',
+    async () => {
+      const data = join(dir.path, 'together');
+      const env = { ACTORLOOP_DEMO_PACE: '0.05' };
+      const [a, b] = await Promise.all([
+        cliHere(['demo', '--provider', 'scripted', '--data', data], env),
+        cliHere(['demo', '--provider', 'scripted', '--data', data], env),
+      ]);
+      const idA = /^session: (.+)$/m.exec(a.out)?.[1];
+      const idB = /^session: (.+)$/m.exec(b.out)?.[1];
+      expect(idA).not.toBe(idB);
+      expect([a.code, b.code], `${a.out}\n${a.err}\n---\n${b.out}\n${b.err}`).toEqual([0, 0]);
+      expect(existsSync(data)).toBe(true);
+    },
+    scaled(60_000),
+  );
 
   // docs/cli.md: "a session has at most one live writer, the last to attach"; "Errors are one line
   // on stderr starting with `actorloop:`". Two demos resumed on the same --session at once: one is
   // fenced (expected), but a demo fenced while opening the session dies with a StaleWriterError
   // stack trace instead of the demo's own "outcome: incomplete … resume with: …" report.
-  it('a demo fenced by another demo of the same session while it opens reports it without a stack trace', async () => {
-    const data = join(dir.path, 'same-session');
-    const env = { ACTORLOOP_DEMO_PACE: '0.05' };
-    const args = ['demo', '--provider', 'scripted', '--data', data, '--session', 'shared'];
-    const runs = await Promise.all([cliHere(args, env), cliHere(args, env), cliHere(args, env)]);
-    for (const r of runs) expect(r.err, `${r.out}\n${r.err}`).not.toMatch(/\n\s+at /);
-    expect(runs.map((r) => r.code)).toContain(0);
-  }, scaled(60_000));
+  it(
+    'a demo fenced by another demo of the same session while it opens reports it without a stack trace',
+    async () => {
+      const data = join(dir.path, 'same-session');
+      const env = { ACTORLOOP_DEMO_PACE: '0.05' };
+      const args = ['demo', '--provider', 'scripted', '--data', data, '--session', 'shared'];
+      const runs = await Promise.all([cliHere(args, env), cliHere(args, env), cliHere(args, env)]);
+      for (const r of runs) expect(r.err, `${r.out}\n${r.err}`).not.toMatch(/\n\s+at /);
+      expect(runs.map((r) => r.code)).toContain(0);
+    },
+    scaled(60_000),
+  );
 });

@@ -13,7 +13,8 @@ import { tempDir } from '../helpers/tmp.js';
  * without deploying twice.
  */
 process.env.ACTORLOOP_DEMO_PACE = '0.5';
-const demo = (data: string, label: string) => spawnTs('src/cli/main.ts', ['demo', '--data', data, '--session', 's1', '--provider', 'scripted'], { label });
+const demo = (data: string, label: string) =>
+  spawnTs('src/cli/main.ts', ['demo', '--data', data, '--session', 's1', '--provider', 'scripted'], { label });
 
 const dirs: ReturnType<typeof tempDir>[] = [];
 afterEach(async () => {
@@ -50,7 +51,9 @@ describe('actorloop demo as a process', () => {
     await store.close();
     const starts = events.filter((e) => e.type === 'run/start').map((e) => e.payload.kind);
     expect(starts).toEqual(['prompt', 'continue']);
-    const results = events.filter((e) => e.type === 'tool/result' && e.payload.name === 'deploy').map((e) => [e.payload.callId, (e.payload.outcome as { kind: string }).kind]);
+    const results = events
+      .filter((e) => e.type === 'tool/result' && e.payload.name === 'deploy')
+      .map((e) => [e.payload.callId, (e.payload.outcome as { kind: string }).kind]);
     expect(results).toEqual([
       ['c2_0', 'cancelled'],
       ['c3_0', 'completed'],
@@ -64,7 +67,10 @@ describe('actorloop demo as a process', () => {
     const dir = tempDir('actorloop-demo-pid-');
     dirs.push(dir);
     // a shell that runs node as its child (as npx does), not exec'd in its place
-    const wrapped = spawnTs('src/cli/main.ts', ['demo', '--data', dir.path, '--session', 'p1', '--provider', 'scripted'], { prefix: ['sh', '-c', '"$@"; exit $?', 'sh'], label: 'demo under sh' });
+    const wrapped = spawnTs('src/cli/main.ts', ['demo', '--data', dir.path, '--session', 'p1', '--provider', 'scripted'], {
+      prefix: ['sh', '-c', '"$@"; exit $?', 'sh'],
+      label: 'demo under sh',
+    });
     const line = await wrapped.waitFor((l) => /^demo pid \d+/.test(l), 30_000, 'the demo pid line');
     const pid = Number(/^demo pid (\d+)/.exec(line)![1]);
     expect(line).toContain(`kill -9 ${pid}`);

@@ -99,7 +99,10 @@ describe('the demo tools', () => {
     const first = await deploy.execute(args, ctx());
     expect(first).toMatch(/^deployed checkout 2\.4\.0 to staging \(deployment dep-[0-9a-f]{8}\)$/);
     expect(await deploy.execute(args, ctx())).toContain('already done for this call, not deployed again');
-    expect(await deploy.reconcile!(args, ctx())).toMatchObject({ kind: 'completed', content: expect.stringContaining('confirmed by reconcile') });
+    expect(await deploy.reconcile!(args, ctx())).toMatchObject({
+      kind: 'completed',
+      content: expect.stringContaining('confirmed by reconcile'),
+    });
 
     const ac = new AbortController();
     const running = deploy.execute(args, ctx({ idempotencyKey: 's/r/c2', signal: ac.signal }));
@@ -117,7 +120,12 @@ describe('the offline demo agent', () => {
   it('decides from the conversation, so a resumed run takes the next step', () => {
     const user = { role: 'user' as const, content: 'go' };
     const first = demoPolicy(req([user])) as { toolCalls: { id: string; name: string }[] };
-    expect(first.toolCalls.map((c) => `${c.id}:${c.name}`)).toEqual(['c1_0:read_file', 'c1_1:read_file', 'c1_2:calculate', 'c1_3:calculate']);
+    expect(first.toolCalls.map((c) => `${c.id}:${c.name}`)).toEqual([
+      'c1_0:read_file',
+      'c1_1:read_file',
+      'c1_2:calculate',
+      'c1_3:calculate',
+    ]);
     const asked = { role: 'assistant' as const, content: '' };
     const tool = (name: string, content: string) => ({ role: 'tool' as const, name, content, toolCallId: 'x' });
     const afterReads = [user, asked, tool('calculate', '1 = 43.2'), tool('calculate', '2 = 4')];

@@ -14,14 +14,18 @@ afterAll(async () => {
 });
 
 /** The environment of a shell outside npm: no npm_* variables. */
-const plainEnv = (): NodeJS.ProcessEnv => Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('npm_') && k !== 'NODE_OPTIONS'));
+const plainEnv = (): NodeJS.ProcessEnv =>
+  Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('npm_') && k !== 'NODE_OPTIONS'));
 
 describe('CLI hints print the command the way it was started', () => {
-  const at = (argv1: string, env: NodeJS.ProcessEnv = {}, execArgv: string[] = []) => commandPrefix({ argv: ['/usr/bin/node', argv1], env, execArgv, cwd: REPO_ROOT });
+  const at = (argv1: string, env: NodeJS.ProcessEnv = {}, execArgv: string[] = []) =>
+    commandPrefix({ argv: ['/usr/bin/node', argv1], env, execArgv, cwd: REPO_ROOT });
 
   it('npx / npm exec and npm scripts → npx actorloop', () => {
     expect(at('/home/u/.npm/_npx/abc/node_modules/.bin/actorloop', { npm_command: 'exec' })).toBe('npx actorloop');
-    expect(at(join(REPO_ROOT, 'node_modules/.bin/actorloop'), { npm_command: 'run-script', npm_lifecycle_event: 'demo' })).toBe('npx actorloop');
+    expect(at(join(REPO_ROOT, 'node_modules/.bin/actorloop'), { npm_command: 'run-script', npm_lifecycle_event: 'demo' })).toBe(
+      'npx actorloop',
+    );
   });
 
   it('a global install (actorloop on PATH is this program) → actorloop; a project .bin link not on PATH → npx actorloop', () => {

@@ -55,7 +55,9 @@ if (db) {
       const events = await collect(store.readEvents('pg1'));
       await store.close();
       expect(events.filter((e) => e.type === 'run/start').map((e) => e.payload.kind)).toEqual(['prompt', 'continue']);
-      const results = events.filter((e) => e.type === 'tool/result' && e.payload.name === 'deploy').map((e) => [e.payload.callId, (e.payload.outcome as { kind: string }).kind]);
+      const results = events
+        .filter((e) => e.type === 'tool/result' && e.payload.name === 'deploy')
+        .map((e) => [e.payload.callId, (e.payload.outcome as { kind: string }).kind]);
       expect(results).toEqual([
         ['c2_0', 'cancelled'],
         ['c3_0', 'completed'],
@@ -105,14 +107,24 @@ if (db) {
         let out = '';
         let err = '';
         const sink = (f: (s: string) => void) => ({ write: (s: string) => (f(s), true) });
-        const code = await runCli(['node', 'actorloop', ...args], { out: sink((s) => (out += s)), err: sink((s) => (err += s)), onInterrupt: () => () => {}, tty: false, env, exitNow: () => {} });
+        const code = await runCli(['node', 'actorloop', ...args], {
+          out: sink((s) => (out += s)),
+          err: sink((s) => (err += s)),
+          onInterrupt: () => () => {},
+          tty: false,
+          env,
+          exitNow: () => {},
+        });
         return { code, out, err };
       };
       const missing = new URL(db.url);
       missing.pathname = '/actorloop_no_such_database';
       for (const args of [['sessions'], ['log', 's1'], ['migrate']]) {
         const r = await here([...args, '--postgres', missing.toString()]);
-        expect([r.code, r.err]).toEqual([4, `actorloop: no database "actorloop_no_such_database" at ${missing}: create it, or name another database\n`]);
+        expect([r.code, r.err]).toEqual([
+          4,
+          `actorloop: no database "actorloop_no_such_database" at ${missing}: create it, or name another database\n`,
+        ]);
       }
       const empty = await createTestDatabase(new URL('/postgres', db.url).toString());
       const withPassword = new URL(empty.url);
@@ -120,7 +132,9 @@ if (db) {
       const bare = await here(['log', 's1', '--postgres', withPassword.toString()]);
       expect(bare.code).toBe(4);
       const hidden = withPassword.toString().replace(':secret@', ':***@');
-      expect(bare.err).toBe(`actorloop: no actorloop tables in schema "actorloop" of ${hidden}: run \`npx actorloop migrate --postgres ${hidden}\` to create them (the demo creates them on first use)\n`);
+      expect(bare.err).toBe(
+        `actorloop: no actorloop tables in schema "actorloop" of ${hidden}: run \`npx actorloop migrate --postgres ${hidden}\` to create them (the demo creates them on first use)\n`,
+      );
       const byEnv = await here(['sessions'], { ACTORLOOP_DATABASE_URL: empty.url });
       expect([byEnv.code, byEnv.err]).toEqual([4, expect.stringContaining('run `npx actorloop migrate` to create them')]);
       // a schema newer than this actorloop: exit 3, as a log written by a newer schema version

@@ -7,7 +7,12 @@ const envelopes = (events: LiveEvent[]): Envelope[] => events.map((event, i) => 
 const retried: LiveEvent[] = [
   { type: 'message_start', role: 'assistant' },
   { type: 'message_delta', role: 'assistant', text: 'Hel' },
-  { type: 'message_end', role: 'assistant', message: { role: 'assistant', content: 'Hel' }, discarded: { reason: 'model attempt 1 failed: stream cut (retrying)' } },
+  {
+    type: 'message_end',
+    role: 'assistant',
+    message: { role: 'assistant', content: 'Hel' },
+    discarded: { reason: 'model attempt 1 failed: stream cut (retrying)' },
+  },
   { type: 'message_start', role: 'assistant' },
   { type: 'message_delta', role: 'assistant', text: 'Hello' },
   { type: 'message_end', role: 'assistant', message: { role: 'assistant', content: 'Hello' } },

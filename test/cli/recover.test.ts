@@ -10,7 +10,8 @@ import { tempDir } from '../helpers/tmp.js';
 
 /** `actorloop recover` (docs/cli.md): read only by default; `--resume` takes the session over, and says it fences. */
 process.env.ACTORLOOP_DEMO_PACE = '0.5';
-const demo = (data: string, label: string) => spawnTs('src/cli/main.ts', ['demo', '--data', data, '--session', 's1', '--provider', 'scripted'], { label });
+const demo = (data: string, label: string) =>
+  spawnTs('src/cli/main.ts', ['demo', '--data', data, '--session', 's1', '--provider', 'scripted'], { label });
 
 function capture(): CommandIO & { out: { text: string }; err: { text: string } } {
   const out = { text: '', write: (s: string) => ((out.text += s), true) };
@@ -52,7 +53,9 @@ describe('actorloop recover', () => {
     expect(preview.interruptedRuns).toHaveLength(1);
     expect(preview.uncertainToolCalls).toEqual([expect.objectContaining({ callId: 'c2_0', name: 'deploy', resolution: 'reconcile' })]);
     expect(io.err.text).toContain('recovery would find: 1 interrupted run');
-    expect(io.err.text).toMatch(/read only: nothing was attached or written\. To take the session over and settle it: .*recover s1 --data \S+ --resume \(fences a process still running it\)/);
+    expect(io.err.text).toMatch(
+      /read only: nothing was attached or written\. To take the session over and settle it: .*recover s1 --data \S+ --resume \(fences a process still running it\)/,
+    );
 
     const exit = await live.waitExit(60_000);
     expect(exit.code, live.describe()).toBe(0);
@@ -66,7 +69,12 @@ describe('actorloop recover', () => {
     const live = demo(dir.path, 'demo (to be fenced)');
     await live.waitFor((l) => l.includes('tool start deploy c2_0 [exclusive]'), 30_000, 'the deploy to start');
     const io = capture();
-    const code = await runCli(['node', 'actorloop', 'recover', 's1', '--data', dir.path, '--resume'], { ...io, tty: false, env: {}, exitNow: () => {} });
+    const code = await runCli(['node', 'actorloop', 'recover', 's1', '--data', dir.path, '--resume'], {
+      ...io,
+      tty: false,
+      env: {},
+      exitNow: () => {},
+    });
     expect(code, io.err.text).toBe(0);
     expect(io.err.text).toContain('resuming: attaching a new writer to session s1; a process still running it is fenced');
     expect(RecoveryOutcome.parse(JSON.parse(io.out.text)).writerEpoch).toBe(2);
@@ -98,27 +106,51 @@ describe('actorloop recover', () => {
       return;
     }
     const { writerEpoch } = await store.attachWriter('s1');
-    await store.append('s1', writerEpoch, 1, [{ turn: 0, step: 0, attempt: 0, type: 'session/attached', surfaceOp: 'none', payload: { sessionInstanceId: 'i1', writerEpoch } }]);
+    await store.append('s1', writerEpoch, 1, [
+      { turn: 0, step: 0, attempt: 0, type: 'session/attached', surfaceOp: 'none', payload: { sessionInstanceId: 'i1', writerEpoch } },
+    ]);
     await work.submit('s1', { kind: 'cancel', entryId: 'c1' });
     expect(await work.claim('w1', { limit: 1, leaseMs: 600_000 })).toEqual([expect.objectContaining({ sessionId: 's1' })]);
     await store.close();
 
     const refused = capture();
-    const code = await runCli(['node', 'actorloop', 'recover', 's1', '--data', dir.path, '--resume'], { ...refused, tty: false, env: {}, exitNow: () => {} });
+    const code = await runCli(['node', 'actorloop', 'recover', 's1', '--data', dir.path, '--resume'], {
+      ...refused,
+      tty: false,
+      env: {},
+      exitNow: () => {},
+    });
     expect(code).toBe(1);
-    expect(refused.err.text).toMatch(/session s1 is held by serving worker w1 \(lease until .+\); resuming would fence it mid-run\. .*--force/);
+    expect(refused.err.text).toMatch(
+      /session s1 is held by serving worker w1 \(lease until .+\); resuming would fence it mid-run\. .*--force/,
+    );
     expect(await attaches(dir.path)).toBe(1);
 
     const forced = capture();
-    expect(await runCli(['node', 'actorloop', 'recover', 's1', '--data', dir.path, '--resume', '--force'], { ...forced, tty: false, env: {}, exitNow: () => {} })).toBe(0);
+    expect(
+      await runCli(['node', 'actorloop', 'recover', 's1', '--data', dir.path, '--resume', '--force'], {
+        ...forced,
+        tty: false,
+        env: {},
+        exitNow: () => {},
+      }),
+    ).toBe(0);
     expect(await attaches(dir.path)).toBe(2);
   });
 
   it("a serving worker's unexpired lease is found through the store's lease list; an expired one or none is not", async () => {
     const store = memoryStore();
     expect(await liveLeaseOf(store, 's1')).toBeUndefined(); // a store without leases
-    const lease = (sessionId: string, expired: boolean) => ({ sessionId, workerId: 'w1', writerEpoch: 3, leaseUntil: '2026-12-02T01:00:00.000Z', expired });
-    const leased = Object.assign(Object.create(store) as typeof store, { work: { listLeases: async () => [lease('s1', false), lease('s2', true)] } });
+    const lease = (sessionId: string, expired: boolean) => ({
+      sessionId,
+      workerId: 'w1',
+      writerEpoch: 3,
+      leaseUntil: '2026-12-02T01:00:00.000Z',
+      expired,
+    });
+    const leased = Object.assign(Object.create(store) as typeof store, {
+      work: { listLeases: async () => [lease('s1', false), lease('s2', true)] },
+    });
     expect(await liveLeaseOf(leased, 's1')).toMatchObject({ workerId: 'w1' });
     expect(await liveLeaseOf(leased, 's2')).toBeUndefined();
     expect(await liveLeaseOf(leased, 's3')).toBeUndefined();

@@ -16,7 +16,15 @@ import { fixtureSession } from './timeline-fixture.js';
  * then resumed) and saves its screenshot there.
  */
 const CHROMIUM = '/usr/bin/chromium';
-const ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--no-first-run', '--disable-sync'];
+const ARGS = [
+  '--headless',
+  '--no-sandbox',
+  '--disable-gpu',
+  '--disable-background-networking',
+  '--disable-component-update',
+  '--no-first-run',
+  '--disable-sync',
+];
 const available = existsSync(CHROMIUM);
 const inCi = process.env.CI === 'true';
 if (!available && !inCi) console.warn(`timeline browser tests skipped: ${CHROMIUM} not found (apt-get install chromium)`);
@@ -65,7 +73,8 @@ describe.skipIf(!available)(`the timeline page in headless Chromium (${CHROMIUM}
     const uncertain = page.locator('svg.timeline .bar.tool.uncertain');
     expect(await uncertain.count()).toBe(2);
     expect(await uncertain.first().getAttribute('class')).toBe('bar tool mode-exclusive outcome-uncertain-hanging uncertain');
-    const style = (sel: string, prop: string) => page.evaluate(`getComputedStyle(document.querySelector(${JSON.stringify(`svg.timeline ${sel}`)})).${prop}`);
+    const style = (sel: string, prop: string) =>
+      page.evaluate(`getComputedStyle(document.querySelector(${JSON.stringify(`svg.timeline ${sel}`)})).${prop}`);
     expect(await style('.bar.tool.uncertain rect', 'stroke')).toBe('rgb(163, 63, 184)');
     expect(await style('.bar.tool.cancelled rect', 'stroke')).toBe('rgb(224, 138, 30)');
     expect(await style('.bar.tool.outcome-completed:not(.error) rect', 'stroke')).toBe('rgb(45, 116, 67)');
@@ -99,7 +108,8 @@ describe.skipIf(!available)(`the timeline page in headless Chromium (${CHROMIUM}
 
   it.runIf(Boolean(process.env.ACTORLOOP_TIMELINE_PNG))('saves a screenshot of a demo session killed mid-deploy and resumed', async () => {
     const dir = tempDir('actorloop-shot-');
-    const demo = (label: string) => spawnTs('src/cli/main.ts', ['demo', '--data', dir.path, '--session', 'demo-1', '--provider', 'scripted'], { label });
+    const demo = (label: string) =>
+      spawnTs('src/cli/main.ts', ['demo', '--data', dir.path, '--session', 'demo-1', '--provider', 'scripted'], { label });
     const first = demo('demo (to be killed)');
     await first.waitFor((l) => l.includes('tool start deploy'), 30_000, 'the deploy to start');
     await new Promise((r) => setTimeout(r, 900));

@@ -18,7 +18,12 @@ describe('the timeline model', () => {
     const m = buildTimeline('fixture', events);
     const rows = (row: string) => m.spans.filter((s) => s.row === row);
     expect(rows('run').map((s) => s.classes)).toEqual([['status-succeeded'], ['status-delivery_unknown'], ['status-interrupted', 'open']]);
-    expect(rows('attempt').map((s) => s.label)).toEqual(['prompt #1 · succeeded', 'prompt #1 · suspended', 'respond #2 · delivery_unknown', 'prompt #1 · interrupted']);
+    expect(rows('attempt').map((s) => s.label)).toEqual([
+      'prompt #1 · succeeded',
+      'prompt #1 · suspended',
+      'respond #2 · delivery_unknown',
+      'prompt #1 · interrupted',
+    ]);
     expect(rows('step')).toHaveLength(7);
     const tools = Object.fromEntries(rows('tool').map((s) => [s.label.replace(' ?', ''), s.classes]));
     expect(tools).toEqual({
@@ -46,7 +51,18 @@ describe('the timeline model', () => {
 
   it('marks approvals, compactions, finals, deliveries and writer attaches', () => {
     const kinds = buildTimeline('fixture', events).marks.map((k) => `${k.kind}${k.classes.includes('unknown') ? ':unknown' : ''}`);
-    expect(kinds).toEqual(['attach', 'final', 'delivery', 'approval', 'approval', 'attach', 'approval', 'compaction', 'final', 'delivery:unknown']);
+    expect(kinds).toEqual([
+      'attach',
+      'final',
+      'delivery',
+      'approval',
+      'approval',
+      'attach',
+      'approval',
+      'compaction',
+      'final',
+      'delivery:unknown',
+    ]);
   });
 });
 

@@ -11,7 +11,11 @@ const dir = tempDirs('actorloop-cli-verify-', killAllChildren);
 async function cli(...args: string[]): Promise<{ code: number; out: string; err: string }> {
   let out = '';
   let err = '';
-  const io = { out: { write: (s: string) => ((out += s), true) }, err: { write: (s: string) => ((err += s), true) }, onInterrupt: () => () => {} };
+  const io = {
+    out: { write: (s: string) => ((out += s), true) },
+    err: { write: (s: string) => ((err += s), true) },
+    onInterrupt: () => () => {},
+  };
   const code = await runCli(['node', 'actorloop', ...args], { ...io, tty: false, env: {}, exitNow: () => {} });
   return { code, out, err };
 }

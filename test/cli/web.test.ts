@@ -6,15 +6,18 @@ import { tempDir } from '../helpers/tmp.js';
 /** One raw HTTP request with the Host header given (a browser on a rebinding page sends its own name). */
 function raw(port: number, host: string, method: string, path: string, body?: string): Promise<{ status: number; body: string }> {
   return new Promise((resolve, reject) => {
-    const req = httpRequest({ host: '127.0.0.1', port, method, path, headers: { host, ...(body ? { 'content-type': 'application/json' } : {}) } }, (res) => {
-      let text = '';
-      res.setEncoding('utf8');
-      res.on('data', (d: string) => {
-        text += d;
-        if (res.headers['content-type']?.startsWith('text/event-stream')) res.destroy(); // the stream opened: enough
-      });
-      res.on('close', () => resolve({ status: res.statusCode!, body: text }));
-    });
+    const req = httpRequest(
+      { host: '127.0.0.1', port, method, path, headers: { host, ...(body ? { 'content-type': 'application/json' } : {}) } },
+      (res) => {
+        let text = '';
+        res.setEncoding('utf8');
+        res.on('data', (d: string) => {
+          text += d;
+          if (res.headers['content-type']?.startsWith('text/event-stream')) res.destroy(); // the stream opened: enough
+        });
+        res.on('close', () => resolve({ status: res.statusCode!, body: text }));
+      },
+    );
     req.on('error', reject);
     req.end(body);
   });

@@ -39,9 +39,15 @@ describe('actorloop workers', () => {
 
     const json = capture();
     expect(await workersCommand({ data: dir.path, json: true }, json)).toBe(0);
-    const parsed = JSON.parse(json.out.text) as { workers: { workerId: string; live: boolean }[]; leases: { sessionId: string; workerId: string | null }[] };
+    const parsed = JSON.parse(json.out.text) as {
+      workers: { workerId: string; live: boolean }[];
+      leases: { sessionId: string; workerId: string | null }[];
+    };
     expect(parsed.workers).toMatchObject([{ workerId: 'w-1', live: true }]);
-    expect(parsed.leases.map((l) => [l.sessionId, l.workerId])).toEqual([['held', 'w-1'], ['waiting', null]]);
+    expect(parsed.leases.map((l) => [l.sessionId, l.workerId])).toEqual([
+      ['held', 'w-1'],
+      ['waiting', null],
+    ]);
   });
 
   it('hides workers gone for more than an hour unless --all', async () => {
@@ -72,6 +78,9 @@ describe('actorloop workers', () => {
     expect(all.out.text).toMatch(/w-old\s+gone/);
     const json = capture();
     expect(await workersCommand({ data: dir.path, json: true }, json)).toBe(0);
-    expect((JSON.parse(json.out.text) as { workers: { workerId: string }[] }).workers.map((x) => x.workerId)).toEqual(['w-live', 'w-recent']);
+    expect((JSON.parse(json.out.text) as { workers: { workerId: string }[] }).workers.map((x) => x.workerId)).toEqual([
+      'w-live',
+      'w-recent',
+    ]);
   });
 });

@@ -1,11 +1,6 @@
 import { firstValueFrom, take, toArray } from 'rxjs';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import {
-  isInvariantViolation,
-  isSequenceConflictError,
-  isStaleWriterError,
-  isValidationError,
-} from '../../src/contracts/errors.js';
+import { isInvariantViolation, isSequenceConflictError, isStaleWriterError, isValidationError } from '../../src/contracts/errors.js';
 import type { EventStore } from '../../src/persistence/event-store.js';
 import { collect, compaction, stepStart, userMsg } from '../helpers/drafts.js';
 import { scaled } from '../helpers/load.js';
@@ -55,7 +50,7 @@ export function eventStoreContract(name: string, make: () => Promise<ContractSto
       expect(await store.attachWriter('s')).toEqual({ writerEpoch: 3, lastSeq: 2, lastTurn: 3 });
     });
 
-    it('writerEpochNow, where the store has it, is the head\'s writer epoch at once (another attach included)', async () => {
+    it("writerEpochNow, where the store has it, is the head's writer epoch at once (another attach included)", async () => {
       if (!store.writerEpochNow) return; // optional: a store without it is read through getHead
       expect(store.writerEpochNow('none')).toBeUndefined();
       await store.attachWriter('s');
@@ -74,9 +69,28 @@ export function eventStoreContract(name: string, make: () => Promise<ContractSto
       expect(all.map((e) => e.seq)).toEqual([1, 2, 3]);
       const e = all[0]!;
       expect(Object.keys(e).sort()).toEqual(
-        ['attempt', 'eventId', 'occurredAt', 'payload', 'schemaVersion', 'seq', 'sessionId', 'step', 'surfaceOp', 'turn', 'type', 'writerEpoch'].sort(),
+        [
+          'attempt',
+          'eventId',
+          'occurredAt',
+          'payload',
+          'schemaVersion',
+          'seq',
+          'sessionId',
+          'step',
+          'surfaceOp',
+          'turn',
+          'type',
+          'writerEpoch',
+        ].sort(),
       );
-      expect(e).toMatchObject({ sessionId: 's', type: 'user/message', writerEpoch: 1, schemaVersion: '1', payload: { message: { content: 'a' } } });
+      expect(e).toMatchObject({
+        sessionId: 's',
+        type: 'user/message',
+        writerEpoch: 1,
+        schemaVersion: '1',
+        payload: { message: { content: 'a' } },
+      });
       expect(await collect(store.readEvents('s', { fromSeq: 2, toSeq: 2 }))).toHaveLength(1);
     });
 
@@ -100,7 +114,10 @@ export function eventStoreContract(name: string, make: () => Promise<ContractSto
 
     it('returns the stored events for an identical retry, whatever expectedSeq says', async () => {
       const { writerEpoch } = await store.attachWriter('s');
-      const batch = [{ ...userMsg('a'), eventId: 'e1' }, { ...stepStart(), eventId: 'e2' }];
+      const batch = [
+        { ...userMsg('a'), eventId: 'e1' },
+        { ...stepStart(), eventId: 'e2' },
+      ];
       const first = await store.append('s', writerEpoch, 1, batch);
       const again = await store.append('s', writerEpoch, 1, batch);
       const later = await store.append('s', writerEpoch, 99, batch);
@@ -146,7 +163,9 @@ export function eventStoreContract(name: string, make: () => Promise<ContractSto
       await store.append('s', writerEpoch, 1, [{ ...userMsg('a'), eventId: 'e1' }]);
       await expect(store.append('s', writerEpoch, 2, [{ ...userMsg('changed'), eventId: 'e1' }])).rejects.toSatisfy(isInvariantViolation);
       await expect(store.append('s', writerEpoch, 7, [{ ...userMsg('changed'), eventId: 'e1' }])).rejects.toSatisfy(isInvariantViolation);
-      await expect(store.append('s', writerEpoch, 2, [{ ...userMsg('a'), eventId: 'e1' }, userMsg('new')])).rejects.toSatisfy(isInvariantViolation);
+      await expect(store.append('s', writerEpoch, 2, [{ ...userMsg('a'), eventId: 'e1' }, userMsg('new')])).rejects.toSatisfy(
+        isInvariantViolation,
+      );
       expect(await collect(store.readEvents('s'))).toHaveLength(1);
     });
 
@@ -159,7 +178,7 @@ export function eventStoreContract(name: string, make: () => Promise<ContractSto
       expect(err).toMatchObject({ writerEpoch: 1, currentEpoch: 2 });
       // stale epoch wins over an event-id conflict and over a seq conflict
       await expect(store.append('s', a.writerEpoch, 9, [{ ...userMsg('zzz'), eventId: 'e1' }])).rejects.toSatisfy(isStaleWriterError);
-      await expect(store.append('s', 1, 1, [userMsg('x')], )).rejects.toSatisfy(isStaleWriterError);
+      await expect(store.append('s', 1, 1, [userMsg('x')])).rejects.toSatisfy(isStaleWriterError);
       await store.append('s', b.writerEpoch, 2, [userMsg('b')]);
       const all = await collect(store.readEvents('s'));
       expect(all.map((e) => e.writerEpoch)).toEqual([1, 2]);
@@ -211,30 +230,39 @@ export function eventStoreContract(name: string, make: () => Promise<ContractSto
       }
     });
 
-    it('reads 100k events with flat memory', async () => {
-      const { writerEpoch } = await store.attachWriter('big');
-      const filler = 'x'.repeat(400);
-      for (let seq = 1; seq <= 100_000; seq += 2000) {
-        await store.append('big', writerEpoch, seq, Array.from({ length: 2000 }, () => userMsg(filler)));
-      }
-      const gc = (globalThis as { gc?: () => void }).gc;
-      gc?.();
-      const base = process.memoryUsage().heapUsed;
-      let peak = 0;
-      let count = 0;
-      let last = 0;
-      for await (const e of store.readEvents('big')) {
-        if (e.seq !== last + 1) throw new Error(`gap at ${e.seq}`);
-        last = e.seq;
-        if (++count % 10_000 === 0) {
-          gc?.();
-          peak = Math.max(peak, process.memoryUsage().heapUsed - base);
+    it(
+      'reads 100k events with flat memory',
+      async () => {
+        const { writerEpoch } = await store.attachWriter('big');
+        const filler = 'x'.repeat(400);
+        for (let seq = 1; seq <= 100_000; seq += 2000) {
+          await store.append(
+            'big',
+            writerEpoch,
+            seq,
+            Array.from({ length: 2000 }, () => userMsg(filler)),
+          );
         }
-      }
-      expect(count).toBe(100_000);
-      // 100k records of ~0.5 KB each would take > 60 MB if they were held; a paged read stays flat.
-      expect(peak).toBeLessThan(25 * 1024 * 1024);
-    }, scaled(120_000));
+        const gc = (globalThis as { gc?: () => void }).gc;
+        gc?.();
+        const base = process.memoryUsage().heapUsed;
+        let peak = 0;
+        let count = 0;
+        let last = 0;
+        for await (const e of store.readEvents('big')) {
+          if (e.seq !== last + 1) throw new Error(`gap at ${e.seq}`);
+          last = e.seq;
+          if (++count % 10_000 === 0) {
+            gc?.();
+            peak = Math.max(peak, process.memoryUsage().heapUsed - base);
+          }
+        }
+        expect(count).toBe(100_000);
+        // 100k records of ~0.5 KB each would take > 60 MB if they were held; a paged read stays flat.
+        expect(peak).toBeLessThan(25 * 1024 * 1024);
+      },
+      scaled(120_000),
+    );
 
     it('events$ replays the log, then follows live appends without gaps or repeats', async () => {
       const { writerEpoch } = await store.attachWriter('s');

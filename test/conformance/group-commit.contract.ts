@@ -12,7 +12,14 @@ import type { FailAfterWriting } from './event-store.contract.js';
  * transaction, each stored on its own where they do not — and retried with the same drafts, each
  * is stored exactly once, at the seqs it asked for.
  */
-export function groupCommitContract(get: () => { store: EventStore; reopen: (() => Promise<EventStore>) | undefined; failAfterWriting: FailAfterWriting; replace(s: EventStore): void }) {
+export function groupCommitContract(
+  get: () => {
+    store: EventStore;
+    reopen: (() => Promise<EventStore>) | undefined;
+    failAfterWriting: FailAfterWriting;
+    replace(s: EventStore): void;
+  },
+) {
   it('a group commit is all or nothing per append: one failing after it wrote leaves no trace, the others are stored whole or not at all', async () => {
     const { store, failAfterWriting: fault } = get();
     const sids = ['g1', 'g2', 'g3', 'g4'];
@@ -55,7 +62,11 @@ export function groupCommitContract(get: () => { store: EventStore; reopen: (() 
         expect(o.status, `${sid} has a transaction of its own`).toBe('fulfilled');
       }
       if (o.status === 'fulfilled') {
-        expect((o.value as EventRecord[]).map((e) => [e.seq, e.eventId])).toEqual([[2, `${sid}-2`], [3, `${sid}-3`], [4, `${sid}-4`]]);
+        expect((o.value as EventRecord[]).map((e) => [e.seq, e.eventId])).toEqual([
+          [2, `${sid}-2`],
+          [3, `${sid}-3`],
+          [4, `${sid}-4`],
+        ]);
         expect(await visible(store, sid), sid).toEqual(whole);
       } else {
         expect(await visible(store, sid), sid).toEqual(nothing);
@@ -65,7 +76,14 @@ export function groupCommitContract(get: () => { store: EventStore; reopen: (() 
     // retried with the same drafts, each append is stored once, where it asked to be
     for (const sid of sids) {
       const r = await store.append(sid, epochs.get(sid)!, 2, batch(sid));
-      expect(r.map((e) => [e.seq, e.eventId]), sid).toEqual([[2, `${sid}-2`], [3, `${sid}-3`], [4, `${sid}-4`]]);
+      expect(
+        r.map((e) => [e.seq, e.eventId]),
+        sid,
+      ).toEqual([
+        [2, `${sid}-2`],
+        [3, `${sid}-3`],
+        [4, `${sid}-4`],
+      ]);
       expect(await visible(store, sid), sid).toEqual(whole);
     }
 
@@ -77,7 +95,10 @@ export function groupCommitContract(get: () => { store: EventStore; reopen: (() 
     get().replace(again);
     for (const sid of sids) {
       const log = await collect(again.readEvents(sid));
-      expect(log.map((e) => e.eventId), sid).toEqual([`${sid}-1`, `${sid}-2`, `${sid}-3`, `${sid}-4`]);
+      expect(
+        log.map((e) => e.eventId),
+        sid,
+      ).toEqual([`${sid}-1`, `${sid}-2`, `${sid}-3`, `${sid}-4`]);
       expect((await again.getHead(sid))?.lastSeq).toBe(4);
     }
   });

@@ -17,5 +17,9 @@ eventStoreContract('memory', async () => {
     };
     return t;
   };
-  return { store, cleanup: async () => {}, failAfterWriting: { arm: (sid) => (armed = sid), disarm: () => (armed = undefined), sharesTransaction: false } };
+  return {
+    store,
+    cleanup: async () => {},
+    failAfterWriting: { arm: (sid) => (armed = sid), disarm: () => (armed = undefined), sharesTransaction: false },
+  };
 });

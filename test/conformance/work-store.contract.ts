@@ -20,7 +20,10 @@ export function workStoreContract(store: () => EventStore) {
       expect((await w.submit('s', { kind: 'cancel', entryId: 'i1' })).status).toBe('refused');
       expect(await w.submit('s', { kind: 'cancel', entryId: 'c1', reason: 'r' })).toEqual({ status: 'accepted' });
       const pending = await w.pending('s');
-      expect(pending.map((p) => [p.entryId, p.seq, p.entry.kind])).toEqual([['i1', 1, 'input'], ['c1', 2, 'cancel']]);
+      expect(pending.map((p) => [p.entryId, p.seq, p.entry.kind])).toEqual([
+        ['i1', 1, 'input'],
+        ['c1', 2, 'cancel'],
+      ]);
       expect(pending[0]!.entry).toEqual(input('i1'));
       expect(await store().getHead('s')).toBeUndefined(); // the log is untouched: no writer attached
     });
@@ -28,7 +31,13 @@ export function workStoreContract(store: () => EventStore) {
     it('the same entry submitted concurrently is stored once', async () => {
       const w = store().work!;
       const outcomes = await Promise.all(Array.from({ length: 5 }, () => w.submit('s', input('dup'))));
-      expect(outcomes.map((o) => o.status).sort()).toEqual(['accepted', 'already_accepted', 'already_accepted', 'already_accepted', 'already_accepted']);
+      expect(outcomes.map((o) => o.status).sort()).toEqual([
+        'accepted',
+        'already_accepted',
+        'already_accepted',
+        'already_accepted',
+        'already_accepted',
+      ]);
       expect((await w.pending('s')).map((p) => [p.entryId, p.seq])).toEqual([['dup', 1]]);
     });
 
@@ -42,7 +51,17 @@ export function workStoreContract(store: () => EventStore) {
     it('an input whose input/accepted is already in the log is already_accepted', async () => {
       const s = store();
       const { writerEpoch } = await s.attachWriter('s');
-      await s.append('s', writerEpoch, 1, [{ eventId: 'input:i9', type: 'input/accepted', turn: 0, step: 0, attempt: 0, surfaceOp: 'none', payload: { inputId: 'i9', mode: 'follow_up', messages: [{ role: 'user', content: 'x' }] } }]);
+      await s.append('s', writerEpoch, 1, [
+        {
+          eventId: 'input:i9',
+          type: 'input/accepted',
+          turn: 0,
+          step: 0,
+          attempt: 0,
+          surfaceOp: 'none',
+          payload: { inputId: 'i9', mode: 'follow_up', messages: [{ role: 'user', content: 'x' }] },
+        },
+      ]);
       expect((await s.work!.submit('s', input('i9'))).status).toBe('already_accepted');
       expect(await s.work!.pending('s')).toEqual([]);
     });
@@ -55,9 +74,14 @@ export function workStoreContract(store: () => EventStore) {
       const { writerEpoch } = await s.attachWriter('s');
       await w.markApplied('s', writerEpoch, [{ entryId: 'a', outcome: { status: 'applied', reason: 'input accepted' } }]);
       expect((await w.pending('s')).map((p) => p.entryId)).toEqual(['b']);
-      expect((await w.getEntry('s', 'a'))!.applied).toMatchObject({ writerEpoch, outcome: { status: 'applied', reason: 'input accepted' } });
+      expect((await w.getEntry('s', 'a'))!.applied).toMatchObject({
+        writerEpoch,
+        outcome: { status: 'applied', reason: 'input accepted' },
+      });
       await s.attachWriter('s'); // another writer
-      await expect(w.markApplied('s', writerEpoch, [{ entryId: 'b', outcome: { status: 'applied' } }])).rejects.toSatisfy(isStaleWriterError);
+      await expect(w.markApplied('s', writerEpoch, [{ entryId: 'b', outcome: { status: 'applied' } }])).rejects.toSatisfy(
+        isStaleWriterError,
+      );
       expect((await w.pending('s')).map((p) => p.entryId)).toEqual(['b']);
       // marking again changes nothing
       await w.markApplied('s', writerEpoch + 1, [{ entryId: 'a', outcome: { status: 'rejected' } }]);
@@ -128,7 +152,10 @@ export function workStoreContract(store: () => EventStore) {
       await w.heartbeat({ workerId: 'w2', host: 'h', pid: 43, concurrency: 8 }, 1);
       await sleep(scaled(50));
       const listed = await w.listWorkers();
-      expect(listed.map((x) => [x.workerId, x.pid, x.live])).toEqual([['w1', 42, true], ['w2', 43, false]]);
+      expect(listed.map((x) => [x.workerId, x.pid, x.live])).toEqual([
+        ['w1', 42, true],
+        ['w2', 43, false],
+      ]);
       await w.removeWorker('w1');
       expect((await w.listWorkers()).map((x) => x.workerId)).toEqual(['w2']);
     });

@@ -1,6 +1,14 @@
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { createRuntime, defineTool, isProviderError, isValidationError, memoryStore, scriptedModel, type ModelProvider } from '../../src/index.js';
+import {
+  createRuntime,
+  defineTool,
+  isProviderError,
+  isValidationError,
+  memoryStore,
+  scriptedModel,
+  type ModelProvider,
+} from '../../src/index.js';
 import { jsonIssue, JsonValue, recordOf } from '../../src/contracts/json.js';
 import { canonicalJson } from '../../src/persistence/codec.js';
 import { backends } from '../helpers/backends.js';
@@ -13,7 +21,11 @@ const cyclic = () => {
   o.self = o;
   return o;
 };
-const throwing = () => ({ get boom(): string { throw new Error('getter says no'); } });
+const throwing = () => ({
+  get boom(): string {
+    throw new Error('getter says no');
+  },
+});
 
 describe('jsonIssue: the one JSON-value check', () => {
   it.each([
@@ -30,7 +42,19 @@ describe('jsonIssue: the one JSON-value check', () => {
     ['a Map', new Map(), [], /Map/],
     ['a class instance', { c: new (class Point {})() }, ['c'], /Point/],
     ['a throwing getter', { deep: throwing() }, ['deep', 'boom'], /getter says no/],
-    ['a proxy whose ownKeys throws', new Proxy({}, { ownKeys: () => { throw new Error('no keys'); } }), [], /no keys/],
+    [
+      'a proxy whose ownKeys throws',
+      new Proxy(
+        {},
+        {
+          ownKeys: () => {
+            throw new Error('no keys');
+          },
+        },
+      ),
+      [],
+      /no keys/,
+    ],
     ['undefined at the top', undefined, [], /undefined/],
   ])('%s is refused, naming where', (_what, value, path, message) => {
     const issue = jsonIssue(value);
@@ -55,7 +79,10 @@ describe('jsonIssue: the one JSON-value check', () => {
 
   it('recordOf keeps a __proto__ key as an entry and reads no inherited one', () => {
     const r = recordOf(z.enum(['approve', 'deny'])).parse(JSON.parse('{"__proto__":"approve","constructor":"deny"}'));
-    expect(Object.entries(r).sort()).toEqual([['__proto__', 'approve'], ['constructor', 'deny']]);
+    expect(Object.entries(r).sort()).toEqual([
+      ['__proto__', 'approve'],
+      ['constructor', 'deny'],
+    ]);
     expect(r.toString).toBeUndefined();
     expect(() => recordOf(z.string()).parse({ a: 1 })).toThrow();
   });
@@ -81,20 +108,45 @@ const expectValidation = async (p: Promise<unknown> | (() => unknown), path?: (s
 describe('non-JSON public input is a ValidationError at the boundary, with nothing written', () => {
   it("createRuntime: bootstrap messages' providerData with a cycle or a BigInt", async () => {
     for (const providerData of [cyclic(), { n: 2n }, { f: () => 1 }, throwing()]) {
-      await expectValidation(() => createRuntime({ store: memoryStore(), model: scriptedModel([]), bootstrapMessages: [{ role: 'user', content: 'x', providerData }] }));
+      await expectValidation(() =>
+        createRuntime({
+          store: memoryStore(),
+          model: scriptedModel([]),
+          bootstrapMessages: [{ role: 'user', content: 'x', providerData }],
+        }),
+      );
     }
   });
 
   it.each(['memory', 'lmdb'] as const)('prompts, inputs, answers, state and checkpoints (%s store)', async (kind) => {
     const ask = defineTool({ name: 'ask', description: '', needsApproval: true, parameters: z.object({}), execute: () => 'ok' });
-    const rt = backends[kind]().rt({ model: scriptedModel([{ toolCalls: [{ id: 'c1', name: 'ask', arguments: {} }] }, 'asked', { toolCalls: [{ id: 'q1', name: 'askUser', arguments: { question: 'why?' } }] }, 'thanks']), tools: [ask], askUser: true });
+    const rt = backends[kind]().rt({
+      model: scriptedModel([
+        { toolCalls: [{ id: 'c1', name: 'ask', arguments: {} }] },
+        'asked',
+        { toolCalls: [{ id: 'q1', name: 'askUser', arguments: { question: 'why?' } }] },
+        'thanks',
+      ]),
+      tools: [ask],
+      askUser: true,
+    });
     const s = await rt.openSession('s');
     const before = (await logOf(rt.store, 's')).length;
-    const prompt = (providerData: unknown) => s.execute({ kind: 'prompt', runId: 'p', attemptId: 'p', message: { role: 'user', content: 'hi', providerData } as never });
+    const prompt = (providerData: unknown) =>
+      s.execute({ kind: 'prompt', runId: 'p', attemptId: 'p', message: { role: 'user', content: 'hi', providerData } as never });
     await expectValidation(prompt(cyclic()), ['message']);
     await expectValidation(prompt({ n: 1n }));
-    await expectValidation(s.execute({ kind: 'prompt', runId: 'p', attemptId: 'p', message: [{ role: 'user', content: 'hi', providerData: { s: Symbol('x') } }] as never }));
-    await expectValidation(s.submitInput({ inputId: 'i', mode: 'follow_up', message: { role: 'user', content: 'x', providerData: cyclic() } }));
+    await expectValidation(
+      s.execute({
+        kind: 'prompt',
+        runId: 'p',
+        attemptId: 'p',
+        message: [{ role: 'user', content: 'hi', providerData: { s: Symbol('x') } }] as never,
+      }),
+    );
+    await expectValidation(
+      s.submitInput({ inputId: 'i', mode: 'follow_up', message: { role: 'user', content: 'x', providerData: cyclic() } }),
+    );
     await expectValidation(s.setStateContext(cyclic()));
     await expectValidation(s.setStateContext({ n: 10n }));
     await expectValidation(s.loadCheckpoint({ messages: [], stateContext: cyclic() }));
@@ -105,13 +157,22 @@ describe('non-JSON public input is a ValidationError at the boundary, with nothi
     const q = r.pendingRequest!.questionId;
     const answer = { decisions: { c1: 'approve' }, extra: cyclic() };
     await expectValidation(s.execute({ kind: 'respond', runId: 'r', attemptId: 'a2', questionId: q, answer }), ['answer']);
-    await expectValidation(s.execute({ kind: 'respond', runId: 'r', attemptId: 'a2', questionId: q, answer: { decisions: { c1: 'approve' }, n: 1n } }));
-    expect(await s.execute({ kind: 'respond', runId: 'r', attemptId: 'a2', questionId: q, answer: { decisions: { c1: 'approve' } } })).toMatchObject({ status: 'succeeded' });
+    await expectValidation(
+      s.execute({ kind: 'respond', runId: 'r', attemptId: 'a2', questionId: q, answer: { decisions: { c1: 'approve' }, n: 1n } }),
+    );
+    expect(
+      await s.execute({ kind: 'respond', runId: 'r', attemptId: 'a2', questionId: q, answer: { decisions: { c1: 'approve' } } }),
+    ).toMatchObject({ status: 'succeeded' });
     // a question answered with a cycle, then with JSON
     const r2 = await s.execute({ kind: 'prompt', runId: 'r2', attemptId: 'b1', message: 'ask me' });
     expect(r2.pendingRequest).toMatchObject({ kind: 'question' });
-    await expectValidation(s.execute({ kind: 'respond', runId: 'r2', attemptId: 'b2', questionId: r2.pendingRequest!.questionId, answer: [cyclic()] }), ['answer', 0, 'self']);
-    expect(await s.execute({ kind: 'respond', runId: 'r2', attemptId: 'b2', questionId: r2.pendingRequest!.questionId, answer: 'because' })).toMatchObject({ status: 'succeeded' });
+    await expectValidation(
+      s.execute({ kind: 'respond', runId: 'r2', attemptId: 'b2', questionId: r2.pendingRequest!.questionId, answer: [cyclic()] }),
+      ['answer', 0, 'self'],
+    );
+    expect(
+      await s.execute({ kind: 'respond', runId: 'r2', attemptId: 'b2', questionId: r2.pendingRequest!.questionId, answer: 'because' }),
+    ).toMatchObject({ status: 'succeeded' });
   });
 });
 
@@ -134,7 +195,9 @@ describe('a provider response the log cannot hold is a failed attempt (ProviderE
     expect(isProviderError(r.error?.cause)).toBe(true);
     expect(r.error?.cause).toMatchObject({ providerCode: 'invalid_response', retryable: false });
     const log = await logOf(rt.store, 's');
-    expect(log.filter((e) => e.type === 'assistant/attempt').map((e) => (e.payload.error as { code?: string }).code)).toEqual(['invalid_response']);
+    expect(log.filter((e) => e.type === 'assistant/attempt').map((e) => (e.payload.error as { code?: string }).code)).toEqual([
+      'invalid_response',
+    ]);
     expect(log.at(-1)!.type).toBe('run/end');
   });
 });
@@ -145,7 +208,12 @@ describe("a tool outcome's structured data must be JSON", () => {
     ['a BigInt', () => ({ n: 1n })],
     ['a Map', () => new Map([[1, 2]])],
   ])('structured with %s becomes an error result the model reads; the run goes on', async (_what, structured) => {
-    const t = defineTool({ name: 't', description: '', parameters: z.object({}), execute: () => ({ kind: 'completed' as const, content: 'x', structured: structured() }) });
+    const t = defineTool({
+      name: 't',
+      description: '',
+      parameters: z.object({}),
+      execute: () => ({ kind: 'completed' as const, content: 'x', structured: structured() }),
+    });
     const rt = backends.memory().rt({ model: scriptedModel([{ toolCalls: [{ id: 'c', name: 't', arguments: {} }] }, 'ok']), tools: [t] });
     const s = await rt.openSession('s');
     expect(await s.execute({ kind: 'prompt', runId: 'r', attemptId: 'a', message: 'go' })).toMatchObject({ status: 'succeeded' });

@@ -53,20 +53,58 @@ const CASES: [string, string, () => unknown][] = [
   ['createRuntime: config', 'maxParalelTools', () => createRuntime({ model: model(), config: { maxParalelTools: 2 } } as never)],
   ['createRuntime: budget', 'maxStep', () => createRuntime({ model: model(), budget: { maxStep: 2 } } as never)],
   ['createRuntime: tracing', 'recordContents', () => createRuntime({ model: model(), tracing: { recordContents: true } } as never)],
-  ['createRuntime: bootstrapMessages[0]', 'toolCallID', () => createRuntime({ model: model(), bootstrapMessages: [{ role: 'user', content: 'hi', toolCallID: 'x' }] } as never)],
+  [
+    'createRuntime: bootstrapMessages[0]',
+    'toolCallID',
+    () => createRuntime({ model: model(), bootstrapMessages: [{ role: 'user', content: 'hi', toolCallID: 'x' }] } as never),
+  ],
   ['runtime.serve', 'concurency', () => rt().serve({ concurency: 2 } as never)],
   ['runtime.submit: entry', 'reasn', () => rt().submit('strict-s', { kind: 'cancel', entryId: 'e1', reasn: 'x' } as never)],
   ['runtime.waitForResult', 'pollMS', () => rt().waitForResult('strict-s', 'r1', { pollMS: 10 } as never)],
-  ['session.execute: prompt', 'attemptID', async () => (await open()).execute({ kind: 'prompt', runId: 'r1', attemptId: 'a1', attemptID: 'a1', message: 'hi' } as never)],
-  ['session.execute: respond', 'questionID', async () => (await open()).execute({ kind: 'respond', questionId: 'q', questionID: 'q', answer: 1 } as never)],
+  [
+    'session.execute: prompt',
+    'attemptID',
+    async () => (await open()).execute({ kind: 'prompt', runId: 'r1', attemptId: 'a1', attemptID: 'a1', message: 'hi' } as never),
+  ],
+  [
+    'session.execute: respond',
+    'questionID',
+    async () => (await open()).execute({ kind: 'respond', questionId: 'q', questionID: 'q', answer: 1 } as never),
+  ],
   ['session.execute: continue', 'runID', async () => (await open()).execute({ kind: 'continue', runID: 'r1' } as never)],
-  ['session.run: prompt message', 'contents', async () => (await open()).run({ role: 'user', content: 'hi', contents: 'hi' } as never).result],
-  ['session.submitInput', 'mdoe', async () => (await open()).submitInput({ inputId: 'i1', message: 'hi', mode: 'steer', mdoe: 'steer' } as never)],
-  ['session.stopAfterCurrentToolRound', 'idempotencyKye', async () => (await open()).stopAfterCurrentToolRound({ sessionId: 'strict', sessionInstanceId: 'x', interactionId: 'x', expectedRunEpoch: 1, idempotencyKey: 'k', idempotencyKye: 'k' } as never)],
+  [
+    'session.run: prompt message',
+    'contents',
+    async () => (await open()).run({ role: 'user', content: 'hi', contents: 'hi' } as never).result,
+  ],
+  [
+    'session.submitInput',
+    'mdoe',
+    async () => (await open()).submitInput({ inputId: 'i1', message: 'hi', mode: 'steer', mdoe: 'steer' } as never),
+  ],
+  [
+    'session.stopAfterCurrentToolRound',
+    'idempotencyKye',
+    async () =>
+      (await open()).stopAfterCurrentToolRound({
+        sessionId: 'strict',
+        sessionInstanceId: 'x',
+        interactionId: 'x',
+        expectedRunEpoch: 1,
+        idempotencyKey: 'k',
+        idempotencyKye: 'k',
+      } as never),
+  ],
   ['session.subscribe', 'requird', async () => (await open()).subscribe(() => {}, { requird: true } as never)],
   ['session.loadCheckpoint', 'stateContxt', async () => (await open()).loadCheckpoint({ messages: [], stateContxt: 1 } as never)],
   ['new SubscriberHub', 'maxErorrs', () => new SubscriberHub({ maxErorrs: 3 } as never)],
-  ['memoryStore: readEvents range', 'fromSq', async () => { for await (const _ of memoryStore().readEvents('s', { fromSq: 2 } as never)); }],
+  [
+    'memoryStore: readEvents range',
+    'fromSq',
+    async () => {
+      for await (const _ of memoryStore().readEvents('s', { fromSq: 2 } as never));
+    },
+  ],
   ['memoryStore: events$', 'fromSq', () => memoryStore().events$('s', { fromSq: 2 } as never)],
   ['lmdbStore', 'durabilty', () => lmdbStore({ path: dir.path, durabilty: 'committed' } as never)],
   ['postgresStore', 'maxConections', () => postgresStore({ connectionString: 'postgres://127.0.0.1/x', maxConections: 3 } as never)],
@@ -80,7 +118,15 @@ const CASES: [string, string, () => unknown][] = [
   ['mcpTools', 'needApproval', () => mcpTools(fakeMcp as never, { needApproval: ['x'] } as never)],
   ['webHandler', 'authorise', () => webHandler({ runtime: rt(), authorise: () => false } as never)],
   ['webHandler: stream', 'heartbeatMS', () => webHandler({ runtime: rt(), stream: { heartbeatMS: 100 } } as never)],
-  ['sessionEvents', 'polMs', async () => { const res = sessionEvents(memoryStore(), 's', new Request('http://x/'), { polMs: 10 } as never); if (res.status === 400) throw new Error(await res.text()); await res.body?.cancel(); }],
+  [
+    'sessionEvents',
+    'polMs',
+    async () => {
+      const res = sessionEvents(memoryStore(), 's', new Request('http://x/'), { polMs: 10 } as never);
+      if (res.status === 400) throw new Error(await res.text());
+      await res.body?.cancel();
+    },
+  ],
   ['nodeListener', 'orign', () => nodeListener(async () => new Response(), { orign: 'http://x' } as never)],
   ['renderTimeline', 'sesionId', () => renderTimeline([], { sessionId: 's', sesionId: 's' } as never)],
   ['actorloop/client sessionStream', 'lastLogSeqq', () => sessionStream({ url: 'http://127.0.0.1:1/x', lastLogSeqq: 3 } as never).next()],

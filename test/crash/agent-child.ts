@@ -72,7 +72,6 @@ import {
 // ---------------------------------------------------------------------------------------------
 // Output, input, kills
 
-
 let killAt: KillPoint | 'random' | undefined;
 let killP = 0;
 
@@ -97,7 +96,8 @@ function appendDurably(path: string, line: string): void {
   }
 }
 
-const ledgerHas = (path: string, key: string): boolean => existsSync(path) && parseLedger(readFileSync(path, 'utf8')).entries.some((e) => e.key === key);
+const ledgerHas = (path: string, key: string): boolean =>
+  existsSync(path) && parseLedger(readFileSync(path, 'utf8')).entries.some((e) => e.key === key);
 
 /** The store, printing `ACK` for every committed record; `close` is left to the owner (two runtimes share it). */
 function ackingStore(inner: EventStore): EventStore {
@@ -175,7 +175,9 @@ async function tortureMode(plan: TorturePlan): Promise<void> {
       reconcile: async (_a, ctx) => {
         // negative control: a broken tool whose reconcile silently runs the effect again
         if (plan.broken === 'reexecute') return { kind: 'completed', content: await effect('charge', ctx) };
-        return ledgerHas(paths.ledger, ctx.idempotencyKey) ? { kind: 'completed', content: `reconciled: ${ctx.idempotencyKey} is in the ledger` } : undefined;
+        return ledgerHas(paths.ledger, ctx.idempotencyKey)
+          ? { kind: 'completed', content: `reconciled: ${ctx.idempotencyKey} is in the ledger` }
+          : undefined;
       },
     }),
     defineTool({
@@ -232,7 +234,8 @@ async function tortureMode(plan: TorturePlan): Promise<void> {
         if (first) {
           first = false;
           const interrupted = session.recovery.interruptedRuns.map((r) => r.runId);
-          if (interrupted.join() !== (st.open ?? '')) throw new Error(`${sessionId}: recovery names interrupted runs [${interrupted.join()}], the log says ${st.open ?? 'none'}`);
+          if (interrupted.join() !== (st.open ?? ''))
+            throw new Error(`${sessionId}: recovery names interrupted runs [${interrupted.join()}], the log says ${st.open ?? 'none'}`);
         }
         if (++attempts > 4 * plan.runs + 8) throw new Error(`${sessionId}: too many attempts in one process (a run that never settles?)`);
         let runId: string;
@@ -277,10 +280,18 @@ async function fenceMode(job: FenceJob): Promise<void> {
     return `executed: ${ctx.idempotencyKey} by ${process.pid}`;
   };
   const reconcile = (_a: unknown, ctx: ToolContext) =>
-    ledgerHas(paths.ledger, ctx.idempotencyKey) ? { kind: 'completed' as const, content: `reconciled: ${ctx.idempotencyKey} is in the ledger` } : undefined;
+    ledgerHas(paths.ledger, ctx.idempotencyKey)
+      ? { kind: 'completed' as const, content: `reconciled: ${ctx.idempotencyKey} is in the ledger` }
+      : undefined;
   const none = z.object({});
   const tools: AnyTool[] = [
-    defineTool({ name: 'hold', description: 'A slow side effect (reconcilable)', parameters: none, execute: (_a, ctx) => hold('hold', ctx), reconcile }),
+    defineTool({
+      name: 'hold',
+      description: 'A slow side effect (reconcilable)',
+      parameters: none,
+      execute: (_a, ctx) => hold('hold', ctx),
+      reconcile,
+    }),
     defineTool({ name: 'hold_nr', description: 'A slow side effect', parameters: none, execute: (_a, ctx) => hold('hold_nr', ctx) }),
     defineTool({
       name: 'after',
@@ -309,7 +320,12 @@ async function fenceMode(job: FenceJob): Promise<void> {
     holdSession = job.a.session;
     const s = await rt.openSession(job.a.session);
     say(`A_ATTACHED ${job.a.session} ${s.recovery.writerEpoch}`);
-    const r = await s.execute({ kind: 'prompt', runId: 'run-1', attemptId: `run-1.a${process.pid}`, message: `FENCE ${job.a.session} ${job.a.variant} ${job.a.hold}` });
+    const r = await s.execute({
+      kind: 'prompt',
+      runId: 'run-1',
+      attemptId: `run-1.a${process.pid}`,
+      message: `FENCE ${job.a.session} ${job.a.variant} ${job.a.hold}`,
+    });
     say(`A_RESULT ${job.a.session} ${JSON.stringify(brief(r))}`);
     await s.close();
   }
@@ -338,7 +354,9 @@ async function main(): Promise<void> {
       dir: positional[0]!,
       sessions: Number(env.SESSIONS ?? 3),
       runs: Number(env.RUNS ?? 4),
-      ...(k === 'random' || (KILL_POINTS as readonly string[]).includes(k ?? '') ? { killAt: k as KillPoint | 'random', killP: Number(env.KILL_P ?? 0.3) } : {}),
+      ...(k === 'random' || (KILL_POINTS as readonly string[]).includes(k ?? '')
+        ? { killAt: k as KillPoint | 'random', killP: Number(env.KILL_P ?? 0.3) }
+        : {}),
     };
     if (!plan.dir) throw new Error('usage: agent-child.ts torture <dir> (or --wait-go and a GO line)');
     await tortureMode(plan);

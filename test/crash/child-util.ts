@@ -36,7 +36,12 @@ export function batchDrafts(sessionId: string, batchId: string, firstSeq: number
     const meta = { batch: batchId, batchSize: size, batchIndex: i };
     drafts.push(
       i % 2 === 0
-        ? { ...common, type: 'user/message', surfaceOp: 'append', payload: { ...meta, message: { role: 'user', content: `${sessionId} batch ${batchId} #${i}/${size}` } } }
+        ? {
+            ...common,
+            type: 'user/message',
+            surfaceOp: 'append',
+            payload: { ...meta, message: { role: 'user', content: `${sessionId} batch ${batchId} #${i}/${size}` } },
+          }
         : { ...common, type: 'step/start', surfaceOp: 'none', payload: meta },
     );
   }
@@ -95,7 +100,9 @@ export function checkBatchLog(
     const batchId = String(first.payload.batch);
     const size = Number(first.payload.batchSize);
     if (first.payload.batchIndex !== 0 || !(size >= 1 && size <= 5)) {
-      report(`${sessionId}#${first.seq}: does not start a batch (batch ${batchId}, index ${String(first.payload.batchIndex)}, size ${size})`);
+      report(
+        `${sessionId}#${first.seq}: does not start a batch (batch ${batchId}, index ${String(first.payload.batchIndex)}, size ${size})`,
+      );
       i++;
       continue;
     }
@@ -104,9 +111,34 @@ export function checkBatchLog(
     const expected = batchDrafts(sessionId, batchId, first.seq, size);
     got.forEach((e, k) => {
       const d = expected[k]!;
-      const want = { eventId: d.eventId, type: d.type, turn: d.turn, step: d.step, attempt: d.attempt, surfaceOp: d.surfaceOp, payload: d.payload, writerEpoch: epochOfBatch(batchId), sessionId, schemaVersion: '1' };
-      const have = { eventId: e.eventId, type: e.type, turn: e.turn, step: e.step, attempt: e.attempt, surfaceOp: e.surfaceOp, payload: e.payload, writerEpoch: e.writerEpoch, sessionId: e.sessionId, schemaVersion: e.schemaVersion };
-      if (canonicalJson(have) !== canonicalJson(want)) report(`${sessionId}#${e.seq}: content differs from batch ${batchId} draft ${k}: ${JSON.stringify(have)} vs ${JSON.stringify(want)}`);
+      const want = {
+        eventId: d.eventId,
+        type: d.type,
+        turn: d.turn,
+        step: d.step,
+        attempt: d.attempt,
+        surfaceOp: d.surfaceOp,
+        payload: d.payload,
+        writerEpoch: epochOfBatch(batchId),
+        sessionId,
+        schemaVersion: '1',
+      };
+      const have = {
+        eventId: e.eventId,
+        type: e.type,
+        turn: e.turn,
+        step: e.step,
+        attempt: e.attempt,
+        surfaceOp: e.surfaceOp,
+        payload: e.payload,
+        writerEpoch: e.writerEpoch,
+        sessionId: e.sessionId,
+        schemaVersion: e.schemaVersion,
+      };
+      if (canonicalJson(have) !== canonicalJson(want))
+        report(
+          `${sessionId}#${e.seq}: content differs from batch ${batchId} draft ${k}: ${JSON.stringify(have)} vs ${JSON.stringify(want)}`,
+        );
     });
     i += Math.max(1, got.length);
   }
@@ -121,8 +153,15 @@ export function checkBatchLog(
       continue;
     }
     const size = a.lastSeq - a.firstSeq + 1;
-    if (first.payload.batch !== a.batchId || first.payload.batchIndex !== 0 || first.payload.batchSize !== size || last.payload.batch !== a.batchId) {
-      report(`${sessionId}: acknowledged batch ${a.batchId} (seq ${a.firstSeq}..${a.lastSeq}) is not what is stored there (${String(first.payload.batch)})`);
+    if (
+      first.payload.batch !== a.batchId ||
+      first.payload.batchIndex !== 0 ||
+      first.payload.batchSize !== size ||
+      last.payload.batch !== a.batchId
+    ) {
+      report(
+        `${sessionId}: acknowledged batch ${a.batchId} (seq ${a.firstSeq}..${a.lastSeq}) is not what is stored there (${String(first.payload.batch)})`,
+      );
     }
   }
   return { problems, lastSeq };
@@ -149,7 +188,10 @@ export class ChildRun {
   private partial = '';
   private waiters: Array<() => void> = [];
 
-  constructor(readonly proc: ChildProcess, readonly label: string) {
+  constructor(
+    readonly proc: ChildProcess,
+    readonly label: string,
+  ) {
     proc.stdout!.setEncoding('utf8');
     proc.stdout!.on('data', (chunk: string) => {
       const parts = (this.partial + chunk).split('\n');
@@ -355,7 +397,12 @@ try {
 `,
   );
   try {
-    return spawnSync(process.execPath, ['--import', 'tsx', script], { cwd: REPO_ROOT, env: { ...process.env, NODE_OPTIONS: '' }, encoding: 'utf8', timeout: scaled(60_000) });
+    return spawnSync(process.execPath, ['--import', 'tsx', script], {
+      cwd: REPO_ROOT,
+      env: { ...process.env, NODE_OPTIONS: '' },
+      encoding: 'utf8',
+      timeout: scaled(60_000),
+    });
   } finally {
     rmSync(script, { force: true });
   }

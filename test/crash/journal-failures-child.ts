@@ -42,7 +42,15 @@ async function eioAppendMode(): Promise<void> {
   const { lmdbStore } = await import('../../src/persistence/lmdb-store.js');
   const store = lmdbStore({ path: path!, bootId });
   const { writerEpoch } = await store.attachWriter('s');
-  const draft = (eventId: string) => ({ eventId, type: 'step/start' as const, turn: 1, step: 1, attempt: 1, surfaceOp: 'none' as const, payload: {} });
+  const draft = (eventId: string) => ({
+    eventId,
+    type: 'step/start' as const,
+    turn: 1,
+    step: 1,
+    attempt: 1,
+    surfaceOp: 'none' as const,
+    payload: {},
+  });
   await store.append('s', writerEpoch, 1, [draft('ok-1')]);
   say('ACK s 1 1 ok-1');
   failNext = true; // the next fdatasync is the flush of the next commit's frame

@@ -22,10 +22,12 @@ import { batchDrafts, batchIdOf, nextLine, randomBatchSize, say } from './child-
 const [mode, url, schema, ...rest] = process.argv.slice(2);
 const positional = rest.filter((a) => !a.startsWith('--'));
 const flags = new Map<string, string>(
-  rest.filter((a) => a.startsWith('--')).map((a) => {
-    const [k, v] = a.slice(2).split('=');
-    return [k!, v ?? 'true'];
-  }),
+  rest
+    .filter((a) => a.startsWith('--'))
+    .map((a) => {
+      const [k, v] = a.slice(2).split('=');
+      return [k!, v ?? 'true'];
+    }),
 );
 const intFlag = (name: string, fallback: number): number => (flags.has(name) ? Number(flags.get(name)) : fallback);
 const waitForCue = (cue: string): Promise<string> => nextLine((line) => line === cue);
@@ -50,7 +52,14 @@ async function appendMode(): Promise<void> {
   );
 }
 
-async function tryAppend(store: ReturnType<typeof postgresStore>, s: string, epoch: number, seq: number, id: string, size = 2): Promise<void> {
+async function tryAppend(
+  store: ReturnType<typeof postgresStore>,
+  s: string,
+  epoch: number,
+  seq: number,
+  id: string,
+  size = 2,
+): Promise<void> {
   try {
     const stored = await store.append(s, epoch, seq, batchDrafts(s, id, seq, size));
     say(`ACK ${s} ${stored[0]!.seq} ${stored[stored.length - 1]!.seq} ${id}`);

@@ -4,7 +4,18 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { postgresStore } from '../../src/persistence/postgres/postgres-store.js';
 import { collect } from '../helpers/drafts.js';
 import { freshSchema, postgresForTests } from '../helpers/postgres.js';
-import { checkBatchLog, crashRounds, killAllChildren, parseAck, parseAttached, REPO_ROOT, sleep, spawnTs, type Ack, type ChildRun } from './child-util.js';
+import {
+  checkBatchLog,
+  crashRounds,
+  killAllChildren,
+  parseAck,
+  parseAttached,
+  REPO_ROOT,
+  sleep,
+  spawnTs,
+  type Ack,
+  type ChildRun,
+} from './child-util.js';
 
 /**
  * Fencing across processes on PostgreSQL. Writer A is frozen with SIGSTOP — between two appends,
@@ -87,7 +98,10 @@ if (db) {
             const events = await collect(store.readEvents(session));
             const { problems, lastSeq } = checkBatchLog(session, events, acks);
             expect(problems, `round ${round}`).toEqual([]);
-            expect(events.filter((e) => e.seq > bAttached.lastSeq && e.writerEpoch !== bAttached.writerEpoch), "events after B attached that are not B's").toEqual([]);
+            expect(
+              events.filter((e) => e.seq > bAttached.lastSeq && e.writerEpoch !== bAttached.writerEpoch),
+              "events after B attached that are not B's",
+            ).toEqual([]);
             expect(lastSeq).toBe(bAcks.at(-1)!.lastSeq);
           } finally {
             await store.close();

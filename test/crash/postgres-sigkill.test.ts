@@ -4,7 +4,18 @@ import type { EventRecord } from '../../src/contracts/events.js';
 import { postgresStore } from '../../src/persistence/postgres/postgres-store.js';
 import { collect } from '../helpers/drafts.js';
 import { freshSchema, postgresForTests } from '../helpers/postgres.js';
-import { checkBatchLog, crashRounds, killAllChildren, parseAck, parseAttached, REPO_ROOT, sleep, spawnTs, type Ack, type ChildRun } from './child-util.js';
+import {
+  checkBatchLog,
+  crashRounds,
+  killAllChildren,
+  parseAck,
+  parseAttached,
+  REPO_ROOT,
+  sleep,
+  spawnTs,
+  type Ack,
+  type ChildRun,
+} from './child-util.js';
 
 /**
  * SIGKILL at a random instant while a real process appends to two sessions of one PostgreSQL
@@ -29,7 +40,9 @@ if (db) {
       const spawned: ChildRun[] = [];
       const prefetch = (upTo: number) => {
         while (spawned.length < Math.min(upTo, ROUNDS)) {
-          spawned.push(spawnTs(CHILD, ['append', db.url, schema, SESSIONS.join(','), '--wait-go'], { label: `append child ${spawned.length + 1}` }));
+          spawned.push(
+            spawnTs(CHILD, ['append', db.url, schema, SESSIONS.join(','), '--wait-go'], { label: `append child ${spawned.length + 1}` }),
+          );
         }
       };
       for (let round = 1; round <= ROUNDS; round++) {
@@ -42,7 +55,10 @@ if (db) {
         child.signal('SIGKILL');
         const exit = await child.waitExit(10_000);
         expect(exit.signal, child.describe()).toBe('SIGKILL');
-        expect(child.lines.filter((l) => l.startsWith('ERROR')), child.describe()).toEqual([]);
+        expect(
+          child.lines.filter((l) => l.startsWith('ERROR')),
+          child.describe(),
+        ).toEqual([]);
         for (const s of SESSIONS) {
           const attached = child.lines.map(parseAttached).find((a) => a?.sessionId === s);
           expect(attached!.lastSeq, `round ${round}: ${s} resumed at the verified tail`).toBe(tails.get(s));
@@ -64,7 +80,9 @@ if (db) {
         }
       }
       expect(acks.length).toBeGreaterThan(ROUNDS);
-      console.log(`postgres sigkill: ${ROUNDS} rounds, ${acks.length} acknowledged batches, tails ${JSON.stringify(Object.fromEntries(tails))}`);
+      console.log(
+        `postgres sigkill: ${ROUNDS} rounds, ${acks.length} acknowledged batches, tails ${JSON.stringify(Object.fromEntries(tails))}`,
+      );
     });
   });
 }

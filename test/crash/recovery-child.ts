@@ -67,7 +67,12 @@ function modelOf(script: (n: number) => ScriptedStep) {
   return scriptedModel([step], { loop: true });
 }
 
-const brief = (r: ExecutionResult) => ({ status: r.status, outcome: r.outcome, ...(r.error ? { error: r.error.message } : {}), ...(r.finalMessage ? { finalMessage: r.finalMessage } : {}) });
+const brief = (r: ExecutionResult) => ({
+  status: r.status,
+  outcome: r.outcome,
+  ...(r.error ? { error: r.error.message } : {}),
+  ...(r.finalMessage ? { finalMessage: r.finalMessage } : {}),
+});
 const none = z.object({});
 
 async function main(): Promise<void> {
@@ -79,15 +84,44 @@ async function main(): Promise<void> {
     case 'deny': {
       // two exclusive tools that need approval; the user approves wire and denies note
       tools = [
-        defineTool({ name: 'wire', description: 'wires money', parameters: none, needsApproval: true, execute: (_a, ctx) => (effect(`wire ${ctx.idempotencyKey}`), 'wired') }),
-        defineTool({ name: 'note', description: 'writes a note', parameters: none, needsApproval: true, execute: (_a, ctx) => (effect(`note ${ctx.idempotencyKey}`), 'noted') }),
+        defineTool({
+          name: 'wire',
+          description: 'wires money',
+          parameters: none,
+          needsApproval: true,
+          execute: (_a, ctx) => (effect(`wire ${ctx.idempotencyKey}`), 'wired'),
+        }),
+        defineTool({
+          name: 'note',
+          description: 'writes a note',
+          parameters: none,
+          needsApproval: true,
+          execute: (_a, ctx) => (effect(`note ${ctx.idempotencyKey}`), 'noted'),
+        }),
       ];
-      model = modelOf((n) => (n === 0 ? { toolCalls: [{ id: 'c1', name: 'wire', arguments: {} }, { id: 'c2', name: 'note', arguments: {} }] } : 'done'));
+      model = modelOf((n) =>
+        n === 0
+          ? {
+              toolCalls: [
+                { id: 'c1', name: 'wire', arguments: {} },
+                { id: 'c2', name: 'note', arguments: {} },
+              ],
+            }
+          : 'done',
+      );
       break;
     }
     case 'budget': {
       // the model would call `tick` forever; maxToolCalls 2 ends the run
-      tools = [defineTool({ name: 'tick', description: 'ticks', mode: 'parallel', parameters: none, execute: (_a, ctx) => (effect(`tick ${ctx.idempotencyKey}`), 'ticked') })];
+      tools = [
+        defineTool({
+          name: 'tick',
+          description: 'ticks',
+          mode: 'parallel',
+          parameters: none,
+          execute: (_a, ctx) => (effect(`tick ${ctx.idempotencyKey}`), 'ticked'),
+        }),
+      ];
       model = modelOf((n) => (n < 6 ? { toolCalls: [{ id: `t${n + 1}`, name: 'tick', arguments: {} }] } : 'done'));
       extra = { budget: { maxToolCalls: 2 } };
       break;
@@ -106,9 +140,25 @@ async function main(): Promise<void> {
             return 'charged';
           },
         }),
-        defineTool({ name: 'audit', description: 'audits the account', mode: 'parallel', parameters: none, resources: ['acct'], execute: (_a, ctx) => (effect(`audit ${ctx.idempotencyKey}`), 'audited') }),
+        defineTool({
+          name: 'audit',
+          description: 'audits the account',
+          mode: 'parallel',
+          parameters: none,
+          resources: ['acct'],
+          execute: (_a, ctx) => (effect(`audit ${ctx.idempotencyKey}`), 'audited'),
+        }),
       ];
-      model = modelOf((n) => (n === 0 ? { toolCalls: [{ id: 'c1', name: 'charge', arguments: {} }, { id: 'c2', name: 'audit', arguments: {} }] } : 'done'));
+      model = modelOf((n) =>
+        n === 0
+          ? {
+              toolCalls: [
+                { id: 'c1', name: 'charge', arguments: {} },
+                { id: 'c2', name: 'audit', arguments: {} },
+              ],
+            }
+          : 'done',
+      );
       break;
     }
     case 'relock': {
@@ -127,7 +177,13 @@ async function main(): Promise<void> {
             return 'charged';
           },
         }),
-        defineTool({ name: 'big', description: 'reads a long report', parameters: none, needsApproval: true, execute: () => 'r'.repeat(4000) }),
+        defineTool({
+          name: 'big',
+          description: 'reads a long report',
+          parameters: none,
+          needsApproval: true,
+          execute: () => 'r'.repeat(4000),
+        }),
       ];
       const step = (req: ModelRequest): ScriptedStep => {
         if (req.messages[0]?.role === 'system' && req.tools.length === 0) return 'an earlier exchange about nothing';
@@ -161,7 +217,15 @@ async function main(): Promise<void> {
       say(`LOCKS ${JSON.stringify(session.activeResourceLocks)}`);
       await session.releaseResources(['acct']);
       say(`LOCKS ${JSON.stringify(session.activeResourceLocks)}`);
-      out(await session.execute({ kind: 'respond', runId: 'r', attemptId: `d${process.pid}`, questionId: r.pendingRequest!.questionId, answer: { decisions: { c2: 'approve' } } }));
+      out(
+        await session.execute({
+          kind: 'respond',
+          runId: 'r',
+          attemptId: `d${process.pid}`,
+          questionId: r.pendingRequest!.questionId,
+          answer: { decisions: { c2: 'approve' } },
+        }),
+      );
       say(`LOCKS ${JSON.stringify(session.activeResourceLocks)}`);
     }
   } else if (phase === 'first') {
@@ -169,7 +233,15 @@ async function main(): Promise<void> {
     out(r);
     if (scenario === 'deny') {
       const pr = r.pendingRequest!;
-      out(await session.execute({ kind: 'respond', runId: 'r', attemptId: 'a2', questionId: pr.questionId, answer: { decisions: { c1: 'approve' } } }));
+      out(
+        await session.execute({
+          kind: 'respond',
+          runId: 'r',
+          attemptId: 'a2',
+          questionId: pr.questionId,
+          answer: { decisions: { c1: 'approve' } },
+        }),
+      );
     }
   } else {
     out(await session.execute({ kind: 'continue', runId: 'r', attemptId: `c${process.pid}` }));

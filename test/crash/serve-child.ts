@@ -41,7 +41,12 @@ const num = (name: string, fallback: number) => (flags.has(name) ? Number(flags.
 export function openStore(spec: string, options: { maxConnections?: number } = {}): EventStore {
   if (spec.startsWith('pg:')) {
     const [url, schema] = spec.slice(3).split('#');
-    return postgresStore({ connectionString: url!, schema: schema!, maxConnections: options.maxConnections ?? 6, idleInTransactionTimeoutMs: 2000 });
+    return postgresStore({
+      connectionString: url!,
+      schema: schema!,
+      maxConnections: options.maxConnections ?? 6,
+      idleInTransactionTimeoutMs: 2000,
+    });
   }
   return lmdbStore({ path: spec.slice(5) });
 }
@@ -49,7 +54,13 @@ export function openStore(spec: string, options: { maxConnections?: number } = {
 /** The fault tests' and the bench's agent: its tools and model. */
 export function serveAgent(o: { steps: number; latencyMs: number; toolMs: number; ledger?: string }) {
   const key = z.object({ key: z.string() });
-  const lookup = defineTool({ name: 'lookup', description: 'read-only', parameters: key, mode: 'parallel', execute: ({ key }) => `found ${key}` });
+  const lookup = defineTool({
+    name: 'lookup',
+    description: 'read-only',
+    parameters: key,
+    mode: 'parallel',
+    execute: ({ key }) => `found ${key}`,
+  });
   const charge = defineTool({
     name: 'charge',
     description: 'a side effect that must not run twice',
@@ -63,7 +74,10 @@ export function serveAgent(o: { steps: number; latencyMs: number; toolMs: number
       return `charged ${key}`;
     },
   });
-  return { tools: [lookup, charge], model: toolLoopModel({ steps: o.steps, toolsPerStep: 2, tools: ['lookup', 'charge'], latencyMs: o.latencyMs }) };
+  return {
+    tools: [lookup, charge],
+    model: toolLoopModel({ steps: o.steps, toolsPerStep: 2, tools: ['lookup', 'charge'], latencyMs: o.latencyMs }),
+  };
 }
 
 /**
@@ -81,7 +95,11 @@ function stallAfterIntent(store: EventStore, ms: number): EventStore {
         return wrap(prop, typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(t) : v);
       },
     });
-  const work = store.work && through(store.work, (_prop, v) => (typeof v === 'function' ? async (...a: unknown[]) => (await pause, (v as (...b: unknown[]) => unknown)(...a)) : v));
+  const work =
+    store.work &&
+    through(store.work, (_prop, v) =>
+      typeof v === 'function' ? async (...a: unknown[]) => (await pause, (v as (...b: unknown[]) => unknown)(...a)) : v,
+    );
   return through(store, (prop, v) => {
     if (prop === 'work') return work;
     if (prop === 'writerEpochNow') return undefined; // fence reads go through getHead, where the pause is
@@ -115,7 +133,8 @@ async function worker(): Promise<void> {
   const concurrency = num('concurrency', 16);
   // the serve bench's counters (bench/serve-probe.ts): `PROBE <json>` on stdin's `PROBE`
   const probe = flags.has('probe') ? (await import('../../bench/serve-probe.js')).workerProbe(store, concurrency) : undefined;
-  const agent = () => serveAgent({ steps: num('steps', 2), latencyMs: num('latency', 5), toolMs: num('tool-ms', 10), ...(ledger ? { ledger } : {}) });
+  const agent = () =>
+    serveAgent({ steps: num('steps', 2), latencyMs: num('latency', 5), toolMs: num('tool-ms', 10), ...(ledger ? { ledger } : {}) });
   const runtime = createRuntime({ store, ...agent() });
   const serveOptions = { concurrency, leaseMs: num('lease-ms', 2000), pollMs: num('poll-ms', 200), shutdownGraceMs: num('grace-ms', 2000) };
   // the bench's warm-up: this process serves `--warm` sessions of a store of its own before READY
@@ -157,7 +176,9 @@ async function worker(): Promise<void> {
 export async function serveUntilSettled(runtime: Runtime, prefix: string, n: number, options: ServeOptions): Promise<void> {
   const ids = Array.from({ length: n }, (_, i) => `${prefix}${i}`);
   for (let i = 0; i < ids.length; i += 50) {
-    await Promise.all(ids.slice(i, i + 50).map((sid) => runtime.submit(sid, { kind: 'input', inputId: `${sid}-in`, mode: 'follow_up', message: sid })));
+    await Promise.all(
+      ids.slice(i, i + 50).map((sid) => runtime.submit(sid, { kind: 'input', inputId: `${sid}-in`, mode: 'follow_up', message: sid })),
+    );
   }
   const handle = runtime.serve(options);
   let released = 0;
@@ -179,7 +200,12 @@ async function feed(): Promise<void> {
     for (let i = 0; i < n; i += 20) {
       await Promise.all(
         Array.from({ length: Math.min(20, n - i) }, async (_, j) => {
-          const r = await runtime.submit(`s${i + j}`, { kind: 'input', inputId: `s${i + j}-in${k}`, mode: 'follow_up', message: `m${i + j}.${k}` });
+          const r = await runtime.submit(`s${i + j}`, {
+            kind: 'input',
+            inputId: `s${i + j}-in${k}`,
+            mode: 'follow_up',
+            message: `m${i + j}.${k}`,
+          });
           if (r.status !== 'accepted') say(`REFUSED ${r.entryId} ${r.status} ${r.reason ?? ''}`);
         }),
       );

@@ -31,7 +31,21 @@ interface Fleet {
 
 function spawnWorkers(store: string, n: number, ledger: string, leaseMs: number): ChildRun[] {
   return Array.from({ length: n }, (_, i) =>
-    spawnTs(CHILD, ['worker', store, `--ledger=${ledger}`, `--lease-ms=${leaseMs}`, '--concurrency=24', '--latency=5', '--tool-ms=40', '--poll-ms=100', '--steps=2'], { label: `worker ${i + 1}` }),
+    spawnTs(
+      CHILD,
+      [
+        'worker',
+        store,
+        `--ledger=${ledger}`,
+        `--lease-ms=${leaseMs}`,
+        '--concurrency=24',
+        '--latency=5',
+        '--tool-ms=40',
+        '--poll-ms=100',
+        '--steps=2',
+      ],
+      { label: `worker ${i + 1}` },
+    ),
   );
 }
 
@@ -64,7 +78,11 @@ async function killMidCharge(w: ChildRun, ledger: string): Promise<void> {
 }
 
 /** Every check of the issue, on the store the fleet served. */
-async function checkOutcome(store: EventStore, sessions: number, ledger: string): Promise<{ runs: number; succeeded: number; uncertain: number; epochs: number; twice: number }> {
+async function checkOutcome(
+  store: EventStore,
+  sessions: number,
+  ledger: string,
+): Promise<{ runs: number; succeeded: number; uncertain: number; epochs: number; twice: number }> {
   const runtime = createRuntime({ store, ...serveAgent({ steps: 2, latencyMs: 0, toolMs: 0 }) });
   let runs = 0;
   let succeeded = 0;
@@ -95,8 +113,14 @@ async function checkOutcome(store: EventStore, sessions: number, ledger: string)
       for (const k of [0, 1]) {
         const inputId = `${sid}-in${k}`;
         // every input consumed exactly once: accepted once, one run opened for it, settled once
-        expect(log.filter((e) => e.type === 'input/accepted' && e.payload.inputId === inputId), `${inputId} accepted once`).toHaveLength(1);
-        expect(log.filter((e) => e.type === 'run/start' && e.payload.runId === inputId && e.payload.runEpoch === 1), `${inputId} run opened once`).toHaveLength(1);
+        expect(
+          log.filter((e) => e.type === 'input/accepted' && e.payload.inputId === inputId),
+          `${inputId} accepted once`,
+        ).toHaveLength(1);
+        expect(
+          log.filter((e) => e.type === 'run/start' && e.payload.runId === inputId && e.payload.runEpoch === 1),
+          `${inputId} run opened once`,
+        ).toHaveLength(1);
         const ends = log.filter((e) => e.type === 'run/end' && e.payload.runId === inputId && SETTLED.has(String(e.payload.status)));
         expect(ends, `${inputId} settled once`).toHaveLength(1);
         const result = await runtime.waitForResult(sid, inputId, { signal: AbortSignal.timeout(5000) });
@@ -108,7 +132,8 @@ async function checkOutcome(store: EventStore, sessions: number, ledger: string)
       const uncertainKeys = new Set<string>();
       const keyOfCall = new Map<string, string>();
       for (const e of log) {
-        if (e.type === 'tool/call' && e.payload.name === 'charge') keyOfCall.set(String(e.payload.callId), String(e.payload.idempotencyKey));
+        if (e.type === 'tool/call' && e.payload.name === 'charge')
+          keyOfCall.set(String(e.payload.callId), String(e.payload.idempotencyKey));
         if (e.type === 'tool/result' && String((e.payload.outcome as { kind: string }).kind).startsWith('uncertain')) {
           const key = keyOfCall.get(String(e.payload.callId));
           if (key) uncertainKeys.add(key);
@@ -163,7 +188,10 @@ describe('serve faults', () => {
       try {
         const store = openStore(spec);
         await (store as EventStore & { ready(): Promise<void> }).ready(); // migrations once, before the children race for them
-        const fleet: Fleet = { workers: spawnWorkers(spec, 3, ledger, leaseMs), feeder: spawnTs(CHILD, ['feed', spec, `--sessions=${sessions}`], { label: 'feeder' }) };
+        const fleet: Fleet = {
+          workers: spawnWorkers(spec, 3, ledger, leaseMs),
+          feeder: spawnTs(CHILD, ['feed', spec, `--sessions=${sessions}`], { label: 'feeder' }),
+        };
         const [w1, w2, w3] = fleet.workers as [ChildRun, ChildRun, ChildRun];
         let heldByW2 = 0;
         await feedAndWait(fleet, sessions, async () => {
@@ -190,7 +218,9 @@ describe('serve faults', () => {
         expect(out.runs).toBe(sessions * 2);
         expect(out.uncertain).toBeGreaterThan(0); // the charge the SIGKILL interrupted
         expect(out.twice).toBe(0); // an interrupted charge is recorded uncertain, never run again
-        console.log(`serve faults (PostgreSQL, ${sessions} sessions): ${out.runs} runs settled (${out.succeeded} succeeded), ${out.uncertain} uncertain tool results, ${out.epochs} writer epochs; worker 2 held ${heldByW2} at SIGSTOP, lost ${count(w2, 'lease_lost')}, fenced ${count(w2, 'fenced')}; takeovers: ${count(w3, 'claimed')} claims by worker 3`);
+        console.log(
+          `serve faults (PostgreSQL, ${sessions} sessions): ${out.runs} runs settled (${out.succeeded} succeeded), ${out.uncertain} uncertain tool results, ${out.epochs} writer epochs; worker 2 held ${heldByW2} at SIGSTOP, lost ${count(w2, 'lease_lost')}, fenced ${count(w2, 'fenced')}; takeovers: ${count(w3, 'claimed')} claims by worker 3`,
+        );
       } finally {
         await dir.cleanup();
       }
@@ -204,7 +234,10 @@ describe('serve faults', () => {
     const ledger = join(dir.path, 'ledger');
     const leaseMs = scaled(1500);
     try {
-      const fleet: Fleet = { workers: spawnWorkers(spec, 2, ledger, leaseMs), feeder: spawnTs(CHILD, ['feed', spec, `--sessions=${sessions}`], { label: 'feeder' }) };
+      const fleet: Fleet = {
+        workers: spawnWorkers(spec, 2, ledger, leaseMs),
+        feeder: spawnTs(CHILD, ['feed', spec, `--sessions=${sessions}`], { label: 'feeder' }),
+      };
       const [w1, w2] = fleet.workers as [ChildRun, ChildRun];
       await feedAndWait(fleet, sessions, async () => {
         await until(() => count(w1, 'attached') >= 3, 60_000, 'worker 1 to attach sessions');
@@ -221,7 +254,9 @@ describe('serve faults', () => {
       expect(out.uncertain).toBeGreaterThan(0);
       expect(out.twice).toBe(0);
       expect(count(w2, 'claimed')).toBeGreaterThan(0);
-      console.log(`serve faults (LMDB, ${sessions} sessions): ${out.runs} runs settled (${out.succeeded} succeeded), ${out.uncertain} uncertain tool results, ${out.epochs} writer epochs`);
+      console.log(
+        `serve faults (LMDB, ${sessions} sessions): ${out.runs} runs settled (${out.succeeded} succeeded), ${out.uncertain} uncertain tool results, ${out.epochs} writer epochs`,
+      );
     } finally {
       await dir.cleanup();
     }

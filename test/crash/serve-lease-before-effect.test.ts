@@ -24,7 +24,11 @@ afterEach(async () => {
 });
 
 const ledgerStarts = (ledger: string): string[] =>
-  (existsSync(ledger) ? readdirSync(ledger) : []).flatMap((f) => readFileSync(join(ledger, f), 'utf8').split('\n').filter((l) => l.startsWith('START ')));
+  (existsSync(ledger) ? readdirSync(ledger) : []).flatMap((f) =>
+    readFileSync(join(ledger, f), 'utf8')
+      .split('\n')
+      .filter((l) => l.startsWith('START ')),
+  );
 
 async function until(pred: () => Promise<boolean>, ms: number, what: string): Promise<void> {
   const deadline = Date.now() + scaled(ms);
@@ -37,7 +41,22 @@ async function until(pred: () => Promise<boolean>, ms: number, what: string): Pr
 async function pausedWorkerRunsNoCharge(spec: string, ledger: string): Promise<void> {
   const leaseMs = scaled(1000);
   const worker = (label: string, extra: string[]) =>
-    spawnTs(CHILD, ['worker', spec, `--ledger=${ledger}`, `--lease-ms=${leaseMs}`, '--concurrency=4', '--latency=0', '--tool-ms=0', '--poll-ms=100', '--steps=1', ...extra], { label });
+    spawnTs(
+      CHILD,
+      [
+        'worker',
+        spec,
+        `--ledger=${ledger}`,
+        `--lease-ms=${leaseMs}`,
+        '--concurrency=4',
+        '--latency=0',
+        '--tool-ms=0',
+        '--poll-ms=100',
+        '--steps=1',
+        ...extra,
+      ],
+      { label },
+    );
   const store = openStore(spec);
   const runtime = createRuntime({ store, ...serveAgent({ steps: 1, latencyMs: 0, toolMs: 0 }) });
   try {

@@ -31,7 +31,11 @@ async function until(pred: () => Promise<boolean>, ms: number, what: string): Pr
 
 async function steerIntoLastCall(spec: string): Promise<void> {
   const latency = scaled(1500);
-  const worker = spawnTs(CHILD, ['worker', spec, '--lease-ms=5000', '--concurrency=4', `--latency=${latency}`, '--tool-ms=0', '--poll-ms=100', '--steps=1'], { label: 'worker' });
+  const worker = spawnTs(
+    CHILD,
+    ['worker', spec, '--lease-ms=5000', '--concurrency=4', `--latency=${latency}`, '--tool-ms=0', '--poll-ms=100', '--steps=1'],
+    { label: 'worker' },
+  );
   const store = openStore(spec);
   const runtime = createRuntime({ store, ...serveAgent({ steps: 1, latencyMs: 0, toolMs: 0 }) });
   try {
@@ -43,7 +47,11 @@ async function steerIntoLastCall(spec: string): Promise<void> {
     await until(async () => (await log()).filter((e) => e.type === 'tool/result').length === 2, 60_000, 'the last model call to start');
     await runtime.submit('s0', { kind: 'input', inputId: 'steer1', mode: 'steer', message: 'and send a receipt' });
     // nothing else is submitted: the worker settles both runs and applies the inbox by itself
-    await until(async () => (await store.getHead('s0'))?.lastSettledRun?.runId === 'steer1' && (await store.work!.pending('s0')).length === 0, 30_000, "the steer's run to settle (no accepted input waits for a later one)");
+    await until(
+      async () => (await store.getHead('s0'))?.lastSettledRun?.runId === 'steer1' && (await store.work!.pending('s0')).length === 0,
+      30_000,
+      "the steer's run to settle (no accepted input waits for a later one)",
+    );
     const events = await log();
     const accepted = events.find((e) => e.type === 'input/accepted' && e.payload.inputId === 'steer1')!;
     const firstEnd = events.find((e) => e.type === 'run/end' && e.payload.runId === 'in0')!;
@@ -62,21 +70,29 @@ const pgDb = await postgresForTests('serve: a steer after the last model call st
 
 describe('serve: a steer accepted during the last model call starts a run of its own', () => {
   if (pgDb) {
-    it('PostgreSQL: the steer is consumed and the session released with nothing else submitted', async () => {
-      const spec = `pg:${pgDb.url}#${freshSchema('steer')}`;
-      const ready = openStore(spec);
-      await (ready as EventStore & { ready(): Promise<void> }).ready();
-      await ready.close();
-      await steerIntoLastCall(spec);
-    }, scaled(180_000));
+    it(
+      'PostgreSQL: the steer is consumed and the session released with nothing else submitted',
+      async () => {
+        const spec = `pg:${pgDb.url}#${freshSchema('steer')}`;
+        const ready = openStore(spec);
+        await (ready as EventStore & { ready(): Promise<void> }).ready();
+        await ready.close();
+        await steerIntoLastCall(spec);
+      },
+      scaled(180_000),
+    );
   }
 
-  it('LMDB: the steer is consumed and the session released with nothing else submitted', async () => {
-    const dir = tempDir();
-    try {
-      await steerIntoLastCall(`lmdb:${join(dir.path, 'store')}`);
-    } finally {
-      await dir.cleanup();
-    }
-  }, scaled(180_000));
+  it(
+    'LMDB: the steer is consumed and the session released with nothing else submitted',
+    async () => {
+      const dir = tempDir();
+      try {
+        await steerIntoLastCall(`lmdb:${join(dir.path, 'store')}`);
+      } finally {
+        await dir.cleanup();
+      }
+    },
+    scaled(180_000),
+  );
 });

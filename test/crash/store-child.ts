@@ -38,7 +38,6 @@ import { isStaleWriterError } from '../../src/contracts/errors.js';
 import { lmdbStore } from '../../src/persistence/lmdb-store.js';
 import { batchDrafts, batchIdOf, nextLine, randomBatchSize, say } from './child-util.js';
 
-
 const [mode, path, ...rest] = process.argv.slice(2);
 const positional = rest.filter((a) => !a.startsWith('--'));
 const flags = new Map(
@@ -77,7 +76,14 @@ async function appendMode(): Promise<void> {
 }
 
 /** Appends one batch of 2; a writer that expected to be fenced reports `LEAKED` if it was not. */
-async function tryAppend(store: ReturnType<typeof lmdbStore>, s: string, epoch: number, seq: number, id: string, expectFenced: boolean): Promise<void> {
+async function tryAppend(
+  store: ReturnType<typeof lmdbStore>,
+  s: string,
+  epoch: number,
+  seq: number,
+  id: string,
+  expectFenced: boolean,
+): Promise<void> {
   try {
     const stored = await store.append(s, epoch, seq, batchDrafts(s, id, seq, 2));
     say(`ACK ${s} ${stored[0]!.seq} ${stored[stored.length - 1]!.seq} ${id}`);

@@ -3,7 +3,17 @@ import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { lmdbStore } from '../../src/persistence/lmdb-store.js';
 import { collect } from '../helpers/drafts.js';
 import { tempDir } from '../helpers/tmp.js';
-import { checkBatchLog, crashRounds, killAllChildren, type ChildRun, parseAck, parseAttached, sleep, spawnStoreChild, type Ack } from './child-util.js';
+import {
+  checkBatchLog,
+  crashRounds,
+  killAllChildren,
+  type ChildRun,
+  parseAck,
+  parseAttached,
+  sleep,
+  spawnStoreChild,
+  type Ack,
+} from './child-util.js';
 
 /**
  * Fencing across processes: writer A is frozen with SIGSTOP between two appends (outside any
@@ -96,8 +106,11 @@ describe('LMDB store fencing with a SIGSTOPped writer', () => {
         const { problems, lastSeq } = checkBatchLog(SESSION, events, [...acks, ...bAcks]);
         expect(problems, `round ${round}`).toEqual([]);
         const afterTakeover = events.filter((e) => e.seq > bAttached.lastSeq);
-        expect(afterTakeover.filter((e) => e.writerEpoch !== bAttached.writerEpoch), "events after B attached that are not B's").toEqual([]);
-        expect(lastSeq, 'the log ends with B\'s last acknowledged batch').toBe(bAcks.at(-1)!.lastSeq);
+        expect(
+          afterTakeover.filter((e) => e.writerEpoch !== bAttached.writerEpoch),
+          "events after B attached that are not B's",
+        ).toEqual([]);
+        expect(lastSeq, "the log ends with B's last acknowledged batch").toBe(bAcks.at(-1)!.lastSeq);
         expect((await store.getHead(SESSION))!.writerEpoch).toBe(bAttached.writerEpoch);
       } finally {
         await store.close();

@@ -6,7 +6,17 @@ import type { EventRecord } from '../../src/contracts/events.js';
 import { lmdbStore } from '../../src/persistence/lmdb-store.js';
 import { collect } from '../helpers/drafts.js';
 import { tempDir } from '../helpers/tmp.js';
-import { checkBatchLog, crashRounds, killAllChildren, type ChildRun, parseAck, parseAttached, sleep, spawnStoreChild, type Ack } from './child-util.js';
+import {
+  checkBatchLog,
+  crashRounds,
+  killAllChildren,
+  type ChildRun,
+  parseAck,
+  parseAttached,
+  sleep,
+  spawnStoreChild,
+  type Ack,
+} from './child-util.js';
 
 /**
  * SIGKILL at a random instant while a real process appends to two sessions of one LMDB file
@@ -56,7 +66,10 @@ describe('LMDB store under SIGKILL', () => {
       child.signal('SIGKILL');
       const exit = await child.waitExit(10_000);
       expect(exit.signal, child.describe()).toBe('SIGKILL');
-      expect(child.lines.filter((l) => l.startsWith('ERROR')), child.describe()).toEqual([]);
+      expect(
+        child.lines.filter((l) => l.startsWith('ERROR')),
+        child.describe(),
+      ).toEqual([]);
 
       // Each session was attached by this child with a new epoch, exactly at the tail we verified.
       for (const s of SESSIONS) {
@@ -94,6 +107,8 @@ describe('LMDB store under SIGKILL', () => {
     }
     expect(acks.length).toBeGreaterThan(ROUNDS);
     // Informative: how often a kill left committed-but-unacknowledged batches behind.
-    console.log(`sigkill: ${ROUNDS} rounds, ${acks.length} acknowledged batches, tails ${JSON.stringify(Object.fromEntries(tails))}, kills ${JSON.stringify(killedWhile)}`);
+    console.log(
+      `sigkill: ${ROUNDS} rounds, ${acks.length} acknowledged batches, tails ${JSON.stringify(Object.fromEntries(tails))}, kills ${JSON.stringify(killedWhile)}`,
+    );
   });
 });

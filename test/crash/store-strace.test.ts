@@ -115,7 +115,8 @@ function checkDurableBeforeAck(text: string, n: number): { failures: Map<number,
       }
       if (dsyncFds.get(w.fd!) === true) continue; // O_DSYNC: durable when it returns
       const synced = syncs.some((s) => s.start > w.end && s.end < ack.start);
-      if (!synced) problems.push(`${w.name} at line ${w.start + 1} (fd ${w.fd}) is not followed by a completed fdatasync/fsync before ACK ${i}`);
+      if (!synced)
+        problems.push(`${w.name} at line ${w.start + 1} (fd ${w.fd}) is not followed by a completed fdatasync/fsync before ACK ${i}`);
     }
     if (problems.length > 0) failures.set(i, problems);
   }
@@ -207,4 +208,3 @@ describe('durability before acknowledgement (strace)', () => {
     expect(failures.get(1)!.join()).toMatch(/not followed by a completed fdatasync\/fsync/);
   });
 });
-

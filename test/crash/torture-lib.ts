@@ -75,10 +75,27 @@ export function runScript(sessionId: string, runId: string): ScriptStep[] {
   const k = Number(runId.slice(4));
   const s = Number(sessionId.slice(1));
   const steps: ScriptStep[] = [
-    { calls: [{ name: 'charge', args: { amount: k } }, { name: 'lookup', args: { q: `a${k}` } }, { name: 'lookup', args: { q: `b${k}` } }] },
-    { calls: [{ name: 'notify', args: { text: `n${k}` } }, { name: 'charge', args: { amount: k + 100 } }] },
+    {
+      calls: [
+        { name: 'charge', args: { amount: k } },
+        { name: 'lookup', args: { q: `a${k}` } },
+        { name: 'lookup', args: { q: `b${k}` } },
+      ],
+    },
+    {
+      calls: [
+        { name: 'notify', args: { text: `n${k}` } },
+        { name: 'charge', args: { amount: k + 100 } },
+      ],
+    },
   ];
-  if ((k + s) % 2 === 0) steps.push({ calls: [{ name: 'lookup', args: { q: `c${k}` } }, { name: 'notify', args: { text: `bye ${k}` } }] });
+  if ((k + s) % 2 === 0)
+    steps.push({
+      calls: [
+        { name: 'lookup', args: { q: `c${k}` } },
+        { name: 'notify', args: { text: `bye ${k}` } },
+      ],
+    });
   steps.push({ final: `final answer of ${sessionId} ${runId}` });
   return steps;
 }
@@ -87,13 +104,22 @@ export const FENCE_PROMPT_RE = /^FENCE (\S+) (same-batch|next-step) (hold|hold_n
 /** The fencing run: `hold` then `after`, in one batch or in two steps, then the final answer. */
 export function fenceScript(variant: 'same-batch' | 'next-step', hold: string): ScriptStep[] {
   return variant === 'same-batch'
-    ? [{ calls: [{ name: hold, args: {} }, { name: 'after', args: {} }] }, { final: 'fence run done' }]
+    ? [
+        {
+          calls: [
+            { name: hold, args: {} },
+            { name: 'after', args: {} },
+          ],
+        },
+        { final: 'fence run done' },
+      ]
     : [{ calls: [{ name: hold, args: {} }] }, { calls: [{ name: 'after', args: {} }] }, { final: 'fence run done' }];
 }
 
 export const ledgerLine = (key: string, callId: string, pid: number) => `${key}\t${callId}\t${pid}`;
 /** A finals-ledger line. The session is in it: a finalMessageId is unique within its session only. */
-export const finalsLine = (finalMessageId: string, runId: string, sessionId: string, pid: number) => `${finalMessageId}\t${runId}\t${sessionId}\t${pid}`;
+export const finalsLine = (finalMessageId: string, runId: string, sessionId: string, pid: number) =>
+  `${finalMessageId}\t${runId}\t${sessionId}\t${pid}`;
 
 export interface LedgerEntry {
   key: string;
@@ -240,7 +266,8 @@ export async function runTorture(opts: TortureOptions): Promise<TortureFigures> 
   const f = zeroFigures();
   const pool: ChildRun[] = [];
   const take = (): ChildRun => {
-    while (pool.length < prefetch + 1) pool.push(spawnTs(AGENT_CHILD, ['torture', '--wait-go'], { label: `agent-child #${f.lives + pool.length + 1}` }));
+    while (pool.length < prefetch + 1)
+      pool.push(spawnTs(AGENT_CHILD, ['torture', '--wait-go'], { label: `agent-child #${f.lives + pool.length + 1}` }));
     return pool.shift()!;
   };
   let modes: KillMode[] = [];
@@ -285,7 +312,8 @@ export async function runTorture(opts: TortureOptions): Promise<TortureFigures> 
         });
         clearTimeout(timer);
         const lines = child.lines;
-        for (const l of lines.filter((x) => x.startsWith('ERROR'))) f.violations.push(`trial ${f.trials} life ${n} (${mode}): child error: ${l}`);
+        for (const l of lines.filter((x) => x.startsWith('ERROR')))
+          f.violations.push(`trial ${f.trials} life ${n} (${mode}): child error: ${l}`);
         const killLine = lines.find((l) => l.startsWith('KILL '));
         let end: Life['end'];
         if (lines.includes('DONE')) end = 'done';
@@ -310,7 +338,9 @@ export async function runTorture(opts: TortureOptions): Promise<TortureFigures> 
       if (ok) await checkTrial(dir.path, { sessions, runs }, lives, f, `trial ${f.trials}`);
       if (f.violations.length === violationsBefore || !opts.keepFailedTrials) rmSync(dir.path, { recursive: true, force: true });
       else log(`trial ${f.trials}: kept ${dir.path} for inspection`);
-      log(`trial ${f.trials}: ${lives.length} lives, ${f.kills}/${opts.kills} kills, ${f.violations.length} violations, ${((Date.now() - started) / 1000).toFixed(1)} s`);
+      log(
+        `trial ${f.trials}: ${lives.length} lives, ${f.kills}/${opts.kills} kills, ${f.violations.length} violations, ${((Date.now() - started) / 1000).toFixed(1)} s`,
+      );
       // A child that broke the protocol (no DONE, no kill) makes further trials meaningless.
       if (!ok) break;
     }
@@ -327,7 +357,13 @@ const fmtEvent = (e: EventRecord) => `${e.sessionId}#${e.seq} ${e.type}`;
  * Checks one finished trial from its log (reopened here), its ledgers and its children's output,
  * adding to the figures and violations.
  */
-export async function checkTrial(dir: string, plan: { sessions: number; runs: number }, lives: readonly Life[], f: TortureFigures, label: string): Promise<void> {
+export async function checkTrial(
+  dir: string,
+  plan: { sessions: number; runs: number },
+  lives: readonly Life[],
+  f: TortureFigures,
+  label: string,
+): Promise<void> {
   const v = (msg: string) => {
     if (f.violations.length < 200) f.violations.push(`${label}: ${msg}`);
   };
@@ -397,7 +433,9 @@ export async function checkTrial(dir: string, plan: { sessions: number; runs: nu
       return a && a.life === li && a.at < at ? undefined : `its ${e.type} (seq ${e.seq}) was not acknowledged before`;
     }
     if (e.writerEpoch > epoch) return `its ${e.type} (seq ${e.seq}) was written by a later writer (epoch ${e.writerEpoch} > ${epoch})`;
-    return fromEarlierAllowed ? undefined : `its ${e.type} (seq ${e.seq}) was written by an earlier process (epoch ${e.writerEpoch}): executed again after recovery`;
+    return fromEarlierAllowed
+      ? undefined
+      : `its ${e.type} (seq ${e.seq}) was written by an earlier process (epoch ${e.writerEpoch}): executed again after recovery`;
   };
 
   // 1. seq contiguous, acknowledged events present with the same eventId.
@@ -411,7 +449,8 @@ export async function checkTrial(dir: string, plan: { sessions: number; runs: nu
   for (const [k, a] of acked) {
     const [s, seqText] = k.split('#') as [string, string];
     const e = logs.get(s)?.[Number(seqText) - 1];
-    if (!e || e.seq !== Number(seqText)) v(`acknowledged event ${k} (${a.eventId}) lost: the log of ${s} ends at ${logs.get(s)?.length ?? 0}`);
+    if (!e || e.seq !== Number(seqText))
+      v(`acknowledged event ${k} (${a.eventId}) lost: the log of ${s} ends at ${logs.get(s)?.length ?? 0}`);
     else if (e.eventId !== a.eventId) v(`acknowledged event ${k} was ${a.eventId}, the log holds ${e.eventId} (${e.type})`);
   }
 
@@ -472,13 +511,17 @@ export async function checkTrial(dir: string, plan: { sessions: number; runs: nu
     for (const runId of runIds) {
       f.runs++;
       const settled = (ends.get(runId) ?? []).filter((x) => !SETTLED_NOT.includes(String(x.payload.status)));
-      if (settled.length === 0) v(`${s}/${runId} never settled (run/end statuses: ${(ends.get(runId) ?? []).map((x) => String(x.payload.status)).join(', ') || 'none'})`);
+      if (settled.length === 0)
+        v(
+          `${s}/${runId} never settled (run/end statuses: ${(ends.get(runId) ?? []).map((x) => String(x.payload.status)).join(', ') || 'none'})`,
+        );
       else if (settled.length > 1) v(`${s}/${runId} settled ${settled.length} times`);
       else {
         f.runsSettled++;
         const st = String(settled[0]!.payload.status);
         f.runStatuses[st] = (f.runStatuses[st] ?? 0) + 1;
-        if (st !== 'succeeded' && st !== 'delivery_unknown') v(`${s}/${runId} settled ${st}: ${JSON.stringify(settled[0]!.payload.error ?? null)}`);
+        if (st !== 'succeeded' && st !== 'delivery_unknown')
+          v(`${s}/${runId} settled ${st}: ${JSON.stringify(settled[0]!.payload.error ?? null)}`);
       }
       const runFinals = events.filter((e) => e.type === 'final/message' && e.payload.runId === runId);
       if (runFinals.length !== 1) v(`${s}/${runId} has ${runFinals.length} final/message events (one expected)`);
@@ -507,7 +550,8 @@ export async function checkTrial(dir: string, plan: { sessions: number; runs: nu
     const entries = byKey.get(key) ?? [];
     if (p.mode === 'parallel') {
       f.parallelCalls++;
-      if (outcome.kind !== 'completed' || !outcome.content?.startsWith('found ')) v(`parallel call ${key}: unexpected outcome ${JSON.stringify(outcome)}`);
+      if (outcome.kind !== 'completed' || !outcome.content?.startsWith('found '))
+        v(`parallel call ${key}: unexpected outcome ${JSON.stringify(outcome)}`);
       continue;
     }
     f.exclusiveCalls++;
@@ -518,7 +562,8 @@ export async function checkTrial(dir: string, plan: { sessions: number; runs: nu
       f.executedCalls++;
       const pid = Number(/ by (\d+)$/.exec(content)?.[1]);
       if (entries.length === 0) v(`${key}: result says executed (${content}) but the ledger has no entry`);
-      else if (entries[0]!.pid !== pid) v(`${key}: result says executed by ${pid}, the ledger says ${entries.map((e) => e.pid).join(', ')}`);
+      else if (entries[0]!.pid !== pid)
+        v(`${key}: result says executed by ${pid}, the ledger says ${entries.map((e) => e.pid).join(', ')}`);
     } else if (outcome.kind === 'completed' && content.startsWith('reconciled: ')) {
       f.reconciledCalls++;
       if (!tool?.reconcile) v(`${key}: reconciled, but ${String(p.name)} has no reconcile`);
@@ -526,9 +571,12 @@ export async function checkTrial(dir: string, plan: { sessions: number; runs: nu
     } else if (outcome.kind === 'uncertain-hanging' || outcome.kind === 'uncertain-settled') {
       f.uncertainCalls++;
       if (entries.length > 0) f.uncertainWithEffect++;
-      if (entries.length > 0 && tool?.reconcile) v(`${key}: uncertain, but its reconcile should have found the ledger entry (pid ${entries[0]!.pid})`);
+      if (entries.length > 0 && tool?.reconcile)
+        v(`${key}: uncertain, but its reconcile should have found the ledger entry (pid ${entries[0]!.pid})`);
     } else {
-      v(`${key}: unexpected outcome for an exclusive call ${JSON.stringify(outcome)}${entries.length ? ` (the ledger has ${entries.length} entries)` : ''}`);
+      v(
+        `${key}: unexpected outcome for an exclusive call ${JSON.stringify(outcome)}${entries.length ? ` (the ledger has ${entries.length} entries)` : ''}`,
+      );
     }
   }
 
@@ -550,7 +598,10 @@ export async function checkTrial(dir: string, plan: { sessions: number; runs: nu
     const lines = deliveredLines.get(id) ?? 0;
     const committed = fm.deliveries.filter((e) => e.type === 'delivery/committed');
     const unknown = fm.deliveries.filter((e) => e.type === 'delivery/unknown');
-    if (fm.deliveries.length !== 1) v(`final ${id} (${fmtEvent(fm.event)}) has ${committed.length} delivery/committed and ${unknown.length} delivery/unknown (exactly one expected)`);
+    if (fm.deliveries.length !== 1)
+      v(
+        `final ${id} (${fmtEvent(fm.event)}) has ${committed.length} delivery/committed and ${unknown.length} delivery/unknown (exactly one expected)`,
+      );
     if (committed.length > 0) f.deliveredFinals++;
     if (committed.some((e) => e.payload.redelivered === true)) f.redeliveries++;
     if (unknown.length > 0) {
@@ -587,10 +638,11 @@ export async function checkTrial(dir: string, plan: { sessions: number; runs: nu
     });
   });
   const parallelStarts = new Map<string, number>();
-  for (const life of lives) for (const l of life.lines) {
-    const m = /^TOOL \S+ lookup (\S+)$/.exec(l);
-    if (m) parallelStarts.set(m[1]!, (parallelStarts.get(m[1]!) ?? 0) + 1);
-  }
+  for (const life of lives)
+    for (const l of life.lines) {
+      const m = /^TOOL \S+ lookup (\S+)$/.exec(l);
+      if (m) parallelStarts.set(m[1]!, (parallelStarts.get(m[1]!) ?? 0) + 1);
+    }
   for (const n of parallelStarts.values()) if (n > 1) f.parallelReruns += n - 1;
 }
 
@@ -601,7 +653,10 @@ export function figureRows(f: TortureFigures): [string, string | number][] {
     ['child processes', f.lives],
     ['kills', f.kills],
     ...KILL_MODES.map((m): [string, number] => [`  kills in mode ${m}`, f.killsByMode[m]]),
-    ...(['tool-inside', 'after-intent', 'inside-delivery', 'timer'] as const).map((p): [string, number] => [`  kills at ${p}`, f.killsByPoint[p]]),
+    ...(['tool-inside', 'after-intent', 'inside-delivery', 'timer'] as const).map((p): [string, number] => [
+      `  kills at ${p}`,
+      f.killsByPoint[p],
+    ]),
     ['runs', f.runs],
     ['runs settled', f.runsSettled],
     ...Object.entries(f.runStatuses).map(([s, n]): [string, number] => [`  settled ${s}`, n]),

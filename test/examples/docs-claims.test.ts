@@ -77,7 +77,9 @@ describe('docs claims', () => {
   // docs/cli.md, `actorloop migrate`: "says which version the schema is at: `migrated from version 0 to N`"
   it("docs/cli.md's migrate messages name the schema version this actorloop migrates to", () => {
     const text = readFileSync('docs/cli.md', 'utf8').replace(/\s+/g, ' ');
-    const versions = [...text.matchAll(/migrated from version 0 to (\d+)|is at version (\d+): nothing to do/g)].map((m) => Number(m[1] ?? m[2]));
+    const versions = [...text.matchAll(/migrated from version 0 to (\d+)|is at version (\d+): nothing to do/g)].map((m) =>
+      Number(m[1] ?? m[2]),
+    );
     expect(versions.length).toBeGreaterThanOrEqual(2);
     expect(new Set(versions)).toEqual(new Set([SCHEMA_VERSION_PG]));
   });

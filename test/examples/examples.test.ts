@@ -27,7 +27,10 @@ describe('examples/', () => {
   });
 
   it('approval.ts: suspends for approval, then runs (or not) on the answer', async () => {
-    const [approved, denied] = await Promise.all([run('approval.ts', [join(dir.path, 'approve'), 'approve']), run('approval.ts', [join(dir.path, 'deny'), 'deny'])]);
+    const [approved, denied] = await Promise.all([
+      run('approval.ts', [join(dir.path, 'approve'), 'approve']),
+      run('approval.ts', [join(dir.path, 'deny'), 'deny']),
+    ]);
     expect(approved).toContain('first attempt: suspended suspended');
     expect(approved).toContain('needs approval: transfer({"to":"ACME","amount":250}) [t1]');
     expect(approved).toContain('after respond: completed succeeded - Paid ACME 250.');
@@ -39,7 +42,10 @@ describe('examples/', () => {
     const out = await run('inspector.ts', [file]);
     expect(out).toContain('outcome: completed');
     for (const m of ['session', 'run', 'toolBatch']) expect(out).toMatch(new RegExp(`^snapshots of ${m}: [1-9]\\d*$`, 'm'));
-    const events = readFileSync(file, 'utf8').trim().split('\n').map((l) => JSON.parse(l) as { type: string });
+    const events = readFileSync(file, 'utf8')
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as { type: string });
     expect(events.filter((e) => e.type === '@xstate.snapshot').length).toBeGreaterThan(10);
   });
 
@@ -63,7 +69,10 @@ describe('examples/', () => {
   it('every example imports actorloop as an app does, never from src/', () => {
     for (const f of readdirSync(join(REPO_ROOT, 'examples')).filter((f) => f.endsWith('.ts'))) {
       const imports = [...readFileSync(join(REPO_ROOT, 'examples', f), 'utf8').matchAll(/from '([^']+)'/g)].map((m) => m[1]!);
-      expect(imports.filter((i) => i.includes('/src/') || i.startsWith('../')), f).toEqual([]);
+      expect(
+        imports.filter((i) => i.includes('/src/') || i.startsWith('../')),
+        f,
+      ).toEqual([]);
     }
   });
 
@@ -89,7 +98,12 @@ describe('examples/', () => {
     const block = /## Streaming text\n\n[\s\S]*?```ts\n([\s\S]*?)```/.exec(readme)?.[1];
     const example = readFileSync(join(REPO_ROOT, 'examples/streaming.ts'), 'utf8');
     expect(block).toBe(example);
-    expect(block!.trim().split('\n').filter((l) => l !== '' && !l.startsWith('import ')).length).toBeLessThanOrEqual(10);
+    expect(
+      block!
+        .trim()
+        .split('\n')
+        .filter((l) => l !== '' && !l.startsWith('import ')).length,
+    ).toBeLessThanOrEqual(10);
   });
 
   it("the README's example is examples/basic.ts, importing from the package", () => {

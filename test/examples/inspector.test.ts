@@ -31,15 +31,53 @@ describe('the runtime inspect option shows the states each machine passes throug
     const [session, ...moreSessions] = trace.of('session');
     expect(moreSessions).toEqual([]);
     // each attempt is prepared, executed and settled; between them the session rests suspended, waiting for the approval
-    expect(session!.states, session!.states.join(' → ')).toEqual(['idle', 'preparing', 'executing', 'finalizing', 'suspended', 'preparing', 'executing', 'finalizing', 'idle', 'closing', 'closed']);
+    expect(session!.states, session!.states.join(' → ')).toEqual([
+      'idle',
+      'preparing',
+      'executing',
+      'finalizing',
+      'suspended',
+      'preparing',
+      'executing',
+      'finalizing',
+      'idle',
+      'closing',
+      'closed',
+    ]);
 
     // one run machine per attempt: the prompt's suspends after its second model step, the respond's
     // runs the approved transfer first, then steps to the final answer
     const runs = trace.of('run').map((t) => t.states);
     expect(runs).toHaveLength(2);
-    expect(passesThrough(runs[0]!, ['starting', 'callingModel', 'committingIntent', 'runningTools', 'committingResults', 'callingModel', 'committingIntent', 'ending', 'done']), runs[0]!.join(' → ')).toBe(true);
+    expect(
+      passesThrough(runs[0]!, [
+        'starting',
+        'callingModel',
+        'committingIntent',
+        'runningTools',
+        'committingResults',
+        'callingModel',
+        'committingIntent',
+        'ending',
+        'done',
+      ]),
+      runs[0]!.join(' → '),
+    ).toBe(true);
     expect(runs[0]).not.toContain('verifyingFinal');
-    expect(passesThrough(runs[1]!, ['starting', 'runningTools', 'committingResults', 'callingModel', 'verifyingFinal', 'committingFinal', 'delivering', 'ending', 'done']), runs[1]!.join(' → ')).toBe(true);
+    expect(
+      passesThrough(runs[1]!, [
+        'starting',
+        'runningTools',
+        'committingResults',
+        'callingModel',
+        'verifyingFinal',
+        'committingFinal',
+        'delivering',
+        'ending',
+        'done',
+      ]),
+      runs[1]!.join(' → '),
+    ).toBe(true);
 
     const batches = trace.of('toolBatch').map((t) => t.states);
     expect(batches).toHaveLength(2);
@@ -54,7 +92,17 @@ describe('the runtime inspect option shows the states each machine passes throug
     // every effect is a named actor of its own (one per phase); prepareContext runs only when a
     // steer waits or the context is too large, which this run never has
     expect(trace.of('prepareContext')).toHaveLength(0);
-    for (const phase of ['startRun', 'callModel', 'commitIntent', 'commitResults', 'verifyFinal', 'commitFinal', 'deliverFinal', 'endRun', 'settleAttempt']) {
+    for (const phase of [
+      'startRun',
+      'callModel',
+      'commitIntent',
+      'commitResults',
+      'verifyFinal',
+      'commitFinal',
+      'deliverFinal',
+      'endRun',
+      'settleAttempt',
+    ]) {
       expect(trace.of(phase).length, phase).toBeGreaterThan(0);
     }
   });
@@ -66,8 +114,12 @@ describe('the runtime inspect option shows the states each machine passes throug
     const out = child.lines.join('\n');
     expect(out).toContain('first attempt: suspended');
     expect(out).toContain('outcome: completed');
-    expect(out).toMatch(/^ {2}session: idle → preparing → executing → finalizing → suspended → preparing → executing → finalizing → idle → closing → closed$/m);
-    expect(out).toMatch(/^ {2}run #1: starting → .*callingModel → committingIntent → runningTools → committingResults → .* → ending → done$/m);
+    expect(out).toMatch(
+      /^ {2}session: idle → preparing → executing → finalizing → suspended → preparing → executing → finalizing → idle → closing → closed$/m,
+    );
+    expect(out).toMatch(
+      /^ {2}run #1: starting → .*callingModel → committingIntent → runningTools → committingResults → .* → ending → done$/m,
+    );
     expect(out).toMatch(/^ {2}run #2: starting → runningTools → .*verifyingFinal → committingFinal → delivering → ending → done$/m);
     expect(out).toMatch(/^ {2}toolBatch #1: runningParallel → done$/m);
     expect(out).toMatch(/^ {2}toolBatch #2: runningExclusive → done$/m);

@@ -21,7 +21,8 @@ async function main(): Promise<Record<string, unknown>> {
     }
     for (const [s, lines] of Object.entries(expected)) {
       const have = got.get(s);
-      if (!have || have.length !== lines.length || have.some((l, i) => l !== lines[i])) return { result: 'different', session: s, have: have?.length ?? 0, want: lines.length };
+      if (!have || have.length !== lines.length || have.some((l, i) => l !== lines[i]))
+        return { result: 'different', session: s, have: have?.length ?? 0, want: lines.length };
     }
     return { result: 'same' };
   } finally {
@@ -31,5 +32,12 @@ async function main(): Promise<Record<string, unknown>> {
 
 main().then(
   (r) => console.log(JSON.stringify(r)),
-  (e: unknown) => console.log(JSON.stringify(e instanceof ActorloopError ? { result: 'typed-error', name: e.name, message: e.message } : { result: 'untyped-error', message: String((e as Error)?.stack ?? e) })),
+  (e: unknown) =>
+    console.log(
+      JSON.stringify(
+        e instanceof ActorloopError
+          ? { result: 'typed-error', name: e.name, message: e.message }
+          : { result: 'untyped-error', message: String((e as Error)?.stack ?? e) },
+      ),
+    ),
 );

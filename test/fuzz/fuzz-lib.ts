@@ -43,7 +43,9 @@ export async function fuzz<T>(name: string, arb: fc.Arbitrary<T>, check: (value:
       endOnFailure: true, // a hang repeated while shrinking would take minutes: report the first case
     });
   } catch (e) {
-    console.error(`[fuzz] ${name}: FAILED after ${cases} cases; replay with: npm run fuzz -- --seed ${seed}${FUZZ.path ? ` --path ${FUZZ.path}` : ''}`);
+    console.error(
+      `[fuzz] ${name}: FAILED after ${cases} cases; replay with: npm run fuzz -- --seed ${seed}${FUZZ.path ? ` --path ${FUZZ.path}` : ''}`,
+    );
     throw e;
   }
   console.log(`[fuzz] ${name}: ${cases} cases in ${Math.round(performance.now() - t0)} ms (seed ${seed})`);
@@ -69,7 +71,8 @@ export async function settlesTyped<T>(p: Promise<T>, what: string): Promise<{ va
     return { value: await bounded(p, what) };
   } catch (e) {
     if (e instanceof Error && e.message.startsWith('HANG:')) throw e;
-    if (!(e instanceof ActorloopError)) throw new Error(`${what} threw an untyped ${(e as Error)?.name ?? typeof e}: ${(e as Error)?.message ?? String(e)}`, { cause: e });
+    if (!(e instanceof ActorloopError))
+      throw new Error(`${what} threw an untyped ${(e as Error)?.name ?? typeof e}: ${(e as Error)?.message ?? String(e)}`, { cause: e });
     return { error: e };
   }
 }
@@ -84,7 +87,11 @@ export function expectResult(r: unknown): void {
  * most one tool/result; every attempt writes at most one run/end; a run settles (a run/end that is
  * not suspended, detached or fenced) at most once, and exactly once when `settledRuns` names it.
  */
-export async function expectLogInvariants(store: EventStore, sessionId: string, settledRuns: readonly string[] = []): Promise<EventRecord[]> {
+export async function expectLogInvariants(
+  store: EventStore,
+  sessionId: string,
+  settledRuns: readonly string[] = [],
+): Promise<EventRecord[]> {
   const log = await collect(store.readEvents(sessionId));
   log.forEach((e, i) => expect(e.seq, `seq at index ${i}`).toBe(i + 1));
   expect(new Set(log.map((e) => e.eventId)).size).toBe(log.length);

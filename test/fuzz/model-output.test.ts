@@ -19,11 +19,22 @@ describe('fuzz: model output through a scripted provider', () => {
   it('every generated script settles with a result, keeping the log invariants', { timeout: propertyTimeout() }, async () => {
     await fuzz(
       'model-output/scripted',
-      fc.record({ steps: fc.array(scriptedStep, { minLength: 1, maxLength: 5 }), pick: decisionPicker, answer: fc.jsonValue({ maxDepth: 2 }) }),
+      fc.record({
+        steps: fc.array(scriptedStep, { minLength: 1, maxLength: 5 }),
+        pick: decisionPicker,
+        answer: fc.jsonValue({ maxDepth: 2 }),
+      }),
       async ({ steps, pick, answer }) => {
         const ran: string[] = [];
         const store = memoryStore();
-        const runtime = createRuntime({ store, model: scriptedModel([...(steps as ScriptedStep[]), 'final answer', 'again']), tools: fuzzTools(ran), askUser: true, config, budget });
+        const runtime = createRuntime({
+          store,
+          model: scriptedModel([...(steps as ScriptedStep[]), 'final answer', 'again']),
+          tools: fuzzTools(ran),
+          askUser: true,
+          config,
+          budget,
+        });
         try {
           const s = await runtime.openSession('s');
           const first = await settlesTyped(s.execute({ kind: 'prompt', runId: 'r', attemptId: 'a', message: 'go' }), 'prompt');
@@ -53,12 +64,24 @@ describe('fuzz: model output through a scripted provider', () => {
         const store = memoryStore();
         const shared = unclosable(store);
         const script = [...(steps as ScriptedStep[]), 'final answer'];
-        const rt1 = createRuntime({ store: shared, model: scriptedModel(script.map((st) => (typeof st === 'object' && !('error' in st) ? { ...st, delayMs: 2 } : st))), tools: fuzzTools([]), config, budget });
+        const rt1 = createRuntime({
+          store: shared,
+          model: scriptedModel(script.map((st) => (typeof st === 'object' && !('error' in st) ? { ...st, delayMs: 2 } : st))),
+          tools: fuzzTools([]),
+          config,
+          budget,
+        });
         const s1 = await rt1.openSession('s');
         void s1.execute({ kind: 'prompt', runId: 'r', attemptId: 'a1', message: 'go' }).catch(() => undefined);
         await new Promise((resolve) => setTimeout(resolve, crashAfterMs));
         // rt1 is abandoned (never closed): a second runtime fences it, as a restarted process would
-        const rt2 = createRuntime({ store: shared, model: scriptedModel(['recovered answer'], { loop: true }), tools: fuzzTools([]), config, budget });
+        const rt2 = createRuntime({
+          store: shared,
+          model: scriptedModel(['recovered answer'], { loop: true }),
+          tools: fuzzTools([]),
+          config,
+          budget,
+        });
         try {
           const s2 = await bounded(rt2.openSession('s'), 'reopen');
           const open = s2.recovery.interruptedRuns[0];

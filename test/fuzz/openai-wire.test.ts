@@ -29,7 +29,12 @@ function split(s: string, cuts: number[]): string[] {
   return out;
 }
 
-const wireCall = fc.record({ id: hostileKey, name: toolName, args: argumentText, cuts: fc.array(fc.double({ min: 0, max: 1, noNaN: true }), { maxLength: 4 }) });
+const wireCall = fc.record({
+  id: hostileKey,
+  name: toolName,
+  args: argumentText,
+  cuts: fc.array(fc.double({ min: 0, max: 1, noNaN: true }), { maxLength: 4 }),
+});
 
 const wireReply = fc.record({
   text: fc.array(fc.string({ maxLength: 10 }), { maxLength: 3 }),
@@ -67,7 +72,14 @@ describe('fuzz: model output over the OpenAI wire', () => {
         server.reply(...replies.map(toReply), oa.textReply(['final']), oa.textReply(['again']), oa.textReply(['and again']));
         const store = memoryStore();
         const model = openaiModel({ client: new OpenAI({ apiKey: 'test', baseURL: server.baseURL }), model: 'gpt-test' });
-        const runtime = createRuntime({ store, model, tools: fuzzTools([]), askUser: true, config: { maxProviderAttempts: 2, retryBackoffMs: 1 }, budget: { maxSteps: 5 } });
+        const runtime = createRuntime({
+          store,
+          model,
+          tools: fuzzTools([]),
+          askUser: true,
+          config: { maxProviderAttempts: 2, retryBackoffMs: 1 },
+          budget: { maxSteps: 5 },
+        });
         try {
           const s = await runtime.openSession('s');
           const first = await settlesTyped(s.execute({ kind: 'prompt', runId: 'r', attemptId: 'a', message: 'go' }), 'prompt');

@@ -15,13 +15,28 @@ import { bounded, expectLogInvariants, expectResult, fuzz, hostileKey, propertyT
 const id = fc.oneof(hostileKey, fc.string({ maxLength: 8 }), poison);
 const message = fc.oneof(
   fc.string({ maxLength: 20 }),
-  fc.record({ role: fc.constantFrom('user', 'assistant', 'tool', 'nobody'), content: fc.oneof(fc.string({ maxLength: 10 }), poison), providerData: hostileValue }, { requiredKeys: ['role'] }),
+  fc.record(
+    {
+      role: fc.constantFrom('user', 'assistant', 'tool', 'nobody'),
+      content: fc.oneof(fc.string({ maxLength: 10 }), poison),
+      providerData: hostileValue,
+    },
+    { requiredKeys: ['role'] },
+  ),
   fc.array(fc.record({ role: fc.constant('user'), content: fc.string({ maxLength: 10 }), providerData: hostileValue }), { maxLength: 2 }),
   hostileValue,
 );
 const request = fc.oneof(
-  fc.record({ kind: fc.constantFrom('prompt', 'respond', 'continue'), runId: id, attemptId: id, questionId: id, message, answer: hostileValue }, { requiredKeys: ['kind'] }),
-  fc.record({ kind: fc.constant('prompt'), runId: hostileKey.filter((k) => k.length > 0), attemptId: hostileKey.filter((k) => k.length > 0), message }),
+  fc.record(
+    { kind: fc.constantFrom('prompt', 'respond', 'continue'), runId: id, attemptId: id, questionId: id, message, answer: hostileValue },
+    { requiredKeys: ['kind'] },
+  ),
+  fc.record({
+    kind: fc.constant('prompt'),
+    runId: hostileKey.filter((k) => k.length > 0),
+    attemptId: hostileKey.filter((k) => k.length > 0),
+    message,
+  }),
   hostileValue,
 );
 
@@ -55,41 +70,71 @@ describe('fuzz: public-API input', () => {
     });
   });
 
-  it('respond to an approval with generated answers: a result or a typed error; a valid answer still settles it', { timeout: propertyTimeout() }, async () => {
-    await fuzz('public-api/respond', fc.record({ answer: hostileValue, questionId: fc.oneof(fc.constant(undefined), id) }), async ({ answer, questionId }) => {
-      const { store, runtime, s } = await session({ tools: true });
-      try {
-        const r = await s.execute({ kind: 'prompt', runId: 'r', attemptId: 'a1', message: 'pay' });
-        expect(r.status).toBe('suspended');
-        const q = questionId === undefined ? r.pendingRequest!.questionId : questionId;
-        const got = await settlesTyped(s.execute({ kind: 'respond', runId: 'r', attemptId: 'a2', questionId: q as string, answer }), 'respond');
-        if (got.value) expectResult(got.value);
-        if (got.value?.status !== 'succeeded') {
-          const again = await settlesTyped(s.execute({ kind: 'respond', runId: 'r', attemptId: 'a3', questionId: r.pendingRequest!.questionId, answer: { decisions: { constructor: 'approve' } } }), 'valid respond');
-          if (got.value) expect(again.value ?? again.error).toBeDefined();
-          else expect(again.value).toMatchObject({ status: 'succeeded' });
+  it('respond to an approval with generated answers: a result or a typed error; a valid answer still settles it', {
+    timeout: propertyTimeout(),
+  }, async () => {
+    await fuzz(
+      'public-api/respond',
+      fc.record({ answer: hostileValue, questionId: fc.oneof(fc.constant(undefined), id) }),
+      async ({ answer, questionId }) => {
+        const { store, runtime, s } = await session({ tools: true });
+        try {
+          const r = await s.execute({ kind: 'prompt', runId: 'r', attemptId: 'a1', message: 'pay' });
+          expect(r.status).toBe('suspended');
+          const q = questionId === undefined ? r.pendingRequest!.questionId : questionId;
+          const got = await settlesTyped(
+            s.execute({ kind: 'respond', runId: 'r', attemptId: 'a2', questionId: q as string, answer }),
+            'respond',
+          );
+          if (got.value) expectResult(got.value);
+          if (got.value?.status !== 'succeeded') {
+            const again = await settlesTyped(
+              s.execute({
+                kind: 'respond',
+                runId: 'r',
+                attemptId: 'a3',
+                questionId: r.pendingRequest!.questionId,
+                answer: { decisions: { constructor: 'approve' } },
+              }),
+              'valid respond',
+            );
+            if (got.value) expect(again.value ?? again.error).toBeDefined();
+            else expect(again.value).toMatchObject({ status: 'succeeded' });
+          }
+          await expectLogInvariants(store, 's', ['r']);
+        } finally {
+          await bounded(runtime.close(), 'close');
         }
-        await expectLogInvariants(store, 's', ['r']);
-      } finally {
-        await bounded(runtime.close(), 'close');
-      }
-    });
+      },
+    );
   });
 
-  it('inputs, state context, checkpoints, stops and releases with generated values: settled or typed', { timeout: propertyTimeout() }, async () => {
+  it('inputs, state context, checkpoints, stops and releases with generated values: settled or typed', {
+    timeout: propertyTimeout(),
+  }, async () => {
     const op = fc.oneof(
-      fc.record({ op: fc.constant('submitInput' as const), v: fc.record({ inputId: id, message, mode: fc.constantFrom('steer', 'follow_up', 'other') }) }),
+      fc.record({
+        op: fc.constant('submitInput' as const),
+        v: fc.record({ inputId: id, message, mode: fc.constantFrom('steer', 'follow_up', 'other') }),
+      }),
       fc.record({ op: fc.constant('submitInput' as const), v: hostileValue }),
       fc.record({ op: fc.constant('cancelInput' as const), v: id }),
       fc.record({ op: fc.constant('setStateContext' as const), v: hostileValue }),
-      fc.record({ op: fc.constant('loadCheckpoint' as const), v: fc.record({ messages: fc.array(message, { maxLength: 2 }), stateContext: hostileValue }) }),
+      fc.record({
+        op: fc.constant('loadCheckpoint' as const),
+        v: fc.record({ messages: fc.array(message, { maxLength: 2 }), stateContext: hostileValue }),
+      }),
       fc.record({ op: fc.constant('releaseResources' as const), v: fc.oneof(fc.array(id, { maxLength: 3 }), hostileValue) }),
       fc.record({ op: fc.constant('stopAfterCurrentToolRound' as const), v: hostileValue }),
     );
     await fuzz('public-api/session-ops', fc.array(op, { minLength: 1, maxLength: 4 }), async (ops) => {
       const { store, runtime, s } = await session();
       try {
-        for (const { op: name, v } of ops) await settlesTyped(Promise.resolve().then(() => (s[name] as (x: unknown) => Promise<unknown>)(v)), name);
+        for (const { op: name, v } of ops)
+          await settlesTyped(
+            Promise.resolve().then(() => (s[name] as (x: unknown) => Promise<unknown>)(v)),
+            name,
+          );
         await bounded(s.waitForIdle(), 'waitForIdle');
         await expectLogInvariants(store, 's');
       } finally {
@@ -100,15 +145,45 @@ describe('fuzz: public-API input', () => {
 
   it('createRuntime and defineTool with generated options: made, or a ValidationError', { timeout: propertyTimeout() }, async () => {
     const toolOptions = fc.record(
-      { name: fc.oneof(hostileKey, poison), description: fc.oneof(fc.string({ maxLength: 5 }), poison), mode: fc.oneof(fc.constantFrom('parallel', 'exclusive'), hostileValue), resources: fc.oneof(fc.array(fc.string({ maxLength: 4 }), { maxLength: 2 }), hostileValue), timeoutMs: fc.oneof(fc.integer(), fc.double(), poison), needsApproval: fc.oneof(fc.boolean(), hostileValue), parameters: fc.oneof(fc.constant(z.object({})), hostileValue), execute: fc.oneof(fc.constant(() => 'ok'), hostileValue), extra: hostileValue },
+      {
+        name: fc.oneof(hostileKey, poison),
+        description: fc.oneof(fc.string({ maxLength: 5 }), poison),
+        mode: fc.oneof(fc.constantFrom('parallel', 'exclusive'), hostileValue),
+        resources: fc.oneof(fc.array(fc.string({ maxLength: 4 }), { maxLength: 2 }), hostileValue),
+        timeoutMs: fc.oneof(fc.integer(), fc.double(), poison),
+        needsApproval: fc.oneof(fc.boolean(), hostileValue),
+        parameters: fc.oneof(fc.constant(z.object({})), hostileValue),
+        execute: fc.oneof(
+          fc.constant(() => 'ok'),
+          hostileValue,
+        ),
+        extra: hostileValue,
+      },
       { requiredKeys: [] },
     );
     const runtimeOptions = fc.record(
       {
         systemPrompt: fc.oneof(fc.string({ maxLength: 5 }), poison),
         bootstrapMessages: fc.oneof(fc.array(message, { maxLength: 2 }), hostileValue),
-        config: fc.oneof(fc.record({ contextWindow: fc.oneof(fc.integer(), poison), outputReserve: fc.integer(), maxParallelTools: fc.oneof(fc.integer(), fc.double()), retryBackoffMs: fc.integer() }, { requiredKeys: [] }), hostileValue),
-        budget: fc.oneof(fc.record({ maxSteps: fc.integer(), maxCost: fc.oneof(fc.string({ maxLength: 5 }), poison), maxDurationMs: fc.integer() }, { requiredKeys: [] }), hostileValue),
+        config: fc.oneof(
+          fc.record(
+            {
+              contextWindow: fc.oneof(fc.integer(), poison),
+              outputReserve: fc.integer(),
+              maxParallelTools: fc.oneof(fc.integer(), fc.double()),
+              retryBackoffMs: fc.integer(),
+            },
+            { requiredKeys: [] },
+          ),
+          hostileValue,
+        ),
+        budget: fc.oneof(
+          fc.record(
+            { maxSteps: fc.integer(), maxCost: fc.oneof(fc.string({ maxLength: 5 }), poison), maxDurationMs: fc.integer() },
+            { requiredKeys: [] },
+          ),
+          hostileValue,
+        ),
         approvalFor: fc.oneof(fc.array(hostileKey, { maxLength: 2 }), hostileValue),
         askUser: fc.oneof(fc.boolean(), hostileValue),
         tools: fc.oneof(fc.constant(undefined), hostileValue),

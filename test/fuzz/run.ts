@@ -15,6 +15,9 @@ if (values.seed !== undefined) env.FUZZ_SEED = values.seed;
 if (values.path !== undefined) env.FUZZ_PATH = values.path;
 if (values['case-ms'] !== undefined) env.FUZZ_CASE_MS = values['case-ms'];
 const t0 = Date.now();
-const r = spawnSync('npx', ['vitest', 'run', '--testTimeout', '0', ...(positionals.length ? positionals : ['test/fuzz'])], { stdio: 'inherit', env });
+const r = spawnSync('npx', ['vitest', 'run', '--testTimeout', '0', ...(positionals.length ? positionals : ['test/fuzz'])], {
+  stdio: 'inherit',
+  env,
+});
 console.log(`[fuzz] ${values.runs} runs per property, ${Math.round((Date.now() - t0) / 1000)} s in all`);
 process.exit(r.status ?? 1);

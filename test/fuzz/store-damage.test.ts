@@ -47,7 +47,12 @@ async function pristineStore(): Promise<{ path: string; expectedFile: string }> 
 /** The store's files that damage may hit: data.mdb and each journal segment. */
 function damageable(path: string): string[] {
   const journal = join(path, 'journal');
-  return ['data.mdb', ...readdirSync(journal).filter((f) => /^\d+/.test(f)).map((f) => join('journal', f))];
+  return [
+    'data.mdb',
+    ...readdirSync(journal)
+      .filter((f) => /^\d+/.test(f))
+      .map((f) => join('journal', f)),
+  ];
 }
 
 type Damage = { file: number; kind: 'flip' | 'zero' | 'truncate'; at: number; bit: number; length: number };
@@ -77,8 +82,16 @@ function applyDamage(copy: string, d: Damage): string {
 }
 
 /** Reads the store in a child process: its printed result, or how it died. */
-function readInChild(path: string, expectedFile: string): { result?: string; name?: string; signal?: string | null; timedOut?: boolean; raw: string } {
-  const r = spawnSync(process.execPath, ['--import', 'tsx', READER, path, expectedFile], { cwd: REPO_ROOT, encoding: 'utf8', timeout: READ_MS, env: { ...process.env, NODE_OPTIONS: '' } });
+function readInChild(
+  path: string,
+  expectedFile: string,
+): { result?: string; name?: string; signal?: string | null; timedOut?: boolean; raw: string } {
+  const r = spawnSync(process.execPath, ['--import', 'tsx', READER, path, expectedFile], {
+    cwd: REPO_ROOT,
+    encoding: 'utf8',
+    timeout: READ_MS,
+    env: { ...process.env, NODE_OPTIONS: '' },
+  });
   const raw = `${r.stdout ?? ''}${r.stderr ?? ''}`.slice(-2000);
   if (r.error && (r.error as NodeJS.ErrnoException).code === 'ETIMEDOUT') return { timedOut: true, raw };
   if (r.signal) return { signal: r.signal, raw };
@@ -91,30 +104,34 @@ function readInChild(path: string, expectedFile: string): { result?: string; nam
 }
 
 describe('byte damage to a copy of a store (fuzz)', () => {
-  it('a damaged store never hangs its reader and never reads back changed or missing events without a typed error; a reader killed by a damaged page is named by verify and repair restores the log', async () => {
-    const { path, expectedFile } = await pristineStore();
-    let n = 0;
-    const tally = new Map<string, number>();
-    const count = (k: string) => tally.set(k, (tally.get(k) ?? 0) + 1);
-    await fuzz('store-damage/lmdb', damageArb, async (d) => {
-      const copy = join(dir.path, `case-${n++}`);
-      cpSync(path, copy, { recursive: true });
-      const rel = applyDamage(copy, d);
-      const read = readInChild(copy, expectedFile);
-      const what = `${d.kind} of ${rel} at ${d.at.toFixed(4)}: ${read.raw}`;
-      expect(read.timedOut, `reader hung: ${what}`).toBeFalsy();
-      count(read.signal ? `killed (${read.signal})` : `${read.result}${read.name ? ` ${read.name}` : ''}`);
-      if (read.signal) {
-        // only a damaged data file may kill a reader; verify names it, repair rebuilds from the journal
-        expect(rel, `killed by ${read.signal}: ${what}`).toBe('data.mdb');
-        const report = await verifyStore(copy);
-        expect(report.ok, `verify missed what killed the reader: ${what}`).toBe(false);
-        await repairStore(copy);
-        expect(readInChild(copy, expectedFile).result, `after repair: ${what}`).toBe('same');
-        return;
-      }
-      expect(['same', 'typed-error'], what).toContain(read.result);
-    });
-    console.log(`[fuzz] store-damage/lmdb outcomes: ${[...tally].map(([k, v]) => `${k} × ${v}`).join(', ')}`);
-  }, FUZZ.timeLimitMs === undefined ? 0 : 300_000);
+  it(
+    'a damaged store never hangs its reader and never reads back changed or missing events without a typed error; a reader killed by a damaged page is named by verify and repair restores the log',
+    async () => {
+      const { path, expectedFile } = await pristineStore();
+      let n = 0;
+      const tally = new Map<string, number>();
+      const count = (k: string) => tally.set(k, (tally.get(k) ?? 0) + 1);
+      await fuzz('store-damage/lmdb', damageArb, async (d) => {
+        const copy = join(dir.path, `case-${n++}`);
+        cpSync(path, copy, { recursive: true });
+        const rel = applyDamage(copy, d);
+        const read = readInChild(copy, expectedFile);
+        const what = `${d.kind} of ${rel} at ${d.at.toFixed(4)}: ${read.raw}`;
+        expect(read.timedOut, `reader hung: ${what}`).toBeFalsy();
+        count(read.signal ? `killed (${read.signal})` : `${read.result}${read.name ? ` ${read.name}` : ''}`);
+        if (read.signal) {
+          // only a damaged data file may kill a reader; verify names it, repair rebuilds from the journal
+          expect(rel, `killed by ${read.signal}: ${what}`).toBe('data.mdb');
+          const report = await verifyStore(copy);
+          expect(report.ok, `verify missed what killed the reader: ${what}`).toBe(false);
+          await repairStore(copy);
+          expect(readInChild(copy, expectedFile).result, `after repair: ${what}`).toBe('same');
+          return;
+        }
+        expect(['same', 'typed-error'], what).toContain(read.result);
+      });
+      console.log(`[fuzz] store-damage/lmdb outcomes: ${[...tally].map(([k, v]) => `${k} × ${v}`).join(', ')}`);
+    },
+    FUZZ.timeLimitMs === undefined ? 0 : 300_000,
+  );
 });

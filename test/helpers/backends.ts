@@ -41,11 +41,19 @@ export const backends: Record<Backend['name'], () => Backend> = {
     const store = memoryStore();
     // a runtime's close closes its store: the memory store is shared, so only the last may
     const shared = unclosable(store);
-    return backend('memory', () => shared, () => store.close());
+    return backend(
+      'memory',
+      () => shared,
+      () => store.close(),
+    );
   },
   lmdb: () => {
     const dir = tempDir();
-    return backend('lmdb', () => lmdbStore({ path: dir.path }), () => dir.cleanup());
+    return backend(
+      'lmdb',
+      () => lmdbStore({ path: dir.path }),
+      () => dir.cleanup(),
+    );
   },
 };
 

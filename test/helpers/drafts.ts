@@ -9,7 +9,14 @@ export const userMsg = (content: string, turn = 1, step = 1): EventDraft => ({
   payload: { message: { role: 'user', content } },
 });
 
-export const stepStart = (turn = 1, step = 1): EventDraft => ({ type: 'step/start', turn, step, attempt: 1, surfaceOp: 'none', payload: {} });
+export const stepStart = (turn = 1, step = 1): EventDraft => ({
+  type: 'step/start',
+  turn,
+  step,
+  attempt: 1,
+  surfaceOp: 'none',
+  payload: {},
+});
 
 export const compaction = (summary: string, replacedThroughSeq: number): EventDraft => ({
   type: 'compaction',

@@ -43,14 +43,24 @@ export function flakyStore(inner: EventStore, f: Flaky): EventStore {
 }
 
 /** A store that sends a stop for r1 (key 'k') just as an attempt writes its run/end with `status`. */
-export function stopAtRunEnd(inner: EventStore, status: string, session: () => ExecutionSession): { store: EventStore; stop: () => Promise<unknown> | undefined } {
+export function stopAtRunEnd(
+  inner: EventStore,
+  status: string,
+  session: () => ExecutionSession,
+): { store: EventStore; stop: () => Promise<unknown> | undefined } {
   let stop: Promise<unknown> | undefined;
   const store: EventStore = {
     ...flakyStore(inner, { failAppendIn: 0, failReadIn: 0, appendFailures: 0, readFailures: 0 }),
     append: async (id, ep, seq, drafts) => {
       if (!stop && drafts.some((d) => d.type === 'run/end' && (d.payload as { status?: string }).status === status)) {
         const s = session();
-        stop = s.stopAfterCurrentToolRound({ sessionId: 's', sessionInstanceId: s.sessionInstanceId, interactionId: 'r1', expectedRunEpoch: 1, idempotencyKey: 'k' });
+        stop = s.stopAfterCurrentToolRound({
+          sessionId: 's',
+          sessionInstanceId: s.sessionInstanceId,
+          interactionId: 'r1',
+          expectedRunEpoch: 1,
+          idempotencyKey: 'k',
+        });
         await sleep(20);
       }
       return inner.append(id, ep, seq, drafts);

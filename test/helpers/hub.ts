@@ -3,7 +3,12 @@ import { deferred } from './drafts.js';
 
 // Helpers of the SubscriberHub tests (test/streams/subscribers.test.ts, required-subscribers.test.ts).
 
-export const env = (seq: number, runId = 'r1', attemptId = 'a1'): Envelope => ({ runId, attemptId, seq, event: { type: 'step_start', step: seq } });
+export const env = (seq: number, runId = 'r1', attemptId = 'a1'): Envelope => ({
+  runId,
+  attemptId,
+  seq,
+  event: { type: 'step_start', step: seq },
+});
 
 /** Lets queued microtasks and promise callbacks run (setImmediate is never faked here). */
 export const settle = () => new Promise<void>((r) => setImmediate(r));

@@ -103,7 +103,8 @@ export class PgProxy {
 }
 
 /** The SQL text of a simple-query ('Q') message, else undefined. */
-export const queryText = (m: PgMessage): string | undefined => (m.type === 'Q' ? m.body.subarray(0, m.body.length - 1).toString('utf8') : undefined);
+export const queryText = (m: PgMessage): string | undefined =>
+  m.type === 'Q' ? m.body.subarray(0, m.body.length - 1).toString('utf8') : undefined;
 
 /** The SQL of a simple query ('Q') or of a statement being prepared ('P': name, then text). */
 export const sqlText = (m: PgMessage): string | undefined => (m.type === 'P' ? m.body.toString('utf8').split('\0')[1] : queryText(m));

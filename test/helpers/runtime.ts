@@ -38,7 +38,11 @@ afterEach(async () => {
 });
 
 /** A runtime on a fresh real LMDB file in a temp dir, closed and removed after the test. */
-export function lmdbRuntime(options: Omit<RuntimeOptions, 'store'>): { runtime: Runtime; store: EventStore & { appends: number }; path: string } {
+export function lmdbRuntime(options: Omit<RuntimeOptions, 'store'>): {
+  runtime: Runtime;
+  store: EventStore & { appends: number };
+  path: string;
+} {
   const dir = tempDir();
   const store = countingStore(lmdbStore({ path: dir.path }));
   const runtime = createRuntime({ ...options, store });
@@ -50,7 +54,10 @@ export function lmdbRuntime(options: Omit<RuntimeOptions, 'store'>): { runtime: 
 }
 
 /** A runtime on a fresh memoryStore (or `store`), closed after the test. */
-export function memRuntime(options: Omit<RuntimeOptions, 'store'>, store: EventStore = memoryStore()): { runtime: Runtime; store: EventStore } {
+export function memRuntime(
+  options: Omit<RuntimeOptions, 'store'>,
+  store: EventStore = memoryStore(),
+): { runtime: Runtime; store: EventStore } {
   const runtime = createRuntime({ ...options, store });
   open.push(() => runtime.close().catch(() => undefined));
   return { runtime, store };

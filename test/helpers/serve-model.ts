@@ -28,9 +28,17 @@ export function toolLoopModel(o: { steps: number; toolsPerStep: number; tools: r
           name: o.tools[(rounds * o.toolsPerStep + i) % o.tools.length]!,
           arguments: JSON.stringify({ key: `${text}#${rounds}.${i}` }),
         }));
-        return { message: { role: 'assistant' as const, content: '', toolCalls }, finishReason: 'tool_calls' as const, usage: { inputTokens: 10, outputTokens: 5 } };
+        return {
+          message: { role: 'assistant' as const, content: '', toolCalls },
+          finishReason: 'tool_calls' as const,
+          usage: { inputTokens: 10, outputTokens: 5 },
+        };
       }
-      return { message: { role: 'assistant' as const, content: `done: ${text}` }, finishReason: 'stop' as const, usage: { inputTokens: 10, outputTokens: 5 } };
+      return {
+        message: { role: 'assistant' as const, content: `done: ${text}` },
+        finishReason: 'stop' as const,
+        usage: { inputTokens: 10, outputTokens: 5 },
+      };
     },
   } as ModelProvider;
 }

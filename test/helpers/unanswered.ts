@@ -8,7 +8,9 @@ export function unansweredInLog(log: EventRecord[]): string[] {
     if (e.type === 'tool/result') answered.add(e.payload.callId as string);
     if (e.type === 'tool/batch-rejected') for (const i of e.payload.issues as { callId: string }[]) answered.add(i.callId);
   }
-  const asked = log.filter((e) => e.type === 'assistant/message').flatMap((e) => ((e.payload.message as Message).toolCalls ?? []).map((c) => c.id));
+  const asked = log
+    .filter((e) => e.type === 'assistant/message')
+    .flatMap((e) => ((e.payload.message as Message).toolCalls ?? []).map((c) => c.id));
   return asked.filter((id) => !answered.has(id));
 }
 

@@ -9,7 +9,10 @@ describe('docs/architecture.md shows each machine as generated from its definiti
   for (const [name, machine] of Object.entries(DIAGRAMS)) {
     it(`the ${name} diagram is the one its machine definition gives`, () => {
       expect(blockIn(doc, name), `docs/architecture.md has no ${name} diagram markers`).toBeDefined();
-      expect(blockIn(doc, name), `docs/architecture.md: the ${name} diagram differs from the machine definition: run npm run diagrams`).toBe(diagramBlock(machine));
+      expect(
+        blockIn(doc, name),
+        `docs/architecture.md: the ${name} diagram differs from the machine definition: run npm run diagrams`,
+      ).toBe(diagramBlock(machine));
     });
   }
 
@@ -36,7 +39,12 @@ const door = setup({
       states: {
         locked: { on: { UNLOCK: { target: 'unlocking', guard: 'hasKey' } } },
         unlocking: {
-          invoke: { id: 'unlocker', src: 'unlock', onDone: 'unlocked', onError: [{ guard: { type: 'isAdmin' }, target: 'unlocked' }, { target: 'locked' }] },
+          invoke: {
+            id: 'unlocker',
+            src: 'unlock',
+            onDone: 'unlocked',
+            onError: [{ guard: { type: 'isAdmin' }, target: 'unlocked' }, { target: 'locked' }],
+          },
         },
         unlocked: { on: { OPEN: '#door.open' }, after: { 1000: 'locked', grace: 'locked' } },
       },

@@ -33,7 +33,13 @@ function phaseActors(over: Record<string, unknown> = {}) {
   } as never;
 }
 
-const echo = defineTool({ name: 'echo', description: '', mode: 'parallel', parameters: z.object({ t: z.string() }), execute: ({ t }) => t });
+const echo = defineTool({
+  name: 'echo',
+  description: '',
+  mode: 'parallel',
+  parameters: z.object({ t: z.string() }),
+  execute: ({ t }) => t,
+});
 
 describe('a run attempt: cancels, errors, budgets and snapshots across the machines', () => {
   it('a cancel accepted while the final answer is being verified ends the run cancelled, committing and delivering no final', async () => {
@@ -56,7 +62,11 @@ describe('a run attempt: cancels, errors, budgets and snapshots across the machi
     release.resolve();
     const r = await running;
     const types = typesOf(await logOf(store, 's'));
-    expect({ status: r.status, delivered, final: types.includes('final/message') }).toEqual({ status: 'cancelled', delivered: [], final: false });
+    expect({ status: r.status, delivered, final: types.includes('final/message') }).toEqual({
+      status: 'cancelled',
+      delivered: [],
+      final: false,
+    });
   });
 
   it('snapshot() after a run still reports that run’s tool calls and cost, like its step', async () => {
@@ -68,7 +78,8 @@ describe('a run attempt: cancels, errors, budgets and snapshots across the machi
     const s = await runtime.openSession('s');
     let during: { toolCalls: number; cost: string } | undefined;
     s.events$.subscribe((e) => {
-      if (e.event.type === 'step_end' && (e.event as { step: number }).step === 1) during = { toolCalls: s.snapshot().toolCalls, cost: s.snapshot().cost };
+      if (e.event.type === 'step_end' && (e.event as { step: number }).step === 1)
+        during = { toolCalls: s.snapshot().toolCalls, cost: s.snapshot().cost };
     });
     await s.execute({ kind: 'prompt', ...ids(), message: 'go' });
     const after = s.snapshot();
@@ -78,7 +89,13 @@ describe('a run attempt: cancels, errors, budgets and snapshots across the machi
 
   it('maxToolCalls counts the tool calls of the whole run, across its respond attempts', async () => {
     const executed: number[] = [];
-    const pay = defineTool({ name: 'pay', description: '', parameters: z.object({ n: z.number() }), needsApproval: true, execute: ({ n }) => (executed.push(n), `paid ${n}`) });
+    const pay = defineTool({
+      name: 'pay',
+      description: '',
+      parameters: z.object({ n: z.number() }),
+      needsApproval: true,
+      execute: ({ n }) => (executed.push(n), `paid ${n}`),
+    });
     const model = scriptedModel([
       { toolCalls: [{ id: 'p1', name: 'pay', arguments: { n: 1 } }] },
       { toolCalls: [{ id: 'p2', name: 'pay', arguments: { n: 2 } }] },
@@ -92,7 +109,13 @@ describe('a run attempt: cancels, errors, budgets and snapshots across the machi
     while (r.status === 'suspended' && n < 6) {
       n++;
       const id = (r.pendingRequest as { calls: { callId: string }[] }).calls[0]!.callId;
-      r = await s.execute({ kind: 'respond', runId: 'r', attemptId: `a${n}`, questionId: r.pendingRequest!.questionId, answer: { decisions: { [id]: 'approve' } } });
+      r = await s.execute({
+        kind: 'respond',
+        runId: 'r',
+        attemptId: `a${n}`,
+        questionId: r.pendingRequest!.questionId,
+        answer: { decisions: { [id]: 'approve' } },
+      });
     }
     expect(executed.length).toBeLessThanOrEqual(2);
     expect(r).toMatchObject({ status: 'budget_exhausted', budget: 'maxToolCalls' });
@@ -129,7 +152,15 @@ describe('a run attempt: cancels, errors, budgets and snapshots across the machi
     const actor = createActor(machine, { input: runInput() }).start();
     await waitFor(actor, (x) => x.matches('committingIntent'));
     actor.send({ type: 'CANCEL' });
-    gate.resolve({ kind: 'suspended', pendingRequest: { kind: 'approval', questionId: 'q', calls: [{ callId: 'c', name: 'pay', arguments: {} }], expiresAt: Date.now() + 1000 } as never });
+    gate.resolve({
+      kind: 'suspended',
+      pendingRequest: {
+        kind: 'approval',
+        questionId: 'q',
+        calls: [{ callId: 'c', name: 'pay', arguments: {} }],
+        expiresAt: Date.now() + 1000,
+      } as never,
+    });
     const snap = await waitFor(actor, (x) => x.status === 'done');
     expect(snap.output!.status).toBe('suspended');
   });
@@ -137,17 +168,36 @@ describe('a run attempt: cancels, errors, budgets and snapshots across the machi
   it('snapshot() while a respond attempt runs reports the session executing, no longer suspended on the answered request', async () => {
     const started = deferred();
     const gate = deferred();
-    const pay = defineTool({ name: 'pay', description: '', parameters: z.object({}), needsApproval: true, execute: async () => (started.resolve(), await gate.promise, 'paid') });
-    const { runtime } = lmdbRuntime({ model: scriptedModel([{ toolCalls: [{ id: 'p1', name: 'pay', arguments: {} }] }, 'done']), tools: [pay] });
+    const pay = defineTool({
+      name: 'pay',
+      description: '',
+      parameters: z.object({}),
+      needsApproval: true,
+      execute: async () => (started.resolve(), await gate.promise, 'paid'),
+    });
+    const { runtime } = lmdbRuntime({
+      model: scriptedModel([{ toolCalls: [{ id: 'p1', name: 'pay', arguments: {} }] }, 'done']),
+      tools: [pay],
+    });
     const s = await runtime.openSession('s');
     const r = await s.execute({ kind: 'prompt', runId: 'r', attemptId: 'a1', message: 'pay' });
     expect(s.snapshot().status).toBe('suspended');
-    const running = s.execute({ kind: 'respond', runId: 'r', attemptId: 'a2', questionId: r.pendingRequest!.questionId, answer: { decisions: { p1: 'approve' } } });
+    const running = s.execute({
+      kind: 'respond',
+      runId: 'r',
+      attemptId: 'a2',
+      questionId: r.pendingRequest!.questionId,
+      answer: { decisions: { p1: 'approve' } },
+    });
     await started.promise;
     const during = s.snapshot();
     gate.resolve();
     await running;
-    expect({ status: during.status, phase: during.phase, pending: during.pending }).toEqual({ status: 'executing', phase: 'runningTools', pending: undefined });
+    expect({ status: during.status, phase: during.phase, pending: during.pending }).toEqual({
+      status: 'executing',
+      phase: 'runningTools',
+      pending: undefined,
+    });
   });
 
   it('a tool batch that errors stops the calls still running in it (their tools are aborted)', async () => {
@@ -159,11 +209,27 @@ describe('a run attempt: cancels, errors, budgets and snapshots across the machi
       }
       // a long tool that honours its signal
       await new Promise<void>((resolve) => ac.onAbort(() => (aborted.push(input.call.callId), resolve())));
-      return { callId: input.call.callId, name: input.call.name, outcome: { kind: 'cancelled', settled: true, partialContent: '', resourceLocks: [] }, startedAt: 1, endedAt: 2 } as ToolCallOutput;
+      return {
+        callId: input.call.callId,
+        name: input.call.name,
+        outcome: { kind: 'cancelled', settled: true, partialContent: '', resourceLocks: [] },
+        startedAt: 1,
+        endedAt: 2,
+      } as ToolCallOutput;
     });
-    const calls: ToolCallIntent[] = ['slow', 'bad'].map((id) => ({ callId: id, name: 'echo', arguments: {}, mode: 'parallel', resources: [], idempotencyKey: `s/r/${id}` }));
+    const calls: ToolCallIntent[] = ['slow', 'bad'].map((id) => ({
+      callId: id,
+      name: 'echo',
+      arguments: {},
+      mode: 'parallel',
+      resources: [],
+      idempotencyKey: `s/r/${id}`,
+    }));
     const machine = runMachine.provide({
-      actors: phaseActors({ commitIntent: fromPromise(async () => ({ kind: 'intents', calls })), toolBatch: toolBatchMachine.provide({ actors: { toolCall } }) }),
+      actors: phaseActors({
+        commitIntent: fromPromise(async () => ({ kind: 'intents', calls })),
+        toolBatch: toolBatchMachine.provide({ actors: { toolCall } }),
+      }),
     });
     const actor = createActor(machine, { input: runInput() }).start();
     const snap = await waitFor(actor, (x) => x.status === 'done');
@@ -175,7 +241,10 @@ describe('a run attempt: cancels, errors, budgets and snapshots across the machi
   it('a continue that inherits a spent budget ends budget_exhausted without calling the model', async () => {
     let modelCalls = 0;
     const machine = runMachine.provide({
-      actors: phaseActors({ startRun: fromPromise(async () => ({ runStartSeq: 9 })), callModel: fromPromise(async () => (modelCalls++, { kind: 'answer', content: 'x' })) }),
+      actors: phaseActors({
+        startRun: fromPromise(async () => ({ runStartSeq: 9 })),
+        callModel: fromPromise(async () => (modelCalls++, { kind: 'answer', content: 'x' })),
+      }),
     });
     const input = runInput({
       kind: 'continue',

@@ -68,7 +68,10 @@ type StepScript = { usage?: Usage; cost?: string } & (
 type Step = StepScript | Error | (() => Promise<StepScript>);
 
 /** How a script's final answer goes: rejected by the verifier, delivered, delivery unknown, or a throw. */
-type FinalScript = { kind: 'rejected'; reason: string } | { kind: 'delivered'; finalMessageId: string } | { kind: 'delivery_unknown'; finalMessageId: string; reason: string };
+type FinalScript =
+  | { kind: 'rejected'; reason: string }
+  | { kind: 'delivered'; finalMessageId: string }
+  | { kind: 'delivery_unknown'; finalMessageId: string; reason: string };
 
 interface Script {
   /** One entry per model step, in order; an Error is thrown by the model call. */
@@ -162,14 +165,18 @@ function fakes(script: Script) {
     }),
     verifyFinal: fromPromise<VerifyFinalOutput, FinalAnswerInput>(async ({ input }) => {
       log.push(`finalize ${input.at.step}`);
-      const f = script.finals ? take(script.finals, inputs.finalize.length, 'finalize')! : ({ kind: 'delivered', finalMessageId: `${input.runId}/final/${input.at.attempt}.${input.at.step}` } as const);
+      const f = script.finals
+        ? take(script.finals, inputs.finalize.length, 'finalize')!
+        : ({ kind: 'delivered', finalMessageId: `${input.runId}/final/${input.at.attempt}.${input.at.step}` } as const);
       inputs.finalize.push(input);
       const planned = orThrow(f);
       if (planned.kind === 'rejected') return planned;
       finals.push(planned);
       return { kind: 'accepted' };
     }),
-    commitFinal: fromPromise<{ finalMessageId: string }, FinalAnswerInput>(async () => ({ finalMessageId: (finals[0] as { finalMessageId: string }).finalMessageId })),
+    commitFinal: fromPromise<{ finalMessageId: string }, FinalAnswerInput>(async () => ({
+      finalMessageId: (finals[0] as { finalMessageId: string }).finalMessageId,
+    })),
     deliverFinal: fromPromise<DeliverFinalOutput, DeliverFinalInput>(async ({ input }) => {
       inputs.deliver.push(input);
       const f = finals.shift()!;
@@ -215,7 +222,11 @@ describe('runMachine', () => {
   it('without its actors provided, ends failed naming the missing actor instead of hanging', async () => {
     const actor = createActor(runMachine, { input: runInput() }).start();
     const snap = await waitFor(actor, (s) => s.status === 'done', { timeout: 2000 });
-    expect(snap.output).toMatchObject({ status: 'failed', checkpointCommitted: false, error: { message: 'the startRun actor is not provided' } });
+    expect(snap.output).toMatchObject({
+      status: 'failed',
+      checkpointCommitted: false,
+      error: { message: 'the startRun actor is not provided' },
+    });
   });
 
   it('walks a two-step run (tools, then a final answer) and succeeds with the final message', async () => {
@@ -235,7 +246,16 @@ describe('runMachine', () => {
       'ending',
       'done',
     ]);
-    expect(log).toEqual(['startRun', 'callModel 1', 'commitIntent 1', 'toolBatch', 'commitResults 1', 'callModel 2', 'finalize 2', 'endRun']);
+    expect(log).toEqual([
+      'startRun',
+      'callModel 1',
+      'commitIntent 1',
+      'toolBatch',
+      'commitResults 1',
+      'callModel 2',
+      'finalize 2',
+      'endRun',
+    ]);
     expect(result).toMatchObject({
       runId: 'r1',
       attemptId: 'a1',
@@ -249,7 +269,14 @@ describe('runMachine', () => {
     expect(result.error).toBeUndefined();
     expect(result.usage).toMatchObject({ inputTokens: 20, outputTokens: 12 });
 
-    expect(inputs.startRun[0]).toMatchObject({ runId: 'r1', attemptId: 'a1', runEpoch: 1, turn: 1, kind: 'prompt', messages: [{ role: 'user', content: 'what is 1+2?' }] });
+    expect(inputs.startRun[0]).toMatchObject({
+      runId: 'r1',
+      attemptId: 'a1',
+      runEpoch: 1,
+      turn: 1,
+      kind: 'prompt',
+      messages: [{ role: 'user', content: 'what is 1+2?' }],
+    });
     expect(inputs.callModel.map((i) => i.at.step)).toEqual([1, 2]);
     expect(inputs.prepareContext).toEqual([]);
     expect(inputs.callModel.map((i) => i.at)).toEqual([
@@ -260,14 +287,29 @@ describe('runMachine', () => {
     expect(inputs.commitResults[0]!.at.step).toBe(1);
     expect(inputs.commitResults[0]!.results.map((r) => r.callId)).toEqual(['c1', 'c2']);
     expect(inputs.commitResults[0]!.usage).toEqual(usage(5));
-    expect(inputs.finalize).toEqual([{ runId: 'r1', at: { turn: 1, step: 2, attempt: 1 }, content: 'It is 3.', closeStep: true, usage: usage(7) }]);
+    expect(inputs.finalize).toEqual([
+      { runId: 'r1', at: { turn: 1, step: 2, attempt: 1 }, content: 'It is 3.', closeStep: true, usage: usage(7) },
+    ]);
     expect(inputs.endRun[0]).toMatchObject({ at: { turn: 1, step: 2, attempt: 1 }, started: true });
     expect(inputs.endRun[0]!.result.status).toBe('succeeded');
   });
 
   it('a model call that finds its context unprepared is made again after the context is prepared, at the same step', async () => {
     const { result, states, inputs, log } = await run({ steps: [tools('c1'), final('done')], unpreparedAt: [1, 2] });
-    expect(log).toEqual(['startRun', 'unprepared 1', 'prepareContext 1', 'callModel 1', 'commitIntent 1', 'toolBatch', 'commitResults 1', 'unprepared 2', 'prepareContext 2', 'callModel 2', 'finalize 2', 'endRun']);
+    expect(log).toEqual([
+      'startRun',
+      'unprepared 1',
+      'prepareContext 1',
+      'callModel 1',
+      'commitIntent 1',
+      'toolBatch',
+      'commitResults 1',
+      'unprepared 2',
+      'prepareContext 2',
+      'callModel 2',
+      'finalize 2',
+      'endRun',
+    ]);
     expect(inputs.prepareContext.map((i) => i.at)).toEqual(inputs.callModel.map((i) => i.at));
     // once prepared, the step's call is made as it stands: a steer that came meanwhile waits for the next step
     expect(inputs.callModel.map((i) => i.prepared)).toEqual([true, true]);
@@ -292,7 +334,10 @@ describe('runMachine', () => {
     });
 
     it('fails with ProtocolExhaustedError after more than maxProtocolCorrections', async () => {
-      const { result, inputs, log, context } = await run({ steps: [rejected(), rejected(), rejected(), final('never')] }, runInput({}, { maxProtocolCorrections: 2 }));
+      const { result, inputs, log, context } = await run(
+        { steps: [rejected(), rejected(), rejected(), final('never')] },
+        runInput({}, { maxProtocolCorrections: 2 }),
+      );
       expect(inputs.callModel).toHaveLength(3);
       expect(context.corrections).toBe(3);
       expect(result).toMatchObject({ status: 'failed', outcome: 'failed', steps: 3 });
@@ -317,7 +362,7 @@ describe('runMachine', () => {
       expect(states).not.toContain('settlingResults');
     });
 
-    it('a run ended after a step (a spent budget) waits for the step\'s results to land before it ends', async () => {
+    it("a run ended after a step (a spent budget) waits for the step's results to land before it ends", async () => {
       const { log, states, result } = await run({ steps: [tools('a'), tools('b')] }, runInput({ maxSteps: 1 }));
       expect(log.slice(-2)).toEqual(['settleResults', 'endRun']);
       expect(states.slice(-3)).toEqual(['settlingResults', 'ending', 'done']);
@@ -344,7 +389,11 @@ describe('runMachine', () => {
     });
 
     it('a concluded answer is not verified when the results that concluded it failed to land', async () => {
-      const { result, inputs } = await run({ steps: [tools('a')], commits: [{ concluded: 'the tool said so', rejections: 0 }], settle: new Error('disk full') });
+      const { result, inputs } = await run({
+        steps: [tools('a')],
+        commits: [{ concluded: 'the tool said so', rejections: 0 }],
+        settle: new Error('disk full'),
+      });
       expect(inputs.finalize).toHaveLength(0);
       expect(result).toMatchObject({ status: 'failed', error: { message: 'disk full' } });
     });
@@ -377,7 +426,10 @@ describe('runMachine', () => {
 
     it('ends budget_exhausted naming maxCost, summing step costs exactly', async () => {
       const priced = (id: string): StepScript => ({ ...tools(id), cost: '0.1' });
-      const { result, context } = await run({ steps: [priced('a'), priced('b'), priced('c'), final('never')] }, runInput({ maxCost: '0.3' }));
+      const { result, context } = await run(
+        { steps: [priced('a'), priced('b'), priced('c'), final('never')] },
+        runInput({ maxCost: '0.3' }),
+      );
       expect(context.cost).toBe('0.3');
       expect(result).toMatchObject({ status: 'budget_exhausted', budget: 'maxCost', steps: 3 });
     });
@@ -387,7 +439,10 @@ describe('runMachine', () => {
     it('counts a rejected final answer as a recovery and steps again', async () => {
       const { result, inputs, context } = await run({
         steps: [final('draft'), final('better')],
-        finals: [{ kind: 'rejected', reason: 'too vague' }, { kind: 'delivered', finalMessageId: 'r1/final/1.2' }],
+        finals: [
+          { kind: 'rejected', reason: 'too vague' },
+          { kind: 'delivered', finalMessageId: 'r1/final/1.2' },
+        ],
       });
       expect(inputs.finalize.map((f) => [f.at.step, f.content])).toEqual([
         [1, 'draft'],
@@ -410,7 +465,10 @@ describe('runMachine', () => {
     });
 
     it('counts tool-result rejections from commitResults as recoveries', async () => {
-      const { result } = await run({ steps: [tools('a'), tools('b'), final('never')], commits: [{ rejections: 1 }, { rejections: 1 }] }, runInput({ maxRecoveries: 1 }));
+      const { result } = await run(
+        { steps: [tools('a'), tools('b'), final('never')], commits: [{ rejections: 1 }, { rejections: 1 }] },
+        runInput({ maxRecoveries: 1 }),
+      );
       expect(result).toMatchObject({ status: 'budget_exhausted', budget: 'maxRecoveries', steps: 2 });
     });
 
@@ -430,7 +488,19 @@ describe('runMachine', () => {
 
     it('goes to finalizing, once the results have landed, with closeStep false when a result concludes the turn', async () => {
       const { result, states, inputs } = await run({ steps: [tools('a')], commits: [{ concluded: 'the tool said so', rejections: 0 }] });
-      expect(states).toEqual(['starting', 'callingModel', 'committingIntent', 'runningTools', 'committingResults', 'settlingResults', 'verifyingFinal', 'committingFinal', 'delivering', 'ending', 'done']);
+      expect(states).toEqual([
+        'starting',
+        'callingModel',
+        'committingIntent',
+        'runningTools',
+        'committingResults',
+        'settlingResults',
+        'verifyingFinal',
+        'committingFinal',
+        'delivering',
+        'ending',
+        'done',
+      ]);
       expect(inputs.callModel).toHaveLength(1);
       expect(inputs.finalize).toHaveLength(1);
       expect(inputs.finalize[0]).toMatchObject({ at: { step: 1 }, content: 'the tool said so', closeStep: false });
@@ -455,7 +525,11 @@ describe('runMachine', () => {
   describe('errors', () => {
     it('ends cancelled when an actor throws CancelledError', async () => {
       const { result, log } = await run({ steps: [new CancelledError('model call cancelled')] });
-      expect(result).toMatchObject({ status: 'cancelled', outcome: 'cancelled', error: { kind: 'cancelled', message: 'model call cancelled' } });
+      expect(result).toMatchObject({
+        status: 'cancelled',
+        outcome: 'cancelled',
+        error: { kind: 'cancelled', message: 'model call cancelled' },
+      });
       expect(log).toEqual(['startRun', 'callModel 1', 'endRun']);
     });
 

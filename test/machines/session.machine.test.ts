@@ -7,7 +7,13 @@ import type { CommitIntentInput, CommitIntentOutput } from '../../src/actors/com
 import type { EndRunInput } from '../../src/actors/end-run.js';
 import type { ExecutionResult } from '../../src/contracts/requests.js';
 import { runMachine, type RunActorRef, type RunInput } from '../../src/machines/run.machine.js';
-import { sessionMachine, type PrepareInput, type PrepareOutput, type SessionInput, type SettleOutput } from '../../src/machines/session.machine.js';
+import {
+  sessionMachine,
+  type PrepareInput,
+  type PrepareOutput,
+  type SessionInput,
+  type SettleOutput,
+} from '../../src/machines/session.machine.js';
 import type { ToolBatchOutput } from '../../src/machines/tool-batch.machine.js';
 import { fakeBatch, runInput } from '../helpers/fake-batch.js';
 import { deferred } from '../helpers/drafts.js';
@@ -39,7 +45,9 @@ function fakeRun() {
 }
 
 /** Where a fake settle rests the session: as the real one would for the result's status. */
-const restFor = (r: ExecutionResult): SettleOutput => ({ rest: r.status === 'fenced' ? 'fenced' : r.status === 'suspended' ? 'suspended' : r.status === 'detached' ? 'detached' : 'idle' });
+const restFor = (r: ExecutionResult): SettleOutput => ({
+  rest: r.status === 'fenced' ? 'fenced' : r.status === 'suspended' ? 'suspended' : r.status === 'detached' ? 'detached' : 'idle',
+});
 
 /** A fake 'prepareAttempt' actor: each preparation waits for the test to decide it. */
 function fakePrepare() {
@@ -230,7 +238,9 @@ describe('sessionMachine', () => {
 
   it('forwards STOP_AFTER_ROUND to the run it executes', async () => {
     const batchGate = deferred<ToolBatchOutput>();
-    const calls: ToolCallIntent[] = [{ callId: 'c1', name: 'echo', arguments: {}, mode: 'parallel', resources: [], idempotencyKey: 's1/r1/c1' }];
+    const calls: ToolCallIntent[] = [
+      { callId: 'c1', name: 'echo', arguments: {}, mode: 'parallel', resources: [], idempotencyKey: 's1/r1/c1' },
+    ];
     const steps: CallModelOutput[] = [
       { kind: 'toolCalls', toolCalls: [{ id: 'c1', name: 'echo', arguments: '{}' }], finishReason: 'tool_calls' },
       { kind: 'answer', content: 'never' },
@@ -243,7 +253,9 @@ describe('sessionMachine', () => {
         prepareContext: fromPromise(async () => ({})),
         callModel: fromPromise<CallModelOutput, CallModelInput>(async ({ input }) => steps[modelSteps.push(input) - 1]!),
         commitIntent: fromPromise<CommitIntentOutput, CommitIntentInput>(async () => ({ kind: 'intents', calls })),
-        commitResults: fromPromise<{ rejections: number }, CommitResultsInput>(async ({ input }) => (commits.push(input), { rejections: 0 })),
+        commitResults: fromPromise<{ rejections: number }, CommitResultsInput>(
+          async ({ input }) => (commits.push(input), { rejections: 0 }),
+        ),
         endRun: fromPromise<ExecutionResult, EndRunInput>(async ({ input }) => input.result),
         toolBatch: fakeBatch(() => batchGate.promise),
       },
@@ -255,7 +267,13 @@ describe('sessionMachine', () => {
     await waitFor(child!, (s) => s.matches('runningTools'));
     actor.send({ type: 'STOP_AFTER_ROUND' });
     batchGate.resolve([
-      { callId: 'c1', name: 'echo', outcome: { kind: 'completed', content: 'x', isError: false, concludesTurn: false, releaseResources: [] }, startedAt: 1, endedAt: 2 },
+      {
+        callId: 'c1',
+        name: 'echo',
+        outcome: { kind: 'completed', content: 'x', isError: false, concludesTurn: false, releaseResources: [] },
+        startedAt: 1,
+        endedAt: 2,
+      },
     ]);
     await waitFor(actor, (s) => s.matches('idle'));
     expect(modelSteps).toHaveLength(1);
@@ -277,6 +295,8 @@ describe('sessionMachine', () => {
     expect(actor.getSnapshot().status).toBe('active');
     expect(actor.getSnapshot().value).toBe('idle');
     // the failed result names the attempt, so the caller waiting for it is answered
-    expect(finished).toEqual([expect.objectContaining({ runId: input.runId, attemptId: input.attemptId, status: 'failed', outcome: 'failed' })]);
+    expect(finished).toEqual([
+      expect.objectContaining({ runId: input.runId, attemptId: input.attemptId, status: 'failed', outcome: 'failed' }),
+    ]);
   });
 });

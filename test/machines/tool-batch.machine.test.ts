@@ -17,7 +17,13 @@ const call = (callId: string, mode: ToolCallIntent['mode'] = 'parallel', resourc
 });
 
 const ok = (content = 'ok'): ToolOutcome => ({ kind: 'completed', content, isError: false, concludesTurn: false, releaseResources: [] });
-const toolError = (content = 'boom'): ToolOutcome => ({ kind: 'completed', content, isError: true, concludesTurn: false, releaseResources: [] });
+const toolError = (content = 'boom'): ToolOutcome => ({
+  kind: 'completed',
+  content,
+  isError: true,
+  concludesTurn: false,
+  releaseResources: [],
+});
 
 /** Runs one batch the way a run does: invoked with its calls, its output is every call's result. */
 function startBatch(toolCall: ReturnType<typeof callActor>, calls: ToolCallIntent[], maxParallel: number) {
@@ -179,24 +185,27 @@ describe('toolBatchMachine', () => {
     ['uncertain-hanging', { kind: 'uncertain-hanging', content: 'still going', resourceLocks: ['k'] }],
   ];
 
-  it.each(failures)('an exclusive call that ends %s truncates the batch: later calls are skipped, never started', async (_label, outcome) => {
-    const h = harness();
-    const actor = h.start([call('p1'), call('x2', 'exclusive'), call('p3'), call('x4', 'exclusive')], 4);
-    await settle();
-    await h.finish('p1');
-    await h.finish('x2', outcome);
-    const snap = actor.getSnapshot();
-    expect(snap.status).toBe('done');
-    expect(h.started).toEqual(['p1', 'x2']);
-    const out = snap.output!;
-    expect(out.map((o) => o.callId)).toEqual(['p1', 'x2', 'p3', 'x4']);
-    expect(out[0]!.outcome).toEqual(ok('p1'));
-    expect(out[1]!.outcome).toEqual(outcome);
-    expect(out[2]!.outcome.kind).toBe('skipped');
-    expect(out[3]!.outcome.kind).toBe('skipped');
-    expect(out[2]!.name).toBe('tool_p3');
-    expect((out[2]!.outcome as { reason: string }).reason).toContain('x2');
-  });
+  it.each(failures)(
+    'an exclusive call that ends %s truncates the batch: later calls are skipped, never started',
+    async (_label, outcome) => {
+      const h = harness();
+      const actor = h.start([call('p1'), call('x2', 'exclusive'), call('p3'), call('x4', 'exclusive')], 4);
+      await settle();
+      await h.finish('p1');
+      await h.finish('x2', outcome);
+      const snap = actor.getSnapshot();
+      expect(snap.status).toBe('done');
+      expect(h.started).toEqual(['p1', 'x2']);
+      const out = snap.output!;
+      expect(out.map((o) => o.callId)).toEqual(['p1', 'x2', 'p3', 'x4']);
+      expect(out[0]!.outcome).toEqual(ok('p1'));
+      expect(out[1]!.outcome).toEqual(outcome);
+      expect(out[2]!.outcome.kind).toBe('skipped');
+      expect(out[3]!.outcome.kind).toBe('skipped');
+      expect(out[2]!.name).toBe('tool_p3');
+      expect((out[2]!.outcome as { reason: string }).reason).toContain('x2');
+    },
+  );
 
   it('a failing parallel call does not truncate the batch', async () => {
     const h = harness();
@@ -246,11 +255,31 @@ describe('toolBatchMachine', () => {
 
 describe('runnableCalls', () => {
   /** A batch context: `started` calls have run (or run, when also `running`); `results` have an outcome. */
-  const ctx = (calls: ToolCallIntent[], over: { maxParallel?: number; started?: string[]; running?: string[]; results?: Map<string, ToolCallOutput>; truncatedBy?: string } = {}): ToolBatchContext => {
-    const states: CallState[] = calls.map((c) => (over.running?.includes(c.callId) ? 'running' : over.started?.includes(c.callId) || over.results?.has(c.callId) ? 'done' : 'queued'));
-    return { runId: 'r1', calls, maxParallel: over.maxParallel ?? 4, states, results: calls.map((c) => over.results?.get(c.callId) ?? null), truncatedBy: over.truncatedBy, cancelled: false };
+  const ctx = (
+    calls: ToolCallIntent[],
+    over: {
+      maxParallel?: number;
+      started?: string[];
+      running?: string[];
+      results?: Map<string, ToolCallOutput>;
+      truncatedBy?: string;
+    } = {},
+  ): ToolBatchContext => {
+    const states: CallState[] = calls.map((c) =>
+      over.running?.includes(c.callId) ? 'running' : over.started?.includes(c.callId) || over.results?.has(c.callId) ? 'done' : 'queued',
+    );
+    return {
+      runId: 'r1',
+      calls,
+      maxParallel: over.maxParallel ?? 4,
+      states,
+      results: calls.map((c) => over.results?.get(c.callId) ?? null),
+      truncatedBy: over.truncatedBy,
+      cancelled: false,
+    };
   };
-  const done = (...ids: string[]): Map<string, ToolCallOutput> => new Map(ids.map((id) => [id, { callId: id, name: `tool_${id}`, outcome: ok(), startedAt: 1, endedAt: 2 }]));
+  const done = (...ids: string[]): Map<string, ToolCallOutput> =>
+    new Map(ids.map((id) => [id, { callId: id, name: `tool_${id}`, outcome: ok(), startedAt: 1, endedAt: 2 }]));
   const runnable = (c: ToolBatchContext) => runnableCalls(c).map((i) => c.calls[i]!.callId);
 
   it('returns the first maxParallel parallel calls', () => {
@@ -296,7 +325,10 @@ describe('runnableCalls', () => {
   });
 
   it('skips a call whose resources a running call holds, and takes later free ones', () => {
-    const c = ctx([call('a', 'parallel', ['k']), call('b', 'parallel', ['k']), call('c', 'parallel', ['j'])], { started: ['a'], running: ['a'] });
+    const c = ctx([call('a', 'parallel', ['k']), call('b', 'parallel', ['k']), call('c', 'parallel', ['j'])], {
+      started: ['a'],
+      running: ['a'],
+    });
     expect(runnable(c)).toEqual(['c']);
   });
 

@@ -12,7 +12,13 @@ const record: EventRecord = {
   eventId: 'ev-1',
   type: 'tool/result',
   surfaceOp: 'append',
-  payload: { callId: 'c1', name: 'echo', outcome: { kind: 'completed', content: 'line\nbreak "q"', isError: false, concludesTurn: false, releaseResources: [] }, startedAt: 1, endedAt: 2 },
+  payload: {
+    callId: 'c1',
+    name: 'echo',
+    outcome: { kind: 'completed', content: 'line\nbreak "q"', isError: false, concludesTurn: false, releaseResources: [] },
+    startedAt: 1,
+    endedAt: 2,
+  },
   occurredAt: '2026-11-29T00:00:00.000Z',
   schemaVersion: SCHEMA_VERSION,
 };

@@ -28,7 +28,11 @@ describe('a damaged data.mdb at open', () => {
       const r = await readInChild(path);
       expect(r.exit, r.stderr).toEqual({ code: 0, signal: null });
       expect(r.read).toEqual(expected);
-      if (name !== 'deleted') expect(readdirSync(path).some((f) => f.startsWith('data.mdb.damaged-')), 'the damaged file is kept aside').toBe(true);
+      if (name !== 'deleted')
+        expect(
+          readdirSync(path).some((f) => f.startsWith('data.mdb.damaged-')),
+          'the damaged file is kept aside',
+        ).toBe(true);
     });
   }
 
@@ -37,12 +41,16 @@ describe('a damaged data.mdb at open', () => {
     const { lmdbStore } = await import('../../src/persistence/lmdb-store.js');
     const store = lmdbStore({ path, durability: 'committed' });
     const { writerEpoch } = await store.attachWriter('s');
-    for (let i = 1; i <= 40; i++) await store.append('s', writerEpoch, i, [{ type: 'step/start', turn: 1, step: i, attempt: 1, surfaceOp: 'none', payload: {} }]);
+    for (let i = 1; i <= 40; i++)
+      await store.append('s', writerEpoch, i, [{ type: 'step/start', turn: 1, step: i, attempt: 1, surfaceOp: 'none', payload: {} }]);
     await store.close();
     truncateSync(join(path, 'data.mdb'), 4096 * 3);
     const r = await readInChild(path);
     expect(r.exit.signal).toBeNull();
-    expect(r.error).toMatchObject({ code: 'corrupt_log', reason: expect.stringMatching(/data\.mdb .*cut short.*no journal to rebuild it from/) });
+    expect(r.error).toMatchObject({
+      code: 'corrupt_log',
+      reason: expect.stringMatching(/data\.mdb .*cut short.*no journal to rebuild it from/),
+    });
   });
 
   it('cut short while the journal is cut short too: a CorruptLogError naming both, and nothing is moved', async () => {

@@ -1,15 +1,12 @@
 import { open } from 'lmdb';
-import { afterEach,describe,expect,it } from 'vitest';
-import { isCorruptLogError,isStoreClosedError,isValidationError } from '../../src/contracts/errors.js';
+import { afterEach, describe, expect, it } from 'vitest';
+import { isCorruptLogError, isStoreClosedError, isValidationError } from '../../src/contracts/errors.js';
 import type { EventDraft } from '../../src/contracts/events.js';
-import {
-scriptedModel,
-ValidationError
-} from '../../src/index.js';
+import { scriptedModel, ValidationError } from '../../src/index.js';
 import { lmdbStore } from '../../src/persistence/lmdb-store.js';
 import { memoryStore } from '../../src/persistence/memory-store.js';
 import { userMsg } from '../helpers/drafts.js';
-import { lmdbRuntime,logOf } from '../helpers/runtime.js';
+import { lmdbRuntime, logOf } from '../helpers/runtime.js';
 import { tempDir } from '../helpers/tmp.js';
 import { expectValidation } from '../helpers/validation.js';
 
@@ -31,7 +28,11 @@ afterEach(async () => {
   for (const d of dirs.splice(0)) await d.cleanup();
 });
 
-const settle = <T>(p: Promise<T>): Promise<T | unknown> => p.then((v) => v, (e: unknown) => e);
+const settle = <T>(p: Promise<T>): Promise<T | unknown> =>
+  p.then(
+    (v) => v,
+    (e: unknown) => e,
+  );
 
 describe('drafts the stores refuse', () => {
   it('refuses a draft turn beyond Number.MAX_SAFE_INTEGER with ValidationError, and the LMDB session stays writable', async () => {
@@ -48,7 +49,7 @@ describe('drafts the stores refuse', () => {
     }
   });
 
-  it('refuses an eventId too long for the LMDB index with ValidationError, without failing other sessions\' appends in the same group commit', async () => {
+  it("refuses an eventId too long for the LMDB index with ValidationError, without failing other sessions' appends in the same group commit", async () => {
     const d = dir();
     const store = lmdbStore({ path: d.path });
     try {
@@ -129,7 +130,12 @@ describe('reads', () => {
     const d = dir();
     const store = lmdbStore({ path: d.path, readPageSize: 2 });
     const { writerEpoch } = await store.attachWriter('s');
-    await store.append('s', writerEpoch, 1, Array.from({ length: 10 }, (_, i) => userMsg(String(i))));
+    await store.append(
+      's',
+      writerEpoch,
+      1,
+      Array.from({ length: 10 }, (_, i) => userMsg(String(i))),
+    );
     const seen: number[] = [];
     let error: unknown;
     try {

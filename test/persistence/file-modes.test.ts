@@ -35,7 +35,8 @@ describe('file modes', () => {
       dirs.push(d);
       const path = join(d.path, 'store');
       const script = join(REPO_ROOT, 'test/persistence/fixtures/write-store.ts');
-      const sh = (cmd: string) => spawnSync('sh', ['-c', cmd], { cwd: REPO_ROOT, encoding: 'utf8', env: { ...process.env, NODE_OPTIONS: '' }, timeout: 120_000 });
+      const sh = (cmd: string) =>
+        spawnSync('sh', ['-c', cmd], { cwd: REPO_ROOT, encoding: 'utf8', env: { ...process.env, NODE_OPTIONS: '' }, timeout: 120_000 });
       const node = `"${process.execPath}" --import tsx`;
       const w = sh(`umask ${umask} && exec ${node} "${script}" "${path}"`);
       expect(w.status, w.stderr).toBe(0);
@@ -43,7 +44,18 @@ describe('file modes', () => {
       expect(r.status, r.stderr).toBe(0);
       expect(r.stdout).toContain('"read"');
       const all = modes(path);
-      expect([...all.keys()]).toEqual(expect.arrayContaining(['', 'data.mdb', 'lock.mdb', 'journal', 'journal/BOOT', 'journal/0000000001.wal', 'recovery', 'recovery/data.mdb']));
+      expect([...all.keys()]).toEqual(
+        expect.arrayContaining([
+          '',
+          'data.mdb',
+          'lock.mdb',
+          'journal',
+          'journal/BOOT',
+          'journal/0000000001.wal',
+          'recovery',
+          'recovery/data.mdb',
+        ]),
+      );
       for (const [rel, mode] of all) {
         const isDir = statSync(join(path, rel)).isDirectory();
         expect(`${rel || '.'} ${mode}`).toBe(`${rel || '.'} ${isDir ? '700' : '600'}`);

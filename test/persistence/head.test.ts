@@ -35,6 +35,10 @@ describe('isCurrentHead', () => {
     expect(isCurrentHead({ ...full, pendingInputs: [{ inputId: 'i', seq: 0, mode: 'steer' }] })).toBe(false);
     expect(isCurrentHead({ ...full, pendingInputs: [{ inputId: 'i', seq: 3, mode: 'later' }] })).toBe(false);
     expect(isCurrentHead({ ...full, heldLocks: [1] })).toBe(false);
-    for (const bad of [{ ...full, surfaceStartSeq: 0 }, { ...full, lastSeq: -1 }]) expect(SessionHead.safeParse(bad).success).toBe(false);
+    for (const bad of [
+      { ...full, surfaceStartSeq: 0 },
+      { ...full, lastSeq: -1 },
+    ])
+      expect(SessionHead.safeParse(bad).success).toBe(false);
   });
 });

@@ -44,7 +44,11 @@ describe('journal shortfalls after a restart', () => {
     await threeSegments(path);
     truncateSync(segmentFiles(path)[1]!, 100_000);
     const r = await readInChild(path, 'after-restart');
-    expect(r.error).toMatchObject({ code: 'corrupt_log', sessionId: 'journal 0000000002.wal', reason: expect.stringMatching(/100000 bytes.*cut short/) });
+    expect(r.error).toMatchObject({
+      code: 'corrupt_log',
+      sessionId: 'journal 0000000002.wal',
+      reason: expect.stringMatching(/100000 bytes.*cut short/),
+    });
   });
 
   it('a frame in the middle that fails its check (a gap in frame numbers): a CorruptLogError, nothing dropped', async () => {
@@ -99,9 +103,15 @@ describe('journal shortfalls under the same boot', () => {
       await writeStore(path, { events: 5 });
       const store = lmdbStore({ path });
       const { writerEpoch } = await store.attachWriter('a');
-      if (what === 'the journal directory') renameSync(join(path, 'journal'), join(path, 'journal.gone')), rmSync(join(path, 'journal.gone'), { recursive: true });
+      if (what === 'the journal directory')
+        renameSync(join(path, 'journal'), join(path, 'journal.gone')), rmSync(join(path, 'journal.gone'), { recursive: true });
       else rmSync(segmentFiles(path)[0]!);
-      const e = await store.append('a', writerEpoch, 6, [{ type: 'step/start', turn: 1, step: 2, attempt: 1, surfaceOp: 'none', payload: {} }]).then(() => undefined, (x: unknown) => x);
+      const e = await store
+        .append('a', writerEpoch, 6, [{ type: 'step/start', turn: 1, step: 2, attempt: 1, surfaceOp: 'none', payload: {} }])
+        .then(
+          () => undefined,
+          (x: unknown) => x,
+        );
       expect(isStoreError(e), String(e)).toBe(true);
       expect((e as Error).message).toMatch(/removed while the store was open|could not be written/);
       await store.close();

@@ -75,7 +75,10 @@ async function expectRebuilt(path: string, bootId: string, expected: Dump): Prom
 }
 
 const trash = (path: string) => writeFileSync(join(path, 'data.mdb'), randomBytes(128 * 1024));
-const segments = (path: string) => readdirSync(join(path, 'journal')).filter((f) => f.endsWith('.wal')).sort();
+const segments = (path: string) =>
+  readdirSync(join(path, 'journal'))
+    .filter((f) => f.endsWith('.wal'))
+    .sort();
 
 describe('LMDB store journal', () => {
   it('rebuilds the whole log — events, heads, caller and generated ids — from the journal after a restart', async () => {
@@ -125,7 +128,11 @@ describe('LMDB store journal', () => {
     expect(prepared.length).toBe(segmentSize(2));
     expect(prepared.every((b) => b === 0)).toBe(true);
     await write(path, 'boot-1', ['s'], 50, 3000); // crosses into segment 2
-    expect(readFileSync(join(path, 'journal', '0000000002.wal')).subarray(0, 4).equals(Buffer.alloc(4))).toBe(false);
+    expect(
+      readFileSync(join(path, 'journal', '0000000002.wal'))
+        .subarray(0, 4)
+        .equals(Buffer.alloc(4)),
+    ).toBe(false);
     const before = await dump(path, 'boot-1');
     expect(before.events[0]).toHaveLength(200);
     await expectRebuilt(path, 'boot-2', before);
@@ -301,7 +308,7 @@ describe('LMDB store journal', () => {
     expect(await dump(path, 'boot-1')).toEqual(before);
   });
 
-  it('an LMDB file replaced by another store\'s under the same boot is refused at open, and repair rebuilds it from the journal', async () => {
+  it("an LMDB file replaced by another store's under the same boot is refused at open, and repair rebuilds it from the journal", async () => {
     const path = dir();
     await write(path, 'boot-1', ['s'], 2);
     const before = await dump(path, 'boot-1');
@@ -312,7 +319,9 @@ describe('LMDB store journal', () => {
     await o.env.close();
     for (const f of ['data.mdb', 'lock.mdb']) rmSync(join(path, f));
     copyFileSync(join(other, 'data.mdb'), join(path, 'data.mdb'));
-    expect(() => lmdbStore({ path, bootId: 'boot-1' })).toThrowError(/no readable journal state.*actorloop repair .* to rebuild it from the journal/);
+    expect(() => lmdbStore({ path, bootId: 'boot-1' })).toThrowError(
+      /no readable journal state.*actorloop repair .* to rebuild it from the journal/,
+    );
     const { repaired, after } = await repairStore(path);
     expect({ repaired, ok: after.ok }).toEqual({ repaired: true, ok: true });
     expect(await dump(path, currentBootId())).toEqual(before);

@@ -28,7 +28,14 @@ beforeEach(async () => {
   const store = lmdbStore({ path: dir.path });
   for (const s of [S, OTHER]) {
     const { writerEpoch } = await store.attachWriter(s);
-    await store.append(s, writerEpoch, 1, [userMsg('one'), stepStart(), userMsg('three'), stepStart(1, 2), userMsg('five'), userMsg('six')]);
+    await store.append(s, writerEpoch, 1, [
+      userMsg('one'),
+      stepStart(),
+      userMsg('three'),
+      stepStart(1, 2),
+      userMsg('five'),
+      userMsg('six'),
+    ]);
   }
   await store.close();
 });
@@ -37,7 +44,16 @@ afterEach(async () => {
 });
 
 /** Opens the raw LMDB file (store closed), lets `fn` damage it, and closes it again. */
-async function tamper(fn: (events: { get(k: [string, number]): string | undefined; put(k: [string, number], v: string | Buffer): void; del(k: [string, number]): void }, heads: { put(k: string, v: string): void }) => void): Promise<void> {
+async function tamper(
+  fn: (
+    events: {
+      get(k: [string, number]): string | undefined;
+      put(k: [string, number], v: string | Buffer): void;
+      del(k: [string, number]): void;
+    },
+    heads: { put(k: string, v: string): void },
+  ) => void,
+): Promise<void> {
   const env = open({ path: dir.path, maxDbs: 8 });
   try {
     const events = env.openDB<string, [string, number]>({ name: 'events', encoding: 'string' });
@@ -99,9 +115,19 @@ async function expectEveryReadFails(check: (error: unknown) => void): Promise<vo
   // Records are yielded a page at a time: those before the damage may or may not come out first,
   // but nothing at or after the damaged seq does.
   expect(seen, 'nothing from or past the damage is yielded').toEqual([1, 2].slice(0, seen.length));
-  const surfaceError = await withStore((st) => st.loadSurface(S).then(() => undefined, (e: unknown) => e));
+  const surfaceError = await withStore((st) =>
+    st.loadSurface(S).then(
+      () => undefined,
+      (e: unknown) => e,
+    ),
+  );
   check(surfaceError);
-  const ranged = await withStore((st) => collect(st.readEvents(S, { fromSeq: 3, toSeq: 4 })).then(() => undefined, (e: unknown) => e));
+  const ranged = await withStore((st) =>
+    collect(st.readEvents(S, { fromSeq: 3, toSeq: 4 })).then(
+      () => undefined,
+      (e: unknown) => e,
+    ),
+  );
   check(ranged);
   expect((await withStore((st) => collect(st.readEvents(OTHER)))).map((e: EventRecord) => e.seq)).toEqual([1, 2, 3, 4, 5, 6]);
 }
@@ -135,7 +161,7 @@ describe('LMDB store: damaged records are typed errors, never skipped', () => {
     await expectEveryReadFails((e) => expectCorrupt(e, 3, /schema/i));
   });
 
-  it('a payload that fails its type\'s schema → CorruptLogError', async () => {
+  it("a payload that fails its type's schema → CorruptLogError", async () => {
     await tamper((ev) => {
       const rec = JSON.parse(ev.get([S, 3])!);
       rec.payload = { message: { role: 'wizard', content: 'x' } };
@@ -179,7 +205,10 @@ describe('LMDB store: damaged records are typed errors, never skipped', () => {
     await tamper((_ev, heads) => heads.put(S, '{"sessionId":'));
     await withStore(async (st) => {
       for (const op of [() => st.loadSurface(S), () => st.attachWriter(S), () => st.getHead(S)]) {
-        const error = await op().then(() => undefined, (e: unknown) => e);
+        const error = await op().then(
+          () => undefined,
+          (e: unknown) => e,
+        );
         expect(isCorruptLogError(error), String(error)).toBe(true);
         expect((error as CorruptLogError).sessionId).toBe(S);
       }
@@ -199,13 +228,23 @@ describe('LMDB store: damaged records are typed errors, never skipped', () => {
 
   it('loadSurface of a log shorter than its head → CorruptLogError', async () => {
     await tamper((ev) => ev.del([S, LAST]));
-    const surfaceError = await withStore((st) => st.loadSurface(S).then(() => undefined, (e: unknown) => e));
+    const surfaceError = await withStore((st) =>
+      st.loadSurface(S).then(
+        () => undefined,
+        (e: unknown) => e,
+      ),
+    );
     expectCorrupt(surfaceError, LAST, /missing/i);
   });
 
   it('a range that ends at a missing record → CorruptLogError', async () => {
     await tamper((ev) => ev.del([S, 3]));
-    const error = await withStore((st) => collect(st.readEvents(S, { fromSeq: 3, toSeq: 3 })).then(() => undefined, (e: unknown) => e));
+    const error = await withStore((st) =>
+      collect(st.readEvents(S, { fromSeq: 3, toSeq: 3 })).then(
+        () => undefined,
+        (e: unknown) => e,
+      ),
+    );
     expectCorrupt(error, 3, /missing/i);
   });
 });

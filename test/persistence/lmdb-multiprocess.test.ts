@@ -43,7 +43,10 @@ describe('LMDB store shared by several processes', () => {
     try {
       expect((await store.listSessions()).sort()).toEqual(['p1-a', 'p1-b', 'p2-a', 'p2-b']);
       const spans: Record<string, [string, string]> = {};
-      for (const [p, sessions] of [[p1, ['p1-a', 'p1-b']], [p2, ['p2-a', 'p2-b']]] as const) {
+      for (const [p, sessions] of [
+        [p1, ['p1-a', 'p1-b']],
+        [p2, ['p2-a', 'p2-b']],
+      ] as const) {
         const acks = acksOf(p);
         for (const s of sessions) {
           const mine = acks.filter((a) => a.sessionId === s);
@@ -68,7 +71,11 @@ describe('LMDB store shared by several processes', () => {
       const s = lmdbStore({ path: dir.path, ...(bootId ? { bootId } : {}) });
       try {
         const ids = (await s.listSessions()).sort();
-        return { ids, heads: await Promise.all(ids.map((id) => s.getHead(id))), logs: await Promise.all(ids.map((id) => collect(s.readEvents(id)))) };
+        return {
+          ids,
+          heads: await Promise.all(ids.map((id) => s.getHead(id))),
+          logs: await Promise.all(ids.map((id) => collect(s.readEvents(id)))),
+        };
       } finally {
         await s.close();
       }
@@ -114,7 +121,9 @@ describe('LMDB store shared by several processes', () => {
     const ATTACHES = 15;
     const ROUNDS = 4;
     const S = 'contested';
-    const racers = [1, 2].map((i) => spawnStoreChild('race', [dir.path, S, `--attaches=${ATTACHES}`, `--rounds=${ROUNDS}`, '--wait-go'], `racer ${i}`));
+    const racers = [1, 2].map((i) =>
+      spawnStoreChild('race', [dir.path, S, `--attaches=${ATTACHES}`, `--rounds=${ROUNDS}`, '--wait-go'], `racer ${i}`),
+    );
     await startTogether(racers);
     await Promise.all(racers.map((r) => r.waitFor((l) => l === 'OPEN', 30_000, 'OPEN')));
     let base = 0;
@@ -123,9 +132,16 @@ describe('LMDB store shared by several processes', () => {
       const from = racers.map((r) => r.lines.length);
       const since = (r: ChildRun, i: number) => r.lines.slice(from[i]);
       for (const r of racers) r.send('GO'); // both attach ATTACHES times, racing
-      await Promise.all(racers.map((r, i) => r.waitFor((l) => l === 'ATTACH_DONE', 30_000, `${ATTACHES} attaches, round ${round}`, from[i])));
+      await Promise.all(
+        racers.map((r, i) => r.waitFor((l) => l === 'ATTACH_DONE', 30_000, `${ATTACHES} attaches, round ${round}`, from[i])),
+      );
 
-      const epochs = racers.map((r, i) => since(r, i).map(parseAttached).filter((a) => a !== undefined).map((a) => a.writerEpoch));
+      const epochs = racers.map((r, i) =>
+        since(r, i)
+          .map(parseAttached)
+          .filter((a) => a !== undefined)
+          .map((a) => a.writerEpoch),
+      );
       for (const mine of epochs) {
         expect(mine).toHaveLength(ATTACHES);
         expect(mine, 'each process sees its epochs strictly increase').toEqual([...new Set(mine)].sort((x, y) => x - y));
@@ -141,16 +157,28 @@ describe('LMDB store shared by several processes', () => {
       const w = epochs[0]!.at(-1) === top ? 0 : 1;
       const winner = since(racers[w]!, w);
       const loser = since(racers[1 - w]!, 1 - w);
-      expect(winner.filter((l) => l.startsWith('ACK ')), racers[w]!.describe()).toHaveLength(1);
-      expect(winner.filter((l) => l.startsWith('REFUSED')), racers[w]!.describe()).toEqual([]);
-      expect(loser.filter((l) => l.startsWith('REFUSED') || l.startsWith('ACK ')), racers[1 - w]!.describe()).toEqual([`REFUSED StaleWriterError ${top}`]);
+      expect(
+        winner.filter((l) => l.startsWith('ACK ')),
+        racers[w]!.describe(),
+      ).toHaveLength(1);
+      expect(
+        winner.filter((l) => l.startsWith('REFUSED')),
+        racers[w]!.describe(),
+      ).toEqual([]);
+      expect(
+        loser.filter((l) => l.startsWith('REFUSED') || l.startsWith('ACK ')),
+        racers[1 - w]!.describe(),
+      ).toEqual([`REFUSED StaleWriterError ${top}`]);
 
       const store = lmdbStore({ path: dir.path });
       try {
         const events = await collect(store.readEvents(S));
         expect(events).toHaveLength(2 * round);
         expect(checkBatchLog(S, events, racers.flatMap(acksOf)).problems).toEqual([]);
-        expect(events.slice(-2).map((e) => e.writerEpoch), 'the newest epoch wrote this round').toEqual([top, top]);
+        expect(
+          events.slice(-2).map((e) => e.writerEpoch),
+          'the newest epoch wrote this round',
+        ).toEqual([top, top]);
         expect((await store.getHead(S))!.writerEpoch).toBe(top);
       } finally {
         await store.close();

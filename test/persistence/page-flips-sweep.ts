@@ -70,7 +70,9 @@ try {
       for (let next = queue.shift(); next; next = queue.shift()) await one(...next);
     }),
   );
-  console.log(`${flips.length} flips: ${fatal} killed a reader or writer, ${missed} of them verifyStore called sound${values.repair ? `, ${unrepaired} not repaired` : ''}`);
+  console.log(
+    `${flips.length} flips: ${fatal} killed a reader or writer, ${missed} of them verifyStore called sound${values.repair ? `, ${unrepaired} not repaired` : ''}`,
+  );
   process.exitCode = missed > 0 || unrepaired > 0 ? 1 : 0;
 } finally {
   await killAllChildren();

@@ -118,7 +118,9 @@ if (db) {
         // every batch is whole: x and y side by side
         for (let k = 0; k < contents.length; k += 2) expect(contents[k]!.replace(/-x$/, '-y')).toBe(contents[k + 1]);
         expect(acked.length + refused.length).toBe(40);
-        console.log(`lost-commit random cuts: ${proxy.cuts} cuts, ${acked.length} acknowledged, ${refused.length} refused, log ${log.length} events`);
+        console.log(
+          `lost-commit random cuts: ${proxy.cuts} cuts, ${acked.length} acknowledged, ${refused.length} refused, log ${log.length} events`,
+        );
       } finally {
         proxy.decide = () => 'forward';
         await store.close();

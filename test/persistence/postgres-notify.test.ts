@@ -31,7 +31,8 @@ if (db) {
         for (const part of sql.split(';').map((x) => x.trim())) {
           if (/^BEGIN/i.test(part)) inTxn.set(m.conn, true);
           else if (/^(COMMIT|ROLLBACK)/i.test(part)) inTxn.set(m.conn, false);
-          else if (/pg_notify/i.test(part) && (inTxn.get(m.conn) || /\b(INSERT|UPDATE|DELETE)\b/i.test(part))) violations.push(part.slice(0, 120));
+          else if (/pg_notify/i.test(part) && (inTxn.get(m.conn) || /\b(INSERT|UPDATE|DELETE)\b/i.test(part)))
+            violations.push(part.slice(0, 120));
         }
         return 'forward';
       };
@@ -49,7 +50,9 @@ if (db) {
           await store.append(sid, writerEpoch, 1, [userMsg(`${sid}1`)]);
           await store.append(sid, writerEpoch, 2, [userMsg(`${sid}2`), userMsg(`${sid}3`)]);
         }
-        expect((await store.work.submit('c', { kind: 'input', inputId: 'c-in', mode: 'follow_up', message: 'hi' })).status).toBe('accepted');
+        expect((await store.work.submit('c', { kind: 'input', inputId: 'c-in', mode: 'follow_up', message: 'hi' })).status).toBe(
+          'accepted',
+        );
 
         await expect.poll(() => heard.length, { timeout: 5000 }).toBeGreaterThanOrEqual(5);
         expect(heard.filter((h) => h === `${channelOf(schema)} a`)).toHaveLength(2);

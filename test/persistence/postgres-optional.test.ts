@@ -35,7 +35,12 @@ try { await pgStore.listSessions(); console.log('NO ERROR'); } catch (e) { conso
 await pgStore.close();
 `,
     );
-    const r = spawnSync(process.execPath, ['--import', join(dir.path, 'register.mjs'), '--import', 'tsx', script], { cwd: REPO_ROOT, encoding: 'utf8', env: { ...process.env, NODE_OPTIONS: '' }, timeout: 60_000 });
+    const r = spawnSync(process.execPath, ['--import', join(dir.path, 'register.mjs'), '--import', 'tsx', script], {
+      cwd: REPO_ROOT,
+      encoding: 'utf8',
+      env: { ...process.env, NODE_OPTIONS: '' },
+      timeout: 60_000,
+    });
     expect(r.stdout, r.stderr).toContain('MEMORY 1');
     expect(r.stdout).toMatch(/REFUSED StoreUnavailableError postgresStore needs the 'pg' package: npm install pg/);
   });

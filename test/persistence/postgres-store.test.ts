@@ -22,7 +22,9 @@ if (db) {
     }
   };
   const connectionsOf = (appName: string) =>
-    admin(async (c) => Number((await c.query(`SELECT count(*) AS n FROM pg_stat_activity WHERE application_name = $1`, [appName])).rows[0].n));
+    admin(async (c) =>
+      Number((await c.query(`SELECT count(*) AS n FROM pg_stat_activity WHERE application_name = $1`, [appName])).rows[0].n),
+    );
   const urlWithApp = (name: string) => {
     const u = new URL(db.url);
     u.searchParams.set('application_name', name);
@@ -37,7 +39,9 @@ if (db) {
       const stores = Array.from({ length: 5 }, () => postgresStore({ connectionString: db.url, schema }));
       await Promise.all(stores.map((s) => s.listSessions()));
       await Promise.all(stores.map((s) => s.close()));
-      const versions = await admin(async (c) => (await c.query(`SELECT version FROM "${schema}".actorloop_schema ORDER BY version`)).rows.map((r) => r.version));
+      const versions = await admin(async (c) =>
+        (await c.query(`SELECT version FROM "${schema}".actorloop_schema ORDER BY version`)).rows.map((r) => r.version),
+      );
       expect(versions).toEqual(Array.from({ length: SCHEMA_VERSION_PG }, (_, i) => i + 1));
       await admin((c) => c.query(`INSERT INTO "${schema}".actorloop_schema (version) VALUES (${SCHEMA_VERSION_PG + 1})`));
       for (const migrate of [true, false]) {
@@ -93,7 +97,11 @@ if (db) {
       expect((await seen).seq).toBe(1);
       await store.close();
       expect((await pool.query('SELECT 1 AS one')).rows[0].one).toBe(1);
-      const listening = await admin(async (c) => (await c.query(`SELECT count(*) AS n FROM pg_stat_activity WHERE application_name = $1 AND query LIKE 'LISTEN%'`, [app])).rows[0].n);
+      const listening = await admin(
+        async (c) =>
+          (await c.query(`SELECT count(*) AS n FROM pg_stat_activity WHERE application_name = $1 AND query LIKE 'LISTEN%'`, [app])).rows[0]
+            .n,
+      );
       expect(Number(listening)).toBe(0);
       await pool.end();
     });
@@ -102,9 +110,17 @@ if (db) {
       const pool = new pg.Pool({ connectionString: db.url, max: 1 }); // one connection: both stores' statements on it
       const long = 'x'.repeat(30);
       const [a, b] = [`${long}_a`, `${long}_b`].map((schema) => postgresStore({ pool, schema }));
-      for (const [store, n] of [[a!, 1], [b!, 2]] as const) {
+      for (const [store, n] of [
+        [a!, 1],
+        [b!, 2],
+      ] as const) {
         const { writerEpoch } = await store.attachWriter('s');
-        await store.append('s', writerEpoch, 1, Array.from({ length: n }, (_, i) => userMsg(`m${i}`)));
+        await store.append(
+          's',
+          writerEpoch,
+          1,
+          Array.from({ length: n }, (_, i) => userMsg(`m${i}`)),
+        );
       }
       expect((await collect(a!.readEvents('s'))).length).toBe(1);
       expect((await collect(b!.readEvents('s'))).length).toBe(2);
@@ -141,7 +157,9 @@ if (db) {
         const sub = reader.events$('s').subscribe((e) => got.push(e.seq));
         while (got.length < 1) await new Promise((r) => setTimeout(r, 20));
         // cut LISTEN, and append while it is down: that NOTIFY reaches nobody
-        const cut = await admin((c) => c.query(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1 AND query LIKE 'LISTEN%'`, [app]));
+        const cut = await admin((c) =>
+          c.query(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1 AND query LIKE 'LISTEN%'`, [app]),
+        );
         expect(cut.rowCount, 'the LISTEN connection was found and cut').toBe(1);
         await writer.append('s', writerEpoch, 2, [userMsg('2')]);
         const deadline = Date.now() + 10_000;
@@ -178,10 +196,14 @@ if (db) {
     it('a beforeCommit hook that throws aborts its append, once, and nothing of it lands', async () => {
       let calls = 0;
       const boom = new Error('boom');
-      const store = postgresStore({ connectionString: db.url, schema: freshSchema('hook'), beforeCommit: () => {
-        calls++;
-        if (calls === 1) throw boom;
-      } });
+      const store = postgresStore({
+        connectionString: db.url,
+        schema: freshSchema('hook'),
+        beforeCommit: () => {
+          calls++;
+          if (calls === 1) throw boom;
+        },
+      });
       try {
         const { writerEpoch } = await store.attachWriter('s');
         await expect(store.append('s', writerEpoch, 1, [userMsg('x')])).rejects.toBe(boom);

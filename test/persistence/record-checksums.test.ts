@@ -60,7 +60,12 @@ describe('record checksums', () => {
     await dbs.env.close();
     const store = lmdbStore({ path });
     try {
-      await expect(store.getHead('b')).rejects.toMatchObject({ code: 'corrupt_log', sessionId: 'b', seq: 0, reason: expect.stringMatching(/checksum/) });
+      await expect(store.getHead('b')).rejects.toMatchObject({
+        code: 'corrupt_log',
+        sessionId: 'b',
+        seq: 0,
+        reason: expect.stringMatching(/checksum/),
+      });
       await expect(store.attachWriter('b')).rejects.toMatchObject({ code: 'corrupt_log', sessionId: 'b', seq: 0 });
     } finally {
       await store.close();
@@ -106,7 +111,12 @@ describe('record checksums', () => {
     await dbs.env.close();
     const reopened = lmdbStore({ path });
     try {
-      await expect(reopened.loadSurface('a')).rejects.toMatchObject({ code: 'corrupt_log', sessionId: 'a', seq: 2, reason: expect.stringMatching(/checksum/) });
+      await expect(reopened.loadSurface('a')).rejects.toMatchObject({
+        code: 'corrupt_log',
+        sessionId: 'a',
+        seq: 2,
+        reason: expect.stringMatching(/checksum/),
+      });
     } finally {
       await reopened.close();
     }
@@ -116,7 +126,13 @@ describe('record checksums', () => {
     const path = dir();
     const store = lmdbStore({ path });
     const { writerEpoch } = await store.attachWriter('a');
-    await store.append('a', writerEpoch, 1, [userMsg('one'), stepStart(1, 1), userMsg('three "surfaceOp":"none" in a message'), stepStart(1, 2), userMsg('five')]);
+    await store.append('a', writerEpoch, 1, [
+      userMsg('one'),
+      stepStart(1, 1),
+      userMsg('three "surfaceOp":"none" in a message'),
+      stepStart(1, 2),
+      userMsg('five'),
+    ]);
     await store.close();
     const dbs = openDbs(path);
     dbs.env.transactionSync(() => dbs.events.putSync(['a', 5], dbs.events.get(['a', 5])!.slice(9))); // written before checksums
@@ -162,7 +178,12 @@ describe('record checksums', () => {
     await dbs.env.close();
     let reopened = lmdbStore({ path });
     try {
-      await expect(reopened.loadSurface('a')).rejects.toMatchObject({ code: 'corrupt_log', sessionId: 'a', seq: 3, reason: expect.stringMatching(/wrong key/) });
+      await expect(reopened.loadSurface('a')).rejects.toMatchObject({
+        code: 'corrupt_log',
+        sessionId: 'a',
+        seq: 3,
+        reason: expect.stringMatching(/wrong key/),
+      });
     } finally {
       await reopened.close();
     }

@@ -26,7 +26,13 @@ const toolResult = (callId: string, content: string): EventDraft => ({
   step: 1,
   attempt: 1,
   surfaceOp: 'append',
-  payload: { callId, name: 'lookup', outcome: { kind: 'completed', content, isError: false, concludesTurn: false, releaseResources: [] }, startedAt: 1, endedAt: 2 },
+  payload: {
+    callId,
+    name: 'lookup',
+    outcome: { kind: 'completed', content, isError: false, concludesTurn: false, releaseResources: [] },
+    startedAt: 1,
+    endedAt: 2,
+  },
 });
 const rejected = (n: number): EventDraft => ({
   type: 'tool/batch-rejected',
@@ -34,14 +40,25 @@ const rejected = (n: number): EventDraft => ({
   step: 1,
   attempt: 1,
   surfaceOp: 'append',
-  payload: { issues: [{ callId: `r${n}a`, name: 'x', message: 'unknown tool' }, { callId: `r${n}b`, name: 'y', message: 'bad json' }] },
+  payload: {
+    issues: [
+      { callId: `r${n}a`, name: 'x', message: 'unknown tool' },
+      { callId: `r${n}b`, name: 'y', message: 'bad json' },
+    ],
+  },
 });
 
 /** `n` drafts: step markers (off the surface), user messages, tool results, a two-message rejection now and then. */
 function drafts(n: number, from = 0): EventDraft[] {
   return Array.from({ length: n }, (_, k) => {
     const i = from + k;
-    return i % 3 === 0 ? stepStart() : i % 7 === 1 ? rejected(i) : i % 2 === 0 ? userMsg(`message ${i} “ünïcode” \n and a newline`) : toolResult(`c${i}`, `result ${i}`);
+    return i % 3 === 0
+      ? stepStart()
+      : i % 7 === 1
+        ? rejected(i)
+        : i % 2 === 0
+          ? userMsg(`message ${i} “ünïcode” \n and a newline`)
+          : toolResult(`c${i}`, `result ${i}`);
   });
 }
 
@@ -74,7 +91,12 @@ async function bothWays(path: string, sessionId: string) {
 function expectSame(a: Surface, b: Surface): void {
   expect(a.messages).toEqual(b.messages);
   expect(a.seqs).toEqual(b.seqs);
-  expect({ tokens: a.tokens, lastSeq: a.lastSeq, epochSeq: a.epochSeq, epochType: a.epochType }).toEqual({ tokens: b.tokens, lastSeq: b.lastSeq, epochSeq: b.epochSeq, epochType: b.epochType });
+  expect({ tokens: a.tokens, lastSeq: a.lastSeq, epochSeq: a.epochSeq, epochType: a.epochType }).toEqual({
+    tokens: b.tokens,
+    lastSeq: b.lastSeq,
+    epochSeq: b.epochSeq,
+    epochType: b.epochType,
+  });
   expect(a.requestDigest('prefix', 'tools')).toBe(b.requestDigest('prefix', 'tools'));
 }
 
@@ -84,7 +106,10 @@ describe('surface chunks (LMDB)', () => {
       const path = dir();
       await appendAll(path, 's', drafts(3 * CHUNK_SEQS + 100), batch);
       const { fromChunks, fromRecords, chunks, tail } = await bothWays(path, 's');
-      expect(chunks.map((c) => [c.fromSeq, c.toSeq]), `appends of ${batch}`).toEqual([
+      expect(
+        chunks.map((c) => [c.fromSeq, c.toSeq]),
+        `appends of ${batch}`,
+      ).toEqual([
         [1, CHUNK_SEQS],
         [CHUNK_SEQS + 1, 2 * CHUNK_SEQS],
         [2 * CHUNK_SEQS + 1, 3 * CHUNK_SEQS],
@@ -148,13 +173,33 @@ describe('surface chunks (LMDB)', () => {
 
   it('a chunk never holds an append that was not stored: a failed transaction forgets the buckets it followed', async () => {
     const path = dir();
-    const msg = (c: string): EventDraft => ({ type: 'user/message', turn: 1, step: 1, attempt: 1, surfaceOp: 'append', payload: { message: { role: 'user', content: c } } });
+    const msg = (c: string): EventDraft => ({
+      type: 'user/message',
+      turn: 1,
+      step: 1,
+      attempt: 1,
+      surfaceOp: 'append',
+      payload: { message: { role: 'user', content: c } },
+    });
     const a = lmdbStore({ path });
     let { writerEpoch } = await a.attachWriter('s');
     let next = 1;
-    for (let i = 0; i < 3; i++) next += (await a.append('s', writerEpoch, next, Array.from({ length: 100 }, (_, k) => msg(`a${next + k}`)))).length;
+    for (let i = 0; i < 3; i++)
+      next += (
+        await a.append(
+          's',
+          writerEpoch,
+          next,
+          Array.from({ length: 100 }, (_, k) => msg(`a${next + k}`)),
+        )
+      ).length;
     // an append that shares its transaction with an op failing after it wrote: rejected, nothing stored
-    const lost = a.append('s', writerEpoch, next, Array.from({ length: 10 }, (_, k) => msg(`lost ${next + k}`)));
+    const lost = a.append(
+      's',
+      writerEpoch,
+      next,
+      Array.from({ length: 10 }, (_, k) => msg(`lost ${next + k}`)),
+    );
     const failing = (a as unknown as { enqueue(op: { run(txn: { dirty: boolean }): void }): Promise<void> }).enqueue({
       run: (txn) => {
         txn.dirty = true;
@@ -166,11 +211,21 @@ describe('surface chunks (LMDB)', () => {
     // another writer appends as many records at the same seqs, then this one takes the session back
     const b = lmdbStore({ path });
     const other = await b.attachWriter('s');
-    await b.append('s', other.writerEpoch, next, Array.from({ length: 10 }, (_, k) => msg(`stored ${next + k}`)));
+    await b.append(
+      's',
+      other.writerEpoch,
+      next,
+      Array.from({ length: 10 }, (_, k) => msg(`stored ${next + k}`)),
+    );
     await b.close();
     next += 10;
     ({ writerEpoch } = await a.attachWriter('s'));
-    await a.append('s', writerEpoch, next, Array.from({ length: CHUNK_SEQS - next + 1 }, (_, k) => msg(`a${next + k}`)));
+    await a.append(
+      's',
+      writerEpoch,
+      next,
+      Array.from({ length: CHUNK_SEQS - next + 1 }, (_, k) => msg(`a${next + k}`)),
+    );
     await a.close();
     const { fromChunks, fromRecords, chunks } = await bothWays(path, 's');
     expect(chunks.length).toBe(1);
@@ -178,7 +233,7 @@ describe('surface chunks (LMDB)', () => {
     expectSame(fromChunks, fromRecords);
   });
 
-  it('a new surface epoch removes the older epoch\'s chunks', async () => {
+  it("a new surface epoch removes the older epoch's chunks", async () => {
     const path = dir();
     await appendAll(path, 's', [...drafts(2 * CHUNK_SEQS + 10), compaction('the summary', 2000), ...drafts(CHUNK_SEQS)], 64);
     const dbs = openDbs(path);
@@ -207,17 +262,27 @@ describe('surface chunks (LMDB)', () => {
     const state = readState(dbs, path);
     await dbs.env.close();
     const report = await verifyStore(path);
-    expect(!report.ok && report.problems).toEqual([{ where: 'surface', sessionId: 's', seq: CHUNK_SEQS + 1, reason: expect.stringMatching(/its epoch \(seq 1, checkpoint\/loaded\) is not the log's \(compaction at seq 1\)/) }]);
+    expect(!report.ok && report.problems).toEqual([
+      {
+        where: 'surface',
+        sessionId: 's',
+        seq: CHUNK_SEQS + 1,
+        reason: expect.stringMatching(/its epoch \(seq 1, checkpoint\/loaded\) is not the log's \(compaction at seq 1\)/),
+      },
+    ]);
     const { openSync, writeSync, closeSync } = await import('node:fs');
     const fd = openSync(segmentFiles(path)[state.segment - 1]!, 'r+');
     writeSync(fd, Buffer.alloc(1500), 0, 1500, state.offset - 1500); // the last few frames' bytes gone
     closeSync(fd);
     const repaired = await repairStore(path);
-    expect(repaired.before.ok === false && [...new Set(repaired.before.problems.map((p) => p.where))].sort()).toEqual(['journal', 'surface']);
+    expect(repaired.before.ok === false && [...new Set(repaired.before.problems.map((p) => p.where))].sort()).toEqual([
+      'journal',
+      'surface',
+    ]);
     expect(repaired).toMatchObject({ repaired: true, after: { ok: true } });
   });
 
-  it('verify reports a chunk whose messages are not its records\' (checksum intact), and repair drops it', async () => {
+  it("verify reports a chunk whose messages are not its records' (checksum intact), and repair drops it", async () => {
     const path = dir();
     await appendAll(path, 's', drafts(2 * CHUNK_SEQS), 64);
     expect(await verifyStore(path)).toMatchObject({ ok: true });
@@ -228,9 +293,20 @@ describe('surface chunks (LMDB)', () => {
     await dbs.env.close();
     const report = await verifyStore(path);
     expect(report.ok).toBe(false);
-    expect(!report.ok && report.problems).toEqual([{ where: 'surface', sessionId: 's', seq: CHUNK_SEQS + 1, reason: expect.stringMatching(/surface chunk .* differ from those of the records/) }]);
+    expect(!report.ok && report.problems).toEqual([
+      {
+        where: 'surface',
+        sessionId: 's',
+        seq: CHUNK_SEQS + 1,
+        reason: expect.stringMatching(/surface chunk .* differ from those of the records/),
+      },
+    ]);
     // a cache: repair drops the chunks, data.mdb is not rebuilt
-    expect(await repairStore(path)).toMatchObject({ repaired: true, actions: [expect.stringMatching(/dropped the surface chunks/)], after: { ok: true } });
+    expect(await repairStore(path)).toMatchObject({
+      repaired: true,
+      actions: [expect.stringMatching(/dropped the surface chunks/)],
+      after: { ok: true },
+    });
     const { fromChunks, fromRecords, chunks } = await bothWays(path, 's');
     expect(chunks).toEqual([]);
     expectSame(fromChunks, fromRecords);
@@ -256,13 +332,28 @@ describe('surface chunks (LMDB)', () => {
   });
 
   it("a session reopened from chunks sends the live process's request and records its digest", async () => {
-    const echo = defineTool({ name: 'echo', description: 'echoes', mode: 'parallel', parameters: z.object({ i: z.number() }), execute: ({ i }) => `echo ${i}` });
-    const steps = (n: number): ScriptedStep[] => [...Array.from({ length: n }, (_, i) => ({ toolCalls: [{ name: 'echo', arguments: { i } }] })), 'done'];
+    const echo = defineTool({
+      name: 'echo',
+      description: 'echoes',
+      mode: 'parallel',
+      parameters: z.object({ i: z.number() }),
+      execute: ({ i }) => `echo ${i}`,
+    });
+    const steps = (n: number): ScriptedStep[] => [
+      ...Array.from({ length: n }, (_, i) => ({ toolCalls: [{ name: 'echo', arguments: { i } }] })),
+      'done',
+    ];
     const run = (n: number, id: string) => ({ kind: 'prompt' as const, runId: id, attemptId: id, message: `run ${id}` });
     const path = dir();
     // one process: a long run, then a short one in the same runtime (the live surface)
     const live = scriptedModel([...steps(CHUNK_SEQS / 4), ...steps(1)]);
-    const rt = createRuntime({ store: lmdbStore({ path }), model: live, tools: [echo], budget: { maxSteps: CHUNK_SEQS }, config: { contextWindow: 10_000_000 } });
+    const rt = createRuntime({
+      store: lmdbStore({ path }),
+      model: live,
+      tools: [echo],
+      budget: { maxSteps: CHUNK_SEQS },
+      config: { contextWindow: 10_000_000 },
+    });
     const s = await rt.openSession('s');
     expect((await s.execute(run(0, 'r1'))).status).toBe('succeeded');
     const surfaceAfterR1 = s.snapshot().messages;
@@ -270,13 +361,25 @@ describe('surface chunks (LMDB)', () => {
     await rt.close();
     // another path holding only r1, reopened in a new process-like runtime, then r2
     const path2 = dir();
-    const rt1 = createRuntime({ store: lmdbStore({ path: path2 }), model: scriptedModel(steps(CHUNK_SEQS / 4)), tools: [echo], budget: { maxSteps: CHUNK_SEQS }, config: { contextWindow: 10_000_000 } });
+    const rt1 = createRuntime({
+      store: lmdbStore({ path: path2 }),
+      model: scriptedModel(steps(CHUNK_SEQS / 4)),
+      tools: [echo],
+      budget: { maxSteps: CHUNK_SEQS },
+      config: { contextWindow: 10_000_000 },
+    });
     expect((await (await rt1.openSession('s')).execute(run(0, 'r1'))).status).toBe('succeeded');
     await rt1.close();
     const store2 = lmdbStore({ path: path2 });
     expect((await store2.loadStoredSurface('s')).chunks.length).toBeGreaterThan(0);
     const reopened = scriptedModel(steps(1));
-    const rt2 = createRuntime({ store: store2, model: reopened, tools: [echo], budget: { maxSteps: CHUNK_SEQS }, config: { contextWindow: 10_000_000 } });
+    const rt2 = createRuntime({
+      store: store2,
+      model: reopened,
+      tools: [echo],
+      budget: { maxSteps: CHUNK_SEQS },
+      config: { contextWindow: 10_000_000 },
+    });
     const s2 = await rt2.openSession('s');
     expect(s2.snapshot().messages).toEqual(surfaceAfterR1);
     expect((await s2.execute(run(1, 'r2'))).status).toBe('succeeded');

@@ -33,7 +33,10 @@ describe('verifyStore', () => {
     await writeStore(path, { events: 30 });
     changeByte(join(path, 'data.mdb'), 'b-21 x', 5, 'z');
     const report = await verifyStore(path);
-    expect(report).toMatchObject({ ok: false, problems: [{ where: 'data.mdb', sessionId: 'b', seq: 21, reason: expect.stringMatching(/checksum/) }] });
+    expect(report).toMatchObject({
+      ok: false,
+      problems: [{ where: 'data.mdb', sessionId: 'b', seq: 21, reason: expect.stringMatching(/checksum/) }],
+    });
   });
 
   it('names a sealed record whose checksum matches but whose payload fails its schema (a writer bug, not damage)', async () => {
@@ -45,7 +48,10 @@ describe('verifyStore', () => {
     dbs.env.transactionSync(() => dbs.events.putSync(['a', 2], seal(JSON.stringify(rec))));
     await dbs.env.close();
     const report = await verifyStore(path);
-    expect(report).toMatchObject({ ok: false, problems: [{ where: 'data.mdb', sessionId: 'a', seq: 2, reason: expect.stringMatching(/user\/message/) }] });
+    expect(report).toMatchObject({
+      ok: false,
+      problems: [{ where: 'data.mdb', sessionId: 'a', seq: 2, reason: expect.stringMatching(/user\/message/) }],
+    });
   });
 
   it('names a journal segment that is missing', async () => {
@@ -55,7 +61,9 @@ describe('verifyStore', () => {
     rmSync(segmentFiles(path)[1]!);
     const report = await verifyStore(path);
     expect(report.ok).toBe(false);
-    expect(!report.ok && report.problems).toContainEqual(expect.objectContaining({ where: 'journal/0000000002.wal', reason: expect.stringMatching(/missing/) }));
+    expect(!report.ok && report.problems).toContainEqual(
+      expect.objectContaining({ where: 'journal/0000000002.wal', reason: expect.stringMatching(/missing/) }),
+    );
   });
 
   it('names frames missing from the end of the journal (fewer than the store recorded), and repair writes the journal again from data.mdb', async () => {
@@ -69,7 +77,9 @@ describe('verifyStore', () => {
     writeSync(fd, Buffer.alloc(1500), 0, 1500, state.offset - 1500); // the last few frames' bytes gone
     closeSync(fd);
     const report = await verifyStore(path);
-    expect(!report.ok && report.problems).toContainEqual(expect.objectContaining({ where: 'journal', reason: expect.stringMatching(/store recorded frames up to \d+: frames are missing/) }));
+    expect(!report.ok && report.problems).toContainEqual(
+      expect.objectContaining({ where: 'journal', reason: expect.stringMatching(/store recorded frames up to \d+: frames are missing/) }),
+    );
     const { repaired, after } = await repairStore(path);
     expect({ repaired, ok: after.ok }).toEqual({ repaired: true, ok: true });
     expect((await readInChild(path, 'after-restart')).read, 'the new journal alone rebuilds the log').toEqual(expected);
@@ -83,7 +93,10 @@ describe('verifyStore', () => {
     expect(reader.exit.signal, 'LMDB asserts: no process survives this page').not.toBeNull();
     const report = await verifyStore(path);
     expect(report.ok).toBe(false);
-    expect(!report.ok && report.problems[0]).toMatchObject({ where: 'data.mdb', reason: expect.stringMatching(/killed by SIG[A-Z]+ while reading/) });
+    expect(!report.ok && report.problems[0]).toMatchObject({
+      where: 'data.mdb',
+      reason: expect.stringMatching(/killed by SIG[A-Z]+ while reading/),
+    });
     const { repaired, actions, after } = await repairStore(path);
     expect({ repaired, after }).toMatchObject({ repaired: true, after: { ok: true, checked: { events: 160 } } });
     expect(actions[0]).toMatch(/moved the damaged data\.mdb aside to .*data\.mdb\.damaged-/);
@@ -122,7 +135,10 @@ describe('verifyStore', () => {
     const { truncateSync } = await import('node:fs');
     truncateSync(segmentFiles(path)[0]!, 1000);
     const files = readdirSync(path).sort();
-    await expect(repairStore(path)).rejects.toMatchObject({ code: 'corrupt_log', reason: expect.stringMatching(/both data\.mdb .* and the journal .* are damaged/) });
+    await expect(repairStore(path)).rejects.toMatchObject({
+      code: 'corrupt_log',
+      reason: expect.stringMatching(/both data\.mdb .* and the journal .* are damaged/),
+    });
     expect(readdirSync(path).sort()).toEqual(files);
   });
 
@@ -130,11 +146,24 @@ describe('verifyStore', () => {
     const path = dir();
     const store = lmdbStore({ path, durability: 'committed' });
     const { writerEpoch } = await store.attachWriter('a');
-    for (let i = 1; i <= 5; i++) await store.append('a', writerEpoch, i, [{ type: 'user/message', turn: 1, step: 1, attempt: 1, surfaceOp: 'append', payload: { message: { role: 'user', content: `a-${i} ${'x'.repeat(6000)}` } } }]);
+    for (let i = 1; i <= 5; i++)
+      await store.append('a', writerEpoch, i, [
+        {
+          type: 'user/message',
+          turn: 1,
+          step: 1,
+          attempt: 1,
+          surfaceOp: 'append',
+          payload: { message: { role: 'user', content: `a-${i} ${'x'.repeat(6000)}` } },
+        },
+      ]);
     await store.close();
     changeByte(join(path, 'data.mdb'), 'a-3 x', 4, 'q');
     const files = readdirSync(path).sort();
-    await expect(repairStore(path)).rejects.toMatchObject({ code: 'corrupt_log', reason: expect.stringMatching(/no journal .* nothing to rebuild it from/) });
+    await expect(repairStore(path)).rejects.toMatchObject({
+      code: 'corrupt_log',
+      reason: expect.stringMatching(/no journal .* nothing to rebuild it from/),
+    });
     expect(readdirSync(path).sort()).toEqual(files);
   });
 
@@ -152,7 +181,11 @@ describe('verifyStore', () => {
     const before = process.env.TMPDIR;
     process.env.TMPDIR = missing;
     try {
-      await expect(verifyStore(path)).rejects.toMatchObject({ code: 'store', where: missing, reason: expect.stringMatching(/temp dir for a copy of data\.mdb/) });
+      await expect(verifyStore(path)).rejects.toMatchObject({
+        code: 'store',
+        where: missing,
+        reason: expect.stringMatching(/temp dir for a copy of data\.mdb/),
+      });
     } finally {
       if (before === undefined) delete process.env.TMPDIR;
       else process.env.TMPDIR = before;

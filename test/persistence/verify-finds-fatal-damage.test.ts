@@ -46,12 +46,35 @@ interface Case {
 const TXNID_HIGH = { offset: 14, bit: 2 }; // bit 50 of the txnid: far above any transaction id
 
 const cases: Case[] = [
-  { rule: 'a high txnid bit of the leaf a session appends to', pages: (f) => pagesHolding(f, 'a-60 x'), ...TXNID_HIGH, kills: 'writer', repair: true },
-  { rule: 'a high txnid bit of the inbox leaf (a database the record walk never reads)', pages: (f) => pagesHolding(f, 'c-long-2'), ...TXNID_HIGH, kills: 'writer' },
+  {
+    rule: 'a high txnid bit of the leaf a session appends to',
+    pages: (f) => pagesHolding(f, 'a-60 x'),
+    ...TXNID_HIGH,
+    kills: 'writer',
+    repair: true,
+  },
+  {
+    rule: 'a high txnid bit of the inbox leaf (a database the record walk never reads)',
+    pages: (f) => pagesHolding(f, 'c-long-2'),
+    ...TXNID_HIGH,
+    kills: 'writer',
+  },
   { rule: "a high txnid bit of the main database's root page", pages: (f) => [metaRoots(f).mainRoot], ...TXNID_HIGH, kills: 'writer' },
   { rule: "a high txnid bit of the free-page list's root page", pages: (f) => [metaRoots(f).freeRoot], ...TXNID_HIGH, kills: 'writer' },
-  { rule: 'a flag bit of a leaf of the events (a leaf read as a branch)', pages: (f) => pagesHolding(f, 'b-20 x'), offset: 18, bit: 1, kills: 'reader' },
-  { rule: 'a bit of the pad field of a leaf (unused outside LEAF2 pages)', pages: (f) => pagesHolding(f, 'a-60 x'), offset: 16, bit: 3, kills: 'nobody' },
+  {
+    rule: 'a flag bit of a leaf of the events (a leaf read as a branch)',
+    pages: (f) => pagesHolding(f, 'b-20 x'),
+    offset: 18,
+    bit: 1,
+    kills: 'reader',
+  },
+  {
+    rule: 'a bit of the pad field of a leaf (unused outside LEAF2 pages)',
+    pages: (f) => pagesHolding(f, 'a-60 x'),
+    offset: 16,
+    bit: 3,
+    kills: 'nobody',
+  },
 ];
 
 describe('verifyStore finds every page-header flip that kills a reader or a writer, and repairStore rebuilds data.mdb', () => {

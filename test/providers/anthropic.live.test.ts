@@ -20,7 +20,14 @@ describe.skipIf(!process.env.ANTHROPIC_API_KEY)('anthropicModel against the live
     const events: ModelStreamEvent[] = [];
     const model = anthropicModel({ client: new Anthropic(), model: id, maxTokens: 256 });
     const res = await model.call(
-      { messages: [{ role: 'system', content: 'Answer with one word.' }, { role: 'user', content: 'What is the capital of France?' }], tools: [], signal: signal() },
+      {
+        messages: [
+          { role: 'system', content: 'Answer with one word.' },
+          { role: 'user', content: 'What is the capital of France?' },
+        ],
+        tools: [],
+        signal: signal(),
+      },
       (e) => void events.push(e),
     );
     expect(res.finishReason).toBe('stop');
@@ -30,7 +37,12 @@ describe.skipIf(!process.env.ANTHROPIC_API_KEY)('anthropicModel against the live
   });
 
   it('round-trips a signed thinking block through a tool call', async () => {
-    const model = anthropicModel({ client: new Anthropic(), model: id, maxTokens: 4096, thinking: { type: 'enabled', budget_tokens: 1024 } });
+    const model = anthropicModel({
+      client: new Anthropic(),
+      model: id,
+      maxTokens: 4096,
+      thinking: { type: 'enabled', budget_tokens: 1024 },
+    });
     const messages: Message[] = [{ role: 'user', content: 'What is the weather in Paris? Use the tool.' }];
     const first = await model.call({ messages, tools: [weather], signal: signal() }, () => {});
     expect(first.finishReason).toBe('tool_calls');

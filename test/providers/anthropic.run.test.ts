@@ -1,11 +1,18 @@
 import Anthropic from '@anthropic-ai/sdk';
-import { afterAll,beforeAll,beforeEach,describe,expect,it } from 'vitest';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { anthropicModel,defineTool,isProviderError,type AnthropicModelOptions,type Envelope,type RuntimeOptions } from '../../src/index.js';
-import { ids,lmdbRuntime,logOf,typesOf } from '../helpers/runtime.js';
-import { an,startAnthropicServer } from './anthropic-server.js';
+import {
+  anthropicModel,
+  defineTool,
+  isProviderError,
+  type AnthropicModelOptions,
+  type Envelope,
+  type RuntimeOptions,
+} from '../../src/index.js';
+import { ids, lmdbRuntime, logOf, typesOf } from '../helpers/runtime.js';
+import { an, startAnthropicServer } from './anthropic-server.js';
 import type { ScriptedServer } from './sse-server.js';
-import { deltas,expectDiscardedThenRetried } from './stream-envelopes.js';
+import { deltas, expectDiscardedThenRetried } from './stream-envelopes.js';
 
 /**
  * Whole runs through `session.execute` with the real `@anthropic-ai/sdk` client against the local
@@ -113,16 +120,31 @@ describe('anthropicModel in a full run (real SDK, local server)', () => {
     const types = typesOf(log);
     expect(types.indexOf('tool/call')).toBeGreaterThan(-1);
     expect(types.indexOf('tool/call')).toBeLessThan(types.indexOf('tool/result'));
-    expect(log.find((e) => e.type === 'tool/call')!.payload).toMatchObject({ callId: 'toolu_01', name: 'get_weather', arguments: { city: 'Paris' } });
-    expect(log.find((e) => e.type === 'tool/result')!.payload).toMatchObject({ callId: 'toolu_01', outcome: { kind: 'completed', content: 'sunny in Paris' } });
+    expect(log.find((e) => e.type === 'tool/call')!.payload).toMatchObject({
+      callId: 'toolu_01',
+      name: 'get_weather',
+      arguments: { city: 'Paris' },
+    });
+    expect(log.find((e) => e.type === 'tool/result')!.payload).toMatchObject({
+      callId: 'toolu_01',
+      outcome: { kind: 'completed', content: 'sunny in Paris' },
+    });
     const assistants = log.filter((e) => e.type === 'assistant/message').map((e) => e.payload);
     expect(assistants).toMatchObject([
       {
-        message: { role: 'assistant', content: 'Let me look.', toolCalls: [{ id: 'toolu_01', name: 'get_weather', arguments: '{"city": "Paris"}' }] },
+        message: {
+          role: 'assistant',
+          content: 'Let me look.',
+          toolCalls: [{ id: 'toolu_01', name: 'get_weather', arguments: '{"city": "Paris"}' }],
+        },
         usage: { inputTokens: 30, outputTokens: 18, cachedInputTokens: 0 },
         finishReason: 'tool_calls',
       },
-      { message: { role: 'assistant', content: 'It is sunny in Paris.' }, usage: { inputTokens: 60, outputTokens: 9, cachedInputTokens: 10 }, finishReason: 'stop' },
+      {
+        message: { role: 'assistant', content: 'It is sunny in Paris.' },
+        usage: { inputTokens: 60, outputTokens: 9, cachedInputTokens: 10 },
+        finishReason: 'stop',
+      },
     ]);
     expect(types).not.toContain('assistant/attempt');
 
@@ -188,7 +210,11 @@ describe('anthropicModel in a full run (real SDK, local server)', () => {
   });
 
   it('a signed thinking block before the tool_use is replayed verbatim, also after the session is reloaded from LMDB', async () => {
-    const thinking = { type: 'thinking', thinking: 'The user wants Paris. I should call the tool.', signature: 'EqQBCgIYAhIM1gbcDa9GJwZA2b3hGgxBdjrkzLoky3dl1pkiMOYds=' };
+    const thinking = {
+      type: 'thinking',
+      thinking: 'The user wants Paris. I should call the tool.',
+      signature: 'EqQBCgIYAhIM1gbcDa9GJwZA2b3hGgxBdjrkzLoky3dl1pkiMOYds=',
+    };
     server.reply(
       an.stream([
         an.start(),
@@ -213,7 +239,10 @@ describe('anthropicModel in a full run (real SDK, local server)', () => {
     expect(deltas(envelopes)).toEqual(['Sunny.']);
 
     const first = (await logOf(store, 's')).find((e) => e.type === 'assistant/message')!;
-    expect(first.payload.message).toMatchObject({ content: '', providerData: { anthropic: { content: [thinking, expect.objectContaining({ type: 'tool_use', id: 'toolu_t1' })] } } });
+    expect(first.payload.message).toMatchObject({
+      content: '',
+      providerData: { anthropic: { content: [thinking, expect.objectContaining({ type: 'tool_use', id: 'toolu_t1' })] } },
+    });
 
     expect(server.requests).toHaveLength(2);
     const second = server.requests[1]!.body;
@@ -277,7 +306,9 @@ describe('anthropicModel in a full run (real SDK, local server)', () => {
     expect(log.filter((e) => e.type === 'assistant/attempt').map((e) => e.payload)).toMatchObject([
       { attemptNumber: 1, error: { retryable: true, code: 'overloaded', partialOutput: true } },
     ]);
-    expect(log.filter((e) => e.type === 'assistant/message').map((e) => (e.payload.message as { content: string }).content)).toEqual(['Hello world.']);
+    expect(log.filter((e) => e.type === 'assistant/message').map((e) => (e.payload.message as { content: string }).content)).toEqual([
+      'Hello world.',
+    ]);
     // The broken attempt's deltas were already published; its message_end says they are
     // discarded, then the retry opens a new message_start with exactly the logged message.
     expectDiscardedThenRetried(envelopes, ['Hel'], ['Hello', ' world.']);
@@ -335,7 +366,9 @@ describe('anthropicModel in a full run: every tool_use gets its tool_result', ()
 
     const msgs = server.requests[1]!.body.messages as any[];
     expect(msgs[1].content.map((b: { id: string }) => b.id)).toEqual(['toolu_a', 'toolu_b']);
-    const answered = (msgs[2].content as { type: string; tool_use_id?: string }[]).filter((b) => b.type === 'tool_result').map((b) => b.tool_use_id);
+    const answered = (msgs[2].content as { type: string; tool_use_id?: string }[])
+      .filter((b) => b.type === 'tool_result')
+      .map((b) => b.tool_use_id);
     expect(answered.sort()).toEqual(['toolu_a', 'toolu_b']); // actual: ['toolu_b']
   });
 });

@@ -1,11 +1,11 @@
 import Anthropic from '@anthropic-ai/sdk';
-import { afterAll,afterEach,beforeAll,beforeEach,describe,expect,it,vi } from 'vitest';
-import { isCancelledError,isProviderError,isValidationError } from '../../src/contracts/errors.js';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
+import { isCancelledError, isProviderError, isValidationError } from '../../src/contracts/errors.js';
 import type { Message } from '../../src/contracts/message.js';
 import type { ToolSpec } from '../../src/contracts/tools.js';
-import { anthropicModel,anthropicModelFromEnv,type AnthropicModelOptions } from '../../src/providers/anthropic.js';
-import { an,startAnthropicServer } from './anthropic-server.js';
-import { abortOnFirstDelta,callModel,failureOf,type ScriptedServer } from './sse-server.js';
+import { anthropicModel, anthropicModelFromEnv, type AnthropicModelOptions } from '../../src/providers/anthropic.js';
+import { an, startAnthropicServer } from './anthropic-server.js';
+import { abortOnFirstDelta, callModel, failureOf, type ScriptedServer } from './sse-server.js';
 
 let server: ScriptedServer;
 beforeAll(async () => void (server = await startAnthropicServer()));
@@ -80,7 +80,13 @@ describe('anthropicModel request', () => {
     });
     expect(req.body.tools).toEqual([{ name: 'get_weather', description: 'Current weather in a city', input_schema: weather.parameters }]);
     expect(req.body.messages).toEqual([
-      { role: 'user', content: [{ type: 'text', text: 'Weather?' }, { type: 'text', text: 'In Paris and Rome.' }] },
+      {
+        role: 'user',
+        content: [
+          { type: 'text', text: 'Weather?' },
+          { type: 'text', text: 'In Paris and Rome.' },
+        ],
+      },
       {
         role: 'assistant',
         content: [
@@ -114,15 +120,31 @@ describe('anthropicModel request', () => {
 describe('anthropicModel stream', () => {
   it('streams text and maps usage from message_start and message_delta', async () => {
     server.reply(
-      an.stream([an.start({ input: 100, cacheRead: 50, cacheWrite: 10 }), an.textStart(0), an.ping(), an.text(0, 'Hel'), an.text(0, 'lo'), an.blockStop(0), an.messageDelta('end_turn', 42), an.stop()]),
+      an.stream([
+        an.start({ input: 100, cacheRead: 50, cacheWrite: 10 }),
+        an.textStart(0),
+        an.ping(),
+        an.text(0, 'Hel'),
+        an.text(0, 'lo'),
+        an.blockStop(0),
+        an.messageDelta('end_turn', 42),
+        an.stop(),
+      ]),
     );
     const { events, response } = callModel(model());
     const res = await response;
-    expect(events).toEqual([{ type: 'text_delta', text: 'Hel' }, { type: 'text_delta', text: 'lo' }]);
+    expect(events).toEqual([
+      { type: 'text_delta', text: 'Hel' },
+      { type: 'text_delta', text: 'lo' },
+    ]);
     expect(res.message).toMatchObject({ role: 'assistant', content: 'Hello' });
     expect(res.finishReason).toBe('stop');
     expect(res.usage).toEqual({ inputTokens: 160, outputTokens: 42, cachedInputTokens: 50 });
-    expect(res.message.providerData?.anthropic).toMatchObject({ id: 'msg_test1', stopReason: 'end_turn', usage: { input_tokens: 100, cache_read_input_tokens: 50 } });
+    expect(res.message.providerData?.anthropic).toMatchObject({
+      id: 'msg_test1',
+      stopReason: 'end_turn',
+      usage: { input_tokens: 100, cache_read_input_tokens: 50 },
+    });
     expect(res.message.providerData?.anthropic).not.toHaveProperty('content');
   });
 
@@ -166,12 +188,27 @@ describe('anthropicModel stream', () => {
 
   it('round-trips redacted_thinking blocks', async () => {
     server.reply(
-      an.stream([an.start(), an.blockStart(0, { type: 'redacted_thinking', data: 'opaque==' }), an.blockStop(0), an.textStart(1), an.text(1, 'Hi.'), an.blockStop(1), an.messageDelta('end_turn'), an.stop()]),
+      an.stream([
+        an.start(),
+        an.blockStart(0, { type: 'redacted_thinking', data: 'opaque==' }),
+        an.blockStop(0),
+        an.textStart(1),
+        an.text(1, 'Hi.'),
+        an.blockStop(1),
+        an.messageDelta('end_turn'),
+        an.stop(),
+      ]),
     );
     const res = await callModel(model()).response;
     server.reply(an.textReply(['ok']));
     await callModel(model(), { messages: [user('a'), res.message, user('b')] }).response;
-    expect(server.lastBody().messages[1]).toEqual({ role: 'assistant', content: [{ type: 'redacted_thinking', data: 'opaque==' }, { type: 'text', text: 'Hi.' }] });
+    expect(server.lastBody().messages[1]).toEqual({
+      role: 'assistant',
+      content: [
+        { type: 'redacted_thinking', data: 'opaque==' },
+        { type: 'text', text: 'Hi.' },
+      ],
+    });
   });
 
   it('assembles interleaved tool_use blocks by content block index; empty input is "{}"', async () => {
@@ -202,7 +239,9 @@ describe('anthropicModel stream', () => {
       { id: 'toolu_b', name: 'get_time', arguments: '{"tz":"UTC"' },
       { id: 'toolu_c', name: 'now', arguments: '{}' },
     ]);
-    expect(events.filter((e) => e.type === 'toolcall_delta').map((e) => (e.type === 'toolcall_delta' ? e.index : -1))).toEqual([0, 1, 0, 1, 0, 1, 2]);
+    expect(events.filter((e) => e.type === 'toolcall_delta').map((e) => (e.type === 'toolcall_delta' ? e.index : -1))).toEqual([
+      0, 1, 0, 1, 0, 1, 2,
+    ]);
   });
 
   it.each([
@@ -221,7 +260,10 @@ describe('anthropicModel stream', () => {
 
   it('maps a refusal with its text, or the stop_details explanation when there is no text', async () => {
     const details = { type: 'refusal', category: 'cyber', explanation: 'This request could enable harm.' };
-    server.reply(an.textReply(["I can't help with that."], 'refusal', { stop_details: details }), an.textReply([], 'refusal', { stop_details: details }));
+    server.reply(
+      an.textReply(["I can't help with that."], 'refusal', { stop_details: details }),
+      an.textReply([], 'refusal', { stop_details: details }),
+    );
     const res = await callModel(model()).response;
     expect(res).toMatchObject({ finishReason: 'refusal', refusal: "I can't help with that." });
     expect(res.message.providerData?.anthropic).toMatchObject({ stopReason: 'refusal', stopDetails: details });
@@ -234,7 +276,14 @@ describe('anthropicModel errors', () => {
     server.reply(an.error(429, 'rate_limit_error', 'Number of requests has exceeded your rate limit', { 'retry-after': '2' }));
     const e = await failureOf(callModel(model()).response);
     expect(server.requests).toHaveLength(1);
-    expect(e).toMatchObject({ name: 'ProviderError', retryable: true, providerCode: 'rate_limit', status: 429, retryAfterMs: 2000, partialOutput: false });
+    expect(e).toMatchObject({
+      name: 'ProviderError',
+      retryable: true,
+      providerCode: 'rate_limit',
+      status: 429,
+      retryAfterMs: 2000,
+      partialOutput: false,
+    });
   });
 
   it.each([
@@ -258,22 +307,45 @@ describe('anthropicModel errors', () => {
     const e = await failureOf(callModel(model()).response);
     expect(e).toMatchObject({ name: 'ProviderError', retryable: true, partialOutput: true, providerCode: 'overloaded' });
     server.reply(an.stream([an.start(), an.streamError('invalid_request_error', 'bad thinking signature')]));
-    expect(await failureOf(callModel(model()).response)).toMatchObject({ retryable: false, partialOutput: false, providerCode: 'bad_request' });
+    expect(await failureOf(callModel(model()).response)).toMatchObject({
+      retryable: false,
+      partialOutput: false,
+      providerCode: 'bad_request',
+    });
   });
 
   it('reports a stream broken after output began, and one that ends without message_stop', async () => {
     server.reply(an.stream([an.start(), an.textStart(0), an.text(0, 'Hel'), an.text(0, 'lo'), an.blockStop(0)], { cutAfter: 4 }));
     const { events, response } = callModel(model());
     expect(await failureOf(response)).toMatchObject({ retryable: true, partialOutput: true, providerCode: 'stream_interrupted' });
-    expect(events).toEqual([{ type: 'text_delta', text: 'Hel' }, { type: 'text_delta', text: 'lo' }]);
+    expect(events).toEqual([
+      { type: 'text_delta', text: 'Hel' },
+      { type: 'text_delta', text: 'lo' },
+    ]);
     server.reply(an.stream([an.start(), an.textStart(0), an.text(0, 'Hel'), an.blockStop(0), an.messageDelta('end_turn')]));
-    expect(await failureOf(callModel(model()).response)).toMatchObject({ retryable: true, partialOutput: true, providerCode: 'stream_interrupted' });
+    expect(await failureOf(callModel(model()).response)).toMatchObject({
+      retryable: true,
+      partialOutput: true,
+      providerCode: 'stream_interrupted',
+    });
   });
 });
 
 describe('anthropicModel cancellation and options', () => {
   it('throws CancelledError when the signal aborts mid-stream, and closes the connection', async () => {
-    server.reply(an.stream([an.start(), an.textStart(0), ...Array.from({ length: 20 }, (_, i) => an.text(0, `t${i} `)), an.blockStop(0), an.messageDelta('end_turn'), an.stop()], { delayMs: 30 }));
+    server.reply(
+      an.stream(
+        [
+          an.start(),
+          an.textStart(0),
+          ...Array.from({ length: 20 }, (_, i) => an.text(0, `t${i} `)),
+          an.blockStop(0),
+          an.messageDelta('end_turn'),
+          an.stop(),
+        ],
+        { delayMs: 30 },
+      ),
+    );
     const ac = new AbortController();
     const e = await failureOf(model().call({ messages: [user('hi')], tools: [], signal: ac.signal }, () => ac.abort()));
     expect(isCancelledError(e)).toBe(true);
@@ -299,7 +371,9 @@ describe('anthropicModel cancellation and options', () => {
 describe('anthropicModel: broken streams and aborts', () => {
   it('returns the response when the connection drops after message_stop', async () => {
     server.reply(
-      an.stream([an.start(), an.textStart(0), an.text(0, 'Hello'), an.blockStop(0), an.messageDelta('end_turn', 2), an.stop()], { cutAfter: 6 }),
+      an.stream([an.start(), an.textStart(0), an.text(0, 'Hello'), an.blockStop(0), an.messageDelta('end_turn', 2), an.stop()], {
+        cutAfter: 6,
+      }),
     );
     const res = await callModel(model()).response;
     expect(res).toMatchObject({ finishReason: 'stop', message: { content: 'Hello' }, usage: { outputTokens: 2 } });

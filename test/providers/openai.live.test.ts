@@ -19,7 +19,14 @@ describe.skipIf(!process.env.OPENAI_API_KEY)('openaiModel against the live API',
   it('streams a text answer with usage', async () => {
     const events: ModelStreamEvent[] = [];
     const res = await model().call(
-      { messages: [{ role: 'system', content: 'Answer with one word.' }, { role: 'user', content: 'What is the capital of France?' }], tools: [], signal: signal() },
+      {
+        messages: [
+          { role: 'system', content: 'Answer with one word.' },
+          { role: 'user', content: 'What is the capital of France?' },
+        ],
+        tools: [],
+        signal: signal(),
+      },
       (e) => void events.push(e),
     );
     expect(res.finishReason).toBe('stop');

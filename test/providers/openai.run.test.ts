@@ -1,13 +1,13 @@
 import { getEventListeners } from 'node:events';
 import OpenAI from 'openai';
-import { afterAll,beforeAll,beforeEach,describe,expect,it } from 'vitest';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { defineTool,isProviderError,type Envelope,type ModelProvider,type RuntimeOptions } from '../../src/index.js';
+import { defineTool, isProviderError, type Envelope, type ModelProvider, type RuntimeOptions } from '../../src/index.js';
 import { openaiModel } from '../../src/providers/openai.js';
-import { ids,lmdbRuntime,logOf,memRuntime,typesOf } from '../helpers/runtime.js';
-import { oa,quotaExceeded,startOpenAIServer } from './openai-server.js';
+import { ids, lmdbRuntime, logOf, memRuntime, typesOf } from '../helpers/runtime.js';
+import { oa, quotaExceeded, startOpenAIServer } from './openai-server.js';
 import { type ScriptedServer } from './sse-server.js';
-import { deltas,expectDiscardedThenRetried } from './stream-envelopes.js';
+import { deltas, expectDiscardedThenRetried } from './stream-envelopes.js';
 
 /**
  * Whole runs through `session.execute` with the real `openai` SDK client against the local
@@ -111,7 +111,11 @@ describe('openaiModel in a full run (real SDK, local server)', () => {
         usage: { inputTokens: 40, outputTokens: 12, cachedInputTokens: 0 },
         finishReason: 'tool_calls',
       },
-      { message: { role: 'assistant', content: 'It is sunny in Paris.' }, usage: { inputTokens: 60, outputTokens: 7, cachedInputTokens: 10 }, finishReason: 'stop' },
+      {
+        message: { role: 'assistant', content: 'It is sunny in Paris.' },
+        usage: { inputTokens: 60, outputTokens: 7, cachedInputTokens: 10 },
+        finishReason: 'stop',
+      },
     ]);
     expect(types.filter((t) => t === 'assistant/attempt')).toEqual([]);
 
@@ -212,7 +216,10 @@ describe('openaiModel in a full run (real SDK, local server)', () => {
   });
 
   it('a stream broken after output began is retried: partialOutput attempt logged, the retried stream starts a new message', async () => {
-    server.reply(oa.stream([oa.role(), oa.text('Hel'), oa.text('lo'), oa.finish('stop'), oa.usage(5, 5)], { cutAfter: 2 }), oa.textReply(['Hello', ' world.']));
+    server.reply(
+      oa.stream([oa.role(), oa.text('Hel'), oa.text('lo'), oa.finish('stop'), oa.usage(5, 5)], { cutAfter: 2 }),
+      oa.textReply(['Hello', ' world.']),
+    );
     const { runtime, store } = setup({ config: { retryBackoffMs: 1 } });
     const { session, envelopes } = await openRecorded(runtime);
     const r = await session.execute({ kind: 'prompt', ...ids(), message: 'hi' });
@@ -223,7 +230,9 @@ describe('openaiModel in a full run (real SDK, local server)', () => {
     expect(log.filter((e) => e.type === 'assistant/attempt').map((e) => e.payload)).toMatchObject([
       { attemptNumber: 1, error: { retryable: true, code: 'stream_interrupted', partialOutput: true } },
     ]);
-    expect(log.filter((e) => e.type === 'assistant/message').map((e) => (e.payload.message as { content: string }).content)).toEqual(['Hello world.']);
+    expect(log.filter((e) => e.type === 'assistant/message').map((e) => (e.payload.message as { content: string }).content)).toEqual([
+      'Hello world.',
+    ]);
     // The broken attempt's deltas were already published; its message_end says they are
     // discarded, then the retry opens a new message_start with exactly the logged message.
     expectDiscardedThenRetried(envelopes, ['Hel'], ['Hello', ' world.']);
@@ -267,7 +276,14 @@ describe('openaiModel in a long run', () => {
     process.on('warning', onWarning);
     try {
       for (let i = 0; i < 12; i++) {
-        server.reply(oa.stream([oa.role(), oa.tool(0, '{"city":"Paris"}', { id: `call_${i}`, name: 'get_weather' }), oa.finish('tool_calls'), oa.usage(1, 1)]));
+        server.reply(
+          oa.stream([
+            oa.role(),
+            oa.tool(0, '{"city":"Paris"}', { id: `call_${i}`, name: 'get_weather' }),
+            oa.finish('tool_calls'),
+            oa.usage(1, 1),
+          ]),
+        );
       }
       server.reply(oa.textReply(['done']));
       const { runtime } = setup();
@@ -341,7 +357,11 @@ describe('openaiModel in a full run: every tool call gets its tool message', () 
       parameters: z.object({ city: z.string() }),
       execute: ({ city }) =>
         city === 'Paris'
-          ? { kind: 'completed' as const, content: 'sunny in Paris', additionalMessages: [{ role: 'user' as const, content: 'Note: the Paris data is an hour old.' }] }
+          ? {
+              kind: 'completed' as const,
+              content: 'sunny in Paris',
+              additionalMessages: [{ role: 'user' as const, content: 'Note: the Paris data is an hour old.' }],
+            }
           : `sunny in ${city}`,
     });
     const { runtime } = lmdbRuntime({ model: model(), tools: [tool], systemPrompt: SYSTEM });
@@ -374,7 +394,7 @@ describe('openaiModel in a run: caps, refusals and filtered answers', () => {
     expect(r).toMatchObject({ status: 'succeeded', finalMessage: "I can't help with that." });
   });
 
-  it('an answer the provider\'s content filter removed entirely fails the run, named (no empty final is delivered)', async () => {
+  it("an answer the provider's content filter removed entirely fails the run, named (no empty final is delivered)", async () => {
     server.reply(oa.stream([oa.role(), oa.finish('content_filter'), oa.usage(9, 0)]));
     const delivered: string[] = [];
     const { runtime } = lmdbRuntime({ model: model(), tools: [], delivery: { deliver: async (f) => void delivered.push(f.content) } });
@@ -394,7 +414,12 @@ describe('openaiModel in a run: caps, refusals and filtered answers', () => {
   it('an answer streamed as audio (transcript only) is never delivered as an empty succeeded final answer', async () => {
     server.reply(
       oa.stream([
-        oa.delta({ role: 'assistant', content: null, refusal: null, audio: { id: 'audio_abc', transcript: 'Hel', data: 'UklGRg==', expires_at: 1_700_003_600 } }),
+        oa.delta({
+          role: 'assistant',
+          content: null,
+          refusal: null,
+          audio: { id: 'audio_abc', transcript: 'Hel', data: 'UklGRg==', expires_at: 1_700_003_600 },
+        }),
         oa.delta({ audio: { transcript: 'lo.', data: 'AAAA' } }),
         oa.finish('stop'),
         oa.usage(12, 30),

@@ -1,13 +1,13 @@
 import OpenAI from 'openai';
-import { afterAll,afterEach,beforeAll,beforeEach,describe,expect,it,vi } from 'vitest';
-import { isCancelledError,isProviderError,isValidationError } from '../../src/contracts/errors.js';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
+import { isCancelledError, isProviderError, isValidationError } from '../../src/contracts/errors.js';
 import type { Message } from '../../src/contracts/message.js';
 import type { ModelStreamEvent } from '../../src/contracts/model.js';
 import type { ToolSpec } from '../../src/contracts/tools.js';
-import { openaiModel,openaiModelFromEnv,type OpenAIModelOptions } from '../../src/providers/openai.js';
+import { openaiModel, openaiModelFromEnv, type OpenAIModelOptions } from '../../src/providers/openai.js';
 import { memRuntime } from '../helpers/runtime.js';
-import { oa,quotaExceeded,startOpenAIServer } from './openai-server.js';
-import { abortOnFirstDelta,callModel,closedPort,failureOf,type ScriptedServer } from './sse-server.js';
+import { oa, quotaExceeded, startOpenAIServer } from './openai-server.js';
+import { abortOnFirstDelta, callModel, closedPort, failureOf, type ScriptedServer } from './sse-server.js';
 
 let server: ScriptedServer;
 beforeAll(async () => void (server = await startOpenAIServer()));
@@ -16,7 +16,8 @@ beforeEach(() => server.reset());
 afterEach(() => vi.unstubAllEnvs());
 
 // A client with the SDK's default retries (2): only the per-request `maxRetries: 0` keeps it at one request.
-const client = (opts: Partial<ConstructorParameters<typeof OpenAI>[0]> = {}) => new OpenAI({ apiKey: 'test', baseURL: server.baseURL, ...opts });
+const client = (opts: Partial<ConstructorParameters<typeof OpenAI>[0]> = {}) =>
+  new OpenAI({ apiKey: 'test', baseURL: server.baseURL, ...opts });
 const model = (opts: Partial<OpenAIModelOptions> = {}) => openaiModel({ client: client(), model: 'gpt-test', ...opts });
 
 const weather: ToolSpec = {
@@ -49,8 +50,18 @@ describe('openaiModel request', () => {
     const req = server.requests[0];
     expect(req.path).toBe('/v1/chat/completions');
     expect(req.headers.authorization).toBe('Bearer test');
-    expect(req.body).toMatchObject({ model: 'gpt-test', stream: true, stream_options: { include_usage: true }, temperature: 0.2, max_completion_tokens: 300, parallel_tool_calls: true, seed: 7 });
-    expect(req.body.tools).toEqual([{ type: 'function', function: { name: 'get_weather', description: 'Current weather in a city', parameters: weather.parameters } }]);
+    expect(req.body).toMatchObject({
+      model: 'gpt-test',
+      stream: true,
+      stream_options: { include_usage: true },
+      temperature: 0.2,
+      max_completion_tokens: 300,
+      parallel_tool_calls: true,
+      seed: 7,
+    });
+    expect(req.body.tools).toEqual([
+      { type: 'function', function: { name: 'get_weather', description: 'Current weather in a city', parameters: weather.parameters } },
+    ]);
     expect(req.body.messages).toEqual([
       { role: 'system', content: 'Be brief.' },
       { role: 'user', content: 'Weather in Paris and Rome?', name: 'ann' },
@@ -70,7 +81,12 @@ describe('openaiModel request', () => {
   it('uses the developer role and max_tokens when asked, and sends no empty tools list', async () => {
     server.reply(oa.textReply(['ok']));
     const m = model({ systemRole: 'developer', maxTokensParam: 'max_tokens', maxTokens: 500 });
-    await callModel(m, { messages: [{ role: 'system', content: 'S' }, { role: 'user', content: 'U' }] }).response;
+    await callModel(m, {
+      messages: [
+        { role: 'system', content: 'S' },
+        { role: 'user', content: 'U' },
+      ],
+    }).response;
     const body = server.lastBody();
     expect(body.messages[0]).toEqual({ role: 'developer', content: 'S' });
     expect(body.max_tokens).toBe(500);
@@ -84,7 +100,11 @@ describe('openaiModel stream', () => {
     server.reply(oa.textReply(['Hel', 'lo', ' world'], 'stop', [120, 7, 64]));
     const { events, response } = callModel(model());
     const res = await response;
-    expect(events).toEqual([{ type: 'text_delta', text: 'Hel' }, { type: 'text_delta', text: 'lo' }, { type: 'text_delta', text: ' world' }]);
+    expect(events).toEqual([
+      { type: 'text_delta', text: 'Hel' },
+      { type: 'text_delta', text: 'lo' },
+      { type: 'text_delta', text: ' world' },
+    ]);
     expect(res.message.content).toBe('Hello world');
     expect(res.message.toolCalls).toBeUndefined();
     expect(res.finishReason).toBe('stop');
@@ -136,7 +156,15 @@ describe('openaiModel stream', () => {
   });
 
   it('maps a refusal, keeps it in providerData and sends it back on replay', async () => {
-    server.reply(oa.stream([oa.role(), oa.delta({ refusal: "I can't" }), oa.delta({ refusal: ' help with that.' }), oa.finish('stop'), oa.usage(9, 4)]));
+    server.reply(
+      oa.stream([
+        oa.role(),
+        oa.delta({ refusal: "I can't" }),
+        oa.delta({ refusal: ' help with that.' }),
+        oa.finish('stop'),
+        oa.usage(9, 4),
+      ]),
+    );
     const res = await callModel(model()).response;
     expect(res.finishReason).toBe('refusal');
     expect(res.refusal).toBe("I can't help with that.");
@@ -159,7 +187,10 @@ describe('openaiModel stream', () => {
     );
     const { events, response } = callModel(model());
     const res = await response;
-    expect(events.slice(0, 2)).toEqual([{ type: 'thinking_delta', text: 'Think' }, { type: 'thinking_delta', text: 'ing.' }]);
+    expect(events.slice(0, 2)).toEqual([
+      { type: 'thinking_delta', text: 'Think' },
+      { type: 'thinking_delta', text: 'ing.' },
+    ]);
     expect(res.message.providerData?.openai).toMatchObject({ reasoning: 'Thinking.' });
     expect(res.message.toolCalls?.[0].id).toMatch(/^call_/);
     expect(res.usage).toBeUndefined();
@@ -211,18 +242,29 @@ describe('openaiModel errors', () => {
     server.reply(oa.stream([oa.role(), oa.text('Hel'), oa.text('lo'), oa.finish('stop')], { cutAfter: 3 }));
     const { events, response } = callModel(model());
     const e = await failureOf(response);
-    expect(events).toEqual([{ type: 'text_delta', text: 'Hel' }, { type: 'text_delta', text: 'lo' }]);
+    expect(events).toEqual([
+      { type: 'text_delta', text: 'Hel' },
+      { type: 'text_delta', text: 'lo' },
+    ]);
     expect(e).toMatchObject({ name: 'ProviderError', retryable: true, partialOutput: true, providerCode: 'stream_interrupted' });
   });
 
   it('reports a stream broken before any output as a connection failure without partial output', async () => {
     server.reply(oa.stream([oa.role(), oa.text('Hel')], { cutAfter: 1 }));
-    expect(await failureOf(callModel(model()).response)).toMatchObject({ retryable: true, partialOutput: false, providerCode: 'connection' });
+    expect(await failureOf(callModel(model()).response)).toMatchObject({
+      retryable: true,
+      partialOutput: false,
+      providerCode: 'connection',
+    });
   });
 
   it('refuses a stream that ends without a finish_reason', async () => {
     server.reply(oa.stream([oa.role(), oa.text('Hel')], { done: false }));
-    expect(await failureOf(callModel(model()).response)).toMatchObject({ retryable: true, partialOutput: true, providerCode: 'stream_interrupted' });
+    expect(await failureOf(callModel(model()).response)).toMatchObject({
+      retryable: true,
+      partialOutput: true,
+      providerCode: 'stream_interrupted',
+    });
   });
 
   it('maps an error chunk inside the stream', async () => {
@@ -235,11 +277,18 @@ describe('openaiModel errors', () => {
   it('maps unreadable stream data to a retryable bad_response', async () => {
     server.reply({ kind: 'sse', events: [{ data: JSON.stringify(oa.text('a')) }, { data: '{"choices": [' }] });
     const quiet = openaiModel({ client: client({ logLevel: 'off' }), model: 'm' });
-    expect(await failureOf(callModel(quiet).response)).toMatchObject({ retryable: true, partialOutput: true, providerCode: 'bad_response' });
+    expect(await failureOf(callModel(quiet).response)).toMatchObject({
+      retryable: true,
+      partialOutput: true,
+      providerCode: 'bad_response',
+    });
   });
 
   it('maps connection refused and client timeouts to retryable errors', async () => {
-    const refused = openaiModel({ client: new OpenAI({ apiKey: 'test', baseURL: `http://127.0.0.1:${await closedPort()}/v1` }), model: 'm' });
+    const refused = openaiModel({
+      client: new OpenAI({ apiKey: 'test', baseURL: `http://127.0.0.1:${await closedPort()}/v1` }),
+      model: 'm',
+    });
     expect(await failureOf(callModel(refused).response)).toMatchObject({ retryable: true, providerCode: 'connection' });
     const slow = openaiModel({ client: client({ timeout: 100 }), model: 'm' });
     server.reply(oa.stream([oa.text('late'), oa.finish('stop')], { headersDelayMs: 1000 }));
@@ -271,7 +320,11 @@ describe('openaiModel cancellation', () => {
   it('rethrows an error thrown by onEvent unchanged', async () => {
     server.reply(oa.textReply(['a', 'b']));
     const boom = new Error('listener broke');
-    const e = await failureOf(model().call({ messages: [], tools: [], signal: new AbortController().signal }, () => { throw boom; }));
+    const e = await failureOf(
+      model().call({ messages: [], tools: [], signal: new AbortController().signal }, () => {
+        throw boom;
+      }),
+    );
     expect(e).toBe(boom);
   });
 });
@@ -306,8 +359,13 @@ describe('openaiModel: compatible servers and broken streams', () => {
     // Gemini's OpenAI-compatible endpoint streams each call whole, with its own id, and no `index`.
     server.reply(
       oa.stream([
-        oa.delta({ role: 'assistant', tool_calls: [{ id: 'function-call-1', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Paris"}' } }] }),
-        oa.delta({ tool_calls: [{ id: 'function-call-2', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Rome"}' } }] }),
+        oa.delta({
+          role: 'assistant',
+          tool_calls: [{ id: 'function-call-1', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Paris"}' } }],
+        }),
+        oa.delta({
+          tool_calls: [{ id: 'function-call-2', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Rome"}' } }],
+        }),
         oa.finish('stop'),
       ]),
     );
@@ -323,7 +381,15 @@ describe('openaiModel: compatible servers and broken streams', () => {
     server.reply(
       oa.stream([
         oa.role(),
-        { error: { object: 'error', message: "This model's maximum context length is 4096 tokens", type: 'BadRequestError', param: null, code: 400 } },
+        {
+          error: {
+            object: 'error',
+            message: "This model's maximum context length is 4096 tokens",
+            type: 'BadRequestError',
+            param: null,
+            code: 400,
+          },
+        },
       ]),
     );
     const e = await failureOf(callModel(model()).response);
@@ -340,7 +406,16 @@ describe('openaiModel: compatible servers and broken streams', () => {
   // cached_tokens: null to cachedInputTokens: null, which ModelResponseSchema (Usage) refuses: the run
   // fails with a non-retryable invalid_response on an ordinary answer.
   it('an OpenAI-compatible stream whose usage chunk has cached_tokens: null (LiteLLM-style) is a valid response, not invalid_response', async () => {
-        const nullCached = { ...oa.usage(20, 4), usage: { prompt_tokens: 20, completion_tokens: 4, total_tokens: 24, prompt_tokens_details: { cached_tokens: null, audio_tokens: null }, completion_tokens_details: null } };
+    const nullCached = {
+      ...oa.usage(20, 4),
+      usage: {
+        prompt_tokens: 20,
+        completion_tokens: 4,
+        total_tokens: 24,
+        prompt_tokens_details: { cached_tokens: null, audio_tokens: null },
+        completion_tokens_details: null,
+      },
+    };
     server.reply(oa.stream([oa.role(), oa.text('Hello'), oa.finish('stop'), nullCached]));
     const model = openaiModel({ client: new OpenAI({ apiKey: 'test', baseURL: server.baseURL }), model: 'gpt-test' });
     const { runtime: rt } = memRuntime({ model });

@@ -1,7 +1,7 @@
-import { describe,expect,it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { defineTool,scriptedModel } from '../../src/index.js';
-import { ids,lmdbRuntime } from '../helpers/runtime.js';
+import { defineTool, scriptedModel } from '../../src/index.js';
+import { ids, lmdbRuntime } from '../helpers/runtime.js';
 
 // scriptedModel, the offline ModelProvider.
 
@@ -22,7 +22,12 @@ describe('scriptedModel', () => {
     });
     const call = { toolCalls: [{ name: 't', arguments: {} }] };
     const model = scriptedModel([
-      { toolCalls: [{ name: 't', arguments: {} }, { name: 't', arguments: {} }] },
+      {
+        toolCalls: [
+          { name: 't', arguments: {} },
+          { name: 't', arguments: {} },
+        ],
+      },
       'done one',
       call,
       'SUMMARY',

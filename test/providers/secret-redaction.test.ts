@@ -48,7 +48,11 @@ async function runFailing(model: ModelProvider): Promise<string> {
 
 describe('secrets in provider errors', () => {
   it('openai: the key and header values echoed by a 401 are redacted in assistant/attempt and run/end', async () => {
-    openaiServer.reply({ kind: 'status', status: 401, body: { error: { message: echo, type: 'invalid_request_error', code: 'invalid_api_key' } } });
+    openaiServer.reply({
+      kind: 'status',
+      status: 401,
+      body: { error: { message: echo, type: 'invalid_request_error', code: 'invalid_api_key' } },
+    });
     const logged = await runFailing(openaiModel({ client: new OpenAI({ apiKey: KEY, baseURL: openaiServer.baseURL }), model: 'gpt-test' }));
     expect(logged).not.toContain(KEY);
     expect(logged).not.toContain(OTHER_TOKEN);
@@ -58,7 +62,9 @@ describe('secrets in provider errors', () => {
 
   it('anthropic: the same for an error body that echoes the key', async () => {
     anthropicServer.reply(an.error(401, 'authentication_error', echo));
-    const logged = await runFailing(anthropicModel({ client: new Anthropic({ apiKey: KEY, baseURL: anthropicServer.baseURL }), model: 'claude-test', maxTokens: 100 }));
+    const logged = await runFailing(
+      anthropicModel({ client: new Anthropic({ apiKey: KEY, baseURL: anthropicServer.baseURL }), model: 'claude-test', maxTokens: 100 }),
+    );
     expect(logged).not.toContain(KEY);
     expect(logged).not.toContain(OTHER_TOKEN);
     expect(logged).toContain('[redacted]');

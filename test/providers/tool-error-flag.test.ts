@@ -5,14 +5,28 @@ import { surfaceMessages } from '../../src/persistence/surface.js';
 import type { EventRecord } from '../../src/contracts/events.js';
 
 const result = (outcome: unknown): EventRecord => ({
-  sessionId: 's', seq: 3, turn: 1, step: 1, attempt: 1, writerEpoch: 1, eventId: 'e', type: 'tool/result',
-  surfaceOp: 'append', payload: { callId: 'c1', name: 'pay', outcome }, occurredAt: '', schemaVersion: '1',
+  sessionId: 's',
+  seq: 3,
+  turn: 1,
+  step: 1,
+  attempt: 1,
+  writerEpoch: 1,
+  eventId: 'e',
+  type: 'tool/result',
+  surfaceOp: 'append',
+  payload: { callId: 'c1', name: 'pay', outcome },
+  occurredAt: '',
+  schemaVersion: '1',
 });
 
 describe('error tool results are flagged for the model', () => {
   it('marks error outcomes isError on the surface and sends is_error to Anthropic', () => {
-    const [failed] = surfaceMessages(result({ kind: 'completed', content: 'card declined', isError: true, concludesTurn: false, releaseResources: [] }));
-    const [ok] = surfaceMessages(result({ kind: 'completed', content: 'paid', isError: false, concludesTurn: false, releaseResources: [] }));
+    const [failed] = surfaceMessages(
+      result({ kind: 'completed', content: 'card declined', isError: true, concludesTurn: false, releaseResources: [] }),
+    );
+    const [ok] = surfaceMessages(
+      result({ kind: 'completed', content: 'paid', isError: false, concludesTurn: false, releaseResources: [] }),
+    );
     const [hanging] = surfaceMessages(result({ kind: 'uncertain-hanging', content: 'unknown', resourceLocks: [] }));
     expect(failed).toMatchObject({ role: 'tool', isError: true });
     expect(ok!.isError).toBeUndefined();

@@ -1,11 +1,19 @@
 import { Subject } from 'rxjs';
-import { afterEach,describe,expect,it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import type { ExecutionResult } from '../../src/contracts/requests.js';
-import { createRuntime,defineTool,lmdbStore,memoryStore,scriptedModel,type EventStore,type ExecutionSession } from '../../src/index.js';
+import {
+  createRuntime,
+  defineTool,
+  lmdbStore,
+  memoryStore,
+  scriptedModel,
+  type EventStore,
+  type ExecutionSession,
+} from '../../src/index.js';
 import { deferred } from '../helpers/drafts.js';
 import { lmdbPath as lmdbPathFor } from '../helpers/lmdb-path.js';
-import { ids,lmdbRuntime,logOf,memRuntime,sleep,storeWithAppend,typesOf } from '../helpers/runtime.js';
+import { ids, lmdbRuntime, logOf, memRuntime, sleep, storeWithAppend, typesOf } from '../helpers/runtime.js';
 import { tempDir } from '../helpers/tmp.js';
 
 // requestCancel, requestDetach, the kill switch and waitForIdle.
@@ -30,8 +38,18 @@ describe('requestCancel', () => {
 
   it('a tool that ignores its signal past the grace period is recorded uncertain-hanging; the run ends cancelled', async () => {
     const started = deferred();
-    const deaf = defineTool({ name: 'deaf', description: '', parameters: z.object({}), resources: ['db'], execute: () => (started.resolve(), new Promise(() => {})) });
-    const { runtime, store } = lmdbRuntime({ model: scriptedModel([{ toolCalls: [{ name: 'deaf', arguments: {} }] }]), tools: [deaf], config: { cancelGraceMs: 40 } });
+    const deaf = defineTool({
+      name: 'deaf',
+      description: '',
+      parameters: z.object({}),
+      resources: ['db'],
+      execute: () => (started.resolve(), new Promise(() => {})),
+    });
+    const { runtime, store } = lmdbRuntime({
+      model: scriptedModel([{ toolCalls: [{ name: 'deaf', arguments: {} }] }]),
+      tools: [deaf],
+      config: { cancelGraceMs: 40 },
+    });
     const s = await runtime.openSession('s');
     const running = s.execute({ kind: 'prompt', ...ids(), message: 'go' });
     await started.promise;
@@ -50,7 +68,11 @@ describe('requestCancel', () => {
   it('requestCancel() right after execute() (the attempt still preparing) cancels that attempt', async () => {
     const runs: string[] = [];
     const act = defineTool({ name: 'act', description: '', parameters: z.object({}), execute: () => (runs.push('act'), 'done') });
-    const rt = createRuntime({ model: scriptedModel([{ toolCalls: [{ id: 'c1', name: 'act', arguments: {} }] }, 'finished']), tools: [act], store: memoryStore() });
+    const rt = createRuntime({
+      model: scriptedModel([{ toolCalls: [{ id: 'c1', name: 'act', arguments: {} }] }, 'finished']),
+      tools: [act],
+      store: memoryStore(),
+    });
     cleanups.push(() => rt.close());
     const s = await rt.openSession('s');
     const p = s.execute({ kind: 'prompt', runId: 'r', attemptId: 'a1', message: 'go' });
@@ -77,7 +99,15 @@ describe('requestCancel', () => {
       },
     });
     const { runtime } = lmdbRuntime({
-      model: scriptedModel([{ toolCalls: [{ name: 'fetch', arguments: { url: 'a' } }, { name: 'fetch', arguments: { url: 'b' } }] }, 'done']),
+      model: scriptedModel([
+        {
+          toolCalls: [
+            { name: 'fetch', arguments: { url: 'a' } },
+            { name: 'fetch', arguments: { url: 'b' } },
+          ],
+        },
+        'done',
+      ]),
       tools: [fetchTool],
       config: { maxParallelTools: 1 },
     });
@@ -104,7 +134,13 @@ describe('requestCancel', () => {
       }
       return inner.append(id, epoch, seq, drafts);
     });
-    const runtime = createRuntime({ store, model: scriptedModel([{ text: 'answer A', delayMs: 100 }, { text: 'answer B', delayMs: 200 }]) });
+    const runtime = createRuntime({
+      store,
+      model: scriptedModel([
+        { text: 'answer A', delayMs: 100 },
+        { text: 'answer B', delayMs: 200 },
+      ]),
+    });
     cleanups.push(async () => {
       await runtime.close();
       await dir.cleanup();
@@ -129,9 +165,24 @@ describe('requestCancel', () => {
   it('requestCancel called after the attempt ended (its result being settled) resolves false', async () => {
     const store0 = memoryStore();
     let slowHead = false;
-    const store: EventStore = { ...storeWithAppend(store0, (...a) => store0.append(...a)), getHead: async (id) => { if (slowHead) await sleep(300); return store0.getHead(id); } };
-    const deploy = defineTool({ name: 'deploy', description: 'd', parameters: z.object({}), needsApproval: true, execute: () => 'deployed' });
-    const { runtime: rt } = memRuntime({ model: scriptedModel([{ toolCalls: [{ id: 'c1', name: 'deploy', arguments: {} }] }, 'done']), tools: [deploy] }, store);
+    const store: EventStore = {
+      ...storeWithAppend(store0, (...a) => store0.append(...a)),
+      getHead: async (id) => {
+        if (slowHead) await sleep(300);
+        return store0.getHead(id);
+      },
+    };
+    const deploy = defineTool({
+      name: 'deploy',
+      description: 'd',
+      parameters: z.object({}),
+      needsApproval: true,
+      execute: () => 'deployed',
+    });
+    const { runtime: rt } = memRuntime(
+      { model: scriptedModel([{ toolCalls: [{ id: 'c1', name: 'deploy', arguments: {} }] }, 'done']), tools: [deploy] },
+      store,
+    );
     const s = await rt.openSession('s');
     const seen: string[] = [];
     s.subscribe((e) => void seen.push(e.event.type));
@@ -152,8 +203,16 @@ describe('requestDetach', () => {
   it('requestDetach stops at the next safe point, leaving the run incomplete and open', async () => {
     const started = deferred();
     const gate = deferred();
-    const slow = defineTool({ name: 'slow', description: '', parameters: z.object({}), execute: async () => (started.resolve(), await gate.promise, 'x') });
-    const { runtime, store } = lmdbRuntime({ model: scriptedModel([{ toolCalls: [{ name: 'slow', arguments: {} }] }, 'later']), tools: [slow] });
+    const slow = defineTool({
+      name: 'slow',
+      description: '',
+      parameters: z.object({}),
+      execute: async () => (started.resolve(), await gate.promise, 'x'),
+    });
+    const { runtime, store } = lmdbRuntime({
+      model: scriptedModel([{ toolCalls: [{ name: 'slow', arguments: {} }] }, 'later']),
+      tools: [slow],
+    });
     const s = await runtime.openSession('s');
     const running = s.execute({ kind: 'prompt', runId: 'r', attemptId: 'a', message: 'go' });
     await started.promise;

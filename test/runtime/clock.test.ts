@@ -14,7 +14,7 @@ async function advanceUntil(clock: SimulatedClock, ms: number, done: () => boole
 }
 
 describe("the runtime's clock", () => {
-  it("times a tool out on the injected clock: nothing fires until that clock moves", async () => {
+  it('times a tool out on the injected clock: nothing fires until that clock moves', async () => {
     const clock = new SimulatedClock();
     clock.set(Date.now());
     const slow = defineTool({
@@ -22,9 +22,15 @@ describe("the runtime's clock", () => {
       description: '',
       parameters: z.object({}),
       timeoutMs: 5_000,
-      execute: (_, { signal }) => new Promise<string>((_, reject) => signal.addEventListener('abort', () => reject(signal.reason), { once: true })),
+      execute: (_, { signal }) =>
+        new Promise<string>((_, reject) => signal.addEventListener('abort', () => reject(signal.reason), { once: true })),
     });
-    const runtime = createRuntime({ store: memoryStore(), clock, model: scriptedModel([{ toolCalls: [{ name: 'slow', arguments: {} }] }, 'gave up']), tools: [slow] });
+    const runtime = createRuntime({
+      store: memoryStore(),
+      clock,
+      model: scriptedModel([{ toolCalls: [{ name: 'slow', arguments: {} }] }, 'gave up']),
+      tools: [slow],
+    });
     const s = await runtime.openSession('s');
     let done = false;
     const running = s.execute({ kind: 'prompt', runId: 'r1', attemptId: 'a1', message: 'go' }).finally(() => (done = true));
@@ -42,8 +48,20 @@ describe("the runtime's clock", () => {
     const clock = new SimulatedClock();
     clock.set(Date.now());
     let release: () => void = () => {};
-    const wait = defineTool({ name: 'wait', description: '', mode: 'parallel', parameters: z.object({}), execute: () => new Promise<string>((resolve) => (release = () => resolve('ok'))) });
-    const runtime = createRuntime({ store: memoryStore(), clock, model: scriptedModel([{ toolCalls: [{ name: 'wait', arguments: {} }] }], { loop: true }), tools: [wait], budget: { maxDurationMs: 60_000 } });
+    const wait = defineTool({
+      name: 'wait',
+      description: '',
+      mode: 'parallel',
+      parameters: z.object({}),
+      execute: () => new Promise<string>((resolve) => (release = () => resolve('ok'))),
+    });
+    const runtime = createRuntime({
+      store: memoryStore(),
+      clock,
+      model: scriptedModel([{ toolCalls: [{ name: 'wait', arguments: {} }] }], { loop: true }),
+      tools: [wait],
+      budget: { maxDurationMs: 60_000 },
+    });
     const s = await runtime.openSession('s');
     const running = s.execute({ kind: 'prompt', runId: 'r1', attemptId: 'a1', message: 'go' });
     await new Promise((r) => setTimeout(r, 20));
@@ -86,12 +104,24 @@ describe("the runtime's clock", () => {
     const clock = new SimulatedClock();
     clock.set(1_000_000);
     const pay = defineTool({ name: 'pay', description: '', parameters: z.object({}), needsApproval: true, execute: () => 'paid' });
-    const runtime = createRuntime({ store: memoryStore(), clock, model: scriptedModel([{ toolCalls: [{ id: 'p', name: 'pay', arguments: {} }] }, 'ok']), tools: [pay], config: { approvalTimeoutMs: 10_000 } });
+    const runtime = createRuntime({
+      store: memoryStore(),
+      clock,
+      model: scriptedModel([{ toolCalls: [{ id: 'p', name: 'pay', arguments: {} }] }, 'ok']),
+      tools: [pay],
+      config: { approvalTimeoutMs: 10_000 },
+    });
     const s = await runtime.openSession('s');
     const r = await s.execute({ kind: 'prompt', runId: 'r1', attemptId: 'a1', message: 'pay' });
     expect(r.pendingRequest).toMatchObject({ kind: 'approval', expiresAt: 1_010_000 });
     clock.increment(20_000); // past the deadline: the answer counts as denied
-    const late = await s.execute({ kind: 'respond', runId: 'r1', attemptId: 'a2', questionId: r.pendingRequest!.questionId, answer: { decisions: { p: 'approve' } } });
+    const late = await s.execute({
+      kind: 'respond',
+      runId: 'r1',
+      attemptId: 'a2',
+      questionId: r.pendingRequest!.questionId,
+      answer: { decisions: { p: 'approve' } },
+    });
     expect(late.status).toBe('succeeded');
     const tool = s.snapshot().messages.find((m) => m.role === 'tool');
     expect(tool?.content).toContain('expired');

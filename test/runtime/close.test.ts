@@ -1,11 +1,11 @@
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
-import { afterEach,describe,expect,it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import type { EventDraft } from '../../src/contracts/events.js';
-import { createRuntime,defineTool,lmdbStore,memoryStore,scriptedModel } from '../../src/index.js';
-import { hookedStore,lmdbPath as lmdbPathFor } from '../helpers/lmdb-path.js';
-import { ids,lmdbRuntime,logOf,sleep,storeWithAppend,within } from '../helpers/runtime.js';
+import { createRuntime, defineTool, lmdbStore, memoryStore, scriptedModel } from '../../src/index.js';
+import { hookedStore, lmdbPath as lmdbPathFor } from '../helpers/lmdb-path.js';
+import { ids, lmdbRuntime, logOf, sleep, storeWithAppend, within } from '../helpers/runtime.js';
 
 // session.close() and runtime.close(): a pending execute always settles with a result that
 // agrees with the log; nothing is written after close.
@@ -33,7 +33,10 @@ describe('closing with an execute pending', () => {
     const s = await rt.openSession('s');
     const p = s.execute({ kind: 'prompt', runId: 'r', attemptId: 'a', message: 'go' });
     await s.close();
-    const got = await within(p.catch((e: unknown) => e), 1000);
+    const got = await within(
+      p.catch((e: unknown) => e),
+      1000,
+    );
     expect(got).not.toBe('still pending');
   });
 
@@ -46,7 +49,13 @@ describe('closing with an execute pending', () => {
     const s = await rt.openSession('s');
     const p = s.execute({ kind: 'prompt', runId: 'r', attemptId: 'a', message: 'go' });
     await rt.close();
-    const got = await within(p.then((r) => r, (e: unknown) => ({ rejected: String(e) })), 1000);
+    const got = await within(
+      p.then(
+        (r) => r,
+        (e: unknown) => ({ rejected: String(e) }),
+      ),
+      1000,
+    );
     expect(got).toMatchObject({ runId: 'r', attemptId: 'a', status: 'detached', outcome: 'incomplete' });
   });
 
@@ -73,12 +82,17 @@ describe('closing with an execute pending', () => {
     const log = await logOf(reader, 's');
     await reader.close();
     const end = log.find((e) => e.type === 'run/end');
-    expect({ result: r.status, logged: end?.payload.status ?? 'none' }).toEqual(end ? { result: 'succeeded', logged: 'succeeded' } : { result: 'detached', logged: 'none' });
+    expect({ result: r.status, logged: end?.payload.status ?? 'none' }).toEqual(
+      end ? { result: 'succeeded', logged: 'succeeded' } : { result: 'detached', logged: 'none' },
+    );
   });
 
   it('execute returns the recorded result of an attempt that finished suspended even if the session closes right then', async () => {
     const deploy = defineTool({ name: 'deploy', description: '', parameters: z.object({}), needsApproval: true, execute: () => 'ok' });
-    const { runtime } = lmdbRuntime({ model: scriptedModel([{ toolCalls: [{ id: 'c1', name: 'deploy', arguments: {} }] }]), tools: [deploy] });
+    const { runtime } = lmdbRuntime({
+      model: scriptedModel([{ toolCalls: [{ id: 'c1', name: 'deploy', arguments: {} }] }]),
+      tools: [deploy],
+    });
     const s = await runtime.openSession('s');
     // the runtime closes at the moment the attempt finished (e.g. runtime.close() on shutdown)
     const sub = s.actor.subscribe((snap) => snap.matches('finalizing') && (sub.unsubscribe(), void s.close()));
@@ -162,9 +176,24 @@ describe('what a closed session leaves in memory', () => {
     }
     return ref.deref() === undefined;
   };
-  const lookup = defineTool({ name: 'lookup', description: 'l', mode: 'parallel', parameters: z.object({ i: z.number() }), execute: ({ i }) => `v${i}` });
+  const lookup = defineTool({
+    name: 'lookup',
+    description: 'l',
+    mode: 'parallel',
+    parameters: z.object({ i: z.number() }),
+    execute: ({ i }) => `v${i}`,
+  });
   const write = defineTool({ name: 'write', description: 'w', parameters: z.object({ i: z.number() }), execute: ({ i }) => `w${i}` });
-  const script = () => scriptedModel([{ toolCalls: [{ name: 'lookup', arguments: { i: 1 } }, { name: 'write', arguments: { i: 1 } }] }, 'done']);
+  const script = () =>
+    scriptedModel([
+      {
+        toolCalls: [
+          { name: 'lookup', arguments: { i: 1 } },
+          { name: 'write', arguments: { i: 1 } },
+        ],
+      },
+      'done',
+    ]);
 
   for (const kind of ['memory', 'lmdb'] as const) {
     it(`a settled and closed session is garbage once the app drops it (${kind} store, runtime still open)`, async () => {

@@ -1,6 +1,6 @@
-import { afterEach,describe,expect,it } from 'vitest';
-import { isExecutionBusy,scriptedModel,ValidationError } from '../../src/index.js';
-import { lmdbRuntime,logOf,sleep } from '../helpers/runtime.js';
+import { afterEach, describe, expect, it } from 'vitest';
+import { isExecutionBusy, scriptedModel, ValidationError } from '../../src/index.js';
+import { lmdbRuntime, logOf, sleep } from '../helpers/runtime.js';
 
 // execute: one attempt per (runId, attemptId); a runId names one run; a recorded attempt
 // returns its recorded result.
@@ -24,21 +24,39 @@ describe('run ids', () => {
     await expect(s.execute({ kind: 'prompt', runId: 'r', attemptId: 'a2', message: 'two' })).rejects.toThrow(/run r already exists/);
     // nothing was written for the refused prompt; the recorded attempt still answers
     expect((await logOf(store, 's')).filter((e) => e.type === 'run/start')).toHaveLength(1);
-    expect(await s.execute({ kind: 'prompt', runId: 'r', attemptId: 'a1', message: 'one' })).toMatchObject({ status: 'succeeded', finalMessage: 'first answer' });
+    expect(await s.execute({ kind: 'prompt', runId: 'r', attemptId: 'a1', message: 'one' })).toMatchObject({
+      status: 'succeeded',
+      finalMessage: 'first answer',
+    });
     const r2 = await s.execute({ kind: 'prompt', runId: 'r2', attemptId: 'a1', message: 'two' });
     expect(r2).toMatchObject({ status: 'succeeded', finalMessage: 'second answer' });
     expect(delivered.map((d) => d.content)).toEqual(['first answer', 'second answer']);
     expect(new Set(delivered.map((d) => d.id)).size).toBe(2);
   });
 
-  it("a prompt reusing a runId from a log written before run-open ids is refused", async () => {
+  it('a prompt reusing a runId from a log written before run-open ids is refused', async () => {
     const { runtime, store } = lmdbRuntime({ model: scriptedModel(['again']) });
     // a settled run as the previous version wrote it: its first run/start under run-start:<runId>:<attemptId>
     const { writerEpoch, lastSeq } = await store.attachWriter('s');
     await store.append('s', writerEpoch, lastSeq + 1, [
-      { eventId: 'run-start:X:a1', type: 'run/start', turn: 1, step: 0, attempt: 1, surfaceOp: 'none', payload: { runId: 'X', attemptId: 'a1', runEpoch: 1, kind: 'prompt', executionProfileFingerprint: 'f' } },
+      {
+        eventId: 'run-start:X:a1',
+        type: 'run/start',
+        turn: 1,
+        step: 0,
+        attempt: 1,
+        surfaceOp: 'none',
+        payload: { runId: 'X', attemptId: 'a1', runEpoch: 1, kind: 'prompt', executionProfileFingerprint: 'f' },
+      },
       { type: 'user/message', turn: 1, step: 0, attempt: 1, surfaceOp: 'append', payload: { message: { role: 'user', content: 'hi' } } },
-      { type: 'assistant/message', turn: 1, step: 1, attempt: 1, surfaceOp: 'append', payload: { message: { role: 'assistant', content: 'hello' }, finishReason: 'stop', latencyMs: 1 } },
+      {
+        type: 'assistant/message',
+        turn: 1,
+        step: 1,
+        attempt: 1,
+        surfaceOp: 'append',
+        payload: { message: { role: 'assistant', content: 'hello' }, finishReason: 'stop', latencyMs: 1 },
+      },
       {
         eventId: 'run-end:X:a1',
         type: 'run/end',
@@ -46,7 +64,13 @@ describe('run ids', () => {
         step: 1,
         attempt: 1,
         surfaceOp: 'none',
-        payload: { runId: 'X', attemptId: 'a1', status: 'succeeded', outcome: 'completed', result: { runId: 'X', attemptId: 'a1', status: 'succeeded', outcome: 'completed' } },
+        payload: {
+          runId: 'X',
+          attemptId: 'a1',
+          status: 'succeeded',
+          outcome: 'completed',
+          result: { runId: 'X', attemptId: 'a1', status: 'succeeded', outcome: 'completed' },
+        },
       },
     ]);
     const s = await runtime.openSession('s');

@@ -1,11 +1,19 @@
 import { BehaviorSubject } from 'rxjs';
-import { afterEach,describe,expect,it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import type { ExecutionResult } from '../../src/contracts/requests.js';
-import { createRuntime,defineTool,isValidationError,lmdbStore,scriptedModel,ValidationError,type EventStore } from '../../src/index.js';
-import { flakyStore,type Flaky } from '../helpers/flaky-store.js';
+import {
+  createRuntime,
+  defineTool,
+  isValidationError,
+  lmdbStore,
+  scriptedModel,
+  ValidationError,
+  type EventStore,
+} from '../../src/index.js';
+import { flakyStore, type Flaky } from '../helpers/flaky-store.js';
 import { lmdbPath as lmdbPathFor } from '../helpers/lmdb-path.js';
-import { lmdbRuntime,logOf,sleep,storeWithAppend,within } from '../helpers/runtime.js';
+import { lmdbRuntime, logOf, sleep, storeWithAppend, within } from '../helpers/runtime.js';
 import { tempDir } from '../helpers/tmp.js';
 
 // follow_up inputs: each starts a new run (runId = inputId) once the session has no open run.
@@ -45,7 +53,11 @@ describe('follow-up inputs', () => {
     await s.waitForIdle();
     expect(delivered).toEqual(['r1:first', 'f1:second', 'f2:third']);
     const starts = (await logOf(store, 's')).filter((e) => e.type === 'run/start').map((e) => [e.payload.runId, e.payload.kind, e.turn]);
-    expect(starts).toEqual([['r1', 'prompt', 1], ['f1', 'follow_up', 2], ['f2', 'follow_up', 3]]);
+    expect(starts).toEqual([
+      ['r1', 'prompt', 1],
+      ['f1', 'follow_up', 2],
+      ['f2', 'follow_up', 3],
+    ]);
   });
 
   it('a follow-up still pending when the session is reopened starts, and waitForIdle resolves', async () => {
@@ -135,7 +147,11 @@ describe('follow-up inputs', () => {
     expect(res.status).toBe('suspended');
     expect(f.readFailures).toBe(1);
     const unanswered = model.requests.flatMap((q, i) =>
-      q.messages.flatMap((m, j) => (m.toolCalls ?? []).filter((c) => !q.messages.slice(j + 1).some((x) => x.role === 'tool' && x.toolCallId === c.id)).map((c) => `request ${i}: ${c.id}`)),
+      q.messages.flatMap((m, j) =>
+        (m.toolCalls ?? [])
+          .filter((c) => !q.messages.slice(j + 1).some((x) => x.role === 'tool' && x.toolCallId === c.id))
+          .map((c) => `request ${i}: ${c.id}`),
+      ),
     );
     expect({
       runsStarted: log.filter((e) => e.type === 'run/start').map((e) => e.payload.runId),
@@ -175,6 +191,8 @@ describe('follow-up run ids', () => {
     // either the runId is refused up front (DESIGN: a run id names one run) or the follow-up runs;
     // it must not be accepted durably and then fail on the run/start id it can never write
     const refused = 'error' in outcome && outcome.error instanceof ValidationError;
-    expect(refused ? 'refused' : `accepted, follow-up run ${String(followUpEnd?.payload.status)}`).toMatch(/^(refused|accepted, follow-up run succeeded)$/);
+    expect(refused ? 'refused' : `accepted, follow-up run ${String(followUpEnd?.payload.status)}`).toMatch(
+      /^(refused|accepted, follow-up run succeeded)$/,
+    );
   });
 });

@@ -30,7 +30,13 @@ const backends: [string, () => EventStore][] = [
 const db = await postgresForTests('inbox (postgres)');
 if (db) backends.push(['postgres', () => postgresStore({ connectionString: db.url, schema: freshSchema('inbox') })]);
 
-const echo = defineTool({ name: 'echo', description: '', parameters: z.object({ key: z.string() }), mode: 'parallel', execute: ({ key }) => `echo ${key}` });
+const echo = defineTool({
+  name: 'echo',
+  description: '',
+  parameters: z.object({ key: z.string() }),
+  mode: 'parallel',
+  execute: ({ key }) => `echo ${key}`,
+});
 
 function make(store: EventStore, options: Partial<Parameters<typeof createRuntime>[0]> = {}): Runtime {
   const runtime = createRuntime({ store, model: toolLoopModel({ steps: 1, toolsPerStep: 2, tools: ['echo'] }), tools: [echo], ...options });
@@ -56,7 +62,9 @@ describe.each(backends)('inbox (%s)', (_name, makeStore) => {
   it('bad entries are ValidationErrors and store nothing', async () => {
     const store = makeStore();
     const runtime = make(store);
-    await expect(runtime.submit('s1', { kind: 'input', inputId: '', mode: 'follow_up', message: 'x' } as never)).rejects.toSatisfy(isValidationError);
+    await expect(runtime.submit('s1', { kind: 'input', inputId: '', mode: 'follow_up', message: 'x' } as never)).rejects.toSatisfy(
+      isValidationError,
+    );
     await expect(runtime.submit('s1', { kind: 'launch', entryId: 'x' } as never)).rejects.toSatisfy(isValidationError);
     await expect(runtime.submit('', { kind: 'cancel', entryId: 'c' })).rejects.toSatisfy(isValidationError);
     expect(await store.work!.pending('s1')).toEqual([]);
@@ -71,7 +79,10 @@ describe.each(backends)('inbox (%s)', (_name, makeStore) => {
     expect(result).toMatchObject({ runId: 'i1', status: 'succeeded', finalMessage: 'done: hello' });
     await session.waitForIdle();
     for (let i = 0; i < 100 && (await store.work!.pending('s1')).length > 0; i++) await sleep(10);
-    expect((await store.work!.getEntry('s1', 'i1'))!.applied).toMatchObject({ writerEpoch: session.recovery.writerEpoch, outcome: { status: 'applied' } });
+    expect((await store.work!.getEntry('s1', 'i1'))!.applied).toMatchObject({
+      writerEpoch: session.recovery.writerEpoch,
+      outcome: { status: 'applied' },
+    });
     const log = await logOf(store, 's1');
     expect(log.filter((e) => e.type === 'input/accepted').map((e) => e.payload.inputId)).toEqual(['i1']);
     expect(log.filter((e) => e.type === 'session/attached')).toHaveLength(1); // submit attached nothing
@@ -81,7 +92,8 @@ describe.each(backends)('inbox (%s)', (_name, makeStore) => {
     const store = makeStore();
     const feeder = make(store);
     for (let i = 0; i < 6; i++) {
-      for (let k = 0; k < 2; k++) await feeder.submit(`s${i}`, { kind: 'input', inputId: `s${i}-in${k}`, mode: 'follow_up', message: `m${i}.${k}` });
+      for (let k = 0; k < 2; k++)
+        await feeder.submit(`s${i}`, { kind: 'input', inputId: `s${i}-in${k}`, mode: 'follow_up', message: `m${i}.${k}` });
     }
     const worker = make(store);
     const seen: string[] = [];
@@ -110,8 +122,17 @@ describe.each(backends)('inbox (%s)', (_name, makeStore) => {
   it('respond through the inbox answers a pending approval; a bad answer is rejected, not lost', async () => {
     const store = makeStore();
     const paid: number[] = [];
-    const pay = defineTool({ name: 'pay', description: '', parameters: z.object({ amount: z.number() }), needsApproval: true, execute: ({ amount }) => (paid.push(amount), `paid ${amount}`) });
-    const runtime = make(store, { model: scriptedModel([{ toolCalls: [{ id: 'p1', name: 'pay', arguments: { amount: 5 } }] }, 'paid']), tools: [pay] });
+    const pay = defineTool({
+      name: 'pay',
+      description: '',
+      parameters: z.object({ amount: z.number() }),
+      needsApproval: true,
+      execute: ({ amount }) => (paid.push(amount), `paid ${amount}`),
+    });
+    const runtime = make(store, {
+      model: scriptedModel([{ toolCalls: [{ id: 'p1', name: 'pay', arguments: { amount: 5 } }] }, 'paid']),
+      tools: [pay],
+    });
     const handle = runtime.serve({ concurrency: 2, leaseMs: 5000, pollMs: 20 });
     cleanups.push(() => handle.stop());
     await runtime.submit('s', { kind: 'input', inputId: 'r1', mode: 'follow_up', message: 'pay' });
@@ -132,10 +153,16 @@ describe.each(backends)('inbox (%s)', (_name, makeStore) => {
     const store = makeStore();
     let release!: () => void;
     const gate = new Promise<void>((r) => (release = r));
-    const slow = defineTool({ name: 'echo', description: '', parameters: z.object({ key: z.string() }), mode: 'parallel', execute: async (_a, ctx) => {
-      await Promise.race([gate, new Promise((r) => ctx.signal.addEventListener('abort', r, { once: true }))]);
-      return 'ok';
-    } });
+    const slow = defineTool({
+      name: 'echo',
+      description: '',
+      parameters: z.object({ key: z.string() }),
+      mode: 'parallel',
+      execute: async (_a, ctx) => {
+        await Promise.race([gate, new Promise((r) => ctx.signal.addEventListener('abort', r, { once: true }))]);
+        return 'ok';
+      },
+    });
     const runtime = make(store, { tools: [slow] });
     const session = await runtime.openSession('s');
     await runtime.submit('s', { kind: 'input', inputId: 'a', mode: 'follow_up', message: 'first' });

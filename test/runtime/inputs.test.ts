@@ -1,11 +1,11 @@
 import { BehaviorSubject } from 'rxjs';
-import { afterEach,describe,expect,it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { defineTool,isValidationError,scriptedModel } from '../../src/index.js';
+import { defineTool, isValidationError, scriptedModel } from '../../src/index.js';
 import type { ModelRequest } from '../../src/contracts/model.js';
 import { deferred } from '../helpers/drafts.js';
 import { lmdbPath as lmdbPathFor } from '../helpers/lmdb-path.js';
-import { ids,lmdbRuntime,logOf,sleep,typesOf } from '../helpers/runtime.js';
+import { ids, lmdbRuntime, logOf, sleep, typesOf } from '../helpers/runtime.js';
 
 // submitInput (steer) and cancelInput: accepted inputs are durable, idempotent by inputId, and
 // join the conversation between tool batches.
@@ -20,8 +20,25 @@ describe('steer inputs', () => {
   it('a steer input lands between batches: after the running batch settles, before the next model call, skipping nothing', async () => {
     const gate = deferred();
     const ran: string[] = [];
-    const slow = defineTool({ name: 'slow', description: '', parameters: z.object({ n: z.string() }), execute: async ({ n }) => { ran.push(n); if (n === 'a') await gate.promise; return n; } });
-    const model = scriptedModel([{ toolCalls: [{ name: 'slow', arguments: { n: 'a' } }, { name: 'slow', arguments: { n: 'b' } }] }, 'ok']);
+    const slow = defineTool({
+      name: 'slow',
+      description: '',
+      parameters: z.object({ n: z.string() }),
+      execute: async ({ n }) => {
+        ran.push(n);
+        if (n === 'a') await gate.promise;
+        return n;
+      },
+    });
+    const model = scriptedModel([
+      {
+        toolCalls: [
+          { name: 'slow', arguments: { n: 'a' } },
+          { name: 'slow', arguments: { n: 'b' } },
+        ],
+      },
+      'ok',
+    ]);
     const { runtime, store } = lmdbRuntime({ model, tools: [slow] });
     const s = await runtime.openSession('s');
     const committed: string[] = [];
@@ -102,7 +119,7 @@ describe('steer inputs', () => {
     expect((await store.getHead('s'))!.pendingInputs).toEqual([]);
   });
 
-  it('a steer accepted during the run\'s last model call starts a run of its own once that run settles', async () => {
+  it("a steer accepted during the run's last model call starts a run of its own once that run settles", async () => {
     const gate = deferred();
     const calls: string[] = [];
     const model = {
@@ -142,7 +159,12 @@ describe('cancelInput', () => {
   it('cancelInput withdraws an input not yet consumed', async () => {
     const gate = deferred();
     const started = deferred();
-    const slow = defineTool({ name: 'slow', description: '', parameters: z.object({}), execute: async () => (started.resolve(), await gate.promise, 'done') });
+    const slow = defineTool({
+      name: 'slow',
+      description: '',
+      parameters: z.object({}),
+      execute: async () => (started.resolve(), await gate.promise, 'done'),
+    });
     const model = scriptedModel([{ toolCalls: [{ name: 'slow', arguments: {} }] }, 'ok']);
     const { runtime, store } = lmdbRuntime({ model, tools: [slow] });
     const s = await runtime.openSession('s');
@@ -162,7 +184,12 @@ describe('cancelInput', () => {
   it('cancelInput of a steer whose submitInput is still being written withdraws it: it never reaches the model', async () => {
     const gate = deferred();
     const started = deferred();
-    const slow = defineTool({ name: 'slow', description: '', parameters: z.object({}), execute: async () => (started.resolve(), await gate.promise, 'done') });
+    const slow = defineTool({
+      name: 'slow',
+      description: '',
+      parameters: z.object({}),
+      execute: async () => (started.resolve(), await gate.promise, 'done'),
+    });
     const model = scriptedModel([{ toolCalls: [{ name: 'slow', arguments: {} }] }, 'end']);
     const { runtime, store } = lmdbRuntime({ model, tools: [slow] });
     const s = await runtime.openSession('s');
@@ -193,7 +220,11 @@ describe('cancelInput', () => {
     await rt1.close();
     const rt2 = db.rt({ model: scriptedModel([]) });
     const s2 = await rt2.openSession('s');
-    expect(await s2.submitInput({ inputId: 'in', message: 'never mind', mode: 'steer' })).toEqual({ inputId: 'in', status: 'cancelled', durability: 'durable' });
+    expect(await s2.submitInput({ inputId: 'in', message: 'never mind', mode: 'steer' })).toEqual({
+      inputId: 'in',
+      status: 'cancelled',
+      durability: 'durable',
+    });
   });
 
   it('cancelInput of an input consumed in an earlier process returns its consumed receipt', async () => {
@@ -215,7 +246,15 @@ describe('cancelInput', () => {
     const { runtime, store } = lmdbRuntime({ model: scriptedModel([]) });
     const { writerEpoch, lastSeq } = await store.attachWriter('s');
     await store.append('s', writerEpoch, lastSeq + 1, [
-      { eventId: 'input:I', type: 'input/accepted', turn: 0, step: 0, attempt: 0, surfaceOp: 'none', payload: { inputId: 'I', mode: 'follow_up', messages: [{ role: 'user', content: 'later' }] } },
+      {
+        eventId: 'input:I',
+        type: 'input/accepted',
+        turn: 0,
+        step: 0,
+        attempt: 0,
+        surfaceOp: 'none',
+        payload: { inputId: 'I', mode: 'follow_up', messages: [{ role: 'user', content: 'later' }] },
+      },
       // the previous version wrote input/cancelled with a generated id
       { type: 'input/cancelled', turn: 0, step: 0, attempt: 0, surfaceOp: 'none', payload: { inputId: 'I' } },
     ]);

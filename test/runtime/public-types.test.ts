@@ -1,19 +1,44 @@
 import { describe, expect, expectTypeOf, it } from 'vitest';
 import { z } from 'zod';
-import { defineTool, memoryStore, createRuntime, scriptedModel, type ExecutionResult, type PendingRequest, type RecoveryOutcome, type SessionSnapshot, type SessionStatus, type UncertainCall } from '../../src/index.js';
+import {
+  defineTool,
+  memoryStore,
+  createRuntime,
+  scriptedModel,
+  type ExecutionResult,
+  type PendingRequest,
+  type RecoveryOutcome,
+  type SessionSnapshot,
+  type SessionStatus,
+  type UncertainCall,
+} from '../../src/index.js';
 
 // The public API's types say what the values are (checked by `tsc`, which type-checks test/).
 
 describe('public types', () => {
-  it('a snapshot\'s status is one of the session states, its pending request a PendingRequest', async () => {
+  it("a snapshot's status is one of the session states, its pending request a PendingRequest", async () => {
     expectTypeOf<SessionSnapshot['status']>().toEqualTypeOf<SessionStatus>();
     expectTypeOf<NonNullable<SessionSnapshot['pending']>>().toEqualTypeOf<PendingRequest>();
     expectTypeOf<NonNullable<RecoveryOutcome['interruptedRuns'][number]['pendingRequest']>>().toEqualTypeOf<PendingRequest>();
     expectTypeOf<ExecutionResult['uncertainCalls']>().toEqualTypeOf<UncertainCall[]>();
-    expectTypeOf<UncertainCall['resolution']>().toEqualTypeOf<'reconciled' | 'uncertain-hanging' | 'uncertain-settled' | 're-run' | 'skipped'>();
-    expectTypeOf<NonNullable<SessionSnapshot['lastError']>['kind']>().toEqualTypeOf<'cancelled' | 'execution' | 'finalization' | 'inconsistent'>();
-    const pay = defineTool({ name: 'pay', description: '', parameters: z.object({}), needsApproval: true, execute: () => ({ paid: true }) });
-    const runtime = createRuntime({ store: memoryStore(), model: scriptedModel([{ toolCalls: [{ id: 'p1', name: 'pay', arguments: {} }] }]), tools: [pay] });
+    expectTypeOf<UncertainCall['resolution']>().toEqualTypeOf<
+      'reconciled' | 'uncertain-hanging' | 'uncertain-settled' | 're-run' | 'skipped'
+    >();
+    expectTypeOf<NonNullable<SessionSnapshot['lastError']>['kind']>().toEqualTypeOf<
+      'cancelled' | 'execution' | 'finalization' | 'inconsistent'
+    >();
+    const pay = defineTool({
+      name: 'pay',
+      description: '',
+      parameters: z.object({}),
+      needsApproval: true,
+      execute: () => ({ paid: true }),
+    });
+    const runtime = createRuntime({
+      store: memoryStore(),
+      model: scriptedModel([{ toolCalls: [{ id: 'p1', name: 'pay', arguments: {} }] }]),
+      tools: [pay],
+    });
     const s = await runtime.openSession('s');
     await s.execute({ kind: 'prompt', runId: 'r', attemptId: 'a', message: 'pay' });
     const snap = s.snapshot();

@@ -1,8 +1,8 @@
-import { afterEach,describe,expect,it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { defineTool,isValidationError,scriptedModel } from '../../src/index.js';
+import { defineTool, isValidationError, scriptedModel } from '../../src/index.js';
 import { lmdbPath as lmdbPathFor } from '../helpers/lmdb-path.js';
-import { ids,lmdbRuntime,logOf,memRuntime,typesOf } from '../helpers/runtime.js';
+import { ids, lmdbRuntime, logOf, memRuntime, typesOf } from '../helpers/runtime.js';
 import { expectValidation } from '../helpers/validation.js';
 
 // askUser questions: the run suspends with a question; the answer, checked against its JSON
@@ -17,7 +17,15 @@ const lmdbPath = () => lmdbPathFor(cleanups);
 describe('askUser questions', () => {
   it('askUser suspends with a question; the answer (validated against its schema) becomes the tool result', async () => {
     const model = scriptedModel([
-      { toolCalls: [{ id: 'q1', name: 'askUser', arguments: { question: 'How many?', schema: { type: 'object', properties: { n: { type: 'integer' } }, required: ['n'] } } }] },
+      {
+        toolCalls: [
+          {
+            id: 'q1',
+            name: 'askUser',
+            arguments: { question: 'How many?', schema: { type: 'object', properties: { n: { type: 'integer' } }, required: ['n'] } },
+          },
+        ],
+      },
       'got it',
     ]);
     const { runtime, store } = lmdbRuntime({ model, askUser: true });
@@ -28,7 +36,9 @@ describe('askUser questions', () => {
     expect(r).toMatchObject({ status: 'suspended', pendingRequest: { kind: 'question', callId: 'q1', question: 'How many?' } });
     expect(asked).toHaveLength(1);
     const q = r.pendingRequest!.questionId;
-    await expect(s.execute({ kind: 'respond', runId: 'r', attemptId: 'a2', questionId: q, answer: { n: 'three' } })).rejects.toSatisfy(isValidationError);
+    await expect(s.execute({ kind: 'respond', runId: 'r', attemptId: 'a2', questionId: q, answer: { n: 'three' } })).rejects.toSatisfy(
+      isValidationError,
+    );
     const r2 = await s.execute({ kind: 'respond', runId: 'r', attemptId: 'a2', questionId: q, answer: { n: 3 } });
     expect(r2.status).toBe('succeeded');
     const result = (await logOf(store, 's')).find((e) => e.type === 'tool/result')!;
@@ -36,17 +46,19 @@ describe('askUser questions', () => {
     expect(model.requests[0]!.tools.map((t) => t.name)).toContain('askUser');
   });
 
-  it('an answer that fails the question\'s JSON Schema (a required key missing) is refused and never becomes the tool result', async () => {
+  it("an answer that fails the question's JSON Schema (a required key missing) is refused and never becomes the tool result", async () => {
     const schema = { type: 'object', required: ['email'] };
     const model = scriptedModel([{ toolCalls: [{ id: 'q1', name: 'askUser', arguments: { question: 'Your email?', schema } }] }, 'thanks']);
     const { runtime, store } = lmdbRuntime({ model, askUser: true });
     const s = await runtime.openSession('s');
     const r = await s.execute({ kind: 'prompt', runId: 'r', attemptId: 'a1', message: 'sign me up' });
     expect(r).toMatchObject({ status: 'suspended', pendingRequest: { kind: 'question', schema } });
-    const bad = await s.execute({ kind: 'respond', runId: 'r', attemptId: 'a2', questionId: r.pendingRequest!.questionId, answer: {} }).then(
-      (res) => res,
-      (e: Error) => e,
-    );
+    const bad = await s
+      .execute({ kind: 'respond', runId: 'r', attemptId: 'a2', questionId: r.pendingRequest!.questionId, answer: {} })
+      .then(
+        (res) => res,
+        (e: Error) => e,
+      );
     expect(bad).toBeInstanceOf(Error);
     expect((bad as Error).name).toBe('ValidationError');
     expect((await logOf(store, 's')).filter((e) => e.type === 'tool/result')).toHaveLength(0);
@@ -55,14 +67,17 @@ describe('askUser questions', () => {
 
   it('an askUser call whose schema cannot be compiled is rejected back to the model and suspends nothing', async () => {
     const db = lmdbPath();
-    const model = scriptedModel([{ toolCalls: [{ id: 'q1', name: 'askUser', arguments: { question: 'How many?', schema: { type: 'count' } } }] }, 'thanks']);
+    const model = scriptedModel([
+      { toolCalls: [{ id: 'q1', name: 'askUser', arguments: { question: 'How many?', schema: { type: 'count' } } }] },
+      'thanks',
+    ]);
     const rt = db.rt({ model, askUser: true });
     const s = await rt.openSession('s');
     const r = await s.execute({ kind: 'prompt', runId: 'r', attemptId: 'a1', message: 'go' });
     // a suspended question whose answers cannot be checked could never be answered (and would
     // keep the session busy for good): the call is a protocol error the model can correct
     expect(r).toMatchObject({ status: 'succeeded', finalMessage: 'thanks' });
-    const rejected = (await logOf(rt.store, "s")).find((e) => e.type === 'tool/batch-rejected')!;
+    const rejected = (await logOf(rt.store, 's')).find((e) => e.type === 'tool/batch-rejected')!;
     expect(JSON.stringify(rejected.payload)).toMatch(/not a JSON Schema the runtime can check/);
     expect(model.requests[1]!.messages.at(-1)).toMatchObject({ role: 'tool', toolCallId: 'q1', isError: true });
   });
@@ -103,7 +118,9 @@ describe('the askUser tool name', () => {
     const seen: unknown[] = [];
     // the app's own tool that happens to carry the name (askUser option NOT enabled)
     const ask = defineTool({
-      name: 'askUser', description: 'look something up in the user directory', mode: 'parallel',
+      name: 'askUser',
+      description: 'look something up in the user directory',
+      mode: 'parallel',
       parameters: z.object({ userId: z.string() }),
       execute: (args) => (seen.push(args), 'user 7 is Ada'),
     });

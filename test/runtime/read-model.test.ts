@@ -1,7 +1,7 @@
-import { afterEach,describe,expect,it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { createRuntime,defineTool,isValidationError,lmdbStore,memoryStore,scriptedModel } from '../../src/index.js';
-import { ids,lmdbRuntime } from '../helpers/runtime.js';
+import { createRuntime, defineTool, isValidationError, lmdbStore, memoryStore, scriptedModel } from '../../src/index.js';
+import { ids, lmdbRuntime } from '../helpers/runtime.js';
 import { tempDir } from '../helpers/tmp.js';
 
 // What a session exposes besides execute: stateContext, checkpoints, the view store and
@@ -12,7 +12,13 @@ afterEach(async () => {
   for (const c of cleanups.splice(0).reverse()) await c();
 });
 
-const echo = defineTool({ name: 'echo', description: '', mode: 'parallel', parameters: z.object({ t: z.string() }), execute: ({ t }) => t });
+const echo = defineTool({
+  name: 'echo',
+  description: '',
+  mode: 'parallel',
+  parameters: z.object({ t: z.string() }),
+  execute: ({ t }) => t,
+});
 
 describe('stateContext and checkpoints', () => {
   it('stateContext persists with the session; loadCheckpoint installs a new surface base', async () => {
@@ -38,7 +44,10 @@ describe('stateContext and checkpoints', () => {
 
 describe('view', () => {
   it('view is an @xstate/store store kept current from the events', async () => {
-    const { runtime } = lmdbRuntime({ model: scriptedModel([{ toolCalls: [{ name: 'echo', arguments: { t: 'x' } }] }, 'final']), tools: [echo] });
+    const { runtime } = lmdbRuntime({
+      model: scriptedModel([{ toolCalls: [{ name: 'echo', arguments: { t: 'x' } }] }, 'final']),
+      tools: [echo],
+    });
     const s = await runtime.openSession('s');
     const seen: string[] = [];
     s.view.subscribe((snap) => seen.push(`${snap.context.status}:${snap.context.messages.length}`));
@@ -57,7 +66,12 @@ describe('turnContexts', () => {
     const id = ids();
     await s.execute({ kind: 'prompt', ...id, message: 'q1' });
     const tc = s.turnContexts.get(id.runId)!;
-    expect(tc).toMatchObject({ modelId: 'scripted', systemPrompt: 'be brief', tools: ['echo'], policyRevision: runtime.executionProfileFingerprint });
+    expect(tc).toMatchObject({
+      modelId: 'scripted',
+      systemPrompt: 'be brief',
+      tools: ['echo'],
+      policyRevision: runtime.executionProfileFingerprint,
+    });
     expect(tc.messages.map((m) => m.content)).toEqual(['be brief', 'q1']);
     expect(Object.isFrozen(tc)).toBe(true);
   });
@@ -67,14 +81,24 @@ describe('turnContexts', () => {
   // moment (here: the run's own assistant tool-call message appears in what it "started from").
   it('a respond attempt does not replace the frozen context its run started from', async () => {
     const pay = defineTool({ name: 'pay', description: '', parameters: z.object({}), needsApproval: true, execute: () => 'paid' });
-    const rt = createRuntime({ model: scriptedModel([{ toolCalls: [{ id: 'p1', name: 'pay', arguments: {} }] }, 'ok']), tools: [pay], store: memoryStore() });
+    const rt = createRuntime({
+      model: scriptedModel([{ toolCalls: [{ id: 'p1', name: 'pay', arguments: {} }] }, 'ok']),
+      tools: [pay],
+      store: memoryStore(),
+    });
     cleanups.push(() => rt.close());
     const s = await rt.openSession('s');
     const r1 = await s.execute({ kind: 'prompt', runId: 'r', attemptId: 'a1', message: 'pay it' });
     expect(r1.status).toBe('suspended');
     const started = s.turnContexts.get('r')!;
     expect(started.messages.map((m) => m.content)).toEqual(['pay it']);
-    await s.execute({ kind: 'respond', runId: 'r', attemptId: 'a2', questionId: r1.pendingRequest!.questionId, answer: { decisions: { p1: 'approve' } } });
+    await s.execute({
+      kind: 'respond',
+      runId: 'r',
+      attemptId: 'a2',
+      questionId: r1.pendingRequest!.questionId,
+      answer: { decisions: { p1: 'approve' } },
+    });
     expect(s.turnContexts.get('r')!.messages.map((m) => m.content)).toEqual(['pay it']);
   });
 });

@@ -1,10 +1,10 @@
-import { afterEach,describe,expect,it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import type { EventDraft,EventRecord } from '../../src/contracts/events.js';
-import { createRuntime,defineTool,lmdbStore,scriptedModel,type RuntimeOptions } from '../../src/index.js';
+import type { EventDraft, EventRecord } from '../../src/contracts/events.js';
+import { createRuntime, defineTool, lmdbStore, scriptedModel, type RuntimeOptions } from '../../src/index.js';
 import { deferred } from '../helpers/drafts.js';
-import { hookedStore,lmdbPath as lmdbPathFor } from '../helpers/lmdb-path.js';
-import { logOf,sleep,storeWithAppend } from '../helpers/runtime.js';
+import { hookedStore, lmdbPath as lmdbPathFor } from '../helpers/lmdb-path.js';
+import { logOf, sleep, storeWithAppend } from '../helpers/runtime.js';
 import { tempDir } from '../helpers/tmp.js';
 
 /**
@@ -60,7 +60,12 @@ async function waitFor<T>(f: () => Promise<T | undefined> | T | undefined, ms = 
 }
 
 const finishTool = () =>
-  defineTool({ name: 'finish', description: '', parameters: z.object({}), execute: () => ({ kind: 'completed' as const, content: 'all done by tool', concludesTurn: true }) });
+  defineTool({
+    name: 'finish',
+    description: '',
+    parameters: z.object({}),
+    execute: () => ({ kind: 'completed' as const, content: 'all done by tool', concludesTurn: true }),
+  });
 
 /** Waits until the LMDB log at `path` holds an event for which `pred` holds. */
 async function logHas(path: string, pred: (e: EventRecord) => boolean): Promise<void> {
@@ -79,12 +84,21 @@ describe('a concludesTurn answer committed, then a crash before final/message', 
   // finalizing with the tool's content — an extra model call and a different final answer.
   it('after a crash between a concludesTurn result commit and final/message, continue finalizes with the tool content, calling no model', async () => {
     const db = lmdbPath();
-    const finish = defineTool({ name: 'finish', description: '', parameters: z.object({}), execute: () => ({ kind: 'completed' as const, content: 'all done by tool', concludesTurn: true }) });
+    const finish = defineTool({
+      name: 'finish',
+      description: '',
+      parameters: z.object({}),
+      execute: () => ({ kind: 'completed' as const, content: 'all done by tool', concludesTurn: true }),
+    });
     const dies = new Promise<void>(() => {});
     const store1 = hookedStore(lmdbStore({ path: db.path }), async (drafts) => {
       if (drafts.some((d) => d.type === 'final/message')) await dies; // the process dies here
     });
-    const rt1 = createRuntime({ model: scriptedModel([{ toolCalls: [{ id: 'c1', name: 'finish', arguments: {} }] }]), tools: [finish], store: store1 });
+    const rt1 = createRuntime({
+      model: scriptedModel([{ toolCalls: [{ id: 'c1', name: 'finish', arguments: {} }] }]),
+      tools: [finish],
+      store: store1,
+    });
     const s1 = await rt1.openSession('s');
     void s1.execute({ kind: 'prompt', runId: 'r', attemptId: 'a1', message: 'go' });
     const reader = lmdbStore({ path: db.path });
@@ -122,7 +136,13 @@ describe('a concludesTurn answer committed, then a crash before final/message', 
     const s1 = await rt1.openSession('s');
     void s1.execute({ kind: 'prompt', runId: 'r', attemptId: 'a1', message: 'go' });
     await verifying.promise;
-    await s1.stopAfterCurrentToolRound({ sessionId: 's', sessionInstanceId: s1.sessionInstanceId, interactionId: 'r', expectedRunEpoch: 1, idempotencyKey: 'k' });
+    await s1.stopAfterCurrentToolRound({
+      sessionId: 's',
+      sessionInstanceId: s1.sessionInstanceId,
+      interactionId: 'r',
+      expectedRunEpoch: 1,
+      idempotencyKey: 'k',
+    });
     gate.resolve();
     await sleep(50); // the process dies at the final/message commit
     const model2 = scriptedModel(['model answer after crash']);
@@ -143,14 +163,27 @@ describe('a concludesTurn answer committed, then a crash before final/message', 
   // stop a *model call* ("ends budget_exhausted before any model call"); finalizing calls none.
   it('maxToolCalls used up by the concluding call: continue finalizes the concluded answer (not budget_exhausted)', async () => {
     const db = lmdbPath();
-    const rt1 = db.dying({ model: scriptedModel([{ toolCalls: [{ id: 'c1', name: 'finish', arguments: {} }] }]), tools: [finishTool()], budget: { maxToolCalls: 1 } }, has('final/message'), 'before');
+    const rt1 = db.dying(
+      {
+        model: scriptedModel([{ toolCalls: [{ id: 'c1', name: 'finish', arguments: {} }] }]),
+        tools: [finishTool()],
+        budget: { maxToolCalls: 1 },
+      },
+      has('final/message'),
+      'before',
+    );
     const s1 = await rt1.openSession('s');
     void s1.execute({ kind: 'prompt', runId: 'r', attemptId: 'a1', message: 'go' });
     await logHas(db.path, (e) => e.type === 'step/end');
     await sleep(30);
     const model2 = scriptedModel(['model answer after crash']);
     const delivered: string[] = [];
-    const rt2 = db.rt({ model: model2, tools: [finishTool()], budget: { maxToolCalls: 1 }, delivery: { deliver: async (f) => void delivered.push(f.content) } });
+    const rt2 = db.rt({
+      model: model2,
+      tools: [finishTool()],
+      budget: { maxToolCalls: 1 },
+      delivery: { deliver: async (f) => void delivered.push(f.content) },
+    });
     const s2 = await rt2.openSession('s');
     const r = await s2.execute({ kind: 'continue', runId: 'r', attemptId: 'a2' });
     expect(r).toMatchObject({ status: 'succeeded', finalMessage: 'all done by tool' });
@@ -205,8 +238,21 @@ describe('what recovery reports is what continue does', () => {
     const db = lmdbPath();
     const started = deferred();
     const mk = (hangPay: boolean) => [
-      defineTool({ name: 'look', description: '', mode: 'parallel', parameters: z.object({ k: z.string() }), resources: (a: { k: string }) => [a.k], execute: () => 'seen' }),
-      defineTool({ name: 'pay', description: '', parameters: z.object({}), resources: ['card'], execute: () => (hangPay ? (started.resolve(), never()) : 'paid') }),
+      defineTool({
+        name: 'look',
+        description: '',
+        mode: 'parallel',
+        parameters: z.object({ k: z.string() }),
+        resources: (a: { k: string }) => [a.k],
+        execute: () => 'seen',
+      }),
+      defineTool({
+        name: 'pay',
+        description: '',
+        parameters: z.object({}),
+        resources: ['card'],
+        execute: () => (hangPay ? (started.resolve(), never()) : 'paid'),
+      }),
     ];
     const calls = [
       { id: 'p1', name: 'look', arguments: { k: 'a' } },
@@ -236,7 +282,10 @@ describe('what recovery reports is what continue does', () => {
     const entered = deferred();
     const look = defineTool({ name: 'look', description: '', mode: 'parallel', parameters: z.object({}), execute: () => 'seen' });
     const rt1 = db.rt({
-      model: scriptedModel([{ toolCalls: [{ id: 'c1', name: 'look', arguments: {} }], usage: { inputTokens: 100, outputTokens: 7 } }, { text: 'the answer', usage: { inputTokens: 120, outputTokens: 5 } }]),
+      model: scriptedModel([
+        { toolCalls: [{ id: 'c1', name: 'look', arguments: {} }], usage: { inputTokens: 100, outputTokens: 7 } },
+        { text: 'the answer', usage: { inputTokens: 120, outputTokens: 5 } },
+      ]),
       tools: [look],
       delivery: { deliver: () => (entered.resolve(), never()) },
     });
@@ -258,7 +307,13 @@ describe('what recovery reports is what continue does', () => {
   it('a lock released after reopening, before continue, stays released', async () => {
     const db = lmdbPath();
     const started = deferred();
-    const charge1 = defineTool({ name: 'charge', description: '', parameters: z.object({}), resources: ['card'], execute: () => (started.resolve(), never()) });
+    const charge1 = defineTool({
+      name: 'charge',
+      description: '',
+      parameters: z.object({}),
+      resources: ['card'],
+      execute: () => (started.resolve(), never()),
+    });
     const charge = defineTool({ name: 'charge', description: '', parameters: z.object({}), resources: ['card'], execute: () => 'charged' });
     const rt1 = db.rt({ model: scriptedModel([{ toolCalls: [{ id: 'c1', name: 'charge', arguments: {} }] }]), tools: [charge1] });
     const s1 = await rt1.openSession('s');
@@ -296,7 +351,12 @@ describe('continue after a crash', () => {
     while (!(await logOf(a.store, 's')).some((e) => e.type === 'tool/call')) await sleep(5);
     await a.close(); // the process "dies" with the parallel call announced and unanswered
     hang = false;
-    const b = createRuntime({ store: lmdbStore({ path: dir.path }), model: scriptedModel(['done']), tools: [fetchTool], budget: { maxToolCalls: 2 } });
+    const b = createRuntime({
+      store: lmdbStore({ path: dir.path }),
+      model: scriptedModel(['done']),
+      tools: [fetchTool],
+      budget: { maxToolCalls: 2 },
+    });
     cleanups.unshift(() => b.close());
     const s2 = await b.openSession('s');
     expect(s2.recovery.interruptedRuns.length).toBe(1);
@@ -305,7 +365,7 @@ describe('continue after a crash', () => {
     expect({ status: r.status, toolCalls: r.toolCalls }).toEqual({ status: 'succeeded', toolCalls: 1 });
   });
 
-  it('re-executing an interrupted attempt after the run settled through a continue returns the run\'s settled result', async () => {
+  it("re-executing an interrupted attempt after the run settled through a continue returns the run's settled result", async () => {
     const dir = tempDir();
     const hangingModel = { modelId: 'm', call: () => new Promise<never>(() => {}) };
     const rt1 = createRuntime({ model: hangingModel, store: lmdbStore({ path: dir.path }) });
@@ -318,7 +378,10 @@ describe('continue after a crash', () => {
       await dir.cleanup();
     });
     const s2 = await rt2.openSession('s');
-    expect(await s2.execute({ kind: 'continue', runId: 'r', attemptId: 'a2' })).toMatchObject({ status: 'succeeded', finalMessage: 'the answer' });
+    expect(await s2.execute({ kind: 'continue', runId: 'r', attemptId: 'a2' })).toMatchObject({
+      status: 'succeeded',
+      finalMessage: 'the answer',
+    });
     // DESIGN §6: "if that attempt was interrupted and the run has settled since (through a
     // continue), the run's settled result"
     const again = await s2.execute({ kind: 'prompt', runId: 'r', attemptId: 'a1', message: 'hi' });

@@ -23,19 +23,33 @@ describe('recovery after an interruption', () => {
     const dir = tempDir();
     const started = deferred();
     const lookupStarted = deferred();
-    const charge = (execute: () => Promise<string> | string) => defineTool({ name: 'charge', description: '', parameters: z.object({ n: z.number() }), resources: ['card'], execute });
-    const lookup = (execute: () => Promise<string> | string) => defineTool({ name: 'lookup', description: '', mode: 'parallel', parameters: z.object({}), execute });
+    const charge = (execute: () => Promise<string> | string) =>
+      defineTool({ name: 'charge', description: '', parameters: z.object({ n: z.number() }), resources: ['card'], execute });
+    const lookup = (execute: () => Promise<string> | string) =>
+      defineTool({ name: 'lookup', description: '', mode: 'parallel', parameters: z.object({}), execute });
     // life 1 dies in charge (exclusive); life 2 records it uncertain, then dies in lookup
     // (parallel); life 3 runs lookup again and settles the run
-    const rt1 = createRuntime({ store: lmdbStore({ path: dir.path }), model: scriptedModel([{ toolCalls: [{ id: 'c1', name: 'charge', arguments: { n: 5 } }] }]), tools: [charge(() => (started.resolve(), hang())), lookup(hang)] });
+    const rt1 = createRuntime({
+      store: lmdbStore({ path: dir.path }),
+      model: scriptedModel([{ toolCalls: [{ id: 'c1', name: 'charge', arguments: { n: 5 } }] }]),
+      tools: [charge(() => (started.resolve(), hang())), lookup(hang)],
+    });
     const s1 = await rt1.openSession('s');
     void s1.execute({ kind: 'prompt', runId: 'r', attemptId: 'a1', message: 'charge 5' });
     await started.promise;
-    const rt2 = createRuntime({ store: lmdbStore({ path: dir.path }), model: scriptedModel([{ toolCalls: [{ id: 'l1', name: 'lookup', arguments: {} }] }]), tools: [charge(() => 'charged'), lookup(() => (lookupStarted.resolve(), hang()))] });
+    const rt2 = createRuntime({
+      store: lmdbStore({ path: dir.path }),
+      model: scriptedModel([{ toolCalls: [{ id: 'l1', name: 'lookup', arguments: {} }] }]),
+      tools: [charge(() => 'charged'), lookup(() => (lookupStarted.resolve(), hang()))],
+    });
     const s2 = await rt2.openSession('s');
     void s2.execute({ kind: 'continue', runId: 'r', attemptId: 'a2' });
     await lookupStarted.promise;
-    const rt3 = createRuntime({ store: lmdbStore({ path: dir.path }), model: scriptedModel(['I could not confirm the charge.']), tools: [charge(() => 'charged'), lookup(() => 'found')] });
+    const rt3 = createRuntime({
+      store: lmdbStore({ path: dir.path }),
+      model: scriptedModel(['I could not confirm the charge.']),
+      tools: [charge(() => 'charged'), lookup(() => 'found')],
+    });
     const s3 = await rt3.openSession('s');
     // this process resolves only lookup: charge was resolved by life 2, which is gone
     expect(s3.recovery.uncertainToolCalls.map((c) => c.callId)).toEqual(['l1']);
@@ -60,8 +74,13 @@ describe('recovery after an interruption', () => {
   it('the model-facing text of an uncertain call without resources mentions no locks', async () => {
     const dir = tempDir();
     const started = deferred();
-    const send = (execute: () => Promise<string> | string) => defineTool({ name: 'send', description: '', parameters: z.object({}), execute });
-    const rt1 = createRuntime({ store: lmdbStore({ path: dir.path }), model: scriptedModel([{ toolCalls: [{ id: 'm1', name: 'send', arguments: {} }] }]), tools: [send(() => (started.resolve(), hang()))] });
+    const send = (execute: () => Promise<string> | string) =>
+      defineTool({ name: 'send', description: '', parameters: z.object({}), execute });
+    const rt1 = createRuntime({
+      store: lmdbStore({ path: dir.path }),
+      model: scriptedModel([{ toolCalls: [{ id: 'm1', name: 'send', arguments: {} }] }]),
+      tools: [send(() => (started.resolve(), hang()))],
+    });
     void (await rt1.openSession('s')).execute({ kind: 'prompt', runId: 'r', attemptId: 'a1', message: 'send it' });
     await started.promise;
     const rt2 = createRuntime({ store: lmdbStore({ path: dir.path }), model: scriptedModel(['unsure']), tools: [send(() => 'sent')] });
@@ -70,7 +89,9 @@ describe('recovery after an interruption', () => {
     const busy = await s2.execute({ kind: 'prompt', runId: 'r2', attemptId: 'b1', message: 'other' }).catch((e: unknown) => e);
     expect(busy).toMatchObject({ name: 'ExecutionBusy', state: 'interrupted', activeRunId: 'r' });
     expect((busy as Error).message).toContain("execute({ kind: 'continue', runId: 'r' })");
-    expect(await s2.execute({ kind: 'continue', runId: 'r', attemptId: 'a2' })).toMatchObject({ uncertainCalls: [{ callId: 'm1', resolution: 'uncertain-hanging' }] });
+    expect(await s2.execute({ kind: 'continue', runId: 'r', attemptId: 'a2' })).toMatchObject({
+      uncertainCalls: [{ callId: 'm1', resolution: 'uncertain-hanging' }],
+    });
     const text = s2.snapshot().messages.find((m) => m.role === 'tool')!.content;
     expect(text).toMatch(/is unknown\.$/);
     expect(text).not.toMatch(/lock|\(none\)/);
@@ -82,8 +103,20 @@ describe('recovery after an interruption', () => {
     const dir = tempDir();
     const runs: string[] = [];
     const started = deferred();
-    const charge1 = defineTool({ name: 'charge', description: '', parameters: z.object({ n: z.number() }), resources: ['card'], execute: () => (runs.push('1'), started.resolve(), hang()) });
-    const charge2 = defineTool({ name: 'charge', description: '', parameters: z.object({ n: z.number() }), resources: ['card'], execute: () => (runs.push('2'), 'charged') });
+    const charge1 = defineTool({
+      name: 'charge',
+      description: '',
+      parameters: z.object({ n: z.number() }),
+      resources: ['card'],
+      execute: () => (runs.push('1'), started.resolve(), hang()),
+    });
+    const charge2 = defineTool({
+      name: 'charge',
+      description: '',
+      parameters: z.object({ n: z.number() }),
+      resources: ['card'],
+      execute: () => (runs.push('2'), 'charged'),
+    });
     const { rt1, open2 } = twoLives(
       dir.path,
       { model: scriptedModel([{ toolCalls: [{ id: 'c1', name: 'charge', arguments: { n: 5 } }] }]), tools: [charge1] },
@@ -97,13 +130,18 @@ describe('recovery after an interruption', () => {
     expect(s2.recovery).toMatchObject({
       writerEpoch: 2,
       interruptedRuns: [{ runId: 'r', runEpoch: 1 }],
-      uncertainToolCalls: [{ callId: 'c1', name: 'charge', mode: 'exclusive', resolution: 'uncertain-hanging', idempotencyKey: 's/r/1/c1' }],
+      uncertainToolCalls: [
+        { callId: 'c1', name: 'charge', mode: 'exclusive', resolution: 'uncertain-hanging', idempotencyKey: 's/r/1/c1' },
+      ],
     });
     const r = await s2.execute({ kind: 'continue', runId: 'r', attemptId: 'a2' });
     expect(r).toMatchObject({ status: 'succeeded', finalMessage: 'I could not confirm the charge.' });
     expect(runs).toEqual(['1']);
     const log = await logOf(rt2.store, 's');
-    expect(log.find((e) => e.type === 'tool/result')!.payload.outcome).toMatchObject({ kind: 'uncertain-hanging', resourceLocks: ['card'] });
+    expect(log.find((e) => e.type === 'tool/result')!.payload.outcome).toMatchObject({
+      kind: 'uncertain-hanging',
+      resourceLocks: ['card'],
+    });
     expect(s2.activeResourceLocks).toEqual(['card']);
     await rt2.close();
     const rt3 = open2();
@@ -119,9 +157,24 @@ describe('recovery after an interruption', () => {
     const dir = tempDir();
     const started = deferred();
     const keys: string[] = [];
-    const t1 = defineTool({ name: 'send', description: '', parameters: z.object({}), execute: (_a, ctx) => (keys.push(ctx.idempotencyKey), started.resolve(), hang()) });
-    const t2 = defineTool({ name: 'send', description: '', parameters: z.object({}), execute: () => 'should not run', reconcile: (_a, ctx) => (keys.push(`reconcile:${ctx.idempotencyKey}`), { kind: 'completed', content: 'it was sent' }) });
-    const { rt1, open2 } = twoLives(dir.path, { model: scriptedModel([{ toolCalls: [{ id: 'c1', name: 'send', arguments: {} }] }]), tools: [t1] }, { model: scriptedModel(['sent']), tools: [t2] });
+    const t1 = defineTool({
+      name: 'send',
+      description: '',
+      parameters: z.object({}),
+      execute: (_a, ctx) => (keys.push(ctx.idempotencyKey), started.resolve(), hang()),
+    });
+    const t2 = defineTool({
+      name: 'send',
+      description: '',
+      parameters: z.object({}),
+      execute: () => 'should not run',
+      reconcile: (_a, ctx) => (keys.push(`reconcile:${ctx.idempotencyKey}`), { kind: 'completed', content: 'it was sent' }),
+    });
+    const { rt1, open2 } = twoLives(
+      dir.path,
+      { model: scriptedModel([{ toolCalls: [{ id: 'c1', name: 'send', arguments: {} }] }]), tools: [t1] },
+      { model: scriptedModel(['sent']), tools: [t2] },
+    );
     const s1 = await rt1.openSession('s');
     void s1.execute({ kind: 'prompt', runId: 'r', attemptId: 'a1', message: 'send' });
     await started.promise;
@@ -130,7 +183,10 @@ describe('recovery after an interruption', () => {
     expect(s2.recovery.uncertainToolCalls[0]!.resolution).toBe('reconcile');
     await s2.execute({ kind: 'continue', runId: 'r', attemptId: 'a2' });
     expect(keys).toEqual(['s/r/1/c1', 'reconcile:s/r/1/c1']);
-    expect((await logOf(rt2.store, 's')).find((e) => e.type === 'tool/result')!.payload.outcome).toMatchObject({ kind: 'completed', content: 'it was sent' });
+    expect((await logOf(rt2.store, 's')).find((e) => e.type === 'tool/result')!.payload.outcome).toMatchObject({
+      kind: 'completed',
+      content: 'it was sent',
+    });
     await rt2.close();
     await dir.cleanup();
   });
@@ -139,9 +195,25 @@ describe('recovery after an interruption', () => {
     const dir = tempDir();
     const started = deferred();
     const runs: number[] = [];
-    const t1 = defineTool({ name: 'look', description: '', mode: 'parallel', parameters: z.object({}), execute: () => (runs.push(1), started.resolve(), hang()) });
-    const t2 = defineTool({ name: 'look', description: '', mode: 'parallel', parameters: z.object({}), execute: () => (runs.push(2), 'seen') });
-    const { rt1, open2 } = twoLives(dir.path, { model: scriptedModel([{ toolCalls: [{ id: 'c1', name: 'look', arguments: {} }] }]), tools: [t1] }, { model: scriptedModel(['done']), tools: [t2] });
+    const t1 = defineTool({
+      name: 'look',
+      description: '',
+      mode: 'parallel',
+      parameters: z.object({}),
+      execute: () => (runs.push(1), started.resolve(), hang()),
+    });
+    const t2 = defineTool({
+      name: 'look',
+      description: '',
+      mode: 'parallel',
+      parameters: z.object({}),
+      execute: () => (runs.push(2), 'seen'),
+    });
+    const { rt1, open2 } = twoLives(
+      dir.path,
+      { model: scriptedModel([{ toolCalls: [{ id: 'c1', name: 'look', arguments: {} }] }]), tools: [t1] },
+      { model: scriptedModel(['done']), tools: [t2] },
+    );
     const s1 = await rt1.openSession('s');
     void s1.execute({ kind: 'prompt', runId: 'r', attemptId: 'a1', message: 'look' });
     await started.promise;
@@ -192,14 +264,30 @@ describe('recovery after an interruption', () => {
   it('an accepted stop survives recovery', async () => {
     const dir = tempDir();
     const started = deferred();
-    const t1 = defineTool({ name: 'look', description: '', mode: 'parallel', parameters: z.object({}), execute: () => (started.resolve(), hang()) });
+    const t1 = defineTool({
+      name: 'look',
+      description: '',
+      mode: 'parallel',
+      parameters: z.object({}),
+      execute: () => (started.resolve(), hang()),
+    });
     const t2 = defineTool({ name: 'look', description: '', mode: 'parallel', parameters: z.object({}), execute: () => 'seen' });
     const model2 = scriptedModel(['must not be asked']);
-    const { rt1, open2 } = twoLives(dir.path, { model: scriptedModel([{ toolCalls: [{ id: 'c1', name: 'look', arguments: {} }] }]), tools: [t1] }, { model: model2, tools: [t2] });
+    const { rt1, open2 } = twoLives(
+      dir.path,
+      { model: scriptedModel([{ toolCalls: [{ id: 'c1', name: 'look', arguments: {} }] }]), tools: [t1] },
+      { model: model2, tools: [t2] },
+    );
     const s1 = await rt1.openSession('s');
     void s1.execute({ kind: 'prompt', runId: 'r', attemptId: 'a1', message: 'look' });
     await started.promise;
-    await s1.stopAfterCurrentToolRound({ sessionId: 's', sessionInstanceId: s1.sessionInstanceId, interactionId: 'r', expectedRunEpoch: 1, idempotencyKey: 'k' });
+    await s1.stopAfterCurrentToolRound({
+      sessionId: 's',
+      sessionInstanceId: s1.sessionInstanceId,
+      interactionId: 'r',
+      expectedRunEpoch: 1,
+      idempotencyKey: 'k',
+    });
     const rt2 = open2();
     const s2 = await rt2.openSession('s');
     expect(s2.recovery.interruptedRuns[0]!.stopAccepted).toBe(true);
@@ -213,8 +301,17 @@ describe('recovery after an interruption', () => {
     const dir = tempDir();
     const gate = deferred();
     const started = deferred();
-    const slow = defineTool({ name: 'slow', description: '', parameters: z.object({}), execute: async () => (started.resolve(), await gate.promise, 'ok') });
-    const model = scriptedModel([{ toolCalls: [{ name: 'slow', arguments: {} }] }, { toolCalls: [{ name: 'slow', arguments: {} }] }, 'finished']);
+    const slow = defineTool({
+      name: 'slow',
+      description: '',
+      parameters: z.object({}),
+      execute: async () => (started.resolve(), await gate.promise, 'ok'),
+    });
+    const model = scriptedModel([
+      { toolCalls: [{ name: 'slow', arguments: {} }] },
+      { toolCalls: [{ name: 'slow', arguments: {} }] },
+      'finished',
+    ]);
     const rt = createRuntime({ store: lmdbStore({ path: dir.path }), model, tools: [slow] });
     const s = await rt.openSession('s');
     const p = s.execute({ kind: 'prompt', runId: 'r', attemptId: 'a1', message: 'go' });
@@ -231,7 +328,10 @@ describe('recovery after an interruption', () => {
     const rt2 = createRuntime({ store: lmdbStore({ path: dir.path }), model, tools: [slow] });
     const s2 = await rt2.openSession('s');
     expect(s2.recovery.interruptedRuns).toMatchObject([{ runId: 'r', runEpoch: 2, lastStatus: 'detached' }]);
-    expect(await s2.execute({ kind: 'continue', runId: 'r', attemptId: 'a3' })).toMatchObject({ status: 'succeeded', finalMessage: 'finished' });
+    expect(await s2.execute({ kind: 'continue', runId: 'r', attemptId: 'a3' })).toMatchObject({
+      status: 'succeeded',
+      finalMessage: 'finished',
+    });
     const steps = (await logOf(rt2.store, 's')).filter((e) => e.type === 'step/start').map((e) => e.step);
     expect(steps).toEqual([1, 2, 3]);
     await rt2.close();
@@ -243,12 +343,40 @@ describe('recovery after an interruption', () => {
     const gate = deferred();
     const started = deferred();
     const runs: string[] = [];
-    const step = defineTool({ name: 'step', description: '', parameters: z.object({ n: z.number() }), execute: async ({ n }) => { runs.push(`A${n}`); if (n === 1) { started.resolve(); await gate.promise; } return 'ok'; } });
-    const rtA = createRuntime({ store: lmdbStore({ path: dir.path }), model: scriptedModel([{ toolCalls: [{ name: 'step', arguments: { n: 1 } }, { name: 'step', arguments: { n: 2 } }] }, 'A done']), tools: [step] });
+    const step = defineTool({
+      name: 'step',
+      description: '',
+      parameters: z.object({ n: z.number() }),
+      execute: async ({ n }) => {
+        runs.push(`A${n}`);
+        if (n === 1) {
+          started.resolve();
+          await gate.promise;
+        }
+        return 'ok';
+      },
+    });
+    const rtA = createRuntime({
+      store: lmdbStore({ path: dir.path }),
+      model: scriptedModel([
+        {
+          toolCalls: [
+            { name: 'step', arguments: { n: 1 } },
+            { name: 'step', arguments: { n: 2 } },
+          ],
+        },
+        'A done',
+      ]),
+      tools: [step],
+    });
     const a = await rtA.openSession('s');
     const pa = a.execute({ kind: 'prompt', runId: 'r', attemptId: 'a1', message: 'go' });
     await started.promise;
-    const rtB = createRuntime({ store: lmdbStore({ path: dir.path }), model: scriptedModel(['B done']), tools: [defineTool({ name: 'step', description: '', parameters: z.object({ n: z.number() }), execute: () => 'B' })] });
+    const rtB = createRuntime({
+      store: lmdbStore({ path: dir.path }),
+      model: scriptedModel(['B done']),
+      tools: [defineTool({ name: 'step', description: '', parameters: z.object({ n: z.number() }), execute: () => 'B' })],
+    });
     const b = await rtB.openSession('s');
     const before = (await logOf(rtB.store, 's')).length;
     gate.resolve();

@@ -15,7 +15,13 @@ afterEach(async () => {
   for (const c of cleanups.splice(0).reverse()) await c();
 });
 
-const lookup = defineTool({ name: 'lookup', description: 'looks up', mode: 'parallel', parameters: z.object({ q: z.string() }), execute: ({ q }) => `found ${q}` });
+const lookup = defineTool({
+  name: 'lookup',
+  description: 'looks up',
+  mode: 'parallel',
+  parameters: z.object({ q: z.string() }),
+  execute: ({ q }) => `found ${q}`,
+});
 
 /** A model that asks for one lookup, then answers; it records what it saw and streams its answer. */
 function recordingModel(onCall: (request: ModelRequest, n: number) => void = () => {}): ModelProvider & { requests: ModelRequest[] } {
@@ -27,7 +33,10 @@ function recordingModel(onCall: (request: ModelRequest, n: number) => void = () 
       requests.push(request);
       onCall(request, requests.length);
       if (requests.length === 1) {
-        return { message: { role: 'assistant', content: '', toolCalls: [{ id: 'c1', name: 'lookup', arguments: '{"q":"x"}' }] }, finishReason: 'tool_calls' };
+        return {
+          message: { role: 'assistant', content: '', toolCalls: [{ id: 'c1', name: 'lookup', arguments: '{"q":"x"}' }] },
+          finishReason: 'tool_calls',
+        };
       }
       onEvent?.({ type: 'text_delta', text: 'the answer' });
       return { message: { role: 'assistant', content: 'the answer' }, finishReason: 'stop' };
@@ -70,7 +79,7 @@ describe('the results commit lands under the next model call', () => {
     expect(types.indexOf('step/end')).toBeLessThan(types.lastIndexOf('assistant/message'));
   });
 
-  it('subscribers see the step\'s results before anything of the next step (its start, its deltas)', async () => {
+  it("subscribers see the step's results before anything of the next step (its start, its deltas)", async () => {
     const store = hookedStore(memoryStore(), (drafts) => (isResults(drafts) ? new Promise((r) => setTimeout(r, 30)) : undefined));
     const { runtime } = memRuntime({ model: recordingModel(), tools: [lookup] }, store);
     const s = await runtime.openSession('s');
@@ -84,7 +93,7 @@ describe('the results commit lands under the next model call', () => {
     expect(at('step_start 2')).toBeLessThan(at('message_delta'));
   });
 
-  it('a results commit that fails fails the run with its error: the model\'s answer is neither shown nor committed, the results are written with run/end', async () => {
+  it("a results commit that fails fails the run with its error: the model's answer is neither shown nor committed, the results are written with run/end", async () => {
     let failed = false;
     const base = memoryStore();
     const store = hookedStore(base, (drafts) => {
@@ -178,7 +187,13 @@ describe('LogWriter.commitAhead', () => {
   }
   const AT = { turn: 1, step: 1, attempt: 1 };
   const stageResult = (w: LogWriter, content: string) =>
-    w.stage('tool/result', AT, { callId: 'c1', name: 'lookup', outcome: { kind: 'completed', content, isError: false, concludesTurn: false, releaseResources: [] }, startedAt: 1, endedAt: 2 });
+    w.stage('tool/result', AT, {
+      callId: 'c1',
+      name: 'lookup',
+      outcome: { kind: 'completed', content, isError: false, concludesTurn: false, releaseResources: [] },
+      startedAt: 1,
+      endedAt: 2,
+    });
 
   it('shows the messages of the commit under way until it lands, and the request digest over them is the one the landed surface gives', async () => {
     const { projection, w } = await writer();

@@ -1,6 +1,16 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { createRuntime, defineTool, isExecutionBusy, isValidationError, lmdbStore, memoryStore, scriptedModel, type Envelope, type ModelProvider } from '../../src/index.js';
+import {
+  createRuntime,
+  defineTool,
+  isExecutionBusy,
+  isValidationError,
+  lmdbStore,
+  memoryStore,
+  scriptedModel,
+  type Envelope,
+  type ModelProvider,
+} from '../../src/index.js';
 import { deferred } from '../helpers/drafts.js';
 import { tempDir } from '../helpers/tmp.js';
 
@@ -43,9 +53,19 @@ describe('session.run', () => {
     expect(result).toMatchObject({ runId: run.runId, attemptId: run.attemptId, status: 'succeeded', finalMessage: 'Hello, world' });
   });
 
-  it('events are the attempt\'s typed envelopes, from run_start to execution_finished', async () => {
-    const add = defineTool({ name: 'add', description: '', mode: 'parallel', parameters: z.object({ a: z.number(), b: z.number() }), execute: ({ a, b }) => a + b });
-    const runtime = createRuntime({ store: memoryStore(), model: scriptedModel([{ toolCalls: [{ id: 'c1', name: 'add', arguments: { a: 1, b: 2 } }] }, 'It is 3.']), tools: [add] });
+  it("events are the attempt's typed envelopes, from run_start to execution_finished", async () => {
+    const add = defineTool({
+      name: 'add',
+      description: '',
+      mode: 'parallel',
+      parameters: z.object({ a: z.number(), b: z.number() }),
+      execute: ({ a, b }) => a + b,
+    });
+    const runtime = createRuntime({
+      store: memoryStore(),
+      model: scriptedModel([{ toolCalls: [{ id: 'c1', name: 'add', arguments: { a: 1, b: 2 } }] }, 'It is 3.']),
+      tools: [add],
+    });
     cleanups.push(() => runtime.close());
     const s = await runtime.openSession('s');
     const run = s.run({ kind: 'prompt', runId: 'r1', message: 'add 1 and 2' });
@@ -70,7 +90,13 @@ describe('session.run', () => {
 
   it('a refused attempt rejects its result and throws from its iterables; bad input is a ValidationError', async () => {
     const gate = deferred<void>();
-    const slow: ModelProvider = { modelId: 'slow', call: async () => (await gate.promise, { message: { role: 'assistant', content: 'ok' }, usage: { inputTokens: 1, outputTokens: 1 }, finishReason: 'stop' }) };
+    const slow: ModelProvider = {
+      modelId: 'slow',
+      call: async () => (
+        await gate.promise,
+        { message: { role: 'assistant', content: 'ok' }, usage: { inputTokens: 1, outputTokens: 1 }, finishReason: 'stop' }
+      ),
+    };
     const runtime = createRuntime({ store: memoryStore(), model: slow });
     cleanups.push(() => runtime.close());
     const s = await runtime.openSession('s');
@@ -92,7 +118,11 @@ describe('session.run', () => {
 
   it('execute continue and respond take the open run and a new attempt id when they leave them out', async () => {
     const pay = defineTool({ name: 'pay', description: '', parameters: z.object({}), needsApproval: true, execute: () => 'paid' });
-    const runtime = createRuntime({ store: memoryStore(), model: scriptedModel([{ toolCalls: [{ id: 'p1', name: 'pay', arguments: {} }] }, 'paid it']), tools: [pay] });
+    const runtime = createRuntime({
+      store: memoryStore(),
+      model: scriptedModel([{ toolCalls: [{ id: 'p1', name: 'pay', arguments: {} }] }, 'paid it']),
+      tools: [pay],
+    });
     cleanups.push(() => runtime.close());
     const s = await runtime.openSession('s');
     const r1 = await s.run('pay').result;
@@ -105,12 +135,22 @@ describe('session.run', () => {
     await expect(s.execute({ kind: 'continue' })).rejects.toSatisfy(isValidationError);
   });
 
-  it('after a crash, run({ kind: \'continue\' }) resumes the interrupted run with a fresh attempt each time', async () => {
+  it("after a crash, run({ kind: 'continue' }) resumes the interrupted run with a fresh attempt each time", async () => {
     const dir = tempDir();
     cleanups.push(() => dir.cleanup());
     const started = deferred();
-    const slowTool = defineTool({ name: 'wait', description: '', mode: 'parallel', parameters: z.object({}), execute: () => (started.resolve(), new Promise<string>(() => {})) });
-    const rt1 = createRuntime({ store: lmdbStore({ path: dir.path }), model: scriptedModel([{ toolCalls: [{ id: 'w1', name: 'wait', arguments: {} }] }]), tools: [slowTool] });
+    const slowTool = defineTool({
+      name: 'wait',
+      description: '',
+      mode: 'parallel',
+      parameters: z.object({}),
+      execute: () => (started.resolve(), new Promise<string>(() => {})),
+    });
+    const rt1 = createRuntime({
+      store: lmdbStore({ path: dir.path }),
+      model: scriptedModel([{ toolCalls: [{ id: 'w1', name: 'wait', arguments: {} }] }]),
+      tools: [slowTool],
+    });
     const first = (await rt1.openSession('s')).run('go');
     await started.promise;
     const fast = defineTool({ name: 'wait', description: '', mode: 'parallel', parameters: z.object({}), execute: () => 'done' });
@@ -120,12 +160,20 @@ describe('session.run', () => {
     const resumed = s2.run({ kind: 'continue' });
     expect(resumed.runId).toBe(first.runId);
     expect(await collect(resumed.textStream)).toEqual(['finished']);
-    expect(await resumed.result).toMatchObject({ runId: first.runId, status: 'succeeded', uncertainCalls: [{ callId: 'w1', resolution: 're-run' }] });
+    expect(await resumed.result).toMatchObject({
+      runId: first.runId,
+      status: 'succeeded',
+      uncertainCalls: [{ callId: 'w1', resolution: 're-run' }],
+    });
   });
 
   it('the ids option makes the generated run ids', async () => {
     let n = 0;
-    const runtime = createRuntime({ store: memoryStore(), model: scriptedModel(['a']), ids: { instanceId: () => 'i', eventId: () => `e${++n}`, runId: () => `run-${++n}` } });
+    const runtime = createRuntime({
+      store: memoryStore(),
+      model: scriptedModel(['a']),
+      ids: { instanceId: () => 'i', eventId: () => `e${++n}`, runId: () => `run-${++n}` },
+    });
     cleanups.push(() => runtime.close());
     const s = await runtime.openSession('s');
     const run = s.run('hi');

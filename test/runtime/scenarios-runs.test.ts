@@ -47,7 +47,6 @@ const wait = (ms: number, signal: AbortSignal) =>
     signal.addEventListener('abort', () => (clearTimeout(t), rej(new Error('aborted'))), { once: true });
   });
 
-
 interface World {
   violations: string[];
   effects: Map<string, number>; // exclusive effects by idempotencyKey
@@ -62,8 +61,21 @@ function makeTools(w: World, r: ReturnType<typeof rng>) {
   const args = z.object({ ms: z.number().default(0), big: z.boolean().default(false) });
   const out = (a: { big: boolean }, s: string) => (a.big ? `${s} ${'lorem ipsum '.repeat(120)}` : s);
   return [
-    defineTool({ name: 'look', description: 'read', mode: 'parallel', parameters: args, execute: async (a, ctx) => (await wait(a.ms, ctx.signal), out(a, 'seen')) }),
-    defineTool({ name: 'fetch', description: 'read db', mode: 'parallel', resources: ['db'], parameters: args, execute: async (a, ctx) => (await wait(a.ms, ctx.signal), out(a, 'fetched')) }),
+    defineTool({
+      name: 'look',
+      description: 'read',
+      mode: 'parallel',
+      parameters: args,
+      execute: async (a, ctx) => (await wait(a.ms, ctx.signal), out(a, 'seen')),
+    }),
+    defineTool({
+      name: 'fetch',
+      description: 'read db',
+      mode: 'parallel',
+      resources: ['db'],
+      parameters: args,
+      execute: async (a, ctx) => (await wait(a.ms, ctx.signal), out(a, 'fetched')),
+    }),
     defineTool({
       name: 'charge',
       description: 'charges the card',
@@ -86,7 +98,15 @@ function makeTools(w: World, r: ReturnType<typeof rng>) {
         return out(a, 'sent');
       },
     }),
-    defineTool({ name: 'boom', description: 'throws', mode: r.chance(0.5) ? 'parallel' : 'exclusive', parameters: args, execute: () => { throw new Error('boom'); } }),
+    defineTool({
+      name: 'boom',
+      description: 'throws',
+      mode: r.chance(0.5) ? 'parallel' : 'exclusive',
+      parameters: args,
+      execute: () => {
+        throw new Error('boom');
+      },
+    }),
     defineTool({
       name: 'wire',
       description: 'needs approval',
@@ -109,7 +129,8 @@ function makeModel(w: World, r: ReturnType<typeof rng>, ids: { n: number }): Scr
     const delayMs = r.chance(0.5) ? r.int(60) : 0;
     // at most a few tool rounds since the last user message
     let rounds = 0;
-    for (let i = req.messages.length - 1; i >= 0 && req.messages[i]!.role !== 'user'; i--) if (req.messages[i]!.role === 'assistant') rounds++;
+    for (let i = req.messages.length - 1; i >= 0 && req.messages[i]!.role !== 'user'; i--)
+      if (req.messages[i]!.role === 'assistant') rounds++;
     if (rounds >= 3 || r.chance(0.15)) return { text: `answer ${ids.n++}`, delayMs };
     const n = 1 + r.int(3);
     const toolCalls = Array.from({ length: n }, () => ({
@@ -195,7 +216,10 @@ async function scenario(seed: number, actions = 6): Promise<string[]> {
       const decisions: Record<string, 'approve' | 'deny'> = {};
       for (const c of o.pending.calls ?? []) if (r.chance(0.8)) decisions[c.callId] = r.chance(0.6) ? 'approve' : 'deny';
       trace.push(`respond ${o.runId}/${attemptId} ${JSON.stringify(decisions)}${opts.timeout ? ' (late)' : ''}`);
-      return track(`respond ${o.runId}`, s.execute({ kind: 'respond', runId: o.runId, attemptId, questionId: o.pending.questionId, answer: { decisions } }));
+      return track(
+        `respond ${o.runId}`,
+        s.execute({ kind: 'respond', runId: o.runId, attemptId, questionId: o.pending.questionId, answer: { decisions } }),
+      );
     }
     trace.push(`continue ${o.runId}/${attemptId}`);
     return track(`continue ${o.runId}`, s.execute({ kind: 'continue', runId: o.runId, attemptId }));
@@ -226,9 +250,17 @@ async function scenario(seed: number, actions = 6): Promise<string[]> {
         const o = await openRun();
         if (o) {
           trace.push(`stop ${o.runId}@${o.epoch}`);
-          await s.stopAfterCurrentToolRound({ sessionId: 's', sessionInstanceId: s.sessionInstanceId, interactionId: o.runId, expectedRunEpoch: o.epoch, idempotencyKey: `k${i}` }).catch((e) => {
-            if (e?.name !== 'SessionSteeringConflict') throw e;
-          });
+          await s
+            .stopAfterCurrentToolRound({
+              sessionId: 's',
+              sessionInstanceId: s.sessionInstanceId,
+              interactionId: o.runId,
+              expectedRunEpoch: o.epoch,
+              idempotencyKey: `k${i}`,
+            })
+            .catch((e) => {
+              if (e?.name !== 'SessionSteeringConflict') throw e;
+            });
         }
       } else if (a < 72) {
         // crash: abandon the runtime mid-run, open a new one on the same path
@@ -266,13 +298,30 @@ async function scenario(seed: number, actions = 6): Promise<string[]> {
   await sleep(300); // let abandoned runtimes' slow tools finish
   const log = await logOf(rt.store, 's');
   check(w, log, budget.maxToolCalls, idempotent);
-  if (process.env.SCENARIO_DUMP) console.log(JSON.stringify(budget), log.map((e) => `${e.seq} ${e.type} t${e.turn}s${e.step}a${e.attempt} ${JSON.stringify(e.payload).slice(0, 160)}`).join('\n'));
+  if (process.env.SCENARIO_DUMP)
+    console.log(
+      JSON.stringify(budget),
+      log.map((e) => `${e.seq} ${e.type} t${e.turn}s${e.step}a${e.attempt} ${JSON.stringify(e.payload).slice(0, 160)}`).join('\n'),
+    );
   if (process.env.SCENARIO_STATS) {
     for (const e of log) stats.set(e.type, (stats.get(e.type) ?? 0) + 1);
-    for (const e of log) if (e.type === 'tool/result') stats.set('outcome:' + (e.payload.outcome as { kind: string }).kind, (stats.get('outcome:' + (e.payload.outcome as { kind: string }).kind) ?? 0) + 1);
+    for (const e of log)
+      if (e.type === 'tool/result')
+        stats.set(
+          'outcome:' + (e.payload.outcome as { kind: string }).kind,
+          (stats.get('outcome:' + (e.payload.outcome as { kind: string }).kind) ?? 0) + 1,
+        );
     for (const e of log) if (e.type === 'run/end') stats.set('end:' + e.payload.status, (stats.get('end:' + e.payload.status) ?? 0) + 1);
     if (config.contextWindow) stats.set('smallWindow', (stats.get('smallWindow') ?? 0) + 1);
-    for (const m of w.models) for (const q of m.requests) stats.set('maxReqChars', Math.max(stats.get('maxReqChars') ?? 0, q.messages.reduce((n, x) => n + x.content.length, 0)));
+    for (const m of w.models)
+      for (const q of m.requests)
+        stats.set(
+          'maxReqChars',
+          Math.max(
+            stats.get('maxReqChars') ?? 0,
+            q.messages.reduce((n, x) => n + x.content.length, 0),
+          ),
+        );
     for (const t of trace) stats.set('act:' + t.split(' ')[0], (stats.get('act:' + t.split(' ')[0]) ?? 0) + 1);
   }
   await rt.close();
@@ -307,40 +356,56 @@ function check(w: World, log: EventRecord[], maxToolCalls: number | undefined, i
   // every logged tool call has exactly one result; a call that had an effect was not recorded as never started
   const own = log.filter((e) => e.payload.copiedFrom === undefined);
   const results = new Map<string, EventRecord[]>();
-  for (const e of own) if (e.type === 'tool/result') results.set(e.payload.callId as string, [...(results.get(e.payload.callId as string) ?? []), e]);
+  for (const e of own)
+    if (e.type === 'tool/result') results.set(e.payload.callId as string, [...(results.get(e.payload.callId as string) ?? []), e]);
   for (const e of own) {
     if (e.type !== 'tool/call') continue;
     const rs = results.get(e.payload.callId as string) ?? [];
     if (rs.length !== 1) v.push(`tool/call ${e.payload.callId} has ${rs.length} tool/result events`);
     const kind = (rs[0]?.payload.outcome as { kind: string } | undefined)?.kind;
-    if (w.effects.has(e.payload.idempotencyKey as string) && kind === 'skipped') v.push(`call ${e.payload.callId} had its effect but is recorded skipped`);
+    if (w.effects.has(e.payload.idempotencyKey as string) && kind === 'skipped')
+      v.push(`call ${e.payload.callId} had its effect but is recorded skipped`);
   }
   // inputs consumed at most once
   const used = new Map<string, number>();
   for (const e of own) {
-    const id = e.type === 'user/message' ? e.payload.inputId : e.type === 'run/start' && e.payload.kind === 'follow_up' ? e.payload.inputId : undefined;
+    const id =
+      e.type === 'user/message'
+        ? e.payload.inputId
+        : e.type === 'run/start' && e.payload.kind === 'follow_up'
+          ? e.payload.inputId
+          : undefined;
     if (typeof id === 'string') used.set(id, (used.get(id) ?? 0) + 1);
   }
   for (const [id, n] of used) if (n > 1) v.push(`input ${id} consumed ${n} times`);
   // a committed delivery was really delivered
-  for (const e of log) if (e.type === 'delivery/committed' && !w.delivered.has(e.payload.finalMessageId as string)) v.push(`delivery/committed ${e.payload.finalMessageId} never reached the owner`);
+  for (const e of log)
+    if (e.type === 'delivery/committed' && !w.delivered.has(e.payload.finalMessageId as string))
+      v.push(`delivery/committed ${e.payload.finalMessageId} never reached the owner`);
   // finals: exactly one delivery record each; owner got each at most once unless idempotent
   const finals = log.filter((e) => e.type === 'final/message' && e.payload.copiedFrom === undefined);
   for (const f of finals) {
     const id = f.payload.finalMessageId as string;
-    const d = log.filter((e) => (e.type === 'delivery/committed' || e.type === 'delivery/unknown') && e.payload.finalMessageId === id && e.seq > f.seq);
+    const d = log.filter(
+      (e) => (e.type === 'delivery/committed' || e.type === 'delivery/unknown') && e.payload.finalMessageId === id && e.seq > f.seq,
+    );
     if (d.length !== 1) v.push(`final ${id} has ${d.length} delivery records (${d.map((e) => e.type)})`);
-    if (!idempotent && (w.delivered.get(id) ?? 0) > 1) v.push(`final ${id} delivered ${w.delivered.get(id)} times to a non-idempotent owner`);
+    if (!idempotent && (w.delivered.get(id) ?? 0) > 1)
+      v.push(`final ${id} delivered ${w.delivered.get(id)} times to a non-idempotent owner`);
   }
   // run/end for every settled result; budgets per run
   for (const res of w.results) {
-    if (SETTLED.has(res.status) && !log.some((e) => e.type === 'run/end' && e.payload.runId === res.runId && SETTLED.has(String(e.payload.status)))) {
+    if (
+      SETTLED.has(res.status) &&
+      !log.some((e) => e.type === 'run/end' && e.payload.runId === res.runId && SETTLED.has(String(e.payload.status)))
+    ) {
       v.push(`result ${res.runId}/${res.attemptId} ${res.status} has no settled run/end`);
     }
   }
   const starts = new Set(log.filter((e) => e.type === 'run/start').map((e) => e.payload.runId as string));
   for (const runId of starts) {
-    if (!log.some((e) => e.type === 'run/end' && e.payload.runId === runId && SETTLED.has(String(e.payload.status)) )) v.push(`run ${runId} never settled after drain`);
+    if (!log.some((e) => e.type === 'run/end' && e.payload.runId === runId && SETTLED.has(String(e.payload.status))))
+      v.push(`run ${runId} never settled after drain`);
   }
   if (maxToolCalls !== undefined) {
     // budgets are checked after every step: a step may overshoot, but no step may start calls
@@ -351,7 +416,8 @@ function check(w: World, log: EventRecord[], maxToolCalls: number | undefined, i
       if (e.type === 'run/start') cur = e.payload.runId as string;
       if (e.type === 'tool/call' && e.payload.copiedFrom === undefined) {
         const st = perRun.get(cur) ?? { n: 0, step: -1 };
-        if (e.step !== st.step && st.n >= maxToolCalls) v.push(`run ${cur}: step ${e.step} starts tool calls after ${st.n} >= maxToolCalls ${maxToolCalls}`);
+        if (e.step !== st.step && st.n >= maxToolCalls)
+          v.push(`run ${cur}: step ${e.step} starts tool calls after ${st.n} >= maxToolCalls ${maxToolCalls}`);
         perRun.set(cur, { n: st.n + 1, step: e.step });
       }
     }
@@ -359,13 +425,17 @@ function check(w: World, log: EventRecord[], maxToolCalls: number | undefined, i
 }
 
 describe('randomized runs with tools, approvals, cancels, detaches and crashes (seeded)', () => {
-  it('30 seeds × 6 actions keep the log invariants', async () => {
-    const all: string[] = [];
-    const base = Number(process.env.SCENARIO_SEED ?? 1);
-    const count = Number(process.env.SCENARIO_COUNT ?? 30);
-    const actions = Number(process.env.SCENARIO_ACTIONS ?? 6);
-    for (let seed = base; seed < base + count; seed++) all.push(...(await scenario(seed, actions)));
-    if (process.env.SCENARIO_STATS) console.log(Object.fromEntries([...stats].sort()));
-    expect(all).toEqual([]);
-  }, Number(process.env.SCENARIO_COUNT ?? 30) * 5_000 + 60_000);
+  it(
+    '30 seeds × 6 actions keep the log invariants',
+    async () => {
+      const all: string[] = [];
+      const base = Number(process.env.SCENARIO_SEED ?? 1);
+      const count = Number(process.env.SCENARIO_COUNT ?? 30);
+      const actions = Number(process.env.SCENARIO_ACTIONS ?? 6);
+      for (let seed = base; seed < base + count; seed++) all.push(...(await scenario(seed, actions)));
+      if (process.env.SCENARIO_STATS) console.log(Object.fromEntries([...stats].sort()));
+      expect(all).toEqual([]);
+    },
+    Number(process.env.SCENARIO_COUNT ?? 30) * 5_000 + 60_000,
+  );
 });

@@ -62,7 +62,6 @@ const abortable = (ms: number, signal: AbortSignal) =>
     signal.addEventListener('abort', () => (clearTimeout(t), rej(new Error('aborted'))), { once: true });
   });
 
-
 interface World {
   violations: string[];
   effects: Map<string, number>; // side effects of exclusive tools, by idempotencyKey
@@ -80,8 +79,21 @@ function makeTools(w: World, r: Rng) {
   const args = z.object({ ms: z.number().default(0), big: z.boolean().default(false), v: z.number().default(0) });
   const out = (a: { big: boolean }, s: string) => (a.big ? `${s} ${'filler text '.repeat(25)}` : s);
   return [
-    defineTool({ name: 'look', description: 'reads', mode: 'parallel', parameters: args, execute: async (a, ctx) => (await abortable(a.ms, ctx.signal), out(a, 'seen')) }),
-    defineTool({ name: 'fetch', description: 'reads db', mode: 'parallel', resources: ['lock'], parameters: args, execute: async (a, ctx) => (await abortable(a.ms, ctx.signal), out(a, 'fetched')) }),
+    defineTool({
+      name: 'look',
+      description: 'reads',
+      mode: 'parallel',
+      parameters: args,
+      execute: async (a, ctx) => (await abortable(a.ms, ctx.signal), out(a, 'seen')),
+    }),
+    defineTool({
+      name: 'fetch',
+      description: 'reads db',
+      mode: 'parallel',
+      resources: ['lock'],
+      parameters: args,
+      execute: async (a, ctx) => (await abortable(a.ms, ctx.signal), out(a, 'fetched')),
+    }),
     defineTool({
       name: 'charge',
       description: 'charges (exclusive, reconcilable)',
@@ -156,10 +168,12 @@ function makeTools(w: World, r: Rng) {
 function makeModel(w: World, r: Rng, ids: { n: number }): ScriptedModel {
   const names = ['look', 'fetch', 'charge', 'send', 'finish', 'hang', 'stubborn', 'wire', 'look', 'charge'];
   const step = (req: ModelRequest): ScriptedStep => {
-    if (req.tools.length === 0 && req.messages[0]?.content === DEFAULT_COMPACTION_PROMPT) return { text: `summary ${ids.n++}`, delayMs: r.chance(0.3) ? r.int(40) : 0 };
+    if (req.tools.length === 0 && req.messages[0]?.content === DEFAULT_COMPACTION_PROMPT)
+      return { text: `summary ${ids.n++}`, delayMs: r.chance(0.3) ? r.int(40) : 0 };
     const delayMs = r.chance(0.5) ? r.int(50) : 0;
     let rounds = 0;
-    for (let i = req.messages.length - 1; i >= 0 && req.messages[i]!.role !== 'user'; i--) if (req.messages[i]!.role === 'assistant') rounds++;
+    for (let i = req.messages.length - 1; i >= 0 && req.messages[i]!.role !== 'user'; i--)
+      if (req.messages[i]!.role === 'assistant') rounds++;
     if (rounds >= 3 || r.chance(0.2)) return { text: `answer ${ids.n++}`, delayMs };
     const n = 1 + r.int(3);
     const toolCalls = Array.from({ length: n }, () => ({
@@ -180,7 +194,17 @@ const bump = (k: string, n = 1) => stats.set(k, (stats.get(k) ?? 0) + n);
 async function scenario(seed: number, actions = 7): Promise<string[]> {
   const r = prng(seed);
   const dir = tempDir('actorloop-scenario-');
-  const w: World = { violations: [], effects: new Map(), delivered: new Map(), models: [], pending: [], results: [], reportedUncertain: new Set(), reportedOpen: new Set(), acked: { inputs: new Set(), stops: new Set() } };
+  const w: World = {
+    violations: [],
+    effects: new Map(),
+    delivered: new Map(),
+    models: [],
+    pending: [],
+    results: [],
+    reportedUncertain: new Set(),
+    reportedOpen: new Set(),
+    acked: { inputs: new Set(), stops: new Set() },
+  };
   const unhandled: unknown[] = [];
   const onUnhandled = (e: unknown) => unhandled.push(e);
   process.on('unhandledRejection', onUnhandled);
@@ -265,7 +289,10 @@ async function scenario(seed: number, actions = 7): Promise<string[]> {
       const decisions: Record<string, 'approve' | 'deny'> = {};
       for (const c of o.pending.calls ?? []) if (r.chance(0.85)) decisions[c.callId] = r.chance(0.6) ? 'approve' : 'deny';
       trace.push(`respond ${o.runId}/${attemptId} ${JSON.stringify(decisions)}`);
-      return track(`respond ${o.runId}`, s.execute({ kind: 'respond', runId: o.runId, attemptId, questionId: o.pending.questionId, answer: { decisions } }));
+      return track(
+        `respond ${o.runId}`,
+        s.execute({ kind: 'respond', runId: o.runId, attemptId, questionId: o.pending.questionId, answer: { decisions } }),
+      );
     }
     trace.push(`continue ${o.runId}/${attemptId}`);
     return track(`continue ${o.runId}`, s.execute({ kind: 'continue', runId: o.runId, attemptId }));
@@ -277,7 +304,9 @@ async function scenario(seed: number, actions = 7): Promise<string[]> {
     runtimes.push(rt);
     s = await rt.openSession('s');
     noteRecovery(s);
-    trace.push(`reopen(${how}) open=[${s.recovery.interruptedRuns.map((x) => x.runId)}] uncertain=[${s.recovery.uncertainToolCalls.map((u) => `${u.callId}:${u.resolution ?? ''}`)}] locks=[${s.recovery.activeResourceLocks}]`);
+    trace.push(
+      `reopen(${how}) open=[${s.recovery.interruptedRuns.map((x) => x.runId)}] uncertain=[${s.recovery.uncertainToolCalls.map((u) => `${u.callId}:${u.resolution ?? ''}`)}] locks=[${s.recovery.activeResourceLocks}]`,
+    );
   };
 
   if (tiny) {
@@ -285,7 +314,10 @@ async function scenario(seed: number, actions = 7): Promise<string[]> {
     for (let k = 0; k < 2; k++) {
       const runId = `r${++runN}`;
       trace.push(`warm-up ${runId}`);
-      await track(`prompt ${runId}`, s.execute({ kind: 'prompt', runId, attemptId: `a${++attN}`, message: `warm-up ${runN} ${'context '.repeat(30)}` }));
+      await track(
+        `prompt ${runId}`,
+        s.execute({ kind: 'prompt', runId, attemptId: `a${++attN}`, message: `warm-up ${runN} ${'context '.repeat(30)}` }),
+      );
       for (let d = 0; d < 3 && (await openRun()); d++) await resume();
     }
   }
@@ -306,25 +338,47 @@ async function scenario(seed: number, actions = 7): Promise<string[]> {
         const cancelAtOnce = r.chance(0.3);
         trace.push(`submit ${mode} ${inputId}${cancelAtOnce ? ' +cancel' : ''}`);
         const sub = s.submitInput({ inputId, message: `more ${inputId}`, mode });
-        void sub.then((rec) => w.acked.inputs.add(rec.inputId), () => undefined);
+        void sub.then(
+          (rec) => w.acked.inputs.add(rec.inputId),
+          () => undefined,
+        );
         if (cancelAtOnce) {
           const [rec, can] = await Promise.all([sub, s.cancelInput(inputId)]);
-          if (rec.inputId !== inputId || can.inputId !== inputId) w.violations.push(`receipts for ${inputId}: ${JSON.stringify([rec, can])}`);
+          if (rec.inputId !== inputId || can.inputId !== inputId)
+            w.violations.push(`receipts for ${inputId}: ${JSON.stringify([rec, can])}`);
         } else await sub;
       } else if (a < 48) {
         const o = await openRun();
         if (o) {
           const twice = r.chance(0.5);
-          const req = { sessionId: 's', sessionInstanceId: s.sessionInstanceId, interactionId: o.runId, expectedRunEpoch: o.epoch, idempotencyKey: `stop${++keyN}` };
+          const req = {
+            sessionId: 's',
+            sessionInstanceId: s.sessionInstanceId,
+            interactionId: o.runId,
+            expectedRunEpoch: o.epoch,
+            idempotencyKey: `stop${++keyN}`,
+          };
           trace.push(`stop ${o.runId}@${o.epoch}${twice ? ' x2' : ''}`);
           const ps = twice ? [s.stopAfterCurrentToolRound(req), s.stopAfterCurrentToolRound(req)] : [s.stopAfterCurrentToolRound(req)];
           const got = await Promise.allSettled(ps);
           if (got.some((g) => g.status === 'fulfilled')) w.acked.stops.add(req.idempotencyKey);
-          for (const g of got) if (g.status === 'rejected' && g.reason?.name !== 'SessionSteeringConflict' && !/\(injected\)/.test(String(g.reason?.message))) w.violations.push(`stop threw ${g.reason?.name}: ${g.reason?.message}`);
-          if (twice && got.every((g) => g.status === 'fulfilled') && JSON.stringify((got[0] as PromiseFulfilledResult<unknown>).value) !== JSON.stringify((got[1] as PromiseFulfilledResult<unknown>).value)) {
+          for (const g of got)
+            if (g.status === 'rejected' && g.reason?.name !== 'SessionSteeringConflict' && !/\(injected\)/.test(String(g.reason?.message)))
+              w.violations.push(`stop threw ${g.reason?.name}: ${g.reason?.message}`);
+          if (
+            twice &&
+            got.every((g) => g.status === 'fulfilled') &&
+            JSON.stringify((got[0] as PromiseFulfilledResult<unknown>).value) !==
+              JSON.stringify((got[1] as PromiseFulfilledResult<unknown>).value)
+          ) {
             w.violations.push(`the same stop request sent twice got two receipts`);
           }
-          if (twice && got[0]!.status !== got[1]!.status && !got.some((g) => g.status === 'rejected' && /\(injected\)/.test(String(g.reason?.message)))) w.violations.push(`the same stop request sent twice: ${got.map((g) => g.status)}`);
+          if (
+            twice &&
+            got[0]!.status !== got[1]!.status &&
+            !got.some((g) => g.status === 'rejected' && /\(injected\)/.test(String(g.reason?.message)))
+          )
+            w.violations.push(`the same stop request sent twice: ${got.map((g) => g.status)}`);
         }
       } else if (a < 54) {
         trace.push(`cancel ${await s.requestCancel()}`);
@@ -390,11 +444,18 @@ async function scenario(seed: number, actions = 7): Promise<string[]> {
   const stillOpen = await openRun();
   if (stillOpen) {
     await reopen('close');
-    if (!s.recovery.interruptedRuns.some((x) => x.runId === stillOpen.runId)) w.violations.push(`run ${stillOpen.runId} is open in the log but recovery does not report it`);
+    if (!s.recovery.interruptedRuns.some((x) => x.runId === stillOpen.runId))
+      w.violations.push(`run ${stillOpen.runId} is open in the log but recovery does not report it`);
   }
   check(w, log, budget, idempotent);
   if (unhandled.length) w.violations.push(`unhandled rejections: ${unhandled.map((e) => String((e as Error)?.stack ?? e)).join('; ')}`);
-  if (process.env.SCENARIO_DUMP) console.log(`seed ${seed}`, JSON.stringify({ budget, config, idempotent }), '\n' + trace.join('\n'), '\n' + log.map((e) => `${e.seq} ${e.type} t${e.turn}s${e.step}a${e.attempt} ${JSON.stringify(e.payload).slice(0, 200)}`).join('\n'));
+  if (process.env.SCENARIO_DUMP)
+    console.log(
+      `seed ${seed}`,
+      JSON.stringify({ budget, config, idempotent }),
+      '\n' + trace.join('\n'),
+      '\n' + log.map((e) => `${e.seq} ${e.type} t${e.turn}s${e.step}a${e.attempt} ${JSON.stringify(e.payload).slice(0, 200)}`).join('\n'),
+    );
   if (process.env.SCENARIO_STATS) {
     for (const e of log) bump(e.type);
     for (const e of log) if (e.type === 'tool/result') bump('outcome:' + (e.payload.outcome as { kind: string }).kind);
@@ -433,18 +494,26 @@ function check(w: World, log: EventRecord[], budget: { maxToolCalls?: number }, 
   }
   const own = log.filter((e) => e.payload.copiedFrom === undefined);
   // no acknowledged event lost: every receipt returned names a durable event
-  for (const id of w.acked.inputs) if (!log.some((e) => e.type === 'input/accepted' && e.payload.inputId === id)) v.push(`input ${id} was acknowledged but input/accepted is not in the log`);
-  for (const k of w.acked.stops) if (!log.some((e) => e.type === 'steering/accepted' && (e.payload.request as { idempotencyKey?: string }).idempotencyKey === k)) v.push(`stop ${k} was acknowledged but steering/accepted is not in the log`);
+  for (const id of w.acked.inputs)
+    if (!log.some((e) => e.type === 'input/accepted' && e.payload.inputId === id))
+      v.push(`input ${id} was acknowledged but input/accepted is not in the log`);
+  for (const k of w.acked.stops)
+    if (!log.some((e) => e.type === 'steering/accepted' && (e.payload.request as { idempotencyKey?: string }).idempotencyKey === k))
+      v.push(`stop ${k} was acknowledged but steering/accepted is not in the log`);
   // exclusive side effects at most once per idempotencyKey, unless reported uncertain
   const callByKey = new Map<string, EventRecord>();
   for (const e of own) if (e.type === 'tool/call') callByKey.set(e.payload.idempotencyKey as string, e);
   const resultsOf = new Map<string, EventRecord[]>();
-  for (const e of own) if (e.type === 'tool/result') resultsOf.set(e.payload.callId as string, [...(resultsOf.get(e.payload.callId as string) ?? []), e]);
+  for (const e of own)
+    if (e.type === 'tool/result') resultsOf.set(e.payload.callId as string, [...(resultsOf.get(e.payload.callId as string) ?? []), e]);
   for (const [k, n] of w.effects) {
     if (n <= 1) continue;
     const call = callByKey.get(k);
     const callId = call?.payload.callId as string | undefined;
-    const uncertain = callId && (w.reportedUncertain.has(callId) || (resultsOf.get(callId) ?? []).some((e) => String((e.payload.outcome as { kind: string }).kind).startsWith('uncertain')));
+    const uncertain =
+      callId &&
+      (w.reportedUncertain.has(callId) ||
+        (resultsOf.get(callId) ?? []).some((e) => String((e.payload.outcome as { kind: string }).kind).startsWith('uncertain')));
     if (!uncertain) v.push(`exclusive effect ${k} ran ${n} times without being reported uncertain`);
   }
   // an effect that started without its tool/call being durable
@@ -459,7 +528,8 @@ function check(w: World, log: EventRecord[], budget: { maxToolCalls?: number }, 
   for (const e of own) {
     if (e.type === 'run/start') cur = e.payload.runId as string;
     if (e.type === 'tool/call') callsOfRun.set(cur, [...(callsOfRun.get(cur) ?? []), e.payload.callId as string]);
-    if (e.type === 'run/end' && SETTLED.has(String(e.payload.status))) runEnds.set(e.payload.runId as string, [...(runEnds.get(e.payload.runId as string) ?? []), e]);
+    if (e.type === 'run/end' && SETTLED.has(String(e.payload.status)))
+      runEnds.set(e.payload.runId as string, [...(runEnds.get(e.payload.runId as string) ?? []), e]);
     if (e.type === 'final/message') finals.set(e.payload.runId as string, [...(finals.get(e.payload.runId as string) ?? []), e]);
   }
   for (const [runId, ends] of runEnds) {
@@ -471,32 +541,45 @@ function check(w: World, log: EventRecord[], budget: { maxToolCalls?: number }, 
   }
   for (const c of [...callsOfRun.values()].flat()) if ((resultsOf.get(c) ?? []).length > 1) v.push(`tool/call ${c} has several results`);
   const starts = new Set(own.filter((e) => e.type === 'run/start').map((e) => e.payload.runId as string));
-  for (const runId of starts) if (!runEnds.has(runId) && !w.reportedOpen.has(runId)) v.push(`run ${runId} never settled and no recovery reported it open`);
+  for (const runId of starts)
+    if (!runEnds.has(runId) && !w.reportedOpen.has(runId)) v.push(`run ${runId} never settled and no recovery reported it open`);
   // at most one final per run; each final delivered at most once to a non-idempotent owner; exactly one delivery record
   for (const [runId, fs] of finals) if (fs.length > 1) v.push(`run ${runId} has ${fs.length} final/message events`);
   for (const f of own.filter((e) => e.type === 'final/message')) {
     const id = f.payload.finalMessageId as string;
-    const d = log.filter((e) => (e.type === 'delivery/committed' || e.type === 'delivery/unknown') && e.payload.finalMessageId === id && e.seq > f.seq);
-    if (d.length > 1 || (d.length === 0 && runEnds.has(f.payload.runId as string))) v.push(`final ${id} has ${d.length} delivery records (${d.map((e) => e.type)})`);
-    if (!idempotent && (w.delivered.get(id) ?? 0) > 1) v.push(`final ${id} delivered ${w.delivered.get(id)} times to a non-idempotent owner`);
+    const d = log.filter(
+      (e) => (e.type === 'delivery/committed' || e.type === 'delivery/unknown') && e.payload.finalMessageId === id && e.seq > f.seq,
+    );
+    if (d.length > 1 || (d.length === 0 && runEnds.has(f.payload.runId as string)))
+      v.push(`final ${id} has ${d.length} delivery records (${d.map((e) => e.type)})`);
+    if (!idempotent && (w.delivered.get(id) ?? 0) > 1)
+      v.push(`final ${id} delivered ${w.delivered.get(id)} times to a non-idempotent owner`);
     const end = runEnds.get(f.payload.runId as string)?.[0];
-    if (end && !['succeeded', 'delivery_unknown'].includes(String(end.payload.status))) v.push(`run ${f.payload.runId} committed final ${id} but ended ${end.payload.status}`);
+    if (end && !['succeeded', 'delivery_unknown'].includes(String(end.payload.status)))
+      v.push(`run ${f.payload.runId} committed final ${id} but ended ${end.payload.status}`);
   }
-  for (const e of log) if (e.type === 'delivery/committed' && !w.delivered.has(e.payload.finalMessageId as string)) v.push(`delivery/committed ${e.payload.finalMessageId} never reached the owner`);
-  for (const id of w.delivered.keys()) if (!own.some((e) => e.type === 'final/message' && e.payload.finalMessageId === id)) v.push(`final ${id} delivered but not in the log`);
+  for (const e of log)
+    if (e.type === 'delivery/committed' && !w.delivered.has(e.payload.finalMessageId as string))
+      v.push(`delivery/committed ${e.payload.finalMessageId} never reached the owner`);
+  for (const id of w.delivered.keys())
+    if (!own.some((e) => e.type === 'final/message' && e.payload.finalMessageId === id)) v.push(`final ${id} delivered but not in the log`);
   // each execute result agrees with the log
   for (const res of w.results) {
     const ends = runEnds.get(res.runId) ?? [];
     if (SETTLED.has(res.status) && res.checkpointCommitted) {
       if (ends.length === 0) v.push(`result ${res.runId}/${res.attemptId} ${res.status} (checkpointCommitted) has no settled run/end`);
-      else if (ends[0]!.payload.status !== res.status) v.push(`result ${res.runId}/${res.attemptId} is ${res.status} but the log's run/end is ${ends[0]!.payload.status}`);
+      else if (ends[0]!.payload.status !== res.status)
+        v.push(`result ${res.runId}/${res.attemptId} is ${res.status} but the log's run/end is ${ends[0]!.payload.status}`);
     }
     if (res.finalMessageId) {
       const f = finals.get(res.runId)?.[0];
-      if (!f || f.payload.finalMessageId !== res.finalMessageId) v.push(`result ${res.runId} names final ${res.finalMessageId} the log does not hold`);
-      else if (res.finalMessage !== undefined && res.finalMessage !== f.payload.content) v.push(`result ${res.runId} final text differs from the log`);
+      if (!f || f.payload.finalMessageId !== res.finalMessageId)
+        v.push(`result ${res.runId} names final ${res.finalMessageId} the log does not hold`);
+      else if (res.finalMessage !== undefined && res.finalMessage !== f.payload.content)
+        v.push(`result ${res.runId} final text differs from the log`);
     }
-    if (res.status === 'succeeded' && res.checkpointCommitted && !finals.has(res.runId)) v.push(`result ${res.runId} succeeded without a final/message`);
+    if (res.status === 'succeeded' && res.checkpointCommitted && !finals.has(res.runId))
+      v.push(`result ${res.runId} succeeded without a final/message`);
   }
   // the stop: after steering/accepted for run R, R makes at most the model call under way (one
   // assistant/message) until its attempt ends; a later attempt of R (continue / respond) calls no model
@@ -510,7 +593,10 @@ function check(w: World, log: EventRecord[], budget: { maxToolCalls?: number }, 
       if (e.seq <= sa.seq) continue;
       if (inRun && e.type === 'assistant/message') {
         answers++;
-        if (attemptEnded) v.push(`run ${runId}: a later attempt called the model after the stop was accepted (steering/accepted seq ${sa.seq}, assistant/message seq ${e.seq})`);
+        if (attemptEnded)
+          v.push(
+            `run ${runId}: a later attempt called the model after the stop was accepted (steering/accepted seq ${sa.seq}, assistant/message seq ${e.seq})`,
+          );
         else if (answers > 1) v.push(`run ${runId}: ${answers} model answers after the stop was accepted (seq ${sa.seq}), at seq ${e.seq}`);
       }
       if (e.type === 'run/end' && e.payload.runId === runId) {
@@ -527,7 +613,8 @@ function check(w: World, log: EventRecord[], budget: { maxToolCalls?: number }, 
       if (e.type === 'run/start') run = e.payload.runId as string;
       if (e.type === 'tool/call') {
         const st = perRun.get(run) ?? { n: 0, step: -1 };
-        if (e.step !== st.step && st.n >= budget.maxToolCalls) v.push(`run ${run}: step ${e.step} starts tool calls after ${st.n} >= maxToolCalls ${budget.maxToolCalls}`);
+        if (e.step !== st.step && st.n >= budget.maxToolCalls)
+          v.push(`run ${run}: step ${e.step} starts tool calls after ${st.n} >= maxToolCalls ${budget.maxToolCalls}`);
         perRun.set(run, { n: st.n + 1, step: e.step });
       }
     }
@@ -541,14 +628,18 @@ const COUNT = Number(process.env.SCENARIO_COUNT ?? 20);
 const ACTIONS = Number(process.env.SCENARIO_ACTIONS ?? 7);
 
 describe('randomized scenarios with steering, inputs, store faults and restarts (seeded)', () => {
-  it(`${COUNT} seeds × ${ACTIONS} actions keep the invariants`, async () => {
-    const all: string[] = [];
-    for (let seed = BASE; seed < BASE + COUNT; seed++) {
-      const out = await scenario(seed, ACTIONS);
-      if (process.env.SCENARIO_VERBOSE && out.length) console.log(out.join('\n'));
-      all.push(...out);
-    }
-    if (process.env.SCENARIO_STATS) console.log(Object.fromEntries([...stats].sort()));
-    expect(all).toEqual([]);
-  }, COUNT * 8_000 + 60_000);
+  it(
+    `${COUNT} seeds × ${ACTIONS} actions keep the invariants`,
+    async () => {
+      const all: string[] = [];
+      for (let seed = BASE; seed < BASE + COUNT; seed++) {
+        const out = await scenario(seed, ACTIONS);
+        if (process.env.SCENARIO_VERBOSE && out.length) console.log(out.join('\n'));
+        all.push(...out);
+      }
+      if (process.env.SCENARIO_STATS) console.log(Object.fromEntries([...stats].sort()));
+      expect(all).toEqual([]);
+    },
+    COUNT * 8_000 + 60_000,
+  );
 });

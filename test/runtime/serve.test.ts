@@ -32,7 +32,12 @@ function slowCharge(ms: number, started: string[]) {
 }
 
 function make(store: EventStore, started: string[], toolMs: number, options: Partial<Parameters<typeof createRuntime>[0]> = {}): Runtime {
-  const runtime = createRuntime({ store, model: toolLoopModel({ steps: 3, toolsPerStep: 1, tools: ['charge'] }), tools: [slowCharge(toolMs, started)], ...options });
+  const runtime = createRuntime({
+    store,
+    model: toolLoopModel({ steps: 3, toolsPerStep: 1, tools: ['charge'] }),
+    tools: [slowCharge(toolMs, started)],
+    ...options,
+  });
   cleanups.push(() => runtime.close());
   return runtime;
 }
@@ -120,7 +125,9 @@ describe('runtime.serve', () => {
     const work = inner.work!;
     let renewals = true;
     const store: EventStore = Object.assign(Object.create(Object.getPrototypeOf(inner)), inner, {
-      work: Object.assign(Object.create(Object.getPrototypeOf(work)), work, { renew: async (...a: Parameters<typeof work.renew>) => (renewals ? work.renew(...a) : []) }),
+      work: Object.assign(Object.create(Object.getPrototypeOf(work)), work, {
+        renew: async (...a: Parameters<typeof work.renew>) => (renewals ? work.renew(...a) : []),
+      }),
     });
     const started: string[] = [];
     const runtime = make(store, started, 150);
@@ -175,7 +182,8 @@ describe('runtime.serve', () => {
     for (const s of ['a', 'b']) await runtime.submit(s, { kind: 'input', inputId: `${s}-r`, mode: 'follow_up', message: 'go' });
     await until(() => started.length === 2);
     kill.abort();
-    for (const s of ['a', 'b']) expect((await runtime.waitForResult(s, `${s}-r`, { signal: AbortSignal.timeout(5000), pollMs: 20 })).status).toBe('cancelled');
+    for (const s of ['a', 'b'])
+      expect((await runtime.waitForResult(s, `${s}-r`, { signal: AbortSignal.timeout(5000), pollMs: 20 })).status).toBe('cancelled');
     await runtime.submit('c', { kind: 'input', inputId: 'c-r', mode: 'follow_up', message: 'go' });
     await sleep(scaled(300));
     expect(handle.sessions).not.toContain('c');

@@ -23,12 +23,23 @@ describe('the session machine as the inspector sees it', () => {
   it('an approval passes through suspended and back: idle → … → suspended → preparing → executing → finalizing → idle', async () => {
     const trace = stateTrace();
     const pay = defineTool({ name: 'pay', description: 'pays', parameters: z.object({}), needsApproval: true, execute: () => 'paid' });
-    const runtime = createRuntime({ store: memoryStore(), model: scriptedModel([{ toolCalls: [{ id: 'p1', name: 'pay', arguments: {} }] }, 'Paid.']), tools: [pay], inspect: trace.inspect });
+    const runtime = createRuntime({
+      store: memoryStore(),
+      model: scriptedModel([{ toolCalls: [{ id: 'p1', name: 'pay', arguments: {} }] }, 'Paid.']),
+      tools: [pay],
+      inspect: trace.inspect,
+    });
     const s = await runtime.openSession('s');
     const asked = await s.execute({ kind: 'prompt', runId: 'r1', attemptId: 'a1', message: 'pay' });
     expect(asked.status).toBe('suspended');
     expect(s.actor.getSnapshot().value).toBe('suspended');
-    const done = await s.execute({ kind: 'respond', runId: 'r1', attemptId: 'a2', questionId: asked.pendingRequest!.questionId, answer: { decisions: { p1: 'approve' } } });
+    const done = await s.execute({
+      kind: 'respond',
+      runId: 'r1',
+      attemptId: 'a2',
+      questionId: asked.pendingRequest!.questionId,
+      answer: { decisions: { p1: 'approve' } },
+    });
     expect(done.status).toBe('succeeded');
     await s.waitForIdle();
     const session = trace.byMachine.get('session')!;
@@ -36,7 +47,9 @@ describe('the session machine as the inspector sees it', () => {
     expect(session.slice(0, at + 1)).toEqual(['idle', 'preparing', 'executing', 'finalizing', 'suspended']);
     expect(session.slice(at)).toEqual(['suspended', 'preparing', 'executing', 'finalizing', 'idle']);
     // the respond attempt's run goes straight to the approved batch
-    expect(trace.byMachine.get('run')).toEqual(expect.arrayContaining(['committingIntent', 'ending', 'runningTools', 'committingResults', 'callingModel', 'delivering', 'done']));
+    expect(trace.byMachine.get('run')).toEqual(
+      expect.arrayContaining(['committingIntent', 'ending', 'runningTools', 'committingResults', 'callingModel', 'delivering', 'done']),
+    );
     await runtime.close();
     expect(s.actor.getSnapshot().value).toBe('closed');
   });

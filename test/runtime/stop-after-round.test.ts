@@ -1,11 +1,19 @@
-import { afterEach,describe,expect,it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import type { ExecutionResult } from '../../src/contracts/requests.js';
-import { createRuntime,defineTool,isSessionSteeringConflict,lmdbStore,scriptedModel,type Envelope,type ExecutionSession } from '../../src/index.js';
+import {
+  createRuntime,
+  defineTool,
+  isSessionSteeringConflict,
+  lmdbStore,
+  scriptedModel,
+  type Envelope,
+  type ExecutionSession,
+} from '../../src/index.js';
 import { deferred } from '../helpers/drafts.js';
 import { stopAtRunEnd } from '../helpers/flaky-store.js';
-import { hookedStore,lmdbPath as lmdbPathFor } from '../helpers/lmdb-path.js';
-import { lmdbRuntime,logOf,sleep,typesOf,within } from '../helpers/runtime.js';
+import { hookedStore, lmdbPath as lmdbPathFor } from '../helpers/lmdb-path.js';
+import { lmdbRuntime, logOf, sleep, typesOf, within } from '../helpers/runtime.js';
 import { tempDir } from '../helpers/tmp.js';
 
 // stopAfterCurrentToolRound: an accepted stop is durable and ends its run `stopped` after the
@@ -21,17 +29,29 @@ describe('stopAfterCurrentToolRound', () => {
   it('checks every identity field, is durable and idempotent, and stops after the batch', async () => {
     const gate = deferred();
     const started = deferred();
-    const slow = defineTool({ name: 'slow', description: '', parameters: z.object({}), execute: async () => (started.resolve(), await gate.promise, 'done') });
+    const slow = defineTool({
+      name: 'slow',
+      description: '',
+      parameters: z.object({}),
+      execute: async () => (started.resolve(), await gate.promise, 'done'),
+    });
     const model = scriptedModel([{ toolCalls: [{ name: 'slow', arguments: {} }] }, 'never asked']);
     const { runtime, store } = lmdbRuntime({ model, tools: [slow] });
     const s = await runtime.openSession('s');
     let runStart: Extract<Envelope['event'], { type: 'run_start' }> | undefined;
-    s.events$.subscribe((e) => { if (e.event.type === 'run_start') runStart = e.event; });
+    s.events$.subscribe((e) => {
+      if (e.event.type === 'run_start') runStart = e.event;
+    });
     const running = s.execute({ kind: 'prompt', runId: 'r', attemptId: 'a', message: 'go' });
     await started.promise;
     expect(runStart).toMatchObject({ sessionInstanceId: s.sessionInstanceId, runId: 'r', runEpoch: 1 });
     const req = { sessionId: 's', sessionInstanceId: s.sessionInstanceId, interactionId: 'r', expectedRunEpoch: 1, idempotencyKey: 'k1' };
-    for (const [field, bad] of [['sessionId', 'other'], ['sessionInstanceId', 'nope'], ['interactionId', 'r-other'], ['expectedRunEpoch', 2]] as const) {
+    for (const [field, bad] of [
+      ['sessionId', 'other'],
+      ['sessionInstanceId', 'nope'],
+      ['interactionId', 'r-other'],
+      ['expectedRunEpoch', 2],
+    ] as const) {
       const err = await s.stopAfterCurrentToolRound({ ...req, idempotencyKey: `bad-${field}`, [field]: bad }).catch((e) => e);
       expect(isSessionSteeringConflict(err)).toBe(true);
       expect(err.field).toBe(field);
@@ -39,7 +59,16 @@ describe('stopAfterCurrentToolRound', () => {
     const receipt = await s.stopAfterCurrentToolRound(req);
     expect(receipt).toMatchObject({ schemaVersion: 1, request: req, executionProfileFingerprint: runtime.executionProfileFingerprint });
     expect(await s.stopAfterCurrentToolRound(req)).toEqual(receipt);
-    await expect(s.stopAfterCurrentToolRound({ ...req, expectedRunEpoch: 1, interactionId: 'r', sessionId: 's', idempotencyKey: 'k1', sessionInstanceId: 'x' })).rejects.toSatisfy(isSessionSteeringConflict);
+    await expect(
+      s.stopAfterCurrentToolRound({
+        ...req,
+        expectedRunEpoch: 1,
+        interactionId: 'r',
+        sessionId: 's',
+        idempotencyKey: 'k1',
+        sessionInstanceId: 'x',
+      }),
+    ).rejects.toSatisfy(isSessionSteeringConflict);
     expect(typesOf(await logOf(store, 's'))).toContain('steering/accepted');
     gate.resolve();
     const r = await running;
@@ -51,7 +80,12 @@ describe('stopAfterCurrentToolRound', () => {
   it('the same stop request sent twice at once (a client retry) returns one receipt and the run still ends stopped with its tool result', async () => {
     const gate = deferred();
     const started = deferred();
-    const slow = defineTool({ name: 'slow', description: '', parameters: z.object({}), execute: async () => (started.resolve(), await gate.promise, 'done') });
+    const slow = defineTool({
+      name: 'slow',
+      description: '',
+      parameters: z.object({}),
+      execute: async () => (started.resolve(), await gate.promise, 'done'),
+    });
     const model = scriptedModel([{ toolCalls: [{ id: 'c1', name: 'slow', arguments: {} }] }, 'never asked', 'second run']);
     const { runtime, store } = lmdbRuntime({ model, tools: [slow] });
     const s = await runtime.openSession('s');
@@ -77,7 +111,13 @@ describe('stopAfterCurrentToolRound', () => {
     await s.execute({ kind: 'prompt', runId: 'r0', attemptId: 'a0', message: 'x'.repeat(3000) });
     const running = s.execute({ kind: 'prompt', runId: 'r1', attemptId: 'a1', message: 'z'.repeat(3000) });
     while (model.requests.length < 2) await sleep(2); // the summary call of the compaction is under way
-    await s.stopAfterCurrentToolRound({ sessionId: 's', sessionInstanceId: s.sessionInstanceId, interactionId: 'r1', expectedRunEpoch: 1, idempotencyKey: 'k' });
+    await s.stopAfterCurrentToolRound({
+      sessionId: 's',
+      sessionInstanceId: s.sessionInstanceId,
+      interactionId: 'r1',
+      expectedRunEpoch: 1,
+      idempotencyKey: 'k',
+    });
     const r = await running;
     expect((await logOf(store, 's')).some((e) => e.type === 'compaction')).toBe(true);
     expect(model.requests).toHaveLength(2);
@@ -87,18 +127,38 @@ describe('stopAfterCurrentToolRound', () => {
   it('a stop accepted before the run suspends for an approval still stops the run after the approved batch', async () => {
     const db = lmdbPath();
     const executed: string[] = [];
-    const pay = defineTool({ name: 'pay', description: '', parameters: z.object({}), needsApproval: true, execute: () => (executed.push('pay'), 'paid') });
+    const pay = defineTool({
+      name: 'pay',
+      description: '',
+      parameters: z.object({}),
+      needsApproval: true,
+      execute: () => (executed.push('pay'), 'paid'),
+    });
     const model = scriptedModel([{ toolCalls: [{ id: 'p1', name: 'pay', arguments: {} }], delayMs: 100 }, 'should not be asked']);
     const rt = db.rt({ model, tools: [pay] });
     const s = await rt.openSession('s');
     let epoch = 0;
-    s.events$.subscribe((e) => { if (e.event.type === 'run_start') epoch = e.event.runEpoch; });
+    s.events$.subscribe((e) => {
+      if (e.event.type === 'run_start') epoch = e.event.runEpoch;
+    });
     const running = s.execute({ kind: 'prompt', runId: 'r', attemptId: 'a1', message: 'pay' });
     while (epoch === 0) await sleep(2);
-    await s.stopAfterCurrentToolRound({ sessionId: 's', sessionInstanceId: s.sessionInstanceId, interactionId: 'r', expectedRunEpoch: 1, idempotencyKey: 'stop-1' });
+    await s.stopAfterCurrentToolRound({
+      sessionId: 's',
+      sessionInstanceId: s.sessionInstanceId,
+      interactionId: 'r',
+      expectedRunEpoch: 1,
+      idempotencyKey: 'stop-1',
+    });
     const r = await running;
     expect(r.status).toBe('suspended');
-    const r2 = await s.execute({ kind: 'respond', runId: 'r', attemptId: 'a2', questionId: r.pendingRequest!.questionId, answer: { decisions: { p1: 'approve' } } });
+    const r2 = await s.execute({
+      kind: 'respond',
+      runId: 'r',
+      attemptId: 'a2',
+      questionId: r.pendingRequest!.questionId,
+      answer: { decisions: { p1: 'approve' } },
+    });
     expect(executed).toEqual(['pay']);
     expect(model.requests).toHaveLength(1); // no new model call after the round
     expect(r2).toMatchObject({ status: 'stopped', outcome: 'incomplete' });
@@ -118,7 +178,13 @@ describe('stopAfterCurrentToolRound', () => {
     const gateP = new Promise<void>((res) => (gate = res));
     let started!: () => void;
     const startedP = new Promise<void>((res) => (started = res));
-    const look = defineTool({ name: 'look', description: '', mode: 'parallel', parameters: z.object({}), execute: async () => (started(), await gateP, 'seen') });
+    const look = defineTool({
+      name: 'look',
+      description: '',
+      mode: 'parallel',
+      parameters: z.object({}),
+      execute: async () => (started(), await gateP, 'seen'),
+    });
     // (a fresh process on this log would fold stopAccepted: true for r1 and end its continue stopped)
     const model = scriptedModel([{ toolCalls: [{ id: 'c1', name: 'look', arguments: {} }] }, 'done'], { loop: true });
     // the stop is sent just as the detached attempt writes its run/end (the attempt is still current)
@@ -160,7 +226,13 @@ describe('stopAfterCurrentToolRound', () => {
     const first = await s.execute({ kind: 'prompt', runId: 'r1', attemptId: 'a1', message: 'pay' });
     const receipt = (await stop()) as { schemaVersion: number };
     const before = model.requests.length;
-    const res = await s.execute({ kind: 'respond', runId: 'r1', attemptId: 'a2', questionId: first.pendingRequest!.questionId, answer: { decisions: { c1: 'approve' } } });
+    const res = await s.execute({
+      kind: 'respond',
+      runId: 'r1',
+      attemptId: 'a2',
+      questionId: first.pendingRequest!.questionId,
+      answer: { decisions: { c1: 'approve' } },
+    });
     await rt.close();
     await dir.cleanup();
     expect(first.status).toBe('suspended');
@@ -176,12 +248,28 @@ describe('stopAfterCurrentToolRound', () => {
       // the user asks run A to stop just as A's run/end is being committed
       if (!stop && drafts.some((d) => d.type === 'run/end' && d.payload.runId === 'A')) {
         stop = session!
-          .stopAfterCurrentToolRound({ sessionId: 's', sessionInstanceId: session!.sessionInstanceId, interactionId: 'A', expectedRunEpoch: 1, idempotencyKey: 'k' })
+          .stopAfterCurrentToolRound({
+            sessionId: 's',
+            sessionInstanceId: session!.sessionInstanceId,
+            interactionId: 'A',
+            expectedRunEpoch: 1,
+            idempotencyKey: 'k',
+          })
           .catch((e: unknown) => e);
       }
     });
     const echo = defineTool({ name: 'echo', description: '', mode: 'parallel', parameters: z.object({}), execute: () => 'echoed' });
-    const rt = db.rt({ model: scriptedModel([{ text: 'answer A', delayMs: 50 }, { toolCalls: [{ name: 'echo', arguments: {} }], delayMs: 100 }, 'answer B']), tools: [echo] }, store);
+    const rt = db.rt(
+      {
+        model: scriptedModel([
+          { text: 'answer A', delayMs: 50 },
+          { toolCalls: [{ name: 'echo', arguments: {} }], delayMs: 100 },
+          'answer B',
+        ]),
+        tools: [echo],
+      },
+      store,
+    );
     session = await rt.openSession('s');
     const results: ExecutionResult[] = [];
     session.events$.subscribe((e) => e.event.type === 'execution_finished' && results.push(e.event.result));

@@ -1,19 +1,19 @@
-import { afterEach,describe,expect,it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import {
-createRuntime,
-defineTool,
-lmdbStore,
-memoryStore,
-scriptedModel,
-type EventStore,
-type ExecutionResult
+  createRuntime,
+  defineTool,
+  lmdbStore,
+  memoryStore,
+  scriptedModel,
+  type EventStore,
+  type ExecutionResult,
 } from '../../src/index.js';
-import { flakyStore,type Flaky } from '../helpers/flaky-store.js';
-import { hookedStore,lmdbPath as lmdbPathFor } from '../helpers/lmdb-path.js';
-import { ids,logOf,memRuntime,SETTLED } from '../helpers/runtime.js';
+import { flakyStore, type Flaky } from '../helpers/flaky-store.js';
+import { hookedStore, lmdbPath as lmdbPathFor } from '../helpers/lmdb-path.js';
+import { ids, logOf, memRuntime, SETTLED } from '../helpers/runtime.js';
 import { tempDir } from '../helpers/tmp.js';
-import { unansweredInLog,unansweredInRequest } from '../helpers/unanswered.js';
+import { unansweredInLog, unansweredInRequest } from '../helpers/unanswered.js';
 
 // A transient store failure (an append or a read that fails once) never rejects an execute,
 // never leaves a tool call unanswered and never settles an open run behind the caller's back.
@@ -80,7 +80,7 @@ describe('transient read failures', () => {
   // fence check (a store read) that fails transiently makes the call actor fail: the run is settled
   // (`run/end failed`) with the call's tool/call and no tool/result, and every later prompt of the
   // session sends the model an assistant tool call with no answer (providers refuse that request).
-  it('a transient store error in an exclusive call\'s fence check leaves no call unanswered on a settled run', async () => {
+  it("a transient store error in an exclusive call's fence check leaves no call unanswered on a settled run", async () => {
     const { store, inner } = storeFailingFenceCheck();
     let ran = 0;
     const exc = defineTool({ name: 'exc', description: '', parameters: z.object({}), execute: () => (ran++, 'done') });
@@ -119,7 +119,13 @@ describe('failed commits', () => {
     const s = await rt.openSession('s');
     const first = await s.execute({ kind: 'prompt', runId: 'r1', attemptId: 'a1', message: 'pay' });
     f.failAppendIn = 1; // the respond's first commit fails once
-    const res = await s.execute({ kind: 'respond', runId: 'r1', attemptId: 'a2', questionId: first.pendingRequest!.questionId, answer: { decisions: { c1: 'approve' } } });
+    const res = await s.execute({
+      kind: 'respond',
+      runId: 'r1',
+      attemptId: 'a2',
+      questionId: first.pendingRequest!.questionId,
+      answer: { decisions: { c1: 'approve' } },
+    });
     let second: ExecutionResult | undefined;
     second = await s.execute({ kind: 'prompt', runId: 'r2', attemptId: 'a3', message: 'next' }).catch(() => undefined);
     const log = await logOf(rt.store, 's');
@@ -128,12 +134,19 @@ describe('failed commits', () => {
     expect(first.status).toBe('suspended');
     expect(f.appendFailures).toBe(1);
     const unanswered = model.requests.flatMap((q, i) =>
-      q.messages.flatMap((m, j) => (m.toolCalls ?? []).filter((c) => !q.messages.slice(j + 1).some((x) => x.role === 'tool' && x.toolCallId === c.id)).map((c) => `request ${i}: ${c.id}`)),
+      q.messages.flatMap((m, j) =>
+        (m.toolCalls ?? [])
+          .filter((c) => !q.messages.slice(j + 1).some((x) => x.role === 'tool' && x.toolCallId === c.id))
+          .map((c) => `request ${i}: ${c.id}`),
+      ),
     );
     const c1Results = log.filter((e) => e.type === 'tool/result' && e.payload.callId === 'c1').length;
     const r1Settled = log.some((e) => e.type === 'run/end' && e.payload.runId === 'r1' && SETTLED.has(String(e.payload.status)));
     // either r1 stays open (second prompt refused) or, if it settled, c1 has its result
-    expect({ respond: res.status, unanswered, settledWithoutResult: r1Settled && c1Results === 0, second: second?.status }).toMatchObject({ unanswered: [], settledWithoutResult: false });
+    expect({ respond: res.status, unanswered, settledWithoutResult: r1Settled && c1Results === 0, second: second?.status }).toMatchObject({
+      unanswered: [],
+      settledWithoutResult: false,
+    });
   });
 
   // DESIGN §5: "final/message without delivery event: redelivered when the delivery owner declares
@@ -151,7 +164,10 @@ describe('failed commits', () => {
       }
     });
     const delivered: string[] = [];
-    const rt = db.rt({ model: scriptedModel(['answer one', 'answer two']), delivery: { deliver: async (f) => void delivered.push(f.content) } }, store);
+    const rt = db.rt(
+      { model: scriptedModel(['answer one', 'answer two']), delivery: { deliver: async (f) => void delivered.push(f.content) } },
+      store,
+    );
     const s = await rt.openSession('s');
     const r1 = await s.execute({ kind: 'prompt', runId: 'r', attemptId: 'a1', message: 'go' });
     expect(r1).toMatchObject({ checkpointCommitted: false });
@@ -177,8 +193,17 @@ describe('failed commits', () => {
       }
     });
     const runs: string[] = [];
-    const charge = defineTool({ name: 'charge', description: '', parameters: z.object({}), resources: ['card'], execute: () => (runs.push('charge'), 'charged') });
-    const rt = db.rt({ model: scriptedModel([{ toolCalls: [{ id: 'c1', name: 'charge', arguments: {} }] }, 'done']), tools: [charge] }, store);
+    const charge = defineTool({
+      name: 'charge',
+      description: '',
+      parameters: z.object({}),
+      resources: ['card'],
+      execute: () => (runs.push('charge'), 'charged'),
+    });
+    const rt = db.rt(
+      { model: scriptedModel([{ toolCalls: [{ id: 'c1', name: 'charge', arguments: {} }] }, 'done']), tools: [charge] },
+      store,
+    );
     const s = await rt.openSession('s');
     const r = await s.execute({ kind: 'prompt', runId: 'r', attemptId: 'a1', message: 'go' });
     expect(runs).toEqual(['charge']);
@@ -189,10 +214,16 @@ describe('failed commits', () => {
     const log = await logOf(rt2.store, 's');
     const answered = log.some((e) => e.type === 'tool/result' && e.payload.callId === 'c1');
     const reported = s2.recovery.uncertainToolCalls.some((c) => c.callId === 'c1');
-    expect({ answered, reported, historyConsistent: r.historyConsistent }).not.toEqual({ answered: false, reported: false, historyConsistent: true });
+    expect({ answered, reported, historyConsistent: r.historyConsistent }).not.toEqual({
+      answered: false,
+      reported: false,
+      historyConsistent: true,
+    });
     await s2.execute({ kind: 'prompt', runId: 'r2', attemptId: 'b1', message: 'next' });
     const msgs = model2.requests[0]!.messages;
-    const unanswered = msgs.flatMap((m) => (m.role === 'assistant' ? (m.toolCalls ?? []).map((c) => c.id) : [])).filter((id) => !msgs.some((m) => m.role === 'tool' && m.toolCallId === id));
+    const unanswered = msgs
+      .flatMap((m) => (m.role === 'assistant' ? (m.toolCalls ?? []).map((c) => c.id) : []))
+      .filter((id) => !msgs.some((m) => m.role === 'tool' && m.toolCallId === id));
     expect(unanswered).toEqual([]);
   });
 });

@@ -4,7 +4,18 @@ import { z } from 'zod';
 import { trace } from '@opentelemetry/api';
 import OpenAI from 'openai';
 import Anthropic from '@anthropic-ai/sdk';
-import { anthropicModel, createRuntime, defineTool, isValidationError, lmdbStore, memoryStore, openaiModel, scriptedModel, type EventStore, type ModelProvider } from '../../src/index.js';
+import {
+  anthropicModel,
+  createRuntime,
+  defineTool,
+  isValidationError,
+  lmdbStore,
+  memoryStore,
+  openaiModel,
+  scriptedModel,
+  type EventStore,
+  type ModelProvider,
+} from '../../src/index.js';
 import type { EventRecord } from '../../src/contracts/events.js';
 import { killAllChildren, spawnTs } from '../crash/child-util.js';
 import { collect } from '../helpers/drafts.js';
@@ -22,8 +33,20 @@ afterAll(async () => {
 });
 
 const usage = { inputTokens: 11, outputTokens: 7 };
-const add = defineTool({ name: 'add', description: 'Adds', mode: 'parallel', parameters: z.object({ a: z.number(), b: z.number() }), execute: ({ a, b }) => String(a + b) });
-const pay = defineTool({ name: 'pay', description: 'Pays', needsApproval: true, parameters: z.object({ to: z.string() }), execute: ({ to }) => `paid ${to}` });
+const add = defineTool({
+  name: 'add',
+  description: 'Adds',
+  mode: 'parallel',
+  parameters: z.object({ a: z.number(), b: z.number() }),
+  execute: ({ a, b }) => String(a + b),
+});
+const pay = defineTool({
+  name: 'pay',
+  description: 'Pays',
+  needsApproval: true,
+  parameters: z.object({ to: z.string() }),
+  execute: ({ to }) => `paid ${to}`,
+});
 const events = (store: EventStore): Promise<EventRecord[]> => collect(store.readEvents('s1'));
 
 /** A run with a tool, a provider retry and an approval (two attempts). */
@@ -36,11 +59,23 @@ async function approvalRun(recordContent: boolean) {
     { toolCalls: [{ id: 'c2', name: 'pay', arguments: { to: 'ACME' } }], usage },
     { text: 'Paid.', usage },
   ]);
-  const runtime = createRuntime({ store, model, tools: [add, pay], config: { retryBackoffMs: 1 }, tracing: { tracerProvider: t.provider, recordContent } });
+  const runtime = createRuntime({
+    store,
+    model,
+    tools: [add, pay],
+    config: { retryBackoffMs: 1 },
+    tracing: { tracerProvider: t.provider, recordContent },
+  });
   const session = await runtime.openSession('s1');
   const first = await session.execute({ kind: 'prompt', runId: 'r1', attemptId: 'a1', message: 'secret prompt' });
   expect(first.status).toBe('suspended');
-  const second = await session.execute({ kind: 'respond', runId: 'r1', attemptId: 'a2', questionId: first.pendingRequest!.questionId, answer: { decisions: { c2: 'approve' } } });
+  const second = await session.execute({
+    kind: 'respond',
+    runId: 'r1',
+    attemptId: 'a2',
+    questionId: first.pendingRequest!.questionId,
+    answer: { decisions: { c2: 'approve' } },
+  });
   expect(second.status).toBe('succeeded');
   const log = await events(store);
   await runtime.close();
@@ -65,7 +100,9 @@ describe('OpenTelemetry spans', () => {
         '    chat scripted',
       ].join('\n'),
     );
-    const [a1, a2] = spans.filter((s) => s.name === 'invoke_agent actorloop').sort((x, y) => Number(x.attributes['actorloop.attempt']) - Number(y.attributes['actorloop.attempt']));
+    const [a1, a2] = spans
+      .filter((s) => s.name === 'invoke_agent actorloop')
+      .sort((x, y) => Number(x.attributes['actorloop.attempt']) - Number(y.attributes['actorloop.attempt']));
     // ids recorded in each run/start; the respond attempt links to the suspended one
     const starts = log.filter((e) => e.type === 'run/start').map((e) => e.payload.trace);
     expect(starts).toEqual([
@@ -74,23 +111,46 @@ describe('OpenTelemetry spans', () => {
     ]);
     expect(a2!.links).toHaveLength(1);
     expect(a2!.links[0]!.context.spanId).toBe(a1!.spanContext().spanId);
-    expect(a2!.links[0]!.attributes).toMatchObject({ 'actorloop.previous_attempt.status': 'suspended', 'actorloop.previous_attempt.id': 'a1' });
-    expect(a1!.attributes).toMatchObject({ 'actorloop.session.id': 's1', 'actorloop.run.id': 'r1', 'actorloop.attempt': 1, 'actorloop.run.status': 'suspended', 'gen_ai.operation.name': 'invoke_agent' });
+    expect(a2!.links[0]!.attributes).toMatchObject({
+      'actorloop.previous_attempt.status': 'suspended',
+      'actorloop.previous_attempt.id': 'a1',
+    });
+    expect(a1!.attributes).toMatchObject({
+      'actorloop.session.id': 's1',
+      'actorloop.run.id': 'r1',
+      'actorloop.attempt': 1,
+      'actorloop.run.status': 'suspended',
+      'gen_ai.operation.name': 'invoke_agent',
+    });
     expect(a1!.attributes['actorloop.run_start.seq']).toBe(log.find((e) => e.type === 'run/start')!.seq);
     expect(a2!.attributes).toMatchObject({ 'actorloop.attempt': 2, 'actorloop.run.status': 'succeeded', 'gen_ai.usage.output_tokens': 21 });
     const steps = spans.filter((s) => s.name === 'actorloop.step');
     expect(steps[1]!.events.map((e) => e.name)).toEqual(['actorloop.approval_requested']);
     const chats = spans.filter((s) => s.name.startsWith('chat '));
     const failed = chats.find((s) => s.status.code === 2)!;
-    expect(failed.attributes).toMatchObject({ 'gen_ai.operation.name': 'chat', 'gen_ai.request.model': 'scripted', 'error.type': 'overloaded', 'actorloop.model_call.attempt': 1 });
+    expect(failed.attributes).toMatchObject({
+      'gen_ai.operation.name': 'chat',
+      'gen_ai.request.model': 'scripted',
+      'error.type': 'overloaded',
+      'actorloop.model_call.attempt': 1,
+    });
     expect(failed.events.map((e) => e.name)).toEqual(['exception']);
     const ok = chats.filter((s) => s.status.code !== 2);
     expect(ok.map((s) => s.attributes['gen_ai.usage.input_tokens'])).toEqual([11, 11, 11]);
     expect(ok.map((s) => s.attributes['gen_ai.response.finish_reasons'])).toEqual([['tool_calls'], ['tool_calls'], ['stop']]);
     const tool = spans.find((s) => s.name === 'execute_tool add')!;
-    expect(tool.attributes).toMatchObject({ 'gen_ai.tool.name': 'add', 'gen_ai.tool.call.id': 'c1', 'actorloop.tool.mode': 'parallel', 'actorloop.tool.outcome': 'completed', 'actorloop.run.id': 'r1' });
+    expect(tool.attributes).toMatchObject({
+      'gen_ai.tool.name': 'add',
+      'gen_ai.tool.call.id': 'c1',
+      'actorloop.tool.mode': 'parallel',
+      'actorloop.tool.outcome': 'completed',
+      'actorloop.run.id': 'r1',
+    });
     expect(tool.attributes['actorloop.tool_call.seq']).toBe(log.find((e) => e.type === 'tool/call' && e.payload.callId === 'c1')!.seq);
-    expect(spans.find((s) => s.name === 'execute_tool pay')!.attributes).toMatchObject({ 'actorloop.tool.mode': 'exclusive', 'actorloop.attempt': 2 });
+    expect(spans.find((s) => s.name === 'execute_tool pay')!.attributes).toMatchObject({
+      'actorloop.tool.mode': 'exclusive',
+      'actorloop.attempt': 2,
+    });
     for (const s of spans) expect(s.attributes['actorloop.session.id']).toBe('s1');
     // no prompt, model output or tool arguments unless asked for
     const all = JSON.stringify(spans.map((s) => s.attributes));
@@ -102,7 +162,10 @@ describe('OpenTelemetry spans', () => {
     const { spans } = await approvalRun(true);
     const all = JSON.stringify(spans.map((s) => s.attributes));
     expect(all).toContain('secret prompt');
-    expect(spans.find((s) => s.name === 'execute_tool pay')!.attributes).toMatchObject({ 'gen_ai.tool.call.arguments': '{"to":"ACME"}', 'gen_ai.tool.call.result': 'paid ACME' });
+    expect(spans.find((s) => s.name === 'execute_tool pay')!.attributes).toMatchObject({
+      'gen_ai.tool.call.arguments': '{"to":"ACME"}',
+      'gen_ai.tool.call.result': 'paid ACME',
+    });
   });
 
   it('an attempt resumed after a crash (SIGKILL mid-tool) links to the interrupted attempt whose ids the log holds', async () => {
@@ -113,7 +176,12 @@ describe('OpenTelemetry spans', () => {
     await child.exited;
     const t = memoryTracing();
     const store = lmdbStore({ path });
-    const runtime = createRuntime({ store, model: scriptedModel(['recovered']), tools: [defineTool({ name: 'block', description: 'Blocks', parameters: z.object({}), execute: () => 'never' })], tracing: { tracerProvider: t.provider } });
+    const runtime = createRuntime({
+      store,
+      model: scriptedModel(['recovered']),
+      tools: [defineTool({ name: 'block', description: 'Blocks', parameters: z.object({}), execute: () => 'never' })],
+      tracing: { tracerProvider: t.provider },
+    });
     const session = await runtime.openSession('s1');
     const r = await session.execute({ kind: 'continue', runId: 'r1', attemptId: 'a2' });
     expect(r.status).toBe('succeeded');
@@ -123,14 +191,23 @@ describe('OpenTelemetry spans', () => {
     const spans = t.spans();
     expect(tree(spans)).toBe(['invoke_agent actorloop', '  execute_tool block !', '  actorloop.step', '    chat scripted'].join('\n'));
     const attempt = spans.find((s) => s.name === 'invoke_agent actorloop')!;
-    expect(attempt.links.map((l) => [l.context.traceId, l.context.spanId, l.attributes?.['actorloop.previous_attempt.status']])).toEqual([[interrupted.traceId, interrupted.spanId, 'interrupted']]);
-    expect(spans.find((s) => s.name === 'execute_tool block')!.attributes).toMatchObject({ 'actorloop.tool.outcome': 'uncertain-hanging', 'error.type': 'uncertain-hanging' });
+    expect(attempt.links.map((l) => [l.context.traceId, l.context.spanId, l.attributes?.['actorloop.previous_attempt.status']])).toEqual([
+      [interrupted.traceId, interrupted.spanId, 'interrupted'],
+    ]);
+    expect(spans.find((s) => s.name === 'execute_tool block')!.attributes).toMatchObject({
+      'actorloop.tool.outcome': 'uncertain-hanging',
+      'error.type': 'uncertain-hanging',
+    });
     await runtime.close();
   });
 
   it("a failed run's attempt span records the error", async () => {
     const t = memoryTracing();
-    const runtime = createRuntime({ store: memoryStore(), model: scriptedModel([{ error: { message: 'bad key', retryable: false, code: 'auth' } }]), tracing: { tracerProvider: t.provider } });
+    const runtime = createRuntime({
+      store: memoryStore(),
+      model: scriptedModel([{ error: { message: 'bad key', retryable: false, code: 'auth' } }]),
+      tracing: { tracerProvider: t.provider },
+    });
     const session = await runtime.openSession('s1');
     expect((await session.execute({ kind: 'prompt', runId: 'r1', attemptId: 'a1', message: 'hi' })).status).toBe('failed');
     await runtime.close();
@@ -138,13 +215,20 @@ describe('OpenTelemetry spans', () => {
     expect(attempt.status).toMatchObject({ code: 2 });
     expect(attempt.attributes).toMatchObject({ 'actorloop.run.status': 'failed', 'error.type': 'execution' });
     // the typed cause itself (its readonly `code` discriminant is what the SDK reports as the type)
-    expect(attempt.events.map((e) => [e.name, e.attributes?.['exception.type'], String(e.attributes?.['exception.message'])])).toEqual([['exception', 'provider', 'bad key']]);
+    expect(attempt.events.map((e) => [e.name, e.attributes?.['exception.type'], String(e.attributes?.['exception.message'])])).toEqual([
+      ['exception', 'provider', 'bad key'],
+    ]);
   });
 
   it('is a no-op when no tracer provider is registered, and off with tracing: false', async () => {
     for (const tracing of [undefined, false] as const) {
       const store = memoryStore();
-      const runtime = createRuntime({ store, model: scriptedModel([{ toolCalls: [{ id: 'c1', name: 'add', arguments: { a: 1, b: 1 } }] }, 'two']), tools: [add], ...(tracing === false ? { tracing } : {}) });
+      const runtime = createRuntime({
+        store,
+        model: scriptedModel([{ toolCalls: [{ id: 'c1', name: 'add', arguments: { a: 1, b: 1 } }] }, 'two']),
+        tools: [add],
+        ...(tracing === false ? { tracing } : {}),
+      });
       const session = await runtime.openSession('s1');
       expect((await session.execute({ kind: 'prompt', runId: 'r1', attemptId: 'a1', message: 'hi' })).status).toBe('succeeded');
       expect((await events(store)).find((e) => e.type === 'run/start')!.payload.trace).toBeUndefined();
@@ -214,12 +298,33 @@ describe('OpenTelemetry spans', () => {
 
   it('a tool error result: status ERROR with error.type tool_error and no exception event; its text is in the status only with recordContent', async () => {
     const secret = 'card 4111-1111 declined for ACME';
-    const declines = defineTool({ name: 'charge', description: 'Charges', parameters: z.object({}), execute: () => ({ kind: 'completed', content: secret, isError: true }) });
-    const throws = defineTool({ name: 'boom', description: 'Throws', parameters: z.object({}), execute: () => { throw new Error(secret); } });
+    const declines = defineTool({
+      name: 'charge',
+      description: 'Charges',
+      parameters: z.object({}),
+      execute: () => ({ kind: 'completed', content: secret, isError: true }),
+    });
+    const throws = defineTool({
+      name: 'boom',
+      description: 'Throws',
+      parameters: z.object({}),
+      execute: () => {
+        throw new Error(secret);
+      },
+    });
     for (const recordContent of [false, true]) {
       const t = memoryTracing();
-      const model = scriptedModel([{ toolCalls: [{ id: 'c1', name: 'charge', arguments: {} }] }, { toolCalls: [{ id: 'c2', name: 'boom', arguments: {} }] }, 'done']);
-      const runtime = createRuntime({ store: memoryStore(), model, tools: [declines, throws], tracing: { tracerProvider: t.provider, recordContent } });
+      const model = scriptedModel([
+        { toolCalls: [{ id: 'c1', name: 'charge', arguments: {} }] },
+        { toolCalls: [{ id: 'c2', name: 'boom', arguments: {} }] },
+        'done',
+      ]);
+      const runtime = createRuntime({
+        store: memoryStore(),
+        model,
+        tools: [declines, throws],
+        tracing: { tracerProvider: t.provider, recordContent },
+      });
       const session = await runtime.openSession('s1');
       expect((await session.execute({ kind: 'prompt', runId: 'r1', attemptId: 'a1', message: 'pay' })).status).toBe('succeeded');
       await runtime.close();
@@ -236,4 +341,3 @@ describe('OpenTelemetry spans', () => {
     }
   });
 });
-

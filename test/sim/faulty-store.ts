@@ -94,25 +94,50 @@ export function faultyStore(inner: EventStore, proc: Proc, world: World, ctl: Fa
     return f();
   };
   /** The same append sent again: the store returns the stored events and writes nothing. */
-  const repeated = async (sid: string, epoch: number, expectedSeq: number, drafts: readonly EventDraft[], first: readonly EventRecord[]) => {
+  const repeated = async (
+    sid: string,
+    epoch: number,
+    expectedSeq: number,
+    drafts: readonly EventDraft[],
+    first: readonly EventRecord[],
+  ) => {
     watch.exercised.repeatedAppends++;
     const before = watch.seenOf(sid);
     let again: EventRecord[];
     try {
       again = await inner.append(sid, epoch, expectedSeq, drafts);
     } catch (e) {
-      watch.problems.push(`${sid}: an append of ${first.map((r) => r.eventId).join(',')} sent again failed: ${(e as Error).name}: ${(e as Error).message} (store idempotency)`);
+      watch.problems.push(
+        `${sid}: an append of ${first.map((r) => r.eventId).join(',')} sent again failed: ${(e as Error).name}: ${(e as Error).message} (store idempotency)`,
+      );
       return;
     }
     const text = (rs: readonly EventRecord[]) => JSON.stringify(rs.map(({ occurredAt: _t, ...r }) => r));
-    if (watch.seenOf(sid) !== before) watch.problems.push(`${sid}: an append of ${first.map((r) => r.eventId).join(',')} sent again wrote ${watch.seenOf(sid) - before} more record(s) (store idempotency)`);
-    else if (text(again) !== text(first)) watch.problems.push(`${sid}: an append sent again returned ${text(again).slice(0, 200)}, not the stored ${text(first).slice(0, 200)} (store idempotency)`);
+    if (watch.seenOf(sid) !== before)
+      watch.problems.push(
+        `${sid}: an append of ${first.map((r) => r.eventId).join(',')} sent again wrote ${watch.seenOf(sid) - before} more record(s) (store idempotency)`,
+      );
+    else if (text(again) !== text(first))
+      watch.problems.push(
+        `${sid}: an append sent again returned ${text(again).slice(0, 200)}, not the stored ${text(first).slice(0, 200)} (store idempotency)`,
+      );
   };
   /** The broken `early-ack` variant: the records are returned now and committed a moment later. */
   const earlyAck = (sid: string, epoch: number, expectedSeq: number, drafts: readonly EventDraft[]): EventRecord[] => {
     const now = new Date(world.now).toISOString();
     const records = prepareDrafts(drafts, 'append', sid).map((d, i) => toRecord(sid, expectedSeq + i, epoch, d, now));
-    const later = records.map((r) => ({ eventId: r.eventId, type: r.type, turn: r.turn, step: r.step, attempt: r.attempt, surfaceOp: r.surfaceOp, payload: r.payload }) as EventDraft);
+    const later = records.map(
+      (r) =>
+        ({
+          eventId: r.eventId,
+          type: r.type,
+          turn: r.turn,
+          step: r.step,
+          attempt: r.attempt,
+          surfaceOp: r.surfaceOp,
+          payload: r.payload,
+        }) as EventDraft,
+    );
     world.at(world.now + 5, () => void inner.append(sid, epoch, expectedSeq, later).catch(() => undefined));
     acks.record(records);
     return records;
@@ -143,14 +168,18 @@ export function faultyStore(inner: EventStore, proc: Proc, world: World, ctl: Fa
       try {
         records = await inner.append(sid, ctl.broken === 'fence-blind' ? watch.epochOf(sid) : epoch, expectedSeq, drafts);
       } catch (e) {
-        if (stale && !isStaleWriterError(e)) watch.problems.push(`${sid}: proc ${proc.id}'s append under writer epoch ${epoch} was refused with ${(e as Error).name}, not as a stale writer, while the session's epoch is ${watch.epochOf(sid)} (fencing is checked first)`);
+        if (stale && !isStaleWriterError(e))
+          watch.problems.push(
+            `${sid}: proc ${proc.id}'s append under writer epoch ${epoch} was refused with ${(e as Error).name}, not as a stale writer, while the session's epoch is ${watch.epochOf(sid)} (fencing is checked first)`,
+          );
         await latency();
         if (!proc.alive) return never();
         throw e;
       }
       // at the instant of the commit (nothing else ran since: the memory store commits within its call)
       watch.appended(proc.id, sid, epoch, records, watch.seenOf(sid) > seenBefore);
-      if (drafts.every((d) => d.eventId !== undefined) && rng.chance(ctl.faults.repeat)) await repeated(sid, epoch, expectedSeq, drafts, records);
+      if (drafts.every((d) => d.eventId !== undefined) && rng.chance(ctl.faults.repeat))
+        await repeated(sid, epoch, expectedSeq, drafts, records);
       if (crashHere(`after commit of ${sid}@${expectedSeq} [${types}]`)) return never();
       if (rng.chance(ctl.faults.ackLost)) {
         world.note(`store: append ${sid}@${expectedSeq} [${types}] committed, ACK LOST`);

@@ -36,7 +36,8 @@ export function checkInvariants(x: { logs: Map<string, EventRecord[]>; acks: Ack
       if (e.seq !== i + 1) v.push(`${sid}: seq ${e.seq} at position ${i + 1} (not contiguous)`);
       if (ids.has(e.eventId)) v.push(`${sid}: event id ${e.eventId} twice`);
       ids.add(e.eventId);
-      if (e.writerEpoch < epoch) v.push(`${sid}#${e.seq}: ${e.type} written by fenced writer epoch ${e.writerEpoch} after epoch ${epoch} attached`);
+      if (e.writerEpoch < epoch)
+        v.push(`${sid}#${e.seq}: ${e.type} written by fenced writer epoch ${e.writerEpoch} after epoch ${epoch} attached`);
       epoch = Math.max(epoch, e.writerEpoch);
     });
   }
@@ -44,7 +45,10 @@ export function checkInvariants(x: { logs: Map<string, EventRecord[]>; acks: Ack
   // every acknowledged event present, as acknowledged
   for (const r of acks.acked.values()) {
     const got = logs.get(r.sessionId)?.[r.seq - 1];
-    if (!got || got.eventId !== r.eventId || got.type !== r.type) v.push(`${r.sessionId}#${r.seq}: acknowledged ${r.type} ${r.eventId} is not in the log (found ${got ? `${got.type} ${got.eventId}` : 'nothing'})`);
+    if (!got || got.eventId !== r.eventId || got.type !== r.type)
+      v.push(
+        `${r.sessionId}#${r.seq}: acknowledged ${r.type} ${r.eventId} is not in the log (found ${got ? `${got.type} ${got.eventId}` : 'nothing'})`,
+      );
   }
 
   // exclusive calls: never executed twice
@@ -70,10 +74,13 @@ export function checkInvariants(x: { logs: Map<string, EventRecord[]>; acks: Ack
       if (pl(r).name !== p.name) v.push(`${sid}: result of ${p.callId} names ${String(pl(r).name)}, its call ${String(p.name)}`);
       const key = String(p.idempotencyKey);
       const effect = ledgers.effectOf(key);
-      if (o.kind === 'completed' && o.content?.startsWith('done:') && !effect) v.push(`${sid}: ${p.name} ${p.callId} recorded completed, but the tool never completed it`);
+      if (o.kind === 'completed' && o.content?.startsWith('done:') && !effect)
+        v.push(`${sid}: ${p.name} ${p.callId} recorded completed, but the tool never completed it`);
       if (p.mode !== 'exclusive') continue;
       if (r.attempt !== c.attempt && !(o.kind.startsWith('uncertain') || o.content?.startsWith('reconciled'))) {
-        v.push(`${sid}: interrupted exclusive ${p.name} ${p.callId} resolved as ${o.kind} ${JSON.stringify(o.content ?? '')} in a later attempt (neither uncertain nor reconciled)`);
+        v.push(
+          `${sid}: interrupted exclusive ${p.name} ${p.callId} resolved as ${o.kind} ${JSON.stringify(o.content ?? '')} in a later attempt (neither uncertain nor reconciled)`,
+        );
       }
       if (o.content?.startsWith('reconciled:') && !effect) v.push(`${sid}: ${p.callId} reconciled as done, but it never ran`);
     }
@@ -87,15 +94,18 @@ export function checkInvariants(x: { logs: Map<string, EventRecord[]>; acks: Ack
         const r = results.get(String(p.callId))?.[0];
         if (r && r.seq < a.seq) continue;
         const named = rec.uncertainToolCalls.find((u) => u.callId === p.callId);
-        if (!named || named.name !== p.name) v.push(`${sid}: interrupted exclusive ${p.name} ${p.callId} not named in the recovery of the opening at #${a.seq}`);
-        else if (named.resolution !== 'reconcile' && named.resolution !== 'uncertain-hanging') v.push(`${sid}: interrupted exclusive ${p.callId} reported as ${named.resolution}`);
+        if (!named || named.name !== p.name)
+          v.push(`${sid}: interrupted exclusive ${p.name} ${p.callId} not named in the recovery of the opening at #${a.seq}`);
+        else if (named.resolution !== 'reconcile' && named.resolution !== 'uncertain-hanging')
+          v.push(`${sid}: interrupted exclusive ${p.callId} reported as ${named.resolution}`);
       }
     }
     // the conversation is valid: every tool call of an assistant message answered
     for (const e of log) {
       if (e.type !== 'assistant/message') continue;
-      for (const tc of ((pl(e).message as { toolCalls?: { id: string; name: string }[] }).toolCalls ?? [])) {
-        if (!results.has(tc.id) && !rejected.has(tc.id)) v.push(`${sid}: call ${tc.id} (${tc.name}) of ${e.turn}.${e.step} is never answered`);
+      for (const tc of (pl(e).message as { toolCalls?: { id: string; name: string }[] }).toolCalls ?? []) {
+        if (!results.has(tc.id) && !rejected.has(tc.id))
+          v.push(`${sid}: call ${tc.id} (${tc.name}) of ${e.turn}.${e.step} is never answered`);
       }
     }
 
@@ -104,12 +114,14 @@ export function checkInvariants(x: { logs: Map<string, EventRecord[]>; acks: Ack
       const fid = String(pl(f).finalMessageId);
       const marks = log.filter((e) => (e.type === 'delivery/committed' || e.type === 'delivery/unknown') && pl(e).finalMessageId === fid);
       const delivered = ledgers.deliveries.filter((d) => d.sessionId === sid && d.finalMessageId === fid).length;
-      if (marks.length !== 1) v.push(`${sid}: final ${fid} has ${marks.length} delivery outcomes (${marks.map((m) => m.type).join(', ') || 'none'})`);
+      if (marks.length !== 1)
+        v.push(`${sid}: final ${fid} has ${marks.length} delivery outcomes (${marks.map((m) => m.type).join(', ') || 'none'})`);
       if (delivered > 1 && !facts.idempotentOwner) v.push(`${sid}: final ${fid} delivered ${delivered} times to a non-idempotent owner`);
       if (marks[0]?.type === 'delivery/committed' && delivered === 0) v.push(`${sid}: final ${fid} marked delivered, never delivered`);
     }
     const fids = new Set(log.filter((e) => e.type === 'final/message').map((e) => String(pl(e).finalMessageId)));
-    for (const d of ledgers.deliveries) if (d.sessionId === sid && !fids.has(d.finalMessageId)) v.push(`${sid}: final ${d.finalMessageId} delivered but never committed`);
+    for (const d of ledgers.deliveries)
+      if (d.sessionId === sid && !fids.has(d.finalMessageId)) v.push(`${sid}: final ${d.finalMessageId} delivered but never committed`);
 
     // every run settles (the fault-free recovery resumed whatever was open)
     const settles = new Map<string, number>();
@@ -121,7 +133,8 @@ export function checkInvariants(x: { logs: Map<string, EventRecord[]>; acks: Ack
       attemptEnds.set(k, (attemptEnds.get(k) ?? 0) + 1);
       if (!SETTLED_NOT.has(String(pl(e).status))) settles.set(String(pl(e).runId), (settles.get(String(pl(e).runId)) ?? 0) + 1);
     }
-    for (const [runId, n] of settles) if (n !== 1) v.push(`${sid}: run ${runId} settled ${n} times (open after the fault-free recovery, or settled twice)`);
+    for (const [runId, n] of settles)
+      if (n !== 1) v.push(`${sid}: run ${runId} settled ${n} times (open after the fault-free recovery, or settled twice)`);
     for (const [k, n] of attemptEnds) if (n > 1) v.push(`${sid}: attempt ${k} wrote ${n} run/end`);
 
     // budgets: a run never goes on past the step after which a budget was spent
@@ -137,7 +150,8 @@ export function checkInvariants(x: { logs: Map<string, EventRecord[]>; acks: Ack
           if (spentAt.length > 0) v.push(`${sid}: turn ${turn} started step ${e.step} after ${spentAt[0]} was spent`);
         }
         if (e.type === 'tool/call') calls++;
-        if (e.type === 'assistant/message' || e.type === 'compaction') out += ((pl(e).usage as { outputTokens?: number } | undefined)?.outputTokens ?? 0);
+        if (e.type === 'assistant/message' || e.type === 'compaction')
+          out += (pl(e).usage as { outputTokens?: number } | undefined)?.outputTokens ?? 0;
         if (e.type === 'step/end') {
           steps++;
           if (steps >= facts.budget.maxSteps) spentAt.push(`maxSteps (${steps})`);
@@ -156,14 +170,19 @@ export function checkInvariants(x: { logs: Map<string, EventRecord[]>; acks: Ack
       const cancelled = log.some((e) => e.type === 'input/cancelled' && pl(e).inputId === inputId);
       const ownRuns = log.filter((e) => e.type === 'run/start' && pl(e).inputId === inputId);
       const ownTurns = new Set(ownRuns.map((e) => e.turn));
-      const joined = pl(a).mode === 'steer' ? log.filter((e) => e.type === 'user/message' && pl(e).inputId === inputId && !ownTurns.has(e.turn)).length : 0;
+      const joined =
+        pl(a).mode === 'steer'
+          ? log.filter((e) => e.type === 'user/message' && pl(e).inputId === inputId && !ownTurns.has(e.turn)).length
+          : 0;
       const used = ownRuns.length + joined;
-      if (used + (cancelled ? 1 : 0) !== 1) v.push(`${sid}: ${String(pl(a).mode)} input ${inputId} consumed ${used} times${cancelled ? ' and cancelled' : ''}`);
+      if (used + (cancelled ? 1 : 0) !== 1)
+        v.push(`${sid}: ${String(pl(a).mode)} input ${inputId} consumed ${used} times${cancelled ? ' and cancelled' : ''}`);
     }
     if (accepted.length !== new Set(accepted.map((a) => pl(a).inputId)).size) v.push(`${sid}: an input accepted twice`);
     for (const k of facts.receipts) {
       const [s, inputId] = k.split('\u0000');
-      if (s === sid && !accepted.some((a) => pl(a).inputId === inputId)) v.push(`${sid}: input ${inputId} has a receipt but no input/accepted`);
+      if (s === sid && !accepted.some((a) => pl(a).inputId === inputId))
+        v.push(`${sid}: input ${inputId} has a receipt but no input/accepted`);
     }
   }
   return v;

@@ -92,7 +92,8 @@ export function conversationProblem(messages: readonly Message[]): string | unde
       if (open.size > 0) return `message ${i}: assistant message while calls ${[...open].join(', ')} are unanswered`;
       open = new Set((m.toolCalls ?? []).map((c) => c.id));
     } else if (m.role === 'tool') {
-      if (!m.toolCallId || !open.has(m.toolCallId)) return `message ${i}: tool message for ${m.toolCallId ?? '(no id)'} answers no open call`;
+      if (!m.toolCallId || !open.has(m.toolCallId))
+        return `message ${i}: tool message for ${m.toolCallId ?? '(no id)'} answers no open call`;
       open.delete(m.toolCallId);
     }
   }
@@ -124,16 +125,22 @@ export function simModel(o: Outside, proc: Proc): ModelProvider {
       }
       const usage = { inputTokens: 20, outputTokens: rng.range(1, 40) };
       if (compaction) return { message: { role: 'assistant', content: `summary at t${world.now}` }, usage, finishReason: 'stop' };
-      if (rng.chance(f.modelInvalid)) return { message: { role: 'user', content: 'not an assistant' }, finishReason: 'stop' } as unknown as ModelResponse;
+      if (rng.chance(f.modelInvalid))
+        return { message: { role: 'user', content: 'not an assistant' }, finishReason: 'stop' } as unknown as ModelResponse;
       // tool rounds since the last user message
       let rounds = 0;
-      for (let i = req.messages.length - 1; i >= 0 && req.messages[i]!.role !== 'user'; i--) if (req.messages[i]!.role === 'assistant') rounds++;
+      for (let i = req.messages.length - 1; i >= 0 && req.messages[i]!.role !== 'user'; i--)
+        if (req.messages[i]!.role === 'assistant') rounds++;
       if (rounds < o.maxToolRounds && rng.int(10) < 7) {
         if (rng.chance(f.modelMalformed)) {
           const kind = rng.int(3);
           world.note(`model: malformed call (${['bad json', 'unknown tool', 'cut by length'][kind]})`);
           const call = { id: o.nextCallId(), name: kind === 1 ? 'no_such_tool' : 'lookup', arguments: kind === 0 ? '{"q": ' : '{"q":"x"}' };
-          return { message: { role: 'assistant', content: '', toolCalls: [call] }, usage, finishReason: kind === 2 ? 'length' : 'tool_calls' };
+          return {
+            message: { role: 'assistant', content: '', toolCalls: [call] },
+            usage,
+            finishReason: kind === 2 ? 'length' : 'tool_calls',
+          };
         }
         const menu = ['lookup', 'charge', 'notify', 'scan', 'balance', 'pay', 'askUser'];
         const first = menu[rng.int(menu.length)]!;
@@ -171,7 +178,15 @@ export function simTools(o: Outside, proc: Proc): AnyTool[] {
   const { world, ledgers, faults: f } = o;
   const rng = world.rng;
   const behaviour = (): Behaviour =>
-    rng.chance(f.toolFail) ? 'fail' : rng.chance(f.toolLate) ? 'late' : rng.chance(f.toolHang) ? 'hang' : rng.chance(f.toolStubborn) ? 'stubborn' : 'ok';
+    rng.chance(f.toolFail)
+      ? 'fail'
+      : rng.chance(f.toolLate)
+        ? 'late'
+        : rng.chance(f.toolHang)
+          ? 'hang'
+          : rng.chance(f.toolStubborn)
+            ? 'stubborn'
+            : 'ok';
   const run = (name: string, mode: 'parallel' | 'exclusive', args: unknown, ctx: Ctx) => {
     o.watch.toolStarted(proc.id, ctx.sessionId, { callId: ctx.callId, name, mode });
     const entry: ToolRun = { key: ctx.idempotencyKey, callId: ctx.callId, name, mode, proc: proc.id, effect: false };
@@ -192,7 +207,9 @@ export function simTools(o: Outside, proc: Proc): AnyTool[] {
       t = world.at(world.now + ms, () => {
         ctx.signal.removeEventListener('abort', onAbort);
         entry.effect = true;
-        proc.whenRunning(() => (b === 'fail' ? reject(new Error(`${name} failed`)) : resolve(`done:${ctx.idempotencyKey}:${JSON.stringify(args)}`)));
+        proc.whenRunning(() =>
+          b === 'fail' ? reject(new Error(`${name} failed`)) : resolve(`done:${ctx.idempotencyKey}:${JSON.stringify(args)}`),
+        );
       });
     });
   };
@@ -220,12 +237,51 @@ const unbound = (): string => {
 };
 const TOOL_DEFS: AnyTool[] = [
   defineTool({ name: 'lookup', description: 'read', mode: 'parallel', parameters: Q, execute: unbound }),
-  defineTool({ name: 'scan', description: 'read a resource', mode: 'parallel', resources: ['disk'], timeoutMs: 60, parameters: Q, execute: unbound }),
+  defineTool({
+    name: 'scan',
+    description: 'read a resource',
+    mode: 'parallel',
+    resources: ['disk'],
+    timeoutMs: 60,
+    parameters: Q,
+    execute: unbound,
+  }),
   // parallel, on the resource the exclusive calls hold when they end uncertain (the lock rule)
-  defineTool({ name: 'balance', description: 'read the account', mode: 'parallel', resources: ['acct'], timeoutMs: 80, parameters: Q, execute: unbound }),
-  defineTool({ name: 'charge', description: 'side effect, reconcilable', mode: 'exclusive', resources: ['acct'], timeoutMs: 300, parameters: Amount, execute: unbound, reconcile: () => undefined }),
-  defineTool({ name: 'notify', description: 'side effect', mode: 'exclusive', parameters: z.object({ text: z.string() }), execute: unbound }),
-  defineTool({ name: 'pay', description: 'needs approval', mode: 'exclusive', resources: ['acct'], needsApproval: true, parameters: Amount, execute: unbound }),
+  defineTool({
+    name: 'balance',
+    description: 'read the account',
+    mode: 'parallel',
+    resources: ['acct'],
+    timeoutMs: 80,
+    parameters: Q,
+    execute: unbound,
+  }),
+  defineTool({
+    name: 'charge',
+    description: 'side effect, reconcilable',
+    mode: 'exclusive',
+    resources: ['acct'],
+    timeoutMs: 300,
+    parameters: Amount,
+    execute: unbound,
+    reconcile: () => undefined,
+  }),
+  defineTool({
+    name: 'notify',
+    description: 'side effect',
+    mode: 'exclusive',
+    parameters: z.object({ text: z.string() }),
+    execute: unbound,
+  }),
+  defineTool({
+    name: 'pay',
+    description: 'needs approval',
+    mode: 'exclusive',
+    resources: ['acct'],
+    needsApproval: true,
+    parameters: Amount,
+    execute: unbound,
+  }),
 ];
 
 export function simDelivery(o: Outside, proc: Proc, idempotent: boolean): DeliveryOwner {

@@ -39,7 +39,11 @@ if (values['pool-seed'] !== undefined) {
   process.exitCode = r.violations.length > 0 ? 1 : 0;
 } else if (values.seed !== undefined) {
   const seed = Number(values.seed);
-  const r = await runSeed({ seed, ...(values.prefix !== undefined ? { prefix: Number(values.prefix) } : {}), ...(broken ? { broken } : {}) });
+  const r = await runSeed({
+    seed,
+    ...(values.prefix !== undefined ? { prefix: Number(values.prefix) } : {}),
+    ...(broken ? { broken } : {}),
+  });
   if (values.trace || r.violations.length > 0) for (const l of r.trace) console.log(l);
   for (const l of r.violations) console.log(`VIOLATION ${l}`);
   console.log(`1 seeds, ${r.violations.length > 0 ? 1 : 0} violations`);
@@ -49,17 +53,33 @@ if (values['pool-seed'] !== undefined) {
   const from = Number(values.from ?? 1);
   const t0 = performance.now();
   const agents = poolBroken ? 0 : n;
-  const out = await runSeeds({ from, count: agents, ...(broken ? { broken } : {}), onProgress: (done) => done % 5000 === 0 && console.error(`[sim] ${done} seeds, ${Math.round((performance.now() - t0) / 1000)} s`) });
+  const out = await runSeeds({
+    from,
+    count: agents,
+    ...(broken ? { broken } : {}),
+    onProgress: (done) => done % 5000 === 0 && console.error(`[sim] ${done} seeds, ${Math.round((performance.now() - t0) / 1000)} s`),
+  });
   for (const f of out.failures.slice(0, 3)) console.log(await explainFailure(f.seed, broken));
   if (out.failures.length > 0) console.log(`[sim] failing seeds: ${out.failures.map((f) => f.seed).join(' ')}`);
-  console.log(`[sim] seeds ${from}..${from + n - 1} in ${Math.round(performance.now() - t0)} ms; ${out.events} events, ${out.crashes} crashes, ${out.takeovers} takeovers`);
-  console.log(`[sim] exercised: ${Object.entries(out.exercised).map(([k, v]) => `${k} ${v}`).join(', ')}`);
+  console.log(
+    `[sim] seeds ${from}..${from + n - 1} in ${Math.round(performance.now() - t0)} ms; ${out.events} events, ${out.crashes} crashes, ${out.takeovers} takeovers`,
+  );
+  console.log(
+    `[sim] exercised: ${Object.entries(out.exercised)
+      .map(([k, v]) => `${k} ${v}`)
+      .join(', ')}`,
+  );
   // the worker-pool family: each seed runs ~9 s of simulated time, so a run takes one pool seed per 100 agent seeds unless told
   const poolN = Number(values['pool-seeds'] ?? (poolBroken ? n : Math.max(1, Math.ceil(n / 100))));
   const t1 = performance.now();
-  const pool = broken ? { failures: [], pauses: 0, crashes: 0, takeovers: 0, leaseLosses: 0 } : await runPoolSeeds({ from, count: poolN, ...(poolBroken ? { broken: poolBroken } : {}) });
+  const pool = broken
+    ? { failures: [], pauses: 0, crashes: 0, takeovers: 0, leaseLosses: 0 }
+    : await runPoolSeeds({ from, count: poolN, ...(poolBroken ? { broken: poolBroken } : {}) });
   for (const f of pool.failures.slice(0, 3)) console.log(explainPoolFailure(f, poolBroken));
-  if (!broken) console.log(`[sim] worker pools: seeds ${from}..${from + poolN - 1} in ${Math.round(performance.now() - t1)} ms; ${pool.pauses} pauses, ${pool.crashes} crashes, ${pool.takeovers} takeovers, ${pool.leaseLosses} leases lost`);
+  if (!broken)
+    console.log(
+      `[sim] worker pools: seeds ${from}..${from + poolN - 1} in ${Math.round(performance.now() - t1)} ms; ${pool.pauses} pauses, ${pool.crashes} crashes, ${pool.takeovers} takeovers, ${pool.leaseLosses} leases lost`,
+    );
   const seeds = agents + (broken ? 0 : poolN);
   const violations = out.failures.length + pool.failures.length;
   console.log(`${seeds} seeds, ${violations} violations`);

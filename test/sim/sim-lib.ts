@@ -15,7 +15,13 @@ export interface SeedsOutcome {
   exercised: Record<string, number>;
 }
 
-export async function runSeeds(o: { from: number; count: number; broken?: Broken; stopAtFirst?: boolean; onProgress?: (done: number) => void }): Promise<SeedsOutcome> {
+export async function runSeeds(o: {
+  from: number;
+  count: number;
+  broken?: Broken;
+  stopAtFirst?: boolean;
+  onProgress?: (done: number) => void;
+}): Promise<SeedsOutcome> {
   const out: SeedsOutcome = { failures: [], events: 0, crashes: 0, takeovers: 0, exercised: {} };
   for (let i = 0; i < o.count; i++) {
     const r = await runSeed({ seed: o.from + i, ...(o.broken ? { broken: o.broken } : {}) });
@@ -36,7 +42,11 @@ export const replayCommand = (seed: number, broken?: Broken, prefix?: number) =>
   `npm run sim -- --seed ${seed}${prefix !== undefined ? ` --prefix ${prefix}` : ''}${broken ? ` --broken ${broken}` : ''} --trace`;
 
 /** The shortest prefix of the seed's schedule that still fails (binary search, then checked). */
-export async function shortestFailingPrefix(seed: number, choices: number, broken?: Broken): Promise<{ prefix: number; violations: string[] }> {
+export async function shortestFailingPrefix(
+  seed: number,
+  choices: number,
+  broken?: Broken,
+): Promise<{ prefix: number; violations: string[] }> {
   const fails = async (k: number) => (await runSeed({ seed, prefix: k, ...(broken ? { broken } : {}) })).violations;
   let lo = 0;
   let hi = choices; // fails at hi (the whole schedule)

@@ -17,7 +17,16 @@ import type { EventStore } from '../../src/persistence/event-store.js';
 import type { Envelope } from '../../src/streams/envelopes.js';
 import { isExecutionBusy, isValidationError } from '../../src/contracts/errors.js';
 import { AckLedger, faultyStore, NO_STORE_FAULTS, type FaultControl, type StoreBreak } from './faulty-store.js';
-import { COMPACTION_PROMPT, Ledgers, NO_OUTSIDE_FAULTS, simDelivery, simModel, simTools, type Outside, type OutsideFaults } from './outside.js';
+import {
+  COMPACTION_PROMPT,
+  Ledgers,
+  NO_OUTSIDE_FAULTS,
+  simDelivery,
+  simModel,
+  simTools,
+  type Outside,
+  type OutsideFaults,
+} from './outside.js';
 import { checkInvariants, type SeedFacts } from './invariants.js';
 import { Watch, watchedStore } from './watch.js';
 import { never, Proc, World } from './world.js';
@@ -63,7 +72,13 @@ interface Host {
 
 /** Races `p` against the process going away: undefined when it went first. */
 async function inProc<T>(proc: Proc, p: Promise<T>): Promise<{ value: T } | { error: unknown } | undefined> {
-  return Promise.race([p.then((value) => ({ value }), (error: unknown) => ({ error })), proc.gone.then(() => undefined)]);
+  return Promise.race([
+    p.then(
+      (value) => ({ value }),
+      (error: unknown) => ({ error }),
+    ),
+    proc.gone.then(() => undefined),
+  ]);
 }
 
 export async function runSeed(opts: SeedOptions): Promise<SeedReport> {
@@ -120,7 +135,9 @@ export async function runSeed(opts: SeedOptions): Promise<SeedReport> {
     ...(rng.int(3) === 1 ? { maxOutputTokens: 60 } : {}),
     ...(rng.int(4) === 1 ? { maxDurationMs: 300 } : {}),
   };
-  world.note(`profile: sessions ${sessionIds.length}, store ${JSON.stringify(ctl.faults)} crashes<=${ctl.crashesLeft}, idempotent owner ${idempotentOwner}, budget ${JSON.stringify(budget)}, compaction ${compact}`);
+  world.note(
+    `profile: sessions ${sessionIds.length}, store ${JSON.stringify(ctl.faults)} crashes<=${ctl.crashesLeft}, idempotent owner ${idempotentOwner}, budget ${JSON.stringify(budget)}, compaction ${compact}`,
+  );
 
   const durable = watchedStore(opts.broken === 'no-idempotency' ? withoutIdempotency(memoryStore()) : memoryStore(), watch, sessionIds);
   const acks = new AckLedger();
@@ -206,7 +223,8 @@ export async function runSeed(opts: SeedOptions): Promise<SeedReport> {
   const runsOf = new Map<string, { runId: string; runEpoch: number; instance: string }>();
   const track = (sid: string, s: ExecutionSession) => {
     s.events$.subscribe((env: Envelope) => {
-      if (env.event.type === 'run_start') runsOf.set(sid, { runId: env.event.runId, runEpoch: env.event.runEpoch, instance: env.event.sessionInstanceId });
+      if (env.event.type === 'run_start')
+        runsOf.set(sid, { runId: env.event.runId, runEpoch: env.event.runEpoch, instance: env.event.sessionInstanceId });
     });
     const open = s.recovery.interruptedRuns[0];
     if (open) runsOf.set(sid, { runId: open.runId, runEpoch: open.runEpoch, instance: s.sessionInstanceId });
@@ -255,12 +273,15 @@ export async function runSeed(opts: SeedOptions): Promise<SeedReport> {
       const e = r.error;
       world.note(`${sid}: execute ${req.runId}/${req.attemptId} rejected: ${(e as Error).name}: ${(e as Error).message}`);
       if (isExecutionBusy(e)) await inProc(h.proc, s.waitForIdle());
-      else if (!isValidationError(e)) facts.untyped = `${sid}: execute rejected with an untyped ${(e as Error)?.name}: ${(e as Error)?.message}`;
+      else if (!isValidationError(e))
+        facts.untyped = `${sid}: execute rejected with an untyped ${(e as Error)?.name}: ${(e as Error)?.message}`;
       return true;
     }
     const res: ExecutionResult = r.value;
     if (res.status === 'fenced') facts.fencedSeen++;
-    world.note(`${sid}: ${req.runId}/${req.attemptId} → ${res.status}${res.budget ? ` (${res.budget})` : ''}${res.error ? `: ${res.error.message.slice(0, 80)}` : ''}`);
+    world.note(
+      `${sid}: ${req.runId}/${req.attemptId} → ${res.status}${res.budget ? ` (${res.budget})` : ''}${res.error ? `: ${res.error.message.slice(0, 80)}` : ''}`,
+    );
     return true;
   };
 
@@ -279,7 +300,12 @@ export async function runSeed(opts: SeedOptions): Promise<SeedReport> {
       if (s.snapshot().status === 'suspended' || s.snapshot().status === 'detached') continue;
       if (promptN >= prompts) return;
       promptN++;
-      await attempt(sid, h, s, { kind: 'prompt', runId: `${sid}-r${promptN}`, attemptId: `${sid}-r${promptN}.a1`, message: `task ${promptN} of ${sid}` });
+      await attempt(sid, h, s, {
+        kind: 'prompt',
+        runId: `${sid}-r${promptN}`,
+        attemptId: `${sid}-r${promptN}.a1`,
+        message: `task ${promptN} of ${sid}`,
+      });
     }
   };
 
@@ -317,7 +343,16 @@ export async function runSeed(opts: SeedOptions): Promise<SeedReport> {
               case 3: {
                 if (!cur || cur.instance !== s.sessionInstanceId) break;
                 world.note(`${sid}: stop after round ${cur.runId}#${cur.runEpoch}`);
-                const r = await inProc(h.proc, s.stopAfterCurrentToolRound({ sessionId: sid, sessionInstanceId: cur.instance, interactionId: cur.runId, expectedRunEpoch: cur.runEpoch, idempotencyKey: `stop-${cur.runId}-${cur.runEpoch}` }));
+                const r = await inProc(
+                  h.proc,
+                  s.stopAfterCurrentToolRound({
+                    sessionId: sid,
+                    sessionInstanceId: cur.instance,
+                    interactionId: cur.runId,
+                    expectedRunEpoch: cur.runEpoch,
+                    idempotencyKey: `stop-${cur.runId}-${cur.runEpoch}`,
+                  }),
+                );
                 if (r && 'error' in r) world.note(`${sid}: stop refused: ${(r.error as Error).name}`);
                 break;
               }
@@ -411,7 +446,10 @@ export async function runSeed(opts: SeedOptions): Promise<SeedReport> {
     logs.set(sid, log);
   }
   const violations = [...checkInvariants({ logs, acks, ledgers, facts }), ...watch.problems];
-  if (!finalFinished || !settled) violations.unshift(`the fault-free recovery did not finish (${finalFinished ? 'it waits on something no task will resolve' : 'task limit'})`);
+  if (!finalFinished || !settled)
+    violations.unshift(
+      `the fault-free recovery did not finish (${finalFinished ? 'it waits on something no task will resolve' : 'task limit'})`,
+    );
   const trace = [...world.notes, ...[...logs.values()].flatMap((l) => l.map(traceLine))];
   return {
     seed: opts.seed,
@@ -430,12 +468,26 @@ export async function runSeed(opts: SeedOptions): Promise<SeedReport> {
  */
 function withoutIdempotency<S extends EventStore>(inner: S): S {
   const append: EventStore['append'] = async (sid, epoch, expectedSeq, drafts) => {
-    const stored = await Promise.all(drafts.map((d) => (d.eventId === undefined ? Promise.resolve(undefined) : inner.getEventById(sid, d.eventId))));
+    const stored = await Promise.all(
+      drafts.map((d) => (d.eventId === undefined ? Promise.resolve(undefined) : inner.getEventById(sid, d.eventId))),
+    );
     if (drafts.length === 0 || stored.some((e) => e === undefined)) return inner.append(sid, epoch, expectedSeq, drafts);
     const head = await inner.getHead(sid);
-    return inner.append(sid, epoch, (head?.lastSeq ?? 0) + 1, drafts.map(({ eventId: _id, ...d }) => d));
+    return inner.append(
+      sid,
+      epoch,
+      (head?.lastSeq ?? 0) + 1,
+      drafts.map(({ eventId: _id, ...d }) => d),
+    );
   };
-  return new Proxy(inner, { get: (t, p, r) => (p === 'append' ? append : typeof Reflect.get(t, p, r) === 'function' ? (Reflect.get(t, p, r) as (...a: unknown[]) => unknown).bind(t) : Reflect.get(t, p, r)) });
+  return new Proxy(inner, {
+    get: (t, p, r) =>
+      p === 'append'
+        ? append
+        : typeof Reflect.get(t, p, r) === 'function'
+          ? (Reflect.get(t, p, r) as (...a: unknown[]) => unknown).bind(t)
+          : Reflect.get(t, p, r),
+  });
 }
 
 /** One log record as a trace line (without occurredAt, the store's wall clock). */

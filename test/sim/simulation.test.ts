@@ -50,7 +50,9 @@ describe('the deterministic simulator', () => {
         console.error(why);
         expect.fail(why.split('\n').slice(0, 12).join('\n'));
       }
-      console.log(`[sim] ${SEEDS} seeds, 0 violations in ${Math.round(performance.now() - t0)} ms (${out.events} events, ${out.crashes} crashes, ${out.takeovers} takeovers)`);
+      console.log(
+        `[sim] ${SEEDS} seeds, 0 violations in ${Math.round(performance.now() - t0)} ms (${out.events} events, ${out.crashes} crashes, ${out.takeovers} takeovers)`,
+      );
     },
     scaled(Math.max(60_000, SEEDS * 60)),
   );
@@ -87,7 +89,11 @@ describe('the deterministic simulator', () => {
         const out = await runSeeds({ from: 1, count: 2000, broken, stopAtFirst: true });
         const f = out.failures[0];
         expect(f, `the ${broken} variant went unnoticed for 2000 seeds`).toBeDefined();
-        expect(f!.violations.join('\n')).toMatch(broken === 'reexecute' ? /executed (?:[2-9]|[1-9]\d+) times/ : /delivery outcomes|settled 2 times|consumed 2 times|accepted twice|has 2 results|unanswered|invalid conversation/);
+        expect(f!.violations.join('\n')).toMatch(
+          broken === 'reexecute'
+            ? /executed (?:[2-9]|[1-9]\d+) times/
+            : /delivery outcomes|settled 2 times|consumed 2 times|accepted twice|has 2 results|unanswered|invalid conversation/,
+        );
         const short = await shortestFailingPrefix(f!.seed, f!.choices, broken);
         expect(short.prefix).toBeLessThanOrEqual(f!.choices);
         expect((await runSeed({ seed: f!.seed, prefix: short.prefix, broken })).violations.length).toBeGreaterThan(0);
@@ -105,11 +111,33 @@ describe('the deterministic simulator', () => {
   // durable store without the event-id check): the watch (watch.ts) names the promise at the instant
   // it breaks, and the real runtime over the real store runs the same seed without a violation
   const BROKEN_PROMISES: { broken: Broken; rule: string; caught: RegExp }[] = [
-    { broken: 'fence-blind', rule: 'a fenced writer commits nothing', caught: /under writer epoch \d+ (committed .*|was refused with \w+, not as a stale writer,) while the session's epoch is \d+ \((a fenced writer committed|fencing is checked first)\)/ },
-    { broken: 'stale-head', rule: 'a fenced writer starts no tool', caught: /exclusive \w+ c\d+ started by proc \d+ under writer epoch \d+ while the session's epoch is \d+ \(a fenced writer ran a tool\)/ },
-    { broken: 'forget-locks', rule: 'no call starts while an uncertain call holds a resource it names', caught: /started while \w+ is held by c\d+ \(lock rule\)/ },
-    { broken: 'early-ack', rule: "a tool starts only after its tool/call is durable", caught: /started before its tool\/call was durable \(write-ahead order\)/ },
-    { broken: 'no-idempotency', rule: 'an append sent again returns the stored events', caught: /sent again wrote \d+ more record\(s\) \(store idempotency\)/ },
+    {
+      broken: 'fence-blind',
+      rule: 'a fenced writer commits nothing',
+      caught:
+        /under writer epoch \d+ (committed .*|was refused with \w+, not as a stale writer,) while the session's epoch is \d+ \((a fenced writer committed|fencing is checked first)\)/,
+    },
+    {
+      broken: 'stale-head',
+      rule: 'a fenced writer starts no tool',
+      caught:
+        /exclusive \w+ c\d+ started by proc \d+ under writer epoch \d+ while the session's epoch is \d+ \(a fenced writer ran a tool\)/,
+    },
+    {
+      broken: 'forget-locks',
+      rule: 'no call starts while an uncertain call holds a resource it names',
+      caught: /started while \w+ is held by c\d+ \(lock rule\)/,
+    },
+    {
+      broken: 'early-ack',
+      rule: 'a tool starts only after its tool/call is durable',
+      caught: /started before its tool\/call was durable \(write-ahead order\)/,
+    },
+    {
+      broken: 'no-idempotency',
+      rule: 'an append sent again returns the stored events',
+      caught: /sent again wrote \d+ more record\(s\) \(store idempotency\)/,
+    },
   ];
   for (const b of BROKEN_PROMISES) {
     it(

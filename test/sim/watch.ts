@@ -35,7 +35,15 @@ export class Watch {
   /** The broken promises seen, one line each. */
   readonly problems: string[] = [];
   /** Counts, to show the invariants are exercised (figures of a seed range). */
-  readonly exercised = { toolStarts: 0, locksTaken: 0, callsBlocked: 0, opensWithLocks: 0, startsBesideHeldLocks: 0, staleAttempts: 0, repeatedAppends: 0 };
+  readonly exercised = {
+    toolStarts: 0,
+    locksTaken: 0,
+    callsBlocked: 0,
+    opensWithLocks: 0,
+    startsBesideHeldLocks: 0,
+    staleAttempts: 0,
+    repeatedAppends: 0,
+  };
 
   private of(sid: string): SessionWatch {
     let s = this.sessions.get(sid);
@@ -87,20 +95,29 @@ export class Watch {
     const s = this.of(sid);
     this.exercised.toolStarts++;
     const resources = s.intents.get(c.callId);
-    if (!resources) this.problems.push(`${sid}: ${c.mode} ${c.name} ${c.callId} started before its tool/call was durable (write-ahead order)`);
+    if (!resources)
+      this.problems.push(`${sid}: ${c.mode} ${c.name} ${c.callId} started before its tool/call was durable (write-ahead order)`);
     const holders = (resources ?? []).filter((k) => s.held.has(k));
     if (holders.length > 0) {
       this.exercised.startsBesideHeldLocks++;
-      this.problems.push(`${sid}: ${c.mode} ${c.name} ${c.callId} started while ${holders.map((k) => `${k} is held by ${s.held.get(k)}`).join(', ')} (lock rule)`);
+      this.problems.push(
+        `${sid}: ${c.mode} ${c.name} ${c.callId} started while ${holders.map((k) => `${k} is held by ${s.held.get(k)}`).join(', ')} (lock rule)`,
+      );
     }
     const mine = this.procEpoch(proc, sid);
-    if (mine !== s.epoch) this.problems.push(`${sid}: ${c.mode} ${c.name} ${c.callId} started by proc ${proc} under writer epoch ${mine} while the session's epoch is ${s.epoch} (a fenced writer ran a tool)`);
+    if (mine !== s.epoch)
+      this.problems.push(
+        `${sid}: ${c.mode} ${c.name} ${c.callId} started by proc ${proc} under writer epoch ${mine} while the session's epoch is ${s.epoch} (a fenced writer ran a tool)`,
+      );
   }
 
   /** An append by a writer of `callerEpoch` returned records, at this instant. */
   appended(proc: number, sid: string, callerEpoch: number, records: readonly EventRecord[], wrote: boolean): void {
     const s = this.of(sid);
-    if (callerEpoch !== s.epoch) this.problems.push(`${sid}: proc ${proc}'s append under writer epoch ${callerEpoch} ${wrote ? `committed ${records.map((r) => r.type).join(',')}` : 'was answered'} while the session's epoch is ${s.epoch} (a fenced writer committed)`);
+    if (callerEpoch !== s.epoch)
+      this.problems.push(
+        `${sid}: proc ${proc}'s append under writer epoch ${callerEpoch} ${wrote ? `committed ${records.map((r) => r.type).join(',')}` : 'was answered'} while the session's epoch is ${s.epoch} (a fenced writer committed)`,
+      );
   }
 
   /** Folds an attach that just committed (synchronously, in `watchedStore`). */

@@ -1,8 +1,8 @@
-import { afterEach,describe,expect,it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { createRuntime,defineTool,memoryStore,scriptedModel,type Envelope } from '../../src/index.js';
+import { createRuntime, defineTool, memoryStore, scriptedModel, type Envelope } from '../../src/index.js';
 import { lmdbPath as lmdbPathFor } from '../helpers/lmdb-path.js';
-import { ids,lmdbRuntime,logOf,sleep,storeWithAppend } from '../helpers/runtime.js';
+import { ids, lmdbRuntime, logOf, sleep, storeWithAppend } from '../helpers/runtime.js';
 
 // Envelopes announce committed log events: each carries its logSeq, and every step that starts
 // ends with a step_end.
@@ -13,7 +13,13 @@ afterEach(async () => {
 });
 const lmdbPath = () => lmdbPathFor(cleanups);
 
-const echo = defineTool({ name: 'echo', description: '', mode: 'parallel', parameters: z.object({ t: z.string() }), execute: ({ t }) => t });
+const echo = defineTool({
+  name: 'echo',
+  description: '',
+  mode: 'parallel',
+  parameters: z.object({ t: z.string() }),
+  execute: ({ t }) => t,
+});
 
 describe('every step that starts ends with a step_end', () => {
   it('a step whose tool calls are rejected ends with step_end carrying the logSeq of its step/end', async () => {
@@ -39,7 +45,11 @@ describe('every step that starts ends with a step_end', () => {
       execute: () => ({ kind: 'uncertain-hanging' as const, content: 'timed out' }),
     });
     const { runtime, store } = lmdbRuntime({
-      model: scriptedModel([{ toolCalls: [{ name: 'deploy', arguments: {} }] }, { toolCalls: [{ name: 'deploy', arguments: {} }] }, 'done']),
+      model: scriptedModel([
+        { toolCalls: [{ name: 'deploy', arguments: {} }] },
+        { toolCalls: [{ name: 'deploy', arguments: {} }] },
+        'done',
+      ]),
       tools: [deploy],
     });
     const s = await runtime.openSession('s');
@@ -50,7 +60,9 @@ describe('every step that starts ends with a step_end', () => {
     const log = await logOf(store, 's');
     const results = log.filter((e) => e.type === 'tool/result').map((e) => e.seq);
     expect(envs.filter((e) => e.event.type === 'tool_end').map((e) => e.logSeq)).toEqual(results);
-    expect(envs.filter((e) => e.event.type === 'step_end').map((e) => e.logSeq)).toEqual(log.filter((e) => e.type === 'step/end').map((e) => e.seq));
+    expect(envs.filter((e) => e.event.type === 'step_end').map((e) => e.logSeq)).toEqual(
+      log.filter((e) => e.type === 'step/end').map((e) => e.seq),
+    );
   });
 });
 
@@ -58,7 +70,11 @@ describe('message_end announces a committed message', () => {
   // DESIGN §6: "an envelope for a committed log event also carries logSeq"; the product rule:
   // every transition is written to the log before its effect becomes visible
   it('message_end comes after its assistant/message is committed and carries its logSeq', async () => {
-    const rt = createRuntime({ store: memoryStore(), model: scriptedModel([{ toolCalls: [{ name: 'echo', arguments: { t: 'x' } }] }, 'final']), tools: [echo] });
+    const rt = createRuntime({
+      store: memoryStore(),
+      model: scriptedModel([{ toolCalls: [{ name: 'echo', arguments: { t: 'x' } }] }, 'final']),
+      tools: [echo],
+    });
     const s = await rt.openSession('s');
     const ends: Envelope[] = [];
     s.subscribe((e) => void (e.event.type === 'message_end' && ends.push(e)), { name: 'ends' });
@@ -93,7 +109,11 @@ describe('message_end announces a committed message', () => {
 
 describe('logSeq', () => {
   it('tool_start carries the seq of its tool/call, execution_finished the seq of its run/end', async () => {
-    const rt = createRuntime({ store: memoryStore(), model: scriptedModel([{ toolCalls: [{ name: 'echo', arguments: { t: 'x' } }] }, 'final']), tools: [echo] });
+    const rt = createRuntime({
+      store: memoryStore(),
+      model: scriptedModel([{ toolCalls: [{ name: 'echo', arguments: { t: 'x' } }] }, 'final']),
+      tools: [echo],
+    });
     const s = await rt.openSession('s');
     const seen: Envelope[] = [];
     s.subscribe((e) => void seen.push(e), { name: 'all' });
@@ -114,7 +134,16 @@ describe('logSeq', () => {
     const db = lmdbPath();
     let release!: () => void;
     const hang = new Promise<void>((r) => (release = r));
-    const look = defineTool({ name: 'look', description: 'read only', mode: 'parallel', parameters: z.object({}), execute: async () => { await hang; return 'seen'; } });
+    const look = defineTool({
+      name: 'look',
+      description: 'read only',
+      mode: 'parallel',
+      parameters: z.object({}),
+      execute: async () => {
+        await hang;
+        return 'seen';
+      },
+    });
     const rt1 = db.rt({ model: scriptedModel([{ toolCalls: [{ id: 'c1', name: 'look', arguments: {} }] }]), tools: [look] });
     const s1 = await rt1.openSession('s');
     const p = s1.execute({ kind: 'prompt', runId: 'r1', attemptId: 'a1', message: 'go' });

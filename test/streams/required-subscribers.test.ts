@@ -1,10 +1,10 @@
 import { Subject } from 'rxjs';
 import { SimulatedClock } from 'xstate';
-import { describe,expect,it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { type Envelope } from '../../src/index.js';
 import { SubscriberHub } from '../../src/streams/subscribers.js';
 import { deferred } from '../helpers/drafts.js';
-import { env,gatedListener,settle,track } from '../helpers/hub.js';
+import { env, gatedListener, settle, track } from '../helpers/hub.js';
 
 // Required subscribers of the SubscriberHub: publish waits for room in their queues, and they get
 // every envelope (subscribers.test.ts has the options, non-required subscribers and errors).
@@ -150,7 +150,13 @@ describe('SubscriberHub: whenRequiredDrained', () => {
     const gate = deferred();
     const stuck = deferred();
     const got: number[] = [];
-    hub.subscribe(async (e) => { got.push(e.seq); await gate.promise; }, { required: true });
+    hub.subscribe(
+      async (e) => {
+        got.push(e.seq);
+        await gate.promise;
+      },
+      { required: true },
+    );
     hub.subscribe(() => stuck.promise, { name: 'slow-optional', deliveryTimeoutMs: 60_000 });
     hub.offer(env(1));
     hub.offer(env(2));

@@ -1,17 +1,26 @@
-import { describe,expect,it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { createRuntime,defineTool,memoryStore,scriptedModel } from '../../src/index.js';
+import { createRuntime, defineTool, memoryStore, scriptedModel } from '../../src/index.js';
 import { deferred } from '../helpers/drafts.js';
-import { ids,lmdbRuntime,sleep } from '../helpers/runtime.js';
+import { ids, lmdbRuntime, sleep } from '../helpers/runtime.js';
 
 // Subscribers of a session (session.subscribe): required ones hold the run, and close delivers
 // what was published before it.
 
-const echo = defineTool({ name: 'echo', description: '', mode: 'parallel', parameters: z.object({ t: z.string() }), execute: ({ t }) => t });
+const echo = defineTool({
+  name: 'echo',
+  description: '',
+  mode: 'parallel',
+  parameters: z.object({ t: z.string() }),
+  execute: ({ t }) => t,
+});
 
 describe('subscribers on a session', () => {
   it('a required subscriber makes the run wait; a failing non-required one is listed in deliveryErrors', async () => {
-    const { runtime } = lmdbRuntime({ model: scriptedModel([{ toolCalls: [{ name: 'echo', arguments: { t: 'x' } }] }, 'final']), tools: [echo] });
+    const { runtime } = lmdbRuntime({
+      model: scriptedModel([{ toolCalls: [{ name: 'echo', arguments: { t: 'x' } }] }, 'final']),
+      tools: [echo],
+    });
     const s = await runtime.openSession('s');
     const gate = deferred();
     const got: string[] = [];
@@ -22,7 +31,12 @@ describe('subscribers on a session', () => {
       },
       { required: true, name: 'audit', capacity: 1, deliveryTimeoutMs: 10_000 },
     );
-    s.subscribe(() => { throw new Error('listener bug'); }, { name: 'buggy' });
+    s.subscribe(
+      () => {
+        throw new Error('listener bug');
+      },
+      { name: 'buggy' },
+    );
     let done = false;
     const running = s.execute({ kind: 'prompt', ...ids(), message: 'go' }).then((r) => ((done = true), r));
     await sleep(100);
@@ -38,7 +52,11 @@ describe('subscribers on a session', () => {
   });
 
   it('a synchronous listener with capacity 1 gets a whole tool step without a delivery error', async () => {
-    const rt = createRuntime({ store: memoryStore(), model: scriptedModel([{ toolCalls: [{ name: 'echo', arguments: { t: 'x' } }] }, 'final']), tools: [echo] });
+    const rt = createRuntime({
+      store: memoryStore(),
+      model: scriptedModel([{ toolCalls: [{ name: 'echo', arguments: { t: 'x' } }] }, 'final']),
+      tools: [echo],
+    });
     const s = await rt.openSession('s');
     const seen: string[] = [];
     s.subscribe((e) => void seen.push(e.event.type), { name: 'fast', capacity: 1 });
@@ -71,12 +89,22 @@ describe('session.close with subscribers', () => {
   });
 
   it('session.close after execute still delivers the queued envelopes, execution_finished included', async () => {
-    const rt = createRuntime({ store: memoryStore(), model: scriptedModel([{ toolCalls: [{ name: 'echo', arguments: { t: 'x' } }] }, 'final']), tools: [echo] });
+    const rt = createRuntime({
+      store: memoryStore(),
+      model: scriptedModel([{ toolCalls: [{ name: 'echo', arguments: { t: 'x' } }] }, 'final']),
+      tools: [echo],
+    });
     const s = await rt.openSession('s');
     const seen: string[] = [];
     const all: string[] = [];
     s.events$.subscribe((e) => all.push(e.event.type));
-    s.subscribe(async (e) => { seen.push(e.event.type); await sleep(2); }, { name: 'audit', required: true, capacity: 4 });
+    s.subscribe(
+      async (e) => {
+        seen.push(e.event.type);
+        await sleep(2);
+      },
+      { name: 'audit', required: true, capacity: 4 },
+    );
     const r = await s.execute({ kind: 'prompt', ...ids(), message: 'go' });
     expect(r.status).toBe('succeeded');
     await rt.close();

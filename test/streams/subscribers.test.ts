@@ -1,13 +1,12 @@
 import { SimulatedClock } from 'xstate';
-import { afterEach,describe,expect,it,vi } from 'vitest';
-import { isStoreClosedError,isValidationError } from '../../src/contracts/errors.js';
-import { SubscriberHub,type DeliveryError } from '../../src/streams/subscribers.js';
-import { env,gatedListener,settle,track } from '../helpers/hub.js';
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { isStoreClosedError, isValidationError } from '../../src/contracts/errors.js';
+import { SubscriberHub, type DeliveryError } from '../../src/streams/subscribers.js';
+import { env, gatedListener, settle, track } from '../helpers/hub.js';
 
 afterEach(() => {
   vi.useRealTimers();
 });
-
 
 describe('SubscriberHub: options', () => {
   it('rejects bad options and listeners with a ValidationError', () => {
@@ -199,7 +198,6 @@ describe('SubscriberHub: non-required subscribers', () => {
     expect(hub.takeErrors()).toEqual([]);
   });
 });
-
 
 describe('SubscriberHub: collecting delivery errors', () => {
   it('takes the errors of one attempt, leaves the others, and emits each on errors$', async () => {

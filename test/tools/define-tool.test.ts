@@ -1,9 +1,9 @@
 import Anthropic from '@anthropic-ai/sdk';
-import { afterAll,afterEach,beforeAll,beforeEach,describe,expect,it } from 'vitest';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { anthropicModel,createRuntime,defineTool,memoryStore,scriptedModel,ValidationError } from '../../src/index.js';
-import { ids,lmdbRuntime,logOf } from '../helpers/runtime.js';
-import { an,startAnthropicServer } from '../providers/anthropic-server.js';
+import { anthropicModel, createRuntime, defineTool, memoryStore, scriptedModel, ValidationError } from '../../src/index.js';
+import { ids, lmdbRuntime, logOf } from '../helpers/runtime.js';
+import { an, startAnthropicServer } from '../providers/anthropic-server.js';
 import type { ScriptedServer } from '../providers/sse-server.js';
 
 // defineTool: options are checked when the tool is defined; the JSON Schema sent to the provider
@@ -35,7 +35,9 @@ describe('defineTool options', () => {
     expect(() => defineTool(slow)).toThrow(ValidationError);
     expect(() => defineTool(slow)).toThrow(/2147483647/);
     expect(defineTool({ ...slow, timeoutMs: 2 ** 31 - 1 }).timeoutMs).toBe(2 ** 31 - 1);
-    expect(() => createRuntime({ store: memoryStore(), model: scriptedModel(['x']), config: { cancelGraceMs: 2 ** 31 } })).toThrow(ValidationError);
+    expect(() => createRuntime({ store: memoryStore(), model: scriptedModel(['x']), config: { cancelGraceMs: 2 ** 31 } })).toThrow(
+      ValidationError,
+    );
   });
 });
 
@@ -75,7 +77,14 @@ describe('the JSON Schema sent to the provider (real Anthropic SDK, local server
       return; // refused at definition: fine
     }
     // the model follows the advertised schema (`when: {}` admits any value, here the usual ISO string)
-    const call = an.stream([an.start(), an.toolStart(0, 'toolu_1', 'remind'), an.json(0, '{"when":"2030-01-01T09:00:00Z"}'), an.blockStop(0), an.messageDelta('tool_use'), an.stop()]);
+    const call = an.stream([
+      an.start(),
+      an.toolStart(0, 'toolu_1', 'remind'),
+      an.json(0, '{"when":"2030-01-01T09:00:00Z"}'),
+      an.blockStop(0),
+      an.messageDelta('tool_use'),
+      an.stop(),
+    ]);
     server.reply(call, call, call, an.textReply(['gave up']));
     const { runtime, store } = lmdbRuntime({ model: model(), tools: [tool] });
     const s = await runtime.openSession('s');
@@ -89,17 +98,40 @@ describe('the JSON Schema sent to the provider (real Anthropic SDK, local server
 
 describe("a tool's resources function", () => {
   it('one that returns anything but an array of strings fails the step as a throw would: the assistant message and skipped results are logged', async () => {
-    for (const [given, said] of [[5, 'number'], [['a', 1], 'an array with a non-string key'], [{ length: 0 }, 'object']] as const) {
-      const tool = defineTool({ name: 'lock', description: 'Locks', parameters: z.object({}), resources: () => given as unknown as string[], execute: () => 'ran' });
+    for (const [given, said] of [
+      [5, 'number'],
+      [['a', 1], 'an array with a non-string key'],
+      [{ length: 0 }, 'object'],
+    ] as const) {
+      const tool = defineTool({
+        name: 'lock',
+        description: 'Locks',
+        parameters: z.object({}),
+        resources: () => given as unknown as string[],
+        execute: () => 'ran',
+      });
       const store = memoryStore();
-      const runtime = createRuntime({ store, model: scriptedModel([{ toolCalls: [{ id: 'c1', name: 'lock', arguments: {} }] }, 'done']), tools: [tool] });
+      const runtime = createRuntime({
+        store,
+        model: scriptedModel([{ toolCalls: [{ id: 'c1', name: 'lock', arguments: {} }] }, 'done']),
+        tools: [tool],
+      });
       const session = await runtime.openSession('s1');
       const r = await session.execute({ kind: 'prompt', runId: 'r1', attemptId: 'a1', message: 'go' });
       expect(r.status).toBe('failed');
       expect(r.error?.message).toContain(`the resources function of tool lock returned ${said}, not an array of strings`);
       const log: { type: string; payload: Record<string, unknown> }[] = [];
       for await (const e of store.readEvents('s1')) log.push(e);
-      expect(log.map((e) => e.type)).toEqual(['session/attached', 'run/start', 'user/message', 'step/start', 'assistant/message', 'tool/result', 'step/end', 'run/end']);
+      expect(log.map((e) => e.type)).toEqual([
+        'session/attached',
+        'run/start',
+        'user/message',
+        'step/start',
+        'assistant/message',
+        'tool/result',
+        'step/end',
+        'run/end',
+      ]);
       expect(log.find((e) => e.type === 'tool/result')!.payload.outcome).toMatchObject({ kind: 'skipped' });
       await runtime.close();
     }

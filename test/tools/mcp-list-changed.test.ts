@@ -1,6 +1,16 @@
 import { describe, expect, it } from 'vitest';
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { createRuntime, isValidationError, mcpTools, memoryStore, scriptedModel, type AnyTool, type EventStore, type ScriptedModel, type ScriptedStep } from '../../src/index.js';
+import {
+  createRuntime,
+  isValidationError,
+  mcpTools,
+  memoryStore,
+  scriptedModel,
+  type AnyTool,
+  type EventStore,
+  type ScriptedModel,
+  type ScriptedStep,
+} from '../../src/index.js';
 import type { EventRecord } from '../../src/contracts/events.js';
 import { collect } from '../helpers/drafts.js';
 import { httpClient, httpServer, journalOf, mcpFixtures, stdioClient, until } from './mcp/servers.js';
@@ -11,9 +21,12 @@ import { httpClient, httpServer, journalOf, mcpFixtures, stdioClient, until } fr
 const { journal, clients } = mcpFixtures('actorloop-mcp-list-');
 
 const events = (store: EventStore): Promise<EventRecord[]> => collect(store.readEvents('s1'));
-const resultOf = (log: EventRecord[], callId: string) => log.find((e) => e.type === 'tool/result' && e.payload.callId === callId)?.payload.outcome as Record<string, unknown> | undefined;
-const rejections = (log: EventRecord[]) => log.filter((e) => e.type === 'tool/batch-rejected').flatMap((e) => e.payload.issues as { callId: string; message: string }[]);
-const fingerprints = async (store: EventStore) => (await events(store)).filter((e) => e.type === 'run/start').map((e) => e.payload.executionProfileFingerprint as string);
+const resultOf = (log: EventRecord[], callId: string) =>
+  log.find((e) => e.type === 'tool/result' && e.payload.callId === callId)?.payload.outcome as Record<string, unknown> | undefined;
+const rejections = (log: EventRecord[]) =>
+  log.filter((e) => e.type === 'tool/batch-rejected').flatMap((e) => e.payload.issues as { callId: string; message: string }[]);
+const fingerprints = async (store: EventStore) =>
+  (await events(store)).filter((e) => e.type === 'run/start').map((e) => e.payload.executionProfileFingerprint as string);
 const names = (tools: readonly AnyTool[]) => tools.map((t) => t.name);
 /** The tools the server's live list offers now (what the next attempt is offered). */
 const listed = (tools: AnyTool[]) => names(tools[0]!.list!.tools());
@@ -59,7 +72,9 @@ describe('mcpTools follows the tool list a connected server changes (notificatio
     const session = await live.openSession('s1');
     expect((await session.execute({ kind: 'prompt', runId: 'r1', attemptId: 'a1', message: 'go' })).status).toBe('succeeded');
     expect(offeredIn(model, 1)).not.toContain('extra');
-    expect(rejections(await events(store))).toEqual([expect.objectContaining({ callId: 'x1', message: expect.stringMatching(/unknown tool "extra"/) })]);
+    expect(rejections(await events(store))).toEqual([
+      expect.objectContaining({ callId: 'x1', message: expect.stringMatching(/unknown tool "extra"/) }),
+    ]);
     const after = live.executionProfileFingerprint;
     expect(after).not.toBe(before);
     expect((await session.execute({ kind: 'prompt', runId: 'r2', attemptId: 'a1', message: 'again' })).status).toBe('succeeded');
@@ -72,7 +87,8 @@ describe('mcpTools follows the tool list a connected server changes (notificatio
   it('a tool removed or reshaped during an attempt: its call there is not sent; the next attempt gets the unknown-tool feedback and the new schema', async () => {
     const file = journal();
     const tools = await mcpTools(await stdio({ MCP_TEST_JOURNAL: file }));
-    const required = () => (tools[0]!.list!.tools().find((t) => t.name === 'add')?.spec.parameters as { required?: string[] } | undefined)?.required ?? [];
+    const required = () =>
+      (tools[0]!.list!.tools().find((t) => t.name === 'add')?.spec.parameters as { required?: string[] } | undefined)?.required ?? [];
     const store = memoryStore();
     const model = gated(
       [
@@ -81,7 +97,12 @@ describe('mcpTools follows the tool list a connected server changes (notificatio
         call('c2', 'change_tools', { how: 'reshape' }),
         call('a1', 'add', { a: 1, b: 2 }),
         'first done',
-        { toolCalls: [{ id: 'r2', name: 'record', arguments: { note: 'gone' } }, { id: 'a2', name: 'add', arguments: { a: 1, b: 2 } }] },
+        {
+          toolCalls: [
+            { id: 'r2', name: 'record', arguments: { note: 'gone' } },
+            { id: 'a2', name: 'add', arguments: { a: 1, b: 2 } },
+          ],
+        },
         call('a3', 'add', { a: 1, b: 2, c: 3 }),
         'second done',
       ],
@@ -94,8 +115,16 @@ describe('mcpTools follows the tool list a connected server changes (notificatio
     const session = await runtime.openSession('s1');
     await session.execute({ kind: 'prompt', runId: 'r1', attemptId: 'a1', message: 'go' });
     let log = await events(store);
-    expect(resultOf(log, 'r1')).toMatchObject({ kind: 'completed', isError: true, content: expect.stringMatching(/no longer offers the tool record \(the call was not sent\)/) });
-    expect(resultOf(log, 'a1')).toMatchObject({ kind: 'completed', isError: true, content: expect.stringMatching(/changed the input schema of add .*not sent.*next attempt/) });
+    expect(resultOf(log, 'r1')).toMatchObject({
+      kind: 'completed',
+      isError: true,
+      content: expect.stringMatching(/no longer offers the tool record \(the call was not sent\)/),
+    });
+    expect(resultOf(log, 'a1')).toMatchObject({
+      kind: 'completed',
+      isError: true,
+      content: expect.stringMatching(/changed the input schema of add .*not sent.*next attempt/),
+    });
     expect(journalOf(file).filter((l) => l.startsWith('record'))).toEqual([]);
     await session.execute({ kind: 'prompt', runId: 'r2', attemptId: 'a1', message: 'again' });
     log = await events(store);
@@ -109,7 +138,7 @@ describe('mcpTools follows the tool list a connected server changes (notificatio
     await runtime.close();
   });
 
-  it('a refused new list offers none of the server\'s tools until a good one comes, is reported to onListError, and the session goes on', async () => {
+  it("a refused new list offers none of the server's tools until a good one comes, is reported to onListError, and the session goes on", async () => {
     const errors: Error[] = [];
     const tools = await mcpTools(await stdio({}), {
       onListError: (e) => {
@@ -119,7 +148,15 @@ describe('mcpTools follows the tool list a connected server changes (notificatio
     });
     const store = memoryStore();
     const model = gated(
-      [call('c1', 'change_tools', { how: 'break' }), call('a1', 'add', { a: 1, b: 2 }), 'first done', call('a2', 'add', { a: 2, b: 2 }), 'second done', call('a3', 'add', { a: 3, b: 4 }), 'third done'],
+      [
+        call('c1', 'change_tools', { how: 'break' }),
+        call('a1', 'add', { a: 1, b: 2 }),
+        'first done',
+        call('a2', 'add', { a: 2, b: 2 }),
+        'second done',
+        call('a3', 'add', { a: 3, b: 4 }),
+        'third done',
+      ],
       { 1: () => until(() => errors.length > 0, 'the refusal') },
     );
     const runtime = createRuntime({ store, model, tools });
@@ -157,7 +194,9 @@ describe('a new list with a tool the MCP schema refuses', () => {
     await change.execute({ how: 'scalar' }, ctx);
     await until(() => errors.length > 0, 'the refusal');
     expect(isValidationError(errors[0])).toBe(true);
-    expect((errors[0] as unknown as { issues: unknown }).issues).toEqual([{ path: ['tools', 'scalar', 'inputSchema', 'type'], message: expect.stringMatching(/type must be "object" .*not "string"/) }]);
+    expect((errors[0] as unknown as { issues: unknown }).issues).toEqual([
+      { path: ['tools', 'scalar', 'inputSchema', 'type'], message: expect.stringMatching(/type must be "object" .*not "string"/) },
+    ]);
     expect(listed(tools)).toEqual([]);
     expect(tools[0]!.revision!()).not.toBe(before);
     await change.execute({ how: 'heal' }, ctx);

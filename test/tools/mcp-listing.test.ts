@@ -56,7 +56,11 @@ describe.each([
     const asked = log.find((e) => e.type === 'assistant/message')!.payload.message as { toolCalls: { name: string }[] };
     expect(asked.toolCalls.map((c) => c.name)).toEqual(ODD);
     const intents = log.filter((e) => e.type === 'tool/call').map((e) => [e.payload.name, e.payload.resources]);
-    expect(intents).toEqual([['__proto__', ['proto-lock']], ['constructor', []], ['toString', []]]);
+    expect(intents).toEqual([
+      ['__proto__', ['proto-lock']],
+      ['constructor', []],
+      ['toString', []],
+    ]);
     const results = log.filter((e) => e.type === 'tool/result').map((e) => (e.payload.outcome as { content: string }).content);
     expect(results).toEqual(['__proto__ ran: n0', 'constructor ran: n1', 'toString ran: n2']);
     expect(journalOf(file).map((l) => l.split(' ').slice(0, 2).join(' '))).toEqual(['__proto__ n0', 'constructor n1', 'toString n2']);
@@ -69,7 +73,9 @@ describe('a listed tool the MCP schema refuses (an input schema whose type is no
     const client = await stdio({ MCP_TEST_VARIANT: 'scalar' });
     const e = await mcpTools(client).catch((x: unknown) => x);
     expect(isValidationError(e)).toBe(true);
-    expect((e as { issues: unknown }).issues).toEqual([{ path: ['tools', 'scalar', 'inputSchema', 'type'], message: expect.stringMatching(/type must be "object" .*not "string"/) }]);
+    expect((e as { issues: unknown }).issues).toEqual([
+      { path: ['tools', 'scalar', 'inputSchema', 'type'], message: expect.stringMatching(/type must be "object" .*not "string"/) },
+    ]);
     // the rest of the list is read as the SDK reads it
     const rest = await mcpTools(client, { include: ['add', 'record'] });
     expect(rest.map((t) => t.name)).toEqual(['add', 'record']);
@@ -86,14 +92,20 @@ describe('recovery of an MCP call whose outcome is unknown', () => {
       const tools = await mcpTools(client, withReconcile ? { reconcile: () => undefined } : {});
       expect(tools.some((t) => t.reconcile !== undefined)).toBe(withReconcile);
       const store = memoryStore();
-      const runtime = createRuntime({ store, model: scriptedModel([{ toolCalls: [{ id: 's1', name: 'slow', arguments: { ms: 60_000 } }] }, 'done']), tools });
+      const runtime = createRuntime({
+        store,
+        model: scriptedModel([{ toolCalls: [{ id: 's1', name: 'slow', arguments: { ms: 60_000 } }] }, 'done']),
+        tools,
+      });
       const session = await runtime.openSession('s1');
       const starts = () => journalOf(file).filter((l) => l.startsWith('started')).length;
       const before = starts();
       const running = session.execute({ kind: 'prompt', runId: 'r1', attemptId: 'a1', message: 'go' });
       await until(() => starts() > before, 'the slow call to start');
       const preview = await previewRecovery(store, 's1', tools);
-      expect(preview.uncertainToolCalls.map((c) => [c.name, c.resolution])).toEqual([['slow', withReconcile ? 'reconcile' : 'uncertain-hanging']]);
+      expect(preview.uncertainToolCalls.map((c) => [c.name, c.resolution])).toEqual([
+        ['slow', withReconcile ? 'reconcile' : 'uncertain-hanging'],
+      ]);
       await session.requestCancel();
       await running;
       await runtime.close();

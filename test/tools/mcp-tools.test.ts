@@ -9,25 +9,50 @@ import { httpClient, httpServer, journalOf, mcpFixtures, stdioClient, until } fr
 const { journal, clients } = mcpFixtures('actorloop-mcp-');
 
 const events = (store: EventStore, sessionId = 's1'): Promise<EventRecord[]> => collect(store.readEvents(sessionId));
-const resultOf = (log: EventRecord[], callId: string) => log.find((e) => e.type === 'tool/result' && e.payload.callId === callId)?.payload.outcome as Record<string, unknown> | undefined;
-const intentOf = (log: EventRecord[], callId: string) => log.find((e) => e.type === 'tool/call' && e.payload.callId === callId)?.payload as { idempotencyKey: string; mode: string } | undefined;
+const resultOf = (log: EventRecord[], callId: string) =>
+  log.find((e) => e.type === 'tool/result' && e.payload.callId === callId)?.payload.outcome as Record<string, unknown> | undefined;
+const intentOf = (log: EventRecord[], callId: string) =>
+  log.find((e) => e.type === 'tool/call' && e.payload.callId === callId)?.payload as { idempotencyKey: string; mode: string } | undefined;
 
 async function stdio(env: Record<string, string>): Promise<Client & { pid: number | null }> {
   const { client, transport } = await stdioClient(env);
   clients.push(client);
-  return Object.assign(client, { get pid() { return transport.pid; } });
+  return Object.assign(client, {
+    get pid() {
+      return transport.pid;
+    },
+  });
 }
 
 describe('mcpTools over stdio (a real SDK server in a child process)', () => {
   it('lists the tools with their JSON Schema; exclusive unless named parallel, or readOnlyHint with trustAnnotations', async () => {
     const client = await stdio({});
     const plain = await mcpTools(client);
-    expect(plain.map((t) => [t.name, t.mode])).toEqual([['add', 'exclusive'], ['record', 'exclusive'], ['slow', 'exclusive'], ['fails', 'exclusive']]);
+    expect(plain.map((t) => [t.name, t.mode])).toEqual([
+      ['add', 'exclusive'],
+      ['record', 'exclusive'],
+      ['slow', 'exclusive'],
+      ['fails', 'exclusive'],
+    ]);
     const add = plain[0]!;
-    expect(add.spec.parameters).toMatchObject({ type: 'object', properties: { a: { type: 'number' }, b: { type: 'number' } }, required: ['a', 'b'] });
+    expect(add.spec.parameters).toMatchObject({
+      type: 'object',
+      properties: { a: { type: 'number' }, b: { type: 'number' } },
+      required: ['a', 'b'],
+    });
     expect(add.spec.description).toBe('Adds two numbers');
-    expect((await mcpTools(client, { parallel: ['record'] })).map((t) => t.mode)).toEqual(['exclusive', 'parallel', 'exclusive', 'exclusive']);
-    expect((await mcpTools(client, { trustAnnotations: true })).map((t) => t.mode)).toEqual(['parallel', 'exclusive', 'exclusive', 'exclusive']);
+    expect((await mcpTools(client, { parallel: ['record'] })).map((t) => t.mode)).toEqual([
+      'exclusive',
+      'parallel',
+      'exclusive',
+      'exclusive',
+    ]);
+    expect((await mcpTools(client, { trustAnnotations: true })).map((t) => t.mode)).toEqual([
+      'parallel',
+      'exclusive',
+      'exclusive',
+      'exclusive',
+    ]);
     expect((await mcpTools(client, { include: ['add'], prefix: 'calc_' })).map((t) => t.name)).toEqual(['calc_add']);
   });
 
@@ -75,7 +100,12 @@ describe('mcpTools over stdio (a real SDK server in a child process)', () => {
       return c;
     };
     const store = memoryStore();
-    const model = scriptedModel([{ toolCalls: [{ id: 's1', name: 'slow', arguments: { ms: 60_000 } }] }, { toolCalls: [{ id: 'r1', name: 'record', arguments: { note: 'after' } }] }, 'done', 'again']);
+    const model = scriptedModel([
+      { toolCalls: [{ id: 's1', name: 'slow', arguments: { ms: 60_000 } }] },
+      { toolCalls: [{ id: 'r1', name: 'record', arguments: { note: 'after' } }] },
+      'done',
+      'again',
+    ]);
     const runtime = createRuntime({ store, model, tools: await mcpTools(factory) });
     const before = runtime.executionProfileFingerprint;
     const session = await runtime.openSession('s1');
@@ -117,7 +147,11 @@ describe('mcpTools over stdio (a real SDK server in a child process)', () => {
       },
     });
     const store = memoryStore();
-    const runtime = createRuntime({ store, model: scriptedModel([{ toolCalls: [{ id: 's1', name: 'slow', arguments: { ms: 60_000 } }] }, 'done']), tools });
+    const runtime = createRuntime({
+      store,
+      model: scriptedModel([{ toolCalls: [{ id: 's1', name: 'slow', arguments: { ms: 60_000 } }] }, 'done']),
+      tools,
+    });
     const session = await runtime.openSession('s1');
     const running = session.execute({ kind: 'prompt', runId: 'r1', attemptId: 'a1', message: 'go' });
     await until(() => journalOf(file).some((l) => l.startsWith('started')), 'the slow call to start');
@@ -129,7 +163,14 @@ describe('mcpTools over stdio (a real SDK server in a child process)', () => {
     expect(resultOf(log, 's1')).toMatchObject({ kind: 'completed', content: `checked ${key}: it ran` });
     // the same hook serves recovery (a process that died mid-call): the tool's own reconcile
     const slow = tools.find((t) => t.name === 'slow')!;
-    const ctx = { signal: new AbortController().signal, idempotencyKey: 'k-recovery', sessionId: 's1', runId: 'r1', callId: 's1', emit: () => {} };
+    const ctx = {
+      signal: new AbortController().signal,
+      idempotencyKey: 'k-recovery',
+      sessionId: 's1',
+      runId: 'r1',
+      callId: 's1',
+      emit: () => {},
+    };
     expect(await slow.reconcile!({ ms: 1 }, ctx)).toMatchObject({ content: 'checked k-recovery: it ran' });
     await runtime.close();
   });
@@ -143,7 +184,11 @@ describe('mcpTools over stdio (a real SDK server in a child process)', () => {
       return c;
     };
     const store = memoryStore();
-    const runtime = createRuntime({ store, model: scriptedModel([{ toolCalls: [{ id: 'p1', name: 'slow', arguments: { ms: 1500 } }] }, 'done']), tools: await mcpTools(factory, { parallel: ['slow'] }) });
+    const runtime = createRuntime({
+      store,
+      model: scriptedModel([{ toolCalls: [{ id: 'p1', name: 'slow', arguments: { ms: 1500 } }] }, 'done']),
+      tools: await mcpTools(factory, { parallel: ['slow'] }),
+    });
     const session = await runtime.openSession('s1');
     const running = session.execute({ kind: 'prompt', runId: 'r1', attemptId: 'a1', message: 'go' });
     await until(() => journalOf(file).some((l) => l.startsWith('started')), 'the slow call to start');
@@ -158,7 +203,11 @@ describe('mcpTools over stdio (a real SDK server in a child process)', () => {
     const file = journal();
     const client = await stdio({ MCP_TEST_JOURNAL: file });
     const store = memoryStore();
-    const runtime = createRuntime({ store, model: scriptedModel([{ toolCalls: [{ id: 's1', name: 'slow', arguments: { ms: 60_000 } }] }, 'done']), tools: await mcpTools(client, { timeoutMs: scaled(400) }) });
+    const runtime = createRuntime({
+      store,
+      model: scriptedModel([{ toolCalls: [{ id: 's1', name: 'slow', arguments: { ms: 60_000 } }] }, 'done']),
+      tools: await mcpTools(client, { timeoutMs: scaled(400) }),
+    });
     const session = await runtime.openSession('s1');
     await session.execute({ kind: 'prompt', runId: 'r1', attemptId: 'a1', message: 'go' });
     expect(resultOf(await events(store), 's1')).toMatchObject({ kind: 'cancelled', settled: false });
@@ -168,12 +217,16 @@ describe('mcpTools over stdio (a real SDK server in a child process)', () => {
   });
 });
 
-describe('mcpTools and the run\'s cancel', () => {
+describe("mcpTools and the run's cancel", () => {
   it('a cancel aborts the request: the server stops, the exclusive call is cancelled, not settled', async () => {
     const file = journal();
     const client = await stdio({ MCP_TEST_JOURNAL: file });
     const store = memoryStore();
-    const runtime = createRuntime({ store, model: scriptedModel([{ toolCalls: [{ id: 's1', name: 'slow', arguments: { ms: 60_000 } }] }, 'done']), tools: await mcpTools(client) });
+    const runtime = createRuntime({
+      store,
+      model: scriptedModel([{ toolCalls: [{ id: 's1', name: 'slow', arguments: { ms: 60_000 } }] }, 'done']),
+      tools: await mcpTools(client),
+    });
     const session = await runtime.openSession('s1');
     const running = session.execute({ kind: 'prompt', runId: 'r1', attemptId: 'a1', message: 'go' });
     await until(() => journalOf(file).some((l) => l.startsWith('started')), 'the slow call to start');
@@ -196,7 +249,12 @@ describe('mcpTools over Streamable HTTP on loopback', () => {
       return c;
     };
     const store = memoryStore();
-    const model = scriptedModel([{ toolCalls: [{ id: 's1', name: 'slow', arguments: { ms: 60_000 } }] }, 'first done', { toolCalls: [{ id: 'r1', name: 'record', arguments: { note: 'x' } }] }, 'second done']);
+    const model = scriptedModel([
+      { toolCalls: [{ id: 's1', name: 'slow', arguments: { ms: 60_000 } }] },
+      'first done',
+      { toolCalls: [{ id: 'r1', name: 'record', arguments: { note: 'x' } }] },
+      'second done',
+    ]);
     const runtime = createRuntime({ store, model, tools: await mcpTools(factory) });
     const session = await runtime.openSession('s1');
     const running = session.execute({ kind: 'prompt', runId: 'r1', attemptId: 'a1', message: 'go' });

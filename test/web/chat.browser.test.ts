@@ -15,7 +15,15 @@ import { tempDir } from '../helpers/tmp.js';
  * a screenshot of the page after a restart.
  */
 const CHROMIUM = '/usr/bin/chromium';
-const ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--no-first-run', '--disable-sync'];
+const ARGS = [
+  '--headless',
+  '--no-sandbox',
+  '--disable-gpu',
+  '--disable-background-networking',
+  '--disable-component-update',
+  '--no-first-run',
+  '--disable-sync',
+];
 const available = existsSync(CHROMIUM);
 const inCi = process.env.CI === 'true';
 if (!available && !inCi) console.warn(`web browser tests skipped: ${CHROMIUM} not found (apt-get install chromium)`);
@@ -60,9 +68,14 @@ describe.skipIf(!available)(`the chat page in headless Chromium (${CHROMIUM})`, 
   };
   const send = async (page: Page) => page.getByRole('button', { name: 'Send' }).click();
   const approve = async (page: Page) => page.getByRole('button', { name: 'Approve' }).click({ timeout: scaled(30_000) });
-  const finalShown = (page: Page) => page.locator('.item.final').first().waitFor({ timeout: scaled(60_000) });
+  const finalShown = (page: Page) =>
+    page
+      .locator('.item.final')
+      .first()
+      .waitFor({ timeout: scaled(60_000) });
   /** The seqs the page received, in order (each committed frame appends one row, never deduplicated). */
-  const pageSeqs = (page: Page) => page.locator('#log li').evaluateAll((lis) => lis.map((li) => Number((li as unknown as { dataset: { seq: string } }).dataset.seq)));
+  const pageSeqs = (page: Page) =>
+    page.locator('#log li').evaluateAll((lis) => lis.map((li) => Number((li as unknown as { dataset: { seq: string } }).dataset.seq)));
   async function logSeqs(session: string): Promise<number[]> {
     const store = lmdbStore({ path: dir.path });
     try {
@@ -103,7 +116,10 @@ describe.skipIf(!available)(`the chat page in headless Chromium (${CHROMIUM})`, 
       expect(await page.locator('.item.tool.done').count()).toBe(4); // two reads and two calculations
       expect(await page.locator('.item.user').count()).toBe(1);
       await approve(page);
-      await page.locator('.item.tool .progress').first().waitFor({ timeout: scaled(20_000) }); // the deploy's phases
+      await page
+        .locator('.item.tool .progress')
+        .first()
+        .waitFor({ timeout: scaled(20_000) }); // the deploy's phases
       await finalShown(page);
       await expectWholeLog(page, 'full');
       expect(await page.evaluate(() => (globalThis as { __sawLiveText?: boolean }).__sawLiveText)).toBe(true);
@@ -152,7 +168,10 @@ describe.skipIf(!available)(`the chat page in headless Chromium (${CHROMIUM})`, 
       const page = await openPage('killed');
       await send(page);
       await approve(page);
-      await page.locator('.item.tool .progress').first().waitFor({ timeout: scaled(20_000) });
+      await page
+        .locator('.item.tool .progress')
+        .first()
+        .waitFor({ timeout: scaled(20_000) });
       await killServer();
       await page.locator('#conn.reconnecting').waitFor({ timeout: scaled(20_000) });
       await startServer();
@@ -161,7 +180,10 @@ describe.skipIf(!available)(`the chat page in headless Chromium (${CHROMIUM})`, 
       // again, which needs approval again (unless the kill came after the deploy had finished)
       const final = page.locator('.item.final');
       const again = page.locator('.item.approval button.approve');
-      await final.or(again).first().waitFor({ timeout: scaled(60_000) });
+      await final
+        .or(again)
+        .first()
+        .waitFor({ timeout: scaled(60_000) });
       if ((await final.count()) === 0) await approve(page);
       await finalShown(page);
       await expectWholeLog(page, 'killed');

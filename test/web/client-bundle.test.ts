@@ -21,7 +21,9 @@ describe('actorloop/client in the browser', () => {
     });
     const inputs = Object.keys(out.metafile.inputs);
     expect(inputs.filter((i) => i.startsWith('node:'))).toEqual([]);
-    const packages = new Set(inputs.filter((i) => i.includes('node_modules/')).map((i) => /node_modules\/((?:@[^/]+\/)?[^/]+)/.exec(i)![1]));
+    const packages = new Set(
+      inputs.filter((i) => i.includes('node_modules/')).map((i) => /node_modules\/((?:@[^/]+\/)?[^/]+)/.exec(i)![1]),
+    );
     expect([...packages].filter((p) => !['rxjs', '@xstate/store', 'tslib'].includes(p!))).toEqual([]);
     expect(packages.has('rxjs') && packages.has('@xstate/store')).toBe(true);
     const ours = inputs.filter((i) => i.startsWith('src/'));

@@ -2,7 +2,16 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { firstValueFrom, filter, take, toArray } from 'rxjs';
 import { afterEach, describe, expect, it } from 'vitest';
-import { createRuntime, lmdbStore, memoryStore, nodeListener, scriptedModel, sessionEvents, webHandler, type EventStore } from '../../src/index.js';
+import {
+  createRuntime,
+  lmdbStore,
+  memoryStore,
+  nodeListener,
+  scriptedModel,
+  sessionEvents,
+  webHandler,
+  type EventStore,
+} from '../../src/index.js';
 import { connectSessionView, sessionFrames$, sessionStream, StreamRefusedError, type StreamItem } from '../../src/web/client.js';
 import { userMsg } from '../helpers/drafts.js';
 import { scaled } from '../helpers/load.js';
@@ -14,7 +23,9 @@ afterEach(async () => {
 });
 
 function listen(store: EventStore, port = 0): Promise<Server> {
-  const server = createServer(nodeListener((req) => sessionEvents(store, new URL(req.url).pathname.split('/')[2]!, req, { pollMs: 30, retryMs: 50 })));
+  const server = createServer(
+    nodeListener((req) => sessionEvents(store, new URL(req.url).pathname.split('/')[2]!, req, { pollMs: 30, retryMs: 50 })),
+  );
   return new Promise((res) => server.listen(port, '127.0.0.1', () => res(server)));
 }
 const stop = (server: Server) =>
@@ -52,7 +63,8 @@ describe('actorloop/client', () => {
       }
     };
     const reading = (async () => {
-      for await (const item of sessionStream({ url: `http://127.0.0.1:${port}/sessions/s1/events`, signal: abort.signal, reconnectMs: 50 })) items.push(item);
+      for await (const item of sessionStream({ url: `http://127.0.0.1:${port}/sessions/s1/events`, signal: abort.signal, reconnectMs: 50 }))
+        items.push(item);
     })();
     await waitFor(() => committed().length === 5, 'the first five');
     await stop(server);
@@ -100,9 +112,11 @@ describe('actorloop/client', () => {
     const server = await listen(memoryStore());
     cleanups.push(() => stop(server));
     const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/sessions/s1/events?fromSeq=zero`;
-    await expect((async () => {
-      for await (const _ of sessionStream({ url })) void _;
-    })()).rejects.toBeInstanceOf(StreamRefusedError);
+    await expect(
+      (async () => {
+        for await (const _ of sessionStream({ url })) void _;
+      })(),
+    ).rejects.toBeInstanceOf(StreamRefusedError);
   });
 
   it('an invalid session id (a NUL) is refused up front with a 400: the client stops with StreamRefusedError instead of reconnecting', async () => {
@@ -148,14 +162,22 @@ describe('actorloop/client', () => {
     await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
     cleanups.push(() => stop(server));
     const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/sessions/s1/events`;
-    const frames = await firstValueFrom(sessionFrames$({ url, reconnectMs: 20 }).pipe(filter((i) => i.kind === 'committed'), take(2), toArray()));
+    const frames = await firstValueFrom(
+      sessionFrames$({ url, reconnectMs: 20 }).pipe(
+        filter((i) => i.kind === 'committed'),
+        take(2),
+        toArray(),
+      ),
+    );
     expect(seen).toEqual([429, 408]);
     expect(frames.map((f) => (f.kind === 'committed' ? f.logSeq : 0))).toEqual([1, 2]);
     for (const status of [401, 403]) {
       answers.push(status);
-      await expect((async () => {
-        for await (const _ of sessionStream({ url, reconnectMs: 20 })) void _;
-      })()).rejects.toMatchObject({ name: 'StreamRefusedError', status });
+      await expect(
+        (async () => {
+          for await (const _ of sessionStream({ url, reconnectMs: 20 })) void _;
+        })(),
+      ).rejects.toMatchObject({ name: 'StreamRefusedError', status });
     }
   });
 
@@ -164,7 +186,8 @@ describe('actorloop/client', () => {
     const server = createServer(
       nodeListener(() => {
         connections++;
-        const frames = 'retry: 20\n\nevent: ready\ndata: {"kind":"ready","sessionId":"s1","fromSeq":1,"live":false}\n\nevent: stream-error\ndata: {"kind":"stream-error","name":"CorruptLogError","message":"a bad record"}\n\n';
+        const frames =
+          'retry: 20\n\nevent: ready\ndata: {"kind":"ready","sessionId":"s1","fromSeq":1,"live":false}\n\nevent: stream-error\ndata: {"kind":"stream-error","name":"CorruptLogError","message":"a bad record"}\n\n';
         return new Response(frames, { headers: { 'content-type': 'text/event-stream' } });
       }),
     );

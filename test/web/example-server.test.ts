@@ -22,7 +22,11 @@ describe('examples/web/server.ts', () => {
     const base = `http://127.0.0.1:${port}`;
     expect(await (await fetch(`${base}/`)).text()).toContain('<script type="module" src="./app.js">');
     expect(await (await fetch(`${base}/client.js`)).text()).toContain('Last-Event-ID'.toLowerCase());
-    const res = await fetch(`${base}/sessions/ex1/messages`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ inputId: 'i1', message: 'deploy' }) });
+    const res = await fetch(`${base}/sessions/ex1/messages`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ inputId: 'i1', message: 'deploy' }),
+    });
     expect(res.status).toBe(202);
     const stream = new SseReader(await fetch(`${base}/sessions/ex1/events`));
     await stream.until((x) => x.committed().some((f) => f.record.type === 'approval/requested'), 30_000, 'the approval');

@@ -31,7 +31,9 @@ describe('nodeListener over raw HTTP', () => {
     client.on('close', () => (closed = true));
     client.on('error', () => undefined); // the server stops reading: a write may meet a reset
     await new Promise((r) => client.once('connect', r));
-    client.write(`POST /sessions/s1/messages HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n`);
+    client.write(
+      `POST /sessions/s1/messages HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n`,
+    );
     // up to 64 MiB in 1 MiB chunks, as fast as the connection takes them, until the server answers or closes
     const chunk = Buffer.alloc(1024 * 1024, 0x61);
     let written = 0;

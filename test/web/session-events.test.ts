@@ -31,7 +31,12 @@ function open(store: EventStore, request: Request, options: Parameters<typeof se
 
 async function appendN(store: EventStore, n: number, sessionId = 's1'): Promise<void> {
   const { writerEpoch, lastSeq } = await store.attachWriter(sessionId);
-  await store.append(sessionId, writerEpoch, lastSeq + 1, Array.from({ length: n }, (_, i) => userMsg(`m${i}`, 0, 0)));
+  await store.append(
+    sessionId,
+    writerEpoch,
+    lastSeq + 1,
+    Array.from({ length: n }, (_, i) => userMsg(`m${i}`, 0, 0)),
+  );
 }
 
 const seqs = (r: SseReader) => r.committed().map((f) => f.logSeq);
@@ -123,7 +128,10 @@ describe('sessionEvents: appends made by another process', () => {
     expect(last).toBe(2 + 18); // 12 batches of 1 or 2
     await r.until((x) => x.committed().at(-1)?.logSeq === last, 10_000, `seq ${last} from the child`);
     expect(seqs(r)).toEqual(range(2, last));
-    const contents = r.committed().slice(1).map((f) => (f.record.payload.message as { content: string }).content);
+    const contents = r
+      .committed()
+      .slice(1)
+      .map((f) => (f.record.payload.message as { content: string }).content);
     expect(contents.every((c) => c.startsWith('child '))).toBe(true);
   }
 
@@ -167,7 +175,8 @@ describe('sessionEvents: liveness and bounds', () => {
     await appendN(store, 10);
     await new Promise((r) => setTimeout(r, 100));
     live.next({ runId: 'r', attemptId: 'a', seq: 1, event: { type: 'message_start', role: 'assistant' } });
-    for (let i = 0; i < 20 && live.observed; i++) live.next({ runId: 'r', attemptId: 'a', seq: 2 + i, event: { type: 'message_delta', role: 'assistant', text: `t${i} ` } });
+    for (let i = 0; i < 20 && live.observed; i++)
+      live.next({ runId: 'r', attemptId: 'a', seq: 2 + i, event: { type: 'message_delta', role: 'assistant', text: `t${i} ` } });
     expect(live.observed).toBe(false); // dropped: the connection let go of the live feed
     text += await readAll(reader);
     const events = [...text.matchAll(/^event: (\S+)$/gm)].map((m) => m[1]);
@@ -202,9 +211,17 @@ describe('sessionEvents: live deltas', () => {
     const live = new Subject<Envelope>();
     const r = open(store, req(), { live });
     await r.until((x) => x.messages.length >= 1, 5000, 'ready');
-    const env = (seq: number, event: Envelope['event'], logSeq?: number): Envelope => ({ runId: 'r1', attemptId: 'a1', seq, event, ...(logSeq ? { logSeq } : {}) });
+    const env = (seq: number, event: Envelope['event'], logSeq?: number): Envelope => ({
+      runId: 'r1',
+      attemptId: 'a1',
+      seq,
+      event,
+      ...(logSeq ? { logSeq } : {}),
+    });
     live.next(env(1, { type: 'message_delta', role: 'assistant', text: 'half ' }));
-    live.next(env(2, { type: 'message_end', role: 'assistant', message: { role: 'assistant', content: 'x' }, discarded: { reason: 'retry' } }));
+    live.next(
+      env(2, { type: 'message_end', role: 'assistant', message: { role: 'assistant', content: 'x' }, discarded: { reason: 'retry' } }),
+    );
     live.next(env(3, { type: 'message_start', role: 'assistant' }));
     live.next(env(4, { type: 'message_delta', role: 'assistant', text: 'whole ' }));
     await r.until((x) => x.messages.filter((m) => m.event === 'live').length === 2, 5000, 'two live frames');

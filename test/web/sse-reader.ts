@@ -47,7 +47,15 @@ export class SseReader {
   until(pred: (r: SseReader) => boolean, quietMs: number, what: string): Promise<void> {
     const ms = scaled(quietMs);
     return new Promise((res, rej) => {
-      const timer = setTimeout(() => rej(new Error(`timed out after ${ms} ms waiting for ${what}; got ${this.messages.map((m) => `${m.event}#${m.id ?? ''}`).join(' ')}`)), ms);
+      const timer = setTimeout(
+        () =>
+          rej(
+            new Error(
+              `timed out after ${ms} ms waiting for ${what}; got ${this.messages.map((m) => `${m.event}#${m.id ?? ''}`).join(' ')}`,
+            ),
+          ),
+        ms,
+      );
       const check = () => {
         if (pred(this)) {
           clearTimeout(timer);

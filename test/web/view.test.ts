@@ -7,11 +7,26 @@ const rec = (type: string, payload: Record<string, unknown> = {}, runId = 'r1'):
   kind: 'committed',
   logSeq: ++seq,
   runId,
-  record: { seq, eventId: `e${seq}`, type: type as CommittedFrame['record']['type'], turn: 1, step: 1, attempt: 1, occurredAt: '', payload },
+  record: {
+    seq,
+    eventId: `e${seq}`,
+    type: type as CommittedFrame['record']['type'],
+    turn: 1,
+    step: 1,
+    attempt: 1,
+    occurredAt: '',
+    payload,
+  },
   events: [],
 });
 const fold = (items: StreamItem[]) => items.reduce(reduceView, initialView('s1'));
-const live = (event: Extract<StreamItem, { kind: 'live' }>['event']): StreamItem => ({ kind: 'live', runId: 'r1', attemptId: 'a1', afterLogSeq: 0, event });
+const live = (event: Extract<StreamItem, { kind: 'live' }>['event']): StreamItem => ({
+  kind: 'live',
+  runId: 'r1',
+  attemptId: 'a1',
+  afterLogSeq: 0,
+  event,
+});
 
 describe('reduceView', () => {
   it('a record at or before lastLogSeq is counted as a repeat and changes nothing else', () => {
@@ -25,7 +40,11 @@ describe('reduceView', () => {
 
   it('live text streams until its committed message, and a reconnect drops half a message', () => {
     seq = 0;
-    const streaming = fold([rec('run/start'), live({ type: 'message_start', role: 'assistant' }), live({ type: 'message_delta', role: 'assistant', text: 'Hel' })]);
+    const streaming = fold([
+      rec('run/start'),
+      live({ type: 'message_start', role: 'assistant' }),
+      live({ type: 'message_delta', role: 'assistant', text: 'Hel' }),
+    ]);
     expect(streaming.streaming?.text).toBe('Hel');
     expect(reduceView(streaming, { kind: 'connection', state: 'reconnecting', attempt: 1, lastLogSeq: 1 }).streaming).toBeUndefined();
     const done = reduceView(streaming, rec('assistant/message', { message: { role: 'assistant', content: 'Hello' } }));
@@ -35,7 +54,12 @@ describe('reduceView', () => {
 
   it('the final answer is shown once: the assistant message it repeats becomes it', () => {
     seq = 0;
-    const v = fold([rec('run/start'), rec('assistant/message', { message: { role: 'assistant', content: 'Done.' } }), rec('final/message', { content: 'Done.' }), rec('run/end', { status: 'succeeded' })]);
+    const v = fold([
+      rec('run/start'),
+      rec('assistant/message', { message: { role: 'assistant', content: 'Done.' } }),
+      rec('final/message', { content: 'Done.' }),
+      rec('run/end', { status: 'succeeded' }),
+    ]);
     expect(v.items.map((i) => i.kind)).toEqual(['final', 'run']);
     expect(v.runStatus).toBe('succeeded');
   });
@@ -43,7 +67,11 @@ describe('reduceView', () => {
   it('tool calls get their progress and outcome; an approval is pending until decided', () => {
     seq = 0;
     const pendingRequest = { kind: 'approval' as const, questionId: 'q1', calls: [{ callId: 'c1', name: 'deploy', arguments: {} }] };
-    let v = fold([rec('run/start'), rec('tool/call', { callId: 'c1', name: 'deploy', arguments: { env: 'x' } }), live({ type: 'tool_update', callId: 'c1', name: 'deploy', update: { phase: 'rolling' } })]);
+    let v = fold([
+      rec('run/start'),
+      rec('tool/call', { callId: 'c1', name: 'deploy', arguments: { env: 'x' } }),
+      live({ type: 'tool_update', callId: 'c1', name: 'deploy', update: { phase: 'rolling' } }),
+    ]);
     expect(v.items.at(-1)).toMatchObject({ kind: 'tool', progress: { phase: 'rolling' } });
     v = reduceView(v, rec('tool/result', { callId: 'c1', outcome: { kind: 'completed', content: 'ok', isError: false } }));
     expect(v.items.at(-1)).toMatchObject({ kind: 'tool', outcome: { content: 'ok' } });

@@ -1,7 +1,17 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { paced } from '../../src/cli/demo-agent.js';
-import { createRuntime, defineTool, memoryStore, postgresStore, scriptedModel, webHandler, type EventStore, type ModelProvider, type Runtime } from '../../src/index.js';
+import {
+  createRuntime,
+  defineTool,
+  memoryStore,
+  postgresStore,
+  scriptedModel,
+  webHandler,
+  type EventStore,
+  type ModelProvider,
+  type Runtime,
+} from '../../src/index.js';
 import { freshSchema, postgresForTests } from '../helpers/postgres.js';
 import { isValidationError } from '../../src/contracts/errors.js';
 import { logOf } from '../helpers/runtime.js';
@@ -12,12 +22,23 @@ afterEach(async () => {
   for (const c of cleanups.splice(0).reverse()) await c();
 });
 
-const deploy = defineTool({ name: 'deploy', description: 'deploys', parameters: z.object({ env: z.string() }), mode: 'exclusive', execute: ({ env }) => `deployed to ${env}` });
+const deploy = defineTool({
+  name: 'deploy',
+  description: 'deploys',
+  parameters: z.object({ env: z.string() }),
+  mode: 'exclusive',
+  execute: ({ env }) => `deployed to ${env}`,
+});
 
 function make(store: EventStore = memoryStore(), model?: ModelProvider): { runtime: Runtime; handle: (r: Request) => Promise<Response> } {
   const runtime = createRuntime({
     store,
-    model: model ?? scriptedModel([{ text: 'deploying', toolCalls: [{ id: 'c1', name: 'deploy', arguments: { env: 'staging' } }] }, 'Deployed to staging.'], { loop: true }),
+    model:
+      model ??
+      scriptedModel(
+        [{ text: 'deploying', toolCalls: [{ id: 'c1', name: 'deploy', arguments: { env: 'staging' } }] }, 'Deployed to staging.'],
+        { loop: true },
+      ),
     tools: [deploy],
     approvalFor: ['deploy'],
   });
@@ -49,7 +70,9 @@ describe('webHandler: inputs go to the inbox', () => {
     cleanups.push(() => worker.stop({ graceMs: 100 }));
     const stream = new SseReader(await handle(new Request('http://app/sessions/s1/events')));
     cleanups.push(() => stream.cancel());
-    expect((await handle(post('/sessions/s1/messages', { inputId: 'i1', message: { role: 'user', content: 'deploy it' } }))).status).toBe(202);
+    expect((await handle(post('/sessions/s1/messages', { inputId: 'i1', message: { role: 'user', content: 'deploy it' } }))).status).toBe(
+      202,
+    );
     const suspended = await runtime.waitForResult('s1', 'i1', { signal: AbortSignal.timeout(20_000) });
     expect(suspended.outcome).toBe('suspended');
     const q = suspended.pendingRequest!;
@@ -57,7 +80,11 @@ describe('webHandler: inputs go to the inbox', () => {
     const r = await handle(post('/sessions/s1/respond', answer));
     expect(r.status).toBe(202);
     expect(((await r.json()) as { kind: string }).kind).toBe('respond');
-    await stream.until((x) => x.committed().some((f) => f.record.type === 'run/end' && f.record.payload.status === 'succeeded'), 20_000, 'the run to succeed');
+    await stream.until(
+      (x) => x.committed().some((f) => f.record.type === 'run/end' && f.record.payload.status === 'succeeded'),
+      20_000,
+      'the run to succeed',
+    );
     const types = stream.committed().map((f) => f.record.type);
     expect(types).toContain('approval/requested');
     expect(types).toContain('approval/decided');
@@ -95,7 +122,12 @@ describe('webHandler: bad requests are clear 4xx errors and submit nothing', () 
     ['no content type', post('/sessions/s1/messages', '{}', { 'content-type': 'text/plain' }), 415, 'UnsupportedMediaType'],
     ['a missing inputId', post('/sessions/s1/messages', { message: 'hi' }), 400, 'ValidationError'],
     ['an unknown field', post('/sessions/s1/messages', { inputId: 'i', message: 'hi', role: 'system' }), 400, 'ValidationError'],
-    ['an assistant message', post('/sessions/s1/messages', { inputId: 'i', message: { role: 'assistant', content: 'I agree' } }), 400, 'ValidationError'],
+    [
+      'an assistant message',
+      post('/sessions/s1/messages', { inputId: 'i', message: { role: 'assistant', content: 'I agree' } }),
+      400,
+      'ValidationError',
+    ],
     ['an id with a slash', post('/sessions/s1/stop', { entryId: 'a/b' }), 400, 'ValidationError'],
     ['respond without questionId', post('/sessions/s1/respond', { entryId: 'e', answer: {} }), 400, 'ValidationError'],
     ['an unknown action', post('/sessions/s1/launch', {}), 404, 'NotFound'],
@@ -138,7 +170,14 @@ describe('webHandler: bad requests are clear 4xx errors and submit nothing', () 
       },
       { highWaterMark: 0 },
     );
-    const res = await handle(new Request('http://app/sessions/s1/messages', { method: 'POST', headers: { 'content-type': 'application/json' }, body, duplex: 'half' } as RequestInit));
+    const res = await handle(
+      new Request('http://app/sessions/s1/messages', {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body,
+        duplex: 'half',
+      } as RequestInit),
+    );
     expect(res.status).toBe(413);
     expect(((await res.json()) as { error: string }).error).toBe('PayloadTooLarge');
     expect(pulled).toBeLessThanOrEqual(64 * 1024 + chunk.byteLength);
@@ -168,26 +207,32 @@ describe('webHandler: bad requests are clear 4xx errors and submit nothing', () 
 
 describe('webHandler: live deltas only where the session runs', async () => {
   const db = await postgresForTests('webHandler on PostgreSQL');
-  it.runIf(db)('PostgreSQL: a stream served by a runtime that does not run the session carries the committed events only; the serving one adds deltas', async () => {
-    const schema = freshSchema('webh');
-    const storeA = postgresStore({ connectionString: db!.url, schema });
-    const storeB = postgresStore({ connectionString: db!.url, schema });
-    const a = make(storeA, paced(scriptedModel(['A fairly long answer, streamed word by word.'], { loop: true }), 0.2));
-    const b = make(storeB);
-    const worker = a.runtime.serve({ concurrency: 1, leaseMs: 5000, pollMs: 20 });
-    cleanups.push(() => worker.stop({ graceMs: 100 }));
-    const here = new SseReader(await a.handle(new Request('http://app/sessions/s9/events')));
-    const elsewhere = new SseReader(await b.handle(new Request('http://app/sessions/s9/events')));
-    cleanups.push(() => here.cancel(), () => elsewhere.cancel());
-    expect((await b.handle(post('/sessions/s9/messages', { inputId: 'i1', message: 'hi' }))).status).toBe(202); // submitted through B, run by A
-    const ended = (x: SseReader) => x.committed().some((f) => f.record.type === 'run/end');
-    await here.until(ended, 20_000, 'the run on the serving runtime');
-    await elsewhere.until(ended, 20_000, 'the run on the other runtime');
-    const lives = (x: SseReader) => x.messages.filter((m) => m.frame.kind === 'live').length;
-    expect(lives(here)).toBeGreaterThan(3);
-    expect(lives(elsewhere)).toBe(0);
-    expect(elsewhere.committed().map((f) => f.logSeq)).toEqual(here.committed().map((f) => f.logSeq));
-  });
+  it.runIf(db)(
+    'PostgreSQL: a stream served by a runtime that does not run the session carries the committed events only; the serving one adds deltas',
+    async () => {
+      const schema = freshSchema('webh');
+      const storeA = postgresStore({ connectionString: db!.url, schema });
+      const storeB = postgresStore({ connectionString: db!.url, schema });
+      const a = make(storeA, paced(scriptedModel(['A fairly long answer, streamed word by word.'], { loop: true }), 0.2));
+      const b = make(storeB);
+      const worker = a.runtime.serve({ concurrency: 1, leaseMs: 5000, pollMs: 20 });
+      cleanups.push(() => worker.stop({ graceMs: 100 }));
+      const here = new SseReader(await a.handle(new Request('http://app/sessions/s9/events')));
+      const elsewhere = new SseReader(await b.handle(new Request('http://app/sessions/s9/events')));
+      cleanups.push(
+        () => here.cancel(),
+        () => elsewhere.cancel(),
+      );
+      expect((await b.handle(post('/sessions/s9/messages', { inputId: 'i1', message: 'hi' }))).status).toBe(202); // submitted through B, run by A
+      const ended = (x: SseReader) => x.committed().some((f) => f.record.type === 'run/end');
+      await here.until(ended, 20_000, 'the run on the serving runtime');
+      await elsewhere.until(ended, 20_000, 'the run on the other runtime');
+      const lives = (x: SseReader) => x.messages.filter((m) => m.frame.kind === 'live').length;
+      expect(lives(here)).toBeGreaterThan(3);
+      expect(lives(elsewhere)).toBe(0);
+      expect(elsewhere.committed().map((f) => f.logSeq)).toEqual(here.committed().map((f) => f.logSeq));
+    },
+  );
 });
 
 describe('webHandler: authorize decides per session and action', () => {
@@ -239,16 +284,21 @@ describe('webHandler: authorize decides per session and action', () => {
     const other = await handle(new Request('http://app/sessions/s2/events', { headers: { authorization: 'Bearer secret-1' } }));
     expect(other.status).toBe(403); // s1's token does not open s2
     expect(await runtime.store.work!.pending('s1')).toEqual([]);
-    const right = await handle(post('/sessions/s1/messages', body, { 'content-type': 'application/json', authorization: 'Bearer secret-1' }));
+    const right = await handle(
+      post('/sessions/s1/messages', body, { 'content-type': 'application/json', authorization: 'Bearer secret-1' }),
+    );
     expect(right.status).toBe(202);
   });
 
   it.each([
     ['undefined', () => undefined],
     ['a truthy value that is not true', () => 'yes'],
-    ['a throw', () => {
-      throw new Error('the auth service is down');
-    }],
+    [
+      'a throw',
+      () => {
+        throw new Error('the auth service is down');
+      },
+    ],
     ['a rejection', async () => Promise.reject(new Error('the auth service is down'))],
   ])('%s denies (403), and the error is not shown to the client', async (_what, authorize) => {
     const { runtime, handle } = withAuth(authorize);
@@ -261,8 +311,18 @@ describe('webHandler: authorize decides per session and action', () => {
   it('runs before the body is read: a denied POST reads none of it', async () => {
     const { handle } = withAuth(() => false);
     let pulled = 0;
-    const body = new ReadableStream<Uint8Array>({ pull: (c) => (pulled++, c.enqueue(new TextEncoder().encode('{}'))) }, { highWaterMark: 0 });
-    const res = await handle(new Request('http://app/sessions/s1/messages', { method: 'POST', headers: { 'content-type': 'application/json' }, body, duplex: 'half' } as RequestInit));
+    const body = new ReadableStream<Uint8Array>(
+      { pull: (c) => (pulled++, c.enqueue(new TextEncoder().encode('{}'))) },
+      { highWaterMark: 0 },
+    );
+    const res = await handle(
+      new Request('http://app/sessions/s1/messages', {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body,
+        duplex: 'half',
+      } as RequestInit),
+    );
     expect(res.status).toBe(403);
     expect(pulled).toBe(0);
   });
@@ -273,14 +333,20 @@ describe('webHandler: allowedHosts', () => {
     const { runtime } = make();
     const handle = webHandler({ runtime, allowedHosts: ['localhost:8787', '[::1]:8787', 'chat.internal'] });
     let n = 0;
-    const at = (host: string) => new Request('http://app/sessions/s1/messages', { method: 'POST', headers: { host, 'content-type': 'application/json' }, body: JSON.stringify({ inputId: `i${++n}`, message: 'hi' }) });
+    const at = (host: string) =>
+      new Request('http://app/sessions/s1/messages', {
+        method: 'POST',
+        headers: { host, 'content-type': 'application/json' },
+        body: JSON.stringify({ inputId: `i${++n}`, message: 'hi' }),
+      });
     for (const host of ['attacker.example', 'attacker.example:8787', 'localhost:9999', 'localhost']) {
       const res = await handle(at(host));
       expect(res.status, host).toBe(403);
       expect(((await res.json()) as { error: string }).error).toBe('HostNotAllowed');
     }
     expect(await runtime.store.work!.pending('s1')).toEqual([]);
-    for (const host of ['localhost:8787', 'LOCALHOST:8787', '[::1]:8787', 'chat.internal', 'chat.internal:443']) expect((await handle(at(host))).status, host).toBe(202);
+    for (const host of ['localhost:8787', 'LOCALHOST:8787', '[::1]:8787', 'chat.internal', 'chat.internal:443'])
+      expect((await handle(at(host))).status, host).toBe(202);
     expect(() => webHandler({ runtime, allowedHosts: ['http://x/'] })).toThrow(expect.objectContaining({ name: 'ValidationError' }));
   });
 });

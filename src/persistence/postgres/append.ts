@@ -163,7 +163,13 @@ async function write(
   let broken = false;
   try {
     await c.query(s.begin);
-    const values = appendValues({ ...before, sessionId }, next, writerEpoch, events.map((e) => e.record), events.map((e) => e.text));
+    const values = appendValues(
+      { ...before, sessionId },
+      next,
+      writerEpoch,
+      events.map((e) => e.record),
+      events.map((e) => e.text),
+    );
     const r = await c.query({ ...s.stmts.append, values });
     if ((r.rows[0] as { fenced: number }).fenced !== 1) {
       await c.query('ROLLBACK');

@@ -95,5 +95,8 @@ export class Connections {
 export function unavailable(what: string, e: unknown, outcome: 'not_written' | 'none' = 'none'): unknown {
   if (e instanceof ActorloopError) return e;
   const state = sqlStateOf(e);
-  return new StoreUnavailableError(`PostgreSQL ${what} failed: ${(e as Error).message}`, outcome, { cause: e, ...(state ? { sqlState: state } : {}) });
+  return new StoreUnavailableError(`PostgreSQL ${what} failed: ${(e as Error).message}`, outcome, {
+    cause: e,
+    ...(state ? { sqlState: state } : {}),
+  });
 }

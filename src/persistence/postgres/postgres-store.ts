@@ -21,7 +21,12 @@ const isPool = (v: unknown): v is PgPool =>
 
 const Common = {
   /** The PostgreSQL schema holding actorloop's tables (created by the migrations). */
-  schema: z.string().min(1).max(63).refine((s) => !s.includes('\u0000'), 'must not contain NUL').default('actorloop'),
+  schema: z
+    .string()
+    .min(1)
+    .max(63)
+    .refine((s) => !s.includes('\u0000'), 'must not contain NUL')
+    .default('actorloop'),
   /** Apply the package's migrations on first use (under an advisory lock); false: only check the version. */
   migrate: z.boolean().default(true),
   /**
@@ -143,7 +148,8 @@ class PostgresEventStore implements EventStore, PostgresStoreExtras {
       stmts: this.stmts,
       channel,
       conns: this.conns,
-      begin: `BEGIN; SET LOCAL lock_timeout = ${options.lockTimeoutMs}; ` +
+      begin:
+        `BEGIN; SET LOCAL lock_timeout = ${options.lockTimeoutMs}; ` +
         `SET LOCAL idle_in_transaction_session_timeout = ${options.idleInTransactionTimeoutMs}`,
       lockTimeoutMs: options.lockTimeoutMs,
       ...(options.beforeCommit ? { beforeCommit: options.beforeCommit } : {}),
@@ -157,7 +163,12 @@ class PostgresEventStore implements EventStore, PostgresStoreExtras {
       channel,
       options.pollIntervalMs,
     );
-    this.work = new PgWorkStore(this.conns, () => this.ready(), () => this.assertOpen(), options.schema);
+    this.work = new PgWorkStore(
+      this.conns,
+      () => this.ready(),
+      () => this.assertOpen(),
+      options.schema,
+    );
   }
 
   ready(): Promise<void> {
@@ -269,7 +280,10 @@ class PostgresEventStore implements EventStore, PostgresStoreExtras {
     }
   }
 
-  private async query(run: (c: Parameters<Parameters<Connections['with']>[0]>[0]) => Promise<{ rows: unknown[] }>, what: string): Promise<unknown[]> {
+  private async query(
+    run: (c: Parameters<Parameters<Connections['with']>[0]>[0]) => Promise<{ rows: unknown[] }>,
+    what: string,
+  ): Promise<unknown[]> {
     try {
       return (await this.conns.with(run)).rows;
     } catch (e) {
@@ -297,7 +311,10 @@ class PostgresEventStore implements EventStore, PostgresStoreExtras {
     assertSessionId(sessionId, 'getEventById');
     assertEventId(eventId, 'getEventById');
     await this.ready();
-    const rows = (await this.query((c) => c.query({ ...this.stmts.byId, values: [sessionId, eventId] }), 'getEventById')) as { seq: string; record: string }[];
+    const rows = (await this.query((c) => c.query({ ...this.stmts.byId, values: [sessionId, eventId] }), 'getEventById')) as {
+      seq: string;
+      record: string;
+    }[];
     // every id is indexed here: the generated form needs no second look-up
     return findEvent(
       eventId,

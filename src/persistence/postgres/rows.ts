@@ -9,7 +9,7 @@ import { ident } from './schema.js';
 /** The head columns of the sessions row, in the order the statements below use. */
 export const HEAD_COLUMNS =
   'session_id, writer_epoch, head_seq, last_turn, surface_start_seq, state_context_seq, ' +
-    'open_run, last_settled_run, pending_inputs, held_locks';
+  'open_run, last_settled_run, pending_inputs, held_locks';
 
 interface HeadRow {
   session_id: string;
@@ -40,7 +40,11 @@ export function headOf(sessionId: string, raw: unknown): SessionHead {
     heldLocks: row.held_locks,
   });
   if (!parsed.success || parsed.data.sessionId !== sessionId) {
-    throw new CorruptLogError(sessionId, 0, `head row is unreadable: ${parsed.error?.issues[0]?.message ?? `it names session ${JSON.stringify(row.session_id)}`}`);
+    throw new CorruptLogError(
+      sessionId,
+      0,
+      `head row is unreadable: ${parsed.error?.issues[0]?.message ?? `it names session ${JSON.stringify(row.session_id)}`}`,
+    );
   }
   return parsed.data;
 }
@@ -60,7 +64,10 @@ export function statements(schema: string) {
     },
     head: { name: tag('head'), text: `SELECT ${HEAD_COLUMNS} FROM ${s}.sessions WHERE session_id = $1` },
     headForShare: { name: tag('head_share'), text: `SELECT ${HEAD_COLUMNS} FROM ${s}.sessions WHERE session_id = $1 FOR SHARE` },
-    byIds: { name: tag('by_ids'), text: `SELECT seq, event_id, record FROM ${s}.events WHERE session_id = $1 AND event_id = ANY($2::text[])` },
+    byIds: {
+      name: tag('by_ids'),
+      text: `SELECT seq, event_id, record FROM ${s}.events WHERE session_id = $1 AND event_id = ANY($2::text[])`,
+    },
     byId: { name: tag('by_id'), text: `SELECT seq, record FROM ${s}.events WHERE session_id = $1 AND event_id = $2` },
     page: {
       name: tag('page'),
@@ -91,7 +98,13 @@ export function statements(schema: string) {
 export type Statements = ReturnType<typeof statements>;
 
 /** The values of the append statement for records that follow `head` and give `next`. */
-export function appendValues(head: SessionHead, next: SessionHead, writerEpoch: number, records: readonly EventRecord[], texts: readonly string[]): unknown[] {
+export function appendValues(
+  head: SessionHead,
+  next: SessionHead,
+  writerEpoch: number,
+  records: readonly EventRecord[],
+  texts: readonly string[],
+): unknown[] {
   const json = (v: unknown) => (v === null ? null : JSON.stringify(v));
   return [
     head.sessionId,

@@ -118,7 +118,9 @@ export async function migrate(pool: PgPool, schema: string): Promise<{ from: num
     refuseNewer(schema, from);
     if (from < SCHEMA_VERSION_PG) {
       await c.query(`CREATE SCHEMA IF NOT EXISTS ${ident(schema)}`);
-      await c.query(`CREATE TABLE IF NOT EXISTS ${versionTable(schema)} (version int PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())`);
+      await c.query(
+        `CREATE TABLE IF NOT EXISTS ${versionTable(schema)} (version int PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())`,
+      );
       for (let v = from + 1; v <= SCHEMA_VERSION_PG; v++) {
         await c.query(MIGRATIONS[v - 1]!.replaceAll('{s}', ident(schema)));
         await c.query({ text: `INSERT INTO ${versionTable(schema)} (version) VALUES ($1)`, values: [v] });

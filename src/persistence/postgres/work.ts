@@ -14,7 +14,6 @@ import { Claim, Leases, Marks, Positive, Registration, WorkerId } from '../work-
 /** The NOTIFY channel of a schema's inbox wake-ups. */
 export const workChannelOf = (schema: string): string => `actorloop-work:${schema}`;
 
-
 const ms = (n: string) => `(${n} * interval '1 millisecond')`;
 
 function statements(schema: string, channel: string) {
@@ -95,7 +94,9 @@ function entryOf(r: EntryRow): StoredInboxEntry {
     seq: Number(r.seq),
     entry: JSON.parse(r.entry),
     submittedAt: r.submitted_at.toISOString(),
-    ...(r.applied_at ? { applied: { writerEpoch: Number(r.applied_epoch), at: r.applied_at.toISOString(), outcome: JSON.parse(r.outcome!) } } : {}),
+    ...(r.applied_at
+      ? { applied: { writerEpoch: Number(r.applied_epoch), at: r.applied_at.toISOString(), outcome: JSON.parse(r.outcome!) } }
+      : {}),
   });
 }
 
@@ -178,11 +179,17 @@ export class PgWorkStore implements WorkStore {
     for (let tries = 0; ; tries++) {
       try {
         const row = await this.run('work.submit', async (c) => {
-          const r = (await c.query({ text: this.sql.submit, values: [sessionId, entryId, e.kind, JSON.stringify(e), e.kind === 'input' ? `input:${e.inputId}` : null] })).rows[0] as { existing: string | null; logged: boolean };
+          const r = (
+            await c.query({
+              text: this.sql.submit,
+              values: [sessionId, entryId, e.kind, JSON.stringify(e), e.kind === 'input' ? `input:${e.inputId}` : null],
+            })
+          ).rows[0] as { existing: string | null; logged: boolean };
           // after the commit, in a transaction of its own (schema.ts notifyQuery): a NOTIFY inside
           // the submit would hold up every other commit of the database until this one is flushed.
           // The entry is durable by now; a wake-up that fails only leaves it to the workers' polling
-          if (r.existing === null && !r.logged) await c.query({ text: this.sql.notify, values: [this.sql.channel, sessionId] }).catch(() => undefined);
+          if (r.existing === null && !r.logged)
+            await c.query({ text: this.sql.notify, values: [this.sql.channel, sessionId] }).catch(() => undefined);
           return r;
         });
         if (row.existing !== null) {
@@ -202,14 +209,20 @@ export class PgWorkStore implements WorkStore {
 
   async pending(sessionId: string): Promise<StoredInboxEntry[]> {
     assertSessionId(sessionId, 'work.pending');
-    const rows = await this.run('work.pending', async (c) => (await c.query({ text: this.sql.pending, values: [sessionId] })).rows as EntryRow[]);
+    const rows = await this.run(
+      'work.pending',
+      async (c) => (await c.query({ text: this.sql.pending, values: [sessionId] })).rows as EntryRow[],
+    );
     return rows.map(entryOf);
   }
 
   async getEntry(sessionId: string, entryId: string): Promise<StoredInboxEntry | undefined> {
     assertSessionId(sessionId, 'work.getEntry');
     parseInput(z.string().min(1), entryId, 'work.getEntry: entryId');
-    const rows = await this.run('work.getEntry', async (c) => (await c.query({ text: this.sql.entry, values: [sessionId, entryId] })).rows as EntryRow[]);
+    const rows = await this.run(
+      'work.getEntry',
+      async (c) => (await c.query({ text: this.sql.entry, values: [sessionId, entryId] })).rows as EntryRow[],
+    );
     return rows[0] ? entryOf(rows[0]) : undefined;
   }
 
@@ -218,14 +231,30 @@ export class PgWorkStore implements WorkStore {
     parseInput(Positive, writerEpoch, 'work.markApplied: writerEpoch');
     const m = parseInput(Marks, marks, 'work.markApplied: marks');
     if (m.length === 0) return;
-    const row = await this.run('work.markApplied', async (c) => (await c.query({ text: this.sql.mark, values: [sessionId, writerEpoch, m.map((x) => x.entryId), m.map((x) => JSON.stringify(x.outcome))] })).rows[0] as { ok: string; current: string | null });
+    const row = await this.run(
+      'work.markApplied',
+      async (c) =>
+        (
+          await c.query({
+            text: this.sql.mark,
+            values: [sessionId, writerEpoch, m.map((x) => x.entryId), m.map((x) => JSON.stringify(x.outcome))],
+          })
+        ).rows[0] as { ok: string; current: string | null },
+    );
     if (Number(row.ok) === 0) throw new StaleWriterError(sessionId, writerEpoch, Number(row.current ?? 0));
   }
 
   async claim(workerId: string, options: { limit: number; leaseMs: number }): Promise<ClaimedSession[]> {
     parseInput(WorkerId, workerId, 'work.claim: workerId');
     const o = parseInput(Claim, options, 'work.claim: options');
-    const rows = await this.run('work.claim', async (c) => (await c.query({ text: this.sql.claim, values: [workerId, o.limit, o.leaseMs] })).rows as { session_id: string; prev: string | null }[]);
+    const rows = await this.run(
+      'work.claim',
+      async (c) =>
+        (await c.query({ text: this.sql.claim, values: [workerId, o.limit, o.leaseMs] })).rows as {
+          session_id: string;
+          prev: string | null;
+        }[],
+    );
     return rows.map((r) => ({ sessionId: r.session_id, expired: r.prev !== null, ...(r.prev !== null ? { previousOwner: r.prev } : {}) }));
   }
 
@@ -233,7 +262,10 @@ export class PgWorkStore implements WorkStore {
     assertSessionId(sessionId, 'work.bind');
     parseInput(Positive, writerEpoch, 'work.bind: writerEpoch');
     parseInput(Positive, leaseMs, 'work.bind: leaseMs');
-    const rows = await this.run('work.bind', async (c) => (await c.query({ text: this.sql.bind, values: [sessionId, workerId, writerEpoch, leaseMs] })).rows);
+    const rows = await this.run(
+      'work.bind',
+      async (c) => (await c.query({ text: this.sql.bind, values: [sessionId, workerId, writerEpoch, leaseMs] })).rows,
+    );
     return rows.length === 1;
   }
 
@@ -241,14 +273,21 @@ export class PgWorkStore implements WorkStore {
     const l = parseInput(Leases, leases, 'work.renew: leases');
     parseInput(Positive, leaseMs, 'work.renew: leaseMs');
     if (l.length === 0) return [];
-    const rows = await this.run('work.renew', async (c) => (await c.query({ text: this.sql.renew, values: [workerId, l.map((x) => x.sessionId), l.map((x) => x.writerEpoch), leaseMs] })).rows as { session_id: string }[]);
+    const rows = await this.run(
+      'work.renew',
+      async (c) =>
+        (await c.query({ text: this.sql.renew, values: [workerId, l.map((x) => x.sessionId), l.map((x) => x.writerEpoch), leaseMs] }))
+          .rows as { session_id: string }[],
+    );
     return rows.map((r) => r.session_id);
   }
 
   async release(sessionId: string, workerId: string, writerEpoch: number | null, options: { resume: boolean }): Promise<void> {
     assertSessionId(sessionId, 'work.release');
     await this.run('work.release', async (c) => {
-      const r = (await c.query({ text: this.sql.release, values: [sessionId, workerId, writerEpoch, options.resume] })).rows[0] as { pending: number; resume: boolean } | undefined;
+      const r = (await c.query({ text: this.sql.release, values: [sessionId, workerId, writerEpoch, options.resume] })).rows[0] as
+        | { pending: number; resume: boolean }
+        | undefined;
       // work left behind: another worker may take it now
       if (r && (Number(r.pending) > 0 || r.resume)) await c.query({ text: this.sql.notify, values: [this.sql.channel, sessionId] });
     });
@@ -256,7 +295,9 @@ export class PgWorkStore implements WorkStore {
 
   async heartbeat(worker: WorkerRegistration, ttlMs: number): Promise<void> {
     const w = parseInput(Registration, worker, 'work.heartbeat: worker');
-    await this.run('work.heartbeat', (c) => c.query({ text: this.sql.heartbeat, values: [w.workerId, w.host, w.pid, w.concurrency, ttlMs] }));
+    await this.run('work.heartbeat', (c) =>
+      c.query({ text: this.sql.heartbeat, values: [w.workerId, w.host, w.pid, w.concurrency, ttlMs] }),
+    );
   }
 
   async removeWorker(workerId: string): Promise<void> {
@@ -264,12 +305,45 @@ export class PgWorkStore implements WorkStore {
   }
 
   async listWorkers(): Promise<WorkerInfo[]> {
-    const rows = await this.run('work.listWorkers', async (c) => (await c.query(this.sql.workers)).rows as { worker_id: string; host: string; pid: number; concurrency: number; started_at: Date; heartbeat_at: Date; live: boolean }[]);
-    return rows.map((r) => ({ workerId: r.worker_id, host: r.host, pid: Number(r.pid), concurrency: Number(r.concurrency), startedAt: r.started_at.toISOString(), heartbeatAt: r.heartbeat_at.toISOString(), live: r.live }));
+    const rows = await this.run(
+      'work.listWorkers',
+      async (c) =>
+        (await c.query(this.sql.workers)).rows as {
+          worker_id: string;
+          host: string;
+          pid: number;
+          concurrency: number;
+          started_at: Date;
+          heartbeat_at: Date;
+          live: boolean;
+        }[],
+    );
+    return rows.map((r) => ({
+      workerId: r.worker_id,
+      host: r.host,
+      pid: Number(r.pid),
+      concurrency: Number(r.concurrency),
+      startedAt: r.started_at.toISOString(),
+      heartbeatAt: r.heartbeat_at.toISOString(),
+      live: r.live,
+    }));
   }
 
   async listLeases(): Promise<LeaseInfo[]> {
-    const rows = await this.run('work.listLeases', async (c) => (await c.query(this.sql.leases)).rows as { session_id: string; worker_id: string | null; writer_epoch: string | null; lease_until: Date | null; expired: boolean; inbox_seq: string; applied_seq: string; resume: boolean }[]);
+    const rows = await this.run(
+      'work.listLeases',
+      async (c) =>
+        (await c.query(this.sql.leases)).rows as {
+          session_id: string;
+          worker_id: string | null;
+          writer_epoch: string | null;
+          lease_until: Date | null;
+          expired: boolean;
+          inbox_seq: string;
+          applied_seq: string;
+          resume: boolean;
+        }[],
+    );
     return rows.map((r) => ({
       sessionId: r.session_id,
       workerId: r.worker_id,

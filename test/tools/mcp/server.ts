@@ -40,7 +40,11 @@ type Handler = (request: never, extra: never) => Promise<Record<string, unknown>
  * registered ones, and `tools/call` of one of their names runs `call` (any other name goes to the
  * McpServer's own handler). Needs at least one registered tool (for the McpServer's handlers).
  */
-function serveAlso(server: McpServer, also: () => Tool[], call: (name: string, args: Record<string, unknown>, key: string) => string): void {
+function serveAlso(
+  server: McpServer,
+  also: () => Tool[],
+  call: (name: string, args: Record<string, unknown>, key: string) => string,
+): void {
   // the McpServer's own handlers, as the protocol layer stores them by method
   const own = (server.server as unknown as { _requestHandlers: Map<string, Handler> })._requestHandlers;
   const list = own.get('tools/list')!;
@@ -57,20 +61,33 @@ function serveAlso(server: McpServer, also: () => Tool[], call: (name: string, a
 }
 
 const NOTE: Tool['inputSchema'] = { type: 'object', properties: { note: { type: 'string' } }, required: ['note'] };
-const ODD_NAMES: Tool[] = ['__proto__', 'constructor', 'toString'].map((name) => ({ name, description: `A tool named ${name}`, inputSchema: NOTE }));
+const ODD_NAMES: Tool[] = ['__proto__', 'constructor', 'toString'].map((name) => ({
+  name,
+  description: `A tool named ${name}`,
+  inputSchema: NOTE,
+}));
 const SCALAR = { name: 'scalar', description: 'Takes a string, not an object', inputSchema: { type: 'string' } } as unknown as Tool;
 
 function makeServer(): McpServer {
   const server = new McpServer({ name: 'actorloop-test', version: '1.0.0' });
   const add = server.registerTool(
     'add',
-    { description: 'Adds two numbers', inputSchema: { a: z.number(), b: z.number() }, outputSchema: { sum: z.number() }, annotations: { readOnlyHint: true } },
+    {
+      description: 'Adds two numbers',
+      inputSchema: { a: z.number(), b: z.number() },
+      outputSchema: { sum: z.number() },
+      annotations: { readOnlyHint: true },
+    },
     async ({ a, b }) => ({ content: [{ type: 'text', text: String(a + b) }], structuredContent: { sum: a + b } }),
   );
-  const record = server.registerTool('record', { description: 'Records a note', inputSchema: { note: z.string() } }, async ({ note }, extra) => {
-    log(`record ${note} ${keyOf(extra)}`);
-    return { content: [{ type: 'text', text: `recorded ${note}` }] };
-  });
+  const record = server.registerTool(
+    'record',
+    { description: 'Records a note', inputSchema: { note: z.string() } },
+    async ({ note }, extra) => {
+      log(`record ${note} ${keyOf(extra)}`);
+      return { content: [{ type: 'text', text: `recorded ${note}` }] };
+    },
+  );
   server.registerTool('slow', { description: 'Waits', inputSchema: { ms: z.number() } }, async ({ ms }, extra) => {
     log(`started ${keyOf(extra)}`);
     await new Promise<void>((resolve) => {
@@ -83,34 +100,67 @@ function makeServer(): McpServer {
     log(`finished ${keyOf(extra)}`);
     return { content: [{ type: 'text', text: 'slept' }] };
   });
-  server.registerTool('fails', { description: 'Always fails', inputSchema: {} }, async () => ({ content: [{ type: 'text', text: 'it broke' }], isError: true }));
-  if (variant === 'changed') server.registerTool('extra', { description: 'New', inputSchema: {} }, async () => ({ content: [{ type: 'text', text: 'extra' }] }));
+  server.registerTool('fails', { description: 'Always fails', inputSchema: {} }, async () => ({
+    content: [{ type: 'text', text: 'it broke' }],
+    isError: true,
+  }));
+  if (variant === 'changed')
+    server.registerTool('extra', { description: 'New', inputSchema: {} }, async () => ({ content: [{ type: 'text', text: 'extra' }] }));
   if (variant === 'live') {
     let broken: { remove(): void } | undefined;
     let scalar = false;
-    server.registerTool('change_tools', { description: 'Changes the tool list', inputSchema: { how: z.enum(['add', 'remove', 'reshape', 'break', 'scalar', 'heal']) } }, async ({ how }) => {
-      if (how === 'add') server.registerTool('extra', { description: 'New', inputSchema: {} }, async () => ({ content: [{ type: 'text', text: 'extra' }] }));
-      if (how === 'remove') record.remove();
-      if (how === 'reshape') {
-        add.update({ paramsSchema: { a: z.number(), b: z.number(), c: z.number() }, callback: async ({ a, b, c }) => ({ content: [{ type: 'text', text: String(a + b + c) }], structuredContent: { sum: a + b + c } }) });
-      }
-      if (how === 'break') broken = server.registerTool('bad.name', { description: 'A name no provider takes', inputSchema: {} }, async () => ({ content: [] }));
-      if (how === 'scalar' || how === 'heal') {
-        scalar = how === 'scalar';
-        server.sendToolListChanged();
-      }
-      if (how === 'heal') broken?.remove();
-      return { content: [{ type: 'text', text: `changed: ${how}` }] };
-    });
-    serveAlso(server, () => (scalar ? [SCALAR] : []), () => 'scalar ran');
+    server.registerTool(
+      'change_tools',
+      { description: 'Changes the tool list', inputSchema: { how: z.enum(['add', 'remove', 'reshape', 'break', 'scalar', 'heal']) } },
+      async ({ how }) => {
+        if (how === 'add')
+          server.registerTool('extra', { description: 'New', inputSchema: {} }, async () => ({
+            content: [{ type: 'text', text: 'extra' }],
+          }));
+        if (how === 'remove') record.remove();
+        if (how === 'reshape') {
+          add.update({
+            paramsSchema: { a: z.number(), b: z.number(), c: z.number() },
+            callback: async ({ a, b, c }) => ({
+              content: [{ type: 'text', text: String(a + b + c) }],
+              structuredContent: { sum: a + b + c },
+            }),
+          });
+        }
+        if (how === 'break')
+          broken = server.registerTool('bad.name', { description: 'A name no provider takes', inputSchema: {} }, async () => ({
+            content: [],
+          }));
+        if (how === 'scalar' || how === 'heal') {
+          scalar = how === 'scalar';
+          server.sendToolListChanged();
+        }
+        if (how === 'heal') broken?.remove();
+        return { content: [{ type: 'text', text: `changed: ${how}` }] };
+      },
+    );
+    serveAlso(
+      server,
+      () => (scalar ? [SCALAR] : []),
+      () => 'scalar ran',
+    );
   }
   if (variant === 'names') {
-    serveAlso(server, () => ODD_NAMES, (name, args, key) => {
-      log(`${name} ${String(args.note)} ${key}`);
-      return `${name} ran: ${String(args.note)}`;
-    });
+    serveAlso(
+      server,
+      () => ODD_NAMES,
+      (name, args, key) => {
+        log(`${name} ${String(args.note)} ${key}`);
+        return `${name} ran: ${String(args.note)}`;
+      },
+    );
   }
-  if (variant === 'scalar') serveAlso(server, () => [SCALAR], () => 'scalar ran');
+  if (variant === 'scalar')
+    serveAlso(
+      server,
+      () => [SCALAR],
+      () => 'scalar ran',
+    );
   if (variant === 'unlisted') {
     server.server.setRequestHandler(ListToolsRequestSchema, async () => {
       throw new Error('the tool list is not available');
@@ -139,7 +189,9 @@ if (httpAt === -1) {
     let transport = typeof sid === 'string' ? transports.get(sid) : undefined;
     if (typeof sid === 'string' && !transport) {
       // per the spec: an unknown session gets 404, and the client starts a new one
-      res.writeHead(404, { 'content-type': 'application/json' }).end(JSON.stringify({ jsonrpc: '2.0', error: { code: -32001, message: 'Session not found' }, id: null }));
+      res
+        .writeHead(404, { 'content-type': 'application/json' })
+        .end(JSON.stringify({ jsonrpc: '2.0', error: { code: -32001, message: 'Session not found' }, id: null }));
       return;
     }
     if (!transport) {

@@ -47,7 +47,13 @@ export async function until(pred: () => boolean, what: string, ms = 10_000): Pro
 
 /** Connects a new SDK client to a new stdio server child (its transport kept, for its pid). */
 export async function stdioClient(env: Record<string, string>): Promise<{ client: Client; transport: StdioClientTransport }> {
-  const transport = new StdioClientTransport({ command: process.execPath, args: ['--import', 'tsx', SERVER], cwd: REPO_ROOT, env: { ...(process.env as Record<string, string>), NODE_OPTIONS: '', ...env }, stderr: 'pipe' });
+  const transport = new StdioClientTransport({
+    command: process.execPath,
+    args: ['--import', 'tsx', SERVER],
+    cwd: REPO_ROOT,
+    env: { ...(process.env as Record<string, string>), NODE_OPTIONS: '', ...env },
+    stderr: 'pipe',
+  });
   const client = new Client({ name: 'actorloop-test', version: '1.0.0' });
   await client.connect(transport);
   return { client, transport };
@@ -59,8 +65,9 @@ export async function httpServer(port: number, env: Record<string, string>): Pro
   const saved = Object.fromEntries(Object.keys(env).map((k) => [k, process.env[k]]));
   Object.assign(process.env, env);
   const child = spawnTs(SERVER, ['--http', String(port)], { label: 'mcp http server' });
-  for (const [k, v] of Object.entries(saved)) if (v === undefined) delete process.env[k];
-  else process.env[k] = v;
+  for (const [k, v] of Object.entries(saved))
+    if (v === undefined) delete process.env[k];
+    else process.env[k] = v;
   await until(() => child.lines.some((l) => l.startsWith('listening ')), 'the HTTP MCP server to listen', 20_000);
   return { child, port: Number(child.lines.find((l) => l.startsWith('listening '))!.split(' ')[1]) };
 }
