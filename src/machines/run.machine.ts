@@ -1,7 +1,5 @@
 import { notProvided } from './not-provided.js';
-import { assign, fromPromise, sendTo, setup, type ActorRefFrom } from 'xstate';
-import type { ToolCallOutput } from '../contracts/calls.js';
-import { CapacityError } from '../contracts/errors.js';
+import { assign, fromPromise, setup, type ActorRefFrom } from 'xstate';
 import type { ExecutionResult } from '../contracts/requests.js';
 import type { CallModelInput, CallModelOutput } from '../actors/call-model.js';
 import type { CommitIntentInput, CommitIntentOutput } from '../actors/commit-intent.js';
@@ -12,23 +10,8 @@ import type { PrepareContextInput, PrepareContextOutput } from '../actors/prepar
 import type { StartRunInput, StartRunOutput } from '../actors/start-run.js';
 import { toolBatchMachine, type ToolBatchInput } from './tool-batch.machine.js';
 import type { RunContext, RunEvent, RunInput } from './run-context.js';
-import {
-  deliverInput,
-  endFor,
-  errorOf,
-  exhaustedEnd,
-  finalInput,
-  finalOf,
-  outputCorrected,
-  outputOf,
-  ended,
-  inCallOrder,
-  positionOf,
-  recoveredCalls,
-  resultOf,
-  spentNow,
-  withStepUsage,
-} from './run-decisions.js';
+import { runActions } from './run-actions.js';
+import { deliverInput, ended, finalInput, inCallOrder, outputOf, positionOf, resultOf, spentNow } from './run-decisions.js';
 
 export type { ResumeInput, StartRunOutput } from '../actors/start-run.js';
 export type { RunContext, RunEvent, RunInput } from './run-context.js';
@@ -47,10 +30,10 @@ const RUN_FAILED = { target: '#run.ending', actions: 'failWith' } as const;
  * `commitIntent` → `toolBatch` → `commitResults`, which the next `callModel` does not wait
  * for) → budget check → next step | `verifyFinal` → `commitFinal` → `deliverFinal` → `endRun`; `suspended`
  * outcomes (approvals, questions) end the attempt. Each actor is registered here and swapped with
- * `.provide({ actors })`; guards and actions are named, decisions are the pure functions of
- * run-decisions.ts. Cancel, stop and detach come in as events: a cancel stops the model call under
- * way (its actor's signal aborts) and reaches the tool batch's calls; a stop or detach is honoured
- * at the next safe point.
+ * `.provide({ actors })`; guards and actions are named (the actions are run-actions.ts'), decisions
+ * are the pure functions of run-decisions.ts. Cancel, stop and detach come in as events: a cancel
+ * stops the model call under way (its actor's signal aborts) and reaches the tool batch's calls; a
+ * stop or detach is honoured at the next safe point.
  * @example
  * createActor(runMachine.provide({ actors: { callModel: callModelActor(services), … } }), { input }).start()
  */
@@ -102,114 +85,7 @@ export const runMachine = setup({
     delivered: ({ event }) => outputOf<DeliverFinalOutput>(event).kind === 'delivered',
     endDecided: ({ context }) => context.end !== undefined,
   },
-  actions: {
-    failWith: assign(({ event }) => ({ end: endFor(errorOf(event)) })),
-    endCancelled: assign({
-      end: () => ended('cancelled', 'cancelled', { error: { kind: 'cancelled', message: 'cancelled (requestCancel or kill switch)' } }),
-    }),
-    endStopped: assign({ end: () => ended('stopped', 'incomplete') }),
-    endDetached: assign({ end: () => ended('detached', 'incomplete') }),
-    endBudgetSpent: assign({ end: ({ context }) => ended('budget_exhausted', 'incomplete', { budget: spentNow(context)!.budget }) }),
-    requestStop: assign({ stopRequested: true }),
-    requestCancel: assign({ cancelRequested: true }),
-    requestDetach: assign({ detachRequested: true }),
-    cancelBatch: sendTo('toolBatch', ({ event }) => ({
-      type: 'CANCEL' as const,
-      reason: (event as { reason?: string }).reason ?? 'cancelled',
-    })),
-    recordStart: assign(({ event }) => ({ messages: [], runStartSeq: outputOf<StartRunOutput>(event).runStartSeq })),
-    resumeBatch: assign(({ context, event }) => {
-      const out = outputOf<StartRunOutput>(event);
-      const r = out.resumed!;
-      return {
-        messages: [],
-        runStartSeq: out.runStartSeq,
-        step: context.resume!.step,
-        calls: r.calls,
-        presetResults: r.preset,
-        order: context.resume!.batch.map((b) => b.callId),
-        // approved calls are new; a recovered call's tool/call was counted with the run's spending
-        toolCalls: context.toolCalls + (context.resume!.kind === 'answer' ? r.calls.length : 0),
-        ...(context.resume!.kind === 'recover'
-          ? { uncertainCalls: [...context.uncertainCalls, ...recoveredCalls(context.resume!.batch, r)] }
-          : {}),
-      };
-    }),
-    finalizeConcluded: assign({ pendingFinal: ({ context }) => ({ content: context.concluded!, closeStep: false }) }),
-    nextStep: assign({ step: ({ context }) => context.step + 1, stepUsage: undefined, contextPrepared: false }),
-    countCompaction: assign(({ context, event }) => withStepUsage(context, outputOf<PrepareContextOutput>(event))),
-    markPrepared: assign({ contextPrepared: true }),
-    failPricing: assign({ end: ({ event }) => endFor(outputOf<PrepareContextOutput>(event).pricingError) }),
-    failCapacity: assign({
-      end: ({ event }) => {
-        const { size, limit } = outputOf<PrepareContextOutput>(event).overflow!;
-        return endFor(new CapacityError(size, limit));
-      },
-    }),
-    countModelCall: assign(({ context, event }) => withStepUsage(context, outputOf<CallModelOutput>(event))),
-    keepToolCalls: assign({
-      asked: ({ event }) => {
-        const out = outputOf<Extract<CallModelOutput, { kind: 'toolCalls' }>>(event);
-        return { toolCalls: out.toolCalls, finishReason: out.finishReason };
-      },
-    }),
-    keepAnswer: assign({
-      pendingFinal: ({ event }) => ({ content: outputOf<Extract<CallModelOutput, { kind: 'answer' }>>(event).content, closeStep: true }),
-    }),
-    endModelCallCancelled: assign({
-      end: () => ended('cancelled', 'cancelled', { error: { kind: 'cancelled', message: 'model call cancelled' } }),
-    }),
-    countCorrection: assign({ corrections: ({ context }) => context.corrections + 1, asked: undefined, outputIssues: undefined }),
-    countOutputCorrection: assign(({ context, event }) =>
-      outputCorrected(context, outputOf<Extract<VerifyFinalOutput, { kind: 'output_rejected' }>>(event)),
-    ),
-    keepOutput: assign({
-      pendingFinal: ({ context, event }) => ({
-        ...context.pendingFinal!,
-        output: outputOf<Extract<VerifyFinalOutput, { kind: 'accepted' }>>(event).output,
-      }),
-    }),
-    endProtocolExhausted: assign({ end: ({ context }) => exhaustedEnd(context) }),
-    endBlocked: assign({
-      end: ({ event }) =>
-        ended('blocked', 'incomplete', { blockedBy: outputOf<Extract<CommitIntentOutput, { kind: 'blocked' }>>(event).locks }),
-    }),
-    endSuspended: assign(({ event }) => ({
-      pendingRequest: outputOf<Extract<CommitIntentOutput, { kind: 'suspended' }>>(event).pendingRequest,
-      end: ended('suspended', 'suspended'),
-    })),
-    keepIntents: assign(({ context, event }) => {
-      const calls = outputOf<Extract<CommitIntentOutput, { kind: 'intents' }>>(event).calls;
-      return { asked: undefined, calls, order: calls.map((c) => c.callId), presetResults: [], toolCalls: context.toolCalls + calls.length };
-    }),
-    keepBatchResults: assign({ batchResults: ({ event }) => outputOf<ToolCallOutput[]>(event) }),
-    countRejections: assign(({ context, event }) => ({
-      calls: [],
-      presetResults: [],
-      batchResults: [],
-      recoveries: context.recoveries + outputOf<CommitResultsOutput>(event).rejections,
-    })),
-    finalizeConcludedByTool: assign({
-      pendingFinal: ({ event }) => ({ content: outputOf<CommitResultsOutput>(event).concluded!, closeStep: false }),
-    }),
-    countFinalRejection: assign({ recoveries: ({ context }) => context.recoveries + 1, pendingFinal: undefined }),
-    keepFinalMessageId: assign({
-      pendingFinal: ({ context, event }) => ({
-        ...context.pendingFinal!,
-        finalMessageId: outputOf<{ finalMessageId: string }>(event).finalMessageId,
-      }),
-    }),
-    endDelivered: assign({ end: ({ context }) => ended('succeeded', 'completed', finalOf(context)) }),
-    endDeliveryUnknown: assign({
-      end: ({ context, event }) =>
-        ended('delivery_unknown', 'failed', {
-          ...finalOf(context),
-          error: { kind: 'finalization', message: outputOf<Extract<DeliverFinalOutput, { kind: 'delivery_unknown' }>>(event).reason },
-        }),
-    }),
-    keepResult: assign({ result: ({ event }) => outputOf<ExecutionResult>(event) }),
-    keepUncommittedResult: assign({ result: ({ context }) => ({ ...resultOf(context), checkpointCommitted: false }) }),
-  },
+  actions: runActions,
 }).createMachine({
   id: 'run',
   context: ({ input }) => ({

@@ -1,0 +1,145 @@
+import { assign, sendTo, type ActorRefFrom } from 'xstate';
+import type { ToolCallOutput } from '../contracts/calls.js';
+import { CapacityError } from '../contracts/errors.js';
+import type { ExecutionResult } from '../contracts/requests.js';
+import type { CallModelOutput } from '../actors/call-model.js';
+import type { CommitIntentOutput } from '../actors/commit-intent.js';
+import type { CommitResultsOutput } from '../actors/commit-results.js';
+import type { DeliverFinalOutput, VerifyFinalOutput } from '../actors/final-answer.js';
+import type { PrepareContextOutput } from '../actors/prepare-context.js';
+import type { StartRunOutput } from '../actors/start-run.js';
+import type { RunContext, RunEvent } from './run-context.js';
+import type { toolBatchMachine } from './tool-batch.machine.js';
+import {
+  endFor,
+  errorOf,
+  exhaustedEnd,
+  finalOf,
+  outputCorrected,
+  outputOf,
+  ended,
+  recoveredCalls,
+  resultOf,
+  spentNow,
+  withStepUsage,
+} from './run-decisions.js';
+
+/**
+ * `assign` typed as the run machine's `setup` types it, but spawning no actors (`never`), so the
+ * actions fit the actors the machine registers. An event is the run's own or an actor's done or
+ * error event, read with `outputOf` and `errorOf`.
+ */
+const assignRun = assign<RunContext, RunEvent, undefined, RunEvent, never>;
+
+/**
+ * The run machine's named actions (`setup({ actions })` in run.machine.ts): how each phase's
+ * outcome changes the run's context, over the pure decisions of run-decisions.ts.
+ */
+export const runActions = {
+  failWith: assignRun(({ event }) => ({ end: endFor(errorOf(event)) })),
+  endCancelled: assignRun({
+    end: () => ended('cancelled', 'cancelled', { error: { kind: 'cancelled', message: 'cancelled (requestCancel or kill switch)' } }),
+  }),
+  endStopped: assignRun({ end: () => ended('stopped', 'incomplete') }),
+  endDetached: assignRun({ end: () => ended('detached', 'incomplete') }),
+  endBudgetSpent: assignRun({ end: ({ context }) => ended('budget_exhausted', 'incomplete', { budget: spentNow(context)!.budget }) }),
+  requestStop: assignRun({ stopRequested: true }),
+  requestCancel: assignRun({ cancelRequested: true }),
+  requestDetach: assignRun({ detachRequested: true }),
+  cancelBatch: sendTo<RunContext, RunEvent, undefined, ActorRefFrom<typeof toolBatchMachine>, RunEvent>('toolBatch', ({ event }) => ({
+    type: 'CANCEL' as const,
+    reason: (event as { reason?: string }).reason ?? 'cancelled',
+  })),
+  recordStart: assignRun(({ event }) => ({ messages: [], runStartSeq: outputOf<StartRunOutput>(event).runStartSeq })),
+  resumeBatch: assignRun(({ context, event }) => {
+    const out = outputOf<StartRunOutput>(event);
+    const r = out.resumed!;
+    return {
+      messages: [],
+      runStartSeq: out.runStartSeq,
+      step: context.resume!.step,
+      calls: r.calls,
+      presetResults: r.preset,
+      order: context.resume!.batch.map((b) => b.callId),
+      // approved calls are new; a recovered call's tool/call was counted with the run's spending
+      toolCalls: context.toolCalls + (context.resume!.kind === 'answer' ? r.calls.length : 0),
+      ...(context.resume!.kind === 'recover'
+        ? { uncertainCalls: [...context.uncertainCalls, ...recoveredCalls(context.resume!.batch, r)] }
+        : {}),
+    };
+  }),
+  finalizeConcluded: assignRun({ pendingFinal: ({ context }) => ({ content: context.concluded!, closeStep: false }) }),
+  nextStep: assignRun({ step: ({ context }) => context.step + 1, stepUsage: undefined, contextPrepared: false }),
+  countCompaction: assignRun(({ context, event }) => withStepUsage(context, outputOf<PrepareContextOutput>(event))),
+  markPrepared: assignRun({ contextPrepared: true }),
+  failPricing: assignRun({ end: ({ event }) => endFor(outputOf<PrepareContextOutput>(event).pricingError) }),
+  failCapacity: assignRun({
+    end: ({ event }) => {
+      const { size, limit } = outputOf<PrepareContextOutput>(event).overflow!;
+      return endFor(new CapacityError(size, limit));
+    },
+  }),
+  countModelCall: assignRun(({ context, event }) => withStepUsage(context, outputOf<CallModelOutput>(event))),
+  keepToolCalls: assignRun({
+    asked: ({ event }) => {
+      const out = outputOf<Extract<CallModelOutput, { kind: 'toolCalls' }>>(event);
+      return { toolCalls: out.toolCalls, finishReason: out.finishReason };
+    },
+  }),
+  keepAnswer: assignRun({
+    pendingFinal: ({ event }) => ({ content: outputOf<Extract<CallModelOutput, { kind: 'answer' }>>(event).content, closeStep: true }),
+  }),
+  endModelCallCancelled: assignRun({
+    end: () => ended('cancelled', 'cancelled', { error: { kind: 'cancelled', message: 'model call cancelled' } }),
+  }),
+  countCorrection: assignRun({ corrections: ({ context }) => context.corrections + 1, asked: undefined, outputIssues: undefined }),
+  countOutputCorrection: assignRun(({ context, event }) =>
+    outputCorrected(context, outputOf<Extract<VerifyFinalOutput, { kind: 'output_rejected' }>>(event)),
+  ),
+  keepOutput: assignRun({
+    pendingFinal: ({ context, event }) => ({
+      ...context.pendingFinal!,
+      output: outputOf<Extract<VerifyFinalOutput, { kind: 'accepted' }>>(event).output,
+    }),
+  }),
+  endProtocolExhausted: assignRun({ end: ({ context }) => exhaustedEnd(context) }),
+  endBlocked: assignRun({
+    end: ({ event }) =>
+      ended('blocked', 'incomplete', { blockedBy: outputOf<Extract<CommitIntentOutput, { kind: 'blocked' }>>(event).locks }),
+  }),
+  endSuspended: assignRun(({ event }) => ({
+    pendingRequest: outputOf<Extract<CommitIntentOutput, { kind: 'suspended' }>>(event).pendingRequest,
+    end: ended('suspended', 'suspended'),
+  })),
+  keepIntents: assignRun(({ context, event }) => {
+    const calls = outputOf<Extract<CommitIntentOutput, { kind: 'intents' }>>(event).calls;
+    return { asked: undefined, calls, order: calls.map((c) => c.callId), presetResults: [], toolCalls: context.toolCalls + calls.length };
+  }),
+  keepBatchResults: assignRun({ batchResults: ({ event }) => outputOf<ToolCallOutput[]>(event) }),
+  countRejections: assignRun(({ context, event }) => ({
+    calls: [],
+    presetResults: [],
+    batchResults: [],
+    recoveries: context.recoveries + outputOf<CommitResultsOutput>(event).rejections,
+  })),
+  finalizeConcludedByTool: assignRun({
+    pendingFinal: ({ event }) => ({ content: outputOf<CommitResultsOutput>(event).concluded!, closeStep: false }),
+  }),
+  countFinalRejection: assignRun({ recoveries: ({ context }) => context.recoveries + 1, pendingFinal: undefined }),
+  keepFinalMessageId: assignRun({
+    pendingFinal: ({ context, event }) => ({
+      ...context.pendingFinal!,
+      finalMessageId: outputOf<{ finalMessageId: string }>(event).finalMessageId,
+    }),
+  }),
+  endDelivered: assignRun({ end: ({ context }) => ended('succeeded', 'completed', finalOf(context)) }),
+  endDeliveryUnknown: assignRun({
+    end: ({ context, event }) =>
+      ended('delivery_unknown', 'failed', {
+        ...finalOf(context),
+        error: { kind: 'finalization', message: outputOf<Extract<DeliverFinalOutput, { kind: 'delivery_unknown' }>>(event).reason },
+      }),
+  }),
+  keepResult: assignRun({ result: ({ event }) => outputOf<ExecutionResult>(event) }),
+  keepUncommittedResult: assignRun({ result: ({ context }) => ({ ...resultOf(context), checkpointCommitted: false }) }),
+};
