@@ -18,33 +18,23 @@ import {
 import { parseInput } from '../contracts/validate.js';
 import type { SessionServices } from '../actors/session-services.js';
 import type { PrepareInput, PrepareOutput, SessionContext } from '../machines/session.machine.js';
-import type { RunInput } from '../machines/run.machine.js';
-import type { EventStore } from '../persistence/event-store.js';
 import { assertRunIdsFit } from '../persistence/run-ids.js';
 import type { Envelope, EnvelopeStream } from '../streams/envelopes.js';
-import { SubscriberHub, type SubscribeOptions, type SubscriberListener, type Unsubscribe } from '../streams/subscribers.js';
+import type { SubscribeOptions, SubscriberListener, Unsubscribe } from '../streams/subscribers.js';
 import { Checkpoint, JsonValue } from './answer-schema.js';
-import { followUpInput } from './attempt-input.js';
-import { AttemptCallers } from './attempt-callers.js';
-import { InputDesk } from './input-desk.js';
-import { InputQueue, steersOf } from './input-queue.js';
 import type { SessionDeps } from './session-deps.js';
 import { recordedResult } from './log-lookups.js';
-import { OpenRunTracker } from './open-run-tracker.js';
 import type { ResolvedRuntimeOptions } from './options.js';
-import { prepareAttempt, type AttemptSession } from './prepare-attempt.js';
-import { assertNewRunId, runIdTaken } from './run-claims.js';
+import { prepareAttempt } from './prepare-attempt.js';
+import { runIdTaken } from './run-claims.js';
+import { wireSession, type SessionParts } from './session-wiring.js';
+import type { AttemptCallers } from './attempt-callers.js';
+import type { OpenRunTracker } from './open-run-tracker.js';
 import { identifiedRequest, identifiedRun, runHandle, type RunHandle } from './run-handle.js';
 import { withRunOptions, type RunOptions, type TypedResult } from './run-options.js';
-import { withOutput } from '../actors/final-output.js';
 import { createSessionActor } from './session-actors.js';
 import { LiveView, snapshotOf, type SessionSnapshot } from './session-view.js';
-import { StopRequests } from './stop-requests.js';
-import { RunControl } from './run-control.js';
-import { SessionRecords } from './session-records.js';
-import { settleAttempt } from './settle-attempt.js';
-import { offerTools } from './tool-set.js';
-import { turnContextOf, type TurnContext } from './turn-context.js';
+import type { TurnContext } from './turn-context.js';
 
 export type { SessionSnapshot, SessionStatus } from './session-view.js';
 export type { TurnContext } from './turn-context.js';
@@ -60,104 +50,45 @@ export class ExecutionSession<TOut = unknown> {
   readonly sessionId: string;
   readonly sessionInstanceId: string;
   readonly actor: ReturnType<typeof createSessionActor>;
-  readonly turnContexts = new Map<string, TurnContext>();
+  readonly turnContexts: Map<string, TurnContext>;
   /** What opening the session found in the log (DESIGN §5). */
   readonly recovery: RecoveryOutcome;
   private readonly env: SessionServices;
-  private readonly store: EventStore;
   private readonly options: ResolvedRuntimeOptions;
   private readonly stream: EnvelopeStream;
-  /** Offers the attempt that starts now the tools as they are now; returns its execution-profile fingerprint. */
-  private readonly offerTools: () => string;
-  private readonly isKilled: () => boolean;
-  private readonly inputs: InputQueue;
-  private readonly desk: InputDesk;
-  private readonly control: RunControl;
-  private readonly callers = new AttemptCallers();
-  private readonly runs: OpenRunTracker;
-  private lastTurn: number;
+  /** What `openSession` handed the session. */
+  private readonly deps: SessionDeps;
+  private readonly parts: SessionParts;
   private lastResult?: ExecutionResult;
-  private readonly records: SessionRecords;
-  private readonly attemptSession: AttemptSession;
-  private closing?: Promise<void>;
-  private closeDone: () => void = () => {};
   private readonly liveView = new LiveView(
     () => this.snapshot(),
     () => this.stream.events$,
   );
-  private readonly hub: SubscriberHub;
 
   constructor(d: SessionDeps) {
     this.sessionId = d.sessionId;
     this.sessionInstanceId = d.sessionInstanceId;
     this.env = d.env;
-    this.store = d.store;
     this.options = d.options;
     this.stream = d.stream;
-    this.offerTools = () => offerTools(d.env, d.toolSet);
-    this.isKilled = d.isKilled;
-    this.lastTurn = d.lastTurn;
-    this.inputs = new InputQueue(d.inputs);
-    this.desk = new InputDesk(d.sessionId, d.store, d.env.writer, this.inputs);
+    this.deps = d;
     this.recovery = d.recovery;
-    this.runs = new OpenRunTracker(d.store, d.sessionId, d.openRun);
-    this.records = new SessionRecords(d.sessionId, d.env, this.runs, d.stateContext);
-    const { sessionId, store, env, options } = d;
-    this.attemptSession = {
-      sessionId,
-      store,
-      env,
-      options,
-      offerTools: () => this.offerTools(),
-      runs: this.runs,
-      lastTurn: () => this.lastTurn,
-      closed: () => this.closed,
-      isKilled: () => this.isKilled(),
-      assertNewRunId: (runId) => this.assertNewRunId(runId, 'runId', 'session.execute'),
-      settledResult: (r) => (this.lastResult = r),
-    };
-    Object.assign(this.env, steersOf(this.inputs));
-    this.hub = new SubscriberHub({ clock: d.env.clock });
-    this.hub.attach(this.stream.events$);
-    this.env.backpressure = () => this.hub.whenWritable();
-    const openRun = d.openRun ? (d.openRun.pending ? ('suspended' as const) : ('detached' as const)) : undefined;
-    const settling = {
-      hub: this.hub,
-      callers: this.callers,
-      runs: this.runs,
-      writer: d.env.writer,
-      stream: d.stream,
-      settled: (r: ExecutionResult) => (this.lastResult = r),
-    };
-    const work = {
-      prepare: (i: PrepareInput) => this.prepare(i),
-      settle: (r: ExecutionResult) => settleAttempt(settling, r),
-      close: () => this.closeWork(),
-    };
-    this.actor = createSessionActor(
-      d.env,
-      work,
-      { sessionId: d.sessionId, sessionInstanceId: d.sessionInstanceId, writerEpoch: d.writerEpoch, ...(openRun ? { openRun } : {}) },
-      d.options.inspect,
-    );
-    // the running attempt's execution profile: its output schema included
-    const stops = new StopRequests(
-      d.sessionId,
-      d.sessionInstanceId,
-      () => withOutput(d.toolSet().fingerprint, d.env.output),
-      d.store,
-      d.env.writer,
-    );
-    this.control = new RunControl(
-      { phase: () => this.phase, current: () => this.current, send: (e) => this.actor.send(e) },
-      d.env.writer,
-      stops,
-      this.runs,
-    );
-    this.actor.on('session.rested', ({ result }) => this.rested(result));
-    this.actor.on('attempt.answered', ({ token, result }) => this.callers.answer(token, result));
-    this.actor.on('attempt.refused', ({ token, error }) => this.callers.refuse(token, error));
+    this.parts = wireSession(d, {
+      settled: (r) => (this.lastResult = r),
+      prepare: (i) => this.prepare(i),
+      rested: (result) => this.rested(result),
+    });
+    this.actor = this.parts.actor;
+    this.turnContexts = this.parts.starts.turnContexts;
     this.actor.start();
+  }
+
+  private get callers(): AttemptCallers {
+    return this.parts.callers;
+  }
+
+  private get runs(): OpenRunTracker {
+    return this.parts.runs;
   }
 
   private get phase(): string {
@@ -202,12 +133,12 @@ export class ExecutionSession<TOut = unknown> {
    */
   subscribe(listener: SubscriberListener, options: SubscribeOptions = {}): Unsubscribe {
     this.assertOpen();
-    return this.hub.subscribe(listener, options);
+    return this.deps.hub.subscribe(listener, options);
   }
 
   /** App JSON persisted with the session (`setStateContext` writes it). */
   get stateContext(): unknown {
-    return this.records.stateContext;
+    return this.parts.records.stateContext;
   }
 
   /** What the open (unsettled) run is waiting for, if anything. */
@@ -238,11 +169,11 @@ export class ExecutionSession<TOut = unknown> {
       const recorded =
         cur?.runId === req.runId && cur.attemptId === req.attemptId
           ? undefined
-          : await recordedResult(this.store, this.sessionId, req.runId, req.attemptId, this.runs.open?.runId).catch(() => undefined);
+          : await recordedResult(this.deps.store, this.sessionId, req.runId, req.attemptId, this.runs.open?.runId).catch(() => undefined);
       if (recorded) return recorded;
       throw new ExecutionBusy(this.sessionId, this.busyRunId);
     }
-    if (req.kind === 'prompt' && this.desk.submitting(req.runId) === 'follow_up')
+    if (req.kind === 'prompt' && this.parts.desk.submitting(req.runId) === 'follow_up')
       throw runIdTaken(this.sessionId, req.runId, 'runId', 'session.execute');
     const { token, result } = this.callers.prepare(req);
     // claimed synchronously, before any await: a prompt and a follow-up racing for one id cannot
@@ -253,10 +184,10 @@ export class ExecutionSession<TOut = unknown> {
 
   /** The session machine's `prepareAttempt` actor: the attempt's run input (registered here), or its answer. */
   private async prepare({ token, request }: PrepareInput): Promise<PrepareOutput> {
-    const out = await prepareAttempt(this.attemptSession, request);
+    const out = await prepareAttempt(this.parts.attemptSession, request);
     if (!('run' in out)) return out;
     if (this.closed) return { result: notRunResult(request, 'detached', 'the session was closed before the attempt started') };
-    this.begin(out.run, token);
+    this.parts.starts.begin(out.run, token);
     return out;
   }
 
@@ -288,19 +219,6 @@ export class ExecutionSession<TOut = unknown> {
     return this.options.ids?.runId?.() ?? randomUUID();
   }
 
-  /** The attempt `input` starts: its turn context, its stream ids, its caller (`token`'s, or `caller`). */
-  private begin(input: RunInput, token?: number): void {
-    this.env.output = input.output;
-    if (input.kind === 'prompt' || input.kind === 'follow_up') this.lastTurn = input.turn;
-    // the context a run *started* from: a respond or continue attempt keeps its run's entry
-    if (input.kind === 'prompt' || input.kind === 'follow_up' || !this.turnContexts.has(input.runId)) {
-      this.turnContexts.set(input.runId, turnContextOf(input, this.env, this.options.systemPrompt, input.executionProfileFingerprint));
-    }
-    this.stream.runId = input.runId;
-    this.stream.attemptId = input.attemptId;
-    this.callers.started(input.runId, input.attemptId, token);
-  }
-
   /** The machine rests: the settled attempt's caller gets its result, then a waiting input starts its run. */
   private rested(result: ExecutionResult | undefined): void {
     if (result) this.callers.rested(result);
@@ -317,16 +235,9 @@ export class ExecutionSession<TOut = unknown> {
    * session is free; true if one started. No accepted input waits for an unrelated later one.
    */
   private startWaitingInput(): boolean {
-    if (this.closed || this.runs.blocking || this.isKilled() || this.phase === 'fenced') return false;
-    const f = this.inputs.takeNext();
-    if (!f) return false;
-    const run = followUpInput(f, {
-      fingerprint: this.offerTools(),
-      options: this.options,
-      now: this.env.clock.now(),
-      lastTurn: this.lastTurn,
-    });
-    this.begin(run);
+    if (this.closed || this.runs.blocking || this.deps.isKilled() || this.phase === 'fenced') return false;
+    const run = this.parts.starts.beginWaiting();
+    if (!run) return false;
     this.actor.send({ type: 'START', run });
     return true;
   }
@@ -342,7 +253,7 @@ export class ExecutionSession<TOut = unknown> {
   /** Resolves when nothing executes and no input waits to start its run. */
   waitForIdle(): Promise<void> {
     if (this.closed) return Promise.resolve(); // nothing runs or starts on a closed session
-    if (!this.busy && !(this.inputs.hasWaiting && !this.runs.blocking)) return Promise.resolve();
+    if (!this.busy && !(this.deps.inputs.hasWaiting && !this.runs.blocking)) return Promise.resolve();
     return this.callers.whenIdle();
   }
 
@@ -358,8 +269,8 @@ export class ExecutionSession<TOut = unknown> {
     // a follow-up runs as runId = attemptId = inputId, and so does a steer no run takes
     assertRunIdsFit(this.sessionId, e.inputId, e.inputId, 'session.submitInput', ['inputId', 'inputId']);
     this.assertOpen();
-    return this.desk.submit(e, {
-      checkNewRun: (inputId) => this.assertNewRunId(inputId, 'inputId', 'session.submitInput'),
+    return this.parts.desk.submit(e, {
+      checkNewRun: (inputId) => this.parts.assertNewRunId(inputId, 'inputId', 'session.submitInput'),
       assertOpen: () => this.assertOpen(),
       claimedRunId: () => this.actor.getSnapshot().context.claimedRunId,
       accepted: (mode) => {
@@ -373,20 +284,7 @@ export class ExecutionSession<TOut = unknown> {
   async cancelInput(inputId: string): Promise<InputReceipt> {
     parseInput(z.string().min(1), inputId, 'session.cancelInput');
     this.assertOpen();
-    return this.desk.cancel(inputId);
-  }
-
-  /** A run id names one run: refused if a run (or a follow-up waiting to start) already has it. */
-  private assertNewRunId(runId: string, field: string, where: string): Promise<void> {
-    const claims = {
-      sessionId: this.sessionId,
-      store: this.store,
-      inputs: this.inputs,
-      currentRunId: this.current?.runId,
-      claimedRunId: this.actor.getSnapshot().context.claimedRunId,
-      openRun: this.runs.open,
-    };
-    return assertNewRunId(claims, runId, field, where);
+    return this.parts.desk.cancel(inputId);
   }
 
   /**
@@ -394,12 +292,12 @@ export class ExecutionSession<TOut = unknown> {
    * the run ends `cancelled` once they settle. Resolves true if an attempt was running.
    */
   requestCancel(reason = 'requestCancel'): Promise<boolean> {
-    return this.closed ? Promise.resolve(false) : this.control.cancel(reason);
+    return this.closed ? Promise.resolve(false) : this.parts.control.cancel(reason);
   }
 
   /** Stops driving the run at its next safe point (after the current step), leaving it resumable. */
   requestDetach(): boolean {
-    return this.control.detach();
+    return this.parts.control.detach();
   }
 
   /**
@@ -409,7 +307,7 @@ export class ExecutionSession<TOut = unknown> {
   async stopAfterCurrentToolRound(request: StopRequest): Promise<StopReceipt> {
     const req = parseInput(StopRequest, request, 'session.stopAfterCurrentToolRound');
     this.assertOpen();
-    return this.control.stopAfterRound(req);
+    return this.parts.control.stopAfterRound(req);
   }
 
   /**
@@ -419,7 +317,7 @@ export class ExecutionSession<TOut = unknown> {
   async releaseResources(keys: string[]): Promise<void> {
     const k = parseInput(z.array(z.string().min(1)).min(1), keys, 'session.releaseResources');
     this.assertOpen();
-    await this.records.release(k);
+    await this.parts.records.release(k);
   }
 
   /** Resource keys currently locked by uncertain calls. */
@@ -431,7 +329,7 @@ export class ExecutionSession<TOut = unknown> {
   async setStateContext(value: unknown): Promise<void> {
     const v = parseInput(JsonValue, value, 'session.setStateContext');
     this.assertOpen();
-    await this.records.setState(v);
+    await this.parts.records.setState(v);
   }
 
   /**
@@ -441,7 +339,7 @@ export class ExecutionSession<TOut = unknown> {
   async loadCheckpoint(checkpoint: { messages: Message[]; stateContext?: unknown }): Promise<void> {
     const c = parseInput(Checkpoint, checkpoint, 'session.loadCheckpoint');
     this.assertOpen();
-    await this.records.loadCheckpoint(c, this.busy ? this.busyRunId : undefined);
+    await this.parts.records.loadCheckpoint(c, this.busy ? this.busyRunId : undefined);
     this.liveView.refresh();
   }
 
@@ -471,29 +369,7 @@ export class ExecutionSession<TOut = unknown> {
    * once required subscribers have the envelopes queued for them; a second call shares the first's.
    */
   close(): Promise<void> {
-    return (this.closing ??= new Promise<void>((resolve) => {
-      this.closeDone = resolve;
-      this.env.writer.close(new StoreClosedError(`session ${this.sessionId}`));
-      // closing stops the run under way (its actors' signals abort); closeSession does the rest
-      this.actor.send({ type: 'CLOSE' });
-    }));
-  }
-
-  /** The session machine's `closeSession` actor: every caller answered, subscribers drained. */
-  private async closeWork(): Promise<void> {
-    try {
-      await this.callers.closeAll(this.env.writer.settled(), this.env.clock, (w) =>
-        recordedResult(this.store, this.sessionId, w.runId, w.attemptId, this.runs.open?.runId),
-      );
-      this.stream.complete();
-      // a required subscriber gets every envelope (DESIGN §6): what is queued for it is delivered
-      // before the hub drops its subscribers
-      await this.hub.whenRequiredDrained();
-      this.hub.close();
-      this.callers.idle();
-    } finally {
-      this.closeDone();
-    }
+    return this.parts.closing.close();
   }
 
   private assertOpen(): void {

@@ -7,9 +7,10 @@ import { canonicalJson } from '../persistence/codec.js';
 import { lmdbStore } from '../persistence/lmdb-store.js';
 import type { EventStore } from '../persistence/event-store.js';
 import { EnvelopeStream } from '../streams/envelopes.js';
+import { SubscriberHub } from '../streams/subscribers.js';
 import { ExecutionSession } from './execution-session.js';
 import { loadOpenRun, recoveryOutcome, settleInterruptedFinal } from './recovery-outcome.js';
-import type { QueuedInput } from './input-queue.js';
+import { InputQueue, steersOf, type QueuedInput } from './input-queue.js';
 import { askUserTool } from '../tools/ask-user.js';
 import { defer, filter, from, isObservable, merge, mergeMap, Subject, type Observable } from 'rxjs';
 import type { Envelope } from '../streams/envelopes.js';
@@ -210,12 +211,25 @@ export function createRuntime(options: RuntimeOptions): Runtime {
       const leaseGuard = internal?.guard;
       if (leaseGuard) writer.guard = () => leaseGuard(writer.writerEpoch);
       const offered = toolSet();
+      const queue = new InputQueue(inputs);
+      const hub = new SubscriberHub({ clock: o.clock });
+      const tracer = tracing
+        ? new SessionTracer(
+            tracing,
+            sessionId,
+            store,
+            o.clock,
+            () => env.tools,
+            () => writer.lastSeq,
+          )
+        : undefined;
+      // the session's services, whole: nothing assigns them later but the attempt under way (tools, output)
       const env: SessionServices = {
         sessionId,
         sessionInstanceId,
         writer,
         surface: projection.surface,
-        model: o.model,
+        model: tracer ? tracer.traceModel(o.model) : o.model,
         tools: offered.tools,
         toolSpecs: offered.specs,
         toolCatalogDigest: offered.catalogDigest,
@@ -232,26 +246,12 @@ export function createRuntime(options: RuntimeOptions): Runtime {
         callSeqs: projection.callSeqs,
         clock: o.clock,
         approvalFor: o.approvalFor,
-        takeSteers: () => [],
-        steersWaiting: () => false,
-        backpressure: async () => {},
+        ...steersOf(queue),
+        backpressure: () => hub.whenWritable(),
         emit: (event, logSeq) => stream.publish(event, logSeq),
+        ...(tracer ? { tracer } : {}),
       };
-      const tracer = tracing
-        ? new SessionTracer(
-            tracing,
-            sessionId,
-            store,
-            o.clock,
-            () => env.tools,
-            () => writer.lastSeq,
-          )
-        : undefined;
-      if (tracer) {
-        env.tracer = tracer;
-        env.model = tracer.traceModel(o.model);
-        stream.events$.subscribe((e) => tracer.onEnvelope(e));
-      }
+      if (tracer) stream.events$.subscribe((e) => tracer.onEnvelope(e));
       writer.stage('session/attached', { turn: 0, step: 0, attempt: 0 }, { sessionInstanceId, writerEpoch: attach.writerEpoch });
       await writer.commit();
       let settled = { delivered: [] as string[], unknown: [] as string[] };
@@ -273,7 +273,8 @@ export function createRuntime(options: RuntimeOptions): Runtime {
         toolSet,
         ...(openRun ? { openRun } : {}),
         recovery,
-        inputs,
+        inputs: queue,
+        hub,
         stateContext,
         isKilled: () => killed,
       });

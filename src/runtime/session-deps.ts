@@ -3,11 +3,12 @@ import type { RecoveryOutcome } from '../contracts/requests.js';
 import type { EventStore } from '../persistence/event-store.js';
 import type { OpenRunState } from '../persistence/open-run.js';
 import type { EnvelopeStream } from '../streams/envelopes.js';
-import type { QueuedInput } from './input-queue.js';
+import type { SubscriberHub } from '../streams/subscribers.js';
+import type { InputQueue } from './input-queue.js';
 import type { ResolvedRuntimeOptions } from './options.js';
 import type { ToolSet } from './tool-set.js';
 
-/** What `openSession` hands a new ExecutionSession. */
+/** What `openSession` hands a new ExecutionSession: its services built whole, nothing left to assign. */
 export interface SessionDeps {
   sessionId: string;
   sessionInstanceId: string;
@@ -21,7 +22,10 @@ export interface SessionDeps {
   toolSet: () => ToolSet;
   openRun?: OpenRunState;
   recovery: RecoveryOutcome;
-  inputs: QueuedInput[];
+  /** The session's inputs; `env`'s steers are read from it. */
+  inputs: InputQueue;
+  /** The session's subscribers; `env.backpressure` waits on it. */
+  hub: SubscriberHub;
   stateContext: unknown;
   isKilled(): boolean;
 }

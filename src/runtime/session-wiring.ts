@@ -1,0 +1,123 @@
+import { withOutput } from '../actors/final-output.js';
+import type { ExecutionResult } from '../contracts/requests.js';
+import type { PrepareInput, PrepareOutput, SessionContext, SessionEvent } from '../machines/session.machine.js';
+import { AttemptCallers } from './attempt-callers.js';
+import { AttemptStarts } from './attempt-starts.js';
+import { InputDesk } from './input-desk.js';
+import { OpenRunTracker } from './open-run-tracker.js';
+import type { AttemptSession } from './prepare-attempt.js';
+import { RunControl } from './run-control.js';
+import { assertNewRunId } from './run-claims.js';
+import { createSessionActor } from './session-actors.js';
+import { SessionClosing } from './session-closing.js';
+import type { SessionDeps } from './session-deps.js';
+import { SessionRecords } from './session-records.js';
+import { settleAttempt } from './settle-attempt.js';
+import { StopRequests } from './stop-requests.js';
+import { offerTools } from './tool-set.js';
+
+/** What a session's parts ask of the session itself: the work its machine invokes, and what it last ran. */
+export interface SessionHost {
+  /** Records `result` as the session's last (snapshot() reads it). */
+  settled(result: ExecutionResult): void;
+  /** The session machine's `prepareAttempt` actor. */
+  prepare(input: PrepareInput): Promise<PrepareOutput>;
+  /** The session machine rests, after `result`'s attempt if one settled. */
+  rested(result: ExecutionResult | undefined): void;
+}
+
+/** The helpers one session delegates to, wired to each other and to its session actor (not yet started). */
+export interface SessionParts {
+  actor: ReturnType<typeof createSessionActor>;
+  callers: AttemptCallers;
+  runs: OpenRunTracker;
+  desk: InputDesk;
+  records: SessionRecords;
+  control: RunControl;
+  starts: AttemptStarts;
+  closing: SessionClosing;
+  attemptSession: AttemptSession;
+  /** Offers the attempt that starts now the tools as they are now; returns its execution-profile fingerprint. */
+  offerTools: () => string;
+  /** A run id names one run: refused if a run (or a follow-up waiting to start) already has it. */
+  assertNewRunId: (runId: string, field: string, where: string) => Promise<void>;
+}
+
+/**
+ * Builds a session's helpers from what `openSession` read and built (`d`, its services whole:
+ * nothing here assigns them) and attaches its subscriber hub to its envelopes. The session
+ * starts the returned actor once it holds the parts.
+ */
+export function wireSession(d: SessionDeps, host: SessionHost): SessionParts {
+  const { sessionId, sessionInstanceId, store, env, options } = d;
+  const callers = new AttemptCallers();
+  const runs = new OpenRunTracker(store, sessionId, d.openRun);
+  const desk = new InputDesk(sessionId, store, env.writer, d.inputs);
+  const records = new SessionRecords(sessionId, env, runs, d.stateContext);
+  const tools = () => offerTools(env, d.toolSet);
+  const starts = new AttemptStarts({ env, options, stream: d.stream, callers, inputs: d.inputs, offerTools: tools }, d.lastTurn);
+  // the actor is created below; these read and send to it only once it has started
+  const snapshot = () => actor.getSnapshot();
+  const send = (e: SessionEvent) => actor.send(e);
+  const phase = () => String(snapshot().value);
+  const current = (): SessionContext['current'] => snapshot().context.current;
+  const claims = (runId: string, field: string, where: string) =>
+    assertNewRunId(
+      {
+        sessionId,
+        store,
+        inputs: d.inputs,
+        currentRunId: current()?.runId,
+        claimedRunId: snapshot().context.claimedRunId,
+        openRun: runs.open,
+      },
+      runId,
+      field,
+      where,
+    );
+  const attemptSession: AttemptSession = {
+    sessionId,
+    store,
+    env,
+    options,
+    offerTools: tools,
+    runs,
+    lastTurn: () => starts.lastTurn,
+    closed: () => phase() === 'closing' || phase() === 'closed',
+    isKilled: () => d.isKilled(),
+    assertNewRunId: (runId) => claims(runId, 'runId', 'session.execute'),
+    settledResult: (r) => host.settled(r),
+  };
+  d.hub.attach(d.stream.events$);
+  const openRun = d.openRun ? (d.openRun.pending ? ('suspended' as const) : ('detached' as const)) : undefined;
+  const settling = { hub: d.hub, callers, runs, writer: env.writer, stream: d.stream, settled: (r: ExecutionResult) => host.settled(r) };
+  const closing = new SessionClosing({
+    sessionId,
+    store,
+    writer: env.writer,
+    clock: env.clock,
+    callers,
+    runs,
+    stream: d.stream,
+    hub: d.hub,
+    send,
+  });
+  const work = {
+    prepare: (i: PrepareInput) => host.prepare(i),
+    settle: (r: ExecutionResult) => settleAttempt(settling, r),
+    close: () => closing.work(),
+  };
+  const actor = createSessionActor(
+    env,
+    work,
+    { sessionId, sessionInstanceId, writerEpoch: d.writerEpoch, ...(openRun ? { openRun } : {}) },
+    options.inspect,
+  );
+  // the running attempt's execution profile: its output schema included
+  const stops = new StopRequests(sessionId, sessionInstanceId, () => withOutput(d.toolSet().fingerprint, env.output), store, env.writer);
+  const control = new RunControl({ phase, current, send }, env.writer, stops, runs);
+  actor.on('session.rested', ({ result }) => host.rested(result));
+  actor.on('attempt.answered', ({ token, result }) => callers.answer(token, result));
+  actor.on('attempt.refused', ({ token, error }) => callers.refuse(token, error));
+  return { actor, callers, runs, desk, records, control, starts, closing, attemptSession, offerTools: tools, assertNewRunId: claims };
+}
