@@ -111,7 +111,7 @@ export async function deliverFinal(env: SessionServices, input: DeliverFinalInpu
   }
   // the last check before the delivery, after the last await: a writer that lost the session
   // since final/message delivers nothing (the session's next writer settles the final)
-  if (!env.writer.mayAct())
+  if (!env.writer.mayStartEffect())
     return { kind: 'delivery_unknown', reason: 'not delivered: this writer no longer holds the session (fenced, lease lost or closed)' };
   try {
     await env.delivery.deliver({

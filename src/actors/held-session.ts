@@ -20,8 +20,8 @@ export const previousEndedActor = promiseActor<void, { previous?: AnyActorRef }>
 });
 
 /**
- * Opens a claimed session with the lease guard on its log writer: checked before every commit
- * and exclusive tool, it fences the writer once the lease is lost or past its deadline on the
+ * Opens a claimed session with the lease guard on its log writer: checked before every commit,
+ * tool start and delivery, it fences the writer once the lease is lost or past its deadline on the
  * worker's clock (and tells the held session so).
  */
 export const openHeldSessionActor = (s: WorkerServices) =>

@@ -192,7 +192,8 @@ async function runToolCall(env: SessionServices, input: ToolCallInput, ac: CallA
   }
   // the last check before the tool starts, after the last await: a lease that ran out while the
   // fence was read (a paused worker) or a writer fenced or closed meanwhile starts nothing
-  if (!env.writer.mayAct()) return skippedOutput(call, 'not run: this writer no longer holds the session (fenced, lease lost or closed)');
+  if (!env.writer.mayStartEffect())
+    return skippedOutput(call, 'not run: this writer no longer holds the session (fenced, lease lost or closed)');
   const clock = env.clock;
   let timedOut = false;
   const timeout = tool.timeoutMs

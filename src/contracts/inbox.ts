@@ -148,7 +148,7 @@ export type WaitForResultOptions = z.input<typeof WaitForResultOptions>;
 /**
  * A serving worker's lease on a session is lost (not renewed, expired by the worker's own clock,
  * or taken over): its writer is fenced as by a newer epoch (`isStaleWriterError` holds), so it
- * commits nothing more and starts no exclusive tool.
+ * commits nothing more, starts no tool and delivers nothing.
  */
 export class LeaseLostError extends StaleWriterError {
   constructor(

@@ -53,7 +53,7 @@ export class LogWriter {
   /**
    * A serving worker's lease check (runtime/serve.ts): returns the error to fence this writer with
    * once its lease is lost or expired by the worker's own clock, checked before every commit and
-   * before an exclusive tool starts. Contract: synchronous, never throws.
+   * right before a tool starts or a final is delivered. Contract: synchronous, never throws.
    */
   guard?: () => unknown;
 
@@ -119,6 +119,13 @@ export class LogWriter {
    */
   mayAct(): boolean {
     return !this.guarded() && this.closedError === undefined;
+  }
+  /**
+   * The last check right before a side effect (a tool's start, a delivery): `mayAct`, and the
+   * session's writer epoch read again where the store reads it synchronously (memory, LMDB).
+   */
+  mayStartEffect(): boolean {
+    return this.fencedNow() !== true && this.mayAct();
   }
 
   get lastSeq(): number {

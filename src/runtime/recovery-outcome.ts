@@ -58,6 +58,9 @@ export async function settleInterruptedFinal(env: SessionServices, open: OpenRun
   const spent = spentOf(env, open);
   let status: 'succeeded' | 'delivery_unknown' = 'delivery_unknown';
   let reason = 'the process stopped after the final answer was committed and before its delivery was recorded';
+  // a writer that no longer holds the session (fenced, its lease lost while opening) delivers
+  // nothing: the final is left to the session's next writer
+  if (!env.writer.mayStartEffect()) return open;
   if (env.delivery?.idempotent) {
     try {
       await env.delivery.deliver({

@@ -63,8 +63,8 @@ const monotonicClock: Clock = {
  * (inbox entries applied, an interrupted run continued) until it rests with nothing pending, and
  * releases it. A lease is bound to the writer epoch the worker attached with; it is renewed every
  * third of `leaseMs`, and counts as lost by the worker's own clock `leaseMs` after the renewal was
- * sent: from then on the session's writer is fenced (LeaseLostError) — no commit, no exclusive
- * tool — and the session is closed. The machine's emissions are the `ServeEvent`s.
+ * sent: from then on the session's writer is fenced (LeaseLostError) — no commit, no tool start,
+ * no delivery — and the session is closed. The machine's emissions are the `ServeEvent`s.
  */
 export function serve(deps: ServeDeps, options: ServeOptions = {}): ServeHandle {
   const o = parseInput(ServeOptions, options, 'runtime.serve');

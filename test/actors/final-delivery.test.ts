@@ -3,6 +3,9 @@ import { z } from 'zod';
 import { defineTool, scriptedModel } from '../../src/index.js';
 import { ids, lmdbRuntime, logOf, memRuntime, typesOf } from '../helpers/runtime.js';
 import { deliverFinal } from '../../src/actors/final-answer.js';
+import { LogWriter } from '../../src/persistence/log-writer.js';
+import { memoryStore } from '../../src/persistence/memory-store.js';
+import { SessionProjection } from '../../src/persistence/projection.js';
 import type { SessionServices } from '../../src/actors/session-services.js';
 
 // Verification and delivery of the final answer: verifiers loop back to the model; final/message
@@ -130,7 +133,7 @@ describe('delivery after the session is lost', () => {
     const env = {
       sessionId: 's',
       delivery: { deliver: async (f: unknown) => void delivered.push(f) },
-      writer: { mayAct: () => false, stage: (type: string) => void staged.push(type) },
+      writer: { mayStartEffect: () => false, stage: (type: string) => void staged.push(type) },
     } as unknown as SessionServices;
     const out = await deliverFinal(env, {
       runId: 'r',
@@ -141,5 +144,29 @@ describe('delivery after the session is lost', () => {
     expect(delivered).toEqual([]);
     expect(out).toMatchObject({ kind: 'delivery_unknown' });
     expect(staged).toEqual([]); // nothing this writer could commit: the next writer settles the final
+  });
+});
+
+describe('delivery after another writer attached', () => {
+  it('a final is not delivered by a writer another attach has fenced (the epoch read again right before delivery)', async () => {
+    const store = memoryStore();
+    const first = await store.attachWriter('s');
+    const writer = new LogWriter(store, 's', first.writerEpoch, first.lastSeq + 1, new SessionProjection());
+    await store.attachWriter('s'); // another process opened the session
+    const delivered: unknown[] = [];
+    const env = {
+      sessionId: 's',
+      delivery: { deliver: async (f: unknown) => void delivered.push(f) },
+      writer,
+    } as unknown as SessionServices;
+    const out = await deliverFinal(env, {
+      runId: 'r',
+      at: { turn: 1, step: 1, attempt: 1 },
+      content: 'paid',
+      finalMessageId: 's/r/final/1.1.1',
+    });
+    expect(delivered).toEqual([]);
+    expect(out).toMatchObject({ kind: 'delivery_unknown' });
+    await store.close();
   });
 });

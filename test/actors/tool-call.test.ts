@@ -19,7 +19,7 @@ function fakeEnv(checkFenced: () => Promise<boolean>, execute: (args: unknown, c
   return {
     sessionId: 's1',
     tools: new Map([['pay', tool]]),
-    writer: { checkFenced, fencedNow: () => undefined, mayAct: () => true },
+    writer: { checkFenced, fencedNow: () => undefined, mayStartEffect: () => true },
     clock: systemClock,
     config: { cancelGraceMs: 50 },
     emit: () => {},
