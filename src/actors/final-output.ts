@@ -6,6 +6,7 @@ import type { ModelRequestOutput } from '../contracts/model.js';
 import { canonicalJson } from '../persistence/codec.js';
 import { sha256 } from '../persistence/surface.js';
 import { answerSchema } from '../contracts/json-schema.js';
+import { unfencedJson } from '../streams/partial-json.js';
 
 /** What `run/start` records of a run's output schema: a zod schema cannot be stored, its JSON Schema can. */
 export const RecordedOutput = z.strictObject({
@@ -108,12 +109,6 @@ export function withOutputInstruction(messages: readonly Message[], spec: Output
 
 export type CheckedOutput = { ok: true; value: unknown } | { ok: false; issues: string[] };
 
-/** A JSON text that a model may have wrapped in a Markdown code fence. */
-const unfenced = (text: string): string => {
-  const m = /^\s*```(?:json)?\s*\n([\s\S]*?)\n?```\s*$/.exec(text);
-  return m ? m[1]! : text;
-};
-
 /**
  * The answer's text checked against the run's schema: parsed as JSON (a code fence around it is
  * taken off), then validated with zod; the issues as `path: message` otherwise. The value kept
@@ -122,7 +117,7 @@ const unfenced = (text: string): string => {
 export function checkOutput(spec: OutputSpec, text: string): CheckedOutput {
   let value: unknown;
   try {
-    value = JSON.parse(unfenced(text));
+    value = JSON.parse(unfencedJson(text));
   } catch (e) {
     return { ok: false, issues: [`(root): the answer is not JSON (${(e as Error).message})`] };
   }

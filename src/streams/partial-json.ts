@@ -164,8 +164,7 @@ class PartialReader {
  * parsePartialJson('{"items":[1,2') // { items: [1, 2] }
  */
 export function parsePartialJson(text: string): unknown {
-  const body = text.replace(/^\s*```(?:json)?\s*\n?/, '').replace(/\n?```\s*$/, '');
-  const r = new PartialReader(body);
+  const r = new PartialReader(unfencedJson(text));
   try {
     const v = r.value();
     return r.done() ? v : undefined;
@@ -173,4 +172,15 @@ export function parsePartialJson(text: string): unknown {
     if (e === EOF || e instanceof Invalid) return undefined;
     throw e;
   }
+}
+
+/**
+ * A JSON text without the Markdown code fence a model may wrap it in (an opening one is removed
+ * even while the closing one has not streamed yet). The final check and the partial objects read
+ * the same text.
+ * @example
+ * unfencedJson('```json\n{"a":1}\n```') // '{"a":1}'
+ */
+export function unfencedJson(text: string): string {
+  return text.replace(/^\s*```(?:json)?\s*\n?/, '').replace(/\n?```\s*$/, '');
 }

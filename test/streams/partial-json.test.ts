@@ -1,5 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { parsePartialJson } from '../../src/index.js';
+import { unfencedJson } from '../../src/streams/partial-json.js';
+import { checkOutput, outputSpec } from '../../src/actors/final-output.js';
+import { z } from 'zod';
 
 // parsePartialJson: a JSON text cut anywhere reads as the value it stands for so far.
 
@@ -51,5 +54,16 @@ describe('parsePartialJson', () => {
   it('reads a whole JSON text as JSON.parse does', () => {
     const text = JSON.stringify({ a: [1, 'two', { three: null, four: false }], b: 'x"y\\z', c: -0.25 });
     expect(parsePartialJson(text)).toEqual(JSON.parse(text));
+  });
+});
+
+describe('unfencedJson', () => {
+  it('the final check and the partial objects read a fenced answer alike, a one-line fence included', () => {
+    const oneLine = '```json {"total": 12}```';
+    expect(JSON.parse(unfencedJson(oneLine))).toEqual({ total: 12 });
+    expect(parsePartialJson(oneLine)).toEqual({ total: 12 });
+    expect(JSON.parse(unfencedJson('```json\n{"total": 12}\n```'))).toEqual({ total: 12 });
+    expect(parsePartialJson('```json\n{"tot')).toEqual({});
+    expect(checkOutput(outputSpec(z.object({ total: z.number() })), oneLine)).toEqual({ ok: true, value: { total: 12 } });
   });
 });
