@@ -127,7 +127,9 @@ export function runHandle(
       typeof e.message.content === 'string' &&
       e.message.content !== ''
     ) {
+      // a provider that does not stream: its whole answer at once, for the text and the object
       text.push(e.message.content);
+      partial?.add(e.message.content);
     }
     if (e.type === 'execution_finished') finish();
   });

@@ -263,6 +263,23 @@ describe('typed output', () => {
     expect(none).toEqual([]);
   });
 
+  it('partialOutputStream yields the whole object once where the provider does not stream', async () => {
+    const runtime = createRuntime({
+      store: memoryStore(),
+      model: {
+        modelId: 'whole',
+        call: async () => ({ message: { role: 'assistant', content: JSON.stringify(invoice) }, finishReason: 'stop' }),
+      },
+    });
+    cleanups.push(() => runtime.close());
+    const s = await runtime.openSession('s');
+    const run = s.run('x', { output: Invoice });
+    const seen: unknown[] = [];
+    for await (const p of run.partialOutputStream) seen.push(p);
+    expect(seen).toEqual([invoice]);
+    expect((await run.result).output).toEqual(invoice);
+  });
+
   it('a continue in another runtime validates against the schema recorded in run/start', async () => {
     const dir = lmdbPath(cleanups);
     // the first process dies before the model's answer is written: the run stays open
