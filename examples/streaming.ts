@@ -1,13 +1,8 @@
 import { z } from 'zod';
 import { createRuntime, defineTool, lmdbStore, scriptedModel } from 'actorloop';
 
-const weather = defineTool({
-  name: 'weather',
-  description: 'Current weather in a city',
-  parameters: z.object({ city: z.string() }),
-  mode: 'parallel',
-  execute: ({ city }) => ({ city, celsius: 21 }),
-});
+const parameters = z.object({ city: z.string() });
+const weather = defineTool({ name: 'weather', description: 'The weather now', parameters, execute: ({ city }) => ({ city, celsius: 21 }) });
 const model = scriptedModel([{ toolCalls: [{ name: 'weather', arguments: { city: 'Oslo' } }] }, 'It is 21 °C in Oslo.']);
 const runtime = createRuntime({ store: lmdbStore({ path: process.argv[2] ?? './.actorloop' }), model, tools: [weather] });
 const session = await runtime.openSession(`streaming-${Date.now()}`);
