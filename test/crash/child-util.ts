@@ -407,3 +407,12 @@ try {
     rmSync(script, { force: true });
   }
 }
+
+/** Waits until `pred` holds, polling every `pollMs`; past `ms` (scaled by the load factor) it throws naming `what`. */
+export async function until(pred: () => boolean | Promise<boolean>, ms: number, what: string, pollMs = 100): Promise<void> {
+  const deadline = Date.now() + scaled(ms);
+  while (!(await pred())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, pollMs));
+  }
+}

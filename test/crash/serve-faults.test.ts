@@ -8,7 +8,7 @@ import { collect } from '../helpers/drafts.js';
 import { scaled } from '../helpers/load.js';
 import { freshSchema, postgresForTests } from '../helpers/postgres.js';
 import { tempDir } from '../helpers/tmp.js';
-import { killAllChildren, REPO_ROOT, spawnTs, type ChildRun } from './child-util.js';
+import { killAllChildren, REPO_ROOT, spawnTs, until, type ChildRun } from './child-util.js';
 import { openStore, serveAgent } from './serve-child.js';
 
 // Serving survives losing workers (issue 17): real worker processes share one store and serve
@@ -50,15 +50,6 @@ function spawnWorkers(store: string, n: number, ledger: string, leaseMs: number)
 }
 
 const count = (run: ChildRun, type: string) => run.lines.filter((l) => l.startsWith(`EV ${type} `)).length;
-
-/** Waits until `pred` holds, polling. */
-async function until(pred: () => boolean | Promise<boolean>, ms: number, what: string): Promise<void> {
-  const deadline = Date.now() + scaled(ms);
-  while (!(await pred())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
 
 /** SIGKILLs `w` while one of its `charge` calls has started and not ended (its ledger says so). */
 async function killMidCharge(w: ChildRun, ledger: string): Promise<void> {

@@ -8,7 +8,7 @@ import { collect } from '../helpers/drafts.js';
 import { scaled } from '../helpers/load.js';
 import { freshSchema, postgresForTests } from '../helpers/postgres.js';
 import { tempDir } from '../helpers/tmp.js';
-import { killAllChildren, REPO_ROOT, spawnTs } from './child-util.js';
+import { killAllChildren, REPO_ROOT, spawnTs, until } from './child-util.js';
 import { openStore, serveAgent } from './serve-child.js';
 
 // A serving worker starts a side effect only while it holds the session's lease, checked after
@@ -29,14 +29,6 @@ const ledgerStarts = (ledger: string): string[] =>
       .split('\n')
       .filter((l) => l.startsWith('START ')),
   );
-
-async function until(pred: () => Promise<boolean>, ms: number, what: string): Promise<void> {
-  const deadline = Date.now() + scaled(ms);
-  while (!(await pred())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
 
 async function pausedWorkerRunsNoCharge(spec: string, ledger: string): Promise<void> {
   const leaseMs = scaled(1000);

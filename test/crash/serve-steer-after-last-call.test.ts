@@ -7,7 +7,7 @@ import { collect } from '../helpers/drafts.js';
 import { scaled } from '../helpers/load.js';
 import { freshSchema, postgresForTests } from '../helpers/postgres.js';
 import { tempDir } from '../helpers/tmp.js';
-import { killAllChildren, REPO_ROOT, spawnTs } from './child-util.js';
+import { killAllChildren, REPO_ROOT, spawnTs, until } from './child-util.js';
 import { openStore, serveAgent } from './serve-child.js';
 
 // No accepted input waits for an unrelated later input (docs/guarantees.md, submitInput): a steer
@@ -20,14 +20,6 @@ const CHILD = join(REPO_ROOT, 'test/crash/serve-child.ts');
 afterEach(async () => {
   await killAllChildren();
 });
-
-async function until(pred: () => Promise<boolean>, ms: number, what: string): Promise<void> {
-  const deadline = Date.now() + scaled(ms);
-  while (!(await pred())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 25));
-  }
-}
 
 async function steerIntoLastCall(spec: string): Promise<void> {
   const latency = scaled(1500);
@@ -44,13 +36,14 @@ async function steerIntoLastCall(spec: string): Promise<void> {
     // step 2's model call is the run's last (one tool round, then the answer); it starts as step
     // 1's results commit lands, and commits nothing before its answer
     const log = async (): Promise<EventRecord[]> => collect(store.readEvents('s0'));
-    await until(async () => (await log()).filter((e) => e.type === 'tool/result').length === 2, 60_000, 'the last model call to start');
+    await until(async () => (await log()).filter((e) => e.type === 'tool/result').length === 2, 60_000, 'the last model call to start', 25);
     await runtime.submit('s0', { kind: 'input', inputId: 'steer1', mode: 'steer', message: 'and send a receipt' });
     // nothing else is submitted: the worker settles both runs and applies the inbox by itself
     await until(
       async () => (await store.getHead('s0'))?.lastSettledRun?.runId === 'steer1' && (await store.work!.pending('s0')).length === 0,
       30_000,
       "the steer's run to settle (no accepted input waits for a later one)",
+      25,
     );
     const events = await log();
     const accepted = events.find((e) => e.type === 'input/accepted' && e.payload.inputId === 'steer1')!;
