@@ -98,34 +98,30 @@ export class LogWriter {
   fencedNow(): boolean | undefined {
     if (this.guarded()) return true;
     if (!this.store.writerEpochNow) return undefined;
-    const epoch = this.store.writerEpochNow(this.sessionId);
+    this.fenceAt(this.store.writerEpochNow(this.sessionId));
+    return this.fencedError !== undefined;
+  }
+
+  /** The session's current writer epoch, as read: another one fences this writer. */
+  private fenceAt(epoch: number | undefined): void {
     if (epoch !== undefined && epoch !== this.writerEpoch)
       this.fencedError ??= new StaleWriterError(this.sessionId, this.writerEpoch, epoch);
-    return this.fencedError !== undefined;
   }
 
   private fenceRead: Promise<void> | undefined;
 
   private async readFence(): Promise<void> {
-    const head = await this.store.getHead(this.sessionId);
-    if (head && head.writerEpoch !== this.writerEpoch)
-      this.fencedError ??= new StaleWriterError(this.sessionId, this.writerEpoch, head.writerEpoch);
+    this.fenceAt((await this.store.getHead(this.sessionId))?.writerEpoch);
   }
 
   /**
-   * Whether this writer may start a side effect now, by what it knows without a read: not fenced,
-   * its lease (`guard`) still held, not closed. Synchronous, so that it is asked right before the
-   * effect, after the last `await` on the path to it (a check before an await is stale after it).
-   */
-  mayAct(): boolean {
-    return !this.guarded() && this.closedError === undefined;
-  }
-  /**
-   * The last check right before a side effect (a tool's start, a delivery): `mayAct`, and the
-   * session's writer epoch read again where the store reads it synchronously (memory, LMDB).
+   * The last check right before a side effect (a tool's start, a delivery), asked after the last
+   * `await` on the path to it (a check before an await is stale after it): not fenced (the
+   * session's writer epoch read again where the store reads it synchronously: memory, LMDB), its
+   * lease (`guard`) still held, not closed. Synchronous.
    */
   mayStartEffect(): boolean {
-    return this.fencedNow() !== true && this.mayAct();
+    return this.fencedNow() !== true && this.closedError === undefined;
   }
 
   get lastSeq(): number {
