@@ -164,5 +164,5 @@ export function runOutput(
   }
   if (given) return given;
   const fallback = runtimeOutput ? outputSpec(runtimeOutput, where) : undefined;
-  return fallback?.record.digest === recorded.digest ? fallback : recordedSpec(RecordedOutput.parse(recorded));
+  return fallback?.record.digest === recorded.digest ? fallback : recordedSpec(RecordedOutput.parse(recorded), req.runId, where);
 }
