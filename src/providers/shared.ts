@@ -117,8 +117,13 @@ export function classifyStatus(status: number): { retryable: boolean; code: stri
   return { retryable: false, code: `http_${status}` };
 }
 
-/** Error `type`/`code` strings sent inside a stream (Anthropic `event: error`, OpenAI `{ error }` chunk). */
-function classifyStreamErrorType(raw: string): { retryable: boolean; code: string } {
+/**
+ * Retryability and a provider-neutral code for an error `type`/`code` string sent inside a stream
+ * (Anthropic `event: error`, an OpenAI `{ error }` chunk, a Responses `error` event or failed response).
+ * @example
+ * classifyStreamErrorType('rate_limit_exceeded') // { retryable: true, code: 'rate_limit' }
+ */
+export function classifyStreamErrorType(raw: string): { retryable: boolean; code: string } {
   // snake_case (OpenAI, Anthropic) or class-style names (`BadRequestError`: vLLM, LiteLLM)
   const type = raw.replace(/([a-z])([A-Z])/g, '$1_$2').toLowerCase();
   if (/overloaded/.test(type)) return { retryable: true, code: 'overloaded' };
