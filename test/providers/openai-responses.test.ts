@@ -1,9 +1,13 @@
 import OpenAI from 'openai';
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { isCancelledError } from '../../src/contracts/errors.js';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
+import { isCancelledError, isValidationError } from '../../src/contracts/errors.js';
 import { addUsage, type Message } from '../../src/contracts/message.js';
 import type { ToolSpec } from '../../src/contracts/tools.js';
-import { openaiResponsesModel, type OpenAIResponsesModelOptions } from '../../src/providers/openai-responses.js';
+import {
+  openaiResponsesModel,
+  openaiResponsesModelFromEnv,
+  type OpenAIResponsesModelOptions,
+} from '../../src/providers/openai-responses.js';
 import { toResponsesInput, toResponsesParts } from '../../src/providers/openai-responses-input.js';
 import { rs, startResponsesServer } from './responses-server.js';
 import { abortOnFirstDelta, callModel, failureOf, type ScriptedServer } from './sse-server.js';
@@ -12,6 +16,7 @@ let server: ScriptedServer;
 beforeAll(async () => void (server = await startResponsesServer()));
 afterAll(() => server.close());
 beforeEach(() => server.reset());
+afterEach(() => vi.unstubAllEnvs());
 
 // A client with the SDK's default retries (2): only the per-request `maxRetries: 0` keeps it at one request.
 const client = (opts: Partial<ConstructorParameters<typeof OpenAI>[0]> = {}) =>
@@ -255,5 +260,25 @@ describe('openaiResponsesModel failures', () => {
     const { error, seen } = await abortOnFirstDelta(model());
     expect(isCancelledError(error)).toBe(true);
     expect(seen).toEqual(['one']);
+  });
+});
+
+describe('openaiResponsesModel options', () => {
+  it('validates its options: a client with responses.create, a known key set', () => {
+    expect(() => openaiResponsesModel({ client: {} as never, model: 'x' })).toThrow(/OpenAI client/);
+    expect(() => openaiResponsesModel({ client: client(), model: 'x', reasoning: { effort: 'low', budget: 1 } as never })).toThrow(
+      expect.objectContaining({ name: 'ValidationError' }),
+    );
+  });
+
+  it('builds a client from OPENAI_API_KEY and OPENAI_BASE_URL', async () => {
+    vi.stubEnv('OPENAI_API_KEY', 'env-key');
+    vi.stubEnv('OPENAI_BASE_URL', server.baseURL);
+    server.reply(rs.textReply(['from env']));
+    const m = await openaiResponsesModelFromEnv({ model: 'gpt-env' });
+    expect((await callModel(m).response).message.content).toBe('from env');
+    expect(server.requests[0]!.headers.authorization).toBe('Bearer env-key');
+    vi.stubEnv('OPENAI_API_KEY', '');
+    expect(isValidationError(await failureOf(openaiResponsesModelFromEnv({ model: 'x' })))).toBe(true);
   });
 });
