@@ -55,6 +55,18 @@ const userContent = (m: Message): string | InputPart[] => {
   return typeof c === 'string' ? c : toResponsesParts(c);
 };
 
+/** The text of a system or assistant message; an image or file part there is refused before the call (the API takes none). */
+const textOnly = (m: Message): string => {
+  const c = contentOf(m);
+  const other = typeof c === 'string' ? undefined : c.find((p) => p.type !== 'text');
+  if (other)
+    throw new ProviderError(`openai-responses: a ${m.role} message cannot carry a ${other.type} part`, {
+      retryable: false,
+      code: 'bad_request',
+    });
+  return contentText(c);
+};
+
 const isItem = (v: unknown): v is Item => typeof asRecord(v)?.type === 'string';
 
 /** The text of an output message item: its `output_text` parts joined. */
@@ -73,7 +85,7 @@ const outputText = (item: Item): string =>
  */
 function assistantItems(m: Message): Item[] {
   const calls = m.toolCalls ?? [];
-  const text = contentText(contentOf(m));
+  const text = textOnly(m);
   const stored = asRecord(m.providerData?.openaiResponses)?.output;
   const raw = Array.isArray(stored) ? stored.filter(isItem) : [];
   const rawCalls = raw.filter((i) => i.type === 'function_call');
@@ -110,7 +122,7 @@ export function toResponsesInput(messages: readonly Message[], systemRole: 'syst
   for (const m of messages) {
     switch (m.role) {
       case 'system':
-        out.push({ type: 'message', role: systemRole, content: contentText(contentOf(m)) });
+        out.push({ type: 'message', role: systemRole, content: textOnly(m) });
         break;
       case 'user':
         out.push({ type: 'message', role: 'user', content: userContent(m) });

@@ -110,6 +110,11 @@ describe('openaiResponsesModel request', () => {
         output: [{ type: 'input_image', image_url: 'https://example.com/cat.png', detail: 'auto' }],
       },
     ]);
+    // a system or assistant message takes text only: an image there is refused before any request
+    for (const role of ['system', 'assistant'] as const)
+      expect(() => toResponsesInput([{ role, content: parts as unknown as string }])).toThrow(
+        expect.objectContaining({ name: 'ProviderError', providerCode: 'bad_request', retryable: false }),
+      );
   });
 });
 
