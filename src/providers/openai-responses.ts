@@ -116,8 +116,7 @@ function streamFailure(raw: unknown, partialOutput: boolean): ProviderError {
   const e = asRecord(raw) ?? {};
   const code = typeof e.code === 'string' ? e.code : '';
   const message = typeof e.message === 'string' ? e.message : 'the response failed';
-  // the Responses API's own codes for a request it cannot take (invalid_prompt, invalid_image_url, empty_image_file, …)
-  const c = /^(invalid_|empty_|unsupported_|image_)/.test(code) ? { retryable: false, code: 'bad_request' } : classifyStreamErrorType(code);
+  const c = classifyStreamErrorType(code);
   return new ProviderError(`openai-responses: error in stream: ${message}${code ? ` (${code})` : ''}`, {
     retryable: c.retryable,
     code: c.code,

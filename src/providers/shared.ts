@@ -132,6 +132,8 @@ export function classifyStreamErrorType(raw: string): { retryable: boolean; code
   if (/invalid_request|request_too_large/.test(type)) return { retryable: false, code: 'bad_request' };
   if (/authentication|invalid_api_key/.test(type)) return { retryable: false, code: 'auth' };
   if (/permission|billing|insufficient_quota/.test(type)) return { retryable: false, code: 'permission' };
+  // the Responses API's codes for input it cannot take (invalid_prompt, invalid_image_url, empty_image_file, …)
+  if (/\b(invalid_|empty_image|unsupported_|image_)/.test(type)) return { retryable: false, code: 'bad_request' };
   if (/not_found/.test(type)) return { retryable: false, code: 'not_found' };
   if (/rate_limit|\brequests\b|\btokens\b/.test(type)) return { retryable: true, code: 'rate_limit' };
   if (/timeout/.test(type)) return { retryable: true, code: 'timeout' };

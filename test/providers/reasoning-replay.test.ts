@@ -44,7 +44,7 @@ const weather = () =>
   });
 
 /** A reply the server holds back (no headers) until the client hangs up: the step-2 call under way at the "crash". */
-const held: Reply = { kind: 'sse', events: [], headersDelayMs: 20_000 };
+const held: Reply = { kind: 'sse', events: [], headersDelayMs: 30_000 };
 
 /**
  * Runs a prompt on a first runtime until the server has received its step-2 request, closes that
@@ -59,7 +59,7 @@ async function runAcrossRestart(server: ScriptedServer, model: () => ModelProvid
   const rt1 = db.rt({ model: model(), tools: [weather()], systemPrompt: 'Be brief.' });
   const s1 = await rt1.openSession('s');
   const first = s1.execute({ kind: 'prompt', runId: 'r', attemptId: 'a1', message: 'Weather in Paris?' });
-  for (let i = 0; i < 500 && server.requests.length < 2; i++) await sleep(20);
+  for (let i = 0; i < 2500 && server.requests.length < 2; i++) await sleep(20);
   expect(server.requests).toHaveLength(2);
   await rt1.close();
   expect(await first).toMatchObject({ status: 'detached' });
