@@ -39,6 +39,14 @@ export interface OpenAIResponsesClient {
 const isClient = (c: unknown): boolean => typeof (c as { responses?: { create?: unknown } } | null)?.responses?.create === 'function';
 
 /**
+ * Whether a model id names an OpenAI reasoning model (whose reasoning items are asked for encrypted).
+ * @example
+ * isReasoningModel('o4-mini') // true; isReasoningModel('gpt-4.1-mini') // false
+ * @internal
+ */
+export const isReasoningModel = (model: string): boolean => /^(o\d|gpt-5(?!-chat)|codex-)/.test(model);
+
+/**
  * Options of `openaiResponsesModel`, validated at the call (a bad option throws `ValidationError`).
  * @example
  * openaiResponsesModel({ client: new OpenAI(), model: 'o4-mini', reasoning: { effort: 'low', summary: 'auto' } })
@@ -62,10 +70,11 @@ export const OpenAIResponsesModelOptions = z.strictObject({
     .optional(),
   /**
    * Ask for `include: ['reasoning.encrypted_content']` (with `store: false`), so the reasoning items
-   * are kept in the log and sent back on the next step. Default true; turn off for a model or
-   * server that refuses it.
+   * are kept in the log and sent back on the next step. Default: on for a reasoning model (`reasoning`
+   * given, or a model id `o1`…`o9…`, `gpt-5…` but `gpt-5-chat…`, `codex-…`), off otherwise — the API
+   * refuses it for other models ("Encrypted content is not supported with this model").
    */
-  encryptedReasoning: z.boolean().default(true),
+  encryptedReasoning: z.boolean().optional(),
   /** Extra body fields merged last (e.g. `parallel_tool_calls`, `tool_choice`, `metadata`); `stream` stays on. */
   extraBody: z.record(z.string(), z.unknown()).optional(),
 });
@@ -276,6 +285,7 @@ export function openaiResponsesModel(options: OpenAIResponsesModelOptions): Mode
   const o = parseInput(OpenAIResponsesModelOptions, options, 'openaiResponsesModel');
   const classes = sdkErrorClasses(o.client);
   const secrets = clientSecrets(o.client);
+  const encrypted = o.encryptedReasoning ?? (o.reasoning !== undefined || isReasoningModel(o.model));
   return {
     modelId: o.model,
     providerName: 'openai',
@@ -299,7 +309,7 @@ export function openaiResponsesModel(options: OpenAIResponsesModelOptions): Mode
             }
           : {}),
         store: false,
-        ...(o.encryptedReasoning ? { include: ['reasoning.encrypted_content'] } : {}),
+        ...(encrypted ? { include: ['reasoning.encrypted_content'] } : {}),
         ...o.extraBody,
         stream: true,
       } as Body;

@@ -75,9 +75,24 @@ describe('openaiResponsesModel request', () => {
   it('asks for the run output schema as text.format json_schema, with its strictness', async () => {
     server.reply(rs.textReply(['{"n":1}']));
     const schema = { type: 'object', properties: { n: { type: 'number' } }, required: ['n'], additionalProperties: false };
-    await callModel(model({ encryptedReasoning: false }), { output: { name: 'answer', schema, strict: true } }).response;
+    await callModel(model(), { output: { name: 'answer', schema, strict: true } }).response;
     expect(server.lastBody().text).toEqual({ format: { type: 'json_schema', name: 'answer', schema, strict: true } });
-    expect(server.lastBody()).not.toHaveProperty('include');
+  });
+
+  it('asks for encrypted reasoning from reasoning models only, unless told (the API refuses it for others)', async () => {
+    const include = async (opts: Partial<OpenAIResponsesModelOptions>) => {
+      server.reply(rs.textReply(['ok']));
+      await callModel(model(opts)).response;
+      return server.lastBody().include;
+    };
+    expect(await include({ model: 'gpt-4.1-mini' })).toBeUndefined();
+    expect(await include({ model: 'gpt-5-chat-latest' })).toBeUndefined();
+    expect(await include({ model: 'o4-mini' })).toEqual(['reasoning.encrypted_content']);
+    expect(await include({ model: 'gpt-5-mini' })).toEqual(['reasoning.encrypted_content']);
+    expect(await include({ model: 'o3', encryptedReasoning: false })).toBeUndefined();
+    expect(await include({ model: 'my-reasoner', encryptedReasoning: true })).toEqual(['reasoning.encrypted_content']);
+    expect(await include({ model: 'my-reasoner', reasoning: { effort: 'high' } })).toEqual(['reasoning.encrypted_content']);
+    for (const b of server.requests) expect(b.body.store).toBe(false);
   });
 
   it('maps content parts to input_text, input_image (URL or data URL) and input_file (data URL with a filename)', () => {

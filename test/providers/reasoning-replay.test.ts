@@ -84,7 +84,7 @@ describe('reasoning sent back across steps and a restart', () => {
   it('OpenAI Responses: the encrypted reasoning item and the function_call are sent again, in order, by the continued run', async () => {
     const reasoning = rs.reasoning('rs_1', 'gAAAAB-encrypted-reasoning==', ['The user wants Paris.']);
     const call = rs.call('fc_1', 'call_1', 'get_weather', '{"city":"Paris"}');
-    const model = () => openaiResponsesModel({ client: new OpenAI({ apiKey: 'test', baseURL: openai.baseURL }), model: 'o-test' });
+    const model = () => openaiResponsesModel({ client: new OpenAI({ apiKey: 'test', baseURL: openai.baseURL }), model: 'o4-mini' });
     const { result, logged } = await runAcrossRestart(openai, model, rs.reasoningCallReply(reasoning, call), rs.textReply(['Sunny.']));
 
     expect(result).toMatchObject({ status: 'succeeded', finalMessage: 'Sunny.' });
