@@ -6,7 +6,7 @@ import type { FinishReason, Message, ToolCall, Usage } from '../contracts/messag
 import type { ModelProvider, ModelRequest, ModelResponse, ModelStreamEvent } from '../contracts/model.js';
 import { parseInput } from '../contracts/validate.js';
 import { toResponsesInput, toResponsesTools } from './openai-responses-input.js';
-import { clientSecrets } from './redact.js';
+import { clientSecrets, redactSecrets } from './redact.js';
 import {
   asRecord,
   classifyStreamErrorType,
@@ -119,14 +119,15 @@ function usageOf(raw: unknown): Usage | undefined {
 /**
  * A failed response (`response.failed`) or an `error` event: a ProviderError classified by its code.
  * @example
- * streamFailure({ code: 'rate_limit_exceeded', message: 'Slow down' }, true)
+ * streamFailure({ code: 'rate_limit_exceeded', message: 'Slow down' }, true, secrets)
  */
-function streamFailure(raw: unknown, partialOutput: boolean): ProviderError {
+function streamFailure(raw: unknown, partialOutput: boolean, secrets: readonly string[]): ProviderError {
   const e = asRecord(raw) ?? {};
   const code = typeof e.code === 'string' ? e.code : '';
   const message = typeof e.message === 'string' ? e.message : 'the response failed';
   const c = classifyStreamErrorType(code);
-  return new ProviderError(`openai-responses: error in stream: ${message}${code ? ` (${code})` : ''}`, {
+  // the message goes to the log: the client's key and quoted header values are redacted (redact.ts)
+  return new ProviderError(redactSecrets(`openai-responses: error in stream: ${message}${code ? ` (${code})` : ''}`, secrets), {
     retryable: c.retryable,
     code: c.code,
     partialOutput,
@@ -154,7 +155,7 @@ interface Call {
 }
 
 /** Folds Responses stream events into one response, emitting deltas as they arrive. */
-function accumulator(emit: (e: ModelStreamEvent) => void): StreamFold<Event> {
+function accumulator(emit: (e: ModelStreamEvent) => void, secrets: readonly string[]): StreamFold<Event> {
   const st = { text: '', refusal: '', emitted: false, id: undefined as string | undefined, model: undefined as string | undefined };
   const out = (e: ModelStreamEvent) => {
     st.emitted = true;
@@ -240,9 +241,9 @@ function accumulator(emit: (e: ModelStreamEvent) => void): StreamFold<Event> {
           return;
         }
         case 'response.failed':
-          throw streamFailure(asRecord(ev.response)?.error, st.emitted);
+          throw streamFailure(asRecord(ev.response)?.error, st.emitted, secrets);
         case 'error':
-          throw streamFailure(ev, st.emitted);
+          throw streamFailure(ev, st.emitted, secrets);
       }
     },
     result(): ModelResponse {
@@ -319,7 +320,7 @@ export function openaiResponsesModel(options: OpenAIResponsesModelOptions): Mode
         onEvent,
         classes,
         secrets,
-        fold: accumulator,
+        fold: (emit) => accumulator(emit, secrets),
         open: () => o.client.responses.create(body, { signal: request.signal, maxRetries: 0 }) as PromiseLike<AsyncIterable<Event>>,
         unfinished: 'the stream ended before response.completed',
       });
