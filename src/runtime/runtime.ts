@@ -211,6 +211,7 @@ export function createRuntime(options: RuntimeOptions): Runtime {
       const leaseGuard = internal?.guard;
       if (leaseGuard) writer.guard = () => leaseGuard(writer.writerEpoch);
       const offered = toolSet();
+      let opened: ExecutionSession | undefined; // the tracer reads the tools of its latest attempt
       const queue = new InputQueue(inputs);
       const hub = new SubscriberHub({ clock: o.clock });
       const tracer = tracing
@@ -219,20 +220,17 @@ export function createRuntime(options: RuntimeOptions): Runtime {
             sessionId,
             store,
             o.clock,
-            () => env.tools,
+            () => (opened?.attemptTools ?? offered).tools,
             () => writer.lastSeq,
           )
         : undefined;
-      // the session's services, whole: nothing assigns them later but the attempt under way (tools, output)
+      // the session's services, whole: nothing assigns them later (an attempt's tools and output schema are its run input)
       const env: SessionServices = {
         sessionId,
         sessionInstanceId,
         writer,
         surface: projection.surface,
         model: tracer ? tracer.traceModel(o.model) : o.model,
-        tools: offered.tools,
-        toolSpecs: offered.specs,
-        toolCatalogDigest: offered.catalogDigest,
         prefix,
         prefixDigest: sha256(canonicalJson(prefix)),
         prefixTokens: prefix.reduce((n, m) => n + estimateTokens(m), 0),
@@ -260,7 +258,13 @@ export function createRuntime(options: RuntimeOptions): Runtime {
         openRun = await settleInterruptedFinal(env, openRun);
         settled = { delivered: settledRun.deliveredFinalIds, unknown: settledRun.deliveryUnknownFinalIds };
       }
-      const recovery = await recoveryOutcome(store, env, head, openRun, settled);
+      const recovery = await recoveryOutcome(
+        store,
+        { sessionId, heldLocks: env.heldLocks, writer, tools: offered.tools },
+        head,
+        openRun,
+        settled,
+      );
       const session = new ExecutionSession({
         sessionId,
         sessionInstanceId,
@@ -271,6 +275,7 @@ export function createRuntime(options: RuntimeOptions): Runtime {
         options: o as ResolvedRuntimeOptions,
         stream,
         toolSet,
+        runtimeOutput: defaultOutput,
         ...(openRun ? { openRun } : {}),
         recovery,
         inputs: queue,
@@ -283,6 +288,7 @@ export function createRuntime(options: RuntimeOptions): Runtime {
         await session.close();
         throw new StoreClosedError('runtime');
       }
+      opened = session;
       sessions.add(session);
       opened$.next(session);
       const close = session.close.bind(session);
