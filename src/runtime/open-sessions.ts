@@ -34,10 +34,10 @@ export class OpenSessions implements Iterable<ExecutionSession> {
     return defer(() => merge(from([...this.open].filter(mine)), this.opened$.pipe(filter(mine)))).pipe(mergeMap((s) => s.events$));
   }
 
-  /** Closes every open session, one after another; none opens after. */
-  async close(): Promise<void> {
+  /** The runtime closes: none opens after; returns the sessions open now, for it to close one after another. */
+  closing(): ExecutionSession[] {
     this.closed = true;
     this.opened$.complete();
-    for (const s of [...this.open]) await s.close();
+    return [...this.open];
   }
 }

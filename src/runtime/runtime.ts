@@ -90,7 +90,8 @@ export function createRuntime(options: RuntimeOptions): Runtime {
     get executionProfileFingerprint() {
       return withOutput(toolSet().fingerprint, runtimeOutput);
     },
-    openSession: (sessionId) => open(sessionId),
+    // a serving worker (serve, the simulator) passes its lease guard as a second, internal argument
+    openSession: open,
     liveEnvelopes$: (sessionId) => sessions.envelopes$(sessionId),
     submit: (sessionId, entry) => submitToOpen(store, sessions, inboxFor, sessionId, entry),
     waitForResult: (sessionId, runId, options) => waitForResult(store, sessionId, runId, options),
@@ -111,7 +112,7 @@ export function createRuntime(options: RuntimeOptions): Runtime {
     close: () =>
       (closing ??= (async () => {
         killSwitch.unsubscribe();
-        await sessions.close();
+        for (const s of sessions.closing()) await s.close();
         await store.close();
       })()),
   };
