@@ -126,8 +126,8 @@ describe('UIChunkMapper: each event kind → its UI message chunks', () => {
       [{ type: 'data-actorloop-verification', id: 'verification-17', data: { target: 'final', reason: 'too short' } }],
     ],
     [
-      rec('question/asked', { pendingRequest: { kind: 'question', questionId: 'q2', question: 'which?' } }, 2),
-      [{ type: 'data-actorloop-question', id: 'q2', data: { kind: 'question', questionId: 'q2', question: 'which?' } }],
+      rec('question/asked', { pendingRequest: { kind: 'question', questionId: 'q2', callId: 'c9', question: 'which?' } }, 2),
+      [{ type: 'data-actorloop-question', id: 'q2', data: { kind: 'question', questionId: 'q2', callId: 'c9', question: 'which?' } }],
     ],
     [rec('step/end', {}, 2), [{ type: 'finish-step' }]],
     [rec('step/start', {}, 3), [{ type: 'start-step' }]],
