@@ -80,6 +80,8 @@ export interface UIChunkMapperOptions {
   sessionId?: string;
   /** The run open where the stream starts (its run/start lies before the stream's first record). */
   run?: { runId: string; kind?: string };
+  /** The input id of the stream's first user message when its run/start lies before the stream (a resume). */
+  runInputId?: string;
   /** Tool calls the client's message already has (a continued reply): never announced again. */
   knownCalls?: readonly { callId: string; name: string; arguments: unknown }[];
 }
@@ -126,6 +128,7 @@ export class UIChunkMapper {
     this.knownLastSeq = options.knownLastSeq ?? 0;
     this.sessionId = options.sessionId;
     if (options.run) this.run = { ...options.run, status: 'running' };
+    this.runInputId = options.runInputId;
     for (const c of options.knownCalls ?? []) {
       this.toolNames.set(c.callId, c.name);
       this.callArgs.set(c.callId, c.arguments);

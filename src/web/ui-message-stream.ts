@@ -74,6 +74,8 @@ export async function uiMessageStream(
 /** The reply of the session's open run: its records from its user message to the head. */
 export interface OpenReply {
   userSeq: number;
+  /** The user message's id (its input id, else `u<seq>`). */
+  userId: string;
   messageId: string;
   run: { runId: string; kind: string };
   records: EventRecord[];
@@ -98,7 +100,7 @@ export async function readOpenReply(store: EventStore, sessionId: string): Promi
     if (r.type === 'user/message' && p.copiedFrom === undefined) {
       const id = userMessageId(r, runInputId);
       runInputId = undefined;
-      reply = { userSeq: r.seq, messageId: replyMessageId(id), run, records: [], lastSeq: r.seq, waiting: false };
+      reply = { userSeq: r.seq, userId: id, messageId: replyMessageId(id), run, records: [], lastSeq: r.seq, waiting: false };
     }
     if (r.type === 'run/start') {
       run = { runId: String(p.runId), kind: String(p.kind) };
@@ -125,7 +127,7 @@ export function continueReply(
   open: OpenReply,
   fromSeq: number,
 ): Response {
-  const mapper = new UIChunkMapper({ kind: 'next' }, { sessionId, knownLastSeq: open.lastSeq, run: open.run });
+  const mapper = new UIChunkMapper({ kind: 'next' }, { sessionId, knownLastSeq: open.lastSeq, run: open.run, runInputId: open.userId });
   for (const r of open.records) if (r.seq < fromSeq) mapper.committed(r);
   const opening: UIChunk[] = fromSeq > open.userSeq ? [{ type: 'start', messageId: open.messageId }] : [];
   return respond(store, sessionId, request, options, mapper, fromSeq, opening);
