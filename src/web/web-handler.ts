@@ -12,9 +12,10 @@ import { hostAllowed, HostPattern } from './hosts.js';
 /**
  * What a request asks to do with a session, as `authorize` is told:
  * - `read`: `GET /sessions/:id/events`, the session's event stream (every committed record, whole);
- * - `submit`: `POST messages`, a prompt or a follow-up;
+ *   `GET /chat/:id/stream | messages`; `GET /sessions` (asked per listed session);
+ * - `submit`: `POST messages`, a prompt or a follow-up; `POST /chat` with a user message;
  * - `control`: `POST steer | stop | cancel`, changes the course of the run under way;
- * - `respond`: `POST respond`, answers an approval or a question.
+ * - `respond`: `POST respond`, answers an approval or a question; `POST /chat` with approval responses.
  * @example
  * webHandler({ runtime, authorize: (req, { action }) => action === 'read' })
  */
@@ -112,7 +113,9 @@ const ROUTES = new Map<string, Route>([
 const STATUS: Record<InboxReceipt['status'], number> = { accepted: 202, already_accepted: 200, refused: 409 };
 
 /**
- * The session endpoints on web-standard Request/Response: `GET /sessions/:id/events` (the event
+ * The session endpoints on web-standard Request/Response — and the AI SDK's (`POST /chat`,
+ * `GET /chat/:id/stream`, `GET /chat/:id/messages`: `useChat` with its default transport, see
+ * chat-routes.ts) and the session list (`GET /sessions`): `GET /sessions/:id/events` (the event
  * stream, `sessionEvents` with the session's live deltas when it runs in this process) and
  * `POST /sessions/:id/messages | steer | respond | stop | cancel`, each a JSON body checked with
  * zod and submitted to the inbox (`runtime.submit`), answered with the durable receipt
