@@ -141,12 +141,28 @@ export async function chatPost(
   return continueReply(store, sessionId, request, stream, { ...open, waiting: false }, open.lastSeq + 1);
 }
 
-/** `GET /chat/:id/messages`: the session's conversation as UI messages (useChat's `messages`). */
+/**
+ * `GET /chat/:id/messages`: the session's conversation as UI messages (useChat's `messages`),
+ * ending with the prompts accepted and not yet run (in the log, or still in the inbox).
+ */
 export async function chatHistory(store: EventStore, sessionId: string): Promise<Response> {
   const records: EventRecord[] = [];
   for await (const r of store.readEvents(sessionId)) records.push(r);
-  return json(200, uiMessagesOf(records, sessionId));
+  const messages = uiMessagesOf(records, sessionId);
+  // a prompt submitted and not yet taken from the inbox by a worker is the conversation's too
+  const known = new Set(messages.map((m) => m.id));
+  for (const { entry } of (await store.work?.pending(sessionId)) ?? [])
+    if (entry.kind === 'input' && entry.mode === 'follow_up' && !known.has(entry.inputId))
+      messages.push({
+        id: entry.inputId,
+        role: 'user',
+        parts: [{ type: 'text', text: promptText(entry.message) }],
+      });
+  return json(200, messages);
 }
+
+const promptText = (m: Extract<InboxEntry, { kind: 'input' }>['message']): string =>
+  typeof m === 'string' ? m : Array.isArray(m) ? m.map((x) => x.content).join('\n') : m.content;
 
 /** One row of `GET /sessions`. */
 export interface SessionListItem {

@@ -2,6 +2,7 @@ import { z } from 'zod';
 import type { EventRecord, PendingRequest } from '../contracts/events.js';
 import { parseInput } from '../contracts/validate.js';
 import type { EventStore } from '../persistence/event-store.js';
+import type { SessionHead } from '../persistence/head.js';
 import { assertSessionId } from '../persistence/store-input.js';
 import { errorResponse, EventStream, type FrameEncoder, SessionEventsOptions } from './session-events.js';
 import { cursorOf } from './sse.js';
@@ -20,7 +21,8 @@ export const UI_MESSAGE_STREAM_HEADERS = {
 export const UIMessageStreamOptions = SessionEventsOptions.extend({
   /**
    * The reply to stream: `'open'` (default) the reply of the session's open run, replayed from
-   * its user message (a 204 when no run is open, or it waits for an answer), or `{ inputId }` the
+   * its user message, else the reply to the newest input accepted and not yet run (a 204 when
+   * there is neither, or the run waits for an answer), or `{ inputId }` the
    * reply to that input's user message, from the log's position `fromSeq` on (default 1).
    */
   reply: z
@@ -67,8 +69,31 @@ export async function uiMessageStream(
     return respond(store, sessionId, request, streamOptions, mapper, reply.fromSeq ?? 1, []);
   }
   const open = await readOpenReply(store, sessionId);
-  if (!open || open.waiting) return new Response(null, { status: 204, headers: { 'cache-control': 'no-store' } });
+  if (!open || open.waiting) {
+    // no reply under way, but a message accepted and not yet run: its reply is the one to come
+    const head = await store.getHead(sessionId);
+    const next = open ? undefined : await nextInput(store, sessionId, head);
+    if (!next) return new Response(null, { status: 204, headers: { 'cache-control': 'no-store' } });
+    const mapper = new UIChunkMapper({ kind: 'input', inputId: next.inputId }, { sessionId, knownLastSeq: head?.lastSeq ?? 0 });
+    return respond(store, sessionId, request, streamOptions, mapper, next.fromSeq, []);
+  }
   return continueReply(store, sessionId, request, streamOptions, open, cursor > open.userSeq ? cursor : open.userSeq);
+}
+
+/**
+ * The newest prompt accepted and not yet run: in the log (`input/accepted`, a run was busy), or
+ * still in the inbox (submitted, not yet applied by a worker); where its reply will start.
+ */
+async function nextInput(
+  store: EventStore,
+  sessionId: string,
+  head: SessionHead | undefined,
+): Promise<{ inputId: string; fromSeq: number } | undefined> {
+  const logged = head?.pendingInputs.findLast((i) => i.mode === 'follow_up');
+  if (logged) return { inputId: logged.inputId, fromSeq: logged.seq };
+  const inbox = (await store.work?.pending(sessionId)) ?? [];
+  const entry = inbox.findLast((e) => e.entry.kind === 'input' && e.entry.mode === 'follow_up')?.entry;
+  return entry?.kind === 'input' ? { inputId: entry.inputId, fromSeq: (head?.lastSeq ?? 0) + 1 } : undefined;
 }
 
 /** The reply of the session's open run: its records from its user message to the head. */

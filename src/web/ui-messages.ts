@@ -30,7 +30,7 @@ type ToolPart = Extract<UIMessagePart, { toolCallId: string }>;
 
 /**
  * A session's conversation as UI messages, folded from its log: each user message (its id is
- * its input id), then the reply to it, built from exactly the chunks a stream of that reply
+ * its input id; an input accepted and not yet run comes last), then the reply to it, built from exactly the chunks a stream of that reply
  * sends (`UIChunkMapper`), so that a page's history and a replayed stream agree part for part.
  * @example
  * const records = []; for await (const r of store.readEvents('s1')) records.push(r)
@@ -40,9 +40,14 @@ export function uiMessagesOf(records: Iterable<WireRecord>, sessionId?: string):
   const mapper = new UIChunkMapper({ kind: 'all' }, sessionId !== undefined ? { sessionId } : {});
   const messages: UIMessage[] = [];
   const reply = new UIMessageBuilder();
+  const waiting = new Map<string, string>(); // inputs accepted and not yet consumed: their text
   for (const r of records) {
+    if (r.type === 'input/accepted')
+      waiting.set(String(r.payload.inputId), (r.payload.messages as { content: string }[]).map((m) => m.content).join('\n'));
+    if (r.type === 'input/cancelled') waiting.delete(String(r.payload.inputId));
     const { chunks, user } = mapper.committed(r);
     if (user) {
+      waiting.delete(user.id);
       if (reply.message) messages.push(reply.message);
       reply.message = undefined;
       messages.push({ id: user.id, role: 'user', parts: [{ type: 'text', text: user.text }] });
@@ -50,6 +55,8 @@ export function uiMessagesOf(records: Iterable<WireRecord>, sessionId?: string):
     for (const c of chunks) reply.apply(c);
   }
   if (reply.message) messages.push(reply.message);
+  // a message accepted and not yet run is the conversation's too: a reload shows it, its reply follows
+  for (const [id, text] of waiting) messages.push({ id, role: 'user', parts: [{ type: 'text', text }] });
   return messages;
 }
 

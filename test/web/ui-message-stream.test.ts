@@ -152,6 +152,25 @@ describe("the AI SDK routes, driven by the AI SDK's own DefaultChatTransport", (
     for (const id of ['s1', 'locked']) expect(await runtime.store.work!.pending(id)).toEqual([]);
   });
 
+  it('a prompt submitted and not yet run ends the history, and the resume route streams its reply once a worker runs it', async () => {
+    const { runtime, fetch, transport } = make();
+    const user: UIMessage = { id: 'm1', role: 'user', parts: [{ type: 'text', text: 'deploy it' }] };
+    const posted = await fetch('http://app/api/chat', {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ id: 's1', messages: [user], trigger: 'submit-message' }),
+    });
+    await posted.body!.cancel(); // the page was closed right after sending
+    expect(plain(await (await fetch('http://app/api/chat/s1/messages')).json())).toEqual(plain([user]));
+    const resumed = await transport.reconnectToStream({ chatId: 's1', abortSignal: undefined });
+    expect(resumed).not.toBeNull();
+    const worker = runtime.serve({ concurrency: 2, leaseMs: 5000, pollMs: 20 });
+    cleanups.push(() => worker.stop({ graceMs: 100 }));
+    const reply = await drain(resumed!);
+    expect(reply.id).toBe('m1-reply');
+    expect(plain(await (await fetch('http://app/api/chat/s1/messages')).json())).toEqual(plain([user, reply]));
+  });
+
   it('GET /sessions lists the sessions authorize lets the request read, most recently written first; a Response from authorize is sent as it is', async () => {
     let signedIn = true;
     const { runtime, handle } = make((_req, { sessionId }) =>

@@ -49,6 +49,7 @@ describe.skipIf(!available)(`useChat (@ai-sdk/react, default transport) against 
   const page$ = tempDir('actorloop-usechat-page-');
 
   const startServer = async () => {
+    process.env.ACTORLOOP_DEMO_PACE = '0.4';
     server = spawnTs(SERVER, [data.path, String(port), page$.path], { label: 'use-chat server' });
     await server.waitFor((l) => l.startsWith('listening '), 30_000, 'the server to listen');
   };
@@ -100,9 +101,9 @@ describe.skipIf(!available)(`useChat (@ai-sdk/react, default transport) against 
       await page.locator('#prompt').fill(DEMO_PROMPT);
       await page.getByRole('button', { name: 'Send' }).click();
       await page
-        .locator('.tool.output-available')
+        .locator('.tool')
         .first()
-        .waitFor({ timeout: scaled(30_000) });
+        .waitFor({ timeout: scaled(30_000) }); // early: most of the run is still to come
       expect(await page.locator('.msg.user').count()).toBe(1);
       await page.reload();
       await page.locator('#status').waitFor({ timeout: scaled(20_000) });
