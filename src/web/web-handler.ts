@@ -132,11 +132,12 @@ const STATUS: Record<InboxReceipt['status'], number> = { accepted: 202, already_
 export function webHandler(options: WebHandlerOptions): (request: Request) => Promise<Response> {
   const o = parseInput(WebHandlerOptions, options, 'webHandler');
   const runtime = o.runtime;
+  const chatStream = SessionEventsOptions.parse(o.stream ?? {}); // the UI message streams' options, resolved once
   return async (request: Request) => {
     try {
       if (o.allowedHosts && !hostAllowed(request, o.allowedHosts)) return hostRefused(request);
       const path = new URL(request.url).pathname;
-      const chat = await chatRoutes(o, runtime, request, path);
+      const chat = await chatRoutes(o, chatStream, runtime, request, path);
       if (chat) return chat;
       if (!path.startsWith(`${o.basePath}/sessions/`)) return notFound(path);
       const parts = path.slice(o.basePath.length + '/sessions/'.length).split('/');
@@ -183,8 +184,13 @@ export function webHandler(options: WebHandlerOptions): (request: Request) => Pr
  * The AI SDK routes (`useChat`'s default transport with `api: basePath + '/chat'`) and the session
  * list; undefined for any other path.
  */
-async function chatRoutes(o: Resolved, runtime: Runtime, request: Request, path: string): Promise<Response | undefined> {
-  const stream = SessionEventsOptions.parse({ ...o.stream, live: undefined });
+async function chatRoutes(
+  o: Resolved,
+  stream: z.output<typeof SessionEventsOptions>,
+  runtime: Runtime,
+  request: Request,
+  path: string,
+): Promise<Response | undefined> {
   const check = (sessionId: string, action: WebAction, route: WebRoute) =>
     o.authorize ? authorized(o.authorize, request, { sessionId, action, route }) : Promise.resolve(undefined);
   if (path === `${o.basePath}/sessions`) {
