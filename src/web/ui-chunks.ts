@@ -67,11 +67,9 @@ const FINISH: ReadonlyMap<string, 'stop' | 'error' | 'other'> = new Map([
  * - `input`: the reply to the user message of that input (a POST's stream): records before its
  *   `user/message` are skipped;
  * - `next`: the reply to the first user message met (a resume, started at that message's seq);
- * - `continue`: the reply `messageId` the client already holds, from the stream's first record
- *   on (a POST that answers an approval: the client continues its message);
  * - `all`: every reply of the log in turn, never ending (the history: ui-messages.ts).
  */
-export type ReplyTarget = { kind: 'input'; inputId: string } | { kind: 'next' } | { kind: 'continue'; messageId: string } | { kind: 'all' };
+export type ReplyTarget = { kind: 'input'; inputId: string } | { kind: 'next' } | { kind: 'all' };
 
 export interface UIChunkMapperOptions {
   /** The log's last position when the stream started: a suspension before it is history, not the end. */
@@ -82,8 +80,6 @@ export interface UIChunkMapperOptions {
   run?: { runId: string; kind?: string };
   /** The input id of the stream's first user message when its run/start lies before the stream (a resume). */
   runInputId?: string;
-  /** Tool calls the client's message already has (a continued reply): never announced again. */
-  knownCalls?: readonly { callId: string; name: string; arguments: unknown }[];
 }
 
 export interface MappedRecord {
@@ -105,7 +101,6 @@ export interface MappedRecord {
  */
 export class UIChunkMapper {
   private open = false;
-  private messageId: string | undefined;
   private run: { runId: string; kind?: string; status: string } | undefined;
   private liveText: string | undefined;
   private liveCount = 0;
@@ -129,19 +124,6 @@ export class UIChunkMapper {
     this.sessionId = options.sessionId;
     if (options.run) this.run = { ...options.run, status: 'running' };
     this.runInputId = options.runInputId;
-    for (const c of options.knownCalls ?? []) {
-      this.toolNames.set(c.callId, c.name);
-      this.callArgs.set(c.callId, c.arguments);
-    }
-    if (target.kind === 'continue') {
-      this.open = true;
-      this.messageId = target.messageId;
-    }
-  }
-
-  /** The chunks that open the reply when it is continued (`continue`): its `start`. */
-  opening(): UIChunk[] {
-    return this.target.kind === 'continue' ? [{ type: 'start', messageId: this.messageId! }] : [];
   }
 
   committed(r: WireRecord): MappedRecord {
@@ -203,12 +185,12 @@ export class UIChunkMapper {
     if (t.kind === 'input' && id !== t.inputId) return { chunks: [] };
     const chunks: UIChunk[] = this.open ? this.finish(undefined) : [];
     this.open = true;
-    this.messageId = replyMessageId(id);
+    const messageId = replyMessageId(id);
     this.lastText = undefined;
     this.liveText = undefined;
     this.inStep = false;
     const metadata: UIMessageMetadata = { ...(this.sessionId !== undefined ? { sessionId: this.sessionId } : {}), fromSeq: r.seq };
-    chunks.push({ type: 'start', messageId: this.messageId, messageMetadata: metadata });
+    chunks.push({ type: 'start', messageId, messageMetadata: metadata });
     if (this.run) chunks.push(this.runPart());
     return { chunks, ...(t.kind === 'all' ? { user: { id, text, seq: r.seq } } : {}) };
   }
