@@ -9,6 +9,8 @@ import type { RunTracer } from '../contracts/tracing.js';
 import type { OutputSpec } from './final-output.js';
 import type { AnyTool } from '../tools/define-tool.js';
 import type { LogWriter } from '../persistence/log-writer.js';
+import type { BlobStore } from '../persistence/blob-store.js';
+import type { ContentLimits } from '../persistence/content-parts.js';
 import type { Surface } from '../persistence/surface.js';
 import type { LiveEvent } from '../streams/envelopes.js';
 
@@ -20,6 +22,10 @@ export interface SessionServices {
   sessionId: string;
   sessionInstanceId: string;
   writer: LogWriter;
+  /** The store's blobs (content parts' bytes), if it keeps them. */
+  blobs?: BlobStore;
+  /** Size limits of content parts' bytes (a tool result's among them). */
+  contentLimits: ContentLimits;
   /** The model-visible surface: the writer's projection, kept current as appends commit. */
   readonly surface: Surface;
   model: ModelProvider;

@@ -155,7 +155,7 @@ export function createRuntime(options: RuntimeOptions): Runtime {
     store,
     async submit(sessionId, entry) {
       if (closed) throw new StoreClosedError('runtime');
-      const receipt = await submitEntry(store, sessionId, entry);
+      const receipt = await submitEntry(store, sessionId, entry, o.contentLimits);
       // this runtime is the session's writer: it applies the entry now (a worker's drain would too)
       if (receipt.status !== 'refused') {
         const open = [...sessions].filter((s) => s.sessionId === sessionId).at(-1);
@@ -228,6 +228,8 @@ export function createRuntime(options: RuntimeOptions): Runtime {
         sessionId,
         sessionInstanceId,
         writer,
+        ...(store.blobs ? { blobs: store.blobs } : {}),
+        contentLimits: o.contentLimits,
         surface: projection.surface,
         model: tracer ? tracer.traceModel(o.model) : o.model,
         tools: offered.tools,

@@ -1,3 +1,4 @@
+import { contentDisplay, type StoredContent } from '../contracts/content.js';
 import type { PendingRequest } from '../contracts/events.js';
 import type { ToolOutcome } from '../contracts/tools.js';
 import type { Frame } from './wire.js';
@@ -111,13 +112,14 @@ function committed(view: SessionView, f: Extract<Frame, { kind: 'committed' }>):
       v.runStatus = 'running';
       break;
     case 'user/message': {
-      const m = p.message as { content: string };
-      if (p.copiedFrom === undefined) add({ kind: 'user', seq: r.seq, ...(runId ? { runId } : {}), text: m.content });
+      const m = p.message as { content: StoredContent };
+      if (p.copiedFrom === undefined) add({ kind: 'user', seq: r.seq, ...(runId ? { runId } : {}), text: contentDisplay(m.content) });
       break;
     }
     case 'assistant/message': {
-      const m = p.message as { content: string };
-      if (m.content && p.copiedFrom === undefined) add({ kind: 'assistant', seq: r.seq, ...(runId ? { runId } : {}), text: m.content });
+      const m = p.message as { content: StoredContent };
+      if (m.content && p.copiedFrom === undefined)
+        add({ kind: 'assistant', seq: r.seq, ...(runId ? { runId } : {}), text: contentDisplay(m.content) });
       delete v.streaming;
       break;
     }
