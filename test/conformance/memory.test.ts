@@ -21,5 +21,12 @@ eventStoreContract('memory', async () => {
     store,
     cleanup: async () => {},
     failAfterWriting: { arm: (sid) => (armed = sid), disarm: () => (armed = undefined), sharesTransaction: false },
+    blobs: {
+      count: async () => store.blobs.bytes.size,
+      damage: async (sha256, how) => {
+        if (how === 'remove') store.blobs.bytes.delete(sha256);
+        else store.blobs.bytes.get(sha256)![7]! ^= 1;
+      },
+    },
   };
 });
