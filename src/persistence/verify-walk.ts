@@ -180,7 +180,8 @@ function walkBlobs(
 ): Set<string> {
   const stored = new Set<string>();
   progress('data.mdb', '(blobs)');
-  for (const { key, value } of dbs.blobs!.getRange()) {
+  // (a store no version with blobs has written has no blobs database: readOnly, none is made)
+  for (const { key, value } of dbs.blobs?.getRange() ?? []) {
     const sha256 = String(key);
     stored.add(sha256);
     const actual = sha256Of(value);

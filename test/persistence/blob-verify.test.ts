@@ -1,7 +1,9 @@
 import { describe, expect, it } from 'vitest';
 import { lmdbStore, repairStore, verifyStore } from '../../src/index.js';
 import { sha256Of } from '../../src/persistence/blob-store.js';
-import { DEFAULT_CONTENT_LIMITS, storeMessages } from '../../src/persistence/content-parts.js';
+import { DEFAULT_CONTENT_LIMITS, resolveMessages, storeMessages } from '../../src/persistence/content-parts.js';
+import type { Message } from '../../src/contracts/message.js';
+import { collect } from '../helpers/drafts.js';
 import { openDbs } from '../../src/persistence/journal-recovery.js';
 import { tempDirs } from '../helpers/temp-dirs.js';
 
@@ -60,6 +62,30 @@ describe('verifyStore and repairStore: blobs', () => {
       expect(Buffer.from((await store.blobs.get(sha256Of(b)))!)).toEqual(b);
     } finally {
       await store.close();
+    }
+  });
+
+  it('a store written before blobs (no blobs database) verifies sound, and its text messages read and resolve unchanged', async () => {
+    const path = dir();
+    const old = { role: 'user', content: 'plain text, as every log before content parts' };
+    const store = lmdbStore({ path });
+    const { writerEpoch } = await store.attachWriter('s');
+    await store.append('s', writerEpoch, 1, [
+      { type: 'user/message', turn: 1, step: 1, attempt: 1, surfaceOp: 'append', payload: { message: old } },
+    ]);
+    await store.close();
+    const dbs = openDbs(path);
+    await dbs.blobs!.drop();
+    await dbs.env.close();
+    expect(await verifyStore(path)).toMatchObject({ ok: true, checked: { events: 1 } });
+    const again = lmdbStore({ path });
+    try {
+      const [record] = await collect(again.readEvents('s'));
+      const messages = [(record!.payload as { message: Message }).message];
+      expect(messages).toEqual([old]);
+      expect(await resolveMessages(messages, again.blobs)).toBe(messages);
+    } finally {
+      await again.close();
     }
   });
 });
