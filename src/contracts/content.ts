@@ -1,5 +1,7 @@
 import { z } from 'zod';
 
+export { contentDisplay, contentText, partsSummary } from './content-text.js';
+
 /**
  * Content parts (DESIGN §10): a message's content is a string or a list of parts. This file is
  * the shape a model provider receives — every part resolved, bytes as base64 — so an adapter maps
@@ -41,17 +43,6 @@ export const Content = z.union([z.string(), z.array(ContentPart)]);
 export type Content = z.infer<typeof Content>;
 
 /**
- * The text of a content in any of its forms (resolved, stored, as handed in): the string itself,
- * or its text parts joined (images and files left out).
- */
-export function contentText(content: string | readonly { type: string; text?: string }[]): string {
-  if (typeof content === 'string') return content;
-  let text = '';
-  for (const p of content) if (p.type === 'text') text += p.text ?? '';
-  return text;
-}
-
-/**
  * A blob the store keeps once, named by the SHA-256 of its bytes (lowercase hex) and its size in
  * bytes: what the log holds in place of an image's or a file's bytes (docs/event-log.md, "Blobs").
  */
@@ -79,7 +70,7 @@ export const StoredContent = z.union([z.string(), z.array(StoredContentPart)]);
 export type StoredContent = z.infer<typeof StoredContent>;
 
 /** Bytes as an app hands them in: a `Uint8Array` (a `Buffer` is one) or base64 text. */
-export const BytesInput = z.union([z.instanceof(Uint8Array), Base64]);
+export const BytesInput = z.union([z.custom<Uint8Array>((v) => v instanceof Uint8Array, 'a Uint8Array'), Base64]);
 
 /**
  * A part as an app hands it in: text, an image by URL, an image or a file as bytes
@@ -99,26 +90,3 @@ export type InputContentPart = z.infer<typeof InputContentPart>;
 /** A message's content as an app hands it in: text, or parts (at least one). */
 export const InputContent = z.union([z.string(), z.array(InputContentPart).min(1)]);
 export type InputContent = z.infer<typeof InputContent>;
-
-/** One line for a content's parts that are not text, e.g. `[image image/png 12.3 KiB] [file report.pdf]`. */
-export function partsSummary(content: string | readonly StoredContentPart[]): string {
-  if (typeof content === 'string') return '';
-  const out: string[] = [];
-  for (const p of content) {
-    if (p.type === 'text') continue;
-    if ('url' in p) out.push(`[image ${p.url}]`);
-    else if (p.type === 'image') out.push(`[image ${p.mediaType} ${kib(p.blob.size)}]`);
-    else out.push(`[file ${p.filename ?? p.mediaType} ${kib(p.blob.size)}]`);
-  }
-  return out.join(' ');
-}
-
-const kib = (n: number) => (n < 1024 ? `${n} B` : n < 1024 * 1024 ? `${(n / 1024).toFixed(1)} KiB` : `${(n / 1048576).toFixed(1)} MiB`);
-
-/** Text followed by the summary of its other parts: how a view shows a content. */
-export function contentDisplay(content: string | readonly StoredContentPart[]): string {
-  if (typeof content === 'string') return content;
-  const text = contentText(content);
-  const parts = partsSummary(content);
-  return text && parts ? `${text} ${parts}` : text || parts;
-}

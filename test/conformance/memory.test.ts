@@ -1,5 +1,6 @@
 import type { SessionHead } from '../../src/persistence/head.js';
 import { memoryStore } from '../../src/persistence/memory-store.js';
+import type { MemoryBlobs } from '../../src/persistence/blob-store.js';
 import { eventStoreContract } from './event-store.contract.js';
 
 eventStoreContract('memory', async () => {
@@ -22,10 +23,10 @@ eventStoreContract('memory', async () => {
     cleanup: async () => {},
     failAfterWriting: { arm: (sid) => (armed = sid), disarm: () => (armed = undefined), sharesTransaction: false },
     blobs: {
-      count: async () => store.blobs.bytes.size,
+      count: async () => (store.blobs as MemoryBlobs).bytes.size,
       damage: async (sha256, how) => {
-        if (how === 'remove') store.blobs.bytes.delete(sha256);
-        else store.blobs.bytes.get(sha256)![7]! ^= 1;
+        if (how === 'remove') (store.blobs as MemoryBlobs).bytes.delete(sha256);
+        else (store.blobs as MemoryBlobs).bytes.get(sha256)![7]! ^= 1;
       },
     },
   };

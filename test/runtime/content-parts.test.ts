@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { defineTool, isValidationError, memoryStore, scriptedModel, type EventStore } from '../../src/index.js';
 import type { EventRecord } from '../../src/contracts/events.js';
-import { sha256Of } from '../../src/persistence/blob-store.js';
+import { sha256Of, type MemoryBlobs } from '../../src/persistence/blob-store.js';
 import { ids, logOf, memRuntime } from '../helpers/runtime.js';
 
 /**
@@ -58,7 +58,7 @@ describe('content parts in runs', () => {
     const two = { role: 'user' as const, content: [...withImage(image(800, 1)).content, ...withImage(image(800, 2)).content] };
     const message = await s.submitInput({ inputId: 'i1', mode: 'steer', message: two }).catch((e: unknown) => e);
     expect(isValidationError(message) && message.message).toContain('contentLimits.maxMessageBytes');
-    expect(store.blobs.bytes.size).toBe(0);
+    expect((store.blobs as MemoryBlobs).bytes.size).toBe(0);
     expect((await logOf(store, 's')).map((e) => e.type)).toEqual(['session/attached']);
   });
 
