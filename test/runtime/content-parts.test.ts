@@ -49,6 +49,17 @@ describe('content parts in runs', () => {
     ]);
   });
 
+  it("runtime.submit stores an input's image before the inbox records it: the entry holds the reference", async () => {
+    const { runtime, store } = memRuntime({ model: scriptedModel(['x']) });
+    const bytes = image(1500, 5);
+    const receipt = await runtime.submit('s', { kind: 'input', inputId: 'i1', mode: 'follow_up', message: withImage(bytes) });
+    expect(receipt.status).toBe('accepted');
+    const [entry] = await store.work!.pending('s');
+    expect(entry!.entry).toMatchObject({
+      message: [{ content: [{ type: 'text' }, { type: 'image', blob: { sha256: sha256Of(bytes), size: 1500 }, mediaType: 'image/png' }] }],
+    });
+  });
+
   it('a blob over maxBlobBytes or a message over maxMessageBytes is a ValidationError naming the limit; nothing is logged or stored', async () => {
     const store = memoryStore();
     const { runtime } = memRuntime({ model: scriptedModel(['x']), contentLimits: { maxBlobBytes: 1000, maxMessageBytes: 1500 } }, store);
