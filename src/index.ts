@@ -49,6 +49,8 @@ export { scriptedModel } from './providers/scripted.js';
 export type { ScriptedModel, ScriptedStep } from './providers/scripted.js';
 export { openaiModel, openaiModelFromEnv, OpenAIModelOptions } from './providers/openai.js';
 export type { OpenAIClient, OpenAIProviderData } from './providers/openai.js';
+export { openaiResponsesModel, openaiResponsesModelFromEnv, OpenAIResponsesModelOptions } from './providers/openai-responses.js';
+export type { OpenAIResponsesClient, OpenAIResponsesProviderData } from './providers/openai-responses.js';
 export { anthropicModel, anthropicModelFromEnv, AnthropicModelOptions } from './providers/anthropic.js';
 export type { AnthropicClient, AnthropicProviderData, AnthropicThinking } from './providers/anthropic.js';
 

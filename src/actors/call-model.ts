@@ -6,18 +6,18 @@ import type { FinishReason, Message, ToolCall, Usage } from '../contracts/messag
 import { ModelResponseSchema, type ModelRequest, type ModelRequestOutput, type ModelResponse } from '../contracts/model.js';
 import { sha256 } from '../persistence/surface.js';
 import { resolveMessages } from '../persistence/content-parts.js';
-import { requestOutputOf, withOutputInstruction } from './final-output.js';
+import { requestOutputOf, withOutputInstruction, type OutputSpec } from './final-output.js';
 import { onAbort } from '../contracts/abort.js';
 import type { LiveEvent } from '../streams/envelopes.js';
 import { redactSecrets } from '../providers/redact.js';
 import { priceOf } from './pricing.js';
 import { messageOf } from './tool-call.js';
-import { contextReady, servicesIn, type ServicesSource, type SessionServices } from './session-services.js';
+import { contextReady, NO_TOOLS, servicesIn, type OfferedTools, type ServicesSource, type SessionServices } from './session-services.js';
 
 /** One model request as callWithRetries sends it. */
 export interface CallSpec {
   messages: readonly Message[];
-  tools: SessionServices['toolSpecs'];
+  tools: OfferedTools['specs'];
   digest: string;
   maxOutputTokens?: number;
   /** Stream the answer's deltas to subscribers (the step's own call; not a compaction's summary). */
@@ -143,6 +143,10 @@ export interface CallModelInput {
   prepared?: boolean;
   /** What the run's maxOutputTokens budget leaves (undefined: no such budget): caps the call. */
   outputTokensLeft?: number;
+  /** The attempt's tools (absent: none): their specs are offered, their catalog digest is part of the request's. */
+  offered?: OfferedTools;
+  /** The run's output schema: in the request (and the system message of a provider without a native mode). */
+  output?: OutputSpec;
 }
 
 /** The model's answer, staged as `assistant/message`: tool calls to plan, or the run's answer. */
@@ -182,13 +186,14 @@ export async function callModel(env: SessionServices, input: CallModelInput, sig
     // one exact-size copy (concat), not a spread's growing array: O(history) per step, but a memcpy
     const messages = env.prefix.concat(env.surface.messages, pending);
     // an output schema: in the request, and for a provider without a native mode in the system message too
-    const out = env.output;
+    const out = input.output;
+    const offered = input.offered ?? NO_TOOLS;
     called = await callWithRetries(env, at, signal, {
       messages: out && env.model.structuredOutput !== 'native' ? withOutputInstruction(messages, out) : messages,
-      tools: env.toolSpecs,
+      tools: offered.specs,
       digest: env.surface.requestDigest(
         out ? sha256(`${env.prefixDigest}\u0000${out.record.digest}`) : env.prefixDigest,
-        env.toolCatalogDigest,
+        offered.catalogDigest,
         pending,
       ),
       ...(out ? { output: requestOutputOf(out) } : {}),

@@ -5,11 +5,13 @@ import { CancelledError, isCancelledError } from '../contracts/errors.js';
 import { jsonIssue, type JsonValue } from '../contracts/json.js';
 import { ToolOutcomeReturn, type ReturnedOutcome, type ToolOutcome } from '../contracts/tools.js';
 import { storeContent } from '../persistence/content-parts.js';
-import type { ToolContext } from '../tools/define-tool.js';
+import type { AnyTool, ToolContext } from '../tools/define-tool.js';
 import { servicesIn, type ServicesSource, type SessionServices } from './session-services.js';
 
 export interface ToolCallInput {
   call: ToolCallIntent;
+  /** The call's tool, of the tools its attempt was offered. */
+  tool: AnyTool;
   runId: string;
   /** The call's place in its batch: how the batch knows its reply (call ids come from the model). */
   index: number;
@@ -196,8 +198,7 @@ const SIGNAL_GETTER: PropertyDescriptor = {
 };
 
 async function runToolCall(env: SessionServices, input: ToolCallInput, ac: CallAbort): Promise<ToolCallOutput> {
-  const { call, runId } = input;
-  const tool = env.tools.get(call.name)!;
+  const { call, runId, tool } = input;
   // every call, parallel ones too: a fenced writer starts no tool (the calls of one wave share
   // one read of the head, LogWriter.checkFenced)
   let fenced: boolean;

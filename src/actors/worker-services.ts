@@ -60,7 +60,7 @@ export interface WorkerServices {
   readonly sessions: Map<number, ServedSession>;
 }
 
-export const messageOf = (e: unknown) => (e instanceof Error ? e.message : String(e));
+export { messageOf } from './tool-call.js';
 
 /** The session machine's phases in which an attempt is under way. */
 export const isBusy = (s: ServedSession): boolean => {

@@ -103,6 +103,9 @@ export function demoPolicy(request: ModelRequest): ScriptedStep {
 export function paced(inner: ModelProvider, pace: number): ModelProvider {
   return {
     modelId: inner.modelId,
+    // the wrapper paces the stream; who serves the model (span attribute) and its output mode are the inner model's
+    ...(inner.providerName === undefined ? {} : { providerName: inner.providerName }),
+    ...(inner.structuredOutput === undefined ? {} : { structuredOutput: inner.structuredOutput }),
     async call(request: ModelRequest, onEvent: (e: ModelStreamEvent) => void) {
       const wait = (ms: number) =>
         abortableSleep(Math.round(ms * pace), request.signal).catch(() => {

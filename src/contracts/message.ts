@@ -70,19 +70,23 @@ export const Usage = z.object({
   inputTokens: z.number().int().nonnegative(),
   outputTokens: z.number().int().nonnegative(),
   cachedInputTokens: z.number().int().nonnegative().optional(),
+  /** Output tokens spent on reasoning, when the provider reports them (already counted in `outputTokens`). */
+  reasoningTokens: z.number().int().nonnegative().optional(),
 });
 export type Usage = z.infer<typeof Usage>;
 
 export const FinishReason = z.enum(['stop', 'tool_calls', 'length', 'content_filter', 'refusal', 'error']);
 export type FinishReason = z.infer<typeof FinishReason>;
 
-/** Adds two usages (missing counts are 0). */
+/** Adds two usages (missing counts are 0); `reasoningTokens` is present when either side has it. */
 export function addUsage(a: Usage, b: Usage | undefined): Usage {
   if (!b) return a;
+  const reasoning = a.reasoningTokens !== undefined || b.reasoningTokens !== undefined;
   return {
     inputTokens: a.inputTokens + b.inputTokens,
     outputTokens: a.outputTokens + b.outputTokens,
     cachedInputTokens: (a.cachedInputTokens ?? 0) + (b.cachedInputTokens ?? 0),
+    ...(reasoning ? { reasoningTokens: (a.reasoningTokens ?? 0) + (b.reasoningTokens ?? 0) } : {}),
   };
 }
 

@@ -10,6 +10,8 @@ import { recordedResult } from './log-lookups.js';
 import type { OpenRunTracker } from './open-run-tracker.js';
 import type { ResolvedRuntimeOptions } from './options.js';
 import { settleInterruptedFinal, spentOf } from './recovery-outcome.js';
+import type { ToolSet } from './tool-set.js';
+import type { OutputSpec } from '../actors/final-output.js';
 
 /** What preparing an attempt reads of its session. */
 export interface AttemptSession {
@@ -17,8 +19,10 @@ export interface AttemptSession {
   store: EventStore;
   env: SessionServices;
   options: ResolvedRuntimeOptions;
-  /** Offers the attempt the tools as they are now (a live list's); returns its execution-profile fingerprint. */
-  offerTools(): string;
+  /** The runtime's output schema, built once per runtime. */
+  runtimeOutput: OutputSpec | undefined;
+  /** The tools of an attempt starting now (a live list's as it is now) and its execution-profile fingerprint. */
+  toolSet(): ToolSet;
   runs: OpenRunTracker;
   lastTurn(): number;
   closed(): boolean;
@@ -65,8 +69,9 @@ export async function prepareAttempt(s: AttemptSession, req: IdentifiedRequest):
     return {
       run: attemptInput(req, {
         sessionId: s.sessionId,
-        fingerprint: s.offerTools(),
+        toolSet: s.toolSet(),
         options: s.options,
+        runtimeOutput: s.runtimeOutput,
         now: s.env.clock.now(),
         openRun,
         lastTurn: s.lastTurn(),

@@ -1,4 +1,8 @@
-import { ValidationError } from '../contracts/errors.js';
+import { StoreClosedError, ValidationError } from '../contracts/errors.js';
+import type { Clock } from '../contracts/clock.js';
+import type { ExecutionSession } from './execution-session.js';
+import { SessionInbox } from './inbox.js';
+import type { OpenSessions } from './open-sessions.js';
 import { entryIdOf, InboxEntry, type InboxReceipt } from '../contracts/inbox.js';
 import { parseInput } from '../contracts/validate.js';
 import { SessionIdInput, toMessages } from '../contracts/requests.js';
@@ -38,4 +42,39 @@ export async function submitEntry(
     status: out.status,
     ...(out.reason !== undefined ? { reason: out.reason } : {}),
   };
+}
+
+/**
+ * One inbox applier per open session, made on first use: a serving worker's drain and
+ * `runtime.submit`'s fast path share it.
+ */
+export function sessionInboxes(store: EventStore, clock: Clock): (session: ExecutionSession) => SessionInbox {
+  const inboxes = new WeakMap<ExecutionSession, SessionInbox>();
+  return (session) => {
+    let inbox = inboxes.get(session);
+    if (!inbox) inboxes.set(session, (inbox = new SessionInbox(session, store, workOf(store, 'runtime.submit'), clock)));
+    return inbox;
+  };
+}
+
+/**
+ * `runtime.submit` of a runtime that may have the session open: records the entry, then (this
+ * runtime being the session's writer) applies it at once, as a worker's drain would.
+ */
+export async function submitToOpen(
+  store: EventStore,
+  sessions: OpenSessions,
+  inboxFor: (session: ExecutionSession) => SessionInbox,
+  sessionId: string,
+  entry: InboxEntry,
+  limits: ContentLimits,
+): Promise<InboxReceipt> {
+  if (sessions.closed) throw new StoreClosedError('runtime');
+  const receipt = await submitEntry(store, sessionId, entry, limits);
+  const open = receipt.status === 'refused' ? undefined : sessions.latest(sessionId);
+  if (open)
+    void inboxFor(open)
+      .drain()
+      .catch(() => undefined); // left pending: the next drain retries
+  return receipt;
 }
