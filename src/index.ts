@@ -85,7 +85,23 @@ export type { Envelope, LiveEvent } from './streams/envelopes.js';
 export { LoopBudget, LoopConfig, DEFAULT_COMPACTION_PROMPT } from './contracts/config.js';
 export { EventDraft, EventPayloads, EventRecord, EventType, PendingRequest, SCHEMA_VERSION, SurfaceOp } from './contracts/events.js';
 export type { Event, PayloadOf } from './contracts/events.js';
-export { FinishReason, Message, ToolCall, Usage } from './contracts/message.js';
+export { FinishReason, Message, ToolCall, Usage, type ModelMessage } from './contracts/message.js';
+export {
+  BlobRef,
+  Content,
+  ContentPart,
+  contentDisplay,
+  contentText,
+  FilePart,
+  ImagePart,
+  InputContent,
+  InputContentPart,
+  StoredContent,
+  StoredContentPart,
+  TextPart,
+} from './contracts/content.js';
+export type { BlobStore } from './persistence/blob-store.js';
+export { ContentLimits } from './persistence/content-parts.js';
 export type { ModelProvider, ModelRequest, ModelRequestOutput, ModelResponse, ModelStreamEvent } from './contracts/model.js';
 export {
   ExecutionRequest,

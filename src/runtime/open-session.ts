@@ -85,6 +85,7 @@ export async function openSession(r: SessionOpening, sessionId: string, internal
     sessionId,
     sessionInstanceId,
     writer,
+    ...(store.blobs ? { blobs: store.blobs } : {}),
     projection,
     prefix: r.prefix,
     queue,

@@ -93,7 +93,7 @@ export function createRuntime(options: RuntimeOptions): Runtime {
     // a serving worker (serve, the simulator) passes its lease guard as a second, internal argument
     openSession: open,
     liveEnvelopes$: (sessionId) => sessions.envelopes$(sessionId),
-    submit: (sessionId, entry) => submitToOpen(store, sessions, inboxFor, sessionId, entry),
+    submit: (sessionId, entry) => submitToOpen(store, sessions, inboxFor, sessionId, entry, o.contentLimits),
     waitForResult: (sessionId, runId, options) => waitForResult(store, sessionId, runId, options),
     serve: (options) =>
       serve(
