@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { ValidationError } from '../contracts/errors.js';
+import { contentText } from '../contracts/content-text.js';
 import type { EventRecord } from '../contracts/events.js';
 import type { InboxEntry, InboxReceipt } from '../contracts/inbox.js';
 import type { EventStore } from '../persistence/event-store.js';
@@ -162,7 +163,7 @@ export async function chatHistory(store: EventStore, sessionId: string): Promise
 }
 
 const promptText = (m: Extract<InboxEntry, { kind: 'input' }>['message']): string =>
-  typeof m === 'string' ? m : Array.isArray(m) ? m.map((x) => x.content).join('\n') : m.content;
+  typeof m === 'string' ? m : Array.isArray(m) ? m.map((x) => contentText(x.content)).join('\n') : contentText(m.content);
 
 /** One row of `GET /sessions`. */
 export interface SessionListItem {

@@ -1,4 +1,5 @@
 import type { PendingRequest } from '../contracts/events.js';
+import { contentDisplay, contentText } from '../contracts/content-text.js';
 import type { Message } from '../contracts/message.js';
 import type { ToolOutcome } from '../contracts/tools.js';
 import type { LiveEvent } from '../streams/envelopes.js';
@@ -179,7 +180,8 @@ export class UIChunkMapper {
   private userMessage(r: WireRecord): MappedRecord {
     const id = userMessageId(r, this.runInputId);
     this.runInputId = undefined;
-    const text = (r.payload.message as Message).content;
+    // a user message's parts that are not text (stored as blob references) are shown by their summary
+    const text = contentDisplay((r.payload.message as Message).content);
     const t = this.target;
     if (this.open && t.kind !== 'all') return { chunks: this.finish(undefined), end: true }; // the next reply is another stream's
     if (t.kind === 'input' && id !== t.inputId) return { chunks: [] };
@@ -310,8 +312,8 @@ export class UIChunkMapper {
     if (this.liveText) {
       chunks.unshift({ type: 'text-end', id: this.liveText }); // its deltas were this message
       this.liveText = undefined;
-    } else if (m.content) chunks.push(...textChunks(`t${seq}`, m.content));
-    if (m.content) this.lastText = m.content;
+    } else if (contentText(m.content)) chunks.push(...textChunks(`t${seq}`, contentText(m.content)));
+    if (contentText(m.content)) this.lastText = contentText(m.content);
     return chunks;
   }
 
@@ -337,7 +339,7 @@ export class UIChunkMapper {
 function outcomeText(o: ToolOutcome): string {
   switch (o.kind) {
     case 'completed':
-      return o.content;
+      return contentDisplay(o.content);
     case 'skipped':
       return `skipped: ${o.reason}`;
     case 'cancelled':
