@@ -107,6 +107,7 @@ export {
   OutputValidationError,
   ProviderError,
   SequenceConflictError,
+  SessionHeldError,
   SessionSteeringConflict,
   StaleWriterError,
   StoreClosedError,
@@ -124,6 +125,7 @@ export {
   isOutputValidationError,
   isProviderError,
   isSequenceConflictError,
+  isSessionHeldError,
   isSessionSteeringConflict,
   isStaleWriterError,
   isStoreClosedError,
@@ -132,3 +134,6 @@ export {
   isUnknownSchemaVersionError,
   isValidationError,
 } from './contracts/errors.js';
+export type { SessionHolder } from './contracts/errors.js';
+export type { SessionHolders } from './persistence/holders.js';
+export { OpenSessionOptions } from './runtime/live-sessions.js';

@@ -1,6 +1,7 @@
 import type { Observable } from 'rxjs';
 import type { EventDraft, EventRecord } from '../contracts/events.js';
 import type { SessionHead } from './head.js';
+import type { SessionHolders } from './holders.js';
 import type { StoredSurface } from './surface.js';
 import type { WorkStore } from './work-store.js';
 
@@ -64,4 +65,10 @@ export interface EventStore {
    * `runtime.serve`. Every built-in store has it; a store without it cannot be served.
    */
   readonly work?: WorkStore;
+  /**
+   * Optional: which live process writes each session (holders.ts), so that `openSession` refuses
+   * a session another live process holds (SessionHeldError). The LMDB and PostgreSQL stores have
+   * it; without it a store works as before and `openSession` never refuses (the writer epoch still fences).
+   */
+  readonly holders?: SessionHolders;
 }

@@ -90,6 +90,8 @@ export interface LogDbs {
   inbox?: Database<string, string[]>;
   work?: Database<string, string>;
   workers?: Database<string, string>;
+  /** The live holder of each session by sessionId (lmdb-holders.ts; not journaled). */
+  holders?: Database<string, string>;
 }
 
 /**
@@ -112,6 +114,7 @@ export function openDbs(path: string): LogDbs {
     work: env.openDB<string, string>({ name: 'work', encoding: 'string' }),
     workers: env.openDB<string, string>({ name: 'workers', encoding: 'string' }),
     surface: env.openDB<string, [string, number]>({ name: 'surface', encoding: 'string' }),
+    holders: env.openDB<string, string>({ name: 'holders', encoding: 'string' }),
   };
 }
 

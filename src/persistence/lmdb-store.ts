@@ -19,6 +19,7 @@ import { LiveAppends } from './live.js';
 import { chunksOf, epochTypeOf, SurfaceChunker, surfaceChunks } from './surface-chunks.js';
 import type { StoredSurface } from './surface.js';
 import { lmdbWork } from './lmdb-work.js';
+import { LmdbHolders } from './lmdb-holders.js';
 import type { KvWorkStore } from './work-kv.js';
 import { assertAppendArgs, followFrom, assertEventId, assertSessionId, readRange } from './store-input.js';
 
@@ -91,6 +92,8 @@ class LmdbEventStore implements EventStore, LmdbStats {
   private closed = false;
   /** The inbox and leases (work-store.ts), in this file. */
   readonly work: KvWorkStore;
+  /** The live holder of each session (holders.ts, lmdb-holders.ts). */
+  readonly holders: LmdbHolders;
 
   constructor(private readonly options: z.output<typeof LmdbStoreOptions>) {
     const opened = openLmdbStore(options.path, options.durability, options.bootId);
@@ -109,6 +112,7 @@ class LmdbEventStore implements EventStore, LmdbStats {
         assertOpen: () => this.assertOpen(),
       },
     );
+    this.holders = new LmdbHolders(this.env, this.dbs.holders!, () => this.assertOpen());
   }
 
   async attachWriter(sessionId: string): Promise<AttachResult> {

@@ -31,13 +31,22 @@ import { SessionInbox } from './inbox.js';
 import { submitEntry, workOf } from './submit.js';
 import { waitForResult } from './wait-for-result.js';
 import { serve, type OpenInternals, type ServeHandle } from './serve.js';
+import { isAttach, LiveSessions, OpenSessionOptions, ATTACH } from './live-sessions.js';
 
 export interface Runtime<TOut = unknown> {
   readonly store: EventStore;
   /** sha256 hex of the canonical execution profile (model id, prompts, tool catalog, config, budget). */
   readonly executionProfileFingerprint: string;
-  /** Attaches a writer (fencing any older one), writes `session/attached` and loads the surface. */
-  openSession(sessionId: string): Promise<ExecutionSession<TOut>>;
+  /**
+   * Attaches a writer, writes `session/attached` and loads the surface; the session this runtime
+   * has open already is returned as it is (its writer closes with the last opener's `close`). A
+   * session another live process writes is refused with SessionHeldError unless `takeover: true`
+   * (which fences that writer); a second runtime of this process takes the session over
+   * (docs/guarantees.md, "One live writer").
+   * @example
+   * const session = await runtime.openSession('s1')
+   */
+  openSession(sessionId: string, options?: OpenSessionOptions): Promise<ExecutionSession<TOut>>;
   /**
    * The envelopes of every instance of `sessionId` open in this process, now and later (a web
    * stream's live deltas); nothing for a session that runs elsewhere.
@@ -143,6 +152,13 @@ export function createRuntime(options: RuntimeOptions): Runtime {
     killSub = ks.subscribe({ next: (v) => kill(Boolean(v)) }); // truthy = set, falsy = cleared
   }
   let closing: Promise<void> | undefined;
+  const live = new LiveSessions(store, () => closed);
+  /** Attaches a new writer (the body of openSession below, past the live-session and holder checks). */
+  const attachNew = (sessionId: string, internals: OpenInternals = {}) =>
+    (runtime.openSession as (id: string, i: OpenInternals & { [ATTACH]: true }) => Promise<ExecutionSession>)(sessionId, {
+      ...internals,
+      [ATTACH]: true,
+    });
   const inboxes = new WeakMap<ExecutionSession, SessionInbox>();
   /** One applier per open session: the serving worker's and submit's fast path share it. */
   const inboxFor = (session: ExecutionSession): SessionInbox => {
@@ -172,7 +188,7 @@ export function createRuntime(options: RuntimeOptions): Runtime {
     serve(options) {
       return serve(
         {
-          open: (sid, internals) => (runtime.openSession as (id: string, i: OpenInternals) => Promise<ExecutionSession>)(sid, internals),
+          open: (sid, internals) => live.openServed(sid, internals.workerId, () => attachNew(sid, internals)),
           store,
           work: workOf(store, 'runtime.serve'),
           inboxFor,
@@ -186,9 +202,14 @@ export function createRuntime(options: RuntimeOptions): Runtime {
     get executionProfileFingerprint() {
       return withOutput(toolSet().fingerprint, defaultOutput);
     },
-    async openSession(sessionId: string, internal?: OpenInternals) {
+    async openSession(sessionId: string, second?: OpenSessionOptions | OpenInternals) {
       parseInput(SessionIdInput, sessionId, 'openSession: sessionId');
       if (closed) throw new StoreClosedError('runtime');
+      if (!isAttach(second)) {
+        const { takeover } = parseInput(OpenSessionOptions, second ?? {}, 'openSession: options');
+        return live.open(sessionId, takeover, () => attachNew(sessionId));
+      }
+      const internal: OpenInternals = second;
       // Everything opening reads is read before the writer attaches, so that a damaged log is
       // reported (CorruptLogError) with nothing changed on disk; read again only if another
       // writer appended between the read and the attach.

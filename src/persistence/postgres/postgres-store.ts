@@ -15,6 +15,7 @@ import { headOf, statements, type Statements } from './rows.js';
 import { channelOf, checkSchema, migrate } from './schema.js';
 import { PgTail } from './tail.js';
 import { PgWorkStore } from './work.js';
+import { PgHolders } from './holders.js';
 
 const isPool = (v: unknown): v is PgPool =>
   typeof v === 'object' && v !== null && typeof (v as PgPool).connect === 'function' && typeof (v as PgPool).end === 'function';
@@ -137,6 +138,8 @@ class PostgresEventStore implements EventStore, PostgresStoreExtras {
   private closing?: Promise<void>;
   /** The inbox and leases (work-store.ts, postgres/work.ts). */
   readonly work: PgWorkStore;
+  /** The live holder of each session (holders.ts, postgres/holders.ts). */
+  readonly holders: PgHolders;
 
   constructor(private readonly options: Options) {
     this.ownPool = !('pool' in options);
@@ -164,6 +167,12 @@ class PostgresEventStore implements EventStore, PostgresStoreExtras {
       options.pollIntervalMs,
     );
     this.work = new PgWorkStore(
+      this.conns,
+      () => this.ready(),
+      () => this.assertOpen(),
+      options.schema,
+    );
+    this.holders = new PgHolders(
       this.conns,
       () => this.ready(),
       () => this.assertOpen(),
@@ -344,6 +353,7 @@ class PostgresEventStore implements EventStore, PostgresStoreExtras {
     await Promise.allSettled([...this.inFlight]);
     this.tail.close();
     this.work.close();
+    this.holders.close();
     await this.init?.catch(() => undefined);
     if (this.ownPool && this.pool) await this.pool.end();
   }

@@ -81,6 +81,17 @@ const MIGRATIONS: readonly string[] = [
      heartbeat_at timestamptz NOT NULL,
      ttl_ms       int         NOT NULL
    );`,
+  // 3: the live holder of each session (postgres/holders.ts): its process, and the advisory lock its store holds while it lives
+  `CREATE TABLE {s}.session_holders (
+     session_id text        PRIMARY KEY,
+     host       text        NOT NULL,
+     pid        int         NOT NULL,
+     start_time text,
+     worker_id  text,
+     lock_class bigint      NOT NULL,
+     lock_obj   bigint      NOT NULL,
+     since      timestamptz NOT NULL DEFAULT now()
+   );`,
 ];
 
 export const SCHEMA_VERSION_PG = MIGRATIONS.length;
