@@ -37,6 +37,8 @@ export class PgHolders implements SessionHolders {
 
   constructor(
     private readonly conns: Connections,
+    /** Where the lock's connection comes from: a pool of its own for a store that made its pool, else the app's pool. */
+    private readonly lockConns: () => Connections,
     private readonly ready: () => Promise<void>,
     private readonly assertOpen: () => void,
     private readonly schema: string,
@@ -139,7 +141,7 @@ export class PgHolders implements SessionHolders {
   private lockKey(): Promise<{ conn: Conn; key: [number, number] }> {
     if (this.lock) return Promise.resolve(this.lock);
     return (this.locking ??= (async () => {
-      const conn = await this.conns.acquire();
+      const conn = await this.lockConns().acquire();
       const key: [number, number] = [randomInt(1, 2 ** 31 - 1), randomInt(1, 2 ** 31 - 1)];
       try {
         await conn.client.query({ text: 'SELECT pg_advisory_lock($1, $2)', values: key });

@@ -126,6 +126,8 @@ export interface PostgresStoreExtras {
 
 class PostgresEventStore implements EventStore, PostgresStoreExtras {
   private pool: PgPool | undefined;
+  /** The holder lock's one connection, outside `maxConnections` (own pool only; an app's pool lends it). */
+  private lockPool: PgPool | undefined;
   private readonly ownPool: boolean;
   private readonly conns: Connections;
   private readonly stmts: Statements;
@@ -172,8 +174,10 @@ class PostgresEventStore implements EventStore, PostgresStoreExtras {
       () => this.assertOpen(),
       options.schema,
     );
+    const lockConns = new Connections(() => this.lockPool!, false);
     this.holders = new PgHolders(
       this.conns,
+      () => (this.lockPool ? lockConns : this.conns),
       () => this.ready(),
       () => this.assertOpen(),
       options.schema,
@@ -195,6 +199,9 @@ class PostgresEventStore implements EventStore, PostgresStoreExtras {
       const pool = new pg.Pool({ connectionString: o.connectionString, max: o.maxConnections, keepAlive: true });
       pool.on('error', () => undefined); // an idle connection the server ended: the pool drops it
       this.pool = pool;
+      const lockPool = new pg.Pool({ connectionString: o.connectionString, max: 1, keepAlive: true });
+      lockPool.on('error', () => undefined);
+      this.lockPool = lockPool;
     }
     try {
       await this.conns.with(async () => undefined); // connects and checks synchronous_commit
@@ -356,6 +363,7 @@ class PostgresEventStore implements EventStore, PostgresStoreExtras {
     this.holders.close();
     await this.init?.catch(() => undefined);
     if (this.ownPool && this.pool) await this.pool.end();
+    await this.lockPool?.end();
   }
 
   private assertOpen(): void {
