@@ -31,8 +31,8 @@ export interface SessionHolders {
   release(sessionId: string): Promise<void>;
 }
 
-/** The start time of process `pid` from /proc/<pid>/stat (field 22), or undefined without /proc or without the process. */
-export function processStartTime(pid: number): string | undefined {
+/** State (field 3) and start time (field 22) of process `pid` from /proc/<pid>/stat; undefined without /proc or without the process. */
+function procStat(pid: number): { state: string; startTime: string } | undefined {
   let stat: string;
   try {
     stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
@@ -41,8 +41,11 @@ export function processStartTime(pid: number): string | undefined {
   }
   // the command name (field 2) is in parentheses and may hold spaces or ')': fields 3.. follow the last ')'
   const rest = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  return rest[22 - 3];
+  return { state: rest[0]!, startTime: rest[22 - 3]! };
 }
+
+/** The start time of process `pid` (field 22 of /proc/<pid>/stat, clock ticks after boot), or undefined without /proc or without the process. */
+export const processStartTime = (pid: number): string | undefined => procStat(pid)?.startTime;
 
 let me: HolderRecord | undefined;
 
@@ -57,8 +60,8 @@ export function thisProcess(): HolderRecord {
 
 /**
  * Whether the process a record names is gone, checked on this machine only: its pid answers no
- * signal 0 (ESRCH), or (Linux) the process with that pid started at another time (the pid was
- * reused). Without /proc only the pid is checked.
+ * signal 0 (ESRCH), or (Linux) the process with that pid is a zombie or started at another time
+ * (the pid was reused). Without /proc only the pid is checked.
  */
 export function holderGone(h: HolderRecord): boolean {
   try {
@@ -67,13 +70,14 @@ export function holderGone(h: HolderRecord): boolean {
     if ((e as NodeJS.ErrnoException).code === 'ESRCH') return true;
     // EPERM: a process of another user has that pid; it lives
   }
-  if (h.startTime === undefined) return false;
-  const now = processStartTime(h.pid);
-  return now !== undefined ? now !== h.startTime : existsProc();
+  const now = procStat(h.pid);
+  if (now === undefined) return h.startTime !== undefined && existsProc(); // gone since signal 0 answered (with /proc)
+  // a zombie (killed, not yet reaped by its parent) writes nothing more
+  return now.state === 'Z' || now.state === 'X' || (h.startTime !== undefined && now.startTime !== h.startTime);
 }
 
 /** With /proc mounted, a pid whose stat cannot be read has gone since signal 0 answered. */
-const existsProc = (): boolean => processStartTime(process.pid) !== undefined;
+const existsProc = (): boolean => procStat(process.pid) !== undefined;
 
 /**
  * How a claim meets a recorded holder: `same-process` (this process: replaced, as a fence
