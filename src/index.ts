@@ -130,6 +130,7 @@ export {
   OutputValidationError,
   ProviderError,
   SequenceConflictError,
+  SessionHeldError,
   SessionSteeringConflict,
   StaleWriterError,
   StoreClosedError,
@@ -147,6 +148,7 @@ export {
   isOutputValidationError,
   isProviderError,
   isSequenceConflictError,
+  isSessionHeldError,
   isSessionSteeringConflict,
   isStaleWriterError,
   isStoreClosedError,
@@ -155,3 +157,6 @@ export {
   isUnknownSchemaVersionError,
   isValidationError,
 } from './contracts/errors.js';
+export type { SessionHolder } from './contracts/errors.js';
+export type { SessionHolders } from './persistence/holders.js';
+export { OpenSessionOptions } from './runtime/live-sessions.js';

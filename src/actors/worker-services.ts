@@ -33,6 +33,8 @@ export interface ServedInbox {
 export interface OpenInternals {
   /** The lease check of the session's log writer (LogWriter.guard), given the epoch that writer attached with. */
   guard?: (writerEpoch: number) => unknown;
+  /** The serving worker's id, recorded as the session's holder (SessionHeldError.holder.workerId). */
+  workerId?: string;
 }
 
 /** `runtime.serve`'s options with their defaults. */

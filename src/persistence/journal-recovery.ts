@@ -97,6 +97,8 @@ export interface LogDbs {
   workers?: Database<string, string>;
   /** Blobs by their SHA-256 (blob-store.ts): bytes, journaled as `b` ops, never deleted. */
   blobs?: Database<Buffer, string>;
+  /** The live holder of each session by sessionId (lmdb-holders.ts; not journaled). */
+  holders?: Database<string, string>;
 }
 
 /**
@@ -120,6 +122,7 @@ export function openDbs(path: string): LogDbs {
     workers: env.openDB<string, string>({ name: 'workers', encoding: 'string' }),
     surface: env.openDB<string, [string, number]>({ name: 'surface', encoding: 'string' }),
     blobs: env.openDB<Buffer, string>({ name: 'blobs', encoding: 'binary' }),
+    holders: env.openDB<string, string>({ name: 'holders', encoding: 'string' }),
   };
 }
 

@@ -19,6 +19,7 @@ import { LiveAppends } from './live.js';
 import { chunksOf, epochTypeOf, SurfaceChunker, surfaceChunks } from './surface-chunks.js';
 import type { StoredSurface } from './surface.js';
 import { lmdbWork } from './lmdb-work.js';
+import { LmdbHolders } from './lmdb-holders.js';
 import type { KvWorkStore } from './work-kv.js';
 import { assertAppendArgs, followFrom, assertEventId, assertSessionId, readRange } from './store-input.js';
 import { checkedBlob, sha256Of, type BlobStore } from './blob-store.js';
@@ -114,6 +115,8 @@ class LmdbEventStore implements EventStore, LmdbStats {
       return guarded({ path: this.options.path }, () => this.dbs.blobs!.doesExist(sha256));
     },
   };
+  /** The live holder of each session (holders.ts, lmdb-holders.ts). */
+  readonly holders: LmdbHolders;
 
   constructor(private readonly options: z.output<typeof LmdbStoreOptions>) {
     const opened = openLmdbStore(options.path, options.durability, options.bootId);
@@ -132,6 +135,7 @@ class LmdbEventStore implements EventStore, LmdbStats {
         assertOpen: () => this.assertOpen(),
       },
     );
+    this.holders = new LmdbHolders(this.env, this.dbs.holders!, () => this.assertOpen());
   }
 
   async attachWriter(sessionId: string): Promise<AttachResult> {

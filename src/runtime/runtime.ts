@@ -18,13 +18,25 @@ import { sessionInboxes, submitToOpen, workOf } from './submit.js';
 import { runtimeToolSet } from './tool-set.js';
 import { resolveTracing } from './tracing-options.js';
 import { waitForResult } from './wait-for-result.js';
+import { isServed, LiveSessions, OpenSessionOptions, type ServedInternals } from './live-sessions.js';
+import { StoreClosedError } from '../contracts/errors.js';
+import { parseInput } from '../contracts/validate.js';
+import { SessionIdInput } from '../contracts/requests.js';
 
 export interface Runtime<TOut = unknown> {
   readonly store: EventStore;
   /** sha256 hex of the canonical execution profile (model id, prompts, tool catalog, config, budget). */
   readonly executionProfileFingerprint: string;
-  /** Attaches a writer (fencing any older one), writes `session/attached` and loads the surface. */
-  openSession(sessionId: string): Promise<ExecutionSession<TOut>>;
+  /**
+   * Attaches a writer, writes `session/attached` and loads the surface; the session this runtime
+   * has open already is returned as it is (its writer closes with the last opener's `close`). A
+   * session another live process writes is refused with SessionHeldError unless `takeover: true`
+   * (which fences that writer); a second runtime of this process takes the session over
+   * (docs/guarantees.md, "One live writer").
+   * @example
+   * const session = await runtime.openSession('s1')
+   */
+  openSession(sessionId: string, options?: OpenSessionOptions): Promise<ExecutionSession<TOut>>;
   /**
    * The envelopes of every instance of `sessionId` open in this process, now and later (a web
    * stream's live deltas); nothing for a session that runs elsewhere.
@@ -82,7 +94,10 @@ export function createRuntime(options: RuntimeOptions): Runtime {
   const killSwitch = followKillSwitch(o.killSwitch, sessions);
   const killed = () => killSwitch.killed;
   const opening: SessionOpening = { store, options: o, toolSet, runtimeOutput, prefix: sessionPrefix(o), tracing, sessions, killed };
-  const open = (sessionId: string, internal?: OpenInternals) => openSession(opening, sessionId, internal);
+  const live = new LiveSessions(store, () => sessions.closed);
+  // a serving worker's open: a writer of its own under its lease guard, recorded as held by the worker
+  const openServed = (sessionId: string, internals: OpenInternals) =>
+    live.openServed(sessionId, internals.workerId, () => openSession(opening, sessionId, internals));
   const inboxFor = sessionInboxes(store, o.clock);
   let closing: Promise<void> | undefined;
   return {
@@ -90,15 +105,21 @@ export function createRuntime(options: RuntimeOptions): Runtime {
     get executionProfileFingerprint() {
       return withOutput(toolSet().fingerprint, runtimeOutput);
     },
-    // a serving worker (serve, the simulator) passes its lease guard as a second, internal argument
-    openSession: open,
+    // a serving worker (serve, the simulator) passes its lease guard as a second, internal argument marked SERVED
+    openSession: (sessionId, second?: OpenSessionOptions | ServedInternals) => {
+      if (isServed(second)) return openServed(sessionId, second);
+      parseInput(SessionIdInput, sessionId, 'openSession: sessionId');
+      if (sessions.closed) return Promise.reject(new StoreClosedError('runtime'));
+      const { takeover } = parseInput(OpenSessionOptions, second ?? {}, 'openSession: options');
+      return live.open(sessionId, takeover, () => openSession(opening, sessionId));
+    },
     liveEnvelopes$: (sessionId) => sessions.envelopes$(sessionId),
     submit: (sessionId, entry) => submitToOpen(store, sessions, inboxFor, sessionId, entry, o.contentLimits),
     waitForResult: (sessionId, runId, options) => waitForResult(store, sessionId, runId, options),
     serve: (options) =>
       serve(
         {
-          open,
+          open: openServed,
           store,
           work: workOf(store, 'runtime.serve'),
           inboxFor,

@@ -309,7 +309,7 @@ async function fenceMode(job: FenceJob): Promise<void> {
   const model = modelFor(FENCE_PROMPT_RE, (m) => fenceScript(m[2] as 'same-batch' | 'next-step', m[3]!));
   const rt = createRuntime({ store: ackingStore(inner), model, tools });
   if (job.b) {
-    const s = await rt.openSession(job.b);
+    const s = await rt.openSession(job.b, { takeover: true }); // A lives (stopped): B fences it on purpose
     say(`B_ATTACHED ${job.b} ${JSON.stringify(s.recovery)}`);
     const open = s.recovery.interruptedRuns[0];
     if (!open) throw new Error(`B: session ${job.b} has no interrupted run`);

@@ -88,6 +88,17 @@ const MIGRATIONS: readonly string[] = [
      bytes      bytea       NOT NULL,
      created_at timestamptz NOT NULL DEFAULT now()
    );`,
+  // 4: the live holder of each session (postgres/holders.ts): its process, and the advisory lock its store holds while it lives
+  `CREATE TABLE {s}.session_holders (
+     session_id text        PRIMARY KEY,
+     host       text        NOT NULL,
+     pid        int         NOT NULL,
+     start_time text,
+     worker_id  text,
+     lock_class bigint      NOT NULL,
+     lock_obj   bigint      NOT NULL,
+     since      timestamptz NOT NULL DEFAULT now()
+   );`,
 ];
 
 export const SCHEMA_VERSION_PG = MIGRATIONS.length;
