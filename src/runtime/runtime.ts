@@ -106,10 +106,10 @@ export function createRuntime(options: RuntimeOptions): Runtime {
       return withOutput(toolSet().fingerprint, runtimeOutput);
     },
     // a serving worker (serve, the simulator) passes its lease guard as a second, internal argument marked SERVED
-    openSession: (sessionId, second?: OpenSessionOptions | ServedInternals) => {
+    openSession: async (sessionId, second?: OpenSessionOptions | ServedInternals) => {
       if (isServed(second)) return openServed(sessionId, second);
       parseInput(SessionIdInput, sessionId, 'openSession: sessionId');
-      if (sessions.closed) return Promise.reject(new StoreClosedError('runtime'));
+      if (sessions.closed) throw new StoreClosedError('runtime');
       const { takeover } = parseInput(OpenSessionOptions, second ?? {}, 'openSession: options');
       return live.open(sessionId, takeover, () => openSession(opening, sessionId));
     },
