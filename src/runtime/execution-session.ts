@@ -25,7 +25,7 @@ import type { SubscribeOptions, SubscriberListener, Unsubscribe } from '../strea
 import { Checkpoint, JsonValue } from './answer-schema.js';
 import type { SessionDeps } from './session-deps.js';
 import { recordedResult } from './log-lookups.js';
-import type { ResolvedRuntimeOptions } from './options.js';
+import { assertModel, type ResolvedRuntimeOptions } from './options.js';
 import { prepareAttempt } from './prepare-attempt.js';
 import { runIdTaken } from './run-claims.js';
 import { wireSession, type SessionParts } from './session-wiring.js';
@@ -36,6 +36,8 @@ import { withRunOptions, type RunOptions, type TypedResult } from './run-options
 import { createSessionActor } from './session-actors.js';
 import { LiveView, snapshotOf, type SessionSnapshot } from './session-view.js';
 import type { TurnContext } from './turn-context.js';
+import { AutoResume } from './auto-resume.js';
+import { PerCallApprovals, type ApprovalReceipt } from './per-call-approvals.js';
 
 export type { SessionSnapshot, SessionStatus } from './session-view.js';
 export type { TurnContext } from './turn-context.js';
@@ -61,6 +63,8 @@ export class ExecutionSession<TOut = unknown> {
   private readonly deps: SessionDeps;
   private readonly parts: SessionParts;
   private lastResult?: ExecutionResult;
+  private readonly resuming: AutoResume;
+  private readonly approvals: PerCallApprovals;
   private readonly liveView = new LiveView(
     () => this.snapshot(),
     () => this.stream.events$,
@@ -74,10 +78,28 @@ export class ExecutionSession<TOut = unknown> {
     this.stream = d.stream;
     this.deps = d;
     this.recovery = d.recovery;
+    this.resuming = new AutoResume(d.resume ?? 'auto', {
+      openRun: () => this.runs.open,
+      recovery: d.recovery,
+      continueRun: (runId, attemptId) => this.execute({ kind: 'continue', runId, attemptId }),
+      waitForIdle: () => this.waitForIdle(),
+      newId: () => this.newId(),
+    });
     this.parts = wireSession(d, {
-      settled: (r) => (this.lastResult = r),
+      settled: (r) => {
+        this.lastResult = r;
+        this.resuming.settled(r);
+      },
       prepare: (i) => this.prepare(i),
       rested: (result) => this.rested(result),
+    });
+    this.approvals = new PerCallApprovals({
+      sessionId: d.sessionId,
+      store: d.store,
+      writer: d.env.writer,
+      openRun: () => this.runs.open,
+      respond: (runId, questionId, decisions) =>
+        this.run({ kind: 'respond', runId, questionId, answer: { decisions: Object.fromEntries(decisions) } }),
     });
     this.actor = this.parts.actor;
     this.turnContexts = this.parts.starts.turnContexts;
@@ -168,6 +190,12 @@ export class ExecutionSession<TOut = unknown> {
         : identifiedRequest(parsed, this.runs.open?.runId ?? this.current?.runId, () => this.newId(), this.sessionId);
     assertRunIdsFit(this.sessionId, req.runId, req.attemptId, 'session.execute', ['runId', 'attemptId']);
     this.assertOpen();
+    assertModel(this.options, 'session.execute');
+    if (req.kind === 'prompt' && !this.busy && this.resuming.needed) {
+      // resume by default: the interrupted run is continued first, then this prompt runs
+      await this.resuming.settle();
+      this.assertOpen();
+    }
     if (this.busy) {
       // a recorded attempt runs nothing: its result is returned even while another attempt runs
       const cur = this.current;
@@ -193,6 +221,7 @@ export class ExecutionSession<TOut = unknown> {
     const out = await prepareAttempt(this.parts.attemptSession, request);
     if (!('run' in out)) return out;
     if (this.closed) return { result: notRunResult(request, 'detached', 'the session was closed before the attempt started') };
+    this.resuming.begin(out.run);
     this.parts.starts.begin(out.run, token);
     return out;
   }
@@ -241,8 +270,13 @@ export class ExecutionSession<TOut = unknown> {
    * session is free; true if one started. No accepted input waits for an unrelated later one.
    */
   private startWaitingInput(): boolean {
-    if (this.closed || this.runs.blocking || this.deps.isKilled() || this.phase === 'fenced') return false;
-    const run = this.parts.starts.beginWaiting();
+    if (this.closed || this.deps.isKilled() || this.phase === 'fenced' || this.options.model === undefined) return false;
+    if (this.runs.blocking) {
+      // an input waiting over an interrupted run: resumed by default, then the input's run starts
+      if (!this.busy && !this.runs.stale && this.resuming.needed && this.deps.inputs.hasWaiting) this.resuming.settleForInputs();
+      return false;
+    }
+    const run = this.parts.starts.beginWaiting(this.resuming);
     if (!run) return false;
     this.actor.send({ type: 'START', run });
     return true;
@@ -291,6 +325,25 @@ export class ExecutionSession<TOut = unknown> {
     parseInput(z.string().min(1), inputId, 'session.cancelInput');
     this.assertOpen();
     return this.parts.desk.cancel(inputId);
+  }
+
+  /**
+   * Approves one call of the pending approval, durably (`approval/call-decided`); the run resumes
+   * once every call is decided, and the receipt of that last decision carries its `run`.
+   * @example
+   * const { undecided, run } = await session.approve(session.pendingRequest.calls[0].callId)
+   */
+  approve(callId: string): Promise<ApprovalReceipt> {
+    parseInput(z.string().min(1), callId, 'session.approve');
+    this.assertOpen();
+    return this.approvals.decide(callId, 'approve', 'session.approve');
+  }
+
+  /** Denies one call of the pending approval, as `approve` approves one. */
+  deny(callId: string): Promise<ApprovalReceipt> {
+    parseInput(z.string().min(1), callId, 'session.deny');
+    this.assertOpen();
+    return this.approvals.decide(callId, 'deny', 'session.deny');
   }
 
   /**
