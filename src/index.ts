@@ -22,6 +22,9 @@ export { ExecutionSession } from './runtime/execution-session.js';
 export type { SessionSnapshot, SessionStatus, TurnContext } from './runtime/execution-session.js';
 export type { RunHandle } from './runtime/run-handle.js';
 export type { DeepPartial, RunOptions, TypedResult } from './runtime/run-options.js';
+export type { OpenSessionOptions } from './runtime/open-options.js';
+export type { RuntimeRunOptions, SessionRunHandle } from './runtime/runtime-run.js';
+export type { ApprovalReceipt } from './runtime/per-call-approvals.js';
 export { parsePartialJson } from './streams/partial-json.js';
 export type { DeliveryOwner, FinalAnswer, FinalVerifier, Pricing, ToolVerifier } from './contracts/hooks.js';
 export { systemClock } from './contracts/clock.js';
@@ -87,6 +90,7 @@ export {
   InputReceipt,
   Outcome,
   RecoveryOutcome,
+  Recovered,
   RunRequest,
   RunStatus,
   StopReceipt,

@@ -40,8 +40,6 @@ export class AutoResume {
   private continuing: { runId: string; attemptId: string } | undefined;
   /** What the last recovery found, for the next new run's result. */
   private found: Recovered | undefined;
-  /** Runs an automatic continue left open (detached again, failed to settle): waiting inputs do not retry them. */
-  private readonly leftOpen = new Set<string>();
 
   constructor(
     readonly mode: ResumeMode,
@@ -63,12 +61,11 @@ export class AutoResume {
   }
 
   /**
-   * For inputs waiting over the interrupted run: settles it, unless an automatic continue already
-   * left it open (the inputs then wait, as with `manual`, for the app's continue or a new prompt).
+   * An input submitted over the interrupted run: settles it in the background; the input's run
+   * starts when the session rests (a run the continue left open keeps it waiting, as with `manual`).
    */
   settleForInputs(): void {
-    const open = this.s.openRun();
-    if (open && !this.leftOpen.has(open.runId)) void this.settle().catch(() => undefined);
+    void this.settle().catch(() => undefined);
   }
 
   private async continueOpen(): Promise<void> {
@@ -81,7 +78,6 @@ export class AutoResume {
       if (!isExecutionBusy(e)) throw e;
       await this.s.waitForIdle();
     }
-    if (this.s.openRun()?.runId === open.runId) this.leftOpen.add(open.runId);
   }
 
   /** An attempt begins: a continue is watched; a new run takes what the last recovery found. */

@@ -271,11 +271,7 @@ export class ExecutionSession<TOut = unknown> {
    */
   private startWaitingInput(): boolean {
     if (this.closed || this.deps.isKilled() || this.phase === 'fenced' || this.options.model === undefined) return false;
-    if (this.runs.blocking) {
-      // an input waiting over an interrupted run: resumed by default, then the input's run starts
-      if (!this.busy && !this.runs.stale && this.resuming.needed && this.deps.inputs.hasWaiting) this.resuming.settleForInputs();
-      return false;
-    }
+    if (this.runs.blocking) return false;
     const run = this.parts.starts.beginWaiting(this.resuming);
     if (!run) return false;
     this.actor.send({ type: 'START', run });
@@ -315,7 +311,10 @@ export class ExecutionSession<TOut = unknown> {
       claimedRunId: () => this.actor.getSnapshot().context.claimedRunId,
       accepted: (mode) => {
         // a steer on a free session has no run to join: it starts one of its own, as a follow-up
-        if (!this.busy) this.startWaitingInput();
+        if (this.busy) return;
+        // over an interrupted run: resumed by default (not at open: only an input submitted now), then the input's run starts
+        if (this.runs.blocking && !this.runs.stale && this.resuming.needed) this.resuming.settleForInputs();
+        else this.startWaitingInput();
       },
     });
   }

@@ -85,6 +85,16 @@ describe('resume by default (docs/recovery.md)', () => {
     await done();
   });
 
+  it('under serve, a submitted input over an interrupted run runs after the worker continued it, and reports the recovery', async () => {
+    const { rt2, done } = await interrupted({ model: scriptedModel(['settled the old run', 'the input answered']) });
+    const { entryId } = await rt2.submit('s', 'a follow-up');
+    const worker = rt2.serve({ leaseMs: 60_000 });
+    const result = await rt2.waitForResult('s', entryId, { signal: AbortSignal.timeout(60_000) });
+    expect(result).toMatchObject({ status: 'succeeded', finalMessage: 'the input answered', recovered: recoveredR });
+    await worker.stop();
+    await done();
+  });
+
   it('a suspended run is not interrupted: a new prompt stays refused with ExecutionBusy(suspended)', async () => {
     const dir = tempDir();
     const rt = createRuntime({
