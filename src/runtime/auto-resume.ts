@@ -60,6 +60,13 @@ export class AutoResume {
     return (this.settling ??= this.continueOpen().finally(() => (this.settling = undefined)));
   }
 
+  /** Before a new prompt: the interrupted run settled, then the inputs it held back run (the prompt runs after them). */
+  async beforePrompt(busy: () => boolean, assertOpen: () => void): Promise<void> {
+    await this.settle();
+    if (busy()) await this.s.waitForIdle();
+    assertOpen();
+  }
+
   /**
    * An input submitted over the interrupted run: settles it in the background; the input's run
    * starts when the session rests (a run the continue left open keeps it waiting, as with `manual`).

@@ -94,12 +94,11 @@ export class ExecutionSession<TOut = unknown> {
       rested: (result) => this.rested(result),
     });
     this.approvals = new PerCallApprovals({
-      sessionId: d.sessionId,
-      store: d.store,
+      ...d,
       writer: d.env.writer,
       openRun: () => this.runs.open,
-      respond: (runId, questionId, decisions) =>
-        this.run({ kind: 'respond', runId, questionId, answer: { decisions: Object.fromEntries(decisions) } }),
+      assertOpen: () => this.assertOpen(),
+      respond: (runId, questionId, answer) => this.run({ kind: 'respond', runId, questionId, answer }),
     });
     this.actor = this.parts.actor;
     this.turnContexts = this.parts.starts.turnContexts;
@@ -191,11 +190,12 @@ export class ExecutionSession<TOut = unknown> {
     assertRunIdsFit(this.sessionId, req.runId, req.attemptId, 'session.execute', ['runId', 'attemptId']);
     this.assertOpen();
     assertModel(this.options, 'session.execute');
-    if (req.kind === 'prompt' && !this.busy && this.resuming.needed) {
-      // resume by default: the interrupted run is continued first, then this prompt runs
-      await this.resuming.settle();
-      this.assertOpen();
-    }
+    // resume by default: an interrupted run is continued first (and the inputs it held back run), then this prompt
+    if (req.kind === 'prompt' && !this.busy && this.resuming.needed)
+      await this.resuming.beforePrompt(
+        () => this.busy,
+        () => this.assertOpen(),
+      );
     if (this.busy) {
       // a recorded attempt runs nothing: its result is returned even while another attempt runs
       const cur = this.current;
@@ -327,21 +327,17 @@ export class ExecutionSession<TOut = unknown> {
   }
 
   /**
-   * Approves one call of the pending approval, durably (`approval/call-decided`); the run resumes
-   * once every call is decided, and the receipt of that last decision carries its `run`.
+   * Approves one call of the pending approval (docs/getting-started.md §7), durably; the run
+   * resumes once every call is decided, and that last decision's receipt carries its `run`.
    * @example
-   * const { undecided, run } = await session.approve(session.pendingRequest.calls[0].callId)
+   * const { undecided, run } = await session.approve(callId)
    */
   approve(callId: string): Promise<ApprovalReceipt> {
-    parseInput(z.string().min(1), callId, 'session.approve');
-    this.assertOpen();
     return this.approvals.decide(callId, 'approve', 'session.approve');
   }
 
   /** Denies one call of the pending approval, as `approve` approves one. */
   deny(callId: string): Promise<ApprovalReceipt> {
-    parseInput(z.string().min(1), callId, 'session.deny');
-    this.assertOpen();
     return this.approvals.decide(callId, 'deny', 'session.deny');
   }
 

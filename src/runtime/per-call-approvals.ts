@@ -1,4 +1,6 @@
+import { z } from 'zod';
 import { ValidationError } from '../contracts/errors.js';
+import { parseInput } from '../contracts/validate.js';
 import type { EventStore } from '../persistence/event-store.js';
 import type { LogWriter } from '../persistence/log-writer.js';
 import type { OpenRunState } from '../persistence/open-run.js';
@@ -25,8 +27,9 @@ export interface DecidingSession {
   writer: LogWriter;
   /** The open run as the session knows it now. */
   openRun(): OpenRunState | undefined;
+  assertOpen(): void;
   /** Resumes the run with every call's decision (session.run of a respond). */
-  respond(runId: string, questionId: string, decisions: Map<string, Decision>): RunHandle;
+  respond(runId: string, questionId: string, answer: { decisions: Record<string, Decision> }): RunHandle;
 }
 
 const SESSION_LEVEL = { turn: 0, step: 0, attempt: 0 };
@@ -45,6 +48,8 @@ export class PerCallApprovals {
   constructor(private readonly s: DecidingSession) {}
 
   decide(callId: string, decision: Decision, where: string): Promise<ApprovalReceipt> {
+    parseInput(z.string().min(1), callId, where);
+    this.s.assertOpen();
     const next = this.queue.then(() => this.record(callId, decision, where));
     // the next decision waits until the attempt this one started has ended (the approval is answered then)
     this.queue = next.then((r) => r.run?.result).catch(() => undefined);
@@ -58,7 +63,10 @@ export class PerCallApprovals {
       throw new ValidationError(where, [{ path: ['callId'], message: `no approval is pending in session ${this.s.sessionId}` }]);
     if (!pr.calls.some((c) => c.callId === callId))
       throw new ValidationError(where, [
-        { path: ['callId'], message: `call ${callId} is not one of approval ${pr.questionId}'s (${pr.calls.map((c) => c.callId).join(', ')})` },
+        {
+          path: ['callId'],
+          message: `call ${callId} is not one of approval ${pr.questionId}'s (${pr.calls.map((c) => c.callId).join(', ')})`,
+        },
       ]);
     const decided = await this.decided(open.pending!.seq, pr.questionId);
     const before = decided.get(callId);
@@ -72,7 +80,8 @@ export class PerCallApprovals {
     const undecided = pr.calls.map((c) => c.callId).filter((id) => !decided.has(id));
     const receipt: ApprovalReceipt = { runId: open.runId, questionId: pr.questionId, callId, decision, undecided };
     if (undecided.length > 0) return receipt;
-    return { ...receipt, run: this.s.respond(open.runId, pr.questionId, decided) };
+    // the answer's decisions are keyed by call id, as `approval/decided` records them
+    return { ...receipt, run: this.s.respond(open.runId, pr.questionId, { decisions: Object.fromEntries(decided) }) };
   }
 
   /** The decisions recorded for `questionId` since its request (at `fromSeq`), by call id. */

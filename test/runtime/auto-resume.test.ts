@@ -14,7 +14,8 @@ const hang = () => new Promise<string>(() => {});
 async function interrupted(second: Omit<RuntimeOptions, 'store'>) {
   const dir = tempDir();
   const started = deferred();
-  const send = (execute: () => Promise<string> | string) => defineTool({ name: 'send', description: '', parameters: z.object({}), execute });
+  const send = (execute: () => Promise<string> | string) =>
+    defineTool({ name: 'send', description: '', parameters: z.object({}), execute });
   const rt1 = createRuntime({
     store: lmdbStore({ path: dir.path }),
     model: scriptedModel([{ toolCalls: [{ id: 'm1', name: 'send', arguments: {} }] }]),
@@ -55,10 +56,12 @@ describe('resume by default (docs/recovery.md)', () => {
     // the recorded result says the same (waitForResult reads it from the log)
     expect((await rt2.waitForResult('s', result.runId)).recovered).toMatchObject(recoveredR);
     // the interrupted run settled with its own answer, never re-running the exclusive call
-    expect(s.snapshot().messages.filter((m) => m.role === 'assistant' && typeof m.content === 'string' && m.content !== '').map((m) => m.content)).toEqual([
-      'settled the old run',
-      'the new answer',
-    ]);
+    expect(
+      s
+        .snapshot()
+        .messages.filter((m) => m.role === 'assistant' && typeof m.content === 'string' && m.content !== '')
+        .map((m) => m.content),
+    ).toEqual(['settled the old run', 'the new answer']);
     // only the first new run reports it
     expect((await s.run('again').result).recovered).toBeUndefined();
     await done();
