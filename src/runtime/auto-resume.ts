@@ -22,6 +22,9 @@ export interface ResumingSession {
   /** Resolves when nothing runs and no input waits to start. */
   waitForIdle(): Promise<void>;
   newId(): string;
+  /** An attempt is being prepared, runs or is being settled. */
+  busy(): boolean;
+  assertOpen(): void;
 }
 
 /** Statuses after which a continued run is still open (it goes on with another attempt, or waits for an answer). */
@@ -61,10 +64,10 @@ export class AutoResume {
   }
 
   /** Before a new prompt: the interrupted run settled, then the inputs it held back run (the prompt runs after them). */
-  async beforePrompt(busy: () => boolean, assertOpen: () => void): Promise<void> {
+  async beforePrompt(): Promise<void> {
     await this.settle();
-    if (busy()) await this.s.waitForIdle();
-    assertOpen();
+    if (this.s.busy()) await this.s.waitForIdle();
+    this.s.assertOpen();
   }
 
   /**

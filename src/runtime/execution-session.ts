@@ -36,8 +36,8 @@ import { withRunOptions, type RunOptions, type TypedResult } from './run-options
 import { createSessionActor } from './session-actors.js';
 import { LiveView, snapshotOf, type SessionSnapshot } from './session-view.js';
 import type { TurnContext } from './turn-context.js';
-import { AutoResume } from './auto-resume.js';
-import { PerCallApprovals, type ApprovalReceipt } from './per-call-approvals.js';
+import type { ApprovalReceipt } from './per-call-approvals.js';
+import { sessionExtras, type SessionExtras } from './session-extras.js';
 
 export type { SessionSnapshot, SessionStatus } from './session-view.js';
 export type { TurnContext } from './turn-context.js';
@@ -63,8 +63,7 @@ export class ExecutionSession<TOut = unknown> {
   private readonly deps: SessionDeps;
   private readonly parts: SessionParts;
   private lastResult?: ExecutionResult;
-  private readonly resuming: AutoResume;
-  private readonly approvals: PerCallApprovals;
+  private readonly extras: SessionExtras;
   private readonly liveView = new LiveView(
     () => this.snapshot(),
     () => this.stream.events$,
@@ -78,27 +77,22 @@ export class ExecutionSession<TOut = unknown> {
     this.stream = d.stream;
     this.deps = d;
     this.recovery = d.recovery;
-    this.resuming = new AutoResume(d.resume ?? 'auto', {
-      openRun: () => this.runs.open,
-      recovery: d.recovery,
-      continueRun: (runId, attemptId) => this.execute({ kind: 'continue', runId, attemptId }),
-      waitForIdle: () => this.waitForIdle(),
-      newId: () => this.newId(),
-    });
     this.parts = wireSession(d, {
       settled: (r) => {
         this.lastResult = r;
-        this.resuming.settled(r);
+        this.extras.resuming.settled(r);
       },
       prepare: (i) => this.prepare(i),
       rested: (result) => this.rested(result),
     });
-    this.approvals = new PerCallApprovals({
-      ...d,
-      writer: d.env.writer,
-      openRun: () => this.runs.open,
+    this.extras = sessionExtras(d, this.parts, {
+      busy: () => this.busy,
+      closed: () => this.closed,
+      fenced: () => this.phase === 'fenced',
+      execute: (r) => this.execute(r),
+      run: (r) => this.run(r),
       assertOpen: () => this.assertOpen(),
-      respond: (runId, questionId, answer) => this.run({ kind: 'respond', runId, questionId, answer }),
+      newId: () => this.newId(),
     });
     this.actor = this.parts.actor;
     this.turnContexts = this.parts.starts.turnContexts;
@@ -191,11 +185,7 @@ export class ExecutionSession<TOut = unknown> {
     this.assertOpen();
     assertModel(this.options, 'session.execute');
     // resume by default: an interrupted run is continued first (and the inputs it held back run), then this prompt
-    if (req.kind === 'prompt' && !this.busy && this.resuming.needed)
-      await this.resuming.beforePrompt(
-        () => this.busy,
-        () => this.assertOpen(),
-      );
+    if (req.kind === 'prompt' && !this.busy && this.extras.resuming.needed) await this.extras.resuming.beforePrompt();
     if (this.busy) {
       // a recorded attempt runs nothing: its result is returned even while another attempt runs
       const cur = this.current;
@@ -221,7 +211,7 @@ export class ExecutionSession<TOut = unknown> {
     const out = await prepareAttempt(this.parts.attemptSession, request);
     if (!('run' in out)) return out;
     if (this.closed) return { result: notRunResult(request, 'detached', 'the session was closed before the attempt started') };
-    this.resuming.begin(out.run);
+    this.extras.resuming.begin(out.run);
     this.parts.starts.begin(out.run, token);
     return out;
   }
@@ -257,40 +247,17 @@ export class ExecutionSession<TOut = unknown> {
   /** The machine rests: the settled attempt's caller gets its result, then a waiting input starts its run. */
   private rested(result: ExecutionResult | undefined): void {
     if (result) this.callers.rested(result);
-    this.afterRest();
+    this.extras.waiting.afterRest();
   }
 
   /** @internal Starts the run of an input left waiting (from before a restart, or the kill switch) if idle. */
   resumeWaitingInputs(): void {
-    if (!this.busy && !this.closed) this.startWaitingInput();
-  }
-
-  /**
-   * Starts the run of the oldest waiting input (a follow-up, or a steer no run took) when the
-   * session is free; true if one started. No accepted input waits for an unrelated later one.
-   */
-  private startWaitingInput(): boolean {
-    if (this.closed || this.deps.isKilled() || this.phase === 'fenced' || this.options.model === undefined) return false;
-    if (this.runs.blocking) return false;
-    const run = this.parts.starts.beginWaiting(this.resuming);
-    if (!run) return false;
-    this.actor.send({ type: 'START', run });
-    return true;
-  }
-
-  private afterRest(): void {
-    // an input accepted while this attempt ran or prepared (even one that ran nothing) starts now:
-    // a follow-up, or a steer that came after the run's last model call
-    if (this.startWaitingInput()) return;
-    // after the attempt's own promise has settled for its caller
-    setImmediate(() => this.busy || this.callers.idle());
+    this.extras.waiting.resume();
   }
 
   /** Resolves when nothing executes and no input waits to start its run. */
   waitForIdle(): Promise<void> {
-    if (this.closed) return Promise.resolve(); // nothing runs or starts on a closed session
-    if (!this.busy && !(this.deps.inputs.hasWaiting && !this.runs.blocking)) return Promise.resolve();
-    return this.callers.whenIdle();
+    return this.extras.waiting.whenIdle();
   }
 
   /**
@@ -313,8 +280,8 @@ export class ExecutionSession<TOut = unknown> {
         // a steer on a free session has no run to join: it starts one of its own, as a follow-up
         if (this.busy) return;
         // over an interrupted run: resumed by default (not at open: only an input submitted now), then the input's run starts
-        if (this.runs.blocking && !this.runs.stale && this.resuming.needed) this.resuming.settleForInputs();
-        else this.startWaitingInput();
+        if (this.runs.blocking && !this.runs.stale && this.extras.resuming.needed) this.extras.resuming.settleForInputs();
+        else this.extras.waiting.start();
       },
     });
   }
@@ -333,12 +300,12 @@ export class ExecutionSession<TOut = unknown> {
    * const { undecided, run } = await session.approve(callId)
    */
   approve(callId: string): Promise<ApprovalReceipt> {
-    return this.approvals.decide(callId, 'approve', 'session.approve');
+    return this.extras.approvals.decide(callId, 'approve', 'session.approve');
   }
 
   /** Denies one call of the pending approval, as `approve` approves one. */
   deny(callId: string): Promise<ApprovalReceipt> {
-    return this.approvals.decide(callId, 'deny', 'session.deny');
+    return this.extras.approvals.decide(callId, 'deny', 'session.deny');
   }
 
   /**
