@@ -5,6 +5,7 @@ import { CancelledError, isCancelledError, isProviderError, ProviderError } from
 import type { FinishReason, Message, ToolCall, Usage } from '../contracts/message.js';
 import { ModelResponseSchema, type ModelRequest, type ModelRequestOutput, type ModelResponse } from '../contracts/model.js';
 import { sha256 } from '../persistence/surface.js';
+import { resolveMessages } from '../persistence/content-parts.js';
 import { requestOutputOf, withOutputInstruction, type OutputSpec } from './final-output.js';
 import { onAbort } from '../contracts/abort.js';
 import type { LiveEvent } from '../streams/envelopes.js';
@@ -38,7 +39,9 @@ export async function callWithRetries(
   signal: AbortSignal,
   spec: CallSpec,
 ): Promise<{ res: ModelResponse; latencyMs: number; digest: string }> {
-  const { messages, digest, live } = spec;
+  const { digest, live } = spec;
+  // blob references read back as bytes once per call, not per retry (text only: the same array)
+  const messages = await resolveMessages(spec.messages, env.blobs);
   const emit = spec.emit ?? env.emit;
   for (let n = 1; ; n++) {
     const t0 = env.clock.now(); // the runtime's clock: a simulated run logs simulated latencies
@@ -205,7 +208,7 @@ export async function callModel(env: SessionServices, input: CallModelInput, sig
   // stopped (a cancel) while the results landed: nothing of this call is staged
   if (signal.aborted) throw new CancelledError('model call cancelled');
   const { res, latencyMs, digest } = called;
-  const message: Message = { ...res.message, role: 'assistant' };
+  const message = { ...res.message, role: 'assistant' as const };
   // the app's pricing may throw: before the message is staged, so a failed step leaves no
   // assistant tool calls without results on the surface
   const priced = env.pricing && res.usage ? { cost: priceOf(env, res.usage) } : {};

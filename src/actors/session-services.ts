@@ -8,6 +8,8 @@ import type { ToolSpec } from '../contracts/tools.js';
 import type { RunTracer } from '../contracts/tracing.js';
 import type { AnyTool } from '../tools/define-tool.js';
 import type { LogWriter } from '../persistence/log-writer.js';
+import type { BlobStore } from '../persistence/blob-store.js';
+import type { ContentLimits } from '../persistence/content-parts.js';
 import type { Surface } from '../persistence/surface.js';
 import type { LiveEvent } from '../streams/envelopes.js';
 import { canonicalJson } from '../persistence/codec.js';
@@ -22,6 +24,10 @@ export interface SessionServices {
   readonly sessionId: string;
   readonly sessionInstanceId: string;
   readonly writer: LogWriter;
+  /** The store's blobs (content parts' bytes), if it keeps them. */
+  readonly blobs?: BlobStore;
+  /** Size limits of content parts' bytes (a tool result's among them). */
+  readonly contentLimits: ContentLimits;
   /** The model-visible surface: the writer's projection, kept current as appends commit. */
   readonly surface: Surface;
   readonly model: ModelProvider;

@@ -6,7 +6,7 @@ import type { ToolOutcome } from '../contracts/tools.js';
 import { runOpenEventId, runStartEventId } from '../persistence/run-ids.js';
 import { mayStillRun } from '../contracts/locks.js';
 import { withParsedArguments } from '../tools/logged-call.js';
-import { normalizeOutcome, skippedOutput, withCallLocks } from './tool-call.js';
+import { normalizeOutcome, skippedOutput, textOnly, withCallLocks } from './tool-call.js';
 import { NO_TOOLS, servicesIn, type ServicesSource, type SessionServices } from './session-services.js';
 import type { AnyTool } from '../tools/define-tool.js';
 import type { OutputSpec } from './final-output.js';
@@ -185,7 +185,8 @@ async function recoverCalls(
           callId: c.callId,
           emit: () => {},
         });
-        if (got !== undefined) outcome = withCallLocks(normalizeOutcome(got, c.name), c);
+        // a reconciled outcome is text: bytes from reconcile are refused (stored only from execute)
+        if (got !== undefined) outcome = withCallLocks(textOnly(normalizeOutcome(got, c.name), c.name), c);
       } catch {
         outcome = undefined;
       }

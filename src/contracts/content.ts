@@ -1,5 +1,7 @@
 import { z } from 'zod';
 
+export { contentDisplay, contentText, partsSummary } from './content-text.js';
+
 /**
  * Content parts (DESIGN §10): a message's content is a string or a list of parts. This file is
  * the shape a model provider receives — every part resolved, bytes as base64 — so an adapter maps
@@ -40,10 +42,51 @@ export type ContentPart = z.infer<typeof ContentPart>;
 export const Content = z.union([z.string(), z.array(ContentPart)]);
 export type Content = z.infer<typeof Content>;
 
-/** The text of a content: the string itself, or its text parts joined (images and files left out). */
-export function contentText(content: Content): string {
-  if (typeof content === 'string') return content;
-  let text = '';
-  for (const p of content) if (p.type === 'text') text += p.text;
-  return text;
-}
+/**
+ * A blob the store keeps once, named by the SHA-256 of its bytes (lowercase hex) and its size in
+ * bytes: what the log holds in place of an image's or a file's bytes (docs/event-log.md, "Blobs").
+ */
+export const BlobRef = z.strictObject({
+  sha256: z.string().regex(/^[0-9a-f]{64}$/, 'a SHA-256 in lowercase hex'),
+  size: z.number().int().nonnegative(),
+});
+export type BlobRef = z.infer<typeof BlobRef>;
+
+const ImageUrlPart = z.strictObject({ type: z.literal('image'), url: z.url({ protocol: /^https?$/ }) });
+
+/** An image or file part as the log keeps it: its bytes are a blob of the store, referenced. */
+export const StoredImagePart = z.strictObject({ type: z.literal('image'), blob: BlobRef, mediaType: MediaType });
+export const StoredFilePart = z.strictObject({
+  type: z.literal('file'),
+  blob: BlobRef,
+  mediaType: MediaType,
+  filename: z.string().min(1).optional(),
+});
+export const StoredContentPart = z.union([TextPart, ImageUrlPart, StoredImagePart, StoredFilePart]);
+export type StoredContentPart = z.infer<typeof StoredContentPart>;
+
+/** A message's content as the log (and a session's surface) keeps it: text, or parts whose bytes are blob references. */
+export const StoredContent = z.union([z.string(), z.array(StoredContentPart)]);
+export type StoredContent = z.infer<typeof StoredContent>;
+
+/** Bytes as an app hands them in: a `Uint8Array` (a `Buffer` is one) or base64 text. */
+export const BytesInput = z.union([z.custom<Uint8Array>((v) => v instanceof Uint8Array, 'a Uint8Array'), Base64]);
+
+/**
+ * A part as an app hands it in: text, an image by URL, an image or a file as bytes
+ * (`Uint8Array` or base64) with a media type, or a part already stored (a blob reference read
+ * from a log of the same store).
+ */
+export const InputContentPart = z.union([
+  TextPart,
+  ImageUrlPart,
+  z.strictObject({ type: z.literal('image'), data: BytesInput, mediaType: MediaType }),
+  z.strictObject({ type: z.literal('file'), data: BytesInput, mediaType: MediaType, filename: z.string().min(1).optional() }),
+  StoredImagePart,
+  StoredFilePart,
+]);
+export type InputContentPart = z.infer<typeof InputContentPart>;
+
+/** A message's content as an app hands it in: text, or parts (at least one). */
+export const InputContent = z.union([z.string(), z.array(InputContentPart).min(1)]);
+export type InputContent = z.infer<typeof InputContent>;

@@ -1,5 +1,6 @@
 import type { Observable } from 'rxjs';
 import type { EventDraft, EventRecord } from '../contracts/events.js';
+import type { BlobStore } from './blob-store.js';
 import type { SessionHead } from './head.js';
 import type { StoredSurface } from './surface.js';
 import type { WorkStore } from './work-store.js';
@@ -64,4 +65,9 @@ export interface EventStore {
    * `runtime.serve`. Every built-in store has it; a store without it cannot be served.
    */
   readonly work?: WorkStore;
+  /**
+   * Optional: the store's blobs (blob-store.ts), the bytes of content parts kept once each and
+   * referenced from the log. Every built-in store has it; a store without it takes text content only.
+   */
+  readonly blobs?: BlobStore;
 }

@@ -1,7 +1,7 @@
 import type OpenAI from 'openai';
 import { contentText, type Content, type ContentPart } from '../contracts/content.js';
 import { ProviderError } from '../contracts/errors.js';
-import type { Message } from '../contracts/message.js';
+import type { ModelMessage as Message } from '../contracts/message.js';
 import type { ToolSpec } from '../contracts/tools.js';
 import { asRecord } from './shared.js';
 
@@ -40,14 +40,8 @@ export function toResponsesParts(parts: readonly ContentPart[]): InputPart[] {
   });
 }
 
-/**
- * A message's content as the adapter reads it: `Message.content` is text today and may carry
- * parts (docs/providers.md); read through `unknown` so this holds for either shape.
- */
-const contentOf = (m: Message): Content => {
-  const c: unknown = m.content;
-  return Array.isArray(c) ? (c as ContentPart[]) : String(c ?? '');
-};
+/** A message's content as the adapter reads it: text, or parts resolved (docs/providers.md, "Content parts"). */
+const contentOf = (m: Message): Content => m.content;
 
 /** A user message's or a tool result's content: the string as it is, or its parts mapped. */
 const userContent = (m: Message): string | InputPart[] => {
@@ -62,7 +56,7 @@ const textOnly = (m: Message): string => {
   if (other)
     throw new ProviderError(`openai-responses: a ${m.role} message cannot carry a ${other.type} part`, {
       retryable: false,
-      code: 'bad_request',
+      code: 'unsupported_content',
     });
   return contentText(c);
 };

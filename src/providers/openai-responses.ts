@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type OpenAI from 'openai';
 import { z } from 'zod';
 import { ProviderError } from '../contracts/errors.js';
-import type { FinishReason, Message, ToolCall, Usage } from '../contracts/message.js';
+import type { FinishReason, ToolCall, Usage } from '../contracts/message.js';
 import type { ModelProvider, ModelRequest, ModelResponse, ModelStreamEvent } from '../contracts/model.js';
 import { parseInput } from '../contracts/validate.js';
 import { toResponsesInput, toResponsesTools } from './openai-responses-input.js';
@@ -256,8 +256,8 @@ function accumulator(emit: (e: ModelStreamEvent) => void, secrets: readonly stri
       const data: OpenAIResponsesProviderData = { id: st.id, model: st.model, status: f.status, output };
       if (f.incompleteReason) data.incompleteReason = f.incompleteReason;
       if (st.refusal) data.refusal = st.refusal;
-      const message: Message = {
-        role: 'assistant',
+      const message = {
+        role: 'assistant' as const,
         content: st.text,
         ...(toolCalls.length ? { toolCalls } : {}),
         providerData: { openaiResponses: JSON.parse(JSON.stringify(data)) as Record<string, unknown> },

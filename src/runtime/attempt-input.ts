@@ -1,4 +1,5 @@
-import { ExecutionBusy, ValidationError } from '../contracts/errors.js';
+import { ExecutionBusy, InvariantViolation, ValidationError } from '../contracts/errors.js';
+import type { Message } from '../contracts/message.js';
 import { toMessages, type IdentifiedRequest } from '../contracts/requests.js';
 import { parseInput } from '../contracts/validate.js';
 import type { ResumeInput, RunInput } from '../machines/run.machine.js';
@@ -7,6 +8,14 @@ import { answerSchema, ApprovalAnswer, JsonValue } from './answer-schema.js';
 import type { ResolvedRuntimeOptions } from './options.js';
 import type { ToolSet } from './tool-set.js';
 import { outputSpec, RecordedOutput, recordedSpec, withOutput, type OutputSpec } from '../actors/final-output.js';
+
+/** A prompt's messages once prepareAttempt stored their bytes as blobs (bytes still inline: an InvariantViolation, never logged). */
+function storedOnly(messages: ReturnType<typeof toMessages>): Message[] {
+  for (const m of messages)
+    if (typeof m.content !== 'string' && m.content.some((p) => 'data' in p))
+      throw new InvariantViolation('a prompt reached its run with content bytes not stored as blobs');
+  return messages as Message[];
+}
 
 /** What an attempt's run input is made from: the session's open run, last turn and options. */
 export interface AttemptSource {
@@ -50,7 +59,7 @@ export function attemptInput(req: IdentifiedRequest, s: AttemptSource): RunInput
   const open = s.openRun;
   if (req.kind === 'prompt') {
     if (open) throw openRunBusy(s.sessionId, open);
-    return { ...base, runEpoch: 1, turn: s.lastTurn + 1, kind: 'prompt', messages: toMessages(req.message) };
+    return { ...base, runEpoch: 1, turn: s.lastTurn + 1, kind: 'prompt', messages: storedOnly(toMessages(req.message)) };
   }
   if (!open || open.runId !== req.runId) {
     throw new ValidationError('session.execute', [

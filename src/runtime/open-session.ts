@@ -91,6 +91,7 @@ export async function openSession(
     sessionId,
     sessionInstanceId,
     writer,
+    ...(store.blobs ? { blobs: store.blobs } : {}),
     projection,
     prefix: r.prefix,
     queue,

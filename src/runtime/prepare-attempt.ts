@@ -4,6 +4,8 @@ import type { SessionServices } from '../actors/session-services.js';
 import type { PrepareOutput } from '../machines/session.machine.js';
 import type { EventStore } from '../persistence/event-store.js';
 import { attemptInput } from './attempt-input.js';
+import { toMessages } from '../contracts/requests.js';
+import { anyParts, storeMessages } from '../persistence/content-parts.js';
 import { recordedResult } from './log-lookups.js';
 import type { OpenRunTracker } from './open-run-tracker.js';
 import type { ResolvedRuntimeOptions } from './options.js';
@@ -58,6 +60,12 @@ export async function prepareAttempt(s: AttemptSession, req: IdentifiedRequest):
     const settled = await settledFinal(s, req);
     if (settled) return { result: settled };
     const openRun = s.runs.open;
+    // a prompt's images and files: stored as blobs before the run logs its user/message
+    if (req.kind === 'prompt' && typeof req.message !== 'string' && anyParts(toMessages(req.message)))
+      req = {
+        ...req,
+        message: await storeMessages(toMessages(req.message), s.store.blobs, s.options.contentLimits, 'session.execute: message'),
+      };
     return {
       run: attemptInput(req, {
         sessionId: s.sessionId,

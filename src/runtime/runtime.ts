@@ -123,7 +123,7 @@ export function createRuntime(options: RuntimeOptions): Runtime {
       return runOnFreshSession((id) => open(id, undefined, 'auto'), message, options);
     }) as Runtime['run'],
     liveEnvelopes$: (sessionId) => sessions.envelopes$(sessionId),
-    submit: (sessionId, entry) => submitToOpen(store, sessions, inboxFor, sessionId, promptEntry(entry)),
+    submit: (sessionId, entry) => submitToOpen(store, sessions, inboxFor, sessionId, promptEntry(entry), o.contentLimits),
     waitForResult: (sessionId, runId, options) => waitForResult(store, sessionId, runId, options),
     serve: (options) => {
       assertModel(o, 'runtime.serve');

@@ -1,3 +1,4 @@
+import type { BlobStore } from '../persistence/blob-store.js';
 import type { SessionServices } from '../actors/session-services.js';
 import type { Message } from '../contracts/message.js';
 import { canonicalJson } from '../persistence/codec.js';
@@ -31,6 +32,8 @@ export interface OpenedParts {
   sessionId: string;
   sessionInstanceId: string;
   writer: LogWriter;
+  /** The store's blobs, if it keeps them. */
+  blobs?: BlobStore;
   projection: SessionProjection;
   prefix: SessionPrefix;
   queue: InputQueue;
@@ -49,6 +52,8 @@ export function sessionServices(o: ResolvedRuntimeOptions, p: OpenedParts): Sess
     sessionId: p.sessionId,
     sessionInstanceId: p.sessionInstanceId,
     writer: p.writer,
+    ...(p.blobs ? { blobs: p.blobs } : {}),
+    contentLimits: o.contentLimits,
     surface: projection.surface,
     model: tracer ? tracer.traceModel(o.model ?? noModel) : (o.model ?? noModel),
     prefix: p.prefix.messages,

@@ -49,7 +49,7 @@ export function wireSession(d: SessionDeps, host: SessionHost): SessionParts {
   const { sessionId, sessionInstanceId, store, env, options } = d;
   const callers = new AttemptCallers();
   const runs = new OpenRunTracker(store, sessionId, d.openRun);
-  const desk = new InputDesk(sessionId, store, env.writer, d.inputs);
+  const desk = new InputDesk(sessionId, store, env.writer, d.inputs, env.contentLimits);
   const records = new SessionRecords(sessionId, env, runs, d.stateContext);
   const { toolSet, runtimeOutput } = d;
   const starts = new AttemptStarts({ env, options, stream: d.stream, callers, inputs: d.inputs, toolSet, runtimeOutput }, d.lastTurn);

@@ -92,9 +92,9 @@ if (db) {
       await bare.close();
       const m1 = await run(['migrate', '--postgres', db.url, '--schema', 'unmigrated']);
       expect(m1.code, m1.err).toBe(0);
-      expect(m1.out).toContain('migrated from version 0 to 2');
+      expect(m1.out).toContain('migrated from version 0 to 3');
       const m2 = await run(['migrate', '--postgres', db.url, '--schema', 'unmigrated']);
-      expect(m2.out).toContain('is at version 2: nothing to do');
+      expect(m2.out).toContain('is at version 3: nothing to do');
       const ok = postgresStore({ connectionString: db.url, schema: 'unmigrated', migrate: false });
       expect(await ok.listSessions()).toEqual([]);
       await ok.close();

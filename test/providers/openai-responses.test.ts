@@ -1,7 +1,7 @@
 import OpenAI from 'openai';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import { isCancelledError, isValidationError } from '../../src/contracts/errors.js';
-import { addUsage, type Message } from '../../src/contracts/message.js';
+import { addUsage, type ModelMessage as Message } from '../../src/contracts/message.js';
 import type { ToolSpec } from '../../src/contracts/tools.js';
 import {
   openaiResponsesModel,
@@ -127,8 +127,8 @@ describe('openaiResponsesModel request', () => {
     ]);
     // a system or assistant message takes text only: an image there is refused before any request
     for (const role of ['system', 'assistant'] as const)
-      expect(() => toResponsesInput([{ role, content: parts as unknown as string }])).toThrow(
-        expect.objectContaining({ name: 'ProviderError', providerCode: 'bad_request', retryable: false }),
+      expect(() => toResponsesInput([{ role, content: parts as Message['content'] }])).toThrow(
+        expect.objectContaining({ name: 'ProviderError', providerCode: 'unsupported_content', retryable: false }),
       );
   });
 });

@@ -15,6 +15,8 @@ import { headOf, statements, type Statements } from './rows.js';
 import { channelOf, checkSchema, migrate } from './schema.js';
 import { PgTail } from './tail.js';
 import { PgWorkStore } from './work.js';
+import { PgBlobs } from './blobs.js';
+import type { BlobStore } from '../blob-store.js';
 
 const isPool = (v: unknown): v is PgPool =>
   typeof v === 'object' && v !== null && typeof (v as PgPool).connect === 'function' && typeof (v as PgPool).end === 'function';
@@ -88,7 +90,9 @@ async function loadPg(): Promise<PgModule> {
  * const store = postgresStore({ connectionString: process.env.DATABASE_URL! })
  * const runtime = createRuntime({ store, model })
  */
-export function postgresStore(options: PostgresStoreOptions): EventStore & PostgresStoreExtras & { readonly work: WorkStore } {
+export function postgresStore(
+  options: PostgresStoreOptions,
+): EventStore & PostgresStoreExtras & { readonly work: WorkStore; readonly blobs: BlobStore } {
   return new PostgresEventStore(parseInput(PostgresStoreOptions, options, 'postgresStore'));
 }
 
@@ -137,6 +141,8 @@ class PostgresEventStore implements EventStore, PostgresStoreExtras {
   private closing?: Promise<void>;
   /** The inbox and leases (work-store.ts, postgres/work.ts). */
   readonly work: PgWorkStore;
+  /** The blobs (blob-store.ts, postgres/blobs.ts). */
+  readonly blobs: PgBlobs;
 
   constructor(private readonly options: Options) {
     this.ownPool = !('pool' in options);
@@ -164,6 +170,12 @@ class PostgresEventStore implements EventStore, PostgresStoreExtras {
       options.pollIntervalMs,
     );
     this.work = new PgWorkStore(
+      this.conns,
+      () => this.ready(),
+      () => this.assertOpen(),
+      options.schema,
+    );
+    this.blobs = new PgBlobs(
       this.conns,
       () => this.ready(),
       () => this.assertOpen(),

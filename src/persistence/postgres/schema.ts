@@ -81,6 +81,13 @@ const MIGRATIONS: readonly string[] = [
      heartbeat_at timestamptz NOT NULL,
      ttl_ms       int         NOT NULL
    );`,
+  // 3: the blobs (blob-store.ts): the bytes of content parts, one row per SHA-256, never deleted
+  `CREATE TABLE {s}.blobs (
+     sha256     text        PRIMARY KEY,
+     size       bigint      NOT NULL,
+     bytes      bytea       NOT NULL,
+     created_at timestamptz NOT NULL DEFAULT now()
+   );`,
 ];
 
 export const SCHEMA_VERSION_PG = MIGRATIONS.length;
