@@ -1,18 +1,15 @@
 import { z } from 'zod';
 import { createRuntime, defineTool, lmdbStore, scriptedModel } from 'actorloop';
 
-const add = defineTool({
-  name: 'add',
-  description: 'Adds two numbers',
-  parameters: z.object({ a: z.number(), b: z.number() }),
-  mode: 'parallel', // side-effect free: may run alongside other parallel calls
-  execute: ({ a, b }) => String(a + b),
-});
-
-// Offline: a scripted model. For a real one: await openaiModelFromEnv({ model: 'gpt-4.1-mini' }).
-const model = scriptedModel([{ toolCalls: [{ name: 'add', arguments: { a: 2, b: 40 } }] }, 'The answer is 42.']);
+const wait = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+const slowAdd = async ({ a, b }: { a: number; b: number }) => (console.log(`adding ${a} + ${b}…`), await wait(3000), `${a + b}`);
+const add = defineTool({ name: 'add', description: 'a + b', parameters: z.object({ a: z.number(), b: z.number() }), execute: slowAdd });
+const call = { toolCalls: [{ name: 'add', arguments: { a: 2, b: 40 } }] }; // offline: a scripted model (or openaiModelFromEnv)
+const model = scriptedModel([(r) => (r.messages.at(-1)?.role === 'tool' ? 'The answer is 42.\n' : call)], { loop: true });
 const runtime = createRuntime({ store: lmdbStore({ path: process.argv[2] ?? './.actorloop' }), model, tools: [add] });
-const session = await runtime.openSession(`basic-${Date.now()}`);
-const result = await session.execute({ kind: 'prompt', runId: 'r1', attemptId: 'a1', message: 'What is 2 + 40?' });
-console.log(result.outcome, result.finalMessage); // completed The answer is 42.
+const session = await runtime.openSession('readme'); // a fixed id: kill it mid-run, run it again, and the run finishes first
+const run = session.run('What is 2 + 40?');
+for await (const text of run.textStream) process.stdout.write(text);
+const { status, recovered } = await run.result;
+console.log(`${status}${recovered ? ` (interrupted run finished first; not re-run: ${recovered.uncertainCalls.map((c) => c.name)})` : ''}`);
 await runtime.close();

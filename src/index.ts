@@ -22,6 +22,9 @@ export { ExecutionSession } from './runtime/execution-session.js';
 export type { SessionSnapshot, SessionStatus, TurnContext } from './runtime/execution-session.js';
 export type { RunHandle } from './runtime/run-handle.js';
 export type { DeepPartial, RunOptions, TypedResult } from './runtime/run-options.js';
+export { OpenSessionOptions } from './runtime/open-options.js';
+export type { RuntimeRunOptions, SessionRunHandle } from './runtime/runtime-run.js';
+export type { ApprovalReceipt } from './runtime/per-call-approvals.js';
 export { parsePartialJson } from './streams/partial-json.js';
 export type { DeliveryOwner, FinalAnswer, FinalVerifier, Pricing, ToolVerifier } from './contracts/hooks.js';
 export { systemClock } from './contracts/clock.js';
@@ -110,6 +113,7 @@ export {
   InputReceipt,
   Outcome,
   RecoveryOutcome,
+  Recovered,
   RunRequest,
   RunStatus,
   StopReceipt,
@@ -159,4 +163,3 @@ export {
 } from './contracts/errors.js';
 export type { SessionHolder } from './contracts/errors.js';
 export type { SessionHolders } from './persistence/holders.js';
-export { OpenSessionOptions } from './runtime/live-sessions.js';

@@ -70,6 +70,8 @@ function describeEvent(e: EventRecord): string {
       );
     case 'approval/decided':
       return `${p.questionId}: ${json(p.decisions, 60)}${p.timedOut ? ' (timed out)' : ''}`;
+    case 'approval/call-decided':
+      return `${p.questionId}: ${p.decision} ${p.callId}`;
     case 'final/message':
       return `final ${p.finalMessageId}: ${clip(p.content ?? '', 70)}`;
     case 'delivery/committed':

@@ -40,6 +40,7 @@ const MARK_TYPES: Record<string, { kind: string; label: string; extra?: string }
   'session/attached': { kind: 'attach', label: 'attached' },
   'approval/requested': { kind: 'approval', label: 'approval?' },
   'approval/decided': { kind: 'approval', label: 'decided' },
+  'approval/call-decided': { kind: 'approval', label: 'call decided' },
   'question/asked': { kind: 'approval', label: 'question?' },
   compaction: { kind: 'compaction', label: 'compaction' },
   'checkpoint/loaded': { kind: 'compaction', label: 'checkpoint' },

@@ -94,6 +94,8 @@ export const EventPayloads = {
     decisions: recordOf(z.enum(['approve', 'deny'])), // keyed by call ids: `__proto__` kept
     timedOut: z.boolean(),
   }),
+  /** One call of a pending approval decided on its own (session.approve / session.deny): the run resumes once every call is. */
+  'approval/call-decided': z.looseObject({ runId: id, questionId: id, callId: id, decision: z.enum(['approve', 'deny']) }),
   'question/asked': z.looseObject({ pendingRequest: PendingRequest }),
   'verification/rejected': z.looseObject({
     target: z.enum(['tool', 'final', 'output']),

@@ -102,6 +102,24 @@ export function resolutionOf(mode: ToolMode, outcome: Pick<ToolOutcome, 'kind'>)
   return 'reconciled';
 }
 
+/**
+ * What settling a session's interrupted run found, before a new run started on it (resume by
+ * default, docs/recovery.md): the interrupted run, how its continue ended, the calls whose outcome
+ * was uncertain and how they were resolved, and what became of finals left undelivered.
+ */
+export const Recovered = z.object({
+  runId: z.string(),
+  /** The continue attempt that settled it. */
+  attemptId: z.string(),
+  outcome: Outcome,
+  status: RunStatus,
+  uncertainCalls: z.array(UncertainCall),
+  /** Redelivery: finals of the run delivered by the continue, and those whose delivery stays unknown. */
+  deliveredFinalIds: z.array(z.string()),
+  deliveryUnknownFinalIds: z.array(z.string()),
+});
+export type Recovered = z.infer<typeof Recovered>;
+
 /** What `execute` resolves with: every run failure is a result, not a rejection. */
 export const ExecutionResult = z.object({
   runId: z.string(),
@@ -139,6 +157,8 @@ export const ExecutionResult = z.object({
    * uncertain after a crash, with how it was resolved (read from the log).
    */
   uncertainCalls: z.array(UncertainCall).default([]),
+  /** A new run that first settled the session's interrupted run: what that recovery found. */
+  recovered: Recovered.optional(),
 });
 export type ExecutionResult = z.infer<typeof ExecutionResult>;
 

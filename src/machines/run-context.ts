@@ -2,7 +2,7 @@ import type { ToolCallIntent, ToolCallOutput } from '../contracts/calls.js';
 import type { LoopBudget } from '../contracts/config.js';
 import type { PendingRequest } from '../contracts/events.js';
 import type { FinishReason, Message, ToolCall, Usage } from '../contracts/message.js';
-import type { ExecutionResult, UncertainCall } from '../contracts/requests.js';
+import type { ExecutionResult, Recovered, UncertainCall } from '../contracts/requests.js';
 import type { ResumeInput, StartRunInput } from '../actors/start-run.js';
 import type { OutputSpec } from '../actors/final-output.js';
 import type { OfferedTools } from '../actors/session-services.js';
@@ -47,6 +47,8 @@ export interface RunInput {
   concluded?: string;
   /** Calls of the run left uncertain by a crash that earlier attempts resolved (from the log). */
   uncertainCalls?: UncertainCall[];
+  /** A new run that first settled the session's interrupted run: what that found (its result reports it). */
+  recovered?: Recovered;
   /** A stop accepted before this attempt (it survives recovery). */
   stopRequested?: boolean;
   /** A detach or cancel asked for before the attempt had started. */

@@ -109,6 +109,7 @@ export function resultOf(c: RunContext): ExecutionResult {
     cost: c.cost,
     recoveries: c.recoveries,
     uncertainCalls: c.uncertainCalls,
+    ...(c.recovered ? { recovered: c.recovered } : {}),
   };
 }
 

@@ -180,6 +180,7 @@ export function foldRunEvents(events: readonly EventRecord[]): OpenRunState | un
         for (const c of calls.values()) releaseFor(st, c, p.keys as string[]);
         break;
       // nothing an open run's recovery needs: its inputs, steps and failed attempts are read elsewhere
+      case 'approval/call-decided': // read by per-call approvals from the request's seq on
       case 'assistant/attempt':
       case 'cancellation/requested':
       case 'checkpoint/loaded':

@@ -60,7 +60,7 @@ export class AttemptStarts {
    * Takes the oldest waiting input (a follow-up, or a steer no run took) and begins its run, whose
    * input it returns; undefined if none waits. The session checks first that it is free.
    */
-  beginWaiting(): RunInput | undefined {
+  beginWaiting(resuming?: { begin(run: RunInput): void }): RunInput | undefined {
     const f = this.s.inputs.takeNext();
     if (!f) return undefined;
     const run = followUpInput(f, {
@@ -70,6 +70,7 @@ export class AttemptStarts {
       now: this.s.env.clock.now(),
       lastTurn: this.lastTurn,
     });
+    resuming?.begin(run);
     this.begin(run);
     return run;
   }

@@ -25,7 +25,7 @@ import type { SubscribeOptions, SubscriberListener, Unsubscribe } from '../strea
 import { Checkpoint, JsonValue } from './answer-schema.js';
 import type { SessionDeps } from './session-deps.js';
 import { recordedResult } from './log-lookups.js';
-import type { ResolvedRuntimeOptions } from './options.js';
+import { assertModel, type ResolvedRuntimeOptions } from './options.js';
 import { prepareAttempt } from './prepare-attempt.js';
 import { runIdTaken } from './run-claims.js';
 import { wireSession, type SessionParts } from './session-wiring.js';
@@ -36,6 +36,8 @@ import { withRunOptions, type RunOptions, type TypedResult } from './run-options
 import { createSessionActor } from './session-actors.js';
 import { LiveView, snapshotOf, type SessionSnapshot } from './session-view.js';
 import type { TurnContext } from './turn-context.js';
+import type { ApprovalReceipt } from './per-call-approvals.js';
+import { sessionExtras, type SessionExtras } from './session-extras.js';
 
 export type { SessionSnapshot, SessionStatus } from './session-view.js';
 export type { TurnContext } from './turn-context.js';
@@ -61,6 +63,7 @@ export class ExecutionSession<TOut = unknown> {
   private readonly deps: SessionDeps;
   private readonly parts: SessionParts;
   private lastResult?: ExecutionResult;
+  private readonly extras: SessionExtras;
   private readonly liveView = new LiveView(
     () => this.snapshot(),
     () => this.stream.events$,
@@ -75,9 +78,21 @@ export class ExecutionSession<TOut = unknown> {
     this.deps = d;
     this.recovery = d.recovery;
     this.parts = wireSession(d, {
-      settled: (r) => (this.lastResult = r),
+      settled: (r) => {
+        this.lastResult = r;
+        this.extras.resuming.settled(r);
+      },
       prepare: (i) => this.prepare(i),
       rested: (result) => this.rested(result),
+    });
+    this.extras = sessionExtras(d, this.parts, {
+      busy: () => this.busy,
+      closed: () => this.closed,
+      fenced: () => this.phase === 'fenced',
+      execute: (r) => this.execute(r),
+      run: (r) => this.run(r),
+      assertOpen: () => this.assertOpen(),
+      newId: () => this.newId(),
     });
     this.actor = this.parts.actor;
     this.turnContexts = this.parts.starts.turnContexts;
@@ -168,6 +183,9 @@ export class ExecutionSession<TOut = unknown> {
         : identifiedRequest(parsed, this.runs.open?.runId ?? this.current?.runId, () => this.newId(), this.sessionId);
     assertRunIdsFit(this.sessionId, req.runId, req.attemptId, 'session.execute', ['runId', 'attemptId']);
     this.assertOpen();
+    assertModel(this.options, 'session.execute');
+    // resume by default: an interrupted run is continued first (and the inputs it held back run), then this prompt
+    if (req.kind === 'prompt' && !this.busy && this.extras.resuming.needed) await this.extras.resuming.beforePrompt();
     if (this.busy) {
       // a recorded attempt runs nothing: its result is returned even while another attempt runs
       const cur = this.current;
@@ -193,6 +211,7 @@ export class ExecutionSession<TOut = unknown> {
     const out = await prepareAttempt(this.parts.attemptSession, request);
     if (!('run' in out)) return out;
     if (this.closed) return { result: notRunResult(request, 'detached', 'the session was closed before the attempt started') };
+    this.extras.resuming.begin(out.run);
     this.parts.starts.begin(out.run, token);
     return out;
   }
@@ -228,39 +247,17 @@ export class ExecutionSession<TOut = unknown> {
   /** The machine rests: the settled attempt's caller gets its result, then a waiting input starts its run. */
   private rested(result: ExecutionResult | undefined): void {
     if (result) this.callers.rested(result);
-    this.afterRest();
+    this.extras.waiting.afterRest();
   }
 
   /** @internal Starts the run of an input left waiting (from before a restart, or the kill switch) if idle. */
   resumeWaitingInputs(): void {
-    if (!this.busy && !this.closed) this.startWaitingInput();
-  }
-
-  /**
-   * Starts the run of the oldest waiting input (a follow-up, or a steer no run took) when the
-   * session is free; true if one started. No accepted input waits for an unrelated later one.
-   */
-  private startWaitingInput(): boolean {
-    if (this.closed || this.runs.blocking || this.deps.isKilled() || this.phase === 'fenced') return false;
-    const run = this.parts.starts.beginWaiting();
-    if (!run) return false;
-    this.actor.send({ type: 'START', run });
-    return true;
-  }
-
-  private afterRest(): void {
-    // an input accepted while this attempt ran or prepared (even one that ran nothing) starts now:
-    // a follow-up, or a steer that came after the run's last model call
-    if (this.startWaitingInput()) return;
-    // after the attempt's own promise has settled for its caller
-    setImmediate(() => this.busy || this.callers.idle());
+    this.extras.waiting.resume();
   }
 
   /** Resolves when nothing executes and no input waits to start its run. */
   waitForIdle(): Promise<void> {
-    if (this.closed) return Promise.resolve(); // nothing runs or starts on a closed session
-    if (!this.busy && !(this.deps.inputs.hasWaiting && !this.runs.blocking)) return Promise.resolve();
-    return this.callers.whenIdle();
+    return this.extras.waiting.whenIdle();
   }
 
   /**
@@ -281,7 +278,10 @@ export class ExecutionSession<TOut = unknown> {
       claimedRunId: () => this.actor.getSnapshot().context.claimedRunId,
       accepted: (mode) => {
         // a steer on a free session has no run to join: it starts one of its own, as a follow-up
-        if (!this.busy) this.startWaitingInput();
+        if (this.busy) return;
+        // over an interrupted run: resumed by default (not at open: only an input submitted now), then the input's run starts
+        if (this.runs.blocking && !this.runs.stale && this.extras.resuming.needed) this.extras.resuming.settleForInputs();
+        else this.extras.waiting.start();
       },
     });
   }
@@ -291,6 +291,21 @@ export class ExecutionSession<TOut = unknown> {
     parseInput(z.string().min(1), inputId, 'session.cancelInput');
     this.assertOpen();
     return this.parts.desk.cancel(inputId);
+  }
+
+  /**
+   * Approves one call of the pending approval (docs/getting-started.md §7), durably; the run
+   * resumes once every call is decided, and that last decision's receipt carries its `run`.
+   * @example
+   * const { undecided, run } = await session.approve(callId)
+   */
+  approve(callId: string): Promise<ApprovalReceipt> {
+    return this.extras.approvals.decide(callId, 'approve', 'session.approve');
+  }
+
+  /** Denies one call of the pending approval, as `approve` approves one. */
+  deny(callId: string): Promise<ApprovalReceipt> {
+    return this.extras.approvals.decide(callId, 'deny', 'session.deny');
   }
 
   /**

@@ -13,6 +13,7 @@ import { committedEnvelopes } from '../streams/committed-envelopes.js';
 import { EnvelopeStream } from '../streams/envelopes.js';
 import { SubscriberHub } from '../streams/subscribers.js';
 import type { OpenInternals } from '../actors/worker-services.js';
+import type { ResumeMode } from './auto-resume.js';
 import { ExecutionSession } from './execution-session.js';
 import { InputQueue, type QueuedInput } from './input-queue.js';
 import type { OpenSessions } from './open-sessions.js';
@@ -42,7 +43,12 @@ export interface SessionOpening {
  * settles a final an interrupted attempt committed, and goes live with the session's services
  * built whole. `internal` is a serving worker's (its lease guards the writer).
  */
-export async function openSession(r: SessionOpening, sessionId: string, internal?: OpenInternals): Promise<ExecutionSession> {
+export async function openSession(
+  r: SessionOpening,
+  sessionId: string,
+  internal?: OpenInternals,
+  resume: ResumeMode = internal ? 'served' : 'auto',
+): Promise<ExecutionSession> {
   parseInput(SessionIdInput, sessionId, 'openSession: sessionId');
   const { store, options: o, sessions } = r;
   if (sessions.closed) throw new StoreClosedError('runtime');
@@ -126,6 +132,7 @@ export async function openSession(r: SessionOpening, sessionId: string, internal
     hub,
     stateContext,
     isKilled: r.killed,
+    resume,
   });
   if (sessions.closed) {
     // the runtime closed while this session was opening: it never goes live

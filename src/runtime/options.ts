@@ -5,6 +5,7 @@ import type { DeliveryOwner } from '../contracts/hooks.js';
 import { isObservable } from 'rxjs';
 import { z } from 'zod';
 import { parseInput } from '../contracts/validate.js';
+import { ValidationError } from '../contracts/errors.js';
 import { askUserTool } from '../tools/ask-user.js';
 import { LoopBudget, LoopConfig } from '../contracts/config.js';
 import { InputMessage } from '../contracts/message.js';
@@ -60,10 +61,13 @@ export const RuntimeOptions = z.strictObject({
   store: z
     .custom<EventStore>(isStore, `an EventStore (an object with ${STORE_METHODS.join(', ')}), e.g. lmdbStore(...) or memoryStore()`)
     .optional(),
-  model: z.custom<ModelProvider>(
-    isModel,
-    "a ModelProvider (e.g. openaiModel(...), scriptedModel(...)); its providerName, if any, a non-empty string; its structuredOutput, if any, 'native'",
-  ),
+  /** Needed to run; a runtime that only submits and reads (its store given) goes without one. */
+  model: z
+    .custom<ModelProvider>(
+      isModel,
+      "a ModelProvider (e.g. openaiModel(...), scriptedModel(...)); its providerName, if any, a non-empty string; its structuredOutput, if any, 'native'",
+    )
+    .optional(),
   tools: z
     .array(z.custom<AnyTool>(isTool, 'a tool made with defineTool'))
     .default([])
@@ -124,6 +128,14 @@ export type ResolvedRuntimeOptions = z.output<typeof RuntimeOptions>;
  */
 export function resolveRuntimeOptions(options: RuntimeOptions): ResolvedRuntimeOptions {
   const o = parseInput(RuntimeOptions, options, 'createRuntime');
+  if (o.model === undefined && o.store === undefined)
+    throw new ValidationError('createRuntime', [
+      {
+        path: ['model'],
+        message:
+          'a ModelProvider (e.g. openaiModel(...)) to run; a runtime that only submits and reads goes without one, its store given explicitly (createRuntime({ store }))',
+      },
+    ]);
   const ks = o.killSwitch;
   if (ks !== undefined && !(ks instanceof AbortSignal) && !isObservable(ks)) {
     parseInput(z.never(), ks, 'createRuntime: killSwitch (an AbortSignal or an RxJS Observable)');
@@ -145,3 +157,17 @@ export function resolveRuntimeOptions(options: RuntimeOptions): ResolvedRuntimeO
   }
   return o;
 }
+
+/** Starting a run needs a model: a runtime made without one (it submits and reads) refuses it, naming `model`. */
+export function assertModel(o: Pick<ResolvedRuntimeOptions, 'model'>, where: string): asserts o is { model: ModelProvider } {
+  if (o.model === undefined)
+    throw new ValidationError(where, [
+      { path: ['model'], message: 'this runtime was created without a model: it submits and reads; give createRuntime a model to run' },
+    ]);
+}
+
+/** The model of a runtime made without one: never called (starting a run is refused first, assertModel). */
+export const noModel: ModelProvider = {
+  modelId: 'none',
+  call: () => Promise.reject(new ValidationError('model.call', [{ path: ['model'], message: 'this runtime was created without a model' }])),
+};

@@ -1,9 +1,13 @@
+import { randomUUID } from 'node:crypto';
 import type { z } from 'zod';
 import type { Observable } from 'rxjs';
 import { outputSpec, withOutput } from '../actors/final-output.js';
 import type { OpenInternals } from '../actors/worker-services.js';
 import type { InboxEntry, InboxReceipt, ServeOptions, WaitForResultOptions } from '../contracts/inbox.js';
-import type { ExecutionResult } from '../contracts/requests.js';
+import type { ExecutionResult, PromptMessage } from '../contracts/requests.js';
+import type { ResumeMode } from './auto-resume.js';
+import { openOptionsOf, type OpenSessionOptions } from './open-options.js';
+import { runOnFreshSession, type RuntimeRunOptions, type SessionRunHandle } from './runtime-run.js';
 import type { EventStore } from '../persistence/event-store.js';
 import { lmdbStore } from '../persistence/lmdb-store.js';
 import type { Envelope } from '../streams/envelopes.js';
@@ -11,14 +15,14 @@ import type { ExecutionSession } from './execution-session.js';
 import { followKillSwitch } from './kill-switch.js';
 import { openSession, type SessionOpening } from './open-session.js';
 import { OpenSessions } from './open-sessions.js';
-import { resolveRuntimeOptions, type RuntimeOptions } from './options.js';
+import { assertModel, resolveRuntimeOptions, type RuntimeOptions } from './options.js';
 import { serve, type ServeHandle } from './serve.js';
 import { sessionPrefix } from './services.js';
-import { sessionInboxes, submitToOpen, workOf } from './submit.js';
+import { promptEntry, sessionInboxes, submitToOpen, workOf } from './submit.js';
 import { runtimeToolSet } from './tool-set.js';
 import { resolveTracing } from './tracing-options.js';
 import { waitForResult } from './wait-for-result.js';
-import { isServed, LiveSessions, OpenSessionOptions, type ServedInternals } from './live-sessions.js';
+import { isServed, LiveSessions, type ServedInternals } from './live-sessions.js';
 import { StoreClosedError } from '../contracts/errors.js';
 import { parseInput } from '../contracts/validate.js';
 import { SessionIdInput } from '../contracts/requests.js';
@@ -28,15 +32,26 @@ export interface Runtime<TOut = unknown> {
   /** sha256 hex of the canonical execution profile (model id, prompts, tool catalog, config, budget). */
   readonly executionProfileFingerprint: string;
   /**
-   * Attaches a writer, writes `session/attached` and loads the surface; the session this runtime
-   * has open already is returned as it is (its writer closes with the last opener's `close`). A
-   * session another live process writes is refused with SessionHeldError unless `takeover: true`
-   * (which fences that writer); a second runtime of this process takes the session over
-   * (docs/guarantees.md, "One live writer").
+   * Attaches a writer, writes `session/attached` and loads the surface; without an id, a new
+   * session's. The session this runtime has open already is returned as it is (its writer closes
+   * with the last opener's `close`). A session another live process writes is refused with
+   * SessionHeldError unless `takeover: true` (which fences that writer); a second runtime of this
+   * process takes the session over (docs/guarantees.md, "One live writer"). A run left
+   * interrupted is continued when the next run starts on it (`resume: 'manual'` refuses that run
+   * instead: docs/recovery.md).
    * @example
-   * const session = await runtime.openSession('s1')
+   * const session = await runtime.openSession('support-42')
    */
-  openSession(sessionId: string, options?: OpenSessionOptions): Promise<ExecutionSession<TOut>>;
+  openSession(sessionId?: string, options?: OpenSessionOptions): Promise<ExecutionSession<TOut>>;
+  /**
+   * Runs `message` as the first prompt of a fresh session (`options.sessionId`, or a new id) and
+   * returns its handle at once, with the session's id; the session closes when the attempt ends.
+   * @example
+   * const run = runtime.run('What is 2 + 2?')
+   * for await (const text of run.textStream) process.stdout.write(text)
+   */
+  run<S extends z.ZodType>(message: PromptMessage, options: RuntimeRunOptions<S> & { output: S }): SessionRunHandle<z.output<S>>;
+  run(message: PromptMessage, options?: RuntimeRunOptions): SessionRunHandle<TOut>;
   /**
    * The envelopes of every instance of `sessionId` open in this process, now and later (a web
    * stream's live deltas); nothing for a session that runs elsewhere.
@@ -48,11 +63,13 @@ export interface Runtime<TOut = unknown> {
    * Records an entry in a session's inbox (docs/scale-out.md): durable when the receipt comes,
    * idempotent by its id, and never attaching a writer (a web handler never fences the worker
    * running the session). The session's owner applies it: a serving worker, or this runtime at
-   * once if it has the session open.
+   * once if it has the session open. A bare string is a prompt: a follow-up input with a new id
+   * (the receipt's `entryId`, its run's id). Needs no model.
    * @example
-   * await runtime.submit('s1', { kind: 'input', inputId: 'i1', mode: 'follow_up', message: 'hi' })
+   * const { entryId } = await runtime.submit('s1', 'hi')
+   * const result = await runtime.waitForResult('s1', entryId)
    */
-  submit(sessionId: string, entry: InboxEntry): Promise<InboxReceipt>;
+  submit(sessionId: string, entry: InboxEntry | string): Promise<InboxReceipt>;
   /**
    * Resolves with run `runId`'s result from the log (any process, after restarts): settled, or
    * suspended while it waits for an answer. Rejects with CancelledError when `signal` aborts.
@@ -73,7 +90,8 @@ export interface Runtime<TOut = unknown> {
 }
 
 /**
- * Creates a runtime (DESIGN §6). `store` defaults to `lmdbStore({ path: './.actorloop' })`.
+ * Creates a runtime (DESIGN §6). `store` defaults to `lmdbStore({ path: './.actorloop' })`; a
+ * runtime that only submits and reads needs no model when its store is given.
  * @example
  * const runtime = createRuntime({ model: scriptedModel(['Hello!']), store: memoryStore() })
  * const session = await runtime.openSession('s1')
@@ -95,9 +113,13 @@ export function createRuntime(options: RuntimeOptions): Runtime {
   const killed = () => killSwitch.killed;
   const opening: SessionOpening = { store, options: o, toolSet, runtimeOutput, prefix: sessionPrefix(o), tracing, sessions, killed };
   const live = new LiveSessions(store, () => sessions.closed);
+  const attach = (sessionId: string, internal: OpenInternals | undefined, resume: ResumeMode) =>
+    openSession(opening, sessionId, internal, resume);
   // a serving worker's open: a writer of its own under its lease guard, recorded as held by the worker
   const openServed = (sessionId: string, internals: OpenInternals) =>
-    live.openServed(sessionId, internals.workerId, () => openSession(opening, sessionId, internals));
+    live.openServed(sessionId, internals.workerId, () => attach(sessionId, internals, 'served'));
+  const openShared = (sessionId: string, options: { resume: ResumeMode; takeover: boolean }) =>
+    live.open(sessionId, options.takeover, () => attach(sessionId, undefined, options.resume));
   const inboxFor = sessionInboxes(store, o.clock);
   let closing: Promise<void> | undefined;
   return {
@@ -106,18 +128,23 @@ export function createRuntime(options: RuntimeOptions): Runtime {
       return withOutput(toolSet().fingerprint, runtimeOutput);
     },
     // a serving worker (serve, the simulator) passes its lease guard as a second, internal argument marked SERVED
-    openSession: async (sessionId, second?: OpenSessionOptions | ServedInternals) => {
-      if (isServed(second)) return openServed(sessionId, second);
-      parseInput(SessionIdInput, sessionId, 'openSession: sessionId');
+    openSession: async (sessionId, options?: OpenSessionOptions | ServedInternals) => {
+      if (isServed(options)) return openServed(sessionId!, options);
+      const id = sessionId ?? randomUUID();
+      parseInput(SessionIdInput, id, 'openSession: sessionId');
       if (sessions.closed) throw new StoreClosedError('runtime');
-      const { takeover } = parseInput(OpenSessionOptions, second ?? {}, 'openSession: options');
-      return live.open(sessionId, takeover, () => openSession(opening, sessionId));
+      return openShared(id, openOptionsOf(options));
     },
+    run: ((message: PromptMessage, options?: RuntimeRunOptions) => {
+      assertModel(o, 'runtime.run');
+      return runOnFreshSession((id) => openShared(id, { resume: 'auto', takeover: false }), message, options);
+    }) as Runtime['run'],
     liveEnvelopes$: (sessionId) => sessions.envelopes$(sessionId),
-    submit: (sessionId, entry) => submitToOpen(store, sessions, inboxFor, sessionId, entry, o.contentLimits),
+    submit: (sessionId, entry) => submitToOpen(store, sessions, inboxFor, sessionId, promptEntry(entry), o.contentLimits),
     waitForResult: (sessionId, runId, options) => waitForResult(store, sessionId, runId, options),
-    serve: (options) =>
-      serve(
+    serve: (options) => {
+      assertModel(o, 'runtime.serve');
+      return serve(
         {
           open: openServed,
           store,
@@ -128,7 +155,8 @@ export function createRuntime(options: RuntimeOptions): Runtime {
           ...(o.inspect ? { inspect: o.inspect } : {}),
         },
         options,
-      ),
+      );
+    },
     // every call resolves once the store is closed (a second call shares the first's work)
     close: () =>
       (closing ??= (async () => {

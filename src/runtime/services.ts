@@ -8,7 +8,7 @@ import { estimateTokens, sha256 } from '../persistence/surface.js';
 import type { EnvelopeStream } from '../streams/envelopes.js';
 import type { SubscriberHub } from '../streams/subscribers.js';
 import { steersOf, type InputQueue } from './input-queue.js';
-import type { ResolvedRuntimeOptions } from './options.js';
+import { noModel, type ResolvedRuntimeOptions } from './options.js';
 import type { SessionTracer } from './tracing.js';
 
 /** System prompt and bootstrap messages, before every session's surface: built once per runtime. */
@@ -55,7 +55,7 @@ export function sessionServices(o: ResolvedRuntimeOptions, p: OpenedParts): Sess
     ...(p.blobs ? { blobs: p.blobs } : {}),
     contentLimits: o.contentLimits,
     surface: projection.surface,
-    model: tracer ? tracer.traceModel(o.model) : o.model,
+    model: tracer ? tracer.traceModel(o.model ?? noModel) : (o.model ?? noModel),
     prefix: p.prefix.messages,
     prefixDigest: p.prefix.digest,
     prefixTokens: p.prefix.tokens,

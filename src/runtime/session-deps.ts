@@ -8,6 +8,7 @@ import type { InputQueue } from './input-queue.js';
 import type { ResolvedRuntimeOptions } from './options.js';
 import type { ToolSet } from './tool-set.js';
 import type { OutputSpec } from '../actors/final-output.js';
+import type { ResumeMode } from './auto-resume.js';
 
 /** What `openSession` hands a new ExecutionSession: its services built whole, nothing left to assign. */
 export interface SessionDeps {
@@ -31,4 +32,6 @@ export interface SessionDeps {
   hub: SubscriberHub;
   stateContext: unknown;
   isKilled(): boolean;
+  /** What a new run does over an interrupted run (auto-resume.ts); `auto` unless said. */
+  resume?: ResumeMode;
 }

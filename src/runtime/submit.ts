@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { StoreClosedError, ValidationError } from '../contracts/errors.js';
 import type { Clock } from '../contracts/clock.js';
 import type { ExecutionSession } from './execution-session.js';
@@ -42,6 +43,11 @@ export async function submitEntry(
     status: out.status,
     ...(out.reason !== undefined ? { reason: out.reason } : {}),
   };
+}
+
+/** `runtime.submit`'s entry: a bare string is a prompt, a follow-up input with a new id. */
+export function promptEntry(entry: InboxEntry | string): InboxEntry {
+  return typeof entry === 'string' ? { kind: 'input', inputId: randomUUID(), mode: 'follow_up', message: entry } : entry;
 }
 
 /**

@@ -75,7 +75,7 @@ export function toolSets(given: readonly AnyTool[], profile: Record<string, unkn
  */
 export function runtimeToolSet(o: ResolvedRuntimeOptions): () => ToolSet {
   return toolSets(o.askUser ? [...o.tools, askUserTool] : o.tools, {
-    modelId: o.model.modelId,
+    modelId: o.model?.modelId ?? null,
     systemPrompt: o.systemPrompt ?? null,
     bootstrapMessages: o.bootstrapMessages,
     config: o.config,

@@ -66,6 +66,7 @@ export function committedEnvelopes(records: readonly EventRecord[], sessionInsta
         out.push({ event: { type: 'question_asked', pendingRequest: p.pendingRequest as PendingRequest }, logSeq: r.seq });
         break;
       // no envelope of their own
+      case 'approval/call-decided':
       case 'approval/decided':
       case 'assistant/attempt':
       case 'cancellation/requested':

@@ -22,8 +22,16 @@ async function run(example: string, args: string[]): Promise<string> {
 }
 
 describe('examples/', () => {
-  it('basic.ts: an agent with a tool, on LMDB', async () => {
-    expect(await run('basic.ts', [join(dir.path, 'basic')])).toBe('completed The answer is 42.');
+  it("basic.ts (the README's first agent): killed (SIGKILL) mid-tool and started again, it finishes the interrupted run first, never re-running its call", async () => {
+    const data = join(dir.path, 'basic');
+    const first = spawnTs('examples/basic.ts', [data], { label: 'basic.ts (killed while it adds)' });
+    await first.waitFor((l) => l === 'adding 2 + 40…', 30_000, 'the add to start');
+    first.signal('SIGKILL');
+    expect((await first.exited).signal).toBe('SIGKILL');
+    // what the README says the second start prints
+    expect(await run('basic.ts', [data])).toBe(
+      ['adding 2 + 40…', 'The answer is 42.', 'succeeded (interrupted run finished first; not re-run: add)'].join('\n'),
+    );
   });
 
   it('approval.ts: suspends for approval, then runs (or not) on the answer', async () => {
@@ -106,11 +114,14 @@ describe('examples/', () => {
     ).toBeLessThanOrEqual(10);
   });
 
-  it("the README's example is examples/basic.ts, importing from the package", () => {
+  it("the README's first agent is examples/basic.ts, importing from the package, in 15 lines without run, attempt or question ids", () => {
     const readme = readFileSync(join(REPO_ROOT, 'README.md'), 'utf8');
     const block = /## An agent with a tool\n\n```ts\n([\s\S]*?)```/.exec(readme)?.[1];
     const basic = readFileSync(join(REPO_ROOT, 'examples/basic.ts'), 'utf8');
     expect(block).toBe(basic);
-    expect(block!.trim().split('\n').length).toBeLessThanOrEqual(20);
+    expect(block!.trim().split('\n').length).toBeLessThanOrEqual(15);
+    expect(block).not.toMatch(/runId|attemptId|questionId/);
+    // it is the README's first TypeScript block
+    expect(readme.indexOf('```ts')).toBe(readme.indexOf('## An agent with a tool\n\n```ts') + '## An agent with a tool\n\n'.length);
   });
 });

@@ -5,7 +5,12 @@ import {
   memoryStore,
   createRuntime,
   scriptedModel,
+  type ApprovalReceipt,
   type ExecutionResult,
+  type ExecutionSession,
+  type Recovered,
+  type Runtime,
+  type SessionRunHandle,
   type PendingRequest,
   type RecoveryOutcome,
   type SessionSnapshot,
@@ -47,5 +52,14 @@ describe('public types', () => {
     if (snap.pending?.kind === 'approval') expect(snap.pending.calls.map((c) => c.callId)).toEqual(['p1']);
     else expect.unreachable('an approval is pending');
     await runtime.close();
+  });
+
+  it("a result's recovered is a Recovered; runtime.run's handle has its sessionId; approve and deny resolve an ApprovalReceipt", () => {
+    expectTypeOf<NonNullable<ExecutionResult['recovered']>>().toEqualTypeOf<Recovered>();
+    expectTypeOf<Recovered['uncertainCalls']>().toEqualTypeOf<UncertainCall[]>();
+    expectTypeOf<ReturnType<Runtime['run']>>().toEqualTypeOf<SessionRunHandle>();
+    expectTypeOf<SessionRunHandle['sessionId']>().toEqualTypeOf<string>();
+    expectTypeOf<ReturnType<ExecutionSession['approve']>>().toEqualTypeOf<Promise<ApprovalReceipt>>();
+    expectTypeOf<string>().toExtend<Parameters<Runtime['submit']>[1]>();
   });
 });

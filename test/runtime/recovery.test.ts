@@ -84,8 +84,8 @@ describe('recovery after an interruption', () => {
     void (await rt1.openSession('s')).execute({ kind: 'prompt', runId: 'r', attemptId: 'a1', message: 'send it' });
     await started.promise;
     const rt2 = createRuntime({ store: lmdbStore({ path: dir.path }), model: scriptedModel(['unsure']), tools: [send(() => 'sent')] });
-    const s2 = await rt2.openSession('s');
-    // a new prompt over the interrupted run: nothing runs, and the error says to continue it
+    const s2 = await rt2.openSession('s', { resume: 'manual' });
+    // resume: 'manual': a new prompt over the interrupted run runs nothing, and the error says to continue it
     const busy = await s2.execute({ kind: 'prompt', runId: 'r2', attemptId: 'b1', message: 'other' }).catch((e: unknown) => e);
     expect(busy).toMatchObject({ name: 'ExecutionBusy', state: 'interrupted', activeRunId: 'r' });
     expect((busy as Error).message).toContain("execute({ kind: 'continue', runId: 'r' })");

@@ -1,0 +1,54 @@
+import { describe, expect, it } from 'vitest';
+import { createRuntime, lmdbStore, memoryStore, scriptedModel } from '../../src/index.js';
+import { tempDir } from '../helpers/tmp.js';
+
+describe('fewer ids (docs/getting-started.md)', () => {
+  it('openSession() without an id opens a new session under a fresh id', async () => {
+    const rt = createRuntime({ model: scriptedModel(['a', 'b']), store: memoryStore() });
+    const s1 = await rt.openSession();
+    const s2 = await rt.openSession();
+    expect(s1.sessionId).not.toBe(s2.sessionId);
+    expect((await s1.run('hi').result).finalMessage).toBe('a');
+    await rt.close();
+  });
+
+  it('runtime.run runs a prompt on a fresh session and hands back its sessionId', async () => {
+    const rt = createRuntime({ model: scriptedModel(['hello there']), store: memoryStore() });
+    const run = rt.run('hi');
+    let text = '';
+    for await (const t of run.textStream) text += t;
+    const result = await run.result;
+    expect(text).toBe('hello there');
+    expect(result).toMatchObject({ runId: run.runId, attemptId: run.attemptId, status: 'succeeded' });
+    expect(await rt.waitForResult(run.sessionId, run.runId)).toMatchObject({ finalMessage: 'hello there' });
+    await rt.close();
+  });
+
+  it('a runtime given only its store submits a bare-string prompt and reads results; a run without a model is refused naming model', async () => {
+    const dir = tempDir();
+    const web = createRuntime({ store: lmdbStore({ path: dir.path }) });
+    const receipt = await web.submit('s', 'what is 2 + 2?');
+    expect(receipt).toMatchObject({ sessionId: 's', kind: 'input', status: 'accepted' });
+    // starting a run needs a model
+    const missingModel = { name: 'ValidationError', issues: [expect.objectContaining({ path: ['model'] })] };
+    expect(() => web.run('hi')).toThrow(expect.objectContaining(missingModel));
+    expect(() => web.serve()).toThrow(expect.objectContaining(missingModel));
+    const s = await web.openSession('other');
+    await expect(s.run('hi').result).rejects.toMatchObject(missingModel);
+    await s.close();
+    await web.close();
+    // a worker with the model runs the submitted prompt: its run id is the receipt's entryId
+    const worker = createRuntime({ store: lmdbStore({ path: dir.path }), model: scriptedModel(['4']) });
+    const served = worker.serve({ signal: AbortSignal.timeout(60_000) });
+    expect(await worker.waitForResult('s', receipt.entryId, { signal: AbortSignal.timeout(60_000) })).toMatchObject({ finalMessage: '4' });
+    await served.stop();
+    await worker.close();
+    await dir.cleanup();
+  });
+
+  it('createRuntime({}) is refused: a model, or a store given explicitly', () => {
+    expect(() => createRuntime({})).toThrow(
+      expect.objectContaining({ name: 'ValidationError', issues: [expect.objectContaining({ path: ['model'] })] }),
+    );
+  });
+});
