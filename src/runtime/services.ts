@@ -50,7 +50,7 @@ export function sessionServices(o: ResolvedRuntimeOptions, p: OpenedParts): Sess
     sessionInstanceId: p.sessionInstanceId,
     writer: p.writer,
     surface: projection.surface,
-    model: tracer ? tracer.traceModel(o.model) : o.model,
+    model: tracer ? tracer.traceModel(o.model, o.pricing) : o.model,
     prefix: p.prefix.messages,
     prefixDigest: p.prefix.digest,
     prefixTokens: p.prefix.tokens,
