@@ -129,6 +129,7 @@ export async function callWithRetries(
     try {
       const request: ModelRequest = { messages, tools: spec.tools, signal: callSignal };
       if (cap !== undefined) request.maxOutputTokens = cap;
+      if (env.inFlight && reserved) env.inFlight.reservation = reserved;
       if (spec.output) request.output = spec.output;
       const res = await env.model.call(request, (e) => {
         if (e.type !== 'text_delta' || !live || signal.aborted) return;
@@ -149,10 +150,12 @@ export async function callWithRetries(
         );
       }
       offAttempt();
+      if (env.inFlight) delete env.inFlight.reservation;
       const settled = { latencyMs: env.clock.now() - t0, digest, capped: cap !== undefined, counted };
       return { res: checked.data as ModelResponse, ...settled, ...(reserved ? { reserved } : {}) };
     } catch (e) {
       offAttempt();
+      if (env.inFlight) delete env.inFlight.reservation;
       if (signal.aborted || isCancelledError(e)) {
         discard('model call cancelled');
         throw new CancelledError('model call cancelled');
@@ -317,6 +320,7 @@ export async function callModel(env: SessionServices, input: CallModelInput, sig
     finishReason: res.finishReason,
     latencyMs,
     requestDigest: digest,
+    ...priced,
     ...(reserved ? { reserved } : {}),
     ...(overrun ? { overrun } : {}),
   });

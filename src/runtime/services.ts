@@ -68,5 +68,6 @@ export function sessionServices(o: ResolvedRuntimeOptions, p: OpenedParts): Sess
     backpressure: () => hub.whenWritable(),
     emit: (event, logSeq) => stream.publish(event, logSeq),
     ...(tracer ? { tracer } : {}),
+    inFlight: {},
   };
 }
