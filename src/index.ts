@@ -86,6 +86,9 @@ export type { OpenRunState } from './persistence/open-run.js';
 export type { Envelope, LiveEvent } from './streams/envelopes.js';
 
 export { LoopBudget, LoopConfig, DEFAULT_COMPACTION_PROMPT } from './contracts/config.js';
+export { BudgetSpending, Spending } from './contracts/spending.js';
+export { budgetLeft } from './contracts/reservation.js';
+export type { BudgetLeft, Overrun, Reservation } from './contracts/reservation.js';
 export { EventDraft, EventPayloads, EventRecord, EventType, PendingRequest, SCHEMA_VERSION, SurfaceOp } from './contracts/events.js';
 export type { Event, PayloadOf } from './contracts/events.js';
 export { FinishReason, Message, ToolCall, Usage, type ModelMessage } from './contracts/message.js';

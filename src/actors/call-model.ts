@@ -11,7 +11,19 @@ import { onAbort } from '../contracts/abort.js';
 import type { LiveEvent } from '../streams/envelopes.js';
 import { redactSecrets } from '../providers/redact.js';
 import { priceOf } from './pricing.js';
+import { subDecimal } from '../contracts/budget.js';
 import { messageOf } from './tool-call.js';
+import {
+  addCounted,
+  countWithError,
+  noneCounted,
+  overrunOf,
+  reserve,
+  type BudgetLeft,
+  type Counted,
+  type Overrun,
+  type Reservation,
+} from '../contracts/reservation.js';
 import { contextReady, NO_TOOLS, servicesIn, type OfferedTools, type ServicesSource, type SessionServices } from './session-services.js';
 
 /** One model request as callWithRetries sends it. */
@@ -26,7 +38,43 @@ export interface CallSpec {
   emit?: SessionServices['emit'];
   /** The run's output schema, as the request carries it (the step's call; not a compaction's). */
   output?: ModelRequestOutput;
+  /**
+   * What the run's usage budgets have left, and the request's input estimate: each attempt
+   * reserves its worst case first (its output cap set from what is left), or starts no call.
+   */
+  budget?: { left: BudgetLeft; inputTokens: number };
 }
+
+/** A call the budget cannot hold: no attempt started (`counted`: what this step's failed attempts counted before). */
+export class BudgetRefusal extends Error {
+  constructor(
+    readonly budget: 'maxOutputTokens' | 'maxCost',
+    readonly reservation: Reservation,
+    readonly counted: Counted,
+  ) {
+    super(`the ${budget} budget cannot hold the next model call's worst case`);
+    this.name = 'BudgetRefusal';
+  }
+}
+
+/**
+ * Provider errors that refuse the request before any output (a rate limit, bad credentials, a bad
+ * or too large request, an overloaded service): nothing was generated, so the attempt counts nothing.
+ * Every other failed attempt counts its reservation.
+ */
+const REFUSED_BEFORE_OUTPUT = new Set([
+  'rate_limit',
+  'rate_limit_exceeded',
+  'auth',
+  'permission',
+  'bad_request',
+  'not_found',
+  'too_large',
+  'unprocessable',
+  'conflict',
+  'overloaded',
+]);
+const countsNothing = (pe: ProviderError) => !pe.partialOutput && REFUSED_BEFORE_OUTPUT.has(pe.providerCode);
 
 /**
  * Calls the model with the runtime's retries (DESIGN §4 item 2): each failed attempt is staged as
@@ -38,12 +86,31 @@ export async function callWithRetries(
   at: StepPosition,
   signal: AbortSignal,
   spec: CallSpec,
-): Promise<{ res: ModelResponse; latencyMs: number; digest: string }> {
+): Promise<{ res: ModelResponse; latencyMs: number; digest: string; reserved?: Reservation; capped: boolean; counted: Counted }> {
   const { digest, live } = spec;
   // blob references read back as bytes once per call, not per retry (text only: the same array)
   const messages = await resolveMessages(spec.messages, env.blobs);
   const emit = spec.emit ?? env.emit;
+  let counted = noneCounted();
   for (let n = 1; ; n++) {
+    // the attempt's worst case, reserved from what the budgets have left after the step's failed attempts
+    let reserved: Reservation | undefined;
+    let cap = spec.maxOutputTokens;
+    if (spec.budget) {
+      const { left, inputTokens } = spec.budget;
+      const r = reserve(
+        {
+          ...(left.outputTokens !== undefined ? { outputTokens: left.outputTokens - counted.outputTokens } : {}),
+          ...(left.cost !== undefined ? { cost: subDecimal(left.cost, counted.cost) } : {}),
+        },
+        inputTokens,
+        env.model.maxOutputTokens ?? env.config.outputReserve,
+        env.pricing ? (u) => priceOf(env, u) : undefined,
+      );
+      if (!r.ok) throw new BudgetRefusal(r.budget, r.reservation, counted);
+      reserved = r.reservation;
+      if (r.cap !== undefined) cap = Math.min(cap ?? r.cap, r.cap);
+    }
     const t0 = env.clock.now(); // the runtime's clock: a simulated run logs simulated latencies
     let started = false;
     let streamed = '';
@@ -64,7 +131,8 @@ export async function callWithRetries(
     const callSignal = attempt?.signal ?? signal;
     try {
       const request: ModelRequest = { messages, tools: spec.tools, signal: callSignal };
-      if (spec.maxOutputTokens !== undefined) request.maxOutputTokens = spec.maxOutputTokens;
+      if (cap !== undefined) request.maxOutputTokens = cap;
+      if (env.inFlight && reserved) env.inFlight.reservation = reserved;
       if (spec.output) request.output = spec.output;
       const res = await env.model.call(request, (e) => {
         if (e.type !== 'text_delta' || !live || signal.aborted) return;
@@ -85,9 +153,12 @@ export async function callWithRetries(
         );
       }
       offAttempt();
-      return { res: checked.data as ModelResponse, latencyMs: env.clock.now() - t0, digest };
+      if (env.inFlight) delete env.inFlight.reservation;
+      const settled = { latencyMs: env.clock.now() - t0, digest, capped: cap !== undefined, counted };
+      return { res: checked.data as ModelResponse, ...settled, ...(reserved ? { reserved } : {}) };
     } catch (e) {
       offAttempt();
+      if (env.inFlight) delete env.inFlight.reservation;
       if (signal.aborted || isCancelledError(e)) {
         discard('model call cancelled');
         throw new CancelledError('model call cancelled');
@@ -99,8 +170,12 @@ export async function callWithRetries(
             code: 'unknown',
             cause: e,
           });
+      // a call whose usage never came back counts at its reservation, never at zero
+      const countsReservation = reserved !== undefined && !countsNothing(pe);
+      if (countsReservation) counted = addCounted(counted, reserved!);
       env.writer.stage('assistant/attempt', at, {
         attemptNumber: n,
+        ...(reserved ? { reserved, counted: countsReservation ? 'reservation' : 'nothing' } : {}),
         requestDigest: digest,
         latencyMs: env.clock.now() - t0,
         error: {
@@ -113,7 +188,10 @@ export async function callWithRetries(
       });
       discard(`model attempt ${n} failed: ${pe.message}${pe.retryable && n < env.config.maxProviderAttempts ? ' (retrying)' : ''}`);
       // no retry once the previous step's results failed to land (callModel then fails with that error)
-      if (!pe.retryable || n >= env.config.maxProviderAttempts || env.writer.aheadFailure) throw pe;
+      if (!pe.retryable || n >= env.config.maxProviderAttempts || env.writer.aheadFailure) {
+        countWithError(pe, counted);
+        throw pe;
+      }
       const delay = Math.min(env.config.maxRetryDelayMs, pe.retryAfterMs ?? env.config.retryBackoffMs * 2 ** (n - 1));
       await sleepOn(env.clock, delay, signal, () => new CancelledError('model call cancelled'));
     }
@@ -141,21 +219,38 @@ export interface CallModelInput {
    * the next step, as it would have during the call).
    */
   prepared?: boolean;
-  /** What the run's maxOutputTokens budget leaves (undefined: no such budget): caps the call. */
-  outputTokensLeft?: number;
+  /**
+   * What the run's usage budgets (maxOutputTokens, maxCost) leave: the call reserves its worst
+   * case from it, its output cap set so that it fits (absent: no such budget, no cap).
+   */
+  budgetLeft?: BudgetLeft;
   /** The attempt's tools (absent: none): their specs are offered, their catalog digest is part of the request's. */
   offered?: OfferedTools;
   /** The run's output schema: in the request (and the system message of a provider without a native mode). */
   output?: OutputSpec;
 }
 
-/** The model's answer, staged as `assistant/message`: tool calls to plan, or the run's answer. */
-export type CallModelOutput = { usage?: Usage; cost?: string } & (
+/**
+ * The model's answer, staged as `assistant/message`: tool calls to plan, or the run's answer.
+ * `counted`: what the step's failed attempts counted at their reservation; `overrun`: usage the
+ * provider reported above the call's reservation.
+ */
+export type CallModelOutput = { usage?: Usage; cost?: string; counted?: Counted; overrun?: Overrun } & (
   | { kind: 'toolCalls'; toolCalls: ToolCall[]; finishReason: FinishReason }
   | { kind: 'answer'; content: string }
   /** Nothing called: a steer input waits or the context is too large; prepare it first. */
   | { kind: 'unprepared' }
+  /** No call started: its worst case would cross `budget` (the run ends budget_exhausted naming it). */
+  | { kind: 'unaffordable'; budget: 'maxOutputTokens' | 'maxCost' }
 );
+
+/** The token estimate of a request's tool specs (4 characters a token), once per offered set. */
+const specTokens = new WeakMap<object, number>();
+function toolTokens(specs: OfferedTools['specs']): number {
+  let n = specTokens.get(specs);
+  if (n === undefined) specTokens.set(specs, (n = specs.length === 0 ? 0 : Math.ceil(JSON.stringify(specs).length / 4)));
+  return n;
+}
 
 /**
  * The step's model call (DESIGN §4 item 2), on a prepared context (else it answers `unprepared`,
@@ -188,6 +283,9 @@ export async function callModel(env: SessionServices, input: CallModelInput, sig
     // an output schema: in the request, and for a provider without a native mode in the system message too
     const out = input.output;
     const offered = input.offered ?? NO_TOOLS;
+    // the request's input estimate: the context's running estimate, its tools and output instruction
+    const inputTokens =
+      env.prefixTokens + env.surface.tokens + env.writer.pendingTokens + toolTokens(offered.specs) + (out ? out.record.digest.length : 0);
     called = await callWithRetries(env, at, signal, {
       messages: out && env.model.structuredOutput !== 'native' ? withOutputInstruction(messages, out) : messages,
       tools: offered.specs,
@@ -199,28 +297,49 @@ export async function callModel(env: SessionServices, input: CallModelInput, sig
       ...(out ? { output: requestOutputOf(out) } : {}),
       live: true,
       emit: gate.emit,
-      ...(input.outputTokensLeft !== undefined ? { maxOutputTokens: input.outputTokensLeft } : {}),
+      ...(input.budgetLeft ? { budget: { left: input.budgetLeft, inputTokens } } : {}),
     });
+  } catch (e) {
+    if (!(e instanceof BudgetRefusal)) throw e;
+    // no call started: the step ends here (its failed attempts, if any, counted)
+    await gate.landed;
+    return { kind: 'unaffordable', budget: e.budget, ...(e.counted.outputTokens || e.counted.cost !== '0' ? { counted: e.counted } : {}) };
   } finally {
     // a results commit that failed fails the step with its own error, whatever the call did
     await gate.landed;
   }
   // stopped (a cancel) while the results landed: nothing of this call is staged
   if (signal.aborted) throw new CancelledError('model call cancelled');
-  const { res, latencyMs, digest } = called;
+  const { res, latencyMs, digest, reserved, capped, counted } = called;
   const message = { ...res.message, role: 'assistant' as const };
   // the app's pricing may throw: before the message is staged, so a failed step leaves no
   // assistant tool calls without results on the surface
   const priced = env.pricing && res.usage ? { cost: priceOf(env, res.usage) } : {};
   const usage = res.usage ? { usage: res.usage } : {};
-  env.writer.stage('assistant/message', at, { message, ...usage, finishReason: res.finishReason, latencyMs, requestDigest: digest });
+  const overrun = reserved ? overrunOf(at.step, reserved, capped, res.usage, priced.cost) : undefined;
+  env.writer.stage('assistant/message', at, {
+    message,
+    ...usage,
+    finishReason: res.finishReason,
+    latencyMs,
+    requestDigest: digest,
+    ...priced,
+    ...(reserved ? { reserved } : {}),
+    ...(overrun ? { overrun } : {}),
+  });
+  const spent = {
+    ...usage,
+    ...priced,
+    ...(counted.outputTokens || counted.cost !== '0' ? { counted } : {}),
+    ...(overrun ? { overrun } : {}),
+  };
   const toolCalls = message.toolCalls ?? [];
-  if (toolCalls.length > 0) return { kind: 'toolCalls', toolCalls, finishReason: res.finishReason, ...usage, ...priced };
+  if (toolCalls.length > 0) return { kind: 'toolCalls', toolCalls, finishReason: res.finishReason, ...spent };
   const content = message.content || res.refusal || '';
   if (!content && res.finishReason === 'content_filter') {
     throw new ProviderError("the provider's content filter removed the model's answer", { retryable: false, code: 'content_filter' });
   }
-  return { kind: 'answer', content, ...usage, ...priced };
+  return { kind: 'answer', content, ...spent };
 }
 
 /**

@@ -1,3 +1,4 @@
+import type { Reservation } from '../contracts/reservation.js';
 import type { ActorSystem } from 'xstate';
 import type { Clock } from '../contracts/clock.js';
 import type { DeliveryOwner, FinalVerifier, Pricing, ToolVerifier } from '../contracts/hooks.js';
@@ -59,6 +60,8 @@ export interface SessionServices {
   backpressure(): Promise<void>;
   /** The session's OpenTelemetry tracer, when tracing is on. */
   readonly tracer?: RunTracer;
+  /** The reservation of the model call in flight (the session snapshot's `spending` shows it), if any. */
+  readonly inFlight?: { reservation?: Reservation };
 }
 
 /**

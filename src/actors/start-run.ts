@@ -9,6 +9,7 @@ import { withParsedArguments } from '../tools/logged-call.js';
 import { normalizeOutcome, skippedOutput, textOnly, withCallLocks } from './tool-call.js';
 import { NO_TOOLS, servicesIn, type ServicesSource, type SessionServices } from './session-services.js';
 import type { AnyTool } from '../tools/define-tool.js';
+import type { Reservation } from '../contracts/reservation.js';
 import type { OutputSpec } from './final-output.js';
 
 /**
@@ -37,6 +38,8 @@ export interface StartRunInput {
   tools?: ReadonlyMap<string, AnyTool>;
   /** The run's output schema, recorded in run/start. */
   output?: OutputSpec;
+  /** A continue's reservation for the crashed attempt's possibly-sent model call, recorded in run/start (docs/guarantees.md). */
+  recoveredReservation?: Reservation;
 }
 
 /** The run/start seq and, for a respond or recovering attempt, what to run or record. */
@@ -224,6 +227,7 @@ export async function startRun(env: SessionServices, input: StartRunInput, signa
       ...(input.inputId ? { inputId: input.inputId } : {}),
       ...(trace ? { trace } : {}),
       ...(input.output ? { output: input.output.record } : {}),
+      ...(input.recoveredReservation ? { recoveredReservation: input.recoveredReservation } : {}),
     },
     input.kind === 'prompt' || input.kind === 'follow_up' ? runOpenEventId(input.runId) : runStartEventId(input.runId, input.attemptId),
   );

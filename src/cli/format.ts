@@ -47,10 +47,15 @@ function describeEvent(e: EventRecord): string {
       const calls = (p.message?.toolCalls ?? []) as { name: string }[];
       const text = p.message?.content ? clip(p.message.content, 70) : '';
       const tools = calls.length ? `calls ${calls.map((c) => c.name).join(', ')}` : '';
-      return `assistant (${p.finishReason}, ${Math.round(p.latencyMs ?? 0)} ms): ${[text, tools].filter(Boolean).join(' — ')}`;
+      const cost = p.cost !== undefined ? `, cost ${p.cost}` : '';
+      return `assistant (${p.finishReason}, ${Math.round(p.latencyMs ?? 0)} ms${cost}): ${[text, tools].filter(Boolean).join(' — ')}`;
     }
     case 'assistant/attempt':
-      return `model attempt ${p.attemptNumber} failed (${p.error?.retryable ? 'retryable' : 'final'}): ${clip(p.error?.message ?? '', 60)}`;
+      return (
+        `model attempt ${p.attemptNumber} failed (${p.error?.retryable ? 'retryable' : 'final'}` +
+        `${p.counted === 'reservation' && p.reserved?.cost !== undefined ? `, counted at its reservation ${p.reserved.cost}` : ''}): ` +
+        clip(p.error?.message ?? '', 60)
+      );
     case 'tool/call':
       return `${p.name} ${p.callId} [${p.mode}] ${json(p.arguments, 70)}`;
     case 'tool/result':

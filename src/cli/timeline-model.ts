@@ -1,3 +1,5 @@
+import { addDecimal } from '../contracts/budget.js';
+import { isDecimal } from '../contracts/config.js';
 import type { EventRecord } from '../contracts/events.js';
 import type { ToolOutcome } from '../contracts/tools.js';
 import { summarize } from './format.js';
@@ -109,7 +111,7 @@ export function buildTimeline(sessionId: string, events: readonly EventRecord[])
     { runId: string; start: number; seqs: number[]; end?: number; status?: string; turn: number; epoch: number; kind: string }
   >();
   // Steps, model calls, tool calls.
-  const steps = new Map<string, { start: number; end?: number; last: number; seqs: number[]; step: number; turn: number }>();
+  const steps = new Map<string, { start: number; end?: number; last: number; seqs: number[]; step: number; turn: number; cost?: string }>();
   const calls: { call: EventRecord; result?: EventRecord }[] = [];
   const openCalls = new Map<string, { call: EventRecord; result?: EventRecord }>(); // `${turn}:${callId}`
   const failedAttempts: EventRecord[] = [];
@@ -172,6 +174,8 @@ export function buildTimeline(sessionId: string, events: readonly EventRecord[])
         const start = end - Math.max(0, Number(p.latencyMs) || 0);
         const st = steps.get(stepKey);
         if (st) st.start = Math.min(st.start, start);
+        // the step's cost: its model calls' priced usage (and failed attempts counted at their reservation)
+        if (st && isDecimal(p.cost)) st.cost = addDecimal(st.cost ?? '0', p.cost);
         modelStart.set(stepKey, start);
         const nCalls = (p.message?.toolCalls ?? []).length;
         spans.push({
@@ -185,9 +189,12 @@ export function buildTimeline(sessionId: string, events: readonly EventRecord[])
         });
         break;
       }
-      case 'assistant/attempt':
+      case 'assistant/attempt': {
         failedAttempts.push(e);
+        const st = steps.get(stepKey);
+        if (st && p.counted === 'reservation' && isDecimal(p.reserved?.cost)) st.cost = addDecimal(st.cost ?? '0', p.reserved.cost);
         break;
+      }
       case 'tool/call': {
         const entry = { call: e };
         calls.push(entry);
@@ -251,10 +258,12 @@ export function buildTimeline(sessionId: string, events: readonly EventRecord[])
       row: 'step',
       start: st.start,
       end: st.end ?? st.last,
-      label: `step ${st.step}`,
+      label: `step ${st.step}${st.cost !== undefined ? ` · ${st.cost}` : ''}`,
       classes: st.end === undefined ? ['open'] : [],
       seqs: st.seqs,
-      title: `turn ${st.turn} step ${st.step}${st.end === undefined ? ' (no step/end: interrupted or still running)' : ''}`,
+      title:
+        `turn ${st.turn} step ${st.step}${st.cost !== undefined ? `, cost ${st.cost}` : ''}` +
+        `${st.end === undefined ? ' (no step/end: interrupted or still running)' : ''}`,
     });
   }
   const toolSpans: Span[] = [];

@@ -34,6 +34,12 @@ export const addDecimal = (a: string, b: string): string => {
   return formatDecimal(x + y, scale);
 };
 
+/** a − b, exactly; never below zero (what a budget has left once it is overspent is nothing). */
+export const subDecimal = (a: string, b: string): string => {
+  const [x, y, scale] = aligned(parseDecimal(a), parseDecimal(b));
+  return x > y ? formatDecimal(x - y, scale) : '0';
+};
+
 /** a ≥ b, exactly. */
 export const decimalAtLeast = (a: string, b: string): boolean => {
   const [x, y] = aligned(parseDecimal(a), parseDecimal(b));
@@ -45,6 +51,8 @@ export interface BudgetUse {
   toolCalls: number;
   usage: Usage;
   cost: string;
+  /** Calls whose usage never came back, counted at their reservation. */
+  counted?: { outputTokens: number; cost: string };
   recoveries: number;
   startedAt: number;
 }
@@ -54,9 +62,11 @@ export function spentBudget(b: LoopBudget, u: BudgetUse, now: number): { budget:
   if (u.steps >= b.maxSteps) return { budget: 'maxSteps', limit: String(b.maxSteps), used: String(u.steps) };
   if (b.maxToolCalls !== undefined && u.toolCalls >= b.maxToolCalls)
     return { budget: 'maxToolCalls', limit: String(b.maxToolCalls), used: String(u.toolCalls) };
-  if (b.maxOutputTokens !== undefined && u.usage.outputTokens >= b.maxOutputTokens)
-    return { budget: 'maxOutputTokens', limit: String(b.maxOutputTokens), used: String(u.usage.outputTokens) };
-  if (b.maxCost !== undefined && decimalAtLeast(u.cost, b.maxCost)) return { budget: 'maxCost', limit: b.maxCost, used: u.cost };
+  const outputTokens = u.usage.outputTokens + (u.counted?.outputTokens ?? 0);
+  if (b.maxOutputTokens !== undefined && outputTokens >= b.maxOutputTokens)
+    return { budget: 'maxOutputTokens', limit: String(b.maxOutputTokens), used: String(outputTokens) };
+  const cost = u.counted ? addDecimal(u.cost, u.counted.cost) : u.cost;
+  if (b.maxCost !== undefined && decimalAtLeast(cost, b.maxCost)) return { budget: 'maxCost', limit: b.maxCost, used: cost };
   if (u.recoveries > b.maxRecoveries) return { budget: 'maxRecoveries', limit: String(b.maxRecoveries), used: String(u.recoveries) };
   if (b.maxDurationMs !== undefined && now - u.startedAt >= b.maxDurationMs)
     return { budget: 'maxDurationMs', limit: String(b.maxDurationMs), used: String(now - u.startedAt) };

@@ -69,6 +69,10 @@ export const EventPayloads = {
     finishReason: FinishReason,
     latencyMs: z.number().nonnegative(),
     requestDigest: RequestDigest.optional(),
+    /** The usage priced with the app's `pricing` when it was made (a decimal string). */
+    cost: z.string().optional(),
+    /** The worst case the call reserved against the run's budgets (docs/guarantees.md, "Budgets"). */
+    reserved: z.object({ inputTokens: z.number(), outputTokens: z.number(), cost: z.string().optional() }).optional(),
   }),
   'tool/call': z.looseObject({
     callId: id,

@@ -85,5 +85,11 @@ export interface ModelProvider {
    * and parses the answer's text. Either way the runtime validates the answer with zod.
    */
   readonly structuredOutput?: 'native';
+  /**
+   * The most output tokens one call may ask for (the model's, or the adapter's `maxTokens`).
+   * Optional: without it a call under a `maxCost` budget asks for at most `outputReserve`. The
+   * runtime's output cap (from what the budgets leave) never exceeds it.
+   */
+  readonly maxOutputTokens?: number;
   call(request: ModelRequest, onEvent: (event: ModelStreamEvent) => void): Promise<ModelResponse>;
 }

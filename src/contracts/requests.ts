@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { JsonValue } from './json.js';
 import { UserMessage, Usage, zeroUsage } from './message.js';
 import { PendingRequest } from './events.js';
+import { Spending } from './spending.js';
 import { ToolMode, type ToolOutcome } from './tools.js';
 
 /** A session id as the public API takes it (openSession, submit, waitForResult): 1–400 characters. */
@@ -151,6 +152,11 @@ export const ExecutionResult = z.object({
   /** The run's tool calls, cost (decimal string, with `pricing`) and recoveries so far (all attempts). */
   toolCalls: z.number().int().nonnegative().optional(),
   cost: z.string().optional(),
+  /**
+   * Spent, reserved and remaining per usage budget (maxCost, maxOutputTokens), and the calls whose
+   * reported usage went above their reservation (docs/guarantees.md, "Budgets").
+   */
+  spending: Spending.optional(),
   recoveries: z.number().int().nonnegative().optional(),
   /**
    * Every call of the run (all its attempts, whichever process resolved it) whose outcome was

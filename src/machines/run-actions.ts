@@ -2,7 +2,6 @@ import { assign, sendTo, type ActorRefFrom } from 'xstate';
 import type { ToolCallOutput } from '../contracts/calls.js';
 import { CapacityError } from '../contracts/errors.js';
 import type { ExecutionResult } from '../contracts/requests.js';
-import type { CallModelOutput } from '../actors/call-model.js';
 import type { CommitIntentOutput } from '../actors/commit-intent.js';
 import type { CommitResultsOutput } from '../actors/commit-results.js';
 import type { DeliverFinalOutput, VerifyFinalOutput } from '../actors/final-answer.js';
@@ -21,8 +20,11 @@ import {
   recoveredCalls,
   resultOf,
   spentNow,
+  withModelCall,
   withStepUsage,
 } from './run-decisions.js';
+import type { CallModelOutput } from '../actors/call-model.js';
+import { addCounted, countedOf } from '../contracts/reservation.js';
 
 /**
  * `assign` typed as the run machine's `setup` types it, but spawning no actors (`never`), so the
@@ -79,7 +81,15 @@ export const runActions = {
       return endFor(new CapacityError(size, limit));
     },
   }),
-  countModelCall: assignRun(({ context, event }) => withStepUsage(context, outputOf<CallModelOutput>(event))),
+  countModelCall: assignRun(({ context, event }) => withModelCall(context, outputOf<CallModelOutput>(event))),
+  countFailedCall: assignRun(({ context, event }) => {
+    const counted = countedOf(errorOf(event));
+    return counted ? { counted: addCounted(context.counted, counted) } : {};
+  }),
+  endBudgetRefused: assignRun({
+    end: ({ event }) =>
+      ended('budget_exhausted', 'incomplete', { budget: outputOf<Extract<CallModelOutput, { kind: 'unaffordable' }>>(event).budget }),
+  }),
   keepToolCalls: assignRun({
     asked: ({ event }) => {
       const out = outputOf<Extract<CallModelOutput, { kind: 'toolCalls' }>>(event);

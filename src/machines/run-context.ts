@@ -6,6 +6,7 @@ import type { ExecutionResult, Recovered, UncertainCall } from '../contracts/req
 import type { ResumeInput, StartRunInput } from '../actors/start-run.js';
 import type { OutputSpec } from '../actors/final-output.js';
 import type { OfferedTools } from '../actors/session-services.js';
+import type { Counted, Overrun, Reservation } from '../contracts/reservation.js';
 
 /** How an attempt ends: what its result will say. */
 export type RunEnd = Pick<
@@ -39,7 +40,9 @@ export interface RunInput {
   /** Seq of the run's first run/start, for a later attempt (compaction keeps the whole run). */
   runFirstSeq?: number;
   /** What the run's earlier attempts spent (a respond or continue): its budgets count per run. */
-  spent?: { toolCalls: number; usage: Usage; cost: string; recoveries: number; corrections: number };
+  spent?: { toolCalls: number; usage: Usage; cost: string; recoveries: number; corrections: number; counted?: Counted };
+  /** A continue's reservation for the crashed attempt's possibly-sent model call (recorded in its run/start). */
+  recoveredReservation?: Reservation;
   /**
    * A `concludesTurn` result committed by an earlier attempt that stopped before its final/message:
    * a `continue` finalizes with its content (DESIGN §4 item 5), calling no model.
@@ -66,6 +69,10 @@ export interface RunContext extends Omit<RunInput, 'messages' | 'uncertainCalls'
   /** The current step's usage (its compaction and model call): step/end carries it. */
   stepUsage: Usage | undefined;
   cost: string;
+  /** Calls whose usage never came back, counted at their reservation (failed attempts, a crashed attempt's call). */
+  counted: Counted;
+  /** Usage the provider reported above a call's reservation (named on the result's `spending`). */
+  overruns: Overrun[];
   toolCalls: number;
   recoveries: number;
   corrections: number;

@@ -5,6 +5,9 @@ import { addUsage, type Usage } from '../contracts/message.js';
 import { resolutionOf, type ExecutionResult, type Outcome, type RunStatus, type UncertainCall } from '../contracts/requests.js';
 import type { DeliverFinalInput, FinalAnswerInput } from '../actors/final-answer.js';
 import type { RunContext, RunEnd } from './run-context.js';
+import type { CallModelOutput } from '../actors/call-model.js';
+import { addCounted, budgetLeft, type BudgetLeft } from '../contracts/reservation.js';
+import { spendingOf } from '../contracts/spending.js';
 
 export type { RunEnd } from './run-context.js';
 
@@ -48,7 +51,34 @@ export function withStepUsage(
 }
 
 export function budgetUse(c: RunContext): BudgetUse {
-  return { steps: c.step, toolCalls: c.toolCalls, usage: c.usage, cost: c.cost, recoveries: c.recoveries, startedAt: c.startedAt };
+  return {
+    steps: c.step,
+    toolCalls: c.toolCalls,
+    usage: c.usage,
+    cost: c.cost,
+    counted: c.counted,
+    recoveries: c.recoveries,
+    startedAt: c.startedAt,
+  };
+}
+
+/** A model call's settlement counted in the run: its usage and cost, its failed attempts' reservations, its overrun. */
+export function withModelCall(
+  c: RunContext,
+  out: CallModelOutput,
+): Pick<RunContext, 'usage' | 'stepUsage' | 'cost' | 'counted' | 'overruns'> {
+  return {
+    ...withStepUsage(c, out),
+    counted: out.counted ? addCounted(c.counted, out.counted) : c.counted,
+    overruns: out.overrun ? [...c.overruns, out.overrun] : c.overruns,
+  };
+}
+
+/** What the usage budgets leave for the next model call (absent: the run has none). */
+export function budgetLeftOf(c: RunContext): BudgetLeft | undefined {
+  const { maxCost, maxOutputTokens } = c.budget;
+  if (maxCost === undefined && maxOutputTokens === undefined) return undefined;
+  return budgetLeft(c.budget, { outputTokens: c.usage.outputTokens + c.counted.outputTokens, cost: addDecimal(c.cost, c.counted.cost) });
 }
 
 /** The first spent budget (DESIGN §4 item 8); time is what the deadline timer reported, never read here. */
@@ -110,6 +140,7 @@ export function resultOf(c: RunContext): ExecutionResult {
     recoveries: c.recoveries,
     uncertainCalls: c.uncertainCalls,
     ...(c.recovered ? { recovered: c.recovered } : {}),
+    ...spendingOf(c.budget, { outputTokens: c.usage.outputTokens, cost: c.cost }, c.counted, c.overruns),
   };
 }
 

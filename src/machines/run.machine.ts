@@ -11,7 +11,8 @@ import type { StartRunInput, StartRunOutput } from '../actors/start-run.js';
 import { toolBatchMachine, type ToolBatchInput } from './tool-batch.machine.js';
 import type { RunContext, RunEvent, RunInput } from './run-context.js';
 import { runActions } from './run-actions.js';
-import { deliverInput, ended, finalInput, inCallOrder, outputOf, positionOf, resultOf, spentNow } from './run-decisions.js';
+import { budgetLeftOf, deliverInput, ended, finalInput, inCallOrder, outputOf, positionOf, resultOf, spentNow } from './run-decisions.js';
+import { noneCounted } from '../contracts/reservation.js';
 
 export type { ResumeInput, StartRunOutput } from '../actors/start-run.js';
 export type { RunContext, RunEvent, RunInput } from './run-context.js';
@@ -74,6 +75,7 @@ export const runMachine = setup({
     pricingFailed: ({ event }) => outputOf<PrepareContextOutput>(event).pricingError !== undefined,
     contextTooLarge: ({ event }) => outputOf<PrepareContextOutput>(event).overflow !== undefined,
     contextUnprepared: ({ event }) => outputOf<CallModelOutput>(event).kind === 'unprepared',
+    callUnaffordable: ({ event }) => outputOf<CallModelOutput>(event).kind === 'unaffordable',
     askedForTools: ({ event }) => outputOf<CallModelOutput>(event).kind === 'toolCalls',
     intentRejected: ({ event }) => outputOf<CommitIntentOutput>(event).kind === 'rejected',
     correctionsExhausted: ({ context }) => context.corrections > context.maxProtocolCorrections,
@@ -102,6 +104,8 @@ export const runMachine = setup({
     stepUsage: undefined,
     contextPrepared: false,
     cost: input.spent?.cost ?? '0',
+    counted: input.spent?.counted ?? noneCounted(),
+    overruns: [],
     toolCalls: input.spent?.toolCalls ?? 0,
     recoveries: input.spent?.recoveries ?? 0,
     corrections: input.spent?.corrections ?? 0,
@@ -150,6 +154,7 @@ export const runMachine = setup({
           ...(c.runFirstSeq !== undefined ? { runFirstSeq: c.runFirstSeq } : {}),
           ...(c.offered ? { tools: c.offered.tools } : {}),
           ...(c.output ? { output: c.output } : {}),
+          ...(c.recoveredReservation ? { recoveredReservation: c.recoveredReservation } : {}),
         }),
         onDone: [
           // a respond attempt: run (or record) the batch that was held back, in its own step
@@ -200,19 +205,20 @@ export const runMachine = setup({
         input: ({ context: c }): CallModelInput => ({
           at: positionOf(c),
           ...(c.contextPrepared ? { prepared: true } : {}),
-          ...(c.budget.maxOutputTokens !== undefined
-            ? { outputTokensLeft: Math.max(1, c.budget.maxOutputTokens - c.usage.outputTokens) }
-            : {}),
+          ...(budgetLeftOf(c) ? { budgetLeft: budgetLeftOf(c)! } : {}),
           ...(c.offered ? { offered: c.offered } : {}),
           ...(c.output ? { output: c.output } : {}),
         }),
         onDone: [
           // steers wait or the context is too large: prepared first, then called (DESIGN §4 items 1, 9)
           { guard: 'contextUnprepared', target: 'preparingContext' },
+          // its worst case would cross a budget: no call started, the run ends naming that budget
+          { guard: 'callUnaffordable', target: 'settlingResults', actions: ['countModelCall', 'endBudgetRefused'] },
           { guard: 'askedForTools', target: 'committingIntent', actions: ['countModelCall', 'keepToolCalls'] },
           { target: 'verifyingFinal', actions: ['countModelCall', 'keepAnswer'] },
         ],
-        onError: RUN_FAILED,
+        // the step's failed attempts count (at their reservations) in the failed run's spending
+        onError: { target: '#run.ending', actions: ['countFailedCall', 'failWith'] },
       },
       on: { CANCEL: MODEL_CALL_CANCELLED },
     },

@@ -5,6 +5,7 @@ import { parseInput } from '../contracts/validate.js';
 import { addUsage, zeroUsage, type Usage } from '../contracts/message.js';
 import { resolutionOf, RunStatus, type UncertainCall } from '../contracts/requests.js';
 import type { ToolOutcome } from '../contracts/tools.js';
+import type { Reservation } from '../contracts/reservation.js';
 
 /** What the log says about the run that is open (started, not settled). */
 export interface OpenRunState {
@@ -48,7 +49,15 @@ export interface OpenRunState {
   /** The run's output schema as its run/start recorded it (docs/typed-output.md). */
   output?: { name: string; jsonSchema: Record<string, unknown>; digest: string; strict: boolean };
   /** What the run's earlier attempts spent, for its budgets (DESIGN §4 item 8: per run). */
-  spent: { toolCalls: number; usage: Usage; modelUsages: Usage[]; recoveries: number; corrections: number };
+  spent: {
+    toolCalls: number;
+    usage: Usage;
+    modelUsages: Usage[];
+    /** Calls counted at their reservation (failed attempts, crashed attempts' possibly-sent calls), to price. */
+    reservations: Reservation[];
+    recoveries: number;
+    corrections: number;
+  };
 }
 
 /**
@@ -87,10 +96,12 @@ export function foldRunEvents(events: readonly EventRecord[]): OpenRunState | un
           deliveredFinalIds: [],
           deliveryUnknownFinalIds: [],
           uncertainCalls: [],
-          spent: { toolCalls: 0, usage: zeroUsage(), modelUsages: [], recoveries: 0, corrections: 0 },
+          spent: { toolCalls: 0, usage: zeroUsage(), modelUsages: [], reservations: [], recoveries: 0, corrections: 0 },
           ...(p.output ? { output: p.output } : {}),
         };
       } else {
+        // a crashed attempt's possibly-sent call, counted at the reservation the next attempt recorded
+        if (p.recoveredReservation) st.spent.reservations.push(p.recoveredReservation as Reservation);
         st.runEpoch = p.runEpoch;
         st.attemptId = p.attemptId;
         delete st.lastEndStatus;
@@ -179,9 +190,12 @@ export function foldRunEvents(events: readonly EventRecord[]): OpenRunState | un
       case 'resources/released':
         for (const c of calls.values()) releaseFor(st, c, p.keys as string[]);
         break;
-      // nothing an open run's recovery needs: its inputs, steps and failed attempts are read elsewhere
-      case 'approval/call-decided': // read by per-call approvals from the request's seq on
       case 'assistant/attempt':
+        // a failed attempt whose usage never came back counts at its reservation
+        if (p.counted === 'reservation' && p.reserved) st.spent.reservations.push(p.reserved as Reservation);
+        break;
+      // nothing an open run's recovery needs: its inputs and steps are read elsewhere
+      case 'approval/call-decided': // read by per-call approvals from the request's seq on
       case 'cancellation/requested':
       case 'checkpoint/loaded':
       case 'input/accepted':

@@ -340,6 +340,7 @@ export function anthropicModel(options: AnthropicModelOptions): ModelProvider {
     modelId: o.model,
     providerName: 'anthropic',
     structuredOutput: 'native',
+    maxOutputTokens: o.maxTokens,
     async call(request: ModelRequest, onEvent: (event: ModelStreamEvent) => void): Promise<ModelResponse> {
       throwIfAborted(request.signal, 'anthropic');
       const { system, messages } = toAnthropicMessages(request.messages);

@@ -291,6 +291,7 @@ export function openaiResponsesModel(options: OpenAIResponsesModelOptions): Mode
     modelId: o.model,
     providerName: 'openai',
     structuredOutput: 'native',
+    ...(o.maxTokens !== undefined ? { maxOutputTokens: o.maxTokens } : {}),
     async call(request: ModelRequest, onEvent: (event: ModelStreamEvent) => void): Promise<ModelResponse> {
       throwIfAborted(request.signal, 'openai-responses');
       const cap = [o.maxTokens, request.maxOutputTokens].filter((n): n is number => n !== undefined);

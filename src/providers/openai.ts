@@ -273,6 +273,7 @@ export function openaiModel(options: OpenAIModelOptions): ModelProvider {
     modelId: o.model,
     providerName: 'openai',
     structuredOutput: 'native',
+    ...(o.maxTokens !== undefined ? { maxOutputTokens: o.maxTokens } : {}),
     async call(request: ModelRequest, onEvent: (event: ModelStreamEvent) => void): Promise<ModelResponse> {
       throwIfAborted(request.signal, 'openai');
       const cap = [o.maxTokens, request.maxOutputTokens].filter((n): n is number => n !== undefined);

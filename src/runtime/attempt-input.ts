@@ -4,6 +4,7 @@ import { toMessages, type IdentifiedRequest } from '../contracts/requests.js';
 import { parseInput } from '../contracts/validate.js';
 import type { ResumeInput, RunInput } from '../machines/run.machine.js';
 import type { OpenRunState } from '../persistence/open-run.js';
+import { addCounted, noneCounted, type Reservation } from '../contracts/reservation.js';
 import { answerSchema, ApprovalAnswer, JsonValue } from './answer-schema.js';
 import type { ResolvedRuntimeOptions } from './options.js';
 import type { ToolSet } from './tool-set.js';
@@ -30,6 +31,8 @@ export interface AttemptSource {
   openRun: OpenRunState | undefined;
   lastTurn: number;
   spentOf(open: OpenRunState): NonNullable<RunInput['spent']>;
+  /** The reservation a continue counts for a crashed attempt's possibly-sent model call (none without a usage budget). */
+  recoveredReservation?(spent: NonNullable<RunInput['spent']>): Reservation | undefined;
 }
 
 /** A new run while `open` is still open: suspended (respond to it) or interrupted (continue it). */
@@ -104,6 +107,11 @@ export function attemptInput(req: IdentifiedRequest, s: AttemptSource): RunInput
       { path: ['kind'], message: `run ${req.runId} waits for an answer to ${open.pending.pendingRequest.questionId}: respond to it` },
     ]);
   }
+  // the newest attempt ended with no run/end (a crash): one model call of it may have been sent
+  // and its usage never came back — it counts at its worst case, recorded in this attempt's run/start
+  let spent = s.spentOf(open);
+  const recovered = open.lastEndStatus === undefined ? s.recoveredReservation?.(spent) : undefined;
+  if (recovered) spent = { ...spent, counted: addCounted(spent.counted ?? noneCounted(), recovered) };
   return {
     ...base,
     runEpoch: open.runEpoch + 1,
@@ -111,7 +119,8 @@ export function attemptInput(req: IdentifiedRequest, s: AttemptSource): RunInput
     kind: 'continue',
     messages: [],
     runFirstSeq: open.startSeq,
-    spent: s.spentOf(open),
+    spent,
+    ...(recovered ? { recoveredReservation: recovered } : {}),
     uncertainCalls: open.uncertainCalls,
     stopRequested: open.stopAccepted,
     ...(open.unresolvedCalls.length > 0

@@ -377,6 +377,7 @@ export class ExecutionSession<TOut = unknown> {
       waiting: this.current ? undefined : this.runs.open,
       messages: this.env.surface.messages,
       tokens: this.env.prefixTokens + this.env.surface.tokens,
+      inFlight: this.env.inFlight?.reservation,
     });
   }
 

@@ -1,10 +1,30 @@
 import type { Clock } from '../contracts/clock.js';
 import type { ModelProvider } from '../contracts/model.js';
+import type { Usage } from '../contracts/message.js';
+import { isDecimal } from '../contracts/config.js';
 import type { Attributes, SpanLike } from '../contracts/tracing.js';
 import type { Tracing } from './tracing-options.js';
 
 const STATUS_ERROR = 2;
 const KIND_CLIENT = 2;
+
+/**
+ * The call's cost (`pricing` of its usage, a decimal string) as `actorloop.model_call.cost`; none
+ * without pricing or usage, or when pricing throws or answers no decimal (the run reports that itself).
+ */
+function costAttribute(
+  pricing: ((usage: Usage, modelId: string) => string) | undefined,
+  usage: Usage | undefined,
+  modelId: string,
+): Attributes {
+  if (!pricing || !usage) return {};
+  try {
+    const cost: unknown = pricing(usage, modelId);
+    return isDecimal(cost) ? { 'actorloop.model_call.cost': cost } : {};
+  } catch {
+    return {};
+  }
+}
 
 const errorMessage = (e: unknown): string => (e instanceof Error ? e.message : String(e));
 
@@ -28,9 +48,11 @@ export function traceModelCalls(
   lastSeq: () => number,
   attempt: () => ModelCallParent | undefined,
   model: ModelProvider,
+  pricing?: (usage: Usage, modelId: string) => string,
 ): ModelProvider {
   return {
     modelId: model.modelId,
+    ...(model.maxOutputTokens !== undefined ? { maxOutputTokens: model.maxOutputTokens } : {}),
     ...(model.providerName !== undefined ? { providerName: model.providerName } : {}),
     ...(model.structuredOutput !== undefined ? { structuredOutput: model.structuredOutput } : {}),
     async call(request, onEvent) {
@@ -72,6 +94,7 @@ export function traceModelCalls(
             ...(res.usage
               ? { 'gen_ai.usage.input_tokens': res.usage.inputTokens, 'gen_ai.usage.output_tokens': res.usage.outputTokens }
               : {}),
+            ...costAttribute(pricing, res.usage, model.modelId),
             ...(t.recordContent ? { 'gen_ai.output.messages': JSON.stringify([res.message]) } : {}),
           });
           s.end(clock.now());

@@ -9,7 +9,8 @@ import { anyParts, storeMessages } from '../persistence/content-parts.js';
 import { recordedResult } from './log-lookups.js';
 import type { OpenRunTracker } from './open-run-tracker.js';
 import type { ResolvedRuntimeOptions } from './options.js';
-import { settleInterruptedFinal, spentOf } from './recovery-outcome.js';
+import { recoveredReservation, settleInterruptedFinal, spentOf } from './recovery-outcome.js';
+import { noneCounted } from '../contracts/reservation.js';
 import type { ToolSet } from './tool-set.js';
 import type { OutputSpec } from '../actors/final-output.js';
 
@@ -76,6 +77,8 @@ export async function prepareAttempt(s: AttemptSession, req: IdentifiedRequest):
         openRun,
         lastTurn: s.lastTurn(),
         spentOf: (open) => spentOf(s.env, open),
+        recoveredReservation: (spent) =>
+          recoveredReservation(s.env, s.options.budget, { ...spent, counted: spent.counted ?? noneCounted() }),
       }),
     };
   } catch (e) {

@@ -8,6 +8,9 @@ import { foldRunEvents, type OpenRunState } from '../persistence/open-run.js';
 import type { Usage } from '../contracts/message.js';
 import { isDecimal } from '../contracts/config.js';
 import { addDecimal } from '../contracts/budget.js';
+import { addCounted, budgetLeft, noneCounted, reserve, type Counted, type Reservation } from '../contracts/reservation.js';
+import type { LoopBudget } from '../contracts/config.js';
+import { priceOf } from '../actors/pricing.js';
 import type { SessionServices } from '../actors/session-services.js';
 import { stageRunEnd } from '../actors/end-run.js';
 import { withParsedArguments } from '../tools/logged-call.js';
@@ -30,21 +33,52 @@ export async function loadOpenRun(store: EventStore, sessionId: string, head: Se
 export function spentOf(
   env: SessionServices,
   open: OpenRunState,
-): { toolCalls: number; usage: Usage; cost: string; recoveries: number; corrections: number } {
-  const { toolCalls, usage, modelUsages, recoveries, corrections } = open.spent;
+): { toolCalls: number; usage: Usage; cost: string; counted: Counted; recoveries: number; corrections: number } {
+  const { toolCalls, usage, modelUsages, reservations, recoveries, corrections } = open.spent;
   let cost = '0';
-  if (env.pricing) {
-    for (const u of modelUsages) {
-      let c: unknown;
-      try {
-        c = env.pricing(u, env.model.modelId);
-      } catch {
-        continue;
-      }
-      if (isDecimal(c)) cost = addDecimal(cost, c);
-    }
+  for (const u of modelUsages) cost = addDecimal(cost, priceOr0(env, u));
+  let counted = noneCounted();
+  for (const r of reservations) counted = addCounted(counted, { outputTokens: r.outputTokens, cost: r.cost ?? priceOr0(env, r) });
+  return { toolCalls, usage, cost, counted, recoveries, corrections };
+}
+
+/** `pricing` of `u`; nothing when there is no pricing or it throws or answers no decimal. */
+function priceOr0(env: Pick<SessionServices, 'pricing' | 'model'>, u: Usage): string {
+  if (!env.pricing) return '0';
+  let c: unknown;
+  try {
+    c = env.pricing(u, env.model.modelId);
+  } catch {
+    return '0';
   }
-  return { toolCalls, usage, cost, recoveries, corrections };
+  return isDecimal(c) ? c : '0';
+}
+
+/**
+ * The reservation a recovering attempt counts for the crashed attempt's possibly-sent model call
+ * (docs/guarantees.md, "Budgets"): the worst case the run would reserve for a call over the context
+ * the log holds, from what the budgets leave after `spent`; all that is left when even the smallest
+ * call would not fit (the crashed call's reservation was no more than that). Undefined without a usage budget.
+ */
+export function recoveredReservation(
+  env: Pick<SessionServices, 'pricing' | 'model' | 'config' | 'prefixTokens' | 'surface'>,
+  budget: LoopBudget,
+  spent: { usage: Usage; cost: string; counted: Counted },
+): Reservation | undefined {
+  if (budget.maxCost === undefined && budget.maxOutputTokens === undefined) return undefined;
+  const left = budgetLeft(budget, {
+    outputTokens: spent.usage.outputTokens + spent.counted.outputTokens,
+    cost: addDecimal(spent.cost, spent.counted.cost),
+  });
+  const inputTokens = env.prefixTokens + env.surface.tokens;
+  let r;
+  try {
+    r = reserve(left, inputTokens, env.model.maxOutputTokens ?? env.config.outputReserve, env.pricing ? (u) => priceOf(env, u) : undefined);
+  } catch {
+    return { inputTokens, outputTokens: left.outputTokens ?? 0, ...(left.cost !== undefined ? { cost: left.cost } : {}) };
+  }
+  if (r.ok) return r.reservation;
+  return { inputTokens, outputTokens: left.outputTokens ?? 0, ...(left.cost !== undefined ? { cost: left.cost } : {}) };
 }
 
 /**

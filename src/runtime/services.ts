@@ -55,7 +55,7 @@ export function sessionServices(o: ResolvedRuntimeOptions, p: OpenedParts): Sess
     ...(p.blobs ? { blobs: p.blobs } : {}),
     contentLimits: o.contentLimits,
     surface: projection.surface,
-    model: tracer ? tracer.traceModel(o.model ?? noModel) : (o.model ?? noModel),
+    model: tracer ? tracer.traceModel(o.model ?? noModel, o.pricing) : (o.model ?? noModel),
     prefix: p.prefix.messages,
     prefixDigest: p.prefix.digest,
     prefixTokens: p.prefix.tokens,
@@ -73,5 +73,6 @@ export function sessionServices(o: ResolvedRuntimeOptions, p: OpenedParts): Sess
     backpressure: () => hub.whenWritable(),
     emit: (event, logSeq) => stream.publish(event, logSeq),
     ...(tracer ? { tracer } : {}),
+    inFlight: {},
   };
 }

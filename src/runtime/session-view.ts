@@ -3,6 +3,9 @@ import type { Observable } from 'rxjs';
 import type { ExecutionResult } from '../contracts/requests.js';
 import type { Message } from '../contracts/message.js';
 import type { PendingRequest } from '../contracts/events.js';
+import type { RunContext } from '../machines/run-context.js';
+import type { Reservation } from '../contracts/reservation.js';
+import { spendingOf, type Spending } from '../contracts/spending.js';
 
 /**
  * What a session is doing (`snapshot().status`): resting `idle`, `suspended` (a run waits for an
@@ -24,6 +27,11 @@ export interface SessionSnapshot {
   cost: string;
   recoveries: number;
   usage?: ExecutionResult['usage'];
+  /**
+   * Spent, reserved (a call in flight's reservation included) and remaining per usage budget of the
+   * run under way, else of the last result (docs/guarantees.md, "Budgets").
+   */
+  spending?: Spending;
   /** The approval or question the open run waits for (status `suspended`). */
   pending?: PendingRequest;
   lastError?: { kind: NonNullable<ExecutionResult['error']>['kind']; message: string };
@@ -42,7 +50,14 @@ export interface SnapshotSource {
   sessionId: string;
   /** The session machine's state value, and its run child's state and figures if one runs. */
   sessionState: string;
-  run: { value: unknown; context: { step: number; toolCalls: number; cost: string; recoveries: number } } | undefined;
+  run:
+    | {
+        value: unknown;
+        context: Pick<RunContext, 'step' | 'toolCalls' | 'cost' | 'recoveries' | 'budget' | 'usage' | 'counted' | 'overruns'>;
+      }
+    | undefined;
+  /** The reservation of the model call in flight, if any. */
+  inFlight?: Reservation | undefined;
   lastResult: ExecutionResult | undefined;
   /** The open run the session waits on (none while an attempt runs). */
   waiting: { pending?: { pendingRequest: PendingRequest } } | undefined;
@@ -65,6 +80,17 @@ export function snapshotOf(s: SnapshotSource): SessionSnapshot {
     cost: run?.context.cost ?? r?.cost ?? '0',
     recoveries: run?.context.recoveries ?? r?.recoveries ?? 0,
     ...(r ? { usage: r.usage } : {}),
+    ...(run
+      ? spendingOf(
+          run.context.budget,
+          { outputTokens: run.context.usage.outputTokens, cost: run.context.cost },
+          run.context.counted,
+          run.context.overruns,
+          s.inFlight,
+        )
+      : r?.spending
+        ? { spending: r.spending }
+        : {}),
     ...(waiting?.pending ? { pending: waiting.pending.pendingRequest } : {}),
     ...(r?.error ? { lastError: { kind: r.error.kind, message: r.error.message } } : {}),
   };

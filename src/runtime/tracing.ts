@@ -1,6 +1,7 @@
 import type { Clock } from '../contracts/clock.js';
 import type { ExecutionResult } from '../contracts/requests.js';
 import type { ModelProvider } from '../contracts/model.js';
+import type { Usage } from '../contracts/message.js';
 import type { Attributes, RunTracer, SpanContextLike, SpanLike, TraceIds } from '../contracts/tracing.js';
 import type { EventStore } from '../persistence/event-store.js';
 import type { Envelope } from '../streams/envelopes.js';
@@ -335,7 +336,7 @@ export class SessionTracer implements RunTracer {
   }
 
   /** The model wrapped: one span per call (each provider attempt, retries included). */
-  traceModel(model: ModelProvider): ModelProvider {
-    return traceModelCalls(this.t, this.clock, this.lastSeq, () => this.attempt, model);
+  traceModel(model: ModelProvider, pricing?: (usage: Usage, modelId: string) => string): ModelProvider {
+    return traceModelCalls(this.t, this.clock, this.lastSeq, () => this.attempt, model, pricing);
   }
 }

@@ -130,11 +130,11 @@ describe('maxCost and pricing', () => {
     { prices: ['0.0000000000000000005', '0.0000000000000000005'], maxCost: '0.000000000000000001', cost: '0.000000000000000001' },
   ])('maxCost is exact for decimals longer than 18 places: $prices vs $maxCost', async ({ prices, maxCost, cost }) => {
     const echo = defineTool({ name: 'echo', description: '', mode: 'parallel', parameters: z.object({}), execute: () => 'x' });
-    let i = 0;
+    // one price a call (pricing is also asked for each call's worst case before it starts)
     const { runtime } = memRuntime({
       model: scriptedModel([{ toolCalls: [{ name: 'echo', arguments: {} }], usage: { inputTokens: 1, outputTokens: 1 } }], { loop: true }),
       tools: [echo],
-      pricing: () => prices[i++] ?? '0',
+      pricing: () => prices[0]!,
       budget: { maxCost, maxSteps: 8 },
     });
     const s = await runtime.openSession('s');

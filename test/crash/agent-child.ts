@@ -46,6 +46,9 @@ import type { ExecutionResult } from '../../src/contracts/requests.js';
 import type { EventStore } from '../../src/persistence/event-store.js';
 import { lmdbStore } from '../../src/persistence/lmdb-store.js';
 import { scriptedModel, type ScriptedStep } from '../../src/providers/scripted.js';
+import type { Usage } from '../../src/contracts/message.js';
+import { tokenPrice } from './budget-pricing.js';
+import { TORTURE_MAX_COST, TORTURE_MAX_OUTPUT, tortureUsage, usageLine } from './torture-budget.js';
 import type { ModelRequest } from '../../src/contracts/model.js';
 import { defineTool, type AnyTool, type ToolContext } from '../../src/tools/define-tool.js';
 import { nextLine, say } from './child-util.js';
@@ -121,7 +124,7 @@ function ackingStore(inner: EventStore): EventStore {
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** The scripted model: the step to answer is derived from the request (so a new process carries on). */
-function modelFor(re: RegExp, scriptOf: (m: RegExpExecArray) => ScriptStep[]) {
+function modelFor(re: RegExp, scriptOf: (m: RegExpExecArray) => ScriptStep[], bill?: (m: RegExpExecArray, usage: Usage) => void) {
   const step = (req: ModelRequest): ScriptedStep => {
     const msgs = req.messages;
     let i = msgs.length - 1;
@@ -133,10 +136,13 @@ function modelFor(re: RegExp, scriptOf: (m: RegExpExecArray) => ScriptStep[]) {
     const n = msgs.slice(i + 1).filter((x) => x.role === 'assistant').length;
     const script = scriptOf(m);
     const s = script[Math.min(n, script.length - 1)]!;
-    if ('final' in s) return s.final;
-    return { toolCalls: s.calls.map((c, k) => ({ id: `c${n + 1}-${k}`, name: c.name, arguments: c.args })) };
+    const usage = bill ? tortureUsage(req.maxOutputTokens) : undefined;
+    if (usage) bill!(m, usage);
+    if ('final' in s) return { text: s.final, ...(usage ? { usage } : {}) };
+    return { toolCalls: s.calls.map((c, k) => ({ id: `c${n + 1}-${k}`, name: c.name, arguments: c.args })), ...(usage ? { usage } : {}) };
   };
-  return scriptedModel([step], { loop: true });
+  const model = scriptedModel([step], { loop: true });
+  return bill ? Object.assign(model, { maxOutputTokens: TORTURE_MAX_OUTPUT }) : model;
 }
 
 const brief = (r: ExecutionResult) => ({
@@ -199,14 +205,29 @@ async function tortureMode(plan: TorturePlan): Promise<void> {
       },
     }),
   ];
-  const model = modelFor(PROMPT_RE, (m) => runScript(m[1]!, m[2]!));
+  // every answered call is billed (an fsync'd usage ledger line) before it returns
+  const model = modelFor(
+    PROMPT_RE,
+    (m) => runScript(m[1]!, m[2]!),
+    (m, usage) => appendDurably(paths.usage, usageLine(m[1]!, m[2]!, usage, process.pid)),
+  );
   const deliver = async (f: { finalMessageId: string; sessionId: string; runId: string }) => {
     say(`DELIVER ${f.sessionId} ${f.finalMessageId}`);
     appendDurably(paths.finals, finalsLine(f.finalMessageId, f.runId, f.sessionId, process.pid));
     maybeKill('inside-delivery');
   };
   const runtimes = new Map<boolean, Runtime>(
-    [true, false].map((idempotent) => [idempotent, createRuntime({ store, model, tools, delivery: { deliver, idempotent } })]),
+    [true, false].map((idempotent) => [
+      idempotent,
+      createRuntime({
+        store,
+        model,
+        tools,
+        delivery: { deliver, idempotent },
+        pricing: tokenPrice,
+        budget: { maxCost: TORTURE_MAX_COST },
+      }),
+    ]),
   );
   const runIds = runIdsOf(plan.runs);
 

@@ -15,6 +15,7 @@
  * This module must not import vitest: the child and `npm run torture` import it too.
  */
 import { existsSync, readFileSync, rmSync } from 'node:fs';
+import { billedOf, checkSpending } from './torture-budget.js';
 import { join } from 'node:path';
 import type { EventRecord } from '../../src/contracts/events.js';
 import { lmdbStore } from '../../src/persistence/lmdb-store.js';
@@ -50,7 +51,12 @@ export interface FenceJob {
   a?: { session: string; variant: 'same-batch' | 'next-step'; hold: 'hold' | 'hold_nr' };
 }
 
-export const trialPaths = (dir: string) => ({ db: join(dir, 'db'), ledger: join(dir, 'ledger.tsv'), finals: join(dir, 'finals.tsv') });
+export const trialPaths = (dir: string) => ({
+  db: join(dir, 'db'),
+  ledger: join(dir, 'ledger.tsv'),
+  finals: join(dir, 'finals.tsv'),
+  usage: join(dir, 'usage.tsv'),
+});
 
 export const sessionIdsOf = (n: number): string[] => Array.from({ length: n }, (_, i) => `s${i}`);
 export const runIdsOf = (n: number): string[] => Array.from({ length: n }, (_, i) => `run-${i + 1}`);
@@ -454,6 +460,7 @@ export async function checkTrial(
     else if (e.eventId !== a.eventId) v(`acknowledged event ${k} was ${a.eventId}, the log holds ${e.eventId} (${e.type})`);
   }
 
+  const billed = billedOf(readText(paths.usage), v);
   // Per-session indexes of the log.
   interface Call {
     sessionId: string;
@@ -507,6 +514,8 @@ export async function checkTrial(
         else fm.deliveries.push(e);
       }
     }
+    // 6. what each run spent: the provider's bill and the log's count within maxCost (torture-budget.ts)
+    checkSpending(s, runIds, events, billed, v);
     // 5. every run settled, once
     for (const runId of runIds) {
       f.runs++;
@@ -520,11 +529,16 @@ export async function checkTrial(
         f.runsSettled++;
         const st = String(settled[0]!.payload.status);
         f.runStatuses[st] = (f.runStatuses[st] ?? 0) + 1;
-        if (st !== 'succeeded' && st !== 'delivery_unknown')
+        // a run whose crashes' reservations spent its maxCost ends budget_exhausted, with no final
+        const costSpent =
+          st === 'budget_exhausted' && (settled[0]!.payload.result as { budget?: string } | undefined)?.budget === 'maxCost';
+        if (st !== 'succeeded' && st !== 'delivery_unknown' && !costSpent)
           v(`${s}/${runId} settled ${st}: ${JSON.stringify(settled[0]!.payload.error ?? null)}`);
       }
       const runFinals = events.filter((e) => e.type === 'final/message' && e.payload.runId === runId);
-      if (runFinals.length !== 1) v(`${s}/${runId} has ${runFinals.length} final/message events (one expected)`);
+      const exhausted = settled.length === 1 && String(settled[0]!.payload.status) === 'budget_exhausted';
+      if (runFinals.length !== (exhausted ? 0 : 1))
+        v(`${s}/${runId} has ${runFinals.length} final/message events (${exhausted ? 'none' : 'one'} expected)`);
     }
   }
 

@@ -2,13 +2,15 @@
  * The invariants checked after every seed (issue 20 item 2), from the durable log and the outside
  * world's own ledgers. Each returns the violations it found, one line each, naming what broke.
  */
+import { addDecimal, decimalAtLeast } from '../../src/contracts/budget.js';
+import { tokenPrice } from '../crash/budget-pricing.js';
 import type { EventRecord } from '../../src/contracts/events.js';
 import type { RecoveryOutcome } from '../../src/contracts/requests.js';
 import type { AckLedger } from './faulty-store.js';
 import type { Ledgers } from './outside.js';
 
 export interface SeedFacts {
-  budget: { maxSteps: number; maxToolCalls?: number; maxOutputTokens?: number };
+  budget: { maxSteps: number; maxToolCalls?: number; maxOutputTokens?: number; maxCost?: string };
   idempotentOwner: boolean;
   /** `${sessionId}\0${inputId}` of every input whose receipt was returned. */
   receipts: Set<string>;
@@ -161,6 +163,8 @@ export function checkInvariants(x: { logs: Map<string, EventRecord[]>; acks: Ack
       }
     }
 
+    v.push(...reservationViolations(sid, log, facts.budget));
+
     // every accepted input consumed exactly once (or cancelled before it was), once the system is at
     // rest: a follow-up by the run it starts; a steer by the run it joins (its user/message) or, when
     // no run takes it, by a run of its own (its run/start)
@@ -183,6 +187,52 @@ export function checkInvariants(x: { logs: Map<string, EventRecord[]>; acks: Ack
       const [s, inputId] = k.split('\u0000');
       if (s === sid && !accepted.some((a) => pl(a).inputId === inputId))
         v.push(`${sid}: input ${inputId} has a receipt but no input/accepted`);
+    }
+  }
+  return v;
+}
+
+/**
+ * No model call starts whose worst case could cross the budget (docs/guarantees.md, "Budgets"):
+ * each call recorded with its reservation (`assistant/message`, `assistant/attempt`) reserved no
+ * more than what the run's earlier usage (priced with tokenPrice) and earlier reservations counted
+ * (failed attempts, a crashed attempt's call recorded in the next `run/start`) left of `maxCost` and
+ * `maxOutputTokens`, in log order.
+ */
+type Reserved = { inputTokens: number; outputTokens: number; cost?: string };
+
+function reservationViolations(sid: string, log: readonly EventRecord[], budget: SeedFacts['budget']): string[] {
+  if (budget.maxCost === undefined && budget.maxOutputTokens === undefined) return [];
+  const v: string[] = [];
+  const runs = new Map<string, { cost: string; out: number }>();
+  let run: { cost: string; out: number } | undefined;
+  for (const e of log) {
+    const p = pl(e);
+    if (p.copiedFrom !== undefined) continue;
+    if (e.type === 'run/start') {
+      run = runs.get(p.runId as string) ?? { cost: '0', out: 0 };
+      runs.set(p.runId as string, run);
+    }
+    if (!run) continue;
+    const r = p.reserved as Reserved | undefined;
+    if (r && (e.type === 'assistant/message' || e.type === 'assistant/attempt')) {
+      const worst = addDecimal(run.cost, r.cost ?? tokenPrice(r));
+      if (budget.maxCost !== undefined && !decimalAtLeast(budget.maxCost, worst))
+        v.push(`${sid}#${e.seq}: a model call started whose worst case (${worst} with what was spent) crosses maxCost ${budget.maxCost}`);
+      if (budget.maxOutputTokens !== undefined && run.out + r.outputTokens > budget.maxOutputTokens)
+        v.push(
+          `${sid}#${e.seq}: a model call started with ${r.outputTokens} output tokens reserved after ${run.out}, crossing maxOutputTokens`,
+        );
+    }
+    const counted = (c: Reserved) => {
+      run!.cost = addDecimal(run!.cost, c.cost ?? tokenPrice(c));
+      run!.out += c.outputTokens;
+    };
+    if (e.type === 'run/start' && p.recoveredReservation) counted(p.recoveredReservation as Reserved);
+    if (e.type === 'assistant/attempt' && p.counted === 'reservation' && r) counted(r);
+    if ((e.type === 'assistant/message' || e.type === 'compaction') && p.usage) {
+      const u = p.usage as Reserved;
+      counted({ inputTokens: u.inputTokens, outputTokens: u.outputTokens });
     }
   }
   return v;

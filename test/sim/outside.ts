@@ -123,7 +123,8 @@ export function simModel(o: Outside, proc: Proc): ModelProvider {
         await proc.sleep(rng.range(1, 5), req.signal, cancelled);
         throw new ProviderError('sim: stream cut mid-chunk', { retryable: true, code: 'connection', partialOutput: true });
       }
-      const usage = { inputTokens: 20, outputTokens: rng.range(1, 40) };
+      // a provider keeps to the output cap it is sent
+      const usage = { inputTokens: 20, outputTokens: Math.min(rng.range(1, 40), req.maxOutputTokens ?? Infinity) };
       if (compaction) return { message: { role: 'assistant', content: `summary at t${world.now}` }, usage, finishReason: 'stop' };
       if (rng.chance(f.modelInvalid))
         return { message: { role: 'user', content: 'not an assistant' }, finishReason: 'stop' } as unknown as ModelResponse;

@@ -8,6 +8,7 @@
  *
  * This module must not import vitest: `npm run sim` (test/sim/run.ts) imports it too.
  */
+import { tokenPrice } from '../crash/budget-pricing.js';
 import { createRuntime, type Runtime } from '../../src/runtime/runtime.js';
 import type { ExecutionSession } from '../../src/runtime/execution-session.js';
 import { memoryStore } from '../../src/persistence/memory-store.js';
@@ -134,6 +135,9 @@ export async function runSeed(opts: SeedOptions): Promise<SeedReport> {
     ...(rng.int(3) === 1 ? { maxToolCalls: 4 } : {}),
     ...(rng.int(3) === 1 ? { maxOutputTokens: 60 } : {}),
     ...(rng.int(4) === 1 ? { maxDurationMs: 300 } : {}),
+    // a cost budget (with tokenPrice) for a third of the seeds, drawn from the seed itself: the
+    // schedule's own choices (and every seed kept for a bug it found) stay as they were
+    ...((Math.imul(opts.seed, 2654435761) >>> 0) % 3 === 1 ? { maxCost: '0.3' } : {}),
   };
   world.note(
     `profile: sessions ${sessionIds.length}, store ${JSON.stringify(ctl.faults)} crashes<=${ctl.crashesLeft}, idempotent owner ${idempotentOwner}, budget ${JSON.stringify(budget)}, compaction ${compact}`,
@@ -159,6 +163,7 @@ export async function runSeed(opts: SeedOptions): Promise<SeedReport> {
       systemPrompt: 'sim agent',
       config,
       budget,
+      ...(budget.maxCost !== undefined ? { pricing: tokenPrice } : {}),
       clock: proc.clock(),
       ids: { instanceId: () => `i${++idN}`, eventId: () => `e${++idN}` },
     });
