@@ -39,6 +39,7 @@ export { SessionHead } from './persistence/head.js';
 export type { StoredSurface, SurfaceChunk } from './persistence/surface.js';
 
 export { defineTool } from './tools/define-tool.js';
+export { defineAgent, DEFAULT_AGENT, type Agent, type AgentOptions } from './tools/define-agent.js';
 export type { AnyTool, ToolContext, ToolDefinition, ToolList, ToolOptions, ToolReturn } from './tools/define-tool.js';
 export type { JsonValue } from './contracts/json.js';
 export { mcpTools, IDEMPOTENCY_META_KEY } from './tools/mcp-tools.js';
@@ -137,6 +138,8 @@ export {
   StoreUnavailableError,
   StoreError,
   UnknownSchemaVersionError,
+  UnknownAgentError,
+  isUnknownAgentError,
   ValidationError,
   isBudgetExhaustedError,
   isCancelledError,

@@ -224,6 +224,8 @@ export async function startRun(env: SessionServices, input: StartRunInput, signa
       ...(input.inputId ? { inputId: input.inputId } : {}),
       ...(trace ? { trace } : {}),
       ...(input.output ? { output: input.output.record } : {}),
+      ...(env.agent ? { agent: env.agent.name } : {}),
+      ...(env.agent?.parent ? { parent: env.agent.parent } : {}),
     },
     input.kind === 'prompt' || input.kind === 'follow_up' ? runOpenEventId(input.runId) : runStartEventId(input.runId, input.attemptId),
   );

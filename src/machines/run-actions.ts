@@ -122,6 +122,11 @@ export const runActions = {
     batchResults: [],
     recoveries: context.recoveries + outputOf<CommitResultsOutput>(event).rejections,
   })),
+  // a transfer call handed the session to another agent: the rest of the attempt is offered its tools (and answers with its schema)
+  takeHandoff: assignRun(({ event }) => {
+    const h = outputOf<CommitResultsOutput>(event).handoff;
+    return h ? { offered: h.offered, ...(h.output ? { output: h.output } : {}) } : {};
+  }),
   finalizeConcludedByTool: assignRun({
     pendingFinal: ({ event }) => ({ content: outputOf<CommitResultsOutput>(event).concluded!, closeStep: false }),
   }),

@@ -179,6 +179,10 @@ export function foldRunEvents(events: readonly EventRecord[]): OpenRunState | un
       case 'resources/released':
         for (const c of calls.values()) releaseFor(st, c, p.keys as string[]);
         break;
+      case 'agent/handoff':
+        // the run's answer is the target agent's from here on (when it has an output schema)
+        if (p.output) st.output = p.output;
+        break;
       // nothing an open run's recovery needs: its inputs, steps and failed attempts are read elsewhere
       case 'assistant/attempt':
       case 'cancellation/requested':

@@ -1,4 +1,3 @@
-import { z } from 'zod';
 import { SessionHeldError } from '../contracts/errors.js';
 import type { OpenInternals } from '../actors/worker-services.js';
 import type { EventStore } from '../persistence/event-store.js';
@@ -9,11 +8,7 @@ import type { ExecutionSession } from './execution-session.js';
  * @example
  * const session = await runtime.openSession('s1', { takeover: true })
  */
-export const OpenSessionOptions = z.strictObject({
-  /** Open even if another live process writes the session: its writer is fenced (default false: SessionHeldError). */
-  takeover: z.boolean().default(false),
-});
-export type OpenSessionOptions = z.input<typeof OpenSessionOptions>;
+export { OpenSessionOptions } from './open-options.js';
 
 /**
  * Marks a serving worker's internal second argument to `runtime.openSession` (its lease guard and

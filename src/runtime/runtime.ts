@@ -1,6 +1,5 @@
 import type { z } from 'zod';
 import type { Observable } from 'rxjs';
-import { outputSpec, withOutput } from '../actors/final-output.js';
 import type { OpenInternals } from '../actors/worker-services.js';
 import type { InboxEntry, InboxReceipt, ServeOptions, WaitForResultOptions } from '../contracts/inbox.js';
 import type { ExecutionResult } from '../contracts/requests.js';
@@ -13,9 +12,9 @@ import { openSession, type SessionOpening } from './open-session.js';
 import { OpenSessions } from './open-sessions.js';
 import { resolveRuntimeOptions, type RuntimeOptions } from './options.js';
 import { serve, type ServeHandle } from './serve.js';
-import { sessionPrefix } from './services.js';
 import { sessionInboxes, submitToOpen, workOf } from './submit.js';
-import { runtimeToolSet } from './tool-set.js';
+import { askUserTool } from '../tools/ask-user.js';
+import { agentRegistry } from './agent-registry.js';
 import { resolveTracing } from './tracing-options.js';
 import { waitForResult } from './wait-for-result.js';
 import { isServed, LiveSessions, OpenSessionOptions, type ServedInternals } from './live-sessions.js';
@@ -35,6 +34,8 @@ export interface Runtime<TOut = unknown> {
    * (docs/guarantees.md, "One live writer").
    * @example
    * const session = await runtime.openSession('s1')
+   * `agent` (a value or a name) is the agent a new session runs; a session with history runs the
+   * one its log records (docs/agents.md). An agent the runtime does not define: UnknownAgentError.
    */
   openSession(sessionId: string, options?: OpenSessionOptions): Promise<ExecutionSession<TOut>>;
   /**
@@ -86,14 +87,14 @@ export function createRuntime<S extends z.ZodType | undefined = undefined>(
 export function createRuntime(options: RuntimeOptions): Runtime {
   // every option checked before anything is opened
   const o = resolveRuntimeOptions(options);
-  const runtimeOutput = o.output ? outputSpec(o.output, 'createRuntime: output') : undefined;
   const tracing = resolveTracing(o.tracing);
   const store = o.store ?? lmdbStore({ path: './.actorloop' });
-  const toolSet = runtimeToolSet(o);
+  // every agent's tools (a live list's as it is now) and the execution profile of an attempt starting now
+  const agents = agentRegistry(o, o.agents, o.askUser ? [askUserTool] : []);
   const sessions = new OpenSessions();
   const killSwitch = followKillSwitch(o.killSwitch, sessions);
   const killed = () => killSwitch.killed;
-  const opening: SessionOpening = { store, options: o, toolSet, runtimeOutput, prefix: sessionPrefix(o), tracing, sessions, killed };
+  const opening: SessionOpening = { store, options: o, agents, tracing, sessions, killed };
   const live = new LiveSessions(store, () => sessions.closed);
   // a serving worker's open: a writer of its own under its lease guard, recorded as held by the worker
   const openServed = (sessionId: string, internals: OpenInternals) =>
@@ -103,15 +104,15 @@ export function createRuntime(options: RuntimeOptions): Runtime {
   return {
     store,
     get executionProfileFingerprint() {
-      return withOutput(toolSet().fingerprint, runtimeOutput);
+      return agents.fingerprint('default');
     },
     // a serving worker (serve, the simulator) passes its lease guard as a second, internal argument marked SERVED
     openSession: (sessionId, second?: OpenSessionOptions | ServedInternals) => {
       if (isServed(second)) return openServed(sessionId, second);
       parseInput(SessionIdInput, sessionId, 'openSession: sessionId');
       if (sessions.closed) return Promise.reject(new StoreClosedError('runtime'));
-      const { takeover } = parseInput(OpenSessionOptions, second ?? {}, 'openSession: options');
-      return live.open(sessionId, takeover, () => openSession(opening, sessionId));
+      const { takeover, agent } = parseInput(OpenSessionOptions, second ?? {}, 'openSession: options');
+      return live.open(sessionId, takeover, () => openSession(opening, sessionId, agent !== undefined ? { agent } : {}));
     },
     liveEnvelopes$: (sessionId) => sessions.envelopes$(sessionId),
     submit: (sessionId, entry) => submitToOpen(store, sessions, inboxFor, sessionId, entry, o.contentLimits),
