@@ -164,7 +164,7 @@ async function recoverCalls(
     // (reconcile is asked even when the arguments no longer fit: the call may have run)
     const { call: c, mismatch } = withParsedArguments(tools, logged);
     const tool = tools.get(c.name);
-    if (c.mode === 'parallel' && tool) {
+    if ((c.mode === 'parallel' || c.resumable) && tool) {
       const held = c.resources.filter((r) => locked.has(r));
       if (mismatch) preset.push(skippedOutput(c, `not run again: ${mismatch}`));
       else if (held.length === 0) calls.push(c);

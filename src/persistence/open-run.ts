@@ -134,7 +134,8 @@ export function foldRunEvents(events: readonly EventRecord[]): OpenRunState | un
         break;
       case 'tool/result': {
         const intent = calls.get(p.callId);
-        if (intent && e.attempt > intentAttempts.get(p.callId)!) {
+        // (a resumable call, an agentTool's, is resumed by a later attempt: never uncertain)
+        if (intent && !intent.resumable && e.attempt > intentAttempts.get(p.callId)!) {
           st.uncertainCalls.push({
             name: intent.name,
             callId: intent.callId,

@@ -10,7 +10,7 @@ import type { ResolvedRuntimeOptions } from './options.js';
 import { toolSets, type ToolSet } from './tool-set.js';
 import { defineTool, type AnyTool } from '../tools/define-tool.js';
 import { agentNameOf, DEFAULT_AGENT, isAgent, type Agent } from '../tools/define-agent.js';
-import { agentMarkOf, markTool } from '../tools/agent-marks.js';
+import { agentMarkOf, markTool, type AgentMark } from '../tools/agent-marks.js';
 
 /** One agent as a runtime runs it: everything a session's services take from it. */
 export interface AgentProfile {
@@ -76,7 +76,22 @@ export function transferTool(target: string): AnyTool {
  * approvalFor) and each agent given in `agents`, or reachable from one (a handoff target, an
  * agentTool's agent). Names are unique: two different agents of one name are refused.
  */
-export function agentRegistry(o: ResolvedRuntimeOptions, given: readonly Agent[], extraTools: readonly AnyTool[]): AgentRegistry {
+export function agentRegistry(
+  o: ResolvedRuntimeOptions,
+  given: readonly Agent[],
+  extraTools: readonly AnyTool[],
+  bind: (tool: AnyTool, mark: Extract<AgentMark, { kind: 'agent' }>) => AnyTool,
+): AgentRegistry {
+  // an agentTool runs its agent in this runtime: each is bound once, wherever it is offered
+  const bound = new Map<AnyTool, AnyTool>();
+  const withBound = (tools: readonly AnyTool[]): AnyTool[] =>
+    tools.map((t) => {
+      const m = agentMarkOf(t);
+      if (m?.kind !== 'agent') return t;
+      let b = bound.get(t);
+      if (!b) bound.set(t, (b = bind(t, m)));
+      return b;
+    });
   const agents = new Map<string, Agent>();
   const visit = (a: Agent): void => {
     const known = agents.get(a.name);
@@ -105,7 +120,7 @@ export function agentRegistry(o: ResolvedRuntimeOptions, given: readonly Agent[]
       model: o.model,
       systemPrompt: o.systemPrompt,
       bootstrap: o.bootstrapMessages,
-      tools: [...o.tools, ...extraTools],
+      tools: withBound([...o.tools, ...extraTools]),
       output: o.output,
       budget: o.budget,
       approvalFor: o.approvalFor,
@@ -123,7 +138,7 @@ export function agentRegistry(o: ResolvedRuntimeOptions, given: readonly Agent[]
         model: a.model ?? o.model,
         systemPrompt: a.instructions,
         bootstrap: [],
-        tools: [...a.tools, ...handoffs.map(transferTool), ...extraTools],
+        tools: withBound([...a.tools, ...handoffs.map(transferTool), ...extraTools]),
         output: a.output,
         budget: a.budget ?? o.budget,
         approvalFor: a.approvalFor,

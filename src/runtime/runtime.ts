@@ -15,6 +15,7 @@ import { serve, type ServeHandle } from './serve.js';
 import { sessionInboxes, submitToOpen, workOf } from './submit.js';
 import { askUserTool } from '../tools/ask-user.js';
 import { agentRegistry } from './agent-registry.js';
+import { boundAgentTool, type ChildHost } from './agent-calls.js';
 import { resolveTracing } from './tracing-options.js';
 import { waitForResult } from './wait-for-result.js';
 import { isServed, LiveSessions, OpenSessionOptions, type ServedInternals } from './live-sessions.js';
@@ -90,7 +91,12 @@ export function createRuntime(options: RuntimeOptions): Runtime {
   const tracing = resolveTracing(o.tracing);
   const store = o.store ?? lmdbStore({ path: './.actorloop' });
   // every agent's tools (a live list's as it is now) and the execution profile of an attempt starting now
-  const agents = agentRegistry(o, o.agents, o.askUser ? [askUserTool] : []);
+  // an agentTool's calls open their child sessions in this runtime (held by it as any session it opens)
+  const childHost: ChildHost = {
+    store,
+    open: (id, agent, parent) => live.open(id, false, () => openSession(opening, id, { agent, parent })),
+  };
+  const agents = agentRegistry(o, o.agents, o.askUser ? [askUserTool] : [], (t, mark) => boundAgentTool(t, mark, childHost));
   const sessions = new OpenSessions();
   const killSwitch = followKillSwitch(o.killSwitch, sessions);
   const killed = () => killSwitch.killed;

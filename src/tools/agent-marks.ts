@@ -2,7 +2,7 @@ import type { AnyTool } from './define-tool.js';
 import type { Agent } from './define-agent.js';
 
 /** What a tool the agents module made stands for: a handoff to an agent, or a sub-agent call. */
-export type AgentMark = { kind: 'handoff'; to: string } | { kind: 'agent'; agent: Agent };
+export type AgentMark = { kind: 'handoff'; to: string } | { kind: 'agent'; agent: Agent; ownParameters: boolean };
 
 const marks = new WeakMap<AnyTool, AgentMark>();
 

@@ -55,6 +55,12 @@ export interface ToolDefinition<A = unknown> {
    * tool the list gained is offered, one it lost is not, a changed one is offered as it is now.
    */
   readonly list?: ToolList;
+  /**
+   * The tool resumes its own durable work when run again for the same call (an agentTool's child
+   * session): a call whose result was not committed before a crash runs again, whatever its
+   * mode, and is never reported uncertain.
+   */
+  readonly resumable?: boolean;
 }
 
 /**
