@@ -178,3 +178,40 @@ describe('recovery of an agent call', () => {
     expectOnce(parentLog, childLog);
   });
 });
+
+describe('control flows down to a child', () => {
+  it("the parent's cancel cancels the running child: both runs end cancelled", async () => {
+    const store = memoryStore();
+    const childCalled = deferred();
+    const { runtime } = tree([ask('c1', 'tea?')], [hangForever(childCalled)], store);
+    cleanups.push(() => runtime.close());
+    const s = await runtime.openSession('s');
+    const running = s.execute({ kind: 'prompt', runId: 'r', attemptId: 'r', message: 'go' });
+    await childCalled.promise;
+    await s.requestCancel('user');
+    expect((await running).status).toBe('cancelled');
+    const childEnd = (await logOf(store, CHILD)).filter((e) => e.type === 'run/end');
+    expect(childEnd.map((e) => e.payload.status)).toEqual(['cancelled']);
+  });
+
+  it("the runtime's kill switch reaches the children: the child's run ends cancelled", async () => {
+    const store = memoryStore();
+    const childCalled = deferred();
+    const kill = new AbortController();
+    const childModel = scriptedModel([hangForever(childCalled)]);
+    const researcher = defineAgent({ name: 'researcher', instructions: 'r', model: childModel });
+    const runtime = createRuntime({
+      store,
+      model: scriptedModel([ask('c1', 'tea?')]),
+      tools: [agentTool(researcher)],
+      killSwitch: kill.signal,
+    });
+    cleanups.push(() => runtime.close());
+    const s = await runtime.openSession('s');
+    const running = s.execute({ kind: 'prompt', runId: 'r', attemptId: 'r', message: 'go' });
+    await childCalled.promise;
+    kill.abort();
+    expect((await running).status).toBe('cancelled');
+    expect((await logOf(store, CHILD)).filter((e) => e.type === 'run/end').map((e) => e.payload.status)).toEqual(['cancelled']);
+  });
+});
