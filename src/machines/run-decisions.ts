@@ -86,6 +86,14 @@ export function recoveredCalls(
   });
 }
 
+/** The model usage the calls' outcomes carry (agentTool child runs), if any. */
+export function callsUsage(results: readonly ToolCallOutput[]): Usage | undefined {
+  let sum: Usage | undefined;
+  for (const r of results)
+    if (r.outcome.kind === 'completed' && r.outcome.usage) sum = sum ? addUsage(sum, r.outcome.usage) : r.outcome.usage;
+  return sum;
+}
+
 /** The attempt's result as the run machine knows it (endRun commits it). */
 export function resultOf(c: RunContext): ExecutionResult {
   const end = c.end ?? { status: 'failed' as const, outcome: 'failed' as const };

@@ -144,7 +144,8 @@ export function foldRunEvents(events: readonly EventRecord[]): OpenRunState | un
           });
         }
         calls.delete(p.callId);
-        const o = p.outcome as { kind: string; concludesTurn?: boolean; content?: string };
+        const o = p.outcome as { kind: string; concludesTurn?: boolean; content?: string; usage?: Usage };
+        if (o.usage) st.spent.usage = addUsage(st.spent.usage, o.usage); // an agentTool's child run
         if (concluding?.step !== e.step) concluding = { step: e.step, rejected: false };
         if (o.kind === 'completed' && o.concludesTurn && concluding.content === undefined) concluding.content = o.content;
         if (st.pending?.pendingRequest.kind === 'question' && st.pending.pendingRequest.callId === p.callId) delete st.pending;

@@ -86,23 +86,30 @@ const cancelledOutcome = (agent: string): ToolOutcomeInput => ({
   resourceLocks: [],
 });
 
-/** The call's result from the child's: its answer (structured output as JSON), else what became of it. */
+/** The call's result from the child's: its answer (structured output as JSON), else what became of it; with the child's usage. */
 function outcomeOf(agent: string, childId: string, r: ExecutionResult): ToolReturn {
   const uncertain = r.uncertainCalls.filter((c) => c.resolution === 'uncertain-hanging' || c.resolution === 'uncertain-settled');
   const note =
     uncertain.length > 0
       ? ` (calls of the ${agent} agent left uncertain by a crash: ${uncertain.map((c) => `${c.name} ${c.callId}`).join(', ')})`
       : '';
-  if (r.status === 'succeeded') {
-    if (r.output !== undefined && note === '') return r.output as JsonValue;
-    const text = r.output !== undefined ? JSON.stringify(r.output) : (r.finalMessage ?? '');
-    return note === '' ? text : { kind: 'completed', content: `${text}${note}`, isError: false };
-  }
   if (r.status === 'cancelled') return cancelledOutcome(agent);
+  const usage = r.usage;
+  if (r.status === 'succeeded') {
+    const text = r.output !== undefined ? JSON.stringify(r.output) : (r.finalMessage ?? '');
+    return {
+      kind: 'completed',
+      content: `${text}${note}`,
+      isError: false,
+      ...(r.output !== undefined ? { structured: r.output as JsonValue } : {}),
+      usage,
+    };
+  }
   const why = r.error?.message ?? r.budget ?? r.pendingRequest?.questionId ?? '';
   return {
     kind: 'completed',
     content: `the ${agent} agent (session ${childId}) ended ${r.status}${why ? `: ${why}` : ''}${note}`,
     isError: true,
+    usage,
   };
 }

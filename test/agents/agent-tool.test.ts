@@ -215,3 +215,36 @@ describe('control flows down to a child', () => {
     expect((await logOf(store, CHILD)).filter((e) => e.type === 'run/end').map((e) => e.payload.status)).toEqual(['cancelled']);
   });
 });
+
+describe('usage flows up from a child', () => {
+  const u = (inputTokens: number, outputTokens: number) => ({ inputTokens, outputTokens, cachedInputTokens: 0 });
+
+  it("a child's usage is in the call's result (its tool/result) and in the parent run's usage", async () => {
+    const store = memoryStore();
+    const { runtime } = tree(
+      [
+        { ...(ask('c1', 'tea?') as object), usage: u(10, 1) },
+        { text: 'Done.', usage: u(10, 1) },
+      ],
+      [{ text: 'tea: a drink', usage: u(100, 20) }],
+      store,
+    );
+    cleanups.push(() => runtime.close());
+    const r = await (await runtime.openSession('s')).execute({ kind: 'prompt', runId: 'r', attemptId: 'r', message: 'go' });
+    expect(r.usage).toMatchObject({ inputTokens: 120, outputTokens: 22 });
+    const outcome = ofCall(await logOf(store, 's'), 'tool/result', 'c1')[0]!.payload.outcome;
+    expect(outcome).toMatchObject({ usage: { inputTokens: 100, outputTokens: 20 } });
+  });
+
+  it("a child's output tokens count against the parent's maxOutputTokens: the parent's run ends budget_exhausted after the call", async () => {
+    const store = memoryStore();
+    const childModel = scriptedModel([{ text: 'long answer', usage: u(5, 50) }]);
+    const researcher = defineAgent({ name: 'researcher', instructions: 'r', model: childModel });
+    const parentModel = scriptedModel([{ ...(ask('c1', 'tea?') as object), usage: u(5, 1) }, 'never asked']);
+    const runtime = createRuntime({ store, model: parentModel, tools: [agentTool(researcher)], budget: { maxOutputTokens: 30 } });
+    cleanups.push(() => runtime.close());
+    const r = await (await runtime.openSession('s')).execute({ kind: 'prompt', runId: 'r', attemptId: 'r', message: 'go' });
+    expect(r).toMatchObject({ status: 'budget_exhausted', budget: 'maxOutputTokens' });
+    expect(parentModel.requests).toHaveLength(1);
+  });
+});

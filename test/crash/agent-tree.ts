@@ -40,7 +40,8 @@ export function agentTree(ledger: string, delayMs = 15) {
       return `written ${entry}`;
     },
     // the ledger tells whether the call took effect: it holds the call's key
-    reconcile: ({ entry }, ctx) => (ledgerKeys(ledger).includes(ctx.idempotencyKey) ? `written ${entry}` : undefined),
+    reconcile: ({ entry }, ctx) =>
+      ledgerKeys(ledger).includes(ctx.idempotencyKey) ? { kind: 'completed', content: `written ${entry}` } : undefined,
   });
   const childStep: ScriptedStep = (r) =>
     lastRole(r) === 'tool'
