@@ -13,6 +13,8 @@ export interface ToolContext {
   sessionId: string;
   runId: string;
   callId: string;
+  /** The seq of the call's `tool/call` record in the session's log (undefined for a call run outside a session). */
+  callSeq?: number;
   /** Sends a live `tool_update` to subscribers (not logged). */
   emit(update: unknown): void;
 }

@@ -60,7 +60,7 @@ describe('agentTool', () => {
     const log = await logOf(store, 's');
     expect(ofCall(log, 'tool/result', 'c1')[0]!.payload.outcome).toMatchObject({ kind: 'completed', content: 'tea: a drink' });
     const child = await logOf(store, CHILD);
-    const parent = { sessionId: 's', runId: 'r', callId: 'c1' };
+    const parent = { sessionId: 's', runId: 'r', callId: 'c1', seq: ofCall(log, 'tool/call', 'c1')[0]!.seq };
     expect(child.find((e) => e.type === 'session/attached')!.payload).toMatchObject({ agent: 'researcher', parent });
     expect(child.find((e) => e.type === 'run/start')!.payload).toMatchObject({ runId: 'answer', agent: 'researcher', parent });
   });
