@@ -42,6 +42,8 @@ export { SessionHead } from './persistence/head.js';
 export type { StoredSurface, SurfaceChunk } from './persistence/surface.js';
 
 export { defineTool } from './tools/define-tool.js';
+export { defineAgent, DEFAULT_AGENT, type Agent, type AgentOptions } from './tools/define-agent.js';
+export { agentTool, type AgentToolOptions } from './tools/agent-tool.js';
 export type { AnyTool, ToolContext, ToolDefinition, ToolList, ToolOptions, ToolReturn } from './tools/define-tool.js';
 export type { JsonValue } from './contracts/json.js';
 export { mcpTools, IDEMPOTENCY_META_KEY } from './tools/mcp-tools.js';
@@ -144,6 +146,8 @@ export {
   StoreUnavailableError,
   StoreError,
   UnknownSchemaVersionError,
+  UnknownAgentError,
+  isUnknownAgentError,
   ValidationError,
   isBudgetExhaustedError,
   isCancelledError,

@@ -3,6 +3,7 @@ import { promiseActor } from './promise-actor.js';
 import type { StepPosition, ToolCallOutput } from '../contracts/calls.js';
 import type { Usage } from '../contracts/message.js';
 import { servicesIn, type ServicesSource, type SessionServices } from './session-services.js';
+import { handoffResults, type Handoff } from './handoff.js';
 
 export interface CommitResultsInput {
   at: StepPosition;
@@ -16,6 +17,8 @@ export interface CommitResultsOutput {
   concluded?: string;
   /** Results the verifier rejected (each a recovery). */
   rejections: number;
+  /** A transfer call handed the session over: the tools (and output schema) of the rest of the attempt. */
+  handoff?: Handoff;
 }
 
 async function verdict(env: SessionServices, r: ToolCallOutput): Promise<string | undefined> {
@@ -32,7 +35,9 @@ async function verdict(env: SessionServices, r: ToolCallOutput): Promise<string 
  * messages and released locks) and `step/end`, in one append, started and not waited for.
  */
 export async function commitResults(env: SessionServices, input: CommitResultsInput): Promise<CommitResultsOutput> {
-  const { at, results } = input;
+  const { at } = input;
+  // a transfer call's handoff (the first of the step) is committed with its result
+  const { results, handoff } = handoffResults(env, input.results);
   let concluded: string | undefined;
   let rejections = 0;
   const verdicts = env.verifier ? await Promise.all(results.map((r) => verdict(env, r))) : [];
@@ -65,6 +70,7 @@ export async function commitResults(env: SessionServices, input: CommitResultsIn
       if (o.concludesTurn && concluded === undefined) concluded = contentText(o.content);
     }
   });
+  const handedOff = handoff?.(at);
   env.writer.stage('step/end', at, input.usage ? { usage: input.usage } : {});
   // the tools have run: if this commit fails, the run's end commits their results with run/end.
   // It lands under the next model call (docs/architecture.md, "Pipelined results commit"): the
@@ -72,7 +78,11 @@ export async function commitResults(env: SessionServices, input: CommitResultsIn
   // way on waits for it first (the run machine's settlingResults).
   await env.writer.commitAhead();
   await env.backpressure();
-  return { ...(concluded !== undefined && rejections === 0 ? { concluded } : {}), rejections };
+  return {
+    ...(concluded !== undefined && rejections === 0 ? { concluded } : {}),
+    rejections,
+    ...(handedOff ? { handoff: handedOff } : {}),
+  };
 }
 
 /**

@@ -7,6 +7,7 @@ import type { Message } from '../contracts/message.js';
 import type { ModelProvider } from '../contracts/model.js';
 import type { ToolSpec } from '../contracts/tools.js';
 import type { RunTracer } from '../contracts/tracing.js';
+import type { OutputSpec } from './final-output.js';
 import type { AnyTool } from '../tools/define-tool.js';
 import type { LogWriter } from '../persistence/log-writer.js';
 import type { BlobStore } from '../persistence/blob-store.js';
@@ -62,6 +63,8 @@ export interface SessionServices {
   readonly tracer?: RunTracer;
   /** The reservation of the model call in flight (the session snapshot's `spending` shows it), if any. */
   readonly inFlight?: { reservation?: Reservation };
+  /** The agent the session runs (docs/agents.md): recorded in run/start, switched by a handoff. */
+  readonly agent?: AgentSeat;
 }
 
 /**
@@ -81,6 +84,22 @@ export const NO_TOOLS: OfferedTools = Object.freeze({
   specs: [],
   catalogDigest: sha256(canonicalJson([])),
 });
+
+/** What a session's services hold of the agent it runs (the run's actors read it; a handoff switches it). */
+export interface AgentSeat {
+  /** The agent the session runs now. */
+  readonly name: string;
+  /** A child session's parent call (an agentTool's), recorded in its run/start. */
+  readonly parent?: { sessionId: string; runId: string; callId: string; seq?: number };
+  /** The agent a tool of this name hands off to, when it is one of the current agent's transfer tools. */
+  handoffTarget(toolName: string): string | undefined;
+  /**
+   * Hands the session to agent `to` from the next model call on (its model, instructions and
+   * approvals): returns the tools the running attempt is offered from then on, and the target's
+   * output schema when it has one (the run's answer is of it).
+   */
+  handoff(to: string): { offered: OfferedTools; output?: OutputSpec };
+}
 
 /**
  * Where an actor finds its session's services: given to its creator (a test binding one actor

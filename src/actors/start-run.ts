@@ -167,7 +167,7 @@ async function recoverCalls(
     // (reconcile is asked even when the arguments no longer fit: the call may have run)
     const { call: c, mismatch } = withParsedArguments(tools, logged);
     const tool = tools.get(c.name);
-    if (c.mode === 'parallel' && tool) {
+    if ((c.mode === 'parallel' || c.resumable) && tool) {
       const held = c.resources.filter((r) => locked.has(r));
       if (mismatch) preset.push(skippedOutput(c, `not run again: ${mismatch}`));
       else if (held.length === 0) calls.push(c);
@@ -228,6 +228,8 @@ export async function startRun(env: SessionServices, input: StartRunInput, signa
       ...(trace ? { trace } : {}),
       ...(input.output ? { output: input.output.record } : {}),
       ...(input.recoveredReservation ? { recoveredReservation: input.recoveredReservation } : {}),
+      ...(env.agent ? { agent: env.agent.name } : {}),
+      ...(env.agent?.parent ? { parent: env.agent.parent } : {}),
     },
     input.kind === 'prompt' || input.kind === 'follow_up' ? runOpenEventId(input.runId) : runStartEventId(input.runId, input.attemptId),
   );

@@ -243,6 +243,7 @@ async function runToolCall(env: SessionServices, input: ToolCallInput, ac: CallA
     sessionId: env.sessionId,
     runId,
     callId: call.callId,
+    callSeq: env.callSeqs.get(call.callId),
     emit: (update: unknown) => void (ended || env.emit({ type: 'tool_update', callId: call.callId, name: call.name, update })),
   };
   Object.defineProperty(ctx, 'signal', SIGNAL_GETTER);

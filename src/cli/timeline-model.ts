@@ -57,6 +57,7 @@ const MARK_TYPES: Record<string, { kind: string; label: string; extra?: string }
   'verification/rejected': { kind: 'rejected', label: 'verifier rejected', extra: 'problem' },
   'run/suspended': { kind: 'approval', label: 'suspended' },
   'resources/released': { kind: 'steering', label: 'locks released' },
+  'agent/handoff': { kind: 'steering', label: 'handoff' },
 };
 
 const ms = (e: EventRecord) => Date.parse(e.occurredAt);

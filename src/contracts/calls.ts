@@ -20,6 +20,8 @@ export interface ToolCallIntent {
    * keeps of it is JSON: a call rebuilt from the log (approved, recovered) is parsed again from this.
    */
   rawArguments?: string;
+  /** Its tool resumes its own work when run again (an agentTool): recovery runs it again, never uncertain. */
+  resumable?: boolean;
 }
 
 /** What one tool call came to: its outcome and when it ran. */

@@ -22,7 +22,8 @@ type ErrorCode =
   | 'cancelled'
   | 'store_closed'
   | 'store_unavailable'
-  | 'store';
+  | 'store'
+  | 'unknown_agent';
 
 /** Base class of every error actorloop throws on purpose. */
 export abstract class ActorloopError extends Error {
@@ -409,3 +410,23 @@ export class StoreError extends ActorloopError {
   }
 }
 export const isStoreError = (e: unknown): e is StoreError => hasCode(e, 'store');
+
+/**
+ * A session's log names an agent (in its `run/start`, `agent/handoff` or `session/attached`)
+ * that this runtime does not define, or `openSession` was asked for one it does not define:
+ * opening refuses it before anything is written, never running the session with another agent.
+ * @example
+ * if (isUnknownAgentError(e)) console.error(`define agent ${e.agentName} in createRuntime({ agents })`)
+ */
+export class UnknownAgentError extends ActorloopError {
+  readonly code = 'unknown_agent' as const;
+  override readonly name = 'UnknownAgentError';
+  constructor(
+    readonly sessionId: string,
+    readonly agentName: string,
+    readonly known: readonly string[],
+  ) {
+    super(`session ${sessionId}: no agent named ${JSON.stringify(agentName)} in this runtime (it has ${known.join(', ')})`);
+  }
+}
+export const isUnknownAgentError = (e: unknown): e is UnknownAgentError => hasCode(e, 'unknown_agent');

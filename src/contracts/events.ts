@@ -33,7 +33,14 @@ const ErrorInfo = z.looseObject({ name: z.string().optional(), message: z.string
  * Lifecycle payloads are loose objects: until the first release they may gain optional fields.
  */
 export const EventPayloads = {
-  'session/attached': z.looseObject({ sessionInstanceId: id, writerEpoch: z.number().int().positive() }),
+  'session/attached': z.looseObject({
+    sessionInstanceId: id,
+    writerEpoch: z.number().int().positive(),
+    /** The agent the session runs (docs/agents.md); an older log's sessions run `default`. */
+    agent: id.optional(),
+    /** A child session's parent call (an agentTool's): the parent session, run and call, and the seq of its tool/call. */
+    parent: z.object({ sessionId: id, runId: id, callId: id, seq: z.number().int().positive().optional() }).optional(),
+  }),
   'input/accepted': z.looseObject({
     inputId: id,
     mode: z.enum(['steer', 'follow_up']),
@@ -54,6 +61,10 @@ export const EventPayloads = {
     output: z
       .object({ name: z.string(), jsonSchema: z.record(z.string(), z.unknown()), digest: RequestDigest, strict: z.boolean() })
       .optional(),
+    /** The agent the attempt starts with (docs/agents.md); an older log's runs ran `default`. */
+    agent: id.optional(),
+    /** A child session's run: the parent call it answers (as in session/attached). */
+    parent: z.object({ sessionId: id, runId: id, callId: id, seq: z.number().int().positive().optional() }).optional(),
   }),
   'step/start': z.looseObject({}),
   'user/message': z.looseObject({ message: Message, inputId: id.optional() }),
@@ -141,6 +152,19 @@ export const EventPayloads = {
   'delivery/committed': z.looseObject({ finalMessageId: id }),
   'delivery/unknown': z.looseObject({ finalMessageId: id, reason: z.string() }),
   'resources/released': z.looseObject({ keys: z.array(z.string()).min(1) }),
+  /**
+   * A transfer tool's call handed the session to agent `to` (docs/agents.md): committed with its
+   * result; the session runs `to` from the next step on. `output`: the run's output schema from
+   * now on, when `to` has one.
+   */
+  'agent/handoff': z.looseObject({
+    from: id,
+    to: id,
+    callId: id,
+    output: z
+      .object({ name: z.string(), jsonSchema: z.record(z.string(), z.unknown()), digest: RequestDigest, strict: z.boolean() })
+      .optional(),
+  }),
 } as const;
 
 export type EventType = keyof typeof EventPayloads;

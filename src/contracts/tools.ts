@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { JsonValue } from './json.js';
 import { InputContent, StoredContent } from './content.js';
-import { Message } from './message.js';
+import { Message, Usage } from './message.js';
 
 /** `parallel` tools are side-effect free and may run concurrently; `exclusive` tools run alone. */
 export const ToolMode = z.enum(['parallel', 'exclusive']);
@@ -17,6 +17,8 @@ const Completed = z.object({
   /** Resource keys whose uncertain-hanging locks this result releases. */
   releaseResources: z.array(z.string()).default([]),
   additionalMessages: z.array(Message).optional(),
+  /** Model usage of the work the call did (an agentTool's child run): counted in the run's usage and token budgets. */
+  usage: Usage.optional(),
 });
 const Skipped = z.object({ kind: z.literal('skipped'), reason: z.string() });
 const Cancelled = z.object({

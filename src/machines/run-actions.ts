@@ -9,7 +9,9 @@ import type { PrepareContextOutput } from '../actors/prepare-context.js';
 import type { StartRunOutput } from '../actors/start-run.js';
 import type { RunContext, RunEvent } from './run-context.js';
 import type { toolBatchMachine } from './tool-batch.machine.js';
+import { addUsage } from '../contracts/message.js';
 import {
+  callsUsage,
   endFor,
   errorOf,
   exhaustedEnd,
@@ -125,13 +127,23 @@ export const runActions = {
     const calls = outputOf<Extract<CommitIntentOutput, { kind: 'intents' }>>(event).calls;
     return { asked: undefined, calls, order: calls.map((c) => c.callId), presetResults: [], toolCalls: context.toolCalls + calls.length };
   }),
-  keepBatchResults: assignRun({ batchResults: ({ event }) => outputOf<ToolCallOutput[]>(event) }),
+  keepBatchResults: assignRun(({ context, event }) => {
+    const results = outputOf<ToolCallOutput[]>(event);
+    // a call's own model usage (an agentTool's child run) rolls up into the run's
+    const rolled = callsUsage(results);
+    return { batchResults: results, ...(rolled ? { usage: addUsage(context.usage, rolled) } : {}) };
+  }),
   countRejections: assignRun(({ context, event }) => ({
     calls: [],
     presetResults: [],
     batchResults: [],
     recoveries: context.recoveries + outputOf<CommitResultsOutput>(event).rejections,
   })),
+  // a transfer call handed the session to another agent: the rest of the attempt is offered its tools (and answers with its schema)
+  takeHandoff: assignRun(({ event }) => {
+    const h = outputOf<CommitResultsOutput>(event).handoff;
+    return h ? { offered: h.offered, ...(h.output ? { output: h.output } : {}) } : {};
+  }),
   finalizeConcludedByTool: assignRun({
     pendingFinal: ({ event }) => ({ content: outputOf<CommitResultsOutput>(event).concluded!, closeStep: false }),
   }),

@@ -109,10 +109,19 @@ export function recoveredCalls(
   const rerun = new Set(resumed.calls.map((c) => c.callId));
   const preset = new Map(resumed.preset.map((o) => [o.callId, o.outcome]));
   return batch.flatMap((c) => {
+    if (c.resumable && rerun.has(c.callId)) return []; // an agentTool's call resumes its child: not uncertain
     const outcome = preset.get(c.callId);
     if (outcome) return [{ name: c.name, callId: c.callId, mode: c.mode, resolution: resolutionOf(c.mode, outcome) }];
     return rerun.has(c.callId) ? [{ name: c.name, callId: c.callId, mode: c.mode, resolution: 're-run' as const }] : [];
   });
+}
+
+/** The model usage the calls' outcomes carry (agentTool child runs), if any. */
+export function callsUsage(results: readonly ToolCallOutput[]): Usage | undefined {
+  let sum: Usage | undefined;
+  for (const r of results)
+    if (r.outcome.kind === 'completed' && r.outcome.usage) sum = sum ? addUsage(sum, r.outcome.usage) : r.outcome.usage;
+  return sum;
 }
 
 /** The attempt's result as the run machine knows it (endRun commits it). */

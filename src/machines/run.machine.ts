@@ -271,8 +271,8 @@ export const runMachine = setup({
           ...(c.stepUsage ? { usage: c.stepUsage } : {}),
         }),
         onDone: [
-          { guard: 'toolConcluded', target: 'settlingResults', actions: ['countRejections', 'finalizeConcludedByTool'] },
-          { target: 'checkingBudget', actions: 'countRejections' },
+          { guard: 'toolConcluded', target: 'settlingResults', actions: ['countRejections', 'takeHandoff', 'finalizeConcludedByTool'] },
+          { target: 'checkingBudget', actions: ['countRejections', 'takeHandoff'] },
         ],
         onError: RUN_FAILED,
       },

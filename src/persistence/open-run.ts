@@ -145,7 +145,8 @@ export function foldRunEvents(events: readonly EventRecord[]): OpenRunState | un
         break;
       case 'tool/result': {
         const intent = calls.get(p.callId);
-        if (intent && e.attempt > intentAttempts.get(p.callId)!) {
+        // (a resumable call, an agentTool's, is resumed by a later attempt: never uncertain)
+        if (intent && !intent.resumable && e.attempt > intentAttempts.get(p.callId)!) {
           st.uncertainCalls.push({
             name: intent.name,
             callId: intent.callId,
@@ -154,7 +155,8 @@ export function foldRunEvents(events: readonly EventRecord[]): OpenRunState | un
           });
         }
         calls.delete(p.callId);
-        const o = p.outcome as { kind: string; concludesTurn?: boolean; content?: string };
+        const o = p.outcome as { kind: string; concludesTurn?: boolean; content?: string; usage?: Usage };
+        if (o.usage) st.spent.usage = addUsage(st.spent.usage, o.usage); // an agentTool's child run
         if (concluding?.step !== e.step) concluding = { step: e.step, rejected: false };
         if (o.kind === 'completed' && o.concludesTurn && concluding.content === undefined) concluding.content = o.content;
         if (st.pending?.pendingRequest.kind === 'question' && st.pending.pendingRequest.callId === p.callId) delete st.pending;
@@ -189,6 +191,10 @@ export function foldRunEvents(events: readonly EventRecord[]): OpenRunState | un
         break;
       case 'resources/released':
         for (const c of calls.values()) releaseFor(st, c, p.keys as string[]);
+        break;
+      case 'agent/handoff':
+        // the run's answer is the target agent's from here on (when it has an output schema)
+        if (p.output) st.output = p.output;
         break;
       case 'assistant/attempt':
         // a failed attempt whose usage never came back counts at its reservation

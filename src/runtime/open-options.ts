@@ -1,5 +1,7 @@
 import { z } from 'zod';
 import { parseInput } from '../contracts/validate.js';
+import { AgentRef } from '../tools/define-agent.js';
+import type { Agent } from '../tools/define-agent.js';
 import type { ResumeMode } from './auto-resume.js';
 
 /**
@@ -8,18 +10,25 @@ import type { ResumeMode } from './auto-resume.js';
  *   continues it first, `manual` refuses the new run with ExecutionBusy 'interrupted' and leaves
  *   the decision to the app (docs/recovery.md);
  * - `takeover: true` opens a session another live process writes, fencing its writer (default:
- *   SessionHeldError; docs/guarantees.md, "One live writer").
+ *   SessionHeldError; docs/guarantees.md, "One live writer");
+ * - `agent` (a value or its name) is the agent a new session runs; a session with history runs
+ *   the one its log records (docs/agents.md); one the runtime does not define: UnknownAgentError.
  * @example
  * const session = await runtime.openSession('s1', { resume: 'manual', takeover: true })
  */
 export const OpenSessionOptions = z.strictObject({
   resume: z.enum(['auto', 'manual']).optional(),
   takeover: z.boolean().optional(),
+  agent: AgentRef.optional(),
 });
 export type OpenSessionOptions = z.input<typeof OpenSessionOptions>;
 
 /** The public options with their defaults (a serving worker's internals never come here: they are marked SERVED). */
-export function openOptionsOf(given: unknown): { resume: ResumeMode; takeover: boolean } {
+export function openOptionsOf(given: unknown): { resume: ResumeMode; takeover: boolean; agent?: Agent | string } {
   const o = parseInput(OpenSessionOptions, given ?? {}, 'openSession: options');
-  return { resume: o.resume ?? 'auto', takeover: o.takeover ?? false };
+  return {
+    resume: o.resume ?? 'auto',
+    takeover: o.takeover ?? false,
+    ...(o.agent !== undefined ? { agent: o.agent as Agent | string } : {}),
+  };
 }

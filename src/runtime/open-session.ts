@@ -1,5 +1,4 @@
 import { randomUUID } from 'node:crypto';
-import type { OutputSpec } from '../actors/final-output.js';
 import type { SessionServices } from '../actors/session-services.js';
 import { StoreClosedError } from '../contracts/errors.js';
 import type { Message } from '../contracts/message.js';
@@ -19,8 +18,11 @@ import { InputQueue, type QueuedInput } from './input-queue.js';
 import type { OpenSessions } from './open-sessions.js';
 import type { ResolvedRuntimeOptions } from './options.js';
 import { loadOpenRun, recoveryOutcome, settleInterruptedFinal } from './recovery-outcome.js';
-import { sessionServices, type SessionPrefix } from './services.js';
-import type { ToolSet } from './tool-set.js';
+import { sessionServices } from './services.js';
+import type { AgentRegistry } from './agent-registry.js';
+import type { Agent } from '../tools/define-agent.js';
+import { agentToRun, askedAgent, recordedAgent } from './recorded-agent.js';
+import { SessionAgent, type ParentLink } from './session-agent.js';
 import type { Tracing } from './tracing-options.js';
 import { SessionTracer } from './tracing.js';
 
@@ -28,11 +30,8 @@ import { SessionTracer } from './tracing.js';
 export interface SessionOpening {
   store: EventStore;
   options: ResolvedRuntimeOptions;
-  /** The tools of an attempt starting now, and its execution-profile fingerprint. */
-  toolSet: () => ToolSet;
-  /** The runtime's output schema, built once. */
-  runtimeOutput: OutputSpec | undefined;
-  prefix: SessionPrefix;
+  /** The runtime's agents (docs/agents.md): `default` is its own model, tools, prompts, output schema. */
+  agents: AgentRegistry;
   tracing: Tracing | undefined;
   sessions: OpenSessions;
   killed(): boolean;
@@ -41,23 +40,32 @@ export interface SessionOpening {
 /**
  * `runtime.openSession`: attaches a writer (fencing any older one), writes `session/attached`,
  * settles a final an interrupted attempt committed, and goes live with the session's services
- * built whole. `internal` is a serving worker's (its lease guards the writer).
+ * built whole. `options.agent` picks a new session's agent; the runtime's own parts pass `guard`
+ * (a serving worker's lease guards the writer) or `parent` (a child session's parent call).
  */
 export async function openSession(
   r: SessionOpening,
   sessionId: string,
-  internal?: OpenInternals,
-  resume: ResumeMode = internal ? 'served' : 'auto',
+  options: { agent?: Agent | string; parent?: ParentLink; resume?: ResumeMode } & Partial<OpenInternals> = {},
 ): Promise<ExecutionSession> {
   parseInput(SessionIdInput, sessionId, 'openSession: sessionId');
+  const { guard, parent, agent: asked } = options;
+  // a served session's interrupted run is its worker's to continue
+  const resume: ResumeMode = options.resume ?? (guard ? 'served' : 'auto');
   const { store, options: o, sessions } = r;
+  const askedName = asked === undefined ? undefined : askedAgent(r.agents, sessionId, asked);
   if (sessions.closed) throw new StoreClosedError('runtime');
   // Everything opening reads is read before the writer attaches, so that a damaged log is
   // reported (CorruptLogError) with nothing changed on disk; read again only if another
   // writer appended between the read and the attach.
+  // the agent the log records (else the one asked for): an unknown one is refused before the attach
   let view = await loadSessionView(store, sessionId);
+  let agentName = agentToRun(r.agents, sessionId, await recordedAgent(store, sessionId, view.head), askedName);
   const attach = await store.attachWriter(sessionId);
-  if (attach.lastSeq !== (view.head?.lastSeq ?? 0)) view = await loadSessionView(store, sessionId);
+  if (attach.lastSeq !== (view.head?.lastSeq ?? 0)) {
+    view = await loadSessionView(store, sessionId);
+    agentName = agentToRun(r.agents, sessionId, await recordedAgent(store, sessionId, view.head), askedName);
+  }
   const { surface, head, inputs, stateContext } = view;
   let openRun = view.openRun;
   const sessionInstanceId = o.ids?.instanceId() ?? randomUUID();
@@ -71,13 +79,14 @@ export async function openSession(
     },
     ...(o.ids ? { eventId: () => o.ids!.eventId() } : {}),
   });
-  const leaseGuard = internal?.guard;
-  if (leaseGuard) writer.guard = () => leaseGuard(writer.writerEpoch);
-  const offered = r.toolSet();
+  if (guard) writer.guard = () => guard(writer.writerEpoch);
+  let tracer: SessionTracer | undefined;
+  const seat = new SessionAgent(r.agents, agentName, (m) => (tracer ? tracer.traceModel(m, o.pricing) : m), parent);
+  const offered = seat.toolSet();
   const queue = new InputQueue(inputs);
   const hub = new SubscriberHub({ clock: o.clock });
   let opened: ExecutionSession | undefined; // the tracer reads the tools of its latest attempt
-  const tracer = r.tracing
+  tracer = r.tracing
     ? new SessionTracer(
         r.tracing,
         sessionId,
@@ -93,14 +102,18 @@ export async function openSession(
     writer,
     ...(store.blobs ? { blobs: store.blobs } : {}),
     projection,
-    prefix: r.prefix,
+    agent: seat,
     queue,
     hub,
     stream,
     tracer,
   });
   if (tracer) stream.events$.subscribe((e) => tracer.onEnvelope(e));
-  writer.stage('session/attached', { turn: 0, step: 0, attempt: 0 }, { sessionInstanceId, writerEpoch: attach.writerEpoch });
+  writer.stage(
+    'session/attached',
+    { turn: 0, step: 0, attempt: 0 },
+    { sessionInstanceId, writerEpoch: attach.writerEpoch, agent: seat.name, ...(parent ? { parent } : {}) },
+  );
   await writer.commit();
   let settled = { delivered: [] as string[], unknown: [] as string[] };
   if (openRun && openRun.undeliveredFinals.length > 0) {
@@ -122,10 +135,12 @@ export async function openSession(
     lastTurn: attach.lastTurn,
     env,
     store,
-    options: o,
+    options: seat.options(o),
     stream,
-    toolSet: r.toolSet,
-    runtimeOutput: r.runtimeOutput,
+    toolSet: seat.toolSet,
+    get runtimeOutput() {
+      return seat.output;
+    },
     ...(openRun ? { openRun } : {}),
     recovery,
     inputs: queue,

@@ -16,6 +16,7 @@ import type { AnyTool } from '../tools/define-tool.js';
 import type { InspectionEvent } from 'xstate';
 import { ClockOption, type IdSource } from '../contracts/clock.js';
 import { isZodSchema } from '../actors/final-output.js';
+import { isAgent, type Agent } from '../tools/define-agent.js';
 
 const fn = <T>(what: string) => z.custom<T>((v) => typeof v === 'function', `${what} must be a function`);
 
@@ -73,6 +74,11 @@ export const RuntimeOptions = z.strictObject({
     .default([])
     .refine((ts) => new Set(ts.map((t) => t.name)).size === ts.length, 'tool names must be unique'),
   systemPrompt: z.string().optional(),
+  /**
+   * The agents sessions may run besides `default` (the runtime's own model, tools, systemPrompt;
+   * docs/agents.md): names unique; agents reachable from these (handoffs, agentTools) are known too.
+   */
+  agents: z.array(z.custom<Agent>(isAgent, 'an agent made with defineAgent')).default([]),
   /** The default agent's output schema (docs/typed-output.md): every run's final answer is JSON of it, unless the run gives its own. */
   output: z.custom<z.ZodType>(isZodSchema, 'a zod schema (e.g. z.object({ … }))').optional(),
   bootstrapMessages: z.array(InputMessage).default([]),

@@ -173,7 +173,7 @@ function resolutions(
   const locked = new Set(env.heldLocks);
   return calls.map((c) => {
     const tool = env.tools.get(c.name);
-    if (c.mode === 'parallel' && tool) {
+    if ((c.mode === 'parallel' || c.resumable) && tool) {
       return withParsedArguments(env.tools, c).mismatch !== undefined || c.resources.some((r) => locked.has(r)) ? 'skipped' : 'rerun';
     }
     if (tool?.reconcile) return 'reconcile';
@@ -225,13 +225,20 @@ export async function recoveryOutcome(
         .filter((_, i) => resolved[i] === 'uncertain-hanging')
         .flatMap((c) => c.resources.filter((r) => !released.get(c.callId)?.includes(r))),
     ]),
-    uncertainToolCalls: unresolved.map((c, i) => ({
-      runId: open!.runId,
-      callId: c.callId,
-      name: c.name,
-      mode: c.mode,
-      idempotencyKey: c.idempotencyKey,
-      resolution: resolved[i]!,
-    })),
+    // (an agentTool's call that runs again resumes its child session: not uncertain)
+    uncertainToolCalls: unresolved.flatMap((c, i) =>
+      c.resumable && resolved[i] === 'rerun'
+        ? []
+        : [
+            {
+              runId: open!.runId,
+              callId: c.callId,
+              name: c.name,
+              mode: c.mode,
+              idempotencyKey: c.idempotencyKey,
+              resolution: resolved[i]!,
+            },
+          ],
+    ),
   };
 }

@@ -1,12 +1,12 @@
 import { randomUUID } from 'node:crypto';
 import type { z } from 'zod';
 import type { Observable } from 'rxjs';
-import { outputSpec, withOutput } from '../actors/final-output.js';
 import type { OpenInternals } from '../actors/worker-services.js';
 import type { InboxEntry, InboxReceipt, ServeOptions, WaitForResultOptions } from '../contracts/inbox.js';
 import type { ExecutionResult, PromptMessage } from '../contracts/requests.js';
 import type { ResumeMode } from './auto-resume.js';
 import { openOptionsOf, type OpenSessionOptions } from './open-options.js';
+import type { Agent } from '../tools/define-agent.js';
 import { runOnFreshSession, type RuntimeRunOptions, type SessionRunHandle } from './runtime-run.js';
 import type { EventStore } from '../persistence/event-store.js';
 import { lmdbStore } from '../persistence/lmdb-store.js';
@@ -17,9 +17,10 @@ import { openSession, type SessionOpening } from './open-session.js';
 import { OpenSessions } from './open-sessions.js';
 import { assertModel, resolveRuntimeOptions, type RuntimeOptions } from './options.js';
 import { serve, type ServeHandle } from './serve.js';
-import { sessionPrefix } from './services.js';
 import { promptEntry, sessionInboxes, submitToOpen, workOf } from './submit.js';
-import { runtimeToolSet } from './tool-set.js';
+import { askUserTool } from '../tools/ask-user.js';
+import { agentRegistry } from './agent-registry.js';
+import { boundAgentTool, type ChildHost } from './agent-calls.js';
 import { resolveTracing } from './tracing-options.js';
 import { waitForResult } from './wait-for-result.js';
 import { isServed, LiveSessions, type ServedInternals } from './live-sessions.js';
@@ -38,7 +39,9 @@ export interface Runtime<TOut = unknown> {
    * SessionHeldError unless `takeover: true` (which fences that writer); a second runtime of this
    * process takes the session over (docs/guarantees.md, "One live writer"). A run left
    * interrupted is continued when the next run starts on it (`resume: 'manual'` refuses that run
-   * instead: docs/recovery.md).
+   * instead: docs/recovery.md). `agent` (a value or a name) is the agent a new session runs; a
+   * session with history runs the one its log records (docs/agents.md); an agent the runtime
+   * does not define: UnknownAgentError.
    * @example
    * const session = await runtime.openSession('support-42')
    */
@@ -104,28 +107,33 @@ export function createRuntime<S extends z.ZodType | undefined = undefined>(
 export function createRuntime(options: RuntimeOptions): Runtime {
   // every option checked before anything is opened
   const o = resolveRuntimeOptions(options);
-  const runtimeOutput = o.output ? outputSpec(o.output, 'createRuntime: output') : undefined;
   const tracing = resolveTracing(o.tracing);
   const store = o.store ?? lmdbStore({ path: './.actorloop' });
-  const toolSet = runtimeToolSet(o);
+  // every agent's tools (a live list's as it is now) and the execution profile of an attempt starting now
+  // an agentTool's calls open their child sessions in this runtime (held by it as any session it opens)
+  const childHost: ChildHost = {
+    store,
+    open: (id, agent, parent) => live.open(id, false, () => openSession(opening, id, { agent, parent })),
+  };
+  const agents = agentRegistry(o, o.agents, o.askUser ? [askUserTool] : [], (t, mark) => boundAgentTool(t, mark, childHost));
   const sessions = new OpenSessions();
   const killSwitch = followKillSwitch(o.killSwitch, sessions);
   const killed = () => killSwitch.killed;
-  const opening: SessionOpening = { store, options: o, toolSet, runtimeOutput, prefix: sessionPrefix(o), tracing, sessions, killed };
+  const opening: SessionOpening = { store, options: o, agents, tracing, sessions, killed };
   const live = new LiveSessions(store, () => sessions.closed);
-  const attach = (sessionId: string, internal: OpenInternals | undefined, resume: ResumeMode) =>
-    openSession(opening, sessionId, internal, resume);
+  const attach = (sessionId: string, internal: OpenInternals | undefined, resume: ResumeMode, agent?: Agent | string) =>
+    openSession(opening, sessionId, { ...internal, resume, ...(agent !== undefined ? { agent } : {}) });
   // a serving worker's open: a writer of its own under its lease guard, recorded as held by the worker
   const openServed = (sessionId: string, internals: OpenInternals) =>
     live.openServed(sessionId, internals.workerId, () => attach(sessionId, internals, 'served'));
-  const openShared = (sessionId: string, options: { resume: ResumeMode; takeover: boolean }) =>
-    live.open(sessionId, options.takeover, () => attach(sessionId, undefined, options.resume));
+  const openShared = (sessionId: string, options: { resume: ResumeMode; takeover: boolean; agent?: Agent | string }) =>
+    live.open(sessionId, options.takeover, () => attach(sessionId, undefined, options.resume, options.agent));
   const inboxFor = sessionInboxes(store, o.clock);
   let closing: Promise<void> | undefined;
   return {
     store,
     get executionProfileFingerprint() {
-      return withOutput(toolSet().fingerprint, runtimeOutput);
+      return agents.fingerprint('default');
     },
     // a serving worker (serve, the simulator) passes its lease guard as a second, internal argument marked SERVED
     openSession: async (sessionId, options?: OpenSessionOptions | ServedInternals) => {

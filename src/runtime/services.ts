@@ -1,31 +1,13 @@
 import type { BlobStore } from '../persistence/blob-store.js';
 import type { SessionServices } from '../actors/session-services.js';
-import type { Message } from '../contracts/message.js';
-import { canonicalJson } from '../persistence/codec.js';
 import type { LogWriter } from '../persistence/log-writer.js';
 import type { SessionProjection } from '../persistence/projection.js';
-import { estimateTokens, sha256 } from '../persistence/surface.js';
 import type { EnvelopeStream } from '../streams/envelopes.js';
 import type { SubscriberHub } from '../streams/subscribers.js';
 import { steersOf, type InputQueue } from './input-queue.js';
-import { noModel, type ResolvedRuntimeOptions } from './options.js';
+import type { ResolvedRuntimeOptions } from './options.js';
 import type { SessionTracer } from './tracing.js';
-
-/** System prompt and bootstrap messages, before every session's surface: built once per runtime. */
-export interface SessionPrefix {
-  messages: Message[];
-  digest: string;
-  tokens: number;
-}
-
-/** The prefix of `o`'s sessions: its system prompt, then its bootstrap messages. */
-export function sessionPrefix(o: Pick<ResolvedRuntimeOptions, 'systemPrompt' | 'bootstrapMessages'>): SessionPrefix {
-  const messages: Message[] = [
-    ...(o.systemPrompt !== undefined ? [{ role: 'system' as const, content: o.systemPrompt }] : []),
-    ...o.bootstrapMessages,
-  ];
-  return { messages, digest: sha256(canonicalJson(messages)), tokens: messages.reduce((n, m) => n + estimateTokens(m), 0) };
-}
+import type { SessionAgent } from './session-agent.js';
 
 /** What one session opened with, that its services are made of. */
 export interface OpenedParts {
@@ -35,7 +17,8 @@ export interface OpenedParts {
   /** The store's blobs, if it keeps them. */
   blobs?: BlobStore;
   projection: SessionProjection;
-  prefix: SessionPrefix;
+  /** The agent the session runs: its model, prefix and approvals are read from it (a handoff switches them). */
+  agent: SessionAgent;
   queue: InputQueue;
   hub: SubscriberHub;
   stream: EnvelopeStream;
@@ -44,10 +27,11 @@ export interface OpenedParts {
 
 /**
  * A session's services, whole: nothing assigns them later (an attempt's tools and output
- * schema are its run input).
+ * schema are its run input). The model, prefix and approvals are the session's agent's, read
+ * through it: a handoff (docs/agents.md) switches them from the next model call on.
  */
 export function sessionServices(o: ResolvedRuntimeOptions, p: OpenedParts): SessionServices {
-  const { tracer, projection, hub, stream } = p;
+  const { tracer, projection, hub, stream, agent } = p;
   return {
     sessionId: p.sessionId,
     sessionInstanceId: p.sessionInstanceId,
@@ -55,12 +39,26 @@ export function sessionServices(o: ResolvedRuntimeOptions, p: OpenedParts): Sess
     ...(p.blobs ? { blobs: p.blobs } : {}),
     contentLimits: o.contentLimits,
     surface: projection.surface,
-    model: tracer ? tracer.traceModel(o.model ?? noModel, o.pricing) : (o.model ?? noModel),
-    prefix: p.prefix.messages,
-    prefixDigest: p.prefix.digest,
-    prefixTokens: p.prefix.tokens,
+    get model() {
+      return agent.model;
+    },
+    get prefix() {
+      return agent.profile.prefix;
+    },
+    get prefixDigest() {
+      return agent.profile.prefixDigest;
+    },
+    get prefixTokens() {
+      return agent.profile.prefixTokens;
+    },
+    get approvalFor() {
+      return agent.profile.approvalFor;
+    },
+    agent,
     config: o.config,
-    budget: o.budget,
+    get budget() {
+      return agent.profile.budget;
+    },
     ...(o.pricing ? { pricing: o.pricing } : {}),
     ...(o.delivery ? { delivery: o.delivery } : {}),
     ...(o.verifier ? { verifier: o.verifier } : {}),
@@ -68,7 +66,6 @@ export function sessionServices(o: ResolvedRuntimeOptions, p: OpenedParts): Sess
     heldLocks: projection.heldLocks,
     callSeqs: projection.callSeqs,
     clock: o.clock,
-    approvalFor: o.approvalFor,
     ...steersOf(p.queue),
     backpressure: () => hub.whenWritable(),
     emit: (event, logSeq) => stream.publish(event, logSeq),

@@ -51,8 +51,22 @@ export function wireSession(d: SessionDeps, host: SessionHost): SessionParts {
   const runs = new OpenRunTracker(store, sessionId, d.openRun);
   const desk = new InputDesk(sessionId, store, env.writer, d.inputs, env.contentLimits);
   const records = new SessionRecords(sessionId, env, runs, d.stateContext);
-  const { toolSet, runtimeOutput } = d;
-  const starts = new AttemptStarts({ env, options, stream: d.stream, callers, inputs: d.inputs, toolSet, runtimeOutput }, d.lastTurn);
+  const { toolSet } = d;
+  // (read when each attempt is made: a handoff changes the session's agent, and with it the default output schema)
+  const starts = new AttemptStarts(
+    {
+      env,
+      options,
+      stream: d.stream,
+      callers,
+      inputs: d.inputs,
+      toolSet,
+      get runtimeOutput() {
+        return d.runtimeOutput;
+      },
+    },
+    d.lastTurn,
+  );
   // the actor is created below; these read and send to it only once it has started
   const snapshot = () => actor.getSnapshot();
   const send = (e: SessionEvent) => actor.send(e);
@@ -77,7 +91,9 @@ export function wireSession(d: SessionDeps, host: SessionHost): SessionParts {
     store,
     env,
     options,
-    runtimeOutput,
+    get runtimeOutput() {
+      return d.runtimeOutput;
+    },
     toolSet,
     runs,
     lastTurn: () => starts.lastTurn,

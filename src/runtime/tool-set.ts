@@ -3,8 +3,6 @@ import type { ToolSpec } from '../contracts/tools.js';
 import { canonicalJson } from '../persistence/codec.js';
 import { sha256 } from '../persistence/surface.js';
 import type { AnyTool, ToolList } from '../tools/define-tool.js';
-import { askUserTool } from '../tools/ask-user.js';
-import type { ResolvedRuntimeOptions } from './options.js';
 
 /** The tools one attempt is offered, and what its execution profile records of them. */
 export interface ToolSet extends OfferedTools {
@@ -67,18 +65,4 @@ export function toolSets(given: readonly AnyTool[], profile: Record<string, unkn
       revisioned.length === 0 ? base : sha256(canonicalJson({ profile: base, revisions: revisioned.map((t) => [t.name, t.revision!()]) }));
     return { tools, specs, catalogDigest, fingerprint };
   };
-}
-
-/**
- * The tool sets of `o`'s attempts: its tools (with the askUser built-in when asked for) and the
- * rest of its execution profile (model id, prompts, config, budget).
- */
-export function runtimeToolSet(o: ResolvedRuntimeOptions): () => ToolSet {
-  return toolSets(o.askUser ? [...o.tools, askUserTool] : o.tools, {
-    modelId: o.model?.modelId ?? null,
-    systemPrompt: o.systemPrompt ?? null,
-    bootstrapMessages: o.bootstrapMessages,
-    config: o.config,
-    budget: o.budget,
-  });
 }

@@ -78,6 +78,7 @@ export function committedEnvelopes(records: readonly EventRecord[], sessionInsta
       case 'input/accepted':
       case 'input/cancelled':
       case 'resources/released':
+      case 'agent/handoff':
       case 'run/end':
       case 'run/suspended':
       case 'session/attached':

@@ -13,6 +13,8 @@ export interface ToolContext {
   sessionId: string;
   runId: string;
   callId: string;
+  /** The seq of the call's `tool/call` record in the session's log (undefined for a call run outside a session). */
+  callSeq?: number;
   /** Sends a live `tool_update` to subscribers (not logged). */
   emit(update: unknown): void;
 }
@@ -55,6 +57,12 @@ export interface ToolDefinition<A = unknown> {
    * tool the list gained is offered, one it lost is not, a changed one is offered as it is now.
    */
   readonly list?: ToolList;
+  /**
+   * The tool resumes its own durable work when run again for the same call (an agentTool's child
+   * session): a call whose result was not committed before a crash runs again, whatever its
+   * mode, and is never reported uncertain.
+   */
+  readonly resumable?: boolean;
 }
 
 /**

@@ -51,6 +51,7 @@ export function planToolCalls(input: PlanInput): ToolCallPlan {
     // the step too: a provider may number call ids per message (call_0 in every step)
     idempotencyKey: `${input.sessionId}/${input.runId}/${input.step}/${c.callId}`,
     rawArguments: rawById.get(c.callId) ?? '',
+    ...(c.tool.resumable ? { resumable: true } : {}),
   }));
   const held = lockedAmong(
     calls.flatMap((d) => d.resources),

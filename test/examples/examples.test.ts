@@ -65,6 +65,10 @@ describe('examples/', () => {
     expect(await run('typed-output.ts', [join(dir.path, 'typed')])).toBe('INV-7 12.5 tea');
   });
 
+  it('agents.ts: two researcher sub-agents in parallel, then a handoff to the writer, whose typed answer comes back', async () => {
+    expect(await run('agents.ts', [join(dir.path, 'agents')])).toBe('succeeded Tea and coffee');
+  });
+
   it("the README's typed-output example is examples/typed-output.ts, right after the agent with a tool", () => {
     const readme = readFileSync(join(REPO_ROOT, 'README.md'), 'utf8');
     const block = /## Typed output\n\n[\s\S]*?```ts\n([\s\S]*?)```/.exec(readme)?.[1];
