@@ -25,6 +25,8 @@ import { fmt, median, printTable } from './table.js';
 const ROUNDS = Number(process.env.BENCH_SERVE_ROUNDS ?? 3);
 const PG_ROUNDS = Number(process.env.BENCH_SERVE_PG_ROUNDS ?? 2);
 
+const HEADER = ['case', 'serve', 'steps/s, each round', 'steps/s (median)', 'worker CPU ms/step (median)'];
+
 type Impl = 'new' | 'old';
 interface Round {
   impl: Impl;
@@ -122,6 +124,7 @@ export async function benchServeVersions(): Promise<void> {
   for (let r = 0; r < ROUNDS; r++) for (const impl of order(r)) lmdb.push(await lmdbRound(impl, oldServe, `${r}-${impl}`));
   summarize('lmdbStore, serve in one process', lmdb, rows);
   console.log(`load average after the LMDB rounds: ${load()}`);
+  printTable(HEADER, rows); // (in case the PostgreSQL rounds fail)
 
   const baseUrl = process.env.ACTORLOOP_TEST_POSTGRES || 'postgres://postgres@127.0.0.1:5432/postgres';
   const name = `actorloop_serve_versions_${process.pid}`;
@@ -156,5 +159,5 @@ export async function benchServeVersions(): Promise<void> {
   console.log(
     `\nOld and new serve, interleaved (${SESSIONS} sessions a round, ${STEPS_PER_RUN} steps each; rounds alternate which goes first; CPU: the serving process's):\n`,
   );
-  printTable(['case', 'serve', 'steps/s, each round', 'steps/s (median)', 'worker CPU ms/step (median)'], rows);
+  printTable(HEADER, rows);
 }
