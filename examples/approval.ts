@@ -5,7 +5,7 @@
  *   npx tsx examples/approval.ts [dataDir] [approve|deny]
  */
 import { z } from 'zod';
-import { createRuntime, defineTool, lmdbStore, scriptedModel } from 'actorloop';
+import { contentText, createRuntime, defineTool, lmdbStore, scriptedModel } from 'actorloop';
 
 const [dataDir = './.actorloop', decision = 'approve'] = process.argv.slice(2);
 if (decision !== 'approve' && decision !== 'deny') throw new Error('the decision is approve or deny');
@@ -21,7 +21,10 @@ const transfer = defineTool({
 
 const model = scriptedModel([
   { toolCalls: [{ id: 't1', name: 'transfer', arguments: { to: 'ACME', amount: 250 } }] },
-  (req) => (req.messages.at(-1)?.content.startsWith('transferred') ? 'Paid ACME 250.' : 'The transfer was not approved; nothing was paid.'),
+  (req) =>
+    contentText(req.messages.at(-1)?.content ?? '').startsWith('transferred')
+      ? 'Paid ACME 250.'
+      : 'The transfer was not approved; nothing was paid.',
 ]);
 const runtime = createRuntime({ store: lmdbStore({ path: dataDir }), model, tools: [transfer] });
 const session = await runtime.openSession(`approval-${Date.now()}`);

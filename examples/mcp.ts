@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
-import { createRuntime, lmdbStore, mcpTools, scriptedModel, type ModelRequest } from 'actorloop';
+import { contentText, createRuntime, lmdbStore, mcpTools, scriptedModel, type ModelRequest } from 'actorloop';
 
 const dataDir = process.argv[2] ?? mkdtempSync(join(tmpdir(), 'actorloop-mcp-'));
 console.log(`data in ${dataDir}`);
@@ -65,7 +65,7 @@ const runtime = createRuntime({
 const session = await runtime.openSession(`mcp-${Date.now()}`);
 session.subscribe((e) => {
   if (e.event.type === 'tool_end' && e.event.outcome.kind === 'completed')
-    console.log(`${e.event.name}: ${e.event.outcome.content.split('\n')[0]}`);
+    console.log(`${e.event.name}: ${contentText(e.event.outcome.content).split('\n')[0]}`);
 });
 const result = await session.execute({
   kind: 'prompt',

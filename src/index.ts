@@ -49,6 +49,8 @@ export { scriptedModel } from './providers/scripted.js';
 export type { ScriptedModel, ScriptedStep } from './providers/scripted.js';
 export { openaiModel, openaiModelFromEnv, OpenAIModelOptions } from './providers/openai.js';
 export type { OpenAIClient, OpenAIProviderData } from './providers/openai.js';
+export { openaiResponsesModel, openaiResponsesModelFromEnv, OpenAIResponsesModelOptions } from './providers/openai-responses.js';
+export type { OpenAIResponsesClient, OpenAIResponsesProviderData } from './providers/openai-responses.js';
 export { anthropicModel, anthropicModelFromEnv, AnthropicModelOptions } from './providers/anthropic.js';
 export type { AnthropicClient, AnthropicProviderData, AnthropicThinking } from './providers/anthropic.js';
 
@@ -66,6 +68,13 @@ export { sessionEvents, SessionEventsOptions } from './web/session-events.js';
 export { webHandler, WebHandlerOptions } from './web/web-handler.js';
 export type { Authorize, AuthorizeContext, WebAction, WebRoute } from './web/web-handler.js';
 export { nodeListener, NodeListenerOptions } from './web/node-http.js';
+export { uiMessageStream, UIMessageStreamOptions, UI_MESSAGE_STREAM_HEADERS } from './web/ui-message-stream.js';
+export { UIChunkMapper, replyMessageId } from './web/ui-chunks.js';
+export type { ReplyTarget, UIChunk, UIChunkMapperOptions, UIDataChunk, UIMessageMetadata } from './web/ui-chunks.js';
+export { uiMessagesOf, UIMessageBuilder } from './web/ui-messages.js';
+export type { UIMessage, UIMessagePart } from './web/ui-messages.js';
+export { ChatRequestBody } from './web/chat-routes.js';
+export type { SessionListItem } from './web/chat-routes.js';
 export type { CommittedFrame, DroppedFrame, Frame, LiveFrame, ReadyFrame, StreamErrorFrame, WireRecord } from './web/wire.js';
 export { renderTimeline } from './cli/timeline.js';
 export type { TimelineOptions } from './cli/timeline.js';
@@ -76,7 +85,23 @@ export type { Envelope, LiveEvent } from './streams/envelopes.js';
 export { LoopBudget, LoopConfig, DEFAULT_COMPACTION_PROMPT } from './contracts/config.js';
 export { EventDraft, EventPayloads, EventRecord, EventType, PendingRequest, SCHEMA_VERSION, SurfaceOp } from './contracts/events.js';
 export type { Event, PayloadOf } from './contracts/events.js';
-export { FinishReason, Message, ToolCall, Usage } from './contracts/message.js';
+export { FinishReason, Message, ToolCall, Usage, type ModelMessage } from './contracts/message.js';
+export {
+  BlobRef,
+  Content,
+  ContentPart,
+  contentDisplay,
+  contentText,
+  FilePart,
+  ImagePart,
+  InputContent,
+  InputContentPart,
+  StoredContent,
+  StoredContentPart,
+  TextPart,
+} from './contracts/content.js';
+export type { BlobStore } from './persistence/blob-store.js';
+export { ContentLimits } from './persistence/content-parts.js';
 export type { ModelProvider, ModelRequest, ModelRequestOutput, ModelResponse, ModelStreamEvent } from './contracts/model.js';
 export {
   ExecutionRequest,
@@ -105,6 +130,7 @@ export {
   OutputValidationError,
   ProviderError,
   SequenceConflictError,
+  SessionHeldError,
   SessionSteeringConflict,
   StaleWriterError,
   StoreClosedError,
@@ -122,6 +148,7 @@ export {
   isOutputValidationError,
   isProviderError,
   isSequenceConflictError,
+  isSessionHeldError,
   isSessionSteeringConflict,
   isStaleWriterError,
   isStoreClosedError,
@@ -130,3 +157,6 @@ export {
   isUnknownSchemaVersionError,
   isValidationError,
 } from './contracts/errors.js';
+export type { SessionHolder } from './contracts/errors.js';
+export type { SessionHolders } from './persistence/holders.js';
+export { OpenSessionOptions } from './runtime/live-sessions.js';

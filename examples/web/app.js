@@ -18,6 +18,23 @@ $('prompt').addEventListener('input', () => (offered = undefined), { once: true 
 
 let view = initialView(sessionId);
 
+// the session list (GET /sessions: the sessions this page may read, newest first) switches sessions
+async function listSessions() {
+  const res = await fetch('/sessions?limit=50');
+  if (!res.ok) return;
+  const ids = (await res.json()).sessions.map((s) => s.sessionId);
+  if (!ids.includes(sessionId)) ids.unshift(sessionId);
+  const option = (value, text) => Object.assign(document.createElement('option'), { value, textContent: text });
+  $('sessions').replaceChildren(...ids.map((id) => option(id, id)), option('', '+ new session'));
+  $('sessions').value = sessionId;
+}
+$('sessions').addEventListener('change', (e) => {
+  const id = e.target.value;
+  location.search = id ? `?session=${encodeURIComponent(id)}` : '';
+});
+$('sessions').addEventListener('focus', () => void listSessions());
+void listSessions();
+
 async function post(action, body) {
   const res = await fetch(`${api}/${action}`, {
     method: 'POST',
@@ -61,9 +78,11 @@ function renderItem(item) {
       return el('div', 'item final', item.text);
     case 'resumed':
       return el('div', 'marker resumed', '↻ resumed after restart');
-    // a suspended run has not ended: it waits for the approval or answer shown above it
+    // a suspended run has not ended: it waits for the approval or answer shown above it (said while it does)
     case 'run':
-      return item.status === 'suspended' ? undefined : el('div', 'run', `run ended: ${item.status}`);
+      if (item.status !== 'suspended') return el('div', 'run', `run ended: ${item.status}`);
+      if (!view.pending || view.items.findLast((i) => i.kind === 'run') !== item) return undefined;
+      return el('div', 'run waiting', view.pending.kind === 'approval' ? 'waiting for approval' : 'waiting for an answer');
     case 'tool': {
       const outcome = item.outcome;
       const failed = outcome && (outcome.kind !== 'completed' || outcome.isError);

@@ -5,18 +5,19 @@ import { CancelledError, isCancelledError, isProviderError, ProviderError } from
 import type { FinishReason, Message, ToolCall, Usage } from '../contracts/message.js';
 import { ModelResponseSchema, type ModelRequest, type ModelRequestOutput, type ModelResponse } from '../contracts/model.js';
 import { sha256 } from '../persistence/surface.js';
-import { requestOutputOf, withOutputInstruction } from './final-output.js';
+import { resolveMessages } from '../persistence/content-parts.js';
+import { requestOutputOf, withOutputInstruction, type OutputSpec } from './final-output.js';
 import { onAbort } from '../contracts/abort.js';
 import type { LiveEvent } from '../streams/envelopes.js';
 import { redactSecrets } from '../providers/redact.js';
 import { priceOf } from './pricing.js';
 import { messageOf } from './tool-call.js';
-import { contextReady, servicesIn, type ServicesSource, type SessionServices } from './session-services.js';
+import { contextReady, NO_TOOLS, servicesIn, type OfferedTools, type ServicesSource, type SessionServices } from './session-services.js';
 
 /** One model request as callWithRetries sends it. */
 export interface CallSpec {
   messages: readonly Message[];
-  tools: SessionServices['toolSpecs'];
+  tools: OfferedTools['specs'];
   digest: string;
   maxOutputTokens?: number;
   /** Stream the answer's deltas to subscribers (the step's own call; not a compaction's summary). */
@@ -38,7 +39,9 @@ export async function callWithRetries(
   signal: AbortSignal,
   spec: CallSpec,
 ): Promise<{ res: ModelResponse; latencyMs: number; digest: string }> {
-  const { messages, digest, live } = spec;
+  const { digest, live } = spec;
+  // blob references read back as bytes once per call, not per retry (text only: the same array)
+  const messages = await resolveMessages(spec.messages, env.blobs);
   const emit = spec.emit ?? env.emit;
   for (let n = 1; ; n++) {
     const t0 = env.clock.now(); // the runtime's clock: a simulated run logs simulated latencies
@@ -140,6 +143,10 @@ export interface CallModelInput {
   prepared?: boolean;
   /** What the run's maxOutputTokens budget leaves (undefined: no such budget): caps the call. */
   outputTokensLeft?: number;
+  /** The attempt's tools (absent: none): their specs are offered, their catalog digest is part of the request's. */
+  offered?: OfferedTools;
+  /** The run's output schema: in the request (and the system message of a provider without a native mode). */
+  output?: OutputSpec;
 }
 
 /** The model's answer, staged as `assistant/message`: tool calls to plan, or the run's answer. */
@@ -179,13 +186,14 @@ export async function callModel(env: SessionServices, input: CallModelInput, sig
     // one exact-size copy (concat), not a spread's growing array: O(history) per step, but a memcpy
     const messages = env.prefix.concat(env.surface.messages, pending);
     // an output schema: in the request, and for a provider without a native mode in the system message too
-    const out = env.output;
+    const out = input.output;
+    const offered = input.offered ?? NO_TOOLS;
     called = await callWithRetries(env, at, signal, {
       messages: out && env.model.structuredOutput !== 'native' ? withOutputInstruction(messages, out) : messages,
-      tools: env.toolSpecs,
+      tools: offered.specs,
       digest: env.surface.requestDigest(
         out ? sha256(`${env.prefixDigest}\u0000${out.record.digest}`) : env.prefixDigest,
-        env.toolCatalogDigest,
+        offered.catalogDigest,
         pending,
       ),
       ...(out ? { output: requestOutputOf(out) } : {}),
@@ -200,7 +208,7 @@ export async function callModel(env: SessionServices, input: CallModelInput, sig
   // stopped (a cancel) while the results landed: nothing of this call is staged
   if (signal.aborted) throw new CancelledError('model call cancelled');
   const { res, latencyMs, digest } = called;
-  const message: Message = { ...res.message, role: 'assistant' };
+  const message = { ...res.message, role: 'assistant' as const };
   // the app's pricing may throw: before the message is staged, so a failed step leaves no
   // assistant tool calls without results on the surface
   const priced = env.pricing && res.usage ? { cost: priceOf(env, res.usage) } : {};

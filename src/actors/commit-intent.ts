@@ -4,7 +4,8 @@ import { CancelledError } from '../contracts/errors.js';
 import type { PendingRequest } from '../contracts/events.js';
 import type { FinishReason, ToolCall, Usage } from '../contracts/message.js';
 import { planToolCalls } from '../tools/plan-calls.js';
-import { servicesIn, type ServicesSource, type SessionServices } from './session-services.js';
+import { NO_TOOLS, servicesIn, type ServicesSource, type SessionServices } from './session-services.js';
+import type { AnyTool } from '../tools/define-tool.js';
 
 export interface CommitIntentInput {
   runId: string;
@@ -15,6 +16,8 @@ export interface CommitIntentInput {
   usage?: Usage;
   /** A cancel arrived while the model answered: the run does not suspend (the batch skips every call). */
   cancelRequested: boolean;
+  /** The attempt's tools (absent: none): the calls are planned against them. */
+  tools?: ReadonlyMap<string, AnyTool>;
 }
 
 /** What the step's first commit point decided for its tool calls (ToolCallPlan, once committed). */
@@ -41,7 +44,7 @@ export async function commitIntent(env: SessionServices, input: CommitIntentInpu
       step: at.step,
       toolCalls,
       finishReason: input.finishReason,
-      tools: env.tools,
+      tools: input.tools ?? NO_TOOLS.tools,
       heldLocks: env.heldLocks,
       approvalFor: env.approvalFor,
       approvalExpiresAt: env.clock.now() + env.config.approvalTimeoutMs,

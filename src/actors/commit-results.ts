@@ -1,3 +1,4 @@
+import { contentText } from '../contracts/content.js';
 import { promiseActor } from './promise-actor.js';
 import type { StepPosition, ToolCallOutput } from '../contracts/calls.js';
 import type { Usage } from '../contracts/message.js';
@@ -61,7 +62,7 @@ export async function commitResults(env: SessionServices, input: CommitResultsIn
     }
     if (o.kind === 'completed') {
       for (const m of o.additionalMessages ?? []) env.writer.stage('user/message', at, { message: m });
-      if (o.concludesTurn && concluded === undefined) concluded = o.content;
+      if (o.concludesTurn && concluded === undefined) concluded = contentText(o.content);
     }
   });
   env.writer.stage('step/end', at, input.usage ? { usage: input.usage } : {});

@@ -1,7 +1,7 @@
 import { promiseActor } from './promise-actor.js';
 import type { StepPosition } from '../contracts/calls.js';
 import type { Usage } from '../contracts/message.js';
-import { checkOutput, outputCorrection } from './final-output.js';
+import { checkOutput, outputCorrection, type OutputSpec } from './final-output.js';
 import { servicesIn, type ServicesSource, type SessionServices } from './session-services.js';
 
 export interface FinalAnswerInput {
@@ -14,6 +14,8 @@ export interface FinalAnswerInput {
   usage?: Usage;
   /** Whether this step's step/end is still to be written (a model answer) or already is (concludesTurn). */
   closeStep: boolean;
+  /** The run's output schema: the answer must be JSON of it. */
+  outputSpec?: OutputSpec;
 }
 
 export type VerifyFinalOutput =
@@ -30,7 +32,7 @@ export type VerifyFinalOutput =
  */
 export async function verifyFinal(env: SessionServices, input: FinalAnswerInput): Promise<VerifyFinalOutput> {
   const { at } = input;
-  const checked = env.output ? checkOutput(env.output, input.content) : undefined;
+  const checked = input.outputSpec ? checkOutput(input.outputSpec, input.content) : undefined;
   if (checked && !checked.ok) {
     env.writer.stage('verification/rejected', at, {
       target: 'output',

@@ -5,7 +5,7 @@ import type { Message } from '../contracts/message.js';
 import type { ModelRequestOutput } from '../contracts/model.js';
 import { canonicalJson } from '../persistence/codec.js';
 import { sha256 } from '../persistence/surface.js';
-import { answerSchema } from '../contracts/json-schema.js';
+import { compiledJsonSchema } from '../contracts/json-schema.js';
 import { unfencedJson } from '../streams/partial-json.js';
 
 /** What `run/start` records of a run's output schema: a zod schema cannot be stored, its JSON Schema can. */
@@ -52,9 +52,23 @@ export function outputSpec(schema: z.ZodType, where = 'output'): OutputSpec {
   return { schema, record: { name: OUTPUT_NAME, jsonSchema: json, digest: sha256(canonicalJson(json)), strict: strictAllows(json) } };
 }
 
-/** The spec of a run whose schema is known only from its `run/start` record (a continue in another process). */
-export function recordedSpec(record: RecordedOutput): OutputSpec {
-  return { schema: answerSchema(record.jsonSchema), record };
+/**
+ * The spec of a run whose schema is known only from its `run/start` record (a continue in another
+ * process). A recorded schema zod cannot compile back (one written from a schema with parts JSON
+ * Schema cannot say, e.g. a transform) cannot check an answer: a ValidationError asking for the
+ * run's own schema, never an answer let through unchecked.
+ */
+export function recordedSpec(record: RecordedOutput, runId: string, where: string): OutputSpec {
+  const schema = compiledJsonSchema(record.jsonSchema);
+  if (!schema) {
+    throw new ValidationError(where, [
+      {
+        path: ['output'],
+        message: `run ${runId}'s recorded output schema (digest ${record.digest}) cannot be compiled back into a schema here: give the run's own zod schema as output`,
+      },
+    ]);
+  }
+  return { schema, record };
 }
 
 /**

@@ -36,7 +36,7 @@ export const openHeldSessionActor = (s: WorkerServices) =>
       holder.send({ type: 'LEASE_EXPIRED', at: now });
       return new LeaseLostError(sessionId, writerEpoch, expiredReason(s.options.leaseMs));
     };
-    const session = await s.open(sessionId, { guard });
+    const session = await s.open(sessionId, { guard, workerId: s.workerId });
     s.sessions.set(input.heldId, session);
     return { writerEpoch: session.recovery.writerEpoch };
   });

@@ -6,46 +6,49 @@ import type { Message } from '../contracts/message.js';
 import type { ModelProvider } from '../contracts/model.js';
 import type { ToolSpec } from '../contracts/tools.js';
 import type { RunTracer } from '../contracts/tracing.js';
-import type { OutputSpec } from './final-output.js';
 import type { AnyTool } from '../tools/define-tool.js';
 import type { LogWriter } from '../persistence/log-writer.js';
+import type { BlobStore } from '../persistence/blob-store.js';
+import type { ContentLimits } from '../persistence/content-parts.js';
 import type { Surface } from '../persistence/surface.js';
 import type { LiveEvent } from '../streams/envelopes.js';
+import { canonicalJson } from '../persistence/codec.js';
+import { sha256 } from '../persistence/surface.js';
 
 /**
  * Everything the run's actors reach, bound into them with `machine.provide({ actors })`; machine
- * context stays small and serializable.
+ * context stays small and serializable. Built once when the session opens and never assigned
+ * after: what differs per attempt (its tools, its output schema) is the attempt's run input.
  */
 export interface SessionServices {
-  sessionId: string;
-  sessionInstanceId: string;
-  writer: LogWriter;
+  readonly sessionId: string;
+  readonly sessionInstanceId: string;
+  readonly writer: LogWriter;
+  /** The store's blobs (content parts' bytes), if it keeps them. */
+  readonly blobs?: BlobStore;
+  /** Size limits of content parts' bytes (a tool result's among them). */
+  readonly contentLimits: ContentLimits;
   /** The model-visible surface: the writer's projection, kept current as appends commit. */
   readonly surface: Surface;
-  model: ModelProvider;
-  tools: ReadonlyMap<string, AnyTool>;
-  toolSpecs: ToolSpec[];
-  toolCatalogDigest: string;
+  readonly model: ModelProvider;
   /** System prompt and bootstrap messages, before the surface. */
-  prefix: Message[];
-  prefixDigest: string;
-  prefixTokens: number;
-  config: LoopConfig;
-  budget: LoopBudget;
-  pricing?: Pricing;
-  delivery?: DeliveryOwner;
-  verifier?: ToolVerifier;
-  finalVerifier?: FinalVerifier;
-  /** The output schema of the attempt under way (set when it starts; attempts run one at a time). */
-  output?: OutputSpec;
+  readonly prefix: Message[];
+  readonly prefixDigest: string;
+  readonly prefixTokens: number;
+  readonly config: LoopConfig;
+  readonly budget: LoopBudget;
+  readonly pricing?: Pricing;
+  readonly delivery?: DeliveryOwner;
+  readonly verifier?: ToolVerifier;
+  readonly finalVerifier?: FinalVerifier;
   /** Seq of each committed `tool/call` whose result is not committed yet (its tool_start's logSeq): the writer's projection. */
   readonly callSeqs: ReadonlyMap<string, number>;
   /** Resource keys held by uncertain-hanging or unsettled cancelled calls: the writer's projection. */
   readonly heldLocks: ReadonlySet<string>;
   /** The runtime's clock: every timer, deadline, backoff and timeout of the session's actors. */
-  clock: Clock;
+  readonly clock: Clock;
   /** Glob patterns (`name` or `tool:<name>`) of calls that need approval. */
-  approvalFor: readonly string[];
+  readonly approvalFor: readonly string[];
   /** Steer inputs accepted and not yet consumed, taken (removed) by the next model step. */
   takeSteers(): { inputId: string; messages: Message[] }[];
   /** Whether a steer input waits to be taken. */
@@ -55,8 +58,26 @@ export interface SessionServices {
   /** Resolves when every required subscriber has room again (the run's backpressure point). */
   backpressure(): Promise<void>;
   /** The session's OpenTelemetry tracer, when tracing is on. */
-  tracer?: RunTracer;
+  readonly tracer?: RunTracer;
 }
+
+/**
+ * The tools one attempt is offered (a live list's as it was when the attempt started): part of
+ * its run input, so that a running attempt keeps the tools it started with.
+ */
+export interface OfferedTools {
+  readonly tools: ReadonlyMap<string, AnyTool>;
+  readonly specs: ToolSpec[];
+  /** sha256 of the catalog (specs, modes, resources): part of each model request's digest. */
+  readonly catalogDigest: string;
+}
+
+/** What an attempt whose run input names no tools is offered: none (the digest is an empty catalog's, as a tool set's would be). */
+export const NO_TOOLS: OfferedTools = Object.freeze({
+  tools: new Map<string, AnyTool>(),
+  specs: [],
+  catalogDigest: sha256(canonicalJson([])),
+});
 
 /**
  * Where an actor finds its session's services: given to its creator (a test binding one actor

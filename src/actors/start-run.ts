@@ -6,8 +6,10 @@ import type { ToolOutcome } from '../contracts/tools.js';
 import { runOpenEventId, runStartEventId } from '../persistence/run-ids.js';
 import { mayStillRun } from '../contracts/locks.js';
 import { withParsedArguments } from '../tools/logged-call.js';
-import { normalizeOutcome, skippedOutput, withCallLocks } from './tool-call.js';
-import { servicesIn, type ServicesSource, type SessionServices } from './session-services.js';
+import { normalizeOutcome, skippedOutput, textOnly, withCallLocks } from './tool-call.js';
+import { NO_TOOLS, servicesIn, type ServicesSource, type SessionServices } from './session-services.js';
+import type { AnyTool } from '../tools/define-tool.js';
+import type { OutputSpec } from './final-output.js';
 
 /**
  * What a `respond` attempt resumes (the batch held back by an approval or a question), or what a
@@ -31,6 +33,10 @@ export interface StartRunInput {
   resume?: ResumeInput;
   /** Seq of the run's first run/start (a respond or continue attempt). */
   runFirstSeq?: number;
+  /** The attempt's tools (absent: none): a resumed call is checked against them. */
+  tools?: ReadonlyMap<string, AnyTool>;
+  /** The run's output schema, recorded in run/start. */
+  output?: OutputSpec;
 }
 
 /** The run/start seq and, for a respond or recovering attempt, what to run or record. */
@@ -64,12 +70,13 @@ export function approvalDecisions(asked: readonly { callId: string }[], answer: 
  */
 async function stageResume(
   env: SessionServices,
+  tools: ReadonlyMap<string, AnyTool>,
   r: ResumeInput,
   at: StepPosition,
   runId: string,
   signal: AbortSignal,
 ): Promise<NonNullable<StartRunOutput['resumed']>> {
-  if (r.kind === 'recover') return recoverCalls(env, r.batch, runId, r.released ?? new Map(), signal);
+  if (r.kind === 'recover') return recoverCalls(env, tools, r.batch, runId, r.released ?? new Map(), signal);
   const now = env.clock.now();
   const preset: ToolCallOutput[] = [];
   const calls: ToolCallIntent[] = [];
@@ -112,7 +119,7 @@ async function stageResume(
         endedAt: d.endedAt,
       });
     } else {
-      const { call, mismatch } = withParsedArguments(env.tools, c);
+      const { call, mismatch } = withParsedArguments(tools, c);
       if (mismatch) {
         // approved, but the tool has changed since: never run with arguments it does not accept
         const d = denied(c, `This tool call was approved but not run: ${mismatch}.`, now);
@@ -140,6 +147,7 @@ async function stageResume(
  */
 async function recoverCalls(
   env: SessionServices,
+  tools: ReadonlyMap<string, AnyTool>,
   batch: ToolCallIntent[],
   runId: string,
   released: ReadonlyMap<string, readonly string[]>,
@@ -154,8 +162,8 @@ async function recoverCalls(
   const locked = new Map<string, string>([...env.heldLocks].map((k) => [k, 'an earlier uncertain call']));
   for (const logged of batch) {
     // (reconcile is asked even when the arguments no longer fit: the call may have run)
-    const { call: c, mismatch } = withParsedArguments(env.tools, logged);
-    const tool = env.tools.get(c.name);
+    const { call: c, mismatch } = withParsedArguments(tools, logged);
+    const tool = tools.get(c.name);
     if (c.mode === 'parallel' && tool) {
       const held = c.resources.filter((r) => locked.has(r));
       if (mismatch) preset.push(skippedOutput(c, `not run again: ${mismatch}`));
@@ -177,7 +185,8 @@ async function recoverCalls(
           callId: c.callId,
           emit: () => {},
         });
-        if (got !== undefined) outcome = withCallLocks(normalizeOutcome(got, c.name), c);
+        // a reconciled outcome is text: bytes from reconcile are refused (stored only from execute)
+        if (got !== undefined) outcome = withCallLocks(textOnly(normalizeOutcome(got, c.name), c.name), c);
       } catch {
         outcome = undefined;
       }
@@ -214,12 +223,12 @@ export async function startRun(env: SessionServices, input: StartRunInput, signa
       executionProfileFingerprint: input.executionProfileFingerprint,
       ...(input.inputId ? { inputId: input.inputId } : {}),
       ...(trace ? { trace } : {}),
-      ...(env.output ? { output: env.output.record } : {}),
+      ...(input.output ? { output: input.output.record } : {}),
     },
     input.kind === 'prompt' || input.kind === 'follow_up' ? runOpenEventId(input.runId) : runStartEventId(input.runId, input.attemptId),
   );
   for (const m of input.messages) env.writer.stage('user/message', at, { message: m });
-  const resumed = input.resume ? await stageResume(env, input.resume, at, input.runId, signal) : undefined;
+  const resumed = input.resume ? await stageResume(env, input.tools ?? NO_TOOLS.tools, input.resume, at, input.runId, signal) : undefined;
   const records = await env.writer.commit();
   // compaction keeps the whole run, not only this attempt: an earlier attempt's tool calls and
   // their results (e.g. an approved batch) must stay together

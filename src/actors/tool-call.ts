@@ -3,12 +3,15 @@ import { CallAbort } from '../contracts/abort.js';
 import type { ToolCallIntent, ToolCallOutput } from '../contracts/calls.js';
 import { CancelledError, isCancelledError } from '../contracts/errors.js';
 import { jsonIssue, type JsonValue } from '../contracts/json.js';
-import { ToolOutcome } from '../contracts/tools.js';
-import type { ToolContext } from '../tools/define-tool.js';
+import { ToolOutcomeReturn, type ReturnedOutcome, type ToolOutcome } from '../contracts/tools.js';
+import { storeContent } from '../persistence/content-parts.js';
+import type { AnyTool, ToolContext } from '../tools/define-tool.js';
 import { servicesIn, type ServicesSource, type SessionServices } from './session-services.js';
 
 export interface ToolCallInput {
   call: ToolCallIntent;
+  /** The call's tool, of the tools its attempt was offered. */
+  tool: AnyTool;
   runId: string;
   /** The call's place in its batch: how the batch knows its reply (call ids come from the model). */
   index: number;
@@ -66,7 +69,7 @@ export function normalizeOutcome(v: unknown, toolName: string): ToolOutcome {
 }
 
 function parsedOutcome(v: object, toolName: string): ToolOutcome {
-  const parsed = ToolOutcome.safeParse(v);
+  const parsed = ToolOutcomeReturn.safeParse(v);
   if (!parsed.success)
     return errorResult(`tool ${toolName} returned an invalid outcome: ${parsed.error.issues[0]?.message ?? 'unknown shape'}`);
   // free-form fields (`structured`, a message's providerData): an outcome the log cannot record
@@ -89,7 +92,8 @@ function parsedOutcome(v: object, toolName: string): ToolOutcome {
       return errorResult(`tool ${toolName} returned an outcome that is not JSON: ${messageOf(e)}`);
     }
   }
-  return parsed.data;
+  // its bytes, if any, are stored as blobs by toolCallActor before the output leaves it (storedOutput)
+  return parsed.data as ToolOutcome;
 }
 
 /**
@@ -129,7 +133,33 @@ const errorOutcome = (e: unknown): ToolOutcome => ({
  * does not settle within `cancelGraceMs` after the abort is recorded `uncertain-hanging`, its
  * resources staying locked. A callback actor: no promise-actor machinery per call.
  */
-export const toolCallActor = (env: ServicesSource) => callActor((input, ac, system) => runToolCall(servicesIn(env, system), input, ac));
+export const toolCallActor = (env: ServicesSource) =>
+  callActor((input, ac, system) => {
+    const services = servicesIn(env, system);
+    return runToolCall(services, input, ac).then((out) => (hasBytes(out.outcome) ? storedOutput(services, out) : out));
+  });
+
+/** `o`, unless it carries bytes: then an error result (reconcile's outcomes are text). */
+export const textOnly = (o: ToolOutcome, toolName: string): ToolOutcome =>
+  hasBytes(o) ? errorResult(`tool ${toolName}'s reconcile returned images or files as bytes: reconcile returns text`) : o;
+
+/** Whether a completed outcome's content carries bytes (parts to store as blobs). */
+const hasBytes = (o: ToolOutcome | ReturnedOutcome): boolean =>
+  o.kind === 'completed' && typeof o.content !== 'string' && o.content.some((p) => 'data' in p);
+
+/**
+ * A tool's output with its content's bytes stored as blobs (content-parts.ts). Bytes that cannot
+ * be stored (over a limit, a store without blobs) make an error result the model reads.
+ */
+async function storedOutput(env: SessionServices, out: ToolCallOutput): Promise<ToolCallOutput> {
+  const o = out.outcome as ReturnedOutcome & { kind: 'completed' };
+  try {
+    const content = await storeContent(o.content, env.blobs, env.contentLimits, `tool ${out.name}`);
+    return { ...out, outcome: { ...o, content } };
+  } catch (e) {
+    return { ...out, outcome: errorResult(`tool ${out.name} returned content that cannot be stored: ${messageOf(e)}`) };
+  }
+}
 
 /**
  * A tool-call actor from an async function: reports `call.done` (or `call.failed` if the function
@@ -168,8 +198,7 @@ const SIGNAL_GETTER: PropertyDescriptor = {
 };
 
 async function runToolCall(env: SessionServices, input: ToolCallInput, ac: CallAbort): Promise<ToolCallOutput> {
-  const { call, runId } = input;
-  const tool = env.tools.get(call.name)!;
+  const { call, runId, tool } = input;
   // every call, parallel ones too: a fenced writer starts no tool (the calls of one wave share
   // one read of the head, LogWriter.checkFenced)
   let fenced: boolean;

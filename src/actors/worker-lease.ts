@@ -16,12 +16,15 @@ export type RenewOutput =
   | { ok: true; sentAt: number; kept: string[]; bound: BoundLease[] }
   | { ok: false; at: number; message: string; storeClosed: boolean; bound: BoundLease[] };
 
+/** What a claim found: the sessions claimed, and the worker's clock before the claim was sent. */
+export type ClaimOutput = { claimed: ClaimedSession[]; sentAt: number };
+
 /** Registers the worker (its first heartbeat). */
 export const registerWorkerActor = (s: WorkerServices) => promiseActor<void>(() => s.work.heartbeat(s.registration, s.options.leaseMs));
 
 /** Claims up to `limit` sessions with work; nothing while the runtime's kill switch is set. `sentAt`: the worker's clock before the claim. */
 export const claimSessionsActor = (s: WorkerServices) =>
-  promiseActor<{ claimed: ClaimedSession[]; sentAt: number }, { limit: number }>(async ({ input }) => {
+  promiseActor<ClaimOutput, { limit: number }>(async ({ input }) => {
     const sentAt = s.clock.now();
     if (s.isKilled()) return { claimed: [], sentAt };
     return { claimed: await s.work.claim(s.workerId, { limit: input.limit, leaseMs: s.options.leaseMs }), sentAt };

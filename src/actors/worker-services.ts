@@ -33,6 +33,8 @@ export interface ServedInbox {
 export interface OpenInternals {
   /** The lease check of the session's log writer (LogWriter.guard), given the epoch that writer attached with. */
   guard?: (writerEpoch: number) => unknown;
+  /** The serving worker's id, recorded as the session's holder (SessionHeldError.holder.workerId). */
+  workerId?: string;
 }
 
 /** `runtime.serve`'s options with their defaults. */
@@ -60,7 +62,7 @@ export interface WorkerServices {
   readonly sessions: Map<number, ServedSession>;
 }
 
-export const messageOf = (e: unknown) => (e instanceof Error ? e.message : String(e));
+export { messageOf } from './tool-call.js';
 
 /** The session machine's phases in which an attempt is under way. */
 export const isBusy = (s: ServedSession): boolean => {

@@ -202,7 +202,7 @@ export async function recoverCommand(
   };
   const runtime = createRuntime({ store, model: scriptedModel([], { modelId: 'none' }), tools, delivery });
   try {
-    const session = await runtime.openSession(sessionId);
+    const session = await runtime.openSession(sessionId, { takeover: true }); // said above: a live writer is fenced
     say(io, JSON.stringify(session.recovery, null, 2));
     for (const l of describeRecovery(session.recovery)) io.err.write(`${l}\n`);
     return EXIT.ok;

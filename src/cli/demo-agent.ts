@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { CancelledError } from '../contracts/errors.js';
-import type { Message } from '../contracts/message.js';
+import type { ModelMessage } from '../contracts/message.js';
+import { contentText } from '../contracts/content.js';
 import type { ModelProvider, ModelRequest, ModelStreamEvent } from '../contracts/model.js';
 import { anthropicModelFromEnv } from '../providers/anthropic.js';
 import { openaiModelFromEnv } from '../providers/openai.js';
@@ -39,7 +40,7 @@ export async function demoModel(provider: Provider, pace = 1): Promise<ModelProv
 }
 
 /** The messages answering the current prompt (after its last user message). */
-function turnMessages(messages: readonly Message[]): Message[] {
+function turnMessages(messages: readonly ModelMessage[]): ModelMessage[] {
   let start = 0;
   messages.forEach((m, i) => {
     if (m.role === 'user') start = i + 1;
@@ -47,7 +48,7 @@ function turnMessages(messages: readonly Message[]): Message[] {
   return messages.slice(start);
 }
 
-const isDeployed = (m: Message) => m.name === 'deploy' && m.content.startsWith('deployed ');
+const isDeployed = (m: ModelMessage) => m.name === 'deploy' && contentText(m.content).startsWith('deployed ');
 
 /**
  * The offline agent: a deterministic policy of the conversation so far, so that a run resumed in
@@ -62,7 +63,7 @@ export function demoPolicy(request: ModelRequest): ScriptedStep {
   const step = turn.filter((m) => m.role === 'assistant').length + 1;
   const ids = <T extends object>(calls: T[]) => calls.map((c, k) => ({ id: `c${step}_${k}`, ...c }));
   const deploys = results.filter((m) => m.name === 'deploy');
-  const usage = { inputTokens: request.messages.reduce((n, m) => n + Math.ceil(m.content.length / 4), 0), outputTokens: 40 };
+  const usage = { inputTokens: request.messages.reduce((n, m) => n + Math.ceil(contentText(m.content).length / 4), 0), outputTokens: 40 };
   if (results.length === 0) {
     return {
       text: 'Reading the release notes and service config, and doing the arithmetic in parallel.',
@@ -86,12 +87,12 @@ export function demoPolicy(request: ModelRequest): ScriptedStep {
       usage,
     };
   }
-  const calc = results.filter((m) => m.name === 'calculate').map((m) => m.content.split(' = ').pop());
+  const calc = results.filter((m) => m.name === 'calculate').map((m) => contentText(m.content).split(' = ').pop());
   const summary = done
-    ? `Done: ${done.content}. ` +
+    ? `Done: ${contentText(done.content)}. ` +
       `The monthly error budget for a 99.9% SLO is ${calc[0] ?? '?'} minutes, and the canary is ${calc[1] ?? '?'} pods. ` +
       'The release brings faster cart totals and one retry of card authorisation on gateway timeouts.'
-    : `I could not deploy checkout 2.4.0: ${deploys.at(-1)?.content ?? 'no deploy result'}.`;
+    : `I could not deploy checkout 2.4.0: ${(deploys.at(-1) && contentText(deploys.at(-1)!.content)) ?? 'no deploy result'}.`;
   return { text: summary, usage: { ...usage, outputTokens: Math.ceil(summary.length / 4) } };
 }
 
@@ -102,6 +103,9 @@ export function demoPolicy(request: ModelRequest): ScriptedStep {
 export function paced(inner: ModelProvider, pace: number): ModelProvider {
   return {
     modelId: inner.modelId,
+    // the wrapper paces the stream; who serves the model (span attribute) and its output mode are the inner model's
+    ...(inner.providerName === undefined ? {} : { providerName: inner.providerName }),
+    ...(inner.structuredOutput === undefined ? {} : { structuredOutput: inner.structuredOutput }),
     async call(request: ModelRequest, onEvent: (e: ModelStreamEvent) => void) {
       const wait = (ms: number) =>
         abortableSleep(Math.round(ms * pace), request.signal).catch(() => {

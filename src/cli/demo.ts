@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
 import type { ExecutionSession } from '../runtime/execution-session.js';
 import { createRuntime } from '../runtime/runtime.js';
-import { isExecutionBusy, isStaleWriterError, isValidationError } from '../contracts/errors.js';
+import { isExecutionBusy, isSessionHeldError, isStaleWriterError, isValidationError } from '../contracts/errors.js';
 import type { ExecutionRequest, ExecutionResult } from '../contracts/requests.js';
 import { lmdbStore } from '../persistence/lmdb-store.js';
 import { postgresStore } from '../persistence/postgres/postgres-store.js';
@@ -107,6 +107,13 @@ export async function runDemo(options: DemoOptions, io: DemoIO): Promise<number>
     try {
       session = await runtime.openSession(sessionId);
     } catch (e) {
+      if (isSessionHeldError(e)) {
+        const h = e.holder;
+        say(
+          `${s.red('cannot run')}: session ${sessionId} is being run by another live process (pid ${h.pid} on ${h.host}); run it again when that one is done`,
+        );
+        return EXIT.failure;
+      }
       if (!isStaleWriterError(e)) throw e;
       say(
         `${s.red('cannot run')}: another process opened session ${sessionId} at the same moment and is its writer now; ` +

@@ -1,3 +1,4 @@
+import { contentDisplay } from '../contracts/content.js';
 import type { EventRecord } from '../contracts/events.js';
 import type { ToolOutcome } from '../contracts/tools.js';
 
@@ -13,7 +14,7 @@ const json = (v: unknown, max = 80) => clip(typeof v === 'string' ? v : (JSON.st
 export function outcomeSummary(o: ToolOutcome, max = 80): string {
   switch (o.kind) {
     case 'completed':
-      return `${o.isError ? 'error' : 'completed'}: ${clip(o.content, max)}`;
+      return `${o.isError ? 'error' : 'completed'}: ${clip(contentDisplay(o.content), max)}`;
     case 'skipped':
       return `skipped: ${clip(o.reason, max)}`;
     case 'cancelled':
@@ -41,7 +42,7 @@ function describeEvent(e: EventRecord): string {
     case 'run/end':
       return `run ${p.runId} ${p.status} → ${p.outcome}${p.error?.message ? `: ${clip(p.error.message, 60)}` : ''}`;
     case 'user/message':
-      return `user: ${clip(p.message?.content ?? '')}`;
+      return `user: ${clip(contentDisplay(p.message?.content ?? ''))}`;
     case 'assistant/message': {
       const calls = (p.message?.toolCalls ?? []) as { name: string }[];
       const text = p.message?.content ? clip(p.message.content, 70) : '';

@@ -1,3 +1,4 @@
+import { contentDisplay } from '../contracts/content.js';
 import type { Envelope } from '../streams/envelopes.js';
 import { clip, outcomeSummary } from './format.js';
 
@@ -93,7 +94,7 @@ export class Progress {
           this.out.write('\n');
           this.streaming = false;
         } else if (e.message.content) {
-          this.line(`  ${cyan('assistant')}: ${e.message.content}`);
+          this.line(`  ${cyan('assistant')}: ${contentDisplay(e.message.content)}`);
         }
         this.streamed = '';
         const calls = e.message.toolCalls ?? [];

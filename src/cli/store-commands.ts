@@ -31,6 +31,17 @@ function printReport(io: CommandIO, dir: string, report: VerifyReport): void {
   }
 }
 
+/**
+ * What to do after a report that is not ok. A problem at `verify` is the check failing to run
+ * (e.g. no room in TMPDIR), not damage, and repair refuses a report with only those.
+ */
+export function verifyAdvice(report: VerifyReport, dir: string): string | undefined {
+  if (report.ok) return undefined;
+  if (report.problems.every((p) => p.where === 'verify'))
+    return 'the check could not finish, so nothing is known to be damaged: fix what it names (e.g. room in TMPDIR) and verify again';
+  return `run \`${command(`repair ${dir}`)}\` (with every process using it stopped) to rebuild what is damaged from what is whole`;
+}
+
 /** `actorloop verify [dir]`: every record and the journal, walked in a child process. */
 export async function verifyCommand(dirArg: string | undefined, opts: { json?: boolean }, io: CommandIO): Promise<number> {
   const dir = dataDirOf(dirArg);
@@ -39,8 +50,8 @@ export async function verifyCommand(dirArg: string | undefined, opts: { json?: b
   if (opts.json) say(io, JSON.stringify(report));
   else {
     printReport(io, dir, report);
-    if (!report.ok)
-      say(io, `run \`${command(`repair ${dir}`)}\` (with every process using it stopped) to rebuild what is damaged from what is whole`);
+    const advice = verifyAdvice(report, dir);
+    if (advice) say(io, advice);
   }
   return report.ok ? EXIT.ok : EXIT.corrupt;
 }

@@ -16,6 +16,7 @@ type ErrorCode =
   | 'provider'
   | 'execution_busy'
   | 'session_steering_conflict'
+  | 'session_held'
   | 'budget_exhausted'
   | 'validation'
   | 'cancelled'
@@ -264,6 +265,32 @@ export class SessionSteeringConflict extends ActorloopError {
   }
 }
 export const isSessionSteeringConflict = (e: unknown): e is SessionSteeringConflict => hasCode(e, 'session_steering_conflict');
+
+/** The process writing a session (`SessionHeldError.holder`); `workerId` when a worker of `runtime.serve` holds it. */
+export interface SessionHolder {
+  host: string;
+  pid: number;
+  workerId?: string;
+}
+
+/**
+ * `openSession` found the session written by another live process (docs/guarantees.md, "One live
+ * writer"); nothing was opened. Pass `{ takeover: true }` to fence that writer instead.
+ * @example
+ * catch (e) { if (isSessionHeldError(e)) console.log(`held by pid ${e.holder.pid} on ${e.holder.host}`) }
+ */
+export class SessionHeldError extends ActorloopError {
+  readonly code = 'session_held' as const;
+  override readonly name = 'SessionHeldError';
+  constructor(
+    readonly sessionId: string,
+    readonly holder: SessionHolder,
+  ) {
+    const by = `pid ${holder.pid} on ${holder.host}${holder.workerId !== undefined ? ` (worker ${holder.workerId})` : ''}`;
+    super(`session ${sessionId} is held by a live process: ${by}; open it with { takeover: true } to fence that writer`);
+  }
+}
+export const isSessionHeldError = (e: unknown): e is SessionHeldError => hasCode(e, 'session_held');
 
 /**
  * A budget ran out; the run ends `budget_exhausted` and this error names the budget.

@@ -9,16 +9,20 @@ import { JsonValue } from './json.js';
  * answerSchema({ type: 'object', properties: { n: { type: 'number' } }, required: ['n'] }).parse({ n: 1 })
  */
 export function answerSchema(schema: unknown): z.ZodType {
+  return compiledJsonSchema(schema) ?? JsonValue;
+}
+
+/** `schema` converted to zod (with its `required` keys checked), or undefined where zod cannot compile it. */
+export function compiledJsonSchema(schema: unknown): z.ZodType | undefined {
   let compiled: z.ZodType;
   try {
     compiled = z.fromJSONSchema(schema as never);
   } catch {
-    return JsonValue;
+    return undefined;
   }
   // zod's conversion drops `required` keys that `properties` does not list: checked here too
   return compiled.superRefine((value, ctx) => {
-    for (const path of missingRequired(schema, value, []))
-      ctx.addIssue({ code: 'custom', path, message: "required by the question's schema" });
+    for (const path of missingRequired(schema, value, [])) ctx.addIssue({ code: 'custom', path, message: 'required by the schema' });
   });
 }
 

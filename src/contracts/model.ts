@@ -1,10 +1,13 @@
 import { z } from 'zod';
-import { FinishReason, Message, Usage } from './message.js';
+import { FinishReason, Message, Usage, type ModelMessage } from './message.js';
 import type { ToolSpec } from './tools.js';
 
-/** What the run engine asks a model for. `messages` starts with the system message, if any. */
+/**
+ * What the run engine asks a model for. `messages` starts with the system message, if any; their
+ * content parts are resolved (bytes as base64, docs/providers.md "Content parts").
+ */
 export interface ModelRequest {
-  messages: readonly Message[];
+  messages: readonly ModelMessage[];
   tools: readonly ToolSpec[];
   /** Upper bound for this call's output, when the run has one. */
   maxOutputTokens?: number;
@@ -35,8 +38,8 @@ export type ModelStreamEvent =
 
 /** One finished model call, mapped into the project's own shape. */
 export interface ModelResponse {
-  /** role `assistant`; tool calls carry their raw JSON argument text. */
-  message: Message;
+  /** role `assistant`, text content; tool calls carry their raw JSON argument text. */
+  message: Message & { content: string };
   usage?: Usage;
   finishReason: FinishReason;
   /** The refusal text, when the provider refused. */
@@ -49,7 +52,7 @@ export interface ModelResponse {
  * (`invalid_response`), never deeper in the run.
  */
 export const ModelResponseSchema = z.object({
-  message: Message.extend({ role: z.literal('assistant') }),
+  message: Message.extend({ role: z.literal('assistant'), content: z.string() }),
   usage: Usage.optional(),
   finishReason: FinishReason,
   refusal: z.string().optional(),

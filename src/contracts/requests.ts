@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { JsonValue } from './json.js';
-import { UserMessage, Usage, zeroUsage, type Message } from './message.js';
+import { UserMessage, Usage, zeroUsage } from './message.js';
 import { PendingRequest } from './events.js';
 import { ToolMode, type ToolOutcome } from './tools.js';
 
@@ -205,7 +205,7 @@ export const StopReceipt = z.object({
 export type StopReceipt = z.infer<typeof StopReceipt>;
 
 /** Converts a prompt message into the user messages it stands for. */
-export function toMessages(m: PromptMessage): Message[] {
+export function toMessages(m: PromptMessage): z.output<typeof UserMessage>[] {
   if (typeof m === 'string') return [{ role: 'user', content: m }];
   return Array.isArray(m) ? m : [m];
 }

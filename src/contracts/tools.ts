@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { JsonValue } from './json.js';
+import { InputContent, StoredContent } from './content.js';
 import { Message } from './message.js';
 
 /** `parallel` tools are side-effect free and may run concurrently; `exclusive` tools run alone. */
@@ -8,7 +9,8 @@ export type ToolMode = z.infer<typeof ToolMode>;
 
 const Completed = z.object({
   kind: z.literal('completed'),
-  content: z.string(),
+  /** Text, or parts (an image a tool made): the log keeps their bytes as blobs (docs/providers.md, "Content parts"). */
+  content: StoredContent,
   isError: z.boolean().default(false),
   concludesTurn: z.boolean().default(false),
   structured: JsonValue.optional(),
@@ -30,11 +32,24 @@ const UncertainHanging = z.object({
   resourceLocks: z.array(z.string()).default([]),
 });
 
-/** The outcome of one tool call (DESIGN §4 item 5). */
+/** The outcome of one tool call (DESIGN §4 item 5), as the log keeps it. */
 export const ToolOutcome = z.discriminatedUnion('kind', [Completed, Skipped, Cancelled, UncertainSettled, UncertainHanging]);
 export type ToolOutcome = z.output<typeof ToolOutcome>;
+/**
+ * The outcome a tool returns: a completed one's content may carry images and files as bytes
+ * (`Uint8Array` or base64), stored as blobs before the result is logged.
+ */
+export const ToolOutcomeReturn = z.discriminatedUnion('kind', [
+  Completed.extend({ content: InputContent }),
+  Skipped,
+  Cancelled,
+  UncertainSettled,
+  UncertainHanging,
+]);
 /** What a tool's `execute` / `reconcile` may return before defaults are applied. */
-export type ToolOutcomeInput = z.input<typeof ToolOutcome>;
+export type ToolOutcomeInput = z.input<typeof ToolOutcomeReturn>;
+/** An outcome as a tool returned it, checked (its bytes not stored yet). */
+export type ReturnedOutcome = z.output<typeof ToolOutcomeReturn>;
 
 /** A tool definition as providers see it: name, description, JSON Schema of the arguments. */
 export const ToolSpec = z.object({

@@ -1,89 +1,20 @@
-import { and, assign, fromCallback, fromPromise, not, sendParent, setup, type AnyActorRef } from 'xstate';
+import { and, assign, fromCallback, fromPromise, not, setup, type AnyActorRef } from 'xstate';
 import { isStoreClosedError } from '../contracts/errors.js';
-import type { InboxEntry, InboxOutcome, ServeEvent } from '../contracts/inbox.js';
+import { expiredReason, type DrainOutput, type SessionLook } from '../actors/held-session.js';
 import { notProvided } from './not-provided.js';
+import { errorOf, outputOf } from './run-decisions.js';
+import {
+  failure,
+  fenced,
+  lose,
+  report,
+  toWorker,
+  type HeldSessionContext,
+  type HeldSessionEvent,
+  type HeldSessionInput,
+} from './held-session-reports.js';
 
-export interface HeldSessionInput {
-  heldId: number;
-  sessionId: string;
-  workerId: string;
-  /** The claim's deadline on the worker's clock (claim sent + leaseMs). */
-  deadline: number;
-  leaseMs: number;
-  idleReleaseMs: number;
-  /** How often the inbox is read again without a wake-up. */
-  pollMs: number;
-  /** The incarnation this one replaces (claimed again after its lease expired): it ends first. */
-  previous?: AnyActorRef;
-  /** The worker is stopping already: the claim is given back unopened. */
-  stopping: boolean;
-  graceMs: number;
-}
-
-export interface HeldSessionContext {
-  heldId: number;
-  sessionId: string;
-  workerId: string;
-  previous: AnyActorRef | undefined;
-  /** The epoch the session's writer attached with. */
-  attachedEpoch: number | null;
-  /** The epoch the lease is bound to (the fencing token), once bound. */
-  writerEpoch: number | null;
-  /** By the worker's clock: past it the lease counts as lost. */
-  deadline: number;
-  /** Why the lease is lost, once it is. */
-  lost: string | undefined;
-  fenced: boolean;
-  stopping: boolean;
-  graceMs: number;
-  /** Release with a run left open for the next worker. */
-  resume: boolean;
-  leaseMs: number;
-  idleReleaseMs: number;
-  pollMs: number;
-}
-
-export type HeldSessionEvent =
-  | { type: 'WAKE' }
-  | { type: 'STOP'; graceMs: number }
-  | { type: 'LEASE_RENEWED'; until: number }
-  | { type: 'LEASE_NOT_RENEWED' }
-  | { type: 'RENEWAL_FAILED'; at: number; message: string }
-  | { type: 'LEASE_EXPIRED'; at: number }
-  | { type: 'SUPERSEDED' }
-  | { type: 'RUN_FENCED' }
-  | { type: 'RUN_FAILED'; message: string }
-  | { type: 'ENTRY_APPLIED'; entryId: string; kind: InboxEntry['kind']; outcome: InboxOutcome };
-
-/** What a held session tells its worker: a serve event to publish, its lease bound or lost, its end. */
-export type HeldSessionReport =
-  | { type: 'held.report'; event: ServeEvent }
-  | { type: 'held.bound'; heldId: number; sessionId: string; writerEpoch: number }
-  | { type: 'held.lost'; heldId: number }
-  | { type: 'held.ended'; heldId: number };
-
-type Look = { phase: 'ended' | 'busy' } | { phase: 'resting'; pending: number };
-type Drain = { outcome: 'drained' | 'fenced' | 'closed' } | { outcome: 'failed'; message: string };
-const out = <T>(event: unknown) => (event as { output: T }).output;
-const errorOf = (event: unknown) => (event as { error?: unknown }).error;
-const messageOf = (e: unknown) => (e instanceof Error ? e.message : String(e));
-
-/** Tells the worker (its parent): typed here, since XState types a parent's events loosely. */
-const toWorker = (make: (c: HeldSessionContext, event: HeldSessionEvent) => HeldSessionReport) =>
-  sendParent(({ context, event }: { context: HeldSessionContext; event: HeldSessionEvent }) => make(context, event)) as never;
-const report = (make: (c: HeldSessionContext, event: HeldSessionEvent) => ServeEvent) =>
-  toWorker((c, e) => ({ type: 'held.report', event: make(c, e) }));
-
-const failure = (prefix: string) =>
-  report((c, event) => ({ type: 'error', workerId: c.workerId, sessionId: c.sessionId, message: `${prefix}${messageOf(errorOf(event))}` }));
-
-/** A lease lost: why, reported once, and the worker stops renewing it. */
-const lose = (reason: (c: HeldSessionContext, event: HeldSessionEvent) => string) => [
-  assign(({ context, event }: { context: HeldSessionContext; event: HeldSessionEvent }) => ({ lost: reason(context, event) })) as never,
-  report((c) => ({ type: 'lease_lost', workerId: c.workerId, sessionId: c.sessionId, reason: c.lost! })),
-  toWorker((c) => ({ type: 'held.lost', heldId: c.heldId })),
-];
-const fenced = report((c) => ({ type: 'fenced', workerId: c.workerId, sessionId: c.sessionId, writerEpoch: c.writerEpoch! }));
+export type { HeldSessionContext, HeldSessionEvent, HeldSessionInput, HeldSessionReport } from './held-session-reports.js';
 
 /**
  * One session a serving worker holds (docs/architecture.md, "The worker"): `queued` behind the
@@ -91,8 +22,8 @@ const fenced = report((c) => ({ type: 'fenced', workerId: c.workerId, sessionId:
  * lease to that writer epoch → `bound`: `resuming` a run its last worker left, then `working` —
  * `draining` its inbox, `looking` at where it stands, `waiting` for its attempt or a wake-up,
  * `idle` for `idleReleaseMs` — until it rests with nothing waiting or the worker stops
- * (`shuttingDown`) → `closing` → `releasing` → `released`; or `lost` / `fenced` (closed, not
- * released: the lease expires in the store). The lease's deadline is context, renewed by the worker.
+ * (`shuttingDown`) → `closing` → `releasing` → `released`; or `closing` → `lost`, or
+ * `closingFenced` → `fenced` (closed, not released: the lease expires in the store). The lease's deadline is context, renewed by the worker.
  * @example
  * const held = createActor(heldSessionMachine.provide({ actors: { openSession, bindLease, ... } }), { input })
  */
@@ -109,8 +40,8 @@ export const heldSessionMachine = setup({
       { heldId: number; sessionId: string; writerEpoch: number; held: AnyActorRef }
     >(notProvided('resumeRun')),
     watchSession: fromCallback<{ type: 'NONE' }, { heldId: number }>(() => {}),
-    drainInbox: fromPromise<Drain, { heldId: number }>(notProvided('drainInbox')),
-    lookAtSession: fromPromise<Look, { heldId: number; sessionId: string }>(notProvided('lookAtSession')),
+    drainInbox: fromPromise<DrainOutput, { heldId: number }>(notProvided('drainInbox')),
+    lookAtSession: fromPromise<SessionLook, { heldId: number; sessionId: string }>(notProvided('lookAtSession')),
     sessionIdle: fromPromise<void, { heldId: number }>(notProvided('sessionIdle')),
     timer: fromPromise<void, { ms?: number; at?: number }>(notProvided('timer')),
     shutdownSession: fromPromise<{ resume: boolean }, { heldId: number; graceMs: number; holder: AnyActorRef }>(
@@ -122,17 +53,16 @@ export const heldSessionMachine = setup({
   guards: {
     lost: ({ context }) => context.lost !== undefined,
     stopping: ({ context }) => context.stopping,
-    fenced: ({ context }) => context.fenced,
-    bound: ({ event }) => out<{ bound: boolean }>(event).bound,
-    resumed: ({ event }) => out<unknown>(event) !== null,
+    bound: ({ event }) => outputOf<{ bound: boolean }>(event).bound,
+    resumed: ({ event }) => outputOf<unknown>(event) !== null,
     pastDeadline: ({ context, event }) => (event as { at: number }).at > context.deadline,
     storeClosed: ({ event }) => isStoreClosedError(errorOf(event)),
-    drainFenced: ({ event }) => out<Drain>(event).outcome === 'fenced',
-    drainClosed: ({ event }) => out<Drain>(event).outcome === 'closed',
-    drainFailed: ({ event }) => out<Drain>(event).outcome === 'failed',
-    sessionEnded: ({ event }) => out<Look>(event).phase === 'ended',
+    drainFenced: ({ event }) => outputOf<DrainOutput>(event).outcome === 'fenced',
+    drainClosed: ({ event }) => outputOf<DrainOutput>(event).outcome === 'closed',
+    drainFailed: ({ event }) => outputOf<DrainOutput>(event).outcome === 'failed',
+    sessionEnded: ({ event }) => outputOf<SessionLook>(event).phase === 'ended',
     restsEmpty: ({ event }) => {
-      const look = out<Look>(event);
+      const look = outputOf<SessionLook>(event);
       return look.phase === 'resting' && look.pending === 0;
     },
     releasesAtOnce: ({ context }) => context.idleReleaseMs === 0,
@@ -143,7 +73,7 @@ export const heldSessionMachine = setup({
       type: 'resumed',
       workerId: c.workerId,
       sessionId: c.sessionId,
-      ...out<{ runId: string; attemptId: string }>(event),
+      ...outputOf<{ runId: string; attemptId: string }>(event),
     })),
     reportApplied: report((c, e) => {
       const { entryId, kind, outcome } = e as Extract<HeldSessionEvent, { type: 'ENTRY_APPLIED' }>;
@@ -159,7 +89,7 @@ export const heldSessionMachine = setup({
       type: 'error',
       workerId: c.workerId,
       sessionId: c.sessionId,
-      message: (out<Drain>(e) as { message: string }).message,
+      message: (outputOf<DrainOutput>(e) as { message: string }).message,
     })),
     reportReleased: report((c) => ({ type: 'released', workerId: c.workerId, sessionId: c.sessionId, resume: c.resume })),
     reportBound: toWorker((c) => ({ type: 'held.bound', heldId: c.heldId, sessionId: c.sessionId, writerEpoch: c.writerEpoch! })),
@@ -176,7 +106,6 @@ export const heldSessionMachine = setup({
     writerEpoch: null,
     deadline: input.deadline,
     lost: undefined,
-    fenced: false,
     stopping: input.stopping,
     graceMs: input.graceMs,
     resume: false,
@@ -196,12 +125,8 @@ export const heldSessionMachine = setup({
       guard: and([not('lost'), 'pastDeadline']),
       actions: lose((_, e) => `could not be renewed: ${(e as { message: string }).message}`),
     },
-    LEASE_EXPIRED: { guard: not('lost'), actions: lose((c) => `not renewed within ${c.leaseMs} ms by this worker's clock`) },
+    LEASE_EXPIRED: { guard: not('lost'), actions: lose((c) => expiredReason(c.leaseMs)) },
     SUPERSEDED: { guard: not('lost'), actions: lose(() => 'claimed again after its lease expired') },
-    RUN_FENCED: {
-      guard: not('lost'),
-      actions: [fenced, assign({ fenced: true }), ...lose(() => 'fenced: another writer attached to the session')],
-    },
     RUN_FAILED: { actions: 'reportRunFailed' },
     ENTRY_APPLIED: { actions: 'reportApplied' },
   },
@@ -266,6 +191,7 @@ export const heldSessionMachine = setup({
     bound: {
       invoke: { src: 'watchSession', input: ({ context }) => ({ heldId: context.heldId }) },
       always: { guard: 'lost', target: 'closing' },
+      on: { RUN_FENCED: { target: 'closingFenced', actions: [fenced, ...lose(() => 'fenced: another writer attached to the session')] } },
       initial: 'resuming',
       states: {
         resuming: {
@@ -298,8 +224,8 @@ export const heldSessionMachine = setup({
                   { guard: and(['drainFenced', 'lost']), target: '#heldSession.closing' },
                   {
                     guard: 'drainFenced',
-                    target: '#heldSession.closing',
-                    actions: [fenced, assign({ fenced: true }), ...lose(() => 'fenced while applying its inbox')],
+                    target: '#heldSession.closingFenced',
+                    actions: [fenced, ...lose(() => 'fenced while applying its inbox')],
                   },
                   { guard: 'drainClosed', target: 'shuttingDown' },
                   { guard: 'drainFailed', target: 'looking', actions: 'reportDrainFailed' },
@@ -373,12 +299,15 @@ export const heldSessionMachine = setup({
         src: 'closeSession',
         input: ({ context }) => ({ heldId: context.heldId }),
         onDone: [
-          { guard: 'fenced', target: 'fenced' },
           { guard: 'lost', target: 'lost' },
           { target: 'releasing', actions: assign({ resume: ({ context, event }) => context.resume || event.output.detached }) },
         ],
         onError: [{ guard: 'lost', target: 'lost' }, { target: 'releasing' }],
       },
+    },
+    /** Another writer attached (the session's writer is fenced): the session is closed, its lease left to expire in the store. */
+    closingFenced: {
+      invoke: { src: 'closeSession', input: ({ context }) => ({ heldId: context.heldId }), onDone: 'fenced', onError: 'fenced' },
     },
     releasing: {
       on: { LEASE_NOT_RENEWED: {} },

@@ -5,6 +5,7 @@ import type { FinishReason, Message, ToolCall, Usage } from '../contracts/messag
 import type { ExecutionResult, UncertainCall } from '../contracts/requests.js';
 import type { ResumeInput, StartRunInput } from '../actors/start-run.js';
 import type { OutputSpec } from '../actors/final-output.js';
+import type { OfferedTools } from '../actors/session-services.js';
 
 /** How an attempt ends: what its result will say. */
 export type RunEnd = Pick<
@@ -22,6 +23,8 @@ export interface RunInput {
   executionProfileFingerprint: string;
   /** The run's output schema (docs/typed-output.md); the session gives it to the attempt's actors. */
   output?: OutputSpec;
+  /** The tools the attempt is offered, as they were when it started (absent: none). */
+  offered?: OfferedTools;
   budget: LoopBudget;
   maxProtocolCorrections: number;
   maxParallelTools: number;

@@ -122,6 +122,7 @@ export function finalInput(c: RunContext): FinalAnswerInput {
     closeStep: f.closeStep,
     ...(f.output !== undefined ? { output: f.output } : {}),
     ...(c.stepUsage && f.closeStep ? { usage: c.stepUsage } : {}),
+    ...(c.output ? { outputSpec: c.output } : {}),
   };
 }
 

@@ -148,6 +148,8 @@ export const runMachine = setup({
           ...(c.resume ? { resume: c.resume } : {}),
           ...(c.inputId ? { inputId: c.inputId } : {}),
           ...(c.runFirstSeq !== undefined ? { runFirstSeq: c.runFirstSeq } : {}),
+          ...(c.offered ? { tools: c.offered.tools } : {}),
+          ...(c.output ? { output: c.output } : {}),
         }),
         onDone: [
           // a respond attempt: run (or record) the batch that was held back, in its own step
@@ -201,6 +203,8 @@ export const runMachine = setup({
           ...(c.budget.maxOutputTokens !== undefined
             ? { outputTokensLeft: Math.max(1, c.budget.maxOutputTokens - c.usage.outputTokens) }
             : {}),
+          ...(c.offered ? { offered: c.offered } : {}),
+          ...(c.output ? { output: c.output } : {}),
         }),
         onDone: [
           // steers wait or the context is too large: prepared first, then called (DESIGN §4 items 1, 9)
@@ -222,6 +226,7 @@ export const runMachine = setup({
           finishReason: c.asked!.finishReason,
           ...(c.stepUsage ? { usage: c.stepUsage } : {}),
           cancelRequested: c.cancelRequested,
+          ...(c.offered ? { tools: c.offered.tools } : {}),
         }),
         onDone: [
           { guard: 'intentRejected', target: 'checkingCorrections', actions: 'countCorrection' },
@@ -244,6 +249,7 @@ export const runMachine = setup({
           maxParallel: c.maxParallelTools,
           calls: c.calls,
           cancelled: c.cancelRequested,
+          ...(c.offered ? { tools: c.offered.tools } : {}),
         }),
         onDone: { target: 'committingResults', actions: 'keepBatchResults' },
         onError: RUN_FAILED,

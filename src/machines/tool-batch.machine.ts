@@ -2,6 +2,8 @@ import { assign, enqueueActions, setup, stopChild } from 'xstate';
 import type { ToolCallIntent, ToolCallOutput } from '../contracts/calls.js';
 import { mayStillRun, overlaps } from '../contracts/locks.js';
 import type { ToolOutcome } from '../contracts/tools.js';
+import type { AnyTool } from '../tools/define-tool.js';
+import { NO_TOOLS } from '../actors/session-services.js';
 import { callActor, skippedOutput, type ToolCallInput, type ToolCallReply } from '../actors/tool-call.js';
 
 export interface ToolBatchInput {
@@ -11,6 +13,8 @@ export interface ToolBatchInput {
   calls: ToolCallIntent[];
   /** The run was cancelled before the batch started: no call starts. */
   cancelled?: boolean;
+  /** The attempt's tools, by name (absent: none): each call runs its own. */
+  tools?: ReadonlyMap<string, AnyTool>;
 }
 
 /** Where each call of the batch stands; indexes follow `calls` (call ids come from the model). */
@@ -26,6 +30,8 @@ export interface ToolBatchContext {
   /** Set when an exclusive call failed: every call not yet started is skipped. */
   truncatedBy: string | undefined;
   cancelled: boolean;
+  /** The attempt's tools, by name (absent: none). */
+  tools?: ReadonlyMap<string, AnyTool>;
 }
 
 export type ToolBatchEvent = ToolCallReply | { type: 'CANCEL'; reason?: string } | { type: 'batch.error'; error: unknown };
@@ -137,7 +143,15 @@ export const toolBatchMachine = setup({
       const states = context.states.slice();
       for (const i of start) {
         states[i] = 'running';
-        (spawn as Spawn)('toolCall', { id: callActorId(i), input: { call: context.calls[i]!, runId: context.runId, index: i } });
+        (spawn as Spawn)('toolCall', {
+          id: callActorId(i),
+          input: {
+            call: context.calls[i]!,
+            tool: (context.tools ?? NO_TOOLS.tools).get(context.calls[i]!.name)!,
+            runId: context.runId,
+            index: i,
+          },
+        });
       }
       return { states };
     }),
@@ -188,6 +202,7 @@ export const toolBatchMachine = setup({
     results: input.calls.map(() => null),
     truncatedBy: undefined,
     cancelled: input.cancelled ?? false,
+    ...(input.tools ? { tools: input.tools } : {}),
   }),
   initial: 'scheduling',
   on: {

@@ -1,9 +1,11 @@
 import { assign, emit, enqueueActions, fromCallback, fromPromise, raise, setup, type ActorRefFrom } from 'xstate';
 import { isStoreClosedError } from '../contracts/errors.js';
 import type { ServeEvent } from '../contracts/inbox.js';
-import type { ClaimedSession } from '../persistence/work-store.js';
+import type { BoundLease, ClaimOutput, RenewOutput } from '../actors/worker-lease.js';
+import { messageOf } from '../actors/worker-services.js';
 import { heldSessionMachine, type HeldSessionReport } from './held-session.machine.js';
 import { notProvided } from './not-provided.js';
+import { errorOf, outputOf } from './run-decisions.js';
 
 export interface WorkerInput {
   workerId: string;
@@ -25,9 +27,13 @@ export interface HeldEntry {
   ref: ActorRefFrom<typeof heldSessionMachine>;
   /** The epoch its lease is bound to, once bound (renewals carry it). */
   writerEpoch: number | null;
-  lost: boolean;
-  /** Claimed again after its lease expired: a newer incarnation holds the session; this one only ends. */
-  superseded: boolean;
+  /**
+   * Where its lease stands, as the worker knows it: `claimed` (not bound yet), `bound` (renewed),
+   * `lost` (its held session reported the loss: no longer renewed), `superseded` (claimed again
+   * after its lease expired: a newer incarnation holds the session; this one only ends). The
+   * held session's own machine has the states; this is the worker's record of them.
+   */
+  lease: 'claimed' | 'bound' | 'lost' | 'superseded';
 }
 
 export interface WorkerContext extends Omit<WorkerInput, 'startedAt'> {
@@ -48,15 +54,7 @@ export type WorkerEvent =
   | { type: 'STOPPING' }
   | HeldSessionReport;
 
-type ClaimOutput = { claimed: ClaimedSession[]; sentAt: number };
-type Bound = { heldId: number; sessionId: string; writerEpoch: number };
-type RenewOutput =
-  | { ok: true; sentAt: number; kept: string[]; bound: Bound[] }
-  | { ok: false; at: number; message: string; storeClosed: boolean; bound: Bound[] };
-const out = <T>(event: unknown) => (event as { output: T }).output;
-const errorOf = (event: unknown) => (event as { error?: unknown }).error;
-const messageOf = (e: unknown) => (e instanceof Error ? e.message : String(e));
-const holding = (c: WorkerContext) => c.held.filter((h) => !h.superseded);
+const holding = (c: WorkerContext) => c.held.filter((h) => h.lease !== 'superseded');
 const room = (c: WorkerContext) => c.concurrency - holding(c).length;
 
 /**
@@ -77,7 +75,7 @@ export const workerMachine = setup({
     wakeups: fromCallback<{ type: 'NONE' }>(() => {}),
     registerWorker: fromPromise<void, void>(notProvided('registerWorker')),
     claimSessions: fromPromise<ClaimOutput, { limit: number }>(notProvided('claimSessions')),
-    renewLeases: fromPromise<RenewOutput, { bound: Bound[] }>(notProvided('renewLeases')),
+    renewLeases: fromPromise<RenewOutput, { bound: BoundLease[] }>(notProvided('renewLeases')),
     unregisterWorker: fromPromise<void, void>(notProvided('unregisterWorker')),
     timer: fromPromise<void, { ms?: number; at?: number }>(notProvided('timer')),
   },
@@ -86,7 +84,7 @@ export const workerMachine = setup({
     hasRoom: ({ context }) => room(context) > 0,
     noneHeld: ({ context }) => context.held.length === 0,
     claimedAllRoom: ({ context, event }) => {
-      const n = out<ClaimOutput>(event).claimed.length;
+      const n = outputOf<ClaimOutput>(event).claimed.length;
       return n > 0 && n >= room(context);
     },
     storeClosed: ({ event }) => isStoreClosedError(errorOf(event)),
@@ -95,7 +93,7 @@ export const workerMachine = setup({
     report: emit(({ context }, e: { event: Omit<ServeEvent, 'workerId'> }) => ({ ...e.event, workerId: context.workerId }) as ServeEvent),
     /** Each claimed session: reported, its expired incarnation (if held) superseded, a held-session actor started. */
     holdClaimed: enqueueActions(({ context, event, enqueue }) => {
-      const { claimed, sentAt } = out<ClaimOutput>(event);
+      const { claimed, sentAt } = outputOf<ClaimOutput>(event);
       for (const c of claimed) {
         enqueue.emit({
           type: 'claimed',
@@ -104,15 +102,15 @@ export const workerMachine = setup({
           expired: c.expired,
           ...(c.previousOwner !== undefined ? { previousOwner: c.previousOwner } : {}),
         });
-        const before = context.held.find((h) => h.sessionId === c.sessionId && !h.superseded);
+        const before = context.held.find((h) => h.sessionId === c.sessionId && h.lease !== 'superseded');
         if (before) enqueue.sendTo(before.ref, { type: 'SUPERSEDED' });
       }
       enqueue.assign(({ context: c, spawn }) => {
         let held = c.held;
         let nextHeldId = c.nextHeldId;
         for (const { sessionId } of claimed) {
-          const before = held.find((h) => h.sessionId === sessionId && !h.superseded);
-          if (before) held = held.map((h) => (h === before ? { ...h, superseded: true } : h));
+          const before = held.find((h) => h.sessionId === sessionId && h.lease !== 'superseded');
+          if (before) held = held.map((h) => (h === before ? { ...h, lease: 'superseded' as const } : h));
           const heldId = nextHeldId++;
           const input = {
             heldId,
@@ -133,8 +131,7 @@ export const workerMachine = setup({
               sessionId,
               ref: spawn('heldSession', { id: `held-${heldId}`, input }),
               writerEpoch: null,
-              lost: false,
-              superseded: false,
+              lease: 'claimed',
             },
           ];
         }
@@ -143,7 +140,7 @@ export const workerMachine = setup({
     }),
     /** The store's answer to a renewal, to each held session: renewed until, not renewed, or the failure (each judges by its own deadline). */
     spreadRenewal: enqueueActions(({ context, event, enqueue }) => {
-      const r = out<RenewOutput>(event);
+      const r = outputOf<RenewOutput>(event);
       if (!r.ok && !r.storeClosed)
         enqueue.emit({ type: 'error', workerId: context.workerId, message: `renewing leases failed: ${r.message}` });
       const kept = new Set(r.ok ? r.kept : []);
@@ -158,7 +155,7 @@ export const workerMachine = setup({
     }),
     wake: enqueueActions(({ context, event, enqueue }) => {
       const sessionId = (event as { sessionId: string }).sessionId;
-      const h = context.held.find((x) => x.sessionId === sessionId && !x.superseded);
+      const h = context.held.find((x) => x.sessionId === sessionId && x.lease !== 'superseded');
       if (h) enqueue.sendTo(h.ref, { type: 'WAKE' });
       else enqueue.raise({ type: 'KICK' });
     }),
@@ -199,11 +196,19 @@ export const workerMachine = setup({
     'held.report': { actions: emit(({ event }) => event.event) },
     'held.bound': {
       actions: assign({
-        held: ({ context, event }) => context.held.map((h) => (h.heldId === event.heldId ? { ...h, writerEpoch: event.writerEpoch } : h)),
+        held: ({ context, event }) =>
+          context.held.map((h) =>
+            h.heldId === event.heldId
+              ? { ...h, writerEpoch: event.writerEpoch, lease: h.lease === 'claimed' ? ('bound' as const) : h.lease }
+              : h,
+          ),
       }),
     },
     'held.lost': {
-      actions: assign({ held: ({ context, event }) => context.held.map((h) => (h.heldId === event.heldId ? { ...h, lost: true } : h)) }),
+      actions: assign({
+        held: ({ context, event }) =>
+          context.held.map((h) => (h.heldId === event.heldId && h.lease !== 'superseded' ? { ...h, lease: 'lost' as const } : h)),
+      }),
     },
     'held.ended': {
       actions: [
@@ -299,7 +304,9 @@ export const workerMachine = setup({
                 src: 'renewLeases',
                 input: ({ context }) => ({
                   bound: holding(context).flatMap((h) =>
-                    h.writerEpoch !== null && !h.lost ? [{ heldId: h.heldId, sessionId: h.sessionId, writerEpoch: h.writerEpoch }] : [],
+                    h.lease === 'bound' && h.writerEpoch !== null
+                      ? [{ heldId: h.heldId, sessionId: h.sessionId, writerEpoch: h.writerEpoch }]
+                      : [],
                   ),
                 }),
                 onDone: { target: 'waiting', actions: 'spreadRenewal' },

@@ -1,6 +1,8 @@
 import type { Observable } from 'rxjs';
 import type { EventDraft, EventRecord } from '../contracts/events.js';
+import type { BlobStore } from './blob-store.js';
 import type { SessionHead } from './head.js';
+import type { SessionHolders } from './holders.js';
 import type { StoredSurface } from './surface.js';
 import type { WorkStore } from './work-store.js';
 
@@ -64,4 +66,15 @@ export interface EventStore {
    * `runtime.serve`. Every built-in store has it; a store without it cannot be served.
    */
   readonly work?: WorkStore;
+  /**
+   * Optional: the store's blobs (blob-store.ts), the bytes of content parts kept once each and
+   * referenced from the log. Every built-in store has it; a store without it takes text content only.
+   */
+  readonly blobs?: BlobStore;
+  /**
+   * Optional: which live process writes each session (holders.ts), so that `openSession` refuses
+   * a session another live process holds (SessionHeldError). The LMDB and PostgreSQL stores have
+   * it; without it a store works as before and `openSession` never refuses (the writer epoch still fences).
+   */
+  readonly holders?: SessionHolders;
 }

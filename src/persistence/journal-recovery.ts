@@ -50,7 +50,8 @@ export type JournalOp =
   | ['h', string, unknown]
   | ['e', string, number, unknown]
   | ['i', string, string, number]
-  | ['x', AuxDb, string, string];
+  | ['x', AuxDb, string, string]
+  | ['b', string, string];
 
 /** The databases of the inbox and leases (work-store.ts), journaled as `x` ops: db, key (JSON of the LMDB key), value. */
 export type AuxDb = 'inbox' | 'work';
@@ -69,6 +70,10 @@ export class FrameBuilder {
   }
   eventId(sessionId: string, eventId: string, seq: number): void {
     this.parts.push(JSON.stringify(['i', sessionId, eventId, seq]));
+  }
+  /** A blob (blob-store.ts): its name and its bytes as base64. */
+  blob(sha256: string, bytes: Uint8Array): void {
+    this.parts.push(`["b","${sha256}","${Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('base64')}"]`);
   }
   aux(db: AuxDb, key: string | string[], value: string): void {
     this.parts.push(JSON.stringify(['x', db, JSON.stringify(key), value]));
@@ -90,6 +95,10 @@ export interface LogDbs {
   inbox?: Database<string, string[]>;
   work?: Database<string, string>;
   workers?: Database<string, string>;
+  /** Blobs by their SHA-256 (blob-store.ts): bytes, journaled as `b` ops, never deleted. */
+  blobs?: Database<Buffer, string>;
+  /** The live holder of each session by sessionId (lmdb-holders.ts; not journaled). */
+  holders?: Database<string, string>;
 }
 
 /**
@@ -112,6 +121,8 @@ export function openDbs(path: string): LogDbs {
     work: env.openDB<string, string>({ name: 'work', encoding: 'string' }),
     workers: env.openDB<string, string>({ name: 'workers', encoding: 'string' }),
     surface: env.openDB<string, [string, number]>({ name: 'surface', encoding: 'string' }),
+    blobs: env.openDB<Buffer, string>({ name: 'blobs', encoding: 'binary' }),
+    holders: env.openDB<string, string>({ name: 'holders', encoding: 'string' }),
   };
 }
 
@@ -125,6 +136,7 @@ export function applyOps(dbs: LogDbs, ops: readonly JournalOp[]): void {
     if (op[0] === 'h') dbs.heads.putSync(op[1], stored(op[2]));
     else if (op[0] === 'e') dbs.events.putSync([op[1], op[2]], stored(op[3]));
     else if (op[0] === 'i') dbs.ids.putSync([op[1], op[2]], op[3]);
+    else if (op[0] === 'b') dbs.blobs!.putSync(op[1], Buffer.from(op[2], 'base64'));
     else if (op[1] === 'inbox') dbs.inbox!.putSync(JSON.parse(op[2]) as string[], op[3]);
     else dbs.work!.putSync(JSON.parse(op[2]) as string, op[3]);
   }
@@ -317,6 +329,7 @@ function copyIntoJournal(dbs: LogDbs, staging: Journal, path: string, leftover: 
     for (const { key, value } of dbs.ids.getRange()) add(['i', key[0], key[1], value], 64);
     for (const { key, value } of dbs.inbox?.getRange() ?? []) add(['x', 'inbox', JSON.stringify(key), value], value.length);
     for (const { key, value } of dbs.work?.getRange() ?? []) add(['x', 'work', JSON.stringify(key), value], value.length);
+    for (const { key, value } of dbs.blobs?.getRange() ?? []) add(['b', key, value.toString('base64')], value.length);
     emit();
     writeState(dbs, state);
     dbs.journal.putSync('migration', nonce);
@@ -328,6 +341,7 @@ const isOp = (op: unknown): op is JournalOp =>
   ((op[0] === 'h' && op.length === 3 && typeof op[1] === 'string') ||
     (op[0] === 'e' && op.length === 4 && typeof op[1] === 'string' && Number.isInteger(op[2])) ||
     (op[0] === 'i' && op.length === 4 && typeof op[1] === 'string' && typeof op[2] === 'string' && Number.isInteger(op[3])) ||
+    (op[0] === 'b' && op.length === 3 && typeof op[1] === 'string' && typeof op[2] === 'string') ||
     (op[0] === 'x' &&
       op.length === 4 &&
       (op[1] === 'inbox' || op[1] === 'work') &&

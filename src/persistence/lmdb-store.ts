@@ -19,8 +19,10 @@ import { LiveAppends } from './live.js';
 import { chunksOf, epochTypeOf, SurfaceChunker, surfaceChunks } from './surface-chunks.js';
 import type { StoredSurface } from './surface.js';
 import { lmdbWork } from './lmdb-work.js';
+import { LmdbHolders } from './lmdb-holders.js';
 import type { KvWorkStore } from './work-kv.js';
 import { assertAppendArgs, followFrom, assertEventId, assertSessionId, readRange } from './store-input.js';
+import { checkedBlob, sha256Of, type BlobStore } from './blob-store.js';
 
 export const LmdbStoreOptions = z.strictObject({
   /** Directory of the LMDB environment; created if missing. */
@@ -56,7 +58,8 @@ export type LmdbStoreOptions = z.input<typeof LmdbStoreOptions>;
  */
 export function lmdbStore(
   options: LmdbStoreOptions = {},
-): EventStore & LmdbStats & { readonly work: WorkStore; loadStoredSurface(sessionId: string): Promise<StoredSurface> } {
+): EventStore &
+  LmdbStats & { readonly work: WorkStore; readonly blobs: BlobStore; loadStoredSurface(sessionId: string): Promise<StoredSurface> } {
   return new LmdbEventStore(parseInput(LmdbStoreOptions, options, 'lmdbStore'));
 }
 
@@ -91,6 +94,29 @@ class LmdbEventStore implements EventStore, LmdbStats {
   private closed = false;
   /** The inbox and leases (work-store.ts), in this file. */
   readonly work: KvWorkStore;
+  /** The blobs (blob-store.ts): the `blobs` database, written through the write queue, so journaled like the records. */
+  readonly blobs: BlobStore = {
+    put: async (bytes) => {
+      this.assertOpen();
+      const sha256 = sha256Of(bytes);
+      const ref = { sha256, size: bytes.length };
+      if (await this.blobs.has(sha256)) return ref;
+      const copy = Uint8Array.prototype.slice.call(bytes); // the caller may change its array while the write is queued
+      await this.enqueue({ run: (txn) => txn.putBlob(sha256, copy) });
+      return ref;
+    },
+    get: async (sha256) => {
+      this.assertOpen();
+      const raw = guarded({ path: this.options.path }, () => this.dbs.blobs!.get(sha256));
+      return raw === undefined ? undefined : checkedBlob(sha256, new Uint8Array(raw.buffer, raw.byteOffset, raw.byteLength));
+    },
+    has: async (sha256) => {
+      this.assertOpen();
+      return guarded({ path: this.options.path }, () => this.dbs.blobs!.doesExist(sha256));
+    },
+  };
+  /** The live holder of each session (holders.ts, lmdb-holders.ts). */
+  readonly holders: LmdbHolders;
 
   constructor(private readonly options: z.output<typeof LmdbStoreOptions>) {
     const opened = openLmdbStore(options.path, options.durability, options.bootId);
@@ -109,6 +135,7 @@ class LmdbEventStore implements EventStore, LmdbStats {
         assertOpen: () => this.assertOpen(),
       },
     );
+    this.holders = new LmdbHolders(this.env, this.dbs.holders!, () => this.assertOpen());
   }
 
   async attachWriter(sessionId: string): Promise<AttachResult> {

@@ -67,6 +67,14 @@ export class LmdbTxn implements LogTxn, ChunkIo {
     this.events.putSync([record.sessionId, record.seq], seal(text));
     this.frame?.event(record.sessionId, record.seq, text);
   }
+  /** Stores a blob unless stored already (then nothing is written, nothing journaled). */
+  putBlob(sha256: string, bytes: Uint8Array): void {
+    const blobs = this.dbs.blobs!;
+    if (guarded({ path: this.path }, () => blobs.doesExist(sha256))) return;
+    this.dirty = true;
+    blobs.putSync(sha256, Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength));
+    this.frame?.blob(sha256, bytes);
+  }
   putEventId(sessionId: string, eventId: string, seq: number): void {
     this.dirty = true;
     this.ids.putSync([sessionId, eventId], seq);

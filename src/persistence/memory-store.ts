@@ -9,6 +9,7 @@ import type { SessionHead } from './head.js';
 import { LiveAppends } from './live.js';
 import { assertAppendArgs, followFrom, assertEventId, assertSessionId, readRange, surfaceOf } from './store-input.js';
 import { memoryWork } from './memory-work.js';
+import { MemoryBlobs, type BlobStore } from './blob-store.js';
 import type { KvWorkStore } from './work-kv.js';
 
 /** Stages writes; they reach the maps only when the whole operation succeeded (all or nothing). */
@@ -60,7 +61,7 @@ interface SessionData {
  * @example
  * const runtime = createRuntime({ store: memoryStore(), model })
  */
-export function memoryStore(): EventStore & { readonly work: WorkStore } {
+export function memoryStore(): EventStore & { readonly work: WorkStore; readonly blobs: BlobStore } {
   return new MemoryEventStore();
 }
 
@@ -74,6 +75,8 @@ class MemoryEventStore implements EventStore {
     hasEvent: (sid, id) => this.sessions.get(sid)?.ids.has(id) ?? false,
     assertOpen: () => this.assertOpen(),
   });
+  /** The blobs (blob-store.ts). */
+  readonly blobs = new MemoryBlobs(() => this.assertOpen());
 
   private txn(): MemoryTxn {
     return new MemoryTxn(this.sessions);

@@ -2,11 +2,13 @@ import { createHash, hash } from 'node:crypto';
 import type { EventRecord } from '../contracts/events.js';
 import type { Message } from '../contracts/message.js';
 import type { ToolOutcome } from '../contracts/tools.js';
+import type { StoredContent } from '../contracts/content.js';
 
-/** The text a model reads for a tool outcome. */
-export function outcomeText(o: ToolOutcome): string {
+/** What a model reads for a tool outcome: text, or a completed outcome's parts (an error's first text part says so). */
+export function outcomeText(o: ToolOutcome): StoredContent {
   switch (o.kind) {
     case 'completed':
+      if (typeof o.content !== 'string') return o.isError ? [{ type: 'text', text: 'Error: ' }, ...o.content] : o.content;
       return o.isError ? `Error: ${o.content}` : o.content;
     case 'skipped':
       return `Skipped: ${o.reason}`;
@@ -62,9 +64,20 @@ export function surfaceMessages(e: Pick<EventRecord, 'type' | 'payload'>): Messa
 
 /** Rough token estimate (4 characters a token), kept as a running sum. */
 export function estimateTokens(m: Message): number {
-  let chars = m.content.length + 8;
+  let chars = (typeof m.content === 'string' ? m.content.length : partsChars(m.content)) + 8;
   for (const c of m.toolCalls ?? []) chars += c.name.length + c.arguments.length + 8;
   return Math.ceil(chars / 4);
+}
+
+/**
+ * Parts in estimated characters (4 a token): text as it is; an image as 1,600 tokens (the most a
+ * provider's scaling leaves of one), an image URL likewise; a file as a token per 32 bytes (a PDF's
+ * pages become text and images). A rough figure for the context limit, like the rest.
+ */
+function partsChars(parts: Exclude<Message['content'], string>): number {
+  let chars = 0;
+  for (const p of parts) chars += p.type === 'text' ? p.text.length : p.type === 'image' ? 6400 : Math.ceil(p.blob.size / 8);
+  return chars;
 }
 
 /**

@@ -9,6 +9,7 @@ import { storeFailure } from './lmdb-errors.js';
 import { decodeFully, readHead } from './lmdb-txn.js';
 import type { StoreProblem } from './verify.js';
 import { chunkMismatch } from './surface-chunks.js';
+import { blobRefsIn, sha256Of } from './blob-store.js';
 
 /**
  * The walk `verifyStore` runs in a child process (verify-child.ts): every head, every record
@@ -38,12 +39,13 @@ export function walkStore(path: string, progress: WalkProgress): WalkResult {
   const data = inspectDataFile(path);
   let recorded: JournalState | undefined;
   let tails = new Map<string, number>();
+  let blobs: Set<string> | undefined;
   if (data.state === 'damaged') problems.push({ where: 'data.mdb', reason: data.reason });
   else if (data.state !== 'sound') {
     if (journal?.hasFrames()) problems.push({ where: 'data.mdb', reason: `data.mdb is ${data.state}, but the journal holds frames` });
   } else {
     progress('data.mdb');
-    const env = open({ path, maxDbs: 8, readOnly: true, noSubdir: false });
+    const env = open({ path, maxDbs: 12, readOnly: true, noSubdir: false });
     try {
       const dbs: LogDbs = {
         env,
@@ -52,8 +54,11 @@ export function walkStore(path: string, progress: WalkProgress): WalkResult {
         ids: env.openDB({ name: 'ids' }),
         journal: env.openDB({ name: 'journal', encoding: 'string' }),
         surface: env.openDB({ name: 'surface', encoding: 'string' }),
+        blobs: env.openDB({ name: 'blobs', encoding: 'binary' }),
       };
-      tails = walkRecords(path, dbs, problems, checked, progress);
+      const refs = new Map<string, { sessionId: string; seq: number }>();
+      tails = walkRecords(path, dbs, problems, checked, progress, refs);
+      blobs = walkBlobs(dbs, refs, problems, progress);
       walkChunks(dbs, tails, problems, progress);
       if (journal) {
         try {
@@ -68,7 +73,7 @@ export function walkStore(path: string, progress: WalkProgress): WalkResult {
       void env.close();
     }
   }
-  if (journal) walkJournal(journal, recorded, tails, problems, checked, progress);
+  if (journal) walkJournal(journal, recorded, tails, blobs, problems, checked, progress);
   return { problems, checked, dataSound: data.state === 'sound' };
 }
 
@@ -78,6 +83,7 @@ function walkRecords(
   problems: StoreProblem[],
   checked: WalkResult['checked'],
   progress: WalkProgress,
+  refs: Map<string, { sessionId: string; seq: number }>,
 ): Map<string, number> {
   const heads = new Map<string, number>();
   for (const key of dbs.heads.getKeys()) {
@@ -121,7 +127,8 @@ function walkRecords(
     expected = seq + 1;
     checked.events++;
     try {
-      decodeFully(sessionId, seq, value);
+      for (const sha256 of blobRefsIn(decodeFully(sessionId, seq, value).payload))
+        if (!refs.has(sha256)) refs.set(sha256, { sessionId, seq });
     } catch (e) {
       const reason = isUnknownSchemaVersionError(e) ? e.message : describe(e);
       problems.push({ where: 'data.mdb', sessionId, seq, reason });
@@ -160,6 +167,38 @@ function walkRecords(
   return seen;
 }
 
+/**
+ * Every stored blob against its name (its bytes' SHA-256), and every blob a record references
+ * against the stored ones; returns the names stored. A problem names the blob (at `data.mdb`:
+ * repair rebuilds the file from the journal, which holds every blob written).
+ */
+function walkBlobs(
+  dbs: LogDbs,
+  refs: Map<string, { sessionId: string; seq: number }>,
+  problems: StoreProblem[],
+  progress: WalkProgress,
+): Set<string> {
+  const stored = new Set<string>();
+  progress('data.mdb', '(blobs)');
+  // (a store no version with blobs has written has no blobs database: readOnly, none is made)
+  for (const { key, value } of dbs.blobs?.getRange() ?? []) {
+    const sha256 = String(key);
+    stored.add(sha256);
+    const actual = sha256Of(value);
+    if (actual !== sha256)
+      problems.push({ where: 'data.mdb', reason: `blob ${sha256} is damaged: its ${value.length} bytes hash to ${actual}` });
+  }
+  for (const [sha256, at] of refs)
+    if (!stored.has(sha256))
+      problems.push({
+        where: 'data.mdb',
+        sessionId: at.sessionId,
+        seq: at.seq,
+        reason: `blob ${sha256} is missing (this record references it)`,
+      });
+  return stored;
+}
+
 /** Every surface chunk against the records it was made from (a bad one is reported at `surface`: repair drops the chunks). */
 function walkChunks(dbs: LogDbs, tails: Map<string, number>, problems: StoreProblem[], progress: WalkProgress): void {
   if (!dbs.surface) return; // a store no version with chunks has opened yet
@@ -181,12 +220,14 @@ function walkJournal(
   journal: Journal,
   recorded: JournalState | undefined,
   tails: Map<string, number>,
+  blobs: Set<string> | undefined,
   problems: StoreProblem[],
   checked: WalkResult['checked'],
   progress: WalkProgress,
 ): void {
   progress('journal');
   const journaled = new Map<string, number>(); // session → highest seq the frames hold
+  const journaledBlobs = new Set<string>();
   let end: JournalState;
   try {
     const frames = journal.frames();
@@ -199,6 +240,7 @@ function walkJournal(
       checked.frames++;
       for (const op of JSON.parse(it.value.toString('utf8')) as JournalOp[]) {
         if (op[0] === 'e') journaled.set(op[1], Math.max(journaled.get(op[1]) ?? 0, op[2]));
+        else if (op[0] === 'b') journaledBlobs.add(op[1]);
       }
     }
   } catch (e) {
@@ -219,6 +261,8 @@ function walkJournal(
   // without a readable journal state data.mdb is not the file this journal describes (reported
   // above): its sessions say nothing about the journal
   if (!recorded) return;
+  for (const sha256 of blobs ?? [])
+    if (!journaledBlobs.has(sha256)) problems.push({ where: 'journal', reason: `the journal does not hold blob ${sha256}, data.mdb does` });
   for (const [sessionId, tail] of tails) {
     const inJournal = journaled.get(sessionId) ?? 0;
     if (inJournal < tail)

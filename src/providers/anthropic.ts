@@ -2,11 +2,13 @@ import type Anthropic from '@anthropic-ai/sdk';
 import { ownRecord } from '../contracts/keyed.js';
 import { z } from 'zod';
 import { ProviderError } from '../contracts/errors.js';
-import type { FinishReason, Message, ToolCall, Usage } from '../contracts/message.js';
+import type { FinishReason, ModelMessage, ToolCall, Usage } from '../contracts/message.js';
 import type { ModelProvider, ModelRequest, ModelResponse, ModelStreamEvent } from '../contracts/model.js';
 import type { ToolSpec } from '../contracts/tools.js';
 import { parseInput } from '../contracts/validate.js';
 import { clientSecrets } from './redact.js';
+import { textOnlyContent } from './content-support.js';
+import { anthropicBlocks } from './anthropic-content.js';
 import { asRecord, sdkErrorClasses, sdkFromEnv, streamResponse, throwIfAborted, type StreamFold } from './shared.js';
 
 type Body = Anthropic.Messages.MessageCreateParamsStreaming;
@@ -97,7 +99,8 @@ function parseToolInput(text: string): Record<string, unknown> {
 }
 
 /** The assistant message's content blocks: verbatim from providerData when it still matches the message. */
-function assistantBlocks(m: Message): Block[] {
+function assistantBlocks(m: ModelMessage): Block[] {
+  const text = textOnlyContent('anthropic', m.content, 'assistant');
   const calls = m.toolCalls ?? [];
   const stored = asRecord(m.providerData?.anthropic)?.content;
   const raw = Array.isArray(stored) ? (stored.filter((b) => typeof asRecord(b)?.type === 'string') as Block[]) : [];
@@ -108,7 +111,7 @@ function assistantBlocks(m: Message): Block[] {
   const rawCalls = raw.filter((b) => b.type === 'tool_use');
   const matches =
     raw.length > 0 &&
-    rawText === m.content &&
+    rawText === text &&
     rawCalls.length === calls.length &&
     rawCalls.every((b, i) => b.id === calls[i].id && b.name === calls[i].name);
   if (matches) {
@@ -118,7 +121,7 @@ function assistantBlocks(m: Message): Block[] {
   }
   // The message was changed since: keep the thinking blocks, rebuild the rest from the message.
   const blocks: Block[] = raw.filter((b) => b.type === 'thinking' || b.type === 'redacted_thinking');
-  if (m.content) blocks.push({ type: 'text', text: m.content });
+  if (text) blocks.push({ type: 'text', text });
   for (const c of calls) blocks.push({ type: 'tool_use', id: c.id, name: c.name, input: parseToolInput(c.arguments) });
   return blocks;
 }
@@ -132,7 +135,7 @@ function assistantBlocks(m: Message): Block[] {
  * // { system: 'Be brief.', messages: [{ role: 'user', content: [{ type: 'text', text: 'Hi' }] }] }
  * @internal SDK-typed; not in the published declarations
  */
-export function toAnthropicMessages(messages: readonly Message[]): { system?: string; messages: Param[] } {
+export function toAnthropicMessages(messages: readonly ModelMessage[]): { system?: string; messages: Param[] } {
   const system: string[] = [];
   const out: { role: 'user' | 'assistant'; content: Block[] }[] = [];
   const push = (role: 'user' | 'assistant', blocks: Block[]) => {
@@ -142,8 +145,8 @@ export function toAnthropicMessages(messages: readonly Message[]): { system?: st
     else out.push({ role, content: blocks });
   };
   for (const m of messages) {
-    if (m.role === 'system') system.push(m.content);
-    else if (m.role === 'user') push('user', m.content ? [{ type: 'text', text: m.content }] : []);
+    if (m.role === 'system') system.push(textOnlyContent('anthropic', m.content, 'system'));
+    else if (m.role === 'user') push('user', anthropicBlocks(m.content));
     else if (m.role === 'assistant') push('assistant', assistantBlocks(m));
     else {
       if (!m.toolCallId) throw new ProviderError('anthropic: a tool message has no toolCallId', { retryable: false, code: 'bad_request' });
@@ -151,7 +154,7 @@ export function toAnthropicMessages(messages: readonly Message[]): { system?: st
         {
           type: 'tool_result',
           tool_use_id: m.toolCallId,
-          ...(m.content ? { content: m.content } : {}),
+          ...(typeof m.content !== 'string' ? { content: anthropicBlocks(m.content) } : m.content ? { content: m.content } : {}),
           ...(m.isError ? { is_error: true } : {}),
         },
       ]);
@@ -301,8 +304,8 @@ function accumulator(emit: (e: ModelStreamEvent) => void): StreamFold<Event> {
         cachedInputTokens: n('cache_read_input_tokens'),
       };
       const finishReason = mapAnthropicStop(meta.stopReason, toolCalls.length > 0);
-      const message: Message = {
-        role: 'assistant',
+      const message = {
+        role: 'assistant' as const,
         content,
         ...(toolCalls.length ? { toolCalls } : {}),
         providerData: { anthropic: JSON.parse(JSON.stringify(data)) as Record<string, unknown> },

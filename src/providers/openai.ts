@@ -2,11 +2,13 @@ import { randomUUID } from 'node:crypto';
 import type OpenAI from 'openai';
 import { z } from 'zod';
 import { ProviderError } from '../contracts/errors.js';
-import type { FinishReason, Message, ToolCall, Usage } from '../contracts/message.js';
+import type { FinishReason, ModelMessage, ToolCall, Usage } from '../contracts/message.js';
 import type { ModelProvider, ModelRequest, ModelResponse, ModelStreamEvent } from '../contracts/model.js';
 import type { ToolSpec } from '../contracts/tools.js';
 import { parseInput } from '../contracts/validate.js';
 import { clientSecrets } from './redact.js';
+import { textOnlyContent } from './content-support.js';
+import { openaiUserParts, toolPartsMessage, toolText } from './openai-content.js';
 import { asRecord, sdkErrorClasses, sdkFromEnv, streamResponse, throwIfAborted, type StreamFold } from './shared.js';
 
 type Body = OpenAI.Chat.Completions.ChatCompletionCreateParamsStreaming;
@@ -77,33 +79,54 @@ export interface OpenAIProviderData {
  * // [{ role: 'tool', tool_call_id: 'call_1', content: 'sunny' }]
  * @internal SDK-typed; not in the published declarations
  */
-export function toOpenAIMessages(messages: readonly Message[], systemRole: 'system' | 'developer' = 'system'): Param[] {
-  return messages.map((m): Param => {
-    switch (m.role) {
-      case 'system':
-        return { role: systemRole, content: m.content };
-      case 'user':
-        return { role: 'user', content: m.content, ...(m.name ? { name: m.name } : {}) };
-      case 'tool':
-        if (!m.toolCallId) throw new ProviderError('openai: a tool message has no toolCallId', { retryable: false, code: 'bad_request' });
-        return { role: 'tool', tool_call_id: m.toolCallId, content: m.content };
-      case 'assistant': {
-        const calls = m.toolCalls ?? [];
-        const refusal = asRecord(m.providerData?.openai)?.refusal;
-        return {
-          role: 'assistant',
-          content: m.content === '' && (calls.length > 0 || typeof refusal === 'string') ? null : m.content,
-          ...(calls.length
-            ? {
-                tool_calls: calls.map((c) => ({ id: c.id, type: 'function' as const, function: { name: c.name, arguments: c.arguments } })),
-              }
-            : {}),
-          ...(typeof refusal === 'string' ? { refusal } : {}),
-          ...(m.name ? { name: m.name } : {}),
-        };
-      }
+export function toOpenAIMessages(messages: readonly ModelMessage[], systemRole: 'system' | 'developer' = 'system'): Param[] {
+  const out: Param[] = [];
+  // a tool result's images and files: in a user message after the batch's tool messages (openai-content.ts)
+  let batch: ModelMessage[] = [];
+  const endBatch = () => {
+    const parts = batch.length > 0 ? toolPartsMessage(batch) : undefined;
+    if (parts) out.push(parts);
+    batch = [];
+  };
+  for (const m of messages) {
+    if (m.role !== 'tool') endBatch();
+    else batch.push(m);
+    out.push(openAIMessage(m, systemRole));
+  }
+  endBatch();
+  return out;
+}
+
+function openAIMessage(m: ModelMessage, systemRole: 'system' | 'developer'): Param {
+  switch (m.role) {
+    case 'system':
+      return { role: systemRole, content: textOnlyContent('openai', m.content, 'system') };
+    case 'user':
+      return {
+        role: 'user',
+        content: typeof m.content === 'string' ? m.content : openaiUserParts(m.content),
+        ...(m.name ? { name: m.name } : {}),
+      };
+    case 'tool':
+      if (!m.toolCallId) throw new ProviderError('openai: a tool message has no toolCallId', { retryable: false, code: 'bad_request' });
+      return { role: 'tool', tool_call_id: m.toolCallId, content: toolText(m) };
+    case 'assistant': {
+      const calls = m.toolCalls ?? [];
+      const refusal = asRecord(m.providerData?.openai)?.refusal;
+      const text = textOnlyContent('openai', m.content, 'assistant');
+      return {
+        role: 'assistant',
+        content: text === '' && (calls.length > 0 || typeof refusal === 'string') ? null : text,
+        ...(calls.length
+          ? {
+              tool_calls: calls.map((c) => ({ id: c.id, type: 'function' as const, function: { name: c.name, arguments: c.arguments } })),
+            }
+          : {}),
+        ...(typeof refusal === 'string' ? { refusal } : {}),
+        ...(m.name ? { name: m.name } : {}),
+      };
     }
-  });
+  }
 }
 
 /**
@@ -217,8 +240,8 @@ function accumulator(emit: (e: ModelStreamEvent) => void): StreamFold<Chunk> {
       const data: OpenAIProviderData = { id: st.id, model: st.model, finishReason: finish };
       if (st.refusal) data.refusal = st.refusal;
       if (st.reasoning) data.reasoning = st.reasoning;
-      const message: Message = {
-        role: 'assistant',
+      const message = {
+        role: 'assistant' as const,
         content: st.text,
         ...(toolCalls.length ? { toolCalls } : {}),
         providerData: { openai: JSON.parse(JSON.stringify(data)) as Record<string, unknown> },

@@ -117,8 +117,13 @@ export function classifyStatus(status: number): { retryable: boolean; code: stri
   return { retryable: false, code: `http_${status}` };
 }
 
-/** Error `type`/`code` strings sent inside a stream (Anthropic `event: error`, OpenAI `{ error }` chunk). */
-function classifyStreamErrorType(raw: string): { retryable: boolean; code: string } {
+/**
+ * Retryability and a provider-neutral code for an error `type`/`code` string sent inside a stream
+ * (Anthropic `event: error`, an OpenAI `{ error }` chunk, a Responses `error` event or failed response).
+ * @example
+ * classifyStreamErrorType('rate_limit_exceeded') // { retryable: true, code: 'rate_limit' }
+ */
+export function classifyStreamErrorType(raw: string): { retryable: boolean; code: string } {
   // snake_case (OpenAI, Anthropic) or class-style names (`BadRequestError`: vLLM, LiteLLM)
   const type = raw.replace(/([a-z])([A-Z])/g, '$1_$2').toLowerCase();
   if (/overloaded/.test(type)) return { retryable: true, code: 'overloaded' };
@@ -127,6 +132,8 @@ function classifyStreamErrorType(raw: string): { retryable: boolean; code: strin
   if (/invalid_request|request_too_large/.test(type)) return { retryable: false, code: 'bad_request' };
   if (/authentication|invalid_api_key/.test(type)) return { retryable: false, code: 'auth' };
   if (/permission|billing|insufficient_quota/.test(type)) return { retryable: false, code: 'permission' };
+  // the Responses API's codes for input it cannot take (invalid_prompt, invalid_image_url, empty_image_file, …)
+  if (/\b(invalid_|empty_image|unsupported_|image_)/.test(type)) return { retryable: false, code: 'bad_request' };
   if (/not_found/.test(type)) return { retryable: false, code: 'not_found' };
   if (/rate_limit|\brequests\b|\btokens\b/.test(type)) return { retryable: true, code: 'rate_limit' };
   if (/timeout/.test(type)) return { retryable: true, code: 'timeout' };

@@ -1,18 +1,30 @@
-import { ExecutionBusy, ValidationError } from '../contracts/errors.js';
+import { ExecutionBusy, InvariantViolation, ValidationError } from '../contracts/errors.js';
+import type { Message } from '../contracts/message.js';
 import { toMessages, type IdentifiedRequest } from '../contracts/requests.js';
 import { parseInput } from '../contracts/validate.js';
 import type { ResumeInput, RunInput } from '../machines/run.machine.js';
 import type { OpenRunState } from '../persistence/open-run.js';
 import { answerSchema, ApprovalAnswer, JsonValue } from './answer-schema.js';
 import type { ResolvedRuntimeOptions } from './options.js';
-import type { z } from 'zod';
+import type { ToolSet } from './tool-set.js';
 import { outputSpec, RecordedOutput, recordedSpec, withOutput, type OutputSpec } from '../actors/final-output.js';
+
+/** A prompt's messages once prepareAttempt stored their bytes as blobs (bytes still inline: an InvariantViolation, never logged). */
+function storedOnly(messages: ReturnType<typeof toMessages>): Message[] {
+  for (const m of messages)
+    if (typeof m.content !== 'string' && m.content.some((p) => 'data' in p))
+      throw new InvariantViolation('a prompt reached its run with content bytes not stored as blobs');
+  return messages as Message[];
+}
 
 /** What an attempt's run input is made from: the session's open run, last turn and options. */
 export interface AttemptSource {
   sessionId: string;
-  fingerprint: string;
+  /** The tools the attempt is offered, as they are now. */
+  toolSet: ToolSet;
   options: ResolvedRuntimeOptions;
+  /** The runtime's output schema (`options.output`), built once per runtime. */
+  runtimeOutput: OutputSpec | undefined;
   /** The runtime clock's time now. */
   now: number;
   openRun: OpenRunState | undefined;
@@ -34,12 +46,11 @@ export function openRunBusy(sessionId: string, open: OpenRunState): ExecutionBus
  * whose intents have no result. Throws ValidationError or ExecutionBusy.
  */
 export function attemptInput(req: IdentifiedRequest, s: AttemptSource): RunInput {
-  const output = runOutput(req, s.options.output, s.openRun);
+  const output = runOutput(req, s.runtimeOutput, s.openRun);
   const base = {
     runId: req.runId,
     attemptId: req.attemptId,
-    executionProfileFingerprint: withOutput(s.fingerprint, output),
-    ...(output ? { output } : {}),
+    ...offeredOf(s.toolSet, output),
     budget: s.options.budget,
     maxProtocolCorrections: s.options.config.maxProtocolCorrections,
     maxParallelTools: s.options.config.maxParallelTools,
@@ -48,7 +59,7 @@ export function attemptInput(req: IdentifiedRequest, s: AttemptSource): RunInput
   const open = s.openRun;
   if (req.kind === 'prompt') {
     if (open) throw openRunBusy(s.sessionId, open);
-    return { ...base, runEpoch: 1, turn: s.lastTurn + 1, kind: 'prompt', messages: toMessages(req.message) };
+    return { ...base, runEpoch: 1, turn: s.lastTurn + 1, kind: 'prompt', messages: storedOnly(toMessages(req.message)) };
   }
   if (!open || open.runId !== req.runId) {
     throw new ValidationError('session.execute', [
@@ -112,11 +123,10 @@ export function attemptInput(req: IdentifiedRequest, s: AttemptSource): RunInput
 /** The run of a follow-up input (runId = attemptId = inputId), the turn after `lastTurn`. */
 export function followUpInput(
   f: { inputId: string; messages: RunInput['messages'] },
-  s: Pick<AttemptSource, 'fingerprint' | 'options' | 'now' | 'lastTurn'>,
+  s: Pick<AttemptSource, 'toolSet' | 'options' | 'runtimeOutput' | 'now' | 'lastTurn'>,
 ): RunInput {
-  const output = s.options.output ? outputSpec(s.options.output) : undefined;
   return {
-    ...(output ? { output } : {}),
+    ...offeredOf(s.toolSet, s.runtimeOutput),
     runId: f.inputId,
     attemptId: f.inputId,
     runEpoch: 1,
@@ -124,11 +134,19 @@ export function followUpInput(
     kind: 'follow_up',
     inputId: f.inputId,
     messages: f.messages,
-    executionProfileFingerprint: withOutput(s.fingerprint, output),
     budget: s.options.budget,
     maxProtocolCorrections: s.options.config.maxProtocolCorrections,
     maxParallelTools: s.options.config.maxParallelTools,
     startedAt: s.now,
+  };
+}
+
+/** What an attempt is offered (`set`'s tools, `output`) and the execution-profile fingerprint they make. */
+function offeredOf(set: ToolSet, output: OutputSpec | undefined): Pick<RunInput, 'offered' | 'output' | 'executionProfileFingerprint'> {
+  return {
+    offered: { tools: set.tools, specs: set.specs, catalogDigest: set.catalogDigest },
+    executionProfileFingerprint: withOutput(set.fingerprint, output),
+    ...(output ? { output } : {}),
   };
 }
 
@@ -140,11 +158,11 @@ export function followUpInput(
  */
 export function runOutput(
   req: IdentifiedRequest,
-  runtimeOutput: z.ZodType | undefined,
+  runtimeOutput: OutputSpec | undefined,
   open: OpenRunState | undefined,
 ): OutputSpec | undefined {
   const where = 'session.execute: output';
-  if (req.kind === 'prompt') return (req.output ?? runtimeOutput) ? outputSpec(req.output ?? runtimeOutput!, where) : undefined;
+  if (req.kind === 'prompt') return req.output ? outputSpec(req.output, where) : runtimeOutput;
   const recorded = open?.runId === req.runId ? open.output : undefined;
   const given = req.output ? outputSpec(req.output, where) : undefined;
   if (!recorded) {
@@ -163,6 +181,5 @@ export function runOutput(
     ]);
   }
   if (given) return given;
-  const fallback = runtimeOutput ? outputSpec(runtimeOutput, where) : undefined;
-  return fallback?.record.digest === recorded.digest ? fallback : recordedSpec(RecordedOutput.parse(recorded));
+  return runtimeOutput?.record.digest === recorded.digest ? runtimeOutput : recordedSpec(RecordedOutput.parse(recorded), req.runId, where);
 }

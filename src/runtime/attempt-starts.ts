@@ -4,6 +4,8 @@ import type { EnvelopeStream } from '../streams/envelopes.js';
 import type { AttemptCallers } from './attempt-callers.js';
 import { followUpInput } from './attempt-input.js';
 import type { InputQueue } from './input-queue.js';
+import type { ToolSet } from './tool-set.js';
+import type { OutputSpec } from '../actors/final-output.js';
 import type { ResolvedRuntimeOptions } from './options.js';
 import { turnContextOf, type TurnContext } from './turn-context.js';
 
@@ -14,19 +16,24 @@ export interface StartingSession {
   stream: EnvelopeStream;
   callers: AttemptCallers;
   inputs: InputQueue;
-  /** Offers the attempt that starts now the tools as they are now; returns its execution-profile fingerprint. */
-  offerTools(): string;
+  /** The tools of an attempt starting now (a live list's as it is now) and its execution-profile fingerprint. */
+  toolSet(): ToolSet;
+  /** The runtime's output schema, built once per runtime. */
+  runtimeOutput: OutputSpec | undefined;
 }
 
 /**
- * The attempts one session starts, one at a time: each one's output schema, turn context, stream
- * ids and caller, and the turn of the latest prompt or follow-up.
+ * The attempts one session starts, one at a time: each one's turn context, stream ids and
+ * caller, and the latest one's run input (its tools, its output schema) and the turn of the
+ * latest prompt or follow-up.
  */
 export class AttemptStarts {
   /** The frozen context each run started from, by run id. */
   readonly turnContexts = new Map<string, TurnContext>();
   /** The turn of the session's latest prompt or follow-up. */
   lastTurn: number;
+  /** The run input of the attempt begun last (undefined before the first). */
+  latest: RunInput | undefined;
 
   constructor(
     private readonly s: StartingSession,
@@ -38,7 +45,7 @@ export class AttemptStarts {
   /** The attempt `input` starts: its turn context, its stream ids, its caller (`token`'s, or `caller`). */
   begin(input: RunInput, token?: number): void {
     const { env, options, stream } = this.s;
-    env.output = input.output;
+    this.latest = input;
     if (input.kind === 'prompt' || input.kind === 'follow_up') this.lastTurn = input.turn;
     // the context a run *started* from: a respond or continue attempt keeps its run's entry
     if (input.kind === 'prompt' || input.kind === 'follow_up' || !this.turnContexts.has(input.runId)) {
@@ -57,8 +64,9 @@ export class AttemptStarts {
     const f = this.s.inputs.takeNext();
     if (!f) return undefined;
     const run = followUpInput(f, {
-      fingerprint: this.s.offerTools(),
+      toolSet: this.s.toolSet(),
       options: this.s.options,
+      runtimeOutput: this.s.runtimeOutput,
       now: this.s.env.clock.now(),
       lastTurn: this.lastTurn,
     });

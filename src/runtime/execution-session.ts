@@ -1,3 +1,4 @@
+import type { OfferedTools } from '../actors/session-services.js';
 import { randomUUID } from 'node:crypto';
 import type { Observable } from 'rxjs';
 import { z } from 'zod';
@@ -81,6 +82,11 @@ export class ExecutionSession<TOut = unknown> {
     this.actor = this.parts.actor;
     this.turnContexts = this.parts.starts.turnContexts;
     this.actor.start();
+  }
+
+  /** @internal The tools of the attempt begun last (undefined before the first): what its tracer's tool spans read. */
+  get attemptTools(): OfferedTools | undefined {
+    return this.parts.starts.latest?.offered;
   }
 
   private get callers(): AttemptCallers {

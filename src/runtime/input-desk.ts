@@ -1,5 +1,6 @@
 import { ValidationError } from '../contracts/errors.js';
 import { toMessages, type InputEnvelope, type InputReceipt } from '../contracts/requests.js';
+import { storeMessages, type ContentLimits } from '../persistence/content-parts.js';
 import type { EventStore } from '../persistence/event-store.js';
 import type { LogWriter } from '../persistence/log-writer.js';
 import type { InputQueue } from './input-queue.js';
@@ -31,6 +32,7 @@ export class InputDesk {
     private readonly store: EventStore,
     private readonly writer: LogWriter,
     private readonly inputs: InputQueue,
+    private readonly limits: ContentLimits,
   ) {}
 
   /** The mode of an input being accepted right now, if any. */
@@ -67,7 +69,8 @@ export class InputDesk {
       return settledInputReceipt(this.store, this.sessionId, e.inputId);
     }
     await hooks.checkNewRun(e.inputId);
-    const messages = toMessages(e.message);
+    // its images and files stored as blobs before input/accepted references them
+    const messages = await storeMessages(toMessages(e.message), this.store.blobs, this.limits, 'session.submitInput: message');
     hooks.assertOpen(); // closed while the log was read
     const draft = this.writer.draft(
       'input/accepted',

@@ -2,9 +2,13 @@ import type { ToolVerifier } from '../contracts/hooks.js';
 import type { Pricing } from '../contracts/hooks.js';
 import type { FinalVerifier } from '../contracts/hooks.js';
 import type { DeliveryOwner } from '../contracts/hooks.js';
+import { isObservable } from 'rxjs';
 import { z } from 'zod';
+import { parseInput } from '../contracts/validate.js';
+import { askUserTool } from '../tools/ask-user.js';
 import { LoopBudget, LoopConfig } from '../contracts/config.js';
 import { InputMessage } from '../contracts/message.js';
+import { ContentLimits, DEFAULT_CONTENT_LIMITS } from '../persistence/content-parts.js';
 import type { ModelProvider } from '../contracts/model.js';
 import type { EventStore } from '../persistence/event-store.js';
 import type { AnyTool } from '../tools/define-tool.js';
@@ -68,6 +72,8 @@ export const RuntimeOptions = z.strictObject({
   /** The default agent's output schema (docs/typed-output.md): every run's final answer is JSON of it, unless the run gives its own. */
   output: z.custom<z.ZodType>(isZodSchema, 'a zod schema (e.g. z.object({ … }))').optional(),
   bootstrapMessages: z.array(InputMessage).default([]),
+  /** Size limits of images' and files' bytes (docs/providers.md, "Content parts"): 20 MiB a blob, 50 MiB a message by default. */
+  contentLimits: ContentLimits.default(DEFAULT_CONTENT_LIMITS),
   config: LoopConfig.default(LoopConfig.parse({})),
   budget: LoopBudget.default(LoopBudget.parse({})),
   pricing: fn<Pricing>('pricing').optional(),
@@ -110,3 +116,32 @@ export const RuntimeOptions = z.strictObject({
 });
 export type RuntimeOptions = z.input<typeof RuntimeOptions>;
 export type ResolvedRuntimeOptions = z.output<typeof RuntimeOptions>;
+
+/**
+ * `createRuntime`'s options, parsed and checked as a whole before anything is opened: a kill
+ * switch of another kind, a cost budget without pricing, a tool named as the askUser built-in
+ * beside the askUser option are refused (ValidationError).
+ */
+export function resolveRuntimeOptions(options: RuntimeOptions): ResolvedRuntimeOptions {
+  const o = parseInput(RuntimeOptions, options, 'createRuntime');
+  const ks = o.killSwitch;
+  if (ks !== undefined && !(ks instanceof AbortSignal) && !isObservable(ks)) {
+    parseInput(z.never(), ks, 'createRuntime: killSwitch (an AbortSignal or an RxJS Observable)');
+  }
+  if (o.budget.maxCost !== undefined && !o.pricing) {
+    parseInput(
+      z.never(),
+      undefined,
+      'createRuntime: budget.maxCost (a cost budget needs a pricing function to price model calls; without one it could never be reached)',
+    );
+  }
+  if (o.askUser && o.tools.some((t) => t.name === askUserTool.name)) {
+    parseInput(
+      z.never(),
+      undefined,
+      `createRuntime: tools (a tool named ${askUserTool.name} beside the askUser option: ` +
+        `the built-in would replace it; rename it or leave askUser off)`,
+    );
+  }
+  return o;
+}

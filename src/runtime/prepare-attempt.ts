@@ -4,10 +4,14 @@ import type { SessionServices } from '../actors/session-services.js';
 import type { PrepareOutput } from '../machines/session.machine.js';
 import type { EventStore } from '../persistence/event-store.js';
 import { attemptInput } from './attempt-input.js';
+import { toMessages } from '../contracts/requests.js';
+import { anyParts, storeMessages } from '../persistence/content-parts.js';
 import { recordedResult } from './log-lookups.js';
 import type { OpenRunTracker } from './open-run-tracker.js';
 import type { ResolvedRuntimeOptions } from './options.js';
 import { settleInterruptedFinal, spentOf } from './recovery-outcome.js';
+import type { ToolSet } from './tool-set.js';
+import type { OutputSpec } from '../actors/final-output.js';
 
 /** What preparing an attempt reads of its session. */
 export interface AttemptSession {
@@ -15,8 +19,10 @@ export interface AttemptSession {
   store: EventStore;
   env: SessionServices;
   options: ResolvedRuntimeOptions;
-  /** Offers the attempt the tools as they are now (a live list's); returns its execution-profile fingerprint. */
-  offerTools(): string;
+  /** The runtime's output schema, built once per runtime. */
+  runtimeOutput: OutputSpec | undefined;
+  /** The tools of an attempt starting now (a live list's as it is now) and its execution-profile fingerprint. */
+  toolSet(): ToolSet;
   runs: OpenRunTracker;
   lastTurn(): number;
   closed(): boolean;
@@ -54,11 +60,18 @@ export async function prepareAttempt(s: AttemptSession, req: IdentifiedRequest):
     const settled = await settledFinal(s, req);
     if (settled) return { result: settled };
     const openRun = s.runs.open;
+    // a prompt's images and files: stored as blobs before the run logs its user/message
+    if (req.kind === 'prompt' && typeof req.message !== 'string' && anyParts(toMessages(req.message)))
+      req = {
+        ...req,
+        message: await storeMessages(toMessages(req.message), s.store.blobs, s.options.contentLimits, 'session.execute: message'),
+      };
     return {
       run: attemptInput(req, {
         sessionId: s.sessionId,
-        fingerprint: s.offerTools(),
+        toolSet: s.toolSet(),
         options: s.options,
+        runtimeOutput: s.runtimeOutput,
         now: s.env.clock.now(),
         openRun,
         lastTurn: s.lastTurn(),

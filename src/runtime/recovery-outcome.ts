@@ -1,3 +1,4 @@
+import type { AnyTool } from '../tools/define-tool.js';
 import type { ToolCallIntent } from '../contracts/calls.js';
 import type { EventRecord } from '../contracts/events.js';
 import type { ExecutionResult, RecoveryOutcome } from '../contracts/requests.js';
@@ -115,7 +116,11 @@ export async function settleInterruptedFinal(env: SessionServices, open: OpenRun
 }
 
 /** What the recovery outcome reads of a session's services (a read-only preview has no writer). */
-export type RecoveryReader = Pick<SessionServices, 'sessionId' | 'tools' | 'heldLocks'> & { writer: { readonly writerEpoch: number } };
+export type RecoveryReader = Pick<SessionServices, 'sessionId' | 'heldLocks'> & {
+  /** The tools a continue would be offered. */
+  tools: ReadonlyMap<string, AnyTool>;
+  writer: { readonly writerEpoch: number };
+};
 
 type Resolution = 'rerun' | 'skipped' | 'reconcile' | 'uncertain-hanging';
 

@@ -136,7 +136,7 @@ export function serve(deps: ServeDeps, options: ServeOptions = {}): ServeHandle 
     get sessions() {
       return worker
         .getSnapshot()
-        .context.held.filter((h) => !h.superseded)
+        .context.held.filter((h) => h.lease !== 'superseded')
         .map((h) => h.sessionId);
     },
     stop,

@@ -7,6 +7,7 @@ import type { SubscriberHub } from '../streams/subscribers.js';
 import type { InputQueue } from './input-queue.js';
 import type { ResolvedRuntimeOptions } from './options.js';
 import type { ToolSet } from './tool-set.js';
+import type { OutputSpec } from '../actors/final-output.js';
 
 /** What `openSession` hands a new ExecutionSession: its services built whole, nothing left to assign. */
 export interface SessionDeps {
@@ -20,6 +21,8 @@ export interface SessionDeps {
   stream: EnvelopeStream;
   /** The tools of an attempt starting now (a live list's, e.g. an MCP server's, as it is now) and its execution-profile fingerprint. */
   toolSet: () => ToolSet;
+  /** The runtime's output schema (`options.output`), built once per runtime. */
+  runtimeOutput: OutputSpec | undefined;
   openRun?: OpenRunState;
   recovery: RecoveryOutcome;
   /** The session's inputs; `env`'s steers are read from it. */

@@ -14,7 +14,6 @@ import type { SessionDeps } from './session-deps.js';
 import { SessionRecords } from './session-records.js';
 import { settleAttempt } from './settle-attempt.js';
 import { StopRequests } from './stop-requests.js';
-import { offerTools } from './tool-set.js';
 
 /** What a session's parts ask of the session itself: the work its machine invokes, and what it last ran. */
 export interface SessionHost {
@@ -37,8 +36,6 @@ export interface SessionParts {
   starts: AttemptStarts;
   closing: SessionClosing;
   attemptSession: AttemptSession;
-  /** Offers the attempt that starts now the tools as they are now; returns its execution-profile fingerprint. */
-  offerTools: () => string;
   /** A run id names one run: refused if a run (or a follow-up waiting to start) already has it. */
   assertNewRunId: (runId: string, field: string, where: string) => Promise<void>;
 }
@@ -52,10 +49,10 @@ export function wireSession(d: SessionDeps, host: SessionHost): SessionParts {
   const { sessionId, sessionInstanceId, store, env, options } = d;
   const callers = new AttemptCallers();
   const runs = new OpenRunTracker(store, sessionId, d.openRun);
-  const desk = new InputDesk(sessionId, store, env.writer, d.inputs);
+  const desk = new InputDesk(sessionId, store, env.writer, d.inputs, env.contentLimits);
   const records = new SessionRecords(sessionId, env, runs, d.stateContext);
-  const tools = () => offerTools(env, d.toolSet);
-  const starts = new AttemptStarts({ env, options, stream: d.stream, callers, inputs: d.inputs, offerTools: tools }, d.lastTurn);
+  const { toolSet, runtimeOutput } = d;
+  const starts = new AttemptStarts({ env, options, stream: d.stream, callers, inputs: d.inputs, toolSet, runtimeOutput }, d.lastTurn);
   // the actor is created below; these read and send to it only once it has started
   const snapshot = () => actor.getSnapshot();
   const send = (e: SessionEvent) => actor.send(e);
@@ -80,7 +77,8 @@ export function wireSession(d: SessionDeps, host: SessionHost): SessionParts {
     store,
     env,
     options,
-    offerTools: tools,
+    runtimeOutput,
+    toolSet,
     runs,
     lastTurn: () => starts.lastTurn,
     closed: () => phase() === 'closing' || phase() === 'closed',
@@ -114,10 +112,16 @@ export function wireSession(d: SessionDeps, host: SessionHost): SessionParts {
     options.inspect,
   );
   // the running attempt's execution profile: its output schema included
-  const stops = new StopRequests(sessionId, sessionInstanceId, () => withOutput(d.toolSet().fingerprint, env.output), store, env.writer);
+  const stops = new StopRequests(
+    sessionId,
+    sessionInstanceId,
+    () => withOutput(toolSet().fingerprint, starts.latest?.output),
+    store,
+    env.writer,
+  );
   const control = new RunControl({ phase, current, send }, env.writer, stops, runs);
   actor.on('session.rested', ({ result }) => host.rested(result));
   actor.on('attempt.answered', ({ token, result }) => callers.answer(token, result));
   actor.on('attempt.refused', ({ token, error }) => callers.refuse(token, error));
-  return { actor, callers, runs, desk, records, control, starts, closing, attemptSession, offerTools: tools, assertNewRunId: claims };
+  return { actor, callers, runs, desk, records, control, starts, closing, attemptSession, assertNewRunId: claims };
 }

@@ -1,7 +1,12 @@
-import { ValidationError } from '../contracts/errors.js';
+import { StoreClosedError, ValidationError } from '../contracts/errors.js';
+import type { Clock } from '../contracts/clock.js';
+import type { ExecutionSession } from './execution-session.js';
+import { SessionInbox } from './inbox.js';
+import type { OpenSessions } from './open-sessions.js';
 import { entryIdOf, InboxEntry, type InboxReceipt } from '../contracts/inbox.js';
 import { parseInput } from '../contracts/validate.js';
-import { SessionIdInput } from '../contracts/requests.js';
+import { SessionIdInput, toMessages } from '../contracts/requests.js';
+import { DEFAULT_CONTENT_LIMITS, storeMessages, type ContentLimits } from '../persistence/content-parts.js';
 import type { EventStore } from '../persistence/event-store.js';
 import type { WorkStore } from '../persistence/work-store.js';
 
@@ -18,9 +23,17 @@ export function workOf(store: EventStore, where: string): WorkStore {
  * `runtime.submit`: validates the entry and records it durably in the session's inbox (never
  * attaching a writer). Resolves with the receipt once it is durable, or refused with the reason.
  */
-export async function submitEntry(store: EventStore, sessionId: string, entry: InboxEntry): Promise<InboxReceipt> {
+export async function submitEntry(
+  store: EventStore,
+  sessionId: string,
+  entry: InboxEntry,
+  limits: ContentLimits = DEFAULT_CONTENT_LIMITS,
+): Promise<InboxReceipt> {
   parseInput(SessionIdInput, sessionId, 'runtime.submit: sessionId');
-  const e = parseInput(InboxEntry, entry, 'runtime.submit: entry');
+  let e = parseInput(InboxEntry, entry, 'runtime.submit: entry');
+  // an input's images and files: stored as blobs first, so the inbox (and the log) hold references
+  if (e.kind === 'input' && typeof e.message !== 'string')
+    e = { ...e, message: await storeMessages(toMessages(e.message), store.blobs, limits, 'runtime.submit: entry.message') };
   const out = await workOf(store, 'runtime.submit').submit(sessionId, e);
   return {
     sessionId,
@@ -29,4 +42,39 @@ export async function submitEntry(store: EventStore, sessionId: string, entry: I
     status: out.status,
     ...(out.reason !== undefined ? { reason: out.reason } : {}),
   };
+}
+
+/**
+ * One inbox applier per open session, made on first use: a serving worker's drain and
+ * `runtime.submit`'s fast path share it.
+ */
+export function sessionInboxes(store: EventStore, clock: Clock): (session: ExecutionSession) => SessionInbox {
+  const inboxes = new WeakMap<ExecutionSession, SessionInbox>();
+  return (session) => {
+    let inbox = inboxes.get(session);
+    if (!inbox) inboxes.set(session, (inbox = new SessionInbox(session, store, workOf(store, 'runtime.submit'), clock)));
+    return inbox;
+  };
+}
+
+/**
+ * `runtime.submit` of a runtime that may have the session open: records the entry, then (this
+ * runtime being the session's writer) applies it at once, as a worker's drain would.
+ */
+export async function submitToOpen(
+  store: EventStore,
+  sessions: OpenSessions,
+  inboxFor: (session: ExecutionSession) => SessionInbox,
+  sessionId: string,
+  entry: InboxEntry,
+  limits: ContentLimits,
+): Promise<InboxReceipt> {
+  if (sessions.closed) throw new StoreClosedError('runtime');
+  const receipt = await submitEntry(store, sessionId, entry, limits);
+  const open = receipt.status === 'refused' ? undefined : sessions.latest(sessionId);
+  if (open)
+    void inboxFor(open)
+      .drain()
+      .catch(() => undefined); // left pending: the next drain retries
+  return receipt;
 }

@@ -1,15 +1,13 @@
-import type { SessionServices } from '../actors/session-services.js';
+import type { OfferedTools } from '../actors/session-services.js';
 import type { ToolSpec } from '../contracts/tools.js';
 import { canonicalJson } from '../persistence/codec.js';
 import { sha256 } from '../persistence/surface.js';
 import type { AnyTool, ToolList } from '../tools/define-tool.js';
+import { askUserTool } from '../tools/ask-user.js';
+import type { ResolvedRuntimeOptions } from './options.js';
 
 /** The tools one attempt is offered, and what its execution profile records of them. */
-export interface ToolSet {
-  readonly tools: ReadonlyMap<string, AnyTool>;
-  readonly specs: ToolSpec[];
-  /** sha256 of the catalog (specs, modes, resources): part of each model request's digest. */
-  readonly catalogDigest: string;
+export interface ToolSet extends OfferedTools {
   /** sha256 hex of the canonical execution profile: this catalog, then the tools' revisions now. */
   readonly fingerprint: string;
 }
@@ -72,14 +70,15 @@ export function toolSets(given: readonly AnyTool[], profile: Record<string, unkn
 }
 
 /**
- * Gives a session's actors the tools of the attempt that starts now and returns its
- * execution-profile fingerprint (attempts of a session run one at a time, so a running attempt
- * keeps the tools it was given).
+ * The tool sets of `o`'s attempts: its tools (with the askUser built-in when asked for) and the
+ * rest of its execution profile (model id, prompts, config, budget).
  */
-export function offerTools(env: Pick<SessionServices, 'tools' | 'toolSpecs' | 'toolCatalogDigest'>, toolSet: () => ToolSet): string {
-  const set = toolSet();
-  env.tools = set.tools;
-  env.toolSpecs = set.specs;
-  env.toolCatalogDigest = set.catalogDigest;
-  return set.fingerprint;
+export function runtimeToolSet(o: ResolvedRuntimeOptions): () => ToolSet {
+  return toolSets(o.askUser ? [...o.tools, askUserTool] : o.tools, {
+    modelId: o.model.modelId,
+    systemPrompt: o.systemPrompt ?? null,
+    bootstrapMessages: o.bootstrapMessages,
+    config: o.config,
+    budget: o.budget,
+  });
 }

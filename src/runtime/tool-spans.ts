@@ -1,3 +1,4 @@
+import { contentDisplay } from '../contracts/content.js';
 import type { ToolOutcome } from '../contracts/tools.js';
 import type { Attributes, SpanLike } from '../contracts/tracing.js';
 
@@ -17,7 +18,7 @@ export function toolSpanAttributes(name: string, callId: string, mode: string, l
 
 /** The text an outcome carries (what the model reads of it), recorded only with `recordContent`. */
 function contentOf(outcome: ToolOutcome): string {
-  if (outcome.kind === 'completed') return outcome.content;
+  if (outcome.kind === 'completed') return contentDisplay(outcome.content);
   if (outcome.kind === 'skipped') return outcome.reason;
   return (outcome.kind === 'cancelled' ? outcome.partialContent : outcome.content) ?? '';
 }

@@ -32,7 +32,7 @@ export function turnContextOf(input: RunInput, env: SessionServices, systemPromp
     get messages() {
       return (messages ??= Object.freeze([...prefix, ...surface.slice(0, upTo), ...extra]));
     },
-    tools: Object.freeze([...env.tools.keys()]),
+    tools: Object.freeze([...(input.offered?.tools.keys() ?? [])]),
     policyRevision: fingerprint,
   });
 }

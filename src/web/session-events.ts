@@ -9,7 +9,7 @@ import { committedEnvelopes } from '../streams/committed-envelopes.js';
 import type { Envelope, LiveEvent } from '../streams/envelopes.js';
 import { followLog } from './log-follow.js';
 import { cursorOf, sseComment, sseFrame, sseRetry } from './sse.js';
-import type { CommittedFrame, LiveFrame } from './wire.js';
+import type { CommittedFrame, Frame, LiveFrame } from './wire.js';
 
 export const SessionEventsOptions = z.strictObject({
   /** Frames queued for a client that does not read (as `subscribe`'s capacity). */
@@ -29,6 +29,16 @@ export const SessionEventsOptions = z.strictObject({
   live: z.custom<Observable<Envelope>>((v) => isObservable(v), 'an RxJS Observable of envelopes').optional(),
 });
 export type SessionEventsOptions = z.input<typeof SessionEventsOptions>;
+
+/**
+ * How a connection's frames become bytes: the session's own SSE events (`sseFrame`), or another
+ * protocol over the same log follower (the AI SDK UI message stream, ui-message-stream.ts).
+ * `end`: the stream ends after these bytes.
+ */
+export interface FrameEncoder {
+  encode(frame: Frame, id?: number): { bytes: Uint8Array[]; end?: boolean };
+}
+const SESSION_FRAMES: FrameEncoder = { encode: (frame, id) => ({ bytes: [sseFrame(frame, id)] }) };
 
 /** A JSON error response: `{ error: name, message, issues? }`. */
 export function errorResponse(status: number, error: unknown): Response {
@@ -68,7 +78,7 @@ export function sessionEvents(store: EventStore, sessionId: string, request: Req
   } catch (e) {
     return errorResponse(400, e);
   }
-  const stream = new EventStream(store, sessionId, fromSeq, o, request.signal);
+  const stream = new EventStream(store, sessionId, fromSeq, o, request.signal, SESSION_FRAMES);
   return new Response(stream.body, {
     status: 200,
     headers: {
@@ -80,10 +90,10 @@ export function sessionEvents(store: EventStore, sessionId: string, request: Req
   });
 }
 
-type Resolved = z.output<typeof SessionEventsOptions>;
+export type Resolved = z.output<typeof SessionEventsOptions>;
 
 /** One connection: the log follower, the live feed, the heartbeat and the bounded queue. */
-class EventStream {
+export class EventStream {
   readonly body: ReadableStream<Uint8Array>;
   private controller!: ReadableStreamDefaultController<Uint8Array>;
   private readonly abort = new AbortController();
@@ -104,6 +114,7 @@ class EventStream {
     private readonly fromSeq: number,
     private readonly o: Resolved,
     requestSignal: AbortSignal,
+    private readonly encoder: FrameEncoder,
   ) {
     this.sent = fromSeq - 1;
     this.body = new ReadableStream<Uint8Array>(
@@ -126,7 +137,7 @@ class EventStream {
 
   private async run(): Promise<void> {
     this.enqueue(sseRetry(this.o.retryMs));
-    this.enqueue(sseFrame({ kind: 'ready', sessionId: this.sessionId, fromSeq: this.fromSeq, live: this.o.live !== undefined }));
+    this.send({ kind: 'ready', sessionId: this.sessionId, fromSeq: this.fromSeq, live: this.o.live !== undefined });
     this.heartbeat = setInterval(() => {
       if ((this.controller.desiredSize ?? 0) > 0) this.enqueue(sseComment('heartbeat'));
     }, this.o.heartbeatMs);
@@ -140,7 +151,7 @@ class EventStream {
     } catch (e) {
       if (this.ended) return;
       const err = e as Error;
-      this.enqueue(sseFrame({ kind: 'stream-error', name: e instanceof ActorloopError ? err.name : 'Error', message: err.message }));
+      this.send({ kind: 'stream-error', name: e instanceof ActorloopError ? err.name : 'Error', message: err.message });
       this.end(true);
     }
   }
@@ -178,8 +189,8 @@ class EventStream {
       },
       events,
     };
-    this.enqueue(sseFrame(frame, r.seq));
     this.sent = r.seq;
+    this.send(frame, r.seq);
     if (r.type === 'assistant/message') this.streaming = false; // its deltas end with the committed message
     this.flushHeld();
   }
@@ -216,7 +227,7 @@ class EventStream {
     while (this.held.length > 0 && this.held[0]!.afterLogSeq <= this.sent) {
       const { frame } = this.held.shift()!;
       if ((this.controller.desiredSize ?? 0) <= 0) return this.drop('capacity');
-      this.enqueue(sseFrame(frame));
+      this.send(frame);
     }
   }
 
@@ -241,8 +252,15 @@ class EventStream {
   private drop(reason: 'capacity' | 'stalled'): void {
     if (this.ended) return;
     // the one frame past capacity: the client learns why the stream ended and where to resume
-    this.enqueue(sseFrame({ kind: 'dropped', reason, capacity: this.o.capacity, lastLogSeq: this.sent }));
+    this.send({ kind: 'dropped', reason, capacity: this.o.capacity, lastLogSeq: this.sent });
     this.end(true);
+  }
+
+  private send(frame: Frame, id?: number): void {
+    if (this.ended) return;
+    const { bytes, end } = this.encoder.encode(frame, id);
+    for (const b of bytes) this.enqueue(b);
+    if (end) this.end(true);
   }
 
   private enqueue(chunk: Uint8Array): void {

@@ -1,3 +1,4 @@
+import type { StoredContent } from '../contracts/content.js';
 import type { PendingRequest } from '../contracts/events.js';
 import type { ToolOutcome } from '../contracts/tools.js';
 import type { Frame } from './wire.js';
@@ -7,6 +8,18 @@ import type { Frame } from './wire.js';
  * Everything but `streaming` comes from committed records, so two tabs, or one tab before and
  * after a reconnect, show the same items.
  */
+
+/**
+ * A message's content as the view shows it: its text, then `[image]` / `[file <name>]` for each
+ * other part (the page bundle takes nothing outside src/web, so not contracts' contentDisplay).
+ */
+function shown(content: StoredContent): string {
+  if (typeof content === 'string') return content;
+  const text = content.map((p) => (p.type === 'text' ? p.text : '')).join('');
+  const parts = content.flatMap((p) => (p.type === 'text' ? [] : [p.type === 'file' ? `[file ${p.filename ?? p.mediaType}]` : '[image]']));
+  return [text, ...parts].filter(Boolean).join(' ');
+}
+
 export interface SessionView {
   sessionId: string;
   connection: 'connecting' | 'open' | 'reconnecting' | 'closed';
@@ -111,13 +124,14 @@ function committed(view: SessionView, f: Extract<Frame, { kind: 'committed' }>):
       v.runStatus = 'running';
       break;
     case 'user/message': {
-      const m = p.message as { content: string };
-      if (p.copiedFrom === undefined) add({ kind: 'user', seq: r.seq, ...(runId ? { runId } : {}), text: m.content });
+      const m = p.message as { content: StoredContent };
+      if (p.copiedFrom === undefined) add({ kind: 'user', seq: r.seq, ...(runId ? { runId } : {}), text: shown(m.content) });
       break;
     }
     case 'assistant/message': {
-      const m = p.message as { content: string };
-      if (m.content && p.copiedFrom === undefined) add({ kind: 'assistant', seq: r.seq, ...(runId ? { runId } : {}), text: m.content });
+      const m = p.message as { content: StoredContent };
+      if (m.content && p.copiedFrom === undefined)
+        add({ kind: 'assistant', seq: r.seq, ...(runId ? { runId } : {}), text: shown(m.content) });
       delete v.streaming;
       break;
     }

@@ -5,20 +5,27 @@ import { assertSessionId } from '../persistence/store-input.js';
 import type { Runtime } from '../runtime/runtime.js';
 import { CancelBody, MessageBody, RespondBody, StopBody, type InboxEntry, type InboxReceipt } from './inbox-contract.js';
 import { errorResponse, sessionEvents, SessionEventsOptions } from './session-events.js';
+import { ChatRequestBody, chatHistory, chatPost, type ChatSubmission, chatSubmission, sessionList } from './chat-routes.js';
+import { uiMessageStream } from './ui-message-stream.js';
 import { hostAllowed, HostPattern } from './hosts.js';
 
 /**
  * What a request asks to do with a session, as `authorize` is told:
  * - `read`: `GET /sessions/:id/events`, the session's event stream (every committed record, whole);
- * - `submit`: `POST messages`, a prompt or a follow-up;
+ *   `GET /chat/:id/stream | messages`; `GET /sessions` (asked per listed session);
+ * - `submit`: `POST messages`, a prompt or a follow-up; `POST /chat` with a user message;
  * - `control`: `POST steer | stop | cancel`, changes the course of the run under way;
- * - `respond`: `POST respond`, answers an approval or a question.
+ * - `respond`: `POST respond`, answers an approval or a question; `POST /chat` with approval responses.
  * @example
  * webHandler({ runtime, authorize: (req, { action }) => action === 'read' })
  */
 export type WebAction = 'read' | 'submit' | 'control' | 'respond';
-/** A route of `webHandler`, the last segment of `/sessions/:id/<route>`. */
-export type WebRoute = 'events' | 'messages' | 'steer' | 'respond' | 'stop' | 'cancel';
+/**
+ * A route of `webHandler`: the last segment of `/sessions/:id/<route>`, or one of the AI SDK
+ * routes (`chat`: `POST /chat`; `stream`: `GET /chat/:id/stream`; `history`: `GET /chat/:id/messages`)
+ * or the session list (`sessions`: `GET /sessions`, asked once per listed session).
+ */
+export type WebRoute = 'events' | 'messages' | 'steer' | 'respond' | 'stop' | 'cancel' | 'chat' | 'stream' | 'history' | 'sessions';
 export interface AuthorizeContext {
   sessionId: string;
   action: WebAction;
@@ -29,8 +36,10 @@ export interface AuthorizeContext {
  * a `Response` is sent as it is (e.g. a 401 with `WWW-Authenticate`). Anything else — `undefined`,
  * a truthy non-`true` value, a throw or a rejection — denies (403).
  * Contract: called once per request, after the route, method and session id are known to be
- * valid and before the body is read or anything is submitted; may be async; must not consume the
- * request's body.
+ * valid and before the body is read or anything is submitted — except `POST /chat`, whose session
+ * id is in the body: it is called once the body is read (within `maxBodyBytes`) and checked, before
+ * anything is submitted; and `GET /sessions`, where it is called for each session listed (a
+ * `false` leaves the session out). May be async; must not consume the request's body.
  * @example
  * const authorize: Authorize = (req, { action }) => action === 'read' || req.headers.get('x-role') === 'operator'
  */
@@ -66,6 +75,7 @@ export const WebHandlerOptions = z.strictObject({
   allowedHosts: z.array(HostPattern).min(1).optional(),
 });
 export type WebHandlerOptions = z.input<typeof WebHandlerOptions>;
+type Resolved = z.output<typeof WebHandlerOptions>;
 
 type Route = { action: WebAction; body: z.ZodType; entry: (body: never) => InboxEntry };
 const ROUTES = new Map<string, Route>([
@@ -103,7 +113,9 @@ const ROUTES = new Map<string, Route>([
 const STATUS: Record<InboxReceipt['status'], number> = { accepted: 202, already_accepted: 200, refused: 409 };
 
 /**
- * The session endpoints on web-standard Request/Response: `GET /sessions/:id/events` (the event
+ * The session endpoints on web-standard Request/Response — and the AI SDK's (`POST /chat`,
+ * `GET /chat/:id/stream`, `GET /chat/:id/messages`: `useChat` with its default transport, see
+ * chat-routes.ts) and the session list (`GET /sessions`): `GET /sessions/:id/events` (the event
  * stream, `sessionEvents` with the session's live deltas when it runs in this process) and
  * `POST /sessions/:id/messages | steer | respond | stop | cancel`, each a JSON body checked with
  * zod and submitted to the inbox (`runtime.submit`), answered with the durable receipt
@@ -120,10 +132,13 @@ const STATUS: Record<InboxReceipt['status'], number> = { accepted: 202, already_
 export function webHandler(options: WebHandlerOptions): (request: Request) => Promise<Response> {
   const o = parseInput(WebHandlerOptions, options, 'webHandler');
   const runtime = o.runtime;
+  const chatStream = SessionEventsOptions.parse(o.stream ?? {}); // the UI message streams' options, resolved once
   return async (request: Request) => {
     try {
       if (o.allowedHosts && !hostAllowed(request, o.allowedHosts)) return hostRefused(request);
       const path = new URL(request.url).pathname;
+      const chat = await chatRoutes(o, chatStream, runtime, request, path);
+      if (chat) return chat;
       if (!path.startsWith(`${o.basePath}/sessions/`)) return notFound(path);
       const parts = path.slice(o.basePath.length + '/sessions/'.length).split('/');
       if (parts.length !== 2) return notFound(path);
@@ -165,14 +180,84 @@ export function webHandler(options: WebHandlerOptions): (request: Request) => Pr
   };
 }
 
-/** undefined when `authorize` returned `true`; else the response to send (its own, or a 403). */
-async function authorized(authorize: Authorize, request: Request, context: AuthorizeContext): Promise<Response | undefined> {
+/**
+ * The AI SDK routes (`useChat`'s default transport with `api: basePath + '/chat'`) and the session
+ * list; undefined for any other path.
+ */
+async function chatRoutes(
+  o: Resolved,
+  stream: z.output<typeof SessionEventsOptions>,
+  runtime: Runtime,
+  request: Request,
+  path: string,
+): Promise<Response | undefined> {
+  const check = (sessionId: string, action: WebAction, route: WebRoute) =>
+    o.authorize ? authorized(o.authorize, request, { sessionId, action, route }) : Promise.resolve(undefined);
+  if (path === `${o.basePath}/sessions`) {
+    if (request.method !== 'GET') return methodNotAllowed('GET');
+    const authorize = o.authorize;
+    return sessionList(runtime.store, request, (sessionId) =>
+      authorize ? verdictOf(authorize, request, { sessionId, action: 'read', route: 'sessions' }) : Promise.resolve(true),
+    );
+  }
+  if (path === `${o.basePath}/chat`) {
+    if (request.method !== 'POST') return methodNotAllowed('POST');
+    const raw = await jsonBody(request, o.maxBodyBytes);
+    if (raw instanceof Response) return raw;
+    let body: ChatRequestBody;
+    let submission: ChatSubmission;
+    try {
+      body = parseInput(ChatRequestBody, raw, 'POST chat');
+      assertSessionId(body.id, 'chat id');
+      submission = chatSubmission(body);
+    } catch (e) {
+      return errorResponse(400, e);
+    }
+    const denied = await check(body.id, submission.kind === 'prompt' ? 'submit' : 'respond', 'chat');
+    if (denied) return denied;
+    const live = runtime.liveEnvelopes$(body.id);
+    return chatPost(runtime.store, (id, entry) => runtime.submit(id, entry), body.id, request, submission, { ...stream, live });
+  }
+  if (!path.startsWith(`${o.basePath}/chat/`)) return undefined;
+  const parts = path.slice(o.basePath.length + '/chat/'.length).split('/');
+  const route = parts.length === 2 ? CHAT_ROUTES.get(parts[1]!) : undefined;
+  if (route === undefined) return notFound(path);
+  let sessionId: string;
+  try {
+    sessionId = decodeURIComponent(parts[0]!);
+    assertSessionId(sessionId, 'chat id');
+  } catch (e) {
+    return errorResponse(
+      400,
+      isValidationError(e) ? e : new ValidationError('chat id', [{ path: ['id'], message: 'not a valid percent-encoded id' }]),
+    );
+  }
+  if (request.method !== 'GET') return methodNotAllowed('GET');
+  const denied = await check(sessionId, 'read', route);
+  if (denied) return denied;
+  if (route === 'history') return chatHistory(runtime.store, sessionId);
+  return uiMessageStream(runtime.store, sessionId, request, { ...stream, live: runtime.liveEnvelopes$(sessionId) });
+}
+
+const CHAT_ROUTES = new Map<string, WebRoute>([
+  ['stream', 'stream'],
+  ['messages', 'history'],
+]);
+
+/** `true`, the app's own `Response`, or `false` for anything else (a throw denies too). */
+async function verdictOf(authorize: Authorize, request: Request, context: AuthorizeContext): Promise<boolean | Response> {
   let verdict: unknown;
   try {
     verdict = await authorize(request, context);
   } catch {
     verdict = undefined; // a failing check denies; its error is the app's, not the client's to read
   }
+  return verdict === true || verdict instanceof Response ? verdict : false;
+}
+
+/** undefined when `authorize` returned `true`; else the response to send (its own, or a 403). */
+async function authorized(authorize: Authorize, request: Request, context: AuthorizeContext): Promise<Response | undefined> {
+  const verdict = await verdictOf(authorize, request, context);
   if (verdict === true) return undefined;
   if (verdict instanceof Response) return verdict;
   const session = JSON.stringify(context.sessionId.slice(0, 200));
@@ -234,7 +319,7 @@ const json = (status: number, body: unknown) =>
 const notFound = (path: string) =>
   errorResponse(404, {
     name: 'NotFound',
-    message: `no route ${path.slice(0, 200)}: the routes are /sessions/:id/{events,messages,steer,respond,stop,cancel}`,
+    message: `no route ${path.slice(0, 200)}: the routes are /sessions/:id/{events,messages,steer,respond,stop,cancel}, /sessions, /chat and /chat/:id/{stream,messages}`,
   });
 function hostRefused(request: Request): Response {
   const host = JSON.stringify((request.headers.get('host') ?? new URL(request.url).host).slice(0, 200));

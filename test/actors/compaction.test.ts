@@ -1,3 +1,4 @@
+import { contentText } from '../../src/contracts/content.js';
 import { afterEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import {
@@ -11,6 +12,7 @@ import {
   scriptedModel,
   type EventStore,
   type Message,
+  type ModelMessage,
   type ModelProvider,
   type ModelRequest,
   type ScriptedStep,
@@ -36,7 +38,7 @@ const CFG = { contextWindow: 1500, outputReserve: 200 };
 const isCompaction = (r: ModelRequest) => r.tools.length === 0 && r.messages[0]?.content === DEFAULT_COMPACTION_PROMPT;
 const big = (c: string) => c.repeat(2000); // ≈ 500 estimated tokens
 /** The runtime's own estimate (src/persistence/surface.ts): 4 characters a token, + 8 characters a message. */
-const estimate = (ms: readonly Message[]) =>
+const estimate = (ms: readonly ModelMessage[]) =>
   ms.reduce(
     (n, m) =>
       n + Math.ceil((m.content.length + 8 + (m.toolCalls ?? []).reduce((k, c) => k + c.name.length + c.arguments.length + 8, 0)) / 4),
@@ -79,7 +81,7 @@ describe('compaction (real LMDB)', () => {
     expect(comp).toMatchObject({ surfaceOp: 'epoch', payload: { summary: { content: expect.stringContaining('SUMMARY') } } });
     const surface = await store.loadSurface('s');
     expect(surface[0]!.seq).toBe(comp.seq);
-    expect(model.requests[3]!.messages.some((m) => m.content.includes('SUMMARY'))).toBe(true);
+    expect(model.requests[3]!.messages.some((m) => contentText(m.content).includes('SUMMARY'))).toBe(true);
     expect(model.requests[3]!.messages.some((m) => m.content === big)).toBe(false);
     // the current run's prompt survives compaction, after the summary
     expect(model.requests[3]!.messages.map((m) => m.content).slice(-1)).toEqual(['third']);

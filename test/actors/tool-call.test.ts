@@ -4,6 +4,7 @@ import { z } from 'zod';
 import type { SessionServices } from '../../src/actors/session-services.js';
 import { toolCallActor } from '../../src/actors/tool-call.js';
 import { defineTool, scriptedModel } from '../../src/index.js';
+import type { AnyTool } from '../../src/tools/define-tool.js';
 import { deferred } from '../helpers/drafts.js';
 import { systemClock } from '../../src/contracts/clock.js';
 import { isCancelledError } from '../../src/contracts/errors.js';
@@ -14,11 +15,9 @@ import { SessionProjection } from '../../src/persistence/projection.js';
 import type { EventStore } from '../../src/persistence/event-store.js';
 
 /** Just what a tool-call actor reaches of the session's environment. */
-function fakeEnv(checkFenced: () => Promise<boolean>, execute: (args: unknown, ctx: { signal: AbortSignal }) => Promise<string>) {
-  const tool = { name: 'pay', mode: 'exclusive', execute };
+function fakeEnv(checkFenced: () => Promise<boolean>) {
   return {
     sessionId: 's1',
-    tools: new Map([['pay', tool]]),
     writer: { checkFenced, fencedNow: () => undefined, mayStartEffect: () => true },
     clock: systemClock,
     config: { cancelGraceMs: 50 },
@@ -27,25 +26,21 @@ function fakeEnv(checkFenced: () => Promise<boolean>, execute: (args: unknown, c
   } as unknown as SessionServices;
 }
 
-const input = {
+/** A call of the exclusive tool `pay`, which runs `execute`. */
+const payCall = (execute: (args: unknown, ctx: { signal: AbortSignal }) => Promise<string>) => ({
   runId: 'r1',
   index: 0,
   call: { callId: 'c1', name: 'pay', arguments: {}, mode: 'exclusive' as const, resources: [], idempotencyKey: 's1/r1/c1' },
-};
+  tool: { name: 'pay', mode: 'exclusive', execute } as unknown as AnyTool,
+});
 
 describe('toolCallActor', () => {
   it('a call stopped while its fence check is pending never starts its tool', async () => {
     const fence = deferred<boolean>();
     const started: unknown[] = [];
-    const actor = createActor(
-      toolCallActor(
-        fakeEnv(
-          () => fence.promise,
-          async (a) => (started.push(a), 'paid'),
-        ),
-      ),
-      { input },
-    ).start();
+    const actor = createActor(toolCallActor(fakeEnv(() => fence.promise)), {
+      input: payCall(async (a) => (started.push(a), 'paid')),
+    }).start();
     actor.stop();
     fence.resolve(false);
     await new Promise((r) => setTimeout(r, 10));
@@ -58,7 +53,7 @@ describe('toolCallActor', () => {
       new Promise<string>((_, reject) =>
         signal.addEventListener('abort', () => (reason.resolve(signal.reason), reject(signal.reason)), { once: true }),
       );
-    const actor = createActor(toolCallActor(fakeEnv(async () => false, execute)), { input }).start();
+    const actor = createActor(toolCallActor(fakeEnv(async () => false)), { input: payCall(execute) }).start();
     await new Promise((r) => setTimeout(r, 5));
     actor.stop();
     expect(await reason.promise).toMatchObject({ name: 'AbortError' });
@@ -87,14 +82,8 @@ describe('toolCallActor lease', () => {
     const writer = new LogWriter(store, 's1', attach.writerEpoch, attach.lastSeq + 1, new SessionProjection());
     writer.guard = () => (leaseLost ? new Error('lease lost') : undefined);
     const started: unknown[] = [];
-    const env = {
-      ...fakeEnv(
-        async () => false,
-        async (a) => (started.push(a), 'paid'),
-      ),
-      writer,
-    } as unknown as SessionServices;
-    createActor(toolCallActor(env), { input }).start();
+    const env = { ...fakeEnv(async () => false), writer } as unknown as SessionServices;
+    createActor(toolCallActor(env), { input: payCall(async (a) => (started.push(a), 'paid')) }).start();
     await new Promise((r) => setTimeout(r, 20));
     expect(leaseLost).toBe(true);
     expect(started).toEqual([]);
@@ -111,7 +100,7 @@ describe('toolCallActor signal', () => {
       seen.resolve({ aborted: ctx.signal.aborted, reason: ctx.signal.reason });
       return 'late';
     };
-    const actor = createActor(toolCallActor(fakeEnv(async () => false, execute)), { input }).start();
+    const actor = createActor(toolCallActor(fakeEnv(async () => false)), { input: payCall(execute) }).start();
     await new Promise((r) => setTimeout(r, 5));
     actor.send({ type: 'CANCEL', reason: 'requestCancel' });
     release.resolve();
@@ -130,7 +119,7 @@ describe('toolCallActor context', () => {
       got.resolve(copy.signal);
       return 'ok';
     };
-    createActor(toolCallActor(fakeEnv(async () => false, execute)), { input }).start();
+    createActor(toolCallActor(fakeEnv(async () => false)), { input: payCall(execute) }).start();
     const signal = await got.promise;
     expect(signal).toBeInstanceOf(AbortSignal);
     expect(signal!.aborted).toBe(false);

@@ -2,7 +2,8 @@ import { readdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { evaluate, formatNumber } from '../../src/cli/calculator.js';
-import { chooseProvider, demoPolicy } from '../../src/cli/demo-agent.js';
+import { chooseProvider, demoPolicy, paced } from '../../src/cli/demo-agent.js';
+import { scriptedModel } from '../../src/providers/scripted.js';
 import { demoPaths, demoTools, prepareDemoFiles, sandboxed } from '../../src/cli/demo-tools.js';
 import { newSessionId, runDemo, type DemoIO } from '../../src/cli/demo.js';
 import type { ModelRequest } from '../../src/contracts/model.js';
@@ -142,6 +143,17 @@ describe('the offline demo agent', () => {
     expect(chooseProvider(undefined, { OPENAI_API_KEY: 'k', ANTHROPIC_API_KEY: 'k' })).toBe('openai');
     expect(chooseProvider('scripted', { OPENAI_API_KEY: 'k' })).toBe('scripted');
     expect(newSessionId(new Date(2026, 0, 2, 3, 4, 5))).toMatch(/^demo-20260102-030405-[0-9a-f]{4}$/);
+  });
+
+  it('paces a model without hiding who serves it or its structured-output mode', () => {
+    const inner = {
+      modelId: 'm',
+      providerName: 'openai',
+      structuredOutput: 'native' as const,
+      call: () => Promise.reject(new Error('unused')),
+    };
+    expect(paced(inner, 1)).toMatchObject({ modelId: 'm', providerName: 'openai', structuredOutput: 'native' });
+    expect(Object.keys(paced(scriptedModel(['x'], { modelId: 's' }), 1))).not.toContain('structuredOutput');
   });
 });
 

@@ -9,6 +9,7 @@ import { collect } from '../helpers/drafts.js';
 import { createTestDatabase, postgresForTests } from '../helpers/postgres.js';
 import { runCli } from '../../src/cli/program.js';
 import { tempDir } from '../helpers/tmp.js';
+import { SCHEMA_VERSION_PG } from '../../src/persistence/postgres/schema.js';
 
 /**
  * The CLI on a PostgreSQL log: the demo killed mid-deploy and resumed by another process with
@@ -92,9 +93,9 @@ if (db) {
       await bare.close();
       const m1 = await run(['migrate', '--postgres', db.url, '--schema', 'unmigrated']);
       expect(m1.code, m1.err).toBe(0);
-      expect(m1.out).toContain('migrated from version 0 to 2');
+      expect(m1.out).toContain(`migrated from version 0 to ${SCHEMA_VERSION_PG}`);
       const m2 = await run(['migrate', '--postgres', db.url, '--schema', 'unmigrated']);
-      expect(m2.out).toContain('is at version 2: nothing to do');
+      expect(m2.out).toContain(`is at version ${SCHEMA_VERSION_PG}: nothing to do`);
       const ok = postgresStore({ connectionString: db.url, schema: 'unmigrated', migrate: false });
       expect(await ok.listSessions()).toEqual([]);
       await ok.close();

@@ -1,6 +1,7 @@
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { runCli } from '../../src/cli/program.js';
+import { verifyAdvice } from '../../src/cli/store-commands.js';
 import { tempDirs } from '../helpers/temp-dirs.js';
 import { killAllChildren, spawnTs } from '../crash/child-util.js';
 import { changeByte, readInChild, writeStore } from '../persistence/fixtures/damage.js';
@@ -34,6 +35,14 @@ describe('actorloop verify / repair', () => {
     const json = await cli('verify', path, '--json');
     expect(JSON.parse(json.out)).toMatchObject({ ok: false, problems: [{ where: 'data.mdb', sessionId: 'a', seq: 7 }] });
     expect((await cli('verify', join(path, 'nope'))).code).toBe(4);
+  });
+
+  it('verify advises repair only for damage: a check that could not run (a problem at verify) says so instead', () => {
+    const couldNotRun = { ok: false as const, problems: [{ where: 'verify', reason: 'no room in the temp dir' }] };
+    expect(verifyAdvice(couldNotRun, '/d')).toMatch(/could not finish, so nothing is known to be damaged/);
+    expect(verifyAdvice(couldNotRun, '/d')).not.toMatch(/repair/);
+    const damaged = { ok: false as const, problems: [...couldNotRun.problems, { where: 'data.mdb', sessionId: 'a', seq: 7, reason: 'x' }] };
+    expect(verifyAdvice(damaged, '/d')).toMatch(/actorloop repair \/d/);
   });
 
   it('repair rebuilds the damaged data.mdb from the journal and exits 0; every event reads back', async () => {

@@ -6,6 +6,7 @@ import { collect, compaction, stepStart, userMsg } from '../helpers/drafts.js';
 import { scaled } from '../helpers/load.js';
 import { groupCommitContract } from './group-commit.contract.js';
 import { workStoreContract } from './work-store.contract.js';
+import { blobStoreContract, type BlobHooks } from './blob-store.contract.js';
 
 /**
  * A fault the backend's wiring injects: the armed session's append fails *after* it wrote (inside
@@ -23,6 +24,8 @@ export interface ContractStore {
   reopen?: () => Promise<EventStore>;
   cleanup: () => Promise<void>;
   failAfterWriting: FailAfterWriting;
+  /** The store's blobs seen from outside (blob-store.contract.ts). */
+  blobs: BlobHooks;
 }
 
 /** The one contract every EventStore backend passes (memory, LMDB, PostgreSQL). */
@@ -32,8 +35,9 @@ export function eventStoreContract(name: string, make: () => Promise<ContractSto
     let cleanup: () => Promise<void>;
     let reopen: (() => Promise<EventStore>) | undefined;
     let failAfterWriting: FailAfterWriting;
+    let blobs: BlobHooks;
     beforeEach(async () => {
-      ({ store, cleanup, reopen, failAfterWriting } = await make());
+      ({ store, cleanup, reopen, failAfterWriting, blobs } = await make());
     });
     afterEach(async () => {
       await store.close();
@@ -41,6 +45,7 @@ export function eventStoreContract(name: string, make: () => Promise<ContractSto
     });
 
     workStoreContract(() => store);
+    blobStoreContract(() => ({ store, ...(reopen ? { reopen } : {}), blobs, setStore: (s) => (store = s) }));
 
     it('attachWriter increments the epoch and reports the tail', async () => {
       expect(await store.attachWriter('s')).toEqual({ writerEpoch: 1, lastSeq: 0, lastTurn: 0 });

@@ -1,3 +1,4 @@
+import type { Database } from 'lmdb';
 import { lmdbStore } from '../../src/persistence/lmdb-store.js';
 import { tempDir } from '../helpers/tmp.js';
 import { eventStoreContract } from './event-store.contract.js';
@@ -8,6 +9,7 @@ eventStoreContract('lmdb', async () => {
   // the fault: the armed session's head put fails inside the group's write transaction, after its
   // events and ids were put (applyAppend writes the head last)
   let armed: string | undefined;
+  const blobDb = () => (store as unknown as { dbs: { blobs: Database<Buffer, string> } }).dbs.blobs;
   const heads = (store as unknown as { dbs: { heads: { putSync(key: string, value: unknown): unknown } } }).dbs.heads;
   const putSync = heads.putSync.bind(heads);
   heads.putSync = (key, value) => {
@@ -19,5 +21,18 @@ eventStoreContract('lmdb', async () => {
     reopen: async () => lmdbStore({ path: dir.path }),
     cleanup: dir.cleanup,
     failAfterWriting: { arm: (sid) => (armed = sid), disarm: () => (armed = undefined), sharesTransaction: true },
+    blobs: {
+      count: async () => blobDb().getCount(),
+      // behind the store's back: a write of the database itself, never journaled
+      damage: async (sha256, how) => {
+        const db = blobDb();
+        if (how === 'remove') await db.remove(sha256);
+        else {
+          const bytes = Buffer.from(db.get(sha256)!);
+          bytes[7]! ^= 1;
+          await db.put(sha256, bytes);
+        }
+      },
+    },
   };
 });

@@ -1,5 +1,6 @@
 import type { SessionHead } from '../../src/persistence/head.js';
 import { memoryStore } from '../../src/persistence/memory-store.js';
+import type { MemoryBlobs } from '../../src/persistence/blob-store.js';
 import { eventStoreContract } from './event-store.contract.js';
 
 eventStoreContract('memory', async () => {
@@ -21,5 +22,12 @@ eventStoreContract('memory', async () => {
     store,
     cleanup: async () => {},
     failAfterWriting: { arm: (sid) => (armed = sid), disarm: () => (armed = undefined), sharesTransaction: false },
+    blobs: {
+      count: async () => (store.blobs as MemoryBlobs).bytes.size,
+      damage: async (sha256, how) => {
+        if (how === 'remove') (store.blobs as MemoryBlobs).bytes.delete(sha256);
+        else (store.blobs as MemoryBlobs).bytes.get(sha256)![7]! ^= 1;
+      },
+    },
   };
 });

@@ -40,6 +40,7 @@
  */
 import { closeSync, existsSync, fsyncSync, openSync, readFileSync, writeSync } from 'node:fs';
 import { z } from 'zod';
+import { contentText } from '../../src/contracts/content.js';
 import { createRuntime, type Runtime } from '../../src/runtime/runtime.js';
 import type { ExecutionResult } from '../../src/contracts/requests.js';
 import type { EventStore } from '../../src/persistence/event-store.js';
@@ -126,7 +127,7 @@ function modelFor(re: RegExp, scriptOf: (m: RegExpExecArray) => ScriptStep[]) {
     let i = msgs.length - 1;
     let m: RegExpExecArray | null = null;
     for (; i >= 0; i--) {
-      if (msgs[i]!.role === 'user' && (m = re.exec(msgs[i]!.content))) break;
+      if (msgs[i]!.role === 'user' && (m = re.exec(contentText(msgs[i]!.content)))) break;
     }
     if (!m) return { error: { message: 'no scripted prompt in the context', retryable: false } };
     const n = msgs.slice(i + 1).filter((x) => x.role === 'assistant').length;
@@ -308,7 +309,7 @@ async function fenceMode(job: FenceJob): Promise<void> {
   const model = modelFor(FENCE_PROMPT_RE, (m) => fenceScript(m[2] as 'same-batch' | 'next-step', m[3]!));
   const rt = createRuntime({ store: ackingStore(inner), model, tools });
   if (job.b) {
-    const s = await rt.openSession(job.b);
+    const s = await rt.openSession(job.b, { takeover: true }); // A lives (stopped): B fences it on purpose
     say(`B_ATTACHED ${job.b} ${JSON.stringify(s.recovery)}`);
     const open = s.recovery.interruptedRuns[0];
     if (!open) throw new Error(`B: session ${job.b} has no interrupted run`);

@@ -14,6 +14,7 @@
  */
 import { closeSync, fsyncSync, openSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
+import { contentText } from '../../src/contracts/content.js';
 import { z } from 'zod';
 import { createRuntime } from '../../src/runtime/runtime.js';
 import type { ModelRequest } from '../../src/contracts/model.js';
@@ -188,8 +189,8 @@ async function main(): Promise<void> {
       const step = (req: ModelRequest): ScriptedStep => {
         if (req.messages[0]?.role === 'system' && req.tools.length === 0) return 'an earlier exchange about nothing';
         let i = req.messages.length - 1;
-        while (i >= 0 && !(req.messages[i]!.role === 'user' && req.messages[i]!.content.startsWith('PROMPT '))) i--;
-        const prompt = req.messages[i]?.content ?? '';
+        while (i >= 0 && !(req.messages[i]!.role === 'user' && contentText(req.messages[i]!.content).startsWith('PROMPT '))) i--;
+        const prompt = contentText(req.messages[i]?.content ?? '');
         const n = req.messages.slice(i + 1).filter((m) => m.role === 'assistant').length;
         if (prompt.startsWith('PROMPT r0')) return 'ok';
         if (n === 0) return { toolCalls: [{ id: 'c1', name: 'charge', arguments: {} }] };

@@ -1,5 +1,5 @@
 import type { EventRecord } from '../../src/contracts/events.js';
-import type { Message } from '../../src/contracts/message.js';
+import type { Message, ModelMessage } from '../../src/contracts/message.js';
 
 /** Tool call ids in the log with neither a tool/result nor a batch rejection. */
 export function unansweredInLog(log: EventRecord[]): string[] {
@@ -15,7 +15,7 @@ export function unansweredInLog(log: EventRecord[]): string[] {
 }
 
 /** Tool call ids of assistant messages in a model request that have no tool message answering them. */
-export function unansweredInRequest(messages: readonly Message[]): string[] {
+export function unansweredInRequest(messages: readonly ModelMessage[]): string[] {
   const answered = new Set(messages.filter((m) => m.role === 'tool').map((m) => m.toolCallId));
   return messages.flatMap((m) => (m.role === 'assistant' ? (m.toolCalls ?? []).map((c) => c.id) : [])).filter((id) => !answered.has(id));
 }

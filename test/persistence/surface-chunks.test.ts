@@ -1,3 +1,4 @@
+import { contentText } from '../../src/contracts/content.js';
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { createRuntime, defineTool, repairStore, scriptedModel, verifyStore, type ScriptedStep } from '../../src/index.js';
@@ -155,7 +156,7 @@ describe('surface chunks (LMDB)', () => {
     expect(chunks.map((c) => c.fromSeq)).toEqual([1]);
     expect(tail).toBeGreaterThan(CHUNK_SEQS);
     expectSame(fromChunks, fromRecords);
-    expect(fromChunks.messages.some((m) => m.content.includes('resulT'))).toBe(false);
+    expect(fromChunks.messages.some((m) => contentText(m.content).includes('resulT'))).toBe(false);
     // that open wrote the chunks it read the records of back, over the damaged one
     const again = await bothWays(path, 's');
     expect(again.chunks.map((c) => c.fromSeq)).toEqual([1, CHUNK_SEQS + 1, 2 * CHUNK_SEQS + 1]);
@@ -229,7 +230,7 @@ describe('surface chunks (LMDB)', () => {
     await a.close();
     const { fromChunks, fromRecords, chunks } = await bothWays(path, 's');
     expect(chunks.length).toBe(1);
-    expect(fromChunks.messages.some((m) => m.content.startsWith('lost'))).toBe(false);
+    expect(fromChunks.messages.some((m) => contentText(m.content).startsWith('lost'))).toBe(false);
     expectSame(fromChunks, fromRecords);
   });
 

@@ -1,7 +1,7 @@
 import Anthropic from '@anthropic-ai/sdk';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import { isCancelledError, isProviderError, isValidationError } from '../../src/contracts/errors.js';
-import type { Message } from '../../src/contracts/message.js';
+import type { ModelMessage as Message } from '../../src/contracts/message.js';
 import type { ToolSpec } from '../../src/contracts/tools.js';
 import { anthropicModel, anthropicModelFromEnv, type AnthropicModelOptions } from '../../src/providers/anthropic.js';
 import { an, startAnthropicServer } from './anthropic-server.js';

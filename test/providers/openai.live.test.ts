@@ -1,6 +1,6 @@
 import OpenAI from 'openai';
 import { describe, expect, it } from 'vitest';
-import type { Message } from '../../src/contracts/message.js';
+import type { ModelMessage as Message } from '../../src/contracts/message.js';
 import type { ModelStreamEvent } from '../../src/contracts/model.js';
 import type { ToolSpec } from '../../src/contracts/tools.js';
 import { openaiModel } from '../../src/providers/openai.js';

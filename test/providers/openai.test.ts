@@ -1,7 +1,7 @@
 import OpenAI from 'openai';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import { isCancelledError, isProviderError, isValidationError } from '../../src/contracts/errors.js';
-import type { Message } from '../../src/contracts/message.js';
+import type { ModelMessage as Message } from '../../src/contracts/message.js';
 import type { ModelStreamEvent } from '../../src/contracts/model.js';
 import type { ToolSpec } from '../../src/contracts/tools.js';
 import { openaiModel, openaiModelFromEnv, type OpenAIModelOptions } from '../../src/providers/openai.js';

@@ -2,32 +2,37 @@ import Anthropic from '@anthropic-ai/sdk';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { anthropicModel, defineTool, openaiModel, type ModelProvider } from '../../src/index.js';
+import { anthropicModel, defineTool, openaiModel, openaiResponsesModel, type ModelProvider } from '../../src/index.js';
 import { backends, PROTO_KEYS, within } from '../helpers/backends.js';
 import { logOf } from '../helpers/runtime.js';
 import { an, startAnthropicServer } from './anthropic-server.js';
 import { oa, startOpenAIServer } from './openai-server.js';
+import { rs, startResponsesServer } from './responses-server.js';
 import type { Reply, ScriptedServer } from './sse-server.js';
 
 /**
- * Outside data is never a property name, over the wire: the real `openai` and
- * `@anthropic-ai/sdk` clients against the local servers, with tool call ids, tool names and
+ * Outside data is never a property name, over the wire: the real `openai` (Chat Completions and
+ * Responses) and `@anthropic-ai/sdk` clients against the local servers, with tool call ids, tool names and
  * argument keys such as `"id":"constructor"`, on both stores.
  */
 
 let oaServer: ScriptedServer;
 let anServer: ScriptedServer;
+let rsServer: ScriptedServer;
 beforeAll(async () => {
   oaServer = await startOpenAIServer();
   anServer = await startAnthropicServer();
+  rsServer = await startResponsesServer();
 });
 afterAll(async () => {
   await oaServer.close();
   await anServer.close();
+  await rsServer.close();
 });
 beforeEach(() => {
   oaServer.reset();
   anServer.reset();
+  rsServer.reset();
 });
 
 interface Wire {
@@ -38,7 +43,7 @@ interface Wire {
   text: (t: string) => Reply;
 }
 
-const wires: Record<'openai' | 'anthropic', Wire> = {
+const wires: Record<'openai' | 'responses' | 'anthropic', Wire> = {
   openai: {
     server: () => oaServer,
     model: () => openaiModel({ client: new OpenAI({ apiKey: 'test', baseURL: oaServer.baseURL }), model: 'gpt-test' }),
@@ -50,6 +55,15 @@ const wires: Record<'openai' | 'anthropic', Wire> = {
         oa.usage(10, 5),
       ]),
     text: (t) => oa.textReply([t]),
+  },
+  responses: {
+    server: () => rsServer,
+    model: () => openaiResponsesModel({ client: new OpenAI({ apiKey: 'test', baseURL: rsServer.baseURL }), model: 'gpt-test' }),
+    calls: (calls) => {
+      const items = calls.map((c, i) => rs.call(`fc_${i}`, c.id, c.name, c.args));
+      return rs.stream([rs.created(), ...items.flatMap((item, i) => [rs.added(i, item), rs.done(i, item)]), rs.completed(items)]);
+    },
+    text: (t) => rs.textReply([t]),
   },
   anthropic: {
     server: () => anServer,
@@ -68,7 +82,7 @@ const wires: Record<'openai' | 'anthropic', Wire> = {
 
 const SETTLE_MS = 10_000;
 
-describe.each(['openai', 'anthropic'] as const)('outside keys over the %s wire', (wireName) => {
+describe.each(['openai', 'responses', 'anthropic'] as const)('outside keys over the %s wire', (wireName) => {
   const wire = wires[wireName];
 
   it.each(['memory', 'lmdb'] as const)(

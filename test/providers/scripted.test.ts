@@ -1,3 +1,4 @@
+import { contentText } from '../../src/contracts/content.js';
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { defineTool, scriptedModel } from '../../src/index.js';
@@ -40,7 +41,7 @@ describe('scriptedModel', () => {
     await s.execute({ kind: 'prompt', ...ids(), message: 'x'.repeat(2000) });
     const r = await s.execute({ kind: 'prompt', ...ids(), message: 'go' });
     expect(r.status).toBe('succeeded');
-    expect(model.requests.some((q) => q.messages[0]?.content.includes('Summarise'))).toBe(true); // a compaction happened
+    expect(model.requests.some((q) => contentText(q.messages[0]?.content ?? '').includes('Summarise'))).toBe(true); // a compaction happened
     // run 2 gets call_6_0, call_4_0, then call_6_0 again: the same idempotencyKey for two different calls
     const run2 = keys.slice(2);
     expect(new Set(run2).size).toBe(run2.length);

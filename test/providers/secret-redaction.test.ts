@@ -1,11 +1,12 @@
 import Anthropic from '@anthropic-ai/sdk';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { anthropicModel, openaiModel, type ModelProvider } from '../../src/index.js';
+import { anthropicModel, openaiModel, openaiResponsesModel, type ModelProvider } from '../../src/index.js';
 import { redactSecrets } from '../../src/providers/redact.js';
 import { ids, lmdbRuntime, logOf } from '../helpers/runtime.js';
 import { an, startAnthropicServer } from './anthropic-server.js';
 import { startOpenAIServer } from './openai-server.js';
+import { rs } from './responses-server.js';
 import type { ScriptedServer } from './sse-server.js';
 
 /**
@@ -58,6 +59,20 @@ describe('secrets in provider errors', () => {
     expect(logged).not.toContain(OTHER_TOKEN);
     expect(logged).toContain('[redacted]');
     expect(logged).toMatch(/Incorrect API key provided/); // the rest of the message is kept
+  });
+
+  it('openai responses: the same for a 401 and for a failed response in the stream that echoes the key', async () => {
+    const model = () => openaiResponsesModel({ client: new OpenAI({ apiKey: KEY, baseURL: openaiServer.baseURL }), model: 'gpt-test' });
+    openaiServer.reply(rs.httpError(401, echo, 'invalid_request_error'));
+    const http = await runFailing(model());
+    openaiServer.reply(rs.stream([rs.created(), rs.failed('invalid_prompt', echo)]));
+    const inStream = await runFailing(model());
+    for (const logged of [http, inStream]) {
+      expect(logged).not.toContain(KEY);
+      expect(logged).not.toContain(OTHER_TOKEN);
+      expect(logged).toContain('[redacted]');
+    }
+    expect(inStream).toMatch(/Incorrect API key provided/);
   });
 
   it('anthropic: the same for an error body that echoes the key', async () => {

@@ -2,31 +2,45 @@ import Anthropic from '@anthropic-ai/sdk';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { anthropicModel, createRuntime, defineTool, memoryStore, openaiModel, type ModelProvider } from '../../src/index.js';
+import {
+  anthropicModel,
+  createRuntime,
+  defineTool,
+  memoryStore,
+  openaiModel,
+  openaiResponsesModel,
+  type ModelProvider,
+} from '../../src/index.js';
 import { an, startAnthropicServer } from './anthropic-server.js';
 import { oa, startOpenAIServer } from './openai-server.js';
+import { rs, startResponsesServer } from './responses-server.js';
 import type { ScriptedServer } from './sse-server.js';
 
 /**
  * A run's output schema on the wire, through the real SDK clients against the local servers:
  * OpenAI Chat Completions `response_format: json_schema` (strict where the schema allows),
+ * OpenAI Responses `text.format` (the same, tools stay callable),
  * Anthropic Messages `output_config.format` (tools stay callable); the streamed JSON answer
  * becomes `result.output`.
  */
 
 let openai: ScriptedServer;
 let anthropic: ScriptedServer;
+let responses: ScriptedServer;
 beforeAll(async () => {
   openai = await startOpenAIServer();
   anthropic = await startAnthropicServer();
+  responses = await startResponsesServer();
 });
 afterAll(async () => {
   await openai.close();
   await anthropic.close();
+  await responses.close();
 });
 beforeEach(() => {
   openai.reset();
   anthropic.reset();
+  responses.reset();
 });
 
 const Invoice = z.object({ number: z.string(), total: z.number() });
@@ -87,6 +101,21 @@ describe('structured output on the wire', () => {
     openai.reply(oa.textReply(['{"number":"A"}']));
     await run(gpt(), z.looseObject({ number: z.string() }));
     expect(openai.lastBody().response_format.json_schema.strict).toBe(false);
+  });
+
+  it('openaiResponsesModel sends text.format json_schema beside its tools; a function call first, then the JSON answer', async () => {
+    responses.reply(rs.reasoningCallReply(rs.reasoning('rs_1', 'enc=='), rs.call('fc_1', 'call_1', 'lookup', '{"id":"INV-7"}')));
+    responses.reply(rs.textReply(['{"number":"INV-7",', '"total":12.5}']));
+    const model = openaiResponsesModel({ client: new OpenAI({ apiKey: 'test', baseURL: responses.baseURL }), model: 'gpt-test' });
+    const r = await run(model, Invoice);
+    expect(r.status).toBe('succeeded');
+    expect(r.output).toEqual(invoice);
+    expect(responses.requests).toHaveLength(2);
+    for (const req of responses.requests) {
+      expect(req.body.text).toEqual({ format: { type: 'json_schema', name: 'final_answer', schema: invoiceJsonSchema, strict: true } });
+      expect(req.body.tools.map((t: { name: string }) => t.name)).toEqual(['lookup']);
+      expect(req.body.input[0]).toEqual({ type: 'message', role: 'system', content: 'Extract invoices.' });
+    }
   });
 
   it('anthropicModel sends output_config.format json_schema beside its tools; a tool call first, then the JSON answer', async () => {

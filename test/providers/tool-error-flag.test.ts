@@ -3,6 +3,7 @@ import { toAnthropicMessages } from '../../src/providers/anthropic.js';
 import { toOpenAIMessages } from '../../src/providers/openai.js';
 import { surfaceMessages } from '../../src/persistence/surface.js';
 import type { EventRecord } from '../../src/contracts/events.js';
+import type { ModelMessage } from '../../src/contracts/message.js';
 
 const result = (outcome: unknown): EventRecord => ({
   sessionId: 's',
@@ -32,9 +33,9 @@ describe('error tool results are flagged for the model', () => {
     expect(ok!.isError).toBeUndefined();
     expect(hanging!.isError).toBe(true);
     const call = { role: 'assistant' as const, content: '', toolCalls: [{ id: 'c1', name: 'pay', arguments: '{}' }] };
-    const { messages } = toAnthropicMessages([{ role: 'user', content: 'pay' }, call, failed!]);
+    const { messages } = toAnthropicMessages([{ role: 'user', content: 'pay' }, call, failed! as ModelMessage]);
     expect(messages.at(-1)!.content).toEqual([expect.objectContaining({ type: 'tool_result', tool_use_id: 'c1', is_error: true })]);
-    const openai = toOpenAIMessages([{ role: 'user', content: 'pay' }, call, failed!]);
+    const openai = toOpenAIMessages([{ role: 'user', content: 'pay' }, call, failed! as ModelMessage]);
     expect(openai.at(-1)).toEqual({ role: 'tool', tool_call_id: 'c1', content: 'Error: card declined' });
   });
 });

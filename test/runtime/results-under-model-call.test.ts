@@ -1,6 +1,13 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { defineTool, memoryStore, type EventDraft, type Message, type ModelProvider, type ModelRequest } from '../../src/index.js';
+import {
+  defineTool,
+  memoryStore,
+  type EventDraft,
+  type ModelMessage as Message,
+  type ModelProvider,
+  type ModelRequest,
+} from '../../src/index.js';
 import { LogWriter } from '../../src/persistence/log-writer.js';
 import { SessionProjection } from '../../src/persistence/projection.js';
 import { hookedStore } from '../helpers/lmdb-path.js';

@@ -302,6 +302,22 @@ describe('typed output', () => {
     expect(starts[1]!.payload.executionProfileFingerprint).toBe(starts[0]!.payload.executionProfileFingerprint);
   });
 
+  it("a continue in another runtime whose recorded schema zod cannot compile back is refused until it is given the run's own schema", async () => {
+    const dir = lmdbPath(cleanups);
+    // JSON Schema keys zod cannot read back travel in the schema's metadata
+    const Closed = z.object({ n: z.number() }).meta({ unevaluatedProperties: false });
+    const store = dyingStore(dir.path, 'assistant/message', 'before');
+    const s1 = await createRuntime({ store, model: scriptedModel(['never logged']) }).openSession('s');
+    void s1.run('x', { output: Closed }).result;
+    await store.dies;
+    const s2 = await dir.rt({ model: scriptedModel(['{"n": 1}']) }).openSession('s');
+    const refused = await s2.execute({ kind: 'continue' }).catch((e: unknown) => e);
+    expect(refused).toSatisfy(isValidationError);
+    expect(String(refused)).toMatch(/cannot be compiled back/);
+    const r = await s2.execute({ kind: 'continue', output: Closed });
+    expect([r.status, r.output]).toEqual(['succeeded', { n: 1 }]);
+  });
+
   it('a continue that gives another schema than its run recorded is refused', async () => {
     const dir = lmdbPath(cleanups);
     const store = dyingStore(dir.path, 'assistant/message', 'before');

@@ -7,7 +7,7 @@
  */
 import { z } from 'zod';
 import { CancelledError, ProviderError } from '../../src/contracts/errors.js';
-import type { Message } from '../../src/contracts/message.js';
+import type { ModelMessage as Message } from '../../src/contracts/message.js';
 import type { ModelProvider, ModelRequest, ModelResponse, ModelStreamEvent } from '../../src/contracts/model.js';
 import type { DeliveryOwner, FinalAnswer } from '../../src/contracts/hooks.js';
 import { defineTool, type AnyTool } from '../../src/tools/define-tool.js';

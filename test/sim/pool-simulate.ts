@@ -18,7 +18,8 @@ import type { WorkerServices } from '../../src/actors/worker-services.js';
 import { createRuntime, defineTool, memoryStore, type EventStore, type Runtime, type ServeHandle } from '../../src/index.js';
 import type { ExecutionSession } from '../../src/runtime/execution-session.js';
 import { SessionInbox } from '../../src/runtime/inbox.js';
-import { serve, type OpenInternals } from '../../src/runtime/serve.js';
+import { SERVED, type ServedInternals } from '../../src/runtime/live-sessions.js';
+import { serve } from '../../src/runtime/serve.js';
 import type { WorkerActorOverrides } from '../../src/runtime/worker-actors.js';
 import type { WorkStore } from '../../src/persistence/work-store.js';
 import { toolLoopModel } from '../helpers/serve-model.js';
@@ -210,7 +211,8 @@ export async function runPoolSeed(o: { seed: number; broken?: PoolBroken; pollMs
       const inboxes = new WeakMap<object, SessionInbox>();
       const handle = serve(
         {
-          open: (sid, internals) => (runtime.openSession as (id: string, i: OpenInternals) => Promise<ExecutionSession>)(sid, internals),
+          open: (sid, internals) =>
+            (runtime.openSession as (id: string, i: ServedInternals) => Promise<ExecutionSession>)(sid, { ...internals, [SERVED]: true }),
           store: wStore,
           work: wStore.work,
           inboxFor: (session) =>

@@ -136,7 +136,7 @@ describe.skipIf(!available)(`the chat page in headless Chromium (${CHROMIUM})`, 
   );
 
   it(
-    'a short session: the header keeps its one line, a waiting approval is not "run ended", a reload leaves the prompt box empty, the favicon is served',
+    'a short session: the header keeps its one line, a waiting approval is not "run ended", a reload leaves the prompt box empty, the session list switches sessions, the favicon is served',
     async () => {
       const page = await openPage('short');
       const header = async () => (await page.locator('header').boundingBox())!.height;
@@ -146,11 +146,19 @@ describe.skipIf(!available)(`the chat page in headless Chromium (${CHROMIUM})`, 
       await page.locator('.item.approval button.approve').waitFor({ timeout: scaled(30_000) });
       await page.waitForTimeout(300); // the run/suspended and run/end records that follow the approval
       expect(await page.locator('#items').innerText()).not.toContain('suspended');
+      await page.locator('.run.waiting', { hasText: 'waiting for approval' }).waitFor({ timeout: scaled(10_000) });
       expect(await header()).toBeLessThan(80);
       await page.reload();
       await page.locator('#conn.open').waitFor({ timeout: scaled(20_000) });
       await page.locator('.item.user').waitFor({ timeout: scaled(10_000) });
       expect(await page.locator('#prompt').inputValue()).toBe(''); // Send would not repeat the prompt
+      // the session list: this session among those of the store, and choosing another opens it
+      const listed = await page.locator('#sessions option').evaluateAll((os) => os.map((o) => (o as unknown as { value: string }).value));
+      expect(listed).toEqual(expect.arrayContaining(['short', 'full', '']));
+      expect(await page.locator('#sessions').inputValue()).toBe('short');
+      await page.locator('#sessions').selectOption('full');
+      await page.waitForURL(/\?session=full$/, { timeout: scaled(10_000) });
+      await page.locator('.item.final').waitFor({ timeout: scaled(20_000) });
       const icon = await page.locator('link[rel=icon]').getAttribute('href');
       for (const path of [icon!, '/favicon.ico']) {
         const res = await page.request.get(new URL(path, page.url()).href);

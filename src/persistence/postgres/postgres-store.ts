@@ -15,6 +15,9 @@ import { headOf, statements, type Statements } from './rows.js';
 import { channelOf, checkSchema, migrate } from './schema.js';
 import { PgTail } from './tail.js';
 import { PgWorkStore } from './work.js';
+import { PgBlobs } from './blobs.js';
+import type { BlobStore } from '../blob-store.js';
+import { PgHolders } from './holders.js';
 
 const isPool = (v: unknown): v is PgPool =>
   typeof v === 'object' && v !== null && typeof (v as PgPool).connect === 'function' && typeof (v as PgPool).end === 'function';
@@ -88,7 +91,9 @@ async function loadPg(): Promise<PgModule> {
  * const store = postgresStore({ connectionString: process.env.DATABASE_URL! })
  * const runtime = createRuntime({ store, model })
  */
-export function postgresStore(options: PostgresStoreOptions): EventStore & PostgresStoreExtras & { readonly work: WorkStore } {
+export function postgresStore(
+  options: PostgresStoreOptions,
+): EventStore & PostgresStoreExtras & { readonly work: WorkStore; readonly blobs: BlobStore } {
   return new PostgresEventStore(parseInput(PostgresStoreOptions, options, 'postgresStore'));
 }
 
@@ -125,6 +130,8 @@ export interface PostgresStoreExtras {
 
 class PostgresEventStore implements EventStore, PostgresStoreExtras {
   private pool: PgPool | undefined;
+  /** The holder lock's one connection, outside `maxConnections` (own pool only; an app's pool lends it). */
+  private lockPool: PgPool | undefined;
   private readonly ownPool: boolean;
   private readonly conns: Connections;
   private readonly stmts: Statements;
@@ -137,6 +144,10 @@ class PostgresEventStore implements EventStore, PostgresStoreExtras {
   private closing?: Promise<void>;
   /** The inbox and leases (work-store.ts, postgres/work.ts). */
   readonly work: PgWorkStore;
+  /** The blobs (blob-store.ts, postgres/blobs.ts). */
+  readonly blobs: PgBlobs;
+  /** The live holder of each session (holders.ts, postgres/holders.ts). */
+  readonly holders: PgHolders;
 
   constructor(private readonly options: Options) {
     this.ownPool = !('pool' in options);
@@ -169,6 +180,20 @@ class PostgresEventStore implements EventStore, PostgresStoreExtras {
       () => this.assertOpen(),
       options.schema,
     );
+    this.blobs = new PgBlobs(
+      this.conns,
+      () => this.ready(),
+      () => this.assertOpen(),
+      options.schema,
+    );
+    const lockConns = new Connections(() => this.lockPool!, false);
+    this.holders = new PgHolders(
+      this.conns,
+      () => (this.lockPool ? lockConns : this.conns),
+      () => this.ready(),
+      () => this.assertOpen(),
+      options.schema,
+    );
   }
 
   ready(): Promise<void> {
@@ -186,6 +211,9 @@ class PostgresEventStore implements EventStore, PostgresStoreExtras {
       const pool = new pg.Pool({ connectionString: o.connectionString, max: o.maxConnections, keepAlive: true });
       pool.on('error', () => undefined); // an idle connection the server ended: the pool drops it
       this.pool = pool;
+      const lockPool = new pg.Pool({ connectionString: o.connectionString, max: 1, keepAlive: true });
+      lockPool.on('error', () => undefined);
+      this.lockPool = lockPool;
     }
     try {
       await this.conns.with(async () => undefined); // connects and checks synchronous_commit
@@ -344,8 +372,10 @@ class PostgresEventStore implements EventStore, PostgresStoreExtras {
     await Promise.allSettled([...this.inFlight]);
     this.tail.close();
     this.work.close();
+    this.holders.close();
     await this.init?.catch(() => undefined);
     if (this.ownPool && this.pool) await this.pool.end();
+    await this.lockPool?.end();
   }
 
   private assertOpen(): void {

@@ -81,6 +81,24 @@ const MIGRATIONS: readonly string[] = [
      heartbeat_at timestamptz NOT NULL,
      ttl_ms       int         NOT NULL
    );`,
+  // 3: the blobs (blob-store.ts): the bytes of content parts, one row per SHA-256, never deleted
+  `CREATE TABLE {s}.blobs (
+     sha256     text        PRIMARY KEY,
+     size       bigint      NOT NULL,
+     bytes      bytea       NOT NULL,
+     created_at timestamptz NOT NULL DEFAULT now()
+   );`,
+  // 4: the live holder of each session (postgres/holders.ts): its process, and the advisory lock its store holds while it lives
+  `CREATE TABLE {s}.session_holders (
+     session_id text        PRIMARY KEY,
+     host       text        NOT NULL,
+     pid        int         NOT NULL,
+     start_time text,
+     worker_id  text,
+     lock_class bigint      NOT NULL,
+     lock_obj   bigint      NOT NULL,
+     since      timestamptz NOT NULL DEFAULT now()
+   );`,
 ];
 
 export const SCHEMA_VERSION_PG = MIGRATIONS.length;

@@ -1,0 +1,121 @@
+import { z } from 'zod';
+import { SessionHeldError } from '../contracts/errors.js';
+import type { OpenInternals } from '../actors/worker-services.js';
+import type { EventStore } from '../persistence/event-store.js';
+import type { ExecutionSession } from './execution-session.js';
+
+/**
+ * The options of `runtime.openSession` (docs/guarantees.md, "One live writer").
+ * @example
+ * const session = await runtime.openSession('s1', { takeover: true })
+ */
+export const OpenSessionOptions = z.strictObject({
+  /** Open even if another live process writes the session: its writer is fenced (default false: SessionHeldError). */
+  takeover: z.boolean().default(false),
+});
+export type OpenSessionOptions = z.input<typeof OpenSessionOptions>;
+
+/**
+ * Marks a serving worker's internal second argument to `runtime.openSession` (its lease guard and
+ * id): such an open is never shared and never refused (serve and the simulator's pools pass it).
+ */
+export const SERVED: unique symbol = Symbol('actorloop.served');
+export type ServedInternals = OpenInternals & { [SERVED]: true };
+export const isServed = (i: unknown): i is ServedInternals => typeof i === 'object' && i !== null && SERVED in i;
+
+interface Shared {
+  opening: Promise<ExecutionSession>;
+  session?: ExecutionSession;
+  /** The `openSession` calls not yet matched by a `close`. */
+  openers: number;
+}
+
+/**
+ * One runtime's live writers (DESIGN §11): `openSession` of a session this runtime has open
+ * returns that session (one more opener; the writer closes with its last opener's `close`), and a
+ * new writer is attached only after the store's holder check (`store.holders`): a session another
+ * live process writes is refused with SessionHeldError, before anything is opened. A serving
+ * worker's opens are never shared and never refused: its lease decides (docs/scale-out.md).
+ */
+export class LiveSessions {
+  private readonly shared = new Map<string, Shared>();
+
+  constructor(
+    private readonly store: EventStore,
+    /** The runtime is closing: `close` closes the writer whatever its openers. */
+    private readonly runtimeClosing: () => boolean,
+  ) {}
+
+  /** `runtime.openSession`: the live session shared, or a new writer from `attach` once the holder check passed. */
+  async open(sessionId: string, takeover: boolean, attach: () => Promise<ExecutionSession>): Promise<ExecutionSession> {
+    const entry = this.shared.get(sessionId);
+    if (entry) {
+      entry.openers++; // counted before the wait: a close meanwhile cannot end it under this opener
+      const live = await entry.opening.catch(() => undefined);
+      if (live && this.shared.get(sessionId) === entry && (await this.isCurrent(live))) return live;
+      entry.openers--;
+    }
+    const fresh: Shared = {
+      openers: 1,
+      opening: this.attachHeld(sessionId, { takeover }, attach).then(
+        (session) => {
+          fresh.session = session;
+          return session;
+        },
+        (e: unknown) => {
+          if (this.shared.get(sessionId) === fresh) this.shared.delete(sessionId);
+          throw e;
+        },
+      ),
+    };
+    this.shared.set(sessionId, fresh);
+    return fresh.opening;
+  }
+
+  /** A serving worker's open: a writer of its own, recorded as held by the worker, taking over whoever holds it. */
+  openServed(sessionId: string, workerId: string | undefined, attach: () => Promise<ExecutionSession>): Promise<ExecutionSession> {
+    return this.attachHeld(sessionId, { takeover: true, ...(workerId !== undefined ? { workerId } : {}) }, attach);
+  }
+
+  /** Whether a live session is still the session's writer (not fenced by a later attach, not closing). */
+  private async isCurrent(session: ExecutionSession): Promise<boolean> {
+    const status = session.snapshot().status;
+    if (status === 'fenced' || status === 'closing' || status === 'closed') return false;
+    const epoch = this.store.writerEpochNow?.(session.sessionId) ?? (await this.store.getHead(session.sessionId))?.writerEpoch;
+    return epoch === session.recovery.writerEpoch;
+  }
+
+  private async attachHeld(
+    sessionId: string,
+    claim: { takeover: boolean; workerId?: string },
+    attach: () => Promise<ExecutionSession>,
+  ): Promise<ExecutionSession> {
+    const holders = this.store.holders;
+    const holder = await holders?.claim(sessionId, claim);
+    if (holder) throw new SessionHeldError(sessionId, holder);
+    let session: ExecutionSession;
+    try {
+      session = await attach();
+    } catch (e) {
+      await holders?.release(sessionId).catch(() => undefined);
+      throw e;
+    }
+    const closeWriter = session.close.bind(session);
+    let released = false;
+    session.close = async () => {
+      const entry = this.shared.get(sessionId);
+      const mine = entry?.session === session;
+      if (mine && entry.openers > 1 && !this.runtimeClosing()) {
+        entry.openers--;
+        return;
+      }
+      if (mine) this.shared.delete(sessionId);
+      await closeWriter();
+      if (!released) {
+        released = true;
+        await holders?.release(sessionId).catch(() => undefined);
+      }
+    };
+    return session;
+  }
+}

@@ -1,0 +1,371 @@
+import type { PendingRequest } from '../contracts/events.js';
+import { contentDisplay, contentText } from '../contracts/content-text.js';
+import type { Message } from '../contracts/message.js';
+import type { ToolOutcome } from '../contracts/tools.js';
+import type { LiveEvent } from '../streams/envelopes.js';
+import type { WireRecord } from './wire.js';
+
+/**
+ * The chunks of the AI SDK's UI message stream protocol (`x-vercel-ai-ui-message-stream: v1`,
+ * the `UIMessageChunk` union of the `ai` package) that actorloop sends. Declared here so that
+ * actorloop does not depend on `ai`; test/web/ui-chunks.test.ts checks each against the AI SDK's
+ * own schema. Browser-safe: types and pure functions only.
+ */
+export type UIChunk =
+  | { type: 'start'; messageId: string; messageMetadata?: UIMessageMetadata }
+  | { type: 'finish'; finishReason?: 'stop' | 'error' | 'other' | 'tool-calls'; messageMetadata?: UIMessageMetadata }
+  | { type: 'start-step' }
+  | { type: 'finish-step' }
+  | { type: 'reset-step' }
+  | { type: 'text-start' | 'text-end' | 'reasoning-start' | 'reasoning-end'; id: string }
+  | { type: 'text-delta' | 'reasoning-delta'; id: string; delta: string }
+  | { type: 'tool-input-available'; toolCallId: string; toolName: string; input: unknown }
+  | { type: 'tool-input-error'; toolCallId: string; toolName: string; input: unknown; errorText: string }
+  | { type: 'tool-approval-request'; approvalId: string; toolCallId: string }
+  | { type: 'tool-approval-response'; approvalId: string; approved: boolean }
+  | { type: 'tool-output-available'; toolCallId: string; output: unknown }
+  | { type: 'tool-output-error'; toolCallId: string; errorText: string }
+  | { type: 'tool-output-denied'; toolCallId: string }
+  | { type: 'error'; errorText: string }
+  | UIDataChunk;
+
+/** actorloop's own events, as AI SDK data parts (`data-actorloop-*`); docs/web.md lists them. */
+export type UIDataChunk =
+  | { type: 'data-actorloop-run'; id: string; data: { runId: string; status: string; kind?: string } }
+  | { type: 'data-actorloop-resumed'; id: string; data: { seq: number } }
+  | { type: 'data-actorloop-final'; id: string; data: { content: string; output?: unknown } }
+  | { type: 'data-actorloop-question'; id: string; data: PendingRequest }
+  | { type: 'data-actorloop-verification'; id: string; data: { target: string; reason: string; callId?: string } }
+  | { type: 'data-actorloop-tool-progress'; id: string; data: { callId: string; name: string; update: unknown }; transient: true };
+
+/** The `metadata` of an assistant message: the session and where its reply starts in the log. */
+export interface UIMessageMetadata {
+  sessionId?: string;
+  /** The log position of the user message this reply answers. */
+  fromSeq?: number;
+}
+
+/** The id of the assistant message that answers the user message with this id. */
+export const replyMessageId = (userMessageId: string): string => `${userMessageId}-reply`;
+/**
+ * The id a user message gets in the UI: its input's id (a steer's on the message, a prompt's on
+ * the run/start just before it: `runInputId`), else its log position.
+ */
+export const userMessageId = (r: WireRecord, runInputId?: string): string =>
+  typeof r.payload.inputId === 'string' ? r.payload.inputId : (runInputId ?? `u${r.seq}`);
+/** The approval id of a call waiting for approval (one per call, as the AI SDK asks). */
+export const approvalIdOf = (callId: string): string => `approve-${callId}`;
+
+/** A run/end status after which the run goes on later (in this process or another): the reply stays open. */
+const RESUMED_LATER = new Set(['detached', 'fenced']);
+const FINISH: ReadonlyMap<string, 'stop' | 'error' | 'other'> = new Map([
+  ['succeeded', 'stop'],
+  ['failed', 'error'],
+]);
+
+/**
+ * Which reply a stream carries:
+ * - `input`: the reply to the user message of that input (a POST's stream): records before its
+ *   `user/message` are skipped;
+ * - `next`: the reply to the first user message met (a resume, started at that message's seq);
+ * - `all`: every reply of the log in turn, never ending (the history: ui-messages.ts).
+ */
+export type ReplyTarget = { kind: 'input'; inputId: string } | { kind: 'next' } | { kind: 'all' };
+
+export interface UIChunkMapperOptions {
+  /** The log's last position when the stream started: a suspension before it is history, not the end. */
+  knownLastSeq?: number;
+  /** Put in the `start` chunk's metadata. */
+  sessionId?: string;
+  /** The run open where the stream starts (its run/start lies before the stream's first record). */
+  run?: { runId: string; kind?: string };
+  /** The input id of the stream's first user message when its run/start lies before the stream (a resume). */
+  runInputId?: string;
+}
+
+export interface MappedRecord {
+  chunks: UIChunk[];
+  /** The user message that opened a reply (only with target `all`). */
+  user?: { id: string; text: string; seq: number };
+  /** The reply is over: the stream ends after these chunks. */
+  end?: boolean;
+}
+
+/**
+ * Maps one session's committed records and live events, in log order, to the UI message chunks
+ * of one reply (or of every reply, for the history). Stateful, pure: no I/O.
+ * A suspended run ends the reply only at the log's end as the stream found it (`knownLastSeq`):
+ * replayed history whose run went on after an approval is not cut there.
+ * @example
+ * const m = new UIChunkMapper({ kind: 'next' }, { knownLastSeq: head.lastSeq })
+ * for (const r of records) send(m.committed(r).chunks)
+ */
+export class UIChunkMapper {
+  private open = false;
+  private run: { runId: string; kind?: string; status: string } | undefined;
+  private liveText: string | undefined;
+  private liveCount = 0;
+  private lastText: string | undefined;
+  private readonly toolNames = new Map<string, string>();
+  private readonly callArgs = new Map<string, unknown>();
+  private readonly denied = new Set<string>();
+  private pending: PendingRequest | undefined;
+  /** A step is open: its start-step was sent (by its step/start, or by live text that came first). */
+  private inStep = false;
+  /** The input a run/start just read started its run with: the next user message's id. */
+  private runInputId: string | undefined;
+  private readonly knownLastSeq: number;
+  private readonly sessionId: string | undefined;
+
+  constructor(
+    private readonly target: ReplyTarget,
+    options: UIChunkMapperOptions = {},
+  ) {
+    this.knownLastSeq = options.knownLastSeq ?? 0;
+    this.sessionId = options.sessionId;
+    if (options.run) this.run = { ...options.run, status: 'running' };
+    this.runInputId = options.runInputId;
+  }
+
+  committed(r: WireRecord): MappedRecord {
+    const p = r.payload as Record<string, unknown>;
+    if (p.copiedFrom !== undefined) return { chunks: [] }; // a compaction's copy: shown once already
+    if (r.type === 'run/start') {
+      const runId = String(p.runId);
+      // another run's start belongs to the reply its user message opens
+      const same = this.run === undefined || this.run.runId === runId;
+      this.run = { runId, kind: String(p.kind), status: 'running' };
+      this.runInputId = typeof p.inputId === 'string' ? p.inputId : undefined;
+      this.inStep = false; // a new attempt starts its steps again
+      return { chunks: this.open && same ? [this.runPart()] : [] };
+    }
+    if (r.type === 'user/message') return this.userMessage(r);
+    if (r.type === 'input/cancelled' && this.target.kind === 'input' && p.inputId === this.target.inputId && !this.open)
+      return { chunks: [{ type: 'start', messageId: replyMessageId(this.target.inputId) }, { type: 'finish' }], end: true };
+    if (!this.open) return { chunks: [] };
+    return { chunks: this.inReply(r, p), ...(this.endsReply(r, p) ? { end: true } : {}) };
+  }
+
+  live(e: LiveEvent): UIChunk[] {
+    if (!this.open) return [];
+    switch (e.type) {
+      case 'message_start':
+        if (e.role !== 'assistant') return [];
+        this.liveText = `live${++this.liveCount}`;
+        // a step's live text may come before its step/start record (step starts are live-only envelopes)
+        return [...this.startStep(), { type: 'text-start', id: this.liveText }];
+      case 'message_delta':
+        return this.liveText && e.role === 'assistant' ? [{ type: 'text-delta', id: this.liveText, delta: e.text }] : [];
+      case 'message_end': {
+        // live only when discarded: the attempt failed, its text is never committed; the step's parts go
+        if (!this.liveText) return [];
+        const id = this.liveText;
+        this.liveText = undefined;
+        return [{ type: 'text-end', id }, { type: 'reset-step' }];
+      }
+      case 'tool_update':
+        return [
+          {
+            type: 'data-actorloop-tool-progress',
+            id: e.callId,
+            data: { callId: e.callId, name: e.name, update: e.update },
+            transient: true,
+          },
+        ];
+      default:
+        return [];
+    }
+  }
+
+  private userMessage(r: WireRecord): MappedRecord {
+    const id = userMessageId(r, this.runInputId);
+    this.runInputId = undefined;
+    // a user message's parts that are not text (stored as blob references) are shown by their summary
+    const text = contentDisplay((r.payload.message as Message).content);
+    const t = this.target;
+    if (this.open && t.kind !== 'all') return { chunks: this.finish(undefined), end: true }; // the next reply is another stream's
+    if (t.kind === 'input' && id !== t.inputId) return { chunks: [] };
+    const chunks: UIChunk[] = this.open ? this.finish(undefined) : [];
+    this.open = true;
+    const messageId = replyMessageId(id);
+    this.lastText = undefined;
+    this.liveText = undefined;
+    this.inStep = false;
+    const metadata: UIMessageMetadata = { ...(this.sessionId !== undefined ? { sessionId: this.sessionId } : {}), fromSeq: r.seq };
+    chunks.push({ type: 'start', messageId, messageMetadata: metadata });
+    if (this.run) chunks.push(this.runPart());
+    return { chunks, ...(t.kind === 'all' ? { user: { id, text, seq: r.seq } } : {}) };
+  }
+
+  private inReply(r: WireRecord, p: Record<string, unknown>): UIChunk[] {
+    switch (r.type) {
+      case 'session/attached':
+        return this.run?.status === 'running' ? [{ type: 'data-actorloop-resumed', id: `resumed-${r.seq}`, data: { seq: r.seq } }] : [];
+      case 'step/start':
+        return this.startStep();
+      case 'step/end':
+        this.inStep = false;
+        return [{ type: 'finish-step' }];
+      case 'assistant/message':
+        return this.assistantMessage(r.seq, p.message as Message);
+      case 'tool/call':
+        return this.toolCall(String(p.callId), String(p.name), p.arguments);
+      case 'tool/batch-rejected':
+        return (p.issues as { callId: string; name: string; message: string }[]).map((i) => ({
+          type: 'tool-input-error',
+          toolCallId: i.callId,
+          toolName: i.name,
+          input: this.callArgs.get(i.callId) ?? {},
+          errorText: i.message,
+        }));
+      case 'approval/requested': {
+        const req = p.pendingRequest as PendingRequest;
+        this.pending = req;
+        if (req.kind !== 'approval') return [];
+        return req.calls.flatMap((c) => [
+          ...this.toolCall(c.callId, c.name, c.arguments),
+          { type: 'tool-approval-request', approvalId: approvalIdOf(c.callId), toolCallId: c.callId } as const,
+        ]);
+      }
+      case 'approval/decided': {
+        this.pending = undefined;
+        const out: UIChunk[] = [];
+        for (const [callId, decision] of Object.entries(p.decisions as Record<string, string>)) {
+          out.push({ type: 'tool-approval-response', approvalId: approvalIdOf(callId), approved: decision === 'approve' });
+          if (decision === 'deny') {
+            this.denied.add(callId);
+            out.push({ type: 'tool-output-denied', toolCallId: callId });
+          }
+        }
+        return out;
+      }
+      case 'tool/result':
+        return this.toolResult(String(p.callId), String(p.name), p.outcome as ToolOutcome);
+      case 'question/asked':
+        this.pending = p.pendingRequest as PendingRequest;
+        return [{ type: 'data-actorloop-question', id: this.pending.questionId, data: this.pending }];
+      case 'verification/rejected':
+        return [
+          {
+            type: 'data-actorloop-verification',
+            id: `verification-${r.seq}`,
+            data: { target: String(p.target), reason: String(p.reason), ...(typeof p.callId === 'string' ? { callId: p.callId } : {}) },
+          },
+        ];
+      case 'final/message': {
+        const content = String(p.content);
+        const chunks: UIChunk[] = content !== this.lastText && content !== '' ? textChunks(`t${r.seq}`, content) : [];
+        const id = String(p.finalMessageId ?? `final-${r.seq}`);
+        chunks.push({ type: 'data-actorloop-final', id, data: { content, ...(p.output !== undefined ? { output: p.output } : {}) } });
+        return chunks;
+      }
+      case 'run/end': {
+        if (!this.run) return [];
+        this.run.status = String(p.status);
+        const chunks: UIChunk[] = [this.runPart()];
+        if (this.endsReply(r, p)) chunks.push(...this.finish(this.finishReason(this.run.status)));
+        return chunks;
+      }
+      default: // the other records change nothing a chat shows (docs/web.md)
+        return [];
+    }
+  }
+
+  /** A run that settled, or a suspension at the log's end, ends the reply. */
+  private endsReply(r: WireRecord, p: Record<string, unknown>): boolean {
+    if (r.type !== 'run/end' || this.target.kind === 'all' || !this.run) return false;
+    const status = String(p.status);
+    if (RESUMED_LATER.has(status)) return false;
+    if (status === 'suspended') return r.seq >= this.knownLastSeq;
+    return true;
+  }
+
+  private finishReason(status: string): 'stop' | 'error' | 'other' | 'tool-calls' {
+    if (status === 'suspended') return this.pending?.kind === 'approval' ? 'tool-calls' : 'other';
+    return FINISH.get(status) ?? 'other';
+  }
+
+  private finish(reason: 'stop' | 'error' | 'other' | 'tool-calls' | undefined): UIChunk[] {
+    const chunks: UIChunk[] = [];
+    if (this.liveText) chunks.push({ type: 'text-end', id: this.liveText });
+    this.liveText = undefined;
+    chunks.push(reason ? { type: 'finish', finishReason: reason } : { type: 'finish' });
+    return chunks;
+  }
+
+  private startStep(): UIChunk[] {
+    if (this.inStep) return [];
+    this.inStep = true;
+    return [{ type: 'start-step' }];
+  }
+
+  private runPart(): UIChunk {
+    const run = this.run!;
+    return { type: 'data-actorloop-run', id: run.runId, data: { ...run } };
+  }
+
+  private assistantMessage(seq: number, m: Message): UIChunk[] {
+    for (const c of m.toolCalls ?? []) this.callArgs.set(c.id, c.arguments);
+    const chunks: UIChunk[] = [];
+    const thinking = reasoningOf(m);
+    thinking.forEach((text, i) => chunks.push(...reasoningChunks(`r${seq}-${i}`, text)));
+    if (this.liveText) {
+      chunks.unshift({ type: 'text-end', id: this.liveText }); // its deltas were this message
+      this.liveText = undefined;
+    } else if (contentText(m.content)) chunks.push(...textChunks(`t${seq}`, contentText(m.content)));
+    if (contentText(m.content)) this.lastText = contentText(m.content);
+    return chunks;
+  }
+
+  private toolCall(callId: string, name: string, input: unknown): UIChunk[] {
+    if (this.toolNames.has(callId)) return [];
+    this.toolNames.set(callId, name);
+    this.callArgs.set(callId, input);
+    return [{ type: 'tool-input-available', toolCallId: callId, toolName: name, input }];
+  }
+
+  private toolResult(callId: string, name: string, o: ToolOutcome): UIChunk[] {
+    if (this.denied.has(callId)) return [];
+    const chunks = this.toolCall(callId, name, this.callArgs.get(callId) ?? {}); // unless announced already
+
+    if (o.kind === 'completed' && !o.isError)
+      chunks.push({ type: 'tool-output-available', toolCallId: callId, output: o.structured ?? o.content });
+    else if (o.kind === 'uncertain-settled') chunks.push({ type: 'tool-output-available', toolCallId: callId, output: o.content });
+    else chunks.push({ type: 'tool-output-error', toolCallId: callId, errorText: outcomeText(o) });
+    return chunks;
+  }
+}
+
+function outcomeText(o: ToolOutcome): string {
+  switch (o.kind) {
+    case 'completed':
+      return contentDisplay(o.content);
+    case 'skipped':
+      return `skipped: ${o.reason}`;
+    case 'cancelled':
+      return `cancelled${o.partialContent ? `: ${o.partialContent}` : ''}`;
+    default:
+      return `${o.kind}: ${o.content}`;
+  }
+}
+
+const textChunks = (id: string, text: string): UIChunk[] => [
+  { type: 'text-start', id },
+  { type: 'text-delta', id, delta: text },
+  { type: 'text-end', id },
+];
+const reasoningChunks = (id: string, text: string): UIChunk[] => [
+  { type: 'reasoning-start', id },
+  { type: 'reasoning-delta', id, delta: text },
+  { type: 'reasoning-end', id },
+];
+
+/** The thinking of an assistant message (Anthropic's `thinking` blocks, kept in providerData). */
+function reasoningOf(m: Message): string[] {
+  const blocks = (m.providerData?.anthropic as { content?: unknown } | undefined)?.content;
+  if (!Array.isArray(blocks)) return [];
+  return blocks
+    .filter((b): b is { type: 'thinking'; thinking: string } => (b as { type?: unknown })?.type === 'thinking')
+    .map((b) => String(b.thinking ?? ''))
+    .filter((t) => t !== '');
+}

@@ -1,0 +1,210 @@
+import { z } from 'zod';
+import type { EventRecord, PendingRequest } from '../contracts/events.js';
+import { parseInput } from '../contracts/validate.js';
+import type { EventStore } from '../persistence/event-store.js';
+import type { SessionHead } from '../persistence/head.js';
+import { assertSessionId } from '../persistence/store-input.js';
+import { errorResponse, EventStream, type FrameEncoder, SessionEventsOptions } from './session-events.js';
+import { cursorOf } from './sse.js';
+import { type ReplyTarget, replyMessageId, type UIChunk, UIChunkMapper, userMessageId } from './ui-chunks.js';
+import type { Frame } from './wire.js';
+
+/** The headers of the AI SDK's UI message stream protocol (what `createUIMessageStreamResponse` sends). */
+export const UI_MESSAGE_STREAM_HEADERS = {
+  'content-type': 'text/event-stream; charset=utf-8',
+  'cache-control': 'no-cache, no-transform',
+  connection: 'keep-alive',
+  'x-vercel-ai-ui-message-stream': 'v1',
+  'x-accel-buffering': 'no',
+} as const;
+
+export const UIMessageStreamOptions = SessionEventsOptions.extend({
+  /**
+   * The reply to stream: `'open'` (default) the reply of the session's open run, replayed from
+   * its user message, else the reply to the newest input accepted and not yet run (a 204 when
+   * there is neither, or the run waits for an answer), or `{ inputId }` the
+   * reply to that input's user message, from the log's position `fromSeq` on (default 1).
+   */
+  reply: z
+    .union([z.literal('open'), z.strictObject({ inputId: z.string().min(1), fromSeq: z.number().int().positive().optional() })])
+    .default('open'),
+});
+export type UIMessageStreamOptions = z.input<typeof UIMessageStreamOptions>;
+
+/**
+ * A session's reply as the AI SDK's UI message stream (`useChat`'s protocol: SSE `data:` lines
+ * of UI message chunks, then `data: [DONE]`), mapped from the log (`UIChunkMapper`). Each record's
+ * last chunk carries `id:` = its log position. Resuming (`reply: 'open'`, what `useChat`'s
+ * `resume` asks for): without a `Last-Event-ID` the reply is replayed from its user message (the
+ * AI SDK replaces the message it holds with the replay); with `Last-Event-ID: N` it continues
+ * after position N: a `start` chunk, then the chunks of the records after N — none repeated,
+ * none skipped. A run waiting for an approval or an answer has no stream (204); a reply ends with
+ * `finish` when its run settles or suspends, or when the next user message comes.
+ * @example
+ * // app/api/chat/[id]/stream/route.ts (Next.js): useChat({ resume: true }) reconnects here
+ * export const GET = (req: Request, { params }) => uiMessageStream(store, params.id, req)
+ */
+export async function uiMessageStream(
+  store: EventStore,
+  sessionId: string,
+  request: Request,
+  options: UIMessageStreamOptions = {},
+): Promise<Response> {
+  let o: z.output<typeof UIMessageStreamOptions>;
+  let cursor: number;
+  try {
+    assertSessionId(sessionId, 'uiMessageStream');
+    o = parseInput(UIMessageStreamOptions, options, 'uiMessageStream: options');
+    cursor = request.headers.get('last-event-id') ? cursorOf(request) : 0;
+  } catch (e) {
+    return errorResponse(400, e);
+  }
+  const { reply, ...streamOptions } = o;
+  if (reply !== 'open') {
+    const head = await store.getHead(sessionId);
+    const mapper = new UIChunkMapper(
+      { kind: 'input', inputId: reply.inputId },
+      { sessionId, knownLastSeq: head?.lastSeq ?? 0, ...(head?.openRun ? { run: head.openRun } : {}) },
+    );
+    return respond(store, sessionId, request, streamOptions, mapper, reply.fromSeq ?? 1, []);
+  }
+  const open = await readOpenReply(store, sessionId);
+  if (!open || open.waiting) {
+    // no reply under way, but a message accepted and not yet run: its reply is the one to come
+    const head = await store.getHead(sessionId);
+    const next = open ? undefined : await nextInput(store, sessionId, head);
+    if (!next) return new Response(null, { status: 204, headers: { 'cache-control': 'no-store' } });
+    const mapper = new UIChunkMapper({ kind: 'input', inputId: next.inputId }, { sessionId, knownLastSeq: head?.lastSeq ?? 0 });
+    return respond(store, sessionId, request, streamOptions, mapper, next.fromSeq, []);
+  }
+  return continueReply(store, sessionId, request, streamOptions, open, cursor > open.userSeq ? cursor : open.userSeq);
+}
+
+/**
+ * The newest prompt accepted and not yet run: in the log (`input/accepted`, a run was busy), or
+ * still in the inbox (submitted, not yet applied by a worker); where its reply will start.
+ */
+async function nextInput(
+  store: EventStore,
+  sessionId: string,
+  head: SessionHead | undefined,
+): Promise<{ inputId: string; fromSeq: number } | undefined> {
+  const logged = head?.pendingInputs.findLast((i) => i.mode === 'follow_up');
+  if (logged) return { inputId: logged.inputId, fromSeq: logged.seq };
+  const inbox = (await store.work?.pending(sessionId)) ?? [];
+  const entry = inbox.findLast((e) => e.entry.kind === 'input' && e.entry.mode === 'follow_up')?.entry;
+  return entry?.kind === 'input' ? { inputId: entry.inputId, fromSeq: (head?.lastSeq ?? 0) + 1 } : undefined;
+}
+
+/** The reply of the session's open run: its records from its user message to the head. */
+export interface OpenReply {
+  userSeq: number;
+  /** The user message's id (its input id, else `u<seq>`). */
+  userId: string;
+  messageId: string;
+  run: { runId: string; kind: string };
+  records: EventRecord[];
+  lastSeq: number;
+  /** The run waits for an approval or an answer (its newest attempt ended suspended). */
+  waiting: boolean;
+  /** The approval or question it waits for. */
+  pending?: PendingRequest;
+}
+
+/** Reads the open run (O(run), never older history) and returns its last reply, if any. */
+export async function readOpenReply(store: EventStore, sessionId: string): Promise<OpenReply | undefined> {
+  const head = await store.getHead(sessionId);
+  if (!head?.openRun) return undefined;
+  let reply: OpenReply | undefined;
+  let run = { runId: head.openRun.runId, kind: 'prompt' };
+  let waiting = false;
+  let pending: PendingRequest | undefined;
+  let runInputId: string | undefined;
+  for await (const r of store.readEvents(sessionId, { fromSeq: head.openRun.startSeq, toSeq: head.lastSeq })) {
+    const p = r.payload;
+    if (r.type === 'user/message' && p.copiedFrom === undefined) {
+      const id = userMessageId(r, runInputId);
+      runInputId = undefined;
+      reply = { userSeq: r.seq, userId: id, messageId: replyMessageId(id), run, records: [], lastSeq: r.seq, waiting: false };
+    }
+    if (r.type === 'run/start') {
+      run = { runId: String(p.runId), kind: String(p.kind) };
+      runInputId = typeof p.inputId === 'string' ? p.inputId : undefined;
+      waiting = false;
+    } else if (r.type === 'run/end') waiting = p.status === 'suspended';
+    else if (r.type === 'approval/requested' || r.type === 'question/asked') pending = p.pendingRequest as PendingRequest;
+    else if (r.type === 'approval/decided') pending = undefined;
+    reply?.records.push(r);
+  }
+  if (!reply) return undefined;
+  return { ...reply, lastSeq: head.lastSeq, waiting, ...(pending ? { pending } : {}) };
+}
+
+/**
+ * Streams the open reply from `fromSeq` on: the records before it (from its user message) only
+ * bring the mapper to where the client is, and a `start` chunk opens the client's message.
+ */
+export function continueReply(
+  store: EventStore,
+  sessionId: string,
+  request: Request,
+  options: z.output<typeof SessionEventsOptions>,
+  open: OpenReply,
+  fromSeq: number,
+): Response {
+  const mapper = new UIChunkMapper({ kind: 'next' }, { sessionId, knownLastSeq: open.lastSeq, run: open.run, runInputId: open.userId });
+  for (const r of open.records) if (r.seq < fromSeq) mapper.committed(r);
+  const opening: UIChunk[] = fromSeq > open.userSeq ? [{ type: 'start', messageId: open.messageId }] : [];
+  return respond(store, sessionId, request, options, mapper, fromSeq, opening);
+}
+
+function respond(
+  store: EventStore,
+  sessionId: string,
+  request: Request,
+  options: z.output<typeof SessionEventsOptions>,
+  mapper: UIChunkMapper,
+  fromSeq: number,
+  opening: UIChunk[],
+): Response {
+  const stream = new EventStream(store, sessionId, fromSeq, options, request.signal, new UIChunkEncoder(mapper, opening));
+  return new Response(stream.body, { status: 200, headers: UI_MESSAGE_STREAM_HEADERS });
+}
+
+const encoder = new TextEncoder();
+const chunkLine = (c: UIChunk | '[DONE]', id?: number) =>
+  encoder.encode(`${id !== undefined ? `id: ${id}\n` : ''}data: ${c === '[DONE]' ? c : JSON.stringify(c)}\n\n`);
+
+/** The frames of a connection as UI message chunks. */
+class UIChunkEncoder implements FrameEncoder {
+  constructor(
+    private readonly mapper: UIChunkMapper,
+    private readonly opening: UIChunk[],
+  ) {}
+
+  encode(frame: Frame, id?: number): { bytes: Uint8Array[]; end?: boolean } {
+    switch (frame.kind) {
+      case 'ready':
+        return { bytes: this.opening.map((c) => chunkLine(c)) };
+      case 'committed': {
+        const { chunks, end } = this.mapper.committed(frame.record);
+        const bytes = chunks.map((c, i) => chunkLine(c, i === chunks.length - 1 ? id : undefined));
+        if (end) bytes.push(chunkLine('[DONE]'));
+        return { bytes, ...(end ? { end } : {}) };
+      }
+      case 'live':
+        return { bytes: this.mapper.live(frame.event).map((c) => chunkLine(c)) };
+      case 'dropped':
+        return {
+          bytes: [
+            chunkLine({ type: 'error', errorText: `the stream fell behind (${frame.reason}) after log position ${frame.lastLogSeq}` }),
+          ],
+          end: true,
+        };
+      case 'stream-error':
+        return { bytes: [chunkLine({ type: 'error', errorText: `${frame.name}: ${frame.message}` })], end: true };
+    }
+  }
+}
+
+export type { ReplyTarget };

@@ -1,0 +1,214 @@
+import Anthropic from '@anthropic-ai/sdk';
+import OpenAI from 'openai';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import { createRuntime, defineTool, isProviderError, lmdbStore, memoryStore, type ModelProvider } from '../../src/index.js';
+import { anthropicModel } from '../../src/providers/anthropic.js';
+import { openaiModel } from '../../src/providers/openai.js';
+import { tempDir } from '../helpers/tmp.js';
+import { an, startAnthropicServer } from './anthropic-server.js';
+import { oa, startOpenAIServer } from './openai-server.js';
+import type { ScriptedServer } from './sse-server.js';
+
+/**
+ * Content parts on the wire (docs/providers.md, "Content parts"): the real SDKs against local
+ * servers speaking each provider's format, in full runs — a user message's image (bytes and URL)
+ * and PDF, a tool result's image, the same bytes again after the store is reopened, and a part a
+ * provider cannot take refused before any request.
+ */
+let openai: ScriptedServer;
+let anthropic: ScriptedServer;
+beforeAll(async () => {
+  [openai, anthropic] = await Promise.all([startOpenAIServer(), startAnthropicServer()]);
+});
+afterAll(async () => {
+  await Promise.all([openai.close(), anthropic.close()]);
+});
+beforeEach(() => {
+  openai.reset();
+  anthropic.reset();
+});
+
+const PNG = Buffer.concat([Buffer.from('89504e470d0a1a0a', 'hex'), Buffer.alloc(600, 7)]);
+const CHART = Buffer.concat([Buffer.from('89504e470d0a1a0a', 'hex'), Buffer.alloc(300, 9)]);
+const PDF = Buffer.from('%PDF-1.4\n1 0 obj <<>> endobj\ntrailer <<>>\n%%EOF\n');
+const b64 = (b: Buffer) => b.toString('base64');
+
+const prompt = {
+  role: 'user' as const,
+  content: [
+    { type: 'text' as const, text: 'What is in these?' },
+    { type: 'image' as const, data: new Uint8Array(PNG), mediaType: 'image/png' },
+    { type: 'image' as const, url: 'https://example.com/cat.jpg' },
+    { type: 'file' as const, data: b64(PDF), mediaType: 'application/pdf', filename: 'report.pdf' },
+  ],
+};
+
+/** A tool that answers with text and an image (bytes). */
+const chart = defineTool({
+  name: 'chart',
+  description: 'Draws a chart',
+  parameters: z.object({}),
+  execute: () => ({
+    kind: 'completed' as const,
+    content: [
+      { type: 'text' as const, text: 'the chart' },
+      { type: 'image' as const, data: CHART, mediaType: 'image/png' },
+    ],
+  }),
+});
+
+const openaiOf = () => openaiModel({ client: new OpenAI({ apiKey: 'test', baseURL: openai.baseURL }), model: 'gpt-test' });
+const anthropicOf = () =>
+  anthropicModel({ client: new Anthropic({ apiKey: 'test', baseURL: anthropic.baseURL }), model: 'claude-test', maxTokens: 1024 });
+
+const openaiToolCall = () =>
+  oa.stream([oa.role(), oa.tool(0, '', { id: 'call_1', name: 'chart' }), oa.tool(0, '{}'), oa.finish('tool_calls'), oa.usage(10, 5)]);
+const anthropicToolCall = () =>
+  an.stream([an.start(), an.toolStart(0, 'toolu_1', 'chart'), an.json(0, '{}'), an.blockStop(0), an.messageDelta('tool_use'), an.stop()]);
+const anthropicText = (text: string) =>
+  an.stream([an.start(), an.textStart(0), an.text(0, text), an.blockStop(0), an.messageDelta('end_turn'), an.stop()]);
+
+type Body = { messages: Record<string, unknown>[] };
+
+describe('content parts on the OpenAI Chat Completions wire', () => {
+  it("a user message's parts go as text, image_url (a data URL for bytes) and file parts; a tool result's image follows the tool message in a user message", async () => {
+    openai.reply(openaiToolCall(), oa.textReply(['A cat, a report and a chart.']));
+    const runtime = createRuntime({ store: memoryStore(), model: openaiOf(), tools: [chart] });
+    try {
+      const session = await runtime.openSession('s');
+      const result = await session.run(prompt).result;
+      expect(result.status).toBe('succeeded');
+    } finally {
+      await runtime.close();
+    }
+    const [first, second] = openai.requests.map((r) => r.body as Body);
+    expect(first!.messages).toEqual([
+      {
+        role: 'user',
+        content: [
+          { type: 'text', text: 'What is in these?' },
+          { type: 'image_url', image_url: { url: `data:image/png;base64,${b64(PNG)}` } },
+          { type: 'image_url', image_url: { url: 'https://example.com/cat.jpg' } },
+          { type: 'file', file: { file_data: `data:application/pdf;base64,${b64(PDF)}`, filename: 'report.pdf' } },
+        ],
+      },
+    ]);
+    expect(second!.messages.slice(1)).toEqual([
+      expect.objectContaining({ role: 'assistant', tool_calls: [expect.objectContaining({ id: 'call_1' })] }),
+      { role: 'tool', tool_call_id: 'call_1', content: 'the chart\n[1 attachment of this result follow in the next user message]' },
+      {
+        role: 'user',
+        content: [
+          { type: 'text', text: 'Attachments of the tool result call_1 (chart):' },
+          { type: 'image_url', image_url: { url: `data:image/png;base64,${b64(CHART)}` } },
+        ],
+      },
+    ]);
+  });
+
+  it('after the LMDB store is reopened, the next run of the session sends the same image bytes again', async () => {
+    const dir = tempDir();
+    try {
+      openai.reply(oa.textReply(['A cat.']));
+      const one = createRuntime({ store: lmdbStore({ path: dir.path }), model: openaiOf() });
+      await (await one.openSession('s')).run(prompt).result;
+      await one.close();
+      openai.reply(oa.textReply(['Still a cat.']));
+      const two = createRuntime({ store: lmdbStore({ path: dir.path }), model: openaiOf() });
+      try {
+        const result = await (await two.openSession('s')).run('And now?').result;
+        expect(result.status).toBe('succeeded');
+      } finally {
+        await two.close();
+      }
+      const [first, again] = openai.requests.map((r) => r.body as Body);
+      expect(again!.messages[0]).toEqual(first!.messages[0]);
+      expect(JSON.stringify(again!.messages[0])).toContain(b64(PNG));
+    } finally {
+      await dir.cleanup();
+    }
+  });
+
+  it('an image of a media type the API does not take is refused before any request: ProviderError unsupported_content', async () => {
+    const runtime = createRuntime({ store: memoryStore(), model: openaiOf() });
+    try {
+      const session = await runtime.openSession('s');
+      const result = await session.run({ role: 'user', content: [{ type: 'image', data: b64(PNG), mediaType: 'image/tiff' }] }).result;
+      expect(result.status).toBe('failed');
+      expect(result.error?.message).toContain('openai: an image of media type image/tiff is not supported');
+      expect(isProviderError(result.error?.cause) && result.error.cause.providerCode).toBe('unsupported_content');
+    } finally {
+      await runtime.close();
+    }
+    expect(openai.requests).toHaveLength(0);
+  });
+});
+
+describe('content parts on the Anthropic Messages wire', () => {
+  it("a user message's parts go as text, image (base64 and url sources) and document blocks; a tool result's image goes inside its tool_result", async () => {
+    anthropic.reply(anthropicToolCall(), anthropicText('A cat, a report and a chart.'));
+    const runtime = createRuntime({ store: memoryStore(), model: anthropicOf(), tools: [chart] });
+    try {
+      const result = await (await runtime.openSession('s')).run(prompt).result;
+      expect(result.status).toBe('succeeded');
+    } finally {
+      await runtime.close();
+    }
+    const [first, second] = anthropic.requests.map((r) => r.body as Body);
+    expect(first!.messages).toEqual([
+      {
+        role: 'user',
+        content: [
+          { type: 'text', text: 'What is in these?' },
+          { type: 'image', source: { type: 'base64', media_type: 'image/png', data: b64(PNG) } },
+          { type: 'image', source: { type: 'url', url: 'https://example.com/cat.jpg' } },
+          { type: 'document', source: { type: 'base64', media_type: 'application/pdf', data: b64(PDF) }, title: 'report.pdf' },
+        ],
+      },
+    ]);
+    expect(second!.messages.at(-1)).toEqual({
+      role: 'user',
+      content: [
+        {
+          type: 'tool_result',
+          tool_use_id: 'toolu_1',
+          content: [
+            { type: 'text', text: 'the chart' },
+            { type: 'image', source: { type: 'base64', media_type: 'image/png', data: b64(CHART) } },
+          ],
+        },
+      ],
+    });
+  });
+
+  it('a file of a media type the API does not take is refused before any request; so is an image in a system message', async () => {
+    const model: ModelProvider = anthropicOf();
+    const refused = await model
+      .call(
+        {
+          messages: [{ role: 'user', content: [{ type: 'file', data: b64(PDF), mediaType: 'application/zip' }] }],
+          tools: [],
+          signal: new AbortController().signal,
+        },
+        () => {},
+      )
+      .catch((e: unknown) => e);
+    expect(isProviderError(refused) && refused.providerCode).toBe('unsupported_content');
+    const system = await model
+      .call(
+        {
+          messages: [
+            { role: 'system', content: [{ type: 'image', url: 'https://example.com/x.png' }] },
+            { role: 'user', content: 'hi' },
+          ],
+          tools: [],
+          signal: new AbortController().signal,
+        },
+        () => {},
+      )
+      .catch((e: unknown) => e);
+    expect(isProviderError(system) && system.message).toContain('a system message cannot carry an image part');
+    expect(anthropic.requests).toHaveLength(0);
+  });
+});

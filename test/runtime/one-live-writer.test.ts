@@ -1,0 +1,79 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { createRuntime, isValidationError, lmdbStore, scriptedModel } from '../../src/index.js';
+import { lmdbPath as lmdbPathFor } from '../helpers/lmdb-path.js';
+
+// One live writer per session in one process (docs/guarantees.md, "One live writer"): the same
+// runtime shares its live session, a second runtime takes it over. Across processes:
+// test/crash/session-held.test.ts.
+
+const cleanups: (() => Promise<void>)[] = [];
+afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c();
+});
+const lmdbPath = () => lmdbPathFor(cleanups);
+
+describe('openSession on one runtime', () => {
+  it('returns the live session, not a second writer; the writer closes with the last opener’s close', async () => {
+    const db = lmdbPath();
+    const rt = db.rt({ model: scriptedModel(['first', 'second']) });
+    const a = await rt.openSession('s');
+    const b = await rt.openSession('s');
+    expect(b).toBe(a);
+    expect((await rt.store.getHead('s'))?.writerEpoch).toBe(a.recovery.writerEpoch); // attached once
+    await a.close();
+    expect(b.snapshot().status).toBe('idle'); // one opener left
+    const r = await b.execute({ kind: 'prompt', runId: 'r1', attemptId: 'a1', message: 'hi' });
+    expect(r.status).toBe('succeeded');
+    await b.close();
+    expect(b.snapshot().status).toBe('closed');
+    await b.close(); // a close past the last opener: nothing more to close
+    const c = await rt.openSession('s');
+    expect(c).not.toBe(a);
+    expect(c.recovery.writerEpoch).toBe(a.recovery.writerEpoch + 1);
+  });
+
+  it('opens one writer for calls made together', async () => {
+    const db = lmdbPath();
+    const rt = db.rt({ model: scriptedModel(['x']) });
+    const [a, b] = await Promise.all([rt.openSession('s'), rt.openSession('s')]);
+    expect(b).toBe(a);
+    expect((await rt.store.getHead('s'))?.writerEpoch).toBe(1);
+  });
+
+  it('closes a shared session with the runtime, whatever its openers', async () => {
+    const db = lmdbPath();
+    const rt = db.rt({ model: scriptedModel(['x']) });
+    const a = await rt.openSession('s');
+    await rt.openSession('s');
+    await rt.close();
+    expect(a.snapshot().status).toBe('closed');
+  });
+
+  it('refuses an unknown option (ValidationError) before opening anything', async () => {
+    const db = lmdbPath();
+    const rt = db.rt({ model: scriptedModel(['x']) });
+    const err = await rt.openSession('s', { takeOver: true } as never).catch((e: unknown) => e);
+    expect(isValidationError(err)).toBe(true);
+    expect(await rt.store.getHead('s')).toBeUndefined();
+  });
+});
+
+describe('two runtimes of one process', () => {
+  it('the second takes the session over (fencing the first) with no SessionHeldError; the fenced one is not shared', async () => {
+    const db = lmdbPath();
+    const first = db.rt({ model: scriptedModel(['x']) });
+    const second = createRuntime({ store: lmdbStore({ path: db.path }), model: scriptedModel(['y']) });
+    cleanups.unshift(() => second.close());
+    const a = await first.openSession('s');
+    const b = await second.openSession('s');
+    expect(b.recovery.writerEpoch).toBe(a.recovery.writerEpoch + 1);
+    // a is fenced: opening again on the first runtime attaches a new writer (and fences b in turn)
+    const c = await first.openSession('s');
+    expect(c).not.toBe(a);
+    expect(c.recovery.writerEpoch).toBe(b.recovery.writerEpoch + 1);
+    const r = await c.execute({ kind: 'prompt', runId: 'r1', attemptId: 'a1', message: 'hi' });
+    expect(r.status).toBe('succeeded');
+    await a.close();
+    await c.close();
+  });
+});

@@ -1,0 +1,267 @@
+import { DefaultChatTransport, readUIMessageStream, type UIMessage } from 'ai';
+import { afterEach, describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import {
+  createRuntime,
+  defineTool,
+  memoryStore,
+  scriptedModel,
+  webHandler,
+  type AuthorizeContext,
+  type EventDraft,
+  type EventStore,
+} from '../../src/index.js';
+import { SseParser } from '../../src/web/sse-parse.js';
+import type { UIChunk } from '../../src/web/ui-chunks.js';
+
+const cleanups: (() => Promise<void>)[] = [];
+afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c();
+});
+
+const deploy = defineTool({
+  name: 'deploy',
+  description: 'deploys',
+  parameters: z.object({ env: z.string() }),
+  mode: 'exclusive',
+  execute: ({ env }) => `deployed to ${env}`,
+});
+
+function make(authorize?: (req: Request, ctx: AuthorizeContext) => boolean | Response) {
+  const runtime = createRuntime({
+    store: memoryStore(),
+    model: scriptedModel(
+      [{ text: 'deploying', toolCalls: [{ id: 'c1', name: 'deploy', arguments: { env: 'staging' } }] }, 'Deployed to staging.'],
+      { loop: true },
+    ),
+    tools: [deploy],
+    approvalFor: ['deploy'],
+  });
+  cleanups.push(() => runtime.close());
+  const handle = webHandler({ runtime, basePath: '/api', ...(authorize ? { authorize } : {}) });
+  const fetch = ((url: string | URL | Request, init?: RequestInit) =>
+    handle(new Request(new URL(String(url), 'http://app'), init))) as typeof globalThis.fetch;
+  return { runtime, handle, fetch, transport: new DefaultChatTransport({ api: 'http://app/api/chat', fetch }) };
+}
+
+async function drain(stream: ReadableStream<never> | ReadableStream<unknown>, message?: UIMessage): Promise<UIMessage> {
+  let last: UIMessage | undefined;
+  for await (const m of readUIMessageStream({ stream: stream as never, ...(message ? { message } : {}), terminateOnError: true })) last = m;
+  return last!;
+}
+const plain = (v: unknown) => JSON.parse(JSON.stringify(v)) as unknown;
+const chatPost = (body: unknown) =>
+  new Request('http://app/api/chat', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+
+/** The `data:` chunks of a UI message stream, with the `id:` each carried. */
+async function chunksOf(res: Response): Promise<{ chunk: UIChunk | '[DONE]'; id?: string }[]> {
+  const parser = new SseParser();
+  const out: { chunk: UIChunk | '[DONE]'; id?: string }[] = [];
+  const text = await res.text();
+  for (const m of parser.push(text))
+    out.push({ chunk: m.data === '[DONE]' ? '[DONE]' : (JSON.parse(m.data) as UIChunk), ...(m.id ? { id: m.id } : {}) });
+  return out;
+}
+
+describe("the AI SDK routes, driven by the AI SDK's own DefaultChatTransport", () => {
+  it('a prompt streams its reply to the approval request; the resume route has nothing while it waits (204); the approval responses continue the same message to the answer; the history is that message', async () => {
+    const { runtime, fetch, transport } = make();
+    const worker = runtime.serve({ concurrency: 2, leaseMs: 5000, pollMs: 20 });
+    cleanups.push(() => worker.stop({ graceMs: 100 }));
+    const user: UIMessage = { id: 'm1', role: 'user', parts: [{ type: 'text', text: 'deploy it' }] };
+    const first = await drain(
+      await transport.sendMessages({
+        chatId: 's1',
+        messages: [user],
+        trigger: 'submit-message',
+        messageId: undefined,
+        abortSignal: undefined,
+      }),
+    );
+    expect(first.id).toBe('m1-reply');
+    const tool = first.parts.find((p) => p.type === 'tool-deploy') as { state: string; approval: { id: string } };
+    expect(tool.state).toBe('approval-requested');
+    expect((await fetch('http://app/api/chat/s1/stream')).status).toBe(204);
+    expect(plain(await (await fetch('http://app/api/chat/s1/messages')).json())).toEqual(plain([user, first]));
+
+    const answered = structuredClone(first);
+    for (const p of answered.parts as { state?: string; approval?: { approved?: boolean } }[])
+      if (p.state === 'approval-requested') Object.assign(p, { state: 'approval-responded', approval: { ...p.approval, approved: true } });
+    const second = await drain(
+      await transport.sendMessages({
+        chatId: 's1',
+        messages: [user, answered],
+        trigger: 'submit-message',
+        messageId: answered.id,
+        abortSignal: undefined,
+      }),
+      answered,
+    );
+    expect(second.id).toBe('m1-reply');
+    expect(second.parts.filter((p) => p.type === 'tool-deploy')).toHaveLength(1); // continued, not announced again
+    expect((second.parts.find((p) => p.type === 'tool-deploy') as { state: string }).state).toBe('output-available');
+    expect(second.parts.filter((p) => p.type === 'text').map((p) => (p as { text: string }).text)).toEqual([
+      'deploying',
+      'Deployed to staging.',
+    ]);
+    const history = plain(await (await fetch('http://app/api/chat/s1/messages')).json()) as UIMessage[];
+    expect(history).toEqual(plain([user, second]));
+    const log: string[] = [];
+    for await (const r of runtime.store.readEvents('s1')) log.push(r.type);
+    expect(log.filter((t) => t === 'approval/decided')).toHaveLength(1);
+  });
+
+  it('the POST body is checked (strict: id, messages, trigger, messageId) and a refused one submits nothing; authorize is asked with the action the body carries', async () => {
+    const asked: string[] = [];
+    const { runtime, handle } = make((_req, { action, route, sessionId }) => {
+      asked.push(`${action} ${route} ${sessionId}`);
+      return sessionId !== 'locked';
+    });
+    const user = { id: 'm1', role: 'user', parts: [{ type: 'text', text: 'hi' }] };
+    const bad = [
+      { id: 's1', messages: [user], trigger: 'submit-message', extra: 1 },
+      { id: 's1', messages: [user], trigger: 'regenerate-message' },
+      { id: 's1', messages: [{ ...user, parts: [{ type: 'file', url: 'data:,', mediaType: 'text/plain' }] }], trigger: 'submit-message' },
+      { id: 's1', messages: [{ ...user, id: 'has space' }], trigger: 'submit-message' },
+      { id: 's1', messages: [{ id: 'a', role: 'assistant', parts: [{ type: 'text', text: 'x' }] }], trigger: 'submit-message' },
+      { id: 's1', messages: [], trigger: 'submit-message' },
+    ];
+    for (const body of bad) {
+      const res = await handle(chatPost(body));
+      expect(res.status, JSON.stringify(body)).toBe(400);
+      expect(((await res.json()) as { error: string }).error).toBe('ValidationError');
+    }
+    expect(asked).toEqual([]); // refused before authorize
+    expect((await handle(chatPost({ id: 'locked', messages: [user], trigger: 'submit-message' }))).status).toBe(403);
+    expect((await handle(new Request('http://app/api/chat'))).status).toBe(405);
+    expect((await handle(new Request('http://app/api/chat/s1/stream'))).status).toBe(204);
+    expect((await handle(new Request('http://app/api/chat/s1/nope'))).status).toBe(404);
+    const approval = {
+      id: 's1',
+      messages: [
+        {
+          id: 'a',
+          role: 'assistant',
+          parts: [{ type: 'tool-deploy', toolCallId: 'c1', state: 'approval-responded', approval: { id: 'x', approved: true } }],
+        },
+      ],
+      trigger: 'submit-message',
+    };
+    expect((await handle(chatPost(approval))).status).toBe(409); // nothing waits for an approval
+    expect(asked).toEqual(['submit chat locked', 'read stream s1', 'respond chat s1']);
+    for (const id of ['s1', 'locked']) expect(await runtime.store.work!.pending(id)).toEqual([]);
+  });
+
+  it('a prompt submitted and not yet run ends the history, and the resume route streams its reply once a worker runs it', async () => {
+    const { runtime, fetch, transport } = make();
+    const user: UIMessage = { id: 'm1', role: 'user', parts: [{ type: 'text', text: 'deploy it' }] };
+    const posted = await fetch('http://app/api/chat', {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ id: 's1', messages: [user], trigger: 'submit-message' }),
+    });
+    await posted.body!.cancel(); // the page was closed right after sending
+    expect(plain(await (await fetch('http://app/api/chat/s1/messages')).json())).toEqual(plain([user]));
+    const resumed = await transport.reconnectToStream({ chatId: 's1', abortSignal: undefined });
+    expect(resumed).not.toBeNull();
+    const worker = runtime.serve({ concurrency: 2, leaseMs: 5000, pollMs: 20 });
+    cleanups.push(() => worker.stop({ graceMs: 100 }));
+    const reply = await drain(resumed!);
+    expect(reply.id).toBe('m1-reply');
+    expect(plain(await (await fetch('http://app/api/chat/s1/messages')).json())).toEqual(plain([user, reply]));
+  });
+
+  it('GET /sessions lists the sessions authorize lets the request read, most recently written first; a Response from authorize is sent as it is', async () => {
+    let signedIn = true;
+    const { runtime, handle } = make((_req, { sessionId }) =>
+      signedIn ? sessionId !== 'hidden' : new Response('sign in', { status: 401 }),
+    );
+    for (const id of ['a', 'hidden', 'b']) {
+      await new Promise((r) => setTimeout(r, 5)); // a later write time for each (the list's order)
+      const { writerEpoch } = await runtime.store.attachWriter(id);
+      await runtime.store.append(id, writerEpoch, 1, [draft('step/start', {})]);
+    }
+    const res = await handle(new Request('http://app/api/sessions'));
+    const { sessions } = (await res.json()) as { sessions: { sessionId: string; lastSeq: number; open: boolean }[] };
+    expect(sessions.map((s) => s.sessionId)).toEqual(['b', 'a']);
+    expect(sessions[0]).toMatchObject({ lastSeq: 1, open: false });
+    expect((await handle(new Request('http://app/api/sessions?limit=0'))).status).toBe(400);
+    signedIn = false;
+    expect((await handle(new Request('http://app/api/sessions'))).status).toBe(401);
+  });
+});
+
+const draft = (type: string, payload: Record<string, unknown>, step = 0): EventDraft => ({
+  type: type as EventDraft['type'],
+  turn: 1,
+  step,
+  attempt: 1,
+  surfaceOp: type === 'user/message' || type === 'assistant/message' || type === 'tool/result' ? 'append' : 'none',
+  payload,
+});
+
+describe('resumption is mapped onto log positions', () => {
+  async function openRun(store: EventStore) {
+    const { writerEpoch } = await store.attachWriter('s1');
+    const head = await store.getHead('s1');
+    const base = { runId: 'r1', attemptId: 'a1', runEpoch: 1, executionProfileFingerprint: 'f' };
+    const drafts = [
+      draft('run/start', { ...base, kind: 'prompt', inputId: 'u1' }),
+      draft('user/message', { message: { role: 'user', content: 'go' } }),
+      draft('step/start', {}, 1),
+      draft(
+        'assistant/message',
+        {
+          message: { role: 'assistant', content: 'working', toolCalls: [{ id: 'c1', name: 'deploy', arguments: '{}' }] },
+          usage: { inputTokens: 1, outputTokens: 1 },
+          finishReason: 'tool_calls',
+          latencyMs: 1,
+        },
+        1,
+      ),
+      draft('tool/call', { callId: 'c1', name: 'deploy', arguments: {}, mode: 'exclusive', resources: [], idempotencyKey: 'k1' }, 1),
+    ];
+    await store.append('s1', writerEpoch, head!.lastSeq + 1, drafts);
+    return { writerEpoch, base };
+  }
+
+  it('without Last-Event-ID the open reply is replayed from its user message; with Last-Event-ID N it continues after N, and the two carry each record once; appends are followed to the reply end', async () => {
+    const { runtime, handle } = make();
+    const store = runtime.store;
+    const { writerEpoch, base } = await openRun(store);
+    const get = (headers: Record<string, string> = {}) => handle(new Request('http://app/api/chat/s1/stream', { headers }));
+    const replayed = chunksOf(await get());
+    const continued = chunksOf(await get({ 'last-event-id': '3' }));
+    const outcome = { kind: 'completed', content: 'done', isError: false, concludesTurn: false, releaseResources: [] };
+    await store.append('s1', writerEpoch, 6, [
+      draft('tool/result', { callId: 'c1', name: 'deploy', outcome }, 1),
+      draft('step/end', {}, 1),
+      draft('step/start', {}, 2),
+      draft(
+        'assistant/message',
+        {
+          message: { role: 'assistant', content: 'Deployed.' },
+          usage: { inputTokens: 1, outputTokens: 1 },
+          latencyMs: 1,
+          finishReason: 'stop',
+        },
+        2,
+      ),
+      draft('final/message', { finalMessageId: 'f1', runId: 'r1', content: 'Deployed.' }, 2),
+      draft('step/end', {}, 2),
+      draft('run/end', { ...base, status: 'succeeded', outcome: 'completed' }, 2),
+    ]);
+    const all = await replayed;
+    const tail = await continued;
+    expect(all[0]!.chunk).toMatchObject({ type: 'start', messageId: 'u1-reply' });
+    expect(all.at(-2)!.chunk).toEqual({ type: 'finish', finishReason: 'stop' });
+    expect(all.at(-1)!.chunk).toBe('[DONE]');
+    expect(tail[0]!.chunk).toEqual({ type: 'start', messageId: 'u1-reply' });
+    const ids = (xs: typeof all) => xs.flatMap((x) => (x.id ? [Number(x.id)] : []));
+    expect(ids(all)).toEqual([2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]); // each record's last chunk: its log position
+    expect(ids(tail)).toEqual([4, 5, 6, 7, 8, 9, 10, 11, 12]);
+    const after3 = all.slice(all.findIndex((x) => x.id === '3') + 1);
+    expect(tail.slice(1)).toEqual(after3); // the continuation is the replay's chunks after position 3, exactly
+    expect((await get()).status).toBe(204); // the run settled: nothing to resume
+  });
+});
