@@ -16,6 +16,7 @@ import type { EventStore } from '../src/persistence/event-store.js';
 import type { WorkStore } from '../src/persistence/work-store.js';
 import type { ExecutionSession } from '../src/runtime/execution-session.js';
 import { SessionInbox } from '../src/runtime/inbox.js';
+import { SERVED, type ServedInternals } from '../src/runtime/live-sessions.js';
 import type { Runtime } from '../src/runtime/runtime.js';
 import type { OpenInternals, ServeHandle } from '../src/runtime/serve.js';
 import { REPO_ROOT } from '../test/crash/child-util.js';
@@ -63,7 +64,8 @@ export function serveOld(oldServe: OldServe, runtime: Runtime, store: EventStore
   const inboxes = new WeakMap<ExecutionSession, SessionInbox>();
   return oldServe(
     {
-      open: (sid, internals) => (runtime.openSession as (id: string, i: OpenInternals) => Promise<ExecutionSession>)(sid, internals),
+      open: (sid, internals) =>
+        (runtime.openSession as (id: string, i: ServedInternals) => Promise<ExecutionSession>)(sid, { ...internals, [SERVED]: true }),
       store,
       work,
       inboxFor: (session) =>
