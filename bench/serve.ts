@@ -23,15 +23,15 @@ import { fmt, printTable } from './table.js';
 import { machineCpuMs, serverProbe, type ServerProbe } from './serve-server.js';
 import type { WorkerProbe } from './serve-probe.js';
 
-const SESSIONS = Number(process.env.BENCH_SERVE_SESSIONS ?? 1200);
+export const SESSIONS = Number(process.env.BENCH_SERVE_SESSIONS ?? 1200);
 /** Sessions each serving process runs (on a store of its own) before the clock starts: JIT warm-up. */
-const WARM = Number(process.env.BENCH_SERVE_WARM ?? 300);
-const STEPS_PER_RUN = 4; // 3 tool steps + the final answer
+export const WARM = Number(process.env.BENCH_SERVE_WARM ?? 300);
+export const STEPS_PER_RUN = 4; // 3 tool steps + the final answer
 const CONCURRENCY = 32;
 const CHILD = join(REPO_ROOT, 'test/crash/serve-child.ts');
 /** `BENCH_SERVE_COMMIT_DELAY_US`: PostgreSQL's commit_delay for the bench's database (0: the disk as it is). */
 const COMMIT_DELAY_US = Number(process.env.BENCH_SERVE_COMMIT_DELAY_US ?? 0);
-const SERVE_OPTIONS = { concurrency: CONCURRENCY, leaseMs: 15_000, pollMs: 200 };
+export const SERVE_OPTIONS = { concurrency: CONCURRENCY, leaseMs: 15_000, pollMs: 200 };
 const VERBOSE = Boolean(process.env.BENCH_SERVE_VERBOSE);
 /** Worker processes of the PostgreSQL rows (`BENCH_SERVE_WORKERS=1,2,4`). */
 const WORKERS = (process.env.BENCH_SERVE_WORKERS ?? '1,2,4').split(',').map(Number);
@@ -46,7 +46,7 @@ const WORKER_FLAGS = [
   `--warm=${WARM}`,
 ];
 
-async function submitAll(store: EventStore, prefix: string): Promise<void> {
+export async function submitAll(store: EventStore, prefix: string): Promise<void> {
   const feeder = createRuntime({ store, ...serveAgent({ steps: 3, latencyMs: 0, toolMs: 0 }) });
   const ids = Array.from({ length: SESSIONS }, (_, i) => `${prefix}${i}`);
   for (let i = 0; i < ids.length; i += 50) {
@@ -77,13 +77,14 @@ async function walStats(c: pg.Client): Promise<{ syncs: number; syncMs: number }
   return { syncs: Number(r.wal_sync), syncMs: Number(r.wal_sync_time) };
 }
 
-export async function pgCase(url: string, workers: number): Promise<CaseResult> {
-  const schema = `serve_bench_${process.pid}_${workers}`;
+/** `o.flags`: more worker flags (bench/serve-versions.ts: `--old-serve=<file>`); `o.tag`: names the case's schema apart. */
+export async function pgCase(url: string, workers: number, o: { flags?: string[]; tag?: string } = {}): Promise<CaseResult> {
+  const schema = `serve_bench_${process.pid}_${workers}${o.tag ? `_${o.tag}` : ''}`;
   const store = postgresStore({ connectionString: url, schema, maxConnections: 4 });
   await store.ready();
   const spec = `pg:${url}#${schema}`;
   const children: ChildRun[] = Array.from({ length: workers }, (_, i) =>
-    spawnTs(CHILD, ['worker', spec, ...WORKER_FLAGS, '--probe'], { label: `bench worker ${i + 1}` }),
+    spawnTs(CHILD, ['worker', spec, ...WORKER_FLAGS, ...(o.flags ?? []), '--probe'], { label: `bench worker ${i + 1}` }),
   );
   const admin = new pg.Client({ connectionString: url });
   await admin.connect();

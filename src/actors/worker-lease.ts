@@ -55,11 +55,18 @@ export const renewLeasesActor = (s: WorkerServices) =>
     }
   });
 
-/** Gives a lease up (`writerEpoch` null: a claim never bound); `resume`: a run is left open for the next worker. */
+/**
+ * Gives a lease up (`writerEpoch` null: a claim never bound); `resume`: a run is left open for the
+ * next worker. A claim given back unbound (the session could not be opened — another writer
+ * attached meanwhile — or the worker is stopping) took the store's resume mark with it, so the
+ * release marks it again when the session's log has a run open: else no worker would continue
+ * that run until some new input came (found by the simulator's worker pools, test/sim).
+ */
 export const releaseLeaseActor = (s: WorkerServices) =>
-  promiseActor<void, { sessionId: string; writerEpoch: number | null; resume: boolean }>(({ input }) =>
-    s.work.release(input.sessionId, s.workerId, input.writerEpoch, { resume: input.resume }),
-  );
+  promiseActor<void, { sessionId: string; writerEpoch: number | null; resume: boolean }>(async ({ input }) => {
+    const resume = input.resume || (input.writerEpoch === null && (await s.store.getHead(input.sessionId))?.openRun != null);
+    await s.work.release(input.sessionId, s.workerId, input.writerEpoch, { resume });
+  });
 
 /** Removes the worker's registration at the end of a graceful stop (a failure is ignored: its heartbeat lapses). */
 export const unregisterWorkerActor = (s: WorkerServices) =>

@@ -51,8 +51,9 @@ export interface ServeDeps {
 }
 
 /** The system clock, but monotonic: a lease deadline must not move with the wall clock. */
+const origin = performance.timeOrigin; // (a getter: read once, not at every lease check)
 const monotonicClock: Clock = {
-  now: () => performance.timeOrigin + performance.now(),
+  now: () => origin + performance.now(),
   setTimeout: systemClock.setTimeout,
   clearTimeout: systemClock.clearTimeout,
 };

@@ -10,6 +10,7 @@
  *   `START <sessionId> <idempotencyKey> <pid>` to `<ledger>/<pid>.txt` before its effect and
  *   `END …` after it (`--tool-ms` between them). Prints `READY`, then one `EV <type> <sessionId>`
  *   line per serve event (`--wait-go`: READY first, serving only after `GO` on stdin); on SIGTERM it stops gracefully (`STOPPED`) and exits 0.
+ *   `--old-serve=<file>`: serves with the serve before the worker machine (bench/serve-old.ts), for the bench.
  *   `--stall-after-intent-ms=N`: the store is wrapped as an app could wrap it: the first head
  *   read after an append that records a `charge` intent returns only N ms after the read (a
  *   worker paused right after its fence read: SIGSTOP, a long GC, CPU starvation); prints
@@ -22,6 +23,7 @@ import { join } from 'node:path';
 import { z } from 'zod';
 import type { ServeOptions } from '../../src/contracts/inbox.js';
 import { createRuntime, type Runtime } from '../../src/runtime/runtime.js';
+import type { ServeHandle } from '../../src/runtime/serve.js';
 import { defineTool } from '../../src/tools/define-tool.js';
 import type { EventStore } from '../../src/persistence/event-store.js';
 import { lmdbStore } from '../../src/persistence/lmdb-store.js';
@@ -137,18 +139,23 @@ async function worker(): Promise<void> {
     serveAgent({ steps: num('steps', 2), latencyMs: num('latency', 5), toolMs: num('tool-ms', 10), ...(ledger ? { ledger } : {}) });
   const runtime = createRuntime({ store, ...agent() });
   const serveOptions = { concurrency, leaseMs: num('lease-ms', 2000), pollMs: num('poll-ms', 200), shutdownGraceMs: num('grace-ms', 2000) };
+  // `--old-serve=<file>`: the serve before the worker machine (bench/serve-old.ts), for the bench's old-against-new rows
+  const old = flags.has('old-serve') ? await import('../../bench/serve-old.js') : undefined;
+  const oldServe = old ? await old.loadOldServe(flags.get('old-serve')!) : undefined;
+  const serveOf = (rt: Runtime, st: EventStore) => (o: ServeOptions) => (old && oldServe ? old.serveOld(oldServe, rt, st, o) : rt.serve(o));
   // the bench's warm-up: this process serves `--warm` sessions of a store of its own before READY
   if (flags.has('warm')) {
     const warmSpec = storeArg!.startsWith('pg:') ? `${storeArg}_w${process.pid}` : `${storeArg}-w${process.pid}`;
     const warmStore = openStore(warmSpec);
-    await serveUntilSettled(createRuntime({ store: warmStore, ...agent() }), 'w', num('warm', 0), serveOptions);
+    const warmRuntime = createRuntime({ store: warmStore, ...agent() });
+    await serveUntilSettled(warmRuntime, 'w', num('warm', 0), serveOptions, serveOf(warmRuntime, warmStore));
   }
   if (flags.has('wait-go')) {
     say('READY');
     await nextLine((l) => l === 'GO');
   }
   probe?.start();
-  const handle = runtime.serve(serveOptions);
+  const handle = serveOf(runtime, store)(serveOptions);
   if (probe) {
     handle.subscribe((e) => probe.onEvent(e));
     void nextLine((l) => l === 'PROBE').then(async () => say(`PROBE ${JSON.stringify(await probe.report())}`));
@@ -171,16 +178,23 @@ async function worker(): Promise<void> {
 
 /**
  * Submits one input to each of sessions `<prefix>0..<prefix><n-1>` (50 at a time), then serves
- * them until every one was released; stops serving and closes the runtime.
+ * them (with `serve`, `runtime.serve` unless given) until every one was released; stops serving
+ * and closes the runtime.
  */
-export async function serveUntilSettled(runtime: Runtime, prefix: string, n: number, options: ServeOptions): Promise<void> {
+export async function serveUntilSettled(
+  runtime: Runtime,
+  prefix: string,
+  n: number,
+  options: ServeOptions,
+  serve: (options: ServeOptions) => ServeHandle = (o) => runtime.serve(o),
+): Promise<void> {
   const ids = Array.from({ length: n }, (_, i) => `${prefix}${i}`);
   for (let i = 0; i < ids.length; i += 50) {
     await Promise.all(
       ids.slice(i, i + 50).map((sid) => runtime.submit(sid, { kind: 'input', inputId: `${sid}-in`, mode: 'follow_up', message: sid })),
     );
   }
-  const handle = runtime.serve(options);
+  const handle = serve(options);
   let released = 0;
   await new Promise<void>((resolve) => {
     if (n === 0) resolve();

@@ -4,6 +4,9 @@ import { createRuntime, defineTool, memoryStore, type EventStore, type Runtime, 
 import { toolLoopModel } from '../helpers/serve-model.js';
 import { logOf, sleep } from '../helpers/runtime.js';
 import { scaled } from '../helpers/load.js';
+import { createActor, toPromise } from 'xstate';
+import { releaseLeaseActor } from '../../src/actors/worker-lease.js';
+import type { WorkerServices } from '../../src/actors/worker-services.js';
 
 // runtime.serve: leases, fencing, shutdown and the kill switch, in one process on the memory
 // store (the same rules run across processes on LMDB and PostgreSQL: test/crash/serve-faults).
@@ -84,6 +87,28 @@ describe('runtime.serve', () => {
     const result = await second.waitForResult('s', 'r', { signal: AbortSignal.timeout(10_000), pollMs: 20 });
     expect(result.status).toBe('succeeded');
     expect(seen.find((e) => e.type === 'resumed')).toMatchObject({ sessionId: 's', runId: 'r' });
+    await h2.stop();
+  });
+
+  it('a claim given back unbound (the session could not be opened) keeps the open run marked for the next worker, which finishes it', async () => {
+    const store = memoryStore();
+    const started: string[] = [];
+    const first = make(store, started, 400);
+    const h1 = first.serve({ concurrency: 2, leaseMs: 5000, pollMs: 20, shutdown: 'detach' });
+    await first.submit('s', { kind: 'input', inputId: 'r', mode: 'follow_up', message: 'go' });
+    await until(() => started.length === 1);
+    await h1.stop(); // released with the run open, marked for resume
+    // another worker claims it (the claim takes the mark) and, its open failing, gives it back unbound
+    expect((await store.work!.claim('other', { limit: 1, leaseMs: 5000 })).map((c) => c.sessionId)).toEqual(['s']);
+    const services = { store, work: store.work!, workerId: 'other' } as unknown as WorkerServices;
+    const release = createActor(releaseLeaseActor(services), { input: { sessionId: 's', writerEpoch: null, resume: false } });
+    release.start();
+    await toPromise(release);
+    expect((await store.work!.listLeases()).find((l) => l.sessionId === 's')).toMatchObject({ workerId: null, resume: true });
+    const second = make(store, started, 10);
+    const h2 = second.serve({ concurrency: 2, leaseMs: 5000, pollMs: 20 });
+    const result = await second.waitForResult('s', 'r', { signal: AbortSignal.timeout(scaled(10_000)), pollMs: 20 });
+    expect(result.status).toBe('succeeded');
     await h2.stop();
   });
 

@@ -1,30 +1,39 @@
 /**
  * Running many worker-pool seeds (pool-simulate.ts) and summing what they exercised, for
- * `npm run sim` (run.ts) and `npm test` (simulation.test.ts).
+ * `npm run sim` (run.ts) and `npm test` (pool-simulation.test.ts).
  */
-import { runPoolSeed, type PoolBroken, type PoolSeedResult } from './pool-simulate.js';
+import { runPoolSeed, type PoolBroken, type PoolSeedResult, type PoolStats } from './pool-simulate.js';
 
-export interface PoolSeedsOutcome {
+/** What the seeds exercised, summed (the counts of PoolStats that add up). */
+export type PoolTotals = Omit<PoolStats, 'sessions' | 'workers' | 'simulatedMs'>;
+
+export interface PoolSeedsOutcome extends PoolTotals {
   failures: PoolSeedResult[];
-  pauses: number;
-  crashes: number;
-  takeovers: number;
-  leaseLosses: number;
+  /** Simulated time, summed over the seeds. */
+  simulatedMs: number;
 }
+
+const TOTALS = ['skewed', 'pauses', 'longPauses', 'crashes', 'lostWakeups', 'takeovers', 'leaseLosses'] as const;
+
+export const noPoolSeeds = (): PoolSeedsOutcome => ({
+  failures: [],
+  simulatedMs: 0,
+  ...(Object.fromEntries(TOTALS.map((k) => [k, 0])) as PoolTotals),
+});
 
 export async function runPoolSeeds(o: {
   from: number;
   count: number;
   broken?: PoolBroken;
   stopAtFirst?: boolean;
+  onProgress?: (done: number) => void;
 }): Promise<PoolSeedsOutcome> {
-  const out: PoolSeedsOutcome = { failures: [], pauses: 0, crashes: 0, takeovers: 0, leaseLosses: 0 };
+  const out = noPoolSeeds();
   for (let i = 0; i < o.count; i++) {
     const r = await runPoolSeed({ seed: o.from + i, ...(o.broken ? { broken: o.broken } : {}) });
-    out.pauses += r.stats.pauses;
-    out.crashes += r.stats.crashes;
-    out.takeovers += r.stats.takeovers;
-    out.leaseLosses += r.stats.leaseLosses;
+    for (const k of TOTALS) out[k] += r.stats[k];
+    out.simulatedMs += r.stats.simulatedMs;
+    o.onProgress?.(i + 1);
     if (r.violations.length > 0) {
       out.failures.push(r);
       if (o.stopAtFirst) break;
@@ -32,6 +41,10 @@ export async function runPoolSeeds(o: {
   }
   return out;
 }
+
+/** The totals as `npm run sim` prints them. */
+export const describePoolTotals = (t: PoolTotals): string =>
+  `${t.pauses} pauses (${t.longPauses} longer than the lease), ${t.crashes} crashes, ${t.takeovers} takeovers, ${t.leaseLosses} leases lost, ${t.lostWakeups} wake-ups lost, ${t.skewed} workers with a skewed clock`;
 
 /** A failing pool seed, its violations and the command that replays it with its trace. */
 export const explainPoolFailure = (r: PoolSeedResult, broken?: PoolBroken): string =>

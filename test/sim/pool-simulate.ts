@@ -9,7 +9,6 @@
  */
 import { setImmediate as immediate } from 'node:timers';
 import { filter } from 'rxjs';
-import { SimulatedClock } from 'xstate';
 import { z } from 'zod';
 import type { Clock } from '../../src/contracts/clock.js';
 import type { LeaseInfo } from '../../src/contracts/inbox.js';
@@ -24,6 +23,7 @@ import { serve } from '../../src/runtime/serve.js';
 import type { WorkerActorOverrides } from '../../src/runtime/worker-actors.js';
 import type { WorkStore } from '../../src/persistence/work-store.js';
 import { toolLoopModel } from '../helpers/serve-model.js';
+import { PoolClock } from './pool-clock.js';
 import { checkPool, type ToolStart } from './pool-invariants.js';
 import { Prng } from './world.js';
 
@@ -53,12 +53,35 @@ export interface PoolSeedResult {
   seed: number;
   violations: string[];
   trace: string[];
-  stats: { sessions: number; workers: number; pauses: number; crashes: number; takeovers: number; leaseLosses: number };
+  stats: PoolStats;
+}
+
+/** What a pool seed exercised, each counted when it happened. */
+export interface PoolStats {
+  sessions: number;
+  workers: number;
+  /** Workers whose clock reads ahead of the simulation's (a constant offset). */
+  skewed: number;
+  pauses: number;
+  /** Pauses longer than the lease. */
+  longPauses: number;
+  crashes: number;
+  /** Wake-ups that never reached a worker. */
+  lostWakeups: number;
+  takeovers: number;
+  leaseLosses: number;
+  /** When the pool came to rest (ms of simulated time), or END_MS. */
+  simulatedMs: number;
 }
 
 const LEASE_MS = 300;
-const END_MS = 9000;
+/** A seed ends once the pool has been at rest this long (every input in, nothing leased or pending, no worker paused)... */
+const REST_MS = 2 * LEASE_MS;
+/** ...or at this time, whatever the pool is doing (a starved session shows then). */
+const END_MS = 30_000;
 const STEP_MS = 10;
+/** How often the driver looks whether the pool is at rest. */
+const LOOK_MS = 100;
 
 const STORE_CALLS = ['attachWriter', 'append', 'getHead', 'getEventById', 'loadSurface', 'loadStoredSurface', 'listSessions'] as const;
 const WORK_CALLS = ['pending', 'getEntry', 'markApplied', 'claim', 'bind', 'renew', 'release', 'heartbeat', 'removeWorker'] as const;
@@ -96,14 +119,33 @@ function workerStore(
   return s as EventStore & { work: WorkStore };
 }
 
-export async function runPoolSeed(o: { seed: number; broken?: PoolBroken }): Promise<PoolSeedResult> {
+/**
+ * Runs one pool seed. `pollMs`: every worker polls at this pace instead of the seed's choice (a
+ * regression seed found that way; the seed's other choices are drawn as before).
+ */
+export async function runPoolSeed(o: { seed: number; broken?: PoolBroken; pollMs?: number }): Promise<PoolSeedResult> {
   const rng = new Prng(o.seed);
-  const clock = new SimulatedClock();
-  clock.set(1_000_000);
+  const clock = new PoolClock(1_000_000);
   const realNow = Date.now;
   Date.now = () => clock.now();
   const trace: string[] = [];
-  const stats = { sessions: 0, workers: 0, pauses: 0, crashes: 0, takeovers: 0, leaseLosses: 0 };
+  const stats: PoolStats = {
+    sessions: 0,
+    workers: 0,
+    skewed: 0,
+    pauses: 0,
+    longPauses: 0,
+    crashes: 0,
+    lostWakeups: 0,
+    takeovers: 0,
+    leaseLosses: 0,
+    simulatedMs: 0,
+  };
+  const pause = (until: { at: number }, ms: number) => {
+    stats.pauses++;
+    if (ms > LEASE_MS) stats.longPauses++;
+    until.at = Math.max(until.at, clock.now() + ms);
+  };
   const store = memoryStore();
   const starts: ToolStart[] = [];
   const leaseSnapshots: Promise<LeaseInfo[]>[] = [];
@@ -113,12 +155,16 @@ export async function runPoolSeed(o: { seed: number; broken?: PoolBroken }): Pro
   stats.workers = workerCount;
   const crashed = new Set<number>();
   const crashesAhead = { n: 0 };
+  const paused: { at: number }[] = [];
+  let submitted = 0;
   const handles: ServeHandle[] = [];
   const runtimes: Runtime[] = [];
   try {
     for (let w = 0; w < workerCount; w++) {
       const pausedUntil = { at: 0 };
+      paused.push(pausedUntil);
       const offset = rng.int(5) * 1000; // clock skew: a constant offset, which elapsed-time deadlines do not see
+      if (offset > 0) stats.skewed++;
       const own: Clock = {
         now: () => clock.now() + offset,
         setTimeout: (fn, ms) => clock.setTimeout(fn, ms),
@@ -132,7 +178,9 @@ export async function runPoolSeed(o: { seed: number; broken?: PoolBroken }): Pro
       };
       const lossy = rng.chance(0.3);
       const latency = () => new Promise<void>((r) => clock.setTimeout(r, rng.int(3) * 10));
-      const wStore = workerStore(store, gate, latency, () => lossy && rng.chance(0.5));
+      const pollMs = 50 + rng.int(4) * 50;
+      const dropWakeup = () => lossy && rng.chance(0.5) && ++stats.lostWakeups > 0;
+      const wStore = workerStore(store, gate, latency, dropWakeup);
       const workerId = `w${w + 1}`;
       const charge = defineTool({
         name: 'charge',
@@ -143,11 +191,8 @@ export async function runPoolSeed(o: { seed: number; broken?: PoolBroken }): Pro
           // the effect starts now: what the store says of the session's lease at this instant
           starts.push({ workerId, sessionId: ctx.sessionId, callId: ctx.callId, key, at: clock.now(), leases: store.work.listLeases() });
           // a fault while the worker holds the session: its I/O pauses (often past the lease), or it crashes
-          if (rng.chance(0.25)) {
-            const ms = 100 + rng.int(10) * 100;
-            stats.pauses++;
-            pausedUntil.at = Math.max(pausedUntil.at, clock.now() + ms);
-          } else if (rng.chance(0.08) && crashed.size < workerCount - 1 - crashesAhead.n) {
+          if (rng.chance(0.25)) pause(pausedUntil, 100 + rng.int(10) * 100);
+          else if (rng.chance(0.08) && crashed.size < workerCount - 1 - crashesAhead.n) {
             stats.crashes++;
             crashed.add(w);
           }
@@ -176,11 +221,12 @@ export async function runPoolSeed(o: { seed: number; broken?: PoolBroken }): Pro
           clock: own,
           ...(o.broken === 'renew-from-answer' ? { actors: renewFromAnswer } : {}),
         },
-        { workerId, concurrency: 1 + rng.int(3), leaseMs: LEASE_MS, pollMs: 50 },
+        // each worker polls at its own pace (50–200 ms), unless the seed is replayed with one
+        { workerId, concurrency: 1 + rng.int(3), leaseMs: LEASE_MS, pollMs: o.pollMs ?? pollMs },
       );
       handle.subscribe((e) => {
         trace.push(
-          `${clock.now() - 1_000_000} ${workerId} ${e.type}${'sessionId' in e && e.sessionId ? ` ${e.sessionId}` : ''}${e.type === 'lease_lost' ? ` (${e.reason})` : ''}`,
+          `${clock.now() - 1_000_000} ${workerId} ${e.type}${'sessionId' in e && e.sessionId ? ` ${e.sessionId}` : ''}${e.type === 'lease_lost' ? ` (${e.reason})` : ''}${e.type === 'error' ? `: ${e.message}` : ''}`,
         );
         if (e.type === 'claimed' && e.expired) stats.takeovers++;
         if (e.type === 'lease_lost') stats.leaseLosses++;
@@ -188,34 +234,54 @@ export async function runPoolSeed(o: { seed: number; broken?: PoolBroken }): Pro
       handles.push(handle);
       // faults, chosen now, happening on the clock
       if (rng.chance(0.5)) {
-        const at = 200 + rng.int(30) * 100;
+        const at = 100 + rng.int(30) * 50;
         const ms = 100 + rng.int(10) * 100; // up to 1 s: most pauses outlive the 300 ms lease
-        stats.pauses++;
-        clock.setTimeout(() => (pausedUntil.at = clock.now() + ms), at);
+        clock.setTimeout(() => pause(pausedUntil, ms), at);
       }
     }
     // at most all but one worker crash, so that someone can take the sessions over
     crashesAhead.n = rng.int(workerCount);
     for (let i = 0; i < crashesAhead.n; i++) {
       const w = i;
-      stats.crashes++;
       clock.setTimeout(
         () => {
           crashesAhead.n--;
           // never the last worker standing
-          if (crashed.size < workerCount - 1) crashed.add(w);
+          if (crashed.size < workerCount - 1 && !crashed.has(w)) {
+            stats.crashes++;
+            crashed.add(w);
+          }
         },
-        300 + rng.int(20) * 100,
+        150 + rng.int(20) * 50,
       );
     }
     for (const sid of sessions) {
-      const at = rng.int(15) * 100;
-      clock.setTimeout(() => void store.work.submit(sid, { kind: 'input', inputId: `${sid}-in`, mode: 'follow_up', message: sid }), at);
+      const at = rng.int(15) * 50;
+      clock.setTimeout(() => {
+        submitted++;
+        void store.work.submit(sid, { kind: 'input', inputId: `${sid}-in`, mode: 'follow_up', message: sid });
+      }, at);
     }
-    for (let t = 0; t < END_MS; t += STEP_MS) {
-      clock.increment(STEP_MS);
+    // the pool runs by itself until it has rested REST_MS (every input in, no lease held or
+    // expired, nothing pending or to resume, no live worker paused: nothing left for anyone to do)
+    let restingSince: number | null = null;
+    const start = clock.now();
+    let nextLook = start;
+    while (clock.now() - start < END_MS) {
+      // the next step with a timer due (steps of STEP_MS from the start); the idle ones between change nothing
+      const due = clock.nextDue() ?? Number.POSITIVE_INFINITY;
+      clock.advanceTo(Math.min(start + END_MS, Math.max(clock.now() + STEP_MS, start + Math.ceil((due - start) / STEP_MS) * STEP_MS)));
       for (let i = 0; i < 4; i++) await new Promise((r) => immediate(r));
+      if (clock.now() < nextLook) continue;
+      nextLook = clock.now() + LOOK_MS;
+      const resting =
+        submitted === sessions.length &&
+        paused.every((p, w) => crashed.has(w) || p.at <= clock.now()) &&
+        (await store.work.listLeases()).length === 0;
+      restingSince = resting ? (restingSince ?? clock.now()) : null;
+      if (restingSince !== null && clock.now() - restingSince >= REST_MS) break;
     }
+    stats.simulatedMs = clock.now() - start;
     const violations = await checkPool({ store, sessions, starts, leaseSnapshots, live: (id) => !crashed.has(Number(id.slice(1)) - 1) });
     return { seed: o.seed, violations, trace, stats };
   } finally {

@@ -4,10 +4,10 @@ import { explainPoolFailure, runPoolSeeds } from './pool-lib.js';
 import { runPoolSeed } from './pool-simulate.js';
 
 /**
- * The simulator's worker-pool family (pool-simulate.ts): `npm test` runs SIM_POOL_SEEDS seeds (8
- * by default), `npm run sim -- --seeds N --pool-seeds P` any number.
+ * The simulator's worker-pool family (pool-simulate.ts): `npm test` runs SIM_POOL_SEEDS seeds (16
+ * by default), `npm run sim -- --seeds N` N/5 of them, `--pool-seeds P` any number.
  */
-const SEEDS = Number(process.env.SIM_POOL_SEEDS ?? 8);
+const SEEDS = Number(process.env.SIM_POOL_SEEDS ?? 16);
 
 describe('the simulator drives worker pools', () => {
   it(
@@ -18,7 +18,10 @@ describe('the simulator drives worker pools', () => {
       // the schedules exercised what the invariants are about
       expect(out.takeovers).toBeGreaterThan(0);
       expect(out.leaseLosses).toBeGreaterThan(0);
-      expect(out.pauses).toBeGreaterThan(0);
+      expect(out.longPauses).toBeGreaterThan(0);
+      expect(out.crashes).toBeGreaterThan(0);
+      expect(out.lostWakeups).toBeGreaterThan(0);
+      expect(out.skewed).toBeGreaterThan(0);
     },
     scaled(Math.max(60_000, SEEDS * 5000)),
   );

@@ -1,9 +1,10 @@
 /**
- * `npm run sim -- --seeds N [--from S] [--pool-seeds P] [--broken V]`: runs agent seeds S … S+N−1,
- * then worker-pool seeds S … S+P−1 (P = N/100 by default; a pool seed is ~9 s of simulated
- * serving), and prints, as its last line, `N+P seeds, V violations` (exit 1 when V > 0).
+ * `npm run sim -- --seeds N [--from S] [--pool-seeds P] [--broken V]`: one run of every family —
+ * agent seeds S … S+N−1 (simulate.ts), then worker-pool seeds S … S+P−1 (pool-simulate.ts; P =
+ * N/5 by default: a pool seed costs a few agent seeds) — and prints, as its last line,
+ * `N+P seeds, V violations` (exit 1 when V > 0).
  * `--broken renew-from-answer` runs the pool family alone, with its bug (pool-simulate.ts);
- * `--pool-seed S [--trace]` replays one pool seed.
+ * `--pool-seed S [--poll-ms MS] [--trace]` replays one pool seed (every worker polling at MS).
  * `npm run sim -- --seed S [--prefix K] [--trace]`: replays one seed exactly (the first K choices
  * of its schedule only, benign after), printing its violations and, with --trace, its event trace.
  * `--broken V` runs a deliberately broken variant, to see an invariant catch it: reexecute,
@@ -12,7 +13,7 @@
 import { parseArgs } from 'node:util';
 import { explainFailure, runSeeds } from './sim-lib.js';
 import { runSeed, type Broken } from './simulate.js';
-import { explainPoolFailure, runPoolSeeds } from './pool-lib.js';
+import { describePoolTotals, explainPoolFailure, noPoolSeeds, runPoolSeeds } from './pool-lib.js';
 import { runPoolSeed, type PoolBroken } from './pool-simulate.js';
 
 const { values } = parseArgs({
@@ -25,6 +26,7 @@ const { values } = parseArgs({
     trace: { type: 'boolean' },
     'pool-seeds': { type: 'string' },
     'pool-seed': { type: 'string' },
+    'poll-ms': { type: 'string' },
   },
 });
 // the worker-pool family's seeded bug (pool-simulate.ts) runs the pool family alone
@@ -32,7 +34,11 @@ const poolBroken = values.broken === 'renew-from-answer' ? (values.broken as Poo
 const broken = poolBroken ? undefined : (values.broken as Broken | undefined);
 
 if (values['pool-seed'] !== undefined) {
-  const r = await runPoolSeed({ seed: Number(values['pool-seed']), ...(poolBroken ? { broken: poolBroken } : {}) });
+  const r = await runPoolSeed({
+    seed: Number(values['pool-seed']),
+    ...(poolBroken ? { broken: poolBroken } : {}),
+    ...(values['poll-ms'] !== undefined ? { pollMs: Number(values['poll-ms']) } : {}),
+  });
   if (values.trace || r.violations.length > 0) for (const l of r.trace) console.log(l);
   for (const l of r.violations) console.log(`VIOLATION ${l}`);
   console.log(`1 seeds, ${r.violations.length > 0 ? 1 : 0} violations`);
@@ -69,16 +75,24 @@ if (values['pool-seed'] !== undefined) {
       .map(([k, v]) => `${k} ${v}`)
       .join(', ')}`,
   );
-  // the worker-pool family: each seed runs ~9 s of simulated time, so a run takes one pool seed per 100 agent seeds unless told
-  const poolN = Number(values['pool-seeds'] ?? (poolBroken ? n : Math.max(1, Math.ceil(n / 100))));
+  // the worker-pool family: a seed runs until its pool rests (about 4 s of simulated serving), so
+  // a run takes one pool seed per 5 agent seeds unless told
+  const poolN = Number(values['pool-seeds'] ?? (poolBroken ? n : Math.max(1, Math.ceil(n / 5))));
   const t1 = performance.now();
   const pool = broken
-    ? { failures: [], pauses: 0, crashes: 0, takeovers: 0, leaseLosses: 0 }
-    : await runPoolSeeds({ from, count: poolN, ...(poolBroken ? { broken: poolBroken } : {}) });
+    ? noPoolSeeds()
+    : await runPoolSeeds({
+        from,
+        count: poolN,
+        ...(poolBroken ? { broken: poolBroken } : {}),
+        onProgress: (done) =>
+          done % 1000 === 0 && console.error(`[sim] ${done} pool seeds, ${Math.round((performance.now() - t1) / 1000)} s`),
+      });
   for (const f of pool.failures.slice(0, 3)) console.log(explainPoolFailure(f, poolBroken));
+  if (pool.failures.length > 0) console.log(`[sim] failing pool seeds: ${pool.failures.map((f) => f.seed).join(' ')}`);
   if (!broken)
     console.log(
-      `[sim] worker pools: seeds ${from}..${from + poolN - 1} in ${Math.round(performance.now() - t1)} ms; ${pool.pauses} pauses, ${pool.crashes} crashes, ${pool.takeovers} takeovers, ${pool.leaseLosses} leases lost`,
+      `[sim] worker pools: seeds ${from}..${from + poolN - 1} in ${Math.round(performance.now() - t1)} ms (${Math.round(pool.simulatedMs / 1000)} s simulated); ${describePoolTotals(pool)}`,
     );
   const seeds = agents + (broken ? 0 : poolN);
   const violations = out.failures.length + pool.failures.length;
