@@ -1,10 +1,13 @@
-import type OpenAI from 'openai';
 import type { Content, ContentPart } from '../contracts/content.js';
 import type { ModelMessage } from '../contracts/message.js';
 import { assertMediaType, dataUrl, IMAGE_TYPES, nonText, unsupported } from './content-support.js';
 
-type UserPart = OpenAI.Chat.Completions.ChatCompletionContentPart;
-type Param = OpenAI.Chat.Completions.ChatCompletionMessageParam;
+// the wire shapes, written here so that the published declarations never import the optional `openai` package
+type UserPart =
+  | { type: 'text'; text: string }
+  | { type: 'image_url'; image_url: { url: string } }
+  | { type: 'file'; file: { file_data: string; filename: string } };
+type Param = { role: 'user'; content: UserPart[] };
 
 /**
  * Content parts on Chat Completions: a user message's parts as `text`, `image_url` (a URL, or the
