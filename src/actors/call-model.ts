@@ -11,6 +11,8 @@ import type { LiveEvent } from '../streams/envelopes.js';
 import { redactSecrets } from '../providers/redact.js';
 import { priceOf } from './pricing.js';
 import { messageOf } from './tool-call.js';
+import { awaitRateLimit, isRateLimitDeadline, releaseRateLimit } from './rate-limit-call.js';
+import type { CallPermit } from '../runtime/rate-limits.js';
 import { contextReady, NO_TOOLS, servicesIn, type OfferedTools, type ServicesSource, type SessionServices } from './session-services.js';
 
 /** One model request as callWithRetries sends it. */
@@ -25,6 +27,8 @@ export interface CallSpec {
   emit?: SessionServices['emit'];
   /** The run's output schema, as the request carries it (the step's call; not a compaction's). */
   output?: ModelRequestOutput;
+  /** When the run's maxDurationMs runs out: a wait for a rate limit ends then (RateLimitDeadline). */
+  deadlineAt?: number;
 }
 
 /**
@@ -59,7 +63,9 @@ export async function callWithRetries(
       offAttempt = onAbort(signal, (reason) => own.abort(reason));
     }
     const callSignal = attempt?.signal ?? signal;
+    let permit: CallPermit | undefined;
     try {
+      permit = await awaitRateLimit(env, at.step, spec, callSignal, emit);
       const request: ModelRequest = { messages, tools: spec.tools, signal: callSignal };
       if (spec.maxOutputTokens !== undefined) request.maxOutputTokens = spec.maxOutputTokens;
       if (spec.output) request.output = spec.output;
@@ -70,6 +76,7 @@ export async function callWithRetries(
         streamed += e.text;
         emit({ type: 'message_delta', role: 'assistant', text: e.text });
       });
+      releaseRateLimit(permit, res);
       // stopped while the provider answered (a cancel): nothing of this call is staged
       if (signal.aborted) throw new CancelledError('model call cancelled');
       const checked = checkedResponse(res);
@@ -85,6 +92,8 @@ export async function callWithRetries(
       return { res: checked.data as ModelResponse, latencyMs: env.clock.now() - t0, digest };
     } catch (e) {
       offAttempt();
+      releaseRateLimit(permit, undefined, e);
+      if (isRateLimitDeadline(e)) throw e; // nothing was sent: no attempt to record
       if (signal.aborted || isCancelledError(e)) {
         discard('model call cancelled');
         throw new CancelledError('model call cancelled');
@@ -144,6 +153,8 @@ export interface CallModelInput {
   offered?: OfferedTools;
   /** The run's output schema: in the request (and the system message of a provider without a native mode). */
   output?: OutputSpec;
+  /** When the run's maxDurationMs runs out (the runtime's clock): a wait for a rate limit ends then. */
+  deadlineAt?: number;
 }
 
 /** The model's answer, staged as `assistant/message`: tool calls to plan, or the run's answer. */
@@ -197,6 +208,7 @@ export async function callModel(env: SessionServices, input: CallModelInput, sig
       live: true,
       emit: gate.emit,
       ...(input.outputTokensLeft !== undefined ? { maxOutputTokens: input.outputTokensLeft } : {}),
+      ...(input.deadlineAt !== undefined ? { deadlineAt: input.deadlineAt } : {}),
     });
   } finally {
     // a results commit that failed fails the step with its own error, whatever the call did

@@ -7,6 +7,7 @@ import type { ModelProvider } from '../contracts/model.js';
 import type { ToolSpec } from '../contracts/tools.js';
 import type { RunTracer } from '../contracts/tracing.js';
 import type { AnyTool } from '../tools/define-tool.js';
+import type { CallLimiter } from '../runtime/rate-limits.js';
 import type { LogWriter } from '../persistence/log-writer.js';
 import type { Surface } from '../persistence/surface.js';
 import type { LiveEvent } from '../streams/envelopes.js';
@@ -51,6 +52,8 @@ export interface SessionServices {
   emit(event: LiveEvent, logSeq?: number): void;
   /** Resolves when every required subscriber has room again (the run's backpressure point). */
   backpressure(): Promise<void>;
+  /** The runtime's rate limits (the `rateLimits` option), shared by every session: absent without any. */
+  readonly rateLimiter?: CallLimiter;
   /** The session's OpenTelemetry tracer, when tracing is on. */
   readonly tracer?: RunTracer;
 }

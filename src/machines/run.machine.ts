@@ -11,6 +11,7 @@ import type { StartRunInput, StartRunOutput } from '../actors/start-run.js';
 import { toolBatchMachine, type ToolBatchInput } from './tool-batch.machine.js';
 import type { RunContext, RunEvent, RunInput } from './run-context.js';
 import { runActions } from './run-actions.js';
+import { isRateLimitDeadline } from '../actors/rate-limit-call.js';
 import { deliverInput, ended, finalInput, inCallOrder, outputOf, positionOf, resultOf, spentNow } from './run-decisions.js';
 
 export type { ResumeInput, StartRunOutput } from '../actors/start-run.js';
@@ -68,6 +69,7 @@ export const runMachine = setup({
     cancelRequested: ({ context }) => context.cancelRequested,
     detachRequested: ({ context }) => context.detachRequested,
     budgetSpent: ({ context }) => spentNow(context) !== undefined,
+    rateLimitDeadline: ({ event }) => isRateLimitDeadline((event as { error?: unknown }).error),
     resumedWithCalls: ({ event }) => (outputOf<StartRunOutput>(event).resumed?.calls.length ?? 0) > 0,
     resumedWithResultsOnly: ({ event }) => outputOf<StartRunOutput>(event).resumed !== undefined,
     concludedBefore: ({ context }) => context.concluded !== undefined,
@@ -205,6 +207,7 @@ export const runMachine = setup({
             : {}),
           ...(c.offered ? { offered: c.offered } : {}),
           ...(c.output ? { output: c.output } : {}),
+          ...(c.budget.maxDurationMs !== undefined ? { deadlineAt: c.startedAt + c.budget.maxDurationMs } : {}),
         }),
         onDone: [
           // steers wait or the context is too large: prepared first, then called (DESIGN §4 items 1, 9)
@@ -212,7 +215,8 @@ export const runMachine = setup({
           { guard: 'askedForTools', target: 'committingIntent', actions: ['countModelCall', 'keepToolCalls'] },
           { target: 'verifyingFinal', actions: ['countModelCall', 'keepAnswer'] },
         ],
-        onError: RUN_FAILED,
+        // maxDurationMs ran out while the call waited for its rate limit (nothing was sent)
+        onError: [{ guard: 'rateLimitDeadline', target: '#run.ending', actions: ['spendDuration', 'endBudgetSpent'] }, RUN_FAILED],
       },
       on: { CANCEL: MODEL_CALL_CANCELLED },
     },

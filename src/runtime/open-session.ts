@@ -22,6 +22,7 @@ import { sessionServices, type SessionPrefix } from './services.js';
 import type { ToolSet } from './tool-set.js';
 import type { Tracing } from './tracing-options.js';
 import { SessionTracer } from './tracing.js';
+import type { CallLimiter } from './rate-limits.js';
 
 /** What a runtime opens its sessions with: the same for every session it opens. */
 export interface SessionOpening {
@@ -35,6 +36,8 @@ export interface SessionOpening {
   tracing: Tracing | undefined;
   sessions: OpenSessions;
   killed(): boolean;
+  /** The runtime's rate limiter, shared by its sessions (absent without `rateLimits`). */
+  limiter?: CallLimiter;
 }
 
 /**
@@ -91,6 +94,7 @@ export async function openSession(r: SessionOpening, sessionId: string, internal
     hub,
     stream,
     tracer,
+    limiter: r.limiter,
   });
   if (tracer) stream.events$.subscribe((e) => tracer.onEnvelope(e));
   writer.stage('session/attached', { turn: 0, step: 0, attempt: 0 }, { sessionInstanceId, writerEpoch: attach.writerEpoch });

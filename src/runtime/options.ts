@@ -14,6 +14,7 @@ import type { AnyTool } from '../tools/define-tool.js';
 import type { InspectionEvent } from 'xstate';
 import { ClockOption, type IdSource } from '../contracts/clock.js';
 import { isZodSchema } from '../actors/final-output.js';
+import { RateLimits } from './rate-limits.js';
 
 const fn = <T>(what: string) => z.custom<T>((v) => typeof v === 'function', `${what} must be a function`);
 
@@ -97,6 +98,11 @@ export const RuntimeOptions = z.strictObject({
    * `{ tracerProvider | tracer, recordContent }` to choose. Checked by createRuntime.
    */
   tracing: z.unknown().optional(),
+  /**
+   * Model rate limits shared by every session of the runtime (docs/rate-limits.md): each
+   * `{ provider?, model?, requestsPerMinute?, inputTokensPerMinute?, outputTokensPerMinute?, concurrent?, windowMs? }`.
+   */
+  rateLimits: RateLimits,
   /** Every timer, deadline, backoff and timeout of the runtime (XState's SimulatedClock fits). */
   clock: ClockOption,
   /** Session instance ids and the ids of events the runtime does not name itself. */

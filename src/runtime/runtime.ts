@@ -12,6 +12,7 @@ import { followKillSwitch } from './kill-switch.js';
 import { openSession, type SessionOpening } from './open-session.js';
 import { OpenSessions } from './open-sessions.js';
 import { resolveRuntimeOptions, type RuntimeOptions } from './options.js';
+import { RateLimiter } from './rate-limiter.js';
 import { serve, type ServeHandle } from './serve.js';
 import { sessionPrefix } from './services.js';
 import { sessionInboxes, submitToOpen, workOf } from './submit.js';
@@ -81,7 +82,18 @@ export function createRuntime(options: RuntimeOptions): Runtime {
   const sessions = new OpenSessions();
   const killSwitch = followKillSwitch(o.killSwitch, sessions);
   const killed = () => killSwitch.killed;
-  const opening: SessionOpening = { store, options: o, toolSet, runtimeOutput, prefix: sessionPrefix(o), tracing, sessions, killed };
+  const limiter = o.rateLimits.length > 0 ? new RateLimiter(o.rateLimits, o.clock) : undefined;
+  const opening: SessionOpening = {
+    store,
+    options: o,
+    toolSet,
+    runtimeOutput,
+    prefix: sessionPrefix(o),
+    tracing,
+    sessions,
+    killed,
+    ...(limiter ? { limiter } : {}),
+  };
   const open = (sessionId: string, internal?: OpenInternals) => openSession(opening, sessionId, internal);
   const inboxFor = sessionInboxes(store, o.clock);
   let closing: Promise<void> | undefined;

@@ -9,6 +9,7 @@ import type { SubscriberHub } from '../streams/subscribers.js';
 import { steersOf, type InputQueue } from './input-queue.js';
 import type { ResolvedRuntimeOptions } from './options.js';
 import type { SessionTracer } from './tracing.js';
+import type { CallLimiter } from './rate-limits.js';
 
 /** System prompt and bootstrap messages, before every session's surface: built once per runtime. */
 export interface SessionPrefix {
@@ -37,6 +38,7 @@ export interface OpenedParts {
   hub: SubscriberHub;
   stream: EnvelopeStream;
   tracer: SessionTracer | undefined;
+  limiter: CallLimiter | undefined;
 }
 
 /**
@@ -68,5 +70,6 @@ export function sessionServices(o: ResolvedRuntimeOptions, p: OpenedParts): Sess
     backpressure: () => hub.whenWritable(),
     emit: (event, logSeq) => stream.publish(event, logSeq),
     ...(tracer ? { tracer } : {}),
+    ...(p.limiter ? { rateLimiter: p.limiter } : {}),
   };
 }
