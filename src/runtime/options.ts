@@ -15,6 +15,7 @@ import type { InspectionEvent } from 'xstate';
 import { ClockOption, type IdSource } from '../contracts/clock.js';
 import { isZodSchema } from '../actors/final-output.js';
 import { RateLimits } from './rate-limits.js';
+import type { SharedBuckets } from './shared-rate-limiter.js';
 
 const fn = <T>(what: string) => z.custom<T>((v) => typeof v === 'function', `${what} must be a function`);
 
@@ -103,6 +104,19 @@ export const RuntimeOptions = z.strictObject({
    * `{ provider?, model?, requestsPerMinute?, inputTokensPerMinute?, outputTokensPerMinute?, concurrent?, windowMs? }`.
    */
   rateLimits: RateLimits,
+  /**
+   * Where `rateLimits`' token buckets live when several processes share them (a `serve` pool):
+   * `postgresRateBuckets({ pool })`. Without it the buckets are this process's own.
+   */
+  rateLimitBuckets: z
+    .custom<SharedBuckets>(
+      (v) =>
+        typeof v === 'object' &&
+        v !== null &&
+        (['ensure', 'take', 'settle'] as const).every((m) => typeof (v as Record<string, unknown>)[m] === 'function'),
+      'shared rate buckets: { ensure, take, settle } (e.g. postgresRateBuckets({ pool }))',
+    )
+    .optional(),
   /** Every timer, deadline, backoff and timeout of the runtime (XState's SimulatedClock fits). */
   clock: ClockOption,
   /** Session instance ids and the ids of events the runtime does not name itself. */

@@ -13,6 +13,7 @@ import { openSession, type SessionOpening } from './open-session.js';
 import { OpenSessions } from './open-sessions.js';
 import { resolveRuntimeOptions, type RuntimeOptions } from './options.js';
 import { RateLimiter } from './rate-limiter.js';
+import { SharedRateLimiter } from './shared-rate-limiter.js';
 import { serve, type ServeHandle } from './serve.js';
 import { sessionPrefix } from './services.js';
 import { sessionInboxes, submitToOpen, workOf } from './submit.js';
@@ -82,7 +83,12 @@ export function createRuntime(options: RuntimeOptions): Runtime {
   const sessions = new OpenSessions();
   const killSwitch = followKillSwitch(o.killSwitch, sessions);
   const killed = () => killSwitch.killed;
-  const limiter = o.rateLimits.length > 0 ? new RateLimiter(o.rateLimits, o.clock) : undefined;
+  const limiter =
+    o.rateLimits.length === 0
+      ? undefined
+      : o.rateLimitBuckets
+        ? new SharedRateLimiter(o.rateLimits, o.rateLimitBuckets, o.clock)
+        : new RateLimiter(o.rateLimits, o.clock);
   const opening: SessionOpening = {
     store,
     options: o,
