@@ -9,8 +9,8 @@ import type { AddressInfo } from 'node:net';
 
 export interface RateServer {
   baseURL: string;
-  /** When the bucket started (full). */
-  startedAt: number;
+  /** When the first request came (the bucket full until then): the first window starts here. */
+  firstAt: number | undefined;
   /** Accepted requests: when, and their input tokens. */
   accepted: { at: number; tokens: number }[];
   /** When each 429 was answered. */
@@ -22,11 +22,12 @@ export async function startRateServer(o: { tokensPerWindow: number; windowMs: nu
   const perMs = o.tokensPerWindow / o.windowMs;
   let level = o.tokensPerWindow;
   let at = performance.now();
-  const s: Omit<RateServer, 'baseURL' | 'close'> = { startedAt: at, accepted: [], refused: [] };
+  const s: Omit<RateServer, 'baseURL' | 'close'> = { firstAt: undefined, accepted: [], refused: [] };
   const handle = (req: IncomingMessage, res: ServerResponse, body: string) => {
     const messages = (JSON.parse(body) as { messages: { content?: unknown }[] }).messages;
     const tokens = messages.reduce((n, m) => n + Math.ceil((typeof m.content === 'string' ? m.content.length : 0) / 4), 0);
     const now = performance.now();
+    s.firstAt ??= now;
     level = Math.min(o.tokensPerWindow, level + (now - at) * perMs);
     at = now;
     if (level < tokens) {
@@ -57,8 +58,32 @@ export async function startRateServer(o: { tokensPerWindow: number; windowMs: nu
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const { port } = server.address() as AddressInfo;
   return {
-    ...s,
+    get firstAt() {
+      return s.firstAt;
+    },
+    accepted: s.accepted,
+    refused: s.refused,
     baseURL: `http://127.0.0.1:${port}/v1`,
     close: () => new Promise<void>((resolve) => (server.closeAllConnections(), server.close(() => resolve()))),
   };
+}
+
+/** The bench's workload: sessions `from..from+count`, each `runs` prompts one after the other; answers how many runs failed. */
+export async function runSessions(
+  runtime: { openSession(id: string): Promise<{ execute(r: object): Promise<{ status: string }> }> },
+  o: { from: number; count: number; runs: number; promptChars: number },
+): Promise<number> {
+  let failed = 0;
+  await Promise.all(
+    Array.from({ length: o.count }, async (_, k) => {
+      const i = o.from + k;
+      const s = await runtime.openSession(`s${i}`);
+      for (let r = 0; r < o.runs; r++) {
+        const message = `session ${i} run ${r} `.padEnd(o.promptChars, 'x');
+        const res = await s.execute({ kind: 'prompt', runId: `r${r}`, attemptId: `a${r}`, message });
+        if (res.status !== 'succeeded') failed++;
+      }
+    }),
+  );
+  return failed;
 }
