@@ -17,7 +17,15 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 const here = dirname(fileURLToPath(import.meta.url));
 const repo = dirname(here);
 /** Not bench modules. */
-const HELPERS = new Set(['run.ts', 'table.ts', 'strace.ts', 'serve-probe.ts', 'serve-server.ts', 'ratelimit-server.ts', 'ratelimit-worker.ts']);
+const HELPERS = new Set([
+  'run.ts',
+  'table.ts',
+  'strace.ts',
+  'serve-probe.ts',
+  'serve-server.ts',
+  'ratelimit-server.ts',
+  'ratelimit-worker.ts',
+]);
 /** Run first, in this order; any other bench module runs after them, alphabetically. */
 const ORDER = ['store', 'loop'];
 
