@@ -17,7 +17,17 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 const here = dirname(fileURLToPath(import.meta.url));
 const repo = dirname(here);
 /** Not bench modules (verify.ts is a script of its own, `npx tsx bench/verify.ts`: importing it runs it). */
-const HELPERS = new Set(['run.ts', 'table.ts', 'strace.ts', 'serve-probe.ts', 'serve-server.ts', 'serve-old.ts', 'verify.ts']);
+const HELPERS = new Set([
+  'run.ts',
+  'table.ts',
+  'strace.ts',
+  'serve-probe.ts',
+  'serve-server.ts',
+  'serve-old.ts',
+  'verify.ts',
+  'ratelimit-server.ts',
+  'ratelimit-worker.ts',
+]);
 /** Run first, in this order; any other bench module runs after them, alphabetically. */
 const ORDER = ['store', 'loop'];
 

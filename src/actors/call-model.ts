@@ -24,6 +24,8 @@ import {
   type Overrun,
   type Reservation,
 } from '../contracts/reservation.js';
+import { awaitRateLimit, isRateLimitDeadline, releaseRateLimit } from './rate-limit-call.js';
+import type { CallPermit } from '../runtime/rate-limits.js';
 import { contextReady, NO_TOOLS, servicesIn, type OfferedTools, type ServicesSource, type SessionServices } from './session-services.js';
 
 /** One model request as callWithRetries sends it. */
@@ -43,6 +45,8 @@ export interface CallSpec {
    * reserves its worst case first (its output cap set from what is left), or starts no call.
    */
   budget?: { left: BudgetLeft; inputTokens: number };
+  /** When the run's maxDurationMs runs out: a wait for a rate limit ends then (RateLimitDeadline). */
+  deadlineAt?: number;
 }
 
 /** A call the budget cannot hold: no attempt started (`counted`: what this step's failed attempts counted before). */
@@ -129,7 +133,10 @@ export async function callWithRetries(
       offAttempt = onAbort(signal, (reason) => own.abort(reason));
     }
     const callSignal = attempt?.signal ?? signal;
+    let permit: CallPermit | undefined;
     try {
+      // the output it reserves is the attempt's cap (what the budgets leave), not only the run's
+      permit = await awaitRateLimit(env, at.step, cap === undefined ? spec : { ...spec, maxOutputTokens: cap }, callSignal, emit);
       const request: ModelRequest = { messages, tools: spec.tools, signal: callSignal };
       if (cap !== undefined) request.maxOutputTokens = cap;
       if (env.inFlight && reserved) env.inFlight.reservation = reserved;
@@ -141,6 +148,7 @@ export async function callWithRetries(
         streamed += e.text;
         emit({ type: 'message_delta', role: 'assistant', text: e.text });
       });
+      releaseRateLimit(permit, res);
       // stopped while the provider answered (a cancel): nothing of this call is staged
       if (signal.aborted) throw new CancelledError('model call cancelled');
       const checked = checkedResponse(res);
@@ -159,6 +167,8 @@ export async function callWithRetries(
     } catch (e) {
       offAttempt();
       if (env.inFlight) delete env.inFlight.reservation;
+      releaseRateLimit(permit, undefined, e);
+      if (isRateLimitDeadline(e)) throw e; // nothing was sent: no attempt to record
       if (signal.aborted || isCancelledError(e)) {
         discard('model call cancelled');
         throw new CancelledError('model call cancelled');
@@ -228,6 +238,8 @@ export interface CallModelInput {
   offered?: OfferedTools;
   /** The run's output schema: in the request (and the system message of a provider without a native mode). */
   output?: OutputSpec;
+  /** When the run's maxDurationMs runs out (the runtime's clock): a wait for a rate limit ends then. */
+  deadlineAt?: number;
 }
 
 /**
@@ -298,6 +310,7 @@ export async function callModel(env: SessionServices, input: CallModelInput, sig
       live: true,
       emit: gate.emit,
       ...(input.budgetLeft ? { budget: { left: input.budgetLeft, inputTokens } } : {}),
+      ...(input.deadlineAt !== undefined ? { deadlineAt: input.deadlineAt } : {}),
     });
   } catch (e) {
     if (!(e instanceof BudgetRefusal)) throw e;

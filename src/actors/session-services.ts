@@ -9,6 +9,7 @@ import type { ToolSpec } from '../contracts/tools.js';
 import type { RunTracer } from '../contracts/tracing.js';
 import type { OutputSpec } from './final-output.js';
 import type { AnyTool } from '../tools/define-tool.js';
+import type { CallLimiter } from '../runtime/rate-limits.js';
 import type { LogWriter } from '../persistence/log-writer.js';
 import type { BlobStore } from '../persistence/blob-store.js';
 import type { ContentLimits } from '../persistence/content-parts.js';
@@ -59,6 +60,8 @@ export interface SessionServices {
   emit(event: LiveEvent, logSeq?: number): void;
   /** Resolves when every required subscriber has room again (the run's backpressure point). */
   backpressure(): Promise<void>;
+  /** The runtime's rate limits (the `rateLimits` option), shared by every session: absent without any. */
+  readonly rateLimiter?: CallLimiter;
   /** The session's OpenTelemetry tracer, when tracing is on. */
   readonly tracer?: RunTracer;
   /** The reservation of the model call in flight (the session snapshot's `spending` shows it), if any. */

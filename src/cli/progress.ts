@@ -67,6 +67,13 @@ export class Progress {
         this.line(bold(`step ${e.step}`));
         this.waitingSince = Date.now();
         break;
+      case 'rate_limit_wait':
+        this.line(
+          e.state === 'waiting'
+            ? `  ${dim(`waiting for the rate limit ${e.limit}${e.ahead ? ` (${e.ahead} calls ahead)` : ''}`)}`
+            : `  ${dim(`rate limit granted after ${((e.waitedMs ?? 0) / 1000).toFixed(1)} s`)}`,
+        );
+        break;
       case 'message_delta':
         if (!this.opts.tty) {
           this.streamed += e.text;

@@ -46,6 +46,8 @@ export const runActions = {
   }),
   endStopped: assignRun({ end: () => ended('stopped', 'incomplete') }),
   endDetached: assignRun({ end: () => ended('detached', 'incomplete') }),
+  /** The run's maxDurationMs ran out while its model call waited for a rate limit (the call's error says when). */
+  spendDuration: assignRun(({ event }) => ({ durationSpentAt: ((event as { error?: { at?: number } }).error?.at ?? 0) as number })),
   endBudgetSpent: assignRun({ end: ({ context }) => ended('budget_exhausted', 'incomplete', { budget: spentNow(context)!.budget }) }),
   requestStop: assignRun({ stopRequested: true }),
   requestCancel: assignRun({ cancelRequested: true }),

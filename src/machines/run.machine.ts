@@ -13,6 +13,7 @@ import type { RunContext, RunEvent, RunInput } from './run-context.js';
 import { runActions } from './run-actions.js';
 import { budgetLeftOf, deliverInput, ended, finalInput, inCallOrder, outputOf, positionOf, resultOf, spentNow } from './run-decisions.js';
 import { noneCounted } from '../contracts/reservation.js';
+import { isRateLimitDeadline } from '../actors/rate-limit-call.js';
 
 export type { ResumeInput, StartRunOutput } from '../actors/start-run.js';
 export type { RunContext, RunEvent, RunInput } from './run-context.js';
@@ -69,6 +70,7 @@ export const runMachine = setup({
     cancelRequested: ({ context }) => context.cancelRequested,
     detachRequested: ({ context }) => context.detachRequested,
     budgetSpent: ({ context }) => spentNow(context) !== undefined,
+    rateLimitDeadline: ({ event }) => isRateLimitDeadline((event as { error?: unknown }).error),
     resumedWithCalls: ({ event }) => (outputOf<StartRunOutput>(event).resumed?.calls.length ?? 0) > 0,
     resumedWithResultsOnly: ({ event }) => outputOf<StartRunOutput>(event).resumed !== undefined,
     concludedBefore: ({ context }) => context.concluded !== undefined,
@@ -208,6 +210,7 @@ export const runMachine = setup({
           ...(budgetLeftOf(c) ? { budgetLeft: budgetLeftOf(c)! } : {}),
           ...(c.offered ? { offered: c.offered } : {}),
           ...(c.output ? { output: c.output } : {}),
+          ...(c.budget.maxDurationMs !== undefined ? { deadlineAt: c.startedAt + c.budget.maxDurationMs } : {}),
         }),
         onDone: [
           // steers wait or the context is too large: prepared first, then called (DESIGN §4 items 1, 9)
@@ -217,8 +220,12 @@ export const runMachine = setup({
           { guard: 'askedForTools', target: 'committingIntent', actions: ['countModelCall', 'keepToolCalls'] },
           { target: 'verifyingFinal', actions: ['countModelCall', 'keepAnswer'] },
         ],
-        // the step's failed attempts count (at their reservations) in the failed run's spending
-        onError: { target: '#run.ending', actions: ['countFailedCall', 'failWith'] },
+        // maxDurationMs ran out while the call waited for its rate limit (nothing was sent); else the
+        // step's failed attempts count (at their reservations) in the failed run's spending
+        onError: [
+          { guard: 'rateLimitDeadline', target: '#run.ending', actions: ['spendDuration', 'endBudgetSpent'] },
+          { target: '#run.ending', actions: ['countFailedCall', 'failWith'] },
+        ],
       },
       on: { CANCEL: MODEL_CALL_CANCELLED },
     },

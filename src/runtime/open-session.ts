@@ -25,6 +25,7 @@ import { agentToRun, askedAgent, recordedAgent } from './recorded-agent.js';
 import { SessionAgent, type ParentLink } from './session-agent.js';
 import type { Tracing } from './tracing-options.js';
 import { SessionTracer } from './tracing.js';
+import type { CallLimiter } from './rate-limits.js';
 
 /** What a runtime opens its sessions with: the same for every session it opens. */
 export interface SessionOpening {
@@ -35,6 +36,8 @@ export interface SessionOpening {
   tracing: Tracing | undefined;
   sessions: OpenSessions;
   killed(): boolean;
+  /** The runtime's rate limiter, shared by its sessions (absent without `rateLimits`). */
+  limiter?: CallLimiter;
 }
 
 /**
@@ -107,6 +110,7 @@ export async function openSession(
     hub,
     stream,
     tracer,
+    limiter: r.limiter,
   });
   if (tracer) stream.events$.subscribe((e) => tracer.onEnvelope(e));
   writer.stage(

@@ -17,6 +17,8 @@ import type { InspectionEvent } from 'xstate';
 import { ClockOption, type IdSource } from '../contracts/clock.js';
 import { isZodSchema } from '../actors/final-output.js';
 import { isAgent, type Agent } from '../tools/define-agent.js';
+import { RateLimits } from './rate-limits.js';
+import type { SharedBuckets } from './shared-rate-limiter.js';
 
 const fn = <T>(what: string) => z.custom<T>((v) => typeof v === 'function', `${what} must be a function`);
 
@@ -110,6 +112,24 @@ export const RuntimeOptions = z.strictObject({
    * `{ tracerProvider | tracer, recordContent }` to choose. Checked by createRuntime.
    */
   tracing: z.unknown().optional(),
+  /**
+   * Model rate limits shared by every session of the runtime (docs/rate-limits.md): each
+   * `{ provider?, model?, requestsPerMinute?, inputTokensPerMinute?, outputTokensPerMinute?, concurrent?, windowMs? }`.
+   */
+  rateLimits: RateLimits,
+  /**
+   * Where `rateLimits`' token buckets live when several processes share them (a `serve` pool):
+   * `postgresRateBuckets({ pool })`. Without it the buckets are this process's own.
+   */
+  rateLimitBuckets: z
+    .custom<SharedBuckets>(
+      (v) =>
+        typeof v === 'object' &&
+        v !== null &&
+        (['ensure', 'take', 'settle'] as const).every((m) => typeof (v as Record<string, unknown>)[m] === 'function'),
+      'shared rate buckets: { ensure, take, settle } (e.g. postgresRateBuckets({ pool }))',
+    )
+    .optional(),
   /** Every timer, deadline, backoff and timeout of the runtime (XState's SimulatedClock fits). */
   clock: ClockOption,
   /** Session instance ids and the ids of events the runtime does not name itself. */

@@ -8,6 +8,7 @@ import { steersOf, type InputQueue } from './input-queue.js';
 import type { ResolvedRuntimeOptions } from './options.js';
 import type { SessionTracer } from './tracing.js';
 import type { SessionAgent } from './session-agent.js';
+import type { CallLimiter } from './rate-limits.js';
 
 /** What one session opened with, that its services are made of. */
 export interface OpenedParts {
@@ -23,6 +24,7 @@ export interface OpenedParts {
   hub: SubscriberHub;
   stream: EnvelopeStream;
   tracer: SessionTracer | undefined;
+  limiter: CallLimiter | undefined;
 }
 
 /**
@@ -71,5 +73,6 @@ export function sessionServices(o: ResolvedRuntimeOptions, p: OpenedParts): Sess
     emit: (event, logSeq) => stream.publish(event, logSeq),
     ...(tracer ? { tracer } : {}),
     inFlight: {},
+    ...(p.limiter ? { rateLimiter: p.limiter } : {}),
   };
 }

@@ -212,6 +212,17 @@ export class SessionTracer implements RunTracer {
         endToolSpan(span, ev.outcome, e.logSeq, this.t.recordContent, end);
         break;
       }
+      case 'rate_limit_wait':
+        (a.step?.span ?? a.span).addEvent(
+          ev.state === 'waiting' ? 'actorloop.rate_limit.waiting' : 'actorloop.rate_limit.granted',
+          {
+            'actorloop.rate_limit.limit': ev.limit,
+            ...(ev.ahead !== undefined ? { 'actorloop.rate_limit.ahead': ev.ahead } : {}),
+            ...(ev.waitedMs !== undefined ? { 'actorloop.rate_limit.waited_ms': ev.waitedMs } : {}),
+          },
+          now,
+        );
+        break;
       case 'approval_requested':
       case 'question_asked':
         (a.step?.span ?? a.span).addEvent(

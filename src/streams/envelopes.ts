@@ -10,6 +10,12 @@ export type LiveEvent =
   | { type: 'run_start'; sessionInstanceId: string; runId: string; attemptId: string; runEpoch: number; turn: number }
   | { type: 'step_start'; step: number }
   | { type: 'step_end'; step: number; usage?: Usage }
+  /**
+   * The step's model call waits for the runtime's rate limits (docs/rate-limits.md): `waiting`
+   * (with the limit it waits for, and the calls queued before it there), then `granted` (with how
+   * long it waited, by the runtime's clock). Live only: never logged.
+   */
+  | { type: 'rate_limit_wait'; step: number; state: 'waiting' | 'granted'; limit: string; ahead?: number; waitedMs?: number }
   | { type: 'message_start'; role: Message['role'] }
   | { type: 'message_delta'; role: Message['role']; text: string }
   /**

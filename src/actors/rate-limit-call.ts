@@ -1,0 +1,77 @@
+import type { ModelResponse } from '../contracts/model.js';
+import { CancelledError, isProviderError } from '../contracts/errors.js';
+import { onAbort } from '../contracts/abort.js';
+import { estimateTokens } from '../persistence/surface.js';
+import type { CallPermit } from '../runtime/rate-limits.js';
+import type { CallSpec } from './call-model.js';
+import type { SessionServices } from './session-services.js';
+
+/**
+ * Waits for the runtime's rate limits (docs/rate-limits.md) before one model attempt: the call's
+ * input tokens estimated (as the surface counts them, plus its tools' specs), its output cap
+ * reserved (`maxOutputTokens`, else `config.outputReserve`). A wait is shown live
+ * (`rate_limit_wait`, `waiting` then `granted`); it ends early, rejecting with CancelledError,
+ * when `signal` aborts. Undefined: no limit applies.
+ */
+export async function awaitRateLimit(
+  env: SessionServices,
+  step: number,
+  spec: CallSpec,
+  signal: AbortSignal,
+  emit: SessionServices['emit'],
+): Promise<CallPermit | undefined> {
+  const limiter = env.rateLimiter;
+  if (!limiter) return undefined;
+  let inputTokens = Math.ceil(JSON.stringify(spec.tools).length / 4);
+  for (const m of spec.messages) inputTokens += estimateTokens(m);
+  const demand = {
+    sessionId: env.sessionId,
+    ...(env.model.providerName !== undefined ? { provider: env.model.providerName } : {}),
+    model: env.model.modelId,
+    inputTokens,
+    outputTokens: spec.maxOutputTokens ?? env.config.outputReserve,
+  };
+  let since: number | undefined;
+  let limit = '';
+  if (signal.aborted) throw new CancelledError('model call cancelled');
+  // the run's maxDurationMs ends the wait too (the run then ends budget_exhausted)
+  const deadline = new AbortController();
+  const off = onAbort(signal, (reason) => deadline.abort(reason));
+  const at = spec.deadlineAt;
+  const timer =
+    at === undefined ? undefined : env.clock.setTimeout(() => deadline.abort(new RateLimitDeadline(at)), Math.max(0, at - env.clock.now()));
+  try {
+    const permit = await limiter.acquire(demand, deadline.signal, (w) => {
+      since = env.clock.now();
+      limit = w.limit;
+      emit({ type: 'rate_limit_wait', step, state: 'waiting', limit, ahead: w.ahead });
+    });
+    if (since !== undefined) emit({ type: 'rate_limit_wait', step, state: 'granted', limit, waitedMs: env.clock.now() - since });
+    return permit;
+  } catch (e) {
+    if (!signal.aborted && isRateLimitDeadline(deadline.signal.reason)) throw deadline.signal.reason;
+    throw e;
+  } finally {
+    off();
+    if (timer !== undefined) env.clock.clearTimeout(timer);
+  }
+}
+
+/** A model call's wait for its rate limit outlasted the run's maxDurationMs (at `at`): the run ends budget_exhausted, nothing sent. */
+export class RateLimitDeadline extends Error {
+  override readonly name = 'RateLimitDeadline';
+  constructor(readonly at: number) {
+    super('the run used its maxDurationMs waiting for a rate limit');
+  }
+}
+export const isRateLimitDeadline = (e: unknown): e is RateLimitDeadline => e instanceof RateLimitDeadline;
+
+/** Gives the attempt's permit back: settled to the usage reported, or paused by a 429's retry-after. */
+export function releaseRateLimit(permit: CallPermit | undefined, res: ModelResponse | undefined, error?: unknown): void {
+  if (!permit) return;
+  const pauseMs = isProviderError(error) && error.providerCode === 'rate_limit' ? error.retryAfterMs : undefined;
+  // the response is not checked yet (a custom provider's): its usage only if it is numbers
+  const u = res?.usage;
+  const usage = u && Number.isFinite(u.inputTokens) && Number.isFinite(u.outputTokens) ? { usage: u } : {};
+  permit.done({ ...usage, ...(pauseMs !== undefined ? { pauseMs } : {}) });
+}

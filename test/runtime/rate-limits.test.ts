@@ -1,0 +1,114 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { SimulatedClock } from 'xstate';
+import { createRuntime, memoryStore, scriptedModel, type ModelProvider } from '../../src/index.js';
+import { ProviderError } from '../../src/contracts/errors.js';
+import type { LiveEvent } from '../../src/streams/envelopes.js';
+
+const settle = async (n = 5) => {
+  for (let i = 0; i < n; i++) await new Promise<void>((resolve) => setImmediate(resolve));
+};
+const prompt = (runId: string) => ({ kind: 'prompt' as const, runId, attemptId: `${runId}-a`, message: 'go' });
+const closing: (() => Promise<void>)[] = [];
+afterEach(async () => {
+  for (const c of closing.splice(0)) await c();
+});
+
+function clocked() {
+  const clock = new SimulatedClock();
+  clock.set(Date.now());
+  return clock;
+}
+
+/** A runtime of one request a minute on the scripted provider, and its session `s2` already held back by `s1`'s call. */
+async function oneAMinute(extra: { budget?: { maxDurationMs: number } } = {}) {
+  const clock = clocked();
+  const runtime = createRuntime({
+    store: memoryStore(),
+    clock,
+    model: scriptedModel(['one', 'two'], { modelId: 'm' }),
+    rateLimits: [{ provider: 'actorloop.scripted', requestsPerMinute: 1 }],
+    ...extra,
+  });
+  closing.push(() => runtime.close());
+  const s1 = await runtime.openSession('s1');
+  const s2 = await runtime.openSession('s2');
+  expect(await s1.execute(prompt('r1'))).toMatchObject({ status: 'succeeded' });
+  const waits: LiveEvent[] = [];
+  s2.events$.subscribe((e) => e.event.type === 'rate_limit_wait' && waits.push(e.event));
+  let done = false;
+  const second = s2.execute(prompt('r2')).finally(() => (done = true));
+  await settle();
+  return { clock, s2, waits, second, done: () => done };
+}
+
+describe('the runtime option rateLimits', () => {
+  it("refuses a limit's misspelt key (ValidationError)", () => {
+    expect(() => createRuntime({ store: memoryStore(), model: scriptedModel([]), rateLimits: [{ requestPerMinute: 5 } as never] })).toThrow(
+      /rateLimits/,
+    );
+  });
+
+  it("holds a session's call back while another session used the shared limit, shown live until it is granted", async () => {
+    const { clock, waits, second, done } = await oneAMinute();
+    expect(done()).toBe(false);
+    expect(waits).toEqual([
+      { type: 'rate_limit_wait', step: 1, state: 'waiting', limit: 'actorloop.scripted/* requestsPerMinute', ahead: 0 },
+    ]);
+    clock.increment(59_000);
+    await settle();
+    expect(done()).toBe(false);
+    clock.increment(1_000);
+    expect(await second).toMatchObject({ status: 'succeeded' });
+    expect(waits[1]).toEqual({
+      type: 'rate_limit_wait',
+      step: 1,
+      state: 'granted',
+      limit: 'actorloop.scripted/* requestsPerMinute',
+      waitedMs: 60_000,
+    });
+  });
+
+  it("ends a call waiting for its rate limit when the run's maxDurationMs runs out", async () => {
+    const { clock, second, waits } = await oneAMinute({ budget: { maxDurationMs: 10_000 } });
+    expect(waits).toHaveLength(1);
+    clock.increment(10_000);
+    expect(await second).toMatchObject({ status: 'budget_exhausted', budget: 'maxDurationMs' });
+  });
+
+  it('ends a call waiting for its rate limit when the run is cancelled', async () => {
+    const { s2, second } = await oneAMinute();
+    await s2.requestCancel();
+    expect(await second).toMatchObject({ status: 'cancelled' });
+  });
+
+  it("pauses every session's calls of the provider for a 429's retry-after", async () => {
+    const clock = clocked();
+    let calls = 0;
+    const model: ModelProvider = {
+      modelId: 'm',
+      providerName: 'p',
+      call: async () => {
+        if (++calls === 1)
+          throw new ProviderError('429 slow down', { retryable: true, code: 'rate_limit', status: 429, retryAfterMs: 5_000 });
+        return { message: { role: 'assistant', content: `answer ${calls}` }, finishReason: 'stop' };
+      },
+    };
+    const runtime = createRuntime({ store: memoryStore(), clock, model, rateLimits: [{ provider: 'p', requestsPerMinute: 1000 }] });
+    closing.push(() => runtime.close());
+    const [s1, s2] = [await runtime.openSession('s1'), await runtime.openSession('s2')];
+    const first = s1.execute(prompt('r1'));
+    await settle();
+    expect(calls).toBe(1); // refused: s1 retries after 5 s
+    const waits: LiveEvent[] = [];
+    s2.events$.subscribe((e) => e.event.type === 'rate_limit_wait' && waits.push(e.event));
+    clock.increment(1_000);
+    const second = s2.execute(prompt('r2'));
+    await settle();
+    expect(calls).toBe(1); // s2's call waits for the pause too
+    expect(waits[0]).toMatchObject({ state: 'waiting', limit: 'p/* paused (429)' });
+    clock.increment(4_000);
+    expect(await first).toMatchObject({ status: 'succeeded' });
+    expect(await second).toMatchObject({ status: 'succeeded' });
+    expect(calls).toBe(3);
+  });
+});
