@@ -115,7 +115,7 @@ export async function callWithRetries(
       reserved = r.reservation;
       if (r.cap !== undefined) cap = Math.min(cap ?? r.cap, r.cap);
     }
-    const t0 = env.clock.now(); // the runtime's clock: a simulated run logs simulated latencies
+    let t0 = env.clock.now(); // the runtime's clock: a simulated run logs simulated latencies
     let started = false;
     let streamed = '';
     // what this attempt streamed is never committed: close it as discarded so clients drop it
@@ -137,6 +137,7 @@ export async function callWithRetries(
     try {
       // the output it reserves is the attempt's cap (what the budgets leave), not only the run's
       permit = await awaitRateLimit(env, at.step, cap === undefined ? spec : { ...spec, maxOutputTokens: cap }, callSignal, emit);
+      t0 = env.clock.now(); // a wait for the rate limit is not the call's latency
       const request: ModelRequest = { messages, tools: spec.tools, signal: callSignal };
       if (cap !== undefined) request.maxOutputTokens = cap;
       if (env.inFlight && reserved) env.inFlight.reservation = reserved;
@@ -264,6 +265,14 @@ function toolTokens(specs: OfferedTools['specs']): number {
   return n;
 }
 
+/** The output instruction's estimate (its JSON Schema, 4 characters a token), once per spec. */
+const schemaTokens = new WeakMap<OutputSpec, number>();
+function outputTokens(out: OutputSpec): number {
+  let n = schemaTokens.get(out);
+  if (n === undefined) schemaTokens.set(out, (n = Math.ceil(JSON.stringify(out.record.jsonSchema).length / 4)));
+  return n;
+}
+
 /**
  * The step's model call (DESIGN §4 item 2), on a prepared context (else it answers `unprepared`,
  * calling nothing): `step/start`, the call with retries over the surface
@@ -297,7 +306,7 @@ export async function callModel(env: SessionServices, input: CallModelInput, sig
     const offered = input.offered ?? NO_TOOLS;
     // the request's input estimate: the context's running estimate, its tools and output instruction
     const inputTokens =
-      env.prefixTokens + env.surface.tokens + env.writer.pendingTokens + toolTokens(offered.specs) + (out ? out.record.digest.length : 0);
+      env.prefixTokens + env.surface.tokens + env.writer.pendingTokens + toolTokens(offered.specs) + (out ? outputTokens(out) : 0);
     called = await callWithRetries(env, at, signal, {
       messages: out && env.model.structuredOutput !== 'native' ? withOutputInstruction(messages, out) : messages,
       tools: offered.specs,

@@ -4,10 +4,11 @@ import type { Message, Usage } from '../contracts/message.js';
 import type { EventRecord } from '../contracts/events.js';
 import { contextLimit, type SessionServices } from './session-services.js';
 import { callWithRetries } from './call-model.js';
+import { contentDisplay } from '../contracts/content-text.js';
 import { estimateTokens, sha256 } from '../persistence/surface.js';
 
 const line = (m: Message) =>
-  `${m.role}${m.name ? ` (${m.name})` : ''}: ${m.content}` +
+  `${m.role}${m.name ? ` (${m.name})` : ''}: ${contentDisplay(m.content)}` +
   `${m.toolCalls?.length ? ` [tool calls: ${m.toolCalls.map((c) => `${c.name}(${c.arguments})`).join(', ')}]` : ''}`;
 
 /**

@@ -1,3 +1,4 @@
+import { hostname } from 'node:os';
 import { SessionHeldError } from '../contracts/errors.js';
 import type { OpenInternals } from '../actors/worker-services.js';
 import type { EventStore } from '../persistence/event-store.js';
@@ -27,6 +28,8 @@ interface Shared {
  */
 export class LiveSessions {
   private readonly shared = new Map<string, Shared>();
+  /** The sessions this runtime's serving worker holds: an app's open of one is refused, never a silent fence of the worker. */
+  private readonly served = new Map<string, { session: ExecutionSession; workerId?: string }>();
 
   constructor(
     private readonly store: EventStore,
@@ -36,6 +39,12 @@ export class LiveSessions {
 
   /** `runtime.openSession`: the live session shared, or a new writer from `attach` once the holder check passed. */
   async open(sessionId: string, takeover: boolean, attach: () => Promise<ExecutionSession>): Promise<ExecutionSession> {
+    const served = this.served.get(sessionId);
+    if (served && !takeover && (await this.isCurrent(served.session))) {
+      // the holder record names this process, so the store's check would let the open through and fence the worker
+      const workerId = served.workerId;
+      throw new SessionHeldError(sessionId, { host: hostname(), pid: process.pid, ...(workerId !== undefined ? { workerId } : {}) });
+    }
     const entry = this.shared.get(sessionId);
     if (entry) {
       entry.openers++; // counted before the wait: a close meanwhile cannot end it under this opener
@@ -61,8 +70,15 @@ export class LiveSessions {
   }
 
   /** A serving worker's open: a writer of its own, recorded as held by the worker, taking over whoever holds it. */
-  openServed(sessionId: string, workerId: string | undefined, attach: () => Promise<ExecutionSession>): Promise<ExecutionSession> {
-    return this.attachHeld(sessionId, { takeover: true, ...(workerId !== undefined ? { workerId } : {}) }, attach);
+  async openServed(sessionId: string, workerId: string | undefined, attach: () => Promise<ExecutionSession>): Promise<ExecutionSession> {
+    const session = await this.attachHeld(sessionId, { takeover: true, ...(workerId !== undefined ? { workerId } : {}) }, attach);
+    this.served.set(sessionId, { session, ...(workerId !== undefined ? { workerId } : {}) });
+    const close = session.close.bind(session);
+    session.close = async () => {
+      if (this.served.get(sessionId)?.session === session) this.served.delete(sessionId);
+      await close();
+    };
+    return session;
   }
 
   /** Whether a live session is still the session's writer (not fenced by a later attach, not closing). */

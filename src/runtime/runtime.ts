@@ -115,7 +115,8 @@ export function createRuntime(options: RuntimeOptions): Runtime {
   // an agentTool's calls open their child sessions in this runtime (held by it as any session it opens)
   const childHost: ChildHost = {
     store,
-    open: (id, agent, parent) => live.open(id, false, () => openSession(opening, id, { agent, parent })),
+    // the parent's writer owns its children: a child a crashed or fenced writer left held is taken over
+    open: (id, agent, parent) => live.open(id, true, () => openSession(opening, id, { agent, parent })),
   };
   const agents = agentRegistry(o, o.agents, o.askUser ? [askUserTool] : [], (t, mark) => boundAgentTool(t, mark, childHost));
   const sessions = new OpenSessions();

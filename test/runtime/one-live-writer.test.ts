@@ -1,5 +1,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { createRuntime, isValidationError, lmdbStore, scriptedModel } from '../../src/index.js';
+import { z } from 'zod';
+import { createRuntime, defineTool, isSessionHeldError, isValidationError, lmdbStore, scriptedModel } from '../../src/index.js';
+import { deferred } from '../helpers/drafts.js';
 import { lmdbPath as lmdbPathFor } from '../helpers/lmdb-path.js';
 
 // One live writer per session in one process (docs/guarantees.md, "One live writer"): the same
@@ -75,5 +77,28 @@ describe('two runtimes of one process', () => {
     expect(r.status).toBe('succeeded');
     await a.close();
     await c.close();
+  });
+
+  it("refuses an app's open of a session this runtime's serving worker holds (SessionHeldError naming the worker) instead of fencing it", async () => {
+    const db = lmdbPath();
+    const started = deferred();
+    const gate = deferred();
+    const slow = defineTool({
+      name: 'slow',
+      description: '',
+      parameters: z.object({}),
+      execute: async () => (started.resolve(), await gate.promise, 'done'),
+    });
+    const rt = db.rt({ model: scriptedModel([{ toolCalls: [{ name: 'slow', arguments: {} }] }, 'finished']), tools: [slow] });
+    const worker = rt.serve({ concurrency: 1, leaseMs: 5000, pollMs: 20 });
+    const { entryId } = await rt.submit('s', 'go');
+    await started.promise;
+    const refused = await rt.openSession('s').catch((e: unknown) => e);
+    expect(refused).toSatisfy(isSessionHeldError);
+    expect(String(refused)).toMatch(/worker/);
+    gate.resolve();
+    const result = await rt.waitForResult('s', entryId, { signal: AbortSignal.timeout(10_000) });
+    expect(result.status).toBe('succeeded'); // the worker was not fenced
+    await worker.stop();
   });
 });
