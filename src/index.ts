@@ -35,7 +35,7 @@ export { memoryStore } from './persistence/memory-store.js';
 export { migratePostgres, postgresStore, PostgresStoreOptions } from './persistence/postgres/postgres-store.js';
 export { postgresRateBuckets } from './persistence/postgres/rate.js';
 export type { SharedBuckets, SharedBucket } from './runtime/shared-rate-limiter.js';
-export type { RateLimitInput } from './runtime/rate-limits.js';
+export type { RateLimitInput } from './contracts/rate-limits.js';
 export type { PostgresStoreExtras } from './persistence/postgres/postgres-store.js';
 export type { PgPool, PgPoolClient, PgQuery, PgResult } from './persistence/postgres/pg-types.js';
 export { repairStore, StoreProblem, verifyStore, VerifyOptions, VerifyReport } from './persistence/verify.js';

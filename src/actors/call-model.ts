@@ -25,7 +25,7 @@ import {
   type Reservation,
 } from '../contracts/reservation.js';
 import { awaitRateLimit, isRateLimitDeadline, releaseRateLimit } from './rate-limit-call.js';
-import type { CallPermit } from '../runtime/rate-limits.js';
+import type { CallPermit } from '../contracts/rate-limits.js';
 import { contextReady, NO_TOOLS, servicesIn, type OfferedTools, type ServicesSource, type SessionServices } from './session-services.js';
 
 /** One model request as callWithRetries sends it. */

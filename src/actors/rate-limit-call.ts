@@ -1,10 +1,19 @@
 import type { ModelResponse } from '../contracts/model.js';
+import type { Message } from '../contracts/message.js';
+import type { ToolSpec } from '../contracts/tools.js';
 import { CancelledError, isProviderError } from '../contracts/errors.js';
 import { onAbort } from '../contracts/abort.js';
 import { estimateTokens } from '../persistence/surface.js';
-import type { CallPermit } from '../runtime/rate-limits.js';
-import type { CallSpec } from './call-model.js';
+import type { CallPermit } from '../contracts/rate-limits.js';
 import type { SessionServices } from './session-services.js';
+
+/** What the limiter reads of a call (call-model.ts's CallSpec has it). */
+export interface RateLimitedCall {
+  messages: readonly Message[];
+  tools: readonly ToolSpec[];
+  maxOutputTokens?: number;
+  deadlineAt?: number;
+}
 
 /**
  * Waits for the runtime's rate limits (docs/rate-limits.md) before one model attempt: the call's
@@ -16,7 +25,7 @@ import type { SessionServices } from './session-services.js';
 export async function awaitRateLimit(
   env: SessionServices,
   step: number,
-  spec: CallSpec,
+  spec: RateLimitedCall,
   signal: AbortSignal,
   emit: SessionServices['emit'],
 ): Promise<CallPermit | undefined> {

@@ -9,7 +9,7 @@ import type { ToolSpec } from '../contracts/tools.js';
 import type { RunTracer } from '../contracts/tracing.js';
 import type { OutputSpec } from './final-output.js';
 import type { AnyTool } from '../tools/define-tool.js';
-import type { CallLimiter } from '../runtime/rate-limits.js';
+import type { CallLimiter } from '../contracts/rate-limits.js';
 import type { LogWriter } from '../persistence/log-writer.js';
 import type { BlobStore } from '../persistence/blob-store.js';
 import type { ContentLimits } from '../persistence/content-parts.js';

@@ -25,7 +25,7 @@ import { agentToRun, askedAgent, recordedAgent } from './recorded-agent.js';
 import { SessionAgent, type ParentLink } from './session-agent.js';
 import type { Tracing } from './tracing-options.js';
 import { SessionTracer } from './tracing.js';
-import type { CallLimiter } from './rate-limits.js';
+import type { CallLimiter } from '../contracts/rate-limits.js';
 
 /** What a runtime opens its sessions with: the same for every session it opens. */
 export interface SessionOpening {

@@ -17,7 +17,7 @@ import type { InspectionEvent } from 'xstate';
 import { ClockOption, type IdSource } from '../contracts/clock.js';
 import { isZodSchema } from '../actors/final-output.js';
 import { isAgent, type Agent } from '../tools/define-agent.js';
-import { RateLimits } from './rate-limits.js';
+import { RateLimits } from '../contracts/rate-limits.js';
 import type { SharedBuckets } from './shared-rate-limiter.js';
 
 const fn = <T>(what: string) => z.custom<T>((v) => typeof v === 'function', `${what} must be a function`);

@@ -9,7 +9,7 @@ import {
   type CallPermit,
   type RateLimit,
   type RateLimitWait,
-} from './rate-limits.js';
+} from '../contracts/rate-limits.js';
 
 type BucketKind = 'requestsPerMinute' | 'inputTokensPerMinute' | 'outputTokensPerMinute';
 const KINDS: readonly BucketKind[] = ['requestsPerMinute', 'inputTokensPerMinute', 'outputTokensPerMinute'];

@@ -8,7 +8,7 @@ import { steersOf, type InputQueue } from './input-queue.js';
 import type { ResolvedRuntimeOptions } from './options.js';
 import type { SessionTracer } from './tracing.js';
 import type { SessionAgent } from './session-agent.js';
-import type { CallLimiter } from './rate-limits.js';
+import type { CallLimiter } from '../contracts/rate-limits.js';
 
 /** What one session opened with, that its services are made of. */
 export interface OpenedParts {

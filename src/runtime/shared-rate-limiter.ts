@@ -8,32 +8,12 @@ import {
   type CallPermit,
   type RateLimit,
   type RateLimitWait,
-} from './rate-limits.js';
+  type SharedBucket,
+  type SharedBuckets,
+} from '../contracts/rate-limits.js';
 import type { Clock } from '../contracts/clock.js';
 
-/** One bucket of a shared limit: its key (the same in every process with the same limit) and size. */
-export interface SharedBucket {
-  key: string;
-  capacity: number;
-  /** Refill a ms: capacity / windowMs. */
-  perMs: number;
-}
-
-/**
- * Where shared token buckets live (`postgresRateBuckets`, docs/rate-limits.md), by their own
- * clock (the database's), so that every process reads one time.
- */
-export interface SharedBuckets {
-  /** Makes the buckets that do not exist yet, full. */
-  ensure(buckets: readonly SharedBucket[]): Promise<void>;
-  /**
-   * In one statement: if every bucket holds its `need` (or is full, for a larger need) and none is
-   * paused, takes them all and answers 0; else takes nothing and answers the ms until they could.
-   */
-  take(takes: readonly (SharedBucket & { need: number })[]): Promise<number>;
-  /** In one statement: gives `delta` back to each bucket (negative: takes more) and pauses them `pauseMs`. */
-  settle(changes: readonly (SharedBucket & { delta: number })[], pauseMs: number): Promise<void>;
-}
+export type { SharedBucket, SharedBuckets } from '../contracts/rate-limits.js';
 
 type Kind = 'requestsPerMinute' | 'inputTokensPerMinute' | 'outputTokensPerMinute';
 const KINDS: readonly Kind[] = ['requestsPerMinute', 'inputTokensPerMinute', 'outputTokensPerMinute'];

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { SimulatedClock } from 'xstate';
 import { isCancelledError } from '../../src/contracts/errors.js';
-import { RateLimit, RateLimits, type CallDemand, type CallPermit } from '../../src/runtime/rate-limits.js';
+import { RateLimit, RateLimits, type CallDemand, type CallPermit } from '../../src/contracts/rate-limits.js';
 import { RateLimiter } from '../../src/runtime/rate-limiter.js';
 
 const settle = () => new Promise<void>((resolve) => setImmediate(resolve));

@@ -1,4 +1,4 @@
-import type { SharedBucket, SharedBuckets } from '../../runtime/shared-rate-limiter.js';
+import type { SharedBucket, SharedBuckets } from '../../contracts/rate-limits.js';
 import type { PgPool } from './pg-types.js';
 
 const NOW = `(extract(epoch FROM clock_timestamp()) * 1000)`;

@@ -1,6 +1,6 @@
 import { z } from 'zod';
-import { MAX_TIMER_MS } from '../contracts/config.js';
-import type { Usage } from '../contracts/message.js';
+import { MAX_TIMER_MS } from './config.js';
+import type { Usage } from './message.js';
 
 const posInt = z.number().int().positive();
 
@@ -82,3 +82,27 @@ export const limitMatches = (l: RateLimit, provider: string | undefined, model: 
 
 /** A limit's name in waits and errors: `provider/model`, `*` for one left out. */
 export const limitName = (l: RateLimit): string => `${l.provider ?? '*'}/${l.model ?? '*'}`;
+
+/** One bucket of a shared limit: its key (the same in every process with the same limit) and size. */
+export interface SharedBucket {
+  key: string;
+  capacity: number;
+  /** Refill a ms: capacity / windowMs. */
+  perMs: number;
+}
+
+/**
+ * Where shared token buckets live (`postgresRateBuckets`, docs/rate-limits.md), by their own
+ * clock (the database's), so that every process reads one time.
+ */
+export interface SharedBuckets {
+  /** Makes the buckets that do not exist yet, full. */
+  ensure(buckets: readonly SharedBucket[]): Promise<void>;
+  /**
+   * In one statement: if every bucket holds its `need` (or is full, for a larger need) and none is
+   * paused, takes them all and answers 0; else takes nothing and answers the ms until they could.
+   */
+  take(takes: readonly (SharedBucket & { need: number })[]): Promise<number>;
+  /** In one statement: gives `delta` back to each bucket (negative: takes more) and pauses them `pauseMs`. */
+  settle(changes: readonly (SharedBucket & { delta: number })[], pauseMs: number): Promise<void>;
+}

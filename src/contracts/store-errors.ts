@@ -1,0 +1,66 @@
+import { ActorloopError, hasCode } from './error-base.js';
+
+/** The stores' own failures (errors.ts re-exports them). */
+
+/**
+ * The store (or runtime) was closed; nothing more can be written through it.
+ * @example
+ * if (isStoreClosedError(e)) reopen()
+ */
+export class StoreClosedError extends ActorloopError {
+  readonly code = 'store_closed' as const;
+  override readonly name = 'StoreClosedError';
+  constructor(what = 'store') {
+    super(`${what} is closed`);
+  }
+}
+export const isStoreClosedError = (e: unknown): e is StoreClosedError => hasCode(e, 'store_closed');
+
+/**
+ * The store's server could not be reached or refused the operation (a dropped connection, a lock
+ * or transaction timeout, a schema this version does not know). `outcome` says what became of
+ * the write: `not_written` — nothing of it is stored; `unknown` — its commit could not be
+ * confirmed or ruled out (the store tried to find out and could not reach the server).
+ * @example
+ * if (isStoreUnavailableError(e) && e.outcome === 'not_written') retryLater()
+ */
+export class StoreUnavailableError extends ActorloopError {
+  readonly code = 'store_unavailable' as const;
+  override readonly name = 'StoreUnavailableError';
+  constructor(
+    message: string,
+    readonly outcome: 'not_written' | 'unknown' | 'none',
+    options: { cause?: unknown; sqlState?: string } = {},
+  ) {
+    super(message, { cause: options.cause });
+    if (options.sqlState !== undefined) this.sqlState = options.sqlState;
+  }
+  /** The server's SQLSTATE, when it answered with one. */
+  readonly sqlState?: string;
+}
+export const isStoreUnavailableError = (e: unknown): e is StoreUnavailableError => hasCode(e, 'store_unavailable');
+
+/**
+ * The store's files could not be used: a journal segment or directory removed under an open
+ * store, an LMDB failure that is not damage to a record (`MDB_BAD_TXN`, a full map, …), a
+ * verification or repair that could not run. What it names is given as `where` (a file, or
+ * `session#seq`); nothing was committed by the call that failed with it.
+ * @example
+ * if (isStoreError(e)) console.error(`store trouble at ${e.where}: ${e.reason}`)
+ */
+export class StoreError extends ActorloopError {
+  readonly code = 'store' as const;
+  override readonly name = 'StoreError';
+  readonly sessionId?: string;
+  readonly seq?: number;
+  constructor(
+    readonly where: string,
+    readonly reason: string,
+    options: { sessionId?: string; seq?: number; cause?: unknown } = {},
+  ) {
+    super(`store error at ${where}: ${reason}`, options.cause === undefined ? undefined : { cause: options.cause });
+    if (options.sessionId !== undefined) this.sessionId = options.sessionId;
+    if (options.seq !== undefined) this.seq = options.seq;
+  }
+}
+export const isStoreError = (e: unknown): e is StoreError => hasCode(e, 'store');
