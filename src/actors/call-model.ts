@@ -169,7 +169,10 @@ export async function callWithRetries(
       offAttempt();
       if (env.inFlight) delete env.inFlight.reservation;
       releaseRateLimit(permit, undefined, e);
-      if (isRateLimitDeadline(e)) throw e; // nothing was sent: no attempt to record
+      if (isRateLimitDeadline(e)) {
+        countWithError(e, counted); // nothing was sent: no attempt to record, but the step's failed ones still count
+        throw e;
+      }
       if (signal.aborted || isCancelledError(e)) {
         discard('model call cancelled');
         throw new CancelledError('model call cancelled');

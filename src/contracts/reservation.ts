@@ -36,7 +36,10 @@ export function reserve(left: BudgetLeft, inputTokens: number, ceiling: number, 
   }
   if (left.cost === undefined || !price) {
     if (left.outputTokens === undefined) return { ok: true, reservation: { inputTokens, outputTokens: 0 } };
-    return { ok: true, reservation: { inputTokens, outputTokens: left.outputTokens }, cap: left.outputTokens };
+    // the call's cap: what the budget leaves, never more than the model's own output ceiling (a failed
+    // attempt then counts its ceiling, not the whole budget, and a retry still fits)
+    const cap = Math.max(1, Math.min(ceiling, left.outputTokens));
+    return { ok: true, reservation: { inputTokens, outputTokens: cap }, cap };
   }
   const budgetLeft = left.cost;
   const costOf = (outputTokens: number) => price({ inputTokens, outputTokens });

@@ -223,7 +223,7 @@ export const runMachine = setup({
         // maxDurationMs ran out while the call waited for its rate limit (nothing was sent); else the
         // step's failed attempts count (at their reservations) in the failed run's spending
         onError: [
-          { guard: 'rateLimitDeadline', target: '#run.ending', actions: ['spendDuration', 'endBudgetSpent'] },
+          { guard: 'rateLimitDeadline', target: '#run.ending', actions: ['countFailedCall', 'spendDuration', 'endBudgetSpent'] },
           { target: '#run.ending', actions: ['countFailedCall', 'failWith'] },
         ],
       },

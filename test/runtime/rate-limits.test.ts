@@ -111,4 +111,38 @@ describe('the runtime option rateLimits', () => {
     expect(await second).toMatchObject({ status: 'succeeded' });
     expect(calls).toBe(3);
   });
+
+  it("a call whose rate-limit wait outlasts maxDurationMs keeps the step's failed attempts counted at their reservations", async () => {
+    const clock = clocked();
+    let calls = 0;
+    const model: ModelProvider = {
+      modelId: 'm',
+      providerName: 'p',
+      maxOutputTokens: 100, // each attempt reserves at most 100 output tokens
+      call: async () => {
+        calls++;
+        throw new ProviderError('502 bad gateway', { retryable: true, code: 'server', status: 502 });
+      },
+    };
+    const runtime = createRuntime({
+      store: memoryStore(),
+      clock,
+      model,
+      budget: { maxOutputTokens: 100_000, maxDurationMs: 10_000 },
+      rateLimits: [{ provider: 'p', requestsPerMinute: 1 }],
+    });
+    closing.push(() => runtime.close());
+    const s = await runtime.openSession('s');
+    let done = false;
+    const running = s.execute(prompt('r')).finally(() => (done = true));
+    for (let i = 0; i < 30 && !done; i++) {
+      await settle();
+      clock.increment(1_000);
+    }
+    const r = await running;
+    expect(calls).toBe(1); // the retry waited for the limit until the run's time ran out
+    expect(r).toMatchObject({ status: 'budget_exhausted', budget: 'maxDurationMs' });
+    // the failed attempt's reservation (its output cap) is spent, never zero
+    expect(r.spending?.maxOutputTokens).toMatchObject({ spent: '0', reserved: '100', remaining: '99900' });
+  });
 });
