@@ -11,6 +11,9 @@ import { onAbort } from '../contracts/abort.js';
 import type { LiveEvent } from '../streams/envelopes.js';
 import { redactSecrets } from '../providers/redact.js';
 import { priceOf } from './pricing.js';
+import { BudgetRefusal, countsNothing, outputTokens, toolTokens } from './call-budget.js';
+
+export { BudgetRefusal } from './call-budget.js';
 import { subDecimal } from '../contracts/budget.js';
 import { messageOf } from './tool-call.js';
 import {
@@ -48,37 +51,6 @@ export interface CallSpec {
   /** When the run's maxDurationMs runs out: a wait for a rate limit ends then (RateLimitDeadline). */
   deadlineAt?: number;
 }
-
-/** A call the budget cannot hold: no attempt started (`counted`: what this step's failed attempts counted before). */
-export class BudgetRefusal extends Error {
-  constructor(
-    readonly budget: 'maxOutputTokens' | 'maxCost',
-    readonly reservation: Reservation,
-    readonly counted: Counted,
-  ) {
-    super(`the ${budget} budget cannot hold the next model call's worst case`);
-    this.name = 'BudgetRefusal';
-  }
-}
-
-/**
- * Provider errors that refuse the request before any output (a rate limit, bad credentials, a bad
- * or too large request, an overloaded service): nothing was generated, so the attempt counts nothing.
- * Every other failed attempt counts its reservation.
- */
-const REFUSED_BEFORE_OUTPUT = new Set([
-  'rate_limit',
-  'rate_limit_exceeded',
-  'auth',
-  'permission',
-  'bad_request',
-  'not_found',
-  'too_large',
-  'unprocessable',
-  'conflict',
-  'overloaded',
-]);
-const countsNothing = (pe: ProviderError) => !pe.partialOutput && REFUSED_BEFORE_OUTPUT.has(pe.providerCode);
 
 /**
  * Calls the model with the runtime's retries (DESIGN §4 item 2): each failed attempt is staged as
@@ -259,22 +231,6 @@ export type CallModelOutput = { usage?: Usage; cost?: string; counted?: Counted;
   /** No call started: its worst case would cross `budget` (the run ends budget_exhausted naming it). */
   | { kind: 'unaffordable'; budget: 'maxOutputTokens' | 'maxCost' }
 );
-
-/** The token estimate of a request's tool specs (4 characters a token), once per offered set. */
-const specTokens = new WeakMap<object, number>();
-function toolTokens(specs: OfferedTools['specs']): number {
-  let n = specTokens.get(specs);
-  if (n === undefined) specTokens.set(specs, (n = specs.length === 0 ? 0 : Math.ceil(JSON.stringify(specs).length / 4)));
-  return n;
-}
-
-/** The output instruction's estimate (its JSON Schema, 4 characters a token), once per spec. */
-const schemaTokens = new WeakMap<OutputSpec, number>();
-function outputTokens(out: OutputSpec): number {
-  let n = schemaTokens.get(out);
-  if (n === undefined) schemaTokens.set(out, (n = Math.ceil(JSON.stringify(out.record.jsonSchema).length / 4)));
-  return n;
-}
 
 /**
  * The step's model call (DESIGN §4 item 2), on a prepared context (else it answers `unprepared`,
