@@ -64,7 +64,9 @@ export function recordedSpec(record: RecordedOutput, runId: string, where: strin
     throw new ValidationError(where, [
       {
         path: ['output'],
-        message: `run ${runId}'s recorded output schema (digest ${record.digest}) cannot be compiled back into a schema here: give the run's own zod schema as output`,
+        message:
+          `run ${runId}'s recorded output schema (digest ${record.digest}) cannot be compiled back into a schema here: ` +
+          "give the run's own zod schema as output",
       },
     ]);
   }
@@ -110,7 +112,8 @@ export const requestOutputOf = (spec: OutputSpec): ModelRequestOutput => ({
  * system message): answer with JSON of the schema, nothing else.
  */
 export const outputInstruction = (spec: OutputSpec): string =>
-  `When you give your final answer, answer with JSON only (no prose, no code fence) that matches this JSON Schema:\n${JSON.stringify(spec.record.jsonSchema)}`;
+  'When you give your final answer, answer with JSON only (no prose, no code fence) that matches this JSON Schema:\n' +
+  JSON.stringify(spec.record.jsonSchema);
 
 /** `messages` with the output instruction joined to the system message (or a system message of its own first). */
 export function withOutputInstruction(messages: readonly Message[], spec: OutputSpec): Message[] {
@@ -145,5 +148,7 @@ export function checkOutput(spec: OutputSpec, text: string): CheckedOutput {
 /** The correction the model reads after an answer that failed its schema. */
 export const outputCorrection = (issues: readonly string[]): Message => ({
   role: 'user',
-  content: `Your final answer does not match the required output schema: ${issues.join('; ')}. Answer again with JSON only that matches the schema.`,
+  content:
+    `Your final answer does not match the required output schema: ${issues.join('; ')}. ` +
+    'Answer again with JSON only that matches the schema.',
 });

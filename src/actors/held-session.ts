@@ -41,7 +41,10 @@ export const openHeldSessionActor = (s: WorkerServices) =>
     return { writerEpoch: session.recovery.writerEpoch };
   });
 
-/** A run its worker left (died, lease expired, detached at shutdown) is continued as attempt `resume-e<epoch>`; its failure comes back as `RUN_FAILED`. */
+/**
+ * A run its worker left (died, lease expired, detached at shutdown) is continued as attempt
+ * `resume-e<epoch>`; its failure comes back as `RUN_FAILED`.
+ */
 export const resumeRunActor = (s: WorkerServices) =>
   promiseActor<{ runId: string; attemptId: string } | null, { heldId: number; sessionId: string; writerEpoch: number; held: AnyActorRef }>(
     async ({ input }) => {
@@ -75,7 +78,10 @@ export const drainInboxActor = (s: WorkerServices) =>
     }
   });
 
-/** Where the session stands: over (fenced, closing, closed), running an attempt, or resting — with the entries waiting (read only when resting). */
+/**
+ * Where the session stands: over (fenced, closing, closed), running an attempt, or resting — with the
+ * entries waiting (read only when resting).
+ */
 export type SessionLook = { phase: 'ended' | 'busy' } | { phase: 'resting'; pending: number };
 
 export const lookAtSessionActor = (s: WorkerServices) =>

@@ -22,7 +22,10 @@ export type ClaimOutput = { claimed: ClaimedSession[]; sentAt: number };
 /** Registers the worker (its first heartbeat). */
 export const registerWorkerActor = (s: WorkerServices) => promiseActor<void>(() => s.work.heartbeat(s.registration, s.options.leaseMs));
 
-/** Claims up to `limit` sessions with work; nothing while the runtime's kill switch is set. `sentAt`: the worker's clock before the claim. */
+/**
+ * Claims up to `limit` sessions with work; nothing while the runtime's kill switch is set. `sentAt`:
+ * the worker's clock before the claim.
+ */
 export const claimSessionsActor = (s: WorkerServices) =>
   promiseActor<ClaimOutput, { limit: number }>(async ({ input }) => {
     const sentAt = s.clock.now();

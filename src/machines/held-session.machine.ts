@@ -23,7 +23,8 @@ export type { HeldSessionContext, HeldSessionEvent, HeldSessionInput, HeldSessio
  * `draining` its inbox, `looking` at where it stands, `waiting` for its attempt or a wake-up,
  * `idle` for `idleReleaseMs` — until it rests with nothing waiting or the worker stops
  * (`shuttingDown`) → `closing` → `releasing` → `released`; or `closing` → `lost`, or
- * `closingFenced` → `fenced` (closed, not released: the lease expires in the store). The lease's deadline is context, renewed by the worker.
+ * `closingFenced` → `fenced` (closed, not released: the lease expires in the store). The lease's
+ * deadline is context, renewed by the worker.
  * @example
  * const held = createActor(heldSessionMachine.provide({ actors: { openSession, bindLease, ... } }), { input })
  */

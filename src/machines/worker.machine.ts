@@ -138,7 +138,10 @@ export const workerMachine = setup({
         return { held, nextHeldId, claimFailures: 0 };
       });
     }),
-    /** The store's answer to a renewal, to each held session: renewed until, not renewed, or the failure (each judges by its own deadline). */
+    /**
+     * The store's answer to a renewal, to each held session: renewed until, not renewed, or the
+     * failure (each judges by its own deadline).
+     */
     spreadRenewal: enqueueActions(({ context, event, enqueue }) => {
       const r = outputOf<RenewOutput>(event);
       if (!r.ok && !r.storeClosed)

@@ -44,7 +44,10 @@ function procStat(pid: number): { state: string; startTime: string } | undefined
   return { state: rest[0]!, startTime: rest[22 - 3]! };
 }
 
-/** The start time of process `pid` (field 22 of /proc/<pid>/stat, clock ticks after boot), or undefined without /proc or without the process. */
+/**
+ * The start time of process `pid` (field 22 of /proc/<pid>/stat, clock ticks after boot), or undefined
+ * without /proc or without the process.
+ */
 export const processStartTime = (pid: number): string | undefined => procStat(pid)?.startTime;
 
 let me: HolderRecord | undefined;

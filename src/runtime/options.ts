@@ -68,7 +68,8 @@ export const RuntimeOptions = z.strictObject({
   model: z
     .custom<ModelProvider>(
       isModel,
-      "a ModelProvider (e.g. openaiModel(...), scriptedModel(...)); its providerName, if any, a non-empty string; its structuredOutput, if any, 'native'",
+      'a ModelProvider (e.g. openaiModel(...), scriptedModel(...)); its providerName, if any, a non-empty string; ' +
+        "its structuredOutput, if any, 'native'",
     )
     .optional(),
   tools: z
@@ -159,7 +160,8 @@ export function resolveRuntimeOptions(options: RuntimeOptions): ResolvedRuntimeO
       {
         path: ['model'],
         message:
-          'a ModelProvider (e.g. openaiModel(...)) to run; a runtime that only submits and reads goes without one, its store given explicitly (createRuntime({ store }))',
+          'a ModelProvider (e.g. openaiModel(...)) to run; a runtime that only submits and reads goes without one, ' +
+          'its store given explicitly (createRuntime({ store }))',
       },
     ]);
   const ks = o.killSwitch;

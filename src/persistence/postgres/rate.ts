@@ -9,7 +9,8 @@ const NOW = `(extract(epoch FROM clock_timestamp()) * 1000)`;
  * A take is one statement (the rows locked in key order, refilled, checked and taken together); a
  * settlement another.
  * @example
- * createRuntime({ store, rateLimits: [{ provider: 'openai', inputTokensPerMinute: 30_000 }], rateLimitBuckets: postgresRateBuckets({ pool }) })
+ * createRuntime({ store, rateLimits: [{ provider: 'openai', inputTokensPerMinute: 30_000 }],
+ * rateLimitBuckets: postgresRateBuckets({ pool }) })
  */
 export function postgresRateBuckets(o: { pool: PgPool }): SharedBuckets {
   const run = async (text: string, values: unknown[]) => {
