@@ -181,10 +181,13 @@ function accumulator(emit: (e: ModelStreamEvent) => void): StreamFold<Chunk> {
         // OpenAI-compatible servers send null for counts they do not keep (LiteLLM: cached_tokens)
         const count = (v: unknown) => (typeof v === 'number' && Number.isSafeInteger(v) && v >= 0 ? v : undefined);
         const cached = count(chunk.usage.prompt_tokens_details?.cached_tokens);
+        // o-series models: the part of completion_tokens spent reasoning (already in outputTokens)
+        const reasoning = count(chunk.usage.completion_tokens_details?.reasoning_tokens);
         usage = {
           inputTokens: count(chunk.usage.prompt_tokens) ?? 0,
           outputTokens: count(chunk.usage.completion_tokens) ?? 0,
           ...(cached !== undefined ? { cachedInputTokens: cached } : {}),
+          ...(reasoning !== undefined ? { reasoningTokens: reasoning } : {}),
         };
       }
       const choice = chunk.choices?.find((c) => c.index === 0);

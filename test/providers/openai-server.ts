@@ -50,13 +50,18 @@ export const oa = {
     }),
   finish: (reason: string): Chunk => base([{ index: 0, delta: {}, logprobs: null, finish_reason: reason }]),
   /** The include_usage chunk: no choices, usage only. */
-  usage: (prompt: number, completion: number, cached?: number): Chunk =>
+  usage: (prompt: number, completion: number, cached?: number, reasoning?: number): Chunk =>
     base([], {
       prompt_tokens: prompt,
       completion_tokens: completion,
       total_tokens: prompt + completion,
       prompt_tokens_details: { cached_tokens: cached ?? 0, audio_tokens: 0 },
-      completion_tokens_details: { reasoning_tokens: 0, audio_tokens: 0, accepted_prediction_tokens: 0, rejected_prediction_tokens: 0 },
+      completion_tokens_details: {
+        reasoning_tokens: reasoning ?? 0,
+        audio_tokens: 0,
+        accepted_prediction_tokens: 0,
+        rejected_prediction_tokens: 0,
+      },
     }),
   /** A streamed 200 reply: the chunks, then `[DONE]` unless `done: false`. */
   stream: (chunks: unknown[], opts: { done?: boolean; delayMs?: number; cutAfter?: number; headersDelayMs?: number } = {}): Reply => {
@@ -66,7 +71,7 @@ export const oa = {
     return { kind: 'sse', events, ...rest };
   },
   /** Text in several deltas, a finish reason and a usage chunk. */
-  textReply: (parts: string[], finish = 'stop', usage: [number, number, number?] = [12, 5, 0]): Reply =>
+  textReply: (parts: string[], finish = 'stop', usage: [number, number, number?, number?] = [12, 5, 0]): Reply =>
     oa.stream([oa.role(), ...parts.map(oa.text), oa.finish(finish), oa.usage(...usage)]),
   /** An HTTP error with OpenAI's error body. */
   error: (status: number, message: string, type: string, headers?: Record<string, string>): Reply => ({

@@ -96,8 +96,8 @@ describe('openaiModel request', () => {
 });
 
 describe('openaiModel stream', () => {
-  it('streams text deltas and maps usage with cached tokens', async () => {
-    server.reply(oa.textReply(['Hel', 'lo', ' world'], 'stop', [120, 7, 64]));
+  it('streams text deltas and maps usage with cached and reasoning tokens', async () => {
+    server.reply(oa.textReply(['Hel', 'lo', ' world'], 'stop', [120, 7, 64, 5]));
     const { events, response } = callModel(model());
     const res = await response;
     expect(events).toEqual([
@@ -108,7 +108,7 @@ describe('openaiModel stream', () => {
     expect(res.message.content).toBe('Hello world');
     expect(res.message.toolCalls).toBeUndefined();
     expect(res.finishReason).toBe('stop');
-    expect(res.usage).toEqual({ inputTokens: 120, outputTokens: 7, cachedInputTokens: 64 });
+    expect(res.usage).toEqual({ inputTokens: 120, outputTokens: 7, cachedInputTokens: 64, reasoningTokens: 5 });
     expect(res.message.providerData).toEqual({ openai: { id: 'chatcmpl-test1', model: 'gpt-test', finishReason: 'stop' } });
   });
 
