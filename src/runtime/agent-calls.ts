@@ -54,13 +54,17 @@ async function runChildCall(
   ctx: ToolContext,
 ): Promise<ToolReturn> {
   const childId = childSessionId(ctx);
-  const parent = {
-    sessionId: ctx.sessionId,
-    runId: ctx.runId,
-    callId: ctx.callId,
-    ...(ctx.callSeq !== undefined ? { seq: ctx.callSeq } : {}),
-  };
-  const child = await host.open(childId, mark.agent.name, parent, callActorOf(ctx));
+  const child = await host.open(
+    childId,
+    mark.agent.name,
+    {
+      sessionId: ctx.sessionId,
+      runId: ctx.runId,
+      callId: ctx.callId,
+      ...(ctx.callSeq !== undefined ? { seq: ctx.callSeq } : {}),
+    },
+    callActorOf(ctx),
+  );
   const cancel = () => void child.requestCancel('the parent run was cancelled');
   ctx.signal.addEventListener('abort', cancel, { once: true });
   try {
