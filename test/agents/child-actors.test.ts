@@ -1,4 +1,5 @@
 import { afterEach, describe, expect, it } from 'vitest';
+import { createInspector, type StatelyInspectionEvent } from '@statelyai/inspect';
 import type { AnyActorRef, InspectionEvent } from 'xstate';
 import { agentTool, createRuntime, defineAgent, memoryStore, scriptedModel } from '../../src/index.js';
 
@@ -56,5 +57,19 @@ describe('child sessions in the inspector', () => {
     const childRuns = announced.filter((a) => machineOf(a.ref) === 'run' && childIds.has((a.ref._parent as Seen).sessionId));
     expect(childRuns).toHaveLength(2);
     for (const run of childRuns) expect(run.rootId).toBe(parentRoot.ref.sessionId);
+
+    // the Stately inspector's own conversion: each child session is an actor whose parent is its tool call, in one tree
+    const sent: StatelyInspectionEvent[] = [];
+    const inspector = createInspector({ send: (e: StatelyInspectionEvent) => void sent.push(e), start() {}, stop() {} });
+    for (const e of events) inspector.inspect.next?.(e);
+    await new Promise((r) => setTimeout(r, 50)); // it converts events on the next tick
+    inspector.stop();
+    for (const child of children) {
+      const converted = sent.find((e) => e.type === '@xstate.actor' && e.sessionId === child.ref.sessionId) as {
+        parentId?: string;
+        rootId?: string;
+      };
+      expect(converted).toMatchObject({ parentId: child.ref._parent!.sessionId, rootId: parentRoot.ref.sessionId });
+    }
   });
 });
