@@ -46,7 +46,8 @@ export class SessionFeed {
   private held: { afterLogSeq: number; frame: LiveFrame }[] = [];
   private streaming = false; // a message started on this connection is streaming
   private readonly abort = new AbortController();
-  private readonly children = new Map<string, SessionFeed>(); // by parent call id
+  private readonly children = new Map<string, SessionFeed>(); // by child session id
+  private readonly openCalls = new Map<string, SessionFeed>(); // the child of each call without a result yet, by call id
   private endAt: number | undefined; // a child feed: the last seq it sends
 
   constructor(
@@ -136,30 +137,39 @@ export class SessionFeed {
     if (this.o.children) this.followChildren(r);
   }
 
-  /** An agent call's intent starts following its child; its result lets that child's feed finish. */
+  /**
+   * An agent call's intent starts following its child (a compaction's copy of it starts
+   * nothing); its result lets that child's feed finish.
+   */
   private followChildren(r: EventRecord): void {
     const p = r.payload;
-    if (r.type === 'tool/call' && p.resumable === true && !this.children.has(String(p.callId))) {
-      const callId = String(p.callId);
-      const childId = childSessionId({ sessionId: this.sessionId, idempotencyKey: String(p.idempotencyKey) });
-      const wrap = (frame: ChildFrame['frame']): ChildFrame => ({ kind: 'child', callId, sessionId: childId, frame });
-      const out: FeedOutput = {
-        send: (frame) => this.out.send(wrap(frame as ChildFrame['frame'])),
-        waitForRoom: () => this.out.waitForRoom(),
-        hasRoom: () => this.out.hasRoom(),
-        drop: (reason) => this.out.drop(reason),
-      };
-      const options: FeedOptions = { capacity: this.o.capacity, pollMs: this.o.pollMs, children: this.o.children! };
-      const live = this.o.children!(childId);
-      if (live) options.live = live;
-      const feed = new SessionFeed(this.store, childId, 1, options, out, this.abort.signal);
-      this.children.set(callId, feed);
-      feed.run().catch((e: unknown) => {
-        const err = e as Error;
-        out.send({ kind: 'stream-error', name: e instanceof ActorloopError ? err.name : 'Error', message: err.message });
-      });
+    if (p.copiedFrom !== undefined) return;
+    if (r.type === 'tool/result') {
+      void this.openCalls.get(String(p.callId))?.finish();
+      this.openCalls.delete(String(p.callId));
+      return;
     }
-    if (r.type === 'tool/result') void this.children.get(String(p.callId))?.finish();
+    if (r.type !== 'tool/call' || p.resumable !== true) return;
+    const callId = String(p.callId);
+    const childId = childSessionId({ sessionId: this.sessionId, idempotencyKey: String(p.idempotencyKey) });
+    if (this.children.has(childId)) return;
+    const wrap = (frame: ChildFrame['frame']): ChildFrame => ({ kind: 'child', callId, callSeq: r.seq, sessionId: childId, frame });
+    const out: FeedOutput = {
+      send: (frame) => this.out.send(wrap(frame as ChildFrame['frame'])),
+      waitForRoom: () => this.out.waitForRoom(),
+      hasRoom: () => this.out.hasRoom(),
+      drop: (reason) => this.out.drop(reason),
+    };
+    const options: FeedOptions = { capacity: this.o.capacity, pollMs: this.o.pollMs, children: this.o.children! };
+    const live = this.o.children!(childId);
+    if (live) options.live = live;
+    const feed = new SessionFeed(this.store, childId, 1, options, out, this.abort.signal);
+    this.children.set(childId, feed);
+    this.openCalls.set(callId, feed);
+    feed.run().catch((e: unknown) => {
+      const err = e as Error;
+      out.send({ kind: 'stream-error', name: e instanceof ActorloopError ? err.name : 'Error', message: err.message });
+    });
   }
 
   /** Live-only envelopes of the session running here; committed ones come from the log. */

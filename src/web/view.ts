@@ -113,11 +113,9 @@ export function reduceView(view: SessionView, item: StreamItem): SessionView {
   }
 }
 
-/** A frame of an agent call's child session folded into that call's item (the newest call of that id and child). */
+/** A frame of an agent call's child session folded into that call's item (the one of its `tool/call` record). */
 function withChild<V extends ChildView>(view: V, f: ChildFrame): V {
-  const at = view.items.findLastIndex(
-    (i) => i.kind === 'tool' && i.callId === f.callId && (i.child === undefined || i.child.sessionId === f.sessionId),
-  );
+  const at = view.items.findLastIndex((i) => i.kind === 'tool' && i.seq === f.callSeq);
   if (at < 0) return view; // its call's record comes first on every connection
   const call = view.items[at] as Extract<ViewItem, { kind: 'tool' }>;
   const child = call.child ?? { sessionId: f.sessionId, lastLogSeq: 0, repeats: 0, items: [] };

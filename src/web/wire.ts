@@ -67,8 +67,10 @@ export interface StreamErrorFrame {
 /** A frame of the child session an agentTool call of this session runs (docs/agents.md). */
 export interface ChildFrame {
   kind: 'child';
-  /** The parent's call (its `tool/call`) the child session answers. */
+  /** The parent's call the child session answers. */
   callId: string;
+  /** The log position of the parent's `tool/call` record of that call (call ids may repeat across runs). */
+  callSeq: number;
   /** The child session's id. */
   sessionId: string;
   /** The child's frame: a `stream-error` is the child's log only; the parent's stream goes on. */

@@ -130,6 +130,27 @@ describe('sessionEvents: child sessions', () => {
     expect(call.child!.streaming).toBeUndefined();
   });
 
+  it("a call id the model repeats in a later run: each call's child is followed, its frames naming that call's record", async () => {
+    const store = memoryStore();
+    const researcher = defineAgent({ name: 'researcher', instructions: 'r', model: scriptedModel(['notes'], { loop: true }) });
+    const model = scriptedModel([ask('c1', 'researcher', 'tea?'), 'done', ask('c1', 'researcher', 'coffee?'), 'done']);
+    const runtime = createRuntime({ store, model, tools: [agentTool(researcher)] });
+    cleanups.push(() => runtime.close());
+    const s = await runtime.openSession('s');
+    for (const runId of ['r1', 'r2']) await s.execute({ kind: 'prompt', runId, attemptId: runId, message: 'go' });
+    const r = open(store, 's');
+    for (const child of ['s/r1/1/c1', 's/r2/1/c1'])
+      await r.until((x) => recordTypes(x, child).includes('run/end'), 5000, `${child}'s run/end`);
+    const calls = r.committed().filter((f) => f.record.type === 'tool/call');
+    const seqOf = new Map(childFrames(r).map((f) => [f.sessionId, f.callSeq]));
+    expect(seqOf).toEqual(
+      new Map([
+        ['s/r1/1/c1', calls[0]!.logSeq],
+        ['s/r2/1/c1', calls[1]!.logSeq],
+      ]),
+    );
+  });
+
   it('children: false sends no child frames', async () => {
     const store = memoryStore();
     const researcher = defineAgent({ name: 'researcher', instructions: 'r', model: scriptedModel(['notes']) });
