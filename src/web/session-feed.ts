@@ -104,8 +104,12 @@ export class SessionFeed {
     if (!open || open.startSeq >= this.fromSeq) return;
     this.runId = open.runId;
     if (!this.o.children) return;
-    for await (const r of this.store.readEvents(this.sessionId, { fromSeq: open.startSeq, toSeq: this.fromSeq - 1 }))
-      this.followChildren(r);
+    const unanswered = new Map<string, EventRecord>(); // agent calls before the cursor, by call id, until their result
+    for await (const r of this.store.readEvents(this.sessionId, { fromSeq: open.startSeq, toSeq: this.fromSeq - 1 })) {
+      if (r.type === 'tool/call' && r.payload.resumable === true) unanswered.set(String(r.payload.callId), r);
+      if (r.type === 'tool/result') unanswered.delete(String(r.payload.callId));
+    }
+    for (const r of unanswered.values()) this.followChildren(r);
   }
 
   private sendCommitted(r: EventRecord): void {

@@ -4,6 +4,7 @@ import { sessionEvents, type SessionEventsOptions } from '../../src/web/session-
 import { initialView, reduceView, type ChildView, type ViewItem } from '../../src/web/view.js';
 import type { ChildFrame, Frame } from '../../src/web/wire.js';
 import { deferred } from '../helpers/drafts.js';
+import { logOf } from '../helpers/runtime.js';
 import { SseReader } from './sse-reader.js';
 
 // sessionEvents of a parent session: each agentTool call's child session comes nested in `child` frames.
@@ -128,6 +129,37 @@ describe('sessionEvents: child sessions', () => {
     const call = view.items.find((i): i is Extract<ViewItem, { kind: 'tool' }> => i.kind === 'tool')!;
     expect(call.child).toMatchObject({ runStatus: 'succeeded' });
     expect(call.child!.streaming).toBeUndefined();
+  });
+
+  it('a connection resumed inside a run follows the children of its calls still without a result, not those answered before the cursor', async () => {
+    const store = memoryStore();
+    const gate = deferred<void>();
+    const waiting = deferred<void>();
+    const inner = scriptedModel(['notes'], { loop: true });
+    const childModel: ModelProvider = {
+      modelId: 'gated',
+      async call(request, onEvent) {
+        if (request.messages.at(-1)?.content === 'coffee?') {
+          waiting.resolve();
+          await gate.promise;
+        }
+        return inner.call(request, onEvent);
+      },
+    };
+    const researcher = defineAgent({ name: 'researcher', instructions: 'r', model: childModel });
+    const model = scriptedModel([ask('c0', 'researcher', 'tea?'), ask('c1', 'researcher', 'coffee?'), 'done']);
+    const runtime = createRuntime({ store, model, tools: [agentTool(researcher)] });
+    cleanups.push(() => runtime.close());
+    const result = (await runtime.openSession('s')).execute({ kind: 'prompt', runId: 'r', attemptId: 'r', message: 'go' });
+    await waiting.promise;
+    const log = await logOf(store, 's');
+    const call = log.find((e) => e.type === 'tool/call' && e.payload.callId === 'c1')!;
+    const r = open(store, 's', {}, { 'last-event-id': String(call.seq) });
+    await r.until((x) => recordTypes(x, 's/r/2/c1').includes('run/start'), 5000, "the open call's child");
+    gate.resolve();
+    expect((await result).status).toBe('succeeded');
+    await r.until((x) => recordTypes(x, 's/r/2/c1').includes('run/end'), 5000, "the open call's child's run/end");
+    expect(new Set(childFrames(r).map((f) => f.sessionId))).toEqual(new Set(['s/r/2/c1']));
   });
 
   it("a call id the model repeats in a later run: each call's child is followed, its frames naming that call's record", async () => {
