@@ -1,5 +1,7 @@
+// npx tsx examples/agents.ts [data dir] [--inspect]   (--inspect: prints the tree of actors the runtime's inspect saw)
 import { z } from 'zod';
 import { agentTool, createRuntime, defineAgent, lmdbStore, scriptedModel } from 'actorloop';
+import { stateTrace } from './state-trace.js';
 
 // Offline: each agent has its own scripted model. Swap in openaiModel(...) or anthropicModel(...) for real ones.
 const Report = z.object({ title: z.string(), body: z.string() });
@@ -21,12 +23,16 @@ const orchestrator = defineAgent({
     { toolCalls: [{ id: 'h1', name: 'transfer_to_writer', arguments: {} }] },
   ]),
 });
+const args = process.argv.slice(2);
+const trace = args.includes('--inspect') ? stateTrace() : undefined;
 const runtime = createRuntime({
-  store: lmdbStore({ path: process.argv[2] ?? './.actorloop' }),
+  store: lmdbStore({ path: args.find((a) => !a.startsWith('--')) ?? './.actorloop' }),
   model: researcherModel,
   agents: [orchestrator],
+  ...(trace ? { inspect: trace.inspect } : {}), // each researcher's session shows under the tool call that runs it
 });
 const session = await runtime.openSession(`report-${Date.now()}`, { agent: orchestrator });
 const { status, output } = await session.run('Write a report on tea and coffee.').result;
 console.log(status, Report.parse(output).title); // succeeded Tea and coffee — the writer's answer, of its output schema
 await runtime.close();
+for (const line of trace?.tree() ?? []) console.log(line);

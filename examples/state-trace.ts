@@ -18,6 +18,8 @@ interface InspectedActor {
   id?: string;
   src?: unknown;
   logic?: { config?: { id?: unknown } };
+  /** The actor it runs under (an agentTool's child session: the parent's tool-call actor). */
+  _parent?: InspectedActor;
 }
 
 export interface ActorTrace {
@@ -31,6 +33,10 @@ export interface ActorTrace {
   isMachine: boolean;
   /** The state values it passed through, nested values as `a.b`, without consecutive repeats. */
   states: string[];
+  /** The sessionId of the actor it runs under, if any. */
+  parent?: string;
+  /** A session machine's session id (its context's). */
+  session?: string;
 }
 
 /** A state value as one string: `idle`, `running.parallel`, `(light.on, fan.off)` for parallel regions. */
@@ -56,7 +62,13 @@ export function stateTrace() {
   const traceOf = (ref: InspectedActor): ActorTrace => {
     let t = traces.get(ref.sessionId);
     if (!t) {
-      t = { sessionId: ref.sessionId, id: ref.id ?? ref.sessionId, ...describeActor(ref), states: [] };
+      t = {
+        sessionId: ref.sessionId,
+        id: ref.id ?? ref.sessionId,
+        ...describeActor(ref),
+        states: [],
+        ...(ref._parent ? { parent: ref._parent.sessionId } : {}),
+      };
       traces.set(ref.sessionId, t);
     }
     return t;
@@ -65,7 +77,8 @@ export function stateTrace() {
     if (e.type === '@xstate.actor') traceOf(e.actorRef as InspectedActor);
     if (e.type !== '@xstate.snapshot') return;
     const t = traceOf(e.actorRef as InspectedActor);
-    const value = (e.snapshot as { value?: unknown }).value;
+    const { value, context } = e.snapshot as { value?: unknown; context?: { sessionId?: unknown } };
+    if (t.machine === 'session' && t.session === undefined && typeof context?.sessionId === 'string') t.session = context.sessionId;
     if (!t.isMachine || value === undefined) return;
     const state = stateName(value);
     if (t.states.at(-1) !== state) t.states.push(state);
@@ -100,6 +113,32 @@ export function stateTrace() {
           `${src}: ${ids.length} actor${ids.length === 1 ? '' : 's'} without states${named.length > 0 ? ` (${named.join(', ')})` : ''}`,
         );
       }
+      return out;
+    },
+    /**
+     * The machine actors as a tree, one line each, indented under the actor each runs under: a
+     * session with its session id and states, a machine with its states, and an actor without
+     * states that others run under (an agentTool's tool-call actor, whose child session runs
+     * under it) with its id.
+     */
+    tree(): string[] {
+      const all = list();
+      const known = new Set(all.map((t) => t.sessionId));
+      const kids = new Map<string | undefined, ActorTrace[]>();
+      for (const t of all) {
+        const at = t.parent !== undefined && known.has(t.parent) ? t.parent : undefined;
+        kids.set(at, [...(kids.get(at) ?? []), t]);
+      }
+      const shown = (t: ActorTrace): boolean => t.isMachine || (kids.get(t.sessionId) ?? []).some(shown);
+      const out: string[] = [];
+      const walk = (parent: string | undefined, depth: number) => {
+        for (const t of (kids.get(parent) ?? []).filter(shown)) {
+          const what = t.isMachine ? `${t.machine}${t.session ? ` ${t.session}` : ''}: ${t.states.join(' → ')}` : `${t.machine} ${t.id}`;
+          out.push(`${'  '.repeat(depth)}${what}`);
+          walk(t.sessionId, depth + 1);
+        }
+      };
+      walk(undefined, 0);
       return out;
     },
   };

@@ -83,7 +83,7 @@ export { uiMessagesOf, UIMessageBuilder } from './web/ui-messages.js';
 export type { UIMessage, UIMessagePart } from './web/ui-messages.js';
 export { ChatRequestBody } from './web/chat-routes.js';
 export type { SessionListItem } from './web/chat-routes.js';
-export type { CommittedFrame, DroppedFrame, Frame, LiveFrame, ReadyFrame, StreamErrorFrame, WireRecord } from './web/wire.js';
+export type { ChildFrame, CommittedFrame, DroppedFrame, Frame, LiveFrame, ReadyFrame, StreamErrorFrame, WireRecord } from './web/wire.js';
 export { renderTimeline } from './cli/timeline.js';
 export type { TimelineOptions } from './cli/timeline.js';
 export { foldOpenRun } from './persistence/open-run.js';

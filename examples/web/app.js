@@ -101,6 +101,7 @@ function renderItem(item) {
               : `${outcome.kind}: ${outcome.reason ?? outcome.partialContent ?? outcome.content ?? ''}`,
           ),
         );
+      if (item.child) n.append(renderChild(item.child));
       return n;
     }
     case 'approval': {
@@ -120,6 +121,20 @@ function renderItem(item) {
     }
   }
   return el('div', 'item', JSON.stringify(item));
+}
+
+/** An agent call's child session, nested in its call: its id and run status, its items, its live text. */
+function renderChild(child) {
+  const box = el('div', 'child');
+  box.dataset.sessionId = child.sessionId;
+  box.append(el('div', 'child-head', `↳ ${child.sessionId}${child.runStatus ? ` · ${child.runStatus}` : ''}`));
+  for (const i of child.items) {
+    const n = i.kind === 'run' ? undefined : renderItem(i); // its status is in the head
+    if (n) box.append(n);
+  }
+  if (child.streaming) box.append(el('div', 'item assistant streaming', child.streaming.text));
+  if (child.error) box.append(el('div', 'run', `child log unreadable: ${child.error.message}`));
+  return box;
 }
 
 let rendered = '';

@@ -1,4 +1,4 @@
-import { fromCallback, type ActorSystem } from 'xstate';
+import { fromCallback, type ActorSystem, type AnyActorRef } from 'xstate';
 import { CallAbort } from '../contracts/abort.js';
 import type { ToolCallIntent, ToolCallOutput } from '../contracts/calls.js';
 import { CancelledError, isCancelledError } from '../contracts/errors.js';
@@ -134,9 +134,9 @@ const errorOutcome = (e: unknown): ToolOutcome => ({
  * resources staying locked. A callback actor: no promise-actor machinery per call.
  */
 export const toolCallActor = (env: ServicesSource) =>
-  callActor((input, ac, system) => {
+  callActor((input, ac, system, self) => {
     const services = servicesIn(env, system);
-    return runToolCall(services, input, ac).then((out) => (hasBytes(out.outcome) ? storedOutput(services, out) : out));
+    return runToolCall(services, input, ac, self).then((out) => (hasBytes(out.outcome) ? storedOutput(services, out) : out));
   });
 
 /** `o`, unless it carries bytes: then an error result (reconcile's outcomes are text). */
@@ -166,14 +166,16 @@ async function storedOutput(env: SessionServices, out: ToolCallOutput): Promise<
  * itself throws) to the batch; a `CANCEL` from the batch, or stopping the actor before that,
  * aborts the `CallAbort` it was given (an AbortController whose signal is made only if read).
  */
-export const callActor = (run: (input: ToolCallInput, ac: CallAbort, system: ActorSystem<any>) => Promise<ToolCallOutput>) =>
-  fromCallback<ToolCallCancel, ToolCallInput>(({ input, sendBack, receive, system }) => {
+export const callActor = (
+  run: (input: ToolCallInput, ac: CallAbort, system: ActorSystem<any>, self: AnyActorRef) => Promise<ToolCallOutput>,
+) =>
+  fromCallback<ToolCallCancel, ToolCallInput>(({ input, sendBack, receive, system, self }) => {
     const ac = new CallAbort();
     let settled = false;
     receive((e) => {
       if (e.type === 'CANCEL' && !settled) ac.abort(new CancelledError(e.reason));
     });
-    run(input, ac, system).then(
+    run(input, ac, system, self).then(
       (output) => {
         settled = true;
         sendBack({ type: 'call.done', index: input.index, output } satisfies ToolCallReply);
@@ -189,6 +191,13 @@ export const callActor = (run: (input: ToolCallInput, ac: CallAbort, system: Act
   });
 
 const CALL_ABORT = Symbol('callAbort');
+const CALL_ACTOR = Symbol('callActor');
+
+/**
+ * The tool-call actor running the call `ctx` was given to (absent outside a tool-call actor): an
+ * agentTool's child session is reported to the inspector under it (docs/agents.md).
+ */
+export const callActorOf = (ctx: ToolContext): AnyActorRef | undefined => (ctx as { [CALL_ACTOR]?: AnyActorRef })[CALL_ACTOR];
 const SIGNAL_GETTER: PropertyDescriptor = {
   get(this: { [CALL_ABORT]: CallAbort }) {
     return this[CALL_ABORT].signal;
@@ -197,7 +206,7 @@ const SIGNAL_GETTER: PropertyDescriptor = {
   configurable: true,
 };
 
-async function runToolCall(env: SessionServices, input: ToolCallInput, ac: CallAbort): Promise<ToolCallOutput> {
+async function runToolCall(env: SessionServices, input: ToolCallInput, ac: CallAbort, self: AnyActorRef): Promise<ToolCallOutput> {
   const { call, runId, tool } = input;
   // every call, parallel ones too: a fenced writer starts no tool (the calls of one wave share
   // one read of the head, LogWriter.checkFenced)
@@ -239,6 +248,7 @@ async function runToolCall(env: SessionServices, input: ToolCallInput, ac: CallA
   let ended = false; // an update emitted after the call's outcome is known is dropped
   const ctx = {
     [CALL_ABORT]: ac,
+    [CALL_ACTOR]: self,
     idempotencyKey: call.idempotencyKey,
     sessionId: env.sessionId,
     runId,

@@ -18,6 +18,7 @@ import { describeRecovery } from './recovery.js';
 import { command } from './invocation.js';
 import { liveLeaseOf } from './session-lease.js';
 import { renderTimeline } from './timeline.js';
+import { childLanes, readChildTimelines } from './timeline-children.js';
 
 export interface CommandIO {
   out: Sink;
@@ -223,8 +224,11 @@ export async function viewCommand(
   return withStore(src.store, async (store) => {
     await requireSession(store, src, id);
     const events = await readAll(store, id);
-    writeFileSync(output, renderTimeline(events, { sessionId: id }));
-    say(io, `wrote ${output} (${events.length} events): open ${pathToFileURL(output).href} in a browser`);
+    const children = await readChildTimelines(store, id, events);
+    writeFileSync(output, renderTimeline(events, { sessionId: id, children }));
+    const n = childLanes(children).length; // grandchildren included
+    const nested = n ? `, ${n} child session${n === 1 ? ' drawn under its call' : 's drawn under their calls'}` : '';
+    say(io, `wrote ${output} (${events.length} events${nested}): open ${pathToFileURL(output).href} in a browser`);
     return EXIT.ok;
   });
 }

@@ -15,6 +15,9 @@ h1 code { font-size: 16px; }
 .chart-wrap { overflow-x: auto; border-top: 1px solid var(--line); border-bottom: 1px solid var(--line); background: var(--panel); }
 svg.timeline { display: block; font-size: 11px; }
 .rowlabel { fill: var(--muted); font-size: 11px; }
+.rowlabel.child { font-style: italic; }
+.bar.child rect { opacity: 0.85; }
+section.children { margin: 10px 0; } section.children h2 { font-size: 14px; margin: 4px 0; }
 .rowline { stroke: #eef1f5; }
 .tick, .rowline, .restart { pointer-events: none; }
 .tick line { stroke: #e6e9ef; }

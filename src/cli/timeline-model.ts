@@ -2,6 +2,7 @@ import { addDecimal } from '../contracts/budget.js';
 import { isDecimal } from '../contracts/config.js';
 import type { EventRecord } from '../contracts/events.js';
 import type { ToolOutcome } from '../contracts/tools.js';
+import { childSessionId } from '../runtime/agent-calls.js';
 import { summarize } from './format.js';
 
 /** A bar: something that lasted (a run, an attempt, a step, a model call, a tool call). */
@@ -285,10 +286,11 @@ export function buildTimeline(sessionId: string, events: readonly EventRecord[])
       start,
       end: Math.max(start, end),
       label: `${p.name}${outcome ? '' : ' ?'}`,
-      classes: [`mode-${p.mode}`, ...outcomeClasses(outcome), ...(recovered ? ['recovered'] : [])],
+      classes: [`mode-${p.mode}`, ...outcomeClasses(outcome), ...(recovered ? ['recovered'] : []), ...(p.resumable ? ['agent-call'] : [])],
       seqs: [call.seq, ...(result ? [result.seq] : [])],
       title:
         summarize(call) +
+        (p.resumable ? ` (child session ${childSessionId({ sessionId, idempotencyKey: String(p.idempotencyKey) })})` : '') +
         (result
           ? ` → ${summarize(result)}${recovered ? ` (resolved by recovery, attempt ${result.attempt})` : ''}`
           : ' → no result: the process stopped while it ran'),

@@ -4,6 +4,7 @@ import { parseInput } from '../contracts/validate.js';
 import { summarize } from './format.js';
 import { TIMELINE_CSS, TIMELINE_JS } from './timeline-assets.js';
 import { buildTimeline, type Mark, type Span, type TimelineModel } from './timeline-model.js';
+import { childLanes, ChildTimelineSchema, type ChildLanes, type ChildTimeline } from './timeline-children.js';
 
 export interface TimelineOptions {
   sessionId: string;
@@ -11,6 +12,8 @@ export interface TimelineOptions {
   generatedAt?: Date;
   /** Pixels for the active (non-idle) time; the page scrolls when a long session needs more. */
   width?: number;
+  /** The child sessions of its agentTool calls (`readChildTimelines`): drawn under its rows and listed. */
+  children?: ChildTimeline[];
 }
 
 /** Idle stretches longer than this are collapsed into a fixed-width break. */
@@ -161,24 +164,50 @@ const defs = `<defs>
  * instant. Runs, attempts and steps are left out (a run suspended for an hour, or resumed after a
  * crash, would otherwise hide the idle gap), and so are tool calls resolved by recovery.
  */
-function activity(model: TimelineModel): [number, number][] {
+function activity(model: TimelineModel, children: readonly ChildLanes[]): [number, number][] {
   const out: [number, number][] = model.marks.map((m) => [m.at, m.at]);
-  for (const s of model.spans) {
+  for (const s of [...model.spans, ...children.flatMap((c) => childSpans(c))]) {
     if ((s.row === 'model' || s.row === 'tool') && !s.classes.includes('recovered')) out.push([s.start, s.end]);
     else out.push([s.start, s.start], [s.end, s.end]);
   }
   return out.length ? out : [[0, 0]];
 }
 
-function svgOf(model: TimelineModel, width: number): string {
-  const axis = makeAxis(activity(model), width);
-  const rows: { key: string; label: string }[] = [
+/** A child's run, model and tool bars, titled with the child session (the page's event list is its parent's). */
+const childSpans = (c: ChildLanes): Span[] =>
+  c.model.spans
+    .filter((s) => s.row === 'run' || s.row === 'model' || s.row === 'tool')
+    .map((s) => ({
+      ...s,
+      seqs: [],
+      classes: [...s.classes, 'child'],
+      title: `child session ${c.sessionId} (call ${c.callId}): ${s.title}`,
+    }));
+
+function svgOf(model: TimelineModel, width: number, children: readonly ChildLanes[]): string {
+  const axis = makeAxis(activity(model, children), width);
+  const rows: { key: string; label: string; indent?: number }[] = [
     { key: 'run', label: 'runs' },
     { key: 'attempt', label: 'attempts' },
     { key: 'step', label: 'steps' },
     { key: 'model', label: 'model calls' },
     ...Array.from({ length: model.toolLanes }, (_, i) => ({ key: `tool${i}`, label: i === 0 ? 'tool calls' : '' })),
   ];
+  // each child session's rows under its parent's: its runs (labelled with the parent's call), model calls, tool calls
+  const placed: { span: Span; key: string }[] = model.spans.map((s) => ({ span: s, key: s.row === 'tool' ? `tool${s.lane ?? 0}` : s.row }));
+  children.forEach((c, i) => {
+    const indent = c.depth - 1;
+    rows.push(
+      { key: `c${i}:run`, label: `↳ ${c.callId}`.slice(0, 11), indent },
+      { key: `c${i}:model`, label: 'model', indent: indent + 1 },
+      ...Array.from({ length: c.model.toolLanes }, (_, j) => ({
+        key: `c${i}:tool${j}`,
+        label: j === 0 ? 'tools' : '',
+        indent: indent + 1,
+      })),
+    );
+    for (const s of childSpans(c)) placed.push({ span: s, key: `c${i}:${s.row === 'tool' ? `tool${s.lane ?? 0}` : s.row}` });
+  });
   const yOf = new Map(rows.map((r, i) => [r.key, TOP + i * ROW]));
   const marksY = TOP + rows.length * ROW + 16;
   const height = marksY + MARK_ROW;
@@ -192,7 +221,7 @@ function svgOf(model: TimelineModel, width: number): string {
     const y = TOP + i * ROW;
     out.push(
       `<line class="rowline" x1="0" x2="${svgWidth}" y1="${y + ROW - 2}" y2="${y + ROW - 2}"/>` +
-        `<text class="rowlabel" x="10" y="${y + 13}">${escapeHtml(r.label)}</text>`,
+        `<text class="rowlabel${r.indent ? ' child' : ''}" x="${10 + (r.indent ?? 0) * 8}" y="${y + 13}">${escapeHtml(r.label)}</text>`,
     );
   });
   out.push(`<text class="rowlabel" x="10" y="${marksY + 4}">events</text>`);
@@ -201,10 +230,8 @@ function svgOf(model: TimelineModel, width: number): string {
     out.push(`<line class="restart" x1="${x}" x2="${x}" y1="${TOP - 4}" y2="${marksY}"/>`);
   }
   const order = { run: 0, attempt: 1, step: 2, model: 3, tool: 4 } as const;
-  for (const s of [...model.spans].sort((a, b) => order[a.row] - order[b.row] || a.start - b.start)) {
-    const y = yOf.get(s.row === 'tool' ? `tool${s.lane ?? 0}` : s.row)!;
-    out.push(bar(s, axis.at(s.start), axis.at(s.end), y + 2));
-  }
+  for (const { span: s, key } of placed.sort((a, b) => order[a.span.row] - order[b.span.row] || a.span.start - b.span.start))
+    out.push(bar(s, axis.at(s.start), axis.at(s.end), yOf.get(key)! + 2));
   let lastX = -Infinity;
   let level = 0;
   for (const m of [...model.marks].sort((a, b) => a.at - b.at)) {
@@ -228,24 +255,44 @@ const LEGEND: [string, string][] = [
   ['bar tool outcome-skipped', 'tool: skipped'],
 ];
 
-/**
- * Renders a session's events as one self-contained HTML page (inline CSS, SVG and script; no
- * network): runs, attempts, steps, model calls and tool calls as bars on a time axis whose idle
- * gaps are collapsed, approvals, compactions, finals, deliveries and restarts as marks, and the
- * event list. Hovering shows a summary; clicking shows the events' payloads.
- * @example
- * writeFileSync('s1.html', renderTimeline(events, { sessionId: 's1' }))
- */
 const TimelineOptionsSchema = z.strictObject({
   sessionId: z.string().min(1),
   generatedAt: z.date().optional(),
   width: z.number().int().positive().optional(),
+  children: z.array(ChildTimelineSchema).optional(),
 });
 
+/** The child sessions listed under the chart: call, session id, status, answer, and the command that draws each. */
+function childList(children: readonly ChildLanes[]): string {
+  if (children.length === 0) return '';
+  const rows = children.map(
+    (c) =>
+      `<tr class="child-session"><td style="padding-left:${(c.depth - 1) * 18 + 6}px">${'↳'.repeat(c.depth)} ${escapeHtml(c.callId)}</td>` +
+      `<td><code>${escapeHtml(c.sessionId)}</code></td><td class="status-${escapeHtml(c.status)}">${escapeHtml(c.status)}</td>` +
+      `<td>${escapeHtml((c.answer ?? '').slice(0, 300))}</td><td><code>actorloop view ${escapeHtml(c.sessionId)}</code></td></tr>`,
+  );
+  return (
+    `<section class="children"><h2>Child sessions (agent calls)</h2><table class="events">` +
+    `<thead><tr><th>call</th><th>session</th><th>status</th><th>answer</th><th>its own page</th></tr></thead>` +
+    `<tbody>\n${rows.join('\n')}\n</tbody></table></section>`
+  );
+}
+
+/**
+ * Renders a session's events as one self-contained HTML page (inline CSS, SVG and script; no
+ * network): runs, attempts, steps, model calls and tool calls as bars on a time axis whose idle
+ * gaps are collapsed, approvals, compactions, finals, deliveries and restarts as marks, and the
+ * event list. Hovering shows a summary; clicking shows the events' payloads. `children` (the child
+ * sessions of its agentTool calls, `readChildTimelines`) are drawn in rows under the session's
+ * own, on the same time axis, and listed with their status and answer.
+ * @example
+ * writeFileSync('s1.html', renderTimeline(events, { sessionId: 's1' }))
+ */
 export function renderTimeline(events: readonly EventRecord[], options: TimelineOptions): string {
   events = parseInput(z.array(EventRecord), events, 'renderTimeline: events');
   options = parseInput(TimelineOptionsSchema, options, 'renderTimeline: options');
   const model = buildTimeline(options.sessionId, events);
+  const children = childLanes(options.children ?? []);
   const runs = model.spans.filter((s) => s.row === 'run');
   const tools = model.spans.filter((s) => s.row === 'tool');
   const uncertain = tools.filter((s) => s.classes.includes('uncertain')).length;
@@ -255,6 +302,7 @@ export function renderTimeline(events: readonly EventRecord[], options: Timeline
     `<b>${runs.length}</b> run${runs.length === 1 ? '' : 's'}`,
     `<b>${tools.length}</b> tool call${tools.length === 1 ? '' : 's'}${uncertain ? ` (<b>${uncertain}</b> uncertain)` : ''}`,
     `<b>${attaches}</b> writer attach${attaches === 1 ? '' : 'es'}`,
+    ...(children.length ? [`<b>${children.length}</b> child session${children.length === 1 ? '' : 's'}`] : []),
     events.length ? `${escapeHtml(events[0]!.occurredAt)} → ${escapeHtml(events[events.length - 1]!.occurredAt)}` : 'empty log',
   ].join(' · ');
   const legend = LEGEND.map(
@@ -290,8 +338,9 @@ export function renderTimeline(events: readonly EventRecord[], options: Timeline
 <span><svg viewBox="0 0 22 12"><g class="mark attach">
 <circle class="shape" cx="11" cy="6" r="5"/></g></svg>writer attached (start / restart)</span></div>
 <div class="chart-wrap">
-${svgOf(model, options.width ?? 1100)}
+${svgOf(model, options.width ?? 1100, children)}
 </div>
+${childList(children)}
 <div id="tooltip" hidden></div>
 <main class="lower">
 <aside id="detail"><p class="hint">Click a bar, a mark or a row to see its events' payloads.</p></aside>

@@ -6,6 +6,8 @@ import type { EventStore } from '../persistence/event-store.js';
 import { sha256 } from '../persistence/surface.js';
 import type { AgentMark } from '../tools/agent-marks.js';
 import type { AnyTool, ToolContext, ToolReturn } from '../tools/define-tool.js';
+import { callActorOf } from '../actors/tool-call.js';
+import type { AnyActorRef } from 'xstate';
 import type { ExecutionSession } from './execution-session.js';
 import type { ParentLink } from './session-agent.js';
 import { currentRunResult } from './wait-for-result.js';
@@ -30,7 +32,8 @@ export function childSessionId(ctx: Pick<ToolContext, 'sessionId' | 'idempotency
 /** What the runtime gives an agentTool's calls: opening a child session, and the store it reads. */
 export interface ChildHost {
   store: EventStore;
-  open(sessionId: string, agent: string, parent: ParentLink): Promise<ExecutionSession>;
+  /** `callActor`: the tool-call actor the child's actors are inspected under (child-inspection.ts). */
+  open(sessionId: string, agent: string, parent: ParentLink, callActor?: AnyActorRef): Promise<ExecutionSession>;
 }
 
 /** `tool` with its calls running its agent in child sessions of `host`'s runtime. */
@@ -51,12 +54,17 @@ async function runChildCall(
   ctx: ToolContext,
 ): Promise<ToolReturn> {
   const childId = childSessionId(ctx);
-  const child = await host.open(childId, mark.agent.name, {
-    sessionId: ctx.sessionId,
-    runId: ctx.runId,
-    callId: ctx.callId,
-    ...(ctx.callSeq !== undefined ? { seq: ctx.callSeq } : {}),
-  });
+  const child = await host.open(
+    childId,
+    mark.agent.name,
+    {
+      sessionId: ctx.sessionId,
+      runId: ctx.runId,
+      callId: ctx.callId,
+      ...(ctx.callSeq !== undefined ? { seq: ctx.callSeq } : {}),
+    },
+    callActorOf(ctx),
+  );
   const cancel = () => void child.requestCancel('the parent run was cancelled');
   ctx.signal.addEventListener('abort', cancel, { once: true });
   try {

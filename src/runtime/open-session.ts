@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import type { AnyActorRef } from 'xstate';
 import type { SessionServices } from '../actors/session-services.js';
 import { StoreClosedError } from '../contracts/errors.js';
 import type { Message } from '../contracts/message.js';
@@ -23,6 +24,7 @@ import type { AgentRegistry } from './agent-registry.js';
 import type { Agent } from '../tools/define-agent.js';
 import { agentToRun, askedAgent, recordedAgent } from './recorded-agent.js';
 import { SessionAgent, type ParentLink } from './session-agent.js';
+import { inspectUnder } from './child-inspection.js';
 import type { Tracing } from './tracing-options.js';
 import { SessionTracer } from './tracing.js';
 import type { CallLimiter } from '../contracts/rate-limits.js';
@@ -44,12 +46,13 @@ export interface SessionOpening {
  * `runtime.openSession`: attaches a writer (fencing any older one), writes `session/attached`,
  * settles a final an interrupted attempt committed, and goes live with the session's services
  * built whole. `options.agent` picks a new session's agent; the runtime's own parts pass `guard`
- * (a serving worker's lease guards the writer) or `parent` (a child session's parent call).
+ * (a serving worker's lease guards the writer) or `parent` (a child session's parent call, and
+ * `callActor`, the tool-call actor its actors are inspected under).
  */
 export async function openSession(
   r: SessionOpening,
   sessionId: string,
-  options: { agent?: Agent | string; parent?: ParentLink; resume?: ResumeMode } & Partial<OpenInternals> = {},
+  options: { agent?: Agent | string; parent?: ParentLink; callActor?: AnyActorRef; resume?: ResumeMode } & Partial<OpenInternals> = {},
 ): Promise<ExecutionSession> {
   parseInput(SessionIdInput, sessionId, 'openSession: sessionId');
   const { guard, parent, agent: asked } = options;
@@ -132,6 +135,8 @@ export async function openSession(
     openRun,
     settled,
   );
+  const sessionOptions = seat.options(o);
+  if (options.callActor && o.inspect) sessionOptions.inspect = inspectUnder(o.inspect, options.callActor);
   const session = new ExecutionSession({
     sessionId,
     sessionInstanceId,
@@ -139,7 +144,7 @@ export async function openSession(
     lastTurn: attach.lastTurn,
     env,
     store,
-    options: seat.options(o),
+    options: sessionOptions,
     stream,
     toolSet: seat.toolSet,
     get runtimeOutput() {

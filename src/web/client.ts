@@ -223,7 +223,7 @@ function sleep(ms: number, signal: AbortSignal | undefined): Promise<void> {
 }
 
 export { initialView, reduceView } from './view.js';
-export type { ConnectionItem, SessionView, StreamItem, ViewItem } from './view.js';
+export type { ChildView, ConnectionItem, SessionView, StreamItem, ViewItem } from './view.js';
 export type { CommittedFrame, DroppedFrame, Frame, LiveFrame, ReadyFrame, StreamErrorFrame, WireRecord } from './wire.js';
 export { SseParser } from './sse-parse.js';
 export type { SseMessage } from './sse-parse.js';

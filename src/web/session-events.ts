@@ -1,15 +1,13 @@
-import { isObservable, type Observable, type Subscription } from 'rxjs';
+import { isObservable, type Observable } from 'rxjs';
 import { z } from 'zod';
 import { ActorloopError, isValidationError } from '../contracts/errors.js';
-import type { EventRecord } from '../contracts/events.js';
 import { parseInput } from '../contracts/validate.js';
 import type { EventStore } from '../persistence/event-store.js';
 import { assertSessionId } from '../persistence/store-input.js';
-import { committedEnvelopes } from '../streams/committed-envelopes.js';
-import type { Envelope, LiveEvent } from '../streams/envelopes.js';
-import { followLog } from './log-follow.js';
+import type { Envelope } from '../streams/envelopes.js';
+import { SessionFeed } from './session-feed.js';
 import { cursorOf, sseComment, sseFrame, sseRetry } from './sse.js';
-import type { CommittedFrame, Frame, LiveFrame } from './wire.js';
+import type { Frame } from './wire.js';
 
 export const SessionEventsOptions = z.strictObject({
   /** Frames queued for a client that does not read (as `subscribe`'s capacity). */
@@ -27,6 +25,18 @@ export const SessionEventsOptions = z.strictObject({
    * its model text deltas and tool progress go out as `live` frames. Without it: committed only.
    */
   live: z.custom<Observable<Envelope>>((v) => isObservable(v), 'an RxJS Observable of envelopes').optional(),
+  /**
+   * Whether the child sessions of the session's agentTool calls are followed (docs/agents.md):
+   * each child's frames come wrapped in `child` frames naming the call.
+   */
+  children: z.boolean().default(true),
+  /**
+   * A child session's live envelopes where it runs in this process (`runtime.liveEnvelopes$`):
+   * its text deltas and tool progress go out as `live` frames inside `child` frames.
+   */
+  childEnvelopes: z
+    .custom<(sessionId: string) => Observable<Envelope>>((v) => typeof v === 'function', 'a function of a session id')
+    .optional(),
 });
 export type SessionEventsOptions = z.input<typeof SessionEventsOptions>;
 
@@ -92,19 +102,16 @@ export function sessionEvents(store: EventStore, sessionId: string, request: Req
 
 export type Resolved = z.output<typeof SessionEventsOptions>;
 
-/** One connection: the log follower, the live feed, the heartbeat and the bounded queue. */
+/**
+ * One connection: its session's feed (session-feed.ts: the log follower, the live feed, the
+ * children of its agent calls), the heartbeat and the bounded queue.
+ */
 export class EventStream {
   readonly body: ReadableStream<Uint8Array>;
   private controller!: ReadableStreamDefaultController<Uint8Array>;
   private readonly abort = new AbortController();
-  private room: (() => void) | undefined;
+  private readonly waiting = new Set<() => void>(); // feeds waiting for room: woken on every pull
   private sent = 0; // the last log position sent
-  private runId: string | undefined;
-  private instanceId = '';
-  private live: Subscription | undefined;
-  private liveHead = 0; // the newest log position the session's envelopes announced
-  private held: { afterLogSeq: number; frame: LiveFrame }[] = [];
-  private streaming = false; // a message started on this connection is streaming
   private heartbeat: ReturnType<typeof setInterval> | undefined;
   private ended = false;
 
@@ -125,10 +132,7 @@ export class EventStream {
           requestSignal.addEventListener('abort', () => this.end(true), { once: true });
           void this.run();
         },
-        pull: () => {
-          this.room?.();
-          this.room = undefined;
-        },
+        pull: () => this.wake(),
         cancel: () => this.end(),
       },
       { highWaterMark: o.capacity, size: () => 1 },
@@ -141,13 +145,28 @@ export class EventStream {
     this.heartbeat = setInterval(() => {
       if ((this.controller.desiredSize ?? 0) > 0) this.enqueue(sseComment('heartbeat'));
     }, this.o.heartbeatMs);
+    const o = this.o;
+    const childEnvelopes = o.childEnvelopes;
+    const feed = new SessionFeed(
+      this.store,
+      this.sessionId,
+      this.fromSeq,
+      {
+        capacity: o.capacity,
+        pollMs: o.pollMs,
+        ...(o.live ? { live: o.live } : {}),
+        ...(o.children ? { children: (id: string) => childEnvelopes?.(id) } : {}),
+      },
+      {
+        send: (frame, id) => this.send(frame, id),
+        waitForRoom: () => this.waitForRoom(),
+        hasRoom: () => (this.controller.desiredSize ?? 0) > 0,
+        drop: (reason) => this.drop(reason),
+      },
+      this.abort.signal,
+    );
     try {
-      await this.knownRun();
-      if (this.o.live) this.live = this.o.live.subscribe({ next: (env) => this.onLive(env) });
-      for await (const r of followLog(this.store, this.sessionId, this.fromSeq, { pollMs: this.o.pollMs, signal: this.abort.signal })) {
-        if (!(await this.waitForRoom())) return;
-        this.sendCommitted(r);
-      }
+      await feed.run();
     } catch (e) {
       if (this.ended) return;
       const err = e as Error;
@@ -156,79 +175,10 @@ export class EventStream {
     }
   }
 
-  /**
-   * Where the log stands at connect: live frames wait until the replay has reached it (no live
-   * text over old history), and a resume inside a run knows its id from the head's open run.
-   */
-  private async knownRun(): Promise<void> {
-    const head = await this.store.getHead(this.sessionId);
-    this.liveHead = Math.max(this.liveHead, head?.lastSeq ?? 0);
-    const open = head?.openRun;
-    if (open && open.startSeq < this.fromSeq) this.runId = open.runId;
-  }
-
-  private sendCommitted(r: EventRecord): void {
-    if (r.type === 'session/attached') this.instanceId = String(r.payload.sessionInstanceId);
-    if (r.type === 'run/start') this.runId = String(r.payload.runId);
-    const events: LiveEvent[] = committedEnvelopes([r], this.instanceId).map((e) => e.event);
-    if (r.type === 'tool/call')
-      events.push({ type: 'tool_start', callId: String(r.payload.callId), name: String(r.payload.name), arguments: r.payload.arguments });
-    const frame: CommittedFrame = {
-      kind: 'committed',
-      logSeq: r.seq,
-      ...(this.runId !== undefined ? { runId: this.runId } : {}),
-      record: {
-        seq: r.seq,
-        eventId: r.eventId,
-        type: r.type,
-        turn: r.turn,
-        step: r.step,
-        attempt: r.attempt,
-        occurredAt: r.occurredAt,
-        payload: r.payload,
-      },
-      events,
-    };
-    this.sent = r.seq;
-    this.send(frame, r.seq);
-    if (r.type === 'assistant/message') this.streaming = false; // its deltas end with the committed message
-    this.flushHeld();
-  }
-
-  /** Live-only envelopes of the session running here; committed ones come from the log. */
-  private onLive(env: Envelope): void {
-    if (this.ended) return;
-    if (env.logSeq !== undefined) {
-      this.liveHead = Math.max(this.liveHead, env.logSeq);
-      return;
-    }
-    const e = env.event;
-    if (e.type === 'message_start') this.streaming = true;
-    else if (e.type === 'message_delta' && !this.streaming)
-      return; // begun before this connection: the committed message will come
-    else if (e.type === 'message_end') {
-      if (!this.streaming) return;
-      this.streaming = false;
-    }
-    this.held.push({
-      afterLogSeq: this.liveHead,
-      frame: { kind: 'live', runId: env.runId, attemptId: env.attemptId, afterLogSeq: this.liveHead, event: e },
-    });
-    if (this.held.length > this.o.capacity) {
-      // a replay still far behind: this connection skips the live text; the log has the message
-      this.held = this.held.filter((h) => h.frame.event.type !== 'message_delta' && h.frame.event.type !== 'message_start');
-      this.streaming = false;
-      if (this.held.length > this.o.capacity) this.held.splice(0, this.held.length - this.o.capacity);
-    }
-    this.flushHeld();
-  }
-
-  private flushHeld(): void {
-    while (this.held.length > 0 && this.held[0]!.afterLogSeq <= this.sent) {
-      const { frame } = this.held.shift()!;
-      if ((this.controller.desiredSize ?? 0) <= 0) return this.drop('capacity');
-      this.send(frame);
-    }
+  private wake(): void {
+    const waiting = [...this.waiting];
+    this.waiting.clear();
+    for (const w of waiting) w();
   }
 
   /**
@@ -238,11 +188,15 @@ export class EventStream {
   private async waitForRoom(): Promise<boolean> {
     while (!this.ended && (this.controller.desiredSize ?? 0) <= this.o.capacity / 2) {
       const read = await new Promise<boolean>((resolve) => {
-        const timer = setTimeout(() => resolve(false), this.o.stallTimeoutMs);
-        this.room = () => {
+        const timer = setTimeout(() => {
+          this.waiting.delete(woken);
+          resolve(false);
+        }, this.o.stallTimeoutMs);
+        const woken = () => {
           clearTimeout(timer);
           resolve(true);
         };
+        this.waiting.add(woken);
       });
       if (!read && !this.ended) this.drop('stalled');
     }
@@ -258,6 +212,7 @@ export class EventStream {
 
   private send(frame: Frame, id?: number): void {
     if (this.ended) return;
+    if (frame.kind === 'committed' && id !== undefined) this.sent = id;
     const { bytes, end } = this.encoder.encode(frame, id);
     for (const b of bytes) this.enqueue(b);
     if (end) this.end(true);
@@ -272,9 +227,8 @@ export class EventStream {
     if (this.ended) return;
     this.ended = true;
     this.abort.abort();
-    this.room?.();
+    this.wake();
     clearInterval(this.heartbeat);
-    this.live?.unsubscribe();
     if (close) {
       try {
         this.controller.close();

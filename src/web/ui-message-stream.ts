@@ -167,7 +167,15 @@ function respond(
   fromSeq: number,
   opening: UIChunk[],
 ): Response {
-  const stream = new EventStream(store, sessionId, fromSeq, options, request.signal, new UIChunkEncoder(mapper, opening));
+  // child sessions are not followed: the chat shows the call and its output
+  const stream = new EventStream(
+    store,
+    sessionId,
+    fromSeq,
+    { ...options, children: false },
+    request.signal,
+    new UIChunkEncoder(mapper, opening),
+  );
   return new Response(stream.body, { status: 200, headers: UI_MESSAGE_STREAM_HEADERS });
 }
 
@@ -203,6 +211,8 @@ class UIChunkEncoder implements FrameEncoder {
         };
       case 'stream-error':
         return { bytes: [chunkLine({ type: 'error', errorText: `${frame.name}: ${frame.message}` })], end: true };
+      case 'child': // a sub-agent's progress is not a part of the chat's messages (its answer is the call's output)
+        return { bytes: [] };
     }
   }
 }

@@ -1,7 +1,7 @@
 import type { StoredContent } from '../contracts/content.js';
 import type { PendingRequest } from '../contracts/events.js';
 import type { ToolOutcome } from '../contracts/tools.js';
-import type { Frame } from './wire.js';
+import type { ChildFrame, CommittedFrame, Frame, LiveFrame } from './wire.js';
 
 /**
  * A session's state for a UI, folded from its web stream's frames (`reduceView`). Browser-safe.
@@ -20,15 +20,13 @@ function shown(content: StoredContent): string {
   return [text, ...parts].filter(Boolean).join(' ');
 }
 
-export interface SessionView {
+/** A session's items as its frames show them: the page's session, or a child session under its call. */
+export interface ChildView {
   sessionId: string;
-  connection: 'connecting' | 'open' | 'reconnecting' | 'closed';
   /** The last log position folded in: the cursor a reconnect resumes after. */
   lastLogSeq: number;
-  /** Committed frames received again at or before `lastLogSeq` (ignored; 0 unless the server repeats). */
+  /** Committed frames received again at or before `lastLogSeq` (ignored; a child's log is sent whole on every connection). */
   repeats: number;
-  /** Connections made after the first. */
-  reconnects: number;
   items: ViewItem[];
   /** The live text of the message being streamed on this connection (dropped at a reconnect). */
   streaming?: { runId: string; text: string };
@@ -36,14 +34,31 @@ export interface SessionView {
   pending?: PendingRequest;
   /** The newest run's status: `running`, or its `run/end` status. */
   runStatus?: string;
-  dropped?: { reason: string; lastLogSeq: number };
+  /** A `stream-error`: for a child, its log could not be read (the parent's stream goes on). */
   error?: { name: string; message: string };
+}
+
+export interface SessionView extends ChildView {
+  connection: 'connecting' | 'open' | 'reconnecting' | 'closed';
+  /** Connections made after the first. */
+  reconnects: number;
+  dropped?: { reason: string; lastLogSeq: number };
 }
 
 export type ViewItem =
   | { kind: 'user'; seq: number; runId?: string; text: string }
   | { kind: 'assistant'; seq: number; runId?: string; text: string }
-  | { kind: 'tool'; seq: number; callId: string; name: string; arguments: unknown; progress?: unknown; outcome?: ToolOutcome }
+  | {
+      kind: 'tool';
+      seq: number;
+      callId: string;
+      name: string;
+      arguments: unknown;
+      progress?: unknown;
+      outcome?: ToolOutcome;
+      /** An agentTool call's child session, folded from its `child` frames. */
+      child?: ChildView;
+    }
   | { kind: 'approval'; seq: number; pendingRequest: PendingRequest; decisions?: unknown }
   | { kind: 'final'; seq: number; runId?: string; text: string }
   | { kind: 'run'; seq: number; runId?: string; status: string }
@@ -89,31 +104,54 @@ export function reduceView(view: SessionView, item: StreamItem): SessionView {
       return { ...view, dropped: { reason: item.reason, lastLogSeq: item.lastLogSeq } };
     case 'stream-error':
       return { ...view, error: { name: item.name, message: item.message } };
-    case 'live': {
-      const e = item.event;
-      if (e.type === 'message_start') return { ...view, streaming: { runId: item.runId, text: '' } };
-      if (e.type === 'message_delta') return { ...view, streaming: { runId: item.runId, text: (view.streaming?.text ?? '') + e.text } };
-      if (e.type === 'message_end') {
-        const { streaming: _discarded, ...rest } = view;
-        return rest;
-      }
-      if (e.type === 'tool_update')
-        return {
-          ...view,
-          items: view.items.map((i) => (i.kind === 'tool' && i.callId === e.callId && !i.outcome ? { ...i, progress: e.update } : i)),
-        };
-      return view;
-    }
+    case 'child':
+      return withChild(view, item);
+    case 'live':
+      return live(view, item);
     case 'committed':
       return committed(view, item);
   }
 }
 
-function committed(view: SessionView, f: Extract<Frame, { kind: 'committed' }>): SessionView {
+/** A frame of an agent call's child session folded into that call's item (the one of its `tool/call` record). */
+function withChild<V extends ChildView>(view: V, f: ChildFrame): V {
+  const at = view.items.findLastIndex((i) => i.kind === 'tool' && i.seq === f.callSeq);
+  if (at < 0) return view; // its call's record comes first on every connection
+  const call = view.items[at] as Extract<ViewItem, { kind: 'tool' }>;
+  const child = call.child ?? { sessionId: f.sessionId, lastLogSeq: 0, repeats: 0, items: [] };
+  const frame = f.frame;
+  const next =
+    frame.kind === 'child'
+      ? withChild(child, frame)
+      : frame.kind === 'live'
+        ? live(child, frame)
+        : frame.kind === 'committed'
+          ? committed(child, frame)
+          : { ...child, error: { name: frame.name, message: frame.message } };
+  return { ...view, items: view.items.map((i, k) => (k === at ? { ...call, child: next } : i)) };
+}
+
+function live<V extends ChildView>(view: V, item: LiveFrame): V {
+  const e = item.event;
+  if (e.type === 'message_start') return { ...view, streaming: { runId: item.runId, text: '' } };
+  if (e.type === 'message_delta') return { ...view, streaming: { runId: item.runId, text: (view.streaming?.text ?? '') + e.text } };
+  if (e.type === 'message_end') {
+    const { streaming: _discarded, ...rest } = view;
+    return rest as V;
+  }
+  if (e.type === 'tool_update')
+    return {
+      ...view,
+      items: view.items.map((i) => (i.kind === 'tool' && i.callId === e.callId && !i.outcome ? { ...i, progress: e.update } : i)),
+    };
+  return view;
+}
+
+function committed<V extends ChildView>(view: V, f: CommittedFrame): V {
   if (f.logSeq <= view.lastLogSeq) return { ...view, repeats: view.repeats + 1 };
   const r = f.record;
   const p = r.payload as Record<string, unknown>;
-  const v: SessionView = { ...view, lastLogSeq: f.logSeq };
+  const v: V = { ...view, lastLogSeq: f.logSeq };
   const add = (item: ViewItem) => (v.items = [...v.items, item]);
   const runId = f.runId;
   switch (r.type) {

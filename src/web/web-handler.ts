@@ -63,7 +63,7 @@ export const WebHandlerOptions = z.strictObject({
     .max(64 * 1024 * 1024)
     .default(1024 * 1024),
   /** Options of every event stream (capacity, heartbeat, polling). */
-  stream: SessionEventsOptions.omit({ live: true }).partial().optional(),
+  stream: SessionEventsOptions.omit({ live: true, childEnvelopes: true }).partial().optional(),
   /** Who may do what on which session (see `Authorize`); without it every request is allowed. */
   authorize: z
     .custom<Authorize>((v) => typeof v === 'function', 'a function (request, { sessionId, action, route }) => true | false | Response')
@@ -161,7 +161,12 @@ export function webHandler(options: WebHandlerOptions): (request: Request) => Pr
         const denied = await authorized(o.authorize, request, { sessionId, action: route?.action ?? 'read', route: name as WebRoute });
         if (denied) return denied;
       }
-      if (!route) return sessionEvents(runtime.store, sessionId, request, { ...o.stream, live: runtime.liveEnvelopes$(sessionId) });
+      if (!route)
+        return sessionEvents(runtime.store, sessionId, request, {
+          ...o.stream,
+          live: runtime.liveEnvelopes$(sessionId),
+          childEnvelopes: (id) => runtime.liveEnvelopes$(id),
+        });
       const body = await jsonBody(request, o.maxBodyBytes);
       if (body instanceof Response) return body;
       let entry: InboxEntry;

@@ -12,8 +12,11 @@ import type { LiveEvent } from '../streams/envelopes.js';
  *   serving process; never repeated after a reconnect.
  * - `dropped`: the client fell behind its capacity; the stream ends, reconnect from `lastLogSeq`.
  * - `stream-error`: the log could not be read (a typed store error); the stream ends.
+ * - `child` (no `id:`): a frame of the child session of an agentTool call (`committed`, `live`,
+ *   `stream-error`, or a `child` frame of its own child), naming the parent's call and the child
+ *   session; a child's log is sent whole on every connection (a client keeps each child's cursor).
  */
-export const FRAME_EVENTS = ['ready', 'committed', 'live', 'dropped', 'stream-error'] as const;
+export const FRAME_EVENTS = ['ready', 'committed', 'live', 'dropped', 'stream-error', 'child'] as const;
 export type FrameEvent = (typeof FRAME_EVENTS)[number];
 
 /** The log record as the stream sends it (its session id is the stream's). */
@@ -61,4 +64,17 @@ export interface StreamErrorFrame {
   message: string;
 }
 
-export type Frame = ReadyFrame | CommittedFrame | LiveFrame | DroppedFrame | StreamErrorFrame;
+/** A frame of the child session an agentTool call of this session runs (docs/agents.md). */
+export interface ChildFrame {
+  kind: 'child';
+  /** The parent's call the child session answers. */
+  callId: string;
+  /** The log position of the parent's `tool/call` record of that call (call ids may repeat across runs). */
+  callSeq: number;
+  /** The child session's id. */
+  sessionId: string;
+  /** The child's frame: a `stream-error` is the child's log only; the parent's stream goes on. */
+  frame: CommittedFrame | LiveFrame | StreamErrorFrame | ChildFrame;
+}
+
+export type Frame = ReadyFrame | CommittedFrame | LiveFrame | DroppedFrame | StreamErrorFrame | ChildFrame;

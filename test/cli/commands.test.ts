@@ -4,11 +4,13 @@ import { open } from 'lmdb';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { logCommand, recoverCommand, sessionsCommand, viewCommand, type CommandIO } from '../../src/cli/commands.js';
 import { describeFailure } from '../../src/cli/errors.js';
+import { verifyCommand } from '../../src/cli/store-commands.js';
 import { runCli } from '../../src/cli/program.js';
 import type { EventDraft } from '../../src/contracts/events.js';
 import { RecoveryOutcome } from '../../src/contracts/requests.js';
 import { createRuntime, defineTool, lmdbStore, scriptedModel } from '../../src/index.js';
 import { killAllChildren, spawnTs, type ChildRun } from '../crash/child-util.js';
+import { runAgentTree } from '../helpers/agent-tree.js';
 import { tempDir } from '../helpers/tmp.js';
 import { z } from 'zod';
 
@@ -169,6 +171,32 @@ describe('the read commands, in process', () => {
     expect(html).toMatch(/^<!doctype html>/);
     expect(html.match(/<g class="bar tool [^"]*" data-seqs=/g)).toHaveLength(1);
     expect(io.out.text).toContain(`wrote ${file}`);
+  });
+
+  it("log, view and verify work on an agent call's child session by its id; the parent's view draws its children", async () => {
+    const tree = tempDir('actorloop-cli-tree-');
+    try {
+      await (await runAgentTree(lmdbStore({ path: tree.path })))();
+      const log = capture();
+      expect(await logCommand('s/r/1/c1', { data: tree.path }, log)).toBe(0);
+      expect(log.out.text).toMatch(/session\/attached/);
+      expect(log.out.text.trim().split('\n').at(-1)).toMatch(/run\/end\s+run answer succeeded/);
+      const parent = capture();
+      const file = join(tree.path, 'parent.html');
+      expect(await viewCommand('s', { data: tree.path, output: file }, parent)).toBe(0);
+      expect(parent.out.text).toContain('2 child sessions drawn under their calls');
+      expect(readFileSync(file, 'utf8')).toContain('>↳ k1</text>');
+      const child = capture();
+      const childFile = join(tree.path, 'child.html');
+      expect(await viewCommand('s/r/1/c1', { data: tree.path, output: childFile }, child)).toBe(0);
+      expect(child.out.text).toContain('1 child session drawn under its call');
+      expect(readFileSync(childFile, 'utf8')).toContain('actorloop session <code>s/r/1/c1</code>');
+      const verify = capture();
+      expect(await verifyCommand(tree.path, { json: true }, verify)).toBe(0);
+      expect(JSON.parse(verify.out.text)).toMatchObject({ ok: true, checked: { sessions: 3 } });
+    } finally {
+      await tree.cleanup();
+    }
   });
 
   it('names a corrupt record by session and seq, with exit code 3', async () => {

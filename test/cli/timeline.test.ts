@@ -2,6 +2,10 @@ import { describe, expect, it } from 'vitest';
 import { EventPayloads, EventRecord } from '../../src/contracts/events.js';
 import { buildTimeline } from '../../src/cli/timeline-model.js';
 import { escapeHtml, formatDuration, makeAxis, renderTimeline, scriptJson } from '../../src/cli/timeline.js';
+import { readChildTimelines } from '../../src/cli/timeline-children.js';
+import { memoryStore } from '../../src/index.js';
+import { logOf } from '../helpers/runtime.js';
+import { runAgentTree } from '../helpers/agent-tree.js';
 import { fixtureSession } from './timeline-fixture.js';
 
 describe('the timeline model', () => {
@@ -109,5 +113,38 @@ describe('the timeline page', () => {
     const html = renderTimeline([], { sessionId: 'empty' });
     expect(html).toContain('empty log');
     expect(html).toContain('<svg');
+  });
+
+  it("draws each child session's runs, model and tool calls in rows under its parent's, on the parent's axis, and lists it with its status and answer", async () => {
+    const store = memoryStore();
+    const close = await runAgentTree(store);
+    const events = await logOf(store, 's');
+    const children = await readChildTimelines(store, 's', events);
+    await close();
+    expect(children.map((c) => [c.callId, c.sessionId, c.children?.map((g) => g.sessionId)])).toEqual([
+      ['c1', 's/r/1/c1', ['s/r/1/c1/answer/1/k1']],
+    ]);
+    const html = renderTimeline(events, { sessionId: 's', children, generatedAt: new Date(0) });
+    expect(html).toContain('<b>2</b> child sessions');
+    expect(html).toContain('>↳ c1</text>');
+    expect(html).toContain('>↳ k1</text>');
+    // the list: each child with its status and answer, the grandchild indented under it
+    const listed = [...html.matchAll(/<tr class="child-session">(.*?)<\/tr>/g)].map((m) => m[1]!.replace(/<[^>]+>/g, '|'));
+    expect(listed).toHaveLength(2);
+    expect(listed[0]).toMatch(/↳ c1\|+s\/r\/1\/c1\|+succeeded\|+tea is hot\|/);
+    expect(listed[1]).toMatch(/↳↳ k1\|+s\/r\/1\/c1\/answer\/1\/k1\|+succeeded\|+checked: hot\|/);
+    // the call's bar names its child; the child's model calls lie within it on the shared axis
+    const rect = (cls: RegExp) =>
+      [...html.matchAll(/<g class="bar ([^"]*)"[^>]*data-title="([^"]*)"[^>]*><rect x="([\d.]+)" y="[\d.]+" width="([\d.]+)"/g)]
+        .filter((m) => cls.test(m[1]!))
+        .map((m) => ({ title: m[2]!, x0: Number(m[3]), x1: Number(m[3]) + Number(m[4]) }));
+    const [call] = rect(/^tool .*agent-call/).filter((b) => b.title.startsWith('researcher'));
+    expect(call!.title).toContain('(child session s/r/1/c1)');
+    const childModels = rect(/^model .*child/).filter((b) => b.title.startsWith('child session s/r/1/c1 '));
+    expect(childModels).toHaveLength(2);
+    for (const m of childModels) {
+      expect(m.x0).toBeGreaterThanOrEqual(call!.x0 - 0.5);
+      expect(m.x0).toBeLessThanOrEqual(call!.x1 + 0.5);
+    }
   });
 });

@@ -69,6 +69,20 @@ describe('examples/', () => {
     expect(await run('agents.ts', [join(dir.path, 'agents')])).toBe('succeeded Tea and coffee');
   });
 
+  it("agents.ts --inspect: the inspector's tree shows each researcher's session under the tool-call actor that runs it", async () => {
+    const lines = (await run('agents.ts', [join(dir.path, 'agents-inspected'), '--inspect'])).split('\n');
+    expect(lines[0]).toBe('succeeded Tea and coffee');
+    const depth = (l: string) => l.length - l.trimStart().length;
+    const calls = lines.flatMap((l, i) => (/^\s+toolCall call-\d$/.test(l) ? [i] : []));
+    expect(calls).toHaveLength(2);
+    for (const [n, at] of calls.entries()) {
+      const child = lines[at + 1]!;
+      expect(child.trim()).toMatch(new RegExp(`^session report-\\d+/[^/]+/1/r${n}: idle → .* → closed$`));
+      expect(depth(child)).toBe(depth(lines[at]!) + 2);
+      expect(lines[at + 2]!.trim()).toMatch(/^run: starting → .* → done$/);
+    }
+  });
+
   it("the README's typed-output example is examples/typed-output.ts, right after the agent with a tool", () => {
     const readme = readFileSync(join(REPO_ROOT, 'README.md'), 'utf8');
     const block = /## Typed output\n\n[\s\S]*?```ts\n([\s\S]*?)```/.exec(readme)?.[1];

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { initialView, reduceView, type StreamItem } from '../../src/web/view.js';
-import type { CommittedFrame } from '../../src/web/wire.js';
+import type { ChildFrame, CommittedFrame } from '../../src/web/wire.js';
 
 let seq = 0;
 const rec = (type: string, payload: Record<string, unknown> = {}, runId = 'r1'): CommittedFrame => ({
@@ -89,5 +89,52 @@ describe('reduceView', () => {
     seq = 0;
     const v = fold([rec('run/start'), rec('tool/call', { callId: 'c1', name: 'deploy', arguments: {} }), rec('session/attached')]);
     expect(v.items.at(-1)).toEqual({ kind: 'resumed', seq: 3 });
+  });
+
+  it("a child session's frames fold into the item of its call's record: a child view of its own, repeats ignored, a grandchild nested in it", () => {
+    seq = 0;
+    const call = rec('tool/call', { callId: 'c1', name: 'researcher', arguments: { input: 'tea?' } });
+    // a later run's call of the same id (call ids come from the model): its item is the newest
+    const again = rec('tool/call', { callId: 'c1', name: 'researcher', arguments: { input: 'coffee?' } }, 'r2');
+    seq = 0; // the child's own log positions
+    const childLog = [
+      rec('run/start', { runId: 'answer' }, 'answer'),
+      rec('tool/call', { callId: 'k1', name: 'checker', arguments: {} }, 'answer'),
+      rec('final/message', { content: 'tea is hot' }, 'answer'),
+      rec('run/end', { status: 'succeeded' }, 'answer'),
+    ];
+    const inChild = (frame: ChildFrame['frame']): ChildFrame => ({
+      kind: 'child',
+      callId: 'c1',
+      callSeq: 1,
+      sessionId: 's1/r1/1/c1',
+      frame,
+    });
+    seq = 0;
+    const grandchild = inChild({
+      kind: 'child',
+      callId: 'k1',
+      callSeq: 2,
+      sessionId: 's1/r1/1/c1/answer/1/k1',
+      frame: rec('final/message', { content: 'hot' }),
+    });
+    const delta = inChild({
+      kind: 'live',
+      runId: 'answer',
+      attemptId: 'answer',
+      afterLogSeq: 1,
+      event: { type: 'message_start', role: 'assistant' },
+    });
+    const early = inChild(childLog[0]!); // before its call's record: no item to fold it into
+    const v = fold([early, call, again, ...childLog.slice(0, 2).map(inChild), delta, grandchild, ...childLog.map(inChild)]);
+    expect(v.lastLogSeq).toBe(2); // the parent's cursor: child frames do not move it
+    const [item, later] = v.items;
+    if (item?.kind !== 'tool' || later?.kind !== 'tool') throw new Error('expected the two calls');
+    expect(later.child).toBeUndefined();
+    expect(item.child).toMatchObject({ sessionId: 's1/r1/1/c1', lastLogSeq: 4, repeats: 2, runStatus: 'succeeded' });
+    expect(item.child!.streaming).toEqual({ runId: 'answer', text: '' });
+    expect(item.child!.items.map((i) => i.kind)).toEqual(['tool', 'final', 'run']);
+    const inner = item.child!.items[0]!;
+    expect(inner.kind === 'tool' && inner.child?.items).toEqual([{ kind: 'final', seq: 1, runId: 'r1', text: 'hot' }]);
   });
 });
