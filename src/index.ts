@@ -34,7 +34,7 @@ export { lmdbStore, LmdbStoreOptions } from './persistence/lmdb-store.js';
 export { memoryStore } from './persistence/memory-store.js';
 export { migratePostgres, postgresStore, PostgresStoreOptions } from './persistence/postgres/postgres-store.js';
 export { postgresRateBuckets, PostgresRateBucketsOptions } from './persistence/postgres/rate.js';
-export type { SharedBuckets, SharedBucket } from './runtime/shared-rate-limiter.js';
+export type { SharedBuckets, SharedBucket } from './contracts/rate-limits.js';
 export type { RateLimitInput } from './contracts/rate-limits.js';
 export type { PostgresStoreExtras } from './persistence/postgres/postgres-store.js';
 export type { PgPool, PgPoolClient, PgQuery, PgResult } from './persistence/postgres/pg-types.js';
