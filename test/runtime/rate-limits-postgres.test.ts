@@ -19,6 +19,13 @@ async function until(done: () => boolean | Promise<boolean>, what: string): Prom
 
 if (db) {
   const pools: pg.Pool[] = [];
+  /** A pool of the file's database, ended after its tests. */
+  const newPool = (max: number) => {
+    const pool = new pg.Pool({ connectionString: db.url, max });
+    pool.on('error', () => undefined); // the database dropped under an idle connection
+    pools.push(pool);
+    return pool;
+  };
   const runtimes: Runtime[] = [];
   afterAll(async () => {
     for (const r of runtimes) await r.close();
@@ -27,8 +34,7 @@ if (db) {
 
   /** A "process": its own pool and runtime, the buckets in the file's database. */
   function worker(model: ModelProvider, limit: object, buckets: { schema?: string; migrate?: boolean } = {}): Runtime {
-    const pool = new pg.Pool({ connectionString: db!.url, max: 2 });
-    pools.push(pool);
+    const pool = newPool(2);
     const runtime = createRuntime({
       store: memoryStore(),
       model,
@@ -79,8 +85,7 @@ if (db) {
     });
 
     it('takes usage above the reservation even from a bucket that refilled to full meanwhile', async () => {
-      const pool = new pg.Pool({ connectionString: db.url, max: 1 });
-      pools.push(pool);
+      const pool = newPool(1);
       const buckets = postgresRateBuckets({ pool, schema: freshSchema('settle') });
       // 1000 a second: full again 100 ms after a take of 100
       const bucket = { key: 'settle input', capacity: 1000, perMs: 1 };
@@ -90,6 +95,34 @@ if (db) {
       await buckets.settle([{ ...bucket, delta: -300 }], 0); // the call used 300 more than it reserved
       // right after: 700 held (refilled to 1000, less 300); the 300 more take 300 ms to refill
       expect(await buckets.take([{ ...bucket, need: 1000 }])).toBeGreaterThan(150);
+    });
+
+    it("never moves a bucket's refill time back: a take that waited for another's row lock refills from where that one left it", async () => {
+      const schema = freshSchema('clock');
+      const pool = newPool(1);
+      const buckets = postgresRateBuckets({ pool, schema });
+      const bucket = { key: 'clock input', capacity: 1000, perMs: 1 };
+      await buckets.ensure([bucket]);
+      // another process's take holds the row: it read the clock, waits, then writes its level and time
+      const other = new pg.Client({ connectionString: db.url });
+      await other.connect();
+      try {
+        await other.query('BEGIN');
+        await other.query(`SELECT 1 FROM "${schema}".rate_buckets WHERE key = 'clock input' FOR UPDATE`);
+        const taking = buckets.take([{ ...bucket, need: 10 }]); // reads the clock, then waits for the row
+        await new Promise((r) => setTimeout(r, 300));
+        await other.query(
+          `UPDATE "${schema}".rate_buckets SET level = 0, at_ms = extract(epoch FROM clock_timestamp()) * 1000 WHERE key = 'clock input'`,
+        );
+        const { rows } = await other.query(`SELECT at_ms FROM "${schema}".rate_buckets WHERE key = 'clock input'`);
+        await other.query('COMMIT');
+        expect(await taking).toBeGreaterThan(0); // the bucket is empty: it waits
+        const after = await query(`SELECT level, at_ms FROM "${schema}".rate_buckets WHERE key = 'clock input'`);
+        // the refill since the other's write is not counted twice: the time stays where the other left it (or later)
+        expect(Number(after.rows[0].at_ms)).toBeGreaterThanOrEqual(Number(rows[0].at_ms));
+      } finally {
+        await other.end();
+      }
     });
 
     it('with migrate: false, refuses a schema that is not migrated: the call fails naming `actorloop migrate`', async () => {

@@ -57,6 +57,9 @@ export function postgresRateBuckets(options: PostgresRateBucketsOptions): Shared
     },
     async take(takes) {
       const t = sorted(takes);
+      // the clock is read before the rows are locked: a take that waited for another's lock reads a
+      // time before the one that other wrote, so a bucket's time only moves forward (else the wait's
+      // refill would be counted twice)
       const r = await run(
         `WITH want AS (SELECT * FROM unnest($1::text[], $2::float8[], $3::float8[], $4::float8[]) AS w(key, need, cap, per_ms)),
         cur AS (
@@ -68,7 +71,7 @@ export function postgresRateBuckets(options: PostgresRateBucketsOptions): Shared
           SELECT COALESCE(MAX(GREATEST(paused_until - ms, CASE WHEN lvl + 1e-6 >= want THEN 0 ELSE (want - lvl) / per_ms END)), 0) AS wait,
                  count(*) AS n FROM cur),
         upd AS (
-          UPDATE ${table} b SET level = cur.lvl - CASE WHEN verdict.wait <= 0 THEN cur.need ELSE 0 END, at_ms = cur.ms
+          UPDATE ${table} b SET level = cur.lvl - CASE WHEN verdict.wait <= 0 THEN cur.need ELSE 0 END, at_ms = GREATEST(b.at_ms, cur.ms)
           FROM cur, verdict WHERE b.key = cur.key RETURNING 1)
         SELECT wait, n, (SELECT count(*) FROM upd) AS updated FROM verdict`,
         [t.map((x) => x.key), t.map((x) => x.need), t.map((x) => x.capacity), t.map((x) => x.perMs)],
@@ -82,7 +85,7 @@ export function postgresRateBuckets(options: PostgresRateBucketsOptions): Shared
       // refilled (to the capacity at most) before the delta: usage above the reservation is taken even from a bucket refilled to full
       await run(
         `UPDATE ${table} b
-         SET level = LEAST(w.cap, LEAST(w.cap, b.level + GREATEST(0, ${NOW} - b.at_ms) * w.per_ms) + w.delta), at_ms = ${NOW},
+         SET level = LEAST(w.cap, LEAST(w.cap, b.level + GREATEST(0, ${NOW} - b.at_ms) * w.per_ms) + w.delta), at_ms = GREATEST(b.at_ms, ${NOW}),
              paused_until = GREATEST(b.paused_until, ${NOW} + $5::float8)
          FROM unnest($1::text[], $2::float8[], $3::float8[], $4::float8[]) AS w(key, delta, cap, per_ms) WHERE b.key = w.key`,
         [c.map((x) => x.key), c.map((x) => x.delta), c.map((x) => x.capacity), c.map((x) => x.perMs), pauseMs],
