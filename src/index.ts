@@ -36,6 +36,7 @@ export { migratePostgres, postgresStore, PostgresStoreOptions } from './persiste
 export { postgresRateBuckets, PostgresRateBucketsOptions } from './persistence/postgres/rate.js';
 export type { SharedBuckets, SharedBucket } from './contracts/rate-limits.js';
 export type { RateLimitInput } from './contracts/rate-limits.js';
+export { ProviderRateLimits } from './contracts/provider-limits.js';
 export type { PostgresStoreExtras } from './persistence/postgres/postgres-store.js';
 export type { PgPool, PgPoolClient, PgQuery, PgResult } from './persistence/postgres/pg-types.js';
 export { repairStore, StoreProblem, verifyStore, VerifyOptions, VerifyReport } from './persistence/verify.js';

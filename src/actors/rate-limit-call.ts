@@ -1,7 +1,7 @@
 import type { ModelResponse } from '../contracts/model.js';
 import { CancelledError, isProviderError } from '../contracts/errors.js';
 import { onAbort } from '../contracts/abort.js';
-import type { CallPermit } from '../contracts/rate-limits.js';
+import { ProviderRateLimits, type CallPermit } from '../contracts/rate-limits.js';
 import type { SessionServices } from './session-services.js';
 
 /** What the limiter reads of a call (call-model.ts's CallSpec has it). */
@@ -70,12 +70,21 @@ export class RateLimitDeadline extends Error {
 }
 export const isRateLimitDeadline = (e: unknown): e is RateLimitDeadline => e instanceof RateLimitDeadline;
 
-/** Gives the attempt's permit back: settled to the usage reported, or paused by a 429's retry-after. */
+/**
+ * Gives the attempt's permit back: settled to the usage reported, paused by a 429's retry-after,
+ * and told the provider's own limits from the response's (or the refusal's) rate headers.
+ */
 export function releaseRateLimit(permit: CallPermit | undefined, res: ModelResponse | undefined, error?: unknown): void {
   if (!permit) return;
-  const pauseMs = isProviderError(error) && error.providerCode === 'rate_limit' ? error.retryAfterMs : undefined;
-  // the response is not checked yet (a custom provider's): its usage only if it is numbers
+  const pe = isProviderError(error) ? error : undefined;
+  const pauseMs = pe?.providerCode === 'rate_limit' ? pe.retryAfterMs : undefined;
+  // the response is not checked yet (a custom provider's): its usage only if it is numbers, its limits only if well-formed
   const u = res?.usage;
   const usage = u && Number.isFinite(u.inputTokens) && Number.isFinite(u.outputTokens) ? { usage: u } : {};
-  permit.done({ ...usage, ...(pauseMs !== undefined ? { pauseMs } : {}) });
+  const limits = ProviderRateLimits.safeParse(res ? res.providerLimits : pe?.providerLimits);
+  permit.done({
+    ...usage,
+    ...(pauseMs !== undefined ? { pauseMs } : {}),
+    ...(limits.success && limits.data ? { providerLimits: limits.data } : {}),
+  });
 }

@@ -1,13 +1,14 @@
 import type { Clock } from '../contracts/clock.js';
 import { CancelledError } from '../contracts/errors.js';
-import type { Usage } from '../contracts/message.js';
 import {
   limitMatches,
   limitName,
   type CallDemand,
   type CallLimiter,
+  type CallOutcome,
   type CallPermit,
   type RateLimit,
+  type ProviderRateLimits,
   type RateLimitWait,
   type SharedBucket,
 } from '../contracts/rate-limits.js';
@@ -25,6 +26,8 @@ interface Limit {
   buckets: Map<BucketKind, SharedBucket>;
   inFlight: number;
   pausedUntil: number;
+  /** Why it is paused: a 429, or the provider's rate headers. */
+  pausedFor: string;
 }
 
 interface Waiter {
@@ -47,7 +50,28 @@ function limitOf(l: RateLimit): Limit {
     const cap = l[k];
     if (cap !== undefined) buckets.set(k, { key: `${limitName(l)} ${k} ${cap}/${l.windowMs}ms`, capacity: cap, perMs: cap / l.windowMs });
   }
-  return { limit: l, name: limitName(l), buckets, inFlight: 0, pausedUntil: 0 };
+  return { limit: l, name: limitName(l), buckets, inFlight: 0, pausedUntil: 0, pausedFor: '' };
+}
+
+/**
+ * What a provider's rate headers ask of the limits of the call that read them: hold every call
+ * until the reset of a limit the provider says is spent (`holdMs`), and no bucket above what the
+ * provider says is left (`atMost`; OpenAI's tokens count input and output together).
+ */
+export function providerCaps(p: ProviderRateLimits | undefined): { holdMs: number; atMost: Map<BucketKind, number> } {
+  const atMost = new Map<BucketKind, number>();
+  let holdMs = 0;
+  if (!p) return { holdMs, atMost };
+  for (const w of [p.requests, p.inputTokens, p.outputTokens, p.tokens])
+    if (w?.remaining === 0 && w.resetMs !== undefined) holdMs = Math.max(holdMs, w.resetMs);
+  const cap = (k: BucketKind, ...ws: (number | undefined)[]) => {
+    const known = ws.filter((n): n is number => n !== undefined);
+    if (known.length > 0) atMost.set(k, Math.min(...known));
+  };
+  cap('requestsPerMinute', p.requests?.remaining);
+  cap('inputTokensPerMinute', p.inputTokens?.remaining, p.tokens?.remaining);
+  cap('outputTokensPerMinute', p.outputTokens?.remaining, p.tokens?.remaining);
+  return { holdMs, atMost };
 }
 
 /**
@@ -173,7 +197,7 @@ export class RateLimiter implements CallLimiter {
     let worst: { ms: number; what: string } | undefined;
     for (const l of w.limits) {
       if (l.pausedUntil > now && l.pausedUntil - now > (worst?.ms ?? 0))
-        worst = { ms: l.pausedUntil - now, what: `${l.name} paused (429)` };
+        worst = { ms: l.pausedUntil - now, what: `${l.name} paused (${l.pausedFor})` };
     }
     if (worst) return worst;
     const full = w.limits.find((l) => l.limit.concurrent !== undefined && l.inFlight >= l.limit.concurrent);
@@ -243,15 +267,17 @@ export class RateLimiter implements CallLimiter {
   private permit(w: Waiter): CallPermit {
     let over = false;
     return {
-      done: ({ usage, pauseMs: pause }: { usage?: Usage; pauseMs?: number }) => {
+      done: ({ usage, pauseMs: retryAfter = 0, providerLimits }: CallOutcome) => {
         if (over) return;
         over = true;
-        const pauseMs = pause ?? 0;
+        const caps = providerCaps(providerLimits);
+        const pauseMs = Math.max(retryAfter, caps.holdMs);
+        const pausedFor = retryAfter >= caps.holdMs ? '429' : 'provider limit spent';
         const now = this.clock.now();
         const changes: BucketChange[] = [];
         for (const l of w.limits) {
           l.inFlight--;
-          if (pauseMs > 0) l.pausedUntil = Math.max(l.pausedUntil, now + pauseMs);
+          if (pauseMs > 0 && now + pauseMs > l.pausedUntil) Object.assign(l, { pausedUntil: now + pauseMs, pausedFor });
           for (const [k, b] of l.buckets) {
             const delta =
               usage === undefined || k === 'requestsPerMinute'
@@ -259,7 +285,9 @@ export class RateLimiter implements CallLimiter {
                 : k === 'inputTokensPerMinute'
                   ? w.demand.inputTokens - usage.inputTokens
                   : w.demand.outputTokens - usage.outputTokens;
-            if (delta !== 0 || pauseMs > 0) changes.push({ ...b, delta });
+            const atMost = caps.atMost.get(k);
+            if (delta !== 0 || pauseMs > 0 || atMost !== undefined)
+              changes.push({ ...b, delta, ...(atMost !== undefined ? { atMost } : {}) });
           }
         }
         const settled = changes.length > 0 ? this.buckets.settle(changes, pauseMs) : undefined;

@@ -97,6 +97,18 @@ if (db) {
       expect(await buckets.take([{ ...bucket, need: 1000 }])).toBeGreaterThan(150);
     });
 
+    it('lowers a shared bucket to what the provider says is left, never raises it', async () => {
+      const buckets = postgresRateBuckets({ pool: newPool(1), schema: freshSchema('lower') });
+      const bucket = { key: 'lower input', capacity: 1000, perMs: 0.001 }; // 1000 a 1 000 000 ms: no refill to speak of
+      await buckets.ensure([bucket]);
+      expect(await buckets.take([{ ...bucket, need: 10 }])).toBe(0);
+      await buckets.settle([{ ...bucket, delta: 0, atMost: 5_000 }], 0); // more than it holds: unchanged
+      expect(await buckets.take([{ ...bucket, need: 990 }])).toBe(0);
+      await buckets.settle([{ ...bucket, delta: 500, atMost: 20 }], 0); // 500 given back, then the provider's 20
+      expect(await buckets.take([{ ...bucket, need: 20 }])).toBe(0);
+      expect(await buckets.take([{ ...bucket, need: 1 }])).toBeGreaterThan(0);
+    });
+
     it("never moves a bucket's refill time back: a take that waited for another's row lock refills from where that one left it", async () => {
       const schema = freshSchema('clock');
       const pool = newPool(1);

@@ -82,13 +82,22 @@ export function postgresRateBuckets(options: PostgresRateBucketsOptions): Shared
     },
     async settle(changes, pauseMs) {
       const c = sorted(changes);
-      // refilled (to the capacity at most) before the delta: usage above the reservation is taken even from a bucket refilled to full
+      // refilled (to the capacity at most) before the delta: usage above the reservation is taken even from a bucket refilled
+      // to full; then no more than what the provider says is left
       await run(
         `UPDATE ${table} b
-         SET level = LEAST(w.cap, LEAST(w.cap, b.level + GREATEST(0, ${NOW} - b.at_ms) * w.per_ms) + w.delta), at_ms = GREATEST(b.at_ms, ${NOW}),
+         SET level = LEAST(w.cap, LEAST(w.cap, b.level + GREATEST(0, ${NOW} - b.at_ms) * w.per_ms) + w.delta, w.at_most), at_ms = GREATEST(b.at_ms, ${NOW}),
              paused_until = GREATEST(b.paused_until, ${NOW} + $5::float8)
-         FROM unnest($1::text[], $2::float8[], $3::float8[], $4::float8[]) AS w(key, delta, cap, per_ms) WHERE b.key = w.key`,
-        [c.map((x) => x.key), c.map((x) => x.delta), c.map((x) => x.capacity), c.map((x) => x.perMs), pauseMs],
+         FROM unnest($1::text[], $2::float8[], $3::float8[], $4::float8[], $6::float8[]) AS w(key, delta, cap, per_ms, at_most)
+         WHERE b.key = w.key`,
+        [
+          c.map((x) => x.key),
+          c.map((x) => x.delta),
+          c.map((x) => x.capacity),
+          c.map((x) => x.perMs),
+          pauseMs,
+          c.map((x) => x.atMost ?? null), // LEAST ignores a NULL: no cap
+        ],
       );
     },
   };
