@@ -15,6 +15,8 @@ export interface RateServer {
   accepted: { at: number; tokens: number }[];
   /** When each 429 was answered. */
   refused: number[];
+  /** By how many tokens each 429's request was short (the same order as `refused`). */
+  short: number[];
   close(): Promise<void>;
 }
 
@@ -22,7 +24,7 @@ export async function startRateServer(o: { tokensPerWindow: number; windowMs: nu
   const perMs = o.tokensPerWindow / o.windowMs;
   let level = o.tokensPerWindow;
   let at = performance.now();
-  const s: Omit<RateServer, 'baseURL' | 'close'> = { firstAt: undefined, accepted: [], refused: [] };
+  const s: Omit<RateServer, 'baseURL' | 'close'> = { firstAt: undefined, accepted: [], refused: [], short: [] };
   const handle = (req: IncomingMessage, res: ServerResponse, body: string) => {
     const messages = (JSON.parse(body) as { messages: { content?: unknown }[] }).messages;
     const tokens = messages.reduce((n, m) => n + Math.ceil((typeof m.content === 'string' ? m.content.length : 0) / 4), 0);
@@ -32,6 +34,7 @@ export async function startRateServer(o: { tokensPerWindow: number; windowMs: nu
     at = now;
     if (level < tokens) {
       s.refused.push(now);
+      s.short.push(tokens - level);
       const wait = Math.ceil((tokens - level) / perMs);
       res.writeHead(429, { 'content-type': 'application/json', 'retry-after-ms': String(wait) });
       res.end(JSON.stringify({ error: { message: 'Rate limit reached for input tokens', type: 'tokens', code: 'rate_limit_exceeded' } }));
@@ -63,6 +66,7 @@ export async function startRateServer(o: { tokensPerWindow: number; windowMs: nu
     },
     accepted: s.accepted,
     refused: s.refused,
+    short: s.short,
     baseURL: `http://127.0.0.1:${port}/v1`,
     close: () => new Promise<void>((resolve) => (server.closeAllConnections(), server.close(() => resolve()))),
   };

@@ -43,11 +43,13 @@ export interface CallSpec {
   emit?: SessionServices['emit'];
   /** The run's output schema, as the request carries it (the step's call; not a compaction's). */
   output?: ModelRequestOutput;
+  /** The request's input tokens, estimated once for the call: every attempt's reservation and rate-limit demand. */
+  inputTokens: number;
   /**
-   * What the run's usage budgets have left, and the request's input estimate: each attempt
-   * reserves its worst case first (its output cap set from what is left), or starts no call.
+   * What the run's usage budgets have left: each attempt reserves its worst case first (its
+   * output cap set from what is left), or starts no call.
    */
-  budget?: { left: BudgetLeft; inputTokens: number };
+  budget?: { left: BudgetLeft };
   /** When the run's maxDurationMs runs out: a wait for a rate limit ends then (RateLimitDeadline). */
   deadlineAt?: number;
 }
@@ -73,13 +75,13 @@ export async function callWithRetries(
     let reserved: Reservation | undefined;
     let cap = spec.maxOutputTokens;
     if (spec.budget) {
-      const { left, inputTokens } = spec.budget;
+      const { left } = spec.budget;
       const r = reserve(
         {
           ...(left.outputTokens !== undefined ? { outputTokens: left.outputTokens - counted.outputTokens } : {}),
           ...(left.cost !== undefined ? { cost: subDecimal(left.cost, counted.cost) } : {}),
         },
-        inputTokens,
+        spec.inputTokens,
         env.model.maxOutputTokens ?? env.config.outputReserve,
         env.pricing ? (u) => priceOf(env, u) : undefined,
       );
@@ -277,7 +279,8 @@ export async function callModel(env: SessionServices, input: CallModelInput, sig
       ...(out ? { output: requestOutputOf(out) } : {}),
       live: true,
       emit: gate.emit,
-      ...(input.budgetLeft ? { budget: { left: input.budgetLeft, inputTokens } } : {}),
+      inputTokens,
+      ...(input.budgetLeft ? { budget: { left: input.budgetLeft } } : {}),
       ...(input.deadlineAt !== undefined ? { deadlineAt: input.deadlineAt } : {}),
     });
   } catch (e) {

@@ -48,6 +48,7 @@ export async function compact(
     messages: request,
     tools: [],
     digest: sha256(JSON.stringify(request)),
+    inputTokens: estimateTokens(request[0]!) + estimateTokens(request[1]!),
     live: false,
   });
   const summary: Message = { role: 'user', content: `Summary of the conversation so far:\n${res.message.content}` };

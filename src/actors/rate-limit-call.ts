@@ -1,23 +1,20 @@
 import type { ModelResponse } from '../contracts/model.js';
-import type { Message } from '../contracts/message.js';
-import type { ToolSpec } from '../contracts/tools.js';
 import { CancelledError, isProviderError } from '../contracts/errors.js';
 import { onAbort } from '../contracts/abort.js';
-import { estimateTokens } from '../persistence/surface.js';
-import type { CallPermit } from '../contracts/rate-limits.js';
+import { ProviderRateLimits, type CallPermit } from '../contracts/rate-limits.js';
 import type { SessionServices } from './session-services.js';
 
 /** What the limiter reads of a call (call-model.ts's CallSpec has it). */
 export interface RateLimitedCall {
-  messages: readonly Message[];
-  tools: readonly ToolSpec[];
+  /** The request's input tokens, estimated once for the call (the budget's reservation reads the same). */
+  inputTokens: number;
   maxOutputTokens?: number;
   deadlineAt?: number;
 }
 
 /**
  * Waits for the runtime's rate limits (docs/rate-limits.md) before one model attempt: the call's
- * input tokens estimated (as the surface counts them, plus its tools' specs), its output cap
+ * input estimate (as the surface counts them, plus its tools' specs) and its output cap
  * reserved (`maxOutputTokens`, else `config.outputReserve`). A wait is shown live
  * (`rate_limit_wait`, `waiting` then `granted`); it ends early, rejecting with CancelledError,
  * when `signal` aborts. Undefined: no limit applies.
@@ -31,13 +28,11 @@ export async function awaitRateLimit(
 ): Promise<CallPermit | undefined> {
   const limiter = env.rateLimiter;
   if (!limiter) return undefined;
-  let inputTokens = Math.ceil(JSON.stringify(spec.tools).length / 4);
-  for (const m of spec.messages) inputTokens += estimateTokens(m);
   const demand = {
     sessionId: env.sessionId,
     ...(env.model.providerName !== undefined ? { provider: env.model.providerName } : {}),
     model: env.model.modelId,
-    inputTokens,
+    inputTokens: spec.inputTokens,
     outputTokens: spec.maxOutputTokens ?? env.config.outputReserve,
   };
   let since: number | undefined;
@@ -75,12 +70,21 @@ export class RateLimitDeadline extends Error {
 }
 export const isRateLimitDeadline = (e: unknown): e is RateLimitDeadline => e instanceof RateLimitDeadline;
 
-/** Gives the attempt's permit back: settled to the usage reported, or paused by a 429's retry-after. */
+/**
+ * Gives the attempt's permit back: settled to the usage reported, paused by a 429's retry-after,
+ * and told the provider's own limits from the response's (or the refusal's) rate headers.
+ */
 export function releaseRateLimit(permit: CallPermit | undefined, res: ModelResponse | undefined, error?: unknown): void {
   if (!permit) return;
-  const pauseMs = isProviderError(error) && error.providerCode === 'rate_limit' ? error.retryAfterMs : undefined;
-  // the response is not checked yet (a custom provider's): its usage only if it is numbers
+  const pe = isProviderError(error) ? error : undefined;
+  const pauseMs = pe?.providerCode === 'rate_limit' ? pe.retryAfterMs : undefined;
+  // the response is not checked yet (a custom provider's): its usage only if it is numbers, its limits only if well-formed
   const u = res?.usage;
   const usage = u && Number.isFinite(u.inputTokens) && Number.isFinite(u.outputTokens) ? { usage: u } : {};
-  permit.done({ ...usage, ...(pauseMs !== undefined ? { pauseMs } : {}) });
+  const limits = ProviderRateLimits.safeParse(res ? res.providerLimits : pe?.providerLimits);
+  permit.done({
+    ...usage,
+    ...(pauseMs !== undefined ? { pauseMs } : {}),
+    ...(limits.success && limits.data ? { providerLimits: limits.data } : {}),
+  });
 }

@@ -5,6 +5,7 @@
  */
 
 import { ActorloopError, hasCode } from './error-base.js';
+import type { ProviderRateLimits } from './provider-limits.js';
 
 export { ActorloopError } from './error-base.js';
 export * from './store-errors.js';
@@ -168,9 +169,19 @@ export class ProviderError extends ActorloopError {
   readonly providerCode: string;
   readonly status?: number;
   readonly retryAfterMs?: number;
+  /** The provider's own rate limits, from the refusal's rate headers (docs/rate-limits.md). */
+  readonly providerLimits?: ProviderRateLimits;
   constructor(
     message: string,
-    options: { retryable: boolean; code: string; partialOutput?: boolean; status?: number; retryAfterMs?: number; cause?: unknown },
+    options: {
+      retryable: boolean;
+      code: string;
+      partialOutput?: boolean;
+      status?: number;
+      retryAfterMs?: number;
+      providerLimits?: ProviderRateLimits;
+      cause?: unknown;
+    },
   ) {
     super(message, { cause: options.cause });
     this.retryable = options.retryable;
@@ -178,6 +189,7 @@ export class ProviderError extends ActorloopError {
     this.providerCode = options.code;
     if (options.status !== undefined) this.status = options.status;
     if (options.retryAfterMs !== undefined) this.retryAfterMs = options.retryAfterMs;
+    if (options.providerLimits !== undefined) this.providerLimits = options.providerLimits;
   }
 }
 export const isProviderError = (e: unknown): e is ProviderError => hasCode(e, 'provider');

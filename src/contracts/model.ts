@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { FinishReason, Message, Usage, type ModelMessage } from './message.js';
 import type { ToolSpec } from './tools.js';
+import { ProviderRateLimits } from './provider-limits.js';
 
 /**
  * What the run engine asks a model for. `messages` starts with the system message, if any; their
@@ -44,6 +45,12 @@ export interface ModelResponse {
   finishReason: FinishReason;
   /** The refusal text, when the provider refused. */
   refusal?: string;
+  /**
+   * The provider's own rate limits, read from the response's headers (optional: `openaiModel`,
+   * `openaiResponsesModel` and `anthropicModel` set it when the headers are there). The runtime's
+   * `rateLimits` limiter reads it (docs/rate-limits.md).
+   */
+  providerLimits?: ProviderRateLimits;
 }
 
 /**
@@ -56,6 +63,7 @@ export const ModelResponseSchema = z.object({
   usage: Usage.optional(),
   finishReason: FinishReason,
   refusal: z.string().optional(),
+  providerLimits: ProviderRateLimits.optional(),
 });
 
 /**

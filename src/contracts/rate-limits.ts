@@ -1,6 +1,9 @@
 import { z } from 'zod';
 import { MAX_TIMER_MS } from './config.js';
 import type { Usage } from './message.js';
+import type { ProviderRateLimits } from './provider-limits.js';
+
+export { ProviderRateLimits } from './provider-limits.js';
 
 const posInt = z.number().int().positive();
 
@@ -56,14 +59,25 @@ export interface RateLimitWait {
   ahead: number;
 }
 
+/** How a call ended, for its permit. */
+export interface CallOutcome {
+  /** The usage the provider reported. */
+  usage?: Usage;
+  /** A 429's retry-after. */
+  pauseMs?: number;
+  /** The provider's own limits, from its response's rate headers. */
+  providerLimits?: ProviderRateLimits;
+}
+
 /** What a granted call holds: given back once the call is over. */
 export interface CallPermit {
   /**
    * The call is over: with the usage the provider reported, the reservations are settled to it
    * (without one they stay taken: the provider may have counted the call); `pauseMs` (a 429's
-   * retry-after) pauses every limit of the call for that long.
+   * retry-after) pauses every limit of the call for that long; `providerLimits` holds them until
+   * a limit the provider says is spent resets, and lowers a bucket to what the provider says is left.
    */
-  done(outcome: { usage?: Usage; pauseMs?: number }): void;
+  done(outcome: CallOutcome): void;
 }
 
 /**
@@ -103,6 +117,9 @@ export interface SharedBuckets {
    * paused, takes them all and answers 0; else takes nothing and answers the ms until they could.
    */
   take(takes: readonly (SharedBucket & { need: number })[]): Promise<number>;
-  /** In one statement: gives `delta` back to each bucket (negative: takes more) and pauses them `pauseMs`. */
-  settle(changes: readonly (SharedBucket & { delta: number })[], pauseMs: number): Promise<void>;
+  /**
+   * In one statement: gives `delta` back to each bucket (negative: takes more), then lowers it to
+   * `atMost` when given (what the provider says is left), and pauses them `pauseMs`.
+   */
+  settle(changes: readonly (SharedBucket & { delta: number; atMost?: number })[], pauseMs: number): Promise<void>;
 }

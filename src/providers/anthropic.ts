@@ -9,6 +9,7 @@ import { parseInput } from '../contracts/validate.js';
 import { clientSecrets } from './redact.js';
 import { textOnlyContent } from './content-support.js';
 import { anthropicBlocks } from './anthropic-content.js';
+import { anthropicRateHeaders } from './rate-headers.js';
 import { asRecord, sdkErrorClasses, sdkFromEnv, streamResponse, throwIfAborted, type StreamFold } from './shared.js';
 
 type Body = Anthropic.Messages.MessageCreateParamsStreaming;
@@ -366,6 +367,7 @@ export function anthropicModel(options: AnthropicModelOptions): ModelProvider {
         secrets,
         fold: accumulator,
         open: () => o.client.messages.create(body, { signal: request.signal, maxRetries: 0 }) as PromiseLike<AsyncIterable<Event>>,
+        rateHeaders: (h) => anthropicRateHeaders(h),
         unfinished: 'the stream ended before message_stop',
       });
     },

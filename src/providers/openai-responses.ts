@@ -7,6 +7,7 @@ import type { ModelProvider, ModelRequest, ModelResponse, ModelStreamEvent } fro
 import { parseInput } from '../contracts/validate.js';
 import { toResponsesInput, toResponsesTools } from './openai-responses-input.js';
 import { clientSecrets, redactSecrets } from './redact.js';
+import { openaiRateHeaders } from './rate-headers.js';
 import {
   asRecord,
   classifyStreamErrorType,
@@ -323,6 +324,7 @@ export function openaiResponsesModel(options: OpenAIResponsesModelOptions): Mode
         secrets,
         fold: (emit) => accumulator(emit, secrets),
         open: () => o.client.responses.create(body, { signal: request.signal, maxRetries: 0 }) as PromiseLike<AsyncIterable<Event>>,
+        rateHeaders: (h) => openaiRateHeaders(h),
         unfinished: 'the stream ended before response.completed',
       });
     },

@@ -9,6 +9,7 @@ import { parseInput } from '../contracts/validate.js';
 import { clientSecrets } from './redact.js';
 import { textOnlyContent } from './content-support.js';
 import { openaiUserParts, toolPartsMessage, toolText } from './openai-content.js';
+import { openaiRateHeaders } from './rate-headers.js';
 import { asRecord, sdkErrorClasses, sdkFromEnv, streamResponse, throwIfAborted, type StreamFold } from './shared.js';
 
 type Body = OpenAI.Chat.Completions.ChatCompletionCreateParamsStreaming;
@@ -308,6 +309,7 @@ export function openaiModel(options: OpenAIModelOptions): ModelProvider {
         secrets,
         fold: accumulator,
         open: () => o.client.chat.completions.create(body, { signal: request.signal, maxRetries: 0 }) as PromiseLike<AsyncIterable<Chunk>>,
+        rateHeaders: (h) => openaiRateHeaders(h),
         unfinished: 'the stream ended before a finish_reason',
       });
     },

@@ -1,10 +1,11 @@
 import { CancelledError, ProviderError, ValidationError, isCancelledError, isProviderError } from '../contracts/errors.js';
 import type { ModelResponse, ModelStreamEvent } from '../contracts/model.js';
+import type { ProviderRateLimits } from '../contracts/rate-limits.js';
+import { parseRetryAfter, type HeadersLike } from './rate-headers.js';
 import { redactSecrets } from './redact.js';
 
 /**
- * Helpers shared by the provider adapters: mapping SDK failures to `ProviderError`, parsing
- * `retry-after`, guarding the caller's `onEvent` listener, reading a streaming call to its
+ * Helpers shared by the provider adapters: mapping SDK failures to `ProviderError`, guarding the caller's `onEvent` listener, reading a streaming call to its
  * response, and loading an SDK from the environment.
  */
 
@@ -62,27 +63,6 @@ function is(e: unknown, cls: Ctor | undefined, name: string): boolean {
     if ((p as { constructor?: { name?: string } }).constructor?.name === name) return true;
   }
   return false;
-}
-
-interface HeadersLike {
-  get(name: string): string | null;
-}
-
-/**
- * Parses `retry-after-ms` (milliseconds) or `retry-after` (seconds or an HTTP date) into
- * milliseconds; `undefined` when absent or unreadable.
- * @example
- * parseRetryAfter(new Headers({ 'retry-after': '2' })) // 2000
- */
-export function parseRetryAfter(headers: HeadersLike | undefined, now = Date.now()): number | undefined {
-  if (!headers || typeof headers.get !== 'function') return undefined;
-  const ms = headers.get('retry-after-ms');
-  if (ms && Number.isFinite(Number(ms))) return Math.max(0, Number(ms));
-  const ra = headers.get('retry-after');
-  if (!ra) return undefined;
-  if (/^\s*\d+(\.\d+)?\s*$/.test(ra)) return Math.round(Number(ra) * 1000);
-  const at = Date.parse(ra);
-  return Number.isNaN(at) ? undefined : Math.max(0, at - now);
 }
 
 /**
@@ -153,6 +133,8 @@ export interface FailureContext {
   classes: SdkErrorClasses;
   /** The client's credentials: redacted from the error's text (redact.ts). */
   secrets?: readonly string[];
+  /** Reads the provider's rate headers of a refusal (rate-headers.ts). */
+  rateHeaders?: (headers: HeadersLike) => ProviderRateLimits | undefined;
 }
 
 /**
@@ -166,8 +148,10 @@ export function toProviderError(e: unknown, ctx: FailureContext): ProviderError 
   if (ctx.signal.aborted) return new CancelledError(`${ctx.provider} call cancelled`);
   const { classes: k, partialOutput } = ctx;
   const redact = (text: string) => redactSecrets(text, ctx.secrets);
-  const make = (what: string, o: { retryable: boolean; code: string; status?: number; retryAfterMs?: number }) =>
-    new ProviderError(`${ctx.provider}: ${redact(what)}`, { ...o, partialOutput, cause: redactCause(e, redact) });
+  const make = (
+    what: string,
+    o: { retryable: boolean; code: string; status?: number; retryAfterMs?: number; providerLimits?: ProviderRateLimits },
+  ) => new ProviderError(`${ctx.provider}: ${redact(what)}`, { ...o, partialOutput, cause: redactCause(e, redact) });
   const message = e instanceof Error ? e.message : String(e);
 
   if (is(e, k.APIUserAbortError, 'APIUserAbortError')) return make(`request aborted: ${message}`, { retryable: true, code: 'aborted' });
@@ -196,7 +180,14 @@ export function toProviderError(e: unknown, ctx: FailureContext): ProviderError 
           : classifyStatus(err.status);
       const shouldRetry = err.headers?.get?.('x-should-retry');
       const retryable = shouldRetry === 'true' ? true : shouldRetry === 'false' ? false : c.retryable;
-      return make(message, { retryable, code: c.code, status: err.status, retryAfterMs: parseRetryAfter(err.headers) });
+      const providerLimits = err.headers?.get ? ctx.rateHeaders?.(err.headers) : undefined;
+      return make(message, {
+        retryable,
+        code: c.code,
+        status: err.status,
+        retryAfterMs: parseRetryAfter(err.headers),
+        ...(providerLimits ? { providerLimits } : {}),
+      });
     }
     // a numeric code inside the stream is an HTTP status (vLLM / LiteLLM send `code: 400`)
     const numeric = [err.code, (err.error as { code?: unknown } | undefined)?.code].find((x): x is number => typeof x === 'number');
@@ -290,6 +281,8 @@ export interface StreamCall<T> {
   classes: SdkErrorClasses;
   /** The client's credentials: redacted from a failure's text. */
   secrets: readonly string[];
+  /** Reads the provider's rate headers (rate-headers.ts): on the response as `providerLimits`, on a refusal's ProviderError. */
+  rateHeaders?: (headers: HeadersLike) => ProviderRateLimits | undefined;
   /** Makes the call's fold; `emit` hands a delta to `onEvent` (guarded: see `guardListener`). */
   fold(emit: (event: ModelStreamEvent) => void): StreamFold<T>;
   /** Starts the SDK call: its stream of items. */
@@ -315,8 +308,12 @@ export async function streamResponse<T>(call: StreamCall<T>): Promise<ModelRespo
   const { provider, signal } = call;
   const out = guardListener(call.onEvent, signal);
   const fold = call.fold(out.emit);
+  let limits: ProviderRateLimits | undefined;
+  const result = () => (limits ? { ...fold.result(), providerLimits: limits } : fold.result());
   try {
-    for await (const item of await call.open()) {
+    const { data, headers } = await opened(call.open());
+    if (headers && call.rateHeaders) limits = call.rateHeaders(headers);
+    for await (const item of data) {
       if (signal.aborted) break; // no delta reaches the listener after a cancel
       fold.push(item);
     }
@@ -324,13 +321,32 @@ export async function streamResponse<T>(call: StreamCall<T>): Promise<ModelRespo
     const own = out.unwrap(e);
     if (own) throw own.listenerError;
     // the connection dropped once the answer was whole (only the stream's end missing): keep it
-    if (fold.complete && !signal.aborted) return fold.result();
-    throw toProviderError(e, { provider, signal, partialOutput: out.emitted, classes: call.classes, secrets: call.secrets });
+    if (fold.complete && !signal.aborted) return result();
+    throw toProviderError(e, {
+      provider,
+      signal,
+      partialOutput: out.emitted,
+      classes: call.classes,
+      secrets: call.secrets,
+      ...(call.rateHeaders ? { rateHeaders: call.rateHeaders } : {}),
+    });
   }
   if (signal.aborted) throw new CancelledError(`${provider} call cancelled`);
   if (!fold.finished)
     throw new ProviderError(`${provider}: ${call.unfinished}`, { retryable: true, code: 'stream_interrupted', partialOutput: out.emitted });
-  return fold.result();
+  return result();
+}
+
+/**
+ * The SDK call's stream, with its response's headers when the SDK gives them (a Stainless
+ * client's `APIPromise.withResponse()`); a structural client without it gives the stream alone.
+ */
+async function opened<T>(call: PromiseLike<AsyncIterable<T>>): Promise<{ data: AsyncIterable<T>; headers?: HeadersLike }> {
+  const withResponse = (call as { withResponse?: unknown }).withResponse;
+  if (typeof withResponse !== 'function') return { data: await call };
+  const { data, response } = (await withResponse.call(call)) as { data: AsyncIterable<T>; response?: { headers?: HeadersLike } };
+  const headers = response?.headers;
+  return { data, ...(headers && typeof headers.get === 'function' ? { headers } : {}) };
 }
 
 /**

@@ -18,7 +18,7 @@ import { ClockOption, type IdSource } from '../contracts/clock.js';
 import { isZodSchema } from '../actors/final-output.js';
 import { isAgent, type Agent } from '../tools/define-agent.js';
 import { RateLimits } from '../contracts/rate-limits.js';
-import type { SharedBuckets } from './shared-rate-limiter.js';
+import type { SharedBuckets } from '../contracts/rate-limits.js';
 
 const fn = <T>(what: string) => z.custom<T>((v) => typeof v === 'function', `${what} must be a function`);
 

@@ -1,129 +1,102 @@
 import type { Clock } from '../contracts/clock.js';
 import { CancelledError } from '../contracts/errors.js';
-import type { Usage } from '../contracts/message.js';
 import {
   limitMatches,
   limitName,
   type CallDemand,
   type CallLimiter,
+  type CallOutcome,
   type CallPermit,
   type RateLimit,
+  type ProviderRateLimits,
   type RateLimitWait,
+  type SharedBucket,
 } from '../contracts/rate-limits.js';
+import { localBuckets, type BucketBackend, type BucketChange, type BucketNeed, type TakeAnswer } from './rate-buckets.js';
 
-type BucketKind = 'requestsPerMinute' | 'inputTokensPerMinute' | 'outputTokensPerMinute';
+export type BucketKind = 'requestsPerMinute' | 'inputTokensPerMinute' | 'outputTokensPerMinute';
 const KINDS: readonly BucketKind[] = ['requestsPerMinute', 'inputTokensPerMinute', 'outputTokensPerMinute'];
-
-/**
- * A token bucket: holds up to `capacity` (the per-minute amount), refilled continuously at
- * `capacity / windowMs` a ms, as providers describe their own limits. A call takes its whole
- * demand once the bucket holds it (or is full, for a demand larger than the bucket): the level
- * may go below zero, which later calls then wait out.
- */
-class Bucket {
-  private level: number;
-  private at: number;
-  private readonly perMs: number;
-  constructor(
-    readonly capacity: number,
-    windowMs: number,
-    now: number,
-  ) {
-    this.level = capacity;
-    this.at = now;
-    this.perMs = capacity / windowMs;
-  }
-
-  private refill(now: number): void {
-    if (now > this.at) this.level = Math.min(this.capacity, this.level + (now - this.at) * this.perMs);
-    this.at = Math.max(this.at, now);
-  }
-
-  /** Ms until `need` can be taken (0: now). */
-  waitFor(need: number, now: number): number {
-    this.refill(now);
-    const want = Math.min(need, this.capacity);
-    // a ms's rounding must not leave a waiter one fraction short when its timer fires
-    return this.level + 1e-9 >= want ? 0 : Math.max(1, Math.ceil((want - this.level) / this.perMs));
-  }
-
-  take(n: number, now: number): void {
-    this.refill(now);
-    this.level -= n;
-  }
-
-  /** Gives back `n` (negative: takes more), as far as the capacity. */
-  give(n: number, now: number): void {
-    this.refill(now);
-    this.level = Math.min(this.capacity, this.level + n);
-  }
-}
-
-/** One `rateLimits` entry's state: its buckets, its calls in flight, its pause after a 429. */
-class LimitState {
-  readonly name: string;
-  readonly buckets = new Map<BucketKind, Bucket>();
-  inFlight = 0;
-  pausedUntil = 0;
-  constructor(
-    readonly limit: RateLimit,
-    now: number,
-  ) {
-    this.name = limitName(limit);
-    for (const k of KINDS) {
-      const perMinute = limit[k];
-      if (perMinute !== undefined) this.buckets.set(k, new Bucket(perMinute, limit.windowMs, now));
-    }
-  }
-
-  /** Ms until `d` can start under this limit (0: now; Infinity: when a call in flight ends). */
-  waitFor(d: CallDemand, now: number): { ms: number; what: string } {
-    if (this.pausedUntil > now) return { ms: this.pausedUntil - now, what: `${this.name} paused (429)` };
-    const max = this.limit.concurrent;
-    if (max !== undefined && this.inFlight >= max) return { ms: Infinity, what: `${this.name} concurrent` };
-    let worst = { ms: 0, what: '' };
-    for (const [k, b] of this.buckets) {
-      const ms = b.waitFor(need(k, d), now);
-      if (ms > worst.ms) worst = { ms, what: `${this.name} ${k}` };
-    }
-    return worst;
-  }
-
-  take(d: CallDemand, now: number): void {
-    for (const [k, b] of this.buckets) b.take(need(k, d), now);
-    this.inFlight++;
-  }
-}
-
 const need = (k: BucketKind, d: CallDemand): number =>
   k === 'requestsPerMinute' ? 1 : k === 'inputTokensPerMinute' ? d.inputTokens : d.outputTokens;
 
+/** One `rateLimits` entry: its buckets (keyed the same in every process with the same limit), its calls in flight, its pause. */
+interface Limit {
+  limit: RateLimit;
+  name: string;
+  buckets: Map<BucketKind, SharedBucket>;
+  inFlight: number;
+  pausedUntil: number;
+  /** Why it is paused: a 429, or the provider's rate headers. */
+  pausedFor: string;
+}
+
 interface Waiter {
   demand: CallDemand;
-  limits: LimitState[];
-  grant(permit: CallPermit): void;
+  limits: Limit[];
+  told: boolean;
+  onWait(w: RateLimitWait): void;
+  grant(p: CallPermit): void;
+  fail(e: unknown): void;
+}
+
+/** The buckets of the limits `rateLimits` lists, as shared storage keys them. */
+export function bucketsOf(limits: readonly RateLimit[]): SharedBucket[] {
+  return limits.flatMap((l) => [...limitOf(l).buckets.values()]);
+}
+
+function limitOf(l: RateLimit): Limit {
+  const buckets = new Map<BucketKind, SharedBucket>();
+  for (const k of KINDS) {
+    const cap = l[k];
+    if (cap !== undefined) buckets.set(k, { key: `${limitName(l)} ${k} ${cap}/${l.windowMs}ms`, capacity: cap, perMs: cap / l.windowMs });
+  }
+  return { limit: l, name: limitName(l), buckets, inFlight: 0, pausedUntil: 0, pausedFor: '' };
 }
 
 /**
- * The in-process limiter (docs/rate-limits.md): token buckets per limit on the runtime's clock,
- * `concurrent` as a semaphore, and one queue served oldest first. A waiting call holds back only
- * the calls behind it that share one of its limits, so no call starves: the oldest waiter of a
- * limit is the next that limit serves.
+ * What a provider's rate headers ask of the limits of the call that read them: hold every call
+ * until the reset of a limit the provider says is spent (`holdMs`), and no bucket above what the
+ * provider says is left (`atMost`; OpenAI's tokens count input and output together).
+ */
+export function providerCaps(p: ProviderRateLimits | undefined): { holdMs: number; atMost: Map<BucketKind, number> } {
+  const atMost = new Map<BucketKind, number>();
+  let holdMs = 0;
+  if (!p) return { holdMs, atMost };
+  for (const w of [p.requests, p.inputTokens, p.outputTokens, p.tokens])
+    if (w?.remaining === 0 && w.resetMs !== undefined) holdMs = Math.max(holdMs, w.resetMs);
+  const cap = (k: BucketKind, ...ws: (number | undefined)[]) => {
+    const known = ws.filter((n): n is number => n !== undefined);
+    if (known.length > 0) atMost.set(k, Math.min(...known));
+  };
+  cap('requestsPerMinute', p.requests?.remaining);
+  cap('inputTokensPerMinute', p.inputTokens?.remaining, p.tokens?.remaining);
+  cap('outputTokensPerMinute', p.outputTokens?.remaining, p.tokens?.remaining);
+  return { holdMs, atMost };
+}
+
+/**
+ * The limiter (docs/rate-limits.md): one queue served oldest first, `concurrent` as a semaphore
+ * and a 429's pause per limit, the token buckets in a backend — this process's memory
+ * (`localBuckets`, the default) or shared storage (`sharedBuckets`: a pool's processes). A
+ * waiting call holds back only the calls behind it that share one of its limits, so no call
+ * starves: the oldest waiter of a limit is the next that limit serves.
  * @example
  * const limiter = new RateLimiter([{ provider: 'openai', inputTokensPerMinute: 30_000 }], clock)
  */
 export class RateLimiter implements CallLimiter {
-  private readonly limits: LimitState[];
+  private readonly limits: Limit[];
   private queue: Waiter[] = [];
+  private pumping = false;
+  private again = false;
   private timer: unknown;
   private timerAt = Infinity;
 
   constructor(
     limits: readonly RateLimit[],
     private readonly clock: Clock,
+    private readonly buckets: BucketBackend = localBuckets(clock),
   ) {
-    const now = clock.now();
-    this.limits = limits.map((l) => new LimitState(l, now));
+    this.limits = limits.map(limitOf);
   }
 
   acquire(demand: CallDemand, signal: AbortSignal, onWait: (w: RateLimitWait) => void): Promise<CallPermit | undefined> {
@@ -132,62 +105,147 @@ export class RateLimiter implements CallLimiter {
     if (signal.aborted) return Promise.reject(new CancelledError('model call cancelled'));
     return new Promise<CallPermit>((resolve, reject) => {
       const onAbort = () => {
-        const at = this.queue.indexOf(waiter);
+        const at = this.queue.indexOf(w);
         if (at < 0) return;
         this.queue.splice(at, 1);
         reject(new CancelledError('model call cancelled while waiting for its rate limit'));
         this.pump(); // calls it held back may go now
       };
-      const waiter: Waiter = {
+      const w: Waiter = {
         demand,
         limits,
-        grant: (permit) => {
-          signal.removeEventListener('abort', onAbort);
-          resolve(permit);
-        },
+        told: false,
+        onWait,
+        grant: (p) => (signal.removeEventListener('abort', onAbort), resolve(p)),
+        fail: (e) => (signal.removeEventListener('abort', onAbort), reject(e)),
       };
-      this.queue.push(waiter);
       signal.addEventListener('abort', onAbort, { once: true });
-      const blocker = this.pump();
-      if (this.queue.includes(waiter)) onWait(blocker.get(waiter) ?? { limit: limits[0]!.name, ahead: 0 });
+      this.queue.push(w);
+      this.pump();
     });
   }
 
+  /** Serves the queue; one pass at a time (a pump asked for meanwhile runs right after it). */
+  private pump(): void {
+    if (this.pumping) {
+      this.again = true;
+      return;
+    }
+    this.pumping = true;
+    const done = () => {
+      this.pumping = false;
+      if (this.again) {
+        this.again = false;
+        this.pump();
+      }
+    };
+    const pass = this.pass();
+    if (pass instanceof Promise) void pass.then(done);
+    else done();
+  }
+
   /**
-   * Starts every waiter that can start, oldest first: a waiter that cannot holds its limits for
-   * the waiters behind it. Arms one timer for the earliest time a blocked waiter could go.
-   * Returns why each left waiter waits.
+   * One pass over the queue, oldest first: a waiter that cannot go holds its limits for the
+   * waiters behind it. Synchronous while the backend answers synchronously. Arms one timer for
+   * the earliest time a blocked waiter could go.
    */
-  private pump(): Map<Waiter, RateLimitWait> {
-    const now = this.clock.now();
-    const held = new Map<LimitState, number>(); // a limit held by older waiters → how many
-    const why = new Map<Waiter, RateLimitWait>();
-    const left: Waiter[] = [];
+  private pass(): void | Promise<void> {
+    const held = new Map<Limit, number>(); // a limit held by older waiters → how many
+    const waiting = [...this.queue];
     let wake = Infinity;
-    for (const w of this.queue) {
-      const ahead = w.limits.find((l) => held.has(l));
-      if (ahead) {
-        why.set(w, { limit: `${ahead.name} queue`, ahead: held.get(ahead)! });
-      } else {
-        let worst = { ms: 0, what: '' };
-        for (const l of w.limits) {
-          const wait = l.waitFor(w.demand, now);
-          if (wait.ms > worst.ms) worst = wait;
-        }
-        if (worst.ms === 0) {
-          for (const l of w.limits) l.take(w.demand, now);
-          w.grant(this.permit(w));
+    const step = (i: number): void | Promise<void> => {
+      for (; i < waiting.length; i++) {
+        const w = waiting[i]!;
+        if (!this.queue.includes(w)) continue; // cancelled meanwhile
+        const ahead = w.limits.find((l) => held.has(l));
+        if (ahead) {
+          this.tell(w, { limit: `${ahead.name} queue`, ahead: held.get(ahead)! });
+          for (const l of w.limits) held.set(l, (held.get(l) ?? 0) + 1);
           continue;
         }
-        wake = Math.min(wake, worst.ms);
-        why.set(w, { limit: worst.what, ahead: 0 });
+        const local = this.localWait(w);
+        if (local) {
+          wake = Math.min(wake, local.ms);
+          this.tell(w, { limit: local.what, ahead: 0 });
+          for (const l of w.limits) held.set(l, (held.get(l) ?? 0) + 1);
+          continue;
+        }
+        const takes = w.limits.flatMap((l) => [...l.buckets].map(([k, b]) => ({ ...b, need: need(k, w.demand) })));
+        let answer: TakeAnswer | Promise<TakeAnswer>;
+        try {
+          answer = this.buckets.take(takes);
+        } catch (e) {
+          return this.failed(w, e);
+        }
+        if (answer instanceof Promise) {
+          const next = i + 1;
+          return answer.then(
+            (a) => (this.answered(w, takes, a, held, (ms) => (wake = Math.min(wake, ms))), step(next)),
+            (e: unknown) => this.failed(w, e),
+          );
+        }
+        this.answered(w, takes, answer, held, (ms) => (wake = Math.min(wake, ms)));
       }
-      for (const l of w.limits) held.set(l, (held.get(l) ?? 0) + 1);
-      left.push(w);
+      this.arm(wake === Infinity ? Infinity : this.clock.now() + wake);
+    };
+    return step(0);
+  }
+
+  /** Why `w` cannot go by what this process knows (a limit paused, or at its `concurrent`), or undefined. */
+  private localWait(w: Waiter): { ms: number; what: string } | undefined {
+    const now = this.clock.now();
+    let worst: { ms: number; what: string } | undefined;
+    for (const l of w.limits) {
+      if (l.pausedUntil > now && l.pausedUntil - now > (worst?.ms ?? 0))
+        worst = { ms: l.pausedUntil - now, what: `${l.name} paused (${l.pausedFor})` };
     }
-    this.queue = left;
-    this.arm(wake === Infinity ? Infinity : now + wake);
-    return why;
+    if (worst) return worst;
+    const full = w.limits.find((l) => l.limit.concurrent !== undefined && l.inFlight >= l.limit.concurrent);
+    // a permit's end serves the queue again
+    return full ? { ms: Infinity, what: `${full.name} concurrent` } : undefined;
+  }
+
+  private answered(w: Waiter, takes: BucketNeed[], a: TakeAnswer, held: Map<Limit, number>, wakeIn: (ms: number) => void): void {
+    const at = this.queue.indexOf(w);
+    if (at < 0) {
+      // cancelled while the backend answered: what it took goes back
+      if (a.ms === 0 && takes.length > 0)
+        void this.buckets.settle(
+          takes.map((t) => ({ ...t, delta: t.need })),
+          0,
+        );
+      return;
+    }
+    if (a.ms === 0) {
+      this.queue.splice(at, 1);
+      for (const l of w.limits) l.inFlight++;
+      w.grant(this.permit(w));
+      return;
+    }
+    wakeIn(a.ms);
+    this.tell(w, { limit: this.shortName(w, a.short), ahead: 0 });
+    for (const l of w.limits) held.set(l, (held.get(l) ?? 0) + 1);
+  }
+
+  /** The backend could not be read: the call fails with its error; the others are tried again shortly. */
+  private failed(w: Waiter, e: unknown): void {
+    const at = this.queue.indexOf(w);
+    if (at >= 0) {
+      this.queue.splice(at, 1);
+      w.fail(e);
+    }
+    this.arm(this.clock.now() + 100);
+  }
+
+  private shortName(w: Waiter, key: string | undefined): string {
+    for (const l of w.limits) for (const [k, b] of l.buckets) if (b.key === key) return `${l.name} ${k}`;
+    return `${w.limits[0]!.name} (shared)`;
+  }
+
+  private tell(w: Waiter, why: RateLimitWait): void {
+    if (w.told) return;
+    w.told = true;
+    w.onWait(why);
   }
 
   private arm(at: number): void {
@@ -209,19 +267,32 @@ export class RateLimiter implements CallLimiter {
   private permit(w: Waiter): CallPermit {
     let over = false;
     return {
-      done: ({ usage, pauseMs }: { usage?: Usage; pauseMs?: number }) => {
+      done: ({ usage, pauseMs: retryAfter = 0, providerLimits }: CallOutcome) => {
         if (over) return;
         over = true;
+        const caps = providerCaps(providerLimits);
+        const pauseMs = Math.max(retryAfter, caps.holdMs);
+        const pausedFor = retryAfter >= caps.holdMs ? '429' : 'provider limit spent';
         const now = this.clock.now();
+        const changes: BucketChange[] = [];
         for (const l of w.limits) {
           l.inFlight--;
-          if (usage) {
-            l.buckets.get('inputTokensPerMinute')?.give(w.demand.inputTokens - usage.inputTokens, now);
-            l.buckets.get('outputTokensPerMinute')?.give(w.demand.outputTokens - usage.outputTokens, now);
+          if (pauseMs > 0 && now + pauseMs > l.pausedUntil) Object.assign(l, { pausedUntil: now + pauseMs, pausedFor });
+          for (const [k, b] of l.buckets) {
+            const delta =
+              usage === undefined || k === 'requestsPerMinute'
+                ? 0
+                : k === 'inputTokensPerMinute'
+                  ? w.demand.inputTokens - usage.inputTokens
+                  : w.demand.outputTokens - usage.outputTokens;
+            const atMost = caps.atMost.get(k);
+            if (delta !== 0 || pauseMs > 0 || atMost !== undefined)
+              changes.push({ ...b, delta, ...(atMost !== undefined ? { atMost } : {}) });
           }
-          if (pauseMs !== undefined && pauseMs > 0) l.pausedUntil = Math.max(l.pausedUntil, now + pauseMs);
         }
-        this.pump();
+        const settled = changes.length > 0 ? this.buckets.settle(changes, pauseMs) : undefined;
+        if (settled instanceof Promise) void settled.then(() => this.pump());
+        else this.pump();
       },
     };
   }

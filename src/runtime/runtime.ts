@@ -16,8 +16,8 @@ import { followKillSwitch } from './kill-switch.js';
 import { openSession, type SessionOpening } from './open-session.js';
 import { OpenSessions } from './open-sessions.js';
 import { assertModel, resolveRuntimeOptions, type RuntimeOptions } from './options.js';
-import { RateLimiter } from './rate-limiter.js';
-import { SharedRateLimiter } from './shared-rate-limiter.js';
+import { bucketsOf, RateLimiter } from './rate-limiter.js';
+import { sharedBuckets } from './rate-buckets.js';
 import { serve, type ServeHandle } from './serve.js';
 import { promptEntry, sessionInboxes, submitToOpen, workOf } from './submit.js';
 import { askUserTool } from '../tools/ask-user.js';
@@ -127,7 +127,7 @@ export function createRuntime(options: RuntimeOptions): Runtime {
     o.rateLimits.length === 0
       ? undefined
       : o.rateLimitBuckets
-        ? new SharedRateLimiter(o.rateLimits, o.rateLimitBuckets, o.clock)
+        ? new RateLimiter(o.rateLimits, o.clock, sharedBuckets(o.rateLimitBuckets, bucketsOf(o.rateLimits)))
         : new RateLimiter(o.rateLimits, o.clock);
   const opening: SessionOpening = { store, options: o, agents, tracing, sessions, killed, ...(limiter ? { limiter } : {}) };
   const live = new LiveSessions(store, () => sessions.closed);

@@ -12,11 +12,12 @@ export interface SseEvent {
  * What the server answers to one request, consumed in order.
  * - `sse`: a 200 `text/event-stream` response. `delayMs` waits before each event (a slow stream);
  *   `cutAfter` destroys the socket after that many events (a stream broken mid-way);
- *   `headersDelayMs` waits before sending the headers (for client timeouts).
+ *   `headersDelayMs` waits before sending the headers (for client timeouts); `headers` are sent
+ *   with it (the provider's rate headers, …).
  * - `status`: an HTTP error with a JSON body and extra headers (`retry-after`, …).
  */
 export type Reply =
-  | { kind: 'sse'; events: SseEvent[]; delayMs?: number; cutAfter?: number; headersDelayMs?: number }
+  | { kind: 'sse'; events: SseEvent[]; delayMs?: number; cutAfter?: number; headersDelayMs?: number; headers?: Record<string, string> }
   | { kind: 'status'; status: number; body: unknown; headers?: Record<string, string> };
 
 /** A request as the server received it. `clientClosed` turns true when the client hung up early. */
@@ -47,7 +48,7 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 async function writeSse(res: ServerResponse, socket: Socket, reply: Extract<Reply, { kind: 'sse' }>, rec: RecordedRequest) {
   if (reply.headersDelayMs) await sleep(reply.headersDelayMs);
   if (rec.clientClosed) return;
-  res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', 'x-request-id': 'req_test' });
+  res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', 'x-request-id': 'req_test', ...reply.headers });
   res.flushHeaders();
   let sent = 0;
   for (const e of reply.events) {

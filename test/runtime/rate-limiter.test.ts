@@ -1,8 +1,10 @@
 import { describe, expect, it } from 'vitest';
 import { SimulatedClock } from 'xstate';
 import { isCancelledError } from '../../src/contracts/errors.js';
-import { RateLimit, RateLimits, type CallDemand, type CallPermit } from '../../src/contracts/rate-limits.js';
-import { RateLimiter } from '../../src/runtime/rate-limiter.js';
+import { RateLimit, RateLimits, type CallDemand, type CallPermit, type SharedBuckets } from '../../src/contracts/rate-limits.js';
+import { bucketsOf, RateLimiter } from '../../src/runtime/rate-limiter.js';
+import { localBuckets, sharedBuckets } from '../../src/runtime/rate-buckets.js';
+import type { Clock } from '../../src/contracts/clock.js';
 
 const settle = () => new Promise<void>((resolve) => setImmediate(resolve));
 const limits = (...ls: unknown[]) => RateLimits.parse(ls);
@@ -21,7 +23,30 @@ function clockAt0(): SimulatedClock {
   return clock;
 }
 
-describe('RateLimiter', () => {
+/**
+ * Shared storage answering a turn later (as a database does), its buckets kept in memory on the
+ * test's clock: the queue must serve its waiters the same whether the backend answers at once or not.
+ */
+function asyncStore(clock: Clock): SharedBuckets {
+  const inner = localBuckets(clock);
+  return {
+    ensure: async () => undefined,
+    take: async (takes) => (await Promise.resolve(), (inner.take(takes) as { ms: number }).ms),
+    settle: async (changes, pauseMs) => (await Promise.resolve(), inner.settle(changes, pauseMs)),
+  };
+}
+
+const backends = [
+  // the bucket a call waits for is named in memory; shared storage says only that it is short
+  ['in memory', (ls: RateLimit[], clock: Clock) => new RateLimiter(ls, clock), 'inputTokensPerMinute'],
+  [
+    'in shared storage',
+    (ls: RateLimit[], clock: Clock) => new RateLimiter(ls, clock, sharedBuckets(asyncStore(clock), bucketsOf(ls))),
+    '(shared)',
+  ],
+] as const;
+
+describe.each(backends)('RateLimiter, buckets %s', (_, newLimiter, short) => {
   it('refuses a rate limit without any limit, and unknown keys', () => {
     expect(RateLimit.safeParse({ provider: 'openai' }).success).toBe(false);
     expect(RateLimit.safeParse({ requestsPerMinute: 10, tokensPerMinute: 5 }).success).toBe(false);
@@ -30,13 +55,13 @@ describe('RateLimiter', () => {
   });
 
   it('gives no permit to a call no limit matches', async () => {
-    const limiter = new RateLimiter(limits({ provider: 'other', requestsPerMinute: 1 }, { model: 'x', requestsPerMinute: 1 }), clockAt0());
+    const limiter = newLimiter(limits({ provider: 'other', requestsPerMinute: 1 }, { model: 'x', requestsPerMinute: 1 }), clockAt0());
     expect(await limiter.acquire(demand('s'), never, () => {})).toBeUndefined();
   });
 
   it('serves waiting sessions oldest first: with 3 calls a window, no session waits more than its place in the queue / 3 windows', async () => {
     const clock = clockAt0();
-    const limiter = new RateLimiter(limits({ provider: 'p', requestsPerMinute: 3, windowMs: 1000 }), clock);
+    const limiter = newLimiter(limits({ provider: 'p', requestsPerMinute: 3, windowMs: 1000 }), clock);
     const granted: string[] = [];
     const waitsMs = new Map<string, number>();
     // 12 sessions, each calling 3 times in a row: every call is queued behind the calls before it
@@ -67,7 +92,7 @@ describe('RateLimiter', () => {
 
   it('does not let small calls starve a large one queued before them', async () => {
     const clock = clockAt0();
-    const limiter = new RateLimiter(limits({ inputTokensPerMinute: 100, windowMs: 1000 }), clock);
+    const limiter = newLimiter(limits({ inputTokensPerMinute: 100, windowMs: 1000 }), clock);
     const first = await limiter.acquire(demand('a', 60), never, () => {}); // 40 left
     const order: string[] = [];
     const waits: string[] = [];
@@ -77,7 +102,7 @@ describe('RateLimiter', () => {
       .then(() => order.push('small'));
     await settle();
     expect(order).toEqual([]); // 40 would serve the small call, but the big one is older
-    expect(waits).toEqual(['big: */* inputTokensPerMinute', 'small: */* queue ahead 1']);
+    expect(waits).toEqual([`big: */* ${short}`, 'small: */* queue ahead 1']);
     first!.done({});
     clock.increment(600); // full again: the big call goes; the small one waits for the next 10
     await settle();
@@ -88,9 +113,22 @@ describe('RateLimiter', () => {
     expect(order).toEqual(['big', 'small']);
   });
 
+  it("does not hold a call behind a waiting call of another limit: another model's calls go on", async () => {
+    const clock = clockAt0();
+    const limiter = newLimiter(limits({ model: 'a', requestsPerMinute: 1 }, { model: 'b', requestsPerMinute: 1 }), clock);
+    await limiter.acquire(demand('s1', 10, 0, 'a'), never, () => {});
+    let second = false;
+    const waiting = limiter.acquire(demand('s2', 10, 0, 'a'), never, () => {}).then(() => (second = true));
+    await settle();
+    expect(await limiter.acquire(demand('s3', 10, 0, 'b'), never, () => {})).toBeDefined();
+    expect(second).toBe(false);
+    clock.increment(60_000);
+    await waiting;
+  });
+
   it("settles a call's reservations to the usage it reports", async () => {
     const clock = clockAt0();
-    const limiter = new RateLimiter(limits({ outputTokensPerMinute: 1000, inputTokensPerMinute: 1000, windowMs: 60_000 }), clock);
+    const limiter = newLimiter(limits({ outputTokensPerMinute: 1000, inputTokensPerMinute: 1000, windowMs: 60_000 }), clock);
     const a = await limiter.acquire(demand('a', 100, 900), never, () => {}); // 100 output tokens left
     let waited = false;
     const b = limiter.acquire(demand('b', 100, 500), never, () => (waited = true));
@@ -102,7 +140,7 @@ describe('RateLimiter', () => {
   });
 
   it('is a semaphore for concurrent calls: a call waits for one in flight to end', async () => {
-    const limiter = new RateLimiter(limits({ model: 'm', concurrent: 2 }), clockAt0());
+    const limiter = newLimiter(limits({ model: 'm', concurrent: 2 }), clockAt0());
     const a = await limiter.acquire(demand('a'), never, () => {});
     await limiter.acquire(demand('b'), never, () => {});
     let third: CallPermit | undefined;
@@ -118,7 +156,7 @@ describe('RateLimiter', () => {
 
   it("pauses a limit for a 429's retry-after: calls wait until it ends", async () => {
     const clock = clockAt0();
-    const limiter = new RateLimiter(limits({ provider: 'p', requestsPerMinute: 1000 }), clock);
+    const limiter = newLimiter(limits({ provider: 'p', requestsPerMinute: 1000 }), clock);
     const a = await limiter.acquire(demand('a'), never, () => {});
     a!.done({ pauseMs: 5_000 });
     const waits: string[] = [];
@@ -135,7 +173,7 @@ describe('RateLimiter', () => {
 
   it('ends a wait when its signal aborts, and the calls it held back go', async () => {
     const clock = clockAt0();
-    const limiter = new RateLimiter(limits({ inputTokensPerMinute: 100, windowMs: 1000 }), clock);
+    const limiter = newLimiter(limits({ inputTokensPerMinute: 100, windowMs: 1000 }), clock);
     await limiter.acquire(demand('a', 95), never, () => {}); // 5 left
     const stop = new AbortController();
     const big = limiter.acquire(demand('big', 100), stop.signal, () => {});

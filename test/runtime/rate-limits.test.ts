@@ -1,6 +1,8 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { SimulatedClock } from 'xstate';
-import { createRuntime, memoryStore, scriptedModel, type ModelProvider } from '../../src/index.js';
+import { createRuntime, memoryStore, scriptedModel, type ModelProvider, type SharedBuckets } from '../../src/index.js';
+import { defineTool } from '../../src/index.js';
+import { z } from 'zod';
 import { ProviderError } from '../../src/contracts/errors.js';
 import type { LiveEvent } from '../../src/streams/envelopes.js';
 
@@ -110,6 +112,48 @@ describe('the runtime option rateLimits', () => {
     expect(await first).toMatchObject({ status: 'succeeded' });
     expect(await second).toMatchObject({ status: 'succeeded' });
     expect(calls).toBe(3);
+  });
+
+  it("a call's rate-limit demand is the input estimate its budget reservation holds, with and without tools", async () => {
+    const lookup = defineTool({
+      name: 'lookup',
+      description: 'looks a word up',
+      parameters: z.strictObject({ word: z.string() }),
+      execute: async ({ word }) => `${word}: a word`,
+    });
+    const withTools = scriptedModel([{ toolCalls: [{ name: 'lookup', arguments: { word: 'x' } }] }, 'done'], { modelId: 'm' });
+    for (const [tools, model] of [
+      [[lookup], withTools],
+      [[], scriptedModel(['done'], { modelId: 'm' })],
+    ] as const) {
+      const needs: number[] = [];
+      // buckets that grant every take and note what the input bucket was asked for
+      const buckets: SharedBuckets = {
+        ensure: async () => undefined,
+        take: async (takes) => {
+          for (const t of takes) if (t.key.includes('inputTokensPerMinute')) needs.push(t.need);
+          return 0;
+        },
+        settle: async () => undefined,
+      };
+      const store = memoryStore();
+      const runtime = createRuntime({
+        store,
+        model,
+        tools: [...tools],
+        budget: { maxOutputTokens: 10_000 },
+        rateLimits: [{ inputTokensPerMinute: 1_000_000 }],
+        rateLimitBuckets: buckets,
+      });
+      closing.push(() => runtime.close());
+      const s = await runtime.openSession('s');
+      expect(await s.execute(prompt('r'))).toMatchObject({ status: 'succeeded' });
+      const reserved: number[] = [];
+      for await (const e of store.readEvents('s'))
+        if (e.type === 'assistant/message') reserved.push((e.payload as { reserved: { inputTokens: number } }).reserved.inputTokens);
+      expect(reserved).toHaveLength(tools.length === 0 ? 1 : 2);
+      expect(needs).toEqual(reserved);
+    }
   });
 
   it("a call whose rate-limit wait outlasts maxDurationMs keeps the step's failed attempts counted at their reservations", async () => {

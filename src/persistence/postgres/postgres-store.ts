@@ -12,7 +12,7 @@ import { appendTxn, HeadCache, type AppendSettings } from './append.js';
 import { Connections, unavailable } from './connection.js';
 import type { PgModule, PgPool } from './pg-types.js';
 import { headOf, statements, type Statements } from './rows.js';
-import { channelOf, checkSchema, migrate } from './schema.js';
+import { channelOf, checkSchema, migrate, SchemaName } from './schema.js';
 import { PgTail } from './tail.js';
 import { PgWorkStore } from './work.js';
 import { PgBlobs } from './blobs.js';
@@ -24,12 +24,7 @@ const isPool = (v: unknown): v is PgPool =>
 
 const Common = {
   /** The PostgreSQL schema holding actorloop's tables (created by the migrations). */
-  schema: z
-    .string()
-    .min(1)
-    .max(63)
-    .refine((s) => !s.includes('\u0000'), 'must not contain NUL')
-    .default('actorloop'),
+  schema: SchemaName,
   /** Apply the package's migrations on first use (under an advisory lock); false: only check the version. */
   migrate: z.boolean().default(true),
   /**

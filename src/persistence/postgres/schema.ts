@@ -1,5 +1,14 @@
+import { z } from 'zod';
 import { StoreUnavailableError } from '../../contracts/errors.js';
 import type { PgPool, PgPoolClient } from './pg-types.js';
+
+/** The PostgreSQL schema holding actorloop's tables (created by the migrations). */
+export const SchemaName = z
+  .string()
+  .min(1)
+  .max(63)
+  .refine((s) => !s.includes('\u0000'), 'must not contain NUL')
+  .default('actorloop');
 
 /** A quoted SQL identifier (the schema name comes from the user's options). */
 export const ident = (name: string): string => `"${name.replace(/"/g, '""')}"`;
@@ -98,6 +107,13 @@ const MIGRATIONS: readonly string[] = [
      lock_class bigint      NOT NULL,
      lock_obj   bigint      NOT NULL,
      since      timestamptz NOT NULL DEFAULT now()
+   );`,
+  // 5: the token buckets of rate limits shared by a pool's processes (postgres/rate.ts): level and pause in ms of the database's clock
+  `CREATE TABLE {s}.rate_buckets (
+     key          text   PRIMARY KEY,
+     level        float8 NOT NULL,
+     at_ms        float8 NOT NULL,
+     paused_until float8 NOT NULL DEFAULT 0
    );`,
 ];
 
