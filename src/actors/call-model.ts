@@ -8,10 +8,11 @@ import { sha256 } from '../persistence/surface.js';
 import { resolveMessages } from '../persistence/content-parts.js';
 import { requestOutputOf, withOutputInstruction, type OutputSpec } from './final-output.js';
 import { onAbort } from '../contracts/abort.js';
-import type { LiveEvent } from '../streams/envelopes.js';
 import { redactSecrets } from '../providers/redact.js';
 import { priceOf } from './pricing.js';
-import { BudgetRefusal, countsNothing, outputTokens, toolTokens } from './call-budget.js';
+import { BudgetRefusal, countedAt, countsNothing, outputTokens, pricedUsage, toolTokens } from './call-budget.js';
+import { emitGate } from './emit-gate.js';
+import { tightest, type PoolHold } from './budget-pool.js';
 
 export { BudgetRefusal } from './call-budget.js';
 import { subDecimal } from '../contracts/budget.js';
@@ -44,12 +45,29 @@ export interface CallSpec {
   /** The run's output schema, as the request carries it (the step's call; not a compaction's). */
   output?: ModelRequestOutput;
   /**
-   * What the run's usage budgets have left, and the request's input estimate: each attempt
-   * reserves its worst case first (its output cap set from what is left), or starts no call.
+   * What the run's usage budgets have left (absent: it has none), and the request's input
+   * estimate: each attempt reserves its worst case first — against these and against what its
+   * ancestors' pools leave (a sub-agent's, docs/agents.md) — its output cap set from what is
+   * left, or starts no call.
    */
-  budget?: { left: BudgetLeft; inputTokens: number };
+  budget?: { left?: BudgetLeft; inputTokens: number };
   /** When the run's maxDurationMs runs out: a wait for a rate limit ends then (RateLimitDeadline). */
   deadlineAt?: number;
+}
+
+/** A model call's settled answer (callWithRetries). */
+export interface CalledModel {
+  res: ModelResponse;
+  latencyMs: number;
+  digest: string;
+  reserved?: Reservation;
+  capped: boolean;
+  /** What the call's failed attempts counted at their reservation. */
+  counted: Counted;
+  /** The reported usage priced (with `pricing`). */
+  cost?: string;
+  /** The app's pricing threw or answered no decimal for the reported usage (the run fails with it). */
+  pricingError?: unknown;
 }
 
 /**
@@ -57,34 +75,38 @@ export interface CallSpec {
  * `assistant/attempt`, and every response is checked (a bad one is a non-retryable ProviderError).
  * The step's call and a compaction's summary call both go through here.
  */
-export async function callWithRetries(
-  env: SessionServices,
-  at: StepPosition,
-  signal: AbortSignal,
-  spec: CallSpec,
-): Promise<{ res: ModelResponse; latencyMs: number; digest: string; reserved?: Reservation; capped: boolean; counted: Counted }> {
+export async function callWithRetries(env: SessionServices, at: StepPosition, signal: AbortSignal, spec: CallSpec): Promise<CalledModel> {
   const { digest, live } = spec;
   // blob references read back as bytes once per call, not per retry (text only: the same array)
   const messages = await resolveMessages(spec.messages, env.blobs);
   const emit = spec.emit ?? env.emit;
+  // a sub-agent's: what its ancestors' budgets leave, shared live with its sibling sub-agents
+  const pool = spec.budget ? env.budgets?.above() : undefined;
   let counted = noneCounted();
   for (let n = 1; ; n++) {
-    // the attempt's worst case, reserved from what the budgets have left after the step's failed attempts
+    // the attempt's worst case, reserved from what the budgets have left after the step's failed
+    // attempts (and, in a pool, held there before any await: a sibling's call sees it at once)
     let reserved: Reservation | undefined;
+    let hold: PoolHold | undefined;
     let cap = spec.maxOutputTokens;
-    if (spec.budget) {
-      const { left, inputTokens } = spec.budget;
-      const r = reserve(
-        {
-          ...(left.outputTokens !== undefined ? { outputTokens: left.outputTokens - counted.outputTokens } : {}),
-          ...(left.cost !== undefined ? { cost: subDecimal(left.cost, counted.cost) } : {}),
+    if (spec.budget && (spec.budget.left || pool)) {
+      const own = spec.budget.left;
+      const { left, owners } = tightest(
+        own && {
+          ...(own.outputTokens !== undefined ? { outputTokens: own.outputTokens - counted.outputTokens } : {}),
+          ...(own.cost !== undefined ? { cost: subDecimal(own.cost, counted.cost) } : {}),
         },
-        inputTokens,
+        pool?.available(),
+      );
+      const r = reserve(
+        left,
+        spec.budget.inputTokens,
         env.model.maxOutputTokens ?? env.config.outputReserve,
         env.pricing ? (u) => priceOf(env, u) : undefined,
       );
-      if (!r.ok) throw new BudgetRefusal(r.budget, r.reservation, counted);
+      if (!r.ok) throw new BudgetRefusal(r.budget, r.reservation, counted, owners.get(r.budget));
       reserved = r.reservation;
+      hold = pool?.hold(reserved);
       if (r.cap !== undefined) cap = Math.min(cap ?? r.cap, r.cap);
     }
     let t0 = env.clock.now(); // the runtime's clock: a simulated run logs simulated latencies
@@ -135,17 +157,27 @@ export async function callWithRetries(
       }
       offAttempt();
       if (env.inFlight) delete env.inFlight.reservation;
-      const settled = { latencyMs: env.clock.now() - t0, digest, capped: cap !== undefined, counted };
-      return { res: checked.data as ModelResponse, ...settled, ...(reserved ? { reserved } : {}) };
+      const answer = checked.data as ModelResponse;
+      const priced = pricedUsage(env, answer.usage);
+      // the pool's hold settles with the reported usage priced (at its reservation if the app's pricing threw)
+      hold?.settle(
+        'pricingError' in priced && reserved
+          ? countedAt(reserved)
+          : { outputTokens: answer.usage?.outputTokens ?? 0, cost: ('cost' in priced && priced.cost) || '0' },
+      );
+      const settled = { latencyMs: env.clock.now() - t0, digest, capped: cap !== undefined, counted, ...priced };
+      return { res: answer, ...settled, ...(reserved ? { reserved } : {}) };
     } catch (e) {
       offAttempt();
       if (env.inFlight) delete env.inFlight.reservation;
       releaseRateLimit(permit, undefined, e);
       if (isRateLimitDeadline(e)) {
+        hold?.settle(noneCounted());
         countWithError(e, counted); // nothing was sent: no attempt to record, but the step's failed ones still count
         throw e;
       }
       if (signal.aborted || isCancelledError(e)) {
+        hold?.settle(noneCounted()); // a cancelled call counts nothing, in its run as in the pool
         discard('model call cancelled');
         throw new CancelledError('model call cancelled');
       }
@@ -159,6 +191,7 @@ export async function callWithRetries(
       // a call whose usage never came back counts at its reservation, never at zero
       const countsReservation = reserved !== undefined && !countsNothing(pe);
       if (countsReservation) counted = addCounted(counted, reserved!);
+      hold?.settle(countsReservation ? countedAt(reserved!) : noneCounted());
       env.writer.stage('assistant/attempt', at, {
         attemptNumber: n,
         ...(reserved ? { reserved, counted: countsReservation ? 'reservation' : 'nothing' } : {}),
@@ -228,8 +261,11 @@ export type CallModelOutput = { usage?: Usage; cost?: string; counted?: Counted;
   | { kind: 'answer'; content: string }
   /** Nothing called: a steer input waits or the context is too large; prepare it first. */
   | { kind: 'unprepared' }
-  /** No call started: its worst case would cross `budget` (the run ends budget_exhausted naming it). */
-  | { kind: 'unaffordable'; budget: 'maxOutputTokens' | 'maxCost' }
+  /**
+   * No call started: its worst case would cross `budget` (the run ends budget_exhausted naming it),
+   * `budgetOwner`'s when that is an ancestor session's (a sub-agent's parent's remaining).
+   */
+  | { kind: 'unaffordable'; budget: 'maxOutputTokens' | 'maxCost'; budgetOwner?: string }
 );
 
 /**
@@ -277,14 +313,19 @@ export async function callModel(env: SessionServices, input: CallModelInput, sig
       ...(out ? { output: requestOutputOf(out) } : {}),
       live: true,
       emit: gate.emit,
-      ...(input.budgetLeft ? { budget: { left: input.budgetLeft, inputTokens } } : {}),
+      budget: { ...(input.budgetLeft ? { left: input.budgetLeft } : {}), inputTokens },
       ...(input.deadlineAt !== undefined ? { deadlineAt: input.deadlineAt } : {}),
     });
   } catch (e) {
     if (!(e instanceof BudgetRefusal)) throw e;
     // no call started: the step ends here (its failed attempts, if any, counted)
     await gate.landed;
-    return { kind: 'unaffordable', budget: e.budget, ...(e.counted.outputTokens || e.counted.cost !== '0' ? { counted: e.counted } : {}) };
+    return {
+      kind: 'unaffordable',
+      budget: e.budget,
+      ...(e.owner !== undefined ? { budgetOwner: e.owner } : {}),
+      ...(e.counted.outputTokens || e.counted.cost !== '0' ? { counted: e.counted } : {}),
+    };
   } finally {
     // a results commit that failed fails the step with its own error, whatever the call did
     await gate.landed;
@@ -293,9 +334,10 @@ export async function callModel(env: SessionServices, input: CallModelInput, sig
   if (signal.aborted) throw new CancelledError('model call cancelled');
   const { res, latencyMs, digest, reserved, capped, counted } = called;
   const message = { ...res.message, role: 'assistant' as const };
-  // the app's pricing may throw: before the message is staged, so a failed step leaves no
+  // the app's pricing may have thrown: before the message is staged, so a failed step leaves no
   // assistant tool calls without results on the surface
-  const priced = env.pricing && res.usage ? { cost: priceOf(env, res.usage) } : {};
+  if (called.pricingError !== undefined) throw called.pricingError;
+  const priced = called.cost !== undefined ? { cost: called.cost } : {};
   const usage = res.usage ? { usage: res.usage } : {};
   const overrun = reserved ? overrunOf(at.step, reserved, capped, res.usage, priced.cost) : undefined;
   env.writer.stage('assistant/message', at, {
@@ -321,43 +363,6 @@ export async function callModel(env: SessionServices, input: CallModelInput, sig
     throw new ProviderError("the provider's content filter removed the model's answer", { retryable: false, code: 'content_filter' });
   }
   return { kind: 'answer', content, ...spent };
-}
-
-/**
- * The step's live events, held back while the previous step's results are landing and published
- * in order once they are durable (after those results' own envelopes), or dropped if that commit
- * failed: the step then fails with its error, and nothing of this call was shown.
- */
-function emitGate(env: SessionServices): { emit: SessionServices['emit']; landed: Promise<void> } {
-  const landing = env.writer.landing();
-  if (landing === undefined) return { emit: (e, logSeq) => env.emit(e, logSeq), landed: Promise.resolve() };
-  let held: [LiveEvent, number | undefined][] | null = [];
-  let dropped = false;
-  const landed = landing.then(
-    async () => {
-      // one at a time, each after the subscribers' flush of the one before (a microtask), as the
-      // call made them: a listener that keeps up is not handed them as one burst
-      const q = held!;
-      for (const [e, logSeq] of q) {
-        env.emit(e, logSeq);
-        await Promise.resolve();
-      }
-      held = null;
-    },
-    (e: unknown) => {
-      held = null;
-      dropped = true;
-      throw e;
-    },
-  );
-  landed.catch(() => {}); // callModel awaits it on every path past this point
-  return {
-    emit: (e, logSeq) => {
-      if (held) held.push([e, logSeq]);
-      else if (!dropped) env.emit(e, logSeq);
-    },
-    landed,
-  };
 }
 
 /**

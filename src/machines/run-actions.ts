@@ -9,9 +9,8 @@ import type { PrepareContextOutput } from '../actors/prepare-context.js';
 import type { StartRunOutput } from '../actors/start-run.js';
 import type { RunContext, RunEvent } from './run-context.js';
 import type { toolBatchMachine } from './tool-batch.machine.js';
-import { addUsage } from '../contracts/message.js';
 import {
-  callsUsage,
+  withCallsSpending,
   endFor,
   errorOf,
   exhaustedEnd,
@@ -91,8 +90,10 @@ export const runActions = {
     return counted ? { counted: addCounted(context.counted, counted) } : {};
   }),
   endBudgetRefused: assignRun({
-    end: ({ event }) =>
-      ended('budget_exhausted', 'incomplete', { budget: outputOf<Extract<CallModelOutput, { kind: 'unaffordable' }>>(event).budget }),
+    end: ({ event }) => {
+      const { budget, budgetOwner } = outputOf<Extract<CallModelOutput, { kind: 'unaffordable' }>>(event);
+      return ended('budget_exhausted', 'incomplete', { budget, ...(budgetOwner !== undefined ? { budgetOwner } : {}) });
+    },
   }),
   keepToolCalls: assignRun({
     asked: ({ event }) => {
@@ -131,9 +132,8 @@ export const runActions = {
   }),
   keepBatchResults: assignRun(({ context, event }) => {
     const results = outputOf<ToolCallOutput[]>(event);
-    // a call's own model usage (an agentTool's child run) rolls up into the run's
-    const rolled = callsUsage(results);
-    return { batchResults: results, ...(rolled ? { usage: addUsage(context.usage, rolled) } : {}) };
+    // a call's own model spending (an agentTool's child run) rolls up into the run's
+    return { batchResults: results, ...withCallsSpending(context, results) };
   }),
   countRejections: assignRun(({ context, event }) => ({
     calls: [],

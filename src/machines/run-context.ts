@@ -11,7 +11,7 @@ import type { Counted, Overrun, Reservation } from '../contracts/reservation.js'
 /** How an attempt ends: what its result will say. */
 export type RunEnd = Pick<
   ExecutionResult,
-  'status' | 'outcome' | 'error' | 'budget' | 'blockedBy' | 'finalMessage' | 'finalMessageId' | 'output'
+  'status' | 'outcome' | 'error' | 'budget' | 'budgetOwner' | 'blockedBy' | 'finalMessage' | 'finalMessageId' | 'output'
 >;
 
 export interface RunInput {

@@ -11,7 +11,18 @@ import type { StartRunInput, StartRunOutput } from '../actors/start-run.js';
 import { toolBatchMachine, type ToolBatchInput } from './tool-batch.machine.js';
 import type { RunContext, RunEvent, RunInput } from './run-context.js';
 import { runActions } from './run-actions.js';
-import { budgetLeftOf, deliverInput, ended, finalInput, inCallOrder, outputOf, positionOf, resultOf, spentNow } from './run-decisions.js';
+import {
+  batchBudget,
+  budgetLeftOf,
+  deliverInput,
+  ended,
+  finalInput,
+  inCallOrder,
+  outputOf,
+  positionOf,
+  resultOf,
+  spentNow,
+} from './run-decisions.js';
 import { noneCounted } from '../contracts/reservation.js';
 import { isRateLimitDeadline } from '../actors/rate-limit-call.js';
 
@@ -263,6 +274,7 @@ export const runMachine = setup({
           calls: c.calls,
           cancelled: c.cancelRequested,
           ...(c.offered ? { tools: c.offered.tools } : {}),
+          budget: batchBudget(c),
         }),
         onDone: { target: 'committingResults', actions: 'keepBatchResults' },
         onError: RUN_FAILED,
