@@ -128,10 +128,11 @@ describe('budgets of sub-agents', () => {
     expect(r.spending?.maxCost).toMatchObject({ limit: '0.1', spent: r.cost });
   });
 
-  it("a child's cost and the reservations its failed attempts counted roll up into the parent's cost and result.spending", async () => {
+  it("a child's cost and the reservations its failed attempts counted roll up into the parent's cost and result.spending (its snapshot shows them reserved while the child runs)", async () => {
     const store = memoryStore();
     const u = (inputTokens: number, outputTokens: number) => ({ inputTokens, outputTokens });
     let failed = false;
+    let parentSeen: string | undefined; // the parent's snapshot while its child's call runs
     const childModel: ModelProvider = {
       modelId: 'researcher-model',
       maxOutputTokens: 50,
@@ -141,6 +142,7 @@ describe('budgets of sub-agents', () => {
           onEvent({ type: 'text_delta', text: 'half' });
           throw new ProviderError('dropped after output', { retryable: true, code: 'server', partialOutput: true });
         }
+        parentSeen = parent.snapshot().spending?.maxCost?.reserved;
         return { message: { role: 'assistant', content: 'tea: a drink' }, usage: u(100, 30), finishReason: 'stop' };
       },
     };
@@ -158,7 +160,8 @@ describe('budgets of sub-agents', () => {
       config: { retryBackoffMs: 1 },
     });
     cleanups.push(() => runtime.close());
-    const r = await (await runtime.openSession('s')).execute({ kind: 'prompt', runId: 'r', attemptId: 'r', message: 'go' });
+    const parent = await runtime.openSession('s');
+    const r = await parent.execute({ kind: 'prompt', runId: 'r', attemptId: 'r', message: 'go' });
     expect(r.status).toBe('succeeded');
     const childEnd = (await logOf(store, 's/r/1/c1')).find((e) => e.type === 'run/end')!.payload as {
       result: { cost: string; counted: { cost: string } };
@@ -172,6 +175,9 @@ describe('budgets of sub-agents', () => {
     expect(r.cost).toBe(spent);
     expect(r.counted).toEqual(childEnd.result.counted);
     expect(r.spending?.maxCost).toMatchObject({ limit: '1', spent, reserved: childEnd.result.counted.cost });
+    // while the child's call ran, the parent's snapshot held the child's failed attempt and its call in flight
+    const held = (outcome as { counted: { cost: string } }).counted.cost;
+    expect(parentSeen !== undefined && decimalAtLeast(parentSeen, held) && parentSeen !== held, `reserved ${parentSeen}`).toBe(true);
   });
 
   it('a child resumed after a crash spends from what its parent has left net of what the child recorded before: the tree stays within maxCost', async () => {
