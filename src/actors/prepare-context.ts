@@ -2,11 +2,12 @@ import { promiseActor } from './promise-actor.js';
 import type { StepPosition } from '../contracts/calls.js';
 import { CancelledError, type ValidationError } from '../contracts/errors.js';
 import type { Usage } from '../contracts/message.js';
-import { compact } from './compaction.js';
-import { priceOf } from './pricing.js';
+import { compact, type SummaryLimits } from './compaction.js';
+import { BudgetRefusal } from './call-budget.js';
+import type { Counted } from '../contracts/reservation.js';
 import { contextLimit, servicesIn, type ServicesSource, type SessionServices } from './session-services.js';
 
-export interface PrepareContextInput {
+export interface PrepareContextInput extends SummaryLimits {
   at: StepPosition;
   /** Seq of the run's first run/start: compaction keeps everything from here on. */
   runStartSeq: number;
@@ -21,8 +22,12 @@ export interface PrepareContextOutput {
   usage?: Usage;
   cost?: string;
   pricingError?: ValidationError;
+  /** The summary call's failed attempts, counted at their reservation. */
+  counted?: Counted;
   /** Still too large after compacting: the run fails with CapacityError. */
   overflow?: { size: number; limit: number };
+  /** The summary call's worst case would cross `budget` (`budgetOwner`'s: an ancestor's): no call started, the run ends budget_exhausted. */
+  unaffordable?: { budget: 'maxOutputTokens' | 'maxCost'; budgetOwner?: string };
 }
 
 /**
@@ -39,16 +44,22 @@ export async function prepareContext(env: SessionServices, input: PrepareContext
   await commitSteers(env, at);
   const limit = contextLimit(env);
   if (env.prefixTokens + env.surface.tokens <= limit) return {};
-  const compacted = await compact(env, at, input.runStartSeq, signal);
-  if (signal.aborted) throw new CancelledError('model call cancelled');
-  let out: PrepareContextOutput = {};
-  if (compacted.usage) {
-    try {
-      out = { usage: compacted.usage, ...(env.pricing ? { cost: priceOf(env, compacted.usage) } : {}) };
-    } catch (e) {
-      out = { usage: compacted.usage, pricingError: e as ValidationError };
-    }
+  let compacted;
+  try {
+    compacted = await compact(env, at, input.runStartSeq, signal, input);
+  } catch (e) {
+    if (!(e instanceof BudgetRefusal)) throw e;
+    const counted = e.counted.outputTokens > 0 || e.counted.cost !== '0' ? { counted: e.counted } : {};
+    return { ...counted, unaffordable: { budget: e.budget, ...(e.owner !== undefined ? { budgetOwner: e.owner } : {}) } };
   }
+  if (signal.aborted) throw new CancelledError('model call cancelled');
+  const { usage, cost, pricingError, counted } = compacted;
+  const out: PrepareContextOutput = {
+    ...(usage ? { usage } : {}),
+    ...(cost !== undefined ? { cost } : {}),
+    ...(pricingError !== undefined ? { pricingError: pricingError as ValidationError } : {}),
+    ...(counted ? { counted } : {}),
+  };
   const size = env.prefixTokens + env.surface.tokens;
   if (size > limit) return { ...out, overflow: { size, limit } };
   // steers accepted while the summary call ran go before this step's model call too

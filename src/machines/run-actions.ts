@@ -75,7 +75,16 @@ export const runActions = {
   }),
   finalizeConcluded: assignRun({ pendingFinal: ({ context }) => ({ content: context.concluded!, closeStep: false }) }),
   nextStep: assignRun({ step: ({ context }) => context.step + 1, stepUsage: undefined, contextPrepared: false }),
-  countCompaction: assignRun(({ context, event }) => withStepUsage(context, outputOf<PrepareContextOutput>(event))),
+  countCompaction: assignRun(({ context, event }) => {
+    const out = outputOf<PrepareContextOutput>(event);
+    return { ...withStepUsage(context, out), ...(out.counted ? { counted: addCounted(context.counted, out.counted) } : {}) };
+  }),
+  endSummaryRefused: assignRun({
+    end: ({ event }) => {
+      const { budget, budgetOwner } = outputOf<PrepareContextOutput>(event).unaffordable!;
+      return ended('budget_exhausted', 'incomplete', { budget, ...(budgetOwner !== undefined ? { budgetOwner } : {}) });
+    },
+  }),
   markPrepared: assignRun({ contextPrepared: true }),
   failPricing: assignRun({ end: ({ event }) => endFor(outputOf<PrepareContextOutput>(event).pricingError) }),
   failCapacity: assignRun({
