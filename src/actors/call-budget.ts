@@ -11,15 +11,11 @@ import type { OfferedTools } from './session-services.js';
  * hold, which failed attempts count nothing, and the request's input estimates.
  */
 
-/**
- * A call the budget cannot hold: no attempt started (`counted`: what this step's failed attempts
- * counted before; `owner`: the ancestor session whose budget it is, for a sub-agent's call).
- */
+/** A call the budget cannot hold: no attempt started (`owner`: the ancestor session whose budget it is, for a sub-agent's call). */
 export class BudgetRefusal extends Error {
   constructor(
     readonly budget: 'maxOutputTokens' | 'maxCost',
     readonly reservation: Reservation,
-    readonly counted: Counted,
     readonly owner?: string,
   ) {
     super(`the ${budget} budget${owner !== undefined ? ` of session ${owner}` : ''} cannot hold the next model call's worst case`);

@@ -19,7 +19,6 @@ import { subDecimal } from '../contracts/budget.js';
 import { messageOf } from './tool-call.js';
 import {
   addCounted,
-  countWithError,
   noneCounted,
   overrunOf,
   reserve,
@@ -53,7 +52,16 @@ export interface CallSpec {
   budget?: { left?: BudgetLeft; inputTokens: number };
   /** When the run's maxDurationMs runs out: a wait for a rate limit ends then (RateLimitDeadline). */
   deadlineAt?: number;
+  /** Counts a failed attempt's reservation in the run at once, as it fails (the actor sends it to its run). */
+  count?: CountAttempt;
 }
+
+/** What a model call reports each failed attempt counted at its reservation to. */
+export type CountAttempt = (counted: Counted) => void;
+
+/** What a call's actor sends its run for a failed attempt counted at its reservation (counted in the run's spending at once). */
+export type AttemptCounted = { type: 'model.attemptCounted'; counted: Counted };
+export const attemptCounted = (counted: Counted): AttemptCounted => ({ type: 'model.attemptCounted', counted });
 
 /** A model call's settled answer (callWithRetries). */
 export interface CalledModel {
@@ -62,8 +70,6 @@ export interface CalledModel {
   digest: string;
   reserved?: Reservation;
   capped: boolean;
-  /** What the call's failed attempts counted at their reservation. */
-  counted: Counted;
   /** The reported usage priced (with `pricing`). */
   cost?: string;
   /** The app's pricing threw or answered no decimal for the reported usage (the run fails with it). */
@@ -104,7 +110,7 @@ export async function callWithRetries(env: SessionServices, at: StepPosition, si
         env.model.maxOutputTokens ?? env.config.outputReserve,
         env.pricing ? (u) => priceOf(env, u) : undefined,
       );
-      if (!r.ok) throw new BudgetRefusal(r.budget, r.reservation, counted, owners.get(r.budget));
+      if (!r.ok) throw new BudgetRefusal(r.budget, r.reservation, owners.get(r.budget));
       reserved = r.reservation;
       hold = pool?.hold(reserved);
       if (r.cap !== undefined) cap = Math.min(cap ?? r.cap, r.cap);
@@ -165,7 +171,7 @@ export async function callWithRetries(env: SessionServices, at: StepPosition, si
           ? countedAt(reserved)
           : { outputTokens: answer.usage?.outputTokens ?? 0, cost: ('cost' in priced && priced.cost) || '0' },
       );
-      const settled = { latencyMs: env.clock.now() - t0, digest, capped: cap !== undefined, counted, ...priced };
+      const settled = { latencyMs: env.clock.now() - t0, digest, capped: cap !== undefined, ...priced };
       return { res: answer, ...settled, ...(reserved ? { reserved } : {}) };
     } catch (e) {
       offAttempt();
@@ -173,7 +179,7 @@ export async function callWithRetries(env: SessionServices, at: StepPosition, si
       releaseRateLimit(permit, undefined, e);
       if (isRateLimitDeadline(e)) {
         hold?.settle(noneCounted());
-        countWithError(e, counted); // nothing was sent: no attempt to record, but the step's failed ones still count
+        // nothing was sent: no attempt to record (the step's failed ones were counted as they failed)
         throw e;
       }
       if (signal.aborted || isCancelledError(e)) {
@@ -190,7 +196,11 @@ export async function callWithRetries(env: SessionServices, at: StepPosition, si
           });
       // a call whose usage never came back counts at its reservation, never at zero
       const countsReservation = reserved !== undefined && !countsNothing(pe);
-      if (countsReservation) counted = addCounted(counted, reserved!);
+      if (countsReservation) {
+        counted = addCounted(counted, reserved!);
+        // the run counts it now, as data: a cancel during the backoff below stops this call, not the count
+        spec.count?.(countedAt(reserved!));
+      }
       hold?.settle(countsReservation ? countedAt(reserved!) : noneCounted());
       env.writer.stage('assistant/attempt', at, {
         attemptNumber: n,
@@ -208,7 +218,6 @@ export async function callWithRetries(env: SessionServices, at: StepPosition, si
       discard(`model attempt ${n} failed: ${pe.message}${pe.retryable && n < env.config.maxProviderAttempts ? ' (retrying)' : ''}`);
       // no retry once the previous step's results failed to land (callModel then fails with that error)
       if (!pe.retryable || n >= env.config.maxProviderAttempts || env.writer.aheadFailure) {
-        countWithError(pe, counted);
         throw pe;
       }
       const delay = Math.min(env.config.maxRetryDelayMs, pe.retryAfterMs ?? env.config.retryBackoffMs * 2 ** (n - 1));
@@ -253,10 +262,10 @@ export interface CallModelInput {
 
 /**
  * The model's answer, staged as `assistant/message`: tool calls to plan, or the run's answer.
- * `counted`: what the step's failed attempts counted at their reservation; `overrun`: usage the
- * provider reported above the call's reservation.
+ * `overrun`: usage the provider reported above the call's reservation (the step's failed attempts
+ * were counted as they failed: `count`).
  */
-export type CallModelOutput = { usage?: Usage; cost?: string; counted?: Counted; overrun?: Overrun } & (
+export type CallModelOutput = { usage?: Usage; cost?: string; overrun?: Overrun } & (
   | { kind: 'toolCalls'; toolCalls: ToolCall[]; finishReason: FinishReason }
   | { kind: 'answer'; content: string }
   /** Nothing called: a steer input waits or the context is too large; prepare it first. */
@@ -275,7 +284,12 @@ export type CallModelOutput = { usage?: Usage; cost?: string; counted?: Counted;
  * first commit point. A refusal's text is the answer when there is no other; an answer the
  * provider's content filter removed entirely fails the run by name.
  */
-export async function callModel(env: SessionServices, input: CallModelInput, signal: AbortSignal): Promise<CallModelOutput> {
+export async function callModel(
+  env: SessionServices,
+  input: CallModelInput,
+  signal: AbortSignal,
+  count?: CountAttempt,
+): Promise<CallModelOutput> {
   const { at } = input;
   if (!input.prepared && !contextReady(env)) return { kind: 'unprepared' };
   // the previous step's results may still be landing (LogWriter.commitAhead): what the call shows
@@ -315,16 +329,16 @@ export async function callModel(env: SessionServices, input: CallModelInput, sig
       emit: gate.emit,
       budget: { ...(input.budgetLeft ? { left: input.budgetLeft } : {}), inputTokens },
       ...(input.deadlineAt !== undefined ? { deadlineAt: input.deadlineAt } : {}),
+      ...(count ? { count } : {}),
     });
   } catch (e) {
     if (!(e instanceof BudgetRefusal)) throw e;
-    // no call started: the step ends here (its failed attempts, if any, counted)
+    // no call started: the step ends here (its failed attempts, if any, counted as they failed)
     await gate.landed;
     return {
       kind: 'unaffordable',
       budget: e.budget,
       ...(e.owner !== undefined ? { budgetOwner: e.owner } : {}),
-      ...(e.counted.outputTokens || e.counted.cost !== '0' ? { counted: e.counted } : {}),
     };
   } finally {
     // a results commit that failed fails the step with its own error, whatever the call did
@@ -332,7 +346,7 @@ export async function callModel(env: SessionServices, input: CallModelInput, sig
   }
   // stopped (a cancel) while the results landed: nothing of this call is staged
   if (signal.aborted) throw new CancelledError('model call cancelled');
-  const { res, latencyMs, digest, reserved, capped, counted } = called;
+  const { res, latencyMs, digest, reserved, capped } = called;
   const message = { ...res.message, role: 'assistant' as const };
   // the app's pricing may have thrown: before the message is staged, so a failed step leaves no
   // assistant tool calls without results on the surface
@@ -353,7 +367,6 @@ export async function callModel(env: SessionServices, input: CallModelInput, sig
   const spent = {
     ...usage,
     ...priced,
-    ...(counted.outputTokens || counted.cost !== '0' ? { counted } : {}),
     ...(overrun ? { overrun } : {}),
   };
   const toolCalls = message.toolCalls ?? [];
@@ -371,4 +384,6 @@ export async function callModel(env: SessionServices, input: CallModelInput, sig
  * runMachine.provide({ actors: { callModel: callModelActor(services) } })
  */
 export const callModelActor = (env: ServicesSource) =>
-  promiseActor<CallModelOutput, CallModelInput>(({ input, signal, system }) => callModel(servicesIn(env, system), input, signal));
+  promiseActor<CallModelOutput, CallModelInput>(({ input, signal, system, sendBack }) =>
+    callModel(servicesIn(env, system), input, signal, (counted) => sendBack(attemptCounted(counted))),
+  );

@@ -3,10 +3,10 @@ import { CapacityError } from '../contracts/errors.js';
 import type { Message, Usage } from '../contracts/message.js';
 import type { EventRecord } from '../contracts/events.js';
 import { contextLimit, type SessionServices } from './session-services.js';
-import { callWithRetries } from './call-model.js';
+import { callWithRetries, type CountAttempt } from './call-model.js';
 import { contentDisplay } from '../contracts/content-text.js';
 import { estimateTokens, sha256 } from '../persistence/surface.js';
-import type { BudgetLeft, Counted } from '../contracts/reservation.js';
+import type { BudgetLeft } from '../contracts/reservation.js';
 
 const line = (m: Message) =>
   `${m.role}${m.name ? ` (${m.name})` : ''}: ${contentDisplay(m.content)}` +
@@ -28,6 +28,7 @@ export async function compact(
   runStartSeq: number,
   signal: AbortSignal,
   limits: SummaryLimits = {},
+  count?: CountAttempt,
 ): Promise<Summarised> {
   const surface = env.surface;
   // the messages older than the run (seqs are in order); nothing older but the previous summary → nothing to do
@@ -49,7 +50,7 @@ export async function compact(
   const request: Message[] = [system, { role: 'user', content: transcript }];
   // reserved against the run's budgets (and a sub-agent's pools) as any model call, its output
   // capped by what they leave; a wait for a rate limit ends at the run's maxDurationMs
-  const { res, latencyMs, reserved, cost, pricingError, counted } = await callWithRetries(env, at, signal, {
+  const { res, latencyMs, reserved, cost, pricingError } = await callWithRetries(env, at, signal, {
     messages: request,
     tools: [],
     digest: sha256(JSON.stringify(request)),
@@ -59,6 +60,7 @@ export async function compact(
       inputTokens: estimateTokens(system) + Math.ceil(transcript.length / 4),
     },
     ...(limits.deadlineAt !== undefined ? { deadlineAt: limits.deadlineAt } : {}),
+    ...(count ? { count } : {}),
   });
   const summary: Message = { role: 'user', content: `Summary of the conversation so far:\n${res.message.content}` };
   env.writer.stage('compaction', at, {
@@ -79,7 +81,6 @@ export async function compact(
     ...(res.usage ? { usage: res.usage } : {}),
     ...(cost !== undefined ? { cost } : {}),
     ...(pricingError !== undefined ? { pricingError } : {}),
-    ...(counted.outputTokens > 0 || counted.cost !== '0' ? { counted } : {}),
   };
 }
 
@@ -89,12 +90,11 @@ export interface SummaryLimits {
   deadlineAt?: number;
 }
 
-/** A summary call's spending: its usage priced (or the app's pricing error), and its failed attempts counted at reservation. */
+/** A summary call's spending: its usage priced (or the app's pricing error); its failed attempts are counted as they fail (`count`). */
 export interface Summarised {
   usage?: Usage;
   cost?: string;
   pricingError?: unknown;
-  counted?: Counted;
 }
 
 /** The shortest a line is cut to (what remains of each overly long message, marker included). */

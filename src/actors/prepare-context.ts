@@ -4,7 +4,7 @@ import { CancelledError, type ValidationError } from '../contracts/errors.js';
 import type { Usage } from '../contracts/message.js';
 import { compact, type SummaryLimits } from './compaction.js';
 import { BudgetRefusal } from './call-budget.js';
-import type { Counted } from '../contracts/reservation.js';
+import { attemptCounted, type CountAttempt } from './call-model.js';
 import { contextLimit, servicesIn, type ServicesSource, type SessionServices } from './session-services.js';
 
 export interface PrepareContextInput extends SummaryLimits {
@@ -22,11 +22,9 @@ export interface PrepareContextOutput {
   usage?: Usage;
   cost?: string;
   pricingError?: ValidationError;
-  /** The summary call's failed attempts, counted at their reservation. */
-  counted?: Counted;
   /** Still too large after compacting: the run fails with CapacityError. */
   overflow?: { size: number; limit: number };
-  /** The summary call's worst case would cross `budget` (`budgetOwner`'s: an ancestor's): no call started, the run ends budget_exhausted. */
+  /** The summary call's worst case would cross `budget` (`budgetOwner`'s, an ancestor's): not made, the run ends budget_exhausted. */
   unaffordable?: { budget: 'maxOutputTokens' | 'maxCost'; budgetOwner?: string };
 }
 
@@ -35,7 +33,12 @@ export interface PrepareContextOutput {
  * commit); then, when system prompt + bootstrap + surface exceed `contextWindow − outputReserve`,
  * the older part is compacted (one summary call and one commit). Still too large → CapacityError.
  */
-export async function prepareContext(env: SessionServices, input: PrepareContextInput, signal: AbortSignal): Promise<PrepareContextOutput> {
+export async function prepareContext(
+  env: SessionServices,
+  input: PrepareContextInput,
+  signal: AbortSignal,
+  count?: CountAttempt,
+): Promise<PrepareContextOutput> {
   const { at } = input;
   // compaction reads the log and the steers follow the results: the step's results first
   await env.writer.landed();
@@ -46,19 +49,17 @@ export async function prepareContext(env: SessionServices, input: PrepareContext
   if (env.prefixTokens + env.surface.tokens <= limit) return {};
   let compacted;
   try {
-    compacted = await compact(env, at, input.runStartSeq, signal, input);
+    compacted = await compact(env, at, input.runStartSeq, signal, input, count);
   } catch (e) {
     if (!(e instanceof BudgetRefusal)) throw e;
-    const counted = e.counted.outputTokens > 0 || e.counted.cost !== '0' ? { counted: e.counted } : {};
-    return { ...counted, unaffordable: { budget: e.budget, ...(e.owner !== undefined ? { budgetOwner: e.owner } : {}) } };
+    return { unaffordable: { budget: e.budget, ...(e.owner !== undefined ? { budgetOwner: e.owner } : {}) } };
   }
   if (signal.aborted) throw new CancelledError('model call cancelled');
-  const { usage, cost, pricingError, counted } = compacted;
+  const { usage, cost, pricingError } = compacted;
   const out: PrepareContextOutput = {
     ...(usage ? { usage } : {}),
     ...(cost !== undefined ? { cost } : {}),
     ...(pricingError !== undefined ? { pricingError: pricingError as ValidationError } : {}),
-    ...(counted ? { counted } : {}),
   };
   const size = env.prefixTokens + env.surface.tokens;
   if (size > limit) return { ...out, overflow: { size, limit } };
@@ -81,6 +82,6 @@ async function commitSteers(env: SessionServices, at: StepPosition): Promise<voi
  * runMachine.provide({ actors: { prepareContext: prepareContextActor(services) } })
  */
 export const prepareContextActor = (env: ServicesSource) =>
-  promiseActor<PrepareContextOutput, PrepareContextInput>(({ input, signal, system }) =>
-    prepareContext(servicesIn(env, system), input, signal),
+  promiseActor<PrepareContextOutput, PrepareContextInput>(({ input, signal, system, sendBack }) =>
+    prepareContext(servicesIn(env, system), input, signal, (counted) => sendBack(attemptCounted(counted))),
   );

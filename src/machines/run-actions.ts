@@ -8,6 +8,7 @@ import type { DeliverFinalOutput, VerifyFinalOutput } from '../actors/final-answ
 import type { PrepareContextOutput } from '../actors/prepare-context.js';
 import type { StartRunOutput } from '../actors/start-run.js';
 import type { RunContext, RunEvent } from './run-context.js';
+import type { AttemptCounted } from '../actors/call-model.js';
 import type { toolBatchMachine } from './tool-batch.machine.js';
 import {
   withCallsSpending,
@@ -25,7 +26,7 @@ import {
   withStepUsage,
 } from './run-decisions.js';
 import type { CallModelOutput } from '../actors/call-model.js';
-import { addCounted, countedOf } from '../contracts/reservation.js';
+import { addCounted } from '../contracts/reservation.js';
 
 /**
  * `assign` typed as the run machine's `setup` types it, but spawning no actors (`never`), so the
@@ -75,10 +76,7 @@ export const runActions = {
   }),
   finalizeConcluded: assignRun({ pendingFinal: ({ context }) => ({ content: context.concluded!, closeStep: false }) }),
   nextStep: assignRun({ step: ({ context }) => context.step + 1, stepUsage: undefined, contextPrepared: false }),
-  countCompaction: assignRun(({ context, event }) => {
-    const out = outputOf<PrepareContextOutput>(event);
-    return { ...withStepUsage(context, out), ...(out.counted ? { counted: addCounted(context.counted, out.counted) } : {}) };
-  }),
+  countCompaction: assignRun(({ context, event }) => withStepUsage(context, outputOf<PrepareContextOutput>(event))),
   endSummaryRefused: assignRun({
     end: ({ event }) => {
       const { budget, budgetOwner } = outputOf<PrepareContextOutput>(event).unaffordable!;
@@ -94,10 +92,7 @@ export const runActions = {
     },
   }),
   countModelCall: assignRun(({ context, event }) => withModelCall(context, outputOf<CallModelOutput>(event))),
-  countFailedCall: assignRun(({ context, event }) => {
-    const counted = countedOf(errorOf(event));
-    return counted ? { counted: addCounted(context.counted, counted) } : {};
-  }),
+  countAttempt: assignRun(({ context, event }) => ({ counted: addCounted(context.counted, (event as AttemptCounted).counted) })),
   endBudgetRefused: assignRun({
     end: ({ event }) => {
       const { budget, budgetOwner } = outputOf<Extract<CallModelOutput, { kind: 'unaffordable' }>>(event);

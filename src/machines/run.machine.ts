@@ -34,10 +34,10 @@ export type { RunContext, RunEvent, RunInput } from './run-context.js';
  * signal aborts) and no answer of it is committed; the run ends once the step's results landed.
  */
 const MODEL_CALL_CANCELLED = { target: '#run.settlingResults', actions: ['requestCancel', 'endModelCallCancelled'] } as const;
-/** A model call (the step's, a summary's) failed: its rate-limit wait outlasted maxDurationMs, or the run fails; failed attempts count. */
+/** A model call (the step's, a summary's) failed: its rate-limit wait outlasted maxDurationMs, or the run fails. */
 const MODEL_CALL_FAILED = [
-  { guard: 'rateLimitDeadline', target: '#run.ending', actions: ['countFailedCall', 'spendDuration', 'endBudgetSpent'] },
-  { target: '#run.ending', actions: ['countFailedCall', 'failWith'] },
+  { guard: 'rateLimitDeadline', target: '#run.ending', actions: ['spendDuration', 'endBudgetSpent'] },
+  { target: '#run.ending', actions: 'failWith' },
 ] as const;
 /** A phase's actor failed: the run ends with the error it threw (typed by `endFor`). */
 const RUN_FAILED = { target: '#run.ending', actions: 'failWith' } as const;
@@ -148,6 +148,7 @@ export const runMachine = setup({
     STOP_AFTER_ROUND: { actions: 'requestStop' },
     CANCEL: { actions: 'requestCancel' },
     DETACH: { actions: 'requestDetach' },
+    'model.attemptCounted': { actions: 'countAttempt' },
   },
   // the maxDurationMs deadline, served by a timer actor on the runtime's clock
   invoke: {
