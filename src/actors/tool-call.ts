@@ -260,7 +260,7 @@ async function runToolCall(env: SessionServices, input: ToolCallInput, ac: CallA
   // an agentTool's call: its child spends from the batch's pool (what the run left, shared by the batch's children)
   if (tool.resumable && input.budget) {
     const pool = env.budgets?.forBatch(input.budget.batch, input.budget.left);
-    if (pool) Object.defineProperty(ctx, CHILD_BUDGET, { value: pool });
+    if (pool) Object.defineProperty(ctx, CHILD_BUDGET, { value: pool, enumerable: true }); // kept by `{ ...ctx }`
   }
   const toolCtx = ctx as typeof ctx & ToolContext;
   let value: unknown;
