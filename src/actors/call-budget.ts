@@ -1,5 +1,8 @@
 import type { ProviderError } from '../contracts/errors.js';
 import type { Counted, Reservation } from '../contracts/reservation.js';
+import type { Usage } from '../contracts/message.js';
+import { priceOf } from './pricing.js';
+import type { SessionServices } from './session-services.js';
 import type { OutputSpec } from './final-output.js';
 import type { OfferedTools } from './session-services.js';
 
@@ -8,14 +11,14 @@ import type { OfferedTools } from './session-services.js';
  * hold, which failed attempts count nothing, and the request's input estimates.
  */
 
-/** A call the budget cannot hold: no attempt started (`counted`: what this step's failed attempts counted before). */
+/** A call the budget cannot hold: no attempt started (`owner`: the ancestor session whose budget it is, for a sub-agent's call). */
 export class BudgetRefusal extends Error {
   constructor(
     readonly budget: 'maxOutputTokens' | 'maxCost',
     readonly reservation: Reservation,
-    readonly counted: Counted,
+    readonly owner?: string,
   ) {
-    super(`the ${budget} budget cannot hold the next model call's worst case`);
+    super(`the ${budget} budget${owner !== undefined ? ` of session ${owner}` : ''} cannot hold the next model call's worst case`);
     this.name = 'BudgetRefusal';
   }
 }
@@ -54,3 +57,16 @@ export function outputTokens(out: OutputSpec): number {
   if (n === undefined) schemaTokens.set(out, (n = Math.ceil(JSON.stringify(out.record.jsonSchema).length / 4)));
   return n;
 }
+
+/** `usage` priced by the app's pricing: its cost, the error it threw, or nothing (no pricing, no usage). */
+export function pricedUsage(env: SessionServices, usage: Usage | undefined): { cost?: string } | { pricingError: unknown } {
+  if (!env.pricing || !usage) return {};
+  try {
+    return { cost: priceOf(env, usage) };
+  } catch (e) {
+    return { pricingError: e };
+  }
+}
+
+/** What a call counts at its reservation. */
+export const countedAt = (r: Reservation): Counted => ({ outputTokens: r.outputTokens, cost: r.cost ?? '0' });

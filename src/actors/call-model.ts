@@ -8,17 +8,17 @@ import { sha256 } from '../persistence/surface.js';
 import { resolveMessages } from '../persistence/content-parts.js';
 import { requestOutputOf, withOutputInstruction, type OutputSpec } from './final-output.js';
 import { onAbort } from '../contracts/abort.js';
-import type { LiveEvent } from '../streams/envelopes.js';
 import { redactSecrets } from '../providers/redact.js';
 import { priceOf } from './pricing.js';
-import { BudgetRefusal, countsNothing, outputTokens, toolTokens } from './call-budget.js';
+import { BudgetRefusal, countedAt, countsNothing, outputTokens, pricedUsage, toolTokens } from './call-budget.js';
+import { emitGate } from './emit-gate.js';
+import { tightest, type PoolHold } from './budget-pool.js';
 
 export { BudgetRefusal } from './call-budget.js';
 import { subDecimal } from '../contracts/budget.js';
 import { messageOf } from './tool-call.js';
 import {
   addCounted,
-  countWithError,
   noneCounted,
   overrunOf,
   reserve,
@@ -46,12 +46,35 @@ export interface CallSpec {
   /** The request's input tokens, estimated once for the call: every attempt's reservation and rate-limit demand. */
   inputTokens: number;
   /**
-   * What the run's usage budgets have left: each attempt reserves its worst case first (its
-   * output cap set from what is left), or starts no call.
+   * What the run's usage budgets have left (absent: it has none): each attempt reserves its worst
+   * case first — against these and against what its ancestors' pools leave (a sub-agent's,
+   * docs/agents.md) — its output cap set from what is left, or starts no call.
    */
-  budget?: { left: BudgetLeft };
+  budget?: { left?: BudgetLeft };
   /** When the run's maxDurationMs runs out: a wait for a rate limit ends then (RateLimitDeadline). */
   deadlineAt?: number;
+  /** Counts a failed attempt's reservation in the run at once, as it fails (the actor sends it to its run). */
+  count?: CountAttempt;
+}
+
+/** What a model call reports each failed attempt counted at its reservation to. */
+export type CountAttempt = (counted: Counted) => void;
+
+/** What a call's actor sends its run for a failed attempt counted at its reservation (counted in the run's spending at once). */
+export type AttemptCounted = { type: 'model.attemptCounted'; counted: Counted };
+export const attemptCounted = (counted: Counted): AttemptCounted => ({ type: 'model.attemptCounted', counted });
+
+/** A model call's settled answer (callWithRetries). */
+export interface CalledModel {
+  res: ModelResponse;
+  latencyMs: number;
+  digest: string;
+  reserved?: Reservation;
+  capped: boolean;
+  /** The reported usage priced (with `pricing`). */
+  cost?: string;
+  /** The app's pricing threw or answered no decimal for the reported usage (the run fails with it). */
+  pricingError?: unknown;
 }
 
 /**
@@ -59,34 +82,38 @@ export interface CallSpec {
  * `assistant/attempt`, and every response is checked (a bad one is a non-retryable ProviderError).
  * The step's call and a compaction's summary call both go through here.
  */
-export async function callWithRetries(
-  env: SessionServices,
-  at: StepPosition,
-  signal: AbortSignal,
-  spec: CallSpec,
-): Promise<{ res: ModelResponse; latencyMs: number; digest: string; reserved?: Reservation; capped: boolean; counted: Counted }> {
+export async function callWithRetries(env: SessionServices, at: StepPosition, signal: AbortSignal, spec: CallSpec): Promise<CalledModel> {
   const { digest, live } = spec;
   // blob references read back as bytes once per call, not per retry (text only: the same array)
   const messages = await resolveMessages(spec.messages, env.blobs);
   const emit = spec.emit ?? env.emit;
+  // a sub-agent's: what its ancestors' budgets leave, shared live with its sibling sub-agents
+  const pool = spec.budget ? env.budgets?.above() : undefined;
   let counted = noneCounted();
   for (let n = 1; ; n++) {
-    // the attempt's worst case, reserved from what the budgets have left after the step's failed attempts
+    // the attempt's worst case, reserved from what the budgets have left after the step's failed
+    // attempts (and, in a pool, held there before any await: a sibling's call sees it at once)
     let reserved: Reservation | undefined;
+    let hold: PoolHold | undefined;
     let cap = spec.maxOutputTokens;
-    if (spec.budget) {
-      const { left } = spec.budget;
-      const r = reserve(
-        {
-          ...(left.outputTokens !== undefined ? { outputTokens: left.outputTokens - counted.outputTokens } : {}),
-          ...(left.cost !== undefined ? { cost: subDecimal(left.cost, counted.cost) } : {}),
+    if (spec.budget && (spec.budget.left || pool)) {
+      const own = spec.budget.left;
+      const { left, owners } = tightest(
+        own && {
+          ...(own.outputTokens !== undefined ? { outputTokens: own.outputTokens - counted.outputTokens } : {}),
+          ...(own.cost !== undefined ? { cost: subDecimal(own.cost, counted.cost) } : {}),
         },
+        pool?.available(),
+      );
+      const r = reserve(
+        left,
         spec.inputTokens,
         env.model.maxOutputTokens ?? env.config.outputReserve,
         env.pricing ? (u) => priceOf(env, u) : undefined,
       );
-      if (!r.ok) throw new BudgetRefusal(r.budget, r.reservation, counted);
+      if (!r.ok) throw new BudgetRefusal(r.budget, r.reservation, owners.get(r.budget));
       reserved = r.reservation;
+      hold = pool?.hold(reserved);
       if (r.cap !== undefined) cap = Math.min(cap ?? r.cap, r.cap);
     }
     let t0 = env.clock.now(); // the runtime's clock: a simulated run logs simulated latencies
@@ -137,17 +164,27 @@ export async function callWithRetries(
       }
       offAttempt();
       if (env.inFlight) delete env.inFlight.reservation;
-      const settled = { latencyMs: env.clock.now() - t0, digest, capped: cap !== undefined, counted };
-      return { res: checked.data as ModelResponse, ...settled, ...(reserved ? { reserved } : {}) };
+      const answer = checked.data as ModelResponse;
+      const priced = pricedUsage(env, answer.usage);
+      // the pool's hold settles with the reported usage priced (at its reservation if the app's pricing threw)
+      hold?.settle(
+        'pricingError' in priced && reserved
+          ? countedAt(reserved)
+          : { outputTokens: answer.usage?.outputTokens ?? 0, cost: ('cost' in priced && priced.cost) || '0' },
+      );
+      const settled = { latencyMs: env.clock.now() - t0, digest, capped: cap !== undefined, ...priced };
+      return { res: answer, ...settled, ...(reserved ? { reserved } : {}) };
     } catch (e) {
       offAttempt();
       if (env.inFlight) delete env.inFlight.reservation;
       releaseRateLimit(permit, undefined, e);
       if (isRateLimitDeadline(e)) {
-        countWithError(e, counted); // nothing was sent: no attempt to record, but the step's failed ones still count
+        hold?.settle(noneCounted());
+        // nothing was sent: no attempt to record (the step's failed ones were counted as they failed)
         throw e;
       }
       if (signal.aborted || isCancelledError(e)) {
+        hold?.settle(noneCounted()); // a cancelled call counts nothing, in its run as in the pool
         discard('model call cancelled');
         throw new CancelledError('model call cancelled');
       }
@@ -160,7 +197,12 @@ export async function callWithRetries(
           });
       // a call whose usage never came back counts at its reservation, never at zero
       const countsReservation = reserved !== undefined && !countsNothing(pe);
-      if (countsReservation) counted = addCounted(counted, reserved!);
+      if (countsReservation) {
+        counted = addCounted(counted, reserved!);
+        // the run counts it now, as data: a cancel during the backoff below stops this call, not the count
+        spec.count?.(countedAt(reserved!));
+      }
+      hold?.settle(countsReservation ? countedAt(reserved!) : noneCounted());
       env.writer.stage('assistant/attempt', at, {
         attemptNumber: n,
         ...(reserved ? { reserved, counted: countsReservation ? 'reservation' : 'nothing' } : {}),
@@ -177,7 +219,6 @@ export async function callWithRetries(
       discard(`model attempt ${n} failed: ${pe.message}${pe.retryable && n < env.config.maxProviderAttempts ? ' (retrying)' : ''}`);
       // no retry once the previous step's results failed to land (callModel then fails with that error)
       if (!pe.retryable || n >= env.config.maxProviderAttempts || env.writer.aheadFailure) {
-        countWithError(pe, counted);
         throw pe;
       }
       const delay = Math.min(env.config.maxRetryDelayMs, pe.retryAfterMs ?? env.config.retryBackoffMs * 2 ** (n - 1));
@@ -222,16 +263,19 @@ export interface CallModelInput {
 
 /**
  * The model's answer, staged as `assistant/message`: tool calls to plan, or the run's answer.
- * `counted`: what the step's failed attempts counted at their reservation; `overrun`: usage the
- * provider reported above the call's reservation.
+ * `overrun`: usage the provider reported above the call's reservation (the step's failed attempts
+ * were counted as they failed: `count`).
  */
-export type CallModelOutput = { usage?: Usage; cost?: string; counted?: Counted; overrun?: Overrun } & (
+export type CallModelOutput = { usage?: Usage; cost?: string; overrun?: Overrun } & (
   | { kind: 'toolCalls'; toolCalls: ToolCall[]; finishReason: FinishReason }
   | { kind: 'answer'; content: string }
   /** Nothing called: a steer input waits or the context is too large; prepare it first. */
   | { kind: 'unprepared' }
-  /** No call started: its worst case would cross `budget` (the run ends budget_exhausted naming it). */
-  | { kind: 'unaffordable'; budget: 'maxOutputTokens' | 'maxCost' }
+  /**
+   * No call started: its worst case would cross `budget` (the run ends budget_exhausted naming it),
+   * `budgetOwner`'s when that is an ancestor session's (a sub-agent's parent's remaining).
+   */
+  | { kind: 'unaffordable'; budget: 'maxOutputTokens' | 'maxCost'; budgetOwner?: string }
 );
 
 /**
@@ -241,7 +285,12 @@ export type CallModelOutput = { usage?: Usage; cost?: string; counted?: Counted;
  * first commit point. A refusal's text is the answer when there is no other; an answer the
  * provider's content filter removed entirely fails the run by name.
  */
-export async function callModel(env: SessionServices, input: CallModelInput, signal: AbortSignal): Promise<CallModelOutput> {
+export async function callModel(
+  env: SessionServices,
+  input: CallModelInput,
+  signal: AbortSignal,
+  count?: CountAttempt,
+): Promise<CallModelOutput> {
   const { at } = input;
   if (!input.prepared && !contextReady(env)) return { kind: 'unprepared' };
   // the previous step's results may still be landing (LogWriter.commitAhead): what the call shows
@@ -280,25 +329,31 @@ export async function callModel(env: SessionServices, input: CallModelInput, sig
       live: true,
       emit: gate.emit,
       inputTokens,
-      ...(input.budgetLeft ? { budget: { left: input.budgetLeft } } : {}),
+      budget: { ...(input.budgetLeft ? { left: input.budgetLeft } : {}) },
       ...(input.deadlineAt !== undefined ? { deadlineAt: input.deadlineAt } : {}),
+      ...(count ? { count } : {}),
     });
   } catch (e) {
     if (!(e instanceof BudgetRefusal)) throw e;
-    // no call started: the step ends here (its failed attempts, if any, counted)
+    // no call started: the step ends here (its failed attempts, if any, counted as they failed)
     await gate.landed;
-    return { kind: 'unaffordable', budget: e.budget, ...(e.counted.outputTokens || e.counted.cost !== '0' ? { counted: e.counted } : {}) };
+    return {
+      kind: 'unaffordable',
+      budget: e.budget,
+      ...(e.owner !== undefined ? { budgetOwner: e.owner } : {}),
+    };
   } finally {
     // a results commit that failed fails the step with its own error, whatever the call did
     await gate.landed;
   }
   // stopped (a cancel) while the results landed: nothing of this call is staged
   if (signal.aborted) throw new CancelledError('model call cancelled');
-  const { res, latencyMs, digest, reserved, capped, counted } = called;
+  const { res, latencyMs, digest, reserved, capped } = called;
   const message = { ...res.message, role: 'assistant' as const };
-  // the app's pricing may throw: before the message is staged, so a failed step leaves no
+  // the app's pricing may have thrown: before the message is staged, so a failed step leaves no
   // assistant tool calls without results on the surface
-  const priced = env.pricing && res.usage ? { cost: priceOf(env, res.usage) } : {};
+  if (called.pricingError !== undefined) throw called.pricingError;
+  const priced = called.cost !== undefined ? { cost: called.cost } : {};
   const usage = res.usage ? { usage: res.usage } : {};
   const overrun = reserved ? overrunOf(at.step, reserved, capped, res.usage, priced.cost) : undefined;
   env.writer.stage('assistant/message', at, {
@@ -314,7 +369,6 @@ export async function callModel(env: SessionServices, input: CallModelInput, sig
   const spent = {
     ...usage,
     ...priced,
-    ...(counted.outputTokens || counted.cost !== '0' ? { counted } : {}),
     ...(overrun ? { overrun } : {}),
   };
   const toolCalls = message.toolCalls ?? [];
@@ -327,46 +381,11 @@ export async function callModel(env: SessionServices, input: CallModelInput, sig
 }
 
 /**
- * The step's live events, held back while the previous step's results are landing and published
- * in order once they are durable (after those results' own envelopes), or dropped if that commit
- * failed: the step then fails with its error, and nothing of this call was shown.
- */
-function emitGate(env: SessionServices): { emit: SessionServices['emit']; landed: Promise<void> } {
-  const landing = env.writer.landing();
-  if (landing === undefined) return { emit: (e, logSeq) => env.emit(e, logSeq), landed: Promise.resolve() };
-  let held: [LiveEvent, number | undefined][] | null = [];
-  let dropped = false;
-  const landed = landing.then(
-    async () => {
-      // one at a time, each after the subscribers' flush of the one before (a microtask), as the
-      // call made them: a listener that keeps up is not handed them as one burst
-      const q = held!;
-      for (const [e, logSeq] of q) {
-        env.emit(e, logSeq);
-        await Promise.resolve();
-      }
-      held = null;
-    },
-    (e: unknown) => {
-      held = null;
-      dropped = true;
-      throw e;
-    },
-  );
-  landed.catch(() => {}); // callModel awaits it on every path past this point
-  return {
-    emit: (e, logSeq) => {
-      if (held) held.push([e, logSeq]);
-      else if (!dropped) env.emit(e, logSeq);
-    },
-    landed,
-  };
-}
-
-/**
  * The `callModel` actor of the run machine, bound to one session's services.
  * @example
  * runMachine.provide({ actors: { callModel: callModelActor(services) } })
  */
 export const callModelActor = (env: ServicesSource) =>
-  promiseActor<CallModelOutput, CallModelInput>(({ input, signal, system }) => callModel(servicesIn(env, system), input, signal));
+  promiseActor<CallModelOutput, CallModelInput>(({ input, signal, system, sendBack }) =>
+    callModel(servicesIn(env, system), input, signal, (counted) => sendBack(attemptCounted(counted))),
+  );

@@ -3,9 +3,10 @@ import { CapacityError } from '../contracts/errors.js';
 import type { Message, Usage } from '../contracts/message.js';
 import type { EventRecord } from '../contracts/events.js';
 import { contextLimit, type SessionServices } from './session-services.js';
-import { callWithRetries } from './call-model.js';
+import { callWithRetries, type CountAttempt } from './call-model.js';
 import { contentDisplay } from '../contracts/content-text.js';
 import { estimateTokens, sha256 } from '../persistence/surface.js';
+import type { BudgetLeft } from '../contracts/reservation.js';
 
 const line = (m: Message) =>
   `${m.role}${m.name ? ` (${m.name})` : ''}: ${contentDisplay(m.content)}` +
@@ -17,15 +18,18 @@ const line = (m: Message) =>
  * the current run's surface events so that the new surface is [summary, ...current run].
  * Nothing older to summarise, or a summary request that would not fit the context itself →
  * CapacityError. The summary call is a model call like any other: the runtime's retries, each
- * failed attempt an `assistant/attempt`, its response checked, its usage recorded on the
- * `compaction` event (and returned: the step counts it).
+ * failed attempt an `assistant/attempt`, its worst case reserved against the run's budgets first
+ * (a BudgetRefusal when they cannot hold it), its response checked, its usage and reservation
+ * recorded on the `compaction` event (and returned: the step counts it).
  */
 export async function compact(
   env: SessionServices,
   at: StepPosition,
   runStartSeq: number,
   signal: AbortSignal,
-): Promise<{ usage?: Usage }> {
+  limits: SummaryLimits = {},
+  count?: CountAttempt,
+): Promise<Summarised> {
   const surface = env.surface;
   // the messages older than the run (seqs are in order); nothing older but the previous summary → nothing to do
   let olderCount = 0;
@@ -44,15 +48,26 @@ export async function compact(
   if (transcript === undefined)
     throw new CapacityError(estimateTokens(system) + Math.ceil(lines.reduce((n, l) => n + l.length + 1, 0) / 4), limit);
   const request: Message[] = [system, { role: 'user', content: transcript }];
-  const { res, latencyMs } = await callWithRetries(env, at, signal, {
+  // reserved against the run's budgets (and a sub-agent's pools) as any model call, its output
+  // capped by what they leave; a wait for a rate limit ends at the run's maxDurationMs
+  const { res, latencyMs, reserved, cost, pricingError } = await callWithRetries(env, at, signal, {
     messages: request,
     tools: [],
     digest: sha256(JSON.stringify(request)),
     inputTokens: estimateTokens(request[0]!) + estimateTokens(request[1]!),
     live: false,
+    budget: { ...(limits.budgetLeft ? { left: limits.budgetLeft } : {}) },
+    ...(limits.deadlineAt !== undefined ? { deadlineAt: limits.deadlineAt } : {}),
+    ...(count ? { count } : {}),
   });
   const summary: Message = { role: 'user', content: `Summary of the conversation so far:\n${res.message.content}` };
-  env.writer.stage('compaction', at, { summary, replacedThroughSeq, ...(res.usage ? { usage: res.usage } : {}), latencyMs });
+  env.writer.stage('compaction', at, {
+    summary,
+    replacedThroughSeq,
+    ...(res.usage ? { usage: res.usage } : {}),
+    latencyMs,
+    ...(reserved ? { reserved } : {}),
+  });
   // copies, marked: folds (locks, budgets) must not count them a second time
   for (const e of kept)
     env.writer.stage(e.type as 'user/message', { turn: e.turn, step: e.step, attempt: e.attempt }, {
@@ -60,7 +75,24 @@ export async function compact(
       copiedFrom: e.payload.copiedFrom ?? e.seq,
     } as never);
   await env.writer.commit();
-  return res.usage ? { usage: res.usage } : {};
+  return {
+    ...(res.usage ? { usage: res.usage } : {}),
+    ...(cost !== undefined ? { cost } : {}),
+    ...(pricingError !== undefined ? { pricingError } : {}),
+  };
+}
+
+/** What bounds a summary call: the run's usage budgets' remaining (absent: none) and its maxDurationMs deadline. */
+export interface SummaryLimits {
+  budgetLeft?: BudgetLeft;
+  deadlineAt?: number;
+}
+
+/** A summary call's spending: its usage priced (or the app's pricing error); its failed attempts are counted as they fail (`count`). */
+export interface Summarised {
+  usage?: Usage;
+  cost?: string;
+  pricingError?: unknown;
 }
 
 /** The shortest a line is cut to (what remains of each overly long message, marker included). */

@@ -2,11 +2,12 @@ import { promiseActor } from './promise-actor.js';
 import type { StepPosition } from '../contracts/calls.js';
 import { CancelledError, type ValidationError } from '../contracts/errors.js';
 import type { Usage } from '../contracts/message.js';
-import { compact } from './compaction.js';
-import { priceOf } from './pricing.js';
+import { compact, type SummaryLimits } from './compaction.js';
+import { BudgetRefusal } from './call-budget.js';
+import { attemptCounted, type CountAttempt } from './call-model.js';
 import { contextLimit, servicesIn, type ServicesSource, type SessionServices } from './session-services.js';
 
-export interface PrepareContextInput {
+export interface PrepareContextInput extends SummaryLimits {
   at: StepPosition;
   /** Seq of the run's first run/start: compaction keeps everything from here on. */
   runStartSeq: number;
@@ -23,6 +24,8 @@ export interface PrepareContextOutput {
   pricingError?: ValidationError;
   /** Still too large after compacting: the run fails with CapacityError. */
   overflow?: { size: number; limit: number };
+  /** The summary call's worst case would cross `budget` (`budgetOwner`'s, an ancestor's): not made, the run ends budget_exhausted. */
+  unaffordable?: { budget: 'maxOutputTokens' | 'maxCost'; budgetOwner?: string };
 }
 
 /**
@@ -30,7 +33,12 @@ export interface PrepareContextOutput {
  * commit); then, when system prompt + bootstrap + surface exceed `contextWindow − outputReserve`,
  * the older part is compacted (one summary call and one commit). Still too large → CapacityError.
  */
-export async function prepareContext(env: SessionServices, input: PrepareContextInput, signal: AbortSignal): Promise<PrepareContextOutput> {
+export async function prepareContext(
+  env: SessionServices,
+  input: PrepareContextInput,
+  signal: AbortSignal,
+  count?: CountAttempt,
+): Promise<PrepareContextOutput> {
   const { at } = input;
   // compaction reads the log and the steers follow the results: the step's results first
   await env.writer.landed();
@@ -39,16 +47,20 @@ export async function prepareContext(env: SessionServices, input: PrepareContext
   await commitSteers(env, at);
   const limit = contextLimit(env);
   if (env.prefixTokens + env.surface.tokens <= limit) return {};
-  const compacted = await compact(env, at, input.runStartSeq, signal);
-  if (signal.aborted) throw new CancelledError('model call cancelled');
-  let out: PrepareContextOutput = {};
-  if (compacted.usage) {
-    try {
-      out = { usage: compacted.usage, ...(env.pricing ? { cost: priceOf(env, compacted.usage) } : {}) };
-    } catch (e) {
-      out = { usage: compacted.usage, pricingError: e as ValidationError };
-    }
+  let compacted;
+  try {
+    compacted = await compact(env, at, input.runStartSeq, signal, input, count);
+  } catch (e) {
+    if (!(e instanceof BudgetRefusal)) throw e;
+    return { unaffordable: { budget: e.budget, ...(e.owner !== undefined ? { budgetOwner: e.owner } : {}) } };
   }
+  if (signal.aborted) throw new CancelledError('model call cancelled');
+  const { usage, cost, pricingError } = compacted;
+  const out: PrepareContextOutput = {
+    ...(usage ? { usage } : {}),
+    ...(cost !== undefined ? { cost } : {}),
+    ...(pricingError !== undefined ? { pricingError: pricingError as ValidationError } : {}),
+  };
   const size = env.prefixTokens + env.surface.tokens;
   if (size > limit) return { ...out, overflow: { size, limit } };
   // steers accepted while the summary call ran go before this step's model call too
@@ -70,6 +82,6 @@ async function commitSteers(env: SessionServices, at: StepPosition): Promise<voi
  * runMachine.provide({ actors: { prepareContext: prepareContextActor(services) } })
  */
 export const prepareContextActor = (env: ServicesSource) =>
-  promiseActor<PrepareContextOutput, PrepareContextInput>(({ input, signal, system }) =>
-    prepareContext(servicesIn(env, system), input, signal),
+  promiseActor<PrepareContextOutput, PrepareContextInput>(({ input, signal, system, sendBack }) =>
+    prepareContext(servicesIn(env, system), input, signal, (counted) => sendBack(attemptCounted(counted))),
   );

@@ -8,6 +8,8 @@ export interface PromiseActorArgs<TInput> {
   /** Aborted when the actor is stopped before it settles. Made on first read. */
   readonly signal: AbortSignal;
   emit: (event: EventObject) => void;
+  /** Sends `event` to the actor that invoked this one (as `fromCallback`'s `sendBack`). */
+  sendBack: (event: EventObject) => void;
 }
 
 const RESOLVE = 'actorloop.promise.resolve';
@@ -26,6 +28,11 @@ class PhaseArgs<TInput> implements PromiseActorArgs<TInput> {
     readonly self: AnyActorRef,
     readonly emit: (event: EventObject) => void,
   ) {}
+  // a getter (the creators destructure it): a function bound to this actor's parent
+  get sendBack(): (event: EventObject) => void {
+    const parent = this.self._parent;
+    return (event) => parent?.send(event);
+  }
   get signal(): AbortSignal {
     if (!this.controller) {
       this.controller = new AbortController();

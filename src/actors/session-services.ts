@@ -1,4 +1,5 @@
 import type { Reservation } from '../contracts/reservation.js';
+import type { SessionBudgets } from './budget-pool.js';
 import type { ActorSystem } from 'xstate';
 import type { Clock } from '../contracts/clock.js';
 import type { DeliveryOwner, FinalVerifier, Pricing, ToolVerifier } from '../contracts/hooks.js';
@@ -66,6 +67,11 @@ export interface SessionServices {
   readonly tracer?: RunTracer;
   /** The reservation of the model call in flight (the session snapshot's `spending` shows it), if any. */
   readonly inFlight?: { reservation?: Reservation };
+  /**
+   * The pools of sub-agents' budgets (docs/agents.md, "Budgets"): the one this session's run spends
+   * from when it is a child (`above`), and its own batch's for its children.
+   */
+  readonly budgets?: SessionBudgets;
   /** The agent the session runs (docs/agents.md): recorded in run/start, switched by a handoff. */
   readonly agent?: AgentSeat;
 }

@@ -6,6 +6,8 @@ import { jsonIssue, type JsonValue } from '../contracts/json.js';
 import { ToolOutcomeReturn, type ReturnedOutcome, type ToolOutcome } from '../contracts/tools.js';
 import { storeContent } from '../persistence/content-parts.js';
 import type { AnyTool, ToolContext } from '../tools/define-tool.js';
+import type { BudgetLeft } from '../contracts/reservation.js';
+import { CHILD_BUDGET } from './budget-pool.js';
 import { servicesIn, type ServicesSource, type SessionServices } from './session-services.js';
 
 export interface ToolCallInput {
@@ -15,6 +17,14 @@ export interface ToolCallInput {
   runId: string;
   /** The call's place in its batch: how the batch knows its reply (call ids come from the model). */
   index: number;
+  /** Its batch's budget: an agentTool's child spends from it (budget-pool.ts). */
+  budget?: BatchBudget;
+}
+
+/** A tool batch's place (`<runId>/<runEpoch>/<step>`) and what its run's usage budgets left when it started (absent: none). */
+export interface BatchBudget {
+  batch: string;
+  left?: BudgetLeft;
 }
 
 /** What a tool-call actor reports to its batch. */
@@ -257,6 +267,11 @@ async function runToolCall(env: SessionServices, input: ToolCallInput, ac: CallA
     emit: (update: unknown) => void (ended || env.emit({ type: 'tool_update', callId: call.callId, name: call.name, update })),
   };
   Object.defineProperty(ctx, 'signal', SIGNAL_GETTER);
+  // an agentTool's call: its child spends from the batch's pool (what the run left, shared by the batch's children)
+  if (tool.resumable && input.budget) {
+    const pool = env.budgets?.forBatch(input.budget.batch, input.budget.left);
+    if (pool) Object.defineProperty(ctx, CHILD_BUDGET, { value: pool, enumerable: true }); // kept by `{ ...ctx }`
+  }
   const toolCtx = ctx as typeof ctx & ToolContext;
   let value: unknown;
   try {

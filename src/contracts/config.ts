@@ -44,7 +44,7 @@ export type LoopConfigInput = z.input<typeof LoopConfig>;
 const DECIMAL = /^\d+(\.\d+)?$/;
 /** A non-negative decimal string such as "0.25" (budgets and prices). */
 export const isDecimal = (v: unknown): v is string => typeof v === 'string' && DECIMAL.test(v.trim());
-const Decimal = z.string().regex(DECIMAL, 'a non-negative decimal string such as "0.25"');
+export const Decimal = z.string().regex(DECIMAL, 'a non-negative decimal string such as "0.25"');
 
 /** The seed's LoopBudget, checked after every step. */
 export const LoopBudget = z.strictObject({

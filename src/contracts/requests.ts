@@ -142,6 +142,11 @@ export const ExecutionResult = z.object({
     .optional(),
   /** The budget that ran out (status budget_exhausted). */
   budget: z.string().optional(),
+  /**
+   * The session whose budget that is, when it is not this run's own: a sub-agent's ancestor, whose
+   * remaining could not hold the sub-agent's next call (docs/agents.md, "Budgets").
+   */
+  budgetOwner: z.string().optional(),
   /** The held resource locks that blocked the run (status blocked). */
   blockedBy: z.array(z.string()).optional(),
   checkpointCommitted: z.boolean(),
@@ -157,6 +162,11 @@ export const ExecutionResult = z.object({
    * reported usage went above their reservation (docs/guarantees.md, "Budgets").
    */
   spending: Spending.optional(),
+  /**
+   * What the run counts at reservation (calls whose usage never came back: failed attempts, a
+   * crashed attempt's call), beside its reported `usage` and `cost`; absent when nothing.
+   */
+  counted: z.object({ outputTokens: z.number().int().nonnegative(), cost: z.string() }).optional(),
   recoveries: z.number().int().nonnegative().optional(),
   /**
    * Every call of the run (all its attempts, whichever process resolved it) whose outcome was

@@ -72,11 +72,6 @@ export interface Counted {
   cost: string;
 }
 
-/** What a failed step's attempts counted, by the error the step failed with (the run counts it as it ends). */
-const countedByError = new WeakMap<object, Counted>();
-export const countWithError = (e: object, c: Counted): void => void countedByError.set(e, c);
-export const countedOf = (e: unknown): Counted | undefined => (typeof e === 'object' && e !== null ? countedByError.get(e) : undefined);
-
 export const noneCounted = (): Counted => ({ outputTokens: 0, cost: '0' });
 
 export const addCounted = (a: Counted, r: { outputTokens: number; cost?: string }): Counted => ({

@@ -2,10 +2,24 @@ import { z } from 'zod';
 import { JsonValue } from './json.js';
 import { InputContent, StoredContent } from './content.js';
 import { Message, Usage } from './message.js';
+import { Decimal } from './config.js';
 
 /** `parallel` tools are side-effect free and may run concurrently; `exclusive` tools run alone. */
 export const ToolMode = z.enum(['parallel', 'exclusive']);
 export type ToolMode = z.infer<typeof ToolMode>;
+
+/**
+ * Model spending of the work a call did (an agentTool's child run, docs/agents.md "Budgets"):
+ * counted in the run's usage, cost and budgets as its own calls are.
+ */
+const CallSpending = {
+  /** Reported model usage: in the run's usage and its maxOutputTokens. */
+  usage: Usage.optional(),
+  /** That usage priced (decimal string): in the run's cost and its maxCost. */
+  cost: Decimal.optional(),
+  /** Calls counted at their reservation (their usage never came back): in the run's budgets as its own. */
+  counted: z.object({ outputTokens: z.number().int().nonnegative(), cost: Decimal }).optional(),
+};
 
 const Completed = z.object({
   kind: z.literal('completed'),
@@ -17,8 +31,7 @@ const Completed = z.object({
   /** Resource keys whose uncertain-hanging locks this result releases. */
   releaseResources: z.array(z.string()).default([]),
   additionalMessages: z.array(Message).optional(),
-  /** Model usage of the work the call did (an agentTool's child run): counted in the run's usage and token budgets. */
-  usage: Usage.optional(),
+  ...CallSpending,
 });
 const Skipped = z.object({ kind: z.literal('skipped'), reason: z.string() });
 const Cancelled = z.object({
@@ -26,6 +39,7 @@ const Cancelled = z.object({
   settled: z.boolean(),
   partialContent: z.string().optional(),
   resourceLocks: z.array(z.string()).default([]),
+  ...CallSpending,
 });
 const UncertainSettled = z.object({ kind: z.literal('uncertain-settled'), content: z.string() });
 const UncertainHanging = z.object({

@@ -8,10 +8,10 @@ import type { DeliverFinalOutput, VerifyFinalOutput } from '../actors/final-answ
 import type { PrepareContextOutput } from '../actors/prepare-context.js';
 import type { StartRunOutput } from '../actors/start-run.js';
 import type { RunContext, RunEvent } from './run-context.js';
+import type { AttemptCounted } from '../actors/call-model.js';
 import type { toolBatchMachine } from './tool-batch.machine.js';
-import { addUsage } from '../contracts/message.js';
 import {
-  callsUsage,
+  withCallsSpending,
   endFor,
   errorOf,
   exhaustedEnd,
@@ -26,7 +26,7 @@ import {
   withStepUsage,
 } from './run-decisions.js';
 import type { CallModelOutput } from '../actors/call-model.js';
-import { addCounted, countedOf } from '../contracts/reservation.js';
+import { addCounted } from '../contracts/reservation.js';
 
 /**
  * `assign` typed as the run machine's `setup` types it, but spawning no actors (`never`), so the
@@ -77,6 +77,12 @@ export const runActions = {
   finalizeConcluded: assignRun({ pendingFinal: ({ context }) => ({ content: context.concluded!, closeStep: false }) }),
   nextStep: assignRun({ step: ({ context }) => context.step + 1, stepUsage: undefined, contextPrepared: false }),
   countCompaction: assignRun(({ context, event }) => withStepUsage(context, outputOf<PrepareContextOutput>(event))),
+  endSummaryRefused: assignRun({
+    end: ({ event }) => {
+      const { budget, budgetOwner } = outputOf<PrepareContextOutput>(event).unaffordable!;
+      return ended('budget_exhausted', 'incomplete', { budget, ...(budgetOwner !== undefined ? { budgetOwner } : {}) });
+    },
+  }),
   markPrepared: assignRun({ contextPrepared: true }),
   failPricing: assignRun({ end: ({ event }) => endFor(outputOf<PrepareContextOutput>(event).pricingError) }),
   failCapacity: assignRun({
@@ -86,13 +92,12 @@ export const runActions = {
     },
   }),
   countModelCall: assignRun(({ context, event }) => withModelCall(context, outputOf<CallModelOutput>(event))),
-  countFailedCall: assignRun(({ context, event }) => {
-    const counted = countedOf(errorOf(event));
-    return counted ? { counted: addCounted(context.counted, counted) } : {};
-  }),
+  countAttempt: assignRun(({ context, event }) => ({ counted: addCounted(context.counted, (event as AttemptCounted).counted) })),
   endBudgetRefused: assignRun({
-    end: ({ event }) =>
-      ended('budget_exhausted', 'incomplete', { budget: outputOf<Extract<CallModelOutput, { kind: 'unaffordable' }>>(event).budget }),
+    end: ({ event }) => {
+      const { budget, budgetOwner } = outputOf<Extract<CallModelOutput, { kind: 'unaffordable' }>>(event);
+      return ended('budget_exhausted', 'incomplete', { budget, ...(budgetOwner !== undefined ? { budgetOwner } : {}) });
+    },
   }),
   keepToolCalls: assignRun({
     asked: ({ event }) => {
@@ -131,9 +136,8 @@ export const runActions = {
   }),
   keepBatchResults: assignRun(({ context, event }) => {
     const results = outputOf<ToolCallOutput[]>(event);
-    // a call's own model usage (an agentTool's child run) rolls up into the run's
-    const rolled = callsUsage(results);
-    return { batchResults: results, ...(rolled ? { usage: addUsage(context.usage, rolled) } : {}) };
+    // a call's own model spending (an agentTool's child run) rolls up into the run's
+    return { batchResults: results, ...withCallsSpending(context, results) };
   }),
   countRejections: assignRun(({ context, event }) => ({
     calls: [],

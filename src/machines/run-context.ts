@@ -6,12 +6,13 @@ import type { ExecutionResult, Recovered, UncertainCall } from '../contracts/req
 import type { ResumeInput, StartRunInput } from '../actors/start-run.js';
 import type { OutputSpec } from '../actors/final-output.js';
 import type { OfferedTools } from '../actors/session-services.js';
+import type { AttemptCounted } from '../actors/call-model.js';
 import type { Counted, Overrun, Reservation } from '../contracts/reservation.js';
 
 /** How an attempt ends: what its result will say. */
 export type RunEnd = Pick<
   ExecutionResult,
-  'status' | 'outcome' | 'error' | 'budget' | 'blockedBy' | 'finalMessage' | 'finalMessageId' | 'output'
+  'status' | 'outcome' | 'error' | 'budget' | 'budgetOwner' | 'blockedBy' | 'finalMessage' | 'finalMessageId' | 'output'
 >;
 
 export interface RunInput {
@@ -101,4 +102,9 @@ export interface RunContext extends Omit<RunInput, 'messages' | 'uncertainCalls'
 }
 
 /** What the session sends a run: stop after the current tool round, cancel, detach at the next safe point. */
-export type RunEvent = { type: 'STOP_AFTER_ROUND' } | { type: 'CANCEL'; reason?: string } | { type: 'DETACH' };
+export type RunEvent =
+  | { type: 'STOP_AFTER_ROUND' }
+  | { type: 'CANCEL'; reason?: string }
+  | { type: 'DETACH' }
+  /** A model call's failed attempt counted at its reservation (sent by the call as it fails, before any cancel can stop it). */
+  | AttemptCounted;

@@ -6,6 +6,7 @@ import { resolutionOf, type ExecutionResult, type Outcome, type RunStatus, type 
 import type { DeliverFinalInput, FinalAnswerInput } from '../actors/final-answer.js';
 import type { RunContext, RunEnd } from './run-context.js';
 import type { CallModelOutput } from '../actors/call-model.js';
+import type { BatchBudget } from '../actors/tool-call.js';
 import { addCounted, budgetLeft, type BudgetLeft } from '../contracts/reservation.js';
 import { spendingOf } from '../contracts/spending.js';
 
@@ -62,14 +63,10 @@ export function budgetUse(c: RunContext): BudgetUse {
   };
 }
 
-/** A model call's settlement counted in the run: its usage and cost, its failed attempts' reservations, its overrun. */
-export function withModelCall(
-  c: RunContext,
-  out: CallModelOutput,
-): Pick<RunContext, 'usage' | 'stepUsage' | 'cost' | 'counted' | 'overruns'> {
+/** A model call's settlement counted in the run: its usage and cost, its overrun (its failed attempts counted as they failed). */
+export function withModelCall(c: RunContext, out: CallModelOutput): Pick<RunContext, 'usage' | 'stepUsage' | 'cost' | 'overruns'> {
   return {
     ...withStepUsage(c, out),
-    counted: out.counted ? addCounted(c.counted, out.counted) : c.counted,
     overruns: out.overrun ? [...c.overruns, out.overrun] : c.overruns,
   };
 }
@@ -79,6 +76,12 @@ export function budgetLeftOf(c: RunContext): BudgetLeft | undefined {
   const { maxCost, maxOutputTokens } = c.budget;
   if (maxCost === undefined && maxOutputTokens === undefined) return undefined;
   return budgetLeft(c.budget, { outputTokens: c.usage.outputTokens + c.counted.outputTokens, cost: addDecimal(c.cost, c.counted.cost) });
+}
+
+/** The tool batch's place and what the usage budgets leave for its sub-agents (budget-pool.ts). */
+export function batchBudget(c: RunContext): BatchBudget {
+  const left = budgetLeftOf(c);
+  return { batch: `${c.runId}/${c.runEpoch}/${c.step}`, ...(left ? { left } : {}) };
 }
 
 /** The first spent budget (DESIGN §4 item 8); time is what the deadline timer reported, never read here. */
@@ -116,12 +119,22 @@ export function recoveredCalls(
   });
 }
 
-/** The model usage the calls' outcomes carry (agentTool child runs), if any. */
-export function callsUsage(results: readonly ToolCallOutput[]): Usage | undefined {
-  let sum: Usage | undefined;
-  for (const r of results)
-    if (r.outcome.kind === 'completed' && r.outcome.usage) sum = sum ? addUsage(sum, r.outcome.usage) : r.outcome.usage;
-  return sum;
+/**
+ * The calls' outcomes' model spending (agentTool child runs: usage, cost, calls counted at
+ * reservation) counted in the run's figures, or nothing when they carry none.
+ */
+export function withCallsSpending(
+  c: Pick<RunContext, 'usage' | 'cost' | 'counted'>,
+  results: readonly ToolCallOutput[],
+): Partial<Pick<RunContext, 'usage' | 'cost' | 'counted'>> {
+  let out: Partial<Pick<RunContext, 'usage' | 'cost' | 'counted'>> = {};
+  for (const { outcome: o } of results) {
+    if (o.kind !== 'completed' && o.kind !== 'cancelled') continue;
+    if (o.usage) out = { ...out, usage: addUsage(out.usage ?? c.usage, o.usage) };
+    if (o.cost) out = { ...out, cost: addDecimal(out.cost ?? c.cost, o.cost) };
+    if (o.counted) out = { ...out, counted: addCounted(out.counted ?? c.counted, o.counted) };
+  }
+  return out;
 }
 
 /** The attempt's result as the run machine knows it (endRun commits it). */
@@ -137,6 +150,7 @@ export function resultOf(c: RunContext): ExecutionResult {
     ...(end.output !== undefined ? { output: end.output } : {}),
     ...(end.error ? { error: end.error } : {}),
     ...(end.budget ? { budget: end.budget } : {}),
+    ...(end.budgetOwner !== undefined ? { budgetOwner: end.budgetOwner } : {}),
     ...(end.blockedBy ? { blockedBy: end.blockedBy } : {}),
     ...(c.pendingRequest && end.status === 'suspended' ? { pendingRequest: c.pendingRequest } : {}),
     checkpointCommitted: true,
@@ -150,6 +164,7 @@ export function resultOf(c: RunContext): ExecutionResult {
     uncertainCalls: c.uncertainCalls,
     ...(c.recovered ? { recovered: c.recovered } : {}),
     ...spendingOf(c.budget, { outputTokens: c.usage.outputTokens, cost: c.cost }, c.counted, c.overruns),
+    ...(c.counted.outputTokens > 0 || c.counted.cost !== '0' ? { counted: c.counted } : {}),
   };
 }
 

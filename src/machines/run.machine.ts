@@ -11,7 +11,18 @@ import type { StartRunInput, StartRunOutput } from '../actors/start-run.js';
 import { toolBatchMachine, type ToolBatchInput } from './tool-batch.machine.js';
 import type { RunContext, RunEvent, RunInput } from './run-context.js';
 import { runActions } from './run-actions.js';
-import { budgetLeftOf, deliverInput, ended, finalInput, inCallOrder, outputOf, positionOf, resultOf, spentNow } from './run-decisions.js';
+import {
+  batchBudget,
+  budgetLeftOf,
+  deliverInput,
+  ended,
+  finalInput,
+  inCallOrder,
+  outputOf,
+  positionOf,
+  resultOf,
+  spentNow,
+} from './run-decisions.js';
 import { noneCounted } from '../contracts/reservation.js';
 import { isRateLimitDeadline } from '../actors/rate-limit-call.js';
 
@@ -23,6 +34,11 @@ export type { RunContext, RunEvent, RunInput } from './run-context.js';
  * signal aborts) and no answer of it is committed; the run ends once the step's results landed.
  */
 const MODEL_CALL_CANCELLED = { target: '#run.settlingResults', actions: ['requestCancel', 'endModelCallCancelled'] } as const;
+/** A model call (the step's, a summary's) failed: its rate-limit wait outlasted maxDurationMs, or the run fails. */
+const MODEL_CALL_FAILED = [
+  { guard: 'rateLimitDeadline', target: '#run.ending', actions: ['spendDuration', 'endBudgetSpent'] },
+  { target: '#run.ending', actions: 'failWith' },
+] as const;
 /** A phase's actor failed: the run ends with the error it threw (typed by `endFor`). */
 const RUN_FAILED = { target: '#run.ending', actions: 'failWith' } as const;
 
@@ -75,6 +91,7 @@ export const runMachine = setup({
     resumedWithResultsOnly: ({ event }) => outputOf<StartRunOutput>(event).resumed !== undefined,
     concludedBefore: ({ context }) => context.concluded !== undefined,
     pricingFailed: ({ event }) => outputOf<PrepareContextOutput>(event).pricingError !== undefined,
+    summaryUnaffordable: ({ event }) => outputOf<PrepareContextOutput>(event).unaffordable !== undefined,
     contextTooLarge: ({ event }) => outputOf<PrepareContextOutput>(event).overflow !== undefined,
     contextUnprepared: ({ event }) => outputOf<CallModelOutput>(event).kind === 'unprepared',
     callUnaffordable: ({ event }) => outputOf<CallModelOutput>(event).kind === 'unaffordable',
@@ -131,6 +148,7 @@ export const runMachine = setup({
     STOP_AFTER_ROUND: { actions: 'requestStop' },
     CANCEL: { actions: 'requestCancel' },
     DETACH: { actions: 'requestDetach' },
+    'model.attemptCounted': { actions: 'countAttempt' },
   },
   // the maxDurationMs deadline, served by a timer actor on the runtime's clock
   invoke: {
@@ -189,15 +207,22 @@ export const runMachine = setup({
     preparingContext: {
       invoke: {
         src: 'prepareContext',
-        input: ({ context: c }): PrepareContextInput => ({ at: positionOf(c), runStartSeq: c.runStartSeq }),
+        input: ({ context: c }): PrepareContextInput => ({
+          at: positionOf(c),
+          runStartSeq: c.runStartSeq,
+          ...(budgetLeftOf(c) ? { budgetLeft: budgetLeftOf(c)! } : {}),
+          ...(c.budget.maxDurationMs !== undefined ? { deadlineAt: c.startedAt + c.budget.maxDurationMs } : {}),
+        }),
         onDone: [
+          // a summary call is reserved as any model call: one the budgets cannot hold is not made
+          { guard: 'summaryUnaffordable', target: '#run.ending', actions: ['countCompaction', 'endSummaryRefused'] },
           { guard: 'pricingFailed', target: '#run.ending', actions: ['countCompaction', 'failPricing'] },
           { guard: 'contextTooLarge', target: '#run.ending', actions: ['countCompaction', 'failCapacity'] },
           // DESIGN §4 item 10: a stop accepted before this step's model call starts no new model call
           { guard: 'stopRequested', target: '#run.ending', actions: ['countCompaction', 'endStopped'] },
           { target: 'callingModel', actions: ['countCompaction', 'markPrepared'] },
         ],
-        onError: RUN_FAILED,
+        onError: MODEL_CALL_FAILED,
       },
       on: { CANCEL: MODEL_CALL_CANCELLED },
     },
@@ -220,12 +245,7 @@ export const runMachine = setup({
           { guard: 'askedForTools', target: 'committingIntent', actions: ['countModelCall', 'keepToolCalls'] },
           { target: 'verifyingFinal', actions: ['countModelCall', 'keepAnswer'] },
         ],
-        // maxDurationMs ran out while the call waited for its rate limit (nothing was sent); else the
-        // step's failed attempts count (at their reservations) in the failed run's spending
-        onError: [
-          { guard: 'rateLimitDeadline', target: '#run.ending', actions: ['countFailedCall', 'spendDuration', 'endBudgetSpent'] },
-          { target: '#run.ending', actions: ['countFailedCall', 'failWith'] },
-        ],
+        onError: MODEL_CALL_FAILED,
       },
       on: { CANCEL: MODEL_CALL_CANCELLED },
     },
@@ -263,6 +283,7 @@ export const runMachine = setup({
           calls: c.calls,
           cancelled: c.cancelRequested,
           ...(c.offered ? { tools: c.offered.tools } : {}),
+          budget: batchBudget(c),
         }),
         onDone: { target: 'committingResults', actions: 'keepBatchResults' },
         onError: RUN_FAILED,

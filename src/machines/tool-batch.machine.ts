@@ -4,7 +4,7 @@ import { mayStillRun, overlaps } from '../contracts/locks.js';
 import type { ToolOutcome } from '../contracts/tools.js';
 import type { AnyTool } from '../tools/define-tool.js';
 import { NO_TOOLS } from '../actors/session-services.js';
-import { callActor, skippedOutput, type ToolCallInput, type ToolCallReply } from '../actors/tool-call.js';
+import { callActor, skippedOutput, type BatchBudget, type ToolCallInput, type ToolCallReply } from '../actors/tool-call.js';
 
 export interface ToolBatchInput {
   runId: string;
@@ -15,6 +15,8 @@ export interface ToolBatchInput {
   cancelled?: boolean;
   /** The attempt's tools, by name (absent: none): each call runs its own. */
   tools?: ReadonlyMap<string, AnyTool>;
+  /** The batch's place and what the run's usage budgets left when it started: its sub-agents spend from it. */
+  budget?: BatchBudget;
 }
 
 /** Where each call of the batch stands; indexes follow `calls` (call ids come from the model). */
@@ -32,6 +34,7 @@ export interface ToolBatchContext {
   cancelled: boolean;
   /** The attempt's tools, by name (absent: none). */
   tools?: ReadonlyMap<string, AnyTool>;
+  budget?: BatchBudget;
 }
 
 export type ToolBatchEvent = ToolCallReply | { type: 'CANCEL'; reason?: string } | { type: 'batch.error'; error: unknown };
@@ -150,6 +153,7 @@ export const toolBatchMachine = setup({
             tool: (context.tools ?? NO_TOOLS.tools).get(context.calls[i]!.name)!,
             runId: context.runId,
             index: i,
+            ...(context.budget ? { budget: context.budget } : {}),
           },
         });
       }
@@ -203,6 +207,7 @@ export const toolBatchMachine = setup({
     truncatedBy: undefined,
     cancelled: input.cancelled ?? false,
     ...(input.tools ? { tools: input.tools } : {}),
+    ...(input.budget ? { budget: input.budget } : {}),
   }),
   initial: 'scheduling',
   on: {

@@ -55,6 +55,8 @@ export interface OpenRunState {
     modelUsages: Usage[];
     /** Calls counted at their reservation (failed attempts, crashed attempts' possibly-sent calls), to price. */
     reservations: Reservation[];
+    /** Costs tool results recorded for their own work (agentTool child runs, priced by the child). */
+    callCosts: string[];
     recoveries: number;
     corrections: number;
   };
@@ -96,7 +98,7 @@ export function foldRunEvents(events: readonly EventRecord[]): OpenRunState | un
           deliveredFinalIds: [],
           deliveryUnknownFinalIds: [],
           uncertainCalls: [],
-          spent: { toolCalls: 0, usage: zeroUsage(), modelUsages: [], reservations: [], recoveries: 0, corrections: 0 },
+          spent: { toolCalls: 0, usage: zeroUsage(), modelUsages: [], reservations: [], callCosts: [], recoveries: 0, corrections: 0 },
           ...(p.output ? { output: p.output } : {}),
         };
       } else {
@@ -155,10 +157,14 @@ export function foldRunEvents(events: readonly EventRecord[]): OpenRunState | un
           });
         }
         calls.delete(p.callId);
-        const o = p.outcome as { kind: string; concludesTurn?: boolean; content?: string; usage?: Usage };
-        if (o.usage) st.spent.usage = addUsage(st.spent.usage, o.usage); // an agentTool's child run
+        const o = p.outcome as ToolOutcome;
+        // an agentTool's child run: its usage, cost and calls counted at reservation, once (its call's result)
+        if ((o.kind === 'completed' || o.kind === 'cancelled') && o.usage) st.spent.usage = addUsage(st.spent.usage, o.usage);
+        if ((o.kind === 'completed' || o.kind === 'cancelled') && o.cost) st.spent.callCosts.push(o.cost);
+        if ((o.kind === 'completed' || o.kind === 'cancelled') && o.counted)
+          st.spent.reservations.push({ inputTokens: 0, outputTokens: o.counted.outputTokens, cost: o.counted.cost });
         if (concluding?.step !== e.step) concluding = { step: e.step, rejected: false };
-        if (o.kind === 'completed' && o.concludesTurn && concluding.content === undefined) concluding.content = o.content;
+        if (o.kind === 'completed' && o.concludesTurn && concluding.content === undefined) concluding.content = o.content as string;
         if (st.pending?.pendingRequest.kind === 'question' && st.pending.pendingRequest.callId === p.callId) delete st.pending;
         break;
       }

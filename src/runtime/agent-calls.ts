@@ -11,6 +11,8 @@ import type { AnyActorRef } from 'xstate';
 import type { ExecutionSession } from './execution-session.js';
 import type { ParentLink } from './session-agent.js';
 import { currentRunResult } from './wait-for-result.js';
+import { childBudgetOf, type BudgetPool } from '../actors/budget-pool.js';
+import { addCounted, noneCounted, type Counted } from '../contracts/reservation.js';
 
 /** The run a child session answers its parent call with (one per child session). */
 export const CHILD_RUN = 'answer';
@@ -29,11 +31,13 @@ export function childSessionId(ctx: Pick<ToolContext, 'sessionId' | 'idempotency
   return `${ctx.sessionId.slice(0, 120)}/~${sha256(key)}`;
 }
 
-/** What the runtime gives an agentTool's calls: opening a child session, and the store it reads. */
+/** What the runtime gives an agentTool's calls: opening a child session, the store it reads, the pools children spend from. */
 export interface ChildHost {
   store: EventStore;
   /** `callActor`: the tool-call actor the child's actors are inspected under (child-inspection.ts). */
   open(sessionId: string, agent: string, parent: ParentLink, callActor?: AnyActorRef): Promise<ExecutionSession>;
+  /** By child session id: the pool of its parent's batch, while the parent's call runs it (its services read it). */
+  pools: Map<string, BudgetPool>;
 }
 
 /** `tool` with its calls running its agent in child sessions of `host`'s runtime. */
@@ -67,12 +71,16 @@ async function runChildCall(
   );
   const cancel = () => void child.requestCancel('the parent run was cancelled');
   ctx.signal.addEventListener('abort', cancel, { once: true });
+  // the child spends from its parent batch's pool: what the parent (and every ancestor) has left
+  const pool = childBudgetOf(ctx);
+  if (pool) host.pools.set(childId, pool);
   try {
     if (ctx.signal.aborted) return cancelledOutcome(mark.agent.name);
-    const result = await childResult(host, child, childId, mark, args);
+    const result = await childResult(host, child, childId, mark, args, pool);
     return outcomeOf(mark.agent.name, childId, result);
   } finally {
     ctx.signal.removeEventListener('abort', cancel);
+    if (pool && host.pools.get(childId) === pool) host.pools.delete(childId);
     await child.close();
   }
 }
@@ -83,31 +91,54 @@ async function childResult(
   childId: string,
   mark: Extract<AgentMark, { kind: 'agent' }>,
   args: unknown,
+  pool: BudgetPool | undefined,
 ): Promise<ExecutionResult> {
   const recorded = await currentRunResult(host.store, childId, CHILD_RUN);
-  if (recorded) return recorded; // settled (or suspended) before: its answer, no model call
+  if (recorded) {
+    // settled (or suspended) before: its answer, no model call; its spending counts for its siblings
+    // until the parent commits it (a continue's child counts its own as its attempt starts)
+    pool?.charge(spentBy(recorded));
+    return recorded;
+  }
   if (child.recovery.interruptedRuns.some((r) => r.runId === CHILD_RUN))
     return child.execute({ kind: 'continue', runId: CHILD_RUN, attemptId: `continue-${randomUUID()}` });
   const message = mark.ownParameters ? JSON.stringify(args) : (args as { input: string }).input;
   return child.execute({ kind: 'prompt', runId: CHILD_RUN, attemptId: CHILD_RUN, message });
 }
 
-const cancelledOutcome = (agent: string): ToolOutcomeInput => ({
+const cancelledOutcome = (agent: string, spending: ChildSpending = {}): ToolOutcomeInput => ({
   kind: 'cancelled',
   settled: true,
   partialContent: `the ${agent} agent was cancelled with its parent run`,
   resourceLocks: [],
+  ...spending,
 });
 
-/** The call's result from the child's: its answer (structured output as JSON), else what became of it; with the child's usage. */
+type ChildSpending = Pick<Extract<ToolOutcomeInput, { kind: 'completed' }>, 'usage' | 'cost' | 'counted'>;
+
+/** What a child's run spent, as its call's result carries it to the parent (docs/agents.md, "Budgets"). */
+function spendingOf(r: ExecutionResult): ChildSpending {
+  return {
+    usage: r.usage,
+    ...(r.cost !== undefined && r.cost !== '0' ? { cost: r.cost } : {}),
+    ...(r.counted ? { counted: r.counted } : {}),
+  };
+}
+
+/** A child's recorded spending, as a pool counts it: output tokens and cost, reported and counted at reservation. */
+function spentBy(r: ExecutionResult): Counted {
+  return addCounted({ outputTokens: r.usage.outputTokens, cost: r.cost ?? '0' }, r.counted ?? noneCounted());
+}
+
+/** The call's result from the child's: its answer (structured output as JSON), else what became of it; with the child's spending. */
 function outcomeOf(agent: string, childId: string, r: ExecutionResult): ToolReturn {
   const uncertain = r.uncertainCalls.filter((c) => c.resolution === 'uncertain-hanging' || c.resolution === 'uncertain-settled');
   const note =
     uncertain.length > 0
       ? ` (calls of the ${agent} agent left uncertain by a crash: ${uncertain.map((c) => `${c.name} ${c.callId}`).join(', ')})`
       : '';
-  if (r.status === 'cancelled') return cancelledOutcome(agent);
-  const usage = r.usage;
+  if (r.status === 'cancelled') return cancelledOutcome(agent, spendingOf(r));
+  const spending = spendingOf(r);
   if (r.status === 'succeeded') {
     const text = r.output !== undefined ? JSON.stringify(r.output) : (r.finalMessage ?? '');
     return {
@@ -115,14 +146,15 @@ function outcomeOf(agent: string, childId: string, r: ExecutionResult): ToolRetu
       content: `${text}${note}`,
       isError: false,
       ...(r.output !== undefined ? { structured: r.output as JsonValue } : {}),
-      usage,
+      ...spending,
     };
   }
-  const why = r.error?.message ?? r.budget ?? r.pendingRequest?.questionId ?? '';
+  const budget = r.budget && (r.budgetOwner !== undefined ? `${r.budget} of session ${r.budgetOwner}` : r.budget);
+  const why = r.error?.message ?? budget ?? r.pendingRequest?.questionId ?? '';
   return {
     kind: 'completed',
     content: `the ${agent} agent (session ${childId}) ended ${r.status}${why ? `: ${why}` : ''}${note}`,
     isError: true,
-    usage,
+    ...spending,
   };
 }

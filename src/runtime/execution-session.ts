@@ -34,7 +34,7 @@ import type { OpenRunTracker } from './open-run-tracker.js';
 import { identifiedRequest, identifiedRun, runHandle, type RunHandle } from './run-handle.js';
 import { withRunOptions, type RunOptions, type TypedResult } from './run-options.js';
 import { createSessionActor } from './session-actors.js';
-import { LiveView, snapshotOf, type SessionSnapshot } from './session-view.js';
+import { heldBy, LiveView, snapshotOf, type SessionSnapshot } from './session-view.js';
 import type { TurnContext } from './turn-context.js';
 import type { ApprovalReceipt } from './per-call-approvals.js';
 import { sessionExtras, type SessionExtras } from './session-extras.js';
@@ -377,7 +377,7 @@ export class ExecutionSession<TOut = unknown> {
       waiting: this.current ? undefined : this.runs.open,
       messages: this.env.surface.messages,
       tokens: this.env.prefixTokens + this.env.surface.tokens,
-      inFlight: this.env.inFlight?.reservation,
+      ...heldBy(this.env),
     });
   }
 

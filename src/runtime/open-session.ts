@@ -28,6 +28,7 @@ import { inspectUnder } from './child-inspection.js';
 import type { Tracing } from './tracing-options.js';
 import { SessionTracer } from './tracing.js';
 import type { CallLimiter } from '../contracts/rate-limits.js';
+import type { BudgetPool } from '../actors/budget-pool.js';
 
 /** What a runtime opens its sessions with: the same for every session it opens. */
 export interface SessionOpening {
@@ -40,6 +41,8 @@ export interface SessionOpening {
   killed(): boolean;
   /** The runtime's rate limiter, shared by its sessions (absent without `rateLimits`). */
   limiter?: CallLimiter;
+  /** The pools the runtime's child sessions spend from while their parent's call runs them (agent-calls.ts). */
+  childPools: ReadonlyMap<string, BudgetPool>;
 }
 
 /**
@@ -114,6 +117,7 @@ export async function openSession(
     stream,
     tracer,
     limiter: r.limiter,
+    childPools: r.childPools,
   });
   if (tracer) stream.events$.subscribe((e) => tracer.onEnvelope(e));
   writer.stage(

@@ -10,7 +10,7 @@ import { recordedResult } from './log-lookups.js';
 import type { OpenRunTracker } from './open-run-tracker.js';
 import type { ResolvedRuntimeOptions } from './options.js';
 import { recoveredReservation, settleInterruptedFinal, spentOf } from './recovery-outcome.js';
-import { noneCounted } from '../contracts/reservation.js';
+import { addCounted, noneCounted } from '../contracts/reservation.js';
 import type { ToolSet } from './tool-set.js';
 import type { OutputSpec } from '../actors/final-output.js';
 
@@ -67,20 +67,26 @@ export async function prepareAttempt(s: AttemptSession, req: IdentifiedRequest):
         ...req,
         message: await storeMessages(toMessages(req.message), s.store.blobs, s.options.contentLimits, 'session.execute: message'),
       };
-    return {
-      run: attemptInput(req, {
-        sessionId: s.sessionId,
-        toolSet: s.toolSet(),
-        options: s.options,
-        runtimeOutput: s.runtimeOutput,
-        now: s.env.clock.now(),
-        openRun,
-        lastTurn: s.lastTurn(),
-        spentOf: (open) => spentOf(s.env, open),
-        recoveredReservation: (spent) =>
-          recoveredReservation(s.env, s.options.budget, { ...spent, counted: spent.counted ?? noneCounted() }),
-      }),
-    };
+    // a sub-agent's run: what it recorded before (an earlier life's calls, a crashed call at its
+    // reservation) counts in its ancestors' pools from now on, as its new calls will
+    const pool = s.env.budgets?.above();
+    const run = attemptInput(req, {
+      sessionId: s.sessionId,
+      toolSet: s.toolSet(),
+      options: s.options,
+      runtimeOutput: s.runtimeOutput,
+      now: s.env.clock.now(),
+      openRun,
+      lastTurn: s.lastTurn(),
+      spentOf: (open) => spentOf(s.env, open),
+      recoveredReservation: (spent) =>
+        recoveredReservation(s.env, s.options.budget, { ...spent, counted: spent.counted ?? noneCounted() }, pool?.available()),
+    });
+    if (pool && run.spent) {
+      const { usage, cost, counted = noneCounted() } = run.spent;
+      pool.charge(addCounted({ outputTokens: usage.outputTokens, cost }, counted));
+    }
+    return { run };
   } catch (e) {
     // closed (or its store closed) while the attempt was still being prepared: not an input error
     if (s.closed() || isStoreClosedError(e)) return { result: closedBefore(req) };

@@ -7,7 +7,8 @@ import type { SessionHead } from '../persistence/head.js';
 import { foldRunEvents, type OpenRunState } from '../persistence/open-run.js';
 import type { Usage } from '../contracts/message.js';
 import { isDecimal } from '../contracts/config.js';
-import { addDecimal } from '../contracts/budget.js';
+import { addDecimal, subDecimal } from '../contracts/budget.js';
+import { tightest, type PoolLeft } from '../actors/budget-pool.js';
 import { addCounted, budgetLeft, noneCounted, reserve, type Counted, type Reservation } from '../contracts/reservation.js';
 import type { LoopBudget } from '../contracts/config.js';
 import { priceOf } from '../actors/pricing.js';
@@ -34,9 +35,10 @@ export function spentOf(
   env: SessionServices,
   open: OpenRunState,
 ): { toolCalls: number; usage: Usage; cost: string; counted: Counted; recoveries: number; corrections: number } {
-  const { toolCalls, usage, modelUsages, reservations, recoveries, corrections } = open.spent;
+  const { toolCalls, usage, modelUsages, reservations, callCosts, recoveries, corrections } = open.spent;
   let cost = '0';
   for (const u of modelUsages) cost = addDecimal(cost, priceOr0(env, u));
+  for (const c of callCosts) cost = addDecimal(cost, c); // a child run's, as its result recorded it
   let counted = noneCounted();
   for (const r of reservations) counted = addCounted(counted, { outputTokens: r.outputTokens, cost: r.cost ?? priceOr0(env, r) });
   return { toolCalls, usage, cost, counted, recoveries, corrections };
@@ -64,12 +66,13 @@ export function recoveredReservation(
   env: Pick<SessionServices, 'pricing' | 'model' | 'config' | 'prefixTokens' | 'surface'>,
   budget: LoopBudget,
   spent: { usage: Usage; cost: string; counted: Counted },
+  /** A sub-agent's: what its ancestors' pools leave before its recorded spending is counted there. */
+  above?: PoolLeft,
 ): Reservation | undefined {
-  if (budget.maxCost === undefined && budget.maxOutputTokens === undefined) return undefined;
-  const left = budgetLeft(budget, {
-    outputTokens: spent.usage.outputTokens + spent.counted.outputTokens,
-    cost: addDecimal(spent.cost, spent.counted.cost),
-  });
+  const own = budget.maxCost !== undefined || budget.maxOutputTokens !== undefined;
+  if (!own && !above?.cost && !above?.outputTokens) return undefined;
+  const used = { outputTokens: spent.usage.outputTokens + spent.counted.outputTokens, cost: addDecimal(spent.cost, spent.counted.cost) };
+  const { left } = tightest(own ? budgetLeft(budget, used) : undefined, above && lessUsed(above, used));
   const inputTokens = env.prefixTokens + env.surface.tokens;
   let r;
   try {
@@ -79,6 +82,16 @@ export function recoveredReservation(
   }
   if (r.ok) return r.reservation;
   return { inputTokens, outputTokens: left.outputTokens ?? 0, ...(left.cost !== undefined ? { cost: left.cost } : {}) };
+}
+
+/** What `above` leaves once `used` is counted there too. */
+function lessUsed(above: PoolLeft, used: Counted): PoolLeft {
+  return {
+    ...(above.outputTokens
+      ? { outputTokens: { ...above.outputTokens, left: Math.max(0, above.outputTokens.left - used.outputTokens) } }
+      : {}),
+    ...(above.cost ? { cost: { ...above.cost, left: subDecimal(above.cost.left, used.cost) } } : {}),
+  };
 }
 
 /**
@@ -142,6 +155,7 @@ export async function settleInterruptedFinal(env: SessionServices, open: OpenRun
     toolCalls: spent.toolCalls,
     recoveries: spent.recoveries,
     ...(env.pricing ? { cost: spent.cost } : {}),
+    ...(spent.counted.outputTokens > 0 || spent.counted.cost !== '0' ? { counted: spent.counted } : {}),
     uncertainCalls: open.uncertainCalls,
   };
   stageRunEnd(env.writer, at, result);

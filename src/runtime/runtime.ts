@@ -23,6 +23,7 @@ import { promptEntry, sessionInboxes, submitToOpen, workOf } from './submit.js';
 import { askUserTool } from '../tools/ask-user.js';
 import { agentRegistry } from './agent-registry.js';
 import { boundAgentTool, type ChildHost } from './agent-calls.js';
+import type { BudgetPool } from '../actors/budget-pool.js';
 import { resolveTracing } from './tracing-options.js';
 import { waitForResult } from './wait-for-result.js';
 import { isServed, LiveSessions, type ServedInternals } from './live-sessions.js';
@@ -113,8 +114,11 @@ export function createRuntime(options: RuntimeOptions): Runtime {
   const store = o.store ?? lmdbStore({ path: './.actorloop' });
   // every agent's tools (a live list's as it is now) and the execution profile of an attempt starting now
   // an agentTool's calls open their child sessions in this runtime (held by it as any session it opens)
+  // the pool each running child session spends from (its parent batch's), by child session id
+  const childPools = new Map<string, BudgetPool>();
   const childHost: ChildHost = {
     store,
+    pools: childPools,
     // the parent's writer owns its children: a child a crashed or fenced writer left held is taken over
     open: (id, agent, parent, callActor) =>
       live.open(id, true, () => openSession(opening, id, { agent, parent, ...(callActor ? { callActor } : {}) })),
@@ -129,7 +133,7 @@ export function createRuntime(options: RuntimeOptions): Runtime {
       : o.rateLimitBuckets
         ? new RateLimiter(o.rateLimits, o.clock, sharedBuckets(o.rateLimitBuckets, bucketsOf(o.rateLimits)))
         : new RateLimiter(o.rateLimits, o.clock);
-  const opening: SessionOpening = { store, options: o, agents, tracing, sessions, killed, ...(limiter ? { limiter } : {}) };
+  const opening: SessionOpening = { store, options: o, agents, tracing, sessions, killed, childPools, ...(limiter ? { limiter } : {}) };
   const live = new LiveSessions(store, () => sessions.closed);
   const attach = (sessionId: string, internal: OpenInternals | undefined, resume: ResumeMode, agent?: Agent | string) =>
     openSession(opening, sessionId, { ...internal, resume, ...(agent !== undefined ? { agent } : {}) });

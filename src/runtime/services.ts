@@ -9,6 +9,7 @@ import type { ResolvedRuntimeOptions } from './options.js';
 import type { SessionTracer } from './tracing.js';
 import type { SessionAgent } from './session-agent.js';
 import type { CallLimiter } from '../contracts/rate-limits.js';
+import { SessionBudgets, type BudgetPool } from '../actors/budget-pool.js';
 
 /** What one session opened with, that its services are made of. */
 export interface OpenedParts {
@@ -25,6 +26,8 @@ export interface OpenedParts {
   stream: EnvelopeStream;
   tracer: SessionTracer | undefined;
   limiter: CallLimiter | undefined;
+  /** The pools the runtime's child sessions spend from, by child session id (set while their parent's call runs them). */
+  childPools: ReadonlyMap<string, BudgetPool>;
 }
 
 /**
@@ -73,6 +76,7 @@ export function sessionServices(o: ResolvedRuntimeOptions, p: OpenedParts): Sess
     emit: (event, logSeq) => stream.publish(event, logSeq),
     ...(tracer ? { tracer } : {}),
     inFlight: {},
+    budgets: new SessionBudgets(p.sessionId, () => p.childPools.get(p.sessionId)),
     ...(p.limiter ? { rateLimiter: p.limiter } : {}),
   };
 }

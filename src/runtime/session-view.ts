@@ -4,7 +4,8 @@ import type { ExecutionResult } from '../contracts/requests.js';
 import type { Message } from '../contracts/message.js';
 import type { PendingRequest } from '../contracts/events.js';
 import type { RunContext } from '../machines/run-context.js';
-import type { Reservation } from '../contracts/reservation.js';
+import type { Counted, Reservation } from '../contracts/reservation.js';
+import type { SessionServices } from '../actors/session-services.js';
 import { spendingOf, type Spending } from '../contracts/spending.js';
 
 /**
@@ -58,12 +59,26 @@ export interface SnapshotSource {
     | undefined;
   /** The reservation of the model call in flight, if any. */
   inFlight?: Reservation | undefined;
+  /** What the running batch's sub-agents spent and hold (not yet in the run's figures), if any. */
+  children?: Counted | undefined;
   lastResult: ExecutionResult | undefined;
   /** The open run the session waits on (none while an attempt runs). */
   waiting: { pending?: { pendingRequest: PendingRequest } } | undefined;
   messages: readonly Message[];
   tokens: number;
 }
+
+/** What a run holds now beside its figures: its call in flight, or while its tool batch runs, its sub-agents' spending. */
+function heldNow(phase: string, s: SnapshotSource): { outputTokens: number; cost?: string } | undefined {
+  if (phase === 'runningTools' && s.children) return s.children;
+  return s.inFlight;
+}
+
+/** What a session's services hold for its snapshot: the call in flight, its batch's sub-agents' spending. */
+export const heldBy = (env: Pick<SessionServices, 'inFlight' | 'budgets'>): Pick<SnapshotSource, 'inFlight' | 'children'> => ({
+  inFlight: env.inFlight?.reservation,
+  children: env.budgets?.childrenUsing(),
+});
 
 /** `session.snapshot()`: JSON state for UIs and debugging. */
 export function snapshotOf(s: SnapshotSource): SessionSnapshot {
@@ -86,7 +101,7 @@ export function snapshotOf(s: SnapshotSource): SessionSnapshot {
           { outputTokens: run.context.usage.outputTokens, cost: run.context.cost },
           run.context.counted,
           run.context.overruns,
-          s.inFlight,
+          heldNow(String(run.value), s),
         )
       : r?.spending
         ? { spending: r.spending }

@@ -122,4 +122,34 @@ describe('budget reservations', () => {
     expect(msg.overrun).toMatchObject(overrun);
     expect(r.spending?.overruns).toEqual([expect.objectContaining(overrun)]);
   });
+
+  it("a cancel during a retry's backoff keeps the step's failed attempts counted at their reservations in the cancelled run's result", async () => {
+    const model = scriptedModel([
+      { error: { message: 'dropped after output', retryable: true, code: 'server', partialOutput: true } },
+      'never',
+    ]);
+    // a backoff long enough that the cancel lands in it
+    const { runtime, store } = memRuntime({
+      model,
+      pricing: tokenPrice,
+      budget: { maxCost: '1' },
+      config: { outputReserve: 100, retryBackoffMs: 60_000, maxRetryDelayMs: 60_000 },
+    });
+    cleanups.push(() => runtime.close());
+    const s = await runtime.openSession('s');
+    const running = s.execute({ kind: 'prompt', ...ids(), message: 'go' });
+    while (model.requests.length < 1) await new Promise((r) => setTimeout(r, 1));
+    await new Promise((r) => setTimeout(r, 20));
+    await s.requestCancel();
+    const r = await running;
+    expect(r.status).toBe('cancelled');
+    expect(model.requests).toHaveLength(1);
+    const attempt = (await logOf(store, 's')).find((e) => e.type === 'assistant/attempt')!.payload as {
+      counted: string;
+      reserved: { cost: string; outputTokens: number };
+    };
+    expect(attempt.counted).toBe('reservation');
+    expect(r.counted).toEqual({ outputTokens: attempt.reserved.outputTokens, cost: attempt.reserved.cost });
+    expect(r.spending?.maxCost).toMatchObject({ spent: '0', reserved: attempt.reserved.cost });
+  });
 });

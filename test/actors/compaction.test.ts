@@ -1,5 +1,6 @@
 import { contentText } from '../../src/contracts/content.js';
 import { afterEach, describe, expect, it } from 'vitest';
+import { SimulatedClock } from 'xstate';
 import { z } from 'zod';
 import {
   createRuntime,
@@ -214,6 +215,49 @@ describe('the compaction model call', () => {
     const r = await s.execute({ kind: 'prompt', runId: 'r2', attemptId: 'a2', message: 'third' });
     expect(model.requests.filter(isCompaction)).toHaveLength(1);
     expect(r).toMatchObject({ status: 'budget_exhausted', budget: 'maxOutputTokens' });
+  });
+
+  it('a summary call is reserved as any model call: its output is capped by what maxOutputTokens leaves, and its reservation is recorded', async () => {
+    const step = (text: string): ScriptedStep => ({ text, usage: { inputTokens: 10, outputTokens: 1 } });
+    const model = scriptedModel([step(big('a')), step(big('b')), step('SUMMARY'), step('after')]);
+    const { s, store } = await filledSession(model, { budget: { maxOutputTokens: 50 } });
+    const r = await s.execute({ kind: 'prompt', runId: 'r2', attemptId: 'a2', message: 'third' });
+    expect(r.status).toBe('succeeded');
+    const [summary] = model.requests.filter(isCompaction);
+    expect(summary!.maxOutputTokens).toBe(50);
+    const comp = (await logOf(store, 's')).find((e) => e.type === 'compaction')!;
+    expect(comp.payload).toMatchObject({ reserved: { outputTokens: 50 } });
+  });
+
+  it('a summary call whose worst case the budget cannot hold is not made: the run ends budget_exhausted naming the budget', async () => {
+    const step = (text: string): ScriptedStep => ({ text, usage: { inputTokens: 10, outputTokens: 1 } });
+    const model = scriptedModel([step(big('a')), step(big('b')), step('SUMMARY'), step('after')]);
+    // a request of 1100 estimated input tokens or more is priced past maxCost: the summary
+    // request (the older runs' transcript, about the window) is; r0's and r1's steps are not
+    const pricing = (u: { inputTokens: number }) => (u.inputTokens >= 1100 ? '10' : '0');
+    const { s } = await filledSession(model, { pricing, budget: { maxCost: '1' } });
+    const r = await s.execute({ kind: 'prompt', runId: 'r2', attemptId: 'a2', message: 'third' });
+    expect(model.requests.filter(isCompaction)).toHaveLength(0);
+    expect(r).toMatchObject({ status: 'budget_exhausted', budget: 'maxCost' });
+  });
+
+  it("a summary call's wait for its rate limit ends when the run's maxDurationMs runs out: the run ends budget_exhausted, no summary asked", async () => {
+    const clock = new SimulatedClock();
+    clock.set(Date.now());
+    const model = scriptedModel([big('a'), big('b'), 'SUMMARY', 'after'], { modelId: 'm' });
+    // two requests a minute: r0 and r1 take them, r2's summary call waits for the next minute
+    const { s } = await filledSession(model, {
+      clock,
+      rateLimits: [{ provider: 'actorloop.scripted', requestsPerMinute: 2 }],
+      budget: { maxDurationMs: 10_000 },
+    });
+    let done = false;
+    const r2 = s.execute({ kind: 'prompt', runId: 'r2', attemptId: 'a2', message: 'third' }).finally(() => (done = true));
+    for (let i = 0; i < 20; i++) await new Promise<void>((resolve) => setImmediate(resolve));
+    expect(done).toBe(false);
+    clock.increment(10_000);
+    expect(await r2).toMatchObject({ status: 'budget_exhausted', budget: 'maxDurationMs' });
+    expect(model.requests.filter(isCompaction)).toHaveLength(0);
   });
 
   // f9e40b0: "its usage counts in the step (result, cost, budgets, reopen)"; the fold counts the

@@ -40,7 +40,7 @@ async function violations(dir: string): Promise<string[]> {
 
 describe('an agent tree killed with SIGKILL (real child processes)', () => {
   it.each(['parent-intent', 'child-intent', 'child-end', 'parent-result'])(
-    'killed right after %s: the next process settles the tree, each child answer committed in its parent once, no ledger entry twice',
+    "killed right after %s: the next process settles the tree, each child answer committed in its parent once, no ledger entry twice, each child's spending counted once in the root's result and within maxCost",
     async (killAt) => {
       const dir = tempDir('actorloop-agent-tree-');
       cleanups.push(() => dir.cleanup());

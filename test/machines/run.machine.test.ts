@@ -283,7 +283,10 @@ describe('runMachine', () => {
       { turn: 1, step: 1, attempt: 1 },
       { turn: 1, step: 2, attempt: 1 },
     ]);
-    expect(inputs.toolBatch).toEqual([{ runId: 'r1', calls: [call('c1'), call('c2')], maxParallel: 4, cancelled: false }]);
+    // (the batch's place names the pool its sub-agents would spend from; no usage budget, nothing left to name)
+    expect(inputs.toolBatch).toEqual([
+      { runId: 'r1', calls: [call('c1'), call('c2')], maxParallel: 4, cancelled: false, budget: { batch: 'r1/1/1' } },
+    ]);
     expect(inputs.commitResults[0]!.at.step).toBe(1);
     expect(inputs.commitResults[0]!.results.map((r) => r.callId)).toEqual(['c1', 'c2']);
     expect(inputs.commitResults[0]!.usage).toEqual(usage(5));
