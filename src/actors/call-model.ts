@@ -106,6 +106,7 @@ export async function callWithRetries(
     }
     const callSignal = attempt?.signal ?? signal;
     let permit: CallPermit | undefined;
+    let refused: unknown;
     try {
       // the output it reserves is the attempt's cap (what the budgets leave), not only the run's
       permit = await awaitRateLimit(env, at.step, cap === undefined ? spec : { ...spec, maxOutputTokens: cap }, callSignal, emit);
@@ -114,6 +115,10 @@ export async function callWithRetries(
       if (cap !== undefined) request.maxOutputTokens = cap;
       if (env.inFlight && reserved) env.inFlight.reservation = reserved;
       if (spec.output) request.output = spec.output;
+      // the last check before the request, after the last await: a writer that no longer holds its
+      // session (fenced, its lease lost — a child session's: its parent's — or closed) sends none
+      refused = env.writer.effectRefusal();
+      if (refused !== undefined) throw refused;
       const res = await env.model.call(request, (e) => {
         if (e.type !== 'text_delta' || !live || signal.aborted) return;
         if (!started) emit({ type: 'message_start', role: 'assistant' });
@@ -141,8 +146,9 @@ export async function callWithRetries(
       offAttempt();
       if (env.inFlight) delete env.inFlight.reservation;
       releaseRateLimit(permit, undefined, e);
-      if (isRateLimitDeadline(e)) {
-        countWithError(e, counted); // nothing was sent: no attempt to record, but the step's failed ones still count
+      if (isRateLimitDeadline(e) || (refused !== undefined && e === refused)) {
+        // nothing was sent: no attempt to record, but the step's failed ones still count
+        if (typeof e === 'object' && e !== null) countWithError(e, counted);
         throw e;
       }
       if (signal.aborted || isCancelledError(e)) {

@@ -6,6 +6,8 @@ import { jsonIssue, type JsonValue } from '../contracts/json.js';
 import { ToolOutcomeReturn, type ReturnedOutcome, type ToolOutcome } from '../contracts/tools.js';
 import { storeContent } from '../persistence/content-parts.js';
 import type { AnyTool, ToolContext } from '../tools/define-tool.js';
+import { CALL_RUNTIME, type CallControl, type CallRuntime } from '../tools/call-runtime.js';
+import type { LogWriter } from '../persistence/log-writer.js';
 import { servicesIn, type ServicesSource, type SessionServices } from './session-services.js';
 
 export interface ToolCallInput {
@@ -15,6 +17,8 @@ export interface ToolCallInput {
   runId: string;
   /** The call's place in its batch: how the batch knows its reply (call ids come from the model). */
   index: number;
+  /** The run's control requests made before the call started (stop after the round, detach). */
+  control?: CallControl[];
 }
 
 /** What a tool-call actor reports to its batch. */
@@ -22,8 +26,50 @@ export type ToolCallReply =
   | { type: 'call.done'; index: number; output: ToolCallOutput }
   | { type: 'call.failed'; index: number; callId: string; error: unknown };
 
-/** What a batch sends a running tool-call actor: the run was cancelled (its tool's signal aborts). */
-export type ToolCallCancel = { type: 'CANCEL'; reason: string };
+/**
+ * What a batch sends a running tool-call actor: the run was cancelled (its tool's signal aborts),
+ * or asked to stop after the round or to detach (what a call of the runtime's own tools follows:
+ * an agent call's child session).
+ */
+export type ToolCallCancel = { type: 'CANCEL'; reason: string } | { type: 'CONTROL'; request: CallControl };
+
+/** The control requests one call has been sent, kept for a listener that comes later. */
+export class CallRequests {
+  private readonly made: CallControl[] = [];
+  private listeners: Set<(r: CallControl) => void> | undefined;
+
+  constructor(initial: readonly CallControl[] = []) {
+    this.made.push(...initial);
+  }
+
+  request(r: CallControl): void {
+    if (this.made.includes(r)) return;
+    this.made.push(r);
+    for (const l of this.listeners ?? []) l(r);
+  }
+
+  on(listener: (r: CallControl) => void): () => void {
+    for (const r of this.made) listener(r);
+    (this.listeners ??= new Set()).add(listener);
+    return () => void this.listeners?.delete(listener);
+  }
+}
+
+/** A call's CallRuntime: the hold of the writer running it, and its control requests. */
+class RunningCall implements CallRuntime {
+  constructor(
+    private readonly writer: LogWriter,
+    private readonly requests: CallRequests,
+  ) {}
+
+  lost(): unknown {
+    return this.writer.effectRefusal();
+  }
+
+  onControl(listener: (r: CallControl) => void): () => void {
+    return this.requests.on(listener);
+  }
+}
 
 const OUTCOME_KINDS = new Set(['completed', 'skipped', 'cancelled', 'uncertain-settled', 'uncertain-hanging']);
 
@@ -134,9 +180,9 @@ const errorOutcome = (e: unknown): ToolOutcome => ({
  * resources staying locked. A callback actor: no promise-actor machinery per call.
  */
 export const toolCallActor = (env: ServicesSource) =>
-  callActor((input, ac, system) => {
+  callActor((input, ac, system, requests) => {
     const services = servicesIn(env, system);
-    return runToolCall(services, input, ac).then((out) => (hasBytes(out.outcome) ? storedOutput(services, out) : out));
+    return runToolCall(services, input, ac, requests).then((out) => (hasBytes(out.outcome) ? storedOutput(services, out) : out));
   });
 
 /** `o`, unless it carries bytes: then an error result (reconcile's outcomes are text). */
@@ -166,14 +212,19 @@ async function storedOutput(env: SessionServices, out: ToolCallOutput): Promise<
  * itself throws) to the batch; a `CANCEL` from the batch, or stopping the actor before that,
  * aborts the `CallAbort` it was given (an AbortController whose signal is made only if read).
  */
-export const callActor = (run: (input: ToolCallInput, ac: CallAbort, system: ActorSystem<any>) => Promise<ToolCallOutput>) =>
+export const callActor = (
+  run: (input: ToolCallInput, ac: CallAbort, system: ActorSystem<any>, requests: CallRequests) => Promise<ToolCallOutput>,
+) =>
   fromCallback<ToolCallCancel, ToolCallInput>(({ input, sendBack, receive, system }) => {
     const ac = new CallAbort();
+    const requests = new CallRequests(input.control);
     let settled = false;
     receive((e) => {
-      if (e.type === 'CANCEL' && !settled) ac.abort(new CancelledError(e.reason));
+      if (settled) return;
+      if (e.type === 'CANCEL') ac.abort(new CancelledError(e.reason));
+      else requests.request(e.request);
     });
-    run(input, ac, system).then(
+    run(input, ac, system, requests).then(
       (output) => {
         settled = true;
         sendBack({ type: 'call.done', index: input.index, output } satisfies ToolCallReply);
@@ -197,7 +248,7 @@ const SIGNAL_GETTER: PropertyDescriptor = {
   configurable: true,
 };
 
-async function runToolCall(env: SessionServices, input: ToolCallInput, ac: CallAbort): Promise<ToolCallOutput> {
+async function runToolCall(env: SessionServices, input: ToolCallInput, ac: CallAbort, requests: CallRequests): Promise<ToolCallOutput> {
   const { call, runId, tool } = input;
   // every call, parallel ones too: a fenced writer starts no tool (the calls of one wave share
   // one read of the head, LogWriter.checkFenced)
@@ -239,6 +290,7 @@ async function runToolCall(env: SessionServices, input: ToolCallInput, ac: CallA
   let ended = false; // an update emitted after the call's outcome is known is dropped
   const ctx = {
     [CALL_ABORT]: ac,
+    [CALL_RUNTIME]: new RunningCall(env.writer, requests),
     idempotencyKey: call.idempotencyKey,
     sessionId: env.sessionId,
     runId,

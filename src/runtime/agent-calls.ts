@@ -6,6 +6,7 @@ import type { EventStore } from '../persistence/event-store.js';
 import { sha256 } from '../persistence/surface.js';
 import type { AgentMark } from '../tools/agent-marks.js';
 import type { AnyTool, ToolContext, ToolReturn } from '../tools/define-tool.js';
+import { callRuntimeOf } from '../tools/call-runtime.js';
 import type { ExecutionSession } from './execution-session.js';
 import type { ParentLink } from './session-agent.js';
 import { currentRunResult } from './wait-for-result.js';
@@ -30,7 +31,8 @@ export function childSessionId(ctx: Pick<ToolContext, 'sessionId' | 'idempotency
 /** What the runtime gives an agentTool's calls: opening a child session, and the store it reads. */
 export interface ChildHost {
   store: EventStore;
-  open(sessionId: string, agent: string, parent: ParentLink): Promise<ExecutionSession>;
+  /** `lost`: the parent writer's hold, the child writer's guard (a child is fenced with its parent). */
+  open(sessionId: string, agent: string, parent: ParentLink, lost?: () => unknown): Promise<ExecutionSession>;
 }
 
 /** `tool` with its calls running its agent in child sessions of `host`'s runtime. */
@@ -51,12 +53,16 @@ async function runChildCall(
   ctx: ToolContext,
 ): Promise<ToolReturn> {
   const childId = childSessionId(ctx);
-  const child = await host.open(childId, mark.agent.name, {
+  const call = callRuntimeOf(ctx);
+  const parent = {
     sessionId: ctx.sessionId,
     runId: ctx.runId,
     callId: ctx.callId,
     ...(ctx.callSeq !== undefined ? { seq: ctx.callSeq } : {}),
-  });
+  };
+  // the child's writer is guarded by its parent's: once the parent's writer no longer holds its
+  // session (a lost lease, a takeover), the child starts no tool or model call and commits nothing
+  const child = await host.open(childId, mark.agent.name, parent, call ? () => call.lost() : undefined);
   const cancel = () => void child.requestCancel('the parent run was cancelled');
   ctx.signal.addEventListener('abort', cancel, { once: true });
   try {
