@@ -1,6 +1,7 @@
 import { fromCallback, type ActorSystem } from 'xstate';
 import { CallAbort } from '../contracts/abort.js';
 import type { ToolCallIntent, ToolCallOutput } from '../contracts/calls.js';
+import type { PendingRequest } from '../contracts/events.js';
 import { CancelledError, isCancelledError } from '../contracts/errors.js';
 import { jsonIssue, type JsonValue } from '../contracts/json.js';
 import { ToolOutcomeReturn, type ReturnedOutcome, type ToolOutcome } from '../contracts/tools.js';
@@ -57,10 +58,17 @@ export class CallRequests {
 
 /** A call's CallRuntime: the hold of the writer running it, and its control requests. */
 class RunningCall implements CallRuntime {
+  /** Set by `leaveUnsettled`: the call's output carries it instead of a result. */
+  unsettled: NonNullable<ToolCallOutput['unsettled']> | undefined;
+
   constructor(
     private readonly writer: LogWriter,
     private readonly requests: CallRequests,
   ) {}
+
+  leaveUnsettled(pendingRequest?: PendingRequest): void {
+    this.unsettled = pendingRequest ? { pendingRequest } : {};
+  }
 
   lost(): unknown {
     return this.writer.effectRefusal();
@@ -283,6 +291,7 @@ async function runToolCall(env: SessionServices, input: ToolCallInput, ac: CallA
       }, tool.timeoutMs)
     : undefined;
   const startedAt = clock.now();
+  const running = new RunningCall(env.writer, requests);
   env.emit({ type: 'tool_start', callId: call.callId, name: call.name, arguments: call.arguments }, env.callSeqs.get(call.callId));
   // `signal` is read lazily (a tool that never looks at it costs no AbortController), through an
   // own enumerable getter so that `{ ...ctx }` keeps it — defined with one shared descriptor:
@@ -290,7 +299,7 @@ async function runToolCall(env: SessionServices, input: ToolCallInput, ac: CallA
   let ended = false; // an update emitted after the call's outcome is known is dropped
   const ctx = {
     [CALL_ABORT]: ac,
-    [CALL_RUNTIME]: new RunningCall(env.writer, requests),
+    [CALL_RUNTIME]: running,
     idempotencyKey: call.idempotencyKey,
     sessionId: env.sessionId,
     runId,
@@ -357,7 +366,9 @@ async function runToolCall(env: SessionServices, input: ToolCallInput, ac: CallA
   });
   try {
     const outcome = await settled;
-    return { callId: call.callId, name: call.name, outcome, startedAt, endedAt: clock.now() };
+    // a call left unsettled (an agent call whose child waits for an answer or detached) has no result yet
+    const unsettled = outcome.kind === 'completed' ? running.unsettled : undefined;
+    return { callId: call.callId, name: call.name, outcome, startedAt, endedAt: clock.now(), ...(unsettled ? { unsettled } : {}) };
   } finally {
     ended = true;
     if (timeout !== undefined) clock.clearTimeout(timeout);

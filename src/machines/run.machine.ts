@@ -84,6 +84,7 @@ export const runMachine = setup({
     intentBlocked: ({ event }) => outputOf<CommitIntentOutput>(event).kind === 'blocked',
     intentSuspended: ({ event }) => outputOf<CommitIntentOutput>(event).kind === 'suspended',
     toolConcluded: ({ event }) => outputOf<CommitResultsOutput>(event).concluded !== undefined,
+    callsUnsettled: ({ event }) => outputOf<CommitResultsOutput>(event).unsettled !== undefined,
     finalRejected: ({ event }) => outputOf<VerifyFinalOutput>(event).kind === 'rejected',
     outputRejected: ({ event }) => outputOf<VerifyFinalOutput>(event).kind === 'output_rejected',
     delivered: ({ event }) => outputOf<DeliverFinalOutput>(event).kind === 'delivered',
@@ -263,11 +264,19 @@ export const runMachine = setup({
           calls: c.calls,
           cancelled: c.cancelRequested,
           ...(c.offered ? { tools: c.offered.tools } : {}),
+          ...(c.stopRequested || c.detachRequested
+            ? { control: [...(c.stopRequested ? ['stop' as const] : []), ...(c.detachRequested ? ['detach' as const] : [])] }
+            : {}),
         }),
         onDone: { target: 'committingResults', actions: 'keepBatchResults' },
         onError: RUN_FAILED,
       },
-      on: { CANCEL: { actions: ['requestCancel', 'cancelBatch'] } },
+      // control reaches the running calls: a cancel aborts them, a stop or detach reaches an agent call's child
+      on: {
+        CANCEL: { actions: ['requestCancel', 'cancelBatch'] },
+        STOP_AFTER_ROUND: { actions: ['requestStop', 'stopBatch'] },
+        DETACH: { actions: ['requestDetach', 'detachBatch'] },
+      },
     },
     committingResults: {
       invoke: {
@@ -276,8 +285,11 @@ export const runMachine = setup({
           at: positionOf(c),
           results: inCallOrder(c.order, c.presetResults, c.batchResults),
           ...(c.stepUsage ? { usage: c.stepUsage } : {}),
+          intents: c.calls,
         }),
         onDone: [
+          // agent calls left without a result: the run waits for a child's request, or is detached
+          { guard: 'callsUnsettled', target: 'settlingResults', actions: ['countRejections', 'takeHandoff', 'endUnsettled'] },
           { guard: 'toolConcluded', target: 'settlingResults', actions: ['countRejections', 'takeHandoff', 'finalizeConcludedByTool'] },
           { target: 'checkingBudget', actions: ['countRejections', 'takeHandoff'] },
         ],

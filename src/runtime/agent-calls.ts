@@ -7,6 +7,8 @@ import { sha256 } from '../persistence/surface.js';
 import type { AgentMark } from '../tools/agent-marks.js';
 import type { AnyTool, ToolContext, ToolReturn } from '../tools/define-tool.js';
 import { callRuntimeOf } from '../tools/call-runtime.js';
+import { contentText } from '../contracts/content.js';
+import { followControl, routedAnswer, throughChild } from './child-requests.js';
 import type { ExecutionSession } from './execution-session.js';
 import type { ParentLink } from './session-agent.js';
 import { currentRunResult } from './wait-for-result.js';
@@ -42,9 +44,11 @@ export function boundAgentTool(tool: AnyTool, mark: Extract<AgentMark, { kind: '
 
 /**
  * One agentTool call: opens its child session and takes the child's settled answer (a call run
- * again after a crash whose child had finished), continues the child's interrupted run, or starts
- * it — never twice: its run id is fixed (`answer`), so a prompt for it is refused once it exists.
- * The parent's cancel (the call's signal) cancels the child.
+ * again after a crash whose child had finished), answers the child's request with the answer its
+ * parent's respond routed down, continues the child's interrupted run, or starts it — never twice:
+ * its run id is fixed (`answer`), so a prompt for it is refused once it exists. The parent's
+ * cancel (the call's signal) cancels the child, its stop and detach reach it too; a child that
+ * waits for an answer (or was detached) leaves the call unsettled, and the parent waits with it.
  */
 async function runChildCall(
   host: ChildHost,
@@ -65,11 +69,21 @@ async function runChildCall(
   const child = await host.open(childId, mark.agent.name, parent, call ? () => call.lost() : undefined);
   const cancel = () => void child.requestCancel('the parent run was cancelled');
   ctx.signal.addEventListener('abort', cancel, { once: true });
+  const unfollow = call ? followControl(child, call, CHILD_RUN) : () => {};
   try {
     if (ctx.signal.aborted) return cancelledOutcome(mark.agent.name);
-    const result = await childResult(host, child, childId, mark, args);
-    return outcomeOf(mark.agent.name, childId, result);
+    const result = await childResult(host, child, childId, mark, args, ctx);
+    if (call && (result.status === 'suspended' || result.status === 'detached' || result.status === 'fenced')) {
+      // the child's run is still open: the parent's call stays without a result, its run waits
+      // on the child's request (or is detached), and its next attempt runs this call again
+      call.leaveUnsettled(
+        result.status === 'suspended' && result.pendingRequest ? throughChild(childId, result.pendingRequest) : undefined,
+      );
+      return `the ${mark.agent.name} agent has not answered yet (${result.status})`;
+    }
+    return outcomeOf(mark.agent.name, childId, result, child);
   } finally {
+    unfollow();
     ctx.signal.removeEventListener('abort', cancel);
     await child.close();
   }
@@ -81,9 +95,18 @@ async function childResult(
   childId: string,
   mark: Extract<AgentMark, { kind: 'agent' }>,
   args: unknown,
+  ctx: ToolContext,
 ): Promise<ExecutionResult> {
   const recorded = await currentRunResult(host.store, childId, CHILD_RUN);
-  if (recorded) return recorded; // settled (or suspended) before: its answer, no model call
+  const asked = recorded?.status === 'suspended' ? recorded.pendingRequest : undefined;
+  if (asked) {
+    // the child waits for an answer: the one its parent's respond recorded, if given yet
+    const routed = await routedAnswer(host.store, ctx.sessionId, ctx.callSeq ?? 1, childId, asked.questionId);
+    if (!routed) return recorded!;
+    const { questionId } = asked;
+    return child.execute({ kind: 'respond', runId: CHILD_RUN, attemptId: `respond-${questionId}`, questionId, answer: routed.answer });
+  }
+  if (recorded) return recorded; // settled before: its answer, no model call
   if (child.recovery.interruptedRuns.some((r) => r.runId === CHILD_RUN))
     return child.execute({ kind: 'continue', runId: CHILD_RUN, attemptId: `continue-${randomUUID()}` });
   const message = mark.ownParameters ? JSON.stringify(args) : (args as { input: string }).input;
@@ -98,7 +121,7 @@ const cancelledOutcome = (agent: string): ToolOutcomeInput => ({
 });
 
 /** The call's result from the child's: its answer (structured output as JSON), else what became of it; with the child's usage. */
-function outcomeOf(agent: string, childId: string, r: ExecutionResult): ToolReturn {
+function outcomeOf(agent: string, childId: string, r: ExecutionResult, child: ExecutionSession): ToolReturn {
   const uncertain = r.uncertainCalls.filter((c) => c.resolution === 'uncertain-hanging' || c.resolution === 'uncertain-settled');
   const note =
     uncertain.length > 0
@@ -116,6 +139,16 @@ function outcomeOf(agent: string, childId: string, r: ExecutionResult): ToolRetu
       usage,
     };
   }
+  if (r.status === 'stopped') {
+    // stopped after its round (its parent's stop reached it): what it had, its latest text
+    const had = latestText(child);
+    return {
+      kind: 'completed',
+      content: `the ${agent} agent (session ${childId}) stopped after its round${had ? `; what it had: ${had}` : ' with no answer'}${note}`,
+      isError: false,
+      usage,
+    };
+  }
   const why = r.error?.message ?? r.budget ?? r.pendingRequest?.questionId ?? '';
   return {
     kind: 'completed',
@@ -123,4 +156,14 @@ function outcomeOf(agent: string, childId: string, r: ExecutionResult): ToolRetu
     isError: true,
     usage,
   };
+}
+
+/** The text of the child's latest assistant message, if any. */
+function latestText(child: ExecutionSession): string {
+  const messages = child.snapshot().messages;
+  for (let i = messages.length - 1; i >= 0; i--) {
+    const m = messages[i]!;
+    if (m.role === 'assistant' && contentText(m.content).trim() !== '') return contentText(m.content);
+  }
+  return '';
 }

@@ -1,3 +1,4 @@
+import type { PendingRequest } from '../contracts/events.js';
 import type { ToolContext } from './define-tool.js';
 
 /** A run's request that reaches its running calls besides cancel (which aborts their signal): stop after the round, detach. */
@@ -19,6 +20,12 @@ export interface CallRuntime {
    * until the returned function withdraws it.
    */
   onControl(listener: (request: CallControl) => void): () => void;
+  /**
+   * The call gets no result now, whatever its tool returns: its run ends suspended on
+   * `pendingRequest` (a child's, with its path) or, without one, detached; a later attempt runs
+   * the call again (a resumable call's tool takes up where it stands).
+   */
+  leaveUnsettled(pendingRequest?: PendingRequest): void;
 }
 
 /** Where a call's context carries its CallRuntime (a symbol: no app tool reads or spreads it by name). */

@@ -1,0 +1,190 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import {
+  agentTool,
+  createRuntime,
+  defineAgent,
+  defineTool,
+  memoryStore,
+  scriptedModel,
+  type EventRecord,
+  type EventStore,
+  type ScriptedStep,
+} from '../../src/index.js';
+import { logOf } from '../helpers/runtime.js';
+
+// A child's approval or question suspends its parent with a pending request naming the child
+// (pendingRequest.path); the parent's respond routes the answer down, and the child's answer flows
+// back up as the call's result, exactly once.
+
+const cleanups: (() => Promise<void>)[] = [];
+afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c();
+});
+
+const CHILD = 's/r/1/c1';
+const ofCall = (log: EventRecord[], type: string, callId: string) => log.filter((e) => e.type === type && e.payload.callId === callId);
+const callTo = (id: string, name: string, input: string): ScriptedStep => ({ toolCalls: [{ id, name, arguments: { input } }] });
+
+/** A `charge` tool that needs approval, recording each run. */
+function chargeTool(ran: string[]) {
+  return defineTool({
+    name: 'charge',
+    description: 'charges an amount',
+    parameters: z.object({ amount: z.number() }),
+    mode: 'exclusive',
+    needsApproval: true,
+    execute: ({ amount }, ctx) => {
+      ran.push(`${ctx.sessionId}:${amount}`);
+      return `charged ${amount}`;
+    },
+  });
+}
+const charge = (id: string, amount: number): ScriptedStep => ({ toolCalls: [{ id, name: 'charge', arguments: { amount } }] });
+
+/** A parent (the default agent) calling a payer agent whose charge needs approval. */
+function payerTree(store: EventStore, parentSteps: ScriptedStep[], childSteps: ScriptedStep[], ran: string[]) {
+  const childModel = scriptedModel(childSteps, { modelId: 'payer-model' });
+  const payer = defineAgent({ name: 'payer', instructions: 'You pay.', model: childModel, tools: [chargeTool(ran)] });
+  const runtime = createRuntime({ store, model: scriptedModel(parentSteps), tools: [agentTool(payer, { mode: 'parallel' })] });
+  cleanups.push(() => runtime.close());
+  return { runtime, childModel };
+}
+
+describe("a child's request suspends its parent", () => {
+  it("a child's approval suspends the parent with a request naming the child; the parent's respond routes the answer down and the child's answer is the call's result, once", async () => {
+    const store = memoryStore();
+    const ran: string[] = [];
+    const { runtime } = payerTree(store, [callTo('c1', 'payer', 'pay 5'), 'Paid.'], [charge('k1', 5), 'charged 5 for you'], ran);
+    const s = await runtime.openSession('s');
+    const r1 = await s.execute({ kind: 'prompt', runId: 'r', attemptId: 'r', message: 'pay' });
+    expect(r1).toMatchObject({
+      status: 'suspended',
+      pendingRequest: { kind: 'approval', questionId: 'approval-k1', path: [CHILD], calls: [{ callId: 'k1', name: 'charge' }] },
+    });
+    expect(s.pendingRequest).toEqual(r1.pendingRequest);
+    expect(ran).toEqual([]);
+    // the parent's call has no result while its child waits
+    expect(ofCall(await logOf(store, 's'), 'tool/result', 'c1')).toEqual([]);
+    const r2 = await s.execute({ kind: 'respond', questionId: 'approval-k1', answer: { decisions: { k1: 'approve' } } });
+    expect(r2).toMatchObject({ status: 'succeeded', finalMessage: 'Paid.' });
+    expect(ran).toEqual([`${CHILD}:5`]);
+    const results = ofCall(await logOf(store, 's'), 'tool/result', 'c1');
+    expect(results).toHaveLength(1);
+    expect(results[0]!.payload.outcome).toMatchObject({ kind: 'completed', content: 'charged 5 for you', isError: false });
+    // the child recorded its own decision, as any respond does
+    const childLog = await logOf(store, CHILD);
+    expect(childLog.find((e) => e.type === 'approval/decided')!.payload).toMatchObject({
+      questionId: 'approval-k1',
+      decisions: { k1: 'approve' },
+    });
+    expect(childLog.filter((e) => e.type === 'run/end').map((e) => e.payload.status)).toEqual(['suspended', 'succeeded']);
+  });
+
+  it("a child's call approved through the parent's session.approve(callId) resumes both", async () => {
+    const store = memoryStore();
+    const ran: string[] = [];
+    const { runtime } = payerTree(store, [callTo('c1', 'payer', 'pay 7'), 'Paid.'], [charge('k1', 7), 'charged 7'], ran);
+    const s = await runtime.openSession('s');
+    expect((await s.execute({ kind: 'prompt', runId: 'r', attemptId: 'r', message: 'pay' })).status).toBe('suspended');
+    const receipt = await s.approve('k1');
+    expect(receipt).toMatchObject({ questionId: 'approval-k1', undecided: [] });
+    expect(await receipt.run!.result).toMatchObject({ status: 'succeeded', finalMessage: 'Paid.' });
+    expect(ran).toEqual([`${CHILD}:7`]);
+  });
+
+  it("a child's question suspends the parent; the answer reaches the child's askUser call", async () => {
+    const store = memoryStore();
+    const childModel = scriptedModel([
+      { toolCalls: [{ id: 'q1', name: 'askUser', arguments: { question: 'Which colour?' } }] },
+      'You said blue.',
+    ]);
+    const painter = defineAgent({ name: 'painter', instructions: 'You paint.', model: childModel });
+    const runtime = createRuntime({
+      store,
+      askUser: true,
+      model: scriptedModel([callTo('c1', 'painter', 'paint'), 'Painted.']),
+      tools: [agentTool(painter)],
+    });
+    cleanups.push(() => runtime.close());
+    const s = await runtime.openSession('s');
+    const r1 = await s.execute({ kind: 'prompt', runId: 'r', attemptId: 'r', message: 'paint' });
+    expect(r1.pendingRequest).toMatchObject({
+      kind: 'question',
+      questionId: 'question-q1',
+      callId: 'q1',
+      question: 'Which colour?',
+      path: [CHILD],
+    });
+    const r2 = await s.execute({ kind: 'respond', questionId: 'question-q1', answer: 'blue' });
+    expect(r2).toMatchObject({ status: 'succeeded', finalMessage: 'Painted.' });
+    expect(childModel.requests[1]!.messages.at(-1)).toMatchObject({ role: 'tool', content: 'blue' });
+    expect(ofCall(await logOf(store, 's'), 'tool/result', 'c1')[0]!.payload.outcome).toMatchObject({ content: 'You said blue.' });
+  });
+
+  it("a grandchild's request suspends the root with the whole path, and the answer is routed down two levels", async () => {
+    const store = memoryStore();
+    const ran: string[] = [];
+    const payer = defineAgent({
+      name: 'payer',
+      instructions: 'You pay.',
+      model: scriptedModel([charge('k1', 3), 'charged 3']),
+      tools: [chargeTool(ran)],
+    });
+    const manager = defineAgent({
+      name: 'manager',
+      instructions: 'You manage.',
+      model: scriptedModel([callTo('m1', 'payer', 'pay 3'), 'the payer charged 3']),
+      tools: [agentTool(payer)],
+    });
+    const runtime = createRuntime({
+      store,
+      model: scriptedModel([callTo('c1', 'manager', 'handle it'), 'Handled.']),
+      tools: [agentTool(manager)],
+    });
+    cleanups.push(() => runtime.close());
+    const s = await runtime.openSession('s');
+    const grandchild = `${CHILD}/answer/1/m1`;
+    const r1 = await s.execute({ kind: 'prompt', runId: 'r', attemptId: 'r', message: 'go' });
+    expect(r1.pendingRequest).toMatchObject({ kind: 'approval', questionId: 'approval-k1', path: [CHILD, grandchild] });
+    const r2 = await s.execute({ kind: 'respond', questionId: 'approval-k1', answer: { decisions: { k1: 'approve' } } });
+    expect(r2).toMatchObject({ status: 'succeeded', finalMessage: 'Handled.' });
+    expect(ran).toEqual([`${grandchild}:3`]);
+    expect(ofCall(await logOf(store, 's'), 'tool/result', 'c1')[0]!.payload.outcome).toMatchObject({ content: 'the payer charged 3' });
+    expect(ofCall(await logOf(store, CHILD), 'tool/result', 'm1')).toHaveLength(1);
+  });
+
+  it('two parallel children that ask: the parent shows the first request, then the next once the first is answered', async () => {
+    const store = memoryStore();
+    const ran: string[] = [];
+    // one payer agent: each child gets its script step in turn (child 1: charge 1, child 2: charge 2, then their answers)
+    const { runtime } = payerTree(
+      store,
+      [
+        {
+          toolCalls: [
+            { id: 'c1', name: 'payer', arguments: { input: 'pay 1' } },
+            { id: 'c2', name: 'payer', arguments: { input: 'pay 2' } },
+          ],
+        },
+        'Both paid.',
+      ],
+      [charge('k1', 1), charge('k2', 2), 'charged one', 'charged two'],
+      ran,
+    );
+    const s = await runtime.openSession('s');
+    const r1 = await s.execute({ kind: 'prompt', runId: 'r', attemptId: 'r', message: 'pay both' });
+    expect(r1.pendingRequest).toMatchObject({ questionId: 'approval-k1', path: ['s/r/1/c1'] });
+    const r2 = await s.execute({ kind: 'respond', questionId: 'approval-k1', answer: { decisions: { k1: 'approve' } } });
+    expect(r2).toMatchObject({ status: 'suspended', pendingRequest: { questionId: 'approval-k2', path: ['s/r/1/c2'] } });
+    expect(ran).toEqual(['s/r/1/c1:1']);
+    const r3 = await s.execute({ kind: 'respond', questionId: 'approval-k2', answer: { decisions: { k2: 'deny' } } });
+    expect(r3).toMatchObject({ status: 'succeeded', finalMessage: 'Both paid.' });
+    expect(ran).toEqual(['s/r/1/c1:1']);
+    const log = await logOf(store, 's');
+    expect(ofCall(log, 'tool/result', 'c1')).toHaveLength(1);
+    expect(ofCall(log, 'tool/result', 'c2')).toHaveLength(1);
+    // one step: its calls' results and one step/end
+    expect(log.filter((e) => e.type === 'step/end' && e.step === 1)).toHaveLength(1);
+  });
+});
