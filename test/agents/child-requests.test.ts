@@ -11,6 +11,7 @@ import {
   type EventStore,
   type ScriptedStep,
 } from '../../src/index.js';
+import { deferred } from '../helpers/drafts.js';
 import { logOf } from '../helpers/runtime.js';
 
 // A child's approval or question suspends its parent with a pending request naming the child
@@ -186,5 +187,78 @@ describe("a child's request suspends its parent", () => {
     expect(ofCall(log, 'tool/result', 'c2')).toHaveLength(1);
     // one step: its calls' results and one step/end
     expect(log.filter((e) => e.type === 'step/end' && e.step === 1)).toHaveLength(1);
+  });
+});
+
+describe("the parent's stop and detach reach its running child", () => {
+  /** A researcher whose first step runs `slow` (held until released), with text. */
+  function slowTree(store: EventStore, childSteps: ScriptedStep[]) {
+    const started = deferred();
+    const release = deferred();
+    const slow = defineTool({
+      name: 'slow',
+      description: 'slow lookup',
+      parameters: z.object({}),
+      mode: 'parallel',
+      execute: async () => {
+        started.resolve();
+        await release.promise;
+        return 'looked up';
+      },
+    });
+    const childModel = scriptedModel(childSteps);
+    const researcher = defineAgent({ name: 'researcher', instructions: 'r', model: childModel, tools: [slow] });
+    const runtime = createRuntime({
+      store,
+      model: scriptedModel([callTo('c1', 'researcher', 'tea?'), 'Tea is a drink.']),
+      tools: [agentTool(researcher)],
+    });
+    cleanups.push(() => runtime.close());
+    return { runtime, started, release, childModel };
+  }
+  const firstStep: ScriptedStep = { text: 'halfway there', toolCalls: [{ id: 'l1', name: 'slow', arguments: {} }] };
+
+  it("a stop of the parent stops the running child after its round; the call's result is what the child had", async () => {
+    const store = memoryStore();
+    const { runtime, started, release, childModel } = slowTree(store, [firstStep, 'never asked']);
+    const s = await runtime.openSession('s');
+    const running = s.execute({ kind: 'prompt', runId: 'r', attemptId: 'r', message: 'go' });
+    await started.promise;
+    await s.stopAfterCurrentToolRound({
+      sessionId: 's',
+      sessionInstanceId: s.sessionInstanceId,
+      interactionId: 'r',
+      expectedRunEpoch: 1,
+      idempotencyKey: 'stop-1',
+    });
+    release.resolve();
+    expect((await running).status).toBe('stopped');
+    expect(childModel.requests).toHaveLength(1);
+    const childEnds = (await logOf(store, CHILD)).filter((e) => e.type === 'run/end');
+    expect(childEnds.map((e) => e.payload.status)).toEqual(['stopped']);
+    const result = ofCall(await logOf(store, 's'), 'tool/result', 'c1');
+    expect(result).toHaveLength(1);
+    expect(result[0]!.payload.outcome).toMatchObject({ kind: 'completed', content: expect.stringContaining('what it had: halfway there') });
+  });
+
+  it('a detach of the parent detaches the running child after its step; the call stays open and the next attempt resumes the child', async () => {
+    const store = memoryStore();
+    const { runtime, started, release, childModel } = slowTree(store, [firstStep, 'tea: a drink']);
+    const s = await runtime.openSession('s');
+    const running = s.execute({ kind: 'prompt', runId: 'r', attemptId: 'r', message: 'go' });
+    await started.promise;
+    expect(s.requestDetach()).toBe(true);
+    release.resolve();
+    expect((await running).status).toBe('detached');
+    expect(childModel.requests).toHaveLength(1);
+    expect((await logOf(store, CHILD)).filter((e) => e.type === 'run/end').map((e) => e.payload.status)).toEqual(['detached']);
+    expect(ofCall(await logOf(store, 's'), 'tool/result', 'c1')).toEqual([]);
+    const resumed = await s.execute({ kind: 'continue', runId: 'r', attemptId: 'r2' });
+    expect(resumed).toMatchObject({ status: 'succeeded', finalMessage: 'Tea is a drink.' });
+    expect(childModel.requests).toHaveLength(2);
+    const result = ofCall(await logOf(store, 's'), 'tool/result', 'c1');
+    expect(result).toHaveLength(1);
+    expect(result[0]!.payload.outcome).toMatchObject({ content: 'tea: a drink' });
+    expect(resumed.uncertainCalls).toEqual([]);
   });
 });
