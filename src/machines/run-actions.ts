@@ -148,7 +148,8 @@ export const runActions = {
     return { asked: undefined, calls, order: calls.map((c) => c.callId), presetResults: [], toolCalls: context.toolCalls + calls.length };
   }),
   keepBatchResults: assignRun(({ context, event }) => {
-    const results = outputOf<ToolCallOutput[]>(event);
+    // a cancelled run settles: a call left unsettled (its agent waits) is answered `cancelled` instead
+    const results = outputOf<ToolCallOutput[]>(event).map((r) => (r.unsettled && context.cancelRequested ? cancelledCall(r) : r));
     // a call's own model usage (an agentTool's child run) rolls up into the run's
     const rolled = callsUsage(results);
     return { batchResults: results, ...(rolled ? { usage: addUsage(context.usage, rolled) } : {}) };
@@ -185,3 +186,9 @@ export const runActions = {
   keepResult: assignRun({ result: ({ event }) => outputOf<ExecutionResult>(event) }),
   keepUncommittedResult: assignRun({ result: ({ context }) => ({ ...resultOf(context), checkpointCommitted: false }) }),
 };
+
+/** An unsettled call's output in a cancelled run: a `cancelled` result. */
+function cancelledCall(r: ToolCallOutput): ToolCallOutput {
+  const { unsettled: _, ...rest } = r;
+  return { ...rest, outcome: { kind: 'cancelled', settled: true, partialContent: 'cancelled with its run', resourceLocks: [] } };
+}

@@ -73,6 +73,8 @@ async function runChildCall(
   try {
     if (ctx.signal.aborted) return cancelledOutcome(mark.agent.name);
     const result = await childResult(host, child, childId, mark, args, ctx);
+    // (a cancelled parent answers the call `cancelled`: its run settles, the call cannot wait with it)
+    if (ctx.signal.aborted) return cancelledOutcome(mark.agent.name);
     if (call && (result.status === 'suspended' || result.status === 'detached' || result.status === 'fenced')) {
       // the child's run is still open: the parent's call stays without a result, its run waits
       // on the child's request (or is detached), and its next attempt runs this call again
