@@ -104,11 +104,6 @@ export class ExecutionSession<TOut = unknown> {
     return this.parts.starts.latest?.offered;
   }
 
-  /** @internal The agent the session runs now (docs/agents.md). */
-  get agentName(): string {
-    return this.env.agent?.name ?? 'default';
-  }
-
   private get callers(): AttemptCallers {
     return this.parts.callers;
   }

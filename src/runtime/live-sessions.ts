@@ -4,6 +4,7 @@ import type { OpenInternals } from '../actors/worker-services.js';
 import type { EventStore } from '../persistence/event-store.js';
 import type { ExecutionSession } from './execution-session.js';
 import type { ResumeMode } from './auto-resume.js';
+import { agentAtOpen } from './open-session.js';
 
 /**
  * Marks a serving worker's internal second argument to `runtime.openSession` (its lease guard and
@@ -76,7 +77,7 @@ export class LiveSessions {
       opening: this.attachHeld(sessionId, { takeover }, attach).then(
         (session) => {
           fresh.session = session;
-          if (asked) fresh.opened = { agent: asked.agent ?? session.agentName, resume: asked.resume ?? 'auto' };
+          if (asked) fresh.opened = { agent: asked.agent ?? agentAtOpen(session) ?? 'default', resume: asked.resume ?? 'auto' };
           return session;
         },
         (e: unknown) => {

@@ -27,6 +27,10 @@ import type { Tracing } from './tracing-options.js';
 import { SessionTracer } from './tracing.js';
 import type { CallLimiter } from '../contracts/rate-limits.js';
 
+/** The agent each session ran when it was opened (LiveSessions compares a later opener's with it). */
+const agentsAtOpen = new WeakMap<ExecutionSession, string>();
+export const agentAtOpen = (session: ExecutionSession): string | undefined => agentsAtOpen.get(session);
+
 /** What a runtime opens its sessions with: the same for every session it opens. */
 export interface SessionOpening {
   store: EventStore;
@@ -159,6 +163,7 @@ export async function openSession(
     throw new StoreClosedError('runtime');
   }
   opened = session;
+  agentsAtOpen.set(session, seat.name);
   sessions.add(session);
   const close = session.close.bind(session);
   session.close = async () => {
