@@ -1,6 +1,6 @@
-import { existsSync, readFileSync } from 'node:fs';
+import { cpSync, existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { EventRecord } from '../../src/contracts/events.js';
 import { lmdbStore } from '../../src/persistence/lmdb-store.js';
 import { collect } from '../helpers/drafts.js';
@@ -33,18 +33,38 @@ async function logOf(dir: string, id: string): Promise<EventRecord[]> {
 }
 
 describe("a child's approval answered through its parent across a restart", () => {
+  // one process suspends the parent on its child's request and is killed; each test starts from a copy of that log
+  const base = tempDir('actorloop-child-request-base-');
+  let request: unknown;
+  beforeAll(async () => {
+    const asking = life(base.path, 'ask');
+    const suspended = await asking.waitFor((l) => l.startsWith('SUSPENDED '), 120_000, 'the parent to suspend');
+    request = JSON.parse(suspended.slice('SUSPENDED '.length));
+    asking.signal('SIGKILL');
+    expect((await asking.waitExit(60_000)).signal).toBe('SIGKILL');
+  }, 180_000);
+  afterAll(() => base.cleanup());
+  const suspendedCopy = () => {
+    const dir = tempDir('actorloop-child-request-');
+    cleanups.push(() => dir.cleanup());
+    cpSync(base.path, dir.path, { recursive: true });
+    return dir.path;
+  };
+
+  it("the suspended parent's request names the child that asked", () => {
+    expect(request).toMatchObject({
+      kind: 'approval',
+      questionId: 'approval-k1',
+      path: ['s/r/1/c1'],
+      calls: [{ callId: 'k1', name: 'charge' }],
+    });
+  });
+
   // (the program also kills after child-charged, child-end and parent-result: the hand-over points agent-tree.test.ts covers)
   it.each(['parent-answered', 'child-answered'])(
     "suspended parent killed, then answered and killed after %s: the tree settles with the child's answer in the parent once, the charge never run twice",
     async (killAt) => {
-      const dir = tempDir('actorloop-child-request-');
-      cleanups.push(() => dir.cleanup());
-      const asking = life(dir.path, 'ask');
-      const suspended = await asking.waitFor((l) => l.startsWith('SUSPENDED '), 120_000, 'the parent to suspend');
-      const request = JSON.parse(suspended.slice('SUSPENDED '.length));
-      expect(request).toMatchObject({ kind: 'approval', questionId: 'approval-k1', path: ['s/r/1/c1'] });
-      asking.signal('SIGKILL');
-      expect((await asking.waitExit(60_000)).signal).toBe('SIGKILL');
+      const dir = { path: suspendedCopy() };
       const responding = life(dir.path, 'respond', killAt);
       const exit = await responding.waitExit(120_000);
       expect(exit.signal, responding.describe()).toBe('SIGKILL');
@@ -77,16 +97,11 @@ describe("a child's approval answered through its parent across a restart", () =
   );
 
   it('a suspended parent killed before any answer waits after a restart for the same request; answered then, the child goes on and its answer is committed once', async () => {
-    const dir = tempDir('actorloop-child-request-');
-    cleanups.push(() => dir.cleanup());
-    const asking = life(dir.path, 'ask');
-    const suspended = await asking.waitFor((l) => l.startsWith('SUSPENDED '), 120_000, 'the parent to suspend');
-    asking.signal('SIGKILL');
-    await asking.waitExit(60_000);
+    const dir = { path: suspendedCopy() };
     const finishing = life(dir.path, 'finish');
     await finishing.waitExit(120_000);
     expect(finishing.lines, finishing.describe()).toContain('DONE');
-    expect(jsonAfter(finishing.lines, 'PENDING ')).toEqual(JSON.parse(suspended.slice('SUSPENDED '.length)));
+    expect(jsonAfter(finishing.lines, 'PENDING ')).toEqual(request);
     expect(jsonAfter(finishing.lines, 'RESULT ')).toMatchObject({ status: 'succeeded', finalMessage: 'Paid: payer: charged 5' });
     expect(readFileSync(join(dir.path, 'ledger'), 'utf8').split('\n').filter(Boolean)).toEqual(['s/r/1/c1/answer/1/k1']);
     expect((await logOf(dir.path, 's')).filter((e) => e.type === 'tool/result' && e.payload.callId === 'c1')).toHaveLength(1);
