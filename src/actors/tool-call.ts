@@ -32,7 +32,7 @@ export type ToolCallReply =
  * or asked to stop after the round or to detach (what a call of the runtime's own tools follows:
  * an agent call's child session).
  */
-export type ToolCallCancel = { type: 'CANCEL'; reason: string } | { type: 'CONTROL'; request: CallControl };
+export type ToolCallControl = { type: 'CANCEL'; reason: string } | { type: 'CONTROL'; request: CallControl };
 
 /** The control requests one call has been sent, kept for a listener that comes later. */
 export class CallRequests {
@@ -223,7 +223,7 @@ async function storedOutput(env: SessionServices, out: ToolCallOutput): Promise<
 export const callActor = (
   run: (input: ToolCallInput, ac: CallAbort, system: ActorSystem<any>, requests: CallRequests) => Promise<ToolCallOutput>,
 ) =>
-  fromCallback<ToolCallCancel, ToolCallInput>(({ input, sendBack, receive, system }) => {
+  fromCallback<ToolCallControl, ToolCallInput>(({ input, sendBack, receive, system }) => {
     const ac = new CallAbort();
     const requests = new CallRequests(input.control);
     let settled = false;
