@@ -11,6 +11,7 @@ import {
   type EventStore,
   type ScriptedStep,
 } from '../../src/index.js';
+import { summarize } from '../../src/cli/format.js';
 import { deferred } from '../helpers/drafts.js';
 import { logOf, sleep } from '../helpers/runtime.js';
 
@@ -69,8 +70,10 @@ describe("a child's request suspends its parent", () => {
     });
     expect(s.pendingRequest).toEqual(r1.pendingRequest);
     expect(ran).toEqual([]);
-    // the parent's call has no result while its child waits
-    expect(ofCall(await logOf(store, 's'), 'tool/result', 'c1')).toEqual([]);
+    // the parent's call has no result while its child waits; `actorloop log` names the child that asked
+    const waiting = await logOf(store, 's');
+    expect(ofCall(waiting, 'tool/result', 'c1')).toEqual([]);
+    expect(summarize(waiting.find((e) => e.type === 'approval/requested')!)).toBe(`approval approval-k1 (asked by ${CHILD})`);
     const r2 = await s.execute({ kind: 'respond', questionId: 'approval-k1', answer: { decisions: { k1: 'approve' } } });
     expect(r2).toMatchObject({ status: 'succeeded', finalMessage: 'Paid.' });
     expect(ran).toEqual([`${CHILD}:5`]);
