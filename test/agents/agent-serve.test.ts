@@ -44,6 +44,42 @@ describe('agents under runtime.serve', () => {
   });
 });
 
+describe("a child's request under runtime.serve", () => {
+  it("a child's approval suspends the served parent; a respond submitted to the parent's inbox reaches the child", async () => {
+    const store = memoryStore();
+    const charges: string[] = [];
+    const charge = defineTool({
+      name: 'charge',
+      description: 'charges',
+      parameters: z.object({ n: z.number() }),
+      mode: 'exclusive',
+      needsApproval: true,
+      execute: ({ n }) => (charges.push(String(n)), `charged ${n}`),
+    });
+    const payer = defineAgent({
+      name: 'payer',
+      instructions: 'pay',
+      model: scriptedModel([{ toolCalls: [{ id: 'k1', name: 'charge', arguments: { n: 4 } }] }, 'charged 4']),
+      tools: [charge],
+    });
+    const runtime = createRuntime({
+      store,
+      model: scriptedModel([{ toolCalls: [{ id: 'c1', name: 'payer', arguments: { input: 'pay' } }] }, 'Paid.']),
+      tools: [agentTool(payer)],
+    });
+    cleanups.push(() => runtime.close());
+    const worker = runtime.serve({ pollMs: 50 });
+    cleanups.push(() => worker.stop());
+    await runtime.submit('s', { kind: 'input', inputId: 'r', mode: 'follow_up', message: 'pay' });
+    const suspended = await runtime.waitForResult('s', 'r', { signal: AbortSignal.timeout(60_000) });
+    expect(suspended).toMatchObject({ status: 'suspended', pendingRequest: { questionId: 'approval-k1', path: ['s/r/1/c1'] } });
+    await runtime.submit('s', { kind: 'respond', entryId: 'e1', questionId: 'approval-k1', answer: { decisions: { k1: 'approve' } } });
+    await until(async () => (await runtime.waitForResult('s', 'r')).status !== 'suspended', 30_000, 'the parent to go on');
+    expect(await runtime.waitForResult('s', 'r')).toMatchObject({ status: 'succeeded', finalMessage: 'Paid.' });
+    expect(charges).toEqual(['4']);
+  }, 60_000);
+});
+
 describe('a child session is fenced with its parent', () => {
   it("a child whose parent's worker lost its lease starts no model call and commits nothing more under that writer", async () => {
     const store = memoryStore();
