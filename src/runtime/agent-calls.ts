@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { ExecutionResult } from '../contracts/requests.js';
+import type { PendingRequest } from '../contracts/events.js';
 import type { ToolOutcomeInput } from '../contracts/tools.js';
 import type { JsonValue } from '../contracts/json.js';
 import type { EventStore } from '../persistence/event-store.js';
@@ -72,18 +73,20 @@ async function runChildCall(
   const unfollow = call ? followControl(child, call, CHILD_RUN) : () => {};
   try {
     if (ctx.signal.aborted) return cancelledOutcome(mark.agent.name);
-    const result = await childResult(host, child, childId, mark, args, ctx);
+    const state = await childState(host, child, childId, mark, args, ctx);
     // (a cancelled parent answers the call `cancelled`: its run settles, the call cannot wait with it)
     if (ctx.signal.aborted) return cancelledOutcome(mark.agent.name);
-    if (call && (result.status === 'suspended' || result.status === 'detached' || result.status === 'fenced')) {
+    const open = 'waiting' in state || OPEN.has(state.result.status);
+    if (open && call) {
       // the child's run is still open: the parent's call stays without a result, its run waits
       // on the child's request (or is detached), and its next attempt runs this call again
-      call.leaveUnsettled(
-        result.status === 'suspended' && result.pendingRequest ? throughChild(childId, result.pendingRequest) : undefined,
-      );
-      return `the ${mark.agent.name} agent has not answered yet (${result.status})`;
+      const request = 'waiting' in state ? state.waiting : state.result.pendingRequest;
+      call.leaveUnsettled(request ? throughChild(childId, request) : undefined);
+      return `the ${mark.agent.name} agent has not answered yet`;
     }
-    return outcomeOf(mark.agent.name, childId, result, child);
+    if ('waiting' in state)
+      return { kind: 'completed', content: `the ${mark.agent.name} agent (session ${childId}) waits for an answer`, isError: true };
+    return outcomeOf(mark.agent.name, childId, state.result, child);
   } finally {
     unfollow();
     ctx.signal.removeEventListener('abort', cancel);
@@ -91,29 +94,42 @@ async function runChildCall(
   }
 }
 
-async function childResult(
+/**
+ * Where the child's run stands once this call has done what it can: waiting for an answer its
+ * parent has not given yet, or the result of the child's run (taken as recorded, or of the
+ * attempt this call ran: a respond with the answer the parent recorded, a continue, the prompt).
+ */
+async function childState(
   host: ChildHost,
   child: ExecutionSession,
   childId: string,
   mark: Extract<AgentMark, { kind: 'agent' }>,
   args: unknown,
   ctx: ToolContext,
-): Promise<ExecutionResult> {
-  const recorded = await currentRunResult(host.store, childId, CHILD_RUN);
-  const asked = recorded?.status === 'suspended' ? recorded.pendingRequest : undefined;
+): Promise<{ waiting: PendingRequest } | { result: ExecutionResult }> {
+  const asked = child.pendingRequest;
   if (asked) {
     // the child waits for an answer: the one its parent's respond recorded, if given yet
-    const routed = await routedAnswer(host.store, ctx.sessionId, ctx.callSeq ?? 1, childId, asked.questionId);
-    if (!routed) return recorded!;
     const { questionId } = asked;
-    return child.execute({ kind: 'respond', runId: CHILD_RUN, attemptId: `respond-${questionId}`, questionId, answer: routed.answer });
+    const routed = await routedAnswer(
+      host.store,
+      { sessionId: ctx.sessionId, fromSeq: ctx.callSeq ?? 1 },
+      { sessionId: childId, runId: CHILD_RUN, questionId },
+    );
+    if (!routed) return { waiting: asked };
+    const { attemptId, answer } = routed;
+    return { result: await child.execute({ kind: 'respond', runId: CHILD_RUN, attemptId, questionId, answer }) };
   }
-  if (recorded) return recorded; // settled before: its answer, no model call
+  const recorded = await currentRunResult(host.store, childId, CHILD_RUN);
+  if (recorded) return { result: recorded }; // settled before: its answer, no model call
   if (child.recovery.interruptedRuns.some((r) => r.runId === CHILD_RUN))
-    return child.execute({ kind: 'continue', runId: CHILD_RUN, attemptId: `continue-${randomUUID()}` });
+    return { result: await child.execute({ kind: 'continue', runId: CHILD_RUN, attemptId: `continue-${randomUUID()}` }) };
   const message = mark.ownParameters ? JSON.stringify(args) : (args as { input: string }).input;
-  return child.execute({ kind: 'prompt', runId: CHILD_RUN, attemptId: CHILD_RUN, message });
+  return { result: await child.execute({ kind: 'prompt', runId: CHILD_RUN, attemptId: CHILD_RUN, message }) };
 }
+
+/** A child's run that ended so is still open: the parent's call waits with it. */
+const OPEN = new Set<ExecutionResult['status']>(['suspended', 'detached', 'fenced']);
 
 const cancelledOutcome = (agent: string): ToolOutcomeInput => ({
   kind: 'cancelled',

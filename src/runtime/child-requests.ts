@@ -1,5 +1,6 @@
 import type { PendingRequest } from '../contracts/events.js';
 import type { EventStore } from '../persistence/event-store.js';
+import { runStartEventId } from '../persistence/run-ids.js';
 import type { CallControl, CallRuntime } from '../tools/call-runtime.js';
 import type { ExecutionSession } from './execution-session.js';
 
@@ -13,23 +14,26 @@ export const throughChild = (childId: string, request: PendingRequest): PendingR
 });
 
 /**
- * The answer the parent's respond gave to request `questionId` of child `childId`: recorded in
- * the parent's log (a respond attempt's run/start, `answered`) after the agent call's
- * `tool/call` (at `fromSeq`); the newest one, or undefined if none was given yet.
+ * The answer the parent's respond gave to the request `questionId` child `childId` waits on, and
+ * the child's attempt that takes it (`respond-<seq>`, the seq of the parent's record): recorded
+ * in the parent's log (a respond attempt's run/start, `answered`) after the agent call's
+ * `tool/call` (at `fromSeq`), the newest one — unless the child took it already (an earlier
+ * request of the same id: a provider may number call ids per message), then none: the child's
+ * request goes up again.
  */
 export async function routedAnswer(
   store: EventStore,
-  parentId: string,
-  fromSeq: number,
-  childId: string,
-  questionId: string,
-): Promise<{ answer: unknown } | undefined> {
-  let found: { answer: unknown } | undefined;
-  for await (const e of store.readEvents(parentId, { fromSeq })) {
+  parent: { sessionId: string; fromSeq: number },
+  child: { sessionId: string; runId: string; questionId: string },
+): Promise<{ answer: unknown; attemptId: string } | undefined> {
+  let found: { answer: unknown; attemptId: string } | undefined;
+  for await (const e of store.readEvents(parent.sessionId, { fromSeq: parent.fromSeq })) {
     if (e.type !== 'run/start') continue;
     const a = e.payload.answered as { questionId: string; path: string[]; answer: unknown } | undefined;
-    if (a && a.path[0] === childId && a.questionId === questionId) found = { answer: a.answer };
+    if (a && a.path[0] === child.sessionId && a.questionId === child.questionId)
+      found = { answer: a.answer, attemptId: `respond-${e.seq}` };
   }
+  if (found && (await store.getEventById(child.sessionId, runStartEventId(child.runId, found.attemptId)))) return undefined;
   return found;
 }
 

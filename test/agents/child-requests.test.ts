@@ -89,6 +89,28 @@ describe("a child's request suspends its parent", () => {
     expect(childLog.filter((e) => e.type === 'run/end').map((e) => e.payload.status)).toEqual(['suspended', 'succeeded']);
   });
 
+  it('a child that asks again under the same question id (a provider numbering call ids per message) gets the new answer, not the first', async () => {
+    const store = memoryStore();
+    const ran: string[] = [];
+    const { runtime } = payerTree(
+      store,
+      [callTo('c1', 'payer', 'pay twice'), 'Paid.'],
+      [charge('k1', 1), charge('k1', 2), 'charged twice'],
+      ran,
+    );
+    const s = await runtime.openSession('s');
+    const r1 = await s.execute({ kind: 'prompt', runId: 'r', attemptId: 'r', message: 'pay' });
+    expect(r1.pendingRequest).toMatchObject({ questionId: 'approval-k1', calls: [{ arguments: { amount: 1 } }] });
+    const r2 = await s.execute({ kind: 'respond', questionId: 'approval-k1', answer: { decisions: { k1: 'approve' } } });
+    expect(r2).toMatchObject({ status: 'suspended', pendingRequest: { questionId: 'approval-k1', calls: [{ arguments: { amount: 2 } }] } });
+    expect(ran).toEqual([`${CHILD}:1`]);
+    const r3 = await s.execute({ kind: 'respond', questionId: 'approval-k1', answer: { decisions: { k1: 'deny' } } });
+    expect(r3).toMatchObject({ status: 'succeeded', finalMessage: 'Paid.' });
+    expect(ran).toEqual([`${CHILD}:1`]);
+    const decided = (await logOf(store, CHILD)).filter((e) => e.type === 'approval/decided').map((e) => e.payload.decisions);
+    expect(decided).toEqual([{ k1: 'approve' }, { k1: 'deny' }]);
+  });
+
   it("a child's call approved through the parent's session.approve(callId) resumes both", async () => {
     const store = memoryStore();
     const ran: string[] = [];
