@@ -31,11 +31,13 @@ const RUN_FAILED = { target: '#run.ending', actions: 'failWith' } as const;
  * (`callModel` (after `prepareContext` when steers wait or the context is too large) →
  * `commitIntent` → `toolBatch` → `commitResults`, which the next `callModel` does not wait
  * for) → budget check → next step | `verifyFinal` → `commitFinal` → `deliverFinal` → `endRun`; `suspended`
- * outcomes (approvals, questions) end the attempt. Each actor is registered here and swapped with
+ * outcomes (approvals, questions — the run's own, or a child's that left an agent call without a
+ * result) end the attempt. Each actor is registered here and swapped with
  * `.provide({ actors })`; guards and actions are named (the actions are run-actions.ts'), decisions
  * are the pure functions of run-decisions.ts. Cancel, stop and detach come in as events: a cancel
  * stops the model call under way (its actor's signal aborts) and reaches the tool batch's calls; a
- * stop or detach is honoured at the next safe point.
+ * stop or detach is honoured at the next safe point, and reaches the batch's running calls too (an
+ * agent call's child follows it).
  * @example
  * createActor(runMachine.provide({ actors: { callModel: callModelActor(services), … } }), { input }).start()
  */
