@@ -135,6 +135,7 @@ export async function callWithRetries(env: SessionServices, at: StepPosition, si
     }
     const callSignal = attempt?.signal ?? signal;
     let permit: CallPermit | undefined;
+    let refused: unknown;
     try {
       // the output it reserves is the attempt's cap (what the budgets leave), not only the run's
       permit = await awaitRateLimit(env, at.step, cap === undefined ? spec : { ...spec, maxOutputTokens: cap }, callSignal, emit);
@@ -143,6 +144,10 @@ export async function callWithRetries(env: SessionServices, at: StepPosition, si
       if (cap !== undefined) request.maxOutputTokens = cap;
       if (env.inFlight && reserved) env.inFlight.reservation = reserved;
       if (spec.output) request.output = spec.output;
+      // the last check before the request, after the last await: a writer that no longer holds its
+      // session (fenced, its lease lost — a child session's: its parent's — or closed) sends none
+      refused = env.writer.effectRefusal();
+      if (refused !== undefined) throw refused;
       const res = await env.model.call(request, (e) => {
         if (e.type !== 'text_delta' || !live || signal.aborted) return;
         if (!started) emit({ type: 'message_start', role: 'assistant' });
@@ -178,7 +183,7 @@ export async function callWithRetries(env: SessionServices, at: StepPosition, si
       offAttempt();
       if (env.inFlight) delete env.inFlight.reservation;
       releaseRateLimit(permit, undefined, e);
-      if (isRateLimitDeadline(e)) {
+      if (isRateLimitDeadline(e) || (refused !== undefined && e === refused)) {
         hold?.settle(noneCounted());
         // nothing was sent: no attempt to record (the step's failed ones were counted as they failed)
         throw e;

@@ -1,6 +1,7 @@
 import { contentText } from '../contracts/content.js';
 import { promiseActor } from './promise-actor.js';
-import type { StepPosition, ToolCallOutput } from '../contracts/calls.js';
+import type { StepPosition, ToolCallIntent, ToolCallOutput } from '../contracts/calls.js';
+import type { PendingRequest } from '../contracts/events.js';
 import type { Usage } from '../contracts/message.js';
 import { servicesIn, type ServicesSource, type SessionServices } from './session-services.js';
 import { handoffResults, type Handoff } from './handoff.js';
@@ -10,6 +11,8 @@ export interface CommitResultsInput {
   /** Every call's outcome, in the order the model asked for the calls. */
   results: ToolCallOutput[];
   usage?: Usage;
+  /** The step's call intents (a call left unsettled is held back with them). */
+  intents?: ToolCallIntent[];
 }
 
 export interface CommitResultsOutput {
@@ -19,6 +22,8 @@ export interface CommitResultsOutput {
   rejections: number;
   /** A transfer call handed the session over: the tools (and output schema) of the rest of the attempt. */
   handoff?: Handoff;
+  /** Calls left without a result (agent calls whose child waits or detached), and the request the run now waits for. */
+  unsettled?: { pendingRequest?: PendingRequest };
 }
 
 async function verdict(env: SessionServices, r: ToolCallOutput): Promise<string | undefined> {
@@ -36,8 +41,9 @@ async function verdict(env: SessionServices, r: ToolCallOutput): Promise<string 
  */
 export async function commitResults(env: SessionServices, input: CommitResultsInput): Promise<CommitResultsOutput> {
   const { at } = input;
+  const unsettled = input.results.filter((r) => r.unsettled);
   // a transfer call's handoff (the first of the step) is committed with its result
-  const { results, handoff } = handoffResults(env, input.results);
+  const { results, handoff } = handoffResults(env, unsettled.length > 0 ? input.results.filter((r) => !r.unsettled) : input.results);
   let concluded: string | undefined;
   let rejections = 0;
   const verdicts = env.verifier ? await Promise.all(results.map((r) => verdict(env, r))) : [];
@@ -71,7 +77,9 @@ export async function commitResults(env: SessionServices, input: CommitResultsIn
     }
   });
   const handedOff = handoff?.(at);
-  env.writer.stage('step/end', at, input.usage ? { usage: input.usage } : {});
+  const waiting = unsettled.length > 0 ? holdBack(env, at, unsettled, input.intents ?? []) : undefined;
+  // a step with a call left unsettled goes on in the run's next attempt, which ends it
+  if (!waiting) env.writer.stage('step/end', at, input.usage ? { usage: input.usage } : {});
   // the tools have run: if this commit fails, the run's end commits their results with run/end.
   // It lands under the next model call (docs/architecture.md, "Pipelined results commit"): the
   // call is built over these results and fails with this commit's error if it fails; every other
@@ -82,7 +90,29 @@ export async function commitResults(env: SessionServices, input: CommitResultsIn
     ...(concluded !== undefined && rejections === 0 ? { concluded } : {}),
     rejections,
     ...(handedOff ? { handoff: handedOff } : {}),
+    ...(waiting ? { unsettled: waiting } : {}),
   };
+}
+
+/**
+ * Calls left without a result (docs/agents.md, "Requests from a child"): the first child request
+ * among them (in call order) is the run's pending request, staged as an approval or question with
+ * every unsettled call as its batch (a respond runs them all again: the one asked answers, the
+ * others ask again or go on) and `run/suspended`. Without a request the run is detached.
+ */
+function holdBack(
+  env: SessionServices,
+  at: StepPosition,
+  unsettled: readonly ToolCallOutput[],
+  intents: readonly ToolCallIntent[],
+): { pendingRequest?: PendingRequest } {
+  const pendingRequest = unsettled.find((r) => r.unsettled!.pendingRequest)?.unsettled!.pendingRequest;
+  if (!pendingRequest) return {};
+  const held = new Set(unsettled.map((r) => r.callId));
+  const batch = intents.filter((c) => held.has(c.callId));
+  env.writer.stage(pendingRequest.kind === 'question' ? 'question/asked' : 'approval/requested', at, { pendingRequest, batch });
+  env.writer.stage('run/suspended', at, { pendingRequest });
+  return { pendingRequest };
 }
 
 /**

@@ -84,6 +84,16 @@ async function stageResume(
   const preset: ToolCallOutput[] = [];
   const calls: ToolCallIntent[] = [];
   const pr = r.pendingRequest;
+  if (pr.path) {
+    // a child's request (its answer recorded in run/start): the agent calls it held back run
+    // again, the one asked routing the answer down to its child
+    for (const logged of r.batch) {
+      const { call, mismatch } = withParsedArguments(tools, logged);
+      if (mismatch) preset.push(skippedOutput(call, `not run again: ${mismatch}`));
+      else calls.push(call);
+    }
+    return { calls, preset };
+  }
   if (pr.kind === 'question') {
     const content = typeof r.answer === 'string' ? r.answer : JSON.stringify(r.answer);
     for (const c of r.batch) {
@@ -211,6 +221,12 @@ async function recoverCalls(
   return { calls, preset };
 }
 
+/** A respond's answer to a child's request (its pendingRequest has a path), as run/start records it. */
+function answeredOf(r: ResumeInput | undefined): { questionId: string; path: string[]; answer: unknown } | undefined {
+  if (r?.kind !== 'answer' || !r.pendingRequest.path) return undefined;
+  return { questionId: r.pendingRequest.questionId, path: r.pendingRequest.path, answer: r.answer };
+}
+
 /** The run's first commit point: `run/start` with the prompt's user messages (or a respond's decisions). */
 export async function startRun(env: SessionServices, input: StartRunInput, signal: AbortSignal): Promise<StartRunOutput> {
   const at = { turn: input.turn, step: input.resume?.step ?? 0, attempt: input.runEpoch };
@@ -230,6 +246,7 @@ export async function startRun(env: SessionServices, input: StartRunInput, signa
       ...(input.recoveredReservation ? { recoveredReservation: input.recoveredReservation } : {}),
       ...(env.agent ? { agent: env.agent.name } : {}),
       ...(env.agent?.parent ? { parent: env.agent.parent } : {}),
+      ...(answeredOf(input.resume) ? { answered: answeredOf(input.resume) } : {}),
     },
     input.kind === 'prompt' || input.kind === 'follow_up' ? runOpenEventId(input.runId) : runStartEventId(input.runId, input.attemptId),
   );

@@ -1,6 +1,7 @@
 import { fromCallback, type ActorSystem, type AnyActorRef } from 'xstate';
 import { CallAbort } from '../contracts/abort.js';
 import type { ToolCallIntent, ToolCallOutput } from '../contracts/calls.js';
+import type { PendingRequest } from '../contracts/events.js';
 import { CancelledError, isCancelledError } from '../contracts/errors.js';
 import { jsonIssue, type JsonValue } from '../contracts/json.js';
 import { ToolOutcomeReturn, type ReturnedOutcome, type ToolOutcome } from '../contracts/tools.js';
@@ -8,6 +9,8 @@ import { storeContent } from '../persistence/content-parts.js';
 import type { AnyTool, ToolContext } from '../tools/define-tool.js';
 import type { BudgetLeft } from '../contracts/reservation.js';
 import { CHILD_BUDGET } from './budget-pool.js';
+import { CALL_RUNTIME, type CallControl, type CallRuntime } from '../tools/call-runtime.js';
+import type { LogWriter } from '../persistence/log-writer.js';
 import { servicesIn, type ServicesSource, type SessionServices } from './session-services.js';
 
 export interface ToolCallInput {
@@ -17,6 +20,8 @@ export interface ToolCallInput {
   runId: string;
   /** The call's place in its batch: how the batch knows its reply (call ids come from the model). */
   index: number;
+  /** The run's control requests made before the call started (stop after the round, detach). */
+  control?: CallControl[];
   /** Its batch's budget: an agentTool's child spends from it (budget-pool.ts). */
   budget?: BatchBudget;
 }
@@ -32,8 +37,57 @@ export type ToolCallReply =
   | { type: 'call.done'; index: number; output: ToolCallOutput }
   | { type: 'call.failed'; index: number; callId: string; error: unknown };
 
-/** What a batch sends a running tool-call actor: the run was cancelled (its tool's signal aborts). */
-export type ToolCallCancel = { type: 'CANCEL'; reason: string };
+/**
+ * What a batch sends a running tool-call actor: the run was cancelled (its tool's signal aborts),
+ * or asked to stop after the round or to detach (what a call of the runtime's own tools follows:
+ * an agent call's child session).
+ */
+export type ToolCallControl = { type: 'CANCEL'; reason: string } | { type: 'CONTROL'; request: CallControl };
+
+/** The control requests one call has been sent, kept for a listener that comes later. */
+export class CallRequests {
+  private readonly made: CallControl[] = [];
+  private listeners: Set<(r: CallControl) => void> | undefined;
+
+  constructor(initial: readonly CallControl[] = []) {
+    this.made.push(...initial);
+  }
+
+  request(r: CallControl): void {
+    if (this.made.includes(r)) return;
+    this.made.push(r);
+    for (const l of this.listeners ?? []) l(r);
+  }
+
+  on(listener: (r: CallControl) => void): () => void {
+    for (const r of this.made) listener(r);
+    (this.listeners ??= new Set()).add(listener);
+    return () => void this.listeners?.delete(listener);
+  }
+}
+
+/** A call's CallRuntime: the hold of the writer running it, and its control requests. */
+class RunningCall implements CallRuntime {
+  /** Set by `leaveUnsettled`: the call's output carries it instead of a result. */
+  unsettled: NonNullable<ToolCallOutput['unsettled']> | undefined;
+
+  constructor(
+    private readonly writer: LogWriter,
+    private readonly requests: CallRequests,
+  ) {}
+
+  leaveUnsettled(pendingRequest?: PendingRequest): void {
+    this.unsettled = pendingRequest ? { pendingRequest } : {};
+  }
+
+  lost(): unknown {
+    return this.writer.effectRefusal();
+  }
+
+  onControl(listener: (r: CallControl) => void): () => void {
+    return this.requests.on(listener);
+  }
+}
 
 const OUTCOME_KINDS = new Set(['completed', 'skipped', 'cancelled', 'uncertain-settled', 'uncertain-hanging']);
 
@@ -144,9 +198,9 @@ const errorOutcome = (e: unknown): ToolOutcome => ({
  * resources staying locked. A callback actor: no promise-actor machinery per call.
  */
 export const toolCallActor = (env: ServicesSource) =>
-  callActor((input, ac, system, self) => {
+  callActor((input, ac, system, requests, self) => {
     const services = servicesIn(env, system);
-    return runToolCall(services, input, ac, self).then((out) => (hasBytes(out.outcome) ? storedOutput(services, out) : out));
+    return runToolCall(services, input, ac, requests, self).then((out) => (hasBytes(out.outcome) ? storedOutput(services, out) : out));
   });
 
 /** `o`, unless it carries bytes: then an error result (reconcile's outcomes are text). */
@@ -177,15 +231,24 @@ async function storedOutput(env: SessionServices, out: ToolCallOutput): Promise<
  * aborts the `CallAbort` it was given (an AbortController whose signal is made only if read).
  */
 export const callActor = (
-  run: (input: ToolCallInput, ac: CallAbort, system: ActorSystem<any>, self: AnyActorRef) => Promise<ToolCallOutput>,
+  run: (
+    input: ToolCallInput,
+    ac: CallAbort,
+    system: ActorSystem<any>,
+    requests: CallRequests,
+    self: AnyActorRef,
+  ) => Promise<ToolCallOutput>,
 ) =>
-  fromCallback<ToolCallCancel, ToolCallInput>(({ input, sendBack, receive, system, self }) => {
+  fromCallback<ToolCallControl, ToolCallInput>(({ input, sendBack, receive, system, self }) => {
     const ac = new CallAbort();
+    const requests = new CallRequests(input.control);
     let settled = false;
     receive((e) => {
-      if (e.type === 'CANCEL' && !settled) ac.abort(new CancelledError(e.reason));
+      if (settled) return;
+      if (e.type === 'CANCEL') ac.abort(new CancelledError(e.reason));
+      else requests.request(e.request);
     });
-    run(input, ac, system, self).then(
+    run(input, ac, system, requests, self).then(
       (output) => {
         settled = true;
         sendBack({ type: 'call.done', index: input.index, output } satisfies ToolCallReply);
@@ -216,7 +279,13 @@ const SIGNAL_GETTER: PropertyDescriptor = {
   configurable: true,
 };
 
-async function runToolCall(env: SessionServices, input: ToolCallInput, ac: CallAbort, self: AnyActorRef): Promise<ToolCallOutput> {
+async function runToolCall(
+  env: SessionServices,
+  input: ToolCallInput,
+  ac: CallAbort,
+  requests: CallRequests,
+  self: AnyActorRef,
+): Promise<ToolCallOutput> {
   const { call, runId, tool } = input;
   // every call, parallel ones too: a fenced writer starts no tool (the calls of one wave share
   // one read of the head, LogWriter.checkFenced)
@@ -251,6 +320,7 @@ async function runToolCall(env: SessionServices, input: ToolCallInput, ac: CallA
       }, tool.timeoutMs)
     : undefined;
   const startedAt = clock.now();
+  const running = new RunningCall(env.writer, requests);
   env.emit({ type: 'tool_start', callId: call.callId, name: call.name, arguments: call.arguments }, env.callSeqs.get(call.callId));
   // `signal` is read lazily (a tool that never looks at it costs no AbortController), through an
   // own enumerable getter so that `{ ...ctx }` keeps it — defined with one shared descriptor:
@@ -258,6 +328,7 @@ async function runToolCall(env: SessionServices, input: ToolCallInput, ac: CallA
   let ended = false; // an update emitted after the call's outcome is known is dropped
   const ctx = {
     [CALL_ABORT]: ac,
+    [CALL_RUNTIME]: running,
     [CALL_ACTOR]: self,
     idempotencyKey: call.idempotencyKey,
     sessionId: env.sessionId,
@@ -330,7 +401,9 @@ async function runToolCall(env: SessionServices, input: ToolCallInput, ac: CallA
   });
   try {
     const outcome = await settled;
-    return { callId: call.callId, name: call.name, outcome, startedAt, endedAt: clock.now() };
+    // a call left unsettled (an agent call whose child waits for an answer or detached) has no result yet
+    const unsettled = outcome.kind === 'completed' ? running.unsettled : undefined;
+    return { callId: call.callId, name: call.name, outcome, startedAt, endedAt: clock.now(), ...(unsettled ? { unsettled } : {}) };
   } finally {
     ended = true;
     if (timeout !== undefined) clock.clearTimeout(timeout);

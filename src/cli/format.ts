@@ -71,7 +71,9 @@ function describeEvent(e: EventRecord): string {
     case 'question/asked':
       return (
         `${p.pendingRequest?.kind} ${p.pendingRequest?.questionId}` +
-        (p.pendingRequest?.question ? `: ${clip(p.pendingRequest.question, 60)}` : '')
+        (p.pendingRequest?.question ? `: ${clip(p.pendingRequest.question, 60)}` : '') +
+        // a child's request: the session that asked
+        (Array.isArray(p.pendingRequest?.path) ? ` (asked by ${p.pendingRequest.path.at(-1)})` : '')
       );
     case 'approval/decided':
       return `${p.questionId}: ${json(p.decisions, 60)}${p.timedOut ? ' (timed out)' : ''}`;

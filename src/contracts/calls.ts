@@ -1,4 +1,5 @@
 import type { ToolOutcome } from './tools.js';
+import type { PendingRequest } from './events.js';
 
 /** Where a record sits in its run: the `turn`, `step` and `attempt` fields every record carries. */
 export interface StepPosition {
@@ -31,4 +32,10 @@ export interface ToolCallOutput {
   outcome: ToolOutcome;
   startedAt: number;
   endedAt: number;
+  /**
+   * The call has no result yet and gets none now (an agent call whose child suspended or
+   * detached): its run ends suspended on the child's request, or detached, and a later attempt
+   * runs the call again. `outcome` is then never committed.
+   */
+  unsettled?: { pendingRequest?: PendingRequest };
 }

@@ -14,14 +14,22 @@ const id = z.string().min(1);
 const RequestDigest = z.string().regex(/^[0-9a-f]{64}$/);
 const CallRef = z.object({ callId: id, name: z.string(), arguments: z.unknown() });
 
+/**
+ * A request asked by a child session on the session's behalf (docs/agents.md, "Requests from a
+ * child"): the child session ids from this session's child down to the session that asked. Its
+ * questionId and calls are that session's; `respond` routes the answer down along the path.
+ */
+const ChildPath = z.array(id).min(1).optional();
+
 export const PendingRequest = z.discriminatedUnion('kind', [
-  z.object({ kind: z.literal('approval'), questionId: id, calls: z.array(CallRef), expiresAt: z.number().optional() }),
+  z.object({ kind: z.literal('approval'), questionId: id, calls: z.array(CallRef), expiresAt: z.number().optional(), path: ChildPath }),
   z.object({
     kind: z.literal('question'),
     questionId: id,
     callId: id,
     question: z.string(),
     schema: z.record(z.string(), z.unknown()).optional(),
+    path: ChildPath,
   }),
 ]);
 export type PendingRequest = z.infer<typeof PendingRequest>;
@@ -65,6 +73,8 @@ export const EventPayloads = {
     agent: id.optional(),
     /** A child session's run: the parent call it answers (as in session/attached). */
     parent: z.object({ sessionId: id, runId: id, callId: id, seq: z.number().int().positive().optional() }).optional(),
+    /** A respond to a request a child asked (its pendingRequest had a `path`): the answer, routed down by the agent call. */
+    answered: z.object({ questionId: id, path: z.array(id).min(1), answer: z.unknown() }).optional(),
   }),
   'step/start': z.looseObject({}),
   'user/message': z.looseObject({ message: Message, inputId: id.optional() }),

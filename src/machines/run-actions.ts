@@ -56,6 +56,15 @@ export const runActions = {
     type: 'CANCEL' as const,
     reason: (event as { reason?: string }).reason ?? 'cancelled',
   })),
+  /** A stop or detach of the run reaches its running calls (an agent call's child follows it). */
+  stopBatch: sendTo<RunContext, RunEvent, undefined, ActorRefFrom<typeof toolBatchMachine>, RunEvent>('toolBatch', {
+    type: 'CONTROL' as const,
+    request: 'stop' as const,
+  }),
+  detachBatch: sendTo<RunContext, RunEvent, undefined, ActorRefFrom<typeof toolBatchMachine>, RunEvent>('toolBatch', {
+    type: 'CONTROL' as const,
+    request: 'detach' as const,
+  }),
   recordStart: assignRun(({ event }) => ({ messages: [], runStartSeq: outputOf<StartRunOutput>(event).runStartSeq })),
   resumeBatch: assignRun(({ context, event }) => {
     const out = outputOf<StartRunOutput>(event);
@@ -67,8 +76,9 @@ export const runActions = {
       calls: r.calls,
       presetResults: r.preset,
       order: context.resume!.batch.map((b) => b.callId),
-      // approved calls are new; a recovered call's tool/call was counted with the run's spending
-      toolCalls: context.toolCalls + (context.resume!.kind === 'answer' ? r.calls.length : 0),
+      // approved calls are new; a recovered call's tool/call was counted with the run's spending,
+      // and so was an agent call a child's request held back
+      toolCalls: context.toolCalls + (context.resume!.kind === 'answer' && !context.resume!.pendingRequest.path ? r.calls.length : 0),
       ...(context.resume!.kind === 'recover'
         ? { uncertainCalls: [...context.uncertainCalls, ...recoveredCalls(context.resume!.batch, r)] }
         : {}),
@@ -130,12 +140,21 @@ export const runActions = {
     pendingRequest: outputOf<Extract<CommitIntentOutput, { kind: 'suspended' }>>(event).pendingRequest,
     end: ended('suspended', 'suspended'),
   })),
+  /**
+   * Calls of the step were left without a result (agent calls whose child waits for an answer, or
+   * detached): the run waits for the first child's request (suspended), else it is detached.
+   */
+  endUnsettled: assignRun(({ event }) => {
+    const pendingRequest = outputOf<CommitResultsOutput>(event).unsettled!.pendingRequest;
+    return pendingRequest ? { pendingRequest, end: ended('suspended', 'suspended') } : { end: ended('detached', 'incomplete') };
+  }),
   keepIntents: assignRun(({ context, event }) => {
     const calls = outputOf<Extract<CommitIntentOutput, { kind: 'intents' }>>(event).calls;
     return { asked: undefined, calls, order: calls.map((c) => c.callId), presetResults: [], toolCalls: context.toolCalls + calls.length };
   }),
   keepBatchResults: assignRun(({ context, event }) => {
-    const results = outputOf<ToolCallOutput[]>(event);
+    // a cancelled run settles: a call left unsettled (its agent waits) is answered `cancelled` instead
+    const results = outputOf<ToolCallOutput[]>(event).map((r) => (r.unsettled && context.cancelRequested ? cancelledCall(r) : r));
     // a call's own model spending (an agentTool's child run) rolls up into the run's
     return { batchResults: results, ...withCallsSpending(context, results) };
   }),
@@ -171,3 +190,9 @@ export const runActions = {
   keepResult: assignRun({ result: ({ event }) => outputOf<ExecutionResult>(event) }),
   keepUncommittedResult: assignRun({ result: ({ context }) => ({ ...resultOf(context), checkpointCommitted: false }) }),
 };
+
+/** An unsettled call's output in a cancelled run: a `cancelled` result. */
+function cancelledCall(r: ToolCallOutput): ToolCallOutput {
+  const { unsettled: _, ...rest } = r;
+  return { ...rest, outcome: { kind: 'cancelled', settled: true, partialContent: 'cancelled with its run', resourceLocks: [] } };
+}

@@ -47,11 +47,13 @@ const RUN_FAILED = { target: '#run.ending', actions: 'failWith' } as const;
  * (`callModel` (after `prepareContext` when steers wait or the context is too large) →
  * `commitIntent` → `toolBatch` → `commitResults`, which the next `callModel` does not wait
  * for) → budget check → next step | `verifyFinal` → `commitFinal` → `deliverFinal` → `endRun`; `suspended`
- * outcomes (approvals, questions) end the attempt. Each actor is registered here and swapped with
+ * outcomes (approvals, questions — the run's own, or a child's that left an agent call without a
+ * result) end the attempt. Each actor is registered here and swapped with
  * `.provide({ actors })`; guards and actions are named (the actions are run-actions.ts'), decisions
  * are the pure functions of run-decisions.ts. Cancel, stop and detach come in as events: a cancel
  * stops the model call under way (its actor's signal aborts) and reaches the tool batch's calls; a
- * stop or detach is honoured at the next safe point.
+ * stop or detach is honoured at the next safe point, and reaches the batch's running calls too (an
+ * agent call's child follows it).
  * @example
  * createActor(runMachine.provide({ actors: { callModel: callModelActor(services), … } }), { input }).start()
  */
@@ -101,6 +103,7 @@ export const runMachine = setup({
     intentBlocked: ({ event }) => outputOf<CommitIntentOutput>(event).kind === 'blocked',
     intentSuspended: ({ event }) => outputOf<CommitIntentOutput>(event).kind === 'suspended',
     toolConcluded: ({ event }) => outputOf<CommitResultsOutput>(event).concluded !== undefined,
+    callsUnsettled: ({ event }) => outputOf<CommitResultsOutput>(event).unsettled !== undefined,
     finalRejected: ({ event }) => outputOf<VerifyFinalOutput>(event).kind === 'rejected',
     outputRejected: ({ event }) => outputOf<VerifyFinalOutput>(event).kind === 'output_rejected',
     delivered: ({ event }) => outputOf<DeliverFinalOutput>(event).kind === 'delivered',
@@ -284,11 +287,19 @@ export const runMachine = setup({
           cancelled: c.cancelRequested,
           ...(c.offered ? { tools: c.offered.tools } : {}),
           budget: batchBudget(c),
+          ...(c.stopRequested || c.detachRequested
+            ? { control: [...(c.stopRequested ? ['stop' as const] : []), ...(c.detachRequested ? ['detach' as const] : [])] }
+            : {}),
         }),
         onDone: { target: 'committingResults', actions: 'keepBatchResults' },
         onError: RUN_FAILED,
       },
-      on: { CANCEL: { actions: ['requestCancel', 'cancelBatch'] } },
+      // control reaches the running calls: a cancel aborts them, a stop or detach reaches an agent call's child
+      on: {
+        CANCEL: { actions: ['requestCancel', 'cancelBatch'] },
+        STOP_AFTER_ROUND: { actions: ['requestStop', 'stopBatch'] },
+        DETACH: { actions: ['requestDetach', 'detachBatch'] },
+      },
     },
     committingResults: {
       invoke: {
@@ -297,8 +308,11 @@ export const runMachine = setup({
           at: positionOf(c),
           results: inCallOrder(c.order, c.presetResults, c.batchResults),
           ...(c.stepUsage ? { usage: c.stepUsage } : {}),
+          intents: c.calls,
         }),
         onDone: [
+          // agent calls left without a result: the run waits for a child's request, or is detached
+          { guard: 'callsUnsettled', target: 'settlingResults', actions: ['countRejections', 'takeHandoff', 'endUnsettled'] },
           { guard: 'toolConcluded', target: 'settlingResults', actions: ['countRejections', 'takeHandoff', 'finalizeConcludedByTool'] },
           { target: 'checkingBudget', actions: ['countRejections', 'takeHandoff'] },
         ],

@@ -5,6 +5,7 @@ import type { ToolOutcome } from '../contracts/tools.js';
 import type { AnyTool } from '../tools/define-tool.js';
 import { NO_TOOLS } from '../actors/session-services.js';
 import { callActor, skippedOutput, type BatchBudget, type ToolCallInput, type ToolCallReply } from '../actors/tool-call.js';
+import type { CallControl } from '../tools/call-runtime.js';
 
 export interface ToolBatchInput {
   runId: string;
@@ -17,6 +18,8 @@ export interface ToolBatchInput {
   tools?: ReadonlyMap<string, AnyTool>;
   /** The batch's place and what the run's usage budgets left when it started: its sub-agents spend from it. */
   budget?: BatchBudget;
+  /** The run's stop and detach requests made before the batch started (each call is told). */
+  control?: CallControl[];
 }
 
 /** Where each call of the batch stands; indexes follow `calls` (call ids come from the model). */
@@ -35,9 +38,15 @@ export interface ToolBatchContext {
   /** The attempt's tools, by name (absent: none). */
   tools?: ReadonlyMap<string, AnyTool>;
   budget?: BatchBudget;
+  /** The run's stop and detach requests so far: told to every running call, and to each call that starts later. */
+  control?: CallControl[];
 }
 
-export type ToolBatchEvent = ToolCallReply | { type: 'CANCEL'; reason?: string } | { type: 'batch.error'; error: unknown };
+export type ToolBatchEvent =
+  | ToolCallReply
+  | { type: 'CANCEL'; reason?: string }
+  | { type: 'CONTROL'; request: CallControl }
+  | { type: 'batch.error'; error: unknown };
 export type ToolBatchOutput = ToolCallOutput[];
 
 const failed = (o: ToolOutcome) => o.kind !== 'completed' || o.isError;
@@ -90,7 +99,9 @@ export function recorded(context: ToolBatchContext, index: number, out: ToolCall
       results[i] = skippedOutput(c, `not run: ${held.join(', ')} stay locked by call ${call.callId}, which may still be running`);
     });
   }
-  const truncatedBy = context.truncatedBy ?? (call.mode === 'exclusive' && failed(out.outcome) ? call.callId : undefined);
+  // an exclusive call left unsettled (its child waits) is a barrier still: the calls after it do not run now
+  const truncatedBy =
+    context.truncatedBy ?? (call.mode === 'exclusive' && (failed(out.outcome) || out.unsettled) ? call.callId : undefined);
   return { ...context, states, results, truncatedBy };
 }
 
@@ -103,7 +114,9 @@ function outputOf(c: ToolBatchContext): ToolBatchOutput {
         call,
         c.cancelled && c.truncatedBy === undefined
           ? 'not run: the run was cancelled before the call started'
-          : `not run: the exclusive call ${c.truncatedBy} failed before it`,
+          : c.results[c.calls.findIndex((x) => x.callId === c.truncatedBy)]?.unsettled
+            ? `not run: the exclusive call ${c.truncatedBy} before it has no result yet (its agent waits)`
+            : `not run: the exclusive call ${c.truncatedBy} failed before it`,
       ),
   );
 }
@@ -154,6 +167,7 @@ export const toolBatchMachine = setup({
             runId: context.runId,
             index: i,
             ...(context.budget ? { budget: context.budget } : {}),
+            ...(context.control?.length ? { control: context.control } : {}),
           },
         });
       }
@@ -170,6 +184,14 @@ export const toolBatchMachine = setup({
       enqueue.assign({ cancelled: true });
       const reason = (event as { reason?: string }).reason ?? 'cancelled';
       context.states.forEach((s, i) => s === 'running' && enqueue.sendTo(callActorId(i), { type: 'CANCEL', reason }));
+    }),
+    /** A stop or detach of the run: kept for calls that start later, and told to the running ones. */
+    control: enqueueActions(({ context, event, enqueue }) => {
+      const request = (event as Extract<ToolBatchEvent, { type: 'CONTROL' }>).request;
+      const made = context.control ?? [];
+      if (made.includes(request)) return;
+      enqueue.assign({ control: [...made, request] });
+      context.states.forEach((s, i) => s === 'running' && enqueue.sendTo(callActorId(i), { type: 'CONTROL', request }));
     }),
     /**
      * A call actor that failed outside its tool (tool errors are outcomes): the batch errors, after
@@ -208,10 +230,12 @@ export const toolBatchMachine = setup({
     cancelled: input.cancelled ?? false,
     ...(input.tools ? { tools: input.tools } : {}),
     ...(input.budget ? { budget: input.budget } : {}),
+    control: input.control ?? [],
   }),
   initial: 'scheduling',
   on: {
     'call.failed': { actions: 'fail' },
+    CONTROL: { actions: 'control' },
     'batch.error': {
       actions: ({ event }) => {
         throw event.error;

@@ -124,6 +124,11 @@ export class LogWriter {
     return this.fencedNow() !== true && this.closedError === undefined;
   }
 
+  /** Why this writer may start no effect (fenced, lease lost, closed), or undefined while it may: `mayStartEffect`'s reason. */
+  effectRefusal(): unknown {
+    return this.mayStartEffect() ? undefined : (this.fencedError ?? this.closedError);
+  }
+
   get lastSeq(): number {
     return this.nextSeq - 1;
   }

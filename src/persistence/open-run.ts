@@ -107,6 +107,8 @@ export function foldRunEvents(events: readonly EventRecord[]): OpenRunState | un
         st.runEpoch = p.runEpoch;
         st.attemptId = p.attemptId;
         delete st.lastEndStatus;
+        // a respond to a child's request: answered here (the agent call routes it down when it runs)
+        if (p.answered && st.pending?.pendingRequest.questionId === p.answered.questionId) delete st.pending;
       }
       continue;
     }

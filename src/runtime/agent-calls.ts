@@ -1,16 +1,20 @@
 import { randomUUID } from 'node:crypto';
 import type { ExecutionResult } from '../contracts/requests.js';
+import type { PendingRequest } from '../contracts/events.js';
 import type { ToolOutcomeInput } from '../contracts/tools.js';
 import type { JsonValue } from '../contracts/json.js';
 import type { EventStore } from '../persistence/event-store.js';
 import { sha256 } from '../persistence/surface.js';
 import type { AgentMark } from '../tools/agent-marks.js';
 import type { AnyTool, ToolContext, ToolReturn } from '../tools/define-tool.js';
-import { callActorOf } from '../actors/tool-call.js';
-import type { AnyActorRef } from 'xstate';
+import { callRuntimeOf } from '../tools/call-runtime.js';
+import { contentText } from '../contracts/content.js';
+import { followControl, routedAnswer, throughChild } from './child-requests.js';
 import type { ExecutionSession } from './execution-session.js';
 import type { ParentLink } from './session-agent.js';
 import { currentRunResult } from './wait-for-result.js';
+import { callActorOf } from '../actors/tool-call.js';
+import type { AnyActorRef } from 'xstate';
 import { childBudgetOf, type BudgetPool } from '../actors/budget-pool.js';
 import { addCounted, noneCounted, type Counted } from '../contracts/reservation.js';
 
@@ -34,10 +38,17 @@ export function childSessionId(ctx: Pick<ToolContext, 'sessionId' | 'idempotency
 /** What the runtime gives an agentTool's calls: opening a child session, the store it reads, the pools children spend from. */
 export interface ChildHost {
   store: EventStore;
-  /** `callActor`: the tool-call actor the child's actors are inspected under (child-inspection.ts). */
-  open(sessionId: string, agent: string, parent: ParentLink, callActor?: AnyActorRef): Promise<ExecutionSession>;
+  open(sessionId: string, agent: string, parent: ParentLink, via: ChildVia): Promise<ExecutionSession>;
   /** By child session id: the pool of its parent's batch, while the parent's call runs it (its services read it). */
   pools: Map<string, BudgetPool>;
+}
+
+/** How a child session hangs from its parent's call. */
+export interface ChildVia {
+  /** The parent writer's hold, the child writer's guard (a child is fenced with its parent). */
+  lost?: () => unknown;
+  /** The tool-call actor the child's actors are inspected under (child-inspection.ts). */
+  callActor?: AnyActorRef;
 }
 
 /** `tool` with its calls running its agent in child sessions of `host`'s runtime. */
@@ -47,9 +58,11 @@ export function boundAgentTool(tool: AnyTool, mark: Extract<AgentMark, { kind: '
 
 /**
  * One agentTool call: opens its child session and takes the child's settled answer (a call run
- * again after a crash whose child had finished), continues the child's interrupted run, or starts
- * it — never twice: its run id is fixed (`answer`), so a prompt for it is refused once it exists.
- * The parent's cancel (the call's signal) cancels the child.
+ * again after a crash whose child had finished), answers the child's request with the answer its
+ * parent's respond routed down, continues the child's interrupted run, or starts it — never twice:
+ * its run id is fixed (`answer`), so a prompt for it is refused once it exists. The parent's
+ * cancel (the call's signal) cancels the child, its stop and detach reach it too; a child that
+ * waits for an answer (or was detached) leaves the call unsettled, and the parent waits with it.
  */
 async function runChildCall(
   host: ChildHost,
@@ -58,53 +71,92 @@ async function runChildCall(
   ctx: ToolContext,
 ): Promise<ToolReturn> {
   const childId = childSessionId(ctx);
-  const child = await host.open(
-    childId,
-    mark.agent.name,
-    {
-      sessionId: ctx.sessionId,
-      runId: ctx.runId,
-      callId: ctx.callId,
-      ...(ctx.callSeq !== undefined ? { seq: ctx.callSeq } : {}),
-    },
-    callActorOf(ctx),
-  );
+  const call = callRuntimeOf(ctx);
+  const parent = {
+    sessionId: ctx.sessionId,
+    runId: ctx.runId,
+    callId: ctx.callId,
+    ...(ctx.callSeq !== undefined ? { seq: ctx.callSeq } : {}),
+  };
+  // the child's writer is guarded by its parent's: once the parent's writer no longer holds its
+  // session (a lost lease, a takeover), the child starts no tool or model call and commits nothing
+  const callActor = callActorOf(ctx);
+  const child = await host.open(childId, mark.agent.name, parent, {
+    ...(call ? { lost: () => call.lost() } : {}),
+    ...(callActor ? { callActor } : {}),
+  });
   const cancel = () => void child.requestCancel('the parent run was cancelled');
   ctx.signal.addEventListener('abort', cancel, { once: true });
+  const unfollow = call ? followControl(child, call, CHILD_RUN) : () => {};
   // the child spends from its parent batch's pool: what the parent (and every ancestor) has left
   const pool = childBudgetOf(ctx);
   if (pool) host.pools.set(childId, pool);
   try {
     if (ctx.signal.aborted) return cancelledOutcome(mark.agent.name);
-    const result = await childResult(host, child, childId, mark, args, pool);
-    return outcomeOf(mark.agent.name, childId, result);
+    const state = await childState(host, child, childId, mark, args, ctx, pool);
+    // (a cancelled parent answers the call `cancelled`: its run settles, the call cannot wait with it)
+    if (ctx.signal.aborted) return cancelledOutcome(mark.agent.name, 'result' in state ? spendingOf(state.result) : {});
+    const open = 'waiting' in state || OPEN.has(state.result.status);
+    if (open && call) {
+      // the child's run is still open: the parent's call stays without a result, its run waits
+      // on the child's request (or is detached), and its next attempt runs this call again
+      const request = 'waiting' in state ? state.waiting : state.result.pendingRequest;
+      call.leaveUnsettled(request ? throughChild(childId, request) : undefined);
+      return `the ${mark.agent.name} agent has not answered yet`;
+    }
+    if ('waiting' in state)
+      return { kind: 'completed', content: `the ${mark.agent.name} agent (session ${childId}) waits for an answer`, isError: true };
+    return outcomeOf(mark.agent.name, childId, state.result, child);
   } finally {
+    unfollow();
     ctx.signal.removeEventListener('abort', cancel);
     if (pool && host.pools.get(childId) === pool) host.pools.delete(childId);
     await child.close();
   }
 }
 
-async function childResult(
+/**
+ * Where the child's run stands once this call has done what it can: waiting for an answer its
+ * parent has not given yet, or the result of the child's run (taken as recorded, or of the
+ * attempt this call ran: a respond with the answer the parent recorded, a continue, the prompt).
+ */
+async function childState(
   host: ChildHost,
   child: ExecutionSession,
   childId: string,
   mark: Extract<AgentMark, { kind: 'agent' }>,
   args: unknown,
+  ctx: ToolContext,
   pool: BudgetPool | undefined,
-): Promise<ExecutionResult> {
+): Promise<{ waiting: PendingRequest } | { result: ExecutionResult }> {
+  const asked = child.pendingRequest;
+  if (asked) {
+    // the child waits for an answer: the one its parent's respond recorded, if given yet
+    const { questionId } = asked;
+    const routed = await routedAnswer(
+      host.store,
+      { sessionId: ctx.sessionId, fromSeq: ctx.callSeq ?? 1 },
+      { sessionId: childId, runId: CHILD_RUN, questionId },
+    );
+    if (!routed) return { waiting: asked };
+    const { attemptId, answer } = routed;
+    return { result: await child.execute({ kind: 'respond', runId: CHILD_RUN, attemptId, questionId, answer }) };
+  }
   const recorded = await currentRunResult(host.store, childId, CHILD_RUN);
   if (recorded) {
-    // settled (or suspended) before: its answer, no model call; its spending counts for its siblings
-    // until the parent commits it (a continue's child counts its own as its attempt starts)
+    // settled before: its answer, no model call; its spending counts for its siblings until the
+    // parent commits it (a continue's or respond's child counts its own as its attempt starts)
     pool?.charge(spentBy(recorded));
-    return recorded;
+    return { result: recorded };
   }
   if (child.recovery.interruptedRuns.some((r) => r.runId === CHILD_RUN))
-    return child.execute({ kind: 'continue', runId: CHILD_RUN, attemptId: `continue-${randomUUID()}` });
+    return { result: await child.execute({ kind: 'continue', runId: CHILD_RUN, attemptId: `continue-${randomUUID()}` }) };
   const message = mark.ownParameters ? JSON.stringify(args) : (args as { input: string }).input;
-  return child.execute({ kind: 'prompt', runId: CHILD_RUN, attemptId: CHILD_RUN, message });
+  return { result: await child.execute({ kind: 'prompt', runId: CHILD_RUN, attemptId: CHILD_RUN, message }) };
 }
+
+/** A child's run that ended so is still open: the parent's call waits with it. */
+const OPEN = new Set<ExecutionResult['status']>(['suspended', 'detached', 'fenced']);
 
 const cancelledOutcome = (agent: string, spending: ChildSpending = {}): ToolOutcomeInput => ({
   kind: 'cancelled',
@@ -131,7 +183,7 @@ function spentBy(r: ExecutionResult): Counted {
 }
 
 /** The call's result from the child's: its answer (structured output as JSON), else what became of it; with the child's spending. */
-function outcomeOf(agent: string, childId: string, r: ExecutionResult): ToolReturn {
+function outcomeOf(agent: string, childId: string, r: ExecutionResult, child: ExecutionSession): ToolReturn {
   const uncertain = r.uncertainCalls.filter((c) => c.resolution === 'uncertain-hanging' || c.resolution === 'uncertain-settled');
   const note =
     uncertain.length > 0
@@ -149,6 +201,16 @@ function outcomeOf(agent: string, childId: string, r: ExecutionResult): ToolRetu
       ...spending,
     };
   }
+  if (r.status === 'stopped') {
+    // stopped after its round (its parent's stop reached it): what it had, its latest text
+    const had = latestText(child);
+    return {
+      kind: 'completed',
+      content: `the ${agent} agent (session ${childId}) stopped after its round${had ? `; what it had: ${had}` : ' with no answer'}${note}`,
+      isError: false,
+      ...spending,
+    };
+  }
   const budget = r.budget && (r.budgetOwner !== undefined ? `${r.budget} of session ${r.budgetOwner}` : r.budget);
   const why = r.error?.message ?? budget ?? r.pendingRequest?.questionId ?? '';
   return {
@@ -157,4 +219,14 @@ function outcomeOf(agent: string, childId: string, r: ExecutionResult): ToolRetu
     isError: true,
     ...spending,
   };
+}
+
+/** The text of the child's latest assistant message, if any. */
+function latestText(child: ExecutionSession): string {
+  const messages = child.snapshot().messages;
+  for (let i = messages.length - 1; i >= 0; i--) {
+    const m = messages[i]!;
+    if (m.role === 'assistant' && contentText(m.content).trim() !== '') return contentText(m.content);
+  }
+  return '';
 }

@@ -87,7 +87,8 @@ export function attemptInput(req: IdentifiedRequest, s: AttemptSource): RunInput
       batch: pending.batch,
       pendingRequest: pr,
       answer: req.answer,
-      timedOut: pr.kind === 'approval' && pr.expiresAt !== undefined && s.now > pr.expiresAt,
+      // (a child's request is timed by the child that asked it, when the answer reaches it)
+      timedOut: pr.kind === 'approval' && !pr.path && pr.expiresAt !== undefined && s.now > pr.expiresAt,
     };
     return {
       ...base,

@@ -1,8 +1,10 @@
 import { hostname } from 'node:os';
-import { SessionHeldError } from '../contracts/errors.js';
+import { SessionHeldError, ValidationError } from '../contracts/errors.js';
 import type { OpenInternals } from '../actors/worker-services.js';
 import type { EventStore } from '../persistence/event-store.js';
 import type { ExecutionSession } from './execution-session.js';
+import type { ResumeMode } from './auto-resume.js';
+import { agentAtOpen } from './open-session.js';
 
 /**
  * Marks a serving worker's internal second argument to `runtime.openSession` (its lease guard and
@@ -12,11 +14,19 @@ export const SERVED: unique symbol = Symbol('actorloop.served');
 export type ServedInternals = OpenInternals & { [SERVED]: true };
 export const isServed = (i: unknown): i is ServedInternals => typeof i === 'object' && i !== null && SERVED in i;
 
+/** What an app's `openSession` asked for: the agent (by name) and resume mode; one left out agrees with any. */
+export interface OpenWants {
+  agent?: string;
+  resume?: ResumeMode;
+}
+
 interface Shared {
   opening: Promise<ExecutionSession>;
   session?: ExecutionSession;
   /** The `openSession` calls not yet matched by a `close`. */
   openers: number;
+  /** What the first opener opened it with: the agent it asked for (else the one the session ran) and its resume mode. */
+  opened?: { agent: string; resume: ResumeMode };
 }
 
 /**
@@ -37,8 +47,13 @@ export class LiveSessions {
     private readonly runtimeClosing: () => boolean,
   ) {}
 
-  /** `runtime.openSession`: the live session shared, or a new writer from `attach` once the holder check passed. */
-  async open(sessionId: string, takeover: boolean, attach: () => Promise<ExecutionSession>): Promise<ExecutionSession> {
+  /**
+   * `runtime.openSession`: the live session shared, or a new writer from `attach` once the holder
+   * check passed. The live session is shared only with an opener whose options (`asked`) agree with
+   * what its first opener opened it with (a ValidationError naming both otherwise); the runtime's
+   * own opens (a child session's) ask nothing and are not checked.
+   */
+  async open(sessionId: string, takeover: boolean, attach: () => Promise<ExecutionSession>, asked?: OpenWants): Promise<ExecutionSession> {
     const served = this.served.get(sessionId);
     if (served && !takeover && (await this.isCurrent(served.session))) {
       // the holder record names this process, so the store's check would let the open through and fence the worker
@@ -49,7 +64,12 @@ export class LiveSessions {
     if (entry) {
       entry.openers++; // counted before the wait: a close meanwhile cannot end it under this opener
       const live = await entry.opening.catch(() => undefined);
-      if (live && this.shared.get(sessionId) === entry && (await this.isCurrent(live))) return live;
+      if (live && this.shared.get(sessionId) === entry && (await this.isCurrent(live))) {
+        const conflict = entry.opened && asked ? disagreement(sessionId, entry.opened, asked) : undefined;
+        if (!conflict) return live;
+        entry.openers--;
+        throw conflict;
+      }
       entry.openers--;
     }
     const fresh: Shared = {
@@ -57,6 +77,7 @@ export class LiveSessions {
       opening: this.attachHeld(sessionId, { takeover }, attach).then(
         (session) => {
           fresh.session = session;
+          if (asked) fresh.opened = { agent: asked.agent ?? agentAtOpen(session) ?? 'default', resume: asked.resume ?? 'auto' };
           return session;
         },
         (e: unknown) => {
@@ -122,4 +143,23 @@ export class LiveSessions {
     };
     return session;
   }
+}
+
+/** The refusal of an open whose `agent` or `resume` differs from what the live session was opened with (an option left out agrees). */
+function disagreement(sessionId: string, opened: { agent: string; resume: ResumeMode }, asked: OpenWants): ValidationError | undefined {
+  const differs =
+    asked.agent !== undefined && asked.agent !== opened.agent
+      ? { path: 'agent', live: `agent ${opened.agent}`, asked: `agent ${asked.agent}` }
+      : asked.resume !== undefined && asked.resume !== opened.resume
+        ? { path: 'resume', live: `resume '${opened.resume}'`, asked: `resume '${asked.resume}'` }
+        : undefined;
+  if (!differs) return undefined;
+  return new ValidationError('openSession', [
+    {
+      path: [differs.path],
+      message:
+        `session ${sessionId} is open in this runtime with ${differs.live}, asked for ${differs.asked}: ` +
+        'open it with the same options, or after its last close',
+    },
+  ]);
 }

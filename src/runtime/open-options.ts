@@ -23,11 +23,15 @@ export const OpenSessionOptions = z.strictObject({
 });
 export type OpenSessionOptions = z.input<typeof OpenSessionOptions>;
 
-/** The public options with their defaults (a serving worker's internals never come here: they are marked SERVED). */
-export function openOptionsOf(given: unknown): { resume: ResumeMode; takeover: boolean; agent?: Agent | string } {
+/**
+ * The public options with their defaults, and the `resume` given (a serving worker's internals
+ * never come here: they are marked SERVED).
+ */
+export function openOptionsOf(given: unknown): { resume: ResumeMode; resumeGiven?: ResumeMode; takeover: boolean; agent?: Agent | string } {
   const o = parseInput(OpenSessionOptions, given ?? {}, 'openSession: options');
   return {
     resume: o.resume ?? 'auto',
+    ...(o.resume !== undefined ? { resumeGiven: o.resume } : {}),
     takeover: o.takeover ?? false,
     ...(o.agent !== undefined ? { agent: o.agent as Agent | string } : {}),
   };

@@ -30,6 +30,10 @@ import { SessionTracer } from './tracing.js';
 import type { CallLimiter } from '../contracts/rate-limits.js';
 import type { BudgetPool } from '../actors/budget-pool.js';
 
+/** The agent each session ran when it was opened (LiveSessions compares a later opener's with it). */
+const agentsAtOpen = new WeakMap<ExecutionSession, string>();
+export const agentAtOpen = (session: ExecutionSession): string | undefined => agentsAtOpen.get(session);
+
 /** What a runtime opens its sessions with: the same for every session it opens. */
 export interface SessionOpening {
   store: EventStore;
@@ -168,6 +172,7 @@ export async function openSession(
     throw new StoreClosedError('runtime');
   }
   opened = session;
+  agentsAtOpen.set(session, seat.name);
   sessions.add(session);
   const close = session.close.bind(session);
   session.close = async () => {

@@ -22,6 +22,7 @@ import { serve, type ServeHandle } from './serve.js';
 import { promptEntry, sessionInboxes, submitToOpen, workOf } from './submit.js';
 import { askUserTool } from '../tools/ask-user.js';
 import { agentRegistry } from './agent-registry.js';
+import { askedAgent } from './recorded-agent.js';
 import { boundAgentTool, type ChildHost } from './agent-calls.js';
 import type { BudgetPool } from '../actors/budget-pool.js';
 import { resolveTracing } from './tracing-options.js';
@@ -44,7 +45,8 @@ export interface Runtime<TOut = unknown> {
    * interrupted is continued when the next run starts on it (`resume: 'manual'` refuses that run
    * instead: docs/recovery.md). `agent` (a value or a name) is the agent a new session runs; a
    * session with history runs the one its log records (docs/agents.md); an agent the runtime
-   * does not define: UnknownAgentError.
+   * does not define: UnknownAgentError. A live session asked for with another `agent` or
+   * `resume` than its first opener's is refused (ValidationError); an option left out agrees.
    * @example
    * const session = await runtime.openSession('support-42')
    */
@@ -120,8 +122,16 @@ export function createRuntime(options: RuntimeOptions): Runtime {
     store,
     pools: childPools,
     // the parent's writer owns its children: a child a crashed or fenced writer left held is taken over
-    open: (id, agent, parent, callActor) =>
-      live.open(id, true, () => openSession(opening, id, { agent, parent, ...(callActor ? { callActor } : {}) })),
+    open: (id, agent, parent, { lost, callActor }) =>
+      live.open(id, true, () =>
+        openSession(opening, id, {
+          agent,
+          parent,
+          resume: 'auto',
+          ...(callActor ? { callActor } : {}),
+          ...(lost ? { guard: () => lost() } : {}),
+        }),
+      ),
   };
   const agents = agentRegistry(o, o.agents, o.askUser ? [askUserTool] : [], (t, mark) => boundAgentTool(t, mark, childHost));
   const sessions = new OpenSessions();
@@ -140,8 +150,13 @@ export function createRuntime(options: RuntimeOptions): Runtime {
   // a serving worker's open: a writer of its own under its lease guard, recorded as held by the worker
   const openServed = (sessionId: string, internals: OpenInternals) =>
     live.openServed(sessionId, internals.workerId, () => attach(sessionId, internals, 'served'));
-  const openShared = (sessionId: string, options: { resume: ResumeMode; takeover: boolean; agent?: Agent | string }) =>
-    live.open(sessionId, options.takeover, () => attach(sessionId, undefined, options.resume, options.agent));
+  // an open of a live session shares it only if its agent and resume agree with the first opener's
+  // (the agent checked first: one the runtime does not define is an UnknownAgentError here too)
+  const openShared = (sessionId: string, options: ReturnType<typeof openOptionsOf>) => {
+    const agent = options.agent === undefined ? undefined : askedAgent(agents, sessionId, options.agent);
+    const asked = { ...(agent !== undefined ? { agent } : {}), ...(options.resumeGiven ? { resume: options.resumeGiven } : {}) };
+    return live.open(sessionId, options.takeover, () => attach(sessionId, undefined, options.resume, options.agent), asked);
+  };
   const inboxFor = sessionInboxes(store, o.clock);
   let closing: Promise<void> | undefined;
   return {

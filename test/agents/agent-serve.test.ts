@@ -1,6 +1,17 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { agentTool, createRuntime, defineAgent, memoryStore, scriptedModel, type ServeEvent } from '../../src/index.js';
-import { logOf } from '../helpers/runtime.js';
+import { z } from 'zod';
+import {
+  agentTool,
+  createRuntime,
+  defineAgent,
+  defineTool,
+  memoryStore,
+  scriptedModel,
+  type ModelProvider,
+  type ServeEvent,
+} from '../../src/index.js';
+import { logOf, sleep } from '../helpers/runtime.js';
+import { until } from '../crash/child-util.js';
 
 // Under runtime.serve a child session is run by its parent's call, in the worker that holds the parent.
 
@@ -31,4 +42,98 @@ describe('agents under runtime.serve', () => {
     expect(claimed).toEqual(['s']);
     expect(worker.sessions).not.toContain('s/r/1/c1');
   });
+});
+
+describe("a child's request under runtime.serve", () => {
+  it("a child's approval suspends the served parent; a respond submitted to the parent's inbox reaches the child", async () => {
+    const store = memoryStore();
+    const charges: string[] = [];
+    const charge = defineTool({
+      name: 'charge',
+      description: 'charges',
+      parameters: z.object({ n: z.number() }),
+      mode: 'exclusive',
+      needsApproval: true,
+      execute: ({ n }) => (charges.push(String(n)), `charged ${n}`),
+    });
+    const payer = defineAgent({
+      name: 'payer',
+      instructions: 'pay',
+      model: scriptedModel([{ toolCalls: [{ id: 'k1', name: 'charge', arguments: { n: 4 } }] }, 'charged 4']),
+      tools: [charge],
+    });
+    const runtime = createRuntime({
+      store,
+      model: scriptedModel([{ toolCalls: [{ id: 'c1', name: 'payer', arguments: { input: 'pay' } }] }, 'Paid.']),
+      tools: [agentTool(payer)],
+    });
+    cleanups.push(() => runtime.close());
+    const worker = runtime.serve({ pollMs: 50 });
+    cleanups.push(() => worker.stop());
+    await runtime.submit('s', { kind: 'input', inputId: 'r', mode: 'follow_up', message: 'pay' });
+    const suspended = await runtime.waitForResult('s', 'r', { signal: AbortSignal.timeout(60_000) });
+    expect(suspended).toMatchObject({ status: 'suspended', pendingRequest: { questionId: 'approval-k1', path: ['s/r/1/c1'] } });
+    await runtime.submit('s', { kind: 'respond', entryId: 'e1', questionId: 'approval-k1', answer: { decisions: { k1: 'approve' } } });
+    await until(async () => (await runtime.waitForResult('s', 'r')).status !== 'suspended', 30_000, 'the parent to go on');
+    expect(await runtime.waitForResult('s', 'r')).toMatchObject({ status: 'succeeded', finalMessage: 'Paid.' });
+    expect(charges).toEqual(['4']);
+  }, 60_000);
+});
+
+describe('a child session is fenced with its parent', () => {
+  it("a child whose parent's worker lost its lease starts no model call and commits nothing more under that writer", async () => {
+    const store = memoryStore();
+    let skew = 0;
+    // the worker's clock: moved past the lease while the child's tool runs (a worker paused that long)
+    const clock = { now: () => Date.now() + skew, setTimeout: (fn: () => void, ms: number) => setTimeout(fn, ms), clearTimeout };
+    const charges: string[] = [];
+    const charge = defineTool({
+      name: 'charge',
+      description: 'charges',
+      parameters: z.object({ n: z.number() }),
+      mode: 'exclusive',
+      execute: ({ n }, ctx) => {
+        charges.push(`${n}@${ctx.sessionId}`);
+        if (n === 1) skew = 60_000;
+        return `charged ${n}`;
+      },
+    });
+    const scripted = scriptedModel([
+      { toolCalls: [{ id: 'k1', name: 'charge', arguments: { n: 1 } }] },
+      { toolCalls: [{ id: 'k2', name: 'charge', arguments: { n: 2 } }] },
+      'charged twice',
+    ]);
+    // which claim of the parent each child model call was made under (1: the worker's first)
+    let claims = 0;
+    const callsUnder: number[] = [];
+    const childModel: ModelProvider = { ...scripted, call: (req, onEvent) => (callsUnder.push(claims), scripted.call(req, onEvent)) };
+    const payer = defineAgent({ name: 'payer', instructions: 'pay', model: childModel, tools: [charge] });
+    const runtime = createRuntime({
+      store,
+      clock,
+      model: scriptedModel([{ toolCalls: [{ id: 'c1', name: 'payer', arguments: { input: 'pay' } }] }, 'paid']),
+      tools: [agentTool(payer)],
+    });
+    cleanups.push(() => runtime.close());
+    const worker = runtime.serve({ leaseMs: 5_000, pollMs: 50 });
+    const lost: string[] = [];
+    worker.events$.subscribe((e) => {
+      if (e.type === 'lease_lost') lost.push(e.sessionId);
+      if (e.type === 'claimed' && e.sessionId === 's') claims++;
+    });
+    cleanups.push(() => worker.stop());
+    await runtime.submit('s', { kind: 'input', inputId: 'r', mode: 'follow_up', message: 'pay' });
+    const childId = 's/r/1/c1';
+    await until(() => lost.includes('s'), 30_000, 'the parent lease to be lost');
+    await sleep(300); // anything the child's writer would still do, it does now
+    const log = await logOf(store, childId);
+    const firstEpoch = log[0]!.writerEpoch;
+    const k1 = log.find((e) => e.type === 'tool/call' && e.payload.callId === 'k1')!;
+    expect(k1.writerEpoch).toBe(firstEpoch);
+    // after its charge, the writer whose parent lost its lease committed nothing and called no model
+    const after = log.filter((e) => e.seq > k1.seq && e.writerEpoch === firstEpoch);
+    expect(after.map((e) => e.type)).toEqual([]);
+    expect(charges.filter((c) => c.startsWith('2@'))).toEqual([]);
+    expect(callsUnder.filter((n) => n === 1)).toHaveLength(1);
+  }, 60_000);
 });

@@ -140,6 +140,33 @@ describe('a session runs one agent', () => {
     expect(isUnknownAgentError(await r2.openSession('t', { agent: 'nobody' }).catch((e: unknown) => e))).toBe(true);
   });
 
+  it('a session live in this runtime is shared only with an open whose agent and resume agree; an unknown agent is refused on that path too', async () => {
+    const x = defineAgent({ name: 'x', instructions: 'I am x' });
+    const y = defineAgent({ name: 'y', instructions: 'I am y' });
+    const runtime = createRuntime({ store: memoryStore(), model: scriptedModel([]), agents: [x, y] });
+    cleanups.push(() => runtime.close());
+    const first = await runtime.openSession('s', { agent: x, resume: 'manual' });
+    // the same options, its name for the value, or options left out: the live session
+    expect(await runtime.openSession('s', { agent: 'x', resume: 'manual' })).toBe(first);
+    expect(await runtime.openSession('s')).toBe(first);
+    const otherAgent = await runtime.openSession('s', { agent: y }).catch((e: unknown) => e);
+    expect(isValidationError(otherAgent)).toBe(true);
+    expect((otherAgent as Error).message).toMatch(/session s is open in this runtime with agent x, asked for agent y/);
+    const otherResume = await runtime.openSession('s', { resume: 'auto' }).catch((e: unknown) => e);
+    expect(isValidationError(otherResume)).toBe(true);
+    expect((otherResume as Error).message).toMatch(/with resume 'manual', asked for resume 'auto'/);
+    expect(isUnknownAgentError(await runtime.openSession('s', { agent: 'nobody' }).catch((e: unknown) => e))).toBe(true);
+    // a refused open is no opener: the first opener's close closes the writer
+    await first.close();
+    await first.close();
+    await first.close();
+    expect(first.snapshot().status).toBe('closed');
+    // a session opened without an agent runs default: asking for x while it is live is refused
+    const d = await runtime.openSession('d');
+    expect(isValidationError(await runtime.openSession('d', { agent: x }).catch((e: unknown) => e))).toBe(true);
+    await d.close();
+  });
+
   it('a log written before agents (no agent in run/start) reads as the default agent', async () => {
     const store = memoryStore();
     const model = scriptedModel(['old', 'new']);

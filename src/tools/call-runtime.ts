@@ -1,0 +1,36 @@
+import type { PendingRequest } from '../contracts/events.js';
+import type { ToolContext } from './define-tool.js';
+
+/** A run's request that reaches its running calls besides cancel (which aborts their signal): stop after the round, detach. */
+export type CallControl = 'stop' | 'detach';
+
+/**
+ * What the runtime's own tools (an agentTool's) read of a call's context besides `ToolContext`:
+ * whether the writer running the call still holds its session, and the run's stop and detach
+ * requests — the child session of an agent call follows both (docs/agents.md, "Control").
+ */
+export interface CallRuntime {
+  /**
+   * The error that fences the writer running the call (its lease lost, another writer took over,
+   * closed), or undefined while it may start effects. Contract: synchronous, never throws.
+   */
+  lost(): unknown;
+  /**
+   * Calls `listener` with each control request of the run (at once with those made before),
+   * until the returned function withdraws it.
+   */
+  onControl(listener: (request: CallControl) => void): () => void;
+  /**
+   * The call gets no result now, whatever its tool returns: its run ends suspended on
+   * `pendingRequest` (a child's, with its path) or, without one, detached; a later attempt runs
+   * the call again (a resumable call's tool takes up where it stands).
+   */
+  leaveUnsettled(pendingRequest?: PendingRequest): void;
+}
+
+/** Where a call's context carries its CallRuntime (a symbol: no app tool reads or spreads it by name). */
+export const CALL_RUNTIME: unique symbol = Symbol('actorloop.callRuntime');
+
+/** The CallRuntime of a call's context, if the runtime ran it (a tool run by hand has none). */
+export const callRuntimeOf = (ctx: ToolContext): CallRuntime | undefined =>
+  (ctx as ToolContext & { [CALL_RUNTIME]?: CallRuntime })[CALL_RUNTIME];
