@@ -1,7 +1,6 @@
 import { fromCallback, type ActorSystem, type AnyActorRef } from 'xstate';
 import { CallAbort } from '../contracts/abort.js';
 import type { ToolCallIntent, ToolCallOutput } from '../contracts/calls.js';
-import type { PendingRequest } from '../contracts/events.js';
 import { CancelledError, isCancelledError } from '../contracts/errors.js';
 import { jsonIssue, type JsonValue } from '../contracts/json.js';
 import { ToolOutcomeReturn, type ReturnedOutcome, type ToolOutcome } from '../contracts/tools.js';
@@ -9,8 +8,8 @@ import { storeContent } from '../persistence/content-parts.js';
 import type { AnyTool, ToolContext } from '../tools/define-tool.js';
 import type { BudgetLeft } from '../contracts/reservation.js';
 import { CHILD_BUDGET } from './budget-pool.js';
-import { CALL_RUNTIME, type CallControl, type CallRuntime } from '../tools/call-runtime.js';
-import type { LogWriter } from '../persistence/log-writer.js';
+import { CALL_RUNTIME, type CallControl } from '../tools/call-runtime.js';
+import { CallRequests, RunningCall } from './running-call.js';
 import { servicesIn, type ServicesSource, type SessionServices } from './session-services.js';
 
 export interface ToolCallInput {
@@ -43,51 +42,6 @@ export type ToolCallReply =
  * an agent call's child session).
  */
 export type ToolCallControl = { type: 'CANCEL'; reason: string } | { type: 'CONTROL'; request: CallControl };
-
-/** The control requests one call has been sent, kept for a listener that comes later. */
-export class CallRequests {
-  private readonly made: CallControl[] = [];
-  private listeners: Set<(r: CallControl) => void> | undefined;
-
-  constructor(initial: readonly CallControl[] = []) {
-    this.made.push(...initial);
-  }
-
-  request(r: CallControl): void {
-    if (this.made.includes(r)) return;
-    this.made.push(r);
-    for (const l of this.listeners ?? []) l(r);
-  }
-
-  on(listener: (r: CallControl) => void): () => void {
-    for (const r of this.made) listener(r);
-    (this.listeners ??= new Set()).add(listener);
-    return () => void this.listeners?.delete(listener);
-  }
-}
-
-/** A call's CallRuntime: the hold of the writer running it, and its control requests. */
-class RunningCall implements CallRuntime {
-  /** Set by `leaveUnsettled`: the call's output carries it instead of a result. */
-  unsettled: NonNullable<ToolCallOutput['unsettled']> | undefined;
-
-  constructor(
-    private readonly writer: LogWriter,
-    private readonly requests: CallRequests,
-  ) {}
-
-  leaveUnsettled(pendingRequest?: PendingRequest): void {
-    this.unsettled = pendingRequest ? { pendingRequest } : {};
-  }
-
-  lost(): unknown {
-    return this.writer.effectRefusal();
-  }
-
-  onControl(listener: (r: CallControl) => void): () => void {
-    return this.requests.on(listener);
-  }
-}
 
 const OUTCOME_KINDS = new Set(['completed', 'skipped', 'cancelled', 'uncertain-settled', 'uncertain-hanging']);
 
