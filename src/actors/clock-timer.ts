@@ -9,7 +9,8 @@ const pending = new WeakMap<AnyActorRef, unknown>();
 
 /**
  * A timer on `clock`: resolves after `ms`, or once the clock reads `at` (never, with neither);
- * stopping the actor clears it.
+ * stopping the actor clears it. With `until`, it is also done as soon as the promise `until`
+ * gives for its input settles (the timer cleared then): a wait for something, bounded on the clock.
  * The worker's polls, renewals, idle releases and waits are these, so a simulated clock drives them.
  * It settles as a promise actor would (done a microtask after the timeout fires), but keeps the
  * timeout's id instead of an AbortSignal: a held session starts and stops one at every wait, and
@@ -17,36 +18,45 @@ const pending = new WeakMap<AnyActorRef, unknown>();
  * @example
  * setup({ actors: { wait: clockTimerActor(clock) } }) // invoke: { src: 'wait', input: { ms: 1000 }, onDone: 'next' }
  */
-export const clockTimerActor = (clock: Clock): PromiseActorLogic<void, { ms?: number; at?: number }> =>
+export const clockTimerActor = <TInput extends { ms?: number; at?: number } = { ms?: number; at?: number }>(
+  clock: Clock,
+  until?: (input: TInput) => PromiseLike<unknown> | undefined,
+): PromiseActorLogic<void, TInput> =>
   ({
     config: clock,
     transition: (state, event, scope) => {
       if (state.status !== 'active') return state;
       if (event.type === FIRE) return { status: 'done', output: undefined, error: undefined, input: undefined };
       if (event.type !== STOP) return state;
-      const id = pending.get(scope.self);
-      if (id !== undefined) {
-        pending.delete(scope.self);
-        clock.clearTimeout(id);
-      }
+      clear(clock, scope.self);
       return { status: 'stopped', output: undefined, error: undefined, input: undefined };
     },
     start: (state, { self }) => {
       if (state.status !== 'active') return;
-      const { ms: after, at } = state.input ?? {};
+      const input = (state.input ?? {}) as TInput;
+      const { ms: after, at } = input;
       const ms = after ?? (at === undefined ? undefined : at - clock.now());
-      if (ms === undefined) return;
       const fire = () => {
-        pending.delete(self);
+        clear(clock, self);
         if (self.getSnapshot().status === 'active') self.send({ type: FIRE });
       };
-      pending.set(
-        self,
-        clock.setTimeout(() => queueMicrotask(fire), Math.max(0, ms)),
-      );
+      if (ms !== undefined)
+        pending.set(
+          self,
+          clock.setTimeout(() => queueMicrotask(fire), Math.max(0, ms)),
+        );
+      until?.(input)?.then(fire, fire);
     },
     getInitialSnapshot: (_scope, input) =>
-      ({ status: 'active', output: undefined, error: undefined, input }) as PromiseSnapshot<void, typeof input>,
+      ({ status: 'active', output: undefined, error: undefined, input }) as PromiseSnapshot<void, TInput>,
     getPersistedSnapshot: (snapshot) => snapshot,
     restoreSnapshot: (snapshot: any) => snapshot,
-  }) as PromiseActorLogic<void, { ms?: number; at?: number }>;
+  }) as PromiseActorLogic<void, TInput>;
+
+/** Clears the running timeout of `self`, if it has one. */
+function clear(clock: Clock, self: AnyActorRef): void {
+  const id = pending.get(self);
+  if (id === undefined) return;
+  pending.delete(self);
+  clock.clearTimeout(id);
+}

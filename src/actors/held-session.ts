@@ -2,6 +2,7 @@ import { fromCallback, toPromise, type AnyActorRef } from 'xstate';
 import { settledWithin } from '../contracts/clock.js';
 import { isStaleWriterError, isStoreClosedError } from '../contracts/errors.js';
 import { LeaseLostError, type InboxEntry, type InboxOutcome, type StoredInboxEntry } from '../contracts/inbox.js';
+import { clockTimerActor } from './clock-timer.js';
 import { promiseActor } from './promise-actor.js';
 import { isBusy, messageOf, type WorkerServices } from './worker-services.js';
 
@@ -19,13 +20,16 @@ export const previousEndedActor = promiseActor<void, { previous?: AnyActorRef }>
   if (input.previous) await toPromise(input.previous).catch(() => undefined);
 });
 
+/** A held session opened: the epoch its writer attached with; `interrupted`: its log has a run its last worker left. */
+export type OpenedSession = { writerEpoch: number; interrupted: boolean };
+
 /**
  * Opens a claimed session with the lease guard on its log writer: checked before every commit,
  * tool start and delivery, it fences the writer once the lease is lost or past its deadline on the
  * worker's clock (and tells the held session so).
  */
 export const openHeldSessionActor = (s: WorkerServices) =>
-  promiseActor<{ writerEpoch: number }, { heldId: number; sessionId: string; holder: AnyActorRef }>(async ({ input }) => {
+  promiseActor<OpenedSession, { heldId: number; sessionId: string; holder: AnyActorRef }>(async ({ input }) => {
     const { sessionId } = input;
     const holder = input.holder as LeaseHolder;
     const guard = (writerEpoch: number): unknown => {
@@ -38,7 +42,7 @@ export const openHeldSessionActor = (s: WorkerServices) =>
     };
     const session = await s.open(sessionId, { guard, workerId: s.workerId });
     s.sessions.set(input.heldId, session);
-    return { writerEpoch: session.recovery.writerEpoch };
+    return { writerEpoch: session.recovery.writerEpoch, interrupted: session.snapshot().status === 'detached' };
   });
 
 /**
@@ -60,44 +64,59 @@ export const resumeRunActor = (s: WorkerServices) =>
     },
   );
 
-/** What applying the inbox came to. */
-export type DrainOutput = { outcome: 'drained' | 'fenced' | 'closed' } | { outcome: 'failed'; message: string };
-
-/** Applies the inbox entries waiting (SessionInbox.drain). */
-export const drainInboxActor = (s: WorkerServices) =>
-  promiseActor<DrainOutput, { heldId: number }>(async ({ input }) => {
-    const session = s.sessions.get(input.heldId);
-    if (!session) return { outcome: 'closed' };
-    try {
-      await s.inboxFor(session).drain();
-      return { outcome: 'drained' };
-    } catch (e) {
-      if (isStaleWriterError(e)) return { outcome: 'fenced' };
-      if (isStoreClosedError(e)) return { outcome: 'closed' };
-      return { outcome: 'failed', message: `applying the inbox failed: ${messageOf(e)}` };
-    }
-  });
-
 /**
  * Where the session stands: over (fenced, closing, closed), running an attempt, or resting — with the
  * entries waiting (read only when resting).
  */
 export type SessionLook = { phase: 'ended' | 'busy' } | { phase: 'resting'; pending: number };
 
-export const lookAtSessionActor = (s: WorkerServices) =>
-  promiseActor<SessionLook, { heldId: number; sessionId: string }>(async ({ input }) => {
+/**
+ * What applying the inbox came to and, unless its writer was fenced or the session closed, where
+ * the session stands after it (a failed application is reported, the session goes on).
+ */
+export type DrainOutput =
+  | { outcome: 'fenced' | 'closed' }
+  | { outcome: 'drained'; look: SessionLook }
+  | { outcome: 'failed'; message: string; look: SessionLook };
+
+async function lookAt(s: WorkerServices, heldId: number, sessionId: string): Promise<SessionLook> {
+  const session = s.sessions.get(heldId);
+  const phase = session ? String(session.actor.getSnapshot().value) : 'closed';
+  if (phase === 'fenced' || phase === 'closed' || phase === 'closing') return { phase: 'ended' };
+  if (isBusy(session!)) return { phase: 'busy' };
+  return { phase: 'resting', pending: (await s.work.pending(sessionId)).length };
+}
+
+/**
+ * Applies the inbox entries waiting (SessionInbox.drain), then looks at where the session stands:
+ * one actor for the two, as every pass of a held session does both.
+ */
+export const drainInboxActor = (s: WorkerServices) =>
+  promiseActor<DrainOutput, { heldId: number; sessionId: string }>(async ({ input }) => {
     const session = s.sessions.get(input.heldId);
-    const phase = session ? String(session.actor.getSnapshot().value) : 'closed';
-    if (phase === 'fenced' || phase === 'closed' || phase === 'closing') return { phase: 'ended' };
-    if (isBusy(session!)) return { phase: 'busy' };
-    return { phase: 'resting', pending: (await s.work.pending(input.sessionId)).length };
+    if (!session) return { outcome: 'closed' };
+    let failed: string | undefined;
+    try {
+      await s.inboxFor(session).drain();
+    } catch (e) {
+      if (isStaleWriterError(e)) return { outcome: 'fenced' };
+      if (isStoreClosedError(e)) return { outcome: 'closed' };
+      failed = `applying the inbox failed: ${messageOf(e)}`;
+    }
+    const look = await lookAt(s, input.heldId, input.sessionId);
+    return failed === undefined ? { outcome: 'drained', look } : { outcome: 'failed', message: failed, look };
   });
 
-/** Resolves when the session's attempt under way (if any) has ended. */
+/** Where the session stands (an idle session's second look before it is released). */
+export const lookAtSessionActor = (s: WorkerServices) =>
+  promiseActor<SessionLook, { heldId: number; sessionId: string }>(({ input }) => lookAt(s, input.heldId, input.sessionId));
+
+/**
+ * Done when the session's attempt under way (if any) has ended, or after `ms` on the worker's
+ * clock (the poll of its inbox), whichever comes first: one actor for the wait and its timer.
+ */
 export const sessionIdleActor = (s: WorkerServices) =>
-  promiseActor<void, { heldId: number }>(async ({ input }) => {
-    await s.sessions.get(input.heldId)?.waitForIdle();
-  });
+  clockTimerActor<{ heldId: number; ms: number }>(s.clock, (input) => s.sessions.get(input.heldId)?.waitForIdle());
 
 /**
  * At shutdown: a running attempt is asked to stop after its tool round (`stop_after_round`), then

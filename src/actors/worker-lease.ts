@@ -16,8 +16,11 @@ export type RenewOutput =
   | { ok: true; sentAt: number; kept: string[]; bound: BoundLease[] }
   | { ok: false; at: number; message: string; storeClosed: boolean; bound: BoundLease[] };
 
-/** What a claim found: the sessions claimed, and the worker's clock before the claim was sent. */
-export type ClaimOutput = { claimed: ClaimedSession[]; sentAt: number };
+/**
+ * What a claim found: the sessions claimed, the worker's clock before the claim was sent, and how
+ * many it asked for (a claim that came back full may have left more waiting).
+ */
+export type ClaimOutput = { claimed: ClaimedSession[]; sentAt: number; limit: number };
 
 /** Registers the worker (its first heartbeat). */
 export const registerWorkerActor = (s: WorkerServices) => promiseActor<void>(() => s.work.heartbeat(s.registration, s.options.leaseMs));
@@ -29,8 +32,8 @@ export const registerWorkerActor = (s: WorkerServices) => promiseActor<void>(() 
 export const claimSessionsActor = (s: WorkerServices) =>
   promiseActor<ClaimOutput, { limit: number }>(async ({ input }) => {
     const sentAt = s.clock.now();
-    if (s.isKilled()) return { claimed: [], sentAt };
-    return { claimed: await s.work.claim(s.workerId, { limit: input.limit, leaseMs: s.options.leaseMs }), sentAt };
+    if (s.isKilled()) return { claimed: [], sentAt, limit: input.limit };
+    return { claimed: await s.work.claim(s.workerId, { limit: input.limit, leaseMs: s.options.leaseMs }), sentAt, limit: input.limit };
   });
 
 /** Binds a claim to the writer epoch the session attached with; `sentAt` starts the worker's own deadline. */
@@ -63,12 +66,14 @@ export const renewLeasesActor = (s: WorkerServices) =>
  * next worker. A claim given back unbound (the session could not be opened — another writer
  * attached meanwhile — or the worker is stopping) took the store's resume mark with it, so the
  * release marks it again when the session's log has a run open: else no worker would continue
- * that run until some new input came (found by the simulator's worker pools, test/sim).
+ * that run until some new input came (found by the simulator's worker pools, test/sim). Resolves
+ * with the resume mark the release recorded.
  */
 export const releaseLeaseActor = (s: WorkerServices) =>
-  promiseActor<void, { sessionId: string; writerEpoch: number | null; resume: boolean }>(async ({ input }) => {
+  promiseActor<{ resume: boolean }, { sessionId: string; writerEpoch: number | null; resume: boolean }>(async ({ input }) => {
     const resume = input.resume || (input.writerEpoch === null && (await s.store.getHead(input.sessionId))?.openRun != null);
     await s.work.release(input.sessionId, s.workerId, input.writerEpoch, { resume });
+    return { resume };
   });
 
 /** Removes the worker's registration at the end of a graceful stop (a failure is ignored: its heartbeat lapses). */

@@ -27,6 +27,8 @@ export interface HeldSessionContext {
   previous: AnyActorRef | undefined;
   /** The epoch the session's writer attached with. */
   attachedEpoch: number | null;
+  /** Its log has a run its last worker left (seen at the open): `bound.resuming` continues it. */
+  interrupted: boolean;
   /** The epoch the lease is bound to (the fencing token), once bound. */
   writerEpoch: number | null;
   /** By the worker's clock: past it the lease counts as lost. */
@@ -62,12 +64,13 @@ export type HeldSessionEvent =
   | { type: 'RUN_FAILED'; message: string }
   | { type: 'ENTRY_APPLIED'; entryId: string; kind: InboxEntry['kind']; outcome: InboxOutcome };
 
-/** What a held session tells its worker: a serve event to publish, its lease bound or lost, its end. */
+/** What a held session tells its worker: a serve event to publish, its lease bound (the worker reports `attached`) or lost, its end. */
 export type HeldSessionReport =
   | { type: 'held.report'; event: ServeEvent }
   | { type: 'held.bound'; heldId: number; sessionId: string; writerEpoch: number }
   | { type: 'held.lost'; heldId: number }
-  | { type: 'held.ended'; heldId: number };
+  /** Its end; `event`: the serve event it ends on (`released`), if any. */
+  | { type: 'held.ended'; heldId: number; event?: ServeEvent };
 
 // What a held session reports to its worker, as actions of its machine (held-session.machine.ts).
 

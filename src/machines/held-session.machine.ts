@@ -1,6 +1,6 @@
-import { and, assign, fromCallback, fromPromise, not, setup, type AnyActorRef } from 'xstate';
+import { and, assign, enqueueActions, fromCallback, fromPromise, not, setup, type AnyActorRef } from 'xstate';
 import { isStoreClosedError } from '../contracts/errors.js';
-import { expiredReason, type DrainOutput, type SessionLook } from '../actors/held-session.js';
+import { expiredReason, type DrainOutput, type OpenedSession, type SessionLook } from '../actors/held-session.js';
 import { notProvided } from './not-provided.js';
 import { errorOf, outputOf } from './run-decisions.js';
 import {
@@ -16,15 +16,31 @@ import {
 
 export type { HeldSessionContext, HeldSessionEvent, HeldSessionInput, HeldSessionReport } from './held-session-reports.js';
 
+/** Where the session stands, from a drain's output (`draining`) or a look's (`idle.rechecking`). */
+const lookOf = (event: unknown): SessionLook => {
+  const out = outputOf<DrainOutput | SessionLook>(event);
+  return 'outcome' in out ? (out as { look: SessionLook }).look : out;
+};
+
+/** The lease bound to the writer epoch: its deadline from the bind's send; the worker told (it reports `attached`). */
+const bind = [
+  assign({
+    writerEpoch: ({ context }: { context: HeldSessionContext }) => context.attachedEpoch,
+    deadline: ({ context, event }: { context: HeldSessionContext; event: HeldSessionEvent }) =>
+      Math.max(context.deadline, outputOf<{ sentAt: number }>(event).sentAt + context.leaseMs),
+  }) as never,
+  'reportBound' as const,
+];
+
 /**
- * One session a serving worker holds (docs/architecture.md, "The worker"): `queued` behind the
- * incarnation it replaces → `opening` (its writer attaches under the lease guard) → `binding` the
- * lease to that writer epoch → `bound`: `resuming` a run its last worker left, then `working` —
- * `draining` its inbox, `looking` at where it stands, `waiting` for its attempt or a wake-up,
- * `idle` for `idleReleaseMs` — until it rests with nothing waiting or the worker stops
- * (`shuttingDown`) → `closing` → `releasing` → `released`; or `closing` → `lost`, or
- * `closingFenced` → `fenced` (closed, not released: the lease expires in the store). The lease's
- * deadline is context, renewed by the worker.
+ * One session a serving worker holds (docs/architecture.md, "The worker"): `claimed` (`queued`
+ * behind the incarnation it replaces, if any) → `opening` (its writer attaches under the lease
+ * guard) → `binding` the lease to that writer epoch → `bound`: `resuming` a run its last worker
+ * left (if its log has one), then `working` — `draining` its inbox and looking at where it stands,
+ * `waiting` for its attempt, a wake-up or the poll, `idle` for `idleReleaseMs` — until it rests
+ * with nothing waiting or the worker stops (`shuttingDown`) → `closing` → `releasing` →
+ * `released`; or `closing` → `lost`, or `closingFenced` → `fenced` (closed, not released: the
+ * lease expires in the store). The lease's deadline is context, renewed by the worker.
  * @example
  * const held = createActor(heldSessionMachine.provide({ actors: { openSession, bindLease, ... } }), { input })
  */
@@ -32,44 +48,45 @@ export const heldSessionMachine = setup({
   types: { input: {} as HeldSessionInput, context: {} as HeldSessionContext, events: {} as HeldSessionEvent },
   actors: {
     previousEnded: fromPromise<void, { previous?: AnyActorRef }>(notProvided('previousEnded')),
-    openSession: fromPromise<{ writerEpoch: number }, { heldId: number; sessionId: string; holder: AnyActorRef }>(
-      notProvided('openSession'),
-    ),
+    openSession: fromPromise<OpenedSession, { heldId: number; sessionId: string; holder: AnyActorRef }>(notProvided('openSession')),
     bindLease: fromPromise<{ bound: boolean; sentAt: number }, { sessionId: string; writerEpoch: number }>(notProvided('bindLease')),
     resumeRun: fromPromise<
       { runId: string; attemptId: string } | null,
       { heldId: number; sessionId: string; writerEpoch: number; held: AnyActorRef }
     >(notProvided('resumeRun')),
     watchSession: fromCallback<{ type: 'NONE' }, { heldId: number }>(() => {}),
-    drainInbox: fromPromise<DrainOutput, { heldId: number }>(notProvided('drainInbox')),
+    drainInbox: fromPromise<DrainOutput, { heldId: number; sessionId: string }>(notProvided('drainInbox')),
     lookAtSession: fromPromise<SessionLook, { heldId: number; sessionId: string }>(notProvided('lookAtSession')),
-    sessionIdle: fromPromise<void, { heldId: number }>(notProvided('sessionIdle')),
+    sessionIdle: fromPromise<void, { heldId: number; ms: number }>(notProvided('sessionIdle')),
     timer: fromPromise<void, { ms?: number; at?: number }>(notProvided('timer')),
     shutdownSession: fromPromise<{ resume: boolean }, { heldId: number; graceMs: number; holder: AnyActorRef }>(
       notProvided('shutdownSession'),
     ),
     closeSession: fromPromise<{ detached: boolean }, { heldId: number }>(notProvided('closeSession')),
-    releaseLease: fromPromise<void, { sessionId: string; writerEpoch: number | null; resume: boolean }>(notProvided('releaseLease')),
+    releaseLease: fromPromise<{ resume: boolean }, { sessionId: string; writerEpoch: number | null; resume: boolean }>(
+      notProvided('releaseLease'),
+    ),
   },
   guards: {
+    replaces: ({ context }) => context.previous !== undefined,
     lost: ({ context }) => context.lost !== undefined,
     stopping: ({ context }) => context.stopping,
     bound: ({ event }) => outputOf<{ bound: boolean }>(event).bound,
     resumed: ({ event }) => outputOf<unknown>(event) !== null,
+    interrupted: ({ context }) => context.interrupted,
     pastDeadline: ({ context, event }) => (event as { at: number }).at > context.deadline,
     storeClosed: ({ event }) => isStoreClosedError(errorOf(event)),
     drainFenced: ({ event }) => outputOf<DrainOutput>(event).outcome === 'fenced',
     drainClosed: ({ event }) => outputOf<DrainOutput>(event).outcome === 'closed',
     drainFailed: ({ event }) => outputOf<DrainOutput>(event).outcome === 'failed',
-    sessionEnded: ({ event }) => outputOf<SessionLook>(event).phase === 'ended',
+    sessionEnded: ({ event }) => lookOf(event).phase === 'ended',
     restsEmpty: ({ event }) => {
-      const look = outputOf<SessionLook>(event);
+      const look = lookOf(event);
       return look.phase === 'resting' && look.pending === 0;
     },
     releasesAtOnce: ({ context }) => context.idleReleaseMs === 0,
   },
   actions: {
-    reportAttached: report((c) => ({ type: 'attached', workerId: c.workerId, sessionId: c.sessionId, writerEpoch: c.writerEpoch! })),
     reportResumed: report((c, event) => ({
       type: 'resumed',
       workerId: c.workerId,
@@ -86,15 +103,21 @@ export const heldSessionMachine = setup({
       sessionId: c.sessionId,
       message: (e as { message: string }).message,
     })),
-    reportDrainFailed: report((c, e) => ({
-      type: 'error',
-      workerId: c.workerId,
-      sessionId: c.sessionId,
-      message: (outputOf<DrainOutput>(e) as { message: string }).message,
-    })),
-    reportReleased: report((c) => ({ type: 'released', workerId: c.workerId, sessionId: c.sessionId, resume: c.resume })),
+    /** A failed application of the inbox is reported; the session goes on by where it stands. */
+    reportDrainFailed: enqueueActions(({ event, enqueue }) => {
+      const drained = outputOf<DrainOutput>(event);
+      if (drained.outcome === 'failed')
+        enqueue(report((c) => ({ type: 'error', workerId: c.workerId, sessionId: c.sessionId, message: drained.message })));
+    }),
+    /** Bound: the worker reports `attached` and renews the lease from now on. */
     reportBound: toWorker((c) => ({ type: 'held.bound', heldId: c.heldId, sessionId: c.sessionId, writerEpoch: c.writerEpoch! })),
     reportEnded: toWorker((c) => ({ type: 'held.ended', heldId: c.heldId })),
+    /** Released, with the resume mark the release recorded. */
+    reportReleased: toWorker((c) => ({
+      type: 'held.ended',
+      heldId: c.heldId,
+      event: { type: 'released', workerId: c.workerId, sessionId: c.sessionId, resume: c.resume },
+    })),
   },
 }).createMachine({
   id: 'heldSession',
@@ -104,6 +127,7 @@ export const heldSessionMachine = setup({
     workerId: input.workerId,
     previous: input.previous,
     attachedEpoch: null,
+    interrupted: false,
     writerEpoch: null,
     deadline: input.deadline,
     lost: undefined,
@@ -114,7 +138,7 @@ export const heldSessionMachine = setup({
     idleReleaseMs: input.idleReleaseMs,
     pollMs: input.pollMs,
   }),
-  initial: 'queued',
+  initial: 'claimed',
   on: {
     STOP: { actions: assign({ stopping: true, graceMs: ({ event }) => event.graceMs }) },
     LEASE_RENEWED: { guard: not('lost'), actions: assign({ deadline: ({ context, event }) => Math.max(context.deadline, event.until) }) },
@@ -132,6 +156,10 @@ export const heldSessionMachine = setup({
     ENTRY_APPLIED: { actions: 'reportApplied' },
   },
   states: {
+    claimed: {
+      always: [{ guard: 'replaces', target: 'queued' }, { guard: 'stopping', target: 'givingBack' }, { target: 'opening' }],
+    },
+    /** Claimed again after its lease expired: the incarnation before this one ends first. */
     queued: {
       invoke: {
         src: 'previousEnded',
@@ -154,7 +182,13 @@ export const heldSessionMachine = setup({
         input: ({ context, self }) => ({ heldId: context.heldId, sessionId: context.sessionId, holder: self }),
         onDone: [
           { guard: 'lost', target: 'closing' },
-          { target: 'binding', actions: assign({ attachedEpoch: ({ event }) => event.output.writerEpoch }) },
+          {
+            target: 'binding',
+            actions: assign({
+              attachedEpoch: ({ event }) => event.output.writerEpoch,
+              interrupted: ({ event }) => event.output.interrupted,
+            }),
+          },
         ],
         onError: [
           { guard: 'storeClosed', target: 'closing' },
@@ -167,18 +201,8 @@ export const heldSessionMachine = setup({
         src: 'bindLease',
         input: ({ context }) => ({ sessionId: context.sessionId, writerEpoch: context.attachedEpoch! }),
         onDone: [
-          {
-            guard: and(['bound', not('lost')]),
-            target: 'bound',
-            actions: [
-              assign({
-                writerEpoch: ({ context }) => context.attachedEpoch,
-                deadline: ({ context, event }) => Math.max(context.deadline, event.output.sentAt + context.leaseMs),
-              }),
-              'reportAttached',
-              'reportBound',
-            ],
-          },
+          { guard: and(['bound', not('lost'), 'interrupted']), target: 'bound.resuming', actions: bind },
+          { guard: and(['bound', not('lost')]), target: 'bound.working', actions: bind },
           { target: 'closing', actions: lose(() => 'the claim was lost before it was bound to the writer epoch') },
         ],
         onError: [
@@ -193,8 +217,9 @@ export const heldSessionMachine = setup({
       invoke: { src: 'watchSession', input: ({ context }) => ({ heldId: context.heldId }) },
       always: { guard: 'lost', target: 'closing' },
       on: { RUN_FENCED: { target: 'closingFenced', actions: [fenced, ...lose(() => 'fenced: another writer attached to the session')] } },
-      initial: 'resuming',
+      initial: 'working',
       states: {
+        /** Its log has a run its last worker left (died, lease expired, detached at shutdown): continued. */
         resuming: {
           invoke: {
             src: 'resumeRun',
@@ -216,11 +241,12 @@ export const heldSessionMachine = setup({
           on: { STOP: { target: '.shuttingDown', actions: assign({ stopping: true, graceMs: ({ event }) => event.graceMs }) } },
           states: {
             deciding: { always: [{ guard: 'stopping', target: 'shuttingDown' }, { target: 'draining' }] },
+            /** The inbox applied, then where the session stands (one actor): ended, resting, or running an attempt. */
             draining: {
               on: { STOP: { actions: assign({ stopping: true, graceMs: ({ event }) => event.graceMs }) } },
               invoke: {
                 src: 'drainInbox',
-                input: ({ context }) => ({ heldId: context.heldId }),
+                input: ({ context }) => ({ heldId: context.heldId, sessionId: context.sessionId }),
                 onDone: [
                   { guard: and(['drainFenced', 'lost']), target: '#heldSession.closing' },
                   {
@@ -229,22 +255,11 @@ export const heldSessionMachine = setup({
                     actions: [fenced, ...lose(() => 'fenced while applying its inbox')],
                   },
                   { guard: 'drainClosed', target: 'shuttingDown' },
-                  { guard: 'drainFailed', target: 'looking', actions: 'reportDrainFailed' },
-                  { target: 'looking' },
-                ],
-              },
-            },
-            looking: {
-              on: { STOP: { actions: assign({ stopping: true, graceMs: ({ event }) => event.graceMs }) } },
-              invoke: {
-                src: 'lookAtSession',
-                input: ({ context }) => ({ heldId: context.heldId, sessionId: context.sessionId }),
-                onDone: [
-                  { guard: 'sessionEnded', target: 'shuttingDown' },
-                  { guard: 'stopping', target: 'shuttingDown' },
-                  { guard: and(['restsEmpty', 'releasesAtOnce']), target: '#heldSession.closing' },
-                  { guard: 'restsEmpty', target: 'idle' },
-                  { target: 'waiting' },
+                  { guard: 'sessionEnded', target: 'shuttingDown', actions: 'reportDrainFailed' },
+                  { guard: 'stopping', target: 'shuttingDown', actions: 'reportDrainFailed' },
+                  { guard: and(['restsEmpty', 'releasesAtOnce']), target: '#heldSession.closing', actions: 'reportDrainFailed' },
+                  { guard: 'restsEmpty', target: 'idle', actions: 'reportDrainFailed' },
+                  { target: 'waiting', actions: 'reportDrainFailed' },
                 ],
                 onError: [
                   { guard: 'storeClosed', target: '#heldSession.closing' },
@@ -252,11 +267,14 @@ export const heldSessionMachine = setup({
                 ],
               },
             },
+            /** Until its attempt ends, a wake-up, or `pollMs` on the clock (one actor). */
             waiting: {
-              invoke: [
-                { src: 'sessionIdle', input: ({ context }) => ({ heldId: context.heldId }), onDone: 'deciding', onError: 'deciding' },
-                { src: 'timer', input: ({ context }) => ({ ms: context.pollMs }), onDone: 'deciding' },
-              ],
+              invoke: {
+                src: 'sessionIdle',
+                input: ({ context }) => ({ heldId: context.heldId, ms: context.pollMs }),
+                onDone: 'deciding',
+                onError: 'deciding',
+              },
               on: { WAKE: 'deciding' },
             },
             idle: {
@@ -315,11 +333,13 @@ export const heldSessionMachine = setup({
       invoke: {
         src: 'releaseLease',
         input: ({ context }) => ({ sessionId: context.sessionId, writerEpoch: context.writerEpoch, resume: context.resume }),
-        onDone: { target: 'released', actions: 'reportReleased' },
-        onError: { target: 'released', actions: failure('releasing the lease failed (it expires by itself): ') },
+        onDone: { target: 'released', actions: assign({ resume: ({ event }) => event.output.resume }) },
+        onError: { target: 'leftToExpire', actions: failure('releasing the lease failed (it expires by itself): ') },
       },
     },
-    released: { type: 'final', entry: 'reportEnded' },
+    released: { type: 'final', entry: 'reportReleased' },
+    /** The release failed: the lease expires in the store by itself. */
+    leftToExpire: { type: 'final', entry: 'reportEnded' },
     lost: { type: 'final', entry: 'reportEnded' },
     fenced: { type: 'final', entry: 'reportEnded' },
     unopened: { type: 'final', entry: 'reportEnded' },

@@ -83,9 +83,14 @@ export const workerMachine = setup({
     stopping: ({ context }) => context.stopping,
     hasRoom: ({ context }) => room(context) > 0,
     noneHeld: ({ context }) => context.held.length === 0,
-    claimedAllRoom: ({ context, event }) => {
-      const n = outputOf<ClaimOutput>(event).claimed.length;
-      return n > 0 && n >= room(context);
+    /**
+     * The claim came back full: more may be waiting. Judged by what it asked for, not by the room
+     * now — sessions that ended while it was under way left room it did not ask for, and their
+     * endings came while claiming (no claim follows them otherwise until the poll).
+     */
+    claimedFull: ({ event }) => {
+      const { claimed, limit } = outputOf<ClaimOutput>(event);
+      return claimed.length > 0 && claimed.length >= limit;
     },
     storeClosed: ({ event }) => isStoreClosedError(errorOf(event)),
   },
@@ -198,14 +203,22 @@ export const workerMachine = setup({
     WAKE: { actions: 'wake' },
     'held.report': { actions: emit(({ event }) => event.event) },
     'held.bound': {
-      actions: assign({
-        held: ({ context, event }) =>
-          context.held.map((h) =>
-            h.heldId === event.heldId
-              ? { ...h, writerEpoch: event.writerEpoch, lease: h.lease === 'claimed' ? ('bound' as const) : h.lease }
-              : h,
-          ),
-      }),
+      actions: [
+        emit(({ context, event }) => ({
+          type: 'attached' as const,
+          workerId: context.workerId,
+          sessionId: event.sessionId,
+          writerEpoch: event.writerEpoch,
+        })),
+        assign({
+          held: ({ context, event }) =>
+            context.held.map((h) =>
+              h.heldId === event.heldId
+                ? { ...h, writerEpoch: event.writerEpoch, lease: h.lease === 'claimed' ? ('bound' as const) : h.lease }
+                : h,
+            ),
+        }),
+      ],
     },
     'held.lost': {
       actions: assign({
@@ -216,6 +229,7 @@ export const workerMachine = setup({
     'held.ended': {
       actions: [
         enqueueActions(({ context, event, enqueue }) => {
+          if (event.event) enqueue.emit(event.event);
           const h = context.held.find((x) => x.heldId === event.heldId);
           if (h) enqueue.stopChild(h.ref);
         }),
@@ -258,7 +272,7 @@ export const workerMachine = setup({
                 input: ({ context }) => ({ limit: room(context) }),
                 onDone: [
                   { guard: 'stopping', target: 'stopped', actions: 'holdClaimed' },
-                  { guard: 'claimedAllRoom', target: 'deciding', actions: 'holdClaimed' },
+                  { guard: 'claimedFull', target: 'gathering', actions: 'holdClaimed' },
                   { target: 'resting', actions: 'holdClaimed' },
                 ],
                 onError: [
@@ -285,7 +299,17 @@ export const workerMachine = setup({
                 }),
                 onDone: 'deciding',
               },
-              on: { KICK: 'deciding', STOPPING: 'stopped' },
+              on: { KICK: 'gathering', STOPPING: 'stopped' },
+            },
+            /**
+             * Room was made (a held session ended, or a claim came back full) or a wake-up came for a
+             * session not held: the next claim waits out this turn of the event loop (a 0 ms timer on
+             * the clock), so that sessions ending together — released by one commit — make room for
+             * one claim, not one each.
+             */
+            gathering: {
+              invoke: { src: 'timer', input: { ms: 0 }, onDone: 'deciding' },
+              on: { STOPPING: 'stopped' },
             },
             /** The store closed: no more claims. */
             ended: { on: { STOPPING: 'stopped' } },

@@ -8,8 +8,12 @@ import { workerMachine } from '../../src/machines/worker.machine.js';
 // The worker machine through `.provide()` with fake effects, on XState's SimulatedClock: every
 // poll, renewal and deadline moves only when the test moves the clock.
 
-const settle = async () => {
-  for (let i = 0; i < 20; i++) await new Promise((r) => setImmediate(r));
+/** Lets every effect answer; the clock moves 0 ms each time (the claims' `gathering` waits out a turn on it). */
+const settle = async (clock: SimulatedClock) => {
+  for (let i = 0; i < 20; i++) {
+    clock.increment(0);
+    await new Promise((r) => setImmediate(r));
+  }
 };
 
 /** A fake effect: the machine's actor types are checked by src/runtime/worker-actors.ts, not here. */
@@ -19,25 +23,29 @@ interface Fakes {
   claims: string[][];
   renewals: string[][] | 'keep';
   calls: string[];
-  rests?: boolean;
+  /** Whether a held session (by its heldId) rests with nothing waiting when it looks: it is then released. */
+  rests?: boolean | ((heldId: number) => boolean);
+  claimSessions?: AnyActorLogic;
 }
 
-function start(clock: SimulatedClock, fakes: Fakes, leaseMs = 3000) {
+function start(clock: SimulatedClock, fakes: Fakes, leaseMs = 3000, concurrency = 2) {
   const calls = fakes.calls;
+  const rests = (heldId: number) => (typeof fakes.rests === 'function' ? fakes.rests(heldId) : fakes.rests);
+  const look = (heldId: number) => (rests(heldId) ? { phase: 'resting' as const, pending: 0 } : { phase: 'busy' as const });
   const held = heldSessionMachine.provide({
     actors: {
       previousEnded: fake(async () => {}),
-      openSession: fake(async ({ input }) => (calls.push(`open ${input.sessionId}`), { writerEpoch: 7 })),
+      openSession: fake(async ({ input }) => (calls.push(`open ${input.sessionId}`), { writerEpoch: 7, interrupted: false })),
       bindLease: fake(async () => ({ bound: true, sentAt: clock.now() })),
       resumeRun: fake(async () => null),
       watchSession: fromCallback(() => {}),
-      drainInbox: fake(async () => ({ outcome: 'drained' as const })),
-      lookAtSession: fake(async () => (fakes.rests ? { phase: 'resting' as const, pending: 0 } : { phase: 'busy' as const })),
-      sessionIdle: fake(() => new Promise<void>(() => {})),
+      drainInbox: fake(async ({ input }) => ({ outcome: 'drained' as const, look: look(input.heldId) })),
+      lookAtSession: fake(async ({ input }) => look(input.heldId)),
+      sessionIdle: clockTimerActor(clock),
       timer: clockTimerActor(clock),
       shutdownSession: fake(async () => ({ resume: false })),
       closeSession: fake(async ({ input }) => (calls.push(`close ${input.heldId}`), { detached: false })),
-      releaseLease: fake(async ({ input }) => void calls.push(`release ${input.sessionId} ${input.writerEpoch}`)),
+      releaseLease: fake(async ({ input }) => (calls.push(`release ${input.sessionId} ${input.writerEpoch}`), { resume: input.resume })),
     },
   });
   const worker = workerMachine.provide({
@@ -45,10 +53,13 @@ function start(clock: SimulatedClock, fakes: Fakes, leaseMs = 3000) {
       heldSession: held,
       wakeups: fromCallback(() => {}),
       registerWorker: fake(async () => void calls.push('register')),
-      claimSessions: fake(async () => {
-        calls.push(`claim @${clock.now()}`);
-        return { claimed: (fakes.claims.shift() ?? []).map((sessionId) => ({ sessionId, expired: false })), sentAt: clock.now() };
-      }),
+      claimSessions:
+        fakes.claimSessions ??
+        fake(async ({ input }) => {
+          calls.push(`claim @${clock.now()}`);
+          const claimed = (fakes.claims.shift() ?? []).map((sessionId) => ({ sessionId, expired: false }));
+          return { claimed, sentAt: clock.now(), limit: input.limit };
+        }),
       renewLeases: fake(async ({ input }: { input: { bound: { heldId: number; sessionId: string; writerEpoch: number }[] } }) => {
         calls.push(`renew ${input.bound.map((b) => `${b.sessionId}@${b.writerEpoch}`).join(',')} @${clock.now()}`);
         const kept = fakes.renewals === 'keep' ? input.bound.map((b) => b.sessionId) : (fakes.renewals.shift() ?? []);
@@ -63,7 +74,7 @@ function start(clock: SimulatedClock, fakes: Fakes, leaseMs = 3000) {
     clock,
     input: {
       workerId: 'w',
-      concurrency: 2,
+      concurrency,
       leaseMs,
       pollMs: 1000,
       heldPollMs: 1000,
@@ -82,13 +93,13 @@ describe('the worker machine', () => {
     const clock = new SimulatedClock();
     const calls: string[] = [];
     start(clock, { claims: [], renewals: 'keep', calls });
-    await settle();
+    await settle(clock);
     expect(calls).toEqual(['register', 'claim @0']);
     clock.increment(999);
-    await settle();
+    await settle(clock);
     expect(calls.filter((c) => c.startsWith('claim'))).toHaveLength(1);
     clock.increment(1);
-    await settle();
+    await settle(clock);
     expect(calls.filter((c) => c.startsWith('claim'))).toEqual(['claim @0', 'claim @1000']);
   });
 
@@ -96,13 +107,13 @@ describe('the worker machine', () => {
     const clock = new SimulatedClock();
     const calls: string[] = [];
     const { actor, events } = start(clock, { claims: [['s']], renewals: [['s']], calls });
-    await settle();
+    await settle(clock);
     expect(events.map((e) => e.type)).toEqual(['started', 'claimed', 'attached']);
     clock.increment(1000);
-    await settle();
+    await settle(clock);
     expect(calls).toContain('renew s@7 @1000');
     clock.increment(1000);
-    await settle();
+    await settle(clock);
     expect(events.find((e) => e.type === 'lease_lost')).toMatchObject({ sessionId: 's', reason: expect.stringContaining('did not renew') });
     expect(calls).toContain('close 1');
     expect(calls.some((c) => c.startsWith('release'))).toBe(false);
@@ -113,13 +124,62 @@ describe('the worker machine', () => {
     const clock = new SimulatedClock();
     const calls: string[] = [];
     const { actor, events } = start(clock, { claims: [['s']], renewals: 'keep', calls, rests: true });
-    await settle();
+    await settle(clock);
     expect(events.map((e) => e.type)).toEqual(['started', 'claimed', 'attached', 'released']);
     expect(calls).toEqual(['register', 'claim @0', 'open s', 'close 1', 'release s 7', 'claim @0']);
     actor.send({ type: 'STOP' });
-    await settle();
+    await settle(clock);
     expect(events.map((e) => e.type).slice(-2)).toEqual(['stopping', 'stopped']);
     expect(calls.at(-1)).toBe('unregister');
     expect(actor.getSnapshot().status).toBe('done');
+  });
+
+  it('a claim that comes back full is followed by another, for the room sessions ending meanwhile freed', async () => {
+    const clock = new SimulatedClock();
+    const calls: string[] = [];
+    let gate!: () => void;
+    const gated = new Promise<void>((r) => (gate = r));
+    let n = 0;
+    // each claim hands over as many sessions as it asks for; the second one answers only when let go
+    const claimSessions = fake(async ({ input }) => {
+      const call = ++n;
+      calls.push(`claim ${input.limit} @${clock.now()}`);
+      if (call === 2) await gated;
+      const claimed = Array.from({ length: input.limit }, (_, i) => ({ sessionId: `c${call}-${i}`, expired: false }));
+      return { claimed, sentAt: clock.now(), limit: input.limit };
+    });
+    const resting = new Set<number>();
+    const { actor } = start(clock, { claims: [], renewals: 'keep', calls, claimSessions, rests: (heldId) => resting.has(heldId) });
+    await settle(clock);
+    expect(calls.filter((c) => c.startsWith('claim'))).toEqual(['claim 2 @0']);
+    // the first session rests (woken, it finds nothing waiting): released, its room claimed for
+    resting.add(1);
+    actor.send({ type: 'WAKE', sessionId: 'c1-0' });
+    await settle(clock);
+    expect(calls.filter((c) => c.startsWith('claim'))).toEqual(['claim 2 @0', 'claim 1 @0']);
+    // the second ends while that claim is under way
+    resting.add(2);
+    actor.send({ type: 'WAKE', sessionId: 'c1-1' });
+    await settle(clock);
+    expect(actor.getSnapshot().context.held).toEqual([]);
+    gate();
+    await settle(clock);
+    expect(calls.filter((c) => c.startsWith('claim'))).toEqual(['claim 2 @0', 'claim 1 @0', 'claim 1 @0']);
+    expect(actor.getSnapshot().context.held.map((h) => h.sessionId)).toEqual(['c2-0', 'c3-0']);
+  });
+
+  it('sessions ending in the same turn make room for one claim', async () => {
+    const clock = new SimulatedClock();
+    const calls: string[] = [];
+    let n = 0;
+    const claimSessions = fake(async ({ input }) => {
+      calls.push(`claim ${input.limit}`);
+      const claimed = ++n === 1 ? [0, 1].map((i) => ({ sessionId: `s${i}`, expired: false })) : [];
+      return { claimed, sentAt: clock.now(), limit: input.limit };
+    });
+    // both sessions of the first claim rest at once: released together
+    start(clock, { claims: [], renewals: 'keep', calls, claimSessions, rests: true });
+    await settle(clock);
+    expect(calls.filter((c) => c.startsWith('claim'))).toEqual(['claim 2', 'claim 2']);
   });
 });

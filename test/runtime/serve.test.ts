@@ -4,9 +4,7 @@ import { createRuntime, defineTool, memoryStore, type EventStore, type Runtime, 
 import { toolLoopModel } from '../helpers/serve-model.js';
 import { logOf, sleep } from '../helpers/runtime.js';
 import { scaled } from '../helpers/load.js';
-import { createActor, toPromise } from 'xstate';
-import { releaseLeaseActor } from '../../src/actors/worker-lease.js';
-import type { WorkerServices } from '../../src/actors/worker-services.js';
+import { serve } from '../../src/runtime/serve.js';
 
 // runtime.serve: leases, fencing, shutdown and the kill switch, in one process on the memory
 // store (the same rules run across processes on LMDB and PostgreSQL: test/crash/serve-faults).
@@ -90,7 +88,7 @@ describe('runtime.serve', () => {
     await h2.stop();
   });
 
-  it('a claim given back unbound (the session could not be opened) keeps the open run marked for the next worker, which finishes it', async () => {
+  it('a claim given back unbound (the session could not be opened) keeps the open run marked for the next worker, says so in its `released`, and the next worker finishes it', async () => {
     const store = memoryStore();
     const started: string[] = [];
     const first = make(store, started, 400);
@@ -99,11 +97,24 @@ describe('runtime.serve', () => {
     await until(() => started.length === 1);
     await h1.stop(); // released with the run open, marked for resume
     // another worker claims it (the claim takes the mark) and, its open failing, gives it back unbound
-    expect((await store.work!.claim('other', { limit: 1, leaseMs: 5000 })).map((c) => c.sessionId)).toEqual(['s']);
-    const services = { store, work: store.work!, workerId: 'other' } as unknown as WorkerServices;
-    const release = createActor(releaseLeaseActor(services), { input: { sessionId: 's', writerEpoch: null, resume: false } });
-    release.start();
-    await toPromise(release);
+    const other = serve(
+      {
+        open: () => Promise.reject(new Error('another writer attached meanwhile')),
+        store,
+        work: store.work!,
+        inboxFor: () => {
+          throw new Error('no session is opened');
+        },
+        isKilled: () => false,
+      },
+      { workerId: 'other', concurrency: 1, leaseMs: 5000, pollMs: 20 },
+    );
+    const seen: ServeEvent[] = [];
+    other.subscribe((e) => seen.push(e));
+    await until(() => seen.some((e) => e.type === 'released'));
+    await other.stop();
+    expect(seen.find((e) => e.type === 'error')).toMatchObject({ sessionId: 's', message: 'another writer attached meanwhile' });
+    expect(seen.find((e) => e.type === 'released')).toMatchObject({ sessionId: 's', resume: true });
     expect((await store.work!.listLeases()).find((l) => l.sessionId === 's')).toMatchObject({ workerId: null, resume: true });
     const second = make(store, started, 10);
     const h2 = second.serve({ concurrency: 2, leaseMs: 5000, pollMs: 20 });
