@@ -189,6 +189,22 @@ export const callActor = (run: (input: ToolCallInput, ac: CallAbort, system: Act
   });
 
 const CALL_ABORT = Symbol('callAbort');
+
+/**
+ * On a resumable call's context (an agentTool's): whether its session's writer still holds the
+ * session, read again now — a writer another process fenced learns it here. The call asks it
+ * right before each effect on its child (opening it, running it), after the last await.
+ */
+const WRITER_HOLDS = Symbol('writerHolds');
+
+/** The check of a resumable call's context (undefined on any other call, or a call run outside a session). */
+export const writerHoldsOf = (ctx: ToolContext): (() => Promise<boolean>) | undefined =>
+  (ctx as ToolContext & { [WRITER_HOLDS]?: () => Promise<boolean> })[WRITER_HOLDS];
+
+async function writerHolds(env: SessionServices): Promise<boolean> {
+  const fenced = env.writer.fencedNow() ?? (await env.writer.checkFenced());
+  return !fenced && env.writer.mayStartEffect();
+}
 const SIGNAL_GETTER: PropertyDescriptor = {
   get(this: { [CALL_ABORT]: CallAbort }) {
     return this[CALL_ABORT].signal;
@@ -247,6 +263,7 @@ async function runToolCall(env: SessionServices, input: ToolCallInput, ac: CallA
     emit: (update: unknown) => void (ended || env.emit({ type: 'tool_update', callId: call.callId, name: call.name, update })),
   };
   Object.defineProperty(ctx, 'signal', SIGNAL_GETTER);
+  if (call.resumable) Object.defineProperty(ctx, WRITER_HOLDS, { value: () => writerHolds(env) });
   const toolCtx = ctx as typeof ctx & ToolContext;
   let value: unknown;
   try {
@@ -284,7 +301,8 @@ async function runToolCall(env: SessionServices, input: ToolCallInput, ac: CallA
     }
   })();
   // The tool's outcome — or, once it was aborted and has not settled within cancelGraceMs,
-  // uncertain-hanging (it may still be running).
+  // uncertain-hanging (it may still be running); an agentTool's call is never uncertain: its child
+  // was asked to cancel and settles in its own log, so the call is cancelled, unsettled.
   let graceTimer: unknown;
   let offArm = () => {};
   const settled = new Promise<ToolOutcome>((resolve) => {
@@ -292,13 +310,22 @@ async function runToolCall(env: SessionServices, input: ToolCallInput, ac: CallA
     offArm = ac.onAbort(() => {
       graceTimer = clock.setTimeout(
         () =>
-          resolve({
-            kind: 'uncertain-hanging',
-            content:
-              `the tool did not stop within ${env.config.cancelGraceMs} ms after it was ${timedOut ? 'timed out' : 'cancelled'}; ` +
-              `it may still be running`,
-            resourceLocks: call.resources,
-          }),
+          resolve(
+            call.resumable
+              ? {
+                  kind: 'cancelled',
+                  settled: false,
+                  partialContent: `cancelled; the call did not stop within ${env.config.cancelGraceMs} ms (its child session settles on its own)`,
+                  resourceLocks: call.resources,
+                }
+              : {
+                  kind: 'uncertain-hanging',
+                  content:
+                    `the tool did not stop within ${env.config.cancelGraceMs} ms after it was ${timedOut ? 'timed out' : 'cancelled'}; ` +
+                    `it may still be running`,
+                  resourceLocks: call.resources,
+                },
+          ),
         env.config.cancelGraceMs,
       );
     });

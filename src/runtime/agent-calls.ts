@@ -4,6 +4,7 @@ import type { ToolOutcomeInput } from '../contracts/tools.js';
 import type { JsonValue } from '../contracts/json.js';
 import type { EventStore } from '../persistence/event-store.js';
 import { sha256 } from '../persistence/surface.js';
+import { writerHoldsOf } from '../actors/tool-call.js';
 import type { AgentMark } from '../tools/agent-marks.js';
 import type { AnyTool, ToolContext, ToolReturn } from '../tools/define-tool.js';
 import type { ExecutionSession } from './execution-session.js';
@@ -51,35 +52,81 @@ async function runChildCall(
   ctx: ToolContext,
 ): Promise<ToolReturn> {
   const childId = childSessionId(ctx);
-  const child = await host.open(childId, mark.agent.name, {
+  const parent: ParentLink = {
     sessionId: ctx.sessionId,
     runId: ctx.runId,
     callId: ctx.callId,
     ...(ctx.callSeq !== undefined ? { seq: ctx.callSeq } : {}),
-  });
-  const cancel = () => void child.requestCancel('the parent run was cancelled');
+  };
+  let child: ExecutionSession | undefined;
+  const cancel = () => void child?.requestCancel('the parent run was cancelled');
   ctx.signal.addEventListener('abort', cancel, { once: true });
   try {
-    if (ctx.signal.aborted) return cancelledOutcome(mark.agent.name);
-    const result = await childResult(host, child, childId, mark, args);
-    return outcomeOf(mark.agent.name, childId, result);
+    // Each try opens the child afresh, reading its log. A result its log does not hold (an append
+    // failed or went unacknowledged: the run is still open there) or a failure to open or read it
+    // is not the child's answer: the next try takes, or continues, what the log holds.
+    // the parent's writer, read again before each effect on the child: a writer fenced meanwhile
+    // (another process took the parent over, and resumes this call) neither opens nor runs it
+    const holds = writerHoldsOf(ctx) ?? (async () => true);
+    let why = '';
+    for (let tries = 1; tries <= CHILD_TRIES; tries++) {
+      try {
+        if (!(await holds())) return NOT_HELD;
+        child = await host.open(childId, mark.agent.name, parent);
+        const result = await childResult(host, child, childId, mark, args, ctx.signal, holds);
+        if (result === 'cancelled') return cancelledOutcome(mark.agent.name);
+        if (result === 'not held') return NOT_HELD;
+        if (result.checkpointCommitted) return outcomeOf(mark.agent.name, childId, result);
+        why = result.error?.message ?? `its ${result.status} result was not recorded`;
+      } catch (e) {
+        if (ctx.signal.aborted) throw e;
+        why = e instanceof Error ? e.message : String(e);
+      } finally {
+        await child?.close();
+        child = undefined;
+      }
+    }
+    return {
+      kind: 'completed',
+      content: `the ${mark.agent.name} agent's run in session ${childId} is left open: ${why}`,
+      isError: true,
+    };
   } finally {
     ctx.signal.removeEventListener('abort', cancel);
-    await child.close();
   }
 }
 
+/** Tries of a call whose child's result its log does not hold (or that could not open or read it). */
+const CHILD_TRIES = 4;
+
+const NOT_HELD: ToolOutcomeInput = {
+  kind: 'completed',
+  content: 'not run: this writer no longer holds the session (fenced, lease lost or closed)',
+  isError: true,
+};
+
+/**
+ * The child's answer: recorded, or from its run (continued or started); `cancelled` when the
+ * parent was cancelled first, `not held` when the parent's writer no longer holds the parent.
+ */
 async function childResult(
   host: ChildHost,
   child: ExecutionSession,
   childId: string,
   mark: Extract<AgentMark, { kind: 'agent' }>,
   args: unknown,
-): Promise<ExecutionResult> {
+  signal: AbortSignal,
+  holds: () => Promise<boolean>,
+): Promise<ExecutionResult | 'cancelled' | 'not held'> {
   const recorded = await currentRunResult(host.store, childId, CHILD_RUN);
   if (recorded) return recorded; // settled (or suspended) before: its answer, no model call
-  if (child.recovery.interruptedRuns.some((r) => r.runId === CHILD_RUN))
-    return child.execute({ kind: 'continue', runId: CHILD_RUN, attemptId: `continue-${randomUUID()}` });
+  const open = (await host.store.getHead(childId))?.openRun?.runId === CHILD_RUN;
+  const held = await holds();
+  // checked after the last await before the child's run goes on (a cancel that came while the
+  // child was idle reached no run)
+  if (signal.aborted) return 'cancelled';
+  if (!held) return 'not held';
+  if (open) return child.execute({ kind: 'continue', runId: CHILD_RUN, attemptId: `continue-${randomUUID()}` });
   const message = mark.ownParameters ? JSON.stringify(args) : (args as { input: string }).input;
   return child.execute({ kind: 'prompt', runId: CHILD_RUN, attemptId: CHILD_RUN, message });
 }
