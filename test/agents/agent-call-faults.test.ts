@@ -7,6 +7,7 @@ import {
   defineTool,
   memoryStore,
   scriptedModel,
+  type AnyTool,
   type EventStore,
   type ScriptedStep,
 } from '../../src/index.js';
@@ -24,7 +25,7 @@ afterEach(async () => {
 const CHILD = 's/r/1/c1';
 const ask: ScriptedStep = { toolCalls: [{ id: 'c1', name: 'researcher', arguments: { input: 'tea?' } }] };
 
-function tree(store: EventStore, childSteps: ScriptedStep[], o: { tools?: ReturnType<typeof defineTool>[]; cancelGraceMs?: number } = {}) {
+function tree(store: EventStore, childSteps: ScriptedStep[], o: { tools?: AnyTool[]; cancelGraceMs?: number } = {}) {
   const researcher = defineAgent({
     name: 'researcher',
     instructions: 'r',

@@ -9,7 +9,8 @@ import { crashRounds, killAllChildren, REPO_ROOT, sleep, spawnTs } from './child
  * The agent tree (agent-tree.ts: orchestrator → two parallel researcher sub-agents → each an
  * exclusive ledger tool) in real processes on one LMDB file, SIGKILLed at each point of the
  * parent-child hand-over and at random instants; then one life runs it to the end. Set
- * ACTORLOOP_CRASH_ROUNDS for a longer random torture (`npm run torture:agents`: 200 lives).
+ * ACTORLOOP_CRASH_ROUNDS for a longer random torture (`npm run torture:agents`: 200 SIGKILLs, each of a tree
+ * at work — a new tree once one has settled).
  */
 const CHILD = join(REPO_ROOT, 'test/crash/agent-tree-child.ts');
 const cleanups: (() => Promise<void>)[] = [];
@@ -60,24 +61,44 @@ describe('an agent tree killed with SIGKILL (real child processes)', () => {
   );
 
   it(
-    'killed at random instants, the tree settles with every invariant of the hand-over kept',
+    'killed at random instants, every tree settles with every invariant of the hand-over kept',
     async () => {
-      const dir = tempDir('actorloop-agent-tree-');
-      cleanups.push(() => dir.cleanup());
+      // every kill lands on a tree at work: once a tree has settled, the next lives work on a new one
       const kills = crashRounds(1);
+      const newTree = () => {
+        const d = tempDir('actorloop-agent-tree-');
+        cleanups.push(() => d.cleanup());
+        return d.path;
+      };
+      let dir = newTree();
       let killed = 0;
-      for (let i = 0; i < kills; i++) {
-        const run = life(dir.path, 'none');
+      let lives = 0;
+      let trees = 0;
+      const t0 = Date.now();
+      while (killed < kills && lives < 4 * kills + 10) {
+        lives++;
+        const run = life(dir, 'none');
         await run.waitFor((l) => l === 'READY' || l === 'DONE', 120_000, 'READY');
-        await sleep(Math.floor(Math.random() * 250));
+        // a tree's life works for about 100-200 ms after READY (models answer in 15 ms)
+        await sleep(Math.floor(Math.random() * 150));
         run.signal('SIGKILL');
         const exit = await run.waitExit(120_000);
-        if (exit.signal === 'SIGKILL') killed++;
-        else expect(run.lines, run.describe()).toContain('DONE');
+        if (exit.signal === 'SIGKILL') {
+          killed++;
+          continue;
+        }
+        expect(run.lines, run.describe()).toContain('DONE');
+        expect(await violations(dir), `tree ${trees + 1} in ${dir}`).toEqual([]);
+        trees++;
+        dir = newTree();
       }
-      await finish(dir.path);
-      expect(await violations(dir.path)).toEqual([]);
-      console.log(`agent tree torture: ${killed} SIGKILLs of ${kills} lives, 0 violations`);
+      await finish(dir);
+      expect(await violations(dir)).toEqual([]);
+      trees++;
+      expect(killed, `${killed} SIGKILLs in ${lives} lives`).toBeGreaterThanOrEqual(kills);
+      console.log(
+        `agent tree torture: ${killed} SIGKILLs in ${lives} lives over ${trees} trees, 0 violations, ${Math.round((Date.now() - t0) / 1000)} s`,
+      );
     },
     60 * 60_000,
   );
