@@ -1,5 +1,5 @@
 import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { lmdbStore } from '../../src/persistence/lmdb-store.js';
 import { tempDir } from '../helpers/tmp.js';
 import { treeViolations } from './agent-tree.js';
@@ -14,7 +14,8 @@ import { crashRounds, killAllChildren, REPO_ROOT, sleep, spawnTs } from './child
  */
 const CHILD = join(REPO_ROOT, 'test/crash/agent-tree-child.ts');
 const cleanups: (() => Promise<void>)[] = [];
-afterEach(async () => {
+// the kill points run concurrently (each on its own LMDB file): children are killed and files removed after all of them
+afterAll(async () => {
   await killAllChildren();
   for (const c of cleanups.splice(0)) await c();
 });
@@ -40,9 +41,10 @@ async function violations(dir: string): Promise<string[]> {
 }
 
 describe('an agent tree killed with SIGKILL (real child processes)', () => {
-  it.each(['parent-intent', 'child-intent', 'child-end', 'parent-result'])(
+  it.concurrent.for(['parent-intent', 'child-intent', 'child-end', 'parent-result'])(
     'killed right after %s: the next process settles the tree, each child answer committed in its parent once, no ledger entry twice',
-    async (killAt) => {
+    { timeout: 240_000 },
+    async (killAt, { expect }) => {
       const dir = tempDir('actorloop-agent-tree-');
       cleanups.push(() => dir.cleanup());
       const first = life(dir.path, killAt);
@@ -57,7 +59,6 @@ describe('an agent tree killed with SIGKILL (real child processes)', () => {
       else expect(result.finalMessage).toBe('summary: noted alpha | noted beta');
       expect(await violations(dir.path)).toEqual([]);
     },
-    240_000,
   );
 
   it(

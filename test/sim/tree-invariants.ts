@@ -85,7 +85,7 @@ export class HandOver {
   }
 
   /** A process stopped (crash) or was superseded (takeover): where the open agent calls stood. */
-  crashed(_how: 'crash' | 'takeover'): void {
+  crashed(): void {
     for (const c of this.calls.values()) {
       if (c.state === 'intent') this.counts.beforeChild++;
       else if (c.state === 'child-running') this.counts.childRunning++;

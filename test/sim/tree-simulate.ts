@@ -155,7 +155,7 @@ export async function runTreeSeed(opts: { seed: number; prefix?: number; broken?
     void h.proc.gone.then(async () => {
       if (h.proc.superseded || finalPhase) return;
       crashes++;
-      handOver.crashed('crash');
+      handOver.crashed();
       await world.sleep(rng.range(1, 40));
       replaceHost();
       supervise(host);
@@ -286,7 +286,7 @@ export async function runTreeSeed(opts: { seed: number; prefix?: number; broken?
         h.proc.crash();
       } else {
         takeovers++;
-        handOver.crashed('takeover');
+        handOver.crashed();
         world.note(`world: takeover of proc ${h.proc.id}`);
         h.proc.pause();
         h.proc.supersede();
