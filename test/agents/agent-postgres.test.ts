@@ -1,5 +1,5 @@
 import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterAll, describe, it } from 'vitest';
 import type { EventRecord } from '../../src/contracts/events.js';
 import { postgresStore } from '../../src/persistence/postgres/postgres-store.js';
 import { childOf, treeViolations } from '../crash/agent-tree.js';
@@ -14,7 +14,8 @@ import { tempDir } from '../helpers/tmp.js';
 
 const CHILD = join(REPO_ROOT, 'test/crash/agent-tree-child.ts');
 const cleanups: (() => Promise<void>)[] = [];
-afterEach(async () => {
+// the two cases run concurrently, each on its own schema and ledger: children are killed after both
+afterAll(async () => {
   await killAllChildren();
   for (const c of cleanups.splice(0).reverse()) await c();
 });
@@ -33,7 +34,9 @@ if (db) {
     };
     const log = (store: ReturnType<typeof postgresStore>, id: string): Promise<EventRecord[]> => collect(store.readEvents(id));
 
-    it("a process killed after a child settled, before its parent committed: the next takes the child's answer once, without running the child again", async () => {
+    it.concurrent("a process killed after a child settled, before its parent committed: the next takes the child's answer once, without running the child again", async ({
+      expect,
+    }) => {
       const { dir, store, life } = setup();
       const first = life('child-end');
       expect((await first.waitExit(120_000)).signal, first.describe()).toBe('SIGKILL');
@@ -56,7 +59,9 @@ if (db) {
       expect(await treeViolations(store, join(dir, 'ledger'))).toEqual([]);
     }, 240_000);
 
-    it("a process killed while a child ran: the next continues the child's open run and commits its answer once", async () => {
+    it.concurrent("a process killed while a child ran: the next continues the child's open run and commits its answer once", async ({
+      expect,
+    }) => {
       const { dir, store, life } = setup();
       const first = life('child-intent');
       expect((await first.waitExit(120_000)).signal, first.describe()).toBe('SIGKILL');
