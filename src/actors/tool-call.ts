@@ -201,6 +201,16 @@ const WRITER_HOLDS = Symbol('writerHolds');
 export const writerHoldsOf = (ctx: ToolContext): (() => Promise<boolean>) | undefined =>
   (ctx as ToolContext & { [WRITER_HOLDS]?: () => Promise<boolean> })[WRITER_HOLDS];
 
+/**
+ * The same check without a read (synchronous: the store's writer epoch where it reads it
+ * synchronously — memory, LMDB —, the lease, closed): the guard of the call's child session's
+ * writer, so that a child commits nothing and starts no tool once its parent's writer is fenced.
+ */
+const WRITER_MAY_ACT = Symbol('writerMayAct');
+
+export const writerMayActOf = (ctx: ToolContext): (() => boolean) | undefined =>
+  (ctx as ToolContext & { [WRITER_MAY_ACT]?: () => boolean })[WRITER_MAY_ACT];
+
 async function writerHolds(env: SessionServices): Promise<boolean> {
   const fenced = env.writer.fencedNow() ?? (await env.writer.checkFenced());
   return !fenced && env.writer.mayStartEffect();
@@ -263,7 +273,11 @@ async function runToolCall(env: SessionServices, input: ToolCallInput, ac: CallA
     emit: (update: unknown) => void (ended || env.emit({ type: 'tool_update', callId: call.callId, name: call.name, update })),
   };
   Object.defineProperty(ctx, 'signal', SIGNAL_GETTER);
-  if (call.resumable) Object.defineProperty(ctx, WRITER_HOLDS, { value: () => writerHolds(env) });
+  if (call.resumable)
+    Object.defineProperties(ctx, {
+      [WRITER_HOLDS]: { value: () => writerHolds(env) },
+      [WRITER_MAY_ACT]: { value: () => env.writer.mayStartEffect() },
+    });
   const toolCtx = ctx as typeof ctx & ToolContext;
   let value: unknown;
   try {

@@ -4,7 +4,8 @@ import type { ToolOutcomeInput } from '../contracts/tools.js';
 import type { JsonValue } from '../contracts/json.js';
 import type { EventStore } from '../persistence/event-store.js';
 import { sha256 } from '../persistence/surface.js';
-import { writerHoldsOf } from '../actors/tool-call.js';
+import { writerHoldsOf, writerMayActOf } from '../actors/tool-call.js';
+import { StaleWriterError } from '../contracts/errors.js';
 import type { AgentMark } from '../tools/agent-marks.js';
 import type { AnyTool, ToolContext, ToolReturn } from '../tools/define-tool.js';
 import type { ExecutionSession } from './execution-session.js';
@@ -31,7 +32,8 @@ export function childSessionId(ctx: Pick<ToolContext, 'sessionId' | 'idempotency
 /** What the runtime gives an agentTool's calls: opening a child session, and the store it reads. */
 export interface ChildHost {
   store: EventStore;
-  open(sessionId: string, agent: string, parent: ParentLink): Promise<ExecutionSession>;
+  /** `guard`: the child's writer is fenced (with the error it returns) once its parent's writer no longer holds the parent. */
+  open(sessionId: string, agent: string, parent: ParentLink, guard?: (writerEpoch: number) => unknown): Promise<ExecutionSession>;
 }
 
 /** `tool` with its calls running its agent in child sessions of `host`'s runtime. */
@@ -68,11 +70,14 @@ async function runChildCall(
     // the parent's writer, read again before each effect on the child: a writer fenced meanwhile
     // (another process took the parent over, and resumes this call) neither opens nor runs it
     const holds = writerHoldsOf(ctx) ?? (async () => true);
+    // and the child's own writer is guarded by the parent's: a child a fenced parent left running commits nothing more
+    const mayAct = writerMayActOf(ctx);
+    const guard = mayAct && ((epoch: number) => (mayAct() ? undefined : parentLost(childId, epoch)));
     let why = '';
     for (let tries = 1; tries <= CHILD_TRIES; tries++) {
       try {
         if (!(await holds())) return NOT_HELD;
-        child = await host.open(childId, mark.agent.name, parent);
+        child = await host.open(childId, mark.agent.name, parent, guard);
         const result = await childResult(host, child, childId, mark, args, ctx.signal, holds);
         if (result === 'cancelled') return cancelledOutcome(mark.agent.name);
         if (result === 'not held') return NOT_HELD;
@@ -94,6 +99,12 @@ async function runChildCall(
   } finally {
     ctx.signal.removeEventListener('abort', cancel);
   }
+}
+
+function parentLost(childId: string, writerEpoch: number): StaleWriterError {
+  const e = new StaleWriterError(childId, writerEpoch, writerEpoch);
+  e.message = `session ${childId}: its parent's writer no longer holds the parent session (fenced, lease lost or closed)`;
+  return e;
 }
 
 /** Tries of a call whose child's result its log does not hold (or that could not open or read it). */

@@ -116,7 +116,8 @@ export function createRuntime(options: RuntimeOptions): Runtime {
   const childHost: ChildHost = {
     store,
     // the parent's writer owns its children: a child a crashed or fenced writer left held is taken over
-    open: (id, agent, parent) => live.open(id, true, () => openSession(opening, id, { agent, parent })),
+    open: (id, agent, parent, guard) =>
+      live.open(id, true, () => openSession(opening, id, { agent, parent, resume: 'auto', ...(guard ? { guard } : {}) })),
   };
   const agents = agentRegistry(o, o.agents, o.askUser ? [askUserTool] : [], (t, mark) => boundAgentTool(t, mark, childHost));
   const sessions = new OpenSessions();

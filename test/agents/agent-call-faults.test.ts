@@ -9,6 +9,7 @@ import {
   scriptedModel,
   type AnyTool,
   type EventStore,
+  type ModelProvider,
   type ScriptedStep,
 } from '../../src/index.js';
 import { deferred } from '../helpers/drafts.js';
@@ -152,5 +153,36 @@ describe('the hand-over of an agent call', () => {
     expect(child.filter((e) => e.type === 'run/start').map((e) => e.payload.kind)).toEqual(['prompt']);
     expect(child.find((e) => e.type === 'final/message')?.payload.content).toBe('from the new writer');
     expect(epochOfSecond).toBe(2);
+  });
+  it("a child left running by a parent writer another process took over commits nothing more: the child's writer is guarded by its parent's", async () => {
+    const inner = memoryStore();
+    const asked = deferred();
+    const answer = deferred();
+    let ran = 0;
+    const slow = defineTool({ name: 'slow', description: '', parameters: z.object({}), execute: () => (ran++, 'ran') });
+    // the child's model is asked, and answers (a call of `slow`) only once the parent has been taken over
+    const childModel: ModelProvider = {
+      modelId: 'researcher-model',
+      call: async () => {
+        asked.resolve();
+        await answer.promise;
+        return {
+          message: { role: 'assistant', content: '', toolCalls: [{ id: 'k1', name: 'slow', arguments: '{}' }] },
+          finishReason: 'tool_calls',
+        };
+      },
+    };
+    const researcher = defineAgent({ name: 'researcher', instructions: 'r', model: childModel, tools: [slow] });
+    const first = createRuntime({ store: inner, model: scriptedModel([ask, 'Done.']), tools: [agentTool(researcher)] });
+    cleanups.push(() => first.close().catch(() => undefined));
+    void (await first.openSession('s')).execute({ kind: 'prompt', runId: 'r', attemptId: 'a1', message: 'go' }).catch(() => undefined);
+    await asked.promise;
+    const before = (await logOf(inner, CHILD)).length;
+    const second = tree(inner, ['unused']);
+    await second.openSession('s', { takeover: true, resume: 'manual' }); // fences the first process's parent writer
+    answer.resolve();
+    await new Promise((r) => setTimeout(r, 100));
+    expect((await logOf(inner, CHILD)).slice(before).map((e) => e.type)).toEqual([]);
+    expect(ran).toBe(0);
   });
 });

@@ -76,6 +76,8 @@ export async function runTreeSeed(opts: { seed: number; prefix?: number; broken?
       repeat: rng.pick([0, 0.05]),
     },
     crashesLeft: rng.int(4),
+    // as on the memory and LMDB stores: a child's writer, guarded by its parent's, sees the parent fenced at once
+    syncEpoch: true,
   };
   const ledgers = new Ledgers();
   const watch = new Watch();
