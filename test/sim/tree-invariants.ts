@@ -2,8 +2,8 @@
  * The tree family's invariants of the parent-child hand-over (tree-simulate.ts), checked on the
  * logs the tree reached by itself, and the tracker that classifies each crash by where it hit the
  * hand-over. For every agent call of the root:
- * - its child is started once: one child session, one `prompt` of its run, no child run started
- *   or continued after the root committed the call's result;
+ * - its child is started once: one child session, one `prompt` of its run; nothing of the child
+ *   runs after the root committed the call's result;
  * - the root's recovery never reports it uncertain, and its result is never `uncertain-*`;
  * - its child's answer is committed in the root exactly once, and a completed result is the
  *   answer the child gave (naming the child's calls left uncertain by a crash);
@@ -19,6 +19,8 @@ import { SUB_AGENTS } from './tree-outside.js';
 type P = Record<string, unknown>;
 const pl = (e: EventRecord) => e.payload as P;
 const SETTLED_NOT = new Set(['suspended', 'detached', 'fenced']);
+/** What a child does when it runs: a model answer, a tool call, a final. */
+const RAN = new Set(['assistant/message', 'tool/call', 'final/message']);
 const isAgentCall = (name: unknown) => (SUB_AGENTS as readonly unknown[]).includes(name);
 
 /** How often the seeds put the hand-over to the test. */
@@ -209,12 +211,15 @@ export function treeViolations(x: { root: string; logs: Map<string, EventRecord[
           `${what}: child run ${String(pl(open[0]!).runId)} of ${open[0]!.sessionId} never settled (the root's result: ${outcome?.kind ?? 'none'})`,
         );
     }
-    // nothing of the child started or continued once the root committed its answer
-    if (results[0]) {
+    // nothing of the child ran once the root committed the call's result: no model answer, tool
+    // call or final after it (an append already under way when its process paused may still land:
+    // a run/start; a child the root left cancelling, unsettled, settles after it)
+    const unsettledCancel = outcome?.kind === 'cancelled' && (outcome as { settled?: boolean }).settled === false;
+    if (results[0] && !unsettledCancel) {
       const committedAt = orderOf.get(`${root}#${results[0].seq}`) ?? Infinity;
       for (const e of childLogs.flat())
-        if (e.type === 'run/start' && (orderOf.get(`${e.sessionId}#${e.seq}`) ?? 0) > committedAt)
-          v.push(`${what}: child run started in ${e.sessionId}#${e.seq} after the root committed the call's result`);
+        if (RAN.has(e.type) && (orderOf.get(`${e.sessionId}#${e.seq}`) ?? 0) > committedAt)
+          v.push(`${what}: its child's ${e.type} ${e.sessionId}#${e.seq} came after the root committed the call's result`);
     }
   }
   return { violations: v, leftOpen };

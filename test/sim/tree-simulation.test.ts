@@ -11,14 +11,15 @@ const SEEDS = Number(process.env.SIM_TREE_SEEDS ?? 60);
 
 /** Seeds that found a bug in the hand-over (each fixed since), with what they showed. */
 const REGRESSIONS: { seed: number; found: string }[] = [
-  // a child's append failed: the parent took the child's in-memory result and left its run open
-  { seed: 5, found: "child run answer of t/r1/1/c1 never settled (the root's result: completed)" },
+  // a child's append failed: the parent took the child's in-memory result, its run left open
+  { seed: 7, found: "t: agent call researcher c2: child run answer of t/r1/1/c2 never settled (the root's result: completed)" },
+  { seed: 10, found: 't: agent call researcher c1: the root took an answer its child never gave ("researcher noted topic 0.0")' },
+  // a failed open of the child gave up on it, its exclusive call never answered
+  { seed: 53, found: 't/r2/2/c13: call c14 (stamp) of 1.1 is never answered' },
+  // a child ran on after the root committed the call's result (cancelled before its run started; a fenced parent)
+  { seed: 59, found: "t: agent call auditor c13: its child's tool/call t/r2/1/c13#6 came after the root committed the call's result" },
   // the parent's cancel outlasted its grace while the child stopped: the agent call was reported uncertain
-  { seed: 113, found: 'agent call researcher c1 resolved as uncertain-hanging' },
-  // a failed open of the child gave up on it, its exclusive calls never answered
-  { seed: 21, found: 't/r1/1/c6: call c10 (ledger) of 1.1 is never answered' },
-  // a parent writer taken over by another process reopened the child and ran it on
-  { seed: 53, found: "child run started in t/r1/2/c6#N after the root committed the call's result" },
+  { seed: 113, found: 't: agent call researcher c3 resolved as uncertain-hanging' },
 ];
 
 describe('the simulator drives agent trees', () => {
