@@ -2,8 +2,8 @@
  * The tree family's invariants of the parent-child hand-over (tree-simulate.ts), checked on the
  * logs the tree reached by itself, and the tracker that classifies each crash by where it hit the
  * hand-over. For every agent call of the root:
- * - its child is started once: one child session, one `prompt` of its run; nothing of the child
- *   runs after the root committed the call's result;
+ * - its child is started once: one child session, one `prompt` of its run; no tool of the child
+ *   starts after the root committed the call's result;
  * - the root's recovery never reports it uncertain, and its result is never `uncertain-*`;
  * - its child's answer is committed in the root exactly once, and a completed result is the
  *   answer the child gave (naming the child's calls left uncertain by a crash);
@@ -19,8 +19,6 @@ import { SUB_AGENTS } from './tree-outside.js';
 type P = Record<string, unknown>;
 const pl = (e: EventRecord) => e.payload as P;
 const SETTLED_NOT = new Set(['suspended', 'detached', 'fenced']);
-/** What a child does when it runs: a model answer, a tool call, a final. */
-const RAN = new Set(['assistant/message', 'tool/call', 'final/message']);
 const isAgentCall = (name: unknown) => (SUB_AGENTS as readonly unknown[]).includes(name);
 
 /** How often the seeds put the hand-over to the test. */
@@ -57,6 +55,8 @@ export class HandOver {
   private order = 0;
   /** `${sessionId}#${seq}` → global commit order (across sessions). */
   readonly orderOf = new Map<string, number>();
+  /** Every tool start, in the same order. */
+  readonly toolStarts: { sessionId: string; callId: string; order: number }[] = [];
   private readonly counts = { beforeChild: 0, childRunning: 0, childDone: 0, afterCommit: 0 };
   constructor(private readonly root: string) {}
 
@@ -84,6 +84,10 @@ export class HandOver {
     if (!c || c.state === 'committed') return;
     if (r.type === 'run/start' || r.type === 'session/attached') c.state = 'child-running';
     if (r.type === 'run/end' && !SETTLED_NOT.has(String(p.status))) c.state = 'child-done';
+  }
+
+  toolStarted(sessionId: string, callId: string): void {
+    this.toolStarts.push({ sessionId, callId, order: ++this.order });
   }
 
   /** A process stopped (crash) or was superseded (takeover): where the open agent calls stood. */
@@ -135,13 +139,16 @@ export class HandOver {
 }
 
 /** The hand-over's violations, one line each, and the child sessions left open with their parent's word for it. */
-export function treeViolations(x: { root: string; logs: Map<string, EventRecord[]>; facts: SeedFacts; orderOf: Map<string, number> }): {
-  violations: string[];
-  leftOpen: Set<string>;
-} {
+export function treeViolations(x: {
+  root: string;
+  logs: Map<string, EventRecord[]>;
+  facts: SeedFacts;
+  orderOf: Map<string, number>;
+  toolStarts: readonly { sessionId: string; callId: string; order: number }[];
+}): { violations: string[]; leftOpen: Set<string> } {
   const v: string[] = [];
   const leftOpen = new Set<string>();
-  const { root, logs, facts, orderOf } = x;
+  const { root, logs, facts, orderOf, toolStarts } = x;
   const rootLog = logs.get(root) ?? [];
   const calls = rootLog.filter((e) => e.type === 'tool/call' && isAgentCall(pl(e).name));
   const keys = new Map(calls.map((c) => [String(pl(c).idempotencyKey), String(pl(c).callId)]));
@@ -211,15 +218,15 @@ export function treeViolations(x: { root: string; logs: Map<string, EventRecord[
           `${what}: child run ${String(pl(open[0]!).runId)} of ${open[0]!.sessionId} never settled (the root's result: ${outcome?.kind ?? 'none'})`,
         );
     }
-    // nothing of the child ran once the root committed the call's result: no model answer, tool
-    // call or final after it (an append already under way when its process paused may still land:
-    // a run/start; a child the root left cancelling, unsettled, settles after it)
+    // no tool of the child starts once the root committed the call's result (an append already
+    // sent when the parent's process paused may still land; a tool start is guarded by the parent's
+    // writer), unless that result left the child cancelling (cancelled, unsettled)
     const unsettledCancel = outcome?.kind === 'cancelled' && (outcome as { settled?: boolean }).settled === false;
     if (results[0] && !unsettledCancel) {
       const committedAt = orderOf.get(`${root}#${results[0].seq}`) ?? Infinity;
-      for (const e of childLogs.flat())
-        if (RAN.has(e.type) && (orderOf.get(`${e.sessionId}#${e.seq}`) ?? 0) > committedAt)
-          v.push(`${what}: its child's ${e.type} ${e.sessionId}#${e.seq} came after the root committed the call's result`);
+      for (const t of toolStarts)
+        if (sessions.includes(t.sessionId) && t.order > committedAt)
+          v.push(`${what}: its child's call ${t.callId} in ${t.sessionId} started after the root committed the call's result`);
     }
   }
   return { violations: v, leftOpen };

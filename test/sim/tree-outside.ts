@@ -34,6 +34,8 @@ export interface TreeOutside {
   nextCallId(): string;
   /** Rounds of agent calls the root makes before it answers (at most). */
   rootRounds: number;
+  /** Told when a tool of a session starts (the hand-over tracker orders it among the commits). */
+  onToolStart(sessionId: string, callId: string): void;
 }
 
 /** The sub-agents the root calls, and whether each is an exclusive agentTool. */
@@ -134,6 +136,7 @@ export function treeTools(o: TreeOutside, proc: Proc): AnyTool[] {
   const rng = world.rng;
   const run = (name: string, mode: 'parallel' | 'exclusive', args: unknown, ctx: ToolContext) => {
     o.watch.toolStarted(proc.id, ctx.sessionId, { callId: ctx.callId, name, mode });
+    o.onToolStart(ctx.sessionId, ctx.callId);
     const entry: ToolRun = { key: ctx.idempotencyKey, callId: ctx.callId, name, mode, proc: proc.id, effect: false };
     ledgers.toolRuns.push(entry);
     const b: Behaviour = rng.chance(f.toolFail) ? 'fail' : rng.chance(f.toolLate) ? 'late' : rng.chance(f.toolHang) ? 'hang' : 'ok';

@@ -81,6 +81,7 @@ export async function runTreeSeed(opts: { seed: number; prefix?: number; broken?
   };
   const ledgers = new Ledgers();
   const watch = new Watch();
+  const handOver = new HandOver(ROOT);
   let callN = 0;
   const outside: TreeOutside = {
     world,
@@ -95,6 +96,7 @@ export async function runTreeSeed(opts: { seed: number; prefix?: number; broken?
     },
     nextCallId: () => `c${++callN}`,
     rootRounds: rng.range(1, 2),
+    onToolStart: (sid, callId) => handOver.toolStarted(sid, callId),
   };
   const prompts = 1 + rng.int(2);
   const config = { maxProviderAttempts: 3, retryBackoffMs: 10, cancelGraceMs: 50 };
@@ -103,7 +105,6 @@ export async function runTreeSeed(opts: { seed: number; prefix?: number; broken?
     `tree profile: store ${JSON.stringify(ctl.faults)} crashes<=${ctl.crashesLeft}, root rounds ${outside.rootRounds}, prompts ${prompts}`,
   );
 
-  const handOver = new HandOver(ROOT);
   const durable = watchedStore(memoryStore(), watch, [ROOT], (r) => handOver.observe(r));
   const acks = new AckLedger();
   let idN = 0;
@@ -338,7 +339,7 @@ export async function runTreeSeed(opts: { seed: number; prefix?: number; broken?
     for await (const e of durable.readEvents(sid)) log.push(e);
     logs.set(sid, log);
   }
-  const tree = treeViolations({ root: ROOT, logs, facts, orderOf: handOver.orderOf });
+  const tree = treeViolations({ root: ROOT, logs, facts, orderOf: handOver.orderOf, toolStarts: handOver.toolStarts });
   const violations = [...tree.violations, ...checkInvariants({ logs, acks, ledgers, facts, leftOpen: tree.leftOpen }), ...watch.problems];
   if (!finalFinished || !settled)
     violations.unshift(

@@ -17,7 +17,7 @@ const REGRESSIONS: { seed: number; found: string }[] = [
   // a failed open of the child gave up on it, its exclusive call never answered
   { seed: 53, found: 't/r2/2/c13: call c14 (stamp) of 1.1 is never answered' },
   // a child ran on after the root committed the call's result (cancelled before its run started; a fenced parent)
-  { seed: 59, found: "t: agent call auditor c13: its child's tool/call t/r2/1/c13#6 came after the root committed the call's result" },
+  { seed: 59, found: "t: agent call auditor c13: its child's call c14 in t/r2/1/c13 started after the root committed the call's result" },
   // the parent's cancel outlasted its grace while the child stopped: the agent call was reported uncertain
   { seed: 113, found: 't: agent call researcher c3 resolved as uncertain-hanging' },
 ];
