@@ -47,15 +47,17 @@ if (db) {
         const l = await log(store, childOf(c));
         if (l.some((e) => e.type === 'run/end' && e.payload.status === 'succeeded')) settled.push({ id: childOf(c), length: l.length });
       }
-      expect(settled).toHaveLength(1);
+      // (the other child, running concurrently on its own connection, may have settled in the same instant)
+      expect(settled.length).toBeGreaterThanOrEqual(1);
       const last = life('none');
       await last.waitExit(120_000);
       expect(last.lines, last.describe()).toContain('DONE');
       const result = JSON.parse(last.lines.find((l) => l.startsWith('RESULT '))!.slice('RESULT '.length));
-      expect(result).toMatchObject({ status: 'succeeded', finalMessage: 'summary: noted alpha | noted beta', uncertainCalls: [] });
-      // taken from the child's log: nothing of the settled child ran again (its log gained only the re-opening's session/attached)
-      const after = await log(store, settled[0]!.id);
-      expect(after.slice(settled[0]!.length).map((e) => e.type)).toEqual(['session/attached']);
+      expect(result).toMatchObject({ status: 'succeeded', uncertainCalls: [] });
+      // (the other child, killed as it ran, may name its ledger call left uncertain)
+      expect(result.finalMessage).toMatch(/^summary: noted alpha.*\| noted beta/);
+      // taken from the child's log: nothing of a settled child ran again (its log gained only the re-opening's session/attached)
+      for (const c of settled) expect((await log(store, c.id)).slice(c.length).map((e) => e.type)).toEqual(['session/attached']);
       expect(await treeViolations(store, join(dir, 'ledger'))).toEqual([]);
     }, 240_000);
 

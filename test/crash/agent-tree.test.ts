@@ -56,7 +56,8 @@ describe('an agent tree killed with SIGKILL (real child processes)', () => {
       // killed between a ledger call's intent and its effect: the child reports it uncertain
       // (its reconcile found no entry), and the parent's result for that child names it
       if (killAt === 'child-intent') expect(result.finalMessage).toMatch(/^summary: noted alpha.*left uncertain by a crash: ledger l1/);
-      else expect(result.finalMessage).toBe('summary: noted alpha | noted beta');
+      // (elsewhere the other child, running concurrently, may also have been killed mid-ledger and name it)
+      else expect(result.finalMessage).toMatch(/^summary: noted alpha.*\| noted beta/);
       expect(await violations(dir.path)).toEqual([]);
     },
   );
