@@ -20,6 +20,12 @@ export interface EndRunInput {
   started: boolean;
   /** A step left open by a cancel (its answer was verified, never committed): its step/end, with its usage. */
   openStep?: { usage?: Usage };
+  /**
+   * Agent calls the step left without a result (their child waits or was detached) in a run that
+   * ends settled all the same (its results commit failed): each is answered `cancelled`, naming
+   * its child session's run as left open, and the step ends.
+   */
+  unanswered?: { callId: string; name: string }[];
 }
 
 /**
@@ -34,6 +40,7 @@ export async function endRun(env: SessionServices, input: EndRunInput): Promise<
     return { ...r, checkpointCommitted: false };
   }
   answerStagedCalls(env.writer, input.at);
+  answerUnsettledCalls(env.writer, input.at, input.unanswered ?? [], r.status);
   if (input.openStep) env.writer.stage('step/end', input.at, input.openStep.usage ? { usage: input.openStep.usage } : {});
   stageRunEnd(env.writer, input.at, r);
   try {
@@ -73,6 +80,27 @@ function answerStagedCalls(writer: LogWriter, at: StepPosition): void {
       outcome: { kind: 'skipped', reason: 'not run: the run was cancelled as the model answered' },
     });
   if (open.length > 0 && !staged.some((d) => d.type === 'step/end')) writer.stage('step/end', at, {});
+}
+
+function answerUnsettledCalls(
+  writer: LogWriter,
+  at: StepPosition,
+  calls: readonly { callId: string; name: string }[],
+  status: string,
+): void {
+  if (calls.length === 0) return;
+  for (const c of calls)
+    writer.stage('tool/result', at, {
+      callId: c.callId,
+      name: c.name,
+      outcome: {
+        kind: 'cancelled',
+        settled: true,
+        partialContent: `the run ended ${status} before the agent answered; its child session's run is left open`,
+        resourceLocks: [],
+      },
+    });
+  if (!writer.stagedDrafts.some((d) => d.type === 'step/end')) writer.stage('step/end', at, {});
 }
 
 /**

@@ -43,6 +43,12 @@ export class RunningCall implements CallRuntime {
     return this.writer.effectRefusal();
   }
 
+  async holds(): Promise<boolean> {
+    // read again: a writer another process fenced learns it here (no read where the store keeps its head in memory)
+    const fenced = this.writer.fencedNow() ?? (await this.writer.checkFenced());
+    return !fenced && this.writer.mayStartEffect();
+  }
+
   onControl(listener: (r: CallControl) => void): () => void {
     return this.requests.on(listener);
   }

@@ -334,7 +334,8 @@ async function runToolCall(
     }
   })();
   // The tool's outcome — or, once it was aborted and has not settled within cancelGraceMs,
-  // uncertain-hanging (it may still be running).
+  // uncertain-hanging (it may still be running); an agentTool's call is never uncertain: its child
+  // was asked to cancel and settles in its own log, so the call is cancelled, unsettled.
   let graceTimer: unknown;
   let offArm = () => {};
   const settled = new Promise<ToolOutcome>((resolve) => {
@@ -342,13 +343,22 @@ async function runToolCall(
     offArm = ac.onAbort(() => {
       graceTimer = clock.setTimeout(
         () =>
-          resolve({
-            kind: 'uncertain-hanging',
-            content:
-              `the tool did not stop within ${env.config.cancelGraceMs} ms after it was ${timedOut ? 'timed out' : 'cancelled'}; ` +
-              `it may still be running`,
-            resourceLocks: call.resources,
-          }),
+          resolve(
+            call.resumable
+              ? {
+                  kind: 'cancelled',
+                  settled: false,
+                  partialContent: `cancelled; the call did not stop within ${env.config.cancelGraceMs} ms (its child session settles on its own)`,
+                  resourceLocks: call.resources,
+                }
+              : {
+                  kind: 'uncertain-hanging',
+                  content:
+                    `the tool did not stop within ${env.config.cancelGraceMs} ms after it was ${timedOut ? 'timed out' : 'cancelled'}; ` +
+                    `it may still be running`,
+                  resourceLocks: call.resources,
+                },
+          ),
         env.config.cancelGraceMs,
       );
     });

@@ -144,9 +144,12 @@ export const runActions = {
    * Calls of the step were left without a result (agent calls whose child waits for an answer, or
    * detached): the run waits for the first child's request (suspended), else it is detached.
    */
-  endUnsettled: assignRun(({ event }) => {
+  endUnsettled: assignRun(({ context, event }) => {
     const pendingRequest = outputOf<CommitResultsOutput>(event).unsettled!.pendingRequest;
-    return pendingRequest ? { pendingRequest, end: ended('suspended', 'suspended') } : { end: ended('detached', 'incomplete') };
+    const unsettledCalls = context.batchResults.filter((r) => r.unsettled).map((r) => ({ callId: r.callId, name: r.name }));
+    return pendingRequest
+      ? { pendingRequest, unsettledCalls, end: ended('suspended', 'suspended') }
+      : { unsettledCalls, end: ended('detached', 'incomplete') };
   }),
   keepIntents: assignRun(({ context, event }) => {
     const calls = outputOf<Extract<CommitIntentOutput, { kind: 'intents' }>>(event).calls;

@@ -87,6 +87,8 @@ export interface RunContext extends Omit<RunInput, 'messages' | 'uncertainCalls'
   /** Call ids of the batch in the model's order. */
   order: string[];
   batchResults: ToolCallOutput[];
+  /** Calls of the step left without a result (their agent's child waits or was detached): answered at the run's end if it settles. */
+  unsettledCalls: { callId: string; name: string }[];
   /** The answer to finalize; `output` is it parsed against the run's output schema (once verified). */
   pendingFinal: { content: string; closeStep: boolean; finalMessageId?: string; output?: unknown } | undefined;
   /** The last answer's output-schema issues, while its correction is the run's newest one (exhausted → OutputValidationError). */

@@ -33,6 +33,9 @@ export type { RunContext, RunEvent, RunInput } from './run-context.js';
  * A cancel while the step's model call is prepared or made: the call is stopped (its actor's
  * signal aborts) and no answer of it is committed; the run ends once the step's results landed.
  */
+/** Ends that leave the run open (a later attempt goes on): calls left unsettled stay so. */
+const STILL_OPEN: ReadonlySet<string> = new Set(['suspended', 'detached', 'fenced']);
+
 const MODEL_CALL_CANCELLED = { target: '#run.settlingResults', actions: ['requestCancel', 'endModelCallCancelled'] } as const;
 /** A model call (the step's, a summary's) failed: its rate-limit wait outlasted maxDurationMs, or the run fails. */
 const MODEL_CALL_FAILED = [
@@ -136,6 +139,7 @@ export const runMachine = setup({
     presetResults: [],
     order: [],
     batchResults: [],
+    unsettledCalls: [],
     pendingFinal: undefined,
     outputIssues: undefined,
     stopRequested: input.stopRequested ?? false,
@@ -312,7 +316,7 @@ export const runMachine = setup({
         }),
         onDone: [
           // agent calls left without a result: the run waits for a child's request, or is detached
-          { guard: 'callsUnsettled', target: 'settlingResults', actions: ['countRejections', 'takeHandoff', 'endUnsettled'] },
+          { guard: 'callsUnsettled', target: 'settlingResults', actions: ['endUnsettled', 'countRejections', 'takeHandoff'] },
           { guard: 'toolConcluded', target: 'settlingResults', actions: ['countRejections', 'takeHandoff', 'finalizeConcludedByTool'] },
           { target: 'checkingBudget', actions: ['countRejections', 'takeHandoff'] },
         ],
@@ -395,6 +399,8 @@ export const runMachine = setup({
           at: positionOf(c),
           result: resultOf(c),
           started: c.runStartSeq > 0,
+          // a run that settles (fails, say, as its results commit fails) answers the calls it left unsettled
+          ...(c.unsettledCalls.length > 0 && !STILL_OPEN.has(resultOf(c).status) ? { unanswered: c.unsettledCalls } : {}),
           // a verified answer a cancel kept from being committed: its step still ends
           ...(c.pendingFinal?.closeStep && c.pendingFinal.finalMessageId === undefined && c.end?.status === 'cancelled'
             ? { openStep: c.stepUsage ? { usage: c.stepUsage } : {} }

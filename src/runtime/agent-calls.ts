@@ -70,6 +70,7 @@ async function runChildCall(
   args: unknown,
   ctx: ToolContext,
 ): Promise<ToolReturn> {
+  const agent = mark.agent.name;
   const childId = childSessionId(ctx);
   const call = callRuntimeOf(ctx);
   const parent = {
@@ -81,44 +82,76 @@ async function runChildCall(
   // the child's writer is guarded by its parent's: once the parent's writer no longer holds its
   // session (a lost lease, a takeover), the child starts no tool or model call and commits nothing
   const callActor = callActorOf(ctx);
-  const child = await host.open(childId, mark.agent.name, parent, {
-    ...(call ? { lost: () => call.lost() } : {}),
-    ...(callActor ? { callActor } : {}),
-  });
-  const cancel = () => void child.requestCancel('the parent run was cancelled');
+  const via: ChildVia = { ...(call ? { lost: () => call.lost() } : {}), ...(callActor ? { callActor } : {}) };
+  // the parent's writer, its fence read again before each effect on the child: a writer fenced
+  // meanwhile (another process took the parent over, and resumes this call) neither opens nor runs it
+  const holds = call ? () => call.holds() : async () => true;
+  let child: ExecutionSession | undefined;
+  const cancel = () => void child?.requestCancel('the parent run was cancelled');
   ctx.signal.addEventListener('abort', cancel, { once: true });
-  const unfollow = call ? followControl(child, call, CHILD_RUN) : () => {};
   // the child spends from its parent batch's pool: what the parent (and every ancestor) has left
   const pool = childBudgetOf(ctx);
   if (pool) host.pools.set(childId, pool);
   try {
-    if (ctx.signal.aborted) return cancelledOutcome(mark.agent.name);
-    const state = await childState(host, child, childId, mark, args, ctx, pool);
-    // (a cancelled parent answers the call `cancelled`: its run settles, the call cannot wait with it)
-    if (ctx.signal.aborted) return cancelledOutcome(mark.agent.name, 'result' in state ? spendingOf(state.result) : {});
-    const open = 'waiting' in state || OPEN.has(state.result.status);
-    if (open && call) {
-      // the child's run is still open: the parent's call stays without a result, its run waits
-      // on the child's request (or is detached), and its next attempt runs this call again
-      const request = 'waiting' in state ? state.waiting : state.result.pendingRequest;
-      call.leaveUnsettled(request ? throughChild(childId, request) : undefined);
-      return `the ${mark.agent.name} agent has not answered yet`;
+    // Each try opens the child afresh, reading its log. A result its log does not hold (an append
+    // failed or went unacknowledged: the run is still open there) or a failure to open or read it
+    // is not the child's answer: the next try takes, or continues, what the log holds.
+    let why = '';
+    for (let tries = 1; tries <= CHILD_TRIES; tries++) {
+      let unfollow = () => {};
+      try {
+        if (ctx.signal.aborted) return cancelledOutcome(agent);
+        if (!(await holds())) return NOT_HELD;
+        child = await host.open(childId, agent, parent, via);
+        unfollow = call ? followControl(child, call, CHILD_RUN) : () => {};
+        const state = await childState(host, child, childId, mark, args, ctx, pool, holds);
+        if (state === 'cancelled') return cancelledOutcome(agent);
+        if (state === 'not held') return NOT_HELD;
+        // (a cancelled parent answers the call `cancelled`: its run settles, the call cannot wait with it)
+        if (ctx.signal.aborted) return cancelledOutcome(agent, 'result' in state ? spendingOf(state.result) : {});
+        const open = 'waiting' in state || OPEN.has(state.result.status);
+        if (open && call) {
+          // the child's run is still open: the parent's call stays without a result, its run waits
+          // on the child's request (or is detached), and its next attempt runs this call again
+          const request = 'waiting' in state ? state.waiting : state.result.pendingRequest;
+          call.leaveUnsettled(request ? throughChild(childId, request) : undefined);
+          return `the ${agent} agent has not answered yet`;
+        }
+        if ('waiting' in state)
+          return { kind: 'completed', content: `the ${agent} agent (session ${childId}) waits for an answer`, isError: true };
+        if (state.result.checkpointCommitted) return outcomeOf(agent, childId, state.result, child);
+        why = state.result.error?.message ?? `its ${state.result.status} result was not recorded`;
+      } catch (e) {
+        if (ctx.signal.aborted) throw e;
+        why = e instanceof Error ? e.message : String(e);
+      } finally {
+        unfollow();
+        await child?.close();
+        child = undefined;
+      }
     }
-    if ('waiting' in state)
-      return { kind: 'completed', content: `the ${mark.agent.name} agent (session ${childId}) waits for an answer`, isError: true };
-    return outcomeOf(mark.agent.name, childId, state.result, child);
+    return { kind: 'completed', content: `the ${agent} agent's run in session ${childId} is left open: ${why}`, isError: true };
   } finally {
-    unfollow();
     ctx.signal.removeEventListener('abort', cancel);
     if (pool && host.pools.get(childId) === pool) host.pools.delete(childId);
-    await child.close();
   }
 }
+
+/** Tries of a call whose child's result its log does not hold (or that could not open or read it). */
+const CHILD_TRIES = 4;
+
+const NOT_HELD: ToolOutcomeInput = {
+  kind: 'completed',
+  content: 'not run: this writer no longer holds the session (fenced, lease lost or closed)',
+  isError: true,
+};
 
 /**
  * Where the child's run stands once this call has done what it can: waiting for an answer its
  * parent has not given yet, or the result of the child's run (taken as recorded, or of the
- * attempt this call ran: a respond with the answer the parent recorded, a continue, the prompt).
+ * attempt this call ran: a respond with the answer the parent recorded, a continue, the prompt);
+ * `cancelled` when the parent was cancelled first, `not held` when the parent's writer no longer
+ * holds the parent (both checked after the last await before the child's run goes on).
  */
 async function childState(
   host: ChildHost,
@@ -128,7 +161,8 @@ async function childState(
   args: unknown,
   ctx: ToolContext,
   pool: BudgetPool | undefined,
-): Promise<{ waiting: PendingRequest } | { result: ExecutionResult }> {
+  holds: () => Promise<boolean>,
+): Promise<{ waiting: PendingRequest } | { result: ExecutionResult } | 'cancelled' | 'not held'> {
   const asked = child.pendingRequest;
   if (asked) {
     // the child waits for an answer: the one its parent's respond recorded, if given yet
@@ -139,6 +173,9 @@ async function childState(
       { sessionId: childId, runId: CHILD_RUN, questionId },
     );
     if (!routed) return { waiting: asked };
+    const held = await holds();
+    if (ctx.signal.aborted) return 'cancelled';
+    if (!held) return 'not held';
     const { attemptId, answer } = routed;
     return { result: await child.execute({ kind: 'respond', runId: CHILD_RUN, attemptId, questionId, answer }) };
   }
@@ -149,8 +186,12 @@ async function childState(
     pool?.charge(spentBy(recorded));
     return { result: recorded };
   }
-  if (child.recovery.interruptedRuns.some((r) => r.runId === CHILD_RUN))
-    return { result: await child.execute({ kind: 'continue', runId: CHILD_RUN, attemptId: `continue-${randomUUID()}` }) };
+  const open = (await host.store.getHead(childId))?.openRun?.runId === CHILD_RUN;
+  const held = await holds();
+  // a cancel that came while the child was idle reached no run: checked here, after the last await
+  if (ctx.signal.aborted) return 'cancelled';
+  if (!held) return 'not held';
+  if (open) return { result: await child.execute({ kind: 'continue', runId: CHILD_RUN, attemptId: `continue-${randomUUID()}` }) };
   const message = mark.ownParameters ? JSON.stringify(args) : (args as { input: string }).input;
   return { result: await child.execute({ kind: 'prompt', runId: CHILD_RUN, attemptId: CHILD_RUN, message }) };
 }

@@ -16,6 +16,12 @@ export interface CallRuntime {
    */
   lost(): unknown;
   /**
+   * Whether the writer running the call still holds its session, its fence read again from the
+   * store (a writer another process took over learns it here): asked right before each effect on
+   * an agent call's child (opening it, running it), after the last await.
+   */
+  holds(): Promise<boolean>;
+  /**
    * Calls `listener` with each control request of the run (at once with those made before),
    * until the returned function withdraws it.
    */

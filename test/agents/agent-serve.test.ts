@@ -1,3 +1,4 @@
+import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import {
@@ -5,18 +6,25 @@ import {
   createRuntime,
   defineAgent,
   defineTool,
+  lmdbStore,
   memoryStore,
   scriptedModel,
+  type EventStore,
   type ModelProvider,
   type ServeEvent,
 } from '../../src/index.js';
-import { logOf, sleep } from '../helpers/runtime.js';
-import { until } from '../crash/child-util.js';
+import { childOf, CALLS, ledgerKeys, ROOT, RUN, treeViolations } from '../crash/agent-tree.js';
+import { killAllChildren, REPO_ROOT, sleep, spawnTs, until, type ChildRun } from '../crash/child-util.js';
+import { scaled } from '../helpers/load.js';
+import { logOf } from '../helpers/runtime.js';
+import { tempDir } from '../helpers/tmp.js';
 
-// Under runtime.serve a child session is run by its parent's call, in the worker that holds the parent.
+// Under runtime.serve a child session is run by its parent's call, in the worker that holds the
+// parent; a worker that takes the parent over recovers the whole tree.
 
 const cleanups: (() => Promise<void>)[] = [];
 afterEach(async () => {
+  await killAllChildren();
   for (const c of cleanups.splice(0).reverse()) await c();
 });
 
@@ -42,6 +50,58 @@ describe('agents under runtime.serve', () => {
     expect(claimed).toEqual(['s']);
     expect(worker.sessions).not.toContain('s/r/1/c1');
   });
+
+  it(
+    'a worker SIGKILLed while it holds a parent whose child runs: the other worker takes the tree over, each answer committed once, no ledger entry twice',
+    async () => {
+      const dir = tempDir('actorloop-agent-serve-');
+      cleanups.push(() => dir.cleanup());
+      // two real worker processes serving the agent tree (test/crash/agent-tree.ts) from one LMDB file
+      const workers = [1, 2].map((i) =>
+        spawnTs(join(REPO_ROOT, 'test/crash/agent-tree-child.ts'), [dir.path, 'none', `lmdb:${dir.path}`, 'serve'], {
+          label: `worker ${i}`,
+        }),
+      );
+      for (const w of workers) await w.waitFor((l) => l === 'READY', 120_000, 'READY');
+      const store: EventStore = lmdbStore({ path: join(dir.path, 'db') });
+      const runtime = createRuntime({ store });
+      cleanups.push(() => runtime.close());
+      await runtime.submit(ROOT, { kind: 'input', inputId: RUN, mode: 'follow_up', message: 'research alpha and beta' });
+      // the worker that claimed the root is killed while a child's run is open in its log
+      const claimedRoot = (w: ChildRun) => w.lines.includes(`EV claimed ${ROOT}`);
+      const deadline = Date.now() + scaled(60_000);
+      let holder: ChildRun | undefined;
+      let running: string | undefined;
+      while (!running && Date.now() < deadline) {
+        holder ??= workers.find(claimedRoot);
+        for (const c of CALLS) {
+          const log = await logOf(store, childOf(c));
+          if (log.some((e) => e.type === 'run/start') && !log.some((e) => e.type === 'run/end')) running = c;
+        }
+        if (!running) await sleep(2);
+      }
+      expect(running, 'no child run seen open').toBeDefined();
+      holder ??= workers.find(claimedRoot);
+      expect(holder, 'no worker claimed the root').toBeDefined();
+      holder!.signal('SIGKILL');
+      expect((await holder!.waitExit(30_000)).signal).toBe('SIGKILL');
+      const other = workers.find((w) => w !== holder)!;
+      const r = await runtime.waitForResult(ROOT, RUN, { signal: AbortSignal.timeout(scaled(90_000)), pollMs: 50 });
+      expect(r).toMatchObject({ status: 'succeeded', uncertainCalls: [] });
+      expect(other.lines, other.describe()).toContain(`EV claimed ${ROOT}`);
+      // the root was taken over (a later writer) and resumed its open agent calls: each child started once
+      const rootLog = await logOf(store, ROOT);
+      expect(new Set(rootLog.filter((e) => e.type === 'session/attached').map((e) => e.writerEpoch)).size).toBeGreaterThanOrEqual(2);
+      const child = await logOf(store, childOf(running!));
+      expect(child.filter((e) => e.type === 'run/start' && e.payload.kind === 'prompt')).toHaveLength(1);
+      expect(child.filter((e) => e.type === 'run/end').map((e) => e.payload.status)).toEqual(['succeeded']);
+      expect(await treeViolations(store, join(dir.path, 'ledger'))).toEqual([]);
+      expect(ledgerKeys(join(dir.path, 'ledger')).length).toBeLessThanOrEqual(2);
+      other.send('EXIT');
+      await other.waitExit(30_000);
+    },
+    scaled(240_000),
+  );
 });
 
 describe("a child's request under runtime.serve", () => {

@@ -56,6 +56,11 @@ export interface FaultControl {
   /** Broken variant: an append whose acknowledgement was lost is retried blindly (new ids, next seq). */
   blindRetry?: boolean;
   broken?: StoreBreak;
+  /**
+   * The process reads a session's writer epoch synchronously (`writerEpochNow`), as it does on the
+   * memory and LMDB stores (the tree family); without it every fence check reads the head.
+   */
+  syncEpoch?: boolean;
 }
 
 /** A record as the `forget-locks` variant returns it: an uncertain outcome's locks left out. */
@@ -216,6 +221,7 @@ export function faultyStore(inner: EventStore, proc: Proc, world: World, ctl: Fa
         return h;
       }),
     getEventById: (sid, id) => read('getEventById', () => inner.getEventById(sid, id)),
+    ...(ctl.syncEpoch && inner.writerEpochNow ? { writerEpochNow: (sid: string) => inner.writerEpochNow!(sid) } : {}),
     listSessions: () => inner.listSessions(),
     events$: (sid, o) => inner.events$(sid, o),
     // the durable substrate outlives every process: closing a runtime closes only its view

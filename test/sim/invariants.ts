@@ -24,9 +24,21 @@ const SETTLED_NOT = new Set(['suspended', 'detached', 'fenced']);
 type P = Record<string, unknown>;
 const pl = (e: EventRecord) => e.payload as P;
 
-export function checkInvariants(x: { logs: Map<string, EventRecord[]>; acks: AckLedger; ledgers: Ledgers; facts: SeedFacts }): string[] {
+export function checkInvariants(x: {
+  logs: Map<string, EventRecord[]>;
+  acks: AckLedger;
+  ledgers: Ledgers;
+  facts: SeedFacts;
+  /**
+   * Sessions whose open run was left open on purpose, and said so (a child session whose parent
+   * call was cancelled, or reported the child's run left open: tree-invariants.ts): their run need
+   * not settle, nor its calls be answered, nor its final get a delivery outcome.
+   */
+  leftOpen?: ReadonlySet<string>;
+}): string[] {
   const v: string[] = [];
   const { logs, acks, ledgers, facts } = x;
+  const leftOpen = x.leftOpen ?? new Set<string>();
   if (facts.untyped) v.push(facts.untyped);
   for (const p of ledgers.problems) v.push(p);
 
@@ -78,7 +90,8 @@ export function checkInvariants(x: { logs: Map<string, EventRecord[]>; acks: Ack
       const effect = ledgers.effectOf(key);
       if (o.kind === 'completed' && o.content?.startsWith('done:') && !effect)
         v.push(`${sid}: ${p.name} ${p.callId} recorded completed, but the tool never completed it`);
-      if (p.mode !== 'exclusive') continue;
+      // a resumable call (an agentTool's) is run again to resume its child: tree-invariants.ts holds it
+      if (p.mode !== 'exclusive' || p.resumable === true) continue;
       if (r.attempt !== c.attempt && !(o.kind.startsWith('uncertain') || o.content?.startsWith('reconciled'))) {
         v.push(
           `${sid}: interrupted exclusive ${p.name} ${p.callId} resolved as ${o.kind} ${JSON.stringify(o.content ?? '')} in a later attempt (neither uncertain nor reconciled)`,
@@ -92,7 +105,7 @@ export function checkInvariants(x: { logs: Map<string, EventRecord[]>; acks: Ack
       if (!rec) continue; // that opening did not finish (its process died)
       for (const c of calls) {
         const p = pl(c);
-        if (p.mode !== 'exclusive' || c.seq > a.seq) continue;
+        if (p.mode !== 'exclusive' || p.resumable === true || c.seq > a.seq) continue;
         const r = results.get(String(p.callId))?.[0];
         if (r && r.seq < a.seq) continue;
         const named = rec.uncertainToolCalls.find((u) => u.callId === p.callId);
@@ -103,7 +116,7 @@ export function checkInvariants(x: { logs: Map<string, EventRecord[]>; acks: Ack
       }
     }
     // the conversation is valid: every tool call of an assistant message answered
-    for (const e of log) {
+    for (const e of leftOpen.has(sid) ? [] : log) {
       if (e.type !== 'assistant/message') continue;
       for (const tc of (pl(e).message as { toolCalls?: { id: string; name: string }[] }).toolCalls ?? []) {
         if (!results.has(tc.id) && !rejected.has(tc.id))
@@ -116,7 +129,7 @@ export function checkInvariants(x: { logs: Map<string, EventRecord[]>; acks: Ack
       const fid = String(pl(f).finalMessageId);
       const marks = log.filter((e) => (e.type === 'delivery/committed' || e.type === 'delivery/unknown') && pl(e).finalMessageId === fid);
       const delivered = ledgers.deliveries.filter((d) => d.sessionId === sid && d.finalMessageId === fid).length;
-      if (marks.length !== 1)
+      if (marks.length > 1 || (marks.length === 0 && !leftOpen.has(sid)))
         v.push(`${sid}: final ${fid} has ${marks.length} delivery outcomes (${marks.map((m) => m.type).join(', ') || 'none'})`);
       if (delivered > 1 && !facts.idempotentOwner) v.push(`${sid}: final ${fid} delivered ${delivered} times to a non-idempotent owner`);
       if (marks[0]?.type === 'delivery/committed' && delivered === 0) v.push(`${sid}: final ${fid} marked delivered, never delivered`);
@@ -136,7 +149,8 @@ export function checkInvariants(x: { logs: Map<string, EventRecord[]>; acks: Ack
       if (!SETTLED_NOT.has(String(pl(e).status))) settles.set(String(pl(e).runId), (settles.get(String(pl(e).runId)) ?? 0) + 1);
     }
     for (const [runId, n] of settles)
-      if (n !== 1) v.push(`${sid}: run ${runId} settled ${n} times (open after the fault-free recovery, or settled twice)`);
+      if (n > 1 || (n === 0 && !leftOpen.has(sid)))
+        v.push(`${sid}: run ${runId} settled ${n} times (open after the fault-free recovery, or settled twice)`);
     for (const [k, n] of attemptEnds) if (n > 1) v.push(`${sid}: attempt ${k} wrote ${n} run/end`);
 
     // budgets: a run never goes on past the step after which a budget was spent

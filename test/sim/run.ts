@@ -1,10 +1,13 @@
 /**
- * `npm run sim -- --seeds N [--from S] [--pool-seeds P] [--broken V]`: one run of every family —
- * agent seeds S … S+N−1 (simulate.ts), then worker-pool seeds S … S+P−1 (pool-simulate.ts; P =
- * N/5 by default: a pool seed costs a few agent seeds) — and prints, as its last line,
- * `N+P seeds, V violations` (exit 1 when V > 0).
+ * `npm run sim -- --seeds N [--from S] [--pool-seeds P] [--tree-seeds T] [--broken V]`: one run of
+ * every family — agent seeds S … S+N−1 (simulate.ts), then worker-pool seeds S … S+P−1
+ * (pool-simulate.ts; P = N/5 by default: a pool seed costs a few agent seeds), then agent-tree
+ * seeds S … S+T−1 (tree-simulate.ts; T = N/10 by default) — and prints, as its last line,
+ * `N+P+T seeds, V violations` (exit 1 when V > 0).
  * `--broken renew-from-answer` runs the pool family alone, with its bug (pool-simulate.ts);
  * `--pool-seed S [--poll-ms MS] [--trace]` replays one pool seed (every worker polling at MS).
+ * `--broken restart-child` runs the tree family alone, with its bug (tree-simulate.ts);
+ * `--tree-seed S [--trace]` replays one tree seed.
  * `npm run sim -- --seed S [--prefix K] [--trace]`: replays one seed exactly (the first K choices
  * of its schedule only, benign after), printing its violations and, with --trace, its event trace.
  * `--broken V` runs a deliberately broken variant, to see an invariant catch it: reexecute,
@@ -15,6 +18,8 @@ import { explainFailure, runSeeds } from './sim-lib.js';
 import { runSeed, type Broken } from './simulate.js';
 import { describePoolTotals, explainPoolFailure, noPoolSeeds, runPoolSeeds } from './pool-lib.js';
 import { runPoolSeed, type PoolBroken } from './pool-simulate.js';
+import { describeTreeTotals, explainTreeFailure, noTreeSeeds, runTreeSeeds } from './tree-lib.js';
+import { runTreeSeed, TREE_BROKEN, type TreeBroken } from './tree-simulate.js';
 
 const { values } = parseArgs({
   options: {
@@ -27,11 +32,15 @@ const { values } = parseArgs({
     'pool-seeds': { type: 'string' },
     'pool-seed': { type: 'string' },
     'poll-ms': { type: 'string' },
+    'tree-seeds': { type: 'string' },
+    'tree-seed': { type: 'string' },
   },
 });
 // the worker-pool family's seeded bug (pool-simulate.ts) runs the pool family alone
 const poolBroken = values.broken === 'renew-from-answer' ? (values.broken as PoolBroken) : undefined;
-const broken = poolBroken ? undefined : (values.broken as Broken | undefined);
+// the tree family's seeded bug (tree-simulate.ts) runs the tree family alone
+const treeBroken = values.broken !== undefined && TREE_BROKEN.includes(values.broken) ? (values.broken as TreeBroken) : undefined;
+const broken = poolBroken || treeBroken ? undefined : (values.broken as Broken | undefined);
 
 if (values['pool-seed'] !== undefined) {
   const r = await runPoolSeed({
@@ -39,6 +48,12 @@ if (values['pool-seed'] !== undefined) {
     ...(poolBroken ? { broken: poolBroken } : {}),
     ...(values['poll-ms'] !== undefined ? { pollMs: Number(values['poll-ms']) } : {}),
   });
+  if (values.trace || r.violations.length > 0) for (const l of r.trace) console.log(l);
+  for (const l of r.violations) console.log(`VIOLATION ${l}`);
+  console.log(`1 seeds, ${r.violations.length > 0 ? 1 : 0} violations`);
+  process.exitCode = r.violations.length > 0 ? 1 : 0;
+} else if (values['tree-seed'] !== undefined) {
+  const r = await runTreeSeed({ seed: Number(values['tree-seed']), ...(treeBroken ? { broken: treeBroken } : {}) });
   if (values.trace || r.violations.length > 0) for (const l of r.trace) console.log(l);
   for (const l of r.violations) console.log(`VIOLATION ${l}`);
   console.log(`1 seeds, ${r.violations.length > 0 ? 1 : 0} violations`);
@@ -58,7 +73,7 @@ if (values['pool-seed'] !== undefined) {
   const n = Number(values.seeds ?? 1000);
   const from = Number(values.from ?? 1);
   const t0 = performance.now();
-  const agents = poolBroken ? 0 : n;
+  const agents = poolBroken || treeBroken ? 0 : n;
   const out = await runSeeds({
     from,
     count: agents,
@@ -77,25 +92,45 @@ if (values['pool-seed'] !== undefined) {
   );
   // the worker-pool family: a seed runs until its pool rests (about 4 s of simulated serving), so
   // a run takes one pool seed per 5 agent seeds unless told
-  const poolN = Number(values['pool-seeds'] ?? (poolBroken ? n : Math.max(1, Math.ceil(n / 5))));
+  const poolN = treeBroken ? 0 : Number(values['pool-seeds'] ?? (poolBroken ? n : Math.max(1, Math.ceil(n / 5))));
   const t1 = performance.now();
-  const pool = broken
-    ? noPoolSeeds()
-    : await runPoolSeeds({
-        from,
-        count: poolN,
-        ...(poolBroken ? { broken: poolBroken } : {}),
-        onProgress: (done) =>
-          done % 1000 === 0 && console.error(`[sim] ${done} pool seeds, ${Math.round((performance.now() - t1) / 1000)} s`),
-      });
+  const pool =
+    broken || treeBroken
+      ? noPoolSeeds()
+      : await runPoolSeeds({
+          from,
+          count: poolN,
+          ...(poolBroken ? { broken: poolBroken } : {}),
+          onProgress: (done) =>
+            done % 1000 === 0 && console.error(`[sim] ${done} pool seeds, ${Math.round((performance.now() - t1) / 1000)} s`),
+        });
   for (const f of pool.failures.slice(0, 3)) console.log(explainPoolFailure(f, poolBroken));
   if (pool.failures.length > 0) console.log(`[sim] failing pool seeds: ${pool.failures.map((f) => f.seed).join(' ')}`);
-  if (!broken)
+  if (!broken && !treeBroken)
     console.log(
       `[sim] worker pools: seeds ${from}..${from + poolN - 1} in ${Math.round(performance.now() - t1)} ms (${Math.round(pool.simulatedMs / 1000)} s simulated); ${describePoolTotals(pool)}`,
     );
-  const seeds = agents + (broken ? 0 : poolN);
-  const violations = out.failures.length + pool.failures.length;
+  // the agent-tree family: a tree seed runs a root and its child sessions, about three agent seeds' worth
+  const treeN = broken || poolBroken ? 0 : Number(values['tree-seeds'] ?? (treeBroken ? n : Math.max(1, Math.ceil(n / 10))));
+  const t2 = performance.now();
+  const tree =
+    treeN === 0
+      ? noTreeSeeds()
+      : await runTreeSeeds({
+          from,
+          count: treeN,
+          ...(treeBroken ? { broken: treeBroken } : {}),
+          onProgress: (done) =>
+            done % 1000 === 0 && console.error(`[sim] ${done} tree seeds, ${Math.round((performance.now() - t2) / 1000)} s`),
+        });
+  for (const f of tree.failures.slice(0, 3)) console.log(explainTreeFailure(f, treeBroken));
+  if (tree.failures.length > 0) console.log(`[sim] failing tree seeds: ${tree.failures.map((f) => f.seed).join(' ')}`);
+  if (treeN > 0)
+    console.log(
+      `[sim] agent trees: seeds ${from}..${from + treeN - 1} in ${Math.round(performance.now() - t2)} ms; ${describeTreeTotals(tree)}`,
+    );
+  const seeds = agents + (broken || treeBroken ? 0 : poolN) + treeN;
+  const violations = out.failures.length + pool.failures.length + tree.failures.length;
   console.log(`${seeds} seeds, ${violations} violations`);
   process.exitCode = violations > 0 ? 1 : 0;
 }

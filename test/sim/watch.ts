@@ -131,13 +131,32 @@ export class Watch {
 /**
  * The durable store as the watch sees it: every attach and commit folded synchronously at the
  * instant it happens (the memory store commits within its call; `events$` publishes synchronously).
+ * Sessions not in `sessionIds` are followed from their first attach (a session is written only
+ * by a writer that attached it).
  */
-export function watchedStore<S extends EventStore>(inner: S, watch: Watch, sessionIds: readonly string[]): S {
-  for (const sid of sessionIds) inner.events$(sid, { fromSeq: 1 }).subscribe((r) => watch.observe(r));
+export function watchedStore<S extends EventStore>(
+  inner: S,
+  watch: Watch,
+  sessionIds: readonly string[],
+  /** Also told every record as it commits (the tree family's hand-over tracker). */
+  also?: (r: EventRecord) => void,
+): S {
+  const watched = new Set<string>();
+  const follow = (sid: string) => {
+    if (watched.has(sid)) return;
+    watched.add(sid);
+    inner.events$(sid, { fromSeq: 1 }).subscribe((r) => {
+      watch.observe(r);
+      also?.(r);
+    });
+  };
+  for (const sid of sessionIds) follow(sid);
   return new Proxy(inner, {
     get(target, prop, receiver) {
       if (prop === 'attachWriter') {
         return (sid: string) => {
+          // a session not known up front (a child session, opened by its parent's call) is followed from its first attach
+          follow(sid);
           // the memory store's attach commits within the call: epoch + 1, atomically
           watch.attached(sid, watch.epochOf(sid) + 1);
           const expected = watch.epochOf(sid);
