@@ -11,6 +11,7 @@ import type { StartRunInput, StartRunOutput } from '../actors/start-run.js';
 import { toolBatchMachine, type ToolBatchInput } from './tool-batch.machine.js';
 import type { RunContext, RunEvent, RunInput } from './run-context.js';
 import { runActions } from './run-actions.js';
+import { runGuards, STILL_OPEN } from './run-guards.js';
 import {
   batchBudget,
   budgetLeftOf,
@@ -18,13 +19,10 @@ import {
   ended,
   finalInput,
   inCallOrder,
-  outputOf,
   positionOf,
   resultOf,
-  spentNow,
 } from './run-decisions.js';
 import { noneCounted } from '../contracts/reservation.js';
-import { isRateLimitDeadline } from '../actors/rate-limit-call.js';
 
 export type { ResumeInput, StartRunOutput } from '../actors/start-run.js';
 export type { RunContext, RunEvent, RunInput } from './run-context.js';
@@ -33,9 +31,6 @@ export type { RunContext, RunEvent, RunInput } from './run-context.js';
  * A cancel while the step's model call is prepared or made: the call is stopped (its actor's
  * signal aborts) and no answer of it is committed; the run ends once the step's results landed.
  */
-/** Ends that leave the run open (a later attempt goes on): calls left unsettled stay so. */
-const STILL_OPEN: ReadonlySet<string> = new Set(['suspended', 'detached', 'fenced']);
-
 const MODEL_CALL_CANCELLED = { target: '#run.settlingResults', actions: ['requestCancel', 'endModelCallCancelled'] } as const;
 /** A model call (the step's, a summary's) failed: its rate-limit wait outlasted maxDurationMs, or the run fails. */
 const MODEL_CALL_FAILED = [
@@ -86,32 +81,7 @@ export const runMachine = setup({
     /** Resolves (with the time) when maxDurationMs runs out, on the runtime's clock; never without that budget. */
     deadline: fromPromise<number, { at?: number }>(() => new Promise<number>(() => {})),
   },
-  guards: {
-    stopRequested: ({ context }) => context.stopRequested,
-    cancelRequested: ({ context }) => context.cancelRequested,
-    detachRequested: ({ context }) => context.detachRequested,
-    budgetSpent: ({ context }) => spentNow(context) !== undefined,
-    rateLimitDeadline: ({ event }) => isRateLimitDeadline((event as { error?: unknown }).error),
-    resumedWithCalls: ({ event }) => (outputOf<StartRunOutput>(event).resumed?.calls.length ?? 0) > 0,
-    resumedWithResultsOnly: ({ event }) => outputOf<StartRunOutput>(event).resumed !== undefined,
-    concludedBefore: ({ context }) => context.concluded !== undefined,
-    pricingFailed: ({ event }) => outputOf<PrepareContextOutput>(event).pricingError !== undefined,
-    summaryUnaffordable: ({ event }) => outputOf<PrepareContextOutput>(event).unaffordable !== undefined,
-    contextTooLarge: ({ event }) => outputOf<PrepareContextOutput>(event).overflow !== undefined,
-    contextUnprepared: ({ event }) => outputOf<CallModelOutput>(event).kind === 'unprepared',
-    callUnaffordable: ({ event }) => outputOf<CallModelOutput>(event).kind === 'unaffordable',
-    askedForTools: ({ event }) => outputOf<CallModelOutput>(event).kind === 'toolCalls',
-    intentRejected: ({ event }) => outputOf<CommitIntentOutput>(event).kind === 'rejected',
-    correctionsExhausted: ({ context }) => context.corrections > context.maxProtocolCorrections,
-    intentBlocked: ({ event }) => outputOf<CommitIntentOutput>(event).kind === 'blocked',
-    intentSuspended: ({ event }) => outputOf<CommitIntentOutput>(event).kind === 'suspended',
-    toolConcluded: ({ event }) => outputOf<CommitResultsOutput>(event).concluded !== undefined,
-    callsUnsettled: ({ event }) => outputOf<CommitResultsOutput>(event).unsettled !== undefined,
-    finalRejected: ({ event }) => outputOf<VerifyFinalOutput>(event).kind === 'rejected',
-    outputRejected: ({ event }) => outputOf<VerifyFinalOutput>(event).kind === 'output_rejected',
-    delivered: ({ event }) => outputOf<DeliverFinalOutput>(event).kind === 'delivered',
-    endDecided: ({ context }) => context.end !== undefined,
-  },
+  guards: runGuards,
   actions: runActions,
 }).createMachine({
   id: 'run',

@@ -1,0 +1,42 @@
+import type { CallModelOutput } from '../actors/call-model.js';
+import type { CommitIntentOutput } from '../actors/commit-intent.js';
+import type { CommitResultsOutput } from '../actors/commit-results.js';
+import type { DeliverFinalOutput, VerifyFinalOutput } from '../actors/final-answer.js';
+import type { PrepareContextOutput } from '../actors/prepare-context.js';
+import type { StartRunOutput } from '../actors/start-run.js';
+import { isRateLimitDeadline } from '../actors/rate-limit-call.js';
+import type { RunContext, RunEvent } from './run-context.js';
+import { outputOf, spentNow } from './run-decisions.js';
+
+type GuardArgs = { context: RunContext; event: RunEvent };
+
+/** Ends that leave the run open (a later attempt goes on): calls left unsettled stay so. */
+export const STILL_OPEN: ReadonlySet<string> = new Set(['suspended', 'detached', 'fenced']);
+
+/** The run machine's guards, by name: pure reads of its context or of the event that decides. */
+export const runGuards = {
+  stopRequested: ({ context }: GuardArgs) => context.stopRequested,
+  cancelRequested: ({ context }: GuardArgs) => context.cancelRequested,
+  detachRequested: ({ context }: GuardArgs) => context.detachRequested,
+  budgetSpent: ({ context }: GuardArgs) => spentNow(context) !== undefined,
+  rateLimitDeadline: ({ event }: GuardArgs) => isRateLimitDeadline((event as { error?: unknown }).error),
+  resumedWithCalls: ({ event }: GuardArgs) => (outputOf<StartRunOutput>(event).resumed?.calls.length ?? 0) > 0,
+  resumedWithResultsOnly: ({ event }: GuardArgs) => outputOf<StartRunOutput>(event).resumed !== undefined,
+  concludedBefore: ({ context }: GuardArgs) => context.concluded !== undefined,
+  pricingFailed: ({ event }: GuardArgs) => outputOf<PrepareContextOutput>(event).pricingError !== undefined,
+  summaryUnaffordable: ({ event }: GuardArgs) => outputOf<PrepareContextOutput>(event).unaffordable !== undefined,
+  contextTooLarge: ({ event }: GuardArgs) => outputOf<PrepareContextOutput>(event).overflow !== undefined,
+  contextUnprepared: ({ event }: GuardArgs) => outputOf<CallModelOutput>(event).kind === 'unprepared',
+  callUnaffordable: ({ event }: GuardArgs) => outputOf<CallModelOutput>(event).kind === 'unaffordable',
+  askedForTools: ({ event }: GuardArgs) => outputOf<CallModelOutput>(event).kind === 'toolCalls',
+  intentRejected: ({ event }: GuardArgs) => outputOf<CommitIntentOutput>(event).kind === 'rejected',
+  correctionsExhausted: ({ context }: GuardArgs) => context.corrections > context.maxProtocolCorrections,
+  intentBlocked: ({ event }: GuardArgs) => outputOf<CommitIntentOutput>(event).kind === 'blocked',
+  intentSuspended: ({ event }: GuardArgs) => outputOf<CommitIntentOutput>(event).kind === 'suspended',
+  toolConcluded: ({ event }: GuardArgs) => outputOf<CommitResultsOutput>(event).concluded !== undefined,
+  callsUnsettled: ({ event }: GuardArgs) => outputOf<CommitResultsOutput>(event).unsettled !== undefined,
+  finalRejected: ({ event }: GuardArgs) => outputOf<VerifyFinalOutput>(event).kind === 'rejected',
+  outputRejected: ({ event }: GuardArgs) => outputOf<VerifyFinalOutput>(event).kind === 'output_rejected',
+  delivered: ({ event }: GuardArgs) => outputOf<DeliverFinalOutput>(event).kind === 'delivered',
+  endDecided: ({ context }: GuardArgs) => context.end !== undefined,
+};
