@@ -64,6 +64,18 @@ export class BudgetPool {
     for (let p: BudgetPool | undefined = this; p; p = p.up) p.spent = addCounted(p.spent, a);
   }
 
+  /**
+   * Takes back from every level above what this level counted as spent, and forgets it: a child's
+   * try that ended without its answer (its next try opens the child again and counts what its log
+   * holds, as its attempt starts).
+   */
+  retract(): void {
+    const s = this.spent;
+    this.spent = noneCounted();
+    for (let p = this.up; p; p = p.up)
+      p.spent = { outputTokens: p.spent.outputTokens - s.outputTokens, cost: subDecimal(p.spent.cost, s.cost) };
+  }
+
   /** What the children spent and hold now at this level (the owner's snapshot shows it as reserved). */
   using(): Counted {
     return { outputTokens: this.spent.outputTokens + this.held.outputTokens, cost: addDecimal(this.spent.cost, this.held.cost) };

@@ -31,6 +31,8 @@ export class BudgetRefusal extends Error {
 const REFUSED_BEFORE_OUTPUT = new Set([
   'rate_limit',
   'rate_limit_exceeded',
+  // actorloop's own: the shared rate-limit buckets could not be read (rate-limit-call.ts)
+  'rate_limit_backend',
   'auth',
   'permission',
   'bad_request',

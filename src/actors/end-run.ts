@@ -82,6 +82,8 @@ function answerStagedCalls(writer: LogWriter, at: StepPosition): void {
   if (open.length > 0 && !staged.some((d) => d.type === 'step/end')) writer.stage('step/end', at, {});
 }
 
+const SUSPENDING: ReadonlySet<string> = new Set(['question/asked', 'approval/requested', 'run/suspended']);
+
 function answerUnsettledCalls(
   writer: LogWriter,
   at: StepPosition,
@@ -89,6 +91,8 @@ function answerUnsettledCalls(
   status: string,
 ): void {
   if (calls.length === 0) return;
+  // a child's request staged with them (its commit failed): the settled run never waits on it
+  writer.unstage(SUSPENDING);
   for (const c of calls)
     writer.stage('tool/result', at, {
       callId: c.callId,

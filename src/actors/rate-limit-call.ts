@@ -1,5 +1,5 @@
 import type { ModelResponse } from '../contracts/model.js';
-import { CancelledError, isProviderError } from '../contracts/errors.js';
+import { CancelledError, isCancelledError, isProviderError, ProviderError } from '../contracts/errors.js';
 import { onAbort } from '../contracts/abort.js';
 import { ProviderRateLimits, type CallPermit } from '../contracts/rate-limits.js';
 import type { SessionServices } from './session-services.js';
@@ -54,7 +54,14 @@ export async function awaitRateLimit(
     return permit;
   } catch (e) {
     if (!signal.aborted && isRateLimitDeadline(deadline.signal.reason)) throw deadline.signal.reason;
-    throw e;
+    if (signal.aborted || isCancelledError(e)) throw e;
+    // the shared buckets could not be read (a PostgreSQL error): nothing was sent — a retryable
+    // attempt that counts nothing (call-budget.ts), as a provider's rate_limit refusal
+    throw new ProviderError(`the rate limiter's buckets could not be read: ${(e as Error)?.message ?? String(e)}`, {
+      retryable: true,
+      code: 'rate_limit_backend',
+      cause: e,
+    });
   } finally {
     off();
     if (timer !== undefined) env.clock.clearTimeout(timer);

@@ -194,8 +194,15 @@ export const runActions = {
   keepUncommittedResult: assignRun({ result: ({ context }) => ({ ...resultOf(context), checkpointCommitted: false }) }),
 };
 
-/** An unsettled call's output in a cancelled run: a `cancelled` result. */
+/**
+ * An unsettled call's output in a cancelled run: a `cancelled` result, naming the child session
+ * whose run it leaves open (waiting for an answer, or detached: nothing of it runs).
+ */
 function cancelledCall(r: ToolCallOutput): ToolCallOutput {
-  const { unsettled: _, ...rest } = r;
-  return { ...rest, outcome: { kind: 'cancelled', settled: true, partialContent: 'cancelled with its run', resourceLocks: [] } };
+  const { unsettled, ...rest } = r;
+  const asked = unsettled?.pendingRequest?.path?.[0];
+  const left = asked
+    ? `; the run of its child session ${asked} stays open, waiting for its answer`
+    : `; its child session's run stays open`;
+  return { ...rest, outcome: { kind: 'cancelled', settled: true, partialContent: `cancelled with its run${left}`, resourceLocks: [] } };
 }

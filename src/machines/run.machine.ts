@@ -12,16 +12,7 @@ import { toolBatchMachine, type ToolBatchInput } from './tool-batch.machine.js';
 import type { RunContext, RunEvent, RunInput } from './run-context.js';
 import { runActions } from './run-actions.js';
 import { runGuards, STILL_OPEN } from './run-guards.js';
-import {
-  batchBudget,
-  budgetLeftOf,
-  deliverInput,
-  ended,
-  finalInput,
-  inCallOrder,
-  positionOf,
-  resultOf,
-} from './run-decisions.js';
+import { batchBudget, budgetLeftOf, deliverInput, ended, finalInput, inCallOrder, positionOf, resultOf } from './run-decisions.js';
 import { noneCounted } from '../contracts/reservation.js';
 
 export type { ResumeInput, StartRunOutput } from '../actors/start-run.js';

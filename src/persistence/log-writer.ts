@@ -147,6 +147,11 @@ export class LogWriter {
     return this.staged;
   }
 
+  /** Drops the staged drafts of the given types (a request a settling run will never wait on). */
+  unstage(types: ReadonlySet<string>): void {
+    this.staged = this.staged.filter((d) => !types.has(d.type));
+  }
+
   /** Discards staged drafts (after a failed commit that will not be retried). */
   discard(): void {
     this.staged = [];

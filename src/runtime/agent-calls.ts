@@ -15,7 +15,7 @@ import type { ParentLink } from './session-agent.js';
 import { currentRunResult } from './wait-for-result.js';
 import { callActorOf } from '../actors/tool-call.js';
 import type { AnyActorRef } from 'xstate';
-import { childBudgetOf, type BudgetPool } from '../actors/budget-pool.js';
+import { BudgetPool, childBudgetOf } from '../actors/budget-pool.js';
 import { addCounted, noneCounted, type Counted } from '../contracts/reservation.js';
 
 /** The run a child session answers its parent call with (one per child session). */
@@ -89,9 +89,14 @@ async function runChildCall(
   let child: ExecutionSession | undefined;
   const cancel = () => void child?.requestCancel('the parent run was cancelled');
   ctx.signal.addEventListener('abort', cancel, { once: true });
-  // the child spends from its parent batch's pool: what the parent (and every ancestor) has left
+  // the child spends from its parent batch's pool: what the parent (and every ancestor) has left —
+  // through a level of its own per try, so that a try that ends without the child's answer takes
+  // back what it counted there (the next try counts what the child's log holds, once)
   const pool = childBudgetOf(ctx);
-  if (pool) host.pools.set(childId, pool);
+  let level: BudgetPool | undefined;
+  // the child's last result (of any try): its spending goes with whatever the call answers
+  let last: ExecutionResult | undefined;
+  const spent = () => (last ? spendingOf(last) : {});
   try {
     // Each try opens the child afresh, reading its log. A result its log does not hold (an append
     // failed or went unacknowledged: the run is still open there) or a failure to open or read it
@@ -99,16 +104,20 @@ async function runChildCall(
     let why = '';
     for (let tries = 1; tries <= CHILD_TRIES; tries++) {
       let unfollow = () => {};
+      let answered = false;
+      if (pool) host.pools.set(childId, (level = new BudgetPool(childId, {}, pool)));
       try {
-        if (ctx.signal.aborted) return cancelledOutcome(agent);
-        if (!(await holds())) return NOT_HELD;
+        if (ctx.signal.aborted) return cancelledOutcome(agent, spent());
+        if (!(await holds())) return { ...NOT_HELD, ...spent() };
         child = await host.open(childId, agent, parent, via);
         unfollow = call ? followControl(child, call, CHILD_RUN) : () => {};
-        const state = await childState(host, child, childId, mark, args, ctx, pool, holds);
-        if (state === 'cancelled') return cancelledOutcome(agent);
-        if (state === 'not held') return NOT_HELD;
+        const state = await childState(host, child, childId, mark, args, ctx, level, holds);
+        answered = true; // whatever it answers now, what this try counted stands
+        if (state === 'cancelled') return cancelledOutcome(agent, spent());
+        if (state === 'not held') return { ...NOT_HELD, ...spent() };
+        if ('result' in state) last = state.result;
         // (a cancelled parent answers the call `cancelled`: its run settles, the call cannot wait with it)
-        if (ctx.signal.aborted) return cancelledOutcome(agent, 'result' in state ? spendingOf(state.result) : {});
+        if (ctx.signal.aborted) return cancelledOutcome(agent, spent());
         const open = 'waiting' in state || OPEN.has(state.result.status);
         if (open && call) {
           // the child's run is still open: the parent's call stays without a result, its run waits
@@ -120,6 +129,7 @@ async function runChildCall(
         if ('waiting' in state)
           return { kind: 'completed', content: `the ${agent} agent (session ${childId}) waits for an answer`, isError: true };
         if (state.result.checkpointCommitted) return outcomeOf(agent, childId, state.result, child);
+        answered = false;
         why = state.result.error?.message ?? `its ${state.result.status} result was not recorded`;
       } catch (e) {
         if (ctx.signal.aborted) throw e;
@@ -128,12 +138,14 @@ async function runChildCall(
         unfollow();
         await child?.close();
         child = undefined;
+        if (!answered) level?.retract();
       }
     }
-    return { kind: 'completed', content: `the ${agent} agent's run in session ${childId} is left open: ${why}`, isError: true };
+    // what the child's log holds of its spending is counted by whoever continues its run
+    return { kind: 'completed', content: `the ${agent} agent's run in session ${childId} is left open: ${why}`, isError: true, ...spent() };
   } finally {
     ctx.signal.removeEventListener('abort', cancel);
-    if (pool && host.pools.get(childId) === pool) host.pools.delete(childId);
+    if (level && host.pools.get(childId) === level) host.pools.delete(childId);
   }
 }
 

@@ -221,4 +221,59 @@ describe('budgets of sub-agents', () => {
     expect(r.status).toBe('budget_exhausted');
     expect(addDecimal(r.cost!, r.counted?.cost ?? '0')).toBe(tree);
   });
+
+  it("a child's try that ended without its answer (its run/end append failed) takes back what it counted: its retry and its siblings see the pool counted once", async () => {
+    const caps: (number | undefined)[] = [];
+    const child: ModelProvider = {
+      modelId: 'child',
+      maxOutputTokens: 30,
+      call: async (req) => {
+        caps.push(req.maxOutputTokens);
+        return { message: { role: 'assistant', content: 'answer' }, usage: { inputTokens: 1, outputTokens: 30 }, finishReason: 'stop' };
+      },
+    };
+    const parent = scriptedModel([
+      {
+        toolCalls: [
+          { id: 'c1', name: 'researcher', arguments: { input: 'a' } },
+          { id: 'c2', name: 'researcher', arguments: { input: 'b' } },
+        ],
+        usage: { inputTokens: 1, outputTokens: 0 },
+      },
+      { text: 'done', usage: { inputTokens: 1, outputTokens: 0 } },
+    ]);
+    const inner = memoryStore();
+    let failed = false;
+    // the first child's closing commit (its run/end) fails once: its call opens it again and takes what its log holds
+    const store = new Proxy(inner, {
+      get(target, key, receiver) {
+        if (key !== 'append') {
+          const v = Reflect.get(target, key, receiver);
+          return typeof v === 'function' ? v.bind(target) : v;
+        }
+        return (id: string, epoch: number, seq: number, drafts: { type: string }[]) => {
+          if (!failed && id === 's/r/1/c1' && drafts.some((d) => d.type === 'run/end')) {
+            failed = true;
+            return Promise.reject(new Error('transient: append failed'));
+          }
+          return target.append(id, epoch, seq, drafts as never);
+        };
+      },
+    });
+    const researcher = defineAgent({ name: 'researcher', instructions: 'research', model: child });
+    const runtime = createRuntime({
+      store,
+      model: parent,
+      tools: [agentTool(researcher, { mode: 'exclusive' })],
+      budget: { maxOutputTokens: 75 },
+    });
+    cleanups.push(() => runtime.close());
+    const s = await runtime.openSession('s');
+    const r = await s.execute({ kind: 'prompt', runId: 'r', attemptId: 'r', message: 'go' });
+    expect(failed).toBe(true);
+    expect(r.status).toBe('succeeded');
+    // each child's one model call reserved its cap from what the parent had left: 75, then 75 - 30 (not 75 - 60)
+    expect(caps).toEqual([30, 30]);
+    expect(r.usage.outputTokens).toBe(60);
+  });
 });

@@ -156,6 +156,35 @@ describe('the runtime option rateLimits', () => {
     }
   });
 
+  it('shared buckets that cannot be read fail the attempt, not the run: it is retried, and counts nothing (nothing was sent)', async () => {
+    let takes = 0;
+    // the database behind the buckets answers an error once (a dropped connection)
+    const buckets: SharedBuckets = {
+      ensure: async () => undefined,
+      take: async () => {
+        if (++takes === 1) throw new Error('connection terminated unexpectedly');
+        return 0;
+      },
+      settle: async () => undefined,
+    };
+    const store = memoryStore();
+    const runtime = createRuntime({
+      store,
+      model: scriptedModel(['done'], { modelId: 'm' }),
+      config: { retryBackoffMs: 1 },
+      budget: { maxOutputTokens: 10_000 },
+      rateLimits: [{ requestsPerMinute: 60 }],
+      rateLimitBuckets: buckets,
+    });
+    closing.push(() => runtime.close());
+    const s = await runtime.openSession('s');
+    expect(await s.execute(prompt('r'))).toMatchObject({ status: 'succeeded', finalMessage: 'done' });
+    const attempts = [];
+    for await (const e of store.readEvents('s')) if (e.type === 'assistant/attempt') attempts.push(e.payload);
+    expect(attempts).toHaveLength(1);
+    expect(attempts[0]).toMatchObject({ counted: 'nothing', error: { code: 'rate_limit_backend' } });
+  });
+
   it("a call whose rate-limit wait outlasts maxDurationMs keeps the step's failed attempts counted at their reservations", async () => {
     const clock = clocked();
     let calls = 0;
