@@ -21,6 +21,7 @@ export class AttemptCallers {
   private readonly preparing = new Map<number, Caller & { runId: string; attemptId: string }>();
   private readonly running = new Map<string, Caller & { runId: string; attemptId: string }>();
   private readonly idleWaiters: (() => void)[] = [];
+  private nextIdle: Promise<void> | undefined;
   /** Results of attempts that ended, while the session state is brought up to date. */
   private readonly finishing = new Map<string, ExecutionResult>();
 
@@ -54,12 +55,16 @@ export class AttemptCallers {
     if (waiting) this.running.set(key(runId, attemptId), { runId, attemptId, resolve: waiting.resolve, reject: waiting.reject });
   }
 
-  /** Waits for the session to be idle (`idle()`). */
+  /**
+   * Waits for the session to be idle (`idle()`): one promise for every wait until then (a served
+   * session's poll asks at every wait of a long attempt; its waits do not pile up).
+   */
   whenIdle(): Promise<void> {
-    return new Promise((resolve) => this.idleWaiters.push(resolve));
+    return (this.nextIdle ??= new Promise((resolve) => this.idleWaiters.push(resolve)));
   }
 
   idle(): void {
+    this.nextIdle = undefined;
     for (const w of this.idleWaiters.splice(0)) w();
   }
 
