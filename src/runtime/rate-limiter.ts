@@ -39,16 +39,27 @@ interface Waiter {
   fail(e: unknown): void;
 }
 
-/** The buckets of the limits `rateLimits` lists, as shared storage keys them. */
-export function bucketsOf(limits: readonly RateLimit[]): SharedBucket[] {
-  return limits.flatMap((l) => [...limitOf(l).buckets.values()]);
+/**
+ * The part of a token limit that buckets shared by several processes keep back: a call granted in
+ * one process may reach the provider before a call granted a moment earlier in another, and the
+ * provider counts by arrival (docs/rate-limits.md, "Shared by a pool's processes"). Requests are
+ * counted whole: a request limit keeps nothing back.
+ */
+export const SHARED_TOKEN_HEADROOM = 0.01;
+
+/** The buckets of the limits `rateLimits` lists, as shared storage keys them (`headroom`: as for limitOf). */
+export function bucketsOf(limits: readonly RateLimit[], headroom = 0): SharedBucket[] {
+  return limits.flatMap((l) => [...limitOf(l, headroom).buckets.values()]);
 }
 
-function limitOf(l: RateLimit): Limit {
+/** A limit's buckets, a token bucket holding `1 - headroom` of its limit (keyed by the limit as given). */
+function limitOf(l: RateLimit, headroom = 0): Limit {
   const buckets = new Map<BucketKind, SharedBucket>();
   for (const k of KINDS) {
     const cap = l[k];
-    if (cap !== undefined) buckets.set(k, { key: `${limitName(l)} ${k} ${cap}/${l.windowMs}ms`, capacity: cap, perMs: cap / l.windowMs });
+    if (cap === undefined) continue;
+    const usable = k === 'requestsPerMinute' ? cap : cap * (1 - headroom);
+    buckets.set(k, { key: `${limitName(l)} ${k} ${cap}/${l.windowMs}ms`, capacity: usable, perMs: usable / l.windowMs });
   }
   return { limit: l, name: limitName(l), buckets, inFlight: 0, pausedUntil: 0, pausedFor: '' };
 }
@@ -95,8 +106,9 @@ export class RateLimiter implements CallLimiter {
     limits: readonly RateLimit[],
     private readonly clock: Clock,
     private readonly buckets: BucketBackend = localBuckets(clock),
+    headroom = 0,
   ) {
-    this.limits = limits.map(limitOf);
+    this.limits = limits.map((l) => limitOf(l, headroom));
   }
 
   acquire(demand: CallDemand, signal: AbortSignal, onWait: (w: RateLimitWait) => void): Promise<CallPermit | undefined> {

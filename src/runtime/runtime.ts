@@ -16,7 +16,7 @@ import { followKillSwitch } from './kill-switch.js';
 import { openSession, type SessionOpening } from './open-session.js';
 import { OpenSessions } from './open-sessions.js';
 import { assertModel, resolveRuntimeOptions, type RuntimeOptions } from './options.js';
-import { bucketsOf, RateLimiter } from './rate-limiter.js';
+import { bucketsOf, RateLimiter, SHARED_TOKEN_HEADROOM } from './rate-limiter.js';
 import { sharedBuckets } from './rate-buckets.js';
 import { serve, type ServeHandle } from './serve.js';
 import { promptEntry, sessionInboxes, submitToOpen, workOf } from './submit.js';
@@ -141,7 +141,12 @@ export function createRuntime(options: RuntimeOptions): Runtime {
     o.rateLimits.length === 0
       ? undefined
       : o.rateLimitBuckets
-        ? new RateLimiter(o.rateLimits, o.clock, sharedBuckets(o.rateLimitBuckets, bucketsOf(o.rateLimits)))
+        ? new RateLimiter(
+            o.rateLimits,
+            o.clock,
+            sharedBuckets(o.rateLimitBuckets, bucketsOf(o.rateLimits, SHARED_TOKEN_HEADROOM)),
+            SHARED_TOKEN_HEADROOM,
+          )
         : new RateLimiter(o.rateLimits, o.clock);
   const opening: SessionOpening = { store, options: o, agents, tracing, sessions, killed, childPools, ...(limiter ? { limiter } : {}) };
   const live = new LiveSessions(store, () => sessions.closed);

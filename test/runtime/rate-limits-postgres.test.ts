@@ -148,6 +148,30 @@ if (db) {
       expect(made.rows[0].n).toBe(0);
     });
 
+    it('a shared token limit keeps 1% back (a call granted in one process may reach the provider before one granted earlier in another); a request limit counts whole', async () => {
+      // a window of 10 minutes: the buckets refill by under 2 tokens while the test runs
+      const limit = { model: 'headroom', inputTokensPerMinute: 1_000, requestsPerMinute: 10, windowMs: 600_000 };
+      const model: ModelProvider = {
+        modelId: 'headroom',
+        providerName: 'p',
+        call: async () => ({
+          message: { role: 'assistant', content: 'ok' },
+          finishReason: 'stop',
+          usage: { inputTokens: 100, outputTokens: 1 },
+        }),
+      };
+      const s = await worker(model, limit).openSession('headroom-s');
+      expect(await s.execute(prompt('r1'))).toMatchObject({ status: 'succeeded' });
+      const { rows } = await query(`SELECT key, level FROM actorloop.rate_buckets WHERE key LIKE 'p/headroom %'`);
+      const level = (kind: string) => Number(rows.find((r) => String(r.key).includes(kind))?.level);
+      // 990 of 1,000 input tokens, less the call's 100
+      expect(level('inputTokensPerMinute')).toBeGreaterThan(889);
+      expect(level('inputTokensPerMinute')).toBeLessThan(893);
+      // 10 requests, less the call
+      expect(level('requestsPerMinute')).toBeGreaterThan(8.99);
+      expect(level('requestsPerMinute')).toBeLessThan(9.1);
+    });
+
     it("two runtimes on one database share a limit's bucket: 4 requests a window between them, the others wait", async () => {
       const calls = [{ n: 0 }, { n: 0 }];
       // a window of 10 minutes: the bucket refills by under 0.1 request while the test runs
