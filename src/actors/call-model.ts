@@ -28,6 +28,7 @@ import {
   type Reservation,
 } from '../contracts/reservation.js';
 import { awaitRateLimit, isRateLimitDeadline, releaseRateLimit } from './rate-limit-call.js';
+import { isStoppedWaiting } from './wait-stops.js';
 import type { CallPermit } from '../contracts/rate-limits.js';
 import { contextReady, NO_TOOLS, servicesIn, type OfferedTools, type ServicesSource, type SessionServices } from './session-services.js';
 
@@ -183,7 +184,7 @@ export async function callWithRetries(env: SessionServices, at: StepPosition, si
       offAttempt();
       if (env.inFlight) delete env.inFlight.reservation;
       releaseRateLimit(permit, undefined, e);
-      if (isRateLimitDeadline(e) || (refused !== undefined && e === refused)) {
+      if (isRateLimitDeadline(e) || isStoppedWaiting(e) || (refused !== undefined && e === refused)) {
         hold?.settle(noneCounted());
         // nothing was sent: no attempt to record (the step's failed ones were counted as they failed)
         throw e;

@@ -3,6 +3,7 @@ import { CancelledError, isCancelledError, isProviderError, ProviderError } from
 import { onAbort } from '../contracts/abort.js';
 import { ProviderRateLimits, type CallPermit } from '../contracts/rate-limits.js';
 import type { SessionServices } from './session-services.js';
+import { isStoppedWaiting } from './wait-stops.js';
 
 /** What the limiter reads of a call (call-model.ts's CallSpec has it). */
 export interface RateLimitedCall {
@@ -41,6 +42,7 @@ export async function awaitRateLimit(
   // the run's maxDurationMs ends the wait too (the run then ends budget_exhausted)
   const deadline = new AbortController();
   const off = onAbort(signal, (reason) => deadline.abort(reason));
+  const offStop = env.waitStops ? onAbort(env.waitStops.signal, (reason) => deadline.abort(reason)) : () => {};
   const at = spec.deadlineAt;
   const timer =
     at === undefined ? undefined : env.clock.setTimeout(() => deadline.abort(new RateLimitDeadline(at)), Math.max(0, at - env.clock.now()));
@@ -53,7 +55,8 @@ export async function awaitRateLimit(
     if (since !== undefined) emit({ type: 'rate_limit_wait', step, state: 'granted', limit, waitedMs: env.clock.now() - since });
     return permit;
   } catch (e) {
-    if (!signal.aborted && isRateLimitDeadline(deadline.signal.reason)) throw deadline.signal.reason;
+    if (!signal.aborted && (isRateLimitDeadline(deadline.signal.reason) || isStoppedWaiting(deadline.signal.reason)))
+      throw deadline.signal.reason;
     if (signal.aborted || isCancelledError(e)) throw e;
     // the shared buckets could not be read (a PostgreSQL error): nothing was sent — a retryable
     // attempt that counts nothing (call-budget.ts), as a provider's rate_limit refusal
@@ -64,6 +67,7 @@ export async function awaitRateLimit(
     });
   } finally {
     off();
+    offStop();
     if (timer !== undefined) env.clock.clearTimeout(timer);
   }
 }

@@ -11,6 +11,7 @@ import type { RunTracer } from '../contracts/tracing.js';
 import type { OutputSpec } from './final-output.js';
 import type { AnyTool } from '../tools/define-tool.js';
 import type { CallLimiter } from '../contracts/rate-limits.js';
+import type { WaitStops } from './wait-stops.js';
 import type { LogWriter } from '../persistence/log-writer.js';
 import type { BlobStore } from '../persistence/blob-store.js';
 import type { ContentLimits } from '../persistence/content-parts.js';
@@ -63,6 +64,8 @@ export interface SessionServices {
   backpressure(): Promise<void>;
   /** The runtime's rate limits (the `rateLimits` option), shared by every session: absent without any. */
   readonly rateLimiter?: CallLimiter;
+  /** The session's stop-after-round requests, which end its calls' waits for a rate limit. */
+  readonly waitStops?: WaitStops;
   /** The session's OpenTelemetry tracer, when tracing is on. */
   readonly tracer?: RunTracer;
   /** The reservation of the model call in flight (the session snapshot's `spending` shows it), if any. */

@@ -5,6 +5,7 @@ import type { DeliverFinalOutput, VerifyFinalOutput } from '../actors/final-answ
 import type { PrepareContextOutput } from '../actors/prepare-context.js';
 import type { StartRunOutput } from '../actors/start-run.js';
 import { isRateLimitDeadline } from '../actors/rate-limit-call.js';
+import { isStoppedWaiting } from '../actors/wait-stops.js';
 import type { RunContext, RunEvent } from './run-context.js';
 import { outputOf, spentNow } from './run-decisions.js';
 
@@ -20,6 +21,7 @@ export const runGuards = {
   detachRequested: ({ context }: GuardArgs) => context.detachRequested,
   budgetSpent: ({ context }: GuardArgs) => spentNow(context) !== undefined,
   rateLimitDeadline: ({ event }: GuardArgs) => isRateLimitDeadline((event as { error?: unknown }).error),
+  stoppedWaiting: ({ event }: GuardArgs) => isStoppedWaiting((event as { error?: unknown }).error),
   resumedWithCalls: ({ event }: GuardArgs) => (outputOf<StartRunOutput>(event).resumed?.calls.length ?? 0) > 0,
   resumedWithResultsOnly: ({ event }: GuardArgs) => outputOf<StartRunOutput>(event).resumed !== undefined,
   concludedBefore: ({ context }: GuardArgs) => context.concluded !== undefined,

@@ -23,9 +23,13 @@ export type { RunContext, RunEvent, RunInput } from './run-context.js';
  * signal aborts) and no answer of it is committed; the run ends once the step's results landed.
  */
 const MODEL_CALL_CANCELLED = { target: '#run.settlingResults', actions: ['requestCancel', 'endModelCallCancelled'] } as const;
-/** A model call (the step's, a summary's) failed: its rate-limit wait outlasted maxDurationMs, or the run fails. */
+/**
+ * A model call (the step's, a summary's) failed: its rate-limit wait outlasted maxDurationMs, or
+ * was ended by a stop after the round (nothing sent: the run stops), or the run fails.
+ */
 const MODEL_CALL_FAILED = [
   { guard: 'rateLimitDeadline', target: '#run.ending', actions: ['spendDuration', 'endBudgetSpent'] },
+  { guard: 'stoppedWaiting', target: '#run.ending', actions: 'endStopped' },
   { target: '#run.ending', actions: 'failWith' },
 ] as const;
 /** A phase's actor failed: the run ends with the error it threw (typed by `endFor`). */

@@ -3,6 +3,7 @@ import type { SessionContext, SessionEvent } from '../machines/session.machine.j
 import type { LogWriter } from '../persistence/log-writer.js';
 import type { OpenRunTracker } from './open-run-tracker.js';
 import type { StopRequests } from './stop-requests.js';
+import type { WaitStops } from '../actors/wait-stops.js';
 
 /** What run control reads of the session actor. */
 export interface ControlledSession {
@@ -26,6 +27,8 @@ export class RunControl {
     private readonly writer: LogWriter,
     private readonly stops: StopRequests,
     private readonly runs: OpenRunTracker,
+    /** Ends the running attempt's waits for a rate limit when it is asked to stop (absent without rate limits). */
+    private readonly waitStops?: WaitStops,
   ) {}
 
   async cancel(reason: string): Promise<boolean> {
@@ -59,8 +62,11 @@ export class RunControl {
     return this.stops.request(req, {
       current: () => this.session.current(),
       accepted: (cur) => {
-        if (sameAttempt(this.session.current(), cur) && this.session.phase() === 'executing')
+        if (sameAttempt(this.session.current(), cur) && this.session.phase() === 'executing') {
           this.session.send({ type: 'STOP_AFTER_ROUND' });
+          // a model call still waiting for its rate limit is not made (nothing sent): the run stops
+          this.waitStops?.stop();
+        }
         // the attempt ended while the request was written: if its run is still open (suspended,
         // detached), the run's next attempt honours the stop, as one in a new process would
         else this.runs.stopAccepted(cur.runId);

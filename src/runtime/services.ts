@@ -10,6 +10,7 @@ import type { SessionTracer } from './tracing.js';
 import type { SessionAgent } from './session-agent.js';
 import type { CallLimiter } from '../contracts/rate-limits.js';
 import { SessionBudgets, type BudgetPool } from '../actors/budget-pool.js';
+import { WaitStops } from '../actors/wait-stops.js';
 
 /** What one session opened with, that its services are made of. */
 export interface OpenedParts {
@@ -77,6 +78,6 @@ export function sessionServices(o: ResolvedRuntimeOptions, p: OpenedParts): Sess
     ...(tracer ? { tracer } : {}),
     inFlight: {},
     budgets: new SessionBudgets(p.sessionId, () => p.childPools.get(p.sessionId)),
-    ...(p.limiter ? { rateLimiter: p.limiter } : {}),
+    ...(p.limiter ? { rateLimiter: p.limiter, waitStops: new WaitStops() } : {}),
   };
 }

@@ -135,7 +135,7 @@ export function wireSession(d: SessionDeps, host: SessionHost): SessionParts {
     store,
     env.writer,
   );
-  const control = new RunControl({ phase, current, send }, env.writer, stops, runs);
+  const control = new RunControl({ phase, current, send }, env.writer, stops, runs, env.waitStops);
   actor.on('session.rested', ({ result }) => host.rested(result));
   actor.on('attempt.answered', ({ token, result }) => callers.answer(token, result));
   actor.on('attempt.refused', ({ token, error }) => callers.refuse(token, error));

@@ -83,6 +83,23 @@ describe('the runtime option rateLimits', () => {
     expect(await second).toMatchObject({ status: 'cancelled' });
   });
 
+  it('ends a call waiting for its rate limit when the run is asked to stop after its round: nothing sent, the run stops', async () => {
+    const { s2, second, done } = await oneAMinute();
+    expect(done()).toBe(false);
+    await s2.stopAfterCurrentToolRound({
+      sessionId: 's2',
+      sessionInstanceId: s2.sessionInstanceId,
+      interactionId: 'r2',
+      expectedRunEpoch: 1,
+      idempotencyKey: 'stop-1',
+    });
+    const r = await second;
+    expect(r).toMatchObject({ status: 'stopped' });
+    expect(r.finalMessage).toBeUndefined();
+    // the scripted model's second answer was never asked for
+    expect(s2.snapshot().messages.filter((m) => m.role === 'assistant')).toEqual([]);
+  });
+
   it("pauses every session's calls of the provider for a 429's retry-after", async () => {
     const clock = clocked();
     let calls = 0;
