@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { toAnthropicMessages } from '../../src/providers/anthropic.js';
+import { toAnthropicMessages } from '../../src/providers/anthropic-messages.js';
 import { toOpenAIMessages } from '../../src/providers/openai.js';
 import { surfaceMessages } from '../../src/persistence/surface.js';
 import type { EventRecord } from '../../src/contracts/events.js';
