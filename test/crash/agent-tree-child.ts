@@ -20,7 +20,7 @@ import { lmdbStore } from '../../src/persistence/lmdb-store.js';
 import { postgresStore } from '../../src/persistence/postgres/postgres-store.js';
 import { createRuntime } from '../../src/runtime/runtime.js';
 import type { EventRecord } from '../../src/contracts/events.js';
-import { nextLine, say } from './child-util.js';
+import { nextLine, runChild, say } from './child-util.js';
 import { agentTree, ROOT, RUN } from './agent-tree.js';
 
 const [dir, killAt, storeSpec, mode] = process.argv.slice(2) as [string, string, string | undefined, string | undefined];
@@ -91,10 +91,4 @@ async function main(): Promise<void> {
   say('DONE');
 }
 
-main().then(
-  () => process.exit(0),
-  (e: unknown) => {
-    say(`ERROR ${(e as Error)?.stack?.replace(/\n/g, ' | ') ?? String(e)}`);
-    process.exit(1);
-  },
-);
+runChild(main);

@@ -15,7 +15,7 @@ import { ProviderError } from '../../src/contracts/errors.js';
 import type { ModelProvider } from '../../src/contracts/model.js';
 import { lmdbStore } from '../../src/persistence/lmdb-store.js';
 import { defineTool } from '../../src/tools/define-tool.js';
-import { say } from './child-util.js';
+import { runChild, say } from './child-util.js';
 import { BUDGET_CHILD_OPTIONS } from './budget-pricing.js';
 
 const [phase, dir] = process.argv.slice(2) as [string, string];
@@ -60,10 +60,4 @@ async function main(): Promise<void> {
   say('DONE');
 }
 
-main().then(
-  () => process.exit(0),
-  (e: unknown) => {
-    say(`ERROR ${(e as Error)?.stack?.replace(/\n/g, ' | ') ?? String(e)}`);
-    process.exit(1);
-  },
-);
+runChild(main);

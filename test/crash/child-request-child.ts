@@ -27,7 +27,7 @@ import { createRuntime } from '../../src/runtime/runtime.js';
 import { agentTool } from '../../src/tools/agent-tool.js';
 import { defineAgent } from '../../src/tools/define-agent.js';
 import { defineTool } from '../../src/tools/define-tool.js';
-import { say } from './child-util.js';
+import { runChild, say } from './child-util.js';
 
 export const ROOT = 's';
 export const RUN = 'r';
@@ -116,10 +116,4 @@ async function main(): Promise<void> {
   say('DONE');
 }
 
-main().then(
-  () => process.exit(0),
-  (e: unknown) => {
-    say(`ERROR ${(e as Error)?.stack?.replace(/\n/g, ' | ') ?? String(e)}`);
-    process.exit(1);
-  },
-);
+runChild(main);

@@ -332,6 +332,17 @@ export function crashRounds(fallback: number): number {
 }
 
 /** One protocol line, written with a synchronous write(2) so that it is out before the next step. */
+/** Runs a child process's `main`: exit 0 when it resolves; `ERROR <stack on one line>` and exit 1 when it throws. */
+export function runChild(main: () => Promise<void>): void {
+  main().then(
+    () => process.exit(0),
+    (e: unknown) => {
+      say(`ERROR ${(e as Error)?.stack?.replace(/\n/g, ' | ') ?? String(e)}`);
+      process.exit(1);
+    },
+  );
+}
+
 export function say(line: string): void {
   let buf = Buffer.from(`${line}\n`);
   while (buf.length > 0) {

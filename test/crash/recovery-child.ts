@@ -23,7 +23,7 @@ import type { EventStore } from '../../src/persistence/event-store.js';
 import { lmdbStore } from '../../src/persistence/lmdb-store.js';
 import { scriptedModel, type ScriptedStep } from '../../src/providers/scripted.js';
 import { defineTool, type AnyTool } from '../../src/tools/define-tool.js';
-import { say } from './child-util.js';
+import { runChild, say } from './child-util.js';
 
 const [scenario, phase, dir] = process.argv.slice(2) as [string, string, string];
 const ledger = join(dir, 'ledger.tsv');
@@ -251,10 +251,4 @@ async function main(): Promise<void> {
   say('DONE');
 }
 
-main().then(
-  () => process.exit(0),
-  (e: unknown) => {
-    say(`ERROR ${(e as Error)?.stack?.replace(/\n/g, ' | ') ?? String(e)}`);
-    process.exit(1);
-  },
-);
+runChild(main);

@@ -15,7 +15,7 @@ import type { EventStore } from '../../src/persistence/event-store.js';
 import { lmdbStore } from '../../src/persistence/lmdb-store.js';
 import { scriptedModel } from '../../src/providers/scripted.js';
 import { createRuntime } from '../../src/runtime/runtime.js';
-import { say } from './child-util.js';
+import { runChild, say } from './child-util.js';
 
 const [phase, dir] = process.argv.slice(2) as ['first' | 'recover', string];
 const Invoice = z.object({ number: z.string(), total: z.number(), lines: z.array(z.object({ item: z.string(), amount: z.number() })) });
@@ -57,10 +57,4 @@ async function main(): Promise<void> {
   say('DONE');
 }
 
-main().then(
-  () => process.exit(0),
-  (e: unknown) => {
-    say(`ERROR ${(e as Error)?.stack?.replace(/\n/g, ' | ') ?? String(e)}`);
-    process.exit(1);
-  },
-);
+runChild(main);
