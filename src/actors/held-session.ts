@@ -1,10 +1,10 @@
-import { fromCallback, toPromise, type AnyActorRef } from 'xstate';
+import { toPromise, type AnyActorRef } from 'xstate';
 import { settledWithin } from '../contracts/clock.js';
 import { isStaleWriterError, isStoreClosedError } from '../contracts/errors.js';
 import { LeaseLostError, type InboxEntry, type InboxOutcome, type StoredInboxEntry } from '../contracts/inbox.js';
 import { clockTimerActor } from './clock-timer.js';
 import { promiseActor } from './promise-actor.js';
-import { isBusy, messageOf, type WorkerServices } from './worker-services.js';
+import { isBusy, messageOf, type ServedSession, type WorkerServices } from './worker-services.js';
 
 /** The part of a held session's actor the lease guard reads and tells (held-session.machine.ts). */
 export interface LeaseHolder {
@@ -42,6 +42,7 @@ export const openHeldSessionActor = (s: WorkerServices) =>
     };
     const session = await s.open(sessionId, { guard, workerId: s.workerId });
     s.sessions.set(input.heldId, session);
+    s.watches.set(input.heldId, watch(s, sessionId, session, input.holder));
     return { writerEpoch: session.recovery.writerEpoch, interrupted: session.snapshot().status === 'detached' };
   });
 
@@ -146,28 +147,43 @@ export const closeHeldSessionActor = (s: WorkerServices) =>
   promiseActor<{ detached: boolean }, { heldId: number }>(async ({ input }) => {
     const session = s.sessions.get(input.heldId);
     s.sessions.delete(input.heldId);
+    s.watches.get(input.heldId)?.();
+    s.watches.delete(input.heldId);
     if (!session) return { detached: false };
     const detached = session.snapshot().status === 'detached';
     await session.close().catch(() => undefined);
     return { detached };
   });
 
-/** Inbox entries applied (`ENTRY_APPLIED`) and a run ended `fenced` (`RUN_FENCED`), while the session is bound. */
-export const watchSessionActor = (s: WorkerServices) =>
-  fromCallback<{ type: 'NONE' }, { heldId: number }>(({ input, sendBack }) => {
-    const session = s.sessions.get(input.heldId);
-    if (!session) return () => {};
-    const sub = session.events$.subscribe({
-      next: (env) => {
-        if (env.event.type === 'execution_finished' && env.event.result.status === 'fenced') sendBack({ type: 'RUN_FENCED' });
+/**
+ * From its open to its close, a held session's watch: each inbox entry applied is reported
+ * (`applied`) straight to the worker — the held session's parent — and a run ended `fenced` tells
+ * the held session (`RUN_FENCED`). Listeners, not an actor: a session has one watch for its whole
+ * hold (docs/performance.md, "The worker machine"). Returns the unwatch.
+ */
+function watch(s: WorkerServices, sessionId: string, session: ServedSession, held: AnyActorRef): () => void {
+  const worker = held._parent;
+  const sub = session.events$.subscribe({
+    next: (env) => {
+      if (env.event.type === 'execution_finished' && env.event.result.status === 'fenced') held.send({ type: 'RUN_FENCED' });
+    },
+  });
+  const inbox = s.inboxFor(session);
+  const onApplied = (entry: StoredInboxEntry, outcome: InboxOutcome) =>
+    worker?.send({
+      type: 'held.report',
+      event: {
+        type: 'applied',
+        workerId: s.workerId,
+        sessionId,
+        entryId: entry.entryId,
+        kind: entry.entry.kind as InboxEntry['kind'],
+        outcome,
       },
     });
-    const inbox = s.inboxFor(session);
-    const onApplied = (entry: StoredInboxEntry, outcome: InboxOutcome) =>
-      sendBack({ type: 'ENTRY_APPLIED', entryId: entry.entryId, kind: entry.entry.kind as InboxEntry['kind'], outcome });
-    inbox.appliedListeners.add(onApplied);
-    return () => {
-      sub.unsubscribe();
-      inbox.appliedListeners.delete(onApplied);
-    };
-  });
+  inbox.appliedListeners.add(onApplied);
+  return () => {
+    sub.unsubscribe();
+    inbox.appliedListeners.delete(onApplied);
+  };
+}

@@ -60,6 +60,8 @@ export interface WorkerServices {
   isKilled(): boolean;
   /** The open session of each held incarnation. */
   readonly sessions: Map<number, ServedSession>;
+  /** The unwatch of each open session's watch (held-session.ts), called at its close. */
+  readonly watches: Map<number, () => void>;
 }
 
 export { messageOf } from './tool-call.js';

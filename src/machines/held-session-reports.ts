@@ -1,5 +1,5 @@
 import { assign, sendParent, type AnyActorRef } from 'xstate';
-import type { InboxEntry, InboxOutcome, ServeEvent } from '../contracts/inbox.js';
+import type { ServeEvent } from '../contracts/inbox.js';
 import { messageOf } from '../actors/worker-services.js';
 import { errorOf } from './run-decisions.js';
 
@@ -61,16 +61,23 @@ export type HeldSessionEvent =
   | { type: 'LEASE_EXPIRED'; at: number }
   | { type: 'SUPERSEDED' }
   | { type: 'RUN_FENCED' }
-  | { type: 'RUN_FAILED'; message: string }
-  | { type: 'ENTRY_APPLIED'; entryId: string; kind: InboxEntry['kind']; outcome: InboxOutcome };
+  | { type: 'RUN_FAILED'; message: string };
 
-/** What a held session tells its worker: a serve event to publish, its lease bound (the worker reports `attached`) or lost, its end. */
+/**
+ * What a held session tells its worker while it runs: a serve event to publish (its watch reports
+ * the inbox entries applied so, straight to the worker), its lease bound (the worker reports
+ * `attached`) or lost. Its end is its done event, with its output.
+ */
 export type HeldSessionReport =
   | { type: 'held.report'; event: ServeEvent }
   | { type: 'held.bound'; heldId: number; sessionId: string; writerEpoch: number }
-  | { type: 'held.lost'; heldId: number }
-  /** Its end; `event`: the serve event it ends on (`released`), if any. */
-  | { type: 'held.ended'; heldId: number; event?: ServeEvent };
+  | { type: 'held.lost'; heldId: number };
+
+/** A held session's output, which its done event carries to the worker: the incarnation, and the serve event it ends on (`released`), if any. */
+export interface HeldSessionOutput {
+  heldId: number;
+  event?: ServeEvent;
+}
 
 // What a held session reports to its worker, as actions of its machine (held-session.machine.ts).
 

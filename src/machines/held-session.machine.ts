@@ -1,4 +1,4 @@
-import { and, assign, enqueueActions, fromCallback, fromPromise, not, setup, type AnyActorRef } from 'xstate';
+import { and, assign, enqueueActions, fromPromise, not, setup, type AnyActorRef } from 'xstate';
 import { isStoreClosedError } from '../contracts/errors.js';
 import { expiredReason, type DrainOutput, type OpenedSession, type SessionLook } from '../actors/held-session.js';
 import { notProvided } from './not-provided.js';
@@ -12,9 +12,17 @@ import {
   type HeldSessionContext,
   type HeldSessionEvent,
   type HeldSessionInput,
+  type HeldSessionOutput,
 } from './held-session-reports.js';
+import type { ServeEvent } from '../contracts/inbox.js';
 
-export type { HeldSessionContext, HeldSessionEvent, HeldSessionInput, HeldSessionReport } from './held-session-reports.js';
+export type {
+  HeldSessionContext,
+  HeldSessionEvent,
+  HeldSessionInput,
+  HeldSessionOutput,
+  HeldSessionReport,
+} from './held-session-reports.js';
 
 /** Where the session stands, from a drain's output (`draining`) or a look's (`idle.rechecking`). */
 const lookOf = (event: unknown): SessionLook => {
@@ -45,7 +53,12 @@ const bind = [
  * const held = createActor(heldSessionMachine.provide({ actors: { openSession, bindLease, ... } }), { input })
  */
 export const heldSessionMachine = setup({
-  types: { input: {} as HeldSessionInput, context: {} as HeldSessionContext, events: {} as HeldSessionEvent },
+  types: {
+    input: {} as HeldSessionInput,
+    context: {} as HeldSessionContext,
+    events: {} as HeldSessionEvent,
+    output: {} as HeldSessionOutput,
+  },
   actors: {
     previousEnded: fromPromise<void, { previous?: AnyActorRef }>(notProvided('previousEnded')),
     openSession: fromPromise<OpenedSession, { heldId: number; sessionId: string; holder: AnyActorRef }>(notProvided('openSession')),
@@ -54,7 +67,6 @@ export const heldSessionMachine = setup({
       { runId: string; attemptId: string } | null,
       { heldId: number; sessionId: string; writerEpoch: number; held: AnyActorRef }
     >(notProvided('resumeRun')),
-    watchSession: fromCallback<{ type: 'NONE' }, { heldId: number }>(() => {}),
     drainInbox: fromPromise<DrainOutput, { heldId: number; sessionId: string }>(notProvided('drainInbox')),
     lookAtSession: fromPromise<SessionLook, { heldId: number; sessionId: string }>(notProvided('lookAtSession')),
     sessionIdle: fromPromise<void, { heldId: number; ms: number }>(notProvided('sessionIdle')),
@@ -93,10 +105,6 @@ export const heldSessionMachine = setup({
       sessionId: c.sessionId,
       ...outputOf<{ runId: string; attemptId: string }>(event),
     })),
-    reportApplied: report((c, e) => {
-      const { entryId, kind, outcome } = e as Extract<HeldSessionEvent, { type: 'ENTRY_APPLIED' }>;
-      return { type: 'applied', workerId: c.workerId, sessionId: c.sessionId, entryId, kind, outcome };
-    }),
     reportRunFailed: report((c, e) => ({
       type: 'error',
       workerId: c.workerId,
@@ -111,16 +119,11 @@ export const heldSessionMachine = setup({
     }),
     /** Bound: the worker reports `attached` and renews the lease from now on. */
     reportBound: toWorker((c) => ({ type: 'held.bound', heldId: c.heldId, sessionId: c.sessionId, writerEpoch: c.writerEpoch! })),
-    reportEnded: toWorker((c) => ({ type: 'held.ended', heldId: c.heldId })),
-    /** Released, with the resume mark the release recorded. */
-    reportReleased: toWorker((c) => ({
-      type: 'held.ended',
-      heldId: c.heldId,
-      event: { type: 'released', workerId: c.workerId, sessionId: c.sessionId, resume: c.resume },
-    })),
   },
 }).createMachine({
   id: 'heldSession',
+  // its end reaches the worker as the actor's done event: the incarnation, and the serve event it ends on
+  output: ({ context, event }) => ({ heldId: context.heldId, ...(event.output ? { event: event.output as ServeEvent } : {}) }),
   context: ({ input }) => ({
     heldId: input.heldId,
     sessionId: input.sessionId,
@@ -153,7 +156,6 @@ export const heldSessionMachine = setup({
     LEASE_EXPIRED: { guard: not('lost'), actions: lose((c) => expiredReason(c.leaseMs)) },
     SUPERSEDED: { guard: not('lost'), actions: lose(() => 'claimed again after its lease expired') },
     RUN_FAILED: { actions: 'reportRunFailed' },
-    ENTRY_APPLIED: { actions: 'reportApplied' },
   },
   states: {
     claimed: {
@@ -214,7 +216,6 @@ export const heldSessionMachine = setup({
       on: { LEASE_NOT_RENEWED: {} },
     },
     bound: {
-      invoke: { src: 'watchSession', input: ({ context }) => ({ heldId: context.heldId }) },
       always: { guard: 'lost', target: 'closing' },
       on: { RUN_FENCED: { target: 'closingFenced', actions: [fenced, ...lose(() => 'fenced: another writer attached to the session')] } },
       initial: 'working',
@@ -337,11 +338,15 @@ export const heldSessionMachine = setup({
         onError: { target: 'leftToExpire', actions: failure('releasing the lease failed (it expires by itself): ') },
       },
     },
-    released: { type: 'final', entry: 'reportReleased' },
+    /** Released, with the resume mark the release recorded: the worker reports it. */
+    released: {
+      type: 'final',
+      output: ({ context: c }) => ({ type: 'released' as const, workerId: c.workerId, sessionId: c.sessionId, resume: c.resume }),
+    },
     /** The release failed: the lease expires in the store by itself. */
-    leftToExpire: { type: 'final', entry: 'reportEnded' },
-    lost: { type: 'final', entry: 'reportEnded' },
-    fenced: { type: 'final', entry: 'reportEnded' },
-    unopened: { type: 'final', entry: 'reportEnded' },
+    leftToExpire: { type: 'final' },
+    lost: { type: 'final' },
+    fenced: { type: 'final' },
+    unopened: { type: 'final' },
   },
 });

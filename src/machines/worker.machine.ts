@@ -3,7 +3,7 @@ import { isStoreClosedError } from '../contracts/errors.js';
 import type { ServeEvent } from '../contracts/inbox.js';
 import type { BoundLease, ClaimOutput, RenewOutput } from '../actors/worker-lease.js';
 import { messageOf } from '../actors/worker-services.js';
-import { heldSessionMachine, type HeldSessionReport } from './held-session.machine.js';
+import { heldSessionMachine, type HeldSessionOutput, type HeldSessionReport } from './held-session.machine.js';
 import { notProvided } from './not-provided.js';
 import { errorOf, outputOf } from './run-decisions.js';
 
@@ -54,6 +54,24 @@ export type WorkerEvent =
   | { type: 'STOPPING' }
   | HeldSessionReport;
 
+/**
+ * The actor id for a new held session: the lowest `held-<n>` no child has. Not its `heldId`: a
+ * child's end reaches the worker as `xstate.done.actor.<id>`, and XState memoizes each state
+ * node's transitions per event type for the machine's life — an id per session would grow the
+ * worker's memo by an entry per state node for every session it ever served (more memory, and
+ * a slower lookup, with every session). Reused ids keep the event types as few as the slots.
+ */
+function freeSlot(held: readonly HeldEntry[]): string {
+  const used = new Set(held.map((h) => h.ref.id));
+  let n = 0;
+  while (used.has(`${HELD_PREFIX}${n}`)) n++;
+  return `${HELD_PREFIX}${n}`;
+}
+
+const HELD_PREFIX = 'held-';
+/** The id of the child a done or error event is about (`xstate.done.actor.<id>`, `xstate.error.actor.<id>`). */
+const childIdOf = (event: { type: string }) => event.type.slice(event.type.indexOf('.actor.') + '.actor.'.length);
+
 const holding = (c: WorkerContext) => c.held.filter((h) => h.lease !== 'superseded');
 const room = (c: WorkerContext) => c.concurrency - holding(c).length;
 
@@ -93,6 +111,8 @@ export const workerMachine = setup({
       return claimed.length > 0 && claimed.length >= limit;
     },
     storeClosed: ({ event }) => isStoreClosedError(errorOf(event)),
+    /** A done or error event from a held session (not from one of the worker's own effects). */
+    heldChild: ({ event }) => childIdOf(event).startsWith(HELD_PREFIX),
   },
   actions: {
     report: emit(({ context }, e: { event: Omit<ServeEvent, 'workerId'> }) => ({ ...e.event, workerId: context.workerId }) as ServeEvent),
@@ -117,6 +137,7 @@ export const workerMachine = setup({
           const before = held.find((h) => h.sessionId === sessionId && h.lease !== 'superseded');
           if (before) held = held.map((h) => (h === before ? { ...h, lease: 'superseded' as const } : h));
           const heldId = nextHeldId++;
+          const id = freeSlot(held);
           const input = {
             heldId,
             sessionId,
@@ -134,7 +155,7 @@ export const workerMachine = setup({
             {
               heldId,
               sessionId,
-              ref: spawn('heldSession', { id: `held-${heldId}`, input }),
+              ref: spawn('heldSession', { id, input }),
               writerEpoch: null,
               lease: 'claimed',
             },
@@ -166,6 +187,16 @@ export const workerMachine = setup({
       const h = context.held.find((x) => x.sessionId === sessionId && x.lease !== 'superseded');
       if (h) enqueue.sendTo(h.ref, { type: 'WAKE' });
       else enqueue.raise({ type: 'KICK' });
+    }),
+    /** A held session ended (done or failed): the serve event it ended on published, its entry dropped. */
+    endHeld: enqueueActions(({ context, event, enqueue }) => {
+      const id = childIdOf(event);
+      const h = context.held.find((x) => x.ref.id === id);
+      if (!h) return;
+      const out = (event as { output?: HeldSessionOutput }).output;
+      if (out?.event) enqueue.emit(out.event);
+      enqueue.stopChild(h.ref); // (out of the worker's children: it stopped itself, its slot id is reused)
+      enqueue.assign({ held: context.held.filter((x) => x !== h) });
     }),
     stopHeld: enqueueActions(({ context, enqueue }) => {
       for (const h of context.held) enqueue.sendTo(h.ref, { type: 'STOP', graceMs: context.shutdownGraceMs });
@@ -226,14 +257,17 @@ export const workerMachine = setup({
           context.held.map((h) => (h.heldId === event.heldId && h.lease !== 'superseded' ? { ...h, lease: 'lost' as const } : h)),
       }),
     },
-    'held.ended': {
+    // a held session's end: its done event (its output: the serve event it ends on, if any), or its failure
+    'xstate.done.actor.*': { guard: 'heldChild', actions: ['endHeld', raise({ type: 'KICK' })] },
+    'xstate.error.actor.*': {
+      guard: 'heldChild',
       actions: [
-        enqueueActions(({ context, event, enqueue }) => {
-          if (event.event) enqueue.emit(event.event);
-          const h = context.held.find((x) => x.heldId === event.heldId);
-          if (h) enqueue.stopChild(h.ref);
-        }),
-        assign({ held: ({ context, event }) => context.held.filter((h) => h.heldId !== event.heldId) }),
+        emit(({ context, event }) => ({
+          type: 'error' as const,
+          workerId: context.workerId,
+          message: `a held session failed: ${messageOf(errorOf(event))}`,
+        })),
+        'endHeld',
         raise({ type: 'KICK' }),
       ],
     },

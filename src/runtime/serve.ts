@@ -83,6 +83,7 @@ export function serve(deps: ServeDeps, options: ServeOptions = {}): ServeHandle 
     inboxFor: deps.inboxFor,
     isKilled: deps.isKilled,
     sessions: new Map(),
+    watches: new Map(),
   };
   const events = new Subject<ServeEvent>();
   const worker = createActor(workerMachineFor(services, deps.actors?.(services)), {

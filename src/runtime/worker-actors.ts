@@ -8,7 +8,6 @@ import {
   resumeRunActor,
   sessionIdleActor,
   shutdownSessionActor,
-  watchSessionActor,
 } from '../actors/held-session.js';
 import {
   bindLeaseActor,
@@ -31,7 +30,6 @@ export function heldSessionMachineFor(s: WorkerServices) {
       openSession: openHeldSessionActor(s),
       bindLease: bindLeaseActor(s),
       resumeRun: resumeRunActor(s),
-      watchSession: watchSessionActor(s),
       drainInbox: drainInboxActor(s),
       lookAtSession: lookAtSessionActor(s),
       sessionIdle: sessionIdleActor(s),

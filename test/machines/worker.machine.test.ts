@@ -1,4 +1,4 @@
-import { createActor, fromCallback, fromPromise, SimulatedClock, type AnyActorLogic } from 'xstate';
+import { createActor, fromCallback, fromPromise, SimulatedClock, type AnyActorLogic, type AnyActorRef, type InspectionEvent } from 'xstate';
 import { describe, expect, it } from 'vitest';
 import { clockTimerActor } from '../../src/actors/clock-timer.js';
 import type { ServeEvent } from '../../src/contracts/inbox.js';
@@ -26,9 +26,11 @@ interface Fakes {
   /** Whether a held session (by its heldId) rests with nothing waiting when it looks: it is then released. */
   rests?: boolean | ((heldId: number) => boolean);
   claimSessions?: AnyActorLogic;
+  /** Guards of the held sessions' machine replaced (one that throws fails the held session). */
+  heldGuards?: Record<string, () => boolean>;
 }
 
-function start(clock: SimulatedClock, fakes: Fakes, leaseMs = 3000, concurrency = 2) {
+function start(clock: SimulatedClock, fakes: Fakes, leaseMs = 3000, concurrency = 2, inspect?: (e: InspectionEvent) => void) {
   const calls = fakes.calls;
   const rests = (heldId: number) => (typeof fakes.rests === 'function' ? fakes.rests(heldId) : fakes.rests);
   const look = (heldId: number) => (rests(heldId) ? { phase: 'resting' as const, pending: 0 } : { phase: 'busy' as const });
@@ -38,7 +40,6 @@ function start(clock: SimulatedClock, fakes: Fakes, leaseMs = 3000, concurrency 
       openSession: fake(async ({ input }) => (calls.push(`open ${input.sessionId}`), { writerEpoch: 7, interrupted: false })),
       bindLease: fake(async () => ({ bound: true, sentAt: clock.now() })),
       resumeRun: fake(async () => null),
-      watchSession: fromCallback(() => {}),
       drainInbox: fake(async ({ input }) => ({ outcome: 'drained' as const, look: look(input.heldId) })),
       lookAtSession: fake(async ({ input }) => look(input.heldId)),
       sessionIdle: clockTimerActor(clock),
@@ -47,6 +48,7 @@ function start(clock: SimulatedClock, fakes: Fakes, leaseMs = 3000, concurrency 
       closeSession: fake(async ({ input }) => (calls.push(`close ${input.heldId}`), { detached: false })),
       releaseLease: fake(async ({ input }) => (calls.push(`release ${input.sessionId} ${input.writerEpoch}`), { resume: input.resume })),
     },
+    ...(fakes.heldGuards ? { guards: fakes.heldGuards } : {}),
   });
   const worker = workerMachine.provide({
     actors: {
@@ -72,6 +74,7 @@ function start(clock: SimulatedClock, fakes: Fakes, leaseMs = 3000, concurrency 
   const events: ServeEvent[] = [];
   const actor = createActor(worker, {
     clock,
+    ...(inspect ? { inspect } : {}),
     input: {
       workerId: 'w',
       concurrency,
@@ -181,5 +184,38 @@ describe('the worker machine', () => {
     start(clock, { claims: [], renewals: 'keep', calls, claimSessions, rests: true });
     await settle(clock);
     expect(calls.filter((c) => c.startsWith('claim'))).toEqual(['claim 2', 'claim 2']);
+  });
+
+  it("reuses its held sessions' actor ids: serving many sessions one after another makes no more ids than it held at once", async () => {
+    // a child's end reaches the worker as `xstate.done.actor.<id>`, which XState memoizes per event
+    // type for the machine's life: an id per session would grow that memo with every session served
+    const clock = new SimulatedClock();
+    const calls: string[] = [];
+    const claims = Array.from({ length: 30 }, (_, i) => [`a${i}`, `b${i}`]);
+    const ids = new Set<string>();
+    const { events } = start(clock, { claims, renewals: 'keep', calls, rests: true }, 3000, 2, (e) => {
+      const id = e.type === '@xstate.actor' ? (e.actorRef as AnyActorRef).id : '';
+      if (id.startsWith('held-')) ids.add(id);
+    });
+    for (let i = 0; i < 10; i++) await settle(clock);
+    expect(events.filter((e) => e.type === 'released')).toHaveLength(60);
+    expect([...ids].sort()).toEqual(['held-0', 'held-1']);
+  });
+
+  it('a held session that fails is reported, dropped, and its room claimed again', async () => {
+    const clock = new SimulatedClock();
+    const calls: string[] = [];
+    const heldGuards = {
+      bound: () => {
+        throw new Error('a guard went wrong');
+      },
+    };
+    const { actor, events } = start(clock, { claims: [['s'], ['t']], renewals: 'keep', calls, rests: true, heldGuards });
+    await settle(clock);
+    const errors = events.filter((e) => e.type === 'error');
+    expect(errors[0]).toMatchObject({ message: expect.stringContaining('a held session failed') });
+    expect(calls.filter((c) => c.startsWith('claim'))).toHaveLength(3);
+    expect(calls).toContain('open t');
+    expect(actor.getSnapshot().context.held).toEqual([]);
   });
 });
