@@ -19,6 +19,7 @@ export type ErrorCode =
   | 'store_closed'
   | 'store_unavailable'
   | 'store'
+  | 'log_diverged'
   | 'unknown_agent';
 
 /** Base class of every error actorloop throws on purpose. */

@@ -64,3 +64,28 @@ export class StoreError extends ActorloopError {
   }
 }
 export const isStoreError = (e: unknown): e is StoreError => hasCode(e, 'store');
+
+/**
+ * A session's writer found records in the log at its own writer epoch that it did not write: past
+ * the seq it expected, after an append refused with a sequence conflict or an append whose answer
+ * was lost (log-writer.ts). No other writer writes at that epoch, so the log and the writer
+ * disagree; the writer is fenced (it commits nothing more and starts no effect), never retried.
+ * @example
+ * if (isLogDivergedError(e)) console.error(`${e.sessionId}: seqs ${e.fromSeq}..${e.lastSeq} at epoch ${e.writerEpoch}: ${e.reason}`)
+ */
+export class LogDivergedError extends ActorloopError {
+  readonly code = 'log_diverged' as const;
+  override readonly name = 'LogDivergedError';
+  constructor(
+    readonly sessionId: string,
+    readonly writerEpoch: number,
+    readonly fromSeq: number,
+    readonly lastSeq: number,
+    readonly reason: string,
+  ) {
+    super(
+      `session ${sessionId}: the log at writer epoch ${writerEpoch} holds seqs ${fromSeq}..${lastSeq} this writer did not write: ${reason}`,
+    );
+  }
+}
+export const isLogDivergedError = (e: unknown): e is LogDivergedError => hasCode(e, 'log_diverged');

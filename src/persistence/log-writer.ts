@@ -1,7 +1,8 @@
-import { isStaleWriterError, StaleWriterError } from '../contracts/errors.js';
+import { isLogDivergedError, isSequenceConflictError, isStaleWriterError, StaleWriterError } from '../contracts/errors.js';
 import type { EventDraft, EventRecord, EventType, PayloadOf } from '../contracts/events.js';
 import { SURFACE_OPS } from '../contracts/events.js';
 import type { Message } from '../contracts/message.js';
+import { provesNotWritten, readAppendOutcome } from './append-outcome.js';
 import { prepareAhead } from './codec.js';
 import type { EventStore } from './event-store.js';
 import type { SessionProjection } from './projection.js';
@@ -30,7 +31,9 @@ const LANDED: Promise<void> = Promise.resolve();
  * step costs about two disk syncs, not one per event. Tracks the expected seq; a stale epoch
  * marks the writer fenced and every later commit fails the same way. Each committed append is
  * applied to the session's projection, then handed to the commit listener (the envelopes). Drafts
- * it does not name get ids from `eventId` when given (else the store makes them).
+ * it does not name get ids from `eventId` when given (else the store makes them). An append that
+ * failed without proving it unwritten is read back from the log (append-outcome.ts): found there,
+ * it counts as committed (docs/architecture.md, "An append whose answer is lost").
  */
 export class LogWriter {
   private staged: EventDraft[] = [];
@@ -177,7 +180,9 @@ export class LogWriter {
     const done = this.enqueue(drafts, onApplied);
     if (!keepOnFailure) return done;
     return done.catch((e: unknown) => {
-      if (this.fencedError === undefined && this.closedError === undefined) this.staged = [...drafts, ...this.staged];
+      // (drafts found in the log after all are not put back)
+      if (this.fencedError === undefined && this.closedError === undefined)
+        this.staged = [...drafts.filter((d) => !this.landedLate.has(d)), ...this.staged];
       throw e;
     });
   }
@@ -307,24 +312,75 @@ export class LogWriter {
     const run = async (): Promise<EventRecord[]> => {
       if (this.guarded()) throw this.fencedError;
       if (this.closedError !== undefined) throw this.closedError;
-      if (drafts.length === 0) return [];
+      let batch = drafts;
+      if (this.inDoubt) {
+        const landed = await this.outcomeOf(this.inDoubt); // unreadable: still in doubt, nothing written
+        this.inDoubt = undefined;
+        if (landed) this.applied(landed);
+        batch = batch.filter((d) => !this.landedLate.has(d));
+        this.staged = this.staged.filter((d) => !this.landedLate.has(d));
+        // asked again after the reads: the last await before the write
+        if (this.guarded()) throw this.fencedError;
+        if (this.closedError !== undefined) throw this.closedError;
+      }
+      if (batch.length === 0) return [];
       try {
-        const records = await this.store.append(this.sessionId, this.writerEpoch, this.nextSeq, drafts);
-        // an idempotent retry returns the events already stored (at earlier seqs): the tail stays
-        const last = records.at(-1);
-        if (last === undefined || last.seq < this.nextSeq) return records;
-        this.nextSeq = last.seq + 1;
-        this.projection.apply(records);
-        onApplied?.();
-        this.options.onCommitted?.(records);
-        return records;
+        return this.applied(await this.store.append(this.sessionId, this.writerEpoch, this.nextSeq, batch), onApplied);
       } catch (e) {
         if (isStaleWriterError(e)) this.fencedError = e;
+        else if (isSequenceConflictError(e) || !provesNotWritten(e)) {
+          // the log says what became of it; when it cannot be read now, the next write reads it first
+          if (!isSequenceConflictError(e)) this.inDoubt = batch;
+          const landed = await this.outcomeOf(batch).catch((r: unknown) => {
+            throw r === this.fencedError ? r : e;
+          });
+          this.inDoubt = undefined;
+          if (landed) return this.applied(landed, onApplied);
+        }
         throw e;
       }
     };
     const p = this.tail.then(run, run);
     this.tail = p.catch(() => undefined);
     return p;
+  }
+
+  /** Applies an append's records (projection, `onApplied`, the commit listener) and moves the tail past them. */
+  private applied(records: EventRecord[], onApplied?: () => void): EventRecord[] {
+    // an idempotent retry returns the events already stored (at earlier seqs): the tail stays
+    const last = records.at(-1);
+    if (last === undefined || last.seq < this.nextSeq) return records;
+    this.nextSeq = last.seq + 1;
+    this.projection.apply(records);
+    onApplied?.();
+    this.options.onCommitted?.(records);
+    return records;
+  }
+
+  /** An append that failed without proving it unwritten, whose outcome the log could not tell yet. */
+  private inDoubt: EventDraft[] | undefined;
+
+  /** Drafts found in the log after their append failed: never written again (not put back, dropped from batches). */
+  private readonly landedLate = new WeakSet<EventDraft>();
+
+  /**
+   * What became of the append of `drafts` at the tail, read from the log (readAppendOutcome): its
+   * records, or undefined when nothing of it is stored. Fences the writer (and throws) when another
+   * writer took over or the log holds records it did not write (LogDivergedError); a read failure
+   * is thrown as it is.
+   */
+  private async outcomeOf(drafts: readonly EventDraft[]): Promise<EventRecord[] | undefined> {
+    let outcome;
+    try {
+      outcome = await readAppendOutcome(this.store, this.sessionId, this.writerEpoch, this.nextSeq, drafts);
+    } catch (e) {
+      if (isLogDivergedError(e)) this.fencedError ??= e;
+      throw e;
+    }
+    if (outcome.kind === 'fenced') this.fencedError ??= outcome.error;
+    if (this.fencedError !== undefined) throw this.fencedError;
+    if (outcome.kind !== 'landed') return undefined;
+    for (const d of drafts) this.landedLate.add(d);
+    return outcome.records;
   }
 }
