@@ -273,14 +273,17 @@ export const runMachine = setup({
     committingResults: {
       invoke: {
         src: 'commitResults',
-        input: ({ context: c }): CommitResultsInput => ({
+        input: ({ context: c, self }): CommitResultsInput => ({
           at: positionOf(c),
           results: inCallOrder(c.order, c.presetResults, c.batchResults),
           ...(c.stepUsage ? { usage: c.stepUsage } : {}),
           intents: c.calls,
+          // read when it decides whether the run waits on a child's request: a cancel may come meanwhile
+          cancelRequested: () => self.getSnapshot().context.cancelRequested,
         }),
         onDone: [
           // agent calls left without a result: the run waits for a child's request, or is detached
+          // (or, asked to cancel meanwhile, settles cancelled at settlingResults)
           { guard: 'callsUnsettled', target: 'settlingResults', actions: ['endUnsettled', 'countRejections', 'takeHandoff'] },
           { guard: 'toolConcluded', target: 'settlingResults', actions: ['countRejections', 'takeHandoff', 'finalizeConcludedByTool'] },
           { target: 'checkingBudget', actions: ['countRejections', 'takeHandoff'] },
@@ -310,7 +313,13 @@ export const runMachine = setup({
     settlingResults: {
       invoke: {
         src: 'settleResults',
-        onDone: [{ guard: 'endDecided', target: '#run.ending' }, { target: 'verifyingFinal' }],
+        onDone: [
+          // a cancel that came while the results landed settles a run that would have been left
+          // open (waiting for a child's request, or detached) — the last point before its end commits
+          { guard: 'cancelledWhileOpen', target: '#run.ending', actions: 'endCancelled' },
+          { guard: 'endDecided', target: '#run.ending' },
+          { target: 'verifyingFinal' },
+        ],
         onError: RUN_FAILED,
       },
     },
