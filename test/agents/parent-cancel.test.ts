@@ -11,8 +11,9 @@ import {
   type EventStore,
   type ToolVerifier,
 } from '../../src/index.js';
+import type { InspectionEvent } from 'xstate';
 import { deferred } from '../helpers/drafts.js';
-import { logOf, sleep, typesOf } from '../helpers/runtime.js';
+import { logOf, sleep, storeWithAppend, typesOf } from '../helpers/runtime.js';
 
 // A cancel of a parent run settles it `cancelled` whatever its agent calls' children are doing:
 // a child that runs is cancelled with it, a call whose child waits for an answer (or was detached)
@@ -59,7 +60,7 @@ const lookup = defineTool({
  * A parent whose one step calls a payer agent (its child's charge waits for approval: the call is
  * left unsettled) beside a `lookup` that completes.
  */
-function waitingChildTree(store: EventStore, ran: string[], o: { verifier?: ToolVerifier } = {}) {
+function waitingChildTree(store: EventStore, ran: string[], o: { verifier?: ToolVerifier; inspect?: (e: InspectionEvent) => void } = {}) {
   const payer = defineAgent({
     name: 'payer',
     instructions: 'p',
@@ -193,5 +194,45 @@ describe('a cancelled parent settles the calls of its waiting children', () => {
     });
     // a cancel reaches running runs only: the child's run stays suspended in its own log
     expect((await logOf(store, CHILD)).filter((e) => e.type === 'run/end').map((e) => e.payload.status)).toEqual(['suspended']);
+  });
+
+  it("a cancel arriving while a step's results land ends the run cancelled, not suspended, though the child's request was committed with them", async () => {
+    const base = memoryStore();
+    const ran: string[] = [];
+    const release = deferred();
+    // the parent's results append (the one holding the lookup's result) waits until released
+    const store = storeWithAppend(base, async (id, epoch, seq, drafts) => {
+      if (id === 's' && drafts.some((d) => d.type === 'tool/result')) await release.promise;
+      return base.append(id, epoch, seq, drafts);
+    });
+    // the parent's run has decided to wait on the child's request and waits for its results to land
+    const settling = deferred();
+    const runtime = waitingChildTree(store, ran, {
+      inspect: (e) => {
+        const snap = e.type === '@xstate.snapshot' ? (e.snapshot as { value?: unknown; context?: { runId?: string } }) : undefined;
+        if (snap?.value === 'settlingResults' && snap.context?.runId === 'r') settling.resolve();
+      },
+    });
+    const s = await runtime.openSession('s');
+    const running = s.execute({ kind: 'prompt', runId: 'r', attemptId: 'r', message: 'go' });
+    await settling.promise;
+    const cancelled = s.requestCancel('user'); // its record's append waits behind the results'
+    release.resolve();
+    expect(await cancelled).toBe(true);
+    const r = await running;
+    expect(r).toMatchObject({ status: 'cancelled', outcome: 'cancelled' });
+    expect(r.pendingRequest).toBeUndefined();
+    expect(s.pendingRequest).toBeUndefined();
+    const log = await expectSettledCancelled(base, ran);
+    // the request committed with the results is followed by the call's cancelled answer and the run's end
+    const types = typesOf(log);
+    expect(types.slice(types.indexOf('approval/requested'))).toEqual([
+      'approval/requested',
+      'run/suspended',
+      'cancellation/requested',
+      'tool/result',
+      'step/end',
+      'run/end',
+    ]);
   });
 });
