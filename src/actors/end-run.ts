@@ -27,6 +27,11 @@ export interface EndRunInput {
    * `cancelled`, naming its child session's run as left open, and the step ends.
    */
   unanswered?: UnsettledCall[];
+  /**
+   * The step's tool calls a cancel kept from running after their request (an approval, a question)
+   * was committed: each gets a `skipped` result (the run never waits on that request).
+   */
+  unrun?: { callId: string; name: string }[];
 }
 
 /**
@@ -42,6 +47,12 @@ export async function endRun(env: SessionServices, input: EndRunInput): Promise<
   }
   answerStagedCalls(env.writer, input.at);
   answerUnsettledCalls(env.writer, input.at, input.unanswered ?? [], r.status);
+  for (const c of input.unrun ?? [])
+    env.writer.stage('tool/result', input.at, {
+      callId: c.callId,
+      name: c.name,
+      outcome: { kind: 'skipped', reason: 'not run: the run was cancelled as it suspended for an answer' },
+    });
   if (input.openStep) env.writer.stage('step/end', input.at, input.openStep.usage ? { usage: input.openStep.usage } : {});
   stageRunEnd(env.writer, input.at, r);
   try {

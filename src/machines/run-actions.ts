@@ -138,6 +138,11 @@ export const runActions = {
     end: ({ event }) =>
       ended('blocked', 'incomplete', { blockedBy: outputOf<Extract<CommitIntentOutput, { kind: 'blocked' }>>(event).locks }),
   }),
+  /** The run was cancelled as its request was committed: it ends cancelled, the step's calls never run. */
+  endSuspendCancelled: assignRun(({ context }) => ({
+    unrunCalls: context.asked!.toolCalls.map((c) => ({ callId: c.id, name: c.name })),
+    end: ended('cancelled', 'cancelled', { error: { kind: 'cancelled', message: 'cancelled as the run suspended for an answer' } }),
+  })),
   endSuspended: assignRun(({ event }) => ({
     pendingRequest: outputOf<Extract<CommitIntentOutput, { kind: 'suspended' }>>(event).pendingRequest,
     end: ended('suspended', 'suspended'),

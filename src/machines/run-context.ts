@@ -90,6 +90,8 @@ export interface RunContext extends Omit<RunInput, 'messages' | 'uncertainCalls'
   batchResults: ToolCallOutput[];
   /** Calls of the step left without a result (their agent's child waits or was detached): answered at the run's end if it settles. */
   unsettledCalls: UnsettledCall[];
+  /** The step's tool calls a cancel kept from running once their request was committed: `skipped` at the run's end. */
+  unrunCalls: { callId: string; name: string }[];
   /** The answer to finalize; `output` is it parsed against the run's output schema (once verified). */
   pendingFinal: { content: string; closeStep: boolean; finalMessageId?: string; output?: unknown } | undefined;
   /** The last answer's output-schema issues, while its correction is the run's newest one (exhausted → OutputValidationError). */
