@@ -13,6 +13,12 @@ export interface CommitResultsInput {
   usage?: Usage;
   /** The step's call intents (a call left unsettled is held back with them). */
   intents?: ToolCallIntent[];
+  /**
+   * Whether the run has been asked to cancel by now (read after the last await before the
+   * results are staged): a cancelled run never waits on a child's request (its end answers the
+   * calls left unsettled `cancelled`). Absent: never.
+   */
+  cancelRequested?: () => boolean;
 }
 
 export interface CommitResultsOutput {
@@ -22,7 +28,7 @@ export interface CommitResultsOutput {
   rejections: number;
   /** A transfer call handed the session over: the tools (and output schema) of the rest of the attempt. */
   handoff?: Handoff;
-  /** Calls left without a result (agent calls whose child waits or detached), and the request the run now waits for. */
+  /** Calls left without a result (agent calls whose child waits or detached), and the request the run now waits for (none staged once cancelled). */
   unsettled?: { pendingRequest?: PendingRequest };
 }
 
@@ -77,7 +83,9 @@ export async function commitResults(env: SessionServices, input: CommitResultsIn
     }
   });
   const handedOff = handoff?.(at);
-  const waiting = unsettled.length > 0 ? holdBack(env, at, unsettled, input.intents ?? []) : undefined;
+  // the cancel check right before the request is staged, after the verdicts' await: a cancelled
+  // run stages no request of a child (the run ends cancelled; its end answers the calls)
+  const waiting = unsettled.length === 0 ? undefined : input.cancelRequested?.() ? {} : holdBack(env, at, unsettled, input.intents ?? []);
   // a step with a call left unsettled goes on in the run's next attempt, which ends it
   if (!waiting) env.writer.stage('step/end', at, input.usage ? { usage: input.usage } : {});
   // the tools have run: if this commit fails, the run's end commits their results with run/end.

@@ -1,5 +1,6 @@
 import { promiseActor } from './promise-actor.js';
 import type { StepPosition } from '../contracts/calls.js';
+import type { ToolOutcome } from '../contracts/tools.js';
 import { isStaleWriterError } from '../contracts/errors.js';
 import { ownRecord } from '../contracts/keyed.js';
 import { redactSecrets } from '../providers/redact.js';
@@ -22,10 +23,15 @@ export interface EndRunInput {
   openStep?: { usage?: Usage };
   /**
    * Agent calls the step left without a result (their child waits or was detached) in a run that
-   * ends settled all the same (its results commit failed): each is answered `cancelled`, naming
-   * its child session's run as left open, and the step ends.
+   * ends settled all the same (it was cancelled, or its results commit failed): each is answered
+   * `cancelled`, naming its child session's run as left open, and the step ends.
    */
-  unanswered?: { callId: string; name: string }[];
+  unanswered?: UnsettledCall[];
+  /**
+   * The step's tool calls a cancel kept from running after their request (an approval, a question)
+   * was committed: each gets a `skipped` result (the run never waits on that request).
+   */
+  unrun?: { callId: string; name: string }[];
 }
 
 /**
@@ -41,6 +47,12 @@ export async function endRun(env: SessionServices, input: EndRunInput): Promise<
   }
   answerStagedCalls(env.writer, input.at);
   answerUnsettledCalls(env.writer, input.at, input.unanswered ?? [], r.status);
+  for (const c of input.unrun ?? [])
+    env.writer.stage('tool/result', input.at, {
+      callId: c.callId,
+      name: c.name,
+      outcome: { kind: 'skipped', reason: 'not run: the run was cancelled as it suspended for an answer' },
+    });
   if (input.openStep) env.writer.stage('step/end', input.at, input.openStep.usage ? { usage: input.openStep.usage } : {});
   stageRunEnd(env.writer, input.at, r);
   try {
@@ -82,28 +94,34 @@ function answerStagedCalls(writer: LogWriter, at: StepPosition): void {
   if (open.length > 0 && !staged.some((d) => d.type === 'step/end')) writer.stage('step/end', at, {});
 }
 
+/** An agent call left without a result: its child waits for an answer (`asked`: that child session) or was detached. */
+export interface UnsettledCall {
+  callId: string;
+  name: string;
+  asked?: string;
+}
+
+/**
+ * The `cancelled` outcome of an agent call left unsettled in a run that settles `status`: it names
+ * the child session whose run it leaves open (waiting for an answer, or detached: nothing of it runs).
+ */
+export function unsettledAnswer(status: string, asked: string | undefined): Extract<ToolOutcome, { kind: 'cancelled' }> {
+  const left = asked ? `the run of its child session ${asked} stays open, waiting for its answer` : `its child session's run is left open`;
+  return {
+    kind: 'cancelled',
+    settled: true,
+    partialContent: `the run ended ${status} before the agent answered; ${left}`,
+    resourceLocks: [],
+  };
+}
+
 const SUSPENDING: ReadonlySet<string> = new Set(['question/asked', 'approval/requested', 'run/suspended']);
 
-function answerUnsettledCalls(
-  writer: LogWriter,
-  at: StepPosition,
-  calls: readonly { callId: string; name: string }[],
-  status: string,
-): void {
+function answerUnsettledCalls(writer: LogWriter, at: StepPosition, calls: readonly UnsettledCall[], status: string): void {
   if (calls.length === 0) return;
   // a child's request staged with them (its commit failed): the settled run never waits on it
   writer.unstage(SUSPENDING);
-  for (const c of calls)
-    writer.stage('tool/result', at, {
-      callId: c.callId,
-      name: c.name,
-      outcome: {
-        kind: 'cancelled',
-        settled: true,
-        partialContent: `the run ended ${status} before the agent answered; its child session's run is left open`,
-        resourceLocks: [],
-      },
-    });
+  for (const c of calls) writer.stage('tool/result', at, { callId: c.callId, name: c.name, outcome: unsettledAnswer(status, c.asked) });
   if (!writer.stagedDrafts.some((d) => d.type === 'step/end')) writer.stage('step/end', at, {});
 }
 

@@ -4,6 +4,7 @@ import { CapacityError } from '../contracts/errors.js';
 import type { ExecutionResult } from '../contracts/requests.js';
 import type { CommitIntentOutput } from '../actors/commit-intent.js';
 import type { CommitResultsOutput } from '../actors/commit-results.js';
+import { unsettledAnswer, type UnsettledCall } from '../actors/end-run.js';
 import type { DeliverFinalOutput, VerifyFinalOutput } from '../actors/final-answer.js';
 import type { PrepareContextOutput } from '../actors/prepare-context.js';
 import type { StartRunOutput } from '../actors/start-run.js';
@@ -41,6 +42,7 @@ const assignRun = assign<RunContext, RunEvent, undefined, RunEvent, never>;
  */
 export const runActions = {
   failWith: assignRun(({ event }) => ({ end: endFor(errorOf(event)) })),
+  /** The run was asked to cancel: it settles `cancelled` (a call its step left unsettled is answered so at its end). */
   endCancelled: assignRun({
     end: () => ended('cancelled', 'cancelled', { error: { kind: 'cancelled', message: 'cancelled (requestCancel or kill switch)' } }),
   }),
@@ -136,17 +138,23 @@ export const runActions = {
     end: ({ event }) =>
       ended('blocked', 'incomplete', { blockedBy: outputOf<Extract<CommitIntentOutput, { kind: 'blocked' }>>(event).locks }),
   }),
+  /** The run was cancelled as its request was committed: it ends cancelled, the step's calls never run. */
+  endSuspendCancelled: assignRun(({ context }) => ({
+    unrunCalls: context.asked!.toolCalls.map((c) => ({ callId: c.id, name: c.name })),
+    end: ended('cancelled', 'cancelled', { error: { kind: 'cancelled', message: 'cancelled as the run suspended for an answer' } }),
+  })),
   endSuspended: assignRun(({ event }) => ({
     pendingRequest: outputOf<Extract<CommitIntentOutput, { kind: 'suspended' }>>(event).pendingRequest,
     end: ended('suspended', 'suspended'),
   })),
   /**
    * Calls of the step were left without a result (agent calls whose child waits for an answer, or
-   * detached): the run waits for the first child's request (suspended), else it is detached.
+   * detached): the run waits for the first child's request (suspended), else it is detached — and
+   * its end answers them `cancelled` if it settles instead (a cancel meanwhile, a failed commit).
    */
   endUnsettled: assignRun(({ context, event }) => {
     const pendingRequest = outputOf<CommitResultsOutput>(event).unsettled!.pendingRequest;
-    const unsettledCalls = context.batchResults.filter((r) => r.unsettled).map((r) => ({ callId: r.callId, name: r.name }));
+    const unsettledCalls = context.batchResults.flatMap(unsettledCallOf);
     return pendingRequest
       ? { pendingRequest, unsettledCalls, end: ended('suspended', 'suspended') }
       : { unsettledCalls, end: ended('detached', 'incomplete') };
@@ -194,15 +202,22 @@ export const runActions = {
   keepUncommittedResult: assignRun({ result: ({ context }) => ({ ...resultOf(context), checkpointCommitted: false }) }),
 };
 
+/** The child session an unsettled call's request came from (the run of it that waits), if it asked. */
+const askedBy = (r: ToolCallOutput): string | undefined => r.unsettled?.pendingRequest?.path?.[0];
+
+/** A call of the batch left unsettled, as the run's end answers it if the run settles. */
+function unsettledCallOf(r: ToolCallOutput): UnsettledCall[] {
+  if (!r.unsettled) return [];
+  const asked = askedBy(r);
+  return [{ callId: r.callId, name: r.name, ...(asked ? { asked } : {}) }];
+}
+
 /**
  * An unsettled call's output in a cancelled run: a `cancelled` result, naming the child session
- * whose run it leaves open (waiting for an answer, or detached: nothing of it runs).
+ * whose run it leaves open (waiting for an answer, or detached: nothing of it runs) — the answer
+ * the run's end gives it when the cancel comes after the batch (unsettledAnswer).
  */
 function cancelledCall(r: ToolCallOutput): ToolCallOutput {
-  const { unsettled, ...rest } = r;
-  const asked = unsettled?.pendingRequest?.path?.[0];
-  const left = asked
-    ? `; the run of its child session ${asked} stays open, waiting for its answer`
-    : `; its child session's run stays open`;
-  return { ...rest, outcome: { kind: 'cancelled', settled: true, partialContent: `cancelled with its run${left}`, resourceLocks: [] } };
+  const { unsettled: _, ...rest } = r;
+  return { ...rest, outcome: unsettledAnswer('cancelled', askedBy(r)) };
 }

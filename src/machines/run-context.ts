@@ -7,6 +7,7 @@ import type { ResumeInput, StartRunInput } from '../actors/start-run.js';
 import type { OutputSpec } from '../actors/final-output.js';
 import type { OfferedTools } from '../actors/session-services.js';
 import type { AttemptCounted } from '../actors/call-model.js';
+import type { UnsettledCall } from '../actors/end-run.js';
 import type { Counted, Overrun, Reservation } from '../contracts/reservation.js';
 
 /** How an attempt ends: what its result will say. */
@@ -88,7 +89,9 @@ export interface RunContext extends Omit<RunInput, 'messages' | 'uncertainCalls'
   order: string[];
   batchResults: ToolCallOutput[];
   /** Calls of the step left without a result (their agent's child waits or was detached): answered at the run's end if it settles. */
-  unsettledCalls: { callId: string; name: string }[];
+  unsettledCalls: UnsettledCall[];
+  /** The step's tool calls a cancel kept from running once their request was committed: `skipped` at the run's end. */
+  unrunCalls: { callId: string; name: string }[];
   /** The answer to finalize; `output` is it parsed against the run's output schema (once verified). */
   pendingFinal: { content: string; closeStep: boolean; finalMessageId?: string; output?: unknown } | undefined;
   /** The last answer's output-schema issues, while its correction is the run's newest one (exhausted → OutputValidationError). */

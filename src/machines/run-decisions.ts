@@ -4,6 +4,7 @@ import { isCancelledError, isStaleWriterError, OutputValidationError, ProtocolEx
 import { addUsage, type Usage } from '../contracts/message.js';
 import { resolutionOf, type ExecutionResult, type Outcome, type RunStatus, type UncertainCall } from '../contracts/requests.js';
 import type { DeliverFinalInput, FinalAnswerInput } from '../actors/final-answer.js';
+import type { EndRunInput } from '../actors/end-run.js';
 import type { RunContext, RunEnd } from './run-context.js';
 import type { CallModelOutput } from '../actors/call-model.js';
 import type { BatchBudget } from '../actors/tool-call.js';
@@ -165,6 +166,26 @@ export function resultOf(c: RunContext): ExecutionResult {
     ...(c.recovered ? { recovered: c.recovered } : {}),
     ...spendingOf(c.budget, { outputTokens: c.usage.outputTokens, cost: c.cost }, c.counted, c.overruns),
     ...(c.counted.outputTokens > 0 || c.counted.cost !== '0' ? { counted: c.counted } : {}),
+  };
+}
+
+/** Ends that leave the run open (a later attempt goes on): calls left unsettled stay so. */
+export const STILL_OPEN: ReadonlySet<string> = new Set(['suspended', 'detached', 'fenced']);
+
+/** The input of the run's closing commit (endRun): its result, and what of its last step it still answers. */
+export function endRunInput(c: RunContext): EndRunInput {
+  const result = resultOf(c);
+  const cancelled = c.end?.status === 'cancelled';
+  // a verified answer a cancel kept from being committed, or calls it kept from running: their step still ends
+  const keptFinal = c.pendingFinal?.closeStep === true && c.pendingFinal.finalMessageId === undefined;
+  return {
+    at: positionOf(c),
+    result,
+    started: c.runStartSeq > 0,
+    // a run that settles (cancelled, or failed as its results commit failed) answers the calls it left unsettled
+    ...(c.unsettledCalls.length > 0 && !STILL_OPEN.has(result.status) ? { unanswered: c.unsettledCalls } : {}),
+    ...(cancelled && (keptFinal || c.unrunCalls.length > 0) ? { openStep: c.stepUsage ? { usage: c.stepUsage } : {} } : {}),
+    ...(c.unrunCalls.length > 0 ? { unrun: c.unrunCalls } : {}),
   };
 }
 

@@ -11,8 +11,8 @@ import { outputOf, spentNow } from './run-decisions.js';
 
 type GuardArgs = { context: RunContext; event: RunEvent };
 
-/** Ends that leave the run open (a later attempt goes on): calls left unsettled stay so. */
-export const STILL_OPEN: ReadonlySet<string> = new Set(['suspended', 'detached', 'fenced']);
+/** Ends a cancel that comes before the run settles turns into `cancelled` (a fenced writer commits nothing either way). */
+const LEFT_OPEN: ReadonlySet<string> = new Set(['suspended', 'detached']);
 
 /** The run machine's guards, by name: pure reads of its context or of the event that decides. */
 export const runGuards = {
@@ -35,8 +35,13 @@ export const runGuards = {
   correctionsExhausted: ({ context }: GuardArgs) => context.corrections > context.maxProtocolCorrections,
   intentBlocked: ({ event }: GuardArgs) => outputOf<CommitIntentOutput>(event).kind === 'blocked',
   intentSuspended: ({ event }: GuardArgs) => outputOf<CommitIntentOutput>(event).kind === 'suspended',
+  /** A cancel that came while the step's request (an approval, a question) was committed: the run settles instead of waiting. */
+  cancelledWhileSuspending: ({ context, event }: GuardArgs) =>
+    context.cancelRequested && outputOf<CommitIntentOutput>(event).kind === 'suspended',
   toolConcluded: ({ event }: GuardArgs) => outputOf<CommitResultsOutput>(event).concluded !== undefined,
   callsUnsettled: ({ event }: GuardArgs) => outputOf<CommitResultsOutput>(event).unsettled !== undefined,
+  /** A cancel that came while an end that leaves the run open (suspended, detached) waited for the step's results to land. */
+  cancelledWhileOpen: ({ context }: GuardArgs) => context.cancelRequested && context.end !== undefined && LEFT_OPEN.has(context.end.status),
   finalRejected: ({ event }: GuardArgs) => outputOf<VerifyFinalOutput>(event).kind === 'rejected',
   outputRejected: ({ event }: GuardArgs) => outputOf<VerifyFinalOutput>(event).kind === 'output_rejected',
   delivered: ({ event }: GuardArgs) => outputOf<DeliverFinalOutput>(event).kind === 'delivered',

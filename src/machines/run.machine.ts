@@ -11,8 +11,8 @@ import type { StartRunInput, StartRunOutput } from '../actors/start-run.js';
 import { toolBatchMachine, type ToolBatchInput } from './tool-batch.machine.js';
 import type { RunContext, RunEvent, RunInput } from './run-context.js';
 import { runActions } from './run-actions.js';
-import { runGuards, STILL_OPEN } from './run-guards.js';
-import { batchBudget, budgetLeftOf, deliverInput, ended, finalInput, inCallOrder, positionOf, resultOf } from './run-decisions.js';
+import { runGuards } from './run-guards.js';
+import { batchBudget, budgetLeftOf, deliverInput, ended, endRunInput, finalInput, inCallOrder, positionOf } from './run-decisions.js';
 import { noneCounted } from '../contracts/reservation.js';
 
 export type { ResumeInput, StartRunOutput } from '../actors/start-run.js';
@@ -105,6 +105,7 @@ export const runMachine = setup({
     order: [],
     batchResults: [],
     unsettledCalls: [],
+    unrunCalls: [],
     pendingFinal: undefined,
     outputIssues: undefined,
     stopRequested: input.stopRequested ?? false,
@@ -236,6 +237,8 @@ export const runMachine = setup({
         onDone: [
           { guard: 'intentRejected', target: 'checkingCorrections', actions: 'countCorrection' },
           { guard: 'intentBlocked', target: '#run.ending', actions: 'endBlocked' },
+          // a cancel that came while the request was committed: the run settles, never waiting on it
+          { guard: 'cancelledWhileSuspending', target: '#run.ending', actions: 'endSuspendCancelled' },
           { guard: 'intentSuspended', target: '#run.ending', actions: 'endSuspended' },
           { target: 'runningTools', actions: 'keepIntents' },
         ],
@@ -273,14 +276,17 @@ export const runMachine = setup({
     committingResults: {
       invoke: {
         src: 'commitResults',
-        input: ({ context: c }): CommitResultsInput => ({
+        input: ({ context: c, self }): CommitResultsInput => ({
           at: positionOf(c),
           results: inCallOrder(c.order, c.presetResults, c.batchResults),
           ...(c.stepUsage ? { usage: c.stepUsage } : {}),
           intents: c.calls,
+          // read when it decides whether the run waits on a child's request: a cancel may come meanwhile
+          cancelRequested: () => self.getSnapshot().context.cancelRequested,
         }),
         onDone: [
           // agent calls left without a result: the run waits for a child's request, or is detached
+          // (or, asked to cancel meanwhile, settles cancelled at settlingResults)
           { guard: 'callsUnsettled', target: 'settlingResults', actions: ['endUnsettled', 'countRejections', 'takeHandoff'] },
           { guard: 'toolConcluded', target: 'settlingResults', actions: ['countRejections', 'takeHandoff', 'finalizeConcludedByTool'] },
           { target: 'checkingBudget', actions: ['countRejections', 'takeHandoff'] },
@@ -310,7 +316,13 @@ export const runMachine = setup({
     settlingResults: {
       invoke: {
         src: 'settleResults',
-        onDone: [{ guard: 'endDecided', target: '#run.ending' }, { target: 'verifyingFinal' }],
+        onDone: [
+          // a cancel that came while the results landed settles a run that would have been left
+          // open (waiting for a child's request, or detached) — the last point before its end commits
+          { guard: 'cancelledWhileOpen', target: '#run.ending', actions: 'endCancelled' },
+          { guard: 'endDecided', target: '#run.ending' },
+          { target: 'verifyingFinal' },
+        ],
         onError: RUN_FAILED,
       },
     },
@@ -360,17 +372,7 @@ export const runMachine = setup({
     ending: {
       invoke: {
         src: 'endRun',
-        input: ({ context: c }): EndRunInput => ({
-          at: positionOf(c),
-          result: resultOf(c),
-          started: c.runStartSeq > 0,
-          // a run that settles (fails, say, as its results commit fails) answers the calls it left unsettled
-          ...(c.unsettledCalls.length > 0 && !STILL_OPEN.has(resultOf(c).status) ? { unanswered: c.unsettledCalls } : {}),
-          // a verified answer a cancel kept from being committed: its step still ends
-          ...(c.pendingFinal?.closeStep && c.pendingFinal.finalMessageId === undefined && c.end?.status === 'cancelled'
-            ? { openStep: c.stepUsage ? { usage: c.stepUsage } : {} }
-            : {}),
-        }),
+        input: ({ context }) => endRunInput(context),
         onDone: { target: 'done', actions: 'keepResult' },
         onError: { target: 'done', actions: 'keepUncommittedResult' },
       },

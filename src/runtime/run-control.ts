@@ -42,10 +42,13 @@ export class RunControl {
     }
     if (this.session.phase() !== 'executing') return false; // ended: its result is being settled
     const at = { turn: 0, step: 0, attempt: target.runEpoch };
-    await this.writer.appendNow([this.writer.draft('cancellation/requested', at, { reason })]).catch(() => undefined);
-    // the attempt may have ended while the request was written: never cancel the one after it
-    if (!sameAttempt(this.session.current(), target) || this.session.phase() !== 'executing') return false;
+    // The record is queued and the attempt told in one synchronous step: the record lands ahead of
+    // whatever the run commits on the cancel (appends keep their order), and the cancel reaches
+    // the attempt running now — not after a commit under way (the step's results) has landed
+    // and let the run end otherwise (suspended on a child's request) meanwhile.
+    const recorded = this.writer.appendNow([this.writer.draft('cancellation/requested', at, { reason })]).catch(() => undefined);
     this.session.send({ type: 'CANCEL', reason });
+    await recorded;
     return true;
   }
 

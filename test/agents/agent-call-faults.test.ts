@@ -117,7 +117,12 @@ describe('the hand-over of an agent call', () => {
         return 'slow done';
       },
     });
-    const store = memoryStore();
+    // and the child's closing commit takes longer than the parent's grace: the child settles after it
+    const base = memoryStore();
+    const store = storeWithAppend(base, async (id, epoch, seq, drafts) => {
+      if (id === CHILD && drafts.some((d) => d.type === 'run/end')) await new Promise((r) => setTimeout(r, 200));
+      return base.append(id, epoch, seq, drafts);
+    });
     const runtime = tree(store, [{ toolCalls: [{ id: 'k1', name: 'slow', arguments: {} }] }, 'never'], {
       tools: [slow],
       cancelGraceMs: 20,

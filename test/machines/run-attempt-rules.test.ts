@@ -6,6 +6,7 @@ import { defineTool, scriptedModel } from '../../src/index.js';
 import { callActor } from '../../src/actors/tool-call.js';
 import type { ToolCallOutput } from '../../src/contracts/calls.js';
 import type { CommitIntentOutput } from '../../src/actors/commit-intent.js';
+import type { EndRunInput } from '../../src/actors/end-run.js';
 import { toolBatchMachine } from '../../src/machines/tool-batch.machine.js';
 import { deferred } from '../helpers/drafts.js';
 import { fromPromise } from 'xstate';
@@ -144,11 +145,17 @@ describe('a run attempt: cancels, errors, budgets and snapshots across the machi
   });
 
   // The intent commit itself refuses to suspend once cancelled (the run ends cancelled with the
-  // calls answered skipped). A suspension being committed when the CANCEL reached the machine
-  // stands: turning it into a cancelled run would leave the model's tool calls unanswered.
-  it('a suspension being committed when a CANCEL reaches the machine stands (the attempt ends suspended)', async () => {
+  // calls answered skipped). A suspension being committed when the CANCEL reached the machine is
+  // settled too: the run ends cancelled and its end answers the model's tool calls `skipped`.
+  it('a CANCEL that reaches the machine while a suspension is committed ends the attempt cancelled, its calls answered skipped at its end', async () => {
     const gate = deferred<CommitIntentOutput>();
-    const machine = runMachine.provide({ actors: phaseActors({ commitIntent: fromPromise(async () => gate.promise) }) });
+    let ending: EndRunInput | undefined;
+    const machine = runMachine.provide({
+      actors: phaseActors({
+        commitIntent: fromPromise(async () => gate.promise),
+        endRun: fromPromise(async ({ input }: { input: EndRunInput }) => ((ending = input), input.result)),
+      }),
+    });
     const actor = createActor(machine, { input: runInput() }).start();
     await waitFor(actor, (x) => x.matches('committingIntent'));
     actor.send({ type: 'CANCEL' });
@@ -157,12 +164,14 @@ describe('a run attempt: cancels, errors, budgets and snapshots across the machi
       pendingRequest: {
         kind: 'approval',
         questionId: 'q',
-        calls: [{ callId: 'c', name: 'pay', arguments: {} }],
+        calls: [{ callId: 'c', name: 'echo', arguments: {} }],
         expiresAt: Date.now() + 1000,
       } as never,
     });
     const snap = await waitFor(actor, (x) => x.status === 'done');
-    expect(snap.output!.status).toBe('suspended');
+    expect(snap.output).toMatchObject({ status: 'cancelled', outcome: 'cancelled' });
+    expect(snap.output!.pendingRequest).toBeUndefined();
+    expect(ending).toMatchObject({ unrun: [{ callId: 'c', name: 'echo' }], openStep: {} });
   });
 
   it('snapshot() while a respond attempt runs reports the session executing, no longer suspended on the answered request', async () => {

@@ -159,6 +159,61 @@ describe('requestCancel', () => {
     expect(results.find((r) => r.runId === 'B')).toMatchObject({ status: 'succeeded', finalMessage: 'answer B' });
   });
 
+  it("a cancel arriving while a step's approval request commits ends the run cancelled, not suspended: the calls are skipped, and a reopen finds nothing to answer", async () => {
+    const base = memoryStore();
+    const landing = deferred();
+    const release = deferred();
+    // the step's first commit (its approval request) waits until released
+    const store = storeWithAppend(base, async (id, epoch, seq, drafts) => {
+      if (drafts.some((d) => d.type === 'approval/requested')) {
+        landing.resolve();
+        await release.promise;
+      }
+      return base.append(id, epoch, seq, drafts);
+    });
+    const ran: string[] = [];
+    const deploy = defineTool({
+      name: 'deploy',
+      description: 'd',
+      parameters: z.object({}),
+      needsApproval: true,
+      execute: () => {
+        ran.push('deploy');
+        return 'deployed';
+      },
+    });
+    const model = scriptedModel([{ toolCalls: [{ id: 'c1', name: 'deploy', arguments: {} }] }, 'never asked']);
+    const { runtime } = memRuntime({ model, tools: [deploy] }, store);
+    const s = await runtime.openSession('s');
+    const running = s.execute({ kind: 'prompt', runId: 'r1', attemptId: 'a1', message: 'go' });
+    await landing.promise;
+    const cancelled = s.requestCancel('user');
+    release.resolve();
+    expect(await cancelled).toBe(true);
+    const r = await running;
+    expect(r).toMatchObject({ status: 'cancelled', outcome: 'cancelled' });
+    expect(r.pendingRequest).toBeUndefined();
+    expect(s.pendingRequest).toBeUndefined();
+    const log = await logOf(base, 's');
+    const types = typesOf(log);
+    expect(types.slice(types.indexOf('approval/requested'))).toEqual([
+      'approval/requested',
+      'run/suspended',
+      'cancellation/requested',
+      'tool/result',
+      'step/end',
+      'run/end',
+    ]);
+    expect(log.find((e) => e.type === 'tool/result')!.payload.outcome).toMatchObject({ kind: 'skipped' });
+    expect(log.find((e) => e.type === 'run/end')!.payload.status).toBe('cancelled');
+    expect(ran).toEqual([]);
+    // a reopen (recovery) agrees: no open run, nothing to answer
+    const { runtime: reopened } = memRuntime({ model: scriptedModel([]), tools: [deploy] }, base);
+    const s2 = await reopened.openSession('s', { resume: 'manual' });
+    expect(s2.recovery.interruptedRuns).toEqual([]);
+    expect(s2.pendingRequest).toBeUndefined();
+  });
+
   // guarantees.md requestCancel: "resolves false when nothing runs, or the attempt ended first". In
   // onRunFinished `current` is cleared while `busy` stays true (loadOpenRun), and the new
   // `!target && busy` branch answers true though nothing will be cancelled.
