@@ -66,10 +66,12 @@ export class StoreError extends ActorloopError {
 export const isStoreError = (e: unknown): e is StoreError => hasCode(e, 'store');
 
 /**
- * A session's writer found records in the log at its own writer epoch that it did not write: past
- * the seq it expected, after an append refused with a sequence conflict or an append whose answer
- * was lost (log-writer.ts). No other writer writes at that epoch, so the log and the writer
- * disagree; the writer is fenced (it commits nothing more and starts no effect), never retried.
+ * A session's writer found records in the log at its own writer epoch that it cannot go on from
+ * (log-writer.ts): records it did not write, past the seq it expected (after an append refused
+ * with a sequence conflict or whose answer was lost) — no other writer writes at that epoch, so
+ * the log and the writer disagree — or a batch whose append it had reported failed, found landed
+ * later (its caller acted on the failure). The writer is fenced (it commits nothing more and
+ * starts no effect), never retried; reopening the session recovers from the log.
  * @example
  * if (isLogDivergedError(e)) console.error(`${e.sessionId}: seqs ${e.fromSeq}..${e.lastSeq} at epoch ${e.writerEpoch}: ${e.reason}`)
  */
@@ -84,7 +86,7 @@ export class LogDivergedError extends ActorloopError {
     readonly reason: string,
   ) {
     super(
-      `session ${sessionId}: the log at writer epoch ${writerEpoch} holds seqs ${fromSeq}..${lastSeq} this writer did not write: ${reason}`,
+      `session ${sessionId}: the log at writer epoch ${writerEpoch} holds seqs ${fromSeq}..${lastSeq} its writer cannot go on from: ${reason}`,
     );
   }
 }

@@ -1,4 +1,10 @@
-import { isLogDivergedError, isSequenceConflictError, isStaleWriterError, StaleWriterError } from '../contracts/errors.js';
+import {
+  isLogDivergedError,
+  isSequenceConflictError,
+  isStaleWriterError,
+  LogDivergedError,
+  StaleWriterError,
+} from '../contracts/errors.js';
 import type { EventDraft, EventRecord, EventType, PayloadOf } from '../contracts/events.js';
 import { SURFACE_OPS } from '../contracts/events.js';
 import type { Message } from '../contracts/message.js';
@@ -25,6 +31,10 @@ interface Ahead {
 }
 
 const LANDED: Promise<void> = Promise.resolve();
+
+/** Why a writer stops when an append it reported failed is found in the log later (LogDivergedError's reason). */
+const LANDED_LATE =
+  'an append whose outcome could not be read when it failed is in the log after all; its caller was told it failed, so this writer commits nothing more (reopen the session: recovery reads the log)';
 
 /**
  * The session's single writer: stages drafts and commits them in batches (commit points), so a
@@ -180,9 +190,7 @@ export class LogWriter {
     const done = this.enqueue(drafts, onApplied);
     if (!keepOnFailure) return done;
     return done.catch((e: unknown) => {
-      // (drafts found in the log after all are not put back)
-      if (this.fencedError === undefined && this.closedError === undefined)
-        this.staged = [...drafts.filter((d) => !this.landedLate.has(d)), ...this.staged];
+      if (this.fencedError === undefined && this.closedError === undefined) this.staged = [...drafts, ...this.staged];
       throw e;
     });
   }
@@ -312,26 +320,27 @@ export class LogWriter {
     const run = async (): Promise<EventRecord[]> => {
       if (this.guarded()) throw this.fencedError;
       if (this.closedError !== undefined) throw this.closedError;
-      let batch = drafts;
       if (this.inDoubt) {
-        const landed = await this.outcomeOf(this.inDoubt); // unreadable: still in doubt, nothing written
+        const doubted = this.inDoubt;
+        const landed = await this.outcomeOf(doubted); // unreadable: still in doubt, nothing written
         this.inDoubt = undefined;
-        if (landed) this.applied(landed);
-        batch = batch.filter((d) => !this.landedLate.has(d));
-        this.staged = this.staged.filter((d) => !this.landedLate.has(d));
+        // landed after its caller was told it failed: the session acted on a log it does not have
+        // (a run failed over intents that are committed), so the writer stops; a reopen recovers
+        if (landed)
+          this.fencedError ??= new LogDivergedError(this.sessionId, this.writerEpoch, landed[0]!.seq, landed.at(-1)!.seq, LANDED_LATE);
         // asked again after the reads: the last await before the write
         if (this.guarded()) throw this.fencedError;
         if (this.closedError !== undefined) throw this.closedError;
       }
-      if (batch.length === 0) return [];
+      if (drafts.length === 0) return [];
       try {
-        return this.applied(await this.store.append(this.sessionId, this.writerEpoch, this.nextSeq, batch), onApplied);
+        return this.applied(await this.store.append(this.sessionId, this.writerEpoch, this.nextSeq, drafts), onApplied);
       } catch (e) {
         if (isStaleWriterError(e)) this.fencedError = e;
         else if (isSequenceConflictError(e) || !provesNotWritten(e)) {
           // the log says what became of it; when it cannot be read now, the next write reads it first
-          if (!isSequenceConflictError(e)) this.inDoubt = batch;
-          const landed = await this.outcomeOf(batch).catch((r: unknown) => {
+          if (!isSequenceConflictError(e)) this.inDoubt = drafts;
+          const landed = await this.outcomeOf(drafts).catch((r: unknown) => {
             throw r === this.fencedError ? r : e;
           });
           this.inDoubt = undefined;
@@ -360,9 +369,6 @@ export class LogWriter {
   /** An append that failed without proving it unwritten, whose outcome the log could not tell yet. */
   private inDoubt: EventDraft[] | undefined;
 
-  /** Drafts found in the log after their append failed: never written again (not put back, dropped from batches). */
-  private readonly landedLate = new WeakSet<EventDraft>();
-
   /**
    * What became of the append of `drafts` at the tail, read from the log (readAppendOutcome): its
    * records, or undefined when nothing of it is stored. Fences the writer (and throws) when another
@@ -380,7 +386,6 @@ export class LogWriter {
     if (outcome.kind === 'fenced') this.fencedError ??= outcome.error;
     if (this.fencedError !== undefined) throw this.fencedError;
     if (outcome.kind !== 'landed') return undefined;
-    for (const d of drafts) this.landedLate.add(d);
     return outcome.records;
   }
 }
