@@ -28,7 +28,10 @@ export interface CommitResultsOutput {
   rejections: number;
   /** A transfer call handed the session over: the tools (and output schema) of the rest of the attempt. */
   handoff?: Handoff;
-  /** Calls left without a result (agent calls whose child waits or detached), and the request the run now waits for (none staged once cancelled). */
+  /**
+   * Calls left without a result (agent calls whose child waits or detached), and the request the
+   * run now waits for (none staged once cancelled).
+   */
   unsettled?: { pendingRequest?: PendingRequest };
 }
 

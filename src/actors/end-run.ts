@@ -1,7 +1,7 @@
 import { promiseActor } from './promise-actor.js';
 import type { StepPosition } from '../contracts/calls.js';
 import type { ToolOutcome } from '../contracts/tools.js';
-import { isStaleWriterError } from '../contracts/errors.js';
+import { isWriterStopped } from '../contracts/errors.js';
 import { ownRecord } from '../contracts/keyed.js';
 import { redactSecrets } from '../providers/redact.js';
 import type { Message, Usage } from '../contracts/message.js';
@@ -60,7 +60,7 @@ export async function endRun(env: SessionServices, input: EndRunInput): Promise<
     return r;
   } catch (e) {
     env.writer.discard();
-    if (isStaleWriterError(e)) {
+    if (isWriterStopped(e)) {
       return {
         ...r,
         outcome: 'incomplete',

@@ -1,6 +1,6 @@
 import { toPromise, type AnyActorRef } from 'xstate';
 import { settledWithin } from '../contracts/clock.js';
-import { isStaleWriterError, isStoreClosedError } from '../contracts/errors.js';
+import { isStoreClosedError, isWriterStopped } from '../contracts/errors.js';
 import { LeaseLostError, type InboxEntry, type InboxOutcome, type StoredInboxEntry } from '../contracts/inbox.js';
 import { clockTimerActor } from './clock-timer.js';
 import { promiseActor } from './promise-actor.js';
@@ -100,7 +100,7 @@ export const drainInboxActor = (s: WorkerServices) =>
     try {
       await s.inboxFor(session).drain();
     } catch (e) {
-      if (isStaleWriterError(e)) return { outcome: 'fenced' };
+      if (isWriterStopped(e)) return { outcome: 'fenced' };
       if (isStoreClosedError(e)) return { outcome: 'closed' };
       failed = `applying the inbox failed: ${messageOf(e)}`;
     }

@@ -9,6 +9,7 @@ import type { ProviderRateLimits } from './provider-limits.js';
 
 export { ActorloopError } from './error-base.js';
 export * from './store-errors.js';
+import type { LogDivergedError } from './store-errors.js';
 
 /**
  * An append or attach carried a writer epoch older than the session's current one: another
@@ -28,6 +29,14 @@ export class StaleWriterError extends ActorloopError {
   }
 }
 export const isStaleWriterError = (e: unknown): e is StaleWriterError => hasCode(e, 'stale_writer');
+
+/**
+ * An error after which a session's writer commits nothing more and starts no effect: fenced by a
+ * newer writer (StaleWriterError), or its log and it disagree (LogDivergedError). A run ends
+ * `fenced` on either; a serving worker closes the session and leaves its lease to expire.
+ */
+export const isWriterStopped = (e: unknown): e is StaleWriterError | LogDivergedError =>
+  isStaleWriterError(e) || hasCode(e, 'log_diverged');
 
 /**
  * `expectedSeq` was not the session's tail + 1.

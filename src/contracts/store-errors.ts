@@ -86,7 +86,8 @@ export class LogDivergedError extends ActorloopError {
     readonly reason: string,
   ) {
     super(
-      `session ${sessionId}: the log at writer epoch ${writerEpoch} holds seqs ${fromSeq}..${lastSeq} its writer cannot go on from: ${reason}`,
+      `session ${sessionId}: the log at writer epoch ${writerEpoch} holds seqs ${fromSeq}..${lastSeq} ` +
+        `its writer cannot go on from: ${reason}`,
     );
   }
 }

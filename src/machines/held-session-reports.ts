@@ -73,7 +73,10 @@ export type HeldSessionReport =
   | { type: 'held.bound'; heldId: number; sessionId: string; writerEpoch: number }
   | { type: 'held.lost'; heldId: number };
 
-/** A held session's output, which its done event carries to the worker: the incarnation, and the serve event it ends on (`released`), if any. */
+/**
+ * A held session's output, which its done event carries to the worker: the incarnation, and the
+ * serve event it ends on (`released`), if any.
+ */
 export interface HeldSessionOutput {
   heldId: number;
   event?: ServeEvent;

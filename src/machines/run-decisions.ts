@@ -1,6 +1,6 @@
 import type { StepPosition, ToolCallIntent, ToolCallOutput } from '../contracts/calls.js';
 import { addDecimal, spentBudget, type BudgetUse } from '../contracts/budget.js';
-import { isCancelledError, isStaleWriterError, OutputValidationError, ProtocolExhaustedError } from '../contracts/errors.js';
+import { isCancelledError, isWriterStopped, OutputValidationError, ProtocolExhaustedError } from '../contracts/errors.js';
 import { addUsage, type Usage } from '../contracts/message.js';
 import { resolutionOf, type ExecutionResult, type Outcome, type RunStatus, type UncertainCall } from '../contracts/requests.js';
 import type { DeliverFinalInput, FinalAnswerInput } from '../actors/final-answer.js';
@@ -24,7 +24,7 @@ export const ended = (status: RunStatus, outcome: Outcome, extra: Partial<RunEnd
 export function endFor(error: unknown): RunEnd {
   if (isCancelledError(error))
     return { status: 'cancelled', outcome: 'cancelled', error: { kind: 'cancelled', message: (error as Error).message } };
-  if (isStaleWriterError(error))
+  if (isWriterStopped(error))
     return { status: 'fenced', outcome: 'incomplete', error: { kind: 'inconsistent', message: (error as Error).message, cause: error } };
   return {
     status: 'failed',

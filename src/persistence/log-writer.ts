@@ -34,7 +34,8 @@ const LANDED: Promise<void> = Promise.resolve();
 
 /** Why a writer stops when an append it reported failed is found in the log later (LogDivergedError's reason). */
 const LANDED_LATE =
-  'an append whose outcome could not be read when it failed is in the log after all; its caller was told it failed, so this writer commits nothing more (reopen the session: recovery reads the log)';
+  'an append whose outcome could not be read when it failed is in the log after all; its caller was told it failed, ' +
+  'so this writer commits nothing more (reopen the session: recovery reads the log)';
 
 /**
  * The session's single writer: stages drafts and commits them in batches (commit points), so a
@@ -134,12 +135,15 @@ export class LogWriter {
    * lease (`guard`) still held, not closed. Synchronous.
    */
   mayStartEffect(): boolean {
-    return this.fencedNow() !== true && this.closedError === undefined;
+    return this.fencedNow() !== true && this.closedError === undefined && this.inDoubt === undefined;
   }
 
-  /** Why this writer may start no effect (fenced, lease lost, closed), or undefined while it may: `mayStartEffect`'s reason. */
+  /**
+   * Why this writer may start no effect (fenced, lease lost, closed, an append in doubt: its
+   * error), or undefined while it may: `mayStartEffect`'s reason.
+   */
   effectRefusal(): unknown {
-    return this.mayStartEffect() ? undefined : (this.fencedError ?? this.closedError);
+    return this.mayStartEffect() ? undefined : (this.fencedError ?? this.closedError ?? this.inDoubt?.error);
   }
 
   get lastSeq(): number {
@@ -321,8 +325,7 @@ export class LogWriter {
       if (this.guarded()) throw this.fencedError;
       if (this.closedError !== undefined) throw this.closedError;
       if (this.inDoubt) {
-        const doubted = this.inDoubt;
-        const landed = await this.outcomeOf(doubted); // unreadable: still in doubt, nothing written
+        const landed = await this.outcomeOf(this.inDoubt.drafts); // unreadable: still in doubt, nothing written
         this.inDoubt = undefined;
         // landed after its caller was told it failed: the session acted on a log it does not have
         // (a run failed over intents that are committed), so the writer stops; a reopen recovers
@@ -339,7 +342,7 @@ export class LogWriter {
         if (isStaleWriterError(e)) this.fencedError = e;
         else if (isSequenceConflictError(e) || !provesNotWritten(e)) {
           // the log says what became of it; when it cannot be read now, the next write reads it first
-          if (!isSequenceConflictError(e)) this.inDoubt = drafts;
+          if (!isSequenceConflictError(e)) this.inDoubt = { drafts, error: e };
           const landed = await this.outcomeOf(drafts).catch((r: unknown) => {
             throw r === this.fencedError ? r : e;
           });
@@ -366,8 +369,11 @@ export class LogWriter {
     return records;
   }
 
-  /** An append that failed without proving it unwritten, whose outcome the log could not tell yet. */
-  private inDoubt: EventDraft[] | undefined;
+  /**
+   * An append that failed without proving it unwritten, whose outcome the log could not tell yet
+   * (and its error): no effect starts until the next append has read it back.
+   */
+  private inDoubt: { drafts: EventDraft[]; error: unknown } | undefined;
 
   /**
    * What became of the append of `drafts` at the tail, read from the log (readAppendOutcome): its
