@@ -135,15 +135,12 @@ export class LogWriter {
    * lease (`guard`) still held, not closed. Synchronous.
    */
   mayStartEffect(): boolean {
-    return this.fencedNow() !== true && this.closedError === undefined && this.inDoubt === undefined;
+    return this.fencedNow() !== true && this.closedError === undefined;
   }
 
-  /**
-   * Why this writer may start no effect (fenced, lease lost, closed, an append in doubt: its
-   * error), or undefined while it may: `mayStartEffect`'s reason.
-   */
+  /** Why this writer may start no effect (fenced, lease lost, closed), or undefined while it may: `mayStartEffect`'s reason. */
   effectRefusal(): unknown {
-    return this.mayStartEffect() ? undefined : (this.fencedError ?? this.closedError ?? this.inDoubt?.error);
+    return this.mayStartEffect() ? undefined : (this.fencedError ?? this.closedError);
   }
 
   get lastSeq(): number {
@@ -325,7 +322,7 @@ export class LogWriter {
       if (this.guarded()) throw this.fencedError;
       if (this.closedError !== undefined) throw this.closedError;
       if (this.inDoubt) {
-        const landed = await this.outcomeOf(this.inDoubt.drafts); // unreadable: still in doubt, nothing written
+        const landed = await this.outcomeOf(this.inDoubt); // unreadable: still in doubt, nothing written
         this.inDoubt = undefined;
         // landed after its caller was told it failed: the session acted on a log it does not have
         // (a run failed over intents that are committed), so the writer stops; a reopen recovers
@@ -342,7 +339,7 @@ export class LogWriter {
         if (isStaleWriterError(e)) this.fencedError = e;
         else if (isSequenceConflictError(e) || !provesNotWritten(e)) {
           // the log says what became of it; when it cannot be read now, the next write reads it first
-          if (!isSequenceConflictError(e)) this.inDoubt = { drafts, error: e };
+          if (!isSequenceConflictError(e)) this.inDoubt = drafts;
           const landed = await this.outcomeOf(drafts).catch((r: unknown) => {
             throw r === this.fencedError ? r : e;
           });
@@ -369,11 +366,8 @@ export class LogWriter {
     return records;
   }
 
-  /**
-   * An append that failed without proving it unwritten, whose outcome the log could not tell yet
-   * (and its error): no effect starts until the next append has read it back.
-   */
-  private inDoubt: { drafts: EventDraft[]; error: unknown } | undefined;
+  /** An append that failed without proving it unwritten, whose outcome the log could not tell yet. */
+  private inDoubt: EventDraft[] | undefined;
 
   /**
    * What became of the append of `drafts` at the tail, read from the log (readAppendOutcome): its

@@ -171,18 +171,6 @@ describe.each(backends)('a lost append answer (%s)', (_, open) => {
     expect(w.mayStartEffect()).toBe(false);
   });
 
-  it('no effect starts while an append is in doubt; read back absent, effects may start again', async () => {
-    const { f, w } = await writer();
-    f.next = 'unwritten';
-    f.unreadable = true;
-    await expect(w.appendNow([userMsg('one')])).rejects.toThrow(/injected/);
-    expect(w.mayStartEffect()).toBe(false);
-    expect(String(w.effectRefusal())).toMatch(/injected/);
-    f.unreadable = false;
-    await w.appendNow([userMsg('two')]);
-    expect(w.mayStartEffect()).toBe(true);
-  });
-
   it('an append that failed before writing is not taken for landed: it fails and the next append takes its seq', async () => {
     const { inner, f, w } = await writer();
     f.next = 'unwritten';
