@@ -71,6 +71,9 @@ export const RunStatus = z.enum([
 ]);
 export type RunStatus = z.infer<typeof RunStatus>;
 
+/** Ends that leave a run open: a later attempt goes on with it (or it waits for an answer); calls it left unsettled stay so. */
+export const STILL_OPEN: ReadonlySet<RunStatus> = new Set<RunStatus>(['suspended', 'detached', 'fenced']);
+
 export const Outcome = z.enum(['completed', 'suspended', 'cancelled', 'failed', 'incomplete']);
 export type Outcome = z.infer<typeof Outcome>;
 

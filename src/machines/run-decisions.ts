@@ -2,7 +2,7 @@ import type { StepPosition, ToolCallIntent, ToolCallOutput } from '../contracts/
 import { addDecimal, spentBudget, type BudgetUse } from '../contracts/budget.js';
 import { isCancelledError, isWriterStopped, OutputValidationError, ProtocolExhaustedError } from '../contracts/errors.js';
 import { addUsage, type Usage } from '../contracts/message.js';
-import { resolutionOf, type ExecutionResult, type Outcome, type RunStatus, type UncertainCall } from '../contracts/requests.js';
+import { resolutionOf, STILL_OPEN, type ExecutionResult, type Outcome, type RunStatus, type UncertainCall } from '../contracts/requests.js';
 import type { DeliverFinalInput, FinalAnswerInput } from '../actors/final-answer.js';
 import type { EndRunInput } from '../actors/end-run.js';
 import type { RunContext, RunEnd } from './run-context.js';
@@ -168,9 +168,6 @@ export function resultOf(c: RunContext): ExecutionResult {
     ...(c.counted.outputTokens > 0 || c.counted.cost !== '0' ? { counted: c.counted } : {}),
   };
 }
-
-/** Ends that leave the run open (a later attempt goes on): calls left unsettled stay so. */
-export const STILL_OPEN: ReadonlySet<string> = new Set(['suspended', 'detached', 'fenced']);
 
 /** The input of the run's closing commit (endRun): its result, and what of its last step it still answers. */
 export function endRunInput(c: RunContext): EndRunInput {

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import type { ExecutionResult } from '../contracts/requests.js';
+import { STILL_OPEN, type ExecutionResult } from '../contracts/requests.js';
 import type { PendingRequest } from '../contracts/events.js';
 import type { ToolOutcomeInput } from '../contracts/tools.js';
 import type { JsonValue } from '../contracts/json.js';
@@ -118,7 +118,7 @@ async function runChildCall(
         if ('result' in state) last = state.result;
         // (a cancelled parent answers the call `cancelled`: its run settles, the call cannot wait with it)
         if (ctx.signal.aborted) return cancelledOutcome(agent, spent());
-        const open = 'waiting' in state || OPEN.has(state.result.status);
+        const open = 'waiting' in state || STILL_OPEN.has(state.result.status);
         if (open && call) {
           // the child's run is still open: the parent's call stays without a result, its run waits
           // on the child's request (or is detached), and its next attempt runs this call again
@@ -207,9 +207,6 @@ async function childState(
   const message = mark.ownParameters ? JSON.stringify(args) : (args as { input: string }).input;
   return { result: await child.execute({ kind: 'prompt', runId: CHILD_RUN, attemptId: CHILD_RUN, message }) };
 }
-
-/** A child's run that ended so is still open: the parent's call waits with it. */
-const OPEN = new Set<ExecutionResult['status']>(['suspended', 'detached', 'fenced']);
 
 const cancelledOutcome = (agent: string, spending: ChildSpending = {}): ToolOutcomeInput => ({
   kind: 'cancelled',

@@ -1,5 +1,5 @@
 import { isExecutionBusy } from '../contracts/errors.js';
-import type { ExecutionResult, Recovered, RecoveryOutcome } from '../contracts/requests.js';
+import { STILL_OPEN, type ExecutionResult, type Recovered, type RecoveryOutcome } from '../contracts/requests.js';
 import type { RunInput } from '../machines/run.machine.js';
 import type { OpenRunState } from '../persistence/open-run.js';
 
@@ -26,9 +26,6 @@ export interface ResumingSession {
   busy(): boolean;
   assertOpen(): void;
 }
-
-/** Statuses after which a continued run is still open (it goes on with another attempt, or waits for an answer). */
-const STILL_OPEN = new Set(['suspended', 'detached', 'fenced']);
 
 /**
  * Resume by default: before a new run (a prompt, a follow-up input) starts over an interrupted
