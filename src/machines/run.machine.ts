@@ -383,3 +383,6 @@ export const runMachine = setup({
 });
 
 export type RunActorRef = ActorRefFrom<typeof runMachine>;
+
+/** The run's states where its end is decided (a final committed, or the end committed): a cancel changes nothing. */
+export const PAST_CANCEL: ReadonlySet<string> = new Set(['committingFinal', 'delivering', 'ending', 'done']);

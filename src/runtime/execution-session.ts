@@ -309,8 +309,8 @@ export class ExecutionSession<TOut = unknown> {
   }
 
   /**
-   * Cancels the running attempt: the model call is aborted, running tools are signalled, and
-   * the run ends `cancelled` once they settle. Resolves true if an attempt was running.
+   * Cancels the running attempt (model call aborted, tools signalled; ends `cancelled` once they
+   * settle). Resolves false if none runs, or its end is decided (final committed, end committing).
    */
   requestCancel(reason = 'requestCancel'): Promise<boolean> {
     return this.closed ? Promise.resolve(false) : this.parts.control.cancel(reason);

@@ -184,6 +184,8 @@ export class SessionInbox {
     if (this.busy) {
       const cur = await this.runningAttempt();
       if (await s.requestCancel(reason)) return { status: 'applied', reason: `cancel requested for run ${cur?.runId ?? '(starting)'}` };
+      // too late for that attempt (its end decided): a run it leaves open is cancelled below
+      await s.waitForIdle();
     }
     const status = this.status;
     if (status === 'suspended' || status === 'detached') {

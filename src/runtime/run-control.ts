@@ -11,6 +11,12 @@ export interface ControlledSession {
   phase(): string;
   current(): SessionContext['current'];
   send(event: SessionEvent): void;
+  /**
+   * The running attempt's end is decided: its final answer committed (it is delivered, whatever
+   * comes next) or its end being committed (completed, suspended, detached, …) — no cancel
+   * changes it now.
+   */
+  settled(): boolean;
 }
 
 const sameAttempt = (a: SessionContext['current'], b: SessionContext['current']) =>
@@ -41,6 +47,9 @@ export class RunControl {
       return true;
     }
     if (this.session.phase() !== 'executing') return false; // ended: its result is being settled
+    // its end decided (a final committed, or the end's commit under way): the run ends as decided,
+    // and no `cancellation/requested` is written that nothing would honour
+    if (this.session.settled()) return false;
     const at = { turn: 0, step: 0, attempt: target.runEpoch };
     // The record is queued and the attempt told in one synchronous step: the record lands ahead of
     // whatever the run commits on the cancel (appends keep their order), and the cancel reaches

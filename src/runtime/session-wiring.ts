@@ -1,5 +1,6 @@
 import { withOutput } from '../actors/final-output.js';
 import type { ExecutionResult } from '../contracts/requests.js';
+import { PAST_CANCEL } from '../machines/run.machine.js';
 import type { PrepareInput, PrepareOutput, SessionContext, SessionEvent } from '../machines/session.machine.js';
 import { AttemptCallers } from './attempt-callers.js';
 import { AttemptStarts } from './attempt-starts.js';
@@ -72,6 +73,11 @@ export function wireSession(d: SessionDeps, host: SessionHost): SessionParts {
   const send = (e: SessionEvent) => actor.send(e);
   const phase = () => String(snapshot().value);
   const current = (): SessionContext['current'] => snapshot().context.current;
+  /** The running attempt's end is decided (its final committed, or its end being committed): a cancel is too late. */
+  const settled = (): boolean => {
+    const run = snapshot().children.run as { getSnapshot(): { value: unknown } } | undefined;
+    return run !== undefined && PAST_CANCEL.has(String(run.getSnapshot().value));
+  };
   const claims = (runId: string, field: string, where: string) =>
     assertNewRunId(
       {
@@ -135,7 +141,7 @@ export function wireSession(d: SessionDeps, host: SessionHost): SessionParts {
     store,
     env.writer,
   );
-  const control = new RunControl({ phase, current, send }, env.writer, stops, runs, env.waitStops);
+  const control = new RunControl({ phase, current, send, settled }, env.writer, stops, runs, env.waitStops);
   actor.on('session.rested', ({ result }) => host.rested(result));
   actor.on('attempt.answered', ({ token, result }) => callers.answer(token, result));
   actor.on('attempt.refused', ({ token, error }) => callers.refuse(token, error));

@@ -254,6 +254,35 @@ describe('requestCancel', () => {
   });
 });
 
+describe('requestCancel once the end is decided', () => {
+  // Past these commits nothing a cancel does changes the run's end (a committed final answer is
+  // delivered, write-ahead): requestCancel says so, and writes no request nothing would honour.
+  it.each(['final/message', 'run/end'])(
+    'a cancel while %s commits resolves false, writes no cancellation/requested, and the run completes',
+    async (type) => {
+      const base = memoryStore();
+      const landing = deferred();
+      const release = deferred();
+      const store = storeWithAppend(base, async (id, epoch, seq, drafts) => {
+        if (drafts.some((d) => d.type === type)) {
+          landing.resolve();
+          await release.promise;
+        }
+        return base.append(id, epoch, seq, drafts);
+      });
+      const { runtime } = memRuntime({ model: scriptedModel(['the answer']) }, store);
+      const s = await runtime.openSession('s');
+      const running = s.execute({ kind: 'prompt', runId: 'r1', attemptId: 'a1', message: 'go' });
+      await landing.promise;
+      const cancelled = s.requestCancel('too late');
+      release.resolve();
+      expect(await cancelled).toBe(false);
+      expect(await running).toMatchObject({ status: 'succeeded', outcome: 'completed' });
+      expect(typesOf(await logOf(base, 's'))).not.toContain('cancellation/requested');
+    },
+  );
+});
+
 describe('requestDetach', () => {
   it('requestDetach stops at the next safe point, leaving the run incomplete and open', async () => {
     const started = deferred();
