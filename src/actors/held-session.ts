@@ -156,13 +156,12 @@ export const closeHeldSessionActor = (s: WorkerServices) =>
   });
 
 /**
- * From its open to its close, a held session's watch: each inbox entry applied is reported
- * (`applied`) straight to the worker — the held session's parent — and a run ended `fenced` tells
- * the held session (`RUN_FENCED`). Listeners, not an actor: a session has one watch for its whole
- * hold (docs/performance.md, "The worker machine"). Returns the unwatch.
+ * From its open to its close, a held session's watch: each inbox entry applied is published
+ * (`applied`, through the serve's events: no machine decides anything on it), and a run ended
+ * `fenced` tells the held session (`RUN_FENCED`). Listeners, not an actor: a session has one
+ * watch for its whole hold (docs/performance.md, "The worker machine"). Returns the unwatch.
  */
 function watch(s: WorkerServices, sessionId: string, session: ServedSession, held: AnyActorRef): () => void {
-  const worker = held._parent;
   const sub = session.events$.subscribe({
     next: (env) => {
       if (env.event.type === 'execution_finished' && env.event.result.status === 'fenced') held.send({ type: 'RUN_FENCED' });
@@ -170,16 +169,13 @@ function watch(s: WorkerServices, sessionId: string, session: ServedSession, hel
   });
   const inbox = s.inboxFor(session);
   const onApplied = (entry: StoredInboxEntry, outcome: InboxOutcome) =>
-    worker?.send({
-      type: 'held.report',
-      event: {
-        type: 'applied',
-        workerId: s.workerId,
-        sessionId,
-        entryId: entry.entryId,
-        kind: entry.entry.kind as InboxEntry['kind'],
-        outcome,
-      },
+    s.report({
+      type: 'applied',
+      workerId: s.workerId,
+      sessionId,
+      entryId: entry.entryId,
+      kind: entry.entry.kind as InboxEntry['kind'],
+      outcome,
     });
   inbox.appliedListeners.add(onApplied);
   return () => {

@@ -1,6 +1,6 @@
 import type { Clock } from '../contracts/clock.js';
 import type { z } from 'zod';
-import type { ServeOptions } from '../contracts/inbox.js';
+import type { ServeEvent, ServeOptions } from '../contracts/inbox.js';
 import type { EventStore } from '../persistence/event-store.js';
 import type { WorkerRegistration, WorkStore } from '../persistence/work-store.js';
 import type { Observable } from 'rxjs';
@@ -62,6 +62,8 @@ export interface WorkerServices {
   readonly sessions: Map<number, ServedSession>;
   /** The unwatch of each open session's watch (held-session.ts), called at its close. */
   readonly watches: Map<number, () => void>;
+  /** Publishes a serve event the worker machine does not make: each inbox entry applied (a watch's). */
+  report(event: ServeEvent): void;
 }
 
 export { messageOf } from './tool-call.js';

@@ -64,9 +64,9 @@ export type HeldSessionEvent =
   | { type: 'RUN_FAILED'; message: string };
 
 /**
- * What a held session tells its worker while it runs: a serve event to publish (its watch reports
- * the inbox entries applied so, straight to the worker), its lease bound (the worker reports
- * `attached`) or lost. Its end is its done event, with its output.
+ * What a held session tells its worker while it runs: a serve event to publish, its lease bound
+ * (the worker reports `attached`) or lost. Its end is its done event, with its output. (The inbox
+ * entries applied are published by its watch, held-session.ts, not through the worker.)
  */
 export type HeldSessionReport =
   | { type: 'held.report'; event: ServeEvent }

@@ -82,7 +82,8 @@ const room = (c: WorkerContext) => c.concurrency - holding(c).length;
  * (`renewing` every bound lease a third of `leaseMs` after the last renewal was sent) — with one
  * `heldSessionMachine` child per session held. A stop ends the claims (`claims.stopped`): every
  * held session shuts down and is released; then `unregistering` → `stopped`. Every wait is a
- * timer actor on the worker's clock; the serve events are this machine's emissions.
+ * timer actor on the worker's clock; the serve events are this machine's emissions (`applied`
+ * aside: a held session's watch publishes it).
  * @example
  * const worker = createActor(workerMachine.provide({ actors: { claimSessions, renewLeases, heldSession, ... } }), { input })
  */

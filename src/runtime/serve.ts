@@ -65,13 +65,15 @@ const monotonicClock: Clock = {
  * releases it. A lease is bound to the writer epoch the worker attached with; it is renewed every
  * third of `leaseMs`, and counts as lost by the worker's own clock `leaseMs` after the renewal was
  * sent: from then on the session's writer is fenced (LeaseLostError) — no commit, no tool start,
- * no delivery — and the session is closed. The machine's emissions are the `ServeEvent`s.
+ * no delivery — and the session is closed. The machine's emissions are the `ServeEvent`s (and
+ * `applied`, which each held session's watch publishes).
  */
 export function serve(deps: ServeDeps, options: ServeOptions = {}): ServeHandle {
   const o = parseInput(ServeOptions, options, 'runtime.serve');
   const { work } = deps;
   const workerId = o.workerId ?? `${hostname()}-${process.pid}-${randomBytes(3).toString('hex')}`;
   const clock = !deps.clock || deps.clock === systemClock ? monotonicClock : deps.clock;
+  const events = new Subject<ServeEvent>();
   const services: WorkerServices = {
     workerId,
     options: o,
@@ -84,8 +86,8 @@ export function serve(deps: ServeDeps, options: ServeOptions = {}): ServeHandle 
     isKilled: deps.isKilled,
     sessions: new Map(),
     watches: new Map(),
+    report: (e) => events.next(e),
   };
-  const events = new Subject<ServeEvent>();
   const worker = createActor(workerMachineFor(services, deps.actors?.(services)), {
     input: {
       workerId,
