@@ -7,7 +7,8 @@
  * 3 of each; skipped without a server). Same workload as bench/serve.ts (its `BENCH_SERVE_SESSIONS`
  * sessions, 4 steps each, 5 ms model latency, 32 at once); each implementation is warmed up with
  * `BENCH_SERVE_WARM` sessions in this process before the first round. Prints every round, the
- * medians and new/old: steps/s (depends on the load, which both share) and CPU ms per step.
+ * medians and new/old: steps/s (depends on the load, which both share) and CPU ms per step — as the
+ * ratio of the medians, and as the median of each round's ratio (its two runs back to back).
  */
 import { loadavg } from 'node:os';
 import { join } from 'node:path';
@@ -99,6 +100,27 @@ function summarize(label: string, rounds: Round[], rows: (string | number)[][]):
     `${fmt(med('new', (r) => r.stepsPerS) / med('old', (r) => r.stepsPerS), 2)}×`,
     `${fmt(med('new', (r) => r.cpuMsPerStep) / med('old', (r) => r.cpuMsPerStep), 2)}×`,
   ]);
+  const pairs = pairRatios(of('new'), of('old'));
+  rows.push([
+    label,
+    'new / old, round by round',
+    pairs.stepsPerS.map((x) => `${fmt(x, 2)}×`).join(', '),
+    `${fmt(median(pairs.stepsPerS), 2)}×`,
+    `${fmt(median(pairs.cpuMsPerStep), 2)}×`,
+  ]);
+}
+
+/**
+ * new/old of each round (the two ran back to back, so a change of the machine's load between
+ * rounds touches both): their median drifts less with the load than the ratio of the medians.
+ */
+function pairRatios(news: Round[], olds: Round[]): { stepsPerS: number[]; cpuMsPerStep: number[] } {
+  const n = Math.min(news.length, olds.length);
+  const at = (i: number) => [news[i]!, olds[i]!] as const;
+  return {
+    stepsPerS: Array.from({ length: n }, (_, i) => at(i)[0].stepsPerS / at(i)[1].stepsPerS),
+    cpuMsPerStep: Array.from({ length: n }, (_, i) => at(i)[0].cpuMsPerStep / at(i)[1].cpuMsPerStep),
+  };
 }
 
 export async function benchServeVersions(): Promise<void> {
