@@ -81,7 +81,10 @@ export const addCounted = (a: Counted, r: { outputTokens: number; cost?: string 
 
 /** A call's reported usage above its reservation: recorded in the log, named on the result. */
 export interface Overrun {
+  /** The step of the run that made the call: the child's, with `session`. */
   step: number;
+  /** The child session whose run made the call (an agent call's overrun in its parent), absent for the run's own. */
+  session?: string;
   /** Reported input tokens above the estimate. */
   inputTokens?: { estimated: number; reported: number };
   /** Reported output tokens above the call's cap. */

@@ -7,8 +7,11 @@ import type { Counted, Overrun } from './reservation.js';
 export const BudgetSpending = z.object({ limit: z.string(), spent: z.string(), reserved: z.string(), remaining: z.string() });
 export type BudgetSpending = z.infer<typeof BudgetSpending>;
 
-const OverrunSchema = z.object({
+/** A model call's reported usage above its reservation (contracts/reservation.ts `Overrun`). */
+export const OverrunSchema = z.object({
   step: z.number().int().nonnegative(),
+  /** The child session whose run made the call (an agent call's), absent for the run's own. */
+  session: z.string().optional(),
   inputTokens: z.object({ estimated: z.number(), reported: z.number() }).optional(),
   outputTokens: z.object({ cap: z.number(), reported: z.number() }).optional(),
   cost: z.object({ reserved: z.string(), reported: z.string() }).optional(),

@@ -120,20 +120,20 @@ export function recoveredCalls(
   });
 }
 
+type CallsSpending = Pick<RunContext, 'usage' | 'cost' | 'counted' | 'overruns'>;
+
 /**
  * The calls' outcomes' model spending (agentTool child runs: usage, cost, calls counted at
- * reservation) counted in the run's figures, or nothing when they carry none.
+ * reservation, overruns) counted in the run's figures, or nothing when they carry none.
  */
-export function withCallsSpending(
-  c: Pick<RunContext, 'usage' | 'cost' | 'counted'>,
-  results: readonly ToolCallOutput[],
-): Partial<Pick<RunContext, 'usage' | 'cost' | 'counted'>> {
-  let out: Partial<Pick<RunContext, 'usage' | 'cost' | 'counted'>> = {};
+export function withCallsSpending(c: CallsSpending, results: readonly ToolCallOutput[]): Partial<CallsSpending> {
+  let out: Partial<CallsSpending> = {};
   for (const { outcome: o } of results) {
     if (o.kind !== 'completed' && o.kind !== 'cancelled') continue;
     if (o.usage) out = { ...out, usage: addUsage(out.usage ?? c.usage, o.usage) };
     if (o.cost) out = { ...out, cost: addDecimal(out.cost ?? c.cost, o.cost) };
     if (o.counted) out = { ...out, counted: addCounted(out.counted ?? c.counted, o.counted) };
+    if (o.overruns?.length) out = { ...out, overruns: [...(out.overruns ?? c.overruns), ...o.overruns] };
   }
   return out;
 }

@@ -96,7 +96,7 @@ async function runChildCall(
   let level: BudgetPool | undefined;
   // the child's last result (of any try): its spending goes with whatever the call answers
   let last: ExecutionResult | undefined;
-  const spent = () => (last ? spendingOf(last) : {});
+  const spent = () => (last ? spendingOf(last, childId) : {});
   try {
     // Each try opens the child afresh, reading its log. A result its log does not hold (an append
     // failed or went unacknowledged: the run is still open there) or a failure to open or read it
@@ -216,14 +216,20 @@ const cancelledOutcome = (agent: string, spending: ChildSpending = {}): ToolOutc
   ...spending,
 });
 
-type ChildSpending = Pick<Extract<ToolOutcomeInput, { kind: 'completed' }>, 'usage' | 'cost' | 'counted'>;
+type ChildSpending = Pick<Extract<ToolOutcomeInput, { kind: 'completed' }>, 'usage' | 'cost' | 'counted' | 'overruns'>;
 
-/** What a child's run spent, as its call's result carries it to the parent (docs/agents.md, "Budgets"). */
-function spendingOf(r: ExecutionResult): ChildSpending {
+/**
+ * What a child's run spent, as its call's result carries it to the parent (docs/agents.md,
+ * "Budgets"): with its overruns, each naming the session that made the call (`childId`, or a
+ * grandchild's that it carried up).
+ */
+function spendingOf(r: ExecutionResult, childId: string): ChildSpending {
+  const overruns = r.spending?.overruns ?? [];
   return {
     usage: r.usage,
     ...(r.cost !== undefined && r.cost !== '0' ? { cost: r.cost } : {}),
     ...(r.counted ? { counted: r.counted } : {}),
+    ...(overruns.length > 0 ? { overruns: overruns.map((o) => ({ ...o, session: o.session ?? childId })) } : {}),
   };
 }
 
@@ -239,8 +245,8 @@ function outcomeOf(agent: string, childId: string, r: ExecutionResult, child: Ex
     uncertain.length > 0
       ? ` (calls of the ${agent} agent left uncertain by a crash: ${uncertain.map((c) => `${c.name} ${c.callId}`).join(', ')})`
       : '';
-  if (r.status === 'cancelled') return cancelledOutcome(agent, spendingOf(r));
-  const spending = spendingOf(r);
+  if (r.status === 'cancelled') return cancelledOutcome(agent, spendingOf(r, childId));
+  const spending = spendingOf(r, childId);
   if (r.status === 'succeeded') {
     const text = r.output !== undefined ? JSON.stringify(r.output) : (r.finalMessage ?? '');
     return {

@@ -180,6 +180,35 @@ describe('budgets of sub-agents', () => {
     expect(parentSeen !== undefined && decimalAtLeast(parentSeen, held) && parentSeen !== held, `reserved ${parentSeen}`).toBe(true);
   });
 
+  it("a child's overruns (usage reported above its calls' reservations) are named on its parent's result.spending.overruns, with the child's session", async () => {
+    const store = memoryStore();
+    const childModel = scriptedModel([{ text: 'tea: a drink', usage: { inputTokens: 90_000, outputTokens: 3 } }]);
+    const researcher = defineAgent({ name: 'researcher', instructions: 'r', model: childModel });
+    const parentModel = scriptedModel([
+      { toolCalls: [{ id: 'c1', name: 'researcher', arguments: { input: 'tea?' } }], usage: { inputTokens: 10, outputTokens: 2 } },
+      { text: 'Tea is a drink.', usage: { inputTokens: 20, outputTokens: 4 } },
+    ]);
+    const runtime = createRuntime({
+      store,
+      model: parentModel,
+      tools: [agentTool(researcher)],
+      pricing: tokenPrice,
+      budget: { maxCost: '100' },
+    });
+    cleanups.push(() => runtime.close());
+    const parent = await runtime.openSession('s');
+    const r = await parent.execute({ kind: 'prompt', runId: 'r', attemptId: 'r', message: 'go' });
+    expect(r.status).toBe('succeeded');
+    const childMsg = (await logOf(store, 's/r/1/c1')).find((e) => e.type === 'assistant/message')!.payload as {
+      reserved: { inputTokens: number };
+    };
+    const overrun = { step: 1, session: 's/r/1/c1', inputTokens: { estimated: childMsg.reserved.inputTokens, reported: 90_000 } };
+    expect(r.spending?.overruns).toEqual([expect.objectContaining(overrun)]);
+    // the call's result in the parent's log carries it, as it carries the child's cost
+    const outcome = (await logOf(store, 's')).find((e) => e.type === 'tool/result')!.payload.outcome as { overruns?: unknown };
+    expect(outcome.overruns).toEqual([expect.objectContaining(overrun)]);
+  });
+
   it('a child resumed after a crash spends from what its parent has left net of what the child recorded before: the tree stays within maxCost', async () => {
     const dir = tempDir();
     cleanups.push(() => dir.cleanup());
