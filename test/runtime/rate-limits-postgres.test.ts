@@ -162,8 +162,12 @@ if (db) {
       };
       const s = await worker(model, limit).openSession('headroom-s');
       expect(await s.execute(prompt('r1'))).toMatchObject({ status: 'succeeded' });
-      const { rows } = await query(`SELECT key, level FROM actorloop.rate_buckets WHERE key LIKE 'p/headroom %'`);
+      const read = async () => (await query(`SELECT key, level FROM actorloop.rate_buckets WHERE key LIKE 'p/headroom %'`)).rows;
+      let rows = await read();
       const level = (kind: string) => Number(rows.find((r) => String(r.key).includes(kind))?.level);
+      // the call's settlement (its reported usage for the estimate it took) is written after the
+      // call ends, not awaited by the run: wait for it to land
+      await until(async () => (rows = await read()).length > 0 && level('inputTokensPerMinute') < 950, 'the settlement');
       // 990 of 1,000 input tokens, less the call's 100
       expect(level('inputTokensPerMinute')).toBeGreaterThan(889);
       expect(level('inputTokensPerMinute')).toBeLessThan(893);
