@@ -3,8 +3,8 @@
  * today's `runtime.serve` (the worker machine) and the serve before it (bench/serve-old.ts, read
  * from git at bench time), interleaved in one run so that both see the same machine: rounds
  * alternate new-old, old-new, … on a fresh store each time — LMDB served in this process
- * (`BENCH_SERVE_ROUNDS`, 5 of each), then one PostgreSQL worker process (`BENCH_SERVE_PG_ROUNDS`,
- * 3 of each; skipped without a server). Same workload as bench/serve.ts (its `BENCH_SERVE_SESSIONS`
+ * (`BENCH_SERVE_ROUNDS`, 8 of each), then one PostgreSQL worker process (`BENCH_SERVE_PG_ROUNDS`,
+ * 8 of each — 3 could not tell 10 % from the drift between rounds; skipped without a server). Same workload as bench/serve.ts (its `BENCH_SERVE_SESSIONS`
  * sessions, 4 steps each, 5 ms model latency, 32 at once); each implementation is warmed up with
  * `BENCH_SERVE_WARM` sessions in this process before the first round. Prints every round, the
  * medians and new/old: steps/s (depends on the load, which both share) and CPU ms per step — as the
@@ -23,8 +23,8 @@ import { loadOldServe, materializeOldServe, OLD_SERVE_COMMIT, oldServeDir, serve
 import { pgCase, SERVE_OPTIONS, SESSIONS, STEPS_PER_RUN, submitAll, WARM } from './serve.js';
 import { fmt, median, printTable } from './table.js';
 
-const ROUNDS = Number(process.env.BENCH_SERVE_ROUNDS ?? 5);
-const PG_ROUNDS = Number(process.env.BENCH_SERVE_PG_ROUNDS ?? 3);
+const ROUNDS = Number(process.env.BENCH_SERVE_ROUNDS ?? 8);
+const PG_ROUNDS = Number(process.env.BENCH_SERVE_PG_ROUNDS ?? 8);
 
 const HEADER = ['case', 'serve', 'steps/s, each round', 'steps/s (median)', 'worker CPU ms/step (median)'];
 
