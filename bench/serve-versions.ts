@@ -100,13 +100,14 @@ function summarize(label: string, rounds: Round[], rows: (string | number)[][]):
     `${fmt(med('new', (r) => r.stepsPerS) / med('old', (r) => r.stepsPerS), 2)}×`,
     `${fmt(med('new', (r) => r.cpuMsPerStep) / med('old', (r) => r.cpuMsPerStep), 2)}×`,
   ]);
-  const pairs = pairRatios(of('new'), of('old'));
+  const steps = roundByRound(of('new'), of('old'), (r) => r.stepsPerS);
+  const cpu = roundByRound(of('new'), of('old'), (r) => r.cpuMsPerStep);
   rows.push([
     label,
     'new / old, round by round',
-    pairs.stepsPerS.map((x) => `${fmt(x, 2)}×`).join(', '),
-    `${fmt(median(pairs.stepsPerS), 2)}×`,
-    `${fmt(median(pairs.cpuMsPerStep), 2)}×`,
+    steps.map((x) => `${fmt(x, 2)}×`).join(', '),
+    `${fmt(median(steps), 2)}×`,
+    `${fmt(median(cpu), 2)}×`,
   ]);
 }
 
@@ -114,13 +115,8 @@ function summarize(label: string, rounds: Round[], rows: (string | number)[][]):
  * new/old of each round (the two ran back to back, so a change of the machine's load between
  * rounds touches both): their median drifts less with the load than the ratio of the medians.
  */
-function pairRatios(news: Round[], olds: Round[]): { stepsPerS: number[]; cpuMsPerStep: number[] } {
-  const n = Math.min(news.length, olds.length);
-  const at = (i: number) => [news[i]!, olds[i]!] as const;
-  return {
-    stepsPerS: Array.from({ length: n }, (_, i) => at(i)[0].stepsPerS / at(i)[1].stepsPerS),
-    cpuMsPerStep: Array.from({ length: n }, (_, i) => at(i)[0].cpuMsPerStep / at(i)[1].cpuMsPerStep),
-  };
+function roundByRound(news: Round[], olds: Round[], f: (r: Round) => number): number[] {
+  return news.slice(0, olds.length).map((r, i) => f(r) / f(olds[i]!));
 }
 
 export async function benchServeVersions(): Promise<void> {

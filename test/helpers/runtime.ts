@@ -1,7 +1,7 @@
 import { afterEach } from 'vitest';
 import { createRuntime, lmdbStore, memoryStore, type EventStore, type Runtime, type RuntimeOptions } from '../../src/index.js';
 import type { EventRecord } from '../../src/contracts/events.js';
-import { collect } from './drafts.js';
+import { collect, deferred } from './drafts.js';
 import { tempDir } from './tmp.js';
 
 /** An EventStore passing everything to `inner` but `append` (to watch, delay or alter what is written). */
@@ -18,6 +18,23 @@ export function storeWithAppend(inner: EventStore, append: EventStore['append'])
     events$: (id, o) => inner.events$(id, o),
     close: () => inner.close(),
   };
+}
+
+/**
+ * `inner` whose append of a batch holding a `type` draft waits until `release` resolves; `landing`
+ * resolves as it starts to wait (to act while that commit is under way).
+ */
+export function holdingAppendOf(inner: EventStore, type: string) {
+  const landing = deferred();
+  const release = deferred();
+  const store = storeWithAppend(inner, async (id, epoch, seq, drafts) => {
+    if (drafts.some((d) => d.type === type)) {
+      landing.resolve();
+      await release.promise;
+    }
+    return inner.append(id, epoch, seq, drafts);
+  });
+  return { store, landing, release };
 }
 
 /** An EventStore wrapper counting appends (commit points). */

@@ -13,7 +13,7 @@ import {
 } from '../../src/index.js';
 import { deferred } from '../helpers/drafts.js';
 import { lmdbPath as lmdbPathFor } from '../helpers/lmdb-path.js';
-import { ids, lmdbRuntime, logOf, memRuntime, sleep, storeWithAppend, typesOf } from '../helpers/runtime.js';
+import { holdingAppendOf, ids, lmdbRuntime, logOf, memRuntime, sleep, storeWithAppend, typesOf } from '../helpers/runtime.js';
 import { tempDir } from '../helpers/tmp.js';
 
 // requestCancel, requestDetach, the kill switch and waitForIdle.
@@ -161,16 +161,8 @@ describe('requestCancel', () => {
 
   it("a cancel arriving while a step's approval request commits ends the run cancelled, not suspended: the calls are skipped, and a reopen finds nothing to answer", async () => {
     const base = memoryStore();
-    const landing = deferred();
-    const release = deferred();
     // the step's first commit (its approval request) waits until released
-    const store = storeWithAppend(base, async (id, epoch, seq, drafts) => {
-      if (drafts.some((d) => d.type === 'approval/requested')) {
-        landing.resolve();
-        await release.promise;
-      }
-      return base.append(id, epoch, seq, drafts);
-    });
+    const { store, landing, release } = holdingAppendOf(base, 'approval/requested');
     const ran: string[] = [];
     const deploy = defineTool({
       name: 'deploy',
@@ -261,15 +253,7 @@ describe('requestCancel once the end is decided', () => {
     'a cancel while %s commits resolves false, writes no cancellation/requested, and the run completes',
     async (type) => {
       const base = memoryStore();
-      const landing = deferred();
-      const release = deferred();
-      const store = storeWithAppend(base, async (id, epoch, seq, drafts) => {
-        if (drafts.some((d) => d.type === type)) {
-          landing.resolve();
-          await release.promise;
-        }
-        return base.append(id, epoch, seq, drafts);
-      });
+      const { store, landing, release } = holdingAppendOf(base, type);
       const { runtime } = memRuntime({ model: scriptedModel(['the answer']) }, store);
       const s = await runtime.openSession('s');
       const running = s.execute({ kind: 'prompt', runId: 'r1', attemptId: 'a1', message: 'go' });
