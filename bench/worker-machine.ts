@@ -4,14 +4,14 @@
  * (src/machines/worker.machine.ts) with every effect instant and fake: claims hand over as many
  * sessions as there is room for, each held session opens, binds, drains its inbox once to find
  * its attempt under way, waits for it (done at once), drains again to find it resting with nothing
- * waiting, and is closed and released — the path of every session of bench/serve. Rounds of
+ * waiting, and is released (closed, then its lease given up) — the path of every session of bench/serve. Rounds of
  * `WORKER_MACHINE_SESSIONS` sessions (32 at once) after a warm-up round; CPU µs per session,
  * median [min–max], and the actors started and events processed per session (counted in a round
  * of its own, as an inspector costs time).
  */
 import { createActor, type InspectionEvent } from 'xstate';
 import { clockTimerActor } from '../src/actors/clock-timer.js';
-import type { DrainOutput, OpenedSession } from '../src/actors/held-session.js';
+import type { DrainOutput, OpenedSession, ReleaseSessionInput } from '../src/actors/held-session.js';
 import type { BoundLease, RenewOutput } from '../src/actors/worker-lease.js';
 import { promiseActor } from '../src/actors/promise-actor.js';
 import { systemClock } from '../src/contracts/clock.js';
@@ -37,10 +37,10 @@ function instantWorker(sessions: number) {
       }),
       sessionIdle: clockTimerActor(systemClock, () => Promise.resolve()),
       timer: clockTimerActor(systemClock),
-      closeSession: promiseActor(
-        async ({ input }: { input: { heldId: number } }) => (looks.delete(input.heldId), { detached: false as boolean }),
-      ),
-      releaseLease: promiseActor(async () => ({ resume: false as boolean })),
+      releaseSession: promiseActor(async ({ input }: { input: ReleaseSessionInput }) => {
+        looks.delete(input.heldId);
+        return { released: true as boolean, resume: false as boolean };
+      }),
     },
   });
   return workerMachine.provide({

@@ -5,6 +5,7 @@ import { LeaseLostError, type InboxEntry, type InboxOutcome, type StoredInboxEnt
 import { clockTimerActor } from './clock-timer.js';
 import { promiseActor } from './promise-actor.js';
 import { isBusy, messageOf, type ServedSession, type WorkerServices } from './worker-services.js';
+import { releaseLease, type ReleaseInput } from './worker-lease.js';
 
 /** The part of a held session's actor the lease guard reads and tells (held-session.machine.ts). */
 export interface LeaseHolder {
@@ -144,15 +145,35 @@ export const shutdownSessionActor = (s: WorkerServices) =>
 
 /** Closes the session (its writer commits nothing more); `detached`: its run was left open. */
 export const closeHeldSessionActor = (s: WorkerServices) =>
-  promiseActor<{ detached: boolean }, { heldId: number }>(async ({ input }) => {
-    const session = s.sessions.get(input.heldId);
-    s.sessions.delete(input.heldId);
-    s.watches.get(input.heldId)?.();
-    s.watches.delete(input.heldId);
-    if (!session) return { detached: false };
-    const detached = session.snapshot().status === 'detached';
-    await session.close().catch(() => undefined);
-    return { detached };
+  promiseActor<{ detached: boolean }, { heldId: number }>(({ input }) => closeHeld(s, input.heldId));
+
+async function closeHeld(s: WorkerServices, heldId: number): Promise<{ detached: boolean }> {
+  const session = s.sessions.get(heldId);
+  s.sessions.delete(heldId);
+  s.watches.get(heldId)?.();
+  s.watches.delete(heldId);
+  if (!session) return { detached: false };
+  const detached = session.snapshot().status === 'detached';
+  await session.close().catch(() => undefined);
+  return { detached };
+}
+
+export type ReleaseSessionInput = ReleaseInput & { heldId: number; holder: AnyActorRef };
+
+/**
+ * A held session's end: closed (its writer commits nothing more), then its lease given up — unless
+ * the lease was lost meanwhile (its holder, read after the close: the last await before the
+ * release), when it is only closed (`released: false`). One actor for the two, as every session
+ * a worker ends does both (docs/performance.md, "The worker machine"). `resume`: what the release
+ * records — asked (a run detached at shutdown) or found (the run was left open at the close).
+ */
+export const releaseSessionActor = (s: WorkerServices) =>
+  promiseActor<{ released: boolean; resume: boolean }, ReleaseSessionInput>(async ({ input }) => {
+    const { detached } = await closeHeld(s, input.heldId);
+    const resume = input.resume || detached;
+    if ((input.holder as LeaseHolder).getSnapshot().context.lost !== undefined) return { released: false, resume };
+    const released = await releaseLease(s, { sessionId: input.sessionId, writerEpoch: input.writerEpoch, resume });
+    return { released: true, resume: released.resume };
   });
 
 /**

@@ -70,11 +70,20 @@ export const renewLeasesActor = (s: WorkerServices) =>
  * with the resume mark the release recorded.
  */
 export const releaseLeaseActor = (s: WorkerServices) =>
-  promiseActor<{ resume: boolean }, { sessionId: string; writerEpoch: number | null; resume: boolean }>(async ({ input }) => {
-    const resume = input.resume || (input.writerEpoch === null && (await s.store.getHead(input.sessionId))?.openRun != null);
-    await s.work.release(input.sessionId, s.workerId, input.writerEpoch, { resume });
-    return { resume };
-  });
+  promiseActor<{ resume: boolean }, ReleaseInput>(({ input }) => releaseLease(s, input));
+
+export interface ReleaseInput {
+  sessionId: string;
+  writerEpoch: number | null;
+  resume: boolean;
+}
+
+/** The release itself (releaseLeaseActor's; held-session.ts's releaseSessionActor after its close). */
+export async function releaseLease(s: WorkerServices, input: ReleaseInput): Promise<{ resume: boolean }> {
+  const resume = input.resume || (input.writerEpoch === null && (await s.store.getHead(input.sessionId))?.openRun != null);
+  await s.work.release(input.sessionId, s.workerId, input.writerEpoch, { resume });
+  return { resume };
+}
 
 /** Removes the worker's registration at the end of a graceful stop (a failure is ignored: its heartbeat lapses). */
 export const unregisterWorkerActor = (s: WorkerServices) =>

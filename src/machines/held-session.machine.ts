@@ -1,6 +1,6 @@
 import { and, assign, enqueueActions, fromPromise, not, setup, type AnyActorRef } from 'xstate';
 import { isStoreClosedError } from '../contracts/errors.js';
-import { expiredReason, type DrainOutput, type OpenedSession, type SessionLook } from '../actors/held-session.js';
+import { expiredReason, type DrainOutput, type OpenedSession, type ReleaseSessionInput, type SessionLook } from '../actors/held-session.js';
 import { notProvided } from './not-provided.js';
 import { errorOf, outputOf } from './run-decisions.js';
 import {
@@ -40,15 +40,26 @@ const bind = [
   'reportBound' as const,
 ];
 
+/** The worker asked this session to stop (remembered: it is honoured where it can be). */
+const stopAsked = assign({
+  stopping: true,
+  graceMs: ({ event }: { event: HeldSessionEvent }) => (event as { graceMs: number }).graceMs,
+}) as never;
+
+/** A bound session's next pass (from a sibling of `bound`'s states): shut down if the worker stops, else drain the inbox. */
+const nextPass = [{ guard: 'stopping' as const, target: 'shuttingDown' }, { target: 'draining' }];
+
 /**
  * One session a serving worker holds (docs/architecture.md, "The worker"): `claimed` (`queued`
  * behind the incarnation it replaces, if any) → `opening` (its writer attaches under the lease
  * guard) → `binding` the lease to that writer epoch → `bound`: `resuming` a run its last worker
- * left (if its log has one), then `working` — `draining` its inbox and looking at where it stands,
+ * left (if its log has one), then passes of `draining` its inbox and looking at where it stands,
  * `waiting` for its attempt, a wake-up or the poll, `idle` for `idleReleaseMs` — until it rests
- * with nothing waiting or the worker stops (`shuttingDown`) → `closing` → `releasing` →
- * `released`; or `closing` → `lost`, or `closingFenced` → `fenced` (closed, not released: the
- * lease expires in the store). The lease's deadline is context, renewed by the worker.
+ * with nothing waiting or the worker stops (`shuttingDown`) → `releasing` (closed, then its lease
+ * given up) → `released`; or `releasing` → `lost` (closed, not released: the lease was lost), or
+ * `closingFenced` → `fenced` (another writer attached: closed, its lease left to expire in the
+ * store). The lease's deadline is context, renewed by the worker. Flat where it can be: each level
+ * of states and each passing state costs every transition (docs/performance.md, "The worker machine").
  * @example
  * const held = createActor(heldSessionMachine.provide({ actors: { openSession, bindLease, ... } }), { input })
  */
@@ -75,6 +86,7 @@ export const heldSessionMachine = setup({
       notProvided('shutdownSession'),
     ),
     closeSession: fromPromise<{ detached: boolean }, { heldId: number }>(notProvided('closeSession')),
+    releaseSession: fromPromise<{ released: boolean; resume: boolean }, ReleaseSessionInput>(notProvided('releaseSession')),
     releaseLease: fromPromise<{ resume: boolean }, { sessionId: string; writerEpoch: number | null; resume: boolean }>(
       notProvided('releaseLease'),
     ),
@@ -86,6 +98,7 @@ export const heldSessionMachine = setup({
     bound: ({ event }) => outputOf<{ bound: boolean }>(event).bound,
     resumed: ({ event }) => outputOf<unknown>(event) !== null,
     interrupted: ({ context }) => context.interrupted,
+    released: ({ event }) => outputOf<{ released: boolean }>(event).released,
     pastDeadline: ({ context, event }) => (event as { at: number }).at > context.deadline,
     storeClosed: ({ event }) => isStoreClosedError(errorOf(event)),
     drainFenced: ({ event }) => outputOf<DrainOutput>(event).outcome === 'fenced',
@@ -143,7 +156,7 @@ export const heldSessionMachine = setup({
   }),
   initial: 'claimed',
   on: {
-    STOP: { actions: assign({ stopping: true, graceMs: ({ event }) => event.graceMs }) },
+    STOP: { actions: stopAsked },
     LEASE_RENEWED: { guard: not('lost'), actions: assign({ deadline: ({ context, event }) => Math.max(context.deadline, event.until) }) },
     LEASE_NOT_RENEWED: {
       guard: not('lost'),
@@ -183,7 +196,7 @@ export const heldSessionMachine = setup({
         src: 'openSession',
         input: ({ context, self }) => ({ heldId: context.heldId, sessionId: context.sessionId, holder: self }),
         onDone: [
-          { guard: 'lost', target: 'closing' },
+          { guard: 'lost', target: 'releasing' },
           {
             target: 'binding',
             actions: assign({
@@ -193,8 +206,8 @@ export const heldSessionMachine = setup({
           },
         ],
         onError: [
-          { guard: 'storeClosed', target: 'closing' },
-          { target: 'closing', actions: failure('') },
+          { guard: 'storeClosed', target: 'releasing' },
+          { target: 'releasing', actions: failure('') },
         ],
       },
     },
@@ -204,24 +217,30 @@ export const heldSessionMachine = setup({
         input: ({ context }) => ({ sessionId: context.sessionId, writerEpoch: context.attachedEpoch! }),
         onDone: [
           { guard: and(['bound', not('lost'), 'interrupted']), target: 'bound.resuming', actions: bind },
-          { guard: and(['bound', not('lost')]), target: 'bound.working', actions: bind },
-          { target: 'closing', actions: lose(() => 'the claim was lost before it was bound to the writer epoch') },
+          { guard: and(['bound', not('lost'), 'stopping']), target: 'bound.shuttingDown', actions: bind },
+          { guard: and(['bound', not('lost')]), target: 'bound.draining', actions: bind },
+          { target: 'releasing', actions: lose(() => 'the claim was lost before it was bound to the writer epoch') },
         ],
         onError: [
-          { guard: 'storeClosed', target: 'closing' },
-          { target: 'closing', actions: failure('') },
+          { guard: 'storeClosed', target: 'releasing' },
+          { target: 'releasing', actions: failure('') },
         ],
       },
       // not bound yet: the lease the worker did not renew is the claim's, judged when the bind answers
       on: { LEASE_NOT_RENEWED: {} },
     },
+    /** Its lease bound to the writer epoch (and renewed by the worker): the session is served. */
     bound: {
-      always: { guard: 'lost', target: 'closing' },
-      on: { RUN_FENCED: { target: 'closingFenced', actions: [fenced, ...lose(() => 'fenced: another writer attached to the session')] } },
-      initial: 'working',
+      always: { guard: 'lost', target: 'releasing' },
+      on: {
+        RUN_FENCED: { target: 'closingFenced', actions: [fenced, ...lose(() => 'fenced: another writer attached to the session')] },
+        STOP: { target: '.shuttingDown', actions: stopAsked },
+      },
+      initial: 'draining',
       states: {
         /** Its log has a run its last worker left (died, lease expired, detached at shutdown): continued. */
         resuming: {
+          on: { STOP: { actions: stopAsked } },
           invoke: {
             src: 'resumeRun',
             input: ({ context, self }) => ({
@@ -230,113 +249,110 @@ export const heldSessionMachine = setup({
               writerEpoch: context.writerEpoch!,
               held: self,
             }),
-            onDone: [{ guard: 'resumed', target: 'working', actions: 'reportResumed' }, { target: 'working' }],
+            onDone: [
+              { guard: and(['resumed', 'stopping']), target: 'shuttingDown', actions: 'reportResumed' },
+              { guard: 'resumed', target: 'draining', actions: 'reportResumed' },
+              ...nextPass,
+            ],
             onError: [
-              { guard: 'storeClosed', target: '#heldSession.closing' },
-              { target: '#heldSession.closing', actions: failure('') },
+              { guard: 'storeClosed', target: '#heldSession.releasing' },
+              { target: '#heldSession.releasing', actions: failure('') },
             ],
           },
         },
-        working: {
-          initial: 'deciding',
-          on: { STOP: { target: '.shuttingDown', actions: assign({ stopping: true, graceMs: ({ event }) => event.graceMs }) } },
-          states: {
-            deciding: { always: [{ guard: 'stopping', target: 'shuttingDown' }, { target: 'draining' }] },
-            /** The inbox applied, then where the session stands (one actor): ended, resting, or running an attempt. */
-            draining: {
-              on: { STOP: { actions: assign({ stopping: true, graceMs: ({ event }) => event.graceMs }) } },
-              invoke: {
-                src: 'drainInbox',
-                input: ({ context }) => ({ heldId: context.heldId, sessionId: context.sessionId }),
-                onDone: [
-                  { guard: and(['drainFenced', 'lost']), target: '#heldSession.closing' },
-                  {
-                    guard: 'drainFenced',
-                    target: '#heldSession.closingFenced',
-                    actions: [fenced, ...lose(() => 'fenced while applying its inbox')],
-                  },
-                  { guard: 'drainClosed', target: 'shuttingDown' },
-                  { guard: 'sessionEnded', target: 'shuttingDown', actions: 'reportDrainFailed' },
-                  { guard: 'stopping', target: 'shuttingDown', actions: 'reportDrainFailed' },
-                  { guard: and(['restsEmpty', 'releasesAtOnce']), target: '#heldSession.closing', actions: 'reportDrainFailed' },
-                  { guard: 'restsEmpty', target: 'idle', actions: 'reportDrainFailed' },
-                  { target: 'waiting', actions: 'reportDrainFailed' },
-                ],
-                onError: [
-                  { guard: 'storeClosed', target: '#heldSession.closing' },
-                  { target: '#heldSession.closing', actions: failure('') },
-                ],
+        /** The inbox applied, then where the session stands (one actor): ended, resting, or running an attempt. */
+        draining: {
+          on: { STOP: { actions: stopAsked } },
+          invoke: {
+            src: 'drainInbox',
+            input: ({ context }) => ({ heldId: context.heldId, sessionId: context.sessionId }),
+            onDone: [
+              { guard: and(['drainFenced', 'lost']), target: '#heldSession.releasing' },
+              {
+                guard: 'drainFenced',
+                target: '#heldSession.closingFenced',
+                actions: [fenced, ...lose(() => 'fenced while applying its inbox')],
               },
-            },
-            /** Until its attempt ends, a wake-up, or `pollMs` on the clock (one actor). */
-            waiting: {
-              invoke: {
-                src: 'sessionIdle',
-                input: ({ context }) => ({ heldId: context.heldId, ms: context.pollMs }),
-                onDone: 'deciding',
-                onError: 'deciding',
-              },
-              on: { WAKE: 'deciding' },
-            },
-            idle: {
-              invoke: { src: 'timer', input: ({ context }) => ({ ms: context.idleReleaseMs }), onDone: 'rechecking' },
-              on: { WAKE: 'rechecking' },
-            },
-            rechecking: {
-              invoke: {
-                src: 'lookAtSession',
-                input: ({ context }) => ({ heldId: context.heldId, sessionId: context.sessionId }),
-                onDone: [
-                  { guard: 'restsEmpty', target: '#heldSession.closing' },
-                  { guard: 'sessionEnded', target: '#heldSession.closing' },
-                  { target: 'deciding' },
-                ],
-                onError: [
-                  { guard: 'storeClosed', target: '#heldSession.closing' },
-                  { target: '#heldSession.closing', actions: failure('') },
-                ],
-              },
-            },
-            /** The worker stops: a running attempt stops after its round (or detaches); nothing runs otherwise. */
-            shuttingDown: {
-              always: { guard: not('stopping'), target: '#heldSession.closing' },
-              on: { STOP: {} },
-              invoke: {
-                src: 'shutdownSession',
-                input: ({ context, self }) => ({ heldId: context.heldId, graceMs: context.graceMs, holder: self }),
-                onDone: { target: '#heldSession.closing', actions: assign({ resume: ({ event }) => event.output.resume }) },
-                onError: '#heldSession.closing',
-              },
-            },
+              { guard: 'drainClosed', target: 'shuttingDown' },
+              { guard: 'sessionEnded', target: 'shuttingDown', actions: 'reportDrainFailed' },
+              { guard: 'stopping', target: 'shuttingDown', actions: 'reportDrainFailed' },
+              { guard: and(['restsEmpty', 'releasesAtOnce']), target: '#heldSession.releasing', actions: 'reportDrainFailed' },
+              { guard: 'restsEmpty', target: 'idle', actions: 'reportDrainFailed' },
+              { target: 'waiting', actions: 'reportDrainFailed' },
+            ],
+            onError: [
+              { guard: 'storeClosed', target: '#heldSession.releasing' },
+              { target: '#heldSession.releasing', actions: failure('') },
+            ],
+          },
+        },
+        /** Until its attempt ends, a wake-up, or `pollMs` on the clock (one actor). */
+        waiting: {
+          invoke: {
+            src: 'sessionIdle',
+            input: ({ context }) => ({ heldId: context.heldId, ms: context.pollMs }),
+            onDone: nextPass,
+            onError: nextPass,
+          },
+          on: { WAKE: nextPass },
+        },
+        idle: {
+          invoke: { src: 'timer', input: ({ context }) => ({ ms: context.idleReleaseMs }), onDone: 'rechecking' },
+          on: { WAKE: 'rechecking' },
+        },
+        rechecking: {
+          invoke: {
+            src: 'lookAtSession',
+            input: ({ context }) => ({ heldId: context.heldId, sessionId: context.sessionId }),
+            onDone: [
+              { guard: 'restsEmpty', target: '#heldSession.releasing' },
+              { guard: 'sessionEnded', target: '#heldSession.releasing' },
+              ...nextPass,
+            ],
+            onError: [
+              { guard: 'storeClosed', target: '#heldSession.releasing' },
+              { target: '#heldSession.releasing', actions: failure('') },
+            ],
+          },
+        },
+        /** The worker stops: a running attempt stops after its round (or detaches); nothing runs otherwise. */
+        shuttingDown: {
+          always: { guard: not('stopping'), target: '#heldSession.releasing' },
+          on: { STOP: {} },
+          invoke: {
+            src: 'shutdownSession',
+            input: ({ context, self }) => ({ heldId: context.heldId, graceMs: context.graceMs, holder: self }),
+            onDone: { target: '#heldSession.releasing', actions: assign({ resume: ({ event }) => event.output.resume }) },
+            onError: '#heldSession.releasing',
           },
         },
       },
     },
-    /** The session is closed (its writer commits nothing more); a renewal that no longer finds the lease is no loss now. */
-    closing: {
+    /**
+     * The session is closed (its writer commits nothing more), then its lease given up — or, lost
+     * meanwhile, not (`lost`); a renewal that no longer finds the lease is no loss now.
+     */
+    releasing: {
       on: { LEASE_NOT_RENEWED: {} },
       invoke: {
-        src: 'closeSession',
-        input: ({ context }) => ({ heldId: context.heldId }),
+        src: 'releaseSession',
+        input: ({ context, self }) => ({
+          heldId: context.heldId,
+          sessionId: context.sessionId,
+          writerEpoch: context.writerEpoch,
+          resume: context.resume,
+          holder: self,
+        }),
         onDone: [
-          { guard: 'lost', target: 'lost' },
-          { target: 'releasing', actions: assign({ resume: ({ context, event }) => context.resume || event.output.detached }) },
+          { guard: 'released', target: 'released', actions: assign({ resume: ({ event }) => event.output.resume }) },
+          { target: 'lost' },
         ],
-        onError: [{ guard: 'lost', target: 'lost' }, { target: 'releasing' }],
+        onError: { target: 'leftToExpire', actions: failure('releasing the lease failed (it expires by itself): ') },
       },
     },
     /** Another writer attached (the session's writer is fenced): the session is closed, its lease left to expire in the store. */
     closingFenced: {
       invoke: { src: 'closeSession', input: ({ context }) => ({ heldId: context.heldId }), onDone: 'fenced', onError: 'fenced' },
-    },
-    releasing: {
-      on: { LEASE_NOT_RENEWED: {} },
-      invoke: {
-        src: 'releaseLease',
-        input: ({ context }) => ({ sessionId: context.sessionId, writerEpoch: context.writerEpoch, resume: context.resume }),
-        onDone: { target: 'released', actions: assign({ resume: ({ event }) => event.output.resume }) },
-        onError: { target: 'leftToExpire', actions: failure('releasing the lease failed (it expires by itself): ') },
-      },
     },
     /** Released, with the resume mark the release recorded: the worker reports it. */
     released: {

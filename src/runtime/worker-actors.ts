@@ -5,6 +5,7 @@ import {
   lookAtSessionActor,
   openHeldSessionActor,
   previousEndedActor,
+  releaseSessionActor,
   resumeRunActor,
   sessionIdleActor,
   shutdownSessionActor,
@@ -36,6 +37,7 @@ export function heldSessionMachineFor(s: WorkerServices) {
       timer: clockTimerActor(s.clock),
       shutdownSession: shutdownSessionActor(s),
       closeSession: closeHeldSessionActor(s),
+      releaseSession: releaseSessionActor(s),
       releaseLease: releaseLeaseActor(s),
     },
   });

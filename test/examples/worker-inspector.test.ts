@@ -26,7 +26,7 @@ describe("the runtime inspect option shows a serving worker's machines", () => {
     expect(held).toHaveLength(2);
     for (const states of held)
       expect(
-        passesThrough(states, ['opening', 'binding', 'bound.working.draining', 'closing', 'releasing', 'released']),
+        passesThrough(states, ['opening', 'binding', 'bound.draining', 'bound.waiting', 'releasing', 'released']),
         states.join(' → '),
       ).toBe(true);
     expect(trace.of('session')).toHaveLength(2);

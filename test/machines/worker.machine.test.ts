@@ -46,6 +46,12 @@ function start(clock: SimulatedClock, fakes: Fakes, leaseMs = 3000, concurrency 
       timer: clockTimerActor(clock),
       shutdownSession: fake(async () => ({ resume: false })),
       closeSession: fake(async ({ input }) => (calls.push(`close ${input.heldId}`), { detached: false })),
+      releaseSession: fake(async ({ input }) => {
+        calls.push(`close ${input.heldId}`);
+        if (input.holder.getSnapshot().context.lost !== undefined) return { released: false, resume: input.resume };
+        calls.push(`release ${input.sessionId} ${input.writerEpoch}`);
+        return { released: true, resume: input.resume };
+      }),
       releaseLease: fake(async ({ input }) => (calls.push(`release ${input.sessionId} ${input.writerEpoch}`), { resume: input.resume })),
     },
     ...(fakes.heldGuards ? { guards: fakes.heldGuards } : {}),

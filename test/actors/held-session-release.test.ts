@@ -1,0 +1,66 @@
+import { createActor, toPromise } from 'xstate';
+import { describe, expect, it } from 'vitest';
+import { releaseSessionActor } from '../../src/actors/held-session.js';
+import type { ServedSession, WorkerServices } from '../../src/actors/worker-services.js';
+import { memoryStore } from '../../src/persistence/memory-store.js';
+
+// A held session's end (src/actors/held-session.ts): closed, then its lease given up — unless the
+// lease was lost while it closed. The work store is a real one; the session is a stand-in whose
+// close is where the loss happens.
+
+/** A worker's services holding one session (heldId 1) on a memory store whose releases are counted. */
+async function holding(onClose: () => void, status = 'idle') {
+  const store = memoryStore();
+  const work = store.work!;
+  await work.submit('s', { kind: 'input', inputId: 'i', mode: 'follow_up', message: 'go' });
+  expect(await work.claim('w', { limit: 1, leaseMs: 60_000 })).toHaveLength(1);
+  const { writerEpoch } = await store.attachWriter('s'); // the held session's open
+  expect(writerEpoch).toBe(1);
+  expect(await work.bind('s', 'w', writerEpoch, 60_000)).toBe(true);
+  const releases: string[] = [];
+  const counted = Object.assign(Object.create(Object.getPrototypeOf(work)), work, {
+    release: async (...a: Parameters<typeof work.release>) => {
+      releases.push(`${a[0]}@${a[2]} resume=${a[3].resume}`);
+      return work.release(...a);
+    },
+  });
+  const session = {
+    snapshot: () => ({ status }),
+    close: async () => onClose(),
+  } as unknown as ServedSession;
+  const services = {
+    workerId: 'w',
+    store,
+    work: counted,
+    sessions: new Map([[1, session]]),
+    watches: new Map(),
+  } as unknown as WorkerServices;
+  return { services, releases, work };
+}
+
+const holderOf = (lease: { lost?: string }) => ({ getSnapshot: () => ({ context: { lost: lease.lost, deadline: Infinity } }) });
+
+describe('a held session is released after its close', () => {
+  it('a lease lost while the session closes is not released: the close is the last await before the release', async () => {
+    const lease: { lost?: string } = {};
+    const { services, releases, work } = await holding(() => (lease.lost = 'not renewed within 300 ms by this worker'));
+    const actor = createActor(releaseSessionActor(services), {
+      input: { heldId: 1, sessionId: 's', writerEpoch: 1, resume: false, holder: holderOf(lease) as never },
+    }).start();
+    expect(await toPromise(actor)).toEqual({ released: false, resume: false });
+    expect(releases).toEqual([]);
+    expect(services.sessions.size).toBe(0);
+    // the lease is still in the store, to expire there: no other worker can claim the session yet
+    expect(await work.claim('w2', { limit: 1, leaseMs: 60_000 })).toEqual([]);
+  });
+
+  it('a session closed with its run detached is released with the resume mark', async () => {
+    const { services, releases, work } = await holding(() => {}, 'detached');
+    const actor = createActor(releaseSessionActor(services), {
+      input: { heldId: 1, sessionId: 's', writerEpoch: 1, resume: false, holder: holderOf({}) as never },
+    }).start();
+    expect(await toPromise(actor)).toEqual({ released: true, resume: true });
+    expect(releases).toEqual(['s@1 resume=true']);
+    expect(await work.claim('w2', { limit: 1, leaseMs: 60_000 })).toMatchObject([{ sessionId: 's' }]);
+  });
+});
