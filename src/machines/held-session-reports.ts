@@ -41,7 +41,7 @@ export interface HeldSessionContext {
   lost: string | undefined;
   /**
    * The worker asked this session to stop: a STOP can come while it opens, binds or resumes, and
-   * is honoured where it can be (`givingBack`, `working.shuttingDown`), so it is remembered as data.
+   * is honoured where it can be (`givingBack`, `bound.shuttingDown`), so it is remembered as data.
    */
   stopping: boolean;
   graceMs: number;
