@@ -1,6 +1,7 @@
 import { and, assign, enqueueActions, fromPromise, not, setup, type AnyActorRef } from 'xstate';
 import { isStoreClosedError } from '../contracts/errors.js';
 import { expiredReason, type DrainOutput, type OpenedSession, type ReleaseSessionInput, type SessionLook } from '../actors/held-session.js';
+import type { ReleaseInput } from '../actors/worker-lease.js';
 import { notProvided } from './not-provided.js';
 import { errorOf, outputOf } from './run-decisions.js';
 import {
@@ -87,9 +88,7 @@ export const heldSessionMachine = setup({
     ),
     closeSession: fromPromise<{ detached: boolean }, { heldId: number }>(notProvided('closeSession')),
     releaseSession: fromPromise<{ released: boolean; resume: boolean }, ReleaseSessionInput>(notProvided('releaseSession')),
-    releaseLease: fromPromise<{ resume: boolean }, { sessionId: string; writerEpoch: number | null; resume: boolean }>(
-      notProvided('releaseLease'),
-    ),
+    releaseLease: fromPromise<{ resume: boolean }, ReleaseInput>(notProvided('releaseLease')),
   },
   guards: {
     replaces: ({ context }) => context.previous !== undefined,
