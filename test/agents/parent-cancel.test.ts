@@ -13,7 +13,7 @@ import {
 } from '../../src/index.js';
 import type { InspectionEvent } from 'xstate';
 import { deferred } from '../helpers/drafts.js';
-import { logOf, sleep, storeWithAppend, typesOf } from '../helpers/runtime.js';
+import { holdingAppendOf, logOf, sleep, typesOf } from '../helpers/runtime.js';
 
 // A cancel of a parent run settles it `cancelled` whatever its agent calls' children are doing:
 // a child that runs is cancelled with it, a call whose child waits for an answer (or was detached)
@@ -199,12 +199,8 @@ describe('a cancelled parent settles the calls of its waiting children', () => {
   it("a cancel arriving while a step's results land ends the run cancelled, not suspended, though the child's request was committed with them", async () => {
     const base = memoryStore();
     const ran: string[] = [];
-    const release = deferred();
     // the parent's results append (the one holding the lookup's result) waits until released
-    const store = storeWithAppend(base, async (id, epoch, seq, drafts) => {
-      if (id === 's' && drafts.some((d) => d.type === 'tool/result')) await release.promise;
-      return base.append(id, epoch, seq, drafts);
-    });
+    const { store, release } = holdingAppendOf(base, 'tool/result', 's');
     // the parent's run has decided to wait on the child's request and waits for its results to land
     const settling = deferred();
     const runtime = waitingChildTree(store, ran, {

@@ -21,14 +21,14 @@ export function storeWithAppend(inner: EventStore, append: EventStore['append'])
 }
 
 /**
- * `inner` whose append of a batch holding a `type` draft waits until `release` resolves; `landing`
- * resolves as it starts to wait (to act while that commit is under way).
+ * `inner` whose append of a batch holding a `type` draft (to `sessionId` only, if given) waits until
+ * `release` resolves; `landing` resolves as it starts to wait (to act while that commit is under way).
  */
-export function holdingAppendOf(inner: EventStore, type: string) {
+export function holdingAppendOf(inner: EventStore, type: string, sessionId?: string) {
   const landing = deferred();
   const release = deferred();
   const store = storeWithAppend(inner, async (id, epoch, seq, drafts) => {
-    if (drafts.some((d) => d.type === type)) {
+    if ((sessionId === undefined || id === sessionId) && drafts.some((d) => d.type === type)) {
       landing.resolve();
       await release.promise;
     }
