@@ -1,3 +1,4 @@
+import { z } from 'zod';
 import type { LoopBudget } from './config.js';
 import { addDecimal, decimalAtLeast, subDecimal } from './budget.js';
 import type { Usage } from './message.js';
@@ -79,19 +80,23 @@ export const addCounted = (a: Counted, r: { outputTokens: number; cost?: string 
   cost: r.cost ? addDecimal(a.cost, r.cost) : a.cost,
 });
 
-/** A call's reported usage above its reservation: recorded in the log, named on the result. */
-export interface Overrun {
+/**
+ * A call's reported usage above its reservation: recorded in the log, named on the result (as
+ * `result.spending.overruns` and an agent call's `outcome.overruns`).
+ */
+export const Overrun = z.object({
   /** The step of the run that made the call: the child's, with `session`. */
-  step: number;
+  step: z.number().int().nonnegative(),
   /** The child session whose run made the call (an agent call's overrun in its parent), absent for the run's own. */
-  session?: string;
+  session: z.string().optional(),
   /** Reported input tokens above the estimate. */
-  inputTokens?: { estimated: number; reported: number };
+  inputTokens: z.object({ estimated: z.number(), reported: z.number() }).optional(),
   /** Reported output tokens above the call's cap. */
-  outputTokens?: { cap: number; reported: number };
+  outputTokens: z.object({ cap: z.number(), reported: z.number() }).optional(),
   /** The reported usage priced above the reservation's cost. */
-  cost?: { reserved: string; reported: string };
-}
+  cost: z.object({ reserved: z.string(), reported: z.string() }).optional(),
+});
+export type Overrun = z.infer<typeof Overrun>;
 
 /** The overrun of a call reserved as `r` that reported `usage` priced `cost`, or undefined. */
 export function overrunOf(

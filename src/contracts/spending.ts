@@ -1,21 +1,11 @@
 import { z } from 'zod';
 import type { LoopBudget } from './config.js';
 import { addDecimal, subDecimal } from './budget.js';
-import type { Counted, Overrun } from './reservation.js';
+import { Overrun, type Counted } from './reservation.js';
 
 /** One usage budget's figures: `spent` is reported usage, `reserved` what is counted at reservation, `remaining` what is left. */
 export const BudgetSpending = z.object({ limit: z.string(), spent: z.string(), reserved: z.string(), remaining: z.string() });
 export type BudgetSpending = z.infer<typeof BudgetSpending>;
-
-/** A model call's reported usage above its reservation (contracts/reservation.ts `Overrun`). */
-export const OverrunSchema = z.object({
-  step: z.number().int().nonnegative(),
-  /** The child session whose run made the call (an agent call's), absent for the run's own. */
-  session: z.string().optional(),
-  inputTokens: z.object({ estimated: z.number(), reported: z.number() }).optional(),
-  outputTokens: z.object({ cap: z.number(), reported: z.number() }).optional(),
-  cost: z.object({ reserved: z.string(), reported: z.string() }).optional(),
-});
 
 /**
  * The run's spending per usage budget (docs/guarantees.md, "Budgets"), as `result.spending` and the
@@ -24,7 +14,7 @@ export const OverrunSchema = z.object({
 export const Spending = z.object({
   maxCost: BudgetSpending.optional(),
   maxOutputTokens: BudgetSpending.optional(),
-  overruns: z.array(OverrunSchema).optional(),
+  overruns: z.array(Overrun).optional(),
 });
 export type Spending = z.infer<typeof Spending>;
 

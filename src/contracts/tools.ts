@@ -3,7 +3,7 @@ import { JsonValue } from './json.js';
 import { InputContent, StoredContent } from './content.js';
 import { Message, Usage } from './message.js';
 import { Decimal } from './config.js';
-import { OverrunSchema } from './spending.js';
+import { Overrun } from './reservation.js';
 
 /** `parallel` tools are side-effect free and may run concurrently; `exclusive` tools run alone. */
 export const ToolMode = z.enum(['parallel', 'exclusive']);
@@ -21,7 +21,7 @@ const CallSpending = {
   /** Calls counted at their reservation (their usage never came back): in the run's budgets as its own. */
   counted: z.object({ outputTokens: z.number().int().nonnegative(), cost: Decimal }).optional(),
   /** Its calls' usage reported above their reservations, each naming its session: in the run's `spending.overruns`. */
-  overruns: z.array(OverrunSchema).optional(),
+  overruns: z.array(Overrun).optional(),
 };
 
 const Completed = z.object({
