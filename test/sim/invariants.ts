@@ -16,7 +16,6 @@ export interface SeedFacts {
   receipts: Set<string>;
   /** What each opening of a session reported, by the instance it made. */
   recoveries: { proc: number; instance: string; recovery: RecoveryOutcome }[];
-  fencedSeen: number;
   untyped?: string;
 }
 

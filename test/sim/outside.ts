@@ -172,6 +172,55 @@ function argsFor(name: string, n: number): Record<string, unknown> {
 }
 
 type Behaviour = 'ok' | 'fail' | 'late' | 'hang' | 'stubborn';
+
+/**
+ * A tool call's effect in the world (the tools of outside.ts and tree-outside.ts): it lands on a
+ * world timer — 1–25 ms, 50–400 ms when `late` — even if the process crashed meanwhile (`entry`
+ * records it), and its answer reaches only a live process; `hang` answers only its signal,
+ * `stubborn` not even that.
+ */
+export function effectInWorld(
+  world: World,
+  proc: Proc,
+  entry: ToolRun,
+  b: Behaviour,
+  name: string,
+  args: unknown,
+  ctx: { signal: AbortSignal; idempotencyKey: string },
+): Promise<string> {
+  const rng = world.rng;
+  return new Promise<string>((resolve, reject) => {
+    if (b === 'stubborn') return; // ignores its signal and never answers
+    let t: ReturnType<World['at']> | undefined;
+    const onAbort = () => {
+      world.clear(t);
+      proc.whenRunning(() => reject(new Error(`${name} aborted`)));
+    };
+    ctx.signal.addEventListener('abort', onAbort, { once: true });
+    if (b === 'hang') return; // answers only its signal
+    const ms = b === 'late' ? rng.range(50, 400) : rng.range(1, 25);
+    // a world timer: the effect lands even if the process crashed meanwhile (completes after a crash)
+    t = world.at(world.now + ms, () => {
+      ctx.signal.removeEventListener('abort', onAbort);
+      entry.effect = true;
+      proc.whenRunning(() =>
+        b === 'fail' ? reject(new Error(`${name} failed`)) : resolve(`done:${ctx.idempotencyKey}:${JSON.stringify(args)}`),
+      );
+    });
+  });
+}
+
+/**
+ * A reconcile that asks the world's ledger: the effect that landed is reconciled; a call never
+ * started says so; one started and still out there cannot tell (undefined).
+ */
+export function reconcileFromLedger(ledgers: Ledgers, proc: Proc, ctx: { idempotencyKey: string }) {
+  const done = ledgers.effectOf(ctx.idempotencyKey);
+  ledgers.reconciles.push({ key: ctx.idempotencyKey, found: done !== undefined, proc: proc.id });
+  if (done) return { kind: 'completed' as const, content: `reconciled:${ctx.idempotencyKey}` };
+  const started = ledgers.toolRuns.some((r) => r.key === ctx.idempotencyKey);
+  return started ? undefined : { kind: 'completed' as const, content: `reconciled-not-run:${ctx.idempotencyKey}`, isError: true };
+}
 type Ctx = { signal: AbortSignal; idempotencyKey: string; callId: string; sessionId: string };
 
 /** The sim's tools, bound to one process: their effects land in the world, their answers reach only a live process. */
@@ -194,34 +243,11 @@ export function simTools(o: Outside, proc: Proc): AnyTool[] {
     ledgers.toolRuns.push(entry);
     const b = behaviour();
     if (b !== 'ok') world.note(`tool ${name} ${ctx.callId}: ${b}`);
-    return new Promise<string>((resolve, reject) => {
-      if (b === 'stubborn') return; // ignores its signal and never answers
-      let t: ReturnType<World['at']> | undefined;
-      const onAbort = () => {
-        world.clear(t);
-        proc.whenRunning(() => reject(new Error(`${name} aborted`)));
-      };
-      ctx.signal.addEventListener('abort', onAbort, { once: true });
-      if (b === 'hang') return; // answers only its signal
-      const ms = b === 'late' ? rng.range(50, 400) : rng.range(1, 25);
-      // a world timer: the effect lands even if the process crashed meanwhile (completes after a crash)
-      t = world.at(world.now + ms, () => {
-        ctx.signal.removeEventListener('abort', onAbort);
-        entry.effect = true;
-        proc.whenRunning(() =>
-          b === 'fail' ? reject(new Error(`${name} failed`)) : resolve(`done:${ctx.idempotencyKey}:${JSON.stringify(args)}`),
-        );
-      });
-    });
+    return effectInWorld(world, proc, entry, b, name, args, ctx);
   };
   const reconcileCharge = (a: unknown, ctx: Ctx) => {
     if (o.reexecute) return run('charge', 'exclusive', a, ctx).then((content) => ({ kind: 'completed' as const, content }));
-    const done = ledgers.effectOf(ctx.idempotencyKey);
-    ledgers.reconciles.push({ key: ctx.idempotencyKey, found: done !== undefined, proc: proc.id });
-    if (done) return { kind: 'completed' as const, content: `reconciled:${ctx.idempotencyKey}` };
-    const started = ledgers.toolRuns.some((r) => r.key === ctx.idempotencyKey);
-    // never started: it can say so; started and still out there: it cannot tell
-    return started ? undefined : { kind: 'completed' as const, content: `reconciled-not-run:${ctx.idempotencyKey}`, isError: true };
+    return reconcileFromLedger(ledgers, proc, ctx);
   };
   // the definitions (and their JSON Schemas) are made once; each process binds its own execute
   return TOOL_DEFS.map((t) => ({

@@ -9,15 +9,13 @@
  * This module must not import vitest: `npm run sim` (test/sim/run.ts) imports it too.
  */
 import { tokenPrice } from '../crash/budget-pricing.js';
-import { createRuntime, type Runtime } from '../../src/runtime/runtime.js';
+import { createRuntime } from '../../src/runtime/runtime.js';
 import type { ExecutionSession } from '../../src/runtime/execution-session.js';
 import { memoryStore } from '../../src/persistence/memory-store.js';
-import type { ExecutionResult } from '../../src/contracts/requests.js';
 import type { EventRecord } from '../../src/contracts/events.js';
 import type { EventStore } from '../../src/persistence/event-store.js';
 import type { Envelope } from '../../src/streams/envelopes.js';
-import { isExecutionBusy, isValidationError } from '../../src/contracts/errors.js';
-import { AckLedger, faultyStore, NO_STORE_FAULTS, type FaultControl, type StoreBreak } from './faulty-store.js';
+import { AckLedger, faultyStore, type FaultControl, type StoreBreak } from './faulty-store.js';
 import {
   COMPACTION_PROMPT,
   Ledgers,
@@ -30,7 +28,8 @@ import {
 } from './outside.js';
 import { checkInvariants, type SeedFacts } from './invariants.js';
 import { Watch, watchedStore } from './watch.js';
-import { never, Proc, World } from './world.js';
+import { attemptIn, dropEveryProcess, Hosts, inProc, type Host } from './hosts.js';
+import { never, World } from './world.js';
 
 /**
  * Deliberately broken variants, each shown to be caught: `reexecute` (an exclusive call run again
@@ -64,23 +63,6 @@ export interface SeedReport {
 
 const MAX_TASKS = 30_000;
 const APPROVAL_TIMEOUT_MS = 1_000;
-
-interface Host {
-  proc: Proc;
-  runtime: Runtime;
-  sessions: Map<string, Promise<ExecutionSession | undefined>>;
-}
-
-/** Races `p` against the process going away: undefined when it went first. */
-async function inProc<T>(proc: Proc, p: Promise<T>): Promise<{ value: T } | { error: unknown } | undefined> {
-  return Promise.race([
-    p.then(
-      (value) => ({ value }),
-      (error: unknown) => ({ error }),
-    ),
-    proc.gone.then(() => undefined),
-  ]);
-}
 
 export async function runSeed(opts: SeedOptions): Promise<SeedReport> {
   const world = new World(opts.seed, opts.prefix ?? Infinity);
@@ -146,7 +128,7 @@ export async function runSeed(opts: SeedOptions): Promise<SeedReport> {
   const durable = watchedStore(opts.broken === 'no-idempotency' ? withoutIdempotency(memoryStore()) : memoryStore(), watch, sessionIds);
   const acks = new AckLedger();
   let idN = 0;
-  const facts: SeedFacts = { budget, idempotentOwner, receipts: new Set(), recoveries: [], fencedSeen: 0 };
+  const facts: SeedFacts = { budget, idempotentOwner, receipts: new Set(), recoveries: [] };
   let crashes = 0;
   let takeovers = 0;
 
@@ -170,59 +152,13 @@ export async function runSeed(opts: SeedOptions): Promise<SeedReport> {
     return { proc, runtime, sessions: new Map() };
   };
 
-  let host = boot();
-  let hostChanged: () => void = () => {};
-  let nextHost = new Promise<void>((r) => (hostChanged = r));
-  const replaceHost = () => {
-    host = boot();
-    const done = hostChanged;
-    nextHost = new Promise<void>((r) => (hostChanged = r));
-    done();
-  };
-  // a crashed process is restarted after a while
-  const supervise = (h: Host) => {
-    void h.proc.gone.then(async () => {
-      if (h.proc.superseded || finalPhase) return;
-      crashes++;
-      await world.sleep(rng.range(1, 40));
-      replaceHost();
-      supervise(host);
-    });
-  };
-  supervise(host);
   let finalPhase = false;
-
-  /** The live host's session (opened on first use; undefined while the process is gone). */
-  const sessionOf = async (sid: string): Promise<{ h: Host; s: ExecutionSession } | undefined> => {
-    const h = host;
-    if (!h.proc.alive || h.proc.superseded) {
-      await nextHost;
-      return undefined;
-    }
-    let p = h.sessions.get(sid);
-    if (!p) {
-      p = (async () => {
-        const r = await inProc(h.proc, h.runtime.openSession(sid));
-        if (!r) return undefined;
-        if ('error' in r) {
-          world.note(`${sid}: openSession failed: ${(r.error as Error).message}`);
-          return undefined;
-        }
-        const s = r.value;
-        facts.recoveries.push({ proc: h.proc.id, instance: s.sessionInstanceId, recovery: s.recovery });
-        track(sid, s);
-        return s;
-      })();
-      h.sessions.set(sid, p);
-    }
-    const s = await p;
-    if (!s) {
-      h.sessions.delete(sid);
-      if (h.proc.alive && !h.proc.superseded) await world.sleep(5);
-      return undefined;
-    }
-    return { h, s };
-  };
+  const hosts = new Hosts(world, facts, boot, {
+    ended: () => finalPhase,
+    crashed: () => crashes++,
+    opened: (sid, s) => track(sid, s),
+  });
+  const sessionOf = (sid: string) => hosts.session(sid);
 
   // what each session's client knows of its runs (from the run_start envelopes)
   const runsOf = new Map<string, { runId: string; runEpoch: number; instance: string }>();
@@ -267,27 +203,7 @@ export async function runSeed(opts: SeedOptions): Promise<SeedReport> {
       }
       req = { kind: 'continue' as const, runId, attemptId };
     }
-    return (await attempt(sid, h, s, req)) ? 'done' : 'gone';
-  };
-
-  const attempt = async (sid: string, h: Host, s: ExecutionSession, req: Parameters<ExecutionSession['execute']>[0]): Promise<boolean> => {
-    world.note(`${sid}: execute ${req.kind} ${req.runId}/${req.attemptId}`);
-    const r = await inProc(h.proc, s.execute(req));
-    if (!r) return false;
-    if ('error' in r) {
-      const e = r.error;
-      world.note(`${sid}: execute ${req.runId}/${req.attemptId} rejected: ${(e as Error).name}: ${(e as Error).message}`);
-      if (isExecutionBusy(e)) await inProc(h.proc, s.waitForIdle());
-      else if (!isValidationError(e))
-        facts.untyped = `${sid}: execute rejected with an untyped ${(e as Error)?.name}: ${(e as Error)?.message}`;
-      return true;
-    }
-    const res: ExecutionResult = r.value;
-    if (res.status === 'fenced') facts.fencedSeen++;
-    world.note(
-      `${sid}: ${req.runId}/${req.attemptId} → ${res.status}${res.budget ? ` (${res.budget})` : ''}${res.error ? `: ${res.error.message.slice(0, 80)}` : ''}`,
-    );
-    return true;
+    return (await attemptIn(world, facts, sid, { h, s }, req)) ? 'done' : 'gone';
   };
 
   const client = async (sid: string, prompts: number) => {
@@ -305,12 +221,18 @@ export async function runSeed(opts: SeedOptions): Promise<SeedReport> {
       if (s.snapshot().status === 'suspended' || s.snapshot().status === 'detached') continue;
       if (promptN >= prompts) return;
       promptN++;
-      await attempt(sid, h, s, {
-        kind: 'prompt',
-        runId: `${sid}-r${promptN}`,
-        attemptId: `${sid}-r${promptN}.a1`,
-        message: `task ${promptN} of ${sid}`,
-      });
+      await attemptIn(
+        world,
+        facts,
+        sid,
+        { h, s },
+        {
+          kind: 'prompt',
+          runId: `${sid}-r${promptN}`,
+          attemptId: `${sid}-r${promptN}.a1`,
+          message: `task ${promptN} of ${sid}`,
+        },
+      );
     }
   };
 
@@ -319,7 +241,7 @@ export async function runSeed(opts: SeedOptions): Promise<SeedReport> {
   const chaos = (sid: string, n: number) => {
     for (let i = 0; i < n; i++) {
       world.at(world.now + rng.range(1, 400), () => {
-        const h = host;
+        const h = hosts.current;
         const p = h.sessions.get(sid);
         if (!p || !h.proc.alive || finalPhase) return;
         const kind = rng.int(7);
@@ -384,7 +306,7 @@ export async function runSeed(opts: SeedOptions): Promise<SeedReport> {
   for (let i = 0; i < procFaults; i++) {
     world.at(world.now + rng.range(5, 600), () => {
       if (finalPhase) return;
-      const h = host;
+      const h = hosts.current;
       if (!h.proc.alive || h.proc.superseded) return;
       if (rng.int(2) === 0) {
         if (ctl.crashesLeft <= 0) return;
@@ -396,8 +318,7 @@ export async function runSeed(opts: SeedOptions): Promise<SeedReport> {
         world.note(`world: takeover of proc ${h.proc.id}`);
         h.proc.pause();
         h.proc.supersede();
-        replaceHost();
-        supervise(host);
+        hosts.replace(true);
         world.at(world.now + rng.range(1, 300), () => h.proc.wake());
       }
     });
@@ -412,16 +333,11 @@ export async function runSeed(opts: SeedOptions): Promise<SeedReport> {
 
   // the last word: every process dropped, a fault-free one resumes every session
   finalPhase = true;
-  for (const p of world.procs) {
-    p.wake();
-    if (p.alive) p.crash();
-  }
-  ctl.faults = NO_STORE_FAULTS;
-  ctl.crashesLeft = 0;
+  dropEveryProcess(world, ctl);
   outside.faults = NO_OUTSIDE_FAULTS;
   outside.maxToolRounds = 0;
   delete outside.reexecute;
-  replaceHost();
+  hosts.replace(false);
   const settleAll = async () => {
     for (const sid of sessionIds) {
       const before = await durable.getHead(sid);
@@ -438,7 +354,7 @@ export async function runSeed(opts: SeedOptions): Promise<SeedReport> {
       // the state the system reaches by itself: no prompt is sent to move what it left waiting
       await inProc(at.h.proc, at.s.waitForIdle());
     }
-    await host.runtime.close();
+    await hosts.current.runtime.close();
   };
   let settled = false;
   void settleAll().then(() => (settled = true));

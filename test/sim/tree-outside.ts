@@ -12,7 +12,7 @@ import { CancelledError, ProviderError } from '../../src/contracts/errors.js';
 import type { ModelProvider, ModelRequest, ModelResponse } from '../../src/contracts/model.js';
 import { defineAgent, type Agent } from '../../src/tools/define-agent.js';
 import { defineTool, type AnyTool, type ToolContext } from '../../src/tools/define-tool.js';
-import { conversationProblem, type Ledgers, type ToolRun } from './outside.js';
+import { conversationProblem, effectInWorld, reconcileFromLedger, type Ledgers, type ToolRun } from './outside.js';
 import type { Watch } from './watch.js';
 import type { Proc, World } from './world.js';
 
@@ -128,8 +128,6 @@ function childModel(o: TreeOutside, proc: Proc, agent: string): ModelProvider {
   );
 }
 
-type Behaviour = 'ok' | 'fail' | 'late' | 'hang';
-
 /** The tree's tools bound to one process: the effect lands in the world, the answer reaches only a live process. */
 export function treeTools(o: TreeOutside, proc: Proc): AnyTool[] {
   const { world, ledgers, faults: f } = o;
@@ -139,32 +137,11 @@ export function treeTools(o: TreeOutside, proc: Proc): AnyTool[] {
     o.onToolStart(ctx.sessionId, ctx.callId);
     const entry: ToolRun = { key: ctx.idempotencyKey, callId: ctx.callId, name, mode, proc: proc.id, effect: false };
     ledgers.toolRuns.push(entry);
-    const b: Behaviour = rng.chance(f.toolFail) ? 'fail' : rng.chance(f.toolLate) ? 'late' : rng.chance(f.toolHang) ? 'hang' : 'ok';
+    const b = rng.chance(f.toolFail) ? 'fail' : rng.chance(f.toolLate) ? 'late' : rng.chance(f.toolHang) ? 'hang' : 'ok';
     if (b !== 'ok') world.note(`tool ${name} ${ctx.sessionId} ${ctx.callId}: ${b}`);
-    return new Promise<string>((resolve, reject) => {
-      let t: ReturnType<World['at']> | undefined;
-      const onAbort = () => {
-        world.clear(t);
-        proc.whenRunning(() => reject(new Error(`${name} aborted`)));
-      };
-      ctx.signal.addEventListener('abort', onAbort, { once: true });
-      if (b === 'hang') return;
-      t = world.at(world.now + (b === 'late' ? rng.range(50, 400) : rng.range(1, 25)), () => {
-        ctx.signal.removeEventListener('abort', onAbort);
-        entry.effect = true;
-        proc.whenRunning(() =>
-          b === 'fail' ? reject(new Error(`${name} failed`)) : resolve(`done:${ctx.idempotencyKey}:${JSON.stringify(args)}`),
-        );
-      });
-    });
+    return effectInWorld(world, proc, entry, b, name, args, ctx);
   };
-  const reconcileLedger = (_a: unknown, ctx: ToolContext) => {
-    const done = ledgers.effectOf(ctx.idempotencyKey);
-    ledgers.reconciles.push({ key: ctx.idempotencyKey, found: done !== undefined, proc: proc.id });
-    if (done) return { kind: 'completed' as const, content: `reconciled:${ctx.idempotencyKey}` };
-    const started = ledgers.toolRuns.some((r) => r.key === ctx.idempotencyKey);
-    return started ? undefined : { kind: 'completed' as const, content: `reconciled-not-run:${ctx.idempotencyKey}`, isError: true };
-  };
+  const reconcileLedger = (_a: unknown, ctx: ToolContext) => reconcileFromLedger(ledgers, proc, ctx);
   return TOOL_DEFS.map((t) => ({
     ...t,
     execute: (a: unknown, ctx: ToolContext) => run(t.name, t.mode, a, ctx),

@@ -19,18 +19,19 @@ import type { ExecutionSession } from '../../src/runtime/execution-session.js';
 import { memoryStore } from '../../src/persistence/memory-store.js';
 import type { EventRecord } from '../../src/contracts/events.js';
 import type { Envelope } from '../../src/streams/envelopes.js';
-import { isExecutionBusy, isValidationError } from '../../src/contracts/errors.js';
+import type { ExecutionRequest } from '../../src/contracts/requests.js';
 import { agentTool } from '../../src/tools/agent-tool.js';
 import { agentMarkOf } from '../../src/tools/agent-marks.js';
 import type { AnyTool } from '../../src/tools/define-tool.js';
-import { AckLedger, faultyStore, NO_STORE_FAULTS, type FaultControl } from './faulty-store.js';
+import { AckLedger, faultyStore, type FaultControl } from './faulty-store.js';
 import { Ledgers, simDelivery, type Outside } from './outside.js';
 import { checkInvariants, type SeedFacts } from './invariants.js';
 import { traceLine } from './simulate.js';
 import { HandOver, treeViolations, type TreeExercised } from './tree-invariants.js';
 import { AGENT_TOOL_MODE, NO_TREE_FAULTS, rootModel, SUB_AGENTS, subAgents, treeTools, type TreeOutside } from './tree-outside.js';
 import { Watch, watchedStore } from './watch.js';
-import { Proc, World } from './world.js';
+import { attemptIn, dropEveryProcess, Hosts, inProc, type Host } from './hosts.js';
+import { World } from './world.js';
 
 export type TreeBroken = 'restart-child';
 export const TREE_BROKEN: readonly string[] = ['restart-child'] satisfies TreeBroken[];
@@ -46,22 +47,6 @@ export interface TreeSeedReport {
 
 const ROOT = 't';
 const MAX_TASKS = 30_000;
-
-interface Host {
-  proc: Proc;
-  runtime: Runtime;
-  session?: Promise<ExecutionSession | undefined>;
-}
-
-async function inProc<T>(proc: Proc, p: Promise<T>): Promise<{ value: T } | { error: unknown } | undefined> {
-  return Promise.race([
-    p.then(
-      (value) => ({ value }),
-      (error: unknown) => ({ error }),
-    ),
-    proc.gone.then(() => undefined),
-  ]);
-}
 
 export async function runTreeSeed(opts: { seed: number; prefix?: number; broken?: TreeBroken }): Promise<TreeSeedReport> {
   const world = new World(opts.seed, opts.prefix ?? Infinity);
@@ -108,7 +93,7 @@ export async function runTreeSeed(opts: { seed: number; prefix?: number; broken?
   const durable = watchedStore(memoryStore(), watch, [ROOT], (r) => handOver.observe(r));
   const acks = new AckLedger();
   let idN = 0;
-  const facts: SeedFacts = { budget, idempotentOwner: true, receipts: new Set(), recoveries: [], fencedSeen: 0 };
+  const facts: SeedFacts = { budget, idempotentOwner: true, receipts: new Set(), recoveries: [] };
   let crashes = 0;
   let takeovers = 0;
   let restartN = 0;
@@ -142,81 +127,30 @@ export async function runTreeSeed(opts: { seed: number; prefix?: number; broken?
       clock: proc.clock(),
       ids: { instanceId: () => `i${++idN}`, eventId: () => `e${++idN}` },
     });
-    return { proc, runtime };
+    return { proc, runtime, sessions: new Map() };
   };
 
   let finalPhase = false;
-  let host = boot();
-  let hostChanged: () => void = () => {};
-  let nextHost = new Promise<void>((r) => (hostChanged = r));
-  const replaceHost = () => {
-    host = boot();
-    const done = hostChanged;
-    nextHost = new Promise<void>((r) => (hostChanged = r));
-    done();
-  };
-  const supervise = (h: Host) => {
-    void h.proc.gone.then(async () => {
-      if (h.proc.superseded || finalPhase) return;
+  const runsOf = { current: undefined as { runId: string; runEpoch: number; instance: string } | undefined };
+  const hosts = new Hosts(world, facts, boot, {
+    ended: () => finalPhase,
+    crashed: () => {
       crashes++;
       handOver.crashed();
-      await world.sleep(rng.range(1, 40));
-      replaceHost();
-      supervise(host);
-    });
-  };
-  supervise(host);
-
-  const runsOf = { current: undefined as { runId: string; runEpoch: number; instance: string } | undefined };
-  const sessionOf = async (): Promise<{ h: Host; s: ExecutionSession } | undefined> => {
-    const h = host;
-    if (!h.proc.alive || h.proc.superseded) {
-      await nextHost;
-      return undefined;
-    }
-    h.session ??= (async () => {
-      const r = await inProc(h.proc, h.runtime.openSession(ROOT));
-      if (!r) return undefined;
-      if ('error' in r) {
-        world.note(`${ROOT}: openSession failed: ${(r.error as Error).message}`);
-        return undefined;
-      }
-      const s = r.value;
-      facts.recoveries.push({ proc: h.proc.id, instance: s.sessionInstanceId, recovery: s.recovery });
+    },
+    opened: (_, s) => {
       s.events$.subscribe((env: Envelope) => {
         if (env.event.type === 'run_start')
           runsOf.current = { runId: env.event.runId, runEpoch: env.event.runEpoch, instance: env.event.sessionInstanceId };
       });
       const open = s.recovery.interruptedRuns[0];
       if (open) runsOf.current = { runId: open.runId, runEpoch: open.runEpoch, instance: s.sessionInstanceId };
-      return s;
-    })();
-    const s = await h.session;
-    if (!s) {
-      delete h.session;
-      if (h.proc.alive && !h.proc.superseded) await world.sleep(5);
-      return undefined;
-    }
-    return { h, s };
-  };
+    },
+  });
+  const sessionOf = () => hosts.session(ROOT);
 
   let attemptN = 0;
-  const attempt = async (h: Host, s: ExecutionSession, req: Parameters<ExecutionSession['execute']>[0]): Promise<boolean> => {
-    world.note(`${ROOT}: execute ${req.kind} ${req.runId}/${req.attemptId}`);
-    const r = await inProc(h.proc, s.execute(req));
-    if (!r) return false;
-    if ('error' in r) {
-      const e = r.error as Error;
-      world.note(`${ROOT}: execute ${req.runId}/${req.attemptId} rejected: ${e.name}: ${e.message}`);
-      if (isExecutionBusy(e)) await inProc(h.proc, s.waitForIdle());
-      else if (!isValidationError(e)) facts.untyped = `${ROOT}: execute rejected with an untyped ${e?.name}: ${e?.message}`;
-      return true;
-    }
-    world.note(
-      `${ROOT}: ${req.runId}/${req.attemptId} → ${r.value.status}${r.value.error ? `: ${r.value.error.message.slice(0, 80)}` : ''}`,
-    );
-    return true;
-  };
+  const attempt = (h: Host, s: ExecutionSession, req: ExecutionRequest) => attemptIn(world, facts, ROOT, { h, s }, req);
   /** Continues the root's open run, if any (a tree has no approvals: an open run is continued). */
   const resume = async (h: Host, s: ExecutionSession): Promise<'none' | 'done' | 'gone'> => {
     const status = s.snapshot().status;
@@ -250,10 +184,11 @@ export async function runTreeSeed(opts: { seed: number; prefix?: number; broken?
   const chaos = (n: number) => {
     for (let i = 0; i < n; i++) {
       world.at(world.now + rng.range(1, 500), () => {
-        const h = host;
-        if (!h.session || !h.proc.alive || finalPhase) return;
+        const h = hosts.current;
+        const p = h.sessions.get(ROOT);
+        if (!p || !h.proc.alive || finalPhase) return;
         const kind = rng.int(3);
-        void h.session.then(async (s) => {
+        void p.then(async (s) => {
           if (!s) return;
           const cur = runsOf.current;
           if (kind === 0) {
@@ -283,7 +218,7 @@ export async function runTreeSeed(opts: { seed: number; prefix?: number; broken?
   for (let i = 0; i < procFaults; i++) {
     world.at(world.now + rng.range(5, 700), () => {
       if (finalPhase) return;
-      const h = host;
+      const h = hosts.current;
       if (!h.proc.alive || h.proc.superseded) return;
       if (rng.int(3) > 0) {
         world.note(`world: crash proc ${h.proc.id}`);
@@ -294,8 +229,7 @@ export async function runTreeSeed(opts: { seed: number; prefix?: number; broken?
         world.note(`world: takeover of proc ${h.proc.id}`);
         h.proc.pause();
         h.proc.supersede();
-        replaceHost();
-        supervise(host);
+        hosts.replace(true);
         world.at(world.now + rng.range(1, 300), () => h.proc.wake());
       }
     });
@@ -307,15 +241,10 @@ export async function runTreeSeed(opts: { seed: number; prefix?: number; broken?
 
   // the last word: every process dropped, a fault-free one resumes the root (and through it, its children)
   finalPhase = true;
-  for (const p of world.procs) {
-    p.wake();
-    if (p.alive) p.crash();
-  }
-  ctl.faults = NO_STORE_FAULTS;
-  ctl.crashesLeft = 0;
+  dropEveryProcess(world, ctl);
   outside.faults = NO_TREE_FAULTS;
   outside.rootRounds = 0;
-  replaceHost();
+  hosts.replace(false);
   let settled = false;
   void (async () => {
     const before = await durable.getHead(ROOT);
@@ -329,7 +258,7 @@ export async function runTreeSeed(opts: { seed: number; prefix?: number; broken?
       const at = await sessionOf();
       if (at) await inProc(at.h.proc, at.s.waitForIdle());
     }
-    await host.runtime.close();
+    await hosts.current.runtime.close();
     settled = true;
   })();
   const finalFinished = await world.run(MAX_TASKS * 2);
