@@ -37,6 +37,8 @@ export interface RunInput {
   resume?: ResumeInput;
   /** The follow-up input this run consumes (runId = inputId). */
   inputId?: string;
+  /** The step's calls a cancelled suspended run's request held back without an intent: answered `skipped` at its end. */
+  unrunCalls?: { callId: string; name: string }[];
   /** The last step number already written by earlier attempts (a `continue` goes on after it). */
   startStep?: number;
   /** Seq of the run's first run/start, for a later attempt (compaction keeps the whole run). */

@@ -126,7 +126,7 @@ type CallsSpending = Pick<RunContext, 'usage' | 'cost' | 'counted' | 'overruns'>
  * The calls' outcomes' model spending (agentTool child runs: usage, cost, calls counted at
  * reservation, overruns) counted in the run's figures, or nothing when they carry none.
  */
-export function withCallsSpending(c: CallsSpending, results: readonly ToolCallOutput[]): Partial<CallsSpending> {
+export function withCallsSpending(c: CallsSpending, results: readonly Pick<ToolCallOutput, 'outcome'>[]): Partial<CallsSpending> {
   let out: Partial<CallsSpending> = {};
   for (const { outcome: o } of results) {
     if (o.kind !== 'completed' && o.kind !== 'cancelled') continue;

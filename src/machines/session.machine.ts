@@ -39,7 +39,7 @@ export interface SessionContext {
 
 export type SessionEvent =
   /** An execute asks for an attempt: `prepareAttempt` reads the log and decides (`token` names the caller). */
-  | { type: 'PREPARE'; token: number; request: IdentifiedRequest; claimedRunId?: string }
+  | { type: 'PREPARE'; token: number; request: IdentifiedRequest; claimedRunId?: string; cancelled?: true }
   /** A follow-up's run starts (its run input is made from the accepted input). */
   | { type: 'START'; run: RunInput }
   | { type: 'STOP_AFTER_ROUND' }
@@ -52,6 +52,8 @@ export type PrepareOutput = { run: RunInput } | { result: ExecutionResult };
 export interface PrepareInput {
   token: number;
   request: IdentifiedRequest;
+  /** The attempt starts cancelled (a cancel of a run nobody runs: the inbox's, a cancelled parent's child). */
+  cancelled?: true;
 }
 
 /**
@@ -186,13 +188,13 @@ export const sessionMachine = setup({
     preparing: {
       entry: assign(({ event }) => {
         const e = event as Extract<SessionEvent, { type: 'PREPARE' }>;
-        return { claimedRunId: e.claimedRunId, preparing: e.token };
+        return { claimedRunId: e.claimedRunId, preparing: e.token, ...(e.cancelled ? { cancelPending: true } : {}) };
       }),
       invoke: {
         src: 'prepareAttempt',
         input: ({ event }) => {
           const e = event as Extract<SessionEvent, { type: 'PREPARE' }>;
-          return { token: e.token, request: e.request };
+          return { token: e.token, request: e.request, ...(e.cancelled ? { cancelled: e.cancelled } : {}) };
         },
         onDone: [
           { guard: 'preparedRun', target: 'executing', actions: 'startPrepared' },

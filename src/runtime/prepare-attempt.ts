@@ -44,7 +44,7 @@ const closedBefore = (req: IdentifiedRequest) => notRunResult(req, 'detached', '
  * committed (never a new answer), and otherwise makes the run input of the attempt. A log that
  * cannot be read is a `failed` result (nothing started or written; execute it again).
  */
-export async function prepareAttempt(s: AttemptSession, req: IdentifiedRequest): Promise<PrepareOutput> {
+export async function prepareAttempt(s: AttemptSession, req: IdentifiedRequest, cancelled = false): Promise<PrepareOutput> {
   try {
     const recorded = await recordedResult(s.store, s.sessionId, req.runId, req.attemptId, s.runs.open?.runId);
     if (recorded) return { result: recorded };
@@ -71,6 +71,7 @@ export async function prepareAttempt(s: AttemptSession, req: IdentifiedRequest):
     // reservation) counts in its ancestors' pools from now on, as its new calls will
     const pool = s.env.budgets?.above();
     const run = attemptInput(req, {
+      cancelled,
       sessionId: s.sessionId,
       toolSet: s.toolSet(),
       options: s.options,
