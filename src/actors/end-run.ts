@@ -113,7 +113,11 @@ export interface UnsettledCall {
  * settled before; never started) — else the child session whose run it leaves open (waiting for an
  * answer, or detached: nothing of it runs).
  */
-export function unsettledAnswer(status: string, asked: string | undefined, child?: ChildOfCall): Extract<ToolOutcome, { kind: 'cancelled' }> {
+export function unsettledAnswer(
+  status: string,
+  asked: string | undefined,
+  child?: ChildOfCall,
+): Extract<ToolOutcome, { kind: 'cancelled' }> {
   const named = child?.childId ?? asked;
   const left =
     child?.became === 'cancelled'

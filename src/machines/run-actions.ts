@@ -222,4 +222,3 @@ function unsettledCallOf(r: ToolCallOutput): UnsettledCall[] {
   const asked = askedBy(r);
   return [{ callId: r.callId, name: r.name, ...(asked ? { asked } : {}) }];
 }
-
