@@ -207,11 +207,14 @@ describe('the cascade across a crash and a takeover', () => {
     const { runtime } = payerTree(store, ran);
     const s = await runtime.openSession('s');
     expect((await s.execute({ kind: 'prompt', runId: 'r', attemptId: 'r', message: 'go' })).status).toBe('suspended');
+    const childEpoch = (await base.getHead(CHILD))?.writerEpoch;
     armed = true;
     await runtime.submit('s', { kind: 'cancel', entryId: 'x' });
     for (let i = 0; i < 200 && armed; i++) await sleep(10);
     expect(armed).toBe(false);
     await s.waitForIdle();
+    // not even opened: its writer was not taken over (which would fence a writer the new parent gave it)
+    expect((await base.getHead(CHILD))?.writerEpoch).toBe(childEpoch);
     const child = await logOf(base, CHILD);
     expect(endsOf(child)).toEqual(['suspended']);
     expect(typesOf(child).filter((t) => t === 'session/attached')).toHaveLength(1);

@@ -161,6 +161,11 @@ describe('a cancelled parent settles the calls of its waiting children', () => {
     expect(kindsOf(ofCall(log, 'tool/result', 'c1'))).toEqual(['cancelled']);
     expect(kindsOf(ofCall(log, 'tool/result', 'c2'))).toEqual(['cancelled']);
     expect(ran).toEqual([]);
+    // the waiting child's run is cancelled with its parent, as the running one is
+    expect((await logOf(store, CHILD)).filter((e) => e.type === 'run/end').map((e) => e.payload.status)).toEqual([
+      'suspended',
+      'cancelled',
+    ]);
   });
 
   it("a cancel arriving while a step's results commit ends the run cancelled, not suspended: the waiting child's run is cancelled with it, its call answered cancelled with the child's spending, its request never committed, and a reopen reports the same", async () => {
