@@ -10,11 +10,20 @@ import type { DeliverFinalInput, DeliverFinalOutput, FinalAnswerInput, VerifyFin
 import type { PrepareContextInput, PrepareContextOutput } from '../actors/prepare-context.js';
 import type { StartRunInput, StartRunOutput } from '../actors/start-run.js';
 import { toolBatchMachine, type ToolBatchInput } from './tool-batch.machine.js';
-import type { RunContext, RunEvent, RunInput } from './run-context.js';
+import { initialContext, type RunContext, type RunEvent, type RunInput } from './run-context.js';
 import { runActions } from './run-actions.js';
 import { runGuards } from './run-guards.js';
-import { batchBudget, budgetLeftOf, deliverInput, ended, endRunInput, finalInput, inCallOrder, positionOf } from './run-decisions.js';
-import { noneCounted } from '../contracts/reservation.js';
+import {
+  batchBudget,
+  budgetLeftOf,
+  cancelChildrenInput,
+  deliverInput,
+  ended,
+  endRunInput,
+  finalInput,
+  inCallOrder,
+  positionOf,
+} from './run-decisions.js';
 
 export type { ResumeInput, StartRunOutput } from '../actors/start-run.js';
 export type { RunContext, RunEvent, RunInput } from './run-context.js';
@@ -73,7 +82,7 @@ export const runMachine = setup({
     verifyFinal: fromPromise<VerifyFinalOutput, FinalAnswerInput>(notProvided('verifyFinal')),
     commitFinal: fromPromise<{ finalMessageId: string }, FinalAnswerInput>(notProvided('commitFinal')),
     deliverFinal: fromPromise<DeliverFinalOutput, DeliverFinalInput>(notProvided('deliverFinal')),
-    /** Ends the open runs of the cancelled run's children; the default finds none. */
+    /** Ends the open runs of a cancelled run's children, before its end commits; the default finds none. */
     cancelChildren: fromPromise<ChildOfCall[], CancelChildrenInput>(async () => []),
     endRun: fromPromise<ExecutionResult, EndRunInput>(notProvided('endRun')),
     /** Resolves (with the time) when maxDurationMs runs out, on the runtime's clock; never without that budget. */
@@ -83,43 +92,7 @@ export const runMachine = setup({
   actions: runActions,
 }).createMachine({
   id: 'run',
-  context: ({ input }) => ({
-    ...input,
-    resume: input.resume,
-    inputId: input.inputId,
-    startStep: input.startStep,
-    runFirstSeq: input.runFirstSeq,
-    spent: input.spent,
-    concluded: input.concluded,
-    runStartSeq: 0,
-    step: input.startStep ?? 0,
-    usage: input.spent?.usage ?? { inputTokens: 0, outputTokens: 0 },
-    stepUsage: undefined,
-    contextPrepared: false,
-    cost: input.spent?.cost ?? '0',
-    counted: input.spent?.counted ?? noneCounted(),
-    overruns: [],
-    toolCalls: input.spent?.toolCalls ?? 0,
-    recoveries: input.spent?.recoveries ?? 0,
-    corrections: input.spent?.corrections ?? 0,
-    asked: undefined,
-    calls: [],
-    presetResults: [],
-    order: [],
-    batchResults: [],
-    unsettledCalls: [],
-    unrunCalls: input.unrunCalls ?? [],
-    pendingFinal: undefined,
-    outputIssues: undefined,
-    stopRequested: input.stopRequested ?? false,
-    cancelRequested: input.cancelRequested ?? false,
-    detachRequested: input.detachRequested ?? false,
-    durationSpentAt: undefined,
-    uncertainCalls: input.uncertainCalls ?? [],
-    pendingRequest: undefined,
-    end: undefined,
-    result: undefined,
-  }),
+  context: ({ input }) => initialContext(input),
   on: {
     STOP_AFTER_ROUND: { actions: 'requestStop' },
     CANCEL: { actions: 'requestCancel' },
@@ -372,23 +345,12 @@ export const runMachine = setup({
         onError: RUN_FAILED,
       },
     },
-    /** The run's end is decided: a cancelled run cancels its agent calls' open children first. */
-    closing: {
-      always: [{ guard: 'endsCancelled', target: 'cancellingChildren' }, { target: 'ending' }],
-    },
-    /**
-     * Before a cancelled run's end is committed, the open runs of the child sessions its agent calls
-     * started are ended cancelled (docs/agents.md, "Control"): a crash in between leaves the parent's
-     * run open, and its cancel, redone, cancels them again (a no-op for a child already cancelled).
-     */
+    /** The end is decided: a cancelled run first cancels its agent calls' open children (docs/agents.md, "Control"). */
+    closing: { always: [{ guard: 'endsCancelled', target: 'cancellingChildren' }, { target: 'ending' }] },
     cancellingChildren: {
       invoke: {
         src: 'cancelChildren',
-        input: ({ context: c }): CancelChildrenInput => ({
-          runId: c.runId,
-          fromSeq: c.runStartSeq,
-          answering: c.unsettledCalls.map((u) => u.callId),
-        }),
+        input: ({ context }) => cancelChildrenInput(context),
         onDone: { target: 'ending', actions: 'keepChildren' },
         onError: { target: 'ending' },
       },

@@ -39,7 +39,7 @@ export interface SessionContext {
 
 export type SessionEvent =
   /** An execute asks for an attempt: `prepareAttempt` reads the log and decides (`token` names the caller). */
-  | { type: 'PREPARE'; token: number; request: IdentifiedRequest; claimedRunId?: string; cancelled?: true }
+  | { type: 'PREPARE'; token: number; request: IdentifiedRequest; claimedRunId?: string }
   /** A follow-up's run starts (its run input is made from the accepted input). */
   | { type: 'START'; run: RunInput }
   | { type: 'STOP_AFTER_ROUND' }
@@ -52,8 +52,6 @@ export type PrepareOutput = { run: RunInput } | { result: ExecutionResult };
 export interface PrepareInput {
   token: number;
   request: IdentifiedRequest;
-  /** The attempt starts cancelled (a cancel of a run nobody runs: the inbox's, a cancelled parent's child). */
-  cancelled?: true;
 }
 
 /**
@@ -188,13 +186,13 @@ export const sessionMachine = setup({
     preparing: {
       entry: assign(({ event }) => {
         const e = event as Extract<SessionEvent, { type: 'PREPARE' }>;
-        return { claimedRunId: e.claimedRunId, preparing: e.token, ...(e.cancelled ? { cancelPending: true } : {}) };
+        return { claimedRunId: e.claimedRunId, preparing: e.token };
       }),
       invoke: {
         src: 'prepareAttempt',
         input: ({ event }) => {
           const e = event as Extract<SessionEvent, { type: 'PREPARE' }>;
-          return { token: e.token, request: e.request, ...(e.cancelled ? { cancelled: e.cancelled } : {}) };
+          return { token: e.token, request: e.request };
         },
         onDone: [
           { guard: 'preparedRun', target: 'executing', actions: 'startPrepared' },

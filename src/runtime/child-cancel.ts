@@ -35,7 +35,13 @@ async function holds(parent: CascadeParent): Promise<boolean> {
  * that starts cancelled (its run/start, then run/end cancelled) — no model call, no tool of it
  * runs (an agent call of its own is cancelled the same way, one level down).
  */
-const cancelOpenRun = (child: ExecutionSession): Promise<ExecutionResult> => child.cancelRun(CHILD_RUN, `cancel-${randomUUID()}`);
+async function cancelOpenRun(child: ExecutionSession): Promise<ExecutionResult> {
+  // (the cancel reaches the attempt while it is prepared: execute sends it to the session at once)
+  const result = child.execute({ kind: 'continue', runId: CHILD_RUN, attemptId: `cancel-${randomUUID()}` });
+  result.catch(() => undefined); // (its refusal is the caller's, below)
+  await child.requestCancel('the parent run was cancelled');
+  return result;
+}
 
 /**
  * A cancelled run's children (docs/agents.md, "Control"): each agent call of the run whose child

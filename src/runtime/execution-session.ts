@@ -206,24 +206,9 @@ export class ExecutionSession<TOut = unknown> {
     return result;
   }
 
-  /**
-   * @internal Ends the open run `runId` `cancelled` by an attempt that starts cancelled (its
-   * run/start and run/end: no model call, no tool) — how a run nobody runs (suspended, detached,
-   * interrupted) is cancelled: the inbox's `cancel`, a cancelled parent's child (docs/agents.md).
-   */
-  cancelRun(runId: string, attemptId: string): Promise<ExecutionResult> {
-    const req: IdentifiedRequest = { kind: 'continue', runId, attemptId };
-    assertRunIdsFit(this.sessionId, runId, attemptId, 'session.cancelRun', ['runId', 'attemptId']);
-    this.assertOpen();
-    if (this.busy) return Promise.reject(new ExecutionBusy(this.sessionId, this.busyRunId));
-    const { token, result } = this.callers.prepare(req);
-    this.actor.send({ type: 'PREPARE', token, request: req, cancelled: true });
-    return result;
-  }
-
   /** The session machine's `prepareAttempt` actor: the attempt's run input (registered here), or its answer. */
-  private async prepare({ token, request, cancelled }: PrepareInput): Promise<PrepareOutput> {
-    const out = await prepareAttempt(this.parts.attemptSession, request, cancelled === true);
+  private async prepare({ token, request }: PrepareInput): Promise<PrepareOutput> {
+    const out = await prepareAttempt(this.parts.attemptSession, request);
     if (!('run' in out)) return out;
     if (this.closed) return { result: notRunResult(request, 'detached', 'the session was closed before the attempt started') };
     this.extras.resuming.begin(out.run);

@@ -198,7 +198,8 @@ export class SessionInbox {
       // open), `<entryId>~2`, …: an interrupted attempt is never run again, a new one cancels
       for (let n = 1; ; n++) {
         const attemptId = n === 1 ? entryId : `${entryId}~${n}`;
-        const result = s.cancelRun(runId, attemptId);
+        const result = s.execute({ kind: 'continue', runId, attemptId });
+        await s.requestCancel(reason);
         this.hooks.attempt?.(runId, attemptId, result);
         const r = await result;
         if (r.status === 'cancelled' || r.status === 'fenced' || n >= CANCEL_TRIES || (await this.openRunId()) !== runId)

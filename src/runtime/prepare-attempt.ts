@@ -28,6 +28,8 @@ export interface AttemptSession {
   lastTurn(): number;
   closed(): boolean;
   isKilled(): boolean;
+  /** A cancel came while the attempt is prepared: it starts cancelled (read when it is decided, after the log reads). */
+  cancelPending(): boolean;
   /** Refuses (ValidationError) a prompt's run id that names a run already. */
   assertNewRunId(runId: string): Promise<void>;
   /** A run settled while preparing (an interrupted final settled): the session's last result. */
@@ -44,7 +46,7 @@ const closedBefore = (req: IdentifiedRequest) => notRunResult(req, 'detached', '
  * committed (never a new answer), and otherwise makes the run input of the attempt. A log that
  * cannot be read is a `failed` result (nothing started or written; execute it again).
  */
-export async function prepareAttempt(s: AttemptSession, req: IdentifiedRequest, cancelled = false): Promise<PrepareOutput> {
+export async function prepareAttempt(s: AttemptSession, req: IdentifiedRequest): Promise<PrepareOutput> {
   try {
     const recorded = await recordedResult(s.store, s.sessionId, req.runId, req.attemptId, s.runs.open?.runId);
     if (recorded) return { result: recorded };
@@ -71,7 +73,8 @@ export async function prepareAttempt(s: AttemptSession, req: IdentifiedRequest, 
     // reservation) counts in its ancestors' pools from now on, as its new calls will
     const pool = s.env.budgets?.above();
     const run = attemptInput(req, {
-      cancelled,
+      // (no await after this read: a cancel sent while the log was read is in)
+      cancelled: s.cancelPending(),
       sessionId: s.sessionId,
       toolSet: s.toolSet(),
       options: s.options,
