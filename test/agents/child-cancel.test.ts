@@ -116,6 +116,41 @@ describe("a cancelled run's children are cancelled with it", () => {
     }
   });
 
+  it("a cancel through the inbox of a detached parent ends its detached child's run cancelled: nothing of the child runs again", async () => {
+    const store = memoryStore();
+    const started = deferred();
+    const release = deferred();
+    const slow = defineTool({
+      name: 'slow',
+      description: 'slow lookup',
+      parameters: z.object({}),
+      mode: 'parallel',
+      execute: async () => (started.resolve(), await release.promise, 'looked up'),
+    });
+    const childModel = scriptedModel([{ toolCalls: [{ id: 'l1', name: 'slow', arguments: {} }] }, 'never asked']);
+    const researcher = defineAgent({ name: 'researcher', instructions: 'r', model: childModel, tools: [slow] });
+    const runtime = createRuntime({
+      store,
+      model: scriptedModel([call('c1', 'researcher'), 'never asked']),
+      tools: [agentTool(researcher)],
+    });
+    cleanups.push(() => runtime.close());
+    const s = await runtime.openSession('s');
+    const running = s.execute({ kind: 'prompt', runId: 'r', attemptId: 'r', message: 'go' });
+    await started.promise;
+    expect(s.requestDetach()).toBe(true);
+    release.resolve();
+    expect((await running).status).toBe('detached');
+    expect(await cancelThroughInbox(runtime, store, 'x')).toMatchObject({ reason: 'run r cancelled' });
+    const child = await logOf(store, CHILD);
+    expect(endsOf(child)).toEqual(['detached', 'cancelled']);
+    expect(childModel.requests).toHaveLength(1);
+    expect(endsOf(await logOf(store, 's'))).toEqual(['detached', 'cancelled']);
+    expect(ofCall(await logOf(store, 's'), 'tool/result', 'c1').map((e) => e.payload.outcome)).toMatchObject([
+      { kind: 'cancelled', partialContent: expect.stringContaining(`${CHILD} was cancelled with it`), usage: { outputTokens: 1 } },
+    ]);
+  });
+
   it("a parent's cancel reaches a grandchild: the child's and the grandchild's runs end cancelled, each answered cancelled up the tree", async () => {
     const store = memoryStore();
     const ran: string[] = [];
