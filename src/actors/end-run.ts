@@ -8,7 +8,7 @@ import type { Message, Usage } from '../contracts/message.js';
 import type { ExecutionResult } from '../contracts/requests.js';
 import type { LogWriter } from '../persistence/log-writer.js';
 import { runEndEventId } from '../persistence/run-ids.js';
-import type { ChildOfCall } from './cancel-children.js';
+import type { ChildOfCall } from './run-children.js';
 import { servicesIn, type ServicesSource, type SessionServices } from './session-services.js';
 
 export interface EndRunInput {

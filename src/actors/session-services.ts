@@ -1,4 +1,4 @@
-import type { RunChildren } from './cancel-children.js';
+import type { RunChildren } from './run-children.js';
 import type { Reservation } from '../contracts/reservation.js';
 import type { SessionBudgets } from './budget-pool.js';
 import type { ActorSystem } from 'xstate';

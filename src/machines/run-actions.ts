@@ -8,7 +8,7 @@ import { unsettledAnswer, type UnsettledCall } from '../actors/end-run.js';
 import type { DeliverFinalOutput, VerifyFinalOutput } from '../actors/final-answer.js';
 import type { PrepareContextOutput } from '../actors/prepare-context.js';
 import type { StartRunOutput } from '../actors/start-run.js';
-import type { ChildOfCall } from '../actors/cancel-children.js';
+import type { ChildOfCall } from '../actors/run-children.js';
 import type { RunContext, RunEvent } from './run-context.js';
 import type { AttemptCounted } from '../actors/call-model.js';
 import type { toolBatchMachine } from './tool-batch.machine.js';

@@ -5,7 +5,7 @@ import { addUsage, type Usage } from '../contracts/message.js';
 import { resolutionOf, STILL_OPEN, type ExecutionResult, type Outcome, type RunStatus, type UncertainCall } from '../contracts/requests.js';
 import type { DeliverFinalInput, FinalAnswerInput } from '../actors/final-answer.js';
 import type { EndRunInput } from '../actors/end-run.js';
-import type { CancelChildrenInput } from '../actors/cancel-children.js';
+import type { CancelChildrenInput } from '../actors/run-children.js';
 import type { RunContext, RunEnd } from './run-context.js';
 import type { CallModelOutput } from '../actors/call-model.js';
 import type { BatchBudget } from '../actors/tool-call.js';

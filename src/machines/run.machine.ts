@@ -5,7 +5,7 @@ import type { CallModelInput, CallModelOutput } from '../actors/call-model.js';
 import type { CommitIntentInput, CommitIntentOutput } from '../actors/commit-intent.js';
 import type { CommitResultsInput, CommitResultsOutput } from '../actors/commit-results.js';
 import type { EndRunInput } from '../actors/end-run.js';
-import type { CancelChildrenInput, ChildOfCall } from '../actors/cancel-children.js';
+import type { CancelChildrenInput, ChildOfCall } from '../actors/run-children.js';
 import type { DeliverFinalInput, DeliverFinalOutput, FinalAnswerInput, VerifyFinalOutput } from '../actors/final-answer.js';
 import type { PrepareContextInput, PrepareContextOutput } from '../actors/prepare-context.js';
 import type { StartRunInput, StartRunOutput } from '../actors/start-run.js';

@@ -17,7 +17,7 @@ import { currentRunResult } from './wait-for-result.js';
 import { callActorOf } from '../actors/tool-call.js';
 import type { AnyActorRef } from 'xstate';
 import { BudgetPool, childBudgetOf } from '../actors/budget-pool.js';
-import type { ChildSpending } from '../actors/cancel-children.js';
+import type { ChildSpending } from '../actors/run-children.js';
 import { addCounted, noneCounted, type Counted } from '../contracts/reservation.js';
 
 /** The run a child session answers its parent call with (one per child session). */

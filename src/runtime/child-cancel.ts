@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import type { CancelChildrenInput, CascadeParent, ChildOfCall, RunChildren } from '../actors/cancel-children.js';
+import type { CancelChildrenInput, CascadeParent, ChildOfCall, RunChildren } from '../actors/run-children.js';
 import type { ExecutionResult } from '../contracts/requests.js';
 import type { EventStore } from '../persistence/event-store.js';
 import { CHILD_RUN, childSessionId, spendingOf, type ChildHost } from './agent-calls.js';

@@ -29,7 +29,7 @@ import type { Tracing } from './tracing-options.js';
 import { SessionTracer } from './tracing.js';
 import type { CallLimiter } from '../contracts/rate-limits.js';
 import type { BudgetPool } from '../actors/budget-pool.js';
-import type { RunChildren } from '../actors/cancel-children.js';
+import type { RunChildren } from '../actors/run-children.js';
 
 /** The agent each session ran when it was opened (LiveSessions compares a later opener's with it). */
 const agentsAtOpen = new WeakMap<ExecutionSession, string>();

@@ -10,7 +10,7 @@ import type { SessionTracer } from './tracing.js';
 import type { SessionAgent } from './session-agent.js';
 import type { CallLimiter } from '../contracts/rate-limits.js';
 import { SessionBudgets, type BudgetPool } from '../actors/budget-pool.js';
-import type { RunChildren } from '../actors/cancel-children.js';
+import type { RunChildren } from '../actors/run-children.js';
 import { WaitStops } from '../actors/wait-stops.js';
 
 /** What one session opened with, that its services are made of. */

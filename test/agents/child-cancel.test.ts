@@ -189,6 +189,61 @@ describe("a cancelled run's children are cancelled with it", () => {
   });
 });
 
+describe('the kill switch', () => {
+  it("a parent cancelled by the kill switch leaves its waiting child's run open (no attempt starts while it is set) and its answer says so", async () => {
+    const store = memoryStore();
+    const ran: string[] = [];
+    const kill = new AbortController();
+    const started = deferred();
+    const slow = defineTool({
+      name: 'slow',
+      description: 'slow',
+      parameters: z.object({}),
+      mode: 'parallel',
+      execute: (_a, ctx) =>
+        new Promise<string>((resolve) => (started.resolve(), ctx.signal.addEventListener('abort', () => resolve('stopped')))),
+    });
+    const charge = defineTool({
+      name: 'charge',
+      description: 'charges',
+      parameters: z.object({}),
+      needsApproval: true,
+      execute: () => (ran.push('charge'), 'charged'),
+    });
+    const payer = defineAgent({
+      name: 'payer',
+      instructions: 'p',
+      model: scriptedModel([{ toolCalls: [{ id: 'k1', name: 'charge', arguments: {} }] }]),
+      tools: [charge],
+    });
+    const runtime = createRuntime({
+      store,
+      model: scriptedModel([
+        {
+          toolCalls: [
+            { id: 'c1', name: 'payer', arguments: { input: 'pay' } },
+            { id: 'c2', name: 'slow', arguments: {} },
+          ],
+        },
+      ]),
+      tools: [agentTool(payer, { mode: 'parallel' }), slow],
+      killSwitch: kill.signal,
+    });
+    cleanups.push(() => runtime.close());
+    const s = await runtime.openSession('s');
+    const running = s.execute({ kind: 'prompt', runId: 'r', attemptId: 'r', message: 'go' });
+    await started.promise;
+    for (let i = 0; i < 200 && !endsOf(await logOf(store, CHILD)).includes('suspended'); i++) await sleep(10);
+    kill.abort();
+    expect((await running).status).toBe('cancelled');
+    expect(endsOf(await logOf(store, CHILD))).toEqual(['suspended']);
+    expect(ofCall(await logOf(store, 's'), 'tool/result', 'c1').map((e) => e.payload.outcome)).toMatchObject([
+      { kind: 'cancelled', partialContent: expect.stringContaining(`${CHILD} stays open (the kill switch is set`) },
+    ]);
+    expect(ran).toEqual([]);
+  });
+});
+
 describe('the cascade across a crash and a takeover', () => {
   it("a crash after the child was cancelled and before the parent's run/end: the cancel applied again ends the parent's run, and the child's run ends once", async () => {
     const dir = tempDir();
