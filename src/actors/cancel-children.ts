@@ -9,7 +9,7 @@ import { servicesIn, type ServicesSource } from './session-services.js';
  * runMachine.provide({ actors: { cancelChildren: cancelChildrenActor(services) } })
  */
 export const cancelChildrenActor = (env: ServicesSource) =>
-  promiseActor<ChildOfCall[], CancelChildrenInput>(({ input, system }) => {
+  promiseActor<ChildOfCall[], CancelChildrenInput>(({ input, system, signal }) => {
     const s = servicesIn(env, system);
-    return s.children ? s.children.cancelOpen({ sessionId: s.sessionId, writer: s.writer }, input) : Promise.resolve([]);
+    return s.children ? s.children.cancelOpen({ sessionId: s.sessionId, writer: s.writer }, input, signal) : Promise.resolve([]);
   });

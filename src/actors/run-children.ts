@@ -42,7 +42,8 @@ export interface RunChildren {
   /**
    * Ends `cancelled` the open run of every child session started by one of the run's agent calls.
    * Contract: never throws (a child that cannot be cancelled is reported `left open`); touches no
-   * child once the parent's writer no longer holds its session.
+   * child once the parent's writer no longer holds its session, nor once `signal` aborts (the run
+   * was stopped: the session closed).
    */
-  cancelOpen(parent: CascadeParent, input: CancelChildrenInput): Promise<ChildOfCall[]>;
+  cancelOpen(parent: CascadeParent, input: CancelChildrenInput, signal: AbortSignal): Promise<ChildOfCall[]>;
 }

@@ -24,6 +24,20 @@ async function agentCallsOf(store: EventStore, sessionId: string, fromSeq: numbe
   return calls;
 }
 
+/**
+ * The run's agent calls, read up to three times: a log that cannot be read finds none (the run's
+ * end then names each call it answers as leaving its child's run open).
+ */
+async function readAgainOnFailure(read: () => Promise<AgentCall[]>): Promise<AgentCall[]> {
+  for (let tries = 1; ; tries++) {
+    try {
+      return await read();
+    } catch {
+      if (tries >= 3) return [];
+    }
+  }
+}
+
 /** The parent writer's hold, read again (a writer another process fenced learns it here). */
 async function holds(parent: CascadeParent): Promise<boolean> {
   const fenced = parent.writer.fencedNow() ?? (await parent.writer.checkFenced());
@@ -52,9 +66,9 @@ async function cancelOpenRun(child: ExecutionSession): Promise<ExecutionResult> 
  * no child (the writer that took it over owns them). The children are opened in this runtime, under
  * the parent writer's guard, as the parent's calls open them.
  */
-async function cancelOpen(host: ChildHost, parent: CascadeParent, input: CancelChildrenInput): Promise<ChildOfCall[]> {
+async function cancelOpen(host: ChildHost, parent: CascadeParent, input: CancelChildrenInput, signal: AbortSignal): Promise<ChildOfCall[]> {
   const out: ChildOfCall[] = [];
-  for (const call of await agentCallsOf(host.store, parent.sessionId, input.fromSeq).catch(() => [])) {
+  for (const call of await readAgainOnFailure(() => agentCallsOf(host.store, parent.sessionId, input.fromSeq))) {
     const childId = childSessionId({ sessionId: parent.sessionId, idempotencyKey: call.idempotencyKey });
     const answering = input.answering.includes(call.callId);
     const at = { callId: call.callId, childId };
@@ -66,12 +80,12 @@ async function cancelOpen(host: ChildHost, parent: CascadeParent, input: CancelC
         out.push(settled ? { ...at, became: 'settled', status: settled.status, spending: spendingOf(settled, childId) } : at);
         continue;
       }
-      if (!(await holds(parent))) return out;
+      if (!(await holds(parent)) || signal.aborted) return out;
       const link = { sessionId: parent.sessionId, runId: input.runId, callId: call.callId, seq: call.seq };
       const child = await host.open(childId, undefined, link, { lost: () => parent.writer.effectRefusal() });
       try {
         // the last check before the child's attempt starts, after the last await
-        if (!parent.writer.mayStartEffect()) return out;
+        if (!parent.writer.mayStartEffect() || signal.aborted) return out;
         const r = await cancelOpenRun(child);
         const ended = r.checkpointCommitted && r.status === 'cancelled';
         out.push({
@@ -93,4 +107,6 @@ async function cancelOpen(host: ChildHost, parent: CascadeParent, input: CancelC
 }
 
 /** The runtime's side of a cancel cascade, opening children through `host`. */
-export const runChildrenOf = (host: ChildHost): RunChildren => ({ cancelOpen: (parent, input) => cancelOpen(host, parent, input) });
+export const runChildrenOf = (host: ChildHost): RunChildren => ({
+  cancelOpen: (parent, input, signal) => cancelOpen(host, parent, input, signal),
+});
