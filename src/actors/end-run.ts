@@ -8,6 +8,7 @@ import type { Message, Usage } from '../contracts/message.js';
 import type { ExecutionResult } from '../contracts/requests.js';
 import type { LogWriter } from '../persistence/log-writer.js';
 import { runEndEventId } from '../persistence/run-ids.js';
+import type { ChildOfCall } from './run-children.js';
 import { servicesIn, type ServicesSource, type SessionServices } from './session-services.js';
 
 export interface EndRunInput {
@@ -94,24 +95,46 @@ function answerStagedCalls(writer: LogWriter, at: StepPosition): void {
   if (open.length > 0 && !staged.some((d) => d.type === 'step/end')) writer.stage('step/end', at, {});
 }
 
-/** An agent call left without a result: its child waits for an answer (`asked`: that child session) or was detached. */
+/**
+ * An agent call left without a result: its child waits for an answer (`asked`: that child session)
+ * or was detached, or the run was cancelled before the call resumed it; `child`: what the run's
+ * cancel did to its child session.
+ */
 export interface UnsettledCall {
   callId: string;
   name: string;
   asked?: string;
+  child?: ChildOfCall;
 }
 
 /**
- * The `cancelled` outcome of an agent call left unsettled in a run that settles `status`: it names
- * the child session whose run it leaves open (waiting for an answer, or detached: nothing of it runs).
+ * The `cancelled` outcome of an agent call left unsettled in a run that settles `status`: in a
+ * cancelled run, what became of its child session's run (cancelled with it, with its spending;
+ * settled before; never started) — else the child session whose run it leaves open (waiting for an
+ * answer, or detached: nothing of it runs).
  */
-export function unsettledAnswer(status: string, asked: string | undefined): Extract<ToolOutcome, { kind: 'cancelled' }> {
-  const left = asked ? `the run of its child session ${asked} stays open, waiting for its answer` : `its child session's run is left open`;
+export function unsettledAnswer(
+  status: string,
+  asked: string | undefined,
+  child?: ChildOfCall,
+): Extract<ToolOutcome, { kind: 'cancelled' }> {
+  const named = child?.childId ?? asked;
+  const left =
+    child?.became === 'cancelled'
+      ? `the run of its child session ${named} was cancelled with it`
+      : child?.became === 'settled'
+        ? `the run of its child session ${named} had ended ${child.status}`
+        : child && child.became === undefined
+          ? `its child session ${named} never started its run`
+          : named
+            ? `the run of its child session ${named} stays open${child?.why ? ` (${child.why})` : asked ? ', waiting for its answer' : ''}`
+            : `its child session's run is left open`;
   return {
     kind: 'cancelled',
     settled: true,
     partialContent: `the run ended ${status} before the agent answered; ${left}`,
     resourceLocks: [],
+    ...child?.spending,
   };
 }
 
@@ -121,7 +144,8 @@ function answerUnsettledCalls(writer: LogWriter, at: StepPosition, calls: readon
   if (calls.length === 0) return;
   // a child's request staged with them (its commit failed): the settled run never waits on it
   writer.unstage(SUSPENDING);
-  for (const c of calls) writer.stage('tool/result', at, { callId: c.callId, name: c.name, outcome: unsettledAnswer(status, c.asked) });
+  for (const c of calls)
+    writer.stage('tool/result', at, { callId: c.callId, name: c.name, outcome: unsettledAnswer(status, c.asked, c.child) });
   if (!writer.stagedDrafts.some((d) => d.type === 'step/end')) writer.stage('step/end', at, {});
 }
 

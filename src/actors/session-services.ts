@@ -1,3 +1,4 @@
+import type { RunChildren } from './run-children.js';
 import type { Reservation } from '../contracts/reservation.js';
 import type { SessionBudgets } from './budget-pool.js';
 import type { ActorSystem } from 'xstate';
@@ -77,6 +78,8 @@ export interface SessionServices {
   readonly budgets?: SessionBudgets;
   /** The agent the session runs (docs/agents.md): recorded in run/start, switched by a handoff. */
   readonly agent?: AgentSeat;
+  /** The child sessions of its agent calls: a cancelled run cancels their open runs (absent: none to cancel). */
+  readonly children?: RunChildren;
 }
 
 /**

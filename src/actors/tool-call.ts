@@ -253,7 +253,10 @@ async function runToolCall(
   }
   if (fenced) return skippedOutput(call, 'not run: another writer took over the session (fenced)');
   if (ac.aborted) {
-    // cancelled or stopped while the fence was checked: the tool never starts
+    // cancelled or stopped while the fence was checked: the tool never starts (an agent call
+    // cancelled is left for the run's end to answer, once the cancel has reached its child)
+    if (call.resumable && isCancelledError(ac.reason))
+      return { ...skippedOutput(call, 'not run: the run was cancelled before the call started'), unsettled: {} };
     return skippedOutput(
       call,
       isCancelledError(ac.reason)

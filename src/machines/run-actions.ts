@@ -8,6 +8,7 @@ import { unsettledAnswer, type UnsettledCall } from '../actors/end-run.js';
 import type { DeliverFinalOutput, VerifyFinalOutput } from '../actors/final-answer.js';
 import type { PrepareContextOutput } from '../actors/prepare-context.js';
 import type { StartRunOutput } from '../actors/start-run.js';
+import type { ChildOfCall } from '../actors/run-children.js';
 import type { RunContext, RunEvent } from './run-context.js';
 import type { AttemptCounted } from '../actors/call-model.js';
 import type { toolBatchMachine } from './tool-batch.machine.js';
@@ -164,10 +165,20 @@ export const runActions = {
     return { asked: undefined, calls, order: calls.map((c) => c.callId), presetResults: [], toolCalls: context.toolCalls + calls.length };
   }),
   keepBatchResults: assignRun(({ context, event }) => {
-    // a cancelled run settles: a call left unsettled (its agent waits) is answered `cancelled` instead
-    const results = outputOf<ToolCallOutput[]>(event).map((r) => (r.unsettled && context.cancelRequested ? cancelledCall(r) : r));
+    // (a call left unsettled in a cancelled run is answered `cancelled` at the run's end, once its child is cancelled)
+    const results = outputOf<ToolCallOutput[]>(event);
     // a call's own model spending (an agentTool's child run) rolls up into the run's
     return { batchResults: results, ...withCallsSpending(context, results) };
+  }),
+  /** What the cancel did to the children of the calls the run's end answers; their runs' spending rolls up into the run's. */
+  keepChildren: assignRun(({ context, event }) => {
+    const children = new Map(outputOf<ChildOfCall[]>(event).map((c) => [c.callId, c]));
+    const unsettledCalls = context.unsettledCalls.map((u) => {
+      const child = children.get(u.callId);
+      return child ? { ...u, child } : u;
+    });
+    const answers = unsettledCalls.map((u) => ({ outcome: unsettledAnswer('cancelled', u.asked, u.child) }));
+    return { unsettledCalls, ...withCallsSpending(context, answers) };
   }),
   countRejections: assignRun(({ context, event }) => ({
     calls: [],
@@ -210,14 +221,4 @@ function unsettledCallOf(r: ToolCallOutput): UnsettledCall[] {
   if (!r.unsettled) return [];
   const asked = askedBy(r);
   return [{ callId: r.callId, name: r.name, ...(asked ? { asked } : {}) }];
-}
-
-/**
- * An unsettled call's output in a cancelled run: a `cancelled` result, naming the child session
- * whose run it leaves open (waiting for an answer, or detached: nothing of it runs) — the answer
- * the run's end gives it when the cancel comes after the batch (unsettledAnswer).
- */
-function cancelledCall(r: ToolCallOutput): ToolCallOutput {
-  const { unsettled: _, ...rest } = r;
-  return { ...rest, outcome: unsettledAnswer('cancelled', askedBy(r)) };
 }

@@ -1,3 +1,4 @@
+import { noneCounted } from '../contracts/reservation.js';
 import type { ToolCallIntent, ToolCallOutput } from '../contracts/calls.js';
 import type { LoopBudget } from '../contracts/config.js';
 import type { PendingRequest } from '../contracts/events.js';
@@ -37,6 +38,8 @@ export interface RunInput {
   resume?: ResumeInput;
   /** The follow-up input this run consumes (runId = inputId). */
   inputId?: string;
+  /** The step's calls a cancelled suspended run's request held back without an intent: answered `skipped` at its end. */
+  unrunCalls?: { callId: string; name: string }[];
   /** The last step number already written by earlier attempts (a `continue` goes on after it). */
   startStep?: number;
   /** Seq of the run's first run/start, for a later attempt (compaction keeps the whole run). */
@@ -113,3 +116,44 @@ export type RunEvent =
   | { type: 'DETACH' }
   /** A model call's failed attempt counted at its reservation (sent by the call as it fails, before any cancel can stop it). */
   | AttemptCounted;
+
+/** A run attempt's context as it starts: its input, with what earlier attempts spent (a respond or continue). */
+export function initialContext(input: RunInput): RunContext {
+  return {
+    ...input,
+    resume: input.resume,
+    inputId: input.inputId,
+    startStep: input.startStep,
+    runFirstSeq: input.runFirstSeq,
+    spent: input.spent,
+    concluded: input.concluded,
+    runStartSeq: 0,
+    step: input.startStep ?? 0,
+    usage: input.spent?.usage ?? { inputTokens: 0, outputTokens: 0 },
+    stepUsage: undefined,
+    contextPrepared: false,
+    cost: input.spent?.cost ?? '0',
+    counted: input.spent?.counted ?? noneCounted(),
+    overruns: [],
+    toolCalls: input.spent?.toolCalls ?? 0,
+    recoveries: input.spent?.recoveries ?? 0,
+    corrections: input.spent?.corrections ?? 0,
+    asked: undefined,
+    calls: [],
+    presetResults: [],
+    order: [],
+    batchResults: [],
+    unsettledCalls: [],
+    unrunCalls: input.unrunCalls ?? [],
+    pendingFinal: undefined,
+    outputIssues: undefined,
+    stopRequested: input.stopRequested ?? false,
+    cancelRequested: input.cancelRequested ?? false,
+    detachRequested: input.detachRequested ?? false,
+    durationSpentAt: undefined,
+    uncertainCalls: input.uncertainCalls ?? [],
+    pendingRequest: undefined,
+    end: undefined,
+    result: undefined,
+  };
+}

@@ -5,6 +5,7 @@ import { addUsage, type Usage } from '../contracts/message.js';
 import { resolutionOf, STILL_OPEN, type ExecutionResult, type Outcome, type RunStatus, type UncertainCall } from '../contracts/requests.js';
 import type { DeliverFinalInput, FinalAnswerInput } from '../actors/final-answer.js';
 import type { EndRunInput } from '../actors/end-run.js';
+import type { CancelChildrenInput } from '../actors/run-children.js';
 import type { RunContext, RunEnd } from './run-context.js';
 import type { CallModelOutput } from '../actors/call-model.js';
 import type { BatchBudget } from '../actors/tool-call.js';
@@ -126,7 +127,7 @@ type CallsSpending = Pick<RunContext, 'usage' | 'cost' | 'counted' | 'overruns'>
  * The calls' outcomes' model spending (agentTool child runs: usage, cost, calls counted at
  * reservation, overruns) counted in the run's figures, or nothing when they carry none.
  */
-export function withCallsSpending(c: CallsSpending, results: readonly ToolCallOutput[]): Partial<CallsSpending> {
+export function withCallsSpending(c: CallsSpending, results: readonly Pick<ToolCallOutput, 'outcome'>[]): Partial<CallsSpending> {
   let out: Partial<CallsSpending> = {};
   for (const { outcome: o } of results) {
     if (o.kind !== 'completed' && o.kind !== 'cancelled') continue;
@@ -185,6 +186,16 @@ export function endRunInput(c: RunContext): EndRunInput {
     ...(c.unrunCalls.length > 0 ? { unrun: c.unrunCalls } : {}),
   };
 }
+
+/**
+ * The input of a cancelled run's cancel of its children, before its end commits: a crash in between
+ * leaves the run open, and its cancel, redone, cancels them again (a child already cancelled is left).
+ */
+export const cancelChildrenInput = (c: RunContext): CancelChildrenInput => ({
+  runId: c.runId,
+  fromSeq: c.runStartSeq,
+  answering: c.unsettledCalls.map((u) => u.callId),
+});
 
 /** The input of the final answer's phases (verifyFinal, commitFinal). */
 export function finalInput(c: RunContext): FinalAnswerInput {

@@ -46,4 +46,6 @@ export const runGuards = {
   outputRejected: ({ event }: GuardArgs) => outputOf<VerifyFinalOutput>(event).kind === 'output_rejected',
   delivered: ({ event }: GuardArgs) => outputOf<DeliverFinalOutput>(event).kind === 'delivered',
   endDecided: ({ context }: GuardArgs) => context.end !== undefined,
+  /** The run ends cancelled, its run/start committed: its agent calls' open children are cancelled before its end. */
+  endsCancelled: ({ context }: GuardArgs) => context.end?.status === 'cancelled' && context.runStartSeq > 0,
 };

@@ -5,15 +5,25 @@ import type { CallModelInput, CallModelOutput } from '../actors/call-model.js';
 import type { CommitIntentInput, CommitIntentOutput } from '../actors/commit-intent.js';
 import type { CommitResultsInput, CommitResultsOutput } from '../actors/commit-results.js';
 import type { EndRunInput } from '../actors/end-run.js';
+import type { CancelChildrenInput, ChildOfCall } from '../actors/run-children.js';
 import type { DeliverFinalInput, DeliverFinalOutput, FinalAnswerInput, VerifyFinalOutput } from '../actors/final-answer.js';
 import type { PrepareContextInput, PrepareContextOutput } from '../actors/prepare-context.js';
 import type { StartRunInput, StartRunOutput } from '../actors/start-run.js';
 import { toolBatchMachine, type ToolBatchInput } from './tool-batch.machine.js';
-import type { RunContext, RunEvent, RunInput } from './run-context.js';
+import { initialContext, type RunContext, type RunEvent, type RunInput } from './run-context.js';
 import { runActions } from './run-actions.js';
 import { runGuards } from './run-guards.js';
-import { batchBudget, budgetLeftOf, deliverInput, ended, endRunInput, finalInput, inCallOrder, positionOf } from './run-decisions.js';
-import { noneCounted } from '../contracts/reservation.js';
+import {
+  batchBudget,
+  budgetLeftOf,
+  cancelChildrenInput,
+  deliverInput,
+  ended,
+  endRunInput,
+  finalInput,
+  inCallOrder,
+  positionOf,
+} from './run-decisions.js';
 
 export type { ResumeInput, StartRunOutput } from '../actors/start-run.js';
 export type { RunContext, RunEvent, RunInput } from './run-context.js';
@@ -28,12 +38,12 @@ const MODEL_CALL_CANCELLED = { target: '#run.settlingResults', actions: ['reques
  * was ended by a stop after the round (nothing sent: the run stops), or the run fails.
  */
 const MODEL_CALL_FAILED = [
-  { guard: 'rateLimitDeadline', target: '#run.ending', actions: ['spendDuration', 'endBudgetSpent'] },
-  { guard: 'stoppedWaiting', target: '#run.ending', actions: 'endStopped' },
-  { target: '#run.ending', actions: 'failWith' },
+  { guard: 'rateLimitDeadline', target: '#run.closing', actions: ['spendDuration', 'endBudgetSpent'] },
+  { guard: 'stoppedWaiting', target: '#run.closing', actions: 'endStopped' },
+  { target: '#run.closing', actions: 'failWith' },
 ] as const;
 /** A phase's actor failed: the run ends with the error it threw (typed by `endFor`). */
-const RUN_FAILED = { target: '#run.ending', actions: 'failWith' } as const;
+const RUN_FAILED = { target: '#run.closing', actions: 'failWith' } as const;
 
 /**
  * One attempt of one run (DESIGN §3, §4), one named actor per phase: `startRun` → step loop
@@ -72,6 +82,8 @@ export const runMachine = setup({
     verifyFinal: fromPromise<VerifyFinalOutput, FinalAnswerInput>(notProvided('verifyFinal')),
     commitFinal: fromPromise<{ finalMessageId: string }, FinalAnswerInput>(notProvided('commitFinal')),
     deliverFinal: fromPromise<DeliverFinalOutput, DeliverFinalInput>(notProvided('deliverFinal')),
+    /** Ends the open runs of a cancelled run's children, before its end commits; the default finds none. */
+    cancelChildren: fromPromise<ChildOfCall[], CancelChildrenInput>(async () => []),
     endRun: fromPromise<ExecutionResult, EndRunInput>(notProvided('endRun')),
     /** Resolves (with the time) when maxDurationMs runs out, on the runtime's clock; never without that budget. */
     deadline: fromPromise<number, { at?: number }>(() => new Promise<number>(() => {})),
@@ -80,43 +92,7 @@ export const runMachine = setup({
   actions: runActions,
 }).createMachine({
   id: 'run',
-  context: ({ input }) => ({
-    ...input,
-    resume: input.resume,
-    inputId: input.inputId,
-    startStep: input.startStep,
-    runFirstSeq: input.runFirstSeq,
-    spent: input.spent,
-    concluded: input.concluded,
-    runStartSeq: 0,
-    step: input.startStep ?? 0,
-    usage: input.spent?.usage ?? { inputTokens: 0, outputTokens: 0 },
-    stepUsage: undefined,
-    contextPrepared: false,
-    cost: input.spent?.cost ?? '0',
-    counted: input.spent?.counted ?? noneCounted(),
-    overruns: [],
-    toolCalls: input.spent?.toolCalls ?? 0,
-    recoveries: input.spent?.recoveries ?? 0,
-    corrections: input.spent?.corrections ?? 0,
-    asked: undefined,
-    calls: [],
-    presetResults: [],
-    order: [],
-    batchResults: [],
-    unsettledCalls: [],
-    unrunCalls: [],
-    pendingFinal: undefined,
-    outputIssues: undefined,
-    stopRequested: input.stopRequested ?? false,
-    cancelRequested: input.cancelRequested ?? false,
-    detachRequested: input.detachRequested ?? false,
-    durationSpentAt: undefined,
-    uncertainCalls: input.uncertainCalls ?? [],
-    pendingRequest: undefined,
-    end: undefined,
-    result: undefined,
-  }),
+  context: ({ input }) => initialContext(input),
   on: {
     STOP_AFTER_ROUND: { actions: 'requestStop' },
     CANCEL: { actions: 'requestCancel' },
@@ -159,7 +135,7 @@ export const runMachine = setup({
           // a stop, cancel or detach before any model call: end now, starting none
           {
             guard: 'cancelRequested',
-            target: '#run.ending',
+            target: '#run.closing',
             actions: [
               'recordStart',
               assign({
@@ -168,10 +144,10 @@ export const runMachine = setup({
               }),
             ],
           },
-          { guard: 'detachRequested', target: '#run.ending', actions: ['recordStart', 'endDetached'] },
-          { guard: 'stopRequested', target: '#run.ending', actions: ['recordStart', 'endStopped'] },
+          { guard: 'detachRequested', target: '#run.closing', actions: ['recordStart', 'endDetached'] },
+          { guard: 'stopRequested', target: '#run.closing', actions: ['recordStart', 'endStopped'] },
           // a later attempt inherits what the run spent: a spent budget calls no model again
-          { guard: 'budgetSpent', target: '#run.ending', actions: ['recordStart', 'endBudgetSpent'] },
+          { guard: 'budgetSpent', target: '#run.closing', actions: ['recordStart', 'endBudgetSpent'] },
           { target: 'callingModel', actions: ['recordStart', 'nextStep'] },
         ],
         onError: RUN_FAILED,
@@ -188,11 +164,11 @@ export const runMachine = setup({
         }),
         onDone: [
           // a summary call is reserved as any model call: one the budgets cannot hold is not made
-          { guard: 'summaryUnaffordable', target: '#run.ending', actions: ['countCompaction', 'endSummaryRefused'] },
-          { guard: 'pricingFailed', target: '#run.ending', actions: ['countCompaction', 'failPricing'] },
-          { guard: 'contextTooLarge', target: '#run.ending', actions: ['countCompaction', 'failCapacity'] },
+          { guard: 'summaryUnaffordable', target: '#run.closing', actions: ['countCompaction', 'endSummaryRefused'] },
+          { guard: 'pricingFailed', target: '#run.closing', actions: ['countCompaction', 'failPricing'] },
+          { guard: 'contextTooLarge', target: '#run.closing', actions: ['countCompaction', 'failCapacity'] },
           // DESIGN §4 item 10: a stop accepted before this step's model call starts no new model call
-          { guard: 'stopRequested', target: '#run.ending', actions: ['countCompaction', 'endStopped'] },
+          { guard: 'stopRequested', target: '#run.closing', actions: ['countCompaction', 'endStopped'] },
           { target: 'callingModel', actions: ['countCompaction', 'markPrepared'] },
         ],
         onError: MODEL_CALL_FAILED,
@@ -236,17 +212,17 @@ export const runMachine = setup({
         }),
         onDone: [
           { guard: 'intentRejected', target: 'checkingCorrections', actions: 'countCorrection' },
-          { guard: 'intentBlocked', target: '#run.ending', actions: 'endBlocked' },
+          { guard: 'intentBlocked', target: '#run.closing', actions: 'endBlocked' },
           // a cancel that came while the request was committed: the run settles, never waiting on it
-          { guard: 'cancelledWhileSuspending', target: '#run.ending', actions: 'endSuspendCancelled' },
-          { guard: 'intentSuspended', target: '#run.ending', actions: 'endSuspended' },
+          { guard: 'cancelledWhileSuspending', target: '#run.closing', actions: 'endSuspendCancelled' },
+          { guard: 'intentSuspended', target: '#run.closing', actions: 'endSuspended' },
           { target: 'runningTools', actions: 'keepIntents' },
         ],
         onError: RUN_FAILED,
       },
     },
     checkingCorrections: {
-      always: [{ guard: 'correctionsExhausted', target: '#run.ending', actions: 'endProtocolExhausted' }, { target: 'checkingBudget' }],
+      always: [{ guard: 'correctionsExhausted', target: '#run.closing', actions: 'endProtocolExhausted' }, { target: 'checkingBudget' }],
     },
     runningTools: {
       invoke: {
@@ -319,8 +295,8 @@ export const runMachine = setup({
         onDone: [
           // a cancel that came while the results landed settles a run that would have been left
           // open (waiting for a child's request, or detached) — the last point before its end commits
-          { guard: 'cancelledWhileOpen', target: '#run.ending', actions: 'endCancelled' },
-          { guard: 'endDecided', target: '#run.ending' },
+          { guard: 'cancelledWhileOpen', target: '#run.closing', actions: 'endCancelled' },
+          { guard: 'endDecided', target: '#run.closing' },
           { target: 'verifyingFinal' },
         ],
         onError: RUN_FAILED,
@@ -337,7 +313,7 @@ export const runMachine = setup({
           // is delivered whatever happens next — the write-ahead rule)
           {
             guard: 'cancelRequested',
-            target: '#run.ending',
+            target: '#run.closing',
             actions: assign({
               end: () =>
                 ended('cancelled', 'cancelled', {
@@ -363,10 +339,20 @@ export const runMachine = setup({
         src: 'deliverFinal',
         input: ({ context }) => deliverInput(context),
         onDone: [
-          { guard: 'delivered', target: '#run.ending', actions: 'endDelivered' },
-          { target: '#run.ending', actions: 'endDeliveryUnknown' },
+          { guard: 'delivered', target: '#run.closing', actions: 'endDelivered' },
+          { target: '#run.closing', actions: 'endDeliveryUnknown' },
         ],
         onError: RUN_FAILED,
+      },
+    },
+    /** The end is decided: a cancelled run first cancels its agent calls' open children (docs/agents.md, "Control"). */
+    closing: { always: [{ guard: 'endsCancelled', target: 'cancellingChildren' }, { target: 'ending' }] },
+    cancellingChildren: {
+      invoke: {
+        src: 'cancelChildren',
+        input: ({ context }) => cancelChildrenInput(context),
+        onDone: { target: 'ending', actions: 'keepChildren' },
+        onError: { target: 'ending' },
       },
     },
     ending: {
@@ -385,4 +371,4 @@ export const runMachine = setup({
 export type RunActorRef = ActorRefFrom<typeof runMachine>;
 
 /** The run's states where its end is decided (a final committed, or the end committed): a cancel changes nothing. */
-export const PAST_CANCEL: ReadonlySet<string> = new Set(['committingFinal', 'delivering', 'ending', 'done']);
+export const PAST_CANCEL: ReadonlySet<string> = new Set(['committingFinal', 'delivering', 'cancellingChildren', 'ending', 'done']);

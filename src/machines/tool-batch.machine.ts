@@ -105,11 +105,16 @@ export function recorded(context: ToolBatchContext, index: number, out: ToolCall
   return { ...context, states, results, truncatedBy };
 }
 
-/** Every call's outcome in call order; a call that never started is skipped, saying why. */
+/**
+ * Every call's outcome in call order; a call that never started is skipped, saying why — but an
+ * agent call of a cancelled batch is left unsettled: its child may have run in an earlier life, and
+ * the run's end answers it once the cancel has reached that child (docs/agents.md, "Control").
+ */
 function outputOf(c: ToolBatchContext): ToolBatchOutput {
   return c.calls.map(
     (call, i) =>
       c.results[i] ??
+      (c.cancelled && call.resumable ? notResumed(call) : undefined) ??
       skippedOutput(
         call,
         c.cancelled && c.truncatedBy === undefined
@@ -120,6 +125,12 @@ function outputOf(c: ToolBatchContext): ToolBatchOutput {
       ),
   );
 }
+
+/** An agent call a cancel kept from resuming its child: unsettled, for the run's end to answer. */
+const notResumed = (call: ToolCallIntent): ToolCallOutput => ({
+  ...skippedOutput(call, 'not run: the run was cancelled before the call started'),
+  unsettled: {},
+});
 
 const nothingRuns = (c: ToolBatchContext) => !c.states.includes('running');
 const isExclusive = (c: ToolBatchContext, i: number) => c.calls[i]!.mode === 'exclusive';

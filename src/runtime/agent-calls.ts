@@ -9,6 +9,7 @@ import type { AgentMark } from '../tools/agent-marks.js';
 import type { AnyTool, ToolContext, ToolReturn } from '../tools/define-tool.js';
 import { callRuntimeOf } from '../tools/call-runtime.js';
 import { contentText } from '../contracts/content.js';
+import { isCancelledError } from '../contracts/errors.js';
 import { followControl, routedAnswer, throughChild } from './child-requests.js';
 import type { ExecutionSession } from './execution-session.js';
 import type { ParentLink } from './session-agent.js';
@@ -16,6 +17,7 @@ import { currentRunResult } from './wait-for-result.js';
 import { callActorOf } from '../actors/tool-call.js';
 import type { AnyActorRef } from 'xstate';
 import { BudgetPool, childBudgetOf } from '../actors/budget-pool.js';
+import type { ChildSpending } from '../actors/run-children.js';
 import { addCounted, noneCounted, type Counted } from '../contracts/reservation.js';
 
 /** The run a child session answers its parent call with (one per child session). */
@@ -38,7 +40,8 @@ export function childSessionId(ctx: Pick<ToolContext, 'sessionId' | 'idempotency
 /** What the runtime gives an agentTool's calls: opening a child session, the store it reads, the pools children spend from. */
 export interface ChildHost {
   store: EventStore;
-  open(sessionId: string, agent: string, parent: ParentLink, via: ChildVia): Promise<ExecutionSession>;
+  /** Opens (or shares) the child session; `agent` undefined: the one its log records. */
+  open(sessionId: string, agent: string | undefined, parent: ParentLink, via: ChildVia): Promise<ExecutionSession>;
   /** By child session id: the pool of its parent's batch, while the parent's call runs it (its services read it). */
   pools: Map<string, BudgetPool>;
 }
@@ -97,6 +100,13 @@ async function runChildCall(
   // the child's last result (of any try): its spending goes with whatever the call answers
   let last: ExecutionResult | undefined;
   const spent = () => (last ? spendingOf(last, childId) : {});
+  // a call cancelled before its child's run settled (waiting, detached, interrupted, or not started):
+  // no result now — the run's end answers it once its cancel has reached that child (docs/agents.md, "Control")
+  const cancelled = (): ToolReturn => {
+    if (!call || !isCancelledError(ctx.signal.reason)) return cancelledOutcome(agent, spent());
+    call.leaveUnsettled();
+    return `the ${agent} agent was cancelled before it answered`;
+  };
   try {
     // Each try opens the child afresh, reading its log. A result its log does not hold (an append
     // failed or went unacknowledged: the run is still open there) or a failure to open or read it
@@ -107,18 +117,18 @@ async function runChildCall(
       let answered = false;
       if (pool) host.pools.set(childId, (level = new BudgetPool(childId, {}, pool)));
       try {
-        if (ctx.signal.aborted) return cancelledOutcome(agent, spent());
+        if (ctx.signal.aborted) return cancelled();
         if (!(await holds())) return { ...NOT_HELD, ...spent() };
         child = await host.open(childId, agent, parent, via);
         unfollow = call ? followControl(child, call, CHILD_RUN) : () => {};
         const state = await childState(host, child, childId, mark, args, ctx, level, holds);
         answered = true; // whatever it answers now, what this try counted stands
-        if (state === 'cancelled') return cancelledOutcome(agent, spent());
+        if (state === 'cancelled') return cancelled();
         if (state === 'not held') return { ...NOT_HELD, ...spent() };
         if ('result' in state) last = state.result;
-        // (a cancelled parent answers the call `cancelled`: its run settles, the call cannot wait with it)
-        if (ctx.signal.aborted) return cancelledOutcome(agent, spent());
         const open = 'waiting' in state || STILL_OPEN.has(state.result.status);
+        // (a cancelled parent's run settles: the call cannot wait with it)
+        if (ctx.signal.aborted) return open ? cancelled() : cancelledOutcome(agent, spent());
         if (open && call) {
           // the child's run is still open: the parent's call stays without a result, its run waits
           // on the child's request (or is detached), and its next attempt runs this call again
@@ -216,14 +226,12 @@ const cancelledOutcome = (agent: string, spending: ChildSpending = {}): ToolOutc
   ...spending,
 });
 
-type ChildSpending = Pick<Extract<ToolOutcomeInput, { kind: 'completed' }>, 'usage' | 'cost' | 'counted' | 'overruns'>;
-
 /**
  * What a child's run spent, as its call's result carries it to the parent (docs/agents.md,
  * "Budgets"): with its overruns, each naming the session that made the call (`childId`, or a
  * grandchild's that it carried up).
  */
-function spendingOf(r: ExecutionResult, childId: string): ChildSpending {
+export function spendingOf(r: ExecutionResult, childId: string): ChildSpending {
   const overruns = r.spending?.overruns ?? [];
   return {
     usage: r.usage,

@@ -21,6 +21,8 @@ function storedOnly(messages: ReturnType<typeof toMessages>): Message[] {
 /** What an attempt's run input is made from: the session's open run, last turn and options. */
 export interface AttemptSource {
   sessionId: string;
+  /** The attempt starts cancelled: it may be a continue of a suspended run (which it ends cancelled). */
+  cancelled?: boolean;
   /** The tools the attempt is offered, as they are now. */
   toolSet: ToolSet;
   options: ResolvedRuntimeOptions;
@@ -103,7 +105,7 @@ export function attemptInput(req: IdentifiedRequest, s: AttemptSource): RunInput
       uncertainCalls: open.uncertainCalls,
     };
   }
-  if (open.pending) {
+  if (open.pending && !s.cancelled) {
     throw new ValidationError('session.execute', [
       { path: ['kind'], message: `run ${req.runId} waits for an answer to ${open.pending.pendingRequest.questionId}: respond to it` },
     ]);
@@ -113,8 +115,11 @@ export function attemptInput(req: IdentifiedRequest, s: AttemptSource): RunInput
   let spent = s.spentOf(open);
   const recovered = open.lastEndStatus === undefined ? s.recoveredReservation?.(spent) : undefined;
   if (recovered) spent = { ...spent, counted: addCounted(spent.counted ?? noneCounted(), recovered) };
+  // a suspended run cancelled: the calls its request held back without an intent get `skipped` results at its end
+  const unrun = open.pending ? open.pending.batch.filter((c) => !open.unresolvedCalls.some((u) => u.callId === c.callId)) : [];
   return {
     ...base,
+    ...(unrun.length > 0 ? { unrunCalls: unrun.map((c) => ({ callId: c.callId, name: c.name })) } : {}),
     runEpoch: open.runEpoch + 1,
     turn: open.turn,
     kind: 'continue',

@@ -14,6 +14,8 @@ export interface InboxHooks {
 }
 
 const busyPhases = new Set(['preparing', 'executing', 'finalizing']);
+/** Attempts one cancel entry makes at most (each crash mid-cancel leaves one interrupted). */
+const CANCEL_TRIES = 16;
 const messageOf = (e: unknown) => (e instanceof Error ? e.message : String(e));
 
 /**
@@ -191,12 +193,18 @@ export class SessionInbox {
     if (status === 'suspended' || status === 'detached') {
       const runId = await this.openRunId();
       if (!runId) return { status: 'applied', reason: 'nothing to cancel' };
-      // an open run nobody runs: an attempt that starts cancelled settles it (run/end cancelled)
-      const result = s.execute({ kind: 'continue', runId, attemptId: entryId });
-      await s.requestCancel(reason);
-      this.hooks.attempt?.(runId, entryId, result);
-      const r = await result;
-      return { status: 'applied', reason: `run ${runId} ${r.status}` };
+      // an open run nobody runs: an attempt that starts cancelled settles it (run/end cancelled) —
+      // attempt `<entryId>`, or, applied again after a crash interrupted that attempt (the run still
+      // open), `<entryId>~2`, …: an interrupted attempt is never run again, a new one cancels
+      for (let n = 1; ; n++) {
+        const attemptId = n === 1 ? entryId : `${entryId}~${n}`;
+        const result = s.execute({ kind: 'continue', runId, attemptId });
+        await s.requestCancel(reason);
+        this.hooks.attempt?.(runId, attemptId, result);
+        const r = await result;
+        if (r.status === 'cancelled' || r.status === 'fenced' || n >= CANCEL_TRIES || (await this.openRunId()) !== runId)
+          return { status: 'applied', reason: `run ${runId} ${r.status}` };
+      }
     }
     return { status: 'applied', reason: 'nothing to cancel' };
   }

@@ -29,6 +29,7 @@ import type { Tracing } from './tracing-options.js';
 import { SessionTracer } from './tracing.js';
 import type { CallLimiter } from '../contracts/rate-limits.js';
 import type { BudgetPool } from '../actors/budget-pool.js';
+import type { RunChildren } from '../actors/run-children.js';
 
 /** The agent each session ran when it was opened (LiveSessions compares a later opener's with it). */
 const agentsAtOpen = new WeakMap<ExecutionSession, string>();
@@ -47,6 +48,8 @@ export interface SessionOpening {
   limiter?: CallLimiter;
   /** The pools the runtime's child sessions spend from while their parent's call runs them (agent-calls.ts). */
   childPools: ReadonlyMap<string, BudgetPool>;
+  /** Cancels the open runs of a cancelled run's children (child-cancel.ts). */
+  children?: RunChildren;
 }
 
 /**
@@ -122,6 +125,7 @@ export async function openSession(
     tracer,
     limiter: r.limiter,
     childPools: r.childPools,
+    ...(r.children ? { children: r.children } : {}),
   });
   if (tracer) stream.events$.subscribe((e) => tracer.onEnvelope(e));
   writer.stage(

@@ -28,6 +28,8 @@ export interface AttemptSession {
   lastTurn(): number;
   closed(): boolean;
   isKilled(): boolean;
+  /** A cancel came while the attempt is prepared: it starts cancelled (read when it is decided, after the log reads). */
+  cancelPending(): boolean;
   /** Refuses (ValidationError) a prompt's run id that names a run already. */
   assertNewRunId(runId: string): Promise<void>;
   /** A run settled while preparing (an interrupted final settled): the session's last result. */
@@ -71,6 +73,8 @@ export async function prepareAttempt(s: AttemptSession, req: IdentifiedRequest):
     // reservation) counts in its ancestors' pools from now on, as its new calls will
     const pool = s.env.budgets?.above();
     const run = attemptInput(req, {
+      // (no await after this read: a cancel sent while the log was read is in)
+      cancelled: s.cancelPending(),
       sessionId: s.sessionId,
       toolSet: s.toolSet(),
       options: s.options,

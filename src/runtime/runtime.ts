@@ -24,6 +24,7 @@ import { askUserTool } from '../tools/ask-user.js';
 import { agentRegistry } from './agent-registry.js';
 import { askedAgent } from './recorded-agent.js';
 import { boundAgentTool, type ChildHost } from './agent-calls.js';
+import { runChildrenOf } from './child-cancel.js';
 import type { BudgetPool } from '../actors/budget-pool.js';
 import { resolveTracing } from './tracing-options.js';
 import { waitForResult } from './wait-for-result.js';
@@ -125,7 +126,7 @@ export function createRuntime(options: RuntimeOptions): Runtime {
     open: (id, agent, parent, { lost, callActor }) =>
       live.open(id, true, () =>
         openSession(opening, id, {
-          agent,
+          ...(agent !== undefined ? { agent } : {}),
           parent,
           resume: 'auto',
           ...(callActor ? { callActor } : {}),
@@ -148,7 +149,17 @@ export function createRuntime(options: RuntimeOptions): Runtime {
             SHARED_TOKEN_HEADROOM,
           )
         : new RateLimiter(o.rateLimits, o.clock);
-  const opening: SessionOpening = { store, options: o, agents, tracing, sessions, killed, childPools, ...(limiter ? { limiter } : {}) };
+  const opening: SessionOpening = {
+    store,
+    options: o,
+    agents,
+    tracing,
+    sessions,
+    killed,
+    childPools,
+    children: runChildrenOf(childHost),
+    ...(limiter ? { limiter } : {}),
+  };
   const live = new LiveSessions(store, () => sessions.closed);
   const attach = (sessionId: string, internal: OpenInternals | undefined, resume: ResumeMode, agent?: Agent | string) =>
     openSession(opening, sessionId, { ...internal, resume, ...(agent !== undefined ? { agent } : {}) });

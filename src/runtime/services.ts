@@ -10,6 +10,7 @@ import type { SessionTracer } from './tracing.js';
 import type { SessionAgent } from './session-agent.js';
 import type { CallLimiter } from '../contracts/rate-limits.js';
 import { SessionBudgets, type BudgetPool } from '../actors/budget-pool.js';
+import type { RunChildren } from '../actors/run-children.js';
 import { WaitStops } from '../actors/wait-stops.js';
 
 /** What one session opened with, that its services are made of. */
@@ -29,6 +30,8 @@ export interface OpenedParts {
   limiter: CallLimiter | undefined;
   /** The pools the runtime's child sessions spend from, by child session id (set while their parent's call runs them). */
   childPools: ReadonlyMap<string, BudgetPool>;
+  /** Cancels the open runs of a cancelled run's children (the runtime's child sessions). */
+  children?: RunChildren;
 }
 
 /**
@@ -77,6 +80,7 @@ export function sessionServices(o: ResolvedRuntimeOptions, p: OpenedParts): Sess
     emit: (event, logSeq) => stream.publish(event, logSeq),
     ...(tracer ? { tracer } : {}),
     inFlight: {},
+    ...(p.children ? { children: p.children } : {}),
     budgets: new SessionBudgets(p.sessionId, () => p.childPools.get(p.sessionId)),
     ...(p.limiter ? { rateLimiter: p.limiter, waitStops: new WaitStops() } : {}),
   };

@@ -4,6 +4,7 @@ import { callModelActor } from '../actors/call-model.js';
 import { commitIntentActor } from '../actors/commit-intent.js';
 import { commitResultsActor, settleResultsActor } from '../actors/commit-results.js';
 import { endRunActor } from '../actors/end-run.js';
+import { cancelChildrenActor } from '../actors/cancel-children.js';
 import { commitFinalActor, deliverFinalActor, verifyFinalActor } from '../actors/final-answer.js';
 import { prepareContextActor } from '../actors/prepare-context.js';
 import { servicesIn, type ServicesSource, type SessionServices } from '../actors/session-services.js';
@@ -68,6 +69,7 @@ export function runMachineFor(services: ServicesSource) {
       verifyFinal: verifyFinalActor(services),
       commitFinal: commitFinalActor(services),
       deliverFinal: deliverFinalActor(services),
+      cancelChildren: cancelChildrenActor(services),
       endRun: endRunActor(services),
       deadline: deadlineActor((system) => servicesIn(services, system).clock),
     },

@@ -161,9 +161,14 @@ describe('a cancelled parent settles the calls of its waiting children', () => {
     expect(kindsOf(ofCall(log, 'tool/result', 'c1'))).toEqual(['cancelled']);
     expect(kindsOf(ofCall(log, 'tool/result', 'c2'))).toEqual(['cancelled']);
     expect(ran).toEqual([]);
+    // the waiting child's run is cancelled with its parent, as the running one is
+    expect((await logOf(store, CHILD)).filter((e) => e.type === 'run/end').map((e) => e.payload.status)).toEqual([
+      'suspended',
+      'cancelled',
+    ]);
   });
 
-  it("a cancel arriving while a step's results commit ends the run cancelled, not suspended: the waiting child's call is answered cancelled, its request is never committed, and a reopen reports the same", async () => {
+  it("a cancel arriving while a step's results commit ends the run cancelled, not suspended: the waiting child's run is cancelled with it, its call answered cancelled with the child's spending, its request never committed, and a reopen reports the same", async () => {
     const store = memoryStore();
     const ran: string[] = [];
     const verifying = deferred();
@@ -190,10 +195,15 @@ describe('a cancelled parent settles the calls of its waiting children', () => {
     expect(typesOf(log).filter((t) => t === 'approval/requested' || t === 'run/suspended')).toEqual([]);
     expect(ofCall(log, 'tool/result', 'c1')[0]!.payload.outcome).toMatchObject({
       settled: true,
-      partialContent: expect.stringContaining(`the run of its child session ${CHILD} stays open, waiting for its answer`),
+      partialContent: expect.stringContaining(`the run of its child session ${CHILD} was cancelled with it`),
+      usage: { outputTokens: 1 },
     });
-    // a cancel reaches running runs only: the child's run stays suspended in its own log
-    expect((await logOf(store, CHILD)).filter((e) => e.type === 'run/end').map((e) => e.payload.status)).toEqual(['suspended']);
+    // the cancel reaches the waiting child: its run ends cancelled by an attempt that runs nothing
+    const child = await logOf(store, CHILD);
+    expect(child.filter((e) => e.type === 'run/end').map((e) => e.payload.status)).toEqual(['suspended', 'cancelled']);
+    expect(typesOf(child).filter((t) => t === 'assistant/message')).toHaveLength(1);
+    // the parent counts the child's spending once: its own model call and the child's
+    expect(r.usage.outputTokens).toBe(2);
   });
 
   it("a cancel arriving while a step's results land ends the run cancelled, not suspended, though the child's request was committed with them", async () => {

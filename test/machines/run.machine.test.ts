@@ -243,6 +243,7 @@ describe('runMachine', () => {
       'verifyingFinal',
       'committingFinal',
       'delivering',
+      'closing',
       'ending',
       'done',
     ]);
@@ -368,7 +369,7 @@ describe('runMachine', () => {
     it("a run ended after a step (a spent budget) waits for the step's results to land before it ends", async () => {
       const { log, states, result } = await run({ steps: [tools('a'), tools('b')] }, runInput({ maxSteps: 1 }));
       expect(log.slice(-2)).toEqual(['settleResults', 'endRun']);
-      expect(states.slice(-3)).toEqual(['settlingResults', 'ending', 'done']);
+      expect(states.slice(-4)).toEqual(['settlingResults', 'closing', 'ending', 'done']);
       expect(result).toMatchObject({ status: 'budget_exhausted', budget: 'maxSteps' });
     });
 
@@ -501,6 +502,7 @@ describe('runMachine', () => {
         'verifyingFinal',
         'committingFinal',
         'delivering',
+        'closing',
         'ending',
         'done',
       ]);

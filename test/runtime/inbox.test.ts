@@ -149,6 +149,37 @@ describe.each(backends)('inbox (%s)', (_name, makeStore) => {
     expect((await store.work!.getEntry('s', 'ans1'))!.applied!.outcome.status).toBe('applied');
   });
 
+  it('cancel ends a suspended run by an attempt that starts cancelled: the calls its request held back are answered skipped, nothing runs and nothing waits', async () => {
+    const store = makeStore();
+    const paid: number[] = [];
+    const pay = defineTool({
+      name: 'pay',
+      description: '',
+      parameters: z.object({ amount: z.number() }),
+      needsApproval: true,
+      execute: ({ amount }) => (paid.push(amount), `paid ${amount}`),
+    });
+    const runtime = make(store, {
+      model: scriptedModel([{ toolCalls: [{ id: 'p1', name: 'pay', arguments: { amount: 5 } }] }]),
+      tools: [pay],
+    });
+    const handle = runtime.serve({ concurrency: 2, leaseMs: 5000, pollMs: 20 });
+    cleanups.push(() => handle.stop());
+    await runtime.submit('s', { kind: 'input', inputId: 'r1', mode: 'follow_up', message: 'pay' });
+    expect((await runtime.waitForResult('s', 'r1', { signal: AbortSignal.timeout(20_000), pollMs: 20 })).status).toBe('suspended');
+    await runtime.submit('s', { kind: 'cancel', entryId: 'c1' });
+    for (let i = 0; i < 500 && !(await store.work!.getEntry('s', 'c1'))?.applied; i++) await sleep(20);
+    expect((await store.work!.getEntry('s', 'c1'))!.applied!.outcome).toMatchObject({ status: 'applied', reason: 'run r1 cancelled' });
+    const log = await logOf(store, 's');
+    expect(log.filter((e) => e.type === 'run/end').map((e) => e.payload.status)).toEqual(['suspended', 'cancelled']);
+    expect(log.filter((e) => e.type === 'tool/result').map((e) => e.payload.outcome)).toMatchObject([{ kind: 'skipped' }]);
+    expect(paid).toEqual([]);
+    await handle.stop();
+    const reopened = await make(store).openSession('s', { resume: 'manual' });
+    expect(reopened.pendingRequest).toBeUndefined();
+    expect(reopened.recovery.interruptedRuns).toEqual([]);
+  });
+
   it('cancel_input withdraws a queued follow-up; cancel ends the running run', async () => {
     const store = makeStore();
     let release!: () => void;

@@ -7,7 +7,8 @@
  * - the root's recovery never reports it uncertain, and its result is never `uncertain-*`;
  * - its child's answer is committed in the root exactly once, and a completed result is the
  *   answer the child gave (naming the child's calls left uncertain by a crash);
- * - every run of its child settles, or the root's result reports that it did not (cancelled).
+ * - every run of its child settles, or the root's result reports that it did not (cancelled); an
+ *   answer saying the child's run was cancelled with the root's (or had ended) finds it ended.
  * Exclusive side effects at every level are held by invariants.ts (never executed twice, an
  * interrupted one uncertain or reconciled in its own session). Must not import vitest.
  */
@@ -39,6 +40,8 @@ export interface TreeExercised {
   childrenContinued: number;
   /** Calls left uncertain in a child, named in the root's result. */
   childUncertainReported: number;
+  /** Child runs left open (detached, interrupted) that a cancelled root's end cancelled. */
+  childrenCancelledWithRoot: number;
   /** Exclusive side effects (ledger, stamp) that landed, at either level. */
   sideEffects: number;
 }
@@ -109,6 +112,7 @@ export class HandOver {
       answersTakenFromLog: 0,
       childrenContinued: 0,
       childUncertainReported: 0,
+      childrenCancelledWithRoot: 0,
       sideEffects: ledgers.toolRuns.filter((r) => r.mode === 'exclusive' && r.effect).length,
     };
     const rootLog = logs.get(this.root) ?? [];
@@ -119,6 +123,7 @@ export class HandOver {
       out.recoveredAgentCalls += attaches.filter((a) => a.seq > call.seq && (!result || result.seq > a.seq)).length;
       const child = [...logs.entries()].find(([sid]) => sid === String(pl(call).idempotencyKey))?.[1] ?? [];
       if (child.filter((e) => e.type === 'run/start').length > 1) out.childrenContinued++;
+      if (child.some((e) => e.type === 'run/start' && String(pl(e).attemptId).startsWith('cancel-'))) out.childrenCancelledWithRoot++;
       const settledAt = child.find((e) => e.type === 'run/end' && !SETTLED_NOT.has(String(pl(e).status)));
       if (result && settledAt) {
         const childOrder = this.orderOf.get(`${settledAt.sessionId}#${settledAt.seq}`) ?? 0;
@@ -218,6 +223,12 @@ export function treeViolations(x: {
         outcome?.kind === 'cancelled' ||
         outcome?.kind === 'skipped' ||
         (outcome?.isError === true && String(outcome.content).includes(`run in session ${open[0]?.sessionId} is left open`));
+      // an answer given at a cancelled run's end, once its cancel reached the child, says the child's run ended
+      const saidEnded = / child session \S+ (was cancelled with it|had ended \w+|never started its run)/.exec(
+        String((outcome as { partialContent?: string } | undefined)?.partialContent ?? ''),
+      );
+      if (open.length > 0 && saidEnded)
+        v.push(`${what}: the root's answer says "${saidEnded[1]}" but run ${String(pl(open[0]!).runId)} of ${open[0]!.sessionId} is open`);
       if (open.length > 0 && reported) leftOpen.add(open[0]!.sessionId);
       if (open.length > 0 && !reported)
         v.push(

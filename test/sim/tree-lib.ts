@@ -30,6 +30,7 @@ export const noTreeSeeds = (): TreeSeedsOutcome => ({
     answersTakenFromLog: 0,
     childrenContinued: 0,
     childUncertainReported: 0,
+    childrenCancelledWithRoot: 0,
     sideEffects: 0,
   },
 });
@@ -67,6 +68,7 @@ export const describeTreeTotals = (t: TreeSeedsOutcome): string => {
     `${e.childDone} after it settled (before the parent committed), ${e.afterCommit} after the parent committed; ` +
     `${e.recoveredAgentCalls} open agent calls recovered, ${e.answersTakenFromLog} answers taken from a child's log, ` +
     `${e.childrenContinued} child runs continued, ${e.childUncertainReported} child calls reported uncertain to the parent, ` +
+    `${e.childrenCancelledWithRoot} open child runs cancelled with the root, ` +
     `${e.sideEffects} exclusive side effects`
   );
 };
