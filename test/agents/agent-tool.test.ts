@@ -12,7 +12,7 @@ import {
   type ScriptedStep,
 } from '../../src/index.js';
 import { deferred } from '../helpers/drafts.js';
-import { logOf, storeWithAppend } from '../helpers/runtime.js';
+import { logOf, ofCall, storeWithAppend } from '../helpers/runtime.js';
 import { tempDir } from '../helpers/tmp.js';
 
 // Sub-agents as tools: agentTool runs its agent in a child session; recovery resumes it, never uncertain.
@@ -39,8 +39,6 @@ function tree(parentSteps: ScriptedStep[], childSteps: ScriptedStep[], store: Ev
   const runtime = createRuntime({ store, model: parentModel, tools: [agentTool(researcher)] });
   return { runtime, parentModel, childModel };
 }
-
-const ofCall = (log: EventRecord[], type: string, callId: string) => log.filter((e) => e.type === type && e.payload.callId === callId);
 
 describe('agentTool', () => {
   it("a call runs the agent in a child session of its own log, named after the call, whose answer is the call's result", async () => {

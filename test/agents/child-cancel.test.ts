@@ -13,7 +13,7 @@ import {
   type ScriptedStep,
 } from '../../src/index.js';
 import { deferred } from '../helpers/drafts.js';
-import { holdingAppendOf, logOf, sleep, storeWithAppend, typesOf } from '../helpers/runtime.js';
+import { holdingAppendOf, logOf, ofCall, sleep, storeWithAppend, typesOf } from '../helpers/runtime.js';
 import { tempDir } from '../helpers/tmp.js';
 
 // A run that ends cancelled cancels the open runs of its agent calls' children (suspended, detached,
@@ -28,7 +28,6 @@ afterEach(async () => {
 
 const CHILD = 's/r/1/c1';
 const GRANDCHILD = `${CHILD}/answer/1/m1`;
-const ofCall = (log: EventRecord[], type: string, callId: string) => log.filter((e) => e.type === type && e.payload.callId === callId);
 const endsOf = (log: EventRecord[]) => log.filter((e) => e.type === 'run/end').map((e) => e.payload.status);
 const call = (id: string, name: string): ScriptedStep => ({ toolCalls: [{ id, name, arguments: { input: 'pay' } }] });
 

@@ -7,13 +7,12 @@ import {
   defineTool,
   memoryStore,
   scriptedModel,
-  type EventRecord,
   type EventStore,
   type ScriptedStep,
 } from '../../src/index.js';
 import { summarize } from '../../src/cli/format.js';
 import { deferred } from '../helpers/drafts.js';
-import { logOf } from '../helpers/runtime.js';
+import { logOf, ofCall } from '../helpers/runtime.js';
 
 // A child's approval or question suspends its parent with a pending request naming the child
 // (pendingRequest.path); the parent's respond routes the answer down, and the child's answer flows
@@ -25,7 +24,6 @@ afterEach(async () => {
 });
 
 const CHILD = 's/r/1/c1';
-const ofCall = (log: EventRecord[], type: string, callId: string) => log.filter((e) => e.type === type && e.payload.callId === callId);
 const callTo = (id: string, name: string, input: string): ScriptedStep => ({ toolCalls: [{ id, name, arguments: { input } }] });
 
 /** A `charge` tool that needs approval, recording each run. */

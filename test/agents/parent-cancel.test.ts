@@ -13,7 +13,7 @@ import {
 } from '../../src/index.js';
 import type { InspectionEvent } from 'xstate';
 import { deferred } from '../helpers/drafts.js';
-import { holdingAppendOf, logOf, sleep, typesOf } from '../helpers/runtime.js';
+import { holdingAppendOf, logOf, ofCall, sleep, typesOf } from '../helpers/runtime.js';
 
 // A cancel of a parent run settles it `cancelled` whatever its agent calls' children are doing:
 // a child that runs is cancelled with it, a call whose child waits for an answer (or was detached)
@@ -26,7 +26,6 @@ afterEach(async () => {
 });
 
 const CHILD = 's/r/1/c1';
-const ofCall = (log: EventRecord[], type: string, callId: string) => log.filter((e) => e.type === type && e.payload.callId === callId);
 const kindsOf = (records: EventRecord[]) => records.map((e) => (e.payload.outcome as { kind: string }).kind);
 
 async function until(pred: () => Promise<boolean>): Promise<void> {

@@ -86,6 +86,10 @@ export async function logOf(store: EventStore, sessionId: string): Promise<Event
 
 export const typesOf = (events: EventRecord[]) => events.map((e) => e.type);
 
+/** The records of `type` about tool call `callId`. */
+export const ofCall = (log: EventRecord[], type: string, callId: string) =>
+  log.filter((e) => e.type === type && e.payload.callId === callId);
+
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** Resolves with `p`, or with 'still pending' after `ms`. */

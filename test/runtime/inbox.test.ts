@@ -38,6 +38,19 @@ const echo = defineTool({
   execute: ({ key }) => `echo ${key}`,
 });
 
+/** A payment that needs approval, and the amounts it paid. */
+function payTool() {
+  const paid: number[] = [];
+  const pay = defineTool({
+    name: 'pay',
+    description: '',
+    parameters: z.object({ amount: z.number() }),
+    needsApproval: true,
+    execute: ({ amount }) => (paid.push(amount), `paid ${amount}`),
+  });
+  return { paid, pay };
+}
+
 function make(store: EventStore, options: Partial<Parameters<typeof createRuntime>[0]> = {}): Runtime {
   const runtime = createRuntime({ store, model: toolLoopModel({ steps: 1, toolsPerStep: 2, tools: ['echo'] }), tools: [echo], ...options });
   cleanups.push(() => runtime.close());
@@ -121,14 +134,7 @@ describe.each(backends)('inbox (%s)', (_name, makeStore) => {
 
   it('respond through the inbox answers a pending approval; a bad answer is rejected, not lost', async () => {
     const store = makeStore();
-    const paid: number[] = [];
-    const pay = defineTool({
-      name: 'pay',
-      description: '',
-      parameters: z.object({ amount: z.number() }),
-      needsApproval: true,
-      execute: ({ amount }) => (paid.push(amount), `paid ${amount}`),
-    });
+    const { paid, pay } = payTool();
     const runtime = make(store, {
       model: scriptedModel([{ toolCalls: [{ id: 'p1', name: 'pay', arguments: { amount: 5 } }] }, 'paid']),
       tools: [pay],
@@ -151,14 +157,7 @@ describe.each(backends)('inbox (%s)', (_name, makeStore) => {
 
   it('cancel ends a suspended run by an attempt that starts cancelled: the calls its request held back are answered skipped, nothing runs and nothing waits', async () => {
     const store = makeStore();
-    const paid: number[] = [];
-    const pay = defineTool({
-      name: 'pay',
-      description: '',
-      parameters: z.object({ amount: z.number() }),
-      needsApproval: true,
-      execute: ({ amount }) => (paid.push(amount), `paid ${amount}`),
-    });
+    const { paid, pay } = payTool();
     const runtime = make(store, {
       model: scriptedModel([{ toolCalls: [{ id: 'p1', name: 'pay', arguments: { amount: 5 } }] }]),
       tools: [pay],
