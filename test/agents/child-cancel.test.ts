@@ -12,6 +12,7 @@ import {
   type EventStore,
   type ScriptedStep,
 } from '../../src/index.js';
+import { chargeTool } from '../helpers/agent-tree.js';
 import { deferred } from '../helpers/drafts.js';
 import { holdingAppendOf, logOf, ofCall, sleep, storeWithAppend, typesOf } from '../helpers/runtime.js';
 import { tempDir } from '../helpers/tmp.js';
@@ -36,19 +37,8 @@ const call = (id: string, name: string): ScriptedStep => ({ toolCalls: [{ id, na
  * calling the payer): the parent suspends on the payer's request.
  */
 function payerTree(store: EventStore, ran: string[], o: { levels?: 1 | 2 } = {}) {
-  const charge = defineTool({
-    name: 'charge',
-    description: 'charges an amount',
-    parameters: z.object({ amount: z.number() }),
-    mode: 'exclusive',
-    needsApproval: true,
-    execute: ({ amount }, ctx) => {
-      ran.push(`${ctx.sessionId}:${amount}`);
-      return `charged ${amount}`;
-    },
-  });
   const payerModel = scriptedModel([{ toolCalls: [{ id: 'k1', name: 'charge', arguments: { amount: 1 } }] }, 'paid']);
-  const payer = defineAgent({ name: 'payer', instructions: 'p', model: payerModel, tools: [charge] });
+  const payer = defineAgent({ name: 'payer', instructions: 'p', model: payerModel, tools: [chargeTool(ran)] });
   const manager = defineAgent({
     name: 'manager',
     instructions: 'm',

@@ -11,6 +11,7 @@ import {
   type ScriptedStep,
 } from '../../src/index.js';
 import { summarize } from '../../src/cli/format.js';
+import { chargeTool } from '../helpers/agent-tree.js';
 import { deferred } from '../helpers/drafts.js';
 import { logOf, ofCall } from '../helpers/runtime.js';
 
@@ -26,20 +27,6 @@ afterEach(async () => {
 const CHILD = 's/r/1/c1';
 const callTo = (id: string, name: string, input: string): ScriptedStep => ({ toolCalls: [{ id, name, arguments: { input } }] });
 
-/** A `charge` tool that needs approval, recording each run. */
-function chargeTool(ran: string[]) {
-  return defineTool({
-    name: 'charge',
-    description: 'charges an amount',
-    parameters: z.object({ amount: z.number() }),
-    mode: 'exclusive',
-    needsApproval: true,
-    execute: ({ amount }, ctx) => {
-      ran.push(`${ctx.sessionId}:${amount}`);
-      return `charged ${amount}`;
-    },
-  });
-}
 const charge = (id: string, amount: number): ScriptedStep => ({ toolCalls: [{ id, name: 'charge', arguments: { amount } }] });
 
 /** A parent (the default agent) calling a payer agent whose charge needs approval. */

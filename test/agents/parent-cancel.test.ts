@@ -12,6 +12,7 @@ import {
   type ToolVerifier,
 } from '../../src/index.js';
 import type { InspectionEvent } from 'xstate';
+import { chargeTool } from '../helpers/agent-tree.js';
 import { deferred } from '../helpers/drafts.js';
 import { holdingAppendOf, logOf, ofCall, sleep, typesOf } from '../helpers/runtime.js';
 
@@ -30,21 +31,6 @@ const kindsOf = (records: EventRecord[]) => records.map((e) => (e.payload.outcom
 
 async function until(pred: () => Promise<boolean>): Promise<void> {
   for (let i = 0; i < 500 && !(await pred()); i++) await sleep(10);
-}
-
-/** A `charge` tool that needs approval, recording each run. */
-function chargeTool(ran: string[]) {
-  return defineTool({
-    name: 'charge',
-    description: 'charges an amount',
-    parameters: z.object({ amount: z.number() }),
-    mode: 'exclusive',
-    needsApproval: true,
-    execute: ({ amount }, ctx) => {
-      ran.push(`${ctx.sessionId}:${amount}`);
-      return `charged ${amount}`;
-    },
-  });
 }
 
 const lookup = defineTool({

@@ -1,4 +1,5 @@
-import { agentTool, createRuntime, defineAgent, scriptedModel, type EventStore } from '../../src/index.js';
+import { z } from 'zod';
+import { agentTool, createRuntime, defineAgent, defineTool, scriptedModel, type EventStore } from '../../src/index.js';
 
 /**
  * A finished three-level tree on `store`: session `s` (run `r`) asks the researcher (call c1),
@@ -21,4 +22,19 @@ export async function runAgentTree(store: EventStore): Promise<() => Promise<voi
     throw new Error(`the tree's run ended ${result.status}`);
   }
   return () => runtime.close();
+}
+
+/** A `charge` tool that needs approval (a payer agent's: its run suspends on it), recording each run in `ran`. */
+export function chargeTool(ran: string[]) {
+  return defineTool({
+    name: 'charge',
+    description: 'charges an amount',
+    parameters: z.object({ amount: z.number() }),
+    mode: 'exclusive',
+    needsApproval: true,
+    execute: ({ amount }, ctx) => {
+      ran.push(`${ctx.sessionId}:${amount}`);
+      return `charged ${amount}`;
+    },
+  });
 }
