@@ -40,6 +40,10 @@ export interface StartRunInput {
   output?: OutputSpec;
   /** A continue's reservation for the crashed attempt's possibly-sent model call, recorded in run/start (docs/guarantees.md). */
   recoveredReservation?: Reservation;
+  /** The attempt starts cancelled: a recovered side-effect-free call is not run again (skipped). */
+  cancelled?: boolean;
+  /** The attempt starts cancelled by a cancel not in the log yet: recorded with run/start (its reason). */
+  recordCancel?: string;
 }
 
 /** The run/start seq and, for a respond or recovering attempt, what to run or record. */
@@ -77,9 +81,10 @@ async function stageResume(
   r: ResumeInput,
   at: StepPosition,
   runId: string,
+  cancelled: boolean,
   signal: AbortSignal,
 ): Promise<NonNullable<StartRunOutput['resumed']>> {
-  if (r.kind === 'recover') return recoverCalls(env, tools, r.batch, runId, r.released ?? new Map(), signal);
+  if (r.kind === 'recover') return recoverCalls(env, tools, r, runId, cancelled, signal);
   const now = env.clock.now();
   const preset: ToolCallOutput[] = [];
   const calls: ToolCallIntent[] = [];
@@ -156,16 +161,18 @@ async function stageResume(
  * DESIGN §5: calls whose intent was logged but whose result never was. A `parallel` (side-effect
  * free) call runs again; an `exclusive` one is never silently re-executed: its `reconcile` is
  * asked (with the same idempotencyKey), and without an answer it becomes `uncertain-hanging`,
- * its resources staying locked until released.
+ * its resources staying locked until released. In an attempt that starts cancelled no parallel
+ * call runs again (skipped); an agent call goes on to the batch, which answers it with its child's cancel.
  */
 async function recoverCalls(
   env: SessionServices,
   tools: ReadonlyMap<string, AnyTool>,
-  batch: ToolCallIntent[],
+  r: Extract<ResumeInput, { kind: 'recover' }>,
   runId: string,
-  released: ReadonlyMap<string, readonly string[]>,
+  cancelled: boolean,
   signal: AbortSignal,
 ): Promise<NonNullable<StartRunOutput['resumed']>> {
+  const { batch, released = new Map<string, readonly string[]>() } = r;
   const calls: ToolCallIntent[] = [];
   const preset: ToolCallOutput[] = [];
   // A parallel call runs again unless it names a resource an uncertain call keeps locked (DESIGN
@@ -180,6 +187,7 @@ async function recoverCalls(
     if ((c.mode === 'parallel' || c.resumable) && tool) {
       const held = c.resources.filter((r) => locked.has(r));
       if (mismatch) preset.push(skippedOutput(c, `not run again: ${mismatch}`));
+      else if (cancelled && !c.resumable) preset.push(skippedOutput(c, 'not run again: the run was cancelled'));
       else if (held.length === 0) calls.push(c);
       else {
         const reason = `not run: ${held.join(', ')} stay locked by ${locked.get(held[0]!)}, which may still be running`;
@@ -251,7 +259,12 @@ export async function startRun(env: SessionServices, input: StartRunInput, signa
     input.kind === 'prompt' || input.kind === 'follow_up' ? runOpenEventId(input.runId) : runStartEventId(input.runId, input.attemptId),
   );
   for (const m of input.messages) env.writer.stage('user/message', at, { message: m });
-  const resumed = input.resume ? await stageResume(env, input.tools ?? NO_TOOLS.tools, input.resume, at, input.runId, signal) : undefined;
+  // durable with the attempt's start: if it stops before its cancelled end, the next attempt starts cancelled too
+  if (input.recordCancel !== undefined)
+    env.writer.stage('cancellation/requested', { turn: 0, step: 0, attempt: input.runEpoch }, { reason: input.recordCancel });
+  const resumed = input.resume
+    ? await stageResume(env, input.tools ?? NO_TOOLS.tools, input.resume, at, input.runId, input.cancelled ?? false, signal)
+    : undefined;
   const records = await env.writer.commit();
   // compaction keeps the whole run, not only this attempt: an earlier attempt's tool calls and
   // their results (e.g. an approved batch) must stay together

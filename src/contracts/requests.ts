@@ -265,6 +265,8 @@ export const RecoveryOutcome = z.object({
       /** The approval or question the run waits for (a suspended run: respond to it). */
       pendingRequest: PendingRequest.optional(),
       stopAccepted: z.boolean(),
+      /** A cancel its attempt recorded before it stopped: it stands — `continue` ends the run `cancelled`, starting no call again. */
+      cancelRequested: z.object({ reason: z.string() }).optional(),
     }),
   ),
   /** Final ids of the open and the last settled run whose delivery is committed. */
@@ -282,8 +284,8 @@ export const RecoveryOutcome = z.object({
       mode: z.enum(['parallel', 'exclusive']),
       idempotencyKey: z.string(),
       /**
-       * What `continue` does with it: run it again (parallel), skip it (parallel, its arguments no longer fit or a
-       * resource it names stays locked), ask reconcile, or record it uncertain-hanging.
+       * What `continue` does with it: run it again (parallel), skip it (parallel, its arguments no longer fit, a
+       * resource it names stays locked, or the run's cancel stands), ask reconcile, or record it uncertain-hanging.
        */
       resolution: z.enum(['rerun', 'skipped', 'reconcile', 'uncertain-hanging']),
     }),

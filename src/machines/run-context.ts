@@ -59,9 +59,11 @@ export interface RunInput {
   recovered?: Recovered;
   /** A stop accepted before this attempt (it survives recovery). */
   stopRequested?: boolean;
-  /** A detach or cancel asked for before the attempt had started. */
+  /** A detach or cancel asked for before the attempt had started (or, a cancel, recorded by an earlier attempt). */
   detachRequested?: boolean;
   cancelRequested?: boolean;
+  /** The reason of a cancel asked for while the attempt was prepared: recorded with its run/start (`cancellation/requested`). */
+  recordCancel?: string;
 }
 
 export interface RunContext extends Omit<RunInput, 'messages' | 'uncertainCalls'> {

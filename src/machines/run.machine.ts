@@ -124,6 +124,8 @@ export const runMachine = setup({
           ...(c.offered ? { tools: c.offered.tools } : {}),
           ...(c.output ? { output: c.output } : {}),
           ...(c.recoveredReservation ? { recoveredReservation: c.recoveredReservation } : {}),
+          ...(c.cancelRequested ? { cancelled: true } : {}),
+          ...(c.recordCancel !== undefined ? { recordCancel: c.recordCancel } : {}),
         }),
         onDone: [
           // a respond attempt: run (or record) the batch that was held back, in its own step

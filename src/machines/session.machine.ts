@@ -30,8 +30,8 @@ export interface SessionContext {
   fenced: boolean;
   /** The caller whose attempt is being prepared (PREPARE's token). */
   preparing: number | undefined;
-  /** A cancel or detach asked for while the attempt was being prepared: the attempt starts with it. */
-  cancelPending: boolean;
+  /** A cancel (its reason) or detach asked for while the attempt was being prepared: the attempt starts with it. */
+  cancelPending: string | undefined;
   detachPending: boolean;
   /** The last attempt's result, until it is settled. */
   lastResult: ExecutionResult | undefined;
@@ -118,14 +118,14 @@ export const sessionMachine = setup({
       token: context.preparing!,
       error: (event as { error?: unknown }).error,
     })),
-    clearPreparation: assign({ claimedRunId: undefined, preparing: undefined, cancelPending: false, detachPending: false }),
+    clearPreparation: assign({ claimedRunId: undefined, preparing: undefined, cancelPending: undefined, detachPending: false }),
     keepResult: assign({
       lastResult: ({ event }) => (event as unknown as { output: ExecutionResult }).output,
-      cancelPending: false,
+      cancelPending: undefined,
       detachPending: false,
     }),
     keepCrash: assign({
-      cancelPending: false,
+      cancelPending: undefined,
       detachPending: false,
       lastResult: ({ context, event }) =>
         notRunResult(
@@ -155,7 +155,7 @@ export const sessionMachine = setup({
     preparing: undefined,
     fenced: false,
     claimedRunId: undefined,
-    cancelPending: false,
+    cancelPending: undefined,
     detachPending: false,
     lastResult: undefined,
   }),
@@ -202,7 +202,7 @@ export const sessionMachine = setup({
         onError: { target: 'resting', actions: ['refusePrepared', 'clearPreparation'] },
       },
       on: {
-        CANCEL: { actions: assign({ cancelPending: true }) },
+        CANCEL: { actions: assign({ cancelPending: ({ event }) => (event as { reason?: string }).reason ?? 'requestCancel' }) },
         DETACH: { actions: assign({ detachPending: true }) },
       },
     },
@@ -215,7 +215,10 @@ export const sessionMachine = setup({
           const run = context.attempt!;
           return {
             ...run,
-            ...(context.cancelPending ? { cancelRequested: true } : {}),
+            // (recorded with its run/start, so that its next attempt honours it too — unless the log holds one)
+            ...(context.cancelPending !== undefined
+              ? { cancelRequested: true, ...(run.cancelRequested ? {} : { recordCancel: context.cancelPending }) }
+              : {}),
             ...(context.detachPending ? { detachRequested: true } : {}),
           };
         },

@@ -23,6 +23,11 @@ export interface OpenRunState {
   lastEndStatus?: RunStatus;
   /** Accepted stop requests (steering/accepted) for this run. */
   stopAccepted: boolean;
+  /**
+   * A cancel recorded (`cancellation/requested`) after the run's newest `run/end`: its attempt
+   * stopped before the cancelled end committed, so the run's next attempt starts cancelled.
+   */
+  cancelRequested?: { reason: string };
   /** tool/call intents without a tool/result. */
   unresolvedCalls: ToolCallIntent[];
   /**
@@ -190,8 +195,13 @@ export function foldRunEvents(events: readonly EventRecord[]): OpenRunState | un
         finals.delete(p.finalMessageId);
         st.deliveryUnknownFinalIds.push(p.finalMessageId);
         break;
+      case 'cancellation/requested':
+        st.cancelRequested = { reason: typeof p.reason === 'string' ? p.reason : 'cancelled' };
+        break;
       case 'run/end':
         {
+          // the attempt that ended had the cancel (its end is what the cancel decided)
+          delete st.cancelRequested;
           const status = RunStatus.safeParse(p.status);
           if (status.success) st.lastEndStatus = status.data;
           else delete st.lastEndStatus;
@@ -210,7 +220,6 @@ export function foldRunEvents(events: readonly EventRecord[]): OpenRunState | un
         break;
       // nothing an open run's recovery needs: its inputs and steps are read elsewhere
       case 'approval/call-decided': // read by per-call approvals from the request's seq on
-      case 'cancellation/requested':
       case 'checkpoint/loaded':
       case 'input/accepted':
       case 'input/cancelled':

@@ -101,11 +101,12 @@ export function attemptInput(req: IdentifiedRequest, s: AttemptSource): RunInput
       resume,
       runFirstSeq: open.startSeq,
       stopRequested: open.stopAccepted,
+      ...cancelStanding(open),
       spent: s.spentOf(open),
       uncertainCalls: open.uncertainCalls,
     };
   }
-  if (open.pending && !s.cancelled) {
+  if (open.pending && !s.cancelled && !open.cancelRequested) {
     throw new ValidationError('session.execute', [
       { path: ['kind'], message: `run ${req.runId} waits for an answer to ${open.pending.pendingRequest.questionId}: respond to it` },
     ]);
@@ -129,11 +130,19 @@ export function attemptInput(req: IdentifiedRequest, s: AttemptSource): RunInput
     ...(recovered ? { recoveredReservation: recovered } : {}),
     uncertainCalls: open.uncertainCalls,
     stopRequested: open.stopAccepted,
+    ...cancelStanding(open),
     ...(open.unresolvedCalls.length > 0
       ? { resume: { kind: 'recover' as const, step: open.step, batch: open.unresolvedCalls, released: open.releasedAfterIntent } }
       : { startStep: open.step, ...(open.concluded !== undefined ? { concluded: open.concluded } : {}) }),
   };
 }
+
+/**
+ * A cancel the log holds for the open run (its attempt stopped before the cancelled end
+ * committed): the next attempt, whatever it was asked to do, starts cancelled — it resolves the
+ * interrupted calls without starting any again and ends `cancelled` (docs/guarantees.md, "Recovery").
+ */
+const cancelStanding = (open: OpenRunState): Pick<RunInput, 'cancelRequested'> => (open.cancelRequested ? { cancelRequested: true } : {});
 
 /** The run of a follow-up input (runId = attemptId = inputId), the turn after `lastTurn`. */
 export function followUpInput(

@@ -177,18 +177,22 @@ type Resolution = 'rerun' | 'skipped' | 'reconcile' | 'uncertain-hanging';
  * decides it: a parallel call runs again unless its arguments no longer fit its tool or a
  * resource it names is locked (held, or locked by an earlier call of the batch that becomes
  * uncertain-hanging); an exclusive call (or one whose tool is gone) goes to reconcile, else is
- * uncertain-hanging. A reconcile is assumed to settle its call (it cannot be known before).
+ * uncertain-hanging. A reconcile is assumed to settle its call (it cannot be known before). Under
+ * a standing cancel no parallel call runs again (skipped); an agent call stays `rerun`, which the
+ * report leaves out as ever (not uncertain: the cancelled run cancels its child and answers it so).
  */
 function resolutions(
   env: RecoveryReader,
   calls: readonly ToolCallIntent[],
   released: ReadonlyMap<string, readonly string[]>,
+  cancelled: boolean,
 ): Resolution[] {
   const locked = new Set(env.heldLocks);
   return calls.map((c) => {
     const tool = env.tools.get(c.name);
     if ((c.mode === 'parallel' || c.resumable) && tool) {
-      return withParsedArguments(env.tools, c).mismatch !== undefined || c.resources.some((r) => locked.has(r)) ? 'skipped' : 'rerun';
+      if (withParsedArguments(env.tools, c).mismatch !== undefined || c.resources.some((r) => locked.has(r))) return 'skipped';
+      return cancelled && !c.resumable ? 'skipped' : 'rerun';
     }
     if (tool?.reconcile) return 'reconcile';
     for (const r of c.resources) if (!released.get(c.callId)?.includes(r)) locked.add(r);
@@ -212,7 +216,7 @@ export async function recoveryOutcome(
   const uniq = (xs: string[]) => [...new Set(xs)];
   const unresolved = open?.unresolvedCalls ?? [];
   const released = open?.releasedAfterIntent ?? new Map<string, string[]>();
-  const resolved = resolutions(env, unresolved, released);
+  const resolved = resolutions(env, unresolved, released, open?.cancelRequested !== undefined);
   return {
     sessionId: env.sessionId,
     writerEpoch: env.writer.writerEpoch,
@@ -226,6 +230,7 @@ export async function recoveryOutcome(
             ...(open.lastEndStatus ? { lastStatus: open.lastEndStatus } : {}),
             ...(open.pending ? { pendingRequest: open.pending.pendingRequest } : {}),
             stopAccepted: open.stopAccepted,
+            ...(open.cancelRequested ? { cancelRequested: open.cancelRequested } : {}),
           },
         ]
       : [],

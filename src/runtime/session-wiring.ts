@@ -105,7 +105,7 @@ export function wireSession(d: SessionDeps, host: SessionHost): SessionParts {
     lastTurn: () => starts.lastTurn,
     closed: () => phase() === 'closing' || phase() === 'closed',
     isKilled: () => d.isKilled(),
-    cancelPending: () => actor.getSnapshot().context.cancelPending,
+    cancelPending: () => actor.getSnapshot().context.cancelPending !== undefined,
     assertNewRunId: (runId) => claims(runId, 'runId', 'session.execute'),
     settledResult: (r) => host.settled(r),
   };

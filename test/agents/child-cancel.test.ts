@@ -267,6 +267,53 @@ describe('the cascade across a crash and a takeover', () => {
     expect(outcome.partialContent).toContain(`${CHILD} had ended cancelled`);
   });
 
+  it("a parent's cancel recorded before a crash stands: its continue ends the run cancelled and cancels its running child's interrupted run, starting nothing again in either", async () => {
+    const dir = tempDir();
+    cleanups.push(() => dir.cleanup());
+    const ran: string[] = [];
+    const charging = deferred();
+    // the child's charge ignores its signal; the grace outlasts life 1, which stops with both runs open
+    const tree = (charge: () => Promise<string> | string) => {
+      const payer = defineAgent({
+        name: 'payer',
+        instructions: 'p',
+        model: scriptedModel([{ toolCalls: [{ id: 'k1', name: 'charge', arguments: {} }] }, 'paid']),
+        tools: [defineTool({ name: 'charge', description: '', parameters: z.object({}), execute: charge })],
+      });
+      const runtime = createRuntime({
+        store: lmdbStore({ path: dir.path }),
+        model: scriptedModel([call('c1', 'payer'), 'never asked']),
+        tools: [agentTool(payer)],
+        config: { cancelGraceMs: 60_000 },
+      });
+      cleanups.push(() => runtime.close());
+      return runtime;
+    };
+    const first = tree(() => (ran.push('charge'), charging.resolve(), new Promise<string>(() => {})));
+    void (await first.openSession('s')).execute({ kind: 'prompt', runId: 'r', attemptId: 'r', message: 'go' });
+    await charging.promise;
+    expect(await (await first.openSession('s')).requestCancel('stop paying')).toBe(true);
+    // the cancel reached the child, which records its own before its charge would stop
+    for (let i = 0; i < 500 && !typesOf(await logOf(first.store, CHILD)).includes('cancellation/requested'); i++) await sleep(10);
+
+    const runtime = tree(() => (ran.push('charge again'), 'charged'));
+    const s = await runtime.openSession('s', { resume: 'manual' });
+    expect(s.recovery.interruptedRuns).toMatchObject([{ runId: 'r', cancelRequested: { reason: 'stop paying' } }]);
+    expect(await s.execute({ kind: 'continue', runId: 'r', attemptId: 'a2' })).toMatchObject({ status: 'cancelled' });
+    const child = await logOf(runtime.store, CHILD);
+    expect(endsOf(child)).toEqual(['cancelled']);
+    expect(child.filter((e) => e.type === 'assistant/message')).toHaveLength(1);
+    // the charge may have run (it had started): recorded uncertain, never run again
+    expect(ofCall(child, 'tool/result', 'k1').map((e) => e.payload.outcome)).toMatchObject([{ kind: 'uncertain-hanging' }]);
+    expect(ran).toEqual(['charge']);
+    const parent = await logOf(runtime.store, 's');
+    expect(endsOf(parent)).toEqual(['cancelled']);
+    expect(parent.filter((e) => e.type === 'assistant/message')).toHaveLength(1);
+    expect(ofCall(parent, 'tool/result', 'c1').map((e) => e.payload.outcome)).toMatchObject([
+      { kind: 'cancelled', partialContent: expect.stringContaining(CHILD) },
+    ]);
+  });
+
   it("a parent writer fenced before its cancel reaches the children touches none of them: the child's run stays suspended for the new writer", async () => {
     const base = memoryStore();
     const ran: string[] = [];

@@ -106,8 +106,20 @@ describe('sessionMachine', () => {
     expect(actor.getSnapshot().value).toBe('preparing');
     preparing[0]!.decide({ run: runInput() });
     await waitFor(actor, () => fake.runs.length === 1);
-    expect(fake.runs[0]!.input).toMatchObject({ runId: 'r1', cancelRequested: true, detachRequested: true });
+    // the cancel is recorded with the attempt's run/start (its reason), so that it outlives a crash
+    expect(fake.runs[0]!.input).toMatchObject({ runId: 'r1', cancelRequested: true, recordCancel: 'requestCancel', detachRequested: true });
     expect(actor.getSnapshot().context.claimedRunId).toBeUndefined();
+  });
+
+  it('a cancel asked for while an attempt is prepared whose run the log already holds cancelled is not recorded again', async () => {
+    const fake = fakeRun();
+    const { actor, preparing } = startSession(fake.run);
+    actor.send({ type: 'PREPARE', token: 1, request, claimedRunId: 'r1' });
+    actor.send({ type: 'CANCEL', reason: 'again' });
+    preparing[0]!.decide({ run: runInput({ cancelRequested: true }) });
+    await waitFor(actor, () => fake.runs.length === 1);
+    expect(fake.runs[0]!.input).toMatchObject({ cancelRequested: true });
+    expect(fake.runs[0]!.input).not.toHaveProperty('recordCancel');
   });
 
   it('an attempt answered without running rests the session where it was, forgetting what was asked for it; its caller gets the answer', async () => {
@@ -117,7 +129,7 @@ describe('sessionMachine', () => {
     const recorded = resultOf(runInput());
     preparing[0]!.decide({ result: recorded });
     await waitFor(actor, (s) => s.matches('suspended'));
-    expect(actor.getSnapshot().context.cancelPending).toBe(false);
+    expect(actor.getSnapshot().context.cancelPending).toBeUndefined();
     expect(answered).toEqual([{ token: 7, result: recorded }]);
   });
 

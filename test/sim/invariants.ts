@@ -177,6 +177,8 @@ export function checkInvariants(x: {
     }
 
     v.push(...reservationViolations(sid, log, facts.budget));
+    for (const e of afterStandingCancel(log).broken)
+      v.push(`${sid}#${e.seq}: ${e.type} by attempt ${e.attempt} of a run whose cancel was recorded`);
 
     // every accepted input consumed exactly once (or cancelled before it was), once the system is at
     // rest: a follow-up by the run it starts; a steer by the run it joins (its user/message) or, when
@@ -249,4 +251,39 @@ function reservationViolations(sid: string, log: readonly EventRecord[], budget:
     }
   }
   return v;
+}
+
+/**
+ * A recorded cancel stands (docs/guarantees.md, "Recovery"): an attempt of a run that started after
+ * the run's `cancellation/requested` (no `run/end` between) calls no model, announces no tool call
+ * and runs no parallel call again (it is answered `skipped`). Returns the events that broke it, and
+ * how many attempts started so (to show it is exercised).
+ */
+export function afterStandingCancel(log: readonly EventRecord[]): { attempts: number; broken: EventRecord[] } {
+  const broken: EventRecord[] = [];
+  let attempts = 0;
+  let run: string | undefined;
+  let cancelledBy: number | undefined; // the attempt the standing cancel was recorded for
+  const standing = new Set<number>(); // run epochs of the later attempts, which start with it recorded
+  const modes = new Map<string, unknown>();
+  for (const e of log) {
+    const p = pl(e);
+    if (e.type === 'run/start') {
+      if (p.runId !== run) [run, cancelledBy] = [String(p.runId), undefined];
+      if (cancelledBy === undefined) standing.clear();
+      else if (Number(p.runEpoch) > cancelledBy && !standing.has(Number(p.runEpoch))) {
+        standing.add(Number(p.runEpoch));
+        attempts++;
+      }
+      continue;
+    }
+    if (e.type === 'cancellation/requested') cancelledBy ??= e.attempt;
+    if (e.type === 'run/end') cancelledBy = undefined;
+    if (e.type === 'tool/call') modes.set(String(p.callId), p.mode);
+    if (!standing.has(e.attempt)) continue;
+    const rerun =
+      e.type === 'tool/result' && modes.get(String(p.callId)) === 'parallel' && (p.outcome as { kind: string }).kind === 'completed';
+    if (e.type === 'assistant/message' || e.type === 'tool/call' || rerun) broken.push(e);
+  }
+  return { attempts, broken };
 }

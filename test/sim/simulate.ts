@@ -26,7 +26,7 @@ import {
   type Outside,
   type OutsideFaults,
 } from './outside.js';
-import { checkInvariants, type SeedFacts } from './invariants.js';
+import { afterStandingCancel, checkInvariants, type SeedFacts } from './invariants.js';
 import { Watch, watchedStore } from './watch.js';
 import { attemptIn, dropEveryProcess, Hosts, inProc, type Host } from './hosts.js';
 import { never, World } from './world.js';
@@ -379,7 +379,7 @@ export async function runSeed(opts: SeedOptions): Promise<SeedReport> {
     choices: world.rng.choices.length,
     tasks: world.tasksRun,
     stats: { sessions: sessionIds.length, events: [...logs.values()].reduce((n, l) => n + l.length, 0), crashes, takeovers },
-    exercised: watch.exercised,
+    exercised: { ...watch.exercised, attemptsAfterCancel: [...logs.values()].reduce((n, l) => n + afterStandingCancel(l).attempts, 0) },
   };
 }
 

@@ -43,6 +43,8 @@ export class Watch {
     startsBesideHeldLocks: 0,
     staleAttempts: 0,
     repeatedAppends: 0,
+    /** Attempts that started with their run's cancel recorded by an earlier one (invariants.ts afterStandingCancel). */
+    attemptsAfterCancel: 0,
   };
 
   private of(sid: string): SessionWatch {

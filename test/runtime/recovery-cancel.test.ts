@@ -1,0 +1,157 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import { createRuntime, defineTool, lmdbStore, scriptedModel, type EventStore, type RuntimeOptions } from '../../src/index.js';
+import { deferred } from '../helpers/drafts.js';
+import { holdingAppendOf, logOf, typesOf } from '../helpers/runtime.js';
+import { tempDir } from '../helpers/tmp.js';
+
+// A cancel recorded (`cancellation/requested`) by an attempt that stopped before its cancelled
+// `run/end` committed stands: the run's next attempt, whatever it was asked to do, starts
+// cancelled — it resolves the interrupted calls without starting any again, calls no model and
+// ends `cancelled` (docs/guarantees.md, "Recovery: each crash point").
+
+const cleanups: (() => Promise<void>)[] = [];
+afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c();
+});
+
+/** A second life on the LMDB file `dir` (the first one abandoned mid-run, as a killed process leaves it). */
+function nextLife(dir: string, options: Omit<RuntimeOptions, 'store'>) {
+  const runtime = createRuntime({ ...options, store: lmdbStore({ path: dir }) });
+  cleanups.push(() => runtime.close());
+  return runtime;
+}
+
+const hang = () => new Promise<string>(() => {});
+const look = (execute: () => Promise<string> | string) =>
+  defineTool({ name: 'look', description: '', mode: 'parallel', parameters: z.object({}), execute });
+const pay = (execute: () => Promise<string> | string) =>
+  defineTool({ name: 'pay', description: '', parameters: z.object({}), resources: ['card'], execute });
+
+describe('a cancel recorded before a crash stands', () => {
+  it('continue after a crash that followed a recorded cancel ends the run cancelled: no model call, no tool started again, the interrupted calls resolved and named', async () => {
+    const dir = tempDir();
+    cleanups.push(() => dir.cleanup());
+    const started = deferred();
+    // life 1: both calls ignore their signals; the grace outlasts the life, so the cancelled end never commits
+    const rt1 = createRuntime({
+      store: lmdbStore({ path: dir.path }),
+      model: scriptedModel([
+        {
+          toolCalls: [
+            { id: 'c1', name: 'look', arguments: {} },
+            { id: 'c2', name: 'pay', arguments: {} },
+          ],
+        },
+      ]),
+      tools: [look(() => (started.resolve(), hang())), pay(hang)],
+      config: { cancelGraceMs: 60_000 },
+    });
+    const s1 = await rt1.openSession('s');
+    void s1.execute({ kind: 'prompt', runId: 'r', attemptId: 'a1', message: 'go' });
+    await started.promise;
+    expect(await s1.requestCancel('the user changed their mind')).toBe(true);
+
+    const ran: string[] = [];
+    const model = scriptedModel(['must not be asked']);
+    const rt2 = nextLife(dir.path, {
+      model,
+      tools: [look(() => (ran.push('look'), 'seen')), pay(() => (ran.push('pay'), 'paid'))],
+    });
+    const s2 = await rt2.openSession('s');
+    expect(s2.recovery.interruptedRuns).toMatchObject([{ runId: 'r', cancelRequested: { reason: 'the user changed their mind' } }]);
+    // what continue will do: the side-effect-free call is not run again under the cancel; the payment may have run
+    expect(s2.recovery.uncertainToolCalls.map((c) => [c.callId, c.resolution])).toEqual([
+      ['c1', 'skipped'],
+      ['c2', 'uncertain-hanging'],
+    ]);
+    const r = await s2.execute({ kind: 'continue', runId: 'r', attemptId: 'a2' });
+    expect(r).toMatchObject({ status: 'cancelled', outcome: 'cancelled' });
+    expect(r.uncertainCalls.map((c) => [c.callId, c.resolution])).toEqual([
+      ['c1', 'skipped'],
+      ['c2', 'uncertain-hanging'],
+    ]);
+    expect({ ran, asked: model.requests.length }).toEqual({ ran: [], asked: 0 });
+    const log = await logOf(rt2.store, 's');
+    expect(log.filter((e) => e.type === 'run/end').map((e) => e.payload.status)).toEqual(['cancelled']);
+    expect(
+      log.filter((e) => e.type === 'tool/result').map((e) => [e.payload.callId, (e.payload.outcome as { kind: string }).kind]),
+    ).toEqual([
+      ['c1', 'skipped'],
+      ['c2', 'uncertain-hanging'],
+    ]);
+    // settled: a reopen finds nothing to continue
+    const rt3 = nextLife(dir.path, { model: scriptedModel([]) });
+    expect((await rt3.openSession('s')).recovery.interruptedRuns).toEqual([]);
+  });
+
+  it('a cancel asked for while the attempt was prepared is recorded with its run/start: a crash before its end leaves it standing', async () => {
+    const dir = tempDir();
+    cleanups.push(() => dir.cleanup());
+    const inner = lmdbStore({ path: dir.path });
+    // life 1 stops as its cancelled end commits
+    const { store, landing } = holdingAppendOf(inner, 'run/end');
+    const rt1 = createRuntime({ store: store as EventStore, model: scriptedModel(['never asked']) });
+    const s1 = await rt1.openSession('s');
+    void s1.execute({ kind: 'prompt', runId: 'r', attemptId: 'a1', message: 'go' });
+    expect(await s1.requestCancel('asked early')).toBe(true);
+    await landing.promise;
+    const first = await logOf(inner, 's');
+    expect(typesOf(first).slice(-3)).toEqual(['run/start', 'user/message', 'cancellation/requested']);
+
+    const model = scriptedModel(['must not be asked']);
+    const rt2 = nextLife(dir.path, { model });
+    const s2 = await rt2.openSession('s');
+    expect(s2.recovery.interruptedRuns).toMatchObject([{ runId: 'r', cancelRequested: { reason: 'asked early' } }]);
+    expect(await s2.execute({ kind: 'continue', runId: 'r', attemptId: 'a2' })).toMatchObject({ status: 'cancelled' });
+    expect(model.requests).toHaveLength(0);
+    // the second attempt's cancel came from the log: it is not recorded again
+    expect(typesOf(await logOf(rt2.store, 's')).filter((t) => t === 'cancellation/requested')).toHaveLength(1);
+  });
+
+  it('a new prompt after such a crash first settles the interrupted run cancelled, then runs; its result reports the recovery', async () => {
+    const dir = tempDir();
+    cleanups.push(() => dir.cleanup());
+    const started = deferred();
+    const rt1 = createRuntime({
+      store: lmdbStore({ path: dir.path }),
+      model: scriptedModel([{ toolCalls: [{ id: 'c1', name: 'look', arguments: {} }] }]),
+      tools: [look(() => (started.resolve(), hang()))],
+      config: { cancelGraceMs: 60_000 },
+    });
+    const s1 = await rt1.openSession('s');
+    void s1.execute({ kind: 'prompt', runId: 'r', attemptId: 'a1', message: 'go' });
+    await started.promise;
+    await s1.requestCancel();
+    const ran: string[] = [];
+    const model = scriptedModel(['the new answer']);
+    const rt2 = nextLife(dir.path, { model, tools: [look(() => (ran.push('look'), 'seen'))] });
+    const s2 = await rt2.openSession('s');
+    const r = await s2.execute({ kind: 'prompt', runId: 'r2', attemptId: 'b1', message: 'something else' });
+    expect(r).toMatchObject({ status: 'succeeded', recovered: { runId: 'r', status: 'cancelled' } });
+    expect(r.recovered!.uncertainCalls).toMatchObject([{ callId: 'c1', resolution: 'skipped' }]);
+    // the only model call is the new run's
+    expect({ ran, asked: model.requests.length }).toEqual({ ran: [], asked: 1 });
+  });
+
+  it('a run whose recorded cancel was honoured by its end is not cancelled again: the next run of the session runs', async () => {
+    const dir = tempDir();
+    cleanups.push(() => dir.cleanup());
+    const started = deferred();
+    const rt1 = createRuntime({
+      store: lmdbStore({ path: dir.path }),
+      model: scriptedModel([{ toolCalls: [{ id: 'c1', name: 'look', arguments: {} }] }]),
+      tools: [look(() => (started.resolve(), hang()))],
+      config: { cancelGraceMs: 20 },
+    });
+    const s1 = await rt1.openSession('s');
+    const running = s1.execute({ kind: 'prompt', runId: 'r', attemptId: 'a1', message: 'go' });
+    await started.promise;
+    await s1.requestCancel();
+    expect((await running).status).toBe('cancelled');
+    const rt2 = nextLife(dir.path, { model: scriptedModel(['fine']) });
+    const s2 = await rt2.openSession('s');
+    expect(s2.recovery.interruptedRuns).toEqual([]);
+    expect(await s2.execute({ kind: 'prompt', runId: 'r2', attemptId: 'b1', message: 'again' })).toMatchObject({ status: 'succeeded' });
+  });
+});
