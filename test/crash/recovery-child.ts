@@ -76,6 +76,9 @@ const brief = (r: ExecutionResult) => ({
 });
 const none = z.object({});
 
+/** The session's requestCancel, for a tool that asks for the cancel itself. */
+let cancel: ((reason: string) => Promise<boolean>) | undefined;
+
 async function main(): Promise<void> {
   const store = killingStore(lmdbStore({ path: join(dir, 'db') }));
   let tools: AnyTool[];
@@ -201,11 +204,45 @@ async function main(): Promise<void> {
       extra = { config: { contextWindow: 3000, outputReserve: 100 } };
       break;
     }
+    case 'cancel': {
+      // a read-only look that asks for the cancel as it runs (and ignores its signal), then a payment
+      tools = [
+        defineTool({
+          name: 'look',
+          description: 'looks around',
+          mode: 'parallel',
+          parameters: none,
+          execute: (_a, ctx) => {
+            effect(`look ${ctx.idempotencyKey}`);
+            if (phase === 'first') void cancel?.('the user changed their mind');
+            return new Promise<string>(() => {});
+          },
+        }),
+        defineTool({
+          name: 'pay',
+          description: 'pays',
+          parameters: none,
+          execute: (_a, ctx) => (effect(`pay ${ctx.idempotencyKey}`), 'paid'),
+        }),
+      ];
+      model = modelOf((n) =>
+        n === 0
+          ? {
+              toolCalls: [
+                { id: 'c1', name: 'look', arguments: {} },
+                { id: 'c2', name: 'pay', arguments: {} },
+              ],
+            }
+          : 'done',
+      );
+      break;
+    }
     default:
       throw new Error(`unknown scenario ${scenario}`);
   }
   const runtime = createRuntime({ store, model, tools, ...extra });
   const session = await runtime.openSession('s');
+  cancel = (reason) => session.requestCancel(reason);
   say(`RECOVERY ${JSON.stringify(session.recovery)}`);
   const out = (r: ExecutionResult) => say(`RESULT ${JSON.stringify(brief(r))}`);
   if (scenario === 'relock') {

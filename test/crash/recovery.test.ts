@@ -111,6 +111,40 @@ describe('recovery after a SIGKILL (real child processes)', () => {
   );
 
   it(
+    'a cancel recorded before a SIGKILL stands: the continue calls no model, runs no call again and ends the run cancelled',
+    async () => {
+      const dir = tempDir('actorloop-recovery-');
+      try {
+        // life 1: the look asks for the cancel as it runs; the process dies right after the cancel is durable
+        const first = await life('cancel', 'first', dir.path, 'cancellation/requested');
+        killed(first);
+        // life 2: open + continue
+        const second = await life('cancel', 'recover', dir.path);
+        done(second);
+        const recovery = JSON.parse(second.lines.find((l) => l.startsWith('RECOVERY '))!.slice(9));
+        expect(recovery.interruptedRuns).toMatchObject([{ runId: 'r', cancelRequested: { reason: 'the user changed their mind' } }]);
+        expect(
+          results(second).map((r) => r.status),
+          second.describe(),
+        ).toEqual(['cancelled']);
+        const log = await logOf(dir.path);
+        expect(log.filter((e) => e.type === 'assistant/message')).toHaveLength(1);
+        expect(
+          log.filter((e) => e.type === 'tool/result').map((e) => [e.payload.callId, (e.payload.outcome as { kind: string }).kind]),
+        ).toEqual([
+          ['c1', 'skipped'],
+          ['c2', 'uncertain-hanging'],
+        ]);
+        // the look ran once, in life 1; the payment never
+        expect(ledgerOf(dir.path).map((l) => [l.what.split(' ')[0], l.phase])).toEqual([['look', 'first']]);
+      } finally {
+        await dir.cleanup();
+      }
+    },
+    scaled(120_000),
+  );
+
+  it(
     'the maxToolCalls budget of a run still holds after a crash and a continue',
     async () => {
       const dir = tempDir('actorloop-recovery-');
