@@ -9,6 +9,7 @@ import type { ExecutionResult } from '../contracts/requests.js';
 import type { LogWriter } from '../persistence/log-writer.js';
 import { runEndEventId } from '../persistence/run-ids.js';
 import type { ChildOfCall } from './run-children.js';
+import type { Counted } from '../contracts/reservation.js';
 import { servicesIn, type ServicesSource, type SessionServices } from './session-services.js';
 
 export interface EndRunInput {
@@ -105,6 +106,8 @@ export interface UnsettledCall {
   name: string;
   asked?: string;
   child?: ChildOfCall;
+  /** What its child had spent when the call was left (held in the run's figures while the run waits on it). */
+  held?: Counted;
 }
 
 /**

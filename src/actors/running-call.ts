@@ -1,5 +1,6 @@
 import type { ToolCallOutput } from '../contracts/calls.js';
 import type { PendingRequest } from '../contracts/events.js';
+import type { Counted } from '../contracts/reservation.js';
 import type { LogWriter } from '../persistence/log-writer.js';
 import type { CallControl, CallRuntime } from '../tools/call-runtime.js';
 
@@ -35,8 +36,8 @@ export class RunningCall implements CallRuntime {
     private readonly requests: CallRequests,
   ) {}
 
-  leaveUnsettled(pendingRequest?: PendingRequest): void {
-    this.unsettled = pendingRequest ? { pendingRequest } : {};
+  leaveUnsettled(pendingRequest?: PendingRequest, held?: Counted): void {
+    this.unsettled = { ...(pendingRequest ? { pendingRequest } : {}), ...(held ? { held } : {}) };
   }
 
   lost(): unknown {

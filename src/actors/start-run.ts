@@ -150,8 +150,12 @@ async function stageResume(
         });
         continue;
       }
-      env.writer.stage('tool/call', at, { ...c });
-      calls.push(call);
+      // an attempt that starts cancelled announces no call: approved, it is skipped with the batch's results
+      if (cancelled) preset.push(skippedOutput(c, 'not run: the run was cancelled before the call started'));
+      else {
+        env.writer.stage('tool/call', at, { ...c });
+        calls.push(call);
+      }
     }
   }
   return { calls, preset };

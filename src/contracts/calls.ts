@@ -1,5 +1,6 @@
 import type { ToolOutcome } from './tools.js';
 import type { PendingRequest } from './events.js';
+import type { Counted } from './reservation.js';
 
 /** Where a record sits in its run: the `turn`, `step` and `attempt` fields every record carries. */
 export interface StepPosition {
@@ -35,7 +36,9 @@ export interface ToolCallOutput {
   /**
    * The call has no result yet and gets none now (an agent call whose child suspended or
    * detached): its run ends suspended on the child's request, or detached, and a later attempt
-   * runs the call again. `outcome` is then never committed.
+   * runs the call again. `outcome` is then never committed. `held`: what its child has spent so
+   * far (reported and counted at reservation), which the run's result shows as held (`reserved`)
+   * until the call answers and its spending is the run's own.
    */
-  unsettled?: { pendingRequest?: PendingRequest };
+  unsettled?: { pendingRequest?: PendingRequest; held?: Counted };
 }

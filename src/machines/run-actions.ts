@@ -220,5 +220,5 @@ const askedBy = (r: ToolCallOutput): string | undefined => r.unsettled?.pendingR
 function unsettledCallOf(r: ToolCallOutput): UnsettledCall[] {
   if (!r.unsettled) return [];
   const asked = askedBy(r);
-  return [{ callId: r.callId, name: r.name, ...(asked ? { asked } : {}) }];
+  return [{ callId: r.callId, name: r.name, ...(asked ? { asked } : {}), ...(r.unsettled.held ? { held: r.unsettled.held } : {}) }];
 }

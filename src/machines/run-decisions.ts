@@ -9,7 +9,7 @@ import type { CancelChildrenInput } from '../actors/run-children.js';
 import type { RunContext, RunEnd } from './run-context.js';
 import type { CallModelOutput } from '../actors/call-model.js';
 import type { BatchBudget } from '../actors/tool-call.js';
-import { addCounted, budgetLeft, type BudgetLeft } from '../contracts/reservation.js';
+import { addCounted, budgetLeft, type BudgetLeft, type Counted } from '../contracts/reservation.js';
 import { spendingOf } from '../contracts/spending.js';
 
 export type { RunEnd } from './run-context.js';
@@ -139,6 +139,13 @@ export function withCallsSpending(c: CallsSpending, results: readonly Pick<ToolC
   return out;
 }
 
+/** What the children of the calls a run leaves open on (waiting on a child's request, detached) had spent, if any. */
+function heldByChildren(c: RunContext, status: RunStatus): Counted | undefined {
+  if (!STILL_OPEN.has(status)) return undefined;
+  const held = c.unsettledCalls.flatMap((u) => (u.held ? [u.held] : []));
+  return held.length > 0 ? held.reduce((a, b) => addCounted(a, b)) : undefined;
+}
+
 /** The attempt's result as the run machine knows it (endRun commits it). */
 export function resultOf(c: RunContext): ExecutionResult {
   const end = c.end ?? { status: 'failed' as const, outcome: 'failed' as const };
@@ -165,7 +172,8 @@ export function resultOf(c: RunContext): ExecutionResult {
     recoveries: c.recoveries,
     uncertainCalls: c.uncertainCalls,
     ...(c.recovered ? { recovered: c.recovered } : {}),
-    ...spendingOf(c.budget, { outputTokens: c.usage.outputTokens, cost: c.cost }, c.counted, c.overruns),
+    // a run left waiting on its agent calls' children holds what they spent so far (the calls answer with it later)
+    ...spendingOf(c.budget, { outputTokens: c.usage.outputTokens, cost: c.cost }, c.counted, c.overruns, heldByChildren(c, end.status)),
     ...(c.counted.outputTokens > 0 || c.counted.cost !== '0' ? { counted: c.counted } : {}),
   };
 }

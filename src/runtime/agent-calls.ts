@@ -125,7 +125,7 @@ async function runChildCall(
         answered = true; // whatever it answers now, what this try counted stands
         if (state === 'cancelled') return cancelled();
         if (state === 'not held') return { ...NOT_HELD, ...spent() };
-        if ('result' in state) last = state.result;
+        if ('result' in state && state.result) last = state.result;
         const open = 'waiting' in state || STILL_OPEN.has(state.result.status);
         // (a cancelled parent's run settles: the call cannot wait with it)
         if (ctx.signal.aborted) return open ? cancelled() : cancelledOutcome(agent, spent());
@@ -133,7 +133,7 @@ async function runChildCall(
           // the child's run is still open: the parent's call stays without a result, its run waits
           // on the child's request (or is detached), and its next attempt runs this call again
           const request = 'waiting' in state ? state.waiting : state.result.pendingRequest;
-          call.leaveUnsettled(request ? throughChild(childId, request) : undefined);
+          call.leaveUnsettled(request ? throughChild(childId, request) : undefined, last ? spentBy(last) : undefined);
           return `the ${agent} agent has not answered yet`;
         }
         if ('waiting' in state)
@@ -184,7 +184,7 @@ async function childState(
   ctx: ToolContext,
   pool: BudgetPool | undefined,
   holds: () => Promise<boolean>,
-): Promise<{ waiting: PendingRequest } | { result: ExecutionResult } | 'cancelled' | 'not held'> {
+): Promise<{ waiting: PendingRequest; result?: ExecutionResult } | { result: ExecutionResult } | 'cancelled' | 'not held'> {
   const asked = child.pendingRequest;
   if (asked) {
     // the child waits for an answer: the one its parent's respond recorded, if given yet
@@ -194,7 +194,11 @@ async function childState(
       { sessionId: ctx.sessionId, fromSeq: ctx.callSeq ?? 1 },
       { sessionId: childId, runId: CHILD_RUN, questionId },
     );
-    if (!routed) return { waiting: asked };
+    // not yet: it goes on waiting, with what its run spent before it suspended (its recorded result)
+    if (!routed) {
+      const suspended = await currentRunResult(host.store, childId, CHILD_RUN);
+      return { waiting: asked, ...(suspended ? { result: suspended } : {}) };
+    }
     const held = await holds();
     if (ctx.signal.aborted) return 'cancelled';
     if (!held) return 'not held';

@@ -1,4 +1,5 @@
 import type { PendingRequest } from '../contracts/events.js';
+import type { Counted } from '../contracts/reservation.js';
 import type { ToolContext } from './define-tool.js';
 
 /** A run's request that reaches its running calls besides cancel (which aborts their signal): stop after the round, detach. */
@@ -29,9 +30,10 @@ export interface CallRuntime {
   /**
    * The call gets no result now, whatever its tool returns: its run ends suspended on
    * `pendingRequest` (a child's, with its path) or, without one, detached; a later attempt runs
-   * the call again (a resumable call's tool takes up where it stands).
+   * the call again (a resumable call's tool takes up where it stands). `held`: what the call has
+   * spent so far (its child's run), shown in the run's result as held until the call answers.
    */
-  leaveUnsettled(pendingRequest?: PendingRequest): void;
+  leaveUnsettled(pendingRequest?: PendingRequest, held?: Counted): void;
 }
 
 /** Where a call's context carries its CallRuntime (a symbol: no app tool reads or spreads it by name). */

@@ -180,6 +180,63 @@ describe('budgets of sub-agents', () => {
     expect(parentSeen !== undefined && decimalAtLeast(parentSeen, held) && parentSeen !== held, `reserved ${parentSeen}`).toBe(true);
   });
 
+  it("a parent waiting on its child's request holds what the child spent so far (result.spending and snapshot); answered in another life, the child's spending is the parent's own, counted once", async () => {
+    const dir = tempDir();
+    cleanups.push(() => dir.cleanup());
+    const u = (inputTokens: number, outputTokens: number) => ({ inputTokens, outputTokens });
+    // each life's models go on from where the last one stopped
+    const tree = (life: 1 | 2) => {
+      const charge = defineTool({
+        name: 'charge',
+        description: '',
+        parameters: z.object({}),
+        needsApproval: true,
+        execute: () => 'charged',
+      });
+      const payer = defineAgent({
+        name: 'payer',
+        instructions: 'p',
+        model: scriptedModel(
+          life === 1
+            ? [{ toolCalls: [{ id: 'k1', name: 'charge', arguments: {} }], usage: u(100, 30) }]
+            : [{ text: 'paid', usage: u(50, 7) }],
+        ),
+        tools: [charge],
+      });
+      const runtime = createRuntime({
+        store: lmdbStore({ path: dir.path }),
+        model: scriptedModel(
+          life === 1
+            ? [{ toolCalls: [{ id: 'c1', name: 'payer', arguments: { input: 'pay' } }], usage: u(10, 2) }]
+            : [{ text: 'done', usage: u(20, 4) }],
+        ),
+        tools: [agentTool(payer)],
+        pricing: tokenPrice,
+        budget: { maxCost: '1', maxOutputTokens: 1000 },
+      });
+      cleanups.push(() => runtime.close());
+      return runtime;
+    };
+    const first = tree(1);
+    const s1 = await first.openSession('s');
+    const suspended = await s1.execute({ kind: 'prompt', runId: 'r', attemptId: 'r', message: 'go' });
+    expect(suspended.status).toBe('suspended');
+    const child = tokenPrice(u(100, 30));
+    // the parent's own figures are its own model call's; the child's 30 tokens are held for it
+    expect(suspended.spending?.maxOutputTokens).toMatchObject({ spent: '2', reserved: '30', remaining: '968' });
+    expect(suspended.spending?.maxCost).toMatchObject({ spent: addDecimal(tokenPrice(u(10, 2)), '0'), reserved: addDecimal(child, '0') });
+    expect(s1.snapshot().spending).toEqual(suspended.spending);
+    await first.close();
+    // another life: the parent's next attempt finds the child still waiting (the answer is for it), then answers
+    const runtime = tree(2);
+    const s2 = await runtime.openSession('s', { resume: 'manual' });
+    const questionId = suspended.pendingRequest!.questionId;
+    const r = await s2.execute({ kind: 'respond', runId: 'r', attemptId: 'a2', questionId, answer: { decisions: { k1: 'approve' } } });
+    expect(r.status).toBe('succeeded');
+    // the child's two calls counted once, in spent, beside the parent's two
+    expect(r.spending?.maxOutputTokens).toMatchObject({ spent: String(2 + 30 + 7 + 4), reserved: '0' });
+  });
+
   it("a child's overruns (usage reported above its calls' reservations) are named on its parent's result.spending.overruns, with the child's session", async () => {
     const store = memoryStore();
     const childModel = scriptedModel([{ text: 'tea: a drink', usage: { inputTokens: 90_000, outputTokens: 3 } }]);

@@ -295,6 +295,7 @@ describe('the cascade across a crash and a takeover', () => {
     expect(await (await first.openSession('s')).requestCancel('stop paying')).toBe(true);
     // the cancel reached the child, which records its own before its charge would stop
     for (let i = 0; i < 500 && !typesOf(await logOf(first.store, CHILD)).includes('cancellation/requested'); i++) await sleep(10);
+    expect((await logOf(first.store, CHILD)).filter((e) => e.type === 'cancellation/requested').map((e) => e.attempt)).toEqual([1]);
 
     const runtime = tree(() => (ran.push('charge again'), 'charged'));
     const s = await runtime.openSession('s', { resume: 'manual' });

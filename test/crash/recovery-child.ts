@@ -214,7 +214,8 @@ async function main(): Promise<void> {
           parameters: none,
           execute: (_a, ctx) => {
             effect(`look ${ctx.idempotencyKey}`);
-            if (phase === 'first') void cancel?.('the user changed their mind');
+            if (phase !== 'first') return 'seen'; // (never: the continue must not run it again)
+            void cancel?.('the user changed their mind');
             return new Promise<string>(() => {});
           },
         }),

@@ -134,6 +134,57 @@ describe('a cancel recorded before a crash stands', () => {
     expect({ ran, asked: model.requests.length }).toEqual({ ran: [], asked: 1 });
   });
 
+  it('a run that was suspending for an approval when its cancel was recorded: after a crash, a respond approving the call announces no call, runs none and ends the run cancelled', async () => {
+    const dir = tempDir();
+    cleanups.push(() => dir.cleanup());
+    const inner = lmdbStore({ path: dir.path });
+    // life 1: the cancel comes as the approval request commits; the process stops as the cancelled end commits
+    const request = holdingAppendOf(inner, 'approval/requested');
+    const end = holdingAppendOf(request.store, 'run/end');
+    const ran: string[] = [];
+    const rt1 = createRuntime({
+      store: end.store,
+      model: scriptedModel([{ toolCalls: [{ id: 'c1', name: 'pay', arguments: {} }] }]),
+      tools: [defineTool({ name: 'pay', description: '', parameters: z.object({}), needsApproval: true, execute: () => 'paid' })],
+    });
+    const s1 = await rt1.openSession('s');
+    void s1.execute({ kind: 'prompt', runId: 'r', attemptId: 'a1', message: 'go' });
+    await request.landing.promise;
+    const cancelled = s1.requestCancel('no payment');
+    request.release.resolve();
+    expect(await cancelled).toBe(true);
+    await end.landing.promise;
+
+    const model = scriptedModel(['must not be asked']);
+    const rt2 = nextLife(dir.path, {
+      model,
+      tools: [
+        defineTool({
+          name: 'pay',
+          description: '',
+          parameters: z.object({}),
+          needsApproval: true,
+          execute: () => (ran.push('pay'), 'paid'),
+        }),
+      ],
+    });
+    const s2 = await rt2.openSession('s');
+    const [open] = s2.recovery.interruptedRuns;
+    expect(open).toMatchObject({ runId: 'r', cancelRequested: { reason: 'no payment' }, pendingRequest: { kind: 'approval' } });
+    const r = await s2.execute({
+      kind: 'respond',
+      runId: 'r',
+      attemptId: 'a2',
+      questionId: open!.pendingRequest!.questionId,
+      answer: { decisions: { c1: 'approve' } },
+    });
+    expect(r.status).toBe('cancelled');
+    expect({ ran, asked: model.requests.length }).toEqual({ ran: [], asked: 0 });
+    const log = await logOf(rt2.store, 's');
+    expect(typesOf(log)).not.toContain('tool/call');
+    expect(log.filter((e) => e.type === 'tool/result').map((e) => e.payload.outcome)).toMatchObject([{ kind: 'skipped' }]);
+  });
+
   it('a run whose recorded cancel was honoured by its end is not cancelled again: the next run of the session runs', async () => {
     const dir = tempDir();
     cleanups.push(() => dir.cleanup());
