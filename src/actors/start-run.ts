@@ -43,7 +43,7 @@ export interface StartRunInput {
   /** The attempt starts cancelled: a recovered side-effect-free call is not run again (skipped). */
   cancelled?: boolean;
   /** The attempt starts cancelled by a cancel not in the log yet: recorded with run/start (its reason). */
-  recordCancel?: string;
+  cancelToRecord?: string;
 }
 
 /** The run/start seq and, for a respond or recovering attempt, what to run or record. */
@@ -150,9 +150,12 @@ async function stageResume(
         });
         continue;
       }
-      // an attempt that starts cancelled announces no call: approved, it is skipped with the batch's results
-      if (cancelled) preset.push(skippedOutput(c, 'not run: the run was cancelled before the call started'));
-      else {
+      // an attempt that starts cancelled announces no call: approved, it is skipped — committed with
+      // the decision, as a denial is (no intent, so nothing after a crash would answer it)
+      if (cancelled) {
+        const { outcome } = skippedOutput(c, 'not run: the run was cancelled before the call started');
+        env.writer.stage('tool/result', at, { callId: c.callId, name: c.name, outcome, startedAt: now, endedAt: now });
+      } else {
         env.writer.stage('tool/call', at, { ...c });
         calls.push(call);
       }
@@ -264,8 +267,8 @@ export async function startRun(env: SessionServices, input: StartRunInput, signa
   );
   for (const m of input.messages) env.writer.stage('user/message', at, { message: m });
   // durable with the attempt's start: if it stops before its cancelled end, the next attempt starts cancelled too
-  if (input.recordCancel !== undefined)
-    env.writer.stage('cancellation/requested', { turn: 0, step: 0, attempt: input.runEpoch }, { reason: input.recordCancel });
+  if (input.cancelToRecord !== undefined)
+    env.writer.stage('cancellation/requested', { turn: 0, step: 0, attempt: input.runEpoch }, { reason: input.cancelToRecord });
   const resumed = input.resume
     ? await stageResume(env, input.tools ?? NO_TOOLS.tools, input.resume, at, input.runId, input.cancelled ?? false, signal)
     : undefined;

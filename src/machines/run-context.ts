@@ -63,7 +63,7 @@ export interface RunInput {
   detachRequested?: boolean;
   cancelRequested?: boolean;
   /** The reason of a cancel asked for while the attempt was prepared: recorded with its run/start (`cancellation/requested`). */
-  recordCancel?: string;
+  cancelToRecord?: string;
 }
 
 export interface RunContext extends Omit<RunInput, 'messages' | 'uncertainCalls'> {

@@ -125,7 +125,7 @@ export const runMachine = setup({
           ...(c.output ? { output: c.output } : {}),
           ...(c.recoveredReservation ? { recoveredReservation: c.recoveredReservation } : {}),
           ...(c.cancelRequested ? { cancelled: true } : {}),
-          ...(c.recordCancel !== undefined ? { recordCancel: c.recordCancel } : {}),
+          ...(c.cancelToRecord !== undefined ? { cancelToRecord: c.cancelToRecord } : {}),
         }),
         onDone: [
           // a respond attempt: run (or record) the batch that was held back, in its own step

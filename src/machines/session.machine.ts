@@ -202,7 +202,7 @@ export const sessionMachine = setup({
         onError: { target: 'resting', actions: ['refusePrepared', 'clearPreparation'] },
       },
       on: {
-        CANCEL: { actions: assign({ cancelPending: ({ event }) => (event as { reason?: string }).reason ?? 'requestCancel' }) },
+        CANCEL: { actions: assign({ cancelPending: ({ event }) => event.reason ?? 'requestCancel' }) },
         DETACH: { actions: assign({ detachPending: true }) },
       },
     },
@@ -217,7 +217,7 @@ export const sessionMachine = setup({
             ...run,
             // (recorded with its run/start, so that its next attempt honours it too — unless the log holds one)
             ...(context.cancelPending !== undefined
-              ? { cancelRequested: true, ...(run.cancelRequested ? {} : { recordCancel: context.cancelPending }) }
+              ? { cancelRequested: true, ...(run.cancelRequested ? {} : { cancelToRecord: context.cancelPending }) }
               : {}),
             ...(context.detachPending ? { detachRequested: true } : {}),
           };

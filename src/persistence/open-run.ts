@@ -68,6 +68,13 @@ export interface OpenRunState {
 }
 
 /**
+ * The open run waits for an answer to its request (it rests `suspended`): not when its cancel
+ * stands — recorded as it suspended, the run is interrupted, and its next attempt ends it cancelled.
+ */
+export const waitsForAnswer = (open: { pending?: unknown; cancelRequested?: unknown }): boolean =>
+  open.pending !== undefined && open.cancelRequested === undefined;
+
+/**
  * Folds the events of the open run (read from its start seq, so O(run), not O(history)) into
  * what resuming it needs.
  */
@@ -84,8 +91,12 @@ export function foldRunEvents(events: readonly EventRecord[]): OpenRunState | un
   const finals = new Map<string, OpenRunState['undeliveredFinals'][number]>();
   // the newest step's concludesTurn content, and whether a verifier rejected any of its results
   let concluding: { step: number; content?: string; rejected: boolean } | undefined;
+  // a cancel recorded ahead of the first run/start (its attempt was starting): that run's, unless a run ended after it
+  let early: { reason: string } | undefined;
   for (const e of events) {
     const p = e.payload as Record<string, any>;
+    if (!st && e.type === 'cancellation/requested') early = { reason: typeof p.reason === 'string' ? p.reason : 'cancelled' };
+    if (!st && e.type === 'run/end') early = undefined;
     if (e.type === 'run/start') {
       if (!st || st.runId !== p.runId) {
         st = {
@@ -105,7 +116,9 @@ export function foldRunEvents(events: readonly EventRecord[]): OpenRunState | un
           uncertainCalls: [],
           spent: { toolCalls: 0, usage: zeroUsage(), modelUsages: [], reservations: [], callCosts: [], recoveries: 0, corrections: 0 },
           ...(p.output ? { output: p.output } : {}),
+          ...(early ? { cancelRequested: early } : {}),
         };
+        early = undefined;
       } else {
         // a crashed attempt's possibly-sent call, counted at the reservation the next attempt recorded
         if (p.recoveredReservation) st.spent.reservations.push(p.recoveredReservation as Reservation);

@@ -3,7 +3,7 @@ import type { Message } from '../contracts/message.js';
 import { toMessages, type IdentifiedRequest } from '../contracts/requests.js';
 import { parseInput } from '../contracts/validate.js';
 import type { ResumeInput, RunInput } from '../machines/run.machine.js';
-import type { OpenRunState } from '../persistence/open-run.js';
+import { waitsForAnswer, type OpenRunState } from '../persistence/open-run.js';
 import { addCounted, noneCounted, type Reservation } from '../contracts/reservation.js';
 import { answerSchema, ApprovalAnswer, JsonValue } from './answer-schema.js';
 import type { ResolvedRuntimeOptions } from './options.js';
@@ -39,7 +39,7 @@ export interface AttemptSource {
 
 /** A new run while `open` is still open: suspended (respond to it) or interrupted (continue it). */
 export function openRunBusy(sessionId: string, open: OpenRunState): ExecutionBusy {
-  return open.pending
+  return open.pending && waitsForAnswer(open)
     ? new ExecutionBusy(sessionId, open.runId, 'suspended', open.pending.pendingRequest.questionId)
     : new ExecutionBusy(sessionId, open.runId, 'interrupted');
 }

@@ -38,6 +38,7 @@ import { heldBy, LiveView, snapshotOf, type SessionSnapshot } from './session-vi
 import type { TurnContext } from './turn-context.js';
 import type { ApprovalReceipt } from './per-call-approvals.js';
 import { sessionExtras, type SessionExtras } from './session-extras.js';
+import { waitsForAnswer } from '../persistence/open-run.js';
 
 export type { SessionSnapshot, SessionStatus } from './session-view.js';
 export type { TurnContext } from './turn-context.js';
@@ -162,9 +163,10 @@ export class ExecutionSession<TOut = unknown> {
     return this.parts.records.stateContext;
   }
 
-  /** What the open (unsettled) run is waiting for, if anything. */
+  /** What the open (unsettled) run is waiting for, if anything (nothing once its cancel stands). */
   get pendingRequest() {
-    return this.runs.open?.pending?.pendingRequest;
+    const open = this.runs.open;
+    return open && waitsForAnswer(open) ? open.pending?.pendingRequest : undefined;
   }
 
   /**

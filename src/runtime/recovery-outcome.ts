@@ -22,10 +22,20 @@ async function collectEvents(store: EventStore, sessionId: string, fromSeq: numb
   return out;
 }
 
-/** The open run's fold, read from its start (O(run), never the whole history). */
+/**
+ * The open run's fold, read from its start (O(run), never the whole history) — and the few events
+ * before it since the last settled run: a cancel sent as the run's first attempt was starting can
+ * land ahead of its `run/start` (RunControl appends it at once), and it is that run's.
+ */
 export async function loadOpenRun(store: EventStore, sessionId: string, head: SessionHead | undefined): Promise<OpenRunState | undefined> {
-  return head?.openRun ? foldRunEvents(await collectEvents(store, sessionId, head.openRun.startSeq)) : undefined;
+  if (!head?.openRun) return undefined;
+  const { startSeq } = head.openRun;
+  const from = Math.max(1, startSeq - LOOK_BEHIND, (head.lastSettledRun?.endSeq ?? 0) + 1);
+  return foldRunEvents(await collectEvents(store, sessionId, from));
 }
+
+/** How far before an open run's start its fold looks for a cancel that landed ahead of it. */
+const LOOK_BEHIND = 16;
 
 /**
  * What the open run's attempts spent (DESIGN §4 item 8: budgets and results are per run), cost

@@ -7,6 +7,7 @@ import type { RunContext } from '../machines/run-context.js';
 import type { Counted, Reservation } from '../contracts/reservation.js';
 import type { SessionServices } from '../actors/session-services.js';
 import { spendingOf, type Spending } from '../contracts/spending.js';
+import { waitsForAnswer } from '../persistence/open-run.js';
 
 /**
  * What a session is doing (`snapshot().status`): resting `idle`, `suspended` (a run waits for an
@@ -63,7 +64,7 @@ export interface SnapshotSource {
   children?: Counted | undefined;
   lastResult: ExecutionResult | undefined;
   /** The open run the session waits on (none while an attempt runs). */
-  waiting: { pending?: { pendingRequest: PendingRequest } } | undefined;
+  waiting: { pending?: { pendingRequest: PendingRequest }; cancelRequested?: { reason: string } } | undefined;
   messages: readonly Message[];
   tokens: number;
 }
@@ -83,7 +84,8 @@ export const heldBy = (env: Pick<SessionServices, 'inFlight' | 'budgets'>): Pick
 /** `session.snapshot()`: JSON state for UIs and debugging. */
 export function snapshotOf(s: SnapshotSource): SessionSnapshot {
   const { run, lastResult: r, waiting } = s;
-  const status: SessionStatus = waiting?.pending ? 'suspended' : waiting ? 'detached' : (s.sessionState as SessionStatus);
+  const asked = waiting && waitsForAnswer(waiting) ? waiting.pending : undefined;
+  const status: SessionStatus = asked ? 'suspended' : waiting ? 'detached' : (s.sessionState as SessionStatus);
   return {
     sessionId: s.sessionId,
     status,
@@ -106,7 +108,7 @@ export function snapshotOf(s: SnapshotSource): SessionSnapshot {
       : r?.spending
         ? { spending: r.spending }
         : {}),
-    ...(waiting?.pending ? { pending: waiting.pending.pendingRequest } : {}),
+    ...(asked ? { pending: asked.pendingRequest } : {}),
     ...(r?.error ? { lastError: { kind: r.error.kind, message: r.error.message } } : {}),
   };
 }

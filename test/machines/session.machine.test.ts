@@ -107,7 +107,12 @@ describe('sessionMachine', () => {
     preparing[0]!.decide({ run: runInput() });
     await waitFor(actor, () => fake.runs.length === 1);
     // the cancel is recorded with the attempt's run/start (its reason), so that it outlives a crash
-    expect(fake.runs[0]!.input).toMatchObject({ runId: 'r1', cancelRequested: true, recordCancel: 'requestCancel', detachRequested: true });
+    expect(fake.runs[0]!.input).toMatchObject({
+      runId: 'r1',
+      cancelRequested: true,
+      cancelToRecord: 'requestCancel',
+      detachRequested: true,
+    });
     expect(actor.getSnapshot().context.claimedRunId).toBeUndefined();
   });
 
@@ -119,7 +124,7 @@ describe('sessionMachine', () => {
     preparing[0]!.decide({ run: runInput({ cancelRequested: true }) });
     await waitFor(actor, () => fake.runs.length === 1);
     expect(fake.runs[0]!.input).toMatchObject({ cancelRequested: true });
-    expect(fake.runs[0]!.input).not.toHaveProperty('recordCancel');
+    expect(fake.runs[0]!.input).not.toHaveProperty('cancelToRecord');
   });
 
   it('an attempt answered without running rests the session where it was, forgetting what was asked for it; its caller gets the answer', async () => {

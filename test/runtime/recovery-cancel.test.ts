@@ -109,6 +109,37 @@ describe('a cancel recorded before a crash stands', () => {
     expect(typesOf(await logOf(rt2.store, 's')).filter((t) => t === 'cancellation/requested')).toHaveLength(1);
   });
 
+  it("a cancel sent as a run's first attempt is starting lands ahead of its run/start and stands all the same after a crash", async () => {
+    const dir = tempDir();
+    cleanups.push(() => dir.cleanup());
+    const inner = lmdbStore({ path: dir.path });
+    const { store, landing } = holdingAppendOf(inner, 'run/end');
+    let session: { requestCancel(reason: string): Promise<boolean> } | undefined;
+    let sent: Promise<boolean> | undefined;
+    const rt1 = createRuntime({
+      store,
+      model: scriptedModel(['never asked']),
+      // the cancel is sent the moment the run machine starts, before its run/start is staged
+      inspect: (e) => {
+        if (sent || e.type !== '@xstate.snapshot' || (e.actorRef as { id?: string }).id !== 'run') return;
+        if ((e.snapshot as { value?: unknown }).value === 'starting') sent = session?.requestCancel('at once');
+      },
+    });
+    const s1 = await rt1.openSession('s');
+    session = s1;
+    void s1.execute({ kind: 'prompt', runId: 'r', attemptId: 'a1', message: 'go' });
+    await landing.promise;
+    expect(await sent).toBe(true);
+    const types = typesOf(await logOf(inner, 's'));
+    expect(types.indexOf('cancellation/requested')).toBeLessThan(types.indexOf('run/start'));
+
+    const model = scriptedModel(['must not be asked']);
+    const s2 = await nextLife(dir.path, { model }).openSession('s');
+    expect(s2.recovery.interruptedRuns).toMatchObject([{ runId: 'r', cancelRequested: { reason: 'at once' } }]);
+    expect(await s2.execute({ kind: 'continue', runId: 'r', attemptId: 'a2' })).toMatchObject({ status: 'cancelled' });
+    expect(model.requests).toHaveLength(0);
+  });
+
   it('a new prompt after such a crash first settles the interrupted run cancelled, then runs; its result reports the recovery', async () => {
     const dir = tempDir();
     cleanups.push(() => dir.cleanup());
@@ -134,56 +165,60 @@ describe('a cancel recorded before a crash stands', () => {
     expect({ ran, asked: model.requests.length }).toEqual({ ran: [], asked: 1 });
   });
 
-  it('a run that was suspending for an approval when its cancel was recorded: after a crash, a respond approving the call announces no call, runs none and ends the run cancelled', async () => {
-    const dir = tempDir();
-    cleanups.push(() => dir.cleanup());
-    const inner = lmdbStore({ path: dir.path });
-    // life 1: the cancel comes as the approval request commits; the process stops as the cancelled end commits
-    const request = holdingAppendOf(inner, 'approval/requested');
-    const end = holdingAppendOf(request.store, 'run/end');
-    const ran: string[] = [];
-    const rt1 = createRuntime({
-      store: end.store,
-      model: scriptedModel([{ toolCalls: [{ id: 'c1', name: 'pay', arguments: {} }] }]),
-      tools: [defineTool({ name: 'pay', description: '', parameters: z.object({}), needsApproval: true, execute: () => 'paid' })],
-    });
-    const s1 = await rt1.openSession('s');
-    void s1.execute({ kind: 'prompt', runId: 'r', attemptId: 'a1', message: 'go' });
-    await request.landing.promise;
-    const cancelled = s1.requestCancel('no payment');
-    request.release.resolve();
-    expect(await cancelled).toBe(true);
-    await end.landing.promise;
-
-    const model = scriptedModel(['must not be asked']);
-    const rt2 = nextLife(dir.path, {
-      model,
-      tools: [
+  it.each(['respond', 'prompt'] as const)(
+    'a run that was suspending for an approval when its cancel was recorded rests interrupted after a crash, not waiting: a %s ends it cancelled, announcing and running no call',
+    async (next) => {
+      const dir = tempDir();
+      cleanups.push(() => dir.cleanup());
+      const inner = lmdbStore({ path: dir.path });
+      // life 1: the cancel comes as the approval request commits; the process stops as the cancelled end commits
+      const request = holdingAppendOf(inner, 'approval/requested');
+      const end = holdingAppendOf(request.store, 'run/end');
+      const ran: string[] = [];
+      const payTool = () =>
         defineTool({
           name: 'pay',
           description: '',
           parameters: z.object({}),
           needsApproval: true,
           execute: () => (ran.push('pay'), 'paid'),
-        }),
-      ],
-    });
-    const s2 = await rt2.openSession('s');
-    const [open] = s2.recovery.interruptedRuns;
-    expect(open).toMatchObject({ runId: 'r', cancelRequested: { reason: 'no payment' }, pendingRequest: { kind: 'approval' } });
-    const r = await s2.execute({
-      kind: 'respond',
-      runId: 'r',
-      attemptId: 'a2',
-      questionId: open!.pendingRequest!.questionId,
-      answer: { decisions: { c1: 'approve' } },
-    });
-    expect(r.status).toBe('cancelled');
-    expect({ ran, asked: model.requests.length }).toEqual({ ran: [], asked: 0 });
-    const log = await logOf(rt2.store, 's');
-    expect(typesOf(log)).not.toContain('tool/call');
-    expect(log.filter((e) => e.type === 'tool/result').map((e) => e.payload.outcome)).toMatchObject([{ kind: 'skipped' }]);
-  });
+        });
+      const rt1 = createRuntime({
+        store: end.store,
+        model: scriptedModel([{ toolCalls: [{ id: 'c1', name: 'pay', arguments: {} }] }]),
+        tools: [payTool()],
+      });
+      const s1 = await rt1.openSession('s');
+      void s1.execute({ kind: 'prompt', runId: 'r', attemptId: 'a1', message: 'go' });
+      await request.landing.promise;
+      const cancelled = s1.requestCancel('no payment');
+      request.release.resolve();
+      expect(await cancelled).toBe(true);
+      await end.landing.promise;
+
+      const model = scriptedModel(['the next answer']);
+      const rt2 = nextLife(dir.path, { model, tools: [payTool()] });
+      const s2 = await rt2.openSession('s');
+      const [open] = s2.recovery.interruptedRuns;
+      expect(open).toMatchObject({ runId: 'r', cancelRequested: { reason: 'no payment' }, pendingRequest: { kind: 'approval' } });
+      // nothing waits for an answer: the run is interrupted (a worker continues it, a new prompt first settles it)
+      expect({ status: s2.snapshot().status, pending: s2.pendingRequest }).toEqual({ status: 'detached', pending: undefined });
+      if (next === 'respond') {
+        const answer = { decisions: { c1: 'approve' } };
+        const r = await s2.execute({ kind: 'respond', runId: 'r', attemptId: 'a2', questionId: open!.pendingRequest!.questionId, answer });
+        expect(r.status).toBe('cancelled');
+        expect(model.requests).toHaveLength(0);
+      } else {
+        const r = await s2.execute({ kind: 'prompt', runId: 'r2', attemptId: 'b1', message: 'something else' });
+        expect(r).toMatchObject({ status: 'succeeded', recovered: { runId: 'r', status: 'cancelled' } });
+        expect(model.requests).toHaveLength(1);
+      }
+      expect(ran).toEqual([]);
+      const log = await logOf(rt2.store, 's');
+      expect(typesOf(log)).not.toContain('tool/call');
+      expect(log.filter((e) => e.type === 'tool/result').map((e) => e.payload.outcome)).toMatchObject([{ kind: 'skipped' }]);
+    },
+  );
 
   it('a run whose recorded cancel was honoured by its end is not cancelled again: the next run of the session runs', async () => {
     const dir = tempDir();

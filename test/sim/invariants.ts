@@ -269,7 +269,11 @@ export function afterStandingCancel(log: readonly EventRecord[]): { attempts: nu
   for (const e of log) {
     const p = pl(e);
     if (e.type === 'run/start') {
-      if (p.runId !== run) [run, cancelledBy] = [String(p.runId), undefined];
+      // a new run: a cancel still standing (a run/end clears it) landed ahead of its first run/start, and is its own
+      if (p.runId !== run) {
+        run = String(p.runId);
+        standing.clear();
+      }
       if (cancelledBy === undefined) standing.clear();
       else if (Number(p.runEpoch) > cancelledBy && !standing.has(Number(p.runEpoch))) {
         standing.add(Number(p.runEpoch));
