@@ -154,7 +154,7 @@ async function stageResume(
       // the decision, as a denial is (no intent, so nothing after a crash would answer it)
       if (cancelled) {
         const { outcome } = skippedOutput(c, 'not run: the run was cancelled before the call started');
-        env.writer.stage('tool/result', at, { callId: c.callId, name: c.name, outcome, startedAt: now, endedAt: now });
+        env.writer.stage('tool/result', at, { callId: c.callId, name: c.name, outcome });
       } else {
         env.writer.stage('tool/call', at, { ...c });
         calls.push(call);
@@ -268,7 +268,11 @@ export async function startRun(env: SessionServices, input: StartRunInput, signa
   for (const m of input.messages) env.writer.stage('user/message', at, { message: m });
   // durable with the attempt's start: if it stops before its cancelled end, the next attempt starts cancelled too
   if (input.cancelToRecord !== undefined)
-    env.writer.stage('cancellation/requested', { turn: 0, step: 0, attempt: input.runEpoch }, { reason: input.cancelToRecord });
+    env.writer.stage(
+      'cancellation/requested',
+      { turn: 0, step: 0, attempt: input.runEpoch },
+      { reason: input.cancelToRecord, runId: input.runId, attemptId: input.attemptId },
+    );
   const resumed = input.resume
     ? await stageResume(env, input.tools ?? NO_TOOLS.tools, input.resume, at, input.runId, input.cancelled ?? false, signal)
     : undefined;

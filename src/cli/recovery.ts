@@ -15,11 +15,13 @@ export function describeRecovery(r: RecoveryOutcome): string[] {
     lines.push(`recovery found: ${runs.length} interrupted run${runs.length === 1 ? '' : 's'} (writer epoch ${r.writerEpoch})`);
   }
   for (const run of runs) {
-    const why = run.pendingRequest
-      ? 'waiting for an answer'
-      : run.lastStatus
-        ? `last attempt ended ${run.lastStatus}`
-        : 'its process stopped mid-run';
+    const why = run.cancelRequested
+      ? `cancelled (${run.cancelRequested.reason}) before it ended: a continue ends it cancelled, starting no call again`
+      : run.pendingRequest
+        ? 'waiting for an answer'
+        : run.lastStatus
+          ? `last attempt ended ${run.lastStatus}`
+          : 'its process stopped mid-run';
     lines.push(
       `  interrupted run ${run.runId} (turn ${run.turn}, attempt ${run.attemptId}, run epoch ${run.runEpoch}): ` +
         `${why}${run.stopAccepted ? '; a stop request is accepted' : ''}`,

@@ -140,7 +140,7 @@ export const EventPayloads = {
   }),
   'checkpoint/loaded': z.looseObject({ messages: z.array(Message), stateContext: z.unknown().optional() }),
   'state/updated': z.looseObject({ stateContext: z.unknown() }),
-  'cancellation/requested': z.looseObject({ reason: z.string() }),
+  'cancellation/requested': z.looseObject({ reason: z.string(), runId: z.string().optional(), attemptId: z.string().optional() }),
   'final/message': z.looseObject({
     finalMessageId: id,
     runId: id,

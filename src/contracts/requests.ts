@@ -262,7 +262,7 @@ export const RecoveryOutcome = z.object({
       attemptId: z.string(),
       /** run/end status of the newest attempt when it wrote one (suspended, detached, fenced). */
       lastStatus: RunStatus.optional(),
-      /** The approval or question the run waits for (a suspended run: respond to it). */
+      /** The approval or question the run waits for (a suspended run: respond to it); none once its cancel stands. */
       pendingRequest: PendingRequest.optional(),
       stopAccepted: z.boolean(),
       /** A cancel its attempt recorded before it stopped: it stands — `continue` ends the run `cancelled`, starting no call again. */

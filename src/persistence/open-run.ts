@@ -91,14 +91,20 @@ export function foldRunEvents(events: readonly EventRecord[]): OpenRunState | un
   const finals = new Map<string, OpenRunState['undeliveredFinals'][number]>();
   // the newest step's concludesTurn content, and whether a verifier rejected any of its results
   let concluding: { step: number; content?: string; rejected: boolean } | undefined;
-  // a cancel recorded ahead of the first run/start (its attempt was starting): that run's, unless a run ended after it
-  let early: { reason: string } | undefined;
+  // a cancel recorded ahead of the first run/start (its attempt was starting): that attempt's, if it is the one that starts
+  let early: { reason: string; runId: unknown; attemptId: unknown } | undefined;
   for (const e of events) {
     const p = e.payload as Record<string, any>;
-    if (!st && e.type === 'cancellation/requested') early = { reason: typeof p.reason === 'string' ? p.reason : 'cancelled' };
+    if (!st && e.type === 'cancellation/requested')
+      early = { reason: typeof p.reason === 'string' ? p.reason : 'cancelled', runId: p.runId, attemptId: p.attemptId };
     if (!st && e.type === 'run/end') early = undefined;
     if (e.type === 'run/start') {
       if (!st || st.runId !== p.runId) {
+        // another run's: nothing of the one before carries over
+        calls.clear();
+        intentAttempts.clear();
+        finals.clear();
+        concluding = undefined;
         st = {
           runId: p.runId,
           turn: e.turn,
@@ -116,7 +122,7 @@ export function foldRunEvents(events: readonly EventRecord[]): OpenRunState | un
           uncertainCalls: [],
           spent: { toolCalls: 0, usage: zeroUsage(), modelUsages: [], reservations: [], callCosts: [], recoveries: 0, corrections: 0 },
           ...(p.output ? { output: p.output } : {}),
-          ...(early ? { cancelRequested: early } : {}),
+          ...(early && early.runId === p.runId && early.attemptId === p.attemptId ? { cancelRequested: { reason: early.reason } } : {}),
         };
         early = undefined;
       } else {

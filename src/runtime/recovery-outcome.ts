@@ -4,7 +4,7 @@ import type { EventRecord } from '../contracts/events.js';
 import type { ExecutionResult, RecoveryOutcome } from '../contracts/requests.js';
 import type { EventStore } from '../persistence/event-store.js';
 import type { SessionHead } from '../persistence/head.js';
-import { foldRunEvents, type OpenRunState } from '../persistence/open-run.js';
+import { foldRunEvents, waitsForAnswer, type OpenRunState } from '../persistence/open-run.js';
 import type { Usage } from '../contracts/message.js';
 import { isDecimal } from '../contracts/config.js';
 import { addDecimal, subDecimal } from '../contracts/budget.js';
@@ -238,7 +238,7 @@ export async function recoveryOutcome(
             runEpoch: open.runEpoch,
             attemptId: open.attemptId,
             ...(open.lastEndStatus ? { lastStatus: open.lastEndStatus } : {}),
-            ...(open.pending ? { pendingRequest: open.pending.pendingRequest } : {}),
+            ...(open.pending && waitsForAnswer(open) ? { pendingRequest: open.pending.pendingRequest } : {}),
             stopAccepted: open.stopAccepted,
             ...(open.cancelRequested ? { cancelRequested: open.cancelRequested } : {}),
           },

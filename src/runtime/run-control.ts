@@ -55,7 +55,9 @@ export class RunControl {
     // whatever the run commits on the cancel (appends keep their order), and the cancel reaches
     // the attempt running now — not after a commit under way (the step's results) has landed
     // and let the run end otherwise (suspended on a child's request) meanwhile.
-    const recorded = this.writer.appendNow([this.writer.draft('cancellation/requested', at, { reason })]).catch(() => undefined);
+    // (named by run and attempt: it may land ahead of that attempt's run/start, which is then still being staged)
+    const named = { reason, runId: target.runId, attemptId: target.attemptId };
+    const recorded = this.writer.appendNow([this.writer.draft('cancellation/requested', at, named)]).catch(() => undefined);
     this.session.send({ type: 'CANCEL', reason });
     await recorded;
     return true;

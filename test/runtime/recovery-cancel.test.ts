@@ -1,8 +1,9 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
+import type { InspectionEvent } from 'xstate';
 import { createRuntime, defineTool, lmdbStore, scriptedModel, type EventStore, type RuntimeOptions } from '../../src/index.js';
 import { deferred } from '../helpers/drafts.js';
-import { holdingAppendOf, logOf, typesOf } from '../helpers/runtime.js';
+import { holdingAppendOf, logOf, storeWithAppend, typesOf } from '../helpers/runtime.js';
 import { tempDir } from '../helpers/tmp.js';
 
 // A cancel recorded (`cancellation/requested`) by an attempt that stopped before its cancelled
@@ -27,6 +28,42 @@ const look = (execute: () => Promise<string> | string) =>
   defineTool({ name: 'look', description: '', mode: 'parallel', parameters: z.object({}), execute });
 const pay = (execute: () => Promise<string> | string) =>
   defineTool({ name: 'pay', description: '', parameters: z.object({}), resources: ['card'], execute });
+
+/**
+ * Life 1 on `dir`: a prompt whose parallel `look` hangs (ignoring its signal), cancelled once it
+ * runs. With a grace longer than the test the cancelled end never commits, as a killed process leaves it.
+ */
+async function lookCancelled(dir: string, cancelGraceMs: number) {
+  const started = deferred();
+  const runtime = createRuntime({
+    store: lmdbStore({ path: dir }),
+    model: scriptedModel([{ toolCalls: [{ id: 'c1', name: 'look', arguments: {} }] }]),
+    tools: [look(() => (started.resolve(), hang()))],
+    config: { cancelGraceMs },
+  });
+  const session = await runtime.openSession('s');
+  const running = session.execute({ kind: 'prompt', runId: 'r', attemptId: 'a1', message: 'go' });
+  await started.promise;
+  await session.requestCancel();
+  return { running }; // (wrapped: returned bare, an async function would wait for it)
+}
+
+/**
+ * An `inspect` option that cancels (`reason`) the moment a run machine starts — before its
+ * attempt's run/start is staged; `bind` names the session, `sent` is the requestCancel's promise.
+ */
+function cancelAsItStarts(reason: string) {
+  let session: { requestCancel(reason: string): Promise<boolean> } | undefined;
+  let sent: Promise<boolean> | undefined;
+  return {
+    inspect: (e: InspectionEvent) => {
+      if (sent || e.type !== '@xstate.snapshot' || (e.actorRef as { id?: string }).id !== 'run') return;
+      if ((e.snapshot as { value?: unknown }).value === 'starting') sent = session?.requestCancel(reason);
+    },
+    bind: (s: typeof session) => void (session = s),
+    sent: () => sent,
+  };
+}
 
 describe('a cancel recorded before a crash stands', () => {
   it('continue after a crash that followed a recorded cancel ends the run cancelled: no model call, no tool started again, the interrupted calls resolved and named', async () => {
@@ -114,22 +151,13 @@ describe('a cancel recorded before a crash stands', () => {
     cleanups.push(() => dir.cleanup());
     const inner = lmdbStore({ path: dir.path });
     const { store, landing } = holdingAppendOf(inner, 'run/end');
-    let session: { requestCancel(reason: string): Promise<boolean> } | undefined;
-    let sent: Promise<boolean> | undefined;
-    const rt1 = createRuntime({
-      store,
-      model: scriptedModel(['never asked']),
-      // the cancel is sent the moment the run machine starts, before its run/start is staged
-      inspect: (e) => {
-        if (sent || e.type !== '@xstate.snapshot' || (e.actorRef as { id?: string }).id !== 'run') return;
-        if ((e.snapshot as { value?: unknown }).value === 'starting') sent = session?.requestCancel('at once');
-      },
-    });
+    const cancel = cancelAsItStarts('at once');
+    const rt1 = createRuntime({ store, model: scriptedModel(['never asked']), inspect: cancel.inspect });
     const s1 = await rt1.openSession('s');
-    session = s1;
+    cancel.bind(s1);
     void s1.execute({ kind: 'prompt', runId: 'r', attemptId: 'a1', message: 'go' });
     await landing.promise;
-    expect(await sent).toBe(true);
+    expect(await cancel.sent()).toBe(true);
     const types = typesOf(await logOf(inner, 's'));
     expect(types.indexOf('cancellation/requested')).toBeLessThan(types.indexOf('run/start'));
 
@@ -140,20 +168,44 @@ describe('a cancel recorded before a crash stands', () => {
     expect(model.requests).toHaveLength(0);
   });
 
+  it('a cancel that landed ahead of an attempt whose run/start never committed stands for no other run', async () => {
+    const dir = tempDir();
+    cleanups.push(() => dir.cleanup());
+    const inner = lmdbStore({ path: dir.path });
+    // run r's run/start fails to commit (after its cancel landed); run r2 is then interrupted as its end commits
+    const end = holdingAppendOf(inner, 'run/end');
+    const store = storeWithAppend(end.store, (id, epoch, seq, drafts) =>
+      drafts.some((d) => d.type === 'run/start' && (d.payload as { runId?: string }).runId === 'r')
+        ? Promise.reject(new Error('the disk is full (injected)'))
+        : end.store.append(id, epoch, seq, drafts),
+    );
+    const cancel = cancelAsItStarts('for r only');
+    const rt1 = createRuntime({
+      store,
+      model: scriptedModel([{ toolCalls: [{ id: 'c1', name: 'look', arguments: {} }] }]),
+      tools: [look(() => 'seen')],
+      inspect: cancel.inspect,
+    });
+    const s1 = await rt1.openSession('s');
+    cancel.bind(s1);
+    expect((await s1.execute({ kind: 'prompt', runId: 'r', attemptId: 'a1', message: 'first' })).status).not.toBe('succeeded');
+    expect(await cancel.sent()).toBe(true);
+    void s1.execute({ kind: 'prompt', runId: 'r2', attemptId: 'b1', message: 'second' });
+    await end.landing.promise;
+    const types = typesOf(await logOf(inner, 's'));
+    expect(types.indexOf('cancellation/requested')).toBeLessThan(types.indexOf('run/start'));
+
+    const model = scriptedModel(['the answer']);
+    const s2 = await nextLife(dir.path, { model, tools: [look(() => 'seen')] }).openSession('s');
+    expect(s2.recovery.interruptedRuns).toMatchObject([{ runId: 'r2' }]);
+    expect(s2.recovery.interruptedRuns[0]).not.toHaveProperty('cancelRequested');
+    expect(await s2.execute({ kind: 'continue', runId: 'r2', attemptId: 'b2' })).toMatchObject({ status: 'succeeded' });
+  });
+
   it('a new prompt after such a crash first settles the interrupted run cancelled, then runs; its result reports the recovery', async () => {
     const dir = tempDir();
     cleanups.push(() => dir.cleanup());
-    const started = deferred();
-    const rt1 = createRuntime({
-      store: lmdbStore({ path: dir.path }),
-      model: scriptedModel([{ toolCalls: [{ id: 'c1', name: 'look', arguments: {} }] }]),
-      tools: [look(() => (started.resolve(), hang()))],
-      config: { cancelGraceMs: 60_000 },
-    });
-    const s1 = await rt1.openSession('s');
-    void s1.execute({ kind: 'prompt', runId: 'r', attemptId: 'a1', message: 'go' });
-    await started.promise;
-    await s1.requestCancel();
+    await lookCancelled(dir.path, 60_000);
     const ran: string[] = [];
     const model = scriptedModel(['the new answer']);
     const rt2 = nextLife(dir.path, { model, tools: [look(() => (ran.push('look'), 'seen'))] });
@@ -200,12 +252,20 @@ describe('a cancel recorded before a crash stands', () => {
       const rt2 = nextLife(dir.path, { model, tools: [payTool()] });
       const s2 = await rt2.openSession('s');
       const [open] = s2.recovery.interruptedRuns;
-      expect(open).toMatchObject({ runId: 'r', cancelRequested: { reason: 'no payment' }, pendingRequest: { kind: 'approval' } });
+      expect(open).toMatchObject({ runId: 'r', cancelRequested: { reason: 'no payment' } });
       // nothing waits for an answer: the run is interrupted (a worker continues it, a new prompt first settles it)
-      expect({ status: s2.snapshot().status, pending: s2.pendingRequest }).toEqual({ status: 'detached', pending: undefined });
+      expect({ pending: open!.pendingRequest, status: s2.snapshot().status, asked: s2.pendingRequest }).toEqual({
+        pending: undefined,
+        status: 'detached',
+        asked: undefined,
+      });
+      await expect(s2.approve('c1')).rejects.toThrow(/no approval is pending/);
       if (next === 'respond') {
+        // (an app that kept the request's id from before the crash may still answer it)
+        const asked = (await logOf(inner, 's')).find((e) => e.type === 'approval/requested')!;
+        const questionId = (asked.payload.pendingRequest as { questionId: string }).questionId;
         const answer = { decisions: { c1: 'approve' } };
-        const r = await s2.execute({ kind: 'respond', runId: 'r', attemptId: 'a2', questionId: open!.pendingRequest!.questionId, answer });
+        const r = await s2.execute({ kind: 'respond', runId: 'r', attemptId: 'a2', questionId, answer });
         expect(r.status).toBe('cancelled');
         expect(model.requests).toHaveLength(0);
       } else {
@@ -223,18 +283,7 @@ describe('a cancel recorded before a crash stands', () => {
   it('a run whose recorded cancel was honoured by its end is not cancelled again: the next run of the session runs', async () => {
     const dir = tempDir();
     cleanups.push(() => dir.cleanup());
-    const started = deferred();
-    const rt1 = createRuntime({
-      store: lmdbStore({ path: dir.path }),
-      model: scriptedModel([{ toolCalls: [{ id: 'c1', name: 'look', arguments: {} }] }]),
-      tools: [look(() => (started.resolve(), hang()))],
-      config: { cancelGraceMs: 20 },
-    });
-    const s1 = await rt1.openSession('s');
-    const running = s1.execute({ kind: 'prompt', runId: 'r', attemptId: 'a1', message: 'go' });
-    await started.promise;
-    await s1.requestCancel();
-    expect((await running).status).toBe('cancelled');
+    expect((await (await lookCancelled(dir.path, 20)).running).status).toBe('cancelled');
     const rt2 = nextLife(dir.path, { model: scriptedModel(['fine']) });
     const s2 = await rt2.openSession('s');
     expect(s2.recovery.interruptedRuns).toEqual([]);

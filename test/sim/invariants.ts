@@ -264,15 +264,18 @@ export function afterStandingCancel(log: readonly EventRecord[]): { attempts: nu
   let attempts = 0;
   let run: string | undefined;
   let cancelledBy: number | undefined; // the attempt the standing cancel was recorded for
+  let cancelledFor: unknown; // and its `${runId}/${attemptId}`, as the record names it
   const standing = new Set<number>(); // run epochs of the later attempts, which start with it recorded
   const modes = new Map<string, unknown>();
   for (const e of log) {
     const p = pl(e);
     if (e.type === 'run/start') {
-      // a new run: a cancel still standing (a run/end clears it) landed ahead of its first run/start, and is its own
+      // a new run: a cancel still standing (a run/end clears it) landed ahead of its first run/start —
+      // its own if it names that attempt, else it stands for nothing
       if (p.runId !== run) {
         run = String(p.runId);
         standing.clear();
+        if (cancelledFor !== `${String(p.runId)}/${String(p.attemptId)}`) cancelledBy = undefined;
       }
       if (cancelledBy === undefined) standing.clear();
       else if (Number(p.runEpoch) > cancelledBy && !standing.has(Number(p.runEpoch))) {
@@ -281,7 +284,10 @@ export function afterStandingCancel(log: readonly EventRecord[]): { attempts: nu
       }
       continue;
     }
-    if (e.type === 'cancellation/requested') cancelledBy ??= e.attempt;
+    if (e.type === 'cancellation/requested' && cancelledBy === undefined) {
+      cancelledBy = e.attempt;
+      cancelledFor = `${String(p.runId)}/${String(p.attemptId)}`;
+    }
     if (e.type === 'run/end') cancelledBy = undefined;
     if (e.type === 'tool/call') modes.set(String(p.callId), p.mode);
     if (!standing.has(e.attempt)) continue;
