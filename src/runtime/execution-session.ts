@@ -38,7 +38,6 @@ import { heldBy, LiveView, snapshotOf, type SessionSnapshot } from './session-vi
 import type { TurnContext } from './turn-context.js';
 import type { ApprovalReceipt } from './per-call-approvals.js';
 import { sessionExtras, type SessionExtras } from './session-extras.js';
-import { waitsForAnswer } from '../persistence/open-run.js';
 
 export type { SessionSnapshot, SessionStatus } from './session-view.js';
 export type { TurnContext } from './turn-context.js';
@@ -163,10 +162,9 @@ export class ExecutionSession<TOut = unknown> {
     return this.parts.records.stateContext;
   }
 
-  /** What the open (unsettled) run is waiting for, if anything (nothing once its cancel stands). */
+  /** What the open (unsettled) run is waiting for, if anything. */
   get pendingRequest() {
-    const open = this.runs.open;
-    return open && waitsForAnswer(open) ? open.pending?.pendingRequest : undefined;
+    return this.runs.asked;
   }
 
   /**

@@ -25,7 +25,7 @@ async function collectEvents(store: EventStore, sessionId: string, fromSeq: numb
 /**
  * The open run's fold, read from its start (O(run), never the whole history) — and the few events
  * before it since the last settled run: a cancel sent as the run's first attempt was starting can
- * land ahead of its `run/start` (RunControl appends it at once), and it is that run's.
+ * land ahead of its `run/start` (RunControl appends it at once); naming that attempt, it is the run's.
  */
 export async function loadOpenRun(store: EventStore, sessionId: string, head: SessionHead | undefined): Promise<OpenRunState | undefined> {
   if (!head?.openRun) return undefined;
