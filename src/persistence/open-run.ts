@@ -68,11 +68,14 @@ export interface OpenRunState {
 }
 
 /**
- * The open run waits for an answer to its request (it rests `suspended`): not when its cancel
+ * The request the open run waits for an answer to (it rests `suspended`): none when its cancel
  * stands — recorded as it suspended, the run is interrupted, and its next attempt ends it cancelled.
  */
-export const waitsForAnswer = (open: { pending?: unknown; cancelRequested?: unknown }): boolean =>
-  open.pending !== undefined && open.cancelRequested === undefined;
+export const awaitedRequest = <R>(open: { pending?: { pendingRequest: R }; cancelRequested?: unknown }): R | undefined =>
+  open.cancelRequested === undefined ? open.pending?.pendingRequest : undefined;
+
+/** A `cancellation/requested` payload's reason. */
+const cancelOf = (p: Record<string, unknown>) => ({ reason: typeof p.reason === 'string' ? p.reason : 'cancelled' });
 
 /**
  * Folds the events of the open run (read from its start seq, so O(run), not O(history)) into
@@ -95,8 +98,7 @@ export function foldRunEvents(events: readonly EventRecord[]): OpenRunState | un
   let early: { reason: string; runId: unknown; attemptId: unknown } | undefined;
   for (const e of events) {
     const p = e.payload as Record<string, any>;
-    if (!st && e.type === 'cancellation/requested')
-      early = { reason: typeof p.reason === 'string' ? p.reason : 'cancelled', runId: p.runId, attemptId: p.attemptId };
+    if (!st && e.type === 'cancellation/requested') early = { ...cancelOf(p), runId: p.runId, attemptId: p.attemptId };
     if (!st && e.type === 'run/end') early = undefined;
     if (e.type === 'run/start') {
       if (!st || st.runId !== p.runId) {
@@ -215,7 +217,7 @@ export function foldRunEvents(events: readonly EventRecord[]): OpenRunState | un
         st.deliveryUnknownFinalIds.push(p.finalMessageId);
         break;
       case 'cancellation/requested':
-        st.cancelRequested = { reason: typeof p.reason === 'string' ? p.reason : 'cancelled' };
+        st.cancelRequested = cancelOf(p);
         break;
       case 'run/end':
         {

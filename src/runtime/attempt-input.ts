@@ -3,7 +3,7 @@ import type { Message } from '../contracts/message.js';
 import { toMessages, type IdentifiedRequest } from '../contracts/requests.js';
 import { parseInput } from '../contracts/validate.js';
 import type { ResumeInput, RunInput } from '../machines/run.machine.js';
-import { waitsForAnswer, type OpenRunState } from '../persistence/open-run.js';
+import { awaitedRequest, type OpenRunState } from '../persistence/open-run.js';
 import { addCounted, noneCounted, type Reservation } from '../contracts/reservation.js';
 import { answerSchema, ApprovalAnswer, JsonValue } from './answer-schema.js';
 import type { ResolvedRuntimeOptions } from './options.js';
@@ -39,8 +39,9 @@ export interface AttemptSource {
 
 /** A new run while `open` is still open: suspended (respond to it) or interrupted (continue it). */
 export function openRunBusy(sessionId: string, open: OpenRunState): ExecutionBusy {
-  return open.pending && waitsForAnswer(open)
-    ? new ExecutionBusy(sessionId, open.runId, 'suspended', open.pending.pendingRequest.questionId)
+  const asked = awaitedRequest(open);
+  return asked
+    ? new ExecutionBusy(sessionId, open.runId, 'suspended', asked.questionId)
     : new ExecutionBusy(sessionId, open.runId, 'interrupted');
 }
 
@@ -106,9 +107,10 @@ export function attemptInput(req: IdentifiedRequest, s: AttemptSource): RunInput
       uncertainCalls: open.uncertainCalls,
     };
   }
-  if (open.pending && !s.cancelled && !open.cancelRequested) {
+  const asked = awaitedRequest(open);
+  if (asked && !s.cancelled) {
     throw new ValidationError('session.execute', [
-      { path: ['kind'], message: `run ${req.runId} waits for an answer to ${open.pending.pendingRequest.questionId}: respond to it` },
+      { path: ['kind'], message: `run ${req.runId} waits for an answer to ${asked.questionId}: respond to it` },
     ]);
   }
   // the newest attempt ended with no run/end (a crash): one model call of it may have been sent

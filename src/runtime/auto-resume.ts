@@ -1,7 +1,7 @@
 import { isExecutionBusy } from '../contracts/errors.js';
 import { STILL_OPEN, type ExecutionResult, type Recovered, type RecoveryOutcome } from '../contracts/requests.js';
 import type { RunInput } from '../machines/run.machine.js';
-import { waitsForAnswer, type OpenRunState } from '../persistence/open-run.js';
+import { awaitedRequest, type OpenRunState } from '../persistence/open-run.js';
 
 /**
  * How a session treats a run left interrupted (crash, lost lease, detach) when a new run starts
@@ -49,7 +49,7 @@ export class AutoResume {
   /** A new run must first settle an interrupted run (auto mode only). */
   get needed(): boolean {
     const open = this.s.openRun();
-    return this.mode === 'auto' && open !== undefined && !waitsForAnswer(open);
+    return this.mode === 'auto' && open !== undefined && !awaitedRequest(open);
   }
 
   /**
@@ -77,7 +77,7 @@ export class AutoResume {
 
   private async continueOpen(): Promise<void> {
     const open = this.s.openRun();
-    if (!open || waitsForAnswer(open)) return;
+    if (!open || awaitedRequest(open)) return;
     try {
       await this.s.continueRun(open.runId, this.s.newId());
     } catch (e) {

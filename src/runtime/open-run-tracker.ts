@@ -1,6 +1,6 @@
 import type { EventStore } from '../persistence/event-store.js';
 import type { PendingRequest } from '../contracts/events.js';
-import { waitsForAnswer, type OpenRunState } from '../persistence/open-run.js';
+import { awaitedRequest, type OpenRunState } from '../persistence/open-run.js';
 import { loadOpenRun } from './recovery-outcome.js';
 
 /**
@@ -25,7 +25,7 @@ export class OpenRunTracker {
 
   /** The request the open run waits for an answer to (none once its cancel stands: it is interrupted). */
   get asked(): PendingRequest | undefined {
-    return this.open && waitsForAnswer(this.open) ? this.open.pending?.pendingRequest : undefined;
+    return this.open ? awaitedRequest(this.open) : undefined;
   }
 
   /** No new run may start over it: a run is open, or what is open is unknown. */

@@ -3,7 +3,7 @@ import { ValidationError } from '../contracts/errors.js';
 import { parseInput } from '../contracts/validate.js';
 import type { EventStore } from '../persistence/event-store.js';
 import type { LogWriter } from '../persistence/log-writer.js';
-import { waitsForAnswer, type OpenRunState } from '../persistence/open-run.js';
+import { awaitedRequest, type OpenRunState } from '../persistence/open-run.js';
 import type { RunHandle } from './run-handle.js';
 
 export type Decision = 'approve' | 'deny';
@@ -59,7 +59,7 @@ export class PerCallApprovals {
   private async record(callId: string, decision: Decision, where: string): Promise<ApprovalReceipt> {
     const open = this.s.openRun();
     // (a run whose cancel stands waits for no answer: its next attempt ends it cancelled)
-    const pr = open && waitsForAnswer(open) ? open.pending?.pendingRequest : undefined;
+    const pr = open ? awaitedRequest(open) : undefined;
     if (!open || !pr || pr.kind !== 'approval')
       throw new ValidationError(where, [{ path: ['callId'], message: `no approval is pending in session ${this.s.sessionId}` }]);
     if (!pr.calls.some((c) => c.callId === callId))

@@ -4,7 +4,7 @@ import type { EventRecord } from '../contracts/events.js';
 import type { ExecutionResult, RecoveryOutcome } from '../contracts/requests.js';
 import type { EventStore } from '../persistence/event-store.js';
 import type { SessionHead } from '../persistence/head.js';
-import { foldRunEvents, waitsForAnswer, type OpenRunState } from '../persistence/open-run.js';
+import { awaitedRequest, foldRunEvents, type OpenRunState } from '../persistence/open-run.js';
 import type { Usage } from '../contracts/message.js';
 import { isDecimal } from '../contracts/config.js';
 import { addDecimal, subDecimal } from '../contracts/budget.js';
@@ -227,6 +227,7 @@ export async function recoveryOutcome(
   const unresolved = open?.unresolvedCalls ?? [];
   const released = open?.releasedAfterIntent ?? new Map<string, string[]>();
   const resolved = resolutions(env, unresolved, released, open?.cancelRequested !== undefined);
+  const asked = open ? awaitedRequest(open) : undefined;
   return {
     sessionId: env.sessionId,
     writerEpoch: env.writer.writerEpoch,
@@ -238,7 +239,7 @@ export async function recoveryOutcome(
             runEpoch: open.runEpoch,
             attemptId: open.attemptId,
             ...(open.lastEndStatus ? { lastStatus: open.lastEndStatus } : {}),
-            ...(open.pending && waitsForAnswer(open) ? { pendingRequest: open.pending.pendingRequest } : {}),
+            ...(asked ? { pendingRequest: asked } : {}),
             stopAccepted: open.stopAccepted,
             ...(open.cancelRequested ? { cancelRequested: open.cancelRequested } : {}),
           },

@@ -7,7 +7,7 @@ import type { RunContext } from '../machines/run-context.js';
 import type { Counted, Reservation } from '../contracts/reservation.js';
 import type { SessionServices } from '../actors/session-services.js';
 import { spendingOf, type Spending } from '../contracts/spending.js';
-import { waitsForAnswer } from '../persistence/open-run.js';
+import { awaitedRequest } from '../persistence/open-run.js';
 
 /**
  * What a session is doing (`snapshot().status`): resting `idle`, `suspended` (a run waits for an
@@ -84,7 +84,7 @@ export const heldBy = (env: Pick<SessionServices, 'inFlight' | 'budgets'>): Pick
 /** `session.snapshot()`: JSON state for UIs and debugging. */
 export function snapshotOf(s: SnapshotSource): SessionSnapshot {
   const { run, lastResult: r, waiting } = s;
-  const asked = waiting && waitsForAnswer(waiting) ? waiting.pending : undefined;
+  const asked = waiting ? awaitedRequest(waiting) : undefined;
   const status: SessionStatus = asked ? 'suspended' : waiting ? 'detached' : (s.sessionState as SessionStatus);
   return {
     sessionId: s.sessionId,
@@ -108,7 +108,7 @@ export function snapshotOf(s: SnapshotSource): SessionSnapshot {
       : r?.spending
         ? { spending: r.spending }
         : {}),
-    ...(asked ? { pending: asked.pendingRequest } : {}),
+    ...(asked ? { pending: asked } : {}),
     ...(r?.error ? { lastError: { kind: r.error.kind, message: r.error.message } } : {}),
   };
 }

@@ -15,7 +15,7 @@ import type { SessionDeps } from './session-deps.js';
 import { SessionRecords } from './session-records.js';
 import { settleAttempt } from './settle-attempt.js';
 import { StopRequests } from './stop-requests.js';
-import { waitsForAnswer } from '../persistence/open-run.js';
+import { awaitedRequest } from '../persistence/open-run.js';
 
 /** What a session's parts ask of the session itself: the work its machine invokes, and what it last ran. */
 export interface SessionHost {
@@ -111,7 +111,7 @@ export function wireSession(d: SessionDeps, host: SessionHost): SessionParts {
     settledResult: (r) => host.settled(r),
   };
   d.hub.attach(d.stream.events$);
-  const openRun = d.openRun ? (waitsForAnswer(d.openRun) ? ('suspended' as const) : ('detached' as const)) : undefined;
+  const openRun = d.openRun ? (awaitedRequest(d.openRun) ? ('suspended' as const) : ('detached' as const)) : undefined;
   const settling = { hub: d.hub, callers, runs, writer: env.writer, stream: d.stream, settled: (r: ExecutionResult) => host.settled(r) };
   const closing = new SessionClosing({
     sessionId,

@@ -5,7 +5,6 @@ import type { EnvelopeStream } from '../streams/envelopes.js';
 import type { SubscriberHub } from '../streams/subscribers.js';
 import type { AttemptCallers } from './attempt-callers.js';
 import type { OpenRunTracker } from './open-run-tracker.js';
-import { waitsForAnswer } from '../persistence/open-run.js';
 
 /** What settling an attempt touches of its session. */
 export interface SettlingSession {
@@ -39,5 +38,5 @@ export async function settleAttempt(s: SettlingSession, finished: ExecutionResul
     end?.runId === result.runId && end.attemptId === result.attemptId ? end.seq : undefined,
   );
   if (result.status === 'fenced') return { rest: 'fenced' };
-  return { rest: s.runs.open && waitsForAnswer(s.runs.open) ? 'suspended' : s.runs.blocking ? 'detached' : 'idle' };
+  return { rest: s.runs.asked ? 'suspended' : s.runs.blocking ? 'detached' : 'idle' };
 }
