@@ -3,7 +3,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import type { EventRecord } from '../../src/contracts/events.js';
 import { postgresStore } from '../../src/persistence/postgres/postgres-store.js';
 import { collect } from '../helpers/drafts.js';
-import { freshSchema, postgresForTests } from '../helpers/postgres.js';
+import { backendsGone, freshSchema, postgresForTests, withApplicationName } from '../helpers/postgres.js';
 import {
   checkBatchLog,
   crashRounds,
@@ -26,6 +26,8 @@ import {
 const ROUNDS = crashRounds(8);
 const SESSIONS = ['alpha', 'beta'];
 const CHILD = join(REPO_ROOT, 'test/crash/pg-store-child.ts');
+/** Each child's connections carry its name (pg_stat_activity.application_name). */
+const childName = (n: number) => `sigkill-child-${process.pid}-${n}`;
 
 const db = await postgresForTests('PostgreSQL store under SIGKILL');
 if (db) {
@@ -41,7 +43,13 @@ if (db) {
       const prefetch = (upTo: number) => {
         while (spawned.length < Math.min(upTo, ROUNDS)) {
           spawned.push(
-            spawnTs(CHILD, ['append', db.url, schema, SESSIONS.join(','), '--wait-go'], { label: `append child ${spawned.length + 1}` }),
+            spawnTs(
+              CHILD,
+              ['append', withApplicationName(db.url, childName(spawned.length + 1)), schema, SESSIONS.join(','), '--wait-go'],
+              {
+                label: `append child ${spawned.length + 1}`,
+              },
+            ),
           );
         }
       };
@@ -55,6 +63,8 @@ if (db) {
         child.signal('SIGKILL');
         const exit = await child.waitExit(10_000);
         expect(exit.signal, child.describe()).toBe('SIGKILL');
+        // its last COMMIT may still land: the tail is read once its backends are gone
+        await backendsGone(db.url, childName(round));
         expect(
           child.lines.filter((l) => l.startsWith('ERROR')),
           child.describe(),

@@ -82,3 +82,32 @@ export async function postgresForTests(what: string): Promise<TestDatabase | und
 let schemas = 0;
 /** A fresh schema name, so that each test's store starts empty inside the file's database. */
 export const freshSchema = (prefix = 't'): string => `${prefix}_${process.pid}_${++schemas}`;
+
+/** `url` with `application_name` set: the server's pg_stat_activity names every connection made with it. */
+export function withApplicationName(url: string, name: string): string {
+  const u = new URL(url);
+  u.searchParams.set('application_name', name);
+  return u.toString();
+}
+
+/**
+ * Resolves once no backend of the connections named `name` (withApplicationName) is left on the
+ * server at `url`. A SIGKILLed client's backend finishes the statement it was given — a COMMIT
+ * sent just before the kill still lands — and exits when it next talks to the client: only after
+ * that does a read see everything the killed client will ever have committed.
+ */
+export async function backendsGone(url: string, name: string, timeoutMs = 10_000): Promise<void> {
+  const c = new pg.Client({ connectionString: url });
+  await c.connect();
+  try {
+    const until = Date.now() + timeoutMs;
+    for (;;) {
+      const { rows } = await c.query('SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = $1', [name]);
+      if (rows[0].n === 0) return;
+      if (Date.now() > until) throw new Error(`${rows[0].n} backend(s) of ${name} still on the server after ${timeoutMs} ms`);
+      await new Promise((r) => setTimeout(r, 20));
+    }
+  } finally {
+    await c.end();
+  }
+}
