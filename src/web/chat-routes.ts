@@ -121,7 +121,10 @@ export async function chatPost(
   const open = await readOpenReply(store, sessionId);
   const pending = open?.pending;
   if (!open || pending?.kind !== 'approval')
-    return json(409, { error: 'NothingToApprove', message: `session ${JSON.stringify(sessionId.slice(0, 200))} waits for no approval` });
+    return json(409, {
+      error: 'NothingToApprove',
+      message: `session ${JSON.stringify(sessionId.slice(0, 200))} waits for no approval${open?.cancelRequested ? ` (run ${open.run.runId} was cancelled: it ends cancelled when it next runs)` : ''}`,
+    });
   const missing = pending.calls.filter((c) => !submission.decisions.has(c.callId)).map((c) => c.callId);
   if (missing.length > 0)
     return json(400, {

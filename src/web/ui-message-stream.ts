@@ -2,6 +2,7 @@ import { z } from 'zod';
 import type { EventRecord, PendingRequest } from '../contracts/events.js';
 import { parseInput } from '../contracts/validate.js';
 import type { EventStore } from '../persistence/event-store.js';
+import { awaitedRequest } from '../persistence/open-run.js';
 import type { SessionHead } from '../persistence/head.js';
 import { assertSessionId } from '../persistence/store-input.js';
 import { errorResponse, EventStream, type FrameEncoder, SessionEventsOptions } from './session-events.js';
@@ -105,10 +106,15 @@ export interface OpenReply {
   run: { runId: string; kind: string };
   records: EventRecord[];
   lastSeq: number;
-  /** The run waits for an approval or an answer (its newest attempt ended suspended). */
+  /**
+   * The run waits for an approval or an answer (its newest attempt ended suspended) — not when a
+   * cancel stands (recorded after that end: the run ends cancelled when it next runs).
+   */
   waiting: boolean;
-  /** The approval or question it waits for. */
+  /** The approval or question it waits for (none once its cancel stands: see `awaitedRequest`). */
   pending?: PendingRequest;
+  /** A cancel stands: recorded after the run's newest end, it ends the run cancelled when it next runs. */
+  cancelRequested: boolean;
 }
 
 /** Reads the open run (O(run), never older history) and returns its last reply, if any. */
@@ -118,26 +124,47 @@ export async function readOpenReply(store: EventStore, sessionId: string): Promi
   let reply: OpenReply | undefined;
   let run = { runId: head.openRun.runId, kind: 'prompt' };
   let waiting = false;
-  let pending: PendingRequest | undefined;
+  let pending: { pendingRequest: PendingRequest } | undefined;
+  let cancelRequested: true | undefined;
   let runInputId: string | undefined;
   for await (const r of store.readEvents(sessionId, { fromSeq: head.openRun.startSeq, toSeq: head.lastSeq })) {
     const p = r.payload;
     if (r.type === 'user/message' && p.copiedFrom === undefined) {
       const id = userMessageId(r, runInputId);
       runInputId = undefined;
-      reply = { userSeq: r.seq, userId: id, messageId: replyMessageId(id), run, records: [], lastSeq: r.seq, waiting: false };
+      reply = {
+        userSeq: r.seq,
+        userId: id,
+        messageId: replyMessageId(id),
+        run,
+        records: [],
+        lastSeq: r.seq,
+        waiting: false,
+        cancelRequested: false,
+      };
     }
     if (r.type === 'run/start') {
       run = { runId: String(p.runId), kind: String(p.kind) };
       runInputId = typeof p.inputId === 'string' ? p.inputId : undefined;
       waiting = false;
-    } else if (r.type === 'run/end') waiting = p.status === 'suspended';
-    else if (r.type === 'approval/requested' || r.type === 'question/asked') pending = p.pendingRequest as PendingRequest;
+    } else if (r.type === 'run/end') {
+      waiting = p.status === 'suspended';
+      cancelRequested = undefined; // (the attempt that ended had it)
+    } else if (r.type === 'cancellation/requested') cancelRequested = true;
+    else if (r.type === 'approval/requested' || r.type === 'question/asked')
+      pending = { pendingRequest: p.pendingRequest as PendingRequest };
     else if (r.type === 'approval/decided') pending = undefined;
     reply?.records.push(r);
   }
   if (!reply) return undefined;
-  return { ...reply, lastSeq: head.lastSeq, waiting, ...(pending ? { pending } : {}) };
+  const awaited = awaitedRequest({ ...(pending ? { pending } : {}), cancelRequested });
+  return {
+    ...reply,
+    lastSeq: head.lastSeq,
+    waiting: waiting && !cancelRequested,
+    cancelRequested: cancelRequested === true,
+    ...(awaited ? { pending: awaited } : {}),
+  };
 }
 
 /**

@@ -6,6 +6,7 @@ import {
   defineTool,
   memoryStore,
   scriptedModel,
+  lmdbStore,
   webHandler,
   type AuthorizeContext,
   type EventDraft,
@@ -13,6 +14,9 @@ import {
 } from '../../src/index.js';
 import { SseParser } from '../../src/web/sse-parse.js';
 import type { UIChunk } from '../../src/web/ui-chunks.js';
+import { deferred } from '../helpers/drafts.js';
+import { storeWithAppend } from '../helpers/runtime.js';
+import { tempDir } from '../helpers/tmp.js';
 
 const cleanups: (() => Promise<void>)[] = [];
 afterEach(async () => {
@@ -188,6 +192,70 @@ describe("the AI SDK routes, driven by the AI SDK's own DefaultChatTransport", (
     expect((await handle(new Request('http://app/api/sessions?limit=0'))).status).toBe(400);
     signedIn = false;
     expect((await handle(new Request('http://app/api/sessions'))).status).toBe(401);
+  });
+});
+
+describe('a run whose cancel stands waits for no approval', () => {
+  it("after a crash cut a suspended run's cancelled end short, an approval POST is a 409 that submits nothing, and the resume route streams the reply to its cancelled end: the tool never runs", async () => {
+    const dir = tempDir('actorloop-chat-cancel-');
+    cleanups.push(() => dir.cleanup());
+    const ran: string[] = [];
+    const options = (store: EventStore) => ({
+      store,
+      model: scriptedModel([{ text: 'deploying', toolCalls: [{ id: 'c1', name: 'deploy', arguments: { env: 'prod' } }] }]),
+      tools: [defineTool({ ...deploy, execute: ({ env }: { env: string }) => (ran.push(env), `deployed to ${env}`) })],
+      approvalFor: ['deploy'],
+    });
+    // life 1: the run suspends for the approval; a cancel of it is recorded, and the process dies as its cancelled end commits
+    const inner = lmdbStore({ path: dir.path });
+    const ending = deferred();
+    const rt1 = createRuntime(
+      options(
+        storeWithAppend(inner, async (id, epoch, seq, drafts) => {
+          if (drafts.some((d) => d.type === 'run/end' && d.payload.status === 'cancelled')) {
+            ending.resolve();
+            return new Promise<never>(() => {});
+          }
+          return inner.append(id, epoch, seq, drafts);
+        }),
+      ),
+    );
+    const s1 = await rt1.openSession('s');
+    expect(await s1.execute({ kind: 'prompt', runId: 'r', attemptId: 'a1', message: 'deploy it' })).toMatchObject({ status: 'suspended' });
+    void s1.execute({ kind: 'continue', runId: 'r', attemptId: 'cancel' });
+    await s1.requestCancel('not today');
+    await ending.promise;
+
+    // life 2 serves the page
+    const runtime = createRuntime(options(lmdbStore({ path: dir.path })));
+    cleanups.push(() => runtime.close());
+    const handle = webHandler({ runtime, basePath: '/api' });
+    const history = (await (await handle(new Request('http://app/api/chat/s/messages'))).json()) as UIMessage[];
+    const answered = structuredClone(history.at(-1)!);
+    const tool = answered.parts.find((p) => p.type === 'tool-deploy') as { state: string; approval: { id: string; approved?: boolean } };
+    expect(tool.state).toBe('approval-requested'); // (the history shows what the log asked)
+    Object.assign(tool, { state: 'approval-responded', approval: { ...tool.approval, approved: true } });
+    const res = await handle(chatPost({ id: 's', messages: [...history.slice(0, -1), answered], trigger: 'submit-message' }));
+    expect(res.status).toBe(409);
+    expect(await res.json()).toMatchObject({ error: 'NothingToApprove', message: expect.stringContaining('run r was cancelled') });
+    expect(await runtime.store.work!.pending('s')).toEqual([]);
+
+    // the resume route does not answer "waiting" (204): it streams the reply to the end the next
+    // attempt gives it — here the worker's, which claims the session for the user's second cancel
+    const resumed = await handle(new Request('http://app/api/chat/s/stream'));
+    expect(resumed.status).toBe(200);
+    expect((await runtime.submit('s', { kind: 'cancel', entryId: 'cancel-again' })).status).toBe('accepted');
+    const worker = runtime.serve({ concurrency: 1, leaseMs: 5000, pollMs: 20 });
+    cleanups.push(() => worker.stop({ graceMs: 100 }));
+    const chunks = (await chunksOf(resumed)).map((c) => c.chunk);
+    expect(chunks).toContainEqual(
+      expect.objectContaining({ type: 'data-actorloop-run', data: expect.objectContaining({ status: 'cancelled' }) }),
+    );
+    expect(chunks.at(-1)).toBe('[DONE]');
+    const ends: unknown[] = [];
+    for await (const r of runtime.store.readEvents('s')) if (r.type === 'run/end') ends.push(r.payload.status);
+    expect(ends).toEqual(['suspended', 'cancelled']);
+    expect(ran).toEqual([]);
   });
 });
 

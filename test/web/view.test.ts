@@ -85,6 +85,22 @@ describe('reduceView', () => {
     expect(v.pending).toBeUndefined();
   });
 
+  it('a cancel recorded while a run waits for its approval takes the approval away, across a restart before its cancelled end', () => {
+    seq = 0;
+    const pendingRequest = { kind: 'approval' as const, questionId: 'q1', calls: [{ callId: 'c1', name: 'deploy', arguments: {} }] };
+    const v = fold([
+      rec('run/start'),
+      rec('approval/requested', { pendingRequest }),
+      rec('run/end', { status: 'suspended' }),
+      rec('run/start'),
+      rec('cancellation/requested', { reason: 'not today' }),
+      rec('session/attached'),
+    ]);
+    expect(v.pending).toBeUndefined();
+    expect(v.items.find((i) => i.kind === 'approval')).not.toHaveProperty('decisions');
+    expect(v.items.at(-1)).toMatchObject({ kind: 'resumed' });
+  });
+
   it('a writer attaching while a run was running marks it resumed after a restart', () => {
     seq = 0;
     const v = fold([rec('run/start'), rec('tool/call', { callId: 'c1', name: 'deploy', arguments: {} }), rec('session/attached')]);
