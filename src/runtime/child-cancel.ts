@@ -64,7 +64,9 @@ async function cancelOpenRun(child: ExecutionSession): Promise<ExecutionResult> 
  * cancel; a child whose run has ended is left as it is. The parent's writer is read right before
  * each child is opened and again before its cancel (after the last await): a fenced parent touches
  * no child (the writer that took it over owns them). The children are opened in this runtime, under
- * the parent writer's guard, as the parent's calls open them.
+ * the parent writer's guard, as the parent's calls open them — also one opened with no run yet,
+ * whose opener may have its run/start in flight: attached here, that append is refused, so that
+ * "never started" is said of what the log holds for good.
  */
 async function cancelOpen(host: ChildHost, parent: CascadeParent, input: CancelChildrenInput, signal: AbortSignal): Promise<ChildOfCall[]> {
   const out: ChildOfCall[] = [];
@@ -74,16 +76,24 @@ async function cancelOpen(host: ChildHost, parent: CascadeParent, input: CancelC
     const at = { callId: call.callId, childId };
     try {
       const head = await host.store.getHead(childId);
-      if (head?.openRun?.runId !== CHILD_RUN) {
-        // settled before (or never started): nothing to cancel; its figures for a call answered now
-        const settled = answering && head ? await currentRunResult(host.store, childId, CHILD_RUN) : undefined;
-        out.push(settled ? { ...at, became: 'settled', status: settled.status, spending: spendingOf(settled, childId) } : at);
+      const settled = head && head.openRun?.runId !== CHILD_RUN ? await currentRunResult(host.store, childId, CHILD_RUN) : undefined;
+      if (!head || settled) {
+        // settled before: nothing to cancel; its figures for a call answered now. Never opened: a
+        // writer that opens it later reads the parent's hold first, and finds it lost
+        out.push(settled && answering ? { ...at, became: 'settled', status: settled.status, spending: spendingOf(settled, childId) } : at);
         continue;
       }
       if (!(await holds(parent)) || signal.aborted) return out;
       const link = { sessionId: parent.sessionId, runId: input.runId, callId: call.callId, seq: call.seq };
+      // open, or opened with no run yet: the writer that opened it may still have its run/start in
+      // flight (its process paused) — attaching here refuses that append, and the log read after it
+      // says which, for good
       const child = await host.open(childId, undefined, link, { lost: () => parent.writer.effectRefusal() });
       try {
+        if ((await host.store.getHead(childId))?.openRun?.runId !== CHILD_RUN) {
+          out.push(at); // it never started its run, and no writer before this one can start it now
+          continue;
+        }
         // the last check before the child's attempt starts, after the last await
         if (!parent.writer.mayStartEffect() || signal.aborted) return out;
         const r = await cancelOpenRun(child);

@@ -347,4 +347,40 @@ describe('the cascade across a crash and a takeover', () => {
     expect(typesOf(child).filter((t) => t === 'session/attached')).toHaveLength(1);
     expect(endsOf(await logOf(base, 's'))).toEqual(['suspended']);
   });
+
+  it('a child a paused writer opened, its run/start still in flight, is fenced by the parent\'s cancel: the answer\'s "never started" stands, the late append is refused', async () => {
+    const dir = tempDir();
+    cleanups.push(() => dir.cleanup());
+    const ran: string[] = [];
+    const tree = (store: EventStore) => {
+      const payer = defineAgent({ name: 'payer', instructions: 'p', model: scriptedModel(['paid']), tools: [chargeTool(ran)] });
+      const runtime = createRuntime({ store, model: scriptedModel([call('c1', 'payer'), 'never asked']), tools: [agentTool(payer)] });
+      cleanups.push(() => runtime.close());
+      return runtime;
+    };
+    // life 1 pauses as its child's run/start goes to the store (the child session is attached)
+    const paused = holdingAppendOf(lmdbStore({ path: dir.path }), 'run/start', CHILD);
+    const first = tree(paused.store);
+    const running = (await first.openSession('s')).execute({ kind: 'prompt', runId: 'r', attemptId: 'r', message: 'go' });
+    await paused.landing.promise;
+    expect(typesOf(await logOf(first.store, CHILD))).toEqual(['session/attached']);
+
+    // another writer takes the parent over and cancels its run
+    const runtime = tree(lmdbStore({ path: dir.path }));
+    const s = await runtime.openSession('s', { resume: 'manual' });
+    const cancelled = s.execute({ kind: 'continue', runId: 'r', attemptId: 'a2' });
+    await s.requestCancel('stop');
+    expect(await cancelled).toMatchObject({ status: 'cancelled' });
+    expect(ofCall(await logOf(runtime.store, 's'), 'tool/result', 'c1').map((e) => e.payload.outcome)).toMatchObject([
+      { kind: 'cancelled', partialContent: expect.stringContaining(`its child session ${CHILD} never started its run`) },
+    ]);
+
+    // life 1 wakes: its child's run/start is refused, so the answer stays true
+    paused.release.resolve();
+    await running.catch(() => undefined);
+    const child = await logOf(runtime.store, CHILD);
+    expect(typesOf(child)).toEqual(['session/attached', 'session/attached']);
+    expect((await runtime.store.getHead(CHILD))?.openRun).toBeNull();
+    expect(ran).toEqual([]);
+  });
 });
