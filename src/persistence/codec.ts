@@ -10,7 +10,7 @@ import {
   SURFACE_OPS,
   type EventType,
 } from '../contracts/events.js';
-import { parseInput, unreadable } from '../contracts/validate.js';
+import { invalidInput, parseInput, unreadable } from '../contracts/validate.js';
 import { assertJson } from '../contracts/json.js';
 
 /** A draft after validation: payload parsed by its schema and made plain JSON. */
@@ -43,7 +43,7 @@ export function assertEventIdFits(sessionId: string, eventId: string, where: str
   if (sessionId.length + eventId.length <= MAX_ID_KEY_BYTES / 3) return; // fits whatever the characters
   const bytes = Buffer.byteLength(sessionId) + Buffer.byteLength(eventId);
   if (bytes > MAX_ID_KEY_BYTES) {
-    parseInput(z.never(), undefined, `${where} (eventId and sessionId together take ${bytes} bytes in UTF-8; at most ${MAX_ID_KEY_BYTES})`);
+    throw invalidInput(where, ['eventId'], `eventId and sessionId together take ${bytes} bytes in UTF-8; at most ${MAX_ID_KEY_BYTES}`);
   }
 }
 
@@ -99,10 +99,10 @@ function prepareDraft(raw: unknown, i: number, where: string, sessionId: string 
   const type = d!.type as EventType;
   const op = SURFACE_OPS[type];
   if (d!.surfaceOp !== op) {
-    parseInput(
-      z.never(),
-      undefined,
-      `${where}: drafts[${i}] (${type} is always written with surfaceOp "${op}", got "${String(d!.surfaceOp)}")`,
+    throw invalidInput(
+      where,
+      ['drafts', i, 'surfaceOp'],
+      `${type} is always written with surfaceOp "${op}", got "${String(d!.surfaceOp)}"`,
     );
   }
   const parsed = parseInput(EventPayloads[type], d!.payload, `${where}: drafts[${i}].payload (${type})`);
@@ -111,7 +111,7 @@ function prepareDraft(raw: unknown, i: number, where: string, sessionId: string 
     payloadJson = JSON.stringify(parsed);
   } catch (e) {
     // a BigInt or a cycle inside an unknown-typed field (tool arguments, stateContext)
-    return parseInput(z.never(), undefined, `${where}: drafts[${i}].payload (${type}) is not JSON: ${(e as Error).message}`);
+    throw invalidInput(where, ['drafts', i, 'payload'], `${type}: not JSON: ${(e as Error).message}`);
   }
   return {
     eventId: d!.eventId ?? '', // generated with its seq, in toRecord

@@ -2,7 +2,7 @@ import { z } from 'zod';
 import type { LoopBudget } from '../contracts/config.js';
 import type { Message } from '../contracts/message.js';
 import type { ModelProvider } from '../contracts/model.js';
-import { parseInput } from '../contracts/validate.js';
+import { invalidInput } from '../contracts/validate.js';
 import { outputSpec, withOutput, type OutputSpec } from '../actors/final-output.js';
 import { canonicalJson } from '../persistence/codec.js';
 import { estimateTokens, sha256 } from '../persistence/surface.js';
@@ -55,7 +55,9 @@ export class AgentRegistry {
   }
 }
 
-const invalid = (message: string): never => parseInput(z.never(), undefined, `createRuntime: agents (${message})`);
+const invalid = (message: string): never => {
+  throw invalidInput('createRuntime', ['agents'], message);
+};
 
 /** The `transfer_to_<name>` tool of a handoff to `target`. */
 export function transferTool(target: string): AnyTool {

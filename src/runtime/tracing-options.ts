@@ -1,7 +1,7 @@
 import { createRequire } from 'node:module';
 import { z } from 'zod';
 import type { SpanLike, TracerLike, TracerProviderLike } from '../contracts/tracing.js';
-import { parseInput } from '../contracts/validate.js';
+import { invalidInput, parseInput } from '../contracts/validate.js';
 
 /** The part of `@opentelemetry/api` the tracer uses. */
 interface OtelApi {
@@ -50,10 +50,10 @@ export function resolveTracing(option: unknown): Tracing | undefined {
   const otel = loadApi();
   if (!otel) {
     if (o === undefined) return undefined;
-    return parseInput(
-      z.never(),
-      undefined,
-      'createRuntime: tracing (needs the optional peer dependency @opentelemetry/api: npm install @opentelemetry/api)',
+    throw invalidInput(
+      'createRuntime',
+      ['tracing'],
+      'needs the optional peer dependency @opentelemetry/api: npm install @opentelemetry/api',
     );
   }
   const tracer = o?.tracer ?? o?.tracerProvider?.getTracer('actorloop') ?? otel.trace.getTracer('actorloop');

@@ -228,6 +228,43 @@ describe('createRuntime options that could only fail later', () => {
     ).toThrow(ValidationError);
   });
 
+  it('a rule no schema states is refused with a ValidationError naming the field and the rule, nothing else', () => {
+    const model = scriptedModel(['x']);
+    const cases: [() => unknown, string, (string | number)[], RegExp][] = [
+      [
+        () => createRuntime({ store: memoryStore(), model, killSwitch: 5 as never }),
+        'createRuntime',
+        ['killSwitch'],
+        /AbortSignal or an RxJS Observable, not number/,
+      ],
+      [
+        () => createRuntime({ store: memoryStore(), model, budget: { maxCost: '1' } }),
+        'createRuntime',
+        ['budget', 'maxCost'],
+        /needs a pricing function/,
+      ],
+      [
+        () => defineTool({ name: 'd', description: '', parameters: z.object({ when: z.date() }), execute: () => 'x' }),
+        'defineTool: d',
+        ['parameters'],
+        /Date cannot be represented in JSON Schema/,
+      ],
+    ];
+    for (const [make, where, path, rule] of cases) {
+      let error: unknown;
+      try {
+        make();
+      } catch (e) {
+        error = e;
+      }
+      expect(error).toBeInstanceOf(ValidationError);
+      const v = error as ValidationError;
+      expect({ where: v.where, paths: v.issues.map((i) => i.path) }).toEqual({ where, paths: [path] });
+      expect(v.message).toMatch(rule);
+      expect(v.message).not.toMatch(/expected never/);
+    }
+  });
+
   // DESIGN §4 item 8: "`maxCost` (decimal string, priced from usage)"; guarantees.md, Bad input: options
   // are checked so that a mistake does not "quietly be its default" (api-boundary test: "refused, not a
   // run with no cost cap"). A `maxCost` given without `pricing` can never be spent: cost stays "0" and
