@@ -33,11 +33,11 @@ const SANDBOX_FILES: Record<string, string> = {
 
 /** Creates the sandbox with its sample files (kept if they exist) and the deployments folder. */
 export function prepareDemoFiles(paths: DemoPaths): void {
-  mkdirSync(paths.sandbox, { recursive: true });
-  mkdirSync(paths.deployments, { recursive: true });
+  mkdirSync(paths.sandbox, { recursive: true, mode: 0o700 });
+  mkdirSync(paths.deployments, { recursive: true, mode: 0o700 });
   for (const [name, text] of Object.entries(SANDBOX_FILES)) {
     const file = join(paths.sandbox, name);
-    if (!existsSync(file)) writeFileSync(file, text);
+    if (!existsSync(file)) writeFileSync(file, text, { mode: 0o600 });
   }
 }
 
@@ -96,7 +96,7 @@ function readRecord(paths: DemoPaths, key: string): DeployRecord | undefined {
 /** Atomic (write + rename): a reader sees the old record or the new one, never half of one. */
 function writeRecord(paths: DemoPaths, r: DeployRecord): void {
   const file = recordFile(paths, r.idempotencyKey);
-  writeFileSync(`${file}.tmp`, JSON.stringify(r));
+  writeFileSync(`${file}.tmp`, JSON.stringify(r), { mode: 0o600 });
   renameSync(`${file}.tmp`, file);
 }
 

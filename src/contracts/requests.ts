@@ -77,11 +77,18 @@ export const STILL_OPEN: ReadonlySet<RunStatus> = new Set<RunStatus>(['suspended
 export const Outcome = z.enum(['completed', 'suspended', 'cancelled', 'failed', 'incomplete']);
 export type Outcome = z.infer<typeof Outcome>;
 
+/**
+ * A failed delivery to a subscriber, as a result lists it: the consumer, the envelope (`seq`, and
+ * the attempt it was of: `runId`, `attemptId` — another attempt's when it failed after that
+ * attempt's result was made), why, and the listener's error message.
+ */
 export const DeliveryErrorInfo = z.object({
   consumer: z.string(),
   seq: z.number().int(),
   reason: z.enum(['closed', 'error', 'timeout']),
   message: z.string().optional(),
+  runId: z.string().optional(),
+  attemptId: z.string().optional(),
 });
 export type DeliveryErrorInfo = z.infer<typeof DeliveryErrorInfo>;
 

@@ -17,16 +17,18 @@ export type SessionRunHandle<T = unknown> = RunHandle<T> & { readonly sessionId:
 /**
  * `runtime.run`: opens a fresh session, runs `message` as its first prompt and closes the session
  * when the run's attempt ends (a suspended run waits in the log: open the session again to answer
- * it). The handle is returned at once; its streams and result wait for the session to open.
+ * it). The handle is returned at once, with its ids (`newId`: the runtime's `ids.runId`, as
+ * `session.run` makes them); its streams and result wait for the session to open.
  */
 export function runOnFreshSession(
   open: (sessionId: string) => Promise<ExecutionSession>,
   message: PromptMessage,
   options: RuntimeRunOptions = {},
+  newId: () => string = randomUUID,
 ): SessionRunHandle {
   const { sessionId = randomUUID(), ...runOptions } = options;
-  const runId = randomUUID();
-  const attemptId = randomUUID();
+  const runId = newId();
+  const attemptId = newId();
   const started = open(sessionId).then((session) => {
     const handle = session.run({ kind: 'prompt', runId, attemptId, message }, runOptions);
     void handle.result.then(

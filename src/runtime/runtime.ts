@@ -190,7 +190,8 @@ export function createRuntime(options: RuntimeOptions): Runtime {
     },
     run: ((message: PromptMessage, options?: RuntimeRunOptions) => {
       assertModel(o, 'runtime.run');
-      return runOnFreshSession((id) => openShared(id, { resume: 'auto', takeover: false }), message, options);
+      const newId = () => o.ids?.runId?.() ?? randomUUID();
+      return runOnFreshSession((id) => openShared(id, { resume: 'auto', takeover: false }), message, options, newId);
     }) as Runtime['run'],
     liveEnvelopes$: (sessionId) => sessions.envelopes$(sessionId),
     submit: (sessionId, entry) => submitToOpen(store, sessions, inboxFor, sessionId, promptEntry(entry), o.contentLimits),

@@ -216,8 +216,9 @@ export class SubscriberHub {
   }
 
   /**
-   * Removes and returns the delivery errors kept so far: those of one attempt, or all of them.
-   * Errors of an attempt found after the call (deliveries still in flight) stay for a later one.
+   * Removes and returns the delivery errors kept so far: those of one attempt, or all of them (a
+   * session's next result takes every one: its own, and those an earlier attempt's deliveries
+   * still in flight found after that attempt's result was made).
    * @example
    * const deliveryErrors = hub.takeErrors({ runId: 'r1', attemptId: 'a1' })
    */

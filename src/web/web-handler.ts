@@ -161,12 +161,14 @@ export function webHandler(options: WebHandlerOptions): (request: Request) => Pr
         const denied = await authorized(o.authorize, request, { sessionId, action: route?.action ?? 'read', route: name as WebRoute });
         if (denied) return denied;
       }
-      if (!route)
+      if (!route) {
+        await runtime.store.getHead(sessionId); // (a closed runtime is a 503, below: not a stream that ends at once)
         return sessionEvents(runtime.store, sessionId, request, {
           ...o.stream,
           live: runtime.liveEnvelopes$(sessionId),
           childEnvelopes: (id) => runtime.liveEnvelopes$(id),
         });
+      }
       const body = await jsonBody(request, o.maxBodyBytes);
       if (body instanceof Response) return body;
       let entry: InboxEntry;

@@ -8,7 +8,7 @@ import { READER } from './fixtures/damage.js';
 
 /**
  * A store holds whole conversations: every file it creates is 0600 and every directory 0700,
- * whatever the umask (docs/guarantees.md). Each umask is set in a child process of its own
+ * whatever the umask (docs/guarantees.md), and so does the CLI's data dir (docs/cli.md). Each umask is set in a child process of its own
  * (`sh -c 'umask …; exec node …'`), which writes a store, goes through a rebuild (another boot
  * id) and reads it back.
  */
@@ -56,10 +56,36 @@ describe('file modes', () => {
           'recovery/data.mdb',
         ]),
       );
-      for (const [rel, mode] of all) {
-        const isDir = statSync(join(path, rel)).isDirectory();
-        expect(`${rel || '.'} ${mode}`).toBe(`${rel || '.'} ${isDir ? '700' : '600'}`);
-      }
+      expectPrivate(path, all);
     });
   }
+
+  it("under umask 022: the demo's data dir, its sandbox and deployment records included, is files 0600 and directories 0700", () => {
+    const d = tempDir('actorloop-modes-demo-');
+    dirs.push(d);
+    const path = join(d.path, 'data');
+    const cli = join(REPO_ROOT, 'src/cli/main.ts');
+    const r = spawnSync(
+      'sh',
+      ['-c', `umask 022 && exec "${process.execPath}" --import tsx "${cli}" demo --data "${path}" --provider scripted`],
+      {
+        cwd: REPO_ROOT,
+        encoding: 'utf8',
+        env: { ...process.env, NODE_OPTIONS: '', OPENAI_API_KEY: '', ANTHROPIC_API_KEY: '' },
+        timeout: 120_000,
+      },
+    );
+    expect(r.status, r.stderr).toBe(0);
+    const all = modes(path);
+    expect([...all.keys()].some((k) => k.startsWith('demo-deployments/'))).toBe(true);
+    expect([...all.keys()].some((k) => k.startsWith('demo-sandbox/'))).toBe(true);
+    expectPrivate(path, all);
+  });
 });
+
+function expectPrivate(root: string, all: Map<string, string>): void {
+  for (const [rel, mode] of all) {
+    const isDir = statSync(join(root, rel)).isDirectory();
+    expect(`${rel || '.'} ${mode}`).toBe(`${rel || '.'} ${isDir ? '700' : '600'}`);
+  }
+}

@@ -167,17 +167,18 @@ describe('session.run', () => {
     });
   });
 
-  it('the ids option makes the generated run ids', async () => {
+  it('the ids option makes the generated run ids, of session.run and runtime.run alike', async () => {
     let n = 0;
     const runtime = createRuntime({
       store: memoryStore(),
-      model: scriptedModel(['a']),
+      model: scriptedModel(['a'], { loop: true }),
       ids: { instanceId: () => 'i', eventId: () => `e${++n}`, runId: () => `run-${++n}` },
     });
     cleanups.push(() => runtime.close());
     const s = await runtime.openSession('s');
-    const run = s.run('hi');
-    expect([run.runId, run.attemptId]).toEqual([expect.stringMatching(/^run-\d+$/), expect.stringMatching(/^run-\d+$/)]);
-    expect((await run.result).status).toBe('succeeded');
+    for (const run of [s.run('hi'), runtime.run('hi again')]) {
+      expect([run.runId, run.attemptId]).toEqual([expect.stringMatching(/^run-\d+$/), expect.stringMatching(/^run-\d+$/)]);
+      expect((await run.result).status).toBe('succeeded');
+    }
   });
 });

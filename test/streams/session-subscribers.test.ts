@@ -51,6 +51,19 @@ describe('subscribers on a session', () => {
     expect(got).toContain('execution_finished');
   });
 
+  it("a delivery that fails after its attempt's result was made is listed in the session's next result, naming its attempt", async () => {
+    const rt = createRuntime({ store: memoryStore(), model: scriptedModel(['one', 'two']) });
+    const s = await rt.openSession('s');
+    const slow = deferred(); // (never resolved: the listener outlasts its timeout)
+    s.subscribe(() => slow.promise, { name: 'slow', deliveryTimeoutMs: 50 });
+    const first = await s.execute({ kind: 'prompt', runId: 'r1', attemptId: 'a1', message: 'go' });
+    expect(first.deliveryErrors).toEqual([]); // the attempt ended before the listener's timeout
+    await sleep(150);
+    const second = await s.execute({ kind: 'prompt', runId: 'r2', attemptId: 'a2', message: 'again' });
+    expect(second.deliveryErrors).toEqual([expect.objectContaining({ consumer: 'slow', reason: 'timeout', runId: 'r1', attemptId: 'a1' })]);
+    await rt.close();
+  });
+
   it('a synchronous listener with capacity 1 gets a whole tool step without a delivery error', async () => {
     const rt = createRuntime({
       store: memoryStore(),

@@ -186,6 +186,27 @@ describe('webHandler: bad requests are clear 4xx errors and submit nothing', () 
     expect(await runtime.store.work!.pending('s1')).toEqual([]);
   });
 
+  it('a closed runtime is a 503 on every route, the event stream included (never a 200 that ends at once)', async () => {
+    const { runtime, handle } = make();
+    await runtime.close();
+    const routes: Request[] = [
+      new Request('http://app/sessions/s1/events'),
+      new Request('http://app/sessions/s1/messages', {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ inputId: 'i1', message: 'hi' }),
+      }),
+      new Request('http://app/sessions'),
+      new Request('http://app/chat/s1/messages'),
+      new Request('http://app/chat/s1/stream'),
+    ];
+    for (const r of routes) {
+      const res = await handle(r);
+      expect(`${r.method} ${new URL(r.url).pathname} ${res.status}`).toBe(`${r.method} ${new URL(r.url).pathname} 503`);
+      expect(await res.json()).toMatchObject({ error: 'StoreClosedError' });
+    }
+  });
+
   it('options are checked: a missing runtime or a bad basePath is a ValidationError', () => {
     expect(() => webHandler({} as never)).toThrow(expect.objectContaining({ name: 'ValidationError' }));
     let error: unknown;
