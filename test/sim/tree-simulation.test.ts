@@ -23,6 +23,16 @@ const REGRESSIONS: { seed: number; found: string }[] = [
   // the root's detach reached its children (detached, calls left unsettled), then its results commit
   // failed: the run ended failed with the calls never answered and the children's runs never reported
   { seed: 2617, found: "t: agent call researcher c4: its run settled without the child's answer" },
+  // the root's cancel said a child "never started its run" while the paused process that opened it
+  // still had its run/start in flight, which landed afterwards (the cancel now fences such a child)
+  {
+    seed: 114750,
+    found: 't: agent call researcher c2: the root\'s answer says "never started its run" but run answer of t/r1/1/c2 is open',
+  },
+  {
+    seed: 114921,
+    found: 't: agent call researcher c5: the root\'s answer says "never started its run" but run answer of t/r1/2/c5 is open',
+  },
 ];
 
 describe('the simulator drives agent trees', () => {
