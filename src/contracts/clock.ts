@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
 
 /**
@@ -45,6 +46,9 @@ export interface IdSource {
   /** Run and attempt ids the runtime makes when a request leaves them out (`session.run`); a UUID without it. */
   runId?(): string;
 }
+
+/** A run or attempt id the runtime makes: `ids.runId()`, else a UUID. */
+export const newRunId = (ids: IdSource | undefined): string => ids?.runId?.() ?? randomUUID();
 
 /** Sleeps `ms` on `clock`; rejects with `reason()` if `signal` aborts first. */
 export function sleepOn(clock: Clock, ms: number, signal: AbortSignal, reason: () => unknown): Promise<void> {

@@ -38,12 +38,12 @@ const isNonNegInt = (v: unknown): v is number => typeof v === 'number' && Number
  */
 export const MAX_ID_KEY_BYTES = 1900;
 
-/** A ValidationError unless `[sessionId, eventId]` fits the id index. */
-export function assertEventIdFits(sessionId: string, eventId: string, where: string): void {
+/** A ValidationError (at `path` of `where`'s input) unless `[sessionId, eventId]` fits the id index. */
+export function assertEventIdFits(sessionId: string, eventId: string, where: string, path: (string | number)[]): void {
   if (sessionId.length + eventId.length <= MAX_ID_KEY_BYTES / 3) return; // fits whatever the characters
   const bytes = Buffer.byteLength(sessionId) + Buffer.byteLength(eventId);
   if (bytes > MAX_ID_KEY_BYTES) {
-    throw invalidInput(where, ['eventId'], `eventId and sessionId together take ${bytes} bytes in UTF-8; at most ${MAX_ID_KEY_BYTES}`);
+    throw invalidInput(where, path, `eventId and sessionId together take ${bytes} bytes in UTF-8; at most ${MAX_ID_KEY_BYTES}`);
   }
 }
 
@@ -95,7 +95,7 @@ function prepareDraft(raw: unknown, i: number, where: string, sessionId: string 
     d.payload !== null &&
     !Array.isArray(d.payload);
   if (!ok) parseInput(EventDraft, raw, `${where}: drafts[${i}]`); // throws with the precise issues
-  if (sessionId !== undefined && d!.eventId !== undefined) assertEventIdFits(sessionId, d!.eventId, `${where}: drafts[${i}].eventId`);
+  if (sessionId !== undefined && d!.eventId !== undefined) assertEventIdFits(sessionId, d!.eventId, where, ['drafts', i, 'eventId']);
   const type = d!.type as EventType;
   const op = SURFACE_OPS[type];
   if (d!.surfaceOp !== op) {

@@ -3,6 +3,7 @@ import type { CancelChildrenInput, CascadeParent, ChildOfCall, RunChildren } fro
 import type { ExecutionResult } from '../contracts/requests.js';
 import type { EventStore } from '../persistence/event-store.js';
 import { CHILD_RUN, childSessionId, spendingOf, type ChildHost } from './agent-calls.js';
+import { isBusy } from '../actors/worker-services.js';
 import { currentRunResult } from './wait-for-result.js';
 import type { ExecutionSession } from './execution-session.js';
 
@@ -78,9 +79,9 @@ async function cancelOpen(host: ChildHost, parent: CascadeParent, input: CancelC
       const head = await host.store.getHead(childId);
       const settled = head && head.openRun?.runId !== CHILD_RUN ? await currentRunResult(host.store, childId, CHILD_RUN) : undefined;
       if (!head || settled) {
-        // settled before: nothing to cancel; its figures for a call answered now. Never opened: a
-        // writer that opens it later reads the parent's hold first, and finds it lost
-        out.push(settled && answering ? { ...at, became: 'settled', status: settled.status, spending: spendingOf(settled, childId) } : at);
+        // settled before: nothing to cancel. Never opened: a writer that opens it later reads the
+        // parent's hold again once it has (before the child's run starts), and finds it lost
+        out.push(settledOrNot(at, settled, answering));
         continue;
       }
       if (!(await holds(parent)) || signal.aborted) return out;
@@ -91,7 +92,15 @@ async function cancelOpen(host: ChildHost, parent: CascadeParent, input: CancelC
       const child = await host.open(childId, undefined, link, { lost: () => parent.writer.effectRefusal() });
       try {
         if ((await host.store.getHead(childId))?.openRun?.runId !== CHILD_RUN) {
-          out.push(at); // it never started its run, and no writer before this one can start it now
+          // not open: it ended meanwhile (its opener ran on), or never started — for good, unless the
+          // open found it live in this runtime (no new writer attached) with an attempt under way
+          const ended = await currentRunResult(host.store, childId, CHILD_RUN);
+          const startingHere = !ended && child.recovery.writerEpoch <= head.writerEpoch && isBusy(child);
+          out.push(
+            startingHere
+              ? { ...at, became: 'left open', why: 'its run is being started in this process' }
+              : settledOrNot(at, ended, answering),
+          );
           continue;
         }
         // the last check before the child's attempt starts, after the last await
@@ -114,6 +123,12 @@ async function cancelOpen(host: ChildHost, parent: CascadeParent, input: CancelC
     }
   }
   return out;
+}
+
+/** A child with no open run: `settled` (its figures for a call answered now), or one that never started its run. */
+function settledOrNot(at: { callId: string; childId: string }, settled: ExecutionResult | undefined, answering: boolean): ChildOfCall {
+  if (!settled) return at;
+  return answering ? { ...at, became: 'settled', status: settled.status, spending: spendingOf(settled, at.childId) } : at;
 }
 
 /** The runtime's side of a cancel cascade, opening children through `host`. */

@@ -1,5 +1,5 @@
 import type { OfferedTools } from '../actors/session-services.js';
-import { randomUUID } from 'node:crypto';
+import { newRunId } from '../contracts/clock.js';
 import type { Observable } from 'rxjs';
 import { z } from 'zod';
 import { ExecutionBusy, StoreClosedError } from '../contracts/errors.js';
@@ -241,7 +241,7 @@ export class ExecutionSession<TOut = unknown> {
   }
 
   private newId(): string {
-    return this.options.ids?.runId?.() ?? randomUUID();
+    return newRunId(this.options.ids);
   }
 
   /** The machine rests: the settled attempt's caller gets its result, then a waiting input starts its run. */

@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { newRunId } from '../contracts/clock.js';
 import type { z } from 'zod';
 import type { Observable } from 'rxjs';
 import type { OpenInternals } from '../actors/worker-services.js';
@@ -190,7 +191,7 @@ export function createRuntime(options: RuntimeOptions): Runtime {
     },
     run: ((message: PromptMessage, options?: RuntimeRunOptions) => {
       assertModel(o, 'runtime.run');
-      const newId = () => o.ids?.runId?.() ?? randomUUID();
+      const newId = () => newRunId(o.ids);
       return runOnFreshSession((id) => openShared(id, { resume: 'auto', takeover: false }), message, options, newId);
     }) as Runtime['run'],
     liveEnvelopes$: (sessionId) => sessions.envelopes$(sessionId),

@@ -20,9 +20,10 @@ export interface SettlingSession {
 /**
  * The session machine's `settleAttempt` actor: the attempt's result gets its subscribers'
  * delivery errors — and those of earlier attempts found after their results were made (a slow
- * listener's timeout, a failed `execution_finished`), each naming its attempt —, the open run is read back when the run may still be open (or marked unknown
- * when it cannot be), `execution_finished` goes out; says where the session rests now. The
- * attempt's caller is answered once the machine rests.
+ * listener's timeout, a failed `execution_finished`), each naming its attempt —; the open run is
+ * read back when the run may still be open (or marked unknown when it cannot be);
+ * `execution_finished` goes out; says where the session rests now. The attempt's caller is
+ * answered once the machine rests.
  */
 export async function settleAttempt(s: SettlingSession, finished: ExecutionResult): Promise<SettleOutput> {
   const result: ExecutionResult = {

@@ -120,11 +120,13 @@ export async function chatPost(
   }
   const open = await readOpenReply(store, sessionId);
   const pending = open?.pending;
-  if (!open || pending?.kind !== 'approval')
+  if (!open || pending?.kind !== 'approval') {
+    const why = open?.cancelRequested ? ` (run ${open.run.runId} was cancelled: it ends cancelled when it next runs)` : '';
     return json(409, {
       error: 'NothingToApprove',
-      message: `session ${JSON.stringify(sessionId.slice(0, 200))} waits for no approval${open?.cancelRequested ? ` (run ${open.run.runId} was cancelled: it ends cancelled when it next runs)` : ''}`,
+      message: `session ${JSON.stringify(sessionId.slice(0, 200))} waits for no approval${why}`,
     });
+  }
   const missing = pending.calls.filter((c) => !submission.decisions.has(c.callId)).map((c) => c.callId);
   if (missing.length > 0)
     return json(400, {

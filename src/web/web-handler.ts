@@ -162,7 +162,11 @@ export function webHandler(options: WebHandlerOptions): (request: Request) => Pr
         if (denied) return denied;
       }
       if (!route) {
-        await runtime.store.getHead(sessionId); // (a closed runtime is a 503, below: not a stream that ends at once)
+        // a closed runtime is a 503 (below), not a stream that ends at once; another failure of the
+        // store is the stream's to report (its stream-error frame)
+        await runtime.store.getHead(sessionId).catch((e: unknown) => {
+          if (isStoreClosedError(e)) throw e;
+        });
         return sessionEvents(runtime.store, sessionId, request, {
           ...o.stream,
           live: runtime.liveEnvelopes$(sessionId),

@@ -348,33 +348,52 @@ describe('the cascade across a crash and a takeover', () => {
     expect(endsOf(await logOf(base, 's'))).toEqual(['suspended']);
   });
 
-  it('a child a paused writer opened, its run/start still in flight, is fenced by the parent\'s cancel: the answer\'s "never started" stands, the late append is refused', async () => {
-    const dir = tempDir();
-    cleanups.push(() => dir.cleanup());
-    const ran: string[] = [];
+  /**
+   * Life 1 on `dir` pauses as its child's run/start goes to the store (the child session attached);
+   * `afterFirstRead` runs as another writer's cancel of the parent has read the child's head and
+   * is about to attach it. Returns life 1's paused append and the cancelling runtime.
+   */
+  async function pausedOpener(dir: string, ran: string[], afterFirstRead: (paused: { release: { resolve(): void } }) => Promise<void>) {
     const tree = (store: EventStore) => {
       const payer = defineAgent({ name: 'payer', instructions: 'p', model: scriptedModel(['paid']), tools: [chargeTool(ran)] });
       const runtime = createRuntime({ store, model: scriptedModel([call('c1', 'payer'), 'never asked']), tools: [agentTool(payer)] });
       cleanups.push(() => runtime.close());
       return runtime;
     };
-    // life 1 pauses as its child's run/start goes to the store (the child session is attached)
-    const paused = holdingAppendOf(lmdbStore({ path: dir.path }), 'run/start', CHILD);
+    const paused = holdingAppendOf(lmdbStore({ path: dir }), 'run/start', CHILD);
     const first = tree(paused.store);
     const running = (await first.openSession('s')).execute({ kind: 'prompt', runId: 'r', attemptId: 'r', message: 'go' });
     await paused.landing.promise;
     expect(typesOf(await logOf(first.store, CHILD))).toEqual(['session/attached']);
-
+    const inner = lmdbStore({ path: dir });
+    let armed = true;
+    const store: EventStore = {
+      ...storeWithAppend(inner, (...a) => inner.append(...a)),
+      attachWriter: async (id, ...rest) => {
+        if (armed && id === CHILD) {
+          armed = false;
+          await afterFirstRead(paused);
+        }
+        return inner.attachWriter(id, ...rest);
+      },
+    };
     // another writer takes the parent over and cancels its run
-    const runtime = tree(lmdbStore({ path: dir.path }));
+    const runtime = tree(store);
     const s = await runtime.openSession('s', { resume: 'manual' });
     const cancelled = s.execute({ kind: 'continue', runId: 'r', attemptId: 'a2' });
     await s.requestCancel('stop');
     expect(await cancelled).toMatchObject({ status: 'cancelled' });
-    expect(ofCall(await logOf(runtime.store, 's'), 'tool/result', 'c1').map((e) => e.payload.outcome)).toMatchObject([
+    return { runtime, running, paused, answer: ofCall(await logOf(runtime.store, 's'), 'tool/result', 'c1').map((e) => e.payload.outcome) };
+  }
+
+  it('a child a paused writer opened, its run/start still in flight, is fenced by the parent\'s cancel: the answer\'s "never started" stands, the late append is refused', async () => {
+    const dir = tempDir();
+    cleanups.push(() => dir.cleanup());
+    const ran: string[] = [];
+    const { runtime, running, paused, answer } = await pausedOpener(dir.path, ran, async () => {});
+    expect(answer).toMatchObject([
       { kind: 'cancelled', partialContent: expect.stringContaining(`its child session ${CHILD} never started its run`) },
     ]);
-
     // life 1 wakes: its child's run/start is refused, so the answer stays true
     paused.release.resolve();
     await running.catch(() => undefined);
@@ -382,5 +401,24 @@ describe('the cascade across a crash and a takeover', () => {
     expect(typesOf(child)).toEqual(['session/attached', 'session/attached']);
     expect((await runtime.store.getHead(CHILD))?.openRun).toBeNull();
     expect(ran).toEqual([]);
+  });
+
+  it('a child whose paused opener woke and ran it to its end before the cancel attached it is answered as it ended, with its spending: never "never started"', async () => {
+    const dir = tempDir();
+    cleanups.push(() => dir.cleanup());
+    const ran: string[] = [];
+    const { answer } = await pausedOpener(dir.path, ran, async (paused) => {
+      paused.release.resolve();
+      const inner = lmdbStore({ path: dir.path });
+      for (let i = 0; i < 500 && !typesOf(await logOf(inner, CHILD)).includes('run/end'); i++) await sleep(10);
+      await inner.close();
+    });
+    expect(answer).toMatchObject([
+      {
+        kind: 'cancelled',
+        partialContent: expect.stringContaining(`the run of its child session ${CHILD} had ended succeeded`),
+        usage: expect.objectContaining({ outputTokens: expect.any(Number) }),
+      },
+    ]);
   });
 });

@@ -90,24 +90,29 @@ export function withApplicationName(url: string, name: string): string {
   return u.toString();
 }
 
-/**
- * Resolves once no backend of the connections named `name` (withApplicationName) is left on the
- * server at `url`. A SIGKILLed client's backend finishes the statement it was given — a COMMIT
- * sent just before the kill still lands — and exits when it next talks to the client: only after
- * that does a read see everything the killed client will ever have committed.
- */
-export async function backendsGone(url: string, name: string, timeoutMs = 10_000): Promise<void> {
+/** The server's backends (pg_stat_activity) of the connections named `name` (withApplicationName). */
+export async function backendsNamed(url: string, name: string): Promise<number> {
   const c = new pg.Client({ connectionString: url });
   await c.connect();
   try {
-    const until = Date.now() + timeoutMs;
-    for (;;) {
-      const { rows } = await c.query('SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = $1', [name]);
-      if (rows[0].n === 0) return;
-      if (Date.now() > until) throw new Error(`${rows[0].n} backend(s) of ${name} still on the server after ${timeoutMs} ms`);
-      await new Promise((r) => setTimeout(r, 20));
-    }
+    const { rows } = await c.query('SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = $1', [name]);
+    return rows[0].n as number;
   } finally {
     await c.end();
+  }
+}
+
+/**
+ * Resolves once no backend of the connections named `name` (withApplicationName) is left on the
+ * server at `url` (a backend leaves pg_stat_activity a moment after its client's socket closes). A
+ * SIGKILLed client's backend finishes the statement it was given — a COMMIT sent just before the
+ * kill still lands — and exits when it next talks to the client: only after that does a read see
+ * everything the killed client will ever have committed.
+ */
+export async function backendsGone(url: string, name: string, timeoutMs = 10_000): Promise<void> {
+  const until = Date.now() + timeoutMs;
+  for (let n = await backendsNamed(url, name); n > 0; n = await backendsNamed(url, name)) {
+    if (Date.now() > until) throw new Error(`${n} backend(s) of ${name} still on the server after ${timeoutMs} ms`);
+    await new Promise((r) => setTimeout(r, 20));
   }
 }

@@ -7,7 +7,7 @@ import { postgresStore } from '../../src/persistence/postgres/postgres-store.js'
 import { SCHEMA_VERSION_PG } from '../../src/persistence/postgres/schema.js';
 import { killAllChildren, parseAck, REPO_ROOT, spawnTs } from '../crash/child-util.js';
 import { collect, userMsg } from '../helpers/drafts.js';
-import { freshSchema, postgresForTests } from '../helpers/postgres.js';
+import { backendsGone, backendsNamed, freshSchema, postgresForTests, withApplicationName } from '../helpers/postgres.js';
 
 /** What the PostgreSQL store adds to the shared contract: schema, durability, connections, tailing across processes. */
 const db = await postgresForTests('PostgreSQL store');
@@ -21,15 +21,8 @@ if (db) {
       await c.end();
     }
   };
-  const connectionsOf = (appName: string) =>
-    admin(async (c) =>
-      Number((await c.query(`SELECT count(*) AS n FROM pg_stat_activity WHERE application_name = $1`, [appName])).rows[0].n),
-    );
-  const urlWithApp = (name: string) => {
-    const u = new URL(db.url);
-    u.searchParams.set('application_name', name);
-    return u.toString();
-  };
+  const connectionsOf = (appName: string) => backendsNamed(db.url, appName);
+  const urlWithApp = (name: string) => withApplicationName(db.url, name);
 
   describe('PostgreSQL store', () => {
     afterEach(killAllChildren);
@@ -77,14 +70,8 @@ if (db) {
       expect(await connectionsOf(app)).toBeGreaterThanOrEqual(2); // a query connection and LISTEN
       await store.close();
       expect(sub.closed).toBe(true);
-      // every connection was told to end (Terminate) by close(); the server's backend processes
-      // leave pg_stat_activity a moment after their socket closes
-      let left = await connectionsOf(app);
-      for (let i = 0; i < 60 && left > 0; i++) {
-        await new Promise((r) => setTimeout(r, 50));
-        left = await connectionsOf(app);
-      }
-      expect(left).toBe(0);
+      // every connection was told to end (Terminate) by close()
+      await backendsGone(db.url, app, 3000);
     });
 
     it("with the app's own pool: works on it, and close() leaves the pool open but ends its LISTEN connection", async () => {

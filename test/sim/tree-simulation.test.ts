@@ -24,7 +24,7 @@ const REGRESSIONS: { seed: number; found: string }[] = [
   // failed: the run ended failed with the calls never answered and the children's runs never reported
   { seed: 2617, found: "t: agent call researcher c4: its run settled without the child's answer" },
   // the root's cancel said a child "never started its run" while the paused process that opened it
-  // still had its run/start in flight, which landed afterwards (the cancel now fences such a child)
+  // still had its run/start in flight, which landed afterwards (the cancel fences such a child before it answers)
   {
     seed: 114750,
     found: 't: agent call researcher c2: the root\'s answer says "never started its run" but run answer of t/r1/1/c2 is open',

@@ -196,7 +196,7 @@ describe("the AI SDK routes, driven by the AI SDK's own DefaultChatTransport", (
 });
 
 describe('a run whose cancel stands waits for no approval', () => {
-  it("after a crash cut a suspended run's cancelled end short, an approval POST is a 409 that submits nothing, and the resume route streams the reply to its cancelled end: the tool never runs", async () => {
+  it("after a crash cut a suspended run's cancelled end short, an approval POST is a 409 that submits nothing and the resume route has the reply (no 204); a cancel sent again ends the run cancelled, the tool never run", async () => {
     const dir = tempDir('actorloop-chat-cancel-');
     cleanups.push(() => dir.cleanup());
     const ran: string[] = [];
@@ -241,7 +241,7 @@ describe('a run whose cancel stands waits for no approval', () => {
     expect(await runtime.store.work!.pending('s')).toEqual([]);
 
     // the resume route does not answer "waiting" (204): it streams the reply to the end the next
-    // attempt gives it — here the worker's, which claims the session for the user's second cancel
+    // attempt gives it — here the worker's, which claims the session for the user's cancel sent again
     const resumed = await handle(new Request('http://app/api/chat/s/stream'));
     expect(resumed.status).toBe(200);
     expect((await runtime.submit('s', { kind: 'cancel', entryId: 'cancel-again' })).status).toBe('accepted');
