@@ -22,16 +22,6 @@ export function parseInput<S extends z.ZodType>(schema: S, input: unknown, where
   );
 }
 
-/**
- * The ValidationError for input its schema accepts but a rule no schema states refuses (two agents
- * of one name, a cost budget without pricing): `where` names the call, `path` the field, `message` the rule.
- * @example
- * throw invalidInput('createRuntime', ['agents'], 'two agents are named dup')
- */
-export function invalidInput(where: string, path: (string | number)[], message: string): ValidationError {
-  return new ValidationError(where, [{ path, message }]);
-}
-
 type Issue = { code?: string; path: PropertyKey[]; message: string; errors?: Issue[][] };
 type Path = (string | number)[];
 

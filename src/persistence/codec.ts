@@ -10,7 +10,7 @@ import {
   SURFACE_OPS,
   type EventType,
 } from '../contracts/events.js';
-import { invalidInput, parseInput, unreadable } from '../contracts/validate.js';
+import { parseInput, unreadable } from '../contracts/validate.js';
 import { assertJson } from '../contracts/json.js';
 
 /** A draft after validation: payload parsed by its schema and made plain JSON. */
@@ -43,7 +43,9 @@ export function assertEventIdFits(sessionId: string, eventId: string, where: str
   if (sessionId.length + eventId.length <= MAX_ID_KEY_BYTES / 3) return; // fits whatever the characters
   const bytes = Buffer.byteLength(sessionId) + Buffer.byteLength(eventId);
   if (bytes > MAX_ID_KEY_BYTES) {
-    throw invalidInput(where, path, `eventId and sessionId together take ${bytes} bytes in UTF-8; at most ${MAX_ID_KEY_BYTES}`);
+    throw new ValidationError(where, [
+      { path: path, message: `eventId and sessionId together take ${bytes} bytes in UTF-8; at most ${MAX_ID_KEY_BYTES}` },
+    ]);
   }
 }
 
@@ -99,11 +101,9 @@ function prepareDraft(raw: unknown, i: number, where: string, sessionId: string 
   const type = d!.type as EventType;
   const op = SURFACE_OPS[type];
   if (d!.surfaceOp !== op) {
-    throw invalidInput(
-      where,
-      ['drafts', i, 'surfaceOp'],
-      `${type} is always written with surfaceOp "${op}", got "${String(d!.surfaceOp)}"`,
-    );
+    throw new ValidationError(where, [
+      { path: ['drafts', i, 'surfaceOp'], message: `${type} is always written with surfaceOp "${op}", got "${String(d!.surfaceOp)}"` },
+    ]);
   }
   const parsed = parseInput(EventPayloads[type], d!.payload, `${where}: drafts[${i}].payload (${type})`);
   let payloadJson: string;
@@ -111,7 +111,7 @@ function prepareDraft(raw: unknown, i: number, where: string, sessionId: string 
     payloadJson = JSON.stringify(parsed);
   } catch (e) {
     // a BigInt or a cycle inside an unknown-typed field (tool arguments, stateContext)
-    throw invalidInput(where, ['drafts', i, 'payload'], `${type}: not JSON: ${(e as Error).message}`);
+    throw new ValidationError(where, [{ path: ['drafts', i, 'payload'], message: `${type}: not JSON: ${(e as Error).message}` }]);
   }
   return {
     eventId: d!.eventId ?? '', // generated with its seq, in toRecord

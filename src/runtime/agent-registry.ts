@@ -1,8 +1,8 @@
+import { ValidationError } from '../contracts/errors.js';
 import { z } from 'zod';
 import type { LoopBudget } from '../contracts/config.js';
 import type { Message } from '../contracts/message.js';
 import type { ModelProvider } from '../contracts/model.js';
-import { invalidInput } from '../contracts/validate.js';
 import { outputSpec, withOutput, type OutputSpec } from '../actors/final-output.js';
 import { canonicalJson } from '../persistence/codec.js';
 import { estimateTokens, sha256 } from '../persistence/surface.js';
@@ -56,7 +56,7 @@ export class AgentRegistry {
 }
 
 const invalid = (message: string): never => {
-  throw invalidInput('createRuntime', ['agents'], message);
+  throw new ValidationError('createRuntime', [{ path: ['agents'], message: message }]);
 };
 
 /** The `transfer_to_<name>` tool of a handoff to `target`. */

@@ -4,7 +4,7 @@ import type { FinalVerifier } from '../contracts/hooks.js';
 import type { DeliveryOwner } from '../contracts/hooks.js';
 import { isObservable } from 'rxjs';
 import { z } from 'zod';
-import { invalidInput, parseInput } from '../contracts/validate.js';
+import { parseInput } from '../contracts/validate.js';
 import { ValidationError } from '../contracts/errors.js';
 import { askUserTool } from '../tools/ask-user.js';
 import { LoopBudget, LoopConfig } from '../contracts/config.js';
@@ -166,21 +166,25 @@ export function resolveRuntimeOptions(options: RuntimeOptions): ResolvedRuntimeO
     ]);
   const ks = o.killSwitch;
   if (ks !== undefined && !(ks instanceof AbortSignal) && !isObservable(ks)) {
-    throw invalidInput('createRuntime', ['killSwitch'], `an AbortSignal or an RxJS Observable, not ${ks === null ? 'null' : typeof ks}`);
+    throw new ValidationError('createRuntime', [
+      { path: ['killSwitch'], message: `an AbortSignal or an RxJS Observable, not ${ks === null ? 'null' : typeof ks}` },
+    ]);
   }
   if (o.budget.maxCost !== undefined && !o.pricing) {
-    throw invalidInput(
-      'createRuntime',
-      ['budget', 'maxCost'],
-      'a cost budget needs a pricing function to price model calls; without one it could never be reached',
-    );
+    throw new ValidationError('createRuntime', [
+      {
+        path: ['budget', 'maxCost'],
+        message: 'a cost budget needs a pricing function to price model calls; without one it could never be reached',
+      },
+    ]);
   }
   if (o.askUser && o.tools.some((t) => t.name === askUserTool.name)) {
-    throw invalidInput(
-      'createRuntime',
-      ['tools'],
-      `a tool named ${askUserTool.name} beside the askUser option: the built-in would replace it; rename it or leave askUser off`,
-    );
+    throw new ValidationError('createRuntime', [
+      {
+        path: ['tools'],
+        message: `a tool named ${askUserTool.name} beside the askUser option: the built-in would replace it; rename it or leave askUser off`,
+      },
+    ]);
   }
   return o;
 }

@@ -24,7 +24,7 @@ export function runOnFreshSession(
   open: (sessionId: string) => Promise<ExecutionSession>,
   message: PromptMessage,
   options: RuntimeRunOptions = {},
-  newId: () => string = randomUUID,
+  newId: () => string,
 ): SessionRunHandle {
   const { sessionId = randomUUID(), ...runOptions } = options;
   const runId = newId();

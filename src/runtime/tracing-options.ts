@@ -1,7 +1,8 @@
+import { ValidationError } from '../contracts/errors.js';
 import { createRequire } from 'node:module';
 import { z } from 'zod';
 import type { SpanLike, TracerLike, TracerProviderLike } from '../contracts/tracing.js';
-import { invalidInput, parseInput } from '../contracts/validate.js';
+import { parseInput } from '../contracts/validate.js';
 
 /** The part of `@opentelemetry/api` the tracer uses. */
 interface OtelApi {
@@ -50,11 +51,9 @@ export function resolveTracing(option: unknown): Tracing | undefined {
   const otel = loadApi();
   if (!otel) {
     if (o === undefined) return undefined;
-    throw invalidInput(
-      'createRuntime',
-      ['tracing'],
-      'needs the optional peer dependency @opentelemetry/api: npm install @opentelemetry/api',
-    );
+    throw new ValidationError('createRuntime', [
+      { path: ['tracing'], message: 'needs the optional peer dependency @opentelemetry/api: npm install @opentelemetry/api' },
+    ]);
   }
   const tracer = o?.tracer ?? o?.tracerProvider?.getTracer('actorloop') ?? otel.trace.getTracer('actorloop');
   return { tracer, api: otel, recordContent: o?.recordContent ?? false };

@@ -1,5 +1,6 @@
+import { ValidationError } from '../contracts/errors.js';
 import { z } from 'zod';
-import { invalidInput, parseInput } from '../contracts/validate.js';
+import { parseInput } from '../contracts/validate.js';
 import { markTool } from './agent-marks.js';
 import { isAgent, type Agent } from './define-agent.js';
 import { defineTool, type AnyTool } from './define-tool.js';
@@ -31,7 +32,7 @@ export const AgentInput = z.object({ input: z.string().describe('What to ask the
  * const runtime = createRuntime({ model, tools: [agentTool(researcher, { mode: 'parallel' })] })
  */
 export function agentTool(agent: Agent, options: AgentToolOptions = {}): AnyTool {
-  if (!isAgent(agent)) throw invalidInput('agentTool', ['agent'], 'an agent made with defineAgent');
+  if (!isAgent(agent)) throw new ValidationError('agentTool', [{ path: ['agent'], message: 'an agent made with defineAgent' }]);
   const o = parseInput(AgentToolOptions, options, 'agentTool: options');
   const tool = defineTool({
     name: o.name ?? agent.name,

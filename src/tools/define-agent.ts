@@ -1,7 +1,8 @@
+import { ValidationError } from '../contracts/errors.js';
 import { z } from 'zod';
 import { LoopBudget } from '../contracts/config.js';
 import type { ModelProvider } from '../contracts/model.js';
-import { invalidInput, parseInput } from '../contracts/validate.js';
+import { parseInput } from '../contracts/validate.js';
 import type { AnyTool } from './define-tool.js';
 
 /** The most characters an agent's name has: `transfer_to_<name>` fits a provider's 64-character tool names. */
@@ -73,7 +74,9 @@ export function defineAgent<S extends z.ZodType | undefined = undefined>(
   const o = parseInput(AgentOptions, options, 'defineAgent');
   for (const t of o.tools)
     if (t.name.startsWith('transfer_to_'))
-      throw invalidInput('defineAgent', ['tools'], `${t.name}: names starting transfer_to_ are the handoff tools`);
+      throw new ValidationError('defineAgent', [
+        { path: ['tools'], message: `${t.name}: names starting transfer_to_ are the handoff tools` },
+      ]);
   return Object.freeze({
     kind: 'agent' as const,
     name: o.name,

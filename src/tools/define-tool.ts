@@ -1,7 +1,8 @@
+import { ValidationError } from '../contracts/errors.js';
 import { z } from 'zod';
 import type { JsonValue } from '../contracts/json.js';
 import type { ToolMode, ToolOutcomeInput, ToolSpec } from '../contracts/tools.js';
-import { invalidInput, parseInput } from '../contracts/validate.js';
+import { parseInput } from '../contracts/validate.js';
 import { timerMs } from '../contracts/config.js';
 
 /** What a tool's `execute` and `reconcile` receive besides the arguments. */
@@ -119,18 +120,17 @@ export function defineTool<A>(options: ToolOptions<A>): ToolDefinition<A> {
   try {
     schema = z.toJSONSchema(options.parameters as z.ZodType, { io: 'input', unrepresentable: 'throw' }) as Record<string, unknown>;
   } catch (e) {
-    throw invalidInput(
-      `defineTool: ${o.name}`,
-      ['parameters'],
-      `${(e as Error).message}; use types JSON Schema can express: strings, numbers, booleans, arrays, objects`,
-    );
+    throw new ValidationError(`defineTool: ${o.name}`, [
+      {
+        path: ['parameters'],
+        message: `${(e as Error).message}; use types JSON Schema can express: strings, numbers, booleans, arrays, objects`,
+      },
+    ]);
   }
   if (schema.type !== 'object') {
-    throw invalidInput(
-      `defineTool: ${o.name}`,
-      ['parameters'],
-      'must be an object schema (z.object(...)): providers take tool arguments as a JSON object',
-    );
+    throw new ValidationError(`defineTool: ${o.name}`, [
+      { path: ['parameters'], message: 'must be an object schema (z.object(...)): providers take tool arguments as a JSON object' },
+    ]);
   }
   delete schema.$schema;
   return {

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { ValidationError } from '../contracts/errors.js';
 import type { ToolOutcomeInput } from '../contracts/tools.js';
-import { invalidInput, parseInput } from '../contracts/validate.js';
+import { parseInput } from '../contracts/validate.js';
 import type { AnyTool, ToolContext, ToolDefinition, ToolList } from './define-tool.js';
 import { classifyFailure, type JsonSchemaValidatorLike, type McpCallResult, type McpClientLike, type McpToolInfo } from './mcp-client.js';
 import { McpConnection, type Link } from './mcp-connection.js';
@@ -43,7 +43,7 @@ const NAME = /^[a-zA-Z0-9_-]{1,64}$/;
  */
 export async function mcpTools(client: McpClientLike | (() => Promise<McpClientLike>), options: McpToolsOptions = {}): Promise<AnyTool[]> {
   if (typeof client !== 'function' && !isClient(client)) {
-    throw invalidInput('mcpTools', ['client'], 'a connected MCP Client, or a function that connects one');
+    throw new ValidationError('mcpTools', [{ path: ['client'], message: 'a connected MCP Client, or a function that connects one' }]);
   }
   const o = parseInput(McpOptions, options, 'mcpTools');
   const validator = o.validator ?? (await defaultValidator());

@@ -188,11 +188,12 @@ function committed<V extends ChildView>(view: V, f: CommittedFrame): V {
     case 'question/asked':
       v.pending = p.pendingRequest as PendingRequest;
       break;
-    case 'cancellation/requested': // the run waits for nothing now: it ends cancelled (even after a crash)
     case 'approval/decided':
       delete v.pending;
-      if (r.type === 'approval/decided')
-        v.items = v.items.map((i) => (i.kind === 'approval' && !i.decisions ? { ...i, decisions: p.decisions ?? p } : i));
+      v.items = v.items.map((i) => (i.kind === 'approval' && !i.decisions ? { ...i, decisions: p.decisions ?? p } : i));
+      break;
+    case 'cancellation/requested': // the run waits for nothing now: it ends cancelled (even after a crash)
+      delete v.pending;
       break;
     case 'final/message': {
       // the model's answer is shown once: the assistant message it was becomes the final answer
