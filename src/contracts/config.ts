@@ -9,11 +9,9 @@ const posInt = z.number().int().positive();
 
 /** Node.js runs a longer timer at once (after 1 ms, with a warning): longer waits are refused. */
 export const MAX_TIMER_MS = 2_147_483_647;
+const LONGEST_TIMER = `at most ${MAX_TIMER_MS} ms (about 24.8 days), the longest timer Node.js can set`;
 /** A duration the runtime waits with a timer. */
-export const timerMs = z
-  .number()
-  .nonnegative()
-  .max(MAX_TIMER_MS, `at most ${MAX_TIMER_MS} ms (about 24.8 days), the longest timer Node.js can set`);
+export const timerMs = z.number().nonnegative().max(MAX_TIMER_MS, LONGEST_TIMER);
 
 /**
  * The seed's LoopConfig, with DESIGN §6 defaults. Unknown keys are refused (as in every option
@@ -53,7 +51,8 @@ export const LoopBudget = z.strictObject({
   maxOutputTokens: posInt.optional(),
   maxCost: Decimal.optional(),
   maxRecoveries: z.number().int().nonnegative().default(3),
-  maxDurationMs: posInt.optional(),
+  /** The run's wall-clock limit, waited with a timer (so at most MAX_TIMER_MS). */
+  maxDurationMs: posInt.max(MAX_TIMER_MS, LONGEST_TIMER).optional(),
 });
 export type LoopBudget = z.output<typeof LoopBudget>;
 export type LoopBudgetInput = z.input<typeof LoopBudget>;

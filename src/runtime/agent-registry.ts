@@ -103,6 +103,10 @@ export function agentRegistry(
         `two agents are named ${a.name}${a.name === DEFAULT_AGENT ? ' (the runtime’s own model and tools are the agent default)' : ''}`,
       );
     agents.set(a.name, a);
+    if (a.budget?.maxCost !== undefined && !o.pricing)
+      invalid(
+        `${a.name}'s budget.maxCost needs the runtime's pricing function to price model calls; without one it could never be reached`,
+      );
     for (const h of a.handoffs) if (isAgent(h)) visit(h);
     for (const t of [...a.tools, ...o.tools]) {
       const m = agentMarkOf(t);

@@ -1,7 +1,9 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import {
+  agentTool,
   createRuntime,
+  defineAgent,
   defineTool,
   foldOpenRun,
   memoryStore,
@@ -242,6 +244,31 @@ describe('createRuntime options that could only fail later', () => {
         'createRuntime',
         ['budget', 'maxCost'],
         /needs a pricing function/,
+      ],
+      [
+        // reachable only through an agentTool: its budget is checked as the runtime's own is
+        () =>
+          createRuntime({
+            store: memoryStore(),
+            model,
+            tools: [agentTool(defineAgent({ name: 'researcher', instructions: 'r', budget: { maxCost: '0.0001' } }))],
+          }),
+        'createRuntime',
+        ['agents'],
+        /researcher's budget.maxCost needs the runtime's pricing function/,
+      ],
+      [
+        // Node.js would run a longer timer after 1 ms: the run would end budget_exhausted at its first step
+        () => createRuntime({ store: memoryStore(), model, budget: { maxDurationMs: 2_200_000_000 } }),
+        'createRuntime',
+        ['budget', 'maxDurationMs'],
+        /the longest timer Node.js can set/,
+      ],
+      [
+        () => defineAgent({ name: 'slow', instructions: 's', budget: { maxDurationMs: 3e9 } }),
+        'defineAgent',
+        ['budget', 'maxDurationMs'],
+        /the longest timer Node.js can set/,
       ],
       [
         () => defineTool({ name: 'd', description: '', parameters: z.object({ when: z.date() }), execute: () => 'x' }),
