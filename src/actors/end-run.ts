@@ -174,15 +174,23 @@ export function stageRunEnd(writer: LogWriter, at: StepPosition, r: ExecutionRes
   );
 }
 
-/** A JSON form of an error cause: its name, message and own scalar fields (header values and tokens redacted). */
+/**
+ * A JSON form of an error cause: its name, message and own fields that are scalars or lists of
+ * scalars (an OutputValidationError's `issues`), strings redacted (header values, tokens); the
+ * `is*Error` guards recognise it by its `code`.
+ */
 export function causeInfo(cause: unknown): Record<string, unknown> | undefined {
   if (!cause || typeof cause !== 'object') return undefined;
   const out = ownRecord<unknown>([
     ['name', (cause as Error).name],
     ['message', redactSecrets(String((cause as Error).message))],
   ]);
-  for (const [k, v] of Object.entries(cause))
-    if (['string', 'number', 'boolean'].includes(typeof v)) out[k] = typeof v === 'string' ? redactSecrets(v) : v;
+  const scalar = (v: unknown) => ['string', 'number', 'boolean'].includes(typeof v);
+  const redacted = (v: unknown) => (typeof v === 'string' ? redactSecrets(v) : v);
+  for (const [k, v] of Object.entries(cause)) {
+    if (scalar(v)) out[k] = redacted(v);
+    else if (Array.isArray(v) && v.every(scalar)) out[k] = v.map(redacted);
+  }
   return out;
 }
 

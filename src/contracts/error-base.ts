@@ -27,6 +27,14 @@ export abstract class ActorloopError extends Error {
   abstract readonly code: ErrorCode;
 }
 
+/**
+ * `e` is an actorloop error of `code`: thrown here (from any copy of the package), or as a result's
+ * `error.cause` read back from the log — its recorded name, message and fields (src/actors/end-run.ts
+ * `causeInfo`), which a replay, `waitForResult` or another process returns.
+ */
 export function hasCode(e: unknown, code: ErrorCode): boolean {
-  return typeof e === 'object' && e !== null && (e as { code?: unknown }).code === code && e instanceof Error;
+  if (typeof e !== 'object' || e === null || (e as { code?: unknown }).code !== code) return false;
+  if (e instanceof Error) return true;
+  const { name, message } = e as { name?: unknown; message?: unknown };
+  return typeof name === 'string' && typeof message === 'string';
 }

@@ -146,7 +146,10 @@ export const ExecutionResult = z.object({
     .object({
       kind: z.enum(['cancelled', 'execution', 'finalization', 'inconsistent']),
       message: z.string(),
-      /** The typed error (e.g. ProviderError) in-process; its name and fields after a reload. */
+      /**
+       * The typed error (e.g. ProviderError) live; read back from the log, its recorded name,
+       * message, code and scalar fields (the `is*Error` guards recognise both).
+       */
       cause: z.unknown().optional(),
     })
     .optional(),

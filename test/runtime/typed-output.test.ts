@@ -6,6 +6,7 @@ import {
   createRuntime,
   defineTool,
   isOutputValidationError,
+  type OutputValidationError,
   isValidationError,
   lmdbStore,
   memoryStore,
@@ -130,6 +131,26 @@ describe('typed output', () => {
     expect(cause.issues.some((i) => i.startsWith('total: '))).toBe(true);
     expect(cause.issues.some((i) => i.startsWith('number: '))).toBe(false);
     expect(r.error!.message).toContain('total: ');
+  });
+
+  it('a failed typed run read back from the log (its ids again, another runtime) still satisfies isOutputValidationError, issues included', async () => {
+    const dir = lmdbPath(cleanups);
+    const first = dir.rt({ model: scriptedModel(['no', '{"number": 1}', '{"number": "1"}']), config: { maxProtocolCorrections: 2 } });
+    const s1 = await first.openSession('s');
+    const live = await s1.execute({ kind: 'prompt', runId: 'r1', attemptId: 'a1', message: 'extract', output: Invoice });
+    const again = await s1.execute({ kind: 'prompt', runId: 'r1', attemptId: 'a1', message: 'extract', output: Invoice });
+    await first.close();
+    const s2 = await dir.rt({ model: scriptedModel([]) }).openSession('s');
+    const elsewhere = await s2.execute({ kind: 'prompt', runId: 'r1', attemptId: 'a1', message: 'extract', output: Invoice });
+    const issues = (live.error!.cause as OutputValidationError).issues;
+    expect(issues.some((i) => i.startsWith('total: '))).toBe(true);
+    for (const r of [again, elsewhere]) {
+      expect(r.status).toBe('failed');
+      const cause = r.error!.cause;
+      expect(cause).not.toBeInstanceOf(Error); // its recorded name and fields
+      expect(isOutputValidationError(cause)).toBe(true);
+      expect(cause).toMatchObject({ name: 'OutputValidationError', corrections: 2, issues });
+    }
   });
 
   it('the delivery owner receives the parsed output beside the content', async () => {
