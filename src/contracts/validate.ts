@@ -27,17 +27,29 @@ type Path = (string | number)[];
 
 /**
  * An issue as the caller reads it. A union that matched no option reports the issues of the
- * option that got furthest into the input (a message with a wrong role: "role: …", not "Invalid
- * input").
+ * option that got furthest into the input, through unions inside it (a message with a wrong role:
+ * "role: …", not "Invalid input" nor "kind: …" of the request form beside it); the first on a tie.
  */
 function issuesOf(issue: Issue, prefix: Path): { path: Path; message: string }[] {
   const path = [...prefix, ...issue.path.map((p) => (typeof p === 'symbol' ? String(p) : p))];
   if (issue.code === 'invalid_union' && issue.errors?.length) {
-    const depth = (errs: Issue[]) => Math.max(0, ...errs.map((e) => e.path.length));
-    const best = issue.errors.reduce((a, b) => (depth(b) > depth(a) ? b : a));
-    if (depth(best) > 0) return best.flatMap((e) => issuesOf(e, path));
+    const best = issue.errors.reduce((a, b) => (depthOf(b) > depthOf(a) ? b : a));
+    if (depthOf(best) > 0) return best.flatMap((e) => issuesOf(e, path));
+    // no option got into it: what each would take ("expected string, received number; or expected array, …")
+    const alone = issue.errors.map((o) =>
+      o.length === 1 && o[0]!.path.length === 0 ? o[0]!.message.replace(/^Invalid input: /, '') : undefined,
+    );
+    if (alone.every((m) => m !== undefined)) return [{ path, message: `Invalid input: ${[...new Set(alone)].join('; or ')}` }];
   }
   return [{ path, message: issue.message }];
+}
+
+/** How far into the input an option's issues reach: their paths, and the furthest option of a union among them. */
+function depthOf(issues: Issue[]): number {
+  return Math.max(
+    0,
+    ...issues.map((e) => e.path.length + (e.code === 'invalid_union' && e.errors?.length ? Math.max(...e.errors.map(depthOf)) : 0)),
+  );
 }
 
 /** The ValidationError for input that threw while it was read, naming the first property that throws. */

@@ -67,8 +67,8 @@ describe('resume by default (docs/recovery.md)', () => {
     await done();
   });
 
-  it("resume: 'manual' keeps ExecutionBusy('interrupted') for a new prompt", async () => {
-    const { rt2, done } = await interrupted({ model: scriptedModel(['x']) });
+  it("resume: 'manual' keeps ExecutionBusy('interrupted') for a new prompt; the app's continue is the report, not the next run's recovered", async () => {
+    const { rt2, done } = await interrupted({ model: scriptedModel(['x', 'y']) });
     const s = await rt2.openSession('s', { resume: 'manual' });
     await expect(s.run('other').result).rejects.toMatchObject({ name: 'ExecutionBusy', state: 'interrupted', activeRunId: 'r' });
     // an explicit continue right after opening is the resume, with its uncertain calls
@@ -76,6 +76,9 @@ describe('resume by default (docs/recovery.md)', () => {
       status: 'succeeded',
       uncertainCalls: [{ callId: 'm1', resolution: 'uncertain-hanging' }],
     });
+    const next = await s.run('other').result;
+    expect(next).toMatchObject({ status: 'succeeded', finalMessage: 'y' });
+    expect(next.recovered).toBeUndefined();
     await done();
   });
 
