@@ -27,6 +27,9 @@ export interface OutputSpec {
 /** The name the providers give the answer's schema (OpenAI's `json_schema.name`). */
 export const OUTPUT_NAME = 'final_answer';
 
+/** zod types no JSON value parses as: an output schema with one could never accept an answer. */
+const NEVER_FROM_JSON = new Set(['date', 'bigint', 'map', 'set', 'symbol', 'nan', 'function', 'promise', 'file']);
+
 /** Whether `v` is a zod schema (the `output` option's shape). */
 export const isZodSchema = (v: unknown): v is z.ZodType => v instanceof z.ZodType;
 
@@ -36,17 +39,43 @@ export const isZodSchema = (v: unknown): v is z.ZodType => v instanceof z.ZodTyp
  * OpenAI's strict mode can take it.
  */
 export function outputSpec(schema: z.ZodType, where = 'output'): OutputSpec {
+  let spec = specs.get(schema);
+  if (!spec) specs.set(schema, (spec = writtenSpec(schema, where)));
+  return spec;
+}
+/** Each schema's spec, written once (a schema given to every run is not written again). */
+const specs = new WeakMap<z.ZodType, OutputSpec>();
+
+function writtenSpec(schema: z.ZodType, where: string): OutputSpec {
   let json: Record<string, unknown>;
   try {
     json = z.toJSONSchema(schema, { io: 'output' }) as Record<string, unknown>;
   } catch {
+    const never: { path: string[]; type: string }[] = [];
     try {
-      json = z.toJSONSchema(schema, { io: 'input', unrepresentable: 'any' }) as Record<string, unknown>;
+      json = z.toJSONSchema(schema, {
+        io: 'input',
+        unrepresentable: 'any',
+        override: ({ zodSchema, path }) => {
+          const type = (zodSchema as { _zod: { def: { type: string } } })._zod.def.type;
+          if (NEVER_FROM_JSON.has(type)) never.push({ path: path.map(String).filter((k) => k !== 'properties'), type });
+        },
+      }) as Record<string, unknown>;
     } catch (e) {
       throw new ValidationError(where, [
         { path: [], message: `the schema cannot be written as JSON Schema: ${(e as Error)?.message ?? e}` },
       ]);
     }
+    if (never.length > 0)
+      throw new ValidationError(
+        where,
+        never.map((n) => ({
+          path: n.path,
+          message:
+            `a ${n.type} never comes out of JSON (the answer is the model's JSON text, and the output is stored as JSON): ` +
+            'take a string or a number (z.iso.datetime() for a date) and convert it in the app',
+        })),
+      );
   }
   delete json.$schema;
   return { schema, record: { name: OUTPUT_NAME, jsonSchema: json, digest: sha256(canonicalJson(json)), strict: strictAllows(json) } };

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { isZodSchema } from '../actors/final-output.js';
+import { isZodSchema, outputSpec } from '../actors/final-output.js';
 import { parseInput } from '../contracts/validate.js';
 import type { ExecutionResult } from '../contracts/requests.js';
 
@@ -31,5 +31,7 @@ export type DeepPartial<T> = T extends readonly (infer U)[]
 /** `req` with the run's output schema from session.run's `options` (unknown keys, or an output that is not a zod schema, refused). */
 export function withRunOptions<R extends object>(req: R, options: unknown): R & { output?: z.ZodType } {
   const { output } = parseInput(RunOptionsSchema, options, 'session.run: options');
-  return output === undefined ? req : { ...req, output };
+  if (output === undefined) return req;
+  outputSpec(output, 'session.run: options.output'); // a schema no answer could meet is refused here, as other bad input
+  return { ...req, output };
 }
