@@ -22,12 +22,13 @@ export function isLoopbackAddress(host: string): boolean {
 
 /**
  * Whether the request's Host (the header, else the URL's host) is one of `allowed`. A request
- * with no Host at all is refused: a browser always sends one, and a rebinding attack is exactly a
+ * with no Host at all, or one that is not a host name, is refused: a browser always sends one, and a rebinding attack is exactly a
  * browser sending a foreign name.
  */
 export function hostAllowed(request: Request, allowed: readonly string[]): boolean {
   const host = (request.headers.get('host') ?? new URL(request.url).host).toLowerCase();
-  if (host === '') return false;
+  // (not a host name with an optional :port — `a:1.evil.com`, `a@b`, empty — is no allowed host's, whatever it starts with)
+  if (!HostPattern.safeParse(host).success) return false;
   const name = host.startsWith('[') ? host.slice(0, host.indexOf(']') + 1) : host.split(':')[0]!;
   return allowed.some((a) => {
     const pattern = a.toLowerCase();

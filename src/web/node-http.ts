@@ -1,6 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { z } from 'zod';
 import { parseInput } from '../contracts/validate.js';
+import { HostPattern } from './hosts.js';
 
 /**
  * `nodeListener` options (unknown keys are refused).
@@ -41,7 +42,6 @@ async function serve(
 ): Promise<void> {
   const abort = new AbortController();
   res.on('close', () => abort.abort());
-  const base = origin ?? `http://${req.headers.host ?? 'localhost'}`;
   const headers = new Headers();
   for (const [k, v] of Object.entries(req.headers)) {
     if (v === undefined) continue;
@@ -49,7 +49,7 @@ async function serve(
   }
   const hasBody = req.method !== 'GET' && req.method !== 'HEAD';
   const body = hasBody ? bodyOf(req) : undefined;
-  const request = new Request(new URL(req.url ?? '/', base), {
+  const request = new Request(urlOf(req, origin), {
     method: req.method ?? 'GET',
     headers,
     signal: abort.signal,
@@ -85,6 +85,24 @@ async function serve(
     // the client went away
   }
   res.end();
+}
+
+/**
+ * The request's URL: its target's path and query (an absolute-form target's too, its credentials
+ * dropped) on `origin`, else on the Host header. A Host that is not a host name (`a:1.evil.com`,
+ * `a@b`, empty) gets the placeholder `invalid.invalid`: the header itself still goes to the
+ * handler, whose `allowedHosts` check refuses it (403), never a URL that cannot be built (500).
+ */
+function urlOf(req: IncomingMessage, origin: string | undefined): URL {
+  const host = req.headers.host ?? 'localhost';
+  const base = origin !== undefined ? new URL(origin).origin : `http://${HostPattern.safeParse(host).success ? host : 'invalid.invalid'}`;
+  let target = req.url ?? '/';
+  if (!target.startsWith('/')) {
+    const absolute = URL.parse(target);
+    target = absolute ? absolute.pathname + absolute.search : '/';
+  }
+  // (appended, not resolved: a target `//x/y` stays a path, never a host)
+  return URL.parse(base + target) ?? new URL('/', base);
 }
 
 /**

@@ -8,10 +8,10 @@ afterEach(async () => {
   for (const c of cleanups.splice(0).reverse()) await c();
 });
 
-async function listen(maxBodyBytes: number): Promise<{ port: number; sockets: Socket[] }> {
+async function listen(maxBodyBytes: number, allowedHosts?: string[]): Promise<{ port: number; sockets: Socket[] }> {
   const runtime = createRuntime({ store: memoryStore(), model: scriptedModel(['ok']) });
   const sockets: Socket[] = [];
-  const server: Server = createServer(nodeListener(webHandler({ runtime, maxBodyBytes })));
+  const server: Server = createServer(nodeListener(webHandler({ runtime, maxBodyBytes, ...(allowedHosts ? { allowedHosts } : {}) })));
   server.on('connection', (s) => sockets.push(s));
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   cleanups.push(() => runtime.close());
@@ -69,5 +69,26 @@ describe('nodeListener over raw HTTP', () => {
     } as RequestInit);
     expect(res.status).toBe(202);
     expect(res.headers.get('connection')).not.toBe('close');
+  });
+
+  it('a Host that is not a host name, or a target with credentials in it, is a 403 HostNotAllowed under allowedHosts, never a 500', async () => {
+    const { port } = await listen(64 * 1024, ['127.0.0.1']);
+    const statusOf = async (head: string): Promise<string> => {
+      const client = connect(port, '127.0.0.1');
+      cleanups.push(() => void client.destroy());
+      let response = '';
+      client.on('data', (d) => (response += d.toString('latin1')));
+      await new Promise((r) => client.once('connect', r));
+      client.write(`${head}\r\nConnection: close\r\n\r\n`);
+      await new Promise((r) => client.once('close', r));
+      return response.split('\r\n')[0]!;
+    };
+    for (const host of [`127.0.0.1:${port}.evil.com`, `127.0.0.1:${port}@evil`, 'evil.com'])
+      expect([host, await statusOf(`GET /sessions HTTP/1.1\r\nHost: ${host}`)]).toEqual([host, 'HTTP/1.1 403 Forbidden']);
+    expect(await statusOf(`GET http://u:p@evil.com/sessions HTTP/1.1\r\nHost: evil.com`)).toBe('HTTP/1.1 403 Forbidden');
+    // the same target on an allowed Host: served (its path taken, its credentials dropped)
+    expect(await statusOf(`GET http://u:p@127.0.0.1:${port}/sessions HTTP/1.1\r\nHost: 127.0.0.1:${port}`)).toBe('HTTP/1.1 200 OK');
+    // a path that looks like a host stays a path
+    expect(await statusOf(`GET //evil.com/sessions HTTP/1.1\r\nHost: 127.0.0.1:${port}`)).toBe('HTTP/1.1 404 Not Found');
   });
 });
