@@ -325,8 +325,18 @@ export class ValidationError extends ActorloopError {
     readonly where: string,
     readonly issues: ValidationIssue[],
   ) {
-    super(`invalid input to ${where}: ${issues.map((i) => `${i.path.join('.') || '(root)'}: ${i.message}`).join('; ')}`);
+    super(`invalid input to ${where}: ${issuesText(issues)}`);
   }
+}
+
+/** `text` cut to at most `max` characters, an ellipsis ending one that was cut. */
+export const cutAt = (text: string, max: number): string => (text.length > max ? `${text.slice(0, max - 1)}…` : text);
+
+/** The issues as a message says them: the first ten, each cut at 300 characters (input of any size gets a message of bounded size). */
+function issuesText(issues: readonly ValidationIssue[]): string {
+  const shown = issues.slice(0, 10).map((i) => cutAt(`${i.path.join('.') || '(root)'}: ${i.message}`, 300));
+  const more = issues.length - shown.length;
+  return shown.join('; ') + (more > 0 ? `; and ${more} more issue${more === 1 ? '' : 's'}` : '');
 }
 export const isValidationError = (e: unknown): e is ValidationError => hasCode(e, 'validation');
 

@@ -1,6 +1,6 @@
 import { isObservable, type Observable } from 'rxjs';
 import { z } from 'zod';
-import { ActorloopError, isValidationError } from '../contracts/errors.js';
+import { ActorloopError, cutAt, isValidationError } from '../contracts/errors.js';
 import { parseInput } from '../contracts/validate.js';
 import type { EventStore } from '../persistence/event-store.js';
 import { assertSessionId } from '../persistence/store-input.js';
@@ -56,7 +56,16 @@ export function errorResponse(status: number, error: unknown): Response {
   const body = {
     error: e.name ?? 'Error',
     message: e.message ?? String(error),
-    ...(isValidationError(error) ? { issues: error.issues } : {}),
+    // (the first 20 issues, each message cut at 300 characters: a small body of many bad parts
+    // gets an answer of bounded size, its `message` saying how many more there were)
+    ...(isValidationError(error)
+      ? {
+          issues: error.issues.slice(0, 20).map((i) => ({
+            path: i.path.map((k) => (typeof k === 'string' ? cutAt(k, 200) : k)),
+            message: cutAt(i.message, 300),
+          })),
+        }
+      : {}),
   };
   return new Response(JSON.stringify(body), {
     status,
