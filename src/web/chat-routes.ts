@@ -111,6 +111,8 @@ export async function chatPost(
   stream: z.output<typeof SessionEventsOptions>,
 ): Promise<Response> {
   if (submission.kind === 'prompt') {
+    const refused = await waitingForClient(store, sessionId, submission.entry.inputId);
+    if (refused) return refused;
     const before = await store.getHead(sessionId);
     const receipt = await submit(sessionId, submission.entry);
     if (receipt.status === 'refused') return json(STATUS.refused, receipt);
@@ -145,6 +147,27 @@ export async function chatPost(
   const receipt = await submit(sessionId, entry);
   if (receipt.status === 'refused') return json(STATUS.refused, receipt);
   return continueReply(store, sessionId, request, stream, { ...open, waiting: false }, open.lastSeq + 1);
+}
+
+/**
+ * A 409 for a new message while the session's run waits for this client's approval or answer:
+ * submitted, it would wait behind that run — its stream silent, the chat stuck "submitted" until
+ * the approval it cannot send meanwhile. Nothing is submitted. A message already accepted (a
+ * retry) goes on to its reply.
+ */
+async function waitingForClient(store: EventStore, sessionId: string, inputId: string): Promise<Response | undefined> {
+  const open = await readOpenReply(store, sessionId);
+  if (!open?.waiting || !open.pending || open.userId === inputId) return undefined;
+  if (await store.work?.getEntry(sessionId, inputId)) return undefined;
+  const what =
+    open.pending.kind === 'approval'
+      ? `the approval of ${open.pending.calls.map((c) => `${c.name} (${c.callId})`).join(', ')}`
+      : `the answer to question ${open.pending.questionId} (POST /sessions/:id/respond)`;
+  return json(409, {
+    error: 'AwaitingResponse',
+    message: `run ${open.run.runId} of session ${JSON.stringify(sessionId.slice(0, 200))} waits for ${what}: send that first`,
+    pendingRequest: open.pending,
+  });
 }
 
 /**
@@ -191,8 +214,8 @@ export async function sessionList(
   allowed: (sessionId: string) => Promise<Response | boolean>,
 ): Promise<Response> {
   const raw = new URL(request.url).searchParams.get('limit');
-  const limit = raw === null ? 50 : Number(raw);
-  if (!Number.isInteger(limit) || limit < 1 || limit > 500)
+  const limit = raw === null ? 50 : /^\d{1,3}$/.test(raw) ? Number(raw) : NaN;
+  if (!(limit >= 1 && limit <= 500))
     return json(400, {
       error: 'ValidationError',
       message: 'limit: a whole number from 1 to 500',

@@ -13,8 +13,9 @@ import { hostAllowed, HostPattern } from './hosts.js';
  * What a request asks to do with a session, as `authorize` is told:
  * - `read`: `GET /sessions/:id/events`, the session's event stream (every committed record, whole);
  *   `GET /chat/:id/stream | messages`; `GET /sessions` (asked per listed session);
- * - `submit`: `POST messages`, a prompt or a follow-up; `POST /chat` with a user message;
- * - `control`: `POST steer | stop | cancel`, changes the course of the run under way;
+ * - `submit`: `POST messages | steer`, a user message (a prompt, a follow-up, a steer, which on an
+ *   idle session starts a run); `POST /chat` with a user message;
+ * - `control`: `POST stop | cancel`, stops the run under way;
  * - `respond`: `POST respond`, answers an approval or a question; `POST /chat` with approval responses.
  * @example
  * webHandler({ runtime, authorize: (req, { action }) => action === 'read' })
@@ -90,7 +91,8 @@ const ROUTES = new Map<string, Route>([
   [
     'steer',
     {
-      action: 'control',
+      // a user message, like a prompt: on an idle session it starts a run of its own
+      action: 'submit',
       body: MessageBody,
       entry: (b: z.infer<typeof MessageBody>) => ({ kind: 'input', inputId: b.inputId, mode: 'steer', message: b.message }),
     },
@@ -185,7 +187,8 @@ export function webHandler(options: WebHandlerOptions): (request: Request) => Pr
       return json(STATUS[receipt.status], receipt);
     } catch (e) {
       if (isValidationError(e)) return errorResponse(400, e);
-      if (isStoreClosedError(e)) return errorResponse(503, e);
+      // (its message names the store — a file path, a database — which is not the client's to read)
+      if (isStoreClosedError(e)) return errorResponse(503, { name: e.name, message: 'the runtime is closed: it serves nothing more' });
       return errorResponse(500, { name: (e as Error).name ?? 'Error', message: (e as Error).message ?? String(e) });
     }
   };
@@ -220,6 +223,7 @@ async function chatRoutes(
     try {
       body = parseInput(ChatRequestBody, raw, 'POST chat');
       assertSessionId(body.id, 'chat id');
+      assertInPaths(body.id);
       submission = chatSubmission(body);
     } catch (e) {
       return errorResponse(400, e);
@@ -275,9 +279,23 @@ async function authorized(authorize: Authorize, request: Request, context: Autho
   return errorResponse(403, { name: 'Forbidden', message: `not allowed to ${context.action} session ${session}` });
 }
 
+/**
+ * A chat id the chat's own paths can name (its stream, its history): not `.` or `..` (a URL's path
+ * drops those segments) and well-formed Unicode (a lone surrogate has no percent-encoding).
+ */
+function assertInPaths(id: string): void {
+  const message =
+    id === '.' || id === '..'
+      ? 'not . or .. (a URL path cannot name it)'
+      : /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/.test(id)
+        ? 'a lone surrogate (not Unicode text: a URL path cannot name it)'
+        : undefined;
+  if (message) throw new ValidationError('POST chat', [{ path: ['id'], message }]);
+}
+
 async function jsonBody(request: Request, max: number): Promise<unknown> {
   const type = request.headers.get('content-type') ?? '';
-  if (!/^application\/json\b/i.test(type))
+  if (!/^application\/json\s*(;|$)/i.test(type))
     return errorResponse(415, {
       name: 'UnsupportedMediaType',
       message: `send the body as application/json (got ${JSON.stringify(type.slice(0, 80))})`,

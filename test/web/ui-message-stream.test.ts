@@ -115,6 +115,27 @@ describe("the AI SDK routes, driven by the AI SDK's own DefaultChatTransport", (
     expect(log.filter((t) => t === 'approval/decided')).toHaveLength(1);
   });
 
+  it('a new message while the run waits for the approval is a 409 AwaitingResponse naming the call, with nothing submitted; the waiting message sent again still streams its reply', async () => {
+    const { runtime, handle, transport } = make();
+    const worker = runtime.serve({ concurrency: 2, leaseMs: 5000, pollMs: 20 });
+    cleanups.push(() => worker.stop({ graceMs: 100 }));
+    const user: UIMessage = { id: 'm1', role: 'user', parts: [{ type: 'text', text: 'deploy it' }] };
+    const send = { chatId: 's1', trigger: 'submit-message', messageId: undefined, abortSignal: undefined } as const;
+    const first = await drain(await transport.sendMessages({ ...send, messages: [user] }));
+    const next: UIMessage = { id: 'm2', role: 'user', parts: [{ type: 'text', text: 'and the docs?' }] };
+    const res = await handle(chatPost({ id: 's1', messages: [user, first, next], trigger: 'submit-message' }));
+    expect(res.status).toBe(409);
+    expect(await res.json()).toMatchObject({
+      error: 'AwaitingResponse',
+      message: expect.stringContaining('waits for the approval of deploy (c1)'),
+      pendingRequest: { kind: 'approval', calls: [{ callId: 'c1' }] },
+    });
+    expect(await runtime.store.work!.getEntry('s1', 'm2')).toBeUndefined();
+    // the message the run answers, sent again (its response lost): its reply, to the same approval request
+    const again = await drain(await transport.sendMessages({ ...send, messages: [user] }));
+    expect(plain(again)).toEqual(plain(first));
+  });
+
   it('the POST body is checked (strict: id, messages, trigger, messageId) and a refused one submits nothing; authorize is asked with the action the body carries', async () => {
     const asked: string[] = [];
     const { runtime, handle } = make((_req, { action, route, sessionId }) => {

@@ -120,6 +120,14 @@ describe('webHandler: bad requests are clear 4xx errors and submit nothing', () 
   it.each([
     ['not JSON', post('/sessions/s1/messages', '{"inputId": ', { 'content-type': 'application/json' }), 400, 'ValidationError'],
     ['no content type', post('/sessions/s1/messages', '{}', { 'content-type': 'text/plain' }), 415, 'UnsupportedMediaType'],
+    [
+      'a content type that only starts as JSON',
+      post('/sessions/s1/messages', { inputId: 'i', message: 'hi' }, { 'content-type': 'application/json-seq' }),
+      415,
+      'UnsupportedMediaType',
+    ],
+    ['a session list limit in hex', new Request('http://app/sessions?limit=0x10'), 400, 'ValidationError'],
+    ['a session list limit with an exponent', new Request('http://app/sessions?limit=1e2'), 400, 'ValidationError'],
     ['a missing inputId', post('/sessions/s1/messages', { message: 'hi' }), 400, 'ValidationError'],
     ['an unknown field', post('/sessions/s1/messages', { inputId: 'i', message: 'hi', role: 'system' }), 400, 'ValidationError'],
     [
@@ -203,7 +211,35 @@ describe('webHandler: bad requests are clear 4xx errors and submit nothing', () 
     for (const r of routes) {
       const res = await handle(r);
       expect(`${r.method} ${new URL(r.url).pathname} ${res.status}`).toBe(`${r.method} ${new URL(r.url).pathname} 503`);
-      expect(await res.json()).toMatchObject({ error: 'StoreClosedError' });
+      // (the store's own message names it — a file path, a database: not the client's to read)
+      expect(await res.json()).toEqual({ error: 'StoreClosedError', message: 'the runtime is closed: it serves nothing more' });
+    }
+  });
+
+  it('a small body of many bad parts gets an answer of bounded size: 20 issues at most, the message saying how many more', async () => {
+    const { runtime, handle } = make();
+    const body = JSON.stringify({ id: 'amp', messages: Array.from({ length: 20_000 }, () => ({})), trigger: 'submit-message' });
+    expect(body.length).toBeLessThan(100_000);
+    const res = await handle(post('/chat', body));
+    expect(res.status).toBe(400);
+    const text = await res.text();
+    expect(text.length).toBeLessThan(20_000);
+    const answer = JSON.parse(text) as { error: string; message: string; issues: unknown[] };
+    expect(answer.error).toBe('ValidationError');
+    expect(answer.issues).toHaveLength(20);
+    expect(answer.message).toMatch(/; and \d+ more issues$/);
+    expect(await runtime.store.getHead('amp')).toBeUndefined();
+  });
+
+  it('a chat id its own paths cannot name (., .., a lone surrogate) is refused, nothing submitted', async () => {
+    const { runtime, handle } = make();
+    for (const id of ['.', '..', '\ud800x']) {
+      const res = await handle(
+        post('/chat', { id, messages: [{ id: 'm1', role: 'user', parts: [{ type: 'text', text: 'hi' }] }], trigger: 'submit-message' }),
+      );
+      expect(res.status).toBe(400);
+      expect(await res.json()).toMatchObject({ error: 'ValidationError', issues: [{ path: ['id'] }] });
+      expect(await runtime.store.work!.pending(id)).toEqual([]);
     }
   });
 
@@ -262,7 +298,7 @@ describe('webHandler: authorize decides per session and action', () => {
     return { runtime, handle: webHandler({ runtime, authorize: authorize as never }) };
   };
 
-  it('is told the session and the action of every route: read, submit, control (steer, stop, cancel), respond', async () => {
+  it('is told the session and the action of every route: read, submit (messages, steer), control (stop, cancel), respond', async () => {
     const calls: { sessionId: string; action: string; route: string }[] = [];
     const { handle } = withAuth((_r, c) => (calls.push(c), true));
     const stream = await handle(new Request('http://app/sessions/s%2F1/events'));
@@ -280,7 +316,7 @@ describe('webHandler: authorize decides per session and action', () => {
     expect(calls).toEqual([
       { sessionId: 's/1', action: 'read', route: 'events' },
       { sessionId: 's/1', action: 'submit', route: 'messages' },
-      { sessionId: 's/1', action: 'control', route: 'steer' },
+      { sessionId: 's/1', action: 'submit', route: 'steer' },
       { sessionId: 's/1', action: 'control', route: 'stop' },
       { sessionId: 's/1', action: 'control', route: 'cancel' },
       { sessionId: 's/1', action: 'respond', route: 'respond' },
