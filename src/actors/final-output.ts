@@ -30,6 +30,34 @@ export const OUTPUT_NAME = 'final_answer';
 /** zod types no JSON value parses as: an output schema with one could never accept an answer. */
 const NEVER_FROM_JSON = new Set(['date', 'bigint', 'map', 'set', 'symbol', 'nan', 'function', 'promise', 'file']);
 
+/**
+ * The field path of a JSON Schema location every answer must fill — a chain of object fields from
+ * the root, none of them (nor the root) taking null or absence — else nothing: under a union's
+ * branch, an optional or nullable field, an array's items or a record's values, an answer can do
+ * without it.
+ */
+function requiredPath(schema: z.ZodType, at: string[]): string[] | undefined {
+  const fills = (s: z.ZodType) => {
+    try {
+      return !s.safeParse(null).success && !s.safeParse(undefined).success;
+    } catch {
+      return false; // (an async check: not judged here, the answer's validation does)
+    }
+  };
+  if (!fills(schema)) return undefined;
+  const path: string[] = [];
+  let node = schema;
+  for (let i = 0; i < at.length; i += 2) {
+    const key = at[i + 1];
+    if (at[i] !== 'properties' || key === undefined || !(node instanceof z.ZodObject)) return undefined;
+    const field = Object.getOwnPropertyDescriptor(node.shape, key)?.value as z.ZodType | undefined;
+    if (!field || !fills(field)) return undefined;
+    path.push(key);
+    node = field;
+  }
+  return path;
+}
+
 /** Whether `v` is a zod schema (the `output` option's shape). */
 export const isZodSchema = (v: unknown): v is z.ZodType => v instanceof z.ZodType;
 
@@ -58,7 +86,7 @@ function writtenSpec(schema: z.ZodType, where: string): OutputSpec {
         unrepresentable: 'any',
         override: ({ zodSchema, path }) => {
           const type = (zodSchema as { _zod: { def: { type: string } } })._zod.def.type;
-          if (NEVER_FROM_JSON.has(type)) never.push({ path: path.map(String).filter((k) => k !== 'properties'), type });
+          if (NEVER_FROM_JSON.has(type)) never.push({ path: path.map(String), type });
         },
       }) as Record<string, unknown>;
     } catch (e) {
@@ -66,10 +94,14 @@ function writtenSpec(schema: z.ZodType, where: string): OutputSpec {
         { path: [], message: `the schema cannot be written as JSON Schema: ${(e as Error)?.message ?? e}` },
       ]);
     }
-    if (never.length > 0)
+    const required = never.flatMap((n) => {
+      const path = requiredPath(schema, n.path);
+      return path ? [{ path, type: n.type }] : [];
+    });
+    if (required.length > 0)
       throw new ValidationError(
         where,
-        never.map((n) => ({
+        required.map((n) => ({
           path: n.path,
           message:
             `a ${n.type} never comes out of JSON (the answer is the model's JSON text, and the output is stored as JSON): ` +
@@ -78,7 +110,15 @@ function writtenSpec(schema: z.ZodType, where: string): OutputSpec {
       );
   }
   delete json.$schema;
+  // frozen: one spec serves every run given this schema (a provider that changed it would change the others' requests)
+  frozen(json);
   return { schema, record: { name: OUTPUT_NAME, jsonSchema: json, digest: sha256(canonicalJson(json)), strict: strictAllows(json) } };
+}
+
+function frozen(v: unknown): void {
+  if (typeof v !== 'object' || v === null || Object.isFrozen(v)) return;
+  Object.freeze(v);
+  for (const x of Object.values(v)) frozen(x);
 }
 
 /**

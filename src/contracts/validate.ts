@@ -27,29 +27,55 @@ type Path = (string | number)[];
 
 /**
  * An issue as the caller reads it. A union that matched no option reports the issues of the
- * option that got furthest into the input, through unions inside it (a message with a wrong role:
- * "role: …", not "Invalid input" nor "kind: …" of the request form beside it); the first on a tie.
+ * option that matched best — the one that got furthest into the input, through unions inside it,
+ * and on a tie the one with the fewest issues, then the first: a message with a wrong role says
+ * "role: …", not "Invalid input" nor the request form's "kind: …"; a request form with one bad
+ * field names that field, not the message form's role, content and unknown keys. Where no option
+ * got in, it says what each would take ("expected string, received number; or expected array, …").
  */
 function issuesOf(issue: Issue, prefix: Path): { path: Path; message: string }[] {
   const path = [...prefix, ...issue.path.map((p) => (typeof p === 'symbol' ? String(p) : p))];
   if (issue.code === 'invalid_union' && issue.errors?.length) {
-    const best = issue.errors.reduce((a, b) => (depthOf(b) > depthOf(a) ? b : a));
-    if (depthOf(best) > 0) return best.flatMap((e) => issuesOf(e, path));
-    // no option got into it: what each would take ("expected string, received number; or expected array, …")
-    const alone = issue.errors.map((o) =>
-      o.length === 1 && o[0]!.path.length === 0 ? o[0]!.message.replace(/^Invalid input: /, '') : undefined,
-    );
-    if (alone.every((m) => m !== undefined)) return [{ path, message: `Invalid input: ${[...new Set(alone)].join('; or ')}` }];
+    const best = bestOption(issue.errors);
+    if (reach(best).depth > 0) return best.flatMap((e) => issuesOf(e, path));
+    const alone = wouldTake(issue);
+    // (an option that says no more than "Invalid input" — a custom check — adds nothing to the list)
+    const said = alone?.filter((m) => m !== 'Invalid input');
+    if (said?.length) return [{ path, message: `Invalid input: ${[...new Set(said)].join('; or ')}` }];
   }
   return [{ path, message: issue.message }];
 }
 
-/** How far into the input an option's issues reach: their paths, and the furthest option of a union among them. */
-function depthOf(issues: Issue[]): number {
-  return Math.max(
-    0,
-    ...issues.map((e) => e.path.length + (e.code === 'invalid_union' && e.errors?.length ? Math.max(...e.errors.map(depthOf)) : 0)),
-  );
+/** The union option that matched best (see issuesOf). */
+const bestOption = (options: Issue[][]): Issue[] =>
+  options.reduce((a, b) => {
+    const [ra, rb] = [reach(a), reach(b)];
+    return rb.depth > ra.depth || (rb.depth === ra.depth && rb.count < ra.count) ? b : a;
+  });
+
+/** How far into the input an option's issues reach (their paths, through its best union options) and how many they are. */
+function reach(issues: Issue[]): { depth: number; count: number } {
+  let depth = 0;
+  let count = 0;
+  for (const e of issues) {
+    const inner = e.code === 'invalid_union' && e.errors?.length ? reach(bestOption(e.errors)) : { depth: 0, count: 1 };
+    depth = Math.max(depth, e.path.length + inner.depth);
+    count += inner.count;
+  }
+  return { depth, count };
+}
+
+/** What each option of a union none got into would take (a union option's own options listed in its place), or nothing. */
+function wouldTake(issue: Issue): string[] | undefined {
+  const out: string[] = [];
+  for (const o of issue.errors ?? []) {
+    const only = o.length === 1 && o[0]!.path.length === 0 ? o[0]! : undefined;
+    if (!only) return undefined;
+    const inner = only.code === 'invalid_union' && only.errors?.length ? wouldTake(only) : [only.message.replace(/^Invalid input: /, '')];
+    if (!inner) return undefined;
+    out.push(...inner);
+  }
+  return out;
 }
 
 /** The ValidationError for input that threw while it was read, naming the first property that throws. */
