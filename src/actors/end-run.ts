@@ -175,9 +175,11 @@ export function stageRunEnd(writer: LogWriter, at: StepPosition, r: ExecutionRes
 }
 
 /**
- * A JSON form of an error cause: its name, message and own fields that are scalars or lists of
- * scalars (an OutputValidationError's `issues`), strings redacted (header values, tokens); the
- * `is*Error` guards recognise it by its `code`.
+ * A JSON form of an error cause: its name, message and own fields that are JSON — scalars, lists
+ * (at most 100 items) and plain objects, four levels deep (an OutputValidationError's `issues`, a
+ * ValidationError's, a SessionHeldError's `holder`, a ProviderError's `providerLimits`) — strings
+ * redacted (header values, tokens); an Error inside (its `cause`) is left out. The `is*Error`
+ * guards recognise it by its `code` and name.
  */
 export function causeInfo(cause: unknown): Record<string, unknown> | undefined {
   if (!cause || typeof cause !== 'object') return undefined;
@@ -185,11 +187,28 @@ export function causeInfo(cause: unknown): Record<string, unknown> | undefined {
     ['name', (cause as Error).name],
     ['message', redactSecrets(String((cause as Error).message))],
   ]);
-  const scalar = (v: unknown) => ['string', 'number', 'boolean'].includes(typeof v);
-  const redacted = (v: unknown) => (typeof v === 'string' ? redactSecrets(v) : v);
   for (const [k, v] of Object.entries(cause)) {
-    if (scalar(v)) out[k] = redacted(v);
-    else if (Array.isArray(v) && v.every(scalar)) out[k] = v.map(redacted);
+    const json = recordable(v, 0);
+    if (json !== undefined) out[k] = json;
+  }
+  return out;
+}
+
+function recordable(v: unknown, depth: number): unknown {
+  if (typeof v === 'string') return redactSecrets(v);
+  if (typeof v === 'number' || typeof v === 'boolean') return v;
+  if (depth >= 4 || typeof v !== 'object' || v === null) return undefined;
+  if (Array.isArray(v))
+    return v
+      .slice(0, 100)
+      .map((x) => (x === null ? null : recordable(x, depth + 1)))
+      .filter((x) => x !== undefined);
+  const proto: unknown = Object.getPrototypeOf(v);
+  if (proto !== Object.prototype && proto !== null) return undefined;
+  const out = ownRecord<unknown>();
+  for (const [k, x] of Object.entries(v)) {
+    const json = recordable(x, depth + 1);
+    if (json !== undefined) out[k] = json;
   }
   return out;
 }

@@ -111,9 +111,10 @@ export async function chatPost(
   stream: z.output<typeof SessionEventsOptions>,
 ): Promise<Response> {
   if (submission.kind === 'prompt') {
+    const before = await store.getHead(sessionId);
+    // (the last read before the submit: a run that began waiting meanwhile is seen)
     const refused = await waitingForClient(store, sessionId, submission.entry.inputId);
     if (refused) return refused;
-    const before = await store.getHead(sessionId);
     const receipt = await submit(sessionId, submission.entry);
     if (receipt.status === 'refused') return json(STATUS.refused, receipt);
     // an input accepted now starts after the head; one accepted before (a retry) is found from the start

@@ -8,7 +8,10 @@ export const HostPattern = z
   .string()
   .min(1)
   .max(300)
-  .regex(/^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]+)(:\d{1,5})?$/, 'a host name or address, with an optional :port (localhost:8787, [::1]:8787)');
+  .regex(
+    /^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9._-]+)(:\d{1,5})?$/,
+    'a host name or address, with an optional :port (localhost:8787, [::1]:8787)',
+  );
 
 /** The loopback names a server bound to a loopback interface on `port` answers to. */
 export function loopbackHosts(port: number): string[] {

@@ -1,7 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { z } from 'zod';
 import { parseInput } from '../contracts/validate.js';
-import { HostPattern } from './hosts.js';
 
 /**
  * `nodeListener` options (unknown keys are refused).
@@ -9,8 +8,8 @@ import { HostPattern } from './hosts.js';
  * http.createServer(nodeListener(handle, { origin: 'https://chat.example.com' }))
  */
 export const NodeListenerOptions = z.strictObject({
-  /** The origin the request URLs get (default: `http://` + the request's Host header). */
-  origin: z.url().optional(),
+  /** The origin the request URLs get (default: `http://` + the request's Host header): http or https. */
+  origin: z.url({ protocol: /^https?$/, error: 'an http(s) origin such as https://chat.example.com' }).optional(),
 });
 export type NodeListenerOptions = z.input<typeof NodeListenerOptions>;
 
@@ -24,8 +23,9 @@ export type NodeListenerOptions = z.input<typeof NodeListenerOptions>;
  */
 export function nodeListener(handler: (request: Request) => Promise<Response> | Response, options: NodeListenerOptions = {}) {
   const o = parseInput(NodeListenerOptions, options, 'nodeListener');
+  const origin = o.origin === undefined ? undefined : new URL(o.origin).origin;
   return (req: IncomingMessage, res: ServerResponse): void => {
-    void serve(handler, req, res, o.origin).catch((e: Error) => {
+    void serve(handler, req, res, origin).catch((e: Error) => {
       if (!res.headersSent) {
         res.writeHead(500, { 'content-type': 'application/json; charset=utf-8' });
         res.end(JSON.stringify({ error: 'Error', message: e.message }));
@@ -88,21 +88,27 @@ async function serve(
 }
 
 /**
- * The request's URL: its target's path and query (an absolute-form target's too, its credentials
- * dropped) on `origin`, else on the Host header. A Host that is not a host name (`a:1.evil.com`,
- * `a@b`, empty) gets the placeholder `invalid.invalid`: the header itself still goes to the
- * handler, whose `allowedHosts` check refuses it (403), never a URL that cannot be built (500).
+ * The request's URL: its target's path and query on `origin`, else on the Host header — an
+ * absolute-form target (`GET http://host/path`) on its own origin, credentials dropped (RFC 9112
+ * §3.2.2). A Host that is not a host name (`a:1.evil.com`, `a@b`, empty) gets the placeholder
+ * `invalid.invalid`: the header itself still goes to the handler, whose `allowedHosts` check
+ * refuses it (403), never a URL that cannot be built (500).
  */
 function urlOf(req: IncomingMessage, origin: string | undefined): URL {
-  const host = req.headers.host ?? 'localhost';
-  const base = origin !== undefined ? new URL(origin).origin : `http://${HostPattern.safeParse(host).success ? host : 'invalid.invalid'}`;
-  let target = req.url ?? '/';
-  if (!target.startsWith('/')) {
-    const absolute = URL.parse(target);
-    target = absolute ? absolute.pathname + absolute.search : '/';
-  }
+  const target = req.url ?? '/';
+  const absolute = target.startsWith('/') ? undefined : URL.parse(target);
+  const path = absolute ? (absolute.pathname.startsWith('/') ? absolute.pathname + absolute.search : '/') : target === '*' ? '/*' : target;
   // (appended, not resolved: a target `//x/y` stays a path, never a host)
-  return URL.parse(base + target) ?? new URL('/', base);
+  const base =
+    origin ??
+    (absolute?.protocol === 'http:' || absolute?.protocol === 'https:' ? absolute.origin : `http://${hostOrPlaceholder(req.headers.host)}`);
+  return URL.parse(base + (path.startsWith('/') ? path : `/${path}`)) ?? new URL('/', base);
+}
+
+/** The Host header when a URL can carry it as its host (a name or address, an optional port), else `invalid.invalid`. */
+function hostOrPlaceholder(host: string | undefined): string {
+  const u = host === undefined ? undefined : URL.parse(`http://${host}/`);
+  return u && u.username === '' && u.password === '' && u.pathname === '/' && u.search === '' && u.hash === '' ? host! : 'invalid.invalid';
 }
 
 /**

@@ -71,7 +71,7 @@ describe('nodeListener over raw HTTP', () => {
     expect(res.headers.get('connection')).not.toBe('close');
   });
 
-  it('a Host that is not a host name, or a target with credentials in it, is a 403 HostNotAllowed under allowedHosts, never a 500', async () => {
+  it('the URL is built from the target alone: a Host that is not a host name is a 403 HostNotAllowed under allowedHosts (never a 500), credentials in an absolute target are dropped, //x stays a path', async () => {
     const { port } = await listen(64 * 1024, ['127.0.0.1']);
     const statusOf = async (head: string): Promise<string> => {
       const client = connect(port, '127.0.0.1');
@@ -90,5 +90,11 @@ describe('nodeListener over raw HTTP', () => {
     expect(await statusOf(`GET http://u:p@127.0.0.1:${port}/sessions HTTP/1.1\r\nHost: 127.0.0.1:${port}`)).toBe('HTTP/1.1 200 OK');
     // a path that looks like a host stays a path
     expect(await statusOf(`GET //evil.com/sessions HTTP/1.1\r\nHost: 127.0.0.1:${port}`)).toBe('HTTP/1.1 404 Not Found');
+  });
+
+  it('an origin that is not http(s) is refused when the listener is made', () => {
+    const handle = () => new Response('ok');
+    expect(() => nodeListener(handle, { origin: 'app://desk' })).toThrow(/origin: an http\(s\) origin/);
+    expect(() => nodeListener(handle, { origin: 'https://chat.example.com/api' })).not.toThrow();
   });
 });
