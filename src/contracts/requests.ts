@@ -148,7 +148,7 @@ export const ExecutionResult = z.object({
       message: z.string(),
       /**
        * The typed error (e.g. ProviderError) live; read back from the log, its recorded name,
-       * message, code and scalar fields (the `is*Error` guards recognise both).
+       * message, code and JSON fields (the `is*Error` guards recognise both).
        */
       cause: z.unknown().optional(),
     })

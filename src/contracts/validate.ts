@@ -37,7 +37,7 @@ function issuesOf(issue: Issue, prefix: Path): { path: Path; message: string }[]
   const path = [...prefix, ...issue.path.map((p) => (typeof p === 'symbol' ? String(p) : p))];
   if (issue.code === 'invalid_union' && issue.errors?.length) {
     const best = bestOption(issue.errors);
-    if (reach(best).depth > 0) return best.flatMap((e) => issuesOf(e, path));
+    if (best.depth > 0) return best.issues.flatMap((e) => issuesOf(e, path));
     const alone = wouldTake(issue);
     // (an option that says no more than "Invalid input" — a custom check — adds nothing to the list)
     const said = alone?.filter((m) => m !== 'Invalid input');
@@ -46,19 +46,24 @@ function issuesOf(issue: Issue, prefix: Path): { path: Path; message: string }[]
   return [{ path, message: issue.message }];
 }
 
-/** The union option that matched best (see issuesOf). */
-const bestOption = (options: Issue[][]): Issue[] =>
-  options.reduce((a, b) => {
-    const [ra, rb] = [reach(a), reach(b)];
-    return rb.depth > ra.depth || (rb.depth === ra.depth && rb.count < ra.count) ? b : a;
-  });
+type Reach = { depth: number; count: number };
+
+/** The union option that matched best (see issuesOf), with its reach. */
+function bestOption(options: Issue[][]): Reach & { issues: Issue[] } {
+  let best = { issues: options[0]!, ...reach(options[0]!) };
+  for (const o of options.slice(1)) {
+    const r = reach(o);
+    if (r.depth > best.depth || (r.depth === best.depth && r.count < best.count)) best = { issues: o, ...r };
+  }
+  return best;
+}
 
 /** How far into the input an option's issues reach (their paths, through its best union options) and how many they are. */
-function reach(issues: Issue[]): { depth: number; count: number } {
+function reach(issues: Issue[]): Reach {
   let depth = 0;
   let count = 0;
   for (const e of issues) {
-    const inner = e.code === 'invalid_union' && e.errors?.length ? reach(bestOption(e.errors)) : { depth: 0, count: 1 };
+    const inner = e.code === 'invalid_union' && e.errors?.length ? bestOption(e.errors) : { depth: 0, count: 1 };
     depth = Math.max(depth, e.path.length + inner.depth);
     count += inner.count;
   }
