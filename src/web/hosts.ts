@@ -25,8 +25,8 @@ export function isLoopbackAddress(host: string): boolean {
 
 /**
  * Whether the request's Host (the header, else the URL's host) is one of `allowed`. A request
- * with no Host at all, or one that is not a host name, is refused: a browser always sends one, and a rebinding attack is exactly a
- * browser sending a foreign name.
+ * with no Host at all, or one that is not a host name, is refused: a browser always sends one,
+ * and a rebinding attack is exactly a browser sending a foreign name.
  */
 export function hostAllowed(request: Request, allowed: readonly string[]): boolean {
   const host = (request.headers.get('host') ?? new URL(request.url).host).toLowerCase();
