@@ -173,8 +173,9 @@ export async function callWithRetries(env: SessionServices, at: StepPosition, si
       const answer = checked.data as ModelResponse;
       const priced = pricedUsage(env, answer.usage);
       // the pool's hold settles with the reported usage priced (at its reservation if the app's pricing threw)
+      // at its reservation when the app's pricing threw or the provider reported no usage (never at zero)
       hold?.settle(
-        'pricingError' in priced && reserved
+        reserved && ('pricingError' in priced || !answer.usage)
           ? countedAt(reserved)
           : { outputTokens: answer.usage?.outputTokens ?? 0, cost: ('cost' in priced && priced.cost) || '0' },
       );
@@ -269,10 +270,11 @@ export interface CallModelInput {
 
 /**
  * The model's answer, staged as `assistant/message`: tool calls to plan, or the run's answer.
- * `overrun`: usage the provider reported above the call's reservation (the step's failed attempts
- * were counted as they failed: `count`).
+ * `overrun`: usage the provider reported above the call's reservation; `counted`: the call's
+ * reservation, when the provider reported no usage (the step's failed attempts were counted as
+ * they failed: `count`).
  */
-export type CallModelOutput = { usage?: Usage; cost?: string; overrun?: Overrun } & (
+export type CallModelOutput = { usage?: Usage; cost?: string; counted?: Counted; overrun?: Overrun } & (
   | { kind: 'toolCalls'; toolCalls: ToolCall[]; finishReason: FinishReason }
   | { kind: 'answer'; content: string }
   /** Nothing called: a steer input waits or the context is too large; prepare it first. */
@@ -362,6 +364,8 @@ export async function callModel(
   const priced = called.cost !== undefined ? { cost: called.cost } : {};
   const usage = res.usage ? { usage: res.usage } : {};
   const overrun = reserved ? overrunOf(at.step, reserved, capped, res.usage, priced.cost) : undefined;
+  // an answer whose usage never came back counts at its reservation, never at zero (as a failed attempt's)
+  const unreported = reserved && !res.usage ? countedAt(reserved) : undefined;
   env.writer.stage('assistant/message', at, {
     message,
     ...usage,
@@ -370,11 +374,13 @@ export async function callModel(
     requestDigest: digest,
     ...priced,
     ...(reserved ? { reserved } : {}),
+    ...(unreported ? { counted: 'reservation' } : {}),
     ...(overrun ? { overrun } : {}),
   });
   const spent = {
     ...usage,
     ...priced,
+    ...(unreported ? { counted: unreported } : {}),
     ...(overrun ? { overrun } : {}),
   };
   const toolCalls = message.toolCalls ?? [];

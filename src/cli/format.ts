@@ -47,7 +47,12 @@ function describeEvent(e: EventRecord): string {
       const calls = (p.message?.toolCalls ?? []) as { name: string }[];
       const text = p.message?.content ? clip(p.message.content, 70) : '';
       const tools = calls.length ? `calls ${calls.map((c) => c.name).join(', ')}` : '';
-      const cost = p.cost !== undefined ? `, cost ${p.cost}` : '';
+      const cost =
+        p.cost !== undefined
+          ? `, cost ${p.cost}`
+          : p.counted === 'reservation'
+            ? `, no usage reported: counted at its reservation${p.reserved?.cost !== undefined ? ` ${p.reserved.cost}` : ''}`
+            : '';
       return `assistant (${p.finishReason}, ${Math.round(p.latencyMs ?? 0)} ms${cost}): ${[text, tools].filter(Boolean).join(' — ')}`;
     }
     case 'assistant/attempt':

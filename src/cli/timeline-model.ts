@@ -178,6 +178,8 @@ export function buildTimeline(sessionId: string, events: readonly EventRecord[])
         if (st) st.start = Math.min(st.start, start);
         // the step's cost: its model calls' priced usage (and failed attempts counted at their reservation)
         if (st && isDecimal(p.cost)) st.cost = addDecimal(st.cost ?? '0', p.cost);
+        // (an answer whose usage never came back: at its reservation)
+        if (st && p.counted === 'reservation' && isDecimal(p.reserved?.cost)) st.cost = addDecimal(st.cost ?? '0', p.reserved.cost);
         modelStart.set(stepKey, start);
         const nCalls = (p.message?.toolCalls ?? []).length;
         spans.push({

@@ -65,10 +65,17 @@ export function budgetUse(c: RunContext): BudgetUse {
   };
 }
 
-/** A model call's settlement counted in the run: its usage and cost, its overrun (its failed attempts counted as they failed). */
-export function withModelCall(c: RunContext, out: CallModelOutput): Pick<RunContext, 'usage' | 'stepUsage' | 'cost' | 'overruns'> {
+/**
+ * A model call's settlement counted in the run: its usage and cost, or its reservation when no usage
+ * came back; its overrun (its failed attempts counted as they failed).
+ */
+export function withModelCall(
+  c: RunContext,
+  out: CallModelOutput,
+): Pick<RunContext, 'usage' | 'stepUsage' | 'cost' | 'counted' | 'overruns'> {
   return {
     ...withStepUsage(c, out),
+    counted: out.counted ? addCounted(c.counted, out.counted) : c.counted,
     overruns: out.overrun ? [...c.overruns, out.overrun] : c.overruns,
   };
 }

@@ -163,6 +163,8 @@ export function foldRunEvents(events: readonly EventRecord[]): OpenRunState | un
           st.spent.usage = addUsage(st.spent.usage, p.usage as Usage);
           st.spent.modelUsages.push(p.usage as Usage);
         }
+        // an answer whose usage never came back counts at its reservation
+        if (p.counted === 'reservation' && p.reserved) st.spent.reservations.push(p.reserved as Reservation);
         break;
       case 'verification/rejected':
         // an answer that failed its output schema is a protocol correction, a verifier's rejection a recovery

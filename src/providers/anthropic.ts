@@ -208,11 +208,15 @@ function accumulator(emit: (e: ModelStreamEvent) => void): StreamFold<Event> {
         ...(special ? { content: states.map((s) => s.raw) } : {}),
       };
       const n = (k: string) => (typeof usage[k] === 'number' ? (usage[k] as number) : 0); // own: no prototype
-      const u: Usage = {
-        inputTokens: n('input_tokens') + n('cache_read_input_tokens') + n('cache_creation_input_tokens'),
-        outputTokens: n('output_tokens'),
-        cachedInputTokens: n('cache_read_input_tokens'),
-      };
+      // no counts, no usage: the call then counts at its reservation, never at zero
+      const reported = typeof usage.input_tokens === 'number' && typeof usage.output_tokens === 'number';
+      const u: Usage | undefined = reported
+        ? {
+            inputTokens: n('input_tokens') + n('cache_read_input_tokens') + n('cache_creation_input_tokens'),
+            outputTokens: n('output_tokens'),
+            cachedInputTokens: n('cache_read_input_tokens'),
+          }
+        : undefined;
       const finishReason = mapAnthropicStop(meta.stopReason, toolCalls.length > 0);
       const message = {
         role: 'assistant' as const,
@@ -223,7 +227,7 @@ function accumulator(emit: (e: ModelStreamEvent) => void): StreamFold<Event> {
       const explanation = asRecord(meta.stopDetails)?.explanation;
       const refusal =
         finishReason === 'refusal' ? content || (typeof explanation === 'string' ? explanation : 'the model refused to answer') : undefined;
-      return { message, usage: u, finishReason, ...(refusal !== undefined ? { refusal } : {}) };
+      return { message, ...(u ? { usage: u } : {}), finishReason, ...(refusal !== undefined ? { refusal } : {}) };
     },
   };
 }

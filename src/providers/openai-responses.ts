@@ -109,9 +109,13 @@ function usageOf(raw: unknown): Usage | undefined {
   const count = (v: unknown) => (typeof v === 'number' && Number.isSafeInteger(v) && v >= 0 ? v : undefined);
   const cached = count(asRecord(u.input_tokens_details)?.cached_tokens);
   const reasoning = count(asRecord(u.output_tokens_details)?.reasoning_tokens);
+  const input = count(u.input_tokens);
+  const output = count(u.output_tokens);
+  // no counts, no usage: the call then counts at its reservation, never at zero
+  if (input === undefined || output === undefined) return undefined;
   return {
-    inputTokens: count(u.input_tokens) ?? 0,
-    outputTokens: count(u.output_tokens) ?? 0,
+    inputTokens: input,
+    outputTokens: output,
     ...(cached !== undefined ? { cachedInputTokens: cached } : {}),
     ...(reasoning !== undefined ? { reasoningTokens: reasoning } : {}),
   };

@@ -165,6 +165,7 @@ function accumulator(emit: (e: ModelStreamEvent) => void): StreamFold<Chunk> {
   const st = { text: '', refusal: '', reasoning: '', id: undefined as string | undefined, model: undefined as string | undefined };
   let finish: string | undefined;
   let usage: Usage | undefined;
+  let usageChunk = false; // the usage chunk arrived (its counts may be missing)
   const slots = new Map<number, Slot>(); // the call being streamed at each wire index
   const calls: Slot[] = [];
   return {
@@ -173,23 +174,28 @@ function accumulator(emit: (e: ModelStreamEvent) => void): StreamFold<Chunk> {
     },
     /** The finish_reason and the usage chunk (always asked for) have both arrived: nothing is missing but [DONE]. */
     get complete() {
-      return finish !== undefined && usage !== undefined;
+      return finish !== undefined && usageChunk;
     },
     push(chunk: Chunk) {
       st.id ??= chunk.id;
       st.model ??= chunk.model;
       if (chunk.usage) {
+        usageChunk = true;
         // OpenAI-compatible servers send null for counts they do not keep (LiteLLM: cached_tokens)
         const count = (v: unknown) => (typeof v === 'number' && Number.isSafeInteger(v) && v >= 0 ? v : undefined);
         const cached = count(chunk.usage.prompt_tokens_details?.cached_tokens);
         // o-series models: the part of completion_tokens spent reasoning (already in outputTokens)
         const reasoning = count(chunk.usage.completion_tokens_details?.reasoning_tokens);
-        usage = {
-          inputTokens: count(chunk.usage.prompt_tokens) ?? 0,
-          outputTokens: count(chunk.usage.completion_tokens) ?? 0,
-          ...(cached !== undefined ? { cachedInputTokens: cached } : {}),
-          ...(reasoning !== undefined ? { reasoningTokens: reasoning } : {}),
-        };
+        const input = count(chunk.usage.prompt_tokens);
+        const output = count(chunk.usage.completion_tokens);
+        // no counts, no usage: the call then counts at its reservation, never at zero
+        if (input !== undefined && output !== undefined)
+          usage = {
+            inputTokens: input,
+            outputTokens: output,
+            ...(cached !== undefined ? { cachedInputTokens: cached } : {}),
+            ...(reasoning !== undefined ? { reasoningTokens: reasoning } : {}),
+          };
       }
       const choice = chunk.choices?.find((c) => c.index === 0);
       if (!choice) return;
