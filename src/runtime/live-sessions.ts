@@ -4,7 +4,8 @@ import type { OpenInternals } from '../actors/worker-services.js';
 import type { EventStore } from '../persistence/event-store.js';
 import type { ExecutionSession } from './execution-session.js';
 import type { ResumeMode } from './auto-resume.js';
-import { agentAtOpen } from './open-session.js';
+import { agentAtOpen, parentAtOpen } from './open-session.js';
+import { childSessionRefusal } from './recorded-agent.js';
 
 /**
  * Marks a serving worker's internal second argument to `runtime.openSession` (its lease guard and
@@ -65,7 +66,13 @@ export class LiveSessions {
       entry.openers++; // counted before the wait: a close meanwhile cannot end it under this opener
       const live = await entry.opening.catch(() => undefined);
       if (live && this.shared.get(sessionId) === entry && (await this.isCurrent(live))) {
-        const conflict = entry.opened && asked ? disagreement(sessionId, entry.opened, asked) : undefined;
+        const parent = asked ? parentAtOpen(live) : undefined;
+        // an app's open of a live child session: refused (it is its parent call's), as from the log
+        const conflict = parent
+          ? childSessionRefusal('openSession', sessionId, parent)
+          : entry.opened && asked
+            ? disagreement(sessionId, entry.opened, asked)
+            : undefined;
         if (!conflict) return live;
         entry.openers--;
         throw conflict;

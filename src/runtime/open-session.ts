@@ -22,7 +22,7 @@ import { loadOpenRun, recoveryOutcome, settleInterruptedFinal } from './recovery
 import { sessionServices } from './services.js';
 import type { AgentRegistry } from './agent-registry.js';
 import type { Agent } from '../tools/define-agent.js';
-import { agentToRun, askedAgent, recordedAgent } from './recorded-agent.js';
+import { agentToRun, askedAgent, childSessionRefusal, recordedAgent } from './recorded-agent.js';
 import { SessionAgent, type ParentLink } from './session-agent.js';
 import { inspectUnder } from './child-inspection.js';
 import type { Tracing } from './tracing-options.js';
@@ -34,6 +34,9 @@ import type { RunChildren } from '../actors/run-children.js';
 /** The agent each session ran when it was opened (LiveSessions compares a later opener's with it). */
 const agentsAtOpen = new WeakMap<ExecutionSession, string>();
 export const agentAtOpen = (session: ExecutionSession): string | undefined => agentsAtOpen.get(session);
+/** The parent call of each child session this runtime opened (an app's open of a live one is refused). */
+const parentsAtOpen = new WeakMap<ExecutionSession, ParentLink>();
+export const parentAtOpen = (session: ExecutionSession): ParentLink | undefined => parentsAtOpen.get(session);
 
 /** What a runtime opens its sessions with: the same for every session it opens. */
 export interface SessionOpening {
@@ -76,11 +79,17 @@ export async function openSession(
   // writer appended between the read and the attach.
   // the agent the log records (else the one asked for): an unknown one is refused before the attach
   let view = await loadSessionView(store, sessionId);
-  let agentName = agentToRun(r.agents, sessionId, await recordedAgent(store, sessionId, view.head), askedName);
+  // a child session is opened by its parent's call only (the app's open is refused before the attach)
+  const seatOf = async () => {
+    const recorded = await recordedAgent(store, sessionId, view.head);
+    if (recorded.parent && !parent) throw childSessionRefusal('openSession', sessionId, recorded.parent);
+    return agentToRun(r.agents, sessionId, recorded.agent, askedName);
+  };
+  let agentName = await seatOf();
   const attach = await store.attachWriter(sessionId);
   if (attach.lastSeq !== (view.head?.lastSeq ?? 0)) {
     view = await loadSessionView(store, sessionId);
-    agentName = agentToRun(r.agents, sessionId, await recordedAgent(store, sessionId, view.head), askedName);
+    agentName = await seatOf();
   }
   const { surface, head, inputs, stateContext } = view;
   let openRun = view.openRun;
@@ -126,6 +135,7 @@ export async function openSession(
     limiter: r.limiter,
     childPools: r.childPools,
     ...(r.children ? { children: r.children } : {}),
+    ...(parent ? { child: true } : {}),
   });
   if (tracer) stream.events$.subscribe((e) => tracer.onEnvelope(e));
   writer.stage(
@@ -177,6 +187,7 @@ export async function openSession(
   }
   opened = session;
   agentsAtOpen.set(session, seat.name);
+  if (parent) parentsAtOpen.set(session, parent);
   sessions.add(session);
   const close = session.close.bind(session);
   session.close = async () => {

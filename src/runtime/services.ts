@@ -32,6 +32,8 @@ export interface OpenedParts {
   childPools: ReadonlyMap<string, BudgetPool>;
   /** Cancels the open runs of a cancelled run's children (the runtime's child sessions). */
   children?: RunChildren;
+  /** A child session (an agent call's): its final answer is its parent call's result, never the app's delivery. */
+  child?: boolean;
 }
 
 /**
@@ -69,7 +71,7 @@ export function sessionServices(o: ResolvedRuntimeOptions, p: OpenedParts): Sess
       return agent.profile.budget;
     },
     ...(o.pricing ? { pricing: o.pricing } : {}),
-    ...(o.delivery ? { delivery: o.delivery } : {}),
+    ...(o.delivery && !p.child ? { delivery: o.delivery } : {}),
     ...(o.verifier ? { verifier: o.verifier } : {}),
     ...(o.finalVerifier ? { finalVerifier: o.finalVerifier } : {}),
     heldLocks: projection.heldLocks,

@@ -10,6 +10,7 @@ import { SessionIdInput, toMessages } from '../contracts/requests.js';
 import { DEFAULT_CONTENT_LIMITS, storeMessages, type ContentLimits } from '../persistence/content-parts.js';
 import type { EventStore } from '../persistence/event-store.js';
 import type { WorkStore } from '../persistence/work-store.js';
+import { childSessionRefusal, recordedParent } from './recorded-agent.js';
 
 /** The store's inbox, or a ValidationError naming what lacks it. */
 export function workOf(store: EventStore, where: string): WorkStore {
@@ -32,6 +33,9 @@ export async function submitEntry(
 ): Promise<InboxReceipt> {
   parseInput(SessionIdInput, sessionId, 'runtime.submit: sessionId');
   let e = parseInput(InboxEntry, entry, 'runtime.submit: entry');
+  // a child session has no inbox: a worker claiming it would run it outside its parent's call
+  const parent = await recordedParent(store, sessionId);
+  if (parent) throw childSessionRefusal('runtime.submit', sessionId, parent);
   // an input's images and files: stored as blobs first, so the inbox (and the log) hold references
   if (e.kind === 'input' && typeof e.message !== 'string')
     e = { ...e, message: await storeMessages(toMessages(e.message), store.blobs, limits, 'runtime.submit: entry.message') };

@@ -123,7 +123,9 @@ export function checkInvariants(x: {
       }
     }
 
-    // every final delivered at most once (unless the owner is idempotent), and committed or unknown
+    // every final delivered at most once (unless the owner is idempotent), and committed or unknown;
+    // a child session's (an agent call's) is its call's result, never the owner's
+    const child = log[0]?.type === 'session/attached' && pl(log[0]).parent !== undefined;
     for (const f of log.filter((e) => e.type === 'final/message')) {
       const fid = String(pl(f).finalMessageId);
       const marks = log.filter((e) => (e.type === 'delivery/committed' || e.type === 'delivery/unknown') && pl(e).finalMessageId === fid);
@@ -131,7 +133,10 @@ export function checkInvariants(x: {
       if (marks.length > 1 || (marks.length === 0 && !leftOpen.has(sid)))
         v.push(`${sid}: final ${fid} has ${marks.length} delivery outcomes (${marks.map((m) => m.type).join(', ') || 'none'})`);
       if (delivered > 1 && !facts.idempotentOwner) v.push(`${sid}: final ${fid} delivered ${delivered} times to a non-idempotent owner`);
-      if (marks[0]?.type === 'delivery/committed' && delivered === 0) v.push(`${sid}: final ${fid} marked delivered, never delivered`);
+      if (child && delivered > 0) v.push(`${sid}: the child's final ${fid} was given to the app's delivery owner`);
+      const byResult = child && marks[0] !== undefined && pl(marks[0]).owner === 'result';
+      if (marks[0]?.type === 'delivery/committed' && delivered === 0 && !byResult)
+        v.push(`${sid}: final ${fid} marked delivered, never delivered`);
     }
     const fids = new Set(log.filter((e) => e.type === 'final/message').map((e) => String(pl(e).finalMessageId)));
     for (const d of ledgers.deliveries)

@@ -118,7 +118,7 @@ export async function runTreeSeed(opts: { seed: number; prefix?: number; broken?
       store: faultyStore(durable, proc, world, ctl, acks, watch),
       model: rootModel(outside, proc),
       tools: [...agentTools, ...ownLedger],
-      // every session's final (the children's too) goes to an idempotent owner that never fails
+      // the root's final goes to an idempotent owner that never fails (a child's is its call's result)
       delivery: simDelivery({ world, ledgers, faults: { deliveryThrow: 0 } } as Outside, proc, true),
       agents,
       systemPrompt: 'sim root',
