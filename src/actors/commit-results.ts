@@ -4,7 +4,7 @@ import type { StepPosition, ToolCallIntent, ToolCallOutput } from '../contracts/
 import type { PendingRequest } from '../contracts/events.js';
 import type { Usage } from '../contracts/message.js';
 import { servicesIn, type ServicesSource, type SessionServices } from './session-services.js';
-import { handoffResults, type Handoff } from './handoff.js';
+import { handoffResults, heldStepResults, type Handoff } from './handoff.js';
 
 export interface CommitResultsInput {
   at: StepPosition;
@@ -51,8 +51,19 @@ async function verdict(env: SessionServices, r: ToolCallOutput): Promise<string 
 export async function commitResults(env: SessionServices, input: CommitResultsInput): Promise<CommitResultsOutput> {
   const { at } = input;
   const unsettled = input.results.filter((r) => r.unsettled);
-  // a transfer call's handoff (the first of the step) is committed with its result
-  const { results, handoff } = handoffResults(env, unsettled.length > 0 ? input.results.filter((r) => !r.unsettled) : input.results);
+  // a transfer call's handoff (the first of the step) is committed with its result — none while
+  // calls of the step are held back (they go on as the agent that asked for them)
+  const { results, handoff } =
+    unsettled.length > 0
+      ? {
+          results: heldStepResults(
+            env,
+            input.results.filter((r) => !r.unsettled),
+            unsettled,
+          ),
+          handoff: undefined,
+        }
+      : handoffResults(env, input.results);
   let concluded: string | undefined;
   let rejections = 0;
   const verdicts = env.verifier ? await Promise.all(results.map((r) => verdict(env, r))) : [];

@@ -9,6 +9,32 @@ export interface Handoff {
 }
 
 /**
+ * A step's results when some of its calls are held back (agent calls whose child waits for an
+ * answer or was detached): a transfer call of the step does not hand over — the held calls run
+ * again in a later attempt with the tools of the agent that asked for them — and is answered so,
+ * for the model to ask again once they have answered.
+ */
+export function heldStepResults(env: SessionServices, results: ToolCallOutput[], held: readonly ToolCallOutput[]): ToolCallOutput[] {
+  const seat = env.agent;
+  if (!seat) return results;
+  const waiting = held.map((r) => `${r.name} ${r.callId}`).join(', ');
+  return results.map((r) =>
+    seat.handoffTarget(r.name) === undefined || r.outcome.kind !== 'completed' || r.outcome.isError
+      ? r
+      : {
+          ...r,
+          outcome: {
+            kind: 'completed' as const,
+            content: `Not transferred: calls of this step have not answered yet (${waiting}); transfer again once they have.`,
+            isError: true,
+            concludesTurn: false,
+            releaseResources: [],
+          },
+        },
+  );
+}
+
+/**
  * A step's results with its handoff (docs/agents.md): the first transfer call that completed
  * hands the session over — `handoff(at)` stages its `agent/handoff` (committed with the results)
  * and switches the session's agent, so that the next model call is the target's. A later

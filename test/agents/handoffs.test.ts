@@ -1,6 +1,15 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { createRuntime, defineAgent, defineTool, lmdbStore, memoryStore, scriptedModel, type ScriptedStep } from '../../src/index.js';
+import {
+  agentTool,
+  createRuntime,
+  defineAgent,
+  defineTool,
+  lmdbStore,
+  memoryStore,
+  scriptedModel,
+  type ScriptedStep,
+} from '../../src/index.js';
 import { deferred } from '../helpers/drafts.js';
 import { logOf } from '../helpers/runtime.js';
 import { tempDir } from '../helpers/tmp.js';
@@ -126,5 +135,67 @@ describe('handoffs', () => {
     expect(log.filter((e) => e.type === 'agent/handoff').map((e) => e.payload.to)).toEqual(['writer']);
     const second = log.find((e) => e.type === 'tool/result' && e.payload.callId === 't2')!;
     expect(second.payload.outcome).toMatchObject({ isError: true, content: expect.stringMatching(/Not transferred/) });
+  });
+});
+
+describe('a handoff in a step whose agent calls are held back', () => {
+  it("does not hand over while the step's calls wait: the approved call runs as the agent that asked for it, once, and the model may transfer again", async () => {
+    const store = memoryStore();
+    const charged: string[] = [];
+    const charge = defineTool({
+      name: 'charge',
+      description: 'charges',
+      parameters: z.object({ amount: z.number() }),
+      mode: 'exclusive',
+      needsApproval: true,
+      execute: ({ amount }, ctx) => {
+        charged.push(ctx.idempotencyKey);
+        return `charged ${amount}`;
+      },
+    });
+    const payer = defineAgent({
+      name: 'payer',
+      instructions: 'You pay.',
+      tools: [charge],
+      model: scriptedModel([{ toolCalls: [{ id: 'k1', name: 'charge', arguments: { amount: 5 } }] }, 'paid 5']),
+    });
+    const { writer, writerModel } = agents([], [JSON.stringify({ report: 'done' })]);
+    const leadModel = scriptedModel([
+      {
+        toolCalls: [
+          { id: 't1', name: 'transfer_to_writer', arguments: {} },
+          { id: 'c1', name: 'payer', arguments: { input: 'pay 5' } },
+        ],
+      },
+      transfer('t2'),
+    ]);
+    const payingLead = defineAgent({
+      name: 'lead',
+      instructions: 'You lead.',
+      model: leadModel,
+      handoffs: [writer],
+      tools: [agentTool(payer)],
+    });
+    const runtime = createRuntime({ store, model: scriptedModel([]), agents: [payingLead] });
+    cleanups.push(() => runtime.close());
+    const s = await runtime.openSession('s', { agent: 'lead' });
+    const r1 = await s.execute({ kind: 'prompt', runId: 'r', attemptId: 'r', message: 'pay, then report' });
+    expect(r1).toMatchObject({ status: 'suspended', pendingRequest: { path: ['s/r/1/c1'] } });
+    const decided = await s.approve('k1');
+    expect(await decided.run!.result).toMatchObject({ status: 'succeeded', output: { report: 'done' } });
+    expect(charged).toEqual(['s/r/1/c1/answer/1/k1']);
+    const log = await logOf(store, 's');
+    const results = log
+      .filter((e) => e.type === 'tool/result')
+      .map((e) => [e.payload.callId, (e.payload.outcome as { content: unknown }).content]);
+    expect(results).toEqual([
+      ['t1', expect.stringContaining('Not transferred: calls of this step have not answered yet (payer c1)')],
+      ['c1', 'paid 5'],
+      ['t2', 'Transferred to writer.'],
+    ]);
+    // one handoff, from the lead's second step, after the payer answered: the lead read both results
+    expect(log.filter((e) => e.type === 'agent/handoff').map((e) => [e.step, e.payload.callId])).toEqual([[2, 't2']]);
+    expect(leadModel.requests[1]!.messages.filter((m) => m.role === 'tool').map((m) => m.content)).toHaveLength(2);
+    expect(writerModel.requests).toHaveLength(1);
   });
 });
