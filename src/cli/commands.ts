@@ -9,6 +9,7 @@ import { isCorruptLogError } from '../contracts/errors.js';
 import type { EventRecord } from '../contracts/events.js';
 import type { EventStore } from '../persistence/event-store.js';
 import { scriptedModel } from '../providers/scripted.js';
+import { refuseChildSession } from './child-session.js';
 import { SessionId, dataDirOf, openSource, readAll, requireSession, withStore } from './data.js';
 import { demoPaths, demoTools } from './demo-tools.js';
 import { CliError, EXIT, parseArg } from './errors.js';
@@ -166,7 +167,8 @@ export async function recoverCommand(
   if (!opts.resume) {
     return withStore(store, async () => {
       await requireSession(store, src, sessionId);
-      const preview = await previewRecovery(store, sessionId, tools);
+      // the CLI knows the demo's tools, not the app's agents: an agent call is resumed by the runtime that defines them
+      const preview = await previewRecovery(store, sessionId, tools, { agentsDefined: true });
       say(io, JSON.stringify(preview, null, 2));
       for (const l of describeRecovery(preview)) io.err.write(`${l.replace(/^recovery found:/, 'recovery would find:')}\n`);
       io.err.write(
@@ -179,6 +181,7 @@ export async function recoverCommand(
   }
   try {
     await requireSession(store, src, sessionId);
+    await refuseChildSession(store, sessionId, src.flag);
     const lease = await liveLeaseOf(store, sessionId);
     if (lease && !opts.force) {
       throw new CliError(

@@ -36,7 +36,43 @@ export function openExistingStore(dir: string): EventStore {
   }
   // a store written without a journal (durability 'committed') is read as it is: a 'flushed' open
   // would give it a journal, after which the app's own 'committed' opens are refused
-  return lmdbStore({ path: dir, durability: existsSync(join(dir, 'journal')) ? 'flushed' : 'committed' });
+  const durability = existsSync(join(dir, 'journal')) ? 'flushed' : 'committed';
+  return openingDataDir(dir, () => lmdbStore({ path: dir, durability }));
+}
+
+/** Why this user cannot open a data dir (for a one-line error), or undefined for any other failure. */
+function accessProblem(e: unknown): string | undefined {
+  if (!(e instanceof Error)) return undefined;
+  const code = (e as NodeJS.ErrnoException).code;
+  if (code === 'EROFS' || /Read-only file system/i.test(e.message)) return 'read-only file system';
+  if (code === 'EACCES' || code === 'EPERM' || /Permission denied/i.test(e.message)) return 'permission denied';
+  return undefined;
+}
+
+/**
+ * Runs `open` on the data dir `dir`, turning a dir this user may not write into one clear line
+ * (exit 4): LMDB writes its lock file (lock.mdb) even to read, and opening a store takes its
+ * recovery lock (recovery/).
+ */
+export function openingDataDir<T>(dir: string, open: () => T): T {
+  try {
+    return open();
+  } catch (e) {
+    const why = accessProblem(e);
+    if (why === undefined) throw e;
+    throw new CliError(
+      `cannot open the data dir ${dir}: ${why} (LMDB writes its lock file even to read, and opening takes the store's recovery lock: ` +
+        'run as a user who may write the dir)',
+      EXIT.notFound,
+    );
+  }
+}
+
+/** A data dir a command may create: absent, or a directory (a file there is one clear line, exit 4). */
+export function requireDirOrAbsent(dir: string): void {
+  if (existsSync(dir) && !statSync(dir).isDirectory()) {
+    throw new CliError(`${dir} is not an actorloop data dir (it is a file, not a directory)`, EXIT.notFound);
+  }
 }
 
 /** LMDB's magic number (0xBEEFC0DE) in the first meta page, where this build or stock LMDB puts it. */

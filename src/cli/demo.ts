@@ -6,8 +6,9 @@ import { isExecutionBusy, isSessionHeldError, isStaleWriterError, isValidationEr
 import type { ExecutionRequest, ExecutionResult } from '../contracts/requests.js';
 import { lmdbStore } from '../persistence/lmdb-store.js';
 import { postgresStore } from '../persistence/postgres/postgres-store.js';
-import { DEFAULT_DATA_DIR, PostgresUrl, SessionId, dataDirOf, redactUrl } from './data.js';
+import { DEFAULT_DATA_DIR, PostgresUrl, SessionId, dataDirOf, openingDataDir, redactUrl, requireDirOrAbsent } from './data.js';
 import { DEMO_PROMPT, DEMO_SYSTEM_PROMPT, Provider, chooseProvider, demoModel } from './demo-agent.js';
+import { refuseChildSession } from './child-session.js';
 import { demoPaths, demoTools, prepareDemoFiles } from './demo-tools.js';
 import { EXIT, parseArg } from './errors.js';
 import { Progress, styles, type Sink } from './progress.js';
@@ -61,13 +62,23 @@ export async function runDemo(options: DemoOptions, io: DemoIO): Promise<number>
   const provider = chooseProvider(o.provider);
   const model = await demoModel(provider, o.pace);
   const paths = demoPaths(dataDir);
-  prepareDemoFiles(paths);
+  requireDirOrAbsent(dataDir);
+  const store = openingDataDir(dataDir, () => {
+    prepareDemoFiles(paths);
+    return o.postgres ? postgresStore({ connectionString: o.postgres }) : lmdbStore({ path: dataDir });
+  });
   const tools = demoTools(paths, o.pace);
-  const store = o.postgres ? postgresStore({ connectionString: o.postgres }) : lmdbStore({ path: dataDir });
 
   let sessionId = o.session ?? newSessionId();
   if (!o.session) while ((await store.getHead(sessionId))?.lastSeq) sessionId = newSessionId();
   const existed = ((await store.getHead(sessionId))?.lastSeq ?? 0) > 0;
+  if (existed) {
+    const flag = o.postgres ? `--postgres ${redactUrl(o.postgres)}` : `--data ${dataDir}`;
+    await refuseChildSession(store, sessionId, flag).catch(async (e: unknown) => {
+      await store.close();
+      throw e;
+    });
+  }
   const dataFlag = o.data && dataDirOf(o.data) !== dataDirOf(DEFAULT_DATA_DIR) ? ` --data ${o.data}` : '';
   const pgFlag = o.postgres ? ` --postgres ${redactUrl(o.postgres)}` : '';
   const resumeHint = command(`demo --session ${sessionId}${dataFlag}${pgFlag}`);

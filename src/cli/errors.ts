@@ -1,6 +1,8 @@
 import type { z } from 'zod';
 import {
+  ActorloopError,
   isCorruptLogError,
+  isUnknownAgentError,
   isStoreError,
   isStoreUnavailableError,
   isUnknownSchemaVersionError,
@@ -69,6 +71,15 @@ export function describeFailure(e: unknown): { message: string; exitCode: number
   if (isStoreUnavailableError(e)) return { message: e.message, exitCode: EXIT.failure };
   // the store's files could not be used (a journal segment removed, an I/O error): its own words
   if (isStoreError(e)) return { message: e.message, exitCode: EXIT.failure };
+  // a session whose agent the CLI does not define (it runs the demo agent only)
+  if (isUnknownAgentError(e)) {
+    return {
+      message: `${e.message}: the CLI defines only the demo agent; open this session with a runtime that defines ${JSON.stringify(e.agentName)}`,
+      exitCode: EXIT.failure,
+    };
+  }
+  // any other error actorloop throws on purpose says what happened in its message: its stack adds nothing
+  if (e instanceof ActorloopError) return { message: e.message.replace(/\s*\n\s*/g, ' '), exitCode: EXIT.failure };
   // LMDB's own checks of its pages (lmdb-js throws them as plain Errors)
   if (e instanceof Error && /MDB_CORRUPTED|MDB_PAGE_NOTFOUND|MDB_INVALID|MDB_VERSION_MISMATCH/.test(e.message)) {
     return { message: `the data file is damaged (${e.message.split('\n')[0]}); nothing was changed`, exitCode: EXIT.corrupt };

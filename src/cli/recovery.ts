@@ -1,7 +1,8 @@
 import type { RecoveryOutcome } from '../contracts/requests.js';
+import type { RecoveryPreview } from '../runtime/recovery-preview.js';
 
-/** Human lines saying what recovery found, starting with `recovery found: …`. */
-export function describeRecovery(r: RecoveryOutcome): string[] {
+/** Human lines saying what recovery found, starting with `recovery found: …` (a preview also names the agent calls resumed). */
+export function describeRecovery(r: RecoveryOutcome & Partial<Pick<RecoveryPreview, 'resumedAgentCalls'>>): string[] {
   const runs = r.interruptedRuns;
   const lines: string[] = [];
   if (
@@ -35,6 +36,11 @@ export function describeRecovery(r: RecoveryOutcome): string[] {
       'uncertain-hanging': 'no reconcile: recorded uncertain, its locks stay held',
     }[c.resolution];
     lines.push(`  tool call without a result: ${c.name} ${c.callId} [${c.mode}] → ${c.resolution} (${what})`);
+  }
+  for (const c of r.resumedAgentCalls ?? []) {
+    lines.push(
+      `  agent call without a result: ${c.name} ${c.callId} → resumed (agent call: its child run goes on in session ${c.childSessionId})`,
+    );
   }
   if (r.activeResourceLocks.length) lines.push(`  resource locks held: ${r.activeResourceLocks.join(', ')}`);
   if (r.deliveryUnknownFinalIds.length) lines.push(`  final answers with unknown delivery: ${r.deliveryUnknownFinalIds.join(', ')}`);

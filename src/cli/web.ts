@@ -9,14 +9,24 @@ import { postgresStore } from '../persistence/postgres/postgres-store.js';
 import { nodeListener } from '../web/node-http.js';
 import { hostAllowed, HostPattern, isLoopbackAddress, loopbackHosts } from '../web/hosts.js';
 import { webHandler } from '../web/web-handler.js';
-import { PostgresUrl, dataDirOf, redactUrl } from './data.js';
+import { PostgresUrl, dataDirOf, openingDataDir, redactUrl, requireDirOrAbsent } from './data.js';
 import { DEMO_PROMPT, DEMO_SYSTEM_PROMPT, Provider, chooseProvider, demoModel } from './demo-agent.js';
 import { demoPaths, demoTools, prepareDemoFiles } from './demo-tools.js';
 import { parseArg } from './errors.js';
 import type { Sink } from './progress.js';
 
+/** A flag's whole number from `min` to `max`, given as a number or as digits (`abc`, `1.5`, `1e3` are refused). */
+const wholeNumber = (min: number, max: number) => {
+  const error = `expected a whole number ${min}–${max}`;
+  return z
+    .union([z.number(), z.string().regex(/^\d+$/).transform(Number)], { error })
+    .pipe(z.number().int({ error }).min(min, { error }).max(max, { error }));
+};
+const Port = wholeNumber(0, 65535);
+const LeaseMs = wholeNumber(100, 3_600_000);
+
 export const WebOptions = z.strictObject({
-  port: z.coerce.number().int().min(0).max(65535).default(8787),
+  port: Port.default(8787),
   /** A loopback address only: the server has no authentication (an app adds its own with `authorize`). */
   host: z
     .string()
@@ -35,7 +45,7 @@ export const WebOptions = z.strictObject({
   /** Scales the demo's delays (ACTORLOOP_DEMO_PACE). */
   pace: z.coerce.number().positive().max(10).default(1),
   /** The serving worker's lease: how long a killed server's sessions wait before a new one takes them. */
-  leaseMs: z.coerce.number().int().min(100).max(3_600_000).default(5_000),
+  leaseMs: LeaseMs.default(5_000),
 });
 export type WebOptions = z.input<typeof WebOptions>;
 
@@ -66,14 +76,22 @@ async function clientBundle(): Promise<string> {
  * Returns once listening; `close()` stops the worker, the server and the runtime.
  */
 export async function startWeb(options: WebOptions, out: Sink): Promise<{ url: string; close(): Promise<void> }> {
+  // each number flag named on its own: `--port: expected a whole number 0–65535 (got "abc")`
+  if (options.port !== undefined) parseArg(Port, options.port, '--port');
+  if (options.leaseMs !== undefined) parseArg(LeaseMs, options.leaseMs, '--lease-ms');
   const o = parseArg(WebOptions, options, 'web');
   const dataDir = dataDirOf(o.data);
   const paths = demoPaths(dataDir);
-  prepareDemoFiles(paths);
   const provider = chooseProvider(o.provider);
+  const model = await demoModel(provider, o.pace);
+  requireDirOrAbsent(dataDir);
+  const store = openingDataDir(dataDir, () => {
+    prepareDemoFiles(paths);
+    return o.postgres ? postgresStore({ connectionString: o.postgres }) : lmdbStore({ path: dataDir });
+  });
   const runtime = createRuntime({
-    store: o.postgres ? postgresStore({ connectionString: o.postgres }) : lmdbStore({ path: dataDir }),
-    model: await demoModel(provider, o.pace),
+    store,
+    model,
     tools: demoTools(paths, o.pace),
     systemPrompt: DEMO_SYSTEM_PROMPT,
     approvalFor: ['deploy'],

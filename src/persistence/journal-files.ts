@@ -21,12 +21,14 @@ export const FILE_MODE = 0o600;
 export const DIR_MODE = 0o700;
 
 /**
- * Makes `dir` 0700 and the files LMDB created in it 0600, whatever the umask (LMDB creates its
- * files 0664 less the umask). Best effort: a store shared with another owner stays as it is.
+ * Makes the files LMDB created in `dir` 0600, whatever the umask (LMDB creates its files 0664 less
+ * the umask), and `dir` 0700 when actorloop created it (`created`; default true: a folder of the
+ * store's own, such as recovery/): an existing folder a user named as the store's path keeps its
+ * mode. Best effort: a store shared with another owner stays as it is.
  */
-export function ownerOnly(dir: string): void {
+export function ownerOnly(dir: string, { created = true }: { created?: boolean } = {}): void {
   try {
-    chmodSync(dir, DIR_MODE);
+    if (created) chmodSync(dir, DIR_MODE);
     for (const f of readdirSync(dir)) if (f.endsWith('.mdb')) chmodSync(join(dir, f), FILE_MODE);
   } catch {
     // not ours to change

@@ -42,7 +42,8 @@ export function openLmdbStore(
   durability: 'flushed' | 'committed',
   bootId: string | undefined,
 ): { dbs: LogDbs; journal: Journal | null } {
-  mkdirSync(path, { recursive: true, mode: DIR_MODE });
+  // mkdirSync returns the first folder it made: undefined when `path` existed (it keeps its mode)
+  const created = mkdirSync(path, { recursive: true, mode: DIR_MODE }) !== undefined;
   let journal: Journal | null;
   if (durability === 'flushed') {
     journal = new Journal(join(path, 'journal'));
@@ -57,7 +58,7 @@ export function openLmdbStore(
     journal = null;
   }
   const dbs = openEnv(path);
-  ownerOnly(path);
+  ownerOnly(path, { created });
   // the journal's segments must reach the end this file recorded: a segment removed or cut
   // short is named now, while the LMDB file still has everything (`actorloop repair` rebuilds
   // the journal from it), not after the next restart, when the rebuild would need it

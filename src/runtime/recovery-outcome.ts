@@ -178,6 +178,11 @@ export type RecoveryReader = Pick<SessionServices, 'sessionId' | 'heldLocks'> & 
   /** The tools a continue would be offered. */
   tools: ReadonlyMap<string, AnyTool>;
   writer: { readonly writerEpoch: number };
+  /**
+   * An agent call (a resumable `tool/call`) whose tool is not in `tools` is taken as one the
+   * opening runtime defines: a preview by a reader that does not know the app's agents (the CLI).
+   */
+  agentsDefined?: boolean;
 };
 
 type Resolution = 'rerun' | 'skipped' | 'reconcile' | 'uncertain-hanging';
@@ -200,6 +205,7 @@ function resolutions(
   const locked = new Set(env.heldLocks);
   return calls.map((c) => {
     const tool = env.tools.get(c.name);
+    if (c.resumable && !tool && env.agentsDefined) return c.resources.some((r) => locked.has(r)) ? 'skipped' : 'rerun';
     if ((c.mode === 'parallel' || c.resumable) && tool) {
       if (withParsedArguments(env.tools, c).mismatch !== undefined || c.resources.some((r) => locked.has(r))) return 'skipped';
       return cancelled && !c.resumable ? 'skipped' : 'rerun';

@@ -1,4 +1,5 @@
-import { existsSync, mkdirSync, openSync, readdirSync, writeSync, closeSync, statSync, writeFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { chmodSync, existsSync, mkdirSync, openSync, readdirSync, writeSync, closeSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { runCli } from '../../src/cli/program.js';
@@ -187,6 +188,60 @@ describe('a corrupt data dir is a clear error, not a crash', () => {
     expect(r.code).toBe(3);
     expect(r.err).toMatch(/^actorloop: /);
     expect(r.err).not.toMatch(/before seq 0/);
+  });
+});
+
+/** The CLI may be run as another user (uid 65534) only by root, with util-linux's setpriv. */
+const AS_NOBODY = ['setpriv', '--reuid=65534', '--regid=65534', '--clear-groups'];
+const canRunAsNobody = process.getuid?.() === 0 && spawnSync('setpriv', ['--version']).status === 0;
+
+describe('a data dir this user may not open', () => {
+  // docs/cli.md: "Errors are one line on stderr starting with `actorloop:`". A data dir this user
+  // may read but not write (LMDB writes its lock file even to read) made every command print
+  // lmdb-js's "Permission denied: Attempting to setup locks" with a stack trace, exit 1. Root
+  // ignores file modes, so the commands run as uid 65534.
+  it.skipIf(!canRunAsNobody)(
+    'every command on a data dir this user may read but not write prints one line naming the dir and the cause, exit 4 (runs as uid 65534: needs root and setpriv)',
+    async () => {
+      const root = join(dir.path, 'read-only');
+      const path = join(root, 'data');
+      mkdirSync(root);
+      const r = await cli(['demo', '--provider', 'scripted', '--data', path, '--session', 's1']);
+      expect(r.code, r.child.describe()).toBe(0);
+      // readable by everyone, writable by root only
+      const open = (p: string) => {
+        chmodSync(p, statSync(p).isDirectory() ? 0o755 : 0o644);
+        if (statSync(p).isDirectory()) for (const f of readdirSync(p)) open(join(p, f));
+      };
+      chmodSync(dir.path, 0o755);
+      open(root);
+      for (const args of [
+        ['sessions'],
+        ['workers'],
+        ['log', 's1'],
+        ['recover', 's1'],
+        ['view', 's1', '-o', join(root, 'v.html')],
+        ['demo', '--session', 's1'],
+      ]) {
+        const child = spawnTs(CLI, [...args, '--data', path], { prefix: AS_NOBODY, label: `actorloop ${args.join(' ')} (as nobody)` });
+        const exit = await child.waitExit(30_000);
+        expectOneErrorLine(child.stderr);
+        expect(child.stderr).toContain(`cannot open the data dir ${path}: permission denied`);
+        expect(exit.code, child.describe()).toBe(4);
+      }
+    },
+    scaled(120_000),
+  );
+
+  // docs/cli.md: a file is "a folder that is not a data dir" (exit 4); `demo -d FILE` printed a raw
+  // `ENOTDIR: not a directory, mkdir …`, exit 1
+  it('`actorloop demo --data <a regular file>` prints one line saying it is not a data dir, exit 4', async () => {
+    const file = join(dir.path, 'a-file');
+    writeFileSync(file, 'notes\n');
+    const r = await cliHere(['demo', '--provider', 'scripted', '--data', file]);
+    expectOneErrorLine(r.err);
+    expect(r.err).toContain(`${file} is not an actorloop data dir (it is a file, not a directory)`);
+    expect(r.code).toBe(4);
   });
 });
 

@@ -5,6 +5,7 @@ import { liveLeaseOf } from '../../src/cli/session-lease.js';
 import { RecoveryOutcome } from '../../src/contracts/requests.js';
 import { lmdbStore, memoryStore } from '../../src/index.js';
 import { killAllChildren, spawnTs } from '../crash/child-util.js';
+import { runAgentTree } from '../helpers/agent-tree.js';
 import { collect } from '../helpers/drafts.js';
 import { tempDir } from '../helpers/tmp.js';
 
@@ -155,5 +156,135 @@ describe('actorloop recover', () => {
     expect(await liveLeaseOf(leased, 's2')).toBeUndefined();
     expect(await liveLeaseOf(leased, 's3')).toBeUndefined();
     await store.close();
+  });
+});
+
+describe('actorloop recover on agent calls and child sessions', () => {
+  const at = (turn: number, step: number) => ({ turn, step, attempt: 1 });
+  const run = (runId: string, extra: Record<string, unknown> = {}) => ({
+    ...at(1, 0),
+    type: 'run/start' as const,
+    surfaceOp: 'none' as const,
+    payload: { runId, attemptId: 'a1', runEpoch: 1, kind: 'prompt', executionProfileFingerprint: 'f'.repeat(64), ...extra },
+  });
+  /** `s` (a finished tree: child s/r/1/c1, grandchild s/r/1/c1/answer/1/k1); `p`, whose process stopped during agent call c1; `agented`, run by agent `researcher`. */
+  async function fixture(path: string): Promise<void> {
+    await (await runAgentTree(lmdbStore({ path })))();
+    const store = lmdbStore({ path });
+    for (const id of ['p', 'agented']) {
+      const { writerEpoch } = await store.attachWriter(id);
+      const attached = {
+        turn: 0,
+        step: 0,
+        attempt: 0,
+        type: 'session/attached' as const,
+        surfaceOp: 'none' as const,
+        payload: { sessionInstanceId: 'i1', writerEpoch },
+      };
+      if (id === 'agented') {
+        await store.append(id, writerEpoch, 1, [attached, run('r1', { agent: 'researcher' })]);
+        continue;
+      }
+      await store.append(id, writerEpoch, 1, [
+        attached,
+        run('r1'),
+        { ...at(1, 0), type: 'user/message', surfaceOp: 'append', payload: { message: { role: 'user', content: 'ask' } } },
+        { ...at(1, 1), type: 'step/start', surfaceOp: 'none', payload: {} },
+        {
+          ...at(1, 1),
+          type: 'tool/call',
+          surfaceOp: 'none',
+          payload: {
+            callId: 'c1',
+            name: 'researcher',
+            arguments: { input: 'tea?' },
+            rawArguments: '{"input":"tea?"}',
+            mode: 'parallel',
+            resources: [],
+            idempotencyKey: 'r1/1/c1',
+            resumable: true,
+          },
+        },
+      ]);
+    }
+    await store.close();
+  }
+  const cliHere = async (args: string[]) => {
+    const io = capture();
+    const code = await runCli(['node', 'actorloop', ...args], {
+      ...io,
+      tty: false,
+      env: { ACTORLOOP_DEMO_PACE: '0.05' },
+      exitNow: () => {},
+    });
+    return { code, out: io.out.text, err: io.err.text };
+  };
+  const epochOf = async (path: string, id: string) => {
+    const store = lmdbStore({ path });
+    try {
+      return (await store.getHead(id))?.writerEpoch;
+    } finally {
+      await store.close();
+    }
+  };
+
+  // docs/agents.md: "An agent call is never reported uncertain … it is not in recovery.uncertainToolCalls"
+  it('the preview reports an interrupted agent call as resumed (its child run goes on), never uncertain', async () => {
+    const dir = tempDir('actorloop-recover-agent-call-');
+    dirs.push(dir);
+    await fixture(dir.path);
+    const r = await cliHere(['recover', 'p', '--data', dir.path]);
+    expect(r.code, r.err).toBe(0);
+    const preview = JSON.parse(r.out) as { uncertainToolCalls: unknown[]; resumedAgentCalls: unknown[] };
+    expect(preview.uncertainToolCalls).toEqual([]);
+    expect(preview.resumedAgentCalls).toEqual([{ callId: 'c1', name: 'researcher', childSessionId: 'p/r1/1/c1' }]);
+    expect(r.err).not.toContain('uncertain');
+    expect(r.err).toContain(
+      'agent call without a result: researcher c1 → resumed (agent call: its child run goes on in session p/r1/1/c1)',
+    );
+  });
+
+  // docs/cli.md: "Errors are one line on stderr starting with `actorloop:`"; a child session id gave
+  // an UnknownAgentError stack trace
+  it('a child session is resumed through its root: recover --resume and demo --session on its id say so in one line naming the root, exit 2, and write nothing', async () => {
+    const dir = tempDir('actorloop-recover-child-');
+    dirs.push(dir);
+    await fixture(dir.path);
+    for (const [id, parent] of [
+      ['s/r/1/c1', 's'],
+      ['s/r/1/c1/answer/1/k1', 's/r/1/c1'],
+    ] as const) {
+      const before = await epochOf(dir.path, id);
+      for (const args of [
+        ['recover', id, '--data', dir.path, '--resume'],
+        ['demo', '--provider', 'scripted', '--session', id, '--data', dir.path],
+      ]) {
+        const r = await cliHere(args);
+        expect(r.err.trimEnd().split('\n'), r.err).toHaveLength(1);
+        expect(r.err).toMatch(
+          new RegExp(
+            `^actorloop: session ${id} is a child session \\(agent call \\w+ of session ${parent}\\): it is resumed through its root session s,`,
+          ),
+        );
+        expect(r.err).toMatch(/`.*recover s --data \S+` shows what that would find/);
+        expect(r.code).toBe(2);
+      }
+      expect(await epochOf(dir.path, id)).toBe(before);
+    }
+  });
+
+  it("a session run by an agent the CLI does not define is one line naming the agent, without the error's stack", async () => {
+    const dir = tempDir('actorloop-recover-agent-');
+    dirs.push(dir);
+    await fixture(dir.path);
+    const r = await cliHere(['recover', 'agented', '--data', dir.path, '--resume']);
+    const lines = r.err.trimEnd().split('\n');
+    expect(lines[0]).toMatch(/^resuming: /);
+    expect(lines.slice(1)).toEqual([
+      expect.stringMatching(
+        /^actorloop: session agented: no agent named "researcher" in this runtime .*: the CLI defines only the demo agent/,
+      ),
+    ]);
+    expect(r.code).toBe(1);
   });
 });

@@ -71,3 +71,27 @@ describe('actorloop web answers only to its loopback names (DNS rebinding)', () 
     expect((error as Error)?.message).toMatch(/loopback/);
   });
 });
+
+describe('actorloop web options', () => {
+  // docs/cli.md: bad values are usage errors (exit 2), worded as `--from: a whole number such as 12 (got "abc")`
+  it('a --port or --lease-ms that is not a whole number in range is refused naming the flag and the value', async () => {
+    const { runCli } = await import('../../src/cli/program.js');
+    for (const [args, expected] of [
+      [['--port', 'abc'], 'actorloop: --port: expected a whole number 0–65535 (got "abc")'],
+      [['--port', '70000'], 'actorloop: --port: expected a whole number 0–65535 (got "70000")'],
+      [['--lease-ms', '5.5'], 'actorloop: --lease-ms: expected a whole number 100–3600000 (got "5.5")'],
+    ] as const) {
+      const out = { text: '', write: (s: string) => ((out.text += s), true) };
+      const err = { text: '', write: (s: string) => ((err.text += s), true) };
+      const code = await runCli(['node', 'actorloop', 'web', ...args], {
+        out,
+        err,
+        onInterrupt: () => () => {},
+        tty: false,
+        env: {},
+        exitNow: () => {},
+      });
+      expect([code, err.text.trim()]).toEqual([2, expected]);
+    }
+  });
+});

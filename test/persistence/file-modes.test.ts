@@ -1,5 +1,5 @@
 import { spawnSync } from 'node:child_process';
-import { readdirSync, statSync } from 'node:fs';
+import { chmodSync, mkdirSync, readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { tempDir } from '../helpers/tmp.js';
@@ -79,6 +79,32 @@ describe('file modes', () => {
     const all = modes(path);
     expect([...all.keys()].some((k) => k.startsWith('demo-deployments/'))).toBe(true);
     expect([...all.keys()].some((k) => k.startsWith('demo-sandbox/'))).toBe(true);
+    expectPrivate(path, all);
+  });
+  // docs/cli.md: `actorloop demo -d .` in a project folder must not lock the folder down; only what
+  // actorloop creates is private
+  it('an existing folder opened as a data dir keeps its mode; the files and folders actorloop creates in it are 0600 and 0700', () => {
+    const d = tempDir('actorloop-modes-existing-');
+    dirs.push(d);
+    const path = join(d.path, 'project');
+    mkdirSync(path);
+    chmodSync(path, 0o755);
+    const cli = join(REPO_ROOT, 'src/cli/main.ts');
+    const r = spawnSync(
+      'sh',
+      ['-c', `umask 022 && exec "${process.execPath}" --import tsx "${cli}" demo --data "${path}" --provider scripted`],
+      {
+        cwd: REPO_ROOT,
+        encoding: 'utf8',
+        env: { ...process.env, NODE_OPTIONS: '', OPENAI_API_KEY: '', ANTHROPIC_API_KEY: '', ACTORLOOP_DEMO_PACE: '0.05' },
+        timeout: 120_000,
+      },
+    );
+    expect(r.status, r.stderr).toBe(0);
+    const all = modes(path);
+    expect(all.get('')).toBe('755');
+    all.delete('');
+    expect([...all.keys()]).toEqual(expect.arrayContaining(['data.mdb', 'journal', 'recovery', 'demo-sandbox']));
     expectPrivate(path, all);
   });
 });
