@@ -160,7 +160,9 @@ export function renewLeases(
 export function releaseLease(t: WorkTxn, sessionId: string, workerId: string, writerEpoch: number | null, resume: boolean): boolean {
   const r = t.work(sessionId);
   if (!r || r.workerId !== workerId) return false;
-  if (writerEpoch !== null && r.writerEpoch !== null && r.writerEpoch !== writerEpoch) return false;
+  // a release naming its epoch frees only the lease bound to it: an unbound row is a newer claim
+  // of this worker (a claim unbinds), whose run would otherwise be left to no one
+  if (writerEpoch !== null && r.writerEpoch !== writerEpoch) return false;
   t.putWork({ ...r, workerId: null, writerEpoch: null, leaseUntil: null, resume: resume || r.resume });
   return true;
 }

@@ -123,6 +123,23 @@ export function workStoreContract(store: () => EventStore) {
       expect((await w.listLeases()).find((l) => l.sessionId === 's')!.workerId).toBe('w2');
     });
 
+    it("a release naming its writer epoch never frees the same worker's newer claim, not yet bound (its run would be left to no one)", async () => {
+      const s = store();
+      const w = s.work!;
+      await w.submit('s', input('i'));
+      await w.claim('w1', { limit: 1, leaseMs: 100 });
+      const { writerEpoch } = await s.attachWriter('s');
+      expect(await w.bind('s', 'w1', writerEpoch, 100)).toBe(true);
+      await sleep(scaled(300));
+      // the lease expired (the worker paused); the same worker claims the session again
+      expect(await w.claim('w1', { limit: 1, leaseMs: 60_000 })).toEqual([{ sessionId: 's', expired: true, previousOwner: 'w1' }]);
+      // the old hold's release, landing late, leaves the new claim alone
+      await w.release('s', 'w1', writerEpoch, { resume: false });
+      expect((await w.listLeases()).find((l) => l.sessionId === 's')).toMatchObject({ workerId: 'w1', writerEpoch: null });
+      const again = await s.attachWriter('s');
+      expect(await w.bind('s', 'w1', again.writerEpoch, 60_000)).toBe(true);
+    });
+
     it('a release with resume leaves work (a run to continue) even with an empty inbox; applied entries leave none', async () => {
       const s = store();
       const w = s.work!;

@@ -26,6 +26,17 @@ describe('the simulator drives worker pools', () => {
     scaled(Math.max(60_000, SEEDS * 5000)),
   );
 
+  it('keeps the pool seeds that found bugs green', async () => {
+    const found = [
+      {
+        seed: 1002624,
+        found:
+          "a worker's late release of its expired hold freed its own newer claim of the session, unbound: the open run was left to no one",
+      },
+    ];
+    for (const r of found) expect((await runPoolSeed({ seed: r.seed })).violations, `seed ${r.seed} (found: ${r.found})`).toEqual([]);
+  });
+
   it('replays a pool seed exactly: the same seed twice gives the identical trace', async () => {
     const a = await runPoolSeed({ seed: 2 });
     const b = await runPoolSeed({ seed: 2 });

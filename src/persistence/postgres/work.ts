@@ -61,7 +61,7 @@ function statements(schema: string, channel: string) {
              WHERE w.session_id = l.session_id AND w.worker_id = $1 AND w.writer_epoch = l.epoch AND w.lease_until >= now()
                AND x.session_id = l.session_id AND x.writer_epoch = l.epoch RETURNING w.session_id`,
     release: `UPDATE ${s}.session_work SET worker_id = NULL, writer_epoch = NULL, lease_until = NULL, resume = resume OR $4
-               WHERE session_id = $1 AND worker_id = $2 AND ($3::bigint IS NULL OR writer_epoch IS NULL OR writer_epoch = $3)
+               WHERE session_id = $1 AND worker_id = $2 AND ($3::bigint IS NULL OR writer_epoch = $3)
                RETURNING pending, resume`,
     heartbeat: `INSERT INTO ${s}.workers (worker_id, host, pid, concurrency, started_at, heartbeat_at, ttl_ms)
                   VALUES ($1, $2, $3, $4, now(), now(), $5)
