@@ -27,7 +27,7 @@ import {
   type Overrun,
   type Reservation,
 } from '../contracts/reservation.js';
-import { awaitRateLimit, isRateLimitDeadline, releaseRateLimit } from './rate-limit-call.js';
+import { awaitRateLimit, cutAtDeadline, isRateLimitDeadline, releaseRateLimit } from './rate-limit-call.js';
 import { isStoppedWaiting } from './wait-stops.js';
 import type { CallPermit } from '../contracts/rate-limits.js';
 import { contextReady, NO_TOOLS, servicesIn, type OfferedTools, type ServicesSource, type SessionServices } from './session-services.js';
@@ -129,14 +129,21 @@ export async function callWithRetries(env: SessionServices, at: StepPosition, si
     // listener on the request's signal must not pile one up per attempt
     let attempt: AbortController | undefined;
     let offAttempt = () => {};
-    if (n > 1) {
+    if (n > 1 || spec.deadlineAt !== undefined) {
       const own = new AbortController();
       attempt = own;
-      offAttempt = onAbort(signal, (reason) => own.abort(reason));
+      const off = onAbort(signal, (reason) => own.abort(reason));
+      // the run's maxDurationMs cuts the call under way too (the run ends budget_exhausted)
+      const offDeadline = spec.deadlineAt === undefined ? () => {} : cutAtDeadline(env.clock, own, spec.deadlineAt);
+      offAttempt = () => {
+        off();
+        offDeadline();
+      };
     }
     const callSignal = attempt?.signal ?? signal;
     let permit: CallPermit | undefined;
     let refused: unknown;
+    let sent = false;
     try {
       // the output it reserves is the attempt's cap (what the budgets leave), not only the run's
       permit = await awaitRateLimit(env, at.step, cap === undefined ? spec : { ...spec, maxOutputTokens: cap }, callSignal, emit);
@@ -149,6 +156,7 @@ export async function callWithRetries(env: SessionServices, at: StepPosition, si
       // session (fenced, its lease lost — a child session's: its parent's — or closed) sends none
       refused = env.writer.effectRefusal();
       if (refused !== undefined) throw refused;
+      sent = true;
       const res = await env.model.call(request, (e) => {
         if (e.type !== 'text_delta' || !live || signal.aborted) return;
         if (!started) emit({ type: 'message_start', role: 'assistant' });
@@ -185,23 +193,28 @@ export async function callWithRetries(env: SessionServices, at: StepPosition, si
       offAttempt();
       if (env.inFlight) delete env.inFlight.reservation;
       releaseRateLimit(permit, undefined, e);
-      if (isRateLimitDeadline(e) || isStoppedWaiting(e) || (refused !== undefined && e === refused)) {
+      // cut by the run's maxDurationMs: before its rate limit let it go (nothing sent), or under way
+      const cut = isRateLimitDeadline(callSignal.reason) && !signal.aborted ? callSignal.reason : undefined;
+      if (isRateLimitDeadline(e) || isStoppedWaiting(e) || (refused !== undefined && e === refused) || (cut && !sent)) {
         hold?.settle(noneCounted());
         // nothing was sent: no attempt to record (the step's failed ones were counted as they failed)
-        throw e;
+        throw cut ?? e;
       }
-      if (signal.aborted || isCancelledError(e)) {
+      if (!cut && (signal.aborted || isCancelledError(e))) {
         hold?.settle(noneCounted()); // a cancelled call counts nothing, in its run as in the pool
         discard('model call cancelled');
         throw new CancelledError('model call cancelled');
       }
-      const pe = isProviderError(e)
-        ? e
-        : new ProviderError(`model call failed: ${redactSecrets((e as Error)?.message ?? String(e))}`, {
-            retryable: false,
-            code: 'unknown',
-            cause: e,
-          });
+      // cut under way: sent, so recorded and counted as a failed attempt; the run ends budget_exhausted
+      const pe = cut
+        ? new ProviderError(cut.message, { retryable: false, code: 'deadline', partialOutput: started })
+        : isProviderError(e)
+          ? e
+          : new ProviderError(`model call failed: ${redactSecrets((e as Error)?.message ?? String(e))}`, {
+              retryable: false,
+              code: 'unknown',
+              cause: e,
+            });
       // a call whose usage never came back counts at its reservation, never at zero
       const countsReservation = reserved !== undefined && !countsNothing(pe);
       if (countsReservation) {
@@ -226,7 +239,7 @@ export async function callWithRetries(env: SessionServices, at: StepPosition, si
       discard(`model attempt ${n} failed: ${pe.message}${pe.retryable && n < env.config.maxProviderAttempts ? ' (retrying)' : ''}`);
       // no retry once the previous step's results failed to land (callModel then fails with that error)
       if (!pe.retryable || n >= env.config.maxProviderAttempts || env.writer.aheadFailure) {
-        throw pe;
+        throw cut ?? pe;
       }
       const delay = Math.min(env.config.maxRetryDelayMs, pe.retryAfterMs ?? env.config.retryBackoffMs * 2 ** (n - 1));
       await sleepOn(env.clock, delay, signal, () => new CancelledError('model call cancelled'));

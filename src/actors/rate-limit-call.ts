@@ -3,6 +3,7 @@ import { CancelledError, isCancelledError, isProviderError, ProviderError } from
 import { onAbort } from '../contracts/abort.js';
 import { ProviderRateLimits, type CallPermit } from '../contracts/rate-limits.js';
 import type { SessionServices } from './session-services.js';
+import type { Clock } from '../contracts/clock.js';
 import { isStoppedWaiting } from './wait-stops.js';
 
 /** What the limiter reads of a call (call-model.ts's CallSpec has it). */
@@ -72,12 +73,25 @@ export async function awaitRateLimit(
   }
 }
 
-/** A model call's wait for its rate limit outlasted the run's maxDurationMs (at `at`): the run ends budget_exhausted, nothing sent. */
+/**
+ * The run's maxDurationMs ran out (at `at`) while a model call waited for its rate limit (nothing
+ * sent) or was under way (cut: `cutAtDeadline`): the run ends budget_exhausted naming maxDurationMs.
+ */
 export class RateLimitDeadline extends Error {
   override readonly name = 'RateLimitDeadline';
-  constructor(readonly at: number) {
-    super('the run used its maxDurationMs waiting for a rate limit');
+  constructor(
+    readonly at: number,
+    message = 'the run used its maxDurationMs waiting for a rate limit',
+  ) {
+    super(message);
   }
+}
+
+/** Aborts `call` with a RateLimitDeadline when the runtime's clock reaches `at`; returns the disarm. */
+export function cutAtDeadline(clock: Clock, call: AbortController, at: number): () => void {
+  const cut = () => call.abort(new RateLimitDeadline(at, "the run's maxDurationMs ran out during its model call, which was cut"));
+  const timer = clock.setTimeout(cut, Math.max(0, at - clock.now()));
+  return () => clock.clearTimeout(timer);
 }
 export const isRateLimitDeadline = (e: unknown): e is RateLimitDeadline => e instanceof RateLimitDeadline;
 

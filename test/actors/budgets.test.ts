@@ -53,6 +53,25 @@ describe('budgets (real LMDB)', () => {
     });
   });
 
+  it('a model call under way when maxDurationMs runs out is cut: the run ends budget_exhausted naming it, the call counted at its reservation', async () => {
+    const { runtime, store } = memRuntime({
+      model: scriptedModel([{ text: 'a slow answer', delayMs: 60_000 }]),
+      budget: { maxDurationMs: 100, maxOutputTokens: 1000 },
+      config: { outputReserve: 300 },
+    });
+    const s = await runtime.openSession('s');
+    const t0 = Date.now();
+    const r = await s.execute({ kind: 'prompt', ...ids(), message: 'go' });
+    expect(Date.now() - t0).toBeLessThan(30_000);
+    expect(r).toMatchObject({
+      status: 'budget_exhausted',
+      budget: 'maxDurationMs',
+      spending: { maxOutputTokens: { spent: '0', reserved: '300' } },
+    });
+    const attempt = (await logOf(store, 's')).find((e) => e.type === 'assistant/attempt')!.payload;
+    expect(attempt).toMatchObject({ counted: 'reservation', error: { code: 'deadline', retryable: false } });
+  });
+
   it('maxDurationMs is spent when its timer fires, even when the timer fires before the clock reads the deadline', async () => {
     // Node's timers and Date.now round differently: a timer can fire a millisecond early
     const early = {
