@@ -3,11 +3,15 @@ import OpenAI from 'openai';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { createRuntime, defineTool, isProviderError, lmdbStore, memoryStore, type ModelProvider } from '../../src/index.js';
+import type { ContentPart } from '../../src/contracts/content.js';
+import type { ModelMessage } from '../../src/contracts/message.js';
 import { anthropicModel } from '../../src/providers/anthropic.js';
 import { openaiModel } from '../../src/providers/openai.js';
+import { openaiResponsesModel } from '../../src/providers/openai-responses.js';
 import { tempDir } from '../helpers/tmp.js';
 import { an, startAnthropicServer } from './anthropic-server.js';
 import { oa, startOpenAIServer } from './openai-server.js';
+import { rs, startResponsesServer } from './responses-server.js';
 import type { ScriptedServer } from './sse-server.js';
 
 /**
@@ -18,15 +22,17 @@ import type { ScriptedServer } from './sse-server.js';
  */
 let openai: ScriptedServer;
 let anthropic: ScriptedServer;
+let responses: ScriptedServer;
 beforeAll(async () => {
-  [openai, anthropic] = await Promise.all([startOpenAIServer(), startAnthropicServer()]);
+  [openai, anthropic, responses] = await Promise.all([startOpenAIServer(), startAnthropicServer(), startResponsesServer()]);
 });
 afterAll(async () => {
-  await Promise.all([openai.close(), anthropic.close()]);
+  await Promise.all([openai.close(), anthropic.close(), responses.close()]);
 });
 beforeEach(() => {
   openai.reset();
   anthropic.reset();
+  responses.reset();
 });
 
 const PNG = Buffer.concat([Buffer.from('89504e470d0a1a0a', 'hex'), Buffer.alloc(600, 7)]);
@@ -210,5 +216,50 @@ describe('content parts on the Anthropic Messages wire', () => {
       .catch((e: unknown) => e);
     expect(isProviderError(system) && system.message).toContain('a system message cannot carry an image part');
     expect(anthropic.requests).toHaveLength(0);
+  });
+});
+
+describe('content parts on the OpenAI Responses wire', () => {
+  const model = () => openaiResponsesModel({ client: new OpenAI({ apiKey: 'test', baseURL: responses.baseURL }), model: 'gpt-test' });
+  const call = (messages: ModelMessage[]) =>
+    model()
+      .call({ messages, tools: [], signal: new AbortController().signal }, () => {})
+      .catch((e: unknown) => e);
+
+  it.each([
+    ['image', 'image/bmp'],
+    ['image', 'image/svg+xml'],
+    ['file', 'application/x-msdownload'],
+    ['file', 'image/png'],
+  ] as const)('an %s of media type %s is refused before any request, in user input and in a tool result', async (type, mediaType) => {
+    const part = { type, data: b64(PNG), mediaType } as ContentPart;
+    for (const messages of [
+      [{ role: 'user', content: [part] }],
+      [
+        { role: 'user', content: 'chart it' },
+        { role: 'assistant', content: '', toolCalls: [{ id: 'call_1', name: 'chart', arguments: '{}' }] },
+        { role: 'tool', toolCallId: 'call_1', name: 'chart', content: [{ type: 'text', text: 'the chart' }, part] },
+      ],
+    ] as ModelMessage[][]) {
+      const refused = await call(messages);
+      expect(refused).toMatchObject({ name: 'ProviderError', providerCode: 'unsupported_content', retryable: false });
+      expect((refused as Error).message).toContain(`openai-responses: an ${type} of media type ${mediaType} is not supported`);
+    }
+    expect(responses.requests).toHaveLength(0);
+  });
+
+  it('the media types the API takes go as input_image and input_file', async () => {
+    responses.reply(rs.textReply(['Seen.']));
+    const res = await call([
+      {
+        role: 'user',
+        content: [
+          { type: 'image', data: b64(PNG), mediaType: 'image/webp' },
+          { type: 'file', data: b64(PDF), mediaType: 'application/pdf' },
+        ],
+      },
+    ]);
+    expect(res).toMatchObject({ finishReason: 'stop' });
+    expect(responses.requests).toHaveLength(1);
   });
 });
