@@ -2,7 +2,15 @@ import Anthropic from '@anthropic-ai/sdk';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { createRuntime, defineTool, isProviderError, lmdbStore, memoryStore, type ModelProvider } from '../../src/index.js';
+import {
+  createRuntime,
+  defineTool,
+  isProviderError,
+  isValidationError,
+  lmdbStore,
+  memoryStore,
+  type ModelProvider,
+} from '../../src/index.js';
 import type { ContentPart } from '../../src/contracts/content.js';
 import type { ModelMessage } from '../../src/contracts/message.js';
 import { anthropicModel } from '../../src/providers/anthropic.js';
@@ -136,14 +144,18 @@ describe('content parts on the OpenAI Chat Completions wire', () => {
     }
   });
 
-  it('an image of a media type the API does not take is refused before any request: ProviderError unsupported_content', async () => {
+  it('an image of a media type the API does not take is refused before any request: the adapter with unsupported_content, a prompt with a ValidationError', async () => {
+    const tiff = { role: 'user' as const, content: [{ type: 'image' as const, data: b64(PNG), mediaType: 'image/tiff' }] };
+    const refused = await openaiOf()
+      .call({ messages: [tiff], tools: [], signal: new AbortController().signal }, () => {})
+      .catch((e: unknown) => e);
+    expect(refused).toMatchObject({ name: 'ProviderError', providerCode: 'unsupported_content', retryable: false });
+    expect((refused as Error).message).toContain('openai: an image of media type image/tiff is not supported');
     const runtime = createRuntime({ store: memoryStore(), model: openaiOf() });
     try {
       const session = await runtime.openSession('s');
-      const result = await session.run({ role: 'user', content: [{ type: 'image', data: b64(PNG), mediaType: 'image/tiff' }] }).result;
-      expect(result.status).toBe('failed');
-      expect(result.error?.message).toContain('openai: an image of media type image/tiff is not supported');
-      expect(isProviderError(result.error?.cause) && result.error.cause.providerCode).toBe('unsupported_content');
+      const prompt = await session.run(tiff).result.catch((e: unknown) => e);
+      expect(isValidationError(prompt) && prompt.message).toContain('does not take an image of media type image/tiff');
     } finally {
       await runtime.close();
     }
