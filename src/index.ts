@@ -114,7 +114,14 @@ export {
 } from './contracts/content.js';
 export type { BlobStore } from './persistence/blob-store.js';
 export { ContentLimits } from './persistence/content-parts.js';
-export type { ModelProvider, ModelRequest, ModelRequestOutput, ModelResponse, ModelStreamEvent } from './contracts/model.js';
+export type {
+  ContentSupport,
+  ModelProvider,
+  ModelRequest,
+  ModelRequestOutput,
+  ModelResponse,
+  ModelStreamEvent,
+} from './contracts/model.js';
 export {
   ExecutionRequest,
   ExecutionResult,

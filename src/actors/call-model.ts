@@ -303,8 +303,9 @@ export type CallModelOutput = { usage?: Usage; cost?: string; counted?: Counted;
  * The step's model call (DESIGN §4 item 2), on a prepared context (else it answers `unprepared`,
  * calling nothing): `step/start`, the call with retries over the surface
  * (deltas streamed live), the response priced and staged as `assistant/message` for the step's
- * first commit point. A refusal's text is the answer when there is no other; an answer the
- * provider's content filter removed entirely fails the run by name.
+ * first commit point. A refusal's text is the answer when there is no other, unless the run has an
+ * output schema: then the refusal fails the run by name (ProviderError `refusal`), as an answer
+ * the provider's content filter removed entirely does (`content_filter`).
  */
 export async function callModel(
   env: SessionServices,
@@ -399,6 +400,13 @@ export async function callModel(
   const toolCalls = message.toolCalls ?? [];
   if (toolCalls.length > 0) return { kind: 'toolCalls', toolCalls, finishReason: res.finishReason, ...spent };
   const content = message.content || res.refusal || '';
+  // under an output schema a refusal is no answer to correct: the run fails by name, with its text
+  if (input.output && res.finishReason === 'refusal') {
+    throw new ProviderError(`the model refused to answer: ${res.refusal || message.content || '(no text)'}`, {
+      retryable: false,
+      code: 'refusal',
+    });
+  }
   if (!content && res.finishReason === 'content_filter') {
     throw new ProviderError("the provider's content filter removed the model's answer", { retryable: false, code: 'content_filter' });
   }

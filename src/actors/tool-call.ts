@@ -4,7 +4,7 @@ import type { ToolCallIntent, ToolCallOutput } from '../contracts/calls.js';
 import { CancelledError, isCancelledError } from '../contracts/errors.js';
 import { jsonIssue, type JsonValue } from '../contracts/json.js';
 import { ToolOutcomeReturn, type ReturnedOutcome, type ToolOutcome } from '../contracts/tools.js';
-import { storeContent } from '../persistence/content-parts.js';
+import { partNotTaken, storeContent } from '../persistence/content-parts.js';
 import type { AnyTool, ToolContext } from '../tools/define-tool.js';
 import type { BudgetLeft } from '../contracts/reservation.js';
 import { CHILD_BUDGET } from './budget-pool.js';
@@ -154,7 +154,7 @@ const errorOutcome = (e: unknown): ToolOutcome => ({
 export const toolCallActor = (env: ServicesSource) =>
   callActor((input, ac, system, requests, self) => {
     const services = servicesIn(env, system);
-    return runToolCall(services, input, ac, requests, self).then((out) => (hasBytes(out.outcome) ? storedOutput(services, out) : out));
+    return runToolCall(services, input, ac, requests, self).then((out) => (hasMedia(out.outcome) ? storedOutput(services, out) : out));
   });
 
 /** `o`, unless it carries bytes: then an error result (reconcile's outcomes are text). */
@@ -165,12 +165,20 @@ export const textOnly = (o: ToolOutcome, toolName: string): ToolOutcome =>
 const hasBytes = (o: ToolOutcome | ReturnedOutcome): boolean =>
   o.kind === 'completed' && typeof o.content !== 'string' && o.content.some((p) => 'data' in p);
 
+/** Whether a completed outcome's content carries an image's or a file's bytes or a reference to them. */
+const hasMedia = (o: ToolOutcome | ReturnedOutcome): boolean =>
+  o.kind === 'completed' && typeof o.content !== 'string' && o.content.some((p) => 'mediaType' in p);
+
 /**
- * A tool's output with its content's bytes stored as blobs (content-parts.ts). Bytes that cannot
- * be stored (over a limit, a store without blobs) make an error result the model reads.
+ * A tool's output with its content's bytes stored as blobs (content-parts.ts). A part the model
+ * cannot take (a media type outside its `contentSupport`), and bytes that cannot be stored (over a
+ * limit, a store without blobs), make an error result the model reads.
  */
 async function storedOutput(env: SessionServices, out: ToolCallOutput): Promise<ToolCallOutput> {
   const o = out.outcome as ReturnedOutcome & { kind: 'completed' };
+  const untaken = typeof o.content === 'string' ? [] : o.content.flatMap((p) => partNotTaken(p, env.model) ?? []);
+  if (untaken.length > 0)
+    return { ...out, outcome: errorResult(`tool ${out.name} returned content the model cannot take: ${untaken.join('; ')}`) };
   try {
     const content = await storeContent(o.content, env.blobs, env.contentLimits, `tool ${out.name}`);
     return { ...out, outcome: { ...o, content } };

@@ -31,6 +31,19 @@ export interface ModelRequestOutput {
   strict: boolean;
 }
 
+/**
+ * The media types of image and file bytes a model takes (docs/providers.md, "Content parts"). An
+ * image by URL is passed on as it is. The runtime refuses a prompt or input with any other media
+ * type before it is logged, and turns such a tool result into an error result the model reads.
+ * @example
+ * const support: ContentSupport = { image: ['image/png', 'image/jpeg'], file: ['application/pdf'] }
+ */
+export const ContentSupport = z.strictObject({
+  image: z.array(z.string().min(1)).readonly(),
+  file: z.array(z.string().min(1)).readonly(),
+});
+export type ContentSupport = z.infer<typeof ContentSupport>;
+
 /** Live output while a model call streams; only the whole message is logged. */
 export type ModelStreamEvent =
   | { type: 'text_delta'; text: string }
@@ -99,5 +112,11 @@ export interface ModelProvider {
    * runtime's output cap (from what the budgets leave) never exceeds it.
    */
   readonly maxOutputTokens?: number;
+  /**
+   * The media types of image and file bytes the model takes (`openaiModel`,
+   * `openaiResponsesModel`, `anthropicModel` declare theirs). Optional: a provider without it is
+   * handed every part.
+   */
+  readonly contentSupport?: ContentSupport;
   call(request: ModelRequest, onEvent: (event: ModelStreamEvent) => void): Promise<ModelResponse>;
 }

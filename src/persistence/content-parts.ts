@@ -4,11 +4,13 @@ import {
   type Content,
   type ContentPart,
   type InputContent,
+  type InputContentPart,
   type StoredContent,
   type StoredContentPart,
 } from '../contracts/content.js';
 import { CorruptLogError, ValidationError } from '../contracts/errors.js';
 import type { Message, ModelMessage } from '../contracts/message.js';
+import type { ContentSupport, ModelProvider } from '../contracts/model.js';
 import { blobPlace, type BlobStore } from './blob-store.js';
 
 /**
@@ -37,6 +39,41 @@ export const ContentLimits = z.strictObject({
 });
 export type ContentLimits = z.output<typeof ContentLimits>;
 export const DEFAULT_CONTENT_LIMITS: ContentLimits = ContentLimits.parse({});
+
+/**
+ * Why the model cannot take a part, or undefined when it can: image or file bytes (or a stored
+ * reference to them) of a media type outside its `contentSupport`. An image by URL, text, and any
+ * part for a model that declares no `contentSupport` are taken.
+ */
+export function partNotTaken(p: InputContentPart | StoredContentPart, model: ModelProvider): string | undefined {
+  const takes: ContentSupport | undefined = model.contentSupport;
+  if (!takes || !('mediaType' in p)) return undefined;
+  const allowed = p.type === 'image' ? takes.image : takes.file;
+  if (allowed.includes(p.mediaType)) return undefined;
+  return `the model ${model.modelId} does not take an ${p.type} of media type ${p.mediaType} (it takes ${p.type}s of ${allowed.join(', ') || 'no media type'})`;
+}
+
+/**
+ * Refuses (ValidationError at `where`, naming each part's path and media type) messages with a
+ * part `model` cannot take (partNotTaken): checked before anything is stored or logged, so that a
+ * part the model would refuse on every later call never enters the session's history.
+ */
+export function assertContentTaken(
+  messages: readonly { content: InputContent | StoredContent }[],
+  model: ModelProvider,
+  where: string,
+): void {
+  if (!model.contentSupport) return;
+  const issues = messages.flatMap((m, i) =>
+    typeof m.content === 'string'
+      ? []
+      : m.content.flatMap((p, j) => {
+          const why = partNotTaken(p, model);
+          return why ? [{ path: [i, 'content', j], message: why }] : [];
+        }),
+  );
+  if (issues.length > 0) throw new ValidationError(where, issues);
+}
 
 /** Whether any message has parts (not plain text). */
 export const anyParts = (messages: readonly { content: unknown }[]): boolean => messages.some((m) => typeof m.content !== 'string');

@@ -1,5 +1,5 @@
 import type { Content, ContentPart } from '../contracts/content.js';
-import { assertMediaType, IMAGE_TYPES } from './content-support.js';
+import { ANTHROPIC_CONTENT, assertMediaType } from './content-support.js';
 
 /** A Messages API content block, as the adapter builds them. */
 type Block = Record<string, unknown> & { type: string };
@@ -18,10 +18,10 @@ function anthropicBlock(p: ContentPart): Block {
   if (p.type === 'text') return { type: 'text', text: p.text };
   if (p.type === 'image') {
     if ('url' in p) return { type: 'image', source: { type: 'url', url: p.url } };
-    assertMediaType('anthropic', 'image', p.mediaType, IMAGE_TYPES);
+    assertMediaType('anthropic', 'image', p.mediaType, ANTHROPIC_CONTENT.image);
     return { type: 'image', source: { type: 'base64', media_type: p.mediaType, data: p.data } };
   }
-  assertMediaType('anthropic', 'file', p.mediaType, ['application/pdf', 'text/plain']);
+  assertMediaType('anthropic', 'file', p.mediaType, ANTHROPIC_CONTENT.file);
   const title = p.filename !== undefined ? { title: p.filename } : {};
   return p.mediaType === 'text/plain'
     ? {

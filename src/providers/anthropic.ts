@@ -8,6 +8,7 @@ import { clientSecrets } from './redact.js';
 import { parseToolInput, toAnthropicMessages, toAnthropicTools } from './anthropic-messages.js';
 import { anthropicRateHeaders } from './rate-headers.js';
 import { asRecord, sdkErrorClasses, sdkFromEnv, streamResponse, throwIfAborted, type StreamFold } from './shared.js';
+import { ANTHROPIC_CONTENT } from './content-support.js';
 
 type Body = Anthropic.Messages.MessageCreateParamsStreaming;
 type Event = Anthropic.Messages.RawMessageStreamEvent;
@@ -254,6 +255,7 @@ export function anthropicModel(options: AnthropicModelOptions): ModelProvider {
     modelId: o.model,
     providerName: 'anthropic',
     structuredOutput: 'native',
+    contentSupport: ANTHROPIC_CONTENT,
     maxOutputTokens: o.maxTokens,
     async call(request: ModelRequest, onEvent: (event: ModelStreamEvent) => void): Promise<ModelResponse> {
       throwIfAborted(request.signal, 'anthropic');

@@ -1,5 +1,6 @@
 import { contentText, type Content, type ContentPart } from '../contracts/content.js';
 import { ProviderError } from '../contracts/errors.js';
+import type { ContentSupport } from '../contracts/model.js';
 
 /**
  * What each built-in adapter does with content parts (docs/providers.md, "Content parts"). A part
@@ -33,3 +34,9 @@ export function assertMediaType(provider: string, kind: string, mediaType: strin
 
 /** Image media types both APIs take as bytes. */
 export const IMAGE_TYPES = ['image/png', 'image/jpeg', 'image/gif', 'image/webp'] as const;
+
+/** What OpenAI's APIs take as bytes (Chat Completions and Responses alike): the images above, PDF files. */
+export const OPENAI_CONTENT: ContentSupport = { image: IMAGE_TYPES, file: ['application/pdf'] };
+
+/** What the Messages API takes as bytes: the images above, PDF and plain-text documents. */
+export const ANTHROPIC_CONTENT: ContentSupport = { image: IMAGE_TYPES, file: ['application/pdf', 'text/plain'] };

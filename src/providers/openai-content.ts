@@ -1,6 +1,6 @@
 import type { Content, ContentPart } from '../contracts/content.js';
 import type { ModelMessage } from '../contracts/message.js';
-import { assertMediaType, dataUrl, IMAGE_TYPES, nonText, unsupported } from './content-support.js';
+import { assertMediaType, dataUrl, nonText, OPENAI_CONTENT, unsupported } from './content-support.js';
 
 // the wire shapes, written here so that the published declarations never import the optional `openai` package
 type UserPart =
@@ -23,10 +23,10 @@ function openaiPart(p: ContentPart): UserPart {
   if (p.type === 'text') return { type: 'text', text: p.text };
   if (p.type === 'image') {
     if ('url' in p) return { type: 'image_url', image_url: { url: p.url } };
-    assertMediaType('openai', 'image', p.mediaType, IMAGE_TYPES);
+    assertMediaType('openai', 'image', p.mediaType, OPENAI_CONTENT.image);
     return { type: 'image_url', image_url: { url: dataUrl(p.mediaType, p.data) } };
   }
-  assertMediaType('openai', 'file', p.mediaType, ['application/pdf']);
+  assertMediaType('openai', 'file', p.mediaType, OPENAI_CONTENT.file);
   return { type: 'file', file: { file_data: dataUrl(p.mediaType, p.data), filename: p.filename ?? 'document.pdf' } };
 }
 

@@ -3,6 +3,7 @@ import { contentText, type Content, type ContentPart } from '../contracts/conten
 import { ProviderError } from '../contracts/errors.js';
 import type { ModelMessage as Message } from '../contracts/message.js';
 import type { ToolSpec } from '../contracts/tools.js';
+import { assertMediaType, dataUrl, OPENAI_CONTENT } from './content-support.js';
 import { asRecord } from './shared.js';
 
 /**
@@ -18,6 +19,8 @@ type Item = Record<string, unknown> & { type: string };
  * Maps content parts to Responses input content: text → `input_text`; an image URL →
  * `input_image { image_url }`; image bytes → `input_image` with a `data:` URL; file bytes →
  * `input_file { file_data: data URL, filename }` (named `file.<subtype>` when the part has no name).
+ * Bytes of a media type the API does not take (images: png, jpeg, gif, webp; files: PDF, as on
+ * Chat Completions) are refused before any request: `ProviderError` `unsupported_content`.
  * @example
  * toResponsesParts([{ type: 'image', url: 'https://example.com/cat.png' }])
  * // [{ type: 'input_image', image_url: 'https://example.com/cat.png', detail: 'auto' }]
@@ -29,11 +32,14 @@ export function toResponsesParts(parts: readonly ContentPart[]): InputPart[] {
       case 'text':
         return { type: 'input_text', text: p.text };
       case 'image':
-        return { type: 'input_image', image_url: 'url' in p ? p.url : `data:${p.mediaType};base64,${p.data}`, detail: 'auto' };
+        if ('url' in p) return { type: 'input_image', image_url: p.url, detail: 'auto' };
+        assertMediaType('openai-responses', 'image', p.mediaType, OPENAI_CONTENT.image);
+        return { type: 'input_image', image_url: dataUrl(p.mediaType, p.data), detail: 'auto' };
       case 'file':
+        assertMediaType('openai-responses', 'file', p.mediaType, OPENAI_CONTENT.file);
         return {
           type: 'input_file',
-          file_data: `data:${p.mediaType};base64,${p.data}`,
+          file_data: dataUrl(p.mediaType, p.data),
           filename: p.filename ?? `file.${p.mediaType.split('/')[1]}`,
         };
     }

@@ -8,6 +8,7 @@ import { parseInput } from '../contracts/validate.js';
 import { toResponsesInput, toResponsesTools } from './openai-responses-input.js';
 import { clientSecrets, redactSecrets } from './redact.js';
 import { openaiRateHeaders } from './rate-headers.js';
+import { OPENAI_CONTENT } from './content-support.js';
 import {
   asRecord,
   classifyStreamErrorType,
@@ -296,6 +297,7 @@ export function openaiResponsesModel(options: OpenAIResponsesModelOptions): Mode
     modelId: o.model,
     providerName: 'openai',
     structuredOutput: 'native',
+    contentSupport: OPENAI_CONTENT,
     ...(o.maxTokens !== undefined ? { maxOutputTokens: o.maxTokens } : {}),
     async call(request: ModelRequest, onEvent: (event: ModelStreamEvent) => void): Promise<ModelResponse> {
       throwIfAborted(request.signal, 'openai-responses');

@@ -7,7 +7,7 @@ import type { ModelProvider, ModelRequest, ModelResponse, ModelStreamEvent } fro
 import type { ToolSpec } from '../contracts/tools.js';
 import { parseInput } from '../contracts/validate.js';
 import { clientSecrets } from './redact.js';
-import { textOnlyContent } from './content-support.js';
+import { OPENAI_CONTENT, textOnlyContent } from './content-support.js';
 import { openaiUserParts, toolPartsMessage, toolText } from './openai-content.js';
 import { openaiRateHeaders } from './rate-headers.js';
 import { asRecord, sdkErrorClasses, sdkFromEnv, streamResponse, throwIfAborted, type StreamFold } from './shared.js';
@@ -283,6 +283,7 @@ export function openaiModel(options: OpenAIModelOptions): ModelProvider {
     modelId: o.model,
     providerName: 'openai',
     structuredOutput: 'native',
+    contentSupport: OPENAI_CONTENT,
     ...(o.maxTokens !== undefined ? { maxOutputTokens: o.maxTokens } : {}),
     async call(request: ModelRequest, onEvent: (event: ModelStreamEvent) => void): Promise<ModelResponse> {
       throwIfAborted(request.signal, 'openai');

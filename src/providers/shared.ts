@@ -164,6 +164,7 @@ export function toProviderError(e: unknown, ctx: FailureContext): ProviderError 
   }
   if (is(e, k.APIError, 'APIError')) {
     const err = e as { status?: unknown; headers?: HeadersLike; type?: unknown; code?: unknown; error?: unknown };
+    const text = apiErrorText(err.status, err.error) ?? message;
     if (typeof err.status === 'number') {
       // OpenAI sends "out of credits" as a 429: waiting does not help (as the same error in a stream)
       const kind = [
@@ -181,7 +182,7 @@ export function toProviderError(e: unknown, ctx: FailureContext): ProviderError 
       const shouldRetry = err.headers?.get?.('x-should-retry');
       const retryable = shouldRetry === 'true' ? true : shouldRetry === 'false' ? false : c.retryable;
       const providerLimits = err.headers?.get ? ctx.rateHeaders?.(err.headers) : undefined;
-      return make(message, {
+      return make(text, {
         retryable,
         code: c.code,
         status: err.status,
@@ -193,11 +194,11 @@ export function toProviderError(e: unknown, ctx: FailureContext): ProviderError 
     const numeric = [err.code, (err.error as { code?: unknown } | undefined)?.code].find((x): x is number => typeof x === 'number');
     if (numeric !== undefined && numeric >= 400) {
       const c = classifyStatus(numeric);
-      return make(`error in stream: ${message}`, { retryable: c.retryable, code: c.code });
+      return make(`error in stream: ${text}`, { retryable: c.retryable, code: c.code });
     }
     const type = [err.type, err.code].filter((x) => typeof x === 'string').join(' ');
     const c = classifyStreamErrorType(type);
-    return make(`error in stream: ${message}`, { retryable: c.retryable, code: c.code });
+    return make(`error in stream: ${text}`, { retryable: c.retryable, code: c.code });
   }
   if (e instanceof SyntaxError) return make(`unreadable stream data: ${message}`, { retryable: true, code: 'bad_response' });
   if (isNetworkError(e)) {
@@ -207,6 +208,18 @@ export function toProviderError(e: unknown, ctx: FailureContext): ProviderError 
     });
   }
   return make(`unexpected failure: ${message}`, { retryable: false, code: 'unknown' });
+}
+
+/**
+ * The text of an API error whose body is Anthropic's `{ type: 'error', error: { type, message } }`
+ * (an HTTP error's body, or an `event: error` in the stream): `<status> <error.message>`, where the
+ * SDK's own message is the whole body as JSON. Undefined for any other body (OpenAI's SDK already
+ * reads its `error.message`).
+ */
+function apiErrorText(status: unknown, body: unknown): string | undefined {
+  const text = asRecord(asRecord(body)?.error)?.message;
+  if (typeof text !== 'string' || text === '') return undefined;
+  return typeof status === 'number' ? `${status} ${text}` : text;
 }
 
 const NETWORK_CODES = /^(ECONNRESET|ECONNREFUSED|ECONNABORTED|EPIPE|ETIMEDOUT|ENOTFOUND|EAI_AGAIN|ENETUNREACH|EHOSTUNREACH|UND_ERR_\w+)$/;

@@ -1,6 +1,7 @@
 import { ValidationError } from '../contracts/errors.js';
 import { toMessages, type InputEnvelope, type InputReceipt } from '../contracts/requests.js';
-import { storeMessages, type ContentLimits } from '../persistence/content-parts.js';
+import type { ModelProvider } from '../contracts/model.js';
+import { assertContentTaken, storeMessages, type ContentLimits } from '../persistence/content-parts.js';
 import type { EventStore } from '../persistence/event-store.js';
 import type { LogWriter } from '../persistence/log-writer.js';
 import type { InputQueue } from './input-queue.js';
@@ -33,6 +34,8 @@ export class InputDesk {
     private readonly writer: LogWriter,
     private readonly inputs: InputQueue,
     private readonly limits: ContentLimits,
+    /** The session's model now (its agent's): an input with a part it cannot take is refused. */
+    private readonly model: () => ModelProvider,
   ) {}
 
   /** The mode of an input being accepted right now, if any. */
@@ -69,7 +72,9 @@ export class InputDesk {
       return settledInputReceipt(this.store, this.sessionId, e.inputId);
     }
     await hooks.checkNewRun(e.inputId);
-    // its images and files stored as blobs before input/accepted references them
+    // its images and files: refused when the model cannot take them, else stored as blobs before
+    // input/accepted references them
+    assertContentTaken(toMessages(e.message), this.model(), 'session.submitInput: message');
     const messages = await storeMessages(toMessages(e.message), this.store.blobs, this.limits, 'session.submitInput: message');
     hooks.assertOpen(); // closed while the log was read
     const draft = this.writer.draft(

@@ -55,6 +55,7 @@ export function traceModelCalls(
     ...(model.maxOutputTokens !== undefined ? { maxOutputTokens: model.maxOutputTokens } : {}),
     ...(model.providerName !== undefined ? { providerName: model.providerName } : {}),
     ...(model.structuredOutput !== undefined ? { structuredOutput: model.structuredOutput } : {}),
+    ...(model.contentSupport !== undefined ? { contentSupport: model.contentSupport } : {}),
     async call(request, onEvent) {
       const a = attempt();
       if (!a) return model.call(request, onEvent);

@@ -10,7 +10,7 @@ import { askUserTool } from '../tools/ask-user.js';
 import { LoopBudget, LoopConfig } from '../contracts/config.js';
 import { InputMessage } from '../contracts/message.js';
 import { ContentLimits, DEFAULT_CONTENT_LIMITS } from '../persistence/content-parts.js';
-import type { ModelProvider } from '../contracts/model.js';
+import { ContentSupport, type ModelProvider } from '../contracts/model.js';
 import type { EventStore } from '../persistence/event-store.js';
 import type { AnyTool } from '../tools/define-tool.js';
 import type { InspectionEvent } from 'xstate';
@@ -56,7 +56,12 @@ const isModel = (v: unknown): v is ModelProvider => {
   if (typeof v !== 'object' || v === null || typeof (v as ModelProvider).call !== 'function') return false;
   const name = (v as ModelProvider).providerName;
   const so = (v as ModelProvider).structuredOutput;
-  return (name === undefined || (typeof name === 'string' && name.length > 0)) && (so === undefined || so === 'native');
+  const content = (v as ModelProvider).contentSupport;
+  return (
+    (name === undefined || (typeof name === 'string' && name.length > 0)) &&
+    (so === undefined || so === 'native') &&
+    (content === undefined || ContentSupport.safeParse(content).success)
+  );
 };
 
 /** Unknown keys are refused: a misspelt option (aprovalFor) must not quietly become its default. */
@@ -69,7 +74,7 @@ export const RuntimeOptions = z.strictObject({
     .custom<ModelProvider>(
       isModel,
       'a ModelProvider (e.g. openaiModel(...), scriptedModel(...)); its providerName, if any, a non-empty string; ' +
-        "its structuredOutput, if any, 'native'",
+        "its structuredOutput, if any, 'native'; its contentSupport, if any, { image: [mediaType…], file: [mediaType…] }",
     )
     .optional(),
   tools: z

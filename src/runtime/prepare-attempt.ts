@@ -5,7 +5,7 @@ import type { PrepareOutput } from '../machines/session.machine.js';
 import type { EventStore } from '../persistence/event-store.js';
 import { attemptInput } from './attempt-input.js';
 import { toMessages } from '../contracts/requests.js';
-import { anyParts, storeMessages } from '../persistence/content-parts.js';
+import { anyParts, assertContentTaken, storeMessages } from '../persistence/content-parts.js';
 import { recordedResult } from './log-lookups.js';
 import type { OpenRunTracker } from './open-run-tracker.js';
 import type { ResolvedRuntimeOptions } from './options.js';
@@ -63,12 +63,15 @@ export async function prepareAttempt(s: AttemptSession, req: IdentifiedRequest):
     const settled = await settledFinal(s, req);
     if (settled) return { result: settled };
     const openRun = s.runs.open;
-    // a prompt's images and files: stored as blobs before the run logs its user/message
-    if (req.kind === 'prompt' && typeof req.message !== 'string' && anyParts(toMessages(req.message)))
+    // a prompt's images and files: refused when the model cannot take them, else stored as blobs
+    // before the run logs its user/message
+    if (req.kind === 'prompt' && typeof req.message !== 'string' && anyParts(toMessages(req.message))) {
+      assertContentTaken(toMessages(req.message), s.env.model, 'session.execute: message');
       req = {
         ...req,
         message: await storeMessages(toMessages(req.message), s.store.blobs, s.options.contentLimits, 'session.execute: message'),
       };
+    }
     // a sub-agent's run: what it recorded before (an earlier life's calls, a crashed call at its
     // reservation) counts in its ancestors' pools from now on, as its new calls will
     const pool = s.env.budgets?.above();

@@ -51,7 +51,7 @@ export function wireSession(d: SessionDeps, host: SessionHost): SessionParts {
   const { sessionId, sessionInstanceId, store, env, options } = d;
   const callers = new AttemptCallers();
   const runs = new OpenRunTracker(store, sessionId, d.openRun);
-  const desk = new InputDesk(sessionId, store, env.writer, d.inputs, env.contentLimits);
+  const desk = new InputDesk(sessionId, store, env.writer, d.inputs, env.contentLimits, () => env.model);
   const records = new SessionRecords(sessionId, env, runs, d.stateContext);
   const { toolSet } = d;
   // (read when each attempt is made: a handoff changes the session's agent, and with it the default output schema)

@@ -2,12 +2,24 @@ import Anthropic from '@anthropic-ai/sdk';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { createRuntime, defineTool, isProviderError, lmdbStore, memoryStore, type ModelProvider } from '../../src/index.js';
+import {
+  createRuntime,
+  defineTool,
+  isProviderError,
+  isValidationError,
+  lmdbStore,
+  memoryStore,
+  type ModelProvider,
+} from '../../src/index.js';
+import type { ContentPart } from '../../src/contracts/content.js';
+import type { ModelMessage } from '../../src/contracts/message.js';
 import { anthropicModel } from '../../src/providers/anthropic.js';
 import { openaiModel } from '../../src/providers/openai.js';
+import { openaiResponsesModel } from '../../src/providers/openai-responses.js';
 import { tempDir } from '../helpers/tmp.js';
 import { an, startAnthropicServer } from './anthropic-server.js';
 import { oa, startOpenAIServer } from './openai-server.js';
+import { rs, startResponsesServer } from './responses-server.js';
 import type { ScriptedServer } from './sse-server.js';
 
 /**
@@ -18,15 +30,17 @@ import type { ScriptedServer } from './sse-server.js';
  */
 let openai: ScriptedServer;
 let anthropic: ScriptedServer;
+let responses: ScriptedServer;
 beforeAll(async () => {
-  [openai, anthropic] = await Promise.all([startOpenAIServer(), startAnthropicServer()]);
+  [openai, anthropic, responses] = await Promise.all([startOpenAIServer(), startAnthropicServer(), startResponsesServer()]);
 });
 afterAll(async () => {
-  await Promise.all([openai.close(), anthropic.close()]);
+  await Promise.all([openai.close(), anthropic.close(), responses.close()]);
 });
 beforeEach(() => {
   openai.reset();
   anthropic.reset();
+  responses.reset();
 });
 
 const PNG = Buffer.concat([Buffer.from('89504e470d0a1a0a', 'hex'), Buffer.alloc(600, 7)]);
@@ -130,14 +144,18 @@ describe('content parts on the OpenAI Chat Completions wire', () => {
     }
   });
 
-  it('an image of a media type the API does not take is refused before any request: ProviderError unsupported_content', async () => {
+  it('an image of a media type the API does not take is refused before any request: the adapter with unsupported_content, a prompt with a ValidationError', async () => {
+    const tiff = { role: 'user' as const, content: [{ type: 'image' as const, data: b64(PNG), mediaType: 'image/tiff' }] };
+    const refused = await openaiOf()
+      .call({ messages: [tiff], tools: [], signal: new AbortController().signal }, () => {})
+      .catch((e: unknown) => e);
+    expect(refused).toMatchObject({ name: 'ProviderError', providerCode: 'unsupported_content', retryable: false });
+    expect((refused as Error).message).toContain('openai: an image of media type image/tiff is not supported');
     const runtime = createRuntime({ store: memoryStore(), model: openaiOf() });
     try {
       const session = await runtime.openSession('s');
-      const result = await session.run({ role: 'user', content: [{ type: 'image', data: b64(PNG), mediaType: 'image/tiff' }] }).result;
-      expect(result.status).toBe('failed');
-      expect(result.error?.message).toContain('openai: an image of media type image/tiff is not supported');
-      expect(isProviderError(result.error?.cause) && result.error.cause.providerCode).toBe('unsupported_content');
+      const prompt = await session.run(tiff).result.catch((e: unknown) => e);
+      expect(isValidationError(prompt) && prompt.message).toContain('does not take an image of media type image/tiff');
     } finally {
       await runtime.close();
     }
@@ -210,5 +228,50 @@ describe('content parts on the Anthropic Messages wire', () => {
       .catch((e: unknown) => e);
     expect(isProviderError(system) && system.message).toContain('a system message cannot carry an image part');
     expect(anthropic.requests).toHaveLength(0);
+  });
+});
+
+describe('content parts on the OpenAI Responses wire', () => {
+  const model = () => openaiResponsesModel({ client: new OpenAI({ apiKey: 'test', baseURL: responses.baseURL }), model: 'gpt-test' });
+  const call = (messages: ModelMessage[]) =>
+    model()
+      .call({ messages, tools: [], signal: new AbortController().signal }, () => {})
+      .catch((e: unknown) => e);
+
+  it.each([
+    ['image', 'image/bmp'],
+    ['image', 'image/svg+xml'],
+    ['file', 'application/x-msdownload'],
+    ['file', 'image/png'],
+  ] as const)('an %s of media type %s is refused before any request, in user input and in a tool result', async (type, mediaType) => {
+    const part = { type, data: b64(PNG), mediaType } as ContentPart;
+    for (const messages of [
+      [{ role: 'user', content: [part] }],
+      [
+        { role: 'user', content: 'chart it' },
+        { role: 'assistant', content: '', toolCalls: [{ id: 'call_1', name: 'chart', arguments: '{}' }] },
+        { role: 'tool', toolCallId: 'call_1', name: 'chart', content: [{ type: 'text', text: 'the chart' }, part] },
+      ],
+    ] as ModelMessage[][]) {
+      const refused = await call(messages);
+      expect(refused).toMatchObject({ name: 'ProviderError', providerCode: 'unsupported_content', retryable: false });
+      expect((refused as Error).message).toContain(`openai-responses: an ${type} of media type ${mediaType} is not supported`);
+    }
+    expect(responses.requests).toHaveLength(0);
+  });
+
+  it('the media types the API takes go as input_image and input_file', async () => {
+    responses.reply(rs.textReply(['Seen.']));
+    const res = await call([
+      {
+        role: 'user',
+        content: [
+          { type: 'image', data: b64(PNG), mediaType: 'image/webp' },
+          { type: 'file', data: b64(PDF), mediaType: 'application/pdf' },
+        ],
+      },
+    ]);
+    expect(res).toMatchObject({ finishReason: 'stop' });
+    expect(responses.requests).toHaveLength(1);
   });
 });
