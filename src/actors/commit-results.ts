@@ -52,18 +52,13 @@ export async function commitResults(env: SessionServices, input: CommitResultsIn
   const { at } = input;
   const unsettled = input.results.filter((r) => r.unsettled);
   // a transfer call's handoff (the first of the step) is committed with its result — none while
-  // calls of the step are held back (they go on as the agent that asked for them)
+  // calls of the step are held back (they go on as the agent that asked for them), unless the run
+  // was cancelled: it ends here, no held call runs again, so its transfer hands over as ever
+  const settled = unsettled.length > 0 ? input.results.filter((r) => !r.unsettled) : input.results;
   const { results, handoff } =
-    unsettled.length > 0
-      ? {
-          results: heldStepResults(
-            env,
-            input.results.filter((r) => !r.unsettled),
-            unsettled,
-          ),
-          handoff: undefined,
-        }
-      : handoffResults(env, input.results);
+    unsettled.length > 0 && !input.cancelRequested?.()
+      ? { results: heldStepResults(env, settled, unsettled), handoff: undefined }
+      : handoffResults(env, settled);
   let concluded: string | undefined;
   let rejections = 0;
   const verdicts = env.verifier ? await Promise.all(results.map((r) => verdict(env, r))) : [];

@@ -4,6 +4,7 @@ import type { Message, Usage } from '../contracts/message.js';
 import type { EventRecord } from '../contracts/events.js';
 import { contextLimit, type SessionServices } from './session-services.js';
 import { callWithRetries, type CountAttempt } from './call-model.js';
+import { countedAt } from './call-budget.js';
 import { contentDisplay } from '../contracts/content-text.js';
 import { estimateTokens, sha256 } from '../persistence/surface.js';
 import type { BudgetLeft } from '../contracts/reservation.js';
@@ -61,13 +62,17 @@ export async function compact(
     ...(count ? { count } : {}),
   });
   const summary: Message = { role: 'user', content: `Summary of the conversation so far:\n${res.message.content}` };
+  // a summary whose usage never came back counts at its reservation, never at zero (as the step's call)
+  const unreported = reserved !== undefined && !res.usage;
   env.writer.stage('compaction', at, {
     summary,
     replacedThroughSeq,
     ...(res.usage ? { usage: res.usage } : {}),
     latencyMs,
     ...(reserved ? { reserved } : {}),
+    ...(unreported ? { counted: 'reservation' } : {}),
   });
+  if (unreported) count?.(countedAt(reserved));
   // copies, marked: folds (locks, budgets) must not count them a second time
   for (const e of kept)
     env.writer.stage(e.type as 'user/message', { turn: e.turn, step: e.step, attempt: e.attempt }, {

@@ -12,7 +12,7 @@ import { tightest, type PoolHold } from './budget-pool.js';
 import { subDecimal } from '../contracts/budget.js';
 import { messageOf } from './tool-call.js';
 import { addCounted, noneCounted, reserve, type BudgetLeft, type Counted, type Reservation } from '../contracts/reservation.js';
-import { awaitRateLimit, cutAtDeadline, isRateLimitDeadline, releaseRateLimit } from './rate-limit-call.js';
+import { awaitRateLimit, cutAtDeadline, isRateLimitDeadline, RateLimitDeadline, releaseRateLimit } from './rate-limit-call.js';
 import { isStoppedWaiting } from './wait-stops.js';
 import type { CallPermit } from '../contracts/rate-limits.js';
 import type { OfferedTools, SessionServices } from './session-services.js';
@@ -143,8 +143,11 @@ export async function callWithRetries(env: SessionServices, at: StepPosition, si
       if (cap !== undefined) request.maxOutputTokens = cap;
       if (env.inFlight && reserved) env.inFlight.reservation = reserved;
       if (spec.output) request.output = spec.output;
-      // the last check before the request, after the last await: a writer that no longer holds its
+      // the last checks before the request, after the last await: the run's maxDurationMs ran out
+      // (during a retry's backoff, say) — nothing is sent —, or a writer that no longer holds its
       // session (fenced, its lease lost — a child session's: its parent's — or closed) sends none
+      if (spec.deadlineAt !== undefined && env.clock.now() >= spec.deadlineAt)
+        throw new RateLimitDeadline(spec.deadlineAt, "the run's maxDurationMs ran out before its model call was sent");
       refused = env.writer.effectRefusal();
       if (refused !== undefined) throw refused;
       sent = true;
@@ -232,7 +235,9 @@ export async function callWithRetries(env: SessionServices, at: StepPosition, si
       if (!pe.retryable || n >= env.config.maxProviderAttempts || env.writer.aheadFailure) {
         throw cut ?? pe;
       }
-      const delay = Math.min(env.config.maxRetryDelayMs, pe.retryAfterMs ?? env.config.retryBackoffMs * 2 ** (n - 1));
+      // (a backoff past the run's maxDurationMs ends there: the next attempt is then not sent)
+      const left = spec.deadlineAt === undefined ? Infinity : Math.max(0, spec.deadlineAt - env.clock.now());
+      const delay = Math.min(env.config.maxRetryDelayMs, pe.retryAfterMs ?? env.config.retryBackoffMs * 2 ** (n - 1), left);
       await sleepOn(env.clock, delay, signal, () => new CancelledError('model call cancelled'));
     }
   }

@@ -56,7 +56,11 @@ export interface WorkStore {
    * writer epoch; returns the session ids renewed (the others are lost).
    */
   renew(workerId: string, leases: readonly { sessionId: string; writerEpoch: number }[], leaseMs: number): Promise<string[]>;
-  /** Gives a lease up (only this worker's, of this epoch or not yet bound); `resume`: a run is left open for the next worker. */
+  /**
+   * Gives a lease up, only this worker's: one naming `writerEpoch` frees only the lease bound to
+   * that epoch (never a newer claim, not yet bound); `null` frees this worker's claim, bound or not.
+   * `resume`: a run is left open for the next worker.
+   */
   release(sessionId: string, workerId: string, writerEpoch: number | null, options: { resume: boolean }): Promise<void>;
   /** Registers or heartbeats a worker; it counts as live for `ttlMs`. */
   heartbeat(worker: WorkerRegistration, ttlMs: number): Promise<void>;

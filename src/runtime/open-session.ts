@@ -79,7 +79,8 @@ export async function openSession(
   // writer appended between the read and the attach.
   // the agent the log records (else the one asked for): an unknown one is refused before the attach
   let view = await loadSessionView(store, sessionId);
-  // a child session is opened by its parent's call only (the app's open is refused before the attach)
+  // a child session is opened by its parent's call only (runtime.openSession refuses it before
+  // anything; this catches one that became a child after that read)
   const seatOf = async () => {
     const recorded = await recordedAgent(store, sessionId, view.head);
     if (recorded.parent && !parent) throw childSessionRefusal('openSession', sessionId, recorded.parent);

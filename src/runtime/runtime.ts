@@ -15,6 +15,7 @@ import type { Envelope } from '../streams/envelopes.js';
 import type { ExecutionSession } from './execution-session.js';
 import { followKillSwitch } from './kill-switch.js';
 import { openSession, type SessionOpening } from './open-session.js';
+import { childSessionRefusal, recordedParent } from './recorded-agent.js';
 import { OpenSessions } from './open-sessions.js';
 import { assertModel, resolveRuntimeOptions, type RuntimeOptions } from './options.js';
 import { bucketsOf, RateLimiter, SHARED_TOKEN_HEADROOM } from './rate-limiter.js';
@@ -187,7 +188,11 @@ export function createRuntime(options: RuntimeOptions): Runtime {
       const id = sessionId ?? randomUUID();
       parseInput(SessionIdInput, id, 'openSession: sessionId');
       if (sessions.closed) throw new StoreClosedError('runtime');
-      return openShared(id, openOptionsOf(options));
+      const wants = openOptionsOf(options);
+      // a child session is its parent call's: refused before any holder record or writer is touched
+      const parent = sessionId === undefined ? undefined : await recordedParent(store, id);
+      if (parent) throw childSessionRefusal('openSession', id, parent);
+      return openShared(id, wants);
     },
     run: ((message: PromptMessage, options?: RuntimeRunOptions) => {
       assertModel(o, 'runtime.run');

@@ -229,6 +229,24 @@ describe('the compaction model call', () => {
     expect(comp.payload).toMatchObject({ reserved: { outputTokens: 50 } });
   });
 
+  it('a summary call whose usage never came back counts at its reservation in the run, never at zero, as the log records it', async () => {
+    const step = (text: string): ScriptedStep => ({ text, usage: { inputTokens: 10, outputTokens: 1 } });
+    const scripted = scriptedModel([step(big('a')), step(big('b')), step('SUMMARY'), step('after')]);
+    // a provider that reports no usage for the summary call
+    const model: ModelProvider = {
+      modelId: scripted.modelId,
+      call: async (req, onEvent) => {
+        const { usage, ...res } = await scripted.call(req, onEvent);
+        return isCompaction(req) ? res : { ...res, ...(usage ? { usage } : {}) };
+      },
+    };
+    const { s, store } = await filledSession(model, { budget: { maxOutputTokens: 5000 } });
+    const r = await s.execute({ kind: 'prompt', runId: 'r2', attemptId: 'a2', message: 'third' });
+    const comp = (await logOf(store, 's')).find((e) => e.type === 'compaction')!.payload as { reserved: { outputTokens: number } };
+    expect(comp).toMatchObject({ counted: 'reservation' });
+    expect(r).toMatchObject({ status: 'succeeded', spending: { maxOutputTokens: { reserved: String(comp.reserved.outputTokens) } } });
+  });
+
   it('a summary call whose worst case the budget cannot hold is not made: the run ends budget_exhausted naming the budget', async () => {
     const step = (text: string): ScriptedStep => ({ text, usage: { inputTokens: 10, outputTokens: 1 } });
     const model = scriptedModel([step(big('a')), step(big('b')), step('SUMMARY'), step('after')]);
