@@ -9,7 +9,7 @@ import type { AttachResult, EventStore, ReadRange } from '../event-store.js';
 import type { SessionHead } from '../head.js';
 import { assertAppendArgs, assertEventId, assertSessionId, followFrom, readRange, surfaceOf } from '../store-input.js';
 import { appendTxn, HeadCache, type AppendSettings } from './append.js';
-import { Connections, unavailable } from './connection.js';
+import { Connections, guardPool, unavailable } from './connection.js';
 import type { PgModule, PgPool } from './pg-types.js';
 import { headOf, statements, type Statements } from './rows.js';
 import { channelOf, checkSchema, migrate, SchemaName } from './schema.js';
@@ -103,6 +103,7 @@ export async function migratePostgres(options: { connectionString: string; schem
   const pg = await loadPg();
   const pool = new pg.Pool({ connectionString: o.connectionString, max: 1 });
   pool.on('error', () => undefined);
+  guardPool(pool);
   try {
     return await migrate(pool, o.schema);
   } catch (e) {
