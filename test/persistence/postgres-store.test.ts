@@ -2,7 +2,7 @@ import { join } from 'node:path';
 import pg from 'pg';
 import { firstValueFrom, take, toArray } from 'rxjs';
 import { afterEach, describe, expect, it } from 'vitest';
-import { isCorruptLogError, isStaleWriterError, isStoreUnavailableError } from '../../src/contracts/errors.js';
+import { isCorruptLogError, isStaleWriterError, isStoreUnavailableError, isValidationError } from '../../src/contracts/errors.js';
 import { postgresStore } from '../../src/persistence/postgres/postgres-store.js';
 import { SCHEMA_VERSION_PG } from '../../src/persistence/postgres/schema.js';
 import { killAllChildren, parseAck, REPO_ROOT, spawnTs } from '../crash/child-util.js';
@@ -199,6 +199,48 @@ if (db) {
         await store.append('s', writerEpoch, 1, [userMsg('y')]);
         expect((await collect(store.readEvents('s'))).map((e) => e.seq)).toEqual([1]);
       } finally {
+        await store.close();
+      }
+    });
+
+    it('maxConnections below 3 is refused by name: a serving worker holds two LISTEN connections and needs one more', () => {
+      const err = (() => {
+        try {
+          postgresStore({ connectionString: db.url, maxConnections: 2 });
+        } catch (e) {
+          return e;
+        }
+      })();
+      expect(isValidationError(err), String(err)).toBe(true);
+      const issue = (err as { issues: { path: (string | number)[]; message: string }[] }).issues[0]!;
+      expect(issue.path).toEqual(['maxConnections']);
+      expect(issue.message).toContain('LISTEN');
+    });
+
+    it('an operation waiting for a connection of a full pool fails after connectionTimeoutMs with StoreUnavailableError, never hangs', async () => {
+      let open!: () => void;
+      const held = new Promise<void>((r) => (open = r));
+      const store = postgresStore({
+        connectionString: db.url,
+        schema: freshSchema('full'),
+        maxConnections: 3,
+        connectionTimeoutMs: 300,
+        beforeCommit: () => held, // each append holds its connection until `open()`
+      });
+      try {
+        const sub = store.events$('f').subscribe(); // the LISTEN connection
+        const epochs = await Promise.all(['a', 'b'].map((sid) => store.attachWriter(sid)));
+        const appends = ['a', 'b'].map((sid, i) => store.append(sid, epochs[i]!.writerEpoch, 1, [userMsg(sid)]));
+        await new Promise((r) => setTimeout(r, 100)); // both appends are inside their transactions
+        const t0 = Date.now();
+        const err = await store.getHead('c').catch((e) => e);
+        expect(isStoreUnavailableError(err) && err.outcome === 'not_written', String(err)).toBe(true);
+        expect(Date.now() - t0).toBeLessThan(3000);
+        open();
+        await Promise.all(appends);
+        sub.unsubscribe();
+      } finally {
+        open();
         await store.close();
       }
     });

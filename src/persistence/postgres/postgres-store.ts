@@ -58,8 +58,23 @@ export const PostgresStoreOptions = z.union([
   z.strictObject({ pool: z.custom<PgPool>(isPool, 'a pg.Pool (or an object with connect() and end())'), ...Common }),
   z.strictObject({
     connectionString: z.string().min(1),
-    /** Connections in the store's own pool (one of them holds LISTEN while events$ is followed). */
-    maxConnections: z.number().int().min(2).default(10),
+    /**
+     * Connections in the store's own pool. A serving worker holds two of them for good (LISTEN for
+     * events$ followers, LISTEN for inbox wake-ups) and needs at least one more for everything else.
+     */
+    maxConnections: z
+      .number()
+      .int()
+      .min(
+        3,
+        'must be at least 3: a serving worker holds one connection LISTENing for events$ followers and one for inbox wake-ups, and needs one more for reads and appends',
+      )
+      .default(10),
+    /**
+     * How long an operation waits for a connection of the store's own pool (a free one, or a new
+     * one to open) before failing with StoreUnavailableError (outcome `not_written`).
+     */
+    connectionTimeoutMs: z.number().int().positive().max(2_147_483_647).default(10_000),
     ...Common,
   }),
 ]);
@@ -204,10 +219,20 @@ class PostgresEventStore implements EventStore, PostgresStoreExtras {
     if (!this.pool) {
       const pg = await loadPg();
       const o = this.options as Extract<Options, { connectionString: string }>;
-      const pool = new pg.Pool({ connectionString: o.connectionString, max: o.maxConnections, keepAlive: true });
+      const pool = new pg.Pool({
+        connectionString: o.connectionString,
+        max: o.maxConnections,
+        keepAlive: true,
+        connectionTimeoutMillis: o.connectionTimeoutMs,
+      });
       pool.on('error', () => undefined); // an idle connection the server ended: the pool drops it
       this.pool = pool;
-      const lockPool = new pg.Pool({ connectionString: o.connectionString, max: 1, keepAlive: true });
+      const lockPool = new pg.Pool({
+        connectionString: o.connectionString,
+        max: 1,
+        keepAlive: true,
+        connectionTimeoutMillis: o.connectionTimeoutMs,
+      });
       lockPool.on('error', () => undefined);
       this.lockPool = lockPool;
     }
