@@ -97,7 +97,7 @@ export class Connections {
       throw new StoreUnavailableError(
         `PostgreSQL synchronous_commit is '${level}': an append could resolve before its commit is flushed. ` +
           `Set it to 'on' (or stronger) for this role or database, or open the store with durability: 'committed' to accept it`,
-        'none',
+        'not_written',
       );
     }
   }
@@ -117,10 +117,16 @@ export class Connections {
   }
 }
 
-/** A store-level error for a failed read or attach (nothing was written by it). */
-export function unavailable(what: string, e: unknown, outcome: 'not_written' | 'none' = 'none'): unknown {
+/**
+ * A store-level error for a failed operation. `read`: the operation writes nothing (outcome
+ * `none`). `write`: a connection that broke while the statement ran may have committed it (outcome
+ * `unknown`); a statement the server refused wrote nothing (`not_written`). Our own errors (a
+ * connection that could not be made: `not_written`) pass through as they are.
+ */
+export function unavailable(what: string, e: unknown, kind: 'read' | 'write'): unknown {
   if (e instanceof ActorloopError) return e;
   const state = sqlStateOf(e);
+  const outcome = kind === 'read' ? 'none' : isConnectionError(e) ? 'unknown' : 'not_written';
   return new StoreUnavailableError(`PostgreSQL ${what} failed: ${(e as Error).message}`, outcome, {
     cause: e,
     ...(state ? { sqlState: state } : {}),

@@ -88,7 +88,9 @@ async function loadPg(): Promise<PgModule> {
     const mod = (await import(specifier)) as { default?: PgModule } & PgModule;
     return mod.default ?? mod;
   } catch (e) {
-    throw new StoreUnavailableError(`postgresStore needs the 'pg' package: npm install pg (${(e as Error).message})`, 'none', { cause: e });
+    throw new StoreUnavailableError(`postgresStore needs the 'pg' package: npm install pg (${(e as Error).message})`, 'not_written', {
+      cause: e,
+    });
   }
 }
 
@@ -122,7 +124,7 @@ export async function migratePostgres(options: { connectionString: string; schem
   try {
     return await migrate(pool, o.schema);
   } catch (e) {
-    throw unavailable('migrate', e);
+    throw unavailable('migrate', e, 'write');
   } finally {
     await pool.end();
   }
@@ -241,7 +243,7 @@ class PostgresEventStore implements EventStore, PostgresStoreExtras {
       if (this.options.migrate) await migrate(this.pool, this.options.schema);
       else await checkSchema(this.pool, this.options.schema);
     } catch (e) {
-      throw unavailable('setup', e);
+      throw unavailable('setup', e, 'write');
     }
   }
 
@@ -282,7 +284,7 @@ class PostgresEventStore implements EventStore, PostgresStoreExtras {
             this.heads.set(head);
             return { writerEpoch: head.writerEpoch, lastSeq: head.lastSeq, lastTurn: head.lastTurn };
           } catch (e) {
-            const err = unavailable('attachWriter', e);
+            const err = unavailable('attachWriter', e, 'write');
             if (tries >= 4 || !(err instanceof StoreUnavailableError) || err.sqlState === '55P03') throw err;
             await new Promise((r) => setTimeout(r, 50 * 2 ** tries));
           }
@@ -336,7 +338,7 @@ class PostgresEventStore implements EventStore, PostgresStoreExtras {
     try {
       return (await this.conns.with(run)).rows;
     } catch (e) {
-      throw unavailable(what, e);
+      throw unavailable(what, e, 'read');
     }
   }
 

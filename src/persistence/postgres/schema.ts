@@ -134,7 +134,7 @@ function refuseNewer(schema: string, version: number): void {
     throw new StoreUnavailableError(
       `PostgreSQL schema ${JSON.stringify(schema)} is at version ${version}, which this version of actorloop does not know ` +
         `(it knows versions up to ${SCHEMA_VERSION_PG}): upgrade actorloop to use this database`,
-      'none',
+      'not_written',
     );
   }
 }
@@ -180,7 +180,7 @@ export async function checkSchema(pool: PgPool, schema: string): Promise<void> {
       throw new StoreUnavailableError(
         `PostgreSQL schema ${JSON.stringify(schema)} is at version ${v}, this version of actorloop needs ${SCHEMA_VERSION_PG}: ` +
           `run \`actorloop migrate --postgres <url>\` (or open the store with migrate: true)`,
-        'none',
+        'not_written',
       );
     }
   } finally {
