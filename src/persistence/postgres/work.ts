@@ -8,11 +8,11 @@ import { sameEntryOrReason } from '../work-core.js';
 import type { ClaimedSession, SubmitOutcome, WorkerRegistration, WorkStore } from '../work-store.js';
 import { unavailable, type Connections } from './connection.js';
 import { sqlStateOf, type PgPoolClient } from './pg-types.js';
-import { ident } from './schema.js';
+import { channelName, ident } from './schema.js';
 import { Claim, Leases, Marks, Positive, Registration, WorkerId } from '../work-input.js';
 
 /** The NOTIFY channel of a schema's inbox wake-ups. */
-export const workChannelOf = (schema: string): string => `actorloop-work:${schema}`;
+export const workChannelOf = (schema: string): string => channelName('actorloop-work', schema);
 
 const ms = (n: string) => `(${n} * interval '1 millisecond')`;
 
