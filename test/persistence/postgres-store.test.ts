@@ -217,6 +217,30 @@ if (db) {
       expect(issue.message).toContain('LISTEN');
     });
 
+    it('timeouts PostgreSQL cannot take, or a lock timeout not above the idle timeout, are refused by name before anything runs', () => {
+      const refusal = (options: Record<string, unknown>) => {
+        try {
+          postgresStore(('pool' in options ? options : { connectionString: db.url, ...options }) as never);
+        } catch (e) {
+          expect(isValidationError(e), String(e)).toBe(true);
+          return (e as { issues: { path: (string | number)[]; message: string }[] }).issues[0]!;
+        }
+        throw new Error(`accepted: ${JSON.stringify(options)}`);
+      };
+      expect(refusal({ lockTimeoutMs: 1e12 }).path).toEqual(['lockTimeoutMs']);
+      expect(refusal({ idleInTransactionTimeoutMs: 3e9, lockTimeoutMs: 2_147_483_647 }).path).toEqual(['idleInTransactionTimeoutMs']);
+      expect(refusal({ lockTimeoutMs: 1.5 }).path).toEqual(['lockTimeoutMs']);
+      const order = refusal({ lockTimeoutMs: 1000, idleInTransactionTimeoutMs: 5000 });
+      expect(order.path).toEqual(['lockTimeoutMs']);
+      expect(order.message).toContain('idleInTransactionTimeoutMs');
+      const pool = new pg.Pool({ connectionString: db.url });
+      try {
+        expect(refusal({ pool, lockTimeoutMs: 5000 }).path).toEqual(['lockTimeoutMs']);
+      } finally {
+        void pool.end();
+      }
+    });
+
     it('an operation waiting for a connection of a full pool fails after connectionTimeoutMs with StoreUnavailableError, never hangs', async () => {
       let open!: () => void;
       const held = new Promise<void>((r) => (open = r));
