@@ -203,6 +203,21 @@ if (db) {
       }
     });
 
+    it('a session id with a lone surrogate is a ValidationError before anything is written, so two such ids never become one', async () => {
+      const store = postgresStore({ connectionString: db.url, schema: freshSchema('surrogate') });
+      try {
+        for (const id of ['user-\ud800', 'user-\udbff']) {
+          const err = await store.attachWriter(id).catch((e) => e);
+          expect(isValidationError(err), String(err)).toBe(true);
+          const submit = await store.work.submit(id, { kind: 'input', inputId: 'i', mode: 'follow_up', message: 'x' }).catch((e) => e);
+          expect(isValidationError(submit), String(submit)).toBe(true);
+        }
+        expect(await store.listSessions()).toEqual([]);
+      } finally {
+        await store.close();
+      }
+    });
+
     it('maxConnections below 3 is refused by name: a serving worker holds two LISTEN connections and needs one more', () => {
       const err = (() => {
         try {
