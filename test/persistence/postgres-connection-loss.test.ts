@@ -79,5 +79,35 @@ if (db) {
       },
       15_000,
     );
+
+    it('a follower whose read fails on a terminated connection reads again and misses nothing; it is never ended by it', async () => {
+      const app = `al_follow_${process.pid}`;
+      const schema = freshSchema('follow');
+      const reader = postgresStore({ connectionString: withApplicationName(db.url, app), schema, pollIntervalMs: 200 });
+      const writer = postgresStore({ connectionString: db.url, schema });
+      try {
+        const { writerEpoch } = await writer.attachWriter('s');
+        const followers = Array.from({ length: 5 }, () => {
+          const f = { seqs: [] as number[], error: undefined as unknown };
+          reader.events$('s').subscribe({ next: (e) => f.seqs.push(e.seq), error: (e) => (f.error = e) });
+          return f;
+        });
+        const stop = await terminator(app);
+        let seq = 0;
+        const until = Date.now() + 1000;
+        while (Date.now() < until) {
+          await writer.append('s', writerEpoch, ++seq, [userMsg(String(seq))]);
+          await sleep(10);
+        }
+        const kills = await stop();
+        expect(kills, 'connections were terminated').toBeGreaterThan(5);
+        const all = Array.from({ length: seq }, (_, i) => i + 1);
+        await expect.poll(() => followers.map((f) => f.error ?? f.seqs.length), { timeout: 5000 }).toEqual(followers.map(() => seq));
+        for (const f of followers) expect(f.seqs).toEqual(all);
+      } finally {
+        await reader.close();
+        await writer.close();
+      }
+    });
   });
 }
