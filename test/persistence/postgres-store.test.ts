@@ -218,6 +218,19 @@ if (db) {
       }
     });
 
+    it('options with neither pool nor connectionString are refused with a message naming both', () => {
+      const err = (() => {
+        try {
+          postgresStore({} as never);
+        } catch (e) {
+          return e;
+        }
+      })();
+      expect(isValidationError(err), String(err)).toBe(true);
+      expect((err as Error).message).toContain('connectionString');
+      expect((err as Error).message).toContain('pool');
+    });
+
     it('maxConnections below 3 is refused by name: a serving worker holds two LISTEN connections and needs one more', () => {
       const err = (() => {
         try {

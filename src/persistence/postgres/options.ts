@@ -56,7 +56,13 @@ export const Common = {
  */
 export const PostgresStoreOptions = z.union([
   z
-    .strictObject({ pool: z.custom<PgPool>(isPool, 'a pg.Pool (or an object with connect() and end())'), ...Common })
+    .strictObject({
+      pool: z.custom<PgPool>(
+        isPool,
+        "a pg.Pool (or an object with connect() and end()); or give connectionString instead, for a pool of the store's own",
+      ),
+      ...Common,
+    })
     .refine(lockOutlastsIdle, LOCK_OUTLASTS_IDLE),
   z
     .strictObject({
