@@ -19,10 +19,15 @@ export const isStoreClosedError = (e: unknown): e is StoreClosedError => hasCode
 /**
  * The store's server could not be reached or refused the operation (a dropped connection, a lock
  * or transaction timeout, a schema this version does not know). `outcome` says what became of
- * the write: `not_written` — nothing of it is stored; `unknown` — its commit could not be
- * confirmed or ruled out (the store tried to find out and could not reach the server).
+ * the write: `not_written` — nothing of it is stored (it failed before or without landing);
+ * `unknown` — it may have landed: the connection was lost after the statement was sent, and its
+ * commit could not be confirmed or ruled out; `none` — the operation writes nothing (a read).
+ * A failed `runtime.submit` carries the entry's id as `entryId` (for an input, its `inputId`,
+ * generated for a bare-string prompt): submit again with that id and a landed entry is recognised
+ * (`already_accepted`) instead of stored twice.
  * @example
- * if (isStoreUnavailableError(e) && e.outcome === 'not_written') retryLater()
+ * if (isStoreUnavailableError(e) && e.outcome === 'unknown' && e.entryId)
+ *   await runtime.submit(sid, { kind: 'input', inputId: e.entryId, mode: 'follow_up', message: 'hello' })
  */
 export class StoreUnavailableError extends ActorloopError {
   readonly code = 'store_unavailable' as const;
@@ -30,13 +35,16 @@ export class StoreUnavailableError extends ActorloopError {
   constructor(
     message: string,
     readonly outcome: 'not_written' | 'unknown' | 'none',
-    options: { cause?: unknown; sqlState?: string } = {},
+    options: { cause?: unknown; sqlState?: string; entryId?: string } = {},
   ) {
     super(message, { cause: options.cause });
     if (options.sqlState !== undefined) this.sqlState = options.sqlState;
+    if (options.entryId !== undefined) this.entryId = options.entryId;
   }
   /** The server's SQLSTATE, when it answered with one. */
   readonly sqlState?: string;
+  /** The inbox entry a failed `runtime.submit` was writing (an input's `inputId`): retry with it. */
+  readonly entryId?: string;
 }
 export const isStoreUnavailableError = (e: unknown): e is StoreUnavailableError => hasCode(e, 'store_unavailable');
 

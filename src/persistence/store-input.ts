@@ -1,13 +1,9 @@
 import { z } from 'zod';
 import type { EventRecord } from '../contracts/events.js';
 import { parseInput } from '../contracts/validate.js';
+import { isSessionId, SessionIdInput } from '../contracts/requests.js';
 import type { EventStore } from './event-store.js';
 
-const SessionId = z
-  .string()
-  .min(1)
-  .max(400)
-  .refine((s) => !s.includes('\u0000'), 'must not contain NUL');
 const Range = z.strictObject({
   fromSeq: z.number().int().positive().optional(),
   toSeq: z.number().int().nonnegative().optional(),
@@ -15,8 +11,8 @@ const Range = z.strictObject({
 
 /** Validates a session id; the hot path checks by hand, zod reports a failure's issues. */
 export function assertSessionId(sessionId: unknown, where: string): asserts sessionId is string {
-  if (typeof sessionId === 'string' && sessionId.length > 0 && sessionId.length <= 400 && !sessionId.includes('\u0000')) return;
-  parseInput(SessionId, sessionId, `${where}: sessionId`);
+  if (isSessionId(sessionId)) return;
+  parseInput(SessionIdInput, sessionId, `${where}: sessionId`);
 }
 
 const EventId = z.string().min(1);

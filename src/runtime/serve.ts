@@ -6,12 +6,15 @@ import type { WorkerServices } from '../actors/worker-services.js';
 import { systemClock, type Clock } from '../contracts/clock.js';
 import { ServeOptions, type ServeEvent } from '../contracts/inbox.js';
 import { parseInput } from '../contracts/validate.js';
+import { z } from 'zod';
 import type { EventStore } from '../persistence/event-store.js';
 import type { WorkStore } from '../persistence/work-store.js';
 import type { ExecutionSession } from './execution-session.js';
 import type { SessionInbox } from './inbox.js';
 import { workerMachineFor, type WorkerActorOverrides } from './worker-actors.js';
 
+/** `ServeHandle.stop`'s options: `graceMs`, how long running sessions may go on before they are detached. */
+const StopOptions = z.strictObject({ graceMs: z.number().nonnegative().optional() });
 export type { OpenInternals } from '../actors/worker-services.js';
 import type { OpenInternals } from '../actors/worker-services.js';
 
@@ -119,7 +122,13 @@ export function serve(deps: ServeDeps, options: ServeOptions = {}): ServeHandle 
   });
   worker.start();
 
-  const stop = (opts: { graceMs?: number } = {}): Promise<void> => {
+  const stop = (options?: { graceMs?: number }): Promise<void> => {
+    let opts: z.output<typeof StopOptions>;
+    try {
+      opts = parseInput(StopOptions, options ?? {}, 'serve: stop');
+    } catch (e) {
+      return Promise.reject(e);
+    }
     if (worker.getSnapshot().status === 'active')
       worker.send({ type: 'STOP', ...(opts.graceMs !== undefined ? { graceMs: opts.graceMs } : {}) });
     return closed;

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { StoreClosedError, ValidationError } from '../contracts/errors.js';
+import { isStoreUnavailableError, StoreClosedError, StoreUnavailableError, ValidationError } from '../contracts/errors.js';
 import type { Clock } from '../contracts/clock.js';
 import type { ExecutionSession } from './execution-session.js';
 import { SessionInbox } from './inbox.js';
@@ -39,10 +39,21 @@ export async function submitEntry(
   // an input's images and files: stored as blobs first, so the inbox (and the log) hold references
   if (e.kind === 'input' && typeof e.message !== 'string')
     e = { ...e, message: await storeMessages(toMessages(e.message), store.blobs, limits, 'runtime.submit: entry.message') };
-  const out = await workOf(store, 'runtime.submit').submit(sessionId, e);
+  const entryId = entryIdOf(e);
+  const out = await workOf(store, 'runtime.submit')
+    .submit(sessionId, e)
+    .catch((err: unknown) => {
+      // the id (generated for a bare-string prompt) goes with the error, so a retry is recognised
+      if (!isStoreUnavailableError(err)) throw err;
+      throw new StoreUnavailableError(err.message, err.outcome, {
+        cause: err.cause,
+        ...(err.sqlState !== undefined ? { sqlState: err.sqlState } : {}),
+        entryId,
+      });
+    });
   return {
     sessionId,
-    entryId: entryIdOf(e),
+    entryId,
     kind: e.kind,
     status: out.status,
     ...(out.reason !== undefined ? { reason: out.reason } : {}),

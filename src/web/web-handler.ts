@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { isStoreClosedError, isValidationError, ValidationError } from '../contracts/errors.js';
 import { parseInput } from '../contracts/validate.js';
 import { assertSessionId } from '../persistence/store-input.js';
+import { hasLoneSurrogate } from '../contracts/requests.js';
 import type { Runtime } from '../runtime/runtime.js';
 import { CancelBody, MessageBody, RespondBody, StopBody, type InboxEntry, type InboxReceipt } from './inbox-contract.js';
 import { errorResponse, sessionEvents, SessionEventsOptions } from './session-events.js';
@@ -222,8 +223,8 @@ async function chatRoutes(
     let submission: ChatSubmission;
     try {
       body = parseInput(ChatRequestBody, raw, 'POST chat');
+      if (typeof body.id === 'string') assertInPaths(body.id); // its own message first: a lone surrogate is the store's rule too
       assertSessionId(body.id, 'chat id');
-      assertInPaths(body.id);
       submission = chatSubmission(body);
     } catch (e) {
       return errorResponse(400, e);
@@ -287,7 +288,7 @@ function assertInPaths(id: string): void {
   const message =
     id === '.' || id === '..'
       ? 'not . or .. (a URL path cannot name it)'
-      : /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/.test(id)
+      : hasLoneSurrogate(id)
         ? 'a lone surrogate (not Unicode text: a URL path cannot name it)'
         : undefined;
   if (message) throw new ValidationError('POST chat', [{ path: ['id'], message }]);

@@ -27,7 +27,7 @@ if (db) {
       const dir = tempDir('actorloop-agent-pg-');
       cleanups.push(() => dir.cleanup());
       const spec = `pg:${db.url}#${freshSchema('agents')}`;
-      const store = postgresStore({ connectionString: db.url, schema: spec.split('#')[1]!, maxConnections: 2 });
+      const store = postgresStore({ connectionString: db.url, schema: spec.split('#')[1]!, maxConnections: 3 });
       cleanups.push(() => store.close());
       const life = (killAt: string) => spawnTs(CHILD, [dir.path, killAt, spec], { label: `agent-tree-child ${killAt} (pg)` });
       return { dir: dir.path, store, life };

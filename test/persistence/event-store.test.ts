@@ -2,7 +2,7 @@ import { open } from 'lmdb';
 import { afterEach, describe, expect, it } from 'vitest';
 import { isCorruptLogError, isStoreClosedError, isValidationError } from '../../src/contracts/errors.js';
 import type { EventDraft } from '../../src/contracts/events.js';
-import { scriptedModel, ValidationError } from '../../src/index.js';
+import { createRuntime, scriptedModel, ValidationError } from '../../src/index.js';
 import { lmdbStore } from '../../src/persistence/lmdb-store.js';
 import { memoryStore } from '../../src/persistence/memory-store.js';
 import { userMsg } from '../helpers/drafts.js';
@@ -102,6 +102,35 @@ describe('drafts the stores refuse', () => {
     };
     await expectValidation(store.append('s1', writerEpoch, 1, [draft as never]), 'turn');
     expect(await logOf(store, 's1')).toEqual([]);
+  });
+});
+
+describe('session ids the stores refuse', () => {
+  it('a session id with a lone surrogate is a ValidationError in every store and in runtime.submit, before anything is written', async () => {
+    const d = dir();
+    for (const store of [memoryStore(), lmdbStore({ path: d.path })]) {
+      try {
+        for (const id of ['user-\ud800', 'user-\udc00x']) {
+          for (const call of [
+            () => store.attachWriter(id),
+            () => store.getHead(id),
+            () => store.work!.submit(id, { kind: 'input', inputId: 'i', mode: 'follow_up', message: 'x' }),
+          ]) {
+            const err = await settle(Promise.resolve().then(call as () => Promise<unknown>));
+            expect(isValidationError(err), String(err)).toBe(true);
+            expect((err as ValidationError).issues[0]!.message).toContain('lone surrogate');
+          }
+        }
+        // a well-formed pair is a valid id
+        expect((await store.attachWriter('user-\ud83d\ude00')).writerEpoch).toBe(1);
+        expect(await store.listSessions()).toEqual(['user-\ud83d\ude00']);
+        const runtime = createRuntime({ store });
+        const err = await settle(runtime.submit('user-\ud800', 'hi'));
+        expect(isValidationError(err), String(err)).toBe(true);
+      } finally {
+        await store.close();
+      }
+    }
   });
 });
 

@@ -4,7 +4,8 @@ import type { EventRecord } from '../../src/contracts/events.js';
 import type { EventStore } from '../../src/persistence/event-store.js';
 import { postgresStore } from '../../src/persistence/postgres/postgres-store.js';
 import { collect, userMsg } from '../helpers/drafts.js';
-import { proxiedDatabase, queryText } from '../helpers/pg-proxy.js';
+import { proxiedDatabase, queryText, sqlText } from '../helpers/pg-proxy.js';
+import { createRuntime } from '../../src/runtime/runtime.js';
 import { freshSchema, postgresForTests } from '../helpers/postgres.js';
 
 /**
@@ -73,6 +74,39 @@ if (db) {
       } finally {
         proxy.refuse = false;
         proxy.decide = () => 'forward';
+        await store.close();
+      }
+    });
+
+    it("a submit whose reply was lost fails with outcome 'unknown' and the generated entryId, and a retry with that id is recognised", async () => {
+      const store = postgresStore({ connectionString: url(), schema: freshSchema('submit') });
+      const runtime = createRuntime({ store });
+      try {
+        await store.ready!();
+        let armed = true;
+        let inSubmit = false;
+        proxy.decide = (m) => {
+          if (m.from !== 'client') return 'forward';
+          const sql = sqlText(m);
+          if (sql !== undefined) inSubmit = sql.includes('.inbox');
+          if (armed && inSubmit && m.type === 'S') {
+            armed = false; // the statement reaches the server; its reply is lost
+            return 'forward-then-drop';
+          }
+          return 'forward';
+        };
+        const err = await runtime.submit('s', 'hello').catch((e) => e);
+        expect(armed, 'the submit was cut').toBe(false);
+        expect(isStoreUnavailableError(err), String(err)).toBe(true);
+        expect(err.outcome).toBe('unknown');
+        const stored = await store.work!.pending('s');
+        expect(stored.map((e) => e.entryId)).toEqual([err.entryId]);
+        const again = await runtime.submit('s', { kind: 'input', inputId: err.entryId, mode: 'follow_up', message: 'hello' });
+        expect(again.status).toBe('already_accepted');
+        expect((await store.work!.pending('s')).length).toBe(1);
+      } finally {
+        proxy.decide = () => 'forward';
+        await runtime.close();
         await store.close();
       }
     });

@@ -1,4 +1,5 @@
 import pg from 'pg';
+import { firstValueFrom, take } from 'rxjs';
 import { describe, expect, it } from 'vitest';
 import { postgresStore } from '../../src/persistence/postgres/postgres-store.js';
 import { channelOf } from '../../src/persistence/postgres/schema.js';
@@ -63,6 +64,40 @@ if (db) {
         proxy.decide = () => 'forward';
         await listener.end().catch(() => undefined);
         await store.close();
+      }
+    });
+
+    it('a schema name of 63 bytes gets its wake-ups: appends and submits are notified on channels that fit, no append is resolved as a lost commit', async () => {
+      const schema = `${freshSchema('long')}_${'x'.repeat(63)}`.slice(0, 63);
+      const sent: string[] = [];
+      proxy.decide = (m) => {
+        const sql = m.from === 'client' ? sqlText(m) : undefined;
+        if (sql !== undefined) sent.push(sql);
+        return 'forward';
+      };
+      const writer = postgresStore({ connectionString: url(), schema });
+      const follower = postgresStore({ connectionString: db.url, schema, pollIntervalMs: 60_000 }); // no poll: only NOTIFY wakes it
+      try {
+        await writer.listSessions(); // the schema exists
+        const { writerEpoch } = await writer.attachWriter('s');
+        await writer.append('s', writerEpoch, 1, [userMsg('1')]);
+        const seen = firstValueFrom(follower.events$('s', { fromSeq: 2 }).pipe(take(1)));
+        const woken = firstValueFrom(follower.work.wakeups$.pipe(take(1)));
+        await new Promise((r) => setTimeout(r, 200)); // the follower's LISTENs are in place
+        await writer.append('s', writerEpoch, 2, [userMsg('2')]);
+        await writer.work.submit('s', { kind: 'input', inputId: 'in', mode: 'follow_up', message: 'hi' });
+        const timeout = new Promise((_, reject) => setTimeout(() => reject(new Error('no wake-up within 5 s')), 5000));
+        expect(((await Promise.race([seen, timeout])) as { seq: number }).seq).toBe(2);
+        expect(await Promise.race([woken, timeout])).toBe('s');
+        expect(
+          sent.filter((q) => /FOR SHARE/i.test(q)),
+          'no append took the lost-commit path',
+        ).toEqual([]);
+        expect(Buffer.byteLength(channelOf(schema))).toBeLessThanOrEqual(63);
+      } finally {
+        proxy.decide = () => 'forward';
+        await writer.close();
+        await follower.close();
       }
     });
   });

@@ -2,7 +2,7 @@ import { join } from 'node:path';
 import pg from 'pg';
 import { firstValueFrom, take, toArray } from 'rxjs';
 import { afterEach, describe, expect, it } from 'vitest';
-import { isCorruptLogError, isStaleWriterError, isStoreUnavailableError } from '../../src/contracts/errors.js';
+import { isCorruptLogError, isStaleWriterError, isStoreUnavailableError, isValidationError } from '../../src/contracts/errors.js';
 import { postgresStore } from '../../src/persistence/postgres/postgres-store.js';
 import { SCHEMA_VERSION_PG } from '../../src/persistence/postgres/schema.js';
 import { killAllChildren, parseAck, REPO_ROOT, spawnTs } from '../crash/child-util.js';
@@ -199,6 +199,100 @@ if (db) {
         await store.append('s', writerEpoch, 1, [userMsg('y')]);
         expect((await collect(store.readEvents('s'))).map((e) => e.seq)).toEqual([1]);
       } finally {
+        await store.close();
+      }
+    });
+
+    it('a session id with a lone surrogate is a ValidationError before anything is written, so two such ids never become one', async () => {
+      const store = postgresStore({ connectionString: db.url, schema: freshSchema('surrogate') });
+      try {
+        for (const id of ['user-\ud800', 'user-\udbff']) {
+          const err = await store.attachWriter(id).catch((e) => e);
+          expect(isValidationError(err), String(err)).toBe(true);
+          const submit = await store.work.submit(id, { kind: 'input', inputId: 'i', mode: 'follow_up', message: 'x' }).catch((e) => e);
+          expect(isValidationError(submit), String(submit)).toBe(true);
+        }
+        expect(await store.listSessions()).toEqual([]);
+      } finally {
+        await store.close();
+      }
+    });
+
+    it('options with neither pool nor connectionString are refused with a message naming both', () => {
+      const err = (() => {
+        try {
+          postgresStore({} as never);
+        } catch (e) {
+          return e;
+        }
+      })();
+      expect(isValidationError(err), String(err)).toBe(true);
+      expect((err as Error).message).toContain('connectionString');
+      expect((err as Error).message).toContain('pool');
+    });
+
+    it('maxConnections below 3 is refused by name: a serving worker holds two LISTEN connections and needs one more', () => {
+      const err = (() => {
+        try {
+          postgresStore({ connectionString: db.url, maxConnections: 2 });
+        } catch (e) {
+          return e;
+        }
+      })();
+      expect(isValidationError(err), String(err)).toBe(true);
+      const issue = (err as { issues: { path: (string | number)[]; message: string }[] }).issues[0]!;
+      expect(issue.path).toEqual(['maxConnections']);
+      expect(issue.message).toContain('LISTEN');
+    });
+
+    it('timeouts PostgreSQL cannot take, or a lock timeout not above the idle timeout, are refused by name before anything runs', () => {
+      const refusal = (options: Record<string, unknown>) => {
+        try {
+          postgresStore(('pool' in options ? options : { connectionString: db.url, ...options }) as never);
+        } catch (e) {
+          expect(isValidationError(e), String(e)).toBe(true);
+          return (e as { issues: { path: (string | number)[]; message: string }[] }).issues[0]!;
+        }
+        throw new Error(`accepted: ${JSON.stringify(options)}`);
+      };
+      expect(refusal({ lockTimeoutMs: 1e12 }).path).toEqual(['lockTimeoutMs']);
+      expect(refusal({ idleInTransactionTimeoutMs: 3e9, lockTimeoutMs: 2_147_483_647 }).path).toEqual(['idleInTransactionTimeoutMs']);
+      expect(refusal({ lockTimeoutMs: 1.5 }).path).toEqual(['lockTimeoutMs']);
+      const order = refusal({ lockTimeoutMs: 1000, idleInTransactionTimeoutMs: 5000 });
+      expect(order.path).toEqual(['lockTimeoutMs']);
+      expect(order.message).toContain('idleInTransactionTimeoutMs');
+      const pool = new pg.Pool({ connectionString: db.url });
+      try {
+        expect(refusal({ pool, lockTimeoutMs: 5000 }).path).toEqual(['lockTimeoutMs']);
+      } finally {
+        void pool.end();
+      }
+    });
+
+    it('an operation waiting for a connection of a full pool fails after connectionTimeoutMs with StoreUnavailableError, never hangs', async () => {
+      let open!: () => void;
+      const held = new Promise<void>((r) => (open = r));
+      const store = postgresStore({
+        connectionString: db.url,
+        schema: freshSchema('full'),
+        maxConnections: 3,
+        connectionTimeoutMs: 300,
+        beforeCommit: () => held, // each append holds its connection until `open()`
+      });
+      try {
+        const sub = store.events$('f').subscribe({ error: () => undefined }); // the LISTEN connection (its read may time out too)
+        const epochs = await Promise.all(['a', 'b'].map((sid) => store.attachWriter(sid)));
+        const appends = ['a', 'b'].map((sid, i) => store.append(sid, epochs[i]!.writerEpoch, 1, [userMsg(sid)]));
+        await new Promise((r) => setTimeout(r, 100)); // both appends are inside their transactions
+        const t0 = Date.now();
+        const err = await store.getHead('c').catch((e) => e);
+        expect(isStoreUnavailableError(err) && err.outcome === 'not_written', String(err)).toBe(true);
+        expect(Date.now() - t0).toBeLessThan(3000);
+        open();
+        await Promise.all(appends);
+        sub.unsubscribe();
+      } finally {
+        open();
         await store.close();
       }
     });

@@ -1,6 +1,14 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { createRuntime, defineTool, memoryStore, type EventStore, type Runtime, type ServeEvent } from '../../src/index.js';
+import {
+  createRuntime,
+  defineTool,
+  isValidationError,
+  memoryStore,
+  type EventStore,
+  type Runtime,
+  type ServeEvent,
+} from '../../src/index.js';
 import { toolLoopModel } from '../helpers/serve-model.js';
 import { logOf, sleep } from '../helpers/runtime.js';
 import { scaled } from '../helpers/load.js';
@@ -52,6 +60,16 @@ const until = async (pred: () => boolean | Promise<boolean>, ms = 10_000) => {
 };
 
 describe('runtime.serve', () => {
+  it('stop() refuses a negative or non-number graceMs and unknown keys with ValidationError, and still stops when asked right', async () => {
+    const runtime = make(memoryStore(), [], 10);
+    const handle = runtime.serve({ concurrency: 1, leaseMs: 5000, pollMs: 20 });
+    for (const bad of [{ graceMs: -5 }, { graceMs: 'x' }, { grace: 5 }]) {
+      const err = await handle.stop(bad as never).catch((e) => e);
+      expect(isValidationError(err), `${JSON.stringify(bad)}: ${String(err)}`).toBe(true);
+    }
+    await handle.stop({ graceMs: 0 });
+  });
+
   it('graceful stop asks a running session to stop after its tool round and releases the lease', async () => {
     const store = memoryStore();
     const started: string[] = [];

@@ -127,8 +127,8 @@ async function snapshot(s: AppendSettings, sessionId: string, drafts: readonly P
     if (waitForRow) {
       // FOR SHARE waits until a transaction holding the row (the one whose COMMIT reply was
       // lost) has ended, committed or not; later statements then see its outcome
-      await c.query(`BEGIN; SET LOCAL lock_timeout = ${s.lockTimeoutMs}`);
       try {
+        await c.query(`BEGIN; SET LOCAL lock_timeout = ${s.lockTimeoutMs}`);
         headRow = (await c.query({ ...s.stmts.headForShare, values: [sessionId] })).rows[0];
         await c.query('COMMIT');
       } catch (e) {

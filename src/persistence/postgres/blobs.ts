@@ -29,28 +29,32 @@ export class PgBlobs implements BlobStore {
     const ref = { sha256, size: bytes.length };
     if (await this.has(sha256)) return ref;
     const data = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-    await this.run('putBlob', (c) => c.query({ text: this.insert, values: [sha256, bytes.length, data] }));
+    await this.run('putBlob', 'write', (c) => c.query({ text: this.insert, values: [sha256, bytes.length, data] }));
     return ref;
   }
 
   async get(sha256: string): Promise<Uint8Array | undefined> {
-    const r = await this.run('getBlob', (c) => c.query({ text: this.select, values: [sha256] }));
+    const r = await this.run('getBlob', 'read', (c) => c.query({ text: this.select, values: [sha256] }));
     const row = r.rows[0] as { bytes: Buffer } | undefined;
     return row && checkedBlob(sha256, new Uint8Array(row.bytes.buffer, row.bytes.byteOffset, row.bytes.byteLength));
   }
 
   async has(sha256: string): Promise<boolean> {
-    const r = await this.run('hasBlob', (c) => c.query({ text: this.exists, values: [sha256] }));
+    const r = await this.run('hasBlob', 'read', (c) => c.query({ text: this.exists, values: [sha256] }));
     return r.rows.length > 0;
   }
 
-  private async run<T>(what: string, fn: (c: Parameters<Parameters<Connections['with']>[0]>[0]) => Promise<T>): Promise<T> {
+  private async run<T>(
+    what: string,
+    kind: 'read' | 'write',
+    fn: (c: Parameters<Parameters<Connections['with']>[0]>[0]) => Promise<T>,
+  ): Promise<T> {
     this.assertOpen();
     await this.ready();
     try {
       return await this.conns.with(fn);
     } catch (e) {
-      throw unavailable(what, e);
+      throw unavailable(what, e, kind);
     }
   }
 }

@@ -15,6 +15,34 @@ export function isConnectionError(e: unknown): boolean {
 /** synchronous_commit levels, weakest first. */
 const LEVELS = ['off', 'local', 'remote_write', 'on', 'remote_apply'];
 
+const guardedPools = new WeakSet<object>();
+const guardedClients = new WeakSet<object>();
+const ignore = () => undefined;
+
+/**
+ * Gives `client` an error listener for its whole life (once). An error while no query runs (the
+ * server ended the session) must not crash the process; the next query on the client fails and
+ * its caller handles that.
+ */
+function guardClient(client: PgPoolClient): void {
+  if (guardedClients.has(client)) return;
+  guardedClients.add(client);
+  client.on('error', ignore);
+}
+
+/**
+ * Guards every client of `pool` from the moment pg-pool hands it out: pg-pool removes its own idle
+ * error listener right after emitting 'acquire' and before `connect()` resolves, so an error that
+ * arrives in the same read as the connection's ready message (a backend terminated as it opens)
+ * would find no listener by the time `acquire` below could add one. A pool without `on('acquire')`
+ * (not a pg.Pool) gets its clients guarded in `acquire`.
+ */
+export function guardPool(pool: PgPool): void {
+  if (guardedPools.has(pool) || typeof pool.on !== 'function') return;
+  guardedPools.add(pool);
+  pool.on('acquire', guardClient);
+}
+
 /** A connection checked out for one operation; `done(broken)` returns (or destroys) it. */
 export interface Conn {
   client: PgPoolClient;
@@ -36,19 +64,17 @@ export class Connections {
   async acquire(): Promise<Conn> {
     let client: PgPoolClient;
     try {
-      client = await this.pool().connect();
+      const pool = this.pool();
+      guardPool(pool);
+      client = await pool.connect();
     } catch (e) {
       throw new StoreUnavailableError(`cannot connect to PostgreSQL: ${(e as Error).message}`, 'not_written', { cause: e });
     }
-    // an error while no query runs (the server ended the session) must not crash the process;
-    // the next query on this client fails and the caller handles that
-    const onError = () => undefined;
-    client.on('error', onError);
+    guardClient(client);
     let released = false;
     const done = (broken = false) => {
       if (released) return;
       released = true;
-      client.removeListener('error', onError);
       client.release(broken ? true : undefined);
     };
     if (!this.checked.has(client)) {
@@ -71,7 +97,7 @@ export class Connections {
       throw new StoreUnavailableError(
         `PostgreSQL synchronous_commit is '${level}': an append could resolve before its commit is flushed. ` +
           `Set it to 'on' (or stronger) for this role or database, or open the store with durability: 'committed' to accept it`,
-        'none',
+        'not_written',
       );
     }
   }
@@ -91,10 +117,16 @@ export class Connections {
   }
 }
 
-/** A store-level error for a failed read or attach (nothing was written by it). */
-export function unavailable(what: string, e: unknown, outcome: 'not_written' | 'none' = 'none'): unknown {
+/**
+ * A store-level error for a failed operation. `read`: the operation writes nothing (outcome
+ * `none`). `write`: a connection that broke while the statement ran may have committed it (outcome
+ * `unknown`); a statement the server refused wrote nothing (`not_written`). Our own errors (a
+ * connection that could not be made: `not_written`) pass through as they are.
+ */
+export function unavailable(what: string, e: unknown, kind: 'read' | 'write'): unknown {
   if (e instanceof ActorloopError) return e;
   const state = sqlStateOf(e);
+  const outcome = kind === 'read' ? 'none' : isConnectionError(e) ? 'unknown' : 'not_written';
   return new StoreUnavailableError(`PostgreSQL ${what} failed: ${(e as Error).message}`, outcome, {
     cause: e,
     ...(state ? { sqlState: state } : {}),

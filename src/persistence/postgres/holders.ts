@@ -133,7 +133,7 @@ export class PgHolders implements SessionHolders {
         }
       });
     } catch (e) {
-      throw unavailable('openSession (holder check)', e);
+      throw unavailable('openSession (holder check)', e, 'write');
     }
   }
 
@@ -147,7 +147,7 @@ export class PgHolders implements SessionHolders {
         await conn.client.query({ text: 'SELECT pg_advisory_lock($1, $2)', values: key });
       } catch (e) {
         conn.done(true);
-        throw unavailable('openSession (holder lock)', e);
+        throw unavailable('openSession (holder lock)', e, 'read');
       }
       // a broken connection has lost the lock: the next claim takes a new one
       conn.client.on('error', () => {

@@ -38,6 +38,8 @@ export interface PgPool {
   connect(): Promise<PgPoolClient>;
   end(): Promise<void>;
   on(event: 'error', listener: (err: Error) => void): unknown;
+  /** Emitted as a client is handed out, before `connect()` resolves (pg-pool). */
+  on(event: 'acquire', listener: (client: PgPoolClient) => void): unknown;
 }
 
 /** The module `pg`, as loaded on first use. */

@@ -9,62 +9,18 @@ import type { AttachResult, EventStore, ReadRange } from '../event-store.js';
 import type { SessionHead } from '../head.js';
 import { assertAppendArgs, assertEventId, assertSessionId, followFrom, readRange, surfaceOf } from '../store-input.js';
 import { appendTxn, HeadCache, type AppendSettings } from './append.js';
-import { Connections, unavailable } from './connection.js';
+import { Connections, guardPool, unavailable } from './connection.js';
+import { Common, PostgresStoreOptions, type Options } from './options.js';
 import type { PgModule, PgPool } from './pg-types.js';
+
+export { PostgresStoreOptions } from './options.js';
 import { headOf, statements, type Statements } from './rows.js';
-import { channelOf, checkSchema, migrate, SchemaName } from './schema.js';
+import { channelOf, checkSchema, migrate } from './schema.js';
 import { PgTail } from './tail.js';
 import { PgWorkStore } from './work.js';
 import { PgBlobs } from './blobs.js';
 import type { BlobStore } from '../blob-store.js';
 import { PgHolders } from './holders.js';
-
-const isPool = (v: unknown): v is PgPool =>
-  typeof v === 'object' && v !== null && typeof (v as PgPool).connect === 'function' && typeof (v as PgPool).end === 'function';
-
-const Common = {
-  /** The PostgreSQL schema holding actorloop's tables (created by the migrations). */
-  schema: SchemaName,
-  /** Apply the package's migrations on first use (under an advisory lock); false: only check the version. */
-  migrate: z.boolean().default(true),
-  /**
-   * `flushed` (default): the server's `synchronous_commit` must be `on` or `remote_apply` (checked
-   * on every new connection), so an append resolves only after its commit is flushed.
-   * `committed`: any setting is accepted (with `off`, a crash of the server can lose acknowledged appends).
-   */
-  durability: z.enum(['flushed', 'committed']).default('flushed'),
-  /** The server aborts an append transaction left idle this long (a paused or partitioned writer), freeing its session row. */
-  idleInTransactionTimeoutMs: z.number().int().positive().default(5000),
-  /** An append or attach waiting this long for a session row fails (StoreUnavailableError); longer than the idle timeout. */
-  lockTimeoutMs: z.number().int().positive().default(15_000),
-  /** Events per page when reading. */
-  readPageSize: z.number().int().positive().default(512),
-  /** events$ re-reads at least this often even without a notification. */
-  pollIntervalMs: z.number().int().positive().default(2000),
-  /**
-   * Fault-injection hook for tests. Contract: called inside each append transaction after its
-   * writes, before COMMIT; the append waits for what it returns; a throw aborts the append.
-   */
-  beforeCommit: z.custom<(sessionId: string) => unknown>((v) => typeof v === 'function').optional(),
-};
-
-/**
- * The options of `postgresStore`: `{ pool }` (the app's pg.Pool) or `{ connectionString }`, plus
- * the settings in `Common` above.
- * @example
- * postgresStore({ connectionString: 'postgres://app@db:5432/app', schema: 'agents', migrate: false })
- */
-export const PostgresStoreOptions = z.union([
-  z.strictObject({ pool: z.custom<PgPool>(isPool, 'a pg.Pool (or an object with connect() and end())'), ...Common }),
-  z.strictObject({
-    connectionString: z.string().min(1),
-    /** Connections in the store's own pool (one of them holds LISTEN while events$ is followed). */
-    maxConnections: z.number().int().min(2).default(10),
-    ...Common,
-  }),
-]);
-export type PostgresStoreOptions = z.input<typeof PostgresStoreOptions>;
-type Options = z.output<typeof PostgresStoreOptions>;
 
 /** Loads `pg` on first use: an app that never opens a PostgreSQL store needs no `pg` installed. */
 async function loadPg(): Promise<PgModule> {
@@ -73,7 +29,9 @@ async function loadPg(): Promise<PgModule> {
     const mod = (await import(specifier)) as { default?: PgModule } & PgModule;
     return mod.default ?? mod;
   } catch (e) {
-    throw new StoreUnavailableError(`postgresStore needs the 'pg' package: npm install pg (${(e as Error).message})`, 'none', { cause: e });
+    throw new StoreUnavailableError(`postgresStore needs the 'pg' package: npm install pg (${(e as Error).message})`, 'not_written', {
+      cause: e,
+    });
   }
 }
 
@@ -103,10 +61,11 @@ export async function migratePostgres(options: { connectionString: string; schem
   const pg = await loadPg();
   const pool = new pg.Pool({ connectionString: o.connectionString, max: 1 });
   pool.on('error', () => undefined);
+  guardPool(pool);
   try {
     return await migrate(pool, o.schema);
   } catch (e) {
-    throw unavailable('migrate', e);
+    throw unavailable('migrate', e, 'write');
   } finally {
     await pool.end();
   }
@@ -203,10 +162,20 @@ class PostgresEventStore implements EventStore, PostgresStoreExtras {
     if (!this.pool) {
       const pg = await loadPg();
       const o = this.options as Extract<Options, { connectionString: string }>;
-      const pool = new pg.Pool({ connectionString: o.connectionString, max: o.maxConnections, keepAlive: true });
+      const pool = new pg.Pool({
+        connectionString: o.connectionString,
+        max: o.maxConnections,
+        keepAlive: true,
+        connectionTimeoutMillis: o.connectionTimeoutMs,
+      });
       pool.on('error', () => undefined); // an idle connection the server ended: the pool drops it
       this.pool = pool;
-      const lockPool = new pg.Pool({ connectionString: o.connectionString, max: 1, keepAlive: true });
+      const lockPool = new pg.Pool({
+        connectionString: o.connectionString,
+        max: 1,
+        keepAlive: true,
+        connectionTimeoutMillis: o.connectionTimeoutMs,
+      });
       lockPool.on('error', () => undefined);
       this.lockPool = lockPool;
     }
@@ -215,7 +184,7 @@ class PostgresEventStore implements EventStore, PostgresStoreExtras {
       if (this.options.migrate) await migrate(this.pool, this.options.schema);
       else await checkSchema(this.pool, this.options.schema);
     } catch (e) {
-      throw unavailable('setup', e);
+      throw unavailable('setup', e, 'write');
     }
   }
 
@@ -243,8 +212,8 @@ class PostgresEventStore implements EventStore, PostgresStoreExtras {
         for (let tries = 0; ; tries++) {
           try {
             const head = await this.conns.with(async (c) => {
-              await c.query(this.settings.begin);
               try {
+                await c.query(this.settings.begin); // inside: a failed SET still ends its transaction
                 const r = await c.query({ ...this.stmts.attach, values: [sessionId] });
                 await c.query('COMMIT');
                 return headOf(sessionId, r.rows[0]);
@@ -256,7 +225,7 @@ class PostgresEventStore implements EventStore, PostgresStoreExtras {
             this.heads.set(head);
             return { writerEpoch: head.writerEpoch, lastSeq: head.lastSeq, lastTurn: head.lastTurn };
           } catch (e) {
-            const err = unavailable('attachWriter', e);
+            const err = unavailable('attachWriter', e, 'write');
             if (tries >= 4 || !(err instanceof StoreUnavailableError) || err.sqlState === '55P03') throw err;
             await new Promise((r) => setTimeout(r, 50 * 2 ** tries));
           }
@@ -310,7 +279,7 @@ class PostgresEventStore implements EventStore, PostgresStoreExtras {
     try {
       return (await this.conns.with(run)).rows;
     } catch (e) {
-      throw unavailable(what, e);
+      throw unavailable(what, e, 'read');
     }
   }
 

@@ -1,3 +1,4 @@
+import { guardPool } from './connection.js';
 import { z } from 'zod';
 import type { SharedBucket, SharedBuckets } from '../../contracts/rate-limits.js';
 import { parseInput } from '../../contracts/validate.js';
@@ -37,6 +38,7 @@ export function postgresRateBuckets(options: PostgresRateBucketsOptions): Shared
   const o = parseInput(PostgresRateBucketsOptions, options, 'postgresRateBuckets');
   const table = `${ident(o.schema)}.rate_buckets`;
   const run = async (text: string, values: unknown[]) => {
+    guardPool(o.pool);
     const c = await o.pool.connect();
     try {
       return await c.query({ text, values });

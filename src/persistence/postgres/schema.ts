@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { z } from 'zod';
 import { StoreUnavailableError } from '../../contracts/errors.js';
 import type { PgPool, PgPoolClient } from './pg-types.js';
@@ -26,8 +27,19 @@ export const literal = (text: string): string => `E'${text.replace(/\\/g, '\\\\'
  */
 export const notifyQuery = (channel: string, payload: string): string => `SELECT pg_notify(${literal(channel)}, ${literal(payload)})`;
 
-/** The NOTIFY channel of a schema's appends (channels are per database, so it names the schema). */
-export const channelOf = (schema: string): string => `actorloop:${schema}`;
+/**
+ * A NOTIFY channel named `prefix:schema` (channels are per database, so it names the schema). A
+ * channel is an identifier of at most 63 bytes: past that, `prefix#` and a hash of the schema
+ * name stand for it, the same in every process.
+ */
+export function channelName(prefix: string, schema: string): string {
+  const plain = `${prefix}:${schema}`;
+  if (Buffer.byteLength(plain, 'utf8') <= 63) return plain;
+  return `${prefix}#${createHash('sha256').update(schema, 'utf8').digest('hex').slice(0, 32)}`;
+}
+
+/** The NOTIFY channel of a schema's appends. */
+export const channelOf = (schema: string): string => channelName('actorloop', schema);
 
 /**
  * Versioned migrations, applied in order; `SCHEMA_VERSION_PG` is the newest this build knows.
@@ -134,7 +146,7 @@ function refuseNewer(schema: string, version: number): void {
     throw new StoreUnavailableError(
       `PostgreSQL schema ${JSON.stringify(schema)} is at version ${version}, which this version of actorloop does not know ` +
         `(it knows versions up to ${SCHEMA_VERSION_PG}): upgrade actorloop to use this database`,
-      'none',
+      'not_written',
     );
   }
 }
@@ -180,7 +192,7 @@ export async function checkSchema(pool: PgPool, schema: string): Promise<void> {
       throw new StoreUnavailableError(
         `PostgreSQL schema ${JSON.stringify(schema)} is at version ${v}, this version of actorloop needs ${SCHEMA_VERSION_PG}: ` +
           `run \`actorloop migrate --postgres <url>\` (or open the store with migrate: true)`,
-        'none',
+        'not_written',
       );
     }
   } finally {

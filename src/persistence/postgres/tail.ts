@@ -1,4 +1,5 @@
 import { Observable } from 'rxjs';
+import { isStoreUnavailableError } from '../../contracts/errors.js';
 import type { EventRecord } from '../../contracts/events.js';
 import type { ReadRange } from '../event-store.js';
 import type { PgPoolClient } from './pg-types.js';
@@ -9,7 +10,9 @@ import { ident } from './schema.js';
  * until something wakes it: an append through this store, a NOTIFY from any process (the append
  * statement sends one on commit), a reconnect of the LISTEN connection (notifications may have
  * been missed while it was down), or the poll interval. A wake-up only makes the follower read
- * again, so a lost notification delays an event, never loses it.
+ * again, so a lost notification delays an event, never loses it; a read that fails for want of the
+ * server (StoreUnavailableError) is tried again after a backoff (50 ms doubling, at most
+ * `min(pollMs, 2 s)`), so a dropped connection delays the follower, never ends it.
  */
 export class PgTail {
   private readonly wakers = new Map<string, Set<() => void>>();
@@ -80,24 +83,43 @@ export class PgTail {
       set.add(waker);
       this.completers.add(complete);
       let timer: NodeJS.Timeout | undefined;
+      let failures = 0;
       (async () => {
         await this.ensureListening();
         while (!subscriber.closed && !this.closed) {
           if (!dirty) {
             await new Promise<void>((res) => {
               wakeUp = res;
-              timer = setTimeout(res, this.pollMs);
+              timer = setTimeout(() => {
+                dirty = true; // the poll: read again even without a wake-up
+                res();
+              }, this.pollMs);
             });
             clearTimeout(timer);
             wakeUp = undefined;
             continue;
           }
           dirty = false;
-          for await (const r of read({ fromSeq: next })) {
-            if (subscriber.closed) return;
-            if (r.seq !== next) throw new Error(`events$ gap in session ${sessionId}: expected seq ${next}, got ${r.seq}`);
-            next = r.seq + 1;
-            subscriber.next(r);
+          try {
+            for await (const r of read({ fromSeq: next })) {
+              if (subscriber.closed) return;
+              if (r.seq !== next) throw new Error(`events$ gap in session ${sessionId}: expected seq ${next}, got ${r.seq}`);
+              next = r.seq + 1;
+              subscriber.next(r);
+            }
+            failures = 0;
+          } catch (e) {
+            // a read the server could not answer (a dropped connection, no free connection) is
+            // tried again after a bounded backoff; a closed store or a damaged log ends the follower
+            if (this.closed || !isStoreUnavailableError(e)) throw e;
+            dirty = true;
+            await new Promise<void>((res) => {
+              wakeUp = res;
+              timer = setTimeout(res, Math.min(this.pollMs, 50 * 2 ** failures++, 2000));
+            });
+            clearTimeout(timer);
+            wakeUp = undefined;
+            dirty = true; // a wake-up meanwhile must not skip the retry
           }
         }
       })().catch((e) => {

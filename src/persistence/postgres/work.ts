@@ -8,11 +8,11 @@ import { sameEntryOrReason } from '../work-core.js';
 import type { ClaimedSession, SubmitOutcome, WorkerRegistration, WorkStore } from '../work-store.js';
 import { unavailable, type Connections } from './connection.js';
 import { sqlStateOf, type PgPoolClient } from './pg-types.js';
-import { ident } from './schema.js';
+import { channelName, ident } from './schema.js';
 import { Claim, Leases, Marks, Positive, Registration, WorkerId } from '../work-input.js';
 
 /** The NOTIFY channel of a schema's inbox wake-ups. */
-export const workChannelOf = (schema: string): string => `actorloop-work:${schema}`;
+export const workChannelOf = (schema: string): string => channelName('actorloop-work', schema);
 
 const ms = (n: string) => `(${n} * interval '1 millisecond')`;
 
@@ -162,13 +162,13 @@ export class PgWorkStore implements WorkStore {
     this.listener = undefined;
   }
 
-  private async run<T>(what: string, fn: (c: PgPoolClient) => Promise<T>): Promise<T> {
+  private async run<T>(what: string, kind: 'read' | 'write', fn: (c: PgPoolClient) => Promise<T>): Promise<T> {
     this.assertOpen();
     await this.ready();
     try {
       return await this.conns.with(fn);
     } catch (e) {
-      throw unavailable(what, e);
+      throw unavailable(what, e, kind);
     }
   }
 
@@ -178,7 +178,7 @@ export class PgWorkStore implements WorkStore {
     const entryId = entryIdOf(e);
     for (let tries = 0; ; tries++) {
       try {
-        const row = await this.run('work.submit', async (c) => {
+        const row = await this.run('work.submit', 'write', async (c) => {
           const r = (
             await c.query({
               text: this.sql.submit,
@@ -211,6 +211,7 @@ export class PgWorkStore implements WorkStore {
     assertSessionId(sessionId, 'work.pending');
     const rows = await this.run(
       'work.pending',
+      'read',
       async (c) => (await c.query({ text: this.sql.pending, values: [sessionId] })).rows as EntryRow[],
     );
     return rows.map(entryOf);
@@ -221,6 +222,7 @@ export class PgWorkStore implements WorkStore {
     parseInput(z.string().min(1), entryId, 'work.getEntry: entryId');
     const rows = await this.run(
       'work.getEntry',
+      'read',
       async (c) => (await c.query({ text: this.sql.entry, values: [sessionId, entryId] })).rows as EntryRow[],
     );
     return rows[0] ? entryOf(rows[0]) : undefined;
@@ -233,6 +235,7 @@ export class PgWorkStore implements WorkStore {
     if (m.length === 0) return;
     const row = await this.run(
       'work.markApplied',
+      'write',
       async (c) =>
         (
           await c.query({
@@ -249,6 +252,7 @@ export class PgWorkStore implements WorkStore {
     const o = parseInput(Claim, options, 'work.claim: options');
     const rows = await this.run(
       'work.claim',
+      'write',
       async (c) =>
         (await c.query({ text: this.sql.claim, values: [workerId, o.limit, o.leaseMs] })).rows as {
           session_id: string;
@@ -264,6 +268,7 @@ export class PgWorkStore implements WorkStore {
     parseInput(Positive, leaseMs, 'work.bind: leaseMs');
     const rows = await this.run(
       'work.bind',
+      'write',
       async (c) => (await c.query({ text: this.sql.bind, values: [sessionId, workerId, writerEpoch, leaseMs] })).rows,
     );
     return rows.length === 1;
@@ -275,6 +280,7 @@ export class PgWorkStore implements WorkStore {
     if (l.length === 0) return [];
     const rows = await this.run(
       'work.renew',
+      'write',
       async (c) =>
         (await c.query({ text: this.sql.renew, values: [workerId, l.map((x) => x.sessionId), l.map((x) => x.writerEpoch), leaseMs] }))
           .rows as { session_id: string }[],
@@ -284,7 +290,7 @@ export class PgWorkStore implements WorkStore {
 
   async release(sessionId: string, workerId: string, writerEpoch: number | null, options: { resume: boolean }): Promise<void> {
     assertSessionId(sessionId, 'work.release');
-    await this.run('work.release', async (c) => {
+    await this.run('work.release', 'write', async (c) => {
       const r = (await c.query({ text: this.sql.release, values: [sessionId, workerId, writerEpoch, options.resume] })).rows[0] as
         | { pending: number; resume: boolean }
         | undefined;
@@ -295,18 +301,19 @@ export class PgWorkStore implements WorkStore {
 
   async heartbeat(worker: WorkerRegistration, ttlMs: number): Promise<void> {
     const w = parseInput(Registration, worker, 'work.heartbeat: worker');
-    await this.run('work.heartbeat', (c) =>
+    await this.run('work.heartbeat', 'write', (c) =>
       c.query({ text: this.sql.heartbeat, values: [w.workerId, w.host, w.pid, w.concurrency, ttlMs] }),
     );
   }
 
   async removeWorker(workerId: string): Promise<void> {
-    await this.run('work.removeWorker', (c) => c.query({ text: this.sql.removeWorker, values: [workerId] }));
+    await this.run('work.removeWorker', 'write', (c) => c.query({ text: this.sql.removeWorker, values: [workerId] }));
   }
 
   async listWorkers(): Promise<WorkerInfo[]> {
     const rows = await this.run(
       'work.listWorkers',
+      'read',
       async (c) =>
         (await c.query(this.sql.workers)).rows as {
           worker_id: string;
@@ -332,6 +339,7 @@ export class PgWorkStore implements WorkStore {
   async listLeases(): Promise<LeaseInfo[]> {
     const rows = await this.run(
       'work.listLeases',
+      'read',
       async (c) =>
         (await c.query(this.sql.leases)).rows as {
           session_id: string;
