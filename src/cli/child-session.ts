@@ -1,25 +1,10 @@
 import type { EventStore } from '../persistence/event-store.js';
 import { CliError, EXIT } from './errors.js';
 import { command } from './invocation.js';
+import { recordedParent } from '../runtime/recorded-agent.js';
 
 /** How deep a chain of agent calls is followed up to its root (deeper than any tree `view` draws). */
 const MAX_DEPTH = 64;
-
-/**
- * The parent call a child session answers (an agentTool's), as its log records it: the `parent`
- * of its first `session/attached` or `run/start`. Undefined for a root session.
- */
-export async function parentOf(store: EventStore, sessionId: string): Promise<{ sessionId: string; callId: string } | undefined> {
-  for await (const e of store.readEvents(sessionId)) {
-    if (e.type !== 'session/attached' && e.type !== 'run/start') continue;
-    const parent = e.payload.parent as { sessionId?: unknown; callId?: unknown } | undefined;
-    if (typeof parent?.sessionId === 'string' && typeof parent.callId === 'string') {
-      return { sessionId: parent.sessionId, callId: parent.callId };
-    }
-    if (e.type === 'run/start') return undefined;
-  }
-  return undefined;
-}
 
 /**
  * Refuses to open a child session on its own (exit 2): it is resumed through its root session,
@@ -27,11 +12,11 @@ export async function parentOf(store: EventStore, sessionId: string): Promise<{ 
  * (`--data DIR`) in the hint.
  */
 export async function refuseChildSession(store: EventStore, sessionId: string, flag: string): Promise<void> {
-  const parent = await parentOf(store, sessionId);
+  const parent = await recordedParent(store, sessionId);
   if (!parent) return;
   let root = parent.sessionId;
   for (let depth = 0; depth < MAX_DEPTH; depth++) {
-    const up = await parentOf(store, root);
+    const up = await recordedParent(store, root);
     if (!up) break;
     root = up.sessionId;
   }
