@@ -43,7 +43,7 @@ const isParentLink = (v: unknown): v is ParentLink =>
 
 /**
  * A child session (an agent call's) is its parent call's: the app neither opens it nor sends it
- * input (docs/agents.md, "Child sessions take no input of their own") — a ValidationError naming
+ * input (docs/agents.md, "Sub-agents: `agentTool`": it takes no input of its own) — a ValidationError naming
  * its parent, before anything is written.
  */
 export function childSessionRefusal(where: string, sessionId: string, parent: ParentLink): ValidationError {
