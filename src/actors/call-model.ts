@@ -57,6 +57,11 @@ export type CallModelOutput = { usage?: Usage; cost?: string; counted?: Counted;
    * `budgetOwner`'s when that is an ancestor session's (a sub-agent's parent's remaining).
    */
   | { kind: 'unaffordable'; budget: 'maxOutputTokens' | 'maxCost'; budgetOwner?: string }
+  /**
+   * The answer is no answer (a refusal under an output schema, or one the content filter removed
+   * entirely): the run fails with `error`, its call's usage and cost counted as any answer's.
+   */
+  | { kind: 'refused'; error: ProviderError }
 );
 
 /**
@@ -65,7 +70,7 @@ export type CallModelOutput = { usage?: Usage; cost?: string; counted?: Counted;
  * (deltas streamed live), the response priced and staged as `assistant/message` for the step's
  * first commit point. A refusal's text is the answer when there is no other, unless the run has an
  * output schema: then the refusal fails the run by name (ProviderError `refusal`), as an answer
- * the provider's content filter removed entirely does (`content_filter`).
+ * the provider's content filter removed entirely does (`content_filter`) — its usage counted first.
  */
 export async function callModel(
   env: SessionServices,
@@ -162,13 +167,18 @@ export async function callModel(
   const content = message.content || res.refusal || '';
   // under an output schema a refusal is no answer to correct: the run fails by name, with its text
   if (input.output && res.finishReason === 'refusal') {
-    throw new ProviderError(`the model refused to answer: ${res.refusal || message.content || '(no text)'}`, {
+    const error = new ProviderError(`the model refused to answer: ${res.refusal || message.content || '(no text)'}`, {
       retryable: false,
       code: 'refusal',
     });
+    return { kind: 'refused', error, ...spent };
   }
   if (!content && res.finishReason === 'content_filter') {
-    throw new ProviderError("the provider's content filter removed the model's answer", { retryable: false, code: 'content_filter' });
+    const error = new ProviderError("the provider's content filter removed the model's answer", {
+      retryable: false,
+      code: 'content_filter',
+    });
+    return { kind: 'refused', error, ...spent };
   }
   return { kind: 'answer', content, ...spent };
 }

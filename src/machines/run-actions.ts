@@ -43,6 +43,7 @@ const assignRun = assign<RunContext, RunEvent, undefined, RunEvent, never>;
  */
 export const runActions = {
   failWith: assignRun(({ event }) => ({ end: endFor(errorOf(event)) })),
+  failRefused: assignRun(({ event }) => ({ end: endFor(outputOf<Extract<CallModelOutput, { kind: 'refused' }>>(event).error) })),
   /** The run was asked to cancel: it settles `cancelled` (a call its step left unsettled is answered so at its end). */
   endCancelled: assignRun({
     end: () => ended('cancelled', 'cancelled', { error: { kind: 'cancelled', message: 'cancelled (requestCancel or kill switch)' } }),

@@ -31,6 +31,7 @@ export const runGuards = {
   contextUnprepared: ({ event }: GuardArgs) => outputOf<CallModelOutput>(event).kind === 'unprepared',
   callUnaffordable: ({ event }: GuardArgs) => outputOf<CallModelOutput>(event).kind === 'unaffordable',
   askedForTools: ({ event }: GuardArgs) => outputOf<CallModelOutput>(event).kind === 'toolCalls',
+  answerRefused: ({ event }: GuardArgs) => outputOf<CallModelOutput>(event).kind === 'refused',
   intentRejected: ({ event }: GuardArgs) => outputOf<CommitIntentOutput>(event).kind === 'rejected',
   correctionsExhausted: ({ context }: GuardArgs) => context.corrections > context.maxProtocolCorrections,
   intentBlocked: ({ event }: GuardArgs) => outputOf<CommitIntentOutput>(event).kind === 'blocked',

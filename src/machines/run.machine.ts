@@ -194,6 +194,8 @@ export const runMachine = setup({
           // its worst case would cross a budget: no call started, the run ends naming that budget
           { guard: 'callUnaffordable', target: 'settlingResults', actions: ['countModelCall', 'endBudgetRefused'] },
           { guard: 'askedForTools', target: 'committingIntent', actions: ['countModelCall', 'keepToolCalls'] },
+          // no answer (refused under an output schema, filtered out): counted, then the run fails with it
+          { guard: 'answerRefused', target: '#run.closing', actions: ['countModelCall', 'failRefused'] },
           { target: 'verifyingFinal', actions: ['countModelCall', 'keepAnswer'] },
         ],
         onError: MODEL_CALL_FAILED,

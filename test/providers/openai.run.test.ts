@@ -402,6 +402,7 @@ describe('openaiModel in a run: caps, refusals and filtered answers', () => {
     const r = await s.execute({ kind: 'prompt', ...ids(), message: 'hi' });
     expect(r).toMatchObject({ status: 'failed', error: { kind: 'execution' } });
     expect(r.error!.message).toMatch(/content filter/);
+    expect(r.usage).toMatchObject({ inputTokens: 9, outputTokens: 0 });
     expect(delivered).toEqual([]);
   });
 

@@ -76,6 +76,16 @@ async function typesOf(store: EventStore, sessionId: string): Promise<string[]> 
   return out;
 }
 
+/** The usage the log's assistant messages carry, summed. */
+async function loggedUsage(store: EventStore, sessionId: string): Promise<{ inputTokens: number; outputTokens: number }> {
+  const sum = { inputTokens: 0, outputTokens: 0 };
+  for await (const e of store.readEvents(sessionId)) {
+    const usage = e.type === 'assistant/message' ? (e.payload as { usage?: typeof sum }).usage : undefined;
+    if (usage) (sum.inputTokens += usage.inputTokens), (sum.outputTokens += usage.outputTokens);
+  }
+  return sum;
+}
+
 describe('a refusal under an output schema', () => {
   it.each(wires)('$name: the run fails at once, by name, with the refusal text; no correction is asked for', async (w) => {
     w.server().reply(w.refusal(), w.refusal(), w.refusal());
@@ -92,6 +102,16 @@ describe('a refusal under an output schema', () => {
     const types = await typesOf(store, 's');
     expect(types).toContain('assistant/message');
     expect(types).not.toContain('verification/rejected');
+  });
+
+  it.each(wires)("$name: the failed run's usage counts the refused call, as its log does", async (w) => {
+    w.server().reply(w.refusal());
+    const { runtime, store } = lmdbRuntime({ model: w.model() });
+    const r = await (await runtime.openSession('s')).run('Extract INV-7', { output: Invoice }).result;
+    expect(r.status).toBe('failed');
+    const logged = await loggedUsage(store, 's');
+    expect(logged.outputTokens).toBeGreaterThan(0);
+    expect(r.usage).toMatchObject(logged);
   });
 });
 
