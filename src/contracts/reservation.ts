@@ -40,7 +40,7 @@ export function reserve(left: BudgetLeft, inputTokens: number, ceiling: number, 
     // the call's cap: what the budget leaves, never more than the model's own output ceiling (a failed
     // attempt then counts its ceiling, not the whole budget, and a retry still fits)
     const cap = Math.max(1, Math.min(ceiling, left.outputTokens));
-    return { ok: true, reservation: { inputTokens, outputTokens: cap }, cap };
+    return { ok: true, reservation: { inputTokens, outputTokens: cap, ...pricedOrNot(price, inputTokens, cap) }, cap };
   }
   const budgetLeft = left.cost;
   const costOf = (outputTokens: number) => price({ inputTokens, outputTokens });
@@ -57,6 +57,20 @@ export function reserve(left: BudgetLeft, inputTokens: number, ceiling: number, 
     hi = lo;
   }
   return { ok: true, reservation: { inputTokens, outputTokens: hi, cost: costOf(hi) }, cap: hi };
+}
+
+/**
+ * A token budget's reservation priced too when there is `pricing` (no cost budget to hold it
+ * against): what it counts at, live and in a recovery's fold alike. A price that throws or is no
+ * decimal leaves it unpriced — no cost budget fails on it.
+ */
+function pricedOrNot(price: ((u: Usage) => string) | undefined, inputTokens: number, outputTokens: number): { cost?: string } {
+  if (!price) return {};
+  try {
+    return { cost: price({ inputTokens, outputTokens }) };
+  } catch {
+    return {};
+  }
 }
 
 /** What `budget` has left after `spent` (its reported usage and cost, plus what is counted at reservation). */

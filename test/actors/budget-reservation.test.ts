@@ -105,6 +105,21 @@ describe('budget reservations', () => {
     });
   });
 
+  it("a token budget's reservation is priced when there is pricing: a call counted at it costs its price, live and in a recovery's fold alike", async () => {
+    const steps: ScriptedStep[] = [
+      { error: { message: 'reset mid-stream', retryable: true, code: 'server', partialOutput: true } },
+      { text: 'done', usage: { inputTokens: 10, outputTokens: 5 } },
+    ];
+    const { r, log } = await run(scriptedModel(steps), { maxOutputTokens: 1000 }, { retryBackoffMs: 1 });
+    expect(r.status).toBe('succeeded');
+    const [attempt] = log
+      .filter((e) => e.type === 'assistant/attempt')
+      .map((e) => e.payload as { counted: string; reserved: { inputTokens: number; outputTokens: number; cost?: string } });
+    expect(attempt!.counted).toBe('reservation');
+    const { inputTokens, outputTokens } = attempt!.reserved;
+    expect(attempt!.reserved.cost).toBe(tokenPrice({ inputTokens, outputTokens }));
+  });
+
   it('a retry the budget cannot hold after a failed attempt counted is not made: the run ends budget_exhausted', async () => {
     const model = scriptedModel([{ error: { message: 'reset', retryable: true, code: 'server', partialOutput: true } }, 'never sent']);
     // the first attempt reserves as much of 0.1005 as its cap allows (≤ 100 output tokens) and counts it
