@@ -317,3 +317,19 @@ if (db) {
     });
   });
 }
+
+describe('PostgreSQL store options (no server needed)', () => {
+  it('a schema name over 63 bytes in UTF-8 is a ValidationError, so two long names never share the schema PostgreSQL cuts them to', async () => {
+    const url = 'postgres://postgres@127.0.0.1:5432/postgres';
+    // 32 two-byte characters: 32 characters, 64 bytes
+    expect(() => postgresStore({ connectionString: url, schema: 'é'.repeat(32) })).toThrow(/schema: must be at most 63 bytes/);
+    let err: unknown;
+    try {
+      postgresStore({ connectionString: url, schema: 'a'.repeat(64) });
+    } catch (e) {
+      err = e;
+    }
+    expect(isValidationError(err)).toBe(true);
+    await postgresStore({ connectionString: url, schema: `${'é'.repeat(31)}a` }).close(); // 63 bytes
+  });
+});

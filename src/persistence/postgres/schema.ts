@@ -7,7 +7,8 @@ import type { PgPool, PgPoolClient } from './pg-types.js';
 export const SchemaName = z
   .string()
   .min(1)
-  .max(63)
+  // PostgreSQL cuts an identifier at 63 bytes: two longer names would share one schema
+  .refine((s) => Buffer.byteLength(s, 'utf8') <= 63, 'must be at most 63 bytes in UTF-8 (PostgreSQL cuts longer identifiers)')
   .refine((s) => !s.includes('\u0000'), 'must not contain NUL')
   .default('actorloop');
 
