@@ -13,3 +13,4 @@ export const Registration = z.strictObject({
   concurrency: z.number().int().positive(),
 });
 export const WorkerId = z.string().min(1).max(400);
+export const ReleaseOptions = z.strictObject({ resume: z.boolean() });

@@ -17,7 +17,7 @@ import {
   type WorkTxn,
 } from './work-core.js';
 import type { ClaimedSession, SubmitOutcome, WorkerRegistration, WorkStore } from './work-store.js';
-import { Claim, Leases, Marks, Positive, Registration, WorkerId } from './work-input.js';
+import { Claim, Leases, Marks, Positive, Registration, ReleaseOptions, WorkerId } from './work-input.js';
 
 /** How a key-value backend (memory, LMDB) runs work operations. */
 export interface WorkBackend {
@@ -85,6 +85,7 @@ export class KvWorkStore implements WorkStore {
   async bind(sessionId: string, workerId: string, writerEpoch: number, leaseMs: number): Promise<boolean> {
     this.b.assertOpen();
     assertSessionId(sessionId, 'work.bind');
+    parseInput(WorkerId, workerId, 'work.bind: workerId');
     parseInput(Positive, writerEpoch, 'work.bind: writerEpoch');
     parseInput(Positive, leaseMs, 'work.bind: leaseMs');
     return this.b.write((t) => bindLease(t, sessionId, workerId, writerEpoch, leaseMs, Date.now()));
@@ -92,6 +93,7 @@ export class KvWorkStore implements WorkStore {
 
   async renew(workerId: string, leases: readonly { sessionId: string; writerEpoch: number }[], leaseMs: number): Promise<string[]> {
     this.b.assertOpen();
+    parseInput(WorkerId, workerId, 'work.renew: workerId');
     const l = parseInput(Leases, leases, 'work.renew: leases');
     parseInput(Positive, leaseMs, 'work.renew: leaseMs');
     if (l.length === 0) return [];
@@ -101,6 +103,9 @@ export class KvWorkStore implements WorkStore {
   async release(sessionId: string, workerId: string, writerEpoch: number | null, options: { resume: boolean }): Promise<void> {
     this.b.assertOpen();
     assertSessionId(sessionId, 'work.release');
+    parseInput(WorkerId, workerId, 'work.release: workerId');
+    parseInput(Positive.nullable(), writerEpoch, 'work.release: writerEpoch');
+    parseInput(ReleaseOptions, options, 'work.release: options');
     const released = await this.b.write((t) => {
       const done = releaseLease(t, sessionId, workerId, writerEpoch, options.resume);
       return done && (t.work(sessionId)!.pending.length > 0 || options.resume);
@@ -111,6 +116,7 @@ export class KvWorkStore implements WorkStore {
   async heartbeat(worker: WorkerRegistration, ttlMs: number): Promise<void> {
     this.b.assertOpen();
     const w = parseInput(Registration, worker, 'work.heartbeat: worker');
+    parseInput(Positive, ttlMs, 'work.heartbeat: ttlMs');
     const now = Date.now();
     const known = this.b.workers.get(w.workerId);
     this.b.workers.put({ ...w, startedAt: known?.startedAt ?? now, heartbeatAt: now, ttlMs });
@@ -118,6 +124,7 @@ export class KvWorkStore implements WorkStore {
 
   async removeWorker(workerId: string): Promise<void> {
     this.b.assertOpen();
+    parseInput(WorkerId, workerId, 'work.removeWorker: workerId');
     this.b.workers.remove(workerId);
   }
 

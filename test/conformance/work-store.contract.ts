@@ -48,6 +48,26 @@ export function workStoreContract(store: () => EventStore) {
       expect(await w.pending('s')).toEqual([]);
     });
 
+    it('every lease operation checks its inputs (ValidationError, strict options) and changes nothing for bad ones', async () => {
+      const w = store().work!;
+      await w.submit('s', input('i'));
+      const [claimed] = await w.claim('w1', { limit: 1, leaseMs: 60_000 });
+      expect(claimed?.sessionId).toBe('s');
+      const bad: [string, () => Promise<unknown>][] = [
+        ['bind: workerId', () => w.bind('s', '', 1, 1000)],
+        ['renew: workerId', () => w.renew('', [{ sessionId: 's', writerEpoch: 1 }], 1000)],
+        ['release: workerId', () => w.release('s', '', null, { resume: false })],
+        ['release: writerEpoch', () => w.release('s', 'w1', 0, { resume: false })],
+        ['release: unknown option', () => w.release('s', 'w1', null, { resume: false, force: true } as never)],
+        ['release: resume not a boolean', () => w.release('s', 'w1', null, { resume: 'yes' } as never)],
+        ['heartbeat: ttlMs', () => w.heartbeat({ workerId: 'w1', host: 'h', pid: 1, concurrency: 1 }, -5)],
+        ['removeWorker: workerId', () => w.removeWorker(5 as never)],
+      ];
+      for (const [name, call] of bad) await expect(call(), name).rejects.toSatisfy(isValidationError);
+      // the claim still holds: nothing was released
+      expect((await w.listLeases()).find((l) => l.sessionId === 's')).toMatchObject({ workerId: 'w1' });
+    });
+
     it('an input whose input/accepted is already in the log is already_accepted', async () => {
       const s = store();
       const { writerEpoch } = await s.attachWriter('s');

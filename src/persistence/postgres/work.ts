@@ -9,7 +9,7 @@ import type { ClaimedSession, SubmitOutcome, WorkerRegistration, WorkStore } fro
 import { unavailable, type Connections } from './connection.js';
 import { sqlStateOf, type PgPoolClient } from './pg-types.js';
 import { channelName, ident } from './schema.js';
-import { Claim, Leases, Marks, Positive, Registration, WorkerId } from '../work-input.js';
+import { Claim, Leases, Marks, Positive, Registration, ReleaseOptions, WorkerId } from '../work-input.js';
 
 /** The NOTIFY channel of a schema's inbox wake-ups. */
 export const workChannelOf = (schema: string): string => channelName('actorloop-work', schema);
@@ -264,6 +264,7 @@ export class PgWorkStore implements WorkStore {
 
   async bind(sessionId: string, workerId: string, writerEpoch: number, leaseMs: number): Promise<boolean> {
     assertSessionId(sessionId, 'work.bind');
+    parseInput(WorkerId, workerId, 'work.bind: workerId');
     parseInput(Positive, writerEpoch, 'work.bind: writerEpoch');
     parseInput(Positive, leaseMs, 'work.bind: leaseMs');
     const rows = await this.run(
@@ -275,6 +276,7 @@ export class PgWorkStore implements WorkStore {
   }
 
   async renew(workerId: string, leases: readonly { sessionId: string; writerEpoch: number }[], leaseMs: number): Promise<string[]> {
+    parseInput(WorkerId, workerId, 'work.renew: workerId');
     const l = parseInput(Leases, leases, 'work.renew: leases');
     parseInput(Positive, leaseMs, 'work.renew: leaseMs');
     if (l.length === 0) return [];
@@ -290,6 +292,9 @@ export class PgWorkStore implements WorkStore {
 
   async release(sessionId: string, workerId: string, writerEpoch: number | null, options: { resume: boolean }): Promise<void> {
     assertSessionId(sessionId, 'work.release');
+    parseInput(WorkerId, workerId, 'work.release: workerId');
+    parseInput(Positive.nullable(), writerEpoch, 'work.release: writerEpoch');
+    parseInput(ReleaseOptions, options, 'work.release: options');
     await this.run('work.release', 'write', async (c) => {
       const r = (await c.query({ text: this.sql.release, values: [sessionId, workerId, writerEpoch, options.resume] })).rows[0] as
         | { pending: number; resume: boolean }
@@ -301,12 +306,14 @@ export class PgWorkStore implements WorkStore {
 
   async heartbeat(worker: WorkerRegistration, ttlMs: number): Promise<void> {
     const w = parseInput(Registration, worker, 'work.heartbeat: worker');
+    parseInput(Positive, ttlMs, 'work.heartbeat: ttlMs');
     await this.run('work.heartbeat', 'write', (c) =>
       c.query({ text: this.sql.heartbeat, values: [w.workerId, w.host, w.pid, w.concurrency, ttlMs] }),
     );
   }
 
   async removeWorker(workerId: string): Promise<void> {
+    parseInput(WorkerId, workerId, 'work.removeWorker: workerId');
     await this.run('work.removeWorker', 'write', (c) => c.query({ text: this.sql.removeWorker, values: [workerId] }));
   }
 
