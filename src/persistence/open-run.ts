@@ -51,6 +51,11 @@ export interface OpenRunState {
    * tool/result written by a later attempt than the call's tool/call.
    */
   uncertainCalls: UncertainCall[];
+  /**
+   * The agent the run started with (its first run/start's `agent`): its budget is the run's for
+   * every attempt, a handoff's target's included (DESIGN §4 item 8: budgets are per run).
+   */
+  agent?: string;
   /** The run's output schema as its run/start recorded it (docs/typed-output.md). */
   output?: { name: string; jsonSchema: Record<string, unknown>; digest: string; strict: boolean };
   /** What the run's earlier attempts spent, for its budgets (DESIGN §4 item 8: per run). */
@@ -124,6 +129,7 @@ export function foldRunEvents(events: readonly EventRecord[]): OpenRunState | un
           uncertainCalls: [],
           spent: { toolCalls: 0, usage: zeroUsage(), modelUsages: [], reservations: [], callCosts: [], recoveries: 0, corrections: 0 },
           ...(p.output ? { output: p.output } : {}),
+          ...(typeof p.agent === 'string' ? { agent: p.agent } : {}),
           ...(early && early.runId === p.runId && early.attemptId === p.attemptId ? { cancelRequested: { reason: early.reason } } : {}),
         };
         early = undefined;

@@ -6,6 +6,7 @@ import type { ResumeInput, RunInput } from '../machines/run.machine.js';
 import { awaitedRequest, type OpenRunState } from '../persistence/open-run.js';
 import { addCounted, noneCounted, type Reservation } from '../contracts/reservation.js';
 import { answerSchema, ApprovalAnswer, JsonValue } from './answer-schema.js';
+import type { LoopBudget } from '../contracts/config.js';
 import type { ResolvedRuntimeOptions } from './options.js';
 import type { ToolSet } from './tool-set.js';
 import { outputSpec, RecordedOutput, recordedSpec, withOutput, type OutputSpec } from '../actors/final-output.js';
@@ -26,6 +27,8 @@ export interface AttemptSource {
   /** The tools the attempt is offered, as they are now. */
   toolSet: ToolSet;
   options: ResolvedRuntimeOptions;
+  /** The attempt's budget: its run's (a respond or continue keeps the budget its run started with). */
+  budget: LoopBudget;
   /** The runtime's output schema (`options.output`), built once per runtime. */
   runtimeOutput: OutputSpec | undefined;
   /** The runtime clock's time now. */
@@ -57,7 +60,7 @@ export function attemptInput(req: IdentifiedRequest, s: AttemptSource): RunInput
     runId: req.runId,
     attemptId: req.attemptId,
     ...offeredOf(s.toolSet, output),
-    budget: s.options.budget,
+    budget: s.budget,
     maxProtocolCorrections: s.options.config.maxProtocolCorrections,
     maxParallelTools: s.options.config.maxParallelTools,
     startedAt: s.now,

@@ -173,6 +173,7 @@ export async function openSession(
     get runtimeOutput() {
       return seat.output;
     },
+    runBudget: (name) => seat.budgetOfRun(name),
     ...(openRun ? { openRun } : {}),
     recovery,
     inputs: queue,

@@ -12,6 +12,7 @@ import type { ResolvedRuntimeOptions } from './options.js';
 import { recoveredReservation, settleInterruptedFinal, spentOf } from './recovery-outcome.js';
 import { addCounted, noneCounted } from '../contracts/reservation.js';
 import type { ToolSet } from './tool-set.js';
+import type { LoopBudget } from '../contracts/config.js';
 import type { OutputSpec } from '../actors/final-output.js';
 
 /** What preparing an attempt reads of its session. */
@@ -30,6 +31,8 @@ export interface AttemptSession {
   isKilled(): boolean;
   /** A cancel came while the attempt is prepared: it starts cancelled (read when it is decided, after the log reads). */
   cancelPending(): boolean;
+  /** The budget of the open run, which started with agent `name` (through a handoff, the run keeps its budget). */
+  runBudget(name: string | undefined): LoopBudget;
   /** Refuses (ValidationError) a prompt's run id that names a run already. */
   assertNewRunId(runId: string): Promise<void>;
   /** A run settled while preparing (an interrupted final settled): the session's last result. */
@@ -75,19 +78,22 @@ export async function prepareAttempt(s: AttemptSession, req: IdentifiedRequest):
     // a sub-agent's run: what it recorded before (an earlier life's calls, a crashed call at its
     // reservation) counts in its ancestors' pools from now on, as its new calls will
     const pool = s.env.budgets?.above();
+    // a prompt starts a run under the current agent's budget; a respond or continue keeps its run's
+    const budget = req.kind !== 'prompt' && openRun ? s.runBudget(openRun.agent) : s.options.budget;
     const run = attemptInput(req, {
       // (no await after this read: a cancel sent while the log was read is in)
       cancelled: s.cancelPending(),
       sessionId: s.sessionId,
       toolSet: s.toolSet(),
       options: s.options,
+      budget,
       runtimeOutput: s.runtimeOutput,
       now: s.env.clock.now(),
       openRun,
       lastTurn: s.lastTurn(),
       spentOf: (open) => spentOf(s.env, open),
       recoveredReservation: (spent) =>
-        recoveredReservation(s.env, s.options.budget, { ...spent, counted: spent.counted ?? noneCounted() }, pool?.available()),
+        recoveredReservation(s.env, budget, { ...spent, counted: spent.counted ?? noneCounted() }, pool?.available()),
     });
     if (pool && run.spent) {
       const { usage, cost, counted = noneCounted() } = run.spent;

@@ -1,5 +1,6 @@
 import type { OutputSpec } from '../actors/final-output.js';
 import type { AgentSeat, OfferedTools } from '../actors/session-services.js';
+import type { LoopBudget } from '../contracts/config.js';
 import type { ModelProvider } from '../contracts/model.js';
 import type { AgentProfile, AgentRegistry } from './agent-registry.js';
 import type { ResolvedRuntimeOptions } from './options.js';
@@ -67,6 +68,14 @@ export class SessionAgent implements AgentSeat {
       systemPrompt: { get: () => this.current.systemPrompt, enumerable: true },
     });
     return view;
+  }
+
+  /**
+   * The budget of a run that started with agent `name` (the current agent's when it is not
+   * known): a run keeps the budget it started with through a handoff, in every attempt.
+   */
+  budgetOfRun(name: string | undefined): LoopBudget {
+    return (name !== undefined ? this.registry.get(name)?.budget : undefined) ?? this.current.budget;
   }
 
   handoffTarget(toolName: string): string | undefined {

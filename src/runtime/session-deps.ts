@@ -5,6 +5,7 @@ import type { OpenRunState } from '../persistence/open-run.js';
 import type { EnvelopeStream } from '../streams/envelopes.js';
 import type { SubscriberHub } from '../streams/subscribers.js';
 import type { InputQueue } from './input-queue.js';
+import type { LoopBudget } from '../contracts/config.js';
 import type { ResolvedRuntimeOptions } from './options.js';
 import type { ToolSet } from './tool-set.js';
 import type { OutputSpec } from '../actors/final-output.js';
@@ -24,6 +25,8 @@ export interface SessionDeps {
   toolSet: () => ToolSet;
   /** The runtime's output schema (`options.output`), built once per runtime. */
   runtimeOutput: OutputSpec | undefined;
+  /** The budget of a run that started with agent `name` (SessionAgent.budgetOfRun); `options.budget` without it. */
+  runBudget?: (name: string | undefined) => LoopBudget;
   openRun?: OpenRunState;
   recovery: RecoveryOutcome;
   /** The session's inputs; `env`'s steers are read from it. */

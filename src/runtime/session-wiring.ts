@@ -108,6 +108,7 @@ export function wireSession(d: SessionDeps, host: SessionHost): SessionParts {
     isKilled: () => d.isKilled(),
     cancelPending: () => actor.getSnapshot().context.cancelPending !== undefined,
     assertNewRunId: (runId) => claims(runId, 'runId', 'session.execute'),
+    runBudget: (agent) => d.runBudget?.(agent) ?? options.budget,
     settledResult: (r) => host.settled(r),
   };
   d.hub.attach(d.stream.events$);

@@ -199,3 +199,79 @@ describe('a handoff in a step whose agent calls are held back', () => {
     expect(writerModel.requests).toHaveLength(1);
   });
 });
+
+describe('a handoff and the run budget', () => {
+  const gated = defineTool({ name: 'pay', description: '', parameters: z.object({}), needsApproval: true, execute: () => 'paid' });
+  const used = { inputTokens: 1, outputTokens: 10 };
+  /** lead (maxOutputTokens 30) hands off to writer (1000), whose every step asks for a tool (the first needs approval): 10 tokens each. */
+  function budgeted(writerFirst: ScriptedStep) {
+    const writerModel = scriptedModel(
+      [writerFirst, ...Array.from({ length: 8 }, (_, i) => ({ toolCalls: [{ id: `n${i}`, name: 'note', arguments: {} }], usage: used }))],
+      { modelId: 'writer-model' },
+    );
+    const writer = defineAgent({
+      name: 'writer',
+      instructions: 'W',
+      model: writerModel,
+      tools: [note, gated],
+      budget: { maxOutputTokens: 1000 },
+    });
+    const lead = defineAgent({
+      name: 'lead',
+      instructions: 'L',
+      handoffs: [writer],
+      budget: { maxOutputTokens: 30 },
+      model: scriptedModel(
+        [{ toolCalls: [{ id: 't1', name: 'transfer_to_writer', arguments: {} }], usage: { inputTokens: 1, outputTokens: 5 } }],
+        { modelId: 'lead-model' },
+      ),
+    });
+    return { lead, writerModel };
+  }
+  const exhaustedAt30 = { status: 'budget_exhausted', budget: 'maxOutputTokens', spending: { maxOutputTokens: { limit: '30' } } };
+
+  it('a run keeps the budget it started with through a handoff, live and in the attempt after an approval', async () => {
+    const live = budgeted({ toolCalls: [{ id: 'first', name: 'note', arguments: {} }], usage: used });
+    const rt1 = createRuntime({ store: memoryStore(), model: scriptedModel([]), agents: [live.lead], config: { outputReserve: 10 } });
+    cleanups.push(() => rt1.close());
+    const r1 = await (await rt1.openSession('s', { agent: 'lead' })).run('go').result;
+    expect(r1).toMatchObject(exhaustedAt30);
+
+    const asked = budgeted({ toolCalls: [{ id: 'g1', name: 'pay', arguments: {} }], usage: used });
+    const rt2 = createRuntime({ store: memoryStore(), model: scriptedModel([]), agents: [asked.lead], config: { outputReserve: 10 } });
+    cleanups.push(() => rt2.close());
+    const s = await rt2.openSession('s', { agent: 'lead' });
+    expect((await s.run('go').result).status).toBe('suspended');
+    const r2 = await (await s.approve('g1')).run!.result;
+    // the respond's attempt runs as the writer, under the run's budget: the lead's 30, not the writer's 1000
+    expect(r2).toMatchObject(exhaustedAt30);
+  });
+
+  it("a continue after a restart keeps the run's budget from before the handoff", async () => {
+    const dir = tempDir();
+    cleanups.push(() => dir.cleanup());
+    const asked = budgeted({ toolCalls: [{ id: 'g1', name: 'pay', arguments: {} }], usage: used });
+    const rt1 = createRuntime({
+      store: lmdbStore({ path: dir.path }),
+      model: scriptedModel([]),
+      agents: [asked.lead],
+      config: { outputReserve: 10 },
+    });
+    const s1 = await rt1.openSession('s', { agent: 'lead' });
+    expect((await s1.run('go').result).status).toBe('suspended');
+    await rt1.close();
+    const again = budgeted({ toolCalls: [{ id: 'x', name: 'note', arguments: {} }], usage: used });
+    const rt2 = createRuntime({
+      store: lmdbStore({ path: dir.path }),
+      model: scriptedModel([]),
+      agents: [again.lead],
+      config: { outputReserve: 10 },
+    });
+    cleanups.push(() => rt2.close());
+    const s2 = await rt2.openSession('s');
+    const r = await (await s2.approve('g1')).run!.result;
+    expect(r).toMatchObject(exhaustedAt30);
+    const starts = (await logOf(rt2.store, 's')).filter((e) => e.type === 'run/start').map((e) => e.payload.agent);
+    expect(starts).toEqual(['lead', 'writer']);
+  });
+});
