@@ -80,6 +80,38 @@ export const anyParts = (messages: readonly { content: unknown }[]): boolean => 
 
 const bytesOf = (data: Uint8Array | string): Uint8Array => (typeof data === 'string' ? Buffer.from(data, 'base64') : data);
 
+/** The byte length base64 text (Base64: no whitespace, padding at the end only) decodes to. */
+const decodedLength = (b64: string): number => Math.floor((b64.length * 3) / 4) - (b64.endsWith('==') ? 2 : b64.endsWith('=') ? 1 : 0);
+
+/**
+ * Refuses (ValidationError at `where`, `path`) content whose bytes break `limits` or whose base64
+ * text is not base64 — without decoding it: checked when a run is asked for (session.run) and
+ * again when its content is stored.
+ */
+export function assertContentLimits(
+  content: InputContent,
+  limits: ContentLimits,
+  where: string,
+  path: (string | number)[] = ['content'],
+): void {
+  if (typeof content === 'string') return;
+  const refuse = (i: number, message: string) => new ValidationError(where, [{ path: [...path, i], message }]);
+  let total = 0;
+  for (const [i, p] of content.entries()) {
+    if (!('data' in p)) continue;
+    if (typeof p.data === 'string' && !Base64.safeParse(p.data).success) throw refuse(i, 'data: base64 text');
+    const size = typeof p.data === 'string' ? decodedLength(p.data) : p.data.length;
+    if (size > limits.maxBlobBytes)
+      throw refuse(
+        i,
+        `the ${p.type} is ${size} bytes, over the limit of ${limits.maxBlobBytes} bytes per blob (contentLimits.maxBlobBytes)`,
+      );
+    total += size;
+    if (total > limits.maxMessageBytes)
+      throw refuse(i, `the message's images and files pass ${limits.maxMessageBytes} bytes together (contentLimits.maxMessageBytes)`);
+  }
+}
+
 /**
  * `content` as the log keeps it: each image's or file's bytes stored as a blob of `blobs`, the
  * part replaced by its reference. A part stored already must name a blob the store has. Refused
@@ -96,21 +128,8 @@ export async function storeContent(
 ): Promise<StoredContent> {
   if (typeof content === 'string') return content;
   const refuse = (i: number, message: string) => new ValidationError(where, [{ path: [...path, i], message }]);
-  let total = 0;
-  const bytes: (Uint8Array | undefined)[] = content.map((p, i) => {
-    if (!('data' in p)) return undefined;
-    if (typeof p.data === 'string' && !Base64.safeParse(p.data).success) throw refuse(i, 'data: base64 text');
-    const b = bytesOf(p.data);
-    if (b.length > limits.maxBlobBytes)
-      throw refuse(
-        i,
-        `the ${p.type} is ${b.length} bytes, over the limit of ${limits.maxBlobBytes} bytes per blob (contentLimits.maxBlobBytes)`,
-      );
-    total += b.length;
-    if (total > limits.maxMessageBytes)
-      throw refuse(i, `the message's images and files pass ${limits.maxMessageBytes} bytes together (contentLimits.maxMessageBytes)`);
-    return b;
-  });
+  assertContentLimits(content, limits, where, path);
+  const bytes: (Uint8Array | undefined)[] = content.map((p) => ('data' in p ? bytesOf(p.data) : undefined));
   const needsStore = content.some((p) => 'data' in p || 'blob' in p);
   if (needsStore && !blobs) throw refuse(0, 'this store keeps no blobs (store.blobs): it takes text content only');
   const out: StoredContentPart[] = [];

@@ -31,7 +31,7 @@ import { runIdTaken } from './run-claims.js';
 import { wireSession, type SessionParts } from './session-wiring.js';
 import type { AttemptCallers } from './attempt-callers.js';
 import type { OpenRunTracker } from './open-run-tracker.js';
-import { identifiedRequest, identifiedRun, runHandle, type RunHandle } from './run-handle.js';
+import { assertRunRequest, identifiedRequest, identifiedRun, runHandle, type RunHandle } from './run-handle.js';
 import { withRunOptions, type RunOptions, type TypedResult } from './run-options.js';
 import { createSessionActor } from './session-actors.js';
 import { heldBy, LiveView, snapshotOf, type SessionSnapshot } from './session-view.js';
@@ -231,6 +231,7 @@ export class ExecutionSession<TOut = unknown> {
       identifiedRun(parseInput(RunRequest, input, 'session.run'), () => this.newId(), this.runs.open?.runId ?? this.current?.runId),
       options,
     );
+    assertRunRequest(req, { sessionId: this.sessionId, model: this.env.model, contentLimits: this.env.contentLimits });
     const typed = req.output !== undefined || this.options.output !== undefined;
     return runHandle(
       this.stream.events$,

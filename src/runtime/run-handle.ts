@@ -1,6 +1,15 @@
 import type { Observable } from 'rxjs';
 import { ValidationError } from '../contracts/errors.js';
-import type { ExecutionRequest, ExecutionResult, IdentifiedRequest, CheckedRunRequest } from '../contracts/requests.js';
+import {
+  toMessages,
+  type ExecutionRequest,
+  type ExecutionResult,
+  type IdentifiedRequest,
+  type CheckedRunRequest,
+} from '../contracts/requests.js';
+import type { ModelProvider } from '../contracts/model.js';
+import { assertContentLimits, assertContentTaken, type ContentLimits } from '../persistence/content-parts.js';
+import { assertRunIdsFit } from '../persistence/run-ids.js';
 import type { Envelope } from '../streams/envelopes.js';
 import { parsePartialJson } from '../streams/partial-json.js';
 import type { DeepPartial, TypedResult } from './run-options.js';
@@ -195,4 +204,21 @@ export function identifiedRequest(
       { path: ['runId'], message: `no run is open in session ${sessionId}: nothing to ${req.kind}` },
     ]);
   return { ...req, runId, attemptId: req.attemptId ?? newId() };
+}
+
+/**
+ * What `session.run` checks before it returns (its ValidationErrors thrown there, as the request's
+ * shape's are): the run's ids fit the store's keys, and a prompt's images and files are ones the
+ * session's model takes, within `contentLimits`. What needs the log (a run open to respond to or
+ * continue) is checked when the attempt is prepared: `result` rejects.
+ */
+export function assertRunRequest(
+  req: IdentifiedRequest,
+  s: { sessionId: string; model: ModelProvider; contentLimits: ContentLimits },
+): void {
+  if (req.runId !== '') assertRunIdsFit(s.sessionId, req.runId, req.attemptId, 'session.run', ['runId', 'attemptId']);
+  if (req.kind !== 'prompt' || typeof req.message === 'string') return;
+  const messages = toMessages(req.message);
+  assertContentTaken(messages, s.model, 'session.run: message');
+  for (const [i, m] of messages.entries()) assertContentLimits(m.content, s.contentLimits, 'session.run: message', [i, 'content']);
 }

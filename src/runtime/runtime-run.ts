@@ -30,7 +30,14 @@ export function runOnFreshSession(
   const runId = newId();
   const attemptId = newId();
   const started = open(sessionId).then((session) => {
-    const handle = session.run({ kind: 'prompt', runId, attemptId, message }, runOptions);
+    let handle;
+    try {
+      handle = session.run({ kind: 'prompt', runId, attemptId, message }, runOptions);
+    } catch (e) {
+      // refused before it started (a ValidationError): the session opened for it closes
+      void session.close();
+      throw e;
+    }
     void handle.result.then(
       () => session.close(),
       () => session.close(),

@@ -154,7 +154,7 @@ describe('content parts on the OpenAI Chat Completions wire', () => {
     const runtime = createRuntime({ store: memoryStore(), model: openaiOf() });
     try {
       const session = await runtime.openSession('s');
-      const prompt = await session.run(tiff).result.catch((e: unknown) => e);
+      const prompt = await session.execute({ kind: 'prompt', runId: 'r', attemptId: 'a', message: [tiff] }).catch((e: unknown) => e);
       expect(isValidationError(prompt) && prompt.message).toContain('does not take an image of media type image/tiff');
     } finally {
       await runtime.close();

@@ -51,7 +51,11 @@ describe('a prompt or input with a part the model cannot take', () => {
     const { runtime, store } = lmdbRuntime({ model: openaiOf() });
     const s = await runtime.openSession('s');
     const before = await typesOf(store, 's');
-    const refused = await s.run(withBmp).result.catch((e: unknown) => e);
+    // thrown by session.run itself (synchronously); execute rejects with the same issues
+    const refused = thrownBy(() => s.run(withBmp));
+    expect(await s.execute({ kind: 'prompt', runId: 'r', attemptId: 'a', message: withBmp }).catch((e: unknown) => e)).toMatchObject({
+      issues: [{ path: [0, 'content', 1] }],
+    });
     expect(isValidationError(refused)).toBe(true);
     expect(isValidationError(refused) && refused.issues).toEqual([
       { path: [0, 'content', 1], message: expect.stringContaining('does not take an image of media type image/bmp') },
@@ -115,3 +119,13 @@ describe('a tool result with a part the model cannot take', () => {
     expect(anthropic.requests).toHaveLength(3);
   });
 });
+
+/** What `fn` throws (undefined when it returns). */
+function thrownBy(fn: () => unknown): unknown {
+  try {
+    fn();
+  } catch (e) {
+    return e;
+  }
+  return undefined;
+}

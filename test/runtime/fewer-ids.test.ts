@@ -24,6 +24,19 @@ describe('fewer ids (docs/getting-started.md)', () => {
     await rt.close();
   });
 
+  it("runtime.run's refused prompt (an image over contentLimits) rejects its result and closes the session it opened", async () => {
+    const rt = createRuntime({ model: scriptedModel(['never']), store: memoryStore(), contentLimits: { maxBlobBytes: 10 } });
+    const image = [{ role: 'user' as const, content: [{ type: 'image' as const, data: new Uint8Array(11), mediaType: 'image/png' }] }];
+    const run = rt.run(image);
+    await expect(run.result).rejects.toMatchObject({ name: 'ValidationError' });
+    // closed, not left open in this runtime: opening it again attaches a new instance
+    await (await rt.openSession(run.sessionId)).close();
+    const attached = [];
+    for await (const e of rt.store.readEvents(run.sessionId)) if (e.type === 'session/attached') attached.push(e);
+    expect(attached).toHaveLength(2);
+    await rt.close();
+  });
+
   it('a runtime given only its store submits a bare-string prompt and reads results; a run without a model is refused naming model', async () => {
     const dir = tempDir();
     const web = createRuntime({ store: lmdbStore({ path: dir.path }) });

@@ -116,6 +116,45 @@ describe('session.run', () => {
     expect((await first.result).status).toBe('succeeded');
   });
 
+  it('session.run throws its ValidationError synchronously for ids the store cannot key, an image the model does not take, and bytes over contentLimits; nothing is logged', async () => {
+    const pngOnly: ModelProvider = {
+      modelId: 'png-only',
+      contentSupport: { image: ['image/png'], file: [] },
+      call: async () => ({ message: { role: 'assistant', content: 'ok' }, finishReason: 'stop' }),
+    };
+    const store = memoryStore();
+    const runtime = createRuntime({ store, model: pngOnly, contentLimits: { maxBlobBytes: 100 } });
+    cleanups.push(() => runtime.close());
+    const s = await runtime.openSession('s');
+    const image = (mediaType: string, bytes: number) => [
+      { role: 'user' as const, content: [{ type: 'image' as const, data: new Uint8Array(bytes), mediaType }] },
+    ];
+    const refused = [
+      () => s.run({ kind: 'prompt', message: 'hi', runId: 'r'.repeat(2000) }),
+      () => s.run({ kind: 'prompt', message: image('image/bmp', 10) }),
+      () => s.run({ kind: 'prompt', message: image('image/png', 101) }),
+      () =>
+        s.run({
+          kind: 'prompt',
+          message: [{ role: 'user', content: [{ type: 'image', data: 'QUJD'.repeat(40), mediaType: 'image/png' }] }],
+        }),
+    ];
+    for (const run of refused) {
+      let thrown: unknown;
+      try {
+        run();
+      } catch (e) {
+        thrown = e;
+      }
+      expect(isValidationError(thrown), `${refused.indexOf(run)}: ${String(thrown)}`).toBe(true);
+      expect((thrown as Error).message).toMatch(/^invalid input to session\.run/);
+    }
+    expect((await s.run({ kind: 'prompt', message: image('image/png', 100) }).result).status).toBe('succeeded');
+    const runs = [];
+    for await (const e of store.readEvents('s')) if (e.type === 'run/start') runs.push(e);
+    expect(runs).toHaveLength(1);
+  });
+
   it('execute continue and respond take the open run and a new attempt id when they leave them out', async () => {
     const pay = defineTool({ name: 'pay', description: '', parameters: z.object({}), needsApproval: true, execute: () => 'paid' });
     const runtime = createRuntime({
