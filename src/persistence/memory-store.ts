@@ -1,6 +1,8 @@
 import type { WorkStore } from './work-store.js';
 import type { Observable } from 'rxjs';
+import { z } from 'zod';
 import { StoreClosedError } from '../contracts/errors.js';
+import { parseInput } from '../contracts/validate.js';
 import type { EventDraft, EventRecord } from '../contracts/events.js';
 import { applyAppend, applyAttach, type LogTxn } from './append-core.js';
 import { findEvent, prepareDrafts } from './codec.js';
@@ -61,7 +63,9 @@ interface SessionData {
  * @example
  * const runtime = createRuntime({ store: memoryStore(), model })
  */
-export function memoryStore(): EventStore & { readonly work: WorkStore; readonly blobs: BlobStore } {
+export function memoryStore(options?: Record<string, never>): EventStore & { readonly work: WorkStore; readonly blobs: BlobStore } {
+  // it takes no options: anything given (a typo'd lmdbStore option, say) is refused, not ignored
+  parseInput(z.strictObject({}).optional(), options, 'memoryStore');
   return new MemoryEventStore();
 }
 

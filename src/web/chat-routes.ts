@@ -237,7 +237,7 @@ export async function sessionList(
   return json(200, { sessions: rows.slice(0, limit) });
 }
 
-export const json = (status: number, body: unknown) =>
+export const json = (status: number, body: unknown): Response =>
   new Response(JSON.stringify(body), {
     status,
     headers: { 'content-type': 'application/json; charset=utf-8', 'cache-control': 'no-store' },

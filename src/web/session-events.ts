@@ -82,17 +82,18 @@ export function errorResponse(status: number, error: unknown): Response {
  * start this connection saw. A client that stops reading gets committed records as it reads them
  * (the log waits, filling at most half the queue); one that overflows `capacity` with live
  * frames, or reads nothing for `stallTimeoutMs`, gets a `dropped` event and the stream ends. A bad
- * cursor or session id (one the store refuses, e.g. with a NUL) is a 400, before any stream.
+ * cursor or session id (one the store refuses, e.g. with a NUL) is a 400, before any stream; bad
+ * `options` (the app's) throw a ValidationError.
  * @example
  * // a Next.js route handler: app/sessions/[id]/events/route.ts
  * export const GET = (req: Request, { params }) => sessionEvents(store, params.id, req)
  */
 export function sessionEvents(store: EventStore, sessionId: string, request: Request, options: SessionEventsOptions = {}): Response {
+  // the app's own options: a mistake there is the app's ValidationError, thrown, not a client's 400
+  const o = parseInput(SessionEventsOptions, options, 'sessionEvents: options');
   let fromSeq: number;
-  let o: z.output<typeof SessionEventsOptions>;
   try {
     assertSessionId(sessionId, 'sessionEvents'); // the store's rule, checked before a 200 is sent
-    o = parseInput(SessionEventsOptions, options, 'sessionEvents: options');
     fromSeq = cursorOf(request);
   } catch (e) {
     return errorResponse(400, e);

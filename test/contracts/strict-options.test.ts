@@ -105,6 +105,7 @@ const CASES: [string, string, () => unknown][] = [
       for await (const _ of memoryStore().readEvents('s', { fromSq: 2 } as never));
     },
   ],
+  ['memoryStore', 'path', () => memoryStore({ path: '/tmp/x' } as never)],
   ['memoryStore: events$', 'fromSq', () => memoryStore().events$('s', { fromSq: 2 } as never)],
   ['lmdbStore', 'durabilty', () => lmdbStore({ path: dir.path, durabilty: 'committed' } as never)],
   ['postgresStore', 'maxConections', () => postgresStore({ connectionString: 'postgres://127.0.0.1/x', maxConections: 3 } as never)],

@@ -25,7 +25,16 @@ const versionOf = (name: string) =>
   (JSON.parse(readFileSync(join(REPO_ROOT, 'node_modules', name, 'package.json'), 'utf8')) as { version: string }).version;
 
 /** The optional packages (peer dependencies and the ones other features load on demand). */
-const OPTIONAL = ['openai', '@anthropic-ai/sdk', 'pg', '@modelcontextprotocol/sdk', '@opentelemetry/api', '@statelyai/inspect'];
+// optional peers, and undici-types (Node's fetch types: not a dependency of actorloop, nor of every app)
+const OPTIONAL = [
+  'openai',
+  '@anthropic-ai/sdk',
+  'pg',
+  '@modelcontextprotocol/sdk',
+  '@opentelemetry/api',
+  '@statelyai/inspect',
+  'undici-types',
+];
 
 describe('the packed package installs into an app with only openai and zod', () => {
   it(
@@ -95,7 +104,7 @@ describe('npx actorloop in the clone', () => {
 });
 
 describe('the published declarations name no optional package', () => {
-  it('no .d.ts under dist/ imports openai, @anthropic-ai/sdk, pg, the MCP SDK or @opentelemetry/api', () => {
+  it('no .d.ts under dist/ imports openai, @anthropic-ai/sdk, pg, the MCP SDK, @opentelemetry/api or undici-types', () => {
     const offenders: string[] = [];
     const walk = (d: string): void => {
       for (const e of readdirSync(d, { withFileTypes: true })) {

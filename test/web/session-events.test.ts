@@ -113,7 +113,12 @@ describe('sessionEvents: the cursor', () => {
       expect(body.issues[0]!.path).toEqual([field]);
     }
     expect(sessionEvents(store, '', req()).status).toBe(400);
-    expect(sessionEvents(store, 's1', req(), { capacity: 0 } as never).status).toBe(400);
+  });
+
+  it("the app's own bad options throw a ValidationError from the call; they are not a client's 400", () => {
+    const store = memoryStore();
+    for (const bad of [{ capacity: 0 }, { bogus: 1 }, { heartbeatMs: 'x' }])
+      expect(() => sessionEvents(store, 's1', req(), bad as never)).toThrow(expect.objectContaining({ name: 'ValidationError' }));
   });
 });
 
