@@ -112,6 +112,8 @@ export class UIChunkMapper {
   private pending: PendingRequest | undefined;
   /** A step is open: its start-step was sent (by its step/start, or by live text that came first). */
   private inStep = false;
+  /** The open step's start-step went out live: its step/start record is not mapped yet. */
+  private liveStep = false;
   /** The input a run/start just read started its run with: the next user message's id. */
   private runInputId: string | undefined;
   private readonly knownLastSeq: number;
@@ -146,14 +148,31 @@ export class UIChunkMapper {
     return { chunks: this.inReply(r, p), ...(this.endsReply(r, p) ? { end: true } : {}) };
   }
 
+  /**
+   * The message holds parts only live chunks made: a step started live (its step/start record not
+   * mapped yet) or text still streaming. A resume position says so (`N:step`, ui-message-stream.ts).
+   */
+  get holdsLive(): boolean {
+    return this.liveStep || this.liveText !== undefined;
+  }
+
+  /**
+   * A resumed stream's client holds the live start-step of the step after the records mapped so
+   * far (it was cut while that step streamed): the step's step/start record sends no second one.
+   */
+  continueLiveStep(): void {
+    this.inStep = true;
+    this.liveStep = true;
+  }
+
   live(e: LiveEvent): UIChunk[] {
     if (!this.open) return [];
     switch (e.type) {
       case 'message_start':
         if (e.role !== 'assistant') return [];
         this.liveText = `live${++this.liveCount}`;
-        // a step's live text may come before its step/start record (step starts are live-only envelopes)
-        return [...this.startStep(), { type: 'text-start', id: this.liveText }];
+        // a step's live text comes before its step/start record (the step commits with its message)
+        return [...this.startStep(true), { type: 'text-start', id: this.liveText }];
       case 'message_delta':
         return this.liveText && e.role === 'assistant' ? [{ type: 'text-delta', id: this.liveText, delta: e.text }] : [];
       case 'message_end': {
@@ -191,6 +210,7 @@ export class UIChunkMapper {
     this.lastText = undefined;
     this.liveText = undefined;
     this.inStep = false;
+    this.liveStep = false;
     const metadata: UIMessageMetadata = { ...(this.sessionId !== undefined ? { sessionId: this.sessionId } : {}), fromSeq: r.seq };
     chunks.push({ type: 'start', messageId, messageMetadata: metadata });
     if (this.run) chunks.push(this.runPart());
@@ -202,6 +222,7 @@ export class UIChunkMapper {
       case 'session/attached':
         return this.run?.status === 'running' ? [{ type: 'data-actorloop-resumed', id: `resumed-${r.seq}`, data: { seq: r.seq } }] : [];
       case 'step/start':
+        this.liveStep = false;
         return this.startStep();
       case 'step/end':
         this.inStep = false;
@@ -293,9 +314,10 @@ export class UIChunkMapper {
     return chunks;
   }
 
-  private startStep(): UIChunk[] {
+  private startStep(live = false): UIChunk[] {
     if (this.inStep) return [];
     this.inStep = true;
+    this.liveStep = live;
     return [{ type: 'start-step' }];
   }
 

@@ -1,4 +1,4 @@
-import { DefaultChatTransport, readUIMessageStream, type UIMessage } from 'ai';
+import { DefaultChatTransport, type UIMessage } from 'ai';
 import { afterEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import {
@@ -10,14 +10,12 @@ import {
   lmdbStore,
   webHandler,
   type AuthorizeContext,
-  type EventDraft,
   type EventStore,
 } from '../../src/index.js';
-import { SseParser } from '../../src/web/sse-parse.js';
-import type { UIChunk } from '../../src/web/ui-chunks.js';
 import { deferred } from '../helpers/drafts.js';
 import { storeWithAppend } from '../helpers/runtime.js';
 import { tempDir } from '../helpers/tmp.js';
+import { chatPost, chunksOf, draft, drain, plain } from './chat-fixtures.js';
 
 const cleanups: (() => Promise<void>)[] = [];
 afterEach(async () => {
@@ -47,25 +45,6 @@ function make(authorize?: (req: Request, ctx: AuthorizeContext) => boolean | Res
   const fetch = ((url: string | URL | Request, init?: RequestInit) =>
     handle(new Request(new URL(String(url), 'http://app'), init))) as typeof globalThis.fetch;
   return { runtime, handle, fetch, transport: new DefaultChatTransport({ api: 'http://app/api/chat', fetch }) };
-}
-
-async function drain(stream: ReadableStream<never> | ReadableStream<unknown>, message?: UIMessage): Promise<UIMessage> {
-  let last: UIMessage | undefined;
-  for await (const m of readUIMessageStream({ stream: stream as never, ...(message ? { message } : {}), terminateOnError: true })) last = m;
-  return last!;
-}
-const plain = (v: unknown) => JSON.parse(JSON.stringify(v)) as unknown;
-const chatPost = (body: unknown) =>
-  new Request('http://app/api/chat', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
-
-/** The `data:` chunks of a UI message stream, with the `id:` each carried. */
-async function chunksOf(res: Response): Promise<{ chunk: UIChunk | '[DONE]'; id?: string }[]> {
-  const parser = new SseParser();
-  const out: { chunk: UIChunk | '[DONE]'; id?: string }[] = [];
-  const text = await res.text();
-  for (const m of parser.push(text))
-    out.push({ chunk: m.data === '[DONE]' ? '[DONE]' : (JSON.parse(m.data) as UIChunk), ...(m.id ? { id: m.id } : {}) });
-  return out;
 }
 
 describe("the AI SDK routes, driven by the AI SDK's own DefaultChatTransport", () => {
@@ -308,80 +287,5 @@ describe('a run whose cancel stands waits for no approval', () => {
     for await (const r of runtime.store.readEvents('s')) if (r.type === 'run/end') ends.push(r.payload.status);
     expect(ends).toEqual(['suspended', 'cancelled']);
     expect(ran).toEqual([]);
-  });
-});
-
-const draft = (type: string, payload: Record<string, unknown>, step = 0): EventDraft => ({
-  type: type as EventDraft['type'],
-  turn: 1,
-  step,
-  attempt: 1,
-  surfaceOp: type === 'user/message' || type === 'assistant/message' || type === 'tool/result' ? 'append' : 'none',
-  payload,
-});
-
-describe('resumption is mapped onto log positions', () => {
-  async function openRun(store: EventStore) {
-    const { writerEpoch } = await store.attachWriter('s1');
-    const head = await store.getHead('s1');
-    const base = { runId: 'r1', attemptId: 'a1', runEpoch: 1, executionProfileFingerprint: 'f' };
-    const drafts = [
-      draft('run/start', { ...base, kind: 'prompt', inputId: 'u1' }),
-      draft('user/message', { message: { role: 'user', content: 'go' } }),
-      draft('step/start', {}, 1),
-      draft(
-        'assistant/message',
-        {
-          message: { role: 'assistant', content: 'working', toolCalls: [{ id: 'c1', name: 'deploy', arguments: '{}' }] },
-          usage: { inputTokens: 1, outputTokens: 1 },
-          finishReason: 'tool_calls',
-          latencyMs: 1,
-        },
-        1,
-      ),
-      draft('tool/call', { callId: 'c1', name: 'deploy', arguments: {}, mode: 'exclusive', resources: [], idempotencyKey: 'k1' }, 1),
-    ];
-    await store.append('s1', writerEpoch, head!.lastSeq + 1, drafts);
-    return { writerEpoch, base };
-  }
-
-  it('without Last-Event-ID the open reply is replayed from its user message; with Last-Event-ID N it continues after N, and the two carry each record once; appends are followed to the reply end', async () => {
-    const { runtime, handle } = make();
-    const store = runtime.store;
-    const { writerEpoch, base } = await openRun(store);
-    const get = (headers: Record<string, string> = {}) => handle(new Request('http://app/api/chat/s1/stream', { headers }));
-    const replayed = chunksOf(await get());
-    const continued = chunksOf(await get({ 'last-event-id': '3' }));
-    const outcome = { kind: 'completed', content: 'done', isError: false, concludesTurn: false, releaseResources: [] };
-    await store.append('s1', writerEpoch, 6, [
-      draft('tool/result', { callId: 'c1', name: 'deploy', outcome }, 1),
-      draft('step/end', {}, 1),
-      draft('step/start', {}, 2),
-      draft(
-        'assistant/message',
-        {
-          message: { role: 'assistant', content: 'Deployed.' },
-          usage: { inputTokens: 1, outputTokens: 1 },
-          latencyMs: 1,
-          finishReason: 'stop',
-        },
-        2,
-      ),
-      draft('final/message', { finalMessageId: 'f1', runId: 'r1', content: 'Deployed.' }, 2),
-      draft('step/end', {}, 2),
-      draft('run/end', { ...base, status: 'succeeded', outcome: 'completed' }, 2),
-    ]);
-    const all = await replayed;
-    const tail = await continued;
-    expect(all[0]!.chunk).toMatchObject({ type: 'start', messageId: 'u1-reply' });
-    expect(all.at(-2)!.chunk).toEqual({ type: 'finish', finishReason: 'stop' });
-    expect(all.at(-1)!.chunk).toBe('[DONE]');
-    expect(tail[0]!.chunk).toEqual({ type: 'start', messageId: 'u1-reply' });
-    const ids = (xs: typeof all) => xs.flatMap((x) => (x.id ? [Number(x.id)] : []));
-    expect(ids(all)).toEqual([2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]); // each record's last chunk: its log position
-    expect(ids(tail)).toEqual([4, 5, 6, 7, 8, 9, 10, 11, 12]);
-    const after3 = all.slice(all.findIndex((x) => x.id === '3') + 1);
-    expect(tail.slice(1)).toEqual(after3); // the continuation is the replay's chunks after position 3, exactly
-    expect((await get()).status).toBe(204); // the run settled: nothing to resume
   });
 });
