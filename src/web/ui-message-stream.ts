@@ -61,6 +61,17 @@ export async function uiMessageStream(
     return errorResponse(400, e);
   }
   const { reply, ...streamOptions } = o;
+  if (cursor) {
+    // a position the log does not have (yet): the client's message is not this log's reply
+    const lastSeq = (await store.getHead(sessionId))?.lastSeq ?? 0;
+    if (cursor.seq > lastSeq)
+      return errorResponse(
+        400,
+        new ValidationError('uiMessageStream', [
+          { path: ['Last-Event-ID'], message: `position ${cursor.seq} is past the log's head (${lastSeq})` },
+        ]),
+      );
+  }
   if (reply !== 'open') {
     const head = await store.getHead(sessionId);
     const mapper = new UIChunkMapper(

@@ -131,6 +131,28 @@ describe('resumption is mapped onto log positions', () => {
   });
 });
 
+describe('a resume position is one the log has', () => {
+  it('a Last-Event-ID past the log head at request time is a 400 ValidationError, never a stream that waits or repeats; the head itself streams on', async () => {
+    const { runtime, handle } = make(scriptedModel(['x']));
+    const { writerEpoch } = await runtime.store.attachWriter('s1');
+    const base = { runId: 'r1', attemptId: 'a1', runEpoch: 1, executionProfileFingerprint: 'f' };
+    await runtime.store.append('s1', writerEpoch, 1, [
+      draft('run/start', { ...base, kind: 'prompt', inputId: 'u1' }),
+      draft('user/message', { message: { role: 'user', content: 'go' } }),
+    ]);
+    const get = (id: string) => handle(new Request('http://app/api/chat/s1/stream', { headers: { 'last-event-id': id } }));
+    for (const id of ['3', '3:step', '102']) {
+      const res = await get(id);
+      expect(res.status, id).toBe(400);
+      expect(await res.json()).toMatchObject({ error: 'ValidationError', message: expect.stringContaining('past the log') });
+    }
+    const atHead = await get('2');
+    expect(atHead.status).toBe(200);
+    await atHead.body!.cancel();
+    expect((await handle(new Request('http://app/api/chat/other/stream', { headers: { 'last-event-id': '1' } }))).status).toBe(400);
+  });
+});
+
 describe('a resume by Last-Event-ID carries each part once', () => {
   const prompt = (id: string) => chatPost({ id: 's', messages: [{ id, role: 'user', parts: [{ type: 'text', text: 'go' }] }], trigger: 'submit-message' });
 
