@@ -27,6 +27,7 @@ export type UIChunk =
   | { type: 'tool-output-error'; toolCallId: string; errorText: string }
   | { type: 'tool-output-denied'; toolCallId: string }
   | { type: 'error'; errorText: string }
+  | { type: 'steering-message'; id: string; parts: { type: 'text'; text: string }[] }
   | UIDataChunk;
 
 /** actorloop's own events, as AI SDK data parts (`data-actorloop-*`); docs/web.md lists them. */
@@ -87,6 +88,8 @@ export interface MappedRecord {
   chunks: UIChunk[];
   /** The user message that opened a reply (only with target `all`). */
   user?: { id: string; text: string; seq: number };
+  /** The input id of a steer the reply showed (a user message inside its run). */
+  steer?: string;
   /** The reply is over: the stream ends after these chunks. */
   end?: boolean;
 }
@@ -116,6 +119,8 @@ export class UIChunkMapper {
   private liveStep = false;
   /** The input a run/start just read started its run with: the next user message's id. */
   private runInputId: string | undefined;
+  /** The open run's first user message was mapped: a later one is a steer, shown in the run's reply. */
+  private runMessageSeen = false;
   private readonly knownLastSeq: number;
   private readonly sessionId: string | undefined;
 
@@ -136,6 +141,7 @@ export class UIChunkMapper {
       const runId = String(p.runId);
       // another run's start belongs to the reply its user message opens
       const same = this.run === undefined || this.run.runId === runId;
+      if (this.run?.runId !== runId) this.runMessageSeen = false;
       this.run = { runId, kind: String(p.kind), status: 'running' };
       this.runInputId = typeof p.inputId === 'string' ? p.inputId : undefined;
       this.inStep = false; // a new attempt starts its steps again
@@ -201,6 +207,10 @@ export class UIChunkMapper {
     this.runInputId = undefined;
     // a user message's parts that are not text (stored as blob references) are shown by their summary
     const text = contentDisplay((r.payload.message as Message).content);
+    const steer = this.runMessageSeen;
+    this.runMessageSeen = true;
+    // a steer: the run goes on, and so does its reply (the message before the step that reads it)
+    if (this.open && steer) return { chunks: [{ type: 'steering-message', id, parts: [{ type: 'text', text }] }], steer: id };
     const t = this.target;
     if (this.open && t.kind !== 'all') return { chunks: this.finish(undefined), end: true }; // the next reply is another stream's
     if (t.kind === 'input' && id !== t.inputId) return { chunks: [] };

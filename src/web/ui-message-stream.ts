@@ -161,7 +161,8 @@ export async function readOpenReply(store: EventStore, sessionId: string): Promi
   let runInputId: string | undefined;
   for await (const r of store.readEvents(sessionId, { fromSeq: head.openRun.startSeq, toSeq: head.lastSeq })) {
     const p = r.payload;
-    if (r.type === 'user/message' && p.copiedFrom === undefined) {
+    // the run's first user message opens its reply; a later one is a steer, shown in that reply
+    if (r.type === 'user/message' && p.copiedFrom === undefined && !reply) {
       const id = userMessageId(r, runInputId);
       runInputId = undefined;
       reply = {

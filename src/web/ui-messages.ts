@@ -6,6 +6,7 @@ export type UIMessagePart =
   | { type: 'text'; text: string; state?: 'streaming' | 'done' }
   | { type: 'reasoning'; id: string; text: string; state: 'streaming' | 'done' }
   | { type: 'step-start' }
+  | { type: 'steering-message'; id: string; parts: { type: 'text'; text: string }[] }
   | {
       type: `tool-${string}`;
       toolCallId: string;
@@ -45,7 +46,8 @@ export function uiMessagesOf(records: Iterable<WireRecord>, sessionId?: string):
     if (r.type === 'input/accepted')
       waiting.set(String(r.payload.inputId), (r.payload.messages as { content: string }[]).map((m) => m.content).join('\n'));
     if (r.type === 'input/cancelled') waiting.delete(String(r.payload.inputId));
-    const { chunks, user } = mapper.committed(r);
+    const { chunks, user, steer } = mapper.committed(r);
+    if (steer !== undefined) waiting.delete(steer);
     if (user) {
       waiting.delete(user.id);
       if (reply.message) messages.push(reply.message);
@@ -129,6 +131,9 @@ export class UIMessageBuilder {
         break;
       case 'tool-output-denied':
         this.tool(m, c.toolCallId).state = 'output-denied';
+        break;
+      case 'steering-message':
+        m.parts.push({ type: 'steering-message', id: c.id, parts: c.parts.map((p) => ({ ...p })) });
         break;
       case 'finish':
       case 'error':

@@ -1,4 +1,4 @@
-import { readUIMessageStream, type UIMessage } from 'ai';
+import { parseJsonEventStream, readUIMessageStream, uiMessageChunkSchema, type UIMessage } from 'ai';
 import type { EventDraft } from '../../src/index.js';
 import { SseParser } from '../../src/web/sse-parse.js';
 import type { UIChunk } from '../../src/web/ui-chunks.js';
@@ -35,4 +35,16 @@ export function chunksOfText(text: string): { chunk: UIChunk | '[DONE]'; id?: st
   for (const m of new SseParser().push(text))
     out.push({ chunk: m.data === '[DONE]' ? '[DONE]' : (JSON.parse(m.data) as UIChunk), ...(m.id ? { id: m.id } : {}) });
   return out;
+}
+
+/** A UI message stream's body as its chunks, parsed and checked by the AI SDK's own parser and schema. */
+export function uiChunks(body: ReadableStream<Uint8Array>): ReadableStream<unknown> {
+  return parseJsonEventStream({ stream: body, schema: uiMessageChunkSchema }).pipeThrough(
+    new TransformStream({
+      transform(c, controller) {
+        if (!c.success) throw c.error;
+        controller.enqueue(c.value);
+      },
+    }),
+  );
 }

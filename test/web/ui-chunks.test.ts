@@ -221,14 +221,40 @@ describe('UIChunkMapper: each event kind → its UI message chunks', () => {
       rec('run/end', { runId: 'r', status: 'suspended' }),
       rec('run/start', { runId: 'r', kind: 'respond' }),
       rec('run/end', { runId: 'r', status: 'fenced' }),
-      rec('user/message', { message: { role: 'user', content: 'b' }, inputId: 'steer1' }),
+      rec('run/start', { runId: 'r2', kind: 'prompt', inputId: 'm2' }),
+      rec('user/message', { message: { role: 'user', content: 'b' } }),
     ];
     const replay = new UIChunkMapper({ kind: 'next' }, { knownLastSeq: 5 });
-    expect(records.map((r) => replay.committed(r).end ?? false)).toEqual([false, false, false, false, false, true]);
+    expect(records.map((r) => replay.committed(r).end ?? false)).toEqual([false, false, false, false, false, false, true]);
     const live = new UIChunkMapper({ kind: 'next' }, { knownLastSeq: 2 });
     expect(records.slice(0, 3).map((r) => live.committed(r).end ?? false)).toEqual([false, false, true]);
     const history = uiMessagesOf(records);
-    expect(history.map((h) => h.id)).toEqual(['r', 'r-reply', 'steer1', 'steer1-reply']);
+    expect(history.map((h) => h.id)).toEqual(['r', 'r-reply', 'm2', 'm2-reply']);
+  });
+
+  it("a steer (a user message inside the run, after its first) is a steering-message part of the run's reply, which goes on to the run's end", async () => {
+    seq = 0;
+    const records = [
+      rec('run/start', { runId: 'r', kind: 'prompt', inputId: 'r' }, 0),
+      rec('user/message', { message: { role: 'user', content: 'a' } }, 0),
+      rec('step/start', {}),
+      rec('step/end', {}),
+      rec('input/accepted', { inputId: 'steer1', mode: 'steer', messages: [{ role: 'user', content: 'b' }] }),
+      rec('user/message', { message: { role: 'user', content: 'b' }, inputId: 'steer1' }),
+      rec('step/start', {}, 2),
+      rec('assistant/message', { message: { role: 'assistant', content: 'ok, b' } }, 2),
+      rec('step/end', {}, 2),
+      rec('run/end', { runId: 'r', status: 'succeeded' }, 2),
+    ];
+    const m = new UIChunkMapper({ kind: 'input', inputId: 'r' }, { knownLastSeq: 10 });
+    const mapped = records.map((r) => m.committed(r));
+    expect(mapped[5]!.chunks).toEqual([{ type: 'steering-message', id: 'steer1', parts: [{ type: 'text', text: 'b' }] }]);
+    expect(mapped.map((x) => x.end ?? false)).toEqual([...Array(9).fill(false), true]);
+    const built = await throughAiSdk(mapped.flatMap((x) => x.chunks));
+    const history = uiMessagesOf(records);
+    expect(history.map((h) => h.id)).toEqual(['r', 'r-reply']);
+    expect(plain(history[1])).toEqual(plain(built));
+    expect(built!.parts.map((p) => p.type)).toEqual(['data-actorloop-run', 'step-start', 'steering-message', 'step-start', 'text']);
   });
 
   it('UIMessageBuilder keeps a data part once per id (the newest data), as the AI SDK does', () => {

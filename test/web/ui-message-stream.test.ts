@@ -15,7 +15,7 @@ import {
 import { deferred } from '../helpers/drafts.js';
 import { storeWithAppend } from '../helpers/runtime.js';
 import { tempDir } from '../helpers/tmp.js';
-import { chatPost, chunksOf, draft, drain, plain } from './chat-fixtures.js';
+import { chatPost, chunksOf, draft, drain, plain, uiChunks } from './chat-fixtures.js';
 
 const cleanups: (() => Promise<void>)[] = [];
 afterEach(async () => {
@@ -287,5 +287,49 @@ describe('a run whose cancel stands waits for no approval', () => {
     for await (const r of runtime.store.readEvents('s')) if (r.type === 'run/end') ends.push(r.payload.status);
     expect(ends).toEqual(['suspended', 'cancelled']);
     expect(ran).toEqual([]);
+  });
+});
+
+describe('a steer mid-run', () => {
+  it("is shown in the reply the run's prompt opened: its stream goes on to the run's end with the answer, and the history's message is that one, its run part at the run's real end", async () => {
+    const slow = defineTool({
+      name: 'slow',
+      description: 'takes its time',
+      parameters: z.object({}),
+      mode: 'parallel',
+      execute: async () => (await new Promise((r) => setTimeout(r, 500)), 'slept'),
+    });
+    const runtime = createRuntime({
+      store: memoryStore(),
+      model: scriptedModel([{ toolCalls: [{ id: 's1', name: 'slow', arguments: {} }] }, 'changed course']),
+      tools: [slow],
+    });
+    cleanups.push(() => runtime.close());
+    const worker = runtime.serve({ concurrency: 2, leaseMs: 5000, pollMs: 20 });
+    cleanups.push(() => worker.stop({ graceMs: 100 }));
+    const handle = webHandler({ runtime, basePath: '/api' });
+    const user = { id: 'm1', role: 'user', parts: [{ type: 'text', text: 'go' }] };
+    const res = await handle(chatPost({ id: 'st', messages: [user], trigger: 'submit-message' }));
+    const reply = drain(uiChunks(res.body!));
+    await new Promise((r) => setTimeout(r, 200));
+    const steer = await handle(
+      new Request('http://app/api/sessions/st/steer', {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ inputId: 'steer1', message: 'change course' }),
+      }),
+    );
+    expect(steer.status).toBe(202);
+    const streamed = await reply;
+    expect(streamed.parts.find((p) => p.type === 'steering-message')).toEqual({
+      type: 'steering-message',
+      id: 'steer1',
+      parts: [{ type: 'text', text: 'change course' }],
+    });
+    expect(streamed.parts.filter((p) => p.type === 'text').map((p) => (p as { text: string }).text)).toEqual(['changed course']);
+    const history = plain(await (await handle(new Request('http://app/api/chat/st/messages'))).json()) as UIMessage[];
+    expect(history.map((m) => m.id)).toEqual(['m1', 'm1-reply']);
+    expect(history[1]).toEqual(plain(streamed));
+    expect(history[1]!.parts.find((p) => p.type === 'data-actorloop-run')).toMatchObject({ data: { status: 'succeeded' } });
   });
 });

@@ -1,9 +1,9 @@
-import { parseJsonEventStream, uiMessageChunkSchema, type UIMessage } from 'ai';
+import type { UIMessage } from 'ai';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createRuntime, memoryStore, scriptedModel, webHandler, type EventStore, type ModelProvider } from '../../src/index.js';
 import { deferred } from '../helpers/drafts.js';
 import { sleep } from '../helpers/runtime.js';
-import { chatPost, chunksOf, chunksOfText, draft, drain, plain } from './chat-fixtures.js';
+import { chatPost, chunksOf, chunksOfText, draft, drain, plain, uiChunks } from './chat-fixtures.js';
 
 const cleanups: (() => Promise<void>)[] = [];
 afterEach(async () => {
@@ -52,18 +52,7 @@ async function cutAfter(res: Response, marker: string): Promise<string> {
 }
 
 /** The message the AI SDK's client builds from a stream's text (maybe cut), continued from `message`. */
-function built(text: string, message?: UIMessage): Promise<UIMessage> {
-  const parsed = parseJsonEventStream({ stream: new Response(text).body!, schema: uiMessageChunkSchema });
-  const chunks = parsed.pipeThrough(
-    new TransformStream({
-      transform(c, controller) {
-        if (!c.success) throw c.error;
-        controller.enqueue(c.value);
-      },
-    }),
-  );
-  return drain(chunks, message);
-}
+const built = (text: string, message?: UIMessage): Promise<UIMessage> => drain(uiChunks(new Response(text).body!), message);
 
 describe('resumption is mapped onto log positions', () => {
   async function openRun(store: EventStore) {
