@@ -32,7 +32,7 @@ export type UIChunk =
 
 /** actorloop's own events, as AI SDK data parts (`data-actorloop-*`); docs/web.md lists them. */
 export type UIDataChunk =
-  | { type: 'data-actorloop-run'; id: string; data: { runId: string; status: string; kind?: string } }
+  | { type: 'data-actorloop-run'; id: string; data: { runId: string; status: string; kind?: string; error?: string } }
   | { type: 'data-actorloop-resumed'; id: string; data: { seq: number } }
   | { type: 'data-actorloop-final'; id: string; data: { content: string; output?: unknown } }
   | { type: 'data-actorloop-question'; id: string; data: PendingRequest }
@@ -105,7 +105,7 @@ export interface MappedRecord {
  */
 export class UIChunkMapper {
   private open = false;
-  private run: { runId: string; kind?: string; status: string } | undefined;
+  private run: { runId: string; kind?: string; status: string; error?: string } | undefined;
   private liveText: string | undefined;
   private liveCount = 0;
   private lastText: string | undefined;
@@ -293,8 +293,12 @@ export class UIChunkMapper {
       case 'run/end': {
         if (!this.run) return [];
         this.run.status = String(p.status);
+        const error = (p.error as { message?: unknown } | undefined)?.message;
+        if (typeof error === 'string') this.run.error = error;
         const chunks: UIChunk[] = [this.runPart()];
-        if (this.endsReply(r, p)) chunks.push(...this.finish(this.finishReason(this.run.status)));
+        if (!this.endsReply(r, p)) return chunks;
+        const reason = this.finishReason(this.run.status);
+        chunks.push(...this.finish(reason, reason === 'error' ? this.run.error : undefined));
         return chunks;
       }
       default: // the other records change nothing a chat shows (docs/web.md)
@@ -316,10 +320,12 @@ export class UIChunkMapper {
     return FINISH.get(status) ?? 'other';
   }
 
-  private finish(reason: 'stop' | 'error' | 'other' | 'tool-calls' | undefined): UIChunk[] {
+  /** Ends the reply; a failed run's `error` goes last before the finish (useChat reads nothing after it). */
+  private finish(reason: 'stop' | 'error' | 'other' | 'tool-calls' | undefined, error?: string): UIChunk[] {
     const chunks: UIChunk[] = [];
     if (this.liveText) chunks.push({ type: 'text-end', id: this.liveText });
     this.liveText = undefined;
+    if (error !== undefined) chunks.push({ type: 'error', errorText: error });
     chunks.push(reason ? { type: 'finish', finishReason: reason } : { type: 'finish' });
     return chunks;
   }

@@ -257,6 +257,25 @@ describe('UIChunkMapper: each event kind → its UI message chunks', () => {
     expect(built!.parts.map((p) => p.type)).toEqual(['data-actorloop-run', 'step-start', 'steering-message', 'step-start', 'text']);
   });
 
+  it("a failed run's error message reaches the UI: an error chunk before the finish, and the run part (stream and history alike) carries it", () => {
+    seq = 0;
+    const records = [
+      rec('run/start', { runId: 'r', kind: 'prompt', inputId: 'r' }, 0),
+      rec('user/message', { message: { role: 'user', content: 'a' } }, 0),
+      rec('step/start', {}),
+      rec('run/end', { runId: 'r', status: 'failed', error: { message: 'upstream 500 exploded', code: 'execution' } }),
+    ];
+    const m = new UIChunkMapper({ kind: 'input', inputId: 'r' }, { knownLastSeq: 4 });
+    const out = records.map((r) => m.committed(r)).at(-1)!;
+    expect(out.chunks).toEqual([
+      { type: 'data-actorloop-run', id: 'r', data: { runId: 'r', kind: 'prompt', status: 'failed', error: 'upstream 500 exploded' } },
+      { type: 'error', errorText: 'upstream 500 exploded' },
+      { type: 'finish', finishReason: 'error' },
+    ]);
+    const history = uiMessagesOf(records);
+    expect(history[1]!.parts.find((p) => p.type === 'data-actorloop-run')).toEqual(out.chunks[0]);
+  });
+
   it('UIMessageBuilder keeps a data part once per id (the newest data), as the AI SDK does', () => {
     const b = new UIMessageBuilder();
     b.apply({ type: 'start', messageId: 'm' });

@@ -333,3 +333,23 @@ describe('a steer mid-run', () => {
     expect(history[1]!.parts.find((p) => p.type === 'data-actorloop-run')).toMatchObject({ data: { status: 'succeeded' } });
   });
 });
+
+describe('a provider error', () => {
+  it("reaches the chat: the reply's stream sends an error chunk with its message, and the history's run part carries it", async () => {
+    const runtime = createRuntime({
+      store: memoryStore(),
+      model: scriptedModel([{ error: { message: 'upstream 500 exploded', retryable: false } }]),
+    });
+    cleanups.push(() => runtime.close());
+    const worker = runtime.serve({ concurrency: 2, leaseMs: 5000, pollMs: 20 });
+    cleanups.push(() => worker.stop({ graceMs: 100 }));
+    const handle = webHandler({ runtime, basePath: '/api' });
+    const res = await handle(chatPost({ id: 'p', messages: [{ id: 'm1', role: 'user', parts: [{ type: 'text', text: 'go' }] }], trigger: 'submit-message' }));
+    const chunks = (await chunksOf(res)).map((c) => c.chunk);
+    expect(chunks.slice(-3)).toEqual([{ type: 'error', errorText: 'upstream 500 exploded' }, { type: 'finish', finishReason: 'error' }, '[DONE]']);
+    const history = plain(await (await handle(new Request('http://app/api/chat/p/messages'))).json()) as UIMessage[];
+    expect(history[1]!.parts.find((p) => p.type === 'data-actorloop-run')).toMatchObject({
+      data: { status: 'failed', error: 'upstream 500 exploded' },
+    });
+  });
+});
