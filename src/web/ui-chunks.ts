@@ -246,7 +246,7 @@ export class UIChunkMapper {
           type: 'tool-input-error',
           toolCallId: i.callId,
           toolName: i.name,
-          input: this.callArgs.get(i.callId) ?? {},
+          input: parsedArguments(this.callArgs.get(i.callId) ?? {}),
           errorText: i.message,
         }));
       case 'approval/requested': {
@@ -371,6 +371,16 @@ export class UIChunkMapper {
     else if (o.kind === 'uncertain-settled') chunks.push({ type: 'tool-output-available', toolCallId: callId, output: o.content });
     else chunks.push({ type: 'tool-output-error', toolCallId: callId, errorText: outcomeText(o) });
     return chunks;
+  }
+}
+
+/** A call's arguments as the model sent them: a JSON text parsed, anything else as it is. */
+function parsedArguments(args: unknown): unknown {
+  if (typeof args !== 'string') return args;
+  try {
+    return JSON.parse(args) as unknown;
+  } catch {
+    return args;
   }
 }
 

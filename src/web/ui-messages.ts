@@ -12,7 +12,6 @@ export type UIMessagePart =
       toolCallId: string;
       state: 'input-available' | 'approval-requested' | 'approval-responded' | 'output-available' | 'output-error' | 'output-denied';
       input: unknown;
-      rawInput?: unknown;
       output?: unknown;
       errorText?: string;
       approval?: { id: string; approved?: boolean };
@@ -112,7 +111,7 @@ export class UIMessageBuilder {
         break;
       case 'tool-input-error': {
         const t = this.tool(m, c.toolCallId, c.toolName);
-        Object.assign(t, { state: 'output-error', input: undefined, rawInput: c.input, errorText: c.errorText });
+        Object.assign(t, { state: 'output-error', input: c.input, errorText: c.errorText });
         break;
       }
       case 'tool-approval-request':

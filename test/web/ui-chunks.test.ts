@@ -276,6 +276,42 @@ describe('UIChunkMapper: each event kind → its UI message chunks', () => {
     expect(history[1]!.parts.find((p) => p.type === 'data-actorloop-run')).toEqual(out.chunks[0]);
   });
 
+  it('a rejected call shows its arguments as the input, parsed when they are JSON, in the stream and the history alike (no deprecated rawInput)', async () => {
+    seq = 0;
+    const toolCalls = [
+      { id: 'e1', name: 'echo', arguments: '{"y":1}' },
+      { id: 'e2', name: 'nope', arguments: 'not json' },
+    ];
+    const records = [
+      rec('run/start', { runId: 'r', kind: 'prompt', inputId: 'r' }, 0),
+      rec('user/message', { message: { role: 'user', content: 'a' } }, 0),
+      rec('step/start', {}),
+      rec('assistant/message', { message: { role: 'assistant', content: '', toolCalls } }),
+      rec('tool/batch-rejected', {
+        issues: [
+          { callId: 'e1', name: 'echo', message: 'x: expected string' },
+          { callId: 'e2', name: 'nope', message: 'unknown tool' },
+        ],
+      }),
+    ];
+    const m = new UIChunkMapper({ kind: 'input', inputId: 'r' }, { knownLastSeq: 1_000 });
+    const chunks = records.flatMap((r) => m.committed(r).chunks);
+    expect(chunks.filter((c) => c.type === 'tool-input-error')).toEqual([
+      { type: 'tool-input-error', toolCallId: 'e1', toolName: 'echo', input: { y: 1 }, errorText: 'x: expected string' },
+      { type: 'tool-input-error', toolCallId: 'e2', toolName: 'nope', input: 'not json', errorText: 'unknown tool' },
+    ]);
+    const built = await throughAiSdk(chunks);
+    const history = uiMessagesOf(records);
+    expect(plain(history[1])).toEqual(plain(built));
+    expect(history[1]!.parts.find((p) => 'toolCallId' in p && p.toolCallId === 'e1')).toEqual({
+      type: 'tool-echo',
+      toolCallId: 'e1',
+      state: 'output-error',
+      input: { y: 1 },
+      errorText: 'x: expected string',
+    });
+  });
+
   it('UIMessageBuilder keeps a data part once per id (the newest data), as the AI SDK does', () => {
     const b = new UIMessageBuilder();
     b.apply({ type: 'start', messageId: 'm' });
