@@ -345,13 +345,18 @@ export class UIChunkMapper {
   private assistantMessage(seq: number, m: Message): UIChunk[] {
     for (const c of m.toolCalls ?? []) this.callArgs.set(c.id, c.arguments);
     const chunks: UIChunk[] = [];
+    const text = contentText(m.content);
+    if (text) this.lastText = text;
     const thinking = reasoningOf(m);
-    thinking.forEach((text, i) => chunks.push(...reasoningChunks(`r${seq}-${i}`, text)));
     if (this.liveText) {
-      chunks.unshift({ type: 'text-end', id: this.liveText }); // its deltas were this message
+      chunks.push({ type: 'text-end', id: this.liveText }); // its deltas were this message
       this.liveText = undefined;
-    } else if (contentText(m.content)) chunks.push(...textChunks(`t${seq}`, contentText(m.content)));
-    if (contentText(m.content)) this.lastText = contentText(m.content);
+      if (thinking.length === 0) return chunks;
+      // its reasoning was not streamed and goes first: the step (a message is its first part) comes again whole
+      chunks.push({ type: 'reset-step' });
+    }
+    thinking.forEach((t, i) => chunks.push(...reasoningChunks(`r${seq}-${i}`, t)));
+    if (text) chunks.push(...textChunks(`t${seq}`, text));
     return chunks;
   }
 
