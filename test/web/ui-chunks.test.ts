@@ -314,7 +314,14 @@ describe('UIChunkMapper: each event kind → its UI message chunks', () => {
 
   it("a streamed message's reasoning comes before its text, as in the history: the commit replaces the streamed text with the message's parts in order", async () => {
     seq = 0;
-    const thinking = { anthropic: { content: [{ type: 'thinking', thinking: 'hmm', signature: 's' }, { type: 'text', text: 'Hello' }] } };
+    const thinking = {
+      anthropic: {
+        content: [
+          { type: 'thinking', thinking: 'hmm', signature: 's' },
+          { type: 'text', text: 'Hello' },
+        ],
+      },
+    };
     const records = [
       rec('run/start', { runId: 'r', kind: 'prompt', inputId: 'r' }, 0),
       rec('user/message', { message: { role: 'user', content: 'a' } }, 0),
@@ -325,7 +332,10 @@ describe('UIChunkMapper: each event kind → its UI message chunks', () => {
     ];
     const m = new UIChunkMapper({ kind: 'input', inputId: 'r' }, { knownLastSeq: 1_000 });
     const chunks = records.slice(0, 2).flatMap((r) => m.committed(r).chunks);
-    chunks.push(...m.live({ type: 'message_start', role: 'assistant' }), ...m.live({ type: 'message_delta', role: 'assistant', text: 'Hel' }));
+    chunks.push(
+      ...m.live({ type: 'message_start', role: 'assistant' }),
+      ...m.live({ type: 'message_delta', role: 'assistant', text: 'Hel' }),
+    );
     chunks.push(...records.slice(2).flatMap((r) => m.committed(r).chunks));
     const built = await throughAiSdk(chunks);
     const history = uiMessagesOf(records);

@@ -344,9 +344,15 @@ describe('a provider error', () => {
     const worker = runtime.serve({ concurrency: 2, leaseMs: 5000, pollMs: 20 });
     cleanups.push(() => worker.stop({ graceMs: 100 }));
     const handle = webHandler({ runtime, basePath: '/api' });
-    const res = await handle(chatPost({ id: 'p', messages: [{ id: 'm1', role: 'user', parts: [{ type: 'text', text: 'go' }] }], trigger: 'submit-message' }));
+    const res = await handle(
+      chatPost({ id: 'p', messages: [{ id: 'm1', role: 'user', parts: [{ type: 'text', text: 'go' }] }], trigger: 'submit-message' }),
+    );
     const chunks = (await chunksOf(res)).map((c) => c.chunk);
-    expect(chunks.slice(-3)).toEqual([{ type: 'error', errorText: 'upstream 500 exploded' }, { type: 'finish', finishReason: 'error' }, '[DONE]']);
+    expect(chunks.slice(-3)).toEqual([
+      { type: 'error', errorText: 'upstream 500 exploded' },
+      { type: 'finish', finishReason: 'error' },
+      '[DONE]',
+    ]);
     const history = plain(await (await handle(new Request('http://app/api/chat/p/messages'))).json()) as UIMessage[];
     expect(history[1]!.parts.find((p) => p.type === 'data-actorloop-run')).toMatchObject({
       data: { status: 'failed', error: 'upstream 500 exploded' },

@@ -143,7 +143,8 @@ describe('a resume position is one the log has', () => {
 });
 
 describe('a resume by Last-Event-ID carries each part once', () => {
-  const prompt = (id: string) => chatPost({ id: 's', messages: [{ id, role: 'user', parts: [{ type: 'text', text: 'go' }] }], trigger: 'submit-message' });
+  const prompt = (id: string) =>
+    chatPost({ id: 's', messages: [{ id, role: 'user', parts: [{ type: 'text', text: 'go' }] }], trigger: 'submit-message' });
 
   it('a client cut while a step streams its text resumes from the last id it saw: the streamed text leaves, the step and its text come once, as in the history', async () => {
     const { model, release } = gatedModel();
