@@ -149,7 +149,7 @@ export interface OpenReply {
   cancelRequested: boolean;
 }
 
-/** Reads the open run (O(run), never older history) and returns its last reply, if any. */
+/** Reads the open run (O(run), never older history) and returns its reply (from the run's first user message), if any. */
 export async function readOpenReply(store: EventStore, sessionId: string): Promise<OpenReply | undefined> {
   const head = await store.getHead(sessionId);
   if (!head?.openRun) return undefined;

@@ -39,12 +39,13 @@ function gatedModel() {
 }
 
 /** Reads a stream until its text holds `marker`, then drops the connection: what a client had. */
-async function cutAfter(res: Response, marker: string): Promise<string> {
+async function cutAfter(res: Response, marker: string | RegExp): Promise<string> {
   const reader = res.body!.pipeThrough(new TextDecoderStream()).getReader();
   let text = '';
-  while (!text.includes(marker)) {
+  const has = (t: string) => (typeof marker === 'string' ? t.includes(marker) : marker.test(t));
+  while (!has(text)) {
     const { value, done } = await reader.read();
-    if (done) throw new Error(`the stream ended without ${marker}: ${text}`);
+    if (done) throw new Error(`the stream ended without ${String(marker)}: ${text}`);
     text += value;
   }
   await reader.cancel();
@@ -117,6 +118,31 @@ describe('resumption is mapped onto log positions', () => {
     const after3 = all.slice(all.findIndex((x) => x.id === '3') + 1);
     expect(tail.slice(1)).toEqual(after3); // the continuation is the replay's chunks after position 3, exactly
     expect((await get()).status).toBe(204); // the run settled: nothing to resume
+  });
+  it("Last-Event-ID N:step inside a step opened by a record at or before N: reset-step, then the step's records again from its step/start on; the client ends with the replay's message", async () => {
+    const { runtime, handle } = make(scriptedModel(['x']));
+    const { writerEpoch, base } = await openRun(runtime.store);
+    const get = (headers: Record<string, string> = {}) => handle(new Request('http://app/api/chat/s1/stream', { headers }));
+    // the client saw the records to position 5 (the step opened at 3), then live text of that step
+    const seen = await cutAfter(await get(), /id: 5\ndata: [^\n]*\n\n/);
+    const live = `data: ${JSON.stringify({ type: 'text-start', id: 'live9' })}\n\ndata: ${JSON.stringify({ type: 'text-delta', id: 'live9', delta: 'half' })}\n\n`;
+    const client = await built(seen + live);
+    const continued = await get({ 'last-event-id': '5:step' });
+    const replayed = await get();
+    const outcome = { kind: 'completed', content: 'done', isError: false, concludesTurn: false, releaseResources: [] };
+    await runtime.store.append('s1', writerEpoch, 6, [
+      draft('tool/result', { callId: 'c1', name: 'deploy', outcome }, 1),
+      draft('step/end', {}, 1),
+      draft('run/end', { ...base, status: 'succeeded', outcome: 'completed' }, 1),
+    ]);
+    const tail = await continued.text();
+    expect(
+      chunksOfText(tail)
+        .map((c) => c.chunk)
+        .slice(0, 3),
+    ).toEqual([{ type: 'start', messageId: 'u1-reply' }, { type: 'reset-step' }, { type: 'text-start', id: 't4' }]);
+    const whole = await built(await replayed.text());
+    expect(plain(await built(tail, client))).toEqual(plain(whole));
   });
 });
 
