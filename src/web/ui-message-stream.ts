@@ -7,7 +7,8 @@ import { awaitedRequest } from '../persistence/open-run.js';
 import type { SessionHead } from '../persistence/head.js';
 import { assertSessionId } from '../persistence/store-input.js';
 import { errorResponse, EventStream, type FrameEncoder, SessionEventsOptions } from './session-events.js';
-import { type ReplyTarget, replyMessageId, type UIChunk, UIChunkMapper, userMessageId } from './ui-chunks.js';
+import { type ReplyTarget, UIChunkMapper } from './ui-chunks.js';
+import { replyMessageId, type UIChunk, userMessageId } from './ui-protocol.js';
 import type { Frame } from './wire.js';
 
 /** The headers of the AI SDK's UI message stream protocol (what `createUIMessageStreamResponse` sends). */

@@ -1,5 +1,6 @@
 import type { WireRecord } from './wire.js';
-import { type UIChunk, UIChunkMapper, type UIMessageMetadata } from './ui-chunks.js';
+import { UIChunkMapper } from './ui-chunks.js';
+import type { UIChunk, UIMessageMetadata } from './ui-protocol.js';
 
 /** A part of a UI message, as the AI SDK's `UIMessage.parts` holds it (the kinds actorloop sends). */
 export type UIMessagePart =

@@ -1,7 +1,7 @@
 import { parseJsonEventStream, readUIMessageStream, uiMessageChunkSchema, type UIMessage } from 'ai';
 import type { EventDraft } from '../../src/index.js';
 import { SseParser } from '../../src/web/sse-parse.js';
-import type { UIChunk } from '../../src/web/ui-chunks.js';
+import type { UIChunk } from '../../src/web/ui-protocol.js';
 
 /** A log record to append by hand (a session's writer would stage it). */
 export const draft = (type: string, payload: Record<string, unknown>, step = 0): EventDraft => ({

@@ -1,6 +1,7 @@
 import { DefaultChatTransport, readUIMessageStream, type UIMessage as AiUIMessage } from 'ai';
 import { describe, expect, it } from 'vitest';
-import { UIChunkMapper, type UIChunk } from '../../src/web/ui-chunks.js';
+import { UIChunkMapper } from '../../src/web/ui-chunks.js';
+import type { UIChunk } from '../../src/web/ui-protocol.js';
 import { UIMessageBuilder, uiMessagesOf } from '../../src/web/ui-messages.js';
 import type { WireRecord } from '../../src/web/wire.js';
 
