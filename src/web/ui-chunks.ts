@@ -4,57 +4,7 @@ import type { Message } from '../contracts/message.js';
 import type { ToolOutcome } from '../contracts/tools.js';
 import type { LiveEvent } from '../streams/envelopes.js';
 import type { WireRecord } from './wire.js';
-
-/**
- * The chunks of the AI SDK's UI message stream protocol (`x-vercel-ai-ui-message-stream: v1`,
- * the `UIMessageChunk` union of the `ai` package) that actorloop sends. Declared here so that
- * actorloop does not depend on `ai`; test/web/ui-chunks.test.ts checks each against the AI SDK's
- * own schema. Browser-safe: types and pure functions only.
- */
-export type UIChunk =
-  | { type: 'start'; messageId: string; messageMetadata?: UIMessageMetadata }
-  | { type: 'finish'; finishReason?: 'stop' | 'error' | 'other' | 'tool-calls'; messageMetadata?: UIMessageMetadata }
-  | { type: 'start-step' }
-  | { type: 'finish-step' }
-  | { type: 'reset-step' }
-  | { type: 'text-start' | 'text-end' | 'reasoning-start' | 'reasoning-end'; id: string }
-  | { type: 'text-delta' | 'reasoning-delta'; id: string; delta: string }
-  | { type: 'tool-input-available'; toolCallId: string; toolName: string; input: unknown }
-  | { type: 'tool-input-error'; toolCallId: string; toolName: string; input: unknown; errorText: string }
-  | { type: 'tool-approval-request'; approvalId: string; toolCallId: string }
-  | { type: 'tool-approval-response'; approvalId: string; approved: boolean }
-  | { type: 'tool-output-available'; toolCallId: string; output: unknown }
-  | { type: 'tool-output-error'; toolCallId: string; errorText: string }
-  | { type: 'tool-output-denied'; toolCallId: string }
-  | { type: 'error'; errorText: string }
-  | UIDataChunk;
-
-/** actorloop's own events, as AI SDK data parts (`data-actorloop-*`); docs/web.md lists them. */
-export type UIDataChunk =
-  | { type: 'data-actorloop-run'; id: string; data: { runId: string; status: string; kind?: string } }
-  | { type: 'data-actorloop-resumed'; id: string; data: { seq: number } }
-  | { type: 'data-actorloop-final'; id: string; data: { content: string; output?: unknown } }
-  | { type: 'data-actorloop-question'; id: string; data: PendingRequest }
-  | { type: 'data-actorloop-verification'; id: string; data: { target: string; reason: string; callId?: string } }
-  | { type: 'data-actorloop-tool-progress'; id: string; data: { callId: string; name: string; update: unknown }; transient: true };
-
-/** The `metadata` of an assistant message: the session and where its reply starts in the log. */
-export interface UIMessageMetadata {
-  sessionId?: string;
-  /** The log position of the user message this reply answers. */
-  fromSeq?: number;
-}
-
-/** The id of the assistant message that answers the user message with this id. */
-export const replyMessageId = (userMessageId: string): string => `${userMessageId}-reply`;
-/**
- * The id a user message gets in the UI: its input's id (a steer's on the message, a prompt's on
- * the run/start just before it: `runInputId`), else its log position.
- */
-export const userMessageId = (r: WireRecord, runInputId?: string): string =>
-  typeof r.payload.inputId === 'string' ? r.payload.inputId : (runInputId ?? `u${r.seq}`);
-/** The approval id of a call waiting for approval (one per call, as the AI SDK asks). */
-export const approvalIdOf = (callId: string): string => `approve-${callId}`;
+import { approvalIdOf, replyMessageId, type UIChunk, type UIMessageMetadata, userMessageId } from './ui-protocol.js';
 
 /** A run/end status after which the run goes on later (in this process or another): the reply stays open. */
 const RESUMED_LATER = new Set(['detached', 'fenced']);
@@ -87,6 +37,8 @@ export interface MappedRecord {
   chunks: UIChunk[];
   /** The user message that opened a reply (only with target `all`). */
   user?: { id: string; text: string; seq: number };
+  /** The input id of a steer the reply showed (a user message inside its run). */
+  steer?: string;
   /** The reply is over: the stream ends after these chunks. */
   end?: boolean;
 }
@@ -102,7 +54,7 @@ export interface MappedRecord {
  */
 export class UIChunkMapper {
   private open = false;
-  private run: { runId: string; kind?: string; status: string } | undefined;
+  private run: { runId: string; kind?: string; status: string; error?: string } | undefined;
   private liveText: string | undefined;
   private liveCount = 0;
   private lastText: string | undefined;
@@ -112,8 +64,12 @@ export class UIChunkMapper {
   private pending: PendingRequest | undefined;
   /** A step is open: its start-step was sent (by its step/start, or by live text that came first). */
   private inStep = false;
+  /** The open step's start-step went out live: its step/start record is not mapped yet. */
+  private liveStep = false;
   /** The input a run/start just read started its run with: the next user message's id. */
   private runInputId: string | undefined;
+  /** The open run's first user message was mapped: a later one is a steer, shown in the run's reply. */
+  private runMessageSeen = false;
   private readonly knownLastSeq: number;
   private readonly sessionId: string | undefined;
 
@@ -134,6 +90,7 @@ export class UIChunkMapper {
       const runId = String(p.runId);
       // another run's start belongs to the reply its user message opens
       const same = this.run === undefined || this.run.runId === runId;
+      if (this.run?.runId !== runId) this.runMessageSeen = false;
       this.run = { runId, kind: String(p.kind), status: 'running' };
       this.runInputId = typeof p.inputId === 'string' ? p.inputId : undefined;
       this.inStep = false; // a new attempt starts its steps again
@@ -146,14 +103,31 @@ export class UIChunkMapper {
     return { chunks: this.inReply(r, p), ...(this.endsReply(r, p) ? { end: true } : {}) };
   }
 
+  /**
+   * The message holds parts only live chunks made: a step started live (its step/start record not
+   * mapped yet) or text still streaming. A resume position says so (`N:step`, ui-message-stream.ts).
+   */
+  get holdsLive(): boolean {
+    return this.liveStep || this.liveText !== undefined;
+  }
+
+  /**
+   * A resumed stream's client holds the live start-step of the step after the records mapped so
+   * far (it was cut while that step streamed): the step's step/start record sends no second one.
+   */
+  continueLiveStep(): void {
+    this.inStep = true;
+    this.liveStep = true;
+  }
+
   live(e: LiveEvent): UIChunk[] {
     if (!this.open) return [];
     switch (e.type) {
       case 'message_start':
         if (e.role !== 'assistant') return [];
         this.liveText = `live${++this.liveCount}`;
-        // a step's live text may come before its step/start record (step starts are live-only envelopes)
-        return [...this.startStep(), { type: 'text-start', id: this.liveText }];
+        // a step's live text comes before its step/start record (the step commits with its message)
+        return [...this.startStep(true), { type: 'text-start', id: this.liveText }];
       case 'message_delta':
         return this.liveText && e.role === 'assistant' ? [{ type: 'text-delta', id: this.liveText, delta: e.text }] : [];
       case 'message_end': {
@@ -182,6 +156,10 @@ export class UIChunkMapper {
     this.runInputId = undefined;
     // a user message's parts that are not text (stored as blob references) are shown by their summary
     const text = contentDisplay((r.payload.message as Message).content);
+    const steer = this.runMessageSeen;
+    this.runMessageSeen = true;
+    // a steer: the run goes on, and so does its reply (the message before the step that reads it)
+    if (this.open && steer) return { chunks: [{ type: 'steering-message', id, parts: [{ type: 'text', text }] }], steer: id };
     const t = this.target;
     if (this.open && t.kind !== 'all') return { chunks: this.finish(undefined), end: true }; // the next reply is another stream's
     if (t.kind === 'input' && id !== t.inputId) return { chunks: [] };
@@ -191,6 +169,7 @@ export class UIChunkMapper {
     this.lastText = undefined;
     this.liveText = undefined;
     this.inStep = false;
+    this.liveStep = false;
     const metadata: UIMessageMetadata = { ...(this.sessionId !== undefined ? { sessionId: this.sessionId } : {}), fromSeq: r.seq };
     chunks.push({ type: 'start', messageId, messageMetadata: metadata });
     if (this.run) chunks.push(this.runPart());
@@ -202,6 +181,7 @@ export class UIChunkMapper {
       case 'session/attached':
         return this.run?.status === 'running' ? [{ type: 'data-actorloop-resumed', id: `resumed-${r.seq}`, data: { seq: r.seq } }] : [];
       case 'step/start':
+        this.liveStep = false;
         return this.startStep();
       case 'step/end':
         this.inStep = false;
@@ -215,7 +195,7 @@ export class UIChunkMapper {
           type: 'tool-input-error',
           toolCallId: i.callId,
           toolName: i.name,
-          input: this.callArgs.get(i.callId) ?? {},
+          input: parsedArguments(this.callArgs.get(i.callId) ?? {}),
           errorText: i.message,
         }));
       case 'approval/requested': {
@@ -262,8 +242,12 @@ export class UIChunkMapper {
       case 'run/end': {
         if (!this.run) return [];
         this.run.status = String(p.status);
+        const error = (p.error as { message?: unknown } | undefined)?.message;
+        if (typeof error === 'string') this.run.error = error;
         const chunks: UIChunk[] = [this.runPart()];
-        if (this.endsReply(r, p)) chunks.push(...this.finish(this.finishReason(this.run.status)));
+        if (!this.endsReply(r, p)) return chunks;
+        const reason = this.finishReason(this.run.status);
+        chunks.push(...this.finish(reason, reason === 'error' ? this.run.error : undefined));
         return chunks;
       }
       default: // the other records change nothing a chat shows (docs/web.md)
@@ -285,17 +269,20 @@ export class UIChunkMapper {
     return FINISH.get(status) ?? 'other';
   }
 
-  private finish(reason: 'stop' | 'error' | 'other' | 'tool-calls' | undefined): UIChunk[] {
+  /** Ends the reply; a failed run's `error` goes last before the finish (useChat reads nothing after it). */
+  private finish(reason: 'stop' | 'error' | 'other' | 'tool-calls' | undefined, error?: string): UIChunk[] {
     const chunks: UIChunk[] = [];
     if (this.liveText) chunks.push({ type: 'text-end', id: this.liveText });
     this.liveText = undefined;
+    if (error !== undefined) chunks.push({ type: 'error', errorText: error });
     chunks.push(reason ? { type: 'finish', finishReason: reason } : { type: 'finish' });
     return chunks;
   }
 
-  private startStep(): UIChunk[] {
+  private startStep(live = false): UIChunk[] {
     if (this.inStep) return [];
     this.inStep = true;
+    this.liveStep = live;
     return [{ type: 'start-step' }];
   }
 
@@ -307,13 +294,18 @@ export class UIChunkMapper {
   private assistantMessage(seq: number, m: Message): UIChunk[] {
     for (const c of m.toolCalls ?? []) this.callArgs.set(c.id, c.arguments);
     const chunks: UIChunk[] = [];
+    const text = contentText(m.content);
+    if (text) this.lastText = text;
     const thinking = reasoningOf(m);
-    thinking.forEach((text, i) => chunks.push(...reasoningChunks(`r${seq}-${i}`, text)));
     if (this.liveText) {
-      chunks.unshift({ type: 'text-end', id: this.liveText }); // its deltas were this message
+      chunks.push({ type: 'text-end', id: this.liveText }); // its deltas were this message
       this.liveText = undefined;
-    } else if (contentText(m.content)) chunks.push(...textChunks(`t${seq}`, contentText(m.content)));
-    if (contentText(m.content)) this.lastText = contentText(m.content);
+      if (thinking.length === 0) return chunks;
+      // its reasoning was not streamed and goes first: the step (a message is its first part) comes again whole
+      chunks.push({ type: 'reset-step' });
+    }
+    thinking.forEach((t, i) => chunks.push(...reasoningChunks(`r${seq}-${i}`, t)));
+    if (text) chunks.push(...textChunks(`t${seq}`, text));
     return chunks;
   }
 
@@ -333,6 +325,16 @@ export class UIChunkMapper {
     else if (o.kind === 'uncertain-settled') chunks.push({ type: 'tool-output-available', toolCallId: callId, output: o.content });
     else chunks.push({ type: 'tool-output-error', toolCallId: callId, errorText: outcomeText(o) });
     return chunks;
+  }
+}
+
+/** A call's arguments as the model sent them: a JSON text parsed, anything else as it is. */
+function parsedArguments(args: unknown): unknown {
+  if (typeof args !== 'string') return args;
+  try {
+    return JSON.parse(args) as unknown;
+  } catch {
+    return args;
   }
 }
 

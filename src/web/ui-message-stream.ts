@@ -1,13 +1,14 @@
 import { z } from 'zod';
 import type { EventRecord, PendingRequest } from '../contracts/events.js';
+import { ValidationError } from '../contracts/errors.js';
 import { parseInput } from '../contracts/validate.js';
 import type { EventStore } from '../persistence/event-store.js';
 import { awaitedRequest } from '../persistence/open-run.js';
 import type { SessionHead } from '../persistence/head.js';
 import { assertSessionId } from '../persistence/store-input.js';
 import { errorResponse, EventStream, type FrameEncoder, SessionEventsOptions } from './session-events.js';
-import { cursorOf } from './sse.js';
-import { type ReplyTarget, replyMessageId, type UIChunk, UIChunkMapper, userMessageId } from './ui-chunks.js';
+import { type ReplyTarget, UIChunkMapper } from './ui-chunks.js';
+import { replyMessageId, type UIChunk, userMessageId } from './ui-protocol.js';
 import type { Frame } from './wire.js';
 
 /** The headers of the AI SDK's UI message stream protocol (what `createUIMessageStreamResponse` sends). */
@@ -52,15 +53,26 @@ export async function uiMessageStream(
   options: UIMessageStreamOptions = {},
 ): Promise<Response> {
   let o: z.output<typeof UIMessageStreamOptions>;
-  let cursor: number;
+  let cursor: ReplyCursor | undefined;
   try {
     assertSessionId(sessionId, 'uiMessageStream');
     o = parseInput(UIMessageStreamOptions, options, 'uiMessageStream: options');
-    cursor = request.headers.get('last-event-id') ? cursorOf(request) : 0;
+    cursor = replyCursorOf(request);
   } catch (e) {
     return errorResponse(400, e);
   }
   const { reply, ...streamOptions } = o;
+  if (cursor) {
+    // a position the log does not have (yet): the client's message is not this log's reply
+    const lastSeq = (await store.getHead(sessionId))?.lastSeq ?? 0;
+    if (cursor.seq > lastSeq)
+      return errorResponse(
+        400,
+        new ValidationError('uiMessageStream', [
+          { path: ['Last-Event-ID'], message: `position ${cursor.seq} is past the log's head (${lastSeq})` },
+        ]),
+      );
+  }
   if (reply !== 'open') {
     const head = await store.getHead(sessionId);
     const mapper = new UIChunkMapper(
@@ -78,7 +90,28 @@ export async function uiMessageStream(
     const mapper = new UIChunkMapper({ kind: 'input', inputId: next.inputId }, { sessionId, knownLastSeq: head?.lastSeq ?? 0 });
     return respond(store, sessionId, request, streamOptions, mapper, next.fromSeq, []);
   }
-  return continueReply(store, sessionId, request, streamOptions, open, cursor > open.userSeq ? cursor : open.userSeq);
+  const after = cursor && cursor.seq >= open.userSeq ? cursor : { seq: open.userSeq - 1, liveStep: false };
+  return continueReply(store, sessionId, request, streamOptions, open, after.seq + 1, after.liveStep);
+}
+
+/**
+ * A reply stream's position: `Last-Event-ID: N` (the client holds the reply's chunks up to log
+ * position N) or `N:step` (and the live chunks of the step streaming after it: a start-step, text
+ * not committed yet). Throws a ValidationError for a malformed value.
+ */
+export interface ReplyCursor {
+  seq: number;
+  liveStep: boolean;
+}
+function replyCursorOf(request: Request): ReplyCursor | undefined {
+  const raw = request.headers.get('last-event-id')?.trim();
+  if (!raw) return undefined;
+  const m = /^(\d{1,15})(:step)?$/.exec(raw);
+  if (!m)
+    throw new ValidationError('uiMessageStream', [
+      { path: ['Last-Event-ID'], message: `${JSON.stringify(raw.slice(0, 40))} is not a reply position (N or N:step, N a log position)` },
+    ]);
+  return { seq: Number(m[1]), liveStep: m[2] !== undefined };
 }
 
 /**
@@ -117,7 +150,7 @@ export interface OpenReply {
   cancelRequested: boolean;
 }
 
-/** Reads the open run (O(run), never older history) and returns its last reply, if any. */
+/** Reads the open run (O(run), never older history) and returns its reply (from the run's first user message), if any. */
 export async function readOpenReply(store: EventStore, sessionId: string): Promise<OpenReply | undefined> {
   const head = await store.getHead(sessionId);
   if (!head?.openRun) return undefined;
@@ -129,7 +162,8 @@ export async function readOpenReply(store: EventStore, sessionId: string): Promi
   let runInputId: string | undefined;
   for await (const r of store.readEvents(sessionId, { fromSeq: head.openRun.startSeq, toSeq: head.lastSeq })) {
     const p = r.payload;
-    if (r.type === 'user/message' && p.copiedFrom === undefined) {
+    // the run's first user message opens its reply; a later one is a steer, shown in that reply
+    if (r.type === 'user/message' && p.copiedFrom === undefined && !reply) {
       const id = userMessageId(r, runInputId);
       runInputId = undefined;
       reply = {
@@ -169,7 +203,10 @@ export async function readOpenReply(store: EventStore, sessionId: string): Promi
 
 /**
  * Streams the open reply from `fromSeq` on: the records before it (from its user message) only
- * bring the mapper to where the client is, and a `start` chunk opens the client's message.
+ * bring the mapper to where the client is, and a `start` chunk opens the client's message. A
+ * client that holds the live chunks of a step still streaming (`liveStep`) gets `reset-step`
+ * first, which drops them: the step's records bring its parts once; a step opened by a record
+ * the client has is sent again from that record on.
  */
 export function continueReply(
   store: EventStore,
@@ -178,11 +215,29 @@ export function continueReply(
   options: z.output<typeof SessionEventsOptions>,
   open: OpenReply,
   fromSeq: number,
+  liveStep = false,
 ): Response {
   const mapper = new UIChunkMapper({ kind: 'next' }, { sessionId, knownLastSeq: open.lastSeq, run: open.run, runInputId: open.userId });
-  for (const r of open.records) if (r.seq < fromSeq) mapper.committed(r);
   const opening: UIChunk[] = fromSeq > open.userSeq ? [{ type: 'start', messageId: open.messageId }] : [];
-  return respond(store, sessionId, request, options, mapper, fromSeq, opening);
+  let from = fromSeq;
+  if (liveStep && fromSeq > open.userSeq) {
+    opening.push({ type: 'reset-step' });
+    from = (openStepStart(open.records, fromSeq - 1) ?? fromSeq - 1) + 1;
+  }
+  for (const r of open.records) if (r.seq < from) mapper.committed(r);
+  if (liveStep && from === fromSeq && fromSeq > open.userSeq) mapper.continueLiveStep();
+  return respond(store, sessionId, request, options, mapper, from, opening);
+}
+
+/** The seq of the step/start whose step is open after position `n` (as UIChunkMapper counts steps). */
+function openStepStart(records: EventRecord[], n: number): number | undefined {
+  let at: number | undefined;
+  for (const r of records) {
+    if (r.seq > n) break;
+    if (r.type === 'step/start') at = r.seq;
+    else if (r.type === 'step/end' || r.type === 'run/start' || r.type === 'user/message') at = undefined;
+  }
+  return at;
 }
 
 function respond(
@@ -201,34 +256,54 @@ function respond(
     fromSeq,
     { ...options, children: false },
     request.signal,
-    new UIChunkEncoder(mapper, opening),
+    new UIChunkEncoder(mapper, opening, fromSeq - 1),
   );
   return new Response(stream.body, { status: 200, headers: UI_MESSAGE_STREAM_HEADERS });
 }
 
 const encoder = new TextEncoder();
-const chunkLine = (c: UIChunk | '[DONE]', id?: number) =>
+const chunkLine = (c: UIChunk | '[DONE]', id?: string) =>
   encoder.encode(`${id !== undefined ? `id: ${id}\n` : ''}data: ${c === '[DONE]' ? c : JSON.stringify(c)}\n\n`);
 
-/** The frames of a connection as UI message chunks. */
+/**
+ * The frames of a connection as UI message chunks. The `id:` a chunk carries is the position the
+ * client's message then stands for: each record's last chunk carries its log position, `N:step`
+ * while the message also holds a live step's chunks (the first live chunk that adds one says so).
+ */
 class UIChunkEncoder implements FrameEncoder {
+  private sentId: string | undefined;
+
   constructor(
     private readonly mapper: UIChunkMapper,
     private readonly opening: UIChunk[],
+    /** The last log position mapped. */
+    private position: number,
   ) {}
 
-  encode(frame: Frame, id?: number): { bytes: Uint8Array[]; end?: boolean } {
+  private positionId(): string {
+    return this.mapper.holdsLive ? `${this.position}:step` : String(this.position);
+  }
+
+  private lines(chunks: UIChunk[], always: boolean): Uint8Array[] {
+    const id = this.positionId();
+    const mark = chunks.length > 0 && (always || id !== this.sentId);
+    if (mark) this.sentId = id;
+    return chunks.map((c, i) => chunkLine(c, mark && i === chunks.length - 1 ? id : undefined));
+  }
+
+  encode(frame: Frame): { bytes: Uint8Array[]; end?: boolean } {
     switch (frame.kind) {
       case 'ready':
         return { bytes: this.opening.map((c) => chunkLine(c)) };
       case 'committed': {
         const { chunks, end } = this.mapper.committed(frame.record);
-        const bytes = chunks.map((c, i) => chunkLine(c, i === chunks.length - 1 ? id : undefined));
+        this.position = frame.record.seq;
+        const bytes = this.lines(chunks, true);
         if (end) bytes.push(chunkLine('[DONE]'));
         return { bytes, ...(end ? { end } : {}) };
       }
       case 'live':
-        return { bytes: this.mapper.live(frame.event).map((c) => chunkLine(c)) };
+        return { bytes: this.lines(this.mapper.live(frame.event), false) };
       case 'dropped':
         return {
           bytes: [

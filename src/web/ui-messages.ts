@@ -1,17 +1,18 @@
 import type { WireRecord } from './wire.js';
-import { type UIChunk, UIChunkMapper, type UIMessageMetadata } from './ui-chunks.js';
+import { UIChunkMapper } from './ui-chunks.js';
+import type { UIChunk, UIMessageMetadata } from './ui-protocol.js';
 
 /** A part of a UI message, as the AI SDK's `UIMessage.parts` holds it (the kinds actorloop sends). */
 export type UIMessagePart =
   | { type: 'text'; text: string; state?: 'streaming' | 'done' }
   | { type: 'reasoning'; id: string; text: string; state: 'streaming' | 'done' }
   | { type: 'step-start' }
+  | { type: 'steering-message'; id: string; parts: { type: 'text'; text: string }[] }
   | {
       type: `tool-${string}`;
       toolCallId: string;
       state: 'input-available' | 'approval-requested' | 'approval-responded' | 'output-available' | 'output-error' | 'output-denied';
       input: unknown;
-      rawInput?: unknown;
       output?: unknown;
       errorText?: string;
       approval?: { id: string; approved?: boolean };
@@ -45,7 +46,8 @@ export function uiMessagesOf(records: Iterable<WireRecord>, sessionId?: string):
     if (r.type === 'input/accepted')
       waiting.set(String(r.payload.inputId), (r.payload.messages as { content: string }[]).map((m) => m.content).join('\n'));
     if (r.type === 'input/cancelled') waiting.delete(String(r.payload.inputId));
-    const { chunks, user } = mapper.committed(r);
+    const { chunks, user, steer } = mapper.committed(r);
+    if (steer !== undefined) waiting.delete(steer);
     if (user) {
       waiting.delete(user.id);
       if (reply.message) messages.push(reply.message);
@@ -110,7 +112,7 @@ export class UIMessageBuilder {
         break;
       case 'tool-input-error': {
         const t = this.tool(m, c.toolCallId, c.toolName);
-        Object.assign(t, { state: 'output-error', input: undefined, rawInput: c.input, errorText: c.errorText });
+        Object.assign(t, { state: 'output-error', input: c.input, errorText: c.errorText });
         break;
       }
       case 'tool-approval-request':
@@ -129,6 +131,9 @@ export class UIMessageBuilder {
         break;
       case 'tool-output-denied':
         this.tool(m, c.toolCallId).state = 'output-denied';
+        break;
+      case 'steering-message':
+        m.parts.push({ type: 'steering-message', id: c.id, parts: c.parts.map((p) => ({ ...p })) });
         break;
       case 'finish':
       case 'error':

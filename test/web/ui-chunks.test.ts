@@ -1,6 +1,7 @@
 import { DefaultChatTransport, readUIMessageStream, type UIMessage as AiUIMessage } from 'ai';
 import { describe, expect, it } from 'vitest';
-import { UIChunkMapper, type UIChunk } from '../../src/web/ui-chunks.js';
+import { UIChunkMapper } from '../../src/web/ui-chunks.js';
+import type { UIChunk } from '../../src/web/ui-protocol.js';
 import { UIMessageBuilder, uiMessagesOf } from '../../src/web/ui-messages.js';
 import type { WireRecord } from '../../src/web/wire.js';
 
@@ -221,14 +222,126 @@ describe('UIChunkMapper: each event kind → its UI message chunks', () => {
       rec('run/end', { runId: 'r', status: 'suspended' }),
       rec('run/start', { runId: 'r', kind: 'respond' }),
       rec('run/end', { runId: 'r', status: 'fenced' }),
-      rec('user/message', { message: { role: 'user', content: 'b' }, inputId: 'steer1' }),
+      rec('run/start', { runId: 'r2', kind: 'prompt', inputId: 'm2' }),
+      rec('user/message', { message: { role: 'user', content: 'b' } }),
     ];
     const replay = new UIChunkMapper({ kind: 'next' }, { knownLastSeq: 5 });
-    expect(records.map((r) => replay.committed(r).end ?? false)).toEqual([false, false, false, false, false, true]);
+    expect(records.map((r) => replay.committed(r).end ?? false)).toEqual([false, false, false, false, false, false, true]);
     const live = new UIChunkMapper({ kind: 'next' }, { knownLastSeq: 2 });
     expect(records.slice(0, 3).map((r) => live.committed(r).end ?? false)).toEqual([false, false, true]);
     const history = uiMessagesOf(records);
-    expect(history.map((h) => h.id)).toEqual(['r', 'r-reply', 'steer1', 'steer1-reply']);
+    expect(history.map((h) => h.id)).toEqual(['r', 'r-reply', 'm2', 'm2-reply']);
+  });
+
+  it("a steer (a user message inside the run, after its first) is a steering-message part of the run's reply, which goes on to the run's end", async () => {
+    seq = 0;
+    const records = [
+      rec('run/start', { runId: 'r', kind: 'prompt', inputId: 'r' }, 0),
+      rec('user/message', { message: { role: 'user', content: 'a' } }, 0),
+      rec('step/start', {}),
+      rec('step/end', {}),
+      rec('input/accepted', { inputId: 'steer1', mode: 'steer', messages: [{ role: 'user', content: 'b' }] }),
+      rec('user/message', { message: { role: 'user', content: 'b' }, inputId: 'steer1' }),
+      rec('step/start', {}, 2),
+      rec('assistant/message', { message: { role: 'assistant', content: 'ok, b' } }, 2),
+      rec('step/end', {}, 2),
+      rec('run/end', { runId: 'r', status: 'succeeded' }, 2),
+    ];
+    const m = new UIChunkMapper({ kind: 'input', inputId: 'r' }, { knownLastSeq: 10 });
+    const mapped = records.map((r) => m.committed(r));
+    expect(mapped[5]!.chunks).toEqual([{ type: 'steering-message', id: 'steer1', parts: [{ type: 'text', text: 'b' }] }]);
+    expect(mapped.map((x) => x.end ?? false)).toEqual([...Array(9).fill(false), true]);
+    const built = await throughAiSdk(mapped.flatMap((x) => x.chunks));
+    const history = uiMessagesOf(records);
+    expect(history.map((h) => h.id)).toEqual(['r', 'r-reply']);
+    expect(plain(history[1])).toEqual(plain(built));
+    expect(built!.parts.map((p) => p.type)).toEqual(['data-actorloop-run', 'step-start', 'steering-message', 'step-start', 'text']);
+  });
+
+  it("a failed run's error message reaches the UI: an error chunk before the finish, and the run part (stream and history alike) carries it", () => {
+    seq = 0;
+    const records = [
+      rec('run/start', { runId: 'r', kind: 'prompt', inputId: 'r' }, 0),
+      rec('user/message', { message: { role: 'user', content: 'a' } }, 0),
+      rec('step/start', {}),
+      rec('run/end', { runId: 'r', status: 'failed', error: { message: 'upstream 500 exploded', code: 'execution' } }),
+    ];
+    const m = new UIChunkMapper({ kind: 'input', inputId: 'r' }, { knownLastSeq: 4 });
+    const out = records.map((r) => m.committed(r)).at(-1)!;
+    expect(out.chunks).toEqual([
+      { type: 'data-actorloop-run', id: 'r', data: { runId: 'r', kind: 'prompt', status: 'failed', error: 'upstream 500 exploded' } },
+      { type: 'error', errorText: 'upstream 500 exploded' },
+      { type: 'finish', finishReason: 'error' },
+    ]);
+    const history = uiMessagesOf(records);
+    expect(history[1]!.parts.find((p) => p.type === 'data-actorloop-run')).toEqual(out.chunks[0]);
+  });
+
+  it('a rejected call shows its arguments as the input, parsed when they are JSON, in the stream and the history alike (no deprecated rawInput)', async () => {
+    seq = 0;
+    const toolCalls = [
+      { id: 'e1', name: 'echo', arguments: '{"y":1}' },
+      { id: 'e2', name: 'nope', arguments: 'not json' },
+    ];
+    const records = [
+      rec('run/start', { runId: 'r', kind: 'prompt', inputId: 'r' }, 0),
+      rec('user/message', { message: { role: 'user', content: 'a' } }, 0),
+      rec('step/start', {}),
+      rec('assistant/message', { message: { role: 'assistant', content: '', toolCalls } }),
+      rec('tool/batch-rejected', {
+        issues: [
+          { callId: 'e1', name: 'echo', message: 'x: expected string' },
+          { callId: 'e2', name: 'nope', message: 'unknown tool' },
+        ],
+      }),
+    ];
+    const m = new UIChunkMapper({ kind: 'input', inputId: 'r' }, { knownLastSeq: 1_000 });
+    const chunks = records.flatMap((r) => m.committed(r).chunks);
+    expect(chunks.filter((c) => c.type === 'tool-input-error')).toEqual([
+      { type: 'tool-input-error', toolCallId: 'e1', toolName: 'echo', input: { y: 1 }, errorText: 'x: expected string' },
+      { type: 'tool-input-error', toolCallId: 'e2', toolName: 'nope', input: 'not json', errorText: 'unknown tool' },
+    ]);
+    const built = await throughAiSdk(chunks);
+    const history = uiMessagesOf(records);
+    expect(plain(history[1])).toEqual(plain(built));
+    expect(history[1]!.parts.find((p) => 'toolCallId' in p && p.toolCallId === 'e1')).toEqual({
+      type: 'tool-echo',
+      toolCallId: 'e1',
+      state: 'output-error',
+      input: { y: 1 },
+      errorText: 'x: expected string',
+    });
+  });
+
+  it("a streamed message's reasoning comes before its text, as in the history: the commit replaces the streamed text with the message's parts in order", async () => {
+    seq = 0;
+    const thinking = {
+      anthropic: {
+        content: [
+          { type: 'thinking', thinking: 'hmm', signature: 's' },
+          { type: 'text', text: 'Hello' },
+        ],
+      },
+    };
+    const records = [
+      rec('run/start', { runId: 'r', kind: 'prompt', inputId: 'r' }, 0),
+      rec('user/message', { message: { role: 'user', content: 'a' } }, 0),
+      rec('step/start', {}),
+      rec('assistant/message', { message: { role: 'assistant', content: 'Hello', providerData: thinking } }),
+      rec('step/end', {}),
+      rec('run/end', { runId: 'r', status: 'succeeded' }),
+    ];
+    const m = new UIChunkMapper({ kind: 'input', inputId: 'r' }, { knownLastSeq: 1_000 });
+    const chunks = records.slice(0, 2).flatMap((r) => m.committed(r).chunks);
+    chunks.push(
+      ...m.live({ type: 'message_start', role: 'assistant' }),
+      ...m.live({ type: 'message_delta', role: 'assistant', text: 'Hel' }),
+    );
+    chunks.push(...records.slice(2).flatMap((r) => m.committed(r).chunks));
+    const built = await throughAiSdk(chunks);
+    const history = uiMessagesOf(records);
+    expect(plain(built)).toEqual(plain(history[1]));
+    expect(built!.parts.map((p) => p.type)).toEqual(['data-actorloop-run', 'step-start', 'reasoning', 'text']);
   });
 
   it('UIMessageBuilder keeps a data part once per id (the newest data), as the AI SDK does', () => {

@@ -1,4 +1,4 @@
-import { DefaultChatTransport, readUIMessageStream, type UIMessage } from 'ai';
+import { DefaultChatTransport, type UIMessage } from 'ai';
 import { afterEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import {
@@ -10,14 +10,12 @@ import {
   lmdbStore,
   webHandler,
   type AuthorizeContext,
-  type EventDraft,
   type EventStore,
 } from '../../src/index.js';
-import { SseParser } from '../../src/web/sse-parse.js';
-import type { UIChunk } from '../../src/web/ui-chunks.js';
 import { deferred } from '../helpers/drafts.js';
 import { storeWithAppend } from '../helpers/runtime.js';
 import { tempDir } from '../helpers/tmp.js';
+import { chatPost, chunksOf, draft, drain, plain, uiChunks } from './chat-fixtures.js';
 
 const cleanups: (() => Promise<void>)[] = [];
 afterEach(async () => {
@@ -47,25 +45,6 @@ function make(authorize?: (req: Request, ctx: AuthorizeContext) => boolean | Res
   const fetch = ((url: string | URL | Request, init?: RequestInit) =>
     handle(new Request(new URL(String(url), 'http://app'), init))) as typeof globalThis.fetch;
   return { runtime, handle, fetch, transport: new DefaultChatTransport({ api: 'http://app/api/chat', fetch }) };
-}
-
-async function drain(stream: ReadableStream<never> | ReadableStream<unknown>, message?: UIMessage): Promise<UIMessage> {
-  let last: UIMessage | undefined;
-  for await (const m of readUIMessageStream({ stream: stream as never, ...(message ? { message } : {}), terminateOnError: true })) last = m;
-  return last!;
-}
-const plain = (v: unknown) => JSON.parse(JSON.stringify(v)) as unknown;
-const chatPost = (body: unknown) =>
-  new Request('http://app/api/chat', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
-
-/** The `data:` chunks of a UI message stream, with the `id:` each carried. */
-async function chunksOf(res: Response): Promise<{ chunk: UIChunk | '[DONE]'; id?: string }[]> {
-  const parser = new SseParser();
-  const out: { chunk: UIChunk | '[DONE]'; id?: string }[] = [];
-  const text = await res.text();
-  for (const m of parser.push(text))
-    out.push({ chunk: m.data === '[DONE]' ? '[DONE]' : (JSON.parse(m.data) as UIChunk), ...(m.id ? { id: m.id } : {}) });
-  return out;
 }
 
 describe("the AI SDK routes, driven by the AI SDK's own DefaultChatTransport", () => {
@@ -311,77 +290,72 @@ describe('a run whose cancel stands waits for no approval', () => {
   });
 });
 
-const draft = (type: string, payload: Record<string, unknown>, step = 0): EventDraft => ({
-  type: type as EventDraft['type'],
-  turn: 1,
-  step,
-  attempt: 1,
-  surfaceOp: type === 'user/message' || type === 'assistant/message' || type === 'tool/result' ? 'append' : 'none',
-  payload,
+describe('a steer mid-run', () => {
+  it("is shown in the reply the run's prompt opened: its stream goes on to the run's end with the answer, and the history's message is that one, its run part at the run's real end", async () => {
+    const slow = defineTool({
+      name: 'slow',
+      description: 'takes its time',
+      parameters: z.object({}),
+      mode: 'parallel',
+      execute: async () => (await new Promise((r) => setTimeout(r, 500)), 'slept'),
+    });
+    const runtime = createRuntime({
+      store: memoryStore(),
+      model: scriptedModel([{ toolCalls: [{ id: 's1', name: 'slow', arguments: {} }] }, 'changed course']),
+      tools: [slow],
+    });
+    cleanups.push(() => runtime.close());
+    const worker = runtime.serve({ concurrency: 2, leaseMs: 5000, pollMs: 20 });
+    cleanups.push(() => worker.stop({ graceMs: 100 }));
+    const handle = webHandler({ runtime, basePath: '/api' });
+    const user = { id: 'm1', role: 'user', parts: [{ type: 'text', text: 'go' }] };
+    const res = await handle(chatPost({ id: 'st', messages: [user], trigger: 'submit-message' }));
+    const reply = drain(uiChunks(res.body!));
+    await new Promise((r) => setTimeout(r, 200));
+    const steer = await handle(
+      new Request('http://app/api/sessions/st/steer', {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ inputId: 'steer1', message: 'change course' }),
+      }),
+    );
+    expect(steer.status).toBe(202);
+    const streamed = await reply;
+    expect(streamed.parts.find((p) => p.type === 'steering-message')).toEqual({
+      type: 'steering-message',
+      id: 'steer1',
+      parts: [{ type: 'text', text: 'change course' }],
+    });
+    expect(streamed.parts.filter((p) => p.type === 'text').map((p) => (p as { text: string }).text)).toEqual(['changed course']);
+    const history = plain(await (await handle(new Request('http://app/api/chat/st/messages'))).json()) as UIMessage[];
+    expect(history.map((m) => m.id)).toEqual(['m1', 'm1-reply']);
+    expect(history[1]).toEqual(plain(streamed));
+    expect(history[1]!.parts.find((p) => p.type === 'data-actorloop-run')).toMatchObject({ data: { status: 'succeeded' } });
+  });
 });
 
-describe('resumption is mapped onto log positions', () => {
-  async function openRun(store: EventStore) {
-    const { writerEpoch } = await store.attachWriter('s1');
-    const head = await store.getHead('s1');
-    const base = { runId: 'r1', attemptId: 'a1', runEpoch: 1, executionProfileFingerprint: 'f' };
-    const drafts = [
-      draft('run/start', { ...base, kind: 'prompt', inputId: 'u1' }),
-      draft('user/message', { message: { role: 'user', content: 'go' } }),
-      draft('step/start', {}, 1),
-      draft(
-        'assistant/message',
-        {
-          message: { role: 'assistant', content: 'working', toolCalls: [{ id: 'c1', name: 'deploy', arguments: '{}' }] },
-          usage: { inputTokens: 1, outputTokens: 1 },
-          finishReason: 'tool_calls',
-          latencyMs: 1,
-        },
-        1,
-      ),
-      draft('tool/call', { callId: 'c1', name: 'deploy', arguments: {}, mode: 'exclusive', resources: [], idempotencyKey: 'k1' }, 1),
-    ];
-    await store.append('s1', writerEpoch, head!.lastSeq + 1, drafts);
-    return { writerEpoch, base };
-  }
-
-  it('without Last-Event-ID the open reply is replayed from its user message; with Last-Event-ID N it continues after N, and the two carry each record once; appends are followed to the reply end', async () => {
-    const { runtime, handle } = make();
-    const store = runtime.store;
-    const { writerEpoch, base } = await openRun(store);
-    const get = (headers: Record<string, string> = {}) => handle(new Request('http://app/api/chat/s1/stream', { headers }));
-    const replayed = chunksOf(await get());
-    const continued = chunksOf(await get({ 'last-event-id': '3' }));
-    const outcome = { kind: 'completed', content: 'done', isError: false, concludesTurn: false, releaseResources: [] };
-    await store.append('s1', writerEpoch, 6, [
-      draft('tool/result', { callId: 'c1', name: 'deploy', outcome }, 1),
-      draft('step/end', {}, 1),
-      draft('step/start', {}, 2),
-      draft(
-        'assistant/message',
-        {
-          message: { role: 'assistant', content: 'Deployed.' },
-          usage: { inputTokens: 1, outputTokens: 1 },
-          latencyMs: 1,
-          finishReason: 'stop',
-        },
-        2,
-      ),
-      draft('final/message', { finalMessageId: 'f1', runId: 'r1', content: 'Deployed.' }, 2),
-      draft('step/end', {}, 2),
-      draft('run/end', { ...base, status: 'succeeded', outcome: 'completed' }, 2),
+describe('a provider error', () => {
+  it("reaches the chat: the reply's stream sends an error chunk with its message, and the history's run part carries it", async () => {
+    const runtime = createRuntime({
+      store: memoryStore(),
+      model: scriptedModel([{ error: { message: 'upstream 500 exploded', retryable: false } }]),
+    });
+    cleanups.push(() => runtime.close());
+    const worker = runtime.serve({ concurrency: 2, leaseMs: 5000, pollMs: 20 });
+    cleanups.push(() => worker.stop({ graceMs: 100 }));
+    const handle = webHandler({ runtime, basePath: '/api' });
+    const res = await handle(
+      chatPost({ id: 'p', messages: [{ id: 'm1', role: 'user', parts: [{ type: 'text', text: 'go' }] }], trigger: 'submit-message' }),
+    );
+    const chunks = (await chunksOf(res)).map((c) => c.chunk);
+    expect(chunks.slice(-3)).toEqual([
+      { type: 'error', errorText: 'upstream 500 exploded' },
+      { type: 'finish', finishReason: 'error' },
+      '[DONE]',
     ]);
-    const all = await replayed;
-    const tail = await continued;
-    expect(all[0]!.chunk).toMatchObject({ type: 'start', messageId: 'u1-reply' });
-    expect(all.at(-2)!.chunk).toEqual({ type: 'finish', finishReason: 'stop' });
-    expect(all.at(-1)!.chunk).toBe('[DONE]');
-    expect(tail[0]!.chunk).toEqual({ type: 'start', messageId: 'u1-reply' });
-    const ids = (xs: typeof all) => xs.flatMap((x) => (x.id ? [Number(x.id)] : []));
-    expect(ids(all)).toEqual([2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]); // each record's last chunk: its log position
-    expect(ids(tail)).toEqual([4, 5, 6, 7, 8, 9, 10, 11, 12]);
-    const after3 = all.slice(all.findIndex((x) => x.id === '3') + 1);
-    expect(tail.slice(1)).toEqual(after3); // the continuation is the replay's chunks after position 3, exactly
-    expect((await get()).status).toBe(204); // the run settled: nothing to resume
+    const history = plain(await (await handle(new Request('http://app/api/chat/p/messages'))).json()) as UIMessage[];
+    expect(history[1]!.parts.find((p) => p.type === 'data-actorloop-run')).toMatchObject({
+      data: { status: 'failed', error: 'upstream 500 exploded' },
+    });
   });
 });
