@@ -52,11 +52,11 @@ export async function uiMessageStream(
   request: Request,
   options: UIMessageStreamOptions = {},
 ): Promise<Response> {
-  let o: z.output<typeof UIMessageStreamOptions>;
+  // the app's own options: a mistake there rejects with the app's ValidationError, not a client's 400
+  const o = parseInput(UIMessageStreamOptions, options, 'uiMessageStream: options');
   let cursor: ReplyCursor | undefined;
   try {
     assertSessionId(sessionId, 'uiMessageStream');
-    o = parseInput(UIMessageStreamOptions, options, 'uiMessageStream: options');
     cursor = replyCursorOf(request);
   } catch (e) {
     return errorResponse(400, e);

@@ -8,6 +8,7 @@ import {
   memoryStore,
   scriptedModel,
   lmdbStore,
+  uiMessageStream,
   webHandler,
   type AuthorizeContext,
   type EventStore,
@@ -357,5 +358,13 @@ describe('a provider error', () => {
     expect(history[1]!.parts.find((p) => p.type === 'data-actorloop-run')).toMatchObject({
       data: { status: 'failed', error: 'upstream 500 exploded' },
     });
+  });
+});
+
+describe('uiMessageStream options', () => {
+  it("the app's own bad options reject with a ValidationError; they are not a client's 400", async () => {
+    const store = memoryStore();
+    for (const bad of [{ bogus: 1 }, { heartbeatMs: 'x' }, { reply: 'all' }])
+      await expect(uiMessageStream(store, 's', new Request('http://test/'), bad as never)).rejects.toSatisfy(isValidationError);
   });
 });
