@@ -13,6 +13,26 @@ import type { Tracing } from './tracing-options.js';
 const STATUS_ERROR = 2;
 const KIND_INTERNAL = 0;
 
+/**
+ * Why a span ends without an outcome (status ERROR, with this `error.type`): the session closed,
+ * a new attempt started before this one reported its end, or the step ended first.
+ */
+interface Unfinished {
+  type: 'closed' | 'interrupted' | 'no_outcome';
+  message: string;
+}
+
+const STEP_ENDED: Unfinished = { type: 'no_outcome', message: 'the step ended before the call reported an outcome' };
+const INTERRUPTED: Unfinished = { type: 'interrupted', message: 'the attempt ended without a result' };
+const CLOSED: Unfinished = { type: 'closed', message: 'the session closed before the attempt ended' };
+
+/** Ends `span` with status ERROR and `error.type` (the GenAI conventions require it on a span that ends in error). */
+function endUnfinished(span: SpanLike, why: Unfinished, now: number): void {
+  span.setAttribute('error.type', why.type);
+  span.setStatus({ code: STATUS_ERROR, message: why.message });
+  span.end(now);
+}
+
 interface AttemptSpans {
   span: SpanLike;
   ctx: unknown;
@@ -64,7 +84,7 @@ export class SessionTracer implements RunTracer {
     runFirstSeq?: number;
   }): Promise<TraceIds | undefined> {
     try {
-      this.finishAttempt(undefined, 'the attempt ended without a result');
+      this.finishAttempt(undefined, INTERRUPTED);
       const previous = a.kind === 'prompt' || a.kind === 'follow_up' ? undefined : await this.previousAttempt(a.runId, a.runFirstSeq);
       const base: Attributes = {
         'actorloop.session.id': this.sessionId,
@@ -278,27 +298,25 @@ export class SessionTracer implements RunTracer {
     }
   }
 
-  private endStep(a: AttemptSpans, now: number): void {
+  /** Ends the open step (and the one before it); a tool call still open ends unfinished, saying `why`. */
+  private endStep(a: AttemptSpans, now: number, why: Unfinished = STEP_ENDED): void {
     a.prev?.span.end(now);
     a.prev = undefined;
     if (!a.step) return;
-    for (const [, span] of a.tools) {
-      span.setStatus({ code: STATUS_ERROR, message: 'the step ended before the call reported an outcome' });
-      span.end(now);
-    }
+    for (const [, span] of a.tools) endUnfinished(span, why, now);
     a.tools.clear();
     a.step.span.end(now);
     a.step = undefined;
   }
 
   /** Ends the attempt's spans: with its result, or (closed, replaced) saying why there is none. */
-  finishAttempt(result: ExecutionResult | undefined, why?: string): void {
+  private finishAttempt(result: ExecutionResult | undefined, why = INTERRUPTED): void {
     const a = this.attempt;
     if (!a) return;
     this.attempt = undefined;
     try {
       const now = this.clock.now();
-      this.endStep(a, now);
+      this.endStep(a, now, result ? STEP_ENDED : why);
       if (result) {
         a.span.setAttributes({
           'actorloop.run.status': result.status,
@@ -314,10 +332,10 @@ export class SessionTracer implements RunTracer {
           );
           a.span.setStatus({ code: STATUS_ERROR, message: result.error.message });
         }
+        a.span.end(now);
       } else {
-        a.span.setStatus({ code: STATUS_ERROR, message: why ?? 'the attempt ended without a result' });
+        endUnfinished(a.span, why, now);
       }
-      a.span.end(now);
       this.last = { runId: a.runId, attemptId: a.attemptId, ids: a.ids, ...(result ? { status: result.status } : {}) };
     } catch {
       // a tracing failure changes nothing of the run
@@ -326,7 +344,7 @@ export class SessionTracer implements RunTracer {
 
   /** The session closes: whatever is open ends, saying so. */
   close(): void {
-    this.finishAttempt(undefined, 'the session closed before the attempt ended');
+    this.finishAttempt(undefined, CLOSED);
   }
 
   /** The run's newest attempt before this one: from this process, else from its `run/start`s in the log. */
