@@ -3,6 +3,7 @@ import { z } from 'zod';
 import type { ReadableSpan } from '@opentelemetry/sdk-trace-base';
 import {
   createRuntime,
+  defineAgent,
   defineTool,
   memoryStore,
   scriptedModel,
@@ -63,6 +64,22 @@ async function traced(
   return t.spans();
 }
 
+/** A lead agent that hands off to a writer running `writerSteps` (with `tools`). */
+function handingOff(writerSteps: ScriptedStep[], tools: AnyTool[] = []) {
+  const writer = defineAgent({
+    name: 'writer',
+    instructions: 'Write.',
+    tools,
+    model: scriptedModel(writerSteps, { modelId: 'writer-model' }),
+  });
+  return defineAgent({
+    name: 'lead',
+    instructions: 'Lead.',
+    handoffs: [writer],
+    model: scriptedModel([{ toolCalls: [{ id: 'h1', name: 'transfer_to_writer', arguments: {} }] }], { modelId: 'lead-model' }),
+  });
+}
+
 /** Each ERROR span (in the order they ended) as its GenAI operation and error.type. */
 const errors = (spans: readonly ReadableSpan[]) =>
   spans.filter((s) => s.status.code === 2).map((s) => [s.attributes['gen_ai.operation.name'], s.attributes['error.type']]);
@@ -101,7 +118,7 @@ describe('every span that ends in error has error.type', () => {
     ]);
   });
 
-  it("a cancel during a tool call or a model call: each ERROR span has error.type (the outcome kind, the result's error kind)", async () => {
+  it("a cancel during a tool call or a model call: error.type is the outcome kind, the result's error kind", async () => {
     const slow = blockingTool();
     const duringTool = await traced(
       { steps: [{ toolCalls: [{ id: 'c1', name: 'slow', arguments: {} }] }, 'done'], tools: [slow.tool], started: slow.started },
@@ -124,6 +141,49 @@ describe('every span that ends in error has error.type', () => {
     expect(errors(spans)).toEqual([
       ['chat', 'auth'],
       ['invoke_agent', 'execution'],
+    ]);
+  });
+
+  it("closed while the agent handed to runs: its invoke_agent span ends with error.type closed, as the attempt's does", async () => {
+    const slow = blockingTool();
+    const lead = handingOff([{ toolCalls: [{ id: 'c1', name: 'slow', arguments: {} }] }], [slow.tool]);
+    const t = memoryTracing();
+    const runtime = createRuntime({
+      store: memoryStore(),
+      model: scriptedModel([]),
+      agents: [lead],
+      tracing: { tracerProvider: t.provider },
+    });
+    const session = await runtime.openSession('s1', { agent: lead });
+    const result = session.execute({ kind: 'prompt', runId: 'r1', attemptId: 'a1', message: 'go' });
+    await slow.started;
+    await runtime.close();
+    await result;
+    const failed = t.spans().filter((s) => s.status.code === 2);
+    expect(failed.map((s) => [s.name, s.attributes['error.type']])).toEqual([
+      ['execute_tool slow', 'closed'],
+      ['invoke_agent writer', 'closed'],
+      ['invoke_agent lead', 'closed'],
+    ]);
+  });
+
+  it("a run failing while the agent handed to runs: its invoke_agent span has the result's error kind, as the attempt's", async () => {
+    const lead = handingOff([{ error: { message: 'bad key', retryable: false, code: 'auth' } }]);
+    const t = memoryTracing();
+    const runtime = createRuntime({
+      store: memoryStore(),
+      model: scriptedModel([]),
+      agents: [lead],
+      tracing: { tracerProvider: t.provider },
+    });
+    const session = await runtime.openSession('s1', { agent: lead });
+    expect((await session.execute({ kind: 'prompt', runId: 'r1', attemptId: 'a1', message: 'go' })).status).toBe('failed');
+    await runtime.close();
+    const failed = t.spans().filter((s) => s.status.code === 2);
+    expect(failed.map((s) => [s.name, s.attributes['error.type'], s.events.map((e) => e.name)])).toEqual([
+      ['chat writer-model', 'auth', ['exception']],
+      ['invoke_agent writer', 'execution', []],
+      ['invoke_agent lead', 'execution', ['exception']],
     ]);
   });
 });
