@@ -120,6 +120,7 @@ export async function openSession(
         o.clock,
         () => (opened?.attemptTools ?? offered).tools,
         () => writer.lastSeq,
+        () => seat.name,
       )
     : undefined;
   const env: SessionServices = sessionServices(o, {

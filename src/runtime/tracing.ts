@@ -2,30 +2,59 @@ import type { Clock } from '../contracts/clock.js';
 import type { ExecutionResult } from '../contracts/requests.js';
 import type { ModelProvider } from '../contracts/model.js';
 import type { Usage } from '../contracts/message.js';
-import type { Attributes, RunTracer, SpanContextLike, SpanLike, TraceIds } from '../contracts/tracing.js';
+import type { Attributes, RunTracer, SpanLike, TraceIds } from '../contracts/tracing.js';
 import type { EventStore } from '../persistence/event-store.js';
 import type { Envelope } from '../streams/envelopes.js';
 import type { AnyTool } from '../tools/define-tool.js';
+import {
+  CLOSED,
+  endAttemptSpan,
+  endHandoffSpan,
+  endUnfinished,
+  INTERRUPTED,
+  previousAttemptLink,
+  startAgentSpan,
+  STEP_ENDED,
+  type Unfinished,
+} from './agent-spans.js';
 import { traceModelCalls } from './model-spans.js';
 import { endToolSpan, toolSpanAttributes } from './tool-spans.js';
 import type { Tracing } from './tracing-options.js';
 
-const STATUS_ERROR = 2;
 const KIND_INTERNAL = 0;
 
-interface AttemptSpans {
+/** A step's span; `closes`: the span of the agent it was the last step of (ended with it, after a handoff). */
+interface StepSpan {
   span: SpanLike;
   ctx: unknown;
+  n: number;
+  closes?: SpanLike;
+}
+
+interface AttemptSpans {
+  /** The attempt's `invoke_agent` span (named after the agent the attempt starts with), and its context. */
+  span: SpanLike;
+  attemptCtx: unknown;
+  /** The context the running agent's spans open under: the attempt's, or after a handoff its agent's span's. */
+  ctx: unknown;
+  /** The agent running now; after a handoff in this attempt, its own `invoke_agent` span (a child of the attempt's). */
+  agent: { name: string; span?: SpanLike };
   runId: string;
   attemptId: string;
   ids: TraceIds;
   base: Attributes;
   /** `early`: opened by stepStarting, before the step_start envelope (the previous step's results still land). */
-  step?: { span: SpanLike; ctx: unknown; n: number; early?: boolean };
+  step?: StepSpan & { early?: boolean };
   /** The step before `step`, open until its step_end (its results land under the next step's model call). */
-  prev?: { span: SpanLike; ctx: unknown; n: number };
+  prev?: StepSpan;
   tools: Map<string, SpanLike>;
   modelCalls: number;
+}
+
+/** Ends a step's span, and the agent span it was the last step of. */
+function endStepSpan(step: StepSpan | undefined, now: number): void {
+  step?.span.end(now);
+  step?.closes?.end(now);
 }
 
 /** What a step's span records of its `step_end`: the envelope's seq and the step's usage. */
@@ -53,6 +82,8 @@ export class SessionTracer implements RunTracer {
     /** The tools of the attempt under way (a live list's tools change between attempts). */
     private readonly tools: () => ReadonlyMap<string, AnyTool>,
     private readonly lastSeq: () => number,
+    /** The name of the agent the session runs now (a handoff changes it). */
+    private readonly agentName: () => string,
   ) {}
 
   async attemptStarting(a: {
@@ -64,7 +95,7 @@ export class SessionTracer implements RunTracer {
     runFirstSeq?: number;
   }): Promise<TraceIds | undefined> {
     try {
-      this.finishAttempt(undefined, 'the attempt ended without a result');
+      this.finishAttempt(undefined, INTERRUPTED);
       const previous = a.kind === 'prompt' || a.kind === 'follow_up' ? undefined : await this.previousAttempt(a.runId, a.runFirstSeq);
       const base: Attributes = {
         'actorloop.session.id': this.sessionId,
@@ -73,50 +104,25 @@ export class SessionTracer implements RunTracer {
         'actorloop.attempt': a.runEpoch,
         'actorloop.attempt.id': a.attemptId,
       };
-      const span = this.t.tracer.startSpan(
-        'invoke_agent actorloop',
-        {
-          kind: KIND_INTERNAL,
-          startTime: this.clock.now(),
-          attributes: {
-            ...base,
-            'gen_ai.operation.name': 'invoke_agent',
-            'gen_ai.agent.name': 'actorloop',
-            'actorloop.turn': a.turn,
-            'actorloop.attempt.kind': a.kind,
-            'actorloop.log.seq': this.lastSeq(),
-          },
-          ...(previous
-            ? {
-                links: [
-                  {
-                    context: {
-                      traceId: previous.ids.traceId,
-                      spanId: previous.ids.spanId,
-                      traceFlags: 1,
-                      isRemote: true,
-                    } satisfies SpanContextLike,
-                    attributes: {
-                      'actorloop.link': 'previous_attempt',
-                      'actorloop.previous_attempt.id': previous.attemptId,
-                      'actorloop.previous_attempt.status': previous.status ?? 'interrupted',
-                    },
-                  },
-                ],
-              }
-            : {}),
-        },
-        this.t.api.context.active(),
-      );
+      const agent = this.agentName();
+      const span = startAgentSpan(this.t, agent, {
+        startTime: this.clock.now(),
+        attributes: { ...base, 'actorloop.turn': a.turn, 'actorloop.attempt.kind': a.kind, 'actorloop.log.seq': this.lastSeq() },
+        ...(previous ? { links: [previousAttemptLink(previous)] } : {}),
+        ctx: this.t.api.context.active(),
+      });
       if (!span.isRecording()) {
         span.end();
         return undefined;
       }
       const sc = span.spanContext();
       const ids = { traceId: sc.traceId, spanId: sc.spanId };
+      const ctx = this.t.api.trace.setSpan(this.t.api.context.active(), span);
       this.attempt = {
         span,
-        ctx: this.t.api.trace.setSpan(this.t.api.context.active(), span),
+        attemptCtx: ctx,
+        ctx,
+        agent: { name: agent },
         runId: a.runId,
         attemptId: a.attemptId,
         ids,
@@ -167,7 +173,7 @@ export class SessionTracer implements RunTracer {
       case 'step_end':
         if (a.prev?.n === ev.step) {
           stepEnded(a.prev.span, e.logSeq, ev.usage);
-          a.prev.span.end(now);
+          endStepSpan(a.prev, now);
           a.prev = undefined;
           break;
         }
@@ -249,19 +255,51 @@ export class SessionTracer implements RunTracer {
    * that step stays open until its step_end.
    */
   private openStep(a: AttemptSpans, n: number, now: number, early: boolean): void {
+    this.followAgent(a, now);
     if (early && a.step) {
-      a.prev?.span.end(now);
+      endStepSpan(a.prev, now);
       a.prev = a.step; // a.step is the new step's, below
     } else {
       this.endStep(a, now);
     }
-    const span = this.t.tracer.startSpan(
-      'actorloop.step',
-      { kind: KIND_INTERNAL, startTime: now, attributes: { ...a.base, 'actorloop.step': n, 'actorloop.log.seq': this.lastSeq() } },
-      a.ctx,
-    );
+    const attributes = { ...a.base, 'gen_ai.agent.name': a.agent.name, 'actorloop.step': n, 'actorloop.log.seq': this.lastSeq() };
+    const span = this.t.tracer.startSpan('actorloop.step', { kind: KIND_INTERNAL, startTime: now, attributes }, a.ctx);
     a.step = { span, ctx: this.t.api.trace.setSpan(a.ctx, span), n, early };
     a.modelCalls = 0;
+  }
+
+  /**
+   * After a handoff (docs/agents.md), the agent handed to runs under an `invoke_agent` span of its
+   * own, a child of the attempt's, from its first step or model call to the attempt's end or the
+   * next handoff. The agent before it keeps its span open until its last step ends.
+   */
+  private followAgent(a: AttemptSpans, now: number): void {
+    const name = this.agentName();
+    if (name === a.agent.name) return;
+    const before = a.agent;
+    const span = startAgentSpan(this.t, name, {
+      startTime: now,
+      attributes: { ...a.base, 'actorloop.handoff.from': before.name, 'actorloop.log.seq': this.lastSeq() },
+      ctx: a.attemptCtx,
+    });
+    a.agent = { name, span };
+    a.ctx = this.t.api.trace.setSpan(a.attemptCtx, span);
+    if (!before.span) return;
+    const last = a.step ?? a.prev;
+    if (last && !last.closes) last.closes = before.span;
+    else before.span.end(now);
+  }
+
+  /** The attempt under way, following a handoff first (a model call outside a step, such as a compaction's, is the new agent's). */
+  private modelCallParent(): AttemptSpans | undefined {
+    const a = this.attempt;
+    if (!a) return undefined;
+    try {
+      this.followAgent(a, this.clock.now());
+    } catch {
+      // a tracing failure changes nothing of the run
+    }
+    return a;
   }
 
   /**
@@ -278,46 +316,28 @@ export class SessionTracer implements RunTracer {
     }
   }
 
-  private endStep(a: AttemptSpans, now: number): void {
-    a.prev?.span.end(now);
+  /** Ends the open step (and the one before it); a tool call still open ends unfinished, saying `why`. */
+  private endStep(a: AttemptSpans, now: number, why: Unfinished = STEP_ENDED): void {
+    endStepSpan(a.prev, now);
     a.prev = undefined;
     if (!a.step) return;
-    for (const [, span] of a.tools) {
-      span.setStatus({ code: STATUS_ERROR, message: 'the step ended before the call reported an outcome' });
-      span.end(now);
-    }
+    for (const [, span] of a.tools) endUnfinished(span, why, now);
     a.tools.clear();
-    a.step.span.end(now);
+    endStepSpan(a.step, now);
     a.step = undefined;
   }
 
   /** Ends the attempt's spans: with its result, or (closed, replaced) saying why there is none. */
-  finishAttempt(result: ExecutionResult | undefined, why?: string): void {
+  private finishAttempt(result: ExecutionResult | undefined, why = INTERRUPTED): void {
     const a = this.attempt;
     if (!a) return;
     this.attempt = undefined;
     try {
       const now = this.clock.now();
-      this.endStep(a, now);
-      if (result) {
-        a.span.setAttributes({
-          'actorloop.run.status': result.status,
-          'actorloop.run.outcome': result.outcome,
-          'gen_ai.usage.input_tokens': result.usage.inputTokens,
-          'gen_ai.usage.output_tokens': result.usage.outputTokens,
-        });
-        if (result.error) {
-          a.span.setAttribute('error.type', result.error.kind);
-          a.span.recordException(
-            result.error.cause instanceof Error ? result.error.cause : { name: result.error.kind, message: result.error.message },
-            now,
-          );
-          a.span.setStatus({ code: STATUS_ERROR, message: result.error.message });
-        }
-      } else {
-        a.span.setStatus({ code: STATUS_ERROR, message: why ?? 'the attempt ended without a result' });
-      }
-      a.span.end(now);
+      this.endStep(a, now, result ? STEP_ENDED : why);
+      if (a.agent.span) endHandoffSpan(a.agent.span, result, why, now);
+      if (result) endAttemptSpan(a.span, result, now);
+      else endUnfinished(a.span, why, now);
       this.last = { runId: a.runId, attemptId: a.attemptId, ids: a.ids, ...(result ? { status: result.status } : {}) };
     } catch {
       // a tracing failure changes nothing of the run
@@ -326,7 +346,7 @@ export class SessionTracer implements RunTracer {
 
   /** The session closes: whatever is open ends, saying so. */
   close(): void {
-    this.finishAttempt(undefined, 'the session closed before the attempt ended');
+    this.finishAttempt(undefined, CLOSED);
   }
 
   /** The run's newest attempt before this one: from this process, else from its `run/start`s in the log. */
@@ -348,6 +368,6 @@ export class SessionTracer implements RunTracer {
 
   /** The model wrapped: one span per call (each provider attempt, retries included). */
   traceModel(model: ModelProvider, pricing?: (usage: Usage, modelId: string) => string): ModelProvider {
-    return traceModelCalls(this.t, this.clock, this.lastSeq, () => this.attempt, model, pricing);
+    return traceModelCalls(this.t, this.clock, this.lastSeq, () => this.modelCallParent(), model, pricing);
   }
 }

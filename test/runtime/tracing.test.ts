@@ -87,21 +87,21 @@ describe('OpenTelemetry spans', () => {
     const { spans, log } = await approvalRun(false);
     expect(tree(spans)).toBe(
       [
-        'invoke_agent actorloop',
+        'invoke_agent default',
         '  actorloop.step',
         '    chat scripted !',
         '    chat scripted',
         '    execute_tool add',
         '  actorloop.step',
         '    chat scripted',
-        'invoke_agent actorloop',
+        'invoke_agent default',
         '  execute_tool pay',
         '  actorloop.step',
         '    chat scripted',
       ].join('\n'),
     );
     const [a1, a2] = spans
-      .filter((s) => s.name === 'invoke_agent actorloop')
+      .filter((s) => s.name === 'invoke_agent default')
       .sort((x, y) => Number(x.attributes['actorloop.attempt']) - Number(y.attributes['actorloop.attempt']));
     // ids recorded in each run/start; the respond attempt links to the suspended one
     const starts = log.filter((e) => e.type === 'run/start').map((e) => e.payload.trace);
@@ -189,8 +189,8 @@ describe('OpenTelemetry spans', () => {
     const interrupted = log.find((e) => e.type === 'run/start')!.payload.trace as { traceId: string; spanId: string };
     expect(interrupted.traceId).toMatch(/^[0-9a-f]{32}$/);
     const spans = t.spans();
-    expect(tree(spans)).toBe(['invoke_agent actorloop', '  execute_tool block !', '  actorloop.step', '    chat scripted'].join('\n'));
-    const attempt = spans.find((s) => s.name === 'invoke_agent actorloop')!;
+    expect(tree(spans)).toBe(['invoke_agent default', '  execute_tool block !', '  actorloop.step', '    chat scripted'].join('\n'));
+    const attempt = spans.find((s) => s.name === 'invoke_agent default')!;
     expect(attempt.links.map((l) => [l.context.traceId, l.context.spanId, l.attributes?.['actorloop.previous_attempt.status']])).toEqual([
       [interrupted.traceId, interrupted.spanId, 'interrupted'],
     ]);
@@ -211,7 +211,7 @@ describe('OpenTelemetry spans', () => {
     const session = await runtime.openSession('s1');
     expect((await session.execute({ kind: 'prompt', runId: 'r1', attemptId: 'a1', message: 'hi' })).status).toBe('failed');
     await runtime.close();
-    const attempt = t.spans().find((s) => s.name === 'invoke_agent actorloop')!;
+    const attempt = t.spans().find((s) => s.name === 'invoke_agent default')!;
     expect(attempt.status).toMatchObject({ code: 2 });
     expect(attempt.attributes).toMatchObject({ 'actorloop.run.status': 'failed', 'error.type': 'execution' });
     // the typed cause itself (its readonly `code` discriminant is what the SDK reports as the type)
@@ -244,7 +244,7 @@ describe('OpenTelemetry spans', () => {
       const session = await runtime.openSession('s1');
       await session.execute({ kind: 'prompt', runId: 'r1', attemptId: 'a1', message: 'hi' });
       await runtime.close();
-      expect(tree(t.spans())).toBe(['invoke_agent actorloop', '  actorloop.step', '    chat scripted'].join('\n'));
+      expect(tree(t.spans())).toBe(['invoke_agent default', '  actorloop.step', '    chat scripted'].join('\n'));
     } finally {
       trace.disable();
     }

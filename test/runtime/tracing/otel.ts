@@ -1,3 +1,5 @@
+import { AsyncLocalStorage } from 'node:async_hooks';
+import { context, ROOT_CONTEXT, type Context, type ContextManager } from '@opentelemetry/api';
 import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor, type ReadableSpan } from '@opentelemetry/sdk-trace-base';
 
 /** A tracer provider that keeps every ended span in memory. */
@@ -27,4 +29,31 @@ export function tree(spans: readonly ReadableSpan[]): string {
   };
   walk('', 0);
   return lines.join('\n');
+}
+
+/** The context manager the Node SDK registers (on AsyncLocalStorage), in a few lines: what a span started inside a tool nests under. */
+class AsyncContext implements ContextManager {
+  private readonly als = new AsyncLocalStorage<Context>();
+  active(): Context {
+    return this.als.getStore() ?? ROOT_CONTEXT;
+  }
+  with<A extends unknown[], F extends (...args: A) => ReturnType<F>>(ctx: Context, fn: F, thisArg?: ThisParameterType<F>, ...args: A) {
+    return this.als.run(ctx, () => fn.call(thisArg, ...args));
+  }
+  bind<T>(_ctx: Context, target: T): T {
+    return target;
+  }
+  enable(): this {
+    return this;
+  }
+  disable(): this {
+    this.als.disable();
+    return this;
+  }
+}
+
+/** Registers an AsyncLocalStorage context manager globally; the returned function removes it. */
+export function asyncContext(): () => void {
+  context.setGlobalContextManager(new AsyncContext());
+  return () => context.disable();
 }
