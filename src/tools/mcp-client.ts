@@ -16,6 +16,8 @@ export interface McpToolInfo {
   title?: string;
   description?: string;
   inputSchema: Record<string, unknown>;
+  /** The JSON Schema its results' `structuredContent` is declared to match. */
+  outputSchema?: Record<string, unknown>;
   annotations?: { readOnlyHint?: boolean; destructiveHint?: boolean; idempotentHint?: boolean; openWorldHint?: boolean; title?: string };
 }
 
@@ -27,28 +29,53 @@ export interface McpCallResult {
   toolResult?: unknown;
 }
 
+/** The requests the adapter sends through `request`. */
+export type McpRawRequest = { method: 'tools/list'; params?: { cursor?: string } } | { method: 'tools/call'; params: McpCallParams };
+
+/** A `tools/call` request's params. */
+export interface McpCallParams {
+  name: string;
+  arguments?: Record<string, unknown>;
+  _meta?: Record<string, unknown>;
+}
+
 export interface McpClientLike {
   listTools(params?: { cursor?: string }, options?: McpRequestOptions): Promise<{ tools: McpToolInfo[]; nextCursor?: string }>;
-  callTool(
-    params: { name: string; arguments?: Record<string, unknown>; _meta?: Record<string, unknown> },
-    resultSchema?: undefined,
-    options?: McpRequestOptions,
-  ): Promise<McpCallResult>;
+  callTool(params: McpCallParams, resultSchema?: undefined, options?: McpRequestOptions): Promise<McpCallResult>;
   close(): Promise<void>;
   /**
-   * The SDK's raw request: used to read a `tools/list` page again when `listTools` refuses it as a
-   * whole (one tool not fitting the MCP schema), so that the bad tool can be named.
+   * The SDK's raw request: used to send `tools/call` (the SDK's `callTool` throws away a result
+   * that does not match the tool's output schema, after the call ran), and to read a `tools/list`
+   * page again when `listTools` refuses it as a whole (one tool not fitting the MCP schema), so
+   * that the bad tool can be named. A client without it is called through `callTool`.
    */
-  request?(
-    request: { method: 'tools/list'; params?: { cursor?: string } },
-    resultSchema: never,
-    options?: McpRequestOptions,
-  ): Promise<unknown>;
+  request?(request: McpRawRequest, resultSchema: never, options?: McpRequestOptions): Promise<unknown>;
   onclose?: (() => void) | undefined;
   onerror?: ((error: Error) => void) | undefined;
   /** The SDK's, used with its `ToolListChangedNotificationSchema` to hear `notifications/tools/list_changed`. */
   setNotificationHandler?(schema: never, handler: (notification: never) => void | Promise<void>): void;
 }
+
+/**
+ * Sends `tools/call` through the client's raw `request`, not its `callTool`: `callTool` checks
+ * the result against the tool's output schema and throws an McpError when it does not match —
+ * after the server ran the call — which would read as a refusal (the call did not run). The
+ * SDK's timeout and cancellation are `request`'s own (`callTool` passes its options on).
+ */
+export async function sendCall(client: McpClientLike, params: McpCallParams, options: McpRequestOptions): Promise<McpCallResult> {
+  const schema = typeof client.request === 'function' ? await callResultSchema() : undefined;
+  if (schema === undefined || typeof client.request !== 'function') return client.callTool(params, undefined, options);
+  return (await client.request({ method: 'tools/call', params }, schema as never, options)) as McpCallResult;
+}
+
+let callResultLoad: Promise<unknown> | undefined;
+
+/** The SDK's `CallToolResultSchema` (loaded on first use), or undefined without the SDK. */
+const callResultSchema = (): Promise<unknown> =>
+  (callResultLoad ??= import('@modelcontextprotocol/sdk/types.js').then(
+    (m) => (m as { CallToolResultSchema?: unknown }).CallToolResultSchema,
+    () => undefined,
+  ));
 
 /** A structural `jsonSchemaValidator` of the SDK (`@modelcontextprotocol/sdk/validation`). */
 export interface JsonSchemaValidatorLike {

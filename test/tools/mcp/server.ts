@@ -14,6 +14,9 @@
  * type is `string`) or `heal` (removes `bad.name` and `scalar`).
  * `=unlisted` answers `tools/list` with an error. `=names` adds tools named `__proto__`, `constructor` and `toString` (each takes `{ note }`,
  * journals `<name> <note> <key>` and answers `<name> ran: <note>`); `=scalar` adds `scalar`.
+ * `=outputs` adds tools that declare an output schema (`{ id: string }`, required) and answer
+ * outside it: `charge` (structured content `{ id: 5 }`) and `charge_plain` (no structured
+ * content); each takes `{ note }`, journals `<name> <note> <key>` and answers `charged <note>`.
  * The SDK's McpServer cannot register these (it keys its tools by name in a plain object, and its
  * schemas are always objects): `serveAlso` serves them beside its own.
  */
@@ -23,7 +26,7 @@ import { randomUUID } from 'node:crypto';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
-import { CallToolRequestSchema, ListToolsRequestSchema, type Tool } from '@modelcontextprotocol/sdk/types.js';
+import { CallToolRequestSchema, ListToolsRequestSchema, type CallToolResult, type Tool } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
 
 const journal = process.env.MCP_TEST_JOURNAL;
@@ -43,7 +46,7 @@ type Handler = (request: never, extra: never) => Promise<Record<string, unknown>
 function serveAlso(
   server: McpServer,
   also: () => Tool[],
-  call: (name: string, args: Record<string, unknown>, key: string) => string,
+  call: (name: string, args: Record<string, unknown>, key: string) => string | CallToolResult,
 ): void {
   // the McpServer's own handlers, as the protocol layer stores them by method
   const own = (server.server as unknown as { _requestHandlers: Map<string, Handler> })._requestHandlers;
@@ -56,7 +59,8 @@ function serveAlso(
   server.server.setRequestHandler(CallToolRequestSchema, async (request, extra) => {
     const name = request.params.name;
     if (!also().some((t) => t.name === name)) return (await run(request as never, extra as never)) as never;
-    return { content: [{ type: 'text', text: call(name, request.params.arguments ?? {}, keyOf(extra)) }] };
+    const answer = call(name, request.params.arguments ?? {}, keyOf(extra));
+    return typeof answer === 'string' ? { content: [{ type: 'text', text: answer }] } : answer;
   });
 }
 
@@ -65,6 +69,13 @@ const ODD_NAMES: Tool[] = ['__proto__', 'constructor', 'toString'].map((name) =>
   name,
   description: `A tool named ${name}`,
   inputSchema: NOTE,
+}));
+const ID_OUTPUT: Tool['outputSchema'] = { type: 'object', properties: { id: { type: 'string' } }, required: ['id'] };
+const OUTPUTS: Tool[] = ['charge', 'charge_plain'].map((name) => ({
+  name,
+  description: `Charges, answering outside its output schema (${name})`,
+  inputSchema: NOTE,
+  outputSchema: ID_OUTPUT,
 }));
 const SCALAR = { name: 'scalar', description: 'Takes a string, not an object', inputSchema: { type: 'string' } } as unknown as Tool;
 
@@ -160,6 +171,16 @@ function makeServer(): McpServer {
       server,
       () => [SCALAR],
       () => 'scalar ran',
+    );
+  if (variant === 'outputs')
+    serveAlso(
+      server,
+      () => OUTPUTS,
+      (name, args, key) => {
+        log(`${name} ${String(args.note)} ${key}`);
+        const content = [{ type: 'text' as const, text: `charged ${String(args.note)}` }];
+        return name === 'charge' ? { content, structuredContent: { id: 5 } } : { content };
+      },
     );
   if (variant === 'unlisted') {
     server.server.setRequestHandler(ListToolsRequestSchema, async () => {

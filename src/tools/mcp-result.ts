@@ -1,0 +1,76 @@
+import type { ToolOutcomeInput } from '../contracts/tools.js';
+import type { JsonSchemaValidatorLike, McpCallResult, McpToolInfo } from './mcp-client.js';
+
+type Validate = (input: unknown) => { valid: boolean; errorMessage?: string | undefined };
+
+/** Each listed tool's output schema compiled (or why it cannot be), by the listing it came in. */
+const compiled = new WeakMap<McpToolInfo, Validate | string>();
+
+/**
+ * What a `tools/call` response means: the server answered, so the call ran, and its result is
+ * the outcome — also when it does not match the output schema the tool declares (the SDK's
+ * `Client.callTool` throws then, dropping the result). The mismatch is named in the content,
+ * after the server's own text, and `isError` stays the server's: an error flag would tell the
+ * model the call failed, and invite it to run again what already ran.
+ * @example
+ * readResult(info, await client.request({ method: 'tools/call', params }, CallToolResultSchema), validator)
+ */
+export function readResult(info: McpToolInfo | undefined, r: McpCallResult, validator: JsonSchemaValidatorLike): ToolOutcomeInput {
+  const outcome = outcomeOf(r);
+  const mismatch = info === undefined ? undefined : outputMismatch(info, r, validator);
+  if (mismatch === undefined || outcome.kind !== 'completed') return outcome;
+  const text = typeof outcome.content === 'string' ? outcome.content : '';
+  return { ...outcome, content: `${text}${text === '' ? '' : '\n'}(the call ran, but ${mismatch})` };
+}
+
+/**
+ * Why `r` does not fit the output schema `info` declares, or undefined (it fits, or there is no
+ * schema). As the SDK's client checks: structured content, when there is some, must match the
+ * schema; a result without it must be an error result.
+ */
+export function outputMismatch(info: McpToolInfo, r: McpCallResult, validator: JsonSchemaValidatorLike): string | undefined {
+  const schema = info.outputSchema;
+  if (schema === undefined) return undefined;
+  if (r.structuredContent === undefined) {
+    return r.isError === true ? undefined : `its result has no structured content, though ${info.name} declares an output schema`;
+  }
+  let check = compiled.get(info);
+  if (check === undefined) {
+    try {
+      check = validator.getValidator(schema as never);
+    } catch (e) {
+      check = (e as Error)?.message ?? String(e);
+    }
+    compiled.set(info, check);
+  }
+  if (typeof check === 'string')
+    return `the output schema ${info.name} declares cannot be compiled (${check}), so its result was not checked`;
+  const verdict = check(r.structuredContent);
+  if (verdict.valid) return undefined;
+  return `its result does not match the output schema ${info.name} declares: ${verdict.errorMessage ?? 'no reason given'}`;
+}
+
+/** Text content joined; other blocks named; the structured result kept; `isError` kept. */
+export function outcomeOf(r: McpCallResult): ToolOutcomeInput {
+  const parts: string[] = [];
+  for (const block of r.content ?? []) {
+    const b = block as {
+      type?: string;
+      text?: string;
+      mimeType?: string;
+      uri?: string;
+      name?: string;
+      resource?: { uri?: string; text?: string; mimeType?: string };
+    };
+    if (b.type === 'text' && typeof b.text === 'string') parts.push(b.text);
+    else if (b.type === 'image' || b.type === 'audio') parts.push(`[${b.type} ${b.mimeType ?? ''}]`.replace(' ]', ']'));
+    else if (b.type === 'resource_link') parts.push(`[resource ${b.uri ?? ''}${b.name ? ` (${b.name})` : ''}]`);
+    else if (b.type === 'resource')
+      parts.push(typeof b.resource?.text === 'string' ? b.resource.text : `[resource ${b.resource?.uri ?? ''}]`);
+  }
+  if (r.toolResult !== undefined && r.content === undefined)
+    parts.push(typeof r.toolResult === 'string' ? r.toolResult : JSON.stringify(r.toolResult));
+  const structured = r.structuredContent !== undefined ? { structured: JSON.parse(JSON.stringify(r.structuredContent)) as never } : {};
+  const content = parts.length > 0 ? parts.join('\n') : r.structuredContent !== undefined ? JSON.stringify(r.structuredContent) : '';
+  return { kind: 'completed', content, isError: r.isError === true, ...structured };
+}
