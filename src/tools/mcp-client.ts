@@ -1,3 +1,5 @@
+import { z } from 'zod';
+
 /**
  * The parts of an MCP client (`Client` of `@modelcontextprotocol/sdk`) the adapter uses, as
  * structural types: importing the package root never needs the SDK (an optional peer), and the
@@ -57,25 +59,18 @@ export interface McpClientLike {
 }
 
 /**
- * Sends `tools/call` through the client's raw `request`, not its `callTool`: `callTool` checks
- * the result against the tool's output schema and throws an McpError when it does not match —
- * after the server ran the call — which would read as a refusal (the call did not run). The
- * SDK's timeout and cancellation are `request`'s own (`callTool` passes its options on).
+ * Sends `tools/call`, answering the response as the server sent it. Through the client's raw
+ * `request`, not its `callTool`: `callTool` checks the result against the tool's output schema
+ * and throws an McpError when it does not match, and `request` with the SDK's result schema
+ * throws a zod error for a result that does not fit it — both after the server ran the call, and
+ * both would read as a failure of the call (refused, or dropped). The result is read and checked
+ * by `readResult`. The SDK's timeout and cancellation are `request`'s own (`callTool` passes its
+ * options on). A client without `request` is called through `callTool`.
  */
-export async function sendCall(client: McpClientLike, params: McpCallParams, options: McpRequestOptions): Promise<McpCallResult> {
-  const schema = typeof client.request === 'function' ? await callResultSchema() : undefined;
-  if (schema === undefined || typeof client.request !== 'function') return client.callTool(params, undefined, options);
-  return (await client.request({ method: 'tools/call', params }, schema as never, options)) as McpCallResult;
+export async function sendCall(client: McpClientLike, params: McpCallParams, options: McpRequestOptions): Promise<unknown> {
+  if (typeof client.request !== 'function') return client.callTool(params, undefined, options);
+  return client.request({ method: 'tools/call', params }, z.unknown() as never, options);
 }
-
-let callResultLoad: Promise<unknown> | undefined;
-
-/** The SDK's `CallToolResultSchema` (loaded on first use), or undefined without the SDK. */
-const callResultSchema = (): Promise<unknown> =>
-  (callResultLoad ??= import('@modelcontextprotocol/sdk/types.js').then(
-    (m) => (m as { CallToolResultSchema?: unknown }).CallToolResultSchema,
-    () => undefined,
-  ));
 
 /** A structural `jsonSchemaValidator` of the SDK (`@modelcontextprotocol/sdk/validation`). */
 export interface JsonSchemaValidatorLike {

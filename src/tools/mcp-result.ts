@@ -6,22 +6,49 @@ type Validate = (input: unknown) => { valid: boolean; errorMessage?: string | un
 /** Each listed tool's output schema compiled (or why it cannot be), by the listing it came in. */
 const compiled = new WeakMap<McpToolInfo, Validate | string>();
 
+type Issue = { path: readonly PropertyKey[]; message: string };
+type SchemaLike = { safeParse(v: unknown): { success: true; data: unknown } | { success: false; error: { issues: readonly Issue[] } } };
+
+let shapeLoad: Promise<SchemaLike | undefined> | undefined;
+
+/** The SDK's `CallToolResultSchema` (loaded on first use), or undefined without the SDK. */
+export const callResultSchema = (): Promise<SchemaLike | undefined> =>
+  (shapeLoad ??= import('@modelcontextprotocol/sdk/types.js').then(
+    (m) => (m as { CallToolResultSchema?: SchemaLike }).CallToolResultSchema,
+    () => undefined,
+  ));
+
 /**
  * What a `tools/call` response means: the server answered, so the call ran, and its result is
- * the outcome — also when it does not match the output schema the tool declares (the SDK's
- * `Client.callTool` throws then, dropping the result). The mismatch is named in the content,
- * after the server's own text, and `isError` stays the server's: an error flag would tell the
- * model the call failed, and invite it to run again what already ran.
+ * the outcome — also when it does not fit the MCP schema of a tool result (the SDK's request
+ * throws then, which would read as a dropped connection) or does not match the output schema the
+ * tool declares (the SDK's `Client.callTool` throws then). What can be read of it is delivered,
+ * and what does not fit is named in the content, after the server's own text; `isError` stays the
+ * server's: an error flag would tell the model the call failed, and invite it to run again what
+ * already ran. `shape`: the SDK's `CallToolResultSchema`.
  * @example
- * readResult(info, await client.request({ method: 'tools/call', params }, CallToolResultSchema), validator)
+ * readResult(info, await client.request({ method: 'tools/call', params }, z.unknown()), validator, await callResultSchema())
  */
-export function readResult(info: McpToolInfo | undefined, r: McpCallResult, validator: JsonSchemaValidatorLike): ToolOutcomeInput {
-  const outcome = outcomeOf(r);
+export function readResult(
+  info: McpToolInfo | undefined,
+  raw: unknown,
+  validator: JsonSchemaValidatorLike,
+  shape: SchemaLike | undefined,
+): ToolOutcomeInput {
+  const checked = shape?.safeParse(raw);
+  const r = (checked?.success ? checked.data : typeof raw === 'object' && raw !== null ? raw : {}) as McpCallResult;
+  const unfit: string[] = [];
+  if (checked?.success === false) unfit.push(`its result does not fit the MCP schema of a tool result: ${issuesOf(checked.error.issues)}`);
   const mismatch = info === undefined ? undefined : outputMismatch(info, r, validator);
-  if (mismatch === undefined || outcome.kind !== 'completed') return outcome;
+  if (mismatch !== undefined) unfit.push(mismatch);
+  const outcome = outcomeOf(r);
+  if (unfit.length === 0 || outcome.kind !== 'completed') return outcome;
   const text = typeof outcome.content === 'string' ? outcome.content : '';
-  return { ...outcome, content: `${text}${text === '' ? '' : '\n'}(the call ran, but ${mismatch})` };
+  return { ...outcome, content: `${text}${text === '' ? '' : '\n'}(the call ran, but ${unfit.join('; and ')})` };
 }
+
+const issuesOf = (issues: readonly Issue[]): string =>
+  issues.map((i) => `${i.path.length > 0 ? i.path.map(String).join('.') : 'the result'}: ${i.message}`).join('; ');
 
 /**
  * Why `r` does not fit the output schema `info` declares, or undefined (it fits, or there is no
@@ -67,6 +94,7 @@ export function outcomeOf(r: McpCallResult): ToolOutcomeInput {
     else if (b.type === 'resource_link') parts.push(`[resource ${b.uri ?? ''}${b.name ? ` (${b.name})` : ''}]`);
     else if (b.type === 'resource')
       parts.push(typeof b.resource?.text === 'string' ? b.resource.text : `[resource ${b.resource?.uri ?? ''}]`);
+    else parts.push(`[${typeof b.type === 'string' ? b.type : 'untyped'} block]`); // outside the MCP schema: named, not read
   }
   if (r.toolResult !== undefined && r.content === undefined)
     parts.push(typeof r.toolResult === 'string' ? r.toolResult : JSON.stringify(r.toolResult));

@@ -7,7 +7,7 @@ import { classifyFailure, sendCall, type JsonSchemaValidatorLike, type McpClient
 import { McpConnection, type Link } from './mcp-connection.js';
 import { McpOptions, type McpToolsOptions, type ResolvedMcpOptions } from './mcp-options.js';
 import type { Listing } from './mcp-list.js';
-import { readResult } from './mcp-result.js';
+import { callResultSchema, readResult } from './mcp-result.js';
 
 /** The `_meta` key that carries a call's idempotency key to the server. */
 export const IDEMPOTENCY_META_KEY = 'actorloop/idempotencyKey';
@@ -30,8 +30,8 @@ const NAME = /^[a-zA-Z0-9_-]{1,64}$/;
  * Every call carries its idempotency key in the request's `_meta` (`actorloop/idempotencyKey`).
  * An exclusive call whose connection drops mid-call is never sent again: `reconcile` is asked,
  * else it is `uncertain-hanging`. A response the server sent is the call's result, never a
- * refusal: one that does not match the tool's `outputSchema` is delivered with the mismatch named
- * after its text. A tool whose schema cannot be compiled, or that does not fit the
+ * refusal or a drop: one that does not fit the MCP schema of a tool result, or the tool's
+ * `outputSchema`, is delivered with the mismatch named after its text. A tool whose schema cannot be compiled, or that does not fit the
  * MCP schema of a tool, refuses the whole set (ValidationError naming it). A tool's name is never
  * a property name: `constructor` or `__proto__` finds its own options, or none.
  *
@@ -286,7 +286,8 @@ async function callTool(target: CallTarget, args: Record<string, unknown>, ctx: 
           ...(target.timeoutMs !== undefined ? { timeout: target.timeoutMs + 60_000 } : {}),
         },
       );
-      return readResult(now, await Promise.race([request, link.dropped]), target.validator);
+      const raw = await Promise.race([request, link.dropped]);
+      return readResult(now, raw, target.validator, await callResultSchema());
     } catch (e) {
       if (ctx.signal.aborted) {
         if (parallel) throw ctx.signal.reason;

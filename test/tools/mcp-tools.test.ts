@@ -296,12 +296,19 @@ describe('mcpTools over Streamable HTTP on loopback', () => {
   });
 });
 
-// The SDK's `Client.callTool` checks a result against the output schema the tool declares and
-// throws when it does not match — after the server ran the call (test/tools/mcp/server.ts, MCP_TEST_VARIANT=outputs).
-describe.each(['exclusive', 'parallel'] as const)('a result outside the output schema its tool declares (%s)', (mode) => {
+// The SDK's client checks a result against the MCP schema of a tool result, and `callTool` against
+// the output schema the tool declares, and throws when it does not match — after the server ran
+// the call (test/tools/mcp/server.ts, MCP_TEST_VARIANT=outputs).
+describe.each(['exclusive', 'parallel'] as const)('a result outside a schema (%s)', (mode) => {
   it.each([
-    ['structured content that does not match the schema', 'charge', /data\/id must be string/],
-    ['no structured content', 'charge_plain', /no structured content/],
+    [
+      "structured content that does not match the tool's output schema",
+      'charge',
+      /does not match the output schema charge declares: data\/id must be string/,
+    ],
+    ['no structured content, though the tool declares an output schema', 'charge_plain', /no structured content/],
+    ['a content block of a type MCP does not define', 'charge_block', /does not fit the MCP schema of a tool result: content\.1/],
+    ['structured content that is not an object', 'charge_list', /does not fit the MCP schema of a tool result: structuredContent/],
   ])(
     "a result with %s is the call's result: it ran once, is not refused, and the model reads its text and the mismatch",
     async (_, tool, mismatch) => {
@@ -331,6 +338,7 @@ describe.each(['exclusive', 'parallel'] as const)('a result outside the output s
       expect(content).toMatch(/the call ran/);
       expect(content).not.toMatch(/refused|not sent|did not run/);
       if (tool === 'charge') expect(outcome.structured).toEqual({ id: 5 });
+      if (tool === 'charge_list') expect(outcome.structured).toEqual([1, 2]);
       const told = model.requests[1]!.messages.find((m) => m.role === 'tool')!;
       expect(JSON.stringify(told.content)).toContain('charged $100');
       await runtime.close();
