@@ -72,7 +72,13 @@ export function outputMismatch(info: McpToolInfo, r: McpCallResult, validator: J
   }
   if (typeof check === 'string')
     return `the output schema ${info.name} declares cannot be compiled (${check}), so its result was not checked`;
-  const verdict = check(r.structuredContent);
+  let verdict: ReturnType<Validate>;
+  try {
+    verdict = check(r.structuredContent);
+  } catch (e) {
+    // a validator that throws does not make the response any less the call's result
+    return `its result could not be checked against the output schema ${info.name} declares (${(e as Error)?.message ?? String(e)})`;
+  }
   if (verdict.valid) return undefined;
   return `its result does not match the output schema ${info.name} declares: ${verdict.errorMessage ?? 'no reason given'}`;
 }
@@ -80,8 +86,9 @@ export function outputMismatch(info: McpToolInfo, r: McpCallResult, validator: J
 /** Text content joined; other blocks named; the structured result kept; `isError` kept. */
 export function outcomeOf(r: McpCallResult): ToolOutcomeInput {
   const parts: string[] = [];
-  for (const block of r.content ?? []) {
-    const b = block as {
+  // a response outside the MCP schema may hold anything here: read what is there, throw on nothing
+  for (const block of Array.isArray(r.content) ? (r.content as unknown[]) : []) {
+    const b = (typeof block === 'object' && block !== null ? block : {}) as {
       type?: string;
       text?: string;
       mimeType?: string;

@@ -276,6 +276,7 @@ async function callTool(target: CallTarget, args: Record<string, unknown>, ctx: 
           `the next attempt is offered it as it is now`,
       );
     }
+    let raw: unknown;
     try {
       const request = sendCall(
         link.client,
@@ -286,8 +287,7 @@ async function callTool(target: CallTarget, args: Record<string, unknown>, ctx: 
           ...(target.timeoutMs !== undefined ? { timeout: target.timeoutMs + 60_000 } : {}),
         },
       );
-      const raw = await Promise.race([request, link.dropped]);
-      return readResult(now, raw, target.validator, await callResultSchema());
+      raw = await Promise.race([request, link.dropped]);
     } catch (e) {
       if (ctx.signal.aborted) {
         if (parallel) throw ctx.signal.reason;
@@ -318,5 +318,8 @@ async function callTool(target: CallTarget, args: Record<string, unknown>, ctx: 
           `whether it ran or took effect is unknown, and it was not sent again`,
       };
     }
+    // the server answered: whatever its result holds, the call ran (read outside the try: a
+    // result hard to read is never taken for a failure of the call)
+    return readResult(now, raw, target.validator, await callResultSchema());
   }
 }
