@@ -1,3 +1,5 @@
+import { z } from 'zod';
+
 /**
  * The parts of an MCP client (`Client` of `@modelcontextprotocol/sdk`) the adapter uses, as
  * structural types: importing the package root never needs the SDK (an optional peer), and the
@@ -16,6 +18,8 @@ export interface McpToolInfo {
   title?: string;
   description?: string;
   inputSchema: Record<string, unknown>;
+  /** The JSON Schema its results' `structuredContent` is declared to match. */
+  outputSchema?: Record<string, unknown>;
   annotations?: { readOnlyHint?: boolean; destructiveHint?: boolean; idempotentHint?: boolean; openWorldHint?: boolean; title?: string };
 }
 
@@ -27,27 +31,45 @@ export interface McpCallResult {
   toolResult?: unknown;
 }
 
+/** The requests the adapter sends through `request`. */
+export type McpRawRequest = { method: 'tools/list'; params?: { cursor?: string } } | { method: 'tools/call'; params: McpCallParams };
+
+/** A `tools/call` request's params. */
+export interface McpCallParams {
+  name: string;
+  arguments?: Record<string, unknown>;
+  _meta?: Record<string, unknown>;
+}
+
 export interface McpClientLike {
   listTools(params?: { cursor?: string }, options?: McpRequestOptions): Promise<{ tools: McpToolInfo[]; nextCursor?: string }>;
-  callTool(
-    params: { name: string; arguments?: Record<string, unknown>; _meta?: Record<string, unknown> },
-    resultSchema?: undefined,
-    options?: McpRequestOptions,
-  ): Promise<McpCallResult>;
+  callTool(params: McpCallParams, resultSchema?: undefined, options?: McpRequestOptions): Promise<McpCallResult>;
   close(): Promise<void>;
   /**
-   * The SDK's raw request: used to read a `tools/list` page again when `listTools` refuses it as a
-   * whole (one tool not fitting the MCP schema), so that the bad tool can be named.
+   * The SDK's raw request: used to send `tools/call` (the SDK's `callTool` throws away a result
+   * that does not match the tool's output schema, after the call ran), and to read a `tools/list`
+   * page again when `listTools` refuses it as a whole (one tool not fitting the MCP schema), so
+   * that the bad tool can be named. A client without it is called through `callTool`.
    */
-  request?(
-    request: { method: 'tools/list'; params?: { cursor?: string } },
-    resultSchema: never,
-    options?: McpRequestOptions,
-  ): Promise<unknown>;
+  request?(request: McpRawRequest, resultSchema: never, options?: McpRequestOptions): Promise<unknown>;
   onclose?: (() => void) | undefined;
   onerror?: ((error: Error) => void) | undefined;
   /** The SDK's, used with its `ToolListChangedNotificationSchema` to hear `notifications/tools/list_changed`. */
   setNotificationHandler?(schema: never, handler: (notification: never) => void | Promise<void>): void;
+}
+
+/**
+ * Sends `tools/call`, answering the response as the server sent it. Through the client's raw
+ * `request`, not its `callTool`: `callTool` checks the result against the tool's output schema
+ * and throws an McpError when it does not match, and `request` with the SDK's result schema
+ * throws a zod error for a result that does not fit it — both after the server ran the call, and
+ * both would read as a failure of the call (refused, or dropped). The result is read and checked
+ * by `readResult`. The SDK's timeout and cancellation are `request`'s own (`callTool` passes its
+ * options on). A client without `request` is called through `callTool`.
+ */
+export async function sendCall(client: McpClientLike, params: McpCallParams, options: McpRequestOptions): Promise<unknown> {
+  if (typeof client.request !== 'function') return client.callTool(params, undefined, options);
+  return client.request({ method: 'tools/call', params }, z.unknown() as never, options);
 }
 
 /** A structural `jsonSchemaValidator` of the SDK (`@modelcontextprotocol/sdk/validation`). */

@@ -3,10 +3,11 @@ import { ValidationError } from '../contracts/errors.js';
 import type { ToolOutcomeInput } from '../contracts/tools.js';
 import { parseInput } from '../contracts/validate.js';
 import type { AnyTool, ToolContext, ToolDefinition, ToolList } from './define-tool.js';
-import { classifyFailure, type JsonSchemaValidatorLike, type McpCallResult, type McpClientLike, type McpToolInfo } from './mcp-client.js';
+import { classifyFailure, sendCall, type JsonSchemaValidatorLike, type McpClientLike, type McpToolInfo } from './mcp-client.js';
 import { McpConnection, type Link } from './mcp-connection.js';
 import { McpOptions, type McpToolsOptions, type ResolvedMcpOptions } from './mcp-options.js';
 import type { Listing } from './mcp-list.js';
+import { callResultSchema, readResult } from './mcp-result.js';
 
 /** The `_meta` key that carries a call's idempotency key to the server. */
 export const IDEMPOTENCY_META_KEY = 'actorloop/idempotencyKey';
@@ -28,7 +29,9 @@ const NAME = /^[a-zA-Z0-9_-]{1,64}$/;
  * `exclusive` unless named in `parallel` (or, with `trustAnnotations`, marked `readOnlyHint`).
  * Every call carries its idempotency key in the request's `_meta` (`actorloop/idempotencyKey`).
  * An exclusive call whose connection drops mid-call is never sent again: `reconcile` is asked,
- * else it is `uncertain-hanging`. A tool whose schema cannot be compiled, or that does not fit the
+ * else it is `uncertain-hanging`. A response the server sent is the call's result, never a
+ * refusal or a drop: one that does not fit the MCP schema of a tool result, or the tool's
+ * `outputSchema`, is delivered with the mismatch named after its text. A tool whose schema cannot be compiled, or that does not fit the
  * MCP schema of a tool, refuses the whole set (ValidationError naming it). A tool's name is never
  * a property name: `constructor` or `__proto__` finds its own options, or none.
  *
@@ -127,7 +130,7 @@ class McpToolList implements ToolList {
           issues.push({ path: ['tools', info.name, 'inputSchema'], message: check });
           continue;
         }
-        tool = toolFor(info, name, check, this.conn, o, this);
+        tool = toolFor(info, name, check, this.conn, this.validator, o, this);
       }
       tools.push(tool);
       byListing.set(listing, tool);
@@ -178,7 +181,15 @@ async function defaultValidator(): Promise<JsonSchemaValidatorLike> {
   return new mod.AjvJsonSchemaValidator();
 }
 
-function toolFor(info: McpToolInfo, name: string, validate: Validate, conn: McpConnection, o: ResolvedMcpOptions, list: ToolList): AnyTool {
+function toolFor(
+  info: McpToolInfo,
+  name: string,
+  validate: Validate,
+  conn: McpConnection,
+  validator: JsonSchemaValidatorLike,
+  o: ResolvedMcpOptions,
+  list: ToolList,
+): AnyTool {
   const parallel = o.parallel.includes(info.name) || (o.trustAnnotations && info.annotations?.readOnlyHint === true);
   const schema = { ...info.inputSchema };
   delete schema.$schema;
@@ -186,7 +197,6 @@ function toolFor(info: McpToolInfo, name: string, validate: Validate, conn: McpC
     const r = validate(v);
     if (!r.valid) ctx.addIssue({ code: 'custom', message: r.errorMessage ?? 'does not match the schema' });
   });
-  const listedSchema = JSON.stringify(info.inputSchema);
   const reconcileWith = async (args: Record<string, unknown>, ctx: ToolContext): Promise<ToolOutcomeInput | undefined> => {
     if (!o.reconcile) return undefined;
     let client: McpClientLike | undefined;
@@ -204,6 +214,15 @@ function toolFor(info: McpToolInfo, name: string, validate: Validate, conn: McpC
       return undefined;
     }
   };
+  const target: CallTarget = {
+    conn,
+    tool: info.name,
+    listedSchema: JSON.stringify(info.inputSchema),
+    parallel,
+    validator,
+    ...(o.timeoutMs !== undefined ? { timeoutMs: o.timeoutMs } : {}),
+    reconcile: reconcileWith,
+  };
   const tool: ToolDefinition<Record<string, unknown>> = {
     name,
     description: info.description ?? info.title ?? info.name,
@@ -215,7 +234,7 @@ function toolFor(info: McpToolInfo, name: string, validate: Validate, conn: McpC
     spec: { name, description: info.description ?? info.title ?? info.name, parameters: schema },
     revision: () => conn.revision,
     list,
-    execute: (args, ctx) => callTool(conn, info.name, listedSchema, parallel, args, ctx, o, reconcileWith),
+    execute: (args, ctx) => callTool(target, args, ctx),
     // only with the option: a tool with a `reconcile` is one recovery (and its preview) asks
     ...(o.reconcile ? { reconcile: (args: Record<string, unknown>, ctx: ToolContext) => reconcileWith(args, ctx) } : {}),
   };
@@ -224,16 +243,21 @@ function toolFor(info: McpToolInfo, name: string, validate: Validate, conn: McpC
 
 const errorResult = (content: string): ToolOutcomeInput => ({ kind: 'completed', content, isError: true });
 
-async function callTool(
-  conn: McpConnection,
-  tool: string,
-  listedSchema: string,
-  parallel: boolean,
-  args: Record<string, unknown>,
-  ctx: ToolContext,
-  o: ResolvedMcpOptions,
-  reconcile: (args: Record<string, unknown>, ctx: ToolContext) => Promise<ToolOutcomeInput | undefined>,
-): Promise<ToolOutcomeInput> {
+/** What a call of one listed tool needs. */
+interface CallTarget {
+  conn: McpConnection;
+  /** The server's name of the tool. */
+  tool: string;
+  /** Its input schema as listed when the tool was offered (JSON). */
+  listedSchema: string;
+  parallel: boolean;
+  validator: JsonSchemaValidatorLike;
+  timeoutMs?: number;
+  reconcile: (args: Record<string, unknown>, ctx: ToolContext) => Promise<ToolOutcomeInput | undefined>;
+}
+
+async function callTool(target: CallTarget, args: Record<string, unknown>, ctx: ToolContext): Promise<ToolOutcomeInput> {
+  const { conn, tool, listedSchema, parallel, reconcile } = target;
   // a request not sent (or refused unprocessed: a session the server no longer knows) is sent
   // again on a new connection, once; a parallel (side-effect free) call also after a drop
   for (let attempt = 1; ; attempt++) {
@@ -252,17 +276,18 @@ async function callTool(
           `the next attempt is offered it as it is now`,
       );
     }
+    let raw: unknown;
     try {
-      const request = link.client.callTool(
+      const request = sendCall(
+        link.client,
         { name: tool, arguments: args, _meta: { [IDEMPOTENCY_META_KEY]: ctx.idempotencyKey } },
-        undefined,
         {
           signal: ctx.signal,
           resetTimeoutOnProgress: true,
-          ...(o.timeoutMs !== undefined ? { timeout: o.timeoutMs + 60_000 } : {}),
+          ...(target.timeoutMs !== undefined ? { timeout: target.timeoutMs + 60_000 } : {}),
         },
       );
-      return outcomeOf(await Promise.race([request, link.dropped]));
+      raw = await Promise.race([request, link.dropped]);
     } catch (e) {
       if (ctx.signal.aborted) {
         if (parallel) throw ctx.signal.reason;
@@ -293,30 +318,8 @@ async function callTool(
           `whether it ran or took effect is unknown, and it was not sent again`,
       };
     }
+    // the server answered: whatever its result holds, the call ran (read outside the try: a
+    // result hard to read is never taken for a failure of the call)
+    return readResult(now, raw, target.validator, await callResultSchema());
   }
-}
-
-/** Text content joined; other blocks named; the structured result kept; `isError` kept. */
-export function outcomeOf(r: McpCallResult): ToolOutcomeInput {
-  const parts: string[] = [];
-  for (const block of r.content ?? []) {
-    const b = block as {
-      type?: string;
-      text?: string;
-      mimeType?: string;
-      uri?: string;
-      name?: string;
-      resource?: { uri?: string; text?: string; mimeType?: string };
-    };
-    if (b.type === 'text' && typeof b.text === 'string') parts.push(b.text);
-    else if (b.type === 'image' || b.type === 'audio') parts.push(`[${b.type} ${b.mimeType ?? ''}]`.replace(' ]', ']'));
-    else if (b.type === 'resource_link') parts.push(`[resource ${b.uri ?? ''}${b.name ? ` (${b.name})` : ''}]`);
-    else if (b.type === 'resource')
-      parts.push(typeof b.resource?.text === 'string' ? b.resource.text : `[resource ${b.resource?.uri ?? ''}]`);
-  }
-  if (r.toolResult !== undefined && r.content === undefined)
-    parts.push(typeof r.toolResult === 'string' ? r.toolResult : JSON.stringify(r.toolResult));
-  const structured = r.structuredContent !== undefined ? { structured: JSON.parse(JSON.stringify(r.structuredContent)) as never } : {};
-  const content = parts.length > 0 ? parts.join('\n') : r.structuredContent !== undefined ? JSON.stringify(r.structuredContent) : '';
-  return { kind: 'completed', content, isError: r.isError === true, ...structured };
 }

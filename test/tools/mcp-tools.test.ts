@@ -295,3 +295,53 @@ describe('mcpTools over Streamable HTTP on loopback', () => {
     expect(made).toHaveLength(2);
   });
 });
+
+// The SDK's client checks a result against the MCP schema of a tool result, and `callTool` against
+// the output schema the tool declares, and throws when it does not match — after the server ran
+// the call (test/tools/mcp/server.ts, MCP_TEST_VARIANT=outputs).
+describe.each(['exclusive', 'parallel'] as const)('a result outside a schema (%s)', (mode) => {
+  it.each([
+    [
+      "structured content that does not match the tool's output schema",
+      'charge',
+      /does not match the output schema charge declares: data\/id must be string/,
+    ],
+    ['no structured content, though the tool declares an output schema', 'charge_plain', /no structured content/],
+    ['a content block of a type MCP does not define', 'charge_block', /does not fit the MCP schema of a tool result: content\.1/],
+    ['structured content that is not an object', 'charge_list', /does not fit the MCP schema of a tool result: structuredContent/],
+  ])(
+    "a result with %s is the call's result: it ran once, is not refused, and the model reads its text and the mismatch",
+    async (_, tool, mismatch) => {
+      const file = journal();
+      const made: Client[] = [];
+      const factory = async () => {
+        const c = await stdio({ MCP_TEST_JOURNAL: file, MCP_TEST_VARIANT: 'outputs' });
+        made.push(c);
+        return c;
+      };
+      const store = memoryStore();
+      const model = scriptedModel([{ toolCalls: [{ id: 'c1', name: tool, arguments: { note: '$100' } }] }, 'done']);
+      const tools = await mcpTools(factory, mode === 'parallel' ? { parallel: [tool] } : {});
+      const runtime = createRuntime({ store, model, tools });
+      const session = await runtime.openSession('s1');
+      expect((await session.execute({ kind: 'prompt', runId: 'r1', attemptId: 'a1', message: 'go' })).status).toBe('succeeded');
+      const log = await events(store);
+      expect(intentOf(log, 'c1')!.mode).toBe(mode);
+      // the server ran it once, and it was not sent again (no second connection, no second call)
+      expect(journalOf(file)).toEqual([`${tool} $100 ${intentOf(log, 'c1')!.idempotencyKey}`]);
+      expect(made).toHaveLength(1);
+      const outcome = resultOf(log, 'c1')!;
+      expect(outcome).toMatchObject({ kind: 'completed', isError: false });
+      const content = String(outcome.content);
+      expect(content).toMatch(/^charged \$100\n/);
+      expect(content).toMatch(mismatch);
+      expect(content).toMatch(/the call ran/);
+      expect(content).not.toMatch(/refused|not sent|did not run/);
+      if (tool === 'charge') expect(outcome.structured).toEqual({ id: 5 });
+      if (tool === 'charge_list') expect(outcome.structured).toEqual([1, 2]);
+      const told = model.requests[1]!.messages.find((m) => m.role === 'tool')!;
+      expect(JSON.stringify(told.content)).toContain('charged $100');
+      await runtime.close();
+    },
+  );
+});

@@ -14,6 +14,12 @@
  * type is `string`) or `heal` (removes `bad.name` and `scalar`).
  * `=unlisted` answers `tools/list` with an error. `=names` adds tools named `__proto__`, `constructor` and `toString` (each takes `{ note }`,
  * journals `<name> <note> <key>` and answers `<name> ran: <note>`); `=scalar` adds `scalar`.
+ * `=outputs` adds tools that answer outside a schema, each taking `{ note }`, journalling
+ * `<name> <note> <key>` and answering `charged <note>`: `charge` and `charge_plain` declare an
+ * output schema (`{ id: string }`, required) and answer structured content `{ id: 5 }`, or none;
+ * `charge_block` adds a content block of a type MCP does not define, `charge_list` answers
+ * structured content that is an array (neither fits the MCP schema of a tool result: they are
+ * sent past the SDK Server's own check, as a server not built on the SDK could send them).
  * The SDK's McpServer cannot register these (it keys its tools by name in a plain object, and its
  * schemas are always objects): `serveAlso` serves them beside its own.
  */
@@ -23,7 +29,7 @@ import { randomUUID } from 'node:crypto';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
-import { CallToolRequestSchema, ListToolsRequestSchema, type Tool } from '@modelcontextprotocol/sdk/types.js';
+import { CallToolRequestSchema, ListToolsRequestSchema, type CallToolResult, type Tool } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
 
 const journal = process.env.MCP_TEST_JOURNAL;
@@ -43,7 +49,7 @@ type Handler = (request: never, extra: never) => Promise<Record<string, unknown>
 function serveAlso(
   server: McpServer,
   also: () => Tool[],
-  call: (name: string, args: Record<string, unknown>, key: string) => string,
+  call: (name: string, args: Record<string, unknown>, key: string) => string | CallToolResult,
 ): void {
   // the McpServer's own handlers, as the protocol layer stores them by method
   const own = (server.server as unknown as { _requestHandlers: Map<string, Handler> })._requestHandlers;
@@ -56,7 +62,8 @@ function serveAlso(
   server.server.setRequestHandler(CallToolRequestSchema, async (request, extra) => {
     const name = request.params.name;
     if (!also().some((t) => t.name === name)) return (await run(request as never, extra as never)) as never;
-    return { content: [{ type: 'text', text: call(name, request.params.arguments ?? {}, keyOf(extra)) }] };
+    const answer = call(name, request.params.arguments ?? {}, keyOf(extra));
+    return typeof answer === 'string' ? { content: [{ type: 'text', text: answer }] } : answer;
   });
 }
 
@@ -65,6 +72,13 @@ const ODD_NAMES: Tool[] = ['__proto__', 'constructor', 'toString'].map((name) =>
   name,
   description: `A tool named ${name}`,
   inputSchema: NOTE,
+}));
+const ID_OUTPUT: Tool['outputSchema'] = { type: 'object', properties: { id: { type: 'string' } }, required: ['id'] };
+const OUTPUTS: Tool[] = ['charge', 'charge_plain', 'charge_block', 'charge_list'].map((name) => ({
+  name,
+  description: `Charges, answering outside a schema (${name})`,
+  inputSchema: NOTE,
+  ...(name === 'charge' || name === 'charge_plain' ? { outputSchema: ID_OUTPUT } : {}),
 }));
 const SCALAR = { name: 'scalar', description: 'Takes a string, not an object', inputSchema: { type: 'string' } } as unknown as Tool;
 
@@ -161,6 +175,27 @@ function makeServer(): McpServer {
       () => [SCALAR],
       () => 'scalar ran',
     );
+  if (variant === 'outputs') {
+    serveAlso(
+      server,
+      () => OUTPUTS,
+      (name, args, key) => {
+        log(`${name} ${String(args.note)} ${key}`);
+        const content = [{ type: 'text' as const, text: `charged ${String(args.note)}` }];
+        return name === 'charge' ? { content, structuredContent: { id: 5 } } : { content };
+      },
+    );
+    // the Server checks a handler's result against the MCP schema: these two go around the check
+    const handlers = (server.server as unknown as { _requestHandlers: Map<string, Handler> })._requestHandlers;
+    const checked = handlers.get('tools/call')!;
+    handlers.set('tools/call', async (request, extra) => {
+      const { name } = (request as { params: { name: string } }).params;
+      const answer = (await checked(request, extra)) as { content: unknown[] };
+      if (name === 'charge_block') return { content: [...answer.content, { type: 'widget', text: 'x' }] };
+      if (name === 'charge_list') return { ...answer, structuredContent: [1, 2] };
+      return answer;
+    });
+  }
   if (variant === 'unlisted') {
     server.server.setRequestHandler(ListToolsRequestSchema, async () => {
       throw new Error('the tool list is not available');
