@@ -184,7 +184,9 @@ export class SubscriberHub {
    */
   whenWritable(): Promise<void> {
     if (this.hasRoom()) return RESOLVED;
-    this.roomGate ??= deferred();
+    if (this.roomGate) return this.roomGate.promise;
+    this.roomGate = deferred();
+    for (const s of this.requiredSubs) setRef(s.timer, true); // a waiting producer: their timeouts keep the process up to free the room
     return this.roomGate.promise;
   }
 
@@ -323,7 +325,7 @@ export class SubscriberHub {
       if (left > 0) this.arm(s, left);
       else this.settle(s, s.delivery, 'timeout', `no answer within ${s.timeoutMs} ms`);
     }, ms);
-    if (!(s.required && this.drainGate)) setRef(s.timer, false);
+    if (!(s.required && (this.drainGate || this.roomGate))) setRef(s.timer, false); // unless a producer waits on it
   }
 
   private fail(s: Sub, env: Envelope, reason: DeliveryError['reason'], cause: unknown): void {
@@ -378,6 +380,7 @@ export class SubscriberHub {
     if (this.roomGate && this.hasRoom()) {
       const g = this.roomGate;
       this.roomGate = undefined;
+      if (!this.drainGate) for (const s of this.requiredSubs) setRef(s.timer, false);
       g.resolve();
     }
     if (this.drainGate && !this.requiredQueued()) {

@@ -1,8 +1,10 @@
+import { join } from 'node:path';
 import { Subject } from 'rxjs';
 import { SimulatedClock } from 'xstate';
-import { describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import { type Envelope } from '../../src/index.js';
 import { SubscriberHub } from '../../src/streams/subscribers.js';
+import { killAllChildren, REPO_ROOT, spawnTs } from '../crash/child-util.js';
 import { deferred } from '../helpers/drafts.js';
 import { env, gatedListener, settle, track } from '../helpers/hub.js';
 
@@ -170,5 +172,17 @@ describe('SubscriberHub: whenRequiredDrained', () => {
     expect(got).toEqual([1, 2]);
     expect(done).toBe(true);
     hub.close();
+  });
+});
+
+describe('a required subscriber that never answers, in a process with nothing else to do', () => {
+  afterEach(killAllChildren);
+
+  it('keeps the process up while a run waits for the room its timeouts free: every run settles, the process ends by itself', async () => {
+    const child = spawnTs(join(REPO_ROOT, 'test/streams/hung-required-child.ts'), [], { label: 'hung required subscriber' });
+    const exit = await child.waitExit(120_000);
+    expect(child.lines.filter((l) => l.startsWith('RUN '))).toEqual(['RUN 0 succeeded', 'RUN 1 succeeded', 'RUN 2 succeeded']);
+    expect(child.lines).toContain('CLOSED');
+    expect(exit.code).toBe(0);
   });
 });
