@@ -60,11 +60,18 @@ export class AutoResume {
     return (this.settling ??= this.continueOpen().finally(() => (this.settling = undefined)));
   }
 
-  /** Before a new prompt: the interrupted run settled, then the inputs it held back run (the prompt runs after them). */
-  async beforePrompt(): Promise<void> {
+  /**
+   * Before a new prompt: the interrupted run settled, then the inputs it held back run (the prompt
+   * runs after them) — unless the prompt is recorded already (`recorded`: the same ids again run
+   * nothing), whose result is returned, nothing continued.
+   */
+  async beforePrompt(recorded: () => Promise<ExecutionResult | undefined>): Promise<ExecutionResult | undefined> {
+    const found = await recorded();
+    if (found) return found;
     await this.settle();
     if (this.s.busy()) await this.s.waitForIdle();
     this.s.assertOpen();
+    return undefined;
   }
 
   /**

@@ -29,7 +29,6 @@ import { assertModel, type ResolvedRuntimeOptions } from './options.js';
 import { prepareAttempt } from './prepare-attempt.js';
 import { runIdTaken } from './run-claims.js';
 import { wireSession, type SessionParts } from './session-wiring.js';
-import type { AttemptCallers } from './attempt-callers.js';
 import type { OpenRunTracker } from './open-run-tracker.js';
 import { assertRunRequest, identifiedRequest, identifiedRun, runHandle, type RunHandle } from './run-handle.js';
 import { withRunOptions, type RunOptions, type TypedResult } from './run-options.js';
@@ -104,10 +103,6 @@ export class ExecutionSession<TOut = unknown> {
     return this.parts.starts.latest?.offered;
   }
 
-  private get callers(): AttemptCallers {
-    return this.parts.callers;
-  }
-
   private get runs(): OpenRunTracker {
     return this.parts.runs;
   }
@@ -130,7 +125,7 @@ export class ExecutionSession<TOut = unknown> {
   /** The run that makes the session busy: the one running, or the one whose attempt is being prepared. */
   private get busyRunId(): string {
     const { current, preparing } = this.actor.getSnapshot().context;
-    return current?.runId ?? this.callers.runIdOf(preparing) ?? 'unknown';
+    return current?.runId ?? this.parts.callers.runIdOf(preparing) ?? 'unknown';
   }
 
   private get closed(): boolean {
@@ -185,21 +180,19 @@ export class ExecutionSession<TOut = unknown> {
     this.assertOpen();
     assertModel(this.options, 'session.execute');
     // resume by default: an interrupted run is continued first (and the inputs it held back run), then this prompt
-    if (req.kind === 'prompt' && !this.busy && this.extras.resuming.needed) await this.extras.resuming.beforePrompt();
+    const resumed = req.kind === 'prompt' && !this.busy && this.extras.resuming.needed;
+    const known = resumed ? await this.extras.resuming.beforePrompt(() => this.recordedFor(req)) : undefined;
+    if (known) return known;
     if (this.busy) {
       // a recorded attempt runs nothing: its result is returned even while another attempt runs
       const cur = this.current;
-      // (a log that cannot be read now: the session is busy all the same)
-      const recorded =
-        cur?.runId === req.runId && cur.attemptId === req.attemptId
-          ? undefined
-          : await recordedResult(this.deps.store, this.sessionId, req.runId, req.attemptId, this.runs.open?.runId).catch(() => undefined);
+      const recorded = cur?.runId === req.runId && cur.attemptId === req.attemptId ? undefined : await this.recordedFor(req);
       if (recorded) return recorded;
       throw new ExecutionBusy(this.sessionId, this.busyRunId);
     }
     if (req.kind === 'prompt' && this.parts.desk.submitting(req.runId) === 'follow_up')
       throw runIdTaken(this.sessionId, req.runId, 'runId', 'session.execute');
-    const { token, result } = this.callers.prepare(req);
+    const { token, result } = this.parts.callers.prepare(req);
     // claimed synchronously, before any await: a prompt and a follow-up racing for one id cannot
     // both pass their checks; the session machine's prepareAttempt decides what the request does
     this.actor.send({ type: 'PREPARE', token, request: req, ...(req.kind === 'prompt' ? { claimedRunId: req.runId } : {}) });
@@ -241,13 +234,18 @@ export class ExecutionSession<TOut = unknown> {
     );
   }
 
+  /** The result recorded for the request's attempt, if any (a log that cannot be read now: none). */
+  private recordedFor(req: IdentifiedRequest): Promise<ExecutionResult | undefined> {
+    return recordedResult(this.deps.store, this.sessionId, req.runId, req.attemptId, this.runs.open?.runId).catch(() => undefined);
+  }
+
   private newId(): string {
     return newRunId(this.options.ids);
   }
 
   /** The machine rests: the settled attempt's caller gets its result, then a waiting input starts its run. */
   private rested(result: ExecutionResult | undefined): void {
-    if (result) this.callers.rested(result);
+    if (result) this.parts.callers.rested(result);
     this.extras.waiting.afterRest();
   }
 

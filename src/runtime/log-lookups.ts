@@ -3,10 +3,13 @@ import type { EventStore } from '../persistence/event-store.js';
 import { UNSETTLED_END_STATUSES } from '../persistence/head.js';
 import { runEndEventId, runOpenEventId, runStartEventId } from '../persistence/run-ids.js';
 
+/** An attempt's ends that leave its run open for a later attempt to settle. */
+const INTERRUPTED: ReadonlySet<string> = new Set(['detached', 'fenced']);
+
 /**
- * DESIGN §6: an attempt already recorded returns its result; an interrupted one returns the
- * run's settled result if the run has settled since (through a later attempt), else an
- * incomplete result naming the interruption.
+ * DESIGN §6: an attempt already recorded returns its result; an interrupted one (no run/end, or
+ * one saying `detached` or `fenced`) returns the run's settled result if the run has settled
+ * since (through a later attempt), else its own `detached` result naming the interruption.
  */
 export async function recordedResult(
   store: EventStore,
@@ -16,8 +19,9 @@ export async function recordedResult(
   openRunId: string | undefined,
 ): Promise<ExecutionResult | undefined> {
   const end = await store.getEventById(sessionId, runEndEventId(runId, attemptId));
-  if (end) return storedResult(end.payload.result);
-  let start = await store.getEventById(sessionId, runStartEventId(runId, attemptId));
+  // an attempt that ended settled, or suspended (its own result), or interrupted in a run still open
+  if (end && (!INTERRUPTED.has(String(end.payload.status)) || openRunId === runId)) return storedResult(end.payload.result);
+  let start = end ?? (await store.getEventById(sessionId, runStartEventId(runId, attemptId)));
   if (!start) {
     const opened = await store.getEventById(sessionId, runOpenEventId(runId));
     if (opened?.payload.attemptId === attemptId) start = opened;
@@ -30,6 +34,7 @@ export async function recordedResult(
         return storedResult(e.payload.result);
     }
   }
+  if (end) return storedResult(end.payload.result); // (a log whose run was ended otherwise)
   return notRunResult(
     { runId, attemptId },
     'detached',

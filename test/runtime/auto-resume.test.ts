@@ -116,3 +116,49 @@ describe('resume by default (docs/recovery.md)', () => {
     await dir.cleanup();
   });
 });
+
+describe('the same prompt executed again over its interrupted run (guarantees.md, session.execute)', () => {
+  it('runs nothing: before a continue it is the attempt detached, after one the run settled result; nothing resumes for it', async () => {
+    const model = scriptedModel(['settled by the continue']);
+    const { rt2, done } = await interrupted({ model });
+    const s = await rt2.openSession('s');
+    const again = await s.execute({ kind: 'prompt', runId: 'r', attemptId: 'a1', message: 'send it' });
+    expect(again).toMatchObject({ runId: 'r', attemptId: 'a1', status: 'detached' });
+    expect(model.requests).toHaveLength(0); // the interrupted run was not continued for it
+    expect(s.snapshot().status).toBe('detached');
+    const continued = await s.execute({ kind: 'continue', runId: 'r', attemptId: 'a2' });
+    expect(continued.status).toBe('succeeded');
+    const later = await s.execute({ kind: 'prompt', runId: 'r', attemptId: 'a1', message: 'send it' });
+    expect(later).toMatchObject({ runId: 'r', status: 'succeeded', finalMessage: 'settled by the continue' });
+    expect(model.requests).toHaveLength(1);
+    await done();
+  });
+
+  it('an attempt detached in this process, executed again, is its recorded result and continues nothing; once a continue settled the run, that result', async () => {
+    const started = deferred();
+    const slow = defineTool({
+      name: 'slow',
+      description: '',
+      parameters: z.object({}),
+      execute: async () => (started.resolve(), await new Promise((r) => setTimeout(r, 200)), 'ok'),
+    });
+    const model = scriptedModel([{ toolCalls: [{ id: 'c1', name: 'slow', arguments: {} }] }, 'final answer']);
+    const dir = tempDir();
+    const rt = createRuntime({ store: lmdbStore({ path: dir.path }), model, tools: [slow] });
+    const s = await rt.openSession('s');
+    const first = s.run({ kind: 'prompt', runId: 'R', attemptId: 'A', message: 'go' });
+    await started.promise;
+    s.requestDetach();
+    expect((await first.result).status).toBe('detached');
+    const again = await s.execute({ kind: 'prompt', runId: 'R', attemptId: 'A', message: 'go' });
+    expect(again).toMatchObject({ runId: 'R', attemptId: 'A', status: 'detached' });
+    expect(model.requests).toHaveLength(1); // no continue made a model call for it
+    expect((await s.execute({ kind: 'continue', runId: 'R', attemptId: 'B' })).status).toBe('succeeded');
+    expect(await s.execute({ kind: 'prompt', runId: 'R', attemptId: 'A', message: 'go' })).toMatchObject({
+      status: 'succeeded',
+      finalMessage: 'final answer',
+    });
+    await rt.close();
+    await dir.cleanup();
+  });
+});
