@@ -5,5 +5,5 @@ import { JsonValue, recordOf } from '../contracts/json.js';
 export { JsonValue } from '../contracts/json.js';
 
 export { answerSchema } from '../contracts/json-schema.js';
-export const ApprovalAnswer = z.object({ decisions: recordOf(z.enum(['approve', 'deny'])) });
+export const ApprovalAnswer = z.strictObject({ decisions: recordOf(z.enum(['approve', 'deny'])) });
 export const Checkpoint = z.strictObject({ messages: z.array(InputMessage), stateContext: JsonValue.optional() });

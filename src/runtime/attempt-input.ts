@@ -1,5 +1,6 @@
 import { ExecutionBusy, InvariantViolation, ValidationError } from '../contracts/errors.js';
 import type { Message } from '../contracts/message.js';
+import type { PendingRequest } from '../contracts/events.js';
 import { toMessages, type IdentifiedRequest } from '../contracts/requests.js';
 import { parseInput } from '../contracts/validate.js';
 import type { ResumeInput, RunInput } from '../machines/run.machine.js';
@@ -83,7 +84,7 @@ export function attemptInput(req: IdentifiedRequest, s: AttemptSource): RunInput
       ]);
     }
     const pr = pending.pendingRequest;
-    if (pr.kind === 'approval') parseInput(ApprovalAnswer, req.answer, 'session.execute: answer');
+    if (pr.kind === 'approval') assertDecisions(pr, parseInput(ApprovalAnswer, req.answer, 'session.execute: answer').decisions);
     else if (pr.schema) parseInput(answerSchema(pr.schema), req.answer, 'session.execute: answer');
     // whatever its schema allows, an answer is logged: it must be JSON (no BigInt, function, undefined)
     if (pr.kind !== 'approval') parseInput(JsonValue, req.answer, 'session.execute: answer');
@@ -211,4 +212,16 @@ export function runOutput(
   }
   if (given) return given;
   return runtimeOutput?.record.digest === recorded.digest ? runtimeOutput : recordedSpec(RecordedOutput.parse(recorded), req.runId, where);
+}
+
+/** Refuses decisions naming a call the approval did not ask about (an unknown id, a call that needs no approval). */
+function assertDecisions(pr: Extract<PendingRequest, { kind: 'approval' }>, decisions: Record<string, unknown>): void {
+  const asked = new Set(pr.calls.map((c) => c.callId));
+  const issues = Object.keys(decisions)
+    .filter((callId) => !asked.has(callId))
+    .map((callId) => ({
+      path: ['decisions', callId],
+      message: `call ${callId} is not one of approval ${pr.questionId}'s calls (${[...asked].join(', ')})`,
+    }));
+  if (issues.length > 0) throw new ValidationError('session.execute: answer', issues);
 }

@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import type { ModelProvider, ModelRequest, ModelResponse } from '../../src/contracts/model.js';
-import { defineTool, isExecutionBusy, scriptedModel } from '../../src/index.js';
+import { defineTool, isExecutionBusy, isValidationError, scriptedModel } from '../../src/index.js';
 import { deferred } from '../helpers/drafts.js';
 import { ids, lmdbRuntime, logOf, sleep } from '../helpers/runtime.js';
 import { unansweredInRequest } from '../helpers/unanswered.js';
@@ -58,7 +58,15 @@ describe('approvals', () => {
     expect((busy as Error).message).toContain(`run r is suspended, waiting for the answer to ${q}`);
     expect((busy as Error).message).toContain("kind: 'respond'");
     expect((busy as Error).message).not.toContain('busy executing');
-    const r2 = await s.execute({ kind: 'respond', runId: 'r', attemptId: 'a2', questionId: q, answer: { decisions: { p1: 'approve' } } });
+    // decisions for calls the approval did not ask about (unknown, or one that needs none) are refused by name
+    const respond = (answer: unknown) => s.execute({ kind: 'respond', runId: 'r', attemptId: 'a2', questionId: q, answer });
+    for (const bad of [
+      { decisions: { p1: 'approve', bogus: 'approve' } },
+      { decisions: { p1: 'approve', p2: 'deny' } },
+      { decisions: {}, extra: 1 },
+    ])
+      await expect(respond(bad)).rejects.toSatisfy(isValidationError);
+    const r2 = await respond({ decisions: { p1: 'approve' } });
     expect(r2).toMatchObject({ status: 'succeeded', finalMessage: 'paid both' });
     expect(executed.sort()).toEqual([5, 50]);
     const log = await logOf(store, 's');
