@@ -39,6 +39,8 @@ export interface MappedRecord {
   user?: { id: string; text: string; seq: number };
   /** The input id of a steer the reply showed (a user message inside its run). */
   steer?: string;
+  /** Another message of the input that opened the reply (a prompt given as several messages; target `all`). */
+  more?: string;
   /** The reply is over: the stream ends after these chunks. */
   end?: boolean;
 }
@@ -70,6 +72,8 @@ export class UIChunkMapper {
   private runInputId: string | undefined;
   /** The open run's first user message was mapped: a later one is a steer, shown in the run's reply. */
   private runMessageSeen = false;
+  /** A step of the open run was mapped (its input's messages come before its first). */
+  private stepSeen = false;
   private readonly knownLastSeq: number;
   private readonly sessionId: string | undefined;
 
@@ -156,10 +160,15 @@ export class UIChunkMapper {
     this.runInputId = undefined;
     // a user message's parts that are not text (stored as blob references) are shown by their summary
     const text = contentDisplay((r.payload.message as Message).content);
-    const steer = this.runMessageSeen;
+    const later = this.open && this.runMessageSeen;
     this.runMessageSeen = true;
-    // a steer: the run goes on, and so does its reply (the message before the step that reads it)
-    if (this.open && steer) return { chunks: [{ type: 'steering-message', id, parts: [{ type: 'text', text }] }], steer: id };
+    if (!later) this.stepSeen = false;
+    // a steer (an input's message inside the run): the run goes on, and so does its reply
+    if (later && typeof r.payload.inputId === 'string')
+      return { chunks: [{ type: 'steering-message', id, parts: [{ type: 'text', text }] }], steer: id };
+    // the run's own input given as several messages (before its first step): the user's message
+    // goes on; a message a tool added to the run (additionalMessages) is the tool's, not shown
+    if (later) return { chunks: [], ...(!this.stepSeen && this.target.kind === 'all' ? { more: text } : {}) };
     const t = this.target;
     if (this.open && t.kind !== 'all') return { chunks: this.finish(undefined), end: true }; // the next reply is another stream's
     if (t.kind === 'input' && id !== t.inputId) return { chunks: [] };
@@ -181,6 +190,7 @@ export class UIChunkMapper {
       case 'session/attached':
         return this.run?.status === 'running' ? [{ type: 'data-actorloop-resumed', id: `resumed-${r.seq}`, data: { seq: r.seq } }] : [];
       case 'step/start':
+        this.stepSeen = true;
         this.liveStep = false;
         return this.startStep();
       case 'step/end':

@@ -36,12 +36,14 @@ export type UIMessageStreamOptions = z.input<typeof UIMessageStreamOptions>;
 /**
  * A session's reply as the AI SDK's UI message stream (`useChat`'s protocol: SSE `data:` lines
  * of UI message chunks, then `data: [DONE]`), mapped from the log (`UIChunkMapper`). Each record's
- * last chunk carries `id:` = its log position. Resuming (`reply: 'open'`, what `useChat`'s
- * `resume` asks for): without a `Last-Event-ID` the reply is replayed from its user message (the
- * AI SDK replaces the message it holds with the replay); with `Last-Event-ID: N` it continues
- * after position N: a `start` chunk, then the chunks of the records after N — none repeated,
- * none skipped. A run waiting for an approval or an answer has no stream (204); a reply ends with
- * `finish` when its run settles or suspends, or when the next user message comes.
+ * last chunk carries `id:` = its log position, `N:step` while the client also holds the live
+ * chunks of a step still streaming. Resuming (`reply: 'open'`, what `useChat`'s `resume` asks
+ * for): without a `Last-Event-ID` the reply is replayed from its user message (the AI SDK
+ * replaces the message it holds with the replay); with `Last-Event-ID: N` it continues after
+ * position N: a `start` chunk, then the chunks of the records after N — none repeated, none
+ * skipped; with `N:step`, `reset-step` first and the open step's records again. A position past
+ * the log's head is a 400. A run waiting for an approval or an answer has no stream (204); a reply
+ * ends with `finish` when its run settles or suspends, or when the next run's user message comes.
  * @example
  * // app/api/chat/[id]/stream/route.ts (Next.js): useChat({ resume: true }) reconnects here
  * export const GET = (req: Request, { params }) => uiMessageStream(store, params.id, req)
@@ -162,7 +164,7 @@ export async function readOpenReply(store: EventStore, sessionId: string): Promi
   let runInputId: string | undefined;
   for await (const r of store.readEvents(sessionId, { fromSeq: head.openRun.startSeq, toSeq: head.lastSeq })) {
     const p = r.payload;
-    // the run's first user message opens its reply; a later one is a steer, shown in that reply
+    // the run's first user message opens its reply; a later one is a steer shown in it, or more of its input
     if (r.type === 'user/message' && p.copiedFrom === undefined && !reply) {
       const id = userMessageId(r, runInputId);
       runInputId = undefined;

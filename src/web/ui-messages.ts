@@ -46,8 +46,10 @@ export function uiMessagesOf(records: Iterable<WireRecord>, sessionId?: string):
     if (r.type === 'input/accepted')
       waiting.set(String(r.payload.inputId), (r.payload.messages as { content: string }[]).map((m) => m.content).join('\n'));
     if (r.type === 'input/cancelled') waiting.delete(String(r.payload.inputId));
-    const { chunks, user, steer } = mapper.committed(r);
+    const { chunks, user, steer, more } = mapper.committed(r);
     if (steer !== undefined) waiting.delete(steer);
+    const asked = messages.at(-1);
+    if (more !== undefined && asked?.role === 'user') asked.parts.push({ type: 'text', text: more });
     if (user) {
       waiting.delete(user.id);
       if (reply.message) messages.push(reply.message);

@@ -258,6 +258,36 @@ describe('UIChunkMapper: each event kind → its UI message chunks', () => {
     expect(built!.parts.map((p) => p.type)).toEqual(['data-actorloop-run', 'step-start', 'steering-message', 'step-start', 'text']);
   });
 
+  it("only an input's message inside the run is a steer: a prompt's further messages are the user's message, a tool's added message is not shown", async () => {
+    seq = 0;
+    const records = [
+      rec('run/start', { runId: 'r', kind: 'prompt', inputId: 'r' }, 0),
+      rec('user/message', { message: { role: 'user', content: 'first part' } }, 0),
+      rec('user/message', { message: { role: 'user', content: 'second part' } }, 0),
+      rec('step/start', {}),
+      rec('tool/result', { callId: 'c1', name: 'snap', outcome: { kind: 'completed', content: 'took it' } }),
+      rec('user/message', { message: { role: 'user', content: 'a picture the tool added' } }),
+      rec('step/end', {}),
+      rec('step/start', {}, 2),
+      rec('assistant/message', { message: { role: 'assistant', content: 'done' } }, 2),
+      rec('step/end', {}, 2),
+      rec('run/end', { runId: 'r', status: 'succeeded' }, 2),
+    ];
+    const m = new UIChunkMapper({ kind: 'input', inputId: 'r' }, { knownLastSeq: records.length });
+    const mapped = records.map((r) => m.committed(r));
+    const chunks = mapped.flatMap((x) => x.chunks);
+    expect(chunks.filter((c) => c.type === 'steering-message')).toEqual([]);
+    expect(mapped.map((x) => x.end ?? false)).toEqual([...Array(records.length - 1).fill(false), true]);
+    const built = await throughAiSdk(chunks);
+    const history = uiMessagesOf(records);
+    expect(history.map((h) => h.id)).toEqual(['r', 'r-reply']);
+    expect(history[0]!.parts).toEqual([
+      { type: 'text', text: 'first part' },
+      { type: 'text', text: 'second part' },
+    ]);
+    expect(plain(history[1])).toEqual(plain(built));
+  });
+
   it("a failed run's error message reaches the UI: an error chunk before the finish, and the run part (stream and history alike) carries it", () => {
     seq = 0;
     const records = [
