@@ -80,8 +80,8 @@ export const anyParts = (messages: readonly { content: unknown }[]): boolean => 
 
 const bytesOf = (data: Uint8Array | string): Uint8Array => (typeof data === 'string' ? Buffer.from(data, 'base64') : data);
 
-/** The byte length base64 text (Base64: no whitespace, padding at the end only) decodes to. */
-const decodedLength = (b64: string): number => Math.floor((b64.length * 3) / 4) - (b64.endsWith('==') ? 2 : b64.endsWith('=') ? 1 : 0);
+/** The byte length base64 text (Base64: no whitespace, `=` only at its end) decodes to, as Node decodes it: 6 bits a character before the padding. */
+const decodedLength = (b64: string): number => Math.floor((b64.replace(/=+$/, '').length * 6) / 8);
 
 /**
  * Refuses (ValidationError at `where`, `path`) content whose bytes break `limits` or whose base64

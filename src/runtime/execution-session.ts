@@ -24,7 +24,7 @@ import type { Envelope, EnvelopeStream } from '../streams/envelopes.js';
 import type { SubscribeOptions, SubscriberListener, Unsubscribe } from '../streams/subscribers.js';
 import { Checkpoint, JsonValue } from './answer-schema.js';
 import type { SessionDeps } from './session-deps.js';
-import { recordedResult } from './log-lookups.js';
+import { recordedResult, unreadLogResult } from './log-lookups.js';
 import { assertModel, type ResolvedRuntimeOptions } from './options.js';
 import { prepareAttempt } from './prepare-attempt.js';
 import { runIdTaken } from './run-claims.js';
@@ -181,7 +181,7 @@ export class ExecutionSession<TOut = unknown> {
     assertModel(this.options, 'session.execute');
     // resume by default: an interrupted run is continued first (and the inputs it held back run), then this prompt
     const resumed = req.kind === 'prompt' && !this.busy && this.extras.resuming.needed;
-    const known = resumed ? await this.extras.resuming.beforePrompt(() => this.recordedFor(req)) : undefined;
+    const known = resumed ? await this.extras.resuming.beforePrompt(() => this.recordedFor(req, 'failed')) : undefined;
     if (known) return known;
     if (this.busy) {
       // a recorded attempt runs nothing: its result is returned even while another attempt runs
@@ -234,9 +234,10 @@ export class ExecutionSession<TOut = unknown> {
     );
   }
 
-  /** The result recorded for the request's attempt, if any (a log that cannot be read now: none). */
-  private recordedFor(req: IdentifiedRequest): Promise<ExecutionResult | undefined> {
-    return recordedResult(this.deps.store, this.sessionId, req.runId, req.attemptId, this.runs.open?.runId).catch(() => undefined);
+  /** The result recorded for the request's attempt, if any; a log that cannot be read now: none, or (`failed`) a failed result. */
+  private recordedFor(req: IdentifiedRequest, unread?: 'failed'): Promise<ExecutionResult | undefined> {
+    const recorded = recordedResult(this.deps.store, this.sessionId, req.runId, req.attemptId, this.runs.open?.runId);
+    return recorded.catch((e: unknown) => (unread ? unreadLogResult(req, e) : undefined));
   }
 
   private newId(): string {

@@ -6,7 +6,7 @@ import type { EventStore } from '../persistence/event-store.js';
 import { attemptInput } from './attempt-input.js';
 import { toMessages } from '../contracts/requests.js';
 import { anyParts, assertContentTaken, storeMessages } from '../persistence/content-parts.js';
-import { recordedResult } from './log-lookups.js';
+import { recordedResult, unreadLogResult } from './log-lookups.js';
 import type { OpenRunTracker } from './open-run-tracker.js';
 import type { ResolvedRuntimeOptions } from './options.js';
 import { recoveredReservation, settleInterruptedFinal, spentOf } from './recovery-outcome.js';
@@ -104,18 +104,8 @@ export async function prepareAttempt(s: AttemptSession, req: IdentifiedRequest):
     // closed (or its store closed) while the attempt was still being prepared: not an input error
     if (s.closed() || isStoreClosedError(e)) return { result: closedBefore(req) };
     if (isValidationError(e) || isExecutionBusy(e)) throw e;
-    // the log could not be read (a store error): nothing started, nothing was written — a
-    // result, not a rejection (DESIGN §6); the same request can be executed again
-    return {
-      result: {
-        ...notRunResult(
-          req,
-          'failed',
-          `the attempt did not start: reading the session's log failed (${(e as Error)?.message ?? String(e)}); execute it again`,
-        ),
-        historyConsistent: true,
-      },
-    };
+    // the log could not be read (a store error): nothing started, nothing was written
+    return { result: unreadLogResult(req, e) };
   }
 }
 

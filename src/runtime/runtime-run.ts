@@ -35,7 +35,7 @@ export function runOnFreshSession(
       handle = session.run({ kind: 'prompt', runId, attemptId, message }, runOptions);
     } catch (e) {
       // refused before it started (a ValidationError): the session opened for it closes
-      void session.close();
+      void session.close().catch(() => undefined);
       throw e;
     }
     void handle.result.then(

@@ -16,6 +16,15 @@ export function deferred(): Deferred {
 }
 
 /**
+ * True when `capacity` envelopes wait besides the one being delivered. With no delivery in flight
+ * the head of the queue is that one (it goes out at the next flush), so a subscriber that keeps up
+ * is never closed for a burst of envelopes published together.
+ */
+export function isFull(s: { readonly queue: { readonly length: number }; readonly current: unknown; readonly capacity: number }): boolean {
+  return s.queue.length - (s.current === undefined ? 1 : 0) >= s.capacity;
+}
+
+/**
  * Lets a watchdog keep the process up (`ref`) or not (`unref`): a Node.js timer has both; another
  * clock's handle (a SimulatedClock's number) has neither and is left as it is.
  */

@@ -4,7 +4,7 @@ import type { Clock } from '../contracts/clock.js';
 import { StoreClosedError } from '../contracts/errors.js';
 import { parseInput } from '../contracts/validate.js';
 import type { Envelope } from './envelopes.js';
-import { Ring, deferred, isThenable, setRef, type Deferred } from './delivery-queue.js';
+import { Ring, deferred, isFull, isThenable, setRef, type Deferred } from './delivery-queue.js';
 import {
   SubscribeOptions,
   SubscriberHubOptions,
@@ -389,13 +389,4 @@ export class SubscriberHub {
       g.resolve();
     }
   }
-}
-
-/**
- * True when `capacity` envelopes wait besides the one being delivered. With no delivery in flight
- * the head of the queue is that one (it goes out at the next flush), so a subscriber that keeps up
- * is never closed for a burst of envelopes published together.
- */
-function isFull(s: Sub): boolean {
-  return s.queue.length - (s.current === undefined ? 1 : 0) >= s.capacity;
 }

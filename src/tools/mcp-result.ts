@@ -41,7 +41,9 @@ export function readResult(
   if (checked?.success === false) unfit.push(`its result does not fit the MCP schema of a tool result: ${issuesOf(checked.error.issues)}`);
   const mismatch = info === undefined ? undefined : outputMismatch(info, r, validator);
   if (mismatch !== undefined) unfit.push(mismatch);
-  const outcome = outcomeOf(r);
+  // an older server's `{ toolResult }` (the schema's parse gives it an empty `content`): its value is the text
+  const legacy = typeof raw === 'object' && raw !== null && (raw as McpCallResult).content === undefined && 'toolResult' in raw;
+  const outcome = outcomeOf(legacy ? { ...r, content: undefined } : r);
   if (unfit.length === 0 || outcome.kind !== 'completed') return outcome;
   const text = typeof outcome.content === 'string' ? outcome.content : '';
   return { ...outcome, content: `${text}${text === '' ? '' : '\n'}(the call ran, but ${unfit.join('; and ')})` };

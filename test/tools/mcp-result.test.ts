@@ -26,6 +26,15 @@ describe('readResult', () => {
     expect(content).toMatch(misfit);
   });
 
+  it("an older server's { toolResult } is read as the call's text (the schema's parse gives it an empty content)", async () => {
+    const shape = await callResultSchema();
+    expect(readResult(info(), { toolResult: 'legacy answer' }, validator, shape)).toMatchObject({
+      kind: 'completed',
+      content: 'legacy answer',
+    });
+    expect(readResult(info(), { toolResult: { total: 3 } }, validator, shape)).toMatchObject({ content: '{"total":3}' });
+  });
+
   it('a validator that throws names the output schema as unchecked; the result is delivered', async () => {
     const throwing: JsonSchemaValidatorLike = {
       getValidator: () => () => {
