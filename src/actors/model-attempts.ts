@@ -235,10 +235,13 @@ export async function callWithRetries(env: SessionServices, at: StepPosition, si
       if (!pe.retryable || n >= env.config.maxProviderAttempts || env.writer.aheadFailure) {
         throw cut ?? pe;
       }
-      // (a backoff past the run's maxDurationMs ends there: the next attempt is then not sent)
       const left = spec.deadlineAt === undefined ? Infinity : Math.max(0, spec.deadlineAt - env.clock.now());
-      const delay = Math.min(env.config.maxRetryDelayMs, pe.retryAfterMs ?? env.config.retryBackoffMs * 2 ** (n - 1), left);
-      await sleepOn(env.clock, delay, signal, () => new CancelledError('model call cancelled'));
+      const wanted = Math.min(env.config.maxRetryDelayMs, pe.retryAfterMs ?? env.config.retryBackoffMs * 2 ** (n - 1));
+      await sleepOn(env.clock, Math.min(wanted, left), signal, () => new CancelledError('model call cancelled'));
+      // a backoff that reaches the run's maxDurationMs ends there, and the next attempt is not sent —
+      // decided by the backoff, not by the clock after it (a timer may fire a millisecond early)
+      if (spec.deadlineAt !== undefined && left <= wanted)
+        throw new RateLimitDeadline(spec.deadlineAt, "the run's maxDurationMs ran out before its model call was sent");
     }
   }
 }

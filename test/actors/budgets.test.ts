@@ -84,6 +84,25 @@ describe('budgets (real LMDB)', () => {
     expect(r).toMatchObject({ status: 'budget_exhausted', budget: 'maxDurationMs', spending: { maxOutputTokens: { reserved: '300' } } });
   });
 
+  it('no retry is sent after a backoff that reached maxDurationMs, even when its timer fires before the clock reads the deadline', async () => {
+    // a timer that fires 5 ms early (Node's timers and Date.now round differently: seen as a flake)
+    const early = {
+      now: () => Date.now(),
+      setTimeout: (fn: () => void, ms: number) => setTimeout(fn, Math.max(0, ms - 5)),
+      clearTimeout: (t: unknown) => clearTimeout(t as NodeJS.Timeout),
+    };
+    const model = scriptedModel([{ error: { message: 'reset', retryable: true, code: 'server', partialOutput: true } }, 'never sent']);
+    const { runtime } = memRuntime({
+      model,
+      budget: { maxDurationMs: 100, maxOutputTokens: 1000 },
+      config: { outputReserve: 300, retryBackoffMs: 300 },
+      clock: early,
+    });
+    const r = await (await runtime.openSession('s')).execute({ kind: 'prompt', ...ids(), message: 'go' });
+    expect(model.requests).toHaveLength(1);
+    expect(r).toMatchObject({ status: 'budget_exhausted', budget: 'maxDurationMs' });
+  });
+
   it('maxDurationMs is spent when its timer fires, even when the timer fires before the clock reads the deadline', async () => {
     // Node's timers and Date.now round differently: a timer can fire a millisecond early
     const early = {
