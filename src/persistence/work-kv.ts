@@ -1,8 +1,5 @@
 import { Observable, Subject } from 'rxjs';
-import { z } from 'zod';
 import { InboxEntry, InboxOutcome, type LeaseInfo, type StoredInboxEntry, type WorkerInfo } from '../contracts/inbox.js';
-import { parseInput } from '../contracts/validate.js';
-import { assertSessionId } from './store-input.js';
 import {
   bindLease,
   claimSessions,
@@ -17,7 +14,7 @@ import {
   type WorkTxn,
 } from './work-core.js';
 import type { ClaimedSession, SubmitOutcome, WorkerRegistration, WorkStore } from './work-store.js';
-import { Claim, Leases, Marks, Positive, Registration, ReleaseOptions, WorkerId } from './work-input.js';
+import { workArgs } from './work-input.js';
 
 /** How a key-value backend (memory, LMDB) runs work operations. */
 export interface WorkBackend {
@@ -46,8 +43,7 @@ export class KvWorkStore implements WorkStore {
 
   async submit(sessionId: string, entry: InboxEntry): Promise<SubmitOutcome> {
     this.b.assertOpen();
-    assertSessionId(sessionId, 'work.submit');
-    const e = parseInput(InboxEntry, entry, 'work.submit: entry');
+    const e = workArgs.submit(sessionId, entry);
     const out = await this.b.write((t) => submitEntry(t, sessionId, e, Date.now()));
     if (out.status === 'accepted') this.wake.next(sessionId);
     return out;
@@ -55,57 +51,45 @@ export class KvWorkStore implements WorkStore {
 
   async pending(sessionId: string): Promise<StoredInboxEntry[]> {
     this.b.assertOpen();
-    assertSessionId(sessionId, 'work.pending');
+    workArgs.pending(sessionId);
     return this.b.read((t) => pendingEntries(t, sessionId));
   }
 
   async getEntry(sessionId: string, entryId: string): Promise<StoredInboxEntry | undefined> {
     this.b.assertOpen();
-    assertSessionId(sessionId, 'work.getEntry');
-    parseInput(z.string().min(1), entryId, 'work.getEntry: entryId');
+    workArgs.getEntry(sessionId, entryId);
     return this.b.read((t) => t.entry(sessionId, entryId));
   }
 
   async markApplied(sessionId: string, writerEpoch: number, marks: readonly { entryId: string; outcome: InboxOutcome }[]): Promise<void> {
     this.b.assertOpen();
-    assertSessionId(sessionId, 'work.markApplied');
-    parseInput(Positive, writerEpoch, 'work.markApplied: writerEpoch');
-    const m = parseInput(Marks, marks, 'work.markApplied: marks');
+    const m = workArgs.markApplied(sessionId, writerEpoch, marks);
     if (m.length === 0) return;
     await this.b.write((t) => markEntriesApplied(t, sessionId, writerEpoch, m, Date.now()));
   }
 
   async claim(workerId: string, options: { limit: number; leaseMs: number }): Promise<ClaimedSession[]> {
     this.b.assertOpen();
-    parseInput(WorkerId, workerId, 'work.claim: workerId');
-    const o = parseInput(Claim, options, 'work.claim: options');
+    const o = workArgs.claim(workerId, options);
     return this.b.write((t) => claimSessions(t, workerId, o.limit, o.leaseMs, Date.now()));
   }
 
   async bind(sessionId: string, workerId: string, writerEpoch: number, leaseMs: number): Promise<boolean> {
     this.b.assertOpen();
-    assertSessionId(sessionId, 'work.bind');
-    parseInput(WorkerId, workerId, 'work.bind: workerId');
-    parseInput(Positive, writerEpoch, 'work.bind: writerEpoch');
-    parseInput(Positive, leaseMs, 'work.bind: leaseMs');
+    workArgs.bind(sessionId, workerId, writerEpoch, leaseMs);
     return this.b.write((t) => bindLease(t, sessionId, workerId, writerEpoch, leaseMs, Date.now()));
   }
 
   async renew(workerId: string, leases: readonly { sessionId: string; writerEpoch: number }[], leaseMs: number): Promise<string[]> {
     this.b.assertOpen();
-    parseInput(WorkerId, workerId, 'work.renew: workerId');
-    const l = parseInput(Leases, leases, 'work.renew: leases');
-    parseInput(Positive, leaseMs, 'work.renew: leaseMs');
+    const l = workArgs.renew(workerId, leases, leaseMs);
     if (l.length === 0) return [];
     return this.b.write((t) => renewLeases(t, workerId, l, leaseMs, Date.now()));
   }
 
   async release(sessionId: string, workerId: string, writerEpoch: number | null, options: { resume: boolean }): Promise<void> {
     this.b.assertOpen();
-    assertSessionId(sessionId, 'work.release');
-    parseInput(WorkerId, workerId, 'work.release: workerId');
-    parseInput(Positive.nullable(), writerEpoch, 'work.release: writerEpoch');
-    parseInput(ReleaseOptions, options, 'work.release: options');
+    workArgs.release(sessionId, workerId, writerEpoch, options);
     const released = await this.b.write((t) => {
       const done = releaseLease(t, sessionId, workerId, writerEpoch, options.resume);
       return done && (t.work(sessionId)!.pending.length > 0 || options.resume);
@@ -115,8 +99,7 @@ export class KvWorkStore implements WorkStore {
 
   async heartbeat(worker: WorkerRegistration, ttlMs: number): Promise<void> {
     this.b.assertOpen();
-    const w = parseInput(Registration, worker, 'work.heartbeat: worker');
-    parseInput(Positive, ttlMs, 'work.heartbeat: ttlMs');
+    const w = workArgs.heartbeat(worker, ttlMs);
     const now = Date.now();
     const known = this.b.workers.get(w.workerId);
     this.b.workers.put({ ...w, startedAt: known?.startedAt ?? now, heartbeatAt: now, ttlMs });
@@ -124,7 +107,7 @@ export class KvWorkStore implements WorkStore {
 
   async removeWorker(workerId: string): Promise<void> {
     this.b.assertOpen();
-    parseInput(WorkerId, workerId, 'work.removeWorker: workerId');
+    workArgs.removeWorker(workerId);
     this.b.workers.remove(workerId);
   }
 

@@ -1,15 +1,12 @@
 import { Observable, Subject } from 'rxjs';
-import { z } from 'zod';
 import { StaleWriterError } from '../../contracts/errors.js';
 import { entryIdOf, InboxEntry, InboxOutcome, StoredInboxEntry, type LeaseInfo, type WorkerInfo } from '../../contracts/inbox.js';
-import { parseInput } from '../../contracts/validate.js';
-import { assertSessionId } from '../store-input.js';
 import { sameEntryOrReason } from '../work-core.js';
 import type { ClaimedSession, SubmitOutcome, WorkerRegistration, WorkStore } from '../work-store.js';
 import { unavailable, type Connections } from './connection.js';
 import { sqlStateOf, type PgPoolClient } from './pg-types.js';
 import { channelName, ident } from './schema.js';
-import { Claim, Leases, Marks, Positive, Registration, ReleaseOptions, WorkerId } from '../work-input.js';
+import { workArgs } from '../work-input.js';
 
 /** The NOTIFY channel of a schema's inbox wake-ups. */
 export const workChannelOf = (schema: string): string => channelName('actorloop-work', schema);
@@ -173,8 +170,7 @@ export class PgWorkStore implements WorkStore {
   }
 
   async submit(sessionId: string, entry: InboxEntry): Promise<SubmitOutcome> {
-    assertSessionId(sessionId, 'work.submit');
-    const e = parseInput(InboxEntry, entry, 'work.submit: entry');
+    const e = workArgs.submit(sessionId, entry);
     const entryId = entryIdOf(e);
     for (let tries = 0; ; tries++) {
       try {
@@ -208,7 +204,7 @@ export class PgWorkStore implements WorkStore {
   }
 
   async pending(sessionId: string): Promise<StoredInboxEntry[]> {
-    assertSessionId(sessionId, 'work.pending');
+    workArgs.pending(sessionId);
     const rows = await this.run(
       'work.pending',
       'read',
@@ -218,8 +214,7 @@ export class PgWorkStore implements WorkStore {
   }
 
   async getEntry(sessionId: string, entryId: string): Promise<StoredInboxEntry | undefined> {
-    assertSessionId(sessionId, 'work.getEntry');
-    parseInput(z.string().min(1), entryId, 'work.getEntry: entryId');
+    workArgs.getEntry(sessionId, entryId);
     const rows = await this.run(
       'work.getEntry',
       'read',
@@ -229,9 +224,7 @@ export class PgWorkStore implements WorkStore {
   }
 
   async markApplied(sessionId: string, writerEpoch: number, marks: readonly { entryId: string; outcome: InboxOutcome }[]): Promise<void> {
-    assertSessionId(sessionId, 'work.markApplied');
-    parseInput(Positive, writerEpoch, 'work.markApplied: writerEpoch');
-    const m = parseInput(Marks, marks, 'work.markApplied: marks');
+    const m = workArgs.markApplied(sessionId, writerEpoch, marks);
     if (m.length === 0) return;
     const row = await this.run(
       'work.markApplied',
@@ -248,8 +241,7 @@ export class PgWorkStore implements WorkStore {
   }
 
   async claim(workerId: string, options: { limit: number; leaseMs: number }): Promise<ClaimedSession[]> {
-    parseInput(WorkerId, workerId, 'work.claim: workerId');
-    const o = parseInput(Claim, options, 'work.claim: options');
+    const o = workArgs.claim(workerId, options);
     const rows = await this.run(
       'work.claim',
       'write',
@@ -263,10 +255,7 @@ export class PgWorkStore implements WorkStore {
   }
 
   async bind(sessionId: string, workerId: string, writerEpoch: number, leaseMs: number): Promise<boolean> {
-    assertSessionId(sessionId, 'work.bind');
-    parseInput(WorkerId, workerId, 'work.bind: workerId');
-    parseInput(Positive, writerEpoch, 'work.bind: writerEpoch');
-    parseInput(Positive, leaseMs, 'work.bind: leaseMs');
+    workArgs.bind(sessionId, workerId, writerEpoch, leaseMs);
     const rows = await this.run(
       'work.bind',
       'write',
@@ -276,9 +265,7 @@ export class PgWorkStore implements WorkStore {
   }
 
   async renew(workerId: string, leases: readonly { sessionId: string; writerEpoch: number }[], leaseMs: number): Promise<string[]> {
-    parseInput(WorkerId, workerId, 'work.renew: workerId');
-    const l = parseInput(Leases, leases, 'work.renew: leases');
-    parseInput(Positive, leaseMs, 'work.renew: leaseMs');
+    const l = workArgs.renew(workerId, leases, leaseMs);
     if (l.length === 0) return [];
     const rows = await this.run(
       'work.renew',
@@ -291,10 +278,7 @@ export class PgWorkStore implements WorkStore {
   }
 
   async release(sessionId: string, workerId: string, writerEpoch: number | null, options: { resume: boolean }): Promise<void> {
-    assertSessionId(sessionId, 'work.release');
-    parseInput(WorkerId, workerId, 'work.release: workerId');
-    parseInput(Positive.nullable(), writerEpoch, 'work.release: writerEpoch');
-    parseInput(ReleaseOptions, options, 'work.release: options');
+    workArgs.release(sessionId, workerId, writerEpoch, options);
     await this.run('work.release', 'write', async (c) => {
       const r = (await c.query({ text: this.sql.release, values: [sessionId, workerId, writerEpoch, options.resume] })).rows[0] as
         | { pending: number; resume: boolean }
@@ -305,15 +289,14 @@ export class PgWorkStore implements WorkStore {
   }
 
   async heartbeat(worker: WorkerRegistration, ttlMs: number): Promise<void> {
-    const w = parseInput(Registration, worker, 'work.heartbeat: worker');
-    parseInput(Positive, ttlMs, 'work.heartbeat: ttlMs');
+    const w = workArgs.heartbeat(worker, ttlMs);
     await this.run('work.heartbeat', 'write', (c) =>
       c.query({ text: this.sql.heartbeat, values: [w.workerId, w.host, w.pid, w.concurrency, ttlMs] }),
     );
   }
 
   async removeWorker(workerId: string): Promise<void> {
-    parseInput(WorkerId, workerId, 'work.removeWorker: workerId');
+    workArgs.removeWorker(workerId);
     await this.run('work.removeWorker', 'write', (c) => c.query({ text: this.sql.removeWorker, values: [workerId] }));
   }
 
