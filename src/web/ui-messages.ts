@@ -64,6 +64,18 @@ export function uiMessagesOf(records: Iterable<WireRecord>, sessionId?: string):
   return messages;
 }
 
+/**
+ * A tool part's outcome, its keys where the AI SDK's client keeps them: `output` and `errorText`
+ * before an `approval` given earlier (its tool parts are made with those keys), so that both
+ * serialize alike.
+ */
+function outcome(t: ToolPart, fields: Partial<ToolPart>): void {
+  const { approval } = t;
+  delete t.approval;
+  Object.assign(t, fields);
+  if (approval) t.approval = approval;
+}
+
 /** Applies UI message chunks to the message they build, as the AI SDK's client does. */
 export class UIMessageBuilder {
   message: UIMessage | undefined;
@@ -71,7 +83,8 @@ export class UIMessageBuilder {
 
   apply(c: UIChunk): void {
     if (c.type === 'start') {
-      this.message = { id: c.messageId, role: 'assistant', ...(c.messageMetadata ? { metadata: c.messageMetadata } : {}), parts: [] };
+      // the AI SDK's key order (`{ id, metadata, role, parts }`): its messages and these serialize alike
+      this.message = { id: c.messageId, ...(c.messageMetadata ? { metadata: c.messageMetadata } : {}), role: 'assistant', parts: [] };
       this.active.clear();
       return;
     }
@@ -114,7 +127,7 @@ export class UIMessageBuilder {
         break;
       case 'tool-input-error': {
         const t = this.tool(m, c.toolCallId, c.toolName);
-        Object.assign(t, { state: 'output-error', input: c.input, errorText: c.errorText });
+        outcome(t, { state: 'output-error', input: c.input, errorText: c.errorText });
         break;
       }
       case 'tool-approval-request':
@@ -126,10 +139,10 @@ export class UIMessageBuilder {
         break;
       }
       case 'tool-output-available':
-        Object.assign(this.tool(m, c.toolCallId), { state: 'output-available', output: c.output });
+        outcome(this.tool(m, c.toolCallId), { state: 'output-available', output: c.output });
         break;
       case 'tool-output-error':
-        Object.assign(this.tool(m, c.toolCallId), { state: 'output-error', errorText: c.errorText });
+        outcome(this.tool(m, c.toolCallId), { state: 'output-error', errorText: c.errorText });
         break;
       case 'tool-output-denied':
         this.tool(m, c.toolCallId).state = 'output-denied';

@@ -163,7 +163,7 @@ describe('UIChunkMapper: each event kind → its UI message chunks', () => {
     }
   });
 
-  it("every chunk passes the AI SDK's client (its SSE parser and chunk schema), which builds the message the history folds", async () => {
+  it("every chunk passes the AI SDK's client (its SSE parser and chunk schema), which builds the message the history folds, key for key in the same order", async () => {
     const m = new UIChunkMapper({ kind: 'input', inputId: 'i1' }, { sessionId: 's', knownLastSeq: 1_000 });
     const chunks = log.flatMap(([r]) => m.committed(r).chunks);
     const built = await throughAiSdk(chunks);
@@ -173,6 +173,8 @@ describe('UIChunkMapper: each event kind → its UI message chunks', () => {
     );
     expect(history.map((h) => h.role)).toEqual(['user', 'assistant']);
     expect(plain(history[1])).toEqual(plain(built));
+    // string-equal too: an app that compares or caches messages by their JSON sees one message
+    expect(JSON.stringify(history[1])).toBe(JSON.stringify(built));
     const parts = built!.parts.map((p) => ('state' in p ? `${p.type}:${p.state}` : p.type));
     expect(parts).toContain('tool-deploy:output-denied');
     expect(parts).toContain('reasoning:done');
