@@ -20,6 +20,7 @@ export {
   type CountAttempt,
 } from './model-attempts.js';
 import { attemptCounted, callWithRetries, type CountAttempt } from './model-attempts.js';
+import { distinctCallIds } from '../tools/validate-calls.js';
 
 export interface CallModelInput {
   at: StepPosition;
@@ -137,6 +138,7 @@ export async function callModel(
   if (signal.aborted) throw new CancelledError('model call cancelled');
   const { res, latencyMs, digest, reserved, capped } = called;
   const message = { ...res.message, role: 'assistant' as const };
+  if (message.toolCalls) message.toolCalls = distinctCallIds(message.toolCalls);
   // the app's pricing may have thrown: before the message is staged, so a failed step leaves no
   // assistant tool calls without results on the surface
   if (called.pricingError !== undefined) throw called.pricingError;

@@ -15,9 +15,34 @@ export interface CallIssue {
 }
 
 /**
+ * The calls of one assistant message with distinct ids: a call whose id an earlier call of the
+ * message has (some compatible servers give parallel calls one id) gets the id with `_2`, `_3`, …
+ * (a suffix no other call has; letters, digits, `_` and `-` stay valid for every provider). Each
+ * call then has its own record, result and approval, and the next request names every call once
+ * (providers refuse a message whose tool calls share an id).
+ * @example
+ * distinctCallIds([{ id: 'c', ... }, { id: 'c', ... }]) // ids 'c', 'c_2'
+ */
+export function distinctCallIds(calls: readonly ToolCall[]): ToolCall[] {
+  const taken = new Set(calls.map((c) => c.id));
+  const seen = new Set<string>();
+  return calls.map((c) => {
+    if (!seen.has(c.id)) {
+      seen.add(c.id);
+      return c;
+    }
+    let n = 2;
+    while (taken.has(`${c.id}_${n}`)) n++;
+    const id = `${c.id}_${n}`;
+    taken.add(id);
+    return { ...c, id };
+  });
+}
+
+/**
  * Checks the tool calls of one assistant message (DESIGN §4 item 3): unknown tool, invalid JSON,
- * schema failure, calls cut by `finish_reason=length`. One issue per bad call; any issue rejects
- * the whole batch (no call of it runs).
+ * schema failure, calls cut by `finish_reason=length`, a repeated id (a message logged before
+ * `distinctCallIds` existed). One issue per bad call; any issue rejects the whole batch (no call of it runs).
  */
 export function validateToolCalls(
   calls: readonly ToolCall[],
