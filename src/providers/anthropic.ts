@@ -9,6 +9,7 @@ import { parseToolInput, toAnthropicMessages, toAnthropicTools } from './anthrop
 import { anthropicRateHeaders } from './rate-headers.js';
 import { asRecord, sdkErrorClasses, sdkFromEnv, streamResponse, throwIfAborted, type StreamFold } from './shared.js';
 import { ANTHROPIC_CONTENT } from './content-support.js';
+import { withExtraBody } from './extra-body.js';
 
 type Body = Anthropic.Messages.MessageCreateParamsStreaming;
 type Event = Anthropic.Messages.RawMessageStreamEvent;
@@ -263,15 +264,20 @@ export function anthropicModel(options: AnthropicModelOptions): ModelProvider {
       const maxTokens = Math.min(o.maxTokens, request.maxOutputTokens ?? Infinity);
       const thinking = thinkingWithin(o.thinking, maxTokens);
       const body = {
-        model: o.model,
-        max_tokens: maxTokens,
-        messages,
-        ...(system !== undefined ? { system } : {}),
-        ...(request.tools.length ? { tools: toAnthropicTools(request.tools) } : {}),
-        ...(thinking ? { thinking } : {}),
-        // the run's output schema: the API's own structured output (the answer's text is JSON of it; tools stay callable)
-        ...(request.output ? { output_config: { format: { type: 'json_schema', schema: request.output.schema } } } : {}),
-        ...o.extraBody,
+        ...withExtraBody(
+          {
+            model: o.model,
+            max_tokens: maxTokens,
+            messages,
+            ...(system !== undefined ? { system } : {}),
+            ...(request.tools.length ? { tools: toAnthropicTools(request.tools) } : {}),
+            ...(thinking ? { thinking } : {}),
+            // the run's output schema: the API's own structured output (the answer's text is JSON of it; tools stay callable)
+            ...(request.output ? { output_config: { format: { type: 'json_schema', schema: request.output.schema } } } : {}),
+          },
+          o.extraBody,
+          { output_config: ['format'] },
+        ),
         stream: true,
       } as Body;
       return streamResponse({

@@ -9,6 +9,7 @@ import { toResponsesInput, toResponsesTools } from './openai-responses-input.js'
 import { clientSecrets, redactSecrets } from './redact.js';
 import { openaiRateHeaders } from './rate-headers.js';
 import { OPENAI_CONTENT } from './content-support.js';
+import { withExtraBody } from './extra-body.js';
 import {
   asRecord,
   classifyStreamErrorType,
@@ -303,23 +304,33 @@ export function openaiResponsesModel(options: OpenAIResponsesModelOptions): Mode
       throwIfAborted(request.signal, 'openai-responses');
       const cap = [o.maxTokens, request.maxOutputTokens].filter((n): n is number => n !== undefined);
       const body = {
-        model: o.model,
-        input: toResponsesInput(request.messages, o.systemRole),
-        ...(request.tools.length ? { tools: toResponsesTools(request.tools) } : {}),
-        ...(o.temperature !== undefined ? { temperature: o.temperature } : {}),
-        ...(cap.length ? { max_output_tokens: Math.min(...cap) } : {}),
-        ...(o.reasoning ? { reasoning: o.reasoning } : {}),
-        // the run's output schema: strict where every object is closed and fully required
-        ...(request.output
-          ? {
-              text: {
-                format: { type: 'json_schema', name: request.output.name, schema: request.output.schema, strict: request.output.strict },
-              },
-            }
-          : {}),
-        store: false,
-        ...(encrypted ? { include: ['reasoning.encrypted_content'] } : {}),
-        ...o.extraBody,
+        ...withExtraBody(
+          {
+            model: o.model,
+            input: toResponsesInput(request.messages, o.systemRole),
+            ...(request.tools.length ? { tools: toResponsesTools(request.tools) } : {}),
+            ...(o.temperature !== undefined ? { temperature: o.temperature } : {}),
+            ...(cap.length ? { max_output_tokens: Math.min(...cap) } : {}),
+            ...(o.reasoning ? { reasoning: o.reasoning } : {}),
+            // the run's output schema: strict where every object is closed and fully required
+            ...(request.output
+              ? {
+                  text: {
+                    format: {
+                      type: 'json_schema',
+                      name: request.output.name,
+                      schema: request.output.schema,
+                      strict: request.output.strict,
+                    },
+                  },
+                }
+              : {}),
+            store: false,
+            ...(encrypted ? { include: ['reasoning.encrypted_content'] } : {}),
+          },
+          o.extraBody,
+          { text: ['format'] },
+        ),
         stream: true,
       } as Body;
       return streamResponse({

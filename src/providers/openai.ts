@@ -11,6 +11,7 @@ import { OPENAI_CONTENT, textOnlyContent } from './content-support.js';
 import { openaiUserParts, toolPartsMessage, toolText } from './openai-content.js';
 import { openaiRateHeaders } from './rate-headers.js';
 import { asRecord, sdkErrorClasses, sdkFromEnv, streamResponse, throwIfAborted, type StreamFold } from './shared.js';
+import { withExtraBody } from './extra-body.js';
 
 type Body = OpenAI.Chat.Completions.ChatCompletionCreateParamsStreaming;
 type Param = OpenAI.Chat.Completions.ChatCompletionMessageParam;
@@ -288,25 +289,29 @@ export function openaiModel(options: OpenAIModelOptions): ModelProvider {
     async call(request: ModelRequest, onEvent: (event: ModelStreamEvent) => void): Promise<ModelResponse> {
       throwIfAborted(request.signal, 'openai');
       const cap = [o.maxTokens, request.maxOutputTokens].filter((n): n is number => n !== undefined);
-      const extra = o.extraBody ?? {};
       const body = {
-        model: o.model,
-        messages: toOpenAIMessages(request.messages, o.systemRole),
-        ...(request.tools.length ? { tools: toOpenAITools(request.tools) } : {}),
-        ...(o.temperature !== undefined ? { temperature: o.temperature } : {}),
-        ...(cap.length ? { [o.maxTokensParam]: Math.min(...cap) } : {}),
-        // the run's output schema: strict where every object is closed and fully required
-        ...(request.output
-          ? {
-              response_format: {
-                type: 'json_schema',
-                json_schema: { name: request.output.name, schema: request.output.schema, strict: request.output.strict },
-              },
-            }
-          : {}),
-        ...extra,
+        ...withExtraBody(
+          {
+            model: o.model,
+            messages: toOpenAIMessages(request.messages, o.systemRole),
+            ...(request.tools.length ? { tools: toOpenAITools(request.tools) } : {}),
+            ...(o.temperature !== undefined ? { temperature: o.temperature } : {}),
+            ...(cap.length ? { [o.maxTokensParam]: Math.min(...cap) } : {}),
+            // the run's output schema: strict where every object is closed and fully required
+            ...(request.output
+              ? {
+                  response_format: {
+                    type: 'json_schema',
+                    json_schema: { name: request.output.name, schema: request.output.schema, strict: request.output.strict },
+                  },
+                }
+              : {}),
+            stream_options: { include_usage: true },
+          },
+          o.extraBody,
+          { response_format: true },
+        ),
         stream: true,
-        stream_options: { include_usage: true, ...asRecord(extra.stream_options) },
       } as Body;
       return streamResponse({
         provider: 'openai',
