@@ -134,6 +134,27 @@ export interface FailureContext {
   rateHeaders?: (headers: HeadersLike) => ProviderRateLimits | undefined;
 }
 
+/** The most of an error's text kept in its message (and so in each attempt's record and the run's end). */
+export const ERROR_TEXT_MAX = 1_000;
+
+/**
+ * An error's text as a message carries it: an HTML page (a gateway's 502) as its title, and at
+ * most ERROR_TEXT_MAX characters, saying how much was cut — never a whole page in every record.
+ * @example
+ * brief('502 <!DOCTYPE html><html><head><title>502: Bad gateway</title>…') // '502 502: Bad gateway (an HTML page)'
+ */
+export function brief(text: string): string {
+  const html = /<!doctype html|<html[\s>]/i.exec(text);
+  if (html) {
+    const title = /<title[^>]*>([^<]*)<\/title>/i.exec(text.slice(html.index))?.[1]?.replace(/\s+/g, ' ').trim();
+    text = `${text.slice(0, html.index)}${title || 'an HTML page'}${title ? ' (an HTML page)' : ''}`;
+  }
+  if (text.length <= ERROR_TEXT_MAX) return text;
+  let cut = ERROR_TEXT_MAX;
+  if (/[\uD800-\uDBFF]/.test(text[cut - 1]!)) cut--; // not half a surrogate pair
+  return `${text.slice(0, cut)}… (${text.length - cut} more characters)`;
+}
+
 /**
  * Maps whatever an SDK call or its stream threw to `CancelledError` (the caller's signal aborted)
  * or `ProviderError` (everything else). Already-typed errors pass through unchanged.
@@ -148,7 +169,7 @@ export function toProviderError(e: unknown, ctx: FailureContext): ProviderError 
   const make = (
     what: string,
     o: { retryable: boolean; code: string; status?: number; retryAfterMs?: number; providerLimits?: ProviderRateLimits },
-  ) => new ProviderError(`${ctx.provider}: ${redact(what)}`, { ...o, partialOutput, cause: redactCause(e, redact) });
+  ) => new ProviderError(`${ctx.provider}: ${brief(redact(what))}`, { ...o, partialOutput, cause: redactCause(e, redact) });
   const message = e instanceof Error ? e.message : String(e);
 
   if (is(e, k.APIUserAbortError, 'APIUserAbortError')) return make(`request aborted: ${message}`, { retryable: true, code: 'aborted' });

@@ -14,7 +14,7 @@ export interface SseEvent {
  *   `cutAfter` destroys the socket after that many events (a stream broken mid-way);
  *   `headersDelayMs` waits before sending the headers (for client timeouts); `headers` are sent
  *   with it (the provider's rate headers, …).
- * - `status`: an HTTP error with a JSON body and extra headers (`retry-after`, …).
+ * - `status`: an HTTP error with a JSON body (a string: sent as it is, as HTML) and extra headers (`retry-after`, …).
  */
 export type Reply =
   | { kind: 'sse'; events: SseEvent[]; delayMs?: number; cutAfter?: number; headersDelayMs?: number; headers?: Record<string, string> }
@@ -99,8 +99,10 @@ export async function startSseServer(basePath: string): Promise<ScriptedServer> 
         return;
       }
       if (reply.kind === 'status') {
-        res.writeHead(reply.status, { 'content-type': 'application/json', ...reply.headers });
-        res.end(JSON.stringify(reply.body));
+        // a string body goes as it is (a gateway's HTML page), anything else as JSON
+        const raw = typeof reply.body === 'string';
+        res.writeHead(reply.status, { 'content-type': raw ? 'text/html' : 'application/json', ...reply.headers });
+        res.end(raw ? reply.body : JSON.stringify(reply.body));
         return;
       }
       void writeSse(res, req.socket, reply, rec).catch(() => req.socket.destroy());
