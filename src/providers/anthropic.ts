@@ -212,11 +212,13 @@ function accumulator(emit: (e: ModelStreamEvent) => void): StreamFold<Event> {
       const n = (k: string) => (typeof usage[k] === 'number' ? (usage[k] as number) : 0); // own: no prototype
       // no counts, no usage: the call then counts at its reservation, never at zero
       const reported = typeof usage.input_tokens === 'number' && typeof usage.output_tokens === 'number';
+      const thinking = asRecord(usage.output_tokens_details)?.thinking_tokens; // part of output_tokens
       const u: Usage | undefined = reported
         ? {
             inputTokens: n('input_tokens') + n('cache_read_input_tokens') + n('cache_creation_input_tokens'),
             outputTokens: n('output_tokens'),
             cachedInputTokens: n('cache_read_input_tokens'),
+            ...(Number.isInteger(thinking) && (thinking as number) >= 0 ? { reasoningTokens: thinking as number } : {}),
           }
         : undefined;
       const finishReason = mapAnthropicStop(meta.stopReason, toolCalls.length > 0);

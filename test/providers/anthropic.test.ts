@@ -148,6 +148,29 @@ describe('anthropicModel stream', () => {
     expect(res.message.providerData?.anthropic).not.toHaveProperty('content');
   });
 
+  it('maps the thinking tokens message_delta reports (output_tokens_details.thinking_tokens) to usage.reasoningTokens, part of outputTokens', async () => {
+    server.reply(
+      an.stream([
+        an.start({ input: 10 }),
+        an.thinkingStart(0),
+        an.thinking(0, 'hmm'),
+        an.signature(0, 'sig'),
+        an.blockStop(0),
+        an.textStart(1),
+        an.text(1, 'ok'),
+        an.blockStop(1),
+        {
+          type: 'message_delta',
+          delta: { stop_reason: 'end_turn', stop_sequence: null },
+          usage: { output_tokens: 30, output_tokens_details: { thinking_tokens: 24 } },
+        },
+        an.stop(),
+      ]),
+    );
+    const res = await callModel(model()).response;
+    expect(res.usage).toEqual({ inputTokens: 10, outputTokens: 30, cachedInputTokens: 0, reasoningTokens: 24 });
+  });
+
   it('keeps signed thinking blocks in providerData and sends them back verbatim', async () => {
     server.reply(thinkingToolReply());
     const { events, response } = callModel(model({ thinking: { type: 'enabled', budget_tokens: 1024 } }), { tools: [weather] });
