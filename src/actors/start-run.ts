@@ -5,6 +5,7 @@ import type { Message } from '../contracts/message.js';
 import type { ToolOutcome } from '../contracts/tools.js';
 import { runOpenEventId, runStartEventId } from '../persistence/run-ids.js';
 import { mayStillRun } from '../contracts/locks.js';
+import { assertJson } from '../contracts/json.js';
 import { withParsedArguments } from '../tools/logged-call.js';
 import { normalizeOutcome, skippedOutput, textOnly, withCallLocks } from './tool-call.js';
 import { NO_TOOLS, servicesIn, type ServicesSource, type SessionServices } from './session-services.js';
@@ -211,7 +212,8 @@ async function recoverCalls(
           sessionId: env.sessionId,
           runId,
           callId: c.callId,
-          emit: () => {},
+          // nothing is sent from reconcile; a value that is not JSON is refused as in execute
+          emit: (update: unknown) => assertJson(update, 'ctx.emit: update'),
         });
         // a reconciled outcome is text: bytes from reconcile are refused (stored only from execute)
         if (got !== undefined) outcome = withCallLocks(textOnly(normalizeOutcome(got, c.name), c.name), c);

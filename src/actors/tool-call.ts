@@ -2,7 +2,7 @@ import { fromCallback, type ActorSystem, type AnyActorRef } from 'xstate';
 import { CallAbort } from '../contracts/abort.js';
 import type { ToolCallIntent, ToolCallOutput } from '../contracts/calls.js';
 import { CancelledError, isCancelledError } from '../contracts/errors.js';
-import { jsonIssue, type JsonValue } from '../contracts/json.js';
+import { assertJson, jsonIssue, type JsonValue } from '../contracts/json.js';
 import { ToolOutcomeReturn, type ReturnedOutcome, type ToolOutcome } from '../contracts/tools.js';
 import { partNotTaken, storeContent } from '../persistence/content-parts.js';
 import type { AnyTool, ToolContext } from '../tools/define-tool.js';
@@ -300,7 +300,11 @@ async function runToolCall(
     runId,
     callId: call.callId,
     callSeq: env.callSeqs.get(call.callId),
-    emit: (update: unknown) => void (ended || env.emit({ type: 'tool_update', callId: call.callId, name: call.name, update })),
+    // refused at the call (a ValidationError the tool gets): subscribers and web streams serialize it
+    emit: (update: unknown) => {
+      assertJson(update, 'ctx.emit: update');
+      if (!ended) env.emit({ type: 'tool_update', callId: call.callId, name: call.name, update });
+    },
   };
   Object.defineProperty(ctx, 'signal', SIGNAL_GETTER);
   // an agentTool's call: its child spends from the batch's pool (what the run left, shared by the batch's children)

@@ -13,8 +13,37 @@ export { contentDisplay, contentText, partsSummary } from './content-text.js';
 /** A media type such as `image/png` or `application/pdf`. */
 export const MediaType = z.string().regex(/^[\w.+-]+\/[\w.+-]+$/, 'a media type such as "image/png"');
 
-/** Base64 text (standard alphabet, padded). */
+/**
+ * Base64 text's alphabet (A–Z a–z 0–9 + /, `=` only at its end): the shape records and inbox
+ * entries are read with. Bytes an app or a tool hands in must also be canonical (base64Issue),
+ * checked where they are stored; a record written before that rule reads as it always did.
+ */
 export const Base64 = z.string().regex(/^[A-Za-z0-9+/]*={0,2}$/, 'base64 text');
+
+/** The characters whose low 4 bits are zero (what may come before `==`) and whose low 2 bits are (before `=`). */
+const BEFORE_PAD2 = 'AQgw';
+const BEFORE_PAD1 = 'AEIMQUYcgkosw048';
+
+/**
+ * Why `text` is not canonical base64 of at least one byte, or undefined when it is: the alphabet
+ * (Base64), a length that is a multiple of 4 (padded with `=`), and zero padding bits — so that it
+ * decodes to exactly the bytes it spells, none cut off or changed. No decoding: one regex over the
+ * text, then its last characters.
+ * @example
+ * base64Issue('ABC=') // 'not canonical base64: …'
+ * base64Issue('AAE=') // undefined
+ */
+export function base64Issue(text: string): string | undefined {
+  if (!Base64.safeParse(text).success) return 'not base64 text (the alphabet A–Z a–z 0–9 + /, padded with =)';
+  const n = text.length;
+  if (n === 0) return 'no bytes: an image or a file holds at least one';
+  if (n % 4 !== 0) return `base64 text is padded with = to a multiple of 4 characters (this is ${n})`;
+  const pad = text.endsWith('==') ? 2 : text.endsWith('=') ? 1 : 0;
+  const last = text[n - 1 - pad]!;
+  if ((pad === 2 && !BEFORE_PAD2.includes(last)) || (pad === 1 && !BEFORE_PAD1.includes(last)))
+    return `not canonical base64: the bits "${last}" leaves over before the padding are not zero (they would be dropped)`;
+  return undefined;
+}
 
 export const TextPart = z.strictObject({ type: z.literal('text'), text: z.string() });
 export type TextPart = z.infer<typeof TextPart>;

@@ -49,6 +49,76 @@ export type ModelMessage = Omit<Message, 'content'> & { content: Content };
  */
 export const InputMessage = z.strictObject({ ...Message.shape, providerData: JsonProviderData.optional() });
 
+/** A problem of a message history: the path from the history (`[index, 'toolCallId']`) and what is wrong. */
+export interface HistoryIssue {
+  path: (string | number)[];
+  message: string;
+}
+
+/**
+ * Where tool calls and results of `messages` do not pair up as providers require: `toolCalls` on
+ * an assistant message only and `toolCallId` on a tool message only; each tool message names a
+ * call of the assistant message its run of tool messages follows directly, and answers it once;
+ * an assistant message's call ids differ; every call is answered before the next message that is
+ * not a tool result (or the history's end). Call ids may repeat across assistant messages.
+ * @example
+ * toolPairingIssues([{ role: 'tool', content: 'x' }]) // [{ path: [0, 'toolCallId'], message: … }]
+ */
+export function toolPairingIssues(messages: readonly Pick<Message, 'role' | 'toolCalls' | 'toolCallId'>[]): HistoryIssue[] {
+  const issues: HistoryIssue[] = [];
+  // the calls of the assistant message the current run of tool messages answers: id → its index in toolCalls
+  let open: { at: number; calls: Map<string, number>; answered: Set<string> } | undefined;
+  const closeOpen = () => {
+    if (!open) return;
+    for (const [id, k] of open.calls)
+      if (!open.answered.has(id))
+        issues.push({
+          path: [open.at, 'toolCalls', k],
+          message: `tool call ${JSON.stringify(id)} has no result: the tool messages right after this message answer each of its calls (providers refuse a call left unanswered)`,
+        });
+    open = undefined;
+  };
+  for (const [i, m] of messages.entries()) {
+    if (m.role !== 'tool') closeOpen();
+    if (m.role !== 'assistant' && m.toolCalls !== undefined)
+      issues.push({ path: [i, 'toolCalls'], message: `a ${m.role} message carries no tool calls (an assistant message does)` });
+    if (m.role !== 'tool' && m.toolCallId !== undefined)
+      issues.push({ path: [i, 'toolCallId'], message: `a ${m.role} message is not a tool result (a tool message is)` });
+    if (m.role === 'assistant' && m.toolCalls && m.toolCalls.length > 0) {
+      const calls = new Map<string, number>();
+      for (const [k, c] of m.toolCalls.entries()) {
+        if (calls.has(c.id))
+          issues.push({ path: [i, 'toolCalls', k, 'id'], message: `two calls of this message have the id ${JSON.stringify(c.id)}` });
+        else calls.set(c.id, k);
+      }
+      open = { at: i, calls, answered: new Set() };
+    } else if (m.role === 'tool') {
+      const id = m.toolCallId;
+      const at: HistoryIssue['path'] = [i, 'toolCallId'];
+      if (id === undefined || id === '') issues.push({ path: at, message: 'a tool message names the call it answers (toolCallId)' });
+      else if (!open?.calls.has(id))
+        issues.push({
+          path: at,
+          message: `answers no call of the assistant message its results follow (a tool message comes right after the assistant message that made call ${JSON.stringify(id)})`,
+        });
+      else if (open.answered.has(id)) issues.push({ path: at, message: `answers call ${JSON.stringify(id)} a second time` });
+      else open.answered.add(id);
+    }
+  }
+  closeOpen();
+  return issues;
+}
+
+/**
+ * A message history an app hands in (bootstrap messages, a checkpoint's messages): InputMessages
+ * whose tool calls and results pair up (toolPairingIssues), so that no later model request is
+ * refused for it.
+ */
+export const InputHistory = z.array(InputMessage).superRefine((messages, ctx) => {
+  for (const issue of toolPairingIssues(messages))
+    ctx.addIssue({ code: 'custom', path: issue.path, message: issue.message, input: messages });
+});
+
 /**
  * A message a prompt or an input carries: logged as a `user/message`, so only a user's message
  * (no tool calls, no tool result), and all JSON.

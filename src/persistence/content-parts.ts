@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import {
-  Base64,
+  base64Issue,
   type Content,
   type ContentPart,
   type InputContent,
@@ -84,9 +84,9 @@ const bytesOf = (data: Uint8Array | string): Uint8Array => (typeof data === 'str
 const decodedLength = (b64: string): number => Math.floor((b64.replace(/=+$/, '').length * 6) / 8);
 
 /**
- * Refuses (ValidationError at `where`, `path`) content whose bytes break `limits` or whose base64
- * text is not base64 — without decoding it: checked when a run is asked for (session.run) and
- * again when its content is stored.
+ * Refuses (ValidationError at `where`, `path` and the part's index) content whose bytes break
+ * `limits`, are none, or whose base64 text is not canonical (base64Issue) — without decoding it:
+ * checked when a run is asked for (session.run) and again when its content is stored.
  */
 export function assertContentLimits(
   content: InputContent,
@@ -99,7 +99,9 @@ export function assertContentLimits(
   let total = 0;
   for (const [i, p] of content.entries()) {
     if (!('data' in p)) continue;
-    if (typeof p.data === 'string' && !Base64.safeParse(p.data).success) throw refuse(i, 'data: base64 text');
+    const notBase64 = typeof p.data === 'string' ? base64Issue(p.data) : undefined;
+    if (notBase64) throw refuse(i, `data: ${notBase64}`);
+    if (p.data.length === 0) throw refuse(i, 'data: no bytes: an image or a file holds at least one');
     const size = typeof p.data === 'string' ? decodedLength(p.data) : p.data.length;
     if (size > limits.maxBlobBytes)
       throw refuse(

@@ -8,7 +8,7 @@ import { parseInput } from '../contracts/validate.js';
 import { ValidationError } from '../contracts/errors.js';
 import { askUserTool } from '../tools/ask-user.js';
 import { LoopBudget, LoopConfig } from '../contracts/config.js';
-import { InputMessage } from '../contracts/message.js';
+import { InputHistory } from '../contracts/message.js';
 import { ContentLimits, DEFAULT_CONTENT_LIMITS } from '../persistence/content-parts.js';
 import { ContentSupport, type ModelProvider } from '../contracts/model.js';
 import type { EventStore } from '../persistence/event-store.js';
@@ -89,7 +89,8 @@ export const RuntimeOptions = z.strictObject({
   agents: z.array(z.custom<Agent>(isAgent, 'an agent made with defineAgent')).default([]),
   /** The default agent's output schema (docs/typed-output.md): every run's final answer is JSON of it, unless the run gives its own. */
   output: z.custom<z.ZodType>(isZodSchema, 'a zod schema (e.g. z.object({ … }))').optional(),
-  bootstrapMessages: z.array(InputMessage).default([]),
+  /** Messages before every session's surface (after the system prompt): their tool calls and results pair up (InputHistory). */
+  bootstrapMessages: InputHistory.default([]),
   /** Size limits of images' and files' bytes (docs/providers.md, "Content parts"): 20 MiB a blob, 50 MiB a message by default. */
   contentLimits: ContentLimits.default(DEFAULT_CONTENT_LIMITS),
   config: LoopConfig.default(LoopConfig.parse({})),

@@ -16,7 +16,12 @@ export interface ToolContext {
   callId: string;
   /** The seq of the call's `tool/call` record in the session's log (undefined for a call run outside a session). */
   callSeq?: number;
-  /** Sends a live `tool_update` to subscribers (not logged). */
+  /**
+   * Sends a live `tool_update` to subscribers (not logged). `update` must be JSON (subscribers and
+   * web streams serialize it): a BigInt, a cycle, a class instance or `undefined` throws a
+   * ValidationError here, at once, and nothing is sent. An emit after the call's outcome is known
+   * is dropped.
+   */
   emit(update: unknown): void;
 }
 

@@ -1,5 +1,6 @@
 import { createStore } from '@xstate/store';
 import { Observable } from 'rxjs';
+import { checkOptions, FRAMES_KEYS, sessionIdIssues, STREAM_KEYS, StreamOptionsError, VIEW_KEYS } from './client-options.js';
 import { SseParser } from './sse-parse.js';
 import { initialView, reduceView, type ConnectionItem, type SessionView, type StreamItem } from './view.js';
 import type { Frame } from './wire.js';
@@ -18,48 +19,16 @@ export interface SessionStreamOptions {
   /** Delay before a reconnect, until the server's `retry:` says otherwise; doubled per failure up to `maxReconnectMs`. */
   reconnectMs?: number;
   maxReconnectMs?: number;
-  /** Ends the stream (the iterator returns, the Observable completes). */
+  /** Ends the stream (the iterator returns). An AbortSignal: the controller itself is refused. */
   signal?: AbortSignal;
+  /**
+   * The fetch to use (default: the global one). With it, `url` goes to it as given (it may
+   * resolve a relative URL its own way); without it, `url` must resolve to an http(s) URL
+   * (against the page's location; in Node, where there is none, it is absolute).
+   */
   fetch?: typeof fetch;
+  /** Request headers (e.g. `authorization`): a plain object of header names to string values. */
   headers?: Record<string, string>;
-}
-
-const OPTION_KEYS = new Set(['url', 'lastLogSeq', 'reconnectMs', 'maxReconnectMs', 'signal', 'fetch', 'headers']);
-
-/**
- * Bad options of the client (an unknown key, a wrong type): `name` 'ValidationError' and `code`
- * 'validation', so `isValidationError` of `actorloop` holds for it (the client imports no zod).
- * @example
- * try {
- *   await sessionStream({ url, lastLogSeqq: 3 } as never).next()
- * } catch (e) {
- *   if (e instanceof StreamOptionsError) console.log(e.issues)
- * }
- */
-export class StreamOptionsError extends Error {
-  override readonly name = 'ValidationError';
-  readonly code = 'validation';
-  constructor(
-    readonly where: string,
-    readonly issues: { path: string[]; message: string }[],
-  ) {
-    super(`invalid input to ${where}: ${issues.map((i) => `${i.path.join('.') || '(root)'}: ${i.message}`).join('; ')}`);
-  }
-}
-
-/** Refuses an unknown key (a misspelt option must not quietly become its default) and a wrong type. */
-function checkOptions(options: SessionStreamOptions, where: string): void {
-  if (typeof options !== 'object' || options === null) throw new StreamOptionsError(where, [{ path: [], message: 'expected an object' }]);
-  const issues: { path: string[]; message: string }[] = [];
-  for (const key of Object.keys(options)) if (!OPTION_KEYS.has(key)) issues.push({ path: [], message: `Unrecognized key: "${key}"` });
-  if (typeof options.url !== 'string' || options.url === '') issues.push({ path: ['url'], message: 'expected the stream URL (a string)' });
-  for (const key of ['lastLogSeq', 'reconnectMs', 'maxReconnectMs'] as const) {
-    const v = options[key];
-    const ok = v === undefined || (typeof v === 'number' && Number.isInteger(v) && v >= 0);
-    if (!ok) issues.push({ path: [key], message: 'expected a non-negative integer' });
-  }
-  if (options.fetch !== undefined && typeof options.fetch !== 'function') issues.push({ path: ['fetch'], message: 'expected a function' });
-  if (issues.length > 0) throw new StreamOptionsError(where, issues);
 }
 
 /** The 4xx answers worth retrying (a timeout, a rate limit); any other 4xx cannot succeed by retrying. */
@@ -96,7 +65,7 @@ export class StreamRefusedError extends Error {
  * for await (const item of sessionStream({ url: '/sessions/s1/events' })) console.log(item.kind)
  */
 export async function* sessionStream(options: SessionStreamOptions): AsyncGenerator<StreamItem> {
-  checkOptions(options, 'sessionStream');
+  checkOptions(options, 'sessionStream', STREAM_KEYS);
   const doFetch = options.fetch ?? globalThis.fetch.bind(globalThis);
   const signal = options.signal;
   let last = options.lastLogSeq;
@@ -171,6 +140,7 @@ export async function* sessionStream(options: SessionStreamOptions): AsyncGenera
  * const sub = sessionFrames$({ url: '/sessions/s1/events' }).subscribe((item) => render(item))
  */
 export function sessionFrames$(options: Omit<SessionStreamOptions, 'signal'>): Observable<StreamItem> {
+  checkOptions(options, 'sessionFrames$', FRAMES_KEYS);
   return new Observable<StreamItem>((subscriber) => {
     const abort = new AbortController();
     (async () => {
@@ -188,6 +158,9 @@ export function sessionFrames$(options: Omit<SessionStreamOptions, 'signal'>): O
  * sessionFrames$({ url: '/sessions/s1/events' }).subscribe((item) => store.trigger.item({ item }))
  */
 export function createSessionViewStore(sessionId: string, initial: SessionView = initialView(sessionId)) {
+  const issues = sessionIdIssues(sessionId);
+  if (typeof initial !== 'object' || initial === null) issues.push({ path: ['initial'], message: 'expected a SessionView' });
+  if (issues.length > 0) throw new StreamOptionsError('createSessionViewStore', issues);
   return createStore({
     context: initial,
     on: { item: (view: SessionView, e: { item: StreamItem }) => reduceView(view, e.item) },
@@ -201,6 +174,7 @@ export function createSessionViewStore(sessionId: string, initial: SessionView =
  * store.subscribe((s) => render(s.context))
  */
 export function connectSessionView(options: Omit<SessionStreamOptions, 'signal'> & { sessionId: string }) {
+  checkOptions(options, 'connectSessionView', VIEW_KEYS);
   const { sessionId, ...streamOptions } = options;
   const store = createSessionViewStore(sessionId);
   const abort = new AbortController();
@@ -210,18 +184,22 @@ export function connectSessionView(options: Omit<SessionStreamOptions, 'signal'>
   return { store, done, stop: () => abort.abort() };
 }
 
+/** Resolves after `ms`, or at once when `signal` aborts (the listener is added before the timer: nothing is left behind if it throws). */
 function sleep(ms: number, signal: AbortSignal | undefined): Promise<void> {
   return new Promise((resolve) => {
-    const t = setTimeout(done, ms);
+    let t: ReturnType<typeof setTimeout> | undefined;
     function done() {
       clearTimeout(t);
       signal?.removeEventListener('abort', done);
       resolve();
     }
     signal?.addEventListener('abort', done, { once: true });
+    t = setTimeout(done, ms);
   });
 }
 
+export { StreamOptionsError } from './client-options.js';
+export type { OptionIssue } from './client-options.js';
 export { initialView, reduceView } from './view.js';
 export type { ChildView, ConnectionItem, SessionView, StreamItem, ViewItem } from './view.js';
 export type { CommittedFrame, DroppedFrame, Frame, LiveFrame, ReadyFrame, StreamErrorFrame, WireRecord } from './wire.js';

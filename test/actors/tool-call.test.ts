@@ -7,7 +7,7 @@ import { defineTool, scriptedModel } from '../../src/index.js';
 import type { AnyTool } from '../../src/tools/define-tool.js';
 import { deferred } from '../helpers/drafts.js';
 import { systemClock } from '../../src/contracts/clock.js';
-import { isCancelledError } from '../../src/contracts/errors.js';
+import { isCancelledError, isValidationError } from '../../src/contracts/errors.js';
 import { ids, lmdbRuntime, logOf, sleep, within } from '../helpers/runtime.js';
 import { LogWriter } from '../../src/persistence/log-writer.js';
 import { memoryStore } from '../../src/persistence/memory-store.js';
@@ -198,6 +198,38 @@ describe('ctx.emit', () => {
     late!();
     await sleep(20);
     expect(seen).toEqual(['tool_start', 'tool_end', 'execution_finished']);
+  });
+
+  it('an emit of a value that is not JSON (a BigInt, a cycle) throws a ValidationError to the tool at once and publishes nothing', async () => {
+    const refused: unknown[] = [];
+    const t = defineTool({
+      name: 't',
+      description: '',
+      mode: 'parallel',
+      parameters: z.object({}),
+      execute: (_a, ctx) => {
+        const cyclic: Record<string, unknown> = {};
+        cyclic.self = cyclic;
+        for (const bad of [{ big: 10n }, cyclic, undefined])
+          try {
+            ctx.emit(bad);
+          } catch (e) {
+            refused.push(e);
+          }
+        ctx.emit({ progress: 1 });
+        return 'ok';
+      },
+    });
+    const model = scriptedModel([{ toolCalls: [{ id: 't1', name: 't', arguments: {} }] }, 'done']);
+    const { runtime } = lmdbRuntime({ model, tools: [t] });
+    const s = await runtime.openSession('s');
+    const updates: unknown[] = [];
+    // a listener that serializes what it gets, as a web stream does: it never meets a BigInt
+    s.subscribe((e) => void (e.event.type === 'tool_update' ? updates.push(JSON.parse(JSON.stringify(e.event.update))) : undefined));
+    expect((await s.execute({ kind: 'prompt', ...ids(), message: 'go' })).status).toBe('succeeded');
+    expect(refused.map((e) => isValidationError(e) && e.issues[0]!.path)).toEqual([['big'], ['self'], []]);
+    expect(String(refused[0])).toContain('ctx.emit');
+    expect(updates).toEqual([{ progress: 1 }]);
   });
 });
 

@@ -113,4 +113,45 @@ describe('content parts in runs', () => {
     const refused = await s.execute({ kind: 'prompt', ...ids(), message: withImage(image(10)) }).catch((e: unknown) => e);
     expect(isValidationError(refused) && refused.message).toContain('this store keeps no blobs');
   });
+
+  it('base64 data that is not canonical or holds no bytes is a ValidationError naming the part; nothing is stored or logged', async () => {
+    const store = memoryStore();
+    const { runtime } = memRuntime({ model: scriptedModel(['x'], { loop: true }) }, store);
+    const s = await runtime.openSession('s');
+    // 'A': 6 bits, no byte (the model got ""); 'AAAAA': a length not a multiple of 4 (cut to 'AAAA');
+    // 'ABC=' and 'AB==': padding bits set (read back as 'ABA=', 'AA=='); '': no bytes; unpadded 'AAAAAA'
+    for (const data of ['A', 'AAAAA', 'ABC=', 'AB==', '', 'AAAAAA']) {
+      const message = {
+        role: 'user' as const,
+        content: [
+          { type: 'text' as const, text: 'see' },
+          { type: 'image' as const, data, mediaType: 'image/png' },
+        ],
+      };
+      const run = await s.execute({ kind: 'prompt', ...ids(), message }).catch((e: unknown) => e);
+      expect(isValidationError(run) && run.issues.map((i) => i.path), data).toEqual([[0, 'content', 1]]);
+      expect(String(run), data).toContain('session.execute: message');
+      const input = await s.submitInput({ inputId: 'i1', mode: 'steer', message }).catch((e: unknown) => e);
+      expect(isValidationError(input), data).toBe(true);
+      const submitted = await runtime.submit('s2', { kind: 'input', inputId: 'i1', mode: 'follow_up', message }).catch((e: unknown) => e);
+      expect(isValidationError(submitted), data).toBe(true);
+    }
+    const empty = { role: 'user' as const, content: [{ type: 'file' as const, data: new Uint8Array(0), mediaType: 'application/pdf' }] };
+    expect(await s.execute({ kind: 'prompt', ...ids(), message: empty }).catch((e: unknown) => isValidationError(e))).toBe(true);
+    expect((store.blobs as MemoryBlobs).bytes.size).toBe(0);
+    expect((await logOf(store, 's')).map((e) => e.type)).toEqual(['session/attached']);
+    // canonical base64 of one, two and three bytes is taken, and reaches the model as given
+    for (const data of ['AA==', 'AAE=', 'AAEC']) {
+      const message = [{ type: 'image' as const, data, mediaType: 'image/png' }];
+      expect((await s.execute({ kind: 'prompt', ...ids(), message: { role: 'user', content: message } })).status).toBe('succeeded');
+    }
+  });
+
+  it('an inbox entry that holds base64 inline (store.work.submit) still reads as it was written', async () => {
+    const store = memoryStore();
+    const message = { role: 'user' as const, content: [{ type: 'image' as const, data: 'ABC=', mediaType: 'image/png' }] };
+    await store.work!.submit('s', { kind: 'input', inputId: 'i1', mode: 'follow_up', message });
+    const [entry] = await store.work!.pending('s');
+    expect(entry!.entry).toEqual({ kind: 'input', inputId: 'i1', mode: 'follow_up', message });
+  });
 });

@@ -1,6 +1,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { createRuntime, defineTool, isValidationError, lmdbStore, memoryStore, scriptedModel } from '../../src/index.js';
+import { collect } from '../helpers/drafts.js';
 import { ids, lmdbRuntime } from '../helpers/runtime.js';
 import { tempDir } from '../helpers/tmp.js';
 
@@ -39,6 +40,41 @@ describe('stateContext and checkpoints', () => {
     await expect(s2.setStateContext(() => 1)).rejects.toSatisfy(isValidationError);
     await rt2.close();
     await dir.cleanup();
+  });
+
+  it('a checkpoint whose tool calls and results do not pair up is refused naming the message, with nothing written; the session runs on', async () => {
+    const dir = tempDir();
+    const store = lmdbStore({ path: dir.path });
+    const model = scriptedModel(['ok'], { loop: true });
+    const rt = createRuntime({ store, model });
+    cleanups.push(async () => (await rt.close(), await dir.cleanup()));
+    const s = await rt.openSession('s');
+    const call = { id: 'c1', name: 'echo', arguments: '{}' };
+    const bad: [string, Parameters<typeof s.loadCheckpoint>[0]['messages']][] = [
+      [
+        'messages.1.toolCallId',
+        [
+          { role: 'user', content: 'earlier' },
+          { role: 'tool', content: 'x' },
+        ],
+      ],
+      ['messages.0.toolCallId', [{ role: 'tool', content: 'x', toolCallId: 'nope' }]],
+      ['messages.0.toolCalls.0', [{ role: 'assistant', content: '', toolCalls: [call] }]],
+      [
+        'messages.0.toolCalls.1.id',
+        [
+          { role: 'assistant', content: '', toolCalls: [call, call] },
+          { role: 'tool', content: 'r', toolCallId: 'c1' },
+        ],
+      ],
+    ];
+    for (const [path, messages] of bad) {
+      const error = await s.loadCheckpoint({ messages }).catch((e: unknown) => e);
+      expect(isValidationError(error) && error.issues.map((i) => i.path.join('.')), path).toEqual([path]);
+    }
+    expect((await collect(store.readEvents('s'))).map((e) => e.type)).toEqual(['session/attached']);
+    expect((await s.execute({ kind: 'prompt', ...ids(), message: 'hi' })).status).toBe('succeeded');
+    expect(model.requests.at(-1)!.messages.map((m) => m.role)).toEqual(['user']);
   });
 });
 

@@ -28,7 +28,7 @@ describe('actorloop/client in the browser', () => {
     expect(packages.has('rxjs') && packages.has('@xstate/store')).toBe(true);
     const ours = inputs.filter((i) => i.startsWith('src/'));
     expect(ours.every((i) => i.startsWith('src/web/'))).toBe(true);
-    // the page-side modules are what it claims: a client, a parser, a view reducer and the wire types
-    expect(ours.sort()).toEqual(['src/web/client.ts', 'src/web/sse-parse.ts', 'src/web/view.ts']);
+    // the page-side modules are what it claims: a client and its options' checks, a parser, a view reducer and the wire types
+    expect(ours.sort()).toEqual(['src/web/client-options.ts', 'src/web/client.ts', 'src/web/sse-parse.ts', 'src/web/view.ts']);
   });
 });

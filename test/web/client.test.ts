@@ -12,7 +12,15 @@ import {
   webHandler,
   type EventStore,
 } from '../../src/index.js';
-import { connectSessionView, sessionFrames$, sessionStream, StreamRefusedError, type StreamItem } from '../../src/web/client.js';
+import {
+  connectSessionView,
+  createSessionViewStore,
+  sessionFrames$,
+  sessionStream,
+  StreamRefusedError,
+  type StreamItem,
+} from '../../src/web/client.js';
+import { isValidationError } from '../../src/contracts/errors.js';
 import { userMsg } from '../helpers/drafts.js';
 import { scaled } from '../helpers/load.js';
 import { tempDir } from '../helpers/tmp.js';
@@ -207,5 +215,98 @@ describe('actorloop/client', () => {
     expect(connections).toBeLessThanOrEqual(8);
     const reconnecting = items.filter((i) => i.kind === 'connection' && i.state === 'reconnecting');
     expect(reconnecting[0]).toMatchObject({ error: 'CorruptLogError: a bad record' });
+  });
+});
+
+describe('actorloop/client options are checked before anything is fetched', () => {
+  let fetches = 0;
+  const counting: typeof fetch = async () => {
+    fetches++;
+    throw new Error('no network in this test');
+  };
+  /** Reads the stream's first item (a refusal rejects it), then ends the stream. */
+  const firstItem = async (options: Parameters<typeof sessionStream>[0]) => {
+    const it = sessionStream(options);
+    try {
+      return await it.next();
+    } finally {
+      await it.return(undefined);
+    }
+  };
+  const CASES: [string, string[], () => unknown][] = [
+    // the controller instead of its signal: fetch refused it, and a timer later threw in the host
+    [
+      'a signal that is the AbortController itself',
+      ['signal'],
+      () => firstItem({ url: 'http://127.0.0.1:1/x', signal: new AbortController() as never, fetch: counting }),
+    ],
+    ['headers that are a string', ['headers'], () => firstItem({ url: 'http://127.0.0.1:1/x', headers: 'abc' as never, fetch: counting })],
+    [
+      'a Headers instance (spread to nothing)',
+      ['headers'],
+      () => firstItem({ url: 'http://127.0.0.1:1/x', headers: new Headers({ a: 'b' }) as never, fetch: counting }),
+    ],
+    [
+      'a header value with a line break',
+      ['headers', 'x-token'],
+      () => firstItem({ url: 'http://127.0.0.1:1/x', headers: { 'x-token': 'a\r\nb' }, fetch: counting }),
+    ],
+    [
+      'a header name that is not an HTTP token',
+      ['headers', 'bad name'],
+      () => firstItem({ url: 'http://127.0.0.1:1/x', headers: { 'bad name': 'x' }, fetch: counting }),
+    ],
+    [
+      'a header value that is not a string',
+      ['headers', 'x-n'],
+      () => firstItem({ url: 'http://127.0.0.1:1/x', headers: { 'x-n': 5 as never }, fetch: counting }),
+    ],
+    ['a relative URL with no page to resolve it against (Node)', ['url'], () => firstItem({ url: '/sessions/s1/events' })],
+    ['a URL that is not http(s)', ['url'], () => firstItem({ url: 'ftp://127.0.0.1:1/x' })],
+    ['a URL with credentials (fetch refuses it)', ['url'], () => firstItem({ url: 'http://u:p@127.0.0.1:1/x' })],
+    [
+      'a reconnectMs past what a timer takes (it would fire at once)',
+      ['reconnectMs'],
+      () => firstItem({ url: 'http://127.0.0.1:1/x', reconnectMs: 2 ** 31, fetch: counting }),
+    ],
+    [
+      'sessionFrames$ given a signal (it ends by unsubscribing)',
+      [],
+      () => sessionFrames$({ url: 'http://127.0.0.1:1/x', signal: new AbortController().signal } as never),
+    ],
+    [
+      'sessionFrames$ with bad headers, at the call',
+      ['headers'],
+      () => sessionFrames$({ url: 'http://127.0.0.1:1/x', headers: 'abc' as never }),
+    ],
+    ['connectSessionView with no sessionId', ['sessionId'], () => connectSessionView({ url: 'http://127.0.0.1:1/x' } as never)],
+    ['connectSessionView with a bad url, at the call', ['url'], () => connectSessionView({ sessionId: 's1', url: '/x' })],
+    ['createSessionViewStore with a sessionId that is not a string', ['sessionId'], () => createSessionViewStore(5 as never)],
+  ];
+
+  it.each(CASES)('%s is a ValidationError naming it, with nothing fetched', async (_what, path, call) => {
+    fetches = 0;
+    let error: unknown;
+    try {
+      await call();
+    } catch (e) {
+      error = e;
+    }
+    expect(isValidationError(error), String(error)).toBe(true);
+    expect((error as { issues: { path: string[] }[] }).issues.map((i) => i.path)).toContainEqual(path);
+    expect(fetches).toBe(0);
+  });
+
+  it('with its own fetch, the url goes to it as given (a relative one too), with the headers', async () => {
+    const seen: { url: string; auth: string | null }[] = [];
+    const fetchFn: typeof fetch = async (url, init) => {
+      seen.push({ url: String(url), auth: new Headers(init?.headers).get('authorization') });
+      return new Response('', { status: 404 });
+    };
+    const error = await firstItem({ url: '/sessions/s1/events', fetch: fetchFn, headers: { authorization: 'Bearer t' } }).catch(
+      (e: unknown) => e,
+    );
+    expect(error).toBeInstanceOf(StreamRefusedError);
+    expect(seen).toEqual([{ url: '/sessions/s1/events', auth: 'Bearer t' }]);
   });
 });
