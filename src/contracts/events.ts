@@ -195,8 +195,8 @@ SURFACE_OPS['checkpoint/loaded'] = 'epoch';
 
 const nonNegInt = z.number().int().nonnegative();
 
-/** What a writer hands to `append`. A missing `eventId` gets a fresh one. */
-export const EventDraft = z.object({
+/** What a writer hands to `append`. A missing `eventId` gets a fresh one; a key it does not name is refused (ValidationError), never dropped. */
+export const EventDraft = z.strictObject({
   eventId: id.optional(),
   type: EventType,
   turn: nonNegInt,

@@ -77,8 +77,9 @@ const room = (c: WorkerContext) => c.concurrency - holding(c).length;
 
 /**
  * A serving worker (docs/scale-out.md, "Serving"; docs/architecture.md, "The worker"):
- * `registering` → `serving`, where two regions run side by side — `claims` (`claiming` sessions
- * with work while there is room, `resting` until the next poll or a wake-up) and `leases`
+ * `registering` → `serving` (a registration the store refuses: `stopped`), where two regions run
+ * side by side — `claims` (`claiming` sessions with work while there is room, `resting` until the
+ * next poll or a wake-up) and `leases`
  * (`renewing` every bound lease a third of `leaseMs` after the last renewal was sent) — with one
  * `heldSessionMachine` child per session held. A stop ends the claims (`claims.stopped`): every
  * held session shuts down and is released; then `unregistering` → `stopped`. Every wait is a
@@ -279,16 +280,14 @@ export const workerMachine = setup({
       invoke: {
         src: 'registerWorker',
         onDone: { target: 'serving', actions: { type: 'report', params: { event: { type: 'started' } } } },
+        // a worker the store does not take (closed, unreachable) serves nothing: it says why and stops
         onError: {
-          target: 'serving',
-          actions: [
-            emit(({ context, event }) => ({
-              type: 'error' as const,
-              workerId: context.workerId,
-              message: `registering the worker failed: ${messageOf(errorOf(event))}`,
-            })),
-            { type: 'report', params: { event: { type: 'started' } } },
-          ],
+          target: 'stopped',
+          actions: emit(({ context, event }) => ({
+            type: 'error' as const,
+            workerId: context.workerId,
+            message: `registering the worker failed: ${messageOf(errorOf(event))}; the worker stops`,
+          })),
         },
       },
     },

@@ -82,11 +82,15 @@ export function prepareAhead(drafts: readonly EventDraft[], where: string, sessi
   return out;
 }
 
+/** The keys a draft may have (EventDraft is strict: a key it does not name is refused, never dropped). */
+const DRAFT_KEYS: ReadonlySet<string> = new Set(Object.keys(EventDraft.shape));
+
 function prepareDraft(raw: unknown, i: number, where: string, sessionId: string | undefined): PreparedDraft {
   const d = raw as Partial<EventDraft> | null;
   const ok =
     d !== null &&
     typeof d === 'object' &&
+    Object.keys(d).every((k) => DRAFT_KEYS.has(k)) &&
     typeof d.type === 'string' &&
     Object.hasOwn(EventPayloads, d.type) &&
     isNonNegInt(d.turn) &&

@@ -1,6 +1,6 @@
 import { existsSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { CorruptLogError, ValidationError } from '../contracts/errors.js';
+import { ActorloopError, CorruptLogError, StoreError, ValidationError } from '../contracts/errors.js';
 import { inspectDataFile } from './data-file.js';
 import { Journal } from './journal.js';
 import { currentBootId, openDbs, readState, recover, type LogDbs } from './journal-recovery.js';
@@ -31,6 +31,24 @@ function openEnv(path: string): LogDbs {
 }
 
 /**
+ * Makes the store's directory if it is missing; whether it made it. A path that is a file, or lies
+ * under one, or that cannot be made is a StoreError naming it (never the raw EEXIST or ENOTDIR).
+ */
+function storeDirectory(path: string): boolean {
+  try {
+    // mkdirSync returns the first folder it made: undefined when `path` existed (it keeps its mode)
+    return mkdirSync(path, { recursive: true, mode: DIR_MODE }) !== undefined;
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    const reason =
+      code === 'EEXIST' || code === 'ENOTDIR'
+        ? `not a directory: ${code === 'EEXIST' ? 'it is a file' : 'a part of it is a file'}; an LMDB store's path is a directory, or does not exist yet`
+        : `its directory cannot be made: ${(e as Error).message}`;
+    throw new StoreError(path, reason, { cause: e });
+  }
+}
+
+/**
  * Opens an LMDB store's directory: its databases, and in 'flushed' mode its write-ahead journal.
  * LMDB itself never flushes (noSync). In 'flushed' mode each write transaction ends by
  * writing its journal frame and fdatasync-ing it, still inside transactionSync, so the frame
@@ -42,8 +60,19 @@ export function openLmdbStore(
   durability: 'flushed' | 'committed',
   bootId: string | undefined,
 ): { dbs: LogDbs; journal: Journal | null } {
-  // mkdirSync returns the first folder it made: undefined when `path` existed (it keeps its mode)
-  const created = mkdirSync(path, { recursive: true, mode: DIR_MODE }) !== undefined;
+  try {
+    return openAt(path, durability, bootId);
+  } catch (e) {
+    // a system error (EISDIR, EACCES, …) of a file the store cannot use: a StoreError naming the path
+    const errno = e as NodeJS.ErrnoException;
+    if (e instanceof ActorloopError || !(e instanceof Error) || typeof errno.code !== 'string' || typeof errno.syscall !== 'string')
+      throw e;
+    throw new StoreError(path, `the store cannot be opened: ${e.message}`, { cause: e });
+  }
+}
+
+function openAt(path: string, durability: 'flushed' | 'committed', bootId: string | undefined): { dbs: LogDbs; journal: Journal | null } {
+  const created = storeDirectory(path);
   let journal: Journal | null;
   if (durability === 'flushed') {
     journal = new Journal(join(path, 'journal'));

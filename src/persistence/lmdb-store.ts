@@ -25,8 +25,12 @@ import { assertAppendArgs, followFrom, assertEventId, assertSessionId, readRange
 import { checkedBlob, sha256Of, type BlobStore } from './blob-store.js';
 
 export const LmdbStoreOptions = z.strictObject({
-  /** Directory of the LMDB environment; created if missing. */
-  path: z.string().min(1).default('./.actorloop'),
+  /** Directory of the LMDB environment; created if missing (a path that is a file is a StoreError). */
+  path: z
+    .string()
+    .min(1)
+    .refine((p) => !p.includes('\0'), { error: (iss) => `${JSON.stringify(iss.input)} cannot be a path: it holds a NUL character` })
+    .default('./.actorloop'),
   /**
    * `flushed` (default): an append resolves after its commit's journal frame is fsync'd — durable
    * against power loss. `committed`: no journal; a commit reaches the page cache only (it survives

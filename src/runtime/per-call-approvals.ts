@@ -47,7 +47,8 @@ export class PerCallApprovals {
 
   constructor(private readonly s: DecidingSession) {}
 
-  decide(callId: string, decision: Decision, where: string): Promise<ApprovalReceipt> {
+  /** Records one decision; a bad call id or a closed session rejects (as every other failure does), never throws. */
+  async decide(callId: string, decision: Decision, where: string): Promise<ApprovalReceipt> {
     parseInput(z.string().min(1), callId, where);
     this.s.assertOpen();
     const next = this.queue.then(() => this.record(callId, decision, where));

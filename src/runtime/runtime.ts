@@ -90,7 +90,9 @@ export interface Runtime<TOut = unknown> {
   waitForResult(sessionId: string, runId: string, options?: WaitForResultOptions): Promise<ExecutionResult>;
   /**
    * Serves sessions with work from the store (docs/scale-out.md): claims them under renewable
-   * leases bound to their writer epoch, applies their inboxes, resumes interrupted runs.
+   * leases bound to their writer epoch, applies their inboxes, resumes interrupted runs. Throws
+   * for bad options or no model (ValidationError) and after `close()` (StoreClosedError); a worker
+   * whose registration in the store fails reports an `error`, then `stopped`, never `started`.
    * @example
    * const worker = runtime.serve({ concurrency: 32, leaseMs: 15_000, signal })
    * worker.events$.subscribe((e) => console.log(e.type, e.sessionId))
@@ -204,6 +206,7 @@ export function createRuntime(options: RuntimeOptions): Runtime {
     waitForResult: (sessionId, runId, options) => waitForResult(store, sessionId, runId, options),
     serve: (options) => {
       assertModel(o, 'runtime.serve');
+      if (sessions.closed) throw new StoreClosedError('runtime');
       return serve(
         {
           open: openServed,

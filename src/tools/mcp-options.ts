@@ -15,23 +15,26 @@ export interface McpReconcileCall {
 }
 
 export interface McpToolsOptions {
-  /** Tool names (the server's) that may run in parallel; every other tool is exclusive. */
+  /**
+   * Tool names (the server's, without `prefix`, as in every option that names tools: a name the
+   * server does not list is refused) that may run in parallel; every other tool is exclusive.
+   */
   parallel?: string[];
   /** Also run in parallel the tools the server marks `readOnlyHint: true` (default false: a server is not trusted to say so). */
   trustAnnotations?: boolean;
-  /** Only these tools (the server's names); default every tool the server lists. */
+  /** Only these tools (the server's names, each listed); default every tool the server lists. */
   include?: string[];
   /** Put before every tool name the model sees (`github_`), to keep the names of several servers apart. */
   prefix?: string;
   /** Aborts a call after this long (the runtime's tool timeout). */
   timeoutMs?: number;
   /**
-   * Resource keys each call of a tool locks (by the server's tool name), as `defineTool`'s
+   * Resource keys each call of a tool locks (by the server's tool name, listed), as `defineTool`'s
    * `resources`: an object's own entries, or a Map (e.g. for a tool named `__proto__`, which an
    * object literal cannot hold as an entry).
    */
   resources?: Record<string, string[]> | ReadonlyMap<string, readonly string[]>;
-  /** Tool names (the server's) that need approval before they run. */
+  /** Tool names (the server's, each listed: a misspelt one is refused, never ignored) that need approval before they run. */
   needsApproval?: string[];
   /**
    * Contract: called for an exclusive call whose outcome is unknown — the connection dropped

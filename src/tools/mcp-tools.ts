@@ -33,7 +33,9 @@ const NAME = /^[a-zA-Z0-9_-]{1,64}$/;
  * refusal or a drop: one that does not fit the MCP schema of a tool result, or the tool's
  * `outputSchema`, is delivered with the mismatch named after its text. A tool whose schema cannot be compiled, or that does not fit the
  * MCP schema of a tool, refuses the whole set (ValidationError naming it). A tool's name is never
- * a property name: `constructor` or `__proto__` finds its own options, or none.
+ * a property name: `constructor` or `__proto__` finds its own options, or none. The options that
+ * name tools (`include`, `parallel`, `needsApproval`, `resources`) take the server's names, without
+ * `prefix`; a name the server does not list is refused (ValidationError naming it).
  *
  * The tools follow the server's list: when the server announces a change
  * (`notifications/tools/list_changed`) or the adapter reconnects, the list is read again, and
@@ -97,16 +99,13 @@ class McpToolList implements ToolList {
   /**
    * Offers the tools of `listing`, or none (returning why) if one is refused (by the MCP schema, a
    * name no provider takes, a schema that cannot be compiled; a tool `include` leaves out is not
-   * looked at); `first`: a name in `include` must be listed.
+   * looked at); `first`: every name the options give must be listed.
    */
   build(listing: Listing, first: boolean): Issue[] {
     const { o } = this;
     const listed = listing.tools;
     const wanted = (name: string) => o.include === undefined || o.include.includes(name);
-    const names = new Set([...listed, ...listing.refused].map((t) => t.name));
-    const issues: Issue[] = first
-      ? (o.include ?? []).filter((n) => !names.has(n)).map((n) => ({ path: ['include'], message: `the server lists no tool named ${n}` }))
-      : [];
+    const issues: Issue[] = first ? unlistedNames(o, new Set([...listed, ...listing.refused].map((t) => t.name))) : [];
     for (const r of listing.refused) if (wanted(r.name)) issues.push({ path: ['tools', r.name, ...r.path], message: r.message });
     const tools: AnyTool[] = [];
     const byListing = new Map<string, AnyTool>();
@@ -144,6 +143,30 @@ class McpToolList implements ToolList {
     this.byListing = byListing;
     return [];
   }
+}
+
+/**
+ * The names `include`, `parallel`, `needsApproval` and `resources` give that the server does not
+ * list (they take the server's names): a misspelt or prefixed name would otherwise leave its tool
+ * without the approval, or the lock, it was meant to have.
+ */
+function unlistedNames(o: ResolvedMcpOptions, listed: ReadonlySet<string>): Issue[] {
+  const options = [
+    ['include', o.include ?? []],
+    ['parallel', o.parallel],
+    ['needsApproval', o.needsApproval],
+    ['resources', [...(o.resources?.keys() ?? [])]],
+  ] as const;
+  const issues: Issue[] = [];
+  for (const [option, names] of options) {
+    for (const name of names) {
+      if (listed.has(name)) continue;
+      const bare = o.prefix !== '' && name.startsWith(o.prefix) ? name.slice(o.prefix.length) : undefined;
+      const hint = bare !== undefined && listed.has(bare) ? ` (these options take the server's names, without prefix: ${bare})` : '';
+      issues.push({ path: [option], message: `the server lists no tool named ${name}${hint}` });
+    }
+  }
+  return issues;
 }
 
 type Validate = (input: unknown) => { valid: boolean; errorMessage?: string | undefined };

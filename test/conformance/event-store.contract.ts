@@ -115,6 +115,19 @@ export function eventStoreContract(name: string, make: () => Promise<ContractSto
       expect((await store.getHead('s'))!.lastSeq).toBe(0);
     });
 
+    it('refuses a draft with a key the draft shape does not have (ValidationError naming it), and writes nothing', async () => {
+      const { writerEpoch } = await store.attachWriter('s');
+      const extra = { ...userMsg('x'), extra: 1 };
+      const e = await store.append('s', writerEpoch, 1, [userMsg('ok'), extra]).catch((x: unknown) => x);
+      expect(isValidationError(e), String(e)).toBe(true);
+      expect((e as { issues: { path: unknown[]; message: string }[] }).issues).toEqual([
+        { path: [], message: expect.stringMatching(/extra/) },
+      ]);
+      expect((e as Error).message).toMatch(/drafts\[1\]/);
+      expect(await collect(store.readEvents('s'))).toEqual([]);
+      expect((await store.getHead('s'))!.lastSeq).toBe(0);
+    });
+
     groupCommitContract(() => ({ store, reopen, failAfterWriting, replace: (s) => (store = s) }));
 
     it('returns the stored events for an identical retry, whatever expectedSeq says', async () => {

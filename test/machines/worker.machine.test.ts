@@ -28,6 +28,7 @@ interface Fakes {
   claimSessions?: AnyActorLogic;
   /** Guards of the held sessions' machine replaced (one that throws fails the held session). */
   heldGuards?: Record<string, () => boolean>;
+  registerWorker?: AnyActorLogic;
 }
 
 function start(clock: SimulatedClock, fakes: Fakes, leaseMs = 3000, concurrency = 2, inspect?: (e: InspectionEvent) => void) {
@@ -60,7 +61,7 @@ function start(clock: SimulatedClock, fakes: Fakes, leaseMs = 3000, concurrency 
     actors: {
       heldSession: held,
       wakeups: fromCallback(() => {}),
-      registerWorker: fake(async () => void calls.push('register')),
+      registerWorker: fakes.registerWorker ?? fake(async () => void calls.push('register')),
       claimSessions:
         fakes.claimSessions ??
         fake(async ({ input }) => {
@@ -223,5 +224,19 @@ describe('the worker machine', () => {
     expect(calls.filter((c) => c.startsWith('claim'))).toHaveLength(3);
     expect(calls).toContain('open t');
     expect(actor.getSnapshot().context.held).toEqual([]);
+  });
+
+  it('a worker whose registration fails reports why and stops: it never reports started, and claims nothing', async () => {
+    const clock = new SimulatedClock();
+    const calls: string[] = [];
+    const registerWorker = fake(async () => {
+      throw new Error('the store is closed');
+    });
+    const { actor, events } = start(clock, { claims: [['s']], renewals: 'keep', calls, registerWorker });
+    await settle(clock);
+    expect(events.map((e) => e.type)).toEqual(['error', 'stopped']);
+    expect(events[0]).toMatchObject({ message: 'registering the worker failed: the store is closed; the worker stops' });
+    expect(calls).toEqual([]);
+    expect(actor.getSnapshot().status).toBe('done');
   });
 });

@@ -1,6 +1,8 @@
 import { open } from 'lmdb';
 import { afterEach, describe, expect, it } from 'vitest';
-import { isCorruptLogError, isStoreClosedError, isValidationError } from '../../src/contracts/errors.js';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { isCorruptLogError, isStoreClosedError, isStoreError, isValidationError, type StoreError } from '../../src/contracts/errors.js';
 import type { EventDraft } from '../../src/contracts/events.js';
 import { createRuntime, scriptedModel, ValidationError } from '../../src/index.js';
 import { lmdbStore } from '../../src/persistence/lmdb-store.js';
@@ -102,6 +104,50 @@ describe('drafts the stores refuse', () => {
     };
     await expectValidation(store.append('s1', writerEpoch, 1, [draft as never]), 'turn');
     expect(await logOf(store, 's1')).toEqual([]);
+  });
+});
+
+describe('the path lmdbStore opens', () => {
+  it('a path with a NUL character is a ValidationError; a file, a path under one, or one whose files cannot be opened, a StoreError naming the path', async () => {
+    const nul = (() => {
+      try {
+        return lmdbStore({ path: '/tmp/a\u0000b' });
+      } catch (e) {
+        return e;
+      }
+    })();
+    expect(isValidationError(nul), String(nul)).toBe(true);
+    expect((nul as ValidationError).issues).toEqual([{ path: ['path'], message: expect.stringContaining('"/tmp/a\\u0000b"') }]);
+    const d = dir();
+    const file = join(d.path, 'a-file');
+    writeFileSync(file, 'not a store');
+    for (const path of [file, join(file, 'below')]) {
+      const e = (() => {
+        try {
+          return lmdbStore({ path });
+        } catch (x) {
+          return x;
+        }
+      })();
+      expect(isStoreError(e), String(e)).toBe(true);
+      expect((e as StoreError).where).toBe(path);
+      expect((e as Error).message).toMatch(/not a directory/);
+    }
+    expect(readFileSync(file, 'utf8')).toBe('not a store');
+    // a directory whose data file cannot be opened (here, a directory itself)
+    const odd = join(d.path, 'odd');
+    mkdirSync(join(odd, 'data.mdb'), { recursive: true });
+    for (const durability of ['flushed', 'committed'] as const) {
+      const e = (() => {
+        try {
+          return lmdbStore({ path: odd, durability });
+        } catch (x) {
+          return x;
+        }
+      })();
+      expect(isStoreError(e), String(e)).toBe(true);
+      expect(e).toMatchObject({ where: odd, reason: expect.stringMatching(/cannot be opened: EISDIR/) });
+    }
   });
 });
 

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { createRuntime, defineTool, lmdbStore, scriptedModel } from '../../src/index.js';
+import { createRuntime, defineTool, lmdbStore, memoryStore, scriptedModel } from '../../src/index.js';
 import { logOf } from '../helpers/runtime.js';
 import { tempDir } from '../helpers/tmp.js';
 
@@ -55,5 +55,29 @@ describe('approvals answered per call (docs/approvals.md)', () => {
     await expect(s2.approve('c1')).rejects.toMatchObject({ name: 'ValidationError', message: expect.stringContaining('no approval') });
     await rt2.close();
     await dir.cleanup();
+  });
+
+  it('approve and deny reject (never throw) a bad call id, and a session closed', async () => {
+    const rt = createRuntime({ store: memoryStore(), model: scriptedModel([]) });
+    const s = await rt.openSession('s');
+    /** How the call fails: it must return a rejected promise, like every other method that returns one. */
+    const failure = (call: () => Promise<unknown>) => {
+      let promise: Promise<unknown>;
+      try {
+        promise = call();
+      } catch (e) {
+        return { thrown: (e as Error).name };
+      }
+      return promise.then(
+        () => ({ resolved: true }),
+        (e: Error) => ({ rejected: e.name }),
+      );
+    };
+    expect(await failure(() => s.approve(1 as never))).toEqual({ rejected: 'ValidationError' });
+    expect(await failure(() => s.deny(''))).toEqual({ rejected: 'ValidationError' });
+    await s.close();
+    expect(await failure(() => s.approve('c1'))).toEqual({ rejected: 'StoreClosedError' });
+    expect(await failure(() => s.deny('c1'))).toEqual({ rejected: 'StoreClosedError' });
+    await rt.close();
   });
 });

@@ -3,11 +3,13 @@ import { z } from 'zod';
 import {
   createRuntime,
   defineTool,
+  isStoreClosedError,
   isValidationError,
   memoryStore,
   type EventStore,
   type Runtime,
   type ServeEvent,
+  type ServeHandle,
 } from '../../src/index.js';
 import { toolLoopModel } from '../helpers/serve-model.js';
 import { logOf, sleep } from '../helpers/runtime.js';
@@ -68,6 +70,34 @@ describe('runtime.serve', () => {
       expect(isValidationError(err), `${JSON.stringify(bad)}: ${String(err)}`).toBe(true);
     }
     await handle.stop({ graceMs: 0 });
+  });
+
+  it('serve after runtime.close() throws StoreClosedError, as openSession, run and submit refuse then', async () => {
+    const runtime = make(memoryStore(), [], 10);
+    await runtime.close();
+    let handle: ServeHandle | undefined;
+    const err = (() => {
+      try {
+        handle = runtime.serve({ pollMs: 20 });
+      } catch (e) {
+        return e;
+      }
+    })();
+    expect(isStoreClosedError(err), String(err)).toBe(true);
+    expect(handle).toBeUndefined();
+    await expect(runtime.openSession('s')).rejects.toSatisfy(isStoreClosedError);
+  });
+
+  it('a worker whose registration fails (its store closed under the runtime) reports the error and stops, never started', async () => {
+    const store = memoryStore();
+    const runtime = make(store, [], 10);
+    await store.close();
+    const handle = runtime.serve({ pollMs: 20 });
+    const events: ServeEvent[] = [];
+    handle.subscribe((e) => events.push(e));
+    await handle.closed;
+    expect(events.map((e) => e.type)).toEqual(['error', 'stopped']);
+    expect(events[0]).toMatchObject({ message: expect.stringMatching(/^registering the worker failed: .*is closed; the worker stops$/) });
   });
 
   it('graceful stop asks a running session to stop after its tool round and releases the lease', async () => {

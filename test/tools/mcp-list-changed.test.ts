@@ -205,6 +205,37 @@ describe('a new list with a tool the MCP schema refuses', () => {
   });
 });
 
+describe('the options that name tools, on a list read again', () => {
+  it('a tool named in needsApproval keeps it when it is reshaped or comes back after a refused list; one the server removes is offered no more', async () => {
+    const errors: Error[] = [];
+    const tools = await mcpTools(await stdio({}), {
+      prefix: 'm_',
+      needsApproval: ['add', 'record'],
+      onListError: (e) => void errors.push(e),
+    });
+    const approval = () => tools[0]!.list!.tools().map((t) => [t.name, t.needsApproval ?? false]);
+    const change = tools.find((t) => t.name === 'm_change_tools')!;
+    const ctx = { signal: new AbortController().signal, idempotencyKey: 'k1', sessionId: 's1', runId: 'x', callId: 'x', emit: () => {} };
+    const before = tools[0]!.revision!();
+    await change.execute({ how: 'reshape' }, ctx);
+    await until(() => tools[0]!.revision!() !== before, 'the reshaped list');
+    await change.execute({ how: 'remove' }, ctx);
+    await until(() => !listed(tools).includes('m_record'), 'record to leave the list');
+    await change.execute({ how: 'break' }, ctx);
+    await until(() => errors.length > 0, 'the refusal');
+    await change.execute({ how: 'heal' }, ctx);
+    await until(() => listed(tools).length === 4, 'the healed list');
+    expect(approval()).toEqual([
+      ['m_add', true],
+      ['m_slow', false],
+      ['m_fails', false],
+      ['m_change_tools', false],
+    ]);
+    expect(tools[0]!.list!.tools()[0]!.spec.parameters).toMatchObject({ required: ['a', 'b', 'c'] });
+    expect(errors.map((e) => e.message)).toEqual([expect.stringMatching(/bad\.name does not fit/)]);
+  });
+});
+
 describe('mcpTools follows a list change over Streamable HTTP on loopback', () => {
   it('a tool the server adds while the session stays up is callable in the next attempt, under a new fingerprint', async () => {
     const { port } = await httpServer(0, { MCP_TEST_VARIANT: 'live' });

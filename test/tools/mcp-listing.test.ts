@@ -137,3 +137,42 @@ describe('a server whose tool list cannot be read', () => {
     await until(() => !alive(), 'the server process to end');
   });
 });
+
+describe("the options that name tools (include, parallel, needsApproval, resources) take the server's names", () => {
+  it('a name the server does not list is refused in every one of them (a ValidationError naming it), the prefixed name too', async () => {
+    const client = await stdio({});
+    const refusal = async (options: Parameters<typeof mcpTools>[1]) => {
+      const e = await mcpTools(client, options).catch((x: unknown) => x);
+      expect(isValidationError(e)).toBe(true);
+      return (e as { issues: { path: unknown[]; message: string }[] }).issues;
+    };
+    expect(await refusal({ needsApproval: ['recrod'] })).toEqual([
+      { path: ['needsApproval'], message: 'the server lists no tool named recrod' },
+    ]);
+    expect(await refusal({ parallel: ['ad'], resources: new Map([['slwo', ['k']]]) })).toEqual([
+      { path: ['parallel'], message: 'the server lists no tool named ad' },
+      { path: ['resources'], message: 'the server lists no tool named slwo' },
+    ]);
+    // the name the model sees is not the server's: the message says which one to give
+    for (const key of ['include', 'parallel', 'needsApproval'] as const)
+      expect(await refusal({ prefix: 'fs_', [key]: ['fs_record'] })).toEqual([
+        {
+          path: [key],
+          message: "the server lists no tool named fs_record (these options take the server's names, without prefix: record)",
+        },
+      ]);
+    expect(await refusal({ prefix: 'fs_', resources: { fs_record: ['notes'] } })).toEqual([
+      {
+        path: ['resources'],
+        message: "the server lists no tool named fs_record (these options take the server's names, without prefix: record)",
+      },
+    ]);
+    const tools = await mcpTools(client, { prefix: 'fs_', needsApproval: ['record'], parallel: ['add'], resources: { slow: ['k'] } });
+    expect(tools.map((t) => [t.name, t.needsApproval ?? false, t.mode, t.resources])).toEqual([
+      ['fs_add', false, 'parallel', []],
+      ['fs_record', true, 'exclusive', []],
+      ['fs_slow', false, 'exclusive', ['k']],
+      ['fs_fails', false, 'exclusive', []],
+    ]);
+  });
+});
