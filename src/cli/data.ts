@@ -6,12 +6,15 @@ import type { EventStore } from '../persistence/event-store.js';
 import type { SessionHead } from '../persistence/head.js';
 import { lmdbStore } from '../persistence/lmdb-store.js';
 import { postgresStore } from '../persistence/postgres/postgres-store.js';
-import { CliError, EXIT, parseArg } from './errors.js';
+import { CliError, EXIT, parseArg, redactUrl } from './errors.js';
 import { command } from './invocation.js';
 
 export const DEFAULT_DATA_DIR = './.actorloop';
 
 export const SessionId = z.string().min(1, 'a session id is required').max(400, 'at most 400 characters');
+
+/** `--data`: a directory path (created by `demo` and `web` when absent). */
+export const DataDir = z.string().min(1, 'a directory is required');
 
 /** The absolute data dir for `--data` (default ./.actorloop). */
 export const dataDirOf = (flag: string | undefined): string => resolve(flag ?? DEFAULT_DATA_DIR);
@@ -87,9 +90,6 @@ function isLmdbFile(path: string): boolean {
   }
 }
 
-/** The variable naming the PostgreSQL database when `--postgres` is not given. */
-export const DATABASE_URL_ENV = 'ACTORLOOP_DATABASE_URL';
-
 export const PostgresUrl = z
   .string()
   .regex(/^postgres(ql)?:\/\//, 'a postgres:// URL such as postgres://user@host:5432/db')
@@ -102,13 +102,6 @@ export interface StoreSource {
   where: string;
   /** The flag that names this source again, for hints (`--data DIR`, `--postgres URL`). */
   flag: string;
-}
-
-/** A database URL with its password hidden, for messages. */
-export function redactUrl(url: string): string {
-  const u = new URL(url);
-  if (u.password) u.password = '***';
-  return u.toString();
 }
 
 /**

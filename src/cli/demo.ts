@@ -6,23 +6,23 @@ import { isExecutionBusy, isSessionHeldError, isStaleWriterError, isValidationEr
 import type { ExecutionRequest, ExecutionResult } from '../contracts/requests.js';
 import { lmdbStore } from '../persistence/lmdb-store.js';
 import { postgresStore } from '../persistence/postgres/postgres-store.js';
-import { DEFAULT_DATA_DIR, PostgresUrl, SessionId, dataDirOf, openingDataDir, redactUrl, requireDirOrAbsent } from './data.js';
-import { DEMO_PROMPT, DEMO_SYSTEM_PROMPT, Provider, chooseProvider, demoModel } from './demo-agent.js';
+import { DEFAULT_DATA_DIR, DataDir, PostgresUrl, SessionId, dataDirOf, openingDataDir, requireDirOrAbsent } from './data.js';
+import { DEMO_PROMPT, DEMO_SYSTEM_PROMPT, Pace, Provider, chooseProvider, demoModel } from './demo-agent.js';
 import { refuseChildSession } from './child-session.js';
 import { demoPaths, demoTools, prepareDemoFiles } from './demo-tools.js';
-import { EXIT, parseArg } from './errors.js';
+import { EXIT, parseOptions, redactUrl } from './errors.js';
 import { Progress, styles, type Sink } from './progress.js';
 import { describeRecovery } from './recovery.js';
 import { command } from './invocation.js';
 
 export const DemoOptions = z.object({
   session: SessionId.optional(),
-  data: z.string().min(1).optional(),
+  data: DataDir.optional(),
   /** The event log in PostgreSQL (the data dir still holds the demo tools' files). */
   postgres: PostgresUrl.optional(),
   provider: Provider.optional(),
   /** Scales the demo's delays (tests run it faster); ACTORLOOP_DEMO_PACE. */
-  pace: z.coerce.number().positive().max(10).default(1),
+  pace: Pace.default(1),
 });
 export type DemoOptions = z.input<typeof DemoOptions>;
 
@@ -55,7 +55,7 @@ const shortId = () => randomUUID().slice(0, 8);
  * runs the prompt again. Returns the exit code.
  */
 export async function runDemo(options: DemoOptions, io: DemoIO): Promise<number> {
-  const o = parseArg(DemoOptions, options, 'demo');
+  const o = parseOptions(DemoOptions, options, 'demo');
   const s = styles(io.color);
   const say = (t: string): void => void io.out.write(`${t}\n`);
   const dataDir = dataDirOf(o.data);
