@@ -15,9 +15,9 @@ import { demoPaths, demoTools } from './demo-tools.js';
 import { CliError, EXIT, parseArg } from './errors.js';
 import { formatLine } from './format.js';
 import type { Sink } from './progress.js';
-import { describeRecovery } from './recovery.js';
+import { describeHold, describeRecovery, holderName } from './recovery.js';
 import { command } from './invocation.js';
-import { liveLeaseOf } from './session-lease.js';
+import { liveHolderOf, liveLeaseOf } from './session-lease.js';
 import { renderTimeline } from './timeline.js';
 import { childLanes, readChildTimelines } from './timeline-children.js';
 
@@ -169,8 +169,12 @@ export async function recoverCommand(
       await requireSession(store, src, sessionId);
       // the CLI knows the demo's tools, not the app's agents: an agent call is resumed by the runtime that defines them
       const preview = await previewRecovery(store, sessionId, tools, { agentsDefined: true });
+      // a live process running the session, or a serving worker's lease: named, so an open run is not taken for a stopped one
+      const [holder, lease] = await Promise.all([liveHolderOf(store, sessionId), liveLeaseOf(store, sessionId)]);
       say(io, JSON.stringify(preview, null, 2));
-      for (const l of describeRecovery(preview)) io.err.write(`${l.replace(/^recovery found:/, 'recovery would find:')}\n`);
+      const lines = describeRecovery(preview, holder ? { runningIn: holderName(holder) } : {});
+      for (const l of lines) io.err.write(`${l.replace(/^recovery found:/, 'recovery would find:')}\n`);
+      for (const l of describeHold(sessionId, src.flag, holder, lease)) io.err.write(`${l}\n`);
       io.err.write(
         `read only: nothing was attached or written. ` +
           `To take the session over and settle it: ${command(`recover ${sessionId} ${src.flag} --resume`)} ` +
