@@ -1,4 +1,4 @@
-import { closeSync, existsSync, openSync, readSync, statSync } from 'node:fs';
+import { closeSync, openSync, readSync, statSync, type Stats } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { z } from 'zod';
 import type { EventRecord } from '../contracts/events.js';
@@ -24,14 +24,15 @@ export const dataDirOf = (flag: string | undefined): string => resolve(flag ?? D
  * data dir, and a folder without an LMDB file is refused (exit 4).
  */
 export function openExistingStore(dir: string): EventStore {
-  if (!existsSync(dir)) {
+  const stats = statOf(dir, dir);
+  if (!stats) {
     throw new CliError(`no actorloop data at ${dir}: run \`${command('demo')}\` first, or pass --data DIR`, EXIT.notFound);
   }
-  if (!statSync(dir).isDirectory() || !existsSync(join(dir, 'data.mdb'))) {
+  if (!stats.isDirectory() || !statOf(join(dir, 'data.mdb'), dir)) {
     throw new CliError(`${dir} is not an actorloop data dir (it has no data.mdb)`, EXIT.notFound);
   }
   // lmdb-js crashes the process (SIGSEGV) on a file that is not an LMDB environment: checked first
-  if (!isLmdbFile(join(dir, 'data.mdb'))) {
+  if (!openingDataDir(dir, () => isLmdbFile(join(dir, 'data.mdb')))) {
     throw new CliError(
       `${dir}/data.mdb is not an LMDB data file (no LMDB meta page): it is damaged or not actorloop's; nothing was changed`,
       EXIT.corrupt,
@@ -39,7 +40,7 @@ export function openExistingStore(dir: string): EventStore {
   }
   // a store written without a journal (durability 'committed') is read as it is: a 'flushed' open
   // would give it a journal, after which the app's own 'committed' opens are refused
-  const durability = existsSync(join(dir, 'journal')) ? 'flushed' : 'committed';
+  const durability = statOf(join(dir, 'journal'), dir) ? 'flushed' : 'committed';
   return openingDataDir(dir, () => lmdbStore({ path: dir, durability }));
 }
 
@@ -71,9 +72,28 @@ export function openingDataDir<T>(dir: string, open: () => T): T {
   }
 }
 
+/**
+ * What is at `path` (the data dir `dir` or a file in it): its stats, or undefined when nothing is
+ * there. A path this user may not look at (a dir of another user, 0700) is not taken for an absent
+ * one: it is one clear line naming `dir`, exit 4.
+ */
+export function statOf(path: string, dir: string): Stats | undefined {
+  try {
+    return statSync(path, { throwIfNoEntry: false });
+  } catch (e) {
+    const why = accessProblem(e);
+    if (why === undefined) throw e;
+    throw new CliError(
+      `cannot open the data dir ${dir}: ${why} (this user may not look into it: run as a user who may read and write the dir)`,
+      EXIT.notFound,
+    );
+  }
+}
+
 /** A data dir a command may create: absent, or a directory (a file there is one clear line, exit 4). */
 export function requireDirOrAbsent(dir: string): void {
-  if (existsSync(dir) && !statSync(dir).isDirectory()) {
+  const stats = statOf(dir, dir);
+  if (stats && !stats.isDirectory()) {
     throw new CliError(`${dir} is not an actorloop data dir (it is a file, not a directory)`, EXIT.notFound);
   }
 }

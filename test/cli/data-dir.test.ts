@@ -233,6 +233,32 @@ describe('a data dir this user may not open', () => {
     scaled(120_000),
   );
 
+  // docs/cli.md: "A data dir this user may read but not write is therefore refused in one line naming
+  // it (`cannot open the data dir DIR: permission denied (…)`)". A dir this user may not even enter
+  // (0700, another user's: as actorloop creates them) was "not an actorloop data dir (it has no data.mdb)".
+  it.skipIf(!canRunAsNobody)(
+    "a data dir this user may not enter (0700, another user's) is refused naming the dir and the cause, exit 4 (runs as uid 65534: needs root and setpriv)",
+    async () => {
+      const root = join(dir.path, 'private');
+      const path = join(root, 'data');
+      const store = lmdbStore({ path });
+      const { writerEpoch } = await store.attachWriter('s1');
+      await store.append('s1', writerEpoch, 1, [stateDraft(1)]);
+      await store.close();
+      chmodSync(dir.path, 0o755);
+      chmodSync(root, 0o755);
+      chmodSync(path, 0o700);
+      for (const args of [['sessions', '--data', path], ['log', 's1', '--data', path], ['verify', path], ['repair', path]]) {
+        const child = spawnTs(CLI, args, { prefix: AS_NOBODY, label: `actorloop ${args.join(' ')} (as nobody)` });
+        const exit = await child.waitExit(30_000);
+        expectOneErrorLine(child.stderr);
+        expect(child.stderr).toContain(`cannot open the data dir ${path}: permission denied`);
+        expect(exit.code, child.describe()).toBe(4);
+      }
+    },
+    scaled(60_000),
+  );
+
   // docs/cli.md: a file is "a folder that is not a data dir" (exit 4); `demo -d FILE` printed a raw
   // `ENOTDIR: not a directory, mkdir …`, exit 1
   it('`actorloop demo --data <a regular file>` prints one line saying it is not a data dir, exit 4', async () => {
