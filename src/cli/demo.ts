@@ -10,7 +10,7 @@ import { DEFAULT_DATA_DIR, DataDir, PostgresUrl, SessionId, dataDirOf, openingDa
 import { DEMO_PROMPT, DEMO_SYSTEM_PROMPT, Pace, Provider, chooseProvider, demoModel } from './demo-agent.js';
 import { refuseChildSession } from './child-session.js';
 import { demoPaths, demoTools, prepareDemoFiles } from './demo-tools.js';
-import { EXIT, parseOptions, redactUrl } from './errors.js';
+import { CliError, EXIT, parseOptions, redactUrl } from './errors.js';
 import { Progress, styles, type Sink } from './progress.js';
 import { describeRecovery } from './recovery.js';
 import { command } from './invocation.js';
@@ -118,19 +118,19 @@ export async function runDemo(options: DemoOptions, io: DemoIO): Promise<number>
     try {
       session = await runtime.openSession(sessionId);
     } catch (e) {
+      // errors, so one line on stderr starting with `actorloop:` (docs/cli.md)
       if (isSessionHeldError(e)) {
         const h = e.holder;
-        say(
-          `${s.red('cannot run')}: session ${sessionId} is being run by another live process (pid ${h.pid} on ${h.host}); run it again when that one is done`,
+        throw new CliError(
+          `cannot run: session ${sessionId} is being run by another live process (pid ${h.pid} on ${h.host}); run it again when that one is done`,
+          EXIT.failure,
         );
-        return EXIT.failure;
       }
       if (!isStaleWriterError(e)) throw e;
-      say(
-        `${s.red('cannot run')}: another process opened session ${sessionId} at the same moment and is its writer now; ` +
-          `run it again when that one is done`,
+      throw new CliError(
+        `cannot run: another process opened session ${sessionId} at the same moment and is its writer now; run it again when that one is done`,
+        EXIT.failure,
       );
-      return EXIT.failure;
     }
     if (existed) for (const l of describeRecovery(session.recovery)) say(l);
     progress = new Progress(io.out, { tty: io.tty, color: io.color, modes: new Map(tools.map((t) => [t.name, t.mode])) });
@@ -159,9 +159,7 @@ export async function runDemo(options: DemoOptions, io: DemoIO): Promise<number>
     } catch (e) {
       if (isValidationError(e) || isExecutionBusy(e)) {
         progress.stop();
-        say(`${s.red('cannot run')}: ${e.message}`);
-        say(`session: ${sessionId}`);
-        return EXIT.failure;
+        throw new CliError(`cannot run session ${sessionId}: ${e.message.replace(/\s*\n\s*/g, ' ')}`, EXIT.failure);
       }
       throw e;
     }

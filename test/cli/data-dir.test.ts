@@ -295,6 +295,23 @@ describe('several demos in one data dir', () => {
     scaled(60_000),
   );
 
+  // docs/cli.md: "Errors are one line on stderr starting with `actorloop:`": a demo refused because
+  // another live process runs its session printed "cannot run: …" on stdout, without the prefix
+  it(
+    'a demo refused because another live process runs its session says so in one line on stderr, exit 1',
+    async () => {
+      const data = join(dir.path, 'held');
+      const live = spawnTs(CLI, ['demo', '--provider', 'scripted', '--data', data, '--session', 'held'], { label: 'demo (live)' });
+      await live.waitFor((l) => l.includes('tool start deploy'), 30_000, 'the deploy to start');
+      const r = await cliHere(['demo', '--provider', 'scripted', '--data', data, '--session', 'held'], { ACTORLOOP_DEMO_PACE: '0.05' });
+      expectOneErrorLine(r.err);
+      expect(r.err).toContain(`actorloop: cannot run: session held is being run by another live process (pid ${live.proc.pid} on `);
+      expect(r.out).not.toContain('cannot run');
+      expect(r.code).toBe(1);
+    },
+    scaled(60_000),
+  );
+
   // docs/cli.md: "a session has at most one live writer, the last to attach"; "Errors are one line
   // on stderr starting with `actorloop:`". Two demos resumed on the same --session at once: one is
   // fenced (expected), but a demo fenced while opening the session dies with a StaleWriterError
