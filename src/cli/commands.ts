@@ -9,7 +9,7 @@ import { isCorruptLogError } from '../contracts/errors.js';
 import type { EventRecord } from '../contracts/events.js';
 import type { EventStore } from '../persistence/event-store.js';
 import { scriptedModel } from '../providers/scripted.js';
-import { refuseChildSession } from './child-session.js';
+import { childSessionRoot, refuseChildSession } from './child-session.js';
 import { SessionId, dataDirOf, openSource, readAll, requireSession, withStore } from './data.js';
 import { demoPaths, demoTools } from './demo-tools.js';
 import { CliError, EXIT, parseArg } from './errors.js';
@@ -174,11 +174,18 @@ export async function recoverCommand(
       say(io, JSON.stringify(preview, null, 2));
       const lines = describeRecovery(preview, holder ? { runningIn: holderName(holder) } : {});
       for (const l of lines) io.err.write(`${l.replace(/^recovery found:/, 'recovery would find:')}\n`);
-      for (const l of describeHold(sessionId, src.flag, holder, lease)) io.err.write(`${l}\n`);
+      // a child session is taken over through its root (`--resume` and `demo --session` refuse its own id)
+      const child = await childSessionRoot(store, sessionId);
+      const hints = child
+        ? { resume: `recover ${child.root} ${src.flag} --resume` }
+        : { resume: `recover ${sessionId} ${src.flag} --resume`, demo: `demo --session ${sessionId} ${src.flag}` };
+      for (const l of describeHold(sessionId, holder, lease, hints)) io.err.write(`${l}\n`);
       io.err.write(
         `read only: nothing was attached or written. ` +
-          `To take the session over and settle it: ${command(`recover ${sessionId} ${src.flag} --resume`)} ` +
-          `(fences a process still running it)\n`,
+          (child
+            ? `a child session is resumed through its root session ${child.root}: ` +
+              `to take it over, ${command(hints.resume)} (fences a process still running it)\n`
+            : `To take the session over and settle it: ${command(hints.resume)} (fences a process still running it)\n`),
       );
       return EXIT.ok;
     });
@@ -232,7 +239,7 @@ export async function viewCommand(
     await requireSession(store, src, id);
     const events = await readAll(store, id);
     const children = await readChildTimelines(store, id, events);
-    writeFileSync(output, renderTimeline(events, { sessionId: id, children }));
+    writeFileSync(output, renderTimeline(events, { sessionId: id, children, childView: { command: command('view'), flag: src.flag } }));
     const n = childLanes(children).length; // grandchildren included
     const nested = n ? `, ${n} child session${n === 1 ? ' drawn under its call' : 's drawn under their calls'}` : '';
     say(io, `wrote ${output} (${events.length} events${nested}): open ${pathToFileURL(output).href} in a browser`);

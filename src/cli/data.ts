@@ -7,7 +7,7 @@ import type { SessionHead } from '../persistence/head.js';
 import { lmdbStore } from '../persistence/lmdb-store.js';
 import { postgresStore } from '../persistence/postgres/postgres-store.js';
 import { CliError, EXIT, parseArg, redactUrl } from './errors.js';
-import { command } from './invocation.js';
+import { command, quote } from './invocation.js';
 
 export const DEFAULT_DATA_DIR = './.actorloop';
 
@@ -26,7 +26,10 @@ export const dataDirOf = (flag: string | undefined): string => resolve(flag ?? D
 export function openExistingStore(dir: string): EventStore {
   const stats = statOf(dir, dir);
   if (!stats) {
-    throw new CliError(`no actorloop data at ${dir}: run \`${command('demo')}\` first, or pass --data DIR`, EXIT.notFound);
+    // the hint's demo writes this very dir (a demo without --data writes ./.actorloop)
+    const hint =
+      dir === dataDirOf(undefined) ? `run \`${command('demo')}\` first, or pass --data DIR` : `run \`${command(`demo --data ${quote(dir)}`)}\` first`;
+    throw new CliError(`no actorloop data at ${dir}: ${hint}`, EXIT.notFound);
   }
   if (!stats.isDirectory() || !statOf(join(dir, 'data.mdb'), dir)) {
     throw new CliError(`${dir} is not an actorloop data dir (it has no data.mdb)`, EXIT.notFound);

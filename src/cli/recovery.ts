@@ -75,21 +75,20 @@ export function describeRecovery(
 /**
  * Lines naming who holds a session a preview read (docs/cli.md, `recover`): a live process running
  * it (`demo --session` is refused meanwhile, `recover --resume` fences it) and a serving worker's
- * unexpired lease (`recover --resume` is refused while it lasts). `flag` names the log again.
+ * unexpired lease (`recover --resume` is refused while it lasts). `hints` are the commands that
+ * would open it (`recover … --resume`, `demo --session …`; a child session's: its root's resume only).
  */
 export function describeHold(
   sessionId: string,
-  flag: string,
   holder: SessionHolder | undefined,
   lease: SessionLease | undefined,
+  hints: { resume: string; demo?: string },
 ): string[] {
   const lines: string[] = [];
-  const resume = `\`${command(`recover ${sessionId} ${flag} --resume`)}\``;
+  const resume = `\`${command(hints.resume)}\``;
   if (holder) {
-    lines.push(
-      `session ${sessionId} is held by ${holderName(holder)}: \`${command(`demo --session ${sessionId} ${flag}`)}\` is refused ` +
-        `while it runs${lease ? '' : `, ${resume} fences it`}`,
-    );
+    const refused = hints.demo !== undefined ? `\`${command(hints.demo)}\` is refused while it runs` : 'its run goes on there';
+    lines.push(`session ${sessionId} is held by ${holderName(holder)}: ${refused}${lease ? '' : `, ${resume} fences it`}`);
   }
   if (lease) {
     lines.push(

@@ -4,6 +4,7 @@ import { open } from 'lmdb';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { logCommand, recoverCommand, sessionsCommand, viewCommand, type CommandIO } from '../../src/cli/commands.js';
 import { describeFailure } from '../../src/cli/errors.js';
+import { command } from '../../src/cli/invocation.js';
 import { verifyCommand } from '../../src/cli/store-commands.js';
 import { runCli } from '../../src/cli/program.js';
 import type { EventDraft } from '../../src/contracts/events.js';
@@ -186,6 +187,8 @@ describe('the read commands, in process', () => {
       expect(await viewCommand('s', { data: tree.path, output: file }, parent)).toBe(0);
       expect(parent.out.text).toContain('2 child sessions drawn under their calls');
       expect(readFileSync(file, 'utf8')).toContain('>↳ k1</text>');
+      // docs/cli.md: a hint runs as printed: the child's own page is drawn by a command naming the data dir
+      expect(readFileSync(file, 'utf8')).toContain(`<code>${command(`view s/r/1/c1 --data ${tree.path}`)}</code>`);
       const child = capture();
       const childFile = join(tree.path, 'child.html');
       expect(await viewCommand('s/r/1/c1', { data: tree.path, output: childFile }, child)).toBe(0);
@@ -228,6 +231,8 @@ describe('actorloop command lines', () => {
     const missing = join(dir.path, 'nothing-here');
     const noData = await cliHere(['sessions', '--data', missing]);
     expect([noData.code, noData.err]).toEqual([4, expect.stringContaining(`actorloop: no actorloop data at ${missing}`)]);
+    // docs/cli.md: "Pasted into a shell in the same directory, each runs": the demo it names writes this data dir
+    expect(noData.err).toContain(`demo --data ${missing}\``);
     expect(existsSync(missing)).toBe(false);
     const notData = await cliHere(['log', 's', '--data', join(dir.path, '..')]);
     expect([notData.code, notData.err]).toEqual([4, expect.stringContaining('is not an actorloop data dir')]);

@@ -291,6 +291,17 @@ describe('actorloop recover on agent calls and child sessions', () => {
     );
   });
 
+  // docs/cli.md: hints run as printed; the preview of a child session offered its own `--resume`, which is refused
+  it("the preview of a child session offers its root's --resume, never its own", async () => {
+    const dir = tempDir('actorloop-recover-child-hint-');
+    dirs.push(dir);
+    await fixture(dir.path);
+    const r = await cliHere(['recover', 's/r/1/c1', '--data', dir.path]);
+    expect(r.code, r.err).toBe(0);
+    expect(r.err).not.toMatch(/recover s\/r\/1\/c1 .*--resume/);
+    expect(r.err).toMatch(/a child session is resumed through its root session s: to take it over, \S*\s?actorloop recover s --data \S+ --resume/);
+  });
+
   // docs/cli.md: "Errors are one line on stderr starting with `actorloop:`"; a child session id gave
   // an UnknownAgentError stack trace
   it('a child session is resumed through its root: recover --resume and demo --session on its id say so in one line naming the root, exit 2, and write nothing', async () => {
