@@ -24,7 +24,8 @@ export interface CliIO extends CommandIO {
   exitNow(code: number): void;
 }
 
-const dataOption = () => new Option('-d, --data <dir>', 'data dir (the LMDB event log)').default(undefined, DEFAULT_DATA_DIR);
+// the default is in the words, not the Option: an unset --data lets ACTORLOOP_DATABASE_URL name the log
+const dataOption = () => new Option('-d, --data <dir>', `data dir (the LMDB event log; default: ${DEFAULT_DATA_DIR})`);
 const postgresOption = () =>
   new Option(
     '--postgres <url>',

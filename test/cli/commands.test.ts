@@ -290,6 +290,15 @@ describe('actorloop command lines', () => {
     expect([from.code, seqs(from.out)]).toEqual([0, [last]]);
   });
 
+  // docs/cli.md: "`--data` (`-d`) is the data dir … `./.actorloop` by default"; help printed no default
+  it("every command's help shows the --data default, ./.actorloop", async () => {
+    for (const cmd of ['demo', 'web', 'sessions', 'workers', 'log', 'tail', 'recover', 'view']) {
+      const io = capture();
+      expect(await runCli(['node', 'actorloop', cmd, '--help'], { ...io, tty: false, env: {}, exitNow: () => {} })).toBe(0);
+      expect(io.out.text, cmd).toMatch(/-d, --data <dir>\s+data dir \(the LMDB event log;\s+default:\s+\.\/\.actorloop\)/);
+    }
+  });
+
   it('migrate --help offers no --data: migrate works on PostgreSQL only', async () => {
     const io = capture();
     const code = await runCli(['node', 'actorloop', 'migrate', '--help'], { ...io, tty: false, env: {}, exitNow: () => {} });
