@@ -35,12 +35,7 @@ export function openExistingStore(dir: string): EventStore {
     throw new CliError(`${dir} is not an actorloop data dir (it has no data.mdb)`, EXIT.notFound);
   }
   // lmdb-js crashes the process (SIGSEGV) on a file that is not an LMDB environment: checked first
-  if (!openingDataDir(dir, () => isLmdbFile(join(dir, 'data.mdb')))) {
-    throw new CliError(
-      `${dir}/data.mdb is not an LMDB data file (no LMDB meta page): it is damaged or not actorloop's; nothing was changed`,
-      EXIT.corrupt,
-    );
-  }
+  if (!openingDataDir(dir, () => isLmdbFile(join(dir, 'data.mdb')))) throw notLmdb(dir);
   // a store written without a journal (durability 'committed') is read as it is: a 'flushed' open
   // would give it a journal, after which the app's own 'committed' opens are refused
   const durability = statOf(join(dir, 'journal'), dir) ? 'flushed' : 'committed';
@@ -93,12 +88,42 @@ export function statOf(path: string, dir: string): Stats | undefined {
   }
 }
 
-/** A data dir a command may create: absent, or a directory (a file there is one clear line, exit 4). */
+const notLmdb = (dir: string) =>
+  new CliError(`${dir}/data.mdb is not an LMDB data file (no LMDB meta page): it is damaged or not actorloop's; nothing was changed`, EXIT.corrupt);
+
+/**
+ * A data dir a command may create: absent, or a directory (a file there is one clear line, exit
+ * 4) whose data.mdb, if any, is an LMDB file or has a journal to rebuild it from (else one clear
+ * line, exit 3, before anything is written to the dir).
+ */
 export function requireDirOrAbsent(dir: string): void {
   const stats = statOf(dir, dir);
   if (stats && !stats.isDirectory()) {
     throw new CliError(`${dir} is not an actorloop data dir (it is a file, not a directory)`, EXIT.notFound);
   }
+  const data = join(dir, 'data.mdb');
+  if (stats && statOf(data, dir) && !statOf(join(dir, 'journal'), dir) && !openingDataDir(dir, () => isLmdbFile(data))) {
+    throw notLmdb(dir);
+  }
+}
+
+/**
+ * Opens the store `demo` and `web` write (the data dir `dir`, created when absent, or the
+ * PostgreSQL database `postgres`), then `prepare`s the demo's files in the dir: a store that
+ * cannot be opened leaves the dir without them.
+ */
+export function openDemoStore(dir: string, postgres: string | undefined, prepare: () => void): EventStore {
+  requireDirOrAbsent(dir);
+  return openingDataDir(dir, () => {
+    const store = postgres ? postgresStore({ connectionString: postgres }) : lmdbStore({ path: dir });
+    try {
+      prepare();
+    } catch (e) {
+      void store.close().catch(() => undefined);
+      throw e;
+    }
+    return store;
+  });
 }
 
 /** LMDB's magic number (0xBEEFC0DE) in the first meta page, where this build or stock LMDB puts it. */

@@ -4,9 +4,7 @@ import type { ExecutionSession } from '../runtime/execution-session.js';
 import { createRuntime } from '../runtime/runtime.js';
 import { isExecutionBusy, isSessionHeldError, isStaleWriterError, isValidationError } from '../contracts/errors.js';
 import type { ExecutionRequest, ExecutionResult } from '../contracts/requests.js';
-import { lmdbStore } from '../persistence/lmdb-store.js';
-import { postgresStore } from '../persistence/postgres/postgres-store.js';
-import { DEFAULT_DATA_DIR, DataDir, PostgresUrl, SessionId, dataDirOf, openingDataDir, requireDirOrAbsent } from './data.js';
+import { DEFAULT_DATA_DIR, DataDir, PostgresUrl, SessionId, dataDirOf, openDemoStore } from './data.js';
 import { DEMO_PROMPT, DEMO_SYSTEM_PROMPT, Pace, Provider, chooseProvider, demoModel } from './demo-agent.js';
 import { refuseChildSession } from './child-session.js';
 import { demoPaths, demoTools, prepareDemoFiles } from './demo-tools.js';
@@ -62,11 +60,7 @@ export async function runDemo(options: DemoOptions, io: DemoIO): Promise<number>
   const provider = chooseProvider(o.provider);
   const model = await demoModel(provider, o.pace);
   const paths = demoPaths(dataDir);
-  requireDirOrAbsent(dataDir);
-  const store = openingDataDir(dataDir, () => {
-    prepareDemoFiles(paths);
-    return o.postgres ? postgresStore({ connectionString: o.postgres }) : lmdbStore({ path: dataDir });
-  });
+  const store = openDemoStore(dataDir, o.postgres, () => prepareDemoFiles(paths));
   const tools = demoTools(paths, o.pace);
 
   let sessionId = o.session ?? newSessionId();

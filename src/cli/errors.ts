@@ -108,6 +108,11 @@ export function parseOptions<T extends z.ZodType>(schema: T, options: object, co
 /** The message and exit code for anything a command threw. */
 export function describeFailure(e: unknown): { message: string; exitCode: number } {
   if (e instanceof CliError) return { message: e.message, exitCode: e.exitCode };
+  // the store's own file, no session's record: the data dir is named, not a session called "(store)"
+  if (isCorruptLogError(e) && e.sessionId === '(store)' && e.seq === 0) {
+    const unchanged = /nothing was changed/.test(e.reason) ? '' : ' Nothing was changed.';
+    return { message: `corrupt data dir: ${e.reason}.${unchanged}`, exitCode: EXIT.corrupt };
+  }
   if (isCorruptLogError(e)) {
     // seq 0 is not a record: the session's head (or the store's own state) is unreadable
     const intact = e.seq > 0 ? ` The records before seq ${e.seq} are intact;` : '';

@@ -4,12 +4,10 @@ import type { AddressInfo } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
 import { createRuntime } from '../runtime/runtime.js';
-import { lmdbStore } from '../persistence/lmdb-store.js';
-import { postgresStore } from '../persistence/postgres/postgres-store.js';
 import { nodeListener } from '../web/node-http.js';
 import { hostAllowed, HostPattern, isLoopbackAddress, loopbackHosts } from '../web/hosts.js';
 import { webHandler } from '../web/web-handler.js';
-import { DataDir, PostgresUrl, dataDirOf, openingDataDir, requireDirOrAbsent } from './data.js';
+import { DataDir, PostgresUrl, dataDirOf, openDemoStore } from './data.js';
 import { DEMO_PROMPT, DEMO_SYSTEM_PROMPT, Pace, Provider, chooseProvider, demoModel } from './demo-agent.js';
 import { demoPaths, demoTools, prepareDemoFiles } from './demo-tools.js';
 import { parseOptions, redactUrl } from './errors.js';
@@ -81,11 +79,7 @@ export async function startWeb(options: WebOptions, out: Sink): Promise<{ url: s
   const paths = demoPaths(dataDir);
   const provider = chooseProvider(o.provider);
   const model = await demoModel(provider, o.pace);
-  requireDirOrAbsent(dataDir);
-  const store = openingDataDir(dataDir, () => {
-    prepareDemoFiles(paths);
-    return o.postgres ? postgresStore({ connectionString: o.postgres }) : lmdbStore({ path: dataDir });
-  });
+  const store = openDemoStore(dataDir, o.postgres, () => prepareDemoFiles(paths));
   const runtime = createRuntime({
     store,
     model,

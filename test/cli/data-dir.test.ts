@@ -1,5 +1,16 @@
 import { spawnSync } from 'node:child_process';
-import { chmodSync, existsSync, mkdirSync, openSync, readdirSync, writeSync, closeSync, statSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync,
+  closeSync,
+  existsSync,
+  mkdirSync,
+  openSync,
+  readdirSync,
+  statSync,
+  truncateSync,
+  writeFileSync,
+  writeSync,
+} from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { runCli } from '../../src/cli/program.js';
@@ -169,6 +180,36 @@ describe('a corrupt data dir is a clear error, not a crash', () => {
     },
     scaled(60_000),
   );
+
+  // docs/cli.md: a `data.mdb` that is not an LMDB file "is reported in one line with exit 3, nothing
+  // changed". `demo` and `web` made demo-sandbox/, demo-deployments/ and recovery/ in it first.
+  it('`demo` and `web` on a folder whose data.mdb is not an LMDB file exit 3 naming the file, and add nothing to the folder', async () => {
+    const path = join(dir.path, 'garbage');
+    mkdirSync(path);
+    writeFileSync(join(path, 'data.mdb'), 'garbage\n');
+    for (const args of [['demo', '--provider', 'scripted'], ['web', '--port', '0', '--provider', 'scripted']]) {
+      const r = await cliHere([...args, '--data', path]);
+      expectOneErrorLine(r.err);
+      expect(r.err).toContain(`${path}/data.mdb is not an LMDB data file`);
+      expect(r.code).toBe(3);
+      expect(readdirSync(path)).toEqual(['data.mdb']);
+    }
+  });
+
+  // A data.mdb cut short, without a journal to rebuild it from, was "corrupt log: session (store): …"
+  it('a data file that cannot be read is named as the data dir\'s, not as a session called "(store)"', async () => {
+    const path = join(dir.path, 'cut-short');
+    const store = lmdbStore({ path, durability: 'committed' });
+    const { writerEpoch } = await store.attachWriter('s1');
+    await store.append('s1', writerEpoch, 1, Array.from({ length: 200 }, (_, n) => stateDraft(n)));
+    await store.close();
+    truncateSync(join(path, 'data.mdb'), 3 * 4096);
+    const r = await cliHere(['sessions', '--data', path]);
+    expectOneErrorLine(r.err);
+    expect(r.err).not.toContain('(store)');
+    expect(r.err).toMatch(new RegExp(`^actorloop: corrupt data dir: ${path}/data\\.mdb `));
+    expect(r.code).toBe(3);
+  });
 
   // docs/cli.md: "A corrupt record is named by session and seq; … the records before it are intact."
   // An unreadable head record is reported as "seq 0 … The records before seq 0 are intact", a
