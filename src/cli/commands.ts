@@ -1,23 +1,15 @@
-import type { FinalAnswer } from '../contracts/hooks.js';
 import { writeFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { z } from 'zod';
-import { createRuntime } from '../runtime/runtime.js';
-import { previewRecovery } from '../runtime/recovery-preview.js';
 import { isCorruptLogError } from '../contracts/errors.js';
 import type { EventRecord } from '../contracts/events.js';
 import type { EventStore } from '../persistence/event-store.js';
-import { scriptedModel } from '../providers/scripted.js';
-import { childSessionRoot, refuseChildSession } from './child-session.js';
-import { SessionId, dataDirOf, openSource, readAll, requireSession, withStore } from './data.js';
-import { demoPaths, demoTools } from './demo-tools.js';
-import { CliError, EXIT, parseArg } from './errors.js';
+import { SessionId, openSource, readAll, requireSession, withStore } from './data.js';
+import { EXIT, parseArg } from './errors.js';
 import { formatLine } from './format.js';
 import type { Sink } from './progress.js';
-import { describeHold, describeRecovery, holderName } from './recovery.js';
 import { command } from './invocation.js';
-import { liveHolderOf, liveLeaseOf } from './session-lease.js';
 import { renderTimeline } from './timeline.js';
 import { childLanes, readChildTimelines } from './timeline-children.js';
 
@@ -143,87 +135,6 @@ async function printFrom(store: EventStore, sessionId: string, fromSeq: number, 
     throw err;
   }
   return next;
-}
-
-/**
- * `actorloop recover <session>`: what opening the session would find, as JSON, read from the log
- * alone (no writer attaches, nothing is written, a live process running the session is not
- * disturbed). With `resume`: opens the session — attaching a new writer, which fences any process
- * still running it — and settles what opening settles (an undelivered final answer is printed as
- * redelivered); refused while a serving worker's unexpired lease holds the session unless `force`.
- * Runs no tool and no model call. The CLI knows the demo agent's tools, so reconcile-able calls are
- * those of the demo.
- */
-export async function recoverCommand(
-  sessionId: string,
-  opts: { data?: string; postgres?: string; resume?: boolean; force?: boolean },
-  io: CommandIO,
-): Promise<number> {
-  const src = openSource(opts);
-  // the demo's tools keep their files in the data dir (the default one beside a PostgreSQL log)
-  const dir = opts.postgres === undefined ? src.where : dataDirOf(undefined);
-  const store = src.store;
-  const tools = demoTools(demoPaths(dir));
-  if (!opts.resume) {
-    return withStore(store, async () => {
-      await requireSession(store, src, sessionId);
-      // the CLI knows the demo's tools, not the app's agents: an agent call is resumed by the runtime that defines them
-      const preview = await previewRecovery(store, sessionId, tools, { agentsDefined: true });
-      // a live process running the session, or a serving worker's lease: named, so an open run is not taken for a stopped one
-      const [holder, lease] = await Promise.all([liveHolderOf(store, sessionId), liveLeaseOf(store, sessionId)]);
-      say(io, JSON.stringify(preview, null, 2));
-      const lines = describeRecovery(preview, holder ? { runningIn: holderName(holder) } : {});
-      for (const l of lines) io.err.write(`${l.replace(/^recovery found:/, 'recovery would find:')}\n`);
-      // a child session is taken over through its root (`--resume` and `demo --session` refuse its own id)
-      const child = await childSessionRoot(store, sessionId);
-      const hints = child
-        ? { resume: `recover ${child.root} ${src.flag} --resume` }
-        : { resume: `recover ${sessionId} ${src.flag} --resume`, demo: `demo --session ${sessionId} ${src.flag}` };
-      for (const l of describeHold(sessionId, holder, lease, hints)) io.err.write(`${l}\n`);
-      io.err.write(
-        `read only: nothing was attached or written. ` +
-          (child
-            ? `a child session is resumed through its root session ${child.root}: ` +
-              `to take it over, ${command(hints.resume)} (fences a process still running it)\n`
-            : `To take the session over and settle it: ${command(hints.resume)} (fences a process still running it)\n`),
-      );
-      return EXIT.ok;
-    });
-  }
-  try {
-    await requireSession(store, src, sessionId);
-    await refuseChildSession(store, sessionId, src.flag);
-    const lease = await liveLeaseOf(store, sessionId);
-    if (lease && !opts.force) {
-      throw new CliError(
-        `session ${sessionId} is held by serving worker ${lease.workerId} (lease until ${lease.leaseUntil ?? 'unknown'}); ` +
-          `resuming would fence it mid-run. Stop that worker or let its lease expire, or pass --force`,
-        EXIT.failure,
-      );
-    }
-  } catch (e) {
-    await store.close();
-    throw e;
-  }
-  io.err.write(
-    `resuming: attaching a new writer to session ${sessionId}; ` +
-      `a process still running it is fenced (its run ends fenced, its next write fails with a stale epoch)\n`,
-  );
-  // Opening settles a final answer committed but never delivered: like the demo, the CLI is its
-  // (idempotent) delivery owner and prints it.
-  const delivery = {
-    idempotent: true,
-    deliver: async (f: FinalAnswer) => void io.err.write(`redelivered final answer ${f.finalMessageId}: ${f.content}\n`),
-  };
-  const runtime = createRuntime({ store, model: scriptedModel([], { modelId: 'none' }), tools, delivery });
-  try {
-    const session = await runtime.openSession(sessionId, { takeover: true }); // said above: a live writer is fenced
-    say(io, JSON.stringify(session.recovery, null, 2));
-    for (const l of describeRecovery(session.recovery)) io.err.write(`${l}\n`);
-    return EXIT.ok;
-  } finally {
-    await runtime.close();
-  }
 }
 
 /** `actorloop view <session>`: writes the session's timeline as one self-contained HTML file. */

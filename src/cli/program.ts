@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { Command, CommanderError, Option } from 'commander';
-import { logCommand, recoverCommand, sessionsCommand, tailCommand, viewCommand, type CommandIO } from './commands.js';
+import { logCommand, sessionsCommand, tailCommand, viewCommand, type CommandIO } from './commands.js';
+import { recoverCommand } from './recover-command.js';
 import { migrateCommand } from './migrate.js';
 import { explainPostgresFailure, type PostgresTarget } from './postgres-failure.js';
 import { DEFAULT_DATA_DIR, PostgresUrl } from './data.js';
