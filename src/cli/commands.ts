@@ -1,4 +1,4 @@
-import { writeFileSync } from 'node:fs';
+import { statSync, writeFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { z } from 'zod';
@@ -22,6 +22,11 @@ export interface CommandIO {
 
 const Seq = z.string().regex(/^\d+$/, 'a whole number such as 12').transform(Number).pipe(z.number().int().positive('1 or more'));
 const say = (io: CommandIO, text: string) => io.out.write(`${text}\n`);
+/** `view -o FILE`: a path to a file (a directory there is refused before anything is read). */
+const OutputFile = z
+  .string()
+  .min(1, 'a file path is required')
+  .refine((f) => !statSync(f, { throwIfNoEntry: false })?.isDirectory(), 'a file to write, not a directory');
 
 /** `actorloop sessions`: every session with its head (events, turns, writer epoch, open run). */
 export async function sessionsCommand(opts: { data?: string; postgres?: string; json?: boolean }, io: CommandIO): Promise<number> {
@@ -144,7 +149,7 @@ export async function viewCommand(
   io: CommandIO,
 ): Promise<number> {
   const id = parseArg(SessionId, sessionId, 'session');
-  const output = resolve(opts.output ?? `${id.replace(/[^A-Za-z0-9._-]/g, '_')}.timeline.html`);
+  const output = resolve(opts.output === undefined ? `${id.replace(/[^A-Za-z0-9._-]/g, '_')}.timeline.html` : parseArg(OutputFile, opts.output, '--output'));
   const src = openSource(opts);
   return withStore(src.store, async (store) => {
     await requireSession(store, src, id);
