@@ -1,19 +1,21 @@
 /**
  * Watching the live machines with the Stately inspector (`@statelyai/inspect`). The runtime's
  * `inspect` option receives XState inspection events from every actor: the session machine, each
- * run machine, its toolBatch machine, and the callback actors they talk to (the run's effects
- * actor, one per tool call).
+ * run machine, its toolBatch machine, and the actors they invoke (one per effect, such as
+ * callModel or commitIntent, and one per tool call).
  *
  * The agent's run suspends for an approval and is answered (approve) by a second attempt. The
  * example prints the states each machine passed through (collected by `stateTrace`,
  * examples/state-trace.ts, from the same inspection events), one line per actor:
  *
- *   session: idle → executing → idle → executing → idle → closed
- *   run #1: starting → stepping → runningTools → committingResults → stepping → ending → done
+ *   session: idle → preparing → executing → finalizing → suspended → preparing → … → idle → closing → closed
+ *   run #1: starting → callingModel → committingIntent → runningTools → committingResults → … → ending → done
+ *   toolBatch #1: runningParallel → done
+ *   run #2: starting → runningTools → committingResults → callingModel → verifyingFinal → … → ending → done
  *   …
  *
  *   npx tsx examples/inspector.ts [events.jsonl]   # offline: a local adapter writes JSON lines (default: in a new folder of the OS temp dir; printed)
- *   npx tsx examples/inspector.ts --serve [--port 8080] [--tool-delay 400]   # live: a local page in your browser
+ *   npx tsx examples/inspector.ts --serve [--port 8080] [--tool-delay 400]   # live: a local page in your browser (port 0: any free one)
  *
  * `--serve` opens a local page (examples/inspector-page.ts: node:http and Server-Sent Events, no
  * network, no hosted inspector) showing the session, run and toolBatch actors' state values live;
@@ -143,22 +145,31 @@ export async function runInspectedAgent(inspect: (e: InspectionEvent) => void, o
   return { first: first.outcome, outcome: second.outcome };
 }
 
+/**
+ * The whole number after `name` on the command line (`fallback` without the flag), from 0 to
+ * `max`; anything else ends the example with one line naming the flag and the value, exit 2.
+ */
+function flag(name: string, fallback: number, max: number, range: string): number {
+  const at = process.argv.indexOf(name);
+  if (at < 0) return fallback;
+  const text = process.argv[at + 1] ?? '';
+  if (/^\d+$/.test(text) && Number(text) <= max) return Number(text);
+  console.error(`inspector.ts: ${name}: expected a whole number ${range} (got ${JSON.stringify(text)})`);
+  process.exit(2);
+}
+
 async function main(): Promise<void> {
   const trace = stateTrace();
   const serve = process.argv.includes('--serve');
   if (serve) {
-    const flag = (name: string, fallback: number) => {
-      const at = process.argv.indexOf(name);
-      return at > 0 ? Number(process.argv[at + 1]) : fallback;
-    };
-    const page = await startInspectorPage({ port: flag('--port', 8080) });
+    const page = await startInspectorPage({ port: flag('--port', 8080, 65535, '0–65535') });
     console.log(`live machines on ${page.url} — open it in a browser; the run waits there for your approval`);
     await runInspectedAgent(
       (e) => {
         trace.inspect(e);
         page.inspect(e);
       },
-      { toolDelayMs: flag('--tool-delay', 400), beforeApproving: (what) => page.approval(what) },
+      { toolDelayMs: flag('--tool-delay', 400, 600_000, 'of milliseconds, 0–600000'), beforeApproving: (what) => page.approval(what) },
     );
     console.log('outcome: completed; states each machine passed through:');
     for (const line of trace.lines()) console.log(`  ${line}`);

@@ -1,14 +1,14 @@
 /**
  * The states each machine actor passed through, collected from XState inspection events (the
  * runtime's `inspect` option): one trace per actor, in the order the actors started, each state
- * value recorded once per visit (consecutive repeats dropped). Actors without states (callback
- * actors: a run's effects, its tool calls) are counted by their `src`.
+ * value recorded once per visit (consecutive repeats dropped). Actors without states (a run's
+ * effects, one actor per phase such as callModel or commitIntent; its tool calls) are counted by their `src`.
  *
  * @example
  * const trace = stateTrace();
  * const runtime = createRuntime({ ..., inspect: trace.inspect });
  * // … run something …
- * for (const line of trace.lines()) console.log(line); // session: idle → executing → idle
+ * for (const line of trace.lines()) console.log(line); // session: idle → preparing → executing → finalizing → idle → …
  */
 import type { InspectionEvent } from 'xstate';
 

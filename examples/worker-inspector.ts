@@ -5,7 +5,7 @@
  * the worker claims the session, runs the input, releases it, and claims it again for the second.
  * It prints the states each machine passed through (examples/state-trace.ts), one line per actor:
  *
- *   worker: registering → (claims.claiming, leases.waiting) → … → unregistering → stopped
+ *   worker: registering → serving.(claims.claiming, leases.waiting) → … → unregistering → stopped
  *   heldSession #1: opening → binding → bound.draining → … → releasing → released
  *
  *   npx tsx examples/worker-inspector.ts

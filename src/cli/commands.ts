@@ -1,23 +1,15 @@
-import type { FinalAnswer } from '../contracts/hooks.js';
-import { writeFileSync } from 'node:fs';
+import { statSync, writeFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { z } from 'zod';
-import { createRuntime } from '../runtime/runtime.js';
-import { previewRecovery } from '../runtime/recovery-preview.js';
 import { isCorruptLogError } from '../contracts/errors.js';
 import type { EventRecord } from '../contracts/events.js';
 import type { EventStore } from '../persistence/event-store.js';
-import { scriptedModel } from '../providers/scripted.js';
-import { refuseChildSession } from './child-session.js';
-import { SessionId, dataDirOf, openSource, readAll, requireSession, withStore } from './data.js';
-import { demoPaths, demoTools } from './demo-tools.js';
-import { CliError, EXIT, parseArg } from './errors.js';
+import { SessionId, openSource, readAll, requireSession, withStore } from './data.js';
+import { EXIT, parseArg } from './errors.js';
 import { formatLine } from './format.js';
 import type { Sink } from './progress.js';
-import { describeRecovery } from './recovery.js';
 import { command } from './invocation.js';
-import { liveLeaseOf } from './session-lease.js';
 import { renderTimeline } from './timeline.js';
 import { childLanes, readChildTimelines } from './timeline-children.js';
 
@@ -30,6 +22,11 @@ export interface CommandIO {
 
 const Seq = z.string().regex(/^\d+$/, 'a whole number such as 12').transform(Number).pipe(z.number().int().positive('1 or more'));
 const say = (io: CommandIO, text: string) => io.out.write(`${text}\n`);
+/** `view -o FILE`: a path to a file (a directory there is refused before anything is read). */
+const OutputFile = z
+  .string()
+  .min(1, 'a file path is required')
+  .refine((f) => !statSync(f, { throwIfNoEntry: false })?.isDirectory(), 'a file to write, not a directory');
 
 /** `actorloop sessions`: every session with its head (events, turns, writer epoch, open run). */
 export async function sessionsCommand(opts: { data?: string; postgres?: string; json?: boolean }, io: CommandIO): Promise<number> {
@@ -145,76 +142,6 @@ async function printFrom(store: EventStore, sessionId: string, fromSeq: number, 
   return next;
 }
 
-/**
- * `actorloop recover <session>`: what opening the session would find, as JSON, read from the log
- * alone (no writer attaches, nothing is written, a live process running the session is not
- * disturbed). With `resume`: opens the session — attaching a new writer, which fences any process
- * still running it — and settles what opening settles (an undelivered final answer is printed as
- * redelivered); refused while a serving worker's unexpired lease holds the session unless `force`.
- * Runs no tool and no model call. The CLI knows the demo agent's tools, so reconcile-able calls are
- * those of the demo.
- */
-export async function recoverCommand(
-  sessionId: string,
-  opts: { data?: string; postgres?: string; resume?: boolean; force?: boolean },
-  io: CommandIO,
-): Promise<number> {
-  const src = openSource(opts);
-  // the demo's tools keep their files in the data dir (the default one beside a PostgreSQL log)
-  const dir = opts.postgres === undefined ? src.where : dataDirOf(undefined);
-  const store = src.store;
-  const tools = demoTools(demoPaths(dir));
-  if (!opts.resume) {
-    return withStore(store, async () => {
-      await requireSession(store, src, sessionId);
-      // the CLI knows the demo's tools, not the app's agents: an agent call is resumed by the runtime that defines them
-      const preview = await previewRecovery(store, sessionId, tools, { agentsDefined: true });
-      say(io, JSON.stringify(preview, null, 2));
-      for (const l of describeRecovery(preview)) io.err.write(`${l.replace(/^recovery found:/, 'recovery would find:')}\n`);
-      io.err.write(
-        `read only: nothing was attached or written. ` +
-          `To take the session over and settle it: ${command(`recover ${sessionId} ${src.flag} --resume`)} ` +
-          `(fences a process still running it)\n`,
-      );
-      return EXIT.ok;
-    });
-  }
-  try {
-    await requireSession(store, src, sessionId);
-    await refuseChildSession(store, sessionId, src.flag);
-    const lease = await liveLeaseOf(store, sessionId);
-    if (lease && !opts.force) {
-      throw new CliError(
-        `session ${sessionId} is held by serving worker ${lease.workerId} (lease until ${lease.leaseUntil ?? 'unknown'}); ` +
-          `resuming would fence it mid-run. Stop that worker or let its lease expire, or pass --force`,
-        EXIT.failure,
-      );
-    }
-  } catch (e) {
-    await store.close();
-    throw e;
-  }
-  io.err.write(
-    `resuming: attaching a new writer to session ${sessionId}; ` +
-      `a process still running it is fenced (its run ends fenced, its next write fails with a stale epoch)\n`,
-  );
-  // Opening settles a final answer committed but never delivered: like the demo, the CLI is its
-  // (idempotent) delivery owner and prints it.
-  const delivery = {
-    idempotent: true,
-    deliver: async (f: FinalAnswer) => void io.err.write(`redelivered final answer ${f.finalMessageId}: ${f.content}\n`),
-  };
-  const runtime = createRuntime({ store, model: scriptedModel([], { modelId: 'none' }), tools, delivery });
-  try {
-    const session = await runtime.openSession(sessionId, { takeover: true }); // said above: a live writer is fenced
-    say(io, JSON.stringify(session.recovery, null, 2));
-    for (const l of describeRecovery(session.recovery)) io.err.write(`${l}\n`);
-    return EXIT.ok;
-  } finally {
-    await runtime.close();
-  }
-}
-
 /** `actorloop view <session>`: writes the session's timeline as one self-contained HTML file. */
 export async function viewCommand(
   sessionId: string,
@@ -222,13 +149,13 @@ export async function viewCommand(
   io: CommandIO,
 ): Promise<number> {
   const id = parseArg(SessionId, sessionId, 'session');
-  const output = resolve(opts.output ?? `${id.replace(/[^A-Za-z0-9._-]/g, '_')}.timeline.html`);
+  const output = resolve(opts.output === undefined ? `${id.replace(/[^A-Za-z0-9._-]/g, '_')}.timeline.html` : parseArg(OutputFile, opts.output, '--output'));
   const src = openSource(opts);
   return withStore(src.store, async (store) => {
     await requireSession(store, src, id);
     const events = await readAll(store, id);
     const children = await readChildTimelines(store, id, events);
-    writeFileSync(output, renderTimeline(events, { sessionId: id, children }));
+    writeFileSync(output, renderTimeline(events, { sessionId: id, children, childView: { command: command('view'), flag: src.flag } }));
     const n = childLanes(children).length; // grandchildren included
     const nested = n ? `, ${n} child session${n === 1 ? ' drawn under its call' : 's drawn under their calls'}` : '';
     say(io, `wrote ${output} (${events.length} events${nested}): open ${pathToFileURL(output).href} in a browser`);

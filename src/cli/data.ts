@@ -1,4 +1,4 @@
-import { closeSync, existsSync, openSync, readSync, statSync } from 'node:fs';
+import { closeSync, openSync, readSync, statSync, type Stats } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { z } from 'zod';
 import type { EventRecord } from '../contracts/events.js';
@@ -6,12 +6,15 @@ import type { EventStore } from '../persistence/event-store.js';
 import type { SessionHead } from '../persistence/head.js';
 import { lmdbStore } from '../persistence/lmdb-store.js';
 import { postgresStore } from '../persistence/postgres/postgres-store.js';
-import { CliError, EXIT, parseArg } from './errors.js';
-import { command } from './invocation.js';
+import { CliError, EXIT, parseArg, redactUrl } from './errors.js';
+import { command, quote } from './invocation.js';
 
 export const DEFAULT_DATA_DIR = './.actorloop';
 
 export const SessionId = z.string().min(1, 'a session id is required').max(400, 'at most 400 characters');
+
+/** `--data`: a directory path (created by `demo` and `web` when absent). */
+export const DataDir = z.string().min(1, 'a directory is required');
 
 /** The absolute data dir for `--data` (default ./.actorloop). */
 export const dataDirOf = (flag: string | undefined): string => resolve(flag ?? DEFAULT_DATA_DIR);
@@ -21,22 +24,21 @@ export const dataDirOf = (flag: string | undefined): string => resolve(flag ?? D
  * data dir, and a folder without an LMDB file is refused (exit 4).
  */
 export function openExistingStore(dir: string): EventStore {
-  if (!existsSync(dir)) {
-    throw new CliError(`no actorloop data at ${dir}: run \`${command('demo')}\` first, or pass --data DIR`, EXIT.notFound);
+  const stats = statOf(dir, dir);
+  if (!stats) {
+    // the hint's demo writes this very dir (a demo without --data writes ./.actorloop)
+    const hint =
+      dir === dataDirOf(undefined) ? `run \`${command('demo')}\` first, or pass --data DIR` : `run \`${command(`demo --data ${quote(dir)}`)}\` first`;
+    throw new CliError(`no actorloop data at ${dir}: ${hint}`, EXIT.notFound);
   }
-  if (!statSync(dir).isDirectory() || !existsSync(join(dir, 'data.mdb'))) {
+  if (!stats.isDirectory() || !statOf(join(dir, 'data.mdb'), dir)) {
     throw new CliError(`${dir} is not an actorloop data dir (it has no data.mdb)`, EXIT.notFound);
   }
   // lmdb-js crashes the process (SIGSEGV) on a file that is not an LMDB environment: checked first
-  if (!isLmdbFile(join(dir, 'data.mdb'))) {
-    throw new CliError(
-      `${dir}/data.mdb is not an LMDB data file (no LMDB meta page): it is damaged or not actorloop's; nothing was changed`,
-      EXIT.corrupt,
-    );
-  }
+  if (!openingDataDir(dir, () => isLmdbFile(join(dir, 'data.mdb')))) throw notLmdb(dir);
   // a store written without a journal (durability 'committed') is read as it is: a 'flushed' open
   // would give it a journal, after which the app's own 'committed' opens are refused
-  const durability = existsSync(join(dir, 'journal')) ? 'flushed' : 'committed';
+  const durability = statOf(join(dir, 'journal'), dir) ? 'flushed' : 'committed';
   return openingDataDir(dir, () => lmdbStore({ path: dir, durability }));
 }
 
@@ -68,11 +70,60 @@ export function openingDataDir<T>(dir: string, open: () => T): T {
   }
 }
 
-/** A data dir a command may create: absent, or a directory (a file there is one clear line, exit 4). */
+/**
+ * What is at `path` (the data dir `dir` or a file in it): its stats, or undefined when nothing is
+ * there. A path this user may not look at (a dir of another user, 0700) is not taken for an absent
+ * one: it is one clear line naming `dir`, exit 4.
+ */
+export function statOf(path: string, dir: string): Stats | undefined {
+  try {
+    return statSync(path, { throwIfNoEntry: false });
+  } catch (e) {
+    const why = accessProblem(e);
+    if (why === undefined) throw e;
+    throw new CliError(
+      `cannot open the data dir ${dir}: ${why} (this user may not look into it: run as a user who may read and write the dir)`,
+      EXIT.notFound,
+    );
+  }
+}
+
+const notLmdb = (dir: string) =>
+  new CliError(`${dir}/data.mdb is not an LMDB data file (no LMDB meta page): it is damaged or not actorloop's; nothing was changed`, EXIT.corrupt);
+
+/**
+ * A data dir a command may create: absent, or a directory (a file there is one clear line, exit
+ * 4) whose data.mdb, if any, is an LMDB file or has a journal to rebuild it from (else one clear
+ * line, exit 3, before anything is written to the dir).
+ */
 export function requireDirOrAbsent(dir: string): void {
-  if (existsSync(dir) && !statSync(dir).isDirectory()) {
+  const stats = statOf(dir, dir);
+  if (stats && !stats.isDirectory()) {
     throw new CliError(`${dir} is not an actorloop data dir (it is a file, not a directory)`, EXIT.notFound);
   }
+  const data = join(dir, 'data.mdb');
+  if (stats && statOf(data, dir) && !statOf(join(dir, 'journal'), dir) && !openingDataDir(dir, () => isLmdbFile(data))) {
+    throw notLmdb(dir);
+  }
+}
+
+/**
+ * Opens the store `demo` and `web` write (the data dir `dir`, created when absent, or the
+ * PostgreSQL database `postgres`), then `prepare`s the demo's files in the dir: a store that
+ * cannot be opened leaves the dir without them.
+ */
+export function openDemoStore(dir: string, postgres: string | undefined, prepare: () => void): EventStore {
+  requireDirOrAbsent(dir);
+  return openingDataDir(dir, () => {
+    const store = postgres ? postgresStore({ connectionString: postgres }) : lmdbStore({ path: dir });
+    try {
+      prepare();
+    } catch (e) {
+      void store.close().catch(() => undefined);
+      throw e;
+    }
+    return store;
+  });
 }
 
 /** LMDB's magic number (0xBEEFC0DE) in the first meta page, where this build or stock LMDB puts it. */
@@ -87,9 +138,6 @@ function isLmdbFile(path: string): boolean {
   }
 }
 
-/** The variable naming the PostgreSQL database when `--postgres` is not given. */
-export const DATABASE_URL_ENV = 'ACTORLOOP_DATABASE_URL';
-
 export const PostgresUrl = z
   .string()
   .regex(/^postgres(ql)?:\/\//, 'a postgres:// URL such as postgres://user@host:5432/db')
@@ -102,13 +150,6 @@ export interface StoreSource {
   where: string;
   /** The flag that names this source again, for hints (`--data DIR`, `--postgres URL`). */
   flag: string;
-}
-
-/** A database URL with its password hidden, for messages. */
-export function redactUrl(url: string): string {
-  const u = new URL(url);
-  if (u.password) u.password = '***';
-  return u.toString();
 }
 
 /**

@@ -24,6 +24,15 @@ export const DEMO_PROMPT =
 export const Provider = z.enum(['scripted', 'openai', 'anthropic']);
 export type Provider = z.infer<typeof Provider>;
 
+const paceError = 'a number from 0 (no delays) to 10';
+/**
+ * ACTORLOOP_DEMO_PACE: the factor the demo's delays are scaled by, from 0 (no delays) to 10 (ten
+ * times slower); 1, the default, is the demo's own speed. A number, or its decimal digits.
+ */
+export const Pace = z
+  .union([z.number(), z.string().regex(/^\s*(\d+(\.\d*)?|\.\d+)\s*$/).transform(Number)], { error: paceError })
+  .pipe(z.number().min(0, { error: paceError }).max(10, { error: paceError }));
+
 /** The provider to use: the flag, else a real model when its API key is set, else offline. */
 export function chooseProvider(flag: Provider | undefined, env: NodeJS.ProcessEnv = process.env): Provider {
   if (flag) return flag;

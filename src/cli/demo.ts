@@ -4,25 +4,23 @@ import type { ExecutionSession } from '../runtime/execution-session.js';
 import { createRuntime } from '../runtime/runtime.js';
 import { isExecutionBusy, isSessionHeldError, isStaleWriterError, isValidationError } from '../contracts/errors.js';
 import type { ExecutionRequest, ExecutionResult } from '../contracts/requests.js';
-import { lmdbStore } from '../persistence/lmdb-store.js';
-import { postgresStore } from '../persistence/postgres/postgres-store.js';
-import { DEFAULT_DATA_DIR, PostgresUrl, SessionId, dataDirOf, openingDataDir, redactUrl, requireDirOrAbsent } from './data.js';
-import { DEMO_PROMPT, DEMO_SYSTEM_PROMPT, Provider, chooseProvider, demoModel } from './demo-agent.js';
+import { DEFAULT_DATA_DIR, DataDir, PostgresUrl, SessionId, dataDirOf, openDemoStore } from './data.js';
+import { DEMO_PROMPT, DEMO_SYSTEM_PROMPT, Pace, Provider, chooseProvider, demoModel } from './demo-agent.js';
 import { refuseChildSession } from './child-session.js';
 import { demoPaths, demoTools, prepareDemoFiles } from './demo-tools.js';
-import { EXIT, parseArg } from './errors.js';
+import { CliError, EXIT, parseOptions, redactUrl } from './errors.js';
 import { Progress, styles, type Sink } from './progress.js';
 import { describeRecovery } from './recovery.js';
 import { command } from './invocation.js';
 
 export const DemoOptions = z.object({
   session: SessionId.optional(),
-  data: z.string().min(1).optional(),
+  data: DataDir.optional(),
   /** The event log in PostgreSQL (the data dir still holds the demo tools' files). */
   postgres: PostgresUrl.optional(),
   provider: Provider.optional(),
   /** Scales the demo's delays (tests run it faster); ACTORLOOP_DEMO_PACE. */
-  pace: z.coerce.number().positive().max(10).default(1),
+  pace: Pace.default(1),
 });
 export type DemoOptions = z.input<typeof DemoOptions>;
 
@@ -55,18 +53,14 @@ const shortId = () => randomUUID().slice(0, 8);
  * runs the prompt again. Returns the exit code.
  */
 export async function runDemo(options: DemoOptions, io: DemoIO): Promise<number> {
-  const o = parseArg(DemoOptions, options, 'demo');
+  const o = parseOptions(DemoOptions, options, 'demo');
   const s = styles(io.color);
   const say = (t: string): void => void io.out.write(`${t}\n`);
   const dataDir = dataDirOf(o.data);
   const provider = chooseProvider(o.provider);
   const model = await demoModel(provider, o.pace);
   const paths = demoPaths(dataDir);
-  requireDirOrAbsent(dataDir);
-  const store = openingDataDir(dataDir, () => {
-    prepareDemoFiles(paths);
-    return o.postgres ? postgresStore({ connectionString: o.postgres }) : lmdbStore({ path: dataDir });
-  });
+  const store = openDemoStore(dataDir, o.postgres, () => prepareDemoFiles(paths));
   const tools = demoTools(paths, o.pace);
 
   let sessionId = o.session ?? newSessionId();
@@ -118,19 +112,19 @@ export async function runDemo(options: DemoOptions, io: DemoIO): Promise<number>
     try {
       session = await runtime.openSession(sessionId);
     } catch (e) {
+      // errors, so one line on stderr starting with `actorloop:` (docs/cli.md)
       if (isSessionHeldError(e)) {
         const h = e.holder;
-        say(
-          `${s.red('cannot run')}: session ${sessionId} is being run by another live process (pid ${h.pid} on ${h.host}); run it again when that one is done`,
+        throw new CliError(
+          `cannot run: session ${sessionId} is being run by another live process (pid ${h.pid} on ${h.host}); run it again when that one is done`,
+          EXIT.failure,
         );
-        return EXIT.failure;
       }
       if (!isStaleWriterError(e)) throw e;
-      say(
-        `${s.red('cannot run')}: another process opened session ${sessionId} at the same moment and is its writer now; ` +
-          `run it again when that one is done`,
+      throw new CliError(
+        `cannot run: another process opened session ${sessionId} at the same moment and is its writer now; run it again when that one is done`,
+        EXIT.failure,
       );
-      return EXIT.failure;
     }
     if (existed) for (const l of describeRecovery(session.recovery)) say(l);
     progress = new Progress(io.out, { tty: io.tty, color: io.color, modes: new Map(tools.map((t) => [t.name, t.mode])) });
@@ -159,9 +153,7 @@ export async function runDemo(options: DemoOptions, io: DemoIO): Promise<number>
     } catch (e) {
       if (isValidationError(e) || isExecutionBusy(e)) {
         progress.stop();
-        say(`${s.red('cannot run')}: ${e.message}`);
-        say(`session: ${sessionId}`);
-        return EXIT.failure;
+        throw new CliError(`cannot run session ${sessionId}: ${e.message.replace(/\s*\n\s*/g, ' ')}`, EXIT.failure);
       }
       throw e;
     }

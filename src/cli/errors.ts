@@ -39,17 +39,80 @@ export class CliError extends Error {
   }
 }
 
-/** Parses a command-line value with a zod schema; a bad value is a usage error naming `what`. */
-export function parseArg<T extends z.ZodType>(schema: T, value: unknown, what: string): z.output<T> {
+/** The variable naming the PostgreSQL database when `--postgres` is not given. */
+export const DATABASE_URL_ENV = 'ACTORLOOP_DATABASE_URL';
+
+/**
+ * A database URL with its password shown as `***`, for messages; in a text that is not a valid
+ * URL, whatever stands between `user:` and `@`.
+ * @example
+ * redactUrl('postgres://u:s3cret@h/db') // 'postgres://u:***@h/db'
+ */
+export function redactUrl(url: string): string {
+  if (!URL.canParse(url)) return url.replace(/^([^:/@]*:\/\/[^:/@]*:)[^@/]*@/, '$1***@');
+  const u = new URL(url);
+  if (u.password) u.password = '***';
+  return u.toString();
+}
+
+/** Where each option of `demo` and `web` is given: its flag, or the variable it is read from. */
+const SOURCE_OF = new Map<string, string>([
+  ['session', '--session'],
+  ['data', '--data'],
+  ['postgres', '--postgres'],
+  ['provider', '--provider'],
+  ['pace', 'ACTORLOOP_DEMO_PACE'],
+  ['port', '--port'],
+  ['host', '--host'],
+  ['allowedHosts', '--allowed-host'],
+  ['leaseMs', '--lease-ms'],
+]);
+
+/** The sources whose value is a database URL: shown with its password as `***`. */
+const URL_SOURCES = new Set(['--postgres', DATABASE_URL_ENV]);
+
+/** A value as an error shows it after `got`: JSON, a database URL without its password. */
+const shown = (source: string, value: unknown): string =>
+  JSON.stringify(URL_SOURCES.has(source) && typeof value === 'string' ? redactUrl(value) : value);
+
+/**
+ * Parses the value of one flag or variable (`source`: `--from`, `ACTORLOOP_DATABASE_URL`) with a
+ * zod schema. A bad value is a usage error (exit 2) in one form for every option:
+ * `--from: a whole number such as 12 (got "abc")`, a database URL's password shown as `***`.
+ */
+export function parseArg<T extends z.ZodType>(schema: T, value: unknown, source: string): z.output<T> {
   const r = schema.safeParse(value);
-  if (!r.success)
-    throw new CliError(`${what}: ${r.error.issues.map((i) => i.message).join('; ')} (got ${JSON.stringify(value)})`, EXIT.usage);
+  if (!r.success) throw new CliError(`${source}: ${r.error.issues.map((i) => i.message).join('; ')} (got ${shown(source, value)})`, EXIT.usage);
   return r.data;
+}
+
+/**
+ * Parses the options object of `command` (`demo`, `web`) with a zod schema. Each bad option is
+ * named by its flag or variable with its value, as `parseArg` names one:
+ * `--session: a session id is required (got "")`; never the whole object.
+ */
+export function parseOptions<T extends z.ZodType>(schema: T, options: object, command: string): z.output<T> {
+  const r = schema.safeParse(options);
+  if (r.success) return r.data;
+  const problems = r.error.issues.map((issue) => {
+    const [key, ...rest] = issue.path;
+    const source = typeof key === 'string' ? SOURCE_OF.get(key) : undefined;
+    if (source === undefined || !Object.hasOwn(options, key as string)) return `${command}: ${issue.message}`;
+    let value: unknown = (options as Record<string, unknown>)[key as string];
+    for (const k of rest) value = typeof value === 'object' && value !== null ? (value as Record<PropertyKey, unknown>)[k] : undefined;
+    return `${source}: ${issue.message} (got ${shown(source, value)})`;
+  });
+  throw new CliError(problems.join('; '), EXIT.usage);
 }
 
 /** The message and exit code for anything a command threw. */
 export function describeFailure(e: unknown): { message: string; exitCode: number } {
   if (e instanceof CliError) return { message: e.message, exitCode: e.exitCode };
+  // the store's own file, no session's record: the data dir is named, not a session called "(store)"
+  if (isCorruptLogError(e) && e.sessionId === '(store)' && e.seq === 0) {
+    const unchanged = /nothing was changed/.test(e.reason) ? '' : ' Nothing was changed.';
+    return { message: `corrupt data dir: ${e.reason}.${unchanged}`, exitCode: EXIT.corrupt };
+  }
   if (isCorruptLogError(e)) {
     // seq 0 is not a record: the session's head (or the store's own state) is unreadable
     const intact = e.seq > 0 ? ` The records before seq ${e.seq} are intact;` : '';

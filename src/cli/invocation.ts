@@ -11,7 +11,8 @@ export interface Invocation {
   cwd: string;
 }
 
-const quote = (arg: string): string => (/^[\w@%+=:,./-]+$/.test(arg) ? arg : `'${arg.replace(/'/g, `'\\''`)}'`);
+/** `arg` as a shell word: as it is when plain, else in single quotes. */
+export const quote = (arg: string): string => (/^[\w@%+=:,./-]+$/.test(arg) ? arg : `'${arg.replace(/'/g, `'\\''`)}'`);
 
 const sameFile = (a: string, b: string): boolean => {
   try {

@@ -1,7 +1,7 @@
 import { migratePostgres } from '../persistence/postgres/postgres-store.js';
 import type { CommandIO } from './commands.js';
-import { DATABASE_URL_ENV, PostgresUrl, redactUrl } from './data.js';
-import { CliError, EXIT, parseArg } from './errors.js';
+import { PostgresUrl } from './data.js';
+import { CliError, DATABASE_URL_ENV, EXIT, parseArg, redactUrl } from './errors.js';
 
 /**
  * `actorloop migrate --postgres <url>`: applies the package's PostgreSQL migrations (under the

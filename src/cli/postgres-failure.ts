@@ -2,8 +2,7 @@ import { isStoreUnavailableError } from '../contracts/errors.js';
 import type { PgModule } from '../persistence/postgres/pg-types.js';
 import { sqlStateOf } from '../persistence/postgres/pg-types.js';
 import { SCHEMA_VERSION_PG, versionOf } from '../persistence/postgres/schema.js';
-import { redactUrl } from './data.js';
-import { CliError, EXIT } from './errors.js';
+import { CliError, EXIT, redactUrl } from './errors.js';
 import { command } from './invocation.js';
 
 /** The database a command used: the URL, and whether it came from ACTORLOOP_DATABASE_URL (not `--postgres`). */

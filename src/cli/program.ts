@@ -1,12 +1,13 @@
 import { readFileSync } from 'node:fs';
 import { Command, CommanderError, Option } from 'commander';
-import { logCommand, recoverCommand, sessionsCommand, tailCommand, viewCommand, type CommandIO } from './commands.js';
+import { logCommand, sessionsCommand, tailCommand, viewCommand, type CommandIO } from './commands.js';
+import { recoverCommand } from './recover-command.js';
 import { migrateCommand } from './migrate.js';
 import { explainPostgresFailure, type PostgresTarget } from './postgres-failure.js';
-import { DATABASE_URL_ENV, DEFAULT_DATA_DIR } from './data.js';
+import { DEFAULT_DATA_DIR, PostgresUrl } from './data.js';
 import { Provider } from './demo-agent.js';
 import { runDemo } from './demo.js';
-import { CliError, EXIT, describeFailure } from './errors.js';
+import { CliError, DATABASE_URL_ENV, EXIT, describeFailure, parseArg } from './errors.js';
 import { repairCommand, verifyCommand } from './store-commands.js';
 import { webCommand } from './web.js';
 import { workersCommand } from './workers.js';
@@ -24,7 +25,8 @@ export interface CliIO extends CommandIO {
   exitNow(code: number): void;
 }
 
-const dataOption = () => new Option('-d, --data <dir>', 'data dir (the LMDB event log)').default(undefined, DEFAULT_DATA_DIR);
+// the default is in the words, not the Option: an unset --data lets ACTORLOOP_DATABASE_URL name the log
+const dataOption = () => new Option('-d, --data <dir>', `data dir (the LMDB event log; default: ${DEFAULT_DATA_DIR})`);
 const postgresOption = () =>
   new Option(
     '--postgres <url>',
@@ -33,9 +35,18 @@ const postgresOption = () =>
 /** `migrate` works on PostgreSQL only: no data dir to name or to fall back to. */
 const migratePostgresOption = () => new Option('--postgres <url>', `the PostgreSQL database (default: $${DATABASE_URL_ENV})`);
 
+/**
+ * ACTORLOOP_DATABASE_URL, checked: a bad value is refused naming the variable (its password shown
+ * as `***`), as a bad `--postgres` is named by the flag.
+ */
+const databaseUrlEnv = (env: NodeJS.ProcessEnv): string | undefined =>
+  env[DATABASE_URL_ENV] ? parseArg(PostgresUrl, env[DATABASE_URL_ENV], DATABASE_URL_ENV) : undefined;
+
 /** `--postgres`, else ACTORLOOP_DATABASE_URL unless `--data` names a data dir. */
-const withDatabase = <T extends { data?: string; postgres?: string }>(opts: T, env: NodeJS.ProcessEnv): T =>
-  opts.postgres === undefined && opts.data === undefined && env[DATABASE_URL_ENV] ? { ...opts, postgres: env[DATABASE_URL_ENV] } : opts;
+function withDatabase<T extends { data?: string; postgres?: string }>(opts: T, env: NodeJS.ProcessEnv): T {
+  const url = opts.postgres === undefined && opts.data === undefined ? databaseUrlEnv(env) : undefined;
+  return url === undefined ? opts : { ...opts, postgres: url };
+}
 
 type LogOptions = { data?: string; postgres?: string; from?: string; follow?: boolean; json?: boolean };
 type WebFlags = {
@@ -103,22 +114,8 @@ export function buildProgram(io: CliIO, run: (code: Promise<number>) => void): C
     )
     .action((raw: { session?: string; data?: string; postgres?: string; provider?: Provider }) => {
       // the demo keeps its tools' files in the data dir even when its log is in PostgreSQL
-      const opts =
-        raw.postgres === undefined && io.env[DATABASE_URL_ENV] && raw.data === undefined
-          ? { ...raw, postgres: io.env[DATABASE_URL_ENV] }
-          : raw;
-      const pace = io.env.ACTORLOOP_DEMO_PACE;
-      if (pace !== undefined && pace !== '' && !(Number(pace) >= 0)) {
-        run(
-          Promise.reject(
-            new CliError(
-              `ACTORLOOP_DEMO_PACE must be a non-negative number (a factor for the demo's delays), got ${JSON.stringify(pace)}`,
-              EXIT.usage,
-            ),
-          ),
-        );
-        return;
-      }
+      const opts = withDatabase(raw, io.env);
+      const pace = io.env.ACTORLOOP_DEMO_PACE; // checked by runDemo, named in its error
       runOn(
         raw,
         opts,
@@ -248,7 +245,7 @@ export function buildProgram(io: CliIO, run: (code: Promise<number>) => void): C
     .addOption(migratePostgresOption())
     .option('--schema <name>', 'PostgreSQL schema holding the tables', 'actorloop')
     .action((raw: { postgres?: string; schema: string }) => {
-      const opts = { ...raw, postgres: raw.postgres ?? io.env[DATABASE_URL_ENV] };
+      const opts = { ...raw, postgres: raw.postgres ?? databaseUrlEnv(io.env) };
       runOn(raw, opts, migrateCommand(opts, io));
     });
 
@@ -292,7 +289,8 @@ export async function runCli(argv: readonly string[], io: CliIO): Promise<number
   } catch (e) {
     // help and --version exit 0; every other parse error is a usage error
     if (e instanceof CommanderError) return e.exitCode === 0 ? EXIT.ok : EXIT.usage;
-    throw e;
+    // an action that threw before handing over its promise (a bad ACTORLOOP_DATABASE_URL): reported as any failure
+    return settle(Promise.reject(e));
   }
   if (!pending) {
     program.outputHelp({ error: true });

@@ -1,3 +1,4 @@
+import type { SessionHolder } from '../contracts/errors.js';
 import type { EventStore } from '../persistence/event-store.js';
 
 /** A serving worker's lease on a session (runtime.serve, docs/scale-out.md), as the store lists it. */
@@ -25,4 +26,14 @@ export async function liveLeaseOf(store: EventStore, sessionId: string): Promise
   if (typeof work?.listLeases !== 'function') return undefined;
   const leases = await work.listLeases();
   return leases.find((l) => l.sessionId === sessionId && l.workerId !== null && !l.expired);
+}
+
+/**
+ * The live process the store records as running `sessionId` (`store.holders.holderOf`), if the
+ * store keeps holders and that process lives; else undefined. Reads only.
+ * @example
+ * const holder = await liveHolderOf(store, 's1') // { host: 'box', pid: 4242 } | undefined
+ */
+export async function liveHolderOf(store: EventStore, sessionId: string): Promise<SessionHolder | undefined> {
+  return store.holders?.holderOf?.(sessionId);
 }

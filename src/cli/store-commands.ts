@@ -1,8 +1,7 @@
-import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { repairStore, verifyStore, type StoreProblem, type VerifyReport } from '../persistence/verify.js';
 import type { CommandIO } from './commands.js';
-import { dataDirOf } from './data.js';
+import { dataDirOf, statOf } from './data.js';
 import { CliError, EXIT } from './errors.js';
 import { command } from './invocation.js';
 
@@ -11,8 +10,9 @@ import { command } from './invocation.js';
 const say = (io: CommandIO, text: string) => io.out.write(`${text}\n`);
 
 function requireStoreDir(dir: string): void {
-  if (!existsSync(dir)) throw new CliError(`no actorloop data at ${dir}`, EXIT.notFound);
-  if (!existsSync(join(dir, 'data.mdb')) && !existsSync(join(dir, 'journal'))) {
+  const stats = statOf(dir, dir);
+  if (!stats) throw new CliError(`no actorloop data at ${dir}`, EXIT.notFound);
+  if (!stats.isDirectory() || (!statOf(join(dir, 'data.mdb'), dir) && !statOf(join(dir, 'journal'), dir))) {
     throw new CliError(`${dir} is not an actorloop data dir (no data.mdb, no journal/)`, EXIT.notFound);
   }
 }

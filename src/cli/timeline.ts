@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { EventRecord } from '../contracts/events.js';
 import { parseInput } from '../contracts/validate.js';
 import { summarize } from './format.js';
+import { quote } from './invocation.js';
 import { TIMELINE_CSS, TIMELINE_JS } from './timeline-assets.js';
 import { buildTimeline, type Mark, type Span, type TimelineModel } from './timeline-model.js';
 import { childLanes, ChildTimelineSchema, type ChildLanes, type ChildTimeline } from './timeline-children.js';
@@ -14,6 +15,12 @@ export interface TimelineOptions {
   width?: number;
   /** The child sessions of its agentTool calls (`readChildTimelines`): drawn under its rows and listed. */
   children?: ChildTimeline[];
+  /**
+   * The command the child-session table prints to draw a child's own page, as
+   * `<command> <child id> <flag>`: `{ command: 'npx actorloop view', flag: '--data /srv/data' }`
+   * (default `actorloop view <child id>`, which reads ./.actorloop).
+   */
+  childView?: { command: string; flag: string };
 }
 
 /** Idle stretches longer than this are collapsed into a fixed-width break. */
@@ -260,16 +267,18 @@ const TimelineOptionsSchema = z.strictObject({
   generatedAt: z.date().optional(),
   width: z.number().int().positive().optional(),
   children: z.array(ChildTimelineSchema).optional(),
+  childView: z.strictObject({ command: z.string().min(1), flag: z.string() }).optional(),
 });
 
 /** The child sessions listed under the chart: call, session id, status, answer, and the command that draws each. */
-function childList(children: readonly ChildLanes[]): string {
+function childList(children: readonly ChildLanes[], view: TimelineOptions['childView']): string {
   if (children.length === 0) return '';
+  const viewOf = (id: string) => [view?.command ?? 'actorloop view', quote(id), ...(view?.flag ? [view.flag] : [])].join(' ');
   const rows = children.map(
     (c) =>
       `<tr class="child-session"><td style="padding-left:${(c.depth - 1) * 18 + 6}px">${'↳'.repeat(c.depth)} ${escapeHtml(c.callId)}</td>` +
       `<td><code>${escapeHtml(c.sessionId)}</code></td><td class="status-${escapeHtml(c.status)}">${escapeHtml(c.status)}</td>` +
-      `<td>${escapeHtml((c.answer ?? '').slice(0, 300))}</td><td><code>actorloop view ${escapeHtml(c.sessionId)}</code></td></tr>`,
+      `<td>${escapeHtml((c.answer ?? '').slice(0, 300))}</td><td><code>${escapeHtml(viewOf(c.sessionId))}</code></td></tr>`,
   );
   return (
     `<section class="children"><h2>Child sessions (agent calls)</h2><table class="events">` +
@@ -340,7 +349,7 @@ export function renderTimeline(events: readonly EventRecord[], options: Timeline
 <div class="chart-wrap">
 ${svgOf(model, options.width ?? 1100, children)}
 </div>
-${childList(children)}
+${childList(children, options.childView)}
 <div id="tooltip" hidden></div>
 <main class="lower">
 <aside id="detail"><p class="hint">Click a bar, a mark or a row to see its events' payloads.</p></aside>

@@ -4,15 +4,13 @@ import type { AddressInfo } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
 import { createRuntime } from '../runtime/runtime.js';
-import { lmdbStore } from '../persistence/lmdb-store.js';
-import { postgresStore } from '../persistence/postgres/postgres-store.js';
 import { nodeListener } from '../web/node-http.js';
 import { hostAllowed, HostPattern, isLoopbackAddress, loopbackHosts } from '../web/hosts.js';
 import { webHandler } from '../web/web-handler.js';
-import { PostgresUrl, dataDirOf, openingDataDir, redactUrl, requireDirOrAbsent } from './data.js';
-import { DEMO_PROMPT, DEMO_SYSTEM_PROMPT, Provider, chooseProvider, demoModel } from './demo-agent.js';
+import { DataDir, PostgresUrl, dataDirOf, openDemoStore } from './data.js';
+import { DEMO_PROMPT, DEMO_SYSTEM_PROMPT, Pace, Provider, chooseProvider, demoModel } from './demo-agent.js';
 import { demoPaths, demoTools, prepareDemoFiles } from './demo-tools.js';
-import { parseArg } from './errors.js';
+import { parseOptions, redactUrl } from './errors.js';
 import type { Sink } from './progress.js';
 
 /** A flag's whole number from `min` to `max`, given as a number or as digits (`abc`, `1.5`, `1e3` are refused). */
@@ -30,7 +28,6 @@ export const WebOptions = z.strictObject({
   /** A loopback address only: the server has no authentication (an app adds its own with `authorize`). */
   host: z
     .string()
-    .min(1)
     .refine(
       isLoopbackAddress,
       'a loopback address (127.0.0.1, ::1, localhost): actorloop web has no authentication; ' +
@@ -39,11 +36,11 @@ export const WebOptions = z.strictObject({
     .default('127.0.0.1'),
   /** Host header values served besides the loopback names with the bound port (e.g. a name in /etc/hosts). */
   allowedHosts: z.array(HostPattern).default([]),
-  data: z.string().min(1).optional(),
+  data: DataDir.optional(),
   postgres: PostgresUrl.optional(),
   provider: Provider.optional(),
   /** Scales the demo's delays (ACTORLOOP_DEMO_PACE). */
-  pace: z.coerce.number().positive().max(10).default(1),
+  pace: Pace.default(1),
   /** The serving worker's lease: how long a killed server's sessions wait before a new one takes them. */
   leaseMs: LeaseMs.default(5_000),
 });
@@ -76,19 +73,13 @@ async function clientBundle(): Promise<string> {
  * Returns once listening; `close()` stops the worker, the server and the runtime.
  */
 export async function startWeb(options: WebOptions, out: Sink): Promise<{ url: string; close(): Promise<void> }> {
-  // each number flag named on its own: `--port: expected a whole number 0–65535 (got "abc")`
-  if (options.port !== undefined) parseArg(Port, options.port, '--port');
-  if (options.leaseMs !== undefined) parseArg(LeaseMs, options.leaseMs, '--lease-ms');
-  const o = parseArg(WebOptions, options, 'web');
+  // each bad option named by its flag: `--port: expected a whole number 0–65535 (got "abc")`
+  const o = parseOptions(WebOptions, options, 'web');
   const dataDir = dataDirOf(o.data);
   const paths = demoPaths(dataDir);
   const provider = chooseProvider(o.provider);
   const model = await demoModel(provider, o.pace);
-  requireDirOrAbsent(dataDir);
-  const store = openingDataDir(dataDir, () => {
-    prepareDemoFiles(paths);
-    return o.postgres ? postgresStore({ connectionString: o.postgres }) : lmdbStore({ path: dataDir });
-  });
+  const store = openDemoStore(dataDir, o.postgres, () => prepareDemoFiles(paths));
   const runtime = createRuntime({
     store,
     model,

@@ -29,6 +29,12 @@ export interface SessionHolders {
   claim(sessionId: string, options: { takeover: boolean; workerId?: string }): Promise<SessionHolder | undefined>;
   /** Ends one claim; the last removes the record if it is still this store's (a takeover replaced it otherwise). */
   release(sessionId: string): Promise<void>;
+  /**
+   * Optional: the live holder recorded for the session (this process's included), read without
+   * claiming or recording anything; undefined when none is recorded or its process is gone. A
+   * reader such as `actorloop recover` names with it the process running the session.
+   */
+  holderOf?(sessionId: string): Promise<SessionHolder | undefined>;
 }
 
 /** State (field 3) and start time (field 22) of process `pid` from /proc/<pid>/stat; undefined without /proc or without the process. */

@@ -56,6 +56,12 @@ export class LmdbHolders implements SessionHolders {
     return undefined;
   }
 
+  async holderOf(sessionId: string): Promise<SessionHolder | undefined> {
+    this.assertOpen();
+    const current = parseHolder(this.db.get(sessionId));
+    return current && judgeHolder(current) !== 'dead' ? publicHolder(current) : undefined;
+  }
+
   async release(sessionId: string): Promise<void> {
     const n = (this.claims.get(sessionId) ?? 0) - 1;
     if (n > 0) {

@@ -1,7 +1,8 @@
 import { spawn } from 'node:child_process';
 import { open } from 'lmdb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { recoverCommand, sessionsCommand, type CommandIO } from '../../src/cli/commands.js';
+import { sessionsCommand, type CommandIO } from '../../src/cli/commands.js';
+import { recoverCommand } from '../../src/cli/recover-command.js';
 import { describeFailure } from '../../src/cli/errors.js';
 import type { EventDraft } from '../../src/contracts/events.js';
 import { lmdbStore } from '../../src/index.js';

@@ -2,8 +2,10 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { open } from 'lmdb';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
-import { logCommand, recoverCommand, sessionsCommand, viewCommand, type CommandIO } from '../../src/cli/commands.js';
+import { logCommand, sessionsCommand, viewCommand, type CommandIO } from '../../src/cli/commands.js';
+import { recoverCommand } from '../../src/cli/recover-command.js';
 import { describeFailure } from '../../src/cli/errors.js';
+import { command } from '../../src/cli/invocation.js';
 import { verifyCommand } from '../../src/cli/store-commands.js';
 import { runCli } from '../../src/cli/program.js';
 import type { EventDraft } from '../../src/contracts/events.js';
@@ -186,6 +188,8 @@ describe('the read commands, in process', () => {
       expect(await viewCommand('s', { data: tree.path, output: file }, parent)).toBe(0);
       expect(parent.out.text).toContain('2 child sessions drawn under their calls');
       expect(readFileSync(file, 'utf8')).toContain('>↳ k1</text>');
+      // docs/cli.md: a hint runs as printed: the child's own page is drawn by a command naming the data dir
+      expect(readFileSync(file, 'utf8')).toContain(`<code>${command(`view s/r/1/c1 --data ${tree.path}`)}</code>`);
       const child = capture();
       const childFile = join(tree.path, 'child.html');
       expect(await viewCommand('s/r/1/c1', { data: tree.path, output: childFile }, child)).toBe(0);
@@ -228,6 +232,8 @@ describe('actorloop command lines', () => {
     const missing = join(dir.path, 'nothing-here');
     const noData = await cliHere(['sessions', '--data', missing]);
     expect([noData.code, noData.err]).toEqual([4, expect.stringContaining(`actorloop: no actorloop data at ${missing}`)]);
+    // docs/cli.md: "Pasted into a shell in the same directory, each runs": the demo it names writes this data dir
+    expect(noData.err).toContain(`demo --data ${missing}\``);
     expect(existsSync(missing)).toBe(false);
     const notData = await cliHere(['log', 's', '--data', join(dir.path, '..')]);
     expect([notData.code, notData.err]).toEqual([4, expect.stringContaining('is not an actorloop data dir')]);
@@ -237,6 +243,11 @@ describe('actorloop command lines', () => {
     expect([badFrom.code, badFrom.err]).toEqual([2, expect.stringContaining('--from: a whole number')]);
     const badProvider = await cliHere(['demo', '--provider', 'gpt']);
     expect([badProvider.code, badProvider.err]).toEqual([2, expect.stringContaining("argument 'gpt' is invalid")]);
+    // docs/cli.md: a bad value is exit 2; `-o ''` was `EISDIR …`, exit 1
+    const noOutput = await cliHere(['view', 'done', '--data', dir.path, '-o', '']);
+    expect([noOutput.code, noOutput.err]).toEqual([2, 'actorloop: --output: a file path is required (got "")\n']);
+    const dirOutput = await cliHere(['view', 'done', '--data', dir.path, '-o', dir.path]);
+    expect([dirOutput.code, dirOutput.err]).toEqual([2, `actorloop: --output: a file to write, not a directory (got ${JSON.stringify(dir.path)})\n`]);
     const noSession = await cliHere(['view']);
     expect([noSession.code, noSession.err]).toEqual([2, expect.stringContaining("missing required argument 'session'")]);
     const corrupt = await cliHere(['view', 'victim', '--data', dir.path, '-o', join(dir.path, 'v.html')]);
@@ -283,6 +294,15 @@ describe('actorloop command lines', () => {
     }
     const from = await cliHere(['log', 'done', '--data', dir.path, '--from', String(last)]);
     expect([from.code, seqs(from.out)]).toEqual([0, [last]]);
+  });
+
+  // docs/cli.md: "`--data` (`-d`) is the data dir … `./.actorloop` by default"; help printed no default
+  it("every command's help shows the --data default, ./.actorloop", async () => {
+    for (const cmd of ['demo', 'web', 'sessions', 'workers', 'log', 'tail', 'recover', 'view']) {
+      const io = capture();
+      expect(await runCli(['node', 'actorloop', cmd, '--help'], { ...io, tty: false, env: {}, exitNow: () => {} })).toBe(0);
+      expect(io.out.text, cmd).toMatch(/-d, --data <dir>\s+data dir \(the LMDB event log;\s+default:\s+\.\/\.actorloop\)/);
+    }
   });
 
   it('migrate --help offers no --data: migrate works on PostgreSQL only', async () => {

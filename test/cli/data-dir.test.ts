@@ -1,5 +1,16 @@
 import { spawnSync } from 'node:child_process';
-import { chmodSync, existsSync, mkdirSync, openSync, readdirSync, writeSync, closeSync, statSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync,
+  closeSync,
+  existsSync,
+  mkdirSync,
+  openSync,
+  readdirSync,
+  statSync,
+  truncateSync,
+  writeFileSync,
+  writeSync,
+} from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { runCli } from '../../src/cli/program.js';
@@ -170,6 +181,36 @@ describe('a corrupt data dir is a clear error, not a crash', () => {
     scaled(60_000),
   );
 
+  // docs/cli.md: a `data.mdb` that is not an LMDB file "is reported in one line with exit 3, nothing
+  // changed". `demo` and `web` made demo-sandbox/, demo-deployments/ and recovery/ in it first.
+  it('`demo` and `web` on a folder whose data.mdb is not an LMDB file exit 3 naming the file, and add nothing to the folder', async () => {
+    const path = join(dir.path, 'garbage');
+    mkdirSync(path);
+    writeFileSync(join(path, 'data.mdb'), 'garbage\n');
+    for (const args of [['demo', '--provider', 'scripted'], ['web', '--port', '0', '--provider', 'scripted']]) {
+      const r = await cliHere([...args, '--data', path]);
+      expectOneErrorLine(r.err);
+      expect(r.err).toContain(`${path}/data.mdb is not an LMDB data file`);
+      expect(r.code).toBe(3);
+      expect(readdirSync(path)).toEqual(['data.mdb']);
+    }
+  });
+
+  // A data.mdb cut short, without a journal to rebuild it from, was "corrupt log: session (store): …"
+  it('a data file that cannot be read is named as the data dir\'s, not as a session called "(store)"', async () => {
+    const path = join(dir.path, 'cut-short');
+    const store = lmdbStore({ path, durability: 'committed' });
+    const { writerEpoch } = await store.attachWriter('s1');
+    await store.append('s1', writerEpoch, 1, Array.from({ length: 200 }, (_, n) => stateDraft(n)));
+    await store.close();
+    truncateSync(join(path, 'data.mdb'), 3 * 4096);
+    const r = await cliHere(['sessions', '--data', path]);
+    expectOneErrorLine(r.err);
+    expect(r.err).not.toContain('(store)');
+    expect(r.err).toMatch(new RegExp(`^actorloop: corrupt data dir: ${path}/data\\.mdb `));
+    expect(r.code).toBe(3);
+  });
+
   // docs/cli.md: "A corrupt record is named by session and seq; … the records before it are intact."
   // An unreadable head record is reported as "seq 0 … The records before seq 0 are intact", a
   // sentence about records that cannot exist.
@@ -233,6 +274,32 @@ describe('a data dir this user may not open', () => {
     scaled(120_000),
   );
 
+  // docs/cli.md: "A data dir this user may read but not write is therefore refused in one line naming
+  // it (`cannot open the data dir DIR: permission denied (…)`)". A dir this user may not even enter
+  // (0700, another user's: as actorloop creates them) was "not an actorloop data dir (it has no data.mdb)".
+  it.skipIf(!canRunAsNobody)(
+    "a data dir this user may not enter (0700, another user's) is refused naming the dir and the cause, exit 4 (runs as uid 65534: needs root and setpriv)",
+    async () => {
+      const root = join(dir.path, 'private');
+      const path = join(root, 'data');
+      const store = lmdbStore({ path });
+      const { writerEpoch } = await store.attachWriter('s1');
+      await store.append('s1', writerEpoch, 1, [stateDraft(1)]);
+      await store.close();
+      chmodSync(dir.path, 0o755);
+      chmodSync(root, 0o755);
+      chmodSync(path, 0o700);
+      for (const args of [['sessions', '--data', path], ['log', 's1', '--data', path], ['verify', path], ['repair', path]]) {
+        const child = spawnTs(CLI, args, { prefix: AS_NOBODY, label: `actorloop ${args.join(' ')} (as nobody)` });
+        const exit = await child.waitExit(30_000);
+        expectOneErrorLine(child.stderr);
+        expect(child.stderr).toContain(`cannot open the data dir ${path}: permission denied`);
+        expect(exit.code, child.describe()).toBe(4);
+      }
+    },
+    scaled(60_000),
+  );
+
   // docs/cli.md: a file is "a folder that is not a data dir" (exit 4); `demo -d FILE` printed a raw
   // `ENOTDIR: not a directory, mkdir …`, exit 1
   it('`actorloop demo --data <a regular file>` prints one line saying it is not a data dir, exit 4', async () => {
@@ -265,6 +332,23 @@ describe('several demos in one data dir', () => {
       expect(idA).not.toBe(idB);
       expect([a.code, b.code], `${a.out}\n${a.err}\n---\n${b.out}\n${b.err}`).toEqual([0, 0]);
       expect(existsSync(data)).toBe(true);
+    },
+    scaled(60_000),
+  );
+
+  // docs/cli.md: "Errors are one line on stderr starting with `actorloop:`": a demo refused because
+  // another live process runs its session printed "cannot run: …" on stdout, without the prefix
+  it(
+    'a demo refused because another live process runs its session says so in one line on stderr, exit 1',
+    async () => {
+      const data = join(dir.path, 'held');
+      const live = spawnTs(CLI, ['demo', '--provider', 'scripted', '--data', data, '--session', 'held'], { label: 'demo (live)' });
+      await live.waitFor((l) => l.includes('tool start deploy'), 30_000, 'the deploy to start');
+      const r = await cliHere(['demo', '--provider', 'scripted', '--data', data, '--session', 'held'], { ACTORLOOP_DEMO_PACE: '0.05' });
+      expectOneErrorLine(r.err);
+      expect(r.err).toContain(`actorloop: cannot run: session held is being run by another live process (pid ${live.proc.pid} on `);
+      expect(r.out).not.toContain('cannot run');
+      expect(r.code).toBe(1);
     },
     scaled(60_000),
   );

@@ -6,6 +6,7 @@ import { chooseProvider, demoPolicy, paced } from '../../src/cli/demo-agent.js';
 import { scriptedModel } from '../../src/providers/scripted.js';
 import { demoPaths, demoTools, prepareDemoFiles, sandboxed } from '../../src/cli/demo-tools.js';
 import { newSessionId, runDemo, type DemoIO } from '../../src/cli/demo.js';
+import { runCli } from '../../src/cli/program.js';
 import type { ModelRequest } from '../../src/contracts/model.js';
 import type { AnyTool, ToolContext } from '../../src/tools/define-tool.js';
 import { lmdbStore } from '../../src/index.js';
@@ -205,6 +206,47 @@ describe('actorloop demo, in process', () => {
 
   it('refuses bad options before touching anything', async () => {
     await expect(runDemo({ session: '', provider: 'scripted' }, captureIO())).rejects.toThrow(/a session id is required/);
-    await expect(runDemo({ provider: 'gpt' as never }, captureIO())).rejects.toThrow(/demo/);
+    await expect(runDemo({ provider: 'gpt' as never }, captureIO())).rejects.toThrow(/--provider/);
+  });
+});
+
+/** runCli in this process, its output captured. */
+async function cliHere(args: string[], env: NodeJS.ProcessEnv = {}): Promise<{ code: number; out: string; err: string }> {
+  const out = { text: '', write: (s: string) => ((out.text += s), true) };
+  const err = { text: '', write: (s: string) => ((err.text += s), true) };
+  const code = await runCli(['node', 'actorloop', ...args], { out, err, onInterrupt: () => () => {}, tty: false, env, exitNow: () => {} });
+  return { code, out: out.text, err: err.text };
+}
+
+describe('actorloop demo options', () => {
+  // docs/cli.md: "Errors are one line on stderr starting with `actorloop:`"; a bad value is exit 2,
+  // named as `--from abc` is; a database URL is shown with its password as `***`. The demo's errors
+  // were zod's words, the whole options object appended (a password the user never typed included).
+  it('a bad option names its flag or variable and its value, a database password shown as ***', async () => {
+    const url = 'postgres://postgres:s3cret@127.0.0.1:5432/x';
+    const cases: [string[], NodeJS.ProcessEnv, string][] = [
+      [['demo', '--session', '', '--postgres', url], {}, '--session: a session id is required (got "")'],
+      [['demo', '--session', ''], { ACTORLOOP_DATABASE_URL: url }, '--session: a session id is required (got "")'],
+      [['demo', '-d', ''], {}, '--data: a directory is required (got "")'],
+      [['demo', '--postgres', 'postgres://u:s3cret@h:99999/x'], {}, '--postgres: not a valid URL (got "postgres://u:***@h:99999/x")'],
+      [
+        ['demo'],
+        { ACTORLOOP_DATABASE_URL: 'mysql://u:s3cret@h/x' },
+        'ACTORLOOP_DATABASE_URL: a postgres:// URL such as postgres://user@host:5432/db (got "mysql://u:***@h/x")',
+      ],
+      [['demo'], { ACTORLOOP_DEMO_PACE: 'abc' }, 'ACTORLOOP_DEMO_PACE: a number from 0 (no delays) to 10 (got "abc")'],
+      [['demo'], { ACTORLOOP_DEMO_PACE: '20' }, 'ACTORLOOP_DEMO_PACE: a number from 0 (no delays) to 10 (got "20")'],
+    ];
+    for (const [args, env, expected] of cases) {
+      const r = await cliHere(args, env);
+      expect([r.code, r.err], args.join(' ')).toEqual([2, `actorloop: ${expected}\n`]);
+      expect(r.out).toBe('');
+    }
+  });
+
+  it('ACTORLOOP_DEMO_PACE=0 runs the demo without delays', async () => {
+    const r = await cliHere(['demo', '--provider', 'scripted', '--data', tmp(), '--session', 'fast'], { ACTORLOOP_DEMO_PACE: '0' });
+    expect([r.code, r.err]).toEqual([0, '']);
+    expect(r.out).toMatch(/^outcome: completed/m);
   });
 });

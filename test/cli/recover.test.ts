@@ -1,9 +1,11 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { recoverCommand, type CommandIO } from '../../src/cli/commands.js';
+import type { CommandIO } from '../../src/cli/commands.js';
+import { recoverCommand } from '../../src/cli/recover-command.js';
 import { runCli } from '../../src/cli/program.js';
 import { liveLeaseOf } from '../../src/cli/session-lease.js';
 import { RecoveryOutcome } from '../../src/contracts/requests.js';
-import { lmdbStore, memoryStore } from '../../src/index.js';
+import type { EventDraft } from '../../src/contracts/events.js';
+import { createRuntime, lmdbStore, memoryStore, scriptedModel } from '../../src/index.js';
 import { killAllChildren, spawnTs } from '../crash/child-util.js';
 import { runAgentTree } from '../helpers/agent-tree.js';
 import { collect } from '../helpers/drafts.js';
@@ -54,6 +56,12 @@ describe('actorloop recover', () => {
     expect(preview.interruptedRuns).toHaveLength(1);
     expect(preview.uncertainToolCalls).toEqual([expect.objectContaining({ callId: 'c2_0', name: 'deploy', resolution: 'reconcile' })]);
     expect(io.err.text).toContain('recovery would find: 1 interrupted run');
+    // the run goes on in the demo's process: the preview says who holds it, not that its process stopped
+    expect(io.err.text).not.toContain('its process stopped mid-run');
+    expect(io.err.text).toMatch(new RegExp(`: running now in the live process pid ${live.proc.pid} on \\S+, not stopped`));
+    expect(io.err.text).toMatch(
+      new RegExp(`session s1 is held by the live process pid ${live.proc.pid} on \\S+: .*demo --session s1.* is refused while it runs, .*--resume. fences it`),
+    );
     expect(io.err.text).toMatch(
       /read only: nothing was attached or written\. To take the session over and settle it: .*recover s1 --data \S+ --resume \(fences a process still running it\)/,
     );
@@ -77,7 +85,7 @@ describe('actorloop recover', () => {
       exitNow: () => {},
     });
     expect(code, io.err.text).toBe(0);
-    expect(io.err.text).toContain('resuming: attaching a new writer to session s1; a process still running it is fenced');
+    expect(io.err.text).toContain('resumed: attached a new writer to session s1 (writer epoch 2); a process still running it is fenced');
     expect(RecoveryOutcome.parse(JSON.parse(io.out.text)).writerEpoch).toBe(2);
     const exit = await live.waitExit(60_000);
     expect(exit.code, live.describe()).toBe(1);
@@ -127,6 +135,12 @@ describe('actorloop recover', () => {
     );
     expect(await attaches(dir.path)).toBe(1);
 
+    // the preview names the worker's lease, and what --resume would do
+    const preview = capture();
+    expect(await recoverCommand('s1', { data: dir.path }, preview)).toBe(0);
+    expect(preview.err.text).toMatch(/session s1 is held by serving worker w1 under a lease until \S+: .*--resume.* refuses while it lasts/);
+    expect(await attaches(dir.path)).toBe(1);
+
     const forced = capture();
     expect(
       await runCli(['node', 'actorloop', 'recover', 's1', '--data', dir.path, '--resume', '--force'], {
@@ -156,6 +170,40 @@ describe('actorloop recover', () => {
     expect(await liveLeaseOf(leased, 's2')).toBeUndefined();
     expect(await liveLeaseOf(leased, 's3')).toBeUndefined();
     await store.close();
+  });
+});
+
+describe('the recover summary', () => {
+  // docs/cli.md: the JSON's `undeliveredFinalIds` lists final answers committed without a delivery
+  // record, with "a readable summary"; the summary named only delivered and unknown ones
+  it('names a final answer committed but never delivered (the process died before its delivery)', async () => {
+    const dir = tempDir('actorloop-recover-undelivered-');
+    dirs.push(dir);
+    const runtime = createRuntime({
+      store: lmdbStore({ path: dir.path }),
+      model: scriptedModel(['the answer is 42']),
+      delivery: { idempotent: true, deliver: async () => {} },
+    });
+    await (await runtime.openSession('done')).execute({ kind: 'prompt', runId: 'r1', attemptId: 'a1', message: 'q' });
+    await runtime.close();
+    // the same log cut where a SIGKILL between final/message and delivery/committed leaves it
+    const store = lmdbStore({ path: dir.path });
+    const events = await collect(store.readEvents('done'));
+    const cut = events.slice(0, events.findIndex((e) => e.type === 'delivery/committed'));
+    const { writerEpoch } = await store.attachWriter('died');
+    await store.append(
+      'died',
+      writerEpoch,
+      1,
+      cut.map(({ turn, step, attempt, type, surfaceOp, payload }) => ({ turn, step, attempt, type, surfaceOp, payload }) as EventDraft),
+    );
+    await store.close();
+    const finalId = (cut.find((e) => e.type === 'final/message')!.payload as { finalMessageId: string }).finalMessageId;
+
+    const io = capture();
+    expect(await recoverCommand('died', { data: dir.path }, io)).toBe(0);
+    expect((JSON.parse(io.out.text) as { undeliveredFinalIds: string[] }).undeliveredFinalIds).toEqual([finalId]);
+    expect(io.err.text).toContain(`final answers committed, not delivered: ${finalId} (opening delivers them again`);
   });
 });
 
@@ -244,6 +292,17 @@ describe('actorloop recover on agent calls and child sessions', () => {
     );
   });
 
+  // docs/cli.md: hints run as printed; the preview of a child session offered its own `--resume`, which is refused
+  it("the preview of a child session offers its root's --resume, never its own", async () => {
+    const dir = tempDir('actorloop-recover-child-hint-');
+    dirs.push(dir);
+    await fixture(dir.path);
+    const r = await cliHere(['recover', 's/r/1/c1', '--data', dir.path]);
+    expect(r.code, r.err).toBe(0);
+    expect(r.err).not.toMatch(/recover s\/r\/1\/c1 .*--resume/);
+    expect(r.err).toMatch(/a child session is resumed through its root session s: to take it over, \S*\s?actorloop recover s --data \S+ --resume/);
+  });
+
   // docs/cli.md: "Errors are one line on stderr starting with `actorloop:`"; a child session id gave
   // an UnknownAgentError stack trace
   it('a child session is resumed through its root: recover --resume and demo --session on its id say so in one line naming the root, exit 2, and write nothing', async () => {
@@ -273,14 +332,14 @@ describe('actorloop recover on agent calls and child sessions', () => {
     }
   });
 
-  it("a session run by an agent the CLI does not define is one line naming the agent, without the error's stack", async () => {
+  // docs/cli.md: `--resume` says it attached a writer once it has; it said so before an open that then failed
+  it("a session run by an agent the CLI does not define is one line naming the agent, without the error's stack, and no word of a writer attached", async () => {
     const dir = tempDir('actorloop-recover-agent-');
     dirs.push(dir);
     await fixture(dir.path);
     const r = await cliHere(['recover', 'agented', '--data', dir.path, '--resume']);
     const lines = r.err.trimEnd().split('\n');
-    expect(lines[0]).toMatch(/^resuming: /);
-    expect(lines.slice(1)).toEqual([
+    expect(lines).toEqual([
       expect.stringMatching(
         /^actorloop: session agented: no agent named "researcher" in this runtime .*: the CLI defines only the demo agent/,
       ),

@@ -94,4 +94,29 @@ describe('actorloop web options', () => {
       expect([code, err.text.trim()]).toEqual([2, expected]);
     }
   });
+
+  // docs/cli.md: a bad value names the flag or variable and the value, a database URL's password shown as `***`
+  it('a bad --host or ACTORLOOP_DEMO_PACE names the flag or variable and its value, never the database password', async () => {
+    const { runCli } = await import('../../src/cli/program.js');
+    const url = 'postgres://postgres:s3cret@127.0.0.1:5432/x';
+    for (const [args, env, expected] of [
+      [['--host', '0.0.0.0', '--postgres', url], {}, /^actorloop: --host: a loopback address .* \(got "0\.0\.0\.0"\)$/],
+      [['--host', '0.0.0.0'], { ACTORLOOP_DATABASE_URL: url }, /^actorloop: --host: a loopback address .* \(got "0\.0\.0\.0"\)$/],
+      [[], { ACTORLOOP_DEMO_PACE: 'abc' }, /^actorloop: ACTORLOOP_DEMO_PACE: a number from 0 \(no delays\) to 10 \(got "abc"\)$/],
+    ] as const) {
+      const out = { text: '', write: (s: string) => ((out.text += s), true) };
+      const err = { text: '', write: (s: string) => ((err.text += s), true) };
+      const code = await runCli(['node', 'actorloop', 'web', ...args], {
+        out,
+        err,
+        onInterrupt: () => () => {},
+        tty: false,
+        env,
+        exitNow: () => {},
+      });
+      expect(code, err.text).toBe(2);
+      expect(err.text.trim()).toMatch(expected);
+      expect(err.text).not.toContain('s3cret');
+    }
+  });
 });

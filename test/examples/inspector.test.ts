@@ -5,6 +5,7 @@ import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { localAdapter, runInspectedAgent } from '../../examples/inspector.js';
 import { stateName, stateTrace } from '../../examples/state-trace.js';
 import { killAllChildren, spawnTs } from '../crash/child-util.js';
+import { headerTraces, passesThrough, printedTraces } from '../helpers/header-traces.js';
 import { tempDir } from '../helpers/tmp.js';
 
 const dir = tempDir('actorloop-inspector-');
@@ -15,12 +16,6 @@ afterAll(async () => {
   await dir.cleanup();
 });
 
-/** Whether `states` passes through `expected` in this order (other states may come between). */
-function passesThrough(states: string[], expected: string[]): boolean {
-  let i = 0;
-  for (const s of states) if (s === expected[i]) i++;
-  return i === expected.length;
-}
 
 describe('the runtime inspect option shows the states each machine passes through', () => {
   it('an approval run: the session executes twice, each run attempt steps and ends, each batch runs', async () => {
@@ -134,6 +129,31 @@ describe('the runtime inspect option shows the states each machine passes throug
     await expect.poll(() => adapter.snapshotsByMachine.get('toolBatch') ?? 0).toBeGreaterThan(0);
     inspector.stop();
     for (const machine of ['session', 'run', 'toolBatch']) expect(adapter.snapshotsByMachine.get(machine), machine).toBeGreaterThan(0);
+  });
+});
+
+describe("the examples' header comments show what they print", () => {
+  // a header showed states no machine has (`stepping`, session `idle → executing → idle`)
+  it('each state line of examples/inspector.ts passes through the states the example prints, in order', async () => {
+    const trace = stateTrace();
+    await runInspectedAgent(trace.inspect);
+    const printed = printedTraces(trace.lines());
+    const shown = headerTraces('examples/inspector.ts');
+    expect(shown.map((s) => s.name)).toEqual(expect.arrayContaining(['session', 'run #1']));
+    for (const { name, states } of shown) expect(passesThrough(printed.get(name) ?? [], states), `${name}: ${states.join(' → ')}`).toBe(true);
+  });
+
+  // `flag()` read `--port abc` as NaN, and the page's server threw a RangeError with its stack
+  it('examples/inspector.ts --serve refuses a port or delay that is not a whole number in one line, exit 2', async () => {
+    for (const [args, line] of [
+      [['--port', 'abc'], 'inspector.ts: --port: expected a whole number 0–65535 (got "abc")'],
+      [['--tool-delay', '-1'], 'inspector.ts: --tool-delay: expected a whole number of milliseconds, 0–600000 (got "-1")'],
+    ] as const) {
+      const child = spawnTs('examples/inspector.ts', ['--serve', ...args], { label: `inspector.ts --serve ${args.join(' ')}` });
+      const exit = await child.waitExit(30_000);
+      expect(child.stderr.trim(), child.describe()).toBe(line);
+      expect(exit.code, child.describe()).toBe(2);
+    }
   });
 });
 

@@ -1,13 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { runInspectedWorker } from '../../examples/worker-inspector.js';
 import { stateTrace } from '../../examples/state-trace.js';
+import { headerTraces, passesThrough, printedTraces } from '../helpers/header-traces.js';
 
-/** Whether `states` passes through `expected` in this order (other states may come between). */
-function passesThrough(states: string[], expected: string[]): boolean {
-  let i = 0;
-  for (const s of states) if (s === expected[i]) i++;
-  return i === expected.length;
-}
 
 describe("the runtime inspect option shows a serving worker's machines", () => {
   it('the worker registers, serves and stops; each claim is a held session from opening to released', async () => {
@@ -30,5 +25,11 @@ describe("the runtime inspect option shows a serving worker's machines", () => {
         states.join(' → '),
       ).toBe(true);
     expect(trace.of('session')).toHaveLength(2);
+
+    // the header comment shows what the example prints (it showed `registering → (claims.claiming, …)`)
+    const printed = printedTraces(trace.lines());
+    const shown = headerTraces('examples/worker-inspector.ts');
+    expect(shown.map((s) => s.name)).toEqual(expect.arrayContaining(['worker', 'heldSession #1']));
+    for (const { name, states } of shown) expect(passesThrough(printed.get(name) ?? [], states), `${name}: ${states.join(' → ')}`).toBe(true);
   });
 });

@@ -34,6 +34,8 @@ export class PgHolders implements SessionHolders {
   private locking?: Promise<{ conn: Conn; key: [number, number] }>;
   private pending = 0;
   private readonly table: string;
+  /** A session's holder row, and whether the advisory lock its store took is held now (`alive`). */
+  private readonly holderQuery: string;
 
   constructor(
     private readonly conns: Connections,
@@ -44,6 +46,11 @@ export class PgHolders implements SessionHolders {
     private readonly schema: string,
   ) {
     this.table = `${ident(schema)}.session_holders`;
+    this.holderQuery =
+      `SELECT host, pid, start_time, worker_id, lock_class, lock_obj, EXISTS (SELECT 1 FROM pg_locks l WHERE l.locktype = 'advisory' ` +
+      `AND l.granted AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()) ` +
+      `AND l.classid = h.lock_class::oid AND l.objid = h.lock_obj::oid AND l.objsubid = 2) AS alive ` +
+      `FROM ${this.table} h WHERE session_id = $1`;
   }
 
   async claim(sessionId: string, options: { takeover: boolean; workerId?: string }): Promise<SessionHolder | undefined> {
@@ -60,6 +67,18 @@ export class PgHolders implements SessionHolders {
       this.pending--;
       this.dropLockIfIdle();
     }
+  }
+
+  async holderOf(sessionId: string): Promise<SessionHolder | undefined> {
+    this.assertOpen();
+    await this.ready();
+    let row: HolderRow | undefined;
+    try {
+      row = (await this.conns.with((c) => c.query({ text: this.holderQuery, values: [sessionId] }))).rows[0] as HolderRow | undefined;
+    } catch (e) {
+      throw unavailable('holderOf', e, 'read');
+    }
+    return row && judgeHolder(recordOf(row), row.alive) !== 'dead' ? publicHolder(recordOf(row)) : undefined;
   }
 
   async release(sessionId: string): Promise<void> {
@@ -105,14 +124,7 @@ export class PgHolders implements SessionHolders {
             text: 'SELECT pg_advisory_xact_lock(hashtext($1), hashtext($2))',
             values: [`actorloop-holder:${this.schema}`, sessionId],
           });
-          const r = await c.query({
-            text:
-              `SELECT host, pid, start_time, worker_id, lock_class, lock_obj, EXISTS (SELECT 1 FROM pg_locks l WHERE l.locktype = 'advisory' ` +
-              `AND l.granted AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()) ` +
-              `AND l.classid = h.lock_class::oid AND l.objid = h.lock_obj::oid AND l.objsubid = 2) AS alive ` +
-              `FROM ${this.table} h WHERE session_id = $1`,
-            values: [sessionId],
-          });
+          const r = await c.query({ text: this.holderQuery, values: [sessionId] });
           const row = r.rows[0] as (HolderRow & { lock_class: string; lock_obj: string }) | undefined;
           const ours = row && Number(row.lock_class) === key[0] && Number(row.lock_obj) === key[1];
           if (row && !ours && !options.takeover && judgeHolder(recordOf(row), row.alive) === 'live') {
