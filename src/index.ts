@@ -162,6 +162,8 @@ export {
   UnknownSchemaVersionError,
   UnknownAgentError,
   isUnknownAgentError,
+  InputRejectedError,
+  isInputRejectedError,
   ValidationError,
   isBudgetExhaustedError,
   isCancelledError,

@@ -22,6 +22,7 @@ const ERROR_NAMES = {
   store: 'StoreError',
   log_diverged: 'LogDivergedError',
   unknown_agent: 'UnknownAgentError',
+  input_rejected: 'InputRejectedError',
 } as const;
 export type ErrorCode = keyof typeof ERROR_NAMES;
 

@@ -355,6 +355,26 @@ export class CancelledError extends ActorloopError {
 export const isCancelledError = (e: unknown): e is CancelledError => hasCode(e, 'cancelled');
 
 /**
+ * `waitForResult` of a run an inbox input was to start: the session's owner rejected that input
+ * when it applied it (`reason`, as `store.work.getEntry` records it — e.g. its inputId named a
+ * run that already existed), so it started no run and none will come.
+ * @example
+ * if (isInputRejectedError(e)) console.error(`input ${e.inputId} was refused: ${e.reason}`)
+ */
+export class InputRejectedError extends ActorloopError {
+  readonly code = 'input_rejected' as const;
+  override readonly name = 'InputRejectedError';
+  constructor(
+    readonly sessionId: string,
+    readonly inputId: string,
+    readonly reason: string,
+  ) {
+    super(`session ${sessionId}: input ${inputId} was rejected when the session's owner applied it, and started no run: ${reason}`);
+  }
+}
+export const isInputRejectedError = (e: unknown): e is InputRejectedError => hasCode(e, 'input_rejected');
+
+/**
  * A session's log names an agent (in its `run/start`, `agent/handoff` or `session/attached`)
  * that this runtime does not define, or `openSession` was asked for one it does not define:
  * opening refuses it before anything is written, never running the session with another agent.

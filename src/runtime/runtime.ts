@@ -75,7 +75,9 @@ export interface Runtime<TOut = unknown> {
    * idempotent by its id, and never attaching a writer (a web handler never fences the worker
    * running the session). The session's owner applies it: a serving worker, or this runtime at
    * once if it has the session open. A bare string is a prompt: a follow-up input with a new id
-   * (the receipt's `entryId`, its run's id). Needs no model.
+   * (the receipt's `entryId`, its run's id). An entry its owner could never apply — an input
+   * whose id names a run of the session, run ids too long for the store — is refused
+   * (ValidationError) before it is stored. Needs no model.
    * @example
    * const { entryId } = await runtime.submit('s1', 'hi')
    * const result = await runtime.waitForResult('s1', entryId)
@@ -83,7 +85,8 @@ export interface Runtime<TOut = unknown> {
   submit(sessionId: string, entry: InboxEntry | string): Promise<InboxReceipt>;
   /**
    * Resolves with run `runId`'s result from the log (any process, after restarts): settled, or
-   * suspended while it waits for an answer. Rejects with CancelledError when `signal` aborts.
+   * suspended while it waits for an answer. Rejects with InputRejectedError when the inbox input
+   * of that id was rejected when applied (it started no run), CancelledError when `signal` aborts.
    * @example
    * const result = await runtime.waitForResult('s1', 'i1', { signal: AbortSignal.timeout(60_000) })
    */

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { CancelledError } from '../contracts/errors.js';
+import { CancelledError, InputRejectedError } from '../contracts/errors.js';
 import { WaitForResultOptions } from '../contracts/inbox.js';
 import type { ExecutionResult } from '../contracts/requests.js';
 import { parseInput } from '../contracts/validate.js';
@@ -42,6 +42,9 @@ export async function currentRunResult(store: EventStore, sessionId: string, run
  * settled result, or `suspended` while it waits for an answer (a respond makes a new attempt,
  * whose end a later call waits for). Works from any process and after restarts: it reads the log,
  * woken by the store's appends (`events$`; PostgreSQL: any process's) and polling as a fallback.
+ * An inbox input of that id (`runId` = `inputId`) that its owner rejected when it applied it
+ * started no run: InputRejectedError with the reason; one not applied yet is waited for (a run of
+ * that id in the log before its input is accepted is another run, never its result).
  * Rejects with CancelledError when `signal` aborts.
  */
 export async function waitForResult(
@@ -62,10 +65,11 @@ export async function waitForResult(
     },
     error: () => undefined,
   });
+  const input = new InboxInputCheck(store, sessionId, runId);
   try {
     for (;;) {
       if (signal?.aborted) throw new CancelledError(`waitForResult(${sessionId}, ${runId}) aborted`);
-      const r = await currentRunResult(store, sessionId, runId);
+      const r = (await input.mayHaveRun()) ? await currentRunResult(store, sessionId, runId) : undefined;
       if (r) return r;
       await new Promise<void>((resolve) => {
         const done = () => {
@@ -81,5 +85,32 @@ export async function waitForResult(
     }
   } finally {
     sub.unsubscribe();
+  }
+}
+
+/**
+ * What the inbox says of an input whose id is the awaited run's: none, or one whose
+ * `input/accepted` is in the log (its run, if any, is its own: wait for it), or one not accepted
+ * into the log — not applied yet (no run of that id is its result yet), or rejected when applied
+ * (InputRejectedError). Once the log holds the input, nothing is read again.
+ */
+class InboxInputCheck {
+  private accepted = false;
+
+  constructor(
+    private readonly store: EventStore,
+    private readonly sessionId: string,
+    private readonly inputId: string,
+  ) {}
+
+  /** Whether a run of this id may be the input's (or there is no such input); throws if it was rejected. */
+  async mayHaveRun(): Promise<boolean> {
+    if (this.accepted || !this.store.work) return true;
+    const stored = await this.store.work.getEntry(this.sessionId, this.inputId);
+    if (stored?.entry.kind !== 'input') return true;
+    if (await this.store.getEventById(this.sessionId, `input:${this.inputId}`)) return (this.accepted = true);
+    const outcome = stored.applied?.outcome;
+    if (outcome?.status === 'rejected') throw new InputRejectedError(this.sessionId, this.inputId, outcome.reason ?? 'no reason recorded');
+    return stored.applied !== undefined; // applied without its input in the log: read the log as it is
   }
 }

@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { createRuntime, defineTool, lmdbStore, memoryStore, scriptedModel, type EventStore, type Runtime } from '../../src/index.js';
-import { isCancelledError, isValidationError } from '../../src/contracts/errors.js';
+import { isCancelledError, isInputRejectedError, isValidationError, type ValidationError } from '../../src/contracts/errors.js';
 import { toolLoopModel } from '../helpers/serve-model.js';
 import { logOf, sleep } from '../helpers/runtime.js';
 import { tempDir } from '../helpers/tmp.js';
@@ -81,6 +81,74 @@ describe.each(backends)('inbox (%s)', (_name, makeStore) => {
     await expect(runtime.submit('s1', { kind: 'launch', entryId: 'x' } as never)).rejects.toSatisfy(isValidationError);
     await expect(runtime.submit('', { kind: 'cancel', entryId: 'c' })).rejects.toSatisfy(isValidationError);
     expect(await store.work!.pending('s1')).toEqual([]);
+  });
+
+  it('submit refuses an input whose inputId names a run of the session (ValidationError, nothing stored); the same input again, its run started, stays already_accepted', async () => {
+    const store = makeStore();
+    const runtime = make(store);
+    const session = await runtime.openSession('s1');
+    await session.execute({ kind: 'prompt', runId: 'r1', attemptId: 'a1', message: 'first' });
+    for (const mode of ['follow_up', 'steer'] as const) {
+      const err = await runtime.submit('s1', { kind: 'input', inputId: 'r1', mode, message: 'again' }).catch((e: unknown) => e);
+      expect(isValidationError(err), String(err)).toBe(true);
+      expect((err as ValidationError).issues[0]).toMatchObject({
+        path: ['inputId'],
+        message: expect.stringMatching(/run r1 already exists/),
+      });
+    }
+    expect(await store.work!.getEntry('s1', 'r1')).toBeUndefined();
+    // an input applied (run i2 now exists because of it), submitted again — also while it is being applied
+    const entry = { kind: 'input' as const, inputId: 'i2', mode: 'follow_up' as const, message: 'second' };
+    const receipts = await Promise.all(Array.from({ length: 8 }, (_, i) => sleep(i * 3).then(() => runtime.submit('s1', entry))));
+    expect(receipts.map((r) => r.status).sort()).toEqual(['accepted', ...Array(7).fill('already_accepted')]);
+    expect(await runtime.waitForResult('s1', 'i2', { signal: AbortSignal.timeout(20_000) })).toMatchObject({
+      runId: 'i2',
+      status: 'succeeded',
+    });
+    expect(await runtime.submit('s1', entry)).toMatchObject({ status: 'already_accepted' });
+    expect(await runtime.submit('s1', { ...entry, message: 'other' })).toMatchObject({ status: 'refused' }); // its id, another entry
+    // an input the session accepted in-process: its run exists, the same input through the inbox is already accepted
+    await session.submitInput({ inputId: 'i3', mode: 'follow_up', message: 'third' });
+    await session.waitForIdle();
+    expect(await runtime.submit('s1', { kind: 'input', inputId: 'i3', mode: 'follow_up', message: 'third' })).toMatchObject({
+      status: 'already_accepted',
+    });
+    const log = await logOf(store, 's1');
+    expect(log.filter((e) => e.type === 'run/start').map((e) => e.payload.runId)).toEqual(['r1', 'i2', 'i3']);
+  });
+
+  it('submit refuses an entry whose run ids would not fit the store with the session id (ValidationError, nothing stored)', async () => {
+    const store = makeStore();
+    const runtime = make(store);
+    const sessionId = '中'.repeat(400); // 1,200 bytes in UTF-8
+    const long = '中'.repeat(200);
+    for (const entry of [
+      { kind: 'input' as const, inputId: long, mode: 'follow_up' as const, message: 'hello' },
+      { kind: 'respond' as const, entryId: long, runId: '中'.repeat(50), questionId: 'q', answer: {} },
+    ]) {
+      const err = await runtime.submit(sessionId, entry).catch((e: unknown) => e);
+      expect(isValidationError(err), String(err)).toBe(true);
+      expect((err as ValidationError).message).toMatch(/too long/);
+    }
+    expect(await store.work!.pending(sessionId)).toEqual([]);
+  });
+
+  it("waitForResult of an input its owner rejected rejects with InputRejectedError naming the reason: never another run's result, never a hang", async () => {
+    const store = makeStore();
+    const runtime = make(store);
+    const session = await runtime.openSession('s1');
+    await session.execute({ kind: 'prompt', runId: 'r1', attemptId: 'a1', message: 'first' });
+    // an entry stored behind submit's checks (as one racing the prompt that took r1 would be)
+    await store.work!.submit('s1', { kind: 'input', inputId: 'r1', mode: 'follow_up', message: 'again' });
+    // not applied yet: run r1's result is not this input's
+    await expect(runtime.waitForResult('s1', 'r1', { signal: AbortSignal.timeout(300), pollMs: 20 })).rejects.toSatisfy(isCancelledError);
+    await runtime.submit('s1', { kind: 'cancel', entryId: 'c1' }); // the open session drains its inbox
+    const err = await runtime.waitForResult('s1', 'r1', { signal: AbortSignal.timeout(20_000), pollMs: 20 }).catch((e: unknown) => e);
+    expect(isInputRejectedError(err), String(err)).toBe(true);
+    expect(err).toMatchObject({ sessionId: 's1', inputId: 'r1', reason: expect.stringMatching(/run r1 already exists/) });
+    const log = await logOf(store, 's1');
+    expect(log.filter((e) => e.type === 'input/accepted')).toEqual([]);
+    expect(log.filter((e) => e.type === 'run/start').map((e) => e.payload.runId)).toEqual(['r1']);
   });
 
   it('a runtime that has the session open applies an input at once: it starts run <inputId>', async () => {

@@ -64,6 +64,15 @@ describe('webHandler: inputs go to the inbox', () => {
     expect(await runtime.store.getHead('s1')).toBeUndefined(); // the handler never became the session's writer
   });
 
+  it('POST messages whose inputId names a run of the session is a 400 ValidationError, nothing stored (never a 202 for an input no one can run)', async () => {
+    const { runtime, handle } = make(memoryStore(), scriptedModel(['hi'], { loop: true }));
+    await (await runtime.openSession('s1')).execute({ kind: 'prompt', runId: 'r1', attemptId: 'a1', message: 'first' });
+    const res = await handle(post('/sessions/s1/messages', { inputId: 'r1', message: 'again' }));
+    expect(res.status).toBe(400);
+    expect(await res.json()).toMatchObject({ error: 'ValidationError', message: expect.stringMatching(/run r1 already exists/) });
+    expect(await runtime.store.work!.getEntry('s1', 'r1')).toBeUndefined();
+  });
+
   it('a worker runs the posted message; the approval is answered through POST respond; the stream shows it all', async () => {
     const { runtime, handle } = make();
     const worker = runtime.serve({ concurrency: 2, leaseMs: 5000, pollMs: 20 });
