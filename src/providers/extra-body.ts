@@ -33,7 +33,7 @@ export function withExtraBody(
       const t = asRecord(theirs);
       if (!o || !t) fields.set(key, theirs);
       else {
-        const kept = (owned ?? []).filter((k) => Object.hasOwn(o, k)).map((k): [string, unknown] => [k, o[k]]);
+        const kept = Object.entries(o).filter(([k]) => owned?.includes(k));
         fields.set(key, Object.fromEntries([...Object.entries(o), ...Object.entries(t), ...kept]));
       }
     }
