@@ -149,7 +149,9 @@ export async function viewCommand(
   io: CommandIO,
 ): Promise<number> {
   const id = parseArg(SessionId, sessionId, 'session');
-  const output = resolve(opts.output === undefined ? `${id.replace(/[^A-Za-z0-9._-]/g, '_')}.timeline.html` : parseArg(OutputFile, opts.output, '--output'));
+  const output = resolve(
+    opts.output === undefined ? `${id.replace(/[^A-Za-z0-9._-]/g, '_')}.timeline.html` : parseArg(OutputFile, opts.output, '--output'),
+  );
   const src = openSource(opts);
   return withStore(src.store, async (store) => {
     await requireSession(store, src, id);

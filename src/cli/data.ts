@@ -28,7 +28,9 @@ export function openExistingStore(dir: string): EventStore {
   if (!stats) {
     // the hint's demo writes this very dir (a demo without --data writes ./.actorloop)
     const hint =
-      dir === dataDirOf(undefined) ? `run \`${command('demo')}\` first, or pass --data DIR` : `run \`${command(`demo --data ${quote(dir)}`)}\` first`;
+      dir === dataDirOf(undefined)
+        ? `run \`${command('demo')}\` first, or pass --data DIR`
+        : `run \`${command(`demo --data ${quote(dir)}`)}\` first`;
     throw new CliError(`no actorloop data at ${dir}: ${hint}`, EXIT.notFound);
   }
   if (!stats.isDirectory() || !statOf(join(dir, 'data.mdb'), dir)) {
@@ -89,7 +91,10 @@ export function statOf(path: string, dir: string): Stats | undefined {
 }
 
 const notLmdb = (dir: string) =>
-  new CliError(`${dir}/data.mdb is not an LMDB data file (no LMDB meta page): it is damaged or not actorloop's; nothing was changed`, EXIT.corrupt);
+  new CliError(
+    `${dir}/data.mdb is not an LMDB data file (no LMDB meta page): it is damaged or not actorloop's; nothing was changed`,
+    EXIT.corrupt,
+  );
 
 /**
  * A data dir a command may create: absent, or a directory (a file there is one clear line, exit

@@ -30,7 +30,16 @@ const paceError = 'a number from 0 (no delays) to 10';
  * times slower); 1, the default, is the demo's own speed. A number, or its decimal digits.
  */
 export const Pace = z
-  .union([z.number(), z.string().regex(/^\s*(\d+(\.\d*)?|\.\d+)\s*$/).transform(Number)], { error: paceError })
+  .union(
+    [
+      z.number(),
+      z
+        .string()
+        .regex(/^\s*(\d+(\.\d*)?|\.\d+)\s*$/)
+        .transform(Number),
+    ],
+    { error: paceError },
+  )
   .pipe(z.number().min(0, { error: paceError }).max(10, { error: paceError }));
 
 /** The provider to use: the flag, else a real model when its API key is set, else offline. */

@@ -82,7 +82,8 @@ const shown = (source: string, value: unknown): string =>
  */
 export function parseArg<T extends z.ZodType>(schema: T, value: unknown, source: string): z.output<T> {
   const r = schema.safeParse(value);
-  if (!r.success) throw new CliError(`${source}: ${r.error.issues.map((i) => i.message).join('; ')} (got ${shown(source, value)})`, EXIT.usage);
+  if (!r.success)
+    throw new CliError(`${source}: ${r.error.issues.map((i) => i.message).join('; ')} (got ${shown(source, value)})`, EXIT.usage);
   return r.data;
 }
 
@@ -94,12 +95,14 @@ export function parseArg<T extends z.ZodType>(schema: T, value: unknown, source:
 export function parseOptions<T extends z.ZodType>(schema: T, options: object, command: string): z.output<T> {
   const r = schema.safeParse(options);
   if (r.success) return r.data;
+  const given = new Map(Object.entries(options));
   const problems = r.error.issues.map((issue) => {
     const [key, ...rest] = issue.path;
     const source = typeof key === 'string' ? SOURCE_OF.get(key) : undefined;
-    if (source === undefined || !Object.hasOwn(options, key as string)) return `${command}: ${issue.message}`;
-    let value: unknown = (options as Record<string, unknown>)[key as string];
-    for (const k of rest) value = typeof value === 'object' && value !== null ? (value as Record<PropertyKey, unknown>)[k] : undefined;
+    if (source === undefined || !given.has(key as string)) return `${command}: ${issue.message}`;
+    // a list's item (`--allowed-host` given twice): the bad one
+    let value: unknown = given.get(key as string);
+    for (const i of rest) value = Array.isArray(value) && typeof i === 'number' ? (value as unknown[])[i] : undefined;
     return `${source}: ${issue.message} (got ${shown(source, value)})`;
   });
   throw new CliError(problems.join('; '), EXIT.usage);

@@ -247,7 +247,10 @@ describe('actorloop command lines', () => {
     const noOutput = await cliHere(['view', 'done', '--data', dir.path, '-o', '']);
     expect([noOutput.code, noOutput.err]).toEqual([2, 'actorloop: --output: a file path is required (got "")\n']);
     const dirOutput = await cliHere(['view', 'done', '--data', dir.path, '-o', dir.path]);
-    expect([dirOutput.code, dirOutput.err]).toEqual([2, `actorloop: --output: a file to write, not a directory (got ${JSON.stringify(dir.path)})\n`]);
+    expect([dirOutput.code, dirOutput.err]).toEqual([
+      2,
+      `actorloop: --output: a file to write, not a directory (got ${JSON.stringify(dir.path)})\n`,
+    ]);
     const noSession = await cliHere(['view']);
     expect([noSession.code, noSession.err]).toEqual([2, expect.stringContaining("missing required argument 'session'")]);
     const corrupt = await cliHere(['view', 'victim', '--data', dir.path, '-o', join(dir.path, 'v.html')]);

@@ -187,7 +187,10 @@ describe('a corrupt data dir is a clear error, not a crash', () => {
     const path = join(dir.path, 'garbage');
     mkdirSync(path);
     writeFileSync(join(path, 'data.mdb'), 'garbage\n');
-    for (const args of [['demo', '--provider', 'scripted'], ['web', '--port', '0', '--provider', 'scripted']]) {
+    for (const args of [
+      ['demo', '--provider', 'scripted'],
+      ['web', '--port', '0', '--provider', 'scripted'],
+    ]) {
       const r = await cliHere([...args, '--data', path]);
       expectOneErrorLine(r.err);
       expect(r.err).toContain(`${path}/data.mdb is not an LMDB data file`);
@@ -201,7 +204,12 @@ describe('a corrupt data dir is a clear error, not a crash', () => {
     const path = join(dir.path, 'cut-short');
     const store = lmdbStore({ path, durability: 'committed' });
     const { writerEpoch } = await store.attachWriter('s1');
-    await store.append('s1', writerEpoch, 1, Array.from({ length: 200 }, (_, n) => stateDraft(n)));
+    await store.append(
+      's1',
+      writerEpoch,
+      1,
+      Array.from({ length: 200 }, (_, n) => stateDraft(n)),
+    );
     await store.close();
     truncateSync(join(path, 'data.mdb'), 3 * 4096);
     const r = await cliHere(['sessions', '--data', path]);
@@ -289,7 +297,12 @@ describe('a data dir this user may not open', () => {
       chmodSync(dir.path, 0o755);
       chmodSync(root, 0o755);
       chmodSync(path, 0o700);
-      for (const args of [['sessions', '--data', path], ['log', 's1', '--data', path], ['verify', path], ['repair', path]]) {
+      for (const args of [
+        ['sessions', '--data', path],
+        ['log', 's1', '--data', path],
+        ['verify', path],
+        ['repair', path],
+      ]) {
         const child = spawnTs(CLI, args, { prefix: AS_NOBODY, label: `actorloop ${args.join(' ')} (as nobody)` });
         const exit = await child.waitExit(30_000);
         expectOneErrorLine(child.stderr);

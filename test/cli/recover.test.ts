@@ -60,7 +60,9 @@ describe('actorloop recover', () => {
     expect(io.err.text).not.toContain('its process stopped mid-run');
     expect(io.err.text).toMatch(new RegExp(`: running now in the live process pid ${live.proc.pid} on \\S+, not stopped`));
     expect(io.err.text).toMatch(
-      new RegExp(`session s1 is held by the live process pid ${live.proc.pid} on \\S+: .*demo --session s1.* is refused while it runs, .*--resume. fences it`),
+      new RegExp(
+        `session s1 is held by the live process pid ${live.proc.pid} on \\S+: .*demo --session s1.* is refused while it runs, .*--resume. fences it`,
+      ),
     );
     expect(io.err.text).toMatch(
       /read only: nothing was attached or written\. To take the session over and settle it: .*recover s1 --data \S+ --resume \(fences a process still running it\)/,
@@ -138,7 +140,9 @@ describe('actorloop recover', () => {
     // the preview names the worker's lease, and what --resume would do
     const preview = capture();
     expect(await recoverCommand('s1', { data: dir.path }, preview)).toBe(0);
-    expect(preview.err.text).toMatch(/session s1 is held by serving worker w1 under a lease until \S+: .*--resume.* refuses while it lasts/);
+    expect(preview.err.text).toMatch(
+      /session s1 is held by serving worker w1 under a lease until \S+: .*--resume.* refuses while it lasts/,
+    );
     expect(await attaches(dir.path)).toBe(1);
 
     const forced = capture();
@@ -189,7 +193,10 @@ describe('the recover summary', () => {
     // the same log cut where a SIGKILL between final/message and delivery/committed leaves it
     const store = lmdbStore({ path: dir.path });
     const events = await collect(store.readEvents('done'));
-    const cut = events.slice(0, events.findIndex((e) => e.type === 'delivery/committed'));
+    const cut = events.slice(
+      0,
+      events.findIndex((e) => e.type === 'delivery/committed'),
+    );
     const { writerEpoch } = await store.attachWriter('died');
     await store.append(
       'died',
@@ -300,7 +307,9 @@ describe('actorloop recover on agent calls and child sessions', () => {
     const r = await cliHere(['recover', 's/r/1/c1', '--data', dir.path]);
     expect(r.code, r.err).toBe(0);
     expect(r.err).not.toMatch(/recover s\/r\/1\/c1 .*--resume/);
-    expect(r.err).toMatch(/a child session is resumed through its root session s: to take it over, \S*\s?actorloop recover s --data \S+ --resume/);
+    expect(r.err).toMatch(
+      /a child session is resumed through its root session s: to take it over, \S*\s?actorloop recover s --data \S+ --resume/,
+    );
   });
 
   // docs/cli.md: "Errors are one line on stderr starting with `actorloop:`"; a child session id gave

@@ -16,7 +16,6 @@ afterAll(async () => {
   await dir.cleanup();
 });
 
-
 describe('the runtime inspect option shows the states each machine passes through', () => {
   it('an approval run: the session executes twice, each run attempt steps and ends, each batch runs', async () => {
     const trace = stateTrace();
@@ -140,7 +139,8 @@ describe("the examples' header comments show what they print", () => {
     const printed = printedTraces(trace.lines());
     const shown = headerTraces('examples/inspector.ts');
     expect(shown.map((s) => s.name)).toEqual(expect.arrayContaining(['session', 'run #1']));
-    for (const { name, states } of shown) expect(passesThrough(printed.get(name) ?? [], states), `${name}: ${states.join(' → ')}`).toBe(true);
+    for (const { name, states } of shown)
+      expect(passesThrough(printed.get(name) ?? [], states), `${name}: ${states.join(' → ')}`).toBe(true);
   });
 
   // `flag()` read `--port abc` as NaN, and the page's server threw a RangeError with its stack

@@ -3,7 +3,6 @@ import { runInspectedWorker } from '../../examples/worker-inspector.js';
 import { stateTrace } from '../../examples/state-trace.js';
 import { headerTraces, passesThrough, printedTraces } from '../helpers/header-traces.js';
 
-
 describe("the runtime inspect option shows a serving worker's machines", () => {
   it('the worker registers, serves and stops; each claim is a held session from opening to released', async () => {
     const trace = stateTrace();
@@ -30,6 +29,7 @@ describe("the runtime inspect option shows a serving worker's machines", () => {
     const printed = printedTraces(trace.lines());
     const shown = headerTraces('examples/worker-inspector.ts');
     expect(shown.map((s) => s.name)).toEqual(expect.arrayContaining(['worker', 'heldSession #1']));
-    for (const { name, states } of shown) expect(passesThrough(printed.get(name) ?? [], states), `${name}: ${states.join(' → ')}`).toBe(true);
+    for (const { name, states } of shown)
+      expect(passesThrough(printed.get(name) ?? [], states), `${name}: ${states.join(' → ')}`).toBe(true);
   });
 });

@@ -42,7 +42,9 @@ describe('reading the holder of a session', async () => {
   afterAll(() => dir.cleanup());
   const stores: [string, () => EventStore][] = [
     ['lmdb', () => lmdbStore({ path: dir.path })],
-    ...(pg ? [['postgres', () => postgresStore({ connectionString: pg.url, schema: freshSchema('holders') })] as [string, () => EventStore]] : []),
+    ...(pg
+      ? [['postgres', () => postgresStore({ connectionString: pg.url, schema: freshSchema('holders') })] as [string, () => EventStore]]
+      : []),
   ];
   it.each(stores)('%s: holderOf names a live claim without recording one, and nothing once it is released', async (_, open) => {
     const store = open();
