@@ -74,7 +74,9 @@ export function toolPairingIssues(messages: readonly Pick<Message, 'role' | 'too
       if (!open.answered.has(id))
         issues.push({
           path: [open.at, 'toolCalls', k],
-          message: `tool call ${JSON.stringify(id)} has no result: the tool messages right after this message answer each of its calls (providers refuse a call left unanswered)`,
+          message:
+            `tool call ${JSON.stringify(id)} has no result: the tool messages right after this message answer each of its calls ` +
+            '(providers refuse a call left unanswered)',
         });
     open = undefined;
   };
@@ -99,7 +101,9 @@ export function toolPairingIssues(messages: readonly Pick<Message, 'role' | 'too
       else if (!open?.calls.has(id))
         issues.push({
           path: at,
-          message: `answers no call of the assistant message its results follow (a tool message comes right after the assistant message that made call ${JSON.stringify(id)})`,
+          message:
+            'answers no call of the assistant message its results follow ' +
+            `(a tool message comes right after the assistant message that made call ${JSON.stringify(id)})`,
         });
       else if (open.answered.has(id)) issues.push({ path: at, message: `answers call ${JSON.stringify(id)} a second time` });
       else open.answered.add(id);

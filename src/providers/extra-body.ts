@@ -11,7 +11,8 @@ import { asRecord } from './records.js';
  * schema (`text.format`, `output_config.format`, `response_format`). Built with data properties
  * only: an app's key is never a setter of the body.
  * @example
- * withExtraBody({ text: { format } , include: ['reasoning.encrypted_content'] }, { text: { verbosity: 'low' }, include: ['x'] }, { text: ['format'] })
+ * const ours = { text: { format }, include: ['reasoning.encrypted_content'] };
+ * withExtraBody(ours, { text: { verbosity: 'low' }, include: ['x'] }, { text: ['format'] })
  * // { text: { format, verbosity: 'low' }, include: ['reasoning.encrypted_content', 'x'] }
  */
 export function withExtraBody(

@@ -84,7 +84,10 @@ function urlIssue(url: string): string | undefined {
   try {
     parsed = new URL(url, typeof href === 'string' ? href : undefined);
   } catch {
-    return `${JSON.stringify(url.slice(0, 200))} is not a URL fetch can reach: give an absolute http(s) URL (here there is no page location to resolve a relative one against)`;
+    return (
+      `${JSON.stringify(url.slice(0, 200))} is not a URL fetch can reach: give an absolute http(s) URL ` +
+      '(here there is no page location to resolve a relative one against)'
+    );
   }
   if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') return `expected an http(s) URL (got ${parsed.protocol})`;
   if (parsed.username !== '' || parsed.password !== '')
