@@ -363,7 +363,8 @@ async function runToolCall(
               ? {
                   kind: 'cancelled',
                   settled: false,
-                  partialContent: `cancelled; the call did not stop within ${env.config.cancelGraceMs} ms (its child session settles on its own)`,
+                  partialContent:
+                    `cancelled; the call did not stop within ${env.config.cancelGraceMs} ms ` + '(its child session settles on its own)',
                   resourceLocks: call.resources,
                 }
               : {

@@ -88,9 +88,8 @@ export async function runDemo(options: DemoOptions, io: DemoIO): Promise<number>
       deliver: async (final) => void say(`${s.green('delivered')} final answer ${s.dim(final.finalMessageId)}`),
     },
   });
-  say(
-    `${s.bold('actorloop demo')} · session ${s.bold(sessionId)} · model ${model.modelId} (${provider}) · data ${dataDir}${o.postgres ? ` · log ${redactUrl(o.postgres)}` : ''}`,
-  );
+  const log = o.postgres ? ` · log ${redactUrl(o.postgres)}` : '';
+  say(`${s.bold('actorloop demo')} · session ${s.bold(sessionId)} · model ${model.modelId} (${provider}) · data ${dataDir}${log}`);
   if (!existed) say(s.dim(`resume or continue it later with: ${resumeHint}`));
   // npx (and tsx) start the demo as a child of their own process: killing their pid leaves it running
   say(s.dim(`demo pid ${process.pid}: to crash it, kill -9 ${process.pid} (killing npx's pid leaves the demo running)`));
@@ -116,13 +115,15 @@ export async function runDemo(options: DemoOptions, io: DemoIO): Promise<number>
       if (isSessionHeldError(e)) {
         const h = e.holder;
         throw new CliError(
-          `cannot run: session ${sessionId} is being run by another live process (pid ${h.pid} on ${h.host}); run it again when that one is done`,
+          `cannot run: session ${sessionId} is being run by another live process (pid ${h.pid} on ${h.host}); ` +
+            'run it again when that one is done',
           EXIT.failure,
         );
       }
       if (!isStaleWriterError(e)) throw e;
       throw new CliError(
-        `cannot run: another process opened session ${sessionId} at the same moment and is its writer now; run it again when that one is done`,
+        `cannot run: another process opened session ${sessionId} at the same moment and is its writer now; ` +
+          'run it again when that one is done',
         EXIT.failure,
       );
     }

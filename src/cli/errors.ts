@@ -140,7 +140,9 @@ export function describeFailure(e: unknown): { message: string; exitCode: number
   // a session whose agent the CLI does not define (it runs the demo agent only)
   if (isUnknownAgentError(e)) {
     return {
-      message: `${e.message}: the CLI defines only the demo agent; open this session with a runtime that defines ${JSON.stringify(e.agentName)}`,
+      message:
+        `${e.message}: the CLI defines only the demo agent; ` +
+        `open this session with a runtime that defines ${JSON.stringify(e.agentName)}`,
       exitCode: EXIT.failure,
     };
   }

@@ -208,14 +208,16 @@ export function buildProgram(io: CliIO, run: (code: Promise<number>) => void): C
   program
     .command('recover')
     .description(
-      'print what recovery would find, as JSON, read from the log (read only: attaches nothing, fences no one); --resume takes the session over',
+      'print what recovery would find, as JSON, read from the log (read only: attaches nothing, fences no one); ' +
+        '--resume takes the session over',
     )
     .argument('<session>', 'session id')
     .addOption(dataOption())
     .addOption(postgresOption())
     .option(
       '--resume',
-      'open the session: attach a new writer (a process still running it is fenced) and settle what opening settles; runs no tool or model call',
+      'open the session: attach a new writer (a process still running it is fenced) and settle what opening settles; ' +
+        'runs no tool or model call',
     )
     .option('--force', "with --resume: even while a serving worker's unexpired lease holds the session")
     .action((session: string, raw: { data?: string; postgres?: string; resume?: boolean; force?: boolean }) => {

@@ -287,6 +287,9 @@ function childList(children: readonly ChildLanes[], view: TimelineOptions['child
   );
 }
 
+/** The page loads nothing: its own inline style and script, and data: images (a model's pictures). */
+const TIMELINE_CSP = "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:";
+
 /**
  * Renders a session's events as one self-contained HTML page (inline CSS, SVG and script; no
  * network): runs, attempts, steps, model calls and tool calls as bars on a time axis whose idle
@@ -334,7 +337,7 @@ export function renderTimeline(events: readonly EventRecord[], options: Timeline
 <head>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
-<meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:">
+<meta http-equiv="Content-Security-Policy" content="${TIMELINE_CSP}">
 <title>actorloop · session ${escapeHtml(options.sessionId)}</title>
 <style>${TIMELINE_CSS}</style>
 </head>

@@ -35,10 +35,9 @@ export async function workersCommand(
       say(io, `${'worker'.padEnd(w)}  state  host:pid                   sessions  heartbeat`);
       for (const x of workers) {
         const held = leases.filter((l) => l.workerId === x.workerId && !l.expired).length;
-        say(
-          io,
-          `${x.workerId.padEnd(w)}  ${(x.live ? 'live' : 'gone').padEnd(5)}  ${`${x.host}:${x.pid}`.padEnd(25)}  ${`${held}/${x.concurrency}`.padStart(8)}  ${x.heartbeatAt}`,
-        );
+        const state = (x.live ? 'live' : 'gone').padEnd(5);
+        const where = `${x.host}:${x.pid}`.padEnd(25);
+        say(io, `${x.workerId.padEnd(w)}  ${state}  ${where}  ${`${held}/${x.concurrency}`.padStart(8)}  ${x.heartbeatAt}`);
       }
     }
     if (hidden > 0) say(io, `(${hidden} worker${hidden === 1 ? '' : 's'} gone for more than an hour not shown: --all lists them)`);
@@ -52,10 +51,8 @@ export async function workersCommand(
             ? 'none'
             : `${l.workerId} epoch ${l.writerEpoch ?? '(attaching)'} ${l.expired ? 'EXPIRED' : 'until'} ${l.leaseUntil}`;
         const waiting = l.inboxSeq - l.appliedSeq;
-        say(
-          io,
-          `${l.sessionId.padEnd(w)}  ${lease}${waiting > 0 ? `, ${waiting} inbox entr${waiting === 1 ? 'y' : 'ies'} waiting` : ''}${l.resume ? ', a run to resume' : ''}`,
-        );
+        const inbox = waiting > 0 ? `, ${waiting} inbox entr${waiting === 1 ? 'y' : 'ies'} waiting` : '';
+        say(io, `${l.sessionId.padEnd(w)}  ${lease}${inbox}${l.resume ? ', a run to resume' : ''}`);
       }
     }
     return EXIT.ok;

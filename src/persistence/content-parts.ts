@@ -50,7 +50,8 @@ export function partNotTaken(p: InputContentPart | StoredContentPart, model: Mod
   if (!takes || !('mediaType' in p)) return undefined;
   const allowed = p.type === 'image' ? takes.image : takes.file;
   if (allowed.includes(p.mediaType)) return undefined;
-  return `the model ${model.modelId} does not take an ${p.type} of media type ${p.mediaType} (it takes ${p.type}s of ${allowed.join(', ') || 'no media type'})`;
+  const offered = allowed.join(', ') || 'no media type';
+  return `the model ${model.modelId} does not take an ${p.type} of media type ${p.mediaType} (it takes ${p.type}s of ${offered})`;
 }
 
 /**
@@ -80,7 +81,10 @@ export const anyParts = (messages: readonly { content: unknown }[]): boolean => 
 
 const bytesOf = (data: Uint8Array | string): Uint8Array => (typeof data === 'string' ? Buffer.from(data, 'base64') : data);
 
-/** The byte length base64 text (Base64: no whitespace, `=` only at its end) decodes to, as Node decodes it: 6 bits a character before the padding. */
+/**
+ * The byte length base64 text (Base64: no whitespace, `=` only at its end) decodes to, as Node
+ * decodes it: 6 bits a character before the padding.
+ */
 const decodedLength = (b64: string): number => Math.floor((b64.replace(/=+$/, '').length * 6) / 8);
 
 /**

@@ -42,7 +42,8 @@ function storeDirectory(path: string): boolean {
     const code = (e as NodeJS.ErrnoException).code;
     const reason =
       code === 'EEXIST' || code === 'ENOTDIR'
-        ? `not a directory: ${code === 'EEXIST' ? 'it is a file' : 'a part of it is a file'}; an LMDB store's path is a directory, or does not exist yet`
+        ? `not a directory: ${code === 'EEXIST' ? 'it is a file' : 'a part of it is a file'}; ` +
+          "an LMDB store's path is a directory, or does not exist yet"
         : `its directory cannot be made: ${(e as Error).message}`;
     throw new StoreError(path, reason, { cause: e });
   }

@@ -94,8 +94,14 @@ export async function exerciseCopy(path: string, scratch: string, progress: Exer
  * snapshot, and nothing else uses it): anything else a step of the copy throws is damage — a
  * damaged page number, for one, sends a write past any sane file size (`EFBIG`).
  */
-const ENVIRONMENT =
-  /No space left|ENOSPC|quota|EDQUOT|Read-only file system|EROFS|Permission denied|EACCES|EPERM|Too many open files|EMFILE|Cannot allocate memory|ENOMEM|Input\/output error|EIO\b/i;
+const ENVIRONMENT = new RegExp(
+  [
+    'No space left|ENOSPC|quota|EDQUOT',
+    'Read-only file system|EROFS|Permission denied|EACCES|EPERM',
+    'Too many open files|EMFILE|Cannot allocate memory|ENOMEM|Input/output error|EIO\\b',
+  ].join('|'),
+  'i',
+);
 
 /** Every entry of `db` deleted and written again, in write transactions of one batch each. */
 function rewrite(env: RootDatabase, db: Database<Buffer, Buffer>): void {

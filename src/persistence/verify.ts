@@ -141,14 +141,16 @@ function death(
   timeoutMs: number,
   err: string,
 ): StoreProblem {
+  const near = at.seq === undefined ? '' : ` near seq ${at.seq}`;
   const doing =
     at.step !== undefined
       ? `${at.step} (in a throwaway copy of ${at.where})`
-      : `reading${at.sessionId === undefined ? '' : ` session ${at.sessionId}${at.seq === undefined ? '' : ` near seq ${at.seq}`} of`} ${at.where}`;
+      : `reading${at.sessionId === undefined ? '' : ` session ${at.sessionId}${near} of`} ${at.where}`;
   const reason = timedOut
     ? `the verifying process did not finish within ${timeoutMs} ms (killed) while ${doing}`
     : exit.signal
-      ? `the verifying process was killed by ${exit.signal} while ${doing}: LMDB's pages are damaged there (a native assert or fault, which no process survives)${err ? `; it said: ${lastLine(err)}` : ''}`
+      ? `the verifying process was killed by ${exit.signal} while ${doing}: LMDB's pages are damaged there ` +
+        `(a native assert or fault, which no process survives)${err ? `; it said: ${lastLine(err)}` : ''}`
       : `the verifying process exited with code ${exit.code} while ${doing}${err ? `: ${lastLine(err)}` : ''}`;
   return {
     where: at.where,
@@ -189,7 +191,8 @@ export async function repairStore(path: string, options: VerifyOptions = {}): Pr
   if (before.problems.every((p) => p.where === 'verify')) {
     throw new StoreError(
       path,
-      `verify could not finish, so there is nothing known to repair (nothing was changed): ${before.problems.map((p) => p.reason).join('; ')}`,
+      'verify could not finish, so there is nothing known to repair (nothing was changed): ' +
+        before.problems.map((p) => p.reason).join('; '),
     );
   }
   const journalDamaged = before.problems.filter((p) => p.where.startsWith('journal'));

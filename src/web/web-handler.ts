@@ -349,7 +349,9 @@ const json = (status: number, body: unknown) =>
 const notFound = (path: string) =>
   errorResponse(404, {
     name: 'NotFound',
-    message: `no route ${path.slice(0, 200)}: the routes are /sessions/:id/{events,messages,steer,respond,stop,cancel}, /sessions, /chat and /chat/:id/{stream,messages}`,
+    message:
+      `no route ${path.slice(0, 200)}: the routes are /sessions/:id/{events,messages,steer,respond,stop,cancel}, ` +
+      '/sessions, /chat and /chat/:id/{stream,messages}',
   });
 function hostRefused(request: Request): Response {
   const host = JSON.stringify((request.headers.get('host') ?? new URL(request.url).host).slice(0, 200));

@@ -133,8 +133,9 @@ export class PgHolders implements SessionHolders {
           }
           await c.query({
             text:
-              `INSERT INTO ${this.table} (session_id, host, pid, start_time, worker_id, lock_class, lock_obj) VALUES ($1, $2, $3, $4, $5, $6, $7) ` +
-              `ON CONFLICT (session_id) DO UPDATE SET host = $2, pid = $3, start_time = $4, worker_id = $5, lock_class = $6, lock_obj = $7, since = now()`,
+              `INSERT INTO ${this.table} (session_id, host, pid, start_time, worker_id, lock_class, lock_obj) ` +
+              'VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (session_id) DO UPDATE SET ' +
+              'host = $2, pid = $3, start_time = $4, worker_id = $5, lock_class = $6, lock_obj = $7, since = now()',
             values: [sessionId, me.host, me.pid, me.startTime ?? null, options.workerId ?? null, ...key],
           });
           await c.query('COMMIT');

@@ -76,7 +76,8 @@ export const PostgresStoreOptions = z.union([
         .int()
         .min(
           3,
-          'must be at least 3: a serving worker holds one connection LISTENing for events$ followers and one for inbox wake-ups, and needs one more for reads and appends',
+          'must be at least 3: a serving worker holds one connection LISTENing for events$ followers ' +
+            'and one for inbox wake-ups, and needs one more for reads and appends',
         )
         .default(10),
       /**

@@ -53,7 +53,8 @@ export function postgresRateBuckets(options: PostgresRateBucketsOptions): Shared
       else await checkSchema(o.pool, o.schema);
       const b = sorted(buckets);
       await run(
-        `INSERT INTO ${table} (key, level, at_ms) SELECT k, c, ${NOW} FROM unnest($1::text[], $2::float8[]) AS w(k, c) ON CONFLICT (key) DO NOTHING`,
+        `INSERT INTO ${table} (key, level, at_ms)
+         SELECT k, c, ${NOW} FROM unnest($1::text[], $2::float8[]) AS w(k, c) ON CONFLICT (key) DO NOTHING`,
         [b.map((x) => x.key), b.map((x) => x.capacity)],
       );
     },
@@ -88,7 +89,8 @@ export function postgresRateBuckets(options: PostgresRateBucketsOptions): Shared
       // to full; then no more than what the provider says is left
       await run(
         `UPDATE ${table} b
-         SET level = LEAST(w.cap, LEAST(w.cap, b.level + GREATEST(0, ${NOW} - b.at_ms) * w.per_ms) + w.delta, w.at_most), at_ms = GREATEST(b.at_ms, ${NOW}),
+         SET level = LEAST(w.cap, LEAST(w.cap, b.level + GREATEST(0, ${NOW} - b.at_ms) * w.per_ms) + w.delta, w.at_most),
+             at_ms = GREATEST(b.at_ms, ${NOW}),
              paused_until = GREATEST(b.paused_until, ${NOW} + $5::float8)
          FROM unnest($1::text[], $2::float8[], $3::float8[], $4::float8[], $6::float8[]) AS w(key, delta, cap, per_ms, at_most)
          WHERE b.key = w.key`,
