@@ -240,6 +240,34 @@ function apiErrorText(status: unknown, body: unknown): string | undefined {
   return typeof status === 'number' ? `${status} ${text}` : text;
 }
 
+/**
+ * A 200 answer whose body is JSON where a stream was expected (some gateways answer an error so;
+ * the SDKs read it as a stream with no events): the error it carries, classified by its type and
+ * code as an error in a stream is, or — a body without an `error` — a retryable `bad_response`.
+ * @example
+ * jsonAnswerError('openai', '{"error":{"message":"Overloaded","type":"overloaded"}}', []) // retryable, 'overloaded'
+ */
+export function jsonAnswerError(provider: string, text: string, secrets: readonly string[]): ProviderError {
+  let body: unknown;
+  try {
+    body = JSON.parse(text);
+  } catch {
+    body = undefined;
+  }
+  const err = asRecord(asRecord(body)?.error);
+  const message = typeof err?.message === 'string' && err.message !== '' ? err.message : text;
+  const numeric = typeof err?.code === 'number' && err.code >= 400 ? err.code : undefined;
+  const kind = [err?.type, err?.code].filter((x) => typeof x === 'string').join(' ');
+  const c =
+    err === undefined
+      ? { retryable: true, code: 'bad_response' }
+      : numeric !== undefined
+        ? classifyStatus(numeric)
+        : classifyStreamErrorType(kind);
+  const what = brief(redactSecrets(message, secrets));
+  return new ProviderError(`${provider}: a JSON answer where a stream was expected: ${what}`, { ...c, partialOutput: false });
+}
+
 const NETWORK_CODES = /^(ECONNRESET|ECONNREFUSED|ECONNABORTED|EPIPE|ETIMEDOUT|ENOTFOUND|EAI_AGAIN|ENETUNREACH|EHOSTUNREACH|UND_ERR_\w+)$/;
 
 /** undici's `TypeError: terminated` / `fetch failed`, or a socket error code, anywhere in the cause chain. */

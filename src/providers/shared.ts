@@ -17,7 +17,7 @@ export {
   type FailureContext,
   type SdkErrorClasses,
 } from './provider-errors.js';
-import { toProviderError, type SdkErrorClasses } from './provider-errors.js';
+import { jsonAnswerError, toProviderError, type SdkErrorClasses } from './provider-errors.js';
 export { asRecord } from './records.js';
 
 /** A throw from the caller's `onEvent`, carried through the SDK iteration and rethrown unchanged. */
@@ -109,8 +109,9 @@ export async function streamResponse<T>(call: StreamCall<T>): Promise<ModelRespo
   let limits: ProviderRateLimits | undefined;
   const result = () => (limits ? { ...fold.result(), providerLimits: limits } : fold.result());
   try {
-    const { data, headers } = await opened(call.open());
+    const { data, headers, json } = await opened(call.open());
     if (headers && call.rateHeaders) limits = call.rateHeaders(headers);
+    if (json !== undefined) throw jsonAnswerError(provider, json, call.secrets);
     for await (const item of data) {
       if (signal.aborted) break; // no delta reaches the listener after a cancel
       fold.push(item);
@@ -138,13 +139,20 @@ export async function streamResponse<T>(call: StreamCall<T>): Promise<ModelRespo
 /**
  * The SDK call's stream, with its response's headers when the SDK gives them (a Stainless
  * client's `APIPromise.withResponse()`); a structural client without it gives the stream alone.
+ * A response whose content type is JSON, not a stream, gives its body's text as `json` (the SDKs
+ * would read it as a stream without events).
  */
-async function opened<T>(call: PromiseLike<AsyncIterable<T>>): Promise<{ data: AsyncIterable<T>; headers?: HeadersLike }> {
+async function opened<T>(call: PromiseLike<AsyncIterable<T>>): Promise<{ data: AsyncIterable<T>; headers?: HeadersLike; json?: string }> {
   const withResponse = (call as { withResponse?: unknown }).withResponse;
   if (typeof withResponse !== 'function') return { data: await call };
-  const { data, response } = (await withResponse.call(call)) as { data: AsyncIterable<T>; response?: { headers?: HeadersLike } };
+  const { data, response } = (await withResponse.call(call)) as { data: AsyncIterable<T>; response?: Partial<Response> };
   const headers = response?.headers;
-  return { data, ...(headers && typeof headers.get === 'function' ? { headers } : {}) };
+  if (!headers || typeof headers.get !== 'function') return { data };
+  const type = headers.get('content-type') ?? '';
+  if (/json/i.test(type) && !/event-stream/i.test(type) && typeof response?.text === 'function') {
+    return { data, headers, json: await response.text() };
+  }
+  return { data, headers };
 }
 
 /**

@@ -3,10 +3,12 @@ import OpenAI from 'openai';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { anthropicModel } from '../../src/providers/anthropic.js';
 import { openaiModel } from '../../src/providers/openai.js';
+import { openaiResponsesModel } from '../../src/providers/openai-responses.js';
 import { ERROR_TEXT_MAX } from '../../src/providers/provider-errors.js';
 import { ids, lmdbRuntime, logOf } from '../helpers/runtime.js';
 import { an, startAnthropicServer } from './anthropic-server.js';
 import { startOpenAIServer } from './openai-server.js';
+import { startResponsesServer } from './responses-server.js';
 import { callModel, failureOf, type ScriptedServer } from './sse-server.js';
 
 let server: ScriptedServer;
@@ -82,5 +84,40 @@ describe('an error message stays brief, in the error and in the log', () => {
     expect(text.startsWith('anthropic: 400 bad: yyy')).toBe(true);
     expect(text).toMatch(/… \(\d+ more characters\)$/);
     expect(text.length).toBeLessThan(ERROR_TEXT_MAX + 60);
+  });
+});
+
+describe('a 200 answer with a JSON error body instead of a stream (some gateways) is that error, by its type', () => {
+  const notFound = { error: { message: 'The model `gpt-x` does not exist', type: 'invalid_request_error', code: 'model_not_found' } };
+  const body200 = (body: unknown) => ({ kind: 'status' as const, status: 200, body });
+
+  it('OpenAI Chat Completions and Responses: the error message, not retried as a broken stream', async () => {
+    const responses = await startResponsesServer();
+    try {
+      const client = (baseURL: string) => new OpenAI({ apiKey: 'test', baseURL });
+      for (const [srv, model, name] of [
+        [openai, openaiModel({ client: client(openai.baseURL), model: 'gpt-x' }), 'openai'],
+        [responses, openaiResponsesModel({ client: client(responses.baseURL), model: 'gpt-x' }), 'openai-responses'],
+      ] as const) {
+        srv.reply(body200(notFound));
+        const e = await failureOf(callModel(model).response);
+        expect(e).toMatchObject({ name: 'ProviderError', retryable: false, providerCode: 'bad_request' });
+        expect((e as Error).message).toBe(`${name}: a JSON answer where a stream was expected: The model \`gpt-x\` does not exist`);
+        expect(srv.requests).toHaveLength(1);
+      }
+    } finally {
+      await responses.close();
+    }
+  });
+
+  it('Anthropic: its error.message and type; a JSON body without an error is a bad answer, retried', async () => {
+    server.reply(body200({ type: 'error', error: { type: 'overloaded_error', message: 'Overloaded' } }));
+    const e = await failureOf(callModel(model()).response);
+    expect(e).toMatchObject({ name: 'ProviderError', retryable: true, providerCode: 'overloaded' });
+    expect((e as Error).message).toBe('anthropic: a JSON answer where a stream was expected: Overloaded');
+    server.reply(body200({ hello: 'world' }));
+    const odd = await failureOf(callModel(model()).response);
+    expect(odd).toMatchObject({ name: 'ProviderError', retryable: true, providerCode: 'bad_response' });
+    expect((odd as Error).message).toBe('anthropic: a JSON answer where a stream was expected: {"hello":"world"}');
   });
 });
