@@ -71,7 +71,8 @@ export type CallModelOutput = { usage?: Usage; cost?: string; counted?: Counted;
  * (deltas streamed live), the response priced and staged as `assistant/message` for the step's
  * first commit point. A refusal's text is the answer when there is no other, unless the run has an
  * output schema: then the refusal fails the run by name (ProviderError `refusal`), as an answer
- * the provider's content filter removed entirely does (`content_filter`) — its usage counted first.
+ * the provider's content filter removed entirely does (`content_filter`), and one the output token
+ * limit cut before any text (`length`) — its usage counted first.
  */
 export async function callModel(
   env: SessionServices,
@@ -180,6 +181,15 @@ export async function callModel(
       retryable: false,
       code: 'content_filter',
     });
+    return { kind: 'refused', error, ...spent };
+  }
+  // a reasoning model that spent the whole limit thinking: no answer, rather than an empty one
+  if (!content && res.finishReason === 'length') {
+    const error = new ProviderError(
+      'the model reached its output token limit before writing any answer: ' +
+        "raise the model's maxTokens (or the run's budget.maxOutputTokens)",
+      { retryable: false, code: 'length' },
+    );
     return { kind: 'refused', error, ...spent };
   }
   return { kind: 'answer', content, ...spent };
