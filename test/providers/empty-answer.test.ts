@@ -1,12 +1,13 @@
 import Anthropic from '@anthropic-ai/sdk';
 import OpenAI from 'openai';
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { anthropicModel, openaiModel, openaiResponsesModel, scriptedModel, type ModelProvider } from '../../src/index.js';
 import { ids, lmdbRuntime, logOf } from '../helpers/runtime.js';
-import { an, startAnthropicServer } from './anthropic-server.js';
-import { oa, startOpenAIServer } from './openai-server.js';
-import { rs, startResponsesServer } from './responses-server.js';
+import { an } from './anthropic-server.js';
+import { oa } from './openai-server.js';
+import { rs } from './responses-server.js';
 import type { Reply, ScriptedServer } from './sse-server.js';
+import { providerServers } from './provider-servers.js';
 
 /**
  * An answer the output token limit cut before any text (a reasoning model that spent the whole
@@ -14,20 +15,7 @@ import type { Reply, ScriptedServer } from './sse-server.js';
  * with only a reasoning item, Anthropic `max_tokens` with only a thinking block) is no answer: the
  * run fails, named, instead of delivering an empty final answer as `succeeded`.
  */
-let openai: ScriptedServer;
-let anthropic: ScriptedServer;
-let responses: ScriptedServer;
-beforeAll(async () => {
-  [openai, anthropic, responses] = await Promise.all([startOpenAIServer(), startAnthropicServer(), startResponsesServer()]);
-});
-afterAll(async () => {
-  await Promise.all([openai.close(), anthropic.close(), responses.close()]);
-});
-beforeEach(() => {
-  openai.reset();
-  anthropic.reset();
-  responses.reset();
-});
+const { openai, anthropic, responses } = providerServers();
 
 const client = (baseURL: string) => new OpenAI({ apiKey: 'test', baseURL });
 const wires: [string, () => ModelProvider, ScriptedServer | undefined, Reply | undefined][] = [];

@@ -1,11 +1,12 @@
 import Anthropic from '@anthropic-ai/sdk';
 import OpenAI from 'openai';
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { anthropicModel, openaiModel, openaiResponsesModel, type ModelRequestOutput, type ToolSpec } from '../../src/index.js';
-import { an, startAnthropicServer } from './anthropic-server.js';
-import { oa, startOpenAIServer } from './openai-server.js';
-import { rs, startResponsesServer } from './responses-server.js';
-import { callModel, type ScriptedServer } from './sse-server.js';
+import { an } from './anthropic-server.js';
+import { oa } from './openai-server.js';
+import { rs } from './responses-server.js';
+import { callModel } from './sse-server.js';
+import { providerServers } from './provider-servers.js';
 
 /**
  * `extraBody` adds to the request body, it does not take away what the run needs: fields both
@@ -13,24 +14,7 @@ import { callModel, type ScriptedServer } from './sse-server.js';
  * SDK clients against the local wire servers; the assertions are on the bodies they sent.
  */
 
-let openai: ScriptedServer;
-let anthropic: ScriptedServer;
-let responses: ScriptedServer;
-beforeAll(async () => {
-  openai = await startOpenAIServer();
-  anthropic = await startAnthropicServer();
-  responses = await startResponsesServer();
-});
-afterAll(async () => {
-  await openai.close();
-  await anthropic.close();
-  await responses.close();
-});
-beforeEach(() => {
-  openai.reset();
-  anthropic.reset();
-  responses.reset();
-});
+const { openai, anthropic, responses } = providerServers();
 
 const output: ModelRequestOutput = {
   name: 'answer',

@@ -1,14 +1,14 @@
 import Anthropic from '@anthropic-ai/sdk';
 import OpenAI from 'openai';
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { anthropicModel, isOutputValidationError, isProviderError, openaiModel, openaiResponsesModel } from '../../src/index.js';
 import type { EventStore } from '../../src/persistence/event-store.js';
 import { lmdbRuntime } from '../helpers/runtime.js';
-import { an, startAnthropicServer } from './anthropic-server.js';
-import { oa, startOpenAIServer } from './openai-server.js';
-import { rs, startResponsesServer } from './responses-server.js';
-import type { ScriptedServer } from './sse-server.js';
+import { an } from './anthropic-server.js';
+import { oa } from './openai-server.js';
+import { rs } from './responses-server.js';
+import { providerServers } from './provider-servers.js';
 
 /**
  * A model's refusal under an output schema (docs/typed-output.md, "Refusals"): the run fails at
@@ -17,20 +17,7 @@ import type { ScriptedServer } from './sse-server.js';
  * wire's refusal through the real SDK client: Chat `delta.refusal`, Responses
  * `response.refusal.delta`, Anthropic `stop_reason: 'refusal'`.
  */
-let openai: ScriptedServer;
-let anthropic: ScriptedServer;
-let responses: ScriptedServer;
-beforeAll(async () => {
-  [openai, anthropic, responses] = await Promise.all([startOpenAIServer(), startAnthropicServer(), startResponsesServer()]);
-});
-afterAll(async () => {
-  await Promise.all([openai.close(), anthropic.close(), responses.close()]);
-});
-beforeEach(() => {
-  openai.reset();
-  anthropic.reset();
-  responses.reset();
-});
+const { openai, anthropic, responses } = providerServers();
 
 const REFUSAL = "I can't help with that.";
 const Invoice = z.object({ number: z.string(), total: z.number() });

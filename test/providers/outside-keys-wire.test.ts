@@ -1,14 +1,15 @@
 import Anthropic from '@anthropic-ai/sdk';
 import OpenAI from 'openai';
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { anthropicModel, defineTool, openaiModel, openaiResponsesModel, type ModelProvider } from '../../src/index.js';
 import { backends, PROTO_KEYS, within } from '../helpers/backends.js';
 import { logOf } from '../helpers/runtime.js';
-import { an, startAnthropicServer } from './anthropic-server.js';
-import { oa, startOpenAIServer } from './openai-server.js';
-import { rs, startResponsesServer } from './responses-server.js';
+import { an } from './anthropic-server.js';
+import { oa } from './openai-server.js';
+import { rs } from './responses-server.js';
 import type { Reply, ScriptedServer } from './sse-server.js';
+import { providerServers } from './provider-servers.js';
 
 /**
  * Outside data is never a property name, over the wire: the real `openai` (Chat Completions and
@@ -16,24 +17,7 @@ import type { Reply, ScriptedServer } from './sse-server.js';
  * argument keys such as `"id":"constructor"`, on both stores.
  */
 
-let oaServer: ScriptedServer;
-let anServer: ScriptedServer;
-let rsServer: ScriptedServer;
-beforeAll(async () => {
-  oaServer = await startOpenAIServer();
-  anServer = await startAnthropicServer();
-  rsServer = await startResponsesServer();
-});
-afterAll(async () => {
-  await oaServer.close();
-  await anServer.close();
-  await rsServer.close();
-});
-beforeEach(() => {
-  oaServer.reset();
-  anServer.reset();
-  rsServer.reset();
-});
+const { openai: oaServer, anthropic: anServer, responses: rsServer } = providerServers();
 
 interface Wire {
   server: () => ScriptedServer;

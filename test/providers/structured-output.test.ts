@@ -1,6 +1,6 @@
 import Anthropic from '@anthropic-ai/sdk';
 import OpenAI from 'openai';
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import {
   anthropicModel,
@@ -11,10 +11,10 @@ import {
   openaiResponsesModel,
   type ModelProvider,
 } from '../../src/index.js';
-import { an, startAnthropicServer } from './anthropic-server.js';
-import { oa, startOpenAIServer } from './openai-server.js';
-import { rs, startResponsesServer } from './responses-server.js';
-import type { ScriptedServer } from './sse-server.js';
+import { an } from './anthropic-server.js';
+import { oa } from './openai-server.js';
+import { rs } from './responses-server.js';
+import { providerServers } from './provider-servers.js';
 
 /**
  * A run's output schema on the wire, through the real SDK clients against the local servers:
@@ -24,24 +24,7 @@ import type { ScriptedServer } from './sse-server.js';
  * becomes `result.output`.
  */
 
-let openai: ScriptedServer;
-let anthropic: ScriptedServer;
-let responses: ScriptedServer;
-beforeAll(async () => {
-  openai = await startOpenAIServer();
-  anthropic = await startAnthropicServer();
-  responses = await startResponsesServer();
-});
-afterAll(async () => {
-  await openai.close();
-  await anthropic.close();
-  await responses.close();
-});
-beforeEach(() => {
-  openai.reset();
-  anthropic.reset();
-  responses.reset();
-});
+const { openai, anthropic, responses } = providerServers();
 
 const Invoice = z.object({ number: z.string(), total: z.number() });
 const invoice = { number: 'INV-7', total: 12.5 };
