@@ -104,10 +104,15 @@ export class UnknownSchemaVersionError extends ActorloopError {
     readonly sessionId: string,
     readonly seq: number,
     readonly schemaVersion: string,
+    /** Set when the version is known but the record's type is not (a newer build added the type). */
+    readonly eventType?: string,
   ) {
     super(
-      `session ${sessionId}, seq ${seq}: record has schemaVersion ${JSON.stringify(schemaVersion)}, ` +
-        `which this version of actorloop does not know (it reads "1"); upgrade actorloop to read this log`,
+      eventType === undefined
+        ? `session ${sessionId}, seq ${seq}: record has schemaVersion ${JSON.stringify(schemaVersion)}, ` +
+            `which this version of actorloop does not know (it reads "1"); upgrade actorloop to read this log`
+        : `session ${sessionId}, seq ${seq}: record has type ${JSON.stringify(eventType)}, which this version of ` +
+            'actorloop does not know (a newer actorloop wrote it); upgrade actorloop to read this log',
     );
   }
 }

@@ -264,7 +264,18 @@ export function decodeRecord(sessionId: string, seq: number, raw: unknown): Even
     throw new UnknownSchemaVersionError(sessionId, seq, version);
   }
   const rec = EventRecord.safeParse(obj);
-  if (!rec.success) throw new CorruptLogError(sessionId, seq, `record fails its schema: ${rec.error.issues[0]?.message ?? 'invalid'}`);
+  if (!rec.success) {
+    // only the type unknown, and shaped as ours are (`area/name`): a newer build added it
+    const type = (obj as { type?: unknown }).type;
+    if (
+      typeof version === 'string' &&
+      typeof type === 'string' &&
+      /^[a-z][a-z-]*\/[a-z][a-z-]*$/.test(type) &&
+      rec.error.issues.every((i) => i.path.length === 1 && i.path[0] === 'type')
+    )
+      throw new UnknownSchemaVersionError(sessionId, seq, version, type);
+    throw new CorruptLogError(sessionId, seq, `record fails its schema: ${rec.error.issues[0]?.message ?? 'invalid'}`);
+  }
   const r = rec.data;
   if (r.sessionId !== sessionId || r.seq !== seq) {
     throw new CorruptLogError(sessionId, seq, `record is stored under the wrong key (says ${r.sessionId}#${r.seq})`);

@@ -130,8 +130,9 @@ function walkRecords(
       for (const sha256 of blobRefsIn(decodeFully(sessionId, seq, value).payload))
         if (!refs.has(sha256)) refs.set(sha256, { sessionId, seq });
     } catch (e) {
-      const reason = isUnknownSchemaVersionError(e) ? e.message : describe(e);
-      problems.push({ where: 'data.mdb', sessionId, seq, reason });
+      // a record a newer actorloop wrote is not damage: reported at `version` (repair refuses it)
+      if (isUnknownSchemaVersionError(e)) problems.push({ where: 'version', sessionId, seq, reason: e.message });
+      else problems.push({ where: 'data.mdb', sessionId, seq, reason: describe(e) });
     }
   }
   closeSession();

@@ -9,8 +9,9 @@ import { parseInput } from '../contracts/validate.js';
 
 /**
  * One thing `verifyStore` found wrong: where (`data.mdb`, `journal`, `journal/<segment>`,
- * `surface` for an LMDB surface chunk, a cache of the records, or `verify` when a check could not
- * run, e.g. the temp dir for its copy of data.mdb is full), and what.
+ * `surface` for an LMDB surface chunk, a cache of the records, `verify` when a check could not
+ * run, e.g. the temp dir for its copy of data.mdb is full, or `version` for a record a newer
+ * actorloop wrote, which this one cannot read: not damage), and what.
  */
 export const StoreProblem = z.object({
   where: z.string(),
@@ -188,6 +189,14 @@ export interface RepairReport {
 export async function repairStore(path: string, options: VerifyOptions = {}): Promise<RepairReport> {
   const before = await verifyStore(path, options);
   if (before.ok) return { repaired: false, actions: [], before, after: before };
+  const newer = before.problems.filter((p) => p.where === 'version');
+  if (newer.length > 0) {
+    throw new StoreError(
+      path,
+      `${newer.length} record(s) were written by a newer actorloop, which this version cannot read ` +
+        `(${newer[0]!.reason}): upgrade actorloop and verify again; repair would not know them (nothing was changed)`,
+    );
+  }
   if (before.problems.every((p) => p.where === 'verify')) {
     throw new StoreError(
       path,

@@ -43,6 +43,8 @@ describe('actorloop verify / repair', () => {
     expect(verifyAdvice(couldNotRun, '/d')).not.toMatch(/repair/);
     const damaged = { ok: false as const, problems: [...couldNotRun.problems, { where: 'data.mdb', sessionId: 'a', seq: 7, reason: 'x' }] };
     expect(verifyAdvice(damaged, '/d')).toMatch(/actorloop repair \/d/);
+    const newer = { ok: false as const, problems: [...damaged.problems, { where: 'version', reason: 'a newer actorloop wrote it' }] };
+    expect(verifyAdvice(newer, '/d')).toMatch(/upgrade actorloop.*do not repair/);
   });
 
   it('repair rebuilds the damaged data.mdb from the journal and exits 0; every event reads back', async () => {

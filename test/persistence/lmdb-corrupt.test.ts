@@ -189,6 +189,35 @@ describe('LMDB store: damaged records are typed errors, never skipped', () => {
     });
   });
 
+  it('a record of a type this version does not know (a newer actorloop added it) → UnknownSchemaVersionError naming the type', async () => {
+    await tamper((ev) => {
+      const rec = JSON.parse(ev.get([S, 3])!);
+      rec.type = 'future/thing';
+      ev.put([S, 3], JSON.stringify(rec));
+    });
+    await expectEveryReadFails((error) => {
+      expect(isUnknownSchemaVersionError(error), String(error)).toBe(true);
+      expect(error).toMatchObject({ sessionId: S, seq: 3, schemaVersion: '1', eventType: 'future/thing' });
+      expect((error as Error).message).toMatch(/type "future\/thing".*a newer actorloop wrote it.*upgrade actorloop/);
+    });
+  });
+
+  it('a type not shaped as an event type, or an unknown type with another field wrong → CorruptLogError', async () => {
+    await tamper((ev) => {
+      const rec = JSON.parse(ev.get([S, 3])!);
+      rec.type = 'us\u0000er/message';
+      ev.put([S, 3], JSON.stringify(rec));
+    });
+    await expectEveryReadFails((e) => expectCorrupt(e, 3, /schema/i));
+    await tamper((ev) => {
+      const rec = JSON.parse(ev.get([S, 3])!);
+      rec.type = 'future/thing';
+      rec.turn = 'one';
+      ev.put([S, 3], JSON.stringify(rec));
+    });
+    await expectEveryReadFails((e) => expectCorrupt(e, 3, /schema/i));
+  });
+
   it('a record missing in the middle → CorruptLogError naming the missing seq', async () => {
     await tamper((ev) => ev.del([S, 3]));
     await expectEveryReadFails((e) => expectCorrupt(e, 3, /missing/i));

@@ -54,6 +54,24 @@ describe('verifyStore', () => {
     });
   });
 
+  it('reports a sealed record of a type a newer actorloop added at `version`, not as damage; repair refuses and changes nothing', async () => {
+    const path = dir();
+    await writeStore(path, { events: 3 });
+    const dbs = openDbs(path);
+    const rec = JSON.parse(dbs.events.get(['a', 2])!.slice(9)) as { type: string };
+    rec.type = 'future/thing';
+    dbs.env.transactionSync(() => dbs.events.putSync(['a', 2], seal(JSON.stringify(rec))));
+    await dbs.env.close();
+    const report = await verifyStore(path);
+    expect(report).toMatchObject({
+      ok: false,
+      problems: [{ where: 'version', sessionId: 'a', seq: 2, reason: expect.stringMatching(/newer actorloop wrote it/) }],
+    });
+    const files = readdirSync(path).sort();
+    await expect(repairStore(path)).rejects.toThrow(/written by a newer actorloop.*nothing was changed/);
+    expect(readdirSync(path).sort()).toEqual(files);
+  });
+
   it('names a journal segment that is missing', async () => {
     const path = dir();
     await writeStore(path, { size: 6000 });
