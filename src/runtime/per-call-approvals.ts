@@ -1,9 +1,11 @@
 import { z } from 'zod';
 import { ValidationError } from '../contracts/errors.js';
+import type { IdentifiedRequest } from '../contracts/requests.js';
 import { parseInput } from '../contracts/validate.js';
 import type { EventStore } from '../persistence/event-store.js';
 import type { LogWriter } from '../persistence/log-writer.js';
 import { awaitedRequest, type OpenRunState } from '../persistence/open-run.js';
+import { ApprovalAnswer } from './answer-schema.js';
 import type { RunHandle } from './run-handle.js';
 
 export type Decision = 'approve' | 'deny';
@@ -70,7 +72,7 @@ export class PerCallApprovals {
           message: `call ${callId} is not one of approval ${pr.questionId}'s (${pr.calls.map((c) => c.callId).join(', ')})`,
         },
       ]);
-    const decided = await this.decided(open.pending!.seq, pr.questionId);
+    const decided = await recordedDecisions(this.s.store, this.s.sessionId, open.pending!.seq, pr.questionId);
     const before = decided.get(callId);
     if (before !== undefined && before !== decision)
       throw new ValidationError(where, [{ path: ['callId'], message: `call ${callId} was already decided: ${before}` }]);
@@ -85,14 +87,50 @@ export class PerCallApprovals {
     // the answer's decisions are keyed by call id, as `approval/decided` records them
     return { ...receipt, run: this.s.respond(open.runId, pr.questionId, { decisions: Object.fromEntries(decided) }) };
   }
+}
 
-  /** The decisions recorded for `questionId` since its request (at `fromSeq`), by call id. */
-  private async decided(fromSeq: number, questionId: string): Promise<Map<string, Decision>> {
-    const out = new Map<string, Decision>();
-    for await (const e of this.s.store.readEvents(this.s.sessionId, { fromSeq })) {
-      if (e.type === 'approval/call-decided' && e.payload.questionId === questionId && !out.has(String(e.payload.callId)))
-        out.set(String(e.payload.callId), e.payload.decision as Decision);
-    }
-    return out;
+/** The decisions recorded for `questionId` since its request (at `fromSeq`), by call id. */
+async function recordedDecisions(
+  store: EventStore,
+  sessionId: string,
+  fromSeq: number,
+  questionId: string,
+): Promise<Map<string, Decision>> {
+  const out = new Map<string, Decision>();
+  for await (const e of store.readEvents(sessionId, { fromSeq })) {
+    if (e.type === 'approval/call-decided' && e.payload.questionId === questionId && !out.has(String(e.payload.callId)))
+      out.set(String(e.payload.callId), e.payload.decision as Decision);
   }
+  return out;
+}
+
+/**
+ * A respond's answer to the pending approval, with the decisions `approve` / `deny` recorded for
+ * it: a call the answer leaves out takes its recorded decision (not the denial a left-out call
+ * gets), and an answer that contradicts one is refused (ValidationError) — a decision is final.
+ * Any other request, or an answer that is not an approval's, is returned as it is.
+ */
+export async function withRecordedDecisions(
+  store: EventStore,
+  sessionId: string,
+  open: OpenRunState | undefined,
+  req: IdentifiedRequest,
+): Promise<IdentifiedRequest> {
+  const pending = open?.runId === req.runId ? open.pending : undefined;
+  if (req.kind !== 'respond' || pending?.pendingRequest.kind !== 'approval' || pending.pendingRequest.questionId !== req.questionId)
+    return req;
+  const given = ApprovalAnswer.safeParse(req.answer);
+  if (!given.success) return req; // refused, naming what is wrong, when the attempt's input is made
+  const recorded = await recordedDecisions(store, sessionId, pending.seq, req.questionId);
+  if (recorded.size === 0) return req;
+  const decisions = new Map(Object.entries(given.data.decisions));
+  const issues: { path: string[]; message: string }[] = [];
+  for (const [callId, decision] of recorded) {
+    const answered = decisions.get(callId);
+    if (answered === undefined) decisions.set(callId, decision);
+    else if (answered !== decision)
+      issues.push({ path: ['decisions', callId], message: `call ${callId} was already decided: ${decision} (session.${decision})` });
+  }
+  if (issues.length > 0) throw new ValidationError('session.execute: answer', issues);
+  return { ...req, answer: { decisions: Object.fromEntries(decisions) } };
 }

@@ -4,6 +4,7 @@ import type { SessionServices } from '../actors/session-services.js';
 import type { PrepareOutput } from '../machines/session.machine.js';
 import type { EventStore } from '../persistence/event-store.js';
 import { attemptInput } from './attempt-input.js';
+import { withRecordedDecisions } from './per-call-approvals.js';
 import { toMessages } from '../contracts/requests.js';
 import { anyParts, assertContentTaken, storeMessages } from '../persistence/content-parts.js';
 import { recordedResult, unreadLogResult } from './log-lookups.js';
@@ -66,6 +67,8 @@ export async function prepareAttempt(s: AttemptSession, req: IdentifiedRequest):
     const settled = await settledFinal(s, req);
     if (settled) return { result: settled };
     const openRun = s.runs.open;
+    // an approval's calls decided one at a time (session.approve/deny) keep their decisions
+    req = await withRecordedDecisions(s.store, s.sessionId, openRun, req);
     // a prompt's images and files: refused when the model cannot take them, else stored as blobs
     // before the run logs its user/message
     if (req.kind === 'prompt' && typeof req.message !== 'string' && anyParts(toMessages(req.message))) {

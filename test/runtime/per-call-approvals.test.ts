@@ -57,6 +57,47 @@ describe('approvals answered per call (docs/approvals.md)', () => {
     await dir.cleanup();
   });
 
+  it('a respond keeps the decisions approve/deny recorded: a call it leaves out takes its recorded one, a contradiction is refused', async () => {
+    const paid: number[] = [];
+    const rt = createRuntime({
+      store: memoryStore(),
+      model: scriptedModel([
+        {
+          toolCalls: [
+            { id: 'c1', name: 'pay', arguments: { n: 1 } },
+            { id: 'c2', name: 'pay', arguments: { n: 2 } },
+          ],
+        },
+        'done',
+      ]),
+      tools: [
+        defineTool({ name: 'pay', description: '', parameters: z.object({ n: z.number() }), execute: ({ n }) => (paid.push(n), 'paid') }),
+      ],
+      approvalFor: ['pay'],
+    });
+    const s = await rt.openSession('s');
+    const r = await s.run('pay both').result;
+    const { runId, questionId } = { runId: r.runId, questionId: r.pendingRequest!.questionId };
+    await s.approve('c1');
+    const contradicting = s.execute({
+      kind: 'respond',
+      runId,
+      attemptId: 'a2',
+      questionId,
+      answer: { decisions: { c1: 'deny', c2: 'approve' } },
+    });
+    await expect(contradicting).rejects.toMatchObject({
+      name: 'ValidationError',
+      message: expect.stringContaining('c1 was already decided: approve'),
+    });
+    const result = await s.execute({ kind: 'respond', runId, attemptId: 'a3', questionId, answer: { decisions: { c2: 'approve' } } });
+    expect(result).toMatchObject({ status: 'succeeded', finalMessage: 'done' });
+    expect(paid).toEqual([1, 2]);
+    const log = await logOf(rt.store, 's');
+    expect(log.find((e) => e.type === 'approval/decided')!.payload.decisions).toEqual({ c1: 'approve', c2: 'approve' });
+    await rt.close();
+  });
+
   it('approve and deny reject (never throw) a bad call id, and a session closed', async () => {
     const rt = createRuntime({ store: memoryStore(), model: scriptedModel([]) });
     const s = await rt.openSession('s');
