@@ -59,6 +59,8 @@ if (db) {
         await child.waitFor((l) => l === 'READY', 30_000, 'READY');
         child.send('GO');
         await child.waitFor((l) => l.startsWith('ACK '), 30_000, 'the first ACK');
+        // every session attached before the kill (a loaded machine can ack one before the others attach)
+        for (const s of SESSIONS) await child.waitFor((l) => parseAttached(l)?.sessionId === s, 30_000, `${s} attached`);
         await sleep(30 + Math.random() * 270);
         child.signal('SIGKILL');
         const exit = await child.waitExit(10_000);
