@@ -33,7 +33,7 @@ import { waitForResult } from './wait-for-result.js';
 import { isServed, LiveSessions, type ServedInternals } from './live-sessions.js';
 import { StoreClosedError } from '../contracts/errors.js';
 import { parseInput } from '../contracts/validate.js';
-import { SessionIdInput } from '../contracts/requests.js';
+import { SessionIdInput } from '../contracts/ids.js';
 
 export interface Runtime<TOut = unknown> {
   readonly store: EventStore;
