@@ -71,6 +71,7 @@ const step = (eventId?: string): EventDraft => ({
 /** Every public call that takes an id from the app: what it is, the field it names, and the call with `bad` there. */
 const CASES: [string, string, (c: Ctx, bad: string) => unknown][] = [
   ['runtime.openSession', 'sessionId', (c, bad) => c.runtime.openSession(bad)],
+  ['runtime.run', 'sessionId', (c, bad) => c.runtime.run('hi', { sessionId: bad })],
   ['runtime.submit', 'sessionId', (c, bad) => c.runtime.submit(bad, 'hi')],
   ['runtime.submit input', 'inputId', (c, bad) => c.runtime.submit('s1', { kind: 'input', inputId: bad, mode: 'follow_up', message: 'x' })],
   ['runtime.submit respond', 'entryId', (c, bad) => c.runtime.submit('s1', { kind: 'respond', entryId: bad, questionId: 'q', answer: 1 })],
