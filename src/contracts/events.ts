@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { IdInput } from './ids.js';
 import { recordOf } from './json.js';
 import { FinishReason, Message, Usage } from './message.js';
 import { ToolMode, ToolOutcome } from './tools.js';
@@ -10,7 +11,7 @@ export const KNOWN_SCHEMA_VERSIONS: readonly string[] = [SCHEMA_VERSION];
 export const SurfaceOp = z.enum(['none', 'append', 'epoch']);
 export type SurfaceOp = z.infer<typeof SurfaceOp>;
 
-const id = z.string().min(1);
+const id = IdInput;
 const RequestDigest = z.string().regex(/^[0-9a-f]{64}$/);
 const CallRef = z.object({ callId: id, name: z.string(), arguments: z.unknown() });
 
@@ -100,7 +101,7 @@ export const EventPayloads = {
     name: z.string(),
     arguments: z.unknown(),
     mode: ToolMode,
-    resources: z.array(z.string()),
+    resources: z.array(id),
     idempotencyKey: id,
   }),
   'tool/result': z.looseObject({
@@ -140,7 +141,7 @@ export const EventPayloads = {
   }),
   'checkpoint/loaded': z.looseObject({ messages: z.array(Message), stateContext: z.unknown().optional() }),
   'state/updated': z.looseObject({ stateContext: z.unknown() }),
-  'cancellation/requested': z.looseObject({ reason: z.string(), runId: z.string().optional(), attemptId: z.string().optional() }),
+  'cancellation/requested': z.looseObject({ reason: z.string(), runId: id.optional(), attemptId: id.optional() }),
   'final/message': z.looseObject({
     finalMessageId: id,
     runId: id,
@@ -161,7 +162,7 @@ export const EventPayloads = {
   }),
   'delivery/committed': z.looseObject({ finalMessageId: id }),
   'delivery/unknown': z.looseObject({ finalMessageId: id, reason: z.string() }),
-  'resources/released': z.looseObject({ keys: z.array(z.string()).min(1) }),
+  'resources/released': z.looseObject({ keys: z.array(id).min(1) }),
   /**
    * A transfer tool's call handed the session to agent `to` (docs/agents.md): committed with its
    * result; the session runs `to` from the next step on. `output`: the run's output schema from

@@ -1,9 +1,10 @@
 import { z } from 'zod';
 import { StaleWriterError } from './errors.js';
+import { IdInput } from './ids.js';
 import { JsonValue } from './json.js';
 import { PromptMessage } from './requests.js';
 
-const id = z.string().min(1).max(200);
+const id = IdInput.max(200);
 /** Checked as JSON at run time; typed `unknown` (an answer's shape is the question's). */
 const AnyJson: z.ZodType<unknown> = JsonValue;
 

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { InputContent, StoredContent, type Content } from './content.js';
+import { IdInput } from './ids.js';
 import { JsonObject } from './json.js';
 
 /**
@@ -11,7 +12,7 @@ export type ProviderData = z.infer<typeof ProviderData>;
 
 /** One tool call the model asked for. `arguments` is the raw JSON text, validated by the runtime. */
 export const ToolCall = z.object({
-  id: z.string().min(1),
+  id: IdInput,
   name: z.string(),
   arguments: z.string(),
 });
@@ -25,7 +26,7 @@ export const Message = z.object({
   role: z.enum(['system', 'user', 'assistant', 'tool']),
   content: StoredContent,
   toolCalls: z.array(ToolCall).optional(),
-  toolCallId: z.string().optional(),
+  toolCallId: IdInput.optional(),
   name: z.string().optional(),
   /** On a `tool` message: the result is an error (Anthropic sends it as `is_error`). */
   isError: z.boolean().optional(),

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { MAX_TIMER_MS } from './config.js';
+import { IdInput } from './ids.js';
 import type { Usage } from './message.js';
 import type { ProviderRateLimits } from './provider-limits.js';
 
@@ -15,8 +16,8 @@ const posInt = z.number().int().positive();
  */
 export const RateLimit = z
   .strictObject({
-    provider: z.string().min(1).optional(),
-    model: z.string().min(1).optional(),
+    provider: IdInput.optional(),
+    model: IdInput.optional(),
     requestsPerMinute: posInt.optional(),
     inputTokensPerMinute: posInt.optional(),
     outputTokensPerMinute: posInt.optional(),

@@ -1,31 +1,12 @@
 import { z } from 'zod';
+import { IdInput } from './ids.js';
 import { JsonValue } from './json.js';
 import { UserMessage, Usage, zeroUsage } from './message.js';
 import { PendingRequest } from './events.js';
 import { Spending } from './spending.js';
 import { ToolMode, type ToolOutcome } from './tools.js';
 
-/** A UTF-16 string with a lone surrogate (which no store can keep as it is: UTF-8 has no form for it). */
-const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
-export const hasLoneSurrogate = (s: string): boolean => LONE_SURROGATE.test(s);
-
-/** Whether `s` is a valid session id (the rule of `SessionIdInput`), without building an error. */
-export const isSessionId = (s: unknown): s is string =>
-  typeof s === 'string' && s.length > 0 && s.length <= 400 && !s.includes('\u0000') && !hasLoneSurrogate(s);
-
-/**
- * A session id, as the public API (openSession, submit, waitForResult) and every store take it:
- * 1–400 UTF-16 code units, no NUL, no lone surrogate (each store keeps it exactly; PostgreSQL's
- * text would turn a lone surrogate into U+FFFD, and two ids into one).
- */
-export const SessionIdInput = z
-  .string()
-  .min(1)
-  .max(400)
-  .refine((s) => !s.includes('\u0000'), 'must not contain NUL')
-  .refine((s) => !hasLoneSurrogate(s), 'must not contain a lone surrogate (not valid Unicode)');
-
-const id = z.string().min(1);
+const id = IdInput;
 /** Checked as JSON at run time; typed `unknown` (an answer's shape is the question's). */
 const AnyJson: z.ZodType<unknown> = JsonValue;
 
@@ -237,6 +218,9 @@ export function notRunResult(
     steps: 0,
   };
 }
+
+/** `session.releaseResources` input: the resource keys to release. */
+export const ResourceKeys = z.array(IdInput).min(1);
 
 /** `session.submitInput` input. */
 export const InputEnvelope = z.strictObject({

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { IdInput } from './ids.js';
 import { JsonValue } from './json.js';
 import { InputContent, StoredContent } from './content.js';
 import { Message, Usage } from './message.js';
@@ -32,7 +33,7 @@ const Completed = z.object({
   concludesTurn: z.boolean().default(false),
   structured: JsonValue.optional(),
   /** Resource keys whose uncertain-hanging locks this result releases. */
-  releaseResources: z.array(z.string()).default([]),
+  releaseResources: z.array(IdInput).default([]),
   additionalMessages: z.array(Message).optional(),
   ...CallSpending,
 });
@@ -41,14 +42,14 @@ const Cancelled = z.object({
   kind: z.literal('cancelled'),
   settled: z.boolean(),
   partialContent: z.string().optional(),
-  resourceLocks: z.array(z.string()).default([]),
+  resourceLocks: z.array(IdInput).default([]),
   ...CallSpending,
 });
 const UncertainSettled = z.object({ kind: z.literal('uncertain-settled'), content: z.string() });
 const UncertainHanging = z.object({
   kind: z.literal('uncertain-hanging'),
   content: z.string(),
-  resourceLocks: z.array(z.string()).default([]),
+  resourceLocks: z.array(IdInput).default([]),
 });
 
 /** The outcome of one tool call (DESIGN §4 item 5), as the log keeps it. */

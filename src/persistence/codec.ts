@@ -12,6 +12,7 @@ import {
 } from '../contracts/events.js';
 import { parseInput, unreadable } from '../contracts/validate.js';
 import { assertJson } from '../contracts/json.js';
+import { isId } from '../contracts/ids.js';
 
 /** A draft after validation: payload parsed by its schema and made plain JSON. */
 export interface PreparedDraft {
@@ -96,7 +97,7 @@ function prepareDraft(raw: unknown, i: number, where: string, sessionId: string 
     isNonNegInt(d.turn) &&
     isNonNegInt(d.step) &&
     isNonNegInt(d.attempt) &&
-    (d.eventId === undefined || (typeof d.eventId === 'string' && d.eventId.length > 0)) &&
+    (d.eventId === undefined || isId(d.eventId)) &&
     typeof d.payload === 'object' &&
     d.payload !== null &&
     !Array.isArray(d.payload);

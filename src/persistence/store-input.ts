@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import type { EventRecord } from '../contracts/events.js';
 import { parseInput } from '../contracts/validate.js';
-import { isSessionId, SessionIdInput } from '../contracts/requests.js';
+import { IdInput, isId, isSessionId, SessionIdInput } from '../contracts/ids.js';
 import type { EventStore } from './event-store.js';
 
 const Range = z.strictObject({
@@ -15,12 +15,10 @@ export function assertSessionId(sessionId: unknown, where: string): asserts sess
   parseInput(SessionIdInput, sessionId, `${where}: sessionId`);
 }
 
-const EventId = z.string().min(1);
-
-/** Validates getEventById's id (any non-empty string; one too long to be stored is simply not found). */
+/** Validates getEventById's id (the id rule, IdInput; one too long to be stored is simply not found). */
 export function assertEventId(eventId: unknown, where: string): asserts eventId is string {
-  if (typeof eventId === 'string' && eventId.length > 0) return;
-  parseInput(EventId, eventId, `${where}: eventId`);
+  if (isId(eventId)) return;
+  parseInput(IdInput, eventId, `${where}: eventId`);
 }
 
 const isPositiveInt = (v: unknown) => typeof v === 'number' && Number.isInteger(v) && v > 0;

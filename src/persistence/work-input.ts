@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { IdInput, SessionIdInput } from '../contracts/ids.js';
 import { InboxEntry, InboxOutcome } from '../contracts/inbox.js';
 import { parseInput } from '../contracts/validate.js';
 import { assertSessionId } from './store-input.js';
@@ -6,15 +7,15 @@ import { assertSessionId } from './store-input.js';
 // The inputs every WorkStore checks at its boundary (memory, LMDB and PostgreSQL alike).
 export const Positive = z.number().int().positive();
 export const Claim = z.strictObject({ limit: z.number().int().positive().max(10_000), leaseMs: z.number().int().positive() });
-export const Marks = z.array(z.strictObject({ entryId: z.string().min(1), outcome: InboxOutcome }));
-export const Leases = z.array(z.strictObject({ sessionId: z.string().min(1), writerEpoch: Positive }));
+export const Marks = z.array(z.strictObject({ entryId: IdInput, outcome: InboxOutcome }));
+export const WorkerId = IdInput.max(400);
+export const Leases = z.array(z.strictObject({ sessionId: SessionIdInput, writerEpoch: Positive }));
 export const Registration = z.strictObject({
-  workerId: z.string().min(1),
+  workerId: WorkerId,
   host: z.string(),
   pid: z.number().int(),
   concurrency: z.number().int().positive(),
 });
-export const WorkerId = z.string().min(1).max(400);
 export const ReleaseOptions = z.strictObject({ resume: z.boolean() });
 
 /**
@@ -31,7 +32,7 @@ export const workArgs = {
   },
   getEntry(sessionId: string, entryId: string): void {
     assertSessionId(sessionId, 'work.getEntry');
-    parseInput(z.string().min(1), entryId, 'work.getEntry: entryId');
+    parseInput(IdInput, entryId, 'work.getEntry: entryId');
   },
   markApplied(sessionId: string, writerEpoch: number, marks: unknown): z.output<typeof Marks> {
     assertSessionId(sessionId, 'work.markApplied');

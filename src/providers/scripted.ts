@@ -3,6 +3,7 @@ import { z } from 'zod';
 import { CancelledError, ProviderError } from '../contracts/errors.js';
 import { FinishReason, Usage } from '../contracts/message.js';
 import { parseInput } from '../contracts/validate.js';
+import { IdInput } from '../contracts/ids.js';
 import type { ModelProvider, ModelRequest, ModelResponse, ModelStreamEvent } from '../contracts/model.js';
 
 /** One scripted model turn: a text answer, tool calls, or an error to throw. */
@@ -21,7 +22,7 @@ export type ScriptedStep =
 
 const StepObject = z.strictObject({
   text: z.string().optional(),
-  toolCalls: z.array(z.strictObject({ id: z.string().min(1).optional(), name: z.string(), arguments: z.unknown() })).optional(),
+  toolCalls: z.array(z.strictObject({ id: IdInput.optional(), name: z.string(), arguments: z.unknown() })).optional(),
   finishReason: FinishReason.optional(),
   usage: Usage.optional(),
   delayMs: z.number().nonnegative().optional(),

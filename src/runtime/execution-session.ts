@@ -8,6 +8,7 @@ import {
   ExecutionRequest,
   InputEnvelope,
   notRunResult,
+  ResourceKeys,
   RunRequest,
   StopRequest,
   type ExecutionResult,
@@ -288,7 +289,7 @@ export class ExecutionSession<TOut = unknown> {
 
   /** Withdraws an input not yet consumed (`input/cancelled`); its receipt says what became of it. */
   async cancelInput(inputId: string): Promise<InputReceipt> {
-    parseInput(z.string().min(1), inputId, 'session.cancelInput');
+    parseInput(InputEnvelope.shape.inputId, inputId, 'session.cancelInput: inputId');
     this.assertOpen();
     return this.parts.desk.cancel(inputId);
   }
@@ -331,12 +332,9 @@ export class ExecutionSession<TOut = unknown> {
     return this.parts.control.stopAfterRound(req);
   }
 
-  /**
-   * Releases resource locks held by uncertain calls (`resources/released`), once the app has
-   * checked what really happened.
-   */
+  /** Releases resource locks held by uncertain calls (`resources/released`), once the app has checked what really happened. */
   async releaseResources(keys: string[]): Promise<void> {
-    const k = parseInput(z.array(z.string().min(1)).min(1), keys, 'session.releaseResources');
+    const k = parseInput(ResourceKeys, keys, 'session.releaseResources: keys');
     this.assertOpen();
     await this.parts.records.release(k);
   }

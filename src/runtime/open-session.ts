@@ -3,7 +3,7 @@ import type { AnyActorRef } from 'xstate';
 import type { SessionServices } from '../actors/session-services.js';
 import { StoreClosedError } from '../contracts/errors.js';
 import type { Message } from '../contracts/message.js';
-import { SessionIdInput } from '../contracts/requests.js';
+import { SessionIdInput } from '../contracts/ids.js';
 import { parseInput } from '../contracts/validate.js';
 import type { EventStore } from '../persistence/event-store.js';
 import { LogWriter } from '../persistence/log-writer.js';

@@ -1,4 +1,4 @@
-import { z } from 'zod';
+import { IdInput } from '../contracts/ids.js';
 import { ValidationError } from '../contracts/errors.js';
 import type { IdentifiedRequest } from '../contracts/requests.js';
 import { parseInput } from '../contracts/validate.js';
@@ -51,7 +51,7 @@ export class PerCallApprovals {
 
   /** Records one decision; a bad call id or a closed session rejects (as every other failure does), never throws. */
   async decide(callId: string, decision: Decision, where: string): Promise<ApprovalReceipt> {
-    parseInput(z.string().min(1), callId, where);
+    parseInput(IdInput, callId, `${where}: callId`);
     this.s.assertOpen();
     const next = this.queue.then(() => this.record(callId, decision, where));
     // the next decision waits until the attempt this one started has ended (the approval is answered then)

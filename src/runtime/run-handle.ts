@@ -210,15 +210,17 @@ export function identifiedRequest(
  * What `session.run` checks before it returns (its ValidationErrors thrown there, as the request's
  * shape's are): the run's ids fit the store's keys, and a prompt's images and files are ones the
  * session's model takes, within `contentLimits`. What needs the log (a run open to respond to or
- * continue) is checked when the attempt is prepared: `result` rejects.
+ * continue) is checked when the attempt is prepared: `result` rejects. Without a `model` (a session
+ * not open yet, whose agent is not known) the parts are checked against `contentLimits` only.
  */
 export function assertRunRequest(
   req: IdentifiedRequest,
-  s: { sessionId: string; model: ModelProvider; contentLimits: ContentLimits },
+  s: { sessionId: string; model: ModelProvider | undefined; contentLimits: ContentLimits },
+  where = 'session.run',
 ): void {
-  if (req.runId !== '') assertRunIdsFit(s.sessionId, req.runId, req.attemptId, 'session.run', ['runId', 'attemptId']);
+  if (req.runId !== '') assertRunIdsFit(s.sessionId, req.runId, req.attemptId, where, ['runId', 'attemptId']);
   if (req.kind !== 'prompt' || typeof req.message === 'string') return;
   const messages = toMessages(req.message);
-  assertContentTaken(messages, s.model, 'session.run: message');
-  for (const [i, m] of messages.entries()) assertContentLimits(m.content, s.contentLimits, 'session.run: message', [i, 'content']);
+  if (s.model) assertContentTaken(messages, s.model, `${where}: message`);
+  for (const [i, m] of messages.entries()) assertContentLimits(m.content, s.contentLimits, `${where}: message`, [i, 'content']);
 }

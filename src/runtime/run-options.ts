@@ -13,7 +13,9 @@ export interface RunOptions<S extends z.ZodType = z.ZodType> {
   output?: S;
 }
 
-const RunOptionsSchema = z.strictObject({ output: z.custom<z.ZodType>(isZodSchema, 'a zod schema (e.g. z.object({ … }))').optional() });
+export const RunOptionsSchema = z.strictObject({
+  output: z.custom<z.ZodType>(isZodSchema, 'a zod schema (e.g. z.object({ … }))').optional(),
+});
 
 /** An ExecutionResult whose `output` is typed by the run's schema. */
 export type TypedResult<T> = Omit<ExecutionResult, 'output'> & {
@@ -29,9 +31,9 @@ export type DeepPartial<T> = T extends readonly (infer U)[]
     : T;
 
 /** `req` with the run's output schema from session.run's `options` (unknown keys, or an output that is not a zod schema, refused). */
-export function withRunOptions<R extends object>(req: R, options: unknown): R & { output?: z.ZodType } {
-  const { output } = parseInput(RunOptionsSchema, options, 'session.run: options');
+export function withRunOptions<R extends object>(req: R, options: unknown, where = 'session.run'): R & { output?: z.ZodType } {
+  const { output } = parseInput(RunOptionsSchema, options, `${where}: options`);
   if (output === undefined) return req;
-  outputSpec(output, 'session.run: options.output'); // a schema no answer could meet is refused here, as other bad input
+  outputSpec(output, `${where}: options.output`); // a schema no answer could meet is refused here, as other bad input
   return { ...req, output };
 }

@@ -33,7 +33,7 @@ import { waitForResult } from './wait-for-result.js';
 import { isServed, LiveSessions, type ServedInternals } from './live-sessions.js';
 import { StoreClosedError } from '../contracts/errors.js';
 import { parseInput } from '../contracts/validate.js';
-import { SessionIdInput } from '../contracts/requests.js';
+import { SessionIdInput } from '../contracts/ids.js';
 
 export interface Runtime<TOut = unknown> {
   readonly store: EventStore;
@@ -57,6 +57,8 @@ export interface Runtime<TOut = unknown> {
   /**
    * Runs `message` as the first prompt of a fresh session (`options.sessionId`, or a new id) and
    * returns its handle at once, with the session's id; the session closes when the attempt ends.
+   * A bad call (options, session id, message) throws a ValidationError before any session is
+   * opened: nothing is written.
    * @example
    * const run = runtime.run('What is 2 + 2?')
    * for await (const text of run.textStream) process.stdout.write(text)
@@ -201,8 +203,9 @@ export function createRuntime(options: RuntimeOptions): Runtime {
     },
     run: ((message: PromptMessage, options?: RuntimeRunOptions) => {
       assertModel(o, 'runtime.run');
-      const newId = () => newRunId(o.ids);
-      return runOnFreshSession((id) => openShared(id, { resume: 'auto', takeover: false }), message, options, newId);
+      const checks = { newId: () => newRunId(o.ids), model: o.model!, contentLimits: o.contentLimits };
+      // the call is checked before the session opens: a bad one leaves nothing in the store
+      return runOnFreshSession((id) => openShared(id, { resume: 'auto', takeover: false }), message, options, checks);
     }) as Runtime['run'],
     liveEnvelopes$: (sessionId) => sessions.envelopes$(sessionId),
     submit: (sessionId, entry) => submitToOpen(store, sessions, inboxFor, sessionId, promptEntry(entry), o.contentLimits),

@@ -1,9 +1,8 @@
-import { z } from 'zod';
 import { CancelledError, InputRejectedError } from '../contracts/errors.js';
 import { WaitForResultOptions } from '../contracts/inbox.js';
 import type { ExecutionResult } from '../contracts/requests.js';
 import { parseInput } from '../contracts/validate.js';
-import { SessionIdInput } from '../contracts/requests.js';
+import { IdInput, SessionIdInput } from '../contracts/ids.js';
 import type { EventStore } from '../persistence/event-store.js';
 import { runOpenEventId } from '../persistence/run-ids.js';
 
@@ -54,7 +53,7 @@ export async function waitForResult(
   options: WaitForResultOptions = {},
 ): Promise<ExecutionResult> {
   parseInput(SessionIdInput, sessionId, 'waitForResult: sessionId');
-  parseInput(z.string().min(1), runId, 'waitForResult: runId');
+  parseInput(IdInput, runId, 'waitForResult: runId');
   const o = parseInput(WaitForResultOptions, options, 'waitForResult: options');
   const signal = o.signal;
   let wake: (() => void) | undefined;

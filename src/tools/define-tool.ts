@@ -4,6 +4,7 @@ import type { JsonValue } from '../contracts/json.js';
 import type { ToolMode, ToolOutcomeInput, ToolSpec } from '../contracts/tools.js';
 import { parseInput } from '../contracts/validate.js';
 import { timerMs } from '../contracts/config.js';
+import { isId, IdInput } from '../contracts/ids.js';
 
 /** What a tool's `execute` and `reconcile` receive besides the arguments. */
 export interface ToolContext {
@@ -92,7 +93,7 @@ const ToolOptions = z.strictObject({
   description: z.string(),
   parameters: z.custom<z.ZodType>((v) => v instanceof z.ZodType, 'a zod schema'),
   mode: z.enum(['parallel', 'exclusive']).default('exclusive'),
-  resources: z.union([z.array(z.string()), z.custom<(a: unknown) => string[]>((v) => typeof v === 'function')]).default([]),
+  resources: z.union([z.array(IdInput), z.custom<(a: unknown) => string[]>((v) => typeof v === 'function')]).default([]),
   timeoutMs: timerMs.positive().optional(),
   needsApproval: z.union([z.boolean(), z.custom<(a: unknown) => boolean>((v) => typeof v === 'function')]).optional(),
   execute: z.custom<ToolDefinition['execute']>((v) => typeof v === 'function', 'a function'),
@@ -148,16 +149,23 @@ export function defineTool<A>(options: ToolOptions<A>): ToolDefinition<A> {
 
 /**
  * The resource keys a call of `tool` locks. Contract: a tool's own `resources(args)` may throw;
- * one that returns anything but an array of strings throws here, naming the tool (a step fails on
- * it as on a throw, with the assistant message logged, never with a bad `tool/call` record).
+ * one that returns anything but an array of keys (the id rule, IdInput: non-empty strings, no NUL,
+ * no lone surrogate) throws here, naming the tool (a step fails on it as on a throw, with the
+ * assistant message logged, never with a bad `tool/call` record).
  */
 export function resourcesOf(tool: AnyTool, args: unknown): string[] {
   if (typeof tool.resources !== 'function') return tool.resources;
   const keys: unknown = tool.resources(args);
-  if (!Array.isArray(keys) || !keys.every((k) => typeof k === 'string')) {
-    throw new TypeError(`the resources function of tool ${tool.name} returned ${kindOf(keys)}, not an array of strings`);
+  if (!Array.isArray(keys) || !keys.every((k) => isId(k))) {
+    throw new TypeError(`the resources function of tool ${tool.name} returned ${kindOf(keys)}, not an array of resource keys`);
   }
   return keys as string[];
 }
 
-const kindOf = (v: unknown): string => (Array.isArray(v) ? 'an array with a non-string key' : v === null ? 'null' : typeof v);
+const kindOf = (v: unknown): string => {
+  if (!Array.isArray(v)) return v === null ? 'null' : typeof v;
+  const bad: unknown = v.find((k) => !isId(k));
+  return typeof bad === 'string'
+    ? `an array with the key ${JSON.stringify(bad)} (an empty string, or one with a NUL or a lone surrogate)`
+    : 'an array with a non-string key';
+};

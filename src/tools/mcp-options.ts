@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { timerMs } from '../contracts/config.js';
+import { IdInput } from '../contracts/ids.js';
 import type { ToolOutcomeInput } from '../contracts/tools.js';
 import type { ToolContext } from './define-tool.js';
 import type { JsonSchemaValidatorLike, McpClientLike } from './mcp-client.js';
@@ -65,7 +66,7 @@ export const McpOptions = z.strictObject({
   timeoutMs: timerMs.positive().optional(),
   // a Map, so a tool named `constructor` or `__proto__` finds its own entry, never Object's
   resources: z
-    .preprocess(ownEntries, z.map(z.string(), z.array(z.string()), { error: 'an object or a Map: tool name → resource keys' }))
+    .preprocess(ownEntries, z.map(z.string(), z.array(IdInput), { error: 'an object or a Map: tool name → resource keys' }))
     .optional(),
   needsApproval: z.array(z.string()).default([]),
   reconcile: z.custom<NonNullable<McpToolsOptions['reconcile']>>((v) => typeof v === 'function', 'a function').optional(),

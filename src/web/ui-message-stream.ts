@@ -2,6 +2,7 @@ import { z } from 'zod';
 import type { EventRecord, PendingRequest } from '../contracts/events.js';
 import { ValidationError } from '../contracts/errors.js';
 import { parseInput } from '../contracts/validate.js';
+import { IdInput } from '../contracts/ids.js';
 import type { EventStore } from '../persistence/event-store.js';
 import { awaitedRequest } from '../persistence/open-run.js';
 import type { SessionHead } from '../persistence/head.js';
@@ -28,7 +29,7 @@ export const UIMessageStreamOptions = SessionEventsOptions.extend({
    * reply to that input's user message, from the log's position `fromSeq` on (default 1).
    */
   reply: z
-    .union([z.literal('open'), z.strictObject({ inputId: z.string().min(1), fromSeq: z.number().int().positive().optional() })])
+    .union([z.literal('open'), z.strictObject({ inputId: IdInput, fromSeq: z.number().int().positive().optional() })])
     .default('open'),
 });
 export type UIMessageStreamOptions = z.input<typeof UIMessageStreamOptions>;

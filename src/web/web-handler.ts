@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { isStoreClosedError, isValidationError, ValidationError } from '../contracts/errors.js';
 import { parseInput } from '../contracts/validate.js';
 import { assertSessionId } from '../persistence/store-input.js';
-import { hasLoneSurrogate } from '../contracts/requests.js';
+import { hasLoneSurrogate } from '../contracts/ids.js';
 import type { Runtime } from '../runtime/runtime.js';
 import { CancelBody, MessageBody, RespondBody, StopBody, type InboxEntry, type InboxReceipt } from './inbox-contract.js';
 import { errorResponse, sessionEvents, SessionEventsOptions } from './session-events.js';

@@ -1,6 +1,7 @@
 import fc from 'fast-check';
 import { z } from 'zod';
 import { defineTool, type AnyTool, type ExecutionSession, type ExecutionResult } from '../../src/index.js';
+import { isId } from '../../src/contracts/ids.js';
 import { hostileKey } from './fuzz-lib.js';
 
 /** Generated model output and public-API input for the fuzz properties. */
@@ -30,7 +31,10 @@ export const toolName = fc.oneof(fc.constantFrom('echo', 'exclusive_op', 'failin
 
 export const toolCall = fc.record({ id: hostileKey, name: toolName, arguments: argumentText });
 
-/** One model turn as a scripted step (an id may repeat within a message, or be left out). */
+/**
+ * One model turn as a scripted step (an id may repeat within a message, or be left out; scriptedModel
+ * takes ids under the id rule, so the ids it is given do: the OpenAI wire fuzz sends the rest).
+ */
 export const scriptedStep = fc.oneof(
   {
     weight: 5,
@@ -41,7 +45,7 @@ export const scriptedStep = fc.oneof(
           fc.array(
             fc.record({
               id: fc.option(
-                hostileKey.filter((k) => k.length > 0),
+                hostileKey.filter((k) => isId(k)),
                 { nil: undefined },
               ),
               name: toolName,

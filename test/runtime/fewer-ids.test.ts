@@ -1,6 +1,8 @@
 import { describe, expect, it } from 'vitest';
-import { createRuntime, lmdbStore, memoryStore, scriptedModel } from '../../src/index.js';
+import { z } from 'zod';
+import { createRuntime, lmdbStore, memoryStore, scriptedModel, type Runtime } from '../../src/index.js';
 import { tempDir } from '../helpers/tmp.js';
+import { expectValidation } from '../helpers/validation.js';
 
 describe('fewer ids (docs/getting-started.md)', () => {
   it('openSession() without an id opens a new session under a fresh id', async () => {
@@ -24,16 +26,58 @@ describe('fewer ids (docs/getting-started.md)', () => {
     await rt.close();
   });
 
-  it("runtime.run's refused prompt (an image over contentLimits) rejects its result and closes the session it opened", async () => {
-    const rt = createRuntime({ model: scriptedModel(['never']), store: memoryStore(), contentLimits: { maxBlobBytes: 10 } });
+  it('runtime.run checks its call before it opens a session: a bad one throws a ValidationError and leaves no session in the store', async () => {
     const image = [{ role: 'user' as const, content: [{ type: 'image' as const, data: new Uint8Array(11), mediaType: 'image/png' }] }];
-    const run = rt.run(image);
+    const bad: [string, string, (rt: Runtime) => unknown][] = [
+      ['an unknown option', 'outptu', (rt) => rt.run('hi', { outptu: z.string() } as never)],
+      ['an output that is not a zod schema', 'output', (rt) => rt.run('hi', { output: 'text' } as never)],
+      ['a NUL in the session id', 'sessionId', (rt) => rt.run('hi', { sessionId: 'a\u0000b' })],
+      ['an empty session id', 'sessionId', (rt) => rt.run('hi', { sessionId: '' })],
+      ['a system message as the prompt', 'role', (rt) => rt.run({ role: 'system', content: 'x' } as never)],
+      ['no message', 'runtime.run', (rt) => rt.run(undefined as never)],
+      ['an image over contentLimits', 'message', (rt) => rt.run(image)],
+    ];
+    for (const [name, makeStore] of [
+      ['memory', () => ({ store: memoryStore(), cleanup: async () => {} })],
+      [
+        'lmdb',
+        () => {
+          const dir = tempDir();
+          return { store: lmdbStore({ path: dir.path }), cleanup: () => dir.cleanup() };
+        },
+      ],
+    ] as const) {
+      const { store, cleanup } = makeStore();
+      const rt = createRuntime({ model: scriptedModel(['never'], { loop: true }), store, contentLimits: { maxBlobBytes: 10 } });
+      for (const [what, field, call] of bad) {
+        await expectValidation(() => call(rt), field).catch((e: Error) => {
+          throw new Error(`${name}, ${what}: ${e.message}`);
+        });
+        expect(await rt.store.listSessions(), `${name}, ${what}: no session`).toEqual([]);
+      }
+      // the runtime still runs a good call
+      expect((await rt.run('hi', { sessionId: 'good' }).result).status).toBe('succeeded');
+      expect(await rt.store.listSessions()).toEqual(['good']);
+      await rt.close();
+      await cleanup();
+    }
+  });
+
+  it("runtime.run's prompt that the session's model refuses (an image it does not take) rejects its result and closes the session it opened", async () => {
+    // which agent (and model) a named session runs is known once it is open: checked then
+    const model = { ...scriptedModel(['never']), contentSupport: { image: ['image/jpeg'], file: [] } };
+    const rt = createRuntime({ model, store: memoryStore() });
+    const image = [{ role: 'user' as const, content: [{ type: 'image' as const, data: new Uint8Array(1), mediaType: 'image/png' }] }];
+    const run = rt.run(image, { sessionId: 'named' });
     await expect(run.result).rejects.toMatchObject({ name: 'ValidationError' });
     // closed, not left open in this runtime: opening it again attaches a new instance
     await (await rt.openSession(run.sessionId)).close();
     const attached = [];
     for await (const e of rt.store.readEvents(run.sessionId)) if (e.type === 'session/attached') attached.push(e);
     expect(attached).toHaveLength(2);
+    // a new session runs the default agent: its model's refusal is known before anything is opened
+    expect(() => rt.run(image)).toThrow(expect.objectContaining({ name: 'ValidationError' }));
+    expect(await rt.store.listSessions()).toEqual(['named']);
     await rt.close();
   });
 

@@ -39,6 +39,16 @@ describe('defineTool options', () => {
       ValidationError,
     );
   });
+
+  it('resource keys follow the id rule: an empty key, a NUL or a lone surrogate is refused naming resources; emoji and spaces are kept', () => {
+    const tool = (resources: string[]) =>
+      defineTool({ name: 'lock', description: '', parameters: z.object({}), resources, execute: () => 'x' });
+    for (const bad of ['', 'a\u0000b', '\ud800', 'x\udc00y']) {
+      expect(() => tool(['ok', bad]), JSON.stringify(bad)).toThrow(ValidationError);
+      expect(() => tool(['ok', bad]), JSON.stringify(bad)).toThrow(/resources\.1/);
+    }
+    expect(tool(['room 🦊 é']).resources).toEqual(['room 🦊 é']);
+  });
 });
 
 describe('the JSON Schema sent to the provider (real Anthropic SDK, local server)', () => {
@@ -97,11 +107,14 @@ describe('the JSON Schema sent to the provider (real Anthropic SDK, local server
 });
 
 describe("a tool's resources function", () => {
-  it('one that returns anything but an array of strings fails the step as a throw would: the assistant message and skipped results are logged', async () => {
+  it('one that returns anything but an array of resource keys (the id rule) fails the step as a throw would: the assistant message and skipped results are logged', async () => {
     for (const [given, said] of [
       [5, 'number'],
       [['a', 1], 'an array with a non-string key'],
       [{ length: 0 }, 'object'],
+      [['a', ''], 'an array with the key "" (an empty string, or one with a NUL or a lone surrogate)'],
+      [['a\u0000b'], 'an array with the key "a\\u0000b"'],
+      [['\ud800'], 'an array with the key "\\ud800"'],
     ] as const) {
       const tool = defineTool({
         name: 'lock',
@@ -119,7 +132,8 @@ describe("a tool's resources function", () => {
       const session = await runtime.openSession('s1');
       const r = await session.execute({ kind: 'prompt', runId: 'r1', attemptId: 'a1', message: 'go' });
       expect(r.status).toBe('failed');
-      expect(r.error?.message).toContain(`the resources function of tool lock returned ${said}, not an array of strings`);
+      expect(r.error?.message).toContain(`the resources function of tool lock returned ${said}`);
+      expect(r.error?.message).toContain('not an array of resource keys');
       const log: { type: string; payload: Record<string, unknown> }[] = [];
       for await (const e of store.readEvents('s1')) log.push(e);
       expect(log.map((e) => e.type)).toEqual([
