@@ -38,7 +38,10 @@ function printReport(io: CommandIO, dir: string, report: VerifyReport): void {
 export function verifyAdvice(report: VerifyReport, dir: string): string | undefined {
   if (report.ok) return undefined;
   if (report.problems.some((p) => p.where === 'version'))
-    return 'records were written by a newer actorloop, which this version cannot read (not known to be damaged): upgrade actorloop and verify again; do not repair with this version';
+    return (
+      'records were written by a newer actorloop, which this version cannot read (not known to be damaged): ' +
+      'upgrade actorloop and verify again; do not repair with this version'
+    );
   if (report.problems.every((p) => p.where === 'verify'))
     return 'the check could not finish, so nothing is known to be damaged: fix what it names (e.g. room in TMPDIR) and verify again';
   return `run \`${command(`repair ${dir}`)}\` (with every process using it stopped) to rebuild what is damaged from what is whole`;

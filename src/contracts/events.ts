@@ -196,7 +196,10 @@ SURFACE_OPS['checkpoint/loaded'] = 'epoch';
 
 const nonNegInt = z.number().int().nonnegative();
 
-/** What a writer hands to `append`. A missing `eventId` gets a fresh one; a key it does not name is refused (ValidationError), never dropped. */
+/**
+ * What a writer hands to `append`. A missing `eventId` gets a fresh one; a key it does not name is
+ * refused (ValidationError), never dropped.
+ */
 export const EventDraft = z.strictObject({
   eventId: id.optional(),
   type: EventType,

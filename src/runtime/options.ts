@@ -188,7 +188,8 @@ export function resolveRuntimeOptions(options: RuntimeOptions): ResolvedRuntimeO
     throw new ValidationError('createRuntime', [
       {
         path: ['tools'],
-        message: `a tool named ${askUserTool.name} beside the askUser option: the built-in would replace it; rename it or leave askUser off`,
+        message:
+          `a tool named ${askUserTool.name} beside the askUser option: ` + 'the built-in would replace it; rename it or leave askUser off',
       },
     ]);
   }
