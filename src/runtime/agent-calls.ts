@@ -15,7 +15,7 @@ import { followControl, routedAnswer, throughChild } from './child-requests.js';
 import type { ExecutionSession } from './execution-session.js';
 import type { ParentLink } from './session-agent.js';
 import { currentRunResult } from './wait-for-result.js';
-import { callActorOf } from '../actors/tool-call.js';
+import { callActorOf, messageOf } from '../actors/tool-call.js';
 import type { AnyActorRef } from 'xstate';
 import { BudgetPool, childBudgetOf } from '../actors/budget-pool.js';
 import type { ChildSpending } from '../actors/run-children.js';
@@ -103,7 +103,7 @@ async function runChildCall(host: ChildHost, agent: string, prompt: string, ctx:
   // a call cancelled before its child's run settled (waiting, detached, interrupted, or not started):
   // no result now — the run's end answers it once its cancel has reached that child (docs/agents.md, "Control")
   const cancelled = (): ToolReturn => {
-    if (!call || !isCancelledError(ctx.signal.reason)) return cancelledOutcome(agent, spent());
+    if (!call || !isCancelledError(ctx.signal.reason)) return cancelledOutcome(agent, spent(), ctx.signal.reason);
     call.leaveUnsettled();
     return `the ${agent} agent was cancelled before it answered`;
   };
@@ -128,7 +128,7 @@ async function runChildCall(host: ChildHost, agent: string, prompt: string, ctx:
         if ('result' in state && state.result) last = state.result;
         const open = 'waiting' in state || STILL_OPEN.has(state.result.status);
         // (a cancelled parent's run settles: the call cannot wait with it)
-        if (ctx.signal.aborted) return open ? cancelled() : cancelledOutcome(agent, spent());
+        if (ctx.signal.aborted) return open ? cancelled() : cancelledOutcome(agent, spent(), ctx.signal.reason);
         if (open && call) {
           // the child's run is still open: the parent's call stays without a result, its run waits
           // on the child's request (or is detached), and its next attempt runs this call again
@@ -220,10 +220,14 @@ async function childState(
   return { result: await child.execute({ kind: 'prompt', runId: CHILD_RUN, attemptId: CHILD_RUN, message: prompt }) };
 }
 
-const cancelledOutcome = (agent: string, spending: ChildSpending = {}): ToolOutcomeInput => ({
+/** A call whose child's run was cancelled: with its parent run, or for the reason the call was aborted (its timeoutMs). */
+const cancelledOutcome = (agent: string, spending: ChildSpending = {}, reason?: unknown): ToolOutcomeInput => ({
   kind: 'cancelled',
   settled: true,
-  partialContent: `the ${agent} agent was cancelled with its parent run`,
+  partialContent:
+    reason === undefined || isCancelledError(reason)
+      ? `the ${agent} agent was cancelled with its parent run`
+      : `the ${agent} agent was cancelled: ${messageOf(reason)}`,
   resourceLocks: [],
   ...spending,
 });

@@ -131,7 +131,10 @@ describe('an agentTool spread into defineTool', () => {
     const s = await runtime.openSession('s');
     const r = await s.execute({ kind: 'prompt', runId: 'r', attemptId: 'r', message: 'what is tea?' });
     expect(r).toMatchObject({ status: 'succeeded', finalMessage: 'Gave up.' });
-    expect(ofCall(await logOf(store, 's'), 'tool/result', 'c1')[0]!.payload.outcome).toMatchObject({ kind: 'cancelled' });
+    expect(ofCall(await logOf(store, 's'), 'tool/result', 'c1')[0]!.payload.outcome).toMatchObject({
+      kind: 'cancelled',
+      partialContent: 'the researcher agent was cancelled: timed out after 100 ms',
+    });
     expect((await logOf(store, CHILD)).filter((e) => e.type === 'run/end').map((e) => e.payload.status)).toEqual(['cancelled']);
   });
 
