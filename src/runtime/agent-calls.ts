@@ -5,7 +5,8 @@ import type { ToolOutcomeInput } from '../contracts/tools.js';
 import type { JsonValue } from '../contracts/json.js';
 import type { EventStore } from '../persistence/event-store.js';
 import { sha256 } from '../persistence/surface.js';
-import type { AgentMark } from '../tools/agent-marks.js';
+import { unmarked, type AgentMark } from '../tools/agent-marks.js';
+import { AgentInput } from '../tools/agent-tool.js';
 import type { AnyTool, ToolContext, ToolReturn } from '../tools/define-tool.js';
 import { callRuntimeOf } from '../tools/call-runtime.js';
 import { contentText } from '../contracts/content.js';
@@ -14,7 +15,7 @@ import { followControl, routedAnswer, throughChild } from './child-requests.js';
 import type { ExecutionSession } from './execution-session.js';
 import type { ParentLink } from './session-agent.js';
 import { currentRunResult } from './wait-for-result.js';
-import { callActorOf } from '../actors/tool-call.js';
+import { callActorOf, messageOf } from '../actors/tool-call.js';
 import type { AnyActorRef } from 'xstate';
 import { BudgetPool, childBudgetOf } from '../actors/budget-pool.js';
 import type { ChildSpending } from '../actors/run-children.js';
@@ -54,9 +55,14 @@ export interface ChildVia {
   callActor?: AnyActorRef;
 }
 
-/** `tool` with its calls running its agent in child sessions of `host`'s runtime. */
+/**
+ * `tool` with its calls running its agent in child sessions of `host`'s runtime. The child's
+ * prompt is the `input` of agentTool's own parameters, or the call's arguments as JSON when the
+ * tool has parameters of its own (given to agentTool, or to defineTool with the agentTool spread in).
+ */
 export function boundAgentTool(tool: AnyTool, mark: Extract<AgentMark, { kind: 'agent' }>, host: ChildHost): AnyTool {
-  return { ...tool, execute: (args: unknown, ctx: ToolContext) => runChildCall(host, mark, args, ctx) };
+  const promptOf = tool.parameters === AgentInput ? (args: unknown) => (args as AgentInput).input : (args: unknown) => JSON.stringify(args);
+  return { ...unmarked(tool), execute: (args: unknown, ctx: ToolContext) => runChildCall(host, mark.agent.name, promptOf(args), ctx) };
 }
 
 /**
@@ -67,13 +73,7 @@ export function boundAgentTool(tool: AnyTool, mark: Extract<AgentMark, { kind: '
  * cancel (the call's signal) cancels the child, its stop and detach reach it too; a child that
  * waits for an answer (or was detached) leaves the call unsettled, and the parent waits with it.
  */
-async function runChildCall(
-  host: ChildHost,
-  mark: Extract<AgentMark, { kind: 'agent' }>,
-  args: unknown,
-  ctx: ToolContext,
-): Promise<ToolReturn> {
-  const agent = mark.agent.name;
+async function runChildCall(host: ChildHost, agent: string, prompt: string, ctx: ToolContext): Promise<ToolReturn> {
   const childId = childSessionId(ctx);
   const call = callRuntimeOf(ctx);
   const parent = {
@@ -103,7 +103,7 @@ async function runChildCall(
   // a call cancelled before its child's run settled (waiting, detached, interrupted, or not started):
   // no result now — the run's end answers it once its cancel has reached that child (docs/agents.md, "Control")
   const cancelled = (): ToolReturn => {
-    if (!call || !isCancelledError(ctx.signal.reason)) return cancelledOutcome(agent, spent());
+    if (!call || !isCancelledError(ctx.signal.reason)) return cancelledOutcome(agent, spent(), ctx.signal.reason);
     call.leaveUnsettled();
     return `the ${agent} agent was cancelled before it answered`;
   };
@@ -121,14 +121,14 @@ async function runChildCall(
         if (!(await holds())) return { ...NOT_HELD, ...spent() };
         child = await host.open(childId, agent, parent, via);
         unfollow = call ? followControl(child, call, CHILD_RUN) : () => {};
-        const state = await childState(host, child, childId, mark, args, ctx, level, holds);
+        const state = await childState(host, child, childId, prompt, ctx, level, holds);
         answered = true; // whatever it answers now, what this try counted stands
         if (state === 'cancelled') return cancelled();
         if (state === 'not held') return { ...NOT_HELD, ...spent() };
         if ('result' in state && state.result) last = state.result;
         const open = 'waiting' in state || STILL_OPEN.has(state.result.status);
         // (a cancelled parent's run settles: the call cannot wait with it)
-        if (ctx.signal.aborted) return open ? cancelled() : cancelledOutcome(agent, spent());
+        if (ctx.signal.aborted) return open ? cancelled() : cancelledOutcome(agent, spent(), ctx.signal.reason);
         if (open && call) {
           // the child's run is still open: the parent's call stays without a result, its run waits
           // on the child's request (or is detached), and its next attempt runs this call again
@@ -179,8 +179,7 @@ async function childState(
   host: ChildHost,
   child: ExecutionSession,
   childId: string,
-  mark: Extract<AgentMark, { kind: 'agent' }>,
-  args: unknown,
+  prompt: string,
   ctx: ToolContext,
   pool: BudgetPool | undefined,
   holds: () => Promise<boolean>,
@@ -218,14 +217,17 @@ async function childState(
   if (ctx.signal.aborted) return 'cancelled';
   if (!held) return 'not held';
   if (open) return { result: await child.execute({ kind: 'continue', runId: CHILD_RUN, attemptId: `continue-${randomUUID()}` }) };
-  const message = mark.ownParameters ? JSON.stringify(args) : (args as { input: string }).input;
-  return { result: await child.execute({ kind: 'prompt', runId: CHILD_RUN, attemptId: CHILD_RUN, message }) };
+  return { result: await child.execute({ kind: 'prompt', runId: CHILD_RUN, attemptId: CHILD_RUN, message: prompt }) };
 }
 
-const cancelledOutcome = (agent: string, spending: ChildSpending = {}): ToolOutcomeInput => ({
+/** A call whose child's run was cancelled: with its parent run, or for the reason the call was aborted (its timeoutMs). */
+const cancelledOutcome = (agent: string, spending: ChildSpending = {}, reason?: unknown): ToolOutcomeInput => ({
   kind: 'cancelled',
   settled: true,
-  partialContent: `the ${agent} agent was cancelled with its parent run`,
+  partialContent:
+    reason === undefined || isCancelledError(reason)
+      ? `the ${agent} agent was cancelled with its parent run`
+      : `the ${agent} agent was cancelled: ${messageOf(reason)}`,
   resourceLocks: [],
   ...spending,
 });

@@ -1,4 +1,4 @@
-import { isObservable } from 'rxjs';
+import { isObservable, type Observable } from 'rxjs';
 import type { ExecutionSession } from './execution-session.js';
 
 /** A runtime's kill switch as its sessions see it: whether it is set now. */
@@ -14,7 +14,7 @@ export interface KillSwitch {
  * truthy, cleared on a falsy one). Setting it cancels every open session's run; clearing it
  * starts the inputs held back while it was set.
  */
-export function followKillSwitch(option: unknown, sessions: Iterable<ExecutionSession>): KillSwitch {
+export function followKillSwitch(option: AbortSignal | Observable<unknown> | undefined, sessions: Iterable<ExecutionSession>): KillSwitch {
   let killed = false;
   let unsubscribe = () => {};
   const kill = (on: boolean) => {

@@ -2,7 +2,7 @@ import type { ToolVerifier } from '../contracts/hooks.js';
 import type { Pricing } from '../contracts/hooks.js';
 import type { FinalVerifier } from '../contracts/hooks.js';
 import type { DeliveryOwner } from '../contracts/hooks.js';
-import { isObservable } from 'rxjs';
+import { isObservable, type Observable } from 'rxjs';
 import { z } from 'zod';
 import { parseInput } from '../contracts/validate.js';
 import { ValidationError } from '../contracts/errors.js';
@@ -19,6 +19,7 @@ import { isZodSchema } from '../actors/final-output.js';
 import { isAgent, type Agent } from '../tools/define-agent.js';
 import { RateLimits } from '../contracts/rate-limits.js';
 import type { SharedBuckets } from '../contracts/rate-limits.js';
+import { TracingOptions } from './tracing-options.js';
 
 const fn = <T>(what: string) => z.custom<T>((v) => typeof v === 'function', `${what} must be a function`);
 
@@ -111,14 +112,19 @@ export const RuntimeOptions = z.strictObject({
   finalVerifier: fn<FinalVerifier>('finalVerifier').optional(),
   approvalFor: z.array(z.string()).default([]),
   askUser: z.boolean().default(false),
-  killSwitch: z.unknown().optional(),
+  /** An AbortSignal (set once aborted) or an RxJS Observable (set while its last value is truthy). */
+  killSwitch: z
+    .custom<AbortSignal | Observable<unknown>>((v) => v instanceof AbortSignal || isObservable(v), {
+      error: (issue) => `an AbortSignal or an RxJS Observable, not ${issue.input === null ? 'null' : typeof issue.input}`,
+    })
+    .optional(),
   inspect: fn<(e: InspectionEvent) => void>('inspect').optional(),
   /**
    * OpenTelemetry spans (through `@opentelemetry/api`, an optional peer): by default the global
    * tracer when the API is installed (a no-op until a tracer provider is registered); `false` off;
-   * `{ tracerProvider | tracer, recordContent }` to choose. Checked by createRuntime.
+   * `{ tracerProvider | tracer, recordContent }` to choose.
    */
-  tracing: z.unknown().optional(),
+  tracing: TracingOptions.optional(),
   /**
    * Model rate limits shared by every session of the runtime (docs/rate-limits.md): each
    * `{ provider?, model?, requestsPerMinute?, inputTokensPerMinute?, outputTokensPerMinute?, concurrent?, windowMs? }`.
@@ -155,9 +161,9 @@ export type RuntimeOptions = z.input<typeof RuntimeOptions>;
 export type ResolvedRuntimeOptions = z.output<typeof RuntimeOptions>;
 
 /**
- * `createRuntime`'s options, parsed and checked as a whole before anything is opened: a kill
- * switch of another kind, a cost budget without pricing, a tool named as the askUser built-in
- * beside the askUser option are refused (ValidationError).
+ * `createRuntime`'s options, parsed and checked as a whole before anything is opened: a cost
+ * budget without pricing, a tool named as the askUser built-in beside the askUser option are
+ * refused (ValidationError), as every option its schema refuses.
  */
 export function resolveRuntimeOptions(options: RuntimeOptions): ResolvedRuntimeOptions {
   const o = parseInput(RuntimeOptions, options, 'createRuntime');
@@ -170,12 +176,6 @@ export function resolveRuntimeOptions(options: RuntimeOptions): ResolvedRuntimeO
           'its store given explicitly (createRuntime({ store }))',
       },
     ]);
-  const ks = o.killSwitch;
-  if (ks !== undefined && !(ks instanceof AbortSignal) && !isObservable(ks)) {
-    throw new ValidationError('createRuntime', [
-      { path: ['killSwitch'], message: `an AbortSignal or an RxJS Observable, not ${ks === null ? 'null' : typeof ks}` },
-    ]);
-  }
   if (o.budget.maxCost !== undefined && !o.pricing) {
     throw new ValidationError('createRuntime', [
       {

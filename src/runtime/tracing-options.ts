@@ -2,7 +2,6 @@ import { ValidationError } from '../contracts/errors.js';
 import { createRequire } from 'node:module';
 import { z } from 'zod';
 import type { SpanLike, TracerLike, TracerProviderLike } from '../contracts/tracing.js';
-import { parseInput } from '../contracts/validate.js';
 
 /** The part of `@opentelemetry/api` the tracer uses. */
 interface OtelApi {
@@ -45,8 +44,8 @@ export interface Tracing {
   recordContent: boolean;
 }
 
-export function resolveTracing(option: unknown): Tracing | undefined {
-  const o = parseInput(TracingOptions.optional(), option, 'createRuntime: tracing');
+/** What the `tracing` option (checked with the runtime's options) asks for. */
+export function resolveTracing(o: z.output<typeof TracingOptions> | undefined): Tracing | undefined {
   if (o === false) return undefined;
   const otel = loadApi();
   if (!otel) {

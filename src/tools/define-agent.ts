@@ -3,7 +3,7 @@ import { z } from 'zod';
 import { LoopBudget } from '../contracts/config.js';
 import type { ModelProvider } from '../contracts/model.js';
 import { parseInput } from '../contracts/validate.js';
-import type { AnyTool } from './define-tool.js';
+import type { AnyTool } from './tool-definition.js';
 
 /** The most characters an agent's name has: `transfer_to_<name>` fits a provider's 64-character tool names. */
 export const MAX_AGENT_NAME = 52;

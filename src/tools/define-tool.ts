@@ -1,91 +1,13 @@
 import { ValidationError } from '../contracts/errors.js';
 import { z } from 'zod';
-import type { JsonValue } from '../contracts/json.js';
-import type { ToolMode, ToolOutcomeInput, ToolSpec } from '../contracts/tools.js';
+import type { ToolMode } from '../contracts/tools.js';
 import { parseInput } from '../contracts/validate.js';
 import { timerMs } from '../contracts/config.js';
 import { isId, IdInput } from '../contracts/ids.js';
+import { agentMarkOf, markTool, type AgentMark } from './agent-marks.js';
+import type { AnyTool, ToolDefinition } from './tool-definition.js';
 
-/** What a tool's `execute` and `reconcile` receive besides the arguments. */
-export interface ToolContext {
-  /** Aborted on timeout, cancellation or kill switch: pass it on to any I/O. */
-  signal: AbortSignal;
-  /** Stable across recovery: the same call keeps the same key in every attempt. */
-  idempotencyKey: string;
-  sessionId: string;
-  runId: string;
-  callId: string;
-  /** The seq of the call's `tool/call` record in the session's log (undefined for a call run outside a session). */
-  callSeq?: number;
-  /**
-   * Sends a live `tool_update` to subscribers (not logged). `update` must be JSON (subscribers and
-   * web streams serialize it): a BigInt, a cycle, a class instance or `undefined` throws a
-   * ValidationError here, at once, and nothing is sent. An emit after the call's outcome is known
-   * is dropped.
-   */
-  emit(update: unknown): void;
-}
-
-/** A tool the model may call. */
-/** What a tool's `execute` may return: text, any JSON value, or a tool outcome. */
-export type ToolReturn = string | ToolOutcomeInput | JsonValue;
-
-export interface ToolDefinition<A = unknown> {
-  name: string;
-  description: string;
-  parameters: z.ZodType<A>;
-  mode: ToolMode;
-  resources: string[] | ((args: A) => string[]);
-  timeoutMs?: number;
-  needsApproval?: boolean | ((args: A) => boolean);
-  /**
-   * Contract: called after `tool/call` is durable; may throw (recorded as a completed result with
-   * `isError: true`); must honour `ctx.signal`. Returns the model's text (a string), any other
-   * JSON value (serialised for the model, kept as the outcome's `structured`), or a tool outcome
-   * (an object whose `kind` is an outcome kind). A value that is not JSON is an error result.
-   */
-  execute(args: A, ctx: ToolContext): Promise<ToolReturn> | ToolReturn;
-  /**
-   * Contract: called on recovery for an exclusive call whose result was never committed; returns
-   * the outcome if it can tell what happened (using `ctx.idempotencyKey`), or undefined.
-   */
-  reconcile?(args: A, ctx: ToolContext): Promise<ToolOutcomeInput | undefined> | ToolOutcomeInput | undefined;
-  /** JSON Schema of `parameters`, computed once. */
-  readonly spec: ToolSpec;
-  /**
-   * What the tool's provider offers now (e.g. a digest of an MCP server's tool list), part of
-   * the execution-profile fingerprint of every attempt that starts.
-   * Contract: called synchronously when an attempt starts; must not throw.
-   */
-  revision?(): string;
-  /**
-   * The live list this tool came from (an MCP server's tools). Each attempt is offered the
-   * list's tools as they are when it starts, in place of the tools of that list you passed: a
-   * tool the list gained is offered, one it lost is not, a changed one is offered as it is now.
-   */
-  readonly list?: ToolList;
-  /**
-   * The tool resumes its own durable work when run again for the same call (an agentTool's child
-   * session): a call whose result was not committed before a crash runs again, whatever its
-   * mode, and is never reported uncertain.
-   */
-  readonly resumable?: boolean;
-}
-
-/**
- * A list of tools that can change while the runtime runs (`mcpTools` makes one per server). A
- * running attempt keeps the tools it was offered; the next attempt gets the list as it is then.
- */
-export interface ToolList {
-  /**
-   * The tools offered now (an array kept while the list is unchanged).
-   * Contract: called synchronously when an attempt starts; must not throw.
-   */
-  tools(): readonly AnyTool[];
-}
-
-/** A tool of any argument type (what runtimes and catalogs hold). */
-export type AnyTool = ToolDefinition<any>;
+export type { AnyTool, ToolContext, ToolDefinition, ToolList, ToolReturn } from './tool-definition.js';
 
 /** Unknown keys are refused: a misspelt option (needApproval) must not quietly become its default. */
 const ToolOptions = z.strictObject({
@@ -98,11 +20,20 @@ const ToolOptions = z.strictObject({
   needsApproval: z.union([z.boolean(), z.custom<(a: unknown) => boolean>((v) => typeof v === 'function')]).optional(),
   execute: z.custom<ToolDefinition['execute']>((v) => typeof v === 'function', 'a function'),
   reconcile: z.custom<NonNullable<ToolDefinition['reconcile']>>((v) => typeof v === 'function').optional(),
-  /** A defined tool spread into defineTool (`{ ...tool, timeoutMs }`) brings its spec: recomputed. */
+  // A defined tool spread into defineTool (`{ ...tool, timeoutMs }`) brings its spec (recomputed),
+  // an agentTool its `resumable` (kept with its mark), an MCP tool its `list` and `revision`
+  // (refused: see respreadIssue). Written by hand, they are refused too.
   spec: z.unknown().optional(),
+  resumable: z.literal(true).optional(),
+  list: z.unknown().optional(),
+  revision: z.unknown().optional(),
 });
 
-export type ToolOptions<A> = Omit<ToolDefinition<A>, 'spec' | 'mode' | 'resources'> & {
+/**
+ * What defineTool takes: a tool's fields, without those only the runtime's own tool makers set
+ * (`resumable`: agentTool; `list`, `revision`: mcpTools) — a tool of theirs spread in brings them.
+ */
+export type ToolOptions<A> = Omit<ToolDefinition<A>, 'spec' | 'mode' | 'resources' | 'resumable' | 'list' | 'revision'> & {
   mode?: ToolMode;
   resources?: string[] | ((args: A) => string[]);
 };
@@ -110,15 +41,25 @@ export type ToolOptions<A> = Omit<ToolDefinition<A>, 'spec' | 'mode' | 'resource
 /**
  * Defines a tool. `mode` defaults to `exclusive` (runs alone, in order); declare `parallel` only
  * for side-effect-free tools. `resources` name what the call locks.
+ *
+ * A defined tool spread in with other options (`defineTool({ ...tool, timeoutMs })`) is defined
+ * again: its spec recomputed. An agentTool stays one (its calls run its agent, resumed after a
+ * crash), with the new options; its `execute` and `reconcile` are not yours to give. A tool of
+ * `mcpTools` is refused (ValidationError): the copy would leave the server's live list; give
+ * `mcpTools` the options instead.
  * @example
  * const add = defineTool({
  *   name: 'add', description: 'Adds two numbers', mode: 'parallel',
  *   parameters: z.object({ a: z.number(), b: z.number() }),
  *   execute: ({ a, b }) => String(a + b),
  * })
+ * const researcher = defineTool({ ...agentTool(researcherAgent), timeoutMs: 120_000, needsApproval: true })
  */
 export function defineTool<A>(options: ToolOptions<A>): ToolDefinition<A> {
   const o = parseInput(ToolOptions, options, 'defineTool') as unknown as ToolDefinition<A>;
+  const mark = agentMarkOf(options);
+  const respread = respreadIssue(o, mark);
+  if (respread) throw new ValidationError(`defineTool: ${o.name}`, [respread]);
   // What the model is shown must be what validation accepts, in the shape both providers take:
   // a JSON Schema of an object. A type JSON Schema cannot express (z.date(), z.bigint(), z.map())
   // would be advertised as {} and then refused on every call.
@@ -139,12 +80,45 @@ export function defineTool<A>(options: ToolOptions<A>): ToolDefinition<A> {
     ]);
   }
   delete schema.$schema;
-  return {
+  const tool: ToolDefinition<A> = {
     ...o,
     execute: options.execute,
     reconcile: options.reconcile,
     spec: { name: o.name, description: o.description, parameters: schema },
+    ...(mark?.kind === 'agent' ? { resumable: true } : {}),
   };
+  return mark ? markTool(tool, mark) : tool;
+}
+
+/**
+ * Why the keys a tool of the runtime's own makers brings cannot be taken here, if they cannot:
+ * - a `list` or `revision` (an MCP tool's): a copy keeping the list would have its options
+ *   ignored (the runtime offers the list's tools in its place), one without it would no longer
+ *   follow the server, and both would show the model a bare object, not the server's JSON Schema;
+ * - a `resumable` without an agentTool's mark;
+ * - an agentTool's `execute` replaced, or a `reconcile` added (its calls run its agent).
+ */
+function respreadIssue(o: AnyTool, mark: AgentMark | undefined): { path: string[]; message: string } | undefined {
+  if (o.list !== undefined)
+    return {
+      path: ['list'],
+      message:
+        `a tool of mcpTools is not defined again: the runtime follows its server's live list, not a copy (whose parameters ` +
+        `would lose the server's JSON Schema); give these options to ` +
+        `mcpTools(client, { needsApproval, parallel, resources, timeoutMs, include, prefix, reconcile })`,
+    };
+  if (o.revision !== undefined)
+    return { path: ['revision'], message: 'not an option: a tool whose provider can change it (mcpTools) gets its revision from there' };
+  if (mark?.kind !== 'agent') {
+    if (o.resumable === undefined) return undefined;
+    return { path: ['resumable'], message: "not an option: only an agentTool's calls resume (spread an agentTool in to keep one)" };
+  }
+  const runs = `${o.name} runs the ${mark.agent.name} agent (an agentTool)`;
+  if (o.execute !== mark.standIn)
+    return { path: ['execute'], message: `${runs}: its calls run the agent in a child session; define a tool of your own instead` };
+  if (o.reconcile !== undefined)
+    return { path: ['reconcile'], message: `${runs}: a call cut short by a crash resumes its child session, and is never reconciled` };
+  return undefined;
 }
 
 /**

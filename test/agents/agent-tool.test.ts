@@ -4,9 +4,12 @@ import {
   agentTool,
   createRuntime,
   defineAgent,
+  defineTool,
+  isValidationError,
   lmdbStore,
   memoryStore,
   scriptedModel,
+  type AnyTool,
   type EventRecord,
   type EventStore,
   type ScriptedStep,
@@ -31,12 +34,12 @@ const hangForever =
 const ask = (id: string, input: string): ScriptedStep => ({ toolCalls: [{ id, name: 'researcher', arguments: { input } }] });
 const CHILD = 's/r/1/c1';
 
-/** A parent (the default agent) with the researcher as a tool; both models scripted. */
-function tree(parentSteps: ScriptedStep[], childSteps: ScriptedStep[], store: EventStore) {
+/** A parent (the default agent) with the researcher as a tool (`as` it, e.g. spread into defineTool); both models scripted. */
+function tree(parentSteps: ScriptedStep[], childSteps: ScriptedStep[], store: EventStore, as = (tool: AnyTool) => tool) {
   const childModel = scriptedModel(childSteps, { modelId: 'researcher-model' });
   const researcher = defineAgent({ name: 'researcher', instructions: 'You research.', model: childModel });
   const parentModel = scriptedModel(parentSteps);
-  const runtime = createRuntime({ store, model: parentModel, tools: [agentTool(researcher)] });
+  const runtime = createRuntime({ store, model: parentModel, tools: [as(agentTool(researcher))] });
   return { runtime, parentModel, childModel };
 }
 
@@ -80,18 +83,99 @@ describe('agentTool', () => {
   });
 });
 
+describe('an agentTool spread into defineTool', () => {
+  // defineTool({ ...tool, timeoutMs }) is how a defined tool is given other options (docs/guarantees.md)
+  const respread = (tool: AnyTool) => defineTool({ ...tool, description: 'Asks the researcher for facts.', timeoutMs: 60_000 });
+
+  it('stays an agent tool with the new options: its call runs the agent in a child session, whose answer is the result', async () => {
+    const store = memoryStore();
+    const { runtime, parentModel, childModel } = tree([ask('c1', 'tea?'), 'Tea is a drink.'], ['tea: a drink'], store, respread);
+    cleanups.push(() => runtime.close());
+    const s = await runtime.openSession('s');
+    const r = await s.execute({ kind: 'prompt', runId: 'r', attemptId: 'r', message: 'what is tea?' });
+    expect(r).toMatchObject({ status: 'succeeded', finalMessage: 'Tea is a drink.' });
+    expect(parentModel.requests[0]!.tools.find((t) => t.name === 'researcher')!.description).toBe('Asks the researcher for facts.');
+    expect(childModel.requests[0]!.messages).toEqual([
+      { role: 'system', content: 'You research.' },
+      { role: 'user', content: 'tea?' },
+    ]);
+    const log = await logOf(store, 's');
+    expect(ofCall(log, 'tool/call', 'c1')[0]!.payload).toMatchObject({ name: 'researcher', resumable: true });
+    expect(ofCall(log, 'tool/result', 'c1')[0]!.payload.outcome).toMatchObject({ kind: 'completed', content: 'tea: a drink' });
+    const childStart = (await logOf(store, CHILD)).find((e) => e.type === 'run/start')!;
+    expect(childStart.payload).toMatchObject({ runId: 'answer', agent: 'researcher', parent: { sessionId: 's', callId: 'c1' } });
+  });
+
+  it('its needsApproval holds the call for approval: the child runs once it is approved', async () => {
+    const store = memoryStore();
+    const approved = (tool: AnyTool) => defineTool({ ...tool, needsApproval: true });
+    const { runtime, childModel } = tree([ask('c1', 'tea?'), 'Tea is a drink.'], ['tea: a drink'], store, approved);
+    cleanups.push(() => runtime.close());
+    const s = await runtime.openSession('s');
+    const r1 = await s.execute({ kind: 'prompt', runId: 'r', attemptId: 'a1', message: 'what is tea?' });
+    expect(r1).toMatchObject({ status: 'suspended', pendingRequest: { kind: 'approval', calls: [{ callId: 'c1', name: 'researcher' }] } });
+    expect(childModel.requests).toHaveLength(0);
+    const questionId = r1.pendingRequest!.questionId;
+    const r2 = await s.execute({ kind: 'respond', runId: 'r', attemptId: 'a2', questionId, answer: { decisions: { c1: 'approve' } } });
+    expect(r2).toMatchObject({ status: 'succeeded', finalMessage: 'Tea is a drink.' });
+    expect(childModel.requests).toHaveLength(1);
+    expect(ofCall(await logOf(store, 's'), 'tool/result', 'c1')[0]!.payload.outcome).toMatchObject({ content: 'tea: a drink' });
+  });
+
+  it('its timeoutMs bounds the call: a child still running then is cancelled, and the call ends cancelled', async () => {
+    const store = memoryStore();
+    const childCalled = deferred();
+    const bounded = (tool: AnyTool) => defineTool({ ...tool, timeoutMs: 100 });
+    const { runtime } = tree([ask('c1', 'tea?'), 'Gave up.'], [hangForever(childCalled)], store, bounded);
+    cleanups.push(() => runtime.close());
+    const s = await runtime.openSession('s');
+    const r = await s.execute({ kind: 'prompt', runId: 'r', attemptId: 'r', message: 'what is tea?' });
+    expect(r).toMatchObject({ status: 'succeeded', finalMessage: 'Gave up.' });
+    expect(ofCall(await logOf(store, 's'), 'tool/result', 'c1')[0]!.payload.outcome).toMatchObject({
+      kind: 'cancelled',
+      partialContent: 'the researcher agent was cancelled: timed out after 100 ms',
+    });
+    expect((await logOf(store, CHILD)).filter((e) => e.type === 'run/end').map((e) => e.payload.status)).toEqual(['cancelled']);
+  });
+
+  it("with parameters of its own, the child's prompt is the call's arguments as JSON", async () => {
+    const store = memoryStore();
+    const topical = (tool: AnyTool) => defineTool({ ...tool, parameters: z.object({ topic: z.string() }) });
+    const parentSteps: ScriptedStep[] = [{ toolCalls: [{ id: 'c1', name: 'researcher', arguments: { topic: 'tea' } }] }, 'ok'];
+    const { runtime, childModel } = tree(parentSteps, ['tea: a drink'], store, topical);
+    cleanups.push(() => runtime.close());
+    await (await runtime.openSession('s')).execute({ kind: 'prompt', runId: 'r', attemptId: 'r', message: 'go' });
+    expect(childModel.requests[0]!.messages.at(-1)).toEqual({ role: 'user', content: '{"topic":"tea"}' });
+  });
+
+  it('an execute or reconcile of its own is refused: its calls run its agent', () => {
+    const researcher = defineAgent({ name: 'researcher', instructions: 'r' });
+    const tool = agentTool(researcher);
+    for (const own of [{ execute: () => 'mine' }, { reconcile: () => undefined }]) {
+      let error: unknown;
+      try {
+        defineTool({ ...tool, ...own });
+      } catch (e) {
+        error = e;
+      }
+      expect(isValidationError(error) && error.issues.map((i) => i.path[0])).toEqual([Object.keys(own)[0]]);
+      expect(String(error)).toMatch(/runs the researcher agent/);
+    }
+  });
+});
+
 /**
  * The hand-over's crash points, in-process: the first runtime is abandoned (never closed) where a
  * killed process would stop; a second one on the same LMDB path continues the parent's run.
  */
 describe('recovery of an agent call', () => {
-  async function crashAt(setup: (dir: string) => Promise<void>) {
+  async function crashAt(setup: (dir: string) => Promise<void>, as?: (tool: AnyTool) => AnyTool) {
     const dir = tempDir();
     cleanups.push(() => dir.cleanup());
     await setup(dir.path);
     // life 2: the child's model answers (if it is asked), then the parent's
     const childSteps: ScriptedStep[] = ['answer from life 2'];
-    const { runtime, parentModel, childModel } = tree(['Done.'], childSteps, lmdbStore({ path: dir.path }));
+    const { runtime, parentModel, childModel } = tree(['Done.'], childSteps, lmdbStore({ path: dir.path }), as);
     cleanups.push(() => runtime.close());
     const s = await runtime.openSession('s');
     expect(s.recovery.uncertainToolCalls).toEqual([]);
@@ -157,6 +241,21 @@ describe('recovery of an agent call', () => {
     expect(r).toMatchObject({ status: 'succeeded', uncertainCalls: [] });
     expect(childModel.requests).toHaveLength(0);
     expect(ofCall(parentLog, 'tool/result', 'c1')[0]!.payload.outcome).toMatchObject({ content: 'answer from life 1' });
+    expectOnce(parentLog, childLog);
+  });
+
+  it("an agentTool spread into defineTool is resumed alike: the child's open run is continued, the call never uncertain", async () => {
+    const respread = (tool: AnyTool) => defineTool({ ...tool, timeoutMs: 60_000 });
+    const { r, childModel, parentLog, childLog } = await crashAt(async (dir) => {
+      const childCalled = deferred();
+      const { runtime } = tree([ask('c1', 'tea?')], [hangForever(childCalled)], lmdbStore({ path: dir }), respread);
+      void (await runtime.openSession('s')).execute({ kind: 'prompt', runId: 'r', attemptId: 'a1', message: 'go' });
+      await childCalled.promise;
+    }, respread);
+    expect(r).toMatchObject({ status: 'succeeded', uncertainCalls: [] });
+    expect(childModel.requests).toHaveLength(1);
+    expect(childLog.filter((e) => e.type === 'run/start').map((e) => e.payload.kind)).toEqual(['prompt', 'continue']);
+    expect(ofCall(parentLog, 'tool/result', 'c1')[0]!.payload.outcome).toMatchObject({ content: 'answer from life 2' });
     expectOnce(parentLog, childLog);
   });
 

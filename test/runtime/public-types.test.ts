@@ -1,3 +1,4 @@
+import type { Observable } from 'rxjs';
 import { describe, expect, expectTypeOf, it } from 'vitest';
 import { z } from 'zod';
 import {
@@ -16,6 +17,8 @@ import {
   type SessionSnapshot,
   type SessionStatus,
   type UncertainCall,
+  type RuntimeOptions,
+  ValidationError,
 } from '../../src/index.js';
 
 // The public API's types say what the values are (checked by `tsc`, which type-checks test/).
@@ -61,5 +64,18 @@ describe('public types', () => {
     expectTypeOf<SessionRunHandle['sessionId']>().toEqualTypeOf<string>();
     expectTypeOf<ReturnType<ExecutionSession['approve']>>().toEqualTypeOf<Promise<ApprovalReceipt>>();
     expectTypeOf<string>().toExtend<Parameters<Runtime['submit']>[1]>();
+  });
+
+  it("createRuntime's options type takes what createRuntime takes: its killSwitch and tracing too", () => {
+    // @ts-expect-error a kill switch is an AbortSignal or an RxJS Observable
+    expect(() => createRuntime({ store: memoryStore(), killSwitch: 'yes' })).toThrow(ValidationError);
+    // @ts-expect-error tracing is false or { tracerProvider?, tracer?, recordContent? }
+    expect(() => createRuntime({ store: memoryStore(), tracing: 42 })).toThrow(ValidationError);
+    // @ts-expect-error recordContent is a boolean
+    expect(() => createRuntime({ store: memoryStore(), tracing: { recordContent: 'yes' } })).toThrow(ValidationError);
+    expectTypeOf<{ killSwitch: AbortSignal }>().toExtend<RuntimeOptions>();
+    expectTypeOf<{ killSwitch: Observable<boolean> }>().toExtend<RuntimeOptions>();
+    expectTypeOf<{ tracing: false }>().toExtend<RuntimeOptions>();
+    expectTypeOf<{ tracing: { recordContent: true } }>().toExtend<RuntimeOptions>();
   });
 });

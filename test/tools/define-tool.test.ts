@@ -1,8 +1,16 @@
 import Anthropic from '@anthropic-ai/sdk';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { anthropicModel, createRuntime, defineTool, memoryStore, scriptedModel, ValidationError } from '../../src/index.js';
-import { ids, lmdbRuntime, logOf } from '../helpers/runtime.js';
+import {
+  anthropicModel,
+  createRuntime,
+  defineTool,
+  isValidationError,
+  memoryStore,
+  scriptedModel,
+  ValidationError,
+} from '../../src/index.js';
+import { ids, lmdbRuntime, logOf, ofCall } from '../helpers/runtime.js';
 import { an, startAnthropicServer } from '../providers/anthropic-server.js';
 import type { ScriptedServer } from '../providers/sse-server.js';
 
@@ -48,6 +56,49 @@ describe('defineTool options', () => {
       expect(() => tool(['ok', bad]), JSON.stringify(bad)).toThrow(/resources\.1/);
     }
     expect(tool(['room 🦊 é']).resources).toEqual(['room 🦊 é']);
+  });
+
+  it('a tool spread into defineTool is defined again with the new options: its spec recomputed, its execute kept', async () => {
+    const add = defineTool({
+      name: 'add',
+      description: 'a + b',
+      mode: 'parallel',
+      parameters: z.object({ a: z.number(), b: z.number() }),
+      execute: ({ a, b }) => String(a + b),
+    });
+    const renamed = defineTool({ ...add, name: 'plus', description: 'Adds two numbers', timeoutMs: 5_000 });
+    expect(renamed.spec).toEqual({ ...add.spec, name: 'plus', description: 'Adds two numbers' });
+    expect(renamed).toMatchObject({ name: 'plus', mode: 'parallel', timeoutMs: 5_000 });
+    expect(renamed.resumable).toBeUndefined();
+    const runtime = createRuntime({
+      store: memoryStore(),
+      model: scriptedModel([{ toolCalls: [{ id: 'c1', name: 'plus', arguments: { a: 2, b: 3 } }] }, 'five']),
+      tools: [renamed],
+    });
+    cleanups.push(() => runtime.close());
+    const s = await runtime.openSession('s');
+    expect(await s.execute({ kind: 'prompt', ...ids(), message: '2 + 3?' })).toMatchObject({ status: 'succeeded' });
+    expect(ofCall(await logOf(runtime.store, 's'), 'tool/result', 'c1')[0]!.payload.outcome).toMatchObject({ content: '5' });
+  });
+
+  it('resumable, list and revision are not options, in its type as at run time: only an agentTool or mcpTools makes such a tool', () => {
+    const plain = { name: 'echo', description: '', parameters: z.object({}), execute: () => 'echo' };
+    const refusedAt = (define: () => unknown): unknown => {
+      try {
+        define();
+      } catch (e) {
+        return isValidationError(e) ? e.issues.map((i) => i.path[0]) : e;
+      }
+      return 'accepted';
+    };
+    // @ts-expect-error resumable is not an option of defineTool
+    expect(refusedAt(() => defineTool({ ...plain, resumable: true }))).toEqual(['resumable']);
+    // @ts-expect-error list is not an option of defineTool
+    expect(refusedAt(() => defineTool({ ...plain, list: { tools: () => [] } }))).toEqual(['list']);
+    // @ts-expect-error revision is not an option of defineTool
+    expect(refusedAt(() => defineTool({ ...plain, revision: () => 'r1' }))).toEqual(['revision']);
+    // a defined tool spread with new options type-checks (its spec, and any mark it carries, go along)
+    expect(defineTool({ ...defineTool(plain), timeoutMs: 5 }).timeoutMs).toBe(5);
   });
 });
 

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { createRuntime, isValidationError, mcpTools, memoryStore, scriptedModel, type EventStore } from '../../src/index.js';
+import { createRuntime, defineTool, isValidationError, mcpTools, memoryStore, scriptedModel, type EventStore } from '../../src/index.js';
 import type { EventRecord } from '../../src/contracts/events.js';
 import { collect } from '../helpers/drafts.js';
 import { scaled } from '../helpers/load.js';
@@ -82,6 +82,19 @@ describe('mcpTools over stdio (a real SDK server in a child process)', () => {
     expect(model.requests[3]!.messages.at(-1)!.content).toContain('must be number');
     expect(resultOf(log, 'c4')).toMatchObject({ kind: 'completed', content: 'it broke', isError: true });
     await runtime.close();
+  });
+
+  it("a tool spread into defineTool is refused, pointing to mcpTools' own options: a copy would leave the server's live list", async () => {
+    const client = await stdio({});
+    const [add] = await mcpTools(client, { include: ['add'] });
+    let error: unknown;
+    try {
+      defineTool({ ...add!, needsApproval: true });
+    } catch (e) {
+      error = e;
+    }
+    expect(isValidationError(error) && error.issues.map((i) => i.path[0])).toEqual(['list']);
+    expect(String(error)).toMatch(/mcpTools\(client, \{ needsApproval, parallel, resources, timeoutMs, include, prefix, reconcile \}\)/);
   });
 
   it('refuses a server whose tool schema is not valid JSON Schema, naming the tool', async () => {
