@@ -309,11 +309,11 @@ export class ExecutionSession<TOut = unknown> {
   }
 
   /**
-   * Cancels the running attempt (model call aborted, tools signalled; ends `cancelled` once they
-   * settle). Resolves false if none runs, or its end is decided (final committed, end committing).
+   * Cancels the running attempt (model call aborted, tools signalled; ends `cancelled` once they settle). Resolves
+   * false if none runs, or its end is decided (final committed, end committing). `recordId` (internal): its record's id.
    */
-  requestCancel(reason = 'requestCancel'): Promise<boolean> {
-    return this.closed ? Promise.resolve(false) : this.parts.control.cancel(reason);
+  requestCancel(reason = 'requestCancel', recordId?: string): Promise<boolean> {
+    return this.closed ? Promise.resolve(false) : this.parts.control.cancel(reason, recordId);
   }
 
   /** Stops driving the run at its next safe point (after the current step), leaving it resumable. */
