@@ -45,6 +45,8 @@ export interface StartRunInput {
   cancelled?: boolean;
   /** The attempt starts cancelled by a cancel not in the log yet: recorded with run/start (its reason). */
   cancelToRecord?: string;
+  /** That record's event id, if it has one. */
+  cancelRecordId?: string;
 }
 
 /** The run/start seq and, for a respond or recovering attempt, what to run or record. */
@@ -274,6 +276,7 @@ export async function startRun(env: SessionServices, input: StartRunInput, signa
       'cancellation/requested',
       { turn: 0, step: 0, attempt: input.runEpoch },
       { reason: input.cancelToRecord, runId: input.runId, attemptId: input.attemptId },
+      input.cancelRecordId,
     );
   const resumed = input.resume
     ? await stageResume(env, input.tools ?? NO_TOOLS.tools, input.resume, at, input.runId, input.cancelled ?? false, signal)

@@ -64,6 +64,8 @@ export interface RunInput {
   cancelRequested?: boolean;
   /** The reason of a cancel asked for while the attempt was prepared: recorded with its run/start (`cancellation/requested`). */
   cancelToRecord?: string;
+  /** The event id that record takes (an inbox cancel's `inbox-cancel:<entryId>`: what a re-apply finds its run by). */
+  cancelRecordId?: string;
 }
 
 export interface RunContext extends Omit<RunInput, 'messages' | 'uncertainCalls'> {

@@ -126,6 +126,7 @@ export const runMachine = setup({
           ...(c.recoveredReservation ? { recoveredReservation: c.recoveredReservation } : {}),
           ...(c.cancelRequested ? { cancelled: true } : {}),
           ...(c.cancelToRecord !== undefined ? { cancelToRecord: c.cancelToRecord } : {}),
+          ...(c.cancelRecordId !== undefined ? { cancelRecordId: c.cancelRecordId } : {}),
         }),
         onDone: [
           // a respond attempt: run (or record) the batch that was held back, in its own step

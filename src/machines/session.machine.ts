@@ -32,6 +32,8 @@ export interface SessionContext {
   preparing: number | undefined;
   /** A cancel (its reason) or detach asked for while the attempt was being prepared: the attempt starts with it. */
   cancelPending: string | undefined;
+  /** That cancel's record's event id, if it asked for one (an inbox cancel's). */
+  cancelRecordId: string | undefined;
   detachPending: boolean;
   /** The last attempt's result, until it is settled. */
   lastResult: ExecutionResult | undefined;
@@ -43,7 +45,7 @@ export type SessionEvent =
   /** A follow-up's run starts (its run input is made from the accepted input). */
   | { type: 'START'; run: RunInput }
   | { type: 'STOP_AFTER_ROUND' }
-  | { type: 'CANCEL'; reason?: string }
+  | { type: 'CANCEL'; reason?: string; recordId?: string }
   | { type: 'DETACH' }
   | { type: 'CLOSE' };
 
@@ -118,14 +120,22 @@ export const sessionMachine = setup({
       token: context.preparing!,
       error: (event as { error?: unknown }).error,
     })),
-    clearPreparation: assign({ claimedRunId: undefined, preparing: undefined, cancelPending: undefined, detachPending: false }),
+    clearPreparation: assign({
+      claimedRunId: undefined,
+      preparing: undefined,
+      cancelPending: undefined,
+      cancelRecordId: undefined,
+      detachPending: false,
+    }),
     keepResult: assign({
       lastResult: ({ event }) => (event as unknown as { output: ExecutionResult }).output,
       cancelPending: undefined,
+      cancelRecordId: undefined,
       detachPending: false,
     }),
     keepCrash: assign({
       cancelPending: undefined,
+      cancelRecordId: undefined,
       detachPending: false,
       lastResult: ({ context, event }) =>
         notRunResult(
@@ -156,6 +166,7 @@ export const sessionMachine = setup({
     fenced: false,
     claimedRunId: undefined,
     cancelPending: undefined,
+    cancelRecordId: undefined,
     detachPending: false,
     lastResult: undefined,
   }),
@@ -202,7 +213,12 @@ export const sessionMachine = setup({
         onError: { target: 'resting', actions: ['refusePrepared', 'clearPreparation'] },
       },
       on: {
-        CANCEL: { actions: assign({ cancelPending: ({ event }) => event.reason ?? 'requestCancel' }) },
+        CANCEL: {
+          actions: assign({
+            cancelPending: ({ event }) => event.reason ?? 'requestCancel',
+            cancelRecordId: ({ event, context }) => event.recordId ?? context.cancelRecordId,
+          }),
+        },
         DETACH: { actions: assign({ detachPending: true }) },
       },
     },
@@ -215,9 +231,14 @@ export const sessionMachine = setup({
           const run = context.attempt!;
           return {
             ...run,
-            // (recorded with its run/start, so that its next attempt honours it too — unless the log holds one)
+            // (recorded with its run/start, so that its next attempt honours it too — unless the log holds one
+            // and this cancel asks for no record of its own)
             ...(context.cancelPending !== undefined
-              ? { cancelRequested: true, ...(run.cancelRequested ? {} : { cancelToRecord: context.cancelPending }) }
+              ? {
+                  cancelRequested: true,
+                  ...(run.cancelRequested && context.cancelRecordId === undefined ? {} : { cancelToRecord: context.cancelPending }),
+                  ...(context.cancelRecordId !== undefined ? { cancelRecordId: context.cancelRecordId } : {}),
+                }
               : {}),
             ...(context.detachPending ? { detachRequested: true } : {}),
           };

@@ -1,6 +1,7 @@
 import type { OfferedTools } from '../actors/session-services.js';
 import { newRunId } from '../contracts/clock.js';
 import type { Observable } from 'rxjs';
+import { waitFor } from 'xstate';
 import { z } from 'zod';
 import { ExecutionBusy, StoreClosedError } from '../contracts/errors.js';
 import type { Message } from '../contracts/message.js';
@@ -25,7 +26,7 @@ import type { Envelope, EnvelopeStream } from '../streams/envelopes.js';
 import type { SubscribeOptions, SubscriberListener, Unsubscribe } from '../streams/subscribers.js';
 import { Checkpoint, JsonValue } from './answer-schema.js';
 import type { SessionDeps } from './session-deps.js';
-import { recordedResult, unreadLogResult } from './log-lookups.js';
+import { recordedOrUnread } from './log-lookups.js';
 import { assertModel, type ResolvedRuntimeOptions } from './options.js';
 import { prepareAttempt } from './prepare-attempt.js';
 import { runIdTaken } from './run-claims.js';
@@ -62,6 +63,7 @@ export class ExecutionSession<TOut = unknown> {
   /** What `openSession` handed the session. */
   private readonly deps: SessionDeps;
   private readonly parts: SessionParts;
+  private readonly runs: OpenRunTracker;
   private lastResult?: ExecutionResult;
   private readonly extras: SessionExtras;
   private readonly liveView = new LiveView(
@@ -85,6 +87,7 @@ export class ExecutionSession<TOut = unknown> {
       prepare: (i) => this.prepare(i),
       rested: (result) => this.rested(result),
     });
+    this.runs = this.parts.runs;
     this.extras = sessionExtras(d, this.parts, {
       busy: () => this.busy,
       closed: () => this.closed,
@@ -104,10 +107,6 @@ export class ExecutionSession<TOut = unknown> {
     return this.parts.starts.latest?.offered;
   }
 
-  private get runs(): OpenRunTracker {
-    return this.parts.runs;
-  }
-
   private get phase(): string {
     return String(this.actor.getSnapshot().value);
   }
@@ -117,6 +116,10 @@ export class ExecutionSession<TOut = unknown> {
     const p = this.phase;
     return p === 'preparing' || p === 'executing' || p === 'finalizing';
   }
+
+  /** The result recorded for the request's attempt, if any (recordedOrUnread). */
+  private readonly recordedFor = (req: IdentifiedRequest, unread?: 'failed') =>
+    recordedOrUnread(this.deps.store, this.sessionId, this.runs.open?.runId, req, unread);
 
   /** The attempt under way, from its start until it is settled. */
   private get current(): SessionContext['current'] {
@@ -185,11 +188,14 @@ export class ExecutionSession<TOut = unknown> {
     const known = resumed ? await this.extras.resuming.beforePrompt(() => this.recordedFor(req, 'failed')) : undefined;
     if (known) return known;
     if (this.busy) {
+      // an attempt being settled (execution_finished out, not resting yet): this one starts once the session rests
+      if (this.phase === 'finalizing') return waitFor(this.actor, (x) => x.value !== 'finalizing').then(() => this.execute(req));
       // a recorded attempt runs nothing: its result is returned even while another attempt runs
-      const cur = this.current;
+      const [cur, busyRunId] = [this.current, this.busyRunId];
       const recorded = cur?.runId === req.runId && cur.attemptId === req.attemptId ? undefined : await this.recordedFor(req);
       if (recorded) return recorded;
-      throw new ExecutionBusy(this.sessionId, this.busyRunId);
+      if (!this.busy) return this.execute(req); // (the attempt ended while the log was read)
+      throw new ExecutionBusy(this.sessionId, busyRunId);
     }
     if (req.kind === 'prompt' && this.parts.desk.submitting(req.runId) === 'follow_up')
       throw runIdTaken(this.sessionId, req.runId, 'runId', 'session.execute');
@@ -233,12 +239,6 @@ export class ExecutionSession<TOut = unknown> {
       (r) => this.execute(r.runId === '' ? ({ ...r, runId: undefined } as ExecutionRequest) : r),
       typed,
     );
-  }
-
-  /** The result recorded for the request's attempt, if any; a log that cannot be read now: none, or (`failed`) a failed result. */
-  private recordedFor(req: IdentifiedRequest, unread?: 'failed'): Promise<ExecutionResult | undefined> {
-    const recorded = recordedResult(this.deps.store, this.sessionId, req.runId, req.attemptId, this.runs.open?.runId);
-    return recorded.catch((e: unknown) => (unread ? unreadLogResult(req, e) : undefined));
   }
 
   private newId(): string {
@@ -310,11 +310,11 @@ export class ExecutionSession<TOut = unknown> {
   }
 
   /**
-   * Cancels the running attempt (model call aborted, tools signalled; ends `cancelled` once they
-   * settle). Resolves false if none runs, or its end is decided (final committed, end committing).
+   * Cancels the running attempt (model call aborted, tools signalled; ends `cancelled` once they settle). Resolves
+   * false if none runs, or its end is decided (final committed, end committing). `recordId` (internal): its record's id.
    */
-  requestCancel(reason = 'requestCancel'): Promise<boolean> {
-    return this.closed ? Promise.resolve(false) : this.parts.control.cancel(reason);
+  requestCancel(reason = 'requestCancel', recordId?: string): Promise<boolean> {
+    return this.closed ? Promise.resolve(false) : this.parts.control.cancel(reason, recordId);
   }
 
   /** Stops driving the run at its next safe point (after the current step), leaving it resumable. */

@@ -1,5 +1,11 @@
 import type { Clock } from '../contracts/clock.js';
-import { isExecutionBusy, isSessionSteeringConflict, isStaleWriterError, isValidationError } from '../contracts/errors.js';
+import {
+  isExecutionBusy,
+  isSessionSteeringConflict,
+  isStaleWriterError,
+  isStoreClosedError,
+  isValidationError,
+} from '../contracts/errors.js';
 import type { InboxOutcome, StoredInboxEntry } from '../contracts/inbox.js';
 import type { ExecutionResult } from '../contracts/requests.js';
 import type { EventStore } from '../persistence/event-store.js';
@@ -26,7 +32,9 @@ const messageOf = (e: unknown) => (e instanceof Error ? e.message : String(e));
  * the writer epoch) after its effect is in the log. A crash between the two applies it again,
  * which changes nothing: every effect is idempotent by the entry's id (`input:<inputId>`,
  * attempt `<entryId>`, `steer:<entryId>`, `input-cancelled:<inputId>`), and a cancel finds the
- * same run (or none) to cancel.
+ * run its `inbox-cancel:<entryId>` record names (or none) to cancel. An entry whose apply fails
+ * stays pending for the next drain: a race with the session's own calls (an attempt started
+ * meanwhile) is the entry's to handle, never a throw that leaves it applied but unmarked.
  */
 export class SessionInbox {
   /** The attempt running now, as the session's envelopes tell (run_start until execution_finished). */
@@ -35,6 +43,11 @@ export class SessionInbox {
   private draining: Promise<void> | undefined;
   private again = false;
   private readonly sub: { unsubscribe(): void };
+  private closed = false;
+  private retry: ReturnType<Clock['setTimeout']> | undefined;
+  private retryMs = 0;
+  /** Why the last drain `drainRetrying` started failed (undefined once one succeeds). */
+  lastDrainError: unknown;
   /** Told of each entry once it is recorded applied (a serving worker reports it). */
   readonly appliedListeners = new Set<(entry: StoredInboxEntry, outcome: InboxOutcome) => void>();
 
@@ -84,7 +97,35 @@ export class SessionInbox {
     return (this.draining = run());
   }
 
+  /**
+   * Drains with no caller to tell (`runtime.submit`'s fast path): a drain that fails (the store
+   * unavailable, say) leaves its entries pending and is tried again — after 100 ms, doubling up to
+   * 30 s — until one succeeds or the inbox closes; `lastDrainError` keeps the failure. A fenced
+   * session (another writer) or a closed one is not retried: its owner applies them.
+   */
+  drainRetrying(): void {
+    this.drain().then(
+      () => {
+        this.retryMs = 0;
+        this.lastDrainError = undefined;
+      },
+      (err: unknown) => {
+        this.lastDrainError = err;
+        if (this.ended || isStaleWriterError(err) || isStoreClosedError(err) || this.retry) return;
+        this.retryMs = Math.min(Math.max(this.retryMs * 2, 100), 30_000);
+        this.retry = this.clock.setTimeout(() => {
+          this.retry = undefined;
+          if (!this.ended) this.drainRetrying();
+        }, this.retryMs);
+        (this.retry as { unref?: () => void }).unref?.(); // (a retry keeps no process alive)
+      },
+    );
+  }
+
   close(): void {
+    this.closed = true;
+    if (this.retry) this.clock.clearTimeout(this.retry);
+    this.retry = undefined;
     this.sub.unsubscribe();
     for (const w of this.startWaiters.splice(0)) w();
   }
@@ -97,6 +138,12 @@ export class SessionInbox {
       this.hooks.applied?.(entry, outcome);
       for (const l of this.appliedListeners) l(entry, outcome);
     }
+  }
+
+  /** The inbox closed, or its session closing, closed or fenced: nothing more is applied here. */
+  private get ended(): boolean {
+    const phase = String(this.session.actor.getSnapshot().value);
+    return this.closed || phase === 'closing' || phase === 'closed' || phase === 'fenced';
   }
 
   private get status(): string {
@@ -181,32 +228,57 @@ export class SessionInbox {
     return true;
   }
 
+  /**
+   * Cancels the run running or open when the entry is first applied, and only that run: its effect
+   * is recorded under `inbox-cancel:<entryId>` (the `cancellation/requested` it writes, naming the
+   * run), so that a re-apply (a crash came before the mark) finds that run to cancel, or none —
+   * never a later run.
+   */
   private async cancel(entryId: string, reason: string): Promise<InboxOutcome> {
     const s = this.session;
-    if (this.busy) {
-      const cur = await this.runningAttempt();
-      if (await s.requestCancel(reason)) return { status: 'applied', reason: `cancel requested for run ${cur?.runId ?? '(starting)'}` };
-      // too late for that attempt (its end decided): a run it leaves open is cancelled below
-      await s.waitForIdle();
-    }
-    const status = this.status;
-    if (status === 'suspended' || status === 'detached') {
+    const recordId = inboxCancelEventId(entryId);
+    const recorded = await this.store.getEventById(s.sessionId, recordId);
+    const named = recorded?.payload.runId;
+    // the run this entry cancels, once known (first seen, or named by its record)
+    let target = typeof named === 'string' ? named : undefined;
+    // (the record is written once: by the first cancel this entry sends)
+    let unrecorded = !recorded;
+    const record = () => (unrecorded ? ((unrecorded = false), recordId) : undefined);
+    const none = () => ({
+      status: 'applied' as const,
+      reason: target ? `run ${target} is not open: nothing to cancel` : 'nothing to cancel',
+    });
+    for (let n = 1; ; ) {
+      if (this.busy) {
+        const cur = await this.runningAttempt();
+        if (target === undefined || cur?.runId === target) {
+          target ??= cur?.runId;
+          if (await s.requestCancel(reason, record()))
+            return { status: 'applied', reason: `cancel requested for run ${cur?.runId ?? '(starting)'}` };
+        }
+        // too late for that attempt (its end decided), or another run's: looked at again once the session rests
+        await s.waitForIdle();
+        continue;
+      }
+      const status = this.status;
+      if (status !== 'suspended' && status !== 'detached') return none();
       const runId = await this.openRunId();
-      if (!runId) return { status: 'applied', reason: 'nothing to cancel' };
+      if (!runId || (target !== undefined && runId !== target)) return none();
+      target = runId;
+      // an attempt that started while the head was read (an approval's respond) is the one to cancel
+      if (this.busy) continue;
       // an open run nobody runs: an attempt that starts cancelled settles it (run/end cancelled) —
       // attempt `<entryId>`, or, applied again after a crash interrupted that attempt (the run still
       // open), `<entryId>~2`, …: an interrupted attempt is never run again, a new one cancels
-      for (let n = 1; ; n++) {
-        const attemptId = n === 1 ? entryId : `${entryId}~${n}`;
-        const result = s.execute({ kind: 'continue', runId, attemptId });
-        await s.requestCancel(reason);
-        this.hooks.attempt?.(runId, attemptId, result);
-        const r = await result;
-        if (r.status === 'cancelled' || r.status === 'fenced' || n >= CANCEL_TRIES || (await this.openRunId()) !== runId)
-          return { status: 'applied', reason: `run ${runId} ${r.status}` };
-      }
+      const attemptId = n === 1 ? entryId : `${entryId}~${n}`;
+      const result = s.execute({ kind: 'continue', runId, attemptId });
+      await s.requestCancel(reason, record());
+      this.hooks.attempt?.(runId, attemptId, result);
+      const r = await result;
+      if (r.status === 'cancelled' || r.status === 'fenced' || n >= CANCEL_TRIES || (await this.openRunId()) !== runId)
+        return { status: 'applied', reason: `run ${runId} ${r.status}` };
+      n++;
     }
-    return { status: 'applied', reason: 'nothing to cancel' };
   }
 
   private async respond(entryId: string, runId: string | undefined, questionId: string, answer: unknown): Promise<InboxOutcome> {
@@ -236,6 +308,9 @@ export class SessionInbox {
     return undefined;
   }
 }
+
+/** The event id of the `cancellation/requested` an inbox cancel writes: the run it cancels. */
+export const inboxCancelEventId = (entryId: string): string => `inbox-cancel:${entryId}`;
 
 /** A fenced mark: the session has another writer (this one stops). */
 export const isFencedMark = isStaleWriterError;

@@ -72,3 +72,15 @@ export async function settledInputReceipt(store: EventStore, sessionId: string, 
   }
   return { inputId, status: cancelled ? 'cancelled' : 'consumed', durability: 'durable' };
 }
+
+/** The result recorded for `req`'s attempt, if any; a log that cannot be read now: none, or (`failed`) a failed result. */
+export function recordedOrUnread(
+  store: EventStore,
+  sessionId: string,
+  openRunId: string | undefined,
+  req: { runId: string; attemptId: string },
+  unread?: 'failed',
+): Promise<ExecutionResult | undefined> {
+  const recorded = recordedResult(store, sessionId, req.runId, req.attemptId, openRunId);
+  return recorded.catch((e: unknown) => (unread ? unreadLogResult(req, e) : undefined));
+}

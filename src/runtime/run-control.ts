@@ -37,13 +37,14 @@ export class RunControl {
     private readonly waitStops?: WaitStops,
   ) {}
 
-  async cancel(reason: string): Promise<boolean> {
+  /** `recordId`: the event id its `cancellation/requested` takes (an inbox cancel's, which a re-apply looks up). */
+  async cancel(reason: string, recordId?: string): Promise<boolean> {
     const target = this.session.current();
     if (!target) {
       // an execute still preparing its attempt: that attempt starts cancelled (as detach);
       // not one whose attempt has ended (its result still being settled)
       if (this.session.phase() !== 'preparing') return false;
-      this.session.send({ type: 'CANCEL', reason });
+      this.session.send({ type: 'CANCEL', reason, ...(recordId !== undefined ? { recordId } : {}) });
       return true;
     }
     if (this.session.phase() !== 'executing') return false; // ended: its result is being settled
@@ -57,7 +58,7 @@ export class RunControl {
     // and let the run end otherwise (suspended on a child's request) meanwhile.
     // (named by run and attempt: it may land ahead of that attempt's run/start, which is then still being staged)
     const named = { reason, runId: target.runId, attemptId: target.attemptId };
-    const recorded = this.writer.appendNow([this.writer.draft('cancellation/requested', at, named)]).catch(() => undefined);
+    const recorded = this.writer.appendNow([this.writer.draft('cancellation/requested', at, named, recordId)]).catch(() => undefined);
     this.session.send({ type: 'CANCEL', reason });
     await recorded;
     return true;

@@ -121,9 +121,7 @@ export async function submitToOpen(
   if (sessions.closed) throw new StoreClosedError('runtime');
   const receipt = await submitEntry(store, sessionId, entry, limits);
   const open = receipt.status === 'refused' ? undefined : sessions.latest(sessionId);
-  if (open)
-    void inboxFor(open)
-      .drain()
-      .catch(() => undefined); // left pending: the next drain retries
+  // (a drain that fails leaves the entry pending and is tried again: SessionInbox.drainRetrying)
+  if (open) inboxFor(open).drainRetrying();
   return receipt;
 }

@@ -65,26 +65,55 @@ export async function waitForResult(
     error: () => undefined,
   });
   const input = new InboxInputCheck(store, sessionId, runId);
+  const aborted = () => new CancelledError(`waitForResult(${sessionId}, ${runId}) aborted`);
   try {
     for (;;) {
-      if (signal?.aborted) throw new CancelledError(`waitForResult(${sessionId}, ${runId}) aborted`);
+      if (signal?.aborted) throw aborted();
       const r = (await input.mayHaveRun()) ? await currentRunResult(store, sessionId, runId) : undefined;
       if (r) return r;
+      // (checked after the last await: an abort while the log was read fires no listener added now)
+      if (signal?.aborted) throw aborted();
       await new Promise<void>((resolve) => {
         const done = () => {
           clearTimeout(t);
-          signal?.removeEventListener('abort', done);
+          off?.();
           wake = undefined;
           resolve();
         };
         const t = setTimeout(done, o.pollMs);
         wake = done;
-        signal?.addEventListener('abort', done, { once: true });
+        const off = signal ? onAbort(signal, done) : undefined;
       });
     }
   } finally {
     sub.unsubscribe();
   }
+}
+
+/** The waits on each signal: one 'abort' listener per signal, however many share it (no MaxListenersExceededWarning). */
+const abortWaits = new WeakMap<AbortSignal, { waiters: Set<() => void>; fire: () => void }>();
+
+/** Calls `fn` once `signal` aborts; the function returned stops that (the last wait's removes the listener). */
+function onAbort(signal: AbortSignal, fn: () => void): () => void {
+  let entry = abortWaits.get(signal);
+  if (!entry) {
+    const waiters = new Set<() => void>();
+    const fire = () => {
+      abortWaits.delete(signal);
+      for (const f of waiters) f();
+    };
+    abortWaits.set(signal, (entry = { waiters, fire }));
+    signal.addEventListener('abort', fire, { once: true });
+  }
+  const { waiters, fire } = entry;
+  waiters.add(fn);
+  return () => {
+    waiters.delete(fn);
+    if (waiters.size === 0 && abortWaits.get(signal)?.waiters === waiters) {
+      abortWaits.delete(signal);
+      signal.removeEventListener('abort', fire);
+    }
+  };
 }
 
 /**

@@ -2,6 +2,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { createRuntime, defineTool, lmdbStore, memoryStore, scriptedModel, type EventStore, type Runtime } from '../../src/index.js';
 import { isCancelledError, isInputRejectedError, isValidationError, type ValidationError } from '../../src/contracts/errors.js';
+import { StoreUnavailableError } from '../../src/contracts/store-errors.js';
 import { toolLoopModel } from '../helpers/serve-model.js';
 import { logOf, sleep } from '../helpers/runtime.js';
 import { tempDir } from '../helpers/tmp.js';
@@ -167,6 +168,21 @@ describe.each(backends)('inbox (%s)', (_name, makeStore) => {
     const log = await logOf(store, 's1');
     expect(log.filter((e) => e.type === 'input/accepted').map((e) => e.payload.inputId)).toEqual(['i1']);
     expect(log.filter((e) => e.type === 'session/attached')).toHaveLength(1); // submit attached nothing
+  });
+
+  it('a drain that fails is tried again: an entry whose applied mark failed is marked without another submit', async () => {
+    const store = makeStore();
+    const work = store.work!;
+    const mark = work.markApplied.bind(work);
+    let failMarks = 1;
+    work.markApplied = (...a) =>
+      failMarks-- > 0 ? Promise.reject(new StoreUnavailableError('injected: mark lost', 'not_written')) : mark(...a);
+    const runtime = make(store);
+    await runtime.openSession('s');
+    await runtime.submit('s', { kind: 'input', inputId: 'i1', mode: 'follow_up', message: 'hi' });
+    for (let i = 0; i < 300 && !(await work.getEntry('s', 'i1'))?.applied; i++) await sleep(10);
+    expect((await work.getEntry('s', 'i1'))?.applied?.outcome.status).toBe('applied');
+    expect((await runtime.waitForResult('s', 'i1', { signal: AbortSignal.timeout(5000) })).status).toBe('succeeded');
   });
 
   it('serve runs sessions fed through submit, each input consumed exactly once, and releases them', async () => {

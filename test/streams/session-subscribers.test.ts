@@ -17,6 +17,24 @@ const echo = defineTool({
 });
 
 describe('subscribers on a session', () => {
+  it.each(['required', 'plain', 'events$'] as const)(
+    'a run started from an execution_finished handler (%s) starts once the session rests, never ExecutionBusy',
+    async (mode) => {
+      const runtime = createRuntime({ store: memoryStore(), model: scriptedModel(['hi'], { loop: true }) });
+      const s = await runtime.openSession('s');
+      let next: Promise<unknown> | undefined;
+      const onEnv = (e: { event: { type: string } }) => {
+        if (e.event.type === 'execution_finished' && !next) next = s.run('next').result.catch((err: unknown) => err);
+      };
+      if (mode === 'events$') s.events$.subscribe(onEnv);
+      else s.subscribe(onEnv, { name: mode, required: mode === 'required' });
+      expect((await s.run('first').result).status).toBe('succeeded');
+      for (let i = 0; i < 100 && !next; i++) await sleep(5);
+      expect(await next).toMatchObject({ status: 'succeeded', finalMessage: 'hi' });
+      await runtime.close();
+    },
+  );
+
   it('a required subscriber makes the run wait; a failing non-required one is listed in deliveryErrors', async () => {
     const { runtime } = lmdbRuntime({
       model: scriptedModel([{ toolCalls: [{ name: 'echo', arguments: { t: 'x' } }] }, 'final']),
