@@ -141,16 +141,20 @@ export const shutdownSessionActor = (s: WorkerServices) =>
     }
   });
 
-/** Closes the session: its writer commits nothing more. */
+/** Closes the session (its writer commits nothing more): the worker's hold of it ends. */
 export const closeHeldSessionActor = (s: WorkerServices) =>
-  promiseActor<void, { heldId: number }>(({ input }) => closeHeld(s, input.heldId));
+  promiseActor<void, { heldId: number; sessionId: string }>(({ input }) => closeHeld(s, input.heldId, input.sessionId));
 
-async function closeHeld(s: WorkerServices, heldId: number): Promise<void> {
+async function closeHeld(s: WorkerServices, heldId: number, sessionId: string): Promise<void> {
   const session = s.sessions.get(heldId);
   s.sessions.delete(heldId);
   s.watches.get(heldId)?.();
   s.watches.delete(heldId);
-  await session?.close().catch(() => undefined);
+  try {
+    await session?.close().catch(() => undefined);
+  } finally {
+    s.holds?.ended(sessionId);
+  }
 }
 
 export type ReleaseSessionInput = ReleaseInput & { heldId: number; holder: AnyActorRef };
@@ -165,7 +169,7 @@ export type ReleaseSessionInput = ReleaseInput & { heldId: number; holder: AnyAc
  */
 export const releaseSessionActor = (s: WorkerServices) =>
   promiseActor<{ released: boolean; resume: boolean }, ReleaseSessionInput>(async ({ input }) => {
-    await closeHeld(s, input.heldId);
+    await closeHeld(s, input.heldId, input.sessionId);
     if ((input.holder as LeaseHolder).getSnapshot().context.lost !== undefined) return { released: false, resume: false };
     const released = await releaseLease(s, { sessionId: input.sessionId, writerEpoch: input.writerEpoch });
     return { released: true, resume: released.resume };

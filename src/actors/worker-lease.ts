@@ -34,7 +34,9 @@ export const claimSessionsActor = (s: WorkerServices) =>
   promiseActor<ClaimOutput, { limit: number }>(async ({ input }) => {
     const sentAt = s.clock.now();
     if (s.isKilled()) return { claimed: [], sentAt, limit: input.limit };
-    return { claimed: await s.work.claim(s.workerId, { limit: input.limit, leaseMs: s.options.leaseMs }), sentAt, limit: input.limit };
+    const claimed = await s.work.claim(s.workerId, { limit: input.limit, leaseMs: s.options.leaseMs });
+    for (const c of claimed) s.holds?.claimed(c.sessionId); // no await before: an app's open from now on is refused
+    return { claimed, sentAt, limit: input.limit };
   });
 
 /** Binds a claim to the writer epoch the session attached with; `sentAt` starts the worker's own deadline. */
@@ -71,7 +73,13 @@ export const renewLeasesActor = (s: WorkerServices) =>
  * input came (found by the simulator's worker pools, test/sim). Resolves with the mark recorded.
  */
 export const releaseLeaseActor = (s: WorkerServices) =>
-  promiseActor<{ resume: boolean }, ReleaseInput>(({ input }) => releaseLease(s, input));
+  promiseActor<{ resume: boolean }, ReleaseInput>(async ({ input }) => {
+    try {
+      return await releaseLease(s, input);
+    } finally {
+      s.holds?.ended(input.sessionId); // a claim given back unopened (a held session's close ends the others)
+    }
+  });
 
 export interface ReleaseInput {
   sessionId: string;

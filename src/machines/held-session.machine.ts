@@ -84,7 +84,7 @@ export const heldSessionMachine = setup({
     sessionIdle: fromPromise<void, { heldId: number; ms: number }>(notProvided('sessionIdle')),
     timer: fromPromise<void, { ms?: number; at?: number }>(notProvided('timer')),
     shutdownSession: fromPromise<void, { heldId: number; graceMs: number; holder: AnyActorRef }>(notProvided('shutdownSession')),
-    closeSession: fromPromise<void, { heldId: number }>(notProvided('closeSession')),
+    closeSession: fromPromise<void, { heldId: number; sessionId: string }>(notProvided('closeSession')),
     releaseSession: fromPromise<{ released: boolean; resume: boolean }, ReleaseSessionInput>(notProvided('releaseSession')),
     releaseLease: fromPromise<{ resume: boolean }, ReleaseInput>(notProvided('releaseLease')),
   },
@@ -348,7 +348,12 @@ export const heldSessionMachine = setup({
     },
     /** Another writer attached (the session's writer is fenced): the session is closed, its lease left to expire in the store. */
     closingFenced: {
-      invoke: { src: 'closeSession', input: ({ context }) => ({ heldId: context.heldId }), onDone: 'fenced', onError: 'fenced' },
+      invoke: {
+        src: 'closeSession',
+        input: ({ context }) => ({ heldId: context.heldId, sessionId: context.sessionId }),
+        onDone: 'fenced',
+        onError: 'fenced',
+      },
     },
     /** Released, with the resume mark the release recorded: the worker reports it. */
     released: {
