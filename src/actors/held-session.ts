@@ -122,12 +122,12 @@ export const sessionIdleActor = (s: WorkerServices) =>
 
 /**
  * At shutdown: a running attempt is asked to stop after its tool round (`stop_after_round`), then
- * detached after `graceMs`; resolves with whether a run is left open for the next worker.
+ * detached after `graceMs`. Whether a run is left open is the release's to read from the log.
  */
 export const shutdownSessionActor = (s: WorkerServices) =>
-  promiseActor<{ resume: boolean }, { heldId: number; graceMs: number; holder: AnyActorRef }>(async ({ input }) => {
+  promiseActor<void, { heldId: number; graceMs: number; holder: AnyActorRef }>(async ({ input }) => {
     const session = s.sessions.get(input.heldId);
-    if (!session || !isBusy(session)) return { resume: false };
+    if (!session || !isBusy(session)) return;
     if (s.options.shutdown === 'stop_after_round') {
       await s
         .inboxFor(session)
@@ -138,24 +138,23 @@ export const shutdownSessionActor = (s: WorkerServices) =>
     if (isBusy(session) && (input.holder as LeaseHolder).getSnapshot().context.lost === undefined) {
       session.requestDetach();
       await settledWithin(s.clock, session.waitForIdle(), Math.max(1000, s.options.leaseMs / 2));
-      return { resume: true };
     }
-    return { resume: session.snapshot().status === 'detached' };
   });
 
-/** Closes the session (its writer commits nothing more); `detached`: its run was left open. */
+/** Closes the session (its writer commits nothing more): the worker's hold of it ends. */
 export const closeHeldSessionActor = (s: WorkerServices) =>
-  promiseActor<{ detached: boolean }, { heldId: number }>(({ input }) => closeHeld(s, input.heldId));
+  promiseActor<void, { heldId: number; sessionId: string }>(({ input }) => closeHeld(s, input.heldId, input.sessionId));
 
-async function closeHeld(s: WorkerServices, heldId: number): Promise<{ detached: boolean }> {
+async function closeHeld(s: WorkerServices, heldId: number, sessionId: string): Promise<void> {
   const session = s.sessions.get(heldId);
   s.sessions.delete(heldId);
   s.watches.get(heldId)?.();
   s.watches.delete(heldId);
-  if (!session) return { detached: false };
-  const detached = session.snapshot().status === 'detached';
-  await session.close().catch(() => undefined);
-  return { detached };
+  try {
+    await session?.close().catch(() => undefined);
+  } finally {
+    s.holds?.ended(sessionId);
+  }
 }
 
 export type ReleaseSessionInput = ReleaseInput & { heldId: number; holder: AnyActorRef };
@@ -165,14 +164,14 @@ export type ReleaseSessionInput = ReleaseInput & { heldId: number; holder: AnyAc
  * the lease was lost meanwhile (its holder, read after the close: the last await before the
  * release), when it is only closed (`released: false`). One actor for the two, as every session
  * a worker ends does both (docs/performance.md, "The worker machine"). `resume`: what the release
- * records — asked (a run detached at shutdown) or found (the run was left open at the close).
+ * recorded — whether the log, read after the close, has a run left open (releaseLease), whatever
+ * left it so: a detach at shutdown, or `runtime.close()` closing the session under the worker.
  */
 export const releaseSessionActor = (s: WorkerServices) =>
   promiseActor<{ released: boolean; resume: boolean }, ReleaseSessionInput>(async ({ input }) => {
-    const { detached } = await closeHeld(s, input.heldId);
-    const resume = input.resume || detached;
-    if ((input.holder as LeaseHolder).getSnapshot().context.lost !== undefined) return { released: false, resume };
-    const released = await releaseLease(s, { sessionId: input.sessionId, writerEpoch: input.writerEpoch, resume });
+    await closeHeld(s, input.heldId, input.sessionId);
+    if ((input.holder as LeaseHolder).getSnapshot().context.lost !== undefined) return { released: false, resume: false };
+    const released = await releaseLease(s, { sessionId: input.sessionId, writerEpoch: input.writerEpoch });
     return { released: true, resume: released.resume };
   });
 

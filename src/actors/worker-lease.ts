@@ -1,6 +1,7 @@
 import { fromCallback } from 'xstate';
 import { isStoreClosedError } from '../contracts/errors.js';
 import type { ClaimedSession } from '../persistence/work-store.js';
+import { runLeftOpen } from '../persistence/open-run-read.js';
 import { promiseActor } from './promise-actor.js';
 import { messageOf, type WorkerServices } from './worker-services.js';
 
@@ -33,7 +34,9 @@ export const claimSessionsActor = (s: WorkerServices) =>
   promiseActor<ClaimOutput, { limit: number }>(async ({ input }) => {
     const sentAt = s.clock.now();
     if (s.isKilled()) return { claimed: [], sentAt, limit: input.limit };
-    return { claimed: await s.work.claim(s.workerId, { limit: input.limit, leaseMs: s.options.leaseMs }), sentAt, limit: input.limit };
+    const claimed = await s.work.claim(s.workerId, { limit: input.limit, leaseMs: s.options.leaseMs });
+    for (const c of claimed) s.holds?.claimed(c.sessionId); // no await before: an app's open from now on is refused
+    return { claimed, sentAt, limit: input.limit };
   });
 
 /** Binds a claim to the writer epoch the session attached with; `sentAt` starts the worker's own deadline. */
@@ -62,25 +65,30 @@ export const renewLeasesActor = (s: WorkerServices) =>
   });
 
 /**
- * Gives a lease up (`writerEpoch` null: a claim never bound); `resume`: a run is left open for the
- * next worker. A claim given back unbound (the session could not be opened — another writer
- * attached meanwhile — or the worker is stopping) took the store's resume mark with it, so the
- * release marks it again when the session's log has a run open: else no worker would continue
- * that run until some new input came (found by the simulator's worker pools, test/sim). Resolves
- * with the resume mark the release recorded.
+ * Gives a lease up (`writerEpoch` null: a claim never bound), with the resume mark when the
+ * session's log has a run left open for the next worker (runLeftOpen, read right before the
+ * release): a run detached at shutdown, one `runtime.close()` left where it stood, or — a claim
+ * given back unbound (the session could not be opened, or the worker is stopping) took the store's
+ * mark with it — one its last worker left. Else no worker would continue that run until some new
+ * input came (found by the simulator's worker pools, test/sim). Resolves with the mark recorded.
  */
 export const releaseLeaseActor = (s: WorkerServices) =>
-  promiseActor<{ resume: boolean }, ReleaseInput>(({ input }) => releaseLease(s, input));
+  promiseActor<{ resume: boolean }, ReleaseInput>(async ({ input }) => {
+    try {
+      return await releaseLease(s, input);
+    } finally {
+      s.holds?.ended(input.sessionId); // a claim given back unopened (a held session's close ends the others)
+    }
+  });
 
 export interface ReleaseInput {
   sessionId: string;
   writerEpoch: number | null;
-  resume: boolean;
 }
 
 /** The release itself (releaseLeaseActor's; held-session.ts's releaseSessionActor after its close). */
 export async function releaseLease(s: WorkerServices, input: ReleaseInput): Promise<{ resume: boolean }> {
-  const resume = input.resume || (input.writerEpoch === null && (await s.store.getHead(input.sessionId))?.openRun != null);
+  const resume = await runLeftOpen(s.store, input.sessionId);
   await s.work.release(input.sessionId, s.workerId, input.writerEpoch, { resume });
   return { resume };
 }

@@ -64,6 +64,18 @@ export interface WorkerServices {
   readonly watches: Map<number, () => void>;
   /** Publishes a serve event the worker machine does not make: each inbox entry applied (a watch's). */
   report(event: ServeEvent): void;
+  /** Tells the runtime which sessions the worker holds, from its claim on (LiveSessions: an app's open of one is refused). */
+  holds?: WorkerHolds;
+}
+
+/**
+ * The sessions a worker holds, as its runtime sees them: `claimed` as the claim answers (before the
+ * worker reports it or opens the session), `ended` once per claim as the incarnation ends — its
+ * session closed, or its claim given back unopened.
+ */
+export interface WorkerHolds {
+  claimed(sessionId: string): void;
+  ended(sessionId: string): void;
 }
 
 export { messageOf } from './tool-call.js';

@@ -45,7 +45,7 @@ export interface HeldSessionContext {
    */
   stopping: boolean;
   graceMs: number;
-  /** What the release records: a run is left open for the next worker (data the release carries). */
+  /** What the release recorded: the log had a run left open for the next worker (reported in `released`). */
   resume: boolean;
   leaseMs: number;
   idleReleaseMs: number;

@@ -83,10 +83,8 @@ export const heldSessionMachine = setup({
     lookAtSession: fromPromise<SessionLook, { heldId: number; sessionId: string }>(notProvided('lookAtSession')),
     sessionIdle: fromPromise<void, { heldId: number; ms: number }>(notProvided('sessionIdle')),
     timer: fromPromise<void, { ms?: number; at?: number }>(notProvided('timer')),
-    shutdownSession: fromPromise<{ resume: boolean }, { heldId: number; graceMs: number; holder: AnyActorRef }>(
-      notProvided('shutdownSession'),
-    ),
-    closeSession: fromPromise<{ detached: boolean }, { heldId: number }>(notProvided('closeSession')),
+    shutdownSession: fromPromise<void, { heldId: number; graceMs: number; holder: AnyActorRef }>(notProvided('shutdownSession')),
+    closeSession: fromPromise<void, { heldId: number; sessionId: string }>(notProvided('closeSession')),
     releaseSession: fromPromise<{ released: boolean; resume: boolean }, ReleaseSessionInput>(notProvided('releaseSession')),
     releaseLease: fromPromise<{ resume: boolean }, ReleaseInput>(notProvided('releaseLease')),
   },
@@ -185,7 +183,7 @@ export const heldSessionMachine = setup({
     givingBack: {
       invoke: {
         src: 'releaseLease',
-        input: ({ context }) => ({ sessionId: context.sessionId, writerEpoch: null, resume: false }),
+        input: ({ context }) => ({ sessionId: context.sessionId, writerEpoch: null }),
         onDone: 'unopened',
         onError: 'unopened',
       },
@@ -321,7 +319,7 @@ export const heldSessionMachine = setup({
           invoke: {
             src: 'shutdownSession',
             input: ({ context, self }) => ({ heldId: context.heldId, graceMs: context.graceMs, holder: self }),
-            onDone: { target: '#heldSession.releasing', actions: assign({ resume: ({ event }) => event.output.resume }) },
+            onDone: '#heldSession.releasing',
             onError: '#heldSession.releasing',
           },
         },
@@ -339,7 +337,6 @@ export const heldSessionMachine = setup({
           heldId: context.heldId,
           sessionId: context.sessionId,
           writerEpoch: context.writerEpoch,
-          resume: context.resume,
           holder: self,
         }),
         onDone: [
@@ -351,7 +348,12 @@ export const heldSessionMachine = setup({
     },
     /** Another writer attached (the session's writer is fenced): the session is closed, its lease left to expire in the store. */
     closingFenced: {
-      invoke: { src: 'closeSession', input: ({ context }) => ({ heldId: context.heldId }), onDone: 'fenced', onError: 'fenced' },
+      invoke: {
+        src: 'closeSession',
+        input: ({ context }) => ({ heldId: context.heldId, sessionId: context.sessionId }),
+        onDone: 'fenced',
+        onError: 'fenced',
+      },
     },
     /** Released, with the resume mark the release recorded: the worker reports it. */
     released: {

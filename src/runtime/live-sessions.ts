@@ -21,6 +21,13 @@ export interface OpenWants {
   resume?: ResumeMode;
 }
 
+/** A session this runtime's serving workers hold: claims not yet ended, the worker's open session. */
+interface Served {
+  claims: number;
+  session?: ExecutionSession;
+  workerId?: string;
+}
+
 interface Shared {
   opening: Promise<ExecutionSession>;
   session?: ExecutionSession;
@@ -39,8 +46,11 @@ interface Shared {
  */
 export class LiveSessions {
   private readonly shared = new Map<string, Shared>();
-  /** The sessions this runtime's serving worker holds: an app's open of one is refused, never a silent fence of the worker. */
-  private readonly served = new Map<string, { session: ExecutionSession; workerId?: string }>();
+  /**
+   * The sessions this runtime's serving workers hold, from their claim on (`claims` not yet ended)
+   * or opened for one: an app's open of one is refused, never a silent fence of the worker.
+   */
+  private readonly served = new Map<string, Served>();
 
   constructor(
     private readonly store: EventStore,
@@ -56,7 +66,7 @@ export class LiveSessions {
    */
   async open(sessionId: string, takeover: boolean, attach: () => Promise<ExecutionSession>, asked?: OpenWants): Promise<ExecutionSession> {
     const served = this.served.get(sessionId);
-    if (served && !takeover && (await this.isCurrent(served.session))) {
+    if (served && !takeover && (served.claims > 0 || (served.session !== undefined && (await this.isCurrent(served.session))))) {
       // the holder record names this process, so the store's check would let the open through and fence the worker
       const workerId = served.workerId;
       throw new SessionHeldError(sessionId, { host: hostname(), pid: process.pid, ...(workerId !== undefined ? { workerId } : {}) });
@@ -97,13 +107,36 @@ export class LiveSessions {
     return fresh.opening;
   }
 
+  /** A serving worker of this runtime claimed the session (before it opens it): an app's open of it is refused from now on. */
+  claimedBy(sessionId: string, workerId: string): void {
+    const entry = this.served.get(sessionId) ?? { claims: 0 };
+    entry.claims++;
+    entry.workerId = workerId;
+    this.served.set(sessionId, entry);
+  }
+
+  /** One claim of the session ended (its session closed, or the claim given back unopened). */
+  claimEnded(sessionId: string): void {
+    const entry = this.served.get(sessionId);
+    if (!entry) return;
+    entry.claims = Math.max(0, entry.claims - 1);
+    if (entry.claims === 0 && entry.session === undefined) this.served.delete(sessionId);
+  }
+
   /** A serving worker's open: a writer of its own, recorded as held by the worker, taking over whoever holds it. */
   async openServed(sessionId: string, workerId: string | undefined, attach: () => Promise<ExecutionSession>): Promise<ExecutionSession> {
     const session = await this.attachHeld(sessionId, { takeover: true, ...(workerId !== undefined ? { workerId } : {}) }, attach);
-    this.served.set(sessionId, { session, ...(workerId !== undefined ? { workerId } : {}) });
+    const entry = this.served.get(sessionId) ?? { claims: 0 };
+    entry.session = session;
+    if (workerId !== undefined) entry.workerId = workerId;
+    this.served.set(sessionId, entry);
     const close = session.close.bind(session);
     session.close = async () => {
-      if (this.served.get(sessionId)?.session === session) this.served.delete(sessionId);
+      const now = this.served.get(sessionId);
+      if (now?.session === session) {
+        delete now.session;
+        if (now.claims === 0) this.served.delete(sessionId);
+      }
       await close();
     };
     return session;

@@ -1,7 +1,7 @@
 import type { EventStore } from '../persistence/event-store.js';
 import type { PendingRequest } from '../contracts/events.js';
 import { awaitedRequest, type OpenRunState } from '../persistence/open-run.js';
-import { loadOpenRun } from './recovery-outcome.js';
+import { loadOpenRun } from '../persistence/open-run-read.js';
 
 /**
  * What the session knows of its open (started, unsettled) run between attempts: the run as read

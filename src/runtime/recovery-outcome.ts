@@ -1,10 +1,10 @@
 import type { AnyTool } from '../tools/define-tool.js';
 import type { ToolCallIntent } from '../contracts/calls.js';
-import type { EventRecord } from '../contracts/events.js';
 import type { ExecutionResult, RecoveryOutcome } from '../contracts/requests.js';
 import type { EventStore } from '../persistence/event-store.js';
 import type { SessionHead } from '../persistence/head.js';
 import { awaitedRequest, foldRunEvents, type OpenRunState } from '../persistence/open-run.js';
+import { collectEvents } from '../persistence/open-run-read.js';
 import type { Usage } from '../contracts/message.js';
 import { isDecimal } from '../contracts/config.js';
 import { addDecimal, subDecimal } from '../contracts/budget.js';
@@ -15,27 +15,6 @@ import { priceOf } from '../actors/pricing.js';
 import type { SessionServices } from '../actors/session-services.js';
 import { stageRunEnd } from '../actors/end-run.js';
 import { withParsedArguments } from '../tools/logged-call.js';
-
-async function collectEvents(store: EventStore, sessionId: string, fromSeq: number, toSeq?: number): Promise<EventRecord[]> {
-  const out: EventRecord[] = [];
-  for await (const e of store.readEvents(sessionId, toSeq === undefined ? { fromSeq } : { fromSeq, toSeq })) out.push(e);
-  return out;
-}
-
-/**
- * The open run's fold, read from its start (O(run), never the whole history) — and the few events
- * before it since the last settled run: a cancel sent as the run's first attempt was starting can
- * land ahead of its `run/start` (RunControl appends it at once); naming that attempt, it is the run's.
- */
-export async function loadOpenRun(store: EventStore, sessionId: string, head: SessionHead | undefined): Promise<OpenRunState | undefined> {
-  if (!head?.openRun) return undefined;
-  const { startSeq } = head.openRun;
-  const from = Math.max(1, startSeq - LOOK_BEHIND, (head.lastSettledRun?.endSeq ?? 0) + 1);
-  return foldRunEvents(await collectEvents(store, sessionId, from));
-}
-
-/** How far before an open run's start its fold looks for a cancel that landed ahead of it. */
-const LOOK_BEHIND = 16;
 
 /**
  * What the open run's attempts spent (DESIGN §4 item 8: budgets and results are per run), cost

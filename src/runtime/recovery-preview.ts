@@ -2,7 +2,8 @@ import type { RecoveryOutcome } from '../contracts/requests.js';
 import type { EventStore } from '../persistence/event-store.js';
 import type { AnyTool } from '../tools/define-tool.js';
 import { childSessionId } from './agent-calls.js';
-import { loadOpenRun, recoveryOutcome } from './recovery-outcome.js';
+import { loadOpenRun } from '../persistence/open-run-read.js';
+import { recoveryOutcome } from './recovery-outcome.js';
 
 /**
  * What opening the session would find, read from the log alone: no writer attaches, nothing is

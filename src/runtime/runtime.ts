@@ -216,6 +216,10 @@ export function createRuntime(options: RuntimeOptions): Runtime {
       return serve(
         {
           open: openServed,
+          holds: (workerId) => ({
+            claimed: (sessionId) => live.claimedBy(sessionId, workerId),
+            ended: (sessionId) => live.claimEnded(sessionId),
+          }),
           store,
           work: workOf(store, 'runtime.serve'),
           inboxFor,

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import { Observable, Subject } from 'rxjs';
 import { createActor, type InspectionEvent } from 'xstate';
-import type { WorkerServices } from '../actors/worker-services.js';
+import type { WorkerHolds, WorkerServices } from '../actors/worker-services.js';
 import { systemClock, type Clock } from '../contracts/clock.js';
 import { ServeOptions, type ServeEvent } from '../contracts/inbox.js';
 import { parseInput } from '../contracts/validate.js';
@@ -49,6 +49,8 @@ export interface ServeDeps {
   clock?: Clock;
   /** Sees the worker machine's and its held sessions' transitions (the runtime's `inspect`). */
   inspect?: (event: InspectionEvent) => void;
+  /** Told which sessions the worker holds from its claim on (the runtime's LiveSessions). */
+  holds?: (workerId: string) => WorkerHolds;
   /** Effects replaced (the simulator's seeded bugs); never set by the runtime. */
   actors?: (services: WorkerServices) => WorkerActorOverrides;
 }
@@ -90,6 +92,7 @@ export function serve(deps: ServeDeps, options: ServeOptions = {}): ServeHandle 
     sessions: new Map(),
     watches: new Map(),
     report: (e) => events.next(e),
+    ...(deps.holds ? { holds: deps.holds(workerId) } : {}),
   };
   const worker = createActor(workerMachineFor(services, deps.actors?.(services)), {
     input: {

@@ -6,10 +6,10 @@ import { memoryStore } from '../../src/persistence/memory-store.js';
 
 // A held session's end (src/actors/held-session.ts): closed, then its lease given up — unless the
 // lease was lost while it closed. The work store is a real one; the session is a stand-in whose
-// close is where the loss happens.
+// close is where the loss happens; whether a run is left open is read from the store's log.
 
 /** A worker's services holding one session (heldId 1) on a memory store whose releases are counted. */
-async function holding(onClose: () => void, status = 'idle') {
+async function holding(onClose: () => void, status = 'idle', runOpen = false) {
   const store = memoryStore();
   const work = store.work!;
   await work.submit('s', { kind: 'input', inputId: 'i', mode: 'follow_up', message: 'go' });
@@ -17,6 +17,7 @@ async function holding(onClose: () => void, status = 'idle') {
   const { writerEpoch } = await store.attachWriter('s'); // the held session's open
   expect(writerEpoch).toBe(1);
   expect(await work.bind('s', 'w', writerEpoch, 60_000)).toBe(true);
+  if (runOpen) await store.append('s', writerEpoch, 1, [runStart]);
   const releases: string[] = [];
   const counted = Object.assign(Object.create(Object.getPrototypeOf(work)), work, {
     release: async (...a: Parameters<typeof work.release>) => {
@@ -38,6 +39,16 @@ async function holding(onClose: () => void, status = 'idle') {
   return { services, releases, work };
 }
 
+/** A run's first attempt started, never ended: the log has the run open. */
+const runStart = {
+  type: 'run/start' as const,
+  turn: 1,
+  step: 0,
+  attempt: 1,
+  surfaceOp: 'none' as const,
+  payload: { runId: 'r', attemptId: 'a1', runEpoch: 1, kind: 'prompt', executionProfileFingerprint: 'f' },
+};
+
 const holderOf = (lease: { lost?: string }) => ({ getSnapshot: () => ({ context: { lost: lease.lost, deadline: Infinity } }) });
 
 describe('a held session is released after its close', () => {
@@ -45,7 +56,7 @@ describe('a held session is released after its close', () => {
     const lease: { lost?: string } = {};
     const { services, releases, work } = await holding(() => (lease.lost = 'not renewed within 300 ms by this worker'));
     const actor = createActor(releaseSessionActor(services), {
-      input: { heldId: 1, sessionId: 's', writerEpoch: 1, resume: false, holder: holderOf(lease) as never },
+      input: { heldId: 1, sessionId: 's', writerEpoch: 1, holder: holderOf(lease) as never },
     }).start();
     expect(await toPromise(actor)).toEqual({ released: false, resume: false });
     expect(releases).toEqual([]);
@@ -54,13 +65,23 @@ describe('a held session is released after its close', () => {
     expect(await work.claim('w2', { limit: 1, leaseMs: 60_000 })).toEqual([]);
   });
 
-  it('a session closed with its run detached is released with the resume mark', async () => {
-    const { services, releases, work } = await holding(() => {}, 'detached');
+  it('a session whose log has a run left open is released with the resume mark, whatever its status says at the close', async () => {
+    // runtime.close() closed it under the worker: its status reads `closed`, not `detached`
+    const { services, releases, work } = await holding(() => {}, 'closed', true);
     const actor = createActor(releaseSessionActor(services), {
-      input: { heldId: 1, sessionId: 's', writerEpoch: 1, resume: false, holder: holderOf({}) as never },
+      input: { heldId: 1, sessionId: 's', writerEpoch: 1, holder: holderOf({}) as never },
     }).start();
     expect(await toPromise(actor)).toEqual({ released: true, resume: true });
     expect(releases).toEqual(['s@1 resume=true']);
     expect(await work.claim('w2', { limit: 1, leaseMs: 60_000 })).toMatchObject([{ sessionId: 's' }]);
+  });
+
+  it('a session whose log has no run open is released without the resume mark', async () => {
+    const { services, releases } = await holding(() => {}, 'detached');
+    const actor = createActor(releaseSessionActor(services), {
+      input: { heldId: 1, sessionId: 's', writerEpoch: 1, holder: holderOf({}) as never },
+    }).start();
+    expect(await toPromise(actor)).toEqual({ released: true, resume: false });
+    expect(releases).toEqual(['s@1 resume=false']);
   });
 });

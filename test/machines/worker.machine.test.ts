@@ -45,15 +45,15 @@ function start(clock: SimulatedClock, fakes: Fakes, leaseMs = 3000, concurrency 
       lookAtSession: fake(async ({ input }) => look(input.heldId)),
       sessionIdle: clockTimerActor(clock),
       timer: clockTimerActor(clock),
-      shutdownSession: fake(async () => ({ resume: false })),
-      closeSession: fake(async ({ input }) => (calls.push(`close ${input.heldId}`), { detached: false })),
+      shutdownSession: fake(async () => {}),
+      closeSession: fake(async ({ input }) => void calls.push(`close ${input.heldId}`)),
       releaseSession: fake(async ({ input }) => {
         calls.push(`close ${input.heldId}`);
-        if (input.holder.getSnapshot().context.lost !== undefined) return { released: false, resume: input.resume };
+        if (input.holder.getSnapshot().context.lost !== undefined) return { released: false, resume: false };
         calls.push(`release ${input.sessionId} ${input.writerEpoch}`);
-        return { released: true, resume: input.resume };
+        return { released: true, resume: false };
       }),
-      releaseLease: fake(async ({ input }) => (calls.push(`release ${input.sessionId} ${input.writerEpoch}`), { resume: input.resume })),
+      releaseLease: fake(async ({ input }) => (calls.push(`release ${input.sessionId} ${input.writerEpoch}`), { resume: false })),
     },
     ...(fakes.heldGuards ? { guards: fakes.heldGuards } : {}),
   });

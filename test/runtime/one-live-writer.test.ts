@@ -101,4 +101,24 @@ describe('two runtimes of one process', () => {
     expect(result.status).toBe('succeeded'); // the worker was not fenced
     await worker.stop();
   });
+  it("refuses an app's open of a session this runtime's worker has claimed and not yet opened (SessionHeldError), never fencing the worker", async () => {
+    const db = lmdbPath();
+    const rt = db.rt({ model: scriptedModel([{ text: 'hi', delayMs: 100 }]) });
+    const worker = rt.serve({ concurrency: 1, leaseMs: 5000, pollMs: 10 });
+    const opened = deferred<unknown>();
+    const seen: string[] = [];
+    worker.subscribe((e) => {
+      seen.push(e.type === 'error' ? `error: ${e.message}` : e.type);
+      // the app opens the session right as the worker claims it, before the worker's open
+      if (e.type === 'claimed' && e.sessionId === 's') rt.openSession('s').then(opened.resolve, opened.resolve);
+    });
+    const { entryId } = await rt.submit('s', 'go');
+    const refused = await opened.promise;
+    expect(refused).toSatisfy(isSessionHeldError);
+    const result = await rt.waitForResult('s', entryId, { signal: AbortSignal.timeout(10_000) });
+    expect(result.status).toBe('succeeded');
+    expect(seen.filter((e) => e.startsWith('error') || e === 'fenced' || e === 'lease_lost')).toEqual([]);
+    expect(seen.filter((e) => e === 'attached')).toHaveLength(1); // attached once: never fenced and claimed again
+    await worker.stop();
+  });
 });

@@ -15,6 +15,7 @@ import { toolLoopModel } from '../helpers/serve-model.js';
 import { logOf, sleep } from '../helpers/runtime.js';
 import { scaled } from '../helpers/load.js';
 import { serve } from '../../src/runtime/serve.js';
+import { lmdbPath as lmdbPathFor } from '../helpers/lmdb-path.js';
 
 // runtime.serve: leases, fencing, shutdown and the kill switch, in one process on the memory
 // store (the same rules run across processes on LMDB and PostgreSQL: test/crash/serve-faults).
@@ -168,6 +169,29 @@ describe('runtime.serve', () => {
     const h2 = second.serve({ concurrency: 2, leaseMs: 5000, pollMs: 20 });
     const result = await second.waitForResult('s', 'r', { signal: AbortSignal.timeout(scaled(10_000)), pollMs: 20 });
     expect(result.status).toBe('succeeded');
+    await h2.stop();
+  });
+
+  it('runtime.close() while serving leaves each run where it stands, its lease released with the resume mark or left to expire; the next worker finishes every run', async () => {
+    const db = lmdbPathFor(cleanups);
+    const started: string[] = [];
+    const model = toolLoopModel({ steps: 1, toolsPerStep: 1, tools: ['charge'] });
+    const first = db.rt({ model, tools: [slowCharge(300, started)] });
+    const h1 = first.serve({ concurrency: 4, leaseMs: 1000, pollMs: 20 });
+    const events: ServeEvent[] = [];
+    h1.subscribe((e) => events.push(e));
+    const ids = ['s', 't', 'u'];
+    for (const id of ids) await first.submit(id, { kind: 'input', inputId: 'r', mode: 'follow_up', message: 'go' });
+    await until(() => started.length === ids.length);
+    await first.close(); // as a SIGTERM handler would, with the worker serving
+    // a session whose release beat the store's close records the run open; the others' leases expire
+    expect(events.filter((e) => e.type === 'released')).toEqual(
+      events.filter((e) => e.type === 'released').map((e) => expect.objectContaining({ resume: true })),
+    );
+    const second = db.rt({ model, tools: [slowCharge(10, started)] });
+    const h2 = second.serve({ concurrency: 4, leaseMs: 1000, pollMs: 20 });
+    for (const id of ids)
+      expect((await second.waitForResult(id, 'r', { signal: AbortSignal.timeout(scaled(10_000)), pollMs: 20 })).status).toBe('succeeded');
     await h2.stop();
   });
 

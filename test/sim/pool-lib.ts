@@ -13,7 +13,7 @@ export interface PoolSeedsOutcome extends PoolTotals {
   simulatedMs: number;
 }
 
-const TOTALS = ['skewed', 'pauses', 'longPauses', 'crashes', 'lostWakeups', 'takeovers', 'leaseLosses'] as const;
+const TOTALS = ['skewed', 'pauses', 'longPauses', 'crashes', 'closes', 'lostWakeups', 'takeovers', 'leaseLosses'] as const;
 
 export const noPoolSeeds = (): PoolSeedsOutcome => ({
   failures: [],
@@ -44,7 +44,7 @@ export async function runPoolSeeds(o: {
 
 /** The totals as `npm run sim` prints them. */
 export const describePoolTotals = (t: PoolTotals): string =>
-  `${t.pauses} pauses (${t.longPauses} longer than the lease), ${t.crashes} crashes, ${t.takeovers} takeovers, ${t.leaseLosses} leases lost, ${t.lostWakeups} wake-ups lost, ${t.skewed} workers with a skewed clock`;
+  `${t.pauses} pauses (${t.longPauses} longer than the lease), ${t.crashes} crashes, ${t.closes} runtimes closed while serving, ${t.takeovers} takeovers, ${t.leaseLosses} leases lost, ${t.lostWakeups} wake-ups lost, ${t.skewed} workers with a skewed clock`;
 
 /** A failing pool seed, its violations and the command that replays it with its trace. */
 export const explainPoolFailure = (r: PoolSeedResult, broken?: PoolBroken): string =>

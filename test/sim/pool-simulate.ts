@@ -3,7 +3,8 @@
  * every timer of every worker on one SimulatedClock (the store's lease clock too: `Date.now` is
  * the simulation's while a seed runs). The seed chooses the sessions and when their inputs
  * arrive, the workers (concurrency, a constant clock offset each), pauses of a worker's I/O longer
- * than the lease, crashes (a worker whose I/O never returns) and lost wake-ups. The pool runs by
+ * than the lease, crashes (a worker whose I/O never returns), a worker's runtime closed while a tool
+ * of its runs (`runtime.close()`, as a SIGTERM handler's: its store calls fail from then on) and lost wake-ups. The pool runs by
  * itself until the simulated time is up; the invariants (pool-invariants.ts) are then checked on
  * the state it reached, with nothing nudged.
  */
@@ -15,7 +16,15 @@ import type { LeaseInfo } from '../../src/contracts/inbox.js';
 import { promiseActor } from '../../src/actors/promise-actor.js';
 import type { BoundLease, RenewOutput } from '../../src/actors/worker-lease.js';
 import type { WorkerServices } from '../../src/actors/worker-services.js';
-import { createRuntime, defineTool, memoryStore, type EventStore, type Runtime, type ServeHandle } from '../../src/index.js';
+import {
+  createRuntime,
+  defineTool,
+  memoryStore,
+  StoreClosedError,
+  type EventStore,
+  type Runtime,
+  type ServeHandle,
+} from '../../src/index.js';
 import type { ExecutionSession } from '../../src/runtime/execution-session.js';
 import { SessionInbox } from '../../src/runtime/inbox.js';
 import { SERVED, type ServedInternals } from '../../src/runtime/live-sessions.js';
@@ -68,6 +77,8 @@ export interface PoolStats {
   crashes: number;
   /** Wake-ups that never reached a worker. */
   lostWakeups: number;
+  /** Workers whose runtime was closed (`runtime.close()`, a SIGTERM handler's) while a tool of theirs ran. */
+  closes: number;
   takeovers: number;
   leaseLosses: number;
   /** When the pool came to rest (ms of simulated time), or END_MS. */
@@ -86,20 +97,30 @@ const LOOK_MS = 100;
 const STORE_CALLS = ['attachWriter', 'append', 'getHead', 'getEventById', 'loadSurface', 'loadStoredSurface', 'listSessions'] as const;
 const WORK_CALLS = ['pending', 'getEntry', 'markApplied', 'claim', 'bind', 'renew', 'release', 'heartbeat', 'removeWorker'] as const;
 
-/** One worker's view of the store: its calls wait while it is paused (forever once crashed); some wake-ups never reach it. */
+/**
+ * One worker's view of the store: its calls wait while it is paused (forever once crashed); some
+ * wake-ups never reach it. Its `close` (its runtime's `runtime.close()`) closes this view only: its
+ * calls fail with StoreClosedError from then on, as a closed LMDB handle's do.
+ */
 function workerStore(
   store: EventStore & { work: WorkStore },
   gate: () => Promise<void>,
   latency: () => Promise<void>,
   dropWakeup: () => boolean,
 ): EventStore & { work: WorkStore } {
+  let closed = false;
+  const open = () => {
+    if (closed) throw new StoreClosedError("the worker's store");
+  };
   const wrap = <T extends object>(target: T, names: readonly string[]): T => {
     const out = Object.create(target) as Record<string, unknown>;
     for (const name of names) {
       const f = (target as Record<string, unknown>)[name];
       if (typeof f !== 'function') continue;
       out[name] = async (...args: unknown[]) => {
+        open();
         await gate();
+        open();
         await latency(); // the request travels; a pause that starts meanwhile holds its answer
         const r = await (f as (...a: unknown[]) => Promise<unknown>).apply(target, args);
         await gate(); // a pause may also come while the call is in flight: its answer arrives late
@@ -112,8 +133,13 @@ function workerStore(
   Object.defineProperty(work, 'wakeups$', { value: store.work.wakeups$.pipe(filter(() => !dropWakeup())) });
   const s = wrap(store, STORE_CALLS) as EventStore & Record<string, unknown>;
   s.readEvents = async function* (...a: Parameters<EventStore['readEvents']>) {
+    open();
     await gate();
+    open();
     yield* store.readEvents(...a);
+  };
+  s.close = async () => {
+    closed = true;
   };
   Object.defineProperty(s, 'work', { value: work });
   return s as EventStore & { work: WorkStore };
@@ -137,6 +163,7 @@ export async function runPoolSeed(o: { seed: number; broken?: PoolBroken; pollMs
     longPauses: 0,
     crashes: 0,
     lostWakeups: 0,
+    closes: 0,
     takeovers: 0,
     leaseLosses: 0,
     simulatedMs: 0,
@@ -154,6 +181,10 @@ export async function runPoolSeed(o: { seed: number; broken?: PoolBroken; pollMs
   stats.sessions = sessions.length;
   stats.workers = workerCount;
   const crashed = new Set<number>();
+  // the runtime.close() fault draws from a generator of its own: the other choices stay as before
+  const closeRng = new Prng(o.seed ^ 0x5a17c1);
+  /** Workers whose runtime was closed: out of the pool, as a crashed one, but failing rather than hanging. */
+  const closed = new Set<number>();
   const crashesAhead = { n: 0 };
   const paused: { at: number }[] = [];
   let submitted = 0;
@@ -192,9 +223,14 @@ export async function runPoolSeed(o: { seed: number; broken?: PoolBroken; pollMs
           starts.push({ workerId, sessionId: ctx.sessionId, callId: ctx.callId, key, at: clock.now(), leases: store.work.listLeases() });
           // a fault while the worker holds the session: its I/O pauses (often past the lease), or it crashes
           if (rng.chance(0.25)) pause(pausedUntil, 100 + rng.int(10) * 100);
-          else if (rng.chance(0.08) && crashed.size < workerCount - 1 - crashesAhead.n) {
+          else if (rng.chance(0.08) && crashed.size + closed.size < workerCount - 1 - crashesAhead.n) {
             stats.crashes++;
             crashed.add(w);
+          } else if (closeRng.chance(0.1) && !crashed.has(w) && crashed.size + closed.size < workerCount - 1 - crashesAhead.n) {
+            // its process is told to stop (a SIGTERM handler): runtime.close() with the worker serving
+            stats.closes++;
+            closed.add(w);
+            void runtimes[w]!.close();
           }
           await new Promise<void>((r) => clock.setTimeout(r, 20 + rng.int(6) * 40));
           return `charged ${key}`;
@@ -247,7 +283,7 @@ export async function runPoolSeed(o: { seed: number; broken?: PoolBroken; pollMs
         () => {
           crashesAhead.n--;
           // never the last worker standing
-          if (crashed.size < workerCount - 1 && !crashed.has(w)) {
+          if (crashed.size + closed.size < workerCount - 1 && !crashed.has(w) && !closed.has(w)) {
             stats.crashes++;
             crashed.add(w);
           }
@@ -282,7 +318,8 @@ export async function runPoolSeed(o: { seed: number; broken?: PoolBroken; pollMs
       if (restingSince !== null && clock.now() - restingSince >= REST_MS) break;
     }
     stats.simulatedMs = clock.now() - start;
-    const violations = await checkPool({ store, sessions, starts, leaseSnapshots, live: (id) => !crashed.has(Number(id.slice(1)) - 1) });
+    const out = (id: string) => crashed.has(Number(id.slice(1)) - 1) || closed.has(Number(id.slice(1)) - 1);
+    const violations = await checkPool({ store, sessions, starts, leaseSnapshots, live: (id) => !out(id) });
     return { seed: o.seed, violations, trace, stats };
   } finally {
     crashed.clear();

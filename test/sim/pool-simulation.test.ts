@@ -11,7 +11,7 @@ const SEEDS = Number(process.env.SIM_POOL_SEEDS ?? 16);
 
 describe('the simulator drives worker pools', () => {
   it(
-    `holds every pool invariant over ${SEEDS} seeded schedules of pauses, crashes and lost wake-ups`,
+    `holds every pool invariant over ${SEEDS} seeded schedules of pauses, crashes, runtimes closed while serving and lost wake-ups`,
     async () => {
       const out = await runPoolSeeds({ from: 1, count: SEEDS });
       expect(out.failures.map((f) => explainPoolFailure(f))).toEqual([]);
@@ -20,6 +20,7 @@ describe('the simulator drives worker pools', () => {
       expect(out.leaseLosses).toBeGreaterThan(0);
       expect(out.longPauses).toBeGreaterThan(0);
       expect(out.crashes).toBeGreaterThan(0);
+      expect(out.closes).toBeGreaterThan(0);
       expect(out.lostWakeups).toBeGreaterThan(0);
       expect(out.skewed).toBeGreaterThan(0);
     },
@@ -35,6 +36,15 @@ describe('the simulator drives worker pools', () => {
       },
     ];
     for (const r of found) expect((await runPoolSeed({ seed: r.seed })).violations, `seed ${r.seed} (found: ${r.found})`).toEqual([]);
+  });
+
+  it('a runtime closed while its worker serves leaves every interrupted run to the next worker, none starved (pool seeds 12, 46)', async () => {
+    // found with the release deciding its resume mark from the closed session's status (`closed`, not `detached`)
+    for (const seed of [12, 46]) {
+      const r = await runPoolSeed({ seed });
+      expect(r.stats.closes, `seed ${seed} closes a runtime`).toBeGreaterThan(0);
+      expect(r.violations, `seed ${seed}`).toEqual([]);
+    }
   });
 
   it('replays a pool seed exactly: the same seed twice gives the identical trace', async () => {
