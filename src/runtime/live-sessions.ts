@@ -23,7 +23,8 @@ export interface OpenWants {
 
 /** A session this runtime's serving workers hold: claims not yet ended, the worker's open session. */
 interface Served {
-  claims: number;
+  /** The worker of each claim not yet ended. */
+  claims: string[];
   session?: ExecutionSession;
   workerId?: string;
 }
@@ -66,7 +67,7 @@ export class LiveSessions {
    */
   async open(sessionId: string, takeover: boolean, attach: () => Promise<ExecutionSession>, asked?: OpenWants): Promise<ExecutionSession> {
     const served = this.served.get(sessionId);
-    if (served && !takeover && (served.claims > 0 || (served.session !== undefined && (await this.isCurrent(served.session))))) {
+    if (served && !takeover && (served.claims.length > 0 || (served.session !== undefined && (await this.isCurrent(served.session))))) {
       // the holder record names this process, so the store's check would let the open through and fence the worker
       const workerId = served.workerId;
       throw new SessionHeldError(sessionId, { host: hostname(), pid: process.pid, ...(workerId !== undefined ? { workerId } : {}) });
@@ -109,24 +110,36 @@ export class LiveSessions {
 
   /** A serving worker of this runtime claimed the session (before it opens it): an app's open of it is refused from now on. */
   claimedBy(sessionId: string, workerId: string): void {
-    const entry = this.served.get(sessionId) ?? { claims: 0 };
-    entry.claims++;
+    const entry = this.served.get(sessionId) ?? { claims: [] };
+    entry.claims.push(workerId);
     entry.workerId = workerId;
     this.served.set(sessionId, entry);
   }
 
-  /** One claim of the session ended (its session closed, or the claim given back unopened). */
-  claimEnded(sessionId: string): void {
+  /** One claim of `workerId`'s on the session ended (its session closed, or the claim given back unopened). */
+  claimEnded(sessionId: string, workerId: string): void {
     const entry = this.served.get(sessionId);
-    if (!entry) return;
-    entry.claims = Math.max(0, entry.claims - 1);
-    if (entry.claims === 0 && entry.session === undefined) this.served.delete(sessionId);
+    const i = entry?.claims.indexOf(workerId) ?? -1;
+    if (!entry || i < 0) return;
+    entry.claims.splice(i, 1);
+    if (entry.claims.length === 0 && entry.session === undefined) this.served.delete(sessionId);
+  }
+
+  /**
+   * The worker ended (stopped, or failed): the claims it did not end itself end now, so that no
+   * session stays refused to the app for the rest of the runtime's life.
+   */
+  workerEnded(workerId: string): void {
+    for (const [sessionId, entry] of this.served) {
+      entry.claims = entry.claims.filter((w) => w !== workerId);
+      if (entry.claims.length === 0 && entry.session === undefined) this.served.delete(sessionId);
+    }
   }
 
   /** A serving worker's open: a writer of its own, recorded as held by the worker, taking over whoever holds it. */
   async openServed(sessionId: string, workerId: string | undefined, attach: () => Promise<ExecutionSession>): Promise<ExecutionSession> {
     const session = await this.attachHeld(sessionId, { takeover: true, ...(workerId !== undefined ? { workerId } : {}) }, attach);
-    const entry = this.served.get(sessionId) ?? { claims: 0 };
+    const entry = this.served.get(sessionId) ?? { claims: [] };
     entry.session = session;
     if (workerId !== undefined) entry.workerId = workerId;
     this.served.set(sessionId, entry);
@@ -135,7 +148,7 @@ export class LiveSessions {
       const now = this.served.get(sessionId);
       if (now?.session === session) {
         delete now.session;
-        if (now.claims === 0) this.served.delete(sessionId);
+        if (now.claims.length === 0) this.served.delete(sessionId);
       }
       await close();
     };

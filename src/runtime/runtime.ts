@@ -213,12 +213,12 @@ export function createRuntime(options: RuntimeOptions): Runtime {
     serve: (options) => {
       assertModel(o, 'runtime.serve');
       if (sessions.closed) throw new StoreClosedError('runtime');
-      return serve(
+      const worker = serve(
         {
           open: openServed,
           holds: (workerId) => ({
             claimed: (sessionId) => live.claimedBy(sessionId, workerId),
-            ended: (sessionId) => live.claimEnded(sessionId),
+            ended: (sessionId) => live.claimEnded(sessionId, workerId),
           }),
           store,
           work: workOf(store, 'runtime.serve'),
@@ -229,6 +229,9 @@ export function createRuntime(options: RuntimeOptions): Runtime {
         },
         options,
       );
+      // however it ends (stopped, or its machine failed), no claim of its keeps a session refused to the app
+      worker.events$.subscribe({ complete: () => live.workerEnded(worker.workerId) });
+      return worker;
     },
     // every call resolves once the store is closed (a second call shares the first's work)
     close: () =>

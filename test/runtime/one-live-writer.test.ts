@@ -1,6 +1,16 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { createRuntime, defineTool, isSessionHeldError, isValidationError, lmdbStore, scriptedModel } from '../../src/index.js';
+import {
+  createRuntime,
+  defineTool,
+  isSessionHeldError,
+  isValidationError,
+  lmdbStore,
+  memoryStore,
+  scriptedModel,
+} from '../../src/index.js';
+import type { ExecutionSession } from '../../src/runtime/execution-session.js';
+import { LiveSessions } from '../../src/runtime/live-sessions.js';
 import { deferred } from '../helpers/drafts.js';
 import { lmdbPath as lmdbPathFor } from '../helpers/lmdb-path.js';
 
@@ -120,5 +130,18 @@ describe('two runtimes of one process', () => {
     expect(seen.filter((e) => e.startsWith('error') || e === 'fenced' || e === 'lease_lost')).toEqual([]);
     expect(seen.filter((e) => e === 'attached')).toHaveLength(1); // attached once: never fenced and claimed again
     await worker.stop();
+  });
+
+  it("a worker that ends, however, leaves none of its claims refusing the app's open of a session", async () => {
+    const live = new LiveSessions(memoryStore(), () => false);
+    // past the check, the open attaches a writer (here: the attach says it was reached)
+    const attach = (): Promise<ExecutionSession> => Promise.reject(new Error('attached'));
+    live.claimedBy('s', 'w1');
+    live.claimedBy('s', 'w2');
+    await expect(live.open('s', false, attach)).rejects.toSatisfy(isSessionHeldError);
+    live.workerEnded('w1'); // w1 failed without ending its claim; w2's still holds the session
+    await expect(live.open('s', false, attach)).rejects.toSatisfy(isSessionHeldError);
+    live.claimEnded('s', 'w2');
+    await expect(live.open('s', false, attach)).rejects.toThrow('attached');
   });
 });
