@@ -5,7 +5,8 @@ import { LeaseLostError, type InboxEntry, type InboxOutcome, type StoredInboxEnt
 import { clockTimerActor } from './clock-timer.js';
 import { promiseActor } from './promise-actor.js';
 import { isBusy, messageOf, type ServedSession, type WorkerServices } from './worker-services.js';
-import { releaseLease, type ReleaseInput } from './worker-lease.js';
+import { runLeftOpen } from '../persistence/open-run-read.js';
+import type { ReleaseInput } from './worker-lease.js';
 
 /** The part of a held session's actor the lease guard reads and tells (held-session.machine.ts). */
 export interface LeaseHolder {
@@ -141,38 +142,46 @@ export const shutdownSessionActor = (s: WorkerServices) =>
     }
   });
 
-/** Closes the session (its writer commits nothing more): the worker's hold of it ends. */
+/** Closes a fenced session (its writer commits nothing more; its lease is left to expire): the worker's hold of it ends. */
 export const closeHeldSessionActor = (s: WorkerServices) =>
-  promiseActor<void, { heldId: number; sessionId: string }>(({ input }) => closeHeld(s, input.heldId, input.sessionId));
+  promiseActor<void, { heldId: number; sessionId: string }>(async ({ input }) => {
+    try {
+      await closeHeld(s, input.heldId);
+    } finally {
+      s.holds?.ended(input.sessionId);
+    }
+  });
 
-async function closeHeld(s: WorkerServices, heldId: number, sessionId: string): Promise<void> {
+async function closeHeld(s: WorkerServices, heldId: number): Promise<void> {
   const session = s.sessions.get(heldId);
   s.sessions.delete(heldId);
   s.watches.get(heldId)?.();
   s.watches.delete(heldId);
-  try {
-    await session?.close().catch(() => undefined);
-  } finally {
-    s.holds?.ended(sessionId);
-  }
+  await session?.close().catch(() => undefined);
 }
 
 export type ReleaseSessionInput = ReleaseInput & { heldId: number; holder: AnyActorRef };
 
 /**
  * A held session's end: closed (its writer commits nothing more), then its lease given up — unless
- * the lease was lost meanwhile (its holder, read after the close: the last await before the
- * release), when it is only closed (`released: false`). One actor for the two, as every session
- * a worker ends does both (docs/performance.md, "The worker machine"). `resume`: what the release
- * recorded — whether the log, read after the close, has a run left open (releaseLease), whatever
- * left it so: a detach at shutdown, or `runtime.close()` closing the session under the worker.
+ * the lease was lost meanwhile (its holder, read after the close and the log's read: the last
+ * await before the release), when it is only closed (`released: false`). One actor for the two, as
+ * every session a worker ends does both (docs/performance.md, "The worker machine"). `resume`: what
+ * the release recorded — whether the log, read after the close, has a run left open (runLeftOpen),
+ * whatever left it so: a detach at shutdown, or `runtime.close()` closing the session under the
+ * worker. The worker's hold ends once the lease is given up (until then an app's open is refused).
  */
 export const releaseSessionActor = (s: WorkerServices) =>
   promiseActor<{ released: boolean; resume: boolean }, ReleaseSessionInput>(async ({ input }) => {
-    await closeHeld(s, input.heldId, input.sessionId);
-    if ((input.holder as LeaseHolder).getSnapshot().context.lost !== undefined) return { released: false, resume: false };
-    const released = await releaseLease(s, { sessionId: input.sessionId, writerEpoch: input.writerEpoch });
-    return { released: true, resume: released.resume };
+    try {
+      await closeHeld(s, input.heldId);
+      const resume = await runLeftOpen(s.store, input.sessionId);
+      if ((input.holder as LeaseHolder).getSnapshot().context.lost !== undefined) return { released: false, resume: false };
+      await s.work.release(input.sessionId, s.workerId, input.writerEpoch, { resume });
+      return { released: true, resume };
+    } finally {
+      s.holds?.ended(input.sessionId);
+    }
   });
 
 /**

@@ -86,8 +86,8 @@ export interface ReleaseInput {
   writerEpoch: number | null;
 }
 
-/** The release itself (releaseLeaseActor's; held-session.ts's releaseSessionActor after its close). */
-export async function releaseLease(s: WorkerServices, input: ReleaseInput): Promise<{ resume: boolean }> {
+/** The release itself: the log read for the resume mark, then the lease given up. */
+async function releaseLease(s: WorkerServices, input: ReleaseInput): Promise<{ resume: boolean }> {
   const resume = await runLeftOpen(s.store, input.sessionId);
   await s.work.release(input.sessionId, s.workerId, input.writerEpoch, { resume });
   return { resume };

@@ -211,15 +211,19 @@ export const EventDraft = z.strictObject({
 });
 export type EventDraft = z.input<typeof EventDraft>;
 
-/** One stored record (DESIGN §2): every backend stores exactly these fields. */
+/**
+ * One stored record (DESIGN §2): every backend stores exactly these fields. Its ids are read as
+ * any non-empty string: a record logged before the id rule (IdInput, checked on every draft) may
+ * hold a NUL or a lone surrogate an LMDB store kept.
+ */
 export const EventRecord = z.object({
-  sessionId: id,
+  sessionId: z.string().min(1),
   seq: z.number().int().positive(),
   turn: nonNegInt,
   step: nonNegInt,
   attempt: nonNegInt,
   writerEpoch: z.number().int().positive(),
-  eventId: id,
+  eventId: z.string().min(1),
   type: EventType,
   surfaceOp: SurfaceOp,
   payload: z.record(z.string(), z.unknown()),

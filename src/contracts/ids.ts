@@ -24,6 +24,17 @@ export const IdInput = z
   .refine((s) => !s.includes('\u0000'), 'must not contain NUL (\\u0000)')
   .refine((s) => !hasLoneSurrogate(s), 'must be well-formed Unicode (it holds a lone surrogate)');
 
+const ID_RULE_MESSAGES = new Set(['must not contain NUL (\\u0000)', 'must be well-formed Unicode (it holds a lone surrogate)']);
+
+/**
+ * Whether a zod issue is one of the id rule's alone (an empty string, a NUL, a lone surrogate):
+ * what a record logged before the rule may break — an empty resource key or `toolCallId` then
+ * passed, and an LMDB store kept any string — and is read as it was written (codec.ts).
+ */
+export const isIdRuleIssue = (issue: z.core.$ZodIssue): boolean =>
+  (issue.code === 'custom' && ID_RULE_MESSAGES.has(issue.message)) ||
+  (issue.code === 'too_small' && issue.origin === 'string' && Number(issue.minimum) === 1);
+
 /** The most UTF-16 code units a session id takes. */
 export const MAX_SESSION_ID = 400;
 

@@ -149,7 +149,8 @@ async function opened<T>(call: PromiseLike<AsyncIterable<T>>): Promise<{ data: A
   const headers = response?.headers;
   if (!headers || typeof headers.get !== 'function') return { data };
   const type = headers.get('content-type') ?? '';
-  if (/json/i.test(type) && !/event-stream/i.test(type) && typeof response?.text === 'function') {
+  // application/json or a +json type (problem+json): not ndjson or jsonl, which are streams
+  if (/^application\/(?:[\w.-]+\+)?json\b/i.test(type) && typeof response?.text === 'function') {
     return { data, headers, json: await response.text() };
   }
   return { data, headers };

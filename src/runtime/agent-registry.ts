@@ -110,7 +110,11 @@ export function agentRegistry(
     for (const h of a.handoffs) if (isAgent(h)) visit(h);
     for (const t of [...a.tools, ...o.tools]) {
       const m = agentMarkOf(t);
-      if (m?.kind === 'agent') visit(m.agent);
+      if (m?.kind !== 'agent') continue;
+      // `{ ...agentTool(a), execute }` keeps the mark: its calls would run the agent, never that execute
+      if (t.execute !== m.standIn)
+        invalid(`tool ${t.name} runs the ${m.agent.name} agent (an agentTool): its calls run the agent, not an execute of yours`);
+      visit(m.agent);
     }
   };
   for (const t of o.tools) {

@@ -241,9 +241,10 @@ export class SessionInbox {
     const named = recorded?.payload.runId;
     // the run this entry cancels, once known (first seen, or named by its record)
     let target = typeof named === 'string' ? named : undefined;
-    // (the record is written once: by the first cancel this entry sends)
+    // (the record is written once: asked for by every cancel this entry sends until the log holds it —
+    // a cancel refused, or an attempt answered from the log without starting, wrote none)
     let unrecorded = !recorded;
-    const record = () => (unrecorded ? ((unrecorded = false), recordId) : undefined);
+    const record = () => (unrecorded ? recordId : undefined);
     const none = () => ({
       status: 'applied' as const,
       reason: target ? `run ${target} is not open: nothing to cancel` : 'nothing to cancel',
@@ -275,6 +276,7 @@ export class SessionInbox {
       await s.requestCancel(reason, record());
       this.hooks.attempt?.(runId, attemptId, result);
       const r = await result;
+      unrecorded = !(await this.store.getEventById(s.sessionId, recordId));
       if (r.status === 'cancelled' || r.status === 'fenced' || n >= CANCEL_TRIES || (await this.openRunId()) !== runId)
         return { status: 'applied', reason: `run ${runId} ${r.status}` };
       n++;

@@ -58,7 +58,8 @@ export interface Runtime<TOut = unknown> {
    * Runs `message` as the first prompt of a fresh session (`options.sessionId`, or a new id) and
    * returns its handle at once, with the session's id; the session closes when the attempt ends.
    * A bad call (options, session id, message) throws a ValidationError before any session is
-   * opened: nothing is written.
+   * opened: nothing is written. (With a `sessionId`, media its agent's model does not take are
+   * refused once the session is open: the handle's `result` rejects.)
    * @example
    * const run = runtime.run('What is 2 + 2?')
    * for await (const text of run.textStream) process.stdout.write(text)

@@ -162,6 +162,14 @@ describe('an agentTool spread into defineTool', () => {
       expect(String(error)).toMatch(/runs the researcher agent/);
     }
   });
+
+  it('an agentTool copied with an execute of its own (no defineTool) is refused by createRuntime, never silently run as the agent', () => {
+    const researcher = defineAgent({ name: 'researcher', instructions: 'r' });
+    const copied = { ...agentTool(researcher), execute: () => 'mine' };
+    expect(() => createRuntime({ store: memoryStore(), model: scriptedModel([]), tools: [copied] })).toThrow(
+      /tool researcher runs the researcher agent \(an agentTool\): its calls run the agent, not an execute of yours/,
+    );
+  });
 });
 
 /**

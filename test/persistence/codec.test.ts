@@ -34,3 +34,29 @@ describe('encodeRecord (the hand-built record text)', () => {
     expect(decodeRecord(record.sessionId, 7, encodeRecord(record, JSON.stringify(record.payload)))).toEqual(record);
   });
 });
+
+describe('decodeRecord and the id rule', () => {
+  const toolCall = (payload: Record<string, unknown>) => JSON.stringify({ ...record, type: 'tool/call', surfaceOp: 'append', payload });
+  const call = { callId: 'c1', name: 'lock', arguments: {}, mode: 'exclusive', resources: ['room'], idempotencyKey: 's/r/1/c1' };
+
+  it('a record logged before the id rule (an empty resource key, a lone surrogate or NUL in an id) is read as it was written', () => {
+    for (const payload of [
+      { ...call, resources: [''] },
+      { ...call, callId: 'a\ud800' },
+      { ...call, idempotencyKey: 'k\u0000' },
+    ]) {
+      const r = decodeRecord(record.sessionId, 7, toolCall(payload));
+      expect(r.payload, JSON.stringify(payload)).toEqual(payload);
+    }
+    expect(decodeRecord(record.sessionId, 7, JSON.stringify({ ...record, eventId: 'e\u0000' })).eventId).toBe('e\u0000');
+  });
+
+  it('a payload that breaks its schema otherwise is still a CorruptLogError', () => {
+    expect(() => decodeRecord(record.sessionId, 7, toolCall({ ...call, resources: 'room' }))).toThrow(
+      /tool\/call payload fails its schema/,
+    );
+    expect(() => decodeRecord(record.sessionId, 7, toolCall({ ...call, resources: [''], mode: 'sometimes' }))).toThrow(
+      /payload fails its schema/,
+    );
+  });
+});
