@@ -7,35 +7,41 @@
 type Hook = (reason: unknown) => void;
 const noop = () => {};
 
-/** The callbacks waiting on each long-lived signal; one real 'abort' listener per signal. */
-const fanouts = new WeakMap<AbortSignal, Set<Hook>>();
+/** The callbacks waiting on each long-lived signal, and its one real 'abort' listener. */
+const fanouts = new WeakMap<AbortSignal, { hooks: Set<Hook>; fire: () => void }>();
 
 /**
  * Calls `hook(signal.reason)` once when `signal` aborts; returns the function that withdraws it.
  * Does nothing for a signal already aborted (callers check `aborted` first, as with
- * addEventListener). Every hook of a signal shares one listener, registered the first time.
+ * addEventListener). Every hook of a signal shares one listener, registered the first time and
+ * kept for the next hook (the run's signals, on the hot path) — or, with `release`, removed once
+ * no hook is left (an app's signal, which must not keep a listener of ours: waitForResult).
  * @example
  * const off = onAbort(env.cancelSignal, (reason) => call.abort(reason)); try { … } finally { off() }
  */
-export function onAbort(signal: AbortSignal, hook: Hook): () => void {
+export function onAbort(signal: AbortSignal, hook: Hook, options?: { release: true }): () => void {
   if (signal.aborted) return noop;
-  let hooks = fanouts.get(signal);
-  if (!hooks) {
-    const set = (hooks = new Set<Hook>());
-    fanouts.set(signal, set);
-    signal.addEventListener(
-      'abort',
-      () => {
-        const all = [...set];
-        set.clear();
-        for (const h of all) h(signal.reason);
-      },
-      { once: true },
-    );
+  let entry = fanouts.get(signal);
+  if (!entry) {
+    const hooks = new Set<Hook>();
+    const fire = () => {
+      fanouts.delete(signal);
+      const all = [...hooks];
+      hooks.clear();
+      for (const h of all) h(signal.reason);
+    };
+    fanouts.set(signal, (entry = { hooks, fire }));
+    signal.addEventListener('abort', fire, { once: true });
   }
-  const mine = hooks;
-  mine.add(hook);
-  return () => void mine.delete(hook);
+  const mine = entry;
+  mine.hooks.add(hook);
+  if (!options?.release) return () => void mine.hooks.delete(hook);
+  return () => {
+    mine.hooks.delete(hook);
+    if (mine.hooks.size > 0 || fanouts.get(signal) !== mine) return;
+    fanouts.delete(signal);
+    signal.removeEventListener('abort', mine.fire);
+  };
 }
 
 /**

@@ -1,3 +1,4 @@
+import { onAbort } from '../contracts/abort.js';
 import { CancelledError, InputRejectedError } from '../contracts/errors.js';
 import { WaitForResultOptions } from '../contracts/inbox.js';
 import type { ExecutionResult } from '../contracts/requests.js';
@@ -82,38 +83,12 @@ export async function waitForResult(
         };
         const t = setTimeout(done, o.pollMs);
         wake = done;
-        const off = signal ? onAbort(signal, done) : undefined;
+        const off = signal ? onAbort(signal, done, { release: true }) : undefined;
       });
     }
   } finally {
     sub.unsubscribe();
   }
-}
-
-/** The waits on each signal: one 'abort' listener per signal, however many share it (no MaxListenersExceededWarning). */
-const abortWaits = new WeakMap<AbortSignal, { waiters: Set<() => void>; fire: () => void }>();
-
-/** Calls `fn` once `signal` aborts; the function returned stops that (the last wait's removes the listener). */
-function onAbort(signal: AbortSignal, fn: () => void): () => void {
-  let entry = abortWaits.get(signal);
-  if (!entry) {
-    const waiters = new Set<() => void>();
-    const fire = () => {
-      abortWaits.delete(signal);
-      for (const f of waiters) f();
-    };
-    abortWaits.set(signal, (entry = { waiters, fire }));
-    signal.addEventListener('abort', fire, { once: true });
-  }
-  const { waiters, fire } = entry;
-  waiters.add(fn);
-  return () => {
-    waiters.delete(fn);
-    if (waiters.size === 0 && abortWaits.get(signal)?.waiters === waiters) {
-      abortWaits.delete(signal);
-      signal.removeEventListener('abort', fire);
-    }
-  };
 }
 
 /**
