@@ -88,3 +88,23 @@ export function within<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
     }),
   ]);
 }
+
+/**
+ * The in-process stores as `[name, make]` rows for `describe.each`: memory, and LMDB in a temp dir
+ * whose removal `make` pushes on `cleanups` (run by the test file, after the runtimes it closes).
+ * @example
+ * const backends = localStores(cleanups); describe.each(backends)('inbox (%s)', (_name, makeStore) => …)
+ */
+export function localStores(cleanups: (() => Promise<void>)[]): [string, () => EventStore][] {
+  return [
+    ['memory', () => memoryStore()],
+    [
+      'lmdb',
+      () => {
+        const dir = tempDir();
+        cleanups.push(() => dir.cleanup());
+        return lmdbStore({ path: dir.path });
+      },
+    ],
+  ];
+}

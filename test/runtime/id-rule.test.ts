@@ -3,8 +3,6 @@ import { z } from 'zod';
 import {
   createRuntime,
   defineTool,
-  lmdbStore,
-  memoryStore,
   scriptedModel,
   type EventDraft,
   type EventStore,
@@ -15,7 +13,7 @@ import {
 import { postgresStore } from '../../src/persistence/postgres/postgres-store.js';
 import { freshSchema, postgresForTests } from '../helpers/postgres.js';
 import { collect } from '../helpers/drafts.js';
-import { tempDir } from '../helpers/tmp.js';
+import { localStores } from '../helpers/backends.js';
 import { expectValidation } from '../helpers/validation.js';
 
 // One id rule for every id an app gives a store, on every backend (docs/guarantees.md, "Bad
@@ -36,17 +34,7 @@ afterAll(async () => {
   for (const c of cleanups.splice(0).reverse()) await c().catch(() => undefined);
 });
 
-const backends: [string, () => EventStore][] = [
-  ['memory', () => memoryStore()],
-  [
-    'lmdb',
-    () => {
-      const dir = tempDir();
-      cleanups.push(() => dir.cleanup());
-      return lmdbStore({ path: dir.path });
-    },
-  ],
-];
+const backends = localStores(cleanups);
 const db = await postgresForTests('the id rule (postgres)');
 if (db) backends.push(['postgres', () => postgresStore({ connectionString: db.url, schema: freshSchema('ids') })]);
 

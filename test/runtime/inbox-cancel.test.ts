@@ -1,9 +1,9 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { createRuntime, defineTool, lmdbStore, memoryStore, scriptedModel, type EventStore, type Runtime } from '../../src/index.js';
+import { createRuntime, defineTool, scriptedModel, type EventStore, type Runtime } from '../../src/index.js';
 import { StoreUnavailableError } from '../../src/contracts/store-errors.js';
 import { logOf, sleep } from '../helpers/runtime.js';
-import { tempDir } from '../helpers/tmp.js';
+import { localStores } from '../helpers/backends.js';
 
 // An inbox `cancel` entry is applied exactly once, to the run running or open when it is first
 // applied: applied again (its mark lost), it finds that run to cancel, or none — never a later run.
@@ -13,17 +13,7 @@ afterEach(async () => {
   for (const c of cleanups.splice(0).reverse()) await c();
 });
 
-const backends: [string, () => EventStore][] = [
-  ['memory', () => memoryStore()],
-  [
-    'lmdb',
-    () => {
-      const dir = tempDir();
-      cleanups.push(() => dir.cleanup());
-      return lmdbStore({ path: dir.path });
-    },
-  ],
-];
+const backends = localStores(cleanups);
 
 /** Each run asks to `pay` (approval needed), then answers "done". */
 function make(store: EventStore): Runtime {

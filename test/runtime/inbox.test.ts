@@ -1,10 +1,11 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { createRuntime, defineTool, lmdbStore, memoryStore, scriptedModel, type EventStore, type Runtime } from '../../src/index.js';
+import { createRuntime, defineTool, lmdbStore, scriptedModel, type EventStore, type Runtime } from '../../src/index.js';
 import { isCancelledError, isInputRejectedError, isValidationError, type ValidationError } from '../../src/contracts/errors.js';
 import { StoreUnavailableError } from '../../src/contracts/store-errors.js';
 import { toolLoopModel } from '../helpers/serve-model.js';
 import { logOf, sleep } from '../helpers/runtime.js';
+import { localStores } from '../helpers/backends.js';
 import { tempDir } from '../helpers/tmp.js';
 import { freshSchema, postgresForTests } from '../helpers/postgres.js';
 import { postgresStore } from '../../src/persistence/postgres/postgres-store.js';
@@ -17,17 +18,7 @@ afterEach(async () => {
   for (const c of cleanups.splice(0).reverse()) await c();
 });
 
-const backends: [string, () => EventStore][] = [
-  ['memory', () => memoryStore()],
-  [
-    'lmdb',
-    () => {
-      const dir = tempDir();
-      cleanups.push(() => dir.cleanup());
-      return lmdbStore({ path: dir.path });
-    },
-  ],
-];
+const backends = localStores(cleanups);
 const db = await postgresForTests('inbox (postgres)');
 if (db) backends.push(['postgres', () => postgresStore({ connectionString: db.url, schema: freshSchema('inbox') })]);
 
