@@ -208,14 +208,7 @@ export function toProviderError(e: unknown, ctx: FailureContext): ProviderError 
         ...(providerLimits ? { providerLimits } : {}),
       });
     }
-    // a numeric code inside the stream is an HTTP status (vLLM / LiteLLM send `code: 400`)
-    const numeric = [err.code, (err.error as { code?: unknown } | undefined)?.code].find((x): x is number => typeof x === 'number');
-    if (numeric !== undefined && numeric >= 400) {
-      const c = classifyStatus(numeric);
-      return make(`error in stream: ${text}`, { retryable: c.retryable, code: c.code });
-    }
-    const type = [err.type, err.code].filter((x) => typeof x === 'string').join(' ');
-    const c = classifyStreamErrorType(type);
+    const c = classifyNamedError([err.code, (err.error as { code?: unknown } | undefined)?.code], [err.type, err.code]);
     return make(`error in stream: ${text}`, { retryable: c.retryable, code: c.code });
   }
   if (e instanceof SyntaxError) return make(`unreadable stream data: ${message}`, { retryable: true, code: 'bad_response' });
@@ -241,6 +234,17 @@ function apiErrorText(status: unknown, body: unknown): string | undefined {
 }
 
 /**
+ * Retryability and code of an error named inside a body (an error in a stream, a JSON answer): its
+ * first numeric code, when one is ≥ 400, is an HTTP status (vLLM / LiteLLM send `code: 400`); else
+ * its `type` and string `code`, read as a stream's error type.
+ */
+function classifyNamedError(codes: unknown[], types: unknown[]): { retryable: boolean; code: string } {
+  const numeric = codes.find((x): x is number => typeof x === 'number');
+  if (numeric !== undefined && numeric >= 400) return classifyStatus(numeric);
+  return classifyStreamErrorType(types.filter((x) => typeof x === 'string').join(' '));
+}
+
+/**
  * A 200 answer whose body is JSON where a stream was expected (some gateways answer an error so;
  * the SDKs read it as a stream with no events): the error it carries, classified by its type and
  * code as an error in a stream is, or — a body without an `error` — a retryable `bad_response`.
@@ -256,14 +260,7 @@ export function jsonAnswerError(provider: string, text: string, secrets: readonl
   }
   const err = asRecord(asRecord(body)?.error);
   const message = typeof err?.message === 'string' && err.message !== '' ? err.message : text;
-  const numeric = typeof err?.code === 'number' && err.code >= 400 ? err.code : undefined;
-  const kind = [err?.type, err?.code].filter((x) => typeof x === 'string').join(' ');
-  const c =
-    err === undefined
-      ? { retryable: true, code: 'bad_response' }
-      : numeric !== undefined
-        ? classifyStatus(numeric)
-        : classifyStreamErrorType(kind);
+  const c = err === undefined ? { retryable: true, code: 'bad_response' } : classifyNamedError([err.code], [err.type, err.code]);
   const what = brief(redactSecrets(message, secrets));
   return new ProviderError(`${provider}: a JSON answer where a stream was expected: ${what}`, { ...c, partialOutput: false });
 }
