@@ -122,6 +122,11 @@ export class LiveSessions {
     const i = entry?.claims.indexOf(workerId) ?? -1;
     if (!entry || i < 0) return;
     entry.claims.splice(i, 1);
+    this.forgetIfUnheld(sessionId, entry);
+  }
+
+  /** A served entry with no claim and no open session holds nothing: it goes. */
+  private forgetIfUnheld(sessionId: string, entry: Served): void {
     if (entry.claims.length === 0 && entry.session === undefined) this.served.delete(sessionId);
   }
 
@@ -132,7 +137,7 @@ export class LiveSessions {
   workerEnded(workerId: string): void {
     for (const [sessionId, entry] of this.served) {
       entry.claims = entry.claims.filter((w) => w !== workerId);
-      if (entry.claims.length === 0 && entry.session === undefined) this.served.delete(sessionId);
+      this.forgetIfUnheld(sessionId, entry);
     }
   }
 
@@ -148,7 +153,7 @@ export class LiveSessions {
       const now = this.served.get(sessionId);
       if (now?.session === session) {
         delete now.session;
-        if (now.claims.length === 0) this.served.delete(sessionId);
+        this.forgetIfUnheld(sessionId, now);
       }
       await close();
     };
