@@ -33,7 +33,7 @@ function instantWorker(sessions: number) {
       drainInbox: promiseActor(async ({ input }: { input: { heldId: number; sessionId: string } }): Promise<DrainOutput> => {
         const n = (looks.get(input.heldId) ?? 0) + 1;
         looks.set(input.heldId, n);
-        return { outcome: 'drained', look: n === 1 ? { phase: 'busy' } : { phase: 'resting', pending: 0 } };
+        return { outcome: 'drained', look: n === 1 ? { phase: 'busy' } : { phase: 'resting', pending: 0, runOpen: false } };
       }),
       sessionIdle: clockTimerActor(systemClock, () => Promise.resolve()),
       timer: clockTimerActor(systemClock),

@@ -69,9 +69,9 @@ export const resumeRunActor = (s: WorkerServices) =>
 
 /**
  * Where the session stands: over (fenced, closing, closed), running an attempt, or resting — with the
- * entries waiting (read only when resting).
+ * entries waiting (read only when resting) and whether it rests on a run left open (`detached`).
  */
-export type SessionLook = { phase: 'ended' | 'busy' } | { phase: 'resting'; pending: number };
+export type SessionLook = { phase: 'ended' | 'busy' } | { phase: 'resting'; pending: number; runOpen: boolean };
 
 /**
  * What applying the inbox came to and, unless its writer was fenced or the session closed, where
@@ -87,7 +87,7 @@ async function lookAt(s: WorkerServices, heldId: number, sessionId: string): Pro
   const phase = session ? String(session.actor.getSnapshot().value) : 'closed';
   if (phase === 'fenced' || phase === 'closed' || phase === 'closing') return { phase: 'ended' };
   if (isBusy(session!)) return { phase: 'busy' };
-  return { phase: 'resting', pending: (await s.work.pending(sessionId)).length };
+  return { phase: 'resting', pending: (await s.work.pending(sessionId)).length, runOpen: phase === 'detached' };
 }
 
 /**
@@ -160,22 +160,28 @@ async function closeHeld(s: WorkerServices, heldId: number): Promise<void> {
   await session?.close().catch(() => undefined);
 }
 
-export type ReleaseSessionInput = ReleaseInput & { heldId: number; holder: AnyActorRef };
+/**
+ * `rested`: the release follows, with no await between, a look that found the session resting with
+ * nothing waiting and no run open — nothing can open one before the close (only the held session
+ * starts attempts), so the log is not read.
+ */
+export type ReleaseSessionInput = ReleaseInput & { heldId: number; holder: AnyActorRef; rested: boolean };
 
 /**
  * A held session's end: closed (its writer commits nothing more), then its lease given up — unless
  * the lease was lost meanwhile (its holder, read after the close and the log's read: the last
  * await before the release), when it is only closed (`released: false`). One actor for the two, as
  * every session a worker ends does both (docs/performance.md, "The worker machine"). `resume`: what
- * the release recorded — whether the log, read after the close, has a run left open (runLeftOpen),
- * whatever left it so: a detach at shutdown, or `runtime.close()` closing the session under the
- * worker. The worker's hold ends once the lease is given up (until then an app's open is refused).
+ * the release recorded — unless `rested`, whether the log, read after the close, has a run left
+ * open (runLeftOpen), whatever left it so: a detach at shutdown, or `runtime.close()` closing the
+ * session under the worker. The worker's hold ends once the lease is given up (until then an app's
+ * open is refused).
  */
 export const releaseSessionActor = (s: WorkerServices) =>
   promiseActor<{ released: boolean; resume: boolean }, ReleaseSessionInput>(async ({ input }) => {
     try {
       await closeHeld(s, input.heldId);
-      const resume = await runLeftOpen(s.store, input.sessionId);
+      const resume = input.rested ? false : await runLeftOpen(s.store, input.sessionId);
       if ((input.holder as LeaseHolder).getSnapshot().context.lost !== undefined) return { released: false, resume: false };
       await s.work.release(input.sessionId, s.workerId, input.writerEpoch, { resume });
       return { released: true, resume };

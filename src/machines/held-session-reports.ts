@@ -45,6 +45,8 @@ export interface HeldSessionContext {
    */
   stopping: boolean;
   graceMs: number;
+  /** The release follows a look that found it resting, nothing waiting, no run open: it skips reading the log. */
+  rested: boolean;
   /** What the release recorded: the log had a run left open for the next worker (reported in `released`). */
   resume: boolean;
   leaseMs: number;

@@ -47,6 +47,14 @@ const stopAsked = assign({
   graceMs: ({ event }: { event: HeldSessionEvent }) => (event as { graceMs: number }).graceMs,
 }) as never;
 
+/** Released after a look that found it resting with nothing waiting: without a run open, the release need not read the log. */
+const restedRelease = assign({
+  rested: ({ event }: { event: HeldSessionEvent }) => {
+    const look = lookOf(event);
+    return look.phase === 'resting' && !look.runOpen;
+  },
+}) as never;
+
 /** A bound session's next pass (from a sibling of `bound`'s states): shut down if the worker stops, else drain the inbox. */
 const nextPass = [{ guard: 'stopping' as const, target: 'shuttingDown' }, { target: 'draining' }];
 
@@ -147,6 +155,7 @@ export const heldSessionMachine = setup({
     stopping: input.stopping,
     graceMs: input.graceMs,
     resume: false,
+    rested: false,
     leaseMs: input.leaseMs,
     idleReleaseMs: input.idleReleaseMs,
     pollMs: input.pollMs,
@@ -273,7 +282,11 @@ export const heldSessionMachine = setup({
               { guard: 'drainClosed', target: 'shuttingDown' },
               { guard: 'sessionEnded', target: 'shuttingDown', actions: 'reportDrainFailed' },
               { guard: 'stopping', target: 'shuttingDown', actions: 'reportDrainFailed' },
-              { guard: and(['restsEmpty', 'releasesAtOnce']), target: '#heldSession.releasing', actions: 'reportDrainFailed' },
+              {
+                guard: and(['restsEmpty', 'releasesAtOnce']),
+                target: '#heldSession.releasing',
+                actions: ['reportDrainFailed', restedRelease],
+              },
               { guard: 'restsEmpty', target: 'idle', actions: 'reportDrainFailed' },
               { target: 'waiting', actions: 'reportDrainFailed' },
             ],
@@ -302,7 +315,7 @@ export const heldSessionMachine = setup({
             src: 'lookAtSession',
             input: ({ context }) => ({ heldId: context.heldId, sessionId: context.sessionId }),
             onDone: [
-              { guard: 'restsEmpty', target: '#heldSession.releasing' },
+              { guard: 'restsEmpty', target: '#heldSession.releasing', actions: restedRelease },
               { guard: 'sessionEnded', target: '#heldSession.releasing' },
               ...nextPass,
             ],
@@ -338,6 +351,7 @@ export const heldSessionMachine = setup({
           sessionId: context.sessionId,
           writerEpoch: context.writerEpoch,
           holder: self,
+          rested: context.rested,
         }),
         onDone: [
           { guard: 'released', target: 'released', actions: assign({ resume: ({ event }) => event.output.resume }) },

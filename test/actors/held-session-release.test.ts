@@ -56,7 +56,7 @@ describe('a held session is released after its close', () => {
     const lease: { lost?: string } = {};
     const { services, releases, work } = await holding(() => (lease.lost = 'not renewed within 300 ms by this worker'));
     const actor = createActor(releaseSessionActor(services), {
-      input: { heldId: 1, sessionId: 's', writerEpoch: 1, holder: holderOf(lease) as never },
+      input: { heldId: 1, sessionId: 's', writerEpoch: 1, holder: holderOf(lease) as never, rested: false },
     }).start();
     expect(await toPromise(actor)).toEqual({ released: false, resume: false });
     expect(releases).toEqual([]);
@@ -69,17 +69,33 @@ describe('a held session is released after its close', () => {
     // runtime.close() closed it under the worker: its status reads `closed`, not `detached`
     const { services, releases, work } = await holding(() => {}, 'closed', true);
     const actor = createActor(releaseSessionActor(services), {
-      input: { heldId: 1, sessionId: 's', writerEpoch: 1, holder: holderOf({}) as never },
+      input: { heldId: 1, sessionId: 's', writerEpoch: 1, holder: holderOf({}) as never, rested: false },
     }).start();
     expect(await toPromise(actor)).toEqual({ released: true, resume: true });
     expect(releases).toEqual(['s@1 resume=true']);
     expect(await work.claim('w2', { limit: 1, leaseMs: 60_000 })).toMatchObject([{ sessionId: 's' }]);
   });
 
+  it('a release after a look found the session resting with no run open does not read the log: released without the resume mark', async () => {
+    const { services, releases } = await holding(() => {}, 'idle');
+    let reads = 0;
+    const store = services.store;
+    const counted = Object.assign(Object.create(Object.getPrototypeOf(store)), store, {
+      getHead: async (id: string) => (reads++, store.getHead(id)),
+      readEvents: (id: string, o: never) => (reads++, store.readEvents(id, o)),
+    });
+    const actor = createActor(releaseSessionActor({ ...services, store: counted } as WorkerServices), {
+      input: { heldId: 1, sessionId: 's', writerEpoch: 1, holder: holderOf({}) as never, rested: true },
+    }).start();
+    expect(await toPromise(actor)).toEqual({ released: true, resume: false });
+    expect(releases).toEqual(['s@1 resume=false']);
+    expect(reads).toBe(0);
+  });
+
   it('a session whose log has no run open is released without the resume mark', async () => {
     const { services, releases } = await holding(() => {}, 'detached');
     const actor = createActor(releaseSessionActor(services), {
-      input: { heldId: 1, sessionId: 's', writerEpoch: 1, holder: holderOf({}) as never },
+      input: { heldId: 1, sessionId: 's', writerEpoch: 1, holder: holderOf({}) as never, rested: false },
     }).start();
     expect(await toPromise(actor)).toEqual({ released: true, resume: false });
     expect(releases).toEqual(['s@1 resume=false']);

@@ -29,12 +29,17 @@ interface Fakes {
   /** Guards of the held sessions' machine replaced (one that throws fails the held session). */
   heldGuards?: Record<string, () => boolean>;
   registerWorker?: AnyActorLogic;
+  /** What a resting look says of its run: `detached` (a run left open, resting on nothing) or not. */
+  restingDetached?: boolean;
+  /** Each release's `rested` input (whether the release may skip reading the log), in order. */
+  rested?: boolean[];
 }
 
 function start(clock: SimulatedClock, fakes: Fakes, leaseMs = 3000, concurrency = 2, inspect?: (e: InspectionEvent) => void) {
   const calls = fakes.calls;
   const rests = (heldId: number) => (typeof fakes.rests === 'function' ? fakes.rests(heldId) : fakes.rests);
-  const look = (heldId: number) => (rests(heldId) ? { phase: 'resting' as const, pending: 0 } : { phase: 'busy' as const });
+  const look = (heldId: number) =>
+    rests(heldId) ? { phase: 'resting' as const, pending: 0, runOpen: fakes.restingDetached === true } : { phase: 'busy' as const };
   const held = heldSessionMachine.provide({
     actors: {
       previousEnded: fake(async () => {}),
@@ -48,6 +53,7 @@ function start(clock: SimulatedClock, fakes: Fakes, leaseMs = 3000, concurrency 
       shutdownSession: fake(async () => {}),
       closeSession: fake(async ({ input }) => void calls.push(`close ${input.heldId}`)),
       releaseSession: fake(async ({ input }) => {
+        fakes.rested?.push(input.rested);
         calls.push(`close ${input.heldId}`);
         if (input.holder.getSnapshot().context.lost !== undefined) return { released: false, resume: false };
         calls.push(`release ${input.sessionId} ${input.writerEpoch}`);
@@ -142,6 +148,24 @@ describe('the worker machine', () => {
     expect(events.map((e) => e.type).slice(-2)).toEqual(['stopping', 'stopped']);
     expect(calls.at(-1)).toBe('unregister');
     expect(actor.getSnapshot().status).toBe('done');
+  });
+
+  it('a release after a look that found the session resting, nothing waiting and no run open skips reading the log; any other release reads it', async () => {
+    const clock = new SimulatedClock();
+    const rested: boolean[] = [];
+    start(clock, { claims: [['s']], renewals: 'keep', calls: [], rests: true, rested });
+    await settle(clock);
+    // resting with a run left open (status `detached`): the release reads the log for its resume mark
+    const detached: boolean[] = [];
+    start(clock, { claims: [['t']], renewals: 'keep', calls: [], rests: true, restingDetached: true, rested: detached });
+    await settle(clock);
+    // a lease lost (not a look): the release reads it too
+    const lost: boolean[] = [];
+    start(clock, { claims: [['u']], renewals: [['x']], calls: [], rested: lost });
+    await settle(clock);
+    clock.increment(1000);
+    await settle(clock);
+    expect({ rested, detached, lost }).toEqual({ rested: [true], detached: [false], lost: [false] });
   });
 
   it('a claim that comes back full is followed by another, for the room sessions ending meanwhile freed', async () => {
