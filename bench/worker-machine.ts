@@ -28,8 +28,9 @@ function instantWorker(sessions: number) {
   const looks = new Map<number, number>();
   const held = heldSessionMachine.provide({
     actors: {
-      openSession: promiseActor(async (): Promise<OpenedSession> => ({ writerEpoch: 1, interrupted: false })),
-      bindLease: promiseActor(async () => ({ bound: true as boolean, sentAt: systemClock.now() })),
+      openSession: promiseActor(
+        async (): Promise<OpenedSession> => ({ writerEpoch: 1, interrupted: false, bound: true, sentAt: systemClock.now() }),
+      ),
       drainInbox: promiseActor(async ({ input }: { input: { heldId: number; sessionId: string } }): Promise<DrainOutput> => {
         const n = (looks.get(input.heldId) ?? 0) + 1;
         looks.set(input.heldId, n);

@@ -22,13 +22,19 @@ export const previousEndedActor = promiseActor<void, { previous?: AnyActorRef }>
   if (input.previous) await toPromise(input.previous).catch(() => undefined);
 });
 
-/** A held session opened: the epoch its writer attached with; `interrupted`: its log has a run its last worker left. */
-export type OpenedSession = { writerEpoch: number; interrupted: boolean };
+/**
+ * A held session opened: the epoch its writer attached with; `interrupted`: its log has a run its
+ * last worker left; `bound`: the lease bound to that epoch (`sentAt`: when the bind was sent, by
+ * the worker's clock) — false when the store refused it or the lease was lost during the open.
+ */
+export type OpenedSession = { writerEpoch: number; interrupted: boolean; bound: boolean; sentAt: number };
 
 /**
  * Opens a claimed session with the lease guard on its log writer: checked before every commit,
  * tool start and delivery, it fences the writer once the lease is lost or past its deadline on the
- * worker's clock (and tells the held session so).
+ * worker's clock (and tells the held session so) — then binds the lease to the writer's epoch
+ * (WorkStore.bind), unless the lease was lost meanwhile. One actor for the two, as every session a
+ * worker holds does both (docs/performance.md, "The worker machine").
  */
 export const openHeldSessionActor = (s: WorkerServices) =>
   promiseActor<OpenedSession, { heldId: number; sessionId: string; holder: AnyActorRef }>(async ({ input }) => {
@@ -45,7 +51,11 @@ export const openHeldSessionActor = (s: WorkerServices) =>
     const session = await s.open(sessionId, { guard, workerId: s.workerId });
     s.sessions.set(input.heldId, session);
     s.watches.set(input.heldId, watch(s, sessionId, session, input.holder));
-    return { writerEpoch: session.recovery.writerEpoch, interrupted: session.snapshot().status === 'detached' };
+    const writerEpoch = session.recovery.writerEpoch;
+    const interrupted = session.snapshot().status === 'detached';
+    const sentAt = s.clock.now();
+    if (holder.getSnapshot().context.lost !== undefined) return { writerEpoch, interrupted, bound: false, sentAt };
+    return { writerEpoch, interrupted, bound: await s.work.bind(sessionId, s.workerId, writerEpoch, s.options.leaseMs), sentAt };
   });
 
 /**

@@ -39,13 +39,6 @@ export const claimSessionsActor = (s: WorkerServices) =>
     return { claimed, sentAt, limit: input.limit };
   });
 
-/** Binds a claim to the writer epoch the session attached with; `sentAt` starts the worker's own deadline. */
-export const bindLeaseActor = (s: WorkerServices) =>
-  promiseActor<{ bound: boolean; sentAt: number }, { sessionId: string; writerEpoch: number }>(async ({ input }) => {
-    const sentAt = s.clock.now();
-    return { bound: await s.work.bind(input.sessionId, s.workerId, input.writerEpoch, s.options.leaseMs), sentAt };
-  });
-
 /** Heartbeats and renews every bound lease in one statement; a failure is an output (each held session decides by its own deadline). */
 export const renewLeasesActor = (s: WorkerServices) =>
   promiseActor<RenewOutput, { bound: BoundLease[] }>(async ({ input }) => {

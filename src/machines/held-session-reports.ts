@@ -25,10 +25,6 @@ export interface HeldSessionContext {
   sessionId: string;
   workerId: string;
   previous: AnyActorRef | undefined;
-  /** The epoch the session's writer attached with. */
-  attachedEpoch: number | null;
-  /** Its log has a run its last worker left (seen at the open): `bound.resuming` continues it. */
-  interrupted: boolean;
   /** The epoch the lease is bound to (the fencing token), once bound. */
   writerEpoch: number | null;
   /** By the worker's clock: past it the lease counts as lost. */

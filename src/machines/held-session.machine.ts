@@ -34,9 +34,9 @@ const lookOf = (event: unknown): SessionLook => {
 /** The lease bound to the writer epoch: its deadline from the bind's send; the worker told (it reports `attached`). */
 const bind = [
   assign({
-    writerEpoch: ({ context }: { context: HeldSessionContext }) => context.attachedEpoch,
+    writerEpoch: ({ event }: { event: HeldSessionEvent }) => outputOf<OpenedSession>(event).writerEpoch,
     deadline: ({ context, event }: { context: HeldSessionContext; event: HeldSessionEvent }) =>
-      Math.max(context.deadline, outputOf<{ sentAt: number }>(event).sentAt + context.leaseMs),
+      Math.max(context.deadline, outputOf<OpenedSession>(event).sentAt + context.leaseMs),
   }) as never,
   'reportBound' as const,
 ];
@@ -61,7 +61,7 @@ const nextPass = [{ guard: 'stopping' as const, target: 'shuttingDown' }, { targ
 /**
  * One session a serving worker holds (docs/architecture.md, "The worker"): `claimed` (`queued`
  * behind the incarnation it replaces, if any) → `opening` (its writer attaches under the lease
- * guard) → `binding` the lease to that writer epoch → `bound`: `resuming` a run its last worker
+ * guard, then the lease is bound to that writer epoch) → `bound`: `resuming` a run its last worker
  * left (if its log has one), then passes of `draining` its inbox and looking at where it stands,
  * `waiting` for its attempt, a wake-up or the poll, `idle` for `idleReleaseMs` — until it rests
  * with nothing waiting or the worker stops (`shuttingDown`) → `releasing` (closed, then its lease
@@ -70,7 +70,7 @@ const nextPass = [{ guard: 'stopping' as const, target: 'shuttingDown' }, { targ
  * store). The lease's deadline is context, renewed by the worker. Flat where it can be: each level
  * of states and each passing state costs every transition (docs/performance.md, "The worker machine").
  * @example
- * const held = createActor(heldSessionMachine.provide({ actors: { openSession, bindLease, ... } }), { input })
+ * const held = createActor(heldSessionMachine.provide({ actors: { openSession, drainInbox, ... } }), { input })
  */
 export const heldSessionMachine = setup({
   types: {
@@ -82,7 +82,6 @@ export const heldSessionMachine = setup({
   actors: {
     previousEnded: fromPromise<void, { previous?: AnyActorRef }>(notProvided('previousEnded')),
     openSession: fromPromise<OpenedSession, { heldId: number; sessionId: string; holder: AnyActorRef }>(notProvided('openSession')),
-    bindLease: fromPromise<{ bound: boolean; sentAt: number }, { sessionId: string; writerEpoch: number }>(notProvided('bindLease')),
     resumeRun: fromPromise<
       { runId: string; attemptId: string } | null,
       { heldId: number; sessionId: string; writerEpoch: number; held: AnyActorRef }
@@ -102,7 +101,7 @@ export const heldSessionMachine = setup({
     stopping: ({ context }) => context.stopping,
     bound: ({ event }) => outputOf<{ bound: boolean }>(event).bound,
     resumed: ({ event }) => outputOf<unknown>(event) !== null,
-    interrupted: ({ context }) => context.interrupted,
+    interrupted: ({ event }) => outputOf<OpenedSession>(event).interrupted,
     released: ({ event }) => outputOf<{ released: boolean }>(event).released,
     pastDeadline: ({ context, event }) => (event as { at: number }).at > context.deadline,
     storeClosed: ({ event }) => isStoreClosedError(errorOf(event)),
@@ -147,8 +146,6 @@ export const heldSessionMachine = setup({
     sessionId: input.sessionId,
     workerId: input.workerId,
     previous: input.previous,
-    attachedEpoch: null,
-    interrupted: false,
     writerEpoch: null,
     deadline: input.deadline,
     lost: undefined,
@@ -197,34 +194,16 @@ export const heldSessionMachine = setup({
         onError: 'unopened',
       },
     },
+    /** Its writer attached under the lease guard, then the lease bound to that epoch (one actor). */
     opening: {
       invoke: {
         src: 'openSession',
         input: ({ context, self }) => ({ heldId: context.heldId, sessionId: context.sessionId, holder: self }),
         onDone: [
           { guard: 'lost', target: 'releasing' },
-          {
-            target: 'binding',
-            actions: assign({
-              attachedEpoch: ({ event }) => event.output.writerEpoch,
-              interrupted: ({ event }) => event.output.interrupted,
-            }),
-          },
-        ],
-        onError: [
-          { guard: 'storeClosed', target: 'releasing' },
-          { target: 'releasing', actions: failure('') },
-        ],
-      },
-    },
-    binding: {
-      invoke: {
-        src: 'bindLease',
-        input: ({ context }) => ({ sessionId: context.sessionId, writerEpoch: context.attachedEpoch! }),
-        onDone: [
-          { guard: and(['bound', not('lost'), 'interrupted']), target: 'bound.resuming', actions: bind },
-          { guard: and(['bound', not('lost'), 'stopping']), target: 'bound.shuttingDown', actions: bind },
-          { guard: and(['bound', not('lost')]), target: 'bound.draining', actions: bind },
+          { guard: and(['bound', 'interrupted']), target: 'bound.resuming', actions: bind },
+          { guard: and(['bound', 'stopping']), target: 'bound.shuttingDown', actions: bind },
+          { guard: 'bound', target: 'bound.draining', actions: bind },
           { target: 'releasing', actions: lose(() => 'the claim was lost before it was bound to the writer epoch') },
         ],
         onError: [

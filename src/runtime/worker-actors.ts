@@ -11,7 +11,6 @@ import {
   shutdownSessionActor,
 } from '../actors/held-session.js';
 import {
-  bindLeaseActor,
   claimSessionsActor,
   registerWorkerActor,
   releaseLeaseActor,
@@ -29,7 +28,6 @@ export function heldSessionMachineFor(s: WorkerServices) {
     actors: {
       previousEnded: previousEndedActor,
       openSession: openHeldSessionActor(s),
-      bindLease: bindLeaseActor(s),
       resumeRun: resumeRunActor(s),
       drainInbox: drainInboxActor(s),
       lookAtSession: lookAtSessionActor(s),

@@ -31,6 +31,8 @@ interface Fakes {
   registerWorker?: AnyActorLogic;
   /** What a resting look says of its run: `detached` (a run left open, resting on nothing) or not. */
   restingDetached?: boolean;
+  /** The store refuses to bind a claim to its writer epoch (the open's bind answers false). */
+  bindRefused?: boolean;
   /** Each release's `rested` input (whether the release may skip reading the log), in order. */
   rested?: boolean[];
 }
@@ -43,8 +45,11 @@ function start(clock: SimulatedClock, fakes: Fakes, leaseMs = 3000, concurrency 
   const held = heldSessionMachine.provide({
     actors: {
       previousEnded: fake(async () => {}),
-      openSession: fake(async ({ input }) => (calls.push(`open ${input.sessionId}`), { writerEpoch: 7, interrupted: false })),
-      bindLease: fake(async () => ({ bound: true, sentAt: clock.now() })),
+      openSession: fake(
+        async ({ input }) => (
+          calls.push(`open ${input.sessionId}`), { writerEpoch: 7, interrupted: false, bound: !fakes.bindRefused, sentAt: clock.now() }
+        ),
+      ),
       resumeRun: fake(async () => null),
       drainInbox: fake(async ({ input }) => ({ outcome: 'drained' as const, look: look(input.heldId) })),
       lookAtSession: fake(async ({ input }) => look(input.heldId)),
@@ -133,6 +138,17 @@ describe('the worker machine', () => {
     expect(events.find((e) => e.type === 'lease_lost')).toMatchObject({ sessionId: 's', reason: expect.stringContaining('did not renew') });
     expect(calls).toContain('close 1');
     expect(calls.some((c) => c.startsWith('release'))).toBe(false);
+    expect(actor.getSnapshot().context.held).toEqual([]);
+  });
+
+  it('a claim the store will not bind to the writer epoch is reported lost, closed and not released', async () => {
+    const clock = new SimulatedClock();
+    const calls: string[] = [];
+    const { actor, events } = start(clock, { claims: [['s']], renewals: 'keep', calls, bindRefused: true });
+    await settle(clock);
+    expect(events.map((e) => e.type)).toEqual(['started', 'claimed', 'lease_lost']);
+    expect(events[2]).toMatchObject({ sessionId: 's', reason: 'the claim was lost before it was bound to the writer epoch' });
+    expect(calls).toEqual(['register', 'claim @0', 'open s', 'close 1', 'claim @0']);
     expect(actor.getSnapshot().context.held).toEqual([]);
   });
 
