@@ -10,7 +10,7 @@ import type { ReleaseInput } from './worker-lease.js';
 
 /** The part of a held session's actor the lease guard reads and tells (held-session.machine.ts). */
 export interface LeaseHolder {
-  getSnapshot(): { context: { lost?: string | undefined; deadline: number } };
+  getSnapshot(): { context: { lost?: string | undefined; deadline: number; stopping?: boolean } };
   send(event: { type: 'LEASE_EXPIRED'; at: number }): void;
 }
 
@@ -25,16 +25,22 @@ export const previousEndedActor = promiseActor<void, { previous?: AnyActorRef }>
 /**
  * A held session opened: the epoch its writer attached with; `interrupted`: its log has a run its
  * last worker left; `bound`: the lease bound to that epoch (`sentAt`: when the bind was sent, by
- * the worker's clock) — false when the store refused it or the lease was lost during the open.
+ * the worker's clock) — false when the store refused it or the lease was lost during the open;
+ * then, when its first pass was made in the same actor, what it came to (DrainOutput's fields).
  */
-export type OpenedSession = { writerEpoch: number; interrupted: boolean; bound: boolean; sentAt: number };
+export type OpenedSession = { writerEpoch: number; interrupted: boolean; bound: boolean; sentAt: number } & (
+  | DrainOutput
+  | { outcome?: undefined }
+);
 
 /**
  * Opens a claimed session with the lease guard on its log writer: checked before every commit,
  * tool start and delivery, it fences the writer once the lease is lost or past its deadline on the
  * worker's clock (and tells the held session so) — then binds the lease to the writer's epoch
- * (WorkStore.bind), unless the lease was lost meanwhile. One actor for the two, as every session a
- * worker holds does both (docs/performance.md, "The worker machine").
+ * (WorkStore.bind), unless the lease was lost meanwhile, and makes the session's first pass
+ * (drainAndLook) unless it has a run to resume first, its lease is lost or the worker stops. One
+ * actor for the three, as nearly every session a worker holds does them all (docs/performance.md,
+ * "The worker machine").
  */
 export const openHeldSessionActor = (s: WorkerServices) =>
   promiseActor<OpenedSession, { heldId: number; sessionId: string; holder: AnyActorRef }>(async ({ input }) => {
@@ -55,7 +61,10 @@ export const openHeldSessionActor = (s: WorkerServices) =>
     const interrupted = session.snapshot().status === 'detached';
     const sentAt = s.clock.now();
     if (holder.getSnapshot().context.lost !== undefined) return { writerEpoch, interrupted, bound: false, sentAt };
-    return { writerEpoch, interrupted, bound: await s.work.bind(sessionId, s.workerId, writerEpoch, s.options.leaseMs), sentAt };
+    const opened = { writerEpoch, interrupted, bound: await s.work.bind(sessionId, s.workerId, writerEpoch, s.options.leaseMs), sentAt };
+    const lease = holder.getSnapshot().context;
+    if (!opened.bound || interrupted || lease.lost !== undefined || lease.stopping) return opened;
+    return { ...opened, ...(await drainAndLook(s, input.heldId, sessionId)) };
   });
 
 /**
@@ -101,24 +110,27 @@ async function lookAt(s: WorkerServices, heldId: number, sessionId: string): Pro
 }
 
 /**
- * Applies the inbox entries waiting (SessionInbox.drain), then looks at where the session stands:
- * one actor for the two, as every pass of a held session does both.
+ * A pass of a held session: the inbox entries waiting applied (SessionInbox.drain), then a look at
+ * where the session stands. A failed look after the drain is no pass: it throws.
  */
+async function drainAndLook(s: WorkerServices, heldId: number, sessionId: string): Promise<DrainOutput> {
+  const session = s.sessions.get(heldId);
+  if (!session) return { outcome: 'closed' };
+  let failed: string | undefined;
+  try {
+    await s.inboxFor(session).drain();
+  } catch (e) {
+    if (isWriterStopped(e)) return { outcome: 'fenced' };
+    if (isStoreClosedError(e)) return { outcome: 'closed' };
+    failed = `applying the inbox failed: ${messageOf(e)}`;
+  }
+  const look = await lookAt(s, heldId, sessionId);
+  return failed === undefined ? { outcome: 'drained', look } : { outcome: 'failed', message: failed, look };
+}
+
+/** A pass after the first (drainAndLook): one actor for the drain and the look, as every pass does both. */
 export const drainInboxActor = (s: WorkerServices) =>
-  promiseActor<DrainOutput, { heldId: number; sessionId: string }>(async ({ input }) => {
-    const session = s.sessions.get(input.heldId);
-    if (!session) return { outcome: 'closed' };
-    let failed: string | undefined;
-    try {
-      await s.inboxFor(session).drain();
-    } catch (e) {
-      if (isWriterStopped(e)) return { outcome: 'fenced' };
-      if (isStoreClosedError(e)) return { outcome: 'closed' };
-      failed = `applying the inbox failed: ${messageOf(e)}`;
-    }
-    const look = await lookAt(s, input.heldId, input.sessionId);
-    return failed === undefined ? { outcome: 'drained', look } : { outcome: 'failed', message: failed, look };
-  });
+  promiseActor<DrainOutput, { heldId: number; sessionId: string }>(({ input }) => drainAndLook(s, input.heldId, input.sessionId));
 
 /** Where the session stands (an idle session's second look before it is released). */
 export const lookAtSessionActor = (s: WorkerServices) =>

@@ -55,6 +55,34 @@ const restedRelease = assign({
   },
 }) as never;
 
+/**
+ * Where a pass (drain and look: `bound.draining`'s, or the open's first) leads, with `actions`
+ * first (the open's bind) and each guard under `when` (the open's: a pass was made): fenced,
+ * closed or ended → shut down; resting with nothing waiting → released (at once, or after `idle`);
+ * else `waiting`.
+ */
+const afterPass = (actions: readonly unknown[], when?: 'passMade') => {
+  const guard = (g?: unknown) => (when === undefined ? g : g === undefined ? when : and([when, g as never]));
+  return [
+    { guard: guard(and(['drainFenced', 'lost'])), target: '#heldSession.releasing', actions },
+    {
+      guard: guard('drainFenced'),
+      target: '#heldSession.closingFenced',
+      actions: [...actions, fenced, ...lose(() => 'fenced while applying its inbox')],
+    },
+    { guard: guard('drainClosed'), target: '#heldSession.bound.shuttingDown', actions },
+    { guard: guard('sessionEnded'), target: '#heldSession.bound.shuttingDown', actions: [...actions, 'reportDrainFailed'] },
+    { guard: guard('stopping'), target: '#heldSession.bound.shuttingDown', actions: [...actions, 'reportDrainFailed'] },
+    {
+      guard: guard(and(['restsEmpty', 'releasesAtOnce'])),
+      target: '#heldSession.releasing',
+      actions: [...actions, 'reportDrainFailed', restedRelease],
+    },
+    { guard: guard('restsEmpty'), target: '#heldSession.bound.idle', actions: [...actions, 'reportDrainFailed'] },
+    { guard: guard(), target: '#heldSession.bound.waiting', actions: [...actions, 'reportDrainFailed'] },
+  ] as never;
+};
+
 /** A bound session's next pass (from a sibling of `bound`'s states): shut down if the worker stops, else drain the inbox. */
 const nextPass = [{ guard: 'stopping' as const, target: 'shuttingDown' }, { target: 'draining' }];
 
@@ -105,6 +133,7 @@ export const heldSessionMachine = setup({
     released: ({ event }) => outputOf<{ released: boolean }>(event).released,
     pastDeadline: ({ context, event }) => (event as { at: number }).at > context.deadline,
     storeClosed: ({ event }) => isStoreClosedError(errorOf(event)),
+    passMade: ({ event }) => outputOf<OpenedSession>(event).outcome !== undefined,
     drainFenced: ({ event }) => outputOf<DrainOutput>(event).outcome === 'fenced',
     drainClosed: ({ event }) => outputOf<DrainOutput>(event).outcome === 'closed',
     drainFailed: ({ event }) => outputOf<DrainOutput>(event).outcome === 'failed',
@@ -203,9 +232,11 @@ export const heldSessionMachine = setup({
           { guard: 'lost', target: 'releasing' },
           { guard: and(['bound', 'interrupted']), target: 'bound.resuming', actions: bind },
           { guard: and(['bound', 'stopping']), target: 'bound.shuttingDown', actions: bind },
+          // bound, and its first pass made by the open: where it leads, once the bind is recorded
+          ...afterPass(bind, 'passMade'),
           { guard: 'bound', target: 'bound.draining', actions: bind },
           { target: 'releasing', actions: lose(() => 'the claim was lost before it was bound to the writer epoch') },
-        ],
+        ] as never,
         onError: [
           { guard: 'storeClosed', target: 'releasing' },
           { target: 'releasing', actions: failure('') },
@@ -251,24 +282,7 @@ export const heldSessionMachine = setup({
           invoke: {
             src: 'drainInbox',
             input: ({ context }) => ({ heldId: context.heldId, sessionId: context.sessionId }),
-            onDone: [
-              { guard: and(['drainFenced', 'lost']), target: '#heldSession.releasing' },
-              {
-                guard: 'drainFenced',
-                target: '#heldSession.closingFenced',
-                actions: [fenced, ...lose(() => 'fenced while applying its inbox')],
-              },
-              { guard: 'drainClosed', target: 'shuttingDown' },
-              { guard: 'sessionEnded', target: 'shuttingDown', actions: 'reportDrainFailed' },
-              { guard: 'stopping', target: 'shuttingDown', actions: 'reportDrainFailed' },
-              {
-                guard: and(['restsEmpty', 'releasesAtOnce']),
-                target: '#heldSession.releasing',
-                actions: ['reportDrainFailed', restedRelease],
-              },
-              { guard: 'restsEmpty', target: 'idle', actions: 'reportDrainFailed' },
-              { target: 'waiting', actions: 'reportDrainFailed' },
-            ],
+            onDone: afterPass([]),
             onError: [
               { guard: 'storeClosed', target: '#heldSession.releasing' },
               { target: '#heldSession.releasing', actions: failure('') },

@@ -45,11 +45,14 @@ function start(clock: SimulatedClock, fakes: Fakes, leaseMs = 3000, concurrency 
   const held = heldSessionMachine.provide({
     actors: {
       previousEnded: fake(async () => {}),
-      openSession: fake(
-        async ({ input }) => (
-          calls.push(`open ${input.sessionId}`), { writerEpoch: 7, interrupted: false, bound: !fakes.bindRefused, sentAt: clock.now() }
-        ),
-      ),
+      // the open binds, then makes the first pass (as the real one does when bound and not stopping)
+      openSession: fake(async ({ input }) => {
+        calls.push(`open ${input.sessionId}`);
+        const opened = { writerEpoch: 7, interrupted: false, bound: !fakes.bindRefused, sentAt: clock.now() };
+        return opened.bound && !input.holder.getSnapshot().context.stopping
+          ? { ...opened, outcome: 'drained', look: look(input.heldId) }
+          : opened;
+      }),
       resumeRun: fake(async () => null),
       drainInbox: fake(async ({ input }) => ({ outcome: 'drained' as const, look: look(input.heldId) })),
       lookAtSession: fake(async ({ input }) => look(input.heldId)),
