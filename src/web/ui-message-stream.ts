@@ -42,8 +42,10 @@ export type UIMessageStreamOptions = z.input<typeof UIMessageStreamOptions>;
  * for): without a `Last-Event-ID` the reply is replayed from its user message (the AI SDK
  * replaces the message it holds with the replay); with `Last-Event-ID: N` it continues after
  * position N: a `start` chunk, then the chunks of the records after N — none repeated, none
- * skipped; with `N:step`, `reset-step` first and the open step's records again. A position past
- * the log's head is a 400. A run waiting for an approval or an answer has no stream (204); a reply
+ * skipped; with `N:step`, `reset-step` first and the open step's records again — also when N is
+ * inside the last settled run's reply, before its end (the run settled while the client was away).
+ * A position past the log's head is a 400. A run waiting for an approval or an answer has no
+ * stream (204); a reply
  * ends with `finish` when its run settles or suspends, or when the next run's user message comes.
  * @example
  * // app/api/chat/[id]/stream/route.ts (Next.js): useChat({ resume: true }) reconnects here
@@ -85,6 +87,12 @@ export async function uiMessageStream(
     return respond(store, sessionId, request, streamOptions, mapper, reply.fromSeq ?? 1, []);
   }
   const open = await readOpenReply(store, sessionId);
+  if (!open && cursor) {
+    // the client's reply settled while it was away: it gets the rest after its position, to its end
+    const ended = await readSettledReply(store, sessionId, cursor.seq);
+    if (ended)
+      return continueReply(store, sessionId, request, streamOptions, ended, Math.max(cursor.seq, ended.userSeq - 1) + 1, cursor.liveStep);
+  }
   if (!open || open.waiting) {
     // no reply under way, but a message accepted and not yet run: its reply is the one to come
     const head = await store.getHead(sessionId);
@@ -157,13 +165,32 @@ export interface OpenReply {
 export async function readOpenReply(store: EventStore, sessionId: string): Promise<OpenReply | undefined> {
   const head = await store.getHead(sessionId);
   if (!head?.openRun) return undefined;
+  return readReply(store, sessionId, head.openRun, head.lastSeq);
+}
+
+/**
+ * The reply of the session's last settled run when position `seq` falls inside it before its end
+ * (a client cut off while it ran, back after it settled), read from the run's start to its end.
+ */
+async function readSettledReply(store: EventStore, sessionId: string, seq: number): Promise<OpenReply | undefined> {
+  const run = (await store.getHead(sessionId))?.lastSettledRun;
+  if (!run?.endSeq || seq < run.startSeq || seq >= run.endSeq) return undefined;
+  return readReply(store, sessionId, run, run.endSeq);
+}
+
+async function readReply(
+  store: EventStore,
+  sessionId: string,
+  pointer: { runId: string; startSeq: number },
+  toSeq: number,
+): Promise<OpenReply | undefined> {
   let reply: OpenReply | undefined;
-  let run = { runId: head.openRun.runId, kind: 'prompt' };
+  let run = { runId: pointer.runId, kind: 'prompt' };
   let waiting = false;
   let pending: { pendingRequest: PendingRequest } | undefined;
   let cancelRequested: true | undefined;
   let runInputId: string | undefined;
-  for await (const r of store.readEvents(sessionId, { fromSeq: head.openRun.startSeq, toSeq: head.lastSeq })) {
+  for await (const r of store.readEvents(sessionId, { fromSeq: pointer.startSeq, toSeq })) {
     const p = r.payload;
     // the run's first user message opens its reply; a later one is a steer shown in it, or more of its input
     if (r.type === 'user/message' && p.copiedFrom === undefined && !reply) {
@@ -197,7 +224,7 @@ export async function readOpenReply(store: EventStore, sessionId: string): Promi
   const awaited = awaitedRequest({ ...(pending ? { pending } : {}), cancelRequested });
   return {
     ...reply,
-    lastSeq: head.lastSeq,
+    lastSeq: toSeq,
     waiting: waiting && !cancelRequested,
     cancelRequested: cancelRequested === true,
     ...(awaited ? { pending: awaited } : {}),

@@ -118,6 +118,11 @@ describe('resumption is mapped onto log positions', () => {
     const after3 = all.slice(all.findIndex((x) => x.id === '3') + 1);
     expect(tail.slice(1)).toEqual(after3); // the continuation is the replay's chunks after position 3, exactly
     expect((await get()).status).toBe(204); // the run settled: nothing to resume
+    // a client cut at position 3 that comes back after the run settled gets the same rest of the reply
+    const late = await chunksOf(await get({ 'last-event-id': '3' }));
+    expect(late).toEqual(tail);
+    // one that holds the whole reply (its run's end) has nothing to resume
+    expect((await get({ 'last-event-id': '12' })).status).toBe(204);
   });
   it("Last-Event-ID N:step inside a step opened by a record at or before N: reset-step, then the step's records again from its step/start on; the client ends with the replay's message", async () => {
     const { runtime, handle } = make(scriptedModel(['x']));

@@ -18,13 +18,20 @@ function Part({ part }) {
 }
 
 function Chat({ initial }) {
-  const { messages, sendMessage, status, resumeStream } = useChat({
+  const { messages, setMessages, sendMessage, status, resumeStream } = useChat({
     id: sessionId,
     messages: initial,
     resume: true,
     onData: () => (window.__data += 1),
-    // the server went away mid-stream (or is still down): reconnect; the resume replays the open reply
-    onError: () => setTimeout(() => ((window.__resumes += 1), void resumeStream()), 300),
+    // the server went away mid-stream (or is still down): reconnect — the resume replays the open
+    // reply —, then take the history, as docs/web.md's example does (a reply that ended meanwhile
+    // is a 204 to the resume; the history has it whole)
+    onError: () =>
+      setTimeout(async () => {
+        window.__resumes += 1;
+        await resumeStream();
+        setMessages(await (await fetch(`/api/chat/${encodeURIComponent(sessionId)}/messages`)).json());
+      }, 300),
   });
   const [text, setText] = useState('');
   useEffect(() => {
