@@ -9,7 +9,7 @@
  * median [min–max], and the actors started and events processed per session (counted in a round
  * of its own, as an inspector costs time).
  */
-import { createActor, type InspectionEvent } from 'xstate';
+import { createActor, type AnyActorRef, type InspectionEvent } from 'xstate';
 import { clockTimerActor } from '../src/actors/clock-timer.js';
 import type { DrainOutput, OpenedSession, ReleaseSessionInput } from '../src/actors/held-session.js';
 import type { BoundLease, RenewOutput } from '../src/actors/worker-lease.js';
@@ -26,16 +26,24 @@ const ROUNDS = Number(process.env.WORKER_MACHINE_ROUNDS ?? 7);
 function instantWorker(sessions: number) {
   let next = 0;
   const looks = new Map<number, number>();
+  const pass = (heldId: number): DrainOutput => {
+    const n = (looks.get(heldId) ?? 0) + 1;
+    looks.set(heldId, n);
+    return { outcome: 'drained', look: n === 1 ? { phase: 'busy' } : { phase: 'resting', pending: 0, runOpen: false } };
+  };
   const held = heldSessionMachine.provide({
     actors: {
+      // the open binds and makes the first pass, as the real one does (openHeldSessionActor)
       openSession: promiseActor(
-        async (): Promise<OpenedSession> => ({ writerEpoch: 1, interrupted: false, bound: true, sentAt: systemClock.now() }),
+        async ({ input }: { input: { heldId: number; sessionId: string; holder: AnyActorRef } }): Promise<OpenedSession> => ({
+          writerEpoch: 1,
+          interrupted: false,
+          bound: true,
+          sentAt: systemClock.now(),
+          ...pass(input.heldId),
+        }),
       ),
-      drainInbox: promiseActor(async ({ input }: { input: { heldId: number; sessionId: string } }): Promise<DrainOutput> => {
-        const n = (looks.get(input.heldId) ?? 0) + 1;
-        looks.set(input.heldId, n);
-        return { outcome: 'drained', look: n === 1 ? { phase: 'busy' } : { phase: 'resting', pending: 0, runOpen: false } };
-      }),
+      drainInbox: promiseActor(async ({ input }: { input: { heldId: number; sessionId: string } }) => pass(input.heldId)),
       sessionIdle: clockTimerActor(systemClock, () => Promise.resolve()),
       timer: clockTimerActor(systemClock),
       releaseSession: promiseActor(async ({ input }: { input: ReleaseSessionInput }) => {
