@@ -104,7 +104,7 @@ export interface Runtime<TOut = unknown> {
    * worker.events$.subscribe((e) => console.log(e.type, e.sessionId))
    */
   serve(options?: ServeOptions): ServeHandle;
-  /** Closes every session, then the store. */
+  /** Closes every session, then ends every worker `serve` started (its sessions released, it unregistered), then closes the store. */
   close(): Promise<void>;
 }
 
@@ -185,6 +185,8 @@ export function createRuntime(options: RuntimeOptions): Runtime {
   };
   const inboxFor = sessionInboxes(store, o.clock);
   let closing: Promise<void> | undefined;
+  /** The workers `serve` started and not yet ended: `close()` ends them. */
+  const workers = new Set<ServeHandle>();
   return {
     store,
     get executionProfileFingerprint() {
@@ -231,14 +233,23 @@ export function createRuntime(options: RuntimeOptions): Runtime {
         options,
       );
       // however it ends (stopped, or its machine failed), no claim of its keeps a session refused to the app
-      worker.events$.subscribe({ complete: () => live.workerEnded(worker.workerId) });
+      workers.add(worker);
+      worker.events$.subscribe({
+        complete: () => {
+          workers.delete(worker);
+          live.workerEnded(worker.workerId);
+        },
+      });
       return worker;
     },
-    // every call resolves once the store is closed (a second call shares the first's work)
+    // every call resolves once the store is closed (a second call shares the first's work); a
+    // worker still serving stops once its sessions are closed (each run left where it stands, its
+    // lease released with the resume mark while the store is still open), before the store closes
     close: () =>
       (closing ??= (async () => {
         killSwitch.unsubscribe();
         for (const s of sessions.closing()) await s.close();
+        await Promise.all([...workers].map((w) => w.stop({ graceMs: 0 })));
         await store.close();
       })()),
   };

@@ -137,8 +137,14 @@ export function serve(deps: ServeDeps, options: ServeOptions = {}): ServeHandle 
     return closed;
   };
   if (o.signal) {
-    if (o.signal.aborted) void stop();
-    else o.signal.addEventListener('abort', () => void stop(), { once: true });
+    const signal = o.signal;
+    const onAbort = () => void stop();
+    if (signal.aborted) onAbort();
+    else {
+      signal.addEventListener('abort', onAbort, { once: true });
+      // however the worker ends, an app's long-lived signal keeps no listener (and so no worker) of it
+      void closed.then(() => signal.removeEventListener('abort', onAbort));
+    }
   }
 
   return {

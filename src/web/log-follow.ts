@@ -30,6 +30,8 @@ export async function* followLog(
       next = r.seq + 1;
       yield r;
     }
+    // aborted while the reader held the last record: an abort listener added now would never fire
+    if (signal.aborted) return;
     await nextAppend(store, sessionId, next, pollMs, signal);
   }
 }

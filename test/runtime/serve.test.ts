@@ -1,3 +1,4 @@
+import { getEventListeners } from 'node:events';
 import { afterEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import {
@@ -193,6 +194,32 @@ describe('runtime.serve', () => {
     for (const id of ids)
       expect((await second.waitForResult(id, 'r', { signal: AbortSignal.timeout(scaled(10_000)), pollMs: 20 })).status).toBe('succeeded');
     await h2.stop();
+  });
+
+  it("a worker stopped by stop() leaves no listener on its signal: an app's long-lived signal keeps no stopped worker alive", async () => {
+    const runtime = make(memoryStore(), [], 10);
+    const shutdown = new AbortController();
+    for (let i = 0; i < 3; i++) await runtime.serve({ concurrency: 1, leaseMs: 5000, pollMs: 20, signal: shutdown.signal }).stop();
+    expect(getEventListeners(shutdown.signal, 'abort')).toHaveLength(0);
+  });
+
+  it('runtime.close() while serving ends its workers: each reports stopped and its closed resolves, idle or holding a running session', async () => {
+    const started: string[] = [];
+    const runtime = make(memoryStore(), started, 60_000);
+    const idle = runtime.serve({ concurrency: 1, leaseMs: 5000, pollMs: 20 });
+    const busy = runtime.serve({ concurrency: 1, leaseMs: 5000, pollMs: 20 });
+    const events: ServeEvent[] = [];
+    busy.subscribe((e) => events.push(e));
+    await runtime.submit('s', { kind: 'input', inputId: 'r', mode: 'follow_up', message: 'go' });
+    await until(() => started.length === 1);
+    await runtime.close();
+    const ended = await Promise.race([
+      Promise.all([idle.closed, busy.closed]).then(() => 'closed'),
+      sleep(scaled(5000)).then(() => 'hung'),
+    ]);
+    expect(ended).toBe('closed');
+    expect(events.at(-1)).toMatchObject({ type: 'stopped' });
+    expect([...idle.sessions, ...busy.sessions]).toEqual([]);
   });
 
   it('past the grace time a session asked to stop is detached; the next worker honours the accepted stop', async () => {
