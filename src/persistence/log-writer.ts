@@ -290,6 +290,15 @@ export class LogWriter {
     return this.enqueue(drafts);
   }
 
+  /**
+   * Settles an append in doubt (its answer lost, the log unreadable then), writing nothing: found
+   * in the log, the writer stops (LogDivergedError, thrown) as the next append would; not there, it
+   * is forgotten. For a caller about to trust the log over what the session remembers.
+   */
+  async settleDoubt(): Promise<void> {
+    await this.enqueue([]);
+  }
+
   /** Builds a draft with the type's surface op. */
   draft<T extends EventType>(
     type: T,

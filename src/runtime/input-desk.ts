@@ -69,6 +69,9 @@ export class InputDesk {
     if (stored) {
       const again = this.inputs.get(e.inputId);
       if (again) return this.inputs.receipt(again);
+      // in the log, not in the queue: settled — or this very accept's append, whose answer was lost
+      // (the writer then stops: the session never queued it, a reopen does)
+      await this.writer.settleDoubt();
       return settledInputReceipt(this.store, this.sessionId, e.inputId);
     }
     await hooks.checkNewRun(e.inputId);

@@ -44,17 +44,18 @@ export async function recordedResult(
 
 /**
  * The result of an attempt that did not start because the session's log could not be read: a
- * result, not a rejection (DESIGN §6); nothing started or was written, the same request can be
- * executed again.
+ * result, not a rejection (DESIGN §6), `error.cause` the read's error; nothing started or was
+ * written, the same request can be executed again.
  */
-export const unreadLogResult = (req: { runId: string; attemptId: string }, e: unknown): ExecutionResult => ({
-  ...notRunResult(
+export const unreadLogResult = (req: { runId: string; attemptId: string }, e: unknown): ExecutionResult => {
+  const result = notRunResult(
     req,
     'failed',
     `the attempt did not start: reading the session's log failed (${(e as Error)?.message ?? String(e)}); execute it again`,
-  ),
-  historyConsistent: true,
-});
+  );
+  // the store's typed error as the cause (isStoreUnavailableError tells a retryable read)
+  return { ...result, error: { ...result.error!, cause: e }, historyConsistent: true };
+};
 
 /** The receipt of an input in the log that is no longer pending. */
 export async function settledInputReceipt(store: EventStore, sessionId: string, inputId: string): Promise<InputReceipt> {

@@ -1,7 +1,15 @@
 import { BehaviorSubject } from 'rxjs';
 import { afterEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { defineTool, isValidationError, scriptedModel } from '../../src/index.js';
+import {
+  createRuntime,
+  defineTool,
+  isLogDivergedError,
+  isValidationError,
+  memoryStore,
+  scriptedModel,
+  type EventStore,
+} from '../../src/index.js';
 import type { ModelRequest } from '../../src/contracts/model.js';
 import { deferred } from '../helpers/drafts.js';
 import { lmdbPath as lmdbPathFor } from '../helpers/lmdb-path.js';
@@ -260,5 +268,50 @@ describe('cancelInput', () => {
     ]);
     const s = await runtime.openSession('s');
     expect((await s.submitInput({ inputId: 'I', mode: 'follow_up', message: 'later' })).status).toBe('cancelled');
+  });
+});
+
+describe('an input whose acceptance is in doubt', () => {
+  it('an input found in the log after its accept failed in doubt stops the writer (LogDivergedError), not a "consumed" receipt; a reopen runs it', async () => {
+    const inner = memoryStore();
+    let lose = false; // the next input/accepted lands, then its answer is lost
+    let unreadable = false; // the server is gone for reads too
+    const readable = () => {
+      if (unreadable) throw new Error('connection terminated (injected)');
+    };
+    const store: EventStore = {
+      ...inner,
+      attachWriter: (id) => inner.attachWriter(id),
+      append: async (id, epoch, seq, drafts) => {
+        const records = await inner.append(id, epoch, seq, drafts);
+        if (lose && drafts.some((d) => d.type === 'input/accepted')) {
+          lose = false;
+          unreadable = true;
+          throw new Error('connection terminated after COMMIT (injected)');
+        }
+        return records;
+      },
+      readEvents: (id, r) => (readable(), inner.readEvents(id, r)),
+      getHead: async (id) => (readable(), inner.getHead(id)),
+      getEventById: async (id, e) => (readable(), inner.getEventById(id, e)),
+      loadSurface: (id) => inner.loadSurface(id),
+      listSessions: () => inner.listSessions(),
+      events$: (id, o) => inner.events$(id, o),
+      close: () => inner.close(),
+    };
+    const runtime = createRuntime({ store, model: scriptedModel(['answered']) });
+    cleanups.push(() => runtime.close());
+    const s = await runtime.openSession('s');
+    lose = true;
+    await expect(s.submitInput({ inputId: 'in-1', message: 'go', mode: 'follow_up' })).rejects.toThrow(/injected/);
+    unreadable = false;
+    // asked again (a worker's drain retried): the log has it, the session does not
+    const again = await s.submitInput({ inputId: 'in-1', message: 'go', mode: 'follow_up' }).catch((e: unknown) => e);
+    expect(isLogDivergedError(again), String(again)).toBe(true);
+    await s.close();
+    // reopened, the session knows it from its log: the input starts its run (runId = inputId)
+    await runtime.openSession('s');
+    const result = await runtime.waitForResult('s', 'in-1', { signal: AbortSignal.timeout(5000), pollMs: 20 });
+    expect(result, JSON.stringify(result)).toMatchObject({ status: 'succeeded', finalMessage: 'answered' });
   });
 });

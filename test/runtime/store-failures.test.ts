@@ -9,6 +9,8 @@ import {
   type EventStore,
   type ExecutionResult,
 } from '../../src/index.js';
+import { isStoreUnavailableError, StoreUnavailableError } from '../../src/contracts/errors.js';
+import { unreadLogResult } from '../../src/runtime/log-lookups.js';
 import { flakyStore, type Flaky } from '../helpers/flaky-store.js';
 import { hookedStore, lmdbPath as lmdbPathFor } from '../helpers/lmdb-path.js';
 import { ids, logOf, memRuntime, SETTLED } from '../helpers/runtime.js';
@@ -58,6 +60,13 @@ describe('transient read failures', () => {
   // for bad input (`ValidationError`) or a busy session (`ExecutionBusy`). Everything that happens
   // while running comes back as a result"; guarantees.md: "`session.execute(request)` rejects only
   // for bad input or a busy session; every run failure is a result".
+  it("an attempt that did not start because the log could not be read fails with the read's typed error as its cause", () => {
+    const read = new StoreUnavailableError('PostgreSQL getEventById failed: terminating connection', 'none');
+    const result = unreadLogResult({ runId: 'r1', attemptId: 'a1' }, read);
+    expect(result).toMatchObject({ status: 'failed', checkpointCommitted: false, error: { kind: 'execution' } });
+    expect(isStoreUnavailableError(result.error?.cause)).toBe(true);
+  });
+
   it('execute resolves with a result when a store read fails once', async () => {
     const dir = tempDir();
     const f: Flaky = { failAppendIn: 0, failReadIn: 0, appendFailures: 0, readFailures: 0 };
