@@ -162,13 +162,48 @@ export class PgHolders implements SessionHolders {
         conn.done(true);
         throw unavailable('openSession (holder lock)', e, 'read');
       }
-      // a broken connection has lost the lock: the next claim takes a new one
+      // a broken connection has lost the lock (the server ended it: an idle-session timeout, a
+      // proxy, an admin): the sessions still held take a new one at once (relock)
       conn.client.on('error', () => {
-        if (this.lock?.conn === conn) this.lock = undefined;
+        if (this.lock?.conn === conn) {
+          this.lock = undefined;
+          if (this.claims.size > 0) {
+            this.lostKeys.push(key);
+            void this.lockKey().catch(() => undefined);
+          }
+        }
         conn.done(true);
       });
-      return (this.lock = { conn, key });
+      const lock = { conn, key };
+      await this.relock(key);
+      return (this.lock = lock);
     })().finally(() => (this.locking = undefined)));
+  }
+
+  /** Keys whose lock was lost with its connection while this store's rows still name them. */
+  private lostKeys: [number, number][] = [];
+
+  /**
+   * This store's holder rows under a lost key, of the sessions it still holds, moved to the new
+   * one: they read as live again. A row another process claimed meanwhile (they read as dead until now) is theirs and stays
+   * so; a move that fails is tried again at the next lock.
+   */
+  private async relock(key: [number, number]): Promise<void> {
+    for (const lost of this.lostKeys.splice(0)) {
+      // only the sessions still held: a row left by a release whose delete failed stays dead
+      const held = [...this.claims.keys()];
+      if (held.length === 0) continue;
+      try {
+        await this.conns.with((c) =>
+          c.query({
+            text: `UPDATE ${this.table} SET lock_class = $1, lock_obj = $2 WHERE lock_class = $3 AND lock_obj = $4 AND session_id = ANY($5)`,
+            values: [...key, ...lost, held],
+          }),
+        );
+      } catch {
+        this.lostKeys.push(lost);
+      }
+    }
   }
 
   /** Ends the lock's connection once no session is held and no claim is under way (nothing left running). */
