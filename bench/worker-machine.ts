@@ -35,13 +35,11 @@ function instantWorker(sessions: number) {
     actors: {
       // the open binds and makes the first pass, as the real one does (openHeldSessionActor)
       openSession: promiseActor(
-        async ({ input }: { input: { heldId: number; sessionId: string; holder: AnyActorRef } }): Promise<OpenedSession> => ({
-          writerEpoch: 1,
-          interrupted: false,
-          bound: true,
-          sentAt: systemClock.now(),
-          ...pass(input.heldId),
-        }),
+        async ({ input }: { input: { heldId: number; sessionId: string; holder: AnyActorRef } }): Promise<OpenedSession> => {
+          const sentAt = systemClock.now();
+          input.holder.send({ type: 'LEASE_BOUND', writerEpoch: 1, sentAt });
+          return { writerEpoch: 1, interrupted: false, bound: true, sentAt, ...pass(input.heldId) };
+        },
       ),
       drainInbox: promiseActor(async ({ input }: { input: { heldId: number; sessionId: string } }) => pass(input.heldId)),
       sessionIdle: clockTimerActor(systemClock, () => Promise.resolve()),

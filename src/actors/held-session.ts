@@ -11,7 +11,7 @@ import type { ReleaseInput } from './worker-lease.js';
 /** The part of a held session's actor the lease guard reads and tells (held-session.machine.ts). */
 export interface LeaseHolder {
   getSnapshot(): { context: { lost?: string | undefined; deadline: number; stopping?: boolean } };
-  send(event: { type: 'LEASE_EXPIRED'; at: number }): void;
+  send(event: { type: 'LEASE_EXPIRED'; at: number } | { type: 'LEASE_BOUND'; writerEpoch: number; sentAt: number }): void;
 }
 
 /** Why a lease counts as lost by the worker's own clock. */
@@ -62,6 +62,8 @@ export const openHeldSessionActor = (s: WorkerServices) =>
     const sentAt = s.clock.now();
     if (holder.getSnapshot().context.lost !== undefined) return { writerEpoch, interrupted, bound: false, sentAt };
     const opened = { writerEpoch, interrupted, bound: await s.work.bind(sessionId, s.workerId, writerEpoch, s.options.leaseMs), sentAt };
+    // bound: the held session's deadline is the bind's and the worker renews it, before the pass
+    if (opened.bound) holder.send({ type: 'LEASE_BOUND', writerEpoch, sentAt });
     const lease = holder.getSnapshot().context;
     if (!opened.bound || interrupted || lease.lost !== undefined || lease.stopping) return opened;
     return { ...opened, ...(await drainAndLook(s, input.heldId, sessionId)) };
@@ -102,12 +104,24 @@ export type DrainOutput =
   | { outcome: 'failed'; message: string; look: SessionLook };
 
 async function lookAt(s: WorkerServices, heldId: number, sessionId: string): Promise<SessionLook> {
-  const session = s.sessions.get(heldId);
-  const phase = session ? String(session.actor.getSnapshot().value) : 'closed';
-  if (phase === 'fenced' || phase === 'closed' || phase === 'closing') return { phase: 'ended' };
-  if (isBusy(session!)) return { phase: 'busy' };
-  return { phase: 'resting', pending: (await s.work.pending(sessionId)).length, runOpen: phase === 'detached' };
+  const before = s.sessions.get(heldId);
+  if (!before || isOver(before) || isBusy(before)) return lookNow(s, heldId);
+  const pending = (await s.work.pending(sessionId)).length;
+  // where it stands read after the read of its entries (a run may have started meanwhile)
+  return lookNow(s, heldId, pending);
 }
+
+function lookNow(s: WorkerServices, heldId: number, pending = 0): SessionLook {
+  const session = s.sessions.get(heldId);
+  if (!session || isOver(session)) return { phase: 'ended' };
+  if (isBusy(session)) return { phase: 'busy' };
+  return { phase: 'resting', pending, runOpen: String(session.actor.getSnapshot().value) === 'detached' };
+}
+
+const isOver = (session: ServedSession): boolean => {
+  const phase = String(session.actor.getSnapshot().value);
+  return phase === 'fenced' || phase === 'closed' || phase === 'closing';
+};
 
 /**
  * A pass of a held session: the inbox entries waiting applied (SessionInbox.drain), then a look at
@@ -183,9 +197,9 @@ async function closeHeld(s: WorkerServices, heldId: number): Promise<void> {
 }
 
 /**
- * `rested`: the release follows, with no await between, a look that found the session resting with
- * nothing waiting and no run open — nothing can open one before the close (only the held session
- * starts attempts), so the log is not read.
+ * `rested`: the release follows a look that found the session resting with nothing waiting and no
+ * run open; if it still rests so right before the close (a run an app's `runtime.submit` started in
+ * this process meanwhile would show), the log is not read.
  */
 export type ReleaseSessionInput = ReleaseInput & { heldId: number; holder: AnyActorRef; rested: boolean };
 
@@ -202,8 +216,17 @@ export type ReleaseSessionInput = ReleaseInput & { heldId: number; holder: AnyAc
 export const releaseSessionActor = (s: WorkerServices) =>
   promiseActor<{ released: boolean; resume: boolean }, ReleaseSessionInput>(async ({ input }) => {
     try {
+      // still resting with no run open, right before the close (runtime.submit can start a run in
+      // this process after the look): else the log decides
+      const session = s.sessions.get(input.heldId);
+      const rested =
+        input.rested &&
+        session !== undefined &&
+        !isBusy(session) &&
+        !isOver(session) &&
+        String(session.actor.getSnapshot().value) !== 'detached';
       await closeHeld(s, input.heldId);
-      const resume = input.rested ? false : await runLeftOpen(s.store, input.sessionId);
+      const resume = rested ? false : await runLeftOpen(s.store, input.sessionId);
       if ((input.holder as LeaseHolder).getSnapshot().context.lost !== undefined) return { released: false, resume: false };
       await s.work.release(input.sessionId, s.workerId, input.writerEpoch, { resume });
       return { released: true, resume };

@@ -41,6 +41,8 @@ export interface HeldSessionContext {
    */
   stopping: boolean;
   graceMs: number;
+  /** A run of the open's first pass ended fenced while the open was still under way: routed at its end. */
+  runFenced: boolean;
   /** The release follows a look that found it resting, nothing waiting, no run open: it skips reading the log. */
   rested: boolean;
   /** What the release recorded: the log had a run left open for the next worker (reported in `released`). */
@@ -59,6 +61,8 @@ export type HeldSessionEvent =
   | { type: 'LEASE_EXPIRED'; at: number }
   | { type: 'SUPERSEDED' }
   | { type: 'RUN_FENCED' }
+  /** From the open's actor: the lease bound to its writer's epoch (`sentAt`: when the bind was sent), before its first pass. */
+  | { type: 'LEASE_BOUND'; writerEpoch: number; sentAt: number }
   | { type: 'RUN_FAILED'; message: string };
 
 /**

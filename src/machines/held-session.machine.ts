@@ -31,12 +31,16 @@ const lookOf = (event: unknown): SessionLook => {
   return 'outcome' in out ? (out as { look: SessionLook }).look : out;
 };
 
-/** The lease bound to the writer epoch: its deadline from the bind's send; the worker told (it reports `attached`). */
+/**
+ * The lease bound to the writer epoch (LEASE_BOUND, sent by the open's actor right after the bind,
+ * before its first pass): its deadline from the bind's send; the worker told (it reports
+ * `attached` and renews it from now on).
+ */
 const bind = [
   assign({
-    writerEpoch: ({ event }: { event: HeldSessionEvent }) => outputOf<OpenedSession>(event).writerEpoch,
+    writerEpoch: ({ event }: { event: HeldSessionEvent }) => (event as { writerEpoch: number }).writerEpoch,
     deadline: ({ context, event }: { context: HeldSessionContext; event: HeldSessionEvent }) =>
-      Math.max(context.deadline, outputOf<OpenedSession>(event).sentAt + context.leaseMs),
+      Math.max(context.deadline, (event as { sentAt: number }).sentAt + context.leaseMs),
   }) as never,
   'reportBound' as const,
 ];
@@ -130,6 +134,7 @@ export const heldSessionMachine = setup({
     bound: ({ event }) => outputOf<{ bound: boolean }>(event).bound,
     resumed: ({ event }) => outputOf<unknown>(event) !== null,
     interrupted: ({ event }) => outputOf<OpenedSession>(event).interrupted,
+    runFenced: ({ context }) => context.runFenced,
     released: ({ event }) => outputOf<{ released: boolean }>(event).released,
     pastDeadline: ({ context, event }) => (event as { at: number }).at > context.deadline,
     storeClosed: ({ event }) => isStoreClosedError(errorOf(event)),
@@ -181,6 +186,7 @@ export const heldSessionMachine = setup({
     stopping: input.stopping,
     graceMs: input.graceMs,
     resume: false,
+    runFenced: false,
     rested: false,
     leaseMs: input.leaseMs,
     idleReleaseMs: input.idleReleaseMs,
@@ -230,11 +236,17 @@ export const heldSessionMachine = setup({
         input: ({ context, self }) => ({ heldId: context.heldId, sessionId: context.sessionId, holder: self }),
         onDone: [
           { guard: 'lost', target: 'releasing' },
-          { guard: and(['bound', 'interrupted']), target: 'bound.resuming', actions: bind },
-          { guard: and(['bound', 'stopping']), target: 'bound.shuttingDown', actions: bind },
-          // bound, and its first pass made by the open: where it leads, once the bind is recorded
-          ...afterPass(bind, 'passMade'),
-          { guard: 'bound', target: 'bound.draining', actions: bind },
+          // a run of its first pass ended fenced meanwhile (RUN_FENCED came while it opened)
+          {
+            guard: 'runFenced',
+            target: 'closingFenced',
+            actions: [fenced, ...lose(() => 'fenced: another writer attached to the session')],
+          },
+          { guard: and(['bound', 'interrupted']), target: 'bound.resuming' },
+          // its first pass made by the open: where it leads (a stop meanwhile included)
+          ...afterPass([], 'passMade'),
+          { guard: and(['bound', 'stopping']), target: 'bound.shuttingDown' },
+          { guard: 'bound', target: 'bound.draining' },
           { target: 'releasing', actions: lose(() => 'the claim was lost before it was bound to the writer epoch') },
         ] as never,
         onError: [
@@ -242,8 +254,14 @@ export const heldSessionMachine = setup({
           { target: 'releasing', actions: failure('') },
         ],
       },
-      // not bound yet: the lease the worker did not renew is the claim's, judged when the bind answers
-      on: { LEASE_NOT_RENEWED: {} },
+      on: {
+        // bound before the first pass: renewed by the worker from now on
+        LEASE_BOUND: { guard: not('lost'), actions: bind },
+        RUN_FENCED: { actions: assign({ runFenced: true }) },
+        // not bound yet: the lease the worker did not renew is the claim's, judged when the bind answers
+        // (once bound, the root's handler judges it)
+        LEASE_NOT_RENEWED: { guard: ({ context }) => context.writerEpoch === null },
+      },
     },
     /** Its lease bound to the writer epoch (and renewed by the worker): the session is served. */
     bound: {

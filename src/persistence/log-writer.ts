@@ -293,10 +293,11 @@ export class LogWriter {
   /**
    * Settles an append in doubt (its answer lost, the log unreadable then), writing nothing: found
    * in the log, the writer stops (LogDivergedError, thrown) as the next append would; not there, it
-   * is forgotten. For a caller about to trust the log over what the session remembers.
+   * is forgotten. For a caller about to trust the log over what the session remembers. Nothing in
+   * doubt: nothing is awaited.
    */
   async settleDoubt(): Promise<void> {
-    await this.enqueue([]);
+    if (this.inDoubt !== undefined) await this.enqueue([]);
   }
 
   /** Builds a draft with the type's surface op. */

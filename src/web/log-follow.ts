@@ -39,20 +39,23 @@ export async function* followLog(
 /** Resolves once the log may hold `next` (woken, or the head moved), or the signal aborts. */
 function nextAppend(store: EventStore, sessionId: string, next: number, pollMs: number, signal: AbortSignal): Promise<void> {
   return new Promise<void>((resolve) => {
+    if (signal.aborted) return resolve(); // an abort listener added now would never fire
     let timer: ReturnType<typeof setTimeout> | undefined;
     let done = false;
+    let sub: { unsubscribe(): void } | undefined;
     const finish = () => {
       if (done) return;
       done = true;
       clearTimeout(timer);
-      sub.unsubscribe();
+      sub?.unsubscribe();
       signal.removeEventListener('abort', finish);
       resolve();
     };
     // any emission is news (its record is read again from the cursor); an error (an append this
     // store object did not see, so a gap in its live feed) is news as well
-    const sub = store.events$(sessionId, { fromSeq: next }).subscribe({ next: finish, error: finish });
-    signal.addEventListener('abort', finish, { once: true });
+    signal.addEventListener('abort', finish, { once: true }); // before the subscribe, which may finish at once
+    sub = store.events$(sessionId, { fromSeq: next }).subscribe({ next: finish, error: finish });
+    if (done) sub.unsubscribe(); // it finished during the subscribe
     const poll = () => {
       timer = setTimeout(() => {
         store.getHead(sessionId).then(

@@ -87,8 +87,9 @@ export async function uiMessageStream(
     return respond(store, sessionId, request, streamOptions, mapper, reply.fromSeq ?? 1, []);
   }
   const open = await readOpenReply(store, sessionId);
-  if (!open && cursor) {
-    // the client's reply settled while it was away: it gets the rest after its position, to its end
+  if (cursor && (!open || cursor.seq < open.userSeq)) {
+    // the client's reply settled while it was away (a queued input's run may have started since):
+    // it gets the rest after its position, to its end
     const ended = await readSettledReply(store, sessionId, cursor.seq);
     if (ended)
       return continueReply(store, sessionId, request, streamOptions, ended, Math.max(cursor.seq, ended.userSeq - 1) + 1, cursor.liveStep);

@@ -27,6 +27,7 @@ async function holding(onClose: () => void, status = 'idle', runOpen = false) {
   });
   const session = {
     snapshot: () => ({ status }),
+    actor: { getSnapshot: () => ({ value: status }) },
     close: async () => onClose(),
   } as unknown as ServedSession;
   const services = {
@@ -90,6 +91,15 @@ describe('a held session is released after its close', () => {
     expect(await toPromise(actor)).toEqual({ released: true, resume: false });
     expect(releases).toEqual(['s@1 resume=false']);
     expect(reads).toBe(0);
+  });
+
+  it('a release asked as rested reads the log all the same when the session no longer rests so at the close (a run started after the look, left open)', async () => {
+    const { services, releases } = await holding(() => {}, 'detached', true);
+    const actor = createActor(releaseSessionActor(services), {
+      input: { heldId: 1, sessionId: 's', writerEpoch: 1, holder: holderOf({}) as never, rested: true },
+    }).start();
+    expect(await toPromise(actor)).toEqual({ released: true, resume: true });
+    expect(releases).toEqual(['s@1 resume=true']);
   });
 
   it('a session whose log has no run open is released without the resume mark', async () => {

@@ -31,6 +31,10 @@ interface Fakes {
   registerWorker?: AnyActorLogic;
   /** What a resting look says of its run: `detached` (a run left open, resting on nothing) or not. */
   restingDetached?: boolean;
+  /** The open's first pass waits for this (a test acts while the open is under way). */
+  firstPass?: Promise<void>;
+  /** The open's first pass finds the writer fenced (another writer attached). */
+  firstPassFenced?: boolean;
   /** The store refuses to bind a claim to its writer epoch (the open's bind answers false). */
   bindRefused?: boolean;
   /** Each release's `rested` input (whether the release may skip reading the log), in order. */
@@ -49,9 +53,10 @@ function start(clock: SimulatedClock, fakes: Fakes, leaseMs = 3000, concurrency 
       openSession: fake(async ({ input }) => {
         calls.push(`open ${input.sessionId}`);
         const opened = { writerEpoch: 7, interrupted: false, bound: !fakes.bindRefused, sentAt: clock.now() };
-        return opened.bound && !input.holder.getSnapshot().context.stopping
-          ? { ...opened, outcome: 'drained', look: look(input.heldId) }
-          : opened;
+        if (opened.bound) input.holder.send({ type: 'LEASE_BOUND', writerEpoch: 7, sentAt: opened.sentAt });
+        if (!opened.bound || input.holder.getSnapshot().context.stopping) return opened;
+        await fakes.firstPass; // the pass under way (a stop now does not cut it)
+        return fakes.firstPassFenced ? { ...opened, outcome: 'fenced' } : { ...opened, outcome: 'drained', look: look(input.heldId) };
       }),
       resumeRun: fake(async () => null),
       drainInbox: fake(async ({ input }) => ({ outcome: 'drained' as const, look: look(input.heldId) })),
@@ -142,6 +147,26 @@ describe('the worker machine', () => {
     expect(calls).toContain('close 1');
     expect(calls.some((c) => c.startsWith('release'))).toBe(false);
     expect(actor.getSnapshot().context.held).toEqual([]);
+  });
+
+  it("a lease is bound and renewed from its bind on, while the open's first pass is still under way; a stop then does not hide what the pass found (fenced: closed, not released)", async () => {
+    const clock = new SimulatedClock();
+    const calls: string[] = [];
+    let pass!: () => void;
+    const firstPass = new Promise<void>((r) => (pass = r));
+    const { actor, events } = start(clock, { claims: [['s']], renewals: 'keep', calls, firstPass, firstPassFenced: true });
+    await settle(clock);
+    expect(events.map((e) => e.type)).toEqual(['started', 'claimed', 'attached']);
+    clock.increment(1000);
+    await settle(clock);
+    expect(calls).toContain('renew s@7 @1000');
+    actor.send({ type: 'STOP' });
+    await settle(clock);
+    pass();
+    await settle(clock);
+    expect(events.map((e) => e.type)).toContain('fenced');
+    expect(events.some((e) => e.type === 'released')).toBe(false);
+    expect(calls.filter((c) => c.startsWith('release'))).toEqual([]);
   });
 
   it('a claim the store will not bind to the writer epoch is reported lost, closed and not released', async () => {

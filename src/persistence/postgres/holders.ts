@@ -62,6 +62,12 @@ export class PgHolders implements SessionHolders {
       const refused = await this.claimRow(sessionId, key, options);
       if (refused) return publicHolder(refused);
       this.claims.set(sessionId, (this.claims.get(sessionId) ?? 0) + 1);
+      if (this.lock?.key !== key) {
+        // its lock was lost while the row was written: the row moves to the lock taken now
+        this.lostKeys.push(key);
+        const now = await this.lockKey().catch(() => undefined);
+        if (now) await this.relock(now.key);
+      }
       return undefined;
     } finally {
       this.pending--;
@@ -163,20 +169,24 @@ export class PgHolders implements SessionHolders {
         throw unavailable('openSession (holder lock)', e, 'read');
       }
       // a broken connection has lost the lock (the server ended it: an idle-session timeout, a
-      // proxy, an admin): the sessions still held take a new one at once (relock)
+      // proxy, an admin): the sessions held or being claimed take a new one at once (relock)
+      let broken = false;
       conn.client.on('error', () => {
-        if (this.lock?.conn === conn) {
-          this.lock = undefined;
-          if (this.claims.size > 0) {
-            this.lostKeys.push(key);
-            void this.lockKey().catch(() => undefined);
-          }
+        broken = true;
+        if (this.lock?.conn === conn) this.lock = undefined;
+        if (this.claims.size > 0 || this.pending > 0) {
+          this.lostKeys.push(key);
+          // (a claim under way takes it itself; a failed one is tried again at the next claim)
+          if (this.lock === undefined && this.locking === undefined) void this.lockKey().catch(() => undefined);
         }
         conn.done(true);
       });
-      const lock = { conn, key };
       await this.relock(key);
-      return (this.lock = lock);
+      if (broken) throw unavailable('openSession (holder lock)', new Error('the lock connection ended while it was taken'), 'read');
+      this.lock = { conn, key };
+      const lock = this.lock;
+      this.dropLockIfIdle(); // everything released (or the store closed) meanwhile: nothing to hold
+      return lock;
     })().finally(() => (this.locking = undefined)));
   }
 
