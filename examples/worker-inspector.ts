@@ -6,7 +6,7 @@
  * It prints the states each machine passed through (examples/state-trace.ts), one line per actor:
  *
  *   worker: registering → serving.(claims.claiming, leases.waiting) → … → unregistering → stopped
- *   heldSession #1: opening → binding → bound.draining → … → releasing → released
+ *   heldSession #1: opening → bound.waiting → bound.draining → … → releasing → released
  *
  *   npx tsx examples/worker-inspector.ts
  *

@@ -20,7 +20,7 @@ describe("the runtime inspect option shows a serving worker's machines", () => {
     expect(held).toHaveLength(2);
     for (const states of held)
       expect(
-        passesThrough(states, ['opening', 'binding', 'bound.draining', 'bound.waiting', 'releasing', 'released']),
+        passesThrough(states, ['opening', 'bound.waiting', 'bound.draining', 'releasing', 'released']),
         states.join(' → '),
       ).toBe(true);
     expect(trace.of('session')).toHaveLength(2);
