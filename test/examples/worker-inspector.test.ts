@@ -19,10 +19,7 @@ describe("the runtime inspect option shows a serving worker's machines", () => {
     const held = trace.of('heldSession').map((t) => t.states);
     expect(held).toHaveLength(2);
     for (const states of held)
-      expect(
-        passesThrough(states, ['opening', 'bound.waiting', 'bound.draining', 'releasing', 'released']),
-        states.join(' → '),
-      ).toBe(true);
+      expect(passesThrough(states, ['opening', 'bound.waiting', 'bound.draining', 'releasing', 'released']), states.join(' → ')).toBe(true);
     expect(trace.of('session')).toHaveLength(2);
 
     // the header comment shows what the example prints (it showed `registering → (claims.claiming, …)`)
