@@ -218,13 +218,8 @@ export const releaseSessionActor = (s: WorkerServices) =>
     try {
       // still resting with no run open, right before the close (runtime.submit can start a run in
       // this process after the look): else the log decides
-      const session = s.sessions.get(input.heldId);
-      const rested =
-        input.rested &&
-        session !== undefined &&
-        !isBusy(session) &&
-        !isOver(session) &&
-        String(session.actor.getSnapshot().value) !== 'detached';
+      const now = lookNow(s, input.heldId);
+      const rested = input.rested && now.phase === 'resting' && !now.runOpen;
       await closeHeld(s, input.heldId);
       const resume = rested ? false : await runLeftOpen(s.store, input.sessionId);
       if ((input.holder as LeaseHolder).getSnapshot().context.lost !== undefined) return { released: false, resume: false };

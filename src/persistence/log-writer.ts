@@ -291,10 +291,9 @@ export class LogWriter {
   }
 
   /**
-   * Settles an append in doubt (its answer lost, the log unreadable then), writing nothing: found
-   * in the log, the writer stops (LogDivergedError, thrown) as the next append would; not there, it
-   * is forgotten. For a caller about to trust the log over what the session remembers. Nothing in
-   * doubt: nothing is awaited.
+   * Settles an append in doubt (its answer lost, the log unreadable then), writing nothing: found in
+   * the log, the writer stops (LogDivergedError, thrown) as the next append would; not there, it is
+   * forgotten. For a caller about to trust the log over what the session remembers.
    */
   async settleDoubt(): Promise<void> {
     if (this.inDoubt !== undefined) await this.enqueue([]);
