@@ -60,30 +60,29 @@ const restedRelease = assign({
 }) as never;
 
 /**
- * Where a pass (drain and look: `bound.draining`'s, or the open's first) leads, with `actions`
- * first (the open's bind) and each guard under `when` (the open's: a pass was made): fenced,
- * closed or ended → shut down; resting with nothing waiting → released (at once, or after `idle`);
- * else `waiting`.
+ * Where a pass (drain and look: `bound.draining`'s, or the open's first) leads, each guard under
+ * `when` (the open's: a pass was made): fenced, closed or ended → shut down; resting with nothing
+ * waiting → released (at once, or after `idle`); else `waiting`.
  */
-const afterPass = (actions: readonly unknown[], when?: 'passMade') => {
+const afterPass = (when?: 'passMade') => {
   const guard = (g?: unknown) => (when === undefined ? g : g === undefined ? when : and([when, g as never]));
   return [
-    { guard: guard(and(['drainFenced', 'lost'])), target: '#heldSession.releasing', actions },
+    { guard: guard(and(['drainFenced', 'lost'])), target: '#heldSession.releasing' },
     {
       guard: guard('drainFenced'),
       target: '#heldSession.closingFenced',
-      actions: [...actions, fenced, ...lose(() => 'fenced while applying its inbox')],
+      actions: [fenced, ...lose(() => 'fenced while applying its inbox')],
     },
-    { guard: guard('drainClosed'), target: '#heldSession.bound.shuttingDown', actions },
-    { guard: guard('sessionEnded'), target: '#heldSession.bound.shuttingDown', actions: [...actions, 'reportDrainFailed'] },
-    { guard: guard('stopping'), target: '#heldSession.bound.shuttingDown', actions: [...actions, 'reportDrainFailed'] },
+    { guard: guard('drainClosed'), target: '#heldSession.bound.shuttingDown' },
+    { guard: guard('sessionEnded'), target: '#heldSession.bound.shuttingDown', actions: 'reportDrainFailed' },
+    { guard: guard('stopping'), target: '#heldSession.bound.shuttingDown', actions: 'reportDrainFailed' },
     {
       guard: guard(and(['restsEmpty', 'releasesAtOnce'])),
       target: '#heldSession.releasing',
-      actions: [...actions, 'reportDrainFailed', restedRelease],
+      actions: ['reportDrainFailed', restedRelease],
     },
-    { guard: guard('restsEmpty'), target: '#heldSession.bound.idle', actions: [...actions, 'reportDrainFailed'] },
-    { guard: guard(), target: '#heldSession.bound.waiting', actions: [...actions, 'reportDrainFailed'] },
+    { guard: guard('restsEmpty'), target: '#heldSession.bound.idle', actions: 'reportDrainFailed' },
+    { guard: guard(), target: '#heldSession.bound.waiting', actions: 'reportDrainFailed' },
   ] as never;
 };
 
@@ -244,7 +243,7 @@ export const heldSessionMachine = setup({
           },
           { guard: and(['bound', 'interrupted']), target: 'bound.resuming' },
           // its first pass made by the open: where it leads (a stop meanwhile included)
-          ...afterPass([], 'passMade'),
+          ...afterPass('passMade'),
           { guard: and(['bound', 'stopping']), target: 'bound.shuttingDown' },
           { guard: 'bound', target: 'bound.draining' },
           { target: 'releasing', actions: lose(() => 'the claim was lost before it was bound to the writer epoch') },
@@ -300,7 +299,7 @@ export const heldSessionMachine = setup({
           invoke: {
             src: 'drainInbox',
             input: ({ context }) => ({ heldId: context.heldId, sessionId: context.sessionId }),
-            onDone: afterPass([]),
+            onDone: afterPass(),
             onError: [
               { guard: 'storeClosed', target: '#heldSession.releasing' },
               { target: '#heldSession.releasing', actions: failure('') },

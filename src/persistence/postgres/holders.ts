@@ -195,8 +195,8 @@ export class PgHolders implements SessionHolders {
 
   /**
    * This store's holder rows under a lost key, of the sessions it still holds, moved to the new
-   * one: they read as live again. A row another process claimed meanwhile (they read as dead until now) is theirs and stays
-   * so; a move that fails is tried again at the next lock.
+   * one: they read as live again. A row another process claimed meanwhile (they read as dead until
+   * now) is theirs and stays so; a move that fails is tried again at the next lock.
    */
   private async relock(key: [number, number]): Promise<void> {
     for (const lost of this.lostKeys.splice(0)) {
